@@ -1,0 +1,33 @@
+//! Typed Proxmox VE API.
+//!
+//! The crate has two halves:
+//!
+//! - [`generated`]: one module per API path, written by `pve-codegen` from PVE's API schema and
+//!   `patches/`. Every operation is a request type that implements [`Operation`]: its method,
+//!   path template, response type and error type are constants and associated types, so one
+//!   generic client call can execute any of them.
+//! - the hand-written runtime that generated code names: form encoding and path rendering
+//!   ([`form`]), lenient decoding of PVE's loosely typed JSON ([`lenient`]), property strings
+//!   ([`propstr`]), indexed parameters ([`indexed`]), open enums ([`open_enum!`]), redacted
+//!   secrets ([`Secret`]) and the error types ([`error`]).
+//!
+//! Cargo features select top-level API paths (`access`, `cluster`, `nodes`, `pools`,
+//! `storage`, `version`); all are on by default.
+
+pub mod error;
+pub mod form;
+pub mod indexed;
+pub mod lenient;
+pub mod open_enum;
+pub mod operation;
+pub mod propstr;
+mod secret;
+
+#[allow(missing_docs)]
+pub mod generated;
+
+pub use error::{ApiError, ClientError, OperationError};
+pub use indexed::{IndexSpec, Indexed};
+pub use operation::{Method, Operation, PveVersion};
+pub use propstr::PropertyString;
+pub use secret::Secret;

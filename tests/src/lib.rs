@@ -1,0 +1,1 @@
+//! Cross-crate test suites live in `tests/tests/`; fixtures in `tests/fixtures/`.
