@@ -1,0 +1,264 @@
+//! `pve-codegen`: turns Proxmox VE's API schema (plus `patches/`) into the typed operations of
+//! `pve-sdk`.
+//!
+//! Stages, each with its own module and each reporting every problem it finds with the schema
+//! location: [`raw`] (load) -> [`patch`] -> [`lower`] (to the named [`ir`]) -> [`check`] ->
+//! [`emit`] -> [`format`] (prettyplease, then rustfmt) -> write or compare.
+//!
+//! The generator never depends on the SDK crate; generated code names the SDK's runtime items
+//! by full path (`crate::Operation`, `crate::propstr::PropSpec`, ...).
+
+pub mod check;
+pub mod diag;
+pub mod diff;
+pub mod emit;
+pub mod format;
+pub mod import;
+pub mod ir;
+pub mod lower;
+pub mod names;
+pub mod patch;
+pub mod raw;
+pub mod stats;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::diag::Diagnostics;
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input has problems (exit code 2); nothing was written.
+    #[error("{0}")]
+    Input(Diagnostics),
+    /// Writing or formatting failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<Diagnostics> for Error {
+    fn from(d: Diagnostics) -> Self {
+        Error::Input(d)
+    }
+}
+
+/// What to generate from.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The schema file.
+    pub spec: PathBuf,
+    /// The `patches/` folder.
+    pub patches: PathBuf,
+    /// The schema's PVE version, when its file name does not say (`pve-9.2.json`).
+    pub version: Option<(u16, u16)>,
+    /// Older schemas to compute `since` from; by default the `pve-X.Y.json` files beside the
+    /// schema.
+    pub history: Option<Vec<PathBuf>>,
+    /// Keep upstream description prose in docs (never for committed output).
+    pub upstream_docs: bool,
+}
+
+/// Reads `pve-9.2.json` as `(9, 2)`.
+pub fn version_from_name(path: &Path) -> Option<(u16, u16)> {
+    let name = path.file_name()?.to_str()?;
+    let v = name.strip_prefix("pve-")?.strip_suffix(".json")?;
+    let (a, b) = v.split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The operations (`METHOD /path`) of a schema file, read without the full mirror.
+///
+/// # Errors
+///
+/// Unreadable or malformed files.
+pub fn operation_keys(path: &Path) -> Result<BTreeSet<String>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    fn walk(n: &serde_json::Value, out: &mut BTreeSet<String>) {
+        let path = n.get("path").and_then(|p| p.as_str()).unwrap_or_default();
+        if let Some(info) = n.get("info").and_then(|i| i.as_object()) {
+            for verb in info.keys() {
+                out.insert(format!("{verb} {path}"));
+            }
+        }
+        if let Some(children) = n.get("children").and_then(|c| c.as_array()) {
+            for c in children {
+                walk(c, out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for n in v.as_array().map(Vec::as_slice).unwrap_or_default() {
+        walk(n, &mut out);
+    }
+    Ok(out)
+}
+
+/// The result of the stages up to `emit`: the IR and the formatted-by-prettyplease files.
+#[derive(Debug)]
+pub struct Output {
+    /// The lowered API.
+    pub api: ir::Api,
+    /// Patches applied.
+    pub patches: patch::Patches,
+    /// File name (below `generated/`) -> text (before rustfmt).
+    pub files: BTreeMap<String, String>,
+}
+
+/// Runs load -> patch -> lower -> check -> emit -> prettyplease.
+///
+/// # Errors
+///
+/// [`Error::Input`] with every problem of the first stage that found any.
+pub fn run(cfg: &Config) -> Result<Output, Error> {
+    let spec = raw::load(&cfg.spec)?;
+    let version = match cfg.version.or_else(|| version_from_name(&cfg.spec)) {
+        Some(v) => v,
+        None => {
+            let mut d = Diagnostics::new("load");
+            d.push(
+                cfg.spec.display().to_string(),
+                "cannot tell the PVE version: name the file pve-X.Y.json or pass --pve-version X.Y",
+            );
+            return Err(d.into());
+        }
+    };
+    let patches = patch::load(&cfg.patches, &spec)?;
+    let since = since_table(cfg, version)?;
+    let opts = lower::Options {
+        version,
+        since,
+        upstream_docs: cfg.upstream_docs,
+    };
+    let api = lower::lower(&spec, &patches, &opts)?;
+    check::check(&api)?;
+    let tokens = emit::emit(&api);
+    let files = format::pretty(&emit::file_header(&api), tokens)?;
+    Ok(Output {
+        api,
+        patches,
+        files,
+    })
+}
+
+fn since_table(
+    cfg: &Config,
+    version: (u16, u16),
+) -> Result<BTreeMap<String, (u16, u16)>, Error> {
+    let history: Vec<PathBuf> = match &cfg.history {
+        Some(h) => h.clone(),
+        None => {
+            let dir = cfg.spec.parent().unwrap_or(Path::new("."));
+            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| version_from_name(p).is_some_and(|v| v < version))
+                        .collect()
+                })
+                .unwrap_or_default();
+            found.sort();
+            found
+        }
+    };
+    let mut versions: Vec<((u16, u16), PathBuf)> = Vec::new();
+    let mut diags = Diagnostics::new("load");
+    for p in history {
+        match version_from_name(&p) {
+            Some(v) => versions.push((v, p)),
+            None => diags.push(p.display().to_string(), "history schema must be named pve-X.Y.json"),
+        }
+    }
+    diags.finish(())?;
+    versions.sort();
+    let mut since = BTreeMap::new();
+    for (v, p) in versions {
+        for key in operation_keys(&p).map_err(Error::Io)? {
+            since.entry(key).or_insert(v);
+        }
+    }
+    Ok(since)
+}
+
+fn temp_dir_beside(out: &Path, tag: &str) -> PathBuf {
+    let parent = out.parent().unwrap_or(Path::new("."));
+    parent.join(format!(".generated.{tag}-{}", std::process::id()))
+}
+
+/// `generate`: writes the files to a temporary folder beside `out`, formats them, and only then
+/// replaces `out`, so a failed run leaves the old output in place.
+///
+/// # Errors
+///
+/// Any stage's problems, or I/O and rustfmt failures.
+pub fn generate(cfg: &Config, out: &Path) -> Result<Output, Error> {
+    let output = run(cfg)?;
+    let tmp = temp_dir_beside(out, "new");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = format::write_and_rustfmt(&tmp, &output.files);
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(Error::Io(e));
+    }
+    let old = temp_dir_beside(out, "old");
+    let _ = std::fs::remove_dir_all(&old);
+    if out.exists() {
+        std::fs::rename(out, &old).map_err(|e| Error::Io(format!("cannot move {}: {e}", out.display())))?;
+    }
+    if let Err(e) = std::fs::rename(&tmp, out) {
+        let _ = std::fs::rename(&old, out);
+        return Err(Error::Io(format!("cannot move the new output in place: {e}")));
+    }
+    let _ = std::fs::remove_dir_all(&old);
+    Ok(output)
+}
+
+/// What `check` found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckReport {
+    /// Files whose text differs.
+    pub changed: Vec<String>,
+    /// Files that would be generated but are not on disk.
+    pub missing: Vec<String>,
+    /// Files on disk that would not be generated.
+    pub extra: Vec<String>,
+}
+
+impl CheckReport {
+    /// Whether the files on disk are exactly what would be generated.
+    pub fn is_clean(&self) -> bool {
+        self.changed.is_empty() && self.missing.is_empty() && self.extra.is_empty()
+    }
+}
+
+/// `check`: generates into a temporary folder and compares with `out`.
+///
+/// # Errors
+///
+/// Any stage's problems, or I/O and rustfmt failures.
+pub fn check_up_to_date(cfg: &Config, out: &Path) -> Result<CheckReport, Error> {
+    let output = run(cfg)?;
+    let tmp = temp_dir_beside(out, "check");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let written = format::write_and_rustfmt(&tmp, &output.files).and_then(|()| format::read_tree(&tmp));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let want = written.map_err(Error::Io)?;
+    let have = format::read_tree(out).map_err(Error::Io)?;
+    let mut report = CheckReport::default();
+    for (name, text) in &want {
+        match have.get(name) {
+            None => report.missing.push(name.clone()),
+            Some(t) if t != text => report.changed.push(name.clone()),
+            Some(_) => {}
+        }
+    }
+    for name in have.keys() {
+        if !want.contains_key(name) {
+            report.extra.push(name.clone());
+        }
+    }
+    Ok(report)
+}

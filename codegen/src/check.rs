@@ -1,0 +1,46 @@
+//! Stage `check`: invariants of the IR that emit relies on.
+
+use std::collections::BTreeSet;
+
+use crate::diag::Diagnostics;
+use crate::ir::{Api, Ty};
+
+/// Checks the lowered API.
+///
+/// # Errors
+///
+/// Every violated invariant, with its location.
+pub fn check(api: &Api) -> Result<(), Diagnostics> {
+    let mut d = Diagnostics::new("check");
+    if let Some(root) = api.modules.get(&Vec::new()) {
+        if root.children.contains("index") {
+            d.push("path /index", "module name `index` is reserved for index specs");
+        }
+    }
+    let mut ops = BTreeSet::new();
+    for module in api.modules.values() {
+        for op in &module.ops {
+            let key = op.key();
+            if !ops.insert(key.clone()) {
+                d.push(&key, "operation defined twice");
+            }
+            let params = crate::lower::path_params(&op.path);
+            for p in &params {
+                match op.fields.iter().find(|f| &f.wire == p) {
+                    Some(f) if f.required && f.path_param => {
+                        if !matches!(f.ty, Ty::String | Ty::Integer | Ty::Named(_)) {
+                            d.push(&key, format!("path parameter \"{p}\" has no scalar type"));
+                        }
+                    }
+                    _ => d.push(&key, format!("path parameter \"{p}\" is not a required field")),
+                }
+            }
+            for f in &op.fields {
+                if f.path_param && !params.contains(&f.wire) {
+                    d.push(&key, format!("field \"{}\" is marked as a path parameter", f.wire));
+                }
+            }
+        }
+    }
+    d.finish(())
+}

@@ -1,0 +1,183 @@
+//! `import`: the schema array out of the API viewer's `apidoc.js`, into `apispec/`, with its
+//! facts recorded in `apispec/lock.toml`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::diag::Diagnostics;
+use crate::raw;
+
+/// `apispec/lock.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    /// One entry per PVE version.
+    #[serde(default)]
+    pub schema: Vec<LockEntry>,
+}
+
+/// The facts of one imported schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockEntry {
+    /// PVE version, `9.2`.
+    pub version: String,
+    /// Where the file lies, relative to the repository root.
+    pub path: String,
+    /// SHA-256 of the JSON file.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Tree nodes.
+    pub paths: usize,
+    /// Operations.
+    pub methods: usize,
+}
+
+impl Lock {
+    /// Reads a lock file; a missing file is an empty lock.
+    ///
+    /// # Errors
+    ///
+    /// Unreadable or malformed files.
+    pub fn load(path: &Path) -> Result<Lock, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lock::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// The entry of `version`.
+    pub fn get(&self, version: &str) -> Option<&LockEntry> {
+        self.schema.iter().find(|e| e.version == version)
+    }
+
+    /// Text of the lock file.
+    ///
+    /// # Errors
+    ///
+    /// Serialization errors (none expected).
+    pub fn to_text(&self) -> Result<String, String> {
+        let body = toml::to_string(self).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "# Facts of the PVE API schemas this project was generated from or checked against.\n# Written by `pve-codegen import`; the schema files themselves are not committed.\n\n{body}"
+        ))
+    }
+}
+
+/// Finds the schema array in `apidoc.js` and returns its exact bytes (with one trailing newline).
+///
+/// # Errors
+///
+/// A sentence when no array assignment is found or the array is not valid JSON.
+pub fn extract(js: &str) -> Result<String, String> {
+    let mut search = 0;
+    while let Some(rel) = js[search..].find('=') {
+        let eq = search + rel;
+        let after = js[eq + 1..].trim_start();
+        if after.starts_with('[') {
+            let start = js.len() - after.len();
+            let mut stream =
+                serde_json::Deserializer::from_str(&js[start..]).into_iter::<serde_json::Value>();
+            return match stream.next() {
+                Some(Ok(serde_json::Value::Array(_))) => {
+                    let end = start + stream.byte_offset();
+                    let mut text = js[start..end].to_owned();
+                    text.push('\n');
+                    Ok(text)
+                }
+                Some(Ok(_)) => Err("the assigned value is not an array".into()),
+                Some(Err(e)) => Err(format!("the schema array is not valid JSON: {e}")),
+                None => Err("no value after '='".into()),
+            };
+        }
+        search = eq + 1;
+    }
+    Err("no `= [` assignment of a schema array found".into())
+}
+
+/// What an import wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// The JSON file written.
+    pub path: PathBuf,
+    /// Its lock entry.
+    pub entry: LockEntry,
+}
+
+/// Imports `apidoc.js` into `apispec_dir`.
+///
+/// The version comes from `version`, or from a lock entry with the same sha256.
+///
+/// # Errors
+///
+/// The extraction's or the schema's problems (nothing is written then), or I/O errors.
+pub fn import(js: &str, apispec_dir: &Path, version: Option<&str>) -> Result<Imported, crate::Error> {
+    let io = crate::Error::Io;
+    let text = extract(js).map_err(|e| {
+        let mut d = Diagnostics::new("import");
+        d.push("apidoc.js", e);
+        crate::Error::Input(d)
+    })?;
+    let spec = raw::parse("apidoc.js", text.as_bytes())?;
+    let lock_path = apispec_dir.join("lock.toml");
+    let mut lock = Lock::load(&lock_path).map_err(io)?;
+    let sha = raw::sha256_hex(text.as_bytes());
+    let version = match version {
+        Some(v) => v.to_owned(),
+        None => match lock.schema.iter().find(|e| e.sha256 == sha) {
+            Some(e) => e.version.clone(),
+            None => {
+                let mut d = Diagnostics::new("import");
+                d.push(
+                    "apidoc.js",
+                    format!("schema sha256 {sha} is not in the lock: pass --pve-version X.Y"),
+                );
+                return Err(crate::Error::Input(d));
+            }
+        },
+    };
+    let file = format!("pve-{version}.json");
+    let path = apispec_dir.join(&file);
+    std::fs::create_dir_all(apispec_dir).map_err(|e| io(e.to_string()))?;
+    std::fs::write(&path, &text).map_err(|e| io(format!("{}: {e}", path.display())))?;
+    let entry = LockEntry {
+        version: version.clone(),
+        path: format!("apispec/{file}"),
+        sha256: sha,
+        bytes: text.len() as u64,
+        paths: spec.nodes().len(),
+        methods: spec.operations().len(),
+    };
+    lock.schema.retain(|e| e.version != version);
+    lock.schema.push(entry.clone());
+    lock.schema.sort_by(|a, b| {
+        crate::version_from_name(Path::new(&format!("pve-{}.json", a.version)))
+            .cmp(&crate::version_from_name(Path::new(&format!("pve-{}.json", b.version))))
+    });
+    std::fs::write(&lock_path, lock.to_text().map_err(io)?)
+        .map_err(|e| io(format!("{}: {e}", lock_path.display())))?;
+    Ok(Imported { path, entry })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extracts_the_array_bytes_exactly() {
+        let js = "// viewer\nconst apiSchema = [\n   {\"path\" : \"/a\", \"text\" : \"a\"}\n];\nlet x = [1];\n";
+        assert_eq!(
+            extract(js).expect("found"),
+            "[\n   {\"path\" : \"/a\", \"text\" : \"a\"}\n]\n"
+        );
+    }
+
+    #[test]
+    fn broken_arrays_are_reported() {
+        assert!(extract("var pveapi = [ {\"path\": ];").is_err());
+        assert!(extract("nothing here").is_err());
+    }
+}

@@ -1,0 +1,976 @@
+//! Stage `lower`: raw schema + patches -> named IR.
+//!
+//! Decides every Rust name (modules from the path, types from handler names, fields from wire
+//! names), turns inline formats into shared property-string types, indexed parameters into
+//! bounded maps and `type-property` objects into tagged unions, and records every place where
+//! the schema gives no type.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::diag::Diagnostics;
+use crate::ir::{
+    Api, Fallback, Field, IndexSpecDef, ModPath, Module, Op, PropField, PropString, Ty,
+    TypeDef, TypeKind, TypeRef,
+};
+use crate::names::{indexed_base, pascal, snake};
+use crate::patch::Patches;
+use crate::raw::{AdditionalProperties, Format, Method, Node, Schema, Spec};
+
+/// What lowering needs besides the schema and the patches.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The schema's PVE version.
+    pub version: (u16, u16),
+    /// First version per operation (`METHOD /path`), from older schemas.
+    pub since: BTreeMap<String, (u16, u16)>,
+    /// Keep upstream description prose (local builds only).
+    pub upstream_docs: bool,
+}
+
+/// The module path of an API path: `/nodes/{node}/network` -> `nodes::node::network`.
+pub fn module_of(path: &str) -> ModPath {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| snake(s.trim_start_matches('{').trim_end_matches('}')))
+        .collect()
+}
+
+/// The `{param}` names of a path template, in order.
+pub fn path_params(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Deterministic text of a schema's facts (no prose), used to tell formats apart.
+fn facts_key(s: &Schema, with_optional: bool) -> String {
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: Value| {
+        m.insert(k.to_owned(), v);
+    };
+    if let Some(t) = &s.ty {
+        put("type", Value::from(t.clone()));
+    }
+    if with_optional && s.optional {
+        put("optional", Value::from(true));
+    }
+    match &s.format {
+        Some(Format::Named(n)) => put("format", Value::from(n.clone())),
+        Some(Format::Inline(keys)) => put(
+            "format",
+            Value::from(
+                keys.iter()
+                    .map(|(k, v)| format!("{k}:{}", facts_key(v, true)))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ),
+        ),
+        None => {}
+    }
+    if let Some(d) = &s.default {
+        put("default", d.clone());
+    }
+    if let Some(e) = &s.enum_values {
+        put("enum", Value::from(e.clone()));
+    }
+    for (k, v) in [
+        ("minimum", s.minimum),
+        ("maximum", s.maximum),
+        ("min", s.min),
+        ("max", s.max),
+    ] {
+        if let Some(v) = v {
+            put(k, Value::from(v));
+        }
+    }
+    for (k, v) in [("minLength", s.min_length), ("maxLength", s.max_length)] {
+        if let Some(v) = v {
+            put(k, Value::from(v));
+        }
+    }
+    for (k, v) in [
+        ("pattern", &s.pattern),
+        ("alias", &s.alias),
+        ("keyAlias", &s.key_alias),
+        ("requires", &s.requires),
+    ] {
+        if let Some(v) = v {
+            put(k, Value::from(v.clone()));
+        }
+    }
+    if s.default_key {
+        put("default_key", Value::from(true));
+    }
+    if let Some(i) = &s.items {
+        put("items", Value::from(facts_key(i, true)));
+    }
+    Value::Object(m).to_string()
+}
+
+/// Doc facts of a schema: format, range, length, pattern, default, requires.
+pub fn schema_facts(s: &Schema) -> Vec<String> {
+    let mut f = Vec::new();
+    if let Some(Format::Named(n)) = &s.format {
+        f.push(format!("format `{n}`"));
+    }
+    match (s.minimum, s.maximum) {
+        (Some(a), Some(b)) => f.push(format!("range {} - {}", num(a), num(b))),
+        (Some(a), None) => f.push(format!("minimum {}", num(a))),
+        (None, Some(b)) => f.push(format!("maximum {}", num(b))),
+        (None, None) => {}
+    }
+    match (s.min_length, s.max_length) {
+        (Some(a), Some(b)) => f.push(format!("length {a} - {b}")),
+        (Some(a), None) => f.push(format!("minimum length {a}")),
+        (None, Some(b)) => f.push(format!("maximum length {b}")),
+        (None, None) => {}
+    }
+    if let Some(p) = &s.pattern {
+        f.push(format!("pattern `{}`", p.replace('`', "'")));
+    }
+    if let Some(d) = &s.default {
+        let text = match d {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        f.push(format!("default `{}`", text.replace('`', "'")));
+    }
+    if let Some(r) = &s.requires {
+        f.push(format!("requires `{r}`"));
+    }
+    f
+}
+
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// One property-string type: the formats merged into it and where it is used.
+#[derive(Debug, Clone)]
+struct PropGroup {
+    base: String,
+    keys: BTreeMap<String, Schema>,
+    /// keys missing from at least one merged format
+    partial: BTreeSet<String>,
+    variants: BTreeSet<String>,
+    modules: Vec<ModPath>,
+    used_by: BTreeSet<String>,
+    formats: usize,
+}
+
+impl PropGroup {
+    fn compatible(&self, keys: &BTreeMap<String, Schema>) -> bool {
+        keys.iter().all(|(k, s)| match self.keys.get(k) {
+            Some(have) => facts_key(have, false) == facts_key(s, false),
+            None => true,
+        })
+    }
+
+    fn merge(&mut self, keys: &BTreeMap<String, Schema>) {
+        let missing_here: Vec<String> = self
+            .keys
+            .keys()
+            .filter(|k| !keys.contains_key(*k))
+            .cloned()
+            .collect();
+        self.partial.extend(missing_here);
+        if self.formats > 0 {
+            for k in keys.keys() {
+                if !self.keys.contains_key(k) {
+                    self.partial.insert(k.clone());
+                }
+            }
+        }
+        for (k, s) in keys {
+            let entry = self.keys.entry(k.clone()).or_insert_with(|| s.clone());
+            entry.optional |= s.optional;
+        }
+        self.formats += 1;
+    }
+}
+
+struct Occurrence {
+    base: String,
+    canon: String,
+    keys: BTreeMap<String, Schema>,
+    module: ModPath,
+    location: String,
+}
+
+fn canon_of(keys: &BTreeMap<String, Schema>) -> String {
+    keys.iter()
+        .map(|(k, v)| format!("{k}={}", facts_key(v, true)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn collect_inline(s: &Schema, name: &str, module: &ModPath, loc: &str, out: &mut Vec<Occurrence>) {
+    if let Some(Format::Inline(keys)) = &s.format {
+        let base = indexed_base(name).unwrap_or(name).to_owned();
+        out.push(Occurrence {
+            base,
+            canon: canon_of(keys),
+            keys: keys.clone(),
+            module: module.clone(),
+            location: loc.to_owned(),
+        });
+    }
+    if let Some(props) = &s.properties {
+        for (k, v) in props {
+            collect_inline(v, k, module, &format!("{loc} \"{k}\""), out);
+        }
+    }
+    if let Some(i) = &s.items {
+        collect_inline(i, name, module, loc, out);
+    }
+    if let Some(alts) = &s.one_of {
+        for a in alts {
+            collect_inline(a, name, module, loc, out);
+        }
+    }
+    if let Some(AdditionalProperties::Schema(a)) = &s.additional_properties {
+        collect_inline(a, name, module, loc, out);
+    }
+}
+
+fn common_prefix(paths: &[ModPath]) -> ModPath {
+    let Some(first) = paths.first() else {
+        return Vec::new();
+    };
+    let mut len = first.len();
+    for p in &paths[1..] {
+        len = len.min(p.len());
+        for i in 0..len {
+            if p[i] != first[i] {
+                len = i;
+                break;
+            }
+        }
+    }
+    first[..len].to_vec()
+}
+
+struct Lowerer<'a> {
+    patches: &'a Patches,
+    opts: &'a Options,
+    diags: Diagnostics,
+    modules: BTreeMap<ModPath, Module>,
+    fallbacks: Vec<Fallback>,
+    /// (base, canon) -> property-string type
+    prop_types: BTreeMap<(String, String), TypeRef>,
+    index_specs: BTreeMap<String, IndexSpecDef>,
+    /// where each type name was defined, for collision messages: (module, name) -> location
+    defined: BTreeMap<(ModPath, String), String>,
+}
+
+/// Lowers a loaded, patched schema.
+///
+/// # Errors
+///
+/// Every problem: name collisions, indexed parameters without a bound, conflicting unions.
+pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diagnostics> {
+    let mut l = Lowerer {
+        patches,
+        opts,
+        diags: Diagnostics::new("lower"),
+        modules: BTreeMap::new(),
+        fallbacks: Vec::new(),
+        prop_types: BTreeMap::new(),
+        index_specs: BTreeMap::new(),
+        defined: BTreeMap::new(),
+    };
+    l.modules.insert(Vec::new(), Module::default());
+    l.module_tree(spec);
+    l.property_strings(spec);
+    for (node, method) in spec.operations() {
+        l.op(node, method);
+    }
+    let mut fallbacks = l.fallbacks;
+    fallbacks.sort();
+    let api = Api {
+        spec_file: spec.file_name.clone(),
+        sha256: spec.sha256.clone(),
+        version: format!("{}.{}", opts.version.0, opts.version.1),
+        modules: l.modules,
+        index_specs: l.index_specs,
+        fallbacks,
+        patch_files: patches.files.clone(),
+    };
+    l.diags.finish(api)
+}
+
+impl Lowerer<'_> {
+    fn module_tree(&mut self, spec: &Spec) {
+        let mut urls: BTreeMap<ModPath, String> = BTreeMap::new();
+        for node in spec.nodes() {
+            let m = module_of(&node.path);
+            if m.is_empty() {
+                self.diags.push(format!("path {}", node.path), "a path needs at least one segment");
+                continue;
+            }
+            if let Some(other) = urls.get(&m) {
+                if other != &node.path {
+                    self.diags.push(
+                        format!("path {}", node.path),
+                        format!(
+                            "module name collision: paths {other} and {} both map to module {}",
+                            node.path,
+                            m.join("::")
+                        ),
+                    );
+                }
+                continue;
+            }
+            urls.insert(m.clone(), node.path.clone());
+            for i in 0..m.len() {
+                let parent = m[..i].to_vec();
+                self.modules
+                    .entry(parent)
+                    .or_default()
+                    .children
+                    .insert(m[i].clone());
+            }
+            self.modules.entry(m).or_default().url = Some(node.path.clone());
+        }
+    }
+
+    fn define(&mut self, module: &ModPath, def: TypeDef) -> TypeRef {
+        let key = (module.clone(), def.name.clone());
+        if let Some(other) = self.defined.get(&key) {
+            self.diags.push(
+                def.location.clone(),
+                format!(
+                    "type name collision: {} in module {} is also defined by {other}",
+                    def.name,
+                    display_mod(module)
+                ),
+            );
+        } else {
+            self.defined.insert(key, def.location.clone());
+        }
+        let r = TypeRef {
+            module: module.clone(),
+            name: def.name.clone(),
+        };
+        self.modules.entry(module.clone()).or_default().types.push(def);
+        r
+    }
+
+    fn fallback(&mut self, location: &str, reason: &str) {
+        self.fallbacks.push(Fallback {
+            location: location.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+
+    fn property_strings(&mut self, spec: &Spec) {
+        let mut occ = Vec::new();
+        for (node, method) in spec.operations() {
+            let m = module_of(&node.path);
+            let loc = format!("{} {}", method.verb, node.path);
+            collect_inline(&method.parameters, "", &m, &format!("{loc} param"), &mut occ);
+            collect_inline(&method.returns, "", &m, &format!("{loc} returns"), &mut occ);
+        }
+        // Greedy merge per base name, in a fixed order.
+        occ.sort_by(|a, b| (&a.base, &a.canon, &a.module).cmp(&(&b.base, &b.canon, &b.module)));
+        let mut groups: BTreeMap<String, Vec<PropGroup>> = BTreeMap::new();
+        for o in &occ {
+            let list = groups.entry(o.base.clone()).or_default();
+            let idx = match list.iter().position(|g| g.variants.contains(&o.canon)) {
+                Some(i) => i,
+                None => match list.iter().position(|g| g.compatible(&o.keys)) {
+                    Some(i) => {
+                        list[i].merge(&o.keys);
+                        list[i].variants.insert(o.canon.clone());
+                        i
+                    }
+                    None => {
+                        let mut g = PropGroup {
+                            base: o.base.clone(),
+                            keys: BTreeMap::new(),
+                            partial: BTreeSet::new(),
+                            variants: BTreeSet::new(),
+                            modules: Vec::new(),
+                            used_by: BTreeSet::new(),
+                            formats: 0,
+                        };
+                        g.merge(&o.keys);
+                        g.variants.insert(o.canon.clone());
+                        list.push(g);
+                        list.len() - 1
+                    }
+                },
+            };
+            list[idx].modules.push(o.module.clone());
+            list[idx].used_by.insert(o.location.clone());
+        }
+        for list in groups.into_values() {
+            for g in list {
+                let module = common_prefix(&g.modules);
+                let name = pascal(&g.base);
+                let tref = self.prop_string_type(&module, &name, &g);
+                for v in &g.variants {
+                    self.prop_types
+                        .insert((g.base.clone(), v.clone()), tref.clone());
+                }
+            }
+        }
+    }
+
+    fn prop_string_type(&mut self, module: &ModPath, name: &str, g: &PropGroup) -> TypeRef {
+        let loc = format!(
+            "property string \"{}\" ({})",
+            g.base,
+            g.used_by.iter().next().cloned().unwrap_or_default()
+        );
+        let mut fields = Vec::new();
+        let mut aliases = Vec::new();
+        let mut default_key = None;
+        let mut rust_names = BTreeSet::new();
+        for (key, s) in &g.keys {
+            if let Some(alias) = &s.alias {
+                if !g.keys.contains_key(alias) {
+                    self.diags.push(
+                        format!("{loc} key \"{key}\""),
+                        format!("alias of unknown key \"{alias}\""),
+                    );
+                }
+                aliases.push((key.clone(), alias.clone(), s.key_alias.clone()));
+                continue;
+            }
+            if s.default_key {
+                if let Some(other) = &default_key {
+                    self.diags.push(
+                        format!("{loc} key \"{key}\""),
+                        format!("a second default key (first: \"{other}\")"),
+                    );
+                }
+                default_key = Some(key.clone());
+            }
+            let rust = snake(key);
+            if !rust_names.insert(rust.clone()) {
+                self.diags.push(
+                    format!("{loc} key \"{key}\""),
+                    format!("field name collision: {rust}"),
+                );
+            }
+            let ty = match (s.ty.as_deref(), &s.enum_values) {
+                (_, Some(values)) => {
+                    let ename = format!("{name}{}", pascal(key));
+                    let def = self.enum_def(&ename, values, &format!("{loc} key \"{key}\""));
+                    Ty::Named(self.define(module, def))
+                }
+                (Some("boolean"), None) => Ty::Boolean,
+                (Some("integer"), None) => Ty::Integer,
+                (Some("number"), None) => Ty::Number,
+                (Some("string"), None) => Ty::String,
+                (other, None) => {
+                    self.diags.push(
+                        format!("{loc} key \"{key}\""),
+                        format!("impossible type {other:?} for a property-string key"),
+                    );
+                    Ty::String
+                }
+            };
+            let mut facts = schema_facts(s);
+            if s.default_key {
+                facts.insert(0, "default key (may be written without `key=`)".to_owned());
+            }
+            fields.push(PropField {
+                key: key.clone(),
+                rust,
+                ty,
+                required: !s.optional && !g.partial.contains(key),
+                facts,
+            });
+        }
+        let mut other_keys = "other_keys".to_owned();
+        while rust_names.contains(&other_keys) {
+            other_keys.push('_');
+        }
+        let mut facts = vec![format!("Property string `{}`.", g.base)];
+        facts.push(format!(
+            "Used by: {}.",
+            g.used_by
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let def = TypeDef {
+            name: name.to_owned(),
+            kind: TypeKind::PropString(PropString {
+                fields,
+                default_key,
+                aliases,
+                other_keys,
+                used_by: g.used_by.iter().cloned().collect(),
+            }),
+            facts,
+            location: loc,
+        };
+        self.define(module, def)
+    }
+
+    fn enum_def(&mut self, name: &str, values: &[String], loc: &str) -> TypeDef {
+        let mut variants = Vec::new();
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        for v in values {
+            let rust = pascal(v);
+            if let Some(other) = seen.get(&rust) {
+                if other != v {
+                    self.diags.push(
+                        loc,
+                        format!("enum variant collision: \"{other}\" and \"{v}\" are both {rust}"),
+                    );
+                }
+                continue;
+            }
+            seen.insert(rust.clone(), v.clone());
+            variants.push((rust, v.clone()));
+        }
+        TypeDef {
+            name: name.to_owned(),
+            kind: TypeKind::Enum { variants },
+            facts: Vec::new(),
+            location: loc.to_owned(),
+        }
+    }
+
+    fn index_spec(&mut self, base: &str, loc: &str) -> String {
+        let name = pascal(base);
+        if let Some(spec) = self.index_specs.get(&name) {
+            if spec.prefix != base {
+                self.diags.push(
+                    loc,
+                    format!("index spec name collision: {} and {base}", spec.prefix),
+                );
+            }
+            return name;
+        }
+        match self.patches.index_bounds.get(base) {
+            Some((max, source)) => {
+                self.index_specs.insert(
+                    name.clone(),
+                    IndexSpecDef {
+                        prefix: base.to_owned(),
+                        max: *max,
+                        source: source.clone(),
+                    },
+                );
+            }
+            None => self.diags.push(
+                loc,
+                format!(
+                    "indexed parameter {base}[n] has no bound: add `{base} = <max>` to an index-bounds patch"
+                ),
+            ),
+        }
+        name
+    }
+
+    fn op(&mut self, node: &Node, method: &Method) {
+        let module = module_of(&node.path);
+        let key = format!("{} {}", method.verb, node.path);
+        let type_name = pascal(&method.name);
+        let loc = key.clone();
+
+        let props = method.parameters.properties.clone().unwrap_or_default();
+        let pparams = path_params(&node.path);
+        let mut fields = Vec::new();
+        for p in &pparams {
+            let (ty, mut facts, description) = match props.get(p) {
+                Some(s) => {
+                    let ty = self.ty(s, &format!("{type_name}{}", pascal(p)), &module, &format!("{loc} param \"{p}\""), &key, p, false);
+                    (ty, schema_facts(s), s.description.clone())
+                }
+                None => (Ty::String, Vec::new(), None),
+            };
+            facts.insert(0, "Path parameter.".to_owned());
+            fields.push(Field {
+                wire: p.clone(),
+                rust: snake(p),
+                ty,
+                required: true,
+                flatten: false,
+                path_param: true,
+                facts,
+                description: self.prose(description),
+            });
+        }
+        let rest: BTreeMap<String, Schema> = props
+            .into_iter()
+            .filter(|(k, _)| !pparams.contains(k))
+            .collect();
+        let mut more = self.fields(&rest, &type_name, &module, &format!("{loc} param"), &key, false);
+        fields.append(&mut more);
+        self.check_field_names(&fields, &format!("{loc} parameters"));
+
+        let response_name = format!("{type_name}Response");
+        let response = self.response(&method.returns, &response_name, &module, &format!("{loc} returns"), &key);
+        let (check, user) = match &method.permissions {
+            Some(p) => (p.check.as_ref().map(Value::to_string), p.user.clone()),
+            None => (None, None),
+        };
+        let since = self.opts.since.get(&key).copied().unwrap_or(self.opts.version);
+        let op = Op {
+            verb: method.verb.clone(),
+            path: node.path.clone(),
+            handler: method.name.clone(),
+            type_name: type_name.clone(),
+            response_name: response_name.clone(),
+            error_name: format!("{type_name}Error"),
+            fields,
+            response,
+            permission_check: check,
+            permission_user: user,
+            protected: method.protected,
+            proxyto: method.proxyto.clone(),
+            allowtoken: method.allowtoken,
+            since,
+            returns_task: self.patches.tasks.contains(&key),
+            description: self.prose(method.description.clone()),
+        };
+        for name in [&op.type_name, &op.error_name] {
+            self.claim(&module, name, &loc);
+        }
+        if !matches!(&op.response, Ty::Named(r) if r.name == response_name && r.module == module) {
+            self.claim(&module, &response_name, &loc);
+        }
+        self.modules.entry(module).or_default().ops.push(op);
+    }
+
+    fn claim(&mut self, module: &ModPath, name: &str, loc: &str) {
+        let key = (module.clone(), name.to_owned());
+        if let Some(other) = self.defined.get(&key) {
+            self.diags.push(
+                loc,
+                format!(
+                    "type name collision: {name} in module {} is also defined by {other}",
+                    display_mod(module)
+                ),
+            );
+        } else {
+            self.defined.insert(key, loc.to_owned());
+        }
+    }
+
+    fn prose(&self, text: Option<String>) -> Option<String> {
+        if self.opts.upstream_docs {
+            text
+        } else {
+            None
+        }
+    }
+
+    fn check_field_names(&mut self, fields: &[Field], loc: &str) {
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for f in fields {
+            if let Some(other) = seen.insert(&f.rust, &f.wire) {
+                self.diags.push(
+                    loc,
+                    format!(
+                        "field name collision: \"{other}\" and \"{}\" are both `{}`",
+                        f.wire, f.rust
+                    ),
+                );
+            }
+        }
+    }
+
+    fn response(&mut self, s: &Schema, name: &str, module: &ModPath, loc: &str, key: &str) -> Ty {
+        self.ty(s, name, module, loc, key, "", true)
+    }
+
+    /// Fields of an object: plain, indexed (flattened maps) and tagged unions.
+    #[allow(clippy::too_many_arguments)]
+    fn fields(
+        &mut self,
+        props: &BTreeMap<String, Schema>,
+        hint: &str,
+        module: &ModPath,
+        loc: &str,
+        key: &str,
+        response: bool,
+    ) -> Vec<Field> {
+        let mut out = Vec::new();
+        // A tagged union: some properties name a `type-property`.
+        let tags: BTreeSet<&String> = props
+            .values()
+            .filter_map(|s| s.type_property.as_ref())
+            .collect();
+        let union_tag = match tags.len() {
+            0 => None,
+            1 => tags.into_iter().next().cloned(),
+            _ => {
+                self.diags.push(
+                    loc,
+                    format!("properties name different type-properties: {tags:?}"),
+                );
+                None
+            }
+        };
+        let union_tag = union_tag.filter(|t| props.contains_key(t));
+        let mut variant_fields: BTreeMap<String, Vec<Field>> = BTreeMap::new();
+        for (wire, s) in props {
+            let floc = format!("{loc} \"{wire}\"");
+            if union_tag.as_ref() == Some(wire) {
+                continue;
+            }
+            if let (Some(_), Some(tag)) = (&s.type_property, &union_tag) {
+                let _ = tag;
+                let mut placed = false;
+                if let Some(types) = &s.instance_types {
+                    for t in types {
+                        let f = self.field(wire, s, &format!("{hint}{}", pascal(t)), module, &floc, key, response);
+                        variant_fields.entry(t.clone()).or_default().push(f);
+                    }
+                    placed = true;
+                }
+                if let Some(alts) = &s.one_of {
+                    for (i, alt) in alts.iter().enumerate() {
+                        let mut alt = alt.clone();
+                        alt.optional |= s.optional;
+                        for t in alt.instance_types.clone().unwrap_or_default() {
+                            let f = self.field(wire, &alt, &format!("{hint}{}", pascal(&t)), module, &format!("{floc} oneOf[{i}]"), key, response);
+                            variant_fields.entry(t.clone()).or_default().push(f);
+                        }
+                    }
+                    placed = true;
+                }
+                if placed {
+                    continue;
+                }
+            }
+            if let Some(base) = indexed_base(wire) {
+                let spec = self.index_spec(base, &floc);
+                let item = self.ty(s, &format!("{hint}{}", pascal(base)), module, &floc, key, wire, response);
+                let rust = if props.contains_key(base) {
+                    format!("{}_n", snake(base))
+                } else {
+                    snake(base)
+                };
+                let mut facts = schema_facts(s);
+                facts.insert(0, format!("Indexed: `{base}0` ..; keys `{base}N`."));
+                out.push(Field {
+                    wire: wire.clone(),
+                    rust,
+                    ty: Ty::Indexed {
+                        item: Box::new(item),
+                        spec,
+                    },
+                    required: false,
+                    flatten: true,
+                    path_param: false,
+                    facts,
+                    description: self.prose(s.description.clone()),
+                });
+                continue;
+            }
+            out.push(self.field(wire, s, hint, module, &floc, key, response));
+        }
+        if let Some(tag) = union_tag {
+            let tag_schema = &props[&tag];
+            let mut values: Vec<String> = tag_schema.enum_values.clone().unwrap_or_default();
+            for t in variant_fields.keys() {
+                if !values.contains(t) {
+                    values.push(t.clone());
+                }
+            }
+            let ename = format!("{hint}{}", pascal(&tag));
+            let tloc = format!("{loc} \"{tag}\" (union)");
+            let mut variants = Vec::new();
+            let mut seen = BTreeSet::new();
+            for v in values {
+                let rust = pascal(&v);
+                if !seen.insert(rust.clone()) {
+                    self.diags.push(&tloc, format!("union variant collision: {rust}"));
+                    continue;
+                }
+                let fields = variant_fields.remove(&v).unwrap_or_default();
+                self.check_field_names(&fields, &tloc);
+                variants.push((v, rust, fields));
+            }
+            let def = TypeDef {
+                name: ename,
+                kind: TypeKind::Tagged {
+                    tag: tag.clone(),
+                    variants,
+                    response,
+                },
+                facts: vec![format!("Selected by `{tag}`.")],
+                location: tloc,
+            };
+            let tref = self.define(module, def);
+            let mut facts = schema_facts(tag_schema);
+            facts.insert(0, "Union tag: the variant carries its own fields.".to_owned());
+            out.push(Field {
+                wire: tag.clone(),
+                rust: snake(&tag),
+                ty: Ty::Named(tref),
+                required: !tag_schema.optional,
+                flatten: true,
+                path_param: false,
+                facts,
+                description: self.prose(tag_schema.description.clone()),
+            });
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn field(
+        &mut self,
+        wire: &str,
+        s: &Schema,
+        hint: &str,
+        module: &ModPath,
+        loc: &str,
+        key: &str,
+        response: bool,
+    ) -> Field {
+        let ty = self.ty(s, &format!("{hint}{}", pascal(wire)), module, loc, key, wire, response);
+        Field {
+            wire: wire.to_owned(),
+            rust: snake(wire),
+            ty,
+            required: !s.optional,
+            flatten: false,
+            path_param: false,
+            facts: schema_facts(s),
+            description: self.prose(s.description.clone()),
+        }
+    }
+
+    /// The type of a schema; defines enums and structs it needs under `hint`.
+    #[allow(clippy::too_many_arguments)]
+    fn ty(
+        &mut self,
+        s: &Schema,
+        hint: &str,
+        module: &ModPath,
+        loc: &str,
+        key: &str,
+        wire: &str,
+        response: bool,
+    ) -> Ty {
+        if let Some(Format::Inline(keys)) = &s.format {
+            let base = indexed_base(wire).unwrap_or(wire).to_owned();
+            return match self.prop_types.get(&(base, canon_of(keys))) {
+                Some(t) => Ty::Named(t.clone()),
+                None => {
+                    self.diags.push(loc, "internal: property string was not collected");
+                    Ty::String
+                }
+            };
+        }
+        let ty = match s.ty.as_deref() {
+            Some(t) => t,
+            None if s.properties.is_some() => "object",
+            None if s.items.is_some() => "array",
+            None if s.enum_values.is_some() => "string",
+            None => {
+                self.fallback(loc, "the schema gives no type");
+                return Ty::Value;
+            }
+        };
+        match ty {
+            "string" => {
+                let base = indexed_base(wire).unwrap_or(wire);
+                if self.patches.is_secret(key, base) {
+                    return Ty::Secret;
+                }
+                match &s.enum_values {
+                    Some(values) => {
+                        let def = self.enum_def(hint, values, loc);
+                        Ty::Named(self.define(module, def))
+                    }
+                    None => Ty::String,
+                }
+            }
+            "integer" => Ty::Integer,
+            "number" => Ty::Number,
+            "boolean" => Ty::Boolean,
+            "null" => Ty::Unit,
+            "any" => {
+                self.fallback(loc, "the schema says type \"any\"");
+                Ty::Value
+            }
+            "array" => match &s.items {
+                Some(items) => {
+                    let item = self.ty(items, &format!("{hint}Item"), module, &format!("{loc} items"), key, wire, response);
+                    Ty::Vec(Box::new(item))
+                }
+                None => {
+                    self.fallback(loc, "an array without \"items\"");
+                    Ty::Vec(Box::new(Ty::Value))
+                }
+            },
+            "object" => {
+                let props = s.properties.clone().unwrap_or_default();
+                if !props.is_empty() {
+                    let fields = self.fields(&props, hint, module, loc, key, response);
+                    self.check_field_names(&fields, loc);
+                    let def = TypeDef {
+                        name: hint.to_owned(),
+                        kind: TypeKind::Struct { fields },
+                        facts: Vec::new(),
+                        location: loc.to_owned(),
+                    };
+                    return Ty::Named(self.define(module, def));
+                }
+                match &s.additional_properties {
+                    Some(AdditionalProperties::Schema(ap)) => {
+                        let v = self.ty(ap, &format!("{hint}Value"), module, &format!("{loc} additionalProperties"), key, wire, response);
+                        Ty::Map(Box::new(v))
+                    }
+                    _ => {
+                        self.fallback(loc, "an object without \"properties\"");
+                        Ty::JsonObject
+                    }
+                }
+            }
+            other => {
+                self.diags.push(loc, format!("impossible type \"{other}\""));
+                Ty::Value
+            }
+        }
+    }
+}
+
+fn display_mod(m: &ModPath) -> String {
+    if m.is_empty() {
+        "generated".to_owned()
+    } else {
+        m.join("::")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modules_and_path_params() {
+        assert_eq!(module_of("/nodes/{node}/network/{iface}"), ["nodes", "node", "network", "iface"]);
+        assert_eq!(module_of("/cluster/sdn/route-maps"), ["cluster", "sdn", "route_maps"]);
+        assert_eq!(path_params("/nodes/{node}/qemu/{vmid}/config"), ["node", "vmid"]);
+        assert!(path_params("/version").is_empty());
+    }
+
+    #[test]
+    fn common_prefix_of_modules() {
+        let a = module_of("/nodes/{node}/qemu");
+        let b = module_of("/nodes/{node}/qemu/{vmid}/config");
+        let c = module_of("/nodes/{node}/lxc");
+        assert_eq!(common_prefix(&[a.clone(), b]), a);
+        assert_eq!(common_prefix(&[a, c]), ["nodes", "node"]);
+    }
+}

@@ -1,0 +1,250 @@
+//! The `pve-codegen` command line. Exit codes: 0 done, 1 `check` found differences, 2 bad input
+//! (nothing written).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use pve_codegen::{diff, import, raw, stats, Config, Error};
+
+#[derive(Parser)]
+#[command(name = "pve-codegen", version, about = "Generates pve-sdk from Proxmox VE's API schema")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Docs {
+    /// Docs from facts only (types, ranges, paths, permissions): what is committed.
+    Facts,
+    /// Also upstream description prose: for local builds only, never commit it.
+    Upstream,
+}
+
+#[derive(clap::Args)]
+struct SpecArgs {
+    /// The schema file (`pve-X.Y.json`).
+    #[arg(long)]
+    spec: PathBuf,
+    /// The patches folder.
+    #[arg(long, default_value = "patches")]
+    patches: PathBuf,
+    /// The schema's PVE version when the file name does not say it.
+    #[arg(long, value_name = "X.Y")]
+    pve_version: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write sdk/src/generated/ (atomically: a failed run leaves the old output).
+    Generate {
+        #[command(flatten)]
+        spec: SpecArgs,
+        /// Output folder.
+        #[arg(long, default_value = "sdk/src/generated")]
+        out: PathBuf,
+        /// What docs to write.
+        #[arg(long, value_enum, default_value_t = Docs::Facts)]
+        docs: Docs,
+    },
+    /// Exit 0 if the output on disk is what `generate` would write, 1 otherwise.
+    Check {
+        #[command(flatten)]
+        spec: SpecArgs,
+        /// Output folder.
+        #[arg(long, default_value = "sdk/src/generated")]
+        out: PathBuf,
+    },
+    /// Coverage: operations, typed fields vs Value fallbacks, property strings, tasks, patches.
+    Stats {
+        #[command(flatten)]
+        spec: SpecArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The upgrade report from OLD to NEW, each change breaking or compatible.
+    Diff {
+        /// The old schema.
+        old: PathBuf,
+        /// The new schema.
+        new: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Extract the schema from the API viewer's apidoc.js into apispec/ and update the lock.
+    Import {
+        /// apidoc.js as served by a node or found in /usr/share/pve-docs/api-viewer/.
+        #[arg(long)]
+        file: PathBuf,
+        /// The PVE version (else found by sha256 in the lock).
+        #[arg(long, value_name = "X.Y")]
+        pve_version: Option<String>,
+        /// The apispec folder.
+        #[arg(long, default_value = "apispec")]
+        apispec: PathBuf,
+    },
+}
+
+fn parse_version(v: &Option<String>) -> Result<Option<(u16, u16)>, String> {
+    match v {
+        None => Ok(None),
+        Some(text) => pve_codegen::version_from_name(&PathBuf::from(format!("pve-{text}.json")))
+            .map(Some)
+            .ok_or_else(|| format!("--pve-version must look like 9.2, got {text}")),
+    }
+}
+
+fn config(args: &SpecArgs, upstream_docs: bool) -> Result<Config, String> {
+    Ok(Config {
+        spec: args.spec.clone(),
+        patches: args.patches.clone(),
+        version: parse_version(&args.pve_version)?,
+        history: None,
+        upstream_docs,
+    })
+}
+
+fn fail(e: Error) -> ExitCode {
+    eprint!("pve-codegen: {e}");
+    if !e.to_string().ends_with('\n') {
+        eprintln!();
+    }
+    ExitCode::from(2)
+}
+
+fn json<T: serde::Serialize>(v: &T) -> ExitCode {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("pve-codegen: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let usage = |e: String| {
+        eprintln!("pve-codegen: {e}");
+        ExitCode::from(2)
+    };
+    match cli.command {
+        Command::Generate { spec, out, docs } => {
+            let cfg = match config(&spec, docs == Docs::Upstream) {
+                Ok(c) => c,
+                Err(e) => return usage(e),
+            };
+            match pve_codegen::generate(&cfg, &out) {
+                Ok(o) => {
+                    println!(
+                        "wrote {} files to {} ({} operations)",
+                        o.files.len(),
+                        out.display(),
+                        o.api.modules.values().map(|m| m.ops.len()).sum::<usize>()
+                    );
+                    if docs == Docs::Upstream {
+                        eprintln!("pve-codegen: upstream prose written; do not commit this output");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Check { spec, out } => {
+            let cfg = match config(&spec, false) {
+                Ok(c) => c,
+                Err(e) => return usage(e),
+            };
+            match pve_codegen::check_up_to_date(&cfg, &out) {
+                Ok(r) if r.is_clean() => {
+                    println!("{} is up to date", out.display());
+                    ExitCode::SUCCESS
+                }
+                Ok(r) => {
+                    println!("{} is not what the generator writes:", out.display());
+                    let mut shown = 0;
+                    for (what, list) in [("changed", &r.changed), ("missing", &r.missing), ("extra", &r.extra)] {
+                        for f in list {
+                            if shown < 20 {
+                                println!("  {what}: {f}");
+                            }
+                            shown += 1;
+                        }
+                    }
+                    if shown > 20 {
+                        println!("  ... and {} more", shown - 20);
+                    }
+                    println!("run: pve-codegen generate --spec {}", spec.spec.display());
+                    ExitCode::from(1)
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Stats { spec, json: as_json } => {
+            let cfg = match config(&spec, false) {
+                Ok(c) => c,
+                Err(e) => return usage(e),
+            };
+            match pve_codegen::run(&cfg) {
+                Ok(o) => {
+                    let s = stats::stats(&o.api, &o.patches);
+                    if as_json {
+                        json(&s)
+                    } else {
+                        print!("{s}");
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Diff { old, new, json: as_json } => {
+            let a = match raw::load(&old) {
+                Ok(s) => s,
+                Err(e) => return fail(e.into()),
+            };
+            let b = match raw::load(&new) {
+                Ok(s) => s,
+                Err(e) => return fail(e.into()),
+            };
+            let report = diff::diff(&a, &b);
+            if as_json {
+                json(&report)
+            } else {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+        }
+        Command::Import {
+            file,
+            pve_version,
+            apispec,
+        } => {
+            let js = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) => return usage(format!("{}: {e}", file.display())),
+            };
+            match import::import(&js, &apispec, pve_version.as_deref()) {
+                Ok(i) => {
+                    println!(
+                        "wrote {} (PVE {}, sha256 {}, {} paths, {} methods) and updated {}",
+                        i.path.display(),
+                        i.entry.version,
+                        i.entry.sha256,
+                        i.entry.paths,
+                        i.entry.methods,
+                        apispec.join("lock.toml").display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Rust names from schema names: modules and fields in snake case, types and variants in
+//! Pascal case, keywords escaped with a trailing `_` (the wire name is kept by a serde rename).
+
+use heck::{ToSnakeCase, ToUpperCamelCase};
+
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "Self", "static", "struct", "super", "trait", "true", "try", "type",
+    "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Whether `s` is a Rust keyword (strict, reserved or edition-reserved).
+pub fn is_keyword(s: &str) -> bool {
+    KEYWORDS.contains(&s)
+}
+
+/// A snake-case identifier for a field or module: `bond-primary` -> `bond_primary`,
+/// `type` -> `type_`, `8021q` -> `_8021q`.
+pub fn snake(wire: &str) -> String {
+    let mut s = wire.replace(['-', '.', ':', '/', '+', ' '], "_").to_snake_case();
+    if s.is_empty() {
+        s = "_".to_owned();
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    if is_keyword(&s) {
+        s.push('_');
+    }
+    s
+}
+
+/// A Pascal-case identifier for a type or variant: `update_network` -> `UpdateNetwork`,
+/// `802.3ad` -> `V8023ad`, `` -> `Empty`.
+pub fn pascal(wire: &str) -> String {
+    let mut s = wire
+        .replace(['.', '+', '/', ':', ' '], "_")
+        .to_upper_camel_case();
+    s.retain(|c| c.is_ascii_alphanumeric() || c == '_');
+    if s.is_empty() {
+        return if wire.is_empty() { "Empty".to_owned() } else { "V".to_owned() };
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, 'V');
+    }
+    if is_keyword(&s) {
+        s.push('_');
+    }
+    s
+}
+
+/// The base name of an indexed parameter: `net[n]` -> `Some("net")`.
+pub fn indexed_base(wire: &str) -> Option<&str> {
+    wire.strip_suffix("[n]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_names() {
+        assert_eq!(snake("bond-primary"), "bond_primary");
+        assert_eq!(snake("type"), "type_");
+        assert_eq!(snake("CSRFPreventionToken"), "csrf_prevention_token");
+        assert_eq!(snake("8021q"), "_8021q");
+        assert_eq!(snake("route-maps"), "route_maps");
+        assert_eq!(snake("self"), "self_");
+    }
+
+    #[test]
+    fn pascal_names() {
+        assert_eq!(pascal("update_network"), "UpdateNetwork");
+        assert_eq!(pascal("802.3ad"), "V8023ad");
+        assert_eq!(pascal("layer2+3"), "Layer23");
+        assert_eq!(pascal(""), "Empty");
+        assert_eq!(pascal("e1000-82540em"), "E100082540em");
+        assert_eq!(pascal("Self"), "Self_");
+    }
+}

@@ -1,0 +1,156 @@
+//! `stats`: what the generated SDK covers.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::ir::{Api, Field, Ty, TypeKind};
+use crate::patch::Patches;
+
+/// Coverage figures of one generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Schema file.
+    pub spec: String,
+    /// Schema sha256.
+    pub sha256: String,
+    /// Operations generated.
+    pub operations: usize,
+    /// Operations by HTTP verb.
+    pub by_verb: BTreeMap<String, usize>,
+    /// Fields (parameters, response fields, property-string keys) with a type.
+    pub typed_fields: usize,
+    /// Fields that are, or contain, `serde_json::Value`.
+    pub value_fields: usize,
+    /// Every `Value` fallback with its schema location and why.
+    pub fallbacks: Vec<(String, String)>,
+    /// Property-string structs (module path, name).
+    pub property_strings: Vec<String>,
+    /// Tagged unions.
+    pub unions: Vec<String>,
+    /// Open enums.
+    pub enums: usize,
+    /// Indexed parameters (prefix, max).
+    pub indexed: Vec<(String, u32)>,
+    /// Operations whose answer is a task id.
+    pub task_operations: Vec<String>,
+    /// Typed error variants added by patches.
+    pub patched_error_variants: usize,
+    /// Patch files applied.
+    pub patch_files: Vec<String>,
+}
+
+fn has_value(t: &Ty) -> bool {
+    match t {
+        Ty::Value | Ty::JsonObject => true,
+        Ty::Vec(i) | Ty::Map(i) => has_value(i),
+        Ty::Indexed { item, .. } => has_value(item),
+        _ => false,
+    }
+}
+
+/// Computes the figures.
+pub fn stats(api: &Api, patches: &Patches) -> Stats {
+    let mut s = Stats {
+        spec: api.spec_file.clone(),
+        sha256: api.sha256.clone(),
+        operations: 0,
+        by_verb: BTreeMap::new(),
+        typed_fields: 0,
+        value_fields: 0,
+        fallbacks: api
+            .fallbacks
+            .iter()
+            .map(|f| (f.location.clone(), f.reason.clone()))
+            .collect(),
+        property_strings: Vec::new(),
+        unions: Vec::new(),
+        enums: 0,
+        indexed: api
+            .index_specs
+            .values()
+            .map(|i| (i.prefix.clone(), i.max))
+            .collect(),
+        task_operations: patches.tasks.iter().cloned().collect(),
+        patched_error_variants: 0,
+        patch_files: patches.files.clone(),
+    };
+    let count = |fields: &[Field], s: &mut Stats| {
+        for f in fields {
+            if has_value(&f.ty) {
+                s.value_fields += 1;
+            } else {
+                s.typed_fields += 1;
+            }
+        }
+    };
+    for (path, module) in &api.modules {
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{}::", path.join("::"))
+        };
+        for op in &module.ops {
+            s.operations += 1;
+            *s.by_verb.entry(op.verb.clone()).or_default() += 1;
+            count(&op.fields, &mut s);
+        }
+        for t in &module.types {
+            match &t.kind {
+                TypeKind::Struct { fields } => count(fields, &mut s),
+                TypeKind::Tagged { variants, .. } => {
+                    s.unions.push(format!("{prefix}{}", t.name));
+                    for (_, _, fields) in variants {
+                        count(fields, &mut s);
+                    }
+                }
+                TypeKind::PropString(p) => {
+                    s.property_strings.push(format!("{prefix}{}", t.name));
+                    s.typed_fields += p.fields.len();
+                }
+                TypeKind::Enum { .. } => s.enums += 1,
+            }
+        }
+    }
+    s
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "schema: {} (sha256 {})", self.spec, self.sha256)?;
+        let verbs: Vec<String> = self
+            .by_verb
+            .iter()
+            .map(|(v, n)| format!("{v} {n}"))
+            .collect();
+        writeln!(f, "operations generated: {} ({})", self.operations, verbs.join(", "))?;
+        writeln!(
+            f,
+            "fields: {} typed, {} serde_json::Value fallbacks",
+            self.typed_fields, self.value_fields
+        )?;
+        writeln!(f, "property-string structs: {}", self.property_strings.len())?;
+        for p in &self.property_strings {
+            writeln!(f, "  {p}")?;
+        }
+        writeln!(f, "tagged unions: {}", self.unions.len())?;
+        for u in &self.unions {
+            writeln!(f, "  {u}")?;
+        }
+        writeln!(f, "open enums: {}", self.enums)?;
+        writeln!(f, "indexed parameters: {}", self.indexed.len())?;
+        for (p, m) in &self.indexed {
+            writeln!(f, "  {p}[n]: {p}0..{p}{m}")?;
+        }
+        writeln!(f, "operations returning a task: {}", self.task_operations.len())?;
+        for t in &self.task_operations {
+            writeln!(f, "  {t}")?;
+        }
+        writeln!(f, "patched error variants: {}", self.patched_error_variants)?;
+        writeln!(f, "Value fallbacks (schema location: why): {}", self.fallbacks.len())?;
+        for (loc, why) in &self.fallbacks {
+            writeln!(f, "  {loc}: {why}")?;
+        }
+        Ok(())
+    }
+}
