@@ -104,13 +104,23 @@ fn field_doc(f: &Field) -> String {
     }
     let mut facts = f.facts.clone();
     if f.wire != f.rust && !f.flatten {
-        facts.insert(0, format!("Wire name `{}`.", f.wire));
+        facts.insert(0, format!("wire name `{}`", f.wire));
     }
     if facts.is_empty() {
         facts.push(format!("`{}`", f.wire));
     }
-    parts.push(facts.join("; "));
+    parts.push(sentence(&facts));
     parts.join("\n")
+}
+
+/// Facts joined into one line, first letter capitalized.
+fn sentence(facts: &[String]) -> String {
+    let text = facts.join("; ");
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => text,
+    }
 }
 
 fn field_tokens(f: &Field, here: &ModPath, public: bool) -> TokenStream {
@@ -301,7 +311,8 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
         let rd = doc(&format!("What [`{}`] answers.", op.type_name));
         quote!(#rd pub type #resp = #t;)
     };
-    let ed = doc(&format!("Errors of [`{}`].", op.type_name));
+    let maj = proc_macro2::Literal::u16_unsuffixed(maj);
+    let min = proc_macro2::Literal::u16_unsuffixed(min);
     quote! {
         #d
         #derive
@@ -317,7 +328,7 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
             type Error = #err;
         }
         #alias
-        crate::operation_error!(#ed #err);
+        crate::operation_error!(#err for #name);
     }
 }
 
@@ -397,13 +408,10 @@ fn prop_tokens(name: &Ident, p: &PropString, d: &TokenStream, here: &ModPath) ->
         let ty = ty_tokens(&f.ty, here);
         let key = &f.key;
         let mut facts = f.facts.clone();
-        if f.key != f.rust {
-            facts.insert(0, format!("Key `{}`.", f.key));
+        if f.key != f.rust || facts.is_empty() {
+            facts.insert(0, format!("key `{}`", f.key));
         }
-        if facts.is_empty() {
-            facts.push(format!("Key `{}`.", f.key));
-        }
-        let fd = doc(&facts.join("; "));
+        let fd = doc(&sentence(&facts));
         if f.required {
             fields.push(quote!(#fd pub #n: #ty,));
             takes.push(quote!(#n: p.req(#key)?,));

@@ -232,11 +232,20 @@ fn collect_inline(s: &Schema, name: &str, module: &ModPath, loc: &str, out: &mut
     }
     if let Some(alts) = &s.one_of {
         for a in alts {
-            collect_inline(a, name, module, loc, out);
+            collect_inline(a, &alternative_name(a, name), module, loc, out);
         }
     }
     if let Some(AdditionalProperties::Schema(a)) = &s.additional_properties {
         collect_inline(a, name, module, loc, out);
+    }
+}
+
+/// The name a `oneOf` alternative's types are known by: `ospf-redistribute` for the `ospf`
+/// alternative of `redistribute`, so that alternatives never share a type name.
+fn alternative_name(alt: &Schema, name: &str) -> String {
+    match &alt.instance_types {
+        Some(types) if !types.is_empty() => format!("{}-{name}", types.join("-")),
+        _ => name.to_owned(),
     }
 }
 
@@ -523,7 +532,11 @@ impl Lowerer<'_> {
         let mut variants = Vec::new();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for v in values {
-            let rust = pascal(v);
+            let mut rust = pascal(v);
+            if rust == "Other" {
+                // `Other(String)` is the open enum's arm for values the schema does not list.
+                rust.push('_');
+            }
             if let Some(other) = seen.get(&rust) {
                 if other != v {
                     self.diags.push(
@@ -593,7 +606,7 @@ impl Lowerer<'_> {
                 }
                 None => (Ty::String, Vec::new(), None),
             };
-            facts.insert(0, "Path parameter.".to_owned());
+            facts.insert(0, "path parameter".to_owned());
             fields.push(Field {
                 wire: p.clone(),
                 rust: snake(p),
@@ -738,8 +751,11 @@ impl Lowerer<'_> {
                     for (i, alt) in alts.iter().enumerate() {
                         let mut alt = alt.clone();
                         alt.optional |= s.optional;
+                        let lookup = alternative_name(&alt, wire);
                         for t in alt.instance_types.clone().unwrap_or_default() {
-                            let f = self.field(wire, &alt, &format!("{hint}{}", pascal(&t)), module, &format!("{floc} oneOf[{i}]"), key, response);
+                            let mut f = self.field(&lookup, &alt, &format!("{hint}{}", pascal(&t)), module, &format!("{floc} oneOf[{i}]"), key, response);
+                            f.wire = wire.clone();
+                            f.rust = snake(wire);
                             variant_fields.entry(t.clone()).or_default().push(f);
                         }
                     }
@@ -758,7 +774,7 @@ impl Lowerer<'_> {
                     snake(base)
                 };
                 let mut facts = schema_facts(s);
-                facts.insert(0, format!("Indexed: `{base}0` ..; keys `{base}N`."));
+                facts.insert(0, format!("indexed: keys `{base}0`, `{base}1`, ..."));
                 out.push(Field {
                     wire: wire.clone(),
                     rust,
@@ -810,7 +826,7 @@ impl Lowerer<'_> {
             };
             let tref = self.define(module, def);
             let mut facts = schema_facts(tag_schema);
-            facts.insert(0, "Union tag: the variant carries its own fields.".to_owned());
+            facts.insert(0, "union tag: each variant carries its own fields".to_owned());
             out.push(Field {
                 wire: tag.clone(),
                 rust: snake(&tag),

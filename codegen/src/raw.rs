@@ -270,6 +270,10 @@ impl Walker {
             return s;
         };
         for (key, val) in m {
+            if val.is_null() {
+                // Upstream writes `null` for "not set" (e.g. `enum: null`).
+                continue;
+            }
             match key.as_str() {
                 "type" => {
                     s.ty = self.string(loc, key, val);
@@ -385,6 +389,10 @@ impl Walker {
         };
         let mut seen_name = false;
         for (key, val) in m {
+            if val.is_null() {
+                // `proxyto: null` and the like mean "not set".
+                continue;
+            }
             match key.as_str() {
                 "name" => {
                     seen_name = true;

@@ -133,8 +133,8 @@ pub trait OperationError:
 #[macro_export]
 #[doc(hidden)]
 macro_rules! operation_error {
-    ($(#[$meta:meta])* $name:ident) => {
-        $(#[$meta])*
+    ($name:ident for $op:ident) => {
+        #[doc = concat!("Errors of [`", stringify!($op), "`].")]
         #[derive(Debug)]
         #[non_exhaustive]
         pub enum $name {
@@ -195,10 +195,11 @@ macro_rules! operation_error {
 mod tests {
     use super::*;
 
-    crate::operation_error!(
-        /// Errors of a test operation.
-        TestError
-    );
+    /// A test operation.
+    #[derive(Debug)]
+    struct Test;
+
+    crate::operation_error!(TestError for Test);
 
     #[test]
     fn display_names_operation_method_path_and_fields() {

@@ -41,7 +41,7 @@ macro_rules! open_enum {
 
         impl ::std::str::FromStr for $name {
             type Err = ::std::convert::Infallible;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
+            fn from_str(s: &str) -> Result<Self, ::std::convert::Infallible> {
                 Ok(match s {
                     $( $wire => Self::$variant, )*
                     other => Self::Other(other.to_owned()),

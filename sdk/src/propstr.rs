@@ -274,7 +274,7 @@ fn split_parts(text: &str) -> Result<Vec<(Option<String>, String)>, PropError> {
 /// [`PropError`] for duplicate keys, a bare value without a default key, or broken quoting.
 pub fn tokenize(spec: &PropSpec, text: &str) -> Result<Pairs, PropError> {
     let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut push = |pairs: &mut Vec<(String, String)>, k: &str, v: String| {
+    let push = |pairs: &mut Vec<(String, String)>, k: &str, v: String| {
         if pairs.iter().any(|(have, _)| have == k) {
             return Err(PropError::new(format!(
                 "duplicate key in comma-separated list property: {k}"
