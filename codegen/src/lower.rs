@@ -204,6 +204,40 @@ struct Occurrence {
     location: String,
 }
 
+/// Where each (field name, enum values) pair is used: modules and operations.
+type EnumUses = BTreeMap<(String, String), (Vec<ModPath>, BTreeSet<String>)>;
+
+fn enum_key(name: &str, values: &[String]) -> (String, String) {
+    (
+        indexed_base(name).unwrap_or(name).to_owned(),
+        values.join("\u{1f}"),
+    )
+}
+
+fn collect_enums(s: &Schema, name: &str, module: &ModPath, op: &str, out: &mut EnumUses) {
+    if let (Some(values), false) = (&s.enum_values, name.is_empty()) {
+        let e = out.entry(enum_key(name, values)).or_default();
+        e.0.push(module.clone());
+        e.1.insert(op.to_owned());
+    }
+    if let Some(props) = &s.properties {
+        for (k, v) in props {
+            collect_enums(v, k, module, op, out);
+        }
+    }
+    if let Some(i) = &s.items {
+        collect_enums(i, name, module, op, out);
+    }
+    if let Some(alts) = &s.one_of {
+        for a in alts {
+            collect_enums(a, &alternative_name(a, name), module, op, out);
+        }
+    }
+    if let Some(AdditionalProperties::Schema(a)) = &s.additional_properties {
+        collect_enums(a, name, module, op, out);
+    }
+}
+
 fn canon_of(keys: &BTreeMap<String, Schema>) -> String {
     keys.iter()
         .map(|(k, v)| format!("{k}={}", facts_key(v, true)))
@@ -274,6 +308,8 @@ struct Lowerer<'a> {
     fallbacks: Vec<Fallback>,
     /// (base, canon) -> property-string type
     prop_types: BTreeMap<(String, String), TypeRef>,
+    /// (field name, values) -> enum shared by several operations
+    shared_enums: BTreeMap<(String, String), TypeRef>,
     index_specs: BTreeMap<String, IndexSpecDef>,
     /// where each type name was defined, for collision messages: (module, name) -> location
     defined: BTreeMap<(ModPath, String), String>,
@@ -292,12 +328,14 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         modules: BTreeMap::new(),
         fallbacks: Vec::new(),
         prop_types: BTreeMap::new(),
+        shared_enums: BTreeMap::new(),
         index_specs: BTreeMap::new(),
         defined: BTreeMap::new(),
     };
     l.modules.insert(Vec::new(), Module::default());
     l.module_tree(spec);
     l.property_strings(spec);
+    l.shared_enums(spec);
     for (node, method) in spec.operations() {
         l.op(node, method);
     }
@@ -430,6 +468,49 @@ impl Lowerer<'_> {
                         .insert((g.base.clone(), v.clone()), tref.clone());
                 }
             }
+        }
+    }
+
+    /// An enum used by several operations is shared: named after its field and placed in the
+    /// innermost module that holds all its users. An enum used by one operation, or whose shared
+    /// name would be claimed by another enum of the same field name in the same module, belongs
+    /// to each operation and is named `{Op}{Field}`.
+    fn shared_enums(&mut self, spec: &Spec) {
+        let mut uses = EnumUses::new();
+        for (node, method) in spec.operations() {
+            let m = module_of(&node.path);
+            let key = format!("{} {}", method.verb, node.path);
+            collect_enums(&method.parameters, "", &m, &key, &mut uses);
+            collect_enums(&method.returns, "", &m, &key, &mut uses);
+        }
+        // Where each shared enum would go; a (module, name) claimed twice is not shared at all.
+        let mut slots: BTreeMap<(ModPath, String), usize> = BTreeMap::new();
+        for ((name, _), (modules, ops)) in &uses {
+            if ops.len() >= 2 {
+                *slots.entry((common_prefix(modules), pascal(name))).or_default() += 1;
+            }
+        }
+        for ((name, joined), (modules, ops)) in uses {
+            if ops.len() < 2 {
+                continue;
+            }
+            let module = common_prefix(&modules);
+            let slot = (module.clone(), pascal(&name));
+            if slots.get(&slot) != Some(&1) || self.defined.contains_key(&slot) {
+                continue;
+            }
+            let values: Vec<String> = joined.split('\u{1f}').map(str::to_owned).collect();
+            let loc = format!(
+                "enum \"{name}\" shared by {}",
+                ops.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+            let mut def = self.enum_def(&pascal(&name), &values, &loc);
+            def.facts = vec![format!(
+                "Values of `{name}`, shared by {} operations; `Other` holds any value a newer PVE adds.",
+                ops.len()
+            )];
+            let r = self.define(&module, def);
+            self.shared_enums.insert((name, joined), r);
         }
     }
 
@@ -905,6 +986,9 @@ impl Lowerer<'_> {
                 }
                 match &s.enum_values {
                     Some(values) => {
+                        if let Some(r) = self.shared_enums.get(&enum_key(wire, values)) {
+                            return Ty::Named(r.clone());
+                        }
                         let def = self.enum_def(hint, values, loc);
                         Ty::Named(self.define(module, def))
                     }

@@ -19,7 +19,7 @@ macro_rules! open_enum {
         $vis:vis enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $wire:literal ),* $(,)? }
     ) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         $vis enum $name {
             $( $(#[$vmeta])* $variant, )*
             /// A value this version of the schema does not list.

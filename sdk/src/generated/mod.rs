@@ -103,3 +103,115 @@ impl crate::PropertyString for Location {
     }
 }
 crate::property_string!(Location);
+crate::open_enum! {
+    #[doc =
+    " Values of `accel`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Accel { #[doc = " `kvm`"] Kvm = "kvm", #[doc = " `tcg`"] Tcg = "tcg" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `arch`, shared by 8 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Arch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"] Aarch64
+    = "aarch64" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `cause`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Cause { #[doc = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc =
+    " `resource-affinity`"] ResourceAffinity = "resource-affinity" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `compress`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Compress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1", #[doc =
+    " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"] Zstd =
+    "zstd" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `console`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Console { #[doc = " `applet`"] Applet = "applet", #[doc = " `vv`"] Vv =
+    "vv", #[doc = " `html5`"] Html5 = "html5", #[doc = " `xtermjs`"] Xtermjs = "xtermjs"
+    }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `format`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Format { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 = "qcow2",
+    #[doc = " `subvol`"] Subvol = "subvol", #[doc = " `vmdk`"] Vmdk = "vmdk" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `keyboard`, shared by 5 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Keyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh = "de-ch",
+    #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc = " `en-us`"]
+    EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi", #[doc =
+    " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"] FrCa =
+    "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc =
+    " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
+    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
+    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
+    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
+    #[doc = " `tr`"] Tr = "tr" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `log`, shared by 24 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Log { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert =
+    "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
+    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
+    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
+    Nolog = "nolog" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `log_level_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum LogLevelForward { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
+    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
+    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
+    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
+    " `nolog`"] Nolog = "nolog" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `mailnotification`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Mailnotification { #[doc = " `always`"] Always = "always", #[doc =
+    " `failure`"] Failure = "failure" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `mode`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Mode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc = " `suspend`"]
+    Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `notification-mode`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum NotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
+    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
+    " `notification-system`"] NotificationSystem = "notification-system" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `pbs-change-detection-mode`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum PbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy", #[doc =
+    " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `policy_in`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum PolicyIn { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc = " `REJECT`"]
+    Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `policy_out`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum PolicyOut { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc = " `REJECT`"]
+    Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `scope`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Scope { #[doc = " `users`"] Users = "users", #[doc = " `groups`"] Groups =
+    "groups", #[doc = " `both`"] Both = "both" }
+}

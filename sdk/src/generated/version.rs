@@ -15,17 +15,11 @@ impl crate::Operation for Version {
     type Error = VersionError;
 }
 crate::operation_error!(VersionError for Version);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VersionResponseConsole { #[doc = " `applet`"] Applet = "applet", #[doc =
-    " `vv`"] Vv = "vv", #[doc = " `html5`"] Html5 = "html5", #[doc = " `xtermjs`"]
-    Xtermjs = "xtermjs" }
-}
 /// From `GET /version returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VersionResponse {
     /// `console`
-    pub console: Option<VersionResponseConsole>,
+    pub console: Option<crate::generated::Console>,
     /// `release`
     pub release: String,
     /// Pattern `[0-9a-fA-F]{8,64}`

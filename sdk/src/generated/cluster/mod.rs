@@ -38,3 +38,9 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
+crate::open_enum! {
+    #[doc =
+    " Values of `policy_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum PolicyForward { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc = " `DROP`"]
+    Drop = "DROP" }
+}

@@ -31,7 +31,7 @@ pub struct SetOptions {
     #[serde(rename = "consent-text")]
     pub consent_text: Option<String>,
     /// `console`
-    pub console: Option<SetOptionsConsole>,
+    pub console: Option<crate::generated::Console>,
     /// `crs`
     pub crs: Option<Crs>,
     /// Format `pve-configid-list`
@@ -47,7 +47,7 @@ pub struct SetOptions {
     /// Pattern `http://.*`
     pub http_proxy: Option<String>,
     /// `keyboard`
-    pub keyboard: Option<SetOptionsKeyboard>,
+    pub keyboard: Option<crate::generated::Keyboard>,
     /// `language`
     pub language: Option<SetOptionsLanguage>,
     /// `location`
@@ -540,27 +540,8 @@ impl crate::PropertyString for Webauthn {
 crate::property_string!(Webauthn);
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsConsole { #[doc = " `applet`"] Applet = "applet", #[doc = " `vv`"] Vv
-    = "vv", #[doc = " `html5`"] Html5 = "html5", #[doc = " `xtermjs`"] Xtermjs =
-    "xtermjs" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum SetOptionsFencing { #[doc = " `watchdog`"] Watchdog = "watchdog", #[doc =
     " `hardware`"] Hardware = "hardware", #[doc = " `both`"] Both = "both" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsKeyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh =
-    "de-ch", #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc =
-    " `en-us`"] EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi",
-    #[doc = " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"]
-    FrCa = "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc
-    = " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
-    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
-    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
-    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
-    #[doc = " `tr`"] Tr = "tr" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub

@@ -69,7 +69,7 @@ pub struct Create {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
     /// `format`
-    pub format: Option<CreateFormat>,
+    pub format: Option<crate::generated::Format>,
     /// Wire name `fs-name`; format `pve-configid`
     #[serde(rename = "fs-name")]
     pub fs_name: Option<String>,
@@ -118,7 +118,7 @@ pub struct Create {
     /// Format `pve-storage-portal-dns`
     pub portal: Option<String>,
     /// Default `metadata`
-    pub preallocation: Option<CreatePreallocation>,
+    pub preallocation: Option<Preallocation>,
     /// Wire name `prune-backups`; format `prune-backups`
     #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
@@ -139,7 +139,7 @@ pub struct Create {
     #[serde(rename = "skip-cert-verification")]
     pub skip_cert_verification: Option<bool>,
     /// Default `default`
-    pub smbversion: Option<CreateSmbversion>,
+    pub smbversion: Option<Smbversion>,
     /// Wire name `snapshot-as-volume-chain`; default `0`
     #[serde(rename = "snapshot-as-volume-chain")]
     pub snapshot_as_volume_chain: Option<bool>,
@@ -244,6 +244,27 @@ impl crate::Operation for Create {
 }
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
+    #[doc =
+    " Values of `preallocation`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Preallocation { #[doc = " `off`"] Off = "off", #[doc = " `metadata`"]
+    Metadata = "metadata", #[doc = " `falloc`"] Falloc = "falloc", #[doc = " `full`"]
+    Full = "full" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `saferemove-stepsize`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum SaferemoveStepsize { #[doc = " `1`"] V1 = "1", #[doc = " `2`"] V2 = "2",
+    #[doc = " `4`"] V4 = "4", #[doc = " `8`"] V8 = "8", #[doc = " `16`"] V16 = "16",
+    #[doc = " `32`"] V32 = "32" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `smbversion`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Smbversion { #[doc = " `default`"] Default = "default", #[doc = " `2.0`"]
+    V20 = "2.0", #[doc = " `2.1`"] V21 = "2.1", #[doc = " `3`"] V3 = "3", #[doc =
+    " `3.0`"] V30 = "3.0", #[doc = " `3.11`"] V311 = "3.11" }
+}
+crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum IndexType { #[doc = " `btrfs`"] Btrfs = "btrfs", #[doc = " `cephfs`"] Cephfs =
     "cephfs", #[doc = " `cifs`"] Cifs = "cifs", #[doc = " `dir`"] Dir = "dir", #[doc =
@@ -258,23 +279,6 @@ crate::open_enum! {
 pub struct IndexResponseItem {
     /// `storage`
     pub storage: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 =
-    "qcow2", #[doc = " `subvol`"] Subvol = "subvol", #[doc = " `vmdk`"] Vmdk = "vmdk" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreatePreallocation { #[doc = " `off`"] Off = "off", #[doc = " `metadata`"]
-    Metadata = "metadata", #[doc = " `falloc`"] Falloc = "falloc", #[doc = " `full`"]
-    Full = "full" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateSmbversion { #[doc = " `default`"] Default = "default", #[doc = " `2.0`"]
-    V20 = "2.0", #[doc = " `2.1`"] V21 = "2.1", #[doc = " `3`"] V3 = "3", #[doc =
-    " `3.0`"] V30 = "3.0", #[doc = " `3.11`"] V311 = "3.11" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub

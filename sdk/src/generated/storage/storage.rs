@@ -102,7 +102,7 @@ pub struct Update {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
     /// `format`
-    pub format: Option<UpdateFormat>,
+    pub format: Option<crate::generated::Format>,
     /// Wire name `fs-name`; format `pve-configid`
     #[serde(rename = "fs-name")]
     pub fs_name: Option<String>,
@@ -145,7 +145,7 @@ pub struct Update {
     /// Range 1 - 65535
     pub port: Option<i64>,
     /// Default `metadata`
-    pub preallocation: Option<UpdatePreallocation>,
+    pub preallocation: Option<crate::generated::storage::Preallocation>,
     /// Wire name `prune-backups`; format `prune-backups`
     #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
@@ -164,7 +164,7 @@ pub struct Update {
     #[serde(rename = "skip-cert-verification")]
     pub skip_cert_verification: Option<bool>,
     /// Default `default`
-    pub smbversion: Option<UpdateSmbversion>,
+    pub smbversion: Option<crate::generated::storage::Smbversion>,
     /// Wire name `snapshot-as-volume-chain`; default `0`
     #[serde(rename = "snapshot-as-volume-chain")]
     pub snapshot_as_volume_chain: Option<bool>,
@@ -247,23 +247,6 @@ impl crate::Operation for Update {
     type Error = UpdateError;
 }
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 =
-    "qcow2", #[doc = " `subvol`"] Subvol = "subvol", #[doc = " `vmdk`"] Vmdk = "vmdk" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdatePreallocation { #[doc = " `off`"] Off = "off", #[doc = " `metadata`"]
-    Metadata = "metadata", #[doc = " `falloc`"] Falloc = "falloc", #[doc = " `full`"]
-    Full = "full" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateSmbversion { #[doc = " `default`"] Default = "default", #[doc = " `2.0`"]
-    V20 = "2.0", #[doc = " `2.1`"] V21 = "2.1", #[doc = " `3`"] V3 = "3", #[doc =
-    " `3.0`"] V30 = "3.0", #[doc = " `3.11`"] V311 = "3.11" }
-}
 /// From `PUT /storage/{storage} returns "config"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UpdateResponseConfig {

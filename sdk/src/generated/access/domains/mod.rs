@@ -83,7 +83,7 @@ pub struct Create {
     #[serde(rename = "issuer-url")]
     pub issuer_url: Option<String>,
     /// Default `ldap`
-    pub mode: Option<CreateMode>,
+    pub mode: Option<Mode>,
     /// `password`
     pub password: Option<crate::Secret>,
     /// Range 1 - 65535
@@ -104,7 +104,7 @@ pub struct Create {
     /// Format `address`; maximum length 256
     pub server2: Option<String>,
     /// `sslversion`
-    pub sslversion: Option<CreateSslversion>,
+    pub sslversion: Option<Sslversion>,
     /// Wire name `sync-defaults-options`; format `realm-sync-options`
     #[serde(rename = "sync-defaults-options")]
     pub sync_defaults_options: Option<String>,
@@ -187,6 +187,19 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
+    #[doc =
+    " Values of `mode`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Mode { #[doc = " `ldap`"] Ldap = "ldap", #[doc = " `ldaps`"] Ldaps =
+    "ldaps", #[doc = " `ldap+starttls`"] LdapStarttls = "ldap+starttls" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `sslversion`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Sslversion { #[doc = " `tlsv1`"] Tlsv1 = "tlsv1", #[doc = " `tlsv1_1`"]
+    Tlsv11 = "tlsv1_1", #[doc = " `tlsv1_2`"] Tlsv12 = "tlsv1_2", #[doc = " `tlsv1_3`"]
+    Tlsv13 = "tlsv1_3" }
+}
+crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum IndexResponseItemTfa { #[doc = " `yubico`"] Yubico = "yubico", #[doc =
     " `oath`"] Oath = "oath" }
@@ -203,17 +216,6 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateMode { #[doc = " `ldap`"] Ldap = "ldap", #[doc = " `ldaps`"] Ldaps =
-    "ldaps", #[doc = " `ldap+starttls`"] LdapStarttls = "ldap+starttls" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateSslversion { #[doc = " `tlsv1`"] Tlsv1 = "tlsv1", #[doc = " `tlsv1_1`"]
-    Tlsv11 = "tlsv1_1", #[doc = " `tlsv1_2`"] Tlsv12 = "tlsv1_2", #[doc = " `tlsv1_3`"]
-    Tlsv13 = "tlsv1_3" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub

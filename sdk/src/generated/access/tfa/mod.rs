@@ -20,10 +20,11 @@ impl crate::Operation for ListTfa {
 pub type ListTfaResponse = Vec<ListTfaResponseItem>;
 crate::operation_error!(ListTfaError for ListTfa);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListTfaResponseItemEntriesItemType { #[doc = " `totp`"] Totp = "totp", #[doc =
-    " `u2f`"] U2f = "u2f", #[doc = " `webauthn`"] Webauthn = "webauthn", #[doc =
-    " `recovery`"] Recovery = "recovery", #[doc = " `yubico`"] Yubico = "yubico" }
+    #[doc =
+    " Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `totp`"] Totp = "totp", #[doc = " `u2f`"] U2f = "u2f",
+    #[doc = " `webauthn`"] Webauthn = "webauthn", #[doc = " `recovery`"] Recovery =
+    "recovery", #[doc = " `yubico`"] Yubico = "yubico" }
 }
 /// From `GET /access/tfa returns items "entries" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -38,7 +39,7 @@ pub struct ListTfaResponseItemEntriesItem {
     pub id: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ListTfaResponseItemEntriesItemType,
+    pub type_: Type,
 }
 /// From `GET /access/tfa returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

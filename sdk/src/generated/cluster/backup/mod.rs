@@ -32,7 +32,7 @@ pub struct CreateJob {
     /// Maximum length 512
     pub comment: Option<String>,
     /// Default `0`
-    pub compress: Option<CreateJobCompress>,
+    pub compress: Option<crate::generated::Compress>,
     /// Format `pve-day-of-week-list`; default `mon,tue,wed,thu,fri,sat,sun`; requires `starttime`
     pub dow: Option<String>,
     /// `dumpdir`
@@ -53,11 +53,11 @@ pub struct CreateJob {
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
     /// Default `always`
-    pub mailnotification: Option<CreateJobMailnotification>,
+    pub mailnotification: Option<crate::generated::Mailnotification>,
     /// Format `email-or-username-list`
     pub mailto: Option<String>,
     /// Default `snapshot`
-    pub mode: Option<CreateJobMode>,
+    pub mode: Option<crate::generated::Mode>,
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
@@ -65,10 +65,10 @@ pub struct CreateJob {
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
     #[serde(rename = "notification-mode")]
-    pub notification_mode: Option<CreateJobNotificationMode>,
+    pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     #[serde(rename = "pbs-change-detection-mode")]
-    pub pbs_change_detection_mode: Option<CreateJobPbsChangeDetectionMode>,
+    pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
     /// Default `0`
@@ -119,12 +119,6 @@ impl crate::Operation for CreateJob {
 /// What [`CreateJob`] answers.
 pub type CreateJobResponse = ();
 crate::operation_error!(CreateJobError for CreateJob);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemCompress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1",
-    #[doc = " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"]
-    Zstd = "zstd" }
-}
 /// From `GET /cluster/backup returns items "fleecing"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemFleecing {
@@ -132,28 +126,6 @@ pub struct IndexResponseItemFleecing {
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemMailnotification { #[doc = " `always`"] Always = "always",
-    #[doc = " `failure`"] Failure = "failure" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemMode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `suspend`"] Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemNotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemPbsChangeDetectionMode { #[doc = " `legacy`"] Legacy =
-    "legacy", #[doc = " `data`"] Data = "data", #[doc = " `metadata`"] Metadata =
-    "metadata" }
 }
 /// From `GET /cluster/backup returns items "performance"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -200,7 +172,7 @@ pub struct IndexResponseItem {
     /// Maximum length 512
     pub comment: Option<String>,
     /// Default `0`
-    pub compress: Option<IndexResponseItemCompress>,
+    pub compress: Option<crate::generated::Compress>,
     /// `dumpdir`
     pub dumpdir: Option<String>,
     /// Default `1`
@@ -219,11 +191,11 @@ pub struct IndexResponseItem {
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
     /// Default `always`
-    pub mailnotification: Option<IndexResponseItemMailnotification>,
+    pub mailnotification: Option<crate::generated::Mailnotification>,
     /// Format `email-or-username-list`
     pub mailto: Option<String>,
     /// Default `snapshot`
-    pub mode: Option<IndexResponseItemMode>,
+    pub mode: Option<crate::generated::Mode>,
     /// Wire name `next-run`
     #[serde(rename = "next-run")]
     pub next_run: Option<i64>,
@@ -234,10 +206,10 @@ pub struct IndexResponseItem {
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
     #[serde(rename = "notification-mode")]
-    pub notification_mode: Option<IndexResponseItemNotificationMode>,
+    pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     #[serde(rename = "pbs-change-detection-mode")]
-    pub pbs_change_detection_mode: Option<IndexResponseItemPbsChangeDetectionMode>,
+    pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// `performance`
     pub performance: Option<IndexResponseItemPerformance>,
     /// Default `0`
@@ -274,31 +246,4 @@ pub struct IndexResponseItem {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateJobCompress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1", #[doc =
-    " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"] Zstd =
-    "zstd" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateJobMailnotification { #[doc = " `always`"] Always = "always", #[doc =
-    " `failure`"] Failure = "failure" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateJobMode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `suspend`"] Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateJobNotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateJobPbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy", #[doc
-    = " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
 }

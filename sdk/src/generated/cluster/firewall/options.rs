@@ -33,11 +33,11 @@ pub struct SetOptions {
     /// `log_ratelimit`
     pub log_ratelimit: Option<LogRatelimit>,
     /// `policy_forward`
-    pub policy_forward: Option<SetOptionsPolicyForward>,
+    pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
     /// `policy_in`
-    pub policy_in: Option<SetOptionsPolicyIn>,
+    pub policy_in: Option<crate::generated::PolicyIn>,
     /// `policy_out`
-    pub policy_out: Option<SetOptionsPolicyOut>,
+    pub policy_out: Option<crate::generated::PolicyOut>,
 }
 impl crate::Operation for SetOptions {
     const ID: &'static str = "set_options";
@@ -86,21 +86,6 @@ impl crate::PropertyString for LogRatelimit {
     }
 }
 crate::property_string!(LogRatelimit);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponsePolicyForward { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc
-    = " `DROP`"] Drop = "DROP" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponsePolicyIn { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponsePolicyOut { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
-}
 /// From `GET /cluster/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetOptionsResponse {
@@ -111,24 +96,9 @@ pub struct GetOptionsResponse {
     /// `log_ratelimit`
     pub log_ratelimit: Option<LogRatelimit>,
     /// `policy_forward`
-    pub policy_forward: Option<GetOptionsResponsePolicyForward>,
+    pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
     /// `policy_in`
-    pub policy_in: Option<GetOptionsResponsePolicyIn>,
+    pub policy_in: Option<crate::generated::PolicyIn>,
     /// `policy_out`
-    pub policy_out: Option<GetOptionsResponsePolicyOut>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsPolicyForward { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `DROP`"] Drop = "DROP" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsPolicyIn { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsPolicyOut { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
+    pub policy_out: Option<crate::generated::PolicyOut>,
 }

@@ -20,3 +20,9 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
+crate::open_enum! {
+    #[doc =
+    " Values of `severity`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Severity { #[doc = " `warning`"] Warning = "warning", #[doc = " `error`"]
+    Error = "error" }
+}

@@ -22,3 +22,10 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
+crate::open_enum! {
+    #[doc =
+    " Values of `origin`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Origin { #[doc = " `user-created`"] UserCreated = "user-created", #[doc =
+    " `builtin`"] Builtin = "builtin", #[doc = " `modified-builtin`"] ModifiedBuiltin =
+    "modified-builtin" }
+}

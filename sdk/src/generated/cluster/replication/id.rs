@@ -79,7 +79,7 @@ pub struct Update {
     /// Minimum 1
     pub rate: Option<f64>,
     /// `remove_job`
-    pub remove_job: Option<UpdateRemoveJob>,
+    pub remove_job: Option<crate::generated::cluster::replication::RemoveJob>,
     /// Format `pve-calendar-event`; maximum length 128; default `*/15`
     pub schedule: Option<String>,
     /// Format `pve-node`
@@ -112,15 +112,6 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseRemoveJob { #[doc = " `local`"] Local = "local", #[doc = " `full`"]
-    Full = "full" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseType { #[doc = " `local`"] Local = "local" }
-}
 /// From `GET /cluster/replication/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadResponse {
@@ -139,7 +130,7 @@ pub struct ReadResponse {
     /// Minimum 1
     pub rate: Option<f64>,
     /// `remove_job`
-    pub remove_job: Option<ReadResponseRemoveJob>,
+    pub remove_job: Option<crate::generated::cluster::replication::RemoveJob>,
     /// Format `pve-calendar-event`; maximum length 128; default `*/15`
     pub schedule: Option<String>,
     /// Format `pve-node`
@@ -148,10 +139,5 @@ pub struct ReadResponse {
     pub target: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ReadResponseType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateRemoveJob { #[doc = " `local`"] Local = "local", #[doc = " `full`"] Full =
-    "full" }
+    pub type_: crate::generated::cluster::replication::Type,
 }

@@ -34,7 +34,7 @@ pub struct Create {
     /// Minimum 1
     pub rate: Option<f64>,
     /// `remove_job`
-    pub remove_job: Option<CreateRemoveJob>,
+    pub remove_job: Option<RemoveJob>,
     /// Format `pve-calendar-event`; maximum length 128; default `*/15`
     pub schedule: Option<String>,
     /// Format `pve-node`
@@ -43,11 +43,11 @@ pub struct Create {
     pub target: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: CreateType,
+    pub type_: Type,
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(id: impl Into<String>, target: impl Into<String>, type_: CreateType) -> Self {
+    pub fn new(id: impl Into<String>, target: impl Into<String>, type_: Type) -> Self {
         Self {
             comment: None,
             disable: None,
@@ -73,13 +73,15 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemRemoveJob { #[doc = " `local`"] Local = "local", #[doc =
-    " `full`"] Full = "full" }
+    #[doc =
+    " Values of `remove_job`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum RemoveJob { #[doc = " `local`"] Local = "local", #[doc = " `full`"] Full =
+    "full" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemType { #[doc = " `local`"] Local = "local" }
+    #[doc =
+    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `local`"] Local = "local" }
 }
 /// From `GET /cluster/replication returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -97,7 +99,7 @@ pub struct IndexResponseItem {
     /// Minimum 1
     pub rate: Option<f64>,
     /// `remove_job`
-    pub remove_job: Option<IndexResponseItemRemoveJob>,
+    pub remove_job: Option<RemoveJob>,
     /// Format `pve-calendar-event`; maximum length 128; default `*/15`
     pub schedule: Option<String>,
     /// Format `pve-node`
@@ -106,14 +108,5 @@ pub struct IndexResponseItem {
     pub target: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: IndexResponseItemType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateRemoveJob { #[doc = " `local`"] Local = "local", #[doc = " `full`"] Full =
-    "full" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `local`"] Local = "local" }
+    pub type_: Type,
 }

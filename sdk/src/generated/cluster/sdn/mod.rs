@@ -53,6 +53,18 @@ impl crate::Operation for Reload {
 /// What [`Reload`] answers.
 pub type ReloadResponse = String;
 crate::operation_error!(ReloadError for Reload);
+crate::open_enum! {
+    #[doc =
+    " Values of `action`, shared by 7 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Action { #[doc = " `permit`"] Permit = "permit", #[doc = " `deny`"] Deny =
+    "deny" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `state`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum State { #[doc = " `new`"] New = "new", #[doc = " `changed`"] Changed =
+    "changed", #[doc = " `deleted`"] Deleted = "deleted" }
+}
 /// From `GET /cluster/sdn returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -69,3 +69,45 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
+crate::open_enum! {
+    #[doc =
+    " Values of `cf`, shared by 8 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Cf { #[doc = " `AVERAGE`"] Average = "AVERAGE", #[doc = " `MAX`"] Max =
+    "MAX" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `cmd`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Cmd { #[doc = " `ceph_install`"] CephInstall = "ceph_install", #[doc =
+    " `login`"] Login = "login", #[doc = " `upgrade`"] Upgrade = "upgrade" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `feature`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Feature { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc = " `clone`"]
+    Clone = "clone", #[doc = " `copy`"] Copy = "copy" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `log_level_in`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum LogLevelIn { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert
+    = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
+    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
+    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
+    Nolog = "nolog" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `log_level_out`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum LogLevelOut { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert
+    = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
+    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
+    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
+    Nolog = "nolog" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `status`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Status { #[doc = " `stopped`"] Stopped = "stopped", #[doc = " `running`"]
+    Running = "running" }
+}

@@ -10,7 +10,7 @@ pub struct Rrd {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `cf`
-    pub cf: Option<RrdCf>,
+    pub cf: Option<crate::generated::nodes::node::Cf>,
     /// Format `pve-configid-list`
     pub ds: String,
     /// `timeframe`
@@ -36,11 +36,6 @@ impl crate::Operation for Rrd {
     type Error = RrdError;
 }
 crate::operation_error!(RrdError for Rrd);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RrdCf { #[doc = " `AVERAGE`"] Average = "AVERAGE", #[doc = " `MAX`"] Max = "MAX"
-    }
-}
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum RrdTimeframe { #[doc = " `hour`"] Hour = "hour", #[doc = " `day`"] Day = "day",

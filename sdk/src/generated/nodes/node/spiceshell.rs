@@ -11,7 +11,7 @@ pub struct Spiceshell {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `login`
-    pub cmd: Option<SpiceshellCmd>,
+    pub cmd: Option<crate::generated::nodes::node::Cmd>,
     /// Wire name `cmd-opts`; default ``; requires `cmd`
     #[serde(rename = "cmd-opts")]
     pub cmd_opts: Option<String>,
@@ -38,11 +38,6 @@ impl crate::Operation for Spiceshell {
     type Error = SpiceshellError;
 }
 crate::operation_error!(SpiceshellError for Spiceshell);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SpiceshellCmd { #[doc = " `ceph_install`"] CephInstall = "ceph_install", #[doc =
-    " `login`"] Login = "login", #[doc = " `upgrade`"] Upgrade = "upgrade" }
-}
 /// From `POST /nodes/{node}/spiceshell returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SpiceshellResponse {

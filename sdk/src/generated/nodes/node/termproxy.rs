@@ -10,7 +10,7 @@ pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `login`
-    pub cmd: Option<TermproxyCmd>,
+    pub cmd: Option<crate::generated::nodes::node::Cmd>,
     /// Wire name `cmd-opts`; default ``; requires `cmd`
     #[serde(rename = "cmd-opts")]
     pub cmd_opts: Option<String>,
@@ -34,11 +34,6 @@ impl crate::Operation for Termproxy {
     type Error = TermproxyError;
 }
 crate::operation_error!(TermproxyError for Termproxy);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum TermproxyCmd { #[doc = " `ceph_install`"] CephInstall = "ceph_install", #[doc =
-    " `login`"] Login = "login", #[doc = " `upgrade`"] Upgrade = "upgrade" }
-}
 /// From `POST /nodes/{node}/termproxy returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TermproxyResponse {

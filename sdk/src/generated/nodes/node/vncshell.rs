@@ -10,7 +10,7 @@ pub struct Vncshell {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `login`
-    pub cmd: Option<VncshellCmd>,
+    pub cmd: Option<crate::generated::nodes::node::Cmd>,
     /// Wire name `cmd-opts`; default ``; requires `cmd`
     #[serde(rename = "cmd-opts")]
     pub cmd_opts: Option<String>,
@@ -43,11 +43,6 @@ impl crate::Operation for Vncshell {
     type Error = VncshellError;
 }
 crate::operation_error!(VncshellError for Vncshell);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VncshellCmd { #[doc = " `ceph_install`"] CephInstall = "ceph_install", #[doc =
-    " `login`"] Login = "login", #[doc = " `upgrade`"] Upgrade = "upgrade" }
-}
 /// From `POST /nodes/{node}/vncshell returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VncshellResponse {

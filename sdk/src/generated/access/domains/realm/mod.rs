@@ -129,7 +129,7 @@ pub struct Update {
     #[serde(rename = "issuer-url")]
     pub issuer_url: Option<String>,
     /// Default `ldap`
-    pub mode: Option<UpdateMode>,
+    pub mode: Option<crate::generated::access::domains::Mode>,
     /// `password`
     pub password: Option<crate::Secret>,
     /// Range 1 - 65535
@@ -148,7 +148,7 @@ pub struct Update {
     /// Format `address`; maximum length 256
     pub server2: Option<String>,
     /// `sslversion`
-    pub sslversion: Option<UpdateSslversion>,
+    pub sslversion: Option<crate::generated::access::domains::Sslversion>,
     /// Wire name `sync-defaults-options`; format `realm-sync-options`
     #[serde(rename = "sync-defaults-options")]
     pub sync_defaults_options: Option<String>,
@@ -224,14 +224,3 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateMode { #[doc = " `ldap`"] Ldap = "ldap", #[doc = " `ldaps`"] Ldaps =
-    "ldaps", #[doc = " `ldap+starttls`"] LdapStarttls = "ldap+starttls" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateSslversion { #[doc = " `tlsv1`"] Tlsv1 = "tlsv1", #[doc = " `tlsv1_1`"]
-    Tlsv11 = "tlsv1_1", #[doc = " `tlsv1_2`"] Tlsv12 = "tlsv1_2", #[doc = " `tlsv1_3`"]
-    Tlsv13 = "tlsv1_3" }
-}

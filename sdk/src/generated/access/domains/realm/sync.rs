@@ -23,7 +23,7 @@ pub struct Sync {
     #[serde(rename = "remove-vanished")]
     pub remove_vanished: Option<String>,
     /// `scope`
-    pub scope: Option<SyncScope>,
+    pub scope: Option<crate::generated::Scope>,
 }
 impl Sync {
     /// A request with every required parameter; optional ones start unset.
@@ -50,8 +50,3 @@ impl crate::Operation for Sync {
 /// What [`Sync`] answers.
 pub type SyncResponse = String;
 crate::operation_error!(SyncError for Sync);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SyncScope { #[doc = " `users`"] Users = "users", #[doc = " `groups`"] Groups =
-    "groups", #[doc = " `both`"] Both = "both" }
-}

@@ -108,12 +108,6 @@ impl crate::Operation for UpdateTfaEntry {
 /// What [`UpdateTfaEntry`] answers.
 pub type UpdateTfaEntryResponse = ();
 crate::operation_error!(UpdateTfaEntryError for UpdateTfaEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetTfaEntryResponseType { #[doc = " `totp`"] Totp = "totp", #[doc = " `u2f`"]
-    U2f = "u2f", #[doc = " `webauthn`"] Webauthn = "webauthn", #[doc = " `recovery`"]
-    Recovery = "recovery", #[doc = " `yubico`"] Yubico = "yubico" }
-}
 /// From `GET /access/tfa/{userid}/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetTfaEntryResponse {
@@ -127,5 +121,5 @@ pub struct GetTfaEntryResponse {
     pub id: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: GetTfaEntryResponseType,
+    pub type_: crate::generated::access::tfa::Type,
 }

@@ -50,13 +50,13 @@ pub struct AddTfaEntry {
     pub totp: Option<String>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: AddTfaEntryType,
+    pub type_: crate::generated::access::tfa::Type,
     /// `value`
     pub value: Option<String>,
 }
 impl AddTfaEntry {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(userid: impl Into<String>, type_: AddTfaEntryType) -> Self {
+    pub fn new(userid: impl Into<String>, type_: crate::generated::access::tfa::Type) -> Self {
         Self {
             userid: userid.into(),
             challenge: None,
@@ -77,12 +77,6 @@ impl crate::Operation for AddTfaEntry {
     type Error = AddTfaEntryError;
 }
 crate::operation_error!(AddTfaEntryError for AddTfaEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListUserTfaResponseItemType { #[doc = " `totp`"] Totp = "totp", #[doc =
-    " `u2f`"] U2f = "u2f", #[doc = " `webauthn`"] Webauthn = "webauthn", #[doc =
-    " `recovery`"] Recovery = "recovery", #[doc = " `yubico`"] Yubico = "yubico" }
-}
 /// From `GET /access/tfa/{userid} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ListUserTfaResponseItem {
@@ -96,13 +90,7 @@ pub struct ListUserTfaResponseItem {
     pub id: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ListUserTfaResponseItemType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum AddTfaEntryType { #[doc = " `totp`"] Totp = "totp", #[doc = " `u2f`"] U2f =
-    "u2f", #[doc = " `webauthn`"] Webauthn = "webauthn", #[doc = " `recovery`"] Recovery
-    = "recovery", #[doc = " `yubico`"] Yubico = "yubico" }
+    pub type_: crate::generated::access::tfa::Type,
 }
 /// From `POST /access/tfa/{userid} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -62,7 +62,7 @@ pub struct UpdatePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,
     /// `api`
-    pub api: Option<UpdatePluginApi>,
+    pub api: Option<crate::generated::cluster::acme::plugins::Api>,
     /// `data`
     pub data: Option<String>,
     /// Format `pve-configid-list`; maximum length 4096
@@ -103,101 +103,11 @@ impl crate::Operation for UpdatePlugin {
 /// What [`UpdatePlugin`] answers.
 pub type UpdatePluginResponse = ();
 crate::operation_error!(UpdatePluginError for UpdatePlugin);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetPluginConfigResponseApi { #[doc = " `1984hosting`"] V1984hosting =
-    "1984hosting", #[doc = " `acmedns`"] Acmedns = "acmedns", #[doc = " `acmeproxy`"]
-    Acmeproxy = "acmeproxy", #[doc = " `active24`"] Active24 = "active24", #[doc =
-    " `ad`"] Ad = "ad", #[doc = " `ali`"] Ali = "ali", #[doc = " `alviy`"] Alviy =
-    "alviy", #[doc = " `anx`"] Anx = "anx", #[doc = " `artfiles`"] Artfiles = "artfiles",
-    #[doc = " `arvan`"] Arvan = "arvan", #[doc = " `aurora`"] Aurora = "aurora", #[doc =
-    " `autodns`"] Autodns = "autodns", #[doc = " `aws`"] Aws = "aws", #[doc = " `azion`"]
-    Azion = "azion", #[doc = " `azure`"] Azure = "azure", #[doc = " `beget`"] Beget =
-    "beget", #[doc = " `bookmyname`"] Bookmyname = "bookmyname", #[doc = " `bunny`"]
-    Bunny = "bunny", #[doc = " `cf`"] Cf = "cf", #[doc = " `clouddns`"] Clouddns =
-    "clouddns", #[doc = " `cloudns`"] Cloudns = "cloudns", #[doc = " `cn`"] Cn = "cn",
-    #[doc = " `conoha`"] Conoha = "conoha", #[doc = " `constellix`"] Constellix =
-    "constellix", #[doc = " `cpanel`"] Cpanel = "cpanel", #[doc = " `curanet`"] Curanet =
-    "curanet", #[doc = " `cyon`"] Cyon = "cyon", #[doc = " `da`"] Da = "da", #[doc =
-    " `ddnss`"] Ddnss = "ddnss", #[doc = " `desec`"] Desec = "desec", #[doc = " `df`"] Df
-    = "df", #[doc = " `dgon`"] Dgon = "dgon", #[doc = " `dnsexit`"] Dnsexit = "dnsexit",
-    #[doc = " `dnshome`"] Dnshome = "dnshome", #[doc = " `dnsimple`"] Dnsimple =
-    "dnsimple", #[doc = " `dnsservices`"] Dnsservices = "dnsservices", #[doc =
-    " `doapi`"] Doapi = "doapi", #[doc = " `domeneshop`"] Domeneshop = "domeneshop",
-    #[doc = " `dp`"] Dp = "dp", #[doc = " `dpi`"] Dpi = "dpi", #[doc = " `dreamhost`"]
-    Dreamhost = "dreamhost", #[doc = " `duckdns`"] Duckdns = "duckdns", #[doc =
-    " `durabledns`"] Durabledns = "durabledns", #[doc = " `dyn`"] Dyn = "dyn", #[doc =
-    " `dynu`"] Dynu = "dynu", #[doc = " `dynv6`"] Dynv6 = "dynv6", #[doc = " `easydns`"]
-    Easydns = "easydns", #[doc = " `edgecenter`"] Edgecenter = "edgecenter", #[doc =
-    " `edgedns`"] Edgedns = "edgedns", #[doc = " `euserv`"] Euserv = "euserv", #[doc =
-    " `exoscale`"] Exoscale = "exoscale", #[doc = " `fornex`"] Fornex = "fornex", #[doc =
-    " `freedns`"] Freedns = "freedns", #[doc = " `freemyip`"] Freemyip = "freemyip",
-    #[doc = " `gandi_livedns`"] GandiLivedns = "gandi_livedns", #[doc = " `gcloud`"]
-    Gcloud = "gcloud", #[doc = " `gcore`"] Gcore = "gcore", #[doc = " `gd`"] Gd = "gd",
-    #[doc = " `geoscaling`"] Geoscaling = "geoscaling", #[doc = " `googledomains`"]
-    Googledomains = "googledomains", #[doc = " `he`"] He = "he", #[doc = " `he_ddns`"]
-    HeDdns = "he_ddns", #[doc = " `hetzner`"] Hetzner = "hetzner", #[doc =
-    " `hetznercloud`"] Hetznercloud = "hetznercloud", #[doc = " `hexonet`"] Hexonet =
-    "hexonet", #[doc = " `hostingde`"] Hostingde = "hostingde", #[doc = " `huaweicloud`"]
-    Huaweicloud = "huaweicloud", #[doc = " `infoblox`"] Infoblox = "infoblox", #[doc =
-    " `infomaniak`"] Infomaniak = "infomaniak", #[doc = " `internetbs`"] Internetbs =
-    "internetbs", #[doc = " `inwx`"] Inwx = "inwx", #[doc = " `ionos`"] Ionos = "ionos",
-    #[doc = " `ionos_cloud`"] IonosCloud = "ionos_cloud", #[doc = " `ipv64`"] Ipv64 =
-    "ipv64", #[doc = " `ispconfig`"] Ispconfig = "ispconfig", #[doc = " `jd`"] Jd = "jd",
-    #[doc = " `joker`"] Joker = "joker", #[doc = " `kappernet`"] Kappernet = "kappernet",
-    #[doc = " `kas`"] Kas = "kas", #[doc = " `kinghost`"] Kinghost = "kinghost", #[doc =
-    " `knot`"] Knot = "knot", #[doc = " `la`"] La = "la", #[doc = " `leaseweb`"] Leaseweb
-    = "leaseweb", #[doc = " `lexicon`"] Lexicon = "lexicon", #[doc = " `limacity`"]
-    Limacity = "limacity", #[doc = " `linode`"] Linode = "linode", #[doc =
-    " `linode_v4`"] LinodeV4 = "linode_v4", #[doc = " `loopia`"] Loopia = "loopia", #[doc
-    = " `lua`"] Lua = "lua", #[doc = " `maradns`"] Maradns = "maradns", #[doc = " `me`"]
-    Me = "me", #[doc = " `miab`"] Miab = "miab", #[doc = " `mijnhost`"] Mijnhost =
-    "mijnhost", #[doc = " `misaka`"] Misaka = "misaka", #[doc = " `myapi`"] Myapi =
-    "myapi", #[doc = " `mydevil`"] Mydevil = "mydevil", #[doc = " `mydnsjp`"] Mydnsjp =
-    "mydnsjp", #[doc = " `mythic_beasts`"] MythicBeasts = "mythic_beasts", #[doc =
-    " `namecheap`"] Namecheap = "namecheap", #[doc = " `namecom`"] Namecom = "namecom",
-    #[doc = " `namesilo`"] Namesilo = "namesilo", #[doc = " `nanelo`"] Nanelo = "nanelo",
-    #[doc = " `nederhost`"] Nederhost = "nederhost", #[doc = " `neodigit`"] Neodigit =
-    "neodigit", #[doc = " `netcup`"] Netcup = "netcup", #[doc = " `netlify`"] Netlify =
-    "netlify", #[doc = " `nic`"] Nic = "nic", #[doc = " `njalla`"] Njalla = "njalla",
-    #[doc = " `nm`"] Nm = "nm", #[doc = " `nsd`"] Nsd = "nsd", #[doc = " `nsone`"] Nsone
-    = "nsone", #[doc = " `nsupdate`"] Nsupdate = "nsupdate", #[doc = " `nw`"] Nw = "nw",
-    #[doc = " `oci`"] Oci = "oci", #[doc = " `omglol`"] Omglol = "omglol", #[doc =
-    " `one`"] One = "one", #[doc = " `online`"] Online = "online", #[doc =
-    " `openprovider`"] Openprovider = "openprovider", #[doc = " `openprovider_rest`"]
-    OpenproviderRest = "openprovider_rest", #[doc = " `openstack`"] Openstack =
-    "openstack", #[doc = " `opnsense`"] Opnsense = "opnsense", #[doc = " `ovh`"] Ovh =
-    "ovh", #[doc = " `pdns`"] Pdns = "pdns", #[doc = " `pleskxml`"] Pleskxml =
-    "pleskxml", #[doc = " `pointhq`"] Pointhq = "pointhq", #[doc = " `porkbun`"] Porkbun
-    = "porkbun", #[doc = " `rackcorp`"] Rackcorp = "rackcorp", #[doc = " `rackspace`"]
-    Rackspace = "rackspace", #[doc = " `rage4`"] Rage4 = "rage4", #[doc = " `rcode0`"]
-    Rcode0 = "rcode0", #[doc = " `regru`"] Regru = "regru", #[doc = " `scaleway`"]
-    Scaleway = "scaleway", #[doc = " `schlundtech`"] Schlundtech = "schlundtech", #[doc =
-    " `selectel`"] Selectel = "selectel", #[doc = " `selfhost`"] Selfhost = "selfhost",
-    #[doc = " `servercow`"] Servercow = "servercow", #[doc = " `simply`"] Simply =
-    "simply", #[doc = " `spaceship`"] Spaceship = "spaceship", #[doc = " `technitium`"]
-    Technitium = "technitium", #[doc = " `tele3`"] Tele3 = "tele3", #[doc = " `tencent`"]
-    Tencent = "tencent", #[doc = " `timeweb`"] Timeweb = "timeweb", #[doc = " `transip`"]
-    Transip = "transip", #[doc = " `udr`"] Udr = "udr", #[doc = " `ultra`"] Ultra =
-    "ultra", #[doc = " `unoeuro`"] Unoeuro = "unoeuro", #[doc = " `variomedia`"]
-    Variomedia = "variomedia", #[doc = " `veesp`"] Veesp = "veesp", #[doc = " `vercel`"]
-    Vercel = "vercel", #[doc = " `vscale`"] Vscale = "vscale", #[doc = " `vultr`"] Vultr
-    = "vultr", #[doc = " `websupport`"] Websupport = "websupport", #[doc = " `west_cn`"]
-    WestCn = "west_cn", #[doc = " `world4you`"] World4you = "world4you", #[doc =
-    " `yandex360`"] Yandex360 = "yandex360", #[doc = " `yc`"] Yc = "yc", #[doc =
-    " `zilore`"] Zilore = "zilore", #[doc = " `zone`"] Zone = "zone", #[doc =
-    " `zoneedit`"] Zoneedit = "zoneedit", #[doc = " `zonomi`"] Zonomi = "zonomi" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetPluginConfigResponseType { #[doc = " `dns`"] Dns = "dns", #[doc =
-    " `standalone`"] Standalone = "standalone" }
-}
 /// From `GET /cluster/acme/plugins/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetPluginConfigResponse {
     /// `api`
-    pub api: Option<GetPluginConfigResponseApi>,
+    pub api: Option<crate::generated::cluster::acme::plugins::Api>,
     /// `data`
     pub data: Option<String>,
     /// Maximum length 64
@@ -210,93 +120,8 @@ pub struct GetPluginConfigResponse {
     pub plugin: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: GetPluginConfigResponseType,
+    pub type_: crate::generated::cluster::acme::plugins::Type,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
     #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdatePluginApi { #[doc = " `1984hosting`"] V1984hosting = "1984hosting", #[doc
-    = " `acmedns`"] Acmedns = "acmedns", #[doc = " `acmeproxy`"] Acmeproxy = "acmeproxy",
-    #[doc = " `active24`"] Active24 = "active24", #[doc = " `ad`"] Ad = "ad", #[doc =
-    " `ali`"] Ali = "ali", #[doc = " `alviy`"] Alviy = "alviy", #[doc = " `anx`"] Anx =
-    "anx", #[doc = " `artfiles`"] Artfiles = "artfiles", #[doc = " `arvan`"] Arvan =
-    "arvan", #[doc = " `aurora`"] Aurora = "aurora", #[doc = " `autodns`"] Autodns =
-    "autodns", #[doc = " `aws`"] Aws = "aws", #[doc = " `azion`"] Azion = "azion", #[doc
-    = " `azure`"] Azure = "azure", #[doc = " `beget`"] Beget = "beget", #[doc =
-    " `bookmyname`"] Bookmyname = "bookmyname", #[doc = " `bunny`"] Bunny = "bunny",
-    #[doc = " `cf`"] Cf = "cf", #[doc = " `clouddns`"] Clouddns = "clouddns", #[doc =
-    " `cloudns`"] Cloudns = "cloudns", #[doc = " `cn`"] Cn = "cn", #[doc = " `conoha`"]
-    Conoha = "conoha", #[doc = " `constellix`"] Constellix = "constellix", #[doc =
-    " `cpanel`"] Cpanel = "cpanel", #[doc = " `curanet`"] Curanet = "curanet", #[doc =
-    " `cyon`"] Cyon = "cyon", #[doc = " `da`"] Da = "da", #[doc = " `ddnss`"] Ddnss =
-    "ddnss", #[doc = " `desec`"] Desec = "desec", #[doc = " `df`"] Df = "df", #[doc =
-    " `dgon`"] Dgon = "dgon", #[doc = " `dnsexit`"] Dnsexit = "dnsexit", #[doc =
-    " `dnshome`"] Dnshome = "dnshome", #[doc = " `dnsimple`"] Dnsimple = "dnsimple",
-    #[doc = " `dnsservices`"] Dnsservices = "dnsservices", #[doc = " `doapi`"] Doapi =
-    "doapi", #[doc = " `domeneshop`"] Domeneshop = "domeneshop", #[doc = " `dp`"] Dp =
-    "dp", #[doc = " `dpi`"] Dpi = "dpi", #[doc = " `dreamhost`"] Dreamhost = "dreamhost",
-    #[doc = " `duckdns`"] Duckdns = "duckdns", #[doc = " `durabledns`"] Durabledns =
-    "durabledns", #[doc = " `dyn`"] Dyn = "dyn", #[doc = " `dynu`"] Dynu = "dynu", #[doc
-    = " `dynv6`"] Dynv6 = "dynv6", #[doc = " `easydns`"] Easydns = "easydns", #[doc =
-    " `edgecenter`"] Edgecenter = "edgecenter", #[doc = " `edgedns`"] Edgedns =
-    "edgedns", #[doc = " `euserv`"] Euserv = "euserv", #[doc = " `exoscale`"] Exoscale =
-    "exoscale", #[doc = " `fornex`"] Fornex = "fornex", #[doc = " `freedns`"] Freedns =
-    "freedns", #[doc = " `freemyip`"] Freemyip = "freemyip", #[doc = " `gandi_livedns`"]
-    GandiLivedns = "gandi_livedns", #[doc = " `gcloud`"] Gcloud = "gcloud", #[doc =
-    " `gcore`"] Gcore = "gcore", #[doc = " `gd`"] Gd = "gd", #[doc = " `geoscaling`"]
-    Geoscaling = "geoscaling", #[doc = " `googledomains`"] Googledomains =
-    "googledomains", #[doc = " `he`"] He = "he", #[doc = " `he_ddns`"] HeDdns =
-    "he_ddns", #[doc = " `hetzner`"] Hetzner = "hetzner", #[doc = " `hetznercloud`"]
-    Hetznercloud = "hetznercloud", #[doc = " `hexonet`"] Hexonet = "hexonet", #[doc =
-    " `hostingde`"] Hostingde = "hostingde", #[doc = " `huaweicloud`"] Huaweicloud =
-    "huaweicloud", #[doc = " `infoblox`"] Infoblox = "infoblox", #[doc = " `infomaniak`"]
-    Infomaniak = "infomaniak", #[doc = " `internetbs`"] Internetbs = "internetbs", #[doc
-    = " `inwx`"] Inwx = "inwx", #[doc = " `ionos`"] Ionos = "ionos", #[doc =
-    " `ionos_cloud`"] IonosCloud = "ionos_cloud", #[doc = " `ipv64`"] Ipv64 = "ipv64",
-    #[doc = " `ispconfig`"] Ispconfig = "ispconfig", #[doc = " `jd`"] Jd = "jd", #[doc =
-    " `joker`"] Joker = "joker", #[doc = " `kappernet`"] Kappernet = "kappernet", #[doc =
-    " `kas`"] Kas = "kas", #[doc = " `kinghost`"] Kinghost = "kinghost", #[doc =
-    " `knot`"] Knot = "knot", #[doc = " `la`"] La = "la", #[doc = " `leaseweb`"] Leaseweb
-    = "leaseweb", #[doc = " `lexicon`"] Lexicon = "lexicon", #[doc = " `limacity`"]
-    Limacity = "limacity", #[doc = " `linode`"] Linode = "linode", #[doc =
-    " `linode_v4`"] LinodeV4 = "linode_v4", #[doc = " `loopia`"] Loopia = "loopia", #[doc
-    = " `lua`"] Lua = "lua", #[doc = " `maradns`"] Maradns = "maradns", #[doc = " `me`"]
-    Me = "me", #[doc = " `miab`"] Miab = "miab", #[doc = " `mijnhost`"] Mijnhost =
-    "mijnhost", #[doc = " `misaka`"] Misaka = "misaka", #[doc = " `myapi`"] Myapi =
-    "myapi", #[doc = " `mydevil`"] Mydevil = "mydevil", #[doc = " `mydnsjp`"] Mydnsjp =
-    "mydnsjp", #[doc = " `mythic_beasts`"] MythicBeasts = "mythic_beasts", #[doc =
-    " `namecheap`"] Namecheap = "namecheap", #[doc = " `namecom`"] Namecom = "namecom",
-    #[doc = " `namesilo`"] Namesilo = "namesilo", #[doc = " `nanelo`"] Nanelo = "nanelo",
-    #[doc = " `nederhost`"] Nederhost = "nederhost", #[doc = " `neodigit`"] Neodigit =
-    "neodigit", #[doc = " `netcup`"] Netcup = "netcup", #[doc = " `netlify`"] Netlify =
-    "netlify", #[doc = " `nic`"] Nic = "nic", #[doc = " `njalla`"] Njalla = "njalla",
-    #[doc = " `nm`"] Nm = "nm", #[doc = " `nsd`"] Nsd = "nsd", #[doc = " `nsone`"] Nsone
-    = "nsone", #[doc = " `nsupdate`"] Nsupdate = "nsupdate", #[doc = " `nw`"] Nw = "nw",
-    #[doc = " `oci`"] Oci = "oci", #[doc = " `omglol`"] Omglol = "omglol", #[doc =
-    " `one`"] One = "one", #[doc = " `online`"] Online = "online", #[doc =
-    " `openprovider`"] Openprovider = "openprovider", #[doc = " `openprovider_rest`"]
-    OpenproviderRest = "openprovider_rest", #[doc = " `openstack`"] Openstack =
-    "openstack", #[doc = " `opnsense`"] Opnsense = "opnsense", #[doc = " `ovh`"] Ovh =
-    "ovh", #[doc = " `pdns`"] Pdns = "pdns", #[doc = " `pleskxml`"] Pleskxml =
-    "pleskxml", #[doc = " `pointhq`"] Pointhq = "pointhq", #[doc = " `porkbun`"] Porkbun
-    = "porkbun", #[doc = " `rackcorp`"] Rackcorp = "rackcorp", #[doc = " `rackspace`"]
-    Rackspace = "rackspace", #[doc = " `rage4`"] Rage4 = "rage4", #[doc = " `rcode0`"]
-    Rcode0 = "rcode0", #[doc = " `regru`"] Regru = "regru", #[doc = " `scaleway`"]
-    Scaleway = "scaleway", #[doc = " `schlundtech`"] Schlundtech = "schlundtech", #[doc =
-    " `selectel`"] Selectel = "selectel", #[doc = " `selfhost`"] Selfhost = "selfhost",
-    #[doc = " `servercow`"] Servercow = "servercow", #[doc = " `simply`"] Simply =
-    "simply", #[doc = " `spaceship`"] Spaceship = "spaceship", #[doc = " `technitium`"]
-    Technitium = "technitium", #[doc = " `tele3`"] Tele3 = "tele3", #[doc = " `tencent`"]
-    Tencent = "tencent", #[doc = " `timeweb`"] Timeweb = "timeweb", #[doc = " `transip`"]
-    Transip = "transip", #[doc = " `udr`"] Udr = "udr", #[doc = " `ultra`"] Ultra =
-    "ultra", #[doc = " `unoeuro`"] Unoeuro = "unoeuro", #[doc = " `variomedia`"]
-    Variomedia = "variomedia", #[doc = " `veesp`"] Veesp = "veesp", #[doc = " `vercel`"]
-    Vercel = "vercel", #[doc = " `vscale`"] Vscale = "vscale", #[doc = " `vultr`"] Vultr
-    = "vultr", #[doc = " `websupport`"] Websupport = "websupport", #[doc = " `west_cn`"]
-    WestCn = "west_cn", #[doc = " `world4you`"] World4you = "world4you", #[doc =
-    " `yandex360`"] Yandex360 = "yandex360", #[doc = " `yc`"] Yc = "yc", #[doc =
-    " `zilore`"] Zilore = "zilore", #[doc = " `zone`"] Zone = "zone", #[doc =
-    " `zoneedit`"] Zoneedit = "zoneedit", #[doc = " `zonomi`"] Zonomi = "zonomi" }
 }

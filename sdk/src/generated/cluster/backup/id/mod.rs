@@ -68,7 +68,7 @@ pub struct UpdateJob {
     /// Maximum length 512
     pub comment: Option<String>,
     /// Default `0`
-    pub compress: Option<UpdateJobCompress>,
+    pub compress: Option<crate::generated::Compress>,
     /// Format `pve-configid-list`
     pub delete: Option<String>,
     /// Format `pve-day-of-week-list`; requires `starttime`
@@ -89,11 +89,11 @@ pub struct UpdateJob {
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
     /// Default `always`
-    pub mailnotification: Option<UpdateJobMailnotification>,
+    pub mailnotification: Option<crate::generated::Mailnotification>,
     /// Format `email-or-username-list`
     pub mailto: Option<String>,
     /// Default `snapshot`
-    pub mode: Option<UpdateJobMode>,
+    pub mode: Option<crate::generated::Mode>,
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
@@ -101,10 +101,10 @@ pub struct UpdateJob {
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
     #[serde(rename = "notification-mode")]
-    pub notification_mode: Option<UpdateJobNotificationMode>,
+    pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     #[serde(rename = "pbs-change-detection-mode")]
-    pub pbs_change_detection_mode: Option<UpdateJobPbsChangeDetectionMode>,
+    pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
     /// Default `0`
@@ -201,12 +201,6 @@ impl crate::Operation for UpdateJob {
 /// What [`UpdateJob`] answers.
 pub type UpdateJobResponse = ();
 crate::operation_error!(UpdateJobError for UpdateJob);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadJobResponseCompress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1",
-    #[doc = " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"]
-    Zstd = "zstd" }
-}
 /// From `GET /cluster/backup/{id} returns "fleecing"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadJobResponseFleecing {
@@ -214,27 +208,6 @@ pub struct ReadJobResponseFleecing {
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadJobResponseMailnotification { #[doc = " `always`"] Always = "always", #[doc
-    = " `failure`"] Failure = "failure" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadJobResponseMode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `suspend`"] Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadJobResponseNotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadJobResponsePbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy",
-    #[doc = " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
 }
 /// From `GET /cluster/backup/{id} returns "performance"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -281,7 +254,7 @@ pub struct ReadJobResponse {
     /// Maximum length 512
     pub comment: Option<String>,
     /// Default `0`
-    pub compress: Option<ReadJobResponseCompress>,
+    pub compress: Option<crate::generated::Compress>,
     /// `dumpdir`
     pub dumpdir: Option<String>,
     /// Default `1`
@@ -300,11 +273,11 @@ pub struct ReadJobResponse {
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
     /// Default `always`
-    pub mailnotification: Option<ReadJobResponseMailnotification>,
+    pub mailnotification: Option<crate::generated::Mailnotification>,
     /// Format `email-or-username-list`
     pub mailto: Option<String>,
     /// Default `snapshot`
-    pub mode: Option<ReadJobResponseMode>,
+    pub mode: Option<crate::generated::Mode>,
     /// Wire name `next-run`
     #[serde(rename = "next-run")]
     pub next_run: Option<i64>,
@@ -315,10 +288,10 @@ pub struct ReadJobResponse {
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
     #[serde(rename = "notification-mode")]
-    pub notification_mode: Option<ReadJobResponseNotificationMode>,
+    pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     #[serde(rename = "pbs-change-detection-mode")]
-    pub pbs_change_detection_mode: Option<ReadJobResponsePbsChangeDetectionMode>,
+    pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// `performance`
     pub performance: Option<ReadJobResponsePerformance>,
     /// Default `0`
@@ -355,31 +328,4 @@ pub struct ReadJobResponse {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateJobCompress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1", #[doc =
-    " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"] Zstd =
-    "zstd" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateJobMailnotification { #[doc = " `always`"] Always = "always", #[doc =
-    " `failure`"] Failure = "failure" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateJobMode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `suspend`"] Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateJobNotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateJobPbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy", #[doc
-    = " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
 }

@@ -8,11 +8,11 @@
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetFlag {
     /// Path parameter
-    pub flag: GetFlagFlag,
+    pub flag: Flag,
 }
 impl GetFlag {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(flag: GetFlagFlag) -> Self {
+    pub fn new(flag: Flag) -> Self {
         Self { flag }
     }
 }
@@ -35,13 +35,13 @@ crate::operation_error!(GetFlagError for GetFlag);
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UpdateFlag {
     /// Path parameter
-    pub flag: UpdateFlagFlag,
+    pub flag: Flag,
     /// `value`
     pub value: bool,
 }
 impl UpdateFlag {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(flag: UpdateFlagFlag, value: bool) -> Self {
+    pub fn new(flag: Flag, value: bool) -> Self {
         Self { flag, value }
     }
 }
@@ -57,18 +57,9 @@ impl crate::Operation for UpdateFlag {
 pub type UpdateFlagResponse = ();
 crate::operation_error!(UpdateFlagError for UpdateFlag);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetFlagFlag { #[doc = " `nobackfill`"] Nobackfill = "nobackfill", #[doc =
-    " `nodeep-scrub`"] NodeepScrub = "nodeep-scrub", #[doc = " `nodown`"] Nodown =
-    "nodown", #[doc = " `noin`"] Noin = "noin", #[doc = " `noout`"] Noout = "noout",
-    #[doc = " `norebalance`"] Norebalance = "norebalance", #[doc = " `norecover`"]
-    Norecover = "norecover", #[doc = " `noscrub`"] Noscrub = "noscrub", #[doc =
-    " `notieragent`"] Notieragent = "notieragent", #[doc = " `noup`"] Noup = "noup",
-    #[doc = " `pause`"] Pause = "pause" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateFlagFlag { #[doc = " `nobackfill`"] Nobackfill = "nobackfill", #[doc =
+    #[doc =
+    " Values of `flag`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Flag { #[doc = " `nobackfill`"] Nobackfill = "nobackfill", #[doc =
     " `nodeep-scrub`"] NodeepScrub = "nodeep-scrub", #[doc = " `nodown`"] Nodown =
     "nodown", #[doc = " `noin`"] Noin = "noin", #[doc = " `noout`"] Noout = "noout",
     #[doc = " `norebalance`"] Norebalance = "norebalance", #[doc = " `norecover`"]

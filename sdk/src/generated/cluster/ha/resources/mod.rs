@@ -9,7 +9,7 @@ pub mod sid;
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<IndexType>,
+    pub type_: Option<Type>,
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -45,10 +45,10 @@ pub struct Create {
     /// Format `pve-ha-resource-or-vm-id`
     pub sid: String,
     /// Default `started`
-    pub state: Option<CreateState>,
+    pub state: Option<State>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<CreateType>,
+    pub type_: Option<Type>,
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -78,22 +78,20 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `ct`"] Ct = "ct", #[doc = " `vm`"] Vm = "vm" }
+    #[doc =
+    " Values of `state`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum State { #[doc = " `started`"] Started = "started", #[doc = " `stopped`"]
+    Stopped = "stopped", #[doc = " `enabled`"] Enabled = "enabled", #[doc =
+    " `disabled`"] Disabled = "disabled", #[doc = " `ignored`"] Ignored = "ignored" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `ct`"] Ct = "ct", #[doc = " `vm`"] Vm = "vm" }
 }
 /// From `GET /cluster/ha/resources returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {
     /// `sid`
     pub sid: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateState { #[doc = " `started`"] Started = "started", #[doc = " `stopped`"]
-    Stopped = "stopped", #[doc = " `enabled`"] Enabled = "enabled", #[doc =
-    " `disabled`"] Disabled = "disabled", #[doc = " `ignored`"] Ignored = "ignored" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `ct`"] Ct = "ct", #[doc = " `vm`"] Vm = "vm" }
 }

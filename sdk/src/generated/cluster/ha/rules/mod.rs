@@ -11,7 +11,7 @@ pub struct Index {
     pub resource: Option<String>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<IndexType>,
+    pub type_: Option<Type>,
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -71,8 +71,15 @@ impl crate::Operation for CreateRule {
 pub type CreateRuleResponse = ();
 crate::operation_error!(CreateRuleError for CreateRule);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc =
+    #[doc =
+    " Values of `affinity`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Affinity { #[doc = " `positive`"] Positive = "positive", #[doc =
+    " `negative`"] Negative = "negative" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc =
     " `resource-affinity`"] ResourceAffinity = "resource-affinity" }
 }
 /// From `GET /cluster/ha/rules returns items`.
@@ -80,11 +87,6 @@ crate::open_enum! {
 pub struct IndexResponseItem {
     /// `rule`
     pub rule: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateRuleResourceAffinityAffinity { #[doc = " `positive`"] Positive =
-    "positive", #[doc = " `negative`"] Negative = "negative" }
 }
 /// Selected by `type`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -102,6 +104,6 @@ pub enum CreateRuleType {
     #[serde(rename = "resource-affinity")]
     ResourceAffinity {
         /// `affinity`
-        affinity: Option<CreateRuleResourceAffinityAffinity>,
+        affinity: Option<Affinity>,
     },
 }

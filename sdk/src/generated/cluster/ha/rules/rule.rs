@@ -99,12 +99,6 @@ impl crate::Operation for UpdateRule {
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
 crate::operation_error!(UpdateRuleError for UpdateRule);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadRuleResponseType { #[doc = " `node-affinity`"] NodeAffinity =
-    "node-affinity", #[doc = " `resource-affinity`"] ResourceAffinity =
-    "resource-affinity" }
-}
 /// From `GET /cluster/ha/rules/{rule} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadRuleResponse {
@@ -112,12 +106,7 @@ pub struct ReadRuleResponse {
     pub rule: String,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ReadRuleResponseType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateRuleResourceAffinityAffinity { #[doc = " `positive`"] Positive =
-    "positive", #[doc = " `negative`"] Negative = "negative" }
+    pub type_: crate::generated::cluster::ha::rules::Type,
 }
 /// Selected by `type`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -135,6 +124,6 @@ pub enum UpdateRuleType {
     #[serde(rename = "resource-affinity")]
     ResourceAffinity {
         /// `affinity`
-        affinity: Option<UpdateRuleResourceAffinityAffinity>,
+        affinity: Option<crate::generated::cluster::ha::rules::Affinity>,
     },
 }

@@ -77,7 +77,7 @@ pub struct CreateJob {
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: String,
     /// `scope`
-    pub scope: Option<CreateJobScope>,
+    pub scope: Option<crate::generated::Scope>,
 }
 impl CreateJob {
     /// A request with every required parameter; optional ones start unset.
@@ -129,7 +129,7 @@ pub struct UpdateJob {
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: String,
     /// `scope`
-    pub scope: Option<UpdateJobScope>,
+    pub scope: Option<crate::generated::Scope>,
 }
 impl UpdateJob {
     /// A request with every required parameter; optional ones start unset.
@@ -157,13 +157,3 @@ impl crate::Operation for UpdateJob {
 /// What [`UpdateJob`] answers.
 pub type UpdateJobResponse = ();
 crate::operation_error!(UpdateJobError for UpdateJob);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateJobScope { #[doc = " `users`"] Users = "users", #[doc = " `groups`"]
-    Groups = "groups", #[doc = " `both`"] Both = "both" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateJobScope { #[doc = " `users`"] Users = "users", #[doc = " `groups`"]
-    Groups = "groups", #[doc = " `both`"] Both = "both" }
-}

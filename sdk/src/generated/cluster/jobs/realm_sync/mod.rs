@@ -18,11 +18,6 @@ impl crate::Operation for SyncjobIndex {
 /// What [`SyncjobIndex`] answers.
 pub type SyncjobIndexResponse = Vec<SyncjobIndexResponseItem>;
 crate::operation_error!(SyncjobIndexError for SyncjobIndex);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SyncjobIndexResponseItemScope { #[doc = " `users`"] Users = "users", #[doc =
-    " `groups`"] Groups = "groups", #[doc = " `both`"] Both = "both" }
-}
 /// From `GET /cluster/jobs/realm-sync returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SyncjobIndexResponseItem {
@@ -46,5 +41,5 @@ pub struct SyncjobIndexResponseItem {
     /// `schedule`
     pub schedule: String,
     /// `scope`
-    pub scope: Option<SyncjobIndexResponseItemScope>,
+    pub scope: Option<crate::generated::Scope>,
 }

@@ -119,18 +119,13 @@ impl crate::PropertyString for Map {
     }
 }
 crate::property_string!(Map);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemChecksItemSeverity { #[doc = " `warning`"] Warning = "warning",
-    #[doc = " `error`"] Error = "error" }
-}
 /// From `GET /cluster/mapping/pci returns items "checks" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemChecksItem {
     /// `message`
     pub message: String,
     /// `severity`
-    pub severity: IndexResponseItemChecksItemSeverity,
+    pub severity: crate::generated::cluster::mapping::Severity,
 }
 /// From `GET /cluster/mapping/pci returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -70,7 +70,7 @@ pub struct Create {
     /// `disable`
     pub disable: Option<bool>,
     /// Default `udp`
-    pub influxdbproto: Option<CreateInfluxdbproto>,
+    pub influxdbproto: Option<Influxdbproto>,
     /// Wire name `max-body-size`; minimum 1; default `25000000`
     #[serde(rename = "max-body-size")]
     pub max_body_size: Option<i64>,
@@ -80,7 +80,7 @@ pub struct Create {
     pub organization: Option<String>,
     /// Wire name `otel-compression`; default `gzip`
     #[serde(rename = "otel-compression")]
-    pub otel_compression: Option<CreateOtelCompression>,
+    pub otel_compression: Option<OtelCompression>,
     /// Wire name `otel-headers`; maximum length 1024
     #[serde(rename = "otel-headers")]
     pub otel_headers: Option<String>,
@@ -92,7 +92,7 @@ pub struct Create {
     pub otel_path: Option<String>,
     /// Wire name `otel-protocol`; default `https`
     #[serde(rename = "otel-protocol")]
-    pub otel_protocol: Option<CreateOtelProtocol>,
+    pub otel_protocol: Option<OtelProtocol>,
     /// Wire name `otel-resource-attributes`; maximum length 1024
     #[serde(rename = "otel-resource-attributes")]
     pub otel_resource_attributes: Option<String>,
@@ -107,7 +107,7 @@ pub struct Create {
     /// Range 1 - 65536
     pub port: i64,
     /// `proto`
-    pub proto: Option<CreateProto>,
+    pub proto: Option<Proto>,
     /// Format `address`
     pub server: String,
     /// Minimum 0; default `1`
@@ -189,7 +189,7 @@ pub struct Update {
     /// `disable`
     pub disable: Option<bool>,
     /// Default `udp`
-    pub influxdbproto: Option<UpdateInfluxdbproto>,
+    pub influxdbproto: Option<Influxdbproto>,
     /// Wire name `max-body-size`; minimum 1; default `25000000`
     #[serde(rename = "max-body-size")]
     pub max_body_size: Option<i64>,
@@ -199,7 +199,7 @@ pub struct Update {
     pub organization: Option<String>,
     /// Wire name `otel-compression`; default `gzip`
     #[serde(rename = "otel-compression")]
-    pub otel_compression: Option<UpdateOtelCompression>,
+    pub otel_compression: Option<OtelCompression>,
     /// Wire name `otel-headers`; maximum length 1024
     #[serde(rename = "otel-headers")]
     pub otel_headers: Option<String>,
@@ -211,7 +211,7 @@ pub struct Update {
     pub otel_path: Option<String>,
     /// Wire name `otel-protocol`; default `https`
     #[serde(rename = "otel-protocol")]
-    pub otel_protocol: Option<UpdateOtelProtocol>,
+    pub otel_protocol: Option<OtelProtocol>,
     /// Wire name `otel-resource-attributes`; maximum length 1024
     #[serde(rename = "otel-resource-attributes")]
     pub otel_resource_attributes: Option<String>,
@@ -226,7 +226,7 @@ pub struct Update {
     /// Range 1 - 65536
     pub port: i64,
     /// `proto`
-    pub proto: Option<UpdateProto>,
+    pub proto: Option<Proto>,
     /// Format `address`
     pub server: String,
     /// Minimum 0; default `1`
@@ -281,46 +281,31 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateInfluxdbproto { #[doc = " `udp`"] Udp = "udp", #[doc = " `http`"] Http =
+    #[doc =
+    " Values of `influxdbproto`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Influxdbproto { #[doc = " `udp`"] Udp = "udp", #[doc = " `http`"] Http =
     "http", #[doc = " `https`"] Https = "https" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateOtelCompression { #[doc = " `none`"] None = "none", #[doc = " `gzip`"]
-    Gzip = "gzip" }
+    #[doc =
+    " Values of `otel-compression`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum OtelCompression { #[doc = " `none`"] None = "none", #[doc = " `gzip`"] Gzip
+    = "gzip" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateOtelProtocol { #[doc = " `http`"] Http = "http", #[doc = " `https`"] Https
-    = "https" }
+    #[doc =
+    " Values of `otel-protocol`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum OtelProtocol { #[doc = " `http`"] Http = "http", #[doc = " `https`"] Https =
+    "https" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateProto { #[doc = " `udp`"] Udp = "udp", #[doc = " `tcp`"] Tcp = "tcp" }
+    #[doc =
+    " Values of `proto`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Proto { #[doc = " `udp`"] Udp = "udp", #[doc = " `tcp`"] Tcp = "tcp" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum CreateType { #[doc = " `graphite`"] Graphite = "graphite", #[doc =
     " `influxdb`"] Influxdb = "influxdb", #[doc = " `opentelemetry`"] Opentelemetry =
     "opentelemetry" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateInfluxdbproto { #[doc = " `udp`"] Udp = "udp", #[doc = " `http`"] Http =
-    "http", #[doc = " `https`"] Https = "https" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateOtelCompression { #[doc = " `none`"] None = "none", #[doc = " `gzip`"]
-    Gzip = "gzip" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateOtelProtocol { #[doc = " `http`"] Http = "http", #[doc = " `https`"] Https
-    = "https" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateProto { #[doc = " `udp`"] Udp = "udp", #[doc = " `tcp`"] Tcp = "tcp" }
 }

@@ -43,7 +43,7 @@ pub struct CreateMatcher {
     #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
-    pub mode: Option<CreateMatcherMode>,
+    pub mode: Option<Mode>,
     /// Format `pve-configid`
     pub name: String,
     /// `target`
@@ -77,15 +77,9 @@ impl crate::Operation for CreateMatcher {
 pub type CreateMatcherResponse = ();
 crate::operation_error!(CreateMatcherError for CreateMatcher);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetMatchersResponseItemMode { #[doc = " `all`"] All = "all", #[doc = " `any`"]
-    Any = "any" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetMatchersResponseItemOrigin { #[doc = " `user-created`"] UserCreated =
-    "user-created", #[doc = " `builtin`"] Builtin = "builtin", #[doc =
-    " `modified-builtin`"] ModifiedBuiltin = "modified-builtin" }
+    #[doc =
+    " Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Mode { #[doc = " `all`"] All = "all", #[doc = " `any`"] Any = "any" }
 }
 /// From `GET /cluster/notifications/matchers returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -107,16 +101,11 @@ pub struct GetMatchersResponseItem {
     #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
-    pub mode: Option<GetMatchersResponseItemMode>,
+    pub mode: Option<Mode>,
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
-    pub origin: GetMatchersResponseItemOrigin,
+    pub origin: crate::generated::cluster::notifications::Origin,
     /// `target`
     pub target: Option<Vec<String>>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateMatcherMode { #[doc = " `all`"] All = "all", #[doc = " `any`"] Any = "any"
-    }
 }

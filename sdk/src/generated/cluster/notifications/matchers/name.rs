@@ -82,7 +82,7 @@ pub struct UpdateMatcher {
     #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
-    pub mode: Option<UpdateMatcherMode>,
+    pub mode: Option<crate::generated::cluster::notifications::matchers::Mode>,
     /// `target`
     pub target: Option<Vec<String>>,
 }
@@ -115,11 +115,6 @@ impl crate::Operation for UpdateMatcher {
 /// What [`UpdateMatcher`] answers.
 pub type UpdateMatcherResponse = ();
 crate::operation_error!(UpdateMatcherError for UpdateMatcher);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetMatcherResponseMode { #[doc = " `all`"] All = "all", #[doc = " `any`"] Any =
-    "any" }
-}
 /// From `GET /cluster/notifications/matchers/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetMatcherResponse {
@@ -142,14 +137,9 @@ pub struct GetMatcherResponse {
     #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
-    pub mode: Option<GetMatcherResponseMode>,
+    pub mode: Option<crate::generated::cluster::notifications::matchers::Mode>,
     /// Format `pve-configid`
     pub name: String,
     /// `target`
     pub target: Option<Vec<String>>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateMatcherMode { #[doc = " `all`"] All = "all", #[doc = " `any`"] Any = "any"
-    }
 }

@@ -21,12 +21,6 @@ pub type GetAllTargetsResponse = Vec<GetAllTargetsResponseItem>;
 crate::operation_error!(GetAllTargetsError for GetAllTargets);
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetAllTargetsResponseItemOrigin { #[doc = " `user-created`"] UserCreated =
-    "user-created", #[doc = " `builtin`"] Builtin = "builtin", #[doc =
-    " `modified-builtin`"] ModifiedBuiltin = "modified-builtin" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum GetAllTargetsResponseItemType { #[doc = " `sendmail`"] Sendmail = "sendmail",
     #[doc = " `gotify`"] Gotify = "gotify", #[doc = " `smtp`"] Smtp = "smtp", #[doc =
     " `webhook`"] Webhook = "webhook" }
@@ -41,7 +35,7 @@ pub struct GetAllTargetsResponseItem {
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
-    pub origin: GetAllTargetsResponseItemOrigin,
+    pub origin: crate::generated::cluster::notifications::Origin,
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: GetAllTargetsResponseItemType,

@@ -44,11 +44,11 @@ pub struct Create {
     pub phys_bits: Option<String>,
     /// Wire name `reported-model`; default `kvm64`
     #[serde(rename = "reported-model")]
-    pub reported_model: CreateReportedModel,
+    pub reported_model: ReportedModel,
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(cputype: impl Into<String>, reported_model: CreateReportedModel) -> Self {
+    pub fn new(cputype: impl Into<String>, reported_model: ReportedModel) -> Self {
         Self {
             cputype: cputype.into(),
             flags: None,
@@ -73,13 +73,14 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ConfigResponseItemReportedModel { #[doc = " `486`"] V486 = "486", #[doc =
-    " `a64fx`"] A64fx = "a64fx", #[doc = " `athlon`"] Athlon = "athlon", #[doc =
-    " `Broadwell`"] Broadwell = "Broadwell", #[doc = " `Broadwell-IBRS`"] BroadwellIbrs =
-    "Broadwell-IBRS", #[doc = " `Broadwell-noTSX`"] BroadwellNoTsx = "Broadwell-noTSX",
-    #[doc = " `Broadwell-noTSX-IBRS`"] BroadwellNoTsxIbrs = "Broadwell-noTSX-IBRS", #[doc
-    = " `Cascadelake-Server`"] CascadelakeServer = "Cascadelake-Server", #[doc =
+    #[doc =
+    " Values of `reported-model`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum ReportedModel { #[doc = " `486`"] V486 = "486", #[doc = " `a64fx`"] A64fx =
+    "a64fx", #[doc = " `athlon`"] Athlon = "athlon", #[doc = " `Broadwell`"] Broadwell =
+    "Broadwell", #[doc = " `Broadwell-IBRS`"] BroadwellIbrs = "Broadwell-IBRS", #[doc =
+    " `Broadwell-noTSX`"] BroadwellNoTsx = "Broadwell-noTSX", #[doc =
+    " `Broadwell-noTSX-IBRS`"] BroadwellNoTsxIbrs = "Broadwell-noTSX-IBRS", #[doc =
+    " `Cascadelake-Server`"] CascadelakeServer = "Cascadelake-Server", #[doc =
     " `Cascadelake-Server-noTSX`"] CascadelakeServerNoTsx = "Cascadelake-Server-noTSX",
     #[doc = " `Cascadelake-Server-v2`"] CascadelakeServerV2 = "Cascadelake-Server-v2",
     #[doc = " `Cascadelake-Server-v4`"] CascadelakeServerV4 = "Cascadelake-Server-v4",
@@ -183,92 +184,5 @@ pub struct ConfigResponseItem {
     pub phys_bits: Option<String>,
     /// Wire name `reported-model`; default `kvm64`
     #[serde(rename = "reported-model")]
-    pub reported_model: Option<ConfigResponseItemReportedModel>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateReportedModel { #[doc = " `486`"] V486 = "486", #[doc = " `a64fx`"] A64fx
-    = "a64fx", #[doc = " `athlon`"] Athlon = "athlon", #[doc = " `Broadwell`"] Broadwell
-    = "Broadwell", #[doc = " `Broadwell-IBRS`"] BroadwellIbrs = "Broadwell-IBRS", #[doc =
-    " `Broadwell-noTSX`"] BroadwellNoTsx = "Broadwell-noTSX", #[doc =
-    " `Broadwell-noTSX-IBRS`"] BroadwellNoTsxIbrs = "Broadwell-noTSX-IBRS", #[doc =
-    " `Cascadelake-Server`"] CascadelakeServer = "Cascadelake-Server", #[doc =
-    " `Cascadelake-Server-noTSX`"] CascadelakeServerNoTsx = "Cascadelake-Server-noTSX",
-    #[doc = " `Cascadelake-Server-v2`"] CascadelakeServerV2 = "Cascadelake-Server-v2",
-    #[doc = " `Cascadelake-Server-v4`"] CascadelakeServerV4 = "Cascadelake-Server-v4",
-    #[doc = " `Cascadelake-Server-v5`"] CascadelakeServerV5 = "Cascadelake-Server-v5",
-    #[doc = " `ClearwaterForest`"] ClearwaterForest = "ClearwaterForest", #[doc =
-    " `ClearwaterForest-v2`"] ClearwaterForestV2 = "ClearwaterForest-v2", #[doc =
-    " `ClearwaterForest-v3`"] ClearwaterForestV3 = "ClearwaterForest-v3", #[doc =
-    " `Conroe`"] Conroe = "Conroe", #[doc = " `Cooperlake`"] Cooperlake = "Cooperlake",
-    #[doc = " `Cooperlake-v2`"] CooperlakeV2 = "Cooperlake-v2", #[doc = " `core2duo`"]
-    Core2duo = "core2duo", #[doc = " `coreduo`"] Coreduo = "coreduo", #[doc =
-    " `cortex-a35`"] CortexA35 = "cortex-a35", #[doc = " `cortex-a53`"] CortexA53 =
-    "cortex-a53", #[doc = " `cortex-a55`"] CortexA55 = "cortex-a55", #[doc =
-    " `cortex-a57`"] CortexA57 = "cortex-a57", #[doc = " `cortex-a710`"] CortexA710 =
-    "cortex-a710", #[doc = " `cortex-a72`"] CortexA72 = "cortex-a72", #[doc =
-    " `cortex-a76`"] CortexA76 = "cortex-a76", #[doc = " `cortex-a78ae`"] CortexA78ae =
-    "cortex-a78ae", #[doc = " `DiamondRapids`"] DiamondRapids = "DiamondRapids", #[doc =
-    " `EPYC`"] Epyc = "EPYC", #[doc = " `EPYC-Genoa`"] EpycGenoa = "EPYC-Genoa", #[doc =
-    " `EPYC-Genoa-v2`"] EpycGenoaV2 = "EPYC-Genoa-v2", #[doc = " `EPYC-IBPB`"] EpycIbpb =
-    "EPYC-IBPB", #[doc = " `EPYC-Milan`"] EpycMilan = "EPYC-Milan", #[doc =
-    " `EPYC-Milan-v2`"] EpycMilanV2 = "EPYC-Milan-v2", #[doc = " `EPYC-Milan-v3`"]
-    EpycMilanV3 = "EPYC-Milan-v3", #[doc = " `EPYC-Rome`"] EpycRome = "EPYC-Rome", #[doc
-    = " `EPYC-Rome-v2`"] EpycRomeV2 = "EPYC-Rome-v2", #[doc = " `EPYC-Rome-v3`"]
-    EpycRomeV3 = "EPYC-Rome-v3", #[doc = " `EPYC-Rome-v4`"] EpycRomeV4 = "EPYC-Rome-v4",
-    #[doc = " `EPYC-Rome-v5`"] EpycRomeV5 = "EPYC-Rome-v5", #[doc = " `EPYC-Turin`"]
-    EpycTurin = "EPYC-Turin", #[doc = " `EPYC-v3`"] EpycV3 = "EPYC-v3", #[doc =
-    " `EPYC-v4`"] EpycV4 = "EPYC-v4", #[doc = " `EPYC-v5`"] EpycV5 = "EPYC-v5", #[doc =
-    " `GraniteRapids`"] GraniteRapids = "GraniteRapids", #[doc = " `GraniteRapids-v2`"]
-    GraniteRapidsV2 = "GraniteRapids-v2", #[doc = " `GraniteRapids-v3`"] GraniteRapidsV3
-    = "GraniteRapids-v3", #[doc = " `GraniteRapids-v4`"] GraniteRapidsV4 =
-    "GraniteRapids-v4", #[doc = " `GraniteRapids-v5`"] GraniteRapidsV5 =
-    "GraniteRapids-v5", #[doc = " `Haswell`"] Haswell = "Haswell", #[doc =
-    " `Haswell-IBRS`"] HaswellIbrs = "Haswell-IBRS", #[doc = " `Haswell-noTSX`"]
-    HaswellNoTsx = "Haswell-noTSX", #[doc = " `Haswell-noTSX-IBRS`"] HaswellNoTsxIbrs =
-    "Haswell-noTSX-IBRS", #[doc = " `host`"] Host = "host", #[doc = " `Icelake-Client`"]
-    IcelakeClient = "Icelake-Client", #[doc = " `Icelake-Client-noTSX`"]
-    IcelakeClientNoTsx = "Icelake-Client-noTSX", #[doc = " `Icelake-Server`"]
-    IcelakeServer = "Icelake-Server", #[doc = " `Icelake-Server-noTSX`"]
-    IcelakeServerNoTsx = "Icelake-Server-noTSX", #[doc = " `Icelake-Server-v3`"]
-    IcelakeServerV3 = "Icelake-Server-v3", #[doc = " `Icelake-Server-v4`"]
-    IcelakeServerV4 = "Icelake-Server-v4", #[doc = " `Icelake-Server-v5`"]
-    IcelakeServerV5 = "Icelake-Server-v5", #[doc = " `Icelake-Server-v6`"]
-    IcelakeServerV6 = "Icelake-Server-v6", #[doc = " `Icelake-Server-v7`"]
-    IcelakeServerV7 = "Icelake-Server-v7", #[doc = " `IvyBridge`"] IvyBridge =
-    "IvyBridge", #[doc = " `IvyBridge-IBRS`"] IvyBridgeIbrs = "IvyBridge-IBRS", #[doc =
-    " `KnightsMill`"] KnightsMill = "KnightsMill", #[doc = " `kvm32`"] Kvm32 = "kvm32",
-    #[doc = " `kvm64`"] Kvm64 = "kvm64", #[doc = " `max`"] Max = "max", #[doc =
-    " `Nehalem`"] Nehalem = "Nehalem", #[doc = " `Nehalem-IBRS`"] NehalemIbrs =
-    "Nehalem-IBRS", #[doc = " `neoverse-n1`"] NeoverseN1 = "neoverse-n1", #[doc =
-    " `neoverse-n2`"] NeoverseN2 = "neoverse-n2", #[doc = " `neoverse-v1`"] NeoverseV1 =
-    "neoverse-v1", #[doc = " `Opteron_G1`"] OpteronG1 = "Opteron_G1", #[doc =
-    " `Opteron_G2`"] OpteronG2 = "Opteron_G2", #[doc = " `Opteron_G3`"] OpteronG3 =
-    "Opteron_G3", #[doc = " `Opteron_G4`"] OpteronG4 = "Opteron_G4", #[doc =
-    " `Opteron_G5`"] OpteronG5 = "Opteron_G5", #[doc = " `Penryn`"] Penryn = "Penryn",
-    #[doc = " `pentium`"] Pentium = "pentium", #[doc = " `pentium2`"] Pentium2 =
-    "pentium2", #[doc = " `pentium3`"] Pentium3 = "pentium3", #[doc = " `phenom`"] Phenom
-    = "phenom", #[doc = " `qemu32`"] Qemu32 = "qemu32", #[doc = " `qemu64`"] Qemu64 =
-    "qemu64", #[doc = " `SandyBridge`"] SandyBridge = "SandyBridge", #[doc =
-    " `SandyBridge-IBRS`"] SandyBridgeIbrs = "SandyBridge-IBRS", #[doc =
-    " `SapphireRapids`"] SapphireRapids = "SapphireRapids", #[doc =
-    " `SapphireRapids-v2`"] SapphireRapidsV2 = "SapphireRapids-v2", #[doc =
-    " `SapphireRapids-v3`"] SapphireRapidsV3 = "SapphireRapids-v3", #[doc =
-    " `SapphireRapids-v4`"] SapphireRapidsV4 = "SapphireRapids-v4", #[doc =
-    " `SapphireRapids-v5`"] SapphireRapidsV5 = "SapphireRapids-v5", #[doc =
-    " `SapphireRapids-v6`"] SapphireRapidsV6 = "SapphireRapids-v6", #[doc =
-    " `SierraForest`"] SierraForest = "SierraForest", #[doc = " `SierraForest-v2`"]
-    SierraForestV2 = "SierraForest-v2", #[doc = " `SierraForest-v3`"] SierraForestV3 =
-    "SierraForest-v3", #[doc = " `SierraForest-v4`"] SierraForestV4 = "SierraForest-v4",
-    #[doc = " `SierraForest-v5`"] SierraForestV5 = "SierraForest-v5", #[doc =
-    " `Skylake-Client`"] SkylakeClient = "Skylake-Client", #[doc =
-    " `Skylake-Client-IBRS`"] SkylakeClientIbrs = "Skylake-Client-IBRS", #[doc =
-    " `Skylake-Client-noTSX-IBRS`"] SkylakeClientNoTsxIbrs = "Skylake-Client-noTSX-IBRS",
-    #[doc = " `Skylake-Client-v4`"] SkylakeClientV4 = "Skylake-Client-v4", #[doc =
-    " `Skylake-Server`"] SkylakeServer = "Skylake-Server", #[doc =
-    " `Skylake-Server-IBRS`"] SkylakeServerIbrs = "Skylake-Server-IBRS", #[doc =
-    " `Skylake-Server-noTSX-IBRS`"] SkylakeServerNoTsxIbrs = "Skylake-Server-noTSX-IBRS",
-    #[doc = " `Skylake-Server-v4`"] SkylakeServerV4 = "Skylake-Server-v4", #[doc =
-    " `Skylake-Server-v5`"] SkylakeServerV5 = "Skylake-Server-v5", #[doc = " `Westmere`"]
-    Westmere = "Westmere", #[doc = " `Westmere-IBRS`"] WestmereIbrs = "Westmere-IBRS" }
+    pub reported_model: Option<ReportedModel>,
 }

@@ -78,7 +78,7 @@ pub struct Update {
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
     #[serde(rename = "bgp-mode")]
-    pub bgp_mode: Option<UpdateBgpMode>,
+    pub bgp_mode: Option<crate::generated::cluster::sdn::controllers::BgpMode>,
     /// Wire name `bgp-multipath-as-path-relax`
     #[serde(rename = "bgp-multipath-as-path-relax")]
     pub bgp_multipath_as_path_relax: Option<bool>,
@@ -161,16 +161,6 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseBgpMode { #[doc = " `auto`"] Auto = "auto", #[doc = " `external`"]
-    External = "external", #[doc = " `internal`"] Internal = "internal" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponsePendingBgpMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `external`"] External = "external", #[doc = " `internal`"] Internal = "internal" }
-}
 /// From `GET /cluster/sdn/controllers/{controller} returns "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadResponsePending {
@@ -178,7 +168,7 @@ pub struct ReadResponsePending {
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
     #[serde(rename = "bgp-mode")]
-    pub bgp_mode: Option<ReadResponsePendingBgpMode>,
+    pub bgp_mode: Option<crate::generated::cluster::sdn::controllers::BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
     #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
@@ -208,16 +198,6 @@ pub struct ReadResponsePending {
     /// `peers`
     pub peers: Option<String>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseState { #[doc = " `new`"] New = "new", #[doc = " `changed`"] Changed
-    = "changed", #[doc = " `deleted`"] Deleted = "deleted" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseType { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `evpn`"] Evpn =
-    "evpn", #[doc = " `faucet`"] Faucet = "faucet", #[doc = " `isis`"] Isis = "isis" }
-}
 /// From `GET /cluster/sdn/controllers/{controller} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadResponse {
@@ -225,7 +205,7 @@ pub struct ReadResponse {
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
     #[serde(rename = "bgp-mode")]
-    pub bgp_mode: Option<ReadResponseBgpMode>,
+    pub bgp_mode: Option<crate::generated::cluster::sdn::controllers::BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
     #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
@@ -261,13 +241,8 @@ pub struct ReadResponse {
     /// `pending`
     pub pending: Option<ReadResponsePending>,
     /// `state`
-    pub state: Option<ReadResponseState>,
+    pub state: Option<crate::generated::cluster::sdn::State>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ReadResponseType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateBgpMode { #[doc = " `auto`"] Auto = "auto", #[doc = " `external`"]
-    External = "external", #[doc = " `internal`"] Internal = "internal" }
+    pub type_: crate::generated::cluster::sdn::controllers::Type,
 }

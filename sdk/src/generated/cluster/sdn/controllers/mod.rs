@@ -13,7 +13,7 @@ pub struct Index {
     pub running: Option<bool>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<IndexType>,
+    pub type_: Option<Type>,
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -37,7 +37,7 @@ pub struct Create {
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
     #[serde(rename = "bgp-mode")]
-    pub bgp_mode: Option<CreateBgpMode>,
+    pub bgp_mode: Option<BgpMode>,
     /// Wire name `bgp-multipath-as-path-relax`
     #[serde(rename = "bgp-multipath-as-path-relax")]
     pub bgp_multipath_as_path_relax: Option<bool>,
@@ -81,11 +81,11 @@ pub struct Create {
     pub route_map_out: Option<String>,
     /// Wire name `type`; format `pve-configid`
     #[serde(rename = "type")]
-    pub type_: CreateType,
+    pub type_: Type,
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(controller: impl Into<String>, type_: CreateType) -> Self {
+    pub fn new(controller: impl Into<String>, type_: Type) -> Self {
         Self {
             asn: None,
             bgp_mode: None,
@@ -121,19 +121,16 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `evpn`"] Evpn = "evpn",
+    #[doc =
+    " Values of `bgp-mode`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum BgpMode { #[doc = " `auto`"] Auto = "auto", #[doc = " `external`"] External
+    = "external", #[doc = " `internal`"] Internal = "internal" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `evpn`"] Evpn = "evpn",
     #[doc = " `faucet`"] Faucet = "faucet", #[doc = " `isis`"] Isis = "isis" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemBgpMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `external`"] External = "external", #[doc = " `internal`"] Internal = "internal" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemPendingBgpMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `external`"] External = "external", #[doc = " `internal`"] Internal = "internal" }
 }
 /// From `GET /cluster/sdn/controllers returns items "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -142,7 +139,7 @@ pub struct IndexResponseItemPending {
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
     #[serde(rename = "bgp-mode")]
-    pub bgp_mode: Option<IndexResponseItemPendingBgpMode>,
+    pub bgp_mode: Option<BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
     #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
@@ -172,16 +169,6 @@ pub struct IndexResponseItemPending {
     /// `peers`
     pub peers: Option<String>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemState { #[doc = " `new`"] New = "new", #[doc = " `changed`"]
-    Changed = "changed", #[doc = " `deleted`"] Deleted = "deleted" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemType { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `evpn`"] Evpn =
-    "evpn", #[doc = " `faucet`"] Faucet = "faucet", #[doc = " `isis`"] Isis = "isis" }
-}
 /// From `GET /cluster/sdn/controllers returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {
@@ -189,7 +176,7 @@ pub struct IndexResponseItem {
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
     #[serde(rename = "bgp-mode")]
-    pub bgp_mode: Option<IndexResponseItemBgpMode>,
+    pub bgp_mode: Option<BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
     #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
@@ -225,18 +212,8 @@ pub struct IndexResponseItem {
     /// `pending`
     pub pending: Option<IndexResponseItemPending>,
     /// `state`
-    pub state: Option<IndexResponseItemState>,
+    pub state: Option<crate::generated::cluster::sdn::State>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: IndexResponseItemType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateBgpMode { #[doc = " `auto`"] Auto = "auto", #[doc = " `external`"]
-    External = "external", #[doc = " `internal`"] Internal = "internal" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `evpn`"] Evpn = "evpn",
-    #[doc = " `faucet`"] Faucet = "faucet", #[doc = " `isis`"] Isis = "isis" }
+    pub type_: Type,
 }

@@ -9,7 +9,7 @@ pub mod dns;
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<IndexType>,
+    pub type_: Option<Type>,
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -46,7 +46,7 @@ pub struct Create {
     pub ttl: Option<i64>,
     /// Wire name `type`; format `pve-configid`
     #[serde(rename = "type")]
-    pub type_: CreateType,
+    pub type_: Type,
     /// `url`
     pub url: String,
 }
@@ -55,7 +55,7 @@ impl Create {
     pub fn new(
         dns: impl Into<String>,
         key: impl Into<String>,
-        type_: CreateType,
+        type_: Type,
         url: impl Into<String>,
     ) -> Self {
         Self {
@@ -83,8 +83,9 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `powerdns`"] Powerdns = "powerdns" }
+    #[doc =
+    " Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `powerdns`"] Powerdns = "powerdns" }
 }
 /// From `GET /cluster/sdn/dns returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -94,8 +95,4 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `powerdns`"] Powerdns = "powerdns" }
 }

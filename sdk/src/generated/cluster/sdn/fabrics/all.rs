@@ -78,11 +78,6 @@ pub struct ListAllResponseFabricsItem {
     #[serde(flatten)]
     pub protocol: ListAllResponseFabricsItemProtocol,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListAllResponseNodesItemWireguardRole { #[doc = " `internal`"] Internal =
-    "internal", #[doc = " `external`"] External = "external" }
-}
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "protocol")]
@@ -113,7 +108,7 @@ pub enum ListAllResponseNodesItemProtocol {
         /// `public_key`
         public_key: Option<String>,
         /// `role`
-        role: Option<ListAllResponseNodesItemWireguardRole>,
+        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
     },
     /// `protocol` = `bgp`
     #[serde(rename = "bgp")]

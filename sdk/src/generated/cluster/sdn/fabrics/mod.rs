@@ -267,6 +267,19 @@ impl crate::PropertyString for Peers {
     }
 }
 crate::property_string!(Peers);
+crate::open_enum! {
+    #[doc =
+    " Values of `protocol`, shared by 10 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Protocol { #[doc = " `openfabric`"] Openfabric = "openfabric", #[doc =
+    " `ospf`"] Ospf = "ospf", #[doc = " `wireguard`"] Wireguard = "wireguard", #[doc =
+    " `bgp`"] Bgp = "bgp" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `role`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Role { #[doc = " `internal`"] Internal = "internal", #[doc = " `external`"]
+    External = "external" }
+}
 /// From `GET /cluster/sdn/fabrics returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

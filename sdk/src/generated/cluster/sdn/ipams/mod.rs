@@ -9,7 +9,7 @@ pub mod ipam;
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<IndexType>,
+    pub type_: Option<Type>,
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -42,13 +42,13 @@ pub struct Create {
     pub token: Option<String>,
     /// Wire name `type`; format `pve-configid`
     #[serde(rename = "type")]
-    pub type_: CreateType,
+    pub type_: Type,
     /// `url`
     pub url: Option<String>,
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(ipam: impl Into<String>, type_: CreateType) -> Self {
+    pub fn new(ipam: impl Into<String>, type_: Type) -> Self {
         Self {
             fingerprint: None,
             ipam: ipam.into(),
@@ -72,9 +72,10 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `netbox`"] Netbox = "netbox", #[doc = " `phpipam`"]
-    Phpipam = "phpipam", #[doc = " `pve`"] Pve = "pve" }
+    #[doc =
+    " Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `netbox`"] Netbox = "netbox", #[doc = " `phpipam`"] Phpipam
+    = "phpipam", #[doc = " `pve`"] Pve = "pve" }
 }
 /// From `GET /cluster/sdn/ipams returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -84,9 +85,4 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `netbox`"] Netbox = "netbox", #[doc = " `phpipam`"]
-    Phpipam = "phpipam", #[doc = " `pve`"] Pve = "pve" }
 }

@@ -42,7 +42,7 @@ pub struct Create {
     pub tag: Option<i64>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<CreateType>,
+    pub type_: Option<Type>,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
@@ -76,6 +76,11 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
+crate::open_enum! {
+    #[doc =
+    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `vnet`"] Vnet = "vnet" }
+}
 /// From `GET /cluster/sdn/vnets returns items "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemPending {
@@ -91,15 +96,6 @@ pub struct IndexResponseItemPending {
     /// `zone`
     pub zone: Option<String>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemState { #[doc = " `new`"] New = "new", #[doc = " `changed`"]
-    Changed = "changed", #[doc = " `deleted`"] Deleted = "deleted" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemType { #[doc = " `vnet`"] Vnet = "vnet" }
-}
 /// From `GET /cluster/sdn/vnets returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {
@@ -113,20 +109,16 @@ pub struct IndexResponseItem {
     /// `pending`
     pub pending: Option<IndexResponseItemPending>,
     /// `state`
-    pub state: Option<IndexResponseItemState>,
+    pub state: Option<crate::generated::cluster::sdn::State>,
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: IndexResponseItemType,
+    pub type_: Type,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
     /// `vnet`
     pub vnet: String,
     /// `zone`
     pub zone: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `vnet`"] Vnet = "vnet" }
 }

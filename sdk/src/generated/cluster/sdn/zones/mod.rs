@@ -13,7 +13,7 @@ pub struct Index {
     pub running: Option<bool>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: Option<IndexType>,
+    pub type_: Option<Type>,
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -44,7 +44,7 @@ pub struct Create {
     /// `controller`
     pub controller: Option<String>,
     /// `dhcp`
-    pub dhcp: Option<CreateDhcp>,
+    pub dhcp: Option<Dhcp>,
     /// Wire name `disable-arp-nd-suppression`
     #[serde(rename = "disable-arp-nd-suppression")]
     pub disable_arp_nd_suppression: Option<bool>,
@@ -90,10 +90,10 @@ pub struct Create {
     pub tag: Option<i64>,
     /// Wire name `type`; format `pve-configid`
     #[serde(rename = "type")]
-    pub type_: CreateType,
+    pub type_: Type,
     /// Wire name `vlan-protocol`; default `802.1q`
     #[serde(rename = "vlan-protocol")]
-    pub vlan_protocol: Option<CreateVlanProtocol>,
+    pub vlan_protocol: Option<VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
     #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
@@ -105,7 +105,7 @@ pub struct Create {
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(type_: CreateType, zone: impl Into<String>) -> Self {
+    pub fn new(type_: Type, zone: impl Into<String>) -> Self {
         Self {
             advertise_subnets: None,
             bridge: None,
@@ -150,23 +150,22 @@ impl crate::Operation for Create {
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `evpn`"] Evpn = "evpn", #[doc = " `faucet`"] Faucet =
+    #[doc =
+    " Values of `dhcp`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Dhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `evpn`"] Evpn = "evpn", #[doc = " `faucet`"] Faucet =
     "faucet", #[doc = " `qinq`"] Qinq = "qinq", #[doc = " `simple`"] Simple = "simple",
     #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `vxlan`"] Vxlan = "vxlan" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemDhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemPendingDhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemPendingVlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q",
-    #[doc = " `802.1ad`"] V8021ad = "802.1ad" }
+    #[doc =
+    " Values of `vlan-protocol`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum VlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc = " `802.1ad`"]
+    V8021ad = "802.1ad" }
 }
 /// From `GET /cluster/sdn/zones returns items "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -182,7 +181,7 @@ pub struct IndexResponseItemPending {
     /// `controller`
     pub controller: Option<String>,
     /// `dhcp`
-    pub dhcp: Option<IndexResponseItemPendingDhcp>,
+    pub dhcp: Option<Dhcp>,
     /// Wire name `disable-arp-nd-suppression`
     #[serde(rename = "disable-arp-nd-suppression")]
     pub disable_arp_nd_suppression: Option<bool>,
@@ -220,29 +219,13 @@ pub struct IndexResponseItemPending {
     pub tag: Option<i64>,
     /// Wire name `vlan-protocol`; default `802.1q`
     #[serde(rename = "vlan-protocol")]
-    pub vlan_protocol: Option<IndexResponseItemPendingVlanProtocol>,
+    pub vlan_protocol: Option<VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
     #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
     #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemState { #[doc = " `new`"] New = "new", #[doc = " `changed`"]
-    Changed = "changed", #[doc = " `deleted`"] Deleted = "deleted" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemType { #[doc = " `evpn`"] Evpn = "evpn", #[doc = " `faucet`"]
-    Faucet = "faucet", #[doc = " `qinq`"] Qinq = "qinq", #[doc = " `simple`"] Simple =
-    "simple", #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `vxlan`"] Vxlan = "vxlan" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemVlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc =
-    " `802.1ad`"] V8021ad = "802.1ad" }
 }
 /// From `GET /cluster/sdn/zones returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -258,7 +241,7 @@ pub struct IndexResponseItem {
     /// `controller`
     pub controller: Option<String>,
     /// `dhcp`
-    pub dhcp: Option<IndexResponseItemDhcp>,
+    pub dhcp: Option<Dhcp>,
     /// `digest`
     pub digest: Option<String>,
     /// Wire name `disable-arp-nd-suppression`
@@ -297,15 +280,15 @@ pub struct IndexResponseItem {
     #[serde(rename = "secondary-controllers")]
     pub secondary_controllers: Option<Vec<String>>,
     /// `state`
-    pub state: Option<IndexResponseItemState>,
+    pub state: Option<crate::generated::cluster::sdn::State>,
     /// Minimum 0
     pub tag: Option<i64>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: IndexResponseItemType,
+    pub type_: Type,
     /// Wire name `vlan-protocol`; default `802.1q`
     #[serde(rename = "vlan-protocol")]
-    pub vlan_protocol: Option<IndexResponseItemVlanProtocol>,
+    pub vlan_protocol: Option<VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
     #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
@@ -314,19 +297,4 @@ pub struct IndexResponseItem {
     pub vxlan_port: Option<i64>,
     /// `zone`
     pub zone: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateDhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `evpn`"] Evpn = "evpn", #[doc = " `faucet`"] Faucet =
-    "faucet", #[doc = " `qinq`"] Qinq = "qinq", #[doc = " `simple`"] Simple = "simple",
-    #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `vxlan`"] Vxlan = "vxlan" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc =
-    " `802.1ad`"] V8021ad = "802.1ad" }
 }

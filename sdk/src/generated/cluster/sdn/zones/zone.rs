@@ -87,7 +87,7 @@ pub struct Update {
     /// Format `pve-configid-list`; maximum length 4096
     pub delete: Option<String>,
     /// `dhcp`
-    pub dhcp: Option<UpdateDhcp>,
+    pub dhcp: Option<crate::generated::cluster::sdn::zones::Dhcp>,
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `disable-arp-nd-suppression`
@@ -135,7 +135,7 @@ pub struct Update {
     pub tag: Option<i64>,
     /// Wire name `vlan-protocol`; default `802.1q`
     #[serde(rename = "vlan-protocol")]
-    pub vlan_protocol: Option<UpdateVlanProtocol>,
+    pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
     #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
@@ -190,19 +190,6 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseDhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponsePendingDhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponsePendingVlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc
-    = " `802.1ad`"] V8021ad = "802.1ad" }
-}
 /// From `GET /cluster/sdn/zones/{zone} returns "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadResponsePending {
@@ -217,7 +204,7 @@ pub struct ReadResponsePending {
     /// `controller`
     pub controller: Option<String>,
     /// `dhcp`
-    pub dhcp: Option<ReadResponsePendingDhcp>,
+    pub dhcp: Option<crate::generated::cluster::sdn::zones::Dhcp>,
     /// Wire name `disable-arp-nd-suppression`
     #[serde(rename = "disable-arp-nd-suppression")]
     pub disable_arp_nd_suppression: Option<bool>,
@@ -255,29 +242,13 @@ pub struct ReadResponsePending {
     pub tag: Option<i64>,
     /// Wire name `vlan-protocol`; default `802.1q`
     #[serde(rename = "vlan-protocol")]
-    pub vlan_protocol: Option<ReadResponsePendingVlanProtocol>,
+    pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
     #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
     #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseState { #[doc = " `new`"] New = "new", #[doc = " `changed`"] Changed
-    = "changed", #[doc = " `deleted`"] Deleted = "deleted" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseType { #[doc = " `evpn`"] Evpn = "evpn", #[doc = " `faucet`"] Faucet
-    = "faucet", #[doc = " `qinq`"] Qinq = "qinq", #[doc = " `simple`"] Simple = "simple",
-    #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `vxlan`"] Vxlan = "vxlan" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseVlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc =
-    " `802.1ad`"] V8021ad = "802.1ad" }
 }
 /// From `GET /cluster/sdn/zones/{zone} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -293,7 +264,7 @@ pub struct ReadResponse {
     /// `controller`
     pub controller: Option<String>,
     /// `dhcp`
-    pub dhcp: Option<ReadResponseDhcp>,
+    pub dhcp: Option<crate::generated::cluster::sdn::zones::Dhcp>,
     /// `digest`
     pub digest: Option<String>,
     /// Wire name `disable-arp-nd-suppression`
@@ -332,15 +303,15 @@ pub struct ReadResponse {
     #[serde(rename = "secondary-controllers")]
     pub secondary_controllers: Option<Vec<String>>,
     /// `state`
-    pub state: Option<ReadResponseState>,
+    pub state: Option<crate::generated::cluster::sdn::State>,
     /// Minimum 0
     pub tag: Option<i64>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ReadResponseType,
+    pub type_: crate::generated::cluster::sdn::zones::Type,
     /// Wire name `vlan-protocol`; default `802.1q`
     #[serde(rename = "vlan-protocol")]
-    pub vlan_protocol: Option<ReadResponseVlanProtocol>,
+    pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
     #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
@@ -349,13 +320,4 @@ pub struct ReadResponse {
     pub vxlan_port: Option<i64>,
     /// `zone`
     pub zone: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateDhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc =
-    " `802.1ad`"] V8021ad = "802.1ad" }
 }

@@ -30,6 +30,14 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
+crate::open_enum! {
+    #[doc =
+    " Values of `Arch`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Arch { #[doc = " `armhf`"] Armhf = "armhf", #[doc = " `arm64`"] Arm64 =
+    "arm64", #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `ppc64el`"] Ppc64el =
+    "ppc64el", #[doc = " `risc64`"] Risc64 = "risc64", #[doc = " `s390x`"] S390x =
+    "s390x", #[doc = " `all`"] All = "all" }
+}
 /// From `GET /nodes/{node}/apt returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

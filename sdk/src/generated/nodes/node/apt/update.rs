@@ -64,19 +64,12 @@ impl crate::Operation for UpdateDatabase {
 /// What [`UpdateDatabase`] answers.
 pub type UpdateDatabaseResponse = String;
 crate::operation_error!(UpdateDatabaseError for UpdateDatabase);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListUpdatesResponseItemArch { #[doc = " `armhf`"] Armhf = "armhf", #[doc =
-    " `arm64`"] Arm64 = "arm64", #[doc = " `amd64`"] Amd64 = "amd64", #[doc =
-    " `ppc64el`"] Ppc64el = "ppc64el", #[doc = " `risc64`"] Risc64 = "risc64", #[doc =
-    " `s390x`"] S390x = "s390x", #[doc = " `all`"] All = "all" }
-}
 /// From `GET /nodes/{node}/apt/update returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ListUpdatesResponseItem {
     /// Wire name `Arch`
     #[serde(rename = "Arch")]
-    pub arch: ListUpdatesResponseItemArch,
+    pub arch: crate::generated::nodes::node::apt::Arch,
     /// Wire name `Description`
     #[serde(rename = "Description")]
     pub description: String,

@@ -29,13 +29,6 @@ pub type VersionsResponse = Vec<VersionsResponseItem>;
 crate::operation_error!(VersionsError for Versions);
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VersionsResponseItemArch { #[doc = " `armhf`"] Armhf = "armhf", #[doc =
-    " `arm64`"] Arm64 = "arm64", #[doc = " `amd64`"] Amd64 = "amd64", #[doc =
-    " `ppc64el`"] Ppc64el = "ppc64el", #[doc = " `risc64`"] Risc64 = "risc64", #[doc =
-    " `s390x`"] S390x = "s390x", #[doc = " `all`"] All = "all" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum VersionsResponseItemCurrentState { #[doc = " `Installed`"] Installed =
     "Installed", #[doc = " `NotInstalled`"] NotInstalled = "NotInstalled", #[doc =
     " `UnPacked`"] UnPacked = "UnPacked", #[doc = " `HalfConfigured`"] HalfConfigured =
@@ -47,7 +40,7 @@ crate::open_enum! {
 pub struct VersionsResponseItem {
     /// Wire name `Arch`
     #[serde(rename = "Arch")]
-    pub arch: VersionsResponseItemArch,
+    pub arch: crate::generated::nodes::node::apt::Arch,
     /// Wire name `CurrentState`
     #[serde(rename = "CurrentState")]
     pub current_state: VersionsResponseItemCurrentState,

@@ -42,11 +42,11 @@ pub struct SetOptions {
     /// Default `1`
     pub enable: Option<bool>,
     /// `log_level_forward`
-    pub log_level_forward: Option<SetOptionsLogLevelForward>,
+    pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `log_level_in`
-    pub log_level_in: Option<SetOptionsLogLevelIn>,
+    pub log_level_in: Option<crate::generated::nodes::node::LogLevelIn>,
     /// `log_level_out`
-    pub log_level_out: Option<SetOptionsLogLevelOut>,
+    pub log_level_out: Option<crate::generated::nodes::node::LogLevelOut>,
     /// Default `0`
     pub log_nf_conntrack: Option<bool>,
     /// Default `1`
@@ -72,9 +72,9 @@ pub struct SetOptions {
     /// Default `200`
     pub protection_synflood_rate: Option<i64>,
     /// `smurf_log_level`
-    pub smurf_log_level: Option<SetOptionsSmurfLogLevel>,
+    pub smurf_log_level: Option<SmurfLogLevel>,
     /// `tcp_flags_log_level`
-    pub tcp_flags_log_level: Option<SetOptionsTcpFlagsLogLevel>,
+    pub tcp_flags_log_level: Option<TcpFlagsLogLevel>,
     /// Default `0`
     pub tcpflags: Option<bool>,
 }
@@ -119,44 +119,22 @@ impl crate::Operation for SetOptions {
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseLogLevelForward { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
+    #[doc =
+    " Values of `smurf_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum SmurfLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
+    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
+    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
+    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
+    " `nolog`"] Nolog = "nolog" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseLogLevelIn { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseLogLevelOut { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseSmurfLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseTcpFlagsLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc
-    = " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"]
-    Err = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
+    #[doc =
+    " Values of `tcp_flags_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum TcpFlagsLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
+    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
+    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
+    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
+    " `nolog`"] Nolog = "nolog" }
 }
 /// From `GET /nodes/{node}/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -164,11 +142,11 @@ pub struct GetOptionsResponse {
     /// Default `1`
     pub enable: Option<bool>,
     /// `log_level_forward`
-    pub log_level_forward: Option<GetOptionsResponseLogLevelForward>,
+    pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `log_level_in`
-    pub log_level_in: Option<GetOptionsResponseLogLevelIn>,
+    pub log_level_in: Option<crate::generated::nodes::node::LogLevelIn>,
     /// `log_level_out`
-    pub log_level_out: Option<GetOptionsResponseLogLevelOut>,
+    pub log_level_out: Option<crate::generated::nodes::node::LogLevelOut>,
     /// Default `0`
     pub log_nf_conntrack: Option<bool>,
     /// Default `1`
@@ -194,49 +172,9 @@ pub struct GetOptionsResponse {
     /// Default `200`
     pub protection_synflood_rate: Option<i64>,
     /// `smurf_log_level`
-    pub smurf_log_level: Option<GetOptionsResponseSmurfLogLevel>,
+    pub smurf_log_level: Option<SmurfLogLevel>,
     /// `tcp_flags_log_level`
-    pub tcp_flags_log_level: Option<GetOptionsResponseTcpFlagsLogLevel>,
+    pub tcp_flags_log_level: Option<TcpFlagsLogLevel>,
     /// Default `0`
     pub tcpflags: Option<bool>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLogLevelForward { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLogLevelIn { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLogLevelOut { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsSmurfLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsTcpFlagsLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
 }

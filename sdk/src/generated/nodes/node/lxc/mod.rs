@@ -40,11 +40,11 @@ pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `amd64`
-    pub arch: Option<CreateVmArch>,
+    pub arch: Option<Arch>,
     /// Minimum 0; default `restore limit from datacenter or storage config`
     pub bwlimit: Option<f64>,
     /// Default `tty`
-    pub cmode: Option<CreateVmCmode>,
+    pub cmode: Option<Cmode>,
     /// Default `1`
     pub console: Option<bool>,
     /// Range 1 - 8192
@@ -79,7 +79,7 @@ pub struct CreateVm {
     #[serde(rename = "ignore-unpack-errors")]
     pub ignore_unpack_errors: Option<bool>,
     /// `lock`
-    pub lock: Option<CreateVmLock>,
+    pub lock: Option<Lock>,
     /// Minimum 16; default `512`
     pub memory: Option<i64>,
     /// Indexed: keys `mp0`, `mp1`, ...
@@ -95,7 +95,7 @@ pub struct CreateVm {
     /// Maximum length 255
     pub ostemplate: String,
     /// `ostype`
-    pub ostype: Option<CreateVmOstype>,
+    pub ostype: Option<Ostype>,
     /// Minimum length 5
     pub password: Option<crate::Secret>,
     /// Format `pve-poolid`
@@ -588,9 +588,38 @@ impl crate::PropertyString for Unused {
 }
 crate::property_string!(Unused);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmlistResponseItemStatus { #[doc = " `stopped`"] Stopped = "stopped", #[doc =
-    " `running`"] Running = "running" }
+    #[doc =
+    " Values of `arch`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Arch { #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `i386`"] I386 =
+    "i386", #[doc = " `arm64`"] Arm64 = "arm64", #[doc = " `armhf`"] Armhf = "armhf",
+    #[doc = " `riscv32`"] Riscv32 = "riscv32", #[doc = " `riscv64`"] Riscv64 = "riscv64"
+    }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `cmode`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Cmode { #[doc = " `shell`"] Shell = "shell", #[doc = " `console`"] Console =
+    "console", #[doc = " `tty`"] Tty = "tty" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `lock`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Lock { #[doc = " `backup`"] Backup = "backup", #[doc = " `create`"] Create =
+    "create", #[doc = " `destroyed`"] Destroyed = "destroyed", #[doc = " `disk`"] Disk =
+    "disk", #[doc = " `fstrim`"] Fstrim = "fstrim", #[doc = " `migrate`"] Migrate =
+    "migrate", #[doc = " `mounted`"] Mounted = "mounted", #[doc = " `rollback`"] Rollback
+    = "rollback", #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
+    " `snapshot-delete`"] SnapshotDelete = "snapshot-delete" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `ostype`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Ostype { #[doc = " `debian`"] Debian = "debian", #[doc = " `devuan`"] Devuan
+    = "devuan", #[doc = " `ubuntu`"] Ubuntu = "ubuntu", #[doc = " `centos`"] Centos =
+    "centos", #[doc = " `fedora`"] Fedora = "fedora", #[doc = " `opensuse`"] Opensuse =
+    "opensuse", #[doc = " `archlinux`"] Archlinux = "archlinux", #[doc = " `alpine`"]
+    Alpine = "alpine", #[doc = " `gentoo`"] Gentoo = "gentoo", #[doc = " `nixos`"] Nixos
+    = "nixos", #[doc = " `unmanaged`"] Unmanaged = "unmanaged" }
 }
 /// From `GET /nodes/{node}/lxc returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -632,7 +661,7 @@ pub struct VmlistResponseItem {
     /// `pressurememorysome`
     pub pressurememorysome: Option<f64>,
     /// `status`
-    pub status: VmlistResponseItemStatus,
+    pub status: crate::generated::nodes::node::Status,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`
@@ -641,34 +670,4 @@ pub struct VmlistResponseItem {
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmArch { #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `i386`"] I386 =
-    "i386", #[doc = " `arm64`"] Arm64 = "arm64", #[doc = " `armhf`"] Armhf = "armhf",
-    #[doc = " `riscv32`"] Riscv32 = "riscv32", #[doc = " `riscv64`"] Riscv64 = "riscv64"
-    }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmCmode { #[doc = " `shell`"] Shell = "shell", #[doc = " `console`"]
-    Console = "console", #[doc = " `tty`"] Tty = "tty" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmLock { #[doc = " `backup`"] Backup = "backup", #[doc = " `create`"]
-    Create = "create", #[doc = " `destroyed`"] Destroyed = "destroyed", #[doc =
-    " `disk`"] Disk = "disk", #[doc = " `fstrim`"] Fstrim = "fstrim", #[doc =
-    " `migrate`"] Migrate = "migrate", #[doc = " `mounted`"] Mounted = "mounted", #[doc =
-    " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"] Snapshot = "snapshot",
-    #[doc = " `snapshot-delete`"] SnapshotDelete = "snapshot-delete" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmOstype { #[doc = " `debian`"] Debian = "debian", #[doc = " `devuan`"]
-    Devuan = "devuan", #[doc = " `ubuntu`"] Ubuntu = "ubuntu", #[doc = " `centos`"]
-    Centos = "centos", #[doc = " `fedora`"] Fedora = "fedora", #[doc = " `opensuse`"]
-    Opensuse = "opensuse", #[doc = " `archlinux`"] Archlinux = "archlinux", #[doc =
-    " `alpine`"] Alpine = "alpine", #[doc = " `gentoo`"] Gentoo = "gentoo", #[doc =
-    " `nixos`"] Nixos = "nixos", #[doc = " `unmanaged`"] Unmanaged = "unmanaged" }
 }

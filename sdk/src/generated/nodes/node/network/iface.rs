@@ -85,9 +85,9 @@ pub struct UpdateNetwork {
     #[serde(rename = "bond-primary")]
     pub bond_primary: Option<String>,
     /// `bond_mode`
-    pub bond_mode: Option<UpdateNetworkBondMode>,
+    pub bond_mode: Option<crate::generated::nodes::node::network::BondMode>,
     /// `bond_xmit_hash_policy`
-    pub bond_xmit_hash_policy: Option<UpdateNetworkBondXmitHashPolicy>,
+    pub bond_xmit_hash_policy: Option<crate::generated::nodes::node::network::BondXmitHashPolicy>,
     /// Format `pve-iface-list`
     pub bridge_ports: Option<String>,
     /// Format `pve-vlan-id-or-range-list`
@@ -128,7 +128,7 @@ pub struct UpdateNetwork {
     pub slaves: Option<String>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: UpdateNetworkType,
+    pub type_: crate::generated::nodes::node::network::Type,
     /// Wire name `vlan-id`; range 1 - 4094
     #[serde(rename = "vlan-id")]
     pub vlan_id: Option<i64>,
@@ -141,7 +141,7 @@ impl UpdateNetwork {
     pub fn new(
         node: impl Into<String>,
         iface: impl Into<String>,
-        type_: UpdateNetworkType,
+        type_: crate::generated::nodes::node::network::Type,
     ) -> Self {
         Self {
             node: node.into(),
@@ -196,30 +196,4 @@ pub struct NetworkConfigResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNetworkBondMode { #[doc = " `balance-rr`"] BalanceRr = "balance-rr", #[doc
-    = " `active-backup`"] ActiveBackup = "active-backup", #[doc = " `balance-xor`"]
-    BalanceXor = "balance-xor", #[doc = " `broadcast`"] Broadcast = "broadcast", #[doc =
-    " `802.3ad`"] V8023ad = "802.3ad", #[doc = " `balance-tlb`"] BalanceTlb =
-    "balance-tlb", #[doc = " `balance-alb`"] BalanceAlb = "balance-alb", #[doc =
-    " `balance-slb`"] BalanceSlb = "balance-slb", #[doc = " `lacp-balance-slb`"]
-    LacpBalanceSlb = "lacp-balance-slb", #[doc = " `lacp-balance-tcp`"] LacpBalanceTcp =
-    "lacp-balance-tcp" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNetworkBondXmitHashPolicy { #[doc = " `layer2`"] Layer2 = "layer2", #[doc
-    = " `layer2+3`"] Layer23 = "layer2+3", #[doc = " `layer3+4`"] Layer34 = "layer3+4" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNetworkType { #[doc = " `bridge`"] Bridge = "bridge", #[doc = " `bond`"]
-    Bond = "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias = "alias",
-    #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `fabric`"] Fabric = "fabric", #[doc =
-    " `OVSBridge`"] OvsBridge = "OVSBridge", #[doc = " `OVSBond`"] OvsBond = "OVSBond",
-    #[doc = " `OVSPort`"] OvsPort = "OVSPort", #[doc = " `OVSIntPort`"] OvsIntPort =
-    "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `unknown`"] Unknown =
-    "unknown" }
 }

@@ -82,9 +82,9 @@ pub struct CreateNetwork {
     #[serde(rename = "bond-primary")]
     pub bond_primary: Option<String>,
     /// `bond_mode`
-    pub bond_mode: Option<CreateNetworkBondMode>,
+    pub bond_mode: Option<BondMode>,
     /// `bond_xmit_hash_policy`
-    pub bond_xmit_hash_policy: Option<CreateNetworkBondXmitHashPolicy>,
+    pub bond_xmit_hash_policy: Option<BondXmitHashPolicy>,
     /// Format `pve-iface-list`
     pub bridge_ports: Option<String>,
     /// Format `pve-vlan-id-or-range-list`
@@ -125,7 +125,7 @@ pub struct CreateNetwork {
     pub slaves: Option<String>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: CreateNetworkType,
+    pub type_: Type,
     /// Wire name `vlan-id`; range 1 - 4094
     #[serde(rename = "vlan-id")]
     pub vlan_id: Option<i64>,
@@ -135,11 +135,7 @@ pub struct CreateNetwork {
 }
 impl CreateNetwork {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(
-        node: impl Into<String>,
-        iface: impl Into<String>,
-        type_: CreateNetworkType,
-    ) -> Self {
+    pub fn new(node: impl Into<String>, iface: impl Into<String>, type_: Type) -> Self {
         Self {
             node: node.into(),
             address: None,
@@ -219,6 +215,35 @@ impl crate::Operation for ReloadNetworkConfig {
 pub type ReloadNetworkConfigResponse = String;
 crate::operation_error!(ReloadNetworkConfigError for ReloadNetworkConfig);
 crate::open_enum! {
+    #[doc =
+    " Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum BondMode { #[doc = " `balance-rr`"] BalanceRr = "balance-rr", #[doc =
+    " `active-backup`"] ActiveBackup = "active-backup", #[doc = " `balance-xor`"]
+    BalanceXor = "balance-xor", #[doc = " `broadcast`"] Broadcast = "broadcast", #[doc =
+    " `802.3ad`"] V8023ad = "802.3ad", #[doc = " `balance-tlb`"] BalanceTlb =
+    "balance-tlb", #[doc = " `balance-alb`"] BalanceAlb = "balance-alb", #[doc =
+    " `balance-slb`"] BalanceSlb = "balance-slb", #[doc = " `lacp-balance-slb`"]
+    LacpBalanceSlb = "lacp-balance-slb", #[doc = " `lacp-balance-tcp`"] LacpBalanceTcp =
+    "lacp-balance-tcp" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `bond_xmit_hash_policy`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum BondXmitHashPolicy { #[doc = " `layer2`"] Layer2 = "layer2", #[doc =
+    " `layer2+3`"] Layer23 = "layer2+3", #[doc = " `layer3+4`"] Layer34 = "layer3+4" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Type { #[doc = " `bridge`"] Bridge = "bridge", #[doc = " `bond`"] Bond =
+    "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias = "alias", #[doc =
+    " `vlan`"] Vlan = "vlan", #[doc = " `fabric`"] Fabric = "fabric", #[doc =
+    " `OVSBridge`"] OvsBridge = "OVSBridge", #[doc = " `OVSBond`"] OvsBond = "OVSBond",
+    #[doc = " `OVSPort`"] OvsPort = "OVSPort", #[doc = " `OVSIntPort`"] OvsIntPort =
+    "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `unknown`"] Unknown =
+    "unknown" }
+}
+crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum IndexType { #[doc = " `bridge`"] Bridge = "bridge", #[doc = " `bond`"] Bond =
     "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias = "alias", #[doc =
@@ -228,23 +253,6 @@ crate::open_enum! {
     "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `any_bridge`"] AnyBridge =
     "any_bridge", #[doc = " `any_local_bridge`"] AnyLocalBridge = "any_local_bridge",
     #[doc = " `include_sdn`"] IncludeSdn = "include_sdn" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemBondMode { #[doc = " `balance-rr`"] BalanceRr = "balance-rr",
-    #[doc = " `active-backup`"] ActiveBackup = "active-backup", #[doc = " `balance-xor`"]
-    BalanceXor = "balance-xor", #[doc = " `broadcast`"] Broadcast = "broadcast", #[doc =
-    " `802.3ad`"] V8023ad = "802.3ad", #[doc = " `balance-tlb`"] BalanceTlb =
-    "balance-tlb", #[doc = " `balance-alb`"] BalanceAlb = "balance-alb", #[doc =
-    " `balance-slb`"] BalanceSlb = "balance-slb", #[doc = " `lacp-balance-slb`"]
-    LacpBalanceSlb = "lacp-balance-slb", #[doc = " `lacp-balance-tcp`"] LacpBalanceTcp =
-    "lacp-balance-tcp" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemBondXmitHashPolicy { #[doc = " `layer2`"] Layer2 = "layer2",
-    #[doc = " `layer2+3`"] Layer23 = "layer2+3", #[doc = " `layer3+4`"] Layer34 =
-    "layer3+4" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
@@ -262,16 +270,6 @@ crate::open_enum! {
     enum IndexResponseItemMethod6 { #[doc = " `loopback`"] Loopback = "loopback", #[doc =
     " `dhcp`"] Dhcp = "dhcp", #[doc = " `manual`"] Manual = "manual", #[doc =
     " `static`"] Static = "static", #[doc = " `auto`"] Auto = "auto" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemType { #[doc = " `bridge`"] Bridge = "bridge", #[doc =
-    " `bond`"] Bond = "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias =
-    "alias", #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `fabric`"] Fabric = "fabric",
-    #[doc = " `OVSBridge`"] OvsBridge = "OVSBridge", #[doc = " `OVSBond`"] OvsBond =
-    "OVSBond", #[doc = " `OVSPort`"] OvsPort = "OVSPort", #[doc = " `OVSIntPort`"]
-    OvsIntPort = "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `unknown`"]
-    Unknown = "unknown" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
@@ -293,9 +291,9 @@ pub struct IndexResponseItem {
     #[serde(rename = "bond-primary")]
     pub bond_primary: Option<String>,
     /// `bond_mode`
-    pub bond_mode: Option<IndexResponseItemBondMode>,
+    pub bond_mode: Option<BondMode>,
     /// `bond_xmit_hash_policy`
-    pub bond_xmit_hash_policy: Option<IndexResponseItemBondXmitHashPolicy>,
+    pub bond_xmit_hash_policy: Option<BondXmitHashPolicy>,
     /// Wire name `bridge-access`
     #[serde(rename = "bridge-access")]
     pub bridge_access: Option<i64>,
@@ -368,7 +366,7 @@ pub struct IndexResponseItem {
     pub slaves: Option<String>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: IndexResponseItemType,
+    pub type_: Type,
     /// Wire name `uplink-id`
     #[serde(rename = "uplink-id")]
     pub uplink_id: Option<String>,
@@ -393,30 +391,4 @@ pub struct IndexResponseItem {
     /// Wire name `vxlan-svcnodeip`
     #[serde(rename = "vxlan-svcnodeip")]
     pub vxlan_svcnodeip: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateNetworkBondMode { #[doc = " `balance-rr`"] BalanceRr = "balance-rr", #[doc
-    = " `active-backup`"] ActiveBackup = "active-backup", #[doc = " `balance-xor`"]
-    BalanceXor = "balance-xor", #[doc = " `broadcast`"] Broadcast = "broadcast", #[doc =
-    " `802.3ad`"] V8023ad = "802.3ad", #[doc = " `balance-tlb`"] BalanceTlb =
-    "balance-tlb", #[doc = " `balance-alb`"] BalanceAlb = "balance-alb", #[doc =
-    " `balance-slb`"] BalanceSlb = "balance-slb", #[doc = " `lacp-balance-slb`"]
-    LacpBalanceSlb = "lacp-balance-slb", #[doc = " `lacp-balance-tcp`"] LacpBalanceTcp =
-    "lacp-balance-tcp" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateNetworkBondXmitHashPolicy { #[doc = " `layer2`"] Layer2 = "layer2", #[doc
-    = " `layer2+3`"] Layer23 = "layer2+3", #[doc = " `layer3+4`"] Layer34 = "layer3+4" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateNetworkType { #[doc = " `bridge`"] Bridge = "bridge", #[doc = " `bond`"]
-    Bond = "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias = "alias",
-    #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `fabric`"] Fabric = "fabric", #[doc =
-    " `OVSBridge`"] OvsBridge = "OVSBridge", #[doc = " `OVSBond`"] OvsBond = "OVSBond",
-    #[doc = " `OVSPort`"] OvsPort = "OVSPort", #[doc = " `OVSIntPort`"] OvsIntPort =
-    "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `unknown`"] Unknown =
-    "unknown" }
 }

@@ -57,7 +57,7 @@ pub struct CreateVm {
     #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
-    pub arch: Option<CreateVmArch>,
+    pub arch: Option<crate::generated::Arch>,
     /// Maximum length 255
     pub archive: Option<String>,
     /// `args`
@@ -69,7 +69,7 @@ pub struct CreateVm {
     /// Minimum 0
     pub balloon: Option<i64>,
     /// Default `seabios`
-    pub bios: Option<CreateVmBios>,
+    pub bios: Option<Bios>,
     /// Format `pve-qm-boot`
     pub boot: Option<String>,
     /// Format `pve-qm-bootdisk`; pattern `(ide|sata|scsi|virtio)\d+`
@@ -83,7 +83,7 @@ pub struct CreateVm {
     /// `cipassword`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
-    pub citype: Option<CreateVmCitype>,
+    pub citype: Option<Citype>,
     /// Default `1`
     pub ciupgrade: Option<bool>,
     /// `ciuser`
@@ -115,7 +115,7 @@ pub struct CreateVm {
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
-    pub hugepages: Option<CreateVmHugepages>,
+    pub hugepages: Option<Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
     #[serde(flatten)]
     pub ide: crate::Indexed<Ide, crate::generated::index::Ide>,
@@ -133,7 +133,7 @@ pub struct CreateVm {
     /// Default `0`
     pub keephugepages: Option<bool>,
     /// `keyboard`
-    pub keyboard: Option<CreateVmKeyboard>,
+    pub keyboard: Option<crate::generated::Keyboard>,
     /// Default `1`
     pub kvm: Option<bool>,
     /// Wire name `live-restore`
@@ -142,7 +142,7 @@ pub struct CreateVm {
     /// `localtime`
     pub localtime: Option<bool>,
     /// `lock`
-    pub lock: Option<CreateVmLock>,
+    pub lock: Option<Lock>,
     /// `machine`
     pub machine: Option<Machine>,
     /// `memory`
@@ -166,7 +166,7 @@ pub struct CreateVm {
     /// Default `0`
     pub onboot: Option<bool>,
     /// Default `other`
-    pub ostype: Option<CreateVmOstype>,
+    pub ostype: Option<Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
     #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
@@ -185,7 +185,7 @@ pub struct CreateVm {
     #[serde(flatten)]
     pub scsi: crate::Indexed<Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
-    pub scsihw: Option<CreateVmScsihw>,
+    pub scsihw: Option<Scsihw>,
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
@@ -2287,9 +2287,51 @@ impl crate::PropertyString for Virtiofs {
 }
 crate::property_string!(Virtiofs);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmlistResponseItemStatus { #[doc = " `stopped`"] Stopped = "stopped", #[doc =
-    " `running`"] Running = "running" }
+    #[doc =
+    " Values of `bios`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Bios { #[doc = " `seabios`"] Seabios = "seabios", #[doc = " `ovmf`"] Ovmf =
+    "ovmf" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `citype`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Citype { #[doc = " `configdrive2`"] Configdrive2 = "configdrive2", #[doc =
+    " `nocloud`"] Nocloud = "nocloud", #[doc = " `opennebula`"] Opennebula = "opennebula"
+    }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `hugepages`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Hugepages { #[doc = " `any`"] Any = "any", #[doc = " `2`"] V2 = "2", #[doc =
+    " `1024`"] V1024 = "1024" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `lock`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Lock { #[doc = " `backup`"] Backup = "backup", #[doc = " `clone`"] Clone =
+    "clone", #[doc = " `create`"] Create = "create", #[doc = " `migrate`"] Migrate =
+    "migrate", #[doc = " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"]
+    Snapshot = "snapshot", #[doc = " `snapshot-delete`"] SnapshotDelete =
+    "snapshot-delete", #[doc = " `suspending`"] Suspending = "suspending", #[doc =
+    " `suspended`"] Suspended = "suspended" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `ostype`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Ostype { #[doc = " `other`"] Other_ = "other", #[doc = " `wxp`"] Wxp =
+    "wxp", #[doc = " `w2k`"] W2k = "w2k", #[doc = " `w2k3`"] W2k3 = "w2k3", #[doc =
+    " `w2k8`"] W2k8 = "w2k8", #[doc = " `wvista`"] Wvista = "wvista", #[doc = " `win7`"]
+    Win7 = "win7", #[doc = " `win8`"] Win8 = "win8", #[doc = " `win10`"] Win10 = "win10",
+    #[doc = " `win11`"] Win11 = "win11", #[doc = " `l24`"] L24 = "l24", #[doc = " `l26`"]
+    L26 = "l26", #[doc = " `solaris`"] Solaris = "solaris" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `scsihw`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Scsihw { #[doc = " `lsi`"] Lsi = "lsi", #[doc = " `lsi53c810`"] Lsi53c810 =
+    "lsi53c810", #[doc = " `virtio-scsi-pci`"] VirtioScsiPci = "virtio-scsi-pci", #[doc =
+    " `virtio-scsi-single`"] VirtioScsiSingle = "virtio-scsi-single", #[doc =
+    " `megasas`"] Megasas = "megasas", #[doc = " `pvscsi`"] Pvscsi = "pvscsi" }
 }
 /// From `GET /nodes/{node}/qemu returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -2343,7 +2385,7 @@ pub struct VmlistResponseItem {
     /// `serial`
     pub serial: Option<bool>,
     /// `status`
-    pub status: VmlistResponseItemStatus,
+    pub status: crate::generated::nodes::node::Status,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`
@@ -2352,64 +2394,4 @@ pub struct VmlistResponseItem {
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"]
-    Aarch64 = "aarch64" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmBios { #[doc = " `seabios`"] Seabios = "seabios", #[doc = " `ovmf`"]
-    Ovmf = "ovmf" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmCitype { #[doc = " `configdrive2`"] Configdrive2 = "configdrive2", #[doc
-    = " `nocloud`"] Nocloud = "nocloud", #[doc = " `opennebula`"] Opennebula =
-    "opennebula" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmHugepages { #[doc = " `any`"] Any = "any", #[doc = " `2`"] V2 = "2",
-    #[doc = " `1024`"] V1024 = "1024" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmKeyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh =
-    "de-ch", #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc =
-    " `en-us`"] EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi",
-    #[doc = " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"]
-    FrCa = "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc
-    = " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
-    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
-    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
-    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
-    #[doc = " `tr`"] Tr = "tr" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmLock { #[doc = " `backup`"] Backup = "backup", #[doc = " `clone`"] Clone
-    = "clone", #[doc = " `create`"] Create = "create", #[doc = " `migrate`"] Migrate =
-    "migrate", #[doc = " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"]
-    Snapshot = "snapshot", #[doc = " `snapshot-delete`"] SnapshotDelete =
-    "snapshot-delete", #[doc = " `suspending`"] Suspending = "suspending", #[doc =
-    " `suspended`"] Suspended = "suspended" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmOstype { #[doc = " `other`"] Other_ = "other", #[doc = " `wxp`"] Wxp =
-    "wxp", #[doc = " `w2k`"] W2k = "w2k", #[doc = " `w2k3`"] W2k3 = "w2k3", #[doc =
-    " `w2k8`"] W2k8 = "w2k8", #[doc = " `wvista`"] Wvista = "wvista", #[doc = " `win7`"]
-    Win7 = "win7", #[doc = " `win8`"] Win8 = "win8", #[doc = " `win10`"] Win10 = "win10",
-    #[doc = " `win11`"] Win11 = "win11", #[doc = " `l24`"] L24 = "l24", #[doc = " `l26`"]
-    L26 = "l26", #[doc = " `solaris`"] Solaris = "solaris" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateVmScsihw { #[doc = " `lsi`"] Lsi = "lsi", #[doc = " `lsi53c810`"]
-    Lsi53c810 = "lsi53c810", #[doc = " `virtio-scsi-pci`"] VirtioScsiPci =
-    "virtio-scsi-pci", #[doc = " `virtio-scsi-single`"] VirtioScsiSingle =
-    "virtio-scsi-single", #[doc = " `megasas`"] Megasas = "megasas", #[doc = " `pvscsi`"]
-    Pvscsi = "pvscsi" }
 }

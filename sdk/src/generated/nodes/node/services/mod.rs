@@ -30,26 +30,28 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemActiveState { #[doc = " `active`"] Active = "active", #[doc =
-    " `inactive`"] Inactive = "inactive", #[doc = " `failed`"] Failed = "failed", #[doc =
+    #[doc =
+    " Values of `active-state`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum ActiveState { #[doc = " `active`"] Active = "active", #[doc = " `inactive`"]
+    Inactive = "inactive", #[doc = " `failed`"] Failed = "failed", #[doc =
     " `activating`"] Activating = "activating", #[doc = " `deactivating`"] Deactivating =
     "deactivating", #[doc = " `maintenance`"] Maintenance = "maintenance", #[doc =
     " `reloading`"] Reloading = "reloading", #[doc = " `refreshing`"] Refreshing =
     "refreshing", #[doc = " `unknown`"] Unknown = "unknown" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemState { #[doc = " `dead`"] Dead = "dead", #[doc =
-    " `condition`"] Condition = "condition", #[doc = " `start-pre`"] StartPre =
-    "start-pre", #[doc = " `start`"] Start = "start", #[doc = " `start-post`"] StartPost
-    = "start-post", #[doc = " `running`"] Running = "running", #[doc = " `exited`"]
-    Exited = "exited", #[doc = " `reload`"] Reload = "reload", #[doc =
-    " `reload-signal`"] ReloadSignal = "reload-signal", #[doc = " `reload-notify`"]
-    ReloadNotify = "reload-notify", #[doc = " `mounting`"] Mounting = "mounting", #[doc =
-    " `stop`"] Stop = "stop", #[doc = " `stop-watchdog`"] StopWatchdog = "stop-watchdog",
-    #[doc = " `stop-sigterm`"] StopSigterm = "stop-sigterm", #[doc = " `stop-sigkill`"]
-    StopSigkill = "stop-sigkill", #[doc = " `stop-post`"] StopPost = "stop-post", #[doc =
+    #[doc =
+    " Values of `state`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum State { #[doc = " `dead`"] Dead = "dead", #[doc = " `condition`"] Condition
+    = "condition", #[doc = " `start-pre`"] StartPre = "start-pre", #[doc = " `start`"]
+    Start = "start", #[doc = " `start-post`"] StartPost = "start-post", #[doc =
+    " `running`"] Running = "running", #[doc = " `exited`"] Exited = "exited", #[doc =
+    " `reload`"] Reload = "reload", #[doc = " `reload-signal`"] ReloadSignal =
+    "reload-signal", #[doc = " `reload-notify`"] ReloadNotify = "reload-notify", #[doc =
+    " `mounting`"] Mounting = "mounting", #[doc = " `stop`"] Stop = "stop", #[doc =
+    " `stop-watchdog`"] StopWatchdog = "stop-watchdog", #[doc = " `stop-sigterm`"]
+    StopSigterm = "stop-sigterm", #[doc = " `stop-sigkill`"] StopSigkill =
+    "stop-sigkill", #[doc = " `stop-post`"] StopPost = "stop-post", #[doc =
     " `final-watchdog`"] FinalWatchdog = "final-watchdog", #[doc = " `final-sigterm`"]
     FinalSigterm = "final-sigterm", #[doc = " `final-sigkill`"] FinalSigkill =
     "final-sigkill", #[doc = " `failed`"] Failed = "failed", #[doc =
@@ -61,8 +63,9 @@ crate::open_enum! {
     " `cleaning`"] Cleaning = "cleaning", #[doc = " `unknown`"] Unknown = "unknown" }
 }
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemUnitState { #[doc = " `enabled`"] Enabled = "enabled", #[doc =
+    #[doc =
+    " Values of `unit-state`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum UnitState { #[doc = " `enabled`"] Enabled = "enabled", #[doc =
     " `enabled-runtime`"] EnabledRuntime = "enabled-runtime", #[doc = " `linked`"] Linked
     = "linked", #[doc = " `linked-runtime`"] LinkedRuntime = "linked-runtime", #[doc =
     " `alias`"] Alias = "alias", #[doc = " `masked`"] Masked = "masked", #[doc =
@@ -77,7 +80,7 @@ crate::open_enum! {
 pub struct IndexResponseItem {
     /// Wire name `active-state`
     #[serde(rename = "active-state")]
-    pub active_state: IndexResponseItemActiveState,
+    pub active_state: ActiveState,
     /// `desc`
     pub desc: String,
     /// `name`
@@ -85,8 +88,8 @@ pub struct IndexResponseItem {
     /// `service`
     pub service: String,
     /// `state`
-    pub state: IndexResponseItemState,
+    pub state: State,
     /// Wire name `unit-state`
     #[serde(rename = "unit-state")]
-    pub unit_state: IndexResponseItemUnitState,
+    pub unit_state: UnitState,
 }

@@ -30,33 +30,6 @@ impl crate::Operation for Defaults {
     type Error = DefaultsError;
 }
 crate::operation_error!(DefaultsError for Defaults);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DefaultsResponseCompress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1",
-    #[doc = " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"]
-    Zstd = "zstd" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DefaultsResponseMailnotification { #[doc = " `always`"] Always = "always", #[doc
-    = " `failure`"] Failure = "failure" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DefaultsResponseMode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `suspend`"] Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DefaultsResponseNotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DefaultsResponsePbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy",
-    #[doc = " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
-}
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DefaultsResponse {
@@ -65,7 +38,7 @@ pub struct DefaultsResponse {
     /// Minimum 0; default `0`
     pub bwlimit: Option<i64>,
     /// Default `0`
-    pub compress: Option<DefaultsResponseCompress>,
+    pub compress: Option<crate::generated::Compress>,
     /// `dumpdir`
     pub dumpdir: Option<String>,
     /// Format `pve-vmid-list`
@@ -80,11 +53,11 @@ pub struct DefaultsResponse {
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
     /// Default `always`
-    pub mailnotification: Option<DefaultsResponseMailnotification>,
+    pub mailnotification: Option<crate::generated::Mailnotification>,
     /// Format `email-or-username-list`
     pub mailto: Option<String>,
     /// Default `snapshot`
-    pub mode: Option<DefaultsResponseMode>,
+    pub mode: Option<crate::generated::Mode>,
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
@@ -92,10 +65,10 @@ pub struct DefaultsResponse {
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
     #[serde(rename = "notification-mode")]
-    pub notification_mode: Option<DefaultsResponseNotificationMode>,
+    pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     #[serde(rename = "pbs-change-detection-mode")]
-    pub pbs_change_detection_mode: Option<DefaultsResponsePbsChangeDetectionMode>,
+    pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
     /// Default `0`

@@ -17,7 +17,7 @@ pub struct Vzdump {
     /// Minimum 0; default `0`
     pub bwlimit: Option<i64>,
     /// Default `0`
-    pub compress: Option<VzdumpCompress>,
+    pub compress: Option<crate::generated::Compress>,
     /// `dumpdir`
     pub dumpdir: Option<String>,
     /// Format `pve-vmid-list`
@@ -35,20 +35,20 @@ pub struct Vzdump {
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
     /// Default `always`
-    pub mailnotification: Option<VzdumpMailnotification>,
+    pub mailnotification: Option<crate::generated::Mailnotification>,
     /// Format `email-or-username-list`
     pub mailto: Option<String>,
     /// Default `snapshot`
-    pub mode: Option<VzdumpMode>,
+    pub mode: Option<crate::generated::Mode>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
     #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
     #[serde(rename = "notification-mode")]
-    pub notification_mode: Option<VzdumpNotificationMode>,
+    pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     #[serde(rename = "pbs-change-detection-mode")]
-    pub pbs_change_detection_mode: Option<VzdumpPbsChangeDetectionMode>,
+    pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
     /// Default `0`
@@ -134,30 +134,3 @@ impl crate::Operation for Vzdump {
 /// What [`Vzdump`] answers.
 pub type VzdumpResponse = String;
 crate::operation_error!(VzdumpError for Vzdump);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VzdumpCompress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1", #[doc =
-    " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"] Zstd =
-    "zstd" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VzdumpMailnotification { #[doc = " `always`"] Always = "always", #[doc =
-    " `failure`"] Failure = "failure" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VzdumpMode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc = " `suspend`"]
-    Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VzdumpNotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VzdumpPbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy", #[doc =
-    " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
-}

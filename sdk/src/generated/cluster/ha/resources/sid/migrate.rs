@@ -30,17 +30,11 @@ impl crate::Operation for Migrate {
     type Error = MigrateError;
 }
 crate::operation_error!(MigrateError for Migrate);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MigrateResponseBlockingResourcesItemCause { #[doc = " `node-affinity`"]
-    NodeAffinity = "node-affinity", #[doc = " `resource-affinity`"] ResourceAffinity =
-    "resource-affinity" }
-}
 /// From `POST /cluster/ha/resources/{sid}/migrate returns "blocking-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MigrateResponseBlockingResourcesItem {
     /// `cause`
-    pub cause: MigrateResponseBlockingResourcesItemCause,
+    pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }

@@ -85,7 +85,7 @@ pub struct Update {
     /// Minimum 0; default `1`
     pub max_restart: Option<i64>,
     /// Default `started`
-    pub state: Option<UpdateState>,
+    pub state: Option<crate::generated::cluster::ha::resources::State>,
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -115,12 +115,6 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseState { #[doc = " `started`"] Started = "started", #[doc =
-    " `stopped`"] Stopped = "stopped", #[doc = " `enabled`"] Enabled = "enabled", #[doc =
-    " `disabled`"] Disabled = "disabled", #[doc = " `ignored`"] Ignored = "ignored" }
-}
 /// From `GET /cluster/ha/resources/{sid} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadResponse {
@@ -142,14 +136,8 @@ pub struct ReadResponse {
     /// Format `pve-ha-resource-or-vm-id`
     pub sid: String,
     /// `state`
-    pub state: Option<ReadResponseState>,
+    pub state: Option<crate::generated::cluster::ha::resources::State>,
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateState { #[doc = " `started`"] Started = "started", #[doc = " `stopped`"]
-    Stopped = "stopped", #[doc = " `enabled`"] Enabled = "enabled", #[doc =
-    " `disabled`"] Disabled = "disabled", #[doc = " `ignored`"] Ignored = "ignored" }
 }

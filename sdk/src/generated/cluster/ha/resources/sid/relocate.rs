@@ -30,17 +30,11 @@ impl crate::Operation for Relocate {
     type Error = RelocateError;
 }
 crate::operation_error!(RelocateError for Relocate);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RelocateResponseBlockingResourcesItemCause { #[doc = " `node-affinity`"]
-    NodeAffinity = "node-affinity", #[doc = " `resource-affinity`"] ResourceAffinity =
-    "resource-affinity" }
-}
 /// From `POST /cluster/ha/resources/{sid}/relocate returns "blocking-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RelocateResponseBlockingResourcesItem {
     /// `cause`
-    pub cause: RelocateResponseBlockingResourcesItemCause,
+    pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }

@@ -64,12 +64,6 @@ impl crate::Operation for CreateGotifyEndpoint {
 /// What [`CreateGotifyEndpoint`] answers.
 pub type CreateGotifyEndpointResponse = ();
 crate::operation_error!(CreateGotifyEndpointError for CreateGotifyEndpoint);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetGotifyEndpointsResponseItemOrigin { #[doc = " `user-created`"] UserCreated =
-    "user-created", #[doc = " `builtin`"] Builtin = "builtin", #[doc =
-    " `modified-builtin`"] ModifiedBuiltin = "modified-builtin" }
-}
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetGotifyEndpointsResponseItem {
@@ -80,7 +74,7 @@ pub struct GetGotifyEndpointsResponseItem {
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
-    pub origin: GetGotifyEndpointsResponseItemOrigin,
+    pub origin: crate::generated::cluster::notifications::Origin,
     /// `server`
     pub server: String,
 }

@@ -68,12 +68,6 @@ impl crate::Operation for CreateSendmailEndpoint {
 /// What [`CreateSendmailEndpoint`] answers.
 pub type CreateSendmailEndpointResponse = ();
 crate::operation_error!(CreateSendmailEndpointError for CreateSendmailEndpoint);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetSendmailEndpointsResponseItemOrigin { #[doc = " `user-created`"] UserCreated
-    = "user-created", #[doc = " `builtin`"] Builtin = "builtin", #[doc =
-    " `modified-builtin`"] ModifiedBuiltin = "modified-builtin" }
-}
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetSendmailEndpointsResponseItem {
@@ -94,5 +88,5 @@ pub struct GetSendmailEndpointsResponseItem {
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
-    pub origin: GetSendmailEndpointsResponseItemOrigin,
+    pub origin: crate::generated::cluster::notifications::Origin,
 }

@@ -41,7 +41,7 @@ pub struct CreateSmtpEndpoint {
     #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
-    pub mode: Option<CreateSmtpEndpointMode>,
+    pub mode: Option<Mode>,
     /// Format `pve-configid`
     pub name: String,
     /// `password`
@@ -88,15 +88,10 @@ impl crate::Operation for CreateSmtpEndpoint {
 pub type CreateSmtpEndpointResponse = ();
 crate::operation_error!(CreateSmtpEndpointError for CreateSmtpEndpoint);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetSmtpEndpointsResponseItemMode { #[doc = " `insecure`"] Insecure = "insecure",
-    #[doc = " `starttls`"] Starttls = "starttls", #[doc = " `tls`"] Tls = "tls" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetSmtpEndpointsResponseItemOrigin { #[doc = " `user-created`"] UserCreated =
-    "user-created", #[doc = " `builtin`"] Builtin = "builtin", #[doc =
-    " `modified-builtin`"] ModifiedBuiltin = "modified-builtin" }
+    #[doc =
+    " Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Mode { #[doc = " `insecure`"] Insecure = "insecure", #[doc = " `starttls`"]
+    Starttls = "starttls", #[doc = " `tls`"] Tls = "tls" }
 }
 /// From `GET /cluster/notifications/endpoints/smtp returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -116,20 +111,15 @@ pub struct GetSmtpEndpointsResponseItem {
     #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
-    pub mode: Option<GetSmtpEndpointsResponseItemMode>,
+    pub mode: Option<Mode>,
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
-    pub origin: GetSmtpEndpointsResponseItemOrigin,
+    pub origin: crate::generated::cluster::notifications::Origin,
     /// `port`
     pub port: Option<i64>,
     /// `server`
     pub server: String,
     /// `username`
     pub username: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateSmtpEndpointMode { #[doc = " `insecure`"] Insecure = "insecure", #[doc =
-    " `starttls`"] Starttls = "starttls", #[doc = " `tls`"] Tls = "tls" }
 }

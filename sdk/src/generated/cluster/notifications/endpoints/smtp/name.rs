@@ -80,7 +80,7 @@ pub struct UpdateSmtpEndpoint {
     #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
-    pub mode: Option<UpdateSmtpEndpointMode>,
+    pub mode: Option<crate::generated::cluster::notifications::endpoints::smtp::Mode>,
     /// `password`
     pub password: Option<crate::Secret>,
     /// `port`
@@ -122,11 +122,6 @@ impl crate::Operation for UpdateSmtpEndpoint {
 /// What [`UpdateSmtpEndpoint`] answers.
 pub type UpdateSmtpEndpointResponse = ();
 crate::operation_error!(UpdateSmtpEndpointError for UpdateSmtpEndpoint);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetSmtpEndpointResponseMode { #[doc = " `insecure`"] Insecure = "insecure",
-    #[doc = " `starttls`"] Starttls = "starttls", #[doc = " `tls`"] Tls = "tls" }
-}
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetSmtpEndpointResponse {
@@ -147,7 +142,7 @@ pub struct GetSmtpEndpointResponse {
     #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
-    pub mode: Option<GetSmtpEndpointResponseMode>,
+    pub mode: Option<crate::generated::cluster::notifications::endpoints::smtp::Mode>,
     /// Format `pve-configid`
     pub name: String,
     /// `port`
@@ -156,9 +151,4 @@ pub struct GetSmtpEndpointResponse {
     pub server: String,
     /// `username`
     pub username: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateSmtpEndpointMode { #[doc = " `insecure`"] Insecure = "insecure", #[doc =
-    " `starttls`"] Starttls = "starttls", #[doc = " `tls`"] Tls = "tls" }
 }

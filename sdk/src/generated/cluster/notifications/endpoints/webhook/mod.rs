@@ -35,7 +35,7 @@ pub struct CreateWebhookEndpoint {
     /// `header`
     pub header: Option<Vec<String>>,
     /// `method`
-    pub method: CreateWebhookEndpointMethod,
+    pub method: Method,
     /// Format `pve-configid`
     pub name: String,
     /// `secret`
@@ -45,11 +45,7 @@ pub struct CreateWebhookEndpoint {
 }
 impl CreateWebhookEndpoint {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(
-        method: CreateWebhookEndpointMethod,
-        name: impl Into<String>,
-        url: impl Into<String>,
-    ) -> Self {
+    pub fn new(method: Method, name: impl Into<String>, url: impl Into<String>) -> Self {
         Self {
             body: None,
             comment: None,
@@ -74,15 +70,10 @@ impl crate::Operation for CreateWebhookEndpoint {
 pub type CreateWebhookEndpointResponse = ();
 crate::operation_error!(CreateWebhookEndpointError for CreateWebhookEndpoint);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetWebhookEndpointsResponseItemMethod { #[doc = " `post`"] Post = "post", #[doc
-    = " `put`"] Put = "put", #[doc = " `get`"] Get = "get" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetWebhookEndpointsResponseItemOrigin { #[doc = " `user-created`"] UserCreated =
-    "user-created", #[doc = " `builtin`"] Builtin = "builtin", #[doc =
-    " `modified-builtin`"] ModifiedBuiltin = "modified-builtin" }
+    #[doc =
+    " Values of `method`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Method { #[doc = " `post`"] Post = "post", #[doc = " `put`"] Put = "put",
+    #[doc = " `get`"] Get = "get" }
 }
 /// From `GET /cluster/notifications/endpoints/webhook returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -96,18 +87,13 @@ pub struct GetWebhookEndpointsResponseItem {
     /// `header`
     pub header: Option<Vec<String>>,
     /// `method`
-    pub method: GetWebhookEndpointsResponseItemMethod,
+    pub method: Method,
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
-    pub origin: GetWebhookEndpointsResponseItemOrigin,
+    pub origin: crate::generated::cluster::notifications::Origin,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateWebhookEndpointMethod { #[doc = " `post`"] Post = "post", #[doc =
-    " `put`"] Put = "put", #[doc = " `get`"] Get = "get" }
 }

@@ -74,7 +74,7 @@ pub struct UpdateWebhookEndpoint {
     /// `header`
     pub header: Option<Vec<String>>,
     /// `method`
-    pub method: Option<UpdateWebhookEndpointMethod>,
+    pub method: Option<crate::generated::cluster::notifications::endpoints::webhook::Method>,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
@@ -108,11 +108,6 @@ impl crate::Operation for UpdateWebhookEndpoint {
 /// What [`UpdateWebhookEndpoint`] answers.
 pub type UpdateWebhookEndpointResponse = ();
 crate::operation_error!(UpdateWebhookEndpointError for UpdateWebhookEndpoint);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetWebhookEndpointResponseMethod { #[doc = " `post`"] Post = "post", #[doc =
-    " `put`"] Put = "put", #[doc = " `get`"] Get = "get" }
-}
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetWebhookEndpointResponse {
@@ -127,16 +122,11 @@ pub struct GetWebhookEndpointResponse {
     /// `header`
     pub header: Option<Vec<String>>,
     /// `method`
-    pub method: GetWebhookEndpointResponseMethod,
+    pub method: crate::generated::cluster::notifications::endpoints::webhook::Method,
     /// Format `pve-configid`
     pub name: String,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateWebhookEndpointMethod { #[doc = " `post`"] Post = "post", #[doc =
-    " `put`"] Put = "put", #[doc = " `get`"] Get = "get" }
 }

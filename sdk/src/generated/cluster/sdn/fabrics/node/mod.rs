@@ -23,11 +23,6 @@ impl crate::Operation for ListNodes {
 /// What [`ListNodes`] answers.
 pub type ListNodesResponse = Vec<ListNodesResponseItem>;
 crate::operation_error!(ListNodesError for ListNodes);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListNodesResponseItemWireguardRole { #[doc = " `internal`"] Internal =
-    "internal", #[doc = " `external`"] External = "external" }
-}
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "protocol")]
@@ -58,7 +53,7 @@ pub enum ListNodesResponseItemProtocol {
         /// `public_key`
         public_key: Option<String>,
         /// `role`
-        role: Option<ListNodesResponseItemWireguardRole>,
+        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
     },
     /// `protocol` = `bgp`
     #[serde(rename = "bgp")]

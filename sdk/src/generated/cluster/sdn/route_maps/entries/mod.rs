@@ -31,7 +31,7 @@ crate::operation_error!(ListRouteMapEntriesError for ListRouteMapEntries);
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CreateRouteMapEntry {
     /// `action`
-    pub action: CreateRouteMapEntryAction,
+    pub action: crate::generated::cluster::sdn::Action,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// Maximum length 64
@@ -56,7 +56,7 @@ pub struct CreateRouteMapEntry {
 impl CreateRouteMapEntry {
     /// A request with every required parameter; optional ones start unset.
     pub fn new(
-        action: CreateRouteMapEntryAction,
+        action: crate::generated::cluster::sdn::Action,
         order: i64,
         route_map_id: impl Into<String>,
     ) -> Self {
@@ -211,16 +211,11 @@ impl crate::PropertyString for Set {
     }
 }
 crate::property_string!(Set);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListRouteMapEntriesResponseItemAction { #[doc = " `permit`"] Permit = "permit",
-    #[doc = " `deny`"] Deny = "deny" }
-}
 /// From `GET /cluster/sdn/route-maps/entries returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ListRouteMapEntriesResponseItem {
     /// `action`
-    pub action: ListRouteMapEntriesResponseItemAction,
+    pub action: crate::generated::cluster::sdn::Action,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// Maximum length 64
@@ -238,9 +233,4 @@ pub struct ListRouteMapEntriesResponseItem {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<Set>>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateRouteMapEntryAction { #[doc = " `permit`"] Permit = "permit", #[doc =
-    " `deny`"] Deny = "deny" }
 }

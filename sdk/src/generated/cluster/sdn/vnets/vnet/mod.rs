@@ -138,15 +138,6 @@ pub struct ReadResponsePending {
     /// `zone`
     pub zone: Option<String>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseState { #[doc = " `new`"] New = "new", #[doc = " `changed`"] Changed
-    = "changed", #[doc = " `deleted`"] Deleted = "deleted" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadResponseType { #[doc = " `vnet`"] Vnet = "vnet" }
-}
 /// From `GET /cluster/sdn/vnets/{vnet} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadResponse {
@@ -160,12 +151,12 @@ pub struct ReadResponse {
     /// `pending`
     pub pending: Option<ReadResponsePending>,
     /// `state`
-    pub state: Option<ReadResponseState>,
+    pub state: Option<crate::generated::cluster::sdn::State>,
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
     #[serde(rename = "type")]
-    pub type_: ReadResponseType,
+    pub type_: crate::generated::cluster::sdn::vnets::Type,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
     /// `vnet`

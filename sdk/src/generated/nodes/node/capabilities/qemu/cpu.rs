@@ -9,7 +9,7 @@ pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `arch`
-    pub arch: Option<IndexArch>,
+    pub arch: Option<crate::generated::Arch>,
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -31,11 +31,6 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"] Aarch64
-    = "aarch64" }
-}
 /// From `GET /nodes/{node}/capabilities/qemu/cpu returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -9,9 +9,9 @@ pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `kvm`
-    pub accel: Option<IndexAccel>,
+    pub accel: Option<crate::generated::Accel>,
     /// `arch`
-    pub arch: Option<IndexArch>,
+    pub arch: Option<crate::generated::Arch>,
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -34,15 +34,6 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexAccel { #[doc = " `kvm`"] Kvm = "kvm", #[doc = " `tcg`"] Tcg = "tcg" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"] Aarch64
-    = "aarch64" }
-}
 /// From `GET /nodes/{node}/capabilities/qemu/cpu-flags returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -10,7 +10,7 @@ pub struct Types {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `arch`
-    pub arch: Option<TypesArch>,
+    pub arch: Option<crate::generated::Arch>,
 }
 impl Types {
     /// A request with every required parameter; optional ones start unset.
@@ -32,11 +32,6 @@ impl crate::Operation for Types {
 /// What [`Types`] answers.
 pub type TypesResponse = Vec<TypesResponseItem>;
 crate::operation_error!(TypesError for Types);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum TypesArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"] Aarch64
-    = "aarch64" }
-}
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum TypesResponseItemType { #[doc = " `q35`"] Q35 = "q35", #[doc = " `i440fx`"]

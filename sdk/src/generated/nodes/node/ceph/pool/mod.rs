@@ -42,7 +42,7 @@ pub struct Createpool {
     /// Default `0`
     pub add_storages: Option<bool>,
     /// Default `rbd`
-    pub application: Option<CreatepoolApplication>,
+    pub application: Option<Application>,
     /// `crush_rule`
     pub crush_rule: Option<String>,
     /// Wire name `erasure-coding`
@@ -53,7 +53,7 @@ pub struct Createpool {
     /// Pattern `(?^:^[^:/\s]+$)`
     pub name: String,
     /// Default `warn`
-    pub pg_autoscale_mode: Option<CreatepoolPgAutoscaleMode>,
+    pub pg_autoscale_mode: Option<PgAutoscaleMode>,
     /// Range 1 - 32768; default `128`
     pub pg_num: Option<i64>,
     /// Maximum 32768
@@ -141,6 +141,18 @@ impl crate::PropertyString for ErasureCoding {
 }
 crate::property_string!(ErasureCoding);
 crate::open_enum! {
+    #[doc =
+    " Values of `application`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Application { #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `cephfs`"] Cephfs =
+    "cephfs", #[doc = " `rgw`"] Rgw = "rgw" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `pg_autoscale_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
+    pub enum PgAutoscaleMode { #[doc = " `on`"] On = "on", #[doc = " `off`"] Off = "off",
+    #[doc = " `warn`"] Warn = "warn" }
+}
+crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum LspoolsResponseItemType { #[doc = " `replicated`"] Replicated = "replicated",
     #[doc = " `erasure`"] Erasure = "erasure", #[doc = " `unknown`"] Unknown = "unknown"
@@ -184,14 +196,4 @@ pub struct LspoolsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: LspoolsResponseItemType,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreatepoolApplication { #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `cephfs`"]
-    Cephfs = "cephfs", #[doc = " `rgw`"] Rgw = "rgw" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreatepoolPgAutoscaleMode { #[doc = " `on`"] On = "on", #[doc = " `off`"] Off =
-    "off", #[doc = " `warn`"] Warn = "warn" }
 }

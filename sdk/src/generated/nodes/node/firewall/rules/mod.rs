@@ -56,7 +56,7 @@ pub struct CreateRule {
     /// Format `pve-iface`; length 2 - 20
     pub iface: Option<String>,
     /// `log`
-    pub log: Option<CreateRuleLog>,
+    pub log: Option<crate::generated::Log>,
     /// Wire name `macro`; maximum length 128
     #[serde(rename = "macro")]
     pub macro_: Option<String>,
@@ -106,14 +106,6 @@ impl crate::Operation for CreateRule {
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
 crate::operation_error!(CreateRuleError for CreateRule);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetRulesResponseItemLog { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
 /// From `GET /nodes/{node}/firewall/rules returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetRulesResponseItem {
@@ -135,7 +127,7 @@ pub struct GetRulesResponseItem {
     /// `ipversion`
     pub ipversion: Option<i64>,
     /// `log`
-    pub log: Option<GetRulesResponseItemLog>,
+    pub log: Option<crate::generated::Log>,
     /// Wire name `macro`
     #[serde(rename = "macro")]
     pub macro_: Option<String>,
@@ -150,14 +142,6 @@ pub struct GetRulesResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateRuleLog { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert =
-    "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
-    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
-    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
-    Nolog = "nolog" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub

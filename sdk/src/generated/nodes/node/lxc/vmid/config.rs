@@ -49,9 +49,9 @@ pub struct UpdateVm {
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Default `amd64`
-    pub arch: Option<UpdateVmArch>,
+    pub arch: Option<crate::generated::nodes::node::lxc::Arch>,
     /// Default `tty`
-    pub cmode: Option<UpdateVmCmode>,
+    pub cmode: Option<crate::generated::nodes::node::lxc::Cmode>,
     /// Default `1`
     pub console: Option<bool>,
     /// Range 1 - 8192
@@ -82,7 +82,7 @@ pub struct UpdateVm {
     /// Format `dns-name`; maximum length 255
     pub hostname: Option<String>,
     /// `lock`
-    pub lock: Option<UpdateVmLock>,
+    pub lock: Option<crate::generated::nodes::node::lxc::Lock>,
     /// Minimum 16; default `512`
     pub memory: Option<i64>,
     /// Indexed: keys `mp0`, `mp1`, ...
@@ -96,7 +96,7 @@ pub struct UpdateVm {
     /// Default `0`
     pub onboot: Option<bool>,
     /// `ostype`
-    pub ostype: Option<UpdateVmOstype>,
+    pub ostype: Option<crate::generated::nodes::node::lxc::Ostype>,
     /// Default `0`
     pub protection: Option<bool>,
     /// Format `pve-configid-list`
@@ -179,44 +179,13 @@ impl crate::Operation for UpdateVm {
 /// What [`UpdateVm`] answers.
 pub type UpdateVmResponse = ();
 crate::operation_error!(UpdateVmError for UpdateVm);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseArch { #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `i386`"]
-    I386 = "i386", #[doc = " `arm64`"] Arm64 = "arm64", #[doc = " `armhf`"] Armhf =
-    "armhf", #[doc = " `riscv32`"] Riscv32 = "riscv32", #[doc = " `riscv64`"] Riscv64 =
-    "riscv64" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseCmode { #[doc = " `shell`"] Shell = "shell", #[doc =
-    " `console`"] Console = "console", #[doc = " `tty`"] Tty = "tty" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseLock { #[doc = " `backup`"] Backup = "backup", #[doc =
-    " `create`"] Create = "create", #[doc = " `destroyed`"] Destroyed = "destroyed",
-    #[doc = " `disk`"] Disk = "disk", #[doc = " `fstrim`"] Fstrim = "fstrim", #[doc =
-    " `migrate`"] Migrate = "migrate", #[doc = " `mounted`"] Mounted = "mounted", #[doc =
-    " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"] Snapshot = "snapshot",
-    #[doc = " `snapshot-delete`"] SnapshotDelete = "snapshot-delete" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseOstype { #[doc = " `debian`"] Debian = "debian", #[doc =
-    " `devuan`"] Devuan = "devuan", #[doc = " `ubuntu`"] Ubuntu = "ubuntu", #[doc =
-    " `centos`"] Centos = "centos", #[doc = " `fedora`"] Fedora = "fedora", #[doc =
-    " `opensuse`"] Opensuse = "opensuse", #[doc = " `archlinux`"] Archlinux =
-    "archlinux", #[doc = " `alpine`"] Alpine = "alpine", #[doc = " `gentoo`"] Gentoo =
-    "gentoo", #[doc = " `nixos`"] Nixos = "nixos", #[doc = " `unmanaged`"] Unmanaged =
-    "unmanaged" }
-}
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmConfigResponse {
     /// Default `amd64`
-    pub arch: Option<VmConfigResponseArch>,
+    pub arch: Option<crate::generated::nodes::node::lxc::Arch>,
     /// Default `tty`
-    pub cmode: Option<VmConfigResponseCmode>,
+    pub cmode: Option<crate::generated::nodes::node::lxc::Cmode>,
     /// Default `1`
     pub console: Option<bool>,
     /// Range 1 - 8192
@@ -245,7 +214,7 @@ pub struct VmConfigResponse {
     /// Format `dns-name`; maximum length 255
     pub hostname: Option<String>,
     /// `lock`
-    pub lock: Option<VmConfigResponseLock>,
+    pub lock: Option<crate::generated::nodes::node::lxc::Lock>,
     /// `lxc`
     pub lxc: Option<Vec<Vec<String>>>,
     /// Minimum 16; default `512`
@@ -261,7 +230,7 @@ pub struct VmConfigResponse {
     /// Default `0`
     pub onboot: Option<bool>,
     /// `ostype`
-    pub ostype: Option<VmConfigResponseOstype>,
+    pub ostype: Option<crate::generated::nodes::node::lxc::Ostype>,
     /// Default `0`
     pub protection: Option<bool>,
     /// `rootfs`
@@ -286,34 +255,4 @@ pub struct VmConfigResponse {
     #[serde(flatten)]
     pub unused:
         crate::Indexed<crate::generated::nodes::node::lxc::Unused, crate::generated::index::Unused>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmArch { #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `i386`"] I386 =
-    "i386", #[doc = " `arm64`"] Arm64 = "arm64", #[doc = " `armhf`"] Armhf = "armhf",
-    #[doc = " `riscv32`"] Riscv32 = "riscv32", #[doc = " `riscv64`"] Riscv64 = "riscv64"
-    }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmCmode { #[doc = " `shell`"] Shell = "shell", #[doc = " `console`"]
-    Console = "console", #[doc = " `tty`"] Tty = "tty" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmLock { #[doc = " `backup`"] Backup = "backup", #[doc = " `create`"]
-    Create = "create", #[doc = " `destroyed`"] Destroyed = "destroyed", #[doc =
-    " `disk`"] Disk = "disk", #[doc = " `fstrim`"] Fstrim = "fstrim", #[doc =
-    " `migrate`"] Migrate = "migrate", #[doc = " `mounted`"] Mounted = "mounted", #[doc =
-    " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"] Snapshot = "snapshot",
-    #[doc = " `snapshot-delete`"] SnapshotDelete = "snapshot-delete" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmOstype { #[doc = " `debian`"] Debian = "debian", #[doc = " `devuan`"]
-    Devuan = "devuan", #[doc = " `ubuntu`"] Ubuntu = "ubuntu", #[doc = " `centos`"]
-    Centos = "centos", #[doc = " `fedora`"] Fedora = "fedora", #[doc = " `opensuse`"]
-    Opensuse = "opensuse", #[doc = " `archlinux`"] Archlinux = "archlinux", #[doc =
-    " `alpine`"] Alpine = "alpine", #[doc = " `gentoo`"] Gentoo = "gentoo", #[doc =
-    " `nixos`"] Nixos = "nixos", #[doc = " `unmanaged`"] Unmanaged = "unmanaged" }
 }

@@ -13,13 +13,17 @@ pub struct VmFeature {
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// `feature`
-    pub feature: VmFeatureFeature,
+    pub feature: crate::generated::nodes::node::Feature,
     /// Format `pve-configid`; maximum length 40
     pub snapname: Option<String>,
 }
 impl VmFeature {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(node: impl Into<String>, vmid: i64, feature: VmFeatureFeature) -> Self {
+    pub fn new(
+        node: impl Into<String>,
+        vmid: i64,
+        feature: crate::generated::nodes::node::Feature,
+    ) -> Self {
         Self {
             node: node.into(),
             vmid,
@@ -37,11 +41,6 @@ impl crate::Operation for VmFeature {
     type Error = VmFeatureError;
 }
 crate::operation_error!(VmFeatureError for VmFeature);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmFeatureFeature { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `clone`"] Clone = "clone", #[doc = " `copy`"] Copy = "copy" }
-}
 /// From `GET /nodes/{node}/lxc/{vmid}/feature returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmFeatureResponse {

@@ -86,17 +86,11 @@ impl crate::Operation for MigrateVm {
 /// What [`MigrateVm`] answers.
 pub type MigrateVmResponse = String;
 crate::operation_error!(MigrateVmError for MigrateVm);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItemCause { #[doc
-    = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc = " `resource-affinity`"]
-    ResourceAffinity = "resource-affinity" }
-}
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
-    pub cause: MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItemCause,
+    pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }

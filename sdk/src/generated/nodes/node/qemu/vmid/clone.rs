@@ -17,7 +17,7 @@ pub struct CloneVm {
     /// `description`
     pub description: Option<String>,
     /// `format`
-    pub format: Option<CloneVmFormat>,
+    pub format: Option<crate::generated::nodes::node::qemu::vmid::Format>,
     /// `full`
     pub full: Option<bool>,
     /// Format `dns-name`
@@ -63,8 +63,3 @@ impl crate::Operation for CloneVm {
 /// What [`CloneVm`] answers.
 pub type CloneVmResponse = String;
 crate::operation_error!(CloneVmError for CloneVm);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CloneVmFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 =
-    "qcow2", #[doc = " `vmdk`"] Vmdk = "vmdk" }
-}

@@ -61,7 +61,7 @@ pub struct UpdateVmAsync {
     #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
-    pub arch: Option<UpdateVmAsyncArch>,
+    pub arch: Option<crate::generated::Arch>,
     /// `args`
     pub args: Option<String>,
     /// `audio0`
@@ -73,7 +73,7 @@ pub struct UpdateVmAsync {
     /// Minimum 0
     pub balloon: Option<i64>,
     /// Default `seabios`
-    pub bios: Option<UpdateVmAsyncBios>,
+    pub bios: Option<crate::generated::nodes::node::qemu::Bios>,
     /// Format `pve-qm-boot`
     pub boot: Option<String>,
     /// Format `pve-qm-bootdisk`; pattern `(ide|sata|scsi|virtio)\d+`
@@ -85,7 +85,7 @@ pub struct UpdateVmAsync {
     /// `cipassword`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
-    pub citype: Option<UpdateVmAsyncCitype>,
+    pub citype: Option<crate::generated::nodes::node::qemu::Citype>,
     /// Default `1`
     pub ciupgrade: Option<bool>,
     /// `ciuser`
@@ -118,7 +118,7 @@ pub struct UpdateVmAsync {
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
-    pub hugepages: Option<UpdateVmAsyncHugepages>,
+    pub hugepages: Option<crate::generated::nodes::node::qemu::Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
     #[serde(flatten)]
     pub ide: crate::Indexed<crate::generated::nodes::node::qemu::Ide, crate::generated::index::Ide>,
@@ -136,13 +136,13 @@ pub struct UpdateVmAsync {
     /// Default `0`
     pub keephugepages: Option<bool>,
     /// `keyboard`
-    pub keyboard: Option<UpdateVmAsyncKeyboard>,
+    pub keyboard: Option<crate::generated::Keyboard>,
     /// Default `1`
     pub kvm: Option<bool>,
     /// `localtime`
     pub localtime: Option<bool>,
     /// `lock`
-    pub lock: Option<UpdateVmAsyncLock>,
+    pub lock: Option<crate::generated::nodes::node::qemu::Lock>,
     /// `machine`
     pub machine: Option<crate::generated::nodes::node::qemu::Machine>,
     /// `memory`
@@ -167,7 +167,7 @@ pub struct UpdateVmAsync {
     /// Default `0`
     pub onboot: Option<bool>,
     /// Default `other`
-    pub ostype: Option<UpdateVmAsyncOstype>,
+    pub ostype: Option<crate::generated::nodes::node::qemu::Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
     #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
@@ -188,7 +188,7 @@ pub struct UpdateVmAsync {
     pub scsi:
         crate::Indexed<crate::generated::nodes::node::qemu::Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
-    pub scsihw: Option<UpdateVmAsyncScsihw>,
+    pub scsihw: Option<crate::generated::nodes::node::qemu::Scsihw>,
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
@@ -387,7 +387,7 @@ pub struct UpdateVm {
     #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
-    pub arch: Option<UpdateVmArch>,
+    pub arch: Option<crate::generated::Arch>,
     /// `args`
     pub args: Option<String>,
     /// `audio0`
@@ -397,7 +397,7 @@ pub struct UpdateVm {
     /// Minimum 0
     pub balloon: Option<i64>,
     /// Default `seabios`
-    pub bios: Option<UpdateVmBios>,
+    pub bios: Option<crate::generated::nodes::node::qemu::Bios>,
     /// Format `pve-qm-boot`
     pub boot: Option<String>,
     /// Format `pve-qm-bootdisk`; pattern `(ide|sata|scsi|virtio)\d+`
@@ -409,7 +409,7 @@ pub struct UpdateVm {
     /// `cipassword`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
-    pub citype: Option<UpdateVmCitype>,
+    pub citype: Option<crate::generated::nodes::node::qemu::Citype>,
     /// Default `1`
     pub ciupgrade: Option<bool>,
     /// `ciuser`
@@ -442,7 +442,7 @@ pub struct UpdateVm {
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
-    pub hugepages: Option<UpdateVmHugepages>,
+    pub hugepages: Option<crate::generated::nodes::node::qemu::Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
     #[serde(flatten)]
     pub ide: crate::Indexed<crate::generated::nodes::node::qemu::Ide, crate::generated::index::Ide>,
@@ -457,13 +457,13 @@ pub struct UpdateVm {
     /// Default `0`
     pub keephugepages: Option<bool>,
     /// `keyboard`
-    pub keyboard: Option<UpdateVmKeyboard>,
+    pub keyboard: Option<crate::generated::Keyboard>,
     /// Default `1`
     pub kvm: Option<bool>,
     /// `localtime`
     pub localtime: Option<bool>,
     /// `lock`
-    pub lock: Option<UpdateVmLock>,
+    pub lock: Option<crate::generated::nodes::node::qemu::Lock>,
     /// `machine`
     pub machine: Option<crate::generated::nodes::node::qemu::Machine>,
     /// `memory`
@@ -488,7 +488,7 @@ pub struct UpdateVm {
     /// Default `0`
     pub onboot: Option<bool>,
     /// Default `other`
-    pub ostype: Option<UpdateVmOstype>,
+    pub ostype: Option<crate::generated::nodes::node::qemu::Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
     #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
@@ -509,7 +509,7 @@ pub struct UpdateVm {
     pub scsi:
         crate::Indexed<crate::generated::nodes::node::qemu::Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
-    pub scsihw: Option<UpdateVmScsihw>,
+    pub scsihw: Option<crate::generated::nodes::node::qemu::Scsihw>,
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
@@ -762,66 +762,6 @@ impl crate::PropertyString for Runningmachine {
     }
 }
 crate::property_string!(Runningmachine);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc =
-    " `aarch64`"] Aarch64 = "aarch64" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseBios { #[doc = " `seabios`"] Seabios = "seabios", #[doc =
-    " `ovmf`"] Ovmf = "ovmf" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseCitype { #[doc = " `configdrive2`"] Configdrive2 =
-    "configdrive2", #[doc = " `nocloud`"] Nocloud = "nocloud", #[doc = " `opennebula`"]
-    Opennebula = "opennebula" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseHugepages { #[doc = " `any`"] Any = "any", #[doc = " `2`"] V2 =
-    "2", #[doc = " `1024`"] V1024 = "1024" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseKeyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh
-    = "de-ch", #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc =
-    " `en-us`"] EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi",
-    #[doc = " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"]
-    FrCa = "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc
-    = " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
-    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
-    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
-    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
-    #[doc = " `tr`"] Tr = "tr" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseLock { #[doc = " `backup`"] Backup = "backup", #[doc =
-    " `clone`"] Clone = "clone", #[doc = " `create`"] Create = "create", #[doc =
-    " `migrate`"] Migrate = "migrate", #[doc = " `rollback`"] Rollback = "rollback",
-    #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc = " `snapshot-delete`"]
-    SnapshotDelete = "snapshot-delete", #[doc = " `suspending`"] Suspending =
-    "suspending", #[doc = " `suspended`"] Suspended = "suspended" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseOstype { #[doc = " `other`"] Other_ = "other", #[doc = " `wxp`"]
-    Wxp = "wxp", #[doc = " `w2k`"] W2k = "w2k", #[doc = " `w2k3`"] W2k3 = "w2k3", #[doc =
-    " `w2k8`"] W2k8 = "w2k8", #[doc = " `wvista`"] Wvista = "wvista", #[doc = " `win7`"]
-    Win7 = "win7", #[doc = " `win8`"] Win8 = "win8", #[doc = " `win10`"] Win10 = "win10",
-    #[doc = " `win11`"] Win11 = "win11", #[doc = " `l24`"] L24 = "l24", #[doc = " `l26`"]
-    L26 = "l26", #[doc = " `solaris`"] Solaris = "solaris" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmConfigResponseScsihw { #[doc = " `lsi`"] Lsi = "lsi", #[doc = " `lsi53c810`"]
-    Lsi53c810 = "lsi53c810", #[doc = " `virtio-scsi-pci`"] VirtioScsiPci =
-    "virtio-scsi-pci", #[doc = " `virtio-scsi-single`"] VirtioScsiSingle =
-    "virtio-scsi-single", #[doc = " `megasas`"] Megasas = "megasas", #[doc = " `pvscsi`"]
-    Pvscsi = "pvscsi" }
-}
 /// From `GET /nodes/{node}/qemu/{vmid}/config returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmConfigResponse {
@@ -838,7 +778,7 @@ pub struct VmConfigResponse {
     #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
-    pub arch: Option<VmConfigResponseArch>,
+    pub arch: Option<crate::generated::Arch>,
     /// `args`
     pub args: Option<String>,
     /// `audio0`
@@ -848,7 +788,7 @@ pub struct VmConfigResponse {
     /// Minimum 0
     pub balloon: Option<i64>,
     /// Default `seabios`
-    pub bios: Option<VmConfigResponseBios>,
+    pub bios: Option<crate::generated::nodes::node::qemu::Bios>,
     /// Format `pve-qm-boot`
     pub boot: Option<String>,
     /// Format `pve-qm-bootdisk`; pattern `(ide|sata|scsi|virtio)\d+`
@@ -860,7 +800,7 @@ pub struct VmConfigResponse {
     /// `cipassword`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
-    pub citype: Option<VmConfigResponseCitype>,
+    pub citype: Option<crate::generated::nodes::node::qemu::Citype>,
     /// Default `1`
     pub ciupgrade: Option<bool>,
     /// `ciuser`
@@ -889,7 +829,7 @@ pub struct VmConfigResponse {
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
-    pub hugepages: Option<VmConfigResponseHugepages>,
+    pub hugepages: Option<crate::generated::nodes::node::qemu::Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
     #[serde(flatten)]
     pub ide: crate::Indexed<crate::generated::nodes::node::qemu::Ide, crate::generated::index::Ide>,
@@ -904,13 +844,13 @@ pub struct VmConfigResponse {
     /// Default `0`
     pub keephugepages: Option<bool>,
     /// `keyboard`
-    pub keyboard: Option<VmConfigResponseKeyboard>,
+    pub keyboard: Option<crate::generated::Keyboard>,
     /// Default `1`
     pub kvm: Option<bool>,
     /// `localtime`
     pub localtime: Option<bool>,
     /// `lock`
-    pub lock: Option<VmConfigResponseLock>,
+    pub lock: Option<crate::generated::nodes::node::qemu::Lock>,
     /// `machine`
     pub machine: Option<crate::generated::nodes::node::qemu::Machine>,
     /// `memory`
@@ -937,7 +877,7 @@ pub struct VmConfigResponse {
     /// Default `0`
     pub onboot: Option<bool>,
     /// Default `other`
-    pub ostype: Option<VmConfigResponseOstype>,
+    pub ostype: Option<crate::generated::nodes::node::qemu::Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
     #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
@@ -965,7 +905,7 @@ pub struct VmConfigResponse {
     pub scsi:
         crate::Indexed<crate::generated::nodes::node::qemu::Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
-    pub scsihw: Option<VmConfigResponseScsihw>,
+    pub scsihw: Option<crate::generated::nodes::node::qemu::Scsihw>,
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
@@ -1032,124 +972,4 @@ pub struct VmConfigResponse {
     pub vmstatestorage: Option<String>,
     /// Format `pve-qm-watchdog`
     pub watchdog: Option<String>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"]
-    Aarch64 = "aarch64" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncBios { #[doc = " `seabios`"] Seabios = "seabios", #[doc =
-    " `ovmf`"] Ovmf = "ovmf" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncCitype { #[doc = " `configdrive2`"] Configdrive2 = "configdrive2",
-    #[doc = " `nocloud`"] Nocloud = "nocloud", #[doc = " `opennebula`"] Opennebula =
-    "opennebula" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncHugepages { #[doc = " `any`"] Any = "any", #[doc = " `2`"] V2 =
-    "2", #[doc = " `1024`"] V1024 = "1024" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncKeyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh =
-    "de-ch", #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc =
-    " `en-us`"] EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi",
-    #[doc = " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"]
-    FrCa = "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc
-    = " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
-    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
-    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
-    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
-    #[doc = " `tr`"] Tr = "tr" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncLock { #[doc = " `backup`"] Backup = "backup", #[doc = " `clone`"]
-    Clone = "clone", #[doc = " `create`"] Create = "create", #[doc = " `migrate`"]
-    Migrate = "migrate", #[doc = " `rollback`"] Rollback = "rollback", #[doc =
-    " `snapshot`"] Snapshot = "snapshot", #[doc = " `snapshot-delete`"] SnapshotDelete =
-    "snapshot-delete", #[doc = " `suspending`"] Suspending = "suspending", #[doc =
-    " `suspended`"] Suspended = "suspended" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncOstype { #[doc = " `other`"] Other_ = "other", #[doc = " `wxp`"]
-    Wxp = "wxp", #[doc = " `w2k`"] W2k = "w2k", #[doc = " `w2k3`"] W2k3 = "w2k3", #[doc =
-    " `w2k8`"] W2k8 = "w2k8", #[doc = " `wvista`"] Wvista = "wvista", #[doc = " `win7`"]
-    Win7 = "win7", #[doc = " `win8`"] Win8 = "win8", #[doc = " `win10`"] Win10 = "win10",
-    #[doc = " `win11`"] Win11 = "win11", #[doc = " `l24`"] L24 = "l24", #[doc = " `l26`"]
-    L26 = "l26", #[doc = " `solaris`"] Solaris = "solaris" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmAsyncScsihw { #[doc = " `lsi`"] Lsi = "lsi", #[doc = " `lsi53c810`"]
-    Lsi53c810 = "lsi53c810", #[doc = " `virtio-scsi-pci`"] VirtioScsiPci =
-    "virtio-scsi-pci", #[doc = " `virtio-scsi-single`"] VirtioScsiSingle =
-    "virtio-scsi-single", #[doc = " `megasas`"] Megasas = "megasas", #[doc = " `pvscsi`"]
-    Pvscsi = "pvscsi" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"]
-    Aarch64 = "aarch64" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmBios { #[doc = " `seabios`"] Seabios = "seabios", #[doc = " `ovmf`"]
-    Ovmf = "ovmf" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmCitype { #[doc = " `configdrive2`"] Configdrive2 = "configdrive2", #[doc
-    = " `nocloud`"] Nocloud = "nocloud", #[doc = " `opennebula`"] Opennebula =
-    "opennebula" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmHugepages { #[doc = " `any`"] Any = "any", #[doc = " `2`"] V2 = "2",
-    #[doc = " `1024`"] V1024 = "1024" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmKeyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh =
-    "de-ch", #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc =
-    " `en-us`"] EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi",
-    #[doc = " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"]
-    FrCa = "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc
-    = " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
-    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
-    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
-    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
-    #[doc = " `tr`"] Tr = "tr" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmLock { #[doc = " `backup`"] Backup = "backup", #[doc = " `clone`"] Clone
-    = "clone", #[doc = " `create`"] Create = "create", #[doc = " `migrate`"] Migrate =
-    "migrate", #[doc = " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"]
-    Snapshot = "snapshot", #[doc = " `snapshot-delete`"] SnapshotDelete =
-    "snapshot-delete", #[doc = " `suspending`"] Suspending = "suspending", #[doc =
-    " `suspended`"] Suspended = "suspended" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmOstype { #[doc = " `other`"] Other_ = "other", #[doc = " `wxp`"] Wxp =
-    "wxp", #[doc = " `w2k`"] W2k = "w2k", #[doc = " `w2k3`"] W2k3 = "w2k3", #[doc =
-    " `w2k8`"] W2k8 = "w2k8", #[doc = " `wvista`"] Wvista = "wvista", #[doc = " `win7`"]
-    Win7 = "win7", #[doc = " `win8`"] Win8 = "win8", #[doc = " `win10`"] Win10 = "win10",
-    #[doc = " `win11`"] Win11 = "win11", #[doc = " `l24`"] L24 = "l24", #[doc = " `l26`"]
-    L26 = "l26", #[doc = " `solaris`"] Solaris = "solaris" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateVmScsihw { #[doc = " `lsi`"] Lsi = "lsi", #[doc = " `lsi53c810`"]
-    Lsi53c810 = "lsi53c810", #[doc = " `virtio-scsi-pci`"] VirtioScsiPci =
-    "virtio-scsi-pci", #[doc = " `virtio-scsi-single`"] VirtioScsiSingle =
-    "virtio-scsi-single", #[doc = " `megasas`"] Megasas = "megasas", #[doc = " `pvscsi`"]
-    Pvscsi = "pvscsi" }
 }

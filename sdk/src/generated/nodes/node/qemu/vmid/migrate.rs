@@ -53,7 +53,7 @@ pub struct MigrateVm {
     /// Format `CIDR`
     pub migration_network: Option<String>,
     /// `migration_type`
-    pub migration_type: Option<MigrateVmMigrationType>,
+    pub migration_type: Option<crate::generated::nodes::node::qemu::vmid::MigrationType>,
     /// `online`
     pub online: Option<bool>,
     /// Format `pve-node`
@@ -108,17 +108,11 @@ pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `volid`
     pub volid: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItemCause { #[doc
-    = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc = " `resource-affinity`"]
-    ResourceAffinity = "resource-affinity" }
-}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes" "blocking-ha-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
-    pub cause: MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItemCause,
+    pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }
@@ -157,9 +151,4 @@ pub struct MigrateVmPreconditionResponse {
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MigrateVmMigrationType { #[doc = " `secure`"] Secure = "secure", #[doc =
-    " `insecure`"] Insecure = "insecure" }
 }

@@ -21,7 +21,7 @@ pub struct MoveVmDisk {
     /// `disk`
     pub disk: MoveVmDiskDisk,
     /// `format`
-    pub format: Option<MoveVmDiskFormat>,
+    pub format: Option<crate::generated::nodes::node::qemu::vmid::Format>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
     /// Wire name `target-digest`; maximum length 40
@@ -245,11 +245,6 @@ crate::open_enum! {
     Unused252 = "unused252", #[doc = " `unused253`"] Unused253 = "unused253", #[doc =
     " `unused254`"] Unused254 = "unused254", #[doc = " `unused255`"] Unused255 =
     "unused255" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MoveVmDiskFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 =
-    "qcow2", #[doc = " `vmdk`"] Vmdk = "vmdk" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub

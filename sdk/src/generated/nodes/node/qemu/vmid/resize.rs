@@ -15,7 +15,7 @@ pub struct ResizeVm {
     /// Maximum length 40
     pub digest: Option<String>,
     /// `disk`
-    pub disk: ResizeVmDisk,
+    pub disk: crate::generated::nodes::node::qemu::vmid::Disk,
     /// Pattern `\+?\d+(\.\d+)?[KMGT]?`
     pub size: String,
     /// `skiplock`
@@ -26,7 +26,7 @@ impl ResizeVm {
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
-        disk: ResizeVmDisk,
+        disk: crate::generated::nodes::node::qemu::vmid::Disk,
         size: impl Into<String>,
     ) -> Self {
         Self {
@@ -50,36 +50,3 @@ impl crate::Operation for ResizeVm {
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = String;
 crate::operation_error!(ResizeVmError for ResizeVm);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ResizeVmDisk { #[doc = " `ide0`"] Ide0 = "ide0", #[doc = " `ide1`"] Ide1 =
-    "ide1", #[doc = " `ide2`"] Ide2 = "ide2", #[doc = " `ide3`"] Ide3 = "ide3", #[doc =
-    " `scsi0`"] Scsi0 = "scsi0", #[doc = " `scsi1`"] Scsi1 = "scsi1", #[doc = " `scsi2`"]
-    Scsi2 = "scsi2", #[doc = " `scsi3`"] Scsi3 = "scsi3", #[doc = " `scsi4`"] Scsi4 =
-    "scsi4", #[doc = " `scsi5`"] Scsi5 = "scsi5", #[doc = " `scsi6`"] Scsi6 = "scsi6",
-    #[doc = " `scsi7`"] Scsi7 = "scsi7", #[doc = " `scsi8`"] Scsi8 = "scsi8", #[doc =
-    " `scsi9`"] Scsi9 = "scsi9", #[doc = " `scsi10`"] Scsi10 = "scsi10", #[doc =
-    " `scsi11`"] Scsi11 = "scsi11", #[doc = " `scsi12`"] Scsi12 = "scsi12", #[doc =
-    " `scsi13`"] Scsi13 = "scsi13", #[doc = " `scsi14`"] Scsi14 = "scsi14", #[doc =
-    " `scsi15`"] Scsi15 = "scsi15", #[doc = " `scsi16`"] Scsi16 = "scsi16", #[doc =
-    " `scsi17`"] Scsi17 = "scsi17", #[doc = " `scsi18`"] Scsi18 = "scsi18", #[doc =
-    " `scsi19`"] Scsi19 = "scsi19", #[doc = " `scsi20`"] Scsi20 = "scsi20", #[doc =
-    " `scsi21`"] Scsi21 = "scsi21", #[doc = " `scsi22`"] Scsi22 = "scsi22", #[doc =
-    " `scsi23`"] Scsi23 = "scsi23", #[doc = " `scsi24`"] Scsi24 = "scsi24", #[doc =
-    " `scsi25`"] Scsi25 = "scsi25", #[doc = " `scsi26`"] Scsi26 = "scsi26", #[doc =
-    " `scsi27`"] Scsi27 = "scsi27", #[doc = " `scsi28`"] Scsi28 = "scsi28", #[doc =
-    " `scsi29`"] Scsi29 = "scsi29", #[doc = " `scsi30`"] Scsi30 = "scsi30", #[doc =
-    " `virtio0`"] Virtio0 = "virtio0", #[doc = " `virtio1`"] Virtio1 = "virtio1", #[doc =
-    " `virtio2`"] Virtio2 = "virtio2", #[doc = " `virtio3`"] Virtio3 = "virtio3", #[doc =
-    " `virtio4`"] Virtio4 = "virtio4", #[doc = " `virtio5`"] Virtio5 = "virtio5", #[doc =
-    " `virtio6`"] Virtio6 = "virtio6", #[doc = " `virtio7`"] Virtio7 = "virtio7", #[doc =
-    " `virtio8`"] Virtio8 = "virtio8", #[doc = " `virtio9`"] Virtio9 = "virtio9", #[doc =
-    " `virtio10`"] Virtio10 = "virtio10", #[doc = " `virtio11`"] Virtio11 = "virtio11",
-    #[doc = " `virtio12`"] Virtio12 = "virtio12", #[doc = " `virtio13`"] Virtio13 =
-    "virtio13", #[doc = " `virtio14`"] Virtio14 = "virtio14", #[doc = " `virtio15`"]
-    Virtio15 = "virtio15", #[doc = " `sata0`"] Sata0 = "sata0", #[doc = " `sata1`"] Sata1
-    = "sata1", #[doc = " `sata2`"] Sata2 = "sata2", #[doc = " `sata3`"] Sata3 = "sata3",
-    #[doc = " `sata4`"] Sata4 = "sata4", #[doc = " `sata5`"] Sata5 = "sata5", #[doc =
-    " `efidisk0`"] Efidisk0 = "efidisk0", #[doc = " `tpmstate0`"] Tpmstate0 = "tpmstate0"
-    }
-}

@@ -12,7 +12,7 @@ pub struct Rrddata {
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// `cf`
-    pub cf: Option<RrddataCf>,
+    pub cf: Option<crate::generated::nodes::node::Cf>,
     /// `timeframe`
     pub timeframe: RrddataTimeframe,
 }
@@ -38,11 +38,6 @@ impl crate::Operation for Rrddata {
 /// What [`Rrddata`] answers.
 pub type RrddataResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(RrddataError for Rrddata);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RrddataCf { #[doc = " `AVERAGE`"] Average = "AVERAGE", #[doc = " `MAX`"] Max =
-    "MAX" }
-}
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum RrddataTimeframe { #[doc = " `hour`"] Hour = "hour", #[doc = " `day`"] Day =

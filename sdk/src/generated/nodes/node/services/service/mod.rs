@@ -14,11 +14,11 @@ pub struct Srvcmdidx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
-    pub service: SrvcmdidxService,
+    pub service: Service,
 }
 impl Srvcmdidx {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(node: impl Into<String>, service: SrvcmdidxService) -> Self {
+    pub fn new(node: impl Into<String>, service: Service) -> Self {
         Self {
             node: node.into(),
             service,
@@ -37,11 +37,12 @@ impl crate::Operation for Srvcmdidx {
 pub type SrvcmdidxResponse = Vec<SrvcmdidxResponseItem>;
 crate::operation_error!(SrvcmdidxError for Srvcmdidx);
 crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SrvcmdidxService { #[doc = " `chrony`"] Chrony = "chrony", #[doc =
-    " `corosync`"] Corosync = "corosync", #[doc = " `cron`"] Cron = "cron", #[doc =
-    " `ksmtuned`"] Ksmtuned = "ksmtuned", #[doc = " `lxcfs`"] Lxcfs = "lxcfs", #[doc =
-    " `postfix`"] Postfix = "postfix", #[doc = " `proxmox-firewall`"] ProxmoxFirewall =
+    #[doc =
+    " Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Service { #[doc = " `chrony`"] Chrony = "chrony", #[doc = " `corosync`"]
+    Corosync = "corosync", #[doc = " `cron`"] Cron = "cron", #[doc = " `ksmtuned`"]
+    Ksmtuned = "ksmtuned", #[doc = " `lxcfs`"] Lxcfs = "lxcfs", #[doc = " `postfix`"]
+    Postfix = "postfix", #[doc = " `proxmox-firewall`"] ProxmoxFirewall =
     "proxmox-firewall", #[doc = " `pve-cluster`"] PveCluster = "pve-cluster", #[doc =
     " `pve-firewall`"] PveFirewall = "pve-firewall", #[doc = " `pve-ha-crm`"] PveHaCrm =
     "pve-ha-crm", #[doc = " `pve-ha-lrm`"] PveHaLrm = "pve-ha-lrm", #[doc =

@@ -11,11 +11,14 @@ pub struct ServiceReload {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
-    pub service: ServiceReloadService,
+    pub service: crate::generated::nodes::node::services::service::Service,
 }
 impl ServiceReload {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(node: impl Into<String>, service: ServiceReloadService) -> Self {
+    pub fn new(
+        node: impl Into<String>,
+        service: crate::generated::nodes::node::services::service::Service,
+    ) -> Self {
         Self {
             node: node.into(),
             service,
@@ -33,21 +36,3 @@ impl crate::Operation for ServiceReload {
 /// What [`ServiceReload`] answers.
 pub type ServiceReloadResponse = String;
 crate::operation_error!(ServiceReloadError for ServiceReload);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ServiceReloadService { #[doc = " `chrony`"] Chrony = "chrony", #[doc =
-    " `corosync`"] Corosync = "corosync", #[doc = " `cron`"] Cron = "cron", #[doc =
-    " `ksmtuned`"] Ksmtuned = "ksmtuned", #[doc = " `lxcfs`"] Lxcfs = "lxcfs", #[doc =
-    " `postfix`"] Postfix = "postfix", #[doc = " `proxmox-firewall`"] ProxmoxFirewall =
-    "proxmox-firewall", #[doc = " `pve-cluster`"] PveCluster = "pve-cluster", #[doc =
-    " `pve-firewall`"] PveFirewall = "pve-firewall", #[doc = " `pve-ha-crm`"] PveHaCrm =
-    "pve-ha-crm", #[doc = " `pve-ha-lrm`"] PveHaLrm = "pve-ha-lrm", #[doc =
-    " `pve-lxc-syscalld`"] PveLxcSyscalld = "pve-lxc-syscalld", #[doc = " `pvedaemon`"]
-    Pvedaemon = "pvedaemon", #[doc = " `pvefw-logger`"] PvefwLogger = "pvefw-logger",
-    #[doc = " `pveproxy`"] Pveproxy = "pveproxy", #[doc = " `pvescheduler`"] Pvescheduler
-    = "pvescheduler", #[doc = " `pvestatd`"] Pvestatd = "pvestatd", #[doc =
-    " `qmeventd`"] Qmeventd = "qmeventd", #[doc = " `spiceproxy`"] Spiceproxy =
-    "spiceproxy", #[doc = " `sshd`"] Sshd = "sshd", #[doc = " `syslog`"] Syslog =
-    "syslog", #[doc = " `systemd-journald`"] SystemdJournald = "systemd-journald", #[doc
-    = " `systemd-timesyncd`"] SystemdTimesyncd = "systemd-timesyncd" }
-}

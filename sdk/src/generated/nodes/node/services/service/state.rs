@@ -11,11 +11,14 @@ pub struct ServiceState {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
-    pub service: ServiceStateService,
+    pub service: crate::generated::nodes::node::services::service::Service,
 }
 impl ServiceState {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(node: impl Into<String>, service: ServiceStateService) -> Self {
+    pub fn new(
+        node: impl Into<String>,
+        service: crate::generated::nodes::node::services::service::Service,
+    ) -> Self {
         Self {
             node: node.into(),
             service,
@@ -31,73 +34,12 @@ impl crate::Operation for ServiceState {
     type Error = ServiceStateError;
 }
 crate::operation_error!(ServiceStateError for ServiceState);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ServiceStateService { #[doc = " `chrony`"] Chrony = "chrony", #[doc =
-    " `corosync`"] Corosync = "corosync", #[doc = " `cron`"] Cron = "cron", #[doc =
-    " `ksmtuned`"] Ksmtuned = "ksmtuned", #[doc = " `lxcfs`"] Lxcfs = "lxcfs", #[doc =
-    " `postfix`"] Postfix = "postfix", #[doc = " `proxmox-firewall`"] ProxmoxFirewall =
-    "proxmox-firewall", #[doc = " `pve-cluster`"] PveCluster = "pve-cluster", #[doc =
-    " `pve-firewall`"] PveFirewall = "pve-firewall", #[doc = " `pve-ha-crm`"] PveHaCrm =
-    "pve-ha-crm", #[doc = " `pve-ha-lrm`"] PveHaLrm = "pve-ha-lrm", #[doc =
-    " `pve-lxc-syscalld`"] PveLxcSyscalld = "pve-lxc-syscalld", #[doc = " `pvedaemon`"]
-    Pvedaemon = "pvedaemon", #[doc = " `pvefw-logger`"] PvefwLogger = "pvefw-logger",
-    #[doc = " `pveproxy`"] Pveproxy = "pveproxy", #[doc = " `pvescheduler`"] Pvescheduler
-    = "pvescheduler", #[doc = " `pvestatd`"] Pvestatd = "pvestatd", #[doc =
-    " `qmeventd`"] Qmeventd = "qmeventd", #[doc = " `spiceproxy`"] Spiceproxy =
-    "spiceproxy", #[doc = " `sshd`"] Sshd = "sshd", #[doc = " `syslog`"] Syslog =
-    "syslog", #[doc = " `systemd-journald`"] SystemdJournald = "systemd-journald", #[doc
-    = " `systemd-timesyncd`"] SystemdTimesyncd = "systemd-timesyncd" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ServiceStateResponseActiveState { #[doc = " `active`"] Active = "active", #[doc
-    = " `inactive`"] Inactive = "inactive", #[doc = " `failed`"] Failed = "failed", #[doc
-    = " `activating`"] Activating = "activating", #[doc = " `deactivating`"] Deactivating
-    = "deactivating", #[doc = " `maintenance`"] Maintenance = "maintenance", #[doc =
-    " `reloading`"] Reloading = "reloading", #[doc = " `refreshing`"] Refreshing =
-    "refreshing", #[doc = " `unknown`"] Unknown = "unknown" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ServiceStateResponseState { #[doc = " `dead`"] Dead = "dead", #[doc =
-    " `condition`"] Condition = "condition", #[doc = " `start-pre`"] StartPre =
-    "start-pre", #[doc = " `start`"] Start = "start", #[doc = " `start-post`"] StartPost
-    = "start-post", #[doc = " `running`"] Running = "running", #[doc = " `exited`"]
-    Exited = "exited", #[doc = " `reload`"] Reload = "reload", #[doc =
-    " `reload-signal`"] ReloadSignal = "reload-signal", #[doc = " `reload-notify`"]
-    ReloadNotify = "reload-notify", #[doc = " `mounting`"] Mounting = "mounting", #[doc =
-    " `stop`"] Stop = "stop", #[doc = " `stop-watchdog`"] StopWatchdog = "stop-watchdog",
-    #[doc = " `stop-sigterm`"] StopSigterm = "stop-sigterm", #[doc = " `stop-sigkill`"]
-    StopSigkill = "stop-sigkill", #[doc = " `stop-post`"] StopPost = "stop-post", #[doc =
-    " `final-watchdog`"] FinalWatchdog = "final-watchdog", #[doc = " `final-sigterm`"]
-    FinalSigterm = "final-sigterm", #[doc = " `final-sigkill`"] FinalSigkill =
-    "final-sigkill", #[doc = " `failed`"] Failed = "failed", #[doc =
-    " `dead-before-auto-restart`"] DeadBeforeAutoRestart = "dead-before-auto-restart",
-    #[doc = " `failed-before-auto-restart`"] FailedBeforeAutoRestart =
-    "failed-before-auto-restart", #[doc = " `dead-resources-pinned`"] DeadResourcesPinned
-    = "dead-resources-pinned", #[doc = " `auto-restart`"] AutoRestart = "auto-restart",
-    #[doc = " `auto-restart-queued`"] AutoRestartQueued = "auto-restart-queued", #[doc =
-    " `cleaning`"] Cleaning = "cleaning", #[doc = " `unknown`"] Unknown = "unknown" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ServiceStateResponseUnitState { #[doc = " `enabled`"] Enabled = "enabled", #[doc
-    = " `enabled-runtime`"] EnabledRuntime = "enabled-runtime", #[doc = " `linked`"]
-    Linked = "linked", #[doc = " `linked-runtime`"] LinkedRuntime = "linked-runtime",
-    #[doc = " `alias`"] Alias = "alias", #[doc = " `masked`"] Masked = "masked", #[doc =
-    " `masked-runtime`"] MaskedRuntime = "masked-runtime", #[doc = " `static`"] Static =
-    "static", #[doc = " `disabled`"] Disabled = "disabled", #[doc = " `indirect`"]
-    Indirect = "indirect", #[doc = " `generated`"] Generated = "generated", #[doc =
-    " `transient`"] Transient = "transient", #[doc = " `bad`"] Bad = "bad", #[doc =
-    " `not-found`"] NotFound = "not-found", #[doc = " `unknown`"] Unknown = "unknown" }
-}
 /// From `GET /nodes/{node}/services/{service}/state returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServiceStateResponse {
     /// Wire name `active-state`
     #[serde(rename = "active-state")]
-    pub active_state: ServiceStateResponseActiveState,
+    pub active_state: crate::generated::nodes::node::services::ActiveState,
     /// `desc`
     pub desc: String,
     /// `name`
@@ -105,8 +47,8 @@ pub struct ServiceStateResponse {
     /// `service`
     pub service: String,
     /// `state`
-    pub state: ServiceStateResponseState,
+    pub state: crate::generated::nodes::node::services::State,
     /// Wire name `unit-state`
     #[serde(rename = "unit-state")]
-    pub unit_state: ServiceStateResponseUnitState,
+    pub unit_state: crate::generated::nodes::node::services::UnitState,
 }

@@ -16,11 +16,12 @@ pub struct DownloadUrl {
     pub checksum: Option<String>,
     /// Wire name `checksum-algorithm`; requires `checksum`
     #[serde(rename = "checksum-algorithm")]
-    pub checksum_algorithm: Option<DownloadUrlChecksumAlgorithm>,
+    pub checksum_algorithm:
+        Option<crate::generated::nodes::node::storage::storage::ChecksumAlgorithm>,
     /// `compression`
     pub compression: Option<String>,
     /// Format `pve-storage-content`
-    pub content: DownloadUrlContent,
+    pub content: crate::generated::nodes::node::storage::storage::Content,
     /// Maximum length 255
     pub filename: String,
     /// Pattern `https?://.*`
@@ -34,7 +35,7 @@ impl DownloadUrl {
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
-        content: DownloadUrlContent,
+        content: crate::generated::nodes::node::storage::storage::Content,
         filename: impl Into<String>,
         url: impl Into<String>,
     ) -> Self {
@@ -62,15 +63,3 @@ impl crate::Operation for DownloadUrl {
 /// What [`DownloadUrl`] answers.
 pub type DownloadUrlResponse = String;
 crate::operation_error!(DownloadUrlError for DownloadUrl);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DownloadUrlChecksumAlgorithm { #[doc = " `md5`"] Md5 = "md5", #[doc = " `sha1`"]
-    Sha1 = "sha1", #[doc = " `sha224`"] Sha224 = "sha224", #[doc = " `sha256`"] Sha256 =
-    "sha256", #[doc = " `sha384`"] Sha384 = "sha384", #[doc = " `sha512`"] Sha512 =
-    "sha512" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DownloadUrlContent { #[doc = " `iso`"] Iso = "iso", #[doc = " `vztmpl`"] Vztmpl
-    = "vztmpl", #[doc = " `import`"] Import = "import" }
-}

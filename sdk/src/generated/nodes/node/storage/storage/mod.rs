@@ -42,6 +42,20 @@ impl crate::Operation for Diridx {
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
 crate::operation_error!(DiridxError for Diridx);
+crate::open_enum! {
+    #[doc =
+    " Values of `checksum-algorithm`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum ChecksumAlgorithm { #[doc = " `md5`"] Md5 = "md5", #[doc = " `sha1`"] Sha1 =
+    "sha1", #[doc = " `sha224`"] Sha224 = "sha224", #[doc = " `sha256`"] Sha256 =
+    "sha256", #[doc = " `sha384`"] Sha384 = "sha384", #[doc = " `sha512`"] Sha512 =
+    "sha512" }
+}
+crate::open_enum! {
+    #[doc =
+    " Values of `content`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
+    pub enum Content { #[doc = " `iso`"] Iso = "iso", #[doc = " `vztmpl`"] Vztmpl =
+    "vztmpl", #[doc = " `import`"] Import = "import" }
+}
 /// From `GET /nodes/{node}/storage/{storage} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DiridxResponseItem {

@@ -15,9 +15,10 @@ pub struct Upload {
     pub checksum: Option<String>,
     /// Wire name `checksum-algorithm`; requires `checksum`
     #[serde(rename = "checksum-algorithm")]
-    pub checksum_algorithm: Option<UploadChecksumAlgorithm>,
+    pub checksum_algorithm:
+        Option<crate::generated::nodes::node::storage::storage::ChecksumAlgorithm>,
     /// Format `pve-storage-content`
-    pub content: UploadContent,
+    pub content: crate::generated::nodes::node::storage::storage::Content,
     /// Maximum length 255
     pub filename: String,
     /// Pattern `/var/tmp/pveupload-[0-9a-f]+`
@@ -28,7 +29,7 @@ impl Upload {
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
-        content: UploadContent,
+        content: crate::generated::nodes::node::storage::storage::Content,
         filename: impl Into<String>,
     ) -> Self {
         Self {
@@ -53,15 +54,3 @@ impl crate::Operation for Upload {
 /// What [`Upload`] answers.
 pub type UploadResponse = String;
 crate::operation_error!(UploadError for Upload);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UploadChecksumAlgorithm { #[doc = " `md5`"] Md5 = "md5", #[doc = " `sha1`"] Sha1
-    = "sha1", #[doc = " `sha224`"] Sha224 = "sha224", #[doc = " `sha256`"] Sha256 =
-    "sha256", #[doc = " `sha384`"] Sha384 = "sha384", #[doc = " `sha512`"] Sha512 =
-    "sha512" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UploadContent { #[doc = " `iso`"] Iso = "iso", #[doc = " `vztmpl`"] Vztmpl =
-    "vztmpl", #[doc = " `import`"] Import = "import" }
-}

@@ -88,11 +88,6 @@ impl crate::Operation for AddNode {
 /// What [`AddNode`] answers.
 pub type AddNodeResponse = ();
 crate::operation_error!(AddNodeError for AddNode);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListNodesFabricResponseItemWireguardRole { #[doc = " `internal`"] Internal =
-    "internal", #[doc = " `external`"] External = "external" }
-}
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "protocol")]
@@ -123,7 +118,7 @@ pub enum ListNodesFabricResponseItemProtocol {
         /// `public_key`
         public_key: Option<String>,
         /// `role`
-        role: Option<ListNodesFabricResponseItemWireguardRole>,
+        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
     },
     /// `protocol` = `bgp`
     #[serde(rename = "bgp")]
@@ -155,11 +150,6 @@ pub struct ListNodesFabricResponseItem {
     #[serde(flatten)]
     pub protocol: ListNodesFabricResponseItemProtocol,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum AddNodeWireguardRole { #[doc = " `internal`"] Internal = "internal", #[doc =
-    " `external`"] External = "external" }
-}
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "protocol")]
@@ -190,7 +180,7 @@ pub enum AddNodeProtocol {
         /// `public_key`
         public_key: Option<String>,
         /// `role`
-        role: Option<AddNodeWireguardRole>,
+        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
     },
     /// `protocol` = `bgp`
     #[serde(rename = "bgp")]

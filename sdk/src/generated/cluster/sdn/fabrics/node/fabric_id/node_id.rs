@@ -114,11 +114,6 @@ impl crate::Operation for UpdateNode {
 /// What [`UpdateNode`] answers.
 pub type UpdateNodeResponse = ();
 crate::operation_error!(UpdateNodeError for UpdateNode);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetNodeResponseWireguardRole { #[doc = " `internal`"] Internal = "internal",
-    #[doc = " `external`"] External = "external" }
-}
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "protocol")]
@@ -149,7 +144,7 @@ pub enum GetNodeResponseProtocol {
         /// `public_key`
         public_key: Option<String>,
         /// `role`
-        role: Option<GetNodeResponseWireguardRole>,
+        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
     },
     /// `protocol` = `bgp`
     #[serde(rename = "bgp")]
@@ -204,11 +199,6 @@ crate::open_enum! {
     Interfaces = "interfaces", #[doc = " `ip`"] Ip = "ip", #[doc = " `ip6`"] Ip6 = "ip6",
     #[doc = " `peers`"] Peers = "peers" }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNodeWireguardRole { #[doc = " `internal`"] Internal = "internal", #[doc =
-    " `external`"] External = "external" }
-}
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "protocol")]
@@ -245,7 +235,7 @@ pub enum UpdateNodeProtocol {
         /// `public_key`
         public_key: Option<String>,
         /// `role`
-        role: Option<UpdateNodeWireguardRole>,
+        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
     },
     /// `protocol` = `bgp`
     #[serde(rename = "bgp")]

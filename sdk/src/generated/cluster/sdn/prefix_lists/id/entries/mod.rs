@@ -37,7 +37,7 @@ pub struct CreatePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
     /// `action`
-    pub action: CreatePrefixListEntryAction,
+    pub action: crate::generated::cluster::sdn::Action,
     /// Range 0 - 128
     pub ge: Option<i64>,
     /// Range 0 - 128
@@ -54,7 +54,7 @@ impl CreatePrefixListEntry {
     /// A request with every required parameter; optional ones start unset.
     pub fn new(
         id: impl Into<String>,
-        action: CreatePrefixListEntryAction,
+        action: crate::generated::cluster::sdn::Action,
         prefix: impl Into<String>,
     ) -> Self {
         Self {
@@ -79,8 +79,3 @@ impl crate::Operation for CreatePrefixListEntry {
 /// What [`CreatePrefixListEntry`] answers.
 pub type CreatePrefixListEntryResponse = ();
 crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreatePrefixListEntryAction { #[doc = " `permit`"] Permit = "permit", #[doc =
-    " `deny`"] Deny = "deny" }
-}

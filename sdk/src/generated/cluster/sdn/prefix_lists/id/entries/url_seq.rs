@@ -79,7 +79,7 @@ pub struct UpdatePrefixListEntry {
     /// Path parameter
     pub url_seq: String,
     /// `action`
-    pub action: Option<UpdatePrefixListEntryAction>,
+    pub action: Option<crate::generated::cluster::sdn::Action>,
     /// `delete`
     pub delete: Option<Vec<UpdatePrefixListEntryDeleteItem>>,
     /// Maximum length 64
@@ -124,11 +124,6 @@ impl crate::Operation for UpdatePrefixListEntry {
 /// What [`UpdatePrefixListEntry`] answers.
 pub type UpdatePrefixListEntryResponse = ();
 crate::operation_error!(UpdatePrefixListEntryError for UpdatePrefixListEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdatePrefixListEntryAction { #[doc = " `permit`"] Permit = "permit", #[doc =
-    " `deny`"] Deny = "deny" }
-}
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum UpdatePrefixListEntryDeleteItem { #[doc = " `le`"] Le = "le", #[doc = " `ge`"]

@@ -38,16 +38,11 @@ pub type ListRouteMapEntriesForRouteMapResponse = Vec<ListRouteMapEntriesForRout
 crate::operation_error!(
     ListRouteMapEntriesForRouteMapError for ListRouteMapEntriesForRouteMap
 );
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListRouteMapEntriesForRouteMapResponseItemAction { #[doc = " `permit`"] Permit =
-    "permit", #[doc = " `deny`"] Deny = "deny" }
-}
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// `action`
-    pub action: ListRouteMapEntriesForRouteMapResponseItemAction,
+    pub action: crate::generated::cluster::sdn::Action,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// Maximum length 64

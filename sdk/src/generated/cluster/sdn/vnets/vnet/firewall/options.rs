@@ -40,9 +40,9 @@ pub struct SetOptions {
     /// Default `0`
     pub enable: Option<bool>,
     /// `log_level_forward`
-    pub log_level_forward: Option<SetOptionsLogLevelForward>,
+    pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `policy_forward`
-    pub policy_forward: Option<SetOptionsPolicyForward>,
+    pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
 }
 impl SetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -68,39 +68,13 @@ impl crate::Operation for SetOptions {
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseLogLevelForward { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponsePolicyForward { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc
-    = " `DROP`"] Drop = "DROP" }
-}
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub enable: Option<bool>,
     /// `log_level_forward`
-    pub log_level_forward: Option<GetOptionsResponseLogLevelForward>,
+    pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `policy_forward`
-    pub policy_forward: Option<GetOptionsResponsePolicyForward>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLogLevelForward { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsPolicyForward { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `DROP`"] Drop = "DROP" }
+    pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
 }

@@ -87,13 +87,13 @@ pub struct Setpool {
     /// Path parameter; pattern `(?^:^[^:/\s]+$)`
     pub name: String,
     /// `application`
-    pub application: Option<SetpoolApplication>,
+    pub application: Option<crate::generated::nodes::node::ceph::pool::Application>,
     /// `crush_rule`
     pub crush_rule: Option<String>,
     /// Range 1 - 7
     pub min_size: Option<i64>,
     /// `pg_autoscale_mode`
-    pub pg_autoscale_mode: Option<SetpoolPgAutoscaleMode>,
+    pub pg_autoscale_mode: Option<crate::generated::nodes::node::ceph::pool::PgAutoscaleMode>,
     /// Range 1 - 32768
     pub pg_num: Option<i64>,
     /// Maximum 32768
@@ -134,13 +134,3 @@ impl crate::Operation for Setpool {
 /// What [`Setpool`] answers.
 pub type SetpoolResponse = String;
 crate::operation_error!(SetpoolError for Setpool);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetpoolApplication { #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `cephfs`"] Cephfs
-    = "cephfs", #[doc = " `rgw`"] Rgw = "rgw" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetpoolPgAutoscaleMode { #[doc = " `on`"] On = "on", #[doc = " `off`"] Off =
-    "off", #[doc = " `warn`"] Warn = "warn" }
-}

@@ -34,21 +34,11 @@ impl crate::Operation for Getpool {
     type Error = GetpoolError;
 }
 crate::operation_error!(GetpoolError for Getpool);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetpoolResponseApplication { #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `cephfs`"]
-    Cephfs = "cephfs", #[doc = " `rgw`"] Rgw = "rgw" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetpoolResponsePgAutoscaleMode { #[doc = " `on`"] On = "on", #[doc = " `off`"]
-    Off = "off", #[doc = " `warn`"] Warn = "warn" }
-}
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetpoolResponse {
     /// Default `rbd`
-    pub application: Option<GetpoolResponseApplication>,
+    pub application: Option<crate::generated::nodes::node::ceph::pool::Application>,
     /// `application_list`
     pub application_list: Option<Vec<String>>,
     /// `autoscale_status`
@@ -77,7 +67,7 @@ pub struct GetpoolResponse {
     /// `nosizechange`
     pub nosizechange: bool,
     /// Default `warn`
-    pub pg_autoscale_mode: Option<GetpoolResponsePgAutoscaleMode>,
+    pub pg_autoscale_mode: Option<crate::generated::nodes::node::ceph::pool::PgAutoscaleMode>,
     /// Range 1 - 32768; default `128`
     pub pg_num: Option<i64>,
     /// Maximum 32768

@@ -31,11 +31,6 @@ impl crate::Operation for VmStatus {
     type Error = VmStatusError;
 }
 crate::operation_error!(VmStatusError for VmStatus);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmStatusResponseStatus { #[doc = " `stopped`"] Stopped = "stopped", #[doc =
-    " `running`"] Running = "running" }
-}
 /// From `GET /nodes/{node}/lxc/{vmid}/status/current returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmStatusResponse {
@@ -78,7 +73,7 @@ pub struct VmStatusResponse {
     /// `pressurememorysome`
     pub pressurememorysome: Option<f64>,
     /// `status`
-    pub status: VmStatusResponseStatus,
+    pub status: crate::generated::nodes::node::Status,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`

@@ -53,17 +53,17 @@ pub struct SetOptions {
     /// `ipfilter`
     pub ipfilter: Option<bool>,
     /// `log_level_in`
-    pub log_level_in: Option<SetOptionsLogLevelIn>,
+    pub log_level_in: Option<crate::generated::nodes::node::LogLevelIn>,
     /// `log_level_out`
-    pub log_level_out: Option<SetOptionsLogLevelOut>,
+    pub log_level_out: Option<crate::generated::nodes::node::LogLevelOut>,
     /// Default `1`
     pub macfilter: Option<bool>,
     /// Default `1`
     pub ndp: Option<bool>,
     /// `policy_in`
-    pub policy_in: Option<SetOptionsPolicyIn>,
+    pub policy_in: Option<crate::generated::PolicyIn>,
     /// `policy_out`
-    pub policy_out: Option<SetOptionsPolicyOut>,
+    pub policy_out: Option<crate::generated::PolicyOut>,
     /// `radv`
     pub radv: Option<bool>,
 }
@@ -99,32 +99,6 @@ impl crate::Operation for SetOptions {
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseLogLevelIn { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponseLogLevelOut { #[doc = " `emerg`"] Emerg = "emerg", #[doc =
-    " `alert`"] Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err
-    = "err", #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice =
-    "notice", #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug",
-    #[doc = " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponsePolicyIn { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetOptionsResponsePolicyOut { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
-}
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetOptionsResponse {
@@ -135,43 +109,17 @@ pub struct GetOptionsResponse {
     /// `ipfilter`
     pub ipfilter: Option<bool>,
     /// `log_level_in`
-    pub log_level_in: Option<GetOptionsResponseLogLevelIn>,
+    pub log_level_in: Option<crate::generated::nodes::node::LogLevelIn>,
     /// `log_level_out`
-    pub log_level_out: Option<GetOptionsResponseLogLevelOut>,
+    pub log_level_out: Option<crate::generated::nodes::node::LogLevelOut>,
     /// Default `1`
     pub macfilter: Option<bool>,
     /// Default `1`
     pub ndp: Option<bool>,
     /// `policy_in`
-    pub policy_in: Option<GetOptionsResponsePolicyIn>,
+    pub policy_in: Option<crate::generated::PolicyIn>,
     /// `policy_out`
-    pub policy_out: Option<GetOptionsResponsePolicyOut>,
+    pub policy_out: Option<crate::generated::PolicyOut>,
     /// `radv`
     pub radv: Option<bool>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLogLevelIn { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLogLevelOut { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsPolicyIn { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsPolicyOut { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc =
-    " `REJECT`"] Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
 }

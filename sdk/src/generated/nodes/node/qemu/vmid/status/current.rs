@@ -35,11 +35,6 @@ crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
     enum VmStatusResponseClipboard { #[doc = " `vnc`"] Vnc = "vnc" }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmStatusResponseStatus { #[doc = " `stopped`"] Stopped = "stopped", #[doc =
-    " `running`"] Running = "running" }
-}
 /// From `GET /nodes/{node}/qemu/{vmid}/status/current returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmStatusResponse {
@@ -100,7 +95,7 @@ pub struct VmStatusResponse {
     /// `spice`
     pub spice: Option<bool>,
     /// `status`
-    pub status: VmStatusResponseStatus,
+    pub status: crate::generated::nodes::node::Status,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`

@@ -22,7 +22,7 @@ pub struct VmStart {
     /// Format `CIDR`
     pub migration_network: Option<String>,
     /// `migration_type`
-    pub migration_type: Option<VmStartMigrationType>,
+    pub migration_type: Option<crate::generated::nodes::node::qemu::vmid::MigrationType>,
     /// Wire name `nets-host-mtu`; pattern `net\d+=\d+(,net\d+=\d+)*`
     #[serde(rename = "nets-host-mtu")]
     pub nets_host_mtu: Option<String>,
@@ -69,8 +69,3 @@ impl crate::Operation for VmStart {
 /// What [`VmStart`] answers.
 pub type VmStartResponse = String;
 crate::operation_error!(VmStartError for VmStart);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmStartMigrationType { #[doc = " `secure`"] Secure = "secure", #[doc =
-    " `insecure`"] Insecure = "insecure" }
-}

@@ -55,7 +55,7 @@ pub struct Create {
     /// `filename`
     pub filename: String,
     /// Requires `size`
-    pub format: Option<CreateFormat>,
+    pub format: Option<crate::generated::Format>,
     /// Pattern `\d+[MG]?`
     pub size: String,
     /// Format `pve-vmid`; range 100 - 999999999
@@ -127,9 +127,4 @@ pub struct IndexResponseItem {
     pub vmid: Option<i64>,
     /// `volid`
     pub volid: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 =
-    "qcow2", #[doc = " `subvol`"] Subvol = "subvol", #[doc = " `vmdk`"] Vmdk = "vmdk" }
 }

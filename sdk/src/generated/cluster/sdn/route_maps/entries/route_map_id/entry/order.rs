@@ -80,7 +80,7 @@ pub struct UpdateRouteMapEntry {
     /// Path parameter; range 0 - 65535
     pub order: i64,
     /// `action`
-    pub action: Option<UpdateRouteMapEntryAction>,
+    pub action: Option<crate::generated::cluster::sdn::Action>,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// `delete`
@@ -127,16 +127,11 @@ impl crate::Operation for UpdateRouteMapEntry {
 /// What [`UpdateRouteMapEntry`] answers.
 pub type UpdateRouteMapEntryResponse = ();
 crate::operation_error!(UpdateRouteMapEntryError for UpdateRouteMapEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetRouteMapEntryResponseAction { #[doc = " `permit`"] Permit = "permit", #[doc =
-    " `deny`"] Deny = "deny" }
-}
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetRouteMapEntryResponse {
     /// `action`
-    pub action: GetRouteMapEntryResponseAction,
+    pub action: crate::generated::cluster::sdn::Action,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// Maximum length 64
@@ -154,11 +149,6 @@ pub struct GetRouteMapEntryResponse {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateRouteMapEntryAction { #[doc = " `permit`"] Permit = "permit", #[doc =
-    " `deny`"] Deny = "deny" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub

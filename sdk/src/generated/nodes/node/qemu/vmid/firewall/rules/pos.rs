@@ -103,7 +103,7 @@ pub struct UpdateRule {
     /// Format `pve-iface`; length 2 - 20
     pub iface: Option<String>,
     /// `log`
-    pub log: Option<UpdateRuleLog>,
+    pub log: Option<crate::generated::Log>,
     /// Wire name `macro`; maximum length 128
     #[serde(rename = "macro")]
     pub macro_: Option<String>,
@@ -156,14 +156,6 @@ impl crate::Operation for UpdateRule {
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
 crate::operation_error!(UpdateRuleError for UpdateRule);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetRuleResponseLog { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
-}
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetRuleResponse {
@@ -185,7 +177,7 @@ pub struct GetRuleResponse {
     /// `ipversion`
     pub ipversion: Option<i64>,
     /// `log`
-    pub log: Option<GetRuleResponseLog>,
+    pub log: Option<crate::generated::Log>,
     /// Wire name `macro`
     #[serde(rename = "macro")]
     pub macro_: Option<String>,
@@ -200,14 +192,6 @@ pub struct GetRuleResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateRuleLog { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert =
-    "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
-    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
-    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
-    Nolog = "nolog" }
 }
 crate::open_enum! {
     #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
