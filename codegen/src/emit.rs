@@ -247,9 +247,9 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
     let fields: Vec<TokenStream> = op.fields.iter().map(|f| field_tokens(f, here, true)).collect();
     let required = has_required(&op.fields);
     let derive = if required {
-        quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize)])
+        quote!(#[derive(Debug, Clone, serde::Serialize)])
     } else {
-        quote!(#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)])
+        quote!(#[derive(Debug, Clone, Default, serde::Serialize)])
     };
     let ctor = if required {
         let mut args = Vec::new();
@@ -340,18 +340,47 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
             let vs = variants.iter().map(|(rust, wire)| {
                 let v = ident(rust);
                 let vd = doc(&format!("`{wire}`"));
-                quote!(#vd #v = #wire)
+                quote!(#vd #v,)
             });
+            let from = variants.iter().map(|(rust, wire)| {
+                let v = ident(rust);
+                quote!(#wire => Self::#v,)
+            });
+            let to = variants.iter().map(|(rust, wire)| {
+                let v = ident(rust);
+                quote!(Self::#v => #wire,)
+            });
+            let values = variants.iter().map(|(_, wire)| wire);
             let d = if t.facts.is_empty() {
-                doc("Values of this field in the schema, and `Other` for any newer one.")
+                doc("Values of this field in the schema; `Other` holds any value a newer PVE adds.")
             } else {
                 d
             };
             quote! {
-                crate::open_enum! {
-                    #d
-                    pub enum #name { #(#vs),* }
+                #d
+                #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+                #[non_exhaustive]
+                pub enum #name {
+                    #(#vs)*
+                    /// A value this version of the schema does not list.
+                    Other(String),
                 }
+                impl crate::open_enum::OpenEnum for #name {
+                    const VALUES: &'static [&'static str] = &[#(#values),*];
+                    fn from_wire(text: &str) -> Self {
+                        match text {
+                            #(#from)*
+                            other => Self::Other(other.to_owned()),
+                        }
+                    }
+                    fn as_str(&self) -> &str {
+                        match self {
+                            #(#to)*
+                            Self::Other(s) => s,
+                        }
+                    }
+                }
+                crate::open_enum_traits!(#name);
             }
         }
         TypeKind::Struct { fields } => {

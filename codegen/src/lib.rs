@@ -57,6 +57,9 @@ pub struct Config {
     pub history: Option<Vec<PathBuf>>,
     /// Keep upstream description prose in docs (never for committed output).
     pub upstream_docs: bool,
+    /// `apispec/lock.toml`: when it records the schema's version, the schema's sha256 must
+    /// match it.
+    pub lock: Option<PathBuf>,
 }
 
 /// Reads `pve-9.2.json` as `(9, 2)`.
@@ -125,6 +128,7 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
             return Err(d.into());
         }
     };
+    check_lock(cfg, &spec, version)?;
     let patches = patch::load(&cfg.patches, &spec)?;
     let since = since_table(cfg, version)?;
     let opts = lower::Options {
@@ -141,6 +145,30 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
         patches,
         files,
     })
+}
+
+fn check_lock(cfg: &Config, spec: &raw::Spec, version: (u16, u16)) -> Result<(), Error> {
+    let Some(path) = &cfg.lock else {
+        return Ok(());
+    };
+    let lock = import::Lock::load(path).map_err(Error::Io)?;
+    let v = format!("{}.{}", version.0, version.1);
+    if let Some(entry) = lock.get(&v) {
+        if entry.sha256 != spec.sha256 {
+            let mut d = Diagnostics::new("load");
+            d.push(
+                cfg.spec.display().to_string(),
+                format!(
+                    "sha256 {} differs from {} recorded for PVE {v} in {}: import the new schema (pve-codegen import) or pass --pve-version",
+                    spec.sha256,
+                    entry.sha256,
+                    path.display()
+                ),
+            );
+            return Err(d.into());
+        }
+    }
+    Ok(())
 }
 
 fn since_table(

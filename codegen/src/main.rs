@@ -33,6 +33,9 @@ struct SpecArgs {
     /// The schema's PVE version when the file name does not say it.
     #[arg(long, value_name = "X.Y")]
     pve_version: Option<String>,
+    /// The lock file whose sha256 for this version the schema must match.
+    #[arg(long, default_value = "apispec/lock.toml")]
+    lock: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -104,6 +107,7 @@ fn config(args: &SpecArgs, upstream_docs: bool) -> Result<Config, String> {
         version: parse_version(&args.pve_version)?,
         history: None,
         upstream_docs,
+        lock: Some(args.lock.clone()),
     })
 }
 

@@ -29,5 +29,6 @@ pub mod generated;
 pub use error::{ApiError, ClientError, OperationError};
 pub use indexed::{IndexSpec, Indexed};
 pub use operation::{Method, Operation, PveVersion};
+pub use open_enum::OpenEnum;
 pub use propstr::PropertyString;
 pub use secret::Secret;

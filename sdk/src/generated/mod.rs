@@ -103,115 +103,674 @@ impl crate::PropertyString for Location {
     }
 }
 crate::property_string!(Location);
-crate::open_enum! {
-    #[doc =
-    " Values of `accel`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Accel { #[doc = " `kvm`"] Kvm = "kvm", #[doc = " `tcg`"] Tcg = "tcg" }
+/// Values of `accel`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Accel {
+    /// `kvm`
+    Kvm,
+    /// `tcg`
+    Tcg,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `arch`, shared by 8 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Arch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc = " `aarch64`"] Aarch64
-    = "aarch64" }
-}
-crate::open_enum! {
-    #[doc =
-    " Values of `cause`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Cause { #[doc = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc =
-    " `resource-affinity`"] ResourceAffinity = "resource-affinity" }
-}
-crate::open_enum! {
-    #[doc =
-    " Values of `compress`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Compress { #[doc = " `0`"] V0 = "0", #[doc = " `1`"] V1 = "1", #[doc =
-    " `gzip`"] Gzip = "gzip", #[doc = " `lzo`"] Lzo = "lzo", #[doc = " `zstd`"] Zstd =
-    "zstd" }
-}
-crate::open_enum! {
-    #[doc =
-    " Values of `console`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Console { #[doc = " `applet`"] Applet = "applet", #[doc = " `vv`"] Vv =
-    "vv", #[doc = " `html5`"] Html5 = "html5", #[doc = " `xtermjs`"] Xtermjs = "xtermjs"
+impl crate::open_enum::OpenEnum for Accel {
+    const VALUES: &'static [&'static str] = &["kvm", "tcg"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "kvm" => Self::Kvm,
+            "tcg" => Self::Tcg,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Kvm => "kvm",
+            Self::Tcg => "tcg",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `format`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Format { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 = "qcow2",
-    #[doc = " `subvol`"] Subvol = "subvol", #[doc = " `vmdk`"] Vmdk = "vmdk" }
+crate::open_enum_traits!(Accel);
+/// Values of `arch`, shared by 8 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Arch {
+    /// `x86_64`
+    X8664,
+    /// `aarch64`
+    Aarch64,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `keyboard`, shared by 5 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Keyboard { #[doc = " `de`"] De = "de", #[doc = " `de-ch`"] DeCh = "de-ch",
-    #[doc = " `da`"] Da = "da", #[doc = " `en-gb`"] EnGb = "en-gb", #[doc = " `en-us`"]
-    EnUs = "en-us", #[doc = " `es`"] Es = "es", #[doc = " `fi`"] Fi = "fi", #[doc =
-    " `fr`"] Fr = "fr", #[doc = " `fr-be`"] FrBe = "fr-be", #[doc = " `fr-ca`"] FrCa =
-    "fr-ca", #[doc = " `fr-ch`"] FrCh = "fr-ch", #[doc = " `hu`"] Hu = "hu", #[doc =
-    " `is`"] Is = "is", #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc =
-    " `lt`"] Lt = "lt", #[doc = " `mk`"] Mk = "mk", #[doc = " `nl`"] Nl = "nl", #[doc =
-    " `no`"] No = "no", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt`"] Pt = "pt", #[doc =
-    " `pt-br`"] PtBr = "pt-br", #[doc = " `sv`"] Sv = "sv", #[doc = " `sl`"] Sl = "sl",
-    #[doc = " `tr`"] Tr = "tr" }
+impl crate::open_enum::OpenEnum for Arch {
+    const VALUES: &'static [&'static str] = &["x86_64", "aarch64"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "x86_64" => Self::X8664,
+            "aarch64" => Self::Aarch64,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::X8664 => "x86_64",
+            Self::Aarch64 => "aarch64",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `log`, shared by 24 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Log { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert =
-    "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
-    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
-    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
-    Nolog = "nolog" }
+crate::open_enum_traits!(Arch);
+/// Values of `cause`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cause {
+    /// `node-affinity`
+    NodeAffinity,
+    /// `resource-affinity`
+    ResourceAffinity,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `log_level_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum LogLevelForward { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
+impl crate::open_enum::OpenEnum for Cause {
+    const VALUES: &'static [&'static str] = &["node-affinity", "resource-affinity"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "node-affinity" => Self::NodeAffinity,
+            "resource-affinity" => Self::ResourceAffinity,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::NodeAffinity => "node-affinity",
+            Self::ResourceAffinity => "resource-affinity",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `mailnotification`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Mailnotification { #[doc = " `always`"] Always = "always", #[doc =
-    " `failure`"] Failure = "failure" }
+crate::open_enum_traits!(Cause);
+/// Values of `compress`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Compress {
+    /// `0`
+    V0,
+    /// `1`
+    V1,
+    /// `gzip`
+    Gzip,
+    /// `lzo`
+    Lzo,
+    /// `zstd`
+    Zstd,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `mode`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Mode { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc = " `suspend`"]
-    Suspend = "suspend", #[doc = " `stop`"] Stop = "stop" }
+impl crate::open_enum::OpenEnum for Compress {
+    const VALUES: &'static [&'static str] = &["0", "1", "gzip", "lzo", "zstd"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "0" => Self::V0,
+            "1" => Self::V1,
+            "gzip" => Self::Gzip,
+            "lzo" => Self::Lzo,
+            "zstd" => Self::Zstd,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V0 => "0",
+            Self::V1 => "1",
+            Self::Gzip => "gzip",
+            Self::Lzo => "lzo",
+            Self::Zstd => "zstd",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `notification-mode`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum NotificationMode { #[doc = " `auto`"] Auto = "auto", #[doc =
-    " `legacy-sendmail`"] LegacySendmail = "legacy-sendmail", #[doc =
-    " `notification-system`"] NotificationSystem = "notification-system" }
+crate::open_enum_traits!(Compress);
+/// Values of `console`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Console {
+    /// `applet`
+    Applet,
+    /// `vv`
+    Vv,
+    /// `html5`
+    Html5,
+    /// `xtermjs`
+    Xtermjs,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `pbs-change-detection-mode`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum PbsChangeDetectionMode { #[doc = " `legacy`"] Legacy = "legacy", #[doc =
-    " `data`"] Data = "data", #[doc = " `metadata`"] Metadata = "metadata" }
+impl crate::open_enum::OpenEnum for Console {
+    const VALUES: &'static [&'static str] = &["applet", "vv", "html5", "xtermjs"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "applet" => Self::Applet,
+            "vv" => Self::Vv,
+            "html5" => Self::Html5,
+            "xtermjs" => Self::Xtermjs,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Applet => "applet",
+            Self::Vv => "vv",
+            Self::Html5 => "html5",
+            Self::Xtermjs => "xtermjs",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `policy_in`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum PolicyIn { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc = " `REJECT`"]
-    Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
+crate::open_enum_traits!(Console);
+/// Values of `format`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// `raw`
+    Raw,
+    /// `qcow2`
+    Qcow2,
+    /// `subvol`
+    Subvol,
+    /// `vmdk`
+    Vmdk,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `policy_out`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum PolicyOut { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc = " `REJECT`"]
-    Reject = "REJECT", #[doc = " `DROP`"] Drop = "DROP" }
+impl crate::open_enum::OpenEnum for Format {
+    const VALUES: &'static [&'static str] = &["raw", "qcow2", "subvol", "vmdk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow2" => Self::Qcow2,
+            "subvol" => Self::Subvol,
+            "vmdk" => Self::Vmdk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow2 => "qcow2",
+            Self::Subvol => "subvol",
+            Self::Vmdk => "vmdk",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `scope`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Scope { #[doc = " `users`"] Users = "users", #[doc = " `groups`"] Groups =
-    "groups", #[doc = " `both`"] Both = "both" }
+crate::open_enum_traits!(Format);
+/// Values of `keyboard`, shared by 5 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Keyboard {
+    /// `de`
+    De,
+    /// `de-ch`
+    DeCh,
+    /// `da`
+    Da,
+    /// `en-gb`
+    EnGb,
+    /// `en-us`
+    EnUs,
+    /// `es`
+    Es,
+    /// `fi`
+    Fi,
+    /// `fr`
+    Fr,
+    /// `fr-be`
+    FrBe,
+    /// `fr-ca`
+    FrCa,
+    /// `fr-ch`
+    FrCh,
+    /// `hu`
+    Hu,
+    /// `is`
+    Is,
+    /// `it`
+    It,
+    /// `ja`
+    Ja,
+    /// `lt`
+    Lt,
+    /// `mk`
+    Mk,
+    /// `nl`
+    Nl,
+    /// `no`
+    No,
+    /// `pl`
+    Pl,
+    /// `pt`
+    Pt,
+    /// `pt-br`
+    PtBr,
+    /// `sv`
+    Sv,
+    /// `sl`
+    Sl,
+    /// `tr`
+    Tr,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Keyboard {
+    const VALUES: &'static [&'static str] = &[
+        "de", "de-ch", "da", "en-gb", "en-us", "es", "fi", "fr", "fr-be", "fr-ca", "fr-ch", "hu",
+        "is", "it", "ja", "lt", "mk", "nl", "no", "pl", "pt", "pt-br", "sv", "sl", "tr",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "de" => Self::De,
+            "de-ch" => Self::DeCh,
+            "da" => Self::Da,
+            "en-gb" => Self::EnGb,
+            "en-us" => Self::EnUs,
+            "es" => Self::Es,
+            "fi" => Self::Fi,
+            "fr" => Self::Fr,
+            "fr-be" => Self::FrBe,
+            "fr-ca" => Self::FrCa,
+            "fr-ch" => Self::FrCh,
+            "hu" => Self::Hu,
+            "is" => Self::Is,
+            "it" => Self::It,
+            "ja" => Self::Ja,
+            "lt" => Self::Lt,
+            "mk" => Self::Mk,
+            "nl" => Self::Nl,
+            "no" => Self::No,
+            "pl" => Self::Pl,
+            "pt" => Self::Pt,
+            "pt-br" => Self::PtBr,
+            "sv" => Self::Sv,
+            "sl" => Self::Sl,
+            "tr" => Self::Tr,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::De => "de",
+            Self::DeCh => "de-ch",
+            Self::Da => "da",
+            Self::EnGb => "en-gb",
+            Self::EnUs => "en-us",
+            Self::Es => "es",
+            Self::Fi => "fi",
+            Self::Fr => "fr",
+            Self::FrBe => "fr-be",
+            Self::FrCa => "fr-ca",
+            Self::FrCh => "fr-ch",
+            Self::Hu => "hu",
+            Self::Is => "is",
+            Self::It => "it",
+            Self::Ja => "ja",
+            Self::Lt => "lt",
+            Self::Mk => "mk",
+            Self::Nl => "nl",
+            Self::No => "no",
+            Self::Pl => "pl",
+            Self::Pt => "pt",
+            Self::PtBr => "pt-br",
+            Self::Sv => "sv",
+            Self::Sl => "sl",
+            Self::Tr => "tr",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Keyboard);
+/// Values of `log`, shared by 24 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Log {
+    /// `emerg`
+    Emerg,
+    /// `alert`
+    Alert,
+    /// `crit`
+    Crit,
+    /// `err`
+    Err,
+    /// `warning`
+    Warning,
+    /// `notice`
+    Notice,
+    /// `info`
+    Info,
+    /// `debug`
+    Debug,
+    /// `nolog`
+    Nolog,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Log {
+    const VALUES: &'static [&'static str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "emerg" => Self::Emerg,
+            "alert" => Self::Alert,
+            "crit" => Self::Crit,
+            "err" => Self::Err,
+            "warning" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "nolog" => Self::Nolog,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Emerg => "emerg",
+            Self::Alert => "alert",
+            Self::Crit => "crit",
+            Self::Err => "err",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Nolog => "nolog",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Log);
+/// Values of `log_level_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogLevelForward {
+    /// `emerg`
+    Emerg,
+    /// `alert`
+    Alert,
+    /// `crit`
+    Crit,
+    /// `err`
+    Err,
+    /// `warning`
+    Warning,
+    /// `notice`
+    Notice,
+    /// `info`
+    Info,
+    /// `debug`
+    Debug,
+    /// `nolog`
+    Nolog,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for LogLevelForward {
+    const VALUES: &'static [&'static str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "emerg" => Self::Emerg,
+            "alert" => Self::Alert,
+            "crit" => Self::Crit,
+            "err" => Self::Err,
+            "warning" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "nolog" => Self::Nolog,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Emerg => "emerg",
+            Self::Alert => "alert",
+            Self::Crit => "crit",
+            Self::Err => "err",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Nolog => "nolog",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(LogLevelForward);
+/// Values of `mailnotification`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mailnotification {
+    /// `always`
+    Always,
+    /// `failure`
+    Failure,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Mailnotification {
+    const VALUES: &'static [&'static str] = &["always", "failure"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "always" => Self::Always,
+            "failure" => Self::Failure,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Always => "always",
+            Self::Failure => "failure",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Mailnotification);
+/// Values of `mode`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `snapshot`
+    Snapshot,
+    /// `suspend`
+    Suspend,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Mode {
+    const VALUES: &'static [&'static str] = &["snapshot", "suspend", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "snapshot" => Self::Snapshot,
+            "suspend" => Self::Suspend,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Snapshot => "snapshot",
+            Self::Suspend => "suspend",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Mode);
+/// Values of `notification-mode`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotificationMode {
+    /// `auto`
+    Auto,
+    /// `legacy-sendmail`
+    LegacySendmail,
+    /// `notification-system`
+    NotificationSystem,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for NotificationMode {
+    const VALUES: &'static [&'static str] = &["auto", "legacy-sendmail", "notification-system"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "auto" => Self::Auto,
+            "legacy-sendmail" => Self::LegacySendmail,
+            "notification-system" => Self::NotificationSystem,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Auto => "auto",
+            Self::LegacySendmail => "legacy-sendmail",
+            Self::NotificationSystem => "notification-system",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NotificationMode);
+/// Values of `pbs-change-detection-mode`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PbsChangeDetectionMode {
+    /// `legacy`
+    Legacy,
+    /// `data`
+    Data,
+    /// `metadata`
+    Metadata,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for PbsChangeDetectionMode {
+    const VALUES: &'static [&'static str] = &["legacy", "data", "metadata"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "legacy" => Self::Legacy,
+            "data" => Self::Data,
+            "metadata" => Self::Metadata,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Legacy => "legacy",
+            Self::Data => "data",
+            Self::Metadata => "metadata",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(PbsChangeDetectionMode);
+/// Values of `policy_in`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PolicyIn {
+    /// `ACCEPT`
+    Accept,
+    /// `REJECT`
+    Reject,
+    /// `DROP`
+    Drop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for PolicyIn {
+    const VALUES: &'static [&'static str] = &["ACCEPT", "REJECT", "DROP"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ACCEPT" => Self::Accept,
+            "REJECT" => Self::Reject,
+            "DROP" => Self::Drop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Accept => "ACCEPT",
+            Self::Reject => "REJECT",
+            Self::Drop => "DROP",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(PolicyIn);
+/// Values of `policy_out`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PolicyOut {
+    /// `ACCEPT`
+    Accept,
+    /// `REJECT`
+    Reject,
+    /// `DROP`
+    Drop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for PolicyOut {
+    const VALUES: &'static [&'static str] = &["ACCEPT", "REJECT", "DROP"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ACCEPT" => Self::Accept,
+            "REJECT" => Self::Reject,
+            "DROP" => Self::Drop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Accept => "ACCEPT",
+            Self::Reject => "REJECT",
+            Self::Drop => "DROP",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(PolicyOut);
+/// Values of `scope`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Scope {
+    /// `users`
+    Users,
+    /// `groups`
+    Groups,
+    /// `both`
+    Both,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Scope {
+    const VALUES: &'static [&'static str] = &["users", "groups", "both"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "users" => Self::Users,
+            "groups" => Self::Groups,
+            "both" => Self::Both,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Users => "users",
+            Self::Groups => "groups",
+            Self::Both => "both",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Scope);

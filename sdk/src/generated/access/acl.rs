@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ReadAcl {}
 impl crate::Operation for ReadAcl {
     const ID: &'static str = "read_acl";
@@ -22,7 +22,7 @@ crate::operation_error!(ReadAclError for ReadAcl);
 /// - Permission check: `["perm-modify","{path}"]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateAcl {
     /// `delete`
     pub delete: Option<bool>,
@@ -64,11 +64,39 @@ impl crate::Operation for UpdateAcl {
 /// What [`UpdateAcl`] answers.
 pub type UpdateAclResponse = ();
 crate::operation_error!(UpdateAclError for UpdateAcl);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadAclResponseItemType { #[doc = " `user`"] User = "user", #[doc = " `group`"]
-    Group = "group", #[doc = " `token`"] Token = "token" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadAclResponseItemType {
+    /// `user`
+    User,
+    /// `group`
+    Group,
+    /// `token`
+    Token,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ReadAclResponseItemType {
+    const VALUES: &'static [&'static str] = &["user", "group", "token"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "user" => Self::User,
+            "group" => Self::Group,
+            "token" => Self::Token,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::User => "user",
+            Self::Group => "group",
+            Self::Token => "token",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReadAclResponseItemType);
 /// From `GET /access/acl returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadAclResponseItem {

@@ -6,7 +6,7 @@
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ChangePassword {
     /// Wire name `confirmation-password`; length 5 - 64
     #[serde(rename = "confirmation-password")]

@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetTicket {}
 impl crate::Operation for GetTicket {
     const ID: &'static str = "get_ticket";
@@ -23,7 +23,7 @@ crate::operation_error!(GetTicketError for GetTicket);
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateTicket {
     /// Wire name `new-format`; default `1`
     #[serde(rename = "new-format")]

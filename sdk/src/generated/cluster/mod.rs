@@ -25,7 +25,7 @@ pub mod tasks;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -38,9 +38,32 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc =
-    " Values of `policy_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum PolicyForward { #[doc = " `ACCEPT`"] Accept = "ACCEPT", #[doc = " `DROP`"]
-    Drop = "DROP" }
+/// Values of `policy_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PolicyForward {
+    /// `ACCEPT`
+    Accept,
+    /// `DROP`
+    Drop,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for PolicyForward {
+    const VALUES: &'static [&'static str] = &["ACCEPT", "DROP"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ACCEPT" => Self::Accept,
+            "DROP" => Self::Drop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Accept => "ACCEPT",
+            Self::Drop => "DROP",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(PolicyForward);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetOptions {}
 impl crate::Operation for GetOptions {
     const ID: &'static str = "get_options";
@@ -23,7 +23,7 @@ crate::operation_error!(GetOptionsError for GetOptions);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SetOptions {
     /// `bwlimit`
     pub bwlimit: Option<crate::generated::Bwlimit>,
@@ -92,16 +92,68 @@ impl crate::Operation for SetOptions {
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CrsHa { #[doc = " `basic`"] Basic = "basic", #[doc = " `static`"] Static =
-    "static", #[doc = " `dynamic`"] Dynamic = "dynamic" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CrsHa {
+    /// `basic`
+    Basic,
+    /// `static`
+    Static,
+    /// `dynamic`
+    Dynamic,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CrsHaAutoRebalanceMethod { #[doc = " `bruteforce`"] Bruteforce = "bruteforce",
-    #[doc = " `topsis`"] Topsis = "topsis" }
+impl crate::open_enum::OpenEnum for CrsHa {
+    const VALUES: &'static [&'static str] = &["basic", "static", "dynamic"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "basic" => Self::Basic,
+            "static" => Self::Static,
+            "dynamic" => Self::Dynamic,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Basic => "basic",
+            Self::Static => "static",
+            Self::Dynamic => "dynamic",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(CrsHa);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CrsHaAutoRebalanceMethod {
+    /// `bruteforce`
+    Bruteforce,
+    /// `topsis`
+    Topsis,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for CrsHaAutoRebalanceMethod {
+    const VALUES: &'static [&'static str] = &["bruteforce", "topsis"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "bruteforce" => Self::Bruteforce,
+            "topsis" => Self::Topsis,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Bruteforce => "bruteforce",
+            Self::Topsis => "topsis",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CrsHaAutoRebalanceMethod);
 /// Property string `crs`.
 ///
 /// Used by: `PUT /cluster/options param "crs"`.
@@ -168,12 +220,43 @@ impl crate::PropertyString for Crs {
     }
 }
 crate::property_string!(Crs);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum HaShutdownPolicy { #[doc = " `freeze`"] Freeze = "freeze", #[doc =
-    " `failover`"] Failover = "failover", #[doc = " `conditional`"] Conditional =
-    "conditional", #[doc = " `migrate`"] Migrate = "migrate" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HaShutdownPolicy {
+    /// `freeze`
+    Freeze,
+    /// `failover`
+    Failover,
+    /// `conditional`
+    Conditional,
+    /// `migrate`
+    Migrate,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for HaShutdownPolicy {
+    const VALUES: &'static [&'static str] = &["freeze", "failover", "conditional", "migrate"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "freeze" => Self::Freeze,
+            "failover" => Self::Failover,
+            "conditional" => Self::Conditional,
+            "migrate" => Self::Migrate,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Freeze => "freeze",
+            Self::Failover => "failover",
+            Self::Conditional => "conditional",
+            Self::Migrate => "migrate",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(HaShutdownPolicy);
 /// Property string `ha`.
 ///
 /// Used by: `PUT /cluster/options param "ha"`.
@@ -202,11 +285,35 @@ impl crate::PropertyString for Ha {
     }
 }
 crate::property_string!(Ha);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MigrationType { #[doc = " `secure`"] Secure = "secure", #[doc = " `insecure`"]
-    Insecure = "insecure" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MigrationType {
+    /// `secure`
+    Secure,
+    /// `insecure`
+    Insecure,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for MigrationType {
+    const VALUES: &'static [&'static str] = &["secure", "insecure"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "secure" => Self::Secure,
+            "insecure" => Self::Insecure,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Secure => "secure",
+            Self::Insecure => "insecure",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MigrationType);
 /// Property string `migration`.
 ///
 /// Used by: `PUT /cluster/options param "migration"`.
@@ -271,21 +378,97 @@ impl crate::PropertyString for NextId {
     }
 }
 crate::property_string!(NextId);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NotifyFencing { #[doc = " `always`"] Always = "always", #[doc = " `never`"]
-    Never = "never" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotifyFencing {
+    /// `always`
+    Always,
+    /// `never`
+    Never,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NotifyPackageUpdates { #[doc = " `auto`"] Auto = "auto", #[doc = " `always`"]
-    Always = "always", #[doc = " `never`"] Never = "never" }
+impl crate::open_enum::OpenEnum for NotifyFencing {
+    const VALUES: &'static [&'static str] = &["always", "never"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "always" => Self::Always,
+            "never" => Self::Never,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Always => "always",
+            Self::Never => "never",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NotifyReplication { #[doc = " `always`"] Always = "always", #[doc = " `never`"]
-    Never = "never" }
+crate::open_enum_traits!(NotifyFencing);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotifyPackageUpdates {
+    /// `auto`
+    Auto,
+    /// `always`
+    Always,
+    /// `never`
+    Never,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for NotifyPackageUpdates {
+    const VALUES: &'static [&'static str] = &["auto", "always", "never"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "auto" => Self::Auto,
+            "always" => Self::Always,
+            "never" => Self::Never,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Never => "never",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NotifyPackageUpdates);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotifyReplication {
+    /// `always`
+    Always,
+    /// `never`
+    Never,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for NotifyReplication {
+    const VALUES: &'static [&'static str] = &["always", "never"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "always" => Self::Always,
+            "never" => Self::Never,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Always => "always",
+            Self::Never => "never",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NotifyReplication);
 /// Property string `notify`.
 ///
 /// Used by: `PUT /cluster/options param "notify"`.
@@ -341,11 +524,35 @@ impl crate::PropertyString for Notify {
     }
 }
 crate::property_string!(Notify);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReplicationType { #[doc = " `secure`"] Secure = "secure", #[doc = " `insecure`"]
-    Insecure = "insecure" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReplicationType {
+    /// `secure`
+    Secure,
+    /// `insecure`
+    Insecure,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ReplicationType {
+    const VALUES: &'static [&'static str] = &["secure", "insecure"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "secure" => Self::Secure,
+            "insecure" => Self::Insecure,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Secure => "secure",
+            Self::Insecure => "insecure",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReplicationType);
 /// Property string `replication`.
 ///
 /// Used by: `PUT /cluster/options param "replication"`.
@@ -378,16 +585,72 @@ impl crate::PropertyString for Replication {
     }
 }
 crate::property_string!(Replication);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum TagStyleOrdering { #[doc = " `config`"] Config = "config", #[doc =
-    " `alphabetical`"] Alphabetical = "alphabetical" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TagStyleOrdering {
+    /// `config`
+    Config,
+    /// `alphabetical`
+    Alphabetical,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum TagStyleShape { #[doc = " `full`"] Full = "full", #[doc = " `circle`"] Circle =
-    "circle", #[doc = " `dense`"] Dense = "dense", #[doc = " `none`"] None = "none" }
+impl crate::open_enum::OpenEnum for TagStyleOrdering {
+    const VALUES: &'static [&'static str] = &["config", "alphabetical"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "config" => Self::Config,
+            "alphabetical" => Self::Alphabetical,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Config => "config",
+            Self::Alphabetical => "alphabetical",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(TagStyleOrdering);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TagStyleShape {
+    /// `full`
+    Full,
+    /// `circle`
+    Circle,
+    /// `dense`
+    Dense,
+    /// `none`
+    None,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for TagStyleShape {
+    const VALUES: &'static [&'static str] = &["full", "circle", "dense", "none"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "full" => Self::Full,
+            "circle" => Self::Circle,
+            "dense" => Self::Dense,
+            "none" => Self::None,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Full => "full",
+            Self::Circle => "circle",
+            Self::Dense => "dense",
+            Self::None => "none",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(TagStyleShape);
 /// Property string `tag-style`.
 ///
 /// Used by: `PUT /cluster/options param "tag-style"`.
@@ -460,12 +723,43 @@ impl crate::PropertyString for U2f {
     }
 }
 crate::property_string!(U2f);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UserTagAccessUserAllow { #[doc = " `none`"] None = "none", #[doc = " `list`"]
-    List = "list", #[doc = " `existing`"] Existing = "existing", #[doc = " `free`"] Free
-    = "free" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UserTagAccessUserAllow {
+    /// `none`
+    None,
+    /// `list`
+    List,
+    /// `existing`
+    Existing,
+    /// `free`
+    Free,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for UserTagAccessUserAllow {
+    const VALUES: &'static [&'static str] = &["none", "list", "existing", "free"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "none" => Self::None,
+            "list" => Self::List,
+            "existing" => Self::Existing,
+            "free" => Self::Free,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::List => "list",
+            Self::Existing => "existing",
+            Self::Free => "free",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UserTagAccessUserAllow);
 /// Property string `user-tag-access`.
 ///
 /// Used by: `PUT /cluster/options param "user-tag-access"`.
@@ -538,21 +832,168 @@ impl crate::PropertyString for Webauthn {
     }
 }
 crate::property_string!(Webauthn);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsFencing { #[doc = " `watchdog`"] Watchdog = "watchdog", #[doc =
-    " `hardware`"] Hardware = "hardware", #[doc = " `both`"] Both = "both" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SetOptionsFencing {
+    /// `watchdog`
+    Watchdog,
+    /// `hardware`
+    Hardware,
+    /// `both`
+    Both,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetOptionsLanguage { #[doc = " `ar`"] Ar = "ar", #[doc = " `ca`"] Ca = "ca",
-    #[doc = " `da`"] Da = "da", #[doc = " `de`"] De = "de", #[doc = " `en`"] En = "en",
-    #[doc = " `es`"] Es = "es", #[doc = " `eu`"] Eu = "eu", #[doc = " `fa`"] Fa = "fa",
-    #[doc = " `fr`"] Fr = "fr", #[doc = " `hr`"] Hr = "hr", #[doc = " `he`"] He = "he",
-    #[doc = " `it`"] It = "it", #[doc = " `ja`"] Ja = "ja", #[doc = " `ka`"] Ka = "ka",
-    #[doc = " `kr`"] Kr = "kr", #[doc = " `nb`"] Nb = "nb", #[doc = " `nl`"] Nl = "nl",
-    #[doc = " `nn`"] Nn = "nn", #[doc = " `pl`"] Pl = "pl", #[doc = " `pt_BR`"] PtBr =
-    "pt_BR", #[doc = " `ru`"] Ru = "ru", #[doc = " `sl`"] Sl = "sl", #[doc = " `sv`"] Sv
-    = "sv", #[doc = " `tr`"] Tr = "tr", #[doc = " `ukr`"] Ukr = "ukr", #[doc =
-    " `zh_CN`"] ZhCn = "zh_CN", #[doc = " `zh_TW`"] ZhTw = "zh_TW" }
+impl crate::open_enum::OpenEnum for SetOptionsFencing {
+    const VALUES: &'static [&'static str] = &["watchdog", "hardware", "both"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "watchdog" => Self::Watchdog,
+            "hardware" => Self::Hardware,
+            "both" => Self::Both,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Watchdog => "watchdog",
+            Self::Hardware => "hardware",
+            Self::Both => "both",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(SetOptionsFencing);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SetOptionsLanguage {
+    /// `ar`
+    Ar,
+    /// `ca`
+    Ca,
+    /// `da`
+    Da,
+    /// `de`
+    De,
+    /// `en`
+    En,
+    /// `es`
+    Es,
+    /// `eu`
+    Eu,
+    /// `fa`
+    Fa,
+    /// `fr`
+    Fr,
+    /// `hr`
+    Hr,
+    /// `he`
+    He,
+    /// `it`
+    It,
+    /// `ja`
+    Ja,
+    /// `ka`
+    Ka,
+    /// `kr`
+    Kr,
+    /// `nb`
+    Nb,
+    /// `nl`
+    Nl,
+    /// `nn`
+    Nn,
+    /// `pl`
+    Pl,
+    /// `pt_BR`
+    PtBr,
+    /// `ru`
+    Ru,
+    /// `sl`
+    Sl,
+    /// `sv`
+    Sv,
+    /// `tr`
+    Tr,
+    /// `ukr`
+    Ukr,
+    /// `zh_CN`
+    ZhCn,
+    /// `zh_TW`
+    ZhTw,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for SetOptionsLanguage {
+    const VALUES: &'static [&'static str] = &[
+        "ar", "ca", "da", "de", "en", "es", "eu", "fa", "fr", "hr", "he", "it", "ja", "ka", "kr",
+        "nb", "nl", "nn", "pl", "pt_BR", "ru", "sl", "sv", "tr", "ukr", "zh_CN", "zh_TW",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ar" => Self::Ar,
+            "ca" => Self::Ca,
+            "da" => Self::Da,
+            "de" => Self::De,
+            "en" => Self::En,
+            "es" => Self::Es,
+            "eu" => Self::Eu,
+            "fa" => Self::Fa,
+            "fr" => Self::Fr,
+            "hr" => Self::Hr,
+            "he" => Self::He,
+            "it" => Self::It,
+            "ja" => Self::Ja,
+            "ka" => Self::Ka,
+            "kr" => Self::Kr,
+            "nb" => Self::Nb,
+            "nl" => Self::Nl,
+            "nn" => Self::Nn,
+            "pl" => Self::Pl,
+            "pt_BR" => Self::PtBr,
+            "ru" => Self::Ru,
+            "sl" => Self::Sl,
+            "sv" => Self::Sv,
+            "tr" => Self::Tr,
+            "ukr" => Self::Ukr,
+            "zh_CN" => Self::ZhCn,
+            "zh_TW" => Self::ZhTw,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ar => "ar",
+            Self::Ca => "ca",
+            Self::Da => "da",
+            Self::De => "de",
+            Self::En => "en",
+            Self::Es => "es",
+            Self::Eu => "eu",
+            Self::Fa => "fa",
+            Self::Fr => "fr",
+            Self::Hr => "hr",
+            Self::He => "he",
+            Self::It => "it",
+            Self::Ja => "ja",
+            Self::Ka => "ka",
+            Self::Kr => "kr",
+            Self::Nb => "nb",
+            Self::Nl => "nl",
+            Self::Nn => "nn",
+            Self::Pl => "pl",
+            Self::PtBr => "pt_BR",
+            Self::Ru => "ru",
+            Self::Sl => "sl",
+            Self::Sv => "sv",
+            Self::Tr => "tr",
+            Self::Ukr => "ukr",
+            Self::ZhCn => "zh_CN",
+            Self::ZhTw => "zh_TW",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SetOptionsLanguage);

@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Resources {
     /// Wire name `type`
     #[serde(rename = "type")]
@@ -21,29 +21,156 @@ impl crate::Operation for Resources {
 /// What [`Resources`] answers.
 pub type ResourcesResponse = Vec<ResourcesResponseItem>;
 crate::operation_error!(ResourcesError for Resources);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ResourcesType { #[doc = " `vm`"] Vm = "vm", #[doc = " `storage`"] Storage =
-    "storage", #[doc = " `node`"] Node = "node", #[doc = " `sdn`"] Sdn = "sdn" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResourcesType {
+    /// `vm`
+    Vm,
+    /// `storage`
+    Storage,
+    /// `node`
+    Node,
+    /// `sdn`
+    Sdn,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ResourcesResponseItemHostArch { #[doc = " `x86_64`"] X8664 = "x86_64", #[doc =
-    " `aarch64`"] Aarch64 = "aarch64" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ResourcesResponseItemNetworkType { #[doc = " `fabric`"] Fabric = "fabric", #[doc
-    = " `zone`"] Zone = "zone" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ResourcesResponseItemType { #[doc = " `node`"] Node = "node", #[doc =
-    " `storage`"] Storage = "storage", #[doc = " `pool`"] Pool = "pool", #[doc =
-    " `qemu`"] Qemu = "qemu", #[doc = " `lxc`"] Lxc = "lxc", #[doc = " `openvz`"] Openvz
-    = "openvz", #[doc = " `sdn`"] Sdn = "sdn", #[doc = " `network`"] Network = "network"
+impl crate::open_enum::OpenEnum for ResourcesType {
+    const VALUES: &'static [&'static str] = &["vm", "storage", "node", "sdn"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "vm" => Self::Vm,
+            "storage" => Self::Storage,
+            "node" => Self::Node,
+            "sdn" => Self::Sdn,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Vm => "vm",
+            Self::Storage => "storage",
+            Self::Node => "node",
+            Self::Sdn => "sdn",
+            Self::Other(s) => s,
+        }
     }
 }
+crate::open_enum_traits!(ResourcesType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResourcesResponseItemHostArch {
+    /// `x86_64`
+    X8664,
+    /// `aarch64`
+    Aarch64,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ResourcesResponseItemHostArch {
+    const VALUES: &'static [&'static str] = &["x86_64", "aarch64"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "x86_64" => Self::X8664,
+            "aarch64" => Self::Aarch64,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::X8664 => "x86_64",
+            Self::Aarch64 => "aarch64",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ResourcesResponseItemHostArch);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResourcesResponseItemNetworkType {
+    /// `fabric`
+    Fabric,
+    /// `zone`
+    Zone,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ResourcesResponseItemNetworkType {
+    const VALUES: &'static [&'static str] = &["fabric", "zone"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "fabric" => Self::Fabric,
+            "zone" => Self::Zone,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Fabric => "fabric",
+            Self::Zone => "zone",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ResourcesResponseItemNetworkType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResourcesResponseItemType {
+    /// `node`
+    Node,
+    /// `storage`
+    Storage,
+    /// `pool`
+    Pool,
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// `openvz`
+    Openvz,
+    /// `sdn`
+    Sdn,
+    /// `network`
+    Network,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ResourcesResponseItemType {
+    const VALUES: &'static [&'static str] = &[
+        "node", "storage", "pool", "qemu", "lxc", "openvz", "sdn", "network",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "node" => Self::Node,
+            "storage" => Self::Storage,
+            "pool" => Self::Pool,
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            "openvz" => Self::Openvz,
+            "sdn" => Self::Sdn,
+            "network" => Self::Network,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Node => "node",
+            Self::Storage => "storage",
+            Self::Pool => "pool",
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Openvz => "openvz",
+            Self::Sdn => "sdn",
+            Self::Network => "network",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ResourcesResponseItemType);
 /// From `GET /cluster/resources returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ResourcesResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetStatus {}
 impl crate::Operation for GetStatus {
     const ID: &'static str = "get_status";
@@ -18,11 +18,35 @@ impl crate::Operation for GetStatus {
 /// What [`GetStatus`] answers.
 pub type GetStatusResponse = Vec<GetStatusResponseItem>;
 crate::operation_error!(GetStatusError for GetStatus);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetStatusResponseItemType { #[doc = " `cluster`"] Cluster = "cluster", #[doc =
-    " `node`"] Node = "node" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetStatusResponseItemType {
+    /// `cluster`
+    Cluster,
+    /// `node`
+    Node,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetStatusResponseItemType {
+    const VALUES: &'static [&'static str] = &["cluster", "node"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cluster" => Self::Cluster,
+            "node" => Self::Node,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Cluster => "cluster",
+            Self::Node => "node",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetStatusResponseItemType);
 /// From `GET /cluster/status returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetStatusResponseItem {

@@ -5,7 +5,7 @@ pub mod node;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -18,11 +18,39 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemStatus { #[doc = " `unknown`"] Unknown = "unknown", #[doc =
-    " `online`"] Online = "online", #[doc = " `offline`"] Offline = "offline" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemStatus {
+    /// `unknown`
+    Unknown,
+    /// `online`
+    Online,
+    /// `offline`
+    Offline,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
+    const VALUES: &'static [&'static str] = &["unknown", "online", "offline"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "unknown" => Self::Unknown,
+            "online" => Self::Online,
+            "offline" => Self::Offline,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Online => "online",
+            Self::Offline => "offline",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemStatus);
 /// From `GET /nodes returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

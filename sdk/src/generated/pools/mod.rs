@@ -6,7 +6,7 @@ pub mod poolid;
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeletePool {
     /// Format `pve-poolid`
     pub poolid: String,
@@ -34,7 +34,7 @@ crate::operation_error!(DeletePoolError for DeletePool);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Format `pve-poolid`
     pub poolid: Option<String>,
@@ -58,7 +58,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreatePool {
     /// `comment`
     pub comment: Option<String>,
@@ -90,7 +90,7 @@ crate::operation_error!(CreatePoolError for CreatePool);
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdatePool {
     /// Wire name `allow-move`; default `0`
     #[serde(rename = "allow-move")]
@@ -130,17 +130,76 @@ impl crate::Operation for UpdatePool {
 /// What [`UpdatePool`] answers.
 pub type UpdatePoolResponse = ();
 crate::operation_error!(UpdatePoolError for UpdatePool);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `qemu`"] Qemu = "qemu", #[doc = " `lxc`"] Lxc = "lxc",
-    #[doc = " `storage`"] Storage = "storage" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// `storage`
+    Storage,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemMembersItemType { #[doc = " `qemu`"] Qemu = "qemu", #[doc =
-    " `lxc`"] Lxc = "lxc", #[doc = " `openvz`"] Openvz = "openvz", #[doc = " `storage`"]
-    Storage = "storage" }
+impl crate::open_enum::OpenEnum for IndexType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc", "storage"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            "storage" => Self::Storage,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Storage => "storage",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(IndexType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemMembersItemType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// `openvz`
+    Openvz,
+    /// `storage`
+    Storage,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemMembersItemType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc", "openvz", "storage"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            "openvz" => Self::Openvz,
+            "storage" => Self::Storage,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Openvz => "openvz",
+            Self::Storage => "storage",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemMembersItemType);
 /// From `GET /pools returns items "members" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemMembersItem {

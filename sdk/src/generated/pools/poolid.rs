@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeletePoolDeprecated {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
@@ -33,7 +33,7 @@ crate::operation_error!(DeletePoolDeprecatedError for DeletePoolDeprecated);
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadPool {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
@@ -64,7 +64,7 @@ crate::operation_error!(ReadPoolError for ReadPool);
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdatePoolDeprecated {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
@@ -104,17 +104,76 @@ impl crate::Operation for UpdatePoolDeprecated {
 /// What [`UpdatePoolDeprecated`] answers.
 pub type UpdatePoolDeprecatedResponse = ();
 crate::operation_error!(UpdatePoolDeprecatedError for UpdatePoolDeprecated);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadPoolType { #[doc = " `qemu`"] Qemu = "qemu", #[doc = " `lxc`"] Lxc = "lxc",
-    #[doc = " `storage`"] Storage = "storage" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadPoolType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// `storage`
+    Storage,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadPoolResponseMembersItemType { #[doc = " `qemu`"] Qemu = "qemu", #[doc =
-    " `lxc`"] Lxc = "lxc", #[doc = " `openvz`"] Openvz = "openvz", #[doc = " `storage`"]
-    Storage = "storage" }
+impl crate::open_enum::OpenEnum for ReadPoolType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc", "storage"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            "storage" => Self::Storage,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Storage => "storage",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(ReadPoolType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadPoolResponseMembersItemType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// `openvz`
+    Openvz,
+    /// `storage`
+    Storage,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ReadPoolResponseMembersItemType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc", "openvz", "storage"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            "openvz" => Self::Openvz,
+            "storage" => Self::Storage,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Openvz => "openvz",
+            Self::Storage => "storage",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReadPoolResponseMembersItemType);
 /// From `GET /pools/{poolid} returns "members" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadPoolResponseMembersItem {

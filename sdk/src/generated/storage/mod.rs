@@ -5,7 +5,7 @@ pub mod storage;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
@@ -27,7 +27,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// `authsupported`
     pub authsupported: Option<String>,
@@ -243,53 +243,323 @@ impl crate::Operation for Create {
     type Error = CreateError;
 }
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `preallocation`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Preallocation { #[doc = " `off`"] Off = "off", #[doc = " `metadata`"]
-    Metadata = "metadata", #[doc = " `falloc`"] Falloc = "falloc", #[doc = " `full`"]
-    Full = "full" }
+/// Values of `preallocation`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Preallocation {
+    /// `off`
+    Off,
+    /// `metadata`
+    Metadata,
+    /// `falloc`
+    Falloc,
+    /// `full`
+    Full,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `saferemove-stepsize`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum SaferemoveStepsize { #[doc = " `1`"] V1 = "1", #[doc = " `2`"] V2 = "2",
-    #[doc = " `4`"] V4 = "4", #[doc = " `8`"] V8 = "8", #[doc = " `16`"] V16 = "16",
-    #[doc = " `32`"] V32 = "32" }
+impl crate::open_enum::OpenEnum for Preallocation {
+    const VALUES: &'static [&'static str] = &["off", "metadata", "falloc", "full"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "off" => Self::Off,
+            "metadata" => Self::Metadata,
+            "falloc" => Self::Falloc,
+            "full" => Self::Full,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Off => "off",
+            Self::Metadata => "metadata",
+            Self::Falloc => "falloc",
+            Self::Full => "full",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `smbversion`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Smbversion { #[doc = " `default`"] Default = "default", #[doc = " `2.0`"]
-    V20 = "2.0", #[doc = " `2.1`"] V21 = "2.1", #[doc = " `3`"] V3 = "3", #[doc =
-    " `3.0`"] V30 = "3.0", #[doc = " `3.11`"] V311 = "3.11" }
+crate::open_enum_traits!(Preallocation);
+/// Values of `saferemove-stepsize`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SaferemoveStepsize {
+    /// `1`
+    V1,
+    /// `2`
+    V2,
+    /// `4`
+    V4,
+    /// `8`
+    V8,
+    /// `16`
+    V16,
+    /// `32`
+    V32,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `btrfs`"] Btrfs = "btrfs", #[doc = " `cephfs`"] Cephfs =
-    "cephfs", #[doc = " `cifs`"] Cifs = "cifs", #[doc = " `dir`"] Dir = "dir", #[doc =
-    " `esxi`"] Esxi = "esxi", #[doc = " `iscsi`"] Iscsi = "iscsi", #[doc =
-    " `iscsidirect`"] Iscsidirect = "iscsidirect", #[doc = " `lvm`"] Lvm = "lvm", #[doc =
-    " `lvmthin`"] Lvmthin = "lvmthin", #[doc = " `nfs`"] Nfs = "nfs", #[doc = " `pbs`"]
-    Pbs = "pbs", #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `zfs`"] Zfs = "zfs", #[doc =
-    " `zfspool`"] Zfspool = "zfspool" }
+impl crate::open_enum::OpenEnum for SaferemoveStepsize {
+    const VALUES: &'static [&'static str] = &["1", "2", "4", "8", "16", "32"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "1" => Self::V1,
+            "2" => Self::V2,
+            "4" => Self::V4,
+            "8" => Self::V8,
+            "16" => Self::V16,
+            "32" => Self::V32,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V1 => "1",
+            Self::V2 => "2",
+            Self::V4 => "4",
+            Self::V8 => "8",
+            Self::V16 => "16",
+            Self::V32 => "32",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(SaferemoveStepsize);
+/// Values of `smbversion`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Smbversion {
+    /// `default`
+    Default,
+    /// `2.0`
+    V20,
+    /// `2.1`
+    V21,
+    /// `3`
+    V3,
+    /// `3.0`
+    V30,
+    /// `3.11`
+    V311,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Smbversion {
+    const VALUES: &'static [&'static str] = &["default", "2.0", "2.1", "3", "3.0", "3.11"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "default" => Self::Default,
+            "2.0" => Self::V20,
+            "2.1" => Self::V21,
+            "3" => Self::V3,
+            "3.0" => Self::V30,
+            "3.11" => Self::V311,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Default => "default",
+            Self::V20 => "2.0",
+            Self::V21 => "2.1",
+            Self::V3 => "3",
+            Self::V30 => "3.0",
+            Self::V311 => "3.11",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Smbversion);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexType {
+    /// `btrfs`
+    Btrfs,
+    /// `cephfs`
+    Cephfs,
+    /// `cifs`
+    Cifs,
+    /// `dir`
+    Dir,
+    /// `esxi`
+    Esxi,
+    /// `iscsi`
+    Iscsi,
+    /// `iscsidirect`
+    Iscsidirect,
+    /// `lvm`
+    Lvm,
+    /// `lvmthin`
+    Lvmthin,
+    /// `nfs`
+    Nfs,
+    /// `pbs`
+    Pbs,
+    /// `rbd`
+    Rbd,
+    /// `zfs`
+    Zfs,
+    /// `zfspool`
+    Zfspool,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexType {
+    const VALUES: &'static [&'static str] = &[
+        "btrfs",
+        "cephfs",
+        "cifs",
+        "dir",
+        "esxi",
+        "iscsi",
+        "iscsidirect",
+        "lvm",
+        "lvmthin",
+        "nfs",
+        "pbs",
+        "rbd",
+        "zfs",
+        "zfspool",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "btrfs" => Self::Btrfs,
+            "cephfs" => Self::Cephfs,
+            "cifs" => Self::Cifs,
+            "dir" => Self::Dir,
+            "esxi" => Self::Esxi,
+            "iscsi" => Self::Iscsi,
+            "iscsidirect" => Self::Iscsidirect,
+            "lvm" => Self::Lvm,
+            "lvmthin" => Self::Lvmthin,
+            "nfs" => Self::Nfs,
+            "pbs" => Self::Pbs,
+            "rbd" => Self::Rbd,
+            "zfs" => Self::Zfs,
+            "zfspool" => Self::Zfspool,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Btrfs => "btrfs",
+            Self::Cephfs => "cephfs",
+            Self::Cifs => "cifs",
+            Self::Dir => "dir",
+            Self::Esxi => "esxi",
+            Self::Iscsi => "iscsi",
+            Self::Iscsidirect => "iscsidirect",
+            Self::Lvm => "lvm",
+            Self::Lvmthin => "lvmthin",
+            Self::Nfs => "nfs",
+            Self::Pbs => "pbs",
+            Self::Rbd => "rbd",
+            Self::Zfs => "zfs",
+            Self::Zfspool => "zfspool",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexType);
 /// From `GET /storage returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {
     /// `storage`
     pub storage: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `btrfs`"] Btrfs = "btrfs", #[doc = " `cephfs`"] Cephfs =
-    "cephfs", #[doc = " `cifs`"] Cifs = "cifs", #[doc = " `dir`"] Dir = "dir", #[doc =
-    " `esxi`"] Esxi = "esxi", #[doc = " `iscsi`"] Iscsi = "iscsi", #[doc =
-    " `iscsidirect`"] Iscsidirect = "iscsidirect", #[doc = " `lvm`"] Lvm = "lvm", #[doc =
-    " `lvmthin`"] Lvmthin = "lvmthin", #[doc = " `nfs`"] Nfs = "nfs", #[doc = " `pbs`"]
-    Pbs = "pbs", #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `zfs`"] Zfs = "zfs", #[doc =
-    " `zfspool`"] Zfspool = "zfspool" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateType {
+    /// `btrfs`
+    Btrfs,
+    /// `cephfs`
+    Cephfs,
+    /// `cifs`
+    Cifs,
+    /// `dir`
+    Dir,
+    /// `esxi`
+    Esxi,
+    /// `iscsi`
+    Iscsi,
+    /// `iscsidirect`
+    Iscsidirect,
+    /// `lvm`
+    Lvm,
+    /// `lvmthin`
+    Lvmthin,
+    /// `nfs`
+    Nfs,
+    /// `pbs`
+    Pbs,
+    /// `rbd`
+    Rbd,
+    /// `zfs`
+    Zfs,
+    /// `zfspool`
+    Zfspool,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CreateType {
+    const VALUES: &'static [&'static str] = &[
+        "btrfs",
+        "cephfs",
+        "cifs",
+        "dir",
+        "esxi",
+        "iscsi",
+        "iscsidirect",
+        "lvm",
+        "lvmthin",
+        "nfs",
+        "pbs",
+        "rbd",
+        "zfs",
+        "zfspool",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "btrfs" => Self::Btrfs,
+            "cephfs" => Self::Cephfs,
+            "cifs" => Self::Cifs,
+            "dir" => Self::Dir,
+            "esxi" => Self::Esxi,
+            "iscsi" => Self::Iscsi,
+            "iscsidirect" => Self::Iscsidirect,
+            "lvm" => Self::Lvm,
+            "lvmthin" => Self::Lvmthin,
+            "nfs" => Self::Nfs,
+            "pbs" => Self::Pbs,
+            "rbd" => Self::Rbd,
+            "zfs" => Self::Zfs,
+            "zfspool" => Self::Zfspool,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Btrfs => "btrfs",
+            Self::Cephfs => "cephfs",
+            Self::Cifs => "cifs",
+            Self::Dir => "dir",
+            Self::Esxi => "esxi",
+            Self::Iscsi => "iscsi",
+            Self::Iscsidirect => "iscsidirect",
+            Self::Lvm => "lvm",
+            Self::Lvmthin => "lvmthin",
+            Self::Nfs => "nfs",
+            Self::Pbs => "pbs",
+            Self::Rbd => "rbd",
+            Self::Zfs => "zfs",
+            Self::Zfspool => "zfspool",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateType);
 /// From `POST /storage returns "config"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CreateResponseConfig {
@@ -297,16 +567,98 @@ pub struct CreateResponseConfig {
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateResponseType { #[doc = " `btrfs`"] Btrfs = "btrfs", #[doc = " `cephfs`"]
-    Cephfs = "cephfs", #[doc = " `cifs`"] Cifs = "cifs", #[doc = " `dir`"] Dir = "dir",
-    #[doc = " `esxi`"] Esxi = "esxi", #[doc = " `iscsi`"] Iscsi = "iscsi", #[doc =
-    " `iscsidirect`"] Iscsidirect = "iscsidirect", #[doc = " `lvm`"] Lvm = "lvm", #[doc =
-    " `lvmthin`"] Lvmthin = "lvmthin", #[doc = " `nfs`"] Nfs = "nfs", #[doc = " `pbs`"]
-    Pbs = "pbs", #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `zfs`"] Zfs = "zfs", #[doc =
-    " `zfspool`"] Zfspool = "zfspool" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateResponseType {
+    /// `btrfs`
+    Btrfs,
+    /// `cephfs`
+    Cephfs,
+    /// `cifs`
+    Cifs,
+    /// `dir`
+    Dir,
+    /// `esxi`
+    Esxi,
+    /// `iscsi`
+    Iscsi,
+    /// `iscsidirect`
+    Iscsidirect,
+    /// `lvm`
+    Lvm,
+    /// `lvmthin`
+    Lvmthin,
+    /// `nfs`
+    Nfs,
+    /// `pbs`
+    Pbs,
+    /// `rbd`
+    Rbd,
+    /// `zfs`
+    Zfs,
+    /// `zfspool`
+    Zfspool,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CreateResponseType {
+    const VALUES: &'static [&'static str] = &[
+        "btrfs",
+        "cephfs",
+        "cifs",
+        "dir",
+        "esxi",
+        "iscsi",
+        "iscsidirect",
+        "lvm",
+        "lvmthin",
+        "nfs",
+        "pbs",
+        "rbd",
+        "zfs",
+        "zfspool",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "btrfs" => Self::Btrfs,
+            "cephfs" => Self::Cephfs,
+            "cifs" => Self::Cifs,
+            "dir" => Self::Dir,
+            "esxi" => Self::Esxi,
+            "iscsi" => Self::Iscsi,
+            "iscsidirect" => Self::Iscsidirect,
+            "lvm" => Self::Lvm,
+            "lvmthin" => Self::Lvmthin,
+            "nfs" => Self::Nfs,
+            "pbs" => Self::Pbs,
+            "rbd" => Self::Rbd,
+            "zfs" => Self::Zfs,
+            "zfspool" => Self::Zfspool,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Btrfs => "btrfs",
+            Self::Cephfs => "cephfs",
+            Self::Cifs => "cifs",
+            Self::Dir => "dir",
+            Self::Esxi => "esxi",
+            Self::Iscsi => "iscsi",
+            Self::Iscsidirect => "iscsidirect",
+            Self::Lvm => "lvm",
+            Self::Lvmthin => "lvmthin",
+            Self::Nfs => "nfs",
+            Self::Pbs => "pbs",
+            Self::Rbd => "rbd",
+            Self::Zfs => "zfs",
+            Self::Zfspool => "zfspool",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateResponseType);
 /// From `POST /storage returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CreateResponse {

@@ -5,7 +5,7 @@ pub mod realm;
 ///
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -23,7 +23,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Wire name `acr-values`; pattern `^[^\x00-\x1F\x7F <>#"]*$`
     #[serde(rename = "acr-values")]
@@ -186,24 +186,105 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `mode`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Mode { #[doc = " `ldap`"] Ldap = "ldap", #[doc = " `ldaps`"] Ldaps =
-    "ldaps", #[doc = " `ldap+starttls`"] LdapStarttls = "ldap+starttls" }
+/// Values of `mode`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `ldap`
+    Ldap,
+    /// `ldaps`
+    Ldaps,
+    /// `ldap+starttls`
+    LdapStarttls,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `sslversion`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Sslversion { #[doc = " `tlsv1`"] Tlsv1 = "tlsv1", #[doc = " `tlsv1_1`"]
-    Tlsv11 = "tlsv1_1", #[doc = " `tlsv1_2`"] Tlsv12 = "tlsv1_2", #[doc = " `tlsv1_3`"]
-    Tlsv13 = "tlsv1_3" }
+impl crate::open_enum::OpenEnum for Mode {
+    const VALUES: &'static [&'static str] = &["ldap", "ldaps", "ldap+starttls"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ldap" => Self::Ldap,
+            "ldaps" => Self::Ldaps,
+            "ldap+starttls" => Self::LdapStarttls,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ldap => "ldap",
+            Self::Ldaps => "ldaps",
+            Self::LdapStarttls => "ldap+starttls",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemTfa { #[doc = " `yubico`"] Yubico = "yubico", #[doc =
-    " `oath`"] Oath = "oath" }
+crate::open_enum_traits!(Mode);
+/// Values of `sslversion`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Sslversion {
+    /// `tlsv1`
+    Tlsv1,
+    /// `tlsv1_1`
+    Tlsv11,
+    /// `tlsv1_2`
+    Tlsv12,
+    /// `tlsv1_3`
+    Tlsv13,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Sslversion {
+    const VALUES: &'static [&'static str] = &["tlsv1", "tlsv1_1", "tlsv1_2", "tlsv1_3"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "tlsv1" => Self::Tlsv1,
+            "tlsv1_1" => Self::Tlsv11,
+            "tlsv1_2" => Self::Tlsv12,
+            "tlsv1_3" => Self::Tlsv13,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Tlsv1 => "tlsv1",
+            Self::Tlsv11 => "tlsv1_1",
+            Self::Tlsv12 => "tlsv1_2",
+            Self::Tlsv13 => "tlsv1_3",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Sslversion);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemTfa {
+    /// `yubico`
+    Yubico,
+    /// `oath`
+    Oath,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemTfa {
+    const VALUES: &'static [&'static str] = &["yubico", "oath"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "yubico" => Self::Yubico,
+            "oath" => Self::Oath,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Yubico => "yubico",
+            Self::Oath => "oath",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemTfa);
 /// From `GET /access/domains returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {
@@ -217,9 +298,44 @@ pub struct IndexResponseItem {
     #[serde(rename = "type")]
     pub type_: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `ad`"] Ad = "ad", #[doc = " `ldap`"] Ldap = "ldap", #[doc
-    = " `openid`"] Openid = "openid", #[doc = " `pam`"] Pam = "pam", #[doc = " `pve`"]
-    Pve = "pve" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateType {
+    /// `ad`
+    Ad,
+    /// `ldap`
+    Ldap,
+    /// `openid`
+    Openid,
+    /// `pam`
+    Pam,
+    /// `pve`
+    Pve,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CreateType {
+    const VALUES: &'static [&'static str] = &["ad", "ldap", "openid", "pam", "pve"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ad" => Self::Ad,
+            "ldap" => Self::Ldap,
+            "openid" => Self::Openid,
+            "pam" => Self::Pam,
+            "pve" => Self::Pve,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ad => "ad",
+            Self::Ldap => "ldap",
+            Self::Openid => "openid",
+            Self::Pam => "pam",
+            Self::Pve => "pve",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateType);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
@@ -33,7 +33,7 @@ crate::operation_error!(DeleteGroupError for DeleteGroup);
 ///
 /// - Permission check: `["perm","/access/groups",["Sys.Audit","Group.Allocate"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
@@ -60,7 +60,7 @@ crate::operation_error!(ReadGroupError for ReadGroup);
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,

@@ -5,7 +5,7 @@ pub mod groupid;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -23,7 +23,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateGroup {
     /// `comment`
     pub comment: Option<String>,

@@ -5,7 +5,7 @@ pub mod roleid;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -23,7 +23,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateRole {
     /// Format `pve-priv-list`
     pub privs: Option<String>,

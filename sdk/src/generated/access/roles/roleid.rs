@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
@@ -33,7 +33,7 @@ crate::operation_error!(DeleteRoleError for DeleteRole);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
@@ -60,7 +60,7 @@ crate::operation_error!(ReadRoleError for ReadRole);
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,

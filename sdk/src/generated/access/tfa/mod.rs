@@ -6,7 +6,7 @@ pub mod userid;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ListTfa {}
 impl crate::Operation for ListTfa {
     const ID: &'static str = "list_tfa";
@@ -19,13 +19,47 @@ impl crate::Operation for ListTfa {
 /// What [`ListTfa`] answers.
 pub type ListTfaResponse = Vec<ListTfaResponseItem>;
 crate::operation_error!(ListTfaError for ListTfa);
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `totp`"] Totp = "totp", #[doc = " `u2f`"] U2f = "u2f",
-    #[doc = " `webauthn`"] Webauthn = "webauthn", #[doc = " `recovery`"] Recovery =
-    "recovery", #[doc = " `yubico`"] Yubico = "yubico" }
+/// Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `totp`
+    Totp,
+    /// `u2f`
+    U2f,
+    /// `webauthn`
+    Webauthn,
+    /// `recovery`
+    Recovery,
+    /// `yubico`
+    Yubico,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["totp", "u2f", "webauthn", "recovery", "yubico"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "totp" => Self::Totp,
+            "u2f" => Self::U2f,
+            "webauthn" => Self::Webauthn,
+            "recovery" => Self::Recovery,
+            "yubico" => Self::Yubico,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Totp => "totp",
+            Self::U2f => "u2f",
+            Self::Webauthn => "webauthn",
+            Self::Recovery => "recovery",
+            Self::Yubico => "yubico",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /access/tfa returns items "entries" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ListTfaResponseItemEntriesItem {

@@ -5,7 +5,7 @@ pub mod not_backed_up;
 ///
 /// - Permissions: none stated
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";

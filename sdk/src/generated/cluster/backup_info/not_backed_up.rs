@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetGuestsNotInBackup {}
 impl crate::Operation for GetGuestsNotInBackup {
     const ID: &'static str = "get_guests_not_in_backup";
@@ -18,11 +18,35 @@ impl crate::Operation for GetGuestsNotInBackup {
 /// What [`GetGuestsNotInBackup`] answers.
 pub type GetGuestsNotInBackupResponse = Vec<GetGuestsNotInBackupResponseItem>;
 crate::operation_error!(GetGuestsNotInBackupError for GetGuestsNotInBackup);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetGuestsNotInBackupResponseItemType { #[doc = " `qemu`"] Qemu = "qemu", #[doc =
-    " `lxc`"] Lxc = "lxc" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetGuestsNotInBackupResponseItemType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetGuestsNotInBackupResponseItemType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetGuestsNotInBackupResponseItemType);
 /// From `GET /cluster/backup-info/not-backed-up returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetGuestsNotInBackupResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Metadata {
     /// Default `all`
     pub scope: Option<MetadataScope>,
@@ -19,11 +19,35 @@ impl crate::Operation for Metadata {
     type Error = MetadataError;
 }
 crate::operation_error!(MetadataError for Metadata);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MetadataScope { #[doc = " `all`"] All = "all", #[doc = " `versions`"] Versions =
-    "versions" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MetadataScope {
+    /// `all`
+    All,
+    /// `versions`
+    Versions,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for MetadataScope {
+    const VALUES: &'static [&'static str] = &["all", "versions"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "all" => Self::All,
+            "versions" => Self::Versions,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::All => "all",
+            Self::Versions => "versions",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MetadataScope);
 /// From `GET /cluster/ceph/metadata returns "mds" additionalProperties`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MetadataResponseMdsValue {

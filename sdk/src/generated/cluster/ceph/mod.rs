@@ -7,7 +7,7 @@ pub mod status;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Cephindex {}
 impl crate::Operation for Cephindex {
     const ID: &'static str = "cephindex";

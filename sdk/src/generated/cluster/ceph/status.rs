@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {}
 impl crate::Operation for Status {
     const ID: &'static str = "status";

@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct JoinApiVersion {}
 impl crate::Operation for JoinApiVersion {
     const ID: &'static str = "join_api_version";

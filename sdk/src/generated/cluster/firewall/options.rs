@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetOptions {}
 impl crate::Operation for GetOptions {
     const ID: &'static str = "get_options";
@@ -20,7 +20,7 @@ crate::operation_error!(GetOptionsError for GetOptions);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SetOptions {
     /// Format `pve-configid-list`
     pub delete: Option<String>,

@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ScheduleAnalyze {
     /// Range 1 - 100; default `10`
     pub iterations: Option<i64>,

@@ -7,7 +7,7 @@ pub mod usb;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -20,9 +20,32 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc =
-    " Values of `severity`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Severity { #[doc = " `warning`"] Warning = "warning", #[doc = " `error`"]
-    Error = "error" }
+/// Values of `severity`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Severity {
+    /// `warning`
+    Warning,
+    /// `error`
+    Error,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Severity {
+    const VALUES: &'static [&'static str] = &["warning", "error"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "warning" => Self::Warning,
+            "error" => Self::Error,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Warning => "warning",
+            Self::Error => "error",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Severity);

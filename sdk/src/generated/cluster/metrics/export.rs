@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Export {
     /// Default `0`
     pub history: Option<bool>,
@@ -27,11 +27,39 @@ impl crate::Operation for Export {
     type Error = ExportError;
 }
 crate::operation_error!(ExportError for Export);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ExportResponseDataItemType { #[doc = " `gauge`"] Gauge = "gauge", #[doc =
-    " `counter`"] Counter = "counter", #[doc = " `derive`"] Derive = "derive" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ExportResponseDataItemType {
+    /// `gauge`
+    Gauge,
+    /// `counter`
+    Counter,
+    /// `derive`
+    Derive,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ExportResponseDataItemType {
+    const VALUES: &'static [&'static str] = &["gauge", "counter", "derive"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "gauge" => Self::Gauge,
+            "counter" => Self::Counter,
+            "derive" => Self::Derive,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Gauge => "gauge",
+            Self::Counter => "counter",
+            Self::Derive => "derive",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ExportResponseDataItemType);
 /// From `GET /cluster/metrics/export returns "data" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ExportResponseDataItem {

@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetMatcherFields {}
 impl crate::Operation for GetMatcherFields {
     const ID: &'static str = "get_matcher_fields";

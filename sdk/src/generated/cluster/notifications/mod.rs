@@ -9,7 +9,7 @@ pub mod targets;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -22,10 +22,36 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc =
-    " Values of `origin`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Origin { #[doc = " `user-created`"] UserCreated = "user-created", #[doc =
-    " `builtin`"] Builtin = "builtin", #[doc = " `modified-builtin`"] ModifiedBuiltin =
-    "modified-builtin" }
+/// Values of `origin`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Origin {
+    /// `user-created`
+    UserCreated,
+    /// `builtin`
+    Builtin,
+    /// `modified-builtin`
+    ModifiedBuiltin,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Origin {
+    const VALUES: &'static [&'static str] = &["user-created", "builtin", "modified-builtin"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "user-created" => Self::UserCreated,
+            "builtin" => Self::Builtin,
+            "modified-builtin" => Self::ModifiedBuiltin,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::UserCreated => "user-created",
+            Self::Builtin => "builtin",
+            Self::ModifiedBuiltin => "modified-builtin",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Origin);

@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["or",["perm","/nodes",["Sys.Audit"]],["perm","/mapping/cpu",["Mapping.Audit","Mapping.Use","Mapping.Modify"],"any",1]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Default `kvm`
     pub accel: Option<crate::generated::Accel>,

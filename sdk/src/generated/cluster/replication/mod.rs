@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -23,7 +23,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -72,17 +72,60 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `remove_job`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum RemoveJob { #[doc = " `local`"] Local = "local", #[doc = " `full`"] Full =
-    "full" }
+/// Values of `remove_job`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RemoveJob {
+    /// `local`
+    Local,
+    /// `full`
+    Full,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `local`"] Local = "local" }
+impl crate::open_enum::OpenEnum for RemoveJob {
+    const VALUES: &'static [&'static str] = &["local", "full"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "local" => Self::Local,
+            "full" => Self::Full,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Local => "local",
+            Self::Full => "full",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(RemoveJob);
+/// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `local`
+    Local,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["local"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "local" => Self::Local,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Local => "local",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/replication returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ReleaseLock {
     /// Default `0`
     pub force: Option<bool>,
@@ -29,7 +29,7 @@ crate::operation_error!(ReleaseLockError for ReleaseLock);
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Lock {
     /// Wire name `allow-pending`; default `0`
     #[serde(rename = "allow-pending")]

@@ -15,7 +15,7 @@ pub mod zones;
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -33,7 +33,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Reload {
     /// Wire name `lock-token`
     #[serde(rename = "lock-token")]
@@ -53,18 +53,68 @@ impl crate::Operation for Reload {
 /// What [`Reload`] answers.
 pub type ReloadResponse = String;
 crate::operation_error!(ReloadError for Reload);
-crate::open_enum! {
-    #[doc =
-    " Values of `action`, shared by 7 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Action { #[doc = " `permit`"] Permit = "permit", #[doc = " `deny`"] Deny =
-    "deny" }
+/// Values of `action`, shared by 7 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Action {
+    /// `permit`
+    Permit,
+    /// `deny`
+    Deny,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `state`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum State { #[doc = " `new`"] New = "new", #[doc = " `changed`"] Changed =
-    "changed", #[doc = " `deleted`"] Deleted = "deleted" }
+impl crate::open_enum::OpenEnum for Action {
+    const VALUES: &'static [&'static str] = &["permit", "deny"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "permit" => Self::Permit,
+            "deny" => Self::Deny,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Permit => "permit",
+            Self::Deny => "deny",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Action);
+/// Values of `state`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// `new`
+    New,
+    /// `changed`
+    Changed,
+    /// `deleted`
+    Deleted,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for State {
+    const VALUES: &'static [&'static str] = &["new", "changed", "deleted"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "new" => Self::New,
+            "changed" => Self::Changed,
+            "deleted" => Self::Deleted,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::New => "new",
+            Self::Changed => "changed",
+            Self::Deleted => "deleted",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(State);
 /// From `GET /cluster/sdn returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -5,7 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Aplinfo {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -33,7 +33,7 @@ crate::operation_error!(AplinfoError for Aplinfo);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AplDownload {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -36,7 +36,7 @@ crate::operation_error!(GetConfigError for GetConfig);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -194,18 +194,88 @@ impl crate::PropertyString for Wakeonlan {
     }
 }
 crate::property_string!(Wakeonlan);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetConfigProperty { #[doc = " `acme`"] Acme = "acme", #[doc = " `acmedomain0`"]
-    Acmedomain0 = "acmedomain0", #[doc = " `acmedomain1`"] Acmedomain1 = "acmedomain1",
-    #[doc = " `acmedomain2`"] Acmedomain2 = "acmedomain2", #[doc = " `acmedomain3`"]
-    Acmedomain3 = "acmedomain3", #[doc = " `acmedomain4`"] Acmedomain4 = "acmedomain4",
-    #[doc = " `acmedomain5`"] Acmedomain5 = "acmedomain5", #[doc =
-    " `ballooning-target`"] BallooningTarget = "ballooning-target", #[doc =
-    " `description`"] Description = "description", #[doc = " `location`"] Location =
-    "location", #[doc = " `startall-onboot-delay`"] StartallOnbootDelay =
-    "startall-onboot-delay", #[doc = " `wakeonlan`"] Wakeonlan = "wakeonlan" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetConfigProperty {
+    /// `acme`
+    Acme,
+    /// `acmedomain0`
+    Acmedomain0,
+    /// `acmedomain1`
+    Acmedomain1,
+    /// `acmedomain2`
+    Acmedomain2,
+    /// `acmedomain3`
+    Acmedomain3,
+    /// `acmedomain4`
+    Acmedomain4,
+    /// `acmedomain5`
+    Acmedomain5,
+    /// `ballooning-target`
+    BallooningTarget,
+    /// `description`
+    Description,
+    /// `location`
+    Location,
+    /// `startall-onboot-delay`
+    StartallOnbootDelay,
+    /// `wakeonlan`
+    Wakeonlan,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetConfigProperty {
+    const VALUES: &'static [&'static str] = &[
+        "acme",
+        "acmedomain0",
+        "acmedomain1",
+        "acmedomain2",
+        "acmedomain3",
+        "acmedomain4",
+        "acmedomain5",
+        "ballooning-target",
+        "description",
+        "location",
+        "startall-onboot-delay",
+        "wakeonlan",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "acme" => Self::Acme,
+            "acmedomain0" => Self::Acmedomain0,
+            "acmedomain1" => Self::Acmedomain1,
+            "acmedomain2" => Self::Acmedomain2,
+            "acmedomain3" => Self::Acmedomain3,
+            "acmedomain4" => Self::Acmedomain4,
+            "acmedomain5" => Self::Acmedomain5,
+            "ballooning-target" => Self::BallooningTarget,
+            "description" => Self::Description,
+            "location" => Self::Location,
+            "startall-onboot-delay" => Self::StartallOnbootDelay,
+            "wakeonlan" => Self::Wakeonlan,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Acme => "acme",
+            Self::Acmedomain0 => "acmedomain0",
+            Self::Acmedomain1 => "acmedomain1",
+            Self::Acmedomain2 => "acmedomain2",
+            Self::Acmedomain3 => "acmedomain3",
+            Self::Acmedomain4 => "acmedomain4",
+            Self::Acmedomain5 => "acmedomain5",
+            Self::BallooningTarget => "ballooning-target",
+            Self::Description => "description",
+            Self::Location => "location",
+            Self::StartallOnbootDelay => "startall-onboot-delay",
+            Self::Wakeonlan => "wakeonlan",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetConfigProperty);
 /// From `GET /nodes/{node}/config returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetConfigResponse {

@@ -47,7 +47,7 @@ pub mod wakeonlan;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,45 +69,245 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc =
-    " Values of `cf`, shared by 8 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Cf { #[doc = " `AVERAGE`"] Average = "AVERAGE", #[doc = " `MAX`"] Max =
-    "MAX" }
+/// Values of `cf`, shared by 8 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cf {
+    /// `AVERAGE`
+    Average,
+    /// `MAX`
+    Max,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `cmd`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Cmd { #[doc = " `ceph_install`"] CephInstall = "ceph_install", #[doc =
-    " `login`"] Login = "login", #[doc = " `upgrade`"] Upgrade = "upgrade" }
+impl crate::open_enum::OpenEnum for Cf {
+    const VALUES: &'static [&'static str] = &["AVERAGE", "MAX"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "AVERAGE" => Self::Average,
+            "MAX" => Self::Max,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Average => "AVERAGE",
+            Self::Max => "MAX",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `feature`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Feature { #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc = " `clone`"]
-    Clone = "clone", #[doc = " `copy`"] Copy = "copy" }
+crate::open_enum_traits!(Cf);
+/// Values of `cmd`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cmd {
+    /// `ceph_install`
+    CephInstall,
+    /// `login`
+    Login,
+    /// `upgrade`
+    Upgrade,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `log_level_in`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum LogLevelIn { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert
-    = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
-    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
-    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
-    Nolog = "nolog" }
+impl crate::open_enum::OpenEnum for Cmd {
+    const VALUES: &'static [&'static str] = &["ceph_install", "login", "upgrade"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ceph_install" => Self::CephInstall,
+            "login" => Self::Login,
+            "upgrade" => Self::Upgrade,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::CephInstall => "ceph_install",
+            Self::Login => "login",
+            Self::Upgrade => "upgrade",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `log_level_out`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum LogLevelOut { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"] Alert
-    = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err", #[doc =
-    " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice", #[doc =
-    " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc = " `nolog`"]
-    Nolog = "nolog" }
+crate::open_enum_traits!(Cmd);
+/// Values of `feature`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Feature {
+    /// `snapshot`
+    Snapshot,
+    /// `clone`
+    Clone,
+    /// `copy`
+    Copy,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `status`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Status { #[doc = " `stopped`"] Stopped = "stopped", #[doc = " `running`"]
-    Running = "running" }
+impl crate::open_enum::OpenEnum for Feature {
+    const VALUES: &'static [&'static str] = &["snapshot", "clone", "copy"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "snapshot" => Self::Snapshot,
+            "clone" => Self::Clone,
+            "copy" => Self::Copy,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Snapshot => "snapshot",
+            Self::Clone => "clone",
+            Self::Copy => "copy",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Feature);
+/// Values of `log_level_in`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogLevelIn {
+    /// `emerg`
+    Emerg,
+    /// `alert`
+    Alert,
+    /// `crit`
+    Crit,
+    /// `err`
+    Err,
+    /// `warning`
+    Warning,
+    /// `notice`
+    Notice,
+    /// `info`
+    Info,
+    /// `debug`
+    Debug,
+    /// `nolog`
+    Nolog,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for LogLevelIn {
+    const VALUES: &'static [&'static str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "emerg" => Self::Emerg,
+            "alert" => Self::Alert,
+            "crit" => Self::Crit,
+            "err" => Self::Err,
+            "warning" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "nolog" => Self::Nolog,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Emerg => "emerg",
+            Self::Alert => "alert",
+            Self::Crit => "crit",
+            Self::Err => "err",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Nolog => "nolog",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(LogLevelIn);
+/// Values of `log_level_out`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogLevelOut {
+    /// `emerg`
+    Emerg,
+    /// `alert`
+    Alert,
+    /// `crit`
+    Crit,
+    /// `err`
+    Err,
+    /// `warning`
+    Warning,
+    /// `notice`
+    Notice,
+    /// `info`
+    Info,
+    /// `debug`
+    Debug,
+    /// `nolog`
+    Nolog,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for LogLevelOut {
+    const VALUES: &'static [&'static str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "emerg" => Self::Emerg,
+            "alert" => Self::Alert,
+            "crit" => Self::Crit,
+            "err" => Self::Err,
+            "warning" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "nolog" => Self::Nolog,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Emerg => "emerg",
+            Self::Alert => "alert",
+            Self::Crit => "crit",
+            Self::Err => "err",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Nolog => "nolog",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(LogLevelOut);
+/// Values of `status`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Status {
+    /// `stopped`
+    Stopped,
+    /// `running`
+    Running,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Status {
+    const VALUES: &'static [&'static str] = &["stopped", "running"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "stopped" => Self::Stopped,
+            "running" => Self::Running,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::Running => "running",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Status);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.AccessNetwork"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct QueryOciRepoTags {
     /// Path parameter; format `pve-node`
     pub node: String,

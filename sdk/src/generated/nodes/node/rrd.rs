@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Rrd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -36,12 +36,51 @@ impl crate::Operation for Rrd {
     type Error = RrdError;
 }
 crate::operation_error!(RrdError for Rrd);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RrdTimeframe { #[doc = " `hour`"] Hour = "hour", #[doc = " `day`"] Day = "day",
-    #[doc = " `week`"] Week = "week", #[doc = " `month`"] Month = "month", #[doc =
-    " `year`"] Year = "year", #[doc = " `decade`"] Decade = "decade" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RrdTimeframe {
+    /// `hour`
+    Hour,
+    /// `day`
+    Day,
+    /// `week`
+    Week,
+    /// `month`
+    Month,
+    /// `year`
+    Year,
+    /// `decade`
+    Decade,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for RrdTimeframe {
+    const VALUES: &'static [&'static str] = &["hour", "day", "week", "month", "year", "decade"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "hour" => Self::Hour,
+            "day" => Self::Day,
+            "week" => Self::Week,
+            "month" => Self::Month,
+            "year" => Self::Year,
+            "decade" => Self::Decade,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Hour => "hour",
+            Self::Day => "day",
+            Self::Week => "week",
+            Self::Month => "month",
+            Self::Year => "year",
+            Self::Decade => "decade",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(RrdTimeframe);
 /// From `GET /nodes/{node}/rrd returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RrdResponse {

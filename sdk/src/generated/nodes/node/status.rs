@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Status {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +31,7 @@ crate::operation_error!(StatusError for Status);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct NodeCmd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -58,11 +58,35 @@ impl crate::Operation for NodeCmd {
 /// What [`NodeCmd`] answers.
 pub type NodeCmdResponse = ();
 crate::operation_error!(NodeCmdError for NodeCmd);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum StatusResponseBootInfoMode { #[doc = " `efi`"] Efi = "efi", #[doc =
-    " `legacy-bios`"] LegacyBios = "legacy-bios" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StatusResponseBootInfoMode {
+    /// `efi`
+    Efi,
+    /// `legacy-bios`
+    LegacyBios,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for StatusResponseBootInfoMode {
+    const VALUES: &'static [&'static str] = &["efi", "legacy-bios"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "efi" => Self::Efi,
+            "legacy-bios" => Self::LegacyBios,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Efi => "efi",
+            Self::LegacyBios => "legacy-bios",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(StatusResponseBootInfoMode);
 /// From `GET /nodes/{node}/status returns "boot-info"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StatusResponseBootInfo {
@@ -141,8 +165,32 @@ pub struct StatusResponse {
     /// `rootfs`
     pub rootfs: StatusResponseRootfs,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NodeCmdCommand { #[doc = " `reboot`"] Reboot = "reboot", #[doc = " `shutdown`"]
-    Shutdown = "shutdown" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeCmdCommand {
+    /// `reboot`
+    Reboot,
+    /// `shutdown`
+    Shutdown,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for NodeCmdCommand {
+    const VALUES: &'static [&'static str] = &["reboot", "shutdown"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "reboot" => Self::Reboot,
+            "shutdown" => Self::Shutdown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Reboot => "reboot",
+            Self::Shutdown => "shutdown",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NodeCmdCommand);

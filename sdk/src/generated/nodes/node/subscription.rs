@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -33,7 +33,7 @@ crate::operation_error!(DeleteError for Delete);
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Get {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -59,7 +59,7 @@ crate::operation_error!(GetError for Get);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -92,7 +92,7 @@ crate::operation_error!(UpdateError for Update);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Set {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -119,13 +119,58 @@ impl crate::Operation for Set {
 /// What [`Set`] answers.
 pub type SetResponse = ();
 crate::operation_error!(SetError for Set);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetResponseStatus { #[doc = " `new`"] New = "new", #[doc = " `notfound`"]
-    Notfound = "notfound", #[doc = " `active`"] Active = "active", #[doc = " `invalid`"]
-    Invalid = "invalid", #[doc = " `expired`"] Expired = "expired", #[doc =
-    " `suspended`"] Suspended = "suspended" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetResponseStatus {
+    /// `new`
+    New,
+    /// `notfound`
+    Notfound,
+    /// `active`
+    Active,
+    /// `invalid`
+    Invalid,
+    /// `expired`
+    Expired,
+    /// `suspended`
+    Suspended,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetResponseStatus {
+    const VALUES: &'static [&'static str] = &[
+        "new",
+        "notfound",
+        "active",
+        "invalid",
+        "expired",
+        "suspended",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "new" => Self::New,
+            "notfound" => Self::Notfound,
+            "active" => Self::Active,
+            "invalid" => Self::Invalid,
+            "expired" => Self::Expired,
+            "suspended" => Self::Suspended,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::New => "new",
+            Self::Notfound => "notfound",
+            Self::Active => "active",
+            Self::Invalid => "invalid",
+            Self::Expired => "expired",
+            Self::Suspended => "suspended",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetResponseStatus);
 /// From `GET /nodes/{node}/subscription returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetResponse {

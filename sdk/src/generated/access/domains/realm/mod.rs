@@ -6,7 +6,7 @@ pub mod sync;
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
@@ -34,7 +34,7 @@ crate::operation_error!(DeleteError for Delete);
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate","Sys.Audit"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Read {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
@@ -63,7 +63,7 @@ crate::operation_error!(ReadError for Read);
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,

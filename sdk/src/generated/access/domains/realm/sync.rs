@@ -5,7 +5,7 @@
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Sync {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,

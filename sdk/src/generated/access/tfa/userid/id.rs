@@ -6,7 +6,7 @@
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -41,7 +41,7 @@ crate::operation_error!(DeleteTfaError for DeleteTfa);
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -72,7 +72,7 @@ crate::operation_error!(GetTfaEntryError for GetTfaEntry);
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,

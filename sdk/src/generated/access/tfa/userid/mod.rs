@@ -6,7 +6,7 @@ pub mod id;
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ListUserTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -36,7 +36,7 @@ crate::operation_error!(ListUserTfaError for ListUserTfa);
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AddTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,

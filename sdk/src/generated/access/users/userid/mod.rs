@@ -8,7 +8,7 @@ pub mod unlock_tfa;
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -36,7 +36,7 @@ crate::operation_error!(DeleteUserError for DeleteUser);
 ///
 /// - Permission check: `["userid-group",["User.Modify","Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -63,7 +63,7 @@ crate::operation_error!(ReadUserError for ReadUser);
 /// - Permission check: `["userid-group",["User.Modify"],"groups_param","update"]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,

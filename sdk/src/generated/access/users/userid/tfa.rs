@@ -5,7 +5,7 @@
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadUserTfaType {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -30,22 +30,105 @@ impl crate::Operation for ReadUserTfaType {
     type Error = ReadUserTfaTypeError;
 }
 crate::operation_error!(ReadUserTfaTypeError for ReadUserTfaType);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadUserTfaTypeResponseRealm { #[doc = " `oath`"] Oath = "oath", #[doc =
-    " `yubico`"] Yubico = "yubico" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadUserTfaTypeResponseRealm {
+    /// `oath`
+    Oath,
+    /// `yubico`
+    Yubico,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadUserTfaTypeResponseTypesItem { #[doc = " `totp`"] Totp = "totp", #[doc =
-    " `u2f`"] U2f = "u2f", #[doc = " `yubico`"] Yubico = "yubico", #[doc = " `webauthn`"]
-    Webauthn = "webauthn", #[doc = " `recovedry`"] Recovedry = "recovedry" }
+impl crate::open_enum::OpenEnum for ReadUserTfaTypeResponseRealm {
+    const VALUES: &'static [&'static str] = &["oath", "yubico"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "oath" => Self::Oath,
+            "yubico" => Self::Yubico,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Oath => "oath",
+            Self::Yubico => "yubico",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadUserTfaTypeResponseUser { #[doc = " `oath`"] Oath = "oath", #[doc =
-    " `u2f`"] U2f = "u2f" }
+crate::open_enum_traits!(ReadUserTfaTypeResponseRealm);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadUserTfaTypeResponseTypesItem {
+    /// `totp`
+    Totp,
+    /// `u2f`
+    U2f,
+    /// `yubico`
+    Yubico,
+    /// `webauthn`
+    Webauthn,
+    /// `recovedry`
+    Recovedry,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ReadUserTfaTypeResponseTypesItem {
+    const VALUES: &'static [&'static str] = &["totp", "u2f", "yubico", "webauthn", "recovedry"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "totp" => Self::Totp,
+            "u2f" => Self::U2f,
+            "yubico" => Self::Yubico,
+            "webauthn" => Self::Webauthn,
+            "recovedry" => Self::Recovedry,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Totp => "totp",
+            Self::U2f => "u2f",
+            Self::Yubico => "yubico",
+            Self::Webauthn => "webauthn",
+            Self::Recovedry => "recovedry",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReadUserTfaTypeResponseTypesItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadUserTfaTypeResponseUser {
+    /// `oath`
+    Oath,
+    /// `u2f`
+    U2f,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ReadUserTfaTypeResponseUser {
+    const VALUES: &'static [&'static str] = &["oath", "u2f"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "oath" => Self::Oath,
+            "u2f" => Self::U2f,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Oath => "oath",
+            Self::U2f => "u2f",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReadUserTfaTypeResponseUser);
 /// From `GET /access/users/{userid}/tfa returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadUserTfaTypeResponse {

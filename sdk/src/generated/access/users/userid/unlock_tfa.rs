@@ -5,7 +5,7 @@
 /// - Permission check: `["userid-group",["User.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UnlockTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,

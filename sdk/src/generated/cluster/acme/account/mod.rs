@@ -6,7 +6,7 @@ pub mod name;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct AccountIndex {}
 impl crate::Operation for AccountIndex {
     const ID: &'static str = "account_index";
@@ -24,7 +24,7 @@ crate::operation_error!(AccountIndexError for AccountIndex);
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RegisterAccount {
     /// Format `email-list`
     pub contact: String,

@@ -5,7 +5,7 @@
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeactivateAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeactivateAccountError for DeactivateAccount);
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
@@ -57,7 +57,7 @@ crate::operation_error!(GetAccountError for GetAccount);
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,

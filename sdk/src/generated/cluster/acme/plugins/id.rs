@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeletePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeletePluginError for DeletePlugin);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetPluginConfig {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -57,7 +57,7 @@ crate::operation_error!(GetPluginConfigError for GetPluginConfig);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdatePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,

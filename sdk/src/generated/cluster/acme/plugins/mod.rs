@@ -6,7 +6,7 @@ pub mod id;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
@@ -28,7 +28,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AddPlugin {
     /// `api`
     pub api: Option<Api>,
@@ -72,98 +72,857 @@ impl crate::Operation for AddPlugin {
 /// What [`AddPlugin`] answers.
 pub type AddPluginResponse = ();
 crate::operation_error!(AddPluginError for AddPlugin);
-crate::open_enum! {
-    #[doc =
-    " Values of `api`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Api { #[doc = " `1984hosting`"] V1984hosting = "1984hosting", #[doc =
-    " `acmedns`"] Acmedns = "acmedns", #[doc = " `acmeproxy`"] Acmeproxy = "acmeproxy",
-    #[doc = " `active24`"] Active24 = "active24", #[doc = " `ad`"] Ad = "ad", #[doc =
-    " `ali`"] Ali = "ali", #[doc = " `alviy`"] Alviy = "alviy", #[doc = " `anx`"] Anx =
-    "anx", #[doc = " `artfiles`"] Artfiles = "artfiles", #[doc = " `arvan`"] Arvan =
-    "arvan", #[doc = " `aurora`"] Aurora = "aurora", #[doc = " `autodns`"] Autodns =
-    "autodns", #[doc = " `aws`"] Aws = "aws", #[doc = " `azion`"] Azion = "azion", #[doc
-    = " `azure`"] Azure = "azure", #[doc = " `beget`"] Beget = "beget", #[doc =
-    " `bookmyname`"] Bookmyname = "bookmyname", #[doc = " `bunny`"] Bunny = "bunny",
-    #[doc = " `cf`"] Cf = "cf", #[doc = " `clouddns`"] Clouddns = "clouddns", #[doc =
-    " `cloudns`"] Cloudns = "cloudns", #[doc = " `cn`"] Cn = "cn", #[doc = " `conoha`"]
-    Conoha = "conoha", #[doc = " `constellix`"] Constellix = "constellix", #[doc =
-    " `cpanel`"] Cpanel = "cpanel", #[doc = " `curanet`"] Curanet = "curanet", #[doc =
-    " `cyon`"] Cyon = "cyon", #[doc = " `da`"] Da = "da", #[doc = " `ddnss`"] Ddnss =
-    "ddnss", #[doc = " `desec`"] Desec = "desec", #[doc = " `df`"] Df = "df", #[doc =
-    " `dgon`"] Dgon = "dgon", #[doc = " `dnsexit`"] Dnsexit = "dnsexit", #[doc =
-    " `dnshome`"] Dnshome = "dnshome", #[doc = " `dnsimple`"] Dnsimple = "dnsimple",
-    #[doc = " `dnsservices`"] Dnsservices = "dnsservices", #[doc = " `doapi`"] Doapi =
-    "doapi", #[doc = " `domeneshop`"] Domeneshop = "domeneshop", #[doc = " `dp`"] Dp =
-    "dp", #[doc = " `dpi`"] Dpi = "dpi", #[doc = " `dreamhost`"] Dreamhost = "dreamhost",
-    #[doc = " `duckdns`"] Duckdns = "duckdns", #[doc = " `durabledns`"] Durabledns =
-    "durabledns", #[doc = " `dyn`"] Dyn = "dyn", #[doc = " `dynu`"] Dynu = "dynu", #[doc
-    = " `dynv6`"] Dynv6 = "dynv6", #[doc = " `easydns`"] Easydns = "easydns", #[doc =
-    " `edgecenter`"] Edgecenter = "edgecenter", #[doc = " `edgedns`"] Edgedns =
-    "edgedns", #[doc = " `euserv`"] Euserv = "euserv", #[doc = " `exoscale`"] Exoscale =
-    "exoscale", #[doc = " `fornex`"] Fornex = "fornex", #[doc = " `freedns`"] Freedns =
-    "freedns", #[doc = " `freemyip`"] Freemyip = "freemyip", #[doc = " `gandi_livedns`"]
-    GandiLivedns = "gandi_livedns", #[doc = " `gcloud`"] Gcloud = "gcloud", #[doc =
-    " `gcore`"] Gcore = "gcore", #[doc = " `gd`"] Gd = "gd", #[doc = " `geoscaling`"]
-    Geoscaling = "geoscaling", #[doc = " `googledomains`"] Googledomains =
-    "googledomains", #[doc = " `he`"] He = "he", #[doc = " `he_ddns`"] HeDdns =
-    "he_ddns", #[doc = " `hetzner`"] Hetzner = "hetzner", #[doc = " `hetznercloud`"]
-    Hetznercloud = "hetznercloud", #[doc = " `hexonet`"] Hexonet = "hexonet", #[doc =
-    " `hostingde`"] Hostingde = "hostingde", #[doc = " `huaweicloud`"] Huaweicloud =
-    "huaweicloud", #[doc = " `infoblox`"] Infoblox = "infoblox", #[doc = " `infomaniak`"]
-    Infomaniak = "infomaniak", #[doc = " `internetbs`"] Internetbs = "internetbs", #[doc
-    = " `inwx`"] Inwx = "inwx", #[doc = " `ionos`"] Ionos = "ionos", #[doc =
-    " `ionos_cloud`"] IonosCloud = "ionos_cloud", #[doc = " `ipv64`"] Ipv64 = "ipv64",
-    #[doc = " `ispconfig`"] Ispconfig = "ispconfig", #[doc = " `jd`"] Jd = "jd", #[doc =
-    " `joker`"] Joker = "joker", #[doc = " `kappernet`"] Kappernet = "kappernet", #[doc =
-    " `kas`"] Kas = "kas", #[doc = " `kinghost`"] Kinghost = "kinghost", #[doc =
-    " `knot`"] Knot = "knot", #[doc = " `la`"] La = "la", #[doc = " `leaseweb`"] Leaseweb
-    = "leaseweb", #[doc = " `lexicon`"] Lexicon = "lexicon", #[doc = " `limacity`"]
-    Limacity = "limacity", #[doc = " `linode`"] Linode = "linode", #[doc =
-    " `linode_v4`"] LinodeV4 = "linode_v4", #[doc = " `loopia`"] Loopia = "loopia", #[doc
-    = " `lua`"] Lua = "lua", #[doc = " `maradns`"] Maradns = "maradns", #[doc = " `me`"]
-    Me = "me", #[doc = " `miab`"] Miab = "miab", #[doc = " `mijnhost`"] Mijnhost =
-    "mijnhost", #[doc = " `misaka`"] Misaka = "misaka", #[doc = " `myapi`"] Myapi =
-    "myapi", #[doc = " `mydevil`"] Mydevil = "mydevil", #[doc = " `mydnsjp`"] Mydnsjp =
-    "mydnsjp", #[doc = " `mythic_beasts`"] MythicBeasts = "mythic_beasts", #[doc =
-    " `namecheap`"] Namecheap = "namecheap", #[doc = " `namecom`"] Namecom = "namecom",
-    #[doc = " `namesilo`"] Namesilo = "namesilo", #[doc = " `nanelo`"] Nanelo = "nanelo",
-    #[doc = " `nederhost`"] Nederhost = "nederhost", #[doc = " `neodigit`"] Neodigit =
-    "neodigit", #[doc = " `netcup`"] Netcup = "netcup", #[doc = " `netlify`"] Netlify =
-    "netlify", #[doc = " `nic`"] Nic = "nic", #[doc = " `njalla`"] Njalla = "njalla",
-    #[doc = " `nm`"] Nm = "nm", #[doc = " `nsd`"] Nsd = "nsd", #[doc = " `nsone`"] Nsone
-    = "nsone", #[doc = " `nsupdate`"] Nsupdate = "nsupdate", #[doc = " `nw`"] Nw = "nw",
-    #[doc = " `oci`"] Oci = "oci", #[doc = " `omglol`"] Omglol = "omglol", #[doc =
-    " `one`"] One = "one", #[doc = " `online`"] Online = "online", #[doc =
-    " `openprovider`"] Openprovider = "openprovider", #[doc = " `openprovider_rest`"]
-    OpenproviderRest = "openprovider_rest", #[doc = " `openstack`"] Openstack =
-    "openstack", #[doc = " `opnsense`"] Opnsense = "opnsense", #[doc = " `ovh`"] Ovh =
-    "ovh", #[doc = " `pdns`"] Pdns = "pdns", #[doc = " `pleskxml`"] Pleskxml =
-    "pleskxml", #[doc = " `pointhq`"] Pointhq = "pointhq", #[doc = " `porkbun`"] Porkbun
-    = "porkbun", #[doc = " `rackcorp`"] Rackcorp = "rackcorp", #[doc = " `rackspace`"]
-    Rackspace = "rackspace", #[doc = " `rage4`"] Rage4 = "rage4", #[doc = " `rcode0`"]
-    Rcode0 = "rcode0", #[doc = " `regru`"] Regru = "regru", #[doc = " `scaleway`"]
-    Scaleway = "scaleway", #[doc = " `schlundtech`"] Schlundtech = "schlundtech", #[doc =
-    " `selectel`"] Selectel = "selectel", #[doc = " `selfhost`"] Selfhost = "selfhost",
-    #[doc = " `servercow`"] Servercow = "servercow", #[doc = " `simply`"] Simply =
-    "simply", #[doc = " `spaceship`"] Spaceship = "spaceship", #[doc = " `technitium`"]
-    Technitium = "technitium", #[doc = " `tele3`"] Tele3 = "tele3", #[doc = " `tencent`"]
-    Tencent = "tencent", #[doc = " `timeweb`"] Timeweb = "timeweb", #[doc = " `transip`"]
-    Transip = "transip", #[doc = " `udr`"] Udr = "udr", #[doc = " `ultra`"] Ultra =
-    "ultra", #[doc = " `unoeuro`"] Unoeuro = "unoeuro", #[doc = " `variomedia`"]
-    Variomedia = "variomedia", #[doc = " `veesp`"] Veesp = "veesp", #[doc = " `vercel`"]
-    Vercel = "vercel", #[doc = " `vscale`"] Vscale = "vscale", #[doc = " `vultr`"] Vultr
-    = "vultr", #[doc = " `websupport`"] Websupport = "websupport", #[doc = " `west_cn`"]
-    WestCn = "west_cn", #[doc = " `world4you`"] World4you = "world4you", #[doc =
-    " `yandex360`"] Yandex360 = "yandex360", #[doc = " `yc`"] Yc = "yc", #[doc =
-    " `zilore`"] Zilore = "zilore", #[doc = " `zone`"] Zone = "zone", #[doc =
-    " `zoneedit`"] Zoneedit = "zoneedit", #[doc = " `zonomi`"] Zonomi = "zonomi" }
+/// Values of `api`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Api {
+    /// `1984hosting`
+    V1984hosting,
+    /// `acmedns`
+    Acmedns,
+    /// `acmeproxy`
+    Acmeproxy,
+    /// `active24`
+    Active24,
+    /// `ad`
+    Ad,
+    /// `ali`
+    Ali,
+    /// `alviy`
+    Alviy,
+    /// `anx`
+    Anx,
+    /// `artfiles`
+    Artfiles,
+    /// `arvan`
+    Arvan,
+    /// `aurora`
+    Aurora,
+    /// `autodns`
+    Autodns,
+    /// `aws`
+    Aws,
+    /// `azion`
+    Azion,
+    /// `azure`
+    Azure,
+    /// `beget`
+    Beget,
+    /// `bookmyname`
+    Bookmyname,
+    /// `bunny`
+    Bunny,
+    /// `cf`
+    Cf,
+    /// `clouddns`
+    Clouddns,
+    /// `cloudns`
+    Cloudns,
+    /// `cn`
+    Cn,
+    /// `conoha`
+    Conoha,
+    /// `constellix`
+    Constellix,
+    /// `cpanel`
+    Cpanel,
+    /// `curanet`
+    Curanet,
+    /// `cyon`
+    Cyon,
+    /// `da`
+    Da,
+    /// `ddnss`
+    Ddnss,
+    /// `desec`
+    Desec,
+    /// `df`
+    Df,
+    /// `dgon`
+    Dgon,
+    /// `dnsexit`
+    Dnsexit,
+    /// `dnshome`
+    Dnshome,
+    /// `dnsimple`
+    Dnsimple,
+    /// `dnsservices`
+    Dnsservices,
+    /// `doapi`
+    Doapi,
+    /// `domeneshop`
+    Domeneshop,
+    /// `dp`
+    Dp,
+    /// `dpi`
+    Dpi,
+    /// `dreamhost`
+    Dreamhost,
+    /// `duckdns`
+    Duckdns,
+    /// `durabledns`
+    Durabledns,
+    /// `dyn`
+    Dyn,
+    /// `dynu`
+    Dynu,
+    /// `dynv6`
+    Dynv6,
+    /// `easydns`
+    Easydns,
+    /// `edgecenter`
+    Edgecenter,
+    /// `edgedns`
+    Edgedns,
+    /// `euserv`
+    Euserv,
+    /// `exoscale`
+    Exoscale,
+    /// `fornex`
+    Fornex,
+    /// `freedns`
+    Freedns,
+    /// `freemyip`
+    Freemyip,
+    /// `gandi_livedns`
+    GandiLivedns,
+    /// `gcloud`
+    Gcloud,
+    /// `gcore`
+    Gcore,
+    /// `gd`
+    Gd,
+    /// `geoscaling`
+    Geoscaling,
+    /// `googledomains`
+    Googledomains,
+    /// `he`
+    He,
+    /// `he_ddns`
+    HeDdns,
+    /// `hetzner`
+    Hetzner,
+    /// `hetznercloud`
+    Hetznercloud,
+    /// `hexonet`
+    Hexonet,
+    /// `hostingde`
+    Hostingde,
+    /// `huaweicloud`
+    Huaweicloud,
+    /// `infoblox`
+    Infoblox,
+    /// `infomaniak`
+    Infomaniak,
+    /// `internetbs`
+    Internetbs,
+    /// `inwx`
+    Inwx,
+    /// `ionos`
+    Ionos,
+    /// `ionos_cloud`
+    IonosCloud,
+    /// `ipv64`
+    Ipv64,
+    /// `ispconfig`
+    Ispconfig,
+    /// `jd`
+    Jd,
+    /// `joker`
+    Joker,
+    /// `kappernet`
+    Kappernet,
+    /// `kas`
+    Kas,
+    /// `kinghost`
+    Kinghost,
+    /// `knot`
+    Knot,
+    /// `la`
+    La,
+    /// `leaseweb`
+    Leaseweb,
+    /// `lexicon`
+    Lexicon,
+    /// `limacity`
+    Limacity,
+    /// `linode`
+    Linode,
+    /// `linode_v4`
+    LinodeV4,
+    /// `loopia`
+    Loopia,
+    /// `lua`
+    Lua,
+    /// `maradns`
+    Maradns,
+    /// `me`
+    Me,
+    /// `miab`
+    Miab,
+    /// `mijnhost`
+    Mijnhost,
+    /// `misaka`
+    Misaka,
+    /// `myapi`
+    Myapi,
+    /// `mydevil`
+    Mydevil,
+    /// `mydnsjp`
+    Mydnsjp,
+    /// `mythic_beasts`
+    MythicBeasts,
+    /// `namecheap`
+    Namecheap,
+    /// `namecom`
+    Namecom,
+    /// `namesilo`
+    Namesilo,
+    /// `nanelo`
+    Nanelo,
+    /// `nederhost`
+    Nederhost,
+    /// `neodigit`
+    Neodigit,
+    /// `netcup`
+    Netcup,
+    /// `netlify`
+    Netlify,
+    /// `nic`
+    Nic,
+    /// `njalla`
+    Njalla,
+    /// `nm`
+    Nm,
+    /// `nsd`
+    Nsd,
+    /// `nsone`
+    Nsone,
+    /// `nsupdate`
+    Nsupdate,
+    /// `nw`
+    Nw,
+    /// `oci`
+    Oci,
+    /// `omglol`
+    Omglol,
+    /// `one`
+    One,
+    /// `online`
+    Online,
+    /// `openprovider`
+    Openprovider,
+    /// `openprovider_rest`
+    OpenproviderRest,
+    /// `openstack`
+    Openstack,
+    /// `opnsense`
+    Opnsense,
+    /// `ovh`
+    Ovh,
+    /// `pdns`
+    Pdns,
+    /// `pleskxml`
+    Pleskxml,
+    /// `pointhq`
+    Pointhq,
+    /// `porkbun`
+    Porkbun,
+    /// `rackcorp`
+    Rackcorp,
+    /// `rackspace`
+    Rackspace,
+    /// `rage4`
+    Rage4,
+    /// `rcode0`
+    Rcode0,
+    /// `regru`
+    Regru,
+    /// `scaleway`
+    Scaleway,
+    /// `schlundtech`
+    Schlundtech,
+    /// `selectel`
+    Selectel,
+    /// `selfhost`
+    Selfhost,
+    /// `servercow`
+    Servercow,
+    /// `simply`
+    Simply,
+    /// `spaceship`
+    Spaceship,
+    /// `technitium`
+    Technitium,
+    /// `tele3`
+    Tele3,
+    /// `tencent`
+    Tencent,
+    /// `timeweb`
+    Timeweb,
+    /// `transip`
+    Transip,
+    /// `udr`
+    Udr,
+    /// `ultra`
+    Ultra,
+    /// `unoeuro`
+    Unoeuro,
+    /// `variomedia`
+    Variomedia,
+    /// `veesp`
+    Veesp,
+    /// `vercel`
+    Vercel,
+    /// `vscale`
+    Vscale,
+    /// `vultr`
+    Vultr,
+    /// `websupport`
+    Websupport,
+    /// `west_cn`
+    WestCn,
+    /// `world4you`
+    World4you,
+    /// `yandex360`
+    Yandex360,
+    /// `yc`
+    Yc,
+    /// `zilore`
+    Zilore,
+    /// `zone`
+    Zone,
+    /// `zoneedit`
+    Zoneedit,
+    /// `zonomi`
+    Zonomi,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `dns`"] Dns = "dns", #[doc = " `standalone`"] Standalone =
-    "standalone" }
+impl crate::open_enum::OpenEnum for Api {
+    const VALUES: &'static [&'static str] = &[
+        "1984hosting",
+        "acmedns",
+        "acmeproxy",
+        "active24",
+        "ad",
+        "ali",
+        "alviy",
+        "anx",
+        "artfiles",
+        "arvan",
+        "aurora",
+        "autodns",
+        "aws",
+        "azion",
+        "azure",
+        "beget",
+        "bookmyname",
+        "bunny",
+        "cf",
+        "clouddns",
+        "cloudns",
+        "cn",
+        "conoha",
+        "constellix",
+        "cpanel",
+        "curanet",
+        "cyon",
+        "da",
+        "ddnss",
+        "desec",
+        "df",
+        "dgon",
+        "dnsexit",
+        "dnshome",
+        "dnsimple",
+        "dnsservices",
+        "doapi",
+        "domeneshop",
+        "dp",
+        "dpi",
+        "dreamhost",
+        "duckdns",
+        "durabledns",
+        "dyn",
+        "dynu",
+        "dynv6",
+        "easydns",
+        "edgecenter",
+        "edgedns",
+        "euserv",
+        "exoscale",
+        "fornex",
+        "freedns",
+        "freemyip",
+        "gandi_livedns",
+        "gcloud",
+        "gcore",
+        "gd",
+        "geoscaling",
+        "googledomains",
+        "he",
+        "he_ddns",
+        "hetzner",
+        "hetznercloud",
+        "hexonet",
+        "hostingde",
+        "huaweicloud",
+        "infoblox",
+        "infomaniak",
+        "internetbs",
+        "inwx",
+        "ionos",
+        "ionos_cloud",
+        "ipv64",
+        "ispconfig",
+        "jd",
+        "joker",
+        "kappernet",
+        "kas",
+        "kinghost",
+        "knot",
+        "la",
+        "leaseweb",
+        "lexicon",
+        "limacity",
+        "linode",
+        "linode_v4",
+        "loopia",
+        "lua",
+        "maradns",
+        "me",
+        "miab",
+        "mijnhost",
+        "misaka",
+        "myapi",
+        "mydevil",
+        "mydnsjp",
+        "mythic_beasts",
+        "namecheap",
+        "namecom",
+        "namesilo",
+        "nanelo",
+        "nederhost",
+        "neodigit",
+        "netcup",
+        "netlify",
+        "nic",
+        "njalla",
+        "nm",
+        "nsd",
+        "nsone",
+        "nsupdate",
+        "nw",
+        "oci",
+        "omglol",
+        "one",
+        "online",
+        "openprovider",
+        "openprovider_rest",
+        "openstack",
+        "opnsense",
+        "ovh",
+        "pdns",
+        "pleskxml",
+        "pointhq",
+        "porkbun",
+        "rackcorp",
+        "rackspace",
+        "rage4",
+        "rcode0",
+        "regru",
+        "scaleway",
+        "schlundtech",
+        "selectel",
+        "selfhost",
+        "servercow",
+        "simply",
+        "spaceship",
+        "technitium",
+        "tele3",
+        "tencent",
+        "timeweb",
+        "transip",
+        "udr",
+        "ultra",
+        "unoeuro",
+        "variomedia",
+        "veesp",
+        "vercel",
+        "vscale",
+        "vultr",
+        "websupport",
+        "west_cn",
+        "world4you",
+        "yandex360",
+        "yc",
+        "zilore",
+        "zone",
+        "zoneedit",
+        "zonomi",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "1984hosting" => Self::V1984hosting,
+            "acmedns" => Self::Acmedns,
+            "acmeproxy" => Self::Acmeproxy,
+            "active24" => Self::Active24,
+            "ad" => Self::Ad,
+            "ali" => Self::Ali,
+            "alviy" => Self::Alviy,
+            "anx" => Self::Anx,
+            "artfiles" => Self::Artfiles,
+            "arvan" => Self::Arvan,
+            "aurora" => Self::Aurora,
+            "autodns" => Self::Autodns,
+            "aws" => Self::Aws,
+            "azion" => Self::Azion,
+            "azure" => Self::Azure,
+            "beget" => Self::Beget,
+            "bookmyname" => Self::Bookmyname,
+            "bunny" => Self::Bunny,
+            "cf" => Self::Cf,
+            "clouddns" => Self::Clouddns,
+            "cloudns" => Self::Cloudns,
+            "cn" => Self::Cn,
+            "conoha" => Self::Conoha,
+            "constellix" => Self::Constellix,
+            "cpanel" => Self::Cpanel,
+            "curanet" => Self::Curanet,
+            "cyon" => Self::Cyon,
+            "da" => Self::Da,
+            "ddnss" => Self::Ddnss,
+            "desec" => Self::Desec,
+            "df" => Self::Df,
+            "dgon" => Self::Dgon,
+            "dnsexit" => Self::Dnsexit,
+            "dnshome" => Self::Dnshome,
+            "dnsimple" => Self::Dnsimple,
+            "dnsservices" => Self::Dnsservices,
+            "doapi" => Self::Doapi,
+            "domeneshop" => Self::Domeneshop,
+            "dp" => Self::Dp,
+            "dpi" => Self::Dpi,
+            "dreamhost" => Self::Dreamhost,
+            "duckdns" => Self::Duckdns,
+            "durabledns" => Self::Durabledns,
+            "dyn" => Self::Dyn,
+            "dynu" => Self::Dynu,
+            "dynv6" => Self::Dynv6,
+            "easydns" => Self::Easydns,
+            "edgecenter" => Self::Edgecenter,
+            "edgedns" => Self::Edgedns,
+            "euserv" => Self::Euserv,
+            "exoscale" => Self::Exoscale,
+            "fornex" => Self::Fornex,
+            "freedns" => Self::Freedns,
+            "freemyip" => Self::Freemyip,
+            "gandi_livedns" => Self::GandiLivedns,
+            "gcloud" => Self::Gcloud,
+            "gcore" => Self::Gcore,
+            "gd" => Self::Gd,
+            "geoscaling" => Self::Geoscaling,
+            "googledomains" => Self::Googledomains,
+            "he" => Self::He,
+            "he_ddns" => Self::HeDdns,
+            "hetzner" => Self::Hetzner,
+            "hetznercloud" => Self::Hetznercloud,
+            "hexonet" => Self::Hexonet,
+            "hostingde" => Self::Hostingde,
+            "huaweicloud" => Self::Huaweicloud,
+            "infoblox" => Self::Infoblox,
+            "infomaniak" => Self::Infomaniak,
+            "internetbs" => Self::Internetbs,
+            "inwx" => Self::Inwx,
+            "ionos" => Self::Ionos,
+            "ionos_cloud" => Self::IonosCloud,
+            "ipv64" => Self::Ipv64,
+            "ispconfig" => Self::Ispconfig,
+            "jd" => Self::Jd,
+            "joker" => Self::Joker,
+            "kappernet" => Self::Kappernet,
+            "kas" => Self::Kas,
+            "kinghost" => Self::Kinghost,
+            "knot" => Self::Knot,
+            "la" => Self::La,
+            "leaseweb" => Self::Leaseweb,
+            "lexicon" => Self::Lexicon,
+            "limacity" => Self::Limacity,
+            "linode" => Self::Linode,
+            "linode_v4" => Self::LinodeV4,
+            "loopia" => Self::Loopia,
+            "lua" => Self::Lua,
+            "maradns" => Self::Maradns,
+            "me" => Self::Me,
+            "miab" => Self::Miab,
+            "mijnhost" => Self::Mijnhost,
+            "misaka" => Self::Misaka,
+            "myapi" => Self::Myapi,
+            "mydevil" => Self::Mydevil,
+            "mydnsjp" => Self::Mydnsjp,
+            "mythic_beasts" => Self::MythicBeasts,
+            "namecheap" => Self::Namecheap,
+            "namecom" => Self::Namecom,
+            "namesilo" => Self::Namesilo,
+            "nanelo" => Self::Nanelo,
+            "nederhost" => Self::Nederhost,
+            "neodigit" => Self::Neodigit,
+            "netcup" => Self::Netcup,
+            "netlify" => Self::Netlify,
+            "nic" => Self::Nic,
+            "njalla" => Self::Njalla,
+            "nm" => Self::Nm,
+            "nsd" => Self::Nsd,
+            "nsone" => Self::Nsone,
+            "nsupdate" => Self::Nsupdate,
+            "nw" => Self::Nw,
+            "oci" => Self::Oci,
+            "omglol" => Self::Omglol,
+            "one" => Self::One,
+            "online" => Self::Online,
+            "openprovider" => Self::Openprovider,
+            "openprovider_rest" => Self::OpenproviderRest,
+            "openstack" => Self::Openstack,
+            "opnsense" => Self::Opnsense,
+            "ovh" => Self::Ovh,
+            "pdns" => Self::Pdns,
+            "pleskxml" => Self::Pleskxml,
+            "pointhq" => Self::Pointhq,
+            "porkbun" => Self::Porkbun,
+            "rackcorp" => Self::Rackcorp,
+            "rackspace" => Self::Rackspace,
+            "rage4" => Self::Rage4,
+            "rcode0" => Self::Rcode0,
+            "regru" => Self::Regru,
+            "scaleway" => Self::Scaleway,
+            "schlundtech" => Self::Schlundtech,
+            "selectel" => Self::Selectel,
+            "selfhost" => Self::Selfhost,
+            "servercow" => Self::Servercow,
+            "simply" => Self::Simply,
+            "spaceship" => Self::Spaceship,
+            "technitium" => Self::Technitium,
+            "tele3" => Self::Tele3,
+            "tencent" => Self::Tencent,
+            "timeweb" => Self::Timeweb,
+            "transip" => Self::Transip,
+            "udr" => Self::Udr,
+            "ultra" => Self::Ultra,
+            "unoeuro" => Self::Unoeuro,
+            "variomedia" => Self::Variomedia,
+            "veesp" => Self::Veesp,
+            "vercel" => Self::Vercel,
+            "vscale" => Self::Vscale,
+            "vultr" => Self::Vultr,
+            "websupport" => Self::Websupport,
+            "west_cn" => Self::WestCn,
+            "world4you" => Self::World4you,
+            "yandex360" => Self::Yandex360,
+            "yc" => Self::Yc,
+            "zilore" => Self::Zilore,
+            "zone" => Self::Zone,
+            "zoneedit" => Self::Zoneedit,
+            "zonomi" => Self::Zonomi,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V1984hosting => "1984hosting",
+            Self::Acmedns => "acmedns",
+            Self::Acmeproxy => "acmeproxy",
+            Self::Active24 => "active24",
+            Self::Ad => "ad",
+            Self::Ali => "ali",
+            Self::Alviy => "alviy",
+            Self::Anx => "anx",
+            Self::Artfiles => "artfiles",
+            Self::Arvan => "arvan",
+            Self::Aurora => "aurora",
+            Self::Autodns => "autodns",
+            Self::Aws => "aws",
+            Self::Azion => "azion",
+            Self::Azure => "azure",
+            Self::Beget => "beget",
+            Self::Bookmyname => "bookmyname",
+            Self::Bunny => "bunny",
+            Self::Cf => "cf",
+            Self::Clouddns => "clouddns",
+            Self::Cloudns => "cloudns",
+            Self::Cn => "cn",
+            Self::Conoha => "conoha",
+            Self::Constellix => "constellix",
+            Self::Cpanel => "cpanel",
+            Self::Curanet => "curanet",
+            Self::Cyon => "cyon",
+            Self::Da => "da",
+            Self::Ddnss => "ddnss",
+            Self::Desec => "desec",
+            Self::Df => "df",
+            Self::Dgon => "dgon",
+            Self::Dnsexit => "dnsexit",
+            Self::Dnshome => "dnshome",
+            Self::Dnsimple => "dnsimple",
+            Self::Dnsservices => "dnsservices",
+            Self::Doapi => "doapi",
+            Self::Domeneshop => "domeneshop",
+            Self::Dp => "dp",
+            Self::Dpi => "dpi",
+            Self::Dreamhost => "dreamhost",
+            Self::Duckdns => "duckdns",
+            Self::Durabledns => "durabledns",
+            Self::Dyn => "dyn",
+            Self::Dynu => "dynu",
+            Self::Dynv6 => "dynv6",
+            Self::Easydns => "easydns",
+            Self::Edgecenter => "edgecenter",
+            Self::Edgedns => "edgedns",
+            Self::Euserv => "euserv",
+            Self::Exoscale => "exoscale",
+            Self::Fornex => "fornex",
+            Self::Freedns => "freedns",
+            Self::Freemyip => "freemyip",
+            Self::GandiLivedns => "gandi_livedns",
+            Self::Gcloud => "gcloud",
+            Self::Gcore => "gcore",
+            Self::Gd => "gd",
+            Self::Geoscaling => "geoscaling",
+            Self::Googledomains => "googledomains",
+            Self::He => "he",
+            Self::HeDdns => "he_ddns",
+            Self::Hetzner => "hetzner",
+            Self::Hetznercloud => "hetznercloud",
+            Self::Hexonet => "hexonet",
+            Self::Hostingde => "hostingde",
+            Self::Huaweicloud => "huaweicloud",
+            Self::Infoblox => "infoblox",
+            Self::Infomaniak => "infomaniak",
+            Self::Internetbs => "internetbs",
+            Self::Inwx => "inwx",
+            Self::Ionos => "ionos",
+            Self::IonosCloud => "ionos_cloud",
+            Self::Ipv64 => "ipv64",
+            Self::Ispconfig => "ispconfig",
+            Self::Jd => "jd",
+            Self::Joker => "joker",
+            Self::Kappernet => "kappernet",
+            Self::Kas => "kas",
+            Self::Kinghost => "kinghost",
+            Self::Knot => "knot",
+            Self::La => "la",
+            Self::Leaseweb => "leaseweb",
+            Self::Lexicon => "lexicon",
+            Self::Limacity => "limacity",
+            Self::Linode => "linode",
+            Self::LinodeV4 => "linode_v4",
+            Self::Loopia => "loopia",
+            Self::Lua => "lua",
+            Self::Maradns => "maradns",
+            Self::Me => "me",
+            Self::Miab => "miab",
+            Self::Mijnhost => "mijnhost",
+            Self::Misaka => "misaka",
+            Self::Myapi => "myapi",
+            Self::Mydevil => "mydevil",
+            Self::Mydnsjp => "mydnsjp",
+            Self::MythicBeasts => "mythic_beasts",
+            Self::Namecheap => "namecheap",
+            Self::Namecom => "namecom",
+            Self::Namesilo => "namesilo",
+            Self::Nanelo => "nanelo",
+            Self::Nederhost => "nederhost",
+            Self::Neodigit => "neodigit",
+            Self::Netcup => "netcup",
+            Self::Netlify => "netlify",
+            Self::Nic => "nic",
+            Self::Njalla => "njalla",
+            Self::Nm => "nm",
+            Self::Nsd => "nsd",
+            Self::Nsone => "nsone",
+            Self::Nsupdate => "nsupdate",
+            Self::Nw => "nw",
+            Self::Oci => "oci",
+            Self::Omglol => "omglol",
+            Self::One => "one",
+            Self::Online => "online",
+            Self::Openprovider => "openprovider",
+            Self::OpenproviderRest => "openprovider_rest",
+            Self::Openstack => "openstack",
+            Self::Opnsense => "opnsense",
+            Self::Ovh => "ovh",
+            Self::Pdns => "pdns",
+            Self::Pleskxml => "pleskxml",
+            Self::Pointhq => "pointhq",
+            Self::Porkbun => "porkbun",
+            Self::Rackcorp => "rackcorp",
+            Self::Rackspace => "rackspace",
+            Self::Rage4 => "rage4",
+            Self::Rcode0 => "rcode0",
+            Self::Regru => "regru",
+            Self::Scaleway => "scaleway",
+            Self::Schlundtech => "schlundtech",
+            Self::Selectel => "selectel",
+            Self::Selfhost => "selfhost",
+            Self::Servercow => "servercow",
+            Self::Simply => "simply",
+            Self::Spaceship => "spaceship",
+            Self::Technitium => "technitium",
+            Self::Tele3 => "tele3",
+            Self::Tencent => "tencent",
+            Self::Timeweb => "timeweb",
+            Self::Transip => "transip",
+            Self::Udr => "udr",
+            Self::Ultra => "ultra",
+            Self::Unoeuro => "unoeuro",
+            Self::Variomedia => "variomedia",
+            Self::Veesp => "veesp",
+            Self::Vercel => "vercel",
+            Self::Vscale => "vscale",
+            Self::Vultr => "vultr",
+            Self::Websupport => "websupport",
+            Self::WestCn => "west_cn",
+            Self::World4you => "world4you",
+            Self::Yandex360 => "yandex360",
+            Self::Yc => "yc",
+            Self::Zilore => "zilore",
+            Self::Zone => "zone",
+            Self::Zoneedit => "zoneedit",
+            Self::Zonomi => "zonomi",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Api);
+/// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `dns`
+    Dns,
+    /// `standalone`
+    Standalone,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["dns", "standalone"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "dns" => Self::Dns,
+            "standalone" => Self::Standalone,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Dns => "dns",
+            Self::Standalone => "standalone",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/acme/plugins returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetVolumeBackupIncluded {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -37,11 +37,39 @@ pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     /// `reason`
     pub reason: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetVolumeBackupIncludedResponseChildrenItemType { #[doc = " `qemu`"] Qemu =
-    "qemu", #[doc = " `lxc`"] Lxc = "lxc", #[doc = " `unknown`"] Unknown = "unknown" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetVolumeBackupIncludedResponseChildrenItemType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// `unknown`
+    Unknown,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetVolumeBackupIncludedResponseChildrenItemType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc", "unknown"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            "unknown" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Unknown => "unknown",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetVolumeBackupIncludedResponseChildrenItemType);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetVolumeBackupIncludedResponseChildrenItem {

@@ -6,7 +6,7 @@ pub mod included_volumes;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeleteJobError for DeleteJob);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -57,7 +57,7 @@ crate::operation_error!(ReadJobError for ReadJob);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,

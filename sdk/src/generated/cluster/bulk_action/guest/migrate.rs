@@ -5,7 +5,7 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Migrate {
     /// Wire name `max-workers`; range 1 - 64; default `1`
     #[serde(rename = "max-workers")]

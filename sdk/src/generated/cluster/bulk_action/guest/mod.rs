@@ -8,7 +8,7 @@ pub mod suspend;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";

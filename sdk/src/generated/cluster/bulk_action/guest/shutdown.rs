@@ -5,7 +5,7 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Shutdown {
     /// Wire name `force-stop`; default `1`
     #[serde(rename = "force-stop")]

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetFlag {
     /// Path parameter
     pub flag: Flag,
@@ -32,7 +32,7 @@ crate::operation_error!(GetFlagError for GetFlag);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateFlag {
     /// Path parameter
     pub flag: Flag,
@@ -56,14 +56,80 @@ impl crate::Operation for UpdateFlag {
 /// What [`UpdateFlag`] answers.
 pub type UpdateFlagResponse = ();
 crate::operation_error!(UpdateFlagError for UpdateFlag);
-crate::open_enum! {
-    #[doc =
-    " Values of `flag`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Flag { #[doc = " `nobackfill`"] Nobackfill = "nobackfill", #[doc =
-    " `nodeep-scrub`"] NodeepScrub = "nodeep-scrub", #[doc = " `nodown`"] Nodown =
-    "nodown", #[doc = " `noin`"] Noin = "noin", #[doc = " `noout`"] Noout = "noout",
-    #[doc = " `norebalance`"] Norebalance = "norebalance", #[doc = " `norecover`"]
-    Norecover = "norecover", #[doc = " `noscrub`"] Noscrub = "noscrub", #[doc =
-    " `notieragent`"] Notieragent = "notieragent", #[doc = " `noup`"] Noup = "noup",
-    #[doc = " `pause`"] Pause = "pause" }
+/// Values of `flag`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Flag {
+    /// `nobackfill`
+    Nobackfill,
+    /// `nodeep-scrub`
+    NodeepScrub,
+    /// `nodown`
+    Nodown,
+    /// `noin`
+    Noin,
+    /// `noout`
+    Noout,
+    /// `norebalance`
+    Norebalance,
+    /// `norecover`
+    Norecover,
+    /// `noscrub`
+    Noscrub,
+    /// `notieragent`
+    Notieragent,
+    /// `noup`
+    Noup,
+    /// `pause`
+    Pause,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Flag {
+    const VALUES: &'static [&'static str] = &[
+        "nobackfill",
+        "nodeep-scrub",
+        "nodown",
+        "noin",
+        "noout",
+        "norebalance",
+        "norecover",
+        "noscrub",
+        "notieragent",
+        "noup",
+        "pause",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "nobackfill" => Self::Nobackfill,
+            "nodeep-scrub" => Self::NodeepScrub,
+            "nodown" => Self::Nodown,
+            "noin" => Self::Noin,
+            "noout" => Self::Noout,
+            "norebalance" => Self::Norebalance,
+            "norecover" => Self::Norecover,
+            "noscrub" => Self::Noscrub,
+            "notieragent" => Self::Notieragent,
+            "noup" => Self::Noup,
+            "pause" => Self::Pause,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Nobackfill => "nobackfill",
+            Self::NodeepScrub => "nodeep-scrub",
+            Self::Nodown => "nodown",
+            Self::Noin => "noin",
+            Self::Noout => "noout",
+            Self::Norebalance => "norebalance",
+            Self::Norecover => "norecover",
+            Self::Noscrub => "noscrub",
+            Self::Notieragent => "notieragent",
+            Self::Noup => "noup",
+            Self::Pause => "pause",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Flag);

@@ -6,7 +6,7 @@ pub mod flag;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetAllFlags {}
 impl crate::Operation for GetAllFlags {
     const ID: &'static str = "get_all_flags";
@@ -24,7 +24,7 @@ crate::operation_error!(GetAllFlagsError for GetAllFlags);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SetFlags {
     /// `nobackfill`
     pub nobackfill: Option<bool>,
@@ -61,16 +61,83 @@ impl crate::Operation for SetFlags {
 /// What [`SetFlags`] answers.
 pub type SetFlagsResponse = String;
 crate::operation_error!(SetFlagsError for SetFlags);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetAllFlagsResponseItemName { #[doc = " `nobackfill`"] Nobackfill =
-    "nobackfill", #[doc = " `nodeep-scrub`"] NodeepScrub = "nodeep-scrub", #[doc =
-    " `nodown`"] Nodown = "nodown", #[doc = " `noin`"] Noin = "noin", #[doc = " `noout`"]
-    Noout = "noout", #[doc = " `norebalance`"] Norebalance = "norebalance", #[doc =
-    " `norecover`"] Norecover = "norecover", #[doc = " `noscrub`"] Noscrub = "noscrub",
-    #[doc = " `notieragent`"] Notieragent = "notieragent", #[doc = " `noup`"] Noup =
-    "noup", #[doc = " `pause`"] Pause = "pause" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetAllFlagsResponseItemName {
+    /// `nobackfill`
+    Nobackfill,
+    /// `nodeep-scrub`
+    NodeepScrub,
+    /// `nodown`
+    Nodown,
+    /// `noin`
+    Noin,
+    /// `noout`
+    Noout,
+    /// `norebalance`
+    Norebalance,
+    /// `norecover`
+    Norecover,
+    /// `noscrub`
+    Noscrub,
+    /// `notieragent`
+    Notieragent,
+    /// `noup`
+    Noup,
+    /// `pause`
+    Pause,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetAllFlagsResponseItemName {
+    const VALUES: &'static [&'static str] = &[
+        "nobackfill",
+        "nodeep-scrub",
+        "nodown",
+        "noin",
+        "noout",
+        "norebalance",
+        "norecover",
+        "noscrub",
+        "notieragent",
+        "noup",
+        "pause",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "nobackfill" => Self::Nobackfill,
+            "nodeep-scrub" => Self::NodeepScrub,
+            "nodown" => Self::Nodown,
+            "noin" => Self::Noin,
+            "noout" => Self::Noout,
+            "norebalance" => Self::Norebalance,
+            "norecover" => Self::Norecover,
+            "noscrub" => Self::Noscrub,
+            "notieragent" => Self::Notieragent,
+            "noup" => Self::Noup,
+            "pause" => Self::Pause,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Nobackfill => "nobackfill",
+            Self::NodeepScrub => "nodeep-scrub",
+            Self::Nodown => "nodown",
+            Self::Noin => "noin",
+            Self::Noout => "noout",
+            Self::Norebalance => "norebalance",
+            Self::Norecover => "norecover",
+            Self::Noscrub => "noscrub",
+            Self::Notieragent => "notieragent",
+            Self::Noup => "noup",
+            Self::Pause => "pause",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetAllFlagsResponseItemName);
 /// From `GET /cluster/ceph/flags returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetAllFlagsResponseItem {

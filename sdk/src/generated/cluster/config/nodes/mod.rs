@@ -5,7 +5,7 @@ pub mod node;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Nodes {}
 impl crate::Operation for Nodes {
     const ID: &'static str = "nodes";

@@ -5,7 +5,7 @@
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delnode {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DelnodeError for Delnode);
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Addnode {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -5,7 +5,7 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetAliases {}
 impl crate::Operation for GetAliases {
     const ID: &'static str = "get_aliases";
@@ -23,7 +23,7 @@ crate::operation_error!(GetAliasesError for GetAliases);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateAlias {
     /// Format `IPorCIDR`
     pub cidr: String,

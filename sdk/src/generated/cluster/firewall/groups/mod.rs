@@ -5,7 +5,7 @@ pub mod group;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ListSecurityGroups {}
 impl crate::Operation for ListSecurityGroups {
     const ID: &'static str = "list_security_groups";
@@ -23,7 +23,7 @@ crate::operation_error!(ListSecurityGroupsError for ListSecurityGroups);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateSecurityGroup {
     /// `comment`
     pub comment: Option<String>,

@@ -5,7 +5,7 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct IpsetIndex {}
 impl crate::Operation for IpsetIndex {
     const ID: &'static str = "ipset_index";
@@ -23,7 +23,7 @@ crate::operation_error!(IpsetIndexError for IpsetIndex);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateIpset {
     /// `comment`
     pub comment: Option<String>,

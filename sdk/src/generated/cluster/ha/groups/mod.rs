@@ -5,7 +5,7 @@ pub mod group;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -23,7 +23,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -69,7 +69,28 @@ pub struct IndexResponseItem {
     /// `group`
     pub group: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `group`"] Group = "group" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateType {
+    /// `group`
+    Group,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CreateType {
+    const VALUES: &'static [&'static str] = &["group"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "group" => Self::Group,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Group => "group",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateType);

@@ -5,7 +5,7 @@ pub mod sid;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
@@ -27,7 +27,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Wire name `auto-rebalance`; default `1`
     #[serde(rename = "auto-rebalance")]
@@ -77,18 +77,77 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `state`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum State { #[doc = " `started`"] Started = "started", #[doc = " `stopped`"]
-    Stopped = "stopped", #[doc = " `enabled`"] Enabled = "enabled", #[doc =
-    " `disabled`"] Disabled = "disabled", #[doc = " `ignored`"] Ignored = "ignored" }
+/// Values of `state`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// `started`
+    Started,
+    /// `stopped`
+    Stopped,
+    /// `enabled`
+    Enabled,
+    /// `disabled`
+    Disabled,
+    /// `ignored`
+    Ignored,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `ct`"] Ct = "ct", #[doc = " `vm`"] Vm = "vm" }
+impl crate::open_enum::OpenEnum for State {
+    const VALUES: &'static [&'static str] =
+        &["started", "stopped", "enabled", "disabled", "ignored"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "started" => Self::Started,
+            "stopped" => Self::Stopped,
+            "enabled" => Self::Enabled,
+            "disabled" => Self::Disabled,
+            "ignored" => Self::Ignored,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Started => "started",
+            Self::Stopped => "stopped",
+            Self::Enabled => "enabled",
+            Self::Disabled => "disabled",
+            Self::Ignored => "ignored",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(State);
+/// Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `ct`
+    Ct,
+    /// `vm`
+    Vm,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["ct", "vm"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ct" => Self::Ct,
+            "vm" => Self::Vm,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ct => "ct",
+            Self::Vm => "vm",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/resources returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -5,7 +5,7 @@ pub mod rule;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// `resource`
     pub resource: Option<String>,
@@ -29,7 +29,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateRule {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -70,18 +70,64 @@ impl crate::Operation for CreateRule {
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
 crate::operation_error!(CreateRuleError for CreateRule);
-crate::open_enum! {
-    #[doc =
-    " Values of `affinity`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Affinity { #[doc = " `positive`"] Positive = "positive", #[doc =
-    " `negative`"] Negative = "negative" }
+/// Values of `affinity`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Affinity {
+    /// `positive`
+    Positive,
+    /// `negative`
+    Negative,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `node-affinity`"] NodeAffinity = "node-affinity", #[doc =
-    " `resource-affinity`"] ResourceAffinity = "resource-affinity" }
+impl crate::open_enum::OpenEnum for Affinity {
+    const VALUES: &'static [&'static str] = &["positive", "negative"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "positive" => Self::Positive,
+            "negative" => Self::Negative,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Positive => "positive",
+            Self::Negative => "negative",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Affinity);
+/// Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `node-affinity`
+    NodeAffinity,
+    /// `resource-affinity`
+    ResourceAffinity,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["node-affinity", "resource-affinity"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "node-affinity" => Self::NodeAffinity,
+            "resource-affinity" => Self::ResourceAffinity,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::NodeAffinity => "node-affinity",
+            Self::ResourceAffinity => "resource-affinity",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/rules returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

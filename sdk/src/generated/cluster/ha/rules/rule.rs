@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
@@ -31,7 +31,7 @@ crate::operation_error!(DeleteRuleError for DeleteRule);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
@@ -56,7 +56,7 @@ crate::operation_error!(ReadRuleError for ReadRule);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,

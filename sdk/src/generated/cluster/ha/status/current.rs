@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {}
 impl crate::Operation for Status {
     const ID: &'static str = "status";
@@ -17,23 +17,113 @@ impl crate::Operation for Status {
 /// What [`Status`] answers.
 pub type StatusResponse = Vec<StatusResponseItem>;
 crate::operation_error!(StatusError for Status);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum StatusResponseItemArmedState { #[doc = " `armed`"] Armed = "armed", #[doc =
-    " `standby`"] Standby = "standby", #[doc = " `disarming`"] Disarming = "disarming",
-    #[doc = " `disarmed`"] Disarmed = "disarmed" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StatusResponseItemArmedState {
+    /// `armed`
+    Armed,
+    /// `standby`
+    Standby,
+    /// `disarming`
+    Disarming,
+    /// `disarmed`
+    Disarmed,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum StatusResponseItemResourceMode { #[doc = " `freeze`"] Freeze = "freeze", #[doc =
-    " `ignore`"] Ignore = "ignore" }
+impl crate::open_enum::OpenEnum for StatusResponseItemArmedState {
+    const VALUES: &'static [&'static str] = &["armed", "standby", "disarming", "disarmed"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "armed" => Self::Armed,
+            "standby" => Self::Standby,
+            "disarming" => Self::Disarming,
+            "disarmed" => Self::Disarmed,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Armed => "armed",
+            Self::Standby => "standby",
+            Self::Disarming => "disarming",
+            Self::Disarmed => "disarmed",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum StatusResponseItemType { #[doc = " `quorum`"] Quorum = "quorum", #[doc =
-    " `master`"] Master = "master", #[doc = " `lrm`"] Lrm = "lrm", #[doc = " `service`"]
-    Service = "service", #[doc = " `fencing`"] Fencing = "fencing" }
+crate::open_enum_traits!(StatusResponseItemArmedState);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StatusResponseItemResourceMode {
+    /// `freeze`
+    Freeze,
+    /// `ignore`
+    Ignore,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for StatusResponseItemResourceMode {
+    const VALUES: &'static [&'static str] = &["freeze", "ignore"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "freeze" => Self::Freeze,
+            "ignore" => Self::Ignore,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Freeze => "freeze",
+            Self::Ignore => "ignore",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(StatusResponseItemResourceMode);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StatusResponseItemType {
+    /// `quorum`
+    Quorum,
+    /// `master`
+    Master,
+    /// `lrm`
+    Lrm,
+    /// `service`
+    Service,
+    /// `fencing`
+    Fencing,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for StatusResponseItemType {
+    const VALUES: &'static [&'static str] = &["quorum", "master", "lrm", "service", "fencing"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "quorum" => Self::Quorum,
+            "master" => Self::Master,
+            "lrm" => Self::Lrm,
+            "service" => Self::Service,
+            "fencing" => Self::Fencing,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Quorum => "quorum",
+            Self::Master => "master",
+            Self::Lrm => "lrm",
+            Self::Service => "service",
+            Self::Fencing => "fencing",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(StatusResponseItemType);
 /// From `GET /cluster/ha/status/current returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StatusResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DisarmHa {
     /// Wire name `resource-mode`
     #[serde(rename = "resource-mode")]
@@ -28,8 +28,32 @@ impl crate::Operation for DisarmHa {
 /// What [`DisarmHa`] answers.
 pub type DisarmHaResponse = ();
 crate::operation_error!(DisarmHaError for DisarmHa);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DisarmHaResourceMode { #[doc = " `freeze`"] Freeze = "freeze", #[doc =
-    " `ignore`"] Ignore = "ignore" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DisarmHaResourceMode {
+    /// `freeze`
+    Freeze,
+    /// `ignore`
+    Ignore,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for DisarmHaResourceMode {
+    const VALUES: &'static [&'static str] = &["freeze", "ignore"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "freeze" => Self::Freeze,
+            "ignore" => Self::Ignore,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Freeze => "freeze",
+            Self::Ignore => "ignore",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(DisarmHaResourceMode);

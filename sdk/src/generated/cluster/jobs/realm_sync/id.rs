@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteJob {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -31,7 +31,7 @@ crate::operation_error!(DeleteJobError for DeleteJob);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadJob {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -58,7 +58,7 @@ crate::operation_error!(ReadJobError for ReadJob);
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateJob {
     /// Path parameter; format `pve-configid`; maximum length 64
     pub id: String,
@@ -110,7 +110,7 @@ crate::operation_error!(CreateJobError for CreateJob);
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateJob {
     /// Path parameter; format `pve-configid`; maximum length 64
     pub id: String,

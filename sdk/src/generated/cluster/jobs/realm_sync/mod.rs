@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SyncjobIndex {}
 impl crate::Operation for SyncjobIndex {
     const ID: &'static str = "syncjob_index";

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/mapping/dir",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeleteError for Delete);
 /// - Permission check: `["or",["perm","/mapping/dir/{id}",["Mapping.Use"]],["perm","/mapping/dir/{id}",["Mapping.Modify"]],["perm","/mapping/dir/{id}",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Get {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -59,7 +59,7 @@ crate::operation_error!(GetError for Get);
 /// - Permission check: `["perm","/mapping/dir/{id}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; format `pve-configid`
     pub id: String,

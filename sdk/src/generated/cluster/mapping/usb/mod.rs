@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Wire name `check-node`; format `pve-node`
     #[serde(rename = "check-node")]
@@ -27,7 +27,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/mapping/usb",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Maximum length 4096
     pub description: Option<String>,

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -31,7 +31,7 @@ crate::operation_error!(DeleteError for Delete);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Read {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -58,7 +58,7 @@ crate::operation_error!(ReadError for Read);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -173,7 +173,7 @@ crate::operation_error!(CreateError for Create);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -280,32 +280,156 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
-crate::open_enum! {
-    #[doc =
-    " Values of `influxdbproto`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Influxdbproto { #[doc = " `udp`"] Udp = "udp", #[doc = " `http`"] Http =
-    "http", #[doc = " `https`"] Https = "https" }
+/// Values of `influxdbproto`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Influxdbproto {
+    /// `udp`
+    Udp,
+    /// `http`
+    Http,
+    /// `https`
+    Https,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `otel-compression`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum OtelCompression { #[doc = " `none`"] None = "none", #[doc = " `gzip`"] Gzip
-    = "gzip" }
+impl crate::open_enum::OpenEnum for Influxdbproto {
+    const VALUES: &'static [&'static str] = &["udp", "http", "https"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "udp" => Self::Udp,
+            "http" => Self::Http,
+            "https" => Self::Https,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Udp => "udp",
+            Self::Http => "http",
+            Self::Https => "https",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `otel-protocol`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum OtelProtocol { #[doc = " `http`"] Http = "http", #[doc = " `https`"] Https =
-    "https" }
+crate::open_enum_traits!(Influxdbproto);
+/// Values of `otel-compression`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OtelCompression {
+    /// `none`
+    None,
+    /// `gzip`
+    Gzip,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `proto`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Proto { #[doc = " `udp`"] Udp = "udp", #[doc = " `tcp`"] Tcp = "tcp" }
+impl crate::open_enum::OpenEnum for OtelCompression {
+    const VALUES: &'static [&'static str] = &["none", "gzip"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "none" => Self::None,
+            "gzip" => Self::Gzip,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Gzip => "gzip",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `graphite`"] Graphite = "graphite", #[doc =
-    " `influxdb`"] Influxdb = "influxdb", #[doc = " `opentelemetry`"] Opentelemetry =
-    "opentelemetry" }
+crate::open_enum_traits!(OtelCompression);
+/// Values of `otel-protocol`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OtelProtocol {
+    /// `http`
+    Http,
+    /// `https`
+    Https,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for OtelProtocol {
+    const VALUES: &'static [&'static str] = &["http", "https"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "http" => Self::Http,
+            "https" => Self::Https,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Http => "http",
+            Self::Https => "https",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(OtelProtocol);
+/// Values of `proto`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Proto {
+    /// `udp`
+    Udp,
+    /// `tcp`
+    Tcp,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Proto {
+    const VALUES: &'static [&'static str] = &["udp", "tcp"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "udp" => Self::Udp,
+            "tcp" => Self::Tcp,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Proto);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateType {
+    /// `graphite`
+    Graphite,
+    /// `influxdb`
+    Influxdb,
+    /// `opentelemetry`
+    Opentelemetry,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for CreateType {
+    const VALUES: &'static [&'static str] = &["graphite", "influxdb", "opentelemetry"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "graphite" => Self::Graphite,
+            "influxdb" => Self::Influxdb,
+            "opentelemetry" => Self::Opentelemetry,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Graphite => "graphite",
+            Self::Influxdb => "influxdb",
+            Self::Opentelemetry => "opentelemetry",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateType);

@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ServerIndex {}
 impl crate::Operation for ServerIndex {
     const ID: &'static str = "server_index";

@@ -8,7 +8,7 @@ pub mod webhook;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct EndpointsIndex {}
 impl crate::Operation for EndpointsIndex {
     const ID: &'static str = "endpoints_index";

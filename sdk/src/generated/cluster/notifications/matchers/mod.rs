@@ -6,7 +6,7 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetMatchers {}
 impl crate::Operation for GetMatchers {
     const ID: &'static str = "get_matchers";
@@ -24,7 +24,7 @@ crate::operation_error!(GetMatchersError for GetMatchers);
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateMatcher {
     /// `comment`
     pub comment: Option<String>,
@@ -76,11 +76,35 @@ impl crate::Operation for CreateMatcher {
 /// What [`CreateMatcher`] answers.
 pub type CreateMatcherResponse = ();
 crate::operation_error!(CreateMatcherError for CreateMatcher);
-crate::open_enum! {
-    #[doc =
-    " Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Mode { #[doc = " `all`"] All = "all", #[doc = " `any`"] Any = "any" }
+/// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `all`
+    All,
+    /// `any`
+    Any,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Mode {
+    const VALUES: &'static [&'static str] = &["all", "any"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "all" => Self::All,
+            "any" => Self::Any,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::All => "all",
+            Self::Any => "any",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/matchers returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetMatchersResponseItem {

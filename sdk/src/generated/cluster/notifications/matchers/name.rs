@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeleteMatcherError for DeleteMatcher);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -57,7 +57,7 @@ crate::operation_error!(GetMatcherError for GetMatcher);
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,

@@ -6,7 +6,7 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetAllTargets {}
 impl crate::Operation for GetAllTargets {
     const ID: &'static str = "get_all_targets";
@@ -19,12 +19,43 @@ impl crate::Operation for GetAllTargets {
 /// What [`GetAllTargets`] answers.
 pub type GetAllTargetsResponse = Vec<GetAllTargetsResponseItem>;
 crate::operation_error!(GetAllTargetsError for GetAllTargets);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetAllTargetsResponseItemType { #[doc = " `sendmail`"] Sendmail = "sendmail",
-    #[doc = " `gotify`"] Gotify = "gotify", #[doc = " `smtp`"] Smtp = "smtp", #[doc =
-    " `webhook`"] Webhook = "webhook" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetAllTargetsResponseItemType {
+    /// `sendmail`
+    Sendmail,
+    /// `gotify`
+    Gotify,
+    /// `smtp`
+    Smtp,
+    /// `webhook`
+    Webhook,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetAllTargetsResponseItemType {
+    const VALUES: &'static [&'static str] = &["sendmail", "gotify", "smtp", "webhook"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "sendmail" => Self::Sendmail,
+            "gotify" => Self::Gotify,
+            "smtp" => Self::Smtp,
+            "webhook" => Self::Webhook,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Sendmail => "sendmail",
+            Self::Gotify => "gotify",
+            Self::Smtp => "smtp",
+            Self::Webhook => "webhook",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetAllTargetsResponseItemType);
 /// From `GET /cluster/notifications/targets returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetAllTargetsResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter
     pub cputype: String,
@@ -33,7 +33,7 @@ crate::operation_error!(DeleteError for Delete);
 ///
 /// - Permission check: `["or",["perm","/mapping/cpu/{cputype}",["Mapping.Audit"]],["perm","/mapping/cpu/{cputype}",["Mapping.Use"]],["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Info {
     /// Path parameter
     pub cputype: String,
@@ -60,7 +60,7 @@ crate::operation_error!(InfoError for Info);
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; format `pve-configid`; maximum length 40
     pub cputype: String,

@@ -5,7 +5,7 @@ pub mod cputype;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Config {}
 impl crate::Operation for Config {
     const ID: &'static str = "config";
@@ -23,7 +23,7 @@ crate::operation_error!(ConfigError for Config);
 /// - Permission check: `["perm","/mapping/cpu",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Format `pve-configid`; maximum length 40
     pub cputype: String,
@@ -72,94 +72,583 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `reported-model`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum ReportedModel { #[doc = " `486`"] V486 = "486", #[doc = " `a64fx`"] A64fx =
-    "a64fx", #[doc = " `athlon`"] Athlon = "athlon", #[doc = " `Broadwell`"] Broadwell =
-    "Broadwell", #[doc = " `Broadwell-IBRS`"] BroadwellIbrs = "Broadwell-IBRS", #[doc =
-    " `Broadwell-noTSX`"] BroadwellNoTsx = "Broadwell-noTSX", #[doc =
-    " `Broadwell-noTSX-IBRS`"] BroadwellNoTsxIbrs = "Broadwell-noTSX-IBRS", #[doc =
-    " `Cascadelake-Server`"] CascadelakeServer = "Cascadelake-Server", #[doc =
-    " `Cascadelake-Server-noTSX`"] CascadelakeServerNoTsx = "Cascadelake-Server-noTSX",
-    #[doc = " `Cascadelake-Server-v2`"] CascadelakeServerV2 = "Cascadelake-Server-v2",
-    #[doc = " `Cascadelake-Server-v4`"] CascadelakeServerV4 = "Cascadelake-Server-v4",
-    #[doc = " `Cascadelake-Server-v5`"] CascadelakeServerV5 = "Cascadelake-Server-v5",
-    #[doc = " `ClearwaterForest`"] ClearwaterForest = "ClearwaterForest", #[doc =
-    " `ClearwaterForest-v2`"] ClearwaterForestV2 = "ClearwaterForest-v2", #[doc =
-    " `ClearwaterForest-v3`"] ClearwaterForestV3 = "ClearwaterForest-v3", #[doc =
-    " `Conroe`"] Conroe = "Conroe", #[doc = " `Cooperlake`"] Cooperlake = "Cooperlake",
-    #[doc = " `Cooperlake-v2`"] CooperlakeV2 = "Cooperlake-v2", #[doc = " `core2duo`"]
-    Core2duo = "core2duo", #[doc = " `coreduo`"] Coreduo = "coreduo", #[doc =
-    " `cortex-a35`"] CortexA35 = "cortex-a35", #[doc = " `cortex-a53`"] CortexA53 =
-    "cortex-a53", #[doc = " `cortex-a55`"] CortexA55 = "cortex-a55", #[doc =
-    " `cortex-a57`"] CortexA57 = "cortex-a57", #[doc = " `cortex-a710`"] CortexA710 =
-    "cortex-a710", #[doc = " `cortex-a72`"] CortexA72 = "cortex-a72", #[doc =
-    " `cortex-a76`"] CortexA76 = "cortex-a76", #[doc = " `cortex-a78ae`"] CortexA78ae =
-    "cortex-a78ae", #[doc = " `DiamondRapids`"] DiamondRapids = "DiamondRapids", #[doc =
-    " `EPYC`"] Epyc = "EPYC", #[doc = " `EPYC-Genoa`"] EpycGenoa = "EPYC-Genoa", #[doc =
-    " `EPYC-Genoa-v2`"] EpycGenoaV2 = "EPYC-Genoa-v2", #[doc = " `EPYC-IBPB`"] EpycIbpb =
-    "EPYC-IBPB", #[doc = " `EPYC-Milan`"] EpycMilan = "EPYC-Milan", #[doc =
-    " `EPYC-Milan-v2`"] EpycMilanV2 = "EPYC-Milan-v2", #[doc = " `EPYC-Milan-v3`"]
-    EpycMilanV3 = "EPYC-Milan-v3", #[doc = " `EPYC-Rome`"] EpycRome = "EPYC-Rome", #[doc
-    = " `EPYC-Rome-v2`"] EpycRomeV2 = "EPYC-Rome-v2", #[doc = " `EPYC-Rome-v3`"]
-    EpycRomeV3 = "EPYC-Rome-v3", #[doc = " `EPYC-Rome-v4`"] EpycRomeV4 = "EPYC-Rome-v4",
-    #[doc = " `EPYC-Rome-v5`"] EpycRomeV5 = "EPYC-Rome-v5", #[doc = " `EPYC-Turin`"]
-    EpycTurin = "EPYC-Turin", #[doc = " `EPYC-v3`"] EpycV3 = "EPYC-v3", #[doc =
-    " `EPYC-v4`"] EpycV4 = "EPYC-v4", #[doc = " `EPYC-v5`"] EpycV5 = "EPYC-v5", #[doc =
-    " `GraniteRapids`"] GraniteRapids = "GraniteRapids", #[doc = " `GraniteRapids-v2`"]
-    GraniteRapidsV2 = "GraniteRapids-v2", #[doc = " `GraniteRapids-v3`"] GraniteRapidsV3
-    = "GraniteRapids-v3", #[doc = " `GraniteRapids-v4`"] GraniteRapidsV4 =
-    "GraniteRapids-v4", #[doc = " `GraniteRapids-v5`"] GraniteRapidsV5 =
-    "GraniteRapids-v5", #[doc = " `Haswell`"] Haswell = "Haswell", #[doc =
-    " `Haswell-IBRS`"] HaswellIbrs = "Haswell-IBRS", #[doc = " `Haswell-noTSX`"]
-    HaswellNoTsx = "Haswell-noTSX", #[doc = " `Haswell-noTSX-IBRS`"] HaswellNoTsxIbrs =
-    "Haswell-noTSX-IBRS", #[doc = " `host`"] Host = "host", #[doc = " `Icelake-Client`"]
-    IcelakeClient = "Icelake-Client", #[doc = " `Icelake-Client-noTSX`"]
-    IcelakeClientNoTsx = "Icelake-Client-noTSX", #[doc = " `Icelake-Server`"]
-    IcelakeServer = "Icelake-Server", #[doc = " `Icelake-Server-noTSX`"]
-    IcelakeServerNoTsx = "Icelake-Server-noTSX", #[doc = " `Icelake-Server-v3`"]
-    IcelakeServerV3 = "Icelake-Server-v3", #[doc = " `Icelake-Server-v4`"]
-    IcelakeServerV4 = "Icelake-Server-v4", #[doc = " `Icelake-Server-v5`"]
-    IcelakeServerV5 = "Icelake-Server-v5", #[doc = " `Icelake-Server-v6`"]
-    IcelakeServerV6 = "Icelake-Server-v6", #[doc = " `Icelake-Server-v7`"]
-    IcelakeServerV7 = "Icelake-Server-v7", #[doc = " `IvyBridge`"] IvyBridge =
-    "IvyBridge", #[doc = " `IvyBridge-IBRS`"] IvyBridgeIbrs = "IvyBridge-IBRS", #[doc =
-    " `KnightsMill`"] KnightsMill = "KnightsMill", #[doc = " `kvm32`"] Kvm32 = "kvm32",
-    #[doc = " `kvm64`"] Kvm64 = "kvm64", #[doc = " `max`"] Max = "max", #[doc =
-    " `Nehalem`"] Nehalem = "Nehalem", #[doc = " `Nehalem-IBRS`"] NehalemIbrs =
-    "Nehalem-IBRS", #[doc = " `neoverse-n1`"] NeoverseN1 = "neoverse-n1", #[doc =
-    " `neoverse-n2`"] NeoverseN2 = "neoverse-n2", #[doc = " `neoverse-v1`"] NeoverseV1 =
-    "neoverse-v1", #[doc = " `Opteron_G1`"] OpteronG1 = "Opteron_G1", #[doc =
-    " `Opteron_G2`"] OpteronG2 = "Opteron_G2", #[doc = " `Opteron_G3`"] OpteronG3 =
-    "Opteron_G3", #[doc = " `Opteron_G4`"] OpteronG4 = "Opteron_G4", #[doc =
-    " `Opteron_G5`"] OpteronG5 = "Opteron_G5", #[doc = " `Penryn`"] Penryn = "Penryn",
-    #[doc = " `pentium`"] Pentium = "pentium", #[doc = " `pentium2`"] Pentium2 =
-    "pentium2", #[doc = " `pentium3`"] Pentium3 = "pentium3", #[doc = " `phenom`"] Phenom
-    = "phenom", #[doc = " `qemu32`"] Qemu32 = "qemu32", #[doc = " `qemu64`"] Qemu64 =
-    "qemu64", #[doc = " `SandyBridge`"] SandyBridge = "SandyBridge", #[doc =
-    " `SandyBridge-IBRS`"] SandyBridgeIbrs = "SandyBridge-IBRS", #[doc =
-    " `SapphireRapids`"] SapphireRapids = "SapphireRapids", #[doc =
-    " `SapphireRapids-v2`"] SapphireRapidsV2 = "SapphireRapids-v2", #[doc =
-    " `SapphireRapids-v3`"] SapphireRapidsV3 = "SapphireRapids-v3", #[doc =
-    " `SapphireRapids-v4`"] SapphireRapidsV4 = "SapphireRapids-v4", #[doc =
-    " `SapphireRapids-v5`"] SapphireRapidsV5 = "SapphireRapids-v5", #[doc =
-    " `SapphireRapids-v6`"] SapphireRapidsV6 = "SapphireRapids-v6", #[doc =
-    " `SierraForest`"] SierraForest = "SierraForest", #[doc = " `SierraForest-v2`"]
-    SierraForestV2 = "SierraForest-v2", #[doc = " `SierraForest-v3`"] SierraForestV3 =
-    "SierraForest-v3", #[doc = " `SierraForest-v4`"] SierraForestV4 = "SierraForest-v4",
-    #[doc = " `SierraForest-v5`"] SierraForestV5 = "SierraForest-v5", #[doc =
-    " `Skylake-Client`"] SkylakeClient = "Skylake-Client", #[doc =
-    " `Skylake-Client-IBRS`"] SkylakeClientIbrs = "Skylake-Client-IBRS", #[doc =
-    " `Skylake-Client-noTSX-IBRS`"] SkylakeClientNoTsxIbrs = "Skylake-Client-noTSX-IBRS",
-    #[doc = " `Skylake-Client-v4`"] SkylakeClientV4 = "Skylake-Client-v4", #[doc =
-    " `Skylake-Server`"] SkylakeServer = "Skylake-Server", #[doc =
-    " `Skylake-Server-IBRS`"] SkylakeServerIbrs = "Skylake-Server-IBRS", #[doc =
-    " `Skylake-Server-noTSX-IBRS`"] SkylakeServerNoTsxIbrs = "Skylake-Server-noTSX-IBRS",
-    #[doc = " `Skylake-Server-v4`"] SkylakeServerV4 = "Skylake-Server-v4", #[doc =
-    " `Skylake-Server-v5`"] SkylakeServerV5 = "Skylake-Server-v5", #[doc = " `Westmere`"]
-    Westmere = "Westmere", #[doc = " `Westmere-IBRS`"] WestmereIbrs = "Westmere-IBRS" }
+/// Values of `reported-model`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReportedModel {
+    /// `486`
+    V486,
+    /// `a64fx`
+    A64fx,
+    /// `athlon`
+    Athlon,
+    /// `Broadwell`
+    Broadwell,
+    /// `Broadwell-IBRS`
+    BroadwellIbrs,
+    /// `Broadwell-noTSX`
+    BroadwellNoTsx,
+    /// `Broadwell-noTSX-IBRS`
+    BroadwellNoTsxIbrs,
+    /// `Cascadelake-Server`
+    CascadelakeServer,
+    /// `Cascadelake-Server-noTSX`
+    CascadelakeServerNoTsx,
+    /// `Cascadelake-Server-v2`
+    CascadelakeServerV2,
+    /// `Cascadelake-Server-v4`
+    CascadelakeServerV4,
+    /// `Cascadelake-Server-v5`
+    CascadelakeServerV5,
+    /// `ClearwaterForest`
+    ClearwaterForest,
+    /// `ClearwaterForest-v2`
+    ClearwaterForestV2,
+    /// `ClearwaterForest-v3`
+    ClearwaterForestV3,
+    /// `Conroe`
+    Conroe,
+    /// `Cooperlake`
+    Cooperlake,
+    /// `Cooperlake-v2`
+    CooperlakeV2,
+    /// `core2duo`
+    Core2duo,
+    /// `coreduo`
+    Coreduo,
+    /// `cortex-a35`
+    CortexA35,
+    /// `cortex-a53`
+    CortexA53,
+    /// `cortex-a55`
+    CortexA55,
+    /// `cortex-a57`
+    CortexA57,
+    /// `cortex-a710`
+    CortexA710,
+    /// `cortex-a72`
+    CortexA72,
+    /// `cortex-a76`
+    CortexA76,
+    /// `cortex-a78ae`
+    CortexA78ae,
+    /// `DiamondRapids`
+    DiamondRapids,
+    /// `EPYC`
+    Epyc,
+    /// `EPYC-Genoa`
+    EpycGenoa,
+    /// `EPYC-Genoa-v2`
+    EpycGenoaV2,
+    /// `EPYC-IBPB`
+    EpycIbpb,
+    /// `EPYC-Milan`
+    EpycMilan,
+    /// `EPYC-Milan-v2`
+    EpycMilanV2,
+    /// `EPYC-Milan-v3`
+    EpycMilanV3,
+    /// `EPYC-Rome`
+    EpycRome,
+    /// `EPYC-Rome-v2`
+    EpycRomeV2,
+    /// `EPYC-Rome-v3`
+    EpycRomeV3,
+    /// `EPYC-Rome-v4`
+    EpycRomeV4,
+    /// `EPYC-Rome-v5`
+    EpycRomeV5,
+    /// `EPYC-Turin`
+    EpycTurin,
+    /// `EPYC-v3`
+    EpycV3,
+    /// `EPYC-v4`
+    EpycV4,
+    /// `EPYC-v5`
+    EpycV5,
+    /// `GraniteRapids`
+    GraniteRapids,
+    /// `GraniteRapids-v2`
+    GraniteRapidsV2,
+    /// `GraniteRapids-v3`
+    GraniteRapidsV3,
+    /// `GraniteRapids-v4`
+    GraniteRapidsV4,
+    /// `GraniteRapids-v5`
+    GraniteRapidsV5,
+    /// `Haswell`
+    Haswell,
+    /// `Haswell-IBRS`
+    HaswellIbrs,
+    /// `Haswell-noTSX`
+    HaswellNoTsx,
+    /// `Haswell-noTSX-IBRS`
+    HaswellNoTsxIbrs,
+    /// `host`
+    Host,
+    /// `Icelake-Client`
+    IcelakeClient,
+    /// `Icelake-Client-noTSX`
+    IcelakeClientNoTsx,
+    /// `Icelake-Server`
+    IcelakeServer,
+    /// `Icelake-Server-noTSX`
+    IcelakeServerNoTsx,
+    /// `Icelake-Server-v3`
+    IcelakeServerV3,
+    /// `Icelake-Server-v4`
+    IcelakeServerV4,
+    /// `Icelake-Server-v5`
+    IcelakeServerV5,
+    /// `Icelake-Server-v6`
+    IcelakeServerV6,
+    /// `Icelake-Server-v7`
+    IcelakeServerV7,
+    /// `IvyBridge`
+    IvyBridge,
+    /// `IvyBridge-IBRS`
+    IvyBridgeIbrs,
+    /// `KnightsMill`
+    KnightsMill,
+    /// `kvm32`
+    Kvm32,
+    /// `kvm64`
+    Kvm64,
+    /// `max`
+    Max,
+    /// `Nehalem`
+    Nehalem,
+    /// `Nehalem-IBRS`
+    NehalemIbrs,
+    /// `neoverse-n1`
+    NeoverseN1,
+    /// `neoverse-n2`
+    NeoverseN2,
+    /// `neoverse-v1`
+    NeoverseV1,
+    /// `Opteron_G1`
+    OpteronG1,
+    /// `Opteron_G2`
+    OpteronG2,
+    /// `Opteron_G3`
+    OpteronG3,
+    /// `Opteron_G4`
+    OpteronG4,
+    /// `Opteron_G5`
+    OpteronG5,
+    /// `Penryn`
+    Penryn,
+    /// `pentium`
+    Pentium,
+    /// `pentium2`
+    Pentium2,
+    /// `pentium3`
+    Pentium3,
+    /// `phenom`
+    Phenom,
+    /// `qemu32`
+    Qemu32,
+    /// `qemu64`
+    Qemu64,
+    /// `SandyBridge`
+    SandyBridge,
+    /// `SandyBridge-IBRS`
+    SandyBridgeIbrs,
+    /// `SapphireRapids`
+    SapphireRapids,
+    /// `SapphireRapids-v2`
+    SapphireRapidsV2,
+    /// `SapphireRapids-v3`
+    SapphireRapidsV3,
+    /// `SapphireRapids-v4`
+    SapphireRapidsV4,
+    /// `SapphireRapids-v5`
+    SapphireRapidsV5,
+    /// `SapphireRapids-v6`
+    SapphireRapidsV6,
+    /// `SierraForest`
+    SierraForest,
+    /// `SierraForest-v2`
+    SierraForestV2,
+    /// `SierraForest-v3`
+    SierraForestV3,
+    /// `SierraForest-v4`
+    SierraForestV4,
+    /// `SierraForest-v5`
+    SierraForestV5,
+    /// `Skylake-Client`
+    SkylakeClient,
+    /// `Skylake-Client-IBRS`
+    SkylakeClientIbrs,
+    /// `Skylake-Client-noTSX-IBRS`
+    SkylakeClientNoTsxIbrs,
+    /// `Skylake-Client-v4`
+    SkylakeClientV4,
+    /// `Skylake-Server`
+    SkylakeServer,
+    /// `Skylake-Server-IBRS`
+    SkylakeServerIbrs,
+    /// `Skylake-Server-noTSX-IBRS`
+    SkylakeServerNoTsxIbrs,
+    /// `Skylake-Server-v4`
+    SkylakeServerV4,
+    /// `Skylake-Server-v5`
+    SkylakeServerV5,
+    /// `Westmere`
+    Westmere,
+    /// `Westmere-IBRS`
+    WestmereIbrs,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ReportedModel {
+    const VALUES: &'static [&'static str] = &[
+        "486",
+        "a64fx",
+        "athlon",
+        "Broadwell",
+        "Broadwell-IBRS",
+        "Broadwell-noTSX",
+        "Broadwell-noTSX-IBRS",
+        "Cascadelake-Server",
+        "Cascadelake-Server-noTSX",
+        "Cascadelake-Server-v2",
+        "Cascadelake-Server-v4",
+        "Cascadelake-Server-v5",
+        "ClearwaterForest",
+        "ClearwaterForest-v2",
+        "ClearwaterForest-v3",
+        "Conroe",
+        "Cooperlake",
+        "Cooperlake-v2",
+        "core2duo",
+        "coreduo",
+        "cortex-a35",
+        "cortex-a53",
+        "cortex-a55",
+        "cortex-a57",
+        "cortex-a710",
+        "cortex-a72",
+        "cortex-a76",
+        "cortex-a78ae",
+        "DiamondRapids",
+        "EPYC",
+        "EPYC-Genoa",
+        "EPYC-Genoa-v2",
+        "EPYC-IBPB",
+        "EPYC-Milan",
+        "EPYC-Milan-v2",
+        "EPYC-Milan-v3",
+        "EPYC-Rome",
+        "EPYC-Rome-v2",
+        "EPYC-Rome-v3",
+        "EPYC-Rome-v4",
+        "EPYC-Rome-v5",
+        "EPYC-Turin",
+        "EPYC-v3",
+        "EPYC-v4",
+        "EPYC-v5",
+        "GraniteRapids",
+        "GraniteRapids-v2",
+        "GraniteRapids-v3",
+        "GraniteRapids-v4",
+        "GraniteRapids-v5",
+        "Haswell",
+        "Haswell-IBRS",
+        "Haswell-noTSX",
+        "Haswell-noTSX-IBRS",
+        "host",
+        "Icelake-Client",
+        "Icelake-Client-noTSX",
+        "Icelake-Server",
+        "Icelake-Server-noTSX",
+        "Icelake-Server-v3",
+        "Icelake-Server-v4",
+        "Icelake-Server-v5",
+        "Icelake-Server-v6",
+        "Icelake-Server-v7",
+        "IvyBridge",
+        "IvyBridge-IBRS",
+        "KnightsMill",
+        "kvm32",
+        "kvm64",
+        "max",
+        "Nehalem",
+        "Nehalem-IBRS",
+        "neoverse-n1",
+        "neoverse-n2",
+        "neoverse-v1",
+        "Opteron_G1",
+        "Opteron_G2",
+        "Opteron_G3",
+        "Opteron_G4",
+        "Opteron_G5",
+        "Penryn",
+        "pentium",
+        "pentium2",
+        "pentium3",
+        "phenom",
+        "qemu32",
+        "qemu64",
+        "SandyBridge",
+        "SandyBridge-IBRS",
+        "SapphireRapids",
+        "SapphireRapids-v2",
+        "SapphireRapids-v3",
+        "SapphireRapids-v4",
+        "SapphireRapids-v5",
+        "SapphireRapids-v6",
+        "SierraForest",
+        "SierraForest-v2",
+        "SierraForest-v3",
+        "SierraForest-v4",
+        "SierraForest-v5",
+        "Skylake-Client",
+        "Skylake-Client-IBRS",
+        "Skylake-Client-noTSX-IBRS",
+        "Skylake-Client-v4",
+        "Skylake-Server",
+        "Skylake-Server-IBRS",
+        "Skylake-Server-noTSX-IBRS",
+        "Skylake-Server-v4",
+        "Skylake-Server-v5",
+        "Westmere",
+        "Westmere-IBRS",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "486" => Self::V486,
+            "a64fx" => Self::A64fx,
+            "athlon" => Self::Athlon,
+            "Broadwell" => Self::Broadwell,
+            "Broadwell-IBRS" => Self::BroadwellIbrs,
+            "Broadwell-noTSX" => Self::BroadwellNoTsx,
+            "Broadwell-noTSX-IBRS" => Self::BroadwellNoTsxIbrs,
+            "Cascadelake-Server" => Self::CascadelakeServer,
+            "Cascadelake-Server-noTSX" => Self::CascadelakeServerNoTsx,
+            "Cascadelake-Server-v2" => Self::CascadelakeServerV2,
+            "Cascadelake-Server-v4" => Self::CascadelakeServerV4,
+            "Cascadelake-Server-v5" => Self::CascadelakeServerV5,
+            "ClearwaterForest" => Self::ClearwaterForest,
+            "ClearwaterForest-v2" => Self::ClearwaterForestV2,
+            "ClearwaterForest-v3" => Self::ClearwaterForestV3,
+            "Conroe" => Self::Conroe,
+            "Cooperlake" => Self::Cooperlake,
+            "Cooperlake-v2" => Self::CooperlakeV2,
+            "core2duo" => Self::Core2duo,
+            "coreduo" => Self::Coreduo,
+            "cortex-a35" => Self::CortexA35,
+            "cortex-a53" => Self::CortexA53,
+            "cortex-a55" => Self::CortexA55,
+            "cortex-a57" => Self::CortexA57,
+            "cortex-a710" => Self::CortexA710,
+            "cortex-a72" => Self::CortexA72,
+            "cortex-a76" => Self::CortexA76,
+            "cortex-a78ae" => Self::CortexA78ae,
+            "DiamondRapids" => Self::DiamondRapids,
+            "EPYC" => Self::Epyc,
+            "EPYC-Genoa" => Self::EpycGenoa,
+            "EPYC-Genoa-v2" => Self::EpycGenoaV2,
+            "EPYC-IBPB" => Self::EpycIbpb,
+            "EPYC-Milan" => Self::EpycMilan,
+            "EPYC-Milan-v2" => Self::EpycMilanV2,
+            "EPYC-Milan-v3" => Self::EpycMilanV3,
+            "EPYC-Rome" => Self::EpycRome,
+            "EPYC-Rome-v2" => Self::EpycRomeV2,
+            "EPYC-Rome-v3" => Self::EpycRomeV3,
+            "EPYC-Rome-v4" => Self::EpycRomeV4,
+            "EPYC-Rome-v5" => Self::EpycRomeV5,
+            "EPYC-Turin" => Self::EpycTurin,
+            "EPYC-v3" => Self::EpycV3,
+            "EPYC-v4" => Self::EpycV4,
+            "EPYC-v5" => Self::EpycV5,
+            "GraniteRapids" => Self::GraniteRapids,
+            "GraniteRapids-v2" => Self::GraniteRapidsV2,
+            "GraniteRapids-v3" => Self::GraniteRapidsV3,
+            "GraniteRapids-v4" => Self::GraniteRapidsV4,
+            "GraniteRapids-v5" => Self::GraniteRapidsV5,
+            "Haswell" => Self::Haswell,
+            "Haswell-IBRS" => Self::HaswellIbrs,
+            "Haswell-noTSX" => Self::HaswellNoTsx,
+            "Haswell-noTSX-IBRS" => Self::HaswellNoTsxIbrs,
+            "host" => Self::Host,
+            "Icelake-Client" => Self::IcelakeClient,
+            "Icelake-Client-noTSX" => Self::IcelakeClientNoTsx,
+            "Icelake-Server" => Self::IcelakeServer,
+            "Icelake-Server-noTSX" => Self::IcelakeServerNoTsx,
+            "Icelake-Server-v3" => Self::IcelakeServerV3,
+            "Icelake-Server-v4" => Self::IcelakeServerV4,
+            "Icelake-Server-v5" => Self::IcelakeServerV5,
+            "Icelake-Server-v6" => Self::IcelakeServerV6,
+            "Icelake-Server-v7" => Self::IcelakeServerV7,
+            "IvyBridge" => Self::IvyBridge,
+            "IvyBridge-IBRS" => Self::IvyBridgeIbrs,
+            "KnightsMill" => Self::KnightsMill,
+            "kvm32" => Self::Kvm32,
+            "kvm64" => Self::Kvm64,
+            "max" => Self::Max,
+            "Nehalem" => Self::Nehalem,
+            "Nehalem-IBRS" => Self::NehalemIbrs,
+            "neoverse-n1" => Self::NeoverseN1,
+            "neoverse-n2" => Self::NeoverseN2,
+            "neoverse-v1" => Self::NeoverseV1,
+            "Opteron_G1" => Self::OpteronG1,
+            "Opteron_G2" => Self::OpteronG2,
+            "Opteron_G3" => Self::OpteronG3,
+            "Opteron_G4" => Self::OpteronG4,
+            "Opteron_G5" => Self::OpteronG5,
+            "Penryn" => Self::Penryn,
+            "pentium" => Self::Pentium,
+            "pentium2" => Self::Pentium2,
+            "pentium3" => Self::Pentium3,
+            "phenom" => Self::Phenom,
+            "qemu32" => Self::Qemu32,
+            "qemu64" => Self::Qemu64,
+            "SandyBridge" => Self::SandyBridge,
+            "SandyBridge-IBRS" => Self::SandyBridgeIbrs,
+            "SapphireRapids" => Self::SapphireRapids,
+            "SapphireRapids-v2" => Self::SapphireRapidsV2,
+            "SapphireRapids-v3" => Self::SapphireRapidsV3,
+            "SapphireRapids-v4" => Self::SapphireRapidsV4,
+            "SapphireRapids-v5" => Self::SapphireRapidsV5,
+            "SapphireRapids-v6" => Self::SapphireRapidsV6,
+            "SierraForest" => Self::SierraForest,
+            "SierraForest-v2" => Self::SierraForestV2,
+            "SierraForest-v3" => Self::SierraForestV3,
+            "SierraForest-v4" => Self::SierraForestV4,
+            "SierraForest-v5" => Self::SierraForestV5,
+            "Skylake-Client" => Self::SkylakeClient,
+            "Skylake-Client-IBRS" => Self::SkylakeClientIbrs,
+            "Skylake-Client-noTSX-IBRS" => Self::SkylakeClientNoTsxIbrs,
+            "Skylake-Client-v4" => Self::SkylakeClientV4,
+            "Skylake-Server" => Self::SkylakeServer,
+            "Skylake-Server-IBRS" => Self::SkylakeServerIbrs,
+            "Skylake-Server-noTSX-IBRS" => Self::SkylakeServerNoTsxIbrs,
+            "Skylake-Server-v4" => Self::SkylakeServerV4,
+            "Skylake-Server-v5" => Self::SkylakeServerV5,
+            "Westmere" => Self::Westmere,
+            "Westmere-IBRS" => Self::WestmereIbrs,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V486 => "486",
+            Self::A64fx => "a64fx",
+            Self::Athlon => "athlon",
+            Self::Broadwell => "Broadwell",
+            Self::BroadwellIbrs => "Broadwell-IBRS",
+            Self::BroadwellNoTsx => "Broadwell-noTSX",
+            Self::BroadwellNoTsxIbrs => "Broadwell-noTSX-IBRS",
+            Self::CascadelakeServer => "Cascadelake-Server",
+            Self::CascadelakeServerNoTsx => "Cascadelake-Server-noTSX",
+            Self::CascadelakeServerV2 => "Cascadelake-Server-v2",
+            Self::CascadelakeServerV4 => "Cascadelake-Server-v4",
+            Self::CascadelakeServerV5 => "Cascadelake-Server-v5",
+            Self::ClearwaterForest => "ClearwaterForest",
+            Self::ClearwaterForestV2 => "ClearwaterForest-v2",
+            Self::ClearwaterForestV3 => "ClearwaterForest-v3",
+            Self::Conroe => "Conroe",
+            Self::Cooperlake => "Cooperlake",
+            Self::CooperlakeV2 => "Cooperlake-v2",
+            Self::Core2duo => "core2duo",
+            Self::Coreduo => "coreduo",
+            Self::CortexA35 => "cortex-a35",
+            Self::CortexA53 => "cortex-a53",
+            Self::CortexA55 => "cortex-a55",
+            Self::CortexA57 => "cortex-a57",
+            Self::CortexA710 => "cortex-a710",
+            Self::CortexA72 => "cortex-a72",
+            Self::CortexA76 => "cortex-a76",
+            Self::CortexA78ae => "cortex-a78ae",
+            Self::DiamondRapids => "DiamondRapids",
+            Self::Epyc => "EPYC",
+            Self::EpycGenoa => "EPYC-Genoa",
+            Self::EpycGenoaV2 => "EPYC-Genoa-v2",
+            Self::EpycIbpb => "EPYC-IBPB",
+            Self::EpycMilan => "EPYC-Milan",
+            Self::EpycMilanV2 => "EPYC-Milan-v2",
+            Self::EpycMilanV3 => "EPYC-Milan-v3",
+            Self::EpycRome => "EPYC-Rome",
+            Self::EpycRomeV2 => "EPYC-Rome-v2",
+            Self::EpycRomeV3 => "EPYC-Rome-v3",
+            Self::EpycRomeV4 => "EPYC-Rome-v4",
+            Self::EpycRomeV5 => "EPYC-Rome-v5",
+            Self::EpycTurin => "EPYC-Turin",
+            Self::EpycV3 => "EPYC-v3",
+            Self::EpycV4 => "EPYC-v4",
+            Self::EpycV5 => "EPYC-v5",
+            Self::GraniteRapids => "GraniteRapids",
+            Self::GraniteRapidsV2 => "GraniteRapids-v2",
+            Self::GraniteRapidsV3 => "GraniteRapids-v3",
+            Self::GraniteRapidsV4 => "GraniteRapids-v4",
+            Self::GraniteRapidsV5 => "GraniteRapids-v5",
+            Self::Haswell => "Haswell",
+            Self::HaswellIbrs => "Haswell-IBRS",
+            Self::HaswellNoTsx => "Haswell-noTSX",
+            Self::HaswellNoTsxIbrs => "Haswell-noTSX-IBRS",
+            Self::Host => "host",
+            Self::IcelakeClient => "Icelake-Client",
+            Self::IcelakeClientNoTsx => "Icelake-Client-noTSX",
+            Self::IcelakeServer => "Icelake-Server",
+            Self::IcelakeServerNoTsx => "Icelake-Server-noTSX",
+            Self::IcelakeServerV3 => "Icelake-Server-v3",
+            Self::IcelakeServerV4 => "Icelake-Server-v4",
+            Self::IcelakeServerV5 => "Icelake-Server-v5",
+            Self::IcelakeServerV6 => "Icelake-Server-v6",
+            Self::IcelakeServerV7 => "Icelake-Server-v7",
+            Self::IvyBridge => "IvyBridge",
+            Self::IvyBridgeIbrs => "IvyBridge-IBRS",
+            Self::KnightsMill => "KnightsMill",
+            Self::Kvm32 => "kvm32",
+            Self::Kvm64 => "kvm64",
+            Self::Max => "max",
+            Self::Nehalem => "Nehalem",
+            Self::NehalemIbrs => "Nehalem-IBRS",
+            Self::NeoverseN1 => "neoverse-n1",
+            Self::NeoverseN2 => "neoverse-n2",
+            Self::NeoverseV1 => "neoverse-v1",
+            Self::OpteronG1 => "Opteron_G1",
+            Self::OpteronG2 => "Opteron_G2",
+            Self::OpteronG3 => "Opteron_G3",
+            Self::OpteronG4 => "Opteron_G4",
+            Self::OpteronG5 => "Opteron_G5",
+            Self::Penryn => "Penryn",
+            Self::Pentium => "pentium",
+            Self::Pentium2 => "pentium2",
+            Self::Pentium3 => "pentium3",
+            Self::Phenom => "phenom",
+            Self::Qemu32 => "qemu32",
+            Self::Qemu64 => "qemu64",
+            Self::SandyBridge => "SandyBridge",
+            Self::SandyBridgeIbrs => "SandyBridge-IBRS",
+            Self::SapphireRapids => "SapphireRapids",
+            Self::SapphireRapidsV2 => "SapphireRapids-v2",
+            Self::SapphireRapidsV3 => "SapphireRapids-v3",
+            Self::SapphireRapidsV4 => "SapphireRapids-v4",
+            Self::SapphireRapidsV5 => "SapphireRapids-v5",
+            Self::SapphireRapidsV6 => "SapphireRapids-v6",
+            Self::SierraForest => "SierraForest",
+            Self::SierraForestV2 => "SierraForest-v2",
+            Self::SierraForestV3 => "SierraForest-v3",
+            Self::SierraForestV4 => "SierraForest-v4",
+            Self::SierraForestV5 => "SierraForest-v5",
+            Self::SkylakeClient => "Skylake-Client",
+            Self::SkylakeClientIbrs => "Skylake-Client-IBRS",
+            Self::SkylakeClientNoTsxIbrs => "Skylake-Client-noTSX-IBRS",
+            Self::SkylakeClientV4 => "Skylake-Client-v4",
+            Self::SkylakeServer => "Skylake-Server",
+            Self::SkylakeServerIbrs => "Skylake-Server-IBRS",
+            Self::SkylakeServerNoTsxIbrs => "Skylake-Server-noTSX-IBRS",
+            Self::SkylakeServerV4 => "Skylake-Server-v4",
+            Self::SkylakeServerV5 => "Skylake-Server-v5",
+            Self::Westmere => "Westmere",
+            Self::WestmereIbrs => "Westmere-IBRS",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReportedModel);
 /// From `GET /cluster/qemu/custom-cpu-models returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConfigResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
@@ -37,7 +37,7 @@ crate::operation_error!(DeleteError for Delete);
 ///
 /// - Permission check: `["perm","/sdn/controllers/{controller}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Read {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
@@ -70,7 +70,7 @@ crate::operation_error!(ReadError for Read);
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,

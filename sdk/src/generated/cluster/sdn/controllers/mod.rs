@@ -5,7 +5,7 @@ pub mod controller;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -31,7 +31,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -120,18 +120,76 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `bgp-mode`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum BgpMode { #[doc = " `auto`"] Auto = "auto", #[doc = " `external`"] External
-    = "external", #[doc = " `internal`"] Internal = "internal" }
+/// Values of `bgp-mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BgpMode {
+    /// `auto`
+    Auto,
+    /// `external`
+    External,
+    /// `internal`
+    Internal,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `evpn`"] Evpn = "evpn",
-    #[doc = " `faucet`"] Faucet = "faucet", #[doc = " `isis`"] Isis = "isis" }
+impl crate::open_enum::OpenEnum for BgpMode {
+    const VALUES: &'static [&'static str] = &["auto", "external", "internal"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "auto" => Self::Auto,
+            "external" => Self::External,
+            "internal" => Self::Internal,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Auto => "auto",
+            Self::External => "external",
+            Self::Internal => "internal",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(BgpMode);
+/// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `bgp`
+    Bgp,
+    /// `evpn`
+    Evpn,
+    /// `faucet`
+    Faucet,
+    /// `isis`
+    Isis,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["bgp", "evpn", "faucet", "isis"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "bgp" => Self::Bgp,
+            "evpn" => Self::Evpn,
+            "faucet" => Self::Faucet,
+            "isis" => Self::Isis,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Bgp => "bgp",
+            Self::Evpn => "evpn",
+            Self::Faucet => "faucet",
+            Self::Isis => "isis",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/controllers returns items "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemPending {

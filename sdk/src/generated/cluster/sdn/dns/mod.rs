@@ -5,7 +5,7 @@ pub mod dns;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
@@ -27,7 +27,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub dns: String,
@@ -82,11 +82,31 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `powerdns`"] Powerdns = "powerdns" }
+/// Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `powerdns`
+    Powerdns,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["powerdns"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "powerdns" => Self::Powerdns,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Powerdns => "powerdns",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/dns returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

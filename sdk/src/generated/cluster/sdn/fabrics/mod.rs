@@ -7,7 +7,7 @@ pub mod node;
 ///
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -48,12 +48,43 @@ impl crate::PropertyString for BgpInterfaces {
     }
 }
 crate::property_string!(BgpInterfaces);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum BgpRedistributeSource { #[doc = " `connected`"] Connected = "connected", #[doc =
-    " `kernel`"] Kernel = "kernel", #[doc = " `ospf`"] Ospf = "ospf", #[doc =
-    " `static`"] Static = "static" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BgpRedistributeSource {
+    /// `connected`
+    Connected,
+    /// `kernel`
+    Kernel,
+    /// `ospf`
+    Ospf,
+    /// `static`
+    Static,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for BgpRedistributeSource {
+    const VALUES: &'static [&'static str] = &["connected", "kernel", "ospf", "static"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "connected" => Self::Connected,
+            "kernel" => Self::Kernel,
+            "ospf" => Self::Ospf,
+            "static" => Self::Static,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Connected => "connected",
+            Self::Kernel => "kernel",
+            Self::Ospf => "ospf",
+            Self::Static => "static",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(BgpRedistributeSource);
 /// Property string `bgp-redistribute`.
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "fabrics" "redistribute"`, `GET /cluster/sdn/fabrics/fabric returns "redistribute"`, `GET /cluster/sdn/fabrics/fabric/{id} returns "redistribute"`, `POST /cluster/sdn/fabrics/fabric param "redistribute"`, `PUT /cluster/sdn/fabrics/fabric/{id} param "redistribute"`.
@@ -126,13 +157,48 @@ impl crate::PropertyString for OpenfabricInterfaces {
     }
 }
 crate::property_string!(OpenfabricInterfaces);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum OspfInterfacesNetworkType { #[doc = " `broadcast`"] Broadcast = "broadcast",
-    #[doc = " `non-broadcast`"] NonBroadcast = "non-broadcast", #[doc =
-    " `point-to-multipoint`"] PointToMultipoint = "point-to-multipoint", #[doc =
-    " `point-to-point`"] PointToPoint = "point-to-point" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OspfInterfacesNetworkType {
+    /// `broadcast`
+    Broadcast,
+    /// `non-broadcast`
+    NonBroadcast,
+    /// `point-to-multipoint`
+    PointToMultipoint,
+    /// `point-to-point`
+    PointToPoint,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for OspfInterfacesNetworkType {
+    const VALUES: &'static [&'static str] = &[
+        "broadcast",
+        "non-broadcast",
+        "point-to-multipoint",
+        "point-to-point",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "broadcast" => Self::Broadcast,
+            "non-broadcast" => Self::NonBroadcast,
+            "point-to-multipoint" => Self::PointToMultipoint,
+            "point-to-point" => Self::PointToPoint,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Broadcast => "broadcast",
+            Self::NonBroadcast => "non-broadcast",
+            Self::PointToMultipoint => "point-to-multipoint",
+            Self::PointToPoint => "point-to-point",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(OspfInterfacesNetworkType);
 /// Property string `ospf-interfaces`.
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "interfaces"`, `GET /cluster/sdn/fabrics/node returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "interfaces"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "interfaces"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "interfaces"`.
@@ -169,12 +235,43 @@ impl crate::PropertyString for OspfInterfaces {
     }
 }
 crate::property_string!(OspfInterfaces);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum OspfRedistributeSource { #[doc = " `bgp`"] Bgp = "bgp", #[doc = " `connected`"]
-    Connected = "connected", #[doc = " `kernel`"] Kernel = "kernel", #[doc = " `static`"]
-    Static = "static" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OspfRedistributeSource {
+    /// `bgp`
+    Bgp,
+    /// `connected`
+    Connected,
+    /// `kernel`
+    Kernel,
+    /// `static`
+    Static,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for OspfRedistributeSource {
+    const VALUES: &'static [&'static str] = &["bgp", "connected", "kernel", "static"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "bgp" => Self::Bgp,
+            "connected" => Self::Connected,
+            "kernel" => Self::Kernel,
+            "static" => Self::Static,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Bgp => "bgp",
+            Self::Connected => "connected",
+            Self::Kernel => "kernel",
+            Self::Static => "static",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(OspfRedistributeSource);
 /// Property string `ospf-redistribute`.
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "fabrics" "redistribute"`, `GET /cluster/sdn/fabrics/fabric returns "redistribute"`, `GET /cluster/sdn/fabrics/fabric/{id} returns "redistribute"`, `POST /cluster/sdn/fabrics/fabric param "redistribute"`, `PUT /cluster/sdn/fabrics/fabric/{id} param "redistribute"`.
@@ -207,11 +304,35 @@ impl crate::PropertyString for OspfRedistribute {
     }
 }
 crate::property_string!(OspfRedistribute);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum PeersType { #[doc = " `internal`"] Internal = "internal", #[doc = " `external`"]
-    External = "external" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeersType {
+    /// `internal`
+    Internal,
+    /// `external`
+    External,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for PeersType {
+    const VALUES: &'static [&'static str] = &["internal", "external"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "internal" => Self::Internal,
+            "external" => Self::External,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Internal => "internal",
+            Self::External => "external",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(PeersType);
 /// Property string `peers`.
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "peers"`, `GET /cluster/sdn/fabrics/node returns "peers"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "peers"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "peers"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "peers"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "peers"`.
@@ -267,19 +388,72 @@ impl crate::PropertyString for Peers {
     }
 }
 crate::property_string!(Peers);
-crate::open_enum! {
-    #[doc =
-    " Values of `protocol`, shared by 10 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Protocol { #[doc = " `openfabric`"] Openfabric = "openfabric", #[doc =
-    " `ospf`"] Ospf = "ospf", #[doc = " `wireguard`"] Wireguard = "wireguard", #[doc =
-    " `bgp`"] Bgp = "bgp" }
+/// Values of `protocol`, shared by 10 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// `openfabric`
+    Openfabric,
+    /// `ospf`
+    Ospf,
+    /// `wireguard`
+    Wireguard,
+    /// `bgp`
+    Bgp,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `role`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Role { #[doc = " `internal`"] Internal = "internal", #[doc = " `external`"]
-    External = "external" }
+impl crate::open_enum::OpenEnum for Protocol {
+    const VALUES: &'static [&'static str] = &["openfabric", "ospf", "wireguard", "bgp"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "openfabric" => Self::Openfabric,
+            "ospf" => Self::Ospf,
+            "wireguard" => Self::Wireguard,
+            "bgp" => Self::Bgp,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Openfabric => "openfabric",
+            Self::Ospf => "ospf",
+            Self::Wireguard => "wireguard",
+            Self::Bgp => "bgp",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Protocol);
+/// Values of `role`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// `internal`
+    Internal,
+    /// `external`
+    External,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Role {
+    const VALUES: &'static [&'static str] = &["internal", "external"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "internal" => Self::Internal,
+            "external" => Self::External,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Internal => "internal",
+            Self::External => "external",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Role);
 /// From `GET /cluster/sdn/fabrics returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -5,7 +5,7 @@ pub mod ipam;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// Wire name `type`
     #[serde(rename = "type")]
@@ -27,7 +27,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
@@ -71,12 +71,39 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `netbox`"] Netbox = "netbox", #[doc = " `phpipam`"] Phpipam
-    = "phpipam", #[doc = " `pve`"] Pve = "pve" }
+/// Values of `type`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `netbox`
+    Netbox,
+    /// `phpipam`
+    Phpipam,
+    /// `pve`
+    Pve,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["netbox", "phpipam", "pve"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "netbox" => Self::Netbox,
+            "phpipam" => Self::Phpipam,
+            "pve" => Self::Pve,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Netbox => "netbox",
+            Self::Phpipam => "phpipam",
+            Self::Pve => "pve",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/ipams returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ListPrefixLists {
     /// `pending`
     pub pending: Option<bool>,
@@ -30,7 +30,7 @@ crate::operation_error!(ListPrefixListsError for ListPrefixLists);
 /// - Permission check: `["perm","/sdn/prefix-lists",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreatePrefixListEntry {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -64,11 +64,35 @@ impl crate::Operation for CreatePrefixListEntry {
 /// What [`CreatePrefixListEntry`] answers.
 pub type CreatePrefixListEntryResponse = ();
 crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum EntriesAction { #[doc = " `permit`"] Permit = "permit", #[doc = " `deny`"] Deny
-    = "deny" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EntriesAction {
+    /// `permit`
+    Permit,
+    /// `deny`
+    Deny,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for EntriesAction {
+    const VALUES: &'static [&'static str] = &["permit", "deny"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "permit" => Self::Permit,
+            "deny" => Self::Deny,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Permit => "permit",
+            Self::Deny => "deny",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(EntriesAction);
 /// Property string `entries`.
 ///
 /// Used by: `POST /cluster/sdn/prefix-lists param "entries"`, `PUT /cluster/sdn/prefix-lists/{id} param "entries"`.

@@ -5,7 +5,7 @@ pub mod entries;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ListRouteMaps {
     /// `running`
     pub running: Option<bool>,

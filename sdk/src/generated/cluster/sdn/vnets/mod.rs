@@ -5,7 +5,7 @@ pub mod vnet;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -28,7 +28,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -76,11 +76,31 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `vnet`"] Vnet = "vnet" }
+/// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `vnet`
+    Vnet,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["vnet"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "vnet" => Self::Vnet,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Vnet => "vnet",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/vnets returns items "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemPending {

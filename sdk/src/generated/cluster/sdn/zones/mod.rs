@@ -5,7 +5,7 @@ pub mod zone;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -31,7 +31,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn/zones",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Wire name `advertise-subnets`
     #[serde(rename = "advertise-subnets")]
@@ -149,24 +149,105 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc =
-    " Values of `dhcp`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Dhcp { #[doc = " `dnsmasq`"] Dnsmasq = "dnsmasq" }
+/// Values of `dhcp`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dhcp {
+    /// `dnsmasq`
+    Dnsmasq,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `evpn`"] Evpn = "evpn", #[doc = " `faucet`"] Faucet =
-    "faucet", #[doc = " `qinq`"] Qinq = "qinq", #[doc = " `simple`"] Simple = "simple",
-    #[doc = " `vlan`"] Vlan = "vlan", #[doc = " `vxlan`"] Vxlan = "vxlan" }
+impl crate::open_enum::OpenEnum for Dhcp {
+    const VALUES: &'static [&'static str] = &["dnsmasq"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "dnsmasq" => Self::Dnsmasq,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Dnsmasq => "dnsmasq",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `vlan-protocol`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum VlanProtocol { #[doc = " `802.1q`"] V8021q = "802.1q", #[doc = " `802.1ad`"]
-    V8021ad = "802.1ad" }
+crate::open_enum_traits!(Dhcp);
+/// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `evpn`
+    Evpn,
+    /// `faucet`
+    Faucet,
+    /// `qinq`
+    Qinq,
+    /// `simple`
+    Simple,
+    /// `vlan`
+    Vlan,
+    /// `vxlan`
+    Vxlan,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &["evpn", "faucet", "qinq", "simple", "vlan", "vxlan"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "evpn" => Self::Evpn,
+            "faucet" => Self::Faucet,
+            "qinq" => Self::Qinq,
+            "simple" => Self::Simple,
+            "vlan" => Self::Vlan,
+            "vxlan" => Self::Vxlan,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Evpn => "evpn",
+            Self::Faucet => "faucet",
+            Self::Qinq => "qinq",
+            Self::Simple => "simple",
+            Self::Vlan => "vlan",
+            Self::Vxlan => "vxlan",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Type);
+/// Values of `vlan-protocol`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VlanProtocol {
+    /// `802.1q`
+    V8021q,
+    /// `802.1ad`
+    V8021ad,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for VlanProtocol {
+    const VALUES: &'static [&'static str] = &["802.1q", "802.1ad"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "802.1q" => Self::V8021q,
+            "802.1ad" => Self::V8021ad,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V8021q => "802.1q",
+            Self::V8021ad => "802.1ad",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VlanProtocol);
 /// From `GET /cluster/sdn/zones returns items "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemPending {

@@ -8,7 +8,7 @@ pub mod versions;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -30,14 +30,57 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc =
-    " Values of `Arch`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Arch { #[doc = " `armhf`"] Armhf = "armhf", #[doc = " `arm64`"] Arm64 =
-    "arm64", #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `ppc64el`"] Ppc64el =
-    "ppc64el", #[doc = " `risc64`"] Risc64 = "risc64", #[doc = " `s390x`"] S390x =
-    "s390x", #[doc = " `all`"] All = "all" }
+/// Values of `Arch`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Arch {
+    /// `armhf`
+    Armhf,
+    /// `arm64`
+    Arm64,
+    /// `amd64`
+    Amd64,
+    /// `ppc64el`
+    Ppc64el,
+    /// `risc64`
+    Risc64,
+    /// `s390x`
+    S390x,
+    /// `all`
+    All,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Arch {
+    const VALUES: &'static [&'static str] = &[
+        "armhf", "arm64", "amd64", "ppc64el", "risc64", "s390x", "all",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "armhf" => Self::Armhf,
+            "arm64" => Self::Arm64,
+            "amd64" => Self::Amd64,
+            "ppc64el" => Self::Ppc64el,
+            "risc64" => Self::Risc64,
+            "s390x" => Self::S390x,
+            "all" => Self::All,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Armhf => "armhf",
+            Self::Arm64 => "arm64",
+            Self::Amd64 => "amd64",
+            Self::Ppc64el => "ppc64el",
+            Self::Risc64 => "risc64",
+            Self::S390x => "s390x",
+            Self::All => "all",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Arch);
 /// From `GET /nodes/{node}/apt returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

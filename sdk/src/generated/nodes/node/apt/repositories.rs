@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Repositories {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +31,7 @@ crate::operation_error!(RepositoriesError for Repositories);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ChangeRepository {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -73,7 +73,7 @@ crate::operation_error!(ChangeRepositoryError for ChangeRepository);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AddRepository {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -111,16 +111,64 @@ pub struct RepositoriesResponseErrorsItem {
     /// `path`
     pub path: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RepositoriesResponseFilesItemFileType { #[doc = " `list`"] List = "list", #[doc
-    = " `sources`"] Sources = "sources" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RepositoriesResponseFilesItemFileType {
+    /// `list`
+    List,
+    /// `sources`
+    Sources,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RepositoriesResponseFilesItemRepositoriesItemFileType { #[doc = " `list`"] List
-    = "list", #[doc = " `sources`"] Sources = "sources" }
+impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemFileType {
+    const VALUES: &'static [&'static str] = &["list", "sources"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "list" => Self::List,
+            "sources" => Self::Sources,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::List => "list",
+            Self::Sources => "sources",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(RepositoriesResponseFilesItemFileType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RepositoriesResponseFilesItemRepositoriesItemFileType {
+    /// `list`
+    List,
+    /// `sources`
+    Sources,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesItemFileType {
+    const VALUES: &'static [&'static str] = &["list", "sources"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "list" => Self::List,
+            "sources" => Self::Sources,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::List => "list",
+            Self::Sources => "sources",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemFileType);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items "Options" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
@@ -131,11 +179,35 @@ pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     #[serde(rename = "Values")]
     pub values: Vec<String>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RepositoriesResponseFilesItemRepositoriesItemTypesItem { #[doc = " `deb`"] Deb =
-    "deb", #[doc = " `deb-src`"] DebSrc = "deb-src" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RepositoriesResponseFilesItemRepositoriesItemTypesItem {
+    /// `deb`
+    Deb,
+    /// `deb-src`
+    DebSrc,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesItemTypesItem {
+    const VALUES: &'static [&'static str] = &["deb", "deb-src"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "deb" => Self::Deb,
+            "deb-src" => Self::DebSrc,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Deb => "deb",
+            Self::DebSrc => "deb-src",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemTypesItem);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RepositoriesResponseFilesItemRepositoriesItem {

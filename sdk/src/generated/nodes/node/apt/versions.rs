@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Versions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -27,14 +27,58 @@ impl crate::Operation for Versions {
 /// What [`Versions`] answers.
 pub type VersionsResponse = Vec<VersionsResponseItem>;
 crate::operation_error!(VersionsError for Versions);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VersionsResponseItemCurrentState { #[doc = " `Installed`"] Installed =
-    "Installed", #[doc = " `NotInstalled`"] NotInstalled = "NotInstalled", #[doc =
-    " `UnPacked`"] UnPacked = "UnPacked", #[doc = " `HalfConfigured`"] HalfConfigured =
-    "HalfConfigured", #[doc = " `HalfInstalled`"] HalfInstalled = "HalfInstalled", #[doc
-    = " `ConfigFiles`"] ConfigFiles = "ConfigFiles" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VersionsResponseItemCurrentState {
+    /// `Installed`
+    Installed,
+    /// `NotInstalled`
+    NotInstalled,
+    /// `UnPacked`
+    UnPacked,
+    /// `HalfConfigured`
+    HalfConfigured,
+    /// `HalfInstalled`
+    HalfInstalled,
+    /// `ConfigFiles`
+    ConfigFiles,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for VersionsResponseItemCurrentState {
+    const VALUES: &'static [&'static str] = &[
+        "Installed",
+        "NotInstalled",
+        "UnPacked",
+        "HalfConfigured",
+        "HalfInstalled",
+        "ConfigFiles",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "Installed" => Self::Installed,
+            "NotInstalled" => Self::NotInstalled,
+            "UnPacked" => Self::UnPacked,
+            "HalfConfigured" => Self::HalfConfigured,
+            "HalfInstalled" => Self::HalfInstalled,
+            "ConfigFiles" => Self::ConfigFiles,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Installed => "Installed",
+            Self::NotInstalled => "NotInstalled",
+            Self::UnPacked => "UnPacked",
+            Self::HalfConfigured => "HalfConfigured",
+            Self::HalfInstalled => "HalfInstalled",
+            Self::ConfigFiles => "ConfigFiles",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VersionsResponseItemCurrentState);
 /// From `GET /nodes/{node}/apt/versions returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VersionsResponseItem {

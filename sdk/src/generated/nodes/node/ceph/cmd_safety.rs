@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CmdSafety {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -42,16 +42,68 @@ impl crate::Operation for CmdSafety {
     type Error = CmdSafetyError;
 }
 crate::operation_error!(CmdSafetyError for CmdSafety);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CmdSafetyAction { #[doc = " `stop`"] Stop = "stop", #[doc = " `destroy`"]
-    Destroy = "destroy" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CmdSafetyAction {
+    /// `stop`
+    Stop,
+    /// `destroy`
+    Destroy,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CmdSafetyService { #[doc = " `osd`"] Osd = "osd", #[doc = " `mon`"] Mon = "mon",
-    #[doc = " `mds`"] Mds = "mds" }
+impl crate::open_enum::OpenEnum for CmdSafetyAction {
+    const VALUES: &'static [&'static str] = &["stop", "destroy"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "stop" => Self::Stop,
+            "destroy" => Self::Destroy,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::Destroy => "destroy",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(CmdSafetyAction);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CmdSafetyService {
+    /// `osd`
+    Osd,
+    /// `mon`
+    Mon,
+    /// `mds`
+    Mds,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for CmdSafetyService {
+    const VALUES: &'static [&'static str] = &["osd", "mon", "mds"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "osd" => Self::Osd,
+            "mon" => Self::Mon,
+            "mds" => Self::Mds,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Osd => "osd",
+            Self::Mon => "mon",
+            Self::Mds => "mds",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CmdSafetyService);
 /// From `GET /nodes/{node}/ceph/cmd-safety returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CmdSafetyResponse {

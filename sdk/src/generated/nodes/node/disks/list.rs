@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -41,11 +41,35 @@ impl crate::Operation for List {
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
 crate::operation_error!(ListError for List);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ListType { #[doc = " `unused`"] Unused = "unused", #[doc = " `journal_disks`"]
-    JournalDisks = "journal_disks" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ListType {
+    /// `unused`
+    Unused,
+    /// `journal_disks`
+    JournalDisks,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ListType {
+    const VALUES: &'static [&'static str] = &["unused", "journal_disks"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "unused" => Self::Unused,
+            "journal_disks" => Self::JournalDisks,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Unused => "unused",
+            Self::JournalDisks => "journal_disks",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ListType);
 /// From `GET /nodes/{node}/disks/list returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ListResponseItem {

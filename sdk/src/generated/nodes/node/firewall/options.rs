@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +31,7 @@ crate::operation_error!(GetOptionsError for GetOptions);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -118,24 +118,124 @@ impl crate::Operation for SetOptions {
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
-crate::open_enum! {
-    #[doc =
-    " Values of `smurf_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum SmurfLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
+/// Values of `smurf_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SmurfLogLevel {
+    /// `emerg`
+    Emerg,
+    /// `alert`
+    Alert,
+    /// `crit`
+    Crit,
+    /// `err`
+    Err,
+    /// `warning`
+    Warning,
+    /// `notice`
+    Notice,
+    /// `info`
+    Info,
+    /// `debug`
+    Debug,
+    /// `nolog`
+    Nolog,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `tcp_flags_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum TcpFlagsLogLevel { #[doc = " `emerg`"] Emerg = "emerg", #[doc = " `alert`"]
-    Alert = "alert", #[doc = " `crit`"] Crit = "crit", #[doc = " `err`"] Err = "err",
-    #[doc = " `warning`"] Warning = "warning", #[doc = " `notice`"] Notice = "notice",
-    #[doc = " `info`"] Info = "info", #[doc = " `debug`"] Debug = "debug", #[doc =
-    " `nolog`"] Nolog = "nolog" }
+impl crate::open_enum::OpenEnum for SmurfLogLevel {
+    const VALUES: &'static [&'static str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "emerg" => Self::Emerg,
+            "alert" => Self::Alert,
+            "crit" => Self::Crit,
+            "err" => Self::Err,
+            "warning" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "nolog" => Self::Nolog,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Emerg => "emerg",
+            Self::Alert => "alert",
+            Self::Crit => "crit",
+            Self::Err => "err",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Nolog => "nolog",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(SmurfLogLevel);
+/// Values of `tcp_flags_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TcpFlagsLogLevel {
+    /// `emerg`
+    Emerg,
+    /// `alert`
+    Alert,
+    /// `crit`
+    Crit,
+    /// `err`
+    Err,
+    /// `warning`
+    Warning,
+    /// `notice`
+    Notice,
+    /// `info`
+    Info,
+    /// `debug`
+    Debug,
+    /// `nolog`
+    Nolog,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for TcpFlagsLogLevel {
+    const VALUES: &'static [&'static str] = &[
+        "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "emerg" => Self::Emerg,
+            "alert" => Self::Alert,
+            "crit" => Self::Crit,
+            "err" => Self::Err,
+            "warning" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "nolog" => Self::Nolog,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Emerg => "emerg",
+            Self::Alert => "alert",
+            Self::Crit => "crit",
+            Self::Err => "err",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Nolog => "nolog",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(TcpFlagsLogLevel);
 /// From `GET /nodes/{node}/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetOptionsResponse {

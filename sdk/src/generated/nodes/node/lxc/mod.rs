@@ -7,7 +7,7 @@ pub mod vmid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Vmlist {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +35,7 @@ crate::operation_error!(VmlistError for Vmlist);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -385,10 +385,31 @@ impl crate::PropertyString for Mp {
     }
 }
 crate::property_string!(Mp);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NetType { #[doc = " `veth`"] Veth = "veth" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NetType {
+    /// `veth`
+    Veth,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for NetType {
+    const VALUES: &'static [&'static str] = &["veth"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "veth" => Self::Veth,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Veth => "veth",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NetType);
 /// Property string `net`.
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "net[n]"`, `POST /nodes/{node}/lxc param "net[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "net[n]"`.
@@ -587,40 +608,234 @@ impl crate::PropertyString for Unused {
     }
 }
 crate::property_string!(Unused);
-crate::open_enum! {
-    #[doc =
-    " Values of `arch`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Arch { #[doc = " `amd64`"] Amd64 = "amd64", #[doc = " `i386`"] I386 =
-    "i386", #[doc = " `arm64`"] Arm64 = "arm64", #[doc = " `armhf`"] Armhf = "armhf",
-    #[doc = " `riscv32`"] Riscv32 = "riscv32", #[doc = " `riscv64`"] Riscv64 = "riscv64"
+/// Values of `arch`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Arch {
+    /// `amd64`
+    Amd64,
+    /// `i386`
+    I386,
+    /// `arm64`
+    Arm64,
+    /// `armhf`
+    Armhf,
+    /// `riscv32`
+    Riscv32,
+    /// `riscv64`
+    Riscv64,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Arch {
+    const VALUES: &'static [&'static str] =
+        &["amd64", "i386", "arm64", "armhf", "riscv32", "riscv64"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "amd64" => Self::Amd64,
+            "i386" => Self::I386,
+            "arm64" => Self::Arm64,
+            "armhf" => Self::Armhf,
+            "riscv32" => Self::Riscv32,
+            "riscv64" => Self::Riscv64,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Amd64 => "amd64",
+            Self::I386 => "i386",
+            Self::Arm64 => "arm64",
+            Self::Armhf => "armhf",
+            Self::Riscv32 => "riscv32",
+            Self::Riscv64 => "riscv64",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `cmode`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Cmode { #[doc = " `shell`"] Shell = "shell", #[doc = " `console`"] Console =
-    "console", #[doc = " `tty`"] Tty = "tty" }
+crate::open_enum_traits!(Arch);
+/// Values of `cmode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cmode {
+    /// `shell`
+    Shell,
+    /// `console`
+    Console,
+    /// `tty`
+    Tty,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `lock`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Lock { #[doc = " `backup`"] Backup = "backup", #[doc = " `create`"] Create =
-    "create", #[doc = " `destroyed`"] Destroyed = "destroyed", #[doc = " `disk`"] Disk =
-    "disk", #[doc = " `fstrim`"] Fstrim = "fstrim", #[doc = " `migrate`"] Migrate =
-    "migrate", #[doc = " `mounted`"] Mounted = "mounted", #[doc = " `rollback`"] Rollback
-    = "rollback", #[doc = " `snapshot`"] Snapshot = "snapshot", #[doc =
-    " `snapshot-delete`"] SnapshotDelete = "snapshot-delete" }
+impl crate::open_enum::OpenEnum for Cmode {
+    const VALUES: &'static [&'static str] = &["shell", "console", "tty"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "shell" => Self::Shell,
+            "console" => Self::Console,
+            "tty" => Self::Tty,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Shell => "shell",
+            Self::Console => "console",
+            Self::Tty => "tty",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `ostype`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Ostype { #[doc = " `debian`"] Debian = "debian", #[doc = " `devuan`"] Devuan
-    = "devuan", #[doc = " `ubuntu`"] Ubuntu = "ubuntu", #[doc = " `centos`"] Centos =
-    "centos", #[doc = " `fedora`"] Fedora = "fedora", #[doc = " `opensuse`"] Opensuse =
-    "opensuse", #[doc = " `archlinux`"] Archlinux = "archlinux", #[doc = " `alpine`"]
-    Alpine = "alpine", #[doc = " `gentoo`"] Gentoo = "gentoo", #[doc = " `nixos`"] Nixos
-    = "nixos", #[doc = " `unmanaged`"] Unmanaged = "unmanaged" }
+crate::open_enum_traits!(Cmode);
+/// Values of `lock`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Lock {
+    /// `backup`
+    Backup,
+    /// `create`
+    Create,
+    /// `destroyed`
+    Destroyed,
+    /// `disk`
+    Disk,
+    /// `fstrim`
+    Fstrim,
+    /// `migrate`
+    Migrate,
+    /// `mounted`
+    Mounted,
+    /// `rollback`
+    Rollback,
+    /// `snapshot`
+    Snapshot,
+    /// `snapshot-delete`
+    SnapshotDelete,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Lock {
+    const VALUES: &'static [&'static str] = &[
+        "backup",
+        "create",
+        "destroyed",
+        "disk",
+        "fstrim",
+        "migrate",
+        "mounted",
+        "rollback",
+        "snapshot",
+        "snapshot-delete",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "backup" => Self::Backup,
+            "create" => Self::Create,
+            "destroyed" => Self::Destroyed,
+            "disk" => Self::Disk,
+            "fstrim" => Self::Fstrim,
+            "migrate" => Self::Migrate,
+            "mounted" => Self::Mounted,
+            "rollback" => Self::Rollback,
+            "snapshot" => Self::Snapshot,
+            "snapshot-delete" => Self::SnapshotDelete,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Backup => "backup",
+            Self::Create => "create",
+            Self::Destroyed => "destroyed",
+            Self::Disk => "disk",
+            Self::Fstrim => "fstrim",
+            Self::Migrate => "migrate",
+            Self::Mounted => "mounted",
+            Self::Rollback => "rollback",
+            Self::Snapshot => "snapshot",
+            Self::SnapshotDelete => "snapshot-delete",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Lock);
+/// Values of `ostype`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Ostype {
+    /// `debian`
+    Debian,
+    /// `devuan`
+    Devuan,
+    /// `ubuntu`
+    Ubuntu,
+    /// `centos`
+    Centos,
+    /// `fedora`
+    Fedora,
+    /// `opensuse`
+    Opensuse,
+    /// `archlinux`
+    Archlinux,
+    /// `alpine`
+    Alpine,
+    /// `gentoo`
+    Gentoo,
+    /// `nixos`
+    Nixos,
+    /// `unmanaged`
+    Unmanaged,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Ostype {
+    const VALUES: &'static [&'static str] = &[
+        "debian",
+        "devuan",
+        "ubuntu",
+        "centos",
+        "fedora",
+        "opensuse",
+        "archlinux",
+        "alpine",
+        "gentoo",
+        "nixos",
+        "unmanaged",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "debian" => Self::Debian,
+            "devuan" => Self::Devuan,
+            "ubuntu" => Self::Ubuntu,
+            "centos" => Self::Centos,
+            "fedora" => Self::Fedora,
+            "opensuse" => Self::Opensuse,
+            "archlinux" => Self::Archlinux,
+            "alpine" => Self::Alpine,
+            "gentoo" => Self::Gentoo,
+            "nixos" => Self::Nixos,
+            "unmanaged" => Self::Unmanaged,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Debian => "debian",
+            Self::Devuan => "devuan",
+            Self::Ubuntu => "ubuntu",
+            Self::Centos => "centos",
+            Self::Fedora => "fedora",
+            Self::Opensuse => "opensuse",
+            Self::Archlinux => "archlinux",
+            Self::Alpine => "alpine",
+            Self::Gentoo => "gentoo",
+            Self::Nixos => "nixos",
+            Self::Unmanaged => "unmanaged",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Ostype);
 /// From `GET /nodes/{node}/lxc returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmlistResponseItem {

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -38,7 +38,7 @@ crate::operation_error!(DeleteNetworkError for DeleteNetwork);
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct NetworkConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,7 +69,7 @@ crate::operation_error!(NetworkConfigError for NetworkConfig);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,

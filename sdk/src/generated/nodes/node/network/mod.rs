@@ -7,7 +7,7 @@ pub mod iface;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RevertNetworkChanges {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -34,7 +34,7 @@ crate::operation_error!(RevertNetworkChangesError for RevertNetworkChanges);
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -68,7 +68,7 @@ crate::operation_error!(IndexError for Index);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -186,7 +186,7 @@ crate::operation_error!(CreateNetworkError for CreateNetwork);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReloadNetworkConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -214,68 +214,425 @@ impl crate::Operation for ReloadNetworkConfig {
 /// What [`ReloadNetworkConfig`] answers.
 pub type ReloadNetworkConfigResponse = String;
 crate::operation_error!(ReloadNetworkConfigError for ReloadNetworkConfig);
-crate::open_enum! {
-    #[doc =
-    " Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum BondMode { #[doc = " `balance-rr`"] BalanceRr = "balance-rr", #[doc =
-    " `active-backup`"] ActiveBackup = "active-backup", #[doc = " `balance-xor`"]
-    BalanceXor = "balance-xor", #[doc = " `broadcast`"] Broadcast = "broadcast", #[doc =
-    " `802.3ad`"] V8023ad = "802.3ad", #[doc = " `balance-tlb`"] BalanceTlb =
-    "balance-tlb", #[doc = " `balance-alb`"] BalanceAlb = "balance-alb", #[doc =
-    " `balance-slb`"] BalanceSlb = "balance-slb", #[doc = " `lacp-balance-slb`"]
-    LacpBalanceSlb = "lacp-balance-slb", #[doc = " `lacp-balance-tcp`"] LacpBalanceTcp =
-    "lacp-balance-tcp" }
+/// Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BondMode {
+    /// `balance-rr`
+    BalanceRr,
+    /// `active-backup`
+    ActiveBackup,
+    /// `balance-xor`
+    BalanceXor,
+    /// `broadcast`
+    Broadcast,
+    /// `802.3ad`
+    V8023ad,
+    /// `balance-tlb`
+    BalanceTlb,
+    /// `balance-alb`
+    BalanceAlb,
+    /// `balance-slb`
+    BalanceSlb,
+    /// `lacp-balance-slb`
+    LacpBalanceSlb,
+    /// `lacp-balance-tcp`
+    LacpBalanceTcp,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `bond_xmit_hash_policy`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum BondXmitHashPolicy { #[doc = " `layer2`"] Layer2 = "layer2", #[doc =
-    " `layer2+3`"] Layer23 = "layer2+3", #[doc = " `layer3+4`"] Layer34 = "layer3+4" }
+impl crate::open_enum::OpenEnum for BondMode {
+    const VALUES: &'static [&'static str] = &[
+        "balance-rr",
+        "active-backup",
+        "balance-xor",
+        "broadcast",
+        "802.3ad",
+        "balance-tlb",
+        "balance-alb",
+        "balance-slb",
+        "lacp-balance-slb",
+        "lacp-balance-tcp",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "balance-rr" => Self::BalanceRr,
+            "active-backup" => Self::ActiveBackup,
+            "balance-xor" => Self::BalanceXor,
+            "broadcast" => Self::Broadcast,
+            "802.3ad" => Self::V8023ad,
+            "balance-tlb" => Self::BalanceTlb,
+            "balance-alb" => Self::BalanceAlb,
+            "balance-slb" => Self::BalanceSlb,
+            "lacp-balance-slb" => Self::LacpBalanceSlb,
+            "lacp-balance-tcp" => Self::LacpBalanceTcp,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::BalanceRr => "balance-rr",
+            Self::ActiveBackup => "active-backup",
+            Self::BalanceXor => "balance-xor",
+            Self::Broadcast => "broadcast",
+            Self::V8023ad => "802.3ad",
+            Self::BalanceTlb => "balance-tlb",
+            Self::BalanceAlb => "balance-alb",
+            Self::BalanceSlb => "balance-slb",
+            Self::LacpBalanceSlb => "lacp-balance-slb",
+            Self::LacpBalanceTcp => "lacp-balance-tcp",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Type { #[doc = " `bridge`"] Bridge = "bridge", #[doc = " `bond`"] Bond =
-    "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias = "alias", #[doc =
-    " `vlan`"] Vlan = "vlan", #[doc = " `fabric`"] Fabric = "fabric", #[doc =
-    " `OVSBridge`"] OvsBridge = "OVSBridge", #[doc = " `OVSBond`"] OvsBond = "OVSBond",
-    #[doc = " `OVSPort`"] OvsPort = "OVSPort", #[doc = " `OVSIntPort`"] OvsIntPort =
-    "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `unknown`"] Unknown =
-    "unknown" }
+crate::open_enum_traits!(BondMode);
+/// Values of `bond_xmit_hash_policy`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BondXmitHashPolicy {
+    /// `layer2`
+    Layer2,
+    /// `layer2+3`
+    Layer23,
+    /// `layer3+4`
+    Layer34,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexType { #[doc = " `bridge`"] Bridge = "bridge", #[doc = " `bond`"] Bond =
-    "bond", #[doc = " `eth`"] Eth = "eth", #[doc = " `alias`"] Alias = "alias", #[doc =
-    " `vlan`"] Vlan = "vlan", #[doc = " `fabric`"] Fabric = "fabric", #[doc =
-    " `OVSBridge`"] OvsBridge = "OVSBridge", #[doc = " `OVSBond`"] OvsBond = "OVSBond",
-    #[doc = " `OVSPort`"] OvsPort = "OVSPort", #[doc = " `OVSIntPort`"] OvsIntPort =
-    "OVSIntPort", #[doc = " `vnet`"] Vnet = "vnet", #[doc = " `any_bridge`"] AnyBridge =
-    "any_bridge", #[doc = " `any_local_bridge`"] AnyLocalBridge = "any_local_bridge",
-    #[doc = " `include_sdn`"] IncludeSdn = "include_sdn" }
+impl crate::open_enum::OpenEnum for BondXmitHashPolicy {
+    const VALUES: &'static [&'static str] = &["layer2", "layer2+3", "layer3+4"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "layer2" => Self::Layer2,
+            "layer2+3" => Self::Layer23,
+            "layer3+4" => Self::Layer34,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Layer2 => "layer2",
+            Self::Layer23 => "layer2+3",
+            Self::Layer34 => "layer3+4",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemFamiliesItem { #[doc = " `inet`"] Inet = "inet", #[doc =
-    " `inet6`"] Inet6 = "inet6" }
+crate::open_enum_traits!(BondXmitHashPolicy);
+/// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Type {
+    /// `bridge`
+    Bridge,
+    /// `bond`
+    Bond,
+    /// `eth`
+    Eth,
+    /// `alias`
+    Alias,
+    /// `vlan`
+    Vlan,
+    /// `fabric`
+    Fabric,
+    /// `OVSBridge`
+    OvsBridge,
+    /// `OVSBond`
+    OvsBond,
+    /// `OVSPort`
+    OvsPort,
+    /// `OVSIntPort`
+    OvsIntPort,
+    /// `vnet`
+    Vnet,
+    /// `unknown`
+    Unknown,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemMethod { #[doc = " `loopback`"] Loopback = "loopback", #[doc =
-    " `dhcp`"] Dhcp = "dhcp", #[doc = " `manual`"] Manual = "manual", #[doc =
-    " `static`"] Static = "static", #[doc = " `auto`"] Auto = "auto" }
+impl crate::open_enum::OpenEnum for Type {
+    const VALUES: &'static [&'static str] = &[
+        "bridge",
+        "bond",
+        "eth",
+        "alias",
+        "vlan",
+        "fabric",
+        "OVSBridge",
+        "OVSBond",
+        "OVSPort",
+        "OVSIntPort",
+        "vnet",
+        "unknown",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "bridge" => Self::Bridge,
+            "bond" => Self::Bond,
+            "eth" => Self::Eth,
+            "alias" => Self::Alias,
+            "vlan" => Self::Vlan,
+            "fabric" => Self::Fabric,
+            "OVSBridge" => Self::OvsBridge,
+            "OVSBond" => Self::OvsBond,
+            "OVSPort" => Self::OvsPort,
+            "OVSIntPort" => Self::OvsIntPort,
+            "vnet" => Self::Vnet,
+            "unknown" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Bridge => "bridge",
+            Self::Bond => "bond",
+            Self::Eth => "eth",
+            Self::Alias => "alias",
+            Self::Vlan => "vlan",
+            Self::Fabric => "fabric",
+            Self::OvsBridge => "OVSBridge",
+            Self::OvsBond => "OVSBond",
+            Self::OvsPort => "OVSPort",
+            Self::OvsIntPort => "OVSIntPort",
+            Self::Vnet => "vnet",
+            Self::Unknown => "unknown",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemMethod6 { #[doc = " `loopback`"] Loopback = "loopback", #[doc =
-    " `dhcp`"] Dhcp = "dhcp", #[doc = " `manual`"] Manual = "manual", #[doc =
-    " `static`"] Static = "static", #[doc = " `auto`"] Auto = "auto" }
+crate::open_enum_traits!(Type);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexType {
+    /// `bridge`
+    Bridge,
+    /// `bond`
+    Bond,
+    /// `eth`
+    Eth,
+    /// `alias`
+    Alias,
+    /// `vlan`
+    Vlan,
+    /// `fabric`
+    Fabric,
+    /// `OVSBridge`
+    OvsBridge,
+    /// `OVSBond`
+    OvsBond,
+    /// `OVSPort`
+    OvsPort,
+    /// `OVSIntPort`
+    OvsIntPort,
+    /// `vnet`
+    Vnet,
+    /// `any_bridge`
+    AnyBridge,
+    /// `any_local_bridge`
+    AnyLocalBridge,
+    /// `include_sdn`
+    IncludeSdn,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemVlanProtocol { #[doc = " `802.1ad`"] V8021ad = "802.1ad", #[doc
-    = " `802.1q`"] V8021q = "802.1q" }
+impl crate::open_enum::OpenEnum for IndexType {
+    const VALUES: &'static [&'static str] = &[
+        "bridge",
+        "bond",
+        "eth",
+        "alias",
+        "vlan",
+        "fabric",
+        "OVSBridge",
+        "OVSBond",
+        "OVSPort",
+        "OVSIntPort",
+        "vnet",
+        "any_bridge",
+        "any_local_bridge",
+        "include_sdn",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "bridge" => Self::Bridge,
+            "bond" => Self::Bond,
+            "eth" => Self::Eth,
+            "alias" => Self::Alias,
+            "vlan" => Self::Vlan,
+            "fabric" => Self::Fabric,
+            "OVSBridge" => Self::OvsBridge,
+            "OVSBond" => Self::OvsBond,
+            "OVSPort" => Self::OvsPort,
+            "OVSIntPort" => Self::OvsIntPort,
+            "vnet" => Self::Vnet,
+            "any_bridge" => Self::AnyBridge,
+            "any_local_bridge" => Self::AnyLocalBridge,
+            "include_sdn" => Self::IncludeSdn,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Bridge => "bridge",
+            Self::Bond => "bond",
+            Self::Eth => "eth",
+            Self::Alias => "alias",
+            Self::Vlan => "vlan",
+            Self::Fabric => "fabric",
+            Self::OvsBridge => "OVSBridge",
+            Self::OvsBond => "OVSBond",
+            Self::OvsPort => "OVSPort",
+            Self::OvsIntPort => "OVSIntPort",
+            Self::Vnet => "vnet",
+            Self::AnyBridge => "any_bridge",
+            Self::AnyLocalBridge => "any_local_bridge",
+            Self::IncludeSdn => "include_sdn",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(IndexType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemFamiliesItem {
+    /// `inet`
+    Inet,
+    /// `inet6`
+    Inet6,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemFamiliesItem {
+    const VALUES: &'static [&'static str] = &["inet", "inet6"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "inet" => Self::Inet,
+            "inet6" => Self::Inet6,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Inet => "inet",
+            Self::Inet6 => "inet6",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemFamiliesItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemMethod {
+    /// `loopback`
+    Loopback,
+    /// `dhcp`
+    Dhcp,
+    /// `manual`
+    Manual,
+    /// `static`
+    Static,
+    /// `auto`
+    Auto,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemMethod {
+    const VALUES: &'static [&'static str] = &["loopback", "dhcp", "manual", "static", "auto"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "loopback" => Self::Loopback,
+            "dhcp" => Self::Dhcp,
+            "manual" => Self::Manual,
+            "static" => Self::Static,
+            "auto" => Self::Auto,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Loopback => "loopback",
+            Self::Dhcp => "dhcp",
+            Self::Manual => "manual",
+            Self::Static => "static",
+            Self::Auto => "auto",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemMethod);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemMethod6 {
+    /// `loopback`
+    Loopback,
+    /// `dhcp`
+    Dhcp,
+    /// `manual`
+    Manual,
+    /// `static`
+    Static,
+    /// `auto`
+    Auto,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemMethod6 {
+    const VALUES: &'static [&'static str] = &["loopback", "dhcp", "manual", "static", "auto"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "loopback" => Self::Loopback,
+            "dhcp" => Self::Dhcp,
+            "manual" => Self::Manual,
+            "static" => Self::Static,
+            "auto" => Self::Auto,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Loopback => "loopback",
+            Self::Dhcp => "dhcp",
+            Self::Manual => "manual",
+            Self::Static => "static",
+            Self::Auto => "auto",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemMethod6);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemVlanProtocol {
+    /// `802.1ad`
+    V8021ad,
+    /// `802.1q`
+    V8021q,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemVlanProtocol {
+    const VALUES: &'static [&'static str] = &["802.1ad", "802.1q"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "802.1ad" => Self::V8021ad,
+            "802.1q" => Self::V8021q,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V8021ad => "802.1ad",
+            Self::V8021q => "802.1q",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemVlanProtocol);
 /// From `GET /nodes/{node}/network returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

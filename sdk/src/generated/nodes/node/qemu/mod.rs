@@ -7,7 +7,7 @@ pub mod vmid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Vmlist {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -40,7 +40,7 @@ crate::operation_error!(VmlistError for Vmlist);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -359,11 +359,35 @@ impl crate::Operation for CreateVm {
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = String;
 crate::operation_error!(CreateVmError for CreateVm);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum AgentType { #[doc = " `virtio`"] Virtio = "virtio", #[doc = " `isa`"] Isa =
-    "isa" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AgentType {
+    /// `virtio`
+    Virtio,
+    /// `isa`
+    Isa,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for AgentType {
+    const VALUES: &'static [&'static str] = &["virtio", "isa"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "virtio" => Self::Virtio,
+            "isa" => Self::Isa,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Virtio => "virtio",
+            Self::Isa => "isa",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(AgentType);
 /// Property string `agent`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "agent"`, `POST /nodes/{node}/qemu param "agent"`, `POST /nodes/{node}/qemu/{vmid}/config param "agent"`, `PUT /nodes/{node}/qemu/{vmid}/config param "agent"`.
@@ -415,16 +439,68 @@ impl crate::PropertyString for Agent {
     }
 }
 crate::property_string!(Agent);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Audio0Device { #[doc = " `ich9-intel-hda`"] Ich9IntelHda = "ich9-intel-hda",
-    #[doc = " `intel-hda`"] IntelHda = "intel-hda", #[doc = " `AC97`"] Ac97 = "AC97" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Audio0Device {
+    /// `ich9-intel-hda`
+    Ich9IntelHda,
+    /// `intel-hda`
+    IntelHda,
+    /// `AC97`
+    Ac97,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Audio0Driver { #[doc = " `spice`"] Spice = "spice", #[doc = " `none`"] None =
-    "none" }
+impl crate::open_enum::OpenEnum for Audio0Device {
+    const VALUES: &'static [&'static str] = &["ich9-intel-hda", "intel-hda", "AC97"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ich9-intel-hda" => Self::Ich9IntelHda,
+            "intel-hda" => Self::IntelHda,
+            "AC97" => Self::Ac97,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ich9IntelHda => "ich9-intel-hda",
+            Self::IntelHda => "intel-hda",
+            Self::Ac97 => "AC97",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Audio0Device);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Audio0Driver {
+    /// `spice`
+    Spice,
+    /// `none`
+    None,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Audio0Driver {
+    const VALUES: &'static [&'static str] = &["spice", "none"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "spice" => Self::Spice,
+            "none" => Self::None,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Spice => "spice",
+            Self::None => "none",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Audio0Driver);
 /// Property string `audio0`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "audio0"`, `POST /nodes/{node}/qemu param "audio0"`, `POST /nodes/{node}/qemu/{vmid}/config param "audio0"`, `PUT /nodes/{node}/qemu/{vmid}/config param "audio0"`.
@@ -457,21 +533,117 @@ impl crate::PropertyString for Audio0 {
     }
 }
 crate::property_string!(Audio0);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Efidisk0Efitype { #[doc = " `2m`"] V2m = "2m", #[doc = " `4m`"] V4m = "4m" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Efidisk0Efitype {
+    /// `2m`
+    V2m,
+    /// `4m`
+    V4m,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Efidisk0Format { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow`"] Qcow =
-    "qcow", #[doc = " `qed`"] Qed = "qed", #[doc = " `qcow2`"] Qcow2 = "qcow2", #[doc =
-    " `vmdk`"] Vmdk = "vmdk", #[doc = " `cloop`"] Cloop = "cloop" }
+impl crate::open_enum::OpenEnum for Efidisk0Efitype {
+    const VALUES: &'static [&'static str] = &["2m", "4m"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "2m" => Self::V2m,
+            "4m" => Self::V4m,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V2m => "2m",
+            Self::V4m => "4m",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Efidisk0MsCert { #[doc = " `2011`"] V2011 = "2011", #[doc = " `2023`"] V2023 =
-    "2023", #[doc = " `2023w`"] V2023w = "2023w", #[doc = " `2023k`"] V2023k = "2023k" }
+crate::open_enum_traits!(Efidisk0Efitype);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Efidisk0Format {
+    /// `raw`
+    Raw,
+    /// `qcow`
+    Qcow,
+    /// `qed`
+    Qed,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// `cloop`
+    Cloop,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Efidisk0Format {
+    const VALUES: &'static [&'static str] = &["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow" => Self::Qcow,
+            "qed" => Self::Qed,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            "cloop" => Self::Cloop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow => "qcow",
+            Self::Qed => "qed",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Cloop => "cloop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Efidisk0Format);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Efidisk0MsCert {
+    /// `2011`
+    V2011,
+    /// `2023`
+    V2023,
+    /// `2023w`
+    V2023w,
+    /// `2023k`
+    V2023k,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Efidisk0MsCert {
+    const VALUES: &'static [&'static str] = &["2011", "2023", "2023w", "2023k"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "2011" => Self::V2011,
+            "2023" => Self::V2023,
+            "2023w" => Self::V2023w,
+            "2023k" => Self::V2023k,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V2011 => "2011",
+            Self::V2023 => "2023",
+            Self::V2023w => "2023w",
+            Self::V2023k => "2023k",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Efidisk0MsCert);
 /// Property string `efidisk0`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "efidisk0"`, `POST /nodes/{node}/qemu param "efidisk0"`, `POST /nodes/{node}/qemu/{vmid}/config param "efidisk0"`, `PUT /nodes/{node}/qemu/{vmid}/config param "efidisk0"`.
@@ -536,45 +708,254 @@ impl crate::PropertyString for Efidisk0 {
     }
 }
 crate::property_string!(Efidisk0);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeAio { #[doc = " `native`"] Native = "native", #[doc = " `threads`"] Threads =
-    "threads", #[doc = " `io_uring`"] IoUring = "io_uring" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeAio {
+    /// `native`
+    Native,
+    /// `threads`
+    Threads,
+    /// `io_uring`
+    IoUring,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeCache { #[doc = " `none`"] None = "none", #[doc = " `writethrough`"]
-    Writethrough = "writethrough", #[doc = " `writeback`"] Writeback = "writeback", #[doc
-    = " `unsafe`"] Unsafe = "unsafe", #[doc = " `directsync`"] Directsync = "directsync"
+impl crate::open_enum::OpenEnum for IdeAio {
+    const VALUES: &'static [&'static str] = &["native", "threads", "io_uring"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "native" => Self::Native,
+            "threads" => Self::Threads,
+            "io_uring" => Self::IoUring,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Native => "native",
+            Self::Threads => "threads",
+            Self::IoUring => "io_uring",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeDiscard { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `on`"] On = "on"
+crate::open_enum_traits!(IdeAio);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeCache {
+    /// `none`
+    None,
+    /// `writethrough`
+    Writethrough,
+    /// `writeback`
+    Writeback,
+    /// `unsafe`
+    Unsafe,
+    /// `directsync`
+    Directsync,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IdeCache {
+    const VALUES: &'static [&'static str] =
+        &["none", "writethrough", "writeback", "unsafe", "directsync"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "none" => Self::None,
+            "writethrough" => Self::Writethrough,
+            "writeback" => Self::Writeback,
+            "unsafe" => Self::Unsafe,
+            "directsync" => Self::Directsync,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Writethrough => "writethrough",
+            Self::Writeback => "writeback",
+            Self::Unsafe => "unsafe",
+            Self::Directsync => "directsync",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow`"] Qcow = "qcow",
-    #[doc = " `qed`"] Qed = "qed", #[doc = " `qcow2`"] Qcow2 = "qcow2", #[doc =
-    " `vmdk`"] Vmdk = "vmdk", #[doc = " `cloop`"] Cloop = "cloop" }
+crate::open_enum_traits!(IdeCache);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeDiscard {
+    /// `ignore`
+    Ignore,
+    /// `on`
+    On,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeMedia { #[doc = " `cdrom`"] Cdrom = "cdrom", #[doc = " `disk`"] Disk = "disk"
+impl crate::open_enum::OpenEnum for IdeDiscard {
+    const VALUES: &'static [&'static str] = &["ignore", "on"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "on" => Self::On,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::On => "on",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeRerror { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `report`"] Report
-    = "report", #[doc = " `stop`"] Stop = "stop" }
+crate::open_enum_traits!(IdeDiscard);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeFormat {
+    /// `raw`
+    Raw,
+    /// `qcow`
+    Qcow,
+    /// `qed`
+    Qed,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// `cloop`
+    Cloop,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdeWerror { #[doc = " `enospc`"] Enospc = "enospc", #[doc = " `ignore`"] Ignore
-    = "ignore", #[doc = " `report`"] Report = "report", #[doc = " `stop`"] Stop = "stop"
+impl crate::open_enum::OpenEnum for IdeFormat {
+    const VALUES: &'static [&'static str] = &["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow" => Self::Qcow,
+            "qed" => Self::Qed,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            "cloop" => Self::Cloop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow => "qcow",
+            Self::Qed => "qed",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Cloop => "cloop",
+            Self::Other(s) => s,
+        }
     }
 }
+crate::open_enum_traits!(IdeFormat);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeMedia {
+    /// `cdrom`
+    Cdrom,
+    /// `disk`
+    Disk,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IdeMedia {
+    const VALUES: &'static [&'static str] = &["cdrom", "disk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cdrom" => Self::Cdrom,
+            "disk" => Self::Disk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Cdrom => "cdrom",
+            Self::Disk => "disk",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IdeMedia);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeRerror {
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IdeRerror {
+    const VALUES: &'static [&'static str] = &["ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IdeRerror);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdeWerror {
+    /// `enospc`
+    Enospc,
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IdeWerror {
+    const VALUES: &'static [&'static str] = &["enospc", "ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "enospc" => Self::Enospc,
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Enospc => "enospc",
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IdeWerror);
 /// Property string `ide`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "ide[n]"`, `POST /nodes/{node}/qemu param "ide[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "ide[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "ide[n]"`.
@@ -858,11 +1239,35 @@ impl crate::PropertyString for Ivshmem {
     }
 }
 crate::property_string!(Ivshmem);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MachineViommu { #[doc = " `intel`"] Intel = "intel", #[doc = " `virtio`"] Virtio
-    = "virtio" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MachineViommu {
+    /// `intel`
+    Intel,
+    /// `virtio`
+    Virtio,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for MachineViommu {
+    const VALUES: &'static [&'static str] = &["intel", "virtio"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "intel" => Self::Intel,
+            "virtio" => Self::Virtio,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Intel => "intel",
+            Self::Virtio => "virtio",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MachineViommu);
 /// Property string `machine`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "machine"`, `POST /nodes/{node}/qemu param "machine"`, `POST /nodes/{node}/qemu/{vmid}/config param "machine"`, `POST /nodes/{node}/qemu/{vmid}/status/start param "machine"`, `PUT /nodes/{node}/qemu/{vmid}/config param "machine"`.
@@ -935,18 +1340,98 @@ impl crate::PropertyString for Memory {
     }
 }
 crate::property_string!(Memory);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NetModel { #[doc = " `e1000`"] E1000 = "e1000", #[doc = " `e1000-82540em`"]
-    E100082540em = "e1000-82540em", #[doc = " `e1000-82544gc`"] E100082544gc =
-    "e1000-82544gc", #[doc = " `e1000-82545em`"] E100082545em = "e1000-82545em", #[doc =
-    " `e1000e`"] E1000e = "e1000e", #[doc = " `i82551`"] I82551 = "i82551", #[doc =
-    " `i82557b`"] I82557b = "i82557b", #[doc = " `i82559er`"] I82559er = "i82559er",
-    #[doc = " `ne2k_isa`"] Ne2kIsa = "ne2k_isa", #[doc = " `ne2k_pci`"] Ne2kPci =
-    "ne2k_pci", #[doc = " `pcnet`"] Pcnet = "pcnet", #[doc = " `rtl8139`"] Rtl8139 =
-    "rtl8139", #[doc = " `virtio`"] Virtio = "virtio", #[doc = " `vmxnet3`"] Vmxnet3 =
-    "vmxnet3" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NetModel {
+    /// `e1000`
+    E1000,
+    /// `e1000-82540em`
+    E100082540em,
+    /// `e1000-82544gc`
+    E100082544gc,
+    /// `e1000-82545em`
+    E100082545em,
+    /// `e1000e`
+    E1000e,
+    /// `i82551`
+    I82551,
+    /// `i82557b`
+    I82557b,
+    /// `i82559er`
+    I82559er,
+    /// `ne2k_isa`
+    Ne2kIsa,
+    /// `ne2k_pci`
+    Ne2kPci,
+    /// `pcnet`
+    Pcnet,
+    /// `rtl8139`
+    Rtl8139,
+    /// `virtio`
+    Virtio,
+    /// `vmxnet3`
+    Vmxnet3,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for NetModel {
+    const VALUES: &'static [&'static str] = &[
+        "e1000",
+        "e1000-82540em",
+        "e1000-82544gc",
+        "e1000-82545em",
+        "e1000e",
+        "i82551",
+        "i82557b",
+        "i82559er",
+        "ne2k_isa",
+        "ne2k_pci",
+        "pcnet",
+        "rtl8139",
+        "virtio",
+        "vmxnet3",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "e1000" => Self::E1000,
+            "e1000-82540em" => Self::E100082540em,
+            "e1000-82544gc" => Self::E100082544gc,
+            "e1000-82545em" => Self::E100082545em,
+            "e1000e" => Self::E1000e,
+            "i82551" => Self::I82551,
+            "i82557b" => Self::I82557b,
+            "i82559er" => Self::I82559er,
+            "ne2k_isa" => Self::Ne2kIsa,
+            "ne2k_pci" => Self::Ne2kPci,
+            "pcnet" => Self::Pcnet,
+            "rtl8139" => Self::Rtl8139,
+            "virtio" => Self::Virtio,
+            "vmxnet3" => Self::Vmxnet3,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::E1000 => "e1000",
+            Self::E100082540em => "e1000-82540em",
+            Self::E100082544gc => "e1000-82544gc",
+            Self::E100082545em => "e1000-82545em",
+            Self::E1000e => "e1000e",
+            Self::I82551 => "i82551",
+            Self::I82557b => "i82557b",
+            Self::I82559er => "i82559er",
+            Self::Ne2kIsa => "ne2k_isa",
+            Self::Ne2kPci => "ne2k_pci",
+            Self::Pcnet => "pcnet",
+            Self::Rtl8139 => "rtl8139",
+            Self::Virtio => "virtio",
+            Self::Vmxnet3 => "vmxnet3",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NetModel);
 /// Property string `net`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "net[n]"`, `POST /nodes/{node}/qemu param "net[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "net[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "net[n]"`.
@@ -1093,11 +1578,39 @@ impl crate::PropertyString for Net {
     }
 }
 crate::property_string!(Net);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NumaPolicy { #[doc = " `preferred`"] Preferred = "preferred", #[doc = " `bind`"]
-    Bind = "bind", #[doc = " `interleave`"] Interleave = "interleave" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NumaPolicy {
+    /// `preferred`
+    Preferred,
+    /// `bind`
+    Bind,
+    /// `interleave`
+    Interleave,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for NumaPolicy {
+    const VALUES: &'static [&'static str] = &["preferred", "bind", "interleave"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "preferred" => Self::Preferred,
+            "bind" => Self::Bind,
+            "interleave" => Self::Interleave,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Preferred => "preferred",
+            Self::Bind => "bind",
+            Self::Interleave => "interleave",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NumaPolicy);
 /// Property string `numa`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "numa[n]"`, `POST /nodes/{node}/qemu param "numa[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "numa[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "numa[n]"`.
@@ -1138,45 +1651,254 @@ impl crate::PropertyString for Numa {
     }
 }
 crate::property_string!(Numa);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataAio { #[doc = " `native`"] Native = "native", #[doc = " `threads`"] Threads
-    = "threads", #[doc = " `io_uring`"] IoUring = "io_uring" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataAio {
+    /// `native`
+    Native,
+    /// `threads`
+    Threads,
+    /// `io_uring`
+    IoUring,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataCache { #[doc = " `none`"] None = "none", #[doc = " `writethrough`"]
-    Writethrough = "writethrough", #[doc = " `writeback`"] Writeback = "writeback", #[doc
-    = " `unsafe`"] Unsafe = "unsafe", #[doc = " `directsync`"] Directsync = "directsync"
+impl crate::open_enum::OpenEnum for SataAio {
+    const VALUES: &'static [&'static str] = &["native", "threads", "io_uring"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "native" => Self::Native,
+            "threads" => Self::Threads,
+            "io_uring" => Self::IoUring,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Native => "native",
+            Self::Threads => "threads",
+            Self::IoUring => "io_uring",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataDiscard { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `on`"] On = "on"
+crate::open_enum_traits!(SataAio);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataCache {
+    /// `none`
+    None,
+    /// `writethrough`
+    Writethrough,
+    /// `writeback`
+    Writeback,
+    /// `unsafe`
+    Unsafe,
+    /// `directsync`
+    Directsync,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for SataCache {
+    const VALUES: &'static [&'static str] =
+        &["none", "writethrough", "writeback", "unsafe", "directsync"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "none" => Self::None,
+            "writethrough" => Self::Writethrough,
+            "writeback" => Self::Writeback,
+            "unsafe" => Self::Unsafe,
+            "directsync" => Self::Directsync,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Writethrough => "writethrough",
+            Self::Writeback => "writeback",
+            Self::Unsafe => "unsafe",
+            Self::Directsync => "directsync",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow`"] Qcow = "qcow",
-    #[doc = " `qed`"] Qed = "qed", #[doc = " `qcow2`"] Qcow2 = "qcow2", #[doc =
-    " `vmdk`"] Vmdk = "vmdk", #[doc = " `cloop`"] Cloop = "cloop" }
+crate::open_enum_traits!(SataCache);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataDiscard {
+    /// `ignore`
+    Ignore,
+    /// `on`
+    On,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataMedia { #[doc = " `cdrom`"] Cdrom = "cdrom", #[doc = " `disk`"] Disk =
-    "disk" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataRerror { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `report`"] Report
-    = "report", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SataWerror { #[doc = " `enospc`"] Enospc = "enospc", #[doc = " `ignore`"] Ignore
-    = "ignore", #[doc = " `report`"] Report = "report", #[doc = " `stop`"] Stop = "stop"
+impl crate::open_enum::OpenEnum for SataDiscard {
+    const VALUES: &'static [&'static str] = &["ignore", "on"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "on" => Self::On,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::On => "on",
+            Self::Other(s) => s,
+        }
     }
 }
+crate::open_enum_traits!(SataDiscard);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataFormat {
+    /// `raw`
+    Raw,
+    /// `qcow`
+    Qcow,
+    /// `qed`
+    Qed,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// `cloop`
+    Cloop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for SataFormat {
+    const VALUES: &'static [&'static str] = &["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow" => Self::Qcow,
+            "qed" => Self::Qed,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            "cloop" => Self::Cloop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow => "qcow",
+            Self::Qed => "qed",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Cloop => "cloop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SataFormat);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataMedia {
+    /// `cdrom`
+    Cdrom,
+    /// `disk`
+    Disk,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for SataMedia {
+    const VALUES: &'static [&'static str] = &["cdrom", "disk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cdrom" => Self::Cdrom,
+            "disk" => Self::Disk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Cdrom => "cdrom",
+            Self::Disk => "disk",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SataMedia);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataRerror {
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for SataRerror {
+    const VALUES: &'static [&'static str] = &["ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SataRerror);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SataWerror {
+    /// `enospc`
+    Enospc,
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for SataWerror {
+    const VALUES: &'static [&'static str] = &["enospc", "ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "enospc" => Self::Enospc,
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Enospc => "enospc",
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SataWerror);
 /// Property string `sata`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "sata[n]"`, `POST /nodes/{node}/qemu param "sata[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "sata[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "sata[n]"`.
@@ -1423,45 +2145,254 @@ impl crate::PropertyString for Sata {
     }
 }
 crate::property_string!(Sata);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiAio { #[doc = " `native`"] Native = "native", #[doc = " `threads`"] Threads
-    = "threads", #[doc = " `io_uring`"] IoUring = "io_uring" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiAio {
+    /// `native`
+    Native,
+    /// `threads`
+    Threads,
+    /// `io_uring`
+    IoUring,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiCache { #[doc = " `none`"] None = "none", #[doc = " `writethrough`"]
-    Writethrough = "writethrough", #[doc = " `writeback`"] Writeback = "writeback", #[doc
-    = " `unsafe`"] Unsafe = "unsafe", #[doc = " `directsync`"] Directsync = "directsync"
+impl crate::open_enum::OpenEnum for ScsiAio {
+    const VALUES: &'static [&'static str] = &["native", "threads", "io_uring"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "native" => Self::Native,
+            "threads" => Self::Threads,
+            "io_uring" => Self::IoUring,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Native => "native",
+            Self::Threads => "threads",
+            Self::IoUring => "io_uring",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiDiscard { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `on`"] On = "on"
+crate::open_enum_traits!(ScsiAio);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiCache {
+    /// `none`
+    None,
+    /// `writethrough`
+    Writethrough,
+    /// `writeback`
+    Writeback,
+    /// `unsafe`
+    Unsafe,
+    /// `directsync`
+    Directsync,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ScsiCache {
+    const VALUES: &'static [&'static str] =
+        &["none", "writethrough", "writeback", "unsafe", "directsync"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "none" => Self::None,
+            "writethrough" => Self::Writethrough,
+            "writeback" => Self::Writeback,
+            "unsafe" => Self::Unsafe,
+            "directsync" => Self::Directsync,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Writethrough => "writethrough",
+            Self::Writeback => "writeback",
+            Self::Unsafe => "unsafe",
+            Self::Directsync => "directsync",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow`"] Qcow = "qcow",
-    #[doc = " `qed`"] Qed = "qed", #[doc = " `qcow2`"] Qcow2 = "qcow2", #[doc =
-    " `vmdk`"] Vmdk = "vmdk", #[doc = " `cloop`"] Cloop = "cloop" }
+crate::open_enum_traits!(ScsiCache);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiDiscard {
+    /// `ignore`
+    Ignore,
+    /// `on`
+    On,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiMedia { #[doc = " `cdrom`"] Cdrom = "cdrom", #[doc = " `disk`"] Disk =
-    "disk" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiRerror { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `report`"] Report
-    = "report", #[doc = " `stop`"] Stop = "stop" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ScsiWerror { #[doc = " `enospc`"] Enospc = "enospc", #[doc = " `ignore`"] Ignore
-    = "ignore", #[doc = " `report`"] Report = "report", #[doc = " `stop`"] Stop = "stop"
+impl crate::open_enum::OpenEnum for ScsiDiscard {
+    const VALUES: &'static [&'static str] = &["ignore", "on"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "on" => Self::On,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::On => "on",
+            Self::Other(s) => s,
+        }
     }
 }
+crate::open_enum_traits!(ScsiDiscard);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiFormat {
+    /// `raw`
+    Raw,
+    /// `qcow`
+    Qcow,
+    /// `qed`
+    Qed,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// `cloop`
+    Cloop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ScsiFormat {
+    const VALUES: &'static [&'static str] = &["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow" => Self::Qcow,
+            "qed" => Self::Qed,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            "cloop" => Self::Cloop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow => "qcow",
+            Self::Qed => "qed",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Cloop => "cloop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ScsiFormat);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiMedia {
+    /// `cdrom`
+    Cdrom,
+    /// `disk`
+    Disk,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ScsiMedia {
+    const VALUES: &'static [&'static str] = &["cdrom", "disk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cdrom" => Self::Cdrom,
+            "disk" => Self::Disk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Cdrom => "cdrom",
+            Self::Disk => "disk",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ScsiMedia);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiRerror {
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ScsiRerror {
+    const VALUES: &'static [&'static str] = &["ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ScsiRerror);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScsiWerror {
+    /// `enospc`
+    Enospc,
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for ScsiWerror {
+    const VALUES: &'static [&'static str] = &["enospc", "ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "enospc" => Self::Enospc,
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Enospc => "enospc",
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ScsiWerror);
 /// Property string `scsi`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "scsi[n]"`, `POST /nodes/{node}/qemu param "scsi[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "scsi[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "scsi[n]"`.
@@ -1738,11 +2669,39 @@ impl crate::PropertyString for Scsi {
     }
 }
 crate::property_string!(Scsi);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SpiceEnhancementsVideostreaming { #[doc = " `off`"] Off = "off", #[doc =
-    " `all`"] All = "all", #[doc = " `filter`"] Filter = "filter" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SpiceEnhancementsVideostreaming {
+    /// `off`
+    Off,
+    /// `all`
+    All,
+    /// `filter`
+    Filter,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for SpiceEnhancementsVideostreaming {
+    const VALUES: &'static [&'static str] = &["off", "all", "filter"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "off" => Self::Off,
+            "all" => Self::All,
+            "filter" => Self::Filter,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Off => "off",
+            Self::All => "all",
+            Self::Filter => "filter",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SpiceEnhancementsVideostreaming);
 /// Property string `spice_enhancements`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "spice_enhancements"`, `POST /nodes/{node}/qemu param "spice_enhancements"`, `POST /nodes/{node}/qemu/{vmid}/config param "spice_enhancements"`, `PUT /nodes/{node}/qemu/{vmid}/config param "spice_enhancements"`.
@@ -1775,16 +2734,68 @@ impl crate::PropertyString for SpiceEnhancements {
     }
 }
 crate::property_string!(SpiceEnhancements);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Tpmstate0Format { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 =
-    "qcow2", #[doc = " `vmdk`"] Vmdk = "vmdk" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tpmstate0Format {
+    /// `raw`
+    Raw,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum Tpmstate0Version { #[doc = " `v1.2`"] V12 = "v1.2", #[doc = " `v2.0`"] V20 =
-    "v2.0" }
+impl crate::open_enum::OpenEnum for Tpmstate0Format {
+    const VALUES: &'static [&'static str] = &["raw", "qcow2", "vmdk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Tpmstate0Format);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tpmstate0Version {
+    /// `v1.2`
+    V12,
+    /// `v2.0`
+    V20,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Tpmstate0Version {
+    const VALUES: &'static [&'static str] = &["v1.2", "v2.0"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "v1.2" => Self::V12,
+            "v2.0" => Self::V20,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::V12 => "v1.2",
+            Self::V20 => "v2.0",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Tpmstate0Version);
 /// Property string `tpmstate0`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "tpmstate0"`, `POST /nodes/{node}/qemu param "tpmstate0"`, `POST /nodes/{node}/qemu/{vmid}/config param "tpmstate0"`, `PUT /nodes/{node}/qemu/{vmid}/config param "tpmstate0"`.
@@ -1901,20 +2912,123 @@ impl crate::PropertyString for Usb {
     }
 }
 crate::property_string!(Usb);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VgaClipboard { #[doc = " `vnc`"] Vnc = "vnc" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VgaClipboard {
+    /// `vnc`
+    Vnc,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VgaType { #[doc = " `cirrus`"] Cirrus = "cirrus", #[doc = " `qxl`"] Qxl = "qxl",
-    #[doc = " `qxl2`"] Qxl2 = "qxl2", #[doc = " `qxl3`"] Qxl3 = "qxl3", #[doc =
-    " `qxl4`"] Qxl4 = "qxl4", #[doc = " `none`"] None = "none", #[doc = " `serial0`"]
-    Serial0 = "serial0", #[doc = " `serial1`"] Serial1 = "serial1", #[doc = " `serial2`"]
-    Serial2 = "serial2", #[doc = " `serial3`"] Serial3 = "serial3", #[doc = " `std`"] Std
-    = "std", #[doc = " `virtio`"] Virtio = "virtio", #[doc = " `virtio-gl`"] VirtioGl =
-    "virtio-gl", #[doc = " `vmware`"] Vmware = "vmware" }
+impl crate::open_enum::OpenEnum for VgaClipboard {
+    const VALUES: &'static [&'static str] = &["vnc"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "vnc" => Self::Vnc,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Vnc => "vnc",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(VgaClipboard);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VgaType {
+    /// `cirrus`
+    Cirrus,
+    /// `qxl`
+    Qxl,
+    /// `qxl2`
+    Qxl2,
+    /// `qxl3`
+    Qxl3,
+    /// `qxl4`
+    Qxl4,
+    /// `none`
+    None,
+    /// `serial0`
+    Serial0,
+    /// `serial1`
+    Serial1,
+    /// `serial2`
+    Serial2,
+    /// `serial3`
+    Serial3,
+    /// `std`
+    Std,
+    /// `virtio`
+    Virtio,
+    /// `virtio-gl`
+    VirtioGl,
+    /// `vmware`
+    Vmware,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for VgaType {
+    const VALUES: &'static [&'static str] = &[
+        "cirrus",
+        "qxl",
+        "qxl2",
+        "qxl3",
+        "qxl4",
+        "none",
+        "serial0",
+        "serial1",
+        "serial2",
+        "serial3",
+        "std",
+        "virtio",
+        "virtio-gl",
+        "vmware",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cirrus" => Self::Cirrus,
+            "qxl" => Self::Qxl,
+            "qxl2" => Self::Qxl2,
+            "qxl3" => Self::Qxl3,
+            "qxl4" => Self::Qxl4,
+            "none" => Self::None,
+            "serial0" => Self::Serial0,
+            "serial1" => Self::Serial1,
+            "serial2" => Self::Serial2,
+            "serial3" => Self::Serial3,
+            "std" => Self::Std,
+            "virtio" => Self::Virtio,
+            "virtio-gl" => Self::VirtioGl,
+            "vmware" => Self::Vmware,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Cirrus => "cirrus",
+            Self::Qxl => "qxl",
+            Self::Qxl2 => "qxl2",
+            Self::Qxl3 => "qxl3",
+            Self::Qxl4 => "qxl4",
+            Self::None => "none",
+            Self::Serial0 => "serial0",
+            Self::Serial1 => "serial1",
+            Self::Serial2 => "serial2",
+            Self::Serial3 => "serial3",
+            Self::Std => "std",
+            Self::Virtio => "virtio",
+            Self::VirtioGl => "virtio-gl",
+            Self::Vmware => "vmware",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VgaType);
 /// Property string `vga`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "vga"`, `POST /nodes/{node}/qemu param "vga"`, `POST /nodes/{node}/qemu/{vmid}/config param "vga"`, `PUT /nodes/{node}/qemu/{vmid}/config param "vga"`.
@@ -1951,45 +3065,254 @@ impl crate::PropertyString for Vga {
     }
 }
 crate::property_string!(Vga);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioAio { #[doc = " `native`"] Native = "native", #[doc = " `threads`"]
-    Threads = "threads", #[doc = " `io_uring`"] IoUring = "io_uring" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioAio {
+    /// `native`
+    Native,
+    /// `threads`
+    Threads,
+    /// `io_uring`
+    IoUring,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioCache { #[doc = " `none`"] None = "none", #[doc = " `writethrough`"]
-    Writethrough = "writethrough", #[doc = " `writeback`"] Writeback = "writeback", #[doc
-    = " `unsafe`"] Unsafe = "unsafe", #[doc = " `directsync`"] Directsync = "directsync"
+impl crate::open_enum::OpenEnum for VirtioAio {
+    const VALUES: &'static [&'static str] = &["native", "threads", "io_uring"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "native" => Self::Native,
+            "threads" => Self::Threads,
+            "io_uring" => Self::IoUring,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Native => "native",
+            Self::Threads => "threads",
+            Self::IoUring => "io_uring",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioDiscard { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `on`"] On =
-    "on" }
+crate::open_enum_traits!(VirtioAio);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioCache {
+    /// `none`
+    None,
+    /// `writethrough`
+    Writethrough,
+    /// `writeback`
+    Writeback,
+    /// `unsafe`
+    Unsafe,
+    /// `directsync`
+    Directsync,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioFormat { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow`"] Qcow = "qcow",
-    #[doc = " `qed`"] Qed = "qed", #[doc = " `qcow2`"] Qcow2 = "qcow2", #[doc =
-    " `vmdk`"] Vmdk = "vmdk", #[doc = " `cloop`"] Cloop = "cloop" }
+impl crate::open_enum::OpenEnum for VirtioCache {
+    const VALUES: &'static [&'static str] =
+        &["none", "writethrough", "writeback", "unsafe", "directsync"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "none" => Self::None,
+            "writethrough" => Self::Writethrough,
+            "writeback" => Self::Writeback,
+            "unsafe" => Self::Unsafe,
+            "directsync" => Self::Directsync,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::Writethrough => "writethrough",
+            Self::Writeback => "writeback",
+            Self::Unsafe => "unsafe",
+            Self::Directsync => "directsync",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioMedia { #[doc = " `cdrom`"] Cdrom = "cdrom", #[doc = " `disk`"] Disk =
-    "disk" }
+crate::open_enum_traits!(VirtioCache);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioDiscard {
+    /// `ignore`
+    Ignore,
+    /// `on`
+    On,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioRerror { #[doc = " `ignore`"] Ignore = "ignore", #[doc = " `report`"]
-    Report = "report", #[doc = " `stop`"] Stop = "stop" }
+impl crate::open_enum::OpenEnum for VirtioDiscard {
+    const VALUES: &'static [&'static str] = &["ignore", "on"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "on" => Self::On,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::On => "on",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtioWerror { #[doc = " `enospc`"] Enospc = "enospc", #[doc = " `ignore`"]
-    Ignore = "ignore", #[doc = " `report`"] Report = "report", #[doc = " `stop`"] Stop =
-    "stop" }
+crate::open_enum_traits!(VirtioDiscard);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioFormat {
+    /// `raw`
+    Raw,
+    /// `qcow`
+    Qcow,
+    /// `qed`
+    Qed,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// `cloop`
+    Cloop,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for VirtioFormat {
+    const VALUES: &'static [&'static str] = &["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow" => Self::Qcow,
+            "qed" => Self::Qed,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            "cloop" => Self::Cloop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow => "qcow",
+            Self::Qed => "qed",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Cloop => "cloop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VirtioFormat);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioMedia {
+    /// `cdrom`
+    Cdrom,
+    /// `disk`
+    Disk,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for VirtioMedia {
+    const VALUES: &'static [&'static str] = &["cdrom", "disk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cdrom" => Self::Cdrom,
+            "disk" => Self::Disk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Cdrom => "cdrom",
+            Self::Disk => "disk",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VirtioMedia);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioRerror {
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for VirtioRerror {
+    const VALUES: &'static [&'static str] = &["ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VirtioRerror);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtioWerror {
+    /// `enospc`
+    Enospc,
+    /// `ignore`
+    Ignore,
+    /// `report`
+    Report,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for VirtioWerror {
+    const VALUES: &'static [&'static str] = &["enospc", "ignore", "report", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "enospc" => Self::Enospc,
+            "ignore" => Self::Ignore,
+            "report" => Self::Report,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Enospc => "enospc",
+            Self::Ignore => "ignore",
+            Self::Report => "report",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VirtioWerror);
 /// Property string `virtio`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "virtio[n]"`, `POST /nodes/{node}/qemu param "virtio[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "virtio[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "virtio[n]"`.
@@ -2236,12 +3559,43 @@ impl crate::PropertyString for Virtio {
     }
 }
 crate::property_string!(Virtio);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VirtiofsCache { #[doc = " `auto`"] Auto = "auto", #[doc = " `always`"] Always =
-    "always", #[doc = " `metadata`"] Metadata = "metadata", #[doc = " `never`"] Never =
-    "never" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VirtiofsCache {
+    /// `auto`
+    Auto,
+    /// `always`
+    Always,
+    /// `metadata`
+    Metadata,
+    /// `never`
+    Never,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for VirtiofsCache {
+    const VALUES: &'static [&'static str] = &["auto", "always", "metadata", "never"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "auto" => Self::Auto,
+            "always" => Self::Always,
+            "metadata" => Self::Metadata,
+            "never" => Self::Never,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Metadata => "metadata",
+            Self::Never => "never",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VirtiofsCache);
 /// Property string `virtiofs`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "virtiofs[n]"`, `POST /nodes/{node}/qemu param "virtiofs[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "virtiofs[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "virtiofs[n]"`.
@@ -2286,53 +3640,296 @@ impl crate::PropertyString for Virtiofs {
     }
 }
 crate::property_string!(Virtiofs);
-crate::open_enum! {
-    #[doc =
-    " Values of `bios`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Bios { #[doc = " `seabios`"] Seabios = "seabios", #[doc = " `ovmf`"] Ovmf =
-    "ovmf" }
+/// Values of `bios`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Bios {
+    /// `seabios`
+    Seabios,
+    /// `ovmf`
+    Ovmf,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `citype`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Citype { #[doc = " `configdrive2`"] Configdrive2 = "configdrive2", #[doc =
-    " `nocloud`"] Nocloud = "nocloud", #[doc = " `opennebula`"] Opennebula = "opennebula"
+impl crate::open_enum::OpenEnum for Bios {
+    const VALUES: &'static [&'static str] = &["seabios", "ovmf"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "seabios" => Self::Seabios,
+            "ovmf" => Self::Ovmf,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Seabios => "seabios",
+            Self::Ovmf => "ovmf",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `hugepages`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Hugepages { #[doc = " `any`"] Any = "any", #[doc = " `2`"] V2 = "2", #[doc =
-    " `1024`"] V1024 = "1024" }
+crate::open_enum_traits!(Bios);
+/// Values of `citype`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Citype {
+    /// `configdrive2`
+    Configdrive2,
+    /// `nocloud`
+    Nocloud,
+    /// `opennebula`
+    Opennebula,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `lock`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Lock { #[doc = " `backup`"] Backup = "backup", #[doc = " `clone`"] Clone =
-    "clone", #[doc = " `create`"] Create = "create", #[doc = " `migrate`"] Migrate =
-    "migrate", #[doc = " `rollback`"] Rollback = "rollback", #[doc = " `snapshot`"]
-    Snapshot = "snapshot", #[doc = " `snapshot-delete`"] SnapshotDelete =
-    "snapshot-delete", #[doc = " `suspending`"] Suspending = "suspending", #[doc =
-    " `suspended`"] Suspended = "suspended" }
+impl crate::open_enum::OpenEnum for Citype {
+    const VALUES: &'static [&'static str] = &["configdrive2", "nocloud", "opennebula"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "configdrive2" => Self::Configdrive2,
+            "nocloud" => Self::Nocloud,
+            "opennebula" => Self::Opennebula,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Configdrive2 => "configdrive2",
+            Self::Nocloud => "nocloud",
+            Self::Opennebula => "opennebula",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `ostype`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Ostype { #[doc = " `other`"] Other_ = "other", #[doc = " `wxp`"] Wxp =
-    "wxp", #[doc = " `w2k`"] W2k = "w2k", #[doc = " `w2k3`"] W2k3 = "w2k3", #[doc =
-    " `w2k8`"] W2k8 = "w2k8", #[doc = " `wvista`"] Wvista = "wvista", #[doc = " `win7`"]
-    Win7 = "win7", #[doc = " `win8`"] Win8 = "win8", #[doc = " `win10`"] Win10 = "win10",
-    #[doc = " `win11`"] Win11 = "win11", #[doc = " `l24`"] L24 = "l24", #[doc = " `l26`"]
-    L26 = "l26", #[doc = " `solaris`"] Solaris = "solaris" }
+crate::open_enum_traits!(Citype);
+/// Values of `hugepages`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Hugepages {
+    /// `any`
+    Any,
+    /// `2`
+    V2,
+    /// `1024`
+    V1024,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `scsihw`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Scsihw { #[doc = " `lsi`"] Lsi = "lsi", #[doc = " `lsi53c810`"] Lsi53c810 =
-    "lsi53c810", #[doc = " `virtio-scsi-pci`"] VirtioScsiPci = "virtio-scsi-pci", #[doc =
-    " `virtio-scsi-single`"] VirtioScsiSingle = "virtio-scsi-single", #[doc =
-    " `megasas`"] Megasas = "megasas", #[doc = " `pvscsi`"] Pvscsi = "pvscsi" }
+impl crate::open_enum::OpenEnum for Hugepages {
+    const VALUES: &'static [&'static str] = &["any", "2", "1024"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "any" => Self::Any,
+            "2" => Self::V2,
+            "1024" => Self::V1024,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Any => "any",
+            Self::V2 => "2",
+            Self::V1024 => "1024",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Hugepages);
+/// Values of `lock`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Lock {
+    /// `backup`
+    Backup,
+    /// `clone`
+    Clone,
+    /// `create`
+    Create,
+    /// `migrate`
+    Migrate,
+    /// `rollback`
+    Rollback,
+    /// `snapshot`
+    Snapshot,
+    /// `snapshot-delete`
+    SnapshotDelete,
+    /// `suspending`
+    Suspending,
+    /// `suspended`
+    Suspended,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Lock {
+    const VALUES: &'static [&'static str] = &[
+        "backup",
+        "clone",
+        "create",
+        "migrate",
+        "rollback",
+        "snapshot",
+        "snapshot-delete",
+        "suspending",
+        "suspended",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "backup" => Self::Backup,
+            "clone" => Self::Clone,
+            "create" => Self::Create,
+            "migrate" => Self::Migrate,
+            "rollback" => Self::Rollback,
+            "snapshot" => Self::Snapshot,
+            "snapshot-delete" => Self::SnapshotDelete,
+            "suspending" => Self::Suspending,
+            "suspended" => Self::Suspended,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Backup => "backup",
+            Self::Clone => "clone",
+            Self::Create => "create",
+            Self::Migrate => "migrate",
+            Self::Rollback => "rollback",
+            Self::Snapshot => "snapshot",
+            Self::SnapshotDelete => "snapshot-delete",
+            Self::Suspending => "suspending",
+            Self::Suspended => "suspended",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Lock);
+/// Values of `ostype`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Ostype {
+    /// `other`
+    Other_,
+    /// `wxp`
+    Wxp,
+    /// `w2k`
+    W2k,
+    /// `w2k3`
+    W2k3,
+    /// `w2k8`
+    W2k8,
+    /// `wvista`
+    Wvista,
+    /// `win7`
+    Win7,
+    /// `win8`
+    Win8,
+    /// `win10`
+    Win10,
+    /// `win11`
+    Win11,
+    /// `l24`
+    L24,
+    /// `l26`
+    L26,
+    /// `solaris`
+    Solaris,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Ostype {
+    const VALUES: &'static [&'static str] = &[
+        "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24",
+        "l26", "solaris",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "other" => Self::Other_,
+            "wxp" => Self::Wxp,
+            "w2k" => Self::W2k,
+            "w2k3" => Self::W2k3,
+            "w2k8" => Self::W2k8,
+            "wvista" => Self::Wvista,
+            "win7" => Self::Win7,
+            "win8" => Self::Win8,
+            "win10" => Self::Win10,
+            "win11" => Self::Win11,
+            "l24" => Self::L24,
+            "l26" => Self::L26,
+            "solaris" => Self::Solaris,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Other_ => "other",
+            Self::Wxp => "wxp",
+            Self::W2k => "w2k",
+            Self::W2k3 => "w2k3",
+            Self::W2k8 => "w2k8",
+            Self::Wvista => "wvista",
+            Self::Win7 => "win7",
+            Self::Win8 => "win8",
+            Self::Win10 => "win10",
+            Self::Win11 => "win11",
+            Self::L24 => "l24",
+            Self::L26 => "l26",
+            Self::Solaris => "solaris",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Ostype);
+/// Values of `scsihw`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Scsihw {
+    /// `lsi`
+    Lsi,
+    /// `lsi53c810`
+    Lsi53c810,
+    /// `virtio-scsi-pci`
+    VirtioScsiPci,
+    /// `virtio-scsi-single`
+    VirtioScsiSingle,
+    /// `megasas`
+    Megasas,
+    /// `pvscsi`
+    Pvscsi,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Scsihw {
+    const VALUES: &'static [&'static str] = &[
+        "lsi",
+        "lsi53c810",
+        "virtio-scsi-pci",
+        "virtio-scsi-single",
+        "megasas",
+        "pvscsi",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "lsi" => Self::Lsi,
+            "lsi53c810" => Self::Lsi53c810,
+            "virtio-scsi-pci" => Self::VirtioScsiPci,
+            "virtio-scsi-single" => Self::VirtioScsiSingle,
+            "megasas" => Self::Megasas,
+            "pvscsi" => Self::Pvscsi,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Lsi => "lsi",
+            Self::Lsi53c810 => "lsi53c810",
+            Self::VirtioScsiPci => "virtio-scsi-pci",
+            Self::VirtioScsiSingle => "virtio-scsi-single",
+            Self::Megasas => "megasas",
+            Self::Pvscsi => "pvscsi",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Scsihw);
 /// From `GET /nodes/{node}/qemu returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmlistResponseItem {

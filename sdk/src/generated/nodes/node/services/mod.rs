@@ -7,7 +7,7 @@ pub mod service;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,52 +29,327 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc =
-    " Values of `active-state`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum ActiveState { #[doc = " `active`"] Active = "active", #[doc = " `inactive`"]
-    Inactive = "inactive", #[doc = " `failed`"] Failed = "failed", #[doc =
-    " `activating`"] Activating = "activating", #[doc = " `deactivating`"] Deactivating =
-    "deactivating", #[doc = " `maintenance`"] Maintenance = "maintenance", #[doc =
-    " `reloading`"] Reloading = "reloading", #[doc = " `refreshing`"] Refreshing =
-    "refreshing", #[doc = " `unknown`"] Unknown = "unknown" }
+/// Values of `active-state`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ActiveState {
+    /// `active`
+    Active,
+    /// `inactive`
+    Inactive,
+    /// `failed`
+    Failed,
+    /// `activating`
+    Activating,
+    /// `deactivating`
+    Deactivating,
+    /// `maintenance`
+    Maintenance,
+    /// `reloading`
+    Reloading,
+    /// `refreshing`
+    Refreshing,
+    /// `unknown`
+    Unknown,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `state`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum State { #[doc = " `dead`"] Dead = "dead", #[doc = " `condition`"] Condition
-    = "condition", #[doc = " `start-pre`"] StartPre = "start-pre", #[doc = " `start`"]
-    Start = "start", #[doc = " `start-post`"] StartPost = "start-post", #[doc =
-    " `running`"] Running = "running", #[doc = " `exited`"] Exited = "exited", #[doc =
-    " `reload`"] Reload = "reload", #[doc = " `reload-signal`"] ReloadSignal =
-    "reload-signal", #[doc = " `reload-notify`"] ReloadNotify = "reload-notify", #[doc =
-    " `mounting`"] Mounting = "mounting", #[doc = " `stop`"] Stop = "stop", #[doc =
-    " `stop-watchdog`"] StopWatchdog = "stop-watchdog", #[doc = " `stop-sigterm`"]
-    StopSigterm = "stop-sigterm", #[doc = " `stop-sigkill`"] StopSigkill =
-    "stop-sigkill", #[doc = " `stop-post`"] StopPost = "stop-post", #[doc =
-    " `final-watchdog`"] FinalWatchdog = "final-watchdog", #[doc = " `final-sigterm`"]
-    FinalSigterm = "final-sigterm", #[doc = " `final-sigkill`"] FinalSigkill =
-    "final-sigkill", #[doc = " `failed`"] Failed = "failed", #[doc =
-    " `dead-before-auto-restart`"] DeadBeforeAutoRestart = "dead-before-auto-restart",
-    #[doc = " `failed-before-auto-restart`"] FailedBeforeAutoRestart =
-    "failed-before-auto-restart", #[doc = " `dead-resources-pinned`"] DeadResourcesPinned
-    = "dead-resources-pinned", #[doc = " `auto-restart`"] AutoRestart = "auto-restart",
-    #[doc = " `auto-restart-queued`"] AutoRestartQueued = "auto-restart-queued", #[doc =
-    " `cleaning`"] Cleaning = "cleaning", #[doc = " `unknown`"] Unknown = "unknown" }
+impl crate::open_enum::OpenEnum for ActiveState {
+    const VALUES: &'static [&'static str] = &[
+        "active",
+        "inactive",
+        "failed",
+        "activating",
+        "deactivating",
+        "maintenance",
+        "reloading",
+        "refreshing",
+        "unknown",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "active" => Self::Active,
+            "inactive" => Self::Inactive,
+            "failed" => Self::Failed,
+            "activating" => Self::Activating,
+            "deactivating" => Self::Deactivating,
+            "maintenance" => Self::Maintenance,
+            "reloading" => Self::Reloading,
+            "refreshing" => Self::Refreshing,
+            "unknown" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Active => "active",
+            Self::Inactive => "inactive",
+            Self::Failed => "failed",
+            Self::Activating => "activating",
+            Self::Deactivating => "deactivating",
+            Self::Maintenance => "maintenance",
+            Self::Reloading => "reloading",
+            Self::Refreshing => "refreshing",
+            Self::Unknown => "unknown",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `unit-state`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum UnitState { #[doc = " `enabled`"] Enabled = "enabled", #[doc =
-    " `enabled-runtime`"] EnabledRuntime = "enabled-runtime", #[doc = " `linked`"] Linked
-    = "linked", #[doc = " `linked-runtime`"] LinkedRuntime = "linked-runtime", #[doc =
-    " `alias`"] Alias = "alias", #[doc = " `masked`"] Masked = "masked", #[doc =
-    " `masked-runtime`"] MaskedRuntime = "masked-runtime", #[doc = " `static`"] Static =
-    "static", #[doc = " `disabled`"] Disabled = "disabled", #[doc = " `indirect`"]
-    Indirect = "indirect", #[doc = " `generated`"] Generated = "generated", #[doc =
-    " `transient`"] Transient = "transient", #[doc = " `bad`"] Bad = "bad", #[doc =
-    " `not-found`"] NotFound = "not-found", #[doc = " `unknown`"] Unknown = "unknown" }
+crate::open_enum_traits!(ActiveState);
+/// Values of `state`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// `dead`
+    Dead,
+    /// `condition`
+    Condition,
+    /// `start-pre`
+    StartPre,
+    /// `start`
+    Start,
+    /// `start-post`
+    StartPost,
+    /// `running`
+    Running,
+    /// `exited`
+    Exited,
+    /// `reload`
+    Reload,
+    /// `reload-signal`
+    ReloadSignal,
+    /// `reload-notify`
+    ReloadNotify,
+    /// `mounting`
+    Mounting,
+    /// `stop`
+    Stop,
+    /// `stop-watchdog`
+    StopWatchdog,
+    /// `stop-sigterm`
+    StopSigterm,
+    /// `stop-sigkill`
+    StopSigkill,
+    /// `stop-post`
+    StopPost,
+    /// `final-watchdog`
+    FinalWatchdog,
+    /// `final-sigterm`
+    FinalSigterm,
+    /// `final-sigkill`
+    FinalSigkill,
+    /// `failed`
+    Failed,
+    /// `dead-before-auto-restart`
+    DeadBeforeAutoRestart,
+    /// `failed-before-auto-restart`
+    FailedBeforeAutoRestart,
+    /// `dead-resources-pinned`
+    DeadResourcesPinned,
+    /// `auto-restart`
+    AutoRestart,
+    /// `auto-restart-queued`
+    AutoRestartQueued,
+    /// `cleaning`
+    Cleaning,
+    /// `unknown`
+    Unknown,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for State {
+    const VALUES: &'static [&'static str] = &[
+        "dead",
+        "condition",
+        "start-pre",
+        "start",
+        "start-post",
+        "running",
+        "exited",
+        "reload",
+        "reload-signal",
+        "reload-notify",
+        "mounting",
+        "stop",
+        "stop-watchdog",
+        "stop-sigterm",
+        "stop-sigkill",
+        "stop-post",
+        "final-watchdog",
+        "final-sigterm",
+        "final-sigkill",
+        "failed",
+        "dead-before-auto-restart",
+        "failed-before-auto-restart",
+        "dead-resources-pinned",
+        "auto-restart",
+        "auto-restart-queued",
+        "cleaning",
+        "unknown",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "dead" => Self::Dead,
+            "condition" => Self::Condition,
+            "start-pre" => Self::StartPre,
+            "start" => Self::Start,
+            "start-post" => Self::StartPost,
+            "running" => Self::Running,
+            "exited" => Self::Exited,
+            "reload" => Self::Reload,
+            "reload-signal" => Self::ReloadSignal,
+            "reload-notify" => Self::ReloadNotify,
+            "mounting" => Self::Mounting,
+            "stop" => Self::Stop,
+            "stop-watchdog" => Self::StopWatchdog,
+            "stop-sigterm" => Self::StopSigterm,
+            "stop-sigkill" => Self::StopSigkill,
+            "stop-post" => Self::StopPost,
+            "final-watchdog" => Self::FinalWatchdog,
+            "final-sigterm" => Self::FinalSigterm,
+            "final-sigkill" => Self::FinalSigkill,
+            "failed" => Self::Failed,
+            "dead-before-auto-restart" => Self::DeadBeforeAutoRestart,
+            "failed-before-auto-restart" => Self::FailedBeforeAutoRestart,
+            "dead-resources-pinned" => Self::DeadResourcesPinned,
+            "auto-restart" => Self::AutoRestart,
+            "auto-restart-queued" => Self::AutoRestartQueued,
+            "cleaning" => Self::Cleaning,
+            "unknown" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Dead => "dead",
+            Self::Condition => "condition",
+            Self::StartPre => "start-pre",
+            Self::Start => "start",
+            Self::StartPost => "start-post",
+            Self::Running => "running",
+            Self::Exited => "exited",
+            Self::Reload => "reload",
+            Self::ReloadSignal => "reload-signal",
+            Self::ReloadNotify => "reload-notify",
+            Self::Mounting => "mounting",
+            Self::Stop => "stop",
+            Self::StopWatchdog => "stop-watchdog",
+            Self::StopSigterm => "stop-sigterm",
+            Self::StopSigkill => "stop-sigkill",
+            Self::StopPost => "stop-post",
+            Self::FinalWatchdog => "final-watchdog",
+            Self::FinalSigterm => "final-sigterm",
+            Self::FinalSigkill => "final-sigkill",
+            Self::Failed => "failed",
+            Self::DeadBeforeAutoRestart => "dead-before-auto-restart",
+            Self::FailedBeforeAutoRestart => "failed-before-auto-restart",
+            Self::DeadResourcesPinned => "dead-resources-pinned",
+            Self::AutoRestart => "auto-restart",
+            Self::AutoRestartQueued => "auto-restart-queued",
+            Self::Cleaning => "cleaning",
+            Self::Unknown => "unknown",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(State);
+/// Values of `unit-state`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UnitState {
+    /// `enabled`
+    Enabled,
+    /// `enabled-runtime`
+    EnabledRuntime,
+    /// `linked`
+    Linked,
+    /// `linked-runtime`
+    LinkedRuntime,
+    /// `alias`
+    Alias,
+    /// `masked`
+    Masked,
+    /// `masked-runtime`
+    MaskedRuntime,
+    /// `static`
+    Static,
+    /// `disabled`
+    Disabled,
+    /// `indirect`
+    Indirect,
+    /// `generated`
+    Generated,
+    /// `transient`
+    Transient,
+    /// `bad`
+    Bad,
+    /// `not-found`
+    NotFound,
+    /// `unknown`
+    Unknown,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for UnitState {
+    const VALUES: &'static [&'static str] = &[
+        "enabled",
+        "enabled-runtime",
+        "linked",
+        "linked-runtime",
+        "alias",
+        "masked",
+        "masked-runtime",
+        "static",
+        "disabled",
+        "indirect",
+        "generated",
+        "transient",
+        "bad",
+        "not-found",
+        "unknown",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "enabled" => Self::Enabled,
+            "enabled-runtime" => Self::EnabledRuntime,
+            "linked" => Self::Linked,
+            "linked-runtime" => Self::LinkedRuntime,
+            "alias" => Self::Alias,
+            "masked" => Self::Masked,
+            "masked-runtime" => Self::MaskedRuntime,
+            "static" => Self::Static,
+            "disabled" => Self::Disabled,
+            "indirect" => Self::Indirect,
+            "generated" => Self::Generated,
+            "transient" => Self::Transient,
+            "bad" => Self::Bad,
+            "not-found" => Self::NotFound,
+            "unknown" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Enabled => "enabled",
+            Self::EnabledRuntime => "enabled-runtime",
+            Self::Linked => "linked",
+            Self::LinkedRuntime => "linked-runtime",
+            Self::Alias => "alias",
+            Self::Masked => "masked",
+            Self::MaskedRuntime => "masked-runtime",
+            Self::Static => "static",
+            Self::Disabled => "disabled",
+            Self::Indirect => "indirect",
+            Self::Generated => "generated",
+            Self::Transient => "transient",
+            Self::Bad => "bad",
+            Self::NotFound => "not-found",
+            Self::Unknown => "unknown",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UnitState);
 /// From `GET /nodes/{node}/services returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

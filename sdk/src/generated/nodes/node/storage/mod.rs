@@ -7,7 +7,7 @@ pub mod storage;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -46,18 +46,80 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemFormatsDefault { #[doc = " `qcow2`"] Qcow2 = "qcow2", #[doc =
-    " `raw`"] Raw = "raw", #[doc = " `subvol`"] Subvol = "subvol", #[doc = " `vmdk`"]
-    Vmdk = "vmdk" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemFormatsDefault {
+    /// `qcow2`
+    Qcow2,
+    /// `raw`
+    Raw,
+    /// `subvol`
+    Subvol,
+    /// `vmdk`
+    Vmdk,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemFormatsSupportedItem { #[doc = " `qcow2`"] Qcow2 = "qcow2",
-    #[doc = " `raw`"] Raw = "raw", #[doc = " `subvol`"] Subvol = "subvol", #[doc =
-    " `vmdk`"] Vmdk = "vmdk" }
+impl crate::open_enum::OpenEnum for IndexResponseItemFormatsDefault {
+    const VALUES: &'static [&'static str] = &["qcow2", "raw", "subvol", "vmdk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qcow2" => Self::Qcow2,
+            "raw" => Self::Raw,
+            "subvol" => Self::Subvol,
+            "vmdk" => Self::Vmdk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qcow2 => "qcow2",
+            Self::Raw => "raw",
+            Self::Subvol => "subvol",
+            Self::Vmdk => "vmdk",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(IndexResponseItemFormatsDefault);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemFormatsSupportedItem {
+    /// `qcow2`
+    Qcow2,
+    /// `raw`
+    Raw,
+    /// `subvol`
+    Subvol,
+    /// `vmdk`
+    Vmdk,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for IndexResponseItemFormatsSupportedItem {
+    const VALUES: &'static [&'static str] = &["qcow2", "raw", "subvol", "vmdk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qcow2" => Self::Qcow2,
+            "raw" => Self::Raw,
+            "subvol" => Self::Subvol,
+            "vmdk" => Self::Vmdk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qcow2 => "qcow2",
+            Self::Raw => "raw",
+            Self::Subvol => "subvol",
+            Self::Vmdk => "vmdk",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemFormatsSupportedItem);
 /// From `GET /nodes/{node}/storage returns items "formats"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItemFormats {

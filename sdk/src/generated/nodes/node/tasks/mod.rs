@@ -6,7 +6,7 @@ pub mod upid;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct NodeTasks {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -60,11 +60,39 @@ impl crate::Operation for NodeTasks {
 /// What [`NodeTasks`] answers.
 pub type NodeTasksResponse = Vec<NodeTasksResponseItem>;
 crate::operation_error!(NodeTasksError for NodeTasks);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum NodeTasksSource { #[doc = " `archive`"] Archive = "archive", #[doc =
-    " `active`"] Active = "active", #[doc = " `all`"] All = "all" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeTasksSource {
+    /// `archive`
+    Archive,
+    /// `active`
+    Active,
+    /// `all`
+    All,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for NodeTasksSource {
+    const VALUES: &'static [&'static str] = &["archive", "active", "all"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "archive" => Self::Archive,
+            "active" => Self::Active,
+            "all" => Self::All,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Archive => "archive",
+            Self::Active => "active",
+            Self::All => "all",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(NodeTasksSource);
 /// From `GET /nodes/{node}/tasks returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NodeTasksResponseItem {

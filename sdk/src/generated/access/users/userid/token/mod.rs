@@ -5,7 +5,7 @@ pub mod tokenid;
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct TokenIndex {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,

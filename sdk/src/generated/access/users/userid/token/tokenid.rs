@@ -5,7 +5,7 @@
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RemoveToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -36,7 +36,7 @@ crate::operation_error!(RemoveTokenError for RemoveToken);
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -66,7 +66,7 @@ crate::operation_error!(ReadTokenError for ReadToken);
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GenerateToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -105,7 +105,7 @@ crate::operation_error!(GenerateTokenError for GenerateToken);
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateTokenInfo {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,

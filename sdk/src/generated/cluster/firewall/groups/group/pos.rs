@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteRule {
     /// Path parameter; length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
@@ -39,7 +39,7 @@ crate::operation_error!(DeleteRuleError for DeleteRule);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetRule {
     /// Path parameter; length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
@@ -69,7 +69,7 @@ crate::operation_error!(GetRuleError for GetRule);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateRule {
     /// Path parameter; length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
@@ -184,8 +184,40 @@ pub struct GetRuleResponse {
     #[serde(rename = "type")]
     pub type_: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateRuleType { #[doc = " `in`"] In = "in", #[doc = " `out`"] Out = "out",
-    #[doc = " `forward`"] Forward = "forward", #[doc = " `group`"] Group = "group" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateRuleType {
+    /// `in`
+    In,
+    /// `out`
+    Out,
+    /// `forward`
+    Forward,
+    /// `group`
+    Group,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for UpdateRuleType {
+    const VALUES: &'static [&'static str] = &["in", "out", "forward", "group"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "in" => Self::In,
+            "out" => Self::Out,
+            "forward" => Self::Forward,
+            "group" => Self::Group,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::In => "in",
+            Self::Out => "out",
+            Self::Forward => "forward",
+            Self::Group => "group",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdateRuleType);

@@ -7,7 +7,7 @@ pub mod relocate;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -38,7 +38,7 @@ crate::operation_error!(DeleteError for Delete);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Read {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -63,7 +63,7 @@ crate::operation_error!(ReadError for Read);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Update {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,

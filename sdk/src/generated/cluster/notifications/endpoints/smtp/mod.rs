@@ -6,7 +6,7 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetSmtpEndpoints {}
 impl crate::Operation for GetSmtpEndpoints {
     const ID: &'static str = "get_smtp_endpoints";
@@ -24,7 +24,7 @@ crate::operation_error!(GetSmtpEndpointsError for GetSmtpEndpoints);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateSmtpEndpoint {
     /// `author`
     pub author: Option<String>,
@@ -87,12 +87,39 @@ impl crate::Operation for CreateSmtpEndpoint {
 /// What [`CreateSmtpEndpoint`] answers.
 pub type CreateSmtpEndpointResponse = ();
 crate::operation_error!(CreateSmtpEndpointError for CreateSmtpEndpoint);
-crate::open_enum! {
-    #[doc =
-    " Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Mode { #[doc = " `insecure`"] Insecure = "insecure", #[doc = " `starttls`"]
-    Starttls = "starttls", #[doc = " `tls`"] Tls = "tls" }
+/// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `insecure`
+    Insecure,
+    /// `starttls`
+    Starttls,
+    /// `tls`
+    Tls,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Mode {
+    const VALUES: &'static [&'static str] = &["insecure", "starttls", "tls"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "insecure" => Self::Insecure,
+            "starttls" => Self::Starttls,
+            "tls" => Self::Tls,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Insecure => "insecure",
+            Self::Starttls => "starttls",
+            Self::Tls => "tls",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/endpoints/smtp returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetSmtpEndpointsResponseItem {

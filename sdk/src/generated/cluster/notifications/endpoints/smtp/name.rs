@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeleteSmtpEndpointError for DeleteSmtpEndpoint);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -57,7 +57,7 @@ crate::operation_error!(GetSmtpEndpointError for GetSmtpEndpoint);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,

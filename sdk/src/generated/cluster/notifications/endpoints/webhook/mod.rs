@@ -6,7 +6,7 @@ pub mod name;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GetWebhookEndpoints {}
 impl crate::Operation for GetWebhookEndpoints {
     const ID: &'static str = "get_webhook_endpoints";
@@ -24,7 +24,7 @@ crate::operation_error!(GetWebhookEndpointsError for GetWebhookEndpoints);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateWebhookEndpoint {
     /// `body`
     pub body: Option<String>,
@@ -69,12 +69,39 @@ impl crate::Operation for CreateWebhookEndpoint {
 /// What [`CreateWebhookEndpoint`] answers.
 pub type CreateWebhookEndpointResponse = ();
 crate::operation_error!(CreateWebhookEndpointError for CreateWebhookEndpoint);
-crate::open_enum! {
-    #[doc =
-    " Values of `method`, shared by 4 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Method { #[doc = " `post`"] Post = "post", #[doc = " `put`"] Put = "put",
-    #[doc = " `get`"] Get = "get" }
+/// Values of `method`, shared by 4 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Method {
+    /// `post`
+    Post,
+    /// `put`
+    Put,
+    /// `get`
+    Get,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Method {
+    const VALUES: &'static [&'static str] = &["post", "put", "get"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "post" => Self::Post,
+            "put" => Self::Put,
+            "get" => Self::Get,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Post => "post",
+            Self::Put => "put",
+            Self::Get => "get",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Method);
 /// From `GET /cluster/notifications/endpoints/webhook returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetWebhookEndpointsResponseItem {

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -32,7 +32,7 @@ crate::operation_error!(DeleteWebhookEndpointError for DeleteWebhookEndpoint);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -57,7 +57,7 @@ crate::operation_error!(GetWebhookEndpointError for GetWebhookEndpoint);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -31,7 +31,7 @@ crate::operation_error!(DeleteFabricError for DeleteFabric);
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -56,7 +56,7 @@ crate::operation_error!(GetFabricError for GetFabric);
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -155,33 +155,163 @@ pub struct GetFabricResponse {
     #[serde(flatten)]
     pub protocol: GetFabricResponseProtocol,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateFabricOpenfabricOpenfabricDeleteItem { #[doc = " `ip_prefix`"] IpPrefix =
-    "ip_prefix", #[doc = " `ip6_prefix`"] Ip6Prefix = "ip6_prefix", #[doc =
-    " `hello_interval`"] HelloInterval = "hello_interval", #[doc = " `csnp_interval`"]
-    CsnpInterval = "csnp_interval", #[doc = " `route_filter`"] RouteFilter =
-    "route_filter" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateFabricOpenfabricOpenfabricDeleteItem {
+    /// `ip_prefix`
+    IpPrefix,
+    /// `ip6_prefix`
+    Ip6Prefix,
+    /// `hello_interval`
+    HelloInterval,
+    /// `csnp_interval`
+    CsnpInterval,
+    /// `route_filter`
+    RouteFilter,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateFabricBgpBgpDeleteItem { #[doc = " `ip_prefix`"] IpPrefix = "ip_prefix",
-    #[doc = " `ip6_prefix`"] Ip6Prefix = "ip6_prefix", #[doc = " `redistribute`"]
-    Redistribute = "redistribute", #[doc = " `route_filter`"] RouteFilter =
-    "route_filter", #[doc = " `route_map_in`"] RouteMapIn = "route_map_in", #[doc =
-    " `route_map_out`"] RouteMapOut = "route_map_out" }
+impl crate::open_enum::OpenEnum for UpdateFabricOpenfabricOpenfabricDeleteItem {
+    const VALUES: &'static [&'static str] = &[
+        "ip_prefix",
+        "ip6_prefix",
+        "hello_interval",
+        "csnp_interval",
+        "route_filter",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ip_prefix" => Self::IpPrefix,
+            "ip6_prefix" => Self::Ip6Prefix,
+            "hello_interval" => Self::HelloInterval,
+            "csnp_interval" => Self::CsnpInterval,
+            "route_filter" => Self::RouteFilter,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::IpPrefix => "ip_prefix",
+            Self::Ip6Prefix => "ip6_prefix",
+            Self::HelloInterval => "hello_interval",
+            Self::CsnpInterval => "csnp_interval",
+            Self::RouteFilter => "route_filter",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateFabricOspfOspfDeleteItem { #[doc = " `area`"] Area = "area", #[doc =
-    " `redistribute`"] Redistribute = "redistribute", #[doc = " `route_filter`"]
-    RouteFilter = "route_filter" }
+crate::open_enum_traits!(UpdateFabricOpenfabricOpenfabricDeleteItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateFabricBgpBgpDeleteItem {
+    /// `ip_prefix`
+    IpPrefix,
+    /// `ip6_prefix`
+    Ip6Prefix,
+    /// `redistribute`
+    Redistribute,
+    /// `route_filter`
+    RouteFilter,
+    /// `route_map_in`
+    RouteMapIn,
+    /// `route_map_out`
+    RouteMapOut,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateFabricWireguardWireguardDeleteItem { #[doc = " `persistent_keepalive`"]
-    PersistentKeepalive = "persistent_keepalive" }
+impl crate::open_enum::OpenEnum for UpdateFabricBgpBgpDeleteItem {
+    const VALUES: &'static [&'static str] = &[
+        "ip_prefix",
+        "ip6_prefix",
+        "redistribute",
+        "route_filter",
+        "route_map_in",
+        "route_map_out",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ip_prefix" => Self::IpPrefix,
+            "ip6_prefix" => Self::Ip6Prefix,
+            "redistribute" => Self::Redistribute,
+            "route_filter" => Self::RouteFilter,
+            "route_map_in" => Self::RouteMapIn,
+            "route_map_out" => Self::RouteMapOut,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::IpPrefix => "ip_prefix",
+            Self::Ip6Prefix => "ip6_prefix",
+            Self::Redistribute => "redistribute",
+            Self::RouteFilter => "route_filter",
+            Self::RouteMapIn => "route_map_in",
+            Self::RouteMapOut => "route_map_out",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(UpdateFabricBgpBgpDeleteItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateFabricOspfOspfDeleteItem {
+    /// `area`
+    Area,
+    /// `redistribute`
+    Redistribute,
+    /// `route_filter`
+    RouteFilter,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for UpdateFabricOspfOspfDeleteItem {
+    const VALUES: &'static [&'static str] = &["area", "redistribute", "route_filter"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "area" => Self::Area,
+            "redistribute" => Self::Redistribute,
+            "route_filter" => Self::RouteFilter,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Area => "area",
+            Self::Redistribute => "redistribute",
+            Self::RouteFilter => "route_filter",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdateFabricOspfOspfDeleteItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateFabricWireguardWireguardDeleteItem {
+    /// `persistent_keepalive`
+    PersistentKeepalive,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for UpdateFabricWireguardWireguardDeleteItem {
+    const VALUES: &'static [&'static str] = &["persistent_keepalive"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "persistent_keepalive" => Self::PersistentKeepalive,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::PersistentKeepalive => "persistent_keepalive",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdateFabricWireguardWireguardDeleteItem);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "protocol")]

@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -28,7 +28,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AddFabric {
     /// Maximum length 64
     pub digest: Option<String>,

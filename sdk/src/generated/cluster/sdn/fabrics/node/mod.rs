@@ -5,7 +5,7 @@ pub mod fabric_id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ListNodes {
     /// `pending`
     pub pending: Option<bool>,

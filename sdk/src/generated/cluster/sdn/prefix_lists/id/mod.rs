@@ -6,7 +6,7 @@ pub mod entries;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeletePrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -38,7 +38,7 @@ crate::operation_error!(DeletePrefixListError for DeletePrefixList);
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetPrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -65,7 +65,7 @@ crate::operation_error!(GetPrefixListError for GetPrefixList);
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdatePrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -102,7 +102,28 @@ impl crate::Operation for UpdatePrefixList {
 /// What [`UpdatePrefixList`] answers.
 pub type UpdatePrefixListResponse = ();
 crate::operation_error!(UpdatePrefixListError for UpdatePrefixList);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdatePrefixListDeleteItem { #[doc = " `entries`"] Entries = "entries" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdatePrefixListDeleteItem {
+    /// `entries`
+    Entries,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for UpdatePrefixListDeleteItem {
+    const VALUES: &'static [&'static str] = &["entries"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "entries" => Self::Entries,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Entries => "entries",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdatePrefixListDeleteItem);

@@ -5,7 +5,7 @@ pub mod route_map_id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ListRouteMapEntries {
     /// `pending`
     pub pending: Option<bool>,
@@ -28,7 +28,7 @@ crate::operation_error!(ListRouteMapEntriesError for ListRouteMapEntries);
 /// - Permission check: `["perm","/sdn/route-maps",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateRouteMapEntry {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -84,12 +84,39 @@ impl crate::Operation for CreateRouteMapEntry {
 /// What [`CreateRouteMapEntry`] answers.
 pub type CreateRouteMapEntryResponse = ();
 crate::operation_error!(CreateRouteMapEntryError for CreateRouteMapEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ExitActionKey { #[doc = " `on-match-goto`"] OnMatchGoto = "on-match-goto", #[doc
-    = " `on-match-next`"] OnMatchNext = "on-match-next", #[doc = " `continue`"] Continue
-    = "continue" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ExitActionKey {
+    /// `on-match-goto`
+    OnMatchGoto,
+    /// `on-match-next`
+    OnMatchNext,
+    /// `continue`
+    Continue,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ExitActionKey {
+    const VALUES: &'static [&'static str] = &["on-match-goto", "on-match-next", "continue"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "on-match-goto" => Self::OnMatchGoto,
+            "on-match-next" => Self::OnMatchNext,
+            "continue" => Self::Continue,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::OnMatchGoto => "on-match-goto",
+            Self::OnMatchNext => "on-match-next",
+            Self::Continue => "continue",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ExitActionKey);
 /// Property string `exit-action`.
 ///
 /// Used by: `GET /cluster/sdn/route-maps/entries returns "exit-action"`, `GET /cluster/sdn/route-maps/entries/{route-map-id} returns "exit-action"`, `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns "exit-action"`, `POST /cluster/sdn/route-maps/entries param "exit-action"`, `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} param "exit-action"`.
@@ -122,19 +149,88 @@ impl crate::PropertyString for ExitAction {
     }
 }
 crate::property_string!(ExitAction);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MatchKey { #[doc = " `route-type`"] RouteType = "route-type", #[doc = " `vni`"]
-    Vni = "vni", #[doc = " `ip-address-prefix-list`"] IpAddressPrefixList =
-    "ip-address-prefix-list", #[doc = " `ip6-address-prefix-list`"] Ip6AddressPrefixList
-    = "ip6-address-prefix-list", #[doc = " `ip-next-hop-prefix-list`"]
-    IpNextHopPrefixList = "ip-next-hop-prefix-list", #[doc =
-    " `ip6-next-hop-prefix-list`"] Ip6NextHopPrefixList = "ip6-next-hop-prefix-list",
-    #[doc = " `ip-next-hop-address`"] IpNextHopAddress = "ip-next-hop-address", #[doc =
-    " `ip6-next-hop-address`"] Ip6NextHopAddress = "ip6-next-hop-address", #[doc =
-    " `metric`"] Metric = "metric", #[doc = " `local-preference`"] LocalPreference =
-    "local-preference", #[doc = " `peer`"] Peer = "peer", #[doc = " `tag`"] Tag = "tag" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MatchKey {
+    /// `route-type`
+    RouteType,
+    /// `vni`
+    Vni,
+    /// `ip-address-prefix-list`
+    IpAddressPrefixList,
+    /// `ip6-address-prefix-list`
+    Ip6AddressPrefixList,
+    /// `ip-next-hop-prefix-list`
+    IpNextHopPrefixList,
+    /// `ip6-next-hop-prefix-list`
+    Ip6NextHopPrefixList,
+    /// `ip-next-hop-address`
+    IpNextHopAddress,
+    /// `ip6-next-hop-address`
+    Ip6NextHopAddress,
+    /// `metric`
+    Metric,
+    /// `local-preference`
+    LocalPreference,
+    /// `peer`
+    Peer,
+    /// `tag`
+    Tag,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for MatchKey {
+    const VALUES: &'static [&'static str] = &[
+        "route-type",
+        "vni",
+        "ip-address-prefix-list",
+        "ip6-address-prefix-list",
+        "ip-next-hop-prefix-list",
+        "ip6-next-hop-prefix-list",
+        "ip-next-hop-address",
+        "ip6-next-hop-address",
+        "metric",
+        "local-preference",
+        "peer",
+        "tag",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "route-type" => Self::RouteType,
+            "vni" => Self::Vni,
+            "ip-address-prefix-list" => Self::IpAddressPrefixList,
+            "ip6-address-prefix-list" => Self::Ip6AddressPrefixList,
+            "ip-next-hop-prefix-list" => Self::IpNextHopPrefixList,
+            "ip6-next-hop-prefix-list" => Self::Ip6NextHopPrefixList,
+            "ip-next-hop-address" => Self::IpNextHopAddress,
+            "ip6-next-hop-address" => Self::Ip6NextHopAddress,
+            "metric" => Self::Metric,
+            "local-preference" => Self::LocalPreference,
+            "peer" => Self::Peer,
+            "tag" => Self::Tag,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::RouteType => "route-type",
+            Self::Vni => "vni",
+            Self::IpAddressPrefixList => "ip-address-prefix-list",
+            Self::Ip6AddressPrefixList => "ip6-address-prefix-list",
+            Self::IpNextHopPrefixList => "ip-next-hop-prefix-list",
+            Self::Ip6NextHopPrefixList => "ip6-next-hop-prefix-list",
+            Self::IpNextHopAddress => "ip-next-hop-address",
+            Self::Ip6NextHopAddress => "ip6-next-hop-address",
+            Self::Metric => "metric",
+            Self::LocalPreference => "local-preference",
+            Self::Peer => "peer",
+            Self::Tag => "tag",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MatchKey);
 /// Property string `match`.
 ///
 /// Used by: `GET /cluster/sdn/route-maps/entries returns "match"`, `GET /cluster/sdn/route-maps/entries/{route-map-id} returns "match"`, `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns "match"`, `POST /cluster/sdn/route-maps/entries param "match"`, `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} param "match"`.
@@ -167,18 +263,83 @@ impl crate::PropertyString for Match {
     }
 }
 crate::property_string!(Match);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum SetKey { #[doc = " `ip-next-hop-peer-address`"] IpNextHopPeerAddress =
-    "ip-next-hop-peer-address", #[doc = " `ip-next-hop`"] IpNextHop = "ip-next-hop",
-    #[doc = " `ip-next-hop-unchanged`"] IpNextHopUnchanged = "ip-next-hop-unchanged",
-    #[doc = " `ip6-next-hop-peer-address`"] Ip6NextHopPeerAddress =
-    "ip6-next-hop-peer-address", #[doc = " `ip6-next-hop-prefer-global`"]
-    Ip6NextHopPreferGlobal = "ip6-next-hop-prefer-global", #[doc = " `ip6-next-hop`"]
-    Ip6NextHop = "ip6-next-hop", #[doc = " `local-preference`"] LocalPreference =
-    "local-preference", #[doc = " `tag`"] Tag = "tag", #[doc = " `weight`"] Weight =
-    "weight", #[doc = " `metric`"] Metric = "metric", #[doc = " `src`"] Src = "src" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SetKey {
+    /// `ip-next-hop-peer-address`
+    IpNextHopPeerAddress,
+    /// `ip-next-hop`
+    IpNextHop,
+    /// `ip-next-hop-unchanged`
+    IpNextHopUnchanged,
+    /// `ip6-next-hop-peer-address`
+    Ip6NextHopPeerAddress,
+    /// `ip6-next-hop-prefer-global`
+    Ip6NextHopPreferGlobal,
+    /// `ip6-next-hop`
+    Ip6NextHop,
+    /// `local-preference`
+    LocalPreference,
+    /// `tag`
+    Tag,
+    /// `weight`
+    Weight,
+    /// `metric`
+    Metric,
+    /// `src`
+    Src,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for SetKey {
+    const VALUES: &'static [&'static str] = &[
+        "ip-next-hop-peer-address",
+        "ip-next-hop",
+        "ip-next-hop-unchanged",
+        "ip6-next-hop-peer-address",
+        "ip6-next-hop-prefer-global",
+        "ip6-next-hop",
+        "local-preference",
+        "tag",
+        "weight",
+        "metric",
+        "src",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ip-next-hop-peer-address" => Self::IpNextHopPeerAddress,
+            "ip-next-hop" => Self::IpNextHop,
+            "ip-next-hop-unchanged" => Self::IpNextHopUnchanged,
+            "ip6-next-hop-peer-address" => Self::Ip6NextHopPeerAddress,
+            "ip6-next-hop-prefer-global" => Self::Ip6NextHopPreferGlobal,
+            "ip6-next-hop" => Self::Ip6NextHop,
+            "local-preference" => Self::LocalPreference,
+            "tag" => Self::Tag,
+            "weight" => Self::Weight,
+            "metric" => Self::Metric,
+            "src" => Self::Src,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::IpNextHopPeerAddress => "ip-next-hop-peer-address",
+            Self::IpNextHop => "ip-next-hop",
+            Self::IpNextHopUnchanged => "ip-next-hop-unchanged",
+            Self::Ip6NextHopPeerAddress => "ip6-next-hop-peer-address",
+            Self::Ip6NextHopPreferGlobal => "ip6-next-hop-prefer-global",
+            Self::Ip6NextHop => "ip6-next-hop",
+            Self::LocalPreference => "local-preference",
+            Self::Tag => "tag",
+            Self::Weight => "weight",
+            Self::Metric => "metric",
+            Self::Src => "src",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(SetKey);
 /// Property string `set`.
 ///
 /// Used by: `GET /cluster/sdn/route-maps/entries returns "set"`, `GET /cluster/sdn/route-maps/entries/{route-map-id} returns "set"`, `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns "set"`, `POST /cluster/sdn/route-maps/entries param "set"`, `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} param "set"`.

@@ -5,7 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Types {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -32,11 +32,35 @@ impl crate::Operation for Types {
 /// What [`Types`] answers.
 pub type TypesResponse = Vec<TypesResponseItem>;
 crate::operation_error!(TypesError for Types);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum TypesResponseItemType { #[doc = " `q35`"] Q35 = "q35", #[doc = " `i440fx`"]
-    I440fx = "i440fx" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TypesResponseItemType {
+    /// `q35`
+    Q35,
+    /// `i440fx`
+    I440fx,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for TypesResponseItemType {
+    const VALUES: &'static [&'static str] = &["q35", "i440fx"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "q35" => Self::Q35,
+            "i440fx" => Self::I440fx,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Q35 => "q35",
+            Self::I440fx => "i440fx",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(TypesResponseItemType);
 /// From `GET /nodes/{node}/capabilities/qemu/machines returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TypesResponseItem {

@@ -9,7 +9,7 @@ pub mod migration;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct QemuCapsIndex {
     /// Path parameter; format `pve-node`
     pub node: String,

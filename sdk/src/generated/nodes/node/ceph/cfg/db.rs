@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Db {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,11 +28,39 @@ impl crate::Operation for Db {
 /// What [`Db`] answers.
 pub type DbResponse = Vec<DbResponseItem>;
 crate::operation_error!(DbError for Db);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DbResponseItemLevel { #[doc = " `basic`"] Basic = "basic", #[doc =
-    " `advanced`"] Advanced = "advanced", #[doc = " `dev`"] Dev = "dev" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DbResponseItemLevel {
+    /// `basic`
+    Basic,
+    /// `advanced`
+    Advanced,
+    /// `dev`
+    Dev,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for DbResponseItemLevel {
+    const VALUES: &'static [&'static str] = &["basic", "advanced", "dev"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "basic" => Self::Basic,
+            "advanced" => Self::Advanced,
+            "dev" => Self::Dev,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Basic => "basic",
+            Self::Advanced => "advanced",
+            Self::Dev => "dev",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(DbResponseItemLevel);
 /// From `GET /nodes/{node}/ceph/cfg/db returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DbResponseItem {

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroyfs {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -47,7 +47,7 @@ crate::operation_error!(DestroyfsError for Destroyfs);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Createfs {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -7,7 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Lspools {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +35,7 @@ crate::operation_error!(LspoolsError for Lspools);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Createpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -140,24 +140,105 @@ impl crate::PropertyString for ErasureCoding {
     }
 }
 crate::property_string!(ErasureCoding);
-crate::open_enum! {
-    #[doc =
-    " Values of `application`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Application { #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `cephfs`"] Cephfs =
-    "cephfs", #[doc = " `rgw`"] Rgw = "rgw" }
+/// Values of `application`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Application {
+    /// `rbd`
+    Rbd,
+    /// `cephfs`
+    Cephfs,
+    /// `rgw`
+    Rgw,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `pg_autoscale_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds."]
-    pub enum PgAutoscaleMode { #[doc = " `on`"] On = "on", #[doc = " `off`"] Off = "off",
-    #[doc = " `warn`"] Warn = "warn" }
-}
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum LspoolsResponseItemType { #[doc = " `replicated`"] Replicated = "replicated",
-    #[doc = " `erasure`"] Erasure = "erasure", #[doc = " `unknown`"] Unknown = "unknown"
+impl crate::open_enum::OpenEnum for Application {
+    const VALUES: &'static [&'static str] = &["rbd", "cephfs", "rgw"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "rbd" => Self::Rbd,
+            "cephfs" => Self::Cephfs,
+            "rgw" => Self::Rgw,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Rbd => "rbd",
+            Self::Cephfs => "cephfs",
+            Self::Rgw => "rgw",
+            Self::Other(s) => s,
+        }
     }
 }
+crate::open_enum_traits!(Application);
+/// Values of `pg_autoscale_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PgAutoscaleMode {
+    /// `on`
+    On,
+    /// `off`
+    Off,
+    /// `warn`
+    Warn,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for PgAutoscaleMode {
+    const VALUES: &'static [&'static str] = &["on", "off", "warn"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "on" => Self::On,
+            "off" => Self::Off,
+            "warn" => Self::Warn,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+            Self::Warn => "warn",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(PgAutoscaleMode);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LspoolsResponseItemType {
+    /// `replicated`
+    Replicated,
+    /// `erasure`
+    Erasure,
+    /// `unknown`
+    Unknown,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for LspoolsResponseItemType {
+    const VALUES: &'static [&'static str] = &["replicated", "erasure", "unknown"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "replicated" => Self::Replicated,
+            "erasure" => Self::Erasure,
+            "unknown" => Self::Unknown,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Replicated => "replicated",
+            Self::Erasure => "erasure",
+            Self::Unknown => "unknown",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(LspoolsResponseItemType);
 /// From `GET /nodes/{node}/ceph/pool returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LspoolsResponseItem {

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RevokeCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -34,7 +34,7 @@ crate::operation_error!(RevokeCertificateError for RevokeCertificate);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct NewCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -67,7 +67,7 @@ crate::operation_error!(NewCertificateError for NewCertificate);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RenewCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,

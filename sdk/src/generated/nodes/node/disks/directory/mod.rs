@@ -7,7 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +35,7 @@ crate::operation_error!(IndexError for Index);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -90,8 +90,32 @@ pub struct IndexResponseItem {
     /// `unitfile`
     pub unitfile: String,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateFilesystem { #[doc = " `ext4`"] Ext4 = "ext4", #[doc = " `xfs`"] Xfs =
-    "xfs" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateFilesystem {
+    /// `ext4`
+    Ext4,
+    /// `xfs`
+    Xfs,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CreateFilesystem {
+    const VALUES: &'static [&'static str] = &["ext4", "xfs"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ext4" => Self::Ext4,
+            "xfs" => Self::Xfs,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ext4 => "ext4",
+            Self::Xfs => "xfs",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateFilesystem);

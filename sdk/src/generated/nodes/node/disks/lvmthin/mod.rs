@@ -7,7 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +35,7 @@ crate::operation_error!(IndexError for Index);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,

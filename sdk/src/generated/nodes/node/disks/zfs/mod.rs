@@ -7,7 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +35,7 @@ crate::operation_error!(IndexError for Index);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -136,17 +136,111 @@ pub struct IndexResponseItem {
     /// `size`
     pub size: i64,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateCompression { #[doc = " `on`"] On = "on", #[doc = " `off`"] Off = "off",
-    #[doc = " `gzip`"] Gzip = "gzip", #[doc = " `lz4`"] Lz4 = "lz4", #[doc = " `lzjb`"]
-    Lzjb = "lzjb", #[doc = " `zle`"] Zle = "zle", #[doc = " `zstd`"] Zstd = "zstd" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateCompression {
+    /// `on`
+    On,
+    /// `off`
+    Off,
+    /// `gzip`
+    Gzip,
+    /// `lz4`
+    Lz4,
+    /// `lzjb`
+    Lzjb,
+    /// `zle`
+    Zle,
+    /// `zstd`
+    Zstd,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateRaidlevel { #[doc = " `single`"] Single = "single", #[doc = " `mirror`"]
-    Mirror = "mirror", #[doc = " `raid10`"] Raid10 = "raid10", #[doc = " `raidz`"] Raidz
-    = "raidz", #[doc = " `raidz2`"] Raidz2 = "raidz2", #[doc = " `raidz3`"] Raidz3 =
-    "raidz3", #[doc = " `draid`"] Draid = "draid", #[doc = " `draid2`"] Draid2 =
-    "draid2", #[doc = " `draid3`"] Draid3 = "draid3" }
+impl crate::open_enum::OpenEnum for CreateCompression {
+    const VALUES: &'static [&'static str] = &["on", "off", "gzip", "lz4", "lzjb", "zle", "zstd"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "on" => Self::On,
+            "off" => Self::Off,
+            "gzip" => Self::Gzip,
+            "lz4" => Self::Lz4,
+            "lzjb" => Self::Lzjb,
+            "zle" => Self::Zle,
+            "zstd" => Self::Zstd,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+            Self::Gzip => "gzip",
+            Self::Lz4 => "lz4",
+            Self::Lzjb => "lzjb",
+            Self::Zle => "zle",
+            Self::Zstd => "zstd",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(CreateCompression);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateRaidlevel {
+    /// `single`
+    Single,
+    /// `mirror`
+    Mirror,
+    /// `raid10`
+    Raid10,
+    /// `raidz`
+    Raidz,
+    /// `raidz2`
+    Raidz2,
+    /// `raidz3`
+    Raidz3,
+    /// `draid`
+    Draid,
+    /// `draid2`
+    Draid2,
+    /// `draid3`
+    Draid3,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for CreateRaidlevel {
+    const VALUES: &'static [&'static str] = &[
+        "single", "mirror", "raid10", "raidz", "raidz2", "raidz3", "draid", "draid2", "draid3",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "single" => Self::Single,
+            "mirror" => Self::Mirror,
+            "raid10" => Self::Raid10,
+            "raidz" => Self::Raidz,
+            "raidz2" => Self::Raidz2,
+            "raidz3" => Self::Raidz3,
+            "draid" => Self::Draid,
+            "draid2" => Self::Draid2,
+            "draid3" => Self::Draid3,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Single => "single",
+            Self::Mirror => "mirror",
+            Self::Raid10 => "raid10",
+            Self::Raidz => "raidz",
+            Self::Raidz2 => "raidz2",
+            Self::Raidz3 => "raidz3",
+            Self::Draid => "draid",
+            Self::Draid2 => "draid2",
+            Self::Draid3 => "draid3",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateRaidlevel);

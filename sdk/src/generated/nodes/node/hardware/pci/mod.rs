@@ -7,7 +7,7 @@ pub mod pci_id_or_mapping;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct PciScan {
     /// Path parameter; format `pve-node`
     pub node: String,

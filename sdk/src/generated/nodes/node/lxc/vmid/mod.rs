@@ -27,7 +27,7 @@ pub mod vncwebsocket;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DestroyVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,7 +69,7 @@ crate::operation_error!(DestroyVmError for DestroyVm);
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Vmdiridx {
     /// Path parameter; format `pve-node`
     pub node: String,

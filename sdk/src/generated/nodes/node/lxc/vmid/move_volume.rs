@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct MoveVolume {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -60,530 +60,5177 @@ impl crate::Operation for MoveVolume {
 /// What [`MoveVolume`] answers.
 pub type MoveVolumeResponse = String;
 crate::operation_error!(MoveVolumeError for MoveVolume);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MoveVolumeTargetVolume { #[doc = " `rootfs`"] Rootfs = "rootfs", #[doc =
-    " `mp0`"] Mp0 = "mp0", #[doc = " `mp1`"] Mp1 = "mp1", #[doc = " `mp2`"] Mp2 = "mp2",
-    #[doc = " `mp3`"] Mp3 = "mp3", #[doc = " `mp4`"] Mp4 = "mp4", #[doc = " `mp5`"] Mp5 =
-    "mp5", #[doc = " `mp6`"] Mp6 = "mp6", #[doc = " `mp7`"] Mp7 = "mp7", #[doc =
-    " `mp8`"] Mp8 = "mp8", #[doc = " `mp9`"] Mp9 = "mp9", #[doc = " `mp10`"] Mp10 =
-    "mp10", #[doc = " `mp11`"] Mp11 = "mp11", #[doc = " `mp12`"] Mp12 = "mp12", #[doc =
-    " `mp13`"] Mp13 = "mp13", #[doc = " `mp14`"] Mp14 = "mp14", #[doc = " `mp15`"] Mp15 =
-    "mp15", #[doc = " `mp16`"] Mp16 = "mp16", #[doc = " `mp17`"] Mp17 = "mp17", #[doc =
-    " `mp18`"] Mp18 = "mp18", #[doc = " `mp19`"] Mp19 = "mp19", #[doc = " `mp20`"] Mp20 =
-    "mp20", #[doc = " `mp21`"] Mp21 = "mp21", #[doc = " `mp22`"] Mp22 = "mp22", #[doc =
-    " `mp23`"] Mp23 = "mp23", #[doc = " `mp24`"] Mp24 = "mp24", #[doc = " `mp25`"] Mp25 =
-    "mp25", #[doc = " `mp26`"] Mp26 = "mp26", #[doc = " `mp27`"] Mp27 = "mp27", #[doc =
-    " `mp28`"] Mp28 = "mp28", #[doc = " `mp29`"] Mp29 = "mp29", #[doc = " `mp30`"] Mp30 =
-    "mp30", #[doc = " `mp31`"] Mp31 = "mp31", #[doc = " `mp32`"] Mp32 = "mp32", #[doc =
-    " `mp33`"] Mp33 = "mp33", #[doc = " `mp34`"] Mp34 = "mp34", #[doc = " `mp35`"] Mp35 =
-    "mp35", #[doc = " `mp36`"] Mp36 = "mp36", #[doc = " `mp37`"] Mp37 = "mp37", #[doc =
-    " `mp38`"] Mp38 = "mp38", #[doc = " `mp39`"] Mp39 = "mp39", #[doc = " `mp40`"] Mp40 =
-    "mp40", #[doc = " `mp41`"] Mp41 = "mp41", #[doc = " `mp42`"] Mp42 = "mp42", #[doc =
-    " `mp43`"] Mp43 = "mp43", #[doc = " `mp44`"] Mp44 = "mp44", #[doc = " `mp45`"] Mp45 =
-    "mp45", #[doc = " `mp46`"] Mp46 = "mp46", #[doc = " `mp47`"] Mp47 = "mp47", #[doc =
-    " `mp48`"] Mp48 = "mp48", #[doc = " `mp49`"] Mp49 = "mp49", #[doc = " `mp50`"] Mp50 =
-    "mp50", #[doc = " `mp51`"] Mp51 = "mp51", #[doc = " `mp52`"] Mp52 = "mp52", #[doc =
-    " `mp53`"] Mp53 = "mp53", #[doc = " `mp54`"] Mp54 = "mp54", #[doc = " `mp55`"] Mp55 =
-    "mp55", #[doc = " `mp56`"] Mp56 = "mp56", #[doc = " `mp57`"] Mp57 = "mp57", #[doc =
-    " `mp58`"] Mp58 = "mp58", #[doc = " `mp59`"] Mp59 = "mp59", #[doc = " `mp60`"] Mp60 =
-    "mp60", #[doc = " `mp61`"] Mp61 = "mp61", #[doc = " `mp62`"] Mp62 = "mp62", #[doc =
-    " `mp63`"] Mp63 = "mp63", #[doc = " `mp64`"] Mp64 = "mp64", #[doc = " `mp65`"] Mp65 =
-    "mp65", #[doc = " `mp66`"] Mp66 = "mp66", #[doc = " `mp67`"] Mp67 = "mp67", #[doc =
-    " `mp68`"] Mp68 = "mp68", #[doc = " `mp69`"] Mp69 = "mp69", #[doc = " `mp70`"] Mp70 =
-    "mp70", #[doc = " `mp71`"] Mp71 = "mp71", #[doc = " `mp72`"] Mp72 = "mp72", #[doc =
-    " `mp73`"] Mp73 = "mp73", #[doc = " `mp74`"] Mp74 = "mp74", #[doc = " `mp75`"] Mp75 =
-    "mp75", #[doc = " `mp76`"] Mp76 = "mp76", #[doc = " `mp77`"] Mp77 = "mp77", #[doc =
-    " `mp78`"] Mp78 = "mp78", #[doc = " `mp79`"] Mp79 = "mp79", #[doc = " `mp80`"] Mp80 =
-    "mp80", #[doc = " `mp81`"] Mp81 = "mp81", #[doc = " `mp82`"] Mp82 = "mp82", #[doc =
-    " `mp83`"] Mp83 = "mp83", #[doc = " `mp84`"] Mp84 = "mp84", #[doc = " `mp85`"] Mp85 =
-    "mp85", #[doc = " `mp86`"] Mp86 = "mp86", #[doc = " `mp87`"] Mp87 = "mp87", #[doc =
-    " `mp88`"] Mp88 = "mp88", #[doc = " `mp89`"] Mp89 = "mp89", #[doc = " `mp90`"] Mp90 =
-    "mp90", #[doc = " `mp91`"] Mp91 = "mp91", #[doc = " `mp92`"] Mp92 = "mp92", #[doc =
-    " `mp93`"] Mp93 = "mp93", #[doc = " `mp94`"] Mp94 = "mp94", #[doc = " `mp95`"] Mp95 =
-    "mp95", #[doc = " `mp96`"] Mp96 = "mp96", #[doc = " `mp97`"] Mp97 = "mp97", #[doc =
-    " `mp98`"] Mp98 = "mp98", #[doc = " `mp99`"] Mp99 = "mp99", #[doc = " `mp100`"] Mp100
-    = "mp100", #[doc = " `mp101`"] Mp101 = "mp101", #[doc = " `mp102`"] Mp102 = "mp102",
-    #[doc = " `mp103`"] Mp103 = "mp103", #[doc = " `mp104`"] Mp104 = "mp104", #[doc =
-    " `mp105`"] Mp105 = "mp105", #[doc = " `mp106`"] Mp106 = "mp106", #[doc = " `mp107`"]
-    Mp107 = "mp107", #[doc = " `mp108`"] Mp108 = "mp108", #[doc = " `mp109`"] Mp109 =
-    "mp109", #[doc = " `mp110`"] Mp110 = "mp110", #[doc = " `mp111`"] Mp111 = "mp111",
-    #[doc = " `mp112`"] Mp112 = "mp112", #[doc = " `mp113`"] Mp113 = "mp113", #[doc =
-    " `mp114`"] Mp114 = "mp114", #[doc = " `mp115`"] Mp115 = "mp115", #[doc = " `mp116`"]
-    Mp116 = "mp116", #[doc = " `mp117`"] Mp117 = "mp117", #[doc = " `mp118`"] Mp118 =
-    "mp118", #[doc = " `mp119`"] Mp119 = "mp119", #[doc = " `mp120`"] Mp120 = "mp120",
-    #[doc = " `mp121`"] Mp121 = "mp121", #[doc = " `mp122`"] Mp122 = "mp122", #[doc =
-    " `mp123`"] Mp123 = "mp123", #[doc = " `mp124`"] Mp124 = "mp124", #[doc = " `mp125`"]
-    Mp125 = "mp125", #[doc = " `mp126`"] Mp126 = "mp126", #[doc = " `mp127`"] Mp127 =
-    "mp127", #[doc = " `mp128`"] Mp128 = "mp128", #[doc = " `mp129`"] Mp129 = "mp129",
-    #[doc = " `mp130`"] Mp130 = "mp130", #[doc = " `mp131`"] Mp131 = "mp131", #[doc =
-    " `mp132`"] Mp132 = "mp132", #[doc = " `mp133`"] Mp133 = "mp133", #[doc = " `mp134`"]
-    Mp134 = "mp134", #[doc = " `mp135`"] Mp135 = "mp135", #[doc = " `mp136`"] Mp136 =
-    "mp136", #[doc = " `mp137`"] Mp137 = "mp137", #[doc = " `mp138`"] Mp138 = "mp138",
-    #[doc = " `mp139`"] Mp139 = "mp139", #[doc = " `mp140`"] Mp140 = "mp140", #[doc =
-    " `mp141`"] Mp141 = "mp141", #[doc = " `mp142`"] Mp142 = "mp142", #[doc = " `mp143`"]
-    Mp143 = "mp143", #[doc = " `mp144`"] Mp144 = "mp144", #[doc = " `mp145`"] Mp145 =
-    "mp145", #[doc = " `mp146`"] Mp146 = "mp146", #[doc = " `mp147`"] Mp147 = "mp147",
-    #[doc = " `mp148`"] Mp148 = "mp148", #[doc = " `mp149`"] Mp149 = "mp149", #[doc =
-    " `mp150`"] Mp150 = "mp150", #[doc = " `mp151`"] Mp151 = "mp151", #[doc = " `mp152`"]
-    Mp152 = "mp152", #[doc = " `mp153`"] Mp153 = "mp153", #[doc = " `mp154`"] Mp154 =
-    "mp154", #[doc = " `mp155`"] Mp155 = "mp155", #[doc = " `mp156`"] Mp156 = "mp156",
-    #[doc = " `mp157`"] Mp157 = "mp157", #[doc = " `mp158`"] Mp158 = "mp158", #[doc =
-    " `mp159`"] Mp159 = "mp159", #[doc = " `mp160`"] Mp160 = "mp160", #[doc = " `mp161`"]
-    Mp161 = "mp161", #[doc = " `mp162`"] Mp162 = "mp162", #[doc = " `mp163`"] Mp163 =
-    "mp163", #[doc = " `mp164`"] Mp164 = "mp164", #[doc = " `mp165`"] Mp165 = "mp165",
-    #[doc = " `mp166`"] Mp166 = "mp166", #[doc = " `mp167`"] Mp167 = "mp167", #[doc =
-    " `mp168`"] Mp168 = "mp168", #[doc = " `mp169`"] Mp169 = "mp169", #[doc = " `mp170`"]
-    Mp170 = "mp170", #[doc = " `mp171`"] Mp171 = "mp171", #[doc = " `mp172`"] Mp172 =
-    "mp172", #[doc = " `mp173`"] Mp173 = "mp173", #[doc = " `mp174`"] Mp174 = "mp174",
-    #[doc = " `mp175`"] Mp175 = "mp175", #[doc = " `mp176`"] Mp176 = "mp176", #[doc =
-    " `mp177`"] Mp177 = "mp177", #[doc = " `mp178`"] Mp178 = "mp178", #[doc = " `mp179`"]
-    Mp179 = "mp179", #[doc = " `mp180`"] Mp180 = "mp180", #[doc = " `mp181`"] Mp181 =
-    "mp181", #[doc = " `mp182`"] Mp182 = "mp182", #[doc = " `mp183`"] Mp183 = "mp183",
-    #[doc = " `mp184`"] Mp184 = "mp184", #[doc = " `mp185`"] Mp185 = "mp185", #[doc =
-    " `mp186`"] Mp186 = "mp186", #[doc = " `mp187`"] Mp187 = "mp187", #[doc = " `mp188`"]
-    Mp188 = "mp188", #[doc = " `mp189`"] Mp189 = "mp189", #[doc = " `mp190`"] Mp190 =
-    "mp190", #[doc = " `mp191`"] Mp191 = "mp191", #[doc = " `mp192`"] Mp192 = "mp192",
-    #[doc = " `mp193`"] Mp193 = "mp193", #[doc = " `mp194`"] Mp194 = "mp194", #[doc =
-    " `mp195`"] Mp195 = "mp195", #[doc = " `mp196`"] Mp196 = "mp196", #[doc = " `mp197`"]
-    Mp197 = "mp197", #[doc = " `mp198`"] Mp198 = "mp198", #[doc = " `mp199`"] Mp199 =
-    "mp199", #[doc = " `mp200`"] Mp200 = "mp200", #[doc = " `mp201`"] Mp201 = "mp201",
-    #[doc = " `mp202`"] Mp202 = "mp202", #[doc = " `mp203`"] Mp203 = "mp203", #[doc =
-    " `mp204`"] Mp204 = "mp204", #[doc = " `mp205`"] Mp205 = "mp205", #[doc = " `mp206`"]
-    Mp206 = "mp206", #[doc = " `mp207`"] Mp207 = "mp207", #[doc = " `mp208`"] Mp208 =
-    "mp208", #[doc = " `mp209`"] Mp209 = "mp209", #[doc = " `mp210`"] Mp210 = "mp210",
-    #[doc = " `mp211`"] Mp211 = "mp211", #[doc = " `mp212`"] Mp212 = "mp212", #[doc =
-    " `mp213`"] Mp213 = "mp213", #[doc = " `mp214`"] Mp214 = "mp214", #[doc = " `mp215`"]
-    Mp215 = "mp215", #[doc = " `mp216`"] Mp216 = "mp216", #[doc = " `mp217`"] Mp217 =
-    "mp217", #[doc = " `mp218`"] Mp218 = "mp218", #[doc = " `mp219`"] Mp219 = "mp219",
-    #[doc = " `mp220`"] Mp220 = "mp220", #[doc = " `mp221`"] Mp221 = "mp221", #[doc =
-    " `mp222`"] Mp222 = "mp222", #[doc = " `mp223`"] Mp223 = "mp223", #[doc = " `mp224`"]
-    Mp224 = "mp224", #[doc = " `mp225`"] Mp225 = "mp225", #[doc = " `mp226`"] Mp226 =
-    "mp226", #[doc = " `mp227`"] Mp227 = "mp227", #[doc = " `mp228`"] Mp228 = "mp228",
-    #[doc = " `mp229`"] Mp229 = "mp229", #[doc = " `mp230`"] Mp230 = "mp230", #[doc =
-    " `mp231`"] Mp231 = "mp231", #[doc = " `mp232`"] Mp232 = "mp232", #[doc = " `mp233`"]
-    Mp233 = "mp233", #[doc = " `mp234`"] Mp234 = "mp234", #[doc = " `mp235`"] Mp235 =
-    "mp235", #[doc = " `mp236`"] Mp236 = "mp236", #[doc = " `mp237`"] Mp237 = "mp237",
-    #[doc = " `mp238`"] Mp238 = "mp238", #[doc = " `mp239`"] Mp239 = "mp239", #[doc =
-    " `mp240`"] Mp240 = "mp240", #[doc = " `mp241`"] Mp241 = "mp241", #[doc = " `mp242`"]
-    Mp242 = "mp242", #[doc = " `mp243`"] Mp243 = "mp243", #[doc = " `mp244`"] Mp244 =
-    "mp244", #[doc = " `mp245`"] Mp245 = "mp245", #[doc = " `mp246`"] Mp246 = "mp246",
-    #[doc = " `mp247`"] Mp247 = "mp247", #[doc = " `mp248`"] Mp248 = "mp248", #[doc =
-    " `mp249`"] Mp249 = "mp249", #[doc = " `mp250`"] Mp250 = "mp250", #[doc = " `mp251`"]
-    Mp251 = "mp251", #[doc = " `mp252`"] Mp252 = "mp252", #[doc = " `mp253`"] Mp253 =
-    "mp253", #[doc = " `mp254`"] Mp254 = "mp254", #[doc = " `mp255`"] Mp255 = "mp255",
-    #[doc = " `unused0`"] Unused0 = "unused0", #[doc = " `unused1`"] Unused1 = "unused1",
-    #[doc = " `unused2`"] Unused2 = "unused2", #[doc = " `unused3`"] Unused3 = "unused3",
-    #[doc = " `unused4`"] Unused4 = "unused4", #[doc = " `unused5`"] Unused5 = "unused5",
-    #[doc = " `unused6`"] Unused6 = "unused6", #[doc = " `unused7`"] Unused7 = "unused7",
-    #[doc = " `unused8`"] Unused8 = "unused8", #[doc = " `unused9`"] Unused9 = "unused9",
-    #[doc = " `unused10`"] Unused10 = "unused10", #[doc = " `unused11`"] Unused11 =
-    "unused11", #[doc = " `unused12`"] Unused12 = "unused12", #[doc = " `unused13`"]
-    Unused13 = "unused13", #[doc = " `unused14`"] Unused14 = "unused14", #[doc =
-    " `unused15`"] Unused15 = "unused15", #[doc = " `unused16`"] Unused16 = "unused16",
-    #[doc = " `unused17`"] Unused17 = "unused17", #[doc = " `unused18`"] Unused18 =
-    "unused18", #[doc = " `unused19`"] Unused19 = "unused19", #[doc = " `unused20`"]
-    Unused20 = "unused20", #[doc = " `unused21`"] Unused21 = "unused21", #[doc =
-    " `unused22`"] Unused22 = "unused22", #[doc = " `unused23`"] Unused23 = "unused23",
-    #[doc = " `unused24`"] Unused24 = "unused24", #[doc = " `unused25`"] Unused25 =
-    "unused25", #[doc = " `unused26`"] Unused26 = "unused26", #[doc = " `unused27`"]
-    Unused27 = "unused27", #[doc = " `unused28`"] Unused28 = "unused28", #[doc =
-    " `unused29`"] Unused29 = "unused29", #[doc = " `unused30`"] Unused30 = "unused30",
-    #[doc = " `unused31`"] Unused31 = "unused31", #[doc = " `unused32`"] Unused32 =
-    "unused32", #[doc = " `unused33`"] Unused33 = "unused33", #[doc = " `unused34`"]
-    Unused34 = "unused34", #[doc = " `unused35`"] Unused35 = "unused35", #[doc =
-    " `unused36`"] Unused36 = "unused36", #[doc = " `unused37`"] Unused37 = "unused37",
-    #[doc = " `unused38`"] Unused38 = "unused38", #[doc = " `unused39`"] Unused39 =
-    "unused39", #[doc = " `unused40`"] Unused40 = "unused40", #[doc = " `unused41`"]
-    Unused41 = "unused41", #[doc = " `unused42`"] Unused42 = "unused42", #[doc =
-    " `unused43`"] Unused43 = "unused43", #[doc = " `unused44`"] Unused44 = "unused44",
-    #[doc = " `unused45`"] Unused45 = "unused45", #[doc = " `unused46`"] Unused46 =
-    "unused46", #[doc = " `unused47`"] Unused47 = "unused47", #[doc = " `unused48`"]
-    Unused48 = "unused48", #[doc = " `unused49`"] Unused49 = "unused49", #[doc =
-    " `unused50`"] Unused50 = "unused50", #[doc = " `unused51`"] Unused51 = "unused51",
-    #[doc = " `unused52`"] Unused52 = "unused52", #[doc = " `unused53`"] Unused53 =
-    "unused53", #[doc = " `unused54`"] Unused54 = "unused54", #[doc = " `unused55`"]
-    Unused55 = "unused55", #[doc = " `unused56`"] Unused56 = "unused56", #[doc =
-    " `unused57`"] Unused57 = "unused57", #[doc = " `unused58`"] Unused58 = "unused58",
-    #[doc = " `unused59`"] Unused59 = "unused59", #[doc = " `unused60`"] Unused60 =
-    "unused60", #[doc = " `unused61`"] Unused61 = "unused61", #[doc = " `unused62`"]
-    Unused62 = "unused62", #[doc = " `unused63`"] Unused63 = "unused63", #[doc =
-    " `unused64`"] Unused64 = "unused64", #[doc = " `unused65`"] Unused65 = "unused65",
-    #[doc = " `unused66`"] Unused66 = "unused66", #[doc = " `unused67`"] Unused67 =
-    "unused67", #[doc = " `unused68`"] Unused68 = "unused68", #[doc = " `unused69`"]
-    Unused69 = "unused69", #[doc = " `unused70`"] Unused70 = "unused70", #[doc =
-    " `unused71`"] Unused71 = "unused71", #[doc = " `unused72`"] Unused72 = "unused72",
-    #[doc = " `unused73`"] Unused73 = "unused73", #[doc = " `unused74`"] Unused74 =
-    "unused74", #[doc = " `unused75`"] Unused75 = "unused75", #[doc = " `unused76`"]
-    Unused76 = "unused76", #[doc = " `unused77`"] Unused77 = "unused77", #[doc =
-    " `unused78`"] Unused78 = "unused78", #[doc = " `unused79`"] Unused79 = "unused79",
-    #[doc = " `unused80`"] Unused80 = "unused80", #[doc = " `unused81`"] Unused81 =
-    "unused81", #[doc = " `unused82`"] Unused82 = "unused82", #[doc = " `unused83`"]
-    Unused83 = "unused83", #[doc = " `unused84`"] Unused84 = "unused84", #[doc =
-    " `unused85`"] Unused85 = "unused85", #[doc = " `unused86`"] Unused86 = "unused86",
-    #[doc = " `unused87`"] Unused87 = "unused87", #[doc = " `unused88`"] Unused88 =
-    "unused88", #[doc = " `unused89`"] Unused89 = "unused89", #[doc = " `unused90`"]
-    Unused90 = "unused90", #[doc = " `unused91`"] Unused91 = "unused91", #[doc =
-    " `unused92`"] Unused92 = "unused92", #[doc = " `unused93`"] Unused93 = "unused93",
-    #[doc = " `unused94`"] Unused94 = "unused94", #[doc = " `unused95`"] Unused95 =
-    "unused95", #[doc = " `unused96`"] Unused96 = "unused96", #[doc = " `unused97`"]
-    Unused97 = "unused97", #[doc = " `unused98`"] Unused98 = "unused98", #[doc =
-    " `unused99`"] Unused99 = "unused99", #[doc = " `unused100`"] Unused100 =
-    "unused100", #[doc = " `unused101`"] Unused101 = "unused101", #[doc = " `unused102`"]
-    Unused102 = "unused102", #[doc = " `unused103`"] Unused103 = "unused103", #[doc =
-    " `unused104`"] Unused104 = "unused104", #[doc = " `unused105`"] Unused105 =
-    "unused105", #[doc = " `unused106`"] Unused106 = "unused106", #[doc = " `unused107`"]
-    Unused107 = "unused107", #[doc = " `unused108`"] Unused108 = "unused108", #[doc =
-    " `unused109`"] Unused109 = "unused109", #[doc = " `unused110`"] Unused110 =
-    "unused110", #[doc = " `unused111`"] Unused111 = "unused111", #[doc = " `unused112`"]
-    Unused112 = "unused112", #[doc = " `unused113`"] Unused113 = "unused113", #[doc =
-    " `unused114`"] Unused114 = "unused114", #[doc = " `unused115`"] Unused115 =
-    "unused115", #[doc = " `unused116`"] Unused116 = "unused116", #[doc = " `unused117`"]
-    Unused117 = "unused117", #[doc = " `unused118`"] Unused118 = "unused118", #[doc =
-    " `unused119`"] Unused119 = "unused119", #[doc = " `unused120`"] Unused120 =
-    "unused120", #[doc = " `unused121`"] Unused121 = "unused121", #[doc = " `unused122`"]
-    Unused122 = "unused122", #[doc = " `unused123`"] Unused123 = "unused123", #[doc =
-    " `unused124`"] Unused124 = "unused124", #[doc = " `unused125`"] Unused125 =
-    "unused125", #[doc = " `unused126`"] Unused126 = "unused126", #[doc = " `unused127`"]
-    Unused127 = "unused127", #[doc = " `unused128`"] Unused128 = "unused128", #[doc =
-    " `unused129`"] Unused129 = "unused129", #[doc = " `unused130`"] Unused130 =
-    "unused130", #[doc = " `unused131`"] Unused131 = "unused131", #[doc = " `unused132`"]
-    Unused132 = "unused132", #[doc = " `unused133`"] Unused133 = "unused133", #[doc =
-    " `unused134`"] Unused134 = "unused134", #[doc = " `unused135`"] Unused135 =
-    "unused135", #[doc = " `unused136`"] Unused136 = "unused136", #[doc = " `unused137`"]
-    Unused137 = "unused137", #[doc = " `unused138`"] Unused138 = "unused138", #[doc =
-    " `unused139`"] Unused139 = "unused139", #[doc = " `unused140`"] Unused140 =
-    "unused140", #[doc = " `unused141`"] Unused141 = "unused141", #[doc = " `unused142`"]
-    Unused142 = "unused142", #[doc = " `unused143`"] Unused143 = "unused143", #[doc =
-    " `unused144`"] Unused144 = "unused144", #[doc = " `unused145`"] Unused145 =
-    "unused145", #[doc = " `unused146`"] Unused146 = "unused146", #[doc = " `unused147`"]
-    Unused147 = "unused147", #[doc = " `unused148`"] Unused148 = "unused148", #[doc =
-    " `unused149`"] Unused149 = "unused149", #[doc = " `unused150`"] Unused150 =
-    "unused150", #[doc = " `unused151`"] Unused151 = "unused151", #[doc = " `unused152`"]
-    Unused152 = "unused152", #[doc = " `unused153`"] Unused153 = "unused153", #[doc =
-    " `unused154`"] Unused154 = "unused154", #[doc = " `unused155`"] Unused155 =
-    "unused155", #[doc = " `unused156`"] Unused156 = "unused156", #[doc = " `unused157`"]
-    Unused157 = "unused157", #[doc = " `unused158`"] Unused158 = "unused158", #[doc =
-    " `unused159`"] Unused159 = "unused159", #[doc = " `unused160`"] Unused160 =
-    "unused160", #[doc = " `unused161`"] Unused161 = "unused161", #[doc = " `unused162`"]
-    Unused162 = "unused162", #[doc = " `unused163`"] Unused163 = "unused163", #[doc =
-    " `unused164`"] Unused164 = "unused164", #[doc = " `unused165`"] Unused165 =
-    "unused165", #[doc = " `unused166`"] Unused166 = "unused166", #[doc = " `unused167`"]
-    Unused167 = "unused167", #[doc = " `unused168`"] Unused168 = "unused168", #[doc =
-    " `unused169`"] Unused169 = "unused169", #[doc = " `unused170`"] Unused170 =
-    "unused170", #[doc = " `unused171`"] Unused171 = "unused171", #[doc = " `unused172`"]
-    Unused172 = "unused172", #[doc = " `unused173`"] Unused173 = "unused173", #[doc =
-    " `unused174`"] Unused174 = "unused174", #[doc = " `unused175`"] Unused175 =
-    "unused175", #[doc = " `unused176`"] Unused176 = "unused176", #[doc = " `unused177`"]
-    Unused177 = "unused177", #[doc = " `unused178`"] Unused178 = "unused178", #[doc =
-    " `unused179`"] Unused179 = "unused179", #[doc = " `unused180`"] Unused180 =
-    "unused180", #[doc = " `unused181`"] Unused181 = "unused181", #[doc = " `unused182`"]
-    Unused182 = "unused182", #[doc = " `unused183`"] Unused183 = "unused183", #[doc =
-    " `unused184`"] Unused184 = "unused184", #[doc = " `unused185`"] Unused185 =
-    "unused185", #[doc = " `unused186`"] Unused186 = "unused186", #[doc = " `unused187`"]
-    Unused187 = "unused187", #[doc = " `unused188`"] Unused188 = "unused188", #[doc =
-    " `unused189`"] Unused189 = "unused189", #[doc = " `unused190`"] Unused190 =
-    "unused190", #[doc = " `unused191`"] Unused191 = "unused191", #[doc = " `unused192`"]
-    Unused192 = "unused192", #[doc = " `unused193`"] Unused193 = "unused193", #[doc =
-    " `unused194`"] Unused194 = "unused194", #[doc = " `unused195`"] Unused195 =
-    "unused195", #[doc = " `unused196`"] Unused196 = "unused196", #[doc = " `unused197`"]
-    Unused197 = "unused197", #[doc = " `unused198`"] Unused198 = "unused198", #[doc =
-    " `unused199`"] Unused199 = "unused199", #[doc = " `unused200`"] Unused200 =
-    "unused200", #[doc = " `unused201`"] Unused201 = "unused201", #[doc = " `unused202`"]
-    Unused202 = "unused202", #[doc = " `unused203`"] Unused203 = "unused203", #[doc =
-    " `unused204`"] Unused204 = "unused204", #[doc = " `unused205`"] Unused205 =
-    "unused205", #[doc = " `unused206`"] Unused206 = "unused206", #[doc = " `unused207`"]
-    Unused207 = "unused207", #[doc = " `unused208`"] Unused208 = "unused208", #[doc =
-    " `unused209`"] Unused209 = "unused209", #[doc = " `unused210`"] Unused210 =
-    "unused210", #[doc = " `unused211`"] Unused211 = "unused211", #[doc = " `unused212`"]
-    Unused212 = "unused212", #[doc = " `unused213`"] Unused213 = "unused213", #[doc =
-    " `unused214`"] Unused214 = "unused214", #[doc = " `unused215`"] Unused215 =
-    "unused215", #[doc = " `unused216`"] Unused216 = "unused216", #[doc = " `unused217`"]
-    Unused217 = "unused217", #[doc = " `unused218`"] Unused218 = "unused218", #[doc =
-    " `unused219`"] Unused219 = "unused219", #[doc = " `unused220`"] Unused220 =
-    "unused220", #[doc = " `unused221`"] Unused221 = "unused221", #[doc = " `unused222`"]
-    Unused222 = "unused222", #[doc = " `unused223`"] Unused223 = "unused223", #[doc =
-    " `unused224`"] Unused224 = "unused224", #[doc = " `unused225`"] Unused225 =
-    "unused225", #[doc = " `unused226`"] Unused226 = "unused226", #[doc = " `unused227`"]
-    Unused227 = "unused227", #[doc = " `unused228`"] Unused228 = "unused228", #[doc =
-    " `unused229`"] Unused229 = "unused229", #[doc = " `unused230`"] Unused230 =
-    "unused230", #[doc = " `unused231`"] Unused231 = "unused231", #[doc = " `unused232`"]
-    Unused232 = "unused232", #[doc = " `unused233`"] Unused233 = "unused233", #[doc =
-    " `unused234`"] Unused234 = "unused234", #[doc = " `unused235`"] Unused235 =
-    "unused235", #[doc = " `unused236`"] Unused236 = "unused236", #[doc = " `unused237`"]
-    Unused237 = "unused237", #[doc = " `unused238`"] Unused238 = "unused238", #[doc =
-    " `unused239`"] Unused239 = "unused239", #[doc = " `unused240`"] Unused240 =
-    "unused240", #[doc = " `unused241`"] Unused241 = "unused241", #[doc = " `unused242`"]
-    Unused242 = "unused242", #[doc = " `unused243`"] Unused243 = "unused243", #[doc =
-    " `unused244`"] Unused244 = "unused244", #[doc = " `unused245`"] Unused245 =
-    "unused245", #[doc = " `unused246`"] Unused246 = "unused246", #[doc = " `unused247`"]
-    Unused247 = "unused247", #[doc = " `unused248`"] Unused248 = "unused248", #[doc =
-    " `unused249`"] Unused249 = "unused249", #[doc = " `unused250`"] Unused250 =
-    "unused250", #[doc = " `unused251`"] Unused251 = "unused251", #[doc = " `unused252`"]
-    Unused252 = "unused252", #[doc = " `unused253`"] Unused253 = "unused253", #[doc =
-    " `unused254`"] Unused254 = "unused254", #[doc = " `unused255`"] Unused255 =
-    "unused255" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MoveVolumeTargetVolume {
+    /// `rootfs`
+    Rootfs,
+    /// `mp0`
+    Mp0,
+    /// `mp1`
+    Mp1,
+    /// `mp2`
+    Mp2,
+    /// `mp3`
+    Mp3,
+    /// `mp4`
+    Mp4,
+    /// `mp5`
+    Mp5,
+    /// `mp6`
+    Mp6,
+    /// `mp7`
+    Mp7,
+    /// `mp8`
+    Mp8,
+    /// `mp9`
+    Mp9,
+    /// `mp10`
+    Mp10,
+    /// `mp11`
+    Mp11,
+    /// `mp12`
+    Mp12,
+    /// `mp13`
+    Mp13,
+    /// `mp14`
+    Mp14,
+    /// `mp15`
+    Mp15,
+    /// `mp16`
+    Mp16,
+    /// `mp17`
+    Mp17,
+    /// `mp18`
+    Mp18,
+    /// `mp19`
+    Mp19,
+    /// `mp20`
+    Mp20,
+    /// `mp21`
+    Mp21,
+    /// `mp22`
+    Mp22,
+    /// `mp23`
+    Mp23,
+    /// `mp24`
+    Mp24,
+    /// `mp25`
+    Mp25,
+    /// `mp26`
+    Mp26,
+    /// `mp27`
+    Mp27,
+    /// `mp28`
+    Mp28,
+    /// `mp29`
+    Mp29,
+    /// `mp30`
+    Mp30,
+    /// `mp31`
+    Mp31,
+    /// `mp32`
+    Mp32,
+    /// `mp33`
+    Mp33,
+    /// `mp34`
+    Mp34,
+    /// `mp35`
+    Mp35,
+    /// `mp36`
+    Mp36,
+    /// `mp37`
+    Mp37,
+    /// `mp38`
+    Mp38,
+    /// `mp39`
+    Mp39,
+    /// `mp40`
+    Mp40,
+    /// `mp41`
+    Mp41,
+    /// `mp42`
+    Mp42,
+    /// `mp43`
+    Mp43,
+    /// `mp44`
+    Mp44,
+    /// `mp45`
+    Mp45,
+    /// `mp46`
+    Mp46,
+    /// `mp47`
+    Mp47,
+    /// `mp48`
+    Mp48,
+    /// `mp49`
+    Mp49,
+    /// `mp50`
+    Mp50,
+    /// `mp51`
+    Mp51,
+    /// `mp52`
+    Mp52,
+    /// `mp53`
+    Mp53,
+    /// `mp54`
+    Mp54,
+    /// `mp55`
+    Mp55,
+    /// `mp56`
+    Mp56,
+    /// `mp57`
+    Mp57,
+    /// `mp58`
+    Mp58,
+    /// `mp59`
+    Mp59,
+    /// `mp60`
+    Mp60,
+    /// `mp61`
+    Mp61,
+    /// `mp62`
+    Mp62,
+    /// `mp63`
+    Mp63,
+    /// `mp64`
+    Mp64,
+    /// `mp65`
+    Mp65,
+    /// `mp66`
+    Mp66,
+    /// `mp67`
+    Mp67,
+    /// `mp68`
+    Mp68,
+    /// `mp69`
+    Mp69,
+    /// `mp70`
+    Mp70,
+    /// `mp71`
+    Mp71,
+    /// `mp72`
+    Mp72,
+    /// `mp73`
+    Mp73,
+    /// `mp74`
+    Mp74,
+    /// `mp75`
+    Mp75,
+    /// `mp76`
+    Mp76,
+    /// `mp77`
+    Mp77,
+    /// `mp78`
+    Mp78,
+    /// `mp79`
+    Mp79,
+    /// `mp80`
+    Mp80,
+    /// `mp81`
+    Mp81,
+    /// `mp82`
+    Mp82,
+    /// `mp83`
+    Mp83,
+    /// `mp84`
+    Mp84,
+    /// `mp85`
+    Mp85,
+    /// `mp86`
+    Mp86,
+    /// `mp87`
+    Mp87,
+    /// `mp88`
+    Mp88,
+    /// `mp89`
+    Mp89,
+    /// `mp90`
+    Mp90,
+    /// `mp91`
+    Mp91,
+    /// `mp92`
+    Mp92,
+    /// `mp93`
+    Mp93,
+    /// `mp94`
+    Mp94,
+    /// `mp95`
+    Mp95,
+    /// `mp96`
+    Mp96,
+    /// `mp97`
+    Mp97,
+    /// `mp98`
+    Mp98,
+    /// `mp99`
+    Mp99,
+    /// `mp100`
+    Mp100,
+    /// `mp101`
+    Mp101,
+    /// `mp102`
+    Mp102,
+    /// `mp103`
+    Mp103,
+    /// `mp104`
+    Mp104,
+    /// `mp105`
+    Mp105,
+    /// `mp106`
+    Mp106,
+    /// `mp107`
+    Mp107,
+    /// `mp108`
+    Mp108,
+    /// `mp109`
+    Mp109,
+    /// `mp110`
+    Mp110,
+    /// `mp111`
+    Mp111,
+    /// `mp112`
+    Mp112,
+    /// `mp113`
+    Mp113,
+    /// `mp114`
+    Mp114,
+    /// `mp115`
+    Mp115,
+    /// `mp116`
+    Mp116,
+    /// `mp117`
+    Mp117,
+    /// `mp118`
+    Mp118,
+    /// `mp119`
+    Mp119,
+    /// `mp120`
+    Mp120,
+    /// `mp121`
+    Mp121,
+    /// `mp122`
+    Mp122,
+    /// `mp123`
+    Mp123,
+    /// `mp124`
+    Mp124,
+    /// `mp125`
+    Mp125,
+    /// `mp126`
+    Mp126,
+    /// `mp127`
+    Mp127,
+    /// `mp128`
+    Mp128,
+    /// `mp129`
+    Mp129,
+    /// `mp130`
+    Mp130,
+    /// `mp131`
+    Mp131,
+    /// `mp132`
+    Mp132,
+    /// `mp133`
+    Mp133,
+    /// `mp134`
+    Mp134,
+    /// `mp135`
+    Mp135,
+    /// `mp136`
+    Mp136,
+    /// `mp137`
+    Mp137,
+    /// `mp138`
+    Mp138,
+    /// `mp139`
+    Mp139,
+    /// `mp140`
+    Mp140,
+    /// `mp141`
+    Mp141,
+    /// `mp142`
+    Mp142,
+    /// `mp143`
+    Mp143,
+    /// `mp144`
+    Mp144,
+    /// `mp145`
+    Mp145,
+    /// `mp146`
+    Mp146,
+    /// `mp147`
+    Mp147,
+    /// `mp148`
+    Mp148,
+    /// `mp149`
+    Mp149,
+    /// `mp150`
+    Mp150,
+    /// `mp151`
+    Mp151,
+    /// `mp152`
+    Mp152,
+    /// `mp153`
+    Mp153,
+    /// `mp154`
+    Mp154,
+    /// `mp155`
+    Mp155,
+    /// `mp156`
+    Mp156,
+    /// `mp157`
+    Mp157,
+    /// `mp158`
+    Mp158,
+    /// `mp159`
+    Mp159,
+    /// `mp160`
+    Mp160,
+    /// `mp161`
+    Mp161,
+    /// `mp162`
+    Mp162,
+    /// `mp163`
+    Mp163,
+    /// `mp164`
+    Mp164,
+    /// `mp165`
+    Mp165,
+    /// `mp166`
+    Mp166,
+    /// `mp167`
+    Mp167,
+    /// `mp168`
+    Mp168,
+    /// `mp169`
+    Mp169,
+    /// `mp170`
+    Mp170,
+    /// `mp171`
+    Mp171,
+    /// `mp172`
+    Mp172,
+    /// `mp173`
+    Mp173,
+    /// `mp174`
+    Mp174,
+    /// `mp175`
+    Mp175,
+    /// `mp176`
+    Mp176,
+    /// `mp177`
+    Mp177,
+    /// `mp178`
+    Mp178,
+    /// `mp179`
+    Mp179,
+    /// `mp180`
+    Mp180,
+    /// `mp181`
+    Mp181,
+    /// `mp182`
+    Mp182,
+    /// `mp183`
+    Mp183,
+    /// `mp184`
+    Mp184,
+    /// `mp185`
+    Mp185,
+    /// `mp186`
+    Mp186,
+    /// `mp187`
+    Mp187,
+    /// `mp188`
+    Mp188,
+    /// `mp189`
+    Mp189,
+    /// `mp190`
+    Mp190,
+    /// `mp191`
+    Mp191,
+    /// `mp192`
+    Mp192,
+    /// `mp193`
+    Mp193,
+    /// `mp194`
+    Mp194,
+    /// `mp195`
+    Mp195,
+    /// `mp196`
+    Mp196,
+    /// `mp197`
+    Mp197,
+    /// `mp198`
+    Mp198,
+    /// `mp199`
+    Mp199,
+    /// `mp200`
+    Mp200,
+    /// `mp201`
+    Mp201,
+    /// `mp202`
+    Mp202,
+    /// `mp203`
+    Mp203,
+    /// `mp204`
+    Mp204,
+    /// `mp205`
+    Mp205,
+    /// `mp206`
+    Mp206,
+    /// `mp207`
+    Mp207,
+    /// `mp208`
+    Mp208,
+    /// `mp209`
+    Mp209,
+    /// `mp210`
+    Mp210,
+    /// `mp211`
+    Mp211,
+    /// `mp212`
+    Mp212,
+    /// `mp213`
+    Mp213,
+    /// `mp214`
+    Mp214,
+    /// `mp215`
+    Mp215,
+    /// `mp216`
+    Mp216,
+    /// `mp217`
+    Mp217,
+    /// `mp218`
+    Mp218,
+    /// `mp219`
+    Mp219,
+    /// `mp220`
+    Mp220,
+    /// `mp221`
+    Mp221,
+    /// `mp222`
+    Mp222,
+    /// `mp223`
+    Mp223,
+    /// `mp224`
+    Mp224,
+    /// `mp225`
+    Mp225,
+    /// `mp226`
+    Mp226,
+    /// `mp227`
+    Mp227,
+    /// `mp228`
+    Mp228,
+    /// `mp229`
+    Mp229,
+    /// `mp230`
+    Mp230,
+    /// `mp231`
+    Mp231,
+    /// `mp232`
+    Mp232,
+    /// `mp233`
+    Mp233,
+    /// `mp234`
+    Mp234,
+    /// `mp235`
+    Mp235,
+    /// `mp236`
+    Mp236,
+    /// `mp237`
+    Mp237,
+    /// `mp238`
+    Mp238,
+    /// `mp239`
+    Mp239,
+    /// `mp240`
+    Mp240,
+    /// `mp241`
+    Mp241,
+    /// `mp242`
+    Mp242,
+    /// `mp243`
+    Mp243,
+    /// `mp244`
+    Mp244,
+    /// `mp245`
+    Mp245,
+    /// `mp246`
+    Mp246,
+    /// `mp247`
+    Mp247,
+    /// `mp248`
+    Mp248,
+    /// `mp249`
+    Mp249,
+    /// `mp250`
+    Mp250,
+    /// `mp251`
+    Mp251,
+    /// `mp252`
+    Mp252,
+    /// `mp253`
+    Mp253,
+    /// `mp254`
+    Mp254,
+    /// `mp255`
+    Mp255,
+    /// `unused0`
+    Unused0,
+    /// `unused1`
+    Unused1,
+    /// `unused2`
+    Unused2,
+    /// `unused3`
+    Unused3,
+    /// `unused4`
+    Unused4,
+    /// `unused5`
+    Unused5,
+    /// `unused6`
+    Unused6,
+    /// `unused7`
+    Unused7,
+    /// `unused8`
+    Unused8,
+    /// `unused9`
+    Unused9,
+    /// `unused10`
+    Unused10,
+    /// `unused11`
+    Unused11,
+    /// `unused12`
+    Unused12,
+    /// `unused13`
+    Unused13,
+    /// `unused14`
+    Unused14,
+    /// `unused15`
+    Unused15,
+    /// `unused16`
+    Unused16,
+    /// `unused17`
+    Unused17,
+    /// `unused18`
+    Unused18,
+    /// `unused19`
+    Unused19,
+    /// `unused20`
+    Unused20,
+    /// `unused21`
+    Unused21,
+    /// `unused22`
+    Unused22,
+    /// `unused23`
+    Unused23,
+    /// `unused24`
+    Unused24,
+    /// `unused25`
+    Unused25,
+    /// `unused26`
+    Unused26,
+    /// `unused27`
+    Unused27,
+    /// `unused28`
+    Unused28,
+    /// `unused29`
+    Unused29,
+    /// `unused30`
+    Unused30,
+    /// `unused31`
+    Unused31,
+    /// `unused32`
+    Unused32,
+    /// `unused33`
+    Unused33,
+    /// `unused34`
+    Unused34,
+    /// `unused35`
+    Unused35,
+    /// `unused36`
+    Unused36,
+    /// `unused37`
+    Unused37,
+    /// `unused38`
+    Unused38,
+    /// `unused39`
+    Unused39,
+    /// `unused40`
+    Unused40,
+    /// `unused41`
+    Unused41,
+    /// `unused42`
+    Unused42,
+    /// `unused43`
+    Unused43,
+    /// `unused44`
+    Unused44,
+    /// `unused45`
+    Unused45,
+    /// `unused46`
+    Unused46,
+    /// `unused47`
+    Unused47,
+    /// `unused48`
+    Unused48,
+    /// `unused49`
+    Unused49,
+    /// `unused50`
+    Unused50,
+    /// `unused51`
+    Unused51,
+    /// `unused52`
+    Unused52,
+    /// `unused53`
+    Unused53,
+    /// `unused54`
+    Unused54,
+    /// `unused55`
+    Unused55,
+    /// `unused56`
+    Unused56,
+    /// `unused57`
+    Unused57,
+    /// `unused58`
+    Unused58,
+    /// `unused59`
+    Unused59,
+    /// `unused60`
+    Unused60,
+    /// `unused61`
+    Unused61,
+    /// `unused62`
+    Unused62,
+    /// `unused63`
+    Unused63,
+    /// `unused64`
+    Unused64,
+    /// `unused65`
+    Unused65,
+    /// `unused66`
+    Unused66,
+    /// `unused67`
+    Unused67,
+    /// `unused68`
+    Unused68,
+    /// `unused69`
+    Unused69,
+    /// `unused70`
+    Unused70,
+    /// `unused71`
+    Unused71,
+    /// `unused72`
+    Unused72,
+    /// `unused73`
+    Unused73,
+    /// `unused74`
+    Unused74,
+    /// `unused75`
+    Unused75,
+    /// `unused76`
+    Unused76,
+    /// `unused77`
+    Unused77,
+    /// `unused78`
+    Unused78,
+    /// `unused79`
+    Unused79,
+    /// `unused80`
+    Unused80,
+    /// `unused81`
+    Unused81,
+    /// `unused82`
+    Unused82,
+    /// `unused83`
+    Unused83,
+    /// `unused84`
+    Unused84,
+    /// `unused85`
+    Unused85,
+    /// `unused86`
+    Unused86,
+    /// `unused87`
+    Unused87,
+    /// `unused88`
+    Unused88,
+    /// `unused89`
+    Unused89,
+    /// `unused90`
+    Unused90,
+    /// `unused91`
+    Unused91,
+    /// `unused92`
+    Unused92,
+    /// `unused93`
+    Unused93,
+    /// `unused94`
+    Unused94,
+    /// `unused95`
+    Unused95,
+    /// `unused96`
+    Unused96,
+    /// `unused97`
+    Unused97,
+    /// `unused98`
+    Unused98,
+    /// `unused99`
+    Unused99,
+    /// `unused100`
+    Unused100,
+    /// `unused101`
+    Unused101,
+    /// `unused102`
+    Unused102,
+    /// `unused103`
+    Unused103,
+    /// `unused104`
+    Unused104,
+    /// `unused105`
+    Unused105,
+    /// `unused106`
+    Unused106,
+    /// `unused107`
+    Unused107,
+    /// `unused108`
+    Unused108,
+    /// `unused109`
+    Unused109,
+    /// `unused110`
+    Unused110,
+    /// `unused111`
+    Unused111,
+    /// `unused112`
+    Unused112,
+    /// `unused113`
+    Unused113,
+    /// `unused114`
+    Unused114,
+    /// `unused115`
+    Unused115,
+    /// `unused116`
+    Unused116,
+    /// `unused117`
+    Unused117,
+    /// `unused118`
+    Unused118,
+    /// `unused119`
+    Unused119,
+    /// `unused120`
+    Unused120,
+    /// `unused121`
+    Unused121,
+    /// `unused122`
+    Unused122,
+    /// `unused123`
+    Unused123,
+    /// `unused124`
+    Unused124,
+    /// `unused125`
+    Unused125,
+    /// `unused126`
+    Unused126,
+    /// `unused127`
+    Unused127,
+    /// `unused128`
+    Unused128,
+    /// `unused129`
+    Unused129,
+    /// `unused130`
+    Unused130,
+    /// `unused131`
+    Unused131,
+    /// `unused132`
+    Unused132,
+    /// `unused133`
+    Unused133,
+    /// `unused134`
+    Unused134,
+    /// `unused135`
+    Unused135,
+    /// `unused136`
+    Unused136,
+    /// `unused137`
+    Unused137,
+    /// `unused138`
+    Unused138,
+    /// `unused139`
+    Unused139,
+    /// `unused140`
+    Unused140,
+    /// `unused141`
+    Unused141,
+    /// `unused142`
+    Unused142,
+    /// `unused143`
+    Unused143,
+    /// `unused144`
+    Unused144,
+    /// `unused145`
+    Unused145,
+    /// `unused146`
+    Unused146,
+    /// `unused147`
+    Unused147,
+    /// `unused148`
+    Unused148,
+    /// `unused149`
+    Unused149,
+    /// `unused150`
+    Unused150,
+    /// `unused151`
+    Unused151,
+    /// `unused152`
+    Unused152,
+    /// `unused153`
+    Unused153,
+    /// `unused154`
+    Unused154,
+    /// `unused155`
+    Unused155,
+    /// `unused156`
+    Unused156,
+    /// `unused157`
+    Unused157,
+    /// `unused158`
+    Unused158,
+    /// `unused159`
+    Unused159,
+    /// `unused160`
+    Unused160,
+    /// `unused161`
+    Unused161,
+    /// `unused162`
+    Unused162,
+    /// `unused163`
+    Unused163,
+    /// `unused164`
+    Unused164,
+    /// `unused165`
+    Unused165,
+    /// `unused166`
+    Unused166,
+    /// `unused167`
+    Unused167,
+    /// `unused168`
+    Unused168,
+    /// `unused169`
+    Unused169,
+    /// `unused170`
+    Unused170,
+    /// `unused171`
+    Unused171,
+    /// `unused172`
+    Unused172,
+    /// `unused173`
+    Unused173,
+    /// `unused174`
+    Unused174,
+    /// `unused175`
+    Unused175,
+    /// `unused176`
+    Unused176,
+    /// `unused177`
+    Unused177,
+    /// `unused178`
+    Unused178,
+    /// `unused179`
+    Unused179,
+    /// `unused180`
+    Unused180,
+    /// `unused181`
+    Unused181,
+    /// `unused182`
+    Unused182,
+    /// `unused183`
+    Unused183,
+    /// `unused184`
+    Unused184,
+    /// `unused185`
+    Unused185,
+    /// `unused186`
+    Unused186,
+    /// `unused187`
+    Unused187,
+    /// `unused188`
+    Unused188,
+    /// `unused189`
+    Unused189,
+    /// `unused190`
+    Unused190,
+    /// `unused191`
+    Unused191,
+    /// `unused192`
+    Unused192,
+    /// `unused193`
+    Unused193,
+    /// `unused194`
+    Unused194,
+    /// `unused195`
+    Unused195,
+    /// `unused196`
+    Unused196,
+    /// `unused197`
+    Unused197,
+    /// `unused198`
+    Unused198,
+    /// `unused199`
+    Unused199,
+    /// `unused200`
+    Unused200,
+    /// `unused201`
+    Unused201,
+    /// `unused202`
+    Unused202,
+    /// `unused203`
+    Unused203,
+    /// `unused204`
+    Unused204,
+    /// `unused205`
+    Unused205,
+    /// `unused206`
+    Unused206,
+    /// `unused207`
+    Unused207,
+    /// `unused208`
+    Unused208,
+    /// `unused209`
+    Unused209,
+    /// `unused210`
+    Unused210,
+    /// `unused211`
+    Unused211,
+    /// `unused212`
+    Unused212,
+    /// `unused213`
+    Unused213,
+    /// `unused214`
+    Unused214,
+    /// `unused215`
+    Unused215,
+    /// `unused216`
+    Unused216,
+    /// `unused217`
+    Unused217,
+    /// `unused218`
+    Unused218,
+    /// `unused219`
+    Unused219,
+    /// `unused220`
+    Unused220,
+    /// `unused221`
+    Unused221,
+    /// `unused222`
+    Unused222,
+    /// `unused223`
+    Unused223,
+    /// `unused224`
+    Unused224,
+    /// `unused225`
+    Unused225,
+    /// `unused226`
+    Unused226,
+    /// `unused227`
+    Unused227,
+    /// `unused228`
+    Unused228,
+    /// `unused229`
+    Unused229,
+    /// `unused230`
+    Unused230,
+    /// `unused231`
+    Unused231,
+    /// `unused232`
+    Unused232,
+    /// `unused233`
+    Unused233,
+    /// `unused234`
+    Unused234,
+    /// `unused235`
+    Unused235,
+    /// `unused236`
+    Unused236,
+    /// `unused237`
+    Unused237,
+    /// `unused238`
+    Unused238,
+    /// `unused239`
+    Unused239,
+    /// `unused240`
+    Unused240,
+    /// `unused241`
+    Unused241,
+    /// `unused242`
+    Unused242,
+    /// `unused243`
+    Unused243,
+    /// `unused244`
+    Unused244,
+    /// `unused245`
+    Unused245,
+    /// `unused246`
+    Unused246,
+    /// `unused247`
+    Unused247,
+    /// `unused248`
+    Unused248,
+    /// `unused249`
+    Unused249,
+    /// `unused250`
+    Unused250,
+    /// `unused251`
+    Unused251,
+    /// `unused252`
+    Unused252,
+    /// `unused253`
+    Unused253,
+    /// `unused254`
+    Unused254,
+    /// `unused255`
+    Unused255,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MoveVolumeVolume { #[doc = " `rootfs`"] Rootfs = "rootfs", #[doc = " `mp0`"] Mp0
-    = "mp0", #[doc = " `mp1`"] Mp1 = "mp1", #[doc = " `mp2`"] Mp2 = "mp2", #[doc =
-    " `mp3`"] Mp3 = "mp3", #[doc = " `mp4`"] Mp4 = "mp4", #[doc = " `mp5`"] Mp5 = "mp5",
-    #[doc = " `mp6`"] Mp6 = "mp6", #[doc = " `mp7`"] Mp7 = "mp7", #[doc = " `mp8`"] Mp8 =
-    "mp8", #[doc = " `mp9`"] Mp9 = "mp9", #[doc = " `mp10`"] Mp10 = "mp10", #[doc =
-    " `mp11`"] Mp11 = "mp11", #[doc = " `mp12`"] Mp12 = "mp12", #[doc = " `mp13`"] Mp13 =
-    "mp13", #[doc = " `mp14`"] Mp14 = "mp14", #[doc = " `mp15`"] Mp15 = "mp15", #[doc =
-    " `mp16`"] Mp16 = "mp16", #[doc = " `mp17`"] Mp17 = "mp17", #[doc = " `mp18`"] Mp18 =
-    "mp18", #[doc = " `mp19`"] Mp19 = "mp19", #[doc = " `mp20`"] Mp20 = "mp20", #[doc =
-    " `mp21`"] Mp21 = "mp21", #[doc = " `mp22`"] Mp22 = "mp22", #[doc = " `mp23`"] Mp23 =
-    "mp23", #[doc = " `mp24`"] Mp24 = "mp24", #[doc = " `mp25`"] Mp25 = "mp25", #[doc =
-    " `mp26`"] Mp26 = "mp26", #[doc = " `mp27`"] Mp27 = "mp27", #[doc = " `mp28`"] Mp28 =
-    "mp28", #[doc = " `mp29`"] Mp29 = "mp29", #[doc = " `mp30`"] Mp30 = "mp30", #[doc =
-    " `mp31`"] Mp31 = "mp31", #[doc = " `mp32`"] Mp32 = "mp32", #[doc = " `mp33`"] Mp33 =
-    "mp33", #[doc = " `mp34`"] Mp34 = "mp34", #[doc = " `mp35`"] Mp35 = "mp35", #[doc =
-    " `mp36`"] Mp36 = "mp36", #[doc = " `mp37`"] Mp37 = "mp37", #[doc = " `mp38`"] Mp38 =
-    "mp38", #[doc = " `mp39`"] Mp39 = "mp39", #[doc = " `mp40`"] Mp40 = "mp40", #[doc =
-    " `mp41`"] Mp41 = "mp41", #[doc = " `mp42`"] Mp42 = "mp42", #[doc = " `mp43`"] Mp43 =
-    "mp43", #[doc = " `mp44`"] Mp44 = "mp44", #[doc = " `mp45`"] Mp45 = "mp45", #[doc =
-    " `mp46`"] Mp46 = "mp46", #[doc = " `mp47`"] Mp47 = "mp47", #[doc = " `mp48`"] Mp48 =
-    "mp48", #[doc = " `mp49`"] Mp49 = "mp49", #[doc = " `mp50`"] Mp50 = "mp50", #[doc =
-    " `mp51`"] Mp51 = "mp51", #[doc = " `mp52`"] Mp52 = "mp52", #[doc = " `mp53`"] Mp53 =
-    "mp53", #[doc = " `mp54`"] Mp54 = "mp54", #[doc = " `mp55`"] Mp55 = "mp55", #[doc =
-    " `mp56`"] Mp56 = "mp56", #[doc = " `mp57`"] Mp57 = "mp57", #[doc = " `mp58`"] Mp58 =
-    "mp58", #[doc = " `mp59`"] Mp59 = "mp59", #[doc = " `mp60`"] Mp60 = "mp60", #[doc =
-    " `mp61`"] Mp61 = "mp61", #[doc = " `mp62`"] Mp62 = "mp62", #[doc = " `mp63`"] Mp63 =
-    "mp63", #[doc = " `mp64`"] Mp64 = "mp64", #[doc = " `mp65`"] Mp65 = "mp65", #[doc =
-    " `mp66`"] Mp66 = "mp66", #[doc = " `mp67`"] Mp67 = "mp67", #[doc = " `mp68`"] Mp68 =
-    "mp68", #[doc = " `mp69`"] Mp69 = "mp69", #[doc = " `mp70`"] Mp70 = "mp70", #[doc =
-    " `mp71`"] Mp71 = "mp71", #[doc = " `mp72`"] Mp72 = "mp72", #[doc = " `mp73`"] Mp73 =
-    "mp73", #[doc = " `mp74`"] Mp74 = "mp74", #[doc = " `mp75`"] Mp75 = "mp75", #[doc =
-    " `mp76`"] Mp76 = "mp76", #[doc = " `mp77`"] Mp77 = "mp77", #[doc = " `mp78`"] Mp78 =
-    "mp78", #[doc = " `mp79`"] Mp79 = "mp79", #[doc = " `mp80`"] Mp80 = "mp80", #[doc =
-    " `mp81`"] Mp81 = "mp81", #[doc = " `mp82`"] Mp82 = "mp82", #[doc = " `mp83`"] Mp83 =
-    "mp83", #[doc = " `mp84`"] Mp84 = "mp84", #[doc = " `mp85`"] Mp85 = "mp85", #[doc =
-    " `mp86`"] Mp86 = "mp86", #[doc = " `mp87`"] Mp87 = "mp87", #[doc = " `mp88`"] Mp88 =
-    "mp88", #[doc = " `mp89`"] Mp89 = "mp89", #[doc = " `mp90`"] Mp90 = "mp90", #[doc =
-    " `mp91`"] Mp91 = "mp91", #[doc = " `mp92`"] Mp92 = "mp92", #[doc = " `mp93`"] Mp93 =
-    "mp93", #[doc = " `mp94`"] Mp94 = "mp94", #[doc = " `mp95`"] Mp95 = "mp95", #[doc =
-    " `mp96`"] Mp96 = "mp96", #[doc = " `mp97`"] Mp97 = "mp97", #[doc = " `mp98`"] Mp98 =
-    "mp98", #[doc = " `mp99`"] Mp99 = "mp99", #[doc = " `mp100`"] Mp100 = "mp100", #[doc
-    = " `mp101`"] Mp101 = "mp101", #[doc = " `mp102`"] Mp102 = "mp102", #[doc =
-    " `mp103`"] Mp103 = "mp103", #[doc = " `mp104`"] Mp104 = "mp104", #[doc = " `mp105`"]
-    Mp105 = "mp105", #[doc = " `mp106`"] Mp106 = "mp106", #[doc = " `mp107`"] Mp107 =
-    "mp107", #[doc = " `mp108`"] Mp108 = "mp108", #[doc = " `mp109`"] Mp109 = "mp109",
-    #[doc = " `mp110`"] Mp110 = "mp110", #[doc = " `mp111`"] Mp111 = "mp111", #[doc =
-    " `mp112`"] Mp112 = "mp112", #[doc = " `mp113`"] Mp113 = "mp113", #[doc = " `mp114`"]
-    Mp114 = "mp114", #[doc = " `mp115`"] Mp115 = "mp115", #[doc = " `mp116`"] Mp116 =
-    "mp116", #[doc = " `mp117`"] Mp117 = "mp117", #[doc = " `mp118`"] Mp118 = "mp118",
-    #[doc = " `mp119`"] Mp119 = "mp119", #[doc = " `mp120`"] Mp120 = "mp120", #[doc =
-    " `mp121`"] Mp121 = "mp121", #[doc = " `mp122`"] Mp122 = "mp122", #[doc = " `mp123`"]
-    Mp123 = "mp123", #[doc = " `mp124`"] Mp124 = "mp124", #[doc = " `mp125`"] Mp125 =
-    "mp125", #[doc = " `mp126`"] Mp126 = "mp126", #[doc = " `mp127`"] Mp127 = "mp127",
-    #[doc = " `mp128`"] Mp128 = "mp128", #[doc = " `mp129`"] Mp129 = "mp129", #[doc =
-    " `mp130`"] Mp130 = "mp130", #[doc = " `mp131`"] Mp131 = "mp131", #[doc = " `mp132`"]
-    Mp132 = "mp132", #[doc = " `mp133`"] Mp133 = "mp133", #[doc = " `mp134`"] Mp134 =
-    "mp134", #[doc = " `mp135`"] Mp135 = "mp135", #[doc = " `mp136`"] Mp136 = "mp136",
-    #[doc = " `mp137`"] Mp137 = "mp137", #[doc = " `mp138`"] Mp138 = "mp138", #[doc =
-    " `mp139`"] Mp139 = "mp139", #[doc = " `mp140`"] Mp140 = "mp140", #[doc = " `mp141`"]
-    Mp141 = "mp141", #[doc = " `mp142`"] Mp142 = "mp142", #[doc = " `mp143`"] Mp143 =
-    "mp143", #[doc = " `mp144`"] Mp144 = "mp144", #[doc = " `mp145`"] Mp145 = "mp145",
-    #[doc = " `mp146`"] Mp146 = "mp146", #[doc = " `mp147`"] Mp147 = "mp147", #[doc =
-    " `mp148`"] Mp148 = "mp148", #[doc = " `mp149`"] Mp149 = "mp149", #[doc = " `mp150`"]
-    Mp150 = "mp150", #[doc = " `mp151`"] Mp151 = "mp151", #[doc = " `mp152`"] Mp152 =
-    "mp152", #[doc = " `mp153`"] Mp153 = "mp153", #[doc = " `mp154`"] Mp154 = "mp154",
-    #[doc = " `mp155`"] Mp155 = "mp155", #[doc = " `mp156`"] Mp156 = "mp156", #[doc =
-    " `mp157`"] Mp157 = "mp157", #[doc = " `mp158`"] Mp158 = "mp158", #[doc = " `mp159`"]
-    Mp159 = "mp159", #[doc = " `mp160`"] Mp160 = "mp160", #[doc = " `mp161`"] Mp161 =
-    "mp161", #[doc = " `mp162`"] Mp162 = "mp162", #[doc = " `mp163`"] Mp163 = "mp163",
-    #[doc = " `mp164`"] Mp164 = "mp164", #[doc = " `mp165`"] Mp165 = "mp165", #[doc =
-    " `mp166`"] Mp166 = "mp166", #[doc = " `mp167`"] Mp167 = "mp167", #[doc = " `mp168`"]
-    Mp168 = "mp168", #[doc = " `mp169`"] Mp169 = "mp169", #[doc = " `mp170`"] Mp170 =
-    "mp170", #[doc = " `mp171`"] Mp171 = "mp171", #[doc = " `mp172`"] Mp172 = "mp172",
-    #[doc = " `mp173`"] Mp173 = "mp173", #[doc = " `mp174`"] Mp174 = "mp174", #[doc =
-    " `mp175`"] Mp175 = "mp175", #[doc = " `mp176`"] Mp176 = "mp176", #[doc = " `mp177`"]
-    Mp177 = "mp177", #[doc = " `mp178`"] Mp178 = "mp178", #[doc = " `mp179`"] Mp179 =
-    "mp179", #[doc = " `mp180`"] Mp180 = "mp180", #[doc = " `mp181`"] Mp181 = "mp181",
-    #[doc = " `mp182`"] Mp182 = "mp182", #[doc = " `mp183`"] Mp183 = "mp183", #[doc =
-    " `mp184`"] Mp184 = "mp184", #[doc = " `mp185`"] Mp185 = "mp185", #[doc = " `mp186`"]
-    Mp186 = "mp186", #[doc = " `mp187`"] Mp187 = "mp187", #[doc = " `mp188`"] Mp188 =
-    "mp188", #[doc = " `mp189`"] Mp189 = "mp189", #[doc = " `mp190`"] Mp190 = "mp190",
-    #[doc = " `mp191`"] Mp191 = "mp191", #[doc = " `mp192`"] Mp192 = "mp192", #[doc =
-    " `mp193`"] Mp193 = "mp193", #[doc = " `mp194`"] Mp194 = "mp194", #[doc = " `mp195`"]
-    Mp195 = "mp195", #[doc = " `mp196`"] Mp196 = "mp196", #[doc = " `mp197`"] Mp197 =
-    "mp197", #[doc = " `mp198`"] Mp198 = "mp198", #[doc = " `mp199`"] Mp199 = "mp199",
-    #[doc = " `mp200`"] Mp200 = "mp200", #[doc = " `mp201`"] Mp201 = "mp201", #[doc =
-    " `mp202`"] Mp202 = "mp202", #[doc = " `mp203`"] Mp203 = "mp203", #[doc = " `mp204`"]
-    Mp204 = "mp204", #[doc = " `mp205`"] Mp205 = "mp205", #[doc = " `mp206`"] Mp206 =
-    "mp206", #[doc = " `mp207`"] Mp207 = "mp207", #[doc = " `mp208`"] Mp208 = "mp208",
-    #[doc = " `mp209`"] Mp209 = "mp209", #[doc = " `mp210`"] Mp210 = "mp210", #[doc =
-    " `mp211`"] Mp211 = "mp211", #[doc = " `mp212`"] Mp212 = "mp212", #[doc = " `mp213`"]
-    Mp213 = "mp213", #[doc = " `mp214`"] Mp214 = "mp214", #[doc = " `mp215`"] Mp215 =
-    "mp215", #[doc = " `mp216`"] Mp216 = "mp216", #[doc = " `mp217`"] Mp217 = "mp217",
-    #[doc = " `mp218`"] Mp218 = "mp218", #[doc = " `mp219`"] Mp219 = "mp219", #[doc =
-    " `mp220`"] Mp220 = "mp220", #[doc = " `mp221`"] Mp221 = "mp221", #[doc = " `mp222`"]
-    Mp222 = "mp222", #[doc = " `mp223`"] Mp223 = "mp223", #[doc = " `mp224`"] Mp224 =
-    "mp224", #[doc = " `mp225`"] Mp225 = "mp225", #[doc = " `mp226`"] Mp226 = "mp226",
-    #[doc = " `mp227`"] Mp227 = "mp227", #[doc = " `mp228`"] Mp228 = "mp228", #[doc =
-    " `mp229`"] Mp229 = "mp229", #[doc = " `mp230`"] Mp230 = "mp230", #[doc = " `mp231`"]
-    Mp231 = "mp231", #[doc = " `mp232`"] Mp232 = "mp232", #[doc = " `mp233`"] Mp233 =
-    "mp233", #[doc = " `mp234`"] Mp234 = "mp234", #[doc = " `mp235`"] Mp235 = "mp235",
-    #[doc = " `mp236`"] Mp236 = "mp236", #[doc = " `mp237`"] Mp237 = "mp237", #[doc =
-    " `mp238`"] Mp238 = "mp238", #[doc = " `mp239`"] Mp239 = "mp239", #[doc = " `mp240`"]
-    Mp240 = "mp240", #[doc = " `mp241`"] Mp241 = "mp241", #[doc = " `mp242`"] Mp242 =
-    "mp242", #[doc = " `mp243`"] Mp243 = "mp243", #[doc = " `mp244`"] Mp244 = "mp244",
-    #[doc = " `mp245`"] Mp245 = "mp245", #[doc = " `mp246`"] Mp246 = "mp246", #[doc =
-    " `mp247`"] Mp247 = "mp247", #[doc = " `mp248`"] Mp248 = "mp248", #[doc = " `mp249`"]
-    Mp249 = "mp249", #[doc = " `mp250`"] Mp250 = "mp250", #[doc = " `mp251`"] Mp251 =
-    "mp251", #[doc = " `mp252`"] Mp252 = "mp252", #[doc = " `mp253`"] Mp253 = "mp253",
-    #[doc = " `mp254`"] Mp254 = "mp254", #[doc = " `mp255`"] Mp255 = "mp255", #[doc =
-    " `unused0`"] Unused0 = "unused0", #[doc = " `unused1`"] Unused1 = "unused1", #[doc =
-    " `unused2`"] Unused2 = "unused2", #[doc = " `unused3`"] Unused3 = "unused3", #[doc =
-    " `unused4`"] Unused4 = "unused4", #[doc = " `unused5`"] Unused5 = "unused5", #[doc =
-    " `unused6`"] Unused6 = "unused6", #[doc = " `unused7`"] Unused7 = "unused7", #[doc =
-    " `unused8`"] Unused8 = "unused8", #[doc = " `unused9`"] Unused9 = "unused9", #[doc =
-    " `unused10`"] Unused10 = "unused10", #[doc = " `unused11`"] Unused11 = "unused11",
-    #[doc = " `unused12`"] Unused12 = "unused12", #[doc = " `unused13`"] Unused13 =
-    "unused13", #[doc = " `unused14`"] Unused14 = "unused14", #[doc = " `unused15`"]
-    Unused15 = "unused15", #[doc = " `unused16`"] Unused16 = "unused16", #[doc =
-    " `unused17`"] Unused17 = "unused17", #[doc = " `unused18`"] Unused18 = "unused18",
-    #[doc = " `unused19`"] Unused19 = "unused19", #[doc = " `unused20`"] Unused20 =
-    "unused20", #[doc = " `unused21`"] Unused21 = "unused21", #[doc = " `unused22`"]
-    Unused22 = "unused22", #[doc = " `unused23`"] Unused23 = "unused23", #[doc =
-    " `unused24`"] Unused24 = "unused24", #[doc = " `unused25`"] Unused25 = "unused25",
-    #[doc = " `unused26`"] Unused26 = "unused26", #[doc = " `unused27`"] Unused27 =
-    "unused27", #[doc = " `unused28`"] Unused28 = "unused28", #[doc = " `unused29`"]
-    Unused29 = "unused29", #[doc = " `unused30`"] Unused30 = "unused30", #[doc =
-    " `unused31`"] Unused31 = "unused31", #[doc = " `unused32`"] Unused32 = "unused32",
-    #[doc = " `unused33`"] Unused33 = "unused33", #[doc = " `unused34`"] Unused34 =
-    "unused34", #[doc = " `unused35`"] Unused35 = "unused35", #[doc = " `unused36`"]
-    Unused36 = "unused36", #[doc = " `unused37`"] Unused37 = "unused37", #[doc =
-    " `unused38`"] Unused38 = "unused38", #[doc = " `unused39`"] Unused39 = "unused39",
-    #[doc = " `unused40`"] Unused40 = "unused40", #[doc = " `unused41`"] Unused41 =
-    "unused41", #[doc = " `unused42`"] Unused42 = "unused42", #[doc = " `unused43`"]
-    Unused43 = "unused43", #[doc = " `unused44`"] Unused44 = "unused44", #[doc =
-    " `unused45`"] Unused45 = "unused45", #[doc = " `unused46`"] Unused46 = "unused46",
-    #[doc = " `unused47`"] Unused47 = "unused47", #[doc = " `unused48`"] Unused48 =
-    "unused48", #[doc = " `unused49`"] Unused49 = "unused49", #[doc = " `unused50`"]
-    Unused50 = "unused50", #[doc = " `unused51`"] Unused51 = "unused51", #[doc =
-    " `unused52`"] Unused52 = "unused52", #[doc = " `unused53`"] Unused53 = "unused53",
-    #[doc = " `unused54`"] Unused54 = "unused54", #[doc = " `unused55`"] Unused55 =
-    "unused55", #[doc = " `unused56`"] Unused56 = "unused56", #[doc = " `unused57`"]
-    Unused57 = "unused57", #[doc = " `unused58`"] Unused58 = "unused58", #[doc =
-    " `unused59`"] Unused59 = "unused59", #[doc = " `unused60`"] Unused60 = "unused60",
-    #[doc = " `unused61`"] Unused61 = "unused61", #[doc = " `unused62`"] Unused62 =
-    "unused62", #[doc = " `unused63`"] Unused63 = "unused63", #[doc = " `unused64`"]
-    Unused64 = "unused64", #[doc = " `unused65`"] Unused65 = "unused65", #[doc =
-    " `unused66`"] Unused66 = "unused66", #[doc = " `unused67`"] Unused67 = "unused67",
-    #[doc = " `unused68`"] Unused68 = "unused68", #[doc = " `unused69`"] Unused69 =
-    "unused69", #[doc = " `unused70`"] Unused70 = "unused70", #[doc = " `unused71`"]
-    Unused71 = "unused71", #[doc = " `unused72`"] Unused72 = "unused72", #[doc =
-    " `unused73`"] Unused73 = "unused73", #[doc = " `unused74`"] Unused74 = "unused74",
-    #[doc = " `unused75`"] Unused75 = "unused75", #[doc = " `unused76`"] Unused76 =
-    "unused76", #[doc = " `unused77`"] Unused77 = "unused77", #[doc = " `unused78`"]
-    Unused78 = "unused78", #[doc = " `unused79`"] Unused79 = "unused79", #[doc =
-    " `unused80`"] Unused80 = "unused80", #[doc = " `unused81`"] Unused81 = "unused81",
-    #[doc = " `unused82`"] Unused82 = "unused82", #[doc = " `unused83`"] Unused83 =
-    "unused83", #[doc = " `unused84`"] Unused84 = "unused84", #[doc = " `unused85`"]
-    Unused85 = "unused85", #[doc = " `unused86`"] Unused86 = "unused86", #[doc =
-    " `unused87`"] Unused87 = "unused87", #[doc = " `unused88`"] Unused88 = "unused88",
-    #[doc = " `unused89`"] Unused89 = "unused89", #[doc = " `unused90`"] Unused90 =
-    "unused90", #[doc = " `unused91`"] Unused91 = "unused91", #[doc = " `unused92`"]
-    Unused92 = "unused92", #[doc = " `unused93`"] Unused93 = "unused93", #[doc =
-    " `unused94`"] Unused94 = "unused94", #[doc = " `unused95`"] Unused95 = "unused95",
-    #[doc = " `unused96`"] Unused96 = "unused96", #[doc = " `unused97`"] Unused97 =
-    "unused97", #[doc = " `unused98`"] Unused98 = "unused98", #[doc = " `unused99`"]
-    Unused99 = "unused99", #[doc = " `unused100`"] Unused100 = "unused100", #[doc =
-    " `unused101`"] Unused101 = "unused101", #[doc = " `unused102`"] Unused102 =
-    "unused102", #[doc = " `unused103`"] Unused103 = "unused103", #[doc = " `unused104`"]
-    Unused104 = "unused104", #[doc = " `unused105`"] Unused105 = "unused105", #[doc =
-    " `unused106`"] Unused106 = "unused106", #[doc = " `unused107`"] Unused107 =
-    "unused107", #[doc = " `unused108`"] Unused108 = "unused108", #[doc = " `unused109`"]
-    Unused109 = "unused109", #[doc = " `unused110`"] Unused110 = "unused110", #[doc =
-    " `unused111`"] Unused111 = "unused111", #[doc = " `unused112`"] Unused112 =
-    "unused112", #[doc = " `unused113`"] Unused113 = "unused113", #[doc = " `unused114`"]
-    Unused114 = "unused114", #[doc = " `unused115`"] Unused115 = "unused115", #[doc =
-    " `unused116`"] Unused116 = "unused116", #[doc = " `unused117`"] Unused117 =
-    "unused117", #[doc = " `unused118`"] Unused118 = "unused118", #[doc = " `unused119`"]
-    Unused119 = "unused119", #[doc = " `unused120`"] Unused120 = "unused120", #[doc =
-    " `unused121`"] Unused121 = "unused121", #[doc = " `unused122`"] Unused122 =
-    "unused122", #[doc = " `unused123`"] Unused123 = "unused123", #[doc = " `unused124`"]
-    Unused124 = "unused124", #[doc = " `unused125`"] Unused125 = "unused125", #[doc =
-    " `unused126`"] Unused126 = "unused126", #[doc = " `unused127`"] Unused127 =
-    "unused127", #[doc = " `unused128`"] Unused128 = "unused128", #[doc = " `unused129`"]
-    Unused129 = "unused129", #[doc = " `unused130`"] Unused130 = "unused130", #[doc =
-    " `unused131`"] Unused131 = "unused131", #[doc = " `unused132`"] Unused132 =
-    "unused132", #[doc = " `unused133`"] Unused133 = "unused133", #[doc = " `unused134`"]
-    Unused134 = "unused134", #[doc = " `unused135`"] Unused135 = "unused135", #[doc =
-    " `unused136`"] Unused136 = "unused136", #[doc = " `unused137`"] Unused137 =
-    "unused137", #[doc = " `unused138`"] Unused138 = "unused138", #[doc = " `unused139`"]
-    Unused139 = "unused139", #[doc = " `unused140`"] Unused140 = "unused140", #[doc =
-    " `unused141`"] Unused141 = "unused141", #[doc = " `unused142`"] Unused142 =
-    "unused142", #[doc = " `unused143`"] Unused143 = "unused143", #[doc = " `unused144`"]
-    Unused144 = "unused144", #[doc = " `unused145`"] Unused145 = "unused145", #[doc =
-    " `unused146`"] Unused146 = "unused146", #[doc = " `unused147`"] Unused147 =
-    "unused147", #[doc = " `unused148`"] Unused148 = "unused148", #[doc = " `unused149`"]
-    Unused149 = "unused149", #[doc = " `unused150`"] Unused150 = "unused150", #[doc =
-    " `unused151`"] Unused151 = "unused151", #[doc = " `unused152`"] Unused152 =
-    "unused152", #[doc = " `unused153`"] Unused153 = "unused153", #[doc = " `unused154`"]
-    Unused154 = "unused154", #[doc = " `unused155`"] Unused155 = "unused155", #[doc =
-    " `unused156`"] Unused156 = "unused156", #[doc = " `unused157`"] Unused157 =
-    "unused157", #[doc = " `unused158`"] Unused158 = "unused158", #[doc = " `unused159`"]
-    Unused159 = "unused159", #[doc = " `unused160`"] Unused160 = "unused160", #[doc =
-    " `unused161`"] Unused161 = "unused161", #[doc = " `unused162`"] Unused162 =
-    "unused162", #[doc = " `unused163`"] Unused163 = "unused163", #[doc = " `unused164`"]
-    Unused164 = "unused164", #[doc = " `unused165`"] Unused165 = "unused165", #[doc =
-    " `unused166`"] Unused166 = "unused166", #[doc = " `unused167`"] Unused167 =
-    "unused167", #[doc = " `unused168`"] Unused168 = "unused168", #[doc = " `unused169`"]
-    Unused169 = "unused169", #[doc = " `unused170`"] Unused170 = "unused170", #[doc =
-    " `unused171`"] Unused171 = "unused171", #[doc = " `unused172`"] Unused172 =
-    "unused172", #[doc = " `unused173`"] Unused173 = "unused173", #[doc = " `unused174`"]
-    Unused174 = "unused174", #[doc = " `unused175`"] Unused175 = "unused175", #[doc =
-    " `unused176`"] Unused176 = "unused176", #[doc = " `unused177`"] Unused177 =
-    "unused177", #[doc = " `unused178`"] Unused178 = "unused178", #[doc = " `unused179`"]
-    Unused179 = "unused179", #[doc = " `unused180`"] Unused180 = "unused180", #[doc =
-    " `unused181`"] Unused181 = "unused181", #[doc = " `unused182`"] Unused182 =
-    "unused182", #[doc = " `unused183`"] Unused183 = "unused183", #[doc = " `unused184`"]
-    Unused184 = "unused184", #[doc = " `unused185`"] Unused185 = "unused185", #[doc =
-    " `unused186`"] Unused186 = "unused186", #[doc = " `unused187`"] Unused187 =
-    "unused187", #[doc = " `unused188`"] Unused188 = "unused188", #[doc = " `unused189`"]
-    Unused189 = "unused189", #[doc = " `unused190`"] Unused190 = "unused190", #[doc =
-    " `unused191`"] Unused191 = "unused191", #[doc = " `unused192`"] Unused192 =
-    "unused192", #[doc = " `unused193`"] Unused193 = "unused193", #[doc = " `unused194`"]
-    Unused194 = "unused194", #[doc = " `unused195`"] Unused195 = "unused195", #[doc =
-    " `unused196`"] Unused196 = "unused196", #[doc = " `unused197`"] Unused197 =
-    "unused197", #[doc = " `unused198`"] Unused198 = "unused198", #[doc = " `unused199`"]
-    Unused199 = "unused199", #[doc = " `unused200`"] Unused200 = "unused200", #[doc =
-    " `unused201`"] Unused201 = "unused201", #[doc = " `unused202`"] Unused202 =
-    "unused202", #[doc = " `unused203`"] Unused203 = "unused203", #[doc = " `unused204`"]
-    Unused204 = "unused204", #[doc = " `unused205`"] Unused205 = "unused205", #[doc =
-    " `unused206`"] Unused206 = "unused206", #[doc = " `unused207`"] Unused207 =
-    "unused207", #[doc = " `unused208`"] Unused208 = "unused208", #[doc = " `unused209`"]
-    Unused209 = "unused209", #[doc = " `unused210`"] Unused210 = "unused210", #[doc =
-    " `unused211`"] Unused211 = "unused211", #[doc = " `unused212`"] Unused212 =
-    "unused212", #[doc = " `unused213`"] Unused213 = "unused213", #[doc = " `unused214`"]
-    Unused214 = "unused214", #[doc = " `unused215`"] Unused215 = "unused215", #[doc =
-    " `unused216`"] Unused216 = "unused216", #[doc = " `unused217`"] Unused217 =
-    "unused217", #[doc = " `unused218`"] Unused218 = "unused218", #[doc = " `unused219`"]
-    Unused219 = "unused219", #[doc = " `unused220`"] Unused220 = "unused220", #[doc =
-    " `unused221`"] Unused221 = "unused221", #[doc = " `unused222`"] Unused222 =
-    "unused222", #[doc = " `unused223`"] Unused223 = "unused223", #[doc = " `unused224`"]
-    Unused224 = "unused224", #[doc = " `unused225`"] Unused225 = "unused225", #[doc =
-    " `unused226`"] Unused226 = "unused226", #[doc = " `unused227`"] Unused227 =
-    "unused227", #[doc = " `unused228`"] Unused228 = "unused228", #[doc = " `unused229`"]
-    Unused229 = "unused229", #[doc = " `unused230`"] Unused230 = "unused230", #[doc =
-    " `unused231`"] Unused231 = "unused231", #[doc = " `unused232`"] Unused232 =
-    "unused232", #[doc = " `unused233`"] Unused233 = "unused233", #[doc = " `unused234`"]
-    Unused234 = "unused234", #[doc = " `unused235`"] Unused235 = "unused235", #[doc =
-    " `unused236`"] Unused236 = "unused236", #[doc = " `unused237`"] Unused237 =
-    "unused237", #[doc = " `unused238`"] Unused238 = "unused238", #[doc = " `unused239`"]
-    Unused239 = "unused239", #[doc = " `unused240`"] Unused240 = "unused240", #[doc =
-    " `unused241`"] Unused241 = "unused241", #[doc = " `unused242`"] Unused242 =
-    "unused242", #[doc = " `unused243`"] Unused243 = "unused243", #[doc = " `unused244`"]
-    Unused244 = "unused244", #[doc = " `unused245`"] Unused245 = "unused245", #[doc =
-    " `unused246`"] Unused246 = "unused246", #[doc = " `unused247`"] Unused247 =
-    "unused247", #[doc = " `unused248`"] Unused248 = "unused248", #[doc = " `unused249`"]
-    Unused249 = "unused249", #[doc = " `unused250`"] Unused250 = "unused250", #[doc =
-    " `unused251`"] Unused251 = "unused251", #[doc = " `unused252`"] Unused252 =
-    "unused252", #[doc = " `unused253`"] Unused253 = "unused253", #[doc = " `unused254`"]
-    Unused254 = "unused254", #[doc = " `unused255`"] Unused255 = "unused255" }
+impl crate::open_enum::OpenEnum for MoveVolumeTargetVolume {
+    const VALUES: &'static [&'static str] = &[
+        "rootfs",
+        "mp0",
+        "mp1",
+        "mp2",
+        "mp3",
+        "mp4",
+        "mp5",
+        "mp6",
+        "mp7",
+        "mp8",
+        "mp9",
+        "mp10",
+        "mp11",
+        "mp12",
+        "mp13",
+        "mp14",
+        "mp15",
+        "mp16",
+        "mp17",
+        "mp18",
+        "mp19",
+        "mp20",
+        "mp21",
+        "mp22",
+        "mp23",
+        "mp24",
+        "mp25",
+        "mp26",
+        "mp27",
+        "mp28",
+        "mp29",
+        "mp30",
+        "mp31",
+        "mp32",
+        "mp33",
+        "mp34",
+        "mp35",
+        "mp36",
+        "mp37",
+        "mp38",
+        "mp39",
+        "mp40",
+        "mp41",
+        "mp42",
+        "mp43",
+        "mp44",
+        "mp45",
+        "mp46",
+        "mp47",
+        "mp48",
+        "mp49",
+        "mp50",
+        "mp51",
+        "mp52",
+        "mp53",
+        "mp54",
+        "mp55",
+        "mp56",
+        "mp57",
+        "mp58",
+        "mp59",
+        "mp60",
+        "mp61",
+        "mp62",
+        "mp63",
+        "mp64",
+        "mp65",
+        "mp66",
+        "mp67",
+        "mp68",
+        "mp69",
+        "mp70",
+        "mp71",
+        "mp72",
+        "mp73",
+        "mp74",
+        "mp75",
+        "mp76",
+        "mp77",
+        "mp78",
+        "mp79",
+        "mp80",
+        "mp81",
+        "mp82",
+        "mp83",
+        "mp84",
+        "mp85",
+        "mp86",
+        "mp87",
+        "mp88",
+        "mp89",
+        "mp90",
+        "mp91",
+        "mp92",
+        "mp93",
+        "mp94",
+        "mp95",
+        "mp96",
+        "mp97",
+        "mp98",
+        "mp99",
+        "mp100",
+        "mp101",
+        "mp102",
+        "mp103",
+        "mp104",
+        "mp105",
+        "mp106",
+        "mp107",
+        "mp108",
+        "mp109",
+        "mp110",
+        "mp111",
+        "mp112",
+        "mp113",
+        "mp114",
+        "mp115",
+        "mp116",
+        "mp117",
+        "mp118",
+        "mp119",
+        "mp120",
+        "mp121",
+        "mp122",
+        "mp123",
+        "mp124",
+        "mp125",
+        "mp126",
+        "mp127",
+        "mp128",
+        "mp129",
+        "mp130",
+        "mp131",
+        "mp132",
+        "mp133",
+        "mp134",
+        "mp135",
+        "mp136",
+        "mp137",
+        "mp138",
+        "mp139",
+        "mp140",
+        "mp141",
+        "mp142",
+        "mp143",
+        "mp144",
+        "mp145",
+        "mp146",
+        "mp147",
+        "mp148",
+        "mp149",
+        "mp150",
+        "mp151",
+        "mp152",
+        "mp153",
+        "mp154",
+        "mp155",
+        "mp156",
+        "mp157",
+        "mp158",
+        "mp159",
+        "mp160",
+        "mp161",
+        "mp162",
+        "mp163",
+        "mp164",
+        "mp165",
+        "mp166",
+        "mp167",
+        "mp168",
+        "mp169",
+        "mp170",
+        "mp171",
+        "mp172",
+        "mp173",
+        "mp174",
+        "mp175",
+        "mp176",
+        "mp177",
+        "mp178",
+        "mp179",
+        "mp180",
+        "mp181",
+        "mp182",
+        "mp183",
+        "mp184",
+        "mp185",
+        "mp186",
+        "mp187",
+        "mp188",
+        "mp189",
+        "mp190",
+        "mp191",
+        "mp192",
+        "mp193",
+        "mp194",
+        "mp195",
+        "mp196",
+        "mp197",
+        "mp198",
+        "mp199",
+        "mp200",
+        "mp201",
+        "mp202",
+        "mp203",
+        "mp204",
+        "mp205",
+        "mp206",
+        "mp207",
+        "mp208",
+        "mp209",
+        "mp210",
+        "mp211",
+        "mp212",
+        "mp213",
+        "mp214",
+        "mp215",
+        "mp216",
+        "mp217",
+        "mp218",
+        "mp219",
+        "mp220",
+        "mp221",
+        "mp222",
+        "mp223",
+        "mp224",
+        "mp225",
+        "mp226",
+        "mp227",
+        "mp228",
+        "mp229",
+        "mp230",
+        "mp231",
+        "mp232",
+        "mp233",
+        "mp234",
+        "mp235",
+        "mp236",
+        "mp237",
+        "mp238",
+        "mp239",
+        "mp240",
+        "mp241",
+        "mp242",
+        "mp243",
+        "mp244",
+        "mp245",
+        "mp246",
+        "mp247",
+        "mp248",
+        "mp249",
+        "mp250",
+        "mp251",
+        "mp252",
+        "mp253",
+        "mp254",
+        "mp255",
+        "unused0",
+        "unused1",
+        "unused2",
+        "unused3",
+        "unused4",
+        "unused5",
+        "unused6",
+        "unused7",
+        "unused8",
+        "unused9",
+        "unused10",
+        "unused11",
+        "unused12",
+        "unused13",
+        "unused14",
+        "unused15",
+        "unused16",
+        "unused17",
+        "unused18",
+        "unused19",
+        "unused20",
+        "unused21",
+        "unused22",
+        "unused23",
+        "unused24",
+        "unused25",
+        "unused26",
+        "unused27",
+        "unused28",
+        "unused29",
+        "unused30",
+        "unused31",
+        "unused32",
+        "unused33",
+        "unused34",
+        "unused35",
+        "unused36",
+        "unused37",
+        "unused38",
+        "unused39",
+        "unused40",
+        "unused41",
+        "unused42",
+        "unused43",
+        "unused44",
+        "unused45",
+        "unused46",
+        "unused47",
+        "unused48",
+        "unused49",
+        "unused50",
+        "unused51",
+        "unused52",
+        "unused53",
+        "unused54",
+        "unused55",
+        "unused56",
+        "unused57",
+        "unused58",
+        "unused59",
+        "unused60",
+        "unused61",
+        "unused62",
+        "unused63",
+        "unused64",
+        "unused65",
+        "unused66",
+        "unused67",
+        "unused68",
+        "unused69",
+        "unused70",
+        "unused71",
+        "unused72",
+        "unused73",
+        "unused74",
+        "unused75",
+        "unused76",
+        "unused77",
+        "unused78",
+        "unused79",
+        "unused80",
+        "unused81",
+        "unused82",
+        "unused83",
+        "unused84",
+        "unused85",
+        "unused86",
+        "unused87",
+        "unused88",
+        "unused89",
+        "unused90",
+        "unused91",
+        "unused92",
+        "unused93",
+        "unused94",
+        "unused95",
+        "unused96",
+        "unused97",
+        "unused98",
+        "unused99",
+        "unused100",
+        "unused101",
+        "unused102",
+        "unused103",
+        "unused104",
+        "unused105",
+        "unused106",
+        "unused107",
+        "unused108",
+        "unused109",
+        "unused110",
+        "unused111",
+        "unused112",
+        "unused113",
+        "unused114",
+        "unused115",
+        "unused116",
+        "unused117",
+        "unused118",
+        "unused119",
+        "unused120",
+        "unused121",
+        "unused122",
+        "unused123",
+        "unused124",
+        "unused125",
+        "unused126",
+        "unused127",
+        "unused128",
+        "unused129",
+        "unused130",
+        "unused131",
+        "unused132",
+        "unused133",
+        "unused134",
+        "unused135",
+        "unused136",
+        "unused137",
+        "unused138",
+        "unused139",
+        "unused140",
+        "unused141",
+        "unused142",
+        "unused143",
+        "unused144",
+        "unused145",
+        "unused146",
+        "unused147",
+        "unused148",
+        "unused149",
+        "unused150",
+        "unused151",
+        "unused152",
+        "unused153",
+        "unused154",
+        "unused155",
+        "unused156",
+        "unused157",
+        "unused158",
+        "unused159",
+        "unused160",
+        "unused161",
+        "unused162",
+        "unused163",
+        "unused164",
+        "unused165",
+        "unused166",
+        "unused167",
+        "unused168",
+        "unused169",
+        "unused170",
+        "unused171",
+        "unused172",
+        "unused173",
+        "unused174",
+        "unused175",
+        "unused176",
+        "unused177",
+        "unused178",
+        "unused179",
+        "unused180",
+        "unused181",
+        "unused182",
+        "unused183",
+        "unused184",
+        "unused185",
+        "unused186",
+        "unused187",
+        "unused188",
+        "unused189",
+        "unused190",
+        "unused191",
+        "unused192",
+        "unused193",
+        "unused194",
+        "unused195",
+        "unused196",
+        "unused197",
+        "unused198",
+        "unused199",
+        "unused200",
+        "unused201",
+        "unused202",
+        "unused203",
+        "unused204",
+        "unused205",
+        "unused206",
+        "unused207",
+        "unused208",
+        "unused209",
+        "unused210",
+        "unused211",
+        "unused212",
+        "unused213",
+        "unused214",
+        "unused215",
+        "unused216",
+        "unused217",
+        "unused218",
+        "unused219",
+        "unused220",
+        "unused221",
+        "unused222",
+        "unused223",
+        "unused224",
+        "unused225",
+        "unused226",
+        "unused227",
+        "unused228",
+        "unused229",
+        "unused230",
+        "unused231",
+        "unused232",
+        "unused233",
+        "unused234",
+        "unused235",
+        "unused236",
+        "unused237",
+        "unused238",
+        "unused239",
+        "unused240",
+        "unused241",
+        "unused242",
+        "unused243",
+        "unused244",
+        "unused245",
+        "unused246",
+        "unused247",
+        "unused248",
+        "unused249",
+        "unused250",
+        "unused251",
+        "unused252",
+        "unused253",
+        "unused254",
+        "unused255",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "rootfs" => Self::Rootfs,
+            "mp0" => Self::Mp0,
+            "mp1" => Self::Mp1,
+            "mp2" => Self::Mp2,
+            "mp3" => Self::Mp3,
+            "mp4" => Self::Mp4,
+            "mp5" => Self::Mp5,
+            "mp6" => Self::Mp6,
+            "mp7" => Self::Mp7,
+            "mp8" => Self::Mp8,
+            "mp9" => Self::Mp9,
+            "mp10" => Self::Mp10,
+            "mp11" => Self::Mp11,
+            "mp12" => Self::Mp12,
+            "mp13" => Self::Mp13,
+            "mp14" => Self::Mp14,
+            "mp15" => Self::Mp15,
+            "mp16" => Self::Mp16,
+            "mp17" => Self::Mp17,
+            "mp18" => Self::Mp18,
+            "mp19" => Self::Mp19,
+            "mp20" => Self::Mp20,
+            "mp21" => Self::Mp21,
+            "mp22" => Self::Mp22,
+            "mp23" => Self::Mp23,
+            "mp24" => Self::Mp24,
+            "mp25" => Self::Mp25,
+            "mp26" => Self::Mp26,
+            "mp27" => Self::Mp27,
+            "mp28" => Self::Mp28,
+            "mp29" => Self::Mp29,
+            "mp30" => Self::Mp30,
+            "mp31" => Self::Mp31,
+            "mp32" => Self::Mp32,
+            "mp33" => Self::Mp33,
+            "mp34" => Self::Mp34,
+            "mp35" => Self::Mp35,
+            "mp36" => Self::Mp36,
+            "mp37" => Self::Mp37,
+            "mp38" => Self::Mp38,
+            "mp39" => Self::Mp39,
+            "mp40" => Self::Mp40,
+            "mp41" => Self::Mp41,
+            "mp42" => Self::Mp42,
+            "mp43" => Self::Mp43,
+            "mp44" => Self::Mp44,
+            "mp45" => Self::Mp45,
+            "mp46" => Self::Mp46,
+            "mp47" => Self::Mp47,
+            "mp48" => Self::Mp48,
+            "mp49" => Self::Mp49,
+            "mp50" => Self::Mp50,
+            "mp51" => Self::Mp51,
+            "mp52" => Self::Mp52,
+            "mp53" => Self::Mp53,
+            "mp54" => Self::Mp54,
+            "mp55" => Self::Mp55,
+            "mp56" => Self::Mp56,
+            "mp57" => Self::Mp57,
+            "mp58" => Self::Mp58,
+            "mp59" => Self::Mp59,
+            "mp60" => Self::Mp60,
+            "mp61" => Self::Mp61,
+            "mp62" => Self::Mp62,
+            "mp63" => Self::Mp63,
+            "mp64" => Self::Mp64,
+            "mp65" => Self::Mp65,
+            "mp66" => Self::Mp66,
+            "mp67" => Self::Mp67,
+            "mp68" => Self::Mp68,
+            "mp69" => Self::Mp69,
+            "mp70" => Self::Mp70,
+            "mp71" => Self::Mp71,
+            "mp72" => Self::Mp72,
+            "mp73" => Self::Mp73,
+            "mp74" => Self::Mp74,
+            "mp75" => Self::Mp75,
+            "mp76" => Self::Mp76,
+            "mp77" => Self::Mp77,
+            "mp78" => Self::Mp78,
+            "mp79" => Self::Mp79,
+            "mp80" => Self::Mp80,
+            "mp81" => Self::Mp81,
+            "mp82" => Self::Mp82,
+            "mp83" => Self::Mp83,
+            "mp84" => Self::Mp84,
+            "mp85" => Self::Mp85,
+            "mp86" => Self::Mp86,
+            "mp87" => Self::Mp87,
+            "mp88" => Self::Mp88,
+            "mp89" => Self::Mp89,
+            "mp90" => Self::Mp90,
+            "mp91" => Self::Mp91,
+            "mp92" => Self::Mp92,
+            "mp93" => Self::Mp93,
+            "mp94" => Self::Mp94,
+            "mp95" => Self::Mp95,
+            "mp96" => Self::Mp96,
+            "mp97" => Self::Mp97,
+            "mp98" => Self::Mp98,
+            "mp99" => Self::Mp99,
+            "mp100" => Self::Mp100,
+            "mp101" => Self::Mp101,
+            "mp102" => Self::Mp102,
+            "mp103" => Self::Mp103,
+            "mp104" => Self::Mp104,
+            "mp105" => Self::Mp105,
+            "mp106" => Self::Mp106,
+            "mp107" => Self::Mp107,
+            "mp108" => Self::Mp108,
+            "mp109" => Self::Mp109,
+            "mp110" => Self::Mp110,
+            "mp111" => Self::Mp111,
+            "mp112" => Self::Mp112,
+            "mp113" => Self::Mp113,
+            "mp114" => Self::Mp114,
+            "mp115" => Self::Mp115,
+            "mp116" => Self::Mp116,
+            "mp117" => Self::Mp117,
+            "mp118" => Self::Mp118,
+            "mp119" => Self::Mp119,
+            "mp120" => Self::Mp120,
+            "mp121" => Self::Mp121,
+            "mp122" => Self::Mp122,
+            "mp123" => Self::Mp123,
+            "mp124" => Self::Mp124,
+            "mp125" => Self::Mp125,
+            "mp126" => Self::Mp126,
+            "mp127" => Self::Mp127,
+            "mp128" => Self::Mp128,
+            "mp129" => Self::Mp129,
+            "mp130" => Self::Mp130,
+            "mp131" => Self::Mp131,
+            "mp132" => Self::Mp132,
+            "mp133" => Self::Mp133,
+            "mp134" => Self::Mp134,
+            "mp135" => Self::Mp135,
+            "mp136" => Self::Mp136,
+            "mp137" => Self::Mp137,
+            "mp138" => Self::Mp138,
+            "mp139" => Self::Mp139,
+            "mp140" => Self::Mp140,
+            "mp141" => Self::Mp141,
+            "mp142" => Self::Mp142,
+            "mp143" => Self::Mp143,
+            "mp144" => Self::Mp144,
+            "mp145" => Self::Mp145,
+            "mp146" => Self::Mp146,
+            "mp147" => Self::Mp147,
+            "mp148" => Self::Mp148,
+            "mp149" => Self::Mp149,
+            "mp150" => Self::Mp150,
+            "mp151" => Self::Mp151,
+            "mp152" => Self::Mp152,
+            "mp153" => Self::Mp153,
+            "mp154" => Self::Mp154,
+            "mp155" => Self::Mp155,
+            "mp156" => Self::Mp156,
+            "mp157" => Self::Mp157,
+            "mp158" => Self::Mp158,
+            "mp159" => Self::Mp159,
+            "mp160" => Self::Mp160,
+            "mp161" => Self::Mp161,
+            "mp162" => Self::Mp162,
+            "mp163" => Self::Mp163,
+            "mp164" => Self::Mp164,
+            "mp165" => Self::Mp165,
+            "mp166" => Self::Mp166,
+            "mp167" => Self::Mp167,
+            "mp168" => Self::Mp168,
+            "mp169" => Self::Mp169,
+            "mp170" => Self::Mp170,
+            "mp171" => Self::Mp171,
+            "mp172" => Self::Mp172,
+            "mp173" => Self::Mp173,
+            "mp174" => Self::Mp174,
+            "mp175" => Self::Mp175,
+            "mp176" => Self::Mp176,
+            "mp177" => Self::Mp177,
+            "mp178" => Self::Mp178,
+            "mp179" => Self::Mp179,
+            "mp180" => Self::Mp180,
+            "mp181" => Self::Mp181,
+            "mp182" => Self::Mp182,
+            "mp183" => Self::Mp183,
+            "mp184" => Self::Mp184,
+            "mp185" => Self::Mp185,
+            "mp186" => Self::Mp186,
+            "mp187" => Self::Mp187,
+            "mp188" => Self::Mp188,
+            "mp189" => Self::Mp189,
+            "mp190" => Self::Mp190,
+            "mp191" => Self::Mp191,
+            "mp192" => Self::Mp192,
+            "mp193" => Self::Mp193,
+            "mp194" => Self::Mp194,
+            "mp195" => Self::Mp195,
+            "mp196" => Self::Mp196,
+            "mp197" => Self::Mp197,
+            "mp198" => Self::Mp198,
+            "mp199" => Self::Mp199,
+            "mp200" => Self::Mp200,
+            "mp201" => Self::Mp201,
+            "mp202" => Self::Mp202,
+            "mp203" => Self::Mp203,
+            "mp204" => Self::Mp204,
+            "mp205" => Self::Mp205,
+            "mp206" => Self::Mp206,
+            "mp207" => Self::Mp207,
+            "mp208" => Self::Mp208,
+            "mp209" => Self::Mp209,
+            "mp210" => Self::Mp210,
+            "mp211" => Self::Mp211,
+            "mp212" => Self::Mp212,
+            "mp213" => Self::Mp213,
+            "mp214" => Self::Mp214,
+            "mp215" => Self::Mp215,
+            "mp216" => Self::Mp216,
+            "mp217" => Self::Mp217,
+            "mp218" => Self::Mp218,
+            "mp219" => Self::Mp219,
+            "mp220" => Self::Mp220,
+            "mp221" => Self::Mp221,
+            "mp222" => Self::Mp222,
+            "mp223" => Self::Mp223,
+            "mp224" => Self::Mp224,
+            "mp225" => Self::Mp225,
+            "mp226" => Self::Mp226,
+            "mp227" => Self::Mp227,
+            "mp228" => Self::Mp228,
+            "mp229" => Self::Mp229,
+            "mp230" => Self::Mp230,
+            "mp231" => Self::Mp231,
+            "mp232" => Self::Mp232,
+            "mp233" => Self::Mp233,
+            "mp234" => Self::Mp234,
+            "mp235" => Self::Mp235,
+            "mp236" => Self::Mp236,
+            "mp237" => Self::Mp237,
+            "mp238" => Self::Mp238,
+            "mp239" => Self::Mp239,
+            "mp240" => Self::Mp240,
+            "mp241" => Self::Mp241,
+            "mp242" => Self::Mp242,
+            "mp243" => Self::Mp243,
+            "mp244" => Self::Mp244,
+            "mp245" => Self::Mp245,
+            "mp246" => Self::Mp246,
+            "mp247" => Self::Mp247,
+            "mp248" => Self::Mp248,
+            "mp249" => Self::Mp249,
+            "mp250" => Self::Mp250,
+            "mp251" => Self::Mp251,
+            "mp252" => Self::Mp252,
+            "mp253" => Self::Mp253,
+            "mp254" => Self::Mp254,
+            "mp255" => Self::Mp255,
+            "unused0" => Self::Unused0,
+            "unused1" => Self::Unused1,
+            "unused2" => Self::Unused2,
+            "unused3" => Self::Unused3,
+            "unused4" => Self::Unused4,
+            "unused5" => Self::Unused5,
+            "unused6" => Self::Unused6,
+            "unused7" => Self::Unused7,
+            "unused8" => Self::Unused8,
+            "unused9" => Self::Unused9,
+            "unused10" => Self::Unused10,
+            "unused11" => Self::Unused11,
+            "unused12" => Self::Unused12,
+            "unused13" => Self::Unused13,
+            "unused14" => Self::Unused14,
+            "unused15" => Self::Unused15,
+            "unused16" => Self::Unused16,
+            "unused17" => Self::Unused17,
+            "unused18" => Self::Unused18,
+            "unused19" => Self::Unused19,
+            "unused20" => Self::Unused20,
+            "unused21" => Self::Unused21,
+            "unused22" => Self::Unused22,
+            "unused23" => Self::Unused23,
+            "unused24" => Self::Unused24,
+            "unused25" => Self::Unused25,
+            "unused26" => Self::Unused26,
+            "unused27" => Self::Unused27,
+            "unused28" => Self::Unused28,
+            "unused29" => Self::Unused29,
+            "unused30" => Self::Unused30,
+            "unused31" => Self::Unused31,
+            "unused32" => Self::Unused32,
+            "unused33" => Self::Unused33,
+            "unused34" => Self::Unused34,
+            "unused35" => Self::Unused35,
+            "unused36" => Self::Unused36,
+            "unused37" => Self::Unused37,
+            "unused38" => Self::Unused38,
+            "unused39" => Self::Unused39,
+            "unused40" => Self::Unused40,
+            "unused41" => Self::Unused41,
+            "unused42" => Self::Unused42,
+            "unused43" => Self::Unused43,
+            "unused44" => Self::Unused44,
+            "unused45" => Self::Unused45,
+            "unused46" => Self::Unused46,
+            "unused47" => Self::Unused47,
+            "unused48" => Self::Unused48,
+            "unused49" => Self::Unused49,
+            "unused50" => Self::Unused50,
+            "unused51" => Self::Unused51,
+            "unused52" => Self::Unused52,
+            "unused53" => Self::Unused53,
+            "unused54" => Self::Unused54,
+            "unused55" => Self::Unused55,
+            "unused56" => Self::Unused56,
+            "unused57" => Self::Unused57,
+            "unused58" => Self::Unused58,
+            "unused59" => Self::Unused59,
+            "unused60" => Self::Unused60,
+            "unused61" => Self::Unused61,
+            "unused62" => Self::Unused62,
+            "unused63" => Self::Unused63,
+            "unused64" => Self::Unused64,
+            "unused65" => Self::Unused65,
+            "unused66" => Self::Unused66,
+            "unused67" => Self::Unused67,
+            "unused68" => Self::Unused68,
+            "unused69" => Self::Unused69,
+            "unused70" => Self::Unused70,
+            "unused71" => Self::Unused71,
+            "unused72" => Self::Unused72,
+            "unused73" => Self::Unused73,
+            "unused74" => Self::Unused74,
+            "unused75" => Self::Unused75,
+            "unused76" => Self::Unused76,
+            "unused77" => Self::Unused77,
+            "unused78" => Self::Unused78,
+            "unused79" => Self::Unused79,
+            "unused80" => Self::Unused80,
+            "unused81" => Self::Unused81,
+            "unused82" => Self::Unused82,
+            "unused83" => Self::Unused83,
+            "unused84" => Self::Unused84,
+            "unused85" => Self::Unused85,
+            "unused86" => Self::Unused86,
+            "unused87" => Self::Unused87,
+            "unused88" => Self::Unused88,
+            "unused89" => Self::Unused89,
+            "unused90" => Self::Unused90,
+            "unused91" => Self::Unused91,
+            "unused92" => Self::Unused92,
+            "unused93" => Self::Unused93,
+            "unused94" => Self::Unused94,
+            "unused95" => Self::Unused95,
+            "unused96" => Self::Unused96,
+            "unused97" => Self::Unused97,
+            "unused98" => Self::Unused98,
+            "unused99" => Self::Unused99,
+            "unused100" => Self::Unused100,
+            "unused101" => Self::Unused101,
+            "unused102" => Self::Unused102,
+            "unused103" => Self::Unused103,
+            "unused104" => Self::Unused104,
+            "unused105" => Self::Unused105,
+            "unused106" => Self::Unused106,
+            "unused107" => Self::Unused107,
+            "unused108" => Self::Unused108,
+            "unused109" => Self::Unused109,
+            "unused110" => Self::Unused110,
+            "unused111" => Self::Unused111,
+            "unused112" => Self::Unused112,
+            "unused113" => Self::Unused113,
+            "unused114" => Self::Unused114,
+            "unused115" => Self::Unused115,
+            "unused116" => Self::Unused116,
+            "unused117" => Self::Unused117,
+            "unused118" => Self::Unused118,
+            "unused119" => Self::Unused119,
+            "unused120" => Self::Unused120,
+            "unused121" => Self::Unused121,
+            "unused122" => Self::Unused122,
+            "unused123" => Self::Unused123,
+            "unused124" => Self::Unused124,
+            "unused125" => Self::Unused125,
+            "unused126" => Self::Unused126,
+            "unused127" => Self::Unused127,
+            "unused128" => Self::Unused128,
+            "unused129" => Self::Unused129,
+            "unused130" => Self::Unused130,
+            "unused131" => Self::Unused131,
+            "unused132" => Self::Unused132,
+            "unused133" => Self::Unused133,
+            "unused134" => Self::Unused134,
+            "unused135" => Self::Unused135,
+            "unused136" => Self::Unused136,
+            "unused137" => Self::Unused137,
+            "unused138" => Self::Unused138,
+            "unused139" => Self::Unused139,
+            "unused140" => Self::Unused140,
+            "unused141" => Self::Unused141,
+            "unused142" => Self::Unused142,
+            "unused143" => Self::Unused143,
+            "unused144" => Self::Unused144,
+            "unused145" => Self::Unused145,
+            "unused146" => Self::Unused146,
+            "unused147" => Self::Unused147,
+            "unused148" => Self::Unused148,
+            "unused149" => Self::Unused149,
+            "unused150" => Self::Unused150,
+            "unused151" => Self::Unused151,
+            "unused152" => Self::Unused152,
+            "unused153" => Self::Unused153,
+            "unused154" => Self::Unused154,
+            "unused155" => Self::Unused155,
+            "unused156" => Self::Unused156,
+            "unused157" => Self::Unused157,
+            "unused158" => Self::Unused158,
+            "unused159" => Self::Unused159,
+            "unused160" => Self::Unused160,
+            "unused161" => Self::Unused161,
+            "unused162" => Self::Unused162,
+            "unused163" => Self::Unused163,
+            "unused164" => Self::Unused164,
+            "unused165" => Self::Unused165,
+            "unused166" => Self::Unused166,
+            "unused167" => Self::Unused167,
+            "unused168" => Self::Unused168,
+            "unused169" => Self::Unused169,
+            "unused170" => Self::Unused170,
+            "unused171" => Self::Unused171,
+            "unused172" => Self::Unused172,
+            "unused173" => Self::Unused173,
+            "unused174" => Self::Unused174,
+            "unused175" => Self::Unused175,
+            "unused176" => Self::Unused176,
+            "unused177" => Self::Unused177,
+            "unused178" => Self::Unused178,
+            "unused179" => Self::Unused179,
+            "unused180" => Self::Unused180,
+            "unused181" => Self::Unused181,
+            "unused182" => Self::Unused182,
+            "unused183" => Self::Unused183,
+            "unused184" => Self::Unused184,
+            "unused185" => Self::Unused185,
+            "unused186" => Self::Unused186,
+            "unused187" => Self::Unused187,
+            "unused188" => Self::Unused188,
+            "unused189" => Self::Unused189,
+            "unused190" => Self::Unused190,
+            "unused191" => Self::Unused191,
+            "unused192" => Self::Unused192,
+            "unused193" => Self::Unused193,
+            "unused194" => Self::Unused194,
+            "unused195" => Self::Unused195,
+            "unused196" => Self::Unused196,
+            "unused197" => Self::Unused197,
+            "unused198" => Self::Unused198,
+            "unused199" => Self::Unused199,
+            "unused200" => Self::Unused200,
+            "unused201" => Self::Unused201,
+            "unused202" => Self::Unused202,
+            "unused203" => Self::Unused203,
+            "unused204" => Self::Unused204,
+            "unused205" => Self::Unused205,
+            "unused206" => Self::Unused206,
+            "unused207" => Self::Unused207,
+            "unused208" => Self::Unused208,
+            "unused209" => Self::Unused209,
+            "unused210" => Self::Unused210,
+            "unused211" => Self::Unused211,
+            "unused212" => Self::Unused212,
+            "unused213" => Self::Unused213,
+            "unused214" => Self::Unused214,
+            "unused215" => Self::Unused215,
+            "unused216" => Self::Unused216,
+            "unused217" => Self::Unused217,
+            "unused218" => Self::Unused218,
+            "unused219" => Self::Unused219,
+            "unused220" => Self::Unused220,
+            "unused221" => Self::Unused221,
+            "unused222" => Self::Unused222,
+            "unused223" => Self::Unused223,
+            "unused224" => Self::Unused224,
+            "unused225" => Self::Unused225,
+            "unused226" => Self::Unused226,
+            "unused227" => Self::Unused227,
+            "unused228" => Self::Unused228,
+            "unused229" => Self::Unused229,
+            "unused230" => Self::Unused230,
+            "unused231" => Self::Unused231,
+            "unused232" => Self::Unused232,
+            "unused233" => Self::Unused233,
+            "unused234" => Self::Unused234,
+            "unused235" => Self::Unused235,
+            "unused236" => Self::Unused236,
+            "unused237" => Self::Unused237,
+            "unused238" => Self::Unused238,
+            "unused239" => Self::Unused239,
+            "unused240" => Self::Unused240,
+            "unused241" => Self::Unused241,
+            "unused242" => Self::Unused242,
+            "unused243" => Self::Unused243,
+            "unused244" => Self::Unused244,
+            "unused245" => Self::Unused245,
+            "unused246" => Self::Unused246,
+            "unused247" => Self::Unused247,
+            "unused248" => Self::Unused248,
+            "unused249" => Self::Unused249,
+            "unused250" => Self::Unused250,
+            "unused251" => Self::Unused251,
+            "unused252" => Self::Unused252,
+            "unused253" => Self::Unused253,
+            "unused254" => Self::Unused254,
+            "unused255" => Self::Unused255,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Rootfs => "rootfs",
+            Self::Mp0 => "mp0",
+            Self::Mp1 => "mp1",
+            Self::Mp2 => "mp2",
+            Self::Mp3 => "mp3",
+            Self::Mp4 => "mp4",
+            Self::Mp5 => "mp5",
+            Self::Mp6 => "mp6",
+            Self::Mp7 => "mp7",
+            Self::Mp8 => "mp8",
+            Self::Mp9 => "mp9",
+            Self::Mp10 => "mp10",
+            Self::Mp11 => "mp11",
+            Self::Mp12 => "mp12",
+            Self::Mp13 => "mp13",
+            Self::Mp14 => "mp14",
+            Self::Mp15 => "mp15",
+            Self::Mp16 => "mp16",
+            Self::Mp17 => "mp17",
+            Self::Mp18 => "mp18",
+            Self::Mp19 => "mp19",
+            Self::Mp20 => "mp20",
+            Self::Mp21 => "mp21",
+            Self::Mp22 => "mp22",
+            Self::Mp23 => "mp23",
+            Self::Mp24 => "mp24",
+            Self::Mp25 => "mp25",
+            Self::Mp26 => "mp26",
+            Self::Mp27 => "mp27",
+            Self::Mp28 => "mp28",
+            Self::Mp29 => "mp29",
+            Self::Mp30 => "mp30",
+            Self::Mp31 => "mp31",
+            Self::Mp32 => "mp32",
+            Self::Mp33 => "mp33",
+            Self::Mp34 => "mp34",
+            Self::Mp35 => "mp35",
+            Self::Mp36 => "mp36",
+            Self::Mp37 => "mp37",
+            Self::Mp38 => "mp38",
+            Self::Mp39 => "mp39",
+            Self::Mp40 => "mp40",
+            Self::Mp41 => "mp41",
+            Self::Mp42 => "mp42",
+            Self::Mp43 => "mp43",
+            Self::Mp44 => "mp44",
+            Self::Mp45 => "mp45",
+            Self::Mp46 => "mp46",
+            Self::Mp47 => "mp47",
+            Self::Mp48 => "mp48",
+            Self::Mp49 => "mp49",
+            Self::Mp50 => "mp50",
+            Self::Mp51 => "mp51",
+            Self::Mp52 => "mp52",
+            Self::Mp53 => "mp53",
+            Self::Mp54 => "mp54",
+            Self::Mp55 => "mp55",
+            Self::Mp56 => "mp56",
+            Self::Mp57 => "mp57",
+            Self::Mp58 => "mp58",
+            Self::Mp59 => "mp59",
+            Self::Mp60 => "mp60",
+            Self::Mp61 => "mp61",
+            Self::Mp62 => "mp62",
+            Self::Mp63 => "mp63",
+            Self::Mp64 => "mp64",
+            Self::Mp65 => "mp65",
+            Self::Mp66 => "mp66",
+            Self::Mp67 => "mp67",
+            Self::Mp68 => "mp68",
+            Self::Mp69 => "mp69",
+            Self::Mp70 => "mp70",
+            Self::Mp71 => "mp71",
+            Self::Mp72 => "mp72",
+            Self::Mp73 => "mp73",
+            Self::Mp74 => "mp74",
+            Self::Mp75 => "mp75",
+            Self::Mp76 => "mp76",
+            Self::Mp77 => "mp77",
+            Self::Mp78 => "mp78",
+            Self::Mp79 => "mp79",
+            Self::Mp80 => "mp80",
+            Self::Mp81 => "mp81",
+            Self::Mp82 => "mp82",
+            Self::Mp83 => "mp83",
+            Self::Mp84 => "mp84",
+            Self::Mp85 => "mp85",
+            Self::Mp86 => "mp86",
+            Self::Mp87 => "mp87",
+            Self::Mp88 => "mp88",
+            Self::Mp89 => "mp89",
+            Self::Mp90 => "mp90",
+            Self::Mp91 => "mp91",
+            Self::Mp92 => "mp92",
+            Self::Mp93 => "mp93",
+            Self::Mp94 => "mp94",
+            Self::Mp95 => "mp95",
+            Self::Mp96 => "mp96",
+            Self::Mp97 => "mp97",
+            Self::Mp98 => "mp98",
+            Self::Mp99 => "mp99",
+            Self::Mp100 => "mp100",
+            Self::Mp101 => "mp101",
+            Self::Mp102 => "mp102",
+            Self::Mp103 => "mp103",
+            Self::Mp104 => "mp104",
+            Self::Mp105 => "mp105",
+            Self::Mp106 => "mp106",
+            Self::Mp107 => "mp107",
+            Self::Mp108 => "mp108",
+            Self::Mp109 => "mp109",
+            Self::Mp110 => "mp110",
+            Self::Mp111 => "mp111",
+            Self::Mp112 => "mp112",
+            Self::Mp113 => "mp113",
+            Self::Mp114 => "mp114",
+            Self::Mp115 => "mp115",
+            Self::Mp116 => "mp116",
+            Self::Mp117 => "mp117",
+            Self::Mp118 => "mp118",
+            Self::Mp119 => "mp119",
+            Self::Mp120 => "mp120",
+            Self::Mp121 => "mp121",
+            Self::Mp122 => "mp122",
+            Self::Mp123 => "mp123",
+            Self::Mp124 => "mp124",
+            Self::Mp125 => "mp125",
+            Self::Mp126 => "mp126",
+            Self::Mp127 => "mp127",
+            Self::Mp128 => "mp128",
+            Self::Mp129 => "mp129",
+            Self::Mp130 => "mp130",
+            Self::Mp131 => "mp131",
+            Self::Mp132 => "mp132",
+            Self::Mp133 => "mp133",
+            Self::Mp134 => "mp134",
+            Self::Mp135 => "mp135",
+            Self::Mp136 => "mp136",
+            Self::Mp137 => "mp137",
+            Self::Mp138 => "mp138",
+            Self::Mp139 => "mp139",
+            Self::Mp140 => "mp140",
+            Self::Mp141 => "mp141",
+            Self::Mp142 => "mp142",
+            Self::Mp143 => "mp143",
+            Self::Mp144 => "mp144",
+            Self::Mp145 => "mp145",
+            Self::Mp146 => "mp146",
+            Self::Mp147 => "mp147",
+            Self::Mp148 => "mp148",
+            Self::Mp149 => "mp149",
+            Self::Mp150 => "mp150",
+            Self::Mp151 => "mp151",
+            Self::Mp152 => "mp152",
+            Self::Mp153 => "mp153",
+            Self::Mp154 => "mp154",
+            Self::Mp155 => "mp155",
+            Self::Mp156 => "mp156",
+            Self::Mp157 => "mp157",
+            Self::Mp158 => "mp158",
+            Self::Mp159 => "mp159",
+            Self::Mp160 => "mp160",
+            Self::Mp161 => "mp161",
+            Self::Mp162 => "mp162",
+            Self::Mp163 => "mp163",
+            Self::Mp164 => "mp164",
+            Self::Mp165 => "mp165",
+            Self::Mp166 => "mp166",
+            Self::Mp167 => "mp167",
+            Self::Mp168 => "mp168",
+            Self::Mp169 => "mp169",
+            Self::Mp170 => "mp170",
+            Self::Mp171 => "mp171",
+            Self::Mp172 => "mp172",
+            Self::Mp173 => "mp173",
+            Self::Mp174 => "mp174",
+            Self::Mp175 => "mp175",
+            Self::Mp176 => "mp176",
+            Self::Mp177 => "mp177",
+            Self::Mp178 => "mp178",
+            Self::Mp179 => "mp179",
+            Self::Mp180 => "mp180",
+            Self::Mp181 => "mp181",
+            Self::Mp182 => "mp182",
+            Self::Mp183 => "mp183",
+            Self::Mp184 => "mp184",
+            Self::Mp185 => "mp185",
+            Self::Mp186 => "mp186",
+            Self::Mp187 => "mp187",
+            Self::Mp188 => "mp188",
+            Self::Mp189 => "mp189",
+            Self::Mp190 => "mp190",
+            Self::Mp191 => "mp191",
+            Self::Mp192 => "mp192",
+            Self::Mp193 => "mp193",
+            Self::Mp194 => "mp194",
+            Self::Mp195 => "mp195",
+            Self::Mp196 => "mp196",
+            Self::Mp197 => "mp197",
+            Self::Mp198 => "mp198",
+            Self::Mp199 => "mp199",
+            Self::Mp200 => "mp200",
+            Self::Mp201 => "mp201",
+            Self::Mp202 => "mp202",
+            Self::Mp203 => "mp203",
+            Self::Mp204 => "mp204",
+            Self::Mp205 => "mp205",
+            Self::Mp206 => "mp206",
+            Self::Mp207 => "mp207",
+            Self::Mp208 => "mp208",
+            Self::Mp209 => "mp209",
+            Self::Mp210 => "mp210",
+            Self::Mp211 => "mp211",
+            Self::Mp212 => "mp212",
+            Self::Mp213 => "mp213",
+            Self::Mp214 => "mp214",
+            Self::Mp215 => "mp215",
+            Self::Mp216 => "mp216",
+            Self::Mp217 => "mp217",
+            Self::Mp218 => "mp218",
+            Self::Mp219 => "mp219",
+            Self::Mp220 => "mp220",
+            Self::Mp221 => "mp221",
+            Self::Mp222 => "mp222",
+            Self::Mp223 => "mp223",
+            Self::Mp224 => "mp224",
+            Self::Mp225 => "mp225",
+            Self::Mp226 => "mp226",
+            Self::Mp227 => "mp227",
+            Self::Mp228 => "mp228",
+            Self::Mp229 => "mp229",
+            Self::Mp230 => "mp230",
+            Self::Mp231 => "mp231",
+            Self::Mp232 => "mp232",
+            Self::Mp233 => "mp233",
+            Self::Mp234 => "mp234",
+            Self::Mp235 => "mp235",
+            Self::Mp236 => "mp236",
+            Self::Mp237 => "mp237",
+            Self::Mp238 => "mp238",
+            Self::Mp239 => "mp239",
+            Self::Mp240 => "mp240",
+            Self::Mp241 => "mp241",
+            Self::Mp242 => "mp242",
+            Self::Mp243 => "mp243",
+            Self::Mp244 => "mp244",
+            Self::Mp245 => "mp245",
+            Self::Mp246 => "mp246",
+            Self::Mp247 => "mp247",
+            Self::Mp248 => "mp248",
+            Self::Mp249 => "mp249",
+            Self::Mp250 => "mp250",
+            Self::Mp251 => "mp251",
+            Self::Mp252 => "mp252",
+            Self::Mp253 => "mp253",
+            Self::Mp254 => "mp254",
+            Self::Mp255 => "mp255",
+            Self::Unused0 => "unused0",
+            Self::Unused1 => "unused1",
+            Self::Unused2 => "unused2",
+            Self::Unused3 => "unused3",
+            Self::Unused4 => "unused4",
+            Self::Unused5 => "unused5",
+            Self::Unused6 => "unused6",
+            Self::Unused7 => "unused7",
+            Self::Unused8 => "unused8",
+            Self::Unused9 => "unused9",
+            Self::Unused10 => "unused10",
+            Self::Unused11 => "unused11",
+            Self::Unused12 => "unused12",
+            Self::Unused13 => "unused13",
+            Self::Unused14 => "unused14",
+            Self::Unused15 => "unused15",
+            Self::Unused16 => "unused16",
+            Self::Unused17 => "unused17",
+            Self::Unused18 => "unused18",
+            Self::Unused19 => "unused19",
+            Self::Unused20 => "unused20",
+            Self::Unused21 => "unused21",
+            Self::Unused22 => "unused22",
+            Self::Unused23 => "unused23",
+            Self::Unused24 => "unused24",
+            Self::Unused25 => "unused25",
+            Self::Unused26 => "unused26",
+            Self::Unused27 => "unused27",
+            Self::Unused28 => "unused28",
+            Self::Unused29 => "unused29",
+            Self::Unused30 => "unused30",
+            Self::Unused31 => "unused31",
+            Self::Unused32 => "unused32",
+            Self::Unused33 => "unused33",
+            Self::Unused34 => "unused34",
+            Self::Unused35 => "unused35",
+            Self::Unused36 => "unused36",
+            Self::Unused37 => "unused37",
+            Self::Unused38 => "unused38",
+            Self::Unused39 => "unused39",
+            Self::Unused40 => "unused40",
+            Self::Unused41 => "unused41",
+            Self::Unused42 => "unused42",
+            Self::Unused43 => "unused43",
+            Self::Unused44 => "unused44",
+            Self::Unused45 => "unused45",
+            Self::Unused46 => "unused46",
+            Self::Unused47 => "unused47",
+            Self::Unused48 => "unused48",
+            Self::Unused49 => "unused49",
+            Self::Unused50 => "unused50",
+            Self::Unused51 => "unused51",
+            Self::Unused52 => "unused52",
+            Self::Unused53 => "unused53",
+            Self::Unused54 => "unused54",
+            Self::Unused55 => "unused55",
+            Self::Unused56 => "unused56",
+            Self::Unused57 => "unused57",
+            Self::Unused58 => "unused58",
+            Self::Unused59 => "unused59",
+            Self::Unused60 => "unused60",
+            Self::Unused61 => "unused61",
+            Self::Unused62 => "unused62",
+            Self::Unused63 => "unused63",
+            Self::Unused64 => "unused64",
+            Self::Unused65 => "unused65",
+            Self::Unused66 => "unused66",
+            Self::Unused67 => "unused67",
+            Self::Unused68 => "unused68",
+            Self::Unused69 => "unused69",
+            Self::Unused70 => "unused70",
+            Self::Unused71 => "unused71",
+            Self::Unused72 => "unused72",
+            Self::Unused73 => "unused73",
+            Self::Unused74 => "unused74",
+            Self::Unused75 => "unused75",
+            Self::Unused76 => "unused76",
+            Self::Unused77 => "unused77",
+            Self::Unused78 => "unused78",
+            Self::Unused79 => "unused79",
+            Self::Unused80 => "unused80",
+            Self::Unused81 => "unused81",
+            Self::Unused82 => "unused82",
+            Self::Unused83 => "unused83",
+            Self::Unused84 => "unused84",
+            Self::Unused85 => "unused85",
+            Self::Unused86 => "unused86",
+            Self::Unused87 => "unused87",
+            Self::Unused88 => "unused88",
+            Self::Unused89 => "unused89",
+            Self::Unused90 => "unused90",
+            Self::Unused91 => "unused91",
+            Self::Unused92 => "unused92",
+            Self::Unused93 => "unused93",
+            Self::Unused94 => "unused94",
+            Self::Unused95 => "unused95",
+            Self::Unused96 => "unused96",
+            Self::Unused97 => "unused97",
+            Self::Unused98 => "unused98",
+            Self::Unused99 => "unused99",
+            Self::Unused100 => "unused100",
+            Self::Unused101 => "unused101",
+            Self::Unused102 => "unused102",
+            Self::Unused103 => "unused103",
+            Self::Unused104 => "unused104",
+            Self::Unused105 => "unused105",
+            Self::Unused106 => "unused106",
+            Self::Unused107 => "unused107",
+            Self::Unused108 => "unused108",
+            Self::Unused109 => "unused109",
+            Self::Unused110 => "unused110",
+            Self::Unused111 => "unused111",
+            Self::Unused112 => "unused112",
+            Self::Unused113 => "unused113",
+            Self::Unused114 => "unused114",
+            Self::Unused115 => "unused115",
+            Self::Unused116 => "unused116",
+            Self::Unused117 => "unused117",
+            Self::Unused118 => "unused118",
+            Self::Unused119 => "unused119",
+            Self::Unused120 => "unused120",
+            Self::Unused121 => "unused121",
+            Self::Unused122 => "unused122",
+            Self::Unused123 => "unused123",
+            Self::Unused124 => "unused124",
+            Self::Unused125 => "unused125",
+            Self::Unused126 => "unused126",
+            Self::Unused127 => "unused127",
+            Self::Unused128 => "unused128",
+            Self::Unused129 => "unused129",
+            Self::Unused130 => "unused130",
+            Self::Unused131 => "unused131",
+            Self::Unused132 => "unused132",
+            Self::Unused133 => "unused133",
+            Self::Unused134 => "unused134",
+            Self::Unused135 => "unused135",
+            Self::Unused136 => "unused136",
+            Self::Unused137 => "unused137",
+            Self::Unused138 => "unused138",
+            Self::Unused139 => "unused139",
+            Self::Unused140 => "unused140",
+            Self::Unused141 => "unused141",
+            Self::Unused142 => "unused142",
+            Self::Unused143 => "unused143",
+            Self::Unused144 => "unused144",
+            Self::Unused145 => "unused145",
+            Self::Unused146 => "unused146",
+            Self::Unused147 => "unused147",
+            Self::Unused148 => "unused148",
+            Self::Unused149 => "unused149",
+            Self::Unused150 => "unused150",
+            Self::Unused151 => "unused151",
+            Self::Unused152 => "unused152",
+            Self::Unused153 => "unused153",
+            Self::Unused154 => "unused154",
+            Self::Unused155 => "unused155",
+            Self::Unused156 => "unused156",
+            Self::Unused157 => "unused157",
+            Self::Unused158 => "unused158",
+            Self::Unused159 => "unused159",
+            Self::Unused160 => "unused160",
+            Self::Unused161 => "unused161",
+            Self::Unused162 => "unused162",
+            Self::Unused163 => "unused163",
+            Self::Unused164 => "unused164",
+            Self::Unused165 => "unused165",
+            Self::Unused166 => "unused166",
+            Self::Unused167 => "unused167",
+            Self::Unused168 => "unused168",
+            Self::Unused169 => "unused169",
+            Self::Unused170 => "unused170",
+            Self::Unused171 => "unused171",
+            Self::Unused172 => "unused172",
+            Self::Unused173 => "unused173",
+            Self::Unused174 => "unused174",
+            Self::Unused175 => "unused175",
+            Self::Unused176 => "unused176",
+            Self::Unused177 => "unused177",
+            Self::Unused178 => "unused178",
+            Self::Unused179 => "unused179",
+            Self::Unused180 => "unused180",
+            Self::Unused181 => "unused181",
+            Self::Unused182 => "unused182",
+            Self::Unused183 => "unused183",
+            Self::Unused184 => "unused184",
+            Self::Unused185 => "unused185",
+            Self::Unused186 => "unused186",
+            Self::Unused187 => "unused187",
+            Self::Unused188 => "unused188",
+            Self::Unused189 => "unused189",
+            Self::Unused190 => "unused190",
+            Self::Unused191 => "unused191",
+            Self::Unused192 => "unused192",
+            Self::Unused193 => "unused193",
+            Self::Unused194 => "unused194",
+            Self::Unused195 => "unused195",
+            Self::Unused196 => "unused196",
+            Self::Unused197 => "unused197",
+            Self::Unused198 => "unused198",
+            Self::Unused199 => "unused199",
+            Self::Unused200 => "unused200",
+            Self::Unused201 => "unused201",
+            Self::Unused202 => "unused202",
+            Self::Unused203 => "unused203",
+            Self::Unused204 => "unused204",
+            Self::Unused205 => "unused205",
+            Self::Unused206 => "unused206",
+            Self::Unused207 => "unused207",
+            Self::Unused208 => "unused208",
+            Self::Unused209 => "unused209",
+            Self::Unused210 => "unused210",
+            Self::Unused211 => "unused211",
+            Self::Unused212 => "unused212",
+            Self::Unused213 => "unused213",
+            Self::Unused214 => "unused214",
+            Self::Unused215 => "unused215",
+            Self::Unused216 => "unused216",
+            Self::Unused217 => "unused217",
+            Self::Unused218 => "unused218",
+            Self::Unused219 => "unused219",
+            Self::Unused220 => "unused220",
+            Self::Unused221 => "unused221",
+            Self::Unused222 => "unused222",
+            Self::Unused223 => "unused223",
+            Self::Unused224 => "unused224",
+            Self::Unused225 => "unused225",
+            Self::Unused226 => "unused226",
+            Self::Unused227 => "unused227",
+            Self::Unused228 => "unused228",
+            Self::Unused229 => "unused229",
+            Self::Unused230 => "unused230",
+            Self::Unused231 => "unused231",
+            Self::Unused232 => "unused232",
+            Self::Unused233 => "unused233",
+            Self::Unused234 => "unused234",
+            Self::Unused235 => "unused235",
+            Self::Unused236 => "unused236",
+            Self::Unused237 => "unused237",
+            Self::Unused238 => "unused238",
+            Self::Unused239 => "unused239",
+            Self::Unused240 => "unused240",
+            Self::Unused241 => "unused241",
+            Self::Unused242 => "unused242",
+            Self::Unused243 => "unused243",
+            Self::Unused244 => "unused244",
+            Self::Unused245 => "unused245",
+            Self::Unused246 => "unused246",
+            Self::Unused247 => "unused247",
+            Self::Unused248 => "unused248",
+            Self::Unused249 => "unused249",
+            Self::Unused250 => "unused250",
+            Self::Unused251 => "unused251",
+            Self::Unused252 => "unused252",
+            Self::Unused253 => "unused253",
+            Self::Unused254 => "unused254",
+            Self::Unused255 => "unused255",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(MoveVolumeTargetVolume);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MoveVolumeVolume {
+    /// `rootfs`
+    Rootfs,
+    /// `mp0`
+    Mp0,
+    /// `mp1`
+    Mp1,
+    /// `mp2`
+    Mp2,
+    /// `mp3`
+    Mp3,
+    /// `mp4`
+    Mp4,
+    /// `mp5`
+    Mp5,
+    /// `mp6`
+    Mp6,
+    /// `mp7`
+    Mp7,
+    /// `mp8`
+    Mp8,
+    /// `mp9`
+    Mp9,
+    /// `mp10`
+    Mp10,
+    /// `mp11`
+    Mp11,
+    /// `mp12`
+    Mp12,
+    /// `mp13`
+    Mp13,
+    /// `mp14`
+    Mp14,
+    /// `mp15`
+    Mp15,
+    /// `mp16`
+    Mp16,
+    /// `mp17`
+    Mp17,
+    /// `mp18`
+    Mp18,
+    /// `mp19`
+    Mp19,
+    /// `mp20`
+    Mp20,
+    /// `mp21`
+    Mp21,
+    /// `mp22`
+    Mp22,
+    /// `mp23`
+    Mp23,
+    /// `mp24`
+    Mp24,
+    /// `mp25`
+    Mp25,
+    /// `mp26`
+    Mp26,
+    /// `mp27`
+    Mp27,
+    /// `mp28`
+    Mp28,
+    /// `mp29`
+    Mp29,
+    /// `mp30`
+    Mp30,
+    /// `mp31`
+    Mp31,
+    /// `mp32`
+    Mp32,
+    /// `mp33`
+    Mp33,
+    /// `mp34`
+    Mp34,
+    /// `mp35`
+    Mp35,
+    /// `mp36`
+    Mp36,
+    /// `mp37`
+    Mp37,
+    /// `mp38`
+    Mp38,
+    /// `mp39`
+    Mp39,
+    /// `mp40`
+    Mp40,
+    /// `mp41`
+    Mp41,
+    /// `mp42`
+    Mp42,
+    /// `mp43`
+    Mp43,
+    /// `mp44`
+    Mp44,
+    /// `mp45`
+    Mp45,
+    /// `mp46`
+    Mp46,
+    /// `mp47`
+    Mp47,
+    /// `mp48`
+    Mp48,
+    /// `mp49`
+    Mp49,
+    /// `mp50`
+    Mp50,
+    /// `mp51`
+    Mp51,
+    /// `mp52`
+    Mp52,
+    /// `mp53`
+    Mp53,
+    /// `mp54`
+    Mp54,
+    /// `mp55`
+    Mp55,
+    /// `mp56`
+    Mp56,
+    /// `mp57`
+    Mp57,
+    /// `mp58`
+    Mp58,
+    /// `mp59`
+    Mp59,
+    /// `mp60`
+    Mp60,
+    /// `mp61`
+    Mp61,
+    /// `mp62`
+    Mp62,
+    /// `mp63`
+    Mp63,
+    /// `mp64`
+    Mp64,
+    /// `mp65`
+    Mp65,
+    /// `mp66`
+    Mp66,
+    /// `mp67`
+    Mp67,
+    /// `mp68`
+    Mp68,
+    /// `mp69`
+    Mp69,
+    /// `mp70`
+    Mp70,
+    /// `mp71`
+    Mp71,
+    /// `mp72`
+    Mp72,
+    /// `mp73`
+    Mp73,
+    /// `mp74`
+    Mp74,
+    /// `mp75`
+    Mp75,
+    /// `mp76`
+    Mp76,
+    /// `mp77`
+    Mp77,
+    /// `mp78`
+    Mp78,
+    /// `mp79`
+    Mp79,
+    /// `mp80`
+    Mp80,
+    /// `mp81`
+    Mp81,
+    /// `mp82`
+    Mp82,
+    /// `mp83`
+    Mp83,
+    /// `mp84`
+    Mp84,
+    /// `mp85`
+    Mp85,
+    /// `mp86`
+    Mp86,
+    /// `mp87`
+    Mp87,
+    /// `mp88`
+    Mp88,
+    /// `mp89`
+    Mp89,
+    /// `mp90`
+    Mp90,
+    /// `mp91`
+    Mp91,
+    /// `mp92`
+    Mp92,
+    /// `mp93`
+    Mp93,
+    /// `mp94`
+    Mp94,
+    /// `mp95`
+    Mp95,
+    /// `mp96`
+    Mp96,
+    /// `mp97`
+    Mp97,
+    /// `mp98`
+    Mp98,
+    /// `mp99`
+    Mp99,
+    /// `mp100`
+    Mp100,
+    /// `mp101`
+    Mp101,
+    /// `mp102`
+    Mp102,
+    /// `mp103`
+    Mp103,
+    /// `mp104`
+    Mp104,
+    /// `mp105`
+    Mp105,
+    /// `mp106`
+    Mp106,
+    /// `mp107`
+    Mp107,
+    /// `mp108`
+    Mp108,
+    /// `mp109`
+    Mp109,
+    /// `mp110`
+    Mp110,
+    /// `mp111`
+    Mp111,
+    /// `mp112`
+    Mp112,
+    /// `mp113`
+    Mp113,
+    /// `mp114`
+    Mp114,
+    /// `mp115`
+    Mp115,
+    /// `mp116`
+    Mp116,
+    /// `mp117`
+    Mp117,
+    /// `mp118`
+    Mp118,
+    /// `mp119`
+    Mp119,
+    /// `mp120`
+    Mp120,
+    /// `mp121`
+    Mp121,
+    /// `mp122`
+    Mp122,
+    /// `mp123`
+    Mp123,
+    /// `mp124`
+    Mp124,
+    /// `mp125`
+    Mp125,
+    /// `mp126`
+    Mp126,
+    /// `mp127`
+    Mp127,
+    /// `mp128`
+    Mp128,
+    /// `mp129`
+    Mp129,
+    /// `mp130`
+    Mp130,
+    /// `mp131`
+    Mp131,
+    /// `mp132`
+    Mp132,
+    /// `mp133`
+    Mp133,
+    /// `mp134`
+    Mp134,
+    /// `mp135`
+    Mp135,
+    /// `mp136`
+    Mp136,
+    /// `mp137`
+    Mp137,
+    /// `mp138`
+    Mp138,
+    /// `mp139`
+    Mp139,
+    /// `mp140`
+    Mp140,
+    /// `mp141`
+    Mp141,
+    /// `mp142`
+    Mp142,
+    /// `mp143`
+    Mp143,
+    /// `mp144`
+    Mp144,
+    /// `mp145`
+    Mp145,
+    /// `mp146`
+    Mp146,
+    /// `mp147`
+    Mp147,
+    /// `mp148`
+    Mp148,
+    /// `mp149`
+    Mp149,
+    /// `mp150`
+    Mp150,
+    /// `mp151`
+    Mp151,
+    /// `mp152`
+    Mp152,
+    /// `mp153`
+    Mp153,
+    /// `mp154`
+    Mp154,
+    /// `mp155`
+    Mp155,
+    /// `mp156`
+    Mp156,
+    /// `mp157`
+    Mp157,
+    /// `mp158`
+    Mp158,
+    /// `mp159`
+    Mp159,
+    /// `mp160`
+    Mp160,
+    /// `mp161`
+    Mp161,
+    /// `mp162`
+    Mp162,
+    /// `mp163`
+    Mp163,
+    /// `mp164`
+    Mp164,
+    /// `mp165`
+    Mp165,
+    /// `mp166`
+    Mp166,
+    /// `mp167`
+    Mp167,
+    /// `mp168`
+    Mp168,
+    /// `mp169`
+    Mp169,
+    /// `mp170`
+    Mp170,
+    /// `mp171`
+    Mp171,
+    /// `mp172`
+    Mp172,
+    /// `mp173`
+    Mp173,
+    /// `mp174`
+    Mp174,
+    /// `mp175`
+    Mp175,
+    /// `mp176`
+    Mp176,
+    /// `mp177`
+    Mp177,
+    /// `mp178`
+    Mp178,
+    /// `mp179`
+    Mp179,
+    /// `mp180`
+    Mp180,
+    /// `mp181`
+    Mp181,
+    /// `mp182`
+    Mp182,
+    /// `mp183`
+    Mp183,
+    /// `mp184`
+    Mp184,
+    /// `mp185`
+    Mp185,
+    /// `mp186`
+    Mp186,
+    /// `mp187`
+    Mp187,
+    /// `mp188`
+    Mp188,
+    /// `mp189`
+    Mp189,
+    /// `mp190`
+    Mp190,
+    /// `mp191`
+    Mp191,
+    /// `mp192`
+    Mp192,
+    /// `mp193`
+    Mp193,
+    /// `mp194`
+    Mp194,
+    /// `mp195`
+    Mp195,
+    /// `mp196`
+    Mp196,
+    /// `mp197`
+    Mp197,
+    /// `mp198`
+    Mp198,
+    /// `mp199`
+    Mp199,
+    /// `mp200`
+    Mp200,
+    /// `mp201`
+    Mp201,
+    /// `mp202`
+    Mp202,
+    /// `mp203`
+    Mp203,
+    /// `mp204`
+    Mp204,
+    /// `mp205`
+    Mp205,
+    /// `mp206`
+    Mp206,
+    /// `mp207`
+    Mp207,
+    /// `mp208`
+    Mp208,
+    /// `mp209`
+    Mp209,
+    /// `mp210`
+    Mp210,
+    /// `mp211`
+    Mp211,
+    /// `mp212`
+    Mp212,
+    /// `mp213`
+    Mp213,
+    /// `mp214`
+    Mp214,
+    /// `mp215`
+    Mp215,
+    /// `mp216`
+    Mp216,
+    /// `mp217`
+    Mp217,
+    /// `mp218`
+    Mp218,
+    /// `mp219`
+    Mp219,
+    /// `mp220`
+    Mp220,
+    /// `mp221`
+    Mp221,
+    /// `mp222`
+    Mp222,
+    /// `mp223`
+    Mp223,
+    /// `mp224`
+    Mp224,
+    /// `mp225`
+    Mp225,
+    /// `mp226`
+    Mp226,
+    /// `mp227`
+    Mp227,
+    /// `mp228`
+    Mp228,
+    /// `mp229`
+    Mp229,
+    /// `mp230`
+    Mp230,
+    /// `mp231`
+    Mp231,
+    /// `mp232`
+    Mp232,
+    /// `mp233`
+    Mp233,
+    /// `mp234`
+    Mp234,
+    /// `mp235`
+    Mp235,
+    /// `mp236`
+    Mp236,
+    /// `mp237`
+    Mp237,
+    /// `mp238`
+    Mp238,
+    /// `mp239`
+    Mp239,
+    /// `mp240`
+    Mp240,
+    /// `mp241`
+    Mp241,
+    /// `mp242`
+    Mp242,
+    /// `mp243`
+    Mp243,
+    /// `mp244`
+    Mp244,
+    /// `mp245`
+    Mp245,
+    /// `mp246`
+    Mp246,
+    /// `mp247`
+    Mp247,
+    /// `mp248`
+    Mp248,
+    /// `mp249`
+    Mp249,
+    /// `mp250`
+    Mp250,
+    /// `mp251`
+    Mp251,
+    /// `mp252`
+    Mp252,
+    /// `mp253`
+    Mp253,
+    /// `mp254`
+    Mp254,
+    /// `mp255`
+    Mp255,
+    /// `unused0`
+    Unused0,
+    /// `unused1`
+    Unused1,
+    /// `unused2`
+    Unused2,
+    /// `unused3`
+    Unused3,
+    /// `unused4`
+    Unused4,
+    /// `unused5`
+    Unused5,
+    /// `unused6`
+    Unused6,
+    /// `unused7`
+    Unused7,
+    /// `unused8`
+    Unused8,
+    /// `unused9`
+    Unused9,
+    /// `unused10`
+    Unused10,
+    /// `unused11`
+    Unused11,
+    /// `unused12`
+    Unused12,
+    /// `unused13`
+    Unused13,
+    /// `unused14`
+    Unused14,
+    /// `unused15`
+    Unused15,
+    /// `unused16`
+    Unused16,
+    /// `unused17`
+    Unused17,
+    /// `unused18`
+    Unused18,
+    /// `unused19`
+    Unused19,
+    /// `unused20`
+    Unused20,
+    /// `unused21`
+    Unused21,
+    /// `unused22`
+    Unused22,
+    /// `unused23`
+    Unused23,
+    /// `unused24`
+    Unused24,
+    /// `unused25`
+    Unused25,
+    /// `unused26`
+    Unused26,
+    /// `unused27`
+    Unused27,
+    /// `unused28`
+    Unused28,
+    /// `unused29`
+    Unused29,
+    /// `unused30`
+    Unused30,
+    /// `unused31`
+    Unused31,
+    /// `unused32`
+    Unused32,
+    /// `unused33`
+    Unused33,
+    /// `unused34`
+    Unused34,
+    /// `unused35`
+    Unused35,
+    /// `unused36`
+    Unused36,
+    /// `unused37`
+    Unused37,
+    /// `unused38`
+    Unused38,
+    /// `unused39`
+    Unused39,
+    /// `unused40`
+    Unused40,
+    /// `unused41`
+    Unused41,
+    /// `unused42`
+    Unused42,
+    /// `unused43`
+    Unused43,
+    /// `unused44`
+    Unused44,
+    /// `unused45`
+    Unused45,
+    /// `unused46`
+    Unused46,
+    /// `unused47`
+    Unused47,
+    /// `unused48`
+    Unused48,
+    /// `unused49`
+    Unused49,
+    /// `unused50`
+    Unused50,
+    /// `unused51`
+    Unused51,
+    /// `unused52`
+    Unused52,
+    /// `unused53`
+    Unused53,
+    /// `unused54`
+    Unused54,
+    /// `unused55`
+    Unused55,
+    /// `unused56`
+    Unused56,
+    /// `unused57`
+    Unused57,
+    /// `unused58`
+    Unused58,
+    /// `unused59`
+    Unused59,
+    /// `unused60`
+    Unused60,
+    /// `unused61`
+    Unused61,
+    /// `unused62`
+    Unused62,
+    /// `unused63`
+    Unused63,
+    /// `unused64`
+    Unused64,
+    /// `unused65`
+    Unused65,
+    /// `unused66`
+    Unused66,
+    /// `unused67`
+    Unused67,
+    /// `unused68`
+    Unused68,
+    /// `unused69`
+    Unused69,
+    /// `unused70`
+    Unused70,
+    /// `unused71`
+    Unused71,
+    /// `unused72`
+    Unused72,
+    /// `unused73`
+    Unused73,
+    /// `unused74`
+    Unused74,
+    /// `unused75`
+    Unused75,
+    /// `unused76`
+    Unused76,
+    /// `unused77`
+    Unused77,
+    /// `unused78`
+    Unused78,
+    /// `unused79`
+    Unused79,
+    /// `unused80`
+    Unused80,
+    /// `unused81`
+    Unused81,
+    /// `unused82`
+    Unused82,
+    /// `unused83`
+    Unused83,
+    /// `unused84`
+    Unused84,
+    /// `unused85`
+    Unused85,
+    /// `unused86`
+    Unused86,
+    /// `unused87`
+    Unused87,
+    /// `unused88`
+    Unused88,
+    /// `unused89`
+    Unused89,
+    /// `unused90`
+    Unused90,
+    /// `unused91`
+    Unused91,
+    /// `unused92`
+    Unused92,
+    /// `unused93`
+    Unused93,
+    /// `unused94`
+    Unused94,
+    /// `unused95`
+    Unused95,
+    /// `unused96`
+    Unused96,
+    /// `unused97`
+    Unused97,
+    /// `unused98`
+    Unused98,
+    /// `unused99`
+    Unused99,
+    /// `unused100`
+    Unused100,
+    /// `unused101`
+    Unused101,
+    /// `unused102`
+    Unused102,
+    /// `unused103`
+    Unused103,
+    /// `unused104`
+    Unused104,
+    /// `unused105`
+    Unused105,
+    /// `unused106`
+    Unused106,
+    /// `unused107`
+    Unused107,
+    /// `unused108`
+    Unused108,
+    /// `unused109`
+    Unused109,
+    /// `unused110`
+    Unused110,
+    /// `unused111`
+    Unused111,
+    /// `unused112`
+    Unused112,
+    /// `unused113`
+    Unused113,
+    /// `unused114`
+    Unused114,
+    /// `unused115`
+    Unused115,
+    /// `unused116`
+    Unused116,
+    /// `unused117`
+    Unused117,
+    /// `unused118`
+    Unused118,
+    /// `unused119`
+    Unused119,
+    /// `unused120`
+    Unused120,
+    /// `unused121`
+    Unused121,
+    /// `unused122`
+    Unused122,
+    /// `unused123`
+    Unused123,
+    /// `unused124`
+    Unused124,
+    /// `unused125`
+    Unused125,
+    /// `unused126`
+    Unused126,
+    /// `unused127`
+    Unused127,
+    /// `unused128`
+    Unused128,
+    /// `unused129`
+    Unused129,
+    /// `unused130`
+    Unused130,
+    /// `unused131`
+    Unused131,
+    /// `unused132`
+    Unused132,
+    /// `unused133`
+    Unused133,
+    /// `unused134`
+    Unused134,
+    /// `unused135`
+    Unused135,
+    /// `unused136`
+    Unused136,
+    /// `unused137`
+    Unused137,
+    /// `unused138`
+    Unused138,
+    /// `unused139`
+    Unused139,
+    /// `unused140`
+    Unused140,
+    /// `unused141`
+    Unused141,
+    /// `unused142`
+    Unused142,
+    /// `unused143`
+    Unused143,
+    /// `unused144`
+    Unused144,
+    /// `unused145`
+    Unused145,
+    /// `unused146`
+    Unused146,
+    /// `unused147`
+    Unused147,
+    /// `unused148`
+    Unused148,
+    /// `unused149`
+    Unused149,
+    /// `unused150`
+    Unused150,
+    /// `unused151`
+    Unused151,
+    /// `unused152`
+    Unused152,
+    /// `unused153`
+    Unused153,
+    /// `unused154`
+    Unused154,
+    /// `unused155`
+    Unused155,
+    /// `unused156`
+    Unused156,
+    /// `unused157`
+    Unused157,
+    /// `unused158`
+    Unused158,
+    /// `unused159`
+    Unused159,
+    /// `unused160`
+    Unused160,
+    /// `unused161`
+    Unused161,
+    /// `unused162`
+    Unused162,
+    /// `unused163`
+    Unused163,
+    /// `unused164`
+    Unused164,
+    /// `unused165`
+    Unused165,
+    /// `unused166`
+    Unused166,
+    /// `unused167`
+    Unused167,
+    /// `unused168`
+    Unused168,
+    /// `unused169`
+    Unused169,
+    /// `unused170`
+    Unused170,
+    /// `unused171`
+    Unused171,
+    /// `unused172`
+    Unused172,
+    /// `unused173`
+    Unused173,
+    /// `unused174`
+    Unused174,
+    /// `unused175`
+    Unused175,
+    /// `unused176`
+    Unused176,
+    /// `unused177`
+    Unused177,
+    /// `unused178`
+    Unused178,
+    /// `unused179`
+    Unused179,
+    /// `unused180`
+    Unused180,
+    /// `unused181`
+    Unused181,
+    /// `unused182`
+    Unused182,
+    /// `unused183`
+    Unused183,
+    /// `unused184`
+    Unused184,
+    /// `unused185`
+    Unused185,
+    /// `unused186`
+    Unused186,
+    /// `unused187`
+    Unused187,
+    /// `unused188`
+    Unused188,
+    /// `unused189`
+    Unused189,
+    /// `unused190`
+    Unused190,
+    /// `unused191`
+    Unused191,
+    /// `unused192`
+    Unused192,
+    /// `unused193`
+    Unused193,
+    /// `unused194`
+    Unused194,
+    /// `unused195`
+    Unused195,
+    /// `unused196`
+    Unused196,
+    /// `unused197`
+    Unused197,
+    /// `unused198`
+    Unused198,
+    /// `unused199`
+    Unused199,
+    /// `unused200`
+    Unused200,
+    /// `unused201`
+    Unused201,
+    /// `unused202`
+    Unused202,
+    /// `unused203`
+    Unused203,
+    /// `unused204`
+    Unused204,
+    /// `unused205`
+    Unused205,
+    /// `unused206`
+    Unused206,
+    /// `unused207`
+    Unused207,
+    /// `unused208`
+    Unused208,
+    /// `unused209`
+    Unused209,
+    /// `unused210`
+    Unused210,
+    /// `unused211`
+    Unused211,
+    /// `unused212`
+    Unused212,
+    /// `unused213`
+    Unused213,
+    /// `unused214`
+    Unused214,
+    /// `unused215`
+    Unused215,
+    /// `unused216`
+    Unused216,
+    /// `unused217`
+    Unused217,
+    /// `unused218`
+    Unused218,
+    /// `unused219`
+    Unused219,
+    /// `unused220`
+    Unused220,
+    /// `unused221`
+    Unused221,
+    /// `unused222`
+    Unused222,
+    /// `unused223`
+    Unused223,
+    /// `unused224`
+    Unused224,
+    /// `unused225`
+    Unused225,
+    /// `unused226`
+    Unused226,
+    /// `unused227`
+    Unused227,
+    /// `unused228`
+    Unused228,
+    /// `unused229`
+    Unused229,
+    /// `unused230`
+    Unused230,
+    /// `unused231`
+    Unused231,
+    /// `unused232`
+    Unused232,
+    /// `unused233`
+    Unused233,
+    /// `unused234`
+    Unused234,
+    /// `unused235`
+    Unused235,
+    /// `unused236`
+    Unused236,
+    /// `unused237`
+    Unused237,
+    /// `unused238`
+    Unused238,
+    /// `unused239`
+    Unused239,
+    /// `unused240`
+    Unused240,
+    /// `unused241`
+    Unused241,
+    /// `unused242`
+    Unused242,
+    /// `unused243`
+    Unused243,
+    /// `unused244`
+    Unused244,
+    /// `unused245`
+    Unused245,
+    /// `unused246`
+    Unused246,
+    /// `unused247`
+    Unused247,
+    /// `unused248`
+    Unused248,
+    /// `unused249`
+    Unused249,
+    /// `unused250`
+    Unused250,
+    /// `unused251`
+    Unused251,
+    /// `unused252`
+    Unused252,
+    /// `unused253`
+    Unused253,
+    /// `unused254`
+    Unused254,
+    /// `unused255`
+    Unused255,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for MoveVolumeVolume {
+    const VALUES: &'static [&'static str] = &[
+        "rootfs",
+        "mp0",
+        "mp1",
+        "mp2",
+        "mp3",
+        "mp4",
+        "mp5",
+        "mp6",
+        "mp7",
+        "mp8",
+        "mp9",
+        "mp10",
+        "mp11",
+        "mp12",
+        "mp13",
+        "mp14",
+        "mp15",
+        "mp16",
+        "mp17",
+        "mp18",
+        "mp19",
+        "mp20",
+        "mp21",
+        "mp22",
+        "mp23",
+        "mp24",
+        "mp25",
+        "mp26",
+        "mp27",
+        "mp28",
+        "mp29",
+        "mp30",
+        "mp31",
+        "mp32",
+        "mp33",
+        "mp34",
+        "mp35",
+        "mp36",
+        "mp37",
+        "mp38",
+        "mp39",
+        "mp40",
+        "mp41",
+        "mp42",
+        "mp43",
+        "mp44",
+        "mp45",
+        "mp46",
+        "mp47",
+        "mp48",
+        "mp49",
+        "mp50",
+        "mp51",
+        "mp52",
+        "mp53",
+        "mp54",
+        "mp55",
+        "mp56",
+        "mp57",
+        "mp58",
+        "mp59",
+        "mp60",
+        "mp61",
+        "mp62",
+        "mp63",
+        "mp64",
+        "mp65",
+        "mp66",
+        "mp67",
+        "mp68",
+        "mp69",
+        "mp70",
+        "mp71",
+        "mp72",
+        "mp73",
+        "mp74",
+        "mp75",
+        "mp76",
+        "mp77",
+        "mp78",
+        "mp79",
+        "mp80",
+        "mp81",
+        "mp82",
+        "mp83",
+        "mp84",
+        "mp85",
+        "mp86",
+        "mp87",
+        "mp88",
+        "mp89",
+        "mp90",
+        "mp91",
+        "mp92",
+        "mp93",
+        "mp94",
+        "mp95",
+        "mp96",
+        "mp97",
+        "mp98",
+        "mp99",
+        "mp100",
+        "mp101",
+        "mp102",
+        "mp103",
+        "mp104",
+        "mp105",
+        "mp106",
+        "mp107",
+        "mp108",
+        "mp109",
+        "mp110",
+        "mp111",
+        "mp112",
+        "mp113",
+        "mp114",
+        "mp115",
+        "mp116",
+        "mp117",
+        "mp118",
+        "mp119",
+        "mp120",
+        "mp121",
+        "mp122",
+        "mp123",
+        "mp124",
+        "mp125",
+        "mp126",
+        "mp127",
+        "mp128",
+        "mp129",
+        "mp130",
+        "mp131",
+        "mp132",
+        "mp133",
+        "mp134",
+        "mp135",
+        "mp136",
+        "mp137",
+        "mp138",
+        "mp139",
+        "mp140",
+        "mp141",
+        "mp142",
+        "mp143",
+        "mp144",
+        "mp145",
+        "mp146",
+        "mp147",
+        "mp148",
+        "mp149",
+        "mp150",
+        "mp151",
+        "mp152",
+        "mp153",
+        "mp154",
+        "mp155",
+        "mp156",
+        "mp157",
+        "mp158",
+        "mp159",
+        "mp160",
+        "mp161",
+        "mp162",
+        "mp163",
+        "mp164",
+        "mp165",
+        "mp166",
+        "mp167",
+        "mp168",
+        "mp169",
+        "mp170",
+        "mp171",
+        "mp172",
+        "mp173",
+        "mp174",
+        "mp175",
+        "mp176",
+        "mp177",
+        "mp178",
+        "mp179",
+        "mp180",
+        "mp181",
+        "mp182",
+        "mp183",
+        "mp184",
+        "mp185",
+        "mp186",
+        "mp187",
+        "mp188",
+        "mp189",
+        "mp190",
+        "mp191",
+        "mp192",
+        "mp193",
+        "mp194",
+        "mp195",
+        "mp196",
+        "mp197",
+        "mp198",
+        "mp199",
+        "mp200",
+        "mp201",
+        "mp202",
+        "mp203",
+        "mp204",
+        "mp205",
+        "mp206",
+        "mp207",
+        "mp208",
+        "mp209",
+        "mp210",
+        "mp211",
+        "mp212",
+        "mp213",
+        "mp214",
+        "mp215",
+        "mp216",
+        "mp217",
+        "mp218",
+        "mp219",
+        "mp220",
+        "mp221",
+        "mp222",
+        "mp223",
+        "mp224",
+        "mp225",
+        "mp226",
+        "mp227",
+        "mp228",
+        "mp229",
+        "mp230",
+        "mp231",
+        "mp232",
+        "mp233",
+        "mp234",
+        "mp235",
+        "mp236",
+        "mp237",
+        "mp238",
+        "mp239",
+        "mp240",
+        "mp241",
+        "mp242",
+        "mp243",
+        "mp244",
+        "mp245",
+        "mp246",
+        "mp247",
+        "mp248",
+        "mp249",
+        "mp250",
+        "mp251",
+        "mp252",
+        "mp253",
+        "mp254",
+        "mp255",
+        "unused0",
+        "unused1",
+        "unused2",
+        "unused3",
+        "unused4",
+        "unused5",
+        "unused6",
+        "unused7",
+        "unused8",
+        "unused9",
+        "unused10",
+        "unused11",
+        "unused12",
+        "unused13",
+        "unused14",
+        "unused15",
+        "unused16",
+        "unused17",
+        "unused18",
+        "unused19",
+        "unused20",
+        "unused21",
+        "unused22",
+        "unused23",
+        "unused24",
+        "unused25",
+        "unused26",
+        "unused27",
+        "unused28",
+        "unused29",
+        "unused30",
+        "unused31",
+        "unused32",
+        "unused33",
+        "unused34",
+        "unused35",
+        "unused36",
+        "unused37",
+        "unused38",
+        "unused39",
+        "unused40",
+        "unused41",
+        "unused42",
+        "unused43",
+        "unused44",
+        "unused45",
+        "unused46",
+        "unused47",
+        "unused48",
+        "unused49",
+        "unused50",
+        "unused51",
+        "unused52",
+        "unused53",
+        "unused54",
+        "unused55",
+        "unused56",
+        "unused57",
+        "unused58",
+        "unused59",
+        "unused60",
+        "unused61",
+        "unused62",
+        "unused63",
+        "unused64",
+        "unused65",
+        "unused66",
+        "unused67",
+        "unused68",
+        "unused69",
+        "unused70",
+        "unused71",
+        "unused72",
+        "unused73",
+        "unused74",
+        "unused75",
+        "unused76",
+        "unused77",
+        "unused78",
+        "unused79",
+        "unused80",
+        "unused81",
+        "unused82",
+        "unused83",
+        "unused84",
+        "unused85",
+        "unused86",
+        "unused87",
+        "unused88",
+        "unused89",
+        "unused90",
+        "unused91",
+        "unused92",
+        "unused93",
+        "unused94",
+        "unused95",
+        "unused96",
+        "unused97",
+        "unused98",
+        "unused99",
+        "unused100",
+        "unused101",
+        "unused102",
+        "unused103",
+        "unused104",
+        "unused105",
+        "unused106",
+        "unused107",
+        "unused108",
+        "unused109",
+        "unused110",
+        "unused111",
+        "unused112",
+        "unused113",
+        "unused114",
+        "unused115",
+        "unused116",
+        "unused117",
+        "unused118",
+        "unused119",
+        "unused120",
+        "unused121",
+        "unused122",
+        "unused123",
+        "unused124",
+        "unused125",
+        "unused126",
+        "unused127",
+        "unused128",
+        "unused129",
+        "unused130",
+        "unused131",
+        "unused132",
+        "unused133",
+        "unused134",
+        "unused135",
+        "unused136",
+        "unused137",
+        "unused138",
+        "unused139",
+        "unused140",
+        "unused141",
+        "unused142",
+        "unused143",
+        "unused144",
+        "unused145",
+        "unused146",
+        "unused147",
+        "unused148",
+        "unused149",
+        "unused150",
+        "unused151",
+        "unused152",
+        "unused153",
+        "unused154",
+        "unused155",
+        "unused156",
+        "unused157",
+        "unused158",
+        "unused159",
+        "unused160",
+        "unused161",
+        "unused162",
+        "unused163",
+        "unused164",
+        "unused165",
+        "unused166",
+        "unused167",
+        "unused168",
+        "unused169",
+        "unused170",
+        "unused171",
+        "unused172",
+        "unused173",
+        "unused174",
+        "unused175",
+        "unused176",
+        "unused177",
+        "unused178",
+        "unused179",
+        "unused180",
+        "unused181",
+        "unused182",
+        "unused183",
+        "unused184",
+        "unused185",
+        "unused186",
+        "unused187",
+        "unused188",
+        "unused189",
+        "unused190",
+        "unused191",
+        "unused192",
+        "unused193",
+        "unused194",
+        "unused195",
+        "unused196",
+        "unused197",
+        "unused198",
+        "unused199",
+        "unused200",
+        "unused201",
+        "unused202",
+        "unused203",
+        "unused204",
+        "unused205",
+        "unused206",
+        "unused207",
+        "unused208",
+        "unused209",
+        "unused210",
+        "unused211",
+        "unused212",
+        "unused213",
+        "unused214",
+        "unused215",
+        "unused216",
+        "unused217",
+        "unused218",
+        "unused219",
+        "unused220",
+        "unused221",
+        "unused222",
+        "unused223",
+        "unused224",
+        "unused225",
+        "unused226",
+        "unused227",
+        "unused228",
+        "unused229",
+        "unused230",
+        "unused231",
+        "unused232",
+        "unused233",
+        "unused234",
+        "unused235",
+        "unused236",
+        "unused237",
+        "unused238",
+        "unused239",
+        "unused240",
+        "unused241",
+        "unused242",
+        "unused243",
+        "unused244",
+        "unused245",
+        "unused246",
+        "unused247",
+        "unused248",
+        "unused249",
+        "unused250",
+        "unused251",
+        "unused252",
+        "unused253",
+        "unused254",
+        "unused255",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "rootfs" => Self::Rootfs,
+            "mp0" => Self::Mp0,
+            "mp1" => Self::Mp1,
+            "mp2" => Self::Mp2,
+            "mp3" => Self::Mp3,
+            "mp4" => Self::Mp4,
+            "mp5" => Self::Mp5,
+            "mp6" => Self::Mp6,
+            "mp7" => Self::Mp7,
+            "mp8" => Self::Mp8,
+            "mp9" => Self::Mp9,
+            "mp10" => Self::Mp10,
+            "mp11" => Self::Mp11,
+            "mp12" => Self::Mp12,
+            "mp13" => Self::Mp13,
+            "mp14" => Self::Mp14,
+            "mp15" => Self::Mp15,
+            "mp16" => Self::Mp16,
+            "mp17" => Self::Mp17,
+            "mp18" => Self::Mp18,
+            "mp19" => Self::Mp19,
+            "mp20" => Self::Mp20,
+            "mp21" => Self::Mp21,
+            "mp22" => Self::Mp22,
+            "mp23" => Self::Mp23,
+            "mp24" => Self::Mp24,
+            "mp25" => Self::Mp25,
+            "mp26" => Self::Mp26,
+            "mp27" => Self::Mp27,
+            "mp28" => Self::Mp28,
+            "mp29" => Self::Mp29,
+            "mp30" => Self::Mp30,
+            "mp31" => Self::Mp31,
+            "mp32" => Self::Mp32,
+            "mp33" => Self::Mp33,
+            "mp34" => Self::Mp34,
+            "mp35" => Self::Mp35,
+            "mp36" => Self::Mp36,
+            "mp37" => Self::Mp37,
+            "mp38" => Self::Mp38,
+            "mp39" => Self::Mp39,
+            "mp40" => Self::Mp40,
+            "mp41" => Self::Mp41,
+            "mp42" => Self::Mp42,
+            "mp43" => Self::Mp43,
+            "mp44" => Self::Mp44,
+            "mp45" => Self::Mp45,
+            "mp46" => Self::Mp46,
+            "mp47" => Self::Mp47,
+            "mp48" => Self::Mp48,
+            "mp49" => Self::Mp49,
+            "mp50" => Self::Mp50,
+            "mp51" => Self::Mp51,
+            "mp52" => Self::Mp52,
+            "mp53" => Self::Mp53,
+            "mp54" => Self::Mp54,
+            "mp55" => Self::Mp55,
+            "mp56" => Self::Mp56,
+            "mp57" => Self::Mp57,
+            "mp58" => Self::Mp58,
+            "mp59" => Self::Mp59,
+            "mp60" => Self::Mp60,
+            "mp61" => Self::Mp61,
+            "mp62" => Self::Mp62,
+            "mp63" => Self::Mp63,
+            "mp64" => Self::Mp64,
+            "mp65" => Self::Mp65,
+            "mp66" => Self::Mp66,
+            "mp67" => Self::Mp67,
+            "mp68" => Self::Mp68,
+            "mp69" => Self::Mp69,
+            "mp70" => Self::Mp70,
+            "mp71" => Self::Mp71,
+            "mp72" => Self::Mp72,
+            "mp73" => Self::Mp73,
+            "mp74" => Self::Mp74,
+            "mp75" => Self::Mp75,
+            "mp76" => Self::Mp76,
+            "mp77" => Self::Mp77,
+            "mp78" => Self::Mp78,
+            "mp79" => Self::Mp79,
+            "mp80" => Self::Mp80,
+            "mp81" => Self::Mp81,
+            "mp82" => Self::Mp82,
+            "mp83" => Self::Mp83,
+            "mp84" => Self::Mp84,
+            "mp85" => Self::Mp85,
+            "mp86" => Self::Mp86,
+            "mp87" => Self::Mp87,
+            "mp88" => Self::Mp88,
+            "mp89" => Self::Mp89,
+            "mp90" => Self::Mp90,
+            "mp91" => Self::Mp91,
+            "mp92" => Self::Mp92,
+            "mp93" => Self::Mp93,
+            "mp94" => Self::Mp94,
+            "mp95" => Self::Mp95,
+            "mp96" => Self::Mp96,
+            "mp97" => Self::Mp97,
+            "mp98" => Self::Mp98,
+            "mp99" => Self::Mp99,
+            "mp100" => Self::Mp100,
+            "mp101" => Self::Mp101,
+            "mp102" => Self::Mp102,
+            "mp103" => Self::Mp103,
+            "mp104" => Self::Mp104,
+            "mp105" => Self::Mp105,
+            "mp106" => Self::Mp106,
+            "mp107" => Self::Mp107,
+            "mp108" => Self::Mp108,
+            "mp109" => Self::Mp109,
+            "mp110" => Self::Mp110,
+            "mp111" => Self::Mp111,
+            "mp112" => Self::Mp112,
+            "mp113" => Self::Mp113,
+            "mp114" => Self::Mp114,
+            "mp115" => Self::Mp115,
+            "mp116" => Self::Mp116,
+            "mp117" => Self::Mp117,
+            "mp118" => Self::Mp118,
+            "mp119" => Self::Mp119,
+            "mp120" => Self::Mp120,
+            "mp121" => Self::Mp121,
+            "mp122" => Self::Mp122,
+            "mp123" => Self::Mp123,
+            "mp124" => Self::Mp124,
+            "mp125" => Self::Mp125,
+            "mp126" => Self::Mp126,
+            "mp127" => Self::Mp127,
+            "mp128" => Self::Mp128,
+            "mp129" => Self::Mp129,
+            "mp130" => Self::Mp130,
+            "mp131" => Self::Mp131,
+            "mp132" => Self::Mp132,
+            "mp133" => Self::Mp133,
+            "mp134" => Self::Mp134,
+            "mp135" => Self::Mp135,
+            "mp136" => Self::Mp136,
+            "mp137" => Self::Mp137,
+            "mp138" => Self::Mp138,
+            "mp139" => Self::Mp139,
+            "mp140" => Self::Mp140,
+            "mp141" => Self::Mp141,
+            "mp142" => Self::Mp142,
+            "mp143" => Self::Mp143,
+            "mp144" => Self::Mp144,
+            "mp145" => Self::Mp145,
+            "mp146" => Self::Mp146,
+            "mp147" => Self::Mp147,
+            "mp148" => Self::Mp148,
+            "mp149" => Self::Mp149,
+            "mp150" => Self::Mp150,
+            "mp151" => Self::Mp151,
+            "mp152" => Self::Mp152,
+            "mp153" => Self::Mp153,
+            "mp154" => Self::Mp154,
+            "mp155" => Self::Mp155,
+            "mp156" => Self::Mp156,
+            "mp157" => Self::Mp157,
+            "mp158" => Self::Mp158,
+            "mp159" => Self::Mp159,
+            "mp160" => Self::Mp160,
+            "mp161" => Self::Mp161,
+            "mp162" => Self::Mp162,
+            "mp163" => Self::Mp163,
+            "mp164" => Self::Mp164,
+            "mp165" => Self::Mp165,
+            "mp166" => Self::Mp166,
+            "mp167" => Self::Mp167,
+            "mp168" => Self::Mp168,
+            "mp169" => Self::Mp169,
+            "mp170" => Self::Mp170,
+            "mp171" => Self::Mp171,
+            "mp172" => Self::Mp172,
+            "mp173" => Self::Mp173,
+            "mp174" => Self::Mp174,
+            "mp175" => Self::Mp175,
+            "mp176" => Self::Mp176,
+            "mp177" => Self::Mp177,
+            "mp178" => Self::Mp178,
+            "mp179" => Self::Mp179,
+            "mp180" => Self::Mp180,
+            "mp181" => Self::Mp181,
+            "mp182" => Self::Mp182,
+            "mp183" => Self::Mp183,
+            "mp184" => Self::Mp184,
+            "mp185" => Self::Mp185,
+            "mp186" => Self::Mp186,
+            "mp187" => Self::Mp187,
+            "mp188" => Self::Mp188,
+            "mp189" => Self::Mp189,
+            "mp190" => Self::Mp190,
+            "mp191" => Self::Mp191,
+            "mp192" => Self::Mp192,
+            "mp193" => Self::Mp193,
+            "mp194" => Self::Mp194,
+            "mp195" => Self::Mp195,
+            "mp196" => Self::Mp196,
+            "mp197" => Self::Mp197,
+            "mp198" => Self::Mp198,
+            "mp199" => Self::Mp199,
+            "mp200" => Self::Mp200,
+            "mp201" => Self::Mp201,
+            "mp202" => Self::Mp202,
+            "mp203" => Self::Mp203,
+            "mp204" => Self::Mp204,
+            "mp205" => Self::Mp205,
+            "mp206" => Self::Mp206,
+            "mp207" => Self::Mp207,
+            "mp208" => Self::Mp208,
+            "mp209" => Self::Mp209,
+            "mp210" => Self::Mp210,
+            "mp211" => Self::Mp211,
+            "mp212" => Self::Mp212,
+            "mp213" => Self::Mp213,
+            "mp214" => Self::Mp214,
+            "mp215" => Self::Mp215,
+            "mp216" => Self::Mp216,
+            "mp217" => Self::Mp217,
+            "mp218" => Self::Mp218,
+            "mp219" => Self::Mp219,
+            "mp220" => Self::Mp220,
+            "mp221" => Self::Mp221,
+            "mp222" => Self::Mp222,
+            "mp223" => Self::Mp223,
+            "mp224" => Self::Mp224,
+            "mp225" => Self::Mp225,
+            "mp226" => Self::Mp226,
+            "mp227" => Self::Mp227,
+            "mp228" => Self::Mp228,
+            "mp229" => Self::Mp229,
+            "mp230" => Self::Mp230,
+            "mp231" => Self::Mp231,
+            "mp232" => Self::Mp232,
+            "mp233" => Self::Mp233,
+            "mp234" => Self::Mp234,
+            "mp235" => Self::Mp235,
+            "mp236" => Self::Mp236,
+            "mp237" => Self::Mp237,
+            "mp238" => Self::Mp238,
+            "mp239" => Self::Mp239,
+            "mp240" => Self::Mp240,
+            "mp241" => Self::Mp241,
+            "mp242" => Self::Mp242,
+            "mp243" => Self::Mp243,
+            "mp244" => Self::Mp244,
+            "mp245" => Self::Mp245,
+            "mp246" => Self::Mp246,
+            "mp247" => Self::Mp247,
+            "mp248" => Self::Mp248,
+            "mp249" => Self::Mp249,
+            "mp250" => Self::Mp250,
+            "mp251" => Self::Mp251,
+            "mp252" => Self::Mp252,
+            "mp253" => Self::Mp253,
+            "mp254" => Self::Mp254,
+            "mp255" => Self::Mp255,
+            "unused0" => Self::Unused0,
+            "unused1" => Self::Unused1,
+            "unused2" => Self::Unused2,
+            "unused3" => Self::Unused3,
+            "unused4" => Self::Unused4,
+            "unused5" => Self::Unused5,
+            "unused6" => Self::Unused6,
+            "unused7" => Self::Unused7,
+            "unused8" => Self::Unused8,
+            "unused9" => Self::Unused9,
+            "unused10" => Self::Unused10,
+            "unused11" => Self::Unused11,
+            "unused12" => Self::Unused12,
+            "unused13" => Self::Unused13,
+            "unused14" => Self::Unused14,
+            "unused15" => Self::Unused15,
+            "unused16" => Self::Unused16,
+            "unused17" => Self::Unused17,
+            "unused18" => Self::Unused18,
+            "unused19" => Self::Unused19,
+            "unused20" => Self::Unused20,
+            "unused21" => Self::Unused21,
+            "unused22" => Self::Unused22,
+            "unused23" => Self::Unused23,
+            "unused24" => Self::Unused24,
+            "unused25" => Self::Unused25,
+            "unused26" => Self::Unused26,
+            "unused27" => Self::Unused27,
+            "unused28" => Self::Unused28,
+            "unused29" => Self::Unused29,
+            "unused30" => Self::Unused30,
+            "unused31" => Self::Unused31,
+            "unused32" => Self::Unused32,
+            "unused33" => Self::Unused33,
+            "unused34" => Self::Unused34,
+            "unused35" => Self::Unused35,
+            "unused36" => Self::Unused36,
+            "unused37" => Self::Unused37,
+            "unused38" => Self::Unused38,
+            "unused39" => Self::Unused39,
+            "unused40" => Self::Unused40,
+            "unused41" => Self::Unused41,
+            "unused42" => Self::Unused42,
+            "unused43" => Self::Unused43,
+            "unused44" => Self::Unused44,
+            "unused45" => Self::Unused45,
+            "unused46" => Self::Unused46,
+            "unused47" => Self::Unused47,
+            "unused48" => Self::Unused48,
+            "unused49" => Self::Unused49,
+            "unused50" => Self::Unused50,
+            "unused51" => Self::Unused51,
+            "unused52" => Self::Unused52,
+            "unused53" => Self::Unused53,
+            "unused54" => Self::Unused54,
+            "unused55" => Self::Unused55,
+            "unused56" => Self::Unused56,
+            "unused57" => Self::Unused57,
+            "unused58" => Self::Unused58,
+            "unused59" => Self::Unused59,
+            "unused60" => Self::Unused60,
+            "unused61" => Self::Unused61,
+            "unused62" => Self::Unused62,
+            "unused63" => Self::Unused63,
+            "unused64" => Self::Unused64,
+            "unused65" => Self::Unused65,
+            "unused66" => Self::Unused66,
+            "unused67" => Self::Unused67,
+            "unused68" => Self::Unused68,
+            "unused69" => Self::Unused69,
+            "unused70" => Self::Unused70,
+            "unused71" => Self::Unused71,
+            "unused72" => Self::Unused72,
+            "unused73" => Self::Unused73,
+            "unused74" => Self::Unused74,
+            "unused75" => Self::Unused75,
+            "unused76" => Self::Unused76,
+            "unused77" => Self::Unused77,
+            "unused78" => Self::Unused78,
+            "unused79" => Self::Unused79,
+            "unused80" => Self::Unused80,
+            "unused81" => Self::Unused81,
+            "unused82" => Self::Unused82,
+            "unused83" => Self::Unused83,
+            "unused84" => Self::Unused84,
+            "unused85" => Self::Unused85,
+            "unused86" => Self::Unused86,
+            "unused87" => Self::Unused87,
+            "unused88" => Self::Unused88,
+            "unused89" => Self::Unused89,
+            "unused90" => Self::Unused90,
+            "unused91" => Self::Unused91,
+            "unused92" => Self::Unused92,
+            "unused93" => Self::Unused93,
+            "unused94" => Self::Unused94,
+            "unused95" => Self::Unused95,
+            "unused96" => Self::Unused96,
+            "unused97" => Self::Unused97,
+            "unused98" => Self::Unused98,
+            "unused99" => Self::Unused99,
+            "unused100" => Self::Unused100,
+            "unused101" => Self::Unused101,
+            "unused102" => Self::Unused102,
+            "unused103" => Self::Unused103,
+            "unused104" => Self::Unused104,
+            "unused105" => Self::Unused105,
+            "unused106" => Self::Unused106,
+            "unused107" => Self::Unused107,
+            "unused108" => Self::Unused108,
+            "unused109" => Self::Unused109,
+            "unused110" => Self::Unused110,
+            "unused111" => Self::Unused111,
+            "unused112" => Self::Unused112,
+            "unused113" => Self::Unused113,
+            "unused114" => Self::Unused114,
+            "unused115" => Self::Unused115,
+            "unused116" => Self::Unused116,
+            "unused117" => Self::Unused117,
+            "unused118" => Self::Unused118,
+            "unused119" => Self::Unused119,
+            "unused120" => Self::Unused120,
+            "unused121" => Self::Unused121,
+            "unused122" => Self::Unused122,
+            "unused123" => Self::Unused123,
+            "unused124" => Self::Unused124,
+            "unused125" => Self::Unused125,
+            "unused126" => Self::Unused126,
+            "unused127" => Self::Unused127,
+            "unused128" => Self::Unused128,
+            "unused129" => Self::Unused129,
+            "unused130" => Self::Unused130,
+            "unused131" => Self::Unused131,
+            "unused132" => Self::Unused132,
+            "unused133" => Self::Unused133,
+            "unused134" => Self::Unused134,
+            "unused135" => Self::Unused135,
+            "unused136" => Self::Unused136,
+            "unused137" => Self::Unused137,
+            "unused138" => Self::Unused138,
+            "unused139" => Self::Unused139,
+            "unused140" => Self::Unused140,
+            "unused141" => Self::Unused141,
+            "unused142" => Self::Unused142,
+            "unused143" => Self::Unused143,
+            "unused144" => Self::Unused144,
+            "unused145" => Self::Unused145,
+            "unused146" => Self::Unused146,
+            "unused147" => Self::Unused147,
+            "unused148" => Self::Unused148,
+            "unused149" => Self::Unused149,
+            "unused150" => Self::Unused150,
+            "unused151" => Self::Unused151,
+            "unused152" => Self::Unused152,
+            "unused153" => Self::Unused153,
+            "unused154" => Self::Unused154,
+            "unused155" => Self::Unused155,
+            "unused156" => Self::Unused156,
+            "unused157" => Self::Unused157,
+            "unused158" => Self::Unused158,
+            "unused159" => Self::Unused159,
+            "unused160" => Self::Unused160,
+            "unused161" => Self::Unused161,
+            "unused162" => Self::Unused162,
+            "unused163" => Self::Unused163,
+            "unused164" => Self::Unused164,
+            "unused165" => Self::Unused165,
+            "unused166" => Self::Unused166,
+            "unused167" => Self::Unused167,
+            "unused168" => Self::Unused168,
+            "unused169" => Self::Unused169,
+            "unused170" => Self::Unused170,
+            "unused171" => Self::Unused171,
+            "unused172" => Self::Unused172,
+            "unused173" => Self::Unused173,
+            "unused174" => Self::Unused174,
+            "unused175" => Self::Unused175,
+            "unused176" => Self::Unused176,
+            "unused177" => Self::Unused177,
+            "unused178" => Self::Unused178,
+            "unused179" => Self::Unused179,
+            "unused180" => Self::Unused180,
+            "unused181" => Self::Unused181,
+            "unused182" => Self::Unused182,
+            "unused183" => Self::Unused183,
+            "unused184" => Self::Unused184,
+            "unused185" => Self::Unused185,
+            "unused186" => Self::Unused186,
+            "unused187" => Self::Unused187,
+            "unused188" => Self::Unused188,
+            "unused189" => Self::Unused189,
+            "unused190" => Self::Unused190,
+            "unused191" => Self::Unused191,
+            "unused192" => Self::Unused192,
+            "unused193" => Self::Unused193,
+            "unused194" => Self::Unused194,
+            "unused195" => Self::Unused195,
+            "unused196" => Self::Unused196,
+            "unused197" => Self::Unused197,
+            "unused198" => Self::Unused198,
+            "unused199" => Self::Unused199,
+            "unused200" => Self::Unused200,
+            "unused201" => Self::Unused201,
+            "unused202" => Self::Unused202,
+            "unused203" => Self::Unused203,
+            "unused204" => Self::Unused204,
+            "unused205" => Self::Unused205,
+            "unused206" => Self::Unused206,
+            "unused207" => Self::Unused207,
+            "unused208" => Self::Unused208,
+            "unused209" => Self::Unused209,
+            "unused210" => Self::Unused210,
+            "unused211" => Self::Unused211,
+            "unused212" => Self::Unused212,
+            "unused213" => Self::Unused213,
+            "unused214" => Self::Unused214,
+            "unused215" => Self::Unused215,
+            "unused216" => Self::Unused216,
+            "unused217" => Self::Unused217,
+            "unused218" => Self::Unused218,
+            "unused219" => Self::Unused219,
+            "unused220" => Self::Unused220,
+            "unused221" => Self::Unused221,
+            "unused222" => Self::Unused222,
+            "unused223" => Self::Unused223,
+            "unused224" => Self::Unused224,
+            "unused225" => Self::Unused225,
+            "unused226" => Self::Unused226,
+            "unused227" => Self::Unused227,
+            "unused228" => Self::Unused228,
+            "unused229" => Self::Unused229,
+            "unused230" => Self::Unused230,
+            "unused231" => Self::Unused231,
+            "unused232" => Self::Unused232,
+            "unused233" => Self::Unused233,
+            "unused234" => Self::Unused234,
+            "unused235" => Self::Unused235,
+            "unused236" => Self::Unused236,
+            "unused237" => Self::Unused237,
+            "unused238" => Self::Unused238,
+            "unused239" => Self::Unused239,
+            "unused240" => Self::Unused240,
+            "unused241" => Self::Unused241,
+            "unused242" => Self::Unused242,
+            "unused243" => Self::Unused243,
+            "unused244" => Self::Unused244,
+            "unused245" => Self::Unused245,
+            "unused246" => Self::Unused246,
+            "unused247" => Self::Unused247,
+            "unused248" => Self::Unused248,
+            "unused249" => Self::Unused249,
+            "unused250" => Self::Unused250,
+            "unused251" => Self::Unused251,
+            "unused252" => Self::Unused252,
+            "unused253" => Self::Unused253,
+            "unused254" => Self::Unused254,
+            "unused255" => Self::Unused255,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Rootfs => "rootfs",
+            Self::Mp0 => "mp0",
+            Self::Mp1 => "mp1",
+            Self::Mp2 => "mp2",
+            Self::Mp3 => "mp3",
+            Self::Mp4 => "mp4",
+            Self::Mp5 => "mp5",
+            Self::Mp6 => "mp6",
+            Self::Mp7 => "mp7",
+            Self::Mp8 => "mp8",
+            Self::Mp9 => "mp9",
+            Self::Mp10 => "mp10",
+            Self::Mp11 => "mp11",
+            Self::Mp12 => "mp12",
+            Self::Mp13 => "mp13",
+            Self::Mp14 => "mp14",
+            Self::Mp15 => "mp15",
+            Self::Mp16 => "mp16",
+            Self::Mp17 => "mp17",
+            Self::Mp18 => "mp18",
+            Self::Mp19 => "mp19",
+            Self::Mp20 => "mp20",
+            Self::Mp21 => "mp21",
+            Self::Mp22 => "mp22",
+            Self::Mp23 => "mp23",
+            Self::Mp24 => "mp24",
+            Self::Mp25 => "mp25",
+            Self::Mp26 => "mp26",
+            Self::Mp27 => "mp27",
+            Self::Mp28 => "mp28",
+            Self::Mp29 => "mp29",
+            Self::Mp30 => "mp30",
+            Self::Mp31 => "mp31",
+            Self::Mp32 => "mp32",
+            Self::Mp33 => "mp33",
+            Self::Mp34 => "mp34",
+            Self::Mp35 => "mp35",
+            Self::Mp36 => "mp36",
+            Self::Mp37 => "mp37",
+            Self::Mp38 => "mp38",
+            Self::Mp39 => "mp39",
+            Self::Mp40 => "mp40",
+            Self::Mp41 => "mp41",
+            Self::Mp42 => "mp42",
+            Self::Mp43 => "mp43",
+            Self::Mp44 => "mp44",
+            Self::Mp45 => "mp45",
+            Self::Mp46 => "mp46",
+            Self::Mp47 => "mp47",
+            Self::Mp48 => "mp48",
+            Self::Mp49 => "mp49",
+            Self::Mp50 => "mp50",
+            Self::Mp51 => "mp51",
+            Self::Mp52 => "mp52",
+            Self::Mp53 => "mp53",
+            Self::Mp54 => "mp54",
+            Self::Mp55 => "mp55",
+            Self::Mp56 => "mp56",
+            Self::Mp57 => "mp57",
+            Self::Mp58 => "mp58",
+            Self::Mp59 => "mp59",
+            Self::Mp60 => "mp60",
+            Self::Mp61 => "mp61",
+            Self::Mp62 => "mp62",
+            Self::Mp63 => "mp63",
+            Self::Mp64 => "mp64",
+            Self::Mp65 => "mp65",
+            Self::Mp66 => "mp66",
+            Self::Mp67 => "mp67",
+            Self::Mp68 => "mp68",
+            Self::Mp69 => "mp69",
+            Self::Mp70 => "mp70",
+            Self::Mp71 => "mp71",
+            Self::Mp72 => "mp72",
+            Self::Mp73 => "mp73",
+            Self::Mp74 => "mp74",
+            Self::Mp75 => "mp75",
+            Self::Mp76 => "mp76",
+            Self::Mp77 => "mp77",
+            Self::Mp78 => "mp78",
+            Self::Mp79 => "mp79",
+            Self::Mp80 => "mp80",
+            Self::Mp81 => "mp81",
+            Self::Mp82 => "mp82",
+            Self::Mp83 => "mp83",
+            Self::Mp84 => "mp84",
+            Self::Mp85 => "mp85",
+            Self::Mp86 => "mp86",
+            Self::Mp87 => "mp87",
+            Self::Mp88 => "mp88",
+            Self::Mp89 => "mp89",
+            Self::Mp90 => "mp90",
+            Self::Mp91 => "mp91",
+            Self::Mp92 => "mp92",
+            Self::Mp93 => "mp93",
+            Self::Mp94 => "mp94",
+            Self::Mp95 => "mp95",
+            Self::Mp96 => "mp96",
+            Self::Mp97 => "mp97",
+            Self::Mp98 => "mp98",
+            Self::Mp99 => "mp99",
+            Self::Mp100 => "mp100",
+            Self::Mp101 => "mp101",
+            Self::Mp102 => "mp102",
+            Self::Mp103 => "mp103",
+            Self::Mp104 => "mp104",
+            Self::Mp105 => "mp105",
+            Self::Mp106 => "mp106",
+            Self::Mp107 => "mp107",
+            Self::Mp108 => "mp108",
+            Self::Mp109 => "mp109",
+            Self::Mp110 => "mp110",
+            Self::Mp111 => "mp111",
+            Self::Mp112 => "mp112",
+            Self::Mp113 => "mp113",
+            Self::Mp114 => "mp114",
+            Self::Mp115 => "mp115",
+            Self::Mp116 => "mp116",
+            Self::Mp117 => "mp117",
+            Self::Mp118 => "mp118",
+            Self::Mp119 => "mp119",
+            Self::Mp120 => "mp120",
+            Self::Mp121 => "mp121",
+            Self::Mp122 => "mp122",
+            Self::Mp123 => "mp123",
+            Self::Mp124 => "mp124",
+            Self::Mp125 => "mp125",
+            Self::Mp126 => "mp126",
+            Self::Mp127 => "mp127",
+            Self::Mp128 => "mp128",
+            Self::Mp129 => "mp129",
+            Self::Mp130 => "mp130",
+            Self::Mp131 => "mp131",
+            Self::Mp132 => "mp132",
+            Self::Mp133 => "mp133",
+            Self::Mp134 => "mp134",
+            Self::Mp135 => "mp135",
+            Self::Mp136 => "mp136",
+            Self::Mp137 => "mp137",
+            Self::Mp138 => "mp138",
+            Self::Mp139 => "mp139",
+            Self::Mp140 => "mp140",
+            Self::Mp141 => "mp141",
+            Self::Mp142 => "mp142",
+            Self::Mp143 => "mp143",
+            Self::Mp144 => "mp144",
+            Self::Mp145 => "mp145",
+            Self::Mp146 => "mp146",
+            Self::Mp147 => "mp147",
+            Self::Mp148 => "mp148",
+            Self::Mp149 => "mp149",
+            Self::Mp150 => "mp150",
+            Self::Mp151 => "mp151",
+            Self::Mp152 => "mp152",
+            Self::Mp153 => "mp153",
+            Self::Mp154 => "mp154",
+            Self::Mp155 => "mp155",
+            Self::Mp156 => "mp156",
+            Self::Mp157 => "mp157",
+            Self::Mp158 => "mp158",
+            Self::Mp159 => "mp159",
+            Self::Mp160 => "mp160",
+            Self::Mp161 => "mp161",
+            Self::Mp162 => "mp162",
+            Self::Mp163 => "mp163",
+            Self::Mp164 => "mp164",
+            Self::Mp165 => "mp165",
+            Self::Mp166 => "mp166",
+            Self::Mp167 => "mp167",
+            Self::Mp168 => "mp168",
+            Self::Mp169 => "mp169",
+            Self::Mp170 => "mp170",
+            Self::Mp171 => "mp171",
+            Self::Mp172 => "mp172",
+            Self::Mp173 => "mp173",
+            Self::Mp174 => "mp174",
+            Self::Mp175 => "mp175",
+            Self::Mp176 => "mp176",
+            Self::Mp177 => "mp177",
+            Self::Mp178 => "mp178",
+            Self::Mp179 => "mp179",
+            Self::Mp180 => "mp180",
+            Self::Mp181 => "mp181",
+            Self::Mp182 => "mp182",
+            Self::Mp183 => "mp183",
+            Self::Mp184 => "mp184",
+            Self::Mp185 => "mp185",
+            Self::Mp186 => "mp186",
+            Self::Mp187 => "mp187",
+            Self::Mp188 => "mp188",
+            Self::Mp189 => "mp189",
+            Self::Mp190 => "mp190",
+            Self::Mp191 => "mp191",
+            Self::Mp192 => "mp192",
+            Self::Mp193 => "mp193",
+            Self::Mp194 => "mp194",
+            Self::Mp195 => "mp195",
+            Self::Mp196 => "mp196",
+            Self::Mp197 => "mp197",
+            Self::Mp198 => "mp198",
+            Self::Mp199 => "mp199",
+            Self::Mp200 => "mp200",
+            Self::Mp201 => "mp201",
+            Self::Mp202 => "mp202",
+            Self::Mp203 => "mp203",
+            Self::Mp204 => "mp204",
+            Self::Mp205 => "mp205",
+            Self::Mp206 => "mp206",
+            Self::Mp207 => "mp207",
+            Self::Mp208 => "mp208",
+            Self::Mp209 => "mp209",
+            Self::Mp210 => "mp210",
+            Self::Mp211 => "mp211",
+            Self::Mp212 => "mp212",
+            Self::Mp213 => "mp213",
+            Self::Mp214 => "mp214",
+            Self::Mp215 => "mp215",
+            Self::Mp216 => "mp216",
+            Self::Mp217 => "mp217",
+            Self::Mp218 => "mp218",
+            Self::Mp219 => "mp219",
+            Self::Mp220 => "mp220",
+            Self::Mp221 => "mp221",
+            Self::Mp222 => "mp222",
+            Self::Mp223 => "mp223",
+            Self::Mp224 => "mp224",
+            Self::Mp225 => "mp225",
+            Self::Mp226 => "mp226",
+            Self::Mp227 => "mp227",
+            Self::Mp228 => "mp228",
+            Self::Mp229 => "mp229",
+            Self::Mp230 => "mp230",
+            Self::Mp231 => "mp231",
+            Self::Mp232 => "mp232",
+            Self::Mp233 => "mp233",
+            Self::Mp234 => "mp234",
+            Self::Mp235 => "mp235",
+            Self::Mp236 => "mp236",
+            Self::Mp237 => "mp237",
+            Self::Mp238 => "mp238",
+            Self::Mp239 => "mp239",
+            Self::Mp240 => "mp240",
+            Self::Mp241 => "mp241",
+            Self::Mp242 => "mp242",
+            Self::Mp243 => "mp243",
+            Self::Mp244 => "mp244",
+            Self::Mp245 => "mp245",
+            Self::Mp246 => "mp246",
+            Self::Mp247 => "mp247",
+            Self::Mp248 => "mp248",
+            Self::Mp249 => "mp249",
+            Self::Mp250 => "mp250",
+            Self::Mp251 => "mp251",
+            Self::Mp252 => "mp252",
+            Self::Mp253 => "mp253",
+            Self::Mp254 => "mp254",
+            Self::Mp255 => "mp255",
+            Self::Unused0 => "unused0",
+            Self::Unused1 => "unused1",
+            Self::Unused2 => "unused2",
+            Self::Unused3 => "unused3",
+            Self::Unused4 => "unused4",
+            Self::Unused5 => "unused5",
+            Self::Unused6 => "unused6",
+            Self::Unused7 => "unused7",
+            Self::Unused8 => "unused8",
+            Self::Unused9 => "unused9",
+            Self::Unused10 => "unused10",
+            Self::Unused11 => "unused11",
+            Self::Unused12 => "unused12",
+            Self::Unused13 => "unused13",
+            Self::Unused14 => "unused14",
+            Self::Unused15 => "unused15",
+            Self::Unused16 => "unused16",
+            Self::Unused17 => "unused17",
+            Self::Unused18 => "unused18",
+            Self::Unused19 => "unused19",
+            Self::Unused20 => "unused20",
+            Self::Unused21 => "unused21",
+            Self::Unused22 => "unused22",
+            Self::Unused23 => "unused23",
+            Self::Unused24 => "unused24",
+            Self::Unused25 => "unused25",
+            Self::Unused26 => "unused26",
+            Self::Unused27 => "unused27",
+            Self::Unused28 => "unused28",
+            Self::Unused29 => "unused29",
+            Self::Unused30 => "unused30",
+            Self::Unused31 => "unused31",
+            Self::Unused32 => "unused32",
+            Self::Unused33 => "unused33",
+            Self::Unused34 => "unused34",
+            Self::Unused35 => "unused35",
+            Self::Unused36 => "unused36",
+            Self::Unused37 => "unused37",
+            Self::Unused38 => "unused38",
+            Self::Unused39 => "unused39",
+            Self::Unused40 => "unused40",
+            Self::Unused41 => "unused41",
+            Self::Unused42 => "unused42",
+            Self::Unused43 => "unused43",
+            Self::Unused44 => "unused44",
+            Self::Unused45 => "unused45",
+            Self::Unused46 => "unused46",
+            Self::Unused47 => "unused47",
+            Self::Unused48 => "unused48",
+            Self::Unused49 => "unused49",
+            Self::Unused50 => "unused50",
+            Self::Unused51 => "unused51",
+            Self::Unused52 => "unused52",
+            Self::Unused53 => "unused53",
+            Self::Unused54 => "unused54",
+            Self::Unused55 => "unused55",
+            Self::Unused56 => "unused56",
+            Self::Unused57 => "unused57",
+            Self::Unused58 => "unused58",
+            Self::Unused59 => "unused59",
+            Self::Unused60 => "unused60",
+            Self::Unused61 => "unused61",
+            Self::Unused62 => "unused62",
+            Self::Unused63 => "unused63",
+            Self::Unused64 => "unused64",
+            Self::Unused65 => "unused65",
+            Self::Unused66 => "unused66",
+            Self::Unused67 => "unused67",
+            Self::Unused68 => "unused68",
+            Self::Unused69 => "unused69",
+            Self::Unused70 => "unused70",
+            Self::Unused71 => "unused71",
+            Self::Unused72 => "unused72",
+            Self::Unused73 => "unused73",
+            Self::Unused74 => "unused74",
+            Self::Unused75 => "unused75",
+            Self::Unused76 => "unused76",
+            Self::Unused77 => "unused77",
+            Self::Unused78 => "unused78",
+            Self::Unused79 => "unused79",
+            Self::Unused80 => "unused80",
+            Self::Unused81 => "unused81",
+            Self::Unused82 => "unused82",
+            Self::Unused83 => "unused83",
+            Self::Unused84 => "unused84",
+            Self::Unused85 => "unused85",
+            Self::Unused86 => "unused86",
+            Self::Unused87 => "unused87",
+            Self::Unused88 => "unused88",
+            Self::Unused89 => "unused89",
+            Self::Unused90 => "unused90",
+            Self::Unused91 => "unused91",
+            Self::Unused92 => "unused92",
+            Self::Unused93 => "unused93",
+            Self::Unused94 => "unused94",
+            Self::Unused95 => "unused95",
+            Self::Unused96 => "unused96",
+            Self::Unused97 => "unused97",
+            Self::Unused98 => "unused98",
+            Self::Unused99 => "unused99",
+            Self::Unused100 => "unused100",
+            Self::Unused101 => "unused101",
+            Self::Unused102 => "unused102",
+            Self::Unused103 => "unused103",
+            Self::Unused104 => "unused104",
+            Self::Unused105 => "unused105",
+            Self::Unused106 => "unused106",
+            Self::Unused107 => "unused107",
+            Self::Unused108 => "unused108",
+            Self::Unused109 => "unused109",
+            Self::Unused110 => "unused110",
+            Self::Unused111 => "unused111",
+            Self::Unused112 => "unused112",
+            Self::Unused113 => "unused113",
+            Self::Unused114 => "unused114",
+            Self::Unused115 => "unused115",
+            Self::Unused116 => "unused116",
+            Self::Unused117 => "unused117",
+            Self::Unused118 => "unused118",
+            Self::Unused119 => "unused119",
+            Self::Unused120 => "unused120",
+            Self::Unused121 => "unused121",
+            Self::Unused122 => "unused122",
+            Self::Unused123 => "unused123",
+            Self::Unused124 => "unused124",
+            Self::Unused125 => "unused125",
+            Self::Unused126 => "unused126",
+            Self::Unused127 => "unused127",
+            Self::Unused128 => "unused128",
+            Self::Unused129 => "unused129",
+            Self::Unused130 => "unused130",
+            Self::Unused131 => "unused131",
+            Self::Unused132 => "unused132",
+            Self::Unused133 => "unused133",
+            Self::Unused134 => "unused134",
+            Self::Unused135 => "unused135",
+            Self::Unused136 => "unused136",
+            Self::Unused137 => "unused137",
+            Self::Unused138 => "unused138",
+            Self::Unused139 => "unused139",
+            Self::Unused140 => "unused140",
+            Self::Unused141 => "unused141",
+            Self::Unused142 => "unused142",
+            Self::Unused143 => "unused143",
+            Self::Unused144 => "unused144",
+            Self::Unused145 => "unused145",
+            Self::Unused146 => "unused146",
+            Self::Unused147 => "unused147",
+            Self::Unused148 => "unused148",
+            Self::Unused149 => "unused149",
+            Self::Unused150 => "unused150",
+            Self::Unused151 => "unused151",
+            Self::Unused152 => "unused152",
+            Self::Unused153 => "unused153",
+            Self::Unused154 => "unused154",
+            Self::Unused155 => "unused155",
+            Self::Unused156 => "unused156",
+            Self::Unused157 => "unused157",
+            Self::Unused158 => "unused158",
+            Self::Unused159 => "unused159",
+            Self::Unused160 => "unused160",
+            Self::Unused161 => "unused161",
+            Self::Unused162 => "unused162",
+            Self::Unused163 => "unused163",
+            Self::Unused164 => "unused164",
+            Self::Unused165 => "unused165",
+            Self::Unused166 => "unused166",
+            Self::Unused167 => "unused167",
+            Self::Unused168 => "unused168",
+            Self::Unused169 => "unused169",
+            Self::Unused170 => "unused170",
+            Self::Unused171 => "unused171",
+            Self::Unused172 => "unused172",
+            Self::Unused173 => "unused173",
+            Self::Unused174 => "unused174",
+            Self::Unused175 => "unused175",
+            Self::Unused176 => "unused176",
+            Self::Unused177 => "unused177",
+            Self::Unused178 => "unused178",
+            Self::Unused179 => "unused179",
+            Self::Unused180 => "unused180",
+            Self::Unused181 => "unused181",
+            Self::Unused182 => "unused182",
+            Self::Unused183 => "unused183",
+            Self::Unused184 => "unused184",
+            Self::Unused185 => "unused185",
+            Self::Unused186 => "unused186",
+            Self::Unused187 => "unused187",
+            Self::Unused188 => "unused188",
+            Self::Unused189 => "unused189",
+            Self::Unused190 => "unused190",
+            Self::Unused191 => "unused191",
+            Self::Unused192 => "unused192",
+            Self::Unused193 => "unused193",
+            Self::Unused194 => "unused194",
+            Self::Unused195 => "unused195",
+            Self::Unused196 => "unused196",
+            Self::Unused197 => "unused197",
+            Self::Unused198 => "unused198",
+            Self::Unused199 => "unused199",
+            Self::Unused200 => "unused200",
+            Self::Unused201 => "unused201",
+            Self::Unused202 => "unused202",
+            Self::Unused203 => "unused203",
+            Self::Unused204 => "unused204",
+            Self::Unused205 => "unused205",
+            Self::Unused206 => "unused206",
+            Self::Unused207 => "unused207",
+            Self::Unused208 => "unused208",
+            Self::Unused209 => "unused209",
+            Self::Unused210 => "unused210",
+            Self::Unused211 => "unused211",
+            Self::Unused212 => "unused212",
+            Self::Unused213 => "unused213",
+            Self::Unused214 => "unused214",
+            Self::Unused215 => "unused215",
+            Self::Unused216 => "unused216",
+            Self::Unused217 => "unused217",
+            Self::Unused218 => "unused218",
+            Self::Unused219 => "unused219",
+            Self::Unused220 => "unused220",
+            Self::Unused221 => "unused221",
+            Self::Unused222 => "unused222",
+            Self::Unused223 => "unused223",
+            Self::Unused224 => "unused224",
+            Self::Unused225 => "unused225",
+            Self::Unused226 => "unused226",
+            Self::Unused227 => "unused227",
+            Self::Unused228 => "unused228",
+            Self::Unused229 => "unused229",
+            Self::Unused230 => "unused230",
+            Self::Unused231 => "unused231",
+            Self::Unused232 => "unused232",
+            Self::Unused233 => "unused233",
+            Self::Unused234 => "unused234",
+            Self::Unused235 => "unused235",
+            Self::Unused236 => "unused236",
+            Self::Unused237 => "unused237",
+            Self::Unused238 => "unused238",
+            Self::Unused239 => "unused239",
+            Self::Unused240 => "unused240",
+            Self::Unused241 => "unused241",
+            Self::Unused242 => "unused242",
+            Self::Unused243 => "unused243",
+            Self::Unused244 => "unused244",
+            Self::Unused245 => "unused245",
+            Self::Unused246 => "unused246",
+            Self::Unused247 => "unused247",
+            Self::Unused248 => "unused248",
+            Self::Unused249 => "unused249",
+            Self::Unused250 => "unused250",
+            Self::Unused251 => "unused251",
+            Self::Unused252 => "unused252",
+            Self::Unused253 => "unused253",
+            Self::Unused254 => "unused254",
+            Self::Unused255 => "unused255",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MoveVolumeVolume);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ResizeVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -47,116 +47,1078 @@ impl crate::Operation for ResizeVm {
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = String;
 crate::operation_error!(ResizeVmError for ResizeVm);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ResizeVmDisk { #[doc = " `rootfs`"] Rootfs = "rootfs", #[doc = " `mp0`"] Mp0 =
-    "mp0", #[doc = " `mp1`"] Mp1 = "mp1", #[doc = " `mp2`"] Mp2 = "mp2", #[doc =
-    " `mp3`"] Mp3 = "mp3", #[doc = " `mp4`"] Mp4 = "mp4", #[doc = " `mp5`"] Mp5 = "mp5",
-    #[doc = " `mp6`"] Mp6 = "mp6", #[doc = " `mp7`"] Mp7 = "mp7", #[doc = " `mp8`"] Mp8 =
-    "mp8", #[doc = " `mp9`"] Mp9 = "mp9", #[doc = " `mp10`"] Mp10 = "mp10", #[doc =
-    " `mp11`"] Mp11 = "mp11", #[doc = " `mp12`"] Mp12 = "mp12", #[doc = " `mp13`"] Mp13 =
-    "mp13", #[doc = " `mp14`"] Mp14 = "mp14", #[doc = " `mp15`"] Mp15 = "mp15", #[doc =
-    " `mp16`"] Mp16 = "mp16", #[doc = " `mp17`"] Mp17 = "mp17", #[doc = " `mp18`"] Mp18 =
-    "mp18", #[doc = " `mp19`"] Mp19 = "mp19", #[doc = " `mp20`"] Mp20 = "mp20", #[doc =
-    " `mp21`"] Mp21 = "mp21", #[doc = " `mp22`"] Mp22 = "mp22", #[doc = " `mp23`"] Mp23 =
-    "mp23", #[doc = " `mp24`"] Mp24 = "mp24", #[doc = " `mp25`"] Mp25 = "mp25", #[doc =
-    " `mp26`"] Mp26 = "mp26", #[doc = " `mp27`"] Mp27 = "mp27", #[doc = " `mp28`"] Mp28 =
-    "mp28", #[doc = " `mp29`"] Mp29 = "mp29", #[doc = " `mp30`"] Mp30 = "mp30", #[doc =
-    " `mp31`"] Mp31 = "mp31", #[doc = " `mp32`"] Mp32 = "mp32", #[doc = " `mp33`"] Mp33 =
-    "mp33", #[doc = " `mp34`"] Mp34 = "mp34", #[doc = " `mp35`"] Mp35 = "mp35", #[doc =
-    " `mp36`"] Mp36 = "mp36", #[doc = " `mp37`"] Mp37 = "mp37", #[doc = " `mp38`"] Mp38 =
-    "mp38", #[doc = " `mp39`"] Mp39 = "mp39", #[doc = " `mp40`"] Mp40 = "mp40", #[doc =
-    " `mp41`"] Mp41 = "mp41", #[doc = " `mp42`"] Mp42 = "mp42", #[doc = " `mp43`"] Mp43 =
-    "mp43", #[doc = " `mp44`"] Mp44 = "mp44", #[doc = " `mp45`"] Mp45 = "mp45", #[doc =
-    " `mp46`"] Mp46 = "mp46", #[doc = " `mp47`"] Mp47 = "mp47", #[doc = " `mp48`"] Mp48 =
-    "mp48", #[doc = " `mp49`"] Mp49 = "mp49", #[doc = " `mp50`"] Mp50 = "mp50", #[doc =
-    " `mp51`"] Mp51 = "mp51", #[doc = " `mp52`"] Mp52 = "mp52", #[doc = " `mp53`"] Mp53 =
-    "mp53", #[doc = " `mp54`"] Mp54 = "mp54", #[doc = " `mp55`"] Mp55 = "mp55", #[doc =
-    " `mp56`"] Mp56 = "mp56", #[doc = " `mp57`"] Mp57 = "mp57", #[doc = " `mp58`"] Mp58 =
-    "mp58", #[doc = " `mp59`"] Mp59 = "mp59", #[doc = " `mp60`"] Mp60 = "mp60", #[doc =
-    " `mp61`"] Mp61 = "mp61", #[doc = " `mp62`"] Mp62 = "mp62", #[doc = " `mp63`"] Mp63 =
-    "mp63", #[doc = " `mp64`"] Mp64 = "mp64", #[doc = " `mp65`"] Mp65 = "mp65", #[doc =
-    " `mp66`"] Mp66 = "mp66", #[doc = " `mp67`"] Mp67 = "mp67", #[doc = " `mp68`"] Mp68 =
-    "mp68", #[doc = " `mp69`"] Mp69 = "mp69", #[doc = " `mp70`"] Mp70 = "mp70", #[doc =
-    " `mp71`"] Mp71 = "mp71", #[doc = " `mp72`"] Mp72 = "mp72", #[doc = " `mp73`"] Mp73 =
-    "mp73", #[doc = " `mp74`"] Mp74 = "mp74", #[doc = " `mp75`"] Mp75 = "mp75", #[doc =
-    " `mp76`"] Mp76 = "mp76", #[doc = " `mp77`"] Mp77 = "mp77", #[doc = " `mp78`"] Mp78 =
-    "mp78", #[doc = " `mp79`"] Mp79 = "mp79", #[doc = " `mp80`"] Mp80 = "mp80", #[doc =
-    " `mp81`"] Mp81 = "mp81", #[doc = " `mp82`"] Mp82 = "mp82", #[doc = " `mp83`"] Mp83 =
-    "mp83", #[doc = " `mp84`"] Mp84 = "mp84", #[doc = " `mp85`"] Mp85 = "mp85", #[doc =
-    " `mp86`"] Mp86 = "mp86", #[doc = " `mp87`"] Mp87 = "mp87", #[doc = " `mp88`"] Mp88 =
-    "mp88", #[doc = " `mp89`"] Mp89 = "mp89", #[doc = " `mp90`"] Mp90 = "mp90", #[doc =
-    " `mp91`"] Mp91 = "mp91", #[doc = " `mp92`"] Mp92 = "mp92", #[doc = " `mp93`"] Mp93 =
-    "mp93", #[doc = " `mp94`"] Mp94 = "mp94", #[doc = " `mp95`"] Mp95 = "mp95", #[doc =
-    " `mp96`"] Mp96 = "mp96", #[doc = " `mp97`"] Mp97 = "mp97", #[doc = " `mp98`"] Mp98 =
-    "mp98", #[doc = " `mp99`"] Mp99 = "mp99", #[doc = " `mp100`"] Mp100 = "mp100", #[doc
-    = " `mp101`"] Mp101 = "mp101", #[doc = " `mp102`"] Mp102 = "mp102", #[doc =
-    " `mp103`"] Mp103 = "mp103", #[doc = " `mp104`"] Mp104 = "mp104", #[doc = " `mp105`"]
-    Mp105 = "mp105", #[doc = " `mp106`"] Mp106 = "mp106", #[doc = " `mp107`"] Mp107 =
-    "mp107", #[doc = " `mp108`"] Mp108 = "mp108", #[doc = " `mp109`"] Mp109 = "mp109",
-    #[doc = " `mp110`"] Mp110 = "mp110", #[doc = " `mp111`"] Mp111 = "mp111", #[doc =
-    " `mp112`"] Mp112 = "mp112", #[doc = " `mp113`"] Mp113 = "mp113", #[doc = " `mp114`"]
-    Mp114 = "mp114", #[doc = " `mp115`"] Mp115 = "mp115", #[doc = " `mp116`"] Mp116 =
-    "mp116", #[doc = " `mp117`"] Mp117 = "mp117", #[doc = " `mp118`"] Mp118 = "mp118",
-    #[doc = " `mp119`"] Mp119 = "mp119", #[doc = " `mp120`"] Mp120 = "mp120", #[doc =
-    " `mp121`"] Mp121 = "mp121", #[doc = " `mp122`"] Mp122 = "mp122", #[doc = " `mp123`"]
-    Mp123 = "mp123", #[doc = " `mp124`"] Mp124 = "mp124", #[doc = " `mp125`"] Mp125 =
-    "mp125", #[doc = " `mp126`"] Mp126 = "mp126", #[doc = " `mp127`"] Mp127 = "mp127",
-    #[doc = " `mp128`"] Mp128 = "mp128", #[doc = " `mp129`"] Mp129 = "mp129", #[doc =
-    " `mp130`"] Mp130 = "mp130", #[doc = " `mp131`"] Mp131 = "mp131", #[doc = " `mp132`"]
-    Mp132 = "mp132", #[doc = " `mp133`"] Mp133 = "mp133", #[doc = " `mp134`"] Mp134 =
-    "mp134", #[doc = " `mp135`"] Mp135 = "mp135", #[doc = " `mp136`"] Mp136 = "mp136",
-    #[doc = " `mp137`"] Mp137 = "mp137", #[doc = " `mp138`"] Mp138 = "mp138", #[doc =
-    " `mp139`"] Mp139 = "mp139", #[doc = " `mp140`"] Mp140 = "mp140", #[doc = " `mp141`"]
-    Mp141 = "mp141", #[doc = " `mp142`"] Mp142 = "mp142", #[doc = " `mp143`"] Mp143 =
-    "mp143", #[doc = " `mp144`"] Mp144 = "mp144", #[doc = " `mp145`"] Mp145 = "mp145",
-    #[doc = " `mp146`"] Mp146 = "mp146", #[doc = " `mp147`"] Mp147 = "mp147", #[doc =
-    " `mp148`"] Mp148 = "mp148", #[doc = " `mp149`"] Mp149 = "mp149", #[doc = " `mp150`"]
-    Mp150 = "mp150", #[doc = " `mp151`"] Mp151 = "mp151", #[doc = " `mp152`"] Mp152 =
-    "mp152", #[doc = " `mp153`"] Mp153 = "mp153", #[doc = " `mp154`"] Mp154 = "mp154",
-    #[doc = " `mp155`"] Mp155 = "mp155", #[doc = " `mp156`"] Mp156 = "mp156", #[doc =
-    " `mp157`"] Mp157 = "mp157", #[doc = " `mp158`"] Mp158 = "mp158", #[doc = " `mp159`"]
-    Mp159 = "mp159", #[doc = " `mp160`"] Mp160 = "mp160", #[doc = " `mp161`"] Mp161 =
-    "mp161", #[doc = " `mp162`"] Mp162 = "mp162", #[doc = " `mp163`"] Mp163 = "mp163",
-    #[doc = " `mp164`"] Mp164 = "mp164", #[doc = " `mp165`"] Mp165 = "mp165", #[doc =
-    " `mp166`"] Mp166 = "mp166", #[doc = " `mp167`"] Mp167 = "mp167", #[doc = " `mp168`"]
-    Mp168 = "mp168", #[doc = " `mp169`"] Mp169 = "mp169", #[doc = " `mp170`"] Mp170 =
-    "mp170", #[doc = " `mp171`"] Mp171 = "mp171", #[doc = " `mp172`"] Mp172 = "mp172",
-    #[doc = " `mp173`"] Mp173 = "mp173", #[doc = " `mp174`"] Mp174 = "mp174", #[doc =
-    " `mp175`"] Mp175 = "mp175", #[doc = " `mp176`"] Mp176 = "mp176", #[doc = " `mp177`"]
-    Mp177 = "mp177", #[doc = " `mp178`"] Mp178 = "mp178", #[doc = " `mp179`"] Mp179 =
-    "mp179", #[doc = " `mp180`"] Mp180 = "mp180", #[doc = " `mp181`"] Mp181 = "mp181",
-    #[doc = " `mp182`"] Mp182 = "mp182", #[doc = " `mp183`"] Mp183 = "mp183", #[doc =
-    " `mp184`"] Mp184 = "mp184", #[doc = " `mp185`"] Mp185 = "mp185", #[doc = " `mp186`"]
-    Mp186 = "mp186", #[doc = " `mp187`"] Mp187 = "mp187", #[doc = " `mp188`"] Mp188 =
-    "mp188", #[doc = " `mp189`"] Mp189 = "mp189", #[doc = " `mp190`"] Mp190 = "mp190",
-    #[doc = " `mp191`"] Mp191 = "mp191", #[doc = " `mp192`"] Mp192 = "mp192", #[doc =
-    " `mp193`"] Mp193 = "mp193", #[doc = " `mp194`"] Mp194 = "mp194", #[doc = " `mp195`"]
-    Mp195 = "mp195", #[doc = " `mp196`"] Mp196 = "mp196", #[doc = " `mp197`"] Mp197 =
-    "mp197", #[doc = " `mp198`"] Mp198 = "mp198", #[doc = " `mp199`"] Mp199 = "mp199",
-    #[doc = " `mp200`"] Mp200 = "mp200", #[doc = " `mp201`"] Mp201 = "mp201", #[doc =
-    " `mp202`"] Mp202 = "mp202", #[doc = " `mp203`"] Mp203 = "mp203", #[doc = " `mp204`"]
-    Mp204 = "mp204", #[doc = " `mp205`"] Mp205 = "mp205", #[doc = " `mp206`"] Mp206 =
-    "mp206", #[doc = " `mp207`"] Mp207 = "mp207", #[doc = " `mp208`"] Mp208 = "mp208",
-    #[doc = " `mp209`"] Mp209 = "mp209", #[doc = " `mp210`"] Mp210 = "mp210", #[doc =
-    " `mp211`"] Mp211 = "mp211", #[doc = " `mp212`"] Mp212 = "mp212", #[doc = " `mp213`"]
-    Mp213 = "mp213", #[doc = " `mp214`"] Mp214 = "mp214", #[doc = " `mp215`"] Mp215 =
-    "mp215", #[doc = " `mp216`"] Mp216 = "mp216", #[doc = " `mp217`"] Mp217 = "mp217",
-    #[doc = " `mp218`"] Mp218 = "mp218", #[doc = " `mp219`"] Mp219 = "mp219", #[doc =
-    " `mp220`"] Mp220 = "mp220", #[doc = " `mp221`"] Mp221 = "mp221", #[doc = " `mp222`"]
-    Mp222 = "mp222", #[doc = " `mp223`"] Mp223 = "mp223", #[doc = " `mp224`"] Mp224 =
-    "mp224", #[doc = " `mp225`"] Mp225 = "mp225", #[doc = " `mp226`"] Mp226 = "mp226",
-    #[doc = " `mp227`"] Mp227 = "mp227", #[doc = " `mp228`"] Mp228 = "mp228", #[doc =
-    " `mp229`"] Mp229 = "mp229", #[doc = " `mp230`"] Mp230 = "mp230", #[doc = " `mp231`"]
-    Mp231 = "mp231", #[doc = " `mp232`"] Mp232 = "mp232", #[doc = " `mp233`"] Mp233 =
-    "mp233", #[doc = " `mp234`"] Mp234 = "mp234", #[doc = " `mp235`"] Mp235 = "mp235",
-    #[doc = " `mp236`"] Mp236 = "mp236", #[doc = " `mp237`"] Mp237 = "mp237", #[doc =
-    " `mp238`"] Mp238 = "mp238", #[doc = " `mp239`"] Mp239 = "mp239", #[doc = " `mp240`"]
-    Mp240 = "mp240", #[doc = " `mp241`"] Mp241 = "mp241", #[doc = " `mp242`"] Mp242 =
-    "mp242", #[doc = " `mp243`"] Mp243 = "mp243", #[doc = " `mp244`"] Mp244 = "mp244",
-    #[doc = " `mp245`"] Mp245 = "mp245", #[doc = " `mp246`"] Mp246 = "mp246", #[doc =
-    " `mp247`"] Mp247 = "mp247", #[doc = " `mp248`"] Mp248 = "mp248", #[doc = " `mp249`"]
-    Mp249 = "mp249", #[doc = " `mp250`"] Mp250 = "mp250", #[doc = " `mp251`"] Mp251 =
-    "mp251", #[doc = " `mp252`"] Mp252 = "mp252", #[doc = " `mp253`"] Mp253 = "mp253",
-    #[doc = " `mp254`"] Mp254 = "mp254", #[doc = " `mp255`"] Mp255 = "mp255" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResizeVmDisk {
+    /// `rootfs`
+    Rootfs,
+    /// `mp0`
+    Mp0,
+    /// `mp1`
+    Mp1,
+    /// `mp2`
+    Mp2,
+    /// `mp3`
+    Mp3,
+    /// `mp4`
+    Mp4,
+    /// `mp5`
+    Mp5,
+    /// `mp6`
+    Mp6,
+    /// `mp7`
+    Mp7,
+    /// `mp8`
+    Mp8,
+    /// `mp9`
+    Mp9,
+    /// `mp10`
+    Mp10,
+    /// `mp11`
+    Mp11,
+    /// `mp12`
+    Mp12,
+    /// `mp13`
+    Mp13,
+    /// `mp14`
+    Mp14,
+    /// `mp15`
+    Mp15,
+    /// `mp16`
+    Mp16,
+    /// `mp17`
+    Mp17,
+    /// `mp18`
+    Mp18,
+    /// `mp19`
+    Mp19,
+    /// `mp20`
+    Mp20,
+    /// `mp21`
+    Mp21,
+    /// `mp22`
+    Mp22,
+    /// `mp23`
+    Mp23,
+    /// `mp24`
+    Mp24,
+    /// `mp25`
+    Mp25,
+    /// `mp26`
+    Mp26,
+    /// `mp27`
+    Mp27,
+    /// `mp28`
+    Mp28,
+    /// `mp29`
+    Mp29,
+    /// `mp30`
+    Mp30,
+    /// `mp31`
+    Mp31,
+    /// `mp32`
+    Mp32,
+    /// `mp33`
+    Mp33,
+    /// `mp34`
+    Mp34,
+    /// `mp35`
+    Mp35,
+    /// `mp36`
+    Mp36,
+    /// `mp37`
+    Mp37,
+    /// `mp38`
+    Mp38,
+    /// `mp39`
+    Mp39,
+    /// `mp40`
+    Mp40,
+    /// `mp41`
+    Mp41,
+    /// `mp42`
+    Mp42,
+    /// `mp43`
+    Mp43,
+    /// `mp44`
+    Mp44,
+    /// `mp45`
+    Mp45,
+    /// `mp46`
+    Mp46,
+    /// `mp47`
+    Mp47,
+    /// `mp48`
+    Mp48,
+    /// `mp49`
+    Mp49,
+    /// `mp50`
+    Mp50,
+    /// `mp51`
+    Mp51,
+    /// `mp52`
+    Mp52,
+    /// `mp53`
+    Mp53,
+    /// `mp54`
+    Mp54,
+    /// `mp55`
+    Mp55,
+    /// `mp56`
+    Mp56,
+    /// `mp57`
+    Mp57,
+    /// `mp58`
+    Mp58,
+    /// `mp59`
+    Mp59,
+    /// `mp60`
+    Mp60,
+    /// `mp61`
+    Mp61,
+    /// `mp62`
+    Mp62,
+    /// `mp63`
+    Mp63,
+    /// `mp64`
+    Mp64,
+    /// `mp65`
+    Mp65,
+    /// `mp66`
+    Mp66,
+    /// `mp67`
+    Mp67,
+    /// `mp68`
+    Mp68,
+    /// `mp69`
+    Mp69,
+    /// `mp70`
+    Mp70,
+    /// `mp71`
+    Mp71,
+    /// `mp72`
+    Mp72,
+    /// `mp73`
+    Mp73,
+    /// `mp74`
+    Mp74,
+    /// `mp75`
+    Mp75,
+    /// `mp76`
+    Mp76,
+    /// `mp77`
+    Mp77,
+    /// `mp78`
+    Mp78,
+    /// `mp79`
+    Mp79,
+    /// `mp80`
+    Mp80,
+    /// `mp81`
+    Mp81,
+    /// `mp82`
+    Mp82,
+    /// `mp83`
+    Mp83,
+    /// `mp84`
+    Mp84,
+    /// `mp85`
+    Mp85,
+    /// `mp86`
+    Mp86,
+    /// `mp87`
+    Mp87,
+    /// `mp88`
+    Mp88,
+    /// `mp89`
+    Mp89,
+    /// `mp90`
+    Mp90,
+    /// `mp91`
+    Mp91,
+    /// `mp92`
+    Mp92,
+    /// `mp93`
+    Mp93,
+    /// `mp94`
+    Mp94,
+    /// `mp95`
+    Mp95,
+    /// `mp96`
+    Mp96,
+    /// `mp97`
+    Mp97,
+    /// `mp98`
+    Mp98,
+    /// `mp99`
+    Mp99,
+    /// `mp100`
+    Mp100,
+    /// `mp101`
+    Mp101,
+    /// `mp102`
+    Mp102,
+    /// `mp103`
+    Mp103,
+    /// `mp104`
+    Mp104,
+    /// `mp105`
+    Mp105,
+    /// `mp106`
+    Mp106,
+    /// `mp107`
+    Mp107,
+    /// `mp108`
+    Mp108,
+    /// `mp109`
+    Mp109,
+    /// `mp110`
+    Mp110,
+    /// `mp111`
+    Mp111,
+    /// `mp112`
+    Mp112,
+    /// `mp113`
+    Mp113,
+    /// `mp114`
+    Mp114,
+    /// `mp115`
+    Mp115,
+    /// `mp116`
+    Mp116,
+    /// `mp117`
+    Mp117,
+    /// `mp118`
+    Mp118,
+    /// `mp119`
+    Mp119,
+    /// `mp120`
+    Mp120,
+    /// `mp121`
+    Mp121,
+    /// `mp122`
+    Mp122,
+    /// `mp123`
+    Mp123,
+    /// `mp124`
+    Mp124,
+    /// `mp125`
+    Mp125,
+    /// `mp126`
+    Mp126,
+    /// `mp127`
+    Mp127,
+    /// `mp128`
+    Mp128,
+    /// `mp129`
+    Mp129,
+    /// `mp130`
+    Mp130,
+    /// `mp131`
+    Mp131,
+    /// `mp132`
+    Mp132,
+    /// `mp133`
+    Mp133,
+    /// `mp134`
+    Mp134,
+    /// `mp135`
+    Mp135,
+    /// `mp136`
+    Mp136,
+    /// `mp137`
+    Mp137,
+    /// `mp138`
+    Mp138,
+    /// `mp139`
+    Mp139,
+    /// `mp140`
+    Mp140,
+    /// `mp141`
+    Mp141,
+    /// `mp142`
+    Mp142,
+    /// `mp143`
+    Mp143,
+    /// `mp144`
+    Mp144,
+    /// `mp145`
+    Mp145,
+    /// `mp146`
+    Mp146,
+    /// `mp147`
+    Mp147,
+    /// `mp148`
+    Mp148,
+    /// `mp149`
+    Mp149,
+    /// `mp150`
+    Mp150,
+    /// `mp151`
+    Mp151,
+    /// `mp152`
+    Mp152,
+    /// `mp153`
+    Mp153,
+    /// `mp154`
+    Mp154,
+    /// `mp155`
+    Mp155,
+    /// `mp156`
+    Mp156,
+    /// `mp157`
+    Mp157,
+    /// `mp158`
+    Mp158,
+    /// `mp159`
+    Mp159,
+    /// `mp160`
+    Mp160,
+    /// `mp161`
+    Mp161,
+    /// `mp162`
+    Mp162,
+    /// `mp163`
+    Mp163,
+    /// `mp164`
+    Mp164,
+    /// `mp165`
+    Mp165,
+    /// `mp166`
+    Mp166,
+    /// `mp167`
+    Mp167,
+    /// `mp168`
+    Mp168,
+    /// `mp169`
+    Mp169,
+    /// `mp170`
+    Mp170,
+    /// `mp171`
+    Mp171,
+    /// `mp172`
+    Mp172,
+    /// `mp173`
+    Mp173,
+    /// `mp174`
+    Mp174,
+    /// `mp175`
+    Mp175,
+    /// `mp176`
+    Mp176,
+    /// `mp177`
+    Mp177,
+    /// `mp178`
+    Mp178,
+    /// `mp179`
+    Mp179,
+    /// `mp180`
+    Mp180,
+    /// `mp181`
+    Mp181,
+    /// `mp182`
+    Mp182,
+    /// `mp183`
+    Mp183,
+    /// `mp184`
+    Mp184,
+    /// `mp185`
+    Mp185,
+    /// `mp186`
+    Mp186,
+    /// `mp187`
+    Mp187,
+    /// `mp188`
+    Mp188,
+    /// `mp189`
+    Mp189,
+    /// `mp190`
+    Mp190,
+    /// `mp191`
+    Mp191,
+    /// `mp192`
+    Mp192,
+    /// `mp193`
+    Mp193,
+    /// `mp194`
+    Mp194,
+    /// `mp195`
+    Mp195,
+    /// `mp196`
+    Mp196,
+    /// `mp197`
+    Mp197,
+    /// `mp198`
+    Mp198,
+    /// `mp199`
+    Mp199,
+    /// `mp200`
+    Mp200,
+    /// `mp201`
+    Mp201,
+    /// `mp202`
+    Mp202,
+    /// `mp203`
+    Mp203,
+    /// `mp204`
+    Mp204,
+    /// `mp205`
+    Mp205,
+    /// `mp206`
+    Mp206,
+    /// `mp207`
+    Mp207,
+    /// `mp208`
+    Mp208,
+    /// `mp209`
+    Mp209,
+    /// `mp210`
+    Mp210,
+    /// `mp211`
+    Mp211,
+    /// `mp212`
+    Mp212,
+    /// `mp213`
+    Mp213,
+    /// `mp214`
+    Mp214,
+    /// `mp215`
+    Mp215,
+    /// `mp216`
+    Mp216,
+    /// `mp217`
+    Mp217,
+    /// `mp218`
+    Mp218,
+    /// `mp219`
+    Mp219,
+    /// `mp220`
+    Mp220,
+    /// `mp221`
+    Mp221,
+    /// `mp222`
+    Mp222,
+    /// `mp223`
+    Mp223,
+    /// `mp224`
+    Mp224,
+    /// `mp225`
+    Mp225,
+    /// `mp226`
+    Mp226,
+    /// `mp227`
+    Mp227,
+    /// `mp228`
+    Mp228,
+    /// `mp229`
+    Mp229,
+    /// `mp230`
+    Mp230,
+    /// `mp231`
+    Mp231,
+    /// `mp232`
+    Mp232,
+    /// `mp233`
+    Mp233,
+    /// `mp234`
+    Mp234,
+    /// `mp235`
+    Mp235,
+    /// `mp236`
+    Mp236,
+    /// `mp237`
+    Mp237,
+    /// `mp238`
+    Mp238,
+    /// `mp239`
+    Mp239,
+    /// `mp240`
+    Mp240,
+    /// `mp241`
+    Mp241,
+    /// `mp242`
+    Mp242,
+    /// `mp243`
+    Mp243,
+    /// `mp244`
+    Mp244,
+    /// `mp245`
+    Mp245,
+    /// `mp246`
+    Mp246,
+    /// `mp247`
+    Mp247,
+    /// `mp248`
+    Mp248,
+    /// `mp249`
+    Mp249,
+    /// `mp250`
+    Mp250,
+    /// `mp251`
+    Mp251,
+    /// `mp252`
+    Mp252,
+    /// `mp253`
+    Mp253,
+    /// `mp254`
+    Mp254,
+    /// `mp255`
+    Mp255,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ResizeVmDisk {
+    const VALUES: &'static [&'static str] = &[
+        "rootfs", "mp0", "mp1", "mp2", "mp3", "mp4", "mp5", "mp6", "mp7", "mp8", "mp9", "mp10",
+        "mp11", "mp12", "mp13", "mp14", "mp15", "mp16", "mp17", "mp18", "mp19", "mp20", "mp21",
+        "mp22", "mp23", "mp24", "mp25", "mp26", "mp27", "mp28", "mp29", "mp30", "mp31", "mp32",
+        "mp33", "mp34", "mp35", "mp36", "mp37", "mp38", "mp39", "mp40", "mp41", "mp42", "mp43",
+        "mp44", "mp45", "mp46", "mp47", "mp48", "mp49", "mp50", "mp51", "mp52", "mp53", "mp54",
+        "mp55", "mp56", "mp57", "mp58", "mp59", "mp60", "mp61", "mp62", "mp63", "mp64", "mp65",
+        "mp66", "mp67", "mp68", "mp69", "mp70", "mp71", "mp72", "mp73", "mp74", "mp75", "mp76",
+        "mp77", "mp78", "mp79", "mp80", "mp81", "mp82", "mp83", "mp84", "mp85", "mp86", "mp87",
+        "mp88", "mp89", "mp90", "mp91", "mp92", "mp93", "mp94", "mp95", "mp96", "mp97", "mp98",
+        "mp99", "mp100", "mp101", "mp102", "mp103", "mp104", "mp105", "mp106", "mp107", "mp108",
+        "mp109", "mp110", "mp111", "mp112", "mp113", "mp114", "mp115", "mp116", "mp117", "mp118",
+        "mp119", "mp120", "mp121", "mp122", "mp123", "mp124", "mp125", "mp126", "mp127", "mp128",
+        "mp129", "mp130", "mp131", "mp132", "mp133", "mp134", "mp135", "mp136", "mp137", "mp138",
+        "mp139", "mp140", "mp141", "mp142", "mp143", "mp144", "mp145", "mp146", "mp147", "mp148",
+        "mp149", "mp150", "mp151", "mp152", "mp153", "mp154", "mp155", "mp156", "mp157", "mp158",
+        "mp159", "mp160", "mp161", "mp162", "mp163", "mp164", "mp165", "mp166", "mp167", "mp168",
+        "mp169", "mp170", "mp171", "mp172", "mp173", "mp174", "mp175", "mp176", "mp177", "mp178",
+        "mp179", "mp180", "mp181", "mp182", "mp183", "mp184", "mp185", "mp186", "mp187", "mp188",
+        "mp189", "mp190", "mp191", "mp192", "mp193", "mp194", "mp195", "mp196", "mp197", "mp198",
+        "mp199", "mp200", "mp201", "mp202", "mp203", "mp204", "mp205", "mp206", "mp207", "mp208",
+        "mp209", "mp210", "mp211", "mp212", "mp213", "mp214", "mp215", "mp216", "mp217", "mp218",
+        "mp219", "mp220", "mp221", "mp222", "mp223", "mp224", "mp225", "mp226", "mp227", "mp228",
+        "mp229", "mp230", "mp231", "mp232", "mp233", "mp234", "mp235", "mp236", "mp237", "mp238",
+        "mp239", "mp240", "mp241", "mp242", "mp243", "mp244", "mp245", "mp246", "mp247", "mp248",
+        "mp249", "mp250", "mp251", "mp252", "mp253", "mp254", "mp255",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "rootfs" => Self::Rootfs,
+            "mp0" => Self::Mp0,
+            "mp1" => Self::Mp1,
+            "mp2" => Self::Mp2,
+            "mp3" => Self::Mp3,
+            "mp4" => Self::Mp4,
+            "mp5" => Self::Mp5,
+            "mp6" => Self::Mp6,
+            "mp7" => Self::Mp7,
+            "mp8" => Self::Mp8,
+            "mp9" => Self::Mp9,
+            "mp10" => Self::Mp10,
+            "mp11" => Self::Mp11,
+            "mp12" => Self::Mp12,
+            "mp13" => Self::Mp13,
+            "mp14" => Self::Mp14,
+            "mp15" => Self::Mp15,
+            "mp16" => Self::Mp16,
+            "mp17" => Self::Mp17,
+            "mp18" => Self::Mp18,
+            "mp19" => Self::Mp19,
+            "mp20" => Self::Mp20,
+            "mp21" => Self::Mp21,
+            "mp22" => Self::Mp22,
+            "mp23" => Self::Mp23,
+            "mp24" => Self::Mp24,
+            "mp25" => Self::Mp25,
+            "mp26" => Self::Mp26,
+            "mp27" => Self::Mp27,
+            "mp28" => Self::Mp28,
+            "mp29" => Self::Mp29,
+            "mp30" => Self::Mp30,
+            "mp31" => Self::Mp31,
+            "mp32" => Self::Mp32,
+            "mp33" => Self::Mp33,
+            "mp34" => Self::Mp34,
+            "mp35" => Self::Mp35,
+            "mp36" => Self::Mp36,
+            "mp37" => Self::Mp37,
+            "mp38" => Self::Mp38,
+            "mp39" => Self::Mp39,
+            "mp40" => Self::Mp40,
+            "mp41" => Self::Mp41,
+            "mp42" => Self::Mp42,
+            "mp43" => Self::Mp43,
+            "mp44" => Self::Mp44,
+            "mp45" => Self::Mp45,
+            "mp46" => Self::Mp46,
+            "mp47" => Self::Mp47,
+            "mp48" => Self::Mp48,
+            "mp49" => Self::Mp49,
+            "mp50" => Self::Mp50,
+            "mp51" => Self::Mp51,
+            "mp52" => Self::Mp52,
+            "mp53" => Self::Mp53,
+            "mp54" => Self::Mp54,
+            "mp55" => Self::Mp55,
+            "mp56" => Self::Mp56,
+            "mp57" => Self::Mp57,
+            "mp58" => Self::Mp58,
+            "mp59" => Self::Mp59,
+            "mp60" => Self::Mp60,
+            "mp61" => Self::Mp61,
+            "mp62" => Self::Mp62,
+            "mp63" => Self::Mp63,
+            "mp64" => Self::Mp64,
+            "mp65" => Self::Mp65,
+            "mp66" => Self::Mp66,
+            "mp67" => Self::Mp67,
+            "mp68" => Self::Mp68,
+            "mp69" => Self::Mp69,
+            "mp70" => Self::Mp70,
+            "mp71" => Self::Mp71,
+            "mp72" => Self::Mp72,
+            "mp73" => Self::Mp73,
+            "mp74" => Self::Mp74,
+            "mp75" => Self::Mp75,
+            "mp76" => Self::Mp76,
+            "mp77" => Self::Mp77,
+            "mp78" => Self::Mp78,
+            "mp79" => Self::Mp79,
+            "mp80" => Self::Mp80,
+            "mp81" => Self::Mp81,
+            "mp82" => Self::Mp82,
+            "mp83" => Self::Mp83,
+            "mp84" => Self::Mp84,
+            "mp85" => Self::Mp85,
+            "mp86" => Self::Mp86,
+            "mp87" => Self::Mp87,
+            "mp88" => Self::Mp88,
+            "mp89" => Self::Mp89,
+            "mp90" => Self::Mp90,
+            "mp91" => Self::Mp91,
+            "mp92" => Self::Mp92,
+            "mp93" => Self::Mp93,
+            "mp94" => Self::Mp94,
+            "mp95" => Self::Mp95,
+            "mp96" => Self::Mp96,
+            "mp97" => Self::Mp97,
+            "mp98" => Self::Mp98,
+            "mp99" => Self::Mp99,
+            "mp100" => Self::Mp100,
+            "mp101" => Self::Mp101,
+            "mp102" => Self::Mp102,
+            "mp103" => Self::Mp103,
+            "mp104" => Self::Mp104,
+            "mp105" => Self::Mp105,
+            "mp106" => Self::Mp106,
+            "mp107" => Self::Mp107,
+            "mp108" => Self::Mp108,
+            "mp109" => Self::Mp109,
+            "mp110" => Self::Mp110,
+            "mp111" => Self::Mp111,
+            "mp112" => Self::Mp112,
+            "mp113" => Self::Mp113,
+            "mp114" => Self::Mp114,
+            "mp115" => Self::Mp115,
+            "mp116" => Self::Mp116,
+            "mp117" => Self::Mp117,
+            "mp118" => Self::Mp118,
+            "mp119" => Self::Mp119,
+            "mp120" => Self::Mp120,
+            "mp121" => Self::Mp121,
+            "mp122" => Self::Mp122,
+            "mp123" => Self::Mp123,
+            "mp124" => Self::Mp124,
+            "mp125" => Self::Mp125,
+            "mp126" => Self::Mp126,
+            "mp127" => Self::Mp127,
+            "mp128" => Self::Mp128,
+            "mp129" => Self::Mp129,
+            "mp130" => Self::Mp130,
+            "mp131" => Self::Mp131,
+            "mp132" => Self::Mp132,
+            "mp133" => Self::Mp133,
+            "mp134" => Self::Mp134,
+            "mp135" => Self::Mp135,
+            "mp136" => Self::Mp136,
+            "mp137" => Self::Mp137,
+            "mp138" => Self::Mp138,
+            "mp139" => Self::Mp139,
+            "mp140" => Self::Mp140,
+            "mp141" => Self::Mp141,
+            "mp142" => Self::Mp142,
+            "mp143" => Self::Mp143,
+            "mp144" => Self::Mp144,
+            "mp145" => Self::Mp145,
+            "mp146" => Self::Mp146,
+            "mp147" => Self::Mp147,
+            "mp148" => Self::Mp148,
+            "mp149" => Self::Mp149,
+            "mp150" => Self::Mp150,
+            "mp151" => Self::Mp151,
+            "mp152" => Self::Mp152,
+            "mp153" => Self::Mp153,
+            "mp154" => Self::Mp154,
+            "mp155" => Self::Mp155,
+            "mp156" => Self::Mp156,
+            "mp157" => Self::Mp157,
+            "mp158" => Self::Mp158,
+            "mp159" => Self::Mp159,
+            "mp160" => Self::Mp160,
+            "mp161" => Self::Mp161,
+            "mp162" => Self::Mp162,
+            "mp163" => Self::Mp163,
+            "mp164" => Self::Mp164,
+            "mp165" => Self::Mp165,
+            "mp166" => Self::Mp166,
+            "mp167" => Self::Mp167,
+            "mp168" => Self::Mp168,
+            "mp169" => Self::Mp169,
+            "mp170" => Self::Mp170,
+            "mp171" => Self::Mp171,
+            "mp172" => Self::Mp172,
+            "mp173" => Self::Mp173,
+            "mp174" => Self::Mp174,
+            "mp175" => Self::Mp175,
+            "mp176" => Self::Mp176,
+            "mp177" => Self::Mp177,
+            "mp178" => Self::Mp178,
+            "mp179" => Self::Mp179,
+            "mp180" => Self::Mp180,
+            "mp181" => Self::Mp181,
+            "mp182" => Self::Mp182,
+            "mp183" => Self::Mp183,
+            "mp184" => Self::Mp184,
+            "mp185" => Self::Mp185,
+            "mp186" => Self::Mp186,
+            "mp187" => Self::Mp187,
+            "mp188" => Self::Mp188,
+            "mp189" => Self::Mp189,
+            "mp190" => Self::Mp190,
+            "mp191" => Self::Mp191,
+            "mp192" => Self::Mp192,
+            "mp193" => Self::Mp193,
+            "mp194" => Self::Mp194,
+            "mp195" => Self::Mp195,
+            "mp196" => Self::Mp196,
+            "mp197" => Self::Mp197,
+            "mp198" => Self::Mp198,
+            "mp199" => Self::Mp199,
+            "mp200" => Self::Mp200,
+            "mp201" => Self::Mp201,
+            "mp202" => Self::Mp202,
+            "mp203" => Self::Mp203,
+            "mp204" => Self::Mp204,
+            "mp205" => Self::Mp205,
+            "mp206" => Self::Mp206,
+            "mp207" => Self::Mp207,
+            "mp208" => Self::Mp208,
+            "mp209" => Self::Mp209,
+            "mp210" => Self::Mp210,
+            "mp211" => Self::Mp211,
+            "mp212" => Self::Mp212,
+            "mp213" => Self::Mp213,
+            "mp214" => Self::Mp214,
+            "mp215" => Self::Mp215,
+            "mp216" => Self::Mp216,
+            "mp217" => Self::Mp217,
+            "mp218" => Self::Mp218,
+            "mp219" => Self::Mp219,
+            "mp220" => Self::Mp220,
+            "mp221" => Self::Mp221,
+            "mp222" => Self::Mp222,
+            "mp223" => Self::Mp223,
+            "mp224" => Self::Mp224,
+            "mp225" => Self::Mp225,
+            "mp226" => Self::Mp226,
+            "mp227" => Self::Mp227,
+            "mp228" => Self::Mp228,
+            "mp229" => Self::Mp229,
+            "mp230" => Self::Mp230,
+            "mp231" => Self::Mp231,
+            "mp232" => Self::Mp232,
+            "mp233" => Self::Mp233,
+            "mp234" => Self::Mp234,
+            "mp235" => Self::Mp235,
+            "mp236" => Self::Mp236,
+            "mp237" => Self::Mp237,
+            "mp238" => Self::Mp238,
+            "mp239" => Self::Mp239,
+            "mp240" => Self::Mp240,
+            "mp241" => Self::Mp241,
+            "mp242" => Self::Mp242,
+            "mp243" => Self::Mp243,
+            "mp244" => Self::Mp244,
+            "mp245" => Self::Mp245,
+            "mp246" => Self::Mp246,
+            "mp247" => Self::Mp247,
+            "mp248" => Self::Mp248,
+            "mp249" => Self::Mp249,
+            "mp250" => Self::Mp250,
+            "mp251" => Self::Mp251,
+            "mp252" => Self::Mp252,
+            "mp253" => Self::Mp253,
+            "mp254" => Self::Mp254,
+            "mp255" => Self::Mp255,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Rootfs => "rootfs",
+            Self::Mp0 => "mp0",
+            Self::Mp1 => "mp1",
+            Self::Mp2 => "mp2",
+            Self::Mp3 => "mp3",
+            Self::Mp4 => "mp4",
+            Self::Mp5 => "mp5",
+            Self::Mp6 => "mp6",
+            Self::Mp7 => "mp7",
+            Self::Mp8 => "mp8",
+            Self::Mp9 => "mp9",
+            Self::Mp10 => "mp10",
+            Self::Mp11 => "mp11",
+            Self::Mp12 => "mp12",
+            Self::Mp13 => "mp13",
+            Self::Mp14 => "mp14",
+            Self::Mp15 => "mp15",
+            Self::Mp16 => "mp16",
+            Self::Mp17 => "mp17",
+            Self::Mp18 => "mp18",
+            Self::Mp19 => "mp19",
+            Self::Mp20 => "mp20",
+            Self::Mp21 => "mp21",
+            Self::Mp22 => "mp22",
+            Self::Mp23 => "mp23",
+            Self::Mp24 => "mp24",
+            Self::Mp25 => "mp25",
+            Self::Mp26 => "mp26",
+            Self::Mp27 => "mp27",
+            Self::Mp28 => "mp28",
+            Self::Mp29 => "mp29",
+            Self::Mp30 => "mp30",
+            Self::Mp31 => "mp31",
+            Self::Mp32 => "mp32",
+            Self::Mp33 => "mp33",
+            Self::Mp34 => "mp34",
+            Self::Mp35 => "mp35",
+            Self::Mp36 => "mp36",
+            Self::Mp37 => "mp37",
+            Self::Mp38 => "mp38",
+            Self::Mp39 => "mp39",
+            Self::Mp40 => "mp40",
+            Self::Mp41 => "mp41",
+            Self::Mp42 => "mp42",
+            Self::Mp43 => "mp43",
+            Self::Mp44 => "mp44",
+            Self::Mp45 => "mp45",
+            Self::Mp46 => "mp46",
+            Self::Mp47 => "mp47",
+            Self::Mp48 => "mp48",
+            Self::Mp49 => "mp49",
+            Self::Mp50 => "mp50",
+            Self::Mp51 => "mp51",
+            Self::Mp52 => "mp52",
+            Self::Mp53 => "mp53",
+            Self::Mp54 => "mp54",
+            Self::Mp55 => "mp55",
+            Self::Mp56 => "mp56",
+            Self::Mp57 => "mp57",
+            Self::Mp58 => "mp58",
+            Self::Mp59 => "mp59",
+            Self::Mp60 => "mp60",
+            Self::Mp61 => "mp61",
+            Self::Mp62 => "mp62",
+            Self::Mp63 => "mp63",
+            Self::Mp64 => "mp64",
+            Self::Mp65 => "mp65",
+            Self::Mp66 => "mp66",
+            Self::Mp67 => "mp67",
+            Self::Mp68 => "mp68",
+            Self::Mp69 => "mp69",
+            Self::Mp70 => "mp70",
+            Self::Mp71 => "mp71",
+            Self::Mp72 => "mp72",
+            Self::Mp73 => "mp73",
+            Self::Mp74 => "mp74",
+            Self::Mp75 => "mp75",
+            Self::Mp76 => "mp76",
+            Self::Mp77 => "mp77",
+            Self::Mp78 => "mp78",
+            Self::Mp79 => "mp79",
+            Self::Mp80 => "mp80",
+            Self::Mp81 => "mp81",
+            Self::Mp82 => "mp82",
+            Self::Mp83 => "mp83",
+            Self::Mp84 => "mp84",
+            Self::Mp85 => "mp85",
+            Self::Mp86 => "mp86",
+            Self::Mp87 => "mp87",
+            Self::Mp88 => "mp88",
+            Self::Mp89 => "mp89",
+            Self::Mp90 => "mp90",
+            Self::Mp91 => "mp91",
+            Self::Mp92 => "mp92",
+            Self::Mp93 => "mp93",
+            Self::Mp94 => "mp94",
+            Self::Mp95 => "mp95",
+            Self::Mp96 => "mp96",
+            Self::Mp97 => "mp97",
+            Self::Mp98 => "mp98",
+            Self::Mp99 => "mp99",
+            Self::Mp100 => "mp100",
+            Self::Mp101 => "mp101",
+            Self::Mp102 => "mp102",
+            Self::Mp103 => "mp103",
+            Self::Mp104 => "mp104",
+            Self::Mp105 => "mp105",
+            Self::Mp106 => "mp106",
+            Self::Mp107 => "mp107",
+            Self::Mp108 => "mp108",
+            Self::Mp109 => "mp109",
+            Self::Mp110 => "mp110",
+            Self::Mp111 => "mp111",
+            Self::Mp112 => "mp112",
+            Self::Mp113 => "mp113",
+            Self::Mp114 => "mp114",
+            Self::Mp115 => "mp115",
+            Self::Mp116 => "mp116",
+            Self::Mp117 => "mp117",
+            Self::Mp118 => "mp118",
+            Self::Mp119 => "mp119",
+            Self::Mp120 => "mp120",
+            Self::Mp121 => "mp121",
+            Self::Mp122 => "mp122",
+            Self::Mp123 => "mp123",
+            Self::Mp124 => "mp124",
+            Self::Mp125 => "mp125",
+            Self::Mp126 => "mp126",
+            Self::Mp127 => "mp127",
+            Self::Mp128 => "mp128",
+            Self::Mp129 => "mp129",
+            Self::Mp130 => "mp130",
+            Self::Mp131 => "mp131",
+            Self::Mp132 => "mp132",
+            Self::Mp133 => "mp133",
+            Self::Mp134 => "mp134",
+            Self::Mp135 => "mp135",
+            Self::Mp136 => "mp136",
+            Self::Mp137 => "mp137",
+            Self::Mp138 => "mp138",
+            Self::Mp139 => "mp139",
+            Self::Mp140 => "mp140",
+            Self::Mp141 => "mp141",
+            Self::Mp142 => "mp142",
+            Self::Mp143 => "mp143",
+            Self::Mp144 => "mp144",
+            Self::Mp145 => "mp145",
+            Self::Mp146 => "mp146",
+            Self::Mp147 => "mp147",
+            Self::Mp148 => "mp148",
+            Self::Mp149 => "mp149",
+            Self::Mp150 => "mp150",
+            Self::Mp151 => "mp151",
+            Self::Mp152 => "mp152",
+            Self::Mp153 => "mp153",
+            Self::Mp154 => "mp154",
+            Self::Mp155 => "mp155",
+            Self::Mp156 => "mp156",
+            Self::Mp157 => "mp157",
+            Self::Mp158 => "mp158",
+            Self::Mp159 => "mp159",
+            Self::Mp160 => "mp160",
+            Self::Mp161 => "mp161",
+            Self::Mp162 => "mp162",
+            Self::Mp163 => "mp163",
+            Self::Mp164 => "mp164",
+            Self::Mp165 => "mp165",
+            Self::Mp166 => "mp166",
+            Self::Mp167 => "mp167",
+            Self::Mp168 => "mp168",
+            Self::Mp169 => "mp169",
+            Self::Mp170 => "mp170",
+            Self::Mp171 => "mp171",
+            Self::Mp172 => "mp172",
+            Self::Mp173 => "mp173",
+            Self::Mp174 => "mp174",
+            Self::Mp175 => "mp175",
+            Self::Mp176 => "mp176",
+            Self::Mp177 => "mp177",
+            Self::Mp178 => "mp178",
+            Self::Mp179 => "mp179",
+            Self::Mp180 => "mp180",
+            Self::Mp181 => "mp181",
+            Self::Mp182 => "mp182",
+            Self::Mp183 => "mp183",
+            Self::Mp184 => "mp184",
+            Self::Mp185 => "mp185",
+            Self::Mp186 => "mp186",
+            Self::Mp187 => "mp187",
+            Self::Mp188 => "mp188",
+            Self::Mp189 => "mp189",
+            Self::Mp190 => "mp190",
+            Self::Mp191 => "mp191",
+            Self::Mp192 => "mp192",
+            Self::Mp193 => "mp193",
+            Self::Mp194 => "mp194",
+            Self::Mp195 => "mp195",
+            Self::Mp196 => "mp196",
+            Self::Mp197 => "mp197",
+            Self::Mp198 => "mp198",
+            Self::Mp199 => "mp199",
+            Self::Mp200 => "mp200",
+            Self::Mp201 => "mp201",
+            Self::Mp202 => "mp202",
+            Self::Mp203 => "mp203",
+            Self::Mp204 => "mp204",
+            Self::Mp205 => "mp205",
+            Self::Mp206 => "mp206",
+            Self::Mp207 => "mp207",
+            Self::Mp208 => "mp208",
+            Self::Mp209 => "mp209",
+            Self::Mp210 => "mp210",
+            Self::Mp211 => "mp211",
+            Self::Mp212 => "mp212",
+            Self::Mp213 => "mp213",
+            Self::Mp214 => "mp214",
+            Self::Mp215 => "mp215",
+            Self::Mp216 => "mp216",
+            Self::Mp217 => "mp217",
+            Self::Mp218 => "mp218",
+            Self::Mp219 => "mp219",
+            Self::Mp220 => "mp220",
+            Self::Mp221 => "mp221",
+            Self::Mp222 => "mp222",
+            Self::Mp223 => "mp223",
+            Self::Mp224 => "mp224",
+            Self::Mp225 => "mp225",
+            Self::Mp226 => "mp226",
+            Self::Mp227 => "mp227",
+            Self::Mp228 => "mp228",
+            Self::Mp229 => "mp229",
+            Self::Mp230 => "mp230",
+            Self::Mp231 => "mp231",
+            Self::Mp232 => "mp232",
+            Self::Mp233 => "mp233",
+            Self::Mp234 => "mp234",
+            Self::Mp235 => "mp235",
+            Self::Mp236 => "mp236",
+            Self::Mp237 => "mp237",
+            Self::Mp238 => "mp238",
+            Self::Mp239 => "mp239",
+            Self::Mp240 => "mp240",
+            Self::Mp241 => "mp241",
+            Self::Mp242 => "mp242",
+            Self::Mp243 => "mp243",
+            Self::Mp244 => "mp244",
+            Self::Mp245 => "mp245",
+            Self::Mp246 => "mp246",
+            Self::Mp247 => "mp247",
+            Self::Mp248 => "mp248",
+            Self::Mp249 => "mp249",
+            Self::Mp250 => "mp250",
+            Self::Mp251 => "mp251",
+            Self::Mp252 => "mp252",
+            Self::Mp253 => "mp253",
+            Self::Mp254 => "mp254",
+            Self::Mp255 => "mp255",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ResizeVmDisk);

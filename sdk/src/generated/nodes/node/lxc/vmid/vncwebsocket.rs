@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Vncwebsocket {
     /// Path parameter; format `pve-node`
     pub node: String,

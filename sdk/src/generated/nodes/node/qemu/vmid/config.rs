@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct VmConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -42,7 +42,7 @@ crate::operation_error!(VmConfigError for VmConfig);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateVmAsync {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -368,7 +368,7 @@ crate::operation_error!(UpdateVmAsyncError for UpdateVmAsync);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -713,11 +713,35 @@ impl crate::PropertyString for Meta {
     }
 }
 crate::property_string!(Meta);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RunningmachineViommu { #[doc = " `intel`"] Intel = "intel", #[doc = " `virtio`"]
-    Virtio = "virtio" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunningmachineViommu {
+    /// `intel`
+    Intel,
+    /// `virtio`
+    Virtio,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for RunningmachineViommu {
+    const VALUES: &'static [&'static str] = &["intel", "virtio"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "intel" => Self::Intel,
+            "virtio" => Self::Virtio,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Intel => "intel",
+            Self::Virtio => "virtio",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(RunningmachineViommu);
 /// Property string `runningmachine`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "runningmachine"`.

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DbusVmstate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,8 +35,32 @@ impl crate::Operation for DbusVmstate {
 /// What [`DbusVmstate`] answers.
 pub type DbusVmstateResponse = ();
 crate::operation_error!(DbusVmstateError for DbusVmstate);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DbusVmstateAction { #[doc = " `start`"] Start = "start", #[doc = " `stop`"] Stop
-    = "stop" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DbusVmstateAction {
+    /// `start`
+    Start,
+    /// `stop`
+    Stop,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for DbusVmstateAction {
+    const VALUES: &'static [&'static str] = &["start", "stop"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "start" => Self::Start,
+            "stop" => Self::Stop,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Start => "start",
+            Self::Stop => "stop",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(DbusVmstateAction);

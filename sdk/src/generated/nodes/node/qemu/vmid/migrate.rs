@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrateVmPrecondition {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -40,7 +40,7 @@ crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -32,7 +32,7 @@ pub mod vncwebsocket;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DestroyVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -74,7 +74,7 @@ crate::operation_error!(DestroyVmError for DestroyVm);
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Vmdiridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -101,52 +101,385 @@ impl crate::Operation for Vmdiridx {
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
 crate::operation_error!(VmdiridxError for Vmdiridx);
-crate::open_enum! {
-    #[doc =
-    " Values of `disk`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Disk { #[doc = " `ide0`"] Ide0 = "ide0", #[doc = " `ide1`"] Ide1 = "ide1",
-    #[doc = " `ide2`"] Ide2 = "ide2", #[doc = " `ide3`"] Ide3 = "ide3", #[doc =
-    " `scsi0`"] Scsi0 = "scsi0", #[doc = " `scsi1`"] Scsi1 = "scsi1", #[doc = " `scsi2`"]
-    Scsi2 = "scsi2", #[doc = " `scsi3`"] Scsi3 = "scsi3", #[doc = " `scsi4`"] Scsi4 =
-    "scsi4", #[doc = " `scsi5`"] Scsi5 = "scsi5", #[doc = " `scsi6`"] Scsi6 = "scsi6",
-    #[doc = " `scsi7`"] Scsi7 = "scsi7", #[doc = " `scsi8`"] Scsi8 = "scsi8", #[doc =
-    " `scsi9`"] Scsi9 = "scsi9", #[doc = " `scsi10`"] Scsi10 = "scsi10", #[doc =
-    " `scsi11`"] Scsi11 = "scsi11", #[doc = " `scsi12`"] Scsi12 = "scsi12", #[doc =
-    " `scsi13`"] Scsi13 = "scsi13", #[doc = " `scsi14`"] Scsi14 = "scsi14", #[doc =
-    " `scsi15`"] Scsi15 = "scsi15", #[doc = " `scsi16`"] Scsi16 = "scsi16", #[doc =
-    " `scsi17`"] Scsi17 = "scsi17", #[doc = " `scsi18`"] Scsi18 = "scsi18", #[doc =
-    " `scsi19`"] Scsi19 = "scsi19", #[doc = " `scsi20`"] Scsi20 = "scsi20", #[doc =
-    " `scsi21`"] Scsi21 = "scsi21", #[doc = " `scsi22`"] Scsi22 = "scsi22", #[doc =
-    " `scsi23`"] Scsi23 = "scsi23", #[doc = " `scsi24`"] Scsi24 = "scsi24", #[doc =
-    " `scsi25`"] Scsi25 = "scsi25", #[doc = " `scsi26`"] Scsi26 = "scsi26", #[doc =
-    " `scsi27`"] Scsi27 = "scsi27", #[doc = " `scsi28`"] Scsi28 = "scsi28", #[doc =
-    " `scsi29`"] Scsi29 = "scsi29", #[doc = " `scsi30`"] Scsi30 = "scsi30", #[doc =
-    " `virtio0`"] Virtio0 = "virtio0", #[doc = " `virtio1`"] Virtio1 = "virtio1", #[doc =
-    " `virtio2`"] Virtio2 = "virtio2", #[doc = " `virtio3`"] Virtio3 = "virtio3", #[doc =
-    " `virtio4`"] Virtio4 = "virtio4", #[doc = " `virtio5`"] Virtio5 = "virtio5", #[doc =
-    " `virtio6`"] Virtio6 = "virtio6", #[doc = " `virtio7`"] Virtio7 = "virtio7", #[doc =
-    " `virtio8`"] Virtio8 = "virtio8", #[doc = " `virtio9`"] Virtio9 = "virtio9", #[doc =
-    " `virtio10`"] Virtio10 = "virtio10", #[doc = " `virtio11`"] Virtio11 = "virtio11",
-    #[doc = " `virtio12`"] Virtio12 = "virtio12", #[doc = " `virtio13`"] Virtio13 =
-    "virtio13", #[doc = " `virtio14`"] Virtio14 = "virtio14", #[doc = " `virtio15`"]
-    Virtio15 = "virtio15", #[doc = " `sata0`"] Sata0 = "sata0", #[doc = " `sata1`"] Sata1
-    = "sata1", #[doc = " `sata2`"] Sata2 = "sata2", #[doc = " `sata3`"] Sata3 = "sata3",
-    #[doc = " `sata4`"] Sata4 = "sata4", #[doc = " `sata5`"] Sata5 = "sata5", #[doc =
-    " `efidisk0`"] Efidisk0 = "efidisk0", #[doc = " `tpmstate0`"] Tpmstate0 = "tpmstate0"
+/// Values of `disk`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Disk {
+    /// `ide0`
+    Ide0,
+    /// `ide1`
+    Ide1,
+    /// `ide2`
+    Ide2,
+    /// `ide3`
+    Ide3,
+    /// `scsi0`
+    Scsi0,
+    /// `scsi1`
+    Scsi1,
+    /// `scsi2`
+    Scsi2,
+    /// `scsi3`
+    Scsi3,
+    /// `scsi4`
+    Scsi4,
+    /// `scsi5`
+    Scsi5,
+    /// `scsi6`
+    Scsi6,
+    /// `scsi7`
+    Scsi7,
+    /// `scsi8`
+    Scsi8,
+    /// `scsi9`
+    Scsi9,
+    /// `scsi10`
+    Scsi10,
+    /// `scsi11`
+    Scsi11,
+    /// `scsi12`
+    Scsi12,
+    /// `scsi13`
+    Scsi13,
+    /// `scsi14`
+    Scsi14,
+    /// `scsi15`
+    Scsi15,
+    /// `scsi16`
+    Scsi16,
+    /// `scsi17`
+    Scsi17,
+    /// `scsi18`
+    Scsi18,
+    /// `scsi19`
+    Scsi19,
+    /// `scsi20`
+    Scsi20,
+    /// `scsi21`
+    Scsi21,
+    /// `scsi22`
+    Scsi22,
+    /// `scsi23`
+    Scsi23,
+    /// `scsi24`
+    Scsi24,
+    /// `scsi25`
+    Scsi25,
+    /// `scsi26`
+    Scsi26,
+    /// `scsi27`
+    Scsi27,
+    /// `scsi28`
+    Scsi28,
+    /// `scsi29`
+    Scsi29,
+    /// `scsi30`
+    Scsi30,
+    /// `virtio0`
+    Virtio0,
+    /// `virtio1`
+    Virtio1,
+    /// `virtio2`
+    Virtio2,
+    /// `virtio3`
+    Virtio3,
+    /// `virtio4`
+    Virtio4,
+    /// `virtio5`
+    Virtio5,
+    /// `virtio6`
+    Virtio6,
+    /// `virtio7`
+    Virtio7,
+    /// `virtio8`
+    Virtio8,
+    /// `virtio9`
+    Virtio9,
+    /// `virtio10`
+    Virtio10,
+    /// `virtio11`
+    Virtio11,
+    /// `virtio12`
+    Virtio12,
+    /// `virtio13`
+    Virtio13,
+    /// `virtio14`
+    Virtio14,
+    /// `virtio15`
+    Virtio15,
+    /// `sata0`
+    Sata0,
+    /// `sata1`
+    Sata1,
+    /// `sata2`
+    Sata2,
+    /// `sata3`
+    Sata3,
+    /// `sata4`
+    Sata4,
+    /// `sata5`
+    Sata5,
+    /// `efidisk0`
+    Efidisk0,
+    /// `tpmstate0`
+    Tpmstate0,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Disk {
+    const VALUES: &'static [&'static str] = &[
+        "ide0",
+        "ide1",
+        "ide2",
+        "ide3",
+        "scsi0",
+        "scsi1",
+        "scsi2",
+        "scsi3",
+        "scsi4",
+        "scsi5",
+        "scsi6",
+        "scsi7",
+        "scsi8",
+        "scsi9",
+        "scsi10",
+        "scsi11",
+        "scsi12",
+        "scsi13",
+        "scsi14",
+        "scsi15",
+        "scsi16",
+        "scsi17",
+        "scsi18",
+        "scsi19",
+        "scsi20",
+        "scsi21",
+        "scsi22",
+        "scsi23",
+        "scsi24",
+        "scsi25",
+        "scsi26",
+        "scsi27",
+        "scsi28",
+        "scsi29",
+        "scsi30",
+        "virtio0",
+        "virtio1",
+        "virtio2",
+        "virtio3",
+        "virtio4",
+        "virtio5",
+        "virtio6",
+        "virtio7",
+        "virtio8",
+        "virtio9",
+        "virtio10",
+        "virtio11",
+        "virtio12",
+        "virtio13",
+        "virtio14",
+        "virtio15",
+        "sata0",
+        "sata1",
+        "sata2",
+        "sata3",
+        "sata4",
+        "sata5",
+        "efidisk0",
+        "tpmstate0",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ide0" => Self::Ide0,
+            "ide1" => Self::Ide1,
+            "ide2" => Self::Ide2,
+            "ide3" => Self::Ide3,
+            "scsi0" => Self::Scsi0,
+            "scsi1" => Self::Scsi1,
+            "scsi2" => Self::Scsi2,
+            "scsi3" => Self::Scsi3,
+            "scsi4" => Self::Scsi4,
+            "scsi5" => Self::Scsi5,
+            "scsi6" => Self::Scsi6,
+            "scsi7" => Self::Scsi7,
+            "scsi8" => Self::Scsi8,
+            "scsi9" => Self::Scsi9,
+            "scsi10" => Self::Scsi10,
+            "scsi11" => Self::Scsi11,
+            "scsi12" => Self::Scsi12,
+            "scsi13" => Self::Scsi13,
+            "scsi14" => Self::Scsi14,
+            "scsi15" => Self::Scsi15,
+            "scsi16" => Self::Scsi16,
+            "scsi17" => Self::Scsi17,
+            "scsi18" => Self::Scsi18,
+            "scsi19" => Self::Scsi19,
+            "scsi20" => Self::Scsi20,
+            "scsi21" => Self::Scsi21,
+            "scsi22" => Self::Scsi22,
+            "scsi23" => Self::Scsi23,
+            "scsi24" => Self::Scsi24,
+            "scsi25" => Self::Scsi25,
+            "scsi26" => Self::Scsi26,
+            "scsi27" => Self::Scsi27,
+            "scsi28" => Self::Scsi28,
+            "scsi29" => Self::Scsi29,
+            "scsi30" => Self::Scsi30,
+            "virtio0" => Self::Virtio0,
+            "virtio1" => Self::Virtio1,
+            "virtio2" => Self::Virtio2,
+            "virtio3" => Self::Virtio3,
+            "virtio4" => Self::Virtio4,
+            "virtio5" => Self::Virtio5,
+            "virtio6" => Self::Virtio6,
+            "virtio7" => Self::Virtio7,
+            "virtio8" => Self::Virtio8,
+            "virtio9" => Self::Virtio9,
+            "virtio10" => Self::Virtio10,
+            "virtio11" => Self::Virtio11,
+            "virtio12" => Self::Virtio12,
+            "virtio13" => Self::Virtio13,
+            "virtio14" => Self::Virtio14,
+            "virtio15" => Self::Virtio15,
+            "sata0" => Self::Sata0,
+            "sata1" => Self::Sata1,
+            "sata2" => Self::Sata2,
+            "sata3" => Self::Sata3,
+            "sata4" => Self::Sata4,
+            "sata5" => Self::Sata5,
+            "efidisk0" => Self::Efidisk0,
+            "tpmstate0" => Self::Tpmstate0,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ide0 => "ide0",
+            Self::Ide1 => "ide1",
+            Self::Ide2 => "ide2",
+            Self::Ide3 => "ide3",
+            Self::Scsi0 => "scsi0",
+            Self::Scsi1 => "scsi1",
+            Self::Scsi2 => "scsi2",
+            Self::Scsi3 => "scsi3",
+            Self::Scsi4 => "scsi4",
+            Self::Scsi5 => "scsi5",
+            Self::Scsi6 => "scsi6",
+            Self::Scsi7 => "scsi7",
+            Self::Scsi8 => "scsi8",
+            Self::Scsi9 => "scsi9",
+            Self::Scsi10 => "scsi10",
+            Self::Scsi11 => "scsi11",
+            Self::Scsi12 => "scsi12",
+            Self::Scsi13 => "scsi13",
+            Self::Scsi14 => "scsi14",
+            Self::Scsi15 => "scsi15",
+            Self::Scsi16 => "scsi16",
+            Self::Scsi17 => "scsi17",
+            Self::Scsi18 => "scsi18",
+            Self::Scsi19 => "scsi19",
+            Self::Scsi20 => "scsi20",
+            Self::Scsi21 => "scsi21",
+            Self::Scsi22 => "scsi22",
+            Self::Scsi23 => "scsi23",
+            Self::Scsi24 => "scsi24",
+            Self::Scsi25 => "scsi25",
+            Self::Scsi26 => "scsi26",
+            Self::Scsi27 => "scsi27",
+            Self::Scsi28 => "scsi28",
+            Self::Scsi29 => "scsi29",
+            Self::Scsi30 => "scsi30",
+            Self::Virtio0 => "virtio0",
+            Self::Virtio1 => "virtio1",
+            Self::Virtio2 => "virtio2",
+            Self::Virtio3 => "virtio3",
+            Self::Virtio4 => "virtio4",
+            Self::Virtio5 => "virtio5",
+            Self::Virtio6 => "virtio6",
+            Self::Virtio7 => "virtio7",
+            Self::Virtio8 => "virtio8",
+            Self::Virtio9 => "virtio9",
+            Self::Virtio10 => "virtio10",
+            Self::Virtio11 => "virtio11",
+            Self::Virtio12 => "virtio12",
+            Self::Virtio13 => "virtio13",
+            Self::Virtio14 => "virtio14",
+            Self::Virtio15 => "virtio15",
+            Self::Sata0 => "sata0",
+            Self::Sata1 => "sata1",
+            Self::Sata2 => "sata2",
+            Self::Sata3 => "sata3",
+            Self::Sata4 => "sata4",
+            Self::Sata5 => "sata5",
+            Self::Efidisk0 => "efidisk0",
+            Self::Tpmstate0 => "tpmstate0",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `format`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Format { #[doc = " `raw`"] Raw = "raw", #[doc = " `qcow2`"] Qcow2 = "qcow2",
-    #[doc = " `vmdk`"] Vmdk = "vmdk" }
+crate::open_enum_traits!(Disk);
+/// Values of `format`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// `raw`
+    Raw,
+    /// `qcow2`
+    Qcow2,
+    /// `vmdk`
+    Vmdk,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `migration_type`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum MigrationType { #[doc = " `secure`"] Secure = "secure", #[doc =
-    " `insecure`"] Insecure = "insecure" }
+impl crate::open_enum::OpenEnum for Format {
+    const VALUES: &'static [&'static str] = &["raw", "qcow2", "vmdk"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "raw" => Self::Raw,
+            "qcow2" => Self::Qcow2,
+            "vmdk" => Self::Vmdk,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow2 => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(Format);
+/// Values of `migration_type`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MigrationType {
+    /// `secure`
+    Secure,
+    /// `insecure`
+    Insecure,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for MigrationType {
+    const VALUES: &'static [&'static str] = &["secure", "insecure"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "secure" => Self::Secure,
+            "insecure" => Self::Insecure,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Secure => "secure",
+            Self::Insecure => "insecure",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MigrationType);
 /// From `GET /nodes/{node}/qemu/{vmid} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmdiridxResponseItem {

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct MoveVmDisk {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -63,369 +63,3197 @@ impl crate::Operation for MoveVmDisk {
 /// What [`MoveVmDisk`] answers.
 pub type MoveVmDiskResponse = String;
 crate::operation_error!(MoveVmDiskError for MoveVmDisk);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MoveVmDiskDisk { #[doc = " `ide0`"] Ide0 = "ide0", #[doc = " `ide1`"] Ide1 =
-    "ide1", #[doc = " `ide2`"] Ide2 = "ide2", #[doc = " `ide3`"] Ide3 = "ide3", #[doc =
-    " `scsi0`"] Scsi0 = "scsi0", #[doc = " `scsi1`"] Scsi1 = "scsi1", #[doc = " `scsi2`"]
-    Scsi2 = "scsi2", #[doc = " `scsi3`"] Scsi3 = "scsi3", #[doc = " `scsi4`"] Scsi4 =
-    "scsi4", #[doc = " `scsi5`"] Scsi5 = "scsi5", #[doc = " `scsi6`"] Scsi6 = "scsi6",
-    #[doc = " `scsi7`"] Scsi7 = "scsi7", #[doc = " `scsi8`"] Scsi8 = "scsi8", #[doc =
-    " `scsi9`"] Scsi9 = "scsi9", #[doc = " `scsi10`"] Scsi10 = "scsi10", #[doc =
-    " `scsi11`"] Scsi11 = "scsi11", #[doc = " `scsi12`"] Scsi12 = "scsi12", #[doc =
-    " `scsi13`"] Scsi13 = "scsi13", #[doc = " `scsi14`"] Scsi14 = "scsi14", #[doc =
-    " `scsi15`"] Scsi15 = "scsi15", #[doc = " `scsi16`"] Scsi16 = "scsi16", #[doc =
-    " `scsi17`"] Scsi17 = "scsi17", #[doc = " `scsi18`"] Scsi18 = "scsi18", #[doc =
-    " `scsi19`"] Scsi19 = "scsi19", #[doc = " `scsi20`"] Scsi20 = "scsi20", #[doc =
-    " `scsi21`"] Scsi21 = "scsi21", #[doc = " `scsi22`"] Scsi22 = "scsi22", #[doc =
-    " `scsi23`"] Scsi23 = "scsi23", #[doc = " `scsi24`"] Scsi24 = "scsi24", #[doc =
-    " `scsi25`"] Scsi25 = "scsi25", #[doc = " `scsi26`"] Scsi26 = "scsi26", #[doc =
-    " `scsi27`"] Scsi27 = "scsi27", #[doc = " `scsi28`"] Scsi28 = "scsi28", #[doc =
-    " `scsi29`"] Scsi29 = "scsi29", #[doc = " `scsi30`"] Scsi30 = "scsi30", #[doc =
-    " `virtio0`"] Virtio0 = "virtio0", #[doc = " `virtio1`"] Virtio1 = "virtio1", #[doc =
-    " `virtio2`"] Virtio2 = "virtio2", #[doc = " `virtio3`"] Virtio3 = "virtio3", #[doc =
-    " `virtio4`"] Virtio4 = "virtio4", #[doc = " `virtio5`"] Virtio5 = "virtio5", #[doc =
-    " `virtio6`"] Virtio6 = "virtio6", #[doc = " `virtio7`"] Virtio7 = "virtio7", #[doc =
-    " `virtio8`"] Virtio8 = "virtio8", #[doc = " `virtio9`"] Virtio9 = "virtio9", #[doc =
-    " `virtio10`"] Virtio10 = "virtio10", #[doc = " `virtio11`"] Virtio11 = "virtio11",
-    #[doc = " `virtio12`"] Virtio12 = "virtio12", #[doc = " `virtio13`"] Virtio13 =
-    "virtio13", #[doc = " `virtio14`"] Virtio14 = "virtio14", #[doc = " `virtio15`"]
-    Virtio15 = "virtio15", #[doc = " `sata0`"] Sata0 = "sata0", #[doc = " `sata1`"] Sata1
-    = "sata1", #[doc = " `sata2`"] Sata2 = "sata2", #[doc = " `sata3`"] Sata3 = "sata3",
-    #[doc = " `sata4`"] Sata4 = "sata4", #[doc = " `sata5`"] Sata5 = "sata5", #[doc =
-    " `efidisk0`"] Efidisk0 = "efidisk0", #[doc = " `tpmstate0`"] Tpmstate0 =
-    "tpmstate0", #[doc = " `unused0`"] Unused0 = "unused0", #[doc = " `unused1`"] Unused1
-    = "unused1", #[doc = " `unused2`"] Unused2 = "unused2", #[doc = " `unused3`"] Unused3
-    = "unused3", #[doc = " `unused4`"] Unused4 = "unused4", #[doc = " `unused5`"] Unused5
-    = "unused5", #[doc = " `unused6`"] Unused6 = "unused6", #[doc = " `unused7`"] Unused7
-    = "unused7", #[doc = " `unused8`"] Unused8 = "unused8", #[doc = " `unused9`"] Unused9
-    = "unused9", #[doc = " `unused10`"] Unused10 = "unused10", #[doc = " `unused11`"]
-    Unused11 = "unused11", #[doc = " `unused12`"] Unused12 = "unused12", #[doc =
-    " `unused13`"] Unused13 = "unused13", #[doc = " `unused14`"] Unused14 = "unused14",
-    #[doc = " `unused15`"] Unused15 = "unused15", #[doc = " `unused16`"] Unused16 =
-    "unused16", #[doc = " `unused17`"] Unused17 = "unused17", #[doc = " `unused18`"]
-    Unused18 = "unused18", #[doc = " `unused19`"] Unused19 = "unused19", #[doc =
-    " `unused20`"] Unused20 = "unused20", #[doc = " `unused21`"] Unused21 = "unused21",
-    #[doc = " `unused22`"] Unused22 = "unused22", #[doc = " `unused23`"] Unused23 =
-    "unused23", #[doc = " `unused24`"] Unused24 = "unused24", #[doc = " `unused25`"]
-    Unused25 = "unused25", #[doc = " `unused26`"] Unused26 = "unused26", #[doc =
-    " `unused27`"] Unused27 = "unused27", #[doc = " `unused28`"] Unused28 = "unused28",
-    #[doc = " `unused29`"] Unused29 = "unused29", #[doc = " `unused30`"] Unused30 =
-    "unused30", #[doc = " `unused31`"] Unused31 = "unused31", #[doc = " `unused32`"]
-    Unused32 = "unused32", #[doc = " `unused33`"] Unused33 = "unused33", #[doc =
-    " `unused34`"] Unused34 = "unused34", #[doc = " `unused35`"] Unused35 = "unused35",
-    #[doc = " `unused36`"] Unused36 = "unused36", #[doc = " `unused37`"] Unused37 =
-    "unused37", #[doc = " `unused38`"] Unused38 = "unused38", #[doc = " `unused39`"]
-    Unused39 = "unused39", #[doc = " `unused40`"] Unused40 = "unused40", #[doc =
-    " `unused41`"] Unused41 = "unused41", #[doc = " `unused42`"] Unused42 = "unused42",
-    #[doc = " `unused43`"] Unused43 = "unused43", #[doc = " `unused44`"] Unused44 =
-    "unused44", #[doc = " `unused45`"] Unused45 = "unused45", #[doc = " `unused46`"]
-    Unused46 = "unused46", #[doc = " `unused47`"] Unused47 = "unused47", #[doc =
-    " `unused48`"] Unused48 = "unused48", #[doc = " `unused49`"] Unused49 = "unused49",
-    #[doc = " `unused50`"] Unused50 = "unused50", #[doc = " `unused51`"] Unused51 =
-    "unused51", #[doc = " `unused52`"] Unused52 = "unused52", #[doc = " `unused53`"]
-    Unused53 = "unused53", #[doc = " `unused54`"] Unused54 = "unused54", #[doc =
-    " `unused55`"] Unused55 = "unused55", #[doc = " `unused56`"] Unused56 = "unused56",
-    #[doc = " `unused57`"] Unused57 = "unused57", #[doc = " `unused58`"] Unused58 =
-    "unused58", #[doc = " `unused59`"] Unused59 = "unused59", #[doc = " `unused60`"]
-    Unused60 = "unused60", #[doc = " `unused61`"] Unused61 = "unused61", #[doc =
-    " `unused62`"] Unused62 = "unused62", #[doc = " `unused63`"] Unused63 = "unused63",
-    #[doc = " `unused64`"] Unused64 = "unused64", #[doc = " `unused65`"] Unused65 =
-    "unused65", #[doc = " `unused66`"] Unused66 = "unused66", #[doc = " `unused67`"]
-    Unused67 = "unused67", #[doc = " `unused68`"] Unused68 = "unused68", #[doc =
-    " `unused69`"] Unused69 = "unused69", #[doc = " `unused70`"] Unused70 = "unused70",
-    #[doc = " `unused71`"] Unused71 = "unused71", #[doc = " `unused72`"] Unused72 =
-    "unused72", #[doc = " `unused73`"] Unused73 = "unused73", #[doc = " `unused74`"]
-    Unused74 = "unused74", #[doc = " `unused75`"] Unused75 = "unused75", #[doc =
-    " `unused76`"] Unused76 = "unused76", #[doc = " `unused77`"] Unused77 = "unused77",
-    #[doc = " `unused78`"] Unused78 = "unused78", #[doc = " `unused79`"] Unused79 =
-    "unused79", #[doc = " `unused80`"] Unused80 = "unused80", #[doc = " `unused81`"]
-    Unused81 = "unused81", #[doc = " `unused82`"] Unused82 = "unused82", #[doc =
-    " `unused83`"] Unused83 = "unused83", #[doc = " `unused84`"] Unused84 = "unused84",
-    #[doc = " `unused85`"] Unused85 = "unused85", #[doc = " `unused86`"] Unused86 =
-    "unused86", #[doc = " `unused87`"] Unused87 = "unused87", #[doc = " `unused88`"]
-    Unused88 = "unused88", #[doc = " `unused89`"] Unused89 = "unused89", #[doc =
-    " `unused90`"] Unused90 = "unused90", #[doc = " `unused91`"] Unused91 = "unused91",
-    #[doc = " `unused92`"] Unused92 = "unused92", #[doc = " `unused93`"] Unused93 =
-    "unused93", #[doc = " `unused94`"] Unused94 = "unused94", #[doc = " `unused95`"]
-    Unused95 = "unused95", #[doc = " `unused96`"] Unused96 = "unused96", #[doc =
-    " `unused97`"] Unused97 = "unused97", #[doc = " `unused98`"] Unused98 = "unused98",
-    #[doc = " `unused99`"] Unused99 = "unused99", #[doc = " `unused100`"] Unused100 =
-    "unused100", #[doc = " `unused101`"] Unused101 = "unused101", #[doc = " `unused102`"]
-    Unused102 = "unused102", #[doc = " `unused103`"] Unused103 = "unused103", #[doc =
-    " `unused104`"] Unused104 = "unused104", #[doc = " `unused105`"] Unused105 =
-    "unused105", #[doc = " `unused106`"] Unused106 = "unused106", #[doc = " `unused107`"]
-    Unused107 = "unused107", #[doc = " `unused108`"] Unused108 = "unused108", #[doc =
-    " `unused109`"] Unused109 = "unused109", #[doc = " `unused110`"] Unused110 =
-    "unused110", #[doc = " `unused111`"] Unused111 = "unused111", #[doc = " `unused112`"]
-    Unused112 = "unused112", #[doc = " `unused113`"] Unused113 = "unused113", #[doc =
-    " `unused114`"] Unused114 = "unused114", #[doc = " `unused115`"] Unused115 =
-    "unused115", #[doc = " `unused116`"] Unused116 = "unused116", #[doc = " `unused117`"]
-    Unused117 = "unused117", #[doc = " `unused118`"] Unused118 = "unused118", #[doc =
-    " `unused119`"] Unused119 = "unused119", #[doc = " `unused120`"] Unused120 =
-    "unused120", #[doc = " `unused121`"] Unused121 = "unused121", #[doc = " `unused122`"]
-    Unused122 = "unused122", #[doc = " `unused123`"] Unused123 = "unused123", #[doc =
-    " `unused124`"] Unused124 = "unused124", #[doc = " `unused125`"] Unused125 =
-    "unused125", #[doc = " `unused126`"] Unused126 = "unused126", #[doc = " `unused127`"]
-    Unused127 = "unused127", #[doc = " `unused128`"] Unused128 = "unused128", #[doc =
-    " `unused129`"] Unused129 = "unused129", #[doc = " `unused130`"] Unused130 =
-    "unused130", #[doc = " `unused131`"] Unused131 = "unused131", #[doc = " `unused132`"]
-    Unused132 = "unused132", #[doc = " `unused133`"] Unused133 = "unused133", #[doc =
-    " `unused134`"] Unused134 = "unused134", #[doc = " `unused135`"] Unused135 =
-    "unused135", #[doc = " `unused136`"] Unused136 = "unused136", #[doc = " `unused137`"]
-    Unused137 = "unused137", #[doc = " `unused138`"] Unused138 = "unused138", #[doc =
-    " `unused139`"] Unused139 = "unused139", #[doc = " `unused140`"] Unused140 =
-    "unused140", #[doc = " `unused141`"] Unused141 = "unused141", #[doc = " `unused142`"]
-    Unused142 = "unused142", #[doc = " `unused143`"] Unused143 = "unused143", #[doc =
-    " `unused144`"] Unused144 = "unused144", #[doc = " `unused145`"] Unused145 =
-    "unused145", #[doc = " `unused146`"] Unused146 = "unused146", #[doc = " `unused147`"]
-    Unused147 = "unused147", #[doc = " `unused148`"] Unused148 = "unused148", #[doc =
-    " `unused149`"] Unused149 = "unused149", #[doc = " `unused150`"] Unused150 =
-    "unused150", #[doc = " `unused151`"] Unused151 = "unused151", #[doc = " `unused152`"]
-    Unused152 = "unused152", #[doc = " `unused153`"] Unused153 = "unused153", #[doc =
-    " `unused154`"] Unused154 = "unused154", #[doc = " `unused155`"] Unused155 =
-    "unused155", #[doc = " `unused156`"] Unused156 = "unused156", #[doc = " `unused157`"]
-    Unused157 = "unused157", #[doc = " `unused158`"] Unused158 = "unused158", #[doc =
-    " `unused159`"] Unused159 = "unused159", #[doc = " `unused160`"] Unused160 =
-    "unused160", #[doc = " `unused161`"] Unused161 = "unused161", #[doc = " `unused162`"]
-    Unused162 = "unused162", #[doc = " `unused163`"] Unused163 = "unused163", #[doc =
-    " `unused164`"] Unused164 = "unused164", #[doc = " `unused165`"] Unused165 =
-    "unused165", #[doc = " `unused166`"] Unused166 = "unused166", #[doc = " `unused167`"]
-    Unused167 = "unused167", #[doc = " `unused168`"] Unused168 = "unused168", #[doc =
-    " `unused169`"] Unused169 = "unused169", #[doc = " `unused170`"] Unused170 =
-    "unused170", #[doc = " `unused171`"] Unused171 = "unused171", #[doc = " `unused172`"]
-    Unused172 = "unused172", #[doc = " `unused173`"] Unused173 = "unused173", #[doc =
-    " `unused174`"] Unused174 = "unused174", #[doc = " `unused175`"] Unused175 =
-    "unused175", #[doc = " `unused176`"] Unused176 = "unused176", #[doc = " `unused177`"]
-    Unused177 = "unused177", #[doc = " `unused178`"] Unused178 = "unused178", #[doc =
-    " `unused179`"] Unused179 = "unused179", #[doc = " `unused180`"] Unused180 =
-    "unused180", #[doc = " `unused181`"] Unused181 = "unused181", #[doc = " `unused182`"]
-    Unused182 = "unused182", #[doc = " `unused183`"] Unused183 = "unused183", #[doc =
-    " `unused184`"] Unused184 = "unused184", #[doc = " `unused185`"] Unused185 =
-    "unused185", #[doc = " `unused186`"] Unused186 = "unused186", #[doc = " `unused187`"]
-    Unused187 = "unused187", #[doc = " `unused188`"] Unused188 = "unused188", #[doc =
-    " `unused189`"] Unused189 = "unused189", #[doc = " `unused190`"] Unused190 =
-    "unused190", #[doc = " `unused191`"] Unused191 = "unused191", #[doc = " `unused192`"]
-    Unused192 = "unused192", #[doc = " `unused193`"] Unused193 = "unused193", #[doc =
-    " `unused194`"] Unused194 = "unused194", #[doc = " `unused195`"] Unused195 =
-    "unused195", #[doc = " `unused196`"] Unused196 = "unused196", #[doc = " `unused197`"]
-    Unused197 = "unused197", #[doc = " `unused198`"] Unused198 = "unused198", #[doc =
-    " `unused199`"] Unused199 = "unused199", #[doc = " `unused200`"] Unused200 =
-    "unused200", #[doc = " `unused201`"] Unused201 = "unused201", #[doc = " `unused202`"]
-    Unused202 = "unused202", #[doc = " `unused203`"] Unused203 = "unused203", #[doc =
-    " `unused204`"] Unused204 = "unused204", #[doc = " `unused205`"] Unused205 =
-    "unused205", #[doc = " `unused206`"] Unused206 = "unused206", #[doc = " `unused207`"]
-    Unused207 = "unused207", #[doc = " `unused208`"] Unused208 = "unused208", #[doc =
-    " `unused209`"] Unused209 = "unused209", #[doc = " `unused210`"] Unused210 =
-    "unused210", #[doc = " `unused211`"] Unused211 = "unused211", #[doc = " `unused212`"]
-    Unused212 = "unused212", #[doc = " `unused213`"] Unused213 = "unused213", #[doc =
-    " `unused214`"] Unused214 = "unused214", #[doc = " `unused215`"] Unused215 =
-    "unused215", #[doc = " `unused216`"] Unused216 = "unused216", #[doc = " `unused217`"]
-    Unused217 = "unused217", #[doc = " `unused218`"] Unused218 = "unused218", #[doc =
-    " `unused219`"] Unused219 = "unused219", #[doc = " `unused220`"] Unused220 =
-    "unused220", #[doc = " `unused221`"] Unused221 = "unused221", #[doc = " `unused222`"]
-    Unused222 = "unused222", #[doc = " `unused223`"] Unused223 = "unused223", #[doc =
-    " `unused224`"] Unused224 = "unused224", #[doc = " `unused225`"] Unused225 =
-    "unused225", #[doc = " `unused226`"] Unused226 = "unused226", #[doc = " `unused227`"]
-    Unused227 = "unused227", #[doc = " `unused228`"] Unused228 = "unused228", #[doc =
-    " `unused229`"] Unused229 = "unused229", #[doc = " `unused230`"] Unused230 =
-    "unused230", #[doc = " `unused231`"] Unused231 = "unused231", #[doc = " `unused232`"]
-    Unused232 = "unused232", #[doc = " `unused233`"] Unused233 = "unused233", #[doc =
-    " `unused234`"] Unused234 = "unused234", #[doc = " `unused235`"] Unused235 =
-    "unused235", #[doc = " `unused236`"] Unused236 = "unused236", #[doc = " `unused237`"]
-    Unused237 = "unused237", #[doc = " `unused238`"] Unused238 = "unused238", #[doc =
-    " `unused239`"] Unused239 = "unused239", #[doc = " `unused240`"] Unused240 =
-    "unused240", #[doc = " `unused241`"] Unused241 = "unused241", #[doc = " `unused242`"]
-    Unused242 = "unused242", #[doc = " `unused243`"] Unused243 = "unused243", #[doc =
-    " `unused244`"] Unused244 = "unused244", #[doc = " `unused245`"] Unused245 =
-    "unused245", #[doc = " `unused246`"] Unused246 = "unused246", #[doc = " `unused247`"]
-    Unused247 = "unused247", #[doc = " `unused248`"] Unused248 = "unused248", #[doc =
-    " `unused249`"] Unused249 = "unused249", #[doc = " `unused250`"] Unused250 =
-    "unused250", #[doc = " `unused251`"] Unused251 = "unused251", #[doc = " `unused252`"]
-    Unused252 = "unused252", #[doc = " `unused253`"] Unused253 = "unused253", #[doc =
-    " `unused254`"] Unused254 = "unused254", #[doc = " `unused255`"] Unused255 =
-    "unused255" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MoveVmDiskDisk {
+    /// `ide0`
+    Ide0,
+    /// `ide1`
+    Ide1,
+    /// `ide2`
+    Ide2,
+    /// `ide3`
+    Ide3,
+    /// `scsi0`
+    Scsi0,
+    /// `scsi1`
+    Scsi1,
+    /// `scsi2`
+    Scsi2,
+    /// `scsi3`
+    Scsi3,
+    /// `scsi4`
+    Scsi4,
+    /// `scsi5`
+    Scsi5,
+    /// `scsi6`
+    Scsi6,
+    /// `scsi7`
+    Scsi7,
+    /// `scsi8`
+    Scsi8,
+    /// `scsi9`
+    Scsi9,
+    /// `scsi10`
+    Scsi10,
+    /// `scsi11`
+    Scsi11,
+    /// `scsi12`
+    Scsi12,
+    /// `scsi13`
+    Scsi13,
+    /// `scsi14`
+    Scsi14,
+    /// `scsi15`
+    Scsi15,
+    /// `scsi16`
+    Scsi16,
+    /// `scsi17`
+    Scsi17,
+    /// `scsi18`
+    Scsi18,
+    /// `scsi19`
+    Scsi19,
+    /// `scsi20`
+    Scsi20,
+    /// `scsi21`
+    Scsi21,
+    /// `scsi22`
+    Scsi22,
+    /// `scsi23`
+    Scsi23,
+    /// `scsi24`
+    Scsi24,
+    /// `scsi25`
+    Scsi25,
+    /// `scsi26`
+    Scsi26,
+    /// `scsi27`
+    Scsi27,
+    /// `scsi28`
+    Scsi28,
+    /// `scsi29`
+    Scsi29,
+    /// `scsi30`
+    Scsi30,
+    /// `virtio0`
+    Virtio0,
+    /// `virtio1`
+    Virtio1,
+    /// `virtio2`
+    Virtio2,
+    /// `virtio3`
+    Virtio3,
+    /// `virtio4`
+    Virtio4,
+    /// `virtio5`
+    Virtio5,
+    /// `virtio6`
+    Virtio6,
+    /// `virtio7`
+    Virtio7,
+    /// `virtio8`
+    Virtio8,
+    /// `virtio9`
+    Virtio9,
+    /// `virtio10`
+    Virtio10,
+    /// `virtio11`
+    Virtio11,
+    /// `virtio12`
+    Virtio12,
+    /// `virtio13`
+    Virtio13,
+    /// `virtio14`
+    Virtio14,
+    /// `virtio15`
+    Virtio15,
+    /// `sata0`
+    Sata0,
+    /// `sata1`
+    Sata1,
+    /// `sata2`
+    Sata2,
+    /// `sata3`
+    Sata3,
+    /// `sata4`
+    Sata4,
+    /// `sata5`
+    Sata5,
+    /// `efidisk0`
+    Efidisk0,
+    /// `tpmstate0`
+    Tpmstate0,
+    /// `unused0`
+    Unused0,
+    /// `unused1`
+    Unused1,
+    /// `unused2`
+    Unused2,
+    /// `unused3`
+    Unused3,
+    /// `unused4`
+    Unused4,
+    /// `unused5`
+    Unused5,
+    /// `unused6`
+    Unused6,
+    /// `unused7`
+    Unused7,
+    /// `unused8`
+    Unused8,
+    /// `unused9`
+    Unused9,
+    /// `unused10`
+    Unused10,
+    /// `unused11`
+    Unused11,
+    /// `unused12`
+    Unused12,
+    /// `unused13`
+    Unused13,
+    /// `unused14`
+    Unused14,
+    /// `unused15`
+    Unused15,
+    /// `unused16`
+    Unused16,
+    /// `unused17`
+    Unused17,
+    /// `unused18`
+    Unused18,
+    /// `unused19`
+    Unused19,
+    /// `unused20`
+    Unused20,
+    /// `unused21`
+    Unused21,
+    /// `unused22`
+    Unused22,
+    /// `unused23`
+    Unused23,
+    /// `unused24`
+    Unused24,
+    /// `unused25`
+    Unused25,
+    /// `unused26`
+    Unused26,
+    /// `unused27`
+    Unused27,
+    /// `unused28`
+    Unused28,
+    /// `unused29`
+    Unused29,
+    /// `unused30`
+    Unused30,
+    /// `unused31`
+    Unused31,
+    /// `unused32`
+    Unused32,
+    /// `unused33`
+    Unused33,
+    /// `unused34`
+    Unused34,
+    /// `unused35`
+    Unused35,
+    /// `unused36`
+    Unused36,
+    /// `unused37`
+    Unused37,
+    /// `unused38`
+    Unused38,
+    /// `unused39`
+    Unused39,
+    /// `unused40`
+    Unused40,
+    /// `unused41`
+    Unused41,
+    /// `unused42`
+    Unused42,
+    /// `unused43`
+    Unused43,
+    /// `unused44`
+    Unused44,
+    /// `unused45`
+    Unused45,
+    /// `unused46`
+    Unused46,
+    /// `unused47`
+    Unused47,
+    /// `unused48`
+    Unused48,
+    /// `unused49`
+    Unused49,
+    /// `unused50`
+    Unused50,
+    /// `unused51`
+    Unused51,
+    /// `unused52`
+    Unused52,
+    /// `unused53`
+    Unused53,
+    /// `unused54`
+    Unused54,
+    /// `unused55`
+    Unused55,
+    /// `unused56`
+    Unused56,
+    /// `unused57`
+    Unused57,
+    /// `unused58`
+    Unused58,
+    /// `unused59`
+    Unused59,
+    /// `unused60`
+    Unused60,
+    /// `unused61`
+    Unused61,
+    /// `unused62`
+    Unused62,
+    /// `unused63`
+    Unused63,
+    /// `unused64`
+    Unused64,
+    /// `unused65`
+    Unused65,
+    /// `unused66`
+    Unused66,
+    /// `unused67`
+    Unused67,
+    /// `unused68`
+    Unused68,
+    /// `unused69`
+    Unused69,
+    /// `unused70`
+    Unused70,
+    /// `unused71`
+    Unused71,
+    /// `unused72`
+    Unused72,
+    /// `unused73`
+    Unused73,
+    /// `unused74`
+    Unused74,
+    /// `unused75`
+    Unused75,
+    /// `unused76`
+    Unused76,
+    /// `unused77`
+    Unused77,
+    /// `unused78`
+    Unused78,
+    /// `unused79`
+    Unused79,
+    /// `unused80`
+    Unused80,
+    /// `unused81`
+    Unused81,
+    /// `unused82`
+    Unused82,
+    /// `unused83`
+    Unused83,
+    /// `unused84`
+    Unused84,
+    /// `unused85`
+    Unused85,
+    /// `unused86`
+    Unused86,
+    /// `unused87`
+    Unused87,
+    /// `unused88`
+    Unused88,
+    /// `unused89`
+    Unused89,
+    /// `unused90`
+    Unused90,
+    /// `unused91`
+    Unused91,
+    /// `unused92`
+    Unused92,
+    /// `unused93`
+    Unused93,
+    /// `unused94`
+    Unused94,
+    /// `unused95`
+    Unused95,
+    /// `unused96`
+    Unused96,
+    /// `unused97`
+    Unused97,
+    /// `unused98`
+    Unused98,
+    /// `unused99`
+    Unused99,
+    /// `unused100`
+    Unused100,
+    /// `unused101`
+    Unused101,
+    /// `unused102`
+    Unused102,
+    /// `unused103`
+    Unused103,
+    /// `unused104`
+    Unused104,
+    /// `unused105`
+    Unused105,
+    /// `unused106`
+    Unused106,
+    /// `unused107`
+    Unused107,
+    /// `unused108`
+    Unused108,
+    /// `unused109`
+    Unused109,
+    /// `unused110`
+    Unused110,
+    /// `unused111`
+    Unused111,
+    /// `unused112`
+    Unused112,
+    /// `unused113`
+    Unused113,
+    /// `unused114`
+    Unused114,
+    /// `unused115`
+    Unused115,
+    /// `unused116`
+    Unused116,
+    /// `unused117`
+    Unused117,
+    /// `unused118`
+    Unused118,
+    /// `unused119`
+    Unused119,
+    /// `unused120`
+    Unused120,
+    /// `unused121`
+    Unused121,
+    /// `unused122`
+    Unused122,
+    /// `unused123`
+    Unused123,
+    /// `unused124`
+    Unused124,
+    /// `unused125`
+    Unused125,
+    /// `unused126`
+    Unused126,
+    /// `unused127`
+    Unused127,
+    /// `unused128`
+    Unused128,
+    /// `unused129`
+    Unused129,
+    /// `unused130`
+    Unused130,
+    /// `unused131`
+    Unused131,
+    /// `unused132`
+    Unused132,
+    /// `unused133`
+    Unused133,
+    /// `unused134`
+    Unused134,
+    /// `unused135`
+    Unused135,
+    /// `unused136`
+    Unused136,
+    /// `unused137`
+    Unused137,
+    /// `unused138`
+    Unused138,
+    /// `unused139`
+    Unused139,
+    /// `unused140`
+    Unused140,
+    /// `unused141`
+    Unused141,
+    /// `unused142`
+    Unused142,
+    /// `unused143`
+    Unused143,
+    /// `unused144`
+    Unused144,
+    /// `unused145`
+    Unused145,
+    /// `unused146`
+    Unused146,
+    /// `unused147`
+    Unused147,
+    /// `unused148`
+    Unused148,
+    /// `unused149`
+    Unused149,
+    /// `unused150`
+    Unused150,
+    /// `unused151`
+    Unused151,
+    /// `unused152`
+    Unused152,
+    /// `unused153`
+    Unused153,
+    /// `unused154`
+    Unused154,
+    /// `unused155`
+    Unused155,
+    /// `unused156`
+    Unused156,
+    /// `unused157`
+    Unused157,
+    /// `unused158`
+    Unused158,
+    /// `unused159`
+    Unused159,
+    /// `unused160`
+    Unused160,
+    /// `unused161`
+    Unused161,
+    /// `unused162`
+    Unused162,
+    /// `unused163`
+    Unused163,
+    /// `unused164`
+    Unused164,
+    /// `unused165`
+    Unused165,
+    /// `unused166`
+    Unused166,
+    /// `unused167`
+    Unused167,
+    /// `unused168`
+    Unused168,
+    /// `unused169`
+    Unused169,
+    /// `unused170`
+    Unused170,
+    /// `unused171`
+    Unused171,
+    /// `unused172`
+    Unused172,
+    /// `unused173`
+    Unused173,
+    /// `unused174`
+    Unused174,
+    /// `unused175`
+    Unused175,
+    /// `unused176`
+    Unused176,
+    /// `unused177`
+    Unused177,
+    /// `unused178`
+    Unused178,
+    /// `unused179`
+    Unused179,
+    /// `unused180`
+    Unused180,
+    /// `unused181`
+    Unused181,
+    /// `unused182`
+    Unused182,
+    /// `unused183`
+    Unused183,
+    /// `unused184`
+    Unused184,
+    /// `unused185`
+    Unused185,
+    /// `unused186`
+    Unused186,
+    /// `unused187`
+    Unused187,
+    /// `unused188`
+    Unused188,
+    /// `unused189`
+    Unused189,
+    /// `unused190`
+    Unused190,
+    /// `unused191`
+    Unused191,
+    /// `unused192`
+    Unused192,
+    /// `unused193`
+    Unused193,
+    /// `unused194`
+    Unused194,
+    /// `unused195`
+    Unused195,
+    /// `unused196`
+    Unused196,
+    /// `unused197`
+    Unused197,
+    /// `unused198`
+    Unused198,
+    /// `unused199`
+    Unused199,
+    /// `unused200`
+    Unused200,
+    /// `unused201`
+    Unused201,
+    /// `unused202`
+    Unused202,
+    /// `unused203`
+    Unused203,
+    /// `unused204`
+    Unused204,
+    /// `unused205`
+    Unused205,
+    /// `unused206`
+    Unused206,
+    /// `unused207`
+    Unused207,
+    /// `unused208`
+    Unused208,
+    /// `unused209`
+    Unused209,
+    /// `unused210`
+    Unused210,
+    /// `unused211`
+    Unused211,
+    /// `unused212`
+    Unused212,
+    /// `unused213`
+    Unused213,
+    /// `unused214`
+    Unused214,
+    /// `unused215`
+    Unused215,
+    /// `unused216`
+    Unused216,
+    /// `unused217`
+    Unused217,
+    /// `unused218`
+    Unused218,
+    /// `unused219`
+    Unused219,
+    /// `unused220`
+    Unused220,
+    /// `unused221`
+    Unused221,
+    /// `unused222`
+    Unused222,
+    /// `unused223`
+    Unused223,
+    /// `unused224`
+    Unused224,
+    /// `unused225`
+    Unused225,
+    /// `unused226`
+    Unused226,
+    /// `unused227`
+    Unused227,
+    /// `unused228`
+    Unused228,
+    /// `unused229`
+    Unused229,
+    /// `unused230`
+    Unused230,
+    /// `unused231`
+    Unused231,
+    /// `unused232`
+    Unused232,
+    /// `unused233`
+    Unused233,
+    /// `unused234`
+    Unused234,
+    /// `unused235`
+    Unused235,
+    /// `unused236`
+    Unused236,
+    /// `unused237`
+    Unused237,
+    /// `unused238`
+    Unused238,
+    /// `unused239`
+    Unused239,
+    /// `unused240`
+    Unused240,
+    /// `unused241`
+    Unused241,
+    /// `unused242`
+    Unused242,
+    /// `unused243`
+    Unused243,
+    /// `unused244`
+    Unused244,
+    /// `unused245`
+    Unused245,
+    /// `unused246`
+    Unused246,
+    /// `unused247`
+    Unused247,
+    /// `unused248`
+    Unused248,
+    /// `unused249`
+    Unused249,
+    /// `unused250`
+    Unused250,
+    /// `unused251`
+    Unused251,
+    /// `unused252`
+    Unused252,
+    /// `unused253`
+    Unused253,
+    /// `unused254`
+    Unused254,
+    /// `unused255`
+    Unused255,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum MoveVmDiskTargetDisk { #[doc = " `ide0`"] Ide0 = "ide0", #[doc = " `ide1`"] Ide1
-    = "ide1", #[doc = " `ide2`"] Ide2 = "ide2", #[doc = " `ide3`"] Ide3 = "ide3", #[doc =
-    " `scsi0`"] Scsi0 = "scsi0", #[doc = " `scsi1`"] Scsi1 = "scsi1", #[doc = " `scsi2`"]
-    Scsi2 = "scsi2", #[doc = " `scsi3`"] Scsi3 = "scsi3", #[doc = " `scsi4`"] Scsi4 =
-    "scsi4", #[doc = " `scsi5`"] Scsi5 = "scsi5", #[doc = " `scsi6`"] Scsi6 = "scsi6",
-    #[doc = " `scsi7`"] Scsi7 = "scsi7", #[doc = " `scsi8`"] Scsi8 = "scsi8", #[doc =
-    " `scsi9`"] Scsi9 = "scsi9", #[doc = " `scsi10`"] Scsi10 = "scsi10", #[doc =
-    " `scsi11`"] Scsi11 = "scsi11", #[doc = " `scsi12`"] Scsi12 = "scsi12", #[doc =
-    " `scsi13`"] Scsi13 = "scsi13", #[doc = " `scsi14`"] Scsi14 = "scsi14", #[doc =
-    " `scsi15`"] Scsi15 = "scsi15", #[doc = " `scsi16`"] Scsi16 = "scsi16", #[doc =
-    " `scsi17`"] Scsi17 = "scsi17", #[doc = " `scsi18`"] Scsi18 = "scsi18", #[doc =
-    " `scsi19`"] Scsi19 = "scsi19", #[doc = " `scsi20`"] Scsi20 = "scsi20", #[doc =
-    " `scsi21`"] Scsi21 = "scsi21", #[doc = " `scsi22`"] Scsi22 = "scsi22", #[doc =
-    " `scsi23`"] Scsi23 = "scsi23", #[doc = " `scsi24`"] Scsi24 = "scsi24", #[doc =
-    " `scsi25`"] Scsi25 = "scsi25", #[doc = " `scsi26`"] Scsi26 = "scsi26", #[doc =
-    " `scsi27`"] Scsi27 = "scsi27", #[doc = " `scsi28`"] Scsi28 = "scsi28", #[doc =
-    " `scsi29`"] Scsi29 = "scsi29", #[doc = " `scsi30`"] Scsi30 = "scsi30", #[doc =
-    " `virtio0`"] Virtio0 = "virtio0", #[doc = " `virtio1`"] Virtio1 = "virtio1", #[doc =
-    " `virtio2`"] Virtio2 = "virtio2", #[doc = " `virtio3`"] Virtio3 = "virtio3", #[doc =
-    " `virtio4`"] Virtio4 = "virtio4", #[doc = " `virtio5`"] Virtio5 = "virtio5", #[doc =
-    " `virtio6`"] Virtio6 = "virtio6", #[doc = " `virtio7`"] Virtio7 = "virtio7", #[doc =
-    " `virtio8`"] Virtio8 = "virtio8", #[doc = " `virtio9`"] Virtio9 = "virtio9", #[doc =
-    " `virtio10`"] Virtio10 = "virtio10", #[doc = " `virtio11`"] Virtio11 = "virtio11",
-    #[doc = " `virtio12`"] Virtio12 = "virtio12", #[doc = " `virtio13`"] Virtio13 =
-    "virtio13", #[doc = " `virtio14`"] Virtio14 = "virtio14", #[doc = " `virtio15`"]
-    Virtio15 = "virtio15", #[doc = " `sata0`"] Sata0 = "sata0", #[doc = " `sata1`"] Sata1
-    = "sata1", #[doc = " `sata2`"] Sata2 = "sata2", #[doc = " `sata3`"] Sata3 = "sata3",
-    #[doc = " `sata4`"] Sata4 = "sata4", #[doc = " `sata5`"] Sata5 = "sata5", #[doc =
-    " `efidisk0`"] Efidisk0 = "efidisk0", #[doc = " `tpmstate0`"] Tpmstate0 =
-    "tpmstate0", #[doc = " `unused0`"] Unused0 = "unused0", #[doc = " `unused1`"] Unused1
-    = "unused1", #[doc = " `unused2`"] Unused2 = "unused2", #[doc = " `unused3`"] Unused3
-    = "unused3", #[doc = " `unused4`"] Unused4 = "unused4", #[doc = " `unused5`"] Unused5
-    = "unused5", #[doc = " `unused6`"] Unused6 = "unused6", #[doc = " `unused7`"] Unused7
-    = "unused7", #[doc = " `unused8`"] Unused8 = "unused8", #[doc = " `unused9`"] Unused9
-    = "unused9", #[doc = " `unused10`"] Unused10 = "unused10", #[doc = " `unused11`"]
-    Unused11 = "unused11", #[doc = " `unused12`"] Unused12 = "unused12", #[doc =
-    " `unused13`"] Unused13 = "unused13", #[doc = " `unused14`"] Unused14 = "unused14",
-    #[doc = " `unused15`"] Unused15 = "unused15", #[doc = " `unused16`"] Unused16 =
-    "unused16", #[doc = " `unused17`"] Unused17 = "unused17", #[doc = " `unused18`"]
-    Unused18 = "unused18", #[doc = " `unused19`"] Unused19 = "unused19", #[doc =
-    " `unused20`"] Unused20 = "unused20", #[doc = " `unused21`"] Unused21 = "unused21",
-    #[doc = " `unused22`"] Unused22 = "unused22", #[doc = " `unused23`"] Unused23 =
-    "unused23", #[doc = " `unused24`"] Unused24 = "unused24", #[doc = " `unused25`"]
-    Unused25 = "unused25", #[doc = " `unused26`"] Unused26 = "unused26", #[doc =
-    " `unused27`"] Unused27 = "unused27", #[doc = " `unused28`"] Unused28 = "unused28",
-    #[doc = " `unused29`"] Unused29 = "unused29", #[doc = " `unused30`"] Unused30 =
-    "unused30", #[doc = " `unused31`"] Unused31 = "unused31", #[doc = " `unused32`"]
-    Unused32 = "unused32", #[doc = " `unused33`"] Unused33 = "unused33", #[doc =
-    " `unused34`"] Unused34 = "unused34", #[doc = " `unused35`"] Unused35 = "unused35",
-    #[doc = " `unused36`"] Unused36 = "unused36", #[doc = " `unused37`"] Unused37 =
-    "unused37", #[doc = " `unused38`"] Unused38 = "unused38", #[doc = " `unused39`"]
-    Unused39 = "unused39", #[doc = " `unused40`"] Unused40 = "unused40", #[doc =
-    " `unused41`"] Unused41 = "unused41", #[doc = " `unused42`"] Unused42 = "unused42",
-    #[doc = " `unused43`"] Unused43 = "unused43", #[doc = " `unused44`"] Unused44 =
-    "unused44", #[doc = " `unused45`"] Unused45 = "unused45", #[doc = " `unused46`"]
-    Unused46 = "unused46", #[doc = " `unused47`"] Unused47 = "unused47", #[doc =
-    " `unused48`"] Unused48 = "unused48", #[doc = " `unused49`"] Unused49 = "unused49",
-    #[doc = " `unused50`"] Unused50 = "unused50", #[doc = " `unused51`"] Unused51 =
-    "unused51", #[doc = " `unused52`"] Unused52 = "unused52", #[doc = " `unused53`"]
-    Unused53 = "unused53", #[doc = " `unused54`"] Unused54 = "unused54", #[doc =
-    " `unused55`"] Unused55 = "unused55", #[doc = " `unused56`"] Unused56 = "unused56",
-    #[doc = " `unused57`"] Unused57 = "unused57", #[doc = " `unused58`"] Unused58 =
-    "unused58", #[doc = " `unused59`"] Unused59 = "unused59", #[doc = " `unused60`"]
-    Unused60 = "unused60", #[doc = " `unused61`"] Unused61 = "unused61", #[doc =
-    " `unused62`"] Unused62 = "unused62", #[doc = " `unused63`"] Unused63 = "unused63",
-    #[doc = " `unused64`"] Unused64 = "unused64", #[doc = " `unused65`"] Unused65 =
-    "unused65", #[doc = " `unused66`"] Unused66 = "unused66", #[doc = " `unused67`"]
-    Unused67 = "unused67", #[doc = " `unused68`"] Unused68 = "unused68", #[doc =
-    " `unused69`"] Unused69 = "unused69", #[doc = " `unused70`"] Unused70 = "unused70",
-    #[doc = " `unused71`"] Unused71 = "unused71", #[doc = " `unused72`"] Unused72 =
-    "unused72", #[doc = " `unused73`"] Unused73 = "unused73", #[doc = " `unused74`"]
-    Unused74 = "unused74", #[doc = " `unused75`"] Unused75 = "unused75", #[doc =
-    " `unused76`"] Unused76 = "unused76", #[doc = " `unused77`"] Unused77 = "unused77",
-    #[doc = " `unused78`"] Unused78 = "unused78", #[doc = " `unused79`"] Unused79 =
-    "unused79", #[doc = " `unused80`"] Unused80 = "unused80", #[doc = " `unused81`"]
-    Unused81 = "unused81", #[doc = " `unused82`"] Unused82 = "unused82", #[doc =
-    " `unused83`"] Unused83 = "unused83", #[doc = " `unused84`"] Unused84 = "unused84",
-    #[doc = " `unused85`"] Unused85 = "unused85", #[doc = " `unused86`"] Unused86 =
-    "unused86", #[doc = " `unused87`"] Unused87 = "unused87", #[doc = " `unused88`"]
-    Unused88 = "unused88", #[doc = " `unused89`"] Unused89 = "unused89", #[doc =
-    " `unused90`"] Unused90 = "unused90", #[doc = " `unused91`"] Unused91 = "unused91",
-    #[doc = " `unused92`"] Unused92 = "unused92", #[doc = " `unused93`"] Unused93 =
-    "unused93", #[doc = " `unused94`"] Unused94 = "unused94", #[doc = " `unused95`"]
-    Unused95 = "unused95", #[doc = " `unused96`"] Unused96 = "unused96", #[doc =
-    " `unused97`"] Unused97 = "unused97", #[doc = " `unused98`"] Unused98 = "unused98",
-    #[doc = " `unused99`"] Unused99 = "unused99", #[doc = " `unused100`"] Unused100 =
-    "unused100", #[doc = " `unused101`"] Unused101 = "unused101", #[doc = " `unused102`"]
-    Unused102 = "unused102", #[doc = " `unused103`"] Unused103 = "unused103", #[doc =
-    " `unused104`"] Unused104 = "unused104", #[doc = " `unused105`"] Unused105 =
-    "unused105", #[doc = " `unused106`"] Unused106 = "unused106", #[doc = " `unused107`"]
-    Unused107 = "unused107", #[doc = " `unused108`"] Unused108 = "unused108", #[doc =
-    " `unused109`"] Unused109 = "unused109", #[doc = " `unused110`"] Unused110 =
-    "unused110", #[doc = " `unused111`"] Unused111 = "unused111", #[doc = " `unused112`"]
-    Unused112 = "unused112", #[doc = " `unused113`"] Unused113 = "unused113", #[doc =
-    " `unused114`"] Unused114 = "unused114", #[doc = " `unused115`"] Unused115 =
-    "unused115", #[doc = " `unused116`"] Unused116 = "unused116", #[doc = " `unused117`"]
-    Unused117 = "unused117", #[doc = " `unused118`"] Unused118 = "unused118", #[doc =
-    " `unused119`"] Unused119 = "unused119", #[doc = " `unused120`"] Unused120 =
-    "unused120", #[doc = " `unused121`"] Unused121 = "unused121", #[doc = " `unused122`"]
-    Unused122 = "unused122", #[doc = " `unused123`"] Unused123 = "unused123", #[doc =
-    " `unused124`"] Unused124 = "unused124", #[doc = " `unused125`"] Unused125 =
-    "unused125", #[doc = " `unused126`"] Unused126 = "unused126", #[doc = " `unused127`"]
-    Unused127 = "unused127", #[doc = " `unused128`"] Unused128 = "unused128", #[doc =
-    " `unused129`"] Unused129 = "unused129", #[doc = " `unused130`"] Unused130 =
-    "unused130", #[doc = " `unused131`"] Unused131 = "unused131", #[doc = " `unused132`"]
-    Unused132 = "unused132", #[doc = " `unused133`"] Unused133 = "unused133", #[doc =
-    " `unused134`"] Unused134 = "unused134", #[doc = " `unused135`"] Unused135 =
-    "unused135", #[doc = " `unused136`"] Unused136 = "unused136", #[doc = " `unused137`"]
-    Unused137 = "unused137", #[doc = " `unused138`"] Unused138 = "unused138", #[doc =
-    " `unused139`"] Unused139 = "unused139", #[doc = " `unused140`"] Unused140 =
-    "unused140", #[doc = " `unused141`"] Unused141 = "unused141", #[doc = " `unused142`"]
-    Unused142 = "unused142", #[doc = " `unused143`"] Unused143 = "unused143", #[doc =
-    " `unused144`"] Unused144 = "unused144", #[doc = " `unused145`"] Unused145 =
-    "unused145", #[doc = " `unused146`"] Unused146 = "unused146", #[doc = " `unused147`"]
-    Unused147 = "unused147", #[doc = " `unused148`"] Unused148 = "unused148", #[doc =
-    " `unused149`"] Unused149 = "unused149", #[doc = " `unused150`"] Unused150 =
-    "unused150", #[doc = " `unused151`"] Unused151 = "unused151", #[doc = " `unused152`"]
-    Unused152 = "unused152", #[doc = " `unused153`"] Unused153 = "unused153", #[doc =
-    " `unused154`"] Unused154 = "unused154", #[doc = " `unused155`"] Unused155 =
-    "unused155", #[doc = " `unused156`"] Unused156 = "unused156", #[doc = " `unused157`"]
-    Unused157 = "unused157", #[doc = " `unused158`"] Unused158 = "unused158", #[doc =
-    " `unused159`"] Unused159 = "unused159", #[doc = " `unused160`"] Unused160 =
-    "unused160", #[doc = " `unused161`"] Unused161 = "unused161", #[doc = " `unused162`"]
-    Unused162 = "unused162", #[doc = " `unused163`"] Unused163 = "unused163", #[doc =
-    " `unused164`"] Unused164 = "unused164", #[doc = " `unused165`"] Unused165 =
-    "unused165", #[doc = " `unused166`"] Unused166 = "unused166", #[doc = " `unused167`"]
-    Unused167 = "unused167", #[doc = " `unused168`"] Unused168 = "unused168", #[doc =
-    " `unused169`"] Unused169 = "unused169", #[doc = " `unused170`"] Unused170 =
-    "unused170", #[doc = " `unused171`"] Unused171 = "unused171", #[doc = " `unused172`"]
-    Unused172 = "unused172", #[doc = " `unused173`"] Unused173 = "unused173", #[doc =
-    " `unused174`"] Unused174 = "unused174", #[doc = " `unused175`"] Unused175 =
-    "unused175", #[doc = " `unused176`"] Unused176 = "unused176", #[doc = " `unused177`"]
-    Unused177 = "unused177", #[doc = " `unused178`"] Unused178 = "unused178", #[doc =
-    " `unused179`"] Unused179 = "unused179", #[doc = " `unused180`"] Unused180 =
-    "unused180", #[doc = " `unused181`"] Unused181 = "unused181", #[doc = " `unused182`"]
-    Unused182 = "unused182", #[doc = " `unused183`"] Unused183 = "unused183", #[doc =
-    " `unused184`"] Unused184 = "unused184", #[doc = " `unused185`"] Unused185 =
-    "unused185", #[doc = " `unused186`"] Unused186 = "unused186", #[doc = " `unused187`"]
-    Unused187 = "unused187", #[doc = " `unused188`"] Unused188 = "unused188", #[doc =
-    " `unused189`"] Unused189 = "unused189", #[doc = " `unused190`"] Unused190 =
-    "unused190", #[doc = " `unused191`"] Unused191 = "unused191", #[doc = " `unused192`"]
-    Unused192 = "unused192", #[doc = " `unused193`"] Unused193 = "unused193", #[doc =
-    " `unused194`"] Unused194 = "unused194", #[doc = " `unused195`"] Unused195 =
-    "unused195", #[doc = " `unused196`"] Unused196 = "unused196", #[doc = " `unused197`"]
-    Unused197 = "unused197", #[doc = " `unused198`"] Unused198 = "unused198", #[doc =
-    " `unused199`"] Unused199 = "unused199", #[doc = " `unused200`"] Unused200 =
-    "unused200", #[doc = " `unused201`"] Unused201 = "unused201", #[doc = " `unused202`"]
-    Unused202 = "unused202", #[doc = " `unused203`"] Unused203 = "unused203", #[doc =
-    " `unused204`"] Unused204 = "unused204", #[doc = " `unused205`"] Unused205 =
-    "unused205", #[doc = " `unused206`"] Unused206 = "unused206", #[doc = " `unused207`"]
-    Unused207 = "unused207", #[doc = " `unused208`"] Unused208 = "unused208", #[doc =
-    " `unused209`"] Unused209 = "unused209", #[doc = " `unused210`"] Unused210 =
-    "unused210", #[doc = " `unused211`"] Unused211 = "unused211", #[doc = " `unused212`"]
-    Unused212 = "unused212", #[doc = " `unused213`"] Unused213 = "unused213", #[doc =
-    " `unused214`"] Unused214 = "unused214", #[doc = " `unused215`"] Unused215 =
-    "unused215", #[doc = " `unused216`"] Unused216 = "unused216", #[doc = " `unused217`"]
-    Unused217 = "unused217", #[doc = " `unused218`"] Unused218 = "unused218", #[doc =
-    " `unused219`"] Unused219 = "unused219", #[doc = " `unused220`"] Unused220 =
-    "unused220", #[doc = " `unused221`"] Unused221 = "unused221", #[doc = " `unused222`"]
-    Unused222 = "unused222", #[doc = " `unused223`"] Unused223 = "unused223", #[doc =
-    " `unused224`"] Unused224 = "unused224", #[doc = " `unused225`"] Unused225 =
-    "unused225", #[doc = " `unused226`"] Unused226 = "unused226", #[doc = " `unused227`"]
-    Unused227 = "unused227", #[doc = " `unused228`"] Unused228 = "unused228", #[doc =
-    " `unused229`"] Unused229 = "unused229", #[doc = " `unused230`"] Unused230 =
-    "unused230", #[doc = " `unused231`"] Unused231 = "unused231", #[doc = " `unused232`"]
-    Unused232 = "unused232", #[doc = " `unused233`"] Unused233 = "unused233", #[doc =
-    " `unused234`"] Unused234 = "unused234", #[doc = " `unused235`"] Unused235 =
-    "unused235", #[doc = " `unused236`"] Unused236 = "unused236", #[doc = " `unused237`"]
-    Unused237 = "unused237", #[doc = " `unused238`"] Unused238 = "unused238", #[doc =
-    " `unused239`"] Unused239 = "unused239", #[doc = " `unused240`"] Unused240 =
-    "unused240", #[doc = " `unused241`"] Unused241 = "unused241", #[doc = " `unused242`"]
-    Unused242 = "unused242", #[doc = " `unused243`"] Unused243 = "unused243", #[doc =
-    " `unused244`"] Unused244 = "unused244", #[doc = " `unused245`"] Unused245 =
-    "unused245", #[doc = " `unused246`"] Unused246 = "unused246", #[doc = " `unused247`"]
-    Unused247 = "unused247", #[doc = " `unused248`"] Unused248 = "unused248", #[doc =
-    " `unused249`"] Unused249 = "unused249", #[doc = " `unused250`"] Unused250 =
-    "unused250", #[doc = " `unused251`"] Unused251 = "unused251", #[doc = " `unused252`"]
-    Unused252 = "unused252", #[doc = " `unused253`"] Unused253 = "unused253", #[doc =
-    " `unused254`"] Unused254 = "unused254", #[doc = " `unused255`"] Unused255 =
-    "unused255" }
+impl crate::open_enum::OpenEnum for MoveVmDiskDisk {
+    const VALUES: &'static [&'static str] = &[
+        "ide0",
+        "ide1",
+        "ide2",
+        "ide3",
+        "scsi0",
+        "scsi1",
+        "scsi2",
+        "scsi3",
+        "scsi4",
+        "scsi5",
+        "scsi6",
+        "scsi7",
+        "scsi8",
+        "scsi9",
+        "scsi10",
+        "scsi11",
+        "scsi12",
+        "scsi13",
+        "scsi14",
+        "scsi15",
+        "scsi16",
+        "scsi17",
+        "scsi18",
+        "scsi19",
+        "scsi20",
+        "scsi21",
+        "scsi22",
+        "scsi23",
+        "scsi24",
+        "scsi25",
+        "scsi26",
+        "scsi27",
+        "scsi28",
+        "scsi29",
+        "scsi30",
+        "virtio0",
+        "virtio1",
+        "virtio2",
+        "virtio3",
+        "virtio4",
+        "virtio5",
+        "virtio6",
+        "virtio7",
+        "virtio8",
+        "virtio9",
+        "virtio10",
+        "virtio11",
+        "virtio12",
+        "virtio13",
+        "virtio14",
+        "virtio15",
+        "sata0",
+        "sata1",
+        "sata2",
+        "sata3",
+        "sata4",
+        "sata5",
+        "efidisk0",
+        "tpmstate0",
+        "unused0",
+        "unused1",
+        "unused2",
+        "unused3",
+        "unused4",
+        "unused5",
+        "unused6",
+        "unused7",
+        "unused8",
+        "unused9",
+        "unused10",
+        "unused11",
+        "unused12",
+        "unused13",
+        "unused14",
+        "unused15",
+        "unused16",
+        "unused17",
+        "unused18",
+        "unused19",
+        "unused20",
+        "unused21",
+        "unused22",
+        "unused23",
+        "unused24",
+        "unused25",
+        "unused26",
+        "unused27",
+        "unused28",
+        "unused29",
+        "unused30",
+        "unused31",
+        "unused32",
+        "unused33",
+        "unused34",
+        "unused35",
+        "unused36",
+        "unused37",
+        "unused38",
+        "unused39",
+        "unused40",
+        "unused41",
+        "unused42",
+        "unused43",
+        "unused44",
+        "unused45",
+        "unused46",
+        "unused47",
+        "unused48",
+        "unused49",
+        "unused50",
+        "unused51",
+        "unused52",
+        "unused53",
+        "unused54",
+        "unused55",
+        "unused56",
+        "unused57",
+        "unused58",
+        "unused59",
+        "unused60",
+        "unused61",
+        "unused62",
+        "unused63",
+        "unused64",
+        "unused65",
+        "unused66",
+        "unused67",
+        "unused68",
+        "unused69",
+        "unused70",
+        "unused71",
+        "unused72",
+        "unused73",
+        "unused74",
+        "unused75",
+        "unused76",
+        "unused77",
+        "unused78",
+        "unused79",
+        "unused80",
+        "unused81",
+        "unused82",
+        "unused83",
+        "unused84",
+        "unused85",
+        "unused86",
+        "unused87",
+        "unused88",
+        "unused89",
+        "unused90",
+        "unused91",
+        "unused92",
+        "unused93",
+        "unused94",
+        "unused95",
+        "unused96",
+        "unused97",
+        "unused98",
+        "unused99",
+        "unused100",
+        "unused101",
+        "unused102",
+        "unused103",
+        "unused104",
+        "unused105",
+        "unused106",
+        "unused107",
+        "unused108",
+        "unused109",
+        "unused110",
+        "unused111",
+        "unused112",
+        "unused113",
+        "unused114",
+        "unused115",
+        "unused116",
+        "unused117",
+        "unused118",
+        "unused119",
+        "unused120",
+        "unused121",
+        "unused122",
+        "unused123",
+        "unused124",
+        "unused125",
+        "unused126",
+        "unused127",
+        "unused128",
+        "unused129",
+        "unused130",
+        "unused131",
+        "unused132",
+        "unused133",
+        "unused134",
+        "unused135",
+        "unused136",
+        "unused137",
+        "unused138",
+        "unused139",
+        "unused140",
+        "unused141",
+        "unused142",
+        "unused143",
+        "unused144",
+        "unused145",
+        "unused146",
+        "unused147",
+        "unused148",
+        "unused149",
+        "unused150",
+        "unused151",
+        "unused152",
+        "unused153",
+        "unused154",
+        "unused155",
+        "unused156",
+        "unused157",
+        "unused158",
+        "unused159",
+        "unused160",
+        "unused161",
+        "unused162",
+        "unused163",
+        "unused164",
+        "unused165",
+        "unused166",
+        "unused167",
+        "unused168",
+        "unused169",
+        "unused170",
+        "unused171",
+        "unused172",
+        "unused173",
+        "unused174",
+        "unused175",
+        "unused176",
+        "unused177",
+        "unused178",
+        "unused179",
+        "unused180",
+        "unused181",
+        "unused182",
+        "unused183",
+        "unused184",
+        "unused185",
+        "unused186",
+        "unused187",
+        "unused188",
+        "unused189",
+        "unused190",
+        "unused191",
+        "unused192",
+        "unused193",
+        "unused194",
+        "unused195",
+        "unused196",
+        "unused197",
+        "unused198",
+        "unused199",
+        "unused200",
+        "unused201",
+        "unused202",
+        "unused203",
+        "unused204",
+        "unused205",
+        "unused206",
+        "unused207",
+        "unused208",
+        "unused209",
+        "unused210",
+        "unused211",
+        "unused212",
+        "unused213",
+        "unused214",
+        "unused215",
+        "unused216",
+        "unused217",
+        "unused218",
+        "unused219",
+        "unused220",
+        "unused221",
+        "unused222",
+        "unused223",
+        "unused224",
+        "unused225",
+        "unused226",
+        "unused227",
+        "unused228",
+        "unused229",
+        "unused230",
+        "unused231",
+        "unused232",
+        "unused233",
+        "unused234",
+        "unused235",
+        "unused236",
+        "unused237",
+        "unused238",
+        "unused239",
+        "unused240",
+        "unused241",
+        "unused242",
+        "unused243",
+        "unused244",
+        "unused245",
+        "unused246",
+        "unused247",
+        "unused248",
+        "unused249",
+        "unused250",
+        "unused251",
+        "unused252",
+        "unused253",
+        "unused254",
+        "unused255",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ide0" => Self::Ide0,
+            "ide1" => Self::Ide1,
+            "ide2" => Self::Ide2,
+            "ide3" => Self::Ide3,
+            "scsi0" => Self::Scsi0,
+            "scsi1" => Self::Scsi1,
+            "scsi2" => Self::Scsi2,
+            "scsi3" => Self::Scsi3,
+            "scsi4" => Self::Scsi4,
+            "scsi5" => Self::Scsi5,
+            "scsi6" => Self::Scsi6,
+            "scsi7" => Self::Scsi7,
+            "scsi8" => Self::Scsi8,
+            "scsi9" => Self::Scsi9,
+            "scsi10" => Self::Scsi10,
+            "scsi11" => Self::Scsi11,
+            "scsi12" => Self::Scsi12,
+            "scsi13" => Self::Scsi13,
+            "scsi14" => Self::Scsi14,
+            "scsi15" => Self::Scsi15,
+            "scsi16" => Self::Scsi16,
+            "scsi17" => Self::Scsi17,
+            "scsi18" => Self::Scsi18,
+            "scsi19" => Self::Scsi19,
+            "scsi20" => Self::Scsi20,
+            "scsi21" => Self::Scsi21,
+            "scsi22" => Self::Scsi22,
+            "scsi23" => Self::Scsi23,
+            "scsi24" => Self::Scsi24,
+            "scsi25" => Self::Scsi25,
+            "scsi26" => Self::Scsi26,
+            "scsi27" => Self::Scsi27,
+            "scsi28" => Self::Scsi28,
+            "scsi29" => Self::Scsi29,
+            "scsi30" => Self::Scsi30,
+            "virtio0" => Self::Virtio0,
+            "virtio1" => Self::Virtio1,
+            "virtio2" => Self::Virtio2,
+            "virtio3" => Self::Virtio3,
+            "virtio4" => Self::Virtio4,
+            "virtio5" => Self::Virtio5,
+            "virtio6" => Self::Virtio6,
+            "virtio7" => Self::Virtio7,
+            "virtio8" => Self::Virtio8,
+            "virtio9" => Self::Virtio9,
+            "virtio10" => Self::Virtio10,
+            "virtio11" => Self::Virtio11,
+            "virtio12" => Self::Virtio12,
+            "virtio13" => Self::Virtio13,
+            "virtio14" => Self::Virtio14,
+            "virtio15" => Self::Virtio15,
+            "sata0" => Self::Sata0,
+            "sata1" => Self::Sata1,
+            "sata2" => Self::Sata2,
+            "sata3" => Self::Sata3,
+            "sata4" => Self::Sata4,
+            "sata5" => Self::Sata5,
+            "efidisk0" => Self::Efidisk0,
+            "tpmstate0" => Self::Tpmstate0,
+            "unused0" => Self::Unused0,
+            "unused1" => Self::Unused1,
+            "unused2" => Self::Unused2,
+            "unused3" => Self::Unused3,
+            "unused4" => Self::Unused4,
+            "unused5" => Self::Unused5,
+            "unused6" => Self::Unused6,
+            "unused7" => Self::Unused7,
+            "unused8" => Self::Unused8,
+            "unused9" => Self::Unused9,
+            "unused10" => Self::Unused10,
+            "unused11" => Self::Unused11,
+            "unused12" => Self::Unused12,
+            "unused13" => Self::Unused13,
+            "unused14" => Self::Unused14,
+            "unused15" => Self::Unused15,
+            "unused16" => Self::Unused16,
+            "unused17" => Self::Unused17,
+            "unused18" => Self::Unused18,
+            "unused19" => Self::Unused19,
+            "unused20" => Self::Unused20,
+            "unused21" => Self::Unused21,
+            "unused22" => Self::Unused22,
+            "unused23" => Self::Unused23,
+            "unused24" => Self::Unused24,
+            "unused25" => Self::Unused25,
+            "unused26" => Self::Unused26,
+            "unused27" => Self::Unused27,
+            "unused28" => Self::Unused28,
+            "unused29" => Self::Unused29,
+            "unused30" => Self::Unused30,
+            "unused31" => Self::Unused31,
+            "unused32" => Self::Unused32,
+            "unused33" => Self::Unused33,
+            "unused34" => Self::Unused34,
+            "unused35" => Self::Unused35,
+            "unused36" => Self::Unused36,
+            "unused37" => Self::Unused37,
+            "unused38" => Self::Unused38,
+            "unused39" => Self::Unused39,
+            "unused40" => Self::Unused40,
+            "unused41" => Self::Unused41,
+            "unused42" => Self::Unused42,
+            "unused43" => Self::Unused43,
+            "unused44" => Self::Unused44,
+            "unused45" => Self::Unused45,
+            "unused46" => Self::Unused46,
+            "unused47" => Self::Unused47,
+            "unused48" => Self::Unused48,
+            "unused49" => Self::Unused49,
+            "unused50" => Self::Unused50,
+            "unused51" => Self::Unused51,
+            "unused52" => Self::Unused52,
+            "unused53" => Self::Unused53,
+            "unused54" => Self::Unused54,
+            "unused55" => Self::Unused55,
+            "unused56" => Self::Unused56,
+            "unused57" => Self::Unused57,
+            "unused58" => Self::Unused58,
+            "unused59" => Self::Unused59,
+            "unused60" => Self::Unused60,
+            "unused61" => Self::Unused61,
+            "unused62" => Self::Unused62,
+            "unused63" => Self::Unused63,
+            "unused64" => Self::Unused64,
+            "unused65" => Self::Unused65,
+            "unused66" => Self::Unused66,
+            "unused67" => Self::Unused67,
+            "unused68" => Self::Unused68,
+            "unused69" => Self::Unused69,
+            "unused70" => Self::Unused70,
+            "unused71" => Self::Unused71,
+            "unused72" => Self::Unused72,
+            "unused73" => Self::Unused73,
+            "unused74" => Self::Unused74,
+            "unused75" => Self::Unused75,
+            "unused76" => Self::Unused76,
+            "unused77" => Self::Unused77,
+            "unused78" => Self::Unused78,
+            "unused79" => Self::Unused79,
+            "unused80" => Self::Unused80,
+            "unused81" => Self::Unused81,
+            "unused82" => Self::Unused82,
+            "unused83" => Self::Unused83,
+            "unused84" => Self::Unused84,
+            "unused85" => Self::Unused85,
+            "unused86" => Self::Unused86,
+            "unused87" => Self::Unused87,
+            "unused88" => Self::Unused88,
+            "unused89" => Self::Unused89,
+            "unused90" => Self::Unused90,
+            "unused91" => Self::Unused91,
+            "unused92" => Self::Unused92,
+            "unused93" => Self::Unused93,
+            "unused94" => Self::Unused94,
+            "unused95" => Self::Unused95,
+            "unused96" => Self::Unused96,
+            "unused97" => Self::Unused97,
+            "unused98" => Self::Unused98,
+            "unused99" => Self::Unused99,
+            "unused100" => Self::Unused100,
+            "unused101" => Self::Unused101,
+            "unused102" => Self::Unused102,
+            "unused103" => Self::Unused103,
+            "unused104" => Self::Unused104,
+            "unused105" => Self::Unused105,
+            "unused106" => Self::Unused106,
+            "unused107" => Self::Unused107,
+            "unused108" => Self::Unused108,
+            "unused109" => Self::Unused109,
+            "unused110" => Self::Unused110,
+            "unused111" => Self::Unused111,
+            "unused112" => Self::Unused112,
+            "unused113" => Self::Unused113,
+            "unused114" => Self::Unused114,
+            "unused115" => Self::Unused115,
+            "unused116" => Self::Unused116,
+            "unused117" => Self::Unused117,
+            "unused118" => Self::Unused118,
+            "unused119" => Self::Unused119,
+            "unused120" => Self::Unused120,
+            "unused121" => Self::Unused121,
+            "unused122" => Self::Unused122,
+            "unused123" => Self::Unused123,
+            "unused124" => Self::Unused124,
+            "unused125" => Self::Unused125,
+            "unused126" => Self::Unused126,
+            "unused127" => Self::Unused127,
+            "unused128" => Self::Unused128,
+            "unused129" => Self::Unused129,
+            "unused130" => Self::Unused130,
+            "unused131" => Self::Unused131,
+            "unused132" => Self::Unused132,
+            "unused133" => Self::Unused133,
+            "unused134" => Self::Unused134,
+            "unused135" => Self::Unused135,
+            "unused136" => Self::Unused136,
+            "unused137" => Self::Unused137,
+            "unused138" => Self::Unused138,
+            "unused139" => Self::Unused139,
+            "unused140" => Self::Unused140,
+            "unused141" => Self::Unused141,
+            "unused142" => Self::Unused142,
+            "unused143" => Self::Unused143,
+            "unused144" => Self::Unused144,
+            "unused145" => Self::Unused145,
+            "unused146" => Self::Unused146,
+            "unused147" => Self::Unused147,
+            "unused148" => Self::Unused148,
+            "unused149" => Self::Unused149,
+            "unused150" => Self::Unused150,
+            "unused151" => Self::Unused151,
+            "unused152" => Self::Unused152,
+            "unused153" => Self::Unused153,
+            "unused154" => Self::Unused154,
+            "unused155" => Self::Unused155,
+            "unused156" => Self::Unused156,
+            "unused157" => Self::Unused157,
+            "unused158" => Self::Unused158,
+            "unused159" => Self::Unused159,
+            "unused160" => Self::Unused160,
+            "unused161" => Self::Unused161,
+            "unused162" => Self::Unused162,
+            "unused163" => Self::Unused163,
+            "unused164" => Self::Unused164,
+            "unused165" => Self::Unused165,
+            "unused166" => Self::Unused166,
+            "unused167" => Self::Unused167,
+            "unused168" => Self::Unused168,
+            "unused169" => Self::Unused169,
+            "unused170" => Self::Unused170,
+            "unused171" => Self::Unused171,
+            "unused172" => Self::Unused172,
+            "unused173" => Self::Unused173,
+            "unused174" => Self::Unused174,
+            "unused175" => Self::Unused175,
+            "unused176" => Self::Unused176,
+            "unused177" => Self::Unused177,
+            "unused178" => Self::Unused178,
+            "unused179" => Self::Unused179,
+            "unused180" => Self::Unused180,
+            "unused181" => Self::Unused181,
+            "unused182" => Self::Unused182,
+            "unused183" => Self::Unused183,
+            "unused184" => Self::Unused184,
+            "unused185" => Self::Unused185,
+            "unused186" => Self::Unused186,
+            "unused187" => Self::Unused187,
+            "unused188" => Self::Unused188,
+            "unused189" => Self::Unused189,
+            "unused190" => Self::Unused190,
+            "unused191" => Self::Unused191,
+            "unused192" => Self::Unused192,
+            "unused193" => Self::Unused193,
+            "unused194" => Self::Unused194,
+            "unused195" => Self::Unused195,
+            "unused196" => Self::Unused196,
+            "unused197" => Self::Unused197,
+            "unused198" => Self::Unused198,
+            "unused199" => Self::Unused199,
+            "unused200" => Self::Unused200,
+            "unused201" => Self::Unused201,
+            "unused202" => Self::Unused202,
+            "unused203" => Self::Unused203,
+            "unused204" => Self::Unused204,
+            "unused205" => Self::Unused205,
+            "unused206" => Self::Unused206,
+            "unused207" => Self::Unused207,
+            "unused208" => Self::Unused208,
+            "unused209" => Self::Unused209,
+            "unused210" => Self::Unused210,
+            "unused211" => Self::Unused211,
+            "unused212" => Self::Unused212,
+            "unused213" => Self::Unused213,
+            "unused214" => Self::Unused214,
+            "unused215" => Self::Unused215,
+            "unused216" => Self::Unused216,
+            "unused217" => Self::Unused217,
+            "unused218" => Self::Unused218,
+            "unused219" => Self::Unused219,
+            "unused220" => Self::Unused220,
+            "unused221" => Self::Unused221,
+            "unused222" => Self::Unused222,
+            "unused223" => Self::Unused223,
+            "unused224" => Self::Unused224,
+            "unused225" => Self::Unused225,
+            "unused226" => Self::Unused226,
+            "unused227" => Self::Unused227,
+            "unused228" => Self::Unused228,
+            "unused229" => Self::Unused229,
+            "unused230" => Self::Unused230,
+            "unused231" => Self::Unused231,
+            "unused232" => Self::Unused232,
+            "unused233" => Self::Unused233,
+            "unused234" => Self::Unused234,
+            "unused235" => Self::Unused235,
+            "unused236" => Self::Unused236,
+            "unused237" => Self::Unused237,
+            "unused238" => Self::Unused238,
+            "unused239" => Self::Unused239,
+            "unused240" => Self::Unused240,
+            "unused241" => Self::Unused241,
+            "unused242" => Self::Unused242,
+            "unused243" => Self::Unused243,
+            "unused244" => Self::Unused244,
+            "unused245" => Self::Unused245,
+            "unused246" => Self::Unused246,
+            "unused247" => Self::Unused247,
+            "unused248" => Self::Unused248,
+            "unused249" => Self::Unused249,
+            "unused250" => Self::Unused250,
+            "unused251" => Self::Unused251,
+            "unused252" => Self::Unused252,
+            "unused253" => Self::Unused253,
+            "unused254" => Self::Unused254,
+            "unused255" => Self::Unused255,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ide0 => "ide0",
+            Self::Ide1 => "ide1",
+            Self::Ide2 => "ide2",
+            Self::Ide3 => "ide3",
+            Self::Scsi0 => "scsi0",
+            Self::Scsi1 => "scsi1",
+            Self::Scsi2 => "scsi2",
+            Self::Scsi3 => "scsi3",
+            Self::Scsi4 => "scsi4",
+            Self::Scsi5 => "scsi5",
+            Self::Scsi6 => "scsi6",
+            Self::Scsi7 => "scsi7",
+            Self::Scsi8 => "scsi8",
+            Self::Scsi9 => "scsi9",
+            Self::Scsi10 => "scsi10",
+            Self::Scsi11 => "scsi11",
+            Self::Scsi12 => "scsi12",
+            Self::Scsi13 => "scsi13",
+            Self::Scsi14 => "scsi14",
+            Self::Scsi15 => "scsi15",
+            Self::Scsi16 => "scsi16",
+            Self::Scsi17 => "scsi17",
+            Self::Scsi18 => "scsi18",
+            Self::Scsi19 => "scsi19",
+            Self::Scsi20 => "scsi20",
+            Self::Scsi21 => "scsi21",
+            Self::Scsi22 => "scsi22",
+            Self::Scsi23 => "scsi23",
+            Self::Scsi24 => "scsi24",
+            Self::Scsi25 => "scsi25",
+            Self::Scsi26 => "scsi26",
+            Self::Scsi27 => "scsi27",
+            Self::Scsi28 => "scsi28",
+            Self::Scsi29 => "scsi29",
+            Self::Scsi30 => "scsi30",
+            Self::Virtio0 => "virtio0",
+            Self::Virtio1 => "virtio1",
+            Self::Virtio2 => "virtio2",
+            Self::Virtio3 => "virtio3",
+            Self::Virtio4 => "virtio4",
+            Self::Virtio5 => "virtio5",
+            Self::Virtio6 => "virtio6",
+            Self::Virtio7 => "virtio7",
+            Self::Virtio8 => "virtio8",
+            Self::Virtio9 => "virtio9",
+            Self::Virtio10 => "virtio10",
+            Self::Virtio11 => "virtio11",
+            Self::Virtio12 => "virtio12",
+            Self::Virtio13 => "virtio13",
+            Self::Virtio14 => "virtio14",
+            Self::Virtio15 => "virtio15",
+            Self::Sata0 => "sata0",
+            Self::Sata1 => "sata1",
+            Self::Sata2 => "sata2",
+            Self::Sata3 => "sata3",
+            Self::Sata4 => "sata4",
+            Self::Sata5 => "sata5",
+            Self::Efidisk0 => "efidisk0",
+            Self::Tpmstate0 => "tpmstate0",
+            Self::Unused0 => "unused0",
+            Self::Unused1 => "unused1",
+            Self::Unused2 => "unused2",
+            Self::Unused3 => "unused3",
+            Self::Unused4 => "unused4",
+            Self::Unused5 => "unused5",
+            Self::Unused6 => "unused6",
+            Self::Unused7 => "unused7",
+            Self::Unused8 => "unused8",
+            Self::Unused9 => "unused9",
+            Self::Unused10 => "unused10",
+            Self::Unused11 => "unused11",
+            Self::Unused12 => "unused12",
+            Self::Unused13 => "unused13",
+            Self::Unused14 => "unused14",
+            Self::Unused15 => "unused15",
+            Self::Unused16 => "unused16",
+            Self::Unused17 => "unused17",
+            Self::Unused18 => "unused18",
+            Self::Unused19 => "unused19",
+            Self::Unused20 => "unused20",
+            Self::Unused21 => "unused21",
+            Self::Unused22 => "unused22",
+            Self::Unused23 => "unused23",
+            Self::Unused24 => "unused24",
+            Self::Unused25 => "unused25",
+            Self::Unused26 => "unused26",
+            Self::Unused27 => "unused27",
+            Self::Unused28 => "unused28",
+            Self::Unused29 => "unused29",
+            Self::Unused30 => "unused30",
+            Self::Unused31 => "unused31",
+            Self::Unused32 => "unused32",
+            Self::Unused33 => "unused33",
+            Self::Unused34 => "unused34",
+            Self::Unused35 => "unused35",
+            Self::Unused36 => "unused36",
+            Self::Unused37 => "unused37",
+            Self::Unused38 => "unused38",
+            Self::Unused39 => "unused39",
+            Self::Unused40 => "unused40",
+            Self::Unused41 => "unused41",
+            Self::Unused42 => "unused42",
+            Self::Unused43 => "unused43",
+            Self::Unused44 => "unused44",
+            Self::Unused45 => "unused45",
+            Self::Unused46 => "unused46",
+            Self::Unused47 => "unused47",
+            Self::Unused48 => "unused48",
+            Self::Unused49 => "unused49",
+            Self::Unused50 => "unused50",
+            Self::Unused51 => "unused51",
+            Self::Unused52 => "unused52",
+            Self::Unused53 => "unused53",
+            Self::Unused54 => "unused54",
+            Self::Unused55 => "unused55",
+            Self::Unused56 => "unused56",
+            Self::Unused57 => "unused57",
+            Self::Unused58 => "unused58",
+            Self::Unused59 => "unused59",
+            Self::Unused60 => "unused60",
+            Self::Unused61 => "unused61",
+            Self::Unused62 => "unused62",
+            Self::Unused63 => "unused63",
+            Self::Unused64 => "unused64",
+            Self::Unused65 => "unused65",
+            Self::Unused66 => "unused66",
+            Self::Unused67 => "unused67",
+            Self::Unused68 => "unused68",
+            Self::Unused69 => "unused69",
+            Self::Unused70 => "unused70",
+            Self::Unused71 => "unused71",
+            Self::Unused72 => "unused72",
+            Self::Unused73 => "unused73",
+            Self::Unused74 => "unused74",
+            Self::Unused75 => "unused75",
+            Self::Unused76 => "unused76",
+            Self::Unused77 => "unused77",
+            Self::Unused78 => "unused78",
+            Self::Unused79 => "unused79",
+            Self::Unused80 => "unused80",
+            Self::Unused81 => "unused81",
+            Self::Unused82 => "unused82",
+            Self::Unused83 => "unused83",
+            Self::Unused84 => "unused84",
+            Self::Unused85 => "unused85",
+            Self::Unused86 => "unused86",
+            Self::Unused87 => "unused87",
+            Self::Unused88 => "unused88",
+            Self::Unused89 => "unused89",
+            Self::Unused90 => "unused90",
+            Self::Unused91 => "unused91",
+            Self::Unused92 => "unused92",
+            Self::Unused93 => "unused93",
+            Self::Unused94 => "unused94",
+            Self::Unused95 => "unused95",
+            Self::Unused96 => "unused96",
+            Self::Unused97 => "unused97",
+            Self::Unused98 => "unused98",
+            Self::Unused99 => "unused99",
+            Self::Unused100 => "unused100",
+            Self::Unused101 => "unused101",
+            Self::Unused102 => "unused102",
+            Self::Unused103 => "unused103",
+            Self::Unused104 => "unused104",
+            Self::Unused105 => "unused105",
+            Self::Unused106 => "unused106",
+            Self::Unused107 => "unused107",
+            Self::Unused108 => "unused108",
+            Self::Unused109 => "unused109",
+            Self::Unused110 => "unused110",
+            Self::Unused111 => "unused111",
+            Self::Unused112 => "unused112",
+            Self::Unused113 => "unused113",
+            Self::Unused114 => "unused114",
+            Self::Unused115 => "unused115",
+            Self::Unused116 => "unused116",
+            Self::Unused117 => "unused117",
+            Self::Unused118 => "unused118",
+            Self::Unused119 => "unused119",
+            Self::Unused120 => "unused120",
+            Self::Unused121 => "unused121",
+            Self::Unused122 => "unused122",
+            Self::Unused123 => "unused123",
+            Self::Unused124 => "unused124",
+            Self::Unused125 => "unused125",
+            Self::Unused126 => "unused126",
+            Self::Unused127 => "unused127",
+            Self::Unused128 => "unused128",
+            Self::Unused129 => "unused129",
+            Self::Unused130 => "unused130",
+            Self::Unused131 => "unused131",
+            Self::Unused132 => "unused132",
+            Self::Unused133 => "unused133",
+            Self::Unused134 => "unused134",
+            Self::Unused135 => "unused135",
+            Self::Unused136 => "unused136",
+            Self::Unused137 => "unused137",
+            Self::Unused138 => "unused138",
+            Self::Unused139 => "unused139",
+            Self::Unused140 => "unused140",
+            Self::Unused141 => "unused141",
+            Self::Unused142 => "unused142",
+            Self::Unused143 => "unused143",
+            Self::Unused144 => "unused144",
+            Self::Unused145 => "unused145",
+            Self::Unused146 => "unused146",
+            Self::Unused147 => "unused147",
+            Self::Unused148 => "unused148",
+            Self::Unused149 => "unused149",
+            Self::Unused150 => "unused150",
+            Self::Unused151 => "unused151",
+            Self::Unused152 => "unused152",
+            Self::Unused153 => "unused153",
+            Self::Unused154 => "unused154",
+            Self::Unused155 => "unused155",
+            Self::Unused156 => "unused156",
+            Self::Unused157 => "unused157",
+            Self::Unused158 => "unused158",
+            Self::Unused159 => "unused159",
+            Self::Unused160 => "unused160",
+            Self::Unused161 => "unused161",
+            Self::Unused162 => "unused162",
+            Self::Unused163 => "unused163",
+            Self::Unused164 => "unused164",
+            Self::Unused165 => "unused165",
+            Self::Unused166 => "unused166",
+            Self::Unused167 => "unused167",
+            Self::Unused168 => "unused168",
+            Self::Unused169 => "unused169",
+            Self::Unused170 => "unused170",
+            Self::Unused171 => "unused171",
+            Self::Unused172 => "unused172",
+            Self::Unused173 => "unused173",
+            Self::Unused174 => "unused174",
+            Self::Unused175 => "unused175",
+            Self::Unused176 => "unused176",
+            Self::Unused177 => "unused177",
+            Self::Unused178 => "unused178",
+            Self::Unused179 => "unused179",
+            Self::Unused180 => "unused180",
+            Self::Unused181 => "unused181",
+            Self::Unused182 => "unused182",
+            Self::Unused183 => "unused183",
+            Self::Unused184 => "unused184",
+            Self::Unused185 => "unused185",
+            Self::Unused186 => "unused186",
+            Self::Unused187 => "unused187",
+            Self::Unused188 => "unused188",
+            Self::Unused189 => "unused189",
+            Self::Unused190 => "unused190",
+            Self::Unused191 => "unused191",
+            Self::Unused192 => "unused192",
+            Self::Unused193 => "unused193",
+            Self::Unused194 => "unused194",
+            Self::Unused195 => "unused195",
+            Self::Unused196 => "unused196",
+            Self::Unused197 => "unused197",
+            Self::Unused198 => "unused198",
+            Self::Unused199 => "unused199",
+            Self::Unused200 => "unused200",
+            Self::Unused201 => "unused201",
+            Self::Unused202 => "unused202",
+            Self::Unused203 => "unused203",
+            Self::Unused204 => "unused204",
+            Self::Unused205 => "unused205",
+            Self::Unused206 => "unused206",
+            Self::Unused207 => "unused207",
+            Self::Unused208 => "unused208",
+            Self::Unused209 => "unused209",
+            Self::Unused210 => "unused210",
+            Self::Unused211 => "unused211",
+            Self::Unused212 => "unused212",
+            Self::Unused213 => "unused213",
+            Self::Unused214 => "unused214",
+            Self::Unused215 => "unused215",
+            Self::Unused216 => "unused216",
+            Self::Unused217 => "unused217",
+            Self::Unused218 => "unused218",
+            Self::Unused219 => "unused219",
+            Self::Unused220 => "unused220",
+            Self::Unused221 => "unused221",
+            Self::Unused222 => "unused222",
+            Self::Unused223 => "unused223",
+            Self::Unused224 => "unused224",
+            Self::Unused225 => "unused225",
+            Self::Unused226 => "unused226",
+            Self::Unused227 => "unused227",
+            Self::Unused228 => "unused228",
+            Self::Unused229 => "unused229",
+            Self::Unused230 => "unused230",
+            Self::Unused231 => "unused231",
+            Self::Unused232 => "unused232",
+            Self::Unused233 => "unused233",
+            Self::Unused234 => "unused234",
+            Self::Unused235 => "unused235",
+            Self::Unused236 => "unused236",
+            Self::Unused237 => "unused237",
+            Self::Unused238 => "unused238",
+            Self::Unused239 => "unused239",
+            Self::Unused240 => "unused240",
+            Self::Unused241 => "unused241",
+            Self::Unused242 => "unused242",
+            Self::Unused243 => "unused243",
+            Self::Unused244 => "unused244",
+            Self::Unused245 => "unused245",
+            Self::Unused246 => "unused246",
+            Self::Unused247 => "unused247",
+            Self::Unused248 => "unused248",
+            Self::Unused249 => "unused249",
+            Self::Unused250 => "unused250",
+            Self::Unused251 => "unused251",
+            Self::Unused252 => "unused252",
+            Self::Unused253 => "unused253",
+            Self::Unused254 => "unused254",
+            Self::Unused255 => "unused255",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(MoveVmDiskDisk);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MoveVmDiskTargetDisk {
+    /// `ide0`
+    Ide0,
+    /// `ide1`
+    Ide1,
+    /// `ide2`
+    Ide2,
+    /// `ide3`
+    Ide3,
+    /// `scsi0`
+    Scsi0,
+    /// `scsi1`
+    Scsi1,
+    /// `scsi2`
+    Scsi2,
+    /// `scsi3`
+    Scsi3,
+    /// `scsi4`
+    Scsi4,
+    /// `scsi5`
+    Scsi5,
+    /// `scsi6`
+    Scsi6,
+    /// `scsi7`
+    Scsi7,
+    /// `scsi8`
+    Scsi8,
+    /// `scsi9`
+    Scsi9,
+    /// `scsi10`
+    Scsi10,
+    /// `scsi11`
+    Scsi11,
+    /// `scsi12`
+    Scsi12,
+    /// `scsi13`
+    Scsi13,
+    /// `scsi14`
+    Scsi14,
+    /// `scsi15`
+    Scsi15,
+    /// `scsi16`
+    Scsi16,
+    /// `scsi17`
+    Scsi17,
+    /// `scsi18`
+    Scsi18,
+    /// `scsi19`
+    Scsi19,
+    /// `scsi20`
+    Scsi20,
+    /// `scsi21`
+    Scsi21,
+    /// `scsi22`
+    Scsi22,
+    /// `scsi23`
+    Scsi23,
+    /// `scsi24`
+    Scsi24,
+    /// `scsi25`
+    Scsi25,
+    /// `scsi26`
+    Scsi26,
+    /// `scsi27`
+    Scsi27,
+    /// `scsi28`
+    Scsi28,
+    /// `scsi29`
+    Scsi29,
+    /// `scsi30`
+    Scsi30,
+    /// `virtio0`
+    Virtio0,
+    /// `virtio1`
+    Virtio1,
+    /// `virtio2`
+    Virtio2,
+    /// `virtio3`
+    Virtio3,
+    /// `virtio4`
+    Virtio4,
+    /// `virtio5`
+    Virtio5,
+    /// `virtio6`
+    Virtio6,
+    /// `virtio7`
+    Virtio7,
+    /// `virtio8`
+    Virtio8,
+    /// `virtio9`
+    Virtio9,
+    /// `virtio10`
+    Virtio10,
+    /// `virtio11`
+    Virtio11,
+    /// `virtio12`
+    Virtio12,
+    /// `virtio13`
+    Virtio13,
+    /// `virtio14`
+    Virtio14,
+    /// `virtio15`
+    Virtio15,
+    /// `sata0`
+    Sata0,
+    /// `sata1`
+    Sata1,
+    /// `sata2`
+    Sata2,
+    /// `sata3`
+    Sata3,
+    /// `sata4`
+    Sata4,
+    /// `sata5`
+    Sata5,
+    /// `efidisk0`
+    Efidisk0,
+    /// `tpmstate0`
+    Tpmstate0,
+    /// `unused0`
+    Unused0,
+    /// `unused1`
+    Unused1,
+    /// `unused2`
+    Unused2,
+    /// `unused3`
+    Unused3,
+    /// `unused4`
+    Unused4,
+    /// `unused5`
+    Unused5,
+    /// `unused6`
+    Unused6,
+    /// `unused7`
+    Unused7,
+    /// `unused8`
+    Unused8,
+    /// `unused9`
+    Unused9,
+    /// `unused10`
+    Unused10,
+    /// `unused11`
+    Unused11,
+    /// `unused12`
+    Unused12,
+    /// `unused13`
+    Unused13,
+    /// `unused14`
+    Unused14,
+    /// `unused15`
+    Unused15,
+    /// `unused16`
+    Unused16,
+    /// `unused17`
+    Unused17,
+    /// `unused18`
+    Unused18,
+    /// `unused19`
+    Unused19,
+    /// `unused20`
+    Unused20,
+    /// `unused21`
+    Unused21,
+    /// `unused22`
+    Unused22,
+    /// `unused23`
+    Unused23,
+    /// `unused24`
+    Unused24,
+    /// `unused25`
+    Unused25,
+    /// `unused26`
+    Unused26,
+    /// `unused27`
+    Unused27,
+    /// `unused28`
+    Unused28,
+    /// `unused29`
+    Unused29,
+    /// `unused30`
+    Unused30,
+    /// `unused31`
+    Unused31,
+    /// `unused32`
+    Unused32,
+    /// `unused33`
+    Unused33,
+    /// `unused34`
+    Unused34,
+    /// `unused35`
+    Unused35,
+    /// `unused36`
+    Unused36,
+    /// `unused37`
+    Unused37,
+    /// `unused38`
+    Unused38,
+    /// `unused39`
+    Unused39,
+    /// `unused40`
+    Unused40,
+    /// `unused41`
+    Unused41,
+    /// `unused42`
+    Unused42,
+    /// `unused43`
+    Unused43,
+    /// `unused44`
+    Unused44,
+    /// `unused45`
+    Unused45,
+    /// `unused46`
+    Unused46,
+    /// `unused47`
+    Unused47,
+    /// `unused48`
+    Unused48,
+    /// `unused49`
+    Unused49,
+    /// `unused50`
+    Unused50,
+    /// `unused51`
+    Unused51,
+    /// `unused52`
+    Unused52,
+    /// `unused53`
+    Unused53,
+    /// `unused54`
+    Unused54,
+    /// `unused55`
+    Unused55,
+    /// `unused56`
+    Unused56,
+    /// `unused57`
+    Unused57,
+    /// `unused58`
+    Unused58,
+    /// `unused59`
+    Unused59,
+    /// `unused60`
+    Unused60,
+    /// `unused61`
+    Unused61,
+    /// `unused62`
+    Unused62,
+    /// `unused63`
+    Unused63,
+    /// `unused64`
+    Unused64,
+    /// `unused65`
+    Unused65,
+    /// `unused66`
+    Unused66,
+    /// `unused67`
+    Unused67,
+    /// `unused68`
+    Unused68,
+    /// `unused69`
+    Unused69,
+    /// `unused70`
+    Unused70,
+    /// `unused71`
+    Unused71,
+    /// `unused72`
+    Unused72,
+    /// `unused73`
+    Unused73,
+    /// `unused74`
+    Unused74,
+    /// `unused75`
+    Unused75,
+    /// `unused76`
+    Unused76,
+    /// `unused77`
+    Unused77,
+    /// `unused78`
+    Unused78,
+    /// `unused79`
+    Unused79,
+    /// `unused80`
+    Unused80,
+    /// `unused81`
+    Unused81,
+    /// `unused82`
+    Unused82,
+    /// `unused83`
+    Unused83,
+    /// `unused84`
+    Unused84,
+    /// `unused85`
+    Unused85,
+    /// `unused86`
+    Unused86,
+    /// `unused87`
+    Unused87,
+    /// `unused88`
+    Unused88,
+    /// `unused89`
+    Unused89,
+    /// `unused90`
+    Unused90,
+    /// `unused91`
+    Unused91,
+    /// `unused92`
+    Unused92,
+    /// `unused93`
+    Unused93,
+    /// `unused94`
+    Unused94,
+    /// `unused95`
+    Unused95,
+    /// `unused96`
+    Unused96,
+    /// `unused97`
+    Unused97,
+    /// `unused98`
+    Unused98,
+    /// `unused99`
+    Unused99,
+    /// `unused100`
+    Unused100,
+    /// `unused101`
+    Unused101,
+    /// `unused102`
+    Unused102,
+    /// `unused103`
+    Unused103,
+    /// `unused104`
+    Unused104,
+    /// `unused105`
+    Unused105,
+    /// `unused106`
+    Unused106,
+    /// `unused107`
+    Unused107,
+    /// `unused108`
+    Unused108,
+    /// `unused109`
+    Unused109,
+    /// `unused110`
+    Unused110,
+    /// `unused111`
+    Unused111,
+    /// `unused112`
+    Unused112,
+    /// `unused113`
+    Unused113,
+    /// `unused114`
+    Unused114,
+    /// `unused115`
+    Unused115,
+    /// `unused116`
+    Unused116,
+    /// `unused117`
+    Unused117,
+    /// `unused118`
+    Unused118,
+    /// `unused119`
+    Unused119,
+    /// `unused120`
+    Unused120,
+    /// `unused121`
+    Unused121,
+    /// `unused122`
+    Unused122,
+    /// `unused123`
+    Unused123,
+    /// `unused124`
+    Unused124,
+    /// `unused125`
+    Unused125,
+    /// `unused126`
+    Unused126,
+    /// `unused127`
+    Unused127,
+    /// `unused128`
+    Unused128,
+    /// `unused129`
+    Unused129,
+    /// `unused130`
+    Unused130,
+    /// `unused131`
+    Unused131,
+    /// `unused132`
+    Unused132,
+    /// `unused133`
+    Unused133,
+    /// `unused134`
+    Unused134,
+    /// `unused135`
+    Unused135,
+    /// `unused136`
+    Unused136,
+    /// `unused137`
+    Unused137,
+    /// `unused138`
+    Unused138,
+    /// `unused139`
+    Unused139,
+    /// `unused140`
+    Unused140,
+    /// `unused141`
+    Unused141,
+    /// `unused142`
+    Unused142,
+    /// `unused143`
+    Unused143,
+    /// `unused144`
+    Unused144,
+    /// `unused145`
+    Unused145,
+    /// `unused146`
+    Unused146,
+    /// `unused147`
+    Unused147,
+    /// `unused148`
+    Unused148,
+    /// `unused149`
+    Unused149,
+    /// `unused150`
+    Unused150,
+    /// `unused151`
+    Unused151,
+    /// `unused152`
+    Unused152,
+    /// `unused153`
+    Unused153,
+    /// `unused154`
+    Unused154,
+    /// `unused155`
+    Unused155,
+    /// `unused156`
+    Unused156,
+    /// `unused157`
+    Unused157,
+    /// `unused158`
+    Unused158,
+    /// `unused159`
+    Unused159,
+    /// `unused160`
+    Unused160,
+    /// `unused161`
+    Unused161,
+    /// `unused162`
+    Unused162,
+    /// `unused163`
+    Unused163,
+    /// `unused164`
+    Unused164,
+    /// `unused165`
+    Unused165,
+    /// `unused166`
+    Unused166,
+    /// `unused167`
+    Unused167,
+    /// `unused168`
+    Unused168,
+    /// `unused169`
+    Unused169,
+    /// `unused170`
+    Unused170,
+    /// `unused171`
+    Unused171,
+    /// `unused172`
+    Unused172,
+    /// `unused173`
+    Unused173,
+    /// `unused174`
+    Unused174,
+    /// `unused175`
+    Unused175,
+    /// `unused176`
+    Unused176,
+    /// `unused177`
+    Unused177,
+    /// `unused178`
+    Unused178,
+    /// `unused179`
+    Unused179,
+    /// `unused180`
+    Unused180,
+    /// `unused181`
+    Unused181,
+    /// `unused182`
+    Unused182,
+    /// `unused183`
+    Unused183,
+    /// `unused184`
+    Unused184,
+    /// `unused185`
+    Unused185,
+    /// `unused186`
+    Unused186,
+    /// `unused187`
+    Unused187,
+    /// `unused188`
+    Unused188,
+    /// `unused189`
+    Unused189,
+    /// `unused190`
+    Unused190,
+    /// `unused191`
+    Unused191,
+    /// `unused192`
+    Unused192,
+    /// `unused193`
+    Unused193,
+    /// `unused194`
+    Unused194,
+    /// `unused195`
+    Unused195,
+    /// `unused196`
+    Unused196,
+    /// `unused197`
+    Unused197,
+    /// `unused198`
+    Unused198,
+    /// `unused199`
+    Unused199,
+    /// `unused200`
+    Unused200,
+    /// `unused201`
+    Unused201,
+    /// `unused202`
+    Unused202,
+    /// `unused203`
+    Unused203,
+    /// `unused204`
+    Unused204,
+    /// `unused205`
+    Unused205,
+    /// `unused206`
+    Unused206,
+    /// `unused207`
+    Unused207,
+    /// `unused208`
+    Unused208,
+    /// `unused209`
+    Unused209,
+    /// `unused210`
+    Unused210,
+    /// `unused211`
+    Unused211,
+    /// `unused212`
+    Unused212,
+    /// `unused213`
+    Unused213,
+    /// `unused214`
+    Unused214,
+    /// `unused215`
+    Unused215,
+    /// `unused216`
+    Unused216,
+    /// `unused217`
+    Unused217,
+    /// `unused218`
+    Unused218,
+    /// `unused219`
+    Unused219,
+    /// `unused220`
+    Unused220,
+    /// `unused221`
+    Unused221,
+    /// `unused222`
+    Unused222,
+    /// `unused223`
+    Unused223,
+    /// `unused224`
+    Unused224,
+    /// `unused225`
+    Unused225,
+    /// `unused226`
+    Unused226,
+    /// `unused227`
+    Unused227,
+    /// `unused228`
+    Unused228,
+    /// `unused229`
+    Unused229,
+    /// `unused230`
+    Unused230,
+    /// `unused231`
+    Unused231,
+    /// `unused232`
+    Unused232,
+    /// `unused233`
+    Unused233,
+    /// `unused234`
+    Unused234,
+    /// `unused235`
+    Unused235,
+    /// `unused236`
+    Unused236,
+    /// `unused237`
+    Unused237,
+    /// `unused238`
+    Unused238,
+    /// `unused239`
+    Unused239,
+    /// `unused240`
+    Unused240,
+    /// `unused241`
+    Unused241,
+    /// `unused242`
+    Unused242,
+    /// `unused243`
+    Unused243,
+    /// `unused244`
+    Unused244,
+    /// `unused245`
+    Unused245,
+    /// `unused246`
+    Unused246,
+    /// `unused247`
+    Unused247,
+    /// `unused248`
+    Unused248,
+    /// `unused249`
+    Unused249,
+    /// `unused250`
+    Unused250,
+    /// `unused251`
+    Unused251,
+    /// `unused252`
+    Unused252,
+    /// `unused253`
+    Unused253,
+    /// `unused254`
+    Unused254,
+    /// `unused255`
+    Unused255,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for MoveVmDiskTargetDisk {
+    const VALUES: &'static [&'static str] = &[
+        "ide0",
+        "ide1",
+        "ide2",
+        "ide3",
+        "scsi0",
+        "scsi1",
+        "scsi2",
+        "scsi3",
+        "scsi4",
+        "scsi5",
+        "scsi6",
+        "scsi7",
+        "scsi8",
+        "scsi9",
+        "scsi10",
+        "scsi11",
+        "scsi12",
+        "scsi13",
+        "scsi14",
+        "scsi15",
+        "scsi16",
+        "scsi17",
+        "scsi18",
+        "scsi19",
+        "scsi20",
+        "scsi21",
+        "scsi22",
+        "scsi23",
+        "scsi24",
+        "scsi25",
+        "scsi26",
+        "scsi27",
+        "scsi28",
+        "scsi29",
+        "scsi30",
+        "virtio0",
+        "virtio1",
+        "virtio2",
+        "virtio3",
+        "virtio4",
+        "virtio5",
+        "virtio6",
+        "virtio7",
+        "virtio8",
+        "virtio9",
+        "virtio10",
+        "virtio11",
+        "virtio12",
+        "virtio13",
+        "virtio14",
+        "virtio15",
+        "sata0",
+        "sata1",
+        "sata2",
+        "sata3",
+        "sata4",
+        "sata5",
+        "efidisk0",
+        "tpmstate0",
+        "unused0",
+        "unused1",
+        "unused2",
+        "unused3",
+        "unused4",
+        "unused5",
+        "unused6",
+        "unused7",
+        "unused8",
+        "unused9",
+        "unused10",
+        "unused11",
+        "unused12",
+        "unused13",
+        "unused14",
+        "unused15",
+        "unused16",
+        "unused17",
+        "unused18",
+        "unused19",
+        "unused20",
+        "unused21",
+        "unused22",
+        "unused23",
+        "unused24",
+        "unused25",
+        "unused26",
+        "unused27",
+        "unused28",
+        "unused29",
+        "unused30",
+        "unused31",
+        "unused32",
+        "unused33",
+        "unused34",
+        "unused35",
+        "unused36",
+        "unused37",
+        "unused38",
+        "unused39",
+        "unused40",
+        "unused41",
+        "unused42",
+        "unused43",
+        "unused44",
+        "unused45",
+        "unused46",
+        "unused47",
+        "unused48",
+        "unused49",
+        "unused50",
+        "unused51",
+        "unused52",
+        "unused53",
+        "unused54",
+        "unused55",
+        "unused56",
+        "unused57",
+        "unused58",
+        "unused59",
+        "unused60",
+        "unused61",
+        "unused62",
+        "unused63",
+        "unused64",
+        "unused65",
+        "unused66",
+        "unused67",
+        "unused68",
+        "unused69",
+        "unused70",
+        "unused71",
+        "unused72",
+        "unused73",
+        "unused74",
+        "unused75",
+        "unused76",
+        "unused77",
+        "unused78",
+        "unused79",
+        "unused80",
+        "unused81",
+        "unused82",
+        "unused83",
+        "unused84",
+        "unused85",
+        "unused86",
+        "unused87",
+        "unused88",
+        "unused89",
+        "unused90",
+        "unused91",
+        "unused92",
+        "unused93",
+        "unused94",
+        "unused95",
+        "unused96",
+        "unused97",
+        "unused98",
+        "unused99",
+        "unused100",
+        "unused101",
+        "unused102",
+        "unused103",
+        "unused104",
+        "unused105",
+        "unused106",
+        "unused107",
+        "unused108",
+        "unused109",
+        "unused110",
+        "unused111",
+        "unused112",
+        "unused113",
+        "unused114",
+        "unused115",
+        "unused116",
+        "unused117",
+        "unused118",
+        "unused119",
+        "unused120",
+        "unused121",
+        "unused122",
+        "unused123",
+        "unused124",
+        "unused125",
+        "unused126",
+        "unused127",
+        "unused128",
+        "unused129",
+        "unused130",
+        "unused131",
+        "unused132",
+        "unused133",
+        "unused134",
+        "unused135",
+        "unused136",
+        "unused137",
+        "unused138",
+        "unused139",
+        "unused140",
+        "unused141",
+        "unused142",
+        "unused143",
+        "unused144",
+        "unused145",
+        "unused146",
+        "unused147",
+        "unused148",
+        "unused149",
+        "unused150",
+        "unused151",
+        "unused152",
+        "unused153",
+        "unused154",
+        "unused155",
+        "unused156",
+        "unused157",
+        "unused158",
+        "unused159",
+        "unused160",
+        "unused161",
+        "unused162",
+        "unused163",
+        "unused164",
+        "unused165",
+        "unused166",
+        "unused167",
+        "unused168",
+        "unused169",
+        "unused170",
+        "unused171",
+        "unused172",
+        "unused173",
+        "unused174",
+        "unused175",
+        "unused176",
+        "unused177",
+        "unused178",
+        "unused179",
+        "unused180",
+        "unused181",
+        "unused182",
+        "unused183",
+        "unused184",
+        "unused185",
+        "unused186",
+        "unused187",
+        "unused188",
+        "unused189",
+        "unused190",
+        "unused191",
+        "unused192",
+        "unused193",
+        "unused194",
+        "unused195",
+        "unused196",
+        "unused197",
+        "unused198",
+        "unused199",
+        "unused200",
+        "unused201",
+        "unused202",
+        "unused203",
+        "unused204",
+        "unused205",
+        "unused206",
+        "unused207",
+        "unused208",
+        "unused209",
+        "unused210",
+        "unused211",
+        "unused212",
+        "unused213",
+        "unused214",
+        "unused215",
+        "unused216",
+        "unused217",
+        "unused218",
+        "unused219",
+        "unused220",
+        "unused221",
+        "unused222",
+        "unused223",
+        "unused224",
+        "unused225",
+        "unused226",
+        "unused227",
+        "unused228",
+        "unused229",
+        "unused230",
+        "unused231",
+        "unused232",
+        "unused233",
+        "unused234",
+        "unused235",
+        "unused236",
+        "unused237",
+        "unused238",
+        "unused239",
+        "unused240",
+        "unused241",
+        "unused242",
+        "unused243",
+        "unused244",
+        "unused245",
+        "unused246",
+        "unused247",
+        "unused248",
+        "unused249",
+        "unused250",
+        "unused251",
+        "unused252",
+        "unused253",
+        "unused254",
+        "unused255",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "ide0" => Self::Ide0,
+            "ide1" => Self::Ide1,
+            "ide2" => Self::Ide2,
+            "ide3" => Self::Ide3,
+            "scsi0" => Self::Scsi0,
+            "scsi1" => Self::Scsi1,
+            "scsi2" => Self::Scsi2,
+            "scsi3" => Self::Scsi3,
+            "scsi4" => Self::Scsi4,
+            "scsi5" => Self::Scsi5,
+            "scsi6" => Self::Scsi6,
+            "scsi7" => Self::Scsi7,
+            "scsi8" => Self::Scsi8,
+            "scsi9" => Self::Scsi9,
+            "scsi10" => Self::Scsi10,
+            "scsi11" => Self::Scsi11,
+            "scsi12" => Self::Scsi12,
+            "scsi13" => Self::Scsi13,
+            "scsi14" => Self::Scsi14,
+            "scsi15" => Self::Scsi15,
+            "scsi16" => Self::Scsi16,
+            "scsi17" => Self::Scsi17,
+            "scsi18" => Self::Scsi18,
+            "scsi19" => Self::Scsi19,
+            "scsi20" => Self::Scsi20,
+            "scsi21" => Self::Scsi21,
+            "scsi22" => Self::Scsi22,
+            "scsi23" => Self::Scsi23,
+            "scsi24" => Self::Scsi24,
+            "scsi25" => Self::Scsi25,
+            "scsi26" => Self::Scsi26,
+            "scsi27" => Self::Scsi27,
+            "scsi28" => Self::Scsi28,
+            "scsi29" => Self::Scsi29,
+            "scsi30" => Self::Scsi30,
+            "virtio0" => Self::Virtio0,
+            "virtio1" => Self::Virtio1,
+            "virtio2" => Self::Virtio2,
+            "virtio3" => Self::Virtio3,
+            "virtio4" => Self::Virtio4,
+            "virtio5" => Self::Virtio5,
+            "virtio6" => Self::Virtio6,
+            "virtio7" => Self::Virtio7,
+            "virtio8" => Self::Virtio8,
+            "virtio9" => Self::Virtio9,
+            "virtio10" => Self::Virtio10,
+            "virtio11" => Self::Virtio11,
+            "virtio12" => Self::Virtio12,
+            "virtio13" => Self::Virtio13,
+            "virtio14" => Self::Virtio14,
+            "virtio15" => Self::Virtio15,
+            "sata0" => Self::Sata0,
+            "sata1" => Self::Sata1,
+            "sata2" => Self::Sata2,
+            "sata3" => Self::Sata3,
+            "sata4" => Self::Sata4,
+            "sata5" => Self::Sata5,
+            "efidisk0" => Self::Efidisk0,
+            "tpmstate0" => Self::Tpmstate0,
+            "unused0" => Self::Unused0,
+            "unused1" => Self::Unused1,
+            "unused2" => Self::Unused2,
+            "unused3" => Self::Unused3,
+            "unused4" => Self::Unused4,
+            "unused5" => Self::Unused5,
+            "unused6" => Self::Unused6,
+            "unused7" => Self::Unused7,
+            "unused8" => Self::Unused8,
+            "unused9" => Self::Unused9,
+            "unused10" => Self::Unused10,
+            "unused11" => Self::Unused11,
+            "unused12" => Self::Unused12,
+            "unused13" => Self::Unused13,
+            "unused14" => Self::Unused14,
+            "unused15" => Self::Unused15,
+            "unused16" => Self::Unused16,
+            "unused17" => Self::Unused17,
+            "unused18" => Self::Unused18,
+            "unused19" => Self::Unused19,
+            "unused20" => Self::Unused20,
+            "unused21" => Self::Unused21,
+            "unused22" => Self::Unused22,
+            "unused23" => Self::Unused23,
+            "unused24" => Self::Unused24,
+            "unused25" => Self::Unused25,
+            "unused26" => Self::Unused26,
+            "unused27" => Self::Unused27,
+            "unused28" => Self::Unused28,
+            "unused29" => Self::Unused29,
+            "unused30" => Self::Unused30,
+            "unused31" => Self::Unused31,
+            "unused32" => Self::Unused32,
+            "unused33" => Self::Unused33,
+            "unused34" => Self::Unused34,
+            "unused35" => Self::Unused35,
+            "unused36" => Self::Unused36,
+            "unused37" => Self::Unused37,
+            "unused38" => Self::Unused38,
+            "unused39" => Self::Unused39,
+            "unused40" => Self::Unused40,
+            "unused41" => Self::Unused41,
+            "unused42" => Self::Unused42,
+            "unused43" => Self::Unused43,
+            "unused44" => Self::Unused44,
+            "unused45" => Self::Unused45,
+            "unused46" => Self::Unused46,
+            "unused47" => Self::Unused47,
+            "unused48" => Self::Unused48,
+            "unused49" => Self::Unused49,
+            "unused50" => Self::Unused50,
+            "unused51" => Self::Unused51,
+            "unused52" => Self::Unused52,
+            "unused53" => Self::Unused53,
+            "unused54" => Self::Unused54,
+            "unused55" => Self::Unused55,
+            "unused56" => Self::Unused56,
+            "unused57" => Self::Unused57,
+            "unused58" => Self::Unused58,
+            "unused59" => Self::Unused59,
+            "unused60" => Self::Unused60,
+            "unused61" => Self::Unused61,
+            "unused62" => Self::Unused62,
+            "unused63" => Self::Unused63,
+            "unused64" => Self::Unused64,
+            "unused65" => Self::Unused65,
+            "unused66" => Self::Unused66,
+            "unused67" => Self::Unused67,
+            "unused68" => Self::Unused68,
+            "unused69" => Self::Unused69,
+            "unused70" => Self::Unused70,
+            "unused71" => Self::Unused71,
+            "unused72" => Self::Unused72,
+            "unused73" => Self::Unused73,
+            "unused74" => Self::Unused74,
+            "unused75" => Self::Unused75,
+            "unused76" => Self::Unused76,
+            "unused77" => Self::Unused77,
+            "unused78" => Self::Unused78,
+            "unused79" => Self::Unused79,
+            "unused80" => Self::Unused80,
+            "unused81" => Self::Unused81,
+            "unused82" => Self::Unused82,
+            "unused83" => Self::Unused83,
+            "unused84" => Self::Unused84,
+            "unused85" => Self::Unused85,
+            "unused86" => Self::Unused86,
+            "unused87" => Self::Unused87,
+            "unused88" => Self::Unused88,
+            "unused89" => Self::Unused89,
+            "unused90" => Self::Unused90,
+            "unused91" => Self::Unused91,
+            "unused92" => Self::Unused92,
+            "unused93" => Self::Unused93,
+            "unused94" => Self::Unused94,
+            "unused95" => Self::Unused95,
+            "unused96" => Self::Unused96,
+            "unused97" => Self::Unused97,
+            "unused98" => Self::Unused98,
+            "unused99" => Self::Unused99,
+            "unused100" => Self::Unused100,
+            "unused101" => Self::Unused101,
+            "unused102" => Self::Unused102,
+            "unused103" => Self::Unused103,
+            "unused104" => Self::Unused104,
+            "unused105" => Self::Unused105,
+            "unused106" => Self::Unused106,
+            "unused107" => Self::Unused107,
+            "unused108" => Self::Unused108,
+            "unused109" => Self::Unused109,
+            "unused110" => Self::Unused110,
+            "unused111" => Self::Unused111,
+            "unused112" => Self::Unused112,
+            "unused113" => Self::Unused113,
+            "unused114" => Self::Unused114,
+            "unused115" => Self::Unused115,
+            "unused116" => Self::Unused116,
+            "unused117" => Self::Unused117,
+            "unused118" => Self::Unused118,
+            "unused119" => Self::Unused119,
+            "unused120" => Self::Unused120,
+            "unused121" => Self::Unused121,
+            "unused122" => Self::Unused122,
+            "unused123" => Self::Unused123,
+            "unused124" => Self::Unused124,
+            "unused125" => Self::Unused125,
+            "unused126" => Self::Unused126,
+            "unused127" => Self::Unused127,
+            "unused128" => Self::Unused128,
+            "unused129" => Self::Unused129,
+            "unused130" => Self::Unused130,
+            "unused131" => Self::Unused131,
+            "unused132" => Self::Unused132,
+            "unused133" => Self::Unused133,
+            "unused134" => Self::Unused134,
+            "unused135" => Self::Unused135,
+            "unused136" => Self::Unused136,
+            "unused137" => Self::Unused137,
+            "unused138" => Self::Unused138,
+            "unused139" => Self::Unused139,
+            "unused140" => Self::Unused140,
+            "unused141" => Self::Unused141,
+            "unused142" => Self::Unused142,
+            "unused143" => Self::Unused143,
+            "unused144" => Self::Unused144,
+            "unused145" => Self::Unused145,
+            "unused146" => Self::Unused146,
+            "unused147" => Self::Unused147,
+            "unused148" => Self::Unused148,
+            "unused149" => Self::Unused149,
+            "unused150" => Self::Unused150,
+            "unused151" => Self::Unused151,
+            "unused152" => Self::Unused152,
+            "unused153" => Self::Unused153,
+            "unused154" => Self::Unused154,
+            "unused155" => Self::Unused155,
+            "unused156" => Self::Unused156,
+            "unused157" => Self::Unused157,
+            "unused158" => Self::Unused158,
+            "unused159" => Self::Unused159,
+            "unused160" => Self::Unused160,
+            "unused161" => Self::Unused161,
+            "unused162" => Self::Unused162,
+            "unused163" => Self::Unused163,
+            "unused164" => Self::Unused164,
+            "unused165" => Self::Unused165,
+            "unused166" => Self::Unused166,
+            "unused167" => Self::Unused167,
+            "unused168" => Self::Unused168,
+            "unused169" => Self::Unused169,
+            "unused170" => Self::Unused170,
+            "unused171" => Self::Unused171,
+            "unused172" => Self::Unused172,
+            "unused173" => Self::Unused173,
+            "unused174" => Self::Unused174,
+            "unused175" => Self::Unused175,
+            "unused176" => Self::Unused176,
+            "unused177" => Self::Unused177,
+            "unused178" => Self::Unused178,
+            "unused179" => Self::Unused179,
+            "unused180" => Self::Unused180,
+            "unused181" => Self::Unused181,
+            "unused182" => Self::Unused182,
+            "unused183" => Self::Unused183,
+            "unused184" => Self::Unused184,
+            "unused185" => Self::Unused185,
+            "unused186" => Self::Unused186,
+            "unused187" => Self::Unused187,
+            "unused188" => Self::Unused188,
+            "unused189" => Self::Unused189,
+            "unused190" => Self::Unused190,
+            "unused191" => Self::Unused191,
+            "unused192" => Self::Unused192,
+            "unused193" => Self::Unused193,
+            "unused194" => Self::Unused194,
+            "unused195" => Self::Unused195,
+            "unused196" => Self::Unused196,
+            "unused197" => Self::Unused197,
+            "unused198" => Self::Unused198,
+            "unused199" => Self::Unused199,
+            "unused200" => Self::Unused200,
+            "unused201" => Self::Unused201,
+            "unused202" => Self::Unused202,
+            "unused203" => Self::Unused203,
+            "unused204" => Self::Unused204,
+            "unused205" => Self::Unused205,
+            "unused206" => Self::Unused206,
+            "unused207" => Self::Unused207,
+            "unused208" => Self::Unused208,
+            "unused209" => Self::Unused209,
+            "unused210" => Self::Unused210,
+            "unused211" => Self::Unused211,
+            "unused212" => Self::Unused212,
+            "unused213" => Self::Unused213,
+            "unused214" => Self::Unused214,
+            "unused215" => Self::Unused215,
+            "unused216" => Self::Unused216,
+            "unused217" => Self::Unused217,
+            "unused218" => Self::Unused218,
+            "unused219" => Self::Unused219,
+            "unused220" => Self::Unused220,
+            "unused221" => Self::Unused221,
+            "unused222" => Self::Unused222,
+            "unused223" => Self::Unused223,
+            "unused224" => Self::Unused224,
+            "unused225" => Self::Unused225,
+            "unused226" => Self::Unused226,
+            "unused227" => Self::Unused227,
+            "unused228" => Self::Unused228,
+            "unused229" => Self::Unused229,
+            "unused230" => Self::Unused230,
+            "unused231" => Self::Unused231,
+            "unused232" => Self::Unused232,
+            "unused233" => Self::Unused233,
+            "unused234" => Self::Unused234,
+            "unused235" => Self::Unused235,
+            "unused236" => Self::Unused236,
+            "unused237" => Self::Unused237,
+            "unused238" => Self::Unused238,
+            "unused239" => Self::Unused239,
+            "unused240" => Self::Unused240,
+            "unused241" => Self::Unused241,
+            "unused242" => Self::Unused242,
+            "unused243" => Self::Unused243,
+            "unused244" => Self::Unused244,
+            "unused245" => Self::Unused245,
+            "unused246" => Self::Unused246,
+            "unused247" => Self::Unused247,
+            "unused248" => Self::Unused248,
+            "unused249" => Self::Unused249,
+            "unused250" => Self::Unused250,
+            "unused251" => Self::Unused251,
+            "unused252" => Self::Unused252,
+            "unused253" => Self::Unused253,
+            "unused254" => Self::Unused254,
+            "unused255" => Self::Unused255,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Ide0 => "ide0",
+            Self::Ide1 => "ide1",
+            Self::Ide2 => "ide2",
+            Self::Ide3 => "ide3",
+            Self::Scsi0 => "scsi0",
+            Self::Scsi1 => "scsi1",
+            Self::Scsi2 => "scsi2",
+            Self::Scsi3 => "scsi3",
+            Self::Scsi4 => "scsi4",
+            Self::Scsi5 => "scsi5",
+            Self::Scsi6 => "scsi6",
+            Self::Scsi7 => "scsi7",
+            Self::Scsi8 => "scsi8",
+            Self::Scsi9 => "scsi9",
+            Self::Scsi10 => "scsi10",
+            Self::Scsi11 => "scsi11",
+            Self::Scsi12 => "scsi12",
+            Self::Scsi13 => "scsi13",
+            Self::Scsi14 => "scsi14",
+            Self::Scsi15 => "scsi15",
+            Self::Scsi16 => "scsi16",
+            Self::Scsi17 => "scsi17",
+            Self::Scsi18 => "scsi18",
+            Self::Scsi19 => "scsi19",
+            Self::Scsi20 => "scsi20",
+            Self::Scsi21 => "scsi21",
+            Self::Scsi22 => "scsi22",
+            Self::Scsi23 => "scsi23",
+            Self::Scsi24 => "scsi24",
+            Self::Scsi25 => "scsi25",
+            Self::Scsi26 => "scsi26",
+            Self::Scsi27 => "scsi27",
+            Self::Scsi28 => "scsi28",
+            Self::Scsi29 => "scsi29",
+            Self::Scsi30 => "scsi30",
+            Self::Virtio0 => "virtio0",
+            Self::Virtio1 => "virtio1",
+            Self::Virtio2 => "virtio2",
+            Self::Virtio3 => "virtio3",
+            Self::Virtio4 => "virtio4",
+            Self::Virtio5 => "virtio5",
+            Self::Virtio6 => "virtio6",
+            Self::Virtio7 => "virtio7",
+            Self::Virtio8 => "virtio8",
+            Self::Virtio9 => "virtio9",
+            Self::Virtio10 => "virtio10",
+            Self::Virtio11 => "virtio11",
+            Self::Virtio12 => "virtio12",
+            Self::Virtio13 => "virtio13",
+            Self::Virtio14 => "virtio14",
+            Self::Virtio15 => "virtio15",
+            Self::Sata0 => "sata0",
+            Self::Sata1 => "sata1",
+            Self::Sata2 => "sata2",
+            Self::Sata3 => "sata3",
+            Self::Sata4 => "sata4",
+            Self::Sata5 => "sata5",
+            Self::Efidisk0 => "efidisk0",
+            Self::Tpmstate0 => "tpmstate0",
+            Self::Unused0 => "unused0",
+            Self::Unused1 => "unused1",
+            Self::Unused2 => "unused2",
+            Self::Unused3 => "unused3",
+            Self::Unused4 => "unused4",
+            Self::Unused5 => "unused5",
+            Self::Unused6 => "unused6",
+            Self::Unused7 => "unused7",
+            Self::Unused8 => "unused8",
+            Self::Unused9 => "unused9",
+            Self::Unused10 => "unused10",
+            Self::Unused11 => "unused11",
+            Self::Unused12 => "unused12",
+            Self::Unused13 => "unused13",
+            Self::Unused14 => "unused14",
+            Self::Unused15 => "unused15",
+            Self::Unused16 => "unused16",
+            Self::Unused17 => "unused17",
+            Self::Unused18 => "unused18",
+            Self::Unused19 => "unused19",
+            Self::Unused20 => "unused20",
+            Self::Unused21 => "unused21",
+            Self::Unused22 => "unused22",
+            Self::Unused23 => "unused23",
+            Self::Unused24 => "unused24",
+            Self::Unused25 => "unused25",
+            Self::Unused26 => "unused26",
+            Self::Unused27 => "unused27",
+            Self::Unused28 => "unused28",
+            Self::Unused29 => "unused29",
+            Self::Unused30 => "unused30",
+            Self::Unused31 => "unused31",
+            Self::Unused32 => "unused32",
+            Self::Unused33 => "unused33",
+            Self::Unused34 => "unused34",
+            Self::Unused35 => "unused35",
+            Self::Unused36 => "unused36",
+            Self::Unused37 => "unused37",
+            Self::Unused38 => "unused38",
+            Self::Unused39 => "unused39",
+            Self::Unused40 => "unused40",
+            Self::Unused41 => "unused41",
+            Self::Unused42 => "unused42",
+            Self::Unused43 => "unused43",
+            Self::Unused44 => "unused44",
+            Self::Unused45 => "unused45",
+            Self::Unused46 => "unused46",
+            Self::Unused47 => "unused47",
+            Self::Unused48 => "unused48",
+            Self::Unused49 => "unused49",
+            Self::Unused50 => "unused50",
+            Self::Unused51 => "unused51",
+            Self::Unused52 => "unused52",
+            Self::Unused53 => "unused53",
+            Self::Unused54 => "unused54",
+            Self::Unused55 => "unused55",
+            Self::Unused56 => "unused56",
+            Self::Unused57 => "unused57",
+            Self::Unused58 => "unused58",
+            Self::Unused59 => "unused59",
+            Self::Unused60 => "unused60",
+            Self::Unused61 => "unused61",
+            Self::Unused62 => "unused62",
+            Self::Unused63 => "unused63",
+            Self::Unused64 => "unused64",
+            Self::Unused65 => "unused65",
+            Self::Unused66 => "unused66",
+            Self::Unused67 => "unused67",
+            Self::Unused68 => "unused68",
+            Self::Unused69 => "unused69",
+            Self::Unused70 => "unused70",
+            Self::Unused71 => "unused71",
+            Self::Unused72 => "unused72",
+            Self::Unused73 => "unused73",
+            Self::Unused74 => "unused74",
+            Self::Unused75 => "unused75",
+            Self::Unused76 => "unused76",
+            Self::Unused77 => "unused77",
+            Self::Unused78 => "unused78",
+            Self::Unused79 => "unused79",
+            Self::Unused80 => "unused80",
+            Self::Unused81 => "unused81",
+            Self::Unused82 => "unused82",
+            Self::Unused83 => "unused83",
+            Self::Unused84 => "unused84",
+            Self::Unused85 => "unused85",
+            Self::Unused86 => "unused86",
+            Self::Unused87 => "unused87",
+            Self::Unused88 => "unused88",
+            Self::Unused89 => "unused89",
+            Self::Unused90 => "unused90",
+            Self::Unused91 => "unused91",
+            Self::Unused92 => "unused92",
+            Self::Unused93 => "unused93",
+            Self::Unused94 => "unused94",
+            Self::Unused95 => "unused95",
+            Self::Unused96 => "unused96",
+            Self::Unused97 => "unused97",
+            Self::Unused98 => "unused98",
+            Self::Unused99 => "unused99",
+            Self::Unused100 => "unused100",
+            Self::Unused101 => "unused101",
+            Self::Unused102 => "unused102",
+            Self::Unused103 => "unused103",
+            Self::Unused104 => "unused104",
+            Self::Unused105 => "unused105",
+            Self::Unused106 => "unused106",
+            Self::Unused107 => "unused107",
+            Self::Unused108 => "unused108",
+            Self::Unused109 => "unused109",
+            Self::Unused110 => "unused110",
+            Self::Unused111 => "unused111",
+            Self::Unused112 => "unused112",
+            Self::Unused113 => "unused113",
+            Self::Unused114 => "unused114",
+            Self::Unused115 => "unused115",
+            Self::Unused116 => "unused116",
+            Self::Unused117 => "unused117",
+            Self::Unused118 => "unused118",
+            Self::Unused119 => "unused119",
+            Self::Unused120 => "unused120",
+            Self::Unused121 => "unused121",
+            Self::Unused122 => "unused122",
+            Self::Unused123 => "unused123",
+            Self::Unused124 => "unused124",
+            Self::Unused125 => "unused125",
+            Self::Unused126 => "unused126",
+            Self::Unused127 => "unused127",
+            Self::Unused128 => "unused128",
+            Self::Unused129 => "unused129",
+            Self::Unused130 => "unused130",
+            Self::Unused131 => "unused131",
+            Self::Unused132 => "unused132",
+            Self::Unused133 => "unused133",
+            Self::Unused134 => "unused134",
+            Self::Unused135 => "unused135",
+            Self::Unused136 => "unused136",
+            Self::Unused137 => "unused137",
+            Self::Unused138 => "unused138",
+            Self::Unused139 => "unused139",
+            Self::Unused140 => "unused140",
+            Self::Unused141 => "unused141",
+            Self::Unused142 => "unused142",
+            Self::Unused143 => "unused143",
+            Self::Unused144 => "unused144",
+            Self::Unused145 => "unused145",
+            Self::Unused146 => "unused146",
+            Self::Unused147 => "unused147",
+            Self::Unused148 => "unused148",
+            Self::Unused149 => "unused149",
+            Self::Unused150 => "unused150",
+            Self::Unused151 => "unused151",
+            Self::Unused152 => "unused152",
+            Self::Unused153 => "unused153",
+            Self::Unused154 => "unused154",
+            Self::Unused155 => "unused155",
+            Self::Unused156 => "unused156",
+            Self::Unused157 => "unused157",
+            Self::Unused158 => "unused158",
+            Self::Unused159 => "unused159",
+            Self::Unused160 => "unused160",
+            Self::Unused161 => "unused161",
+            Self::Unused162 => "unused162",
+            Self::Unused163 => "unused163",
+            Self::Unused164 => "unused164",
+            Self::Unused165 => "unused165",
+            Self::Unused166 => "unused166",
+            Self::Unused167 => "unused167",
+            Self::Unused168 => "unused168",
+            Self::Unused169 => "unused169",
+            Self::Unused170 => "unused170",
+            Self::Unused171 => "unused171",
+            Self::Unused172 => "unused172",
+            Self::Unused173 => "unused173",
+            Self::Unused174 => "unused174",
+            Self::Unused175 => "unused175",
+            Self::Unused176 => "unused176",
+            Self::Unused177 => "unused177",
+            Self::Unused178 => "unused178",
+            Self::Unused179 => "unused179",
+            Self::Unused180 => "unused180",
+            Self::Unused181 => "unused181",
+            Self::Unused182 => "unused182",
+            Self::Unused183 => "unused183",
+            Self::Unused184 => "unused184",
+            Self::Unused185 => "unused185",
+            Self::Unused186 => "unused186",
+            Self::Unused187 => "unused187",
+            Self::Unused188 => "unused188",
+            Self::Unused189 => "unused189",
+            Self::Unused190 => "unused190",
+            Self::Unused191 => "unused191",
+            Self::Unused192 => "unused192",
+            Self::Unused193 => "unused193",
+            Self::Unused194 => "unused194",
+            Self::Unused195 => "unused195",
+            Self::Unused196 => "unused196",
+            Self::Unused197 => "unused197",
+            Self::Unused198 => "unused198",
+            Self::Unused199 => "unused199",
+            Self::Unused200 => "unused200",
+            Self::Unused201 => "unused201",
+            Self::Unused202 => "unused202",
+            Self::Unused203 => "unused203",
+            Self::Unused204 => "unused204",
+            Self::Unused205 => "unused205",
+            Self::Unused206 => "unused206",
+            Self::Unused207 => "unused207",
+            Self::Unused208 => "unused208",
+            Self::Unused209 => "unused209",
+            Self::Unused210 => "unused210",
+            Self::Unused211 => "unused211",
+            Self::Unused212 => "unused212",
+            Self::Unused213 => "unused213",
+            Self::Unused214 => "unused214",
+            Self::Unused215 => "unused215",
+            Self::Unused216 => "unused216",
+            Self::Unused217 => "unused217",
+            Self::Unused218 => "unused218",
+            Self::Unused219 => "unused219",
+            Self::Unused220 => "unused220",
+            Self::Unused221 => "unused221",
+            Self::Unused222 => "unused222",
+            Self::Unused223 => "unused223",
+            Self::Unused224 => "unused224",
+            Self::Unused225 => "unused225",
+            Self::Unused226 => "unused226",
+            Self::Unused227 => "unused227",
+            Self::Unused228 => "unused228",
+            Self::Unused229 => "unused229",
+            Self::Unused230 => "unused230",
+            Self::Unused231 => "unused231",
+            Self::Unused232 => "unused232",
+            Self::Unused233 => "unused233",
+            Self::Unused234 => "unused234",
+            Self::Unused235 => "unused235",
+            Self::Unused236 => "unused236",
+            Self::Unused237 => "unused237",
+            Self::Unused238 => "unused238",
+            Self::Unused239 => "unused239",
+            Self::Unused240 => "unused240",
+            Self::Unused241 => "unused241",
+            Self::Unused242 => "unused242",
+            Self::Unused243 => "unused243",
+            Self::Unused244 => "unused244",
+            Self::Unused245 => "unused245",
+            Self::Unused246 => "unused246",
+            Self::Unused247 => "unused247",
+            Self::Unused248 => "unused248",
+            Self::Unused249 => "unused249",
+            Self::Unused250 => "unused250",
+            Self::Unused251 => "unused251",
+            Self::Unused252 => "unused252",
+            Self::Unused253 => "unused253",
+            Self::Unused254 => "unused254",
+            Self::Unused255 => "unused255",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(MoveVmDiskTargetDisk);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Rrddata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -38,9 +38,44 @@ impl crate::Operation for Rrddata {
 /// What [`Rrddata`] answers.
 pub type RrddataResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(RrddataError for Rrddata);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RrddataTimeframe { #[doc = " `hour`"] Hour = "hour", #[doc = " `day`"] Day =
-    "day", #[doc = " `week`"] Week = "week", #[doc = " `month`"] Month = "month", #[doc =
-    " `year`"] Year = "year" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RrddataTimeframe {
+    /// `hour`
+    Hour,
+    /// `day`
+    Day,
+    /// `week`
+    Week,
+    /// `month`
+    Month,
+    /// `year`
+    Year,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for RrddataTimeframe {
+    const VALUES: &'static [&'static str] = &["hour", "day", "week", "month", "year"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "hour" => Self::Hour,
+            "day" => Self::Day,
+            "week" => Self::Week,
+            "month" => Self::Month,
+            "year" => Self::Year,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Hour => "hour",
+            Self::Day => "day",
+            Self::Week => "week",
+            Self::Month => "month",
+            Self::Year => "year",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(RrddataTimeframe);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -33,12 +33,43 @@ impl crate::Operation for Termproxy {
     type Error = TermproxyError;
 }
 crate::operation_error!(TermproxyError for Termproxy);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum TermproxySerial { #[doc = " `serial0`"] Serial0 = "serial0", #[doc =
-    " `serial1`"] Serial1 = "serial1", #[doc = " `serial2`"] Serial2 = "serial2", #[doc =
-    " `serial3`"] Serial3 = "serial3" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TermproxySerial {
+    /// `serial0`
+    Serial0,
+    /// `serial1`
+    Serial1,
+    /// `serial2`
+    Serial2,
+    /// `serial3`
+    Serial3,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for TermproxySerial {
+    const VALUES: &'static [&'static str] = &["serial0", "serial1", "serial2", "serial3"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "serial0" => Self::Serial0,
+            "serial1" => Self::Serial1,
+            "serial2" => Self::Serial2,
+            "serial3" => Self::Serial3,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Serial0 => "serial0",
+            Self::Serial1 => "serial1",
+            Self::Serial2 => "serial2",
+            Self::Serial3 => "serial3",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(TermproxySerial);
 /// From `POST /nodes/{node}/qemu/{vmid}/termproxy returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TermproxyResponse {

@@ -7,7 +7,7 @@ pub mod zone;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,11 +29,39 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IndexResponseItemStatus { #[doc = " `available`"] Available = "available", #[doc
-    = " `pending`"] Pending = "pending", #[doc = " `error`"] Error = "error" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexResponseItemStatus {
+    /// `available`
+    Available,
+    /// `pending`
+    Pending,
+    /// `error`
+    Error,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
+    const VALUES: &'static [&'static str] = &["available", "pending", "error"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "available" => Self::Available,
+            "pending" => Self::Pending,
+            "error" => Self::Error,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Available => "available",
+            Self::Pending => "pending",
+            Self::Error => "error",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IndexResponseItemStatus);
 /// From `GET /nodes/{node}/sdn/zones returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IndexResponseItem {

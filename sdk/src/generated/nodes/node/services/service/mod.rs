@@ -9,7 +9,7 @@ pub mod stop;
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Srvcmdidx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -36,25 +36,143 @@ impl crate::Operation for Srvcmdidx {
 /// What [`Srvcmdidx`] answers.
 pub type SrvcmdidxResponse = Vec<SrvcmdidxResponseItem>;
 crate::operation_error!(SrvcmdidxError for Srvcmdidx);
-crate::open_enum! {
-    #[doc =
-    " Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Service { #[doc = " `chrony`"] Chrony = "chrony", #[doc = " `corosync`"]
-    Corosync = "corosync", #[doc = " `cron`"] Cron = "cron", #[doc = " `ksmtuned`"]
-    Ksmtuned = "ksmtuned", #[doc = " `lxcfs`"] Lxcfs = "lxcfs", #[doc = " `postfix`"]
-    Postfix = "postfix", #[doc = " `proxmox-firewall`"] ProxmoxFirewall =
-    "proxmox-firewall", #[doc = " `pve-cluster`"] PveCluster = "pve-cluster", #[doc =
-    " `pve-firewall`"] PveFirewall = "pve-firewall", #[doc = " `pve-ha-crm`"] PveHaCrm =
-    "pve-ha-crm", #[doc = " `pve-ha-lrm`"] PveHaLrm = "pve-ha-lrm", #[doc =
-    " `pve-lxc-syscalld`"] PveLxcSyscalld = "pve-lxc-syscalld", #[doc = " `pvedaemon`"]
-    Pvedaemon = "pvedaemon", #[doc = " `pvefw-logger`"] PvefwLogger = "pvefw-logger",
-    #[doc = " `pveproxy`"] Pveproxy = "pveproxy", #[doc = " `pvescheduler`"] Pvescheduler
-    = "pvescheduler", #[doc = " `pvestatd`"] Pvestatd = "pvestatd", #[doc =
-    " `qmeventd`"] Qmeventd = "qmeventd", #[doc = " `spiceproxy`"] Spiceproxy =
-    "spiceproxy", #[doc = " `sshd`"] Sshd = "sshd", #[doc = " `syslog`"] Syslog =
-    "syslog", #[doc = " `systemd-journald`"] SystemdJournald = "systemd-journald", #[doc
-    = " `systemd-timesyncd`"] SystemdTimesyncd = "systemd-timesyncd" }
+/// Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Service {
+    /// `chrony`
+    Chrony,
+    /// `corosync`
+    Corosync,
+    /// `cron`
+    Cron,
+    /// `ksmtuned`
+    Ksmtuned,
+    /// `lxcfs`
+    Lxcfs,
+    /// `postfix`
+    Postfix,
+    /// `proxmox-firewall`
+    ProxmoxFirewall,
+    /// `pve-cluster`
+    PveCluster,
+    /// `pve-firewall`
+    PveFirewall,
+    /// `pve-ha-crm`
+    PveHaCrm,
+    /// `pve-ha-lrm`
+    PveHaLrm,
+    /// `pve-lxc-syscalld`
+    PveLxcSyscalld,
+    /// `pvedaemon`
+    Pvedaemon,
+    /// `pvefw-logger`
+    PvefwLogger,
+    /// `pveproxy`
+    Pveproxy,
+    /// `pvescheduler`
+    Pvescheduler,
+    /// `pvestatd`
+    Pvestatd,
+    /// `qmeventd`
+    Qmeventd,
+    /// `spiceproxy`
+    Spiceproxy,
+    /// `sshd`
+    Sshd,
+    /// `syslog`
+    Syslog,
+    /// `systemd-journald`
+    SystemdJournald,
+    /// `systemd-timesyncd`
+    SystemdTimesyncd,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for Service {
+    const VALUES: &'static [&'static str] = &[
+        "chrony",
+        "corosync",
+        "cron",
+        "ksmtuned",
+        "lxcfs",
+        "postfix",
+        "proxmox-firewall",
+        "pve-cluster",
+        "pve-firewall",
+        "pve-ha-crm",
+        "pve-ha-lrm",
+        "pve-lxc-syscalld",
+        "pvedaemon",
+        "pvefw-logger",
+        "pveproxy",
+        "pvescheduler",
+        "pvestatd",
+        "qmeventd",
+        "spiceproxy",
+        "sshd",
+        "syslog",
+        "systemd-journald",
+        "systemd-timesyncd",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "chrony" => Self::Chrony,
+            "corosync" => Self::Corosync,
+            "cron" => Self::Cron,
+            "ksmtuned" => Self::Ksmtuned,
+            "lxcfs" => Self::Lxcfs,
+            "postfix" => Self::Postfix,
+            "proxmox-firewall" => Self::ProxmoxFirewall,
+            "pve-cluster" => Self::PveCluster,
+            "pve-firewall" => Self::PveFirewall,
+            "pve-ha-crm" => Self::PveHaCrm,
+            "pve-ha-lrm" => Self::PveHaLrm,
+            "pve-lxc-syscalld" => Self::PveLxcSyscalld,
+            "pvedaemon" => Self::Pvedaemon,
+            "pvefw-logger" => Self::PvefwLogger,
+            "pveproxy" => Self::Pveproxy,
+            "pvescheduler" => Self::Pvescheduler,
+            "pvestatd" => Self::Pvestatd,
+            "qmeventd" => Self::Qmeventd,
+            "spiceproxy" => Self::Spiceproxy,
+            "sshd" => Self::Sshd,
+            "syslog" => Self::Syslog,
+            "systemd-journald" => Self::SystemdJournald,
+            "systemd-timesyncd" => Self::SystemdTimesyncd,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Chrony => "chrony",
+            Self::Corosync => "corosync",
+            Self::Cron => "cron",
+            Self::Ksmtuned => "ksmtuned",
+            Self::Lxcfs => "lxcfs",
+            Self::Postfix => "postfix",
+            Self::ProxmoxFirewall => "proxmox-firewall",
+            Self::PveCluster => "pve-cluster",
+            Self::PveFirewall => "pve-firewall",
+            Self::PveHaCrm => "pve-ha-crm",
+            Self::PveHaLrm => "pve-ha-lrm",
+            Self::PveLxcSyscalld => "pve-lxc-syscalld",
+            Self::Pvedaemon => "pvedaemon",
+            Self::PvefwLogger => "pvefw-logger",
+            Self::Pveproxy => "pveproxy",
+            Self::Pvescheduler => "pvescheduler",
+            Self::Pvestatd => "pvestatd",
+            Self::Qmeventd => "qmeventd",
+            Self::Spiceproxy => "spiceproxy",
+            Self::Sshd => "sshd",
+            Self::Syslog => "syslog",
+            Self::SystemdJournald => "systemd-journald",
+            Self::SystemdTimesyncd => "systemd-timesyncd",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Service);
 /// From `GET /nodes/{node}/services/{service} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SrvcmdidxResponseItem {

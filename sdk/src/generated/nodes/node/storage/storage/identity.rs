@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Identity {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,16 +31,98 @@ impl crate::Operation for Identity {
     type Error = IdentityError;
 }
 crate::operation_error!(IdentityError for Identity);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum IdentityResponseType { #[doc = " `btrfs`"] Btrfs = "btrfs", #[doc = " `cephfs`"]
-    Cephfs = "cephfs", #[doc = " `cifs`"] Cifs = "cifs", #[doc = " `dir`"] Dir = "dir",
-    #[doc = " `esxi`"] Esxi = "esxi", #[doc = " `iscsi`"] Iscsi = "iscsi", #[doc =
-    " `iscsidirect`"] Iscsidirect = "iscsidirect", #[doc = " `lvm`"] Lvm = "lvm", #[doc =
-    " `lvmthin`"] Lvmthin = "lvmthin", #[doc = " `nfs`"] Nfs = "nfs", #[doc = " `pbs`"]
-    Pbs = "pbs", #[doc = " `rbd`"] Rbd = "rbd", #[doc = " `zfs`"] Zfs = "zfs", #[doc =
-    " `zfspool`"] Zfspool = "zfspool" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdentityResponseType {
+    /// `btrfs`
+    Btrfs,
+    /// `cephfs`
+    Cephfs,
+    /// `cifs`
+    Cifs,
+    /// `dir`
+    Dir,
+    /// `esxi`
+    Esxi,
+    /// `iscsi`
+    Iscsi,
+    /// `iscsidirect`
+    Iscsidirect,
+    /// `lvm`
+    Lvm,
+    /// `lvmthin`
+    Lvmthin,
+    /// `nfs`
+    Nfs,
+    /// `pbs`
+    Pbs,
+    /// `rbd`
+    Rbd,
+    /// `zfs`
+    Zfs,
+    /// `zfspool`
+    Zfspool,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for IdentityResponseType {
+    const VALUES: &'static [&'static str] = &[
+        "btrfs",
+        "cephfs",
+        "cifs",
+        "dir",
+        "esxi",
+        "iscsi",
+        "iscsidirect",
+        "lvm",
+        "lvmthin",
+        "nfs",
+        "pbs",
+        "rbd",
+        "zfs",
+        "zfspool",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "btrfs" => Self::Btrfs,
+            "cephfs" => Self::Cephfs,
+            "cifs" => Self::Cifs,
+            "dir" => Self::Dir,
+            "esxi" => Self::Esxi,
+            "iscsi" => Self::Iscsi,
+            "iscsidirect" => Self::Iscsidirect,
+            "lvm" => Self::Lvm,
+            "lvmthin" => Self::Lvmthin,
+            "nfs" => Self::Nfs,
+            "pbs" => Self::Pbs,
+            "rbd" => Self::Rbd,
+            "zfs" => Self::Zfs,
+            "zfspool" => Self::Zfspool,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Btrfs => "btrfs",
+            Self::Cephfs => "cephfs",
+            Self::Cifs => "cifs",
+            Self::Dir => "dir",
+            Self::Esxi => "esxi",
+            Self::Iscsi => "iscsi",
+            Self::Iscsidirect => "iscsidirect",
+            Self::Lvm => "lvm",
+            Self::Lvmthin => "lvmthin",
+            Self::Nfs => "nfs",
+            Self::Pbs => "pbs",
+            Self::Rbd => "rbd",
+            Self::Zfs => "zfs",
+            Self::Zfspool => "zfspool",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(IdentityResponseType);
 /// From `GET /nodes/{node}/storage/{storage}/identity returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IdentityResponse {

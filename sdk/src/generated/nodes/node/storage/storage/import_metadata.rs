@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetImportMetadata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -38,25 +38,113 @@ impl crate::Operation for GetImportMetadata {
     type Error = GetImportMetadataError;
 }
 crate::operation_error!(GetImportMetadataError for GetImportMetadata);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetImportMetadataResponseSource { #[doc = " `esxi`"] Esxi = "esxi" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetImportMetadataResponseSource {
+    /// `esxi`
+    Esxi,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetImportMetadataResponseType { #[doc = " `vm`"] Vm = "vm" }
+impl crate::open_enum::OpenEnum for GetImportMetadataResponseSource {
+    const VALUES: &'static [&'static str] = &["esxi"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "esxi" => Self::Esxi,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Esxi => "esxi",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum GetImportMetadataResponseWarningsItemType { #[doc = " `cdrom-image-ignored`"]
-    CdromImageIgnored = "cdrom-image-ignored", #[doc = " `efi-state-lost`"] EfiStateLost
-    = "efi-state-lost", #[doc = " `guest-is-running`"] GuestIsRunning =
-    "guest-is-running", #[doc = " `nvme-unsupported`"] NvmeUnsupported =
-    "nvme-unsupported", #[doc = " `ova-needs-extracting`"] OvaNeedsExtracting =
-    "ova-needs-extracting", #[doc = " `ovmf-with-lsi-unsupported`"]
-    OvmfWithLsiUnsupported = "ovmf-with-lsi-unsupported", #[doc =
-    " `serial-port-socket-only`"] SerialPortSocketOnly = "serial-port-socket-only" }
+crate::open_enum_traits!(GetImportMetadataResponseSource);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetImportMetadataResponseType {
+    /// `vm`
+    Vm,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for GetImportMetadataResponseType {
+    const VALUES: &'static [&'static str] = &["vm"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "vm" => Self::Vm,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Vm => "vm",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetImportMetadataResponseType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetImportMetadataResponseWarningsItemType {
+    /// `cdrom-image-ignored`
+    CdromImageIgnored,
+    /// `efi-state-lost`
+    EfiStateLost,
+    /// `guest-is-running`
+    GuestIsRunning,
+    /// `nvme-unsupported`
+    NvmeUnsupported,
+    /// `ova-needs-extracting`
+    OvaNeedsExtracting,
+    /// `ovmf-with-lsi-unsupported`
+    OvmfWithLsiUnsupported,
+    /// `serial-port-socket-only`
+    SerialPortSocketOnly,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for GetImportMetadataResponseWarningsItemType {
+    const VALUES: &'static [&'static str] = &[
+        "cdrom-image-ignored",
+        "efi-state-lost",
+        "guest-is-running",
+        "nvme-unsupported",
+        "ova-needs-extracting",
+        "ovmf-with-lsi-unsupported",
+        "serial-port-socket-only",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "cdrom-image-ignored" => Self::CdromImageIgnored,
+            "efi-state-lost" => Self::EfiStateLost,
+            "guest-is-running" => Self::GuestIsRunning,
+            "nvme-unsupported" => Self::NvmeUnsupported,
+            "ova-needs-extracting" => Self::OvaNeedsExtracting,
+            "ovmf-with-lsi-unsupported" => Self::OvmfWithLsiUnsupported,
+            "serial-port-socket-only" => Self::SerialPortSocketOnly,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::CdromImageIgnored => "cdrom-image-ignored",
+            Self::EfiStateLost => "efi-state-lost",
+            Self::GuestIsRunning => "guest-is-running",
+            Self::NvmeUnsupported => "nvme-unsupported",
+            Self::OvaNeedsExtracting => "ova-needs-extracting",
+            Self::OvmfWithLsiUnsupported => "ovmf-with-lsi-unsupported",
+            Self::SerialPortSocketOnly => "serial-port-socket-only",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(GetImportMetadataResponseWarningsItemType);
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns "warnings" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetImportMetadataResponseWarningsItem {

@@ -15,7 +15,7 @@ pub mod upload;
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Audit","Datastore.AllocateSpace"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -42,20 +42,85 @@ impl crate::Operation for Diridx {
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
 crate::operation_error!(DiridxError for Diridx);
-crate::open_enum! {
-    #[doc =
-    " Values of `checksum-algorithm`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum ChecksumAlgorithm { #[doc = " `md5`"] Md5 = "md5", #[doc = " `sha1`"] Sha1 =
-    "sha1", #[doc = " `sha224`"] Sha224 = "sha224", #[doc = " `sha256`"] Sha256 =
-    "sha256", #[doc = " `sha384`"] Sha384 = "sha384", #[doc = " `sha512`"] Sha512 =
-    "sha512" }
+/// Values of `checksum-algorithm`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChecksumAlgorithm {
+    /// `md5`
+    Md5,
+    /// `sha1`
+    Sha1,
+    /// `sha224`
+    Sha224,
+    /// `sha256`
+    Sha256,
+    /// `sha384`
+    Sha384,
+    /// `sha512`
+    Sha512,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc =
-    " Values of `content`, shared by 2 operations; `Other` holds any value a newer PVE adds."]
-    pub enum Content { #[doc = " `iso`"] Iso = "iso", #[doc = " `vztmpl`"] Vztmpl =
-    "vztmpl", #[doc = " `import`"] Import = "import" }
+impl crate::open_enum::OpenEnum for ChecksumAlgorithm {
+    const VALUES: &'static [&'static str] =
+        &["md5", "sha1", "sha224", "sha256", "sha384", "sha512"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "md5" => Self::Md5,
+            "sha1" => Self::Sha1,
+            "sha224" => Self::Sha224,
+            "sha256" => Self::Sha256,
+            "sha384" => Self::Sha384,
+            "sha512" => Self::Sha512,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Md5 => "md5",
+            Self::Sha1 => "sha1",
+            Self::Sha224 => "sha224",
+            Self::Sha256 => "sha256",
+            Self::Sha384 => "sha384",
+            Self::Sha512 => "sha512",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(ChecksumAlgorithm);
+/// Values of `content`, shared by 2 operations; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Content {
+    /// `iso`
+    Iso,
+    /// `vztmpl`
+    Vztmpl,
+    /// `import`
+    Import,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for Content {
+    const VALUES: &'static [&'static str] = &["iso", "vztmpl", "import"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "iso" => Self::Iso,
+            "vztmpl" => Self::Vztmpl,
+            "import" => Self::Import,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Iso => "iso",
+            Self::Vztmpl => "vztmpl",
+            Self::Import => "import",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(Content);
 /// From `GET /nodes/{node}/storage/{storage} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DiridxResponseItem {

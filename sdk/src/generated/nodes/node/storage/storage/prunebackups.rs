@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -50,7 +50,7 @@ crate::operation_error!(DeleteError for Delete);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Dryrun {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -88,20 +88,101 @@ impl crate::Operation for Dryrun {
 /// What [`Dryrun`] answers.
 pub type DryrunResponse = Vec<DryrunResponseItem>;
 crate::operation_error!(DryrunError for Dryrun);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DeleteType { #[doc = " `qemu`"] Qemu = "qemu", #[doc = " `lxc`"] Lxc = "lxc" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeleteType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DryrunType { #[doc = " `qemu`"] Qemu = "qemu", #[doc = " `lxc`"] Lxc = "lxc" }
+impl crate::open_enum::OpenEnum for DeleteType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Other(s) => s,
+        }
+    }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum DryrunResponseItemMark { #[doc = " `keep`"] Keep = "keep", #[doc = " `remove`"]
-    Remove = "remove", #[doc = " `protected`"] Protected = "protected", #[doc =
-    " `renamed`"] Renamed = "renamed" }
+crate::open_enum_traits!(DeleteType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DryrunType {
+    /// `qemu`
+    Qemu,
+    /// `lxc`
+    Lxc,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for DryrunType {
+    const VALUES: &'static [&'static str] = &["qemu", "lxc"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "qemu" => Self::Qemu,
+            "lxc" => Self::Lxc,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Qemu => "qemu",
+            Self::Lxc => "lxc",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(DryrunType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DryrunResponseItemMark {
+    /// `keep`
+    Keep,
+    /// `remove`
+    Remove,
+    /// `protected`
+    Protected,
+    /// `renamed`
+    Renamed,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for DryrunResponseItemMark {
+    const VALUES: &'static [&'static str] = &["keep", "remove", "protected", "renamed"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "keep" => Self::Keep,
+            "remove" => Self::Remove,
+            "protected" => Self::Protected,
+            "renamed" => Self::Renamed,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Keep => "keep",
+            Self::Remove => "remove",
+            Self::Protected => "protected",
+            Self::Renamed => "renamed",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(DryrunResponseItemMark);
 /// From `GET /nodes/{node}/storage/{storage}/prunebackups returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DryrunResponseItem {

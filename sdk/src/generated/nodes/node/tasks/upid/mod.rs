@@ -8,7 +8,7 @@ pub mod status;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct StopTask {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -39,7 +39,7 @@ crate::operation_error!(StopTaskError for StopTask);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpidIndex {
     /// Path parameter; format `pve-node`
     pub node: String,

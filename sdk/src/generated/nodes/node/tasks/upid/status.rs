@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadTaskStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,11 +31,35 @@ impl crate::Operation for ReadTaskStatus {
     type Error = ReadTaskStatusError;
 }
 crate::operation_error!(ReadTaskStatusError for ReadTaskStatus);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum ReadTaskStatusResponseStatus { #[doc = " `running`"] Running = "running", #[doc
-    = " `stopped`"] Stopped = "stopped" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReadTaskStatusResponseStatus {
+    /// `running`
+    Running,
+    /// `stopped`
+    Stopped,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for ReadTaskStatusResponseStatus {
+    const VALUES: &'static [&'static str] = &["running", "stopped"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "running" => Self::Running,
+            "stopped" => Self::Stopped,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Running => "running",
+            Self::Stopped => "stopped",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(ReadTaskStatusResponseStatus);
 /// From `GET /nodes/{node}/tasks/{upid}/status returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReadTaskStatusResponse {

@@ -5,7 +5,7 @@
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -36,7 +36,7 @@ crate::operation_error!(DeleteNodeError for DeleteNode);
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit","SDN.Allocate"],"any",1],["perm","/nodes/{node_id}",["Sys.Audit","Sys.Modify"],"any",1]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -66,7 +66,7 @@ crate::operation_error!(GetNodeError for GetNode);
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -176,29 +176,157 @@ pub struct GetNodeResponse {
     #[serde(flatten)]
     pub protocol: GetNodeResponseProtocol,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNodeBgpBgpDeleteItem { #[doc = " `interfaces`"] Interfaces = "interfaces",
-    #[doc = " `ip`"] Ip = "ip", #[doc = " `ip6`"] Ip6 = "ip6" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateNodeBgpBgpDeleteItem {
+    /// `interfaces`
+    Interfaces,
+    /// `ip`
+    Ip,
+    /// `ip6`
+    Ip6,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNodeOpenfabricOpenfabricOspfDeleteItem { #[doc = " `interfaces`"]
-    Interfaces = "interfaces", #[doc = " `ip`"] Ip = "ip", #[doc = " `ip6`"] Ip6 = "ip6"
+impl crate::open_enum::OpenEnum for UpdateNodeBgpBgpDeleteItem {
+    const VALUES: &'static [&'static str] = &["interfaces", "ip", "ip6"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "interfaces" => Self::Interfaces,
+            "ip" => Self::Ip,
+            "ip6" => Self::Ip6,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Interfaces => "interfaces",
+            Self::Ip => "ip",
+            Self::Ip6 => "ip6",
+            Self::Other(s) => s,
+        }
     }
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNodeOspfOpenfabricOspfDeleteItem { #[doc = " `interfaces`"] Interfaces =
-    "interfaces", #[doc = " `ip`"] Ip = "ip", #[doc = " `ip6`"] Ip6 = "ip6" }
+crate::open_enum_traits!(UpdateNodeBgpBgpDeleteItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateNodeOpenfabricOpenfabricOspfDeleteItem {
+    /// `interfaces`
+    Interfaces,
+    /// `ip`
+    Ip,
+    /// `ip6`
+    Ip6,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateNodeWireguardWireguardDeleteItem { #[doc = " `allowed_ips`"] AllowedIps =
-    "allowed_ips", #[doc = " `endpoint`"] Endpoint = "endpoint", #[doc = " `interfaces`"]
-    Interfaces = "interfaces", #[doc = " `ip`"] Ip = "ip", #[doc = " `ip6`"] Ip6 = "ip6",
-    #[doc = " `peers`"] Peers = "peers" }
+impl crate::open_enum::OpenEnum for UpdateNodeOpenfabricOpenfabricOspfDeleteItem {
+    const VALUES: &'static [&'static str] = &["interfaces", "ip", "ip6"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "interfaces" => Self::Interfaces,
+            "ip" => Self::Ip,
+            "ip6" => Self::Ip6,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Interfaces => "interfaces",
+            Self::Ip => "ip",
+            Self::Ip6 => "ip6",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(UpdateNodeOpenfabricOpenfabricOspfDeleteItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateNodeOspfOpenfabricOspfDeleteItem {
+    /// `interfaces`
+    Interfaces,
+    /// `ip`
+    Ip,
+    /// `ip6`
+    Ip6,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for UpdateNodeOspfOpenfabricOspfDeleteItem {
+    const VALUES: &'static [&'static str] = &["interfaces", "ip", "ip6"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "interfaces" => Self::Interfaces,
+            "ip" => Self::Ip,
+            "ip6" => Self::Ip6,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Interfaces => "interfaces",
+            Self::Ip => "ip",
+            Self::Ip6 => "ip6",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdateNodeOspfOpenfabricOspfDeleteItem);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateNodeWireguardWireguardDeleteItem {
+    /// `allowed_ips`
+    AllowedIps,
+    /// `endpoint`
+    Endpoint,
+    /// `interfaces`
+    Interfaces,
+    /// `ip`
+    Ip,
+    /// `ip6`
+    Ip6,
+    /// `peers`
+    Peers,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for UpdateNodeWireguardWireguardDeleteItem {
+    const VALUES: &'static [&'static str] = &[
+        "allowed_ips",
+        "endpoint",
+        "interfaces",
+        "ip",
+        "ip6",
+        "peers",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "allowed_ips" => Self::AllowedIps,
+            "endpoint" => Self::Endpoint,
+            "interfaces" => Self::Interfaces,
+            "ip" => Self::Ip,
+            "ip6" => Self::Ip6,
+            "peers" => Self::Peers,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::AllowedIps => "allowed_ips",
+            Self::Endpoint => "endpoint",
+            Self::Interfaces => "interfaces",
+            Self::Ip => "ip",
+            Self::Ip6 => "ip6",
+            Self::Peers => "peers",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdateNodeWireguardWireguardDeleteItem);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "protocol")]

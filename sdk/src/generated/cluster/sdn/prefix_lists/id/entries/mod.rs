@@ -5,7 +5,7 @@ pub mod url_seq;
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetPrefixListEntries {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -32,7 +32,7 @@ crate::operation_error!(GetPrefixListEntriesError for GetPrefixListEntries);
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreatePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,

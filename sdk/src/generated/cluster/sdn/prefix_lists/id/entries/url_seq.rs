@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeletePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -40,7 +40,7 @@ crate::operation_error!(DeletePrefixListEntryError for DeletePrefixListEntry);
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetPrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -72,7 +72,7 @@ crate::operation_error!(GetPrefixListEntryError for GetPrefixListEntry);
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdatePrefixListEntry {
     /// Path parameter
     pub id: String,
@@ -124,8 +124,36 @@ impl crate::Operation for UpdatePrefixListEntry {
 /// What [`UpdatePrefixListEntry`] answers.
 pub type UpdatePrefixListEntryResponse = ();
 crate::operation_error!(UpdatePrefixListEntryError for UpdatePrefixListEntry);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdatePrefixListEntryDeleteItem { #[doc = " `le`"] Le = "le", #[doc = " `ge`"]
-    Ge = "ge", #[doc = " `seq`"] Seq = "seq" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdatePrefixListEntryDeleteItem {
+    /// `le`
+    Le,
+    /// `ge`
+    Ge,
+    /// `seq`
+    Seq,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for UpdatePrefixListEntryDeleteItem {
+    const VALUES: &'static [&'static str] = &["le", "ge", "seq"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "le" => Self::Le,
+            "ge" => Self::Ge,
+            "seq" => Self::Seq,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Le => "le",
+            Self::Ge => "ge",
+            Self::Seq => "seq",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdatePrefixListEntryDeleteItem);

@@ -5,7 +5,7 @@ pub mod entry;
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ListRouteMapEntriesForRouteMap {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     #[serde(rename = "route-map-id")]

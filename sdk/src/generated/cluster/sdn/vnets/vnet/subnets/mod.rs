@@ -5,7 +5,7 @@ pub mod subnet;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -40,7 +40,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
     /// Path parameter
     pub vnet: String,
@@ -92,7 +92,28 @@ impl crate::Operation for Create {
 /// What [`Create`] answers.
 pub type CreateResponse = ();
 crate::operation_error!(CreateError for Create);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CreateType { #[doc = " `subnet`"] Subnet = "subnet" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CreateType {
+    /// `subnet`
+    Subnet,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CreateType {
+    const VALUES: &'static [&'static str] = &["subnet"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "subnet" => Self::Subnet,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Subnet => "subnet",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CreateType);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Osdvolume {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,11 +35,39 @@ impl crate::Operation for Osdvolume {
     type Error = OsdvolumeError;
 }
 crate::operation_error!(OsdvolumeError for Osdvolume);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum OsdvolumeType { #[doc = " `block`"] Block = "block", #[doc = " `db`"] Db = "db",
-    #[doc = " `wal`"] Wal = "wal" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OsdvolumeType {
+    /// `block`
+    Block,
+    /// `db`
+    Db,
+    /// `wal`
+    Wal,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for OsdvolumeType {
+    const VALUES: &'static [&'static str] = &["block", "db", "wal"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "block" => Self::Block,
+            "db" => Self::Db,
+            "wal" => Self::Wal,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Block => "block",
+            Self::Db => "db",
+            Self::Wal => "wal",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(OsdvolumeType);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/lv-info returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OsdvolumeResponse {

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Osddetails {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,11 +31,39 @@ impl crate::Operation for Osddetails {
     type Error = OsddetailsError;
 }
 crate::operation_error!(OsddetailsError for Osddetails);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum OsddetailsResponseDevicesItemDevice { #[doc = " `block`"] Block = "block", #[doc
-    = " `db`"] Db = "db", #[doc = " `wal`"] Wal = "wal" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OsddetailsResponseDevicesItemDevice {
+    /// `block`
+    Block,
+    /// `db`
+    Db,
+    /// `wal`
+    Wal,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for OsddetailsResponseDevicesItemDevice {
+    const VALUES: &'static [&'static str] = &["block", "db", "wal"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "block" => Self::Block,
+            "db" => Self::Db,
+            "wal" => Self::Wal,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Block => "block",
+            Self::Db => "db",
+            Self::Wal => "wal",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(OsddetailsResponseDevicesItemDevice);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "devices" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OsddetailsResponseDevicesItem {

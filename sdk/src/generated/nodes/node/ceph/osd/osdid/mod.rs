@@ -11,7 +11,7 @@ pub mod scrub;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroyosd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -45,7 +45,7 @@ crate::operation_error!(DestroyosdError for Destroyosd);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Osdindex {
     /// Path parameter; format `pve-node`
     pub node: String,

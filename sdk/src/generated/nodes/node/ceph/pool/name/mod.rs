@@ -7,7 +7,7 @@ pub mod status;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroypool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -47,7 +47,7 @@ crate::operation_error!(DestroypoolError for Destroypool);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Poolindex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -80,7 +80,7 @@ crate::operation_error!(PoolindexError for Poolindex);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Setpool {
     /// Path parameter; format `pve-node`
     pub node: String,

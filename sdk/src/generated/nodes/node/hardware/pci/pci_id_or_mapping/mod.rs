@@ -5,7 +5,7 @@ pub mod mdev;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct PciIndex {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Refs {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,16 +35,64 @@ impl crate::Operation for Refs {
 /// What [`Refs`] answers.
 pub type RefsResponse = Vec<RefsResponseItem>;
 crate::operation_error!(RefsError for Refs);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RefsType { #[doc = " `alias`"] Alias = "alias", #[doc = " `ipset`"] Ipset =
-    "ipset" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefsType {
+    /// `alias`
+    Alias,
+    /// `ipset`
+    Ipset,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum RefsResponseItemType { #[doc = " `alias`"] Alias = "alias", #[doc = " `ipset`"]
-    Ipset = "ipset" }
+impl crate::open_enum::OpenEnum for RefsType {
+    const VALUES: &'static [&'static str] = &["alias", "ipset"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "alias" => Self::Alias,
+            "ipset" => Self::Ipset,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Alias => "alias",
+            Self::Ipset => "ipset",
+            Self::Other(s) => s,
+        }
+    }
 }
+crate::open_enum_traits!(RefsType);
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefsResponseItemType {
+    /// `alias`
+    Alias,
+    /// `ipset`
+    Ipset,
+    /// A value this version of the schema does not list.
+    Other(String),
+}
+impl crate::open_enum::OpenEnum for RefsResponseItemType {
+    const VALUES: &'static [&'static str] = &["alias", "ipset"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "alias" => Self::Alias,
+            "ipset" => Self::Ipset,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Alias => "alias",
+            Self::Ipset => "ipset",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(RefsResponseItemType);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/refs returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RefsResponseItem {

@@ -30,7 +30,7 @@ pub mod suspend_ram;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -63,7 +63,7 @@ crate::operation_error!(IndexError for Index);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Agent {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -93,21 +93,125 @@ impl crate::Operation for Agent {
 /// What [`Agent`] answers.
 pub type AgentResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(AgentError for Agent);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum AgentCommand { #[doc = " `fsfreeze-freeze`"] FsfreezeFreeze = "fsfreeze-freeze",
-    #[doc = " `fsfreeze-status`"] FsfreezeStatus = "fsfreeze-status", #[doc =
-    " `fsfreeze-thaw`"] FsfreezeThaw = "fsfreeze-thaw", #[doc = " `fstrim`"] Fstrim =
-    "fstrim", #[doc = " `get-fsinfo`"] GetFsinfo = "get-fsinfo", #[doc =
-    " `get-host-name`"] GetHostName = "get-host-name", #[doc =
-    " `get-memory-block-info`"] GetMemoryBlockInfo = "get-memory-block-info", #[doc =
-    " `get-memory-blocks`"] GetMemoryBlocks = "get-memory-blocks", #[doc =
-    " `get-osinfo`"] GetOsinfo = "get-osinfo", #[doc = " `get-time`"] GetTime =
-    "get-time", #[doc = " `get-timezone`"] GetTimezone = "get-timezone", #[doc =
-    " `get-users`"] GetUsers = "get-users", #[doc = " `get-vcpus`"] GetVcpus =
-    "get-vcpus", #[doc = " `info`"] Info = "info", #[doc = " `network-get-interfaces`"]
-    NetworkGetInterfaces = "network-get-interfaces", #[doc = " `ping`"] Ping = "ping",
-    #[doc = " `shutdown`"] Shutdown = "shutdown", #[doc = " `suspend-disk`"] SuspendDisk
-    = "suspend-disk", #[doc = " `suspend-hybrid`"] SuspendHybrid = "suspend-hybrid",
-    #[doc = " `suspend-ram`"] SuspendRam = "suspend-ram" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AgentCommand {
+    /// `fsfreeze-freeze`
+    FsfreezeFreeze,
+    /// `fsfreeze-status`
+    FsfreezeStatus,
+    /// `fsfreeze-thaw`
+    FsfreezeThaw,
+    /// `fstrim`
+    Fstrim,
+    /// `get-fsinfo`
+    GetFsinfo,
+    /// `get-host-name`
+    GetHostName,
+    /// `get-memory-block-info`
+    GetMemoryBlockInfo,
+    /// `get-memory-blocks`
+    GetMemoryBlocks,
+    /// `get-osinfo`
+    GetOsinfo,
+    /// `get-time`
+    GetTime,
+    /// `get-timezone`
+    GetTimezone,
+    /// `get-users`
+    GetUsers,
+    /// `get-vcpus`
+    GetVcpus,
+    /// `info`
+    Info,
+    /// `network-get-interfaces`
+    NetworkGetInterfaces,
+    /// `ping`
+    Ping,
+    /// `shutdown`
+    Shutdown,
+    /// `suspend-disk`
+    SuspendDisk,
+    /// `suspend-hybrid`
+    SuspendHybrid,
+    /// `suspend-ram`
+    SuspendRam,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for AgentCommand {
+    const VALUES: &'static [&'static str] = &[
+        "fsfreeze-freeze",
+        "fsfreeze-status",
+        "fsfreeze-thaw",
+        "fstrim",
+        "get-fsinfo",
+        "get-host-name",
+        "get-memory-block-info",
+        "get-memory-blocks",
+        "get-osinfo",
+        "get-time",
+        "get-timezone",
+        "get-users",
+        "get-vcpus",
+        "info",
+        "network-get-interfaces",
+        "ping",
+        "shutdown",
+        "suspend-disk",
+        "suspend-hybrid",
+        "suspend-ram",
+    ];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "fsfreeze-freeze" => Self::FsfreezeFreeze,
+            "fsfreeze-status" => Self::FsfreezeStatus,
+            "fsfreeze-thaw" => Self::FsfreezeThaw,
+            "fstrim" => Self::Fstrim,
+            "get-fsinfo" => Self::GetFsinfo,
+            "get-host-name" => Self::GetHostName,
+            "get-memory-block-info" => Self::GetMemoryBlockInfo,
+            "get-memory-blocks" => Self::GetMemoryBlocks,
+            "get-osinfo" => Self::GetOsinfo,
+            "get-time" => Self::GetTime,
+            "get-timezone" => Self::GetTimezone,
+            "get-users" => Self::GetUsers,
+            "get-vcpus" => Self::GetVcpus,
+            "info" => Self::Info,
+            "network-get-interfaces" => Self::NetworkGetInterfaces,
+            "ping" => Self::Ping,
+            "shutdown" => Self::Shutdown,
+            "suspend-disk" => Self::SuspendDisk,
+            "suspend-hybrid" => Self::SuspendHybrid,
+            "suspend-ram" => Self::SuspendRam,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::FsfreezeFreeze => "fsfreeze-freeze",
+            Self::FsfreezeStatus => "fsfreeze-status",
+            Self::FsfreezeThaw => "fsfreeze-thaw",
+            Self::Fstrim => "fstrim",
+            Self::GetFsinfo => "get-fsinfo",
+            Self::GetHostName => "get-host-name",
+            Self::GetMemoryBlockInfo => "get-memory-block-info",
+            Self::GetMemoryBlocks => "get-memory-blocks",
+            Self::GetOsinfo => "get-osinfo",
+            Self::GetTime => "get-time",
+            Self::GetTimezone => "get-timezone",
+            Self::GetUsers => "get-users",
+            Self::GetVcpus => "get-vcpus",
+            Self::Info => "info",
+            Self::NetworkGetInterfaces => "network-get-interfaces",
+            Self::Ping => "ping",
+            Self::Shutdown => "shutdown",
+            Self::SuspendDisk => "suspend-disk",
+            Self::SuspendHybrid => "suspend-hybrid",
+            Self::SuspendRam => "suspend-ram",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(AgentCommand);

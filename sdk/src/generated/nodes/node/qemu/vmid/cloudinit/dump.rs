@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CloudinitGeneratedConfigDump {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -42,8 +42,36 @@ pub type CloudinitGeneratedConfigDumpResponse = String;
 crate::operation_error!(
     CloudinitGeneratedConfigDumpError for CloudinitGeneratedConfigDump
 );
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum CloudinitGeneratedConfigDumpType { #[doc = " `user`"] User = "user", #[doc =
-    " `network`"] Network = "network", #[doc = " `meta`"] Meta = "meta" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CloudinitGeneratedConfigDumpType {
+    /// `user`
+    User,
+    /// `network`
+    Network,
+    /// `meta`
+    Meta,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for CloudinitGeneratedConfigDumpType {
+    const VALUES: &'static [&'static str] = &["user", "network", "meta"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "user" => Self::User,
+            "network" => Self::Network,
+            "meta" => Self::Meta,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::User => "user",
+            Self::Network => "network",
+            Self::Meta => "meta",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(CloudinitGeneratedConfigDumpType);

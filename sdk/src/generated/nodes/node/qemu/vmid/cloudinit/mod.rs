@@ -6,7 +6,7 @@ pub mod dump;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CloudinitPending {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -39,7 +39,7 @@ crate::operation_error!(CloudinitPendingError for CloudinitPending);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CloudinitUpdate {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -10,7 +10,7 @@ pub mod rules;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -7,7 +7,7 @@ pub mod snapname;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SnapshotList {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -40,7 +40,7 @@ crate::operation_error!(SnapshotListError for SnapshotList);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Snapshot {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct VmStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,10 +31,31 @@ impl crate::Operation for VmStatus {
     type Error = VmStatusError;
 }
 crate::operation_error!(VmStatusError for VmStatus);
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum VmStatusResponseClipboard { #[doc = " `vnc`"] Vnc = "vnc" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VmStatusResponseClipboard {
+    /// `vnc`
+    Vnc,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for VmStatusResponseClipboard {
+    const VALUES: &'static [&'static str] = &["vnc"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "vnc" => Self::Vnc,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Vnc => "vnc",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(VmStatusResponseClipboard);
 /// From `GET /nodes/{node}/qemu/{vmid}/status/current returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VmStatusResponse {

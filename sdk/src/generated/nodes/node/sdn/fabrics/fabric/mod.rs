@@ -7,7 +7,7 @@ pub mod routes;
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{fabric}",["SDN.Audit"]]`
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -5,7 +5,7 @@ pub mod mac_vrf;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -7,7 +7,7 @@ pub mod ip_vrf;
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -49,7 +49,7 @@ crate::operation_error!(DeleteError for Delete);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Info {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -87,7 +87,7 @@ crate::operation_error!(InfoError for Info);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Copy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -134,7 +134,7 @@ crate::operation_error!(CopyError for Copy);
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Updateattributes {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     #[serde(rename = "route-map-id")]
@@ -41,7 +41,7 @@ crate::operation_error!(DeleteRouteMapEntryError for DeleteRouteMapEntry);
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     #[serde(rename = "route-map-id")]
@@ -72,7 +72,7 @@ crate::operation_error!(GetRouteMapEntryError for GetRouteMapEntry);
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     #[serde(rename = "route-map-id")]
@@ -150,9 +150,40 @@ pub struct GetRouteMapEntryResponse {
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
 }
-crate::open_enum! {
-    #[doc = " Values of this field in the schema, and `Other` for any newer one."] pub
-    enum UpdateRouteMapEntryDeleteItem { #[doc = " `set`"] Set = "set", #[doc =
-    " `match`"] Match = "match", #[doc = " `call`"] Call = "call", #[doc =
-    " `exit-action`"] ExitAction = "exit-action" }
+/// Values of this field in the schema; `Other` holds any value a newer PVE adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UpdateRouteMapEntryDeleteItem {
+    /// `set`
+    Set,
+    /// `match`
+    Match,
+    /// `call`
+    Call,
+    /// `exit-action`
+    ExitAction,
+    /// A value this version of the schema does not list.
+    Other(String),
 }
+impl crate::open_enum::OpenEnum for UpdateRouteMapEntryDeleteItem {
+    const VALUES: &'static [&'static str] = &["set", "match", "call", "exit-action"];
+    fn from_wire(text: &str) -> Self {
+        match text {
+            "set" => Self::Set,
+            "match" => Self::Match,
+            "call" => Self::Call,
+            "exit-action" => Self::ExitAction,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Set => "set",
+            Self::Match => "match",
+            Self::Call => "call",
+            Self::ExitAction => "exit-action",
+            Self::Other(s) => s,
+        }
+    }
+}
+crate::open_enum_traits!(UpdateRouteMapEntryDeleteItem);

@@ -5,7 +5,7 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetAliases {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -37,7 +37,7 @@ crate::operation_error!(GetAliasesError for GetAliases);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateAlias {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RemoveAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -42,7 +42,7 @@ crate::operation_error!(RemoveAliasError for RemoveAlias);
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -77,7 +77,7 @@ crate::operation_error!(ReadAliasError for ReadAlias);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateAlias {
     /// Path parameter; format `pve-node`
     pub node: String,

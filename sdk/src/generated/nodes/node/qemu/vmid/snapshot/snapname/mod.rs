@@ -8,7 +8,7 @@ pub mod rollback;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Delsnapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -45,7 +45,7 @@ crate::operation_error!(DelsnapshotError for Delsnapshot);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SnapshotCmdIdx {
     /// Path parameter; format `pve-node`
     pub node: String,

@@ -6,7 +6,7 @@ pub mod cidr;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DeleteIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -43,7 +43,7 @@ crate::operation_error!(DeleteIpsetError for DeleteIpset);
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct GetIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -78,7 +78,7 @@ crate::operation_error!(GetIpsetError for GetIpset);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateIp {
     /// Path parameter; format `pve-node`
     pub node: String,

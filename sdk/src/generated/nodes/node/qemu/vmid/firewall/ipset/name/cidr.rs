@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct RemoveIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -51,7 +51,7 @@ crate::operation_error!(RemoveIpError for RemoveIp);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ReadIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -94,7 +94,7 @@ crate::operation_error!(ReadIpError for ReadIp);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateIp {
     /// Path parameter; format `pve-node`
     pub node: String,
