@@ -396,32 +396,73 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
                 pub struct #name { #(#fs)* }
             }
         }
-        TypeKind::Tagged { tag, variants, response } => {
-            let vs = variants.iter().map(|(wire, rust, fields)| {
+        TypeKind::Tagged { tag, variants, .. } => {
+            let mut arms = Vec::new();
+            let mut structs = Vec::new();
+            let mut tags = Vec::new();
+            let mut fields_arms = Vec::new();
+            let mut from_arms = Vec::new();
+            for (wire, rust, fields) in variants {
                 let v = ident(rust);
-                let fs = fields.iter().map(|f| field_tokens(f, here, false));
+                let sname = format_ident!("{}{}", t.name, rust);
                 let vd = doc(&format!("`{tag}` = `{wire}`"));
-                quote!(#vd #[serde(rename = #wire)] #v { #(#fs)* })
-            });
-            let other = if *response {
-                quote! {
-                    /// A variant this version of the schema does not know (its fields are not kept).
-                    #[serde(other, skip_serializing)]
-                    Other,
-                }
-            } else {
-                quote!()
-            };
-            let derive = if *response {
-                quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)])
-            } else {
-                quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize)])
-            };
+                arms.push(quote!(#vd #v(#sname),));
+                let fs = fields.iter().map(|f| field_tokens(f, here, true));
+                let sd = doc(&format!("Fields of [`{}::{}`].", t.name, rust));
+                let derive = if has_required(fields) {
+                    quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)])
+                } else {
+                    quote!(#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)])
+                };
+                structs.push(quote! {
+                    #sd
+                    #derive
+                    pub struct #sname { #(#fs)* }
+                });
+                tags.push(quote!(Self::#v(_) => #wire,));
+                fields_arms.push(quote!(Self::#v(v) => crate::tagged::to_fields(v),));
+                from_arms.push(quote!(#wire => crate::tagged::from_fields(fields).map(Self::#v),));
+            }
             quote! {
                 #d
-                #derive
-                #[serde(tag = #tag)]
-                pub enum #name { #(#vs,)* #other }
+                #[derive(Debug, Clone, PartialEq)]
+                #[non_exhaustive]
+                pub enum #name {
+                    #(#arms)*
+                    /// A variant this version of the schema does not know, with its fields as sent.
+                    Other {
+                        /// The tag value.
+                        tag: String,
+                        /// The variant's fields.
+                        fields: serde_json::Map<String, serde_json::Value>,
+                    },
+                }
+                impl crate::tagged::Tagged for #name {
+                    const TAG: &'static str = #tag;
+                    fn tag(&self) -> &str {
+                        match self {
+                            #(#tags)*
+                            Self::Other { tag, .. } => tag,
+                        }
+                    }
+                    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+                        match self {
+                            #(#fields_arms)*
+                            Self::Other { fields, .. } => Ok(fields.clone()),
+                        }
+                    }
+                    fn from_parts(
+                        tag: String,
+                        fields: serde_json::Map<String, serde_json::Value>,
+                    ) -> Result<Self, serde_json::Error> {
+                        match tag.as_str() {
+                            #(#from_arms)*
+                            _ => Ok(Self::Other { tag, fields }),
+                        }
+                    }
+                }
+                crate::tagged_traits!(#name);
+                #(#structs)*
             }
         }
         TypeKind::PropString(p) => prop_tokens(&name, p, &d, here),

@@ -893,6 +893,7 @@ impl Lowerer<'_> {
                 }
                 let fields = variant_fields.remove(&v).unwrap_or_default();
                 self.check_field_names(&fields, &tloc);
+                self.claim(module, &format!("{ename}{rust}"), &tloc);
                 variants.push((v, rust, fields));
             }
             let def = TypeDef {

@@ -21,6 +21,7 @@ pub mod lenient;
 pub mod open_enum;
 pub mod operation;
 pub mod propstr;
+pub mod tagged;
 mod secret;
 
 #[allow(missing_docs)]

@@ -109,21 +109,60 @@ pub struct ReadRuleResponse {
     pub type_: crate::generated::cluster::ha::rules::Type,
 }
 /// Selected by `type`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "type")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum UpdateRuleType {
     /// `type` = `node-affinity`
-    #[serde(rename = "node-affinity")]
-    NodeAffinity {
-        /// Format `pve-ha-node-list`
-        nodes: Option<String>,
-        /// Default `0`
-        strict: Option<bool>,
-    },
+    NodeAffinity(UpdateRuleTypeNodeAffinity),
     /// `type` = `resource-affinity`
-    #[serde(rename = "resource-affinity")]
-    ResourceAffinity {
-        /// `affinity`
-        affinity: Option<crate::generated::cluster::ha::rules::Affinity>,
+    ResourceAffinity(UpdateRuleTypeResourceAffinity),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
+}
+impl crate::tagged::Tagged for UpdateRuleType {
+    const TAG: &'static str = "type";
+    fn tag(&self) -> &str {
+        match self {
+            Self::NodeAffinity(_) => "node-affinity",
+            Self::ResourceAffinity(_) => "resource-affinity",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::NodeAffinity(v) => crate::tagged::to_fields(v),
+            Self::ResourceAffinity(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "node-affinity" => crate::tagged::from_fields(fields).map(Self::NodeAffinity),
+            "resource-affinity" => crate::tagged::from_fields(fields).map(Self::ResourceAffinity),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(UpdateRuleType);
+/// Fields of [`UpdateRuleType::NodeAffinity`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateRuleTypeNodeAffinity {
+    /// Format `pve-ha-node-list`
+    pub nodes: Option<String>,
+    /// Default `0`
+    pub strict: Option<bool>,
+}
+/// Fields of [`UpdateRuleType::ResourceAffinity`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateRuleTypeResourceAffinity {
+    /// `affinity`
+    pub affinity: Option<crate::generated::cluster::ha::rules::Affinity>,
 }

@@ -21,44 +21,90 @@ impl crate::Operation for ListAll {
 }
 crate::operation_error!(ListAllError for ListAll);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ListAllResponseFabricsItemProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// Range 1 - 600
-        csnp_interval: Option<f64>,
-        /// Range 1 - 600
-        hello_interval: Option<f64>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Openfabric(ListAllResponseFabricsItemProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `area`
-        area: Option<String>,
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Ospf(ListAllResponseFabricsItemProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// Range 0 - 65535
-        persistent_keepalive: Option<f64>,
-    },
+    Wireguard(ListAllResponseFabricsItemProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    Bgp(ListAllResponseFabricsItemProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
-    /// A variant this version of the schema does not know (its fields are not kept).
-    #[serde(other, skip_serializing)]
-    Other,
+}
+impl crate::tagged::Tagged for ListAllResponseFabricsItemProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(ListAllResponseFabricsItemProtocol);
+/// Fields of [`ListAllResponseFabricsItemProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseFabricsItemProtocolOpenfabric {
+    /// Range 1 - 600
+    pub csnp_interval: Option<f64>,
+    /// Range 1 - 600
+    pub hello_interval: Option<f64>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`ListAllResponseFabricsItemProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseFabricsItemProtocolOspf {
+    /// `area`
+    pub area: Option<String>,
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`ListAllResponseFabricsItemProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseFabricsItemProtocolWireguard {
+    /// Range 0 - 65535
+    pub persistent_keepalive: Option<f64>,
+}
+/// Fields of [`ListAllResponseFabricsItemProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseFabricsItemProtocolBgp {
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
 /// From `GET /cluster/sdn/fabrics/all returns "fabrics" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -79,46 +125,92 @@ pub struct ListAllResponseFabricsItem {
     pub protocol: ListAllResponseFabricsItemProtocol,
 }
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ListAllResponseNodesItemProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
-    },
+    Openfabric(ListAllResponseNodesItemProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
-    },
+    Ospf(ListAllResponseNodesItemProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// `allowed_ips`
-        allowed_ips: Option<Vec<String>>,
-        /// `endpoint`
-        endpoint: Option<String>,
-        /// `interfaces`
-        interfaces: Option<Vec<String>>,
-        /// `peers`
-        peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
-        /// `public_key`
-        public_key: Option<String>,
-        /// `role`
-        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
-    },
+    Wireguard(ListAllResponseNodesItemProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    Bgp(ListAllResponseNodesItemProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
-    /// A variant this version of the schema does not know (its fields are not kept).
-    #[serde(other, skip_serializing)]
-    Other,
+}
+impl crate::tagged::Tagged for ListAllResponseNodesItemProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(ListAllResponseNodesItemProtocol);
+/// Fields of [`ListAllResponseNodesItemProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseNodesItemProtocolOpenfabric {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+/// Fields of [`ListAllResponseNodesItemProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseNodesItemProtocolOspf {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+/// Fields of [`ListAllResponseNodesItemProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseNodesItemProtocolWireguard {
+    /// `allowed_ips`
+    pub allowed_ips: Option<Vec<String>>,
+    /// `endpoint`
+    pub endpoint: Option<String>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<String>>,
+    /// `peers`
+    pub peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    /// `public_key`
+    pub public_key: Option<String>,
+    /// `role`
+    pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+/// Fields of [`ListAllResponseNodesItemProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListAllResponseNodesItemProtocolBgp {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
 /// From `GET /cluster/sdn/fabrics/all returns "nodes" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

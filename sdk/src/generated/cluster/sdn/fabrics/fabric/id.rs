@@ -98,44 +98,90 @@ impl crate::Operation for UpdateFabric {
 pub type UpdateFabricResponse = ();
 crate::operation_error!(UpdateFabricError for UpdateFabric);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum GetFabricResponseProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// Range 1 - 600
-        csnp_interval: Option<f64>,
-        /// Range 1 - 600
-        hello_interval: Option<f64>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Openfabric(GetFabricResponseProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `area`
-        area: Option<String>,
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Ospf(GetFabricResponseProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// Range 0 - 65535
-        persistent_keepalive: Option<f64>,
-    },
+    Wireguard(GetFabricResponseProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    Bgp(GetFabricResponseProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
-    /// A variant this version of the schema does not know (its fields are not kept).
-    #[serde(other, skip_serializing)]
-    Other,
+}
+impl crate::tagged::Tagged for GetFabricResponseProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(GetFabricResponseProtocol);
+/// Fields of [`GetFabricResponseProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetFabricResponseProtocolOpenfabric {
+    /// Range 1 - 600
+    pub csnp_interval: Option<f64>,
+    /// Range 1 - 600
+    pub hello_interval: Option<f64>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`GetFabricResponseProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetFabricResponseProtocolOspf {
+    /// `area`
+    pub area: Option<String>,
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`GetFabricResponseProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetFabricResponseProtocolWireguard {
+    /// Range 0 - 65535
+    pub persistent_keepalive: Option<f64>,
+}
+/// Fields of [`GetFabricResponseProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetFabricResponseProtocolBgp {
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
 /// From `GET /cluster/sdn/fabrics/fabric/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -313,47 +359,96 @@ impl crate::open_enum::OpenEnum for UpdateFabricWireguardWireguardDeleteItem {
 }
 crate::open_enum_traits!(UpdateFabricWireguardWireguardDeleteItem);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum UpdateFabricProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// Range 1 - 600
-        csnp_interval: Option<f64>,
-        /// `delete`
-        delete: Option<Vec<UpdateFabricOpenfabricOpenfabricDeleteItem>>,
-        /// Range 1 - 600
-        hello_interval: Option<f64>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Openfabric(UpdateFabricProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `area`
-        area: Option<String>,
-        /// `delete`
-        delete: Option<Vec<UpdateFabricOspfOspfDeleteItem>>,
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Ospf(UpdateFabricProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// `delete`
-        delete: Option<Vec<UpdateFabricWireguardWireguardDeleteItem>>,
-        /// Range 0 - 65535
-        persistent_keepalive: Option<f64>,
-    },
+    Wireguard(UpdateFabricProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `delete`
-        delete: Option<Vec<UpdateFabricBgpBgpDeleteItem>>,
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    Bgp(UpdateFabricProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
+}
+impl crate::tagged::Tagged for UpdateFabricProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(UpdateFabricProtocol);
+/// Fields of [`UpdateFabricProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateFabricProtocolOpenfabric {
+    /// Range 1 - 600
+    pub csnp_interval: Option<f64>,
+    /// `delete`
+    pub delete: Option<Vec<UpdateFabricOpenfabricOpenfabricDeleteItem>>,
+    /// Range 1 - 600
+    pub hello_interval: Option<f64>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`UpdateFabricProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateFabricProtocolOspf {
+    /// `area`
+    pub area: Option<String>,
+    /// `delete`
+    pub delete: Option<Vec<UpdateFabricOspfOspfDeleteItem>>,
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`UpdateFabricProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateFabricProtocolWireguard {
+    /// `delete`
+    pub delete: Option<Vec<UpdateFabricWireguardWireguardDeleteItem>>,
+    /// Range 0 - 65535
+    pub persistent_keepalive: Option<f64>,
+}
+/// Fields of [`UpdateFabricProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateFabricProtocolBgp {
+    /// `delete`
+    pub delete: Option<Vec<UpdateFabricBgpBgpDeleteItem>>,
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }

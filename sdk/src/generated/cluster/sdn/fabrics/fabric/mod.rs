@@ -70,44 +70,90 @@ impl crate::Operation for AddFabric {
 pub type AddFabricResponse = ();
 crate::operation_error!(AddFabricError for AddFabric);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum IndexResponseItemProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// Range 1 - 600
-        csnp_interval: Option<f64>,
-        /// Range 1 - 600
-        hello_interval: Option<f64>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Openfabric(IndexResponseItemProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `area`
-        area: Option<String>,
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Ospf(IndexResponseItemProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// Range 0 - 65535
-        persistent_keepalive: Option<f64>,
-    },
+    Wireguard(IndexResponseItemProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    Bgp(IndexResponseItemProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
-    /// A variant this version of the schema does not know (its fields are not kept).
-    #[serde(other, skip_serializing)]
-    Other,
+}
+impl crate::tagged::Tagged for IndexResponseItemProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(IndexResponseItemProtocol);
+/// Fields of [`IndexResponseItemProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexResponseItemProtocolOpenfabric {
+    /// Range 1 - 600
+    pub csnp_interval: Option<f64>,
+    /// Range 1 - 600
+    pub hello_interval: Option<f64>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`IndexResponseItemProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexResponseItemProtocolOspf {
+    /// `area`
+    pub area: Option<String>,
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`IndexResponseItemProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexResponseItemProtocolWireguard {
+    /// Range 0 - 65535
+    pub persistent_keepalive: Option<f64>,
+}
+/// Fields of [`IndexResponseItemProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexResponseItemProtocolBgp {
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
 /// From `GET /cluster/sdn/fabrics/fabric returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -128,39 +174,88 @@ pub struct IndexResponseItem {
     pub protocol: IndexResponseItemProtocol,
 }
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum AddFabricProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// Range 1 - 600
-        csnp_interval: Option<f64>,
-        /// Range 1 - 600
-        hello_interval: Option<f64>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Openfabric(AddFabricProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `area`
-        area: Option<String>,
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
-        /// Format `pve-sdn-prefix-list-id`
-        route_filter: Option<String>,
-    },
+    Ospf(AddFabricProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// Range 0 - 65535
-        persistent_keepalive: Option<f64>,
-    },
+    Wireguard(AddFabricProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `redistribute`
-        redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    Bgp(AddFabricProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
+}
+impl crate::tagged::Tagged for AddFabricProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(AddFabricProtocol);
+/// Fields of [`AddFabricProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddFabricProtocolOpenfabric {
+    /// Range 1 - 600
+    pub csnp_interval: Option<f64>,
+    /// Range 1 - 600
+    pub hello_interval: Option<f64>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`AddFabricProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddFabricProtocolOspf {
+    /// `area`
+    pub area: Option<String>,
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    /// Format `pve-sdn-prefix-list-id`
+    pub route_filter: Option<String>,
+}
+/// Fields of [`AddFabricProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddFabricProtocolWireguard {
+    /// Range 0 - 65535
+    pub persistent_keepalive: Option<f64>,
+}
+/// Fields of [`AddFabricProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddFabricProtocolBgp {
+    /// `redistribute`
+    pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }

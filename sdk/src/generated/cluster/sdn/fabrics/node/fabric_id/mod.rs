@@ -89,46 +89,92 @@ impl crate::Operation for AddNode {
 pub type AddNodeResponse = ();
 crate::operation_error!(AddNodeError for AddNode);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ListNodesFabricResponseItemProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
-    },
+    Openfabric(ListNodesFabricResponseItemProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
-    },
+    Ospf(ListNodesFabricResponseItemProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// `allowed_ips`
-        allowed_ips: Option<Vec<String>>,
-        /// `endpoint`
-        endpoint: Option<String>,
-        /// `interfaces`
-        interfaces: Option<Vec<String>>,
-        /// `peers`
-        peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
-        /// `public_key`
-        public_key: Option<String>,
-        /// `role`
-        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
-    },
+    Wireguard(ListNodesFabricResponseItemProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    Bgp(ListNodesFabricResponseItemProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
-    /// A variant this version of the schema does not know (its fields are not kept).
-    #[serde(other, skip_serializing)]
-    Other,
+}
+impl crate::tagged::Tagged for ListNodesFabricResponseItemProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(ListNodesFabricResponseItemProtocol);
+/// Fields of [`ListNodesFabricResponseItemProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListNodesFabricResponseItemProtocolOpenfabric {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+/// Fields of [`ListNodesFabricResponseItemProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListNodesFabricResponseItemProtocolOspf {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+/// Fields of [`ListNodesFabricResponseItemProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListNodesFabricResponseItemProtocolWireguard {
+    /// `allowed_ips`
+    pub allowed_ips: Option<Vec<String>>,
+    /// `endpoint`
+    pub endpoint: Option<String>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<String>>,
+    /// `peers`
+    pub peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    /// `public_key`
+    pub public_key: Option<String>,
+    /// `role`
+    pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+/// Fields of [`ListNodesFabricResponseItemProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ListNodesFabricResponseItemProtocolBgp {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -151,41 +197,90 @@ pub struct ListNodesFabricResponseItem {
     pub protocol: ListNodesFabricResponseItemProtocol,
 }
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum AddNodeProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
-    },
+    Openfabric(AddNodeProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
-    },
+    Ospf(AddNodeProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// `allowed_ips`
-        allowed_ips: Option<Vec<String>>,
-        /// `endpoint`
-        endpoint: Option<String>,
-        /// `interfaces`
-        interfaces: Option<Vec<String>>,
-        /// `peers`
-        peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
-        /// `public_key`
-        public_key: Option<String>,
-        /// `role`
-        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
-    },
+    Wireguard(AddNodeProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    Bgp(AddNodeProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
+}
+impl crate::tagged::Tagged for AddNodeProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(AddNodeProtocol);
+/// Fields of [`AddNodeProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddNodeProtocolOpenfabric {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+/// Fields of [`AddNodeProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddNodeProtocolOspf {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+/// Fields of [`AddNodeProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddNodeProtocolWireguard {
+    /// `allowed_ips`
+    pub allowed_ips: Option<Vec<String>>,
+    /// `endpoint`
+    pub endpoint: Option<String>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<String>>,
+    /// `peers`
+    pub peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    /// `public_key`
+    pub public_key: Option<String>,
+    /// `role`
+    pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+/// Fields of [`AddNodeProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AddNodeProtocolBgp {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }

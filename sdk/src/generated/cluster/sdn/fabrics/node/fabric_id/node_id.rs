@@ -115,46 +115,92 @@ impl crate::Operation for UpdateNode {
 pub type UpdateNodeResponse = ();
 crate::operation_error!(UpdateNodeError for UpdateNode);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum GetNodeResponseProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
-    },
+    Openfabric(GetNodeResponseProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
-    },
+    Ospf(GetNodeResponseProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// `allowed_ips`
-        allowed_ips: Option<Vec<String>>,
-        /// `endpoint`
-        endpoint: Option<String>,
-        /// `interfaces`
-        interfaces: Option<Vec<String>>,
-        /// `peers`
-        peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
-        /// `public_key`
-        public_key: Option<String>,
-        /// `role`
-        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
-    },
+    Wireguard(GetNodeResponseProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    Bgp(GetNodeResponseProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
-    /// A variant this version of the schema does not know (its fields are not kept).
-    #[serde(other, skip_serializing)]
-    Other,
+}
+impl crate::tagged::Tagged for GetNodeResponseProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(GetNodeResponseProtocol);
+/// Fields of [`GetNodeResponseProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetNodeResponseProtocolOpenfabric {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+/// Fields of [`GetNodeResponseProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetNodeResponseProtocolOspf {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+/// Fields of [`GetNodeResponseProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetNodeResponseProtocolWireguard {
+    /// `allowed_ips`
+    pub allowed_ips: Option<Vec<String>>,
+    /// `endpoint`
+    pub endpoint: Option<String>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<String>>,
+    /// `peers`
+    pub peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    /// `public_key`
+    pub public_key: Option<String>,
+    /// `role`
+    pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+/// Fields of [`GetNodeResponseProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetNodeResponseProtocolBgp {
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -328,49 +374,98 @@ impl crate::open_enum::OpenEnum for UpdateNodeWireguardWireguardDeleteItem {
 }
 crate::open_enum_traits!(UpdateNodeWireguardWireguardDeleteItem);
 /// Selected by `protocol`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "protocol")]
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum UpdateNodeProtocol {
     /// `protocol` = `openfabric`
-    #[serde(rename = "openfabric")]
-    Openfabric {
-        /// `delete`
-        delete: Option<Vec<UpdateNodeOpenfabricOpenfabricOspfDeleteItem>>,
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
-    },
+    Openfabric(UpdateNodeProtocolOpenfabric),
     /// `protocol` = `ospf`
-    #[serde(rename = "ospf")]
-    Ospf {
-        /// `delete`
-        delete: Option<Vec<UpdateNodeOspfOpenfabricOspfDeleteItem>>,
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
-    },
+    Ospf(UpdateNodeProtocolOspf),
     /// `protocol` = `wireguard`
-    #[serde(rename = "wireguard")]
-    Wireguard {
-        /// `allowed_ips`
-        allowed_ips: Option<Vec<String>>,
-        /// `delete`
-        delete: Option<Vec<UpdateNodeWireguardWireguardDeleteItem>>,
-        /// `endpoint`
-        endpoint: Option<String>,
-        /// `interfaces`
-        interfaces: Option<Vec<String>>,
-        /// `peers`
-        peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
-        /// `public_key`
-        public_key: Option<String>,
-        /// `role`
-        role: Option<crate::generated::cluster::sdn::fabrics::Role>,
-    },
+    Wireguard(UpdateNodeProtocolWireguard),
     /// `protocol` = `bgp`
-    #[serde(rename = "bgp")]
-    Bgp {
-        /// `delete`
-        delete: Option<Vec<UpdateNodeBgpBgpDeleteItem>>,
-        /// `interfaces`
-        interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    Bgp(UpdateNodeProtocolBgp),
+    /// A variant this version of the schema does not know, with its fields as sent.
+    Other {
+        /// The tag value.
+        tag: String,
+        /// The variant's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
     },
+}
+impl crate::tagged::Tagged for UpdateNodeProtocol {
+    const TAG: &'static str = "protocol";
+    fn tag(&self) -> &str {
+        match self {
+            Self::Openfabric(_) => "openfabric",
+            Self::Ospf(_) => "ospf",
+            Self::Wireguard(_) => "wireguard",
+            Self::Bgp(_) => "bgp",
+            Self::Other { tag, .. } => tag,
+        }
+    }
+    fn fields(&self) -> Result<serde_json::Map<String, serde_json::Value>, serde_json::Error> {
+        match self {
+            Self::Openfabric(v) => crate::tagged::to_fields(v),
+            Self::Ospf(v) => crate::tagged::to_fields(v),
+            Self::Wireguard(v) => crate::tagged::to_fields(v),
+            Self::Bgp(v) => crate::tagged::to_fields(v),
+            Self::Other { fields, .. } => Ok(fields.clone()),
+        }
+    }
+    fn from_parts(
+        tag: String,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, serde_json::Error> {
+        match tag.as_str() {
+            "openfabric" => crate::tagged::from_fields(fields).map(Self::Openfabric),
+            "ospf" => crate::tagged::from_fields(fields).map(Self::Ospf),
+            "wireguard" => crate::tagged::from_fields(fields).map(Self::Wireguard),
+            "bgp" => crate::tagged::from_fields(fields).map(Self::Bgp),
+            _ => Ok(Self::Other { tag, fields }),
+        }
+    }
+}
+crate::tagged_traits!(UpdateNodeProtocol);
+/// Fields of [`UpdateNodeProtocol::Openfabric`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateNodeProtocolOpenfabric {
+    /// `delete`
+    pub delete: Option<Vec<UpdateNodeOpenfabricOpenfabricOspfDeleteItem>>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+/// Fields of [`UpdateNodeProtocol::Ospf`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateNodeProtocolOspf {
+    /// `delete`
+    pub delete: Option<Vec<UpdateNodeOspfOpenfabricOspfDeleteItem>>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+/// Fields of [`UpdateNodeProtocol::Wireguard`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateNodeProtocolWireguard {
+    /// `allowed_ips`
+    pub allowed_ips: Option<Vec<String>>,
+    /// `delete`
+    pub delete: Option<Vec<UpdateNodeWireguardWireguardDeleteItem>>,
+    /// `endpoint`
+    pub endpoint: Option<String>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<String>>,
+    /// `peers`
+    pub peers: Option<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    /// `public_key`
+    pub public_key: Option<String>,
+    /// `role`
+    pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+/// Fields of [`UpdateNodeProtocol::Bgp`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UpdateNodeProtocolBgp {
+    /// `delete`
+    pub delete: Option<Vec<UpdateNodeBgpBgpDeleteItem>>,
+    /// `interfaces`
+    pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }

@@ -1,0 +1,187 @@
+//! Round-trip property tests for generated property-string types: for every value,
+//! `parse(print(value)) == value`, including default keys, key aliases, quoting of commas and
+//! quotes, and keys a newer PVE might add.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use pve_sdk::generated::nodes::node::lxc::Mp;
+use pve_sdk::generated::nodes::node::qemu::{Agent, Memory, Net};
+use pve_sdk::open_enum::OpenEnum;
+use pve_sdk::PropertyString;
+
+/// Printable ASCII, commas, quotes, `=` and backslashes included.
+fn text() -> impl Strategy<Value = String> {
+    "[ -~]{0,12}"
+}
+
+fn open<E: OpenEnum + std::fmt::Debug>() -> impl Strategy<Value = E> {
+    prop_oneof![
+        proptest::sample::select(E::VALUES).prop_map(E::from_wire),
+        "[a-z0-9-]{0,8}".prop_map(|s| E::from_wire(&s)),
+    ]
+}
+
+fn finite() -> impl Strategy<Value = f64> {
+    prop_oneof![Just(0.0), -1e9f64..1e9, proptest::num::f64::NORMAL]
+}
+
+/// Keys the schema does not know (so neither its keys nor its aliases).
+fn extra<T: PropertyString>() -> impl Strategy<Value = BTreeMap<String, String>> {
+    proptest::collection::btree_map("[a-z][a-z0-9_-]{0,8}", text(), 0..3).prop_map(|m| {
+        m.into_iter()
+            .filter(|(k, _)| {
+                !T::SPEC.keys.contains(&k.as_str()) && !T::SPEC.aliases.iter().any(|a| a.key == k)
+            })
+            .collect()
+    })
+}
+
+fn net() -> impl Strategy<Value = Net> {
+    (
+        open(),
+        proptest::option::of(text()),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(text()),
+        proptest::option::of(any::<i64>()),
+        proptest::option::of(0i64..64),
+        proptest::option::of(finite()),
+        proptest::option::of(1i64..4094),
+        proptest::option::of(text()),
+        extra::<Net>(),
+    )
+        .prop_map(
+            |(model, bridge, firewall, link_down, macaddr, mtu, queues, rate, tag, trunks, other_keys)| {
+                Net {
+                    bridge,
+                    firewall,
+                    link_down,
+                    macaddr,
+                    model,
+                    mtu,
+                    queues,
+                    rate,
+                    tag,
+                    trunks,
+                    other_keys,
+                }
+            },
+        )
+}
+
+fn mp() -> impl Strategy<Value = Mp> {
+    (
+        (
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(text()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(text()),
+            text(),
+        ),
+        (
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(text()),
+            text(),
+            extra::<Mp>(),
+        ),
+    )
+        .prop_map(
+            |((acl, backup, idmap, keepattrs, mountoptions, mp), (quota, replicate, ro, shared, size, volume, other_keys))| Mp {
+                acl,
+                backup,
+                idmap,
+                keepattrs,
+                mountoptions,
+                mp,
+                quota,
+                replicate,
+                ro,
+                shared,
+                size,
+                volume,
+                other_keys,
+            },
+        )
+}
+
+fn agent() -> impl Strategy<Value = Agent> {
+    (
+        any::<bool>(),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(open()),
+        extra::<Agent>(),
+    )
+        .prop_map(|(enabled, freeze_fs, fstrim_cloned_disks, type_, other_keys)| Agent {
+            enabled,
+            freeze_fs,
+            fstrim_cloned_disks,
+            type_,
+            other_keys,
+        })
+}
+
+fn memory() -> impl Strategy<Value = Memory> {
+    (any::<i64>(), extra::<Memory>()).prop_map(|(current, other_keys)| Memory { current, other_keys })
+}
+
+fn round_trip<T>(value: &T) -> Result<(), TestCaseError>
+where
+    T: PropertyString
+        + std::fmt::Display
+        + std::str::FromStr
+        + PartialEq
+        + std::fmt::Debug
+        + serde::Serialize,
+    <T as std::str::FromStr>::Err: std::fmt::Display,
+{
+    let text = value.to_string();
+    match text.parse::<T>() {
+        Ok(back) => prop_assert_eq!(&back, value, "printed as {}", text),
+        Err(e) => return Err(TestCaseError::fail(format!("{text:?} does not parse: {e}"))),
+    }
+    // Serde goes through the same text.
+    let json = serde_json::to_value(value).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(json, serde_json::Value::String(text));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn qemu_net_round_trips(v in net()) {
+        round_trip(&v)?;
+    }
+
+    #[test]
+    fn lxc_mount_point_round_trips(v in mp()) {
+        round_trip(&v)?;
+    }
+
+    #[test]
+    fn qemu_agent_round_trips(v in agent()) {
+        round_trip(&v)?;
+    }
+
+    #[test]
+    fn qemu_memory_round_trips(v in memory()) {
+        round_trip(&v)?;
+    }
+}
+
+#[test]
+fn key_alias_and_default_key_print_the_canonical_form() {
+    let net: Net = "model=virtio,macaddr=BC:24:11:00:00:01,bridge=vmbr0".parse().expect("parses");
+    assert_eq!(net.to_string(), "virtio=BC:24:11:00:00:01,bridge=vmbr0");
+    let agent: Agent = "enabled=1,freeze-fs-on-backup=0".parse().expect("alias of freeze-fs");
+    assert_eq!(agent.freeze_fs, Some(false));
+    assert_eq!(agent.to_string(), "1,freeze-fs=0");
+    let mem: Memory = "4096".parse().expect("bare default key");
+    assert_eq!(mem.current, 4096);
+}
