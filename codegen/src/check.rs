@@ -14,7 +14,10 @@ pub fn check(api: &Api) -> Result<(), Diagnostics> {
     let mut d = Diagnostics::new("check");
     if let Some(root) = api.modules.get(&Vec::new()) {
         if root.children.contains("index") {
-            d.push("path /index", "module name `index` is reserved for index specs");
+            d.push(
+                "path /index",
+                "module name `index` is reserved for index specs",
+            );
         }
     }
     let mut ops = BTreeSet::new();
@@ -32,12 +35,18 @@ pub fn check(api: &Api) -> Result<(), Diagnostics> {
                             d.push(&key, format!("path parameter \"{p}\" has no scalar type"));
                         }
                     }
-                    _ => d.push(&key, format!("path parameter \"{p}\" is not a required field")),
+                    _ => d.push(
+                        &key,
+                        format!("path parameter \"{p}\" is not a required field"),
+                    ),
                 }
             }
             for f in &op.fields {
                 if f.path_param && !params.contains(&f.wire) {
-                    d.push(&key, format!("field \"{}\" is marked as a path parameter", f.wire));
+                    d.push(
+                        &key,
+                        format!("field \"{}\" is marked as a path parameter", f.wire),
+                    );
                 }
             }
         }

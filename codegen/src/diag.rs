@@ -61,7 +61,12 @@ impl Diagnostics {
 
 impl fmt::Display for Diagnostics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} problem(s) in stage {}:", self.items.len(), self.stage)?;
+        writeln!(
+            f,
+            "{} problem(s) in stage {}:",
+            self.items.len(),
+            self.stage
+        )?;
         for d in &self.items {
             writeln!(f, "  {d}")?;
         }

@@ -74,7 +74,12 @@ impl Report {
 fn ops(spec: &Spec) -> BTreeMap<String, (&Schema, &Schema)> {
     spec.operations()
         .into_iter()
-        .map(|(n, m)| (format!("{} {}", m.verb, n.path), (&m.parameters, &m.returns)))
+        .map(|(n, m)| {
+            (
+                format!("{} {}", m.verb, n.path),
+                (&m.parameters, &m.returns),
+            )
+        })
         .collect()
 }
 
@@ -120,7 +125,11 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
         for (name, sb) in props_b {
             if !props_a.contains_key(name) {
                 out.push(Change {
-                    class: if sb.optional { Class::Compatible } else { Class::Breaking },
+                    class: if sb.optional {
+                        Class::Compatible
+                    } else {
+                        Class::Breaking
+                    },
                     what: format!("param \"{name}\""),
                     change: if sb.optional {
                         "added (optional)".into()
@@ -187,39 +196,64 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
         }
     }
     // Ranges and lengths: narrowing refuses values that worked before.
-    let bound = |out: &mut Vec<Change>, name: &str, old: Option<f64>, new: Option<f64>, lower: bool| {
-        if old == new {
-            return;
-        }
-        let narrowed = match (old, new) {
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-            (Some(o), Some(n)) => {
-                if lower {
-                    n > o
-                } else {
-                    n < o
-                }
+    let bound =
+        |out: &mut Vec<Change>, name: &str, old: Option<f64>, new: Option<f64>, lower: bool| {
+            if old == new {
+                return;
             }
-            (None, None) => false,
+            let narrowed = match (old, new) {
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(o), Some(n)) => {
+                    if lower {
+                        n > o
+                    } else {
+                        n < o
+                    }
+                }
+                (None, None) => false,
+            };
+            let class = if narrowed && input {
+                Class::Breaking
+            } else {
+                Class::Compatible
+            };
+            let show = |v: Option<f64>| v.map_or("none".to_owned(), |v| v.to_string());
+            push(out, class, format!("{name} {} -> {}", show(old), show(new)));
         };
-        let class = if narrowed && input { Class::Breaking } else { Class::Compatible };
-        let show = |v: Option<f64>| v.map_or("none".to_owned(), |v| v.to_string());
-        push(out, class, format!("{name} {} -> {}", show(old), show(new)));
-    };
     bound(out, "minimum", a.minimum, b.minimum, true);
     bound(out, "maximum", a.maximum, b.maximum, false);
-    bound(out, "minLength", a.min_length.map(|v| v as f64), b.min_length.map(|v| v as f64), true);
-    bound(out, "maxLength", a.max_length.map(|v| v as f64), b.max_length.map(|v| v as f64), false);
+    bound(
+        out,
+        "minLength",
+        a.min_length.map(|v| v as f64),
+        b.min_length.map(|v| v as f64),
+        true,
+    );
+    bound(
+        out,
+        "maxLength",
+        a.max_length.map(|v| v as f64),
+        b.max_length.map(|v| v as f64),
+        false,
+    );
     if let (Some(Format::Inline(ka)), Some(Format::Inline(kb))) = (&a.format, &b.format) {
         for k in ka.keys() {
             if !kb.contains_key(k) {
-                push(out, Class::Breaking, format!("property-string key \"{k}\" removed"));
+                push(
+                    out,
+                    Class::Breaking,
+                    format!("property-string key \"{k}\" removed"),
+                );
             }
         }
         for (k, s) in kb {
             if !ka.contains_key(k) {
-                let class = if s.optional || !input { Class::Compatible } else { Class::Breaking };
+                let class = if s.optional || !input {
+                    Class::Compatible
+                } else {
+                    Class::Breaking
+                };
                 push(out, class, format!("property-string key \"{k}\" added"));
             }
         }
@@ -247,7 +281,9 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
                 }
             }
         }
-        (None, Some(_)) if !input => push(out, Class::Compatible, "now has typed properties".into()),
+        (None, Some(_)) if !input => {
+            push(out, Class::Compatible, "now has typed properties".into())
+        }
         (Some(_), None) if !input => push(out, Class::Breaking, "lost its properties".into()),
         _ => {}
     }

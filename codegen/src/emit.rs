@@ -43,7 +43,11 @@ fn doc(text: &str) -> TokenStream {
     let lines: Vec<TokenStream> = text
         .lines()
         .map(|l| {
-            let l = if l.is_empty() { String::new() } else { format!(" {l}") };
+            let l = if l.is_empty() {
+                String::new()
+            } else {
+                format!(" {l}")
+            };
             quote!(#[doc = #l])
         })
         .collect();
@@ -54,7 +58,11 @@ fn inner_doc(text: &str) -> TokenStream {
     let lines: Vec<TokenStream> = text
         .lines()
         .map(|l| {
-            let l = if l.is_empty() { String::new() } else { format!(" {l}") };
+            let l = if l.is_empty() {
+                String::new()
+            } else {
+                format!(" {l}")
+            };
             quote!(#![doc = #l])
         })
         .collect();
@@ -148,7 +156,9 @@ fn field_tokens(f: &Field, here: &ModPath, public: bool) -> TokenStream {
 }
 
 fn has_required(fields: &[Field]) -> bool {
-    fields.iter().any(|f| f.required && !matches!(f.ty, Ty::Indexed { .. }))
+    fields
+        .iter()
+        .any(|f| f.required && !matches!(f.ty, Ty::Indexed { .. }))
 }
 
 fn header(api: &Api) -> String {
@@ -179,6 +189,10 @@ fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
             #![allow(
                 clippy::large_enum_variant,
                 reason = "union variants mirror the schema's field sets"
+            )]
+            #![allow(
+                clippy::module_inception,
+                reason = "modules mirror API paths, e.g. /storage/{storage}"
             )]
             pub mod index;
         });
@@ -212,7 +226,10 @@ fn op_doc(op: &Op) -> String {
         lines.push(d.trim().to_owned());
         lines.push(String::new());
     }
-    lines.push(format!("`{} {}` (handler `{}`).", op.verb, op.path, op.handler));
+    lines.push(format!(
+        "`{} {}` (handler `{}`).",
+        op.verb, op.path, op.handler
+    ));
     lines.push(String::new());
     if let Some(c) = &op.permission_check {
         lines.push(format!("- Permission check: `{}`", c.replace('`', "'")));
@@ -244,7 +261,11 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
     let resp = ident(&op.response_name);
     let err = ident(&op.error_name);
     let d = doc(&op_doc(op));
-    let fields: Vec<TokenStream> = op.fields.iter().map(|f| field_tokens(f, here, true)).collect();
+    let fields: Vec<TokenStream> = op
+        .fields
+        .iter()
+        .map(|f| field_tokens(f, here, true))
+        .collect();
     let required = has_required(&op.fields);
     let derive = if required {
         quote!(#[derive(Debug, Clone, serde::Serialize)])
@@ -299,11 +320,14 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
     let path = &op.path;
     let (maj, min) = op.since;
     let task = if op.returns_task {
-        quote!(const RETURNS_TASK: bool = true;)
+        quote!(
+            const RETURNS_TASK: bool = true;
+        )
     } else {
         quote!()
     };
-    let response_is_struct = matches!(&op.response, Ty::Named(r) if r.name == op.response_name && &r.module == here);
+    let response_is_struct =
+        matches!(&op.response, Ty::Named(r) if r.name == op.response_name && &r.module == here);
     let alias = if response_is_struct {
         quote!()
     } else {

@@ -114,7 +114,11 @@ pub struct Imported {
 /// # Errors
 ///
 /// The extraction's or the schema's problems (nothing is written then), or I/O errors.
-pub fn import(js: &str, apispec_dir: &Path, version: Option<&str>) -> Result<Imported, crate::Error> {
+pub fn import(
+    js: &str,
+    apispec_dir: &Path,
+    version: Option<&str>,
+) -> Result<Imported, crate::Error> {
     let io = crate::Error::Io;
     let text = extract(js).map_err(|e| {
         let mut d = Diagnostics::new("import");
@@ -154,8 +158,9 @@ pub fn import(js: &str, apispec_dir: &Path, version: Option<&str>) -> Result<Imp
     lock.schema.retain(|e| e.version != version);
     lock.schema.push(entry.clone());
     lock.schema.sort_by(|a, b| {
-        crate::version_from_name(Path::new(&format!("pve-{}.json", a.version)))
-            .cmp(&crate::version_from_name(Path::new(&format!("pve-{}.json", b.version))))
+        crate::version_from_name(Path::new(&format!("pve-{}.json", a.version))).cmp(
+            &crate::version_from_name(Path::new(&format!("pve-{}.json", b.version))),
+        )
     });
     std::fs::write(&lock_path, lock.to_text().map_err(io)?)
         .map_err(|e| io(format!("{}: {e}", lock_path.display())))?;

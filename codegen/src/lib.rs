@@ -3,7 +3,7 @@
 //!
 //! Stages, each with its own module and each reporting every problem it finds with the schema
 //! location: [`raw`] (load) -> [`patch`] -> [`lower`] (to the named [`ir`]) -> [`check`] ->
-//! [`emit`] -> [`format`] (prettyplease, then rustfmt) -> write or compare.
+//! [`emit`] -> [`mod@format`] (prettyplease, then rustfmt) -> write or compare.
 //!
 //! The generator never depends on the SDK crate; generated code names the SDK's runtime items
 //! by full path (`crate::Operation`, `crate::propstr::PropSpec`, ...).
@@ -171,15 +171,16 @@ fn check_lock(cfg: &Config, spec: &raw::Spec, version: (u16, u16)) -> Result<(),
     Ok(())
 }
 
-fn since_table(
-    cfg: &Config,
-    version: (u16, u16),
-) -> Result<BTreeMap<String, (u16, u16)>, Error> {
+fn since_table(cfg: &Config, version: (u16, u16)) -> Result<BTreeMap<String, (u16, u16)>, Error> {
     let history: Vec<PathBuf> = match &cfg.history {
         Some(h) => h.clone(),
         None => {
             let dir = cfg.spec.parent().unwrap_or(Path::new("."));
-            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
             let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
                 .map(|rd| {
                     rd.filter_map(Result::ok)
@@ -197,7 +198,10 @@ fn since_table(
     for p in history {
         match version_from_name(&p) {
             Some(v) => versions.push((v, p)),
-            None => diags.push(p.display().to_string(), "history schema must be named pve-X.Y.json"),
+            None => diags.push(
+                p.display().to_string(),
+                "history schema must be named pve-X.Y.json",
+            ),
         }
     }
     diags.finish(())?;
@@ -234,11 +238,14 @@ pub fn generate(cfg: &Config, out: &Path) -> Result<Output, Error> {
     let old = temp_dir_beside(out, "old");
     let _ = std::fs::remove_dir_all(&old);
     if out.exists() {
-        std::fs::rename(out, &old).map_err(|e| Error::Io(format!("cannot move {}: {e}", out.display())))?;
+        std::fs::rename(out, &old)
+            .map_err(|e| Error::Io(format!("cannot move {}: {e}", out.display())))?;
     }
     if let Err(e) = std::fs::rename(&tmp, out) {
         let _ = std::fs::rename(&old, out);
-        return Err(Error::Io(format!("cannot move the new output in place: {e}")));
+        return Err(Error::Io(format!(
+            "cannot move the new output in place: {e}"
+        )));
     }
     let _ = std::fs::remove_dir_all(&old);
     Ok(output)
@@ -271,7 +278,8 @@ pub fn check_up_to_date(cfg: &Config, out: &Path) -> Result<CheckReport, Error> 
     let output = run(cfg)?;
     let tmp = temp_dir_beside(out, "check");
     let _ = std::fs::remove_dir_all(&tmp);
-    let written = format::write_and_rustfmt(&tmp, &output.files).and_then(|()| format::read_tree(&tmp));
+    let written =
+        format::write_and_rustfmt(&tmp, &output.files).and_then(|()| format::read_tree(&tmp));
     let _ = std::fs::remove_dir_all(&tmp);
     let want = written.map_err(Error::Io)?;
     let have = format::read_tree(out).map_err(Error::Io)?;

@@ -11,10 +11,10 @@ use serde_json::Value;
 
 use crate::diag::Diagnostics;
 use crate::ir::{
-    Api, Fallback, Field, IndexSpecDef, ModPath, Module, Op, PropField, PropString, Ty,
-    TypeDef, TypeKind, TypeRef,
+    Api, Fallback, Field, IndexSpecDef, ModPath, Module, Op, PropField, PropString, Ty, TypeDef,
+    TypeKind, TypeRef,
 };
-use crate::names::{indexed_base, pascal, snake};
+use crate::names::{indexed_base, pascal, snake, type_name, variant_name};
 use crate::patch::Patches;
 use crate::raw::{AdditionalProperties, Format, Method, Node, Schema, Spec};
 
@@ -359,7 +359,10 @@ impl Lowerer<'_> {
         for node in spec.nodes() {
             let m = module_of(&node.path);
             if m.is_empty() {
-                self.diags.push(format!("path {}", node.path), "a path needs at least one segment");
+                self.diags.push(
+                    format!("path {}", node.path),
+                    "a path needs at least one segment",
+                );
                 continue;
             }
             if let Some(other) = urls.get(&m) {
@@ -406,7 +409,11 @@ impl Lowerer<'_> {
             module: module.clone(),
             name: def.name.clone(),
         };
-        self.modules.entry(module.clone()).or_default().types.push(def);
+        self.modules
+            .entry(module.clone())
+            .or_default()
+            .types
+            .push(def);
         r
     }
 
@@ -422,7 +429,13 @@ impl Lowerer<'_> {
         for (node, method) in spec.operations() {
             let m = module_of(&node.path);
             let loc = format!("{} {}", method.verb, node.path);
-            collect_inline(&method.parameters, "", &m, &format!("{loc} param"), &mut occ);
+            collect_inline(
+                &method.parameters,
+                "",
+                &m,
+                &format!("{loc} param"),
+                &mut occ,
+            );
             collect_inline(&method.returns, "", &m, &format!("{loc} returns"), &mut occ);
         }
         // Greedy merge per base name, in a fixed order.
@@ -461,7 +474,7 @@ impl Lowerer<'_> {
         for list in groups.into_values() {
             for g in list {
                 let module = common_prefix(&g.modules);
-                let name = pascal(&g.base);
+                let name = type_name(&g.base);
                 let tref = self.prop_string_type(&module, &name, &g);
                 for v in &g.variants {
                     self.prop_types
@@ -487,7 +500,9 @@ impl Lowerer<'_> {
         let mut slots: BTreeMap<(ModPath, String), usize> = BTreeMap::new();
         for ((name, _), (modules, ops)) in &uses {
             if ops.len() >= 2 {
-                *slots.entry((common_prefix(modules), pascal(name))).or_default() += 1;
+                *slots
+                    .entry((common_prefix(modules), type_name(name)))
+                    .or_default() += 1;
             }
         }
         for ((name, joined), (modules, ops)) in uses {
@@ -495,7 +510,7 @@ impl Lowerer<'_> {
                 continue;
             }
             let module = common_prefix(&modules);
-            let slot = (module.clone(), pascal(&name));
+            let slot = (module.clone(), type_name(&name));
             if slots.get(&slot) != Some(&1) || self.defined.contains_key(&slot) {
                 continue;
             }
@@ -504,7 +519,7 @@ impl Lowerer<'_> {
                 "enum \"{name}\" shared by {}",
                 ops.iter().cloned().collect::<Vec<_>>().join(", ")
             );
-            let mut def = self.enum_def(&pascal(&name), &values, &loc);
+            let mut def = self.enum_def(&type_name(&name), &values, &loc);
             def.facts = vec![format!(
                 "Values of `{name}`, shared by {} operations; `Other` holds any value a newer PVE adds.",
                 ops.len()
@@ -553,7 +568,7 @@ impl Lowerer<'_> {
             }
             let ty = match (s.ty.as_deref(), &s.enum_values) {
                 (_, Some(values)) => {
-                    let ename = format!("{name}{}", pascal(key));
+                    let ename = format!("{}{}", pascal(&g.base), pascal(key));
                     let def = self.enum_def(&ename, values, &format!("{loc} key \"{key}\""));
                     Ty::Named(self.define(module, def))
                 }
@@ -613,7 +628,7 @@ impl Lowerer<'_> {
         let mut variants = Vec::new();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for v in values {
-            let mut rust = pascal(v);
+            let mut rust = variant_name(v);
             if rust == "Other" {
                 // `Other(String)` is the open enum's arm for values the schema does not list.
                 rust.push('_');
@@ -639,7 +654,7 @@ impl Lowerer<'_> {
     }
 
     fn index_spec(&mut self, base: &str, loc: &str) -> String {
-        let name = pascal(base);
+        let name = type_name(base);
         if let Some(spec) = self.index_specs.get(&name) {
             if spec.prefix != base {
                 self.diags.push(
@@ -673,7 +688,8 @@ impl Lowerer<'_> {
     fn op(&mut self, node: &Node, method: &Method) {
         let module = module_of(&node.path);
         let key = format!("{} {}", method.verb, node.path);
-        let type_name = pascal(&method.name);
+        let base = pascal(&method.name);
+        let type_name = type_name(&method.name);
         let loc = key.clone();
 
         let props = method.parameters.properties.clone().unwrap_or_default();
@@ -682,7 +698,15 @@ impl Lowerer<'_> {
         for p in &pparams {
             let (ty, mut facts, description) = match props.get(p) {
                 Some(s) => {
-                    let ty = self.ty(s, &format!("{type_name}{}", pascal(p)), &module, &format!("{loc} param \"{p}\""), &key, p, false);
+                    let ty = self.ty(
+                        s,
+                        &format!("{base}{}", pascal(p)),
+                        &module,
+                        &format!("{loc} param \"{p}\""),
+                        &key,
+                        p,
+                        false,
+                    );
                     (ty, schema_facts(s), s.description.clone())
                 }
                 None => (Ty::String, Vec::new(), None),
@@ -703,24 +727,35 @@ impl Lowerer<'_> {
             .into_iter()
             .filter(|(k, _)| !pparams.contains(k))
             .collect();
-        let mut more = self.fields(&rest, &type_name, &module, &format!("{loc} param"), &key, false);
+        let mut more = self.fields(&rest, &base, &module, &format!("{loc} param"), &key, false);
         fields.append(&mut more);
         self.check_field_names(&fields, &format!("{loc} parameters"));
 
-        let response_name = format!("{type_name}Response");
-        let response = self.response(&method.returns, &response_name, &module, &format!("{loc} returns"), &key);
+        let response_name = format!("{base}Response");
+        let response = self.response(
+            &method.returns,
+            &response_name,
+            &module,
+            &format!("{loc} returns"),
+            &key,
+        );
         let (check, user) = match &method.permissions {
             Some(p) => (p.check.as_ref().map(Value::to_string), p.user.clone()),
             None => (None, None),
         };
-        let since = self.opts.since.get(&key).copied().unwrap_or(self.opts.version);
+        let since = self
+            .opts
+            .since
+            .get(&key)
+            .copied()
+            .unwrap_or(self.opts.version);
         let op = Op {
             verb: method.verb.clone(),
             path: node.path.clone(),
             handler: method.name.clone(),
             type_name: type_name.clone(),
             response_name: response_name.clone(),
-            error_name: format!("{type_name}Error"),
+            error_name: format!("{base}Error"),
             fields,
             response,
             permission_check: check,
@@ -823,7 +858,15 @@ impl Lowerer<'_> {
                 let mut placed = false;
                 if let Some(types) = &s.instance_types {
                     for t in types {
-                        let f = self.field(wire, s, &format!("{hint}{}", pascal(t)), module, &floc, key, response);
+                        let f = self.field(
+                            wire,
+                            s,
+                            &format!("{hint}{}", pascal(t)),
+                            module,
+                            &floc,
+                            key,
+                            response,
+                        );
                         variant_fields.entry(t.clone()).or_default().push(f);
                     }
                     placed = true;
@@ -834,7 +877,15 @@ impl Lowerer<'_> {
                         alt.optional |= s.optional;
                         let lookup = alternative_name(&alt, wire);
                         for t in alt.instance_types.clone().unwrap_or_default() {
-                            let mut f = self.field(&lookup, &alt, &format!("{hint}{}", pascal(&t)), module, &format!("{floc} oneOf[{i}]"), key, response);
+                            let mut f = self.field(
+                                &lookup,
+                                &alt,
+                                &format!("{hint}{}", pascal(&t)),
+                                module,
+                                &format!("{floc} oneOf[{i}]"),
+                                key,
+                                response,
+                            );
                             f.wire = wire.clone();
                             f.rust = snake(wire);
                             variant_fields.entry(t.clone()).or_default().push(f);
@@ -848,7 +899,15 @@ impl Lowerer<'_> {
             }
             if let Some(base) = indexed_base(wire) {
                 let spec = self.index_spec(base, &floc);
-                let item = self.ty(s, &format!("{hint}{}", pascal(base)), module, &floc, key, wire, response);
+                let item = self.ty(
+                    s,
+                    &format!("{hint}{}", pascal(base)),
+                    module,
+                    &floc,
+                    key,
+                    wire,
+                    response,
+                );
                 let rust = if props.contains_key(base) {
                     format!("{}_n", snake(base))
                 } else {
@@ -886,9 +945,10 @@ impl Lowerer<'_> {
             let mut variants = Vec::new();
             let mut seen = BTreeSet::new();
             for v in values {
-                let rust = pascal(&v);
+                let rust = variant_name(&v);
                 if !seen.insert(rust.clone()) {
-                    self.diags.push(&tloc, format!("union variant collision: {rust}"));
+                    self.diags
+                        .push(&tloc, format!("union variant collision: {rust}"));
                     continue;
                 }
                 let fields = variant_fields.remove(&v).unwrap_or_default();
@@ -908,7 +968,10 @@ impl Lowerer<'_> {
             };
             let tref = self.define(module, def);
             let mut facts = schema_facts(tag_schema);
-            facts.insert(0, "union tag: each variant carries its own fields".to_owned());
+            facts.insert(
+                0,
+                "union tag: each variant carries its own fields".to_owned(),
+            );
             out.push(Field {
                 wire: tag.clone(),
                 rust: snake(&tag),
@@ -934,7 +997,15 @@ impl Lowerer<'_> {
         key: &str,
         response: bool,
     ) -> Field {
-        let ty = self.ty(s, &format!("{hint}{}", pascal(wire)), module, loc, key, wire, response);
+        let ty = self.ty(
+            s,
+            &format!("{hint}{}", pascal(wire)),
+            module,
+            loc,
+            key,
+            wire,
+            response,
+        );
         Field {
             wire: wire.to_owned(),
             rust: snake(wire),
@@ -964,7 +1035,8 @@ impl Lowerer<'_> {
             return match self.prop_types.get(&(base, canon_of(keys))) {
                 Some(t) => Ty::Named(t.clone()),
                 None => {
-                    self.diags.push(loc, "internal: property string was not collected");
+                    self.diags
+                        .push(loc, "internal: property string was not collected");
                     Ty::String
                 }
             };
@@ -1006,7 +1078,15 @@ impl Lowerer<'_> {
             }
             "array" => match &s.items {
                 Some(items) => {
-                    let item = self.ty(items, &format!("{hint}Item"), module, &format!("{loc} items"), key, wire, response);
+                    let item = self.ty(
+                        items,
+                        &format!("{hint}Item"),
+                        module,
+                        &format!("{loc} items"),
+                        key,
+                        wire,
+                        response,
+                    );
                     Ty::Vec(Box::new(item))
                 }
                 None => {
@@ -1029,7 +1109,15 @@ impl Lowerer<'_> {
                 }
                 match &s.additional_properties {
                     Some(AdditionalProperties::Schema(ap)) => {
-                        let v = self.ty(ap, &format!("{hint}Value"), module, &format!("{loc} additionalProperties"), key, wire, response);
+                        let v = self.ty(
+                            ap,
+                            &format!("{hint}Value"),
+                            module,
+                            &format!("{loc} additionalProperties"),
+                            key,
+                            wire,
+                            response,
+                        );
                         Ty::Map(Box::new(v))
                     }
                     _ => {
@@ -1060,9 +1148,18 @@ mod tests {
 
     #[test]
     fn modules_and_path_params() {
-        assert_eq!(module_of("/nodes/{node}/network/{iface}"), ["nodes", "node", "network", "iface"]);
-        assert_eq!(module_of("/cluster/sdn/route-maps"), ["cluster", "sdn", "route_maps"]);
-        assert_eq!(path_params("/nodes/{node}/qemu/{vmid}/config"), ["node", "vmid"]);
+        assert_eq!(
+            module_of("/nodes/{node}/network/{iface}"),
+            ["nodes", "node", "network", "iface"]
+        );
+        assert_eq!(
+            module_of("/cluster/sdn/route-maps"),
+            ["cluster", "sdn", "route_maps"]
+        );
+        assert_eq!(
+            path_params("/nodes/{node}/qemu/{vmid}/config"),
+            ["node", "vmid"]
+        );
         assert!(path_params("/version").is_empty());
     }
 

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use pve_codegen::{diff, import, raw, stats, Config, Error};
 
 #[derive(Parser)]
-#[command(name = "pve-codegen", version, about = "Generates pve-sdk from Proxmox VE's API schema")]
+#[command(
+    name = "pve-codegen",
+    version,
+    about = "Generates pve-sdk from Proxmox VE's API schema"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -173,7 +177,11 @@ fn main() -> ExitCode {
                 Ok(r) => {
                     println!("{} is not what the generator writes:", out.display());
                     let mut shown = 0;
-                    for (what, list) in [("changed", &r.changed), ("missing", &r.missing), ("extra", &r.extra)] {
+                    for (what, list) in [
+                        ("changed", &r.changed),
+                        ("missing", &r.missing),
+                        ("extra", &r.extra),
+                    ] {
                         for f in list {
                             if shown < 20 {
                                 println!("  {what}: {f}");
@@ -190,7 +198,10 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Command::Stats { spec, json: as_json } => {
+        Command::Stats {
+            spec,
+            json: as_json,
+        } => {
             let cfg = match config(&spec, false) {
                 Ok(c) => c,
                 Err(e) => return usage(e),
@@ -208,7 +219,11 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Command::Diff { old, new, json: as_json } => {
+        Command::Diff {
+            old,
+            new,
+            json: as_json,
+        } => {
             let a = match raw::load(&old) {
                 Ok(s) => s,
                 Err(e) => return fail(e.into()),

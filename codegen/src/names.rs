@@ -1,5 +1,6 @@
 //! Rust names from schema names: modules and fields in snake case, types and variants in
-//! Pascal case, keywords escaped with a trailing `_` (the wire name is kept by a serde rename).
+//! Pascal case, keywords (and, for types, prelude names such as `Copy`) escaped with a trailing
+//! `_`; the wire name is kept by a serde rename.
 
 use heck::{ToSnakeCase, ToUpperCamelCase};
 
@@ -11,6 +12,41 @@ const KEYWORDS: &[&str] = &[
     "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
 ];
 
+/// Names of the standard prelude that generated code relies on (types, traits, variants, derive
+/// macros): a generated type of that name would shadow them in its module.
+const PRELUDE: &[&str] = &[
+    "Box",
+    "Clone",
+    "Copy",
+    "Debug",
+    "Default",
+    "Drop",
+    "Eq",
+    "Err",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "From",
+    "Hash",
+    "Into",
+    "Iterator",
+    "None",
+    "Ok",
+    "Option",
+    "Ord",
+    "PartialEq",
+    "PartialOrd",
+    "Result",
+    "Send",
+    "Sized",
+    "Some",
+    "String",
+    "Sync",
+    "ToString",
+    "Unpin",
+    "Vec",
+];
+
 /// Whether `s` is a Rust keyword (strict, reserved or edition-reserved).
 pub fn is_keyword(s: &str) -> bool {
     KEYWORDS.contains(&s)
@@ -19,7 +55,9 @@ pub fn is_keyword(s: &str) -> bool {
 /// A snake-case identifier for a field or module: `bond-primary` -> `bond_primary`,
 /// `type` -> `type_`, `8021q` -> `_8021q`.
 pub fn snake(wire: &str) -> String {
-    let mut s = wire.replace(['-', '.', ':', '/', '+', ' '], "_").to_snake_case();
+    let mut s = wire
+        .replace(['-', '.', ':', '/', '+', ' '], "_")
+        .to_snake_case();
     if s.is_empty() {
         s = "_".to_owned();
     }
@@ -32,19 +70,39 @@ pub fn snake(wire: &str) -> String {
     s
 }
 
-/// A Pascal-case identifier for a type or variant: `update_network` -> `UpdateNetwork`,
-/// `802.3ad` -> `V8023ad`, `` -> `Empty`.
+/// A Pascal-case name part: `update_network` -> `UpdateNetwork`, `802.3ad` -> `V8023ad`,
+/// `` -> `Empty`.
 pub fn pascal(wire: &str) -> String {
     let mut s = wire
         .replace(['.', '+', '/', ':', ' '], "_")
         .to_upper_camel_case();
     s.retain(|c| c.is_ascii_alphanumeric() || c == '_');
     if s.is_empty() {
-        return if wire.is_empty() { "Empty".to_owned() } else { "V".to_owned() };
+        return if wire.is_empty() {
+            "Empty".to_owned()
+        } else {
+            "V".to_owned()
+        };
     }
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, 'V');
     }
+    s
+}
+
+/// A standalone type name: [`pascal`], with keywords and prelude names (`Copy`, `Option`, ...)
+/// escaped by a trailing `_`. Names built by concatenation (`CopyResponse`) use [`pascal`].
+pub fn type_name(wire: &str) -> String {
+    let mut s = pascal(wire);
+    if is_keyword(&s) || PRELUDE.contains(&s.as_str()) {
+        s.push('_');
+    }
+    s
+}
+
+/// An enum variant name: [`pascal`], with keywords escaped by a trailing `_`.
+pub fn variant_name(wire: &str) -> String {
+    let mut s = pascal(wire);
     if is_keyword(&s) {
         s.push('_');
     }
@@ -77,6 +135,9 @@ mod tests {
         assert_eq!(pascal("layer2+3"), "Layer23");
         assert_eq!(pascal(""), "Empty");
         assert_eq!(pascal("e1000-82540em"), "E100082540em");
-        assert_eq!(pascal("Self"), "Self_");
+        assert_eq!(variant_name("Self"), "Self_");
+        assert_eq!(type_name("copy"), "Copy_");
+        assert_eq!(type_name("option"), "Option_");
+        assert_eq!(pascal("copy"), "Copy");
     }
 }

@@ -92,13 +92,19 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
             diags.push(name, "a patch needs a reason");
         }
         if file.evidence.is_empty() {
-            diags.push(name, "a patch needs evidence (the upstream file that shows it)");
+            diags.push(
+                name,
+                "a patch needs evidence (the upstream file that shows it)",
+            );
         }
         let check_op = |op: &str, diags: &mut Diagnostics| {
             if !ops.contains(op) {
                 diags.push(
                     name,
-                    format!("target operation \"{op}\" does not exist in {}", spec.file_name),
+                    format!(
+                        "target operation \"{op}\" does not exist in {}",
+                        spec.file_name
+                    ),
                 );
             }
         };
@@ -180,7 +186,10 @@ pub fn load(dir: &Path, spec: &Spec) -> Result<Patches, Diagnostics> {
                 }
             }
         }
-        Err(e) => diags.push(dir.display().to_string(), format!("cannot read patches: {e}")),
+        Err(e) => diags.push(
+            dir.display().to_string(),
+            format!("cannot read patches: {e}"),
+        ),
     }
     diags.finish(())?;
     parse(&files, spec)

@@ -174,7 +174,10 @@ impl Walker {
             other => {
                 self.diags.push(
                     loc,
-                    format!("key \"{key}\" must be 0/1 or a boolean, found {}", kind(other)),
+                    format!(
+                        "key \"{key}\" must be 0/1 or a boolean, found {}",
+                        kind(other)
+                    ),
                 );
                 false
             }
@@ -200,8 +203,10 @@ impl Walker {
             Value::String(s) => match s.parse::<f64>() {
                 Ok(f) => Some(f),
                 Err(_) => {
-                    self.diags
-                        .push(loc, format!("key \"{key}\" must be a number, found \"{s}\""));
+                    self.diags.push(
+                        loc,
+                        format!("key \"{key}\" must be a number, found \"{s}\""),
+                    );
                     None
                 }
             },
@@ -221,7 +226,10 @@ impl Walker {
             None => {
                 self.diags.push(
                     loc,
-                    format!("key \"{key}\" must be a non-negative integer, found {}", kind(v)),
+                    format!(
+                        "key \"{key}\" must be a non-negative integer, found {}",
+                        kind(v)
+                    ),
                 );
                 None
             }
@@ -253,12 +261,19 @@ impl Walker {
         Some(out)
     }
 
-    fn object<'v>(&mut self, loc: &str, what: &str, v: &'v Value) -> Option<&'v Map<String, Value>> {
+    fn object<'v>(
+        &mut self,
+        loc: &str,
+        what: &str,
+        v: &'v Value,
+    ) -> Option<&'v Map<String, Value>> {
         match v {
             Value::Object(m) => Some(m),
             other => {
-                self.diags
-                    .push(loc, format!("{what} must be an object, found {}", kind(other)));
+                self.diags.push(
+                    loc,
+                    format!("{what} must be an object, found {}", kind(other)),
+                );
                 None
             }
         }
@@ -365,7 +380,9 @@ impl Walker {
                 }
                 "links" => s.links = Some(val.clone()),
                 "renderer" => s.renderer = self.string(loc, key, val),
-                other => self.diags.push(loc, format!("unknown schema key \"{other}\"")),
+                other => self
+                    .diags
+                    .push(loc, format!("unknown schema key \"{other}\"")),
             }
         }
         s
@@ -402,7 +419,9 @@ impl Walker {
                     if val.as_str() != Some(verb) {
                         self.diags.push(
                             &loc,
-                            format!("key \"method\" is {val} but the method is listed under {verb}"),
+                            format!(
+                                "key \"method\" is {val} but the method is listed under {verb}"
+                            ),
                         );
                     }
                 }
@@ -435,11 +454,14 @@ impl Walker {
                         out.permissions = Some(p);
                     }
                 }
-                other => self.diags.push(&loc, format!("unknown method key \"{other}\"")),
+                other => self
+                    .diags
+                    .push(&loc, format!("unknown method key \"{other}\"")),
             }
         }
         if !seen_name || out.name.is_empty() {
-            self.diags.push(&loc, "method has no handler name (key \"name\")");
+            self.diags
+                .push(&loc, "method has no handler name (key \"name\")");
         }
         Some(out)
     }
@@ -498,7 +520,9 @@ impl Walker {
                         );
                     }
                 }
-                other => self.diags.push(&loc, format!("unknown tree node key \"{other}\"")),
+                other => self
+                    .diags
+                    .push(&loc, format!("unknown tree node key \"{other}\"")),
             }
         }
         Some(node)
@@ -556,7 +580,10 @@ pub fn parse(file_name: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
         }
         other => w.diags.push(
             file_name,
-            format!("the schema must be an array of tree nodes, found {}", kind(other)),
+            format!(
+                "the schema must be an array of tree nodes, found {}",
+                kind(other)
+            ),
         ),
     }
     w.diags.finish(Spec {
@@ -580,7 +607,10 @@ pub fn load(path: &std::path::Path) -> Result<Spec, Diagnostics> {
         Ok(bytes) => parse(&name, &bytes),
         Err(e) => {
             let mut d = Diagnostics::new("load");
-            d.push(path.display().to_string(), format!("cannot read the schema: {e}"));
+            d.push(
+                path.display().to_string(),
+                format!("cannot read the schema: {e}"),
+            );
             d.finish(Spec {
                 file_name: name,
                 sha256: String::new(),
@@ -651,6 +681,10 @@ mod tests {
     fn malformed_json_names_line_and_column() {
         let err = parse("t.json", b"[{\"path\": }]").expect_err("malformed");
         assert_eq!(err.items.len(), 1);
-        assert!(err.items[0].location.starts_with("t.json:1:"), "{}", err.items[0]);
+        assert!(
+            err.items[0].location.starts_with("t.json:1:"),
+            "{}",
+            err.items[0]
+        );
     }
 }

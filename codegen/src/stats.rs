@@ -123,13 +123,22 @@ impl std::fmt::Display for Stats {
             .iter()
             .map(|(v, n)| format!("{v} {n}"))
             .collect();
-        writeln!(f, "operations generated: {} ({})", self.operations, verbs.join(", "))?;
+        writeln!(
+            f,
+            "operations generated: {} ({})",
+            self.operations,
+            verbs.join(", ")
+        )?;
         writeln!(
             f,
             "fields: {} typed, {} serde_json::Value fallbacks",
             self.typed_fields, self.value_fields
         )?;
-        writeln!(f, "property-string structs: {}", self.property_strings.len())?;
+        writeln!(
+            f,
+            "property-string structs: {}",
+            self.property_strings.len()
+        )?;
         for p in &self.property_strings {
             writeln!(f, "  {p}")?;
         }
@@ -142,12 +151,20 @@ impl std::fmt::Display for Stats {
         for (p, m) in &self.indexed {
             writeln!(f, "  {p}[n]: {p}0..{p}{m}")?;
         }
-        writeln!(f, "operations returning a task: {}", self.task_operations.len())?;
+        writeln!(
+            f,
+            "operations returning a task: {}",
+            self.task_operations.len()
+        )?;
         for t in &self.task_operations {
             writeln!(f, "  {t}")?;
         }
         writeln!(f, "patched error variants: {}", self.patched_error_variants)?;
-        writeln!(f, "Value fallbacks (schema location: why): {}", self.fallbacks.len())?;
+        writeln!(
+            f,
+            "Value fallbacks (schema location: why): {}",
+            self.fallbacks.len()
+        )?;
         for (loc, why) in &self.fallbacks {
             writeln!(f, "  {loc}: {why}")?;
         }

@@ -44,8 +44,16 @@ fn malformed_json_exits_2_and_writes_nothing() {
     let out = dir.path().join("generated");
     let o = generate(&spec, &out);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("bad.json:1:"), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("malformed JSON"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("bad.json:1:"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains("malformed JSON"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(!out.exists());
 }
 
@@ -54,7 +62,11 @@ fn missing_file_exits_2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let o = generate(&dir.path().join("nope.json"), &dir.path().join("generated"));
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("cannot read the schema"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("cannot read the schema"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
@@ -106,7 +118,11 @@ fn a_failed_run_leaves_the_old_output_and_check_reports_differences() {
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(leftovers, vec!["generated".to_owned()], "no temporary folders left");
+    assert_eq!(
+        leftovers,
+        vec!["generated".to_owned()],
+        "no temporary folders left"
+    );
 
     let check = |out: &Path| {
         codegen(&[
@@ -122,7 +138,13 @@ fn a_failed_run_leaves_the_old_output_and_check_reports_differences() {
         ])
     };
     let o = check(&out);
-    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
     std::fs::write(out.join("nodes/node/device.rs"), "// edited\n").expect("edits");
     std::fs::write(out.join("stray.rs"), "").expect("adds");
     let o = check(&out);

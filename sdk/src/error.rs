@@ -97,7 +97,11 @@ pub struct ClientError {
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}: {}", self.operation, self.method, self.path, self.kind)
+        write!(
+            f,
+            "{} {} {}: {}",
+            self.operation, self.method, self.path, self.kind
+        )
     }
 }
 
@@ -194,10 +198,6 @@ macro_rules! operation_error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A test operation.
-    #[derive(Debug)]
-    struct Test;
 
     crate::operation_error!(TestError for Test);
 

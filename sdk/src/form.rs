@@ -85,15 +85,18 @@ pub fn encode<O: Operation>(request: &O) -> Result<EncodedRequest, FormError> {
 /// # Errors
 ///
 /// [`FormError::MissingPathParam`] or [`FormError::EmptyPathParam`].
-pub fn render_path(template: &str, params: &mut Vec<(String, String)>) -> Result<String, FormError> {
+pub fn render_path(
+    template: &str,
+    params: &mut Vec<(String, String)>,
+) -> Result<String, FormError> {
     let mut out = String::with_capacity(template.len() + 16);
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        let close = after
-            .find('}')
-            .ok_or_else(|| FormError::Custom(format!("unclosed `{{` in path template {template}")))?;
+        let close = after.find('}').ok_or_else(|| {
+            FormError::Custom(format!("unclosed `{{` in path template {template}"))
+        })?;
         let name = &after[..close];
         let pos = params
             .iter()
@@ -756,7 +759,10 @@ mod tests {
         ];
         let path = render_path("/nodes/{node}/storage/local/content/{volume}", &mut params)
             .expect("renders");
-        assert_eq!(path, "/nodes/pve1/storage/local/content/local:iso%2Fa%20b%2Fc.iso");
+        assert_eq!(
+            path,
+            "/nodes/pve1/storage/local/content/local:iso%2Fa%20b%2Fc.iso"
+        );
         assert_eq!(params, vec![("x".to_owned(), "1".to_owned())]);
     }
 

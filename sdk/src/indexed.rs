@@ -198,7 +198,8 @@ mod tests {
 
     #[test]
     fn plain_and_indexed_keys_coexist() {
-        let v = serde_json::json!({"numa": 1, "numa0": "cpus=0-1", "numa7": "cpus=2", "numab": "x"});
+        let v =
+            serde_json::json!({"numa": 1, "numa0": "cpus=0-1", "numa7": "cpus=2", "numab": "x"});
         let c: Config = crate::lenient::from_value(v).expect("decodes");
         assert_eq!(c.numa, Some(true));
         assert_eq!(c.numa_n.len(), 2);
@@ -219,7 +220,10 @@ mod tests {
         let mut m: Indexed<String, Numa> = Indexed::new();
         assert!(m.insert(7, "a".into()).is_ok());
         let e = m.insert(8, "b".into()).expect_err("8 > 7");
-        assert_eq!(e.to_string(), "index 8 is out of range for numa[n] (0 to 7)");
+        assert_eq!(
+            e.to_string(),
+            "index 8 is out of range for numa[n] (0 to 7)"
+        );
         assert_eq!(Indexed::<String, Numa>::index_of("numa01"), None);
         assert_eq!(Indexed::<String, Numa>::index_of("numa"), None);
     }

@@ -58,7 +58,10 @@ pub fn parse_bool(s: &str) -> Option<bool> {
     }
 }
 
-fn visit_number<'de, V: Visitor<'de>>(n: &Number, visitor: V) -> Result<V::Value, serde_json::Error> {
+fn visit_number<'de, V: Visitor<'de>>(
+    n: &Number,
+    visitor: V,
+) -> Result<V::Value, serde_json::Error> {
     if let Some(u) = n.as_u64() {
         visitor.visit_u64(u)
     } else if let Some(i) = n.as_i64() {
@@ -75,7 +78,10 @@ fn visit_int_str<'de, V: Visitor<'de>>(s: &str, visitor: V) -> Result<V::Value, 
     } else if let Ok(i) = t.parse::<i64>() {
         visitor.visit_i64(i)
     } else {
-        Err(de::Error::invalid_type(de::Unexpected::Str(s), &"an integer"))
+        Err(de::Error::invalid_type(
+            de::Unexpected::Str(s),
+            &"an integer",
+        ))
     }
 }
 
@@ -239,11 +245,15 @@ impl<'de> de::Deserializer<'de> for Lenient {
     }
 }
 
-fn visit_array<'de, V: Visitor<'de>>(a: Vec<Value>, visitor: V) -> Result<V::Value, serde_json::Error> {
+fn visit_array<'de, V: Visitor<'de>>(
+    a: Vec<Value>,
+    visitor: V,
+) -> Result<V::Value, serde_json::Error> {
     let len = a.len();
     let mut seq = de::value::SeqDeserializer::new(a.into_iter().map(Lenient));
     let out = visitor.visit_seq(&mut seq)?;
-    seq.end().map_err(|_| de::Error::invalid_length(len, &"fewer elements"))?;
+    seq.end()
+        .map_err(|_| de::Error::invalid_length(len, &"fewer elements"))?;
     Ok(out)
 }
 
@@ -306,8 +316,10 @@ mod tests {
         let err = from_value::<Item>(serde_json::json!({"autostart": 2, "name": "x", "list": []}))
             .expect_err("2 is no boolean");
         assert!(err.to_string().contains("boolean"), "{err}");
-        let err = from_value::<Item>(serde_json::json!({"autostart": 1, "name": "x", "list": [], "mtu": "big"}))
-            .expect_err("not an integer");
+        let err = from_value::<Item>(
+            serde_json::json!({"autostart": 1, "name": "x", "list": [], "mtu": "big"}),
+        )
+        .expect_err("not an integer");
         assert!(err.to_string().contains("integer"), "{err}");
         assert!(from_value::<()>(serde_json::json!("UPID:...")).is_err());
         from_value::<()>(Value::Null).expect("null is unit");

@@ -21,15 +21,15 @@ pub mod lenient;
 pub mod open_enum;
 pub mod operation;
 pub mod propstr;
-pub mod tagged;
 mod secret;
+pub mod tagged;
 
 #[allow(missing_docs)]
 pub mod generated;
 
 pub use error::{ApiError, ClientError, OperationError};
 pub use indexed::{IndexSpec, Indexed};
-pub use operation::{Method, Operation, PveVersion};
 pub use open_enum::OpenEnum;
+pub use operation::{Method, Operation, PveVersion};
 pub use propstr::PropertyString;
 pub use secret::Secret;

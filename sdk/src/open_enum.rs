@@ -146,12 +146,16 @@ mod tests {
     fn known_and_unknown_values_round_trip() {
         for text in ["active-backup", "802.3ad", "balance-future"] {
             let m: Mode = serde_json::from_value(serde_json::json!(text)).expect("decodes");
-            assert_eq!(serde_json::to_value(&m).expect("encodes"), serde_json::json!(text));
+            assert_eq!(
+                serde_json::to_value(&m).expect("encodes"),
+                serde_json::json!(text)
+            );
             assert_eq!(m.to_string(), text);
         }
         assert_eq!("802.3ad".parse::<Mode>(), Ok(Mode::Lacp));
         assert_eq!(Mode::VALUES, &["active-backup", "802.3ad"]);
-        let m: Mode = crate::lenient::from_value(serde_json::json!(5)).expect("numbers read as text");
+        let m: Mode =
+            crate::lenient::from_value(serde_json::json!(5)).expect("numbers read as text");
         assert_eq!(m, Mode::Other("5".into()));
     }
 }

@@ -75,7 +75,7 @@ impl fmt::Display for PveVersion {
 ///
 /// Generated code implements this trait with constants only; encoding, path rendering and
 /// decoding are done once, generically, by the runtime ([`crate::form::encode`],
-/// [`crate::lenient::decode_data`]).
+/// [`crate::lenient::from_value`]).
 pub trait Operation: Serialize {
     /// The handler name in PVE's schema, e.g. `update_network`.
     const ID: &'static str;

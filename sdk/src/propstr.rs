@@ -255,7 +255,9 @@ fn split_parts(text: &str) -> Result<Vec<(Option<String>, String)>, PropError> {
         if key.is_some() || !raw.is_empty() || quoted_value {
             if let Some(k) = &key {
                 if k.is_empty() {
-                    return Err(PropError::new("missing key in comma-separated list property"));
+                    return Err(PropError::new(
+                        "missing key in comma-separated list property",
+                    ));
                 }
             }
             parts.push((key, raw));
@@ -353,13 +355,19 @@ pub fn print<T: PropertyString>(value: &T, f: &mut impl fmt::Write) -> fmt::Resu
     // keyAlias form first: `virtio=MAC` for model=virtio + macaddr=MAC.
     let key_alias = spec.aliases.iter().find_map(|a| {
         let ka = a.key_alias?;
-        let holder = pairs.iter().position(|(k, v)| *k == ka && v.as_ref() == a.key)?;
+        let holder = pairs
+            .iter()
+            .position(|(k, v)| *k == ka && v.as_ref() == a.key)?;
         let target = pairs.iter().position(|(k, _)| *k == a.alias)?;
         Some((a.key, holder, target))
     });
     if let Some((written, holder, target)) = key_alias {
         let value = pairs[target].1.clone();
-        let (hi, lo) = if holder > target { (holder, target) } else { (target, holder) };
+        let (hi, lo) = if holder > target {
+            (holder, target)
+        } else {
+            (target, holder)
+        };
         pairs.remove(hi);
         pairs.remove(lo);
         sep(f)?;
@@ -469,8 +477,16 @@ mod tests {
             keys: &["bridge", "firewall", "macaddr", "model", "tag"],
             default_key: Some("model"),
             aliases: &[
-                AliasSpec { key: "e1000", alias: "macaddr", key_alias: Some("model") },
-                AliasSpec { key: "virtio", alias: "macaddr", key_alias: Some("model") },
+                AliasSpec {
+                    key: "e1000",
+                    alias: "macaddr",
+                    key_alias: Some("model"),
+                },
+                AliasSpec {
+                    key: "virtio",
+                    alias: "macaddr",
+                    key_alias: Some("model"),
+                },
             ],
         };
 
@@ -499,11 +515,16 @@ mod tests {
 
     #[test]
     fn key_alias_form_reads_as_two_keys_and_prints_back() {
-        let net: Net = "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1".parse().expect("parses");
+        let net: Net = "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1"
+            .parse()
+            .expect("parses");
         assert_eq!(net.model, "virtio");
         assert_eq!(net.macaddr.as_deref(), Some("BC:24:11:00:00:01"));
         assert_eq!(net.firewall, Some(true));
-        assert_eq!(net.to_string(), "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1");
+        assert_eq!(
+            net.to_string(),
+            "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1"
+        );
     }
 
     #[test]

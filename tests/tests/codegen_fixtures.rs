@@ -101,6 +101,10 @@ fn generation_is_deterministic() {
         "union",
         "path_param_missing",
     ] {
-        assert_eq!(emitted(case), emitted(case), "{case} differs between two runs");
+        assert_eq!(
+            emitted(case),
+            emitted(case),
+            "{case} differs between two runs"
+        );
     }
 }

@@ -2,7 +2,9 @@
 //! requests into PVE's flat form, rendering paths.
 
 use pve_sdk::form::encode;
-use pve_sdk::generated::cluster::sdn::fabrics::fabric::{IndexResponseItem, IndexResponseItemProtocol};
+use pve_sdk::generated::cluster::sdn::fabrics::fabric::{
+    IndexResponseItem, IndexResponseItemProtocol,
+};
 use pve_sdk::generated::nodes::node::network::{Index as ListNetwork, IndexResponse};
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{VmConfig, VmConfigResponse};
 use pve_sdk::generated::nodes::node::qemu::{CreateVm, Net, NetModel, Numa, Ostype, Scsi};
@@ -11,7 +13,9 @@ use pve_sdk::{Method, Operation};
 use serde_json::json;
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-    v.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    v.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 #[test]
@@ -47,24 +51,33 @@ fn qemu_config_decodes_loose_types_indexed_keys_and_property_strings() {
     assert_eq!(net0.macaddr.as_deref(), Some("BC:24:11:2E:4C:01"));
     assert_eq!(net0.bridge.as_deref(), Some("vmbr0"));
     assert_eq!(net0.firewall, Some(true));
-    assert_eq!(net0.to_string(), "virtio=BC:24:11:2E:4C:01,bridge=vmbr0,firewall=1");
+    assert_eq!(
+        net0.to_string(),
+        "virtio=BC:24:11:2E:4C:01,bridge=vmbr0,firewall=1"
+    );
     let net1 = cfg.net.get(1).expect("net1");
     assert_eq!((net1.model.clone(), net1.tag), (NetModel::E1000, Some(20)));
     let scsi0: &Scsi = cfg.scsi.get(0).expect("scsi0");
     assert_eq!(scsi0.file, "local-lvm:vm-100-disk-0");
     assert_eq!(scsi0.iothread, Some(true));
     assert_eq!(scsi0.size.as_deref(), Some("32G"));
-    assert_eq!(cfg.unused.get(0).map(|u| u.file.as_str()), Some("local:100/vm-100-disk-1.qcow2"));
+    assert_eq!(
+        cfg.unused.get(0).map(|u| u.file.as_str()),
+        Some("local:100/vm-100-disk-1.qcow2")
+    );
     assert_eq!(cfg.net.len(), 2);
 }
 
 #[test]
 fn config_read_with_a_wrong_type_is_an_error_naming_the_field() {
-    let err = pve_sdk::lenient::from_value::<VmConfigResponse>(json!({"digest": "x", "cores": "two"}))
-        .expect_err("cores must be an integer");
+    let err =
+        pve_sdk::lenient::from_value::<VmConfigResponse>(json!({"digest": "x", "cores": "two"}))
+            .expect_err("cores must be an integer");
     assert!(err.to_string().contains("integer"), "{err}");
-    let err = pve_sdk::lenient::from_value::<VmConfigResponse>(json!({"digest": "x", "net0": "bridge=vmbr0"}))
-        .expect_err("net0 has no model");
+    let err = pve_sdk::lenient::from_value::<VmConfigResponse>(
+        json!({"digest": "x", "net0": "bridge=vmbr0"}),
+    )
+    .expect_err("net0 has no model");
     assert!(err.to_string().contains("'model' is missing"), "{err}");
 }
 
@@ -98,20 +111,33 @@ fn create_vm_encodes_to_pves_flat_form() {
     );
     assert_eq!(CreateVm::ID, "create_vm");
     assert_eq!(CreateVm::PATH, "/nodes/{node}/qemu");
-    let e = req.net.insert(32, "virtio".parse().expect("net")).expect_err("net32 is out of range");
-    assert_eq!(e.to_string(), "index 32 is out of range for net[n] (0 to 31)");
+    let e = req
+        .net
+        .insert(32, "virtio".parse().expect("net"))
+        .expect_err("net32 is out of range");
+    assert_eq!(
+        e.to_string(),
+        "index 32 is out of range for net[n] (0 to 31)"
+    );
 }
 
 #[test]
 fn path_parameters_are_percent_encoded_and_leave_the_query() {
     let req = VolumeInfo::new("pve1", "local", "local:iso/debian 12.iso");
     let enc = encode(&req).expect("encodes");
-    assert_eq!(enc.path, "/nodes/pve1/storage/local/content/local:iso%2Fdebian%2012.iso");
+    assert_eq!(
+        enc.path,
+        "/nodes/pve1/storage/local/content/local:iso%2Fdebian%2012.iso"
+    );
     assert!(enc.params.is_empty(), "{:?}", enc.params);
     let get = VmConfig::new("pve1", 100);
     let enc = encode(&get).expect("encodes");
     assert_eq!(enc.path, "/nodes/pve1/qemu/100/config");
-    assert!(enc.params.is_empty(), "a read sends only its path parameters: {:?}", enc.params);
+    assert!(
+        enc.params.is_empty(),
+        "a read sends only its path parameters: {:?}",
+        enc.params
+    );
 }
 
 #[test]
@@ -157,7 +183,9 @@ fn union_answers_decode_by_their_tag() {
 
 #[test]
 fn union_requests_send_the_tag_and_the_variants_fields() {
-    use pve_sdk::generated::cluster::sdn::fabrics::fabric::{AddFabric, AddFabricProtocol, AddFabricProtocolOspf};
+    use pve_sdk::generated::cluster::sdn::fabrics::fabric::{
+        AddFabric, AddFabricProtocol, AddFabricProtocolOspf,
+    };
     let req = AddFabric::new(
         "f1",
         AddFabricProtocol::Ospf(AddFabricProtocolOspf {

@@ -52,7 +52,19 @@ fn net() -> impl Strategy<Value = Net> {
         extra::<Net>(),
     )
         .prop_map(
-            |(model, bridge, firewall, link_down, macaddr, mtu, queues, rate, tag, trunks, other_keys)| {
+            |(
+                model,
+                bridge,
+                firewall,
+                link_down,
+                macaddr,
+                mtu,
+                queues,
+                rate,
+                tag,
+                trunks,
+                other_keys,
+            )| {
                 Net {
                     bridge,
                     firewall,
@@ -91,7 +103,10 @@ fn mp() -> impl Strategy<Value = Mp> {
         ),
     )
         .prop_map(
-            |((acl, backup, idmap, keepattrs, mountoptions, mp), (quota, replicate, ro, shared, size, volume, other_keys))| Mp {
+            |(
+                (acl, backup, idmap, keepattrs, mountoptions, mp),
+                (quota, replicate, ro, shared, size, volume, other_keys),
+            )| Mp {
                 acl,
                 backup,
                 idmap,
@@ -117,17 +132,22 @@ fn agent() -> impl Strategy<Value = Agent> {
         proptest::option::of(open()),
         extra::<Agent>(),
     )
-        .prop_map(|(enabled, freeze_fs, fstrim_cloned_disks, type_, other_keys)| Agent {
-            enabled,
-            freeze_fs,
-            fstrim_cloned_disks,
-            type_,
-            other_keys,
-        })
+        .prop_map(
+            |(enabled, freeze_fs, fstrim_cloned_disks, type_, other_keys)| Agent {
+                enabled,
+                freeze_fs,
+                fstrim_cloned_disks,
+                type_,
+                other_keys,
+            },
+        )
 }
 
 fn memory() -> impl Strategy<Value = Memory> {
-    (any::<i64>(), extra::<Memory>()).prop_map(|(current, other_keys)| Memory { current, other_keys })
+    (any::<i64>(), extra::<Memory>()).prop_map(|(current, other_keys)| Memory {
+        current,
+        other_keys,
+    })
 }
 
 fn round_trip<T>(value: &T) -> Result<(), TestCaseError>
@@ -177,9 +197,13 @@ proptest! {
 
 #[test]
 fn key_alias_and_default_key_print_the_canonical_form() {
-    let net: Net = "model=virtio,macaddr=BC:24:11:00:00:01,bridge=vmbr0".parse().expect("parses");
+    let net: Net = "model=virtio,macaddr=BC:24:11:00:00:01,bridge=vmbr0"
+        .parse()
+        .expect("parses");
     assert_eq!(net.to_string(), "virtio=BC:24:11:00:00:01,bridge=vmbr0");
-    let agent: Agent = "enabled=1,freeze-fs-on-backup=0".parse().expect("alias of freeze-fs");
+    let agent: Agent = "enabled=1,freeze-fs-on-backup=0"
+        .parse()
+        .expect("alias of freeze-fs");
     assert_eq!(agent.freeze_fs, Some(false));
     assert_eq!(agent.to_string(), "1,freeze-fs=0");
     let mem: Memory = "4096".parse().expect("bare default key");

@@ -55,12 +55,21 @@ fn stats_of_9_2_count_every_operation() {
     let s = stats::stats(&out.api, &out.patches);
     assert_eq!(s.operations, 675);
     let verbs: Vec<(&str, usize)> = s.by_verb.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    assert_eq!(verbs, vec![("DELETE", 79), ("GET", 340), ("POST", 173), ("PUT", 83)]);
+    assert_eq!(
+        verbs,
+        vec![("DELETE", 79), ("GET", 340), ("POST", 173), ("PUT", 83)]
+    );
     assert_eq!(s.indexed.len(), 17);
-    assert!(s.property_strings.iter().any(|p| p == "nodes::node::qemu::Net"));
+    assert!(s
+        .property_strings
+        .iter()
+        .any(|p| p == "nodes::node::qemu::Net"));
     // Every fallback names its location and reason.
     assert_eq!(s.fallbacks.len(), out.api.fallbacks.len());
-    assert!(s.fallbacks.iter().all(|(loc, why)| !loc.is_empty() && !why.is_empty()));
+    assert!(s
+        .fallbacks
+        .iter()
+        .all(|(loc, why)| !loc.is_empty() && !why.is_empty()));
 }
 
 #[test]
@@ -80,18 +89,26 @@ fn since_records_the_first_version_with_the_operation() {
     };
     assert_eq!(since("GET /version"), Some((8, 4)));
     assert_eq!(since("GET /cluster/ha/rules"), Some((9, 0)));
-    assert_eq!(since("GET /access/vncticket").or(since("POST /access/vncticket")), Some((9, 1)));
+    assert_eq!(
+        since("GET /access/vncticket").or(since("POST /access/vncticket")),
+        Some((9, 1))
+    );
     assert_eq!(since("POST /cluster/ha/status/arm-ha"), Some((9, 2)));
 }
 
 #[test]
 fn upgrade_report_from_8_4_to_9_2() {
-    let (Some(old), Some(new)) = (schema("8.4"), schema("9.2")) else { return };
+    let (Some(old), Some(new)) = (schema("8.4"), schema("9.2")) else {
+        return;
+    };
     let a = raw::load(&old).expect("8.4 loads");
     let b = raw::load(&new).expect("9.2 loads");
     let r = diff::diff(&a, &b);
     assert_eq!(r.added.len(), 71);
-    assert_eq!(r.removed, vec!["GET /nodes/{node}/scan/glusterfs".to_owned()]);
+    assert_eq!(
+        r.removed,
+        vec!["GET /nodes/{node}/scan/glusterfs".to_owned()]
+    );
     let vzdump = &r.changed["POST /nodes/{node}/vzdump"];
     assert!(
         vzdump.iter().any(|c| c.class == diff::Class::Breaking
@@ -100,7 +117,10 @@ fn upgrade_report_from_8_4_to_9_2() {
         "{vzdump:?}"
     );
     let text = r.to_string();
-    assert!(text.starts_with("pve-8.4.json -> pve-9.2.json: 71 operations added, 1 removed"), "{text}");
+    assert!(
+        text.starts_with("pve-8.4.json -> pve-9.2.json: 71 operations added, 1 removed"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -126,7 +146,9 @@ fn full_generation_is_deterministic() {
 fn import_extracts_the_exact_schema_bytes_and_locks_them() {
     let lock = import::Lock::load(&root().join("apispec/lock.toml")).expect("lock reads");
     for version in ["8.4", "9.0", "9.1", "9.2"] {
-        let Some(spec) = schema(version) else { continue };
+        let Some(spec) = schema(version) else {
+            continue;
+        };
         let json = std::fs::read_to_string(&spec).expect("reads");
         let js = format!(
             "// api viewer\nconst apiSchema = {};\n\nlet x = [1];\n",
@@ -139,7 +161,11 @@ fn import_extracts_the_exact_schema_bytes_and_locks_them() {
         assert_eq!(&got.entry, want, "lock entry of {version}");
         // Without --pve-version the lock's sha256 tells the version.
         let dir2 = tempfile::tempdir().expect("tempdir");
-        std::fs::copy(root().join("apispec/lock.toml"), dir2.path().join("lock.toml")).expect("copies");
+        std::fs::copy(
+            root().join("apispec/lock.toml"),
+            dir2.path().join("lock.toml"),
+        )
+        .expect("copies");
         let again = import::import(&js, dir2.path(), None).expect("imports by hash");
         assert_eq!(again.entry.version, version);
     }

@@ -10,6 +10,10 @@
     clippy::large_enum_variant,
     reason = "union variants mirror the schema's field sets"
 )]
+#![allow(
+    clippy::module_inception,
+    reason = "modules mirror API paths, e.g. /storage/{storage}"
+)]
 #[cfg(feature = "access")]
 pub mod access;
 #[cfg(feature = "cluster")]

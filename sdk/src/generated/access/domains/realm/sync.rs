@@ -6,7 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Sync {
+pub struct Sync_ {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
     /// Wire name `dry-run`; default `0`
@@ -25,7 +25,7 @@ pub struct Sync {
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
 }
-impl Sync {
+impl Sync_ {
     /// A request with every required parameter; optional ones start unset.
     pub fn new(realm: impl Into<String>) -> Self {
         Self {
@@ -39,7 +39,7 @@ impl Sync {
         }
     }
 }
-impl crate::Operation for Sync {
+impl crate::Operation for Sync_ {
     const ID: &'static str = "sync";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/domains/{realm}/sync";
@@ -47,6 +47,6 @@ impl crate::Operation for Sync {
     type Response = SyncResponse;
     type Error = SyncError;
 }
-/// What [`Sync`] answers.
+/// What [`Sync_`] answers.
 pub type SyncResponse = String;
-crate::operation_error!(SyncError for Sync);
+crate::operation_error!(SyncError for Sync_);

@@ -88,7 +88,7 @@ crate::operation_error!(InfoError for Info);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Copy {
+pub struct Copy_ {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
@@ -100,7 +100,7 @@ pub struct Copy {
     /// Format `pve-node`
     pub target_node: Option<String>,
 }
-impl Copy {
+impl Copy_ {
     /// A request with every required parameter; optional ones start unset.
     pub fn new(
         node: impl Into<String>,
@@ -117,7 +117,7 @@ impl Copy {
         }
     }
 }
-impl crate::Operation for Copy {
+impl crate::Operation for Copy_ {
     const ID: &'static str = "copy";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
@@ -125,9 +125,9 @@ impl crate::Operation for Copy {
     type Response = CopyResponse;
     type Error = CopyError;
 }
-/// What [`Copy`] answers.
+/// What [`Copy_`] answers.
 pub type CopyResponse = String;
-crate::operation_error!(CopyError for Copy);
+crate::operation_error!(CopyError for Copy_);
 /// `PUT /nodes/{node}/storage/{storage}/content/{volume}` (handler `updateattributes`).
 ///
 /// - Permitted users: `all`
