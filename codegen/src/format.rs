@@ -49,22 +49,38 @@ pub fn write_and_rustfmt(dir: &Path, files: &BTreeMap<String, String>) -> Result
         paths.push(p);
     }
     let rustfmt = std::env::var("RUSTFMT").unwrap_or_else(|_| "rustfmt".to_owned());
-    // Many files per process: a process per file costs more than the formatting.
-    for chunk in paths.chunks(512) {
-        let output = Command::new(&rustfmt)
+    // Many files per process (a process per file costs more than the formatting), one process
+    // per core.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = paths.len().div_ceil(workers.max(1)).max(1);
+    let mut children = Vec::new();
+    for chunk in paths.chunks(per) {
+        let child = Command::new(&rustfmt)
             .arg("--edition")
             .arg("2021")
             .args(chunk)
-            .output()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .map_err(|e| format!("cannot run {rustfmt}: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
+        children.push(child);
+    }
+    let mut failure = None;
+    for child in children {
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("rustfmt did not finish: {e}"))?;
+        if !output.status.success() && failure.is_none() {
+            failure = Some(format!(
                 "rustfmt failed: {}",
                 String::from_utf8_lossy(&output.stderr)
             ));
         }
     }
-    Ok(())
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
 }
 
 /// Reads every `.rs` file below `dir`, keyed by its path relative to `dir` with `/`.
