@@ -35,8 +35,25 @@ fn main() {
         std::process::exit(2);
     }
     let runs = 7;
-    let (mut load, mut patches, mut lowering, mut checking, mut emitting, mut pretty, mut fmt, mut total) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (
+        mut load,
+        mut patches,
+        mut lowering,
+        mut checking,
+        mut emitting,
+        mut pretty,
+        mut fmt,
+        mut total,
+    ) = (
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+        vec![],
+    );
     for _ in 0..runs {
         let all = Instant::now();
         let t = Instant::now();

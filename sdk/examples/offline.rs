@@ -14,9 +14,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut create = CreateVm::new("pve1", 100);
     create.name = Some("web1".into());
     create.memory = Some("2048".parse()?);
-    create.net.insert(0, "virtio,bridge=vmbr0,firewall=1".parse()?)?;
+    create
+        .net
+        .insert(0, "virtio,bridge=vmbr0,firewall=1".parse()?)?;
     let wire = encode(&create)?;
-    println!("{} {} ({} since PVE {})", wire.method, wire.path, CreateVm::ID, CreateVm::SINCE);
+    println!(
+        "{} {} ({} since PVE {})",
+        wire.method,
+        wire.path,
+        CreateVm::ID,
+        CreateVm::SINCE
+    );
     for (k, v) in &wire.params {
         println!("  {k}={v}");
     }
@@ -28,7 +36,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let config: VmConfigResponse = pve_sdk::lenient::from_value(answer)?;
     let net0 = config.net.get(0).ok_or("net0 is missing")?;
-    println!("cores={:?} onboot={:?} net0 model={} mac={:?}", config.cores, config.onboot, net0.model, net0.macaddr);
+    println!(
+        "cores={:?} onboot={:?} net0 model={} mac={:?}",
+        config.cores, config.onboot, net0.model, net0.macaddr
+    );
 
     // Every operation has its own error enum; PVE's unmodelled answers keep status, message and
     // per-field errors, and Display names the operation and the rendered path.
