@@ -32,13 +32,16 @@ pub fn pretty(
     diags.finish(out)
 }
 
-/// Writes `files` below `dir` and runs rustfmt over all of them in one process.
+/// Writes `files` below `dir` and runs rustfmt once over the module tree.
+///
+/// rustfmt formats a file's out-of-line modules with it, so it is given only the files that no
+/// other file declares (the root `mod.rs`), in one process: two processes, or a file given
+/// beside its parent, would format the same file twice, concurrently in the first case.
 ///
 /// # Errors
 ///
 /// I/O errors, or rustfmt failing (its stderr is in the message).
 pub fn write_and_rustfmt(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), String> {
-    let mut paths = Vec::with_capacity(files.len());
     for (name, text) in files {
         let p = dir.join(name);
         if let Some(parent) = p.parent() {
@@ -46,41 +49,26 @@ pub fn write_and_rustfmt(dir: &Path, files: &BTreeMap<String, String>) -> Result
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
         std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        paths.push(p);
     }
+    let roots: Vec<_> = if files.contains_key("mod.rs") {
+        vec![dir.join("mod.rs")]
+    } else {
+        files.keys().map(|name| dir.join(name)).collect()
+    };
     let rustfmt = std::env::var("RUSTFMT").unwrap_or_else(|_| "rustfmt".to_owned());
-    // Many files per process (a process per file costs more than the formatting), one process
-    // per core.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per = paths.len().div_ceil(workers.max(1)).max(1);
-    let mut children = Vec::new();
-    for chunk in paths.chunks(per) {
-        let child = Command::new(&rustfmt)
-            .arg("--edition")
-            .arg("2021")
-            .args(chunk)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {rustfmt}: {e}"))?;
-        children.push(child);
+    let output = Command::new(&rustfmt)
+        .arg("--edition")
+        .arg("2021")
+        .args(&roots)
+        .output()
+        .map_err(|e| format!("cannot run {rustfmt}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "rustfmt failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
     }
-    let mut failure = None;
-    for child in children {
-        let output = child
-            .wait_with_output()
-            .map_err(|e| format!("rustfmt did not finish: {e}"))?;
-        if !output.status.success() && failure.is_none() {
-            failure = Some(format!(
-                "rustfmt failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-    }
-    match failure {
-        Some(f) => Err(f),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// Reads every `.rs` file below `dir`, keyed by its path relative to `dir` with `/`.

@@ -108,3 +108,17 @@ fn generation_is_deterministic() {
         );
     }
 }
+
+#[test]
+fn written_output_is_byte_identical_across_runs() {
+    for case in ["property_string", "indexed_param", "union"] {
+        let a = tempfile::tempdir().expect("tempdir");
+        let b = tempfile::tempdir().expect("tempdir");
+        pve_codegen::generate(&config(case), &a.path().join("g")).expect("first run");
+        pve_codegen::generate(&config(case), &b.path().join("g")).expect("second run");
+        let ta = pve_codegen::format::read_tree(&a.path().join("g")).expect("reads");
+        let tb = pve_codegen::format::read_tree(&b.path().join("g")).expect("reads");
+        assert!(!ta.is_empty());
+        assert_eq!(ta, tb, "{case}");
+    }
+}
