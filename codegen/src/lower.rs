@@ -1006,6 +1006,10 @@ impl Lowerer<'_> {
             wire,
             response,
         );
+        let mut facts = schema_facts(s);
+        if ty == Ty::Secret {
+            facts.insert(0, "secret: Debug and Display print `[redacted]`".to_owned());
+        }
         Field {
             wire: wire.to_owned(),
             rust: snake(wire),
@@ -1013,7 +1017,7 @@ impl Lowerer<'_> {
             required: !s.optional,
             flatten: false,
             path_param: false,
-            facts: schema_facts(s),
+            facts,
             description: self.prose(s.description.clone()),
         }
     }

@@ -122,3 +122,27 @@ fn written_output_is_byte_identical_across_runs() {
         assert_eq!(ta, tb, "{case}");
     }
 }
+
+#[test]
+fn upstream_prose_only_with_docs_upstream() {
+    let spec = fixtures().join("specs/keywords_dashed.json");
+    let text = std::fs::read_to_string(&spec).expect("reads");
+    // The fixture has no prose; add some to a copy.
+    let with_prose = text.replacen(
+        "\"name\" : \"create_route-map\",",
+        "\"description\" : \"Create a route map (prose).\",\n                  \"name\" : \"create_route-map\",",
+        1,
+    );
+    assert_ne!(with_prose, text);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("keywords_dashed.json");
+    std::fs::write(&copy, with_prose).expect("writes");
+    let mut cfg = config("keywords_dashed");
+    cfg.spec = copy;
+    let facts_only = pve_codegen::run(&cfg).expect("generates");
+    assert!(!facts_only.files.values().any(|f| f.contains("(prose)")));
+    cfg.upstream_docs = true;
+    let upstream = pve_codegen::run(&cfg).expect("generates");
+    let file = &upstream.files["cluster/route_maps.rs"];
+    assert!(file.contains("/// Create a route map (prose)."), "{file}");
+}

@@ -8,10 +8,10 @@
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ChangePassword {
-    /// Wire name `confirmation-password`; length 5 - 64
+    /// Wire name `confirmation-password`; secret: Debug and Display print `[redacted]`; length 5 - 64
     #[serde(rename = "confirmation-password")]
     pub confirmation_password: Option<crate::Secret>,
-    /// Length 8 - 64
+    /// Secret: Debug and Display print `[redacted]`; length 8 - 64
     pub password: crate::Secret,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,

@@ -30,7 +30,7 @@ pub struct CreateTicket {
     pub new_format: Option<bool>,
     /// `otp`
     pub otp: Option<String>,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: crate::Secret,
     /// Maximum length 64; requires `privs`
     pub path: Option<String>,
@@ -71,12 +71,12 @@ crate::operation_error!(CreateTicketError for CreateTicket);
 /// From `POST /access/ticket returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CreateTicketResponse {
-    /// Wire name `CSRFPreventionToken`
+    /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "CSRFPreventionToken")]
     pub csrf_prevention_token: Option<crate::Secret>,
     /// `clustername`
     pub clustername: Option<String>,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: Option<crate::Secret>,
     /// `username`
     pub username: String,

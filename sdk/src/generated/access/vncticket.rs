@@ -15,7 +15,7 @@ pub struct VerifyVncTicket {
     pub port: Option<i64>,
     /// Format `pve-priv-list`; maximum length 64
     pub privs: String,
-    /// `vncticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub vncticket: crate::Secret,
 }
 impl VerifyVncTicket {

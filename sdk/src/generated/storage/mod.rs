@@ -61,7 +61,7 @@ pub struct Create {
     pub disable: Option<bool>,
     /// Maximum length 256
     pub domain: Option<String>,
-    /// Wire name `encryption-key`
+    /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
     /// Format `pve-storage-path`
@@ -107,7 +107,7 @@ pub struct Create {
     pub nowritecache: Option<bool>,
     /// Format `pve-storage-options`
     pub options: Option<String>,
-    /// Maximum length 256
+    /// Secret: Debug and Display print `[redacted]`; maximum length 256
     pub password: Option<crate::Secret>,
     /// Format `pve-storage-path`
     pub path: Option<String>,
@@ -563,7 +563,7 @@ crate::open_enum_traits!(CreateType);
 /// From `POST /storage returns "config"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CreateResponseConfig {
-    /// Wire name `encryption-key`
+    /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
 }

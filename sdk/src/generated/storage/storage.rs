@@ -96,7 +96,7 @@ pub struct Update {
     pub disable: Option<bool>,
     /// Maximum length 256
     pub domain: Option<String>,
-    /// Wire name `encryption-key`
+    /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
@@ -138,7 +138,7 @@ pub struct Update {
     pub nowritecache: Option<bool>,
     /// Format `pve-storage-options`
     pub options: Option<String>,
-    /// Maximum length 256
+    /// Secret: Debug and Display print `[redacted]`; maximum length 256
     pub password: Option<crate::Secret>,
     /// `pool`
     pub pool: Option<String>,
@@ -250,7 +250,7 @@ crate::operation_error!(UpdateError for Update);
 /// From `PUT /storage/{storage} returns "config"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UpdateResponseConfig {
-    /// Wire name `encryption-key`
+    /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
 }

@@ -41,14 +41,14 @@ crate::operation_error!(LoginError for Login);
 /// From `POST /access/openid/login returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoginResponse {
-    /// Wire name `CSRFPreventionToken`
+    /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "CSRFPreventionToken")]
     pub csrf_prevention_token: crate::Secret,
     /// `cap`
     pub cap: serde_json::Map<String, serde_json::Value>,
     /// `clustername`
     pub clustername: Option<String>,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
     /// `username`
     pub username: String,

@@ -47,7 +47,7 @@ pub struct CreateUser {
     pub keys: Option<String>,
     /// Maximum length 1024
     pub lastname: Option<String>,
-    /// Length 8 - 64
+    /// Secret: Debug and Display print `[redacted]`; length 8 - 64
     pub password: Option<crate::Secret>,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,

@@ -37,7 +37,7 @@ pub struct Join {
         crate::Indexed<crate::generated::cluster::config::Link, crate::generated::index::Link>,
     /// Minimum 1
     pub nodeid: Option<i64>,
-    /// Maximum length 128
+    /// Secret: Debug and Display print `[redacted]`; maximum length 128
     pub password: crate::Secret,
     /// Minimum 0
     pub votes: Option<i64>,

@@ -43,7 +43,7 @@ crate::operation_error!(SpiceshellError for Spiceshell);
 pub struct SpiceshellResponse {
     /// `host`
     pub host: String,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: crate::Secret,
     /// `proxy`
     pub proxy: String,

@@ -48,11 +48,11 @@ crate::operation_error!(VncshellError for Vncshell);
 pub struct VncshellResponse {
     /// `cert`
     pub cert: String,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: Option<crate::Secret>,
     /// `port`
     pub port: i64,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,

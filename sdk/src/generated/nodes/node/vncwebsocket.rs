@@ -10,7 +10,7 @@ pub struct Vncwebsocket {
     pub node: String,
     /// Range 5900 - 5999
     pub port: i64,
-    /// Maximum length 512
+    /// Secret: Debug and Display print `[redacted]`; maximum length 512
     pub vncticket: crate::Secret,
 }
 impl Vncwebsocket {

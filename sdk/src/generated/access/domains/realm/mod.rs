@@ -93,7 +93,7 @@ pub struct Update {
     /// Wire name `client-id`; maximum length 256
     #[serde(rename = "client-id")]
     pub client_id: Option<String>,
-    /// Wire name `client-key`; maximum length 256
+    /// Wire name `client-key`; secret: Debug and Display print `[redacted]`; maximum length 256
     #[serde(rename = "client-key")]
     pub client_key: Option<crate::Secret>,
     /// Maximum length 4096
@@ -130,7 +130,7 @@ pub struct Update {
     pub issuer_url: Option<String>,
     /// Default `ldap`
     pub mode: Option<crate::generated::access::domains::Mode>,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: Option<crate::Secret>,
     /// Range 1 - 65535
     pub port: Option<i64>,

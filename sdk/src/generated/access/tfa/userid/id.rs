@@ -12,7 +12,7 @@ pub struct DeleteTfa {
     pub userid: String,
     /// Path parameter
     pub id: String,
-    /// Length 5 - 64
+    /// Secret: Debug and Display print `[redacted]`; length 5 - 64
     pub password: Option<crate::Secret>,
 }
 impl DeleteTfa {
@@ -82,7 +82,7 @@ pub struct UpdateTfaEntry {
     pub description: Option<String>,
     /// `enable`
     pub enable: Option<bool>,
-    /// Length 5 - 64
+    /// Secret: Debug and Display print `[redacted]`; length 5 - 64
     pub password: Option<crate::Secret>,
 }
 impl UpdateTfaEntry {

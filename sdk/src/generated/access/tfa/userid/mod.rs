@@ -44,7 +44,7 @@ pub struct AddTfaEntry {
     pub challenge: Option<String>,
     /// Maximum length 255
     pub description: Option<String>,
-    /// Length 5 - 64
+    /// Secret: Debug and Display print `[redacted]`; length 5 - 64
     pub password: Option<crate::Secret>,
     /// `totp`
     pub totp: Option<String>,

@@ -30,7 +30,7 @@ pub struct RegisterAccount {
     pub contact: String,
     /// Pattern `^https?://.*`; default `https://acme-v02.api.letsencrypt.org/directory`
     pub directory: Option<String>,
-    /// Wire name `eab-hmac-key`; requires `eab-kid`
+    /// Wire name `eab-hmac-key`; secret: Debug and Display print `[redacted]`; requires `eab-kid`
     #[serde(rename = "eab-hmac-key")]
     pub eab_hmac_key: Option<crate::Secret>,
     /// Wire name `eab-kid`; requires `eab-hmac-key`

@@ -77,7 +77,7 @@ crate::operation_error!(AddnodeError for Addnode);
 /// From `POST /cluster/config/nodes/{node} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AddnodeResponse {
-    /// `corosync_authkey`
+    /// Secret: Debug and Display print `[redacted]`
     pub corosync_authkey: crate::Secret,
     /// `corosync_conf`
     pub corosync_conf: String,

@@ -47,7 +47,7 @@ pub struct UploadCustomCert {
     pub certificates: String,
     /// Default `0`
     pub force: Option<bool>,
-    /// Format `pem-string`
+    /// Secret: Debug and Display print `[redacted]`; format `pem-string`
     pub key: Option<crate::Secret>,
     /// Default `0`
     pub restart: Option<bool>,

@@ -96,7 +96,7 @@ pub struct CreateVm {
     pub ostemplate: String,
     /// `ostype`
     pub ostype: Option<Ostype>,
-    /// Minimum length 5
+    /// Secret: Debug and Display print `[redacted]`; minimum length 5
     pub password: Option<crate::Secret>,
     /// Format `pve-poolid`
     pub pool: Option<String>,

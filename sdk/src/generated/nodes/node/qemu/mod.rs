@@ -80,7 +80,7 @@ pub struct CreateVm {
     pub cdrom: Option<String>,
     /// Format `pve-qm-cicustom`
     pub cicustom: Option<String>,
-    /// `cipassword`
+    /// Secret: Debug and Display print `[redacted]`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
     pub citype: Option<Citype>,

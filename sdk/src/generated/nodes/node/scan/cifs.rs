@@ -12,7 +12,7 @@ pub struct Cifsscan {
     pub node: String,
     /// `domain`
     pub domain: Option<String>,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: Option<crate::Secret>,
     /// Format `pve-storage-server`
     pub server: String,

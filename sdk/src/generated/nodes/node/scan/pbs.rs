@@ -12,7 +12,7 @@ pub struct Pbsscan {
     pub node: String,
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: crate::Secret,
     /// Range 1 - 65535; default `8007`
     pub port: Option<i64>,

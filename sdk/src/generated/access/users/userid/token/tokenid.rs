@@ -173,7 +173,7 @@ pub struct GenerateTokenResponse {
     pub full_tokenid: String,
     /// `info`
     pub info: GenerateTokenResponseInfo,
-    /// `value`
+    /// Secret: Debug and Display print `[redacted]`
     pub value: crate::Secret,
 }
 /// From `PUT /access/users/{userid}/token/{tokenid} returns`.

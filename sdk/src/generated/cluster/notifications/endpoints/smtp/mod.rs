@@ -44,7 +44,7 @@ pub struct CreateSmtpEndpoint {
     pub mode: Option<Mode>,
     /// Format `pve-configid`
     pub name: String,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: Option<crate::Secret>,
     /// `port`
     pub port: Option<i64>,

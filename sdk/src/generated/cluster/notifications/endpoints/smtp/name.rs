@@ -81,7 +81,7 @@ pub struct UpdateSmtpEndpoint {
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
     pub mode: Option<crate::generated::cluster::notifications::endpoints::smtp::Mode>,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: Option<crate::Secret>,
     /// `port`
     pub port: Option<i64>,

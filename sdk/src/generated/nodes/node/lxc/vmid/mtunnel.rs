@@ -41,7 +41,7 @@ crate::operation_error!(MtunnelError for Mtunnel);
 pub struct MtunnelResponse {
     /// `socket`
     pub socket: String,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,

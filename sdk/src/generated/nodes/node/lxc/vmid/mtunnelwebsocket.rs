@@ -12,7 +12,7 @@ pub struct Mtunnelwebsocket {
     pub vmid: i64,
     /// `socket`
     pub socket: String,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
 }
 impl Mtunnelwebsocket {

@@ -35,7 +35,7 @@ crate::operation_error!(TermproxyError for Termproxy);
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,

@@ -12,7 +12,7 @@ pub struct Vncwebsocket {
     pub vmid: i64,
     /// Range 5900 - 5999
     pub port: i64,
-    /// Maximum length 512
+    /// Secret: Debug and Display print `[redacted]`; maximum length 512
     pub vncticket: crate::Secret,
 }
 impl Vncwebsocket {

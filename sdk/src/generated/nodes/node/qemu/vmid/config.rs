@@ -82,7 +82,7 @@ pub struct UpdateVmAsync {
     pub cdrom: Option<String>,
     /// Format `pve-qm-cicustom`
     pub cicustom: Option<String>,
-    /// `cipassword`
+    /// Secret: Debug and Display print `[redacted]`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
     pub citype: Option<crate::generated::nodes::node::qemu::Citype>,
@@ -406,7 +406,7 @@ pub struct UpdateVm {
     pub cdrom: Option<String>,
     /// Format `pve-qm-cicustom`
     pub cicustom: Option<String>,
-    /// `cipassword`
+    /// Secret: Debug and Display print `[redacted]`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
     pub citype: Option<crate::generated::nodes::node::qemu::Citype>,
@@ -821,7 +821,7 @@ pub struct VmConfigResponse {
     pub cdrom: Option<String>,
     /// Format `pve-qm-cicustom`
     pub cicustom: Option<String>,
-    /// `cipassword`
+    /// Secret: Debug and Display print `[redacted]`
     pub cipassword: Option<crate::Secret>,
     /// `citype`
     pub citype: Option<crate::generated::nodes::node::qemu::Citype>,

@@ -39,7 +39,7 @@ crate::operation_error!(SpiceproxyError for Spiceproxy);
 pub struct SpiceproxyResponse {
     /// `host`
     pub host: String,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: crate::Secret,
     /// `proxy`
     pub proxy: String,

@@ -75,7 +75,7 @@ crate::open_enum_traits!(TermproxySerial);
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,

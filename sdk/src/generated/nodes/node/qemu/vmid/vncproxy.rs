@@ -42,11 +42,11 @@ crate::operation_error!(VncproxyError for Vncproxy);
 pub struct VncproxyResponse {
     /// `cert`
     pub cert: String,
-    /// `password`
+    /// Secret: Debug and Display print `[redacted]`
     pub password: Option<crate::Secret>,
     /// `port`
     pub port: i64,
-    /// `ticket`
+    /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,

@@ -14,7 +14,7 @@ pub struct SetUserPassword {
     pub vmid: i64,
     /// Default `0`
     pub crypted: Option<bool>,
-    /// Length 5 - 1024
+    /// Secret: Debug and Display print `[redacted]`; length 5 - 1024
     pub password: crate::Secret,
     /// `username`
     pub username: String,
