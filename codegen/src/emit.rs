@@ -155,6 +155,42 @@ fn field_tokens(f: &Field, here: &ModPath, public: bool) -> TokenStream {
     }
 }
 
+/// `Deserialize` through [`crate::de::Fields`]: one line per field, flattened fields last.
+fn deserialize_impl(name: &Ident, fields: &[Field]) -> TokenStream {
+    if fields.is_empty() {
+        return quote! {
+            impl<'de> serde::Deserialize<'de> for #name {
+                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                    crate::de::Fields::new(d)?;
+                    Ok(Self {})
+                }
+            }
+        };
+    }
+    let mut plain = Vec::new();
+    let mut indexed = Vec::new();
+    let mut tagged = Vec::new();
+    for f in fields {
+        let n = ident(&f.rust);
+        let wire = &f.wire;
+        match (&f.ty, f.flatten, f.required) {
+            (Ty::Indexed { .. }, _, _) => indexed.push(quote!(#n: f.indexed()?,)),
+            (_, true, true) => tagged.push(quote!(#n: f.tagged()?,)),
+            (_, true, false) => tagged.push(quote!(#n: f.tagged_opt()?,)),
+            (_, false, true) => plain.push(quote!(#n: f.req(#wire)?,)),
+            (_, false, false) => plain.push(quote!(#n: f.opt(#wire)?,)),
+        }
+    }
+    quote! {
+        impl<'de> serde::Deserialize<'de> for #name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let mut f = crate::de::Fields::new(d)?;
+                Ok(Self { #(#plain)* #(#indexed)* #(#tagged)* })
+            }
+        }
+    }
+}
+
 fn has_required(fields: &[Field]) -> bool {
     fields
         .iter()
@@ -414,10 +450,12 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
             } else {
                 d
             };
+            let de = deserialize_impl(&name, fields);
             quote! {
                 #d
-                #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+                #[derive(Debug, Clone, PartialEq, serde::Serialize)]
                 pub struct #name { #(#fs)* }
+                #de
             }
         }
         TypeKind::Tagged { tag, variants, .. } => {
@@ -434,14 +472,16 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
                 let fs = fields.iter().map(|f| field_tokens(f, here, true));
                 let sd = doc(&format!("Fields of [`{}::{}`].", t.name, rust));
                 let derive = if has_required(fields) {
-                    quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)])
+                    quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize)])
                 } else {
-                    quote!(#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)])
+                    quote!(#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)])
                 };
+                let de = deserialize_impl(&sname, fields);
                 structs.push(quote! {
                     #sd
                     #derive
                     pub struct #sname { #(#fs)* }
+                    #de
                 });
                 tags.push(quote!(Self::#v(_) => #wire,));
                 fields_arms.push(quote!(Self::#v(v) => crate::tagged::to_fields(v),));

@@ -63,6 +63,11 @@ impl<T, S: IndexSpec> Indexed<T, S> {
         Ok(self.entries.insert(n, value))
     }
 
+    /// Sets index `n` without the bound check: for decoding, where a newer PVE may allow more.
+    pub(crate) fn insert_unbounded(&mut self, n: u32, value: T) -> Option<T> {
+        self.entries.insert(n, value)
+    }
+
     /// The value at index `n`.
     pub fn get(&self, n: u32) -> Option<&T> {
         self.entries.get(&n)

@@ -14,6 +14,7 @@
 //! Cargo features select top-level API paths (`access`, `cluster`, `nodes`, `pools`,
 //! `storage`, `version`); all are on by default.
 
+pub mod de;
 pub mod error;
 pub mod form;
 pub mod indexed;

@@ -16,7 +16,7 @@ impl crate::Operation for Version {
 }
 crate::operation_error!(VersionError for Version);
 /// From `GET /version returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VersionResponse {
     /// `console`
     pub console: Option<crate::generated::Console>,
@@ -26,4 +26,15 @@ pub struct VersionResponse {
     pub repoid: String,
     /// `version`
     pub version: String,
+}
+impl<'de> serde::Deserialize<'de> for VersionResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            console: f.opt("console")?,
+            release: f.req("release")?,
+            repoid: f.req("repoid")?,
+            version: f.req("version")?,
+        })
+    }
 }

@@ -98,7 +98,7 @@ impl crate::open_enum::OpenEnum for ReadAclResponseItemType {
 }
 crate::open_enum_traits!(ReadAclResponseItemType);
 /// From `GET /access/acl returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadAclResponseItem {
     /// `path`
     pub path: String,
@@ -111,4 +111,16 @@ pub struct ReadAclResponseItem {
     pub type_: ReadAclResponseItemType,
     /// `ugid`
     pub ugid: String,
+}
+impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            path: f.req("path")?,
+            propagate: f.opt("propagate")?,
+            roleid: f.req("roleid")?,
+            type_: f.req("type")?,
+            ugid: f.req("ugid")?,
+        })
+    }
 }

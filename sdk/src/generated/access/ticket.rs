@@ -69,7 +69,7 @@ impl crate::Operation for CreateTicket {
 }
 crate::operation_error!(CreateTicketError for CreateTicket);
 /// From `POST /access/ticket returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CreateTicketResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "CSRFPreventionToken")]
@@ -80,4 +80,15 @@ pub struct CreateTicketResponse {
     pub ticket: Option<crate::Secret>,
     /// `username`
     pub username: String,
+}
+impl<'de> serde::Deserialize<'de> for CreateTicketResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csrf_prevention_token: f.opt("CSRFPreventionToken")?,
+            clustername: f.opt("clustername")?,
+            ticket: f.opt("ticket")?,
+            username: f.req("username")?,
+        })
+    }
 }

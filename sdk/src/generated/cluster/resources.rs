@@ -172,7 +172,7 @@ impl crate::open_enum::OpenEnum for ResourcesResponseItemType {
 }
 crate::open_enum_traits!(ResourcesResponseItemType);
 /// From `GET /cluster/resources returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ResourcesResponseItem {
     /// Wire name `cgroup-mode`
     #[serde(rename = "cgroup-mode")]
@@ -249,4 +249,46 @@ pub struct ResourcesResponseItem {
     /// Wire name `zone-type`
     #[serde(rename = "zone-type")]
     pub zone_type: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for ResourcesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cgroup_mode: f.opt("cgroup-mode")?,
+            content: f.opt("content")?,
+            cpu: f.opt("cpu")?,
+            disk: f.opt("disk")?,
+            diskread: f.opt("diskread")?,
+            diskwrite: f.opt("diskwrite")?,
+            hastate: f.opt("hastate")?,
+            host_arch: f.opt("host-arch")?,
+            id: f.req("id")?,
+            level: f.opt("level")?,
+            lock: f.opt("lock")?,
+            maxcpu: f.opt("maxcpu")?,
+            maxdisk: f.opt("maxdisk")?,
+            maxmem: f.opt("maxmem")?,
+            mem: f.opt("mem")?,
+            memhost: f.opt("memhost")?,
+            name: f.opt("name")?,
+            netin: f.opt("netin")?,
+            netout: f.opt("netout")?,
+            network: f.opt("network")?,
+            network_type: f.opt("network-type")?,
+            node: f.opt("node")?,
+            plugintype: f.opt("plugintype")?,
+            pool: f.opt("pool")?,
+            protocol: f.opt("protocol")?,
+            sdn: f.opt("sdn")?,
+            shared: f.opt("shared")?,
+            status: f.opt("status")?,
+            storage: f.opt("storage")?,
+            tags: f.opt("tags")?,
+            template: f.opt("template")?,
+            type_: f.req("type")?,
+            uptime: f.opt("uptime")?,
+            vmid: f.opt("vmid")?,
+            zone_type: f.opt("zone-type")?,
+        })
+    }
 }

@@ -48,7 +48,7 @@ impl crate::open_enum::OpenEnum for GetStatusResponseItemType {
 }
 crate::open_enum_traits!(GetStatusResponseItemType);
 /// From `GET /cluster/status returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetStatusResponseItem {
     /// `id`
     pub id: String,
@@ -73,4 +73,22 @@ pub struct GetStatusResponseItem {
     pub type_: GetStatusResponseItemType,
     /// `version`
     pub version: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            ip: f.opt("ip")?,
+            level: f.opt("level")?,
+            local: f.opt("local")?,
+            name: f.req("name")?,
+            nodeid: f.opt("nodeid")?,
+            nodes: f.opt("nodes")?,
+            online: f.opt("online")?,
+            quorate: f.opt("quorate")?,
+            type_: f.req("type")?,
+            version: f.opt("version")?,
+        })
+    }
 }

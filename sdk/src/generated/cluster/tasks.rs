@@ -18,8 +18,16 @@ impl crate::Operation for Tasks {
 pub type TasksResponse = Vec<TasksResponseItem>;
 crate::operation_error!(TasksError for Tasks);
 /// From `GET /cluster/tasks returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TasksResponseItem {
     /// `upid`
     pub upid: String,
+}
+impl<'de> serde::Deserialize<'de> for TasksResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            upid: f.req("upid")?,
+        })
+    }
 }

@@ -52,7 +52,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
 }
 crate::open_enum_traits!(IndexResponseItemStatus);
 /// From `GET /nodes returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -72,4 +72,20 @@ pub struct IndexResponseItem {
     pub status: IndexResponseItemStatus,
     /// `uptime`
     pub uptime: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cpu: f.opt("cpu")?,
+            level: f.opt("level")?,
+            maxcpu: f.opt("maxcpu")?,
+            maxmem: f.opt("maxmem")?,
+            mem: f.opt("mem")?,
+            node: f.req("node")?,
+            ssl_fingerprint: f.opt("ssl_fingerprint")?,
+            status: f.req("status")?,
+            uptime: f.opt("uptime")?,
+        })
+    }
 }

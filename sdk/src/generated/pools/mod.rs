@@ -201,7 +201,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemMembersItemType {
 }
 crate::open_enum_traits!(IndexResponseItemMembersItemType);
 /// From `GET /pools returns items "members" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemMembersItem {
     /// `id`
     pub id: String,
@@ -215,8 +215,20 @@ pub struct IndexResponseItemMembersItem {
     /// `vmid`
     pub vmid: Option<i64>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            node: f.req("node")?,
+            storage: f.opt("storage")?,
+            type_: f.req("type")?,
+            vmid: f.opt("vmid")?,
+        })
+    }
+}
 /// From `GET /pools returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -224,4 +236,14 @@ pub struct IndexResponseItem {
     pub members: Option<Vec<IndexResponseItemMembersItem>>,
     /// `poolid`
     pub poolid: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            members: f.opt("members")?,
+            poolid: f.req("poolid")?,
+        })
+    }
 }

@@ -175,7 +175,7 @@ impl crate::open_enum::OpenEnum for ReadPoolResponseMembersItemType {
 }
 crate::open_enum_traits!(ReadPoolResponseMembersItemType);
 /// From `GET /pools/{poolid} returns "members" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadPoolResponseMembersItem {
     /// `id`
     pub id: String,
@@ -189,11 +189,32 @@ pub struct ReadPoolResponseMembersItem {
     /// `vmid`
     pub vmid: Option<i64>,
 }
+impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            node: f.req("node")?,
+            storage: f.opt("storage")?,
+            type_: f.req("type")?,
+            vmid: f.opt("vmid")?,
+        })
+    }
+}
 /// From `GET /pools/{poolid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadPoolResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
     pub members: Vec<ReadPoolResponseMembersItem>,
+}
+impl<'de> serde::Deserialize<'de> for ReadPoolResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            members: f.req("members")?,
+        })
+    }
 }

@@ -463,10 +463,18 @@ impl crate::open_enum::OpenEnum for IndexType {
 }
 crate::open_enum_traits!(IndexType);
 /// From `GET /storage returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `storage`
     pub storage: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            storage: f.req("storage")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -561,11 +569,19 @@ impl crate::open_enum::OpenEnum for CreateType {
 }
 crate::open_enum_traits!(CreateType);
 /// From `POST /storage returns "config"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CreateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
+}
+impl<'de> serde::Deserialize<'de> for CreateResponseConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            encryption_key: f.opt("encryption-key")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -660,7 +676,7 @@ impl crate::open_enum::OpenEnum for CreateResponseType {
 }
 crate::open_enum_traits!(CreateResponseType);
 /// From `POST /storage returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CreateResponse {
     /// `config`
     pub config: Option<CreateResponseConfig>,
@@ -669,4 +685,14 @@ pub struct CreateResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: CreateResponseType,
+}
+impl<'de> serde::Deserialize<'de> for CreateResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            config: f.opt("config")?,
+            storage: f.req("storage")?,
+            type_: f.req("type")?,
+        })
+    }
 }

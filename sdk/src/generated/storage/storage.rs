@@ -248,11 +248,19 @@ impl crate::Operation for Update {
 }
 crate::operation_error!(UpdateError for Update);
 /// From `PUT /storage/{storage} returns "config"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UpdateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
+}
+impl<'de> serde::Deserialize<'de> for UpdateResponseConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            encryption_key: f.opt("encryption-key")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -347,7 +355,7 @@ impl crate::open_enum::OpenEnum for UpdateResponseType {
 }
 crate::open_enum_traits!(UpdateResponseType);
 /// From `PUT /storage/{storage} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UpdateResponse {
     /// `config`
     pub config: Option<UpdateResponseConfig>,
@@ -356,4 +364,14 @@ pub struct UpdateResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: UpdateResponseType,
+}
+impl<'de> serde::Deserialize<'de> for UpdateResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            config: f.opt("config")?,
+            storage: f.req("storage")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -286,7 +286,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemTfa {
 }
 crate::open_enum_traits!(IndexResponseItemTfa);
 /// From `GET /access/domains returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -297,6 +297,17 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            realm: f.req("realm")?,
+            tfa: f.opt("tfa")?,
+            type_: f.req("type")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -88,10 +88,19 @@ impl crate::Operation for UpdateGroup {
 pub type UpdateGroupResponse = ();
 crate::operation_error!(UpdateGroupError for UpdateGroup);
 /// From `GET /access/groups/{groupid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadGroupResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
     pub members: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for ReadGroupResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            members: f.req("members")?,
+        })
+    }
 }

@@ -51,7 +51,7 @@ impl crate::Operation for CreateGroup {
 pub type CreateGroupResponse = ();
 crate::operation_error!(CreateGroupError for CreateGroup);
 /// From `GET /access/groups returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -59,4 +59,14 @@ pub struct IndexResponseItem {
     pub groupid: String,
     /// Format `pve-userid-list`
     pub users: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            groupid: f.req("groupid")?,
+            users: f.opt("users")?,
+        })
+    }
 }

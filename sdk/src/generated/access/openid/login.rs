@@ -39,7 +39,7 @@ impl crate::Operation for Login {
 }
 crate::operation_error!(LoginError for Login);
 /// From `POST /access/openid/login returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LoginResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "CSRFPreventionToken")]
@@ -52,4 +52,16 @@ pub struct LoginResponse {
     pub ticket: crate::Secret,
     /// `username`
     pub username: String,
+}
+impl<'de> serde::Deserialize<'de> for LoginResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csrf_prevention_token: f.req("CSRFPreventionToken")?,
+            cap: f.req("cap")?,
+            clustername: f.opt("clustername")?,
+            ticket: f.req("ticket")?,
+            username: f.req("username")?,
+        })
+    }
 }

@@ -51,7 +51,7 @@ impl crate::Operation for CreateRole {
 pub type CreateRoleResponse = ();
 crate::operation_error!(CreateRoleError for CreateRole);
 /// From `GET /access/roles returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Format `pve-priv-list`
     pub privs: Option<String>,
@@ -59,4 +59,14 @@ pub struct IndexResponseItem {
     pub roleid: String,
     /// Default `0`
     pub special: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            privs: f.opt("privs")?,
+            roleid: f.req("roleid")?,
+            special: f.opt("special")?,
+        })
+    }
 }

@@ -91,7 +91,7 @@ impl crate::Operation for UpdateRole {
 pub type UpdateRoleResponse = ();
 crate::operation_error!(UpdateRoleError for UpdateRole);
 /// From `GET /access/roles/{roleid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadRoleResponse {
     /// Wire name `Datastore.Allocate`
     #[serde(rename = "Datastore.Allocate")]
@@ -234,4 +234,58 @@ pub struct ReadRoleResponse {
     /// Wire name `VM.Snapshot.Rollback`
     #[serde(rename = "VM.Snapshot.Rollback")]
     pub vm_snapshot_rollback: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for ReadRoleResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            datastore_allocate: f.opt("Datastore.Allocate")?,
+            datastore_allocate_space: f.opt("Datastore.AllocateSpace")?,
+            datastore_allocate_template: f.opt("Datastore.AllocateTemplate")?,
+            datastore_audit: f.opt("Datastore.Audit")?,
+            group_allocate: f.opt("Group.Allocate")?,
+            mapping_audit: f.opt("Mapping.Audit")?,
+            mapping_modify: f.opt("Mapping.Modify")?,
+            mapping_use: f.opt("Mapping.Use")?,
+            permissions_modify: f.opt("Permissions.Modify")?,
+            pool_allocate: f.opt("Pool.Allocate")?,
+            pool_audit: f.opt("Pool.Audit")?,
+            realm_allocate: f.opt("Realm.Allocate")?,
+            realm_allocate_user: f.opt("Realm.AllocateUser")?,
+            sdn_allocate: f.opt("SDN.Allocate")?,
+            sdn_audit: f.opt("SDN.Audit")?,
+            sdn_use: f.opt("SDN.Use")?,
+            sys_access_network: f.opt("Sys.AccessNetwork")?,
+            sys_audit: f.opt("Sys.Audit")?,
+            sys_console: f.opt("Sys.Console")?,
+            sys_incoming: f.opt("Sys.Incoming")?,
+            sys_modify: f.opt("Sys.Modify")?,
+            sys_power_mgmt: f.opt("Sys.PowerMgmt")?,
+            sys_syslog: f.opt("Sys.Syslog")?,
+            user_modify: f.opt("User.Modify")?,
+            vm_allocate: f.opt("VM.Allocate")?,
+            vm_audit: f.opt("VM.Audit")?,
+            vm_backup: f.opt("VM.Backup")?,
+            vm_clone: f.opt("VM.Clone")?,
+            vm_config_cdrom: f.opt("VM.Config.CDROM")?,
+            vm_config_cpu: f.opt("VM.Config.CPU")?,
+            vm_config_cloudinit: f.opt("VM.Config.Cloudinit")?,
+            vm_config_disk: f.opt("VM.Config.Disk")?,
+            vm_config_hw_type: f.opt("VM.Config.HWType")?,
+            vm_config_memory: f.opt("VM.Config.Memory")?,
+            vm_config_network: f.opt("VM.Config.Network")?,
+            vm_config_options: f.opt("VM.Config.Options")?,
+            vm_console: f.opt("VM.Console")?,
+            vm_guest_agent_audit: f.opt("VM.GuestAgent.Audit")?,
+            vm_guest_agent_file_read: f.opt("VM.GuestAgent.FileRead")?,
+            vm_guest_agent_file_system_mgmt: f.opt("VM.GuestAgent.FileSystemMgmt")?,
+            vm_guest_agent_file_write: f.opt("VM.GuestAgent.FileWrite")?,
+            vm_guest_agent_unrestricted: f.opt("VM.GuestAgent.Unrestricted")?,
+            vm_migrate: f.opt("VM.Migrate")?,
+            vm_power_mgmt: f.opt("VM.PowerMgmt")?,
+            vm_replicate: f.opt("VM.Replicate")?,
+            vm_snapshot: f.opt("VM.Snapshot")?,
+            vm_snapshot_rollback: f.opt("VM.Snapshot.Rollback")?,
+        })
+    }
 }

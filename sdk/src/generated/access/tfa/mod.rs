@@ -61,7 +61,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /access/tfa returns items "entries" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListTfaResponseItemEntriesItem {
     /// `created`
     pub created: i64,
@@ -75,8 +75,20 @@ pub struct ListTfaResponseItemEntriesItem {
     #[serde(rename = "type")]
     pub type_: Type,
 }
+impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            created: f.req("created")?,
+            description: f.req("description")?,
+            enable: f.opt("enable")?,
+            id: f.req("id")?,
+            type_: f.req("type")?,
+        })
+    }
+}
 /// From `GET /access/tfa returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListTfaResponseItem {
     /// `entries`
     pub entries: Vec<ListTfaResponseItemEntriesItem>,
@@ -88,4 +100,15 @@ pub struct ListTfaResponseItem {
     pub totp_locked: Option<bool>,
     /// `userid`
     pub userid: String,
+}
+impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            entries: f.req("entries")?,
+            tfa_locked_until: f.opt("tfa-locked-until")?,
+            totp_locked: f.opt("totp-locked")?,
+            userid: f.req("userid")?,
+        })
+    }
 }

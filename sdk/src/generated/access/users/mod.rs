@@ -81,7 +81,7 @@ impl crate::Operation for CreateUser {
 pub type CreateUserResponse = ();
 crate::operation_error!(CreateUserError for CreateUser);
 /// From `GET /access/users returns items "tokens" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemTokensItem {
     /// `comment`
     pub comment: Option<String>,
@@ -92,8 +92,19 @@ pub struct IndexResponseItemTokensItem {
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            expire: f.opt("expire")?,
+            privsep: f.opt("privsep")?,
+            tokenid: f.req("tokenid")?,
+        })
+    }
+}
 /// From `GET /access/users returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Maximum length 2048
     pub comment: Option<String>,
@@ -124,4 +135,24 @@ pub struct IndexResponseItem {
     pub totp_locked: Option<bool>,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            email: f.opt("email")?,
+            enable: f.opt("enable")?,
+            expire: f.opt("expire")?,
+            firstname: f.opt("firstname")?,
+            groups: f.opt("groups")?,
+            keys: f.opt("keys")?,
+            lastname: f.opt("lastname")?,
+            realm_type: f.opt("realm-type")?,
+            tfa_locked_until: f.opt("tfa-locked-until")?,
+            tokens: f.opt("tokens")?,
+            totp_locked: f.opt("totp-locked")?,
+            userid: f.req("userid")?,
+        })
+    }
 }

@@ -18,7 +18,7 @@ impl crate::Operation for Challengeschema {
 pub type ChallengeschemaResponse = Vec<ChallengeschemaResponseItem>;
 crate::operation_error!(ChallengeschemaError for Challengeschema);
 /// From `GET /cluster/acme/challenge-schema returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ChallengeschemaResponseItem {
     /// `id`
     pub id: String,
@@ -29,4 +29,15 @@ pub struct ChallengeschemaResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            name: f.req("name")?,
+            schema: f.req("schema")?,
+            type_: f.req("type")?,
+        })
+    }
 }

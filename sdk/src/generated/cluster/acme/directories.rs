@@ -18,10 +18,19 @@ impl crate::Operation for GetDirectories {
 pub type GetDirectoriesResponse = Vec<GetDirectoriesResponseItem>;
 crate::operation_error!(GetDirectoriesError for GetDirectories);
 /// From `GET /cluster/acme/directories returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetDirectoriesResponseItem {
     /// `name`
     pub name: String,
     /// Pattern `^https?://.*`
     pub url: String,
+}
+impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.req("name")?,
+            url: f.req("url")?,
+        })
+    }
 }

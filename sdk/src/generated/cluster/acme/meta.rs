@@ -19,7 +19,7 @@ impl crate::Operation for GetMeta {
 }
 crate::operation_error!(GetMetaError for GetMeta);
 /// From `GET /cluster/acme/meta returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMetaResponse {
     /// Wire name `caaIdentities`
     #[serde(rename = "caaIdentities")]
@@ -32,4 +32,15 @@ pub struct GetMetaResponse {
     pub terms_of_service: Option<String>,
     /// `website`
     pub website: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for GetMetaResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            caa_identities: f.opt("caaIdentities")?,
+            external_account_required: f.opt("externalAccountRequired")?,
+            terms_of_service: f.opt("termsOfService")?,
+            website: f.opt("website")?,
+        })
+    }
 }

@@ -120,15 +120,24 @@ impl crate::Operation for CreateJob {
 pub type CreateJobResponse = ();
 crate::operation_error!(CreateJobError for CreateJob);
 /// From `GET /cluster/backup returns items "fleecing"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemFleecing {
     /// Default `0`
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            enabled: f.opt("enabled")?,
+            storage: f.opt("storage")?,
+        })
+    }
+}
 /// From `GET /cluster/backup returns items "performance"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemPerformance {
     /// Wire name `max-workers`; range 1 - 256; default `16`
     #[serde(rename = "max-workers")]
@@ -137,8 +146,17 @@ pub struct IndexResponseItemPerformance {
     #[serde(rename = "pbs-entries-max")]
     pub pbs_entries_max: Option<i64>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            max_workers: f.opt("max-workers")?,
+            pbs_entries_max: f.opt("pbs-entries-max")?,
+        })
+    }
+}
 /// From `GET /cluster/backup returns items "prune-backups"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemPruneBackups {
     /// Wire name `keep-all`
     #[serde(rename = "keep-all")]
@@ -162,8 +180,22 @@ pub struct IndexResponseItemPruneBackups {
     #[serde(rename = "keep-yearly")]
     pub keep_yearly: Option<i64>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            keep_all: f.opt("keep-all")?,
+            keep_daily: f.opt("keep-daily")?,
+            keep_hourly: f.opt("keep-hourly")?,
+            keep_last: f.opt("keep-last")?,
+            keep_monthly: f.opt("keep-monthly")?,
+            keep_weekly: f.opt("keep-weekly")?,
+            keep_yearly: f.opt("keep-yearly")?,
+        })
+    }
+}
 /// From `GET /cluster/backup returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Default `0`
     pub all: Option<bool>,
@@ -246,4 +278,48 @@ pub struct IndexResponseItem {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            all: f.opt("all")?,
+            bwlimit: f.opt("bwlimit")?,
+            comment: f.opt("comment")?,
+            compress: f.opt("compress")?,
+            dumpdir: f.opt("dumpdir")?,
+            enabled: f.opt("enabled")?,
+            exclude: f.opt("exclude")?,
+            exclude_path: f.opt("exclude-path")?,
+            fleecing: f.opt("fleecing")?,
+            id: f.req("id")?,
+            ionice: f.opt("ionice")?,
+            lockwait: f.opt("lockwait")?,
+            mailnotification: f.opt("mailnotification")?,
+            mailto: f.opt("mailto")?,
+            mode: f.opt("mode")?,
+            next_run: f.opt("next-run")?,
+            node: f.opt("node")?,
+            notes_template: f.opt("notes-template")?,
+            notification_mode: f.opt("notification-mode")?,
+            pbs_change_detection_mode: f.opt("pbs-change-detection-mode")?,
+            performance: f.opt("performance")?,
+            pigz: f.opt("pigz")?,
+            pool: f.opt("pool")?,
+            protected: f.opt("protected")?,
+            prune_backups: f.opt("prune-backups")?,
+            quiet: f.opt("quiet")?,
+            remove: f.opt("remove")?,
+            repeat_missed: f.opt("repeat-missed")?,
+            schedule: f.opt("schedule")?,
+            script: f.opt("script")?,
+            stdexcludes: f.opt("stdexcludes")?,
+            stop: f.opt("stop")?,
+            stopwait: f.opt("stopwait")?,
+            storage: f.opt("storage")?,
+            tmpdir: f.opt("tmpdir")?,
+            vmid: f.opt("vmid")?,
+            zstd: f.opt("zstd")?,
+        })
+    }
 }

@@ -48,7 +48,7 @@ impl crate::open_enum::OpenEnum for GetGuestsNotInBackupResponseItemType {
 }
 crate::open_enum_traits!(GetGuestsNotInBackupResponseItemType);
 /// From `GET /cluster/backup-info/not-backed-up returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetGuestsNotInBackupResponseItem {
     /// `name`
     pub name: Option<String>,
@@ -57,4 +57,14 @@ pub struct GetGuestsNotInBackupResponseItem {
     pub type_: GetGuestsNotInBackupResponseItemType,
     /// `vmid`
     pub vmid: i64,
+}
+impl<'de> serde::Deserialize<'de> for GetGuestsNotInBackupResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.opt("name")?,
+            type_: f.req("type")?,
+            vmid: f.req("vmid")?,
+        })
+    }
 }

@@ -49,7 +49,7 @@ impl crate::open_enum::OpenEnum for MetadataScope {
 }
 crate::open_enum_traits!(MetadataScope);
 /// From `GET /cluster/ceph/metadata returns "mds" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponseMdsValue {
     /// `addr`
     pub addr: Option<String>,
@@ -68,8 +68,23 @@ pub struct MetadataResponseMdsValue {
     /// `name`
     pub name: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for MetadataResponseMdsValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            addr: f.opt("addr")?,
+            ceph_release: f.req("ceph_release")?,
+            ceph_version: f.req("ceph_version")?,
+            ceph_version_short: f.req("ceph_version_short")?,
+            hostname: f.req("hostname")?,
+            mem_swap_kb: f.req("mem_swap_kb")?,
+            mem_total_kb: f.req("mem_total_kb")?,
+            name: f.opt("name")?,
+        })
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "mgr" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponseMgrValue {
     /// `addr`
     pub addr: Option<String>,
@@ -88,8 +103,23 @@ pub struct MetadataResponseMgrValue {
     /// `name`
     pub name: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for MetadataResponseMgrValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            addr: f.opt("addr")?,
+            ceph_release: f.req("ceph_release")?,
+            ceph_version: f.req("ceph_version")?,
+            ceph_version_short: f.req("ceph_version_short")?,
+            hostname: f.req("hostname")?,
+            mem_swap_kb: f.req("mem_swap_kb")?,
+            mem_total_kb: f.req("mem_total_kb")?,
+            name: f.opt("name")?,
+        })
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "mon" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponseMonValue {
     /// `addrs`
     pub addrs: Option<String>,
@@ -108,24 +138,57 @@ pub struct MetadataResponseMonValue {
     /// `name`
     pub name: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for MetadataResponseMonValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            addrs: f.opt("addrs")?,
+            ceph_release: f.req("ceph_release")?,
+            ceph_version: f.req("ceph_version")?,
+            ceph_version_short: f.req("ceph_version_short")?,
+            hostname: f.req("hostname")?,
+            mem_swap_kb: f.req("mem_swap_kb")?,
+            mem_total_kb: f.req("mem_total_kb")?,
+            name: f.opt("name")?,
+        })
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "node" additionalProperties "version"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponseNodeValueVersion {
     /// `parts`
     pub parts: Vec<String>,
     /// `str`
     pub str: String,
 }
+impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            parts: f.req("parts")?,
+            str: f.req("str")?,
+        })
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "node" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponseNodeValue {
     /// `buildcommit`
     pub buildcommit: String,
     /// `version`
     pub version: MetadataResponseNodeValueVersion,
 }
+impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            buildcommit: f.req("buildcommit")?,
+            version: f.req("version")?,
+        })
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "osd" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponseOsdItem {
     /// `back_addr`
     pub back_addr: String,
@@ -156,8 +219,29 @@ pub struct MetadataResponseOsdItem {
     /// `osd_objectstore`
     pub osd_objectstore: String,
 }
+impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            back_addr: f.req("back_addr")?,
+            ceph_release: f.req("ceph_release")?,
+            ceph_version: f.req("ceph_version")?,
+            ceph_version_short: f.req("ceph_version_short")?,
+            device_ids: f.opt("device_ids")?,
+            device_paths: f.opt("device_paths")?,
+            devices: f.opt("devices")?,
+            front_addr: f.req("front_addr")?,
+            hostname: f.req("hostname")?,
+            id: f.req("id")?,
+            mem_swap_kb: f.req("mem_swap_kb")?,
+            mem_total_kb: f.req("mem_total_kb")?,
+            osd_data: f.req("osd_data")?,
+            osd_objectstore: f.req("osd_objectstore")?,
+        })
+    }
+}
 /// From `GET /cluster/ceph/metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetadataResponse {
     /// `mds`
     pub mds: std::collections::BTreeMap<String, MetadataResponseMdsValue>,
@@ -169,4 +253,16 @@ pub struct MetadataResponse {
     pub node: std::collections::BTreeMap<String, MetadataResponseNodeValue>,
     /// `osd`
     pub osd: Vec<MetadataResponseOsdItem>,
+}
+impl<'de> serde::Deserialize<'de> for MetadataResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            mds: f.req("mds")?,
+            mgr: f.req("mgr")?,
+            mon: f.req("mon")?,
+            node: f.req("node")?,
+            osd: f.req("osd")?,
+        })
+    }
 }

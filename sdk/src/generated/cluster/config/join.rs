@@ -104,7 +104,7 @@ impl crate::PropertyString for Ring0Addr {
 }
 crate::property_string!(Ring0Addr);
 /// From `GET /cluster/config/join returns "nodelist" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct JoinInfoResponseNodelistItem {
     /// Format `pve-node`
     pub name: String,
@@ -119,8 +119,21 @@ pub struct JoinInfoResponseNodelistItem {
     /// `ring0_addr`
     pub ring0_addr: Option<Ring0Addr>,
 }
+impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.req("name")?,
+            nodeid: f.opt("nodeid")?,
+            pve_addr: f.req("pve_addr")?,
+            pve_fp: f.req("pve_fp")?,
+            quorum_votes: f.req("quorum_votes")?,
+            ring0_addr: f.opt("ring0_addr")?,
+        })
+    }
+}
 /// From `GET /cluster/config/join returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct JoinInfoResponse {
     /// `config_digest`
     pub config_digest: String,
@@ -130,4 +143,15 @@ pub struct JoinInfoResponse {
     pub preferred_node: String,
     /// `totem`
     pub totem: serde_json::Map<String, serde_json::Value>,
+}
+impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            config_digest: f.req("config_digest")?,
+            nodelist: f.req("nodelist")?,
+            preferred_node: f.req("preferred_node")?,
+            totem: f.req("totem")?,
+        })
+    }
 }

@@ -18,11 +18,20 @@ impl crate::Operation for GetMacros {
 pub type GetMacrosResponse = Vec<GetMacrosResponseItem>;
 crate::operation_error!(GetMacrosError for GetMacros);
 /// From `GET /cluster/firewall/macros returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMacrosResponseItem {
     /// `descr`
     pub descr: String,
     /// Wire name `macro`
     #[serde(rename = "macro")]
     pub macro_: String,
+}
+impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            descr: f.req("descr")?,
+            macro_: f.req("macro")?,
+        })
+    }
 }

@@ -87,7 +87,7 @@ impl crate::PropertyString for LogRatelimit {
 }
 crate::property_string!(LogRatelimit);
 /// From `GET /cluster/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetOptionsResponse {
     /// Default `1`
     pub ebtables: Option<bool>,
@@ -101,4 +101,17 @@ pub struct GetOptionsResponse {
     pub policy_in: Option<crate::generated::PolicyIn>,
     /// `policy_out`
     pub policy_out: Option<crate::generated::PolicyOut>,
+}
+impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            ebtables: f.opt("ebtables")?,
+            enable: f.opt("enable")?,
+            log_ratelimit: f.opt("log_ratelimit")?,
+            policy_forward: f.opt("policy_forward")?,
+            policy_in: f.opt("policy_in")?,
+            policy_out: f.opt("policy_out")?,
+        })
+    }
 }

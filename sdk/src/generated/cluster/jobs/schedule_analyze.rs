@@ -35,10 +35,19 @@ impl crate::Operation for ScheduleAnalyze {
 pub type ScheduleAnalyzeResponse = Vec<ScheduleAnalyzeResponseItem>;
 crate::operation_error!(ScheduleAnalyzeError for ScheduleAnalyze);
 /// From `GET /cluster/jobs/schedule-analyze returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ScheduleAnalyzeResponseItem {
     /// `timestamp`
     pub timestamp: i64,
     /// `utc`
     pub utc: String,
+}
+impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            timestamp: f.req("timestamp")?,
+            utc: f.req("utc")?,
+        })
+    }
 }

@@ -61,7 +61,7 @@ impl crate::open_enum::OpenEnum for ExportResponseDataItemType {
 }
 crate::open_enum_traits!(ExportResponseDataItemType);
 /// From `GET /cluster/metrics/export returns "data" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExportResponseDataItem {
     /// `id`
     pub id: String,
@@ -75,9 +75,29 @@ pub struct ExportResponseDataItem {
     /// `value`
     pub value: f64,
 }
+impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            metric: f.req("metric")?,
+            timestamp: f.req("timestamp")?,
+            type_: f.req("type")?,
+            value: f.req("value")?,
+        })
+    }
+}
 /// From `GET /cluster/metrics/export returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExportResponse {
     /// `data`
     pub data: Vec<ExportResponseDataItem>,
+}
+impl<'de> serde::Deserialize<'de> for ExportResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            data: f.req("data")?,
+        })
+    }
 }

@@ -19,7 +19,7 @@ impl crate::Operation for GetMatcherFieldValues {
 pub type GetMatcherFieldValuesResponse = Vec<GetMatcherFieldValuesResponseItem>;
 crate::operation_error!(GetMatcherFieldValuesError for GetMatcherFieldValues);
 /// From `GET /cluster/notifications/matcher-field-values returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatcherFieldValuesResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -27,4 +27,14 @@ pub struct GetMatcherFieldValuesResponseItem {
     pub field: String,
     /// `value`
     pub value: String,
+}
+impl<'de> serde::Deserialize<'de> for GetMatcherFieldValuesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            field: f.req("field")?,
+            value: f.req("value")?,
+        })
+    }
 }

@@ -18,8 +18,16 @@ impl crate::Operation for GetMatcherFields {
 pub type GetMatcherFieldsResponse = Vec<GetMatcherFieldsResponseItem>;
 crate::operation_error!(GetMatcherFieldsError for GetMatcherFields);
 /// From `GET /cluster/notifications/matcher-fields returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatcherFieldsResponseItem {
     /// `name`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for GetMatcherFieldsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.req("name")?,
+        })
+    }
 }

@@ -23,7 +23,7 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 /// From `GET /cluster/qemu/cpu-flags returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,
@@ -32,4 +32,14 @@ pub struct IndexResponseItem {
     /// Wire name `supported-on`
     #[serde(rename = "supported-on")]
     pub supported_on: Option<Vec<String>>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            description: f.opt("description")?,
+            name: f.req("name")?,
+            supported_on: f.opt("supported-on")?,
+        })
+    }
 }

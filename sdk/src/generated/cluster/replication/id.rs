@@ -113,7 +113,7 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
 /// From `GET /cluster/replication/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponse {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -140,4 +140,23 @@ pub struct ReadResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::cluster::replication::Type,
+}
+impl<'de> serde::Deserialize<'de> for ReadResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            guest: f.req("guest")?,
+            id: f.req("id")?,
+            jobnum: f.req("jobnum")?,
+            rate: f.opt("rate")?,
+            remove_job: f.opt("remove_job")?,
+            schedule: f.opt("schedule")?,
+            source: f.opt("source")?,
+            target: f.req("target")?,
+            type_: f.req("type")?,
+        })
+    }
 }

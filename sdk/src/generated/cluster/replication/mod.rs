@@ -127,7 +127,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/replication returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -152,4 +152,22 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: Type,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            guest: f.req("guest")?,
+            id: f.req("id")?,
+            jobnum: f.req("jobnum")?,
+            rate: f.opt("rate")?,
+            remove_job: f.opt("remove_job")?,
+            schedule: f.opt("schedule")?,
+            source: f.opt("source")?,
+            target: f.req("target")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -27,7 +27,7 @@ impl crate::Operation for DryRun {
 }
 crate::operation_error!(DryRunError for DryRun);
 /// From `GET /cluster/sdn/dry-run returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DryRunResponse {
     /// Wire name `frr-diff`
     #[serde(rename = "frr-diff")]
@@ -35,4 +35,13 @@ pub struct DryRunResponse {
     /// Wire name `interfaces-diff`
     #[serde(rename = "interfaces-diff")]
     pub interfaces_diff: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for DryRunResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            frr_diff: f.opt("frr-diff")?,
+            interfaces_diff: f.opt("interfaces-diff")?,
+        })
+    }
 }

@@ -277,7 +277,7 @@ impl crate::open_enum::OpenEnum for GetConfigProperty {
 }
 crate::open_enum_traits!(GetConfigProperty);
 /// From `GET /nodes/{node}/config returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetConfigResponse {
     /// `acme`
     pub acme: Option<Acme>,
@@ -298,4 +298,19 @@ pub struct GetConfigResponse {
     pub startall_onboot_delay: Option<i64>,
     /// `wakeonlan`
     pub wakeonlan: Option<Wakeonlan>,
+}
+impl<'de> serde::Deserialize<'de> for GetConfigResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            acme: f.opt("acme")?,
+            ballooning_target: f.opt("ballooning-target")?,
+            description: f.opt("description")?,
+            digest: f.opt("digest")?,
+            location: f.opt("location")?,
+            startall_onboot_delay: f.opt("startall-onboot-delay")?,
+            wakeonlan: f.opt("wakeonlan")?,
+            acmedomain: f.indexed()?,
+        })
+    }
 }

@@ -68,7 +68,7 @@ impl crate::Operation for UpdateDns {
 pub type UpdateDnsResponse = ();
 crate::operation_error!(UpdateDnsError for UpdateDns);
 /// From `GET /nodes/{node}/dns returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DnsResponse {
     /// `dns1`
     pub dns1: Option<String>,
@@ -78,4 +78,15 @@ pub struct DnsResponse {
     pub dns3: Option<String>,
     /// `search`
     pub search: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for DnsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            dns1: f.opt("dns1")?,
+            dns2: f.opt("dns2")?,
+            dns3: f.opt("dns3")?,
+            search: f.opt("search")?,
+        })
+    }
 }

@@ -63,10 +63,19 @@ impl crate::Operation for WriteEtcHosts {
 pub type WriteEtcHostsResponse = ();
 crate::operation_error!(WriteEtcHostsError for WriteEtcHosts);
 /// From `GET /nodes/{node}/hosts returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetEtcHostsResponse {
     /// `data`
     pub data: String,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            data: f.req("data")?,
+            digest: f.opt("digest")?,
+        })
+    }
 }

@@ -35,7 +35,7 @@ impl crate::Operation for QueryUrlMetadata {
 }
 crate::operation_error!(QueryUrlMetadataError for QueryUrlMetadata);
 /// From `GET /nodes/{node}/query-url-metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct QueryUrlMetadataResponse {
     /// `filename`
     pub filename: Option<String>,
@@ -43,4 +43,14 @@ pub struct QueryUrlMetadataResponse {
     pub mimetype: Option<String>,
     /// `size`
     pub size: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for QueryUrlMetadataResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            filename: f.opt("filename")?,
+            mimetype: f.opt("mimetype")?,
+            size: f.opt("size")?,
+        })
+    }
 }

@@ -39,7 +39,7 @@ impl crate::Operation for Spiceshell {
 }
 crate::operation_error!(SpiceshellError for Spiceshell);
 /// From `POST /nodes/{node}/spiceshell returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SpiceshellResponse {
     /// `host`
     pub host: String,
@@ -53,4 +53,16 @@ pub struct SpiceshellResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for SpiceshellResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            host: f.req("host")?,
+            password: f.req("password")?,
+            proxy: f.req("proxy")?,
+            tls_port: f.req("tls-port")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -88,15 +88,24 @@ impl crate::open_enum::OpenEnum for StatusResponseBootInfoMode {
 }
 crate::open_enum_traits!(StatusResponseBootInfoMode);
 /// From `GET /nodes/{node}/status returns "boot-info"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseBootInfo {
     /// `mode`
     pub mode: StatusResponseBootInfoMode,
     /// `secureboot`
     pub secureboot: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            mode: f.req("mode")?,
+            secureboot: f.opt("secureboot")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/status returns "cpuinfo"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseCpuinfo {
     /// `cores`
     pub cores: i64,
@@ -107,8 +116,19 @@ pub struct StatusResponseCpuinfo {
     /// `sockets`
     pub sockets: i64,
 }
+impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cores: f.req("cores")?,
+            cpus: f.req("cpus")?,
+            model: f.req("model")?,
+            sockets: f.req("sockets")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/status returns "current-kernel"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseCurrentKernel {
     /// `machine`
     pub machine: String,
@@ -119,8 +139,19 @@ pub struct StatusResponseCurrentKernel {
     /// `version`
     pub version: String,
 }
+impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            machine: f.req("machine")?,
+            release: f.req("release")?,
+            sysname: f.req("sysname")?,
+            version: f.req("version")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/status returns "memory"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseMemory {
     /// `available`
     pub available: i64,
@@ -131,8 +162,19 @@ pub struct StatusResponseMemory {
     /// `used`
     pub used: i64,
 }
+impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            available: f.req("available")?,
+            free: f.req("free")?,
+            total: f.req("total")?,
+            used: f.req("used")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/status returns "rootfs"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseRootfs {
     /// `avail`
     pub avail: i64,
@@ -143,8 +185,19 @@ pub struct StatusResponseRootfs {
     /// `used`
     pub used: i64,
 }
+impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            avail: f.req("avail")?,
+            free: f.req("free")?,
+            total: f.req("total")?,
+            used: f.req("used")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponse {
     /// Wire name `boot-info`
     #[serde(rename = "boot-info")]
@@ -164,6 +217,21 @@ pub struct StatusResponse {
     pub pveversion: String,
     /// `rootfs`
     pub rootfs: StatusResponseRootfs,
+}
+impl<'de> serde::Deserialize<'de> for StatusResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            boot_info: f.req("boot-info")?,
+            cpu: f.req("cpu")?,
+            cpuinfo: f.req("cpuinfo")?,
+            current_kernel: f.req("current-kernel")?,
+            loadavg: f.req("loadavg")?,
+            memory: f.req("memory")?,
+            pveversion: f.req("pveversion")?,
+            rootfs: f.req("rootfs")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

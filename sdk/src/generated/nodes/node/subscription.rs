@@ -172,7 +172,7 @@ impl crate::open_enum::OpenEnum for GetResponseStatus {
 }
 crate::open_enum_traits!(GetResponseStatus);
 /// From `GET /nodes/{node}/subscription returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetResponse {
     /// `checktime`
     pub checktime: Option<i64>,
@@ -198,4 +198,23 @@ pub struct GetResponse {
     pub status: GetResponseStatus,
     /// `url`
     pub url: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for GetResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            checktime: f.opt("checktime")?,
+            key: f.opt("key")?,
+            level: f.opt("level")?,
+            message: f.opt("message")?,
+            nextduedate: f.opt("nextduedate")?,
+            productname: f.opt("productname")?,
+            regdate: f.opt("regdate")?,
+            serverid: f.opt("serverid")?,
+            signature: f.opt("signature")?,
+            sockets: f.opt("sockets")?,
+            status: f.req("status")?,
+            url: f.opt("url")?,
+        })
+    }
 }

@@ -46,10 +46,19 @@ impl crate::Operation for Syslog {
 pub type SyslogResponse = Vec<SyslogResponseItem>;
 crate::operation_error!(SyslogError for Syslog);
 /// From `GET /nodes/{node}/syslog returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SyslogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
+}
+impl<'de> serde::Deserialize<'de> for SyslogResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            n: f.req("n")?,
+            t: f.req("t")?,
+        })
+    }
 }

@@ -59,7 +59,7 @@ impl crate::Operation for SetTimezone {
 pub type SetTimezoneResponse = ();
 crate::operation_error!(SetTimezoneError for SetTimezone);
 /// From `GET /nodes/{node}/time returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TimeResponse {
     /// Minimum 1297163644
     pub localtime: i64,
@@ -67,4 +67,14 @@ pub struct TimeResponse {
     pub time: i64,
     /// `timezone`
     pub timezone: String,
+}
+impl<'de> serde::Deserialize<'de> for TimeResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            localtime: f.req("localtime")?,
+            time: f.req("time")?,
+            timezone: f.req("timezone")?,
+        })
+    }
 }

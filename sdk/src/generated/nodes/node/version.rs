@@ -26,7 +26,7 @@ impl crate::Operation for Version {
 }
 crate::operation_error!(VersionError for Version);
 /// From `GET /nodes/{node}/version returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VersionResponse {
     /// `release`
     pub release: String,
@@ -34,4 +34,14 @@ pub struct VersionResponse {
     pub repoid: String,
     /// `version`
     pub version: String,
+}
+impl<'de> serde::Deserialize<'de> for VersionResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            release: f.req("release")?,
+            repoid: f.req("repoid")?,
+            version: f.req("version")?,
+        })
+    }
 }

@@ -44,7 +44,7 @@ impl crate::Operation for Vncshell {
 }
 crate::operation_error!(VncshellError for Vncshell);
 /// From `POST /nodes/{node}/vncshell returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VncshellResponse {
     /// `cert`
     pub cert: String,
@@ -58,4 +58,17 @@ pub struct VncshellResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+}
+impl<'de> serde::Deserialize<'de> for VncshellResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cert: f.req("cert")?,
+            password: f.opt("password")?,
+            port: f.req("port")?,
+            ticket: f.req("ticket")?,
+            upid: f.req("upid")?,
+            user: f.req("user")?,
+        })
+    }
 }

@@ -33,8 +33,16 @@ impl crate::Operation for Vncwebsocket {
 }
 crate::operation_error!(VncwebsocketError for Vncwebsocket);
 /// From `GET /nodes/{node}/vncwebsocket returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VncwebsocketResponse {
     /// `port`
     pub port: String,
+}
+impl<'de> serde::Deserialize<'de> for VncwebsocketResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            port: f.req("port")?,
+        })
+    }
 }

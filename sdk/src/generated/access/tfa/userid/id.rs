@@ -109,7 +109,7 @@ impl crate::Operation for UpdateTfaEntry {
 pub type UpdateTfaEntryResponse = ();
 crate::operation_error!(UpdateTfaEntryError for UpdateTfaEntry);
 /// From `GET /access/tfa/{userid}/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetTfaEntryResponse {
     /// `created`
     pub created: i64,
@@ -122,4 +122,16 @@ pub struct GetTfaEntryResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
+}
+impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            created: f.req("created")?,
+            description: f.req("description")?,
+            enable: f.opt("enable")?,
+            id: f.req("id")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -78,7 +78,7 @@ impl crate::Operation for AddTfaEntry {
 }
 crate::operation_error!(AddTfaEntryError for AddTfaEntry);
 /// From `GET /access/tfa/{userid} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListUserTfaResponseItem {
     /// `created`
     pub created: i64,
@@ -92,8 +92,20 @@ pub struct ListUserTfaResponseItem {
     #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
 }
+impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            created: f.req("created")?,
+            description: f.req("description")?,
+            enable: f.opt("enable")?,
+            id: f.req("id")?,
+            type_: f.req("type")?,
+        })
+    }
+}
 /// From `POST /access/tfa/{userid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AddTfaEntryResponse {
     /// `challenge`
     pub challenge: Option<String>,
@@ -101,4 +113,14 @@ pub struct AddTfaEntryResponse {
     pub id: String,
     /// `recovery`
     pub recovery: Option<Vec<String>>,
+}
+impl<'de> serde::Deserialize<'de> for AddTfaEntryResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            challenge: f.opt("challenge")?,
+            id: f.req("id")?,
+            recovery: f.opt("recovery")?,
+        })
+    }
 }

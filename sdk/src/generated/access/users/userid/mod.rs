@@ -115,7 +115,7 @@ impl crate::Operation for UpdateUser {
 pub type UpdateUserResponse = ();
 crate::operation_error!(UpdateUserError for UpdateUser);
 /// From `GET /access/users/{userid} returns "tokens" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadUserResponseTokensValue {
     /// `comment`
     pub comment: Option<String>,
@@ -124,8 +124,18 @@ pub struct ReadUserResponseTokensValue {
     /// Default `1`
     pub privsep: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for ReadUserResponseTokensValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            expire: f.opt("expire")?,
+            privsep: f.opt("privsep")?,
+        })
+    }
+}
 /// From `GET /access/users/{userid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadUserResponse {
     /// Maximum length 2048
     pub comment: Option<String>,
@@ -145,4 +155,20 @@ pub struct ReadUserResponse {
     pub lastname: Option<String>,
     /// `tokens`
     pub tokens: Option<std::collections::BTreeMap<String, ReadUserResponseTokensValue>>,
+}
+impl<'de> serde::Deserialize<'de> for ReadUserResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            email: f.opt("email")?,
+            enable: f.opt("enable")?,
+            expire: f.opt("expire")?,
+            firstname: f.opt("firstname")?,
+            groups: f.opt("groups")?,
+            keys: f.opt("keys")?,
+            lastname: f.opt("lastname")?,
+            tokens: f.opt("tokens")?,
+        })
+    }
 }

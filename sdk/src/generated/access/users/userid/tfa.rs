@@ -130,7 +130,7 @@ impl crate::open_enum::OpenEnum for ReadUserTfaTypeResponseUser {
 }
 crate::open_enum_traits!(ReadUserTfaTypeResponseUser);
 /// From `GET /access/users/{userid}/tfa returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadUserTfaTypeResponse {
     /// `realm`
     pub realm: Option<ReadUserTfaTypeResponseRealm>,
@@ -138,4 +138,14 @@ pub struct ReadUserTfaTypeResponse {
     pub types: Option<Vec<ReadUserTfaTypeResponseTypesItem>>,
     /// `user`
     pub user: Option<ReadUserTfaTypeResponseUser>,
+}
+impl<'de> serde::Deserialize<'de> for ReadUserTfaTypeResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            realm: f.opt("realm")?,
+            types: f.opt("types")?,
+            user: f.opt("user")?,
+        })
+    }
 }

@@ -85,7 +85,7 @@ impl crate::Operation for UpdateAccount {
 pub type UpdateAccountResponse = String;
 crate::operation_error!(UpdateAccountError for UpdateAccount);
 /// From `GET /cluster/acme/account/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAccountResponse {
     /// `account`
     pub account: Option<serde_json::Map<String, serde_json::Value>>,
@@ -95,4 +95,15 @@ pub struct GetAccountResponse {
     pub location: Option<String>,
     /// `tos`
     pub tos: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for GetAccountResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            account: f.opt("account")?,
+            directory: f.opt("directory")?,
+            location: f.opt("location")?,
+            tos: f.opt("tos")?,
+        })
+    }
 }

@@ -104,7 +104,7 @@ impl crate::Operation for UpdatePlugin {
 pub type UpdatePluginResponse = ();
 crate::operation_error!(UpdatePluginError for UpdatePlugin);
 /// From `GET /cluster/acme/plugins/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetPluginConfigResponse {
     /// `api`
     pub api: Option<crate::generated::cluster::acme::plugins::Api>,
@@ -124,4 +124,19 @@ pub struct GetPluginConfigResponse {
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
     #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for GetPluginConfigResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            api: f.opt("api")?,
+            data: f.opt("data")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            nodes: f.opt("nodes")?,
+            plugin: f.req("plugin")?,
+            type_: f.req("type")?,
+            validation_delay: f.opt("validation-delay")?,
+        })
+    }
 }

@@ -924,7 +924,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/acme/plugins returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `api`
     pub api: Option<Api>,
@@ -944,4 +944,19 @@ pub struct IndexResponseItem {
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
     #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            api: f.opt("api")?,
+            data: f.opt("data")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            nodes: f.opt("nodes")?,
+            plugin: f.req("plugin")?,
+            type_: f.req("type")?,
+            validation_delay: f.opt("validation-delay")?,
+        })
+    }
 }

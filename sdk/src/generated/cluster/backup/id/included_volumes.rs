@@ -26,7 +26,7 @@ impl crate::Operation for GetVolumeBackupIncluded {
 }
 crate::operation_error!(GetVolumeBackupIncludedError for GetVolumeBackupIncluded);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     /// `id`
     pub id: String,
@@ -36,6 +36,17 @@ pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     pub name: String,
     /// `reason`
     pub reason: String,
+}
+impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            included: f.req("included")?,
+            name: f.req("name")?,
+            reason: f.req("reason")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -71,7 +82,7 @@ impl crate::open_enum::OpenEnum for GetVolumeBackupIncludedResponseChildrenItemT
 }
 crate::open_enum_traits!(GetVolumeBackupIncludedResponseChildrenItemType);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetVolumeBackupIncludedResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<GetVolumeBackupIncludedResponseChildrenItemChildrenItem>>,
@@ -83,9 +94,28 @@ pub struct GetVolumeBackupIncludedResponseChildrenItem {
     #[serde(rename = "type")]
     pub type_: GetVolumeBackupIncludedResponseChildrenItemType,
 }
+impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            children: f.opt("children")?,
+            id: f.req("id")?,
+            name: f.opt("name")?,
+            type_: f.req("type")?,
+        })
+    }
+}
 /// From `GET /cluster/backup/{id}/included_volumes returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetVolumeBackupIncludedResponse {
     /// `children`
     pub children: Vec<GetVolumeBackupIncludedResponseChildrenItem>,
+}
+impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            children: f.req("children")?,
+        })
+    }
 }

@@ -139,7 +139,7 @@ impl crate::open_enum::OpenEnum for GetAllFlagsResponseItemName {
 }
 crate::open_enum_traits!(GetAllFlagsResponseItemName);
 /// From `GET /cluster/ceph/flags returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAllFlagsResponseItem {
     /// `description`
     pub description: String,
@@ -147,4 +147,14 @@ pub struct GetAllFlagsResponseItem {
     pub name: GetAllFlagsResponseItemName,
     /// `value`
     pub value: bool,
+}
+impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            description: f.req("description")?,
+            name: f.req("name")?,
+            value: f.req("value")?,
+        })
+    }
 }

@@ -19,8 +19,16 @@ impl crate::Operation for Nodes {
 pub type NodesResponse = Vec<NodesResponseItem>;
 crate::operation_error!(NodesError for Nodes);
 /// From `GET /cluster/config/nodes returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NodesResponseItem {
     /// `node`
     pub node: String,
+}
+impl<'de> serde::Deserialize<'de> for NodesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            node: f.req("node")?,
+        })
+    }
 }

@@ -75,7 +75,7 @@ impl crate::Operation for Addnode {
 }
 crate::operation_error!(AddnodeError for Addnode);
 /// From `POST /cluster/config/nodes/{node} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AddnodeResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub corosync_authkey: crate::Secret,
@@ -83,4 +83,14 @@ pub struct AddnodeResponse {
     pub corosync_conf: String,
     /// `warnings`
     pub warnings: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for AddnodeResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            corosync_authkey: f.req("corosync_authkey")?,
+            corosync_conf: f.req("corosync_conf")?,
+            warnings: f.req("warnings")?,
+        })
+    }
 }

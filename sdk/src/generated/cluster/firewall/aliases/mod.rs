@@ -54,7 +54,7 @@ impl crate::Operation for CreateAlias {
 pub type CreateAliasResponse = ();
 crate::operation_error!(CreateAliasError for CreateAlias);
 /// From `GET /cluster/firewall/aliases returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAliasesResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -64,4 +64,15 @@ pub struct GetAliasesResponseItem {
     pub digest: String,
     /// `name`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cidr: f.req("cidr")?,
+            comment: f.opt("comment")?,
+            digest: f.req("digest")?,
+            name: f.req("name")?,
+        })
+    }
 }

@@ -57,7 +57,7 @@ impl crate::Operation for CreateSecurityGroup {
 pub type CreateSecurityGroupResponse = ();
 crate::operation_error!(CreateSecurityGroupError for CreateSecurityGroup);
 /// From `GET /cluster/firewall/groups returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListSecurityGroupsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -65,4 +65,14 @@ pub struct ListSecurityGroupsResponseItem {
     pub digest: String,
     /// Length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
+}
+impl<'de> serde::Deserialize<'de> for ListSecurityGroupsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            digest: f.req("digest")?,
+            group: f.req("group")?,
+        })
+    }
 }

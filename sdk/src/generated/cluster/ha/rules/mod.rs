@@ -129,10 +129,18 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/rules returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `rule`
     pub rule: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            rule: f.req("rule")?,
+        })
+    }
 }
 /// Selected by `type`.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,16 +187,33 @@ impl crate::tagged::Tagged for CreateRuleType {
 }
 crate::tagged_traits!(CreateRuleType);
 /// Fields of [`CreateRuleType::NodeAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct CreateRuleTypeNodeAffinity {
     /// Format `pve-ha-node-list`
     pub nodes: Option<String>,
     /// Default `0`
     pub strict: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for CreateRuleTypeNodeAffinity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            nodes: f.opt("nodes")?,
+            strict: f.opt("strict")?,
+        })
+    }
+}
 /// Fields of [`CreateRuleType::ResourceAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct CreateRuleTypeResourceAffinity {
     /// `affinity`
     pub affinity: Option<Affinity>,
+}
+impl<'de> serde::Deserialize<'de> for CreateRuleTypeResourceAffinity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            affinity: f.opt("affinity")?,
+        })
+    }
 }

@@ -100,13 +100,22 @@ impl crate::Operation for UpdateRule {
 pub type UpdateRuleResponse = ();
 crate::operation_error!(UpdateRuleError for UpdateRule);
 /// From `GET /cluster/ha/rules/{rule} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadRuleResponse {
     /// Format `pve-configid`
     pub rule: String,
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::cluster::ha::rules::Type,
+}
+impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            rule: f.req("rule")?,
+            type_: f.req("type")?,
+        })
+    }
 }
 /// Selected by `type`.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,16 +162,33 @@ impl crate::tagged::Tagged for UpdateRuleType {
 }
 crate::tagged_traits!(UpdateRuleType);
 /// Fields of [`UpdateRuleType::NodeAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateRuleTypeNodeAffinity {
     /// Format `pve-ha-node-list`
     pub nodes: Option<String>,
     /// Default `0`
     pub strict: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateRuleTypeNodeAffinity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            nodes: f.opt("nodes")?,
+            strict: f.opt("strict")?,
+        })
+    }
+}
 /// Fields of [`UpdateRuleType::ResourceAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateRuleTypeResourceAffinity {
     /// `affinity`
     pub affinity: Option<crate::generated::cluster::ha::rules::Affinity>,
+}
+impl<'de> serde::Deserialize<'de> for UpdateRuleTypeResourceAffinity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            affinity: f.opt("affinity")?,
+        })
+    }
 }

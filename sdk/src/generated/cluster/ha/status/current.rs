@@ -125,7 +125,7 @@ impl crate::open_enum::OpenEnum for StatusResponseItemType {
 }
 crate::open_enum_traits!(StatusResponseItemType);
 /// From `GET /cluster/ha/status/current returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseItem {
     /// Wire name `armed-state`
     #[serde(rename = "armed-state")]
@@ -162,4 +162,27 @@ pub struct StatusResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: StatusResponseItemType,
+}
+impl<'de> serde::Deserialize<'de> for StatusResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            armed_state: f.opt("armed-state")?,
+            auto_rebalance: f.opt("auto-rebalance")?,
+            crm_state: f.opt("crm_state")?,
+            failback: f.opt("failback")?,
+            id: f.req("id")?,
+            max_relocate: f.opt("max_relocate")?,
+            max_restart: f.opt("max_restart")?,
+            node: f.req("node")?,
+            quorate: f.opt("quorate")?,
+            request_state: f.opt("request_state")?,
+            resource_mode: f.opt("resource_mode")?,
+            sid: f.opt("sid")?,
+            state: f.opt("state")?,
+            status: f.req("status")?,
+            timestamp: f.opt("timestamp")?,
+            type_: f.req("type")?,
+        })
+    }
 }

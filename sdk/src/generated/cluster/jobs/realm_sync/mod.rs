@@ -19,7 +19,7 @@ impl crate::Operation for SyncjobIndex {
 pub type SyncjobIndexResponse = Vec<SyncjobIndexResponseItem>;
 crate::operation_error!(SyncjobIndexError for SyncjobIndex);
 /// From `GET /cluster/jobs/realm-sync returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SyncjobIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -42,4 +42,20 @@ pub struct SyncjobIndexResponseItem {
     pub schedule: String,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
+}
+impl<'de> serde::Deserialize<'de> for SyncjobIndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            enabled: f.req("enabled")?,
+            id: f.req("id")?,
+            last_run: f.opt("last-run")?,
+            next_run: f.opt("next-run")?,
+            realm: f.req("realm")?,
+            remove_vanished: f.opt("remove-vanished")?,
+            schedule: f.req("schedule")?,
+            scope: f.opt("scope")?,
+        })
+    }
 }

@@ -90,15 +90,24 @@ impl crate::PropertyString for Map {
 }
 crate::property_string!(Map);
 /// From `GET /cluster/mapping/dir returns items "checks" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemChecksItem {
     /// `message`
     pub message: String,
     /// `severity`
     pub severity: crate::generated::cluster::mapping::Severity,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            message: f.req("message")?,
+            severity: f.req("severity")?,
+        })
+    }
+}
 /// From `GET /cluster/mapping/dir returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `checks`
     pub checks: Option<Vec<IndexResponseItemChecksItem>>,
@@ -108,4 +117,15 @@ pub struct IndexResponseItem {
     pub id: String,
     /// `map`
     pub map: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            checks: f.opt("checks")?,
+            description: f.req("description")?,
+            id: f.req("id")?,
+            map: f.req("map")?,
+        })
+    }
 }

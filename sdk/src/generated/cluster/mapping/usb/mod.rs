@@ -98,15 +98,24 @@ impl crate::PropertyString for Map {
 }
 crate::property_string!(Map);
 /// From `GET /cluster/mapping/usb returns items "error" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemErrorItem {
     /// `message`
     pub message: String,
     /// `severity`
     pub severity: String,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            message: f.req("message")?,
+            severity: f.req("severity")?,
+        })
+    }
+}
 /// From `GET /cluster/mapping/usb returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `description`
     pub description: String,
@@ -116,4 +125,15 @@ pub struct IndexResponseItem {
     pub id: String,
     /// `map`
     pub map: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            description: f.req("description")?,
+            error: f.req("error")?,
+            id: f.req("id")?,
+            map: f.req("map")?,
+        })
+    }
 }

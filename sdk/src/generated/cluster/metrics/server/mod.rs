@@ -19,7 +19,7 @@ impl crate::Operation for ServerIndex {
 pub type ServerIndexResponse = Vec<ServerIndexResponseItem>;
 crate::operation_error!(ServerIndexError for ServerIndex);
 /// From `GET /cluster/metrics/server returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ServerIndexResponseItem {
     /// `disable`
     pub disable: bool,
@@ -32,4 +32,16 @@ pub struct ServerIndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            disable: f.req("disable")?,
+            id: f.req("id")?,
+            port: f.req("port")?,
+            server: f.req("server")?,
+            type_: f.req("type")?,
+        })
+    }
 }

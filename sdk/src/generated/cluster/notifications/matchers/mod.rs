@@ -106,7 +106,7 @@ impl crate::open_enum::OpenEnum for Mode {
 }
 crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/matchers returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatchersResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -132,4 +132,21 @@ pub struct GetMatchersResponseItem {
     pub origin: crate::generated::cluster::notifications::Origin,
     /// `target`
     pub target: Option<Vec<String>>,
+}
+impl<'de> serde::Deserialize<'de> for GetMatchersResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            invert_match: f.opt("invert-match")?,
+            match_calendar: f.opt("match-calendar")?,
+            match_field: f.opt("match-field")?,
+            match_severity: f.opt("match-severity")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            origin: f.req("origin")?,
+            target: f.opt("target")?,
+        })
+    }
 }

@@ -116,7 +116,7 @@ impl crate::Operation for UpdateMatcher {
 pub type UpdateMatcherResponse = ();
 crate::operation_error!(UpdateMatcherError for UpdateMatcher);
 /// From `GET /cluster/notifications/matchers/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatcherResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -142,4 +142,21 @@ pub struct GetMatcherResponse {
     pub name: String,
     /// `target`
     pub target: Option<Vec<String>>,
+}
+impl<'de> serde::Deserialize<'de> for GetMatcherResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            invert_match: f.opt("invert-match")?,
+            match_calendar: f.opt("match-calendar")?,
+            match_field: f.opt("match-field")?,
+            match_severity: f.opt("match-severity")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            target: f.opt("target")?,
+        })
+    }
 }

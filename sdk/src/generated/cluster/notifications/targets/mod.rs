@@ -57,7 +57,7 @@ impl crate::open_enum::OpenEnum for GetAllTargetsResponseItemType {
 }
 crate::open_enum_traits!(GetAllTargetsResponseItemType);
 /// From `GET /cluster/notifications/targets returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAllTargetsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -70,4 +70,16 @@ pub struct GetAllTargetsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: GetAllTargetsResponseItemType,
+}
+impl<'de> serde::Deserialize<'de> for GetAllTargetsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            name: f.req("name")?,
+            origin: f.req("origin")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -116,7 +116,7 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
 /// From `GET /cluster/qemu/custom-cpu-models/{cputype} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InfoResponse {
     /// Default `kvm64`
     pub cputype: Option<String>,
@@ -140,4 +140,20 @@ pub struct InfoResponse {
     /// Wire name `reported-model`; default `kvm64`
     #[serde(rename = "reported-model")]
     pub reported_model: Option<crate::generated::cluster::qemu::custom_cpu_models::ReportedModel>,
+}
+impl<'de> serde::Deserialize<'de> for InfoResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cputype: f.opt("cputype")?,
+            digest: f.opt("digest")?,
+            flags: f.opt("flags")?,
+            guest_phys_bits: f.opt("guest-phys-bits")?,
+            hidden: f.opt("hidden")?,
+            hv_vendor_id: f.opt("hv-vendor-id")?,
+            level: f.opt("level")?,
+            phys_bits: f.opt("phys-bits")?,
+            reported_model: f.opt("reported-model")?,
+        })
+    }
 }

@@ -650,7 +650,7 @@ impl crate::open_enum::OpenEnum for ReportedModel {
 }
 crate::open_enum_traits!(ReportedModel);
 /// From `GET /cluster/qemu/custom-cpu-models returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ConfigResponseItem {
     /// Default `kvm64`
     pub cputype: Option<String>,
@@ -674,4 +674,20 @@ pub struct ConfigResponseItem {
     /// Wire name `reported-model`; default `kvm64`
     #[serde(rename = "reported-model")]
     pub reported_model: Option<ReportedModel>,
+}
+impl<'de> serde::Deserialize<'de> for ConfigResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cputype: f.opt("cputype")?,
+            digest: f.opt("digest")?,
+            flags: f.opt("flags")?,
+            guest_phys_bits: f.opt("guest-phys-bits")?,
+            hidden: f.opt("hidden")?,
+            hv_vendor_id: f.opt("hv-vendor-id")?,
+            level: f.opt("level")?,
+            phys_bits: f.opt("phys-bits")?,
+            reported_model: f.opt("reported-model")?,
+        })
+    }
 }

@@ -162,7 +162,7 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
 /// From `GET /cluster/sdn/controllers/{controller} returns "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponsePending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -198,8 +198,28 @@ pub struct ReadResponsePending {
     /// `peers`
     pub peers: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for ReadResponsePending {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            asn: f.opt("asn")?,
+            bgp_mode: f.opt("bgp-mode")?,
+            bgp_multipath_as_relax: f.opt("bgp-multipath-as-relax")?,
+            ebgp: f.opt("ebgp")?,
+            ebgp_multihop: f.opt("ebgp-multihop")?,
+            isis_domain: f.opt("isis-domain")?,
+            isis_ifaces: f.opt("isis-ifaces")?,
+            isis_net: f.opt("isis-net")?,
+            loopback: f.opt("loopback")?,
+            node: f.opt("node")?,
+            nodes: f.opt("nodes")?,
+            peer_group_name: f.opt("peer-group-name")?,
+            peers: f.opt("peers")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/controllers/{controller} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponse {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -245,4 +265,29 @@ pub struct ReadResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::cluster::sdn::controllers::Type,
+}
+impl<'de> serde::Deserialize<'de> for ReadResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            asn: f.opt("asn")?,
+            bgp_mode: f.opt("bgp-mode")?,
+            bgp_multipath_as_relax: f.opt("bgp-multipath-as-relax")?,
+            controller: f.req("controller")?,
+            digest: f.opt("digest")?,
+            ebgp: f.opt("ebgp")?,
+            ebgp_multihop: f.opt("ebgp-multihop")?,
+            isis_domain: f.opt("isis-domain")?,
+            isis_ifaces: f.opt("isis-ifaces")?,
+            isis_net: f.opt("isis-net")?,
+            loopback: f.opt("loopback")?,
+            node: f.opt("node")?,
+            nodes: f.opt("nodes")?,
+            peer_group_name: f.opt("peer-group-name")?,
+            peers: f.opt("peers")?,
+            pending: f.opt("pending")?,
+            state: f.opt("state")?,
+            type_: f.req("type")?,
+        })
+    }
 }

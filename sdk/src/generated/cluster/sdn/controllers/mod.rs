@@ -191,7 +191,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/controllers returns items "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemPending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -227,8 +227,28 @@ pub struct IndexResponseItemPending {
     /// `peers`
     pub peers: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            asn: f.opt("asn")?,
+            bgp_mode: f.opt("bgp-mode")?,
+            bgp_multipath_as_relax: f.opt("bgp-multipath-as-relax")?,
+            ebgp: f.opt("ebgp")?,
+            ebgp_multihop: f.opt("ebgp-multihop")?,
+            isis_domain: f.opt("isis-domain")?,
+            isis_ifaces: f.opt("isis-ifaces")?,
+            isis_net: f.opt("isis-net")?,
+            loopback: f.opt("loopback")?,
+            node: f.opt("node")?,
+            nodes: f.opt("nodes")?,
+            peer_group_name: f.opt("peer-group-name")?,
+            peers: f.opt("peers")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/controllers returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -274,4 +294,29 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: Type,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            asn: f.opt("asn")?,
+            bgp_mode: f.opt("bgp-mode")?,
+            bgp_multipath_as_relax: f.opt("bgp-multipath-as-relax")?,
+            controller: f.req("controller")?,
+            digest: f.opt("digest")?,
+            ebgp: f.opt("ebgp")?,
+            ebgp_multihop: f.opt("ebgp-multihop")?,
+            isis_domain: f.opt("isis-domain")?,
+            isis_ifaces: f.opt("isis-ifaces")?,
+            isis_net: f.opt("isis-net")?,
+            loopback: f.opt("loopback")?,
+            node: f.opt("node")?,
+            nodes: f.opt("nodes")?,
+            peer_group_name: f.opt("peer-group-name")?,
+            peers: f.opt("peers")?,
+            pending: f.opt("pending")?,
+            state: f.opt("state")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -75,7 +75,7 @@ impl crate::tagged::Tagged for ListAllResponseFabricsItemProtocol {
 }
 crate::tagged_traits!(ListAllResponseFabricsItemProtocol);
 /// Fields of [`ListAllResponseFabricsItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseFabricsItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -84,8 +84,18 @@ pub struct ListAllResponseFabricsItemProtocolOpenfabric {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csnp_interval: f.opt("csnp_interval")?,
+            hello_interval: f.opt("hello_interval")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`ListAllResponseFabricsItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseFabricsItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -94,20 +104,46 @@ pub struct ListAllResponseFabricsItemProtocolOspf {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            area: f.opt("area")?,
+            redistribute: f.opt("redistribute")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`ListAllResponseFabricsItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseFabricsItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            persistent_keepalive: f.opt("persistent_keepalive")?,
+        })
+    }
+}
 /// Fields of [`ListAllResponseFabricsItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseFabricsItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            redistribute: f.opt("redistribute")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/all returns "fabrics" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListAllResponseFabricsItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -123,6 +159,19 @@ pub struct ListAllResponseFabricsItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListAllResponseFabricsItemProtocol,
+}
+impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            id: f.req("id")?,
+            ip6_prefix: f.opt("ip6_prefix")?,
+            ip_prefix: f.opt("ip_prefix")?,
+            lock_token: f.opt("lock-token")?,
+            protocol: f.tagged()?,
+        })
+    }
 }
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,19 +228,35 @@ impl crate::tagged::Tagged for ListAllResponseNodesItemProtocol {
 }
 crate::tagged_traits!(ListAllResponseNodesItemProtocol);
 /// Fields of [`ListAllResponseNodesItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseNodesItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`ListAllResponseNodesItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseNodesItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`ListAllResponseNodesItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseNodesItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -206,14 +271,35 @@ pub struct ListAllResponseNodesItemProtocolWireguard {
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_ips: f.opt("allowed_ips")?,
+            endpoint: f.opt("endpoint")?,
+            interfaces: f.opt("interfaces")?,
+            peers: f.opt("peers")?,
+            public_key: f.opt("public_key")?,
+            role: f.opt("role")?,
+        })
+    }
+}
 /// Fields of [`ListAllResponseNodesItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListAllResponseNodesItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/all returns "nodes" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListAllResponseNodesItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -232,11 +318,34 @@ pub struct ListAllResponseNodesItem {
     #[serde(flatten)]
     pub protocol: ListAllResponseNodesItemProtocol,
 }
+impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            fabric_id: f.req("fabric_id")?,
+            ip: f.opt("ip")?,
+            ip6: f.opt("ip6")?,
+            lock_token: f.opt("lock-token")?,
+            node_id: f.req("node_id")?,
+            protocol: f.tagged()?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/all returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListAllResponse {
     /// `fabrics`
     pub fabrics: Vec<ListAllResponseFabricsItem>,
     /// `nodes`
     pub nodes: Vec<ListAllResponseNodesItem>,
+}
+impl<'de> serde::Deserialize<'de> for ListAllResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            fabrics: f.req("fabrics")?,
+            nodes: f.req("nodes")?,
+        })
+    }
 }

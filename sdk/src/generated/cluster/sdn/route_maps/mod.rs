@@ -22,8 +22,14 @@ impl crate::Operation for ListRouteMaps {
 pub type ListRouteMapsResponse = Vec<ListRouteMapsResponseItem>;
 crate::operation_error!(ListRouteMapsError for ListRouteMaps);
 /// From `GET /cluster/sdn/route-maps returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListRouteMapsResponseItem {
     /// Format `pve-sdn-route-map-id`
     pub id: String,
+}
+impl<'de> serde::Deserialize<'de> for ListRouteMapsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self { id: f.req("id")? })
+    }
 }

@@ -102,7 +102,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/vnets returns items "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemPending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -116,8 +116,20 @@ pub struct IndexResponseItemPending {
     /// `zone`
     pub zone: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            alias: f.opt("alias")?,
+            isolate_ports: f.opt("isolate-ports")?,
+            tag: f.opt("tag")?,
+            vlanaware: f.opt("vlanaware")?,
+            zone: f.opt("zone")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/vnets returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -141,4 +153,21 @@ pub struct IndexResponseItem {
     pub vnet: String,
     /// `zone`
     pub zone: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            alias: f.opt("alias")?,
+            digest: f.opt("digest")?,
+            isolate_ports: f.opt("isolate-ports")?,
+            pending: f.opt("pending")?,
+            state: f.opt("state")?,
+            tag: f.opt("tag")?,
+            type_: f.req("type")?,
+            vlanaware: f.opt("vlanaware")?,
+            vnet: f.req("vnet")?,
+            zone: f.opt("zone")?,
+        })
+    }
 }

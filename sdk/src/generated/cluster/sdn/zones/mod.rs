@@ -249,7 +249,7 @@ impl crate::open_enum::OpenEnum for VlanProtocol {
 }
 crate::open_enum_traits!(VlanProtocol);
 /// From `GET /cluster/sdn/zones returns items "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemPending {
     /// Wire name `advertise-subnets`
     #[serde(rename = "advertise-subnets")]
@@ -308,8 +308,38 @@ pub struct IndexResponseItemPending {
     #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            advertise_subnets: f.opt("advertise-subnets")?,
+            bridge: f.opt("bridge")?,
+            bridge_disable_mac_learning: f.opt("bridge-disable-mac-learning")?,
+            controller: f.opt("controller")?,
+            dhcp: f.opt("dhcp")?,
+            disable_arp_nd_suppression: f.opt("disable-arp-nd-suppression")?,
+            dns: f.opt("dns")?,
+            dnszone: f.opt("dnszone")?,
+            exitnodes: f.opt("exitnodes")?,
+            exitnodes_local_routing: f.opt("exitnodes-local-routing")?,
+            exitnodes_primary: f.opt("exitnodes-primary")?,
+            ipam: f.opt("ipam")?,
+            mac: f.opt("mac")?,
+            mtu: f.opt("mtu")?,
+            nodes: f.opt("nodes")?,
+            peers: f.opt("peers")?,
+            reversedns: f.opt("reversedns")?,
+            rt_import: f.opt("rt-import")?,
+            secondary_controllers: f.opt("secondary-controllers")?,
+            tag: f.opt("tag")?,
+            vlan_protocol: f.opt("vlan-protocol")?,
+            vrf_vxlan: f.opt("vrf-vxlan")?,
+            vxlan_port: f.opt("vxlan-port")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/zones returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Wire name `advertise-subnets`
     #[serde(rename = "advertise-subnets")]
@@ -378,4 +408,39 @@ pub struct IndexResponseItem {
     pub vxlan_port: Option<i64>,
     /// `zone`
     pub zone: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            advertise_subnets: f.opt("advertise-subnets")?,
+            bridge: f.opt("bridge")?,
+            bridge_disable_mac_learning: f.opt("bridge-disable-mac-learning")?,
+            controller: f.opt("controller")?,
+            dhcp: f.opt("dhcp")?,
+            digest: f.opt("digest")?,
+            disable_arp_nd_suppression: f.opt("disable-arp-nd-suppression")?,
+            dns: f.opt("dns")?,
+            dnszone: f.opt("dnszone")?,
+            exitnodes: f.opt("exitnodes")?,
+            exitnodes_local_routing: f.opt("exitnodes-local-routing")?,
+            exitnodes_primary: f.opt("exitnodes-primary")?,
+            ipam: f.opt("ipam")?,
+            mac: f.opt("mac")?,
+            mtu: f.opt("mtu")?,
+            nodes: f.opt("nodes")?,
+            peers: f.opt("peers")?,
+            pending: f.opt("pending")?,
+            reversedns: f.opt("reversedns")?,
+            rt_import: f.opt("rt-import")?,
+            secondary_controllers: f.opt("secondary-controllers")?,
+            state: f.opt("state")?,
+            tag: f.opt("tag")?,
+            type_: f.req("type")?,
+            vlan_protocol: f.opt("vlan-protocol")?,
+            vrf_vxlan: f.opt("vrf-vxlan")?,
+            vxlan_port: f.opt("vxlan-port")?,
+            zone: f.req("zone")?,
+        })
+    }
 }

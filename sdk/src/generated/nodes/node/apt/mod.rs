@@ -82,8 +82,14 @@ impl crate::open_enum::OpenEnum for Arch {
 }
 crate::open_enum_traits!(Arch);
 /// From `GET /nodes/{node}/apt returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `id`
     pub id: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self { id: f.req("id")? })
+    }
 }

@@ -104,12 +104,21 @@ impl crate::Operation for AddRepository {
 pub type AddRepositoryResponse = ();
 crate::operation_error!(AddRepositoryError for AddRepository);
 /// From `GET /nodes/{node}/apt/repositories returns "errors" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseErrorsItem {
     /// `error`
     pub error: String,
     /// `path`
     pub path: String,
+}
+impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            error: f.req("error")?,
+            path: f.req("path")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -170,7 +179,7 @@ impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesIte
 }
 crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemFileType);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items "Options" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     /// Wire name `Key`
     #[serde(rename = "Key")]
@@ -178,6 +187,15 @@ pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     /// Wire name `Values`
     #[serde(rename = "Values")]
     pub values: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            key: f.req("Key")?,
+            values: f.req("Values")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -209,7 +227,7 @@ impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesIte
 }
 crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemTypesItem);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseFilesItemRepositoriesItem {
     /// Wire name `Comment`
     #[serde(rename = "Comment")]
@@ -236,8 +254,23 @@ pub struct RepositoriesResponseFilesItemRepositoriesItem {
     #[serde(rename = "URIs")]
     pub ur_is: Vec<String>,
 }
+impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("Comment")?,
+            components: f.opt("Components")?,
+            enabled: f.req("Enabled")?,
+            file_type: f.req("FileType")?,
+            options: f.opt("Options")?,
+            suites: f.req("Suites")?,
+            types: f.req("Types")?,
+            ur_is: f.req("URIs")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns "files" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseFilesItem {
     /// `digest`
     pub digest: Vec<i64>,
@@ -249,8 +282,19 @@ pub struct RepositoriesResponseFilesItem {
     /// `repositories`
     pub repositories: Vec<RepositoriesResponseFilesItemRepositoriesItem>,
 }
+impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.req("digest")?,
+            file_type: f.req("file-type")?,
+            path: f.req("path")?,
+            repositories: f.req("repositories")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns "infos" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseInfosItem {
     /// `index`
     pub index: String,
@@ -263,8 +307,20 @@ pub struct RepositoriesResponseInfosItem {
     /// `property`
     pub property: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            index: f.req("index")?,
+            kind: f.req("kind")?,
+            message: f.req("message")?,
+            path: f.req("path")?,
+            property: f.opt("property")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns "standard-repos" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseStandardReposItem {
     /// `handle`
     pub handle: String,
@@ -273,8 +329,18 @@ pub struct RepositoriesResponseStandardReposItem {
     /// `status`
     pub status: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            handle: f.req("handle")?,
+            name: f.req("name")?,
+            status: f.opt("status")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponse {
     /// `digest`
     pub digest: String,
@@ -287,4 +353,16 @@ pub struct RepositoriesResponse {
     /// Wire name `standard-repos`
     #[serde(rename = "standard-repos")]
     pub standard_repos: Vec<RepositoriesResponseStandardReposItem>,
+}
+impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.req("digest")?,
+            errors: f.req("errors")?,
+            files: f.req("files")?,
+            infos: f.req("infos")?,
+            standard_repos: f.req("standard-repos")?,
+        })
+    }
 }

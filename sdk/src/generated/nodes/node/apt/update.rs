@@ -65,7 +65,7 @@ impl crate::Operation for UpdateDatabase {
 pub type UpdateDatabaseResponse = String;
 crate::operation_error!(UpdateDatabaseError for UpdateDatabase);
 /// From `GET /nodes/{node}/apt/update returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListUpdatesResponseItem {
     /// Wire name `Arch`
     #[serde(rename = "Arch")]
@@ -97,4 +97,21 @@ pub struct ListUpdatesResponseItem {
     /// Wire name `Version`
     #[serde(rename = "Version")]
     pub version: String,
+}
+impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            arch: f.req("Arch")?,
+            description: f.req("Description")?,
+            notify_status: f.opt("NotifyStatus")?,
+            old_version: f.opt("OldVersion")?,
+            origin: f.req("Origin")?,
+            package: f.req("Package")?,
+            priority: f.req("Priority")?,
+            section: f.req("Section")?,
+            title: f.req("Title")?,
+            version: f.req("Version")?,
+        })
+    }
 }

@@ -80,7 +80,7 @@ impl crate::open_enum::OpenEnum for VersionsResponseItemCurrentState {
 }
 crate::open_enum_traits!(VersionsResponseItemCurrentState);
 /// From `GET /nodes/{node}/apt/versions returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VersionsResponseItem {
     /// Wire name `Arch`
     #[serde(rename = "Arch")]
@@ -121,4 +121,24 @@ pub struct VersionsResponseItem {
     /// Wire name `Version`
     #[serde(rename = "Version")]
     pub version: String,
+}
+impl<'de> serde::Deserialize<'de> for VersionsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            arch: f.req("Arch")?,
+            current_state: f.req("CurrentState")?,
+            description: f.req("Description")?,
+            manager_version: f.opt("ManagerVersion")?,
+            notify_status: f.opt("NotifyStatus")?,
+            old_version: f.opt("OldVersion")?,
+            origin: f.req("Origin")?,
+            package: f.req("Package")?,
+            priority: f.req("Priority")?,
+            running_kernel: f.opt("RunningKernel")?,
+            section: f.req("Section")?,
+            title: f.req("Title")?,
+            version: f.req("Version")?,
+        })
+    }
 }

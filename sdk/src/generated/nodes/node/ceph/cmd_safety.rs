@@ -105,10 +105,19 @@ impl crate::open_enum::OpenEnum for CmdSafetyService {
 }
 crate::open_enum_traits!(CmdSafetyService);
 /// From `GET /nodes/{node}/ceph/cmd-safety returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CmdSafetyResponse {
     /// `safe`
     pub safe: bool,
     /// `status`
     pub status: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            safe: f.req("safe")?,
+            status: f.opt("status")?,
+        })
+    }
 }

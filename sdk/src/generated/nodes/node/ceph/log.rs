@@ -37,10 +37,19 @@ impl crate::Operation for Log {
 pub type LogResponse = Vec<LogResponseItem>;
 crate::operation_error!(LogError for Log);
 /// From `GET /nodes/{node}/ceph/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
+}
+impl<'de> serde::Deserialize<'de> for LogResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            n: f.req("n")?,
+            t: f.req("t")?,
+        })
+    }
 }

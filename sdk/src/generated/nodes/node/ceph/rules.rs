@@ -29,8 +29,16 @@ impl crate::Operation for Rules {
 pub type RulesResponse = Vec<RulesResponseItem>;
 crate::operation_error!(RulesError for Rules);
 /// From `GET /nodes/{node}/ceph/rules returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RulesResponseItem {
     /// `name`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for RulesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.req("name")?,
+        })
+    }
 }

@@ -74,7 +74,7 @@ impl crate::Operation for UploadCustomCert {
 }
 crate::operation_error!(UploadCustomCertError for UploadCustomCert);
 /// From `POST /nodes/{node}/certificates/custom returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UploadCustomCertResponse {
     /// `filename`
     pub filename: Option<String>,
@@ -98,4 +98,21 @@ pub struct UploadCustomCertResponse {
     pub san: Option<Vec<String>>,
     /// `subject`
     pub subject: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for UploadCustomCertResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            filename: f.opt("filename")?,
+            fingerprint: f.opt("fingerprint")?,
+            issuer: f.opt("issuer")?,
+            notafter: f.opt("notafter")?,
+            notbefore: f.opt("notbefore")?,
+            pem: f.opt("pem")?,
+            public_key_bits: f.opt("public-key-bits")?,
+            public_key_type: f.opt("public-key-type")?,
+            san: f.opt("san")?,
+            subject: f.opt("subject")?,
+        })
+    }
 }

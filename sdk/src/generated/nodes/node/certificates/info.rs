@@ -28,7 +28,7 @@ impl crate::Operation for Info {
 pub type InfoResponse = Vec<InfoResponseItem>;
 crate::operation_error!(InfoError for Info);
 /// From `GET /nodes/{node}/certificates/info returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InfoResponseItem {
     /// `filename`
     pub filename: Option<String>,
@@ -52,4 +52,21 @@ pub struct InfoResponseItem {
     pub san: Option<Vec<String>>,
     /// `subject`
     pub subject: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for InfoResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            filename: f.opt("filename")?,
+            fingerprint: f.opt("fingerprint")?,
+            issuer: f.opt("issuer")?,
+            notafter: f.opt("notafter")?,
+            notbefore: f.opt("notbefore")?,
+            pem: f.opt("pem")?,
+            public_key_bits: f.opt("public-key-bits")?,
+            public_key_type: f.opt("public-key-type")?,
+            san: f.opt("san")?,
+            subject: f.opt("subject")?,
+        })
+    }
 }

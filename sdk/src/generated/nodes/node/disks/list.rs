@@ -71,7 +71,7 @@ impl crate::open_enum::OpenEnum for ListType {
 }
 crate::open_enum_traits!(ListType);
 /// From `GET /nodes/{node}/disks/list returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListResponseItem {
     /// `devpath`
     pub devpath: String,
@@ -100,4 +100,24 @@ pub struct ListResponseItem {
     pub vendor: Option<String>,
     /// `wwn`
     pub wwn: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for ListResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            devpath: f.req("devpath")?,
+            gpt: f.req("gpt")?,
+            health: f.opt("health")?,
+            model: f.opt("model")?,
+            mounted: f.req("mounted")?,
+            osdid: f.req("osdid")?,
+            osdid_list: f.req("osdid-list")?,
+            parent: f.opt("parent")?,
+            serial: f.opt("serial")?,
+            size: f.req("size")?,
+            used: f.opt("used")?,
+            vendor: f.opt("vendor")?,
+            wwn: f.opt("wwn")?,
+        })
+    }
 }

@@ -35,7 +35,7 @@ impl crate::Operation for Smart {
 }
 crate::operation_error!(SmartError for Smart);
 /// From `GET /nodes/{node}/disks/smart returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SmartResponse {
     /// `attributes`
     pub attributes: Option<Vec<serde_json::Value>>,
@@ -46,4 +46,15 @@ pub struct SmartResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for SmartResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            attributes: f.opt("attributes")?,
+            health: f.req("health")?,
+            text: f.opt("text")?,
+            type_: f.opt("type")?,
+        })
+    }
 }

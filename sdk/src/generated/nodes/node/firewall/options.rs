@@ -237,7 +237,7 @@ impl crate::open_enum::OpenEnum for TcpFlagsLogLevel {
 }
 crate::open_enum_traits!(TcpFlagsLogLevel);
 /// From `GET /nodes/{node}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetOptionsResponse {
     /// Default `1`
     pub enable: Option<bool>,
@@ -277,4 +277,30 @@ pub struct GetOptionsResponse {
     pub tcp_flags_log_level: Option<TcpFlagsLogLevel>,
     /// Default `0`
     pub tcpflags: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            enable: f.opt("enable")?,
+            log_level_forward: f.opt("log_level_forward")?,
+            log_level_in: f.opt("log_level_in")?,
+            log_level_out: f.opt("log_level_out")?,
+            log_nf_conntrack: f.opt("log_nf_conntrack")?,
+            ndp: f.opt("ndp")?,
+            nf_conntrack_allow_invalid: f.opt("nf_conntrack_allow_invalid")?,
+            nf_conntrack_helpers: f.opt("nf_conntrack_helpers")?,
+            nf_conntrack_max: f.opt("nf_conntrack_max")?,
+            nf_conntrack_tcp_timeout_established: f.opt("nf_conntrack_tcp_timeout_established")?,
+            nf_conntrack_tcp_timeout_syn_recv: f.opt("nf_conntrack_tcp_timeout_syn_recv")?,
+            nftables: f.opt("nftables")?,
+            nosmurfs: f.opt("nosmurfs")?,
+            protection_synflood: f.opt("protection_synflood")?,
+            protection_synflood_burst: f.opt("protection_synflood_burst")?,
+            protection_synflood_rate: f.opt("protection_synflood_rate")?,
+            smurf_log_level: f.opt("smurf_log_level")?,
+            tcp_flags_log_level: f.opt("tcp_flags_log_level")?,
+            tcpflags: f.opt("tcpflags")?,
+        })
+    }
 }

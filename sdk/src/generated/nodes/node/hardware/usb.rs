@@ -29,7 +29,7 @@ impl crate::Operation for Usbscan {
 pub type UsbscanResponse = Vec<UsbscanResponseItem>;
 crate::operation_error!(UsbscanError for Usbscan);
 /// From `GET /nodes/{node}/hardware/usb returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UsbscanResponseItem {
     /// `busnum`
     pub busnum: i64,
@@ -55,4 +55,23 @@ pub struct UsbscanResponseItem {
     pub usbpath: Option<String>,
     /// `vendid`
     pub vendid: String,
+}
+impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            busnum: f.req("busnum")?,
+            class: f.req("class")?,
+            devnum: f.req("devnum")?,
+            level: f.req("level")?,
+            manufacturer: f.opt("manufacturer")?,
+            port: f.req("port")?,
+            prodid: f.req("prodid")?,
+            product: f.opt("product")?,
+            serial: f.opt("serial")?,
+            speed: f.req("speed")?,
+            usbpath: f.opt("usbpath")?,
+            vendid: f.req("vendid")?,
+        })
+    }
 }

@@ -189,11 +189,20 @@ impl crate::Operation for UpdateNetwork {
 pub type UpdateNetworkResponse = ();
 crate::operation_error!(UpdateNetworkError for UpdateNetwork);
 /// From `GET /nodes/{node}/network/{iface} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NetworkConfigResponse {
     /// `method`
     pub method: String,
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            method: f.req("method")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -634,7 +634,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemVlanProtocol {
 }
 crate::open_enum_traits!(IndexResponseItemVlanProtocol);
 /// From `GET /nodes/{node}/network returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `active`
     pub active: Option<bool>,
@@ -748,4 +748,59 @@ pub struct IndexResponseItem {
     /// Wire name `vxlan-svcnodeip`
     #[serde(rename = "vxlan-svcnodeip")]
     pub vxlan_svcnodeip: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            active: f.opt("active")?,
+            address: f.opt("address")?,
+            address6: f.opt("address6")?,
+            autostart: f.opt("autostart")?,
+            bond_primary: f.opt("bond-primary")?,
+            bond_mode: f.opt("bond_mode")?,
+            bond_xmit_hash_policy: f.opt("bond_xmit_hash_policy")?,
+            bridge_access: f.opt("bridge-access")?,
+            bridge_arp_nd_suppress: f.opt("bridge-arp-nd-suppress")?,
+            bridge_learning: f.opt("bridge-learning")?,
+            bridge_multicast_flood: f.opt("bridge-multicast-flood")?,
+            bridge_unicast_flood: f.opt("bridge-unicast-flood")?,
+            bridge_ports: f.opt("bridge_ports")?,
+            bridge_vids: f.opt("bridge_vids")?,
+            bridge_vlan_aware: f.opt("bridge_vlan_aware")?,
+            cidr: f.opt("cidr")?,
+            cidr6: f.opt("cidr6")?,
+            comments: f.opt("comments")?,
+            comments6: f.opt("comments6")?,
+            exists: f.opt("exists")?,
+            families: f.opt("families")?,
+            gateway: f.opt("gateway")?,
+            gateway6: f.opt("gateway6")?,
+            iface: f.req("iface")?,
+            link_type: f.opt("link-type")?,
+            method: f.opt("method")?,
+            method6: f.opt("method6")?,
+            mtu: f.opt("mtu")?,
+            netmask: f.opt("netmask")?,
+            netmask6: f.opt("netmask6")?,
+            options: f.opt("options")?,
+            options6: f.opt("options6")?,
+            ovs_bonds: f.opt("ovs_bonds")?,
+            ovs_bridge: f.opt("ovs_bridge")?,
+            ovs_options: f.opt("ovs_options")?,
+            ovs_ports: f.opt("ovs_ports")?,
+            ovs_tag: f.opt("ovs_tag")?,
+            priority: f.opt("priority")?,
+            slaves: f.opt("slaves")?,
+            type_: f.req("type")?,
+            uplink_id: f.opt("uplink-id")?,
+            vlan_id: f.opt("vlan-id")?,
+            vlan_protocol: f.opt("vlan-protocol")?,
+            vlan_raw_device: f.opt("vlan-raw-device")?,
+            vxlan_id: f.opt("vxlan-id")?,
+            vxlan_local_tunnelip: f.opt("vxlan-local-tunnelip")?,
+            vxlan_physdev: f.opt("vxlan-physdev")?,
+            vxlan_svcnodeip: f.opt("vxlan-svcnodeip")?,
+        })
+    }
 }

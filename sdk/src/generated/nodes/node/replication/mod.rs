@@ -35,8 +35,14 @@ impl crate::Operation for Status {
 pub type StatusResponse = Vec<StatusResponseItem>;
 crate::operation_error!(StatusError for Status);
 /// From `GET /nodes/{node}/replication returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseItem {
     /// `id`
     pub id: String,
+}
+impl<'de> serde::Deserialize<'de> for StatusResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self { id: f.req("id")? })
+    }
 }

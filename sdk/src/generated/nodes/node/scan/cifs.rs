@@ -43,10 +43,19 @@ impl crate::Operation for Cifsscan {
 pub type CifsscanResponse = Vec<CifsscanResponseItem>;
 crate::operation_error!(CifsscanError for Cifsscan);
 /// From `GET /nodes/{node}/scan/cifs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CifsscanResponseItem {
     /// `description`
     pub description: String,
     /// `share`
     pub share: String,
+}
+impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            description: f.req("description")?,
+            share: f.req("share")?,
+        })
+    }
 }

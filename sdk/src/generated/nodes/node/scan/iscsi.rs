@@ -34,10 +34,19 @@ impl crate::Operation for Iscsiscan {
 pub type IscsiscanResponse = Vec<IscsiscanResponseItem>;
 crate::operation_error!(IscsiscanError for Iscsiscan);
 /// From `GET /nodes/{node}/scan/iscsi returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IscsiscanResponseItem {
     /// `portal`
     pub portal: String,
     /// `target`
     pub target: String,
+}
+impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            portal: f.req("portal")?,
+            target: f.req("target")?,
+        })
+    }
 }

@@ -29,8 +29,14 @@ impl crate::Operation for Lvmscan {
 pub type LvmscanResponse = Vec<LvmscanResponseItem>;
 crate::operation_error!(LvmscanError for Lvmscan);
 /// From `GET /nodes/{node}/scan/lvm returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LvmscanResponseItem {
     /// `vg`
     pub vg: String,
+}
+impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self { vg: f.req("vg")? })
+    }
 }

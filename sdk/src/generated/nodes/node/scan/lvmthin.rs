@@ -34,8 +34,14 @@ impl crate::Operation for Lvmthinscan {
 pub type LvmthinscanResponse = Vec<LvmthinscanResponseItem>;
 crate::operation_error!(LvmthinscanError for Lvmthinscan);
 /// From `GET /nodes/{node}/scan/lvmthin returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LvmthinscanResponseItem {
     /// `lv`
     pub lv: String,
+}
+impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self { lv: f.req("lv")? })
+    }
 }

@@ -34,10 +34,19 @@ impl crate::Operation for Nfsscan {
 pub type NfsscanResponse = Vec<NfsscanResponseItem>;
 crate::operation_error!(NfsscanError for Nfsscan);
 /// From `GET /nodes/{node}/scan/nfs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NfsscanResponseItem {
     /// `options`
     pub options: String,
     /// `path`
     pub path: String,
+}
+impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            options: f.req("options")?,
+            path: f.req("path")?,
+        })
+    }
 }

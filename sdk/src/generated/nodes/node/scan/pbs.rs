@@ -51,10 +51,19 @@ impl crate::Operation for Pbsscan {
 pub type PbsscanResponse = Vec<PbsscanResponseItem>;
 crate::operation_error!(PbsscanError for Pbsscan);
 /// From `GET /nodes/{node}/scan/pbs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PbsscanResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `store`
     pub store: String,
+}
+impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            store: f.req("store")?,
+        })
+    }
 }

@@ -29,8 +29,16 @@ impl crate::Operation for Zfsscan {
 pub type ZfsscanResponse = Vec<ZfsscanResponseItem>;
 crate::operation_error!(ZfsscanError for Zfsscan);
 /// From `GET /nodes/{node}/scan/zfs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ZfsscanResponseItem {
     /// `pool`
     pub pool: String,
+}
+impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            pool: f.req("pool")?,
+        })
+    }
 }

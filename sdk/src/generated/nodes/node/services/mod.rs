@@ -351,7 +351,7 @@ impl crate::open_enum::OpenEnum for UnitState {
 }
 crate::open_enum_traits!(UnitState);
 /// From `GET /nodes/{node}/services returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Wire name `active-state`
     #[serde(rename = "active-state")]
@@ -367,4 +367,17 @@ pub struct IndexResponseItem {
     /// Wire name `unit-state`
     #[serde(rename = "unit-state")]
     pub unit_state: UnitState,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            active_state: f.req("active-state")?,
+            desc: f.req("desc")?,
+            name: f.req("name")?,
+            service: f.req("service")?,
+            state: f.req("state")?,
+            unit_state: f.req("unit-state")?,
+        })
+    }
 }

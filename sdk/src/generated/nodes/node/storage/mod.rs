@@ -121,15 +121,24 @@ impl crate::open_enum::OpenEnum for IndexResponseItemFormatsSupportedItem {
 }
 crate::open_enum_traits!(IndexResponseItemFormatsSupportedItem);
 /// From `GET /nodes/{node}/storage returns items "formats"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemFormats {
     /// `default`
     pub default: IndexResponseItemFormatsDefault,
     /// `supported`
     pub supported: Vec<IndexResponseItemFormatsSupportedItem>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            default: f.req("default")?,
+            supported: f.req("supported")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/storage returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `active`
     pub active: Option<bool>,
@@ -156,4 +165,23 @@ pub struct IndexResponseItem {
     pub used: Option<i64>,
     /// `used_fraction`
     pub used_fraction: Option<f64>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            active: f.opt("active")?,
+            avail: f.opt("avail")?,
+            content: f.req("content")?,
+            enabled: f.opt("enabled")?,
+            formats: f.opt("formats")?,
+            select_existing: f.opt("select_existing")?,
+            shared: f.opt("shared")?,
+            storage: f.req("storage")?,
+            total: f.opt("total")?,
+            type_: f.req("type")?,
+            used: f.opt("used")?,
+            used_fraction: f.opt("used_fraction")?,
+        })
+    }
 }

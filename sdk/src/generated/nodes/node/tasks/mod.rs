@@ -94,7 +94,7 @@ impl crate::open_enum::OpenEnum for NodeTasksSource {
 }
 crate::open_enum_traits!(NodeTasksSource);
 /// From `GET /nodes/{node}/tasks returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NodeTasksResponseItem {
     /// `endtime`
     pub endtime: Option<i64>,
@@ -117,4 +117,21 @@ pub struct NodeTasksResponseItem {
     pub upid: String,
     /// `user`
     pub user: String,
+}
+impl<'de> serde::Deserialize<'de> for NodeTasksResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            endtime: f.opt("endtime")?,
+            id: f.req("id")?,
+            node: f.req("node")?,
+            pid: f.req("pid")?,
+            pstart: f.req("pstart")?,
+            starttime: f.req("starttime")?,
+            status: f.opt("status")?,
+            type_: f.req("type")?,
+            upid: f.req("upid")?,
+            user: f.req("user")?,
+        })
+    }
 }

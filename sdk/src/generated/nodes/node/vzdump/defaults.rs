@@ -31,7 +31,7 @@ impl crate::Operation for Defaults {
 }
 crate::operation_error!(DefaultsError for Defaults);
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DefaultsResponse {
     /// Default `0`
     pub all: Option<bool>,
@@ -100,4 +100,42 @@ pub struct DefaultsResponse {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for DefaultsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            all: f.opt("all")?,
+            bwlimit: f.opt("bwlimit")?,
+            compress: f.opt("compress")?,
+            dumpdir: f.opt("dumpdir")?,
+            exclude: f.opt("exclude")?,
+            exclude_path: f.opt("exclude-path")?,
+            fleecing: f.opt("fleecing")?,
+            ionice: f.opt("ionice")?,
+            lockwait: f.opt("lockwait")?,
+            mailnotification: f.opt("mailnotification")?,
+            mailto: f.opt("mailto")?,
+            mode: f.opt("mode")?,
+            node: f.opt("node")?,
+            notes_template: f.opt("notes-template")?,
+            notification_mode: f.opt("notification-mode")?,
+            pbs_change_detection_mode: f.opt("pbs-change-detection-mode")?,
+            performance: f.opt("performance")?,
+            pigz: f.opt("pigz")?,
+            pool: f.opt("pool")?,
+            protected: f.opt("protected")?,
+            prune_backups: f.opt("prune-backups")?,
+            quiet: f.opt("quiet")?,
+            remove: f.opt("remove")?,
+            script: f.opt("script")?,
+            stdexcludes: f.opt("stdexcludes")?,
+            stop: f.opt("stop")?,
+            stopwait: f.opt("stopwait")?,
+            storage: f.opt("storage")?,
+            tmpdir: f.opt("tmpdir")?,
+            vmid: f.opt("vmid")?,
+            zstd: f.opt("zstd")?,
+        })
+    }
 }

@@ -30,7 +30,7 @@ impl crate::Operation for TokenIndex {
 pub type TokenIndexResponse = Vec<TokenIndexResponseItem>;
 crate::operation_error!(TokenIndexError for TokenIndex);
 /// From `GET /access/users/{userid}/token returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TokenIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -40,4 +40,15 @@ pub struct TokenIndexResponseItem {
     pub privsep: Option<bool>,
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
+}
+impl<'de> serde::Deserialize<'de> for TokenIndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            expire: f.opt("expire")?,
+            privsep: f.opt("privsep")?,
+            tokenid: f.req("tokenid")?,
+        })
+    }
 }

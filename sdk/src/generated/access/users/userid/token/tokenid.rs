@@ -146,7 +146,7 @@ impl crate::Operation for UpdateTokenInfo {
 }
 crate::operation_error!(UpdateTokenInfoError for UpdateTokenInfo);
 /// From `GET /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadTokenResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -155,8 +155,18 @@ pub struct ReadTokenResponse {
     /// Default `1`
     pub privsep: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for ReadTokenResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            expire: f.opt("expire")?,
+            privsep: f.opt("privsep")?,
+        })
+    }
+}
 /// From `POST /access/users/{userid}/token/{tokenid} returns "info"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GenerateTokenResponseInfo {
     /// `comment`
     pub comment: Option<String>,
@@ -165,8 +175,18 @@ pub struct GenerateTokenResponseInfo {
     /// Default `1`
     pub privsep: Option<bool>,
 }
+impl<'de> serde::Deserialize<'de> for GenerateTokenResponseInfo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            expire: f.opt("expire")?,
+            privsep: f.opt("privsep")?,
+        })
+    }
+}
 /// From `POST /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GenerateTokenResponse {
     /// Wire name `full-tokenid`
     #[serde(rename = "full-tokenid")]
@@ -176,8 +196,18 @@ pub struct GenerateTokenResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub value: crate::Secret,
 }
+impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            full_tokenid: f.req("full-tokenid")?,
+            info: f.req("info")?,
+            value: f.req("value")?,
+        })
+    }
+}
 /// From `PUT /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UpdateTokenInfoResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -190,4 +220,16 @@ pub struct UpdateTokenInfoResponse {
     pub privsep: Option<bool>,
     /// `value`
     pub value: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for UpdateTokenInfoResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            expire: f.opt("expire")?,
+            full_tokenid: f.opt("full-tokenid")?,
+            privsep: f.opt("privsep")?,
+            value: f.opt("value")?,
+        })
+    }
 }

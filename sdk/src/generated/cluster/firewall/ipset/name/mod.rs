@@ -98,7 +98,7 @@ impl crate::Operation for CreateIp {
 pub type CreateIpResponse = ();
 crate::operation_error!(CreateIpError for CreateIp);
 /// From `GET /cluster/firewall/ipset/{name} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetIpsetResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -108,4 +108,15 @@ pub struct GetIpsetResponseItem {
     pub digest: String,
     /// `nomatch`
     pub nomatch: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cidr: f.req("cidr")?,
+            comment: f.opt("comment")?,
+            digest: f.req("digest")?,
+            nomatch: f.opt("nomatch")?,
+        })
+    }
 }

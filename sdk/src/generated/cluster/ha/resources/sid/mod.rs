@@ -116,7 +116,7 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
 /// From `GET /cluster/ha/resources/{sid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponse {
     /// Wire name `auto-rebalance`; default `1`
     #[serde(rename = "auto-rebalance")]
@@ -140,4 +140,21 @@ pub struct ReadResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for ReadResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            auto_rebalance: f.opt("auto-rebalance")?,
+            comment: f.opt("comment")?,
+            digest: f.req("digest")?,
+            failback: f.opt("failback")?,
+            group: f.opt("group")?,
+            max_relocate: f.opt("max_relocate")?,
+            max_restart: f.opt("max_restart")?,
+            sid: f.req("sid")?,
+            state: f.opt("state")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -31,15 +31,24 @@ impl crate::Operation for Relocate {
 }
 crate::operation_error!(RelocateError for Relocate);
 /// From `POST /cluster/ha/resources/{sid}/relocate returns "blocking-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RelocateResponseBlockingResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }
+impl<'de> serde::Deserialize<'de> for RelocateResponseBlockingResourcesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cause: f.req("cause")?,
+            sid: f.req("sid")?,
+        })
+    }
+}
 /// From `POST /cluster/ha/resources/{sid}/relocate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RelocateResponse {
     /// Wire name `blocking-resources`
     #[serde(rename = "blocking-resources")]
@@ -52,4 +61,15 @@ pub struct RelocateResponse {
     pub requested_node: String,
     /// `sid`
     pub sid: String,
+}
+impl<'de> serde::Deserialize<'de> for RelocateResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            blocking_resources: f.opt("blocking-resources")?,
+            comigrated_resources: f.opt("comigrated-resources")?,
+            requested_node: f.req("requested-node")?,
+            sid: f.req("sid")?,
+        })
+    }
 }

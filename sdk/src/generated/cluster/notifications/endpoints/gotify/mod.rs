@@ -65,7 +65,7 @@ impl crate::Operation for CreateGotifyEndpoint {
 pub type CreateGotifyEndpointResponse = ();
 crate::operation_error!(CreateGotifyEndpointError for CreateGotifyEndpoint);
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetGotifyEndpointsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -77,4 +77,16 @@ pub struct GetGotifyEndpointsResponseItem {
     pub origin: crate::generated::cluster::notifications::Origin,
     /// `server`
     pub server: String,
+}
+impl<'de> serde::Deserialize<'de> for GetGotifyEndpointsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            name: f.req("name")?,
+            origin: f.req("origin")?,
+            server: f.req("server")?,
+        })
+    }
 }

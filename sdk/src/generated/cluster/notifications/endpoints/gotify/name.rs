@@ -100,7 +100,7 @@ impl crate::Operation for UpdateGotifyEndpoint {
 pub type UpdateGotifyEndpointResponse = ();
 crate::operation_error!(UpdateGotifyEndpointError for UpdateGotifyEndpoint);
 /// From `GET /cluster/notifications/endpoints/gotify/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetGotifyEndpointResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -112,4 +112,16 @@ pub struct GetGotifyEndpointResponse {
     pub name: String,
     /// `server`
     pub server: String,
+}
+impl<'de> serde::Deserialize<'de> for GetGotifyEndpointResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            name: f.req("name")?,
+            server: f.req("server")?,
+        })
+    }
 }

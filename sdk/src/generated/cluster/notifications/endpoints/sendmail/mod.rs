@@ -69,7 +69,7 @@ impl crate::Operation for CreateSendmailEndpoint {
 pub type CreateSendmailEndpointResponse = ();
 crate::operation_error!(CreateSendmailEndpointError for CreateSendmailEndpoint);
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSendmailEndpointsResponseItem {
     /// `author`
     pub author: Option<String>,
@@ -89,4 +89,19 @@ pub struct GetSendmailEndpointsResponseItem {
     pub name: String,
     /// `origin`
     pub origin: crate::generated::cluster::notifications::Origin,
+}
+impl<'de> serde::Deserialize<'de> for GetSendmailEndpointsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            from_address: f.opt("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            name: f.req("name")?,
+            origin: f.req("origin")?,
+        })
+    }
 }

@@ -108,7 +108,7 @@ impl crate::Operation for UpdateSendmailEndpoint {
 pub type UpdateSendmailEndpointResponse = ();
 crate::operation_error!(UpdateSendmailEndpointError for UpdateSendmailEndpoint);
 /// From `GET /cluster/notifications/endpoints/sendmail/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSendmailEndpointResponse {
     /// `author`
     pub author: Option<String>,
@@ -128,4 +128,19 @@ pub struct GetSendmailEndpointResponse {
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for GetSendmailEndpointResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            from_address: f.opt("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            name: f.req("name")?,
+        })
+    }
 }

@@ -121,7 +121,7 @@ impl crate::open_enum::OpenEnum for Mode {
 }
 crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/endpoints/smtp returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSmtpEndpointsResponseItem {
     /// `author`
     pub author: Option<String>,
@@ -149,4 +149,23 @@ pub struct GetSmtpEndpointsResponseItem {
     pub server: String,
     /// `username`
     pub username: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for GetSmtpEndpointsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            from_address: f.req("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            origin: f.req("origin")?,
+            port: f.opt("port")?,
+            server: f.req("server")?,
+            username: f.opt("username")?,
+        })
+    }
 }

@@ -123,7 +123,7 @@ impl crate::Operation for UpdateSmtpEndpoint {
 pub type UpdateSmtpEndpointResponse = ();
 crate::operation_error!(UpdateSmtpEndpointError for UpdateSmtpEndpoint);
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSmtpEndpointResponse {
     /// `author`
     pub author: Option<String>,
@@ -151,4 +151,23 @@ pub struct GetSmtpEndpointResponse {
     pub server: String,
     /// `username`
     pub username: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for GetSmtpEndpointResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            from_address: f.req("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            port: f.opt("port")?,
+            server: f.req("server")?,
+            username: f.opt("username")?,
+        })
+    }
 }

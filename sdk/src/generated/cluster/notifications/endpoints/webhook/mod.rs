@@ -103,7 +103,7 @@ impl crate::open_enum::OpenEnum for Method {
 }
 crate::open_enum_traits!(Method);
 /// From `GET /cluster/notifications/endpoints/webhook returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetWebhookEndpointsResponseItem {
     /// `body`
     pub body: Option<String>,
@@ -123,4 +123,20 @@ pub struct GetWebhookEndpointsResponseItem {
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
+}
+impl<'de> serde::Deserialize<'de> for GetWebhookEndpointsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            body: f.opt("body")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            header: f.opt("header")?,
+            method: f.req("method")?,
+            name: f.req("name")?,
+            origin: f.req("origin")?,
+            secret: f.opt("secret")?,
+            url: f.req("url")?,
+        })
+    }
 }

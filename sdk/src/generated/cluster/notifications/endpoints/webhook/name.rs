@@ -109,7 +109,7 @@ impl crate::Operation for UpdateWebhookEndpoint {
 pub type UpdateWebhookEndpointResponse = ();
 crate::operation_error!(UpdateWebhookEndpointError for UpdateWebhookEndpoint);
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetWebhookEndpointResponse {
     /// `body`
     pub body: Option<String>,
@@ -129,4 +129,20 @@ pub struct GetWebhookEndpointResponse {
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
+}
+impl<'de> serde::Deserialize<'de> for GetWebhookEndpointResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            body: f.opt("body")?,
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            disable: f.opt("disable")?,
+            header: f.opt("header")?,
+            method: f.req("method")?,
+            name: f.req("name")?,
+            secret: f.opt("secret")?,
+            url: f.req("url")?,
+        })
+    }
 }

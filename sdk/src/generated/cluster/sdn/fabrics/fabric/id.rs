@@ -152,7 +152,7 @@ impl crate::tagged::Tagged for GetFabricResponseProtocol {
 }
 crate::tagged_traits!(GetFabricResponseProtocol);
 /// Fields of [`GetFabricResponseProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetFabricResponseProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -161,8 +161,18 @@ pub struct GetFabricResponseProtocolOpenfabric {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csnp_interval: f.opt("csnp_interval")?,
+            hello_interval: f.opt("hello_interval")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`GetFabricResponseProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetFabricResponseProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -171,20 +181,46 @@ pub struct GetFabricResponseProtocolOspf {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            area: f.opt("area")?,
+            redistribute: f.opt("redistribute")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`GetFabricResponseProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetFabricResponseProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            persistent_keepalive: f.opt("persistent_keepalive")?,
+        })
+    }
+}
 /// Fields of [`GetFabricResponseProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetFabricResponseProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
+impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            redistribute: f.opt("redistribute")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/fabric/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetFabricResponse {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -200,6 +236,19 @@ pub struct GetFabricResponse {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: GetFabricResponseProtocol,
+}
+impl<'de> serde::Deserialize<'de> for GetFabricResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            id: f.req("id")?,
+            ip6_prefix: f.opt("ip6_prefix")?,
+            ip_prefix: f.opt("ip_prefix")?,
+            lock_token: f.opt("lock-token")?,
+            protocol: f.tagged()?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -413,7 +462,7 @@ impl crate::tagged::Tagged for UpdateFabricProtocol {
 }
 crate::tagged_traits!(UpdateFabricProtocol);
 /// Fields of [`UpdateFabricProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateFabricProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -424,8 +473,19 @@ pub struct UpdateFabricProtocolOpenfabric {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csnp_interval: f.opt("csnp_interval")?,
+            delete: f.opt("delete")?,
+            hello_interval: f.opt("hello_interval")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`UpdateFabricProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateFabricProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -436,19 +496,48 @@ pub struct UpdateFabricProtocolOspf {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            area: f.opt("area")?,
+            delete: f.opt("delete")?,
+            redistribute: f.opt("redistribute")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`UpdateFabricProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateFabricProtocolWireguard {
     /// `delete`
     pub delete: Option<Vec<UpdateFabricWireguardWireguardDeleteItem>>,
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            persistent_keepalive: f.opt("persistent_keepalive")?,
+        })
+    }
+}
 /// Fields of [`UpdateFabricProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateFabricProtocolBgp {
     /// `delete`
     pub delete: Option<Vec<UpdateFabricBgpBgpDeleteItem>>,
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            redistribute: f.opt("redistribute")?,
+        })
+    }
 }

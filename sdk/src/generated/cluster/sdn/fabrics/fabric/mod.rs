@@ -124,7 +124,7 @@ impl crate::tagged::Tagged for IndexResponseItemProtocol {
 }
 crate::tagged_traits!(IndexResponseItemProtocol);
 /// Fields of [`IndexResponseItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -133,8 +133,18 @@ pub struct IndexResponseItemProtocolOpenfabric {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csnp_interval: f.opt("csnp_interval")?,
+            hello_interval: f.opt("hello_interval")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`IndexResponseItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -143,20 +153,46 @@ pub struct IndexResponseItemProtocolOspf {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            area: f.opt("area")?,
+            redistribute: f.opt("redistribute")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`IndexResponseItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            persistent_keepalive: f.opt("persistent_keepalive")?,
+        })
+    }
+}
 /// Fields of [`IndexResponseItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            redistribute: f.opt("redistribute")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/fabric returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -172,6 +208,19 @@ pub struct IndexResponseItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: IndexResponseItemProtocol,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            id: f.req("id")?,
+            ip6_prefix: f.opt("ip6_prefix")?,
+            ip_prefix: f.opt("ip_prefix")?,
+            lock_token: f.opt("lock-token")?,
+            protocol: f.tagged()?,
+        })
+    }
 }
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,7 +277,7 @@ impl crate::tagged::Tagged for AddFabricProtocol {
 }
 crate::tagged_traits!(AddFabricProtocol);
 /// Fields of [`AddFabricProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddFabricProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -237,8 +286,18 @@ pub struct AddFabricProtocolOpenfabric {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for AddFabricProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            csnp_interval: f.opt("csnp_interval")?,
+            hello_interval: f.opt("hello_interval")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`AddFabricProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddFabricProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -247,15 +306,41 @@ pub struct AddFabricProtocolOspf {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for AddFabricProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            area: f.opt("area")?,
+            redistribute: f.opt("redistribute")?,
+            route_filter: f.opt("route_filter")?,
+        })
+    }
+}
 /// Fields of [`AddFabricProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddFabricProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for AddFabricProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            persistent_keepalive: f.opt("persistent_keepalive")?,
+        })
+    }
+}
 /// Fields of [`AddFabricProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddFabricProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl<'de> serde::Deserialize<'de> for AddFabricProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            redistribute: f.opt("redistribute")?,
+        })
+    }
 }

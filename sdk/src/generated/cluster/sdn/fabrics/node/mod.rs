@@ -78,19 +78,35 @@ impl crate::tagged::Tagged for ListNodesResponseItemProtocol {
 }
 crate::tagged_traits!(ListNodesResponseItemProtocol);
 /// Fields of [`ListNodesResponseItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesResponseItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`ListNodesResponseItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesResponseItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`ListNodesResponseItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesResponseItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -105,14 +121,35 @@ pub struct ListNodesResponseItemProtocolWireguard {
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_ips: f.opt("allowed_ips")?,
+            endpoint: f.opt("endpoint")?,
+            interfaces: f.opt("interfaces")?,
+            peers: f.opt("peers")?,
+            public_key: f.opt("public_key")?,
+            role: f.opt("role")?,
+        })
+    }
+}
 /// Fields of [`ListNodesResponseItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesResponseItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/node returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListNodesResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -130,4 +167,18 @@ pub struct ListNodesResponseItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListNodesResponseItemProtocol,
+}
+impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            fabric_id: f.req("fabric_id")?,
+            ip: f.opt("ip")?,
+            ip6: f.opt("ip6")?,
+            lock_token: f.opt("lock-token")?,
+            node_id: f.req("node_id")?,
+            protocol: f.tagged()?,
+        })
+    }
 }

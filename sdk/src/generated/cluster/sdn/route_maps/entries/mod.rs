@@ -373,7 +373,7 @@ impl crate::PropertyString for Set {
 }
 crate::property_string!(Set);
 /// From `GET /cluster/sdn/route-maps/entries returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListRouteMapEntriesResponseItem {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -394,4 +394,19 @@ pub struct ListRouteMapEntriesResponseItem {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<Set>>,
+}
+impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            action: f.req("action")?,
+            call: f.opt("call")?,
+            digest: f.opt("digest")?,
+            exit_action: f.opt("exit-action")?,
+            match_: f.opt("match")?,
+            order: f.req("order")?,
+            route_map_id: f.req("route-map-id")?,
+            set: f.opt("set")?,
+        })
+    }
 }

@@ -124,7 +124,7 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update);
 /// From `GET /cluster/sdn/vnets/{vnet} returns "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponsePending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -138,8 +138,20 @@ pub struct ReadResponsePending {
     /// `zone`
     pub zone: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for ReadResponsePending {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            alias: f.opt("alias")?,
+            isolate_ports: f.opt("isolate-ports")?,
+            tag: f.opt("tag")?,
+            vlanaware: f.opt("vlanaware")?,
+            zone: f.opt("zone")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/vnets/{vnet} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponse {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -163,4 +175,21 @@ pub struct ReadResponse {
     pub vnet: String,
     /// `zone`
     pub zone: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for ReadResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            alias: f.opt("alias")?,
+            digest: f.opt("digest")?,
+            isolate_ports: f.opt("isolate-ports")?,
+            pending: f.opt("pending")?,
+            state: f.opt("state")?,
+            tag: f.opt("tag")?,
+            type_: f.req("type")?,
+            vlanaware: f.opt("vlanaware")?,
+            vnet: f.req("vnet")?,
+            zone: f.opt("zone")?,
+        })
+    }
 }

@@ -32,7 +32,7 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 /// From `GET /nodes/{node}/capabilities/qemu/cpu returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Wire name `abstract`
     #[serde(rename = "abstract")]
@@ -43,4 +43,15 @@ pub struct IndexResponseItem {
     pub name: String,
     /// `vendor`
     pub vendor: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            abstract_: f.opt("abstract")?,
+            custom: f.req("custom")?,
+            name: f.req("name")?,
+            vendor: f.req("vendor")?,
+        })
+    }
 }

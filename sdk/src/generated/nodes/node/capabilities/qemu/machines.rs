@@ -62,7 +62,7 @@ impl crate::open_enum::OpenEnum for TypesResponseItemType {
 }
 crate::open_enum_traits!(TypesResponseItemType);
 /// From `GET /nodes/{node}/capabilities/qemu/machines returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TypesResponseItem {
     /// `changes`
     pub changes: Option<String>,
@@ -73,4 +73,15 @@ pub struct TypesResponseItem {
     pub type_: TypesResponseItemType,
     /// `version`
     pub version: String,
+}
+impl<'de> serde::Deserialize<'de> for TypesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            changes: f.opt("changes")?,
+            id: f.req("id")?,
+            type_: f.req("type")?,
+            version: f.req("version")?,
+        })
+    }
 }

@@ -26,9 +26,17 @@ impl crate::Operation for Capabilities {
 }
 crate::operation_error!(CapabilitiesError for Capabilities);
 /// From `GET /nodes/{node}/capabilities/qemu/migration returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CapabilitiesResponse {
     /// Wire name `has-dbus-vmstate`
     #[serde(rename = "has-dbus-vmstate")]
     pub has_dbus_vmstate: bool,
+}
+impl<'de> serde::Deserialize<'de> for CapabilitiesResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            has_dbus_vmstate: f.req("has-dbus-vmstate")?,
+        })
+    }
 }

@@ -62,7 +62,7 @@ impl crate::open_enum::OpenEnum for DbResponseItemLevel {
 }
 crate::open_enum_traits!(DbResponseItemLevel);
 /// From `GET /nodes/{node}/ceph/cfg/db returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DbResponseItem {
     /// `can_update_at_runtime`
     pub can_update_at_runtime: bool,
@@ -76,4 +76,17 @@ pub struct DbResponseItem {
     pub section: String,
     /// `value`
     pub value: String,
+}
+impl<'de> serde::Deserialize<'de> for DbResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            can_update_at_runtime: f.req("can_update_at_runtime")?,
+            level: f.req("level")?,
+            mask: f.req("mask")?,
+            name: f.req("name")?,
+            section: f.req("section")?,
+            value: f.req("value")?,
+        })
+    }
 }

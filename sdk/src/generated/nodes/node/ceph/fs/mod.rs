@@ -30,7 +30,7 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 /// From `GET /nodes/{node}/ceph/fs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `data_pool`
     pub data_pool: String,
@@ -44,4 +44,17 @@ pub struct IndexResponseItem {
     pub metadata_pool_id: Option<i64>,
     /// `name`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            data_pool: f.req("data_pool")?,
+            data_pool_ids: f.opt("data_pool_ids")?,
+            data_pools: f.opt("data_pools")?,
+            metadata_pool: f.req("metadata_pool")?,
+            metadata_pool_id: f.opt("metadata_pool_id")?,
+            name: f.req("name")?,
+        })
+    }
 }

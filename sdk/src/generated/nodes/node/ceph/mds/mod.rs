@@ -30,7 +30,7 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 /// From `GET /nodes/{node}/ceph/mds returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `addr`
     pub addr: Option<String>,
@@ -54,4 +54,22 @@ pub struct IndexResponseItem {
     pub standby_replay: Option<bool>,
     /// `state`
     pub state: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            addr: f.opt("addr")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
+            direxists: f.opt("direxists")?,
+            fs_name: f.opt("fs_name")?,
+            host: f.opt("host")?,
+            name: f.req("name")?,
+            rank: f.opt("rank")?,
+            service: f.opt("service")?,
+            standby_replay: f.opt("standby_replay")?,
+            state: f.req("state")?,
+        })
+    }
 }

@@ -30,7 +30,7 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 /// From `GET /nodes/{node}/ceph/mgr returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `addr`
     pub addr: Option<String>,
@@ -48,4 +48,19 @@ pub struct IndexResponseItem {
     pub service: Option<bool>,
     /// `state`
     pub state: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            addr: f.opt("addr")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
+            direxists: f.opt("direxists")?,
+            host: f.opt("host")?,
+            name: f.req("name")?,
+            service: f.opt("service")?,
+            state: f.req("state")?,
+        })
+    }
 }

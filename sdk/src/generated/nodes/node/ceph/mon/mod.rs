@@ -30,7 +30,7 @@ impl crate::Operation for Listmon {
 pub type ListmonResponse = Vec<ListmonResponseItem>;
 crate::operation_error!(ListmonError for Listmon);
 /// From `GET /nodes/{node}/ceph/mon returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListmonResponseItem {
     /// `addr`
     pub addr: Option<String>,
@@ -52,4 +52,21 @@ pub struct ListmonResponseItem {
     pub service: Option<bool>,
     /// `state`
     pub state: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            addr: f.opt("addr")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
+            direxists: f.opt("direxists")?,
+            host: f.opt("host")?,
+            name: f.req("name")?,
+            quorum: f.opt("quorum")?,
+            rank: f.opt("rank")?,
+            service: f.opt("service")?,
+            state: f.opt("state")?,
+        })
+    }
 }

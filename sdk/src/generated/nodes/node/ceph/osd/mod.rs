@@ -84,10 +84,19 @@ impl crate::Operation for Createosd {
 pub type CreateosdResponse = String;
 crate::operation_error!(CreateosdError for Createosd);
 /// From `GET /nodes/{node}/ceph/osd returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponse {
     /// `flags`
     pub flags: Option<String>,
     /// `root`
     pub root: serde_json::Map<String, serde_json::Value>,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            flags: f.opt("flags")?,
+            root: f.req("root")?,
+        })
+    }
 }

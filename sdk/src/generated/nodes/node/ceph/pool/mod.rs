@@ -240,7 +240,7 @@ impl crate::open_enum::OpenEnum for LspoolsResponseItemType {
 }
 crate::open_enum_traits!(LspoolsResponseItemType);
 /// From `GET /nodes/{node}/ceph/pool returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LspoolsResponseItem {
     /// `application_metadata`
     pub application_metadata: Option<serde_json::Map<String, serde_json::Value>>,
@@ -277,4 +277,28 @@ pub struct LspoolsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: LspoolsResponseItemType,
+}
+impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            application_metadata: f.opt("application_metadata")?,
+            autoscale_status: f.opt("autoscale_status")?,
+            bytes_used: f.opt("bytes_used")?,
+            crush_rule: f.req("crush_rule")?,
+            crush_rule_name: f.opt("crush_rule_name")?,
+            min_size: f.req("min_size")?,
+            percent_used: f.opt("percent_used")?,
+            pg_autoscale_mode: f.opt("pg_autoscale_mode")?,
+            pg_num: f.req("pg_num")?,
+            pg_num_final: f.opt("pg_num_final")?,
+            pg_num_min: f.opt("pg_num_min")?,
+            pool: f.req("pool")?,
+            pool_name: f.req("pool_name")?,
+            size: f.req("size")?,
+            target_size: f.opt("target_size")?,
+            target_size_ratio: f.opt("target_size_ratio")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -76,7 +76,7 @@ impl crate::Operation for Create {
 pub type CreateResponse = String;
 crate::operation_error!(CreateError for Create);
 /// From `GET /nodes/{node}/disks/directory returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `device`
     pub device: String,
@@ -89,6 +89,18 @@ pub struct IndexResponseItem {
     pub type_: String,
     /// `unitfile`
     pub unitfile: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            device: f.req("device")?,
+            options: f.req("options")?,
+            path: f.req("path")?,
+            type_: f.req("type")?,
+            unitfile: f.req("unitfile")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -71,7 +71,7 @@ impl crate::Operation for Create {
 pub type CreateResponse = String;
 crate::operation_error!(CreateError for Create);
 /// From `GET /nodes/{node}/disks/lvm returns "children" items "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseChildrenItemChildrenItem {
     /// `free`
     pub free: i64,
@@ -82,8 +82,19 @@ pub struct IndexResponseChildrenItemChildrenItem {
     /// `size`
     pub size: i64,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            free: f.req("free")?,
+            leaf: f.req("leaf")?,
+            name: f.req("name")?,
+            size: f.req("size")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/disks/lvm returns "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<IndexResponseChildrenItemChildrenItem>>,
@@ -96,11 +107,32 @@ pub struct IndexResponseChildrenItem {
     /// `size`
     pub size: i64,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            children: f.opt("children")?,
+            free: f.req("free")?,
+            leaf: f.req("leaf")?,
+            name: f.req("name")?,
+            size: f.req("size")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/disks/lvm returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponse {
     /// `children`
     pub children: Vec<IndexResponseChildrenItem>,
     /// `leaf`
     pub leaf: bool,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            children: f.req("children")?,
+            leaf: f.req("leaf")?,
+        })
+    }
 }

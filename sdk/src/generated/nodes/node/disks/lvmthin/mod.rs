@@ -73,7 +73,7 @@ impl crate::Operation for Create {
 pub type CreateResponse = String;
 crate::operation_error!(CreateError for Create);
 /// From `GET /nodes/{node}/disks/lvmthin returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `lv`
     pub lv: String,
@@ -87,4 +87,17 @@ pub struct IndexResponseItem {
     pub used: i64,
     /// `vg`
     pub vg: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            lv: f.req("lv")?,
+            lv_size: f.req("lv_size")?,
+            metadata_size: f.req("metadata_size")?,
+            metadata_used: f.req("metadata_used")?,
+            used: f.req("used")?,
+            vg: f.req("vg")?,
+        })
+    }
 }

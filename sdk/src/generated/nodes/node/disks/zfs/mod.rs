@@ -119,7 +119,7 @@ impl crate::PropertyString for DraidConfig {
 }
 crate::property_string!(DraidConfig);
 /// From `GET /nodes/{node}/disks/zfs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `alloc`
     pub alloc: i64,
@@ -135,6 +135,20 @@ pub struct IndexResponseItem {
     pub name: String,
     /// `size`
     pub size: i64,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            alloc: f.req("alloc")?,
+            dedup: f.req("dedup")?,
+            frag: f.req("frag")?,
+            free: f.req("free")?,
+            health: f.req("health")?,
+            name: f.req("name")?,
+            size: f.req("size")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

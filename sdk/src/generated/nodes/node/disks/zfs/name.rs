@@ -73,7 +73,7 @@ impl crate::Operation for Detail {
 }
 crate::operation_error!(DetailError for Detail);
 /// From `GET /nodes/{node}/disks/zfs/{name} returns "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DetailResponseChildrenItem {
     /// `cksum`
     pub cksum: Option<f64>,
@@ -88,8 +88,21 @@ pub struct DetailResponseChildrenItem {
     /// `write`
     pub write: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for DetailResponseChildrenItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cksum: f.opt("cksum")?,
+            msg: f.req("msg")?,
+            name: f.req("name")?,
+            read: f.opt("read")?,
+            state: f.opt("state")?,
+            write: f.opt("write")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/disks/zfs/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DetailResponse {
     /// `action`
     pub action: Option<String>,
@@ -105,4 +118,18 @@ pub struct DetailResponse {
     pub state: String,
     /// `status`
     pub status: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for DetailResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            action: f.opt("action")?,
+            children: f.req("children")?,
+            errors: f.req("errors")?,
+            name: f.req("name")?,
+            scan: f.opt("scan")?,
+            state: f.req("state")?,
+            status: f.opt("status")?,
+        })
+    }
 }

@@ -39,7 +39,7 @@ impl crate::Operation for PciScan {
 pub type PciScanResponse = Vec<PciScanResponseItem>;
 crate::operation_error!(PciScanError for PciScan);
 /// From `GET /nodes/{node}/hardware/pci returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PciScanResponseItem {
     /// `class`
     pub class: String,
@@ -65,4 +65,23 @@ pub struct PciScanResponseItem {
     pub vendor: String,
     /// `vendor_name`
     pub vendor_name: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            class: f.req("class")?,
+            device: f.req("device")?,
+            device_name: f.opt("device_name")?,
+            id: f.req("id")?,
+            iommugroup: f.req("iommugroup")?,
+            mdev: f.opt("mdev")?,
+            subsystem_device: f.opt("subsystem_device")?,
+            subsystem_device_name: f.opt("subsystem_device_name")?,
+            subsystem_vendor: f.opt("subsystem_vendor")?,
+            subsystem_vendor_name: f.opt("subsystem_vendor_name")?,
+            vendor: f.req("vendor")?,
+            vendor_name: f.opt("vendor_name")?,
+        })
+    }
 }

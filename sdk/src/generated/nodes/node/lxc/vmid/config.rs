@@ -180,7 +180,7 @@ impl crate::Operation for UpdateVm {
 pub type UpdateVmResponse = ();
 crate::operation_error!(UpdateVmError for UpdateVm);
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmConfigResponse {
     /// Default `amd64`
     pub arch: Option<crate::generated::nodes::node::lxc::Arch>,
@@ -255,4 +255,45 @@ pub struct VmConfigResponse {
     #[serde(flatten)]
     pub unused:
         crate::Indexed<crate::generated::nodes::node::lxc::Unused, crate::generated::index::Unused>,
+}
+impl<'de> serde::Deserialize<'de> for VmConfigResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            arch: f.opt("arch")?,
+            cmode: f.opt("cmode")?,
+            console: f.opt("console")?,
+            cores: f.opt("cores")?,
+            cpulimit: f.opt("cpulimit")?,
+            cpuunits: f.opt("cpuunits")?,
+            debug: f.opt("debug")?,
+            description: f.opt("description")?,
+            digest: f.req("digest")?,
+            entrypoint: f.opt("entrypoint")?,
+            env: f.opt("env")?,
+            features: f.opt("features")?,
+            hookscript: f.opt("hookscript")?,
+            hostname: f.opt("hostname")?,
+            lock: f.opt("lock")?,
+            lxc: f.opt("lxc")?,
+            memory: f.opt("memory")?,
+            nameserver: f.opt("nameserver")?,
+            onboot: f.opt("onboot")?,
+            ostype: f.opt("ostype")?,
+            protection: f.opt("protection")?,
+            rootfs: f.opt("rootfs")?,
+            searchdomain: f.opt("searchdomain")?,
+            startup: f.opt("startup")?,
+            swap: f.opt("swap")?,
+            tags: f.opt("tags")?,
+            template: f.opt("template")?,
+            timezone: f.opt("timezone")?,
+            tty: f.opt("tty")?,
+            unprivileged: f.opt("unprivileged")?,
+            dev: f.indexed()?,
+            mp: f.indexed()?,
+            net: f.indexed()?,
+            unused: f.indexed()?,
+        })
+    }
 }

@@ -34,7 +34,7 @@ impl crate::Operation for Ip {
 pub type IpResponse = Vec<IpResponseItem>;
 crate::operation_error!(IpError for Ip);
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items "ip-addresses" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpResponseItemIpAddressesItem {
     /// Wire name `ip-address`
     #[serde(rename = "ip-address")]
@@ -45,8 +45,18 @@ pub struct IpResponseItemIpAddressesItem {
     /// `prefix`
     pub prefix: Option<i64>,
 }
+impl<'de> serde::Deserialize<'de> for IpResponseItemIpAddressesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            ip_address: f.opt("ip-address")?,
+            ip_address_type: f.opt("ip-address-type")?,
+            prefix: f.opt("prefix")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpResponseItem {
     /// Wire name `hardware-address`
     #[serde(rename = "hardware-address")]
@@ -62,4 +72,17 @@ pub struct IpResponseItem {
     pub ip_addresses: Vec<IpResponseItemIpAddressesItem>,
     /// `name`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for IpResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            hardware_address: f.req("hardware-address")?,
+            hwaddr: f.req("hwaddr")?,
+            inet: f.opt("inet")?,
+            inet6: f.opt("inet6")?,
+            ip_addresses: f.req("ip-addresses")?,
+            name: f.req("name")?,
+        })
+    }
 }

@@ -87,23 +87,42 @@ impl crate::Operation for MigrateVm {
 pub type MigrateVmResponse = String;
 crate::operation_error!(MigrateVmError for MigrateVm);
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }
+impl<'de> serde::Deserialize<'de>
+    for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cause: f.req("cause")?,
+            sid: f.req("sid")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// Wire name `blocking-ha-resources`
     #[serde(rename = "blocking-ha-resources")]
     pub blocking_ha_resources:
         Option<Vec<MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem>>,
 }
+impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNodes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            blocking_ha_resources: f.opt("blocking-ha-resources")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponse {
     /// Wire name `allowed-nodes`
     #[serde(rename = "allowed-nodes")]
@@ -116,4 +135,15 @@ pub struct MigrateVmPreconditionResponse {
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
+}
+impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_nodes: f.opt("allowed-nodes")?,
+            dependent_ha_resources: f.opt("dependent-ha-resources")?,
+            not_allowed_nodes: f.opt("not-allowed-nodes")?,
+            running: f.req("running")?,
+        })
+    }
 }

@@ -97,8 +97,16 @@ impl crate::Operation for Vmdiridx {
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
 crate::operation_error!(VmdiridxError for Vmdiridx);
 /// From `GET /nodes/{node}/lxc/{vmid} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmdiridxResponseItem {
     /// `subdir`
     pub subdir: String,
+}
+impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            subdir: f.req("subdir")?,
+        })
+    }
 }

@@ -37,7 +37,7 @@ impl crate::Operation for Mtunnel {
 }
 crate::operation_error!(MtunnelError for Mtunnel);
 /// From `POST /nodes/{node}/lxc/{vmid}/mtunnel returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MtunnelResponse {
     /// `socket`
     pub socket: String,
@@ -45,4 +45,14 @@ pub struct MtunnelResponse {
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,
+}
+impl<'de> serde::Deserialize<'de> for MtunnelResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            socket: f.req("socket")?,
+            ticket: f.req("ticket")?,
+            upid: f.req("upid")?,
+        })
+    }
 }

@@ -41,10 +41,19 @@ impl crate::Operation for Mtunnelwebsocket {
 }
 crate::operation_error!(MtunnelwebsocketError for Mtunnelwebsocket);
 /// From `GET /nodes/{node}/lxc/{vmid}/mtunnelwebsocket returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MtunnelwebsocketResponse {
     /// `port`
     pub port: Option<String>,
     /// `socket`
     pub socket: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for MtunnelwebsocketResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            port: f.opt("port")?,
+            socket: f.opt("socket")?,
+        })
+    }
 }

@@ -86,8 +86,16 @@ impl crate::open_enum::OpenEnum for RrdTimeframe {
 }
 crate::open_enum_traits!(RrdTimeframe);
 /// From `GET /nodes/{node}/lxc/{vmid}/rrd returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RrdResponse {
     /// `filename`
     pub filename: String,
+}
+impl<'de> serde::Deserialize<'de> for RrdResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            filename: f.req("filename")?,
+        })
+    }
 }

@@ -35,7 +35,7 @@ impl crate::Operation for Spiceproxy {
 }
 crate::operation_error!(SpiceproxyError for Spiceproxy);
 /// From `POST /nodes/{node}/lxc/{vmid}/spiceproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SpiceproxyResponse {
     /// `host`
     pub host: String,
@@ -49,4 +49,16 @@ pub struct SpiceproxyResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            host: f.req("host")?,
+            password: f.req("password")?,
+            proxy: f.req("proxy")?,
+            tls_port: f.req("tls-port")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -31,7 +31,7 @@ impl crate::Operation for Termproxy {
 }
 crate::operation_error!(TermproxyError for Termproxy);
 /// From `POST /nodes/{node}/lxc/{vmid}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
@@ -41,4 +41,15 @@ pub struct TermproxyResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+}
+impl<'de> serde::Deserialize<'de> for TermproxyResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            port: f.req("port")?,
+            ticket: f.req("ticket")?,
+            upid: f.req("upid")?,
+            user: f.req("user")?,
+        })
+    }
 }

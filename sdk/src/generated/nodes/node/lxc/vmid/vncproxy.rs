@@ -40,7 +40,7 @@ impl crate::Operation for Vncproxy {
 }
 crate::operation_error!(VncproxyError for Vncproxy);
 /// From `POST /nodes/{node}/lxc/{vmid}/vncproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VncproxyResponse {
     /// `cert`
     pub cert: String,
@@ -54,4 +54,17 @@ pub struct VncproxyResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+}
+impl<'de> serde::Deserialize<'de> for VncproxyResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cert: f.req("cert")?,
+            password: f.opt("password")?,
+            port: f.req("port")?,
+            ticket: f.req("ticket")?,
+            upid: f.req("upid")?,
+            user: f.req("user")?,
+        })
+    }
 }

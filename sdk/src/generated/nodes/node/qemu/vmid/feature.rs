@@ -42,11 +42,20 @@ impl crate::Operation for VmFeature {
 }
 crate::operation_error!(VmFeatureError for VmFeature);
 /// From `GET /nodes/{node}/qemu/{vmid}/feature returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmFeatureResponse {
     /// Wire name `hasFeature`
     #[serde(rename = "hasFeature")]
     pub has_feature: bool,
     /// `nodes`
     pub nodes: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            has_feature: f.req("hasFeature")?,
+            nodes: f.req("nodes")?,
+        })
+    }
 }

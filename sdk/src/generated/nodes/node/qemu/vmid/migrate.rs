@@ -97,7 +97,7 @@ impl crate::Operation for MigrateVm {
 pub type MigrateVmResponse = String;
 crate::operation_error!(MigrateVmError for MigrateVm);
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "local_disks" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `cdrom`
     pub cdrom: bool,
@@ -108,16 +108,38 @@ pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `volid`
     pub volid: String,
 }
+impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cdrom: f.req("cdrom")?,
+            is_unused: f.req("is_unused")?,
+            size: f.req("size")?,
+            volid: f.req("volid")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes" "blocking-ha-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
 }
+impl<'de> serde::Deserialize<'de>
+    for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cause: f.req("cause")?,
+            sid: f.req("sid")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// Wire name `blocking-ha-resources`
     #[serde(rename = "blocking-ha-resources")]
@@ -126,8 +148,17 @@ pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// `unavailable_storages`
     pub unavailable_storages: Option<Vec<String>>,
 }
+impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNodes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            blocking_ha_resources: f.opt("blocking-ha-resources")?,
+            unavailable_storages: f.opt("unavailable_storages")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponse {
     /// `allowed_nodes`
     pub allowed_nodes: Option<Vec<String>>,
@@ -151,4 +182,20 @@ pub struct MigrateVmPreconditionResponse {
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
+}
+impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_nodes: f.opt("allowed_nodes")?,
+            dependent_ha_resources: f.opt("dependent-ha-resources")?,
+            has_dbus_vmstate: f.req("has-dbus-vmstate")?,
+            local_disks: f.req("local_disks")?,
+            local_resources: f.req("local_resources")?,
+            mapped_resource_info: f.req("mapped-resource-info")?,
+            mapped_resources: f.req("mapped-resources")?,
+            not_allowed_nodes: f.opt("not_allowed_nodes")?,
+            running: f.req("running")?,
+        })
+    }
 }

@@ -33,7 +33,7 @@ impl crate::Operation for VmPending {
 pub type VmPendingResponse = Vec<VmPendingResponseItem>;
 crate::operation_error!(VmPendingError for VmPending);
 /// From `GET /nodes/{node}/qemu/{vmid}/pending returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmPendingResponseItem {
     /// Range 0 - 2
     pub delete: Option<i64>,
@@ -43,4 +43,15 @@ pub struct VmPendingResponseItem {
     pub pending: Option<String>,
     /// `value`
     pub value: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            key: f.req("key")?,
+            pending: f.opt("pending")?,
+            value: f.opt("value")?,
+        })
+    }
 }

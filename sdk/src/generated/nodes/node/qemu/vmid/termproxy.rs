@@ -71,7 +71,7 @@ impl crate::open_enum::OpenEnum for TermproxySerial {
 }
 crate::open_enum_traits!(TermproxySerial);
 /// From `POST /nodes/{node}/qemu/{vmid}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
@@ -81,4 +81,15 @@ pub struct TermproxyResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+}
+impl<'de> serde::Deserialize<'de> for TermproxyResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            port: f.req("port")?,
+            ticket: f.req("ticket")?,
+            upid: f.req("upid")?,
+            user: f.req("user")?,
+        })
+    }
 }

@@ -40,10 +40,19 @@ impl crate::Operation for ReadJobLog {
 pub type ReadJobLogResponse = Vec<ReadJobLogResponseItem>;
 crate::operation_error!(ReadJobLogError for ReadJobLog);
 /// From `GET /nodes/{node}/replication/{id}/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadJobLogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
+}
+impl<'de> serde::Deserialize<'de> for ReadJobLogResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            n: f.req("n")?,
+            t: f.req("t")?,
+        })
+    }
 }

@@ -63,10 +63,19 @@ impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
 }
 crate::open_enum_traits!(IndexResponseItemStatus);
 /// From `GET /nodes/{node}/sdn/zones returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `status`
     pub status: IndexResponseItemStatus,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            status: f.req("status")?,
+            zone: f.req("zone")?,
+        })
+    }
 }

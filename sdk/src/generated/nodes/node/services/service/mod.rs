@@ -174,8 +174,16 @@ impl crate::open_enum::OpenEnum for Service {
 }
 crate::open_enum_traits!(Service);
 /// From `GET /nodes/{node}/services/{service} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SrvcmdidxResponseItem {
     /// `subdir`
     pub subdir: String,
+}
+impl<'de> serde::Deserialize<'de> for SrvcmdidxResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            subdir: f.req("subdir")?,
+        })
+    }
 }

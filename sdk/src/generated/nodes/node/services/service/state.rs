@@ -35,7 +35,7 @@ impl crate::Operation for ServiceState {
 }
 crate::operation_error!(ServiceStateError for ServiceState);
 /// From `GET /nodes/{node}/services/{service}/state returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ServiceStateResponse {
     /// Wire name `active-state`
     #[serde(rename = "active-state")]
@@ -51,4 +51,17 @@ pub struct ServiceStateResponse {
     /// Wire name `unit-state`
     #[serde(rename = "unit-state")]
     pub unit_state: crate::generated::nodes::node::services::UnitState,
+}
+impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            active_state: f.req("active-state")?,
+            desc: f.req("desc")?,
+            name: f.req("name")?,
+            service: f.req("service")?,
+            state: f.req("state")?,
+            unit_state: f.req("unit-state")?,
+        })
+    }
 }

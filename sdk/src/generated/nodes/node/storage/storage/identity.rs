@@ -124,11 +124,20 @@ impl crate::open_enum::OpenEnum for IdentityResponseType {
 }
 crate::open_enum_traits!(IdentityResponseType);
 /// From `GET /nodes/{node}/storage/{storage}/identity returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IdentityResponse {
     /// `id`
     pub id: String,
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: IdentityResponseType,
+}
+impl<'de> serde::Deserialize<'de> for IdentityResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            type_: f.req("type")?,
+        })
+    }
 }

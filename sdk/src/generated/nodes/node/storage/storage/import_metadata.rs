@@ -146,7 +146,7 @@ impl crate::open_enum::OpenEnum for GetImportMetadataResponseWarningsItemType {
 }
 crate::open_enum_traits!(GetImportMetadataResponseWarningsItemType);
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns "warnings" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetImportMetadataResponseWarningsItem {
     /// `key`
     pub key: Option<String>,
@@ -156,8 +156,18 @@ pub struct GetImportMetadataResponseWarningsItem {
     /// `value`
     pub value: Option<String>,
 }
+impl<'de> serde::Deserialize<'de> for GetImportMetadataResponseWarningsItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            key: f.opt("key")?,
+            type_: f.req("type")?,
+            value: f.opt("value")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetImportMetadataResponse {
     /// Wire name `create-args`
     #[serde(rename = "create-args")]
@@ -173,4 +183,17 @@ pub struct GetImportMetadataResponse {
     pub type_: GetImportMetadataResponseType,
     /// `warnings`
     pub warnings: Option<Vec<GetImportMetadataResponseWarningsItem>>,
+}
+impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            create_args: f.req("create-args")?,
+            disks: f.opt("disks")?,
+            net: f.opt("net")?,
+            source: f.req("source")?,
+            type_: f.req("type")?,
+            warnings: f.opt("warnings")?,
+        })
+    }
 }

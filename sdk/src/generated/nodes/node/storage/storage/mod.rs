@@ -122,8 +122,16 @@ impl crate::open_enum::OpenEnum for Content {
 }
 crate::open_enum_traits!(Content);
 /// From `GET /nodes/{node}/storage/{storage} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: String,
+}
+impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            subdir: f.req("subdir")?,
+        })
+    }
 }

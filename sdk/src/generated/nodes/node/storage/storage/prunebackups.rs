@@ -184,7 +184,7 @@ impl crate::open_enum::OpenEnum for DryrunResponseItemMark {
 }
 crate::open_enum_traits!(DryrunResponseItemMark);
 /// From `GET /nodes/{node}/storage/{storage}/prunebackups returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DryrunResponseItem {
     /// `ctime`
     pub ctime: i64,
@@ -197,4 +197,16 @@ pub struct DryrunResponseItem {
     pub vmid: Option<i64>,
     /// `volid`
     pub volid: String,
+}
+impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            ctime: f.req("ctime")?,
+            mark: f.req("mark")?,
+            type_: f.req("type")?,
+            vmid: f.opt("vmid")?,
+            volid: f.req("volid")?,
+        })
+    }
 }

@@ -32,7 +32,7 @@ impl crate::Operation for ReadStatus {
 }
 crate::operation_error!(ReadStatusError for ReadStatus);
 /// From `GET /nodes/{node}/storage/{storage}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadStatusResponse {
     /// `active`
     pub active: Option<bool>,
@@ -51,4 +51,19 @@ pub struct ReadStatusResponse {
     pub type_: String,
     /// `used`
     pub used: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for ReadStatusResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            active: f.opt("active")?,
+            avail: f.opt("avail")?,
+            content: f.req("content")?,
+            enabled: f.opt("enabled")?,
+            shared: f.opt("shared")?,
+            total: f.opt("total")?,
+            type_: f.req("type")?,
+            used: f.opt("used")?,
+        })
+    }
 }

@@ -43,10 +43,19 @@ impl crate::Operation for ReadTaskLog {
 pub type ReadTaskLogResponse = Vec<ReadTaskLogResponseItem>;
 crate::operation_error!(ReadTaskLogError for ReadTaskLog);
 /// From `GET /nodes/{node}/tasks/{upid}/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadTaskLogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
+}
+impl<'de> serde::Deserialize<'de> for ReadTaskLogResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            n: f.req("n")?,
+            t: f.req("t")?,
+        })
+    }
 }

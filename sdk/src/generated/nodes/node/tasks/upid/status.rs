@@ -61,7 +61,7 @@ impl crate::open_enum::OpenEnum for ReadTaskStatusResponseStatus {
 }
 crate::open_enum_traits!(ReadTaskStatusResponseStatus);
 /// From `GET /nodes/{node}/tasks/{upid}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadTaskStatusResponse {
     /// `exitstatus`
     pub exitstatus: Option<String>,
@@ -84,4 +84,21 @@ pub struct ReadTaskStatusResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+}
+impl<'de> serde::Deserialize<'de> for ReadTaskStatusResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            exitstatus: f.opt("exitstatus")?,
+            id: f.req("id")?,
+            node: f.req("node")?,
+            pid: f.req("pid")?,
+            pstart: f.req("pstart")?,
+            starttime: f.req("starttime")?,
+            status: f.req("status")?,
+            type_: f.req("type")?,
+            upid: f.req("upid")?,
+            user: f.req("user")?,
+        })
+    }
 }

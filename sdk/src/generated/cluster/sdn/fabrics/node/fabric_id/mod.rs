@@ -143,19 +143,35 @@ impl crate::tagged::Tagged for ListNodesFabricResponseItemProtocol {
 }
 crate::tagged_traits!(ListNodesFabricResponseItemProtocol);
 /// Fields of [`ListNodesFabricResponseItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesFabricResponseItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`ListNodesFabricResponseItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesFabricResponseItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`ListNodesFabricResponseItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesFabricResponseItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -170,14 +186,35 @@ pub struct ListNodesFabricResponseItemProtocolWireguard {
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_ips: f.opt("allowed_ips")?,
+            endpoint: f.opt("endpoint")?,
+            interfaces: f.opt("interfaces")?,
+            peers: f.opt("peers")?,
+            public_key: f.opt("public_key")?,
+            role: f.opt("role")?,
+        })
+    }
+}
 /// Fields of [`ListNodesFabricResponseItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ListNodesFabricResponseItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListNodesFabricResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -195,6 +232,20 @@ pub struct ListNodesFabricResponseItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListNodesFabricResponseItemProtocol,
+}
+impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            fabric_id: f.req("fabric_id")?,
+            ip: f.opt("ip")?,
+            ip6: f.opt("ip6")?,
+            lock_token: f.opt("lock-token")?,
+            node_id: f.req("node_id")?,
+            protocol: f.tagged()?,
+        })
+    }
 }
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
@@ -251,19 +302,35 @@ impl crate::tagged::Tagged for AddNodeProtocol {
 }
 crate::tagged_traits!(AddNodeProtocol);
 /// Fields of [`AddNodeProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddNodeProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for AddNodeProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`AddNodeProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddNodeProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for AddNodeProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`AddNodeProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddNodeProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -278,9 +345,30 @@ pub struct AddNodeProtocolWireguard {
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
 }
+impl<'de> serde::Deserialize<'de> for AddNodeProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_ips: f.opt("allowed_ips")?,
+            endpoint: f.opt("endpoint")?,
+            interfaces: f.opt("interfaces")?,
+            peers: f.opt("peers")?,
+            public_key: f.opt("public_key")?,
+            role: f.opt("role")?,
+        })
+    }
+}
 /// Fields of [`AddNodeProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct AddNodeProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl<'de> serde::Deserialize<'de> for AddNodeProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
 }

@@ -169,19 +169,35 @@ impl crate::tagged::Tagged for GetNodeResponseProtocol {
 }
 crate::tagged_traits!(GetNodeResponseProtocol);
 /// Fields of [`GetNodeResponseProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetNodeResponseProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`GetNodeResponseProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetNodeResponseProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`GetNodeResponseProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetNodeResponseProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -196,14 +212,35 @@ pub struct GetNodeResponseProtocolWireguard {
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
 }
+impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_ips: f.opt("allowed_ips")?,
+            endpoint: f.opt("endpoint")?,
+            interfaces: f.opt("interfaces")?,
+            peers: f.opt("peers")?,
+            public_key: f.opt("public_key")?,
+            role: f.opt("role")?,
+        })
+    }
+}
 /// Fields of [`GetNodeResponseProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GetNodeResponseProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetNodeResponse {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -221,6 +258,20 @@ pub struct GetNodeResponse {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: GetNodeResponseProtocol,
+}
+impl<'de> serde::Deserialize<'de> for GetNodeResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            digest: f.opt("digest")?,
+            fabric_id: f.req("fabric_id")?,
+            ip: f.opt("ip")?,
+            ip6: f.opt("ip6")?,
+            lock_token: f.opt("lock-token")?,
+            node_id: f.req("node_id")?,
+            protocol: f.tagged()?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -428,23 +479,41 @@ impl crate::tagged::Tagged for UpdateNodeProtocol {
 }
 crate::tagged_traits!(UpdateNodeProtocol);
 /// Fields of [`UpdateNodeProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateNodeProtocolOpenfabric {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeOpenfabricOpenfabricOspfDeleteItem>>,
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolOpenfabric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`UpdateNodeProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateNodeProtocolOspf {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeOspfOpenfabricOspfDeleteItem>>,
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolOspf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            interfaces: f.opt("interfaces")?,
+        })
+    }
+}
 /// Fields of [`UpdateNodeProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateNodeProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -461,11 +530,34 @@ pub struct UpdateNodeProtocolWireguard {
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
 }
+impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolWireguard {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            allowed_ips: f.opt("allowed_ips")?,
+            delete: f.opt("delete")?,
+            endpoint: f.opt("endpoint")?,
+            interfaces: f.opt("interfaces")?,
+            peers: f.opt("peers")?,
+            public_key: f.opt("public_key")?,
+            role: f.opt("role")?,
+        })
+    }
+}
 /// Fields of [`UpdateNodeProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UpdateNodeProtocolBgp {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeBgpBgpDeleteItem>>,
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolBgp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            interfaces: f.opt("interfaces")?,
+        })
+    }
 }

@@ -39,7 +39,7 @@ crate::operation_error!(
     ListRouteMapEntriesForRouteMapError for ListRouteMapEntriesForRouteMap
 );
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -60,4 +60,19 @@ pub struct ListRouteMapEntriesForRouteMapResponseItem {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
+}
+impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            action: f.req("action")?,
+            call: f.opt("call")?,
+            digest: f.opt("digest")?,
+            exit_action: f.opt("exit-action")?,
+            match_: f.opt("match")?,
+            order: f.req("order")?,
+            route_map_id: f.req("route-map-id")?,
+            set: f.opt("set")?,
+        })
+    }
 }

@@ -69,7 +69,7 @@ impl crate::Operation for SetOptions {
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub enable: Option<bool>,
@@ -77,4 +77,14 @@ pub struct GetOptionsResponse {
     pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `policy_forward`
     pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
+}
+impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            enable: f.opt("enable")?,
+            log_level_forward: f.opt("log_level_forward")?,
+            policy_forward: f.opt("policy_forward")?,
+        })
+    }
 }

@@ -69,7 +69,7 @@ impl crate::open_enum::OpenEnum for OsdvolumeType {
 }
 crate::open_enum_traits!(OsdvolumeType);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/lv-info returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OsdvolumeResponse {
     /// `creation_time`
     pub creation_time: String,
@@ -83,4 +83,17 @@ pub struct OsdvolumeResponse {
     pub lv_uuid: String,
     /// `vg_name`
     pub vg_name: String,
+}
+impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            creation_time: f.req("creation_time")?,
+            lv_name: f.req("lv_name")?,
+            lv_path: f.req("lv_path")?,
+            lv_size: f.req("lv_size")?,
+            lv_uuid: f.req("lv_uuid")?,
+            vg_name: f.req("vg_name")?,
+        })
+    }
 }

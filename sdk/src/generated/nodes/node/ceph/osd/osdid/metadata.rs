@@ -65,7 +65,7 @@ impl crate::open_enum::OpenEnum for OsddetailsResponseDevicesItemDevice {
 }
 crate::open_enum_traits!(OsddetailsResponseDevicesItemDevice);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "devices" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OsddetailsResponseDevicesItem {
     /// `dev_node`
     pub dev_node: String,
@@ -81,8 +81,21 @@ pub struct OsddetailsResponseDevicesItem {
     #[serde(rename = "type")]
     pub type_: String,
 }
+impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            dev_node: f.req("dev_node")?,
+            device: f.req("device")?,
+            physical_device: f.req("physical_device")?,
+            size: f.req("size")?,
+            support_discard: f.req("support_discard")?,
+            type_: f.req("type")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "osd"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OsddetailsResponseOsd {
     /// `back_addr`
     pub back_addr: String,
@@ -109,11 +122,39 @@ pub struct OsddetailsResponseOsd {
     /// `version`
     pub version: String,
 }
+impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            back_addr: f.req("back_addr")?,
+            encrypted: f.req("encrypted")?,
+            front_addr: f.req("front_addr")?,
+            hb_back_addr: f.req("hb_back_addr")?,
+            hb_front_addr: f.req("hb_front_addr")?,
+            hostname: f.req("hostname")?,
+            id: f.req("id")?,
+            mem_usage: f.req("mem_usage")?,
+            osd_data: f.req("osd_data")?,
+            osd_objectstore: f.req("osd_objectstore")?,
+            pid: f.opt("pid")?,
+            version: f.req("version")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OsddetailsResponse {
     /// `devices`
     pub devices: Vec<OsddetailsResponseDevicesItem>,
     /// `osd`
     pub osd: OsddetailsResponseOsd,
+}
+impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            devices: f.req("devices")?,
+            osd: f.req("osd")?,
+        })
+    }
 }

@@ -35,7 +35,7 @@ impl crate::Operation for Getpool {
 }
 crate::operation_error!(GetpoolError for Getpool);
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetpoolResponse {
     /// Default `rbd`
     pub application: Option<crate::generated::nodes::node::ceph::pool::Application>,
@@ -86,4 +86,35 @@ pub struct GetpoolResponse {
     pub use_gmt_hitset: bool,
     /// `write_fadvise_dontneed`
     pub write_fadvise_dontneed: bool,
+}
+impl<'de> serde::Deserialize<'de> for GetpoolResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            application: f.opt("application")?,
+            application_list: f.opt("application_list")?,
+            autoscale_status: f.opt("autoscale_status")?,
+            crush_rule: f.opt("crush_rule")?,
+            fast_read: f.req("fast_read")?,
+            hashpspool: f.req("hashpspool")?,
+            id: f.req("id")?,
+            min_size: f.opt("min_size")?,
+            name: f.req("name")?,
+            nodeep_scrub: f.req("nodeep-scrub")?,
+            nodelete: f.req("nodelete")?,
+            nopgchange: f.req("nopgchange")?,
+            noscrub: f.req("noscrub")?,
+            nosizechange: f.req("nosizechange")?,
+            pg_autoscale_mode: f.opt("pg_autoscale_mode")?,
+            pg_num: f.opt("pg_num")?,
+            pg_num_min: f.opt("pg_num_min")?,
+            pgp_num: f.req("pgp_num")?,
+            size: f.opt("size")?,
+            statistics: f.opt("statistics")?,
+            target_size: f.opt("target_size")?,
+            target_size_ratio: f.opt("target_size_ratio")?,
+            use_gmt_hitset: f.req("use_gmt_hitset")?,
+            write_fadvise_dontneed: f.req("write_fadvise_dontneed")?,
+        })
+    }
 }

@@ -35,7 +35,7 @@ impl crate::Operation for Mdevscan {
 pub type MdevscanResponse = Vec<MdevscanResponseItem>;
 crate::operation_error!(MdevscanError for Mdevscan);
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MdevscanResponseItem {
     /// `available`
     pub available: i64,
@@ -46,4 +46,15 @@ pub struct MdevscanResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            available: f.req("available")?,
+            description: f.req("description")?,
+            name: f.opt("name")?,
+            type_: f.req("type")?,
+        })
+    }
 }

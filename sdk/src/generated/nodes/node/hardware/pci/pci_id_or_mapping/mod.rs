@@ -34,8 +34,16 @@ impl crate::Operation for PciIndex {
 pub type PciIndexResponse = Vec<PciIndexResponseItem>;
 crate::operation_error!(PciIndexError for PciIndex);
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PciIndexResponseItem {
     /// `method`
     pub method: String,
+}
+impl<'de> serde::Deserialize<'de> for PciIndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            method: f.req("method")?,
+        })
+    }
 }

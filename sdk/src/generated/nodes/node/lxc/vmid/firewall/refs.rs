@@ -94,7 +94,7 @@ impl crate::open_enum::OpenEnum for RefsResponseItemType {
 }
 crate::open_enum_traits!(RefsResponseItemType);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/refs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RefsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -108,4 +108,16 @@ pub struct RefsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: RefsResponseItemType,
+}
+impl<'de> serde::Deserialize<'de> for RefsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            name: f.req("name")?,
+            ref_: f.req("ref")?,
+            scope: f.req("scope")?,
+            type_: f.req("type")?,
+        })
+    }
 }

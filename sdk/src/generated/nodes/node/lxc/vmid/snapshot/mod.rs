@@ -74,7 +74,7 @@ impl crate::Operation for Snapshot {
 pub type SnapshotResponse = String;
 crate::operation_error!(SnapshotError for Snapshot);
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListResponseItem {
     /// `description`
     pub description: String,
@@ -84,4 +84,15 @@ pub struct ListResponseItem {
     pub parent: Option<String>,
     /// `snaptime`
     pub snaptime: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for ListResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            description: f.req("description")?,
+            name: f.req("name")?,
+            parent: f.opt("parent")?,
+            snaptime: f.opt("snaptime")?,
+        })
+    }
 }

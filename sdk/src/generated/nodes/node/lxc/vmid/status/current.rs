@@ -32,7 +32,7 @@ impl crate::Operation for VmStatus {
 }
 crate::operation_error!(VmStatusError for VmStatus);
 /// From `GET /nodes/{node}/lxc/{vmid}/status/current returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmStatusResponse {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -82,4 +82,35 @@ pub struct VmStatusResponse {
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl<'de> serde::Deserialize<'de> for VmStatusResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cpu: f.opt("cpu")?,
+            cpus: f.opt("cpus")?,
+            disk: f.opt("disk")?,
+            diskread: f.opt("diskread")?,
+            diskwrite: f.opt("diskwrite")?,
+            ha: f.req("ha")?,
+            lock: f.opt("lock")?,
+            maxdisk: f.opt("maxdisk")?,
+            maxmem: f.opt("maxmem")?,
+            maxswap: f.opt("maxswap")?,
+            mem: f.opt("mem")?,
+            name: f.opt("name")?,
+            netin: f.opt("netin")?,
+            netout: f.opt("netout")?,
+            pressurecpusome: f.opt("pressurecpusome")?,
+            pressureiofull: f.opt("pressureiofull")?,
+            pressureiosome: f.opt("pressureiosome")?,
+            pressurememoryfull: f.opt("pressurememoryfull")?,
+            pressurememorysome: f.opt("pressurememorysome")?,
+            status: f.req("status")?,
+            tags: f.opt("tags")?,
+            template: f.opt("template")?,
+            uptime: f.opt("uptime")?,
+            vmid: f.req("vmid")?,
+        })
+    }
 }

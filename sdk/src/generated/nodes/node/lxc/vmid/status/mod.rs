@@ -40,8 +40,16 @@ impl crate::Operation for Vmcmdidx {
 pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
 crate::operation_error!(VmcmdidxError for Vmcmdidx);
 /// From `GET /nodes/{node}/lxc/{vmid}/status returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmcmdidxResponseItem {
     /// `subdir`
     pub subdir: String,
+}
+impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            subdir: f.req("subdir")?,
+        })
+    }
 }

@@ -39,8 +39,14 @@ impl crate::Operation for Exec {
 }
 crate::operation_error!(ExecError for Exec);
 /// From `POST /nodes/{node}/qemu/{vmid}/agent/exec returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExecResponse {
     /// `pid`
     pub pid: i64,
+}
+impl<'de> serde::Deserialize<'de> for ExecResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self { pid: f.req("pid")? })
+    }
 }

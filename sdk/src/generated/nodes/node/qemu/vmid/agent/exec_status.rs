@@ -35,7 +35,7 @@ impl crate::Operation for ExecStatus {
 }
 crate::operation_error!(ExecStatusError for ExecStatus);
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/exec-status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExecStatusResponse {
     /// Wire name `err-data`
     #[serde(rename = "err-data")]
@@ -55,4 +55,18 @@ pub struct ExecStatusResponse {
     pub out_truncated: Option<bool>,
     /// `signal`
     pub signal: Option<i64>,
+}
+impl<'de> serde::Deserialize<'de> for ExecStatusResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            err_data: f.opt("err-data")?,
+            err_truncated: f.opt("err-truncated")?,
+            exitcode: f.opt("exitcode")?,
+            exited: f.req("exited")?,
+            out_data: f.opt("out-data")?,
+            out_truncated: f.opt("out-truncated")?,
+            signal: f.opt("signal")?,
+        })
+    }
 }

@@ -44,10 +44,19 @@ impl crate::Operation for FileRead {
 }
 crate::operation_error!(FileReadError for FileRead);
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/file-read returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FileReadResponse {
     /// `content`
     pub content: String,
     /// `truncated`
     pub truncated: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for FileReadResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            content: f.req("content")?,
+            truncated: f.opt("truncated")?,
+        })
+    }
 }

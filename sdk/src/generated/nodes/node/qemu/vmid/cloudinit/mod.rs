@@ -67,7 +67,7 @@ impl crate::Operation for CloudinitUpdate {
 pub type CloudinitUpdateResponse = ();
 crate::operation_error!(CloudinitUpdateError for CloudinitUpdate);
 /// From `GET /nodes/{node}/qemu/{vmid}/cloudinit returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CloudinitPendingResponseItem {
     /// Range 0 - 1
     pub delete: Option<i64>,
@@ -77,4 +77,15 @@ pub struct CloudinitPendingResponseItem {
     pub pending: Option<String>,
     /// `value`
     pub value: Option<String>,
+}
+impl<'de> serde::Deserialize<'de> for CloudinitPendingResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            delete: f.opt("delete")?,
+            key: f.req("key")?,
+            pending: f.opt("pending")?,
+            value: f.opt("value")?,
+        })
+    }
 }

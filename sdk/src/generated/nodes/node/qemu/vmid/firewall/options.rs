@@ -100,7 +100,7 @@ impl crate::Operation for SetOptions {
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub dhcp: Option<bool>,
@@ -122,4 +122,21 @@ pub struct GetOptionsResponse {
     pub policy_out: Option<crate::generated::PolicyOut>,
     /// `radv`
     pub radv: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            dhcp: f.opt("dhcp")?,
+            enable: f.opt("enable")?,
+            ipfilter: f.opt("ipfilter")?,
+            log_level_in: f.opt("log_level_in")?,
+            log_level_out: f.opt("log_level_out")?,
+            macfilter: f.opt("macfilter")?,
+            ndp: f.opt("ndp")?,
+            policy_in: f.opt("policy_in")?,
+            policy_out: f.opt("policy_out")?,
+            radv: f.opt("radv")?,
+        })
+    }
 }

@@ -77,7 +77,7 @@ impl crate::Operation for Snapshot {
 pub type SnapshotResponse = String;
 crate::operation_error!(SnapshotError for Snapshot);
 /// From `GET /nodes/{node}/qemu/{vmid}/snapshot returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SnapshotListResponseItem {
     /// `description`
     pub description: String,
@@ -89,4 +89,16 @@ pub struct SnapshotListResponseItem {
     pub snaptime: Option<i64>,
     /// `vmstate`
     pub vmstate: Option<bool>,
+}
+impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            description: f.req("description")?,
+            name: f.req("name")?,
+            parent: f.opt("parent")?,
+            snaptime: f.opt("snaptime")?,
+            vmstate: f.opt("vmstate")?,
+        })
+    }
 }

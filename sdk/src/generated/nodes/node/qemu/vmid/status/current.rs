@@ -57,7 +57,7 @@ impl crate::open_enum::OpenEnum for VmStatusResponseClipboard {
 }
 crate::open_enum_traits!(VmStatusResponseClipboard);
 /// From `GET /nodes/{node}/qemu/{vmid}/status/current returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmStatusResponse {
     /// `agent`
     pub agent: Option<bool>,
@@ -125,4 +125,43 @@ pub struct VmStatusResponse {
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl<'de> serde::Deserialize<'de> for VmStatusResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            agent: f.opt("agent")?,
+            clipboard: f.opt("clipboard")?,
+            cpu: f.opt("cpu")?,
+            cpus: f.opt("cpus")?,
+            diskread: f.opt("diskread")?,
+            diskwrite: f.opt("diskwrite")?,
+            ha: f.req("ha")?,
+            lock: f.opt("lock")?,
+            maxdisk: f.opt("maxdisk")?,
+            maxmem: f.opt("maxmem")?,
+            mem: f.opt("mem")?,
+            memhost: f.opt("memhost")?,
+            name: f.opt("name")?,
+            netin: f.opt("netin")?,
+            netout: f.opt("netout")?,
+            pid: f.opt("pid")?,
+            pressurecpufull: f.opt("pressurecpufull")?,
+            pressurecpusome: f.opt("pressurecpusome")?,
+            pressureiofull: f.opt("pressureiofull")?,
+            pressureiosome: f.opt("pressureiosome")?,
+            pressurememoryfull: f.opt("pressurememoryfull")?,
+            pressurememorysome: f.opt("pressurememorysome")?,
+            qmpstatus: f.opt("qmpstatus")?,
+            running_machine: f.opt("running-machine")?,
+            running_qemu: f.opt("running-qemu")?,
+            serial: f.opt("serial")?,
+            spice: f.opt("spice")?,
+            status: f.req("status")?,
+            tags: f.opt("tags")?,
+            template: f.opt("template")?,
+            uptime: f.opt("uptime")?,
+            vmid: f.req("vmid")?,
+        })
+    }
 }

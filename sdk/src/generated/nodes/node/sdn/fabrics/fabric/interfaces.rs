@@ -34,7 +34,7 @@ impl crate::Operation for Interfaces {
 pub type InterfacesResponse = Vec<InterfacesResponseItem>;
 crate::operation_error!(InterfacesError for Interfaces);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/interfaces returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InterfacesResponseItem {
     /// `name`
     pub name: String,
@@ -43,4 +43,14 @@ pub struct InterfacesResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.req("name")?,
+            state: f.req("state")?,
+            type_: f.req("type")?,
+        })
+    }
 }

@@ -34,7 +34,7 @@ impl crate::Operation for Neighbors {
 pub type NeighborsResponse = Vec<NeighborsResponseItem>;
 crate::operation_error!(NeighborsError for Neighbors);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NeighborsResponseItem {
     /// `neighbor`
     pub neighbor: String,
@@ -42,4 +42,14 @@ pub struct NeighborsResponseItem {
     pub status: String,
     /// `uptime`
     pub uptime: String,
+}
+impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            neighbor: f.req("neighbor")?,
+            status: f.req("status")?,
+            uptime: f.req("uptime")?,
+        })
+    }
 }

@@ -34,10 +34,19 @@ impl crate::Operation for Routes {
 pub type RoutesResponse = Vec<RoutesResponseItem>;
 crate::operation_error!(RoutesError for Routes);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/routes returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RoutesResponseItem {
     /// `route`
     pub route: String,
     /// `via`
     pub via: Vec<String>,
+}
+impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            route: f.req("route")?,
+            via: f.req("via")?,
+        })
+    }
 }

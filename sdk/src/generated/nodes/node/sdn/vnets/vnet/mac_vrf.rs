@@ -34,7 +34,7 @@ impl crate::Operation for MacVrf {
 pub type MacVrfResponse = Vec<MacVrfResponseItem>;
 crate::operation_error!(MacVrfError for MacVrf);
 /// From `GET /nodes/{node}/sdn/vnets/{vnet}/mac-vrf returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MacVrfResponseItem {
     /// Format `ip`
     pub ip: String,
@@ -42,4 +42,14 @@ pub struct MacVrfResponseItem {
     pub mac: String,
     /// Format `ip`
     pub nexthop: String,
+}
+impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            ip: f.req("ip")?,
+            mac: f.req("mac")?,
+            nexthop: f.req("nexthop")?,
+        })
+    }
 }

@@ -34,7 +34,7 @@ impl crate::Operation for Bridges {
 pub type BridgesResponse = Vec<BridgesResponseItem>;
 crate::operation_error!(BridgesError for Bridges);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/bridges returns items "ports" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BridgesResponseItemPortsItem {
     /// `index`
     pub index: Option<String>,
@@ -47,8 +47,20 @@ pub struct BridgesResponseItemPortsItem {
     /// `vmid`
     pub vmid: Option<f64>,
 }
+impl<'de> serde::Deserialize<'de> for BridgesResponseItemPortsItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            index: f.opt("index")?,
+            name: f.req("name")?,
+            primary_vlan: f.opt("primary_vlan")?,
+            vlans: f.opt("vlans")?,
+            vmid: f.opt("vmid")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/sdn/zones/{zone}/bridges returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BridgesResponseItem {
     /// `name`
     pub name: String,
@@ -56,4 +68,14 @@ pub struct BridgesResponseItem {
     pub ports: Vec<BridgesResponseItemPortsItem>,
     /// `vlan_filtering`
     pub vlan_filtering: String,
+}
+impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            name: f.req("name")?,
+            ports: f.req("ports")?,
+            vlan_filtering: f.req("vlan_filtering")?,
+        })
+    }
 }

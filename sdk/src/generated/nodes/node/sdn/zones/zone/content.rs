@@ -34,7 +34,7 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/content returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// `status`
     pub status: Option<String>,
@@ -42,4 +42,14 @@ pub struct IndexResponseItem {
     pub statusmsg: Option<String>,
     /// `vnet`
     pub vnet: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            status: f.opt("status")?,
+            statusmsg: f.opt("statusmsg")?,
+            vnet: f.req("vnet")?,
+        })
+    }
 }

@@ -34,7 +34,7 @@ impl crate::Operation for IpVrf {
 pub type IpVrfResponse = Vec<IpVrfResponseItem>;
 crate::operation_error!(IpVrfError for IpVrf);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/ip-vrf returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpVrfResponseItem {
     /// Format `CIDR`
     pub ip: String,
@@ -44,4 +44,15 @@ pub struct IpVrfResponseItem {
     pub nexthops: Vec<String>,
     /// `protocol`
     pub protocol: String,
+}
+impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            ip: f.req("ip")?,
+            metric: f.req("metric")?,
+            nexthops: f.req("nexthops")?,
+            protocol: f.req("protocol")?,
+        })
+    }
 }

@@ -35,8 +35,16 @@ impl crate::Operation for Diridx {
 pub type DiridxResponse = Vec<DiridxResponseItem>;
 crate::operation_error!(DiridxError for Diridx);
 /// From `GET /nodes/{node}/sdn/zones/{zone} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: String,
+}
+impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            subdir: f.req("subdir")?,
+        })
+    }
 }

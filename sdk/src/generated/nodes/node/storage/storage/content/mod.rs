@@ -92,15 +92,24 @@ impl crate::Operation for Create {
 pub type CreateResponse = String;
 crate::operation_error!(CreateError for Create);
 /// From `GET /nodes/{node}/storage/{storage}/content returns items "verification"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemVerification {
     /// `state`
     pub state: String,
     /// `upid`
     pub upid: String,
 }
+impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            state: f.req("state")?,
+            upid: f.req("upid")?,
+        })
+    }
+}
 /// From `GET /nodes/{node}/storage/{storage}/content returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {
     /// Wire name `approximate-size`
     #[serde(rename = "approximate-size")]
@@ -127,4 +136,23 @@ pub struct IndexResponseItem {
     pub vmid: Option<i64>,
     /// `volid`
     pub volid: String,
+}
+impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            approximate_size: f.opt("approximate-size")?,
+            ctime: f.opt("ctime")?,
+            encrypted: f.opt("encrypted")?,
+            format: f.req("format")?,
+            notes: f.opt("notes")?,
+            parent: f.opt("parent")?,
+            protected: f.opt("protected")?,
+            size: f.opt("size")?,
+            used: f.opt("used")?,
+            verification: f.opt("verification")?,
+            vmid: f.opt("vmid")?,
+            volid: f.req("volid")?,
+        })
+    }
 }

@@ -175,7 +175,7 @@ impl crate::Operation for Updateattributes {
 pub type UpdateattributesResponse = ();
 crate::operation_error!(UpdateattributesError for Updateattributes);
 /// From `GET /nodes/{node}/storage/{storage}/content/{volume} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InfoResponse {
     /// `format`
     pub format: String,
@@ -189,4 +189,17 @@ pub struct InfoResponse {
     pub size: i64,
     /// `used`
     pub used: i64,
+}
+impl<'de> serde::Deserialize<'de> for InfoResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            format: f.req("format")?,
+            notes: f.opt("notes")?,
+            path: f.req("path")?,
+            protected: f.opt("protected")?,
+            size: f.req("size")?,
+            used: f.req("used")?,
+        })
+    }
 }

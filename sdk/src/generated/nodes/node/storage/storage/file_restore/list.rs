@@ -45,7 +45,7 @@ impl crate::Operation for List {
 pub type ListResponse = Vec<ListResponseItem>;
 crate::operation_error!(ListError for List);
 /// From `GET /nodes/{node}/storage/{storage}/file-restore/list returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListResponseItem {
     /// `filepath`
     pub filepath: String,
@@ -60,4 +60,17 @@ pub struct ListResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for ListResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            filepath: f.req("filepath")?,
+            leaf: f.req("leaf")?,
+            mtime: f.opt("mtime")?,
+            size: f.opt("size")?,
+            text: f.req("text")?,
+            type_: f.req("type")?,
+        })
+    }
 }

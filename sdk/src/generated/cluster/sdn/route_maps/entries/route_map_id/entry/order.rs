@@ -128,7 +128,7 @@ impl crate::Operation for UpdateRouteMapEntry {
 pub type UpdateRouteMapEntryResponse = ();
 crate::operation_error!(UpdateRouteMapEntryError for UpdateRouteMapEntry);
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRouteMapEntryResponse {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -149,6 +149,21 @@ pub struct GetRouteMapEntryResponse {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
+}
+impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            action: f.req("action")?,
+            call: f.opt("call")?,
+            digest: f.opt("digest")?,
+            exit_action: f.opt("exit-action")?,
+            match_: f.opt("match")?,
+            order: f.req("order")?,
+            route_map_id: f.req("route-map-id")?,
+            set: f.opt("set")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -79,7 +79,7 @@ impl crate::Operation for CreateAlias {
 pub type CreateAliasResponse = ();
 crate::operation_error!(CreateAliasError for CreateAlias);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/aliases returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAliasesResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -89,4 +89,15 @@ pub struct GetAliasesResponseItem {
     pub digest: String,
     /// `name`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cidr: f.req("cidr")?,
+            comment: f.opt("comment")?,
+            digest: f.req("digest")?,
+            name: f.req("name")?,
+        })
+    }
 }

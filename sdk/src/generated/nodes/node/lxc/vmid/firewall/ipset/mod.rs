@@ -77,7 +77,7 @@ impl crate::Operation for CreateIpset {
 pub type CreateIpsetResponse = ();
 crate::operation_error!(CreateIpsetError for CreateIpset);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/ipset returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpsetIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -85,4 +85,14 @@ pub struct IpsetIndexResponseItem {
     pub digest: String,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            digest: f.req("digest")?,
+            name: f.req("name")?,
+        })
+    }
 }

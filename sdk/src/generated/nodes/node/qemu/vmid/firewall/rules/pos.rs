@@ -157,7 +157,7 @@ impl crate::Operation for UpdateRule {
 pub type UpdateRuleResponse = ();
 crate::operation_error!(UpdateRuleError for UpdateRule);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/rules/{pos} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRuleResponse {
     /// `action`
     pub action: String,
@@ -192,6 +192,28 @@ pub struct GetRuleResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+}
+impl<'de> serde::Deserialize<'de> for GetRuleResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            action: f.req("action")?,
+            comment: f.opt("comment")?,
+            dest: f.opt("dest")?,
+            dport: f.opt("dport")?,
+            enable: f.opt("enable")?,
+            icmp_type: f.opt("icmp-type")?,
+            iface: f.opt("iface")?,
+            ipversion: f.opt("ipversion")?,
+            log: f.opt("log")?,
+            macro_: f.opt("macro")?,
+            pos: f.req("pos")?,
+            proto: f.opt("proto")?,
+            source: f.opt("source")?,
+            sport: f.opt("sport")?,
+            type_: f.req("type")?,
+        })
+    }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
