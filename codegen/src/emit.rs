@@ -39,33 +39,29 @@ fn ident(s: &str) -> Ident {
     Ident::new(s, Span::call_site())
 }
 
+/// Outer doc attributes (`///`), one per line.
 fn doc(text: &str) -> TokenStream {
-    let lines: Vec<TokenStream> = text
-        .lines()
-        .map(|l| {
-            let l = if l.is_empty() {
-                String::new()
-            } else {
-                format!(" {l}")
-            };
-            quote!(#[doc = #l])
-        })
-        .collect();
-    quote!(#(#lines)*)
+    doc_lines(text, false)
 }
 
+/// Inner doc attributes (`//!`), one per line.
 fn inner_doc(text: &str) -> TokenStream {
-    let lines: Vec<TokenStream> = text
-        .lines()
-        .map(|l| {
-            let l = if l.is_empty() {
-                String::new()
-            } else {
-                format!(" {l}")
-            };
+    doc_lines(text, true)
+}
+
+fn doc_lines(text: &str, inner: bool) -> TokenStream {
+    let lines = text.lines().map(|l| {
+        let l = if l.is_empty() {
+            String::new()
+        } else {
+            format!(" {l}")
+        };
+        if inner {
             quote!(#![doc = #l])
-        })
-        .collect();
+        } else {
+            quote!(#[doc = #l])
+        }
+    });
     quote!(#(#lines)*)
 }
 

@@ -545,6 +545,13 @@ impl ser::SerializeTuple for SeqSerializer<'_, '_> {
 /// Map keys must be strings (or numbers, written in decimal).
 struct KeySerializer;
 
+fn bad_key() -> FormError {
+    FormError::Unsupported {
+        what: "a non-string map key",
+        field: String::new(),
+    }
+}
+
 macro_rules! key_display {
     ($($name:ident($t:ty);)*) => {$(
         fn $name(self, v: $t) -> Result<String, FormError> {
@@ -556,7 +563,7 @@ macro_rules! key_display {
 macro_rules! key_unsupported {
     ($($name:ident($($t:ty),*);)*) => {$(
         fn $name(self, $(_: $t),*) -> Result<String, FormError> {
-            Err(FormError::Unsupported { what: "a non-string map key", field: String::new() })
+            Err(bad_key())
         }
     )*};
 }
@@ -623,24 +630,15 @@ impl ser::Serializer for KeySerializer {
         _: &'static str,
         _: &T,
     ) -> Result<String, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_tuple_struct(
@@ -648,10 +646,7 @@ impl ser::Serializer for KeySerializer {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleStruct, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_tuple_variant(
@@ -661,17 +656,11 @@ impl ser::Serializer for KeySerializer {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleVariant, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_struct(
@@ -679,10 +668,7 @@ impl ser::Serializer for KeySerializer {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStruct, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 
     fn serialize_struct_variant(
@@ -692,10 +678,7 @@ impl ser::Serializer for KeySerializer {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStructVariant, FormError> {
-        Err(FormError::Unsupported {
-            what: "a non-string map key",
-            field: String::new(),
-        })
+        Err(bad_key())
     }
 }
 
