@@ -12,6 +12,7 @@ pub mod check;
 pub mod diag;
 pub mod diff;
 pub mod emit;
+pub mod facts;
 pub mod format;
 pub mod import;
 pub mod ir;
@@ -108,6 +109,8 @@ pub struct Output {
     pub patches: patch::Patches,
     /// File name (below `generated/`) -> text (before rustfmt).
     pub files: BTreeMap<String, String>,
+    /// The simulator's facts table ([`facts::facts_text`]).
+    pub facts: String,
 }
 
 /// Runs load -> patch -> lower -> check -> emit -> prettyplease.
@@ -144,6 +147,7 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
         api,
         patches,
         files,
+        facts: facts::facts_text(&spec),
     })
 }
 
@@ -220,6 +224,30 @@ fn temp_dir_beside(out: &Path, tag: &str) -> PathBuf {
     parent.join(format!(".generated.{tag}-{}", std::process::id()))
 }
 
+/// Writes the simulator's facts table to `path` (through a temporary file and a rename).
+///
+/// # Errors
+///
+/// I/O errors.
+pub fn write_facts(output: &Output, path: &Path) -> Result<(), Error> {
+    let tmp = path.with_extension(format!("json.tmp-{}", std::process::id()));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::Io(format!("{}: {e}", parent.display())))?;
+    }
+    std::fs::write(&tmp, &output.facts)
+        .map_err(|e| Error::Io(format!("{}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::Io(format!("{}: {e}", path.display()))
+    })
+}
+
+/// Whether the facts table at `path` is what `output` would write.
+pub fn facts_up_to_date(output: &Output, path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t == output.facts)
+}
+
 /// `generate`: writes the files to a temporary folder beside `out`, formats them, and only then
 /// replaces `out`, so a failed run leaves the old output in place.
 ///
@@ -269,12 +297,17 @@ impl CheckReport {
     }
 }
 
-/// `check`: generates into a temporary folder and compares with `out`.
+/// `check`: generates into a temporary folder and compares with `out` (and, when given, the
+/// facts table at `facts`).
 ///
 /// # Errors
 ///
 /// Any stage's problems, or I/O and rustfmt failures.
-pub fn check_up_to_date(cfg: &Config, out: &Path) -> Result<CheckReport, Error> {
+pub fn check_up_to_date(
+    cfg: &Config,
+    out: &Path,
+    facts: Option<&Path>,
+) -> Result<CheckReport, Error> {
     let output = run(cfg)?;
     let tmp = temp_dir_beside(out, "check");
     let _ = std::fs::remove_dir_all(&tmp);
@@ -294,6 +327,11 @@ pub fn check_up_to_date(cfg: &Config, out: &Path) -> Result<CheckReport, Error> 
     for name in have.keys() {
         if !want.contains_key(name) {
             report.extra.push(name.clone());
+        }
+    }
+    if let Some(f) = facts {
+        if !facts_up_to_date(&output, f) {
+            report.changed.push(f.display().to_string());
         }
     }
     Ok(report)

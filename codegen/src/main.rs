@@ -51,6 +51,9 @@ enum Command {
         /// Output folder.
         #[arg(long, default_value = "sdk/src/generated")]
         out: PathBuf,
+        /// The simulator's facts table.
+        #[arg(long, default_value = "tests/sim/src/facts.json")]
+        facts: PathBuf,
         /// What docs to write.
         #[arg(long, value_enum, default_value_t = Docs::Facts)]
         docs: Docs,
@@ -62,6 +65,9 @@ enum Command {
         /// Output folder.
         #[arg(long, default_value = "sdk/src/generated")]
         out: PathBuf,
+        /// The simulator's facts table.
+        #[arg(long, default_value = "tests/sim/src/facts.json")]
+        facts: PathBuf,
     },
     /// Coverage: operations, typed fields vs Value fallbacks, property strings, tasks, patches.
     Stats {
@@ -143,12 +149,19 @@ fn main() -> ExitCode {
         ExitCode::from(2)
     };
     match cli.command {
-        Command::Generate { spec, out, docs } => {
+        Command::Generate {
+            spec,
+            out,
+            facts,
+            docs,
+        } => {
             let cfg = match config(&spec, docs == Docs::Upstream) {
                 Ok(c) => c,
                 Err(e) => return usage(e),
             };
-            match pve_codegen::generate(&cfg, &out) {
+            match pve_codegen::generate(&cfg, &out)
+                .and_then(|o| pve_codegen::write_facts(&o, &facts).map(|()| o))
+            {
                 Ok(o) => {
                     println!(
                         "wrote {} files to {} ({} operations)",
@@ -164,12 +177,12 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Command::Check { spec, out } => {
+        Command::Check { spec, out, facts } => {
             let cfg = match config(&spec, false) {
                 Ok(c) => c,
                 Err(e) => return usage(e),
             };
-            match pve_codegen::check_up_to_date(&cfg, &out) {
+            match pve_codegen::check_up_to_date(&cfg, &out, Some(&facts)) {
                 Ok(r) if r.is_clean() => {
                     println!("{} is up to date", out.display());
                     ExitCode::SUCCESS

@@ -1,0 +1,122 @@
+//! The facts table the simulator validates requests with: every operation's method, path,
+//! handler and parameter facts (type, optional, enum, range, length, format name, pattern),
+//! and the shape of its answer. Facts only: no description prose.
+
+use serde_json::{json, Map, Value};
+
+use crate::raw::{Format, Schema, Spec};
+
+fn param_facts(s: &Schema) -> Value {
+    let mut m = Map::new();
+    let ty = s.ty.clone().unwrap_or_else(|| {
+        if s.properties.is_some() {
+            "object".into()
+        } else if s.items.is_some() {
+            "array".into()
+        } else {
+            "string".into()
+        }
+    });
+    m.insert("type".into(), Value::from(ty));
+    if s.optional {
+        m.insert("optional".into(), Value::from(true));
+    }
+    if let Some(e) = &s.enum_values {
+        m.insert("enum".into(), Value::from(e.clone()));
+    }
+    for (k, v) in [("minimum", s.minimum), ("maximum", s.maximum)] {
+        if let Some(v) = v {
+            m.insert(k.into(), Value::from(v));
+        }
+    }
+    for (k, v) in [("minLength", s.min_length), ("maxLength", s.max_length)] {
+        if let Some(v) = v {
+            m.insert(k.into(), Value::from(v));
+        }
+    }
+    match &s.format {
+        Some(Format::Named(n)) => {
+            m.insert("format".into(), Value::from(n.clone()));
+        }
+        Some(Format::Inline(keys)) => {
+            let ks: Map<String, Value> = keys
+                .iter()
+                .filter(|(_, k)| k.alias.is_none())
+                .map(|(name, k)| (name.clone(), param_facts(k)))
+                .collect();
+            m.insert("propertyString".into(), Value::Object(ks));
+        }
+        None => {}
+    }
+    if let Some(p) = &s.pattern {
+        m.insert("pattern".into(), Value::from(p.clone()));
+    }
+    if let Some(i) = &s.items {
+        m.insert("items".into(), param_facts(i));
+    }
+    Value::Object(m)
+}
+
+fn returns_facts(s: &Schema) -> Value {
+    let ty = s.ty.clone().unwrap_or_else(|| {
+        if s.properties.is_some() {
+            "object".into()
+        } else if s.items.is_some() {
+            "array".into()
+        } else {
+            "any".into()
+        }
+    });
+    Value::from(ty)
+}
+
+/// The facts of every operation, as the simulator's table.
+pub fn facts(spec: &Spec) -> Value {
+    let ops: Vec<Value> = spec
+        .operations()
+        .into_iter()
+        .map(|(node, m)| {
+            let params: Map<String, Value> = m
+                .parameters
+                .properties
+                .iter()
+                .flatten()
+                .map(|(k, s)| (k.clone(), param_facts(s)))
+                .collect();
+            json!({
+                "method": m.verb,
+                "path": node.path,
+                "handler": m.name,
+                "params": params,
+                "returns": returns_facts(&m.returns),
+                "proxyto": m.proxyto,
+            })
+        })
+        .collect();
+    json!({
+        "generated": format!(
+            "by pve-codegen from {} (sha256 {}). Do not edit.",
+            spec.file_name, spec.sha256
+        ),
+        "operations": ops,
+    })
+}
+
+/// The table as text: one operation per line, so diffs stay readable.
+pub fn facts_text(spec: &Spec) -> String {
+    let v = facts(spec);
+    let mut out = String::new();
+    out.push_str("{\"generated\":");
+    out.push_str(&v["generated"].to_string());
+    out.push_str(",\"operations\":[\n");
+    let ops = v["operations"].as_array().cloned().unwrap_or_default();
+    for (i, op) in ops.iter().enumerate() {
+        out.push_str(&op.to_string());
+        if i + 1 < ops.len() {
+            out.push(',');
+        }
+        out.push('\n');
+    }
+    out.push_str("]}\n");
+    out
+}

@@ -1,0 +1,11 @@
+//! `pve-sim`: a Proxmox VE API on loopback, for tests, examples and users.
+//!
+//! Every operation of the schema is routed and its parameters are verified with PVE's own 400
+//! answers; unknown paths answer PVE's 501. Requests are logged so tests can assert the exact
+//! calls made.
+
+pub mod facts;
+mod server;
+pub mod validate;
+
+pub use server::{LoggedRequest, SimConfig, Simulator};

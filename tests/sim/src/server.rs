@@ -1,0 +1,383 @@
+//! The HTTP side: one handler for every request, in PVE's order (authenticate, route, verify
+//! parameters, run), and the handle that owns the server.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use percent_encoding::percent_decode_str;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use crate::facts::{self, Op};
+use crate::validate;
+
+/// How a simulator starts.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Where to listen: a loopback address (port 0: the OS picks one).
+    pub listen: SocketAddr,
+    /// Cluster members, in order; requests for other nodes fail as PVE's hostname lookup does.
+    pub nodes: Vec<String>,
+    /// API tokens accepted: (`USER@REALM!TOKENID`, secret).
+    pub tokens: Vec<(String, String)>,
+    /// Added before every answer.
+    pub latency: Duration,
+    /// The version `/version` reports.
+    pub version: String,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            nodes: vec!["pve1".to_owned()],
+            tokens: vec![("root@pam!sim".to_owned(), "sim-secret".to_owned())],
+            latency: Duration::ZERO,
+            version: "9.2.0".to_owned(),
+        }
+    }
+}
+
+/// One request as the simulator saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path below `/api2/json`, as sent (percent-encoded).
+    pub path: String,
+    /// Query and form parameters, in order.
+    pub params: Vec<(String, String)>,
+    /// The credential's id (`root@pam!sim`), when it authenticated.
+    pub credential: Option<String>,
+    /// The answer's status.
+    pub status: u16,
+}
+
+impl LoggedRequest {
+    /// Whether the request was a write (anything but GET).
+    pub fn is_write(&self) -> bool {
+        self.method != "GET"
+    }
+
+    /// `METHOD /path`, for assertions.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: SimConfig,
+    log: Mutex<Vec<LoggedRequest>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving it.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A running simulator on 127.0.0.1 and a port the OS picked. Dropping it stops the server.
+#[derive(Debug)]
+pub struct Simulator {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl Simulator {
+    /// Starts a simulator in this tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// The address is not a loopback address, or binding it failed.
+    pub async fn start(config: SimConfig) -> std::io::Result<Simulator> {
+        if !config.listen.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the simulator listens on loopback only, not {}",
+                    config.listen
+                ),
+            ));
+        }
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            config,
+            log: Mutex::new(Vec::new()),
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Ok(Simulator {
+            addr,
+            shared,
+            shutdown: Some(tx),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/api2/json`.
+    pub fn api_url(&self) -> String {
+        format!("{}/api2/json", self.url())
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every request so far, in order.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// The writes so far (everything but GET), in order.
+    pub fn writes(&self) -> Vec<LoggedRequest> {
+        lock(&self.shared.log)
+            .iter()
+            .filter(|r| r.is_write())
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the requests logged so far.
+    pub fn clear_log(&self) {
+        lock(&self.shared.log).clear();
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// PVE's error answer: status, `message` (with its newline), optional `errors`; the reason
+/// phrase is the message's first line.
+fn error(status: u16, message: &str, errors: Option<BTreeMap<String, String>>) -> Response {
+    let mut body = json!({"data": null, "message": format!("{message}\n")});
+    if let Some(e) = errors {
+        body["errors"] = json!(e);
+    }
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (
+        code,
+        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
+        body.to_string(),
+    )
+        .into_response();
+    if let Ok(reason) =
+        hyper::ext::ReasonPhrase::try_from(message.lines().next().unwrap_or("").as_bytes().to_vec())
+    {
+        resp.extensions_mut().insert(reason);
+    }
+    resp
+}
+
+fn data(value: Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
+        json!({ "data": value }).to_string(),
+    )
+        .into_response()
+}
+
+fn decode(s: &str) -> String {
+    percent_decode_str(&s.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn form_pairs(text: &str) -> Vec<(String, String)> {
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}
+
+/// The credential id of an `Authorization: PVEAPIToken=USER@REALM!ID=SECRET` header, or the
+/// 401 message.
+fn authenticate(config: &SimConfig, headers: &HeaderMap) -> Result<String, &'static str> {
+    let Some(auth) = headers.get(header::AUTHORIZATION) else {
+        return Err("No ticket");
+    };
+    let auth = auth.to_str().unwrap_or_default();
+    let token = auth
+        .strip_prefix("PVEAPIToken=")
+        .ok_or("authentication failure")?;
+    let (id, secret) = token.split_once('=').ok_or("authentication failure")?;
+    if config.tokens.iter().any(|(i, s)| i == id && s == secret) {
+        Ok(id.to_owned())
+    } else {
+        Err("authentication failure")
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response {
+    if !shared.config.latency.is_zero() {
+        tokio::time::sleep(shared.config.latency).await;
+    }
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let mut params = req.uri().query().map(form_pairs).unwrap_or_default();
+    let headers = req.headers().clone();
+    let body = match to_bytes(req.into_body(), 64 << 20).await {
+        Ok(b) => b,
+        Err(_) => return error(400, "unable to read the request body", None),
+    };
+    if !body.is_empty() {
+        let is_json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|c| c.to_str().ok())
+            .is_some_and(|c| c.starts_with("application/json"));
+        if is_json {
+            if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&body) {
+                for (k, v) in m {
+                    let text = match v {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    params.push((k, text));
+                }
+            }
+        } else {
+            params.extend(form_pairs(&String::from_utf8_lossy(&body)));
+        }
+    }
+    let Some(rel) = path.strip_prefix("/api2/json") else {
+        return error(404, "Not Found", None);
+    };
+    let rel = if rel.is_empty() { "/" } else { rel }.to_owned();
+
+    let credential = match authenticate(&shared.config, &headers) {
+        Ok(c) => c,
+        Err(message) => {
+            log(&shared, &method, &rel, params, None, 401);
+            return error(401, message, None);
+        }
+    };
+    let resp = run(&shared, &method, &rel, &params);
+    log(
+        &shared,
+        &method,
+        &rel,
+        params,
+        Some(credential),
+        resp.status().as_u16(),
+    );
+    resp
+}
+
+fn log(
+    shared: &Shared,
+    method: &str,
+    path: &str,
+    params: Vec<(String, String)>,
+    credential: Option<String>,
+    status: u16,
+) {
+    lock(&shared.log).push(LoggedRequest {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        params,
+        credential,
+        status,
+    });
+}
+
+fn run(shared: &Shared, method: &str, rel: &str, params: &[(String, String)]) -> Response {
+    let segments: Vec<String> = rel
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .collect();
+    let route = match facts::route(method, &segments) {
+        Ok(r) => r,
+        Err(_) => {
+            return error(
+                501,
+                &format!("Method '{method} {rel}' not implemented"),
+                None,
+            );
+        }
+    };
+    let mut all = route.path_params.clone();
+    all.extend(params.iter().cloned());
+    let errors = validate::validate(route.op, &all);
+    if !errors.is_empty() {
+        return error(400, "Parameter verification failed.", Some(errors));
+    }
+    if let Some((_, node)) = route.path_params.iter().find(|(k, _)| k == "node") {
+        if !shared.config.nodes.contains(node) {
+            return error(
+                500,
+                &format!("hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"),
+                None,
+            );
+        }
+    }
+    dispatch(shared, route.op, &all)
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Stateful operations; every other operation answers a schema-shaped empty result.
+fn dispatch(shared: &Shared, op: &Op, params: &[(String, String)]) -> Response {
+    let _ = param(params, "node");
+    match (op.method.as_str(), op.path.as_str()) {
+        ("GET", "/version") => {
+            let release = shared.config.version.rsplitn(2, '.').last().unwrap_or("9.2").to_owned();
+            data(json!({"version": shared.config.version, "release": release, "repoid": "00000000"}))
+        }
+        ("GET", "/nodes") => data(Value::Array(
+            shared
+                .config
+                .nodes
+                .iter()
+                .map(|n| json!({"node": n, "status": "online", "type": "node", "id": format!("node/{n}")}))
+                .collect(),
+        )),
+        _ => data(empty(&op.returns)),
+    }
+}
+
+/// A valid, empty value of a schema type.
+fn empty(returns: &str) -> Value {
+    match returns {
+        "array" => json!([]),
+        "object" => json!({}),
+        "string" => json!(""),
+        "integer" | "number" => json!(0),
+        "boolean" => json!(0),
+        _ => Value::Null,
+    }
+}

@@ -1,0 +1,285 @@
+//! Parameter verification with PVE's own wording (pve-common `JSONSchema.pm`): a failed check
+//! gives `400 Parameter verification failed.` with a per-parameter `errors` map.
+
+use std::collections::BTreeMap;
+
+use crate::facts::{Op, Param};
+
+/// Checks `params` (path parameters included) against the operation's facts.
+/// Returns the per-parameter errors; empty when everything is valid.
+pub fn validate(op: &Op, params: &[(String, String)]) -> BTreeMap<String, String> {
+    let mut errors = BTreeMap::new();
+    let mut seen: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (k, v) in params {
+        seen.entry(k.as_str()).or_default().push(v.as_str());
+    }
+    for (name, values) in &seen {
+        let Some(p) = op.param(name) else {
+            errors.insert(
+                (*name).to_owned(),
+                "property is not defined in schema and the schema does not allow additional properties"
+                    .to_owned(),
+            );
+            continue;
+        };
+        if p.ty == "array" {
+            if let Some(items) = &p.items {
+                for (i, v) in values.iter().enumerate() {
+                    if let Some(e) = check_value(items, v) {
+                        errors.insert(format!("{name}[{i}]"), e);
+                    }
+                }
+            }
+            continue;
+        }
+        if values.len() > 1 {
+            errors.insert(
+                (*name).to_owned(),
+                "type check ('string') failed - got ARRAY".to_owned(),
+            );
+            continue;
+        }
+        if let Some(e) = check_value(p, values[0]) {
+            errors.insert((*name).to_owned(), e);
+        }
+    }
+    for (name, p) in &op.params {
+        if p.optional || name.ends_with("[n]") {
+            continue;
+        }
+        if !seen.contains_key(name.as_str()) {
+            errors.insert(
+                name.clone(),
+                "property is missing and it is not optional".to_owned(),
+            );
+        }
+    }
+    errors
+}
+
+/// PVE's spellings of a boolean.
+pub fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn is_integer(v: &str) -> bool {
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_number(v: &str) -> bool {
+    is_integer(v)
+        || (v.parse::<f64>().is_ok_and(f64::is_finite) && !v.contains(['i', 'n', 'I', 'N']))
+}
+
+/// One value against its facts, in PVE's order: type, format, length, range, enum.
+fn check_value(p: &Param, v: &str) -> Option<String> {
+    match p.ty.as_str() {
+        "integer" if !is_integer(v) => {
+            return Some(format!("type check ('integer') failed - got '{v}'"))
+        }
+        "number" if !is_number(v) => {
+            return Some(format!("type check ('number') failed - got '{v}'"))
+        }
+        "boolean" if parse_bool(v).is_none() => {
+            return Some(format!("type check ('boolean') failed - got '{v}'"))
+        }
+        _ => {}
+    }
+    if let Some(f) = &p.format {
+        if let Some(e) = check_format(f, v) {
+            return Some(format!("invalid format - {e}\n"));
+        }
+    }
+    if let Some(keys) = &p.property_string {
+        if let Some(e) = check_property_string(keys, v) {
+            return Some(format!("invalid format - {e}\n"));
+        }
+    }
+    if let Some(max) = p.max_length {
+        if v.chars().count() > max {
+            return Some(format!("value may only be {max} characters long"));
+        }
+    }
+    if let Some(min) = p.min_length {
+        if v.chars().count() < min {
+            return Some(format!("value must be at least {min} characters long"));
+        }
+    }
+    if is_number(v) {
+        if let Ok(n) = v.parse::<f64>() {
+            if let Some(max) = p.maximum {
+                if n > max {
+                    return Some(format!("value must have a maximum value of {}", num(max)));
+                }
+            }
+            if let Some(min) = p.minimum {
+                if n < min {
+                    return Some(format!("value must have a minimum value of {}", num(min)));
+                }
+            }
+        }
+    }
+    if let Some(values) = &p.enum_values {
+        if !values.iter().any(|e| e == v) {
+            return Some(format!(
+                "value '{v}' does not have a value in the enumeration '{}'",
+                values.join(", ")
+            ));
+        }
+    }
+    None
+}
+
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        v.to_string()
+    }
+}
+
+/// The simple named formats; others are accepted as they are.
+fn check_format(format: &str, v: &str) -> Option<String> {
+    let ok = match format {
+        "pve-vmid" => {
+            let b = v.as_bytes();
+            (3..=9).contains(&b.len()) && b[0] != b'0' && b.iter().all(u8::is_ascii_digit)
+        }
+        "pve-node" => {
+            let b = v.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        }
+        "pve-storage-id" => {
+            let b = v.as_bytes();
+            b.len() >= 2
+                && b[0].is_ascii_alphabetic()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        }
+        "pve-configid" => {
+            let b = v.as_bytes();
+            b.len() >= 2
+                && b[0].is_ascii_alphabetic()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        }
+        "ipv4" => v.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => v.parse::<std::net::Ipv6Addr>().is_ok(),
+        "ip" => v.parse::<std::net::IpAddr>().is_ok(),
+        _ => true,
+    };
+    if ok {
+        return None;
+    }
+    Some(match format {
+        "pve-vmid" => "value does not look like a valid VM ID".to_owned(),
+        "pve-node" => "value does not look like a valid node name".to_owned(),
+        "pve-storage-id" => format!("storage ID '{v}' contains illegal characters"),
+        "pve-configid" => format!("invalid configuration ID '{v}'"),
+        "ipv4" => "value does not look like a valid IPv4 address".to_owned(),
+        "ipv6" => "value does not look like a valid IPv6 address".to_owned(),
+        _ => "value does not look like a valid IP address".to_owned(),
+    })
+}
+
+/// Keys of an inline property-string format: unknown keys and typed values.
+fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<String> {
+    for part in text.split(',') {
+        let Some((k, v)) = part.split_once('=') else {
+            continue;
+        };
+        match keys.get(k) {
+            // Alias keys (`e1000=MAC`, `bps_rd_length`) are not in the table; PVE accepts them.
+            None => continue,
+            Some(p) => {
+                if let Some(e) = check_value(p, v) {
+                    return Some(format!("{k}: {}", e.trim_end()));
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(method: &str, path: &str) -> &'static Op {
+        crate::facts::operations()
+            .iter()
+            .find(|o| o.method == method && o.path == path)
+            .expect("operation exists")
+    }
+
+    fn kv(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn pve_wording_for_each_kind_of_failure() {
+        let create = op("POST", "/nodes/{node}/qemu");
+        let errs = validate(
+            create,
+            &kv(&[
+                ("node", "pve1"),
+                ("vmid", "abc"),
+                ("cores", "0"),
+                ("bogus", "1"),
+                ("ostype", "beos"),
+                ("acpi", "maybe"),
+            ]),
+        );
+        assert_eq!(errs["vmid"], "type check ('integer') failed - got 'abc'");
+        assert_eq!(errs["cores"], "value must have a minimum value of 1");
+        assert_eq!(
+            errs["bogus"],
+            "property is not defined in schema and the schema does not allow additional properties"
+        );
+        assert!(
+            errs["ostype"]
+                .starts_with("value 'beos' does not have a value in the enumeration 'other, wxp"),
+            "{}",
+            errs["ostype"]
+        );
+        assert_eq!(errs["acpi"], "type check ('boolean') failed - got 'maybe'");
+        let errs = validate(create, &kv(&[("node", "pve1")]));
+        assert_eq!(errs["vmid"], "property is missing and it is not optional");
+        let errs = validate(create, &kv(&[("node", "pve1"), ("vmid", "99")]));
+        assert_eq!(
+            errs["vmid"],
+            "invalid format - value does not look like a valid VM ID\n"
+        );
+        let errs = validate(
+            create,
+            &kv(&[
+                ("node", "pve1"),
+                ("vmid", "100"),
+                ("net0", "virtio,tag=5000"),
+            ]),
+        );
+        assert_eq!(
+            errs["net0"],
+            "invalid format - tag: value must have a maximum value of 4094\n"
+        );
+        assert!(validate(
+            create,
+            &kv(&[
+                ("node", "pve1"),
+                ("vmid", "100"),
+                ("net0", "virtio,bridge=vmbr0")
+            ])
+        )
+        .is_empty());
+    }
+}

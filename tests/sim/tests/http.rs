@@ -1,0 +1,277 @@
+//! The simulator over plain HTTP (reqwest), against PVE's statuses and bodies.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use pve_sim::{SimConfig, Simulator};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "PVEAPIToken=root@pam!sim=sim-secret";
+
+async fn sim() -> Simulator {
+    Simulator::start(SimConfig {
+        nodes: vec!["pve1".into(), "pve2".into()],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts")
+}
+
+async fn call(
+    sim: &Simulator,
+    method: reqwest::Method,
+    path: &str,
+    form: &[(&str, &str)],
+) -> (u16, String, Value) {
+    let client = reqwest::Client::new();
+    let url = format!("{}{path}", sim.api_url());
+    let req = client
+        .request(method.clone(), url)
+        .header("Authorization", TOKEN);
+    let req = if method == reqwest::Method::GET || method == reqwest::Method::DELETE {
+        req.query(form)
+    } else {
+        req.form(form)
+    };
+    let resp = req.send().await.expect("answers");
+    let status = resp.status().as_u16();
+    let reason = resp
+        .status()
+        .canonical_reason()
+        .unwrap_or_default()
+        .to_owned();
+    let body: Value = resp.json().await.expect("json body");
+    (status, reason, body)
+}
+
+#[tokio::test]
+async fn missing_or_wrong_credentials_are_401() {
+    let sim = sim().await;
+    let client = reqwest::Client::new();
+    let resp = client
+        .get(format!("{}/version", sim.api_url()))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(
+        resp.json::<Value>().await.expect("json"),
+        json!({"data": null, "message": "No ticket\n"})
+    );
+    let resp = client
+        .get(format!("{}/version", sim.api_url()))
+        .header("Authorization", "PVEAPIToken=root@pam!sim=wrong")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(
+        resp.json::<Value>().await.expect("json"),
+        json!({"data": null, "message": "authentication failure\n"})
+    );
+    let log = sim.requests();
+    assert_eq!(log.len(), 2);
+    assert!(log
+        .iter()
+        .all(|r| r.credential.is_none() && r.status == 401));
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_are_501() {
+    let sim = sim().await;
+    let (status, _, body) = call(&sim, reqwest::Method::GET, "/nodes/pve1/bogus", &[]).await;
+    assert_eq!(status, 501);
+    assert_eq!(
+        body,
+        json!({"data": null, "message": "Method 'GET /nodes/pve1/bogus' not implemented\n"})
+    );
+    let (status, _, body) = call(&sim, reqwest::Method::PATCH, "/version", &[]).await;
+    assert_eq!(status, 501);
+    assert_eq!(body["message"], "Method 'PATCH /version' not implemented\n");
+}
+
+#[tokio::test]
+async fn parameter_verification_failures_are_400_with_per_field_errors() {
+    let sim = sim().await;
+    let (status, _, body) = call(
+        &sim,
+        reqwest::Method::POST,
+        "/nodes/pve1/qemu",
+        &[("vmid", "abc"), ("cores", "0"), ("colour", "red")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        json!({
+            "data": null,
+            "message": "Parameter verification failed.\n",
+            "errors": {
+                "vmid": "type check ('integer') failed - got 'abc'",
+                "cores": "value must have a minimum value of 1",
+                "colour": "property is not defined in schema and the schema does not allow additional properties"
+            }
+        })
+    );
+    let (status, _, body) = call(
+        &sim,
+        reqwest::Method::GET,
+        "/cluster/nextid",
+        &[("vmid", "42")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["errors"]["vmid"],
+        "invalid format - value does not look like a valid VM ID\n"
+    );
+    let (status, _, body) = call(
+        &sim,
+        reqwest::Method::POST,
+        "/nodes/pve1/network",
+        &[("iface", "vmbr9")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["errors"]["type"],
+        "property is missing and it is not optional"
+    );
+}
+
+#[tokio::test]
+async fn reason_phrase_is_the_first_line_of_the_message() {
+    let sim = sim().await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/nodes/pve1/qemu", sim.api_url()))
+        .header("Authorization", TOKEN)
+        .form(&[("vmid", "abc")])
+        .send()
+        .await
+        .expect("answers");
+    // reqwest exposes only the canonical reason; read the raw status line instead.
+    assert_eq!(resp.status().as_u16(), 400);
+    let raw = raw_status_line(sim.addr(), "POST /api2/json/nodes/pve1/qemu", "vmid=abc").await;
+    assert_eq!(raw, "HTTP/1.1 400 Parameter verification failed.");
+}
+
+async fn raw_status_line(addr: std::net::SocketAddr, request_line: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    let req = format!(
+        "{request_line} HTTP/1.1\r\nHost: x\r\nAuthorization: {TOKEN}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.expect("writes");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("reads");
+    out.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn version_nodes_and_unknown_nodes() {
+    let sim = sim().await;
+    let (status, _, body) = call(&sim, reqwest::Method::GET, "/version", &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"]["version"], "9.2.0");
+    assert_eq!(body["data"]["release"], "9.2");
+    let (_, _, body) = call(&sim, reqwest::Method::GET, "/nodes", &[]).await;
+    let names: Vec<&str> = body["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|n| n["node"].as_str())
+        .collect();
+    assert_eq!(names, ["pve1", "pve2"]);
+    let (status, _, body) = call(&sim, reqwest::Method::GET, "/nodes/x/network", &[]).await;
+    assert_eq!(status, 500);
+    assert_eq!(
+        body["message"],
+        "hostname lookup 'x' failed - failed to get address info for: x: Name or service not known\n"
+    );
+}
+
+#[tokio::test]
+async fn unmodelled_operations_answer_empty_schema_shaped_data_and_writes_are_logged() {
+    let sim = sim().await;
+    let (status, _, body) = call(&sim, reqwest::Method::GET, "/cluster/ha/resources", &[]).await;
+    assert_eq!((status, body), (200, json!({"data": []})));
+    let (status, _, body) = call(
+        &sim,
+        reqwest::Method::PUT,
+        "/cluster/options",
+        &[("keyboard", "de")],
+    )
+    .await;
+    assert_eq!((status, body), (200, json!({"data": null})));
+    let writes = sim.writes();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0].line(), "PUT /cluster/options");
+    assert_eq!(
+        writes[0].params,
+        vec![("keyboard".to_owned(), "de".to_owned())]
+    );
+    assert_eq!(writes[0].credential.as_deref(), Some("root@pam!sim"));
+}
+
+#[tokio::test]
+async fn refuses_to_listen_beyond_loopback() {
+    let err = Simulator::start(SimConfig {
+        listen: "0.0.0.0:0".parse().expect("addr"),
+        ..SimConfig::default()
+    })
+    .await
+    .expect_err("not loopback");
+    assert!(err.to_string().contains("loopback only"), "{err}");
+}
+
+#[tokio::test]
+async fn stops_when_dropped() {
+    let sim = sim().await;
+    let addr = sim.addr();
+    drop(sim);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still listening after drop"
+    );
+}
+
+#[test]
+fn the_binary_prints_its_url_and_serves() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .args(["--nodes", "pve1,pve2", "--token", "ops@pve!ci=s3cret"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("reads a line");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("announces its url")
+        .to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let status = rt.block_on(async {
+        reqwest::Client::new()
+            .get(format!("{url}/api2/json/nodes"))
+            .header("Authorization", "PVEAPIToken=ops@pve!ci=s3cret")
+            .send()
+            .await
+            .expect("answers")
+            .status()
+            .as_u16()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200);
+}
