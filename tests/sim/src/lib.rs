@@ -4,8 +4,11 @@
 //! answers; unknown paths answer PVE's 501. Requests are logged so tests can assert the exact
 //! calls made.
 
+pub mod api;
 pub mod facts;
 mod server;
+pub mod state;
 pub mod validate;
 
 pub use server::{LoggedRequest, SimConfig, Simulator};
+pub use state::{CephHealth, Cluster, Guest, GuestKind, TaskOutcome};

@@ -15,7 +15,9 @@ use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use crate::facts::{self, Op};
+use crate::api::{self, Answer, Call};
+use crate::facts;
+use crate::state::{Cluster, Guest, GuestKind};
 use crate::validate;
 
 /// How a simulator starts.
@@ -31,6 +33,8 @@ pub struct SimConfig {
     pub latency: Duration,
     /// The version `/version` reports.
     pub version: String,
+    /// A single node without a cluster: `/cluster/status` has no `cluster` entry.
+    pub standalone: bool,
 }
 
 impl Default for SimConfig {
@@ -41,6 +45,7 @@ impl Default for SimConfig {
             tokens: vec![("root@pam!sim".to_owned(), "sim-secret".to_owned())],
             latency: Duration::ZERO,
             version: "9.2.0".to_owned(),
+            standalone: false,
         }
     }
 }
@@ -76,6 +81,7 @@ impl LoggedRequest {
 struct Shared {
     config: SimConfig,
     log: Mutex<Vec<LoggedRequest>>,
+    cluster: Mutex<Cluster>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,6 +116,7 @@ impl Simulator {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
+            cluster: Mutex::new(Cluster::new(&config.nodes)),
             config,
             log: Mutex::new(Vec::new()),
         });
@@ -162,6 +169,31 @@ impl Simulator {
     pub fn clear_log(&self) {
         lock(&self.shared.log).clear();
     }
+
+    /// Reads or changes the cluster's state: seed guests, hold a guest lock, lose quorum, take a
+    /// member offline, degrade Ceph, decide how the next tasks of a type end.
+    pub fn with_cluster<R>(&self, f: impl FnOnce(&mut Cluster) -> R) -> R {
+        f(&mut lock(&self.shared.cluster))
+    }
+
+    /// Adds a guest (stopped, unlocked) with the given config keys.
+    pub fn add_guest(&self, node: &str, vmid: u32, kind: GuestKind, config: &[(&str, &str)]) {
+        self.with_cluster(|c| {
+            c.guests.insert(
+                vmid,
+                Guest {
+                    node: node.to_owned(),
+                    kind,
+                    config: config
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                    running: false,
+                    lock: None,
+                },
+            );
+        });
+    }
 }
 
 impl Drop for Simulator {
@@ -195,10 +227,19 @@ fn error(status: u16, message: &str, errors: Option<BTreeMap<String, String>>) -
 }
 
 fn data(value: Value) -> Response {
+    data_with(value, Vec::new())
+}
+
+/// `{"data": ...}` with extra top-level keys (`total`, `changes`).
+fn data_with(value: Value, extra: Vec<(&'static str, Value)>) -> Response {
+    let mut body = json!({ "data": value });
+    for (k, v) in extra {
+        body[k] = v;
+    }
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
-        json!({ "data": value }).to_string(),
+        body.to_string(),
     )
         .into_response()
 }
@@ -280,7 +321,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
             return error(401, message, None);
         }
     };
-    let resp = run(&shared, &method, &rel, &params);
+    let resp = run(&shared, &method, &rel, &params, &credential);
     log(
         &shared,
         &method,
@@ -309,7 +350,13 @@ fn log(
     });
 }
 
-fn run(shared: &Shared, method: &str, rel: &str, params: &[(String, String)]) -> Response {
+fn run(
+    shared: &Shared,
+    method: &str,
+    rel: &str,
+    params: &[(String, String)],
+    credential: &str,
+) -> Response {
     let segments: Vec<String> = rel
         .split('/')
         .filter(|s| !s.is_empty())
@@ -340,33 +387,22 @@ fn run(shared: &Shared, method: &str, rel: &str, params: &[(String, String)]) ->
             );
         }
     }
-    dispatch(shared, route.op, &all)
-}
-
-fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-/// Stateful operations; every other operation answers a schema-shaped empty result.
-fn dispatch(shared: &Shared, op: &Op, params: &[(String, String)]) -> Response {
-    let _ = param(params, "node");
-    match (op.method.as_str(), op.path.as_str()) {
-        ("GET", "/version") => {
-            let release = shared.config.version.rsplitn(2, '.').last().unwrap_or("9.2").to_owned();
-            data(json!({"version": shared.config.version, "release": release, "repoid": "00000000"}))
-        }
-        ("GET", "/nodes") => data(Value::Array(
-            shared
-                .config
-                .nodes
-                .iter()
-                .map(|n| json!({"node": n, "status": "online", "type": "node", "id": format!("node/{n}")}))
-                .collect(),
-        )),
-        _ => data(empty(&op.returns)),
+    let call = Call {
+        op: route.op,
+        params: &all,
+        credential,
+        standalone: shared.config.standalone,
+        version: &shared.config.version,
+    };
+    let answer = api::dispatch(&mut lock(&shared.cluster), &call);
+    match answer {
+        Some(Answer::Data(v, extra)) => data_with(v, extra),
+        Some(Answer::Error {
+            status,
+            message,
+            errors,
+        }) => error(status, &message, errors.map(|e| e.into_iter().collect())),
+        None => data(empty(&route.op.returns)),
     }
 }
 

@@ -1,0 +1,462 @@
+//! Stateful operations, each answering as PVE does (messages from pve-wire.md); every other
+//! operation answers a schema-shaped empty result.
+
+use serde_json::{json, Value};
+
+use crate::facts::Op;
+use crate::state::{Cluster, Guest, GuestKind};
+
+/// An answer before it becomes HTTP: `data` (with extra top-level keys) or an error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// `{"data": value, ...extra}`.
+    Data(Value, Vec<(&'static str, Value)>),
+    /// PVE's error answer.
+    Error {
+        /// HTTP status.
+        status: u16,
+        /// Message (without the trailing newline).
+        message: String,
+        /// Per-parameter errors.
+        errors: Option<Vec<(String, String)>>,
+    },
+}
+
+fn ok(v: Value) -> Answer {
+    Answer::Data(v, Vec::new())
+}
+
+fn fail(status: u16, message: impl Into<String>) -> Answer {
+    Answer::Error {
+        status,
+        message: message.into(),
+        errors: None,
+    }
+}
+
+fn param_error(field: &str, text: impl Into<String>) -> Answer {
+    Answer::Error {
+        status: 400,
+        message: "Parameter verification failed.".into(),
+        errors: Some(vec![(field.to_owned(), text.into())]),
+    }
+}
+
+/// The request as the API layer sees it.
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// The operation.
+    pub op: &'a Op,
+    /// Path and body parameters.
+    pub params: &'a [(String, String)],
+    /// The authenticated credential.
+    pub credential: &'a str,
+    /// Whether the cluster is a single standalone node.
+    pub standalone: bool,
+    /// The version `/version` reports (`9.2.0`).
+    pub version: &'a str,
+}
+
+impl Call<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn node(&self) -> &str {
+        self.get("node").unwrap_or_default()
+    }
+
+    fn vmid(&self) -> u32 {
+        self.get("vmid")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default()
+    }
+}
+
+const NO_QUORUM: &str = "cluster not ready - no quorum?";
+
+/// Parameters that steer an operation and are not config keys.
+const CONTROL: &[&str] = &[
+    "node",
+    "vmid",
+    "digest",
+    "delete",
+    "revert",
+    "skiplock",
+    "force",
+    "start",
+    "background_delay",
+    "pool",
+    "unique",
+    "archive",
+    "storage",
+    "live-restore",
+    "ha-managed",
+];
+
+/// Runs a stateful operation, or `None` for operations not modelled.
+pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    let op = call.op;
+    Some(match (op.method.as_str(), op.path.as_str()) {
+        ("GET", "/version") => {
+            let release = call.version.rsplitn(2, '.').last().unwrap_or(call.version);
+            ok(json!({"version": call.version, "release": release, "repoid": "00000000"}))
+        }
+        ("GET", "/nodes") => ok(Value::Array(
+            cluster
+                .members
+                .iter()
+                .map(|(n, online)| {
+                    json!({"node": n, "status": if *online { "online" } else { "offline" },
+                        "type": "node", "id": format!("node/{n}")})
+                })
+                .collect(),
+        )),
+        ("GET", "/cluster/status") => ok(cluster.status_json(call.standalone)),
+        ("GET", "/cluster/resources") => {
+            let mut rows = Vec::new();
+            if matches!(call.get("type"), None | Some("node")) {
+                for (n, online) in &cluster.members {
+                    rows.push(json!({"id": format!("node/{n}"), "type": "node", "node": n,
+                        "status": if *online { "online" } else { "offline" }}));
+                }
+            }
+            if matches!(call.get("type"), None | Some("vm")) {
+                rows.extend(cluster.resources_json());
+            }
+            ok(Value::Array(rows))
+        }
+        ("GET", "/cluster/nextid") => match call.get("vmid") {
+            Some(v) => {
+                let id: u32 = v.parse().unwrap_or_default();
+                if cluster.guests.contains_key(&id) {
+                    param_error("vmid", format!("VM {id} already exists"))
+                } else {
+                    ok(Value::from(v.to_owned()))
+                }
+            }
+            None => ok(Value::from(cluster.next_id().to_string())),
+        },
+        ("GET", "/cluster/ceph/status") => match cluster.ceph_json() {
+            Ok(v) => ok(v),
+            Err(e) => fail(500, e),
+        },
+        ("GET", "/nodes/{node}/qemu") => list(cluster, call, GuestKind::Qemu),
+        ("GET", "/nodes/{node}/lxc") => list(cluster, call, GuestKind::Lxc),
+        ("POST", "/nodes/{node}/qemu") => create_vm(cluster, call),
+        ("GET", "/nodes/{node}/qemu/{vmid}/config") => {
+            read_guest(cluster, call, GuestKind::Qemu, |g| ok(g.config_json()))
+        }
+        ("GET", "/nodes/{node}/lxc/{vmid}/config") => {
+            read_guest(cluster, call, GuestKind::Lxc, |g| ok(g.config_json()))
+        }
+        ("GET", "/nodes/{node}/qemu/{vmid}/status/current") => {
+            read_guest(cluster, call, GuestKind::Qemu, |g| status(g, call.vmid()))
+        }
+        ("GET", "/nodes/{node}/lxc/{vmid}/status/current") => {
+            read_guest(cluster, call, GuestKind::Lxc, |g| status(g, call.vmid()))
+        }
+        ("PUT", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, false),
+        ("POST", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, true),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/start") => power(cluster, call, "qmstart", true),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => power(cluster, call, "qmstop", false),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown") => {
+            power(cluster, call, "qmshutdown", false)
+        }
+        ("DELETE", "/nodes/{node}/qemu/{vmid}") => destroy(cluster, call),
+        ("GET", "/nodes/{node}/tasks/{upid}/status") => task_status(cluster, call),
+        ("GET", "/nodes/{node}/tasks/{upid}/log") => task_log(cluster, call),
+        _ => return None,
+    })
+}
+
+fn list(cluster: &Cluster, call: &Call<'_>, kind: GuestKind) -> Answer {
+    let rows = cluster
+        .guests
+        .iter()
+        .filter(|(_, g)| g.node == call.node() && g.kind == kind)
+        .map(|(id, g)| {
+            let mut row = json!({"vmid": id, "status": if g.running { "running" } else { "stopped" },
+                "name": g.config.get("name").or(g.config.get("hostname")).cloned().unwrap_or_default()});
+            if let Some(l) = &g.lock {
+                row["lock"] = Value::from(l.clone());
+            }
+            row
+        })
+        .collect();
+    ok(Value::Array(rows))
+}
+
+fn read_guest(
+    cluster: &Cluster,
+    call: &Call<'_>,
+    kind: GuestKind,
+    f: impl FnOnce(&Guest) -> Answer,
+) -> Answer {
+    match cluster.guests.get(&call.vmid()) {
+        Some(g) if g.node == call.node() && g.kind == kind => f(g),
+        _ => fail(500, Guest::missing(call.node(), kind, call.vmid())),
+    }
+}
+
+fn status(g: &Guest, vmid: u32) -> Answer {
+    let mut v = json!({
+        "vmid": vmid,
+        "status": if g.running { "running" } else { "stopped" },
+        "qmpstatus": if g.running { "running" } else { "stopped" },
+        "name": g.config.get("name").cloned().unwrap_or_default(),
+    });
+    if let Some(l) = &g.lock {
+        v["lock"] = Value::from(l.clone());
+    }
+    ok(v)
+}
+
+fn config_keys(call: &Call<'_>) -> Vec<(String, String)> {
+    call.params
+        .iter()
+        .filter(|(k, _)| !CONTROL.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    if !cluster.quorate {
+        return fail(500, NO_QUORUM);
+    }
+    let vmid = call.vmid();
+    if let Some(g) = cluster.guests.get(&vmid) {
+        return fail(
+            500,
+            format!(
+                "unable to create VM {vmid} - VM {vmid} already exists on node '{}'",
+                g.node
+            ),
+        );
+    }
+    let node = call.node().to_owned();
+    let config = config_keys(call).into_iter().collect();
+    let start = call.get("start").is_some_and(|s| s == "1");
+    let upid = cluster.start_task(&node, "qmcreate", &vmid.to_string(), call.credential, |c| {
+        c.guests.insert(
+            vmid,
+            Guest {
+                node: node.clone(),
+                kind: GuestKind::Qemu,
+                config,
+                running: start,
+                lock: None,
+            },
+        );
+        Ok(vec![format!("created VM {vmid}")])
+    });
+    ok(Value::from(upid))
+}
+
+fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answer {
+    let vmid = call.vmid();
+    let node = call.node().to_owned();
+    let Some(g) = cluster
+        .guests
+        .get(&vmid)
+        .filter(|g| g.node == node && g.kind == GuestKind::Qemu)
+    else {
+        return fail(500, Guest::missing(&node, GuestKind::Qemu, vmid));
+    };
+    if !cluster.quorate {
+        return fail(500, NO_QUORUM);
+    }
+    if let Some(l) = &g.lock {
+        return fail(500, format!("VM is locked ({l})"));
+    }
+    if let Some(d) = call.get("digest") {
+        if d != g.digest() {
+            return fail(500, "checksum mismatch (file change by other user?)");
+        }
+    }
+    let set = config_keys(call);
+    let deletes: Vec<String> = call
+        .get("delete")
+        .map(|d| {
+            d.split([',', ';', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let apply = move |c: &mut Cluster| {
+        if let Some(g) = c.guests.get_mut(&vmid) {
+            for k in &deletes {
+                g.config.remove(k);
+            }
+            for (k, v) in set {
+                g.config.insert(k, v);
+            }
+        }
+    };
+    if as_task {
+        let upid = cluster.start_task(&node, "qmconfig", &vmid.to_string(), call.credential, |c| {
+            apply(c);
+            Ok(vec![format!("update VM {vmid}")])
+        });
+        ok(Value::from(upid))
+    } else {
+        apply(cluster);
+        ok(Value::Null)
+    }
+}
+
+fn power(cluster: &mut Cluster, call: &Call<'_>, kind: &str, up: bool) -> Answer {
+    let vmid = call.vmid();
+    let node = call.node().to_owned();
+    if !cluster
+        .guests
+        .get(&vmid)
+        .is_some_and(|g| g.node == node && g.kind == GuestKind::Qemu)
+    {
+        return fail(500, Guest::missing(&node, GuestKind::Qemu, vmid));
+    }
+    if !cluster.quorate {
+        return fail(500, NO_QUORUM);
+    }
+    // Failures happen inside the task, after a 200 with a UPID.
+    let upid = cluster.start_task(&node, kind, &vmid.to_string(), call.credential, |c| {
+        let g = c
+            .guests
+            .get_mut(&vmid)
+            .ok_or_else(|| format!("VM {vmid} does not exist"))?;
+        if let Some(l) = &g.lock {
+            return Err(format!("VM is locked ({l})"));
+        }
+        if up {
+            if g.running {
+                return Err(format!("VM {vmid} already running"));
+            }
+            if g.config.get("template").is_some_and(|t| t == "1") {
+                return Err("you can't start a vm if it's a template".to_owned());
+            }
+        }
+        g.running = up;
+        Ok(vec![format!("{kind} {vmid}")])
+    });
+    ok(Value::from(upid))
+}
+
+fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let vmid = call.vmid();
+    let node = call.node().to_owned();
+    let Some(g) = cluster
+        .guests
+        .get(&vmid)
+        .filter(|g| g.node == node && g.kind == GuestKind::Qemu)
+    else {
+        return fail(500, Guest::missing(&node, GuestKind::Qemu, vmid));
+    };
+    if !cluster.quorate {
+        return fail(500, NO_QUORUM);
+    }
+    if let Some(l) = &g.lock {
+        return fail(500, format!("VM is locked ({l})"));
+    }
+    if g.config.get("protection").is_some_and(|p| p == "1") {
+        return fail(
+            500,
+            format!("can't remove VM {vmid} - protection mode enabled"),
+        );
+    }
+    if g.running {
+        return fail(500, format!("VM {vmid} is running - destroy failed"));
+    }
+    let upid = cluster.start_task(
+        &node,
+        "qmdestroy",
+        &vmid.to_string(),
+        call.credential,
+        |c| {
+            c.guests.remove(&vmid);
+            Ok(vec![format!("destroyed VM {vmid}")])
+        },
+    );
+    ok(Value::from(upid))
+}
+
+/// The parts of a UPID, or `None` when it does not parse.
+pub fn parse_upid(upid: &str) -> Option<[&str; 7]> {
+    let rest = upid.strip_prefix("UPID:")?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    if parts.len() != 8 || !parts[7].is_empty() || parts[0].is_empty() {
+        return None;
+    }
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex(parts[1], 8) || !hex(parts[2], 8) || !hex(parts[3], 8) {
+        return None;
+    }
+    Some([
+        parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6],
+    ])
+}
+
+fn find_task<'a>(
+    cluster: &'a Cluster,
+    call: &Call<'_>,
+) -> Result<(&'a crate::state::Task, [String; 7]), Answer> {
+    let upid = call.get("upid").unwrap_or_default();
+    let Some(parts) = parse_upid(upid) else {
+        return Err(param_error("upid", "unable to parse worker upid"));
+    };
+    let Some(task) = cluster.tasks.get(upid) else {
+        return Err(param_error("upid", "no such task"));
+    };
+    if task.owner != call.credential {
+        return Err(fail(
+            403,
+            format!(
+                "Permission check failed (/nodes/{}, Sys.Audit)",
+                call.node()
+            ),
+        ));
+    }
+    Ok((task, parts.map(str::to_owned)))
+}
+
+fn task_status(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let (task, p) = match find_task(cluster, call) {
+        Ok(t) => t,
+        Err(a) => return a,
+    };
+    let mut v = json!({
+        "upid": call.get("upid"),
+        "node": p[0],
+        "pid": u32::from_str_radix(&p[1], 16).unwrap_or_default(),
+        "pstart": u32::from_str_radix(&p[2], 16).unwrap_or_default(),
+        "starttime": u32::from_str_radix(&p[3], 16).unwrap_or_default(),
+        "type": p[4],
+        "id": p[5],
+        "user": p[6],
+        "status": if task.exit.is_some() { "stopped" } else { "running" },
+    });
+    if let Some(e) = &task.exit {
+        v["exitstatus"] = Value::from(e.clone());
+    }
+    ok(v)
+}
+
+fn task_log(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let (task, _) = match find_task(cluster, call) {
+        Ok(t) => t,
+        Err(a) => return a,
+    };
+    let lines: Vec<Value> = task
+        .log
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"n": i + 1, "t": t}))
+        .collect();
+    Answer::Data(
+        Value::Array(lines),
+        vec![("total", Value::from(task.log.len()))],
+    )
+}
