@@ -167,6 +167,18 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
             power(cluster, call, "qmshutdown", false)
         }
         ("DELETE", "/nodes/{node}/qemu/{vmid}") => destroy(cluster, call),
+        ("GET", "/nodes/{node}/network") => network_list(cluster, call),
+        ("POST", "/nodes/{node}/network") => network_create(cluster, call),
+        ("PUT", "/nodes/{node}/network") => network_apply(cluster, call),
+        ("DELETE", "/nodes/{node}/network") => {
+            if let Some(n) = cluster.networks.get_mut(call.node()) {
+                n.staged = None;
+            }
+            ok(Value::Null)
+        }
+        ("GET", "/nodes/{node}/network/{iface}") => network_read(cluster, call),
+        ("PUT", "/nodes/{node}/network/{iface}") => network_update(cluster, call),
+        ("DELETE", "/nodes/{node}/network/{iface}") => network_delete(cluster, call),
         ("GET", "/nodes/{node}/tasks/{upid}/status") => task_status(cluster, call),
         ("GET", "/nodes/{node}/tasks/{upid}/log") => task_log(cluster, call),
         _ => return None,
@@ -459,4 +471,128 @@ fn task_log(cluster: &Cluster, call: &Call<'_>) -> Answer {
         Value::Array(lines),
         vec![("total", Value::from(task.log.len()))],
     )
+}
+
+const NO_IFACE: &str = "interface does not exist";
+
+fn iface_json(name: &str, keys: &crate::state::Iface, active: bool) -> Value {
+    let mut v = json!({"iface": name, "active": u8::from(active), "priority": 1});
+    for (k, val) in keys {
+        let is_bool = ["autostart", "bridge_vlan_aware"].contains(&k.as_str());
+        v[k] = if is_bool {
+            Value::from(u8::from(val == "1"))
+        } else {
+            Value::from(val.clone())
+        };
+    }
+    v
+}
+
+fn network_list(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let Some(net) = cluster.networks.get(call.node()) else {
+        return ok(json!([]));
+    };
+    let wanted = call.get("type");
+    let rows = net
+        .view()
+        .iter()
+        .filter(|(_, keys)| match wanted {
+            None => true,
+            Some("any_bridge") => keys.get("type").is_some_and(|t| t == "bridge" || t == "OVSBridge"),
+            Some(t) => keys.get("type").is_some_and(|have| have == t),
+        })
+        .map(|(name, keys)| iface_json(name, keys, net.running.contains_key(name)))
+        .collect();
+    let extra = match net.changes() {
+        Some(diff) => vec![("changes", Value::from(diff))],
+        None => Vec::new(),
+    };
+    Answer::Data(Value::Array(rows), extra)
+}
+
+fn network_read(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let iface = call.get("iface").unwrap_or_default();
+    match cluster.networks.get(call.node()).and_then(|n| n.view().get(iface).map(|k| (n, k))) {
+        Some((net, keys)) => {
+            let mut v = iface_json(iface, keys, net.running.contains_key(iface));
+            v["method"] = v.get("method").cloned().unwrap_or(Value::from("manual"));
+            ok(v)
+        }
+        None => param_error("iface", NO_IFACE),
+    }
+}
+
+/// Interface keys of a request: everything but the node, the name and `delete`/`digest`.
+fn iface_keys(call: &Call<'_>) -> Vec<(String, String)> {
+    call.params
+        .iter()
+        .filter(|(k, _)| !["node", "iface", "delete", "digest"].contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let iface = call.get("iface").unwrap_or_default().to_owned();
+    let Some(net) = cluster.networks.get_mut(call.node()) else {
+        return fail(500, "no network config");
+    };
+    if net.view().contains_key(&iface) {
+        return param_error("iface", "interface already exists");
+    }
+    let keys = iface_keys(call).into_iter().collect();
+    net.staged_mut().insert(iface, keys);
+    ok(Value::Null)
+}
+
+fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let iface = call.get("iface").unwrap_or_default().to_owned();
+    let Some(net) = cluster.networks.get_mut(call.node()) else {
+        return fail(500, "no network config");
+    };
+    if !net.view().contains_key(&iface) {
+        return param_error("iface", NO_IFACE);
+    }
+    let set = iface_keys(call);
+    let deletes: Vec<String> = call
+        .get("delete")
+        .map(|d| d.split([',', ';', ' ']).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default();
+    if let Some(keys) = net.staged_mut().get_mut(&iface) {
+        for k in deletes {
+            keys.remove(&k);
+        }
+        for (k, v) in set {
+            keys.insert(k, v);
+        }
+    }
+    ok(Value::Null)
+}
+
+fn network_delete(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let iface = call.get("iface").unwrap_or_default().to_owned();
+    let Some(net) = cluster.networks.get_mut(call.node()) else {
+        return fail(500, "no network config");
+    };
+    if !net.view().contains_key(&iface) {
+        return param_error("iface", NO_IFACE);
+    }
+    net.staged_mut().remove(&iface);
+    ok(Value::Null)
+}
+
+/// `PUT /nodes/{node}/network`: a `srvreload` task that promotes the staged file first and
+/// reloads second, and runs even when nothing is staged.
+fn network_apply(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let node = call.node().to_owned();
+    let upid = cluster.start_task(&node, "srvreload", "networking", call.credential, |c| {
+        let net = c.networks.get_mut(&node).ok_or("no network config")?;
+        if let Some(staged) = net.staged.take() {
+            net.running = staged;
+        }
+        match net.reload_fails.take() {
+            Some(e) => Err(e),
+            None => Ok(vec!["ifreload -a".to_owned()]),
+        }
+    });
+    ok(Value::from(upid))
 }

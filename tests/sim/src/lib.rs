@@ -11,4 +11,4 @@ pub mod state;
 pub mod validate;
 
 pub use server::{LoggedRequest, SimConfig, Simulator};
-pub use state::{CephHealth, Cluster, Guest, GuestKind, TaskOutcome};
+pub use state::{CephHealth, Cluster, Guest, GuestKind, NodeNetwork, TaskOutcome};

@@ -147,6 +147,8 @@ pub struct Cluster {
     pub tasks: BTreeMap<String, Task>,
     /// Outcomes for the next tasks of a type (`qmcreate`, `qmstart`, `srvreload`, ...).
     pub next_task_outcomes: BTreeMap<String, Vec<TaskOutcome>>,
+    /// Network config per node.
+    pub networks: BTreeMap<String, NodeNetwork>,
     counter: u32,
 }
 
@@ -160,6 +162,7 @@ impl Cluster {
             guests: BTreeMap::new(),
             tasks: BTreeMap::new(),
             next_task_outcomes: BTreeMap::new(),
+            networks: nodes.iter().map(|n| (n.clone(), NodeNetwork::typical())).collect(),
             counter: 0,
         }
     }
@@ -265,5 +268,97 @@ impl Cluster {
         (100..)
             .find(|id| !self.guests.contains_key(id))
             .unwrap_or(100)
+    }
+}
+
+/// One interface: its type and its other keys.
+pub type Iface = BTreeMap<String, String>;
+
+/// A node's network config: the running file and the staged one (`interfaces.new`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeNetwork {
+    /// `/etc/network/interfaces`.
+    pub running: BTreeMap<String, Iface>,
+    /// `/etc/network/interfaces.new`, when edits are staged.
+    pub staged: Option<BTreeMap<String, Iface>>,
+    /// Makes the next reload fail with this message (after the staged file was promoted).
+    pub reload_fails: Option<String>,
+}
+
+impl NodeNetwork {
+    /// A node with `lo`, a NIC `eno1` and a bridge `vmbr0` on it.
+    pub fn typical() -> Self {
+        let iface = |pairs: &[(&str, &str)]| -> Iface {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let running = BTreeMap::from([
+            ("lo".to_owned(), iface(&[("type", "loopback"), ("method", "loopback"), ("autostart", "1")])),
+            ("eno1".to_owned(), iface(&[("type", "eth"), ("method", "manual")])),
+            (
+                "vmbr0".to_owned(),
+                iface(&[
+                    ("type", "bridge"),
+                    ("method", "static"),
+                    ("cidr", "192.0.2.10/24"),
+                    ("bridge_ports", "eno1"),
+                    ("autostart", "1"),
+                ]),
+            ),
+        ]);
+        NodeNetwork {
+            running,
+            staged: None,
+            reload_fails: None,
+        }
+    }
+
+    /// What edits see: the staged file if any, else the running one.
+    pub fn view(&self) -> &BTreeMap<String, Iface> {
+        self.staged.as_ref().unwrap_or(&self.running)
+    }
+
+    /// The staged file, started from the running one on first edit.
+    pub fn staged_mut(&mut self) -> &mut BTreeMap<String, Iface> {
+        let running = &self.running;
+        self.staged.get_or_insert_with(|| running.clone())
+    }
+
+    fn render(file: &BTreeMap<String, Iface>) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (name, keys) in file {
+            if keys.get("autostart").is_some_and(|a| a == "1") {
+                lines.push(format!("auto {name}"));
+            }
+            let method = keys.get("method").map_or("manual", String::as_str);
+            lines.push(format!("iface {name} inet {method}"));
+            for (k, v) in keys {
+                if !["type", "method", "autostart"].contains(&k.as_str()) {
+                    lines.push(format!("\t{} {v}", k.replace('_', "-")));
+                }
+            }
+            lines.push(String::new());
+        }
+        lines
+    }
+
+    /// The `changes` diff between the running and the staged file, when they differ.
+    pub fn changes(&self) -> Option<String> {
+        let staged = self.staged.as_ref()?;
+        if *staged == self.running {
+            return None;
+        }
+        let old = Self::render(&self.running);
+        let new = Self::render(staged);
+        let mut out = String::from("--- /etc/network/interfaces\n+++ /etc/network/interfaces.new\n");
+        for l in old.iter().filter(|l| !l.is_empty() && !new.contains(l)) {
+            out.push_str(&format!("-{l}\n"));
+        }
+        for l in new.iter().filter(|l| !l.is_empty() && !old.contains(l)) {
+            out.push_str(&format!("+{l}\n"));
+        }
+        Some(out)
     }
 }

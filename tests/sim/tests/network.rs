@@ -1,0 +1,98 @@
+//! Node network: staged edits, the `changes` diff, apply (srvreload) and revert.
+
+use pve_sim::{SimConfig, Simulator, TaskOutcome};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "PVEAPIToken=root@pam!sim=sim-secret";
+
+async fn call(sim: &Simulator, method: &str, path: &str, form: &[(&str, &str)]) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let r = client
+        .request(method.clone(), format!("{}{path}", sim.api_url()))
+        .header("Authorization", TOKEN);
+    let r = if method == reqwest::Method::GET || method == reqwest::Method::DELETE {
+        r.query(form)
+    } else {
+        r.form(form)
+    };
+    let resp = r.send().await.expect("answers");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("json"))
+}
+
+async fn exit_status(sim: &Simulator, upid: &str) -> Value {
+    let (_, body) = call(sim, "GET", &format!("/nodes/pve1/tasks/{upid}/status"), &[]).await;
+    body["data"]["exitstatus"].clone()
+}
+
+#[tokio::test]
+async fn edits_are_staged_until_apply_promotes_them() {
+    let sim = Simulator::start(SimConfig::default()).await.expect("starts");
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert!(body.get("changes").is_none(), "nothing staged: {body}");
+    let (status, _) = call(&sim, "POST", "/nodes/pve1/network", &[("iface", "vmbr9"), ("type", "bridge"), ("autostart", "1")]).await;
+    assert_eq!(status, 200);
+    let (status, body) = call(&sim, "POST", "/nodes/pve1/network", &[("iface", "vmbr9"), ("type", "bridge")]).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        json!({"data": null, "message": "Parameter verification failed.\n", "errors": {"iface": "interface already exists"}})
+    );
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    let changes = body["changes"].as_str().expect("a diff while staged");
+    assert!(changes.contains("+iface vmbr9 inet manual"), "{changes}");
+    let row = body["data"].as_array().expect("list").iter().find(|r| r["iface"] == "vmbr9").cloned().expect("staged view");
+    assert_eq!((row["type"].as_str(), row["active"].as_u64()), (Some("bridge"), Some(0)));
+    sim.with_cluster(|c| assert!(!c.networks["pve1"].running.contains_key("vmbr9"), "running file untouched"));
+
+    let (status, _) = call(&sim, "PUT", "/nodes/pve1/network/vmbr9", &[("type", "bridge"), ("comments", "lab")]).await;
+    assert_eq!(status, 200);
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network/vmbr9", &[]).await;
+    assert_eq!(body["data"]["comments"], "lab");
+
+    let (status, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
+    assert_eq!(status, 200);
+    let upid = body["data"].as_str().expect("upid").to_owned();
+    assert!(upid.contains(":srvreload:networking:"), "{upid}");
+    assert_eq!(exit_status(&sim, &upid).await, "OK");
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert!(body.get("changes").is_none(), "{body}");
+    sim.with_cluster(|c| assert!(c.networks["pve1"].running.contains_key("vmbr9")));
+}
+
+#[tokio::test]
+async fn missing_interfaces_are_400_and_revert_discards_the_stage() {
+    let sim = Simulator::start(SimConfig::default()).await.expect("starts");
+    for (method, form) in [("GET", vec![]), ("PUT", vec![("type", "bridge")]), ("DELETE", vec![])] {
+        let (status, body) = call(&sim, method, "/nodes/pve1/network/vmbr7", &form).await;
+        assert_eq!(status, 400, "{method}");
+        assert_eq!(body["errors"], json!({"iface": "interface does not exist"}), "{method}");
+    }
+    let (status, _) = call(&sim, "DELETE", "/nodes/pve1/network/vmbr0", &[]).await;
+    assert_eq!(status, 200);
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert!(body["changes"].as_str().expect("diff").contains("-iface vmbr0 inet static"));
+    let (status, body) = call(&sim, "DELETE", "/nodes/pve1/network", &[]).await;
+    assert_eq!((status, body), (200, json!({"data": null})));
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert!(body.get("changes").is_none());
+}
+
+#[tokio::test]
+async fn apply_runs_even_with_nothing_staged_and_a_failed_reload_has_promoted_first() {
+    let sim = Simulator::start(SimConfig::default()).await.expect("starts");
+    let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
+    assert_eq!(exit_status(&sim, body["data"].as_str().expect("upid")).await, "OK");
+
+    call(&sim, "POST", "/nodes/pve1/network", &[("iface", "vmbr5"), ("type", "bridge")]).await;
+    sim.with_cluster(|c| c.networks.get_mut("pve1").expect("node").reload_fails = Some("ifreload -a failed: exit code 1".into()));
+    let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
+    assert_eq!(exit_status(&sim, body["data"].as_str().expect("upid")).await, "ifreload -a failed: exit code 1");
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert!(body.get("changes").is_none(), "no pending changes although the reload failed");
+
+    sim.with_cluster(|c| c.next_task_outcomes.insert("srvreload".into(), vec![TaskOutcome::Never]));
+    let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
+    assert_eq!(exit_status(&sim, body["data"].as_str().expect("upid")).await, Value::Null);
+}
