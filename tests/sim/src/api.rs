@@ -498,7 +498,9 @@ fn network_list(cluster: &Cluster, call: &Call<'_>) -> Answer {
         .iter()
         .filter(|(_, keys)| match wanted {
             None => true,
-            Some("any_bridge") => keys.get("type").is_some_and(|t| t == "bridge" || t == "OVSBridge"),
+            Some("any_bridge") => keys
+                .get("type")
+                .is_some_and(|t| t == "bridge" || t == "OVSBridge"),
             Some(t) => keys.get("type").is_some_and(|have| have == t),
         })
         .map(|(name, keys)| iface_json(name, keys, net.running.contains_key(name)))
@@ -512,7 +514,11 @@ fn network_list(cluster: &Cluster, call: &Call<'_>) -> Answer {
 
 fn network_read(cluster: &Cluster, call: &Call<'_>) -> Answer {
     let iface = call.get("iface").unwrap_or_default();
-    match cluster.networks.get(call.node()).and_then(|n| n.view().get(iface).map(|k| (n, k))) {
+    match cluster
+        .networks
+        .get(call.node())
+        .and_then(|n| n.view().get(iface).map(|k| (n, k)))
+    {
         Some((net, keys)) => {
             let mut v = iface_json(iface, keys, net.running.contains_key(iface));
             v["method"] = v.get("method").cloned().unwrap_or(Value::from("manual"));
@@ -555,7 +561,12 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let set = iface_keys(call);
     let deletes: Vec<String> = call
         .get("delete")
-        .map(|d| d.split([',', ';', ' ']).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .map(|d| {
+            d.split([',', ';', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(keys) = net.staged_mut().get_mut(&iface) {
         for k in deletes {

@@ -6,9 +6,11 @@
 
 pub mod api;
 pub mod facts;
+pub mod faults;
 mod server;
 pub mod state;
 pub mod validate;
 
+pub use faults::{Action, Rule};
 pub use server::{LoggedRequest, SimConfig, Simulator};
 pub use state::{CephHealth, Cluster, Guest, GuestKind, NodeNetwork, TaskOutcome};

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 
 use crate::api::{self, Answer, Call};
 use crate::facts;
+use crate::faults::{self, Action, Rule};
 use crate::state::{Cluster, Guest, GuestKind};
 use crate::validate;
 
@@ -82,6 +83,7 @@ struct Shared {
     config: SimConfig,
     log: Mutex<Vec<LoggedRequest>>,
     cluster: Mutex<Cluster>,
+    rules: Mutex<Vec<Rule>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -119,6 +121,7 @@ impl Simulator {
             cluster: Mutex::new(Cluster::new(&config.nodes)),
             config,
             log: Mutex::new(Vec::new()),
+            rules: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let (tx, rx) = oneshot::channel::<()>();
@@ -168,6 +171,16 @@ impl Simulator {
     /// Forgets the requests logged so far.
     pub fn clear_log(&self) {
         lock(&self.shared.log).clear();
+    }
+
+    /// Adds a scripted answer or fault; earlier rules win when several apply.
+    pub fn script(&self, rule: Rule) {
+        lock(&self.shared.rules).push(rule);
+    }
+
+    /// Removes every scripted rule.
+    pub fn clear_script(&self) {
+        lock(&self.shared.rules).clear();
     }
 
     /// Reads or changes the cluster's state: seed guests, hold a guest lock, lose quorum, take a
@@ -321,7 +334,24 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
             return error(401, message, None);
         }
     };
-    let resp = run(&shared, &method, &rel, &params, &credential);
+    let action = faults::apply(&mut lock(&shared.rules), &method, &rel);
+    let resp = match action {
+        Some(Action::Respond { status, body }) => {
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (
+                code,
+                [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
+                body.to_string(),
+            )
+                .into_response()
+        }
+        Some(Action::ProxyError { status, message }) => error(status, &message, None),
+        Some(Action::Delay(d)) => {
+            tokio::time::sleep(d).await;
+            run(&shared, &method, &rel, &params, &credential)
+        }
+        None => run(&shared, &method, &rel, &params, &credential),
+    };
     log(
         &shared,
         &method,

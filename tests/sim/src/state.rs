@@ -162,7 +162,10 @@ impl Cluster {
             guests: BTreeMap::new(),
             tasks: BTreeMap::new(),
             next_task_outcomes: BTreeMap::new(),
-            networks: nodes.iter().map(|n| (n.clone(), NodeNetwork::typical())).collect(),
+            networks: nodes
+                .iter()
+                .map(|n| (n.clone(), NodeNetwork::typical()))
+                .collect(),
             counter: 0,
         }
     }
@@ -295,8 +298,18 @@ impl NodeNetwork {
                 .collect()
         };
         let running = BTreeMap::from([
-            ("lo".to_owned(), iface(&[("type", "loopback"), ("method", "loopback"), ("autostart", "1")])),
-            ("eno1".to_owned(), iface(&[("type", "eth"), ("method", "manual")])),
+            (
+                "lo".to_owned(),
+                iface(&[
+                    ("type", "loopback"),
+                    ("method", "loopback"),
+                    ("autostart", "1"),
+                ]),
+            ),
+            (
+                "eno1".to_owned(),
+                iface(&[("type", "eth"), ("method", "manual")]),
+            ),
             (
                 "vmbr0".to_owned(),
                 iface(&[
@@ -352,7 +365,8 @@ impl NodeNetwork {
         }
         let old = Self::render(&self.running);
         let new = Self::render(staged);
-        let mut out = String::from("--- /etc/network/interfaces\n+++ /etc/network/interfaces.new\n");
+        let mut out =
+            String::from("--- /etc/network/interfaces\n+++ /etc/network/interfaces.new\n");
         for l in old.iter().filter(|l| !l.is_empty() && !new.contains(l)) {
             out.push_str(&format!("-{l}\n"));
         }

@@ -19,11 +19,19 @@ async fn sim() -> Simulator {
     .expect("starts")
 }
 
-async fn req(sim: &Simulator, token: &str, method: &str, path: &str, form: &[(&str, &str)]) -> (u16, Value) {
+async fn req(
+    sim: &Simulator,
+    token: &str,
+    method: &str,
+    path: &str,
+    form: &[(&str, &str)],
+) -> (u16, Value) {
     let client = reqwest::Client::new();
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
     let url = format!("{}{path}", sim.api_url());
-    let r = client.request(method.clone(), url).header("Authorization", token);
+    let r = client
+        .request(method.clone(), url)
+        .header("Authorization", token);
     let r = if method == reqwest::Method::GET || method == reqwest::Method::DELETE {
         r.query(form)
     } else {
@@ -40,7 +48,13 @@ async fn call(sim: &Simulator, method: &str, path: &str, form: &[(&str, &str)]) 
 
 async fn task_status(sim: &Simulator, upid: &str) -> Value {
     let node = upid.split(':').nth(1).expect("node in upid");
-    let (status, body) = call(sim, "GET", &format!("/nodes/{node}/tasks/{upid}/status"), &[]).await;
+    let (status, body) = call(
+        sim,
+        "GET",
+        &format!("/nodes/{node}/tasks/{upid}/status"),
+        &[],
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     body["data"].clone()
 }
@@ -48,12 +62,24 @@ async fn task_status(sim: &Simulator, upid: &str) -> Value {
 #[tokio::test]
 async fn create_read_update_with_digest_and_destroy_a_vm() {
     let sim = sim().await;
-    let (status, body) = call(&sim, "POST", "/nodes/pve1/qemu", &[("vmid", "100"), ("name", "web1"), ("cores", "2")]).await;
+    let (status, body) = call(
+        &sim,
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("name", "web1"), ("cores", "2")],
+    )
+    .await;
     assert_eq!(status, 200);
     let upid = body["data"].as_str().expect("a UPID").to_owned();
-    assert!(upid.starts_with("UPID:pve1:") && upid.contains(":qmcreate:100:root@pam!sim:"), "{upid}");
+    assert!(
+        upid.starts_with("UPID:pve1:") && upid.contains(":qmcreate:100:root@pam!sim:"),
+        "{upid}"
+    );
     let st = task_status(&sim, &upid).await;
-    assert_eq!((st["status"].as_str(), st["exitstatus"].as_str()), (Some("stopped"), Some("OK")));
+    assert_eq!(
+        (st["status"].as_str(), st["exitstatus"].as_str()),
+        (Some("stopped"), Some("OK"))
+    );
     assert_eq!(st["type"], "qmcreate");
 
     let (status, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/config", &[]).await;
@@ -63,11 +89,26 @@ async fn create_read_update_with_digest_and_destroy_a_vm() {
     let digest = body["data"]["digest"].as_str().expect("digest").to_owned();
     assert_eq!(digest.len(), 40);
 
-    let (status, _) = call(&sim, "PUT", "/nodes/pve1/qemu/100/config", &[("cores", "4"), ("delete", "name"), ("digest", &digest)]).await;
+    let (status, _) = call(
+        &sim,
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "4"), ("delete", "name"), ("digest", &digest)],
+    )
+    .await;
     assert_eq!(status, 200);
-    let (status, body) = call(&sim, "PUT", "/nodes/pve1/qemu/100/config", &[("cores", "8"), ("digest", &digest)]).await;
+    let (status, body) = call(
+        &sim,
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "8"), ("digest", &digest)],
+    )
+    .await;
     assert_eq!(status, 500);
-    assert_eq!(body, json!({"data": null, "message": "checksum mismatch (file change by other user?)\n"}));
+    assert_eq!(
+        body,
+        json!({"data": null, "message": "checksum mismatch (file change by other user?)\n"})
+    );
     let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/config", &[]).await;
     assert_eq!(body["data"]["cores"], "4");
     assert!(body["data"].get("name").is_none());
@@ -82,7 +123,10 @@ async fn create_read_update_with_digest_and_destroy_a_vm() {
     assert_eq!(st["exitstatus"], "OK");
     let (status, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/config", &[]).await;
     assert_eq!(status, 500);
-    assert_eq!(body["message"], "Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist\n");
+    assert_eq!(
+        body["message"],
+        "Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist\n"
+    );
     let lines: Vec<String> = sim.writes().iter().map(|r| r.line()).collect();
     assert_eq!(
         lines,
@@ -98,39 +142,83 @@ async fn create_read_update_with_digest_and_destroy_a_vm() {
 #[tokio::test]
 async fn pve_refusals_for_guests() {
     let sim = sim().await;
-    sim.add_guest("pve2", 101, GuestKind::Qemu, &[("name", "db"), ("protection", "1")]);
+    sim.add_guest(
+        "pve2",
+        101,
+        GuestKind::Qemu,
+        &[("name", "db"), ("protection", "1")],
+    );
     sim.add_guest("pve1", 102, GuestKind::Lxc, &[("hostname", "ct")]);
     let (status, body) = call(&sim, "POST", "/nodes/pve1/qemu", &[("vmid", "101")]).await;
-    assert_eq!((status, body["message"].as_str()), (500, Some("unable to create VM 101 - VM 101 already exists on node 'pve2'\n")));
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (
+            500,
+            Some("unable to create VM 101 - VM 101 already exists on node 'pve2'\n")
+        )
+    );
     let (status, body) = call(&sim, "GET", "/cluster/nextid", &[("vmid", "101")]).await;
     assert_eq!(status, 400);
     assert_eq!(body["errors"], json!({"vmid": "VM 101 already exists"}));
     let (_, body) = call(&sim, "GET", "/cluster/nextid", &[]).await;
     assert_eq!(body["data"], "100");
     let (status, body) = call(&sim, "DELETE", "/nodes/pve2/qemu/101", &[]).await;
-    assert_eq!((status, body["message"].as_str()), (500, Some("can't remove VM 101 - protection mode enabled\n")));
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (500, Some("can't remove VM 101 - protection mode enabled\n"))
+    );
     let (status, body) = call(&sim, "GET", "/nodes/pve1/lxc/102/config", &[]).await;
-    assert_eq!((status, body["data"]["hostname"].as_str()), (200, Some("ct")));
+    assert_eq!(
+        (status, body["data"]["hostname"].as_str()),
+        (200, Some("ct"))
+    );
     let (status, body) = call(&sim, "GET", "/nodes/pve1/qemu/102/config", &[]).await;
     assert_eq!(status, 500, "an LXC vmid is not a QEMU config");
-    assert_eq!(body["message"], "Configuration file 'nodes/pve1/qemu-server/102.conf' does not exist\n");
+    assert_eq!(
+        body["message"],
+        "Configuration file 'nodes/pve1/qemu-server/102.conf' does not exist\n"
+    );
 
     sim.with_cluster(|c| {
         c.guests.get_mut(&101).expect("guest").lock = Some("backup".into());
     });
-    let (status, body) = call(&sim, "PUT", "/nodes/pve2/qemu/101/config", &[("cores", "2")]).await;
-    assert_eq!((status, body["message"].as_str()), (500, Some("VM is locked (backup)\n")));
+    let (status, body) = call(
+        &sim,
+        "PUT",
+        "/nodes/pve2/qemu/101/config",
+        &[("cores", "2")],
+    )
+    .await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (500, Some("VM is locked (backup)\n"))
+    );
     let (_, body) = call(&sim, "GET", "/cluster/resources", &[("type", "vm")]).await;
-    let row = body["data"].as_array().expect("rows").iter().find(|r| r["vmid"] == 101).cloned().expect("row");
+    let row = body["data"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["vmid"] == 101)
+        .cloned()
+        .expect("row");
     assert_eq!(row["lock"], "backup");
 
     sim.with_cluster(|c| c.guests.get_mut(&101).expect("guest").lock = None);
-    sim.with_cluster(|c| c.guests.get_mut(&101).expect("guest").config.remove("protection"));
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&101)
+            .expect("guest")
+            .config
+            .remove("protection")
+    });
     let (_, body) = call(&sim, "POST", "/nodes/pve2/qemu/101/status/start", &[]).await;
     let st = task_status(&sim, body["data"].as_str().expect("upid")).await;
     assert_eq!(st["exitstatus"], "OK");
     let (status, body) = call(&sim, "DELETE", "/nodes/pve2/qemu/101", &[]).await;
-    assert_eq!((status, body["message"].as_str()), (500, Some("VM 101 is running - destroy failed\n")));
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (500, Some("VM 101 is running - destroy failed\n"))
+    );
     // Starting a running VM fails inside the task, after a 200.
     let (status, body) = call(&sim, "POST", "/nodes/pve2/qemu/101/status/start", &[]).await;
     assert_eq!(status, 200);
@@ -141,32 +229,66 @@ async fn pve_refusals_for_guests() {
 #[tokio::test]
 async fn tasks_unknown_malformed_foreign_failing_and_unfinished() {
     let sim = sim().await;
-    let (status, body) = call(&sim, "GET", "/nodes/pve1/tasks/UPID:pve1:00001234:00005678:6700AAAA:qmstart:100:root@pam:/status", &[]).await;
-    assert_eq!((status, body["errors"].clone()), (400, json!({"upid": "no such task"})));
+    let (status, body) = call(
+        &sim,
+        "GET",
+        "/nodes/pve1/tasks/UPID:pve1:00001234:00005678:6700AAAA:qmstart:100:root@pam:/status",
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (status, body["errors"].clone()),
+        (400, json!({"upid": "no such task"}))
+    );
     let (status, body) = call(&sim, "GET", "/nodes/pve1/tasks/not-a-upid/status", &[]).await;
-    assert_eq!((status, body["errors"].clone()), (400, json!({"upid": "unable to parse worker upid"})));
+    assert_eq!(
+        (status, body["errors"].clone()),
+        (400, json!({"upid": "unable to parse worker upid"}))
+    );
 
     sim.with_cluster(|c| {
         c.next_task_outcomes.insert(
             "qmcreate".into(),
-            vec![TaskOutcome::Exit("storage 'nope' does not exist".into()), TaskOutcome::Never],
+            vec![
+                TaskOutcome::Exit("storage 'nope' does not exist".into()),
+                TaskOutcome::Never,
+            ],
         )
     });
     let (_, body) = call(&sim, "POST", "/nodes/pve1/qemu", &[("vmid", "100")]).await;
     let failed = body["data"].as_str().expect("upid").to_owned();
     let st = task_status(&sim, &failed).await;
-    assert_eq!((st["status"].as_str(), st["exitstatus"].as_str()), (Some("stopped"), Some("storage 'nope' does not exist")));
+    assert_eq!(
+        (st["status"].as_str(), st["exitstatus"].as_str()),
+        (Some("stopped"), Some("storage 'nope' does not exist"))
+    );
     let (_, log) = call(&sim, "GET", &format!("/nodes/pve1/tasks/{failed}/log"), &[]).await;
     assert_eq!(log["total"], 1);
-    assert_eq!(log["data"][0], json!({"n": 1, "t": "storage 'nope' does not exist"}));
+    assert_eq!(
+        log["data"][0],
+        json!({"n": 1, "t": "storage 'nope' does not exist"})
+    );
     let (_, body) = call(&sim, "POST", "/nodes/pve1/qemu", &[("vmid", "100")]).await;
     let running = body["data"].as_str().expect("upid").to_owned();
     let st = task_status(&sim, &running).await;
     assert_eq!(st["status"], "running");
     assert!(st.get("exitstatus").is_none());
     // Only the owner reads a task without Sys.Audit.
-    let (status, body) = req(&sim, OTHER, "GET", &format!("/nodes/pve1/tasks/{running}/status"), &[]).await;
-    assert_eq!((status, body["message"].as_str()), (403, Some("Permission check failed (/nodes/pve1, Sys.Audit)\n")));
+    let (status, body) = req(
+        &sim,
+        OTHER,
+        "GET",
+        &format!("/nodes/pve1/tasks/{running}/status"),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (
+            403,
+            Some("Permission check failed (/nodes/pve1, Sys.Audit)\n")
+        )
+    );
 }
 
 #[tokio::test]
@@ -178,7 +300,10 @@ async fn cluster_health_quorum_members_and_ceph() {
     assert_eq!(body["data"][2]["name"], "pve2");
     assert_eq!(body["data"][2]["online"], 1);
     let (status, body) = call(&sim, "GET", "/cluster/ceph/status", &[]).await;
-    assert_eq!((status, body["message"].as_str()), (500, Some("binary not installed: /usr/bin/ceph-mon\n")));
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (500, Some("binary not installed: /usr/bin/ceph-mon\n"))
+    );
 
     sim.with_cluster(|c| {
         c.quorate = false;
@@ -191,7 +316,10 @@ async fn cluster_health_quorum_members_and_ceph() {
     let (_, body) = call(&sim, "GET", "/cluster/ceph/status", &[]).await;
     assert_eq!(body["data"]["health"]["status"], "HEALTH_WARN");
     let (status, body) = call(&sim, "POST", "/nodes/pve1/qemu", &[("vmid", "100")]).await;
-    assert_eq!((status, body["message"].as_str()), (500, Some("cluster not ready - no quorum?\n")));
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (500, Some("cluster not ready - no quorum?\n"))
+    );
 }
 
 #[tokio::test]
@@ -203,6 +331,11 @@ async fn standalone_node_has_no_cluster_entry() {
     .await
     .expect("starts");
     let (_, body) = call(&sim, "GET", "/cluster/status", &[]).await;
-    let types: Vec<&str> = body["data"].as_array().expect("rows").iter().filter_map(|r| r["type"].as_str()).collect();
+    let types: Vec<&str> = body["data"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["type"].as_str())
+        .collect();
     assert_eq!(types, ["node"]);
 }

@@ -275,3 +275,59 @@ fn the_binary_prints_its_url_and_serves() {
     let _ = child.wait();
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn scripted_answers_and_proxy_errors_apply_to_the_nth_matching_request() {
+    use pve_sim::{Action, Rule};
+    let sim = sim().await;
+    sim.script(
+        Rule::new(
+            "GET",
+            "/nodes/*/qemu/*/config",
+            Action::Respond {
+                status: 500,
+                body: json!({"data": null, "message": "VM is locked (snapshot)\n"}),
+            },
+        )
+        .nth(2),
+    );
+    sim.script(Rule::new(
+        "*",
+        "/nodes/pve2/**",
+        Action::ProxyError {
+            status: 595,
+            message: "Connection refused".into(),
+        },
+    ));
+    sim.add_guest("pve1", 100, pve_sim::GuestKind::Qemu, &[("name", "a")]);
+    let (s1, _, _) = call(
+        &sim,
+        reqwest::Method::GET,
+        "/nodes/pve1/qemu/100/config",
+        &[],
+    )
+    .await;
+    let (s2, _, b2) = call(
+        &sim,
+        reqwest::Method::GET,
+        "/nodes/pve1/qemu/100/config",
+        &[],
+    )
+    .await;
+    let (s3, _, _) = call(
+        &sim,
+        reqwest::Method::GET,
+        "/nodes/pve1/qemu/100/config",
+        &[],
+    )
+    .await;
+    assert_eq!((s1, s2, s3), (200, 500, 200));
+    assert_eq!(b2["message"], "VM is locked (snapshot)\n");
+    let (status, _, body) = call(&sim, reqwest::Method::GET, "/nodes/pve2/network", &[]).await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (595, Some("Connection refused\n"))
+    );
+    // Scripted requests are logged like any other.
+    assert_eq!(sim.requests().len(), 4);
+}

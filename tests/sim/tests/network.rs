@@ -28,12 +28,26 @@ async fn exit_status(sim: &Simulator, upid: &str) -> Value {
 
 #[tokio::test]
 async fn edits_are_staged_until_apply_promotes_them() {
-    let sim = Simulator::start(SimConfig::default()).await.expect("starts");
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
     assert!(body.get("changes").is_none(), "nothing staged: {body}");
-    let (status, _) = call(&sim, "POST", "/nodes/pve1/network", &[("iface", "vmbr9"), ("type", "bridge"), ("autostart", "1")]).await;
+    let (status, _) = call(
+        &sim,
+        "POST",
+        "/nodes/pve1/network",
+        &[("iface", "vmbr9"), ("type", "bridge"), ("autostart", "1")],
+    )
+    .await;
     assert_eq!(status, 200);
-    let (status, body) = call(&sim, "POST", "/nodes/pve1/network", &[("iface", "vmbr9"), ("type", "bridge")]).await;
+    let (status, body) = call(
+        &sim,
+        "POST",
+        "/nodes/pve1/network",
+        &[("iface", "vmbr9"), ("type", "bridge")],
+    )
+    .await;
     assert_eq!(status, 400);
     assert_eq!(
         body,
@@ -42,11 +56,31 @@ async fn edits_are_staged_until_apply_promotes_them() {
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
     let changes = body["changes"].as_str().expect("a diff while staged");
     assert!(changes.contains("+iface vmbr9 inet manual"), "{changes}");
-    let row = body["data"].as_array().expect("list").iter().find(|r| r["iface"] == "vmbr9").cloned().expect("staged view");
-    assert_eq!((row["type"].as_str(), row["active"].as_u64()), (Some("bridge"), Some(0)));
-    sim.with_cluster(|c| assert!(!c.networks["pve1"].running.contains_key("vmbr9"), "running file untouched"));
+    let row = body["data"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|r| r["iface"] == "vmbr9")
+        .cloned()
+        .expect("staged view");
+    assert_eq!(
+        (row["type"].as_str(), row["active"].as_u64()),
+        (Some("bridge"), Some(0))
+    );
+    sim.with_cluster(|c| {
+        assert!(
+            !c.networks["pve1"].running.contains_key("vmbr9"),
+            "running file untouched"
+        )
+    });
 
-    let (status, _) = call(&sim, "PUT", "/nodes/pve1/network/vmbr9", &[("type", "bridge"), ("comments", "lab")]).await;
+    let (status, _) = call(
+        &sim,
+        "PUT",
+        "/nodes/pve1/network/vmbr9",
+        &[("type", "bridge"), ("comments", "lab")],
+    )
+    .await;
     assert_eq!(status, 200);
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network/vmbr9", &[]).await;
     assert_eq!(body["data"]["comments"], "lab");
@@ -63,16 +97,29 @@ async fn edits_are_staged_until_apply_promotes_them() {
 
 #[tokio::test]
 async fn missing_interfaces_are_400_and_revert_discards_the_stage() {
-    let sim = Simulator::start(SimConfig::default()).await.expect("starts");
-    for (method, form) in [("GET", vec![]), ("PUT", vec![("type", "bridge")]), ("DELETE", vec![])] {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    for (method, form) in [
+        ("GET", vec![]),
+        ("PUT", vec![("type", "bridge")]),
+        ("DELETE", vec![]),
+    ] {
         let (status, body) = call(&sim, method, "/nodes/pve1/network/vmbr7", &form).await;
         assert_eq!(status, 400, "{method}");
-        assert_eq!(body["errors"], json!({"iface": "interface does not exist"}), "{method}");
+        assert_eq!(
+            body["errors"],
+            json!({"iface": "interface does not exist"}),
+            "{method}"
+        );
     }
     let (status, _) = call(&sim, "DELETE", "/nodes/pve1/network/vmbr0", &[]).await;
     assert_eq!(status, 200);
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
-    assert!(body["changes"].as_str().expect("diff").contains("-iface vmbr0 inet static"));
+    assert!(body["changes"]
+        .as_str()
+        .expect("diff")
+        .contains("-iface vmbr0 inet static"));
     let (status, body) = call(&sim, "DELETE", "/nodes/pve1/network", &[]).await;
     assert_eq!((status, body), (200, json!({"data": null})));
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
@@ -81,18 +128,44 @@ async fn missing_interfaces_are_400_and_revert_discards_the_stage() {
 
 #[tokio::test]
 async fn apply_runs_even_with_nothing_staged_and_a_failed_reload_has_promoted_first() {
-    let sim = Simulator::start(SimConfig::default()).await.expect("starts");
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
     let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
-    assert_eq!(exit_status(&sim, body["data"].as_str().expect("upid")).await, "OK");
+    assert_eq!(
+        exit_status(&sim, body["data"].as_str().expect("upid")).await,
+        "OK"
+    );
 
-    call(&sim, "POST", "/nodes/pve1/network", &[("iface", "vmbr5"), ("type", "bridge")]).await;
-    sim.with_cluster(|c| c.networks.get_mut("pve1").expect("node").reload_fails = Some("ifreload -a failed: exit code 1".into()));
+    call(
+        &sim,
+        "POST",
+        "/nodes/pve1/network",
+        &[("iface", "vmbr5"), ("type", "bridge")],
+    )
+    .await;
+    sim.with_cluster(|c| {
+        c.networks.get_mut("pve1").expect("node").reload_fails =
+            Some("ifreload -a failed: exit code 1".into())
+    });
     let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
-    assert_eq!(exit_status(&sim, body["data"].as_str().expect("upid")).await, "ifreload -a failed: exit code 1");
+    assert_eq!(
+        exit_status(&sim, body["data"].as_str().expect("upid")).await,
+        "ifreload -a failed: exit code 1"
+    );
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
-    assert!(body.get("changes").is_none(), "no pending changes although the reload failed");
+    assert!(
+        body.get("changes").is_none(),
+        "no pending changes although the reload failed"
+    );
 
-    sim.with_cluster(|c| c.next_task_outcomes.insert("srvreload".into(), vec![TaskOutcome::Never]));
+    sim.with_cluster(|c| {
+        c.next_task_outcomes
+            .insert("srvreload".into(), vec![TaskOutcome::Never])
+    });
     let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
-    assert_eq!(exit_status(&sim, body["data"].as_str().expect("upid")).await, Value::Null);
+    assert_eq!(
+        exit_status(&sim, body["data"].as_str().expect("upid")).await,
+        Value::Null
+    );
 }
