@@ -18,11 +18,17 @@ async fn load(sim: &Simulator, put: bool, clients: usize, per_client: usize) -> 
             let client = reqwest::Client::new();
             for i in 0..per_client {
                 let req = if put {
-                    client.put(&url).form(&[("description", format!("c{c} r{i}"))])
+                    client
+                        .put(&url)
+                        .form(&[("description", format!("c{c} r{i}"))])
                 } else {
                     client.get(&url)
                 };
-                let resp = req.header("Authorization", TOKEN).send().await.expect("answers");
+                let resp = req
+                    .header("Authorization", TOKEN)
+                    .send()
+                    .await
+                    .expect("answers");
                 assert_eq!(resp.status().as_u16(), 200);
                 let _ = resp.bytes().await.expect("body");
             }
@@ -43,7 +49,9 @@ fn main() {
         let mut startups = Vec::new();
         for _ in 0..20 {
             let t = Instant::now();
-            let sim = Simulator::start(SimConfig::default()).await.expect("starts");
+            let sim = Simulator::start(SimConfig::default())
+                .await
+                .expect("starts");
             // Ready means answering.
             let resp = reqwest::Client::new()
                 .get(format!("{}/version", sim.api_url()))
@@ -62,8 +70,15 @@ fn main() {
             startups[startups.len() - 1].as_secs_f64() * 1e3
         );
 
-        let sim = Simulator::start(SimConfig::default()).await.expect("starts");
-        sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "bench"), ("cores", "2")]);
+        let sim = Simulator::start(SimConfig::default())
+            .await
+            .expect("starts");
+        sim.add_guest(
+            "pve1",
+            100,
+            GuestKind::Qemu,
+            &[("name", "bench"), ("cores", "2")],
+        );
         let _ = load(&sim, false, 8, 200).await; // warm up
         for (name, put) in [("GET config", false), ("PUT config", true)] {
             let rps = load(&sim, put, 16, 1000).await;

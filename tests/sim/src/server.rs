@@ -36,6 +36,8 @@ pub struct SimConfig {
     pub version: String,
     /// A single node without a cluster: `/cluster/status` has no `cluster` entry.
     pub standalone: bool,
+    /// Users that may log in for a ticket: (`USER@REALM`, password).
+    pub users: Vec<(String, String)>,
 }
 
 impl Default for SimConfig {
@@ -47,6 +49,7 @@ impl Default for SimConfig {
             latency: Duration::ZERO,
             version: "9.2.0".to_owned(),
             standalone: false,
+            users: vec![("root@pam".to_owned(), "sim-password".to_owned())],
         }
     }
 }
@@ -80,6 +83,8 @@ impl LoggedRequest {
 
 #[derive(Debug)]
 struct Shared {
+    /// Issued tickets: ticket -> (user, CSRF token).
+    tickets: Mutex<BTreeMap<String, (String, String)>>,
     config: SimConfig,
     log: Mutex<Vec<LoggedRequest>>,
     cluster: Mutex<Cluster>,
@@ -119,6 +124,7 @@ impl Simulator {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             cluster: Mutex::new(Cluster::new(&config.nodes)),
+            tickets: Mutex::new(BTreeMap::new()),
             config,
             log: Mutex::new(Vec::new()),
             rules: Mutex::new(Vec::new()),
@@ -273,22 +279,77 @@ fn form_pairs(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The credential id of an `Authorization: PVEAPIToken=USER@REALM!ID=SECRET` header, or the
-/// 401 message.
-fn authenticate(config: &SimConfig, headers: &HeaderMap) -> Result<String, &'static str> {
-    let Some(auth) = headers.get(header::AUTHORIZATION) else {
-        return Err("No ticket");
-    };
-    let auth = auth.to_str().unwrap_or_default();
-    let token = auth
-        .strip_prefix("PVEAPIToken=")
-        .ok_or("authentication failure")?;
-    let (id, secret) = token.split_once('=').ok_or("authentication failure")?;
-    if config.tokens.iter().any(|(i, s)| i == id && s == secret) {
-        Ok(id.to_owned())
-    } else {
-        Err("authentication failure")
+/// The credential id: an API token (`Authorization: PVEAPIToken=USER@REALM!ID=SECRET`, no CSRF
+/// token needed) or a ticket (cookie `PVEAuthCookie`, with `CSRFPreventionToken` on writes).
+/// `Err` holds the 401 message.
+fn authenticate(
+    shared: &Shared,
+    method: &str,
+    headers: &HeaderMap,
+) -> Result<String, &'static str> {
+    if let Some(auth) = headers.get(header::AUTHORIZATION) {
+        let auth = auth.to_str().unwrap_or_default();
+        let token = auth
+            .strip_prefix("PVEAPIToken=")
+            .ok_or("authentication failure")?;
+        let (id, secret) = token.split_once('=').ok_or("authentication failure")?;
+        return if shared
+            .config
+            .tokens
+            .iter()
+            .any(|(i, s)| i == id && s == secret)
+        {
+            Ok(id.to_owned())
+        } else {
+            Err("authentication failure")
+        };
     }
+    let ticket = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|c| c.to_str().ok())
+        .flat_map(|c| c.split(';'))
+        .find_map(|c| c.trim().strip_prefix("PVEAuthCookie="))
+        .map(decode)
+        .ok_or("No ticket")?;
+    let (user, csrf) = lock(&shared.tickets)
+        .get(&ticket)
+        .cloned()
+        .ok_or("invalid ticket")?;
+    if method != "GET" {
+        let sent = headers
+            .get("CSRFPreventionToken")
+            .and_then(|v| v.to_str().ok());
+        if sent != Some(csrf.as_str()) {
+            return Err("Permission denied - invalid csrf token");
+        }
+    }
+    Ok(user)
+}
+
+/// `POST /access/ticket`: a password (or a valid ticket, to renew) gives a new ticket.
+fn login(shared: &Shared, params: &[(String, String)]) -> Response {
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let (Some(user), Some(password)) = (get("username"), get("password")) else {
+        return error(401, "authentication failure", None);
+    };
+    let by_password = shared
+        .config
+        .users
+        .iter()
+        .any(|(u, p)| u == user && p == password);
+    let by_ticket = lock(&shared.tickets)
+        .get(password)
+        .is_some_and(|(u, _)| u == user);
+    if !by_password && !by_ticket {
+        return error(401, "authentication failure", None);
+    }
+    let mut tickets = lock(&shared.tickets);
+    let n = tickets.len() + 1;
+    let ticket = format!("PVE:{user}:{:08X}::sim-signature-{n}", 0x6700_0000 + n);
+    let csrf = format!("{:08X}:sim-csrf-{n}", 0x6700_0000 + n);
+    tickets.insert(ticket.clone(), (user.to_owned(), csrf.clone()));
+    data(json!({"username": user, "ticket": ticket, "CSRFPreventionToken": csrf}))
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response {
@@ -327,7 +388,29 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
     };
     let rel = if rel.is_empty() { "/" } else { rel }.to_owned();
 
-    let credential = match authenticate(&shared.config, &headers) {
+    if method == "POST" && rel == "/access/ticket" {
+        let resp = login(&shared, &params);
+        let redacted: Vec<(String, String)> = params
+            .into_iter()
+            .map(|(k, v)| {
+                if k == "password" {
+                    (k, "[redacted]".to_owned())
+                } else {
+                    (k, v)
+                }
+            })
+            .collect();
+        log(
+            &shared,
+            &method,
+            &rel,
+            redacted,
+            None,
+            resp.status().as_u16(),
+        );
+        return resp;
+    }
+    let credential = match authenticate(&shared, &method, &headers) {
         Ok(c) => c,
         Err(message) => {
             log(&shared, &method, &rel, params, None, 401);

@@ -1,0 +1,82 @@
+//! Ticket login, the CSRF token on writes, renewal, and what the log keeps.
+
+use pve_sim::{SimConfig, Simulator};
+use serde_json::Value;
+
+async fn login(sim: &Simulator, user: &str, password: &str) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/access/ticket", sim.api_url()))
+        .form(&[("username", user), ("password", password)])
+        .send()
+        .await
+        .expect("answers");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("json"))
+}
+
+#[tokio::test]
+async fn ticket_session_with_csrf_on_writes() {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    let (status, body) = login(&sim, "root@pam", "wrong").await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (401, Some("authentication failure\n"))
+    );
+
+    let (status, body) = login(&sim, "root@pam", "sim-password").await;
+    assert_eq!(status, 200);
+    let ticket = body["data"]["ticket"].as_str().expect("ticket").to_owned();
+    let csrf = body["data"]["CSRFPreventionToken"]
+        .as_str()
+        .expect("csrf")
+        .to_owned();
+    assert_eq!(body["data"]["username"], "root@pam");
+    let cookie = format!("PVEAuthCookie={ticket}");
+    let client = reqwest::Client::new();
+
+    let resp = client
+        .get(format!("{}/version", sim.api_url()))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 200);
+    let resp = client
+        .put(format!("{}/cluster/options", sim.api_url()))
+        .header("Cookie", &cookie)
+        .form(&[("keyboard", "de")])
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 401);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["message"], "Permission denied - invalid csrf token\n");
+    let resp = client
+        .put(format!("{}/cluster/options", sim.api_url()))
+        .header("Cookie", &cookie)
+        .header("CSRFPreventionToken", &csrf)
+        .form(&[("keyboard", "de")])
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 200);
+
+    // Renewal: the ticket as the password gives a new ticket.
+    let (status, body) = login(&sim, "root@pam", &ticket).await;
+    assert_eq!(status, 200);
+    assert_ne!(body["data"]["ticket"].as_str(), Some(ticket.as_str()));
+
+    let log = sim.requests();
+    assert!(
+        log.iter()
+            .all(|r| !r.params.iter().any(|(_, v)| v.contains("sim-password"))),
+        "{log:?}"
+    );
+    let put = log
+        .iter()
+        .find(|r| r.line() == "PUT /cluster/options" && r.status == 200)
+        .expect("logged");
+    assert_eq!(put.credential.as_deref(), Some("root@pam"));
+}
