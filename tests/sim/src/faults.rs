@@ -35,6 +35,8 @@ pub struct Rule {
     pub path: String,
     /// Only the n-th matching request (1-based); `None`: every one.
     pub nth: Option<usize>,
+    /// Only requests of this credential (`root@pam!sim`, `root@pam`); `None`: any.
+    pub credential: Option<String>,
     /// What happens.
     pub action: Action,
     /// Matching requests seen so far.
@@ -48,6 +50,7 @@ impl Rule {
             method: method.to_owned(),
             path: path.to_owned(),
             nth: None,
+            credential: None,
             action,
             seen: 0,
         }
@@ -59,8 +62,16 @@ impl Rule {
         self
     }
 
-    pub(crate) fn matches(&self, method: &str, path: &str) -> bool {
-        (self.method == "*" || self.method == method) && path_matches(&self.path, path)
+    /// Only requests of this credential.
+    pub fn for_credential(mut self, credential: &str) -> Self {
+        self.credential = Some(credential.to_owned());
+        self
+    }
+
+    pub(crate) fn matches(&self, method: &str, path: &str, credential: &str) -> bool {
+        (self.method == "*" || self.method == method)
+            && path_matches(&self.path, path)
+            && self.credential.as_deref().is_none_or(|c| c == credential)
     }
 }
 
@@ -80,9 +91,17 @@ fn path_matches(pattern: &str, path: &str) -> bool {
 }
 
 /// The first action that applies to this request, counting it against every matching rule.
-pub(crate) fn apply(rules: &mut [Rule], method: &str, path: &str) -> Option<Action> {
+pub(crate) fn apply(
+    rules: &mut [Rule],
+    method: &str,
+    path: &str,
+    credential: &str,
+) -> Option<Action> {
     let mut chosen = None;
-    for rule in rules.iter_mut().filter(|r| r.matches(method, path)) {
+    for rule in rules
+        .iter_mut()
+        .filter(|r| r.matches(method, path, credential))
+    {
         rule.seen += 1;
         let hit = rule.nth.is_none_or(|n| n == rule.seen);
         if hit && chosen.is_none() {
@@ -105,8 +124,12 @@ mod tests {
             "/nodes/pve2/qemu/100/config"
         ));
         let mut rules = vec![Rule::new("GET", "/version", Action::Delay(Duration::ZERO)).nth(2)];
-        assert_eq!(apply(&mut rules, "GET", "/version"), None);
-        assert!(apply(&mut rules, "GET", "/version").is_some());
-        assert_eq!(apply(&mut rules, "GET", "/version"), None);
+        assert_eq!(apply(&mut rules, "GET", "/version", "a"), None);
+        assert!(apply(&mut rules, "GET", "/version", "a").is_some());
+        assert_eq!(apply(&mut rules, "GET", "/version", "a"), None);
+        let mut only_b =
+            vec![Rule::new("*", "/**", Action::Delay(Duration::ZERO)).for_credential("b")];
+        assert_eq!(apply(&mut only_b, "GET", "/version", "a"), None);
+        assert!(apply(&mut only_b, "GET", "/version", "b").is_some());
     }
 }

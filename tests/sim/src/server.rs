@@ -184,6 +184,23 @@ impl Simulator {
         lock(&self.shared.rules).push(rule);
     }
 
+    /// Refuses `credential` the privilege `privilege` on `object` for requests matching `method`
+    /// and `path`: they answer PVE's `403 Permission check failed (OBJECT, PRIVILEGE)`.
+    pub fn deny(&self, credential: &str, method: &str, path: &str, object: &str, privilege: &str) {
+        let message = format!("Permission check failed ({object}, {privilege})");
+        self.script(
+            Rule::new(
+                method,
+                path,
+                Action::Respond {
+                    status: 403,
+                    body: json!({"data": null, "message": format!("{message}\n")}),
+                },
+            )
+            .for_credential(credential),
+        );
+    }
+
     /// Removes every scripted rule.
     pub fn clear_script(&self) {
         lock(&self.shared.rules).clear();
@@ -417,7 +434,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
             return error(401, message, None);
         }
     };
-    let action = faults::apply(&mut lock(&shared.rules), &method, &rel);
+    let action = faults::apply(&mut lock(&shared.rules), &method, &rel, &credential);
     let resp = match action {
         Some(Action::Respond { status, body }) => {
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

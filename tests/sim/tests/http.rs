@@ -331,3 +331,44 @@ async fn scripted_answers_and_proxy_errors_apply_to_the_nth_matching_request() {
     // Scripted requests are logged like any other.
     assert_eq!(sim.requests().len(), 4);
 }
+
+#[tokio::test]
+async fn denied_privileges_answer_403_for_that_credential_only() {
+    let sim = Simulator::start(SimConfig {
+        tokens: vec![
+            ("root@pam!sim".into(), "sim-secret".into()),
+            ("audit@pve!ro".into(), "ro-secret".into()),
+        ],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    sim.deny(
+        "audit@pve!ro",
+        "GET",
+        "/nodes/*/qemu/*/config",
+        "/vms/100",
+        "VM.Audit",
+    );
+    sim.add_guest("pve1", 100, pve_sim::GuestKind::Qemu, &[]);
+    let resp = reqwest::Client::new()
+        .get(format!("{}/nodes/pve1/qemu/100/config", sim.api_url()))
+        .header("Authorization", "PVEAPIToken=audit@pve!ro=ro-secret")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 403);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(
+        body,
+        json!({"data": null, "message": "Permission check failed (/vms/100, VM.Audit)\n"})
+    );
+    let (status, _, _) = call(
+        &sim,
+        reqwest::Method::GET,
+        "/nodes/pve1/qemu/100/config",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200, "other credentials are not affected");
+}
