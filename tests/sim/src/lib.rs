@@ -5,6 +5,7 @@
 //! calls made.
 
 pub mod api;
+pub mod apidoc;
 pub mod facts;
 pub mod faults;
 mod server;

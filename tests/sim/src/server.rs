@@ -400,6 +400,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
             params.extend(form_pairs(&String::from_utf8_lossy(&body)));
         }
     }
+    if method == "GET" && path == "/pve-docs/api-viewer/apidoc.js" {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/javascript")],
+            crate::apidoc::apidoc_js(),
+        )
+            .into_response();
+    }
     let Some(rel) = path.strip_prefix("/api2/json") else {
         return error(404, "Not Found", None);
     };

@@ -372,3 +372,24 @@ async fn denied_privileges_answer_403_for_that_credential_only() {
     .await;
     assert_eq!(status, 200, "other credentials are not affected");
 }
+
+#[tokio::test]
+async fn serves_apidoc_js_that_the_generator_imports() {
+    let sim = sim().await;
+    let js = reqwest::get(format!("{}/pve-docs/api-viewer/apidoc.js", sim.url()))
+        .await
+        .expect("answers")
+        .text()
+        .await
+        .expect("text");
+    assert!(js.contains("const apiSchema = ["));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let imported = pve_codegen::import::import(&js, dir.path(), Some("9.2")).expect("imports");
+    assert_eq!(imported.entry.methods, pve_sim::facts::operations().len());
+    assert_eq!(imported.entry.methods, 675);
+    let spec = pve_codegen::raw::load(&imported.path).expect("loads as a schema");
+    assert!(spec
+        .operations()
+        .iter()
+        .any(|(n, m)| n.path == "/nodes/{node}/qemu" && m.name == "create_vm"));
+}
