@@ -268,22 +268,31 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     ok(Value::from(upid))
 }
 
+/// A QEMU guest that a config write or destroy may touch: it exists on the node, the cluster is
+/// quorate and no lock is held (PVE's order of checks and messages).
+fn writable_vm<'c>(cluster: &'c Cluster, call: &Call<'_>) -> Result<&'c Guest, Answer> {
+    let vmid = call.vmid();
+    let g = cluster
+        .guests
+        .get(&vmid)
+        .filter(|g| g.node == call.node() && g.kind == GuestKind::Qemu)
+        .ok_or_else(|| fail(500, Guest::missing(call.node(), GuestKind::Qemu, vmid)))?;
+    if !cluster.quorate {
+        return Err(fail(500, NO_QUORUM));
+    }
+    if let Some(l) = &g.lock {
+        return Err(fail(500, format!("VM is locked ({l})")));
+    }
+    Ok(g)
+}
+
 fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    let Some(g) = cluster
-        .guests
-        .get(&vmid)
-        .filter(|g| g.node == node && g.kind == GuestKind::Qemu)
-    else {
-        return fail(500, Guest::missing(&node, GuestKind::Qemu, vmid));
+    let g = match writable_vm(cluster, call) {
+        Ok(g) => g,
+        Err(a) => return a,
     };
-    if !cluster.quorate {
-        return fail(500, NO_QUORUM);
-    }
-    if let Some(l) = &g.lock {
-        return fail(500, format!("VM is locked ({l})"));
-    }
     if let Some(d) = call.get("digest") {
         if d != g.digest() {
             return fail(500, "checksum mismatch (file change by other user?)");
@@ -360,19 +369,10 @@ fn power(cluster: &mut Cluster, call: &Call<'_>, kind: &str, up: bool) -> Answer
 fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    let Some(g) = cluster
-        .guests
-        .get(&vmid)
-        .filter(|g| g.node == node && g.kind == GuestKind::Qemu)
-    else {
-        return fail(500, Guest::missing(&node, GuestKind::Qemu, vmid));
+    let g = match writable_vm(cluster, call) {
+        Ok(g) => g,
+        Err(a) => return a,
     };
-    if !cluster.quorate {
-        return fail(500, NO_QUORUM);
-    }
-    if let Some(l) = &g.lock {
-        return fail(500, format!("VM is locked ({l})"));
-    }
     if g.config.get("protection").is_some_and(|p| p == "1") {
         return fail(
             500,
