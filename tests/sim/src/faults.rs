@@ -24,6 +24,11 @@ pub enum Action {
     },
     /// Wait this long, then handle normally.
     Delay(Duration),
+    /// Close the connection without an answer, before the request is handled (a write is not
+    /// applied).
+    DropBefore,
+    /// Handle the request (a write is applied), then close the connection without an answer.
+    DropAfter,
 }
 
 /// A rule: which requests, which ones of them, and what happens.

@@ -38,6 +38,8 @@ pub struct SimConfig {
     pub standalone: bool,
     /// Users that may log in for a ticket: (`USER@REALM`, password).
     pub users: Vec<(String, String)>,
+    /// Serve HTTPS with a self-signed certificate made at start.
+    pub tls: bool,
 }
 
 impl Default for SimConfig {
@@ -50,6 +52,7 @@ impl Default for SimConfig {
             version: "9.2.0".to_owned(),
             standalone: false,
             users: vec![("root@pam".to_owned(), "sim-password".to_owned())],
+            tls: false,
         }
     }
 }
@@ -65,7 +68,7 @@ pub struct LoggedRequest {
     pub params: Vec<(String, String)>,
     /// The credential's id (`root@pam!sim`), when it authenticated.
     pub credential: Option<String>,
-    /// The answer's status.
+    /// The answer's status; 0 when the connection was dropped without an answer.
     pub status: u16,
 }
 
@@ -102,6 +105,7 @@ pub struct Simulator {
     addr: SocketAddr,
     shared: Arc<Shared>,
     shutdown: Option<oneshot::Sender<()>>,
+    fingerprint: Option<String>,
 }
 
 impl Simulator {
@@ -130,27 +134,38 @@ impl Simulator {
             rules: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
+        let (tls, fingerprint) = if shared.config.tls {
+            let (acceptor, fp) = crate::listen::tls_acceptor()?;
+            (Some(acceptor), Some(fp))
+        } else {
+            (None, None)
+        };
         let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
+        tokio::spawn(crate::listen::accept_loop(listener, app, tls, rx));
         Ok(Simulator {
             addr,
             shared,
             shutdown: Some(tx),
+            fingerprint,
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+    /// The SHA-256 fingerprint of the TLS certificate (`AB:CD:...`), when serving TLS.
+    pub fn fingerprint(&self) -> Option<&str> {
+        self.fingerprint.as_deref()
     }
 
-    /// `http://127.0.0.1:PORT/api2/json`.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
+    pub fn url(&self) -> String {
+        let scheme = if self.fingerprint.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The base URL followed by `/api2/json`.
     pub fn api_url(&self) -> String {
         format!("{}/api2/json", self.url())
     }
@@ -260,6 +275,13 @@ fn error(status: u16, message: &str, errors: Option<BTreeMap<String, String>>) -
         resp.extensions_mut().insert(reason);
     }
     resp
+}
+
+/// A response that makes the connection close without an answer.
+fn dropped() -> Response {
+    let mut r = StatusCode::OK.into_response();
+    r.extensions_mut().insert(crate::listen::DropConnection);
+    r
 }
 
 fn data(value: Value) -> Response {
@@ -457,6 +479,15 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
         Some(Action::Delay(d)) => {
             tokio::time::sleep(d).await;
             run(&shared, &method, &rel, &params, &credential)
+        }
+        Some(Action::DropBefore) => {
+            log(&shared, &method, &rel, params, Some(credential), 0);
+            return dropped();
+        }
+        Some(Action::DropAfter) => {
+            let _ = run(&shared, &method, &rel, &params, &credential);
+            log(&shared, &method, &rel, params, Some(credential), 0);
+            return dropped();
         }
         None => run(&shared, &method, &rel, &params, &credential),
     };

@@ -26,6 +26,15 @@ struct Cli {
     /// Latency added to every answer, in milliseconds.
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
+    /// Serve HTTPS with a self-signed certificate; its fingerprint is printed.
+    #[arg(long)]
+    tls: bool,
+    /// A user that may log in for a ticket, USER@REALM=PASSWORD (repeatable).
+    #[arg(long = "user", value_name = "USER@REALM=PASSWORD")]
+    users: Vec<String>,
+    /// A single node without a cluster.
+    #[arg(long)]
+    standalone: bool,
 }
 
 #[tokio::main]
@@ -35,8 +44,24 @@ async fn main() -> ExitCode {
         listen: cli.listen,
         nodes: cli.nodes,
         latency: Duration::from_millis(cli.latency_ms),
+        tls: cli.tls,
+        standalone: cli.standalone,
         ..SimConfig::default()
     };
+    if !cli.users.is_empty() {
+        config.users.clear();
+        for u in &cli.users {
+            match u.split_once('=') {
+                Some((user, password)) if user.contains('@') && !password.is_empty() => {
+                    config.users.push((user.to_owned(), password.to_owned()));
+                }
+                _ => {
+                    eprintln!("pve-sim: --user must look like USER@REALM=PASSWORD, got {u:?}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    }
     if !cli.tokens.is_empty() {
         config.tokens.clear();
         for t in &cli.tokens {
@@ -61,6 +86,9 @@ async fn main() -> ExitCode {
         }
     };
     println!("listening on {}", sim.url());
+    if let Some(fp) = sim.fingerprint() {
+        println!("fingerprint {fp}");
+    }
     let _ = tokio::signal::ctrl_c().await;
     drop(sim);
     ExitCode::SUCCESS
