@@ -55,6 +55,8 @@ pub struct Call<'a> {
     pub standalone: bool,
     /// The version `/version` reports (`9.2.0`).
     pub version: &'a str,
+    /// Whether the credential holds `Sys.Audit` (reads every task).
+    pub auditor: bool,
 }
 
 impl Call<'_> {
@@ -163,6 +165,24 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         ("POST", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, true),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/start") => power(cluster, call, "qmstart", true),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => power(cluster, call, "qmstop", false),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/reset") => {
+            let vmid = call.vmid();
+            if cluster
+                .guests
+                .get(&vmid)
+                .is_some_and(|g| g.node == call.node() && g.kind == GuestKind::Qemu)
+            {
+                power(cluster, call, "qmreset", true)
+            } else {
+                fail(
+                    500,
+                    format!(
+                        "unable to find configuration file for VM {vmid} on node '{}'",
+                        call.node()
+                    ),
+                )
+            }
+        }
         ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown") => {
             power(cluster, call, "qmshutdown", false)
         }
@@ -280,6 +300,12 @@ fn writable_vm<'c>(cluster: &'c Cluster, call: &Call<'_>) -> Result<&'c Guest, A
     if !cluster.quorate {
         return Err(fail(500, NO_QUORUM));
     }
+    if cluster.file_lock_timeouts.contains(&vmid) {
+        return Err(fail(
+            500,
+            format!("can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout"),
+        ));
+    }
     if let Some(l) = &g.lock {
         return Err(fail(500, format!("VM is locked ({l})")));
     }
@@ -308,6 +334,16 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
                 .collect()
         })
         .unwrap_or_default();
+    if set.is_empty() && deletes.is_empty() && call.get("revert").is_none() {
+        return fail(500, "no options specified");
+    }
+    if let Some(both) = deletes.iter().find(|d| set.iter().any(|(k, _)| k == *d)) {
+        // PVE's own text, its missing quote included.
+        return param_error(
+            "delete",
+            format!("you can't use '-{both}' and -delete {both}' at the same time"),
+        );
+    }
     let apply = move |c: &mut Cluster| {
         if let Some(g) = c.guests.get_mut(&vmid) {
             for k in &deletes {
@@ -422,7 +458,7 @@ fn find_task<'a>(
     let Some(task) = cluster.tasks.get(upid) else {
         return Err(param_error("upid", "no such task"));
     };
-    if task.owner != call.credential {
+    if task.owner != call.credential && !call.auditor {
         return Err(fail(
             403,
             format!(

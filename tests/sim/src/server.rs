@@ -40,6 +40,8 @@ pub struct SimConfig {
     pub users: Vec<(String, String)>,
     /// Serve HTTPS with a self-signed certificate made at start.
     pub tls: bool,
+    /// Credentials that hold `Sys.Audit` and so may read tasks they did not start.
+    pub auditors: Vec<String>,
 }
 
 impl Default for SimConfig {
@@ -53,6 +55,7 @@ impl Default for SimConfig {
             standalone: false,
             users: vec![("root@pam".to_owned(), "sim-password".to_owned())],
             tls: false,
+            auditors: Vec::new(),
         }
     }
 }
@@ -562,6 +565,7 @@ fn run(
         credential,
         standalone: shared.config.standalone,
         version: &shared.config.version,
+        auditor: shared.config.auditors.iter().any(|a| a == credential),
     };
     let answer = api::dispatch(&mut lock(&shared.cluster), &call);
     match answer {

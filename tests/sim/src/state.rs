@@ -149,6 +149,8 @@ pub struct Cluster {
     pub next_task_outcomes: BTreeMap<String, Vec<TaskOutcome>>,
     /// Network config per node.
     pub networks: BTreeMap<String, NodeNetwork>,
+    /// Guests whose config file lock another process holds: writes time out.
+    pub file_lock_timeouts: std::collections::BTreeSet<u32>,
     counter: u32,
 }
 
@@ -166,6 +168,7 @@ impl Cluster {
                 .iter()
                 .map(|n| (n.clone(), NodeNetwork::typical()))
                 .collect(),
+            file_lock_timeouts: std::collections::BTreeSet::new(),
             counter: 0,
         }
     }

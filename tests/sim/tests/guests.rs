@@ -339,3 +339,80 @@ async fn standalone_node_has_no_cluster_entry() {
         .collect();
     assert_eq!(types, ["node"]);
 }
+
+#[tokio::test]
+async fn config_write_refusals_file_lock_timeout_reset_and_auditors() {
+    let sim = Simulator::start(SimConfig {
+        tokens: vec![
+            ("root@pam!sim".into(), "sim-secret".into()),
+            ("ops@pve!ci".into(), "other-secret".into()),
+        ],
+        auditors: vec!["ops@pve!ci".into()],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    sim.add_guest(
+        "pve1",
+        100,
+        GuestKind::Qemu,
+        &[("name", "a"), ("cores", "1")],
+    );
+    let (status, body) = call(
+        &sim,
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("name", "b"), ("delete", "name")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["errors"],
+        json!({"delete": "you can't use '-name' and -delete name' at the same time"})
+    );
+    let (status, body) = call(&sim, "PUT", "/nodes/pve1/qemu/100/config", &[]).await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (500, Some("no options specified\n"))
+    );
+
+    sim.with_cluster(|c| c.file_lock_timeouts.insert(100));
+    let (status, body) = call(
+        &sim,
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "2")],
+    )
+    .await;
+    assert_eq!(status, 500);
+    assert_eq!(
+        body["message"],
+        "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout\n"
+    );
+    sim.with_cluster(|c| c.file_lock_timeouts.clear());
+
+    let (status, body) = call(&sim, "POST", "/nodes/pve1/qemu/999/status/reset", &[]).await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (
+            500,
+            Some("unable to find configuration file for VM 999 on node 'pve1'\n")
+        )
+    );
+
+    // A credential with Sys.Audit reads tasks others started.
+    let (_, body) = call(&sim, "POST", "/nodes/pve1/qemu/100/status/start", &[]).await;
+    let upid = body["data"].as_str().expect("upid").to_owned();
+    let (status, body) = req(
+        &sim,
+        OTHER,
+        "GET",
+        &format!("/nodes/pve1/tasks/{upid}/status"),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (status, body["data"]["exitstatus"].as_str()),
+        (200, Some("OK"))
+    );
+}
