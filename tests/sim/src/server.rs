@@ -42,6 +42,8 @@ pub struct SimConfig {
     pub tls: bool,
     /// Credentials that hold `Sys.Audit` and so may read tasks they did not start.
     pub auditors: Vec<String>,
+    /// How long a ticket is valid (PVE: 2 hours).
+    pub ticket_lifetime: Duration,
 }
 
 impl Default for SimConfig {
@@ -56,6 +58,7 @@ impl Default for SimConfig {
             users: vec![("root@pam".to_owned(), "sim-password".to_owned())],
             tls: false,
             auditors: Vec::new(),
+            ticket_lifetime: Duration::from_secs(2 * 3600),
         }
     }
 }
@@ -89,8 +92,8 @@ impl LoggedRequest {
 
 #[derive(Debug)]
 struct Shared {
-    /// Issued tickets: ticket -> (user, CSRF token).
-    tickets: Mutex<BTreeMap<String, (String, String)>>,
+    /// Issued tickets: ticket -> (user, CSRF token, issued at).
+    tickets: Mutex<BTreeMap<String, (String, String, std::time::Instant)>>,
     config: SimConfig,
     log: Mutex<Vec<LoggedRequest>>,
     cluster: Mutex<Cluster>,
@@ -354,10 +357,7 @@ fn authenticate(
         .find_map(|c| c.trim().strip_prefix("PVEAuthCookie="))
         .map(decode)
         .ok_or("No ticket")?;
-    let (user, csrf) = lock(&shared.tickets)
-        .get(&ticket)
-        .cloned()
-        .ok_or("invalid ticket")?;
+    let (user, csrf) = valid_ticket(shared, &ticket).ok_or(INVALID_TICKET)?;
     if method != "GET" {
         let sent = headers
             .get("CSRFPreventionToken")
@@ -367,6 +367,15 @@ fn authenticate(
         }
     }
     Ok(user)
+}
+
+const INVALID_TICKET: &str = "permission denied - invalid PVE ticket";
+
+/// The user and CSRF token of a ticket that was issued and has not expired.
+fn valid_ticket(shared: &Shared, ticket: &str) -> Option<(String, String)> {
+    let tickets = lock(&shared.tickets);
+    let (user, csrf, issued) = tickets.get(ticket)?;
+    (issued.elapsed() < shared.config.ticket_lifetime).then(|| (user.clone(), csrf.clone()))
 }
 
 /// `POST /access/ticket`: a password (or a valid ticket, to renew) gives a new ticket.
@@ -380,9 +389,7 @@ fn login(shared: &Shared, params: &[(String, String)]) -> Response {
         .users
         .iter()
         .any(|(u, p)| u == user && p == password);
-    let by_ticket = lock(&shared.tickets)
-        .get(password)
-        .is_some_and(|(u, _)| u == user);
+    let by_ticket = valid_ticket(shared, password).is_some_and(|(u, _)| u == user);
     if !by_password && !by_ticket {
         return error(401, "authentication failure", None);
     }
@@ -390,7 +397,10 @@ fn login(shared: &Shared, params: &[(String, String)]) -> Response {
     let n = tickets.len() + 1;
     let ticket = format!("PVE:{user}:{:08X}::sim-signature-{n}", 0x6700_0000 + n);
     let csrf = format!("{:08X}:sim-csrf-{n}", 0x6700_0000 + n);
-    tickets.insert(ticket.clone(), (user.to_owned(), csrf.clone()));
+    tickets.insert(
+        ticket.clone(),
+        (user.to_owned(), csrf.clone(), std::time::Instant::now()),
+    );
     data(json!({"username": user, "ticket": ticket, "CSRFPreventionToken": csrf}))
 }
 

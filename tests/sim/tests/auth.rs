@@ -80,3 +80,27 @@ async fn ticket_session_with_csrf_on_writes() {
         .expect("logged");
     assert_eq!(put.credential.as_deref(), Some("root@pam"));
 }
+
+#[tokio::test]
+async fn tickets_expire_and_cannot_be_renewed_after() {
+    let sim = Simulator::start(SimConfig {
+        ticket_lifetime: std::time::Duration::from_millis(200),
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    let (_, body) = login(&sim, "root@pam", "sim-password").await;
+    let ticket = body["data"]["ticket"].as_str().expect("ticket").to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let resp = reqwest::Client::new()
+        .get(format!("{}/version", sim.api_url()))
+        .header("Cookie", format!("PVEAuthCookie={ticket}"))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(resp.status().as_u16(), 401);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["message"], "permission denied - invalid PVE ticket\n");
+    let (status, _) = login(&sim, "root@pam", &ticket).await;
+    assert_eq!(status, 401, "an expired ticket does not renew");
+}
