@@ -315,6 +315,14 @@ async fn cluster_health_quorum_members_and_ceph() {
     assert_eq!(body["data"][2]["online"], 0);
     let (_, body) = call(&sim, "GET", "/cluster/ceph/status", &[]).await;
     assert_eq!(body["data"]["health"]["status"], "HEALTH_WARN");
+    for (health, text) in [
+        (CephHealth::Ok, "HEALTH_OK"),
+        (CephHealth::Err, "HEALTH_ERR"),
+    ] {
+        sim.with_cluster(|c| c.ceph = Some(health));
+        let (_, body) = call(&sim, "GET", "/cluster/ceph/status", &[]).await;
+        assert_eq!(body["data"]["health"]["status"], text);
+    }
     let (status, body) = call(&sim, "POST", "/nodes/pve1/qemu", &[("vmid", "100")]).await;
     assert_eq!(
         (status, body["message"].as_str()),
@@ -414,5 +422,89 @@ async fn config_write_refusals_file_lock_timeout_reset_and_auditors() {
     assert_eq!(
         (status, body["data"]["exitstatus"].as_str()),
         (200, Some("OK"))
+    );
+}
+
+#[tokio::test]
+async fn async_config_power_actions_status_and_lists() {
+    let sim = sim().await;
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "web")]);
+    sim.add_guest("pve1", 200, GuestKind::Lxc, &[("hostname", "ct")]);
+    let (_, body) = call(
+        &sim,
+        "POST",
+        "/nodes/pve1/qemu/100/config",
+        &[("memory", "2048")],
+    )
+    .await;
+    let upid = body["data"]
+        .as_str()
+        .expect("a UPID for the async config write")
+        .to_owned();
+    assert!(upid.contains(":qmconfig:100:"), "{upid}");
+    assert_eq!(task_status(&sim, &upid).await["exitstatus"], "OK");
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/config", &[]).await;
+    assert_eq!(body["data"]["memory"], "2048");
+
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/status/current", &[]).await;
+    assert_eq!(body["data"]["status"], "stopped");
+    for (action, kind, after) in [
+        ("start", "qmstart", "running"),
+        ("shutdown", "qmshutdown", "stopped"),
+        ("start", "qmstart", "running"),
+        ("stop", "qmstop", "stopped"),
+    ] {
+        let (status, body) = call(
+            &sim,
+            "POST",
+            &format!("/nodes/pve1/qemu/100/status/{action}"),
+            &[],
+        )
+        .await;
+        assert_eq!(status, 200);
+        let upid = body["data"].as_str().expect("upid").to_owned();
+        assert!(upid.contains(&format!(":{kind}:100:")), "{upid}");
+        assert_eq!(task_status(&sim, &upid).await["exitstatus"], "OK");
+        let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/status/current", &[]).await;
+        assert_eq!(body["data"]["status"], after, "after {action}");
+    }
+
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu", &[]).await;
+    assert_eq!(
+        body["data"],
+        json!([{"vmid": 100, "status": "stopped", "name": "web"}])
+    );
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/lxc", &[]).await;
+    assert_eq!(
+        body["data"],
+        json!([{"vmid": 200, "status": "stopped", "name": "ct"}])
+    );
+    let (_, body) = call(&sim, "GET", "/cluster/resources", &[("type", "vm")]).await;
+    let ids: Vec<&str> = body["data"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["qemu/100", "lxc/200"]);
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/lxc/200/status/current", &[]).await;
+    assert_eq!(body["data"]["status"], "stopped");
+}
+
+#[tokio::test]
+async fn configured_latency_delays_every_answer() {
+    let sim = Simulator::start(SimConfig {
+        latency: std::time::Duration::from_millis(60),
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    let t = std::time::Instant::now();
+    let (status, _) = call(&sim, "GET", "/version", &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(60),
+        "{:?}",
+        t.elapsed()
     );
 }
