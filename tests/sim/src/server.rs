@@ -554,12 +554,8 @@ fn run(
             );
         }
     };
-    let mut all = route.path_params.clone();
-    all.extend(params.iter().cloned());
-    let errors = validate::validate(route.op, &all);
-    if !errors.is_empty() {
-        return error(400, "Parameter verification failed.", Some(errors));
-    }
+    // The proxy step comes first: an unknown node fails its hostname lookup before the handler
+    // on the target node verifies any parameter.
     if let Some((_, node)) = route.path_params.iter().find(|(k, _)| k == "node") {
         if !shared.config.nodes.contains(node) {
             return error(
@@ -568,6 +564,12 @@ fn run(
                 None,
             );
         }
+    }
+    let mut all = route.path_params.clone();
+    all.extend(params.iter().cloned());
+    let errors = validate::validate(route.op, &all);
+    if !errors.is_empty() {
+        return error(400, "Parameter verification failed.", Some(errors));
     }
     let call = Call {
         op: route.op,
