@@ -57,6 +57,8 @@ fn param_facts(s: &Schema) -> Value {
     Value::Object(m)
 }
 
+/// The shape of an answer: type, and for objects the properties (with `optional`), for arrays
+/// the items, enough to build a valid empty answer.
 fn returns_facts(s: &Schema) -> Value {
     let ty = s.ty.clone().unwrap_or_else(|| {
         if s.properties.is_some() {
@@ -67,7 +69,28 @@ fn returns_facts(s: &Schema) -> Value {
             "any".into()
         }
     });
-    Value::from(ty)
+    let mut m = Map::new();
+    m.insert("type".into(), Value::from(ty));
+    if s.optional {
+        m.insert("optional".into(), Value::from(true));
+    }
+    if let Some(e) = s.enum_values.as_ref().and_then(|e| e.first()) {
+        m.insert("example".into(), Value::from(e.clone()));
+    }
+    if let Some(props) = &s.properties {
+        let p: Map<String, Value> = props
+            .iter()
+            .filter(|(k, _)| !k.ends_with("[n]"))
+            .map(|(k, v)| (k.clone(), returns_facts(v)))
+            .collect();
+        if !p.is_empty() {
+            m.insert("properties".into(), Value::Object(p));
+        }
+    }
+    if let Some(i) = &s.items {
+        m.insert("items".into(), returns_facts(i));
+    }
+    Value::Object(m)
 }
 
 /// The facts of every operation, as the simulator's table.

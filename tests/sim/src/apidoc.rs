@@ -55,7 +55,7 @@ fn method(op: &Op) -> Value {
         "name": op.handler,
         "allowtoken": 1,
         "parameters": {"type": "object", "additionalProperties": 0, "properties": props},
-        "returns": {"type": op.returns},
+        "returns": {"type": op.returns.ty},
     });
     if let Some(p) = &op.proxyto {
         m["proxyto"] = Value::from(p.clone());

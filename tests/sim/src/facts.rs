@@ -35,6 +35,44 @@ pub struct Param {
     pub items: Option<Box<Param>>,
 }
 
+/// The shape of an answer: enough to build a valid empty one.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Shape {
+    /// `object`, `array`, `string`, `integer`, `number`, `boolean`, `null`, `any`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Whether an object property may be left out.
+    #[serde(default)]
+    pub optional: bool,
+    /// A valid value of an enum.
+    pub example: Option<String>,
+    /// Object properties.
+    #[serde(default)]
+    pub properties: BTreeMap<String, Shape>,
+    /// Array items.
+    pub items: Option<Box<Shape>>,
+}
+
+impl Shape {
+    /// The smallest valid value: required object properties with empty values, empty arrays.
+    pub fn empty(&self) -> serde_json::Value {
+        use serde_json::{json, Value};
+        match self.ty.as_str() {
+            "object" => Value::Object(
+                self.properties
+                    .iter()
+                    .filter(|(_, p)| !p.optional)
+                    .map(|(k, p)| (k.clone(), p.empty()))
+                    .collect(),
+            ),
+            "array" => json!([]),
+            "string" => json!(self.example.clone().unwrap_or_default()),
+            "integer" | "number" | "boolean" => json!(0),
+            _ => Value::Null,
+        }
+    }
+}
+
 /// One operation's facts.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Op {
@@ -46,8 +84,8 @@ pub struct Op {
     pub handler: String,
     /// Parameters by name (indexed ones as `net[n]`).
     pub params: BTreeMap<String, Param>,
-    /// The type of a successful answer's `data`.
-    pub returns: String,
+    /// The shape of a successful answer's `data`.
+    pub returns: Shape,
     /// The parameter naming the node a call is proxied to.
     pub proxyto: Option<String>,
 }

@@ -587,18 +587,6 @@ fn run(
             message,
             errors,
         }) => error(status, &message, errors.map(|e| e.into_iter().collect())),
-        None => data(empty(&route.op.returns)),
-    }
-}
-
-/// A valid, empty value of a schema type.
-fn empty(returns: &str) -> Value {
-    match returns {
-        "array" => json!([]),
-        "object" => json!({}),
-        "string" => json!(""),
-        "integer" | "number" => json!(0),
-        "boolean" => json!(0),
-        _ => Value::Null,
+        None => data(route.op.returns.empty()),
     }
 }
