@@ -68,8 +68,13 @@ fn parent(path: &str) -> Option<&str> {
     (i > 0).then(|| &path[..i])
 }
 
-/// The viewer file's text.
-pub fn apidoc_js() -> String {
+/// The viewer file's text (built once).
+pub fn apidoc_js() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(build)
+}
+
+fn build() -> String {
     let mut by_path: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
     let mut order: Vec<&str> = Vec::new();
     for op in operations() {
