@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::form::FormError;
-use crate::operation::Method;
+use crate::operation::{Method, PveVersion};
 
 /// An error answer from PVE that has no typed variant for this operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,9 +77,28 @@ pub enum ClientErrorKind {
         #[source]
         source: serde_json::Error,
     },
+    /// The answer is JSON but not PVE's `{"data": ...}` envelope.
+    #[error("the answer is not a PVE envelope (body starts: {excerpt})")]
+    NotEnvelope {
+        /// The first bytes of the answer.
+        excerpt: String,
+    },
     /// Connecting, TLS or the exchange itself failed.
     #[error("the request failed in transport")]
     Transport(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The operation is newer than the server (with version checks on).
+    #[error("{operation} needs PVE {needs} or newer; the server runs PVE {server}")]
+    Unsupported {
+        /// The operation.
+        operation: &'static str,
+        /// The first PVE version that has it.
+        needs: PveVersion,
+        /// The server's version.
+        server: PveVersion,
+    },
+    /// PVE refused a request the client makes on its own (login, `/version`).
+    #[error("{0}")]
+    Api(Box<ApiError>),
 }
 
 /// A failure without a usable answer, naming the operation and the rendered path.

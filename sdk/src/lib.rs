@@ -14,6 +14,7 @@
 //! Cargo features select top-level API paths (`access`, `cluster`, `nodes`, `pools`,
 //! `storage`, `version`); all are on by default.
 
+pub mod client;
 pub mod de;
 pub mod error;
 pub mod form;
@@ -24,13 +25,19 @@ pub mod operation;
 pub mod propstr;
 mod secret;
 pub mod tagged;
+pub mod task;
+pub mod tls;
+mod upid;
 
 #[allow(missing_docs)]
 pub mod generated;
 
+pub use client::{Client, ClientBuilder, Credentials, Response, RetryPolicy};
 pub use error::{ApiError, ClientError, OperationError};
 pub use indexed::{IndexSpec, Indexed};
 pub use open_enum::OpenEnum;
 pub use operation::{Method, Operation, PveVersion};
 pub use propstr::PropertyString;
 pub use secret::Secret;
+pub use tls::TlsMode;
+pub use upid::{Upid, UpidError};

@@ -1,0 +1,159 @@
+//! Task ids (UPIDs): `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A task id as PVE writes it. Parses and displays back to exactly the same text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Upid {
+    raw: String,
+    node: String,
+    pid: u32,
+    pstart: u64,
+    starttime: u64,
+    task_type: String,
+    id: String,
+    user: String,
+}
+
+/// Why a text is not a UPID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a task id (UPID): {0:?}")]
+pub struct UpidError(String);
+
+impl Upid {
+    /// The node the task runs on.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The process start time (jiffies).
+    pub fn pstart(&self) -> u64 {
+        self.pstart
+    }
+
+    /// When the task started (Unix seconds).
+    pub fn starttime(&self) -> u64 {
+        self.starttime
+    }
+
+    /// The task type, e.g. `qmcreate`, `srvreload`.
+    pub fn task_type(&self) -> &str {
+        &self.task_type
+    }
+
+    /// The task's object id, e.g. `100`, `networking`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The user that started it (`root@pam`), without the token id.
+    pub fn user(&self) -> &str {
+        self.user.split('!').next().unwrap_or(&self.user)
+    }
+
+    /// The API token id that started it, if a token did.
+    pub fn token_id(&self) -> Option<&str> {
+        self.user.split_once('!').map(|(_, t)| t)
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+}
+
+fn hex(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
+impl FromStr for Upid {
+    type Err = UpidError;
+
+    fn from_str(s: &str) -> Result<Self, UpidError> {
+        let bad = || UpidError(s.to_owned());
+        let rest = s.strip_prefix("UPID:").ok_or_else(bad)?;
+        let parts: Vec<&str> = rest.split(':').collect();
+        if parts.len() != 8 || !parts[7].is_empty() || parts[0].is_empty() || parts[6].is_empty() {
+            return Err(bad());
+        }
+        let pid = hex(parts[1])
+            .and_then(|p| u32::try_from(p).ok())
+            .ok_or_else(bad)?;
+        Ok(Upid {
+            raw: s.to_owned(),
+            node: parts[0].to_owned(),
+            pid,
+            pstart: hex(parts[2]).ok_or_else(bad)?,
+            starttime: hex(parts[3]).ok_or_else(bad)?,
+            task_type: parts[4].to_owned(),
+            id: parts[5].to_owned(),
+            user: parts[6].to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for Upid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.raw)
+    }
+}
+
+impl serde::Serialize for Upid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.raw)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Upid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_part_and_displays_back() {
+        let text = "UPID:pve1:0001A2B3:0ABCDEF0:6700FF01:qmcreate:100:root@pam!deploy:";
+        let u: Upid = text.parse().expect("parses");
+        assert_eq!(u.node(), "pve1");
+        assert_eq!(u.pid(), 0x0001_A2B3);
+        assert_eq!(u.pstart(), 0x0ABC_DEF0);
+        assert_eq!(u.starttime(), 0x6700_FF01);
+        assert_eq!(u.task_type(), "qmcreate");
+        assert_eq!(u.id(), "100");
+        assert_eq!(u.user(), "root@pam");
+        assert_eq!(u.token_id(), Some("deploy"));
+        assert_eq!(u.to_string(), text);
+        let plain: Upid = "UPID:pve1:00001234:00005678:6700AAAA:srvreload:networking:root@pam:"
+            .parse()
+            .expect("parses");
+        assert_eq!(plain.token_id(), None);
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_upid() {
+        for bad in [
+            "",
+            "UPID:",
+            "not-a-upid",
+            "UPID:pve1:zz:00005678:6700AAAA:t:i:u:",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:i:u",
+            "UPID::00001234:00005678:6700AAAA:t:i:u:",
+        ] {
+            assert!(bad.parse::<Upid>().is_err(), "{bad}");
+        }
+    }
+}
