@@ -74,6 +74,7 @@ fn ty_tokens(ty: &Ty, here: &ModPath) -> TokenStream {
         Ty::Boolean => quote!(bool),
         Ty::Unit => quote!(()),
         Ty::Value => quote!(serde_json::Value),
+        Ty::Upid => quote!(crate::Upid),
         Ty::JsonObject => quote!(serde_json::Map<String, serde_json::Value>),
         Ty::Vec(t) => {
             let t = ty_tokens(t, here);
@@ -82,6 +83,10 @@ fn ty_tokens(ty: &Ty, here: &ModPath) -> TokenStream {
         Ty::Map(t) => {
             let t = ty_tokens(t, here);
             quote!(std::collections::BTreeMap<String, #t>)
+        }
+        Ty::Option(t) => {
+            let t = ty_tokens(t, here);
+            quote!(Option<#t>)
         }
         Ty::Named(r) => {
             let name = ident(&r.name);

@@ -140,10 +140,14 @@ pub enum Ty {
     Unit,
     /// `serde_json::Value` (the schema gives no type).
     Value,
+    /// `crate::Upid`: a task id (from the tasks patch).
+    Upid,
     /// `serde_json::Map<String, Value>` (an object without properties).
     JsonObject,
     /// `Vec<T>`.
     Vec(Box<Ty>),
+    /// `Option<T>` (an answer that may be null).
+    Option(Box<Ty>),
     /// `BTreeMap<String, T>`.
     Map(Box<Ty>),
     /// A generated type.

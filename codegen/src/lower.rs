@@ -732,13 +732,29 @@ impl Lowerer<'_> {
         self.check_field_names(&fields, &format!("{loc} parameters"));
 
         let response_name = format!("{base}Response");
-        let response = self.response(
-            &method.returns,
-            &response_name,
-            &module,
-            &format!("{loc} returns"),
-            &key,
-        );
+        let returns_task = self.patches.tasks.contains(&key);
+        let response = if returns_task {
+            if method.returns.ty.as_deref() != Some("string") {
+                self.diags.push(
+                    format!("{loc} returns"),
+                    "the tasks patch names this operation, but its answer is not a string",
+                );
+            }
+            if method.returns.optional {
+                // `update_vm_async` answers a UPID, or null when there was nothing to do.
+                Ty::Option(Box::new(Ty::Upid))
+            } else {
+                Ty::Upid
+            }
+        } else {
+            self.response(
+                &method.returns,
+                &response_name,
+                &module,
+                &format!("{loc} returns"),
+                &key,
+            )
+        };
         let (check, user) = match &method.permissions {
             Some(p) => (p.check.as_ref().map(Value::to_string), p.user.clone()),
             None => (None, None),
@@ -764,7 +780,7 @@ impl Lowerer<'_> {
             proxyto: method.proxyto.clone(),
             allowtoken: method.allowtoken,
             since,
-            returns_task: self.patches.tasks.contains(&key),
+            returns_task,
             description: self.prose(method.description.clone()),
         };
         for name in [&op.type_name, &op.error_name] {

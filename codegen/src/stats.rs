@@ -43,7 +43,7 @@ pub struct Stats {
 fn has_value(t: &Ty) -> bool {
     match t {
         Ty::Value | Ty::JsonObject => true,
-        Ty::Vec(i) | Ty::Map(i) => has_value(i),
+        Ty::Vec(i) | Ty::Map(i) | Ty::Option(i) => has_value(i),
         Ty::Indexed { item, .. } => has_value(item),
         _ => false,
     }

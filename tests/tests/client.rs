@@ -9,7 +9,7 @@ use pve_sdk::generated::nodes::node::network::{
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, VmConfig};
 use pve_sdk::generated::nodes::node::qemu::CreateVm;
 use pve_sdk::task::{AwaitOptions, TaskError};
-use pve_sdk::{Client, OperationError, RetryPolicy, TlsMode, Upid};
+use pve_sdk::{Client, Operation, OperationError, RetryPolicy, TlsMode};
 use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator, TaskOutcome};
 
 async fn sim() -> Simulator {
@@ -239,9 +239,13 @@ async fn await_task_success_warnings_failure_unknown_and_timeout() {
     let sim = sim().await;
     let c = client(&sim);
     let create = |vmid: i64| CreateVm::new("pve1", vmid);
-    let upid = |v: String| -> Upid { v.parse().expect("a UPID") };
 
-    let ok = upid(c.send(&create(100)).await.expect("create").data);
+    assert!(CreateVm::RETURNS_TASK);
+    let ok = c.send(&create(100)).await.expect("create").data;
+    assert_eq!(
+        (ok.node(), ok.task_type(), ok.id()),
+        ("pve1", "qmcreate", "100")
+    );
     let done = c.await_task(&ok, fast(), |_| {}).await.expect("succeeds");
     assert_eq!((done.exit_status.as_str(), done.warnings), ("OK", 0));
 
@@ -256,7 +260,7 @@ async fn await_task_success_warnings_failure_unknown_and_timeout() {
             ],
         )
     });
-    let warned = upid(c.send(&create(101)).await.expect("create").data);
+    let warned = c.send(&create(101)).await.expect("create").data;
     assert_eq!(
         c.await_task(&warned, fast(), |_| {})
             .await
@@ -265,7 +269,7 @@ async fn await_task_success_warnings_failure_unknown_and_timeout() {
         2
     );
 
-    let failed = upid(c.send(&create(102)).await.expect("create").data);
+    let failed = c.send(&create(102)).await.expect("create").data;
     match c.await_task(&failed, fast(), |_| {}).await {
         Err(TaskError::Failed {
             exit_status,
@@ -278,7 +282,7 @@ async fn await_task_success_warnings_failure_unknown_and_timeout() {
         other => panic!("expected a failure, got {other:?}"),
     }
 
-    let stuck = upid(c.send(&create(103)).await.expect("create").data);
+    let stuck = c.send(&create(103)).await.expect("create").data;
     let mut seen = Vec::new();
     let opts = AwaitOptions {
         deadline: Duration::from_millis(100),
@@ -296,7 +300,7 @@ async fn await_task_success_warnings_failure_unknown_and_timeout() {
         "{seen:?}"
     );
 
-    let unknown = upid(c.send(&create(104)).await.expect("create").data);
+    let unknown = c.send(&create(104)).await.expect("create").data;
     sim.script(Rule::new(
         "GET",
         "/nodes/*/tasks/*/status",

@@ -22,6 +22,7 @@ crate::operation_error!(JoinInfoError for JoinInfo);
 ///
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Join {
@@ -65,11 +66,12 @@ impl crate::Operation for Join {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/config/join";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = JoinResponse;
     type Error = JoinError;
 }
 /// What [`Join`] answers.
-pub type JoinResponse = String;
+pub type JoinResponse = crate::Upid;
 crate::operation_error!(JoinError for Join);
 /// Property string `ring0_addr`.
 ///

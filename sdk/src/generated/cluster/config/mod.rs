@@ -26,6 +26,7 @@ crate::operation_error!(IndexError for Index);
 ///
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
@@ -59,11 +60,12 @@ impl crate::Operation for Create {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreateResponse;
     type Error = CreateError;
 }
 /// What [`Create`] answers.
-pub type CreateResponse = String;
+pub type CreateResponse = crate::Upid;
 crate::operation_error!(CreateError for Create);
 /// Property string `link`.
 ///

@@ -32,6 +32,7 @@ crate::operation_error!(IndexError for Index);
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Reload {
@@ -47,11 +48,12 @@ impl crate::Operation for Reload {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ReloadResponse;
     type Error = ReloadError;
 }
 /// What [`Reload`] answers.
-pub type ReloadResponse = String;
+pub type ReloadResponse = crate::Upid;
 crate::operation_error!(ReloadError for Reload);
 /// Values of `action`, shared by 7 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

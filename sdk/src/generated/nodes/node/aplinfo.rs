@@ -32,6 +32,7 @@ crate::operation_error!(AplinfoError for Aplinfo);
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateTemplate"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct AplDownload {
@@ -61,9 +62,10 @@ impl crate::Operation for AplDownload {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/aplinfo";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = AplDownloadResponse;
     type Error = AplDownloadError;
 }
 /// What [`AplDownload`] answers.
-pub type AplDownloadResponse = String;
+pub type AplDownloadResponse = crate::Upid;
 crate::operation_error!(AplDownloadError for AplDownload);

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Migrateall {
@@ -41,9 +42,10 @@ impl crate::Operation for Migrateall {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/migrateall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = MigrateallResponse;
     type Error = MigrateallError;
 }
 /// What [`Migrateall`] answers.
-pub type MigrateallResponse = String;
+pub type MigrateallResponse = crate::Upid;
 crate::operation_error!(MigrateallError for Migrateall);

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Startall {
@@ -34,9 +35,10 @@ impl crate::Operation for Startall {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/startall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = StartallResponse;
     type Error = StartallError;
 }
 /// What [`Startall`] answers.
-pub type StartallResponse = String;
+pub type StartallResponse = crate::Upid;
 crate::operation_error!(StartallError for Startall);

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Stopall {
@@ -38,9 +39,10 @@ impl crate::Operation for Stopall {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/stopall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = StopallResponse;
     type Error = StopallError;
 }
 /// What [`Stopall`] answers.
-pub type StopallResponse = String;
+pub type StopallResponse = crate::Upid;
 crate::operation_error!(StopallError for Stopall);

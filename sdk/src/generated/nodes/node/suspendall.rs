@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Suspendall {
@@ -31,9 +32,10 @@ impl crate::Operation for Suspendall {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/suspendall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = SuspendallResponse;
     type Error = SuspendallError;
 }
 /// What [`Suspendall`] answers.
-pub type SuspendallResponse = String;
+pub type SuspendallResponse = crate::Upid;
 crate::operation_error!(SuspendallError for Suspendall);

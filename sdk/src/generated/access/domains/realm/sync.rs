@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Sync_ {
@@ -44,9 +45,10 @@ impl crate::Operation for Sync_ {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/domains/{realm}/sync";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = SyncResponse;
     type Error = SyncError;
 }
 /// What [`Sync_`] answers.
-pub type SyncResponse = String;
+pub type SyncResponse = crate::Upid;
 crate::operation_error!(SyncError for Sync_);

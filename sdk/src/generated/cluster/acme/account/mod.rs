@@ -23,6 +23,7 @@ crate::operation_error!(AccountIndexError for AccountIndex);
 ///
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RegisterAccount {
@@ -59,9 +60,10 @@ impl crate::Operation for RegisterAccount {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/acme/account";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = RegisterAccountResponse;
     type Error = RegisterAccountError;
 }
 /// What [`RegisterAccount`] answers.
-pub type RegisterAccountResponse = String;
+pub type RegisterAccountResponse = crate::Upid;
 crate::operation_error!(RegisterAccountError for RegisterAccount);

@@ -4,6 +4,7 @@
 ///
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DeactivateAccount {
@@ -21,11 +22,12 @@ impl crate::Operation for DeactivateAccount {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/acme/account/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DeactivateAccountResponse;
     type Error = DeactivateAccountError;
 }
 /// What [`DeactivateAccount`] answers.
-pub type DeactivateAccountResponse = String;
+pub type DeactivateAccountResponse = crate::Upid;
 crate::operation_error!(DeactivateAccountError for DeactivateAccount);
 /// `GET /cluster/acme/account/{name}` (handler `get_account`).
 ///
@@ -56,6 +58,7 @@ crate::operation_error!(GetAccountError for GetAccount);
 ///
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateAccount {
@@ -78,11 +81,12 @@ impl crate::Operation for UpdateAccount {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/acme/account/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = UpdateAccountResponse;
     type Error = UpdateAccountError;
 }
 /// What [`UpdateAccount`] answers.
-pub type UpdateAccountResponse = String;
+pub type UpdateAccountResponse = crate::Upid;
 crate::operation_error!(UpdateAccountError for UpdateAccount);
 /// From `GET /cluster/acme/account/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Migrate {
@@ -40,9 +41,10 @@ impl crate::Operation for Migrate {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/migrate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const RETURNS_TASK: bool = true;
     type Response = MigrateResponse;
     type Error = MigrateError;
 }
 /// What [`Migrate`] answers.
-pub type MigrateResponse = String;
+pub type MigrateResponse = crate::Upid;
 crate::operation_error!(MigrateError for Migrate);

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Shutdown {
@@ -25,9 +26,10 @@ impl crate::Operation for Shutdown {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/shutdown";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const RETURNS_TASK: bool = true;
     type Response = ShutdownResponse;
     type Error = ShutdownError;
 }
 /// What [`Shutdown`] answers.
-pub type ShutdownResponse = String;
+pub type ShutdownResponse = crate::Upid;
 crate::operation_error!(ShutdownError for Shutdown);

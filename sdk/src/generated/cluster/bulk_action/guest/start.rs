@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Start {
@@ -22,9 +23,10 @@ impl crate::Operation for Start {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/start";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const RETURNS_TASK: bool = true;
     type Response = StartResponse;
     type Error = StartError;
 }
 /// What [`Start`] answers.
-pub type StartResponse = String;
+pub type StartResponse = crate::Upid;
 crate::operation_error!(StartError for Start);

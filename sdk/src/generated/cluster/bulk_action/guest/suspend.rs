@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Suspend {
@@ -25,9 +26,10 @@ impl crate::Operation for Suspend {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/suspend";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const RETURNS_TASK: bool = true;
     type Response = SuspendResponse;
     type Error = SuspendError;
 }
 /// What [`Suspend`] answers.
-pub type SuspendResponse = String;
+pub type SuspendResponse = crate::Upid;
 crate::operation_error!(SuspendError for Suspend);

@@ -23,6 +23,7 @@ crate::operation_error!(GetAllFlagsError for GetAllFlags);
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SetFlags {
@@ -55,11 +56,12 @@ impl crate::Operation for SetFlags {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ceph/flags";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = SetFlagsResponse;
     type Error = SetFlagsError;
 }
 /// What [`SetFlags`] answers.
-pub type SetFlagsResponse = String;
+pub type SetFlagsResponse = crate::Upid;
 crate::operation_error!(SetFlagsError for SetFlags);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -33,6 +33,7 @@ crate::operation_error!(ListUpdatesError for ListUpdates);
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateDatabase {
@@ -58,11 +59,12 @@ impl crate::Operation for UpdateDatabase {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/apt/update";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = UpdateDatabaseResponse;
     type Error = UpdateDatabaseError;
 }
 /// What [`UpdateDatabase`] answers.
-pub type UpdateDatabaseResponse = String;
+pub type UpdateDatabaseResponse = crate::Upid;
 crate::operation_error!(UpdateDatabaseError for UpdateDatabase);
 /// From `GET /nodes/{node}/apt/update returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

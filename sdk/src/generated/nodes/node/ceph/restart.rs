@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Restart {
@@ -27,9 +28,10 @@ impl crate::Operation for Restart {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/restart";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = RestartResponse;
     type Error = RestartError;
 }
 /// What [`Restart`] answers.
-pub type RestartResponse = String;
+pub type RestartResponse = crate::Upid;
 crate::operation_error!(RestartError for Restart);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Start {
@@ -27,9 +28,10 @@ impl crate::Operation for Start {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/start";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = StartResponse;
     type Error = StartError;
 }
 /// What [`Start`] answers.
-pub type StartResponse = String;
+pub type StartResponse = crate::Upid;
 crate::operation_error!(StartError for Start);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Stop {
@@ -27,9 +28,10 @@ impl crate::Operation for Stop {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/stop";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = StopResponse;
     type Error = StopError;
 }
 /// What [`Stop`] answers.
-pub type StopResponse = String;
+pub type StopResponse = crate::Upid;
 crate::operation_error!(StopError for Stop);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Initgpt {
@@ -30,9 +31,10 @@ impl crate::Operation for Initgpt {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/disks/initgpt";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = InitgptResponse;
     type Error = InitgptError;
 }
 /// What [`Initgpt`] answers.
-pub type InitgptResponse = String;
+pub type InitgptResponse = crate::Upid;
 crate::operation_error!(InitgptError for Initgpt);

@@ -5,6 +5,7 @@
 /// - Permissions: none stated
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct WipeDisk {
@@ -27,9 +28,10 @@ impl crate::Operation for WipeDisk {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/disks/wipedisk";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = WipeDiskResponse;
     type Error = WipeDiskError;
 }
 /// What [`WipeDisk`] answers.
-pub type WipeDiskResponse = String;
+pub type WipeDiskResponse = crate::Upid;
 crate::operation_error!(WipeDiskError for WipeDisk);

@@ -34,6 +34,7 @@ crate::operation_error!(VmlistError for Vmlist);
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateVm {
@@ -195,11 +196,12 @@ impl crate::Operation for CreateVm {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreateVmResponse;
     type Error = CreateVmError;
 }
 /// What [`CreateVm`] answers.
-pub type CreateVmResponse = String;
+pub type CreateVmResponse = crate::Upid;
 crate::operation_error!(CreateVmError for CreateVm);
 /// Property string `dev`.
 ///

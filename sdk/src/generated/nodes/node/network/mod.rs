@@ -185,6 +185,7 @@ crate::operation_error!(CreateNetworkError for CreateNetwork);
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ReloadNetworkConfig {
@@ -208,11 +209,12 @@ impl crate::Operation for ReloadNetworkConfig {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/network";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ReloadNetworkConfigResponse;
     type Error = ReloadNetworkConfigError;
 }
 /// What [`ReloadNetworkConfig`] answers.
-pub type ReloadNetworkConfigResponse = String;
+pub type ReloadNetworkConfigResponse = crate::Upid;
 crate::operation_error!(ReloadNetworkConfigError for ReloadNetworkConfig);
 /// Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -39,6 +39,7 @@ crate::operation_error!(VmlistError for Vmlist);
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CreateVm {
@@ -353,11 +354,12 @@ impl crate::Operation for CreateVm {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreateVmResponse;
     type Error = CreateVmError;
 }
 /// What [`CreateVm`] answers.
-pub type CreateVmResponse = String;
+pub type CreateVmResponse = crate::Upid;
 crate::operation_error!(CreateVmError for CreateVm);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -7,6 +7,7 @@ pub mod extractconfig;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Vzdump {
@@ -128,9 +129,10 @@ impl crate::Operation for Vzdump {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/vzdump";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VzdumpResponse;
     type Error = VzdumpError;
 }
 /// What [`Vzdump`] answers.
-pub type VzdumpResponse = String;
+pub type VzdumpResponse = crate::Upid;
 crate::operation_error!(VzdumpError for Vzdump);

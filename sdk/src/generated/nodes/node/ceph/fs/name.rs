@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroyfs {
@@ -35,17 +36,19 @@ impl crate::Operation for Destroyfs {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 2);
+    const RETURNS_TASK: bool = true;
     type Response = DestroyfsResponse;
     type Error = DestroyfsError;
 }
 /// What [`Destroyfs`] answers.
-pub type DestroyfsResponse = String;
+pub type DestroyfsResponse = crate::Upid;
 crate::operation_error!(DestroyfsError for Destroyfs);
 /// `POST /nodes/{node}/ceph/fs/{name}` (handler `createfs`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Createfs {
@@ -75,9 +78,10 @@ impl crate::Operation for Createfs {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreatefsResponse;
     type Error = CreatefsError;
 }
 /// What [`Createfs`] answers.
-pub type CreatefsResponse = String;
+pub type CreatefsResponse = crate::Upid;
 crate::operation_error!(CreatefsError for Createfs);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroymds {
@@ -27,17 +28,19 @@ impl crate::Operation for Destroymds {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroymdsResponse;
     type Error = DestroymdsError;
 }
 /// What [`Destroymds`] answers.
-pub type DestroymdsResponse = String;
+pub type DestroymdsResponse = crate::Upid;
 crate::operation_error!(DestroymdsError for Destroymds);
 /// `POST /nodes/{node}/ceph/mds/{name}` (handler `createmds`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Createmds {
@@ -63,9 +66,10 @@ impl crate::Operation for Createmds {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreatemdsResponse;
     type Error = CreatemdsError;
 }
 /// What [`Createmds`] answers.
-pub type CreatemdsResponse = String;
+pub type CreatemdsResponse = crate::Upid;
 crate::operation_error!(CreatemdsError for Createmds);

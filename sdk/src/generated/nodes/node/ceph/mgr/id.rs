@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroymgr {
@@ -27,17 +28,19 @@ impl crate::Operation for Destroymgr {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroymgrResponse;
     type Error = DestroymgrError;
 }
 /// What [`Destroymgr`] answers.
-pub type DestroymgrResponse = String;
+pub type DestroymgrResponse = crate::Upid;
 crate::operation_error!(DestroymgrError for Destroymgr);
 /// `POST /nodes/{node}/ceph/mgr/{id}` (handler `createmgr`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Createmgr {
@@ -60,9 +63,10 @@ impl crate::Operation for Createmgr {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreatemgrResponse;
     type Error = CreatemgrError;
 }
 /// What [`Createmgr`] answers.
-pub type CreatemgrResponse = String;
+pub type CreatemgrResponse = crate::Upid;
 crate::operation_error!(CreatemgrError for Createmgr);

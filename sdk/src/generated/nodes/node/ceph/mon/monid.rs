@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroymon {
@@ -27,17 +28,19 @@ impl crate::Operation for Destroymon {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroymonResponse;
     type Error = DestroymonError;
 }
 /// What [`Destroymon`] answers.
-pub type DestroymonResponse = String;
+pub type DestroymonResponse = crate::Upid;
 crate::operation_error!(DestroymonError for Destroymon);
 /// `POST /nodes/{node}/ceph/mon/{monid}` (handler `createmon`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Createmon {
@@ -64,9 +67,10 @@ impl crate::Operation for Createmon {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreatemonResponse;
     type Error = CreatemonError;
 }
 /// What [`Createmon`] answers.
-pub type CreatemonResponse = String;
+pub type CreatemonResponse = crate::Upid;
 crate::operation_error!(CreatemonError for Createmon);

@@ -32,6 +32,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permissions: none stated
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Createosd {
@@ -77,11 +78,12 @@ impl crate::Operation for Createosd {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/osd";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreateosdResponse;
     type Error = CreateosdError;
 }
 /// What [`Createosd`] answers.
-pub type CreateosdResponse = String;
+pub type CreateosdResponse = crate::Upid;
 crate::operation_error!(CreateosdError for Createosd);
 /// From `GET /nodes/{node}/ceph/osd returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

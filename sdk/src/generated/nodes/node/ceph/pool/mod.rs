@@ -34,6 +34,7 @@ crate::operation_error!(LspoolsError for Lspools);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Createpool {
@@ -90,11 +91,12 @@ impl crate::Operation for Createpool {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/pool";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreatepoolResponse;
     type Error = CreatepoolError;
 }
 /// What [`Createpool`] answers.
-pub type CreatepoolResponse = String;
+pub type CreatepoolResponse = crate::Upid;
 crate::operation_error!(CreatepoolError for Createpool);
 /// Property string `erasure-coding`.
 ///

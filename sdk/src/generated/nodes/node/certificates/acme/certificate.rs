@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RevokeCertificate {
@@ -22,17 +23,19 @@ impl crate::Operation for RevokeCertificate {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = RevokeCertificateResponse;
     type Error = RevokeCertificateError;
 }
 /// What [`RevokeCertificate`] answers.
-pub type RevokeCertificateResponse = String;
+pub type RevokeCertificateResponse = crate::Upid;
 crate::operation_error!(RevokeCertificateError for RevokeCertificate);
 /// `POST /nodes/{node}/certificates/acme/certificate` (handler `new_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct NewCertificate {
@@ -55,17 +58,19 @@ impl crate::Operation for NewCertificate {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = NewCertificateResponse;
     type Error = NewCertificateError;
 }
 /// What [`NewCertificate`] answers.
-pub type NewCertificateResponse = String;
+pub type NewCertificateResponse = crate::Upid;
 crate::operation_error!(NewCertificateError for NewCertificate);
 /// `PUT /nodes/{node}/certificates/acme/certificate` (handler `renew_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RenewCertificate {
@@ -88,9 +93,10 @@ impl crate::Operation for RenewCertificate {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = RenewCertificateResponse;
     type Error = RenewCertificateError;
 }
 /// What [`RenewCertificate`] answers.
-pub type RenewCertificateResponse = String;
+pub type RenewCertificateResponse = crate::Upid;
 crate::operation_error!(RenewCertificateError for RenewCertificate);

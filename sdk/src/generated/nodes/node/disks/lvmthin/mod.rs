@@ -34,6 +34,7 @@ crate::operation_error!(IndexError for Index);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Create {
@@ -66,11 +67,12 @@ impl crate::Operation for Create {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/disks/lvmthin";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CreateResponse;
     type Error = CreateError;
 }
 /// What [`Create`] answers.
-pub type CreateResponse = String;
+pub type CreateResponse = crate::Upid;
 crate::operation_error!(CreateError for Create);
 /// From `GET /nodes/{node}/disks/lvmthin returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

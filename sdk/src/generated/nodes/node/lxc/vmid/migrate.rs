@@ -39,6 +39,7 @@ crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrateVm {
@@ -80,11 +81,12 @@ impl crate::Operation for MigrateVm {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/migrate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = MigrateVmResponse;
     type Error = MigrateVmError;
 }
 /// What [`MigrateVm`] answers.
-pub type MigrateVmResponse = String;
+pub type MigrateVmResponse = crate::Upid;
 crate::operation_error!(MigrateVmError for MigrateVm);
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -26,6 +26,7 @@ pub mod vncwebsocket;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Allocate"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DestroyVm {
@@ -58,11 +59,12 @@ impl crate::Operation for DestroyVm {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroyVmResponse;
     type Error = DestroyVmError;
 }
 /// What [`DestroyVm`] answers.
-pub type DestroyVmResponse = String;
+pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(DestroyVmError for DestroyVm);
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///

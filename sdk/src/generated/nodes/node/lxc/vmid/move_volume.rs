@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MoveVolume {
@@ -54,11 +55,12 @@ impl crate::Operation for MoveVolume {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/move_volume";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = MoveVolumeResponse;
     type Error = MoveVolumeError;
 }
 /// What [`MoveVolume`] answers.
-pub type MoveVolumeResponse = String;
+pub type MoveVolumeResponse = crate::Upid;
 crate::operation_error!(MoveVolumeError for MoveVolume);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RemoteMigrateVm {
@@ -64,9 +65,10 @@ impl crate::Operation for RemoteMigrateVm {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/remote_migrate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = RemoteMigrateVmResponse;
     type Error = RemoteMigrateVmError;
 }
 /// What [`RemoteMigrateVm`] answers.
-pub type RemoteMigrateVmResponse = String;
+pub type RemoteMigrateVmResponse = crate::Upid;
 crate::operation_error!(RemoteMigrateVmError for RemoteMigrateVm);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ResizeVm {
@@ -41,11 +42,12 @@ impl crate::Operation for ResizeVm {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/resize";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ResizeVmResponse;
     type Error = ResizeVmError;
 }
 /// What [`ResizeVm`] answers.
-pub type ResizeVmResponse = String;
+pub type ResizeVmResponse = crate::Upid;
 crate::operation_error!(ResizeVmError for ResizeVm);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

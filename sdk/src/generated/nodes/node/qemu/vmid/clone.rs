@@ -5,6 +5,7 @@
 /// - Permission check: `["and",["perm","/vms/{vmid}",["VM.Clone"]],["or",["perm","/vms/{newid}",["VM.Allocate"]],["perm","/pool/{pool}",["VM.Allocate"],"require_param","pool"]]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CloneVm {
@@ -57,9 +58,10 @@ impl crate::Operation for CloneVm {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/clone";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CloneVmResponse;
     type Error = CloneVmError;
 }
 /// What [`CloneVm`] answers.
-pub type CloneVmResponse = String;
+pub type CloneVmResponse = crate::Upid;
 crate::operation_error!(CloneVmError for CloneVm);

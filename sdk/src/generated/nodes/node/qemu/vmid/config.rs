@@ -41,6 +41,7 @@ crate::operation_error!(VmConfigError for VmConfig);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CDROM","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.HWType","VM.Config.Options","VM.Config.Cloudinit"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct UpdateVmAsync {
@@ -356,11 +357,12 @@ impl crate::Operation for UpdateVmAsync {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = UpdateVmAsyncResponse;
     type Error = UpdateVmAsyncError;
 }
 /// What [`UpdateVmAsync`] answers.
-pub type UpdateVmAsyncResponse = String;
+pub type UpdateVmAsyncResponse = Option<crate::Upid>;
 crate::operation_error!(UpdateVmAsyncError for UpdateVmAsync);
 /// `PUT /nodes/{node}/qemu/{vmid}/config` (handler `update_vm`).
 ///

@@ -31,6 +31,7 @@ pub mod vncwebsocket;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Allocate"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DestroyVm {
@@ -63,11 +64,12 @@ impl crate::Operation for DestroyVm {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroyVmResponse;
     type Error = DestroyVmError;
 }
 /// What [`DestroyVm`] answers.
-pub type DestroyVmResponse = String;
+pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(DestroyVmError for DestroyVm);
 /// `GET /nodes/{node}/qemu/{vmid}` (handler `vmdiridx`).
 ///

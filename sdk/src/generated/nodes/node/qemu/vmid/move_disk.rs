@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MoveVmDisk {
@@ -57,11 +58,12 @@ impl crate::Operation for MoveVmDisk {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/move_disk";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = MoveVmDiskResponse;
     type Error = MoveVmDiskError;
 }
 /// What [`MoveVmDisk`] answers.
-pub type MoveVmDiskResponse = String;
+pub type MoveVmDiskResponse = crate::Upid;
 crate::operation_error!(MoveVmDiskError for MoveVmDisk);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ResizeVm {
@@ -44,9 +45,10 @@ impl crate::Operation for ResizeVm {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/resize";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ResizeVmResponse;
     type Error = ResizeVmError;
 }
 /// What [`ResizeVm`] answers.
-pub type ResizeVmResponse = String;
+pub type ResizeVmResponse = crate::Upid;
 crate::operation_error!(ResizeVmError for ResizeVm);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Allocate"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Template {
@@ -30,9 +31,10 @@ impl crate::Operation for Template {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/template";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = TemplateResponse;
     type Error = TemplateError;
 }
 /// What [`Template`] answers.
-pub type TemplateResponse = String;
+pub type TemplateResponse = crate::Upid;
 crate::operation_error!(TemplateError for Template);

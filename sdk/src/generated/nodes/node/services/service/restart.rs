@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ServiceRestart {
@@ -30,9 +31,10 @@ impl crate::Operation for ServiceRestart {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/restart";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ServiceRestartResponse;
     type Error = ServiceRestartError;
 }
 /// What [`ServiceRestart`] answers.
-pub type ServiceRestartResponse = String;
+pub type ServiceRestartResponse = crate::Upid;
 crate::operation_error!(ServiceRestartError for ServiceRestart);

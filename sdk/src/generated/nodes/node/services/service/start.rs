@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ServiceStart {
@@ -30,9 +31,10 @@ impl crate::Operation for ServiceStart {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/start";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ServiceStartResponse;
     type Error = ServiceStartError;
 }
 /// What [`ServiceStart`] answers.
-pub type ServiceStartResponse = String;
+pub type ServiceStartResponse = crate::Upid;
 crate::operation_error!(ServiceStartError for ServiceStart);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ServiceStop {
@@ -30,9 +31,10 @@ impl crate::Operation for ServiceStop {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/stop";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = ServiceStopResponse;
     type Error = ServiceStopError;
 }
 /// What [`ServiceStop`] answers.
-pub type ServiceStopResponse = String;
+pub type ServiceStopResponse = crate::Upid;
 crate::operation_error!(ServiceStopError for ServiceStop);

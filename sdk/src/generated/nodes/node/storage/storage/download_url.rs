@@ -5,6 +5,7 @@
 /// - Permission check: `["and",["perm","/storage/{storage}",["Datastore.AllocateTemplate"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/nodes/{node}",["Sys.AccessNetwork"]]]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DownloadUrl {
@@ -57,9 +58,10 @@ impl crate::Operation for DownloadUrl {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/download-url";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DownloadUrlResponse;
     type Error = DownloadUrlError;
 }
 /// What [`DownloadUrl`] answers.
-pub type DownloadUrlResponse = String;
+pub type DownloadUrlResponse = crate::Upid;
 crate::operation_error!(DownloadUrlError for DownloadUrl);

@@ -5,6 +5,7 @@
 /// - Permission check: `["and",["perm","/storage/{storage}",["Datastore.AllocateTemplate"]],["perm","/nodes/{node}",["Sys.AccessNetwork"]]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OciRegistryPull {
@@ -37,9 +38,10 @@ impl crate::Operation for OciRegistryPull {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/oci-registry-pull";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const RETURNS_TASK: bool = true;
     type Response = OciRegistryPullResponse;
     type Error = OciRegistryPullError;
 }
 /// What [`OciRegistryPull`] answers.
-pub type OciRegistryPullResponse = String;
+pub type OciRegistryPullResponse = crate::Upid;
 crate::operation_error!(OciRegistryPullError for OciRegistryPull);

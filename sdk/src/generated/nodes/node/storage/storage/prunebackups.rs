@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
@@ -38,11 +39,12 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/prunebackups";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
 /// What [`Delete`] answers.
-pub type DeleteResponse = String;
+pub type DeleteResponse = crate::Upid;
 crate::operation_error!(DeleteError for Delete);
 /// `GET /nodes/{node}/storage/{storage}/prunebackups` (handler `dryrun`).
 ///

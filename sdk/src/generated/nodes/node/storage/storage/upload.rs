@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateTemplate"]]`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Upload {
@@ -48,9 +49,10 @@ impl crate::Operation for Upload {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/upload";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = UploadResponse;
     type Error = UploadError;
 }
 /// What [`Upload`] answers.
-pub type UploadResponse = String;
+pub type UploadResponse = crate::Upid;
 crate::operation_error!(UploadError for Upload);

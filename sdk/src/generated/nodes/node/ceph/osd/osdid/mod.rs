@@ -10,6 +10,7 @@ pub mod scrub;
 /// - Permissions: none stated
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroyosd {
@@ -35,11 +36,12 @@ impl crate::Operation for Destroyosd {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroyosdResponse;
     type Error = DestroyosdError;
 }
 /// What [`Destroyosd`] answers.
-pub type DestroyosdResponse = String;
+pub type DestroyosdResponse = crate::Upid;
 crate::operation_error!(DestroyosdError for Destroyosd);
 /// `GET /nodes/{node}/ceph/osd/{osdid}` (handler `osdindex`).
 ///

@@ -6,6 +6,7 @@ pub mod status;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Destroypool {
@@ -37,11 +38,12 @@ impl crate::Operation for Destroypool {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DestroypoolResponse;
     type Error = DestroypoolError;
 }
 /// What [`Destroypool`] answers.
-pub type DestroypoolResponse = String;
+pub type DestroypoolResponse = crate::Upid;
 crate::operation_error!(DestroypoolError for Destroypool);
 /// `GET /nodes/{node}/ceph/pool/{name}` (handler `poolindex`).
 ///
@@ -79,6 +81,7 @@ crate::operation_error!(PoolindexError for Poolindex);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Setpool {
@@ -128,9 +131,10 @@ impl crate::Operation for Setpool {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = SetpoolResponse;
     type Error = SetpoolError;
 }
 /// What [`Setpool`] answers.
-pub type SetpoolResponse = String;
+pub type SetpoolResponse = crate::Upid;
 crate::operation_error!(SetpoolError for Setpool);

@@ -39,6 +39,7 @@ crate::operation_error!(ListError for List);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Snapshot {
@@ -67,11 +68,12 @@ impl crate::Operation for Snapshot {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = SnapshotResponse;
     type Error = SnapshotError;
 }
 /// What [`Snapshot`] answers.
-pub type SnapshotResponse = String;
+pub type SnapshotResponse = crate::Upid;
 crate::operation_error!(SnapshotError for Snapshot);
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

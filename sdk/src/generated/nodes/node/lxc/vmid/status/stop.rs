@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VmStop {
@@ -34,9 +35,10 @@ impl crate::Operation for VmStop {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/stop";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VmStopResponse;
     type Error = VmStopError;
 }
 /// What [`VmStop`] answers.
-pub type VmStopResponse = String;
+pub type VmStopResponse = crate::Upid;
 crate::operation_error!(VmStopError for VmStop);

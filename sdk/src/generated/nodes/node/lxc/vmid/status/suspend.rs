@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VmSuspend {
@@ -27,9 +28,10 @@ impl crate::Operation for VmSuspend {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/suspend";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VmSuspendResponse;
     type Error = VmSuspendError;
 }
 /// What [`VmSuspend`] answers.
-pub type VmSuspendResponse = String;
+pub type VmSuspendResponse = crate::Upid;
 crate::operation_error!(VmSuspendError for VmSuspend);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VmReboot {
@@ -30,9 +31,10 @@ impl crate::Operation for VmReboot {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/reboot";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VmRebootResponse;
     type Error = VmRebootError;
 }
 /// What [`VmReboot`] answers.
-pub type VmRebootResponse = String;
+pub type VmRebootResponse = crate::Upid;
 crate::operation_error!(VmRebootError for VmReboot);

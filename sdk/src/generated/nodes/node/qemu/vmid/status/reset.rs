@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VmReset {
@@ -30,9 +31,10 @@ impl crate::Operation for VmReset {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/reset";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VmResetResponse;
     type Error = VmResetError;
 }
 /// What [`VmReset`] answers.
-pub type VmResetResponse = String;
+pub type VmResetResponse = crate::Upid;
 crate::operation_error!(VmResetError for VmReset);

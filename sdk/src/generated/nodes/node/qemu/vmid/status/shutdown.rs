@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VmShutdown {
@@ -41,9 +42,10 @@ impl crate::Operation for VmShutdown {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/shutdown";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VmShutdownResponse;
     type Error = VmShutdownError;
 }
 /// What [`VmShutdown`] answers.
-pub type VmShutdownResponse = String;
+pub type VmShutdownResponse = crate::Upid;
 crate::operation_error!(VmShutdownError for VmShutdown);

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VmStart {
@@ -63,9 +64,10 @@ impl crate::Operation for VmStart {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/start";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = VmStartResponse;
     type Error = VmStartError;
 }
 /// What [`VmStart`] answers.
-pub type VmStartResponse = String;
+pub type VmStartResponse = crate::Upid;
 crate::operation_error!(VmStartError for VmStart);

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Delete {
@@ -37,11 +38,12 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
 /// What [`Delete`] answers.
-pub type DeleteResponse = String;
+pub type DeleteResponse = Option<crate::Upid>;
 crate::operation_error!(DeleteError for Delete);
 /// `GET /nodes/{node}/storage/{storage}/content/{volume}` (handler `info`).
 ///
@@ -86,6 +88,7 @@ crate::operation_error!(InfoError for Info);
 /// - Permissions: none stated
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Copy_ {
@@ -122,11 +125,12 @@ impl crate::Operation for Copy_ {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = CopyResponse;
     type Error = CopyError;
 }
 /// What [`Copy_`] answers.
-pub type CopyResponse = String;
+pub type CopyResponse = crate::Upid;
 crate::operation_error!(CopyError for Copy_);
 /// `PUT /nodes/{node}/storage/{storage}/content/{volume}` (handler `updateattributes`).
 ///

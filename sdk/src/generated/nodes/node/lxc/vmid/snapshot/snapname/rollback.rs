@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot","VM.Snapshot.Rollback"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Rollback {
@@ -33,9 +34,10 @@ impl crate::Operation for Rollback {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = RollbackResponse;
     type Error = RollbackError;
 }
 /// What [`Rollback`] answers.
-pub type RollbackResponse = String;
+pub type RollbackResponse = crate::Upid;
 crate::operation_error!(RollbackError for Rollback);

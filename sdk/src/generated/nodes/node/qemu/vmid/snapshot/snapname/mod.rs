@@ -7,6 +7,7 @@ pub mod rollback;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
+/// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Delsnapshot {
@@ -35,11 +36,12 @@ impl crate::Operation for Delsnapshot {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RETURNS_TASK: bool = true;
     type Response = DelsnapshotResponse;
     type Error = DelsnapshotError;
 }
 /// What [`Delsnapshot`] answers.
-pub type DelsnapshotResponse = String;
+pub type DelsnapshotResponse = crate::Upid;
 crate::operation_error!(DelsnapshotError for Delsnapshot);
 /// `GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}` (handler `snapshot_cmd_idx`).
 ///
