@@ -240,7 +240,7 @@ async fn await_task_success_warnings_failure_unknown_and_timeout() {
     let c = client(&sim);
     let create = |vmid: i64| CreateVm::new("pve1", vmid);
 
-    assert!(CreateVm::RETURNS_TASK);
+    const { assert!(CreateVm::RETURNS_TASK) };
     let ok = c.send(&create(100)).await.expect("create").data;
     assert_eq!(
         (ok.node(), ok.task_type(), ok.id()),
