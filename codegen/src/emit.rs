@@ -21,6 +21,7 @@ pub fn emit(api: &Api) -> BTreeMap<String, TokenStream> {
         out.insert(file_name(path, module), module_tokens(api, path, module));
     }
     out.insert("index.rs".to_owned(), index_tokens(api));
+    out.insert("errors.rs".to_owned(), errors_tokens(api));
     out
 }
 
@@ -231,6 +232,7 @@ fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
                 clippy::module_inception,
                 reason = "modules mirror API paths, e.g. /storage/{storage}"
             )]
+            pub mod errors;
             pub mod index;
         });
     } else if let Some(url) = &module.url {
@@ -372,6 +374,7 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
         let rd = doc(&format!("What [`{}`] answers.", op.type_name));
         quote!(#rd pub type #resp = #t;)
     };
+    let variants: Vec<Ident> = op.error_variants.iter().map(|v| ident(v)).collect();
     let maj = proc_macro2::Literal::u16_unsuffixed(maj);
     let min = proc_macro2::Literal::u16_unsuffixed(min);
     quote! {
@@ -389,7 +392,7 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
             type Error = #err;
         }
         #alias
-        crate::operation_error!(#err for #name);
+        crate::operation_error!(#err for #name; #(#variants),*);
     }
 }
 
@@ -623,5 +626,108 @@ fn index_tokens(api: &Api) -> TokenStream {
     quote! {
         //! Index specs of indexed parameters (`net[n]`, `scsi[n]`, ...): wire prefix and bound.
         #(#specs)*
+    }
+}
+
+fn errors_tokens(api: &Api) -> TokenStream {
+    let defs = api.errors.iter().map(|v| {
+        let name = format_ident!("{}", v.name);
+        let fields: Vec<Ident> = v
+            .fields
+            .iter()
+            .map(|f| ident(&crate::names::snake(f)))
+            .collect();
+        let wires = v.fields.iter();
+        let matchers = v.matchers.iter().map(|m| {
+            let status = proc_macro2::Literal::u16_unsuffixed(m.status);
+            let pattern = &m.pattern;
+            let field = match &m.field {
+                Some(f) => quote!(Some(#f)),
+                None => quote!(None),
+            };
+            quote!(crate::error::Matcher { status: #status, field: #field, pattern: #pattern })
+        });
+        // Display: literal text with `{field}` placeholders as format arguments.
+        let mut fmt = String::new();
+        let mut args = Vec::new();
+        let mut rest = v.display.as_str();
+        while let Some(open) = rest.find('{') {
+            fmt.push_str(&rest[..open].replace('}', "}}"));
+            let after = &rest[open + 1..];
+            let close = after.find('}').unwrap_or(after.len());
+            let f = ident(&crate::names::snake(&after[..close]));
+            fmt.push_str("{}");
+            args.push(quote!(self.#f));
+            rest = after.get(close + 1..).unwrap_or("");
+        }
+        fmt.push_str(&rest.replace('}', "}}"));
+        let d = doc(&format!(
+            "{}\n\nRecognised by: {}. Defined in {}. Raised by {} operations.",
+            v.doc,
+            v.matchers
+                .iter()
+                .map(|m| match &m.field {
+                    Some(f) => format!(
+                        "HTTP {} with `errors.{f}` matching `{}`",
+                        m.status,
+                        m.pattern.replace('`', "'")
+                    ),
+                    None => format!(
+                        "HTTP {} with a message matching `{}`",
+                        m.status,
+                        m.pattern.replace('`', "'")
+                    ),
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            v.files
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            v.operations.len()
+        ));
+        let field_docs = v
+            .fields
+            .iter()
+            .map(|f| format!(" `{f}` from the answer or the path."));
+        let build = if v.fields.is_empty() {
+            quote! {
+                fn build(_captures: crate::error::Captures, api: crate::ApiError) -> Self {
+                    Self { api }
+                }
+            }
+        } else {
+            quote! {
+                fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+                    Self { #( #fields: captures.take(#wires), )* api }
+                }
+            }
+        };
+        quote! {
+            #d
+            #[derive(Debug, Clone, PartialEq, Eq)]
+            pub struct #name {
+                #( #[doc = #field_docs] pub #fields: String, )*
+                /// The answer as PVE gave it.
+                pub api: crate::ApiError,
+            }
+            impl crate::error::TypedError for #name {
+                const MATCHERS: &'static [crate::error::Matcher] = &[#(#matchers),*];
+                #build
+                fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    write!(f, #fmt, #(#args),*)
+                }
+                fn api(&self) -> &crate::ApiError {
+                    &self.api
+                }
+            }
+            crate::typed_error_traits!(#name);
+        }
+    });
+    quote! {
+        //! Typed PVE errors assigned by `patches/` (`kind = "error"`): each recognises one PVE
+        //! answer exactly and is a variant of the error enum of every operation it is assigned to.
+        #(#defs)*
     }
 }

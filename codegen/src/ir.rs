@@ -23,6 +23,8 @@ pub struct Api {
     pub fallbacks: Vec<Fallback>,
     /// Patch files applied.
     pub patch_files: Vec<String>,
+    /// Typed error variants (from error patches).
+    pub errors: Vec<crate::patch::ErrorVariant>,
 }
 
 /// An indexed parameter's wire prefix and highest index.
@@ -91,6 +93,8 @@ pub struct Op {
     pub since: (u16, u16),
     /// Whether the answer is a task id.
     pub returns_task: bool,
+    /// Typed error variants of this operation, in patch order.
+    pub error_variants: Vec<String>,
     /// Upstream prose (only with `--docs upstream`).
     pub description: Option<String>,
 }

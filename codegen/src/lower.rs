@@ -349,6 +349,7 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         index_specs: l.index_specs,
         fallbacks,
         patch_files: patches.files.clone(),
+        errors: patches.errors.values().cloned().collect(),
     };
     l.diags.finish(api)
 }
@@ -781,6 +782,13 @@ impl Lowerer<'_> {
             allowtoken: method.allowtoken,
             since,
             returns_task,
+            error_variants: self
+                .patches
+                .errors
+                .values()
+                .filter(|v| v.operations.contains(&key))
+                .map(|v| v.name.clone())
+                .collect(),
             description: self.prose(method.description.clone()),
         };
         for name in [&op.type_name, &op.error_name] {

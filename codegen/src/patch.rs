@@ -27,9 +27,61 @@ struct PatchFile {
     #[serde(default)]
     bounds: BTreeMap<String, u32>,
     #[serde(default)]
-    fields: Vec<SecretField>,
+    fields: Vec<toml::Value>,
     #[serde(default)]
     operations: Vec<String>,
+    #[serde(default)]
+    variant: Option<String>,
+    #[serde(default)]
+    doc: Option<String>,
+    #[serde(default)]
+    display: Option<String>,
+    #[serde(default, rename = "match")]
+    matcher: Option<MatchSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MatchSpec {
+    status: u16,
+    #[serde(default)]
+    field: Option<String>,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// How a PVE error answer is recognised: its status and either one `errors` field whose text
+/// matches `pattern`, or a message matching `pattern` (anchored regexes; named groups are
+/// captured).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ErrorMatcher {
+    /// HTTP status.
+    pub status: u16,
+    /// The `errors` field, or `None` to match the message.
+    pub field: Option<String>,
+    /// The anchored regex.
+    pub pattern: String,
+}
+
+/// A typed error variant from `kind = "error"` patches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorVariant {
+    /// Variant (and struct) name, e.g. `NetworkInterfaceNotFound`.
+    pub name: String,
+    /// One doc line.
+    pub doc: String,
+    /// Display text with `{field}` placeholders.
+    pub display: String,
+    /// Fields, each from a named regex group or a path parameter.
+    pub fields: Vec<String>,
+    /// Recognisers (several patches may add to one variant).
+    pub matchers: Vec<ErrorMatcher>,
+    /// Target operations (`METHOD /path`).
+    pub operations: BTreeSet<String>,
+    /// The patch files.
+    pub files: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -51,6 +103,8 @@ pub struct Patches {
     pub secret_scoped: BTreeSet<(String, String)>,
     /// Operations (`METHOD /path`) that answer with a task id.
     pub tasks: BTreeSet<String>,
+    /// Typed error variants by name.
+    pub errors: BTreeMap<String, ErrorVariant>,
     /// The patch files read, sorted.
     pub files: Vec<String>,
 }
@@ -130,6 +184,13 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
                     diags.push(name, "a secrets patch needs [[fields]]");
                 }
                 for f in file.fields {
+                    let f: SecretField = match f.try_into() {
+                        Ok(f) => f,
+                        Err(e) => {
+                            diags.push(name, format!("bad [[fields]] entry: {e}"));
+                            continue;
+                        }
+                    };
                     match f.operation {
                         Some(op) => {
                             check_op(&op, &mut diags);
@@ -152,11 +213,185 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
                     }
                 }
             }
+            "error" => error_patch(name, file, &ops, spec, &mut out, &mut diags),
             other => diags.push(name, format!("unknown patch kind \"{other}\"")),
         }
     }
     out.files.sort();
     diags.finish(out)
+}
+
+/// Expands `METHOD /path`, `* /path` and `/prefix/**` patterns to the schema's operations.
+fn expand(pattern: &str, ops: &BTreeSet<String>) -> Vec<String> {
+    let Some((method, path)) = pattern.split_once(' ') else {
+        return Vec::new();
+    };
+    ops.iter()
+        .filter(|op| {
+            let (m, p) = op.split_once(' ').unwrap_or_default();
+            let method_ok = method == "*" || method == m;
+            let path_ok = match path.strip_suffix("/**") {
+                Some(prefix) => p == prefix || p.starts_with(&format!("{prefix}/")),
+                None => p == path,
+            };
+            method_ok && path_ok
+        })
+        .cloned()
+        .collect()
+}
+
+fn error_patch(
+    name: &str,
+    file: PatchFile,
+    ops: &BTreeSet<String>,
+    spec: &Spec,
+    out: &mut Patches,
+    diags: &mut Diagnostics,
+) {
+    let (Some(variant), Some(doc), Some(display), Some(m)) =
+        (file.variant, file.doc, file.display, file.matcher)
+    else {
+        diags.push(
+            name,
+            "an error patch needs variant, doc, display and [match]",
+        );
+        return;
+    };
+    if !variant
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase())
+        || !variant.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        diags.push(
+            name,
+            format!("variant \"{variant}\" must be a CamelCase identifier"),
+        );
+    }
+    if ["Api", "Client"].contains(&variant.as_str()) {
+        diags.push(name, format!("variant name \"{variant}\" is reserved"));
+    }
+    let (field, pattern) = match (m.field, m.value, m.message) {
+        (Some(f), Some(v), None) => (Some(f), v),
+        (None, None, Some(msg)) => (None, msg),
+        _ => {
+            diags.push(name, "[match] needs either field + value or message");
+            return;
+        }
+    };
+    if !pattern.starts_with('^') || !pattern.ends_with('$') {
+        diags.push(
+            name,
+            format!("pattern {pattern:?} must be anchored with ^ and $ (exact match)"),
+        );
+    }
+    let groups: Vec<String> = match regex::Regex::new(&pattern) {
+        Ok(re) => re.capture_names().flatten().map(str::to_owned).collect(),
+        Err(e) => {
+            diags.push(name, format!("pattern {pattern:?} does not compile: {e}"));
+            return;
+        }
+    };
+    let fields: Vec<String> = file
+        .fields
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_owned))
+        .collect();
+    if fields.len() != file.fields.len() {
+        diags.push(name, "fields must be a list of names");
+    }
+    let mut targets = BTreeSet::new();
+    for pat in &file.operations {
+        let found = expand(pat, ops);
+        if found.is_empty() {
+            diags.push(
+                name,
+                format!(
+                    "target operation \"{pat}\" does not exist in {}",
+                    spec.file_name
+                ),
+            );
+        }
+        targets.extend(found);
+    }
+    for f in &fields {
+        if groups.contains(f) {
+            continue;
+        }
+        for op in &targets {
+            let path = op.split_once(' ').map(|(_, p)| p).unwrap_or_default();
+            if !crate::lower::path_params(path).contains(f) {
+                diags.push(
+                    name,
+                    format!("field \"{f}\" is neither a group of the pattern nor a path parameter of {op}"),
+                );
+            }
+        }
+    }
+    let mut rest = display.as_str();
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else { break };
+        let placeholder = &after[..close];
+        if !fields.iter().any(|f| f == placeholder) {
+            diags.push(
+                name,
+                format!("display names {{{placeholder}}}, which is not a field"),
+            );
+        }
+        rest = &after[close + 1..];
+    }
+    let matcher = ErrorMatcher {
+        status: m.status,
+        field,
+        pattern,
+    };
+    for (other_name, other) in &out.errors {
+        if other_name != &variant && other.matchers.contains(&matcher) {
+            let shared: Vec<&String> = other.operations.intersection(&targets).collect();
+            if !shared.is_empty() {
+                diags.push(
+                    name,
+                    format!(
+                        "collides with {other_name} ({}): the same answer on {}",
+                        other.files.join(", "),
+                        shared[0]
+                    ),
+                );
+            }
+        }
+    }
+    match out.errors.get_mut(&variant) {
+        Some(existing) => {
+            if existing.fields != fields || existing.display != display {
+                diags.push(
+                    name,
+                    format!(
+                        "collides with {}: variant {variant} is defined there with other fields or display",
+                        existing.files.join(", ")
+                    ),
+                );
+                return;
+            }
+            existing.matchers.push(matcher);
+            existing.operations.extend(targets);
+            existing.files.push(name.to_owned());
+        }
+        None => {
+            out.errors.insert(
+                variant.clone(),
+                ErrorVariant {
+                    name: variant,
+                    doc,
+                    display,
+                    fields,
+                    matchers: vec![matcher],
+                    operations: targets,
+                    files: vec![name.to_owned()],
+                },
+            );
+        }
+    }
 }
 
 /// Reads every `*.toml` in `dir` (sorted by name) and parses them.

@@ -36,6 +36,8 @@ pub struct Stats {
     pub task_operations: Vec<String>,
     /// Typed error variants added by patches.
     pub patched_error_variants: usize,
+    /// (variant, operation) assignments of those variants.
+    pub patched_error_assignments: usize,
     /// Patch files applied.
     pub patch_files: Vec<String>,
 }
@@ -72,7 +74,8 @@ pub fn stats(api: &Api, patches: &Patches) -> Stats {
             .map(|i| (i.prefix.clone(), i.max))
             .collect(),
         task_operations: patches.tasks.iter().cloned().collect(),
-        patched_error_variants: 0,
+        patched_error_variants: api.errors.len(),
+        patched_error_assignments: api.errors.iter().map(|e| e.operations.len()).sum(),
         patch_files: patches.files.clone(),
     };
     let count = |fields: &[Field], s: &mut Stats| {
@@ -159,7 +162,11 @@ impl std::fmt::Display for Stats {
         for t in &self.task_operations {
             writeln!(f, "  {t}")?;
         }
-        writeln!(f, "patched error variants: {}", self.patched_error_variants)?;
+        writeln!(
+            f,
+            "patched error variants: {} (on {} operation assignments)",
+            self.patched_error_variants, self.patched_error_assignments
+        )?;
         writeln!(
             f,
             "Value fallbacks (schema location: why): {}",

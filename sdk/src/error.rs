@@ -134,7 +134,7 @@ impl std::error::Error for ClientError {
 pub trait OperationError:
     std::error::Error + From<ApiError> + From<ClientError> + Send + Sync + 'static
 {
-    /// The PVE answer behind this error, when it was not given a typed variant.
+    /// The PVE answer behind this error (typed variants included), if PVE answered.
     fn api_error(&self) -> Option<&ApiError>;
 
     /// The client-side failure behind this error, if that is what it is.
@@ -152,15 +152,145 @@ pub trait OperationError:
     }
 }
 
-/// Defines an operation's error enum with the generic variants and its trait impls.
+/// How a typed error recognises a PVE answer: the status, and one `errors` field (or the
+/// message) matching an anchored regex whose named groups are captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Matcher {
+    /// HTTP status.
+    pub status: u16,
+    /// The `errors` field to match, or `None` for the message.
+    pub field: Option<&'static str>,
+    /// An anchored regex (`^...$`).
+    pub pattern: &'static str,
+}
+
+/// Values captured for a typed error: named regex groups, then path parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captures(BTreeMap<String, String>);
+
+impl Captures {
+    /// Takes a captured value (empty if absent; the generator checks every field has a source).
+    pub fn take(&mut self, name: &str) -> String {
+        self.0.remove(name).unwrap_or_default()
+    }
+}
+
+fn regex(pattern: &'static str) -> Option<regex::Regex> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<BTreeMap<&'static str, regex::Regex>>> =
+        std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut map = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(re) = map.get(pattern) {
+        return Some(re.clone());
+    }
+    let re = regex::Regex::new(pattern).ok()?;
+    map.insert(pattern, re.clone());
+    Some(re)
+}
+
+/// The `{name}` segments of `rendered` under `template`, percent-decoded.
+fn path_params(template: &str, rendered: &str) -> BTreeMap<String, String> {
+    template
+        .split('/')
+        .zip(rendered.split('/'))
+        .filter_map(|(t, r)| {
+            let name = t.strip_prefix('{')?.strip_suffix('}')?;
+            let value = percent_encoding::percent_decode_str(r)
+                .decode_utf8_lossy()
+                .into_owned();
+            Some((name.to_owned(), value))
+        })
+        .collect()
+}
+
+impl Matcher {
+    /// The captures when `api` is this answer.
+    pub fn captures(&self, api: &ApiError, template: &str) -> Option<Captures> {
+        if api.status != self.status {
+            return None;
+        }
+        let text = match self.field {
+            Some(f) => api.errors.get(f)?.as_str(),
+            None => api.message.as_str(),
+        };
+        let re = regex(self.pattern)?;
+        let caps = re.captures(text)?;
+        let mut out = path_params(template, &api.path);
+        for name in re.capture_names().flatten() {
+            if let Some(m) = caps.name(name) {
+                out.insert(name.to_owned(), m.as_str().to_owned());
+            }
+        }
+        Some(Captures(out))
+    }
+}
+
+/// A typed error made from a PVE answer by `patches/`.
+pub trait TypedError: Sized {
+    /// The answers it recognises.
+    const MATCHERS: &'static [Matcher];
+
+    /// Builds it from the captures and the answer.
+    fn build(captures: Captures, api: ApiError) -> Self;
+
+    /// The sentence after `operation METHOD path: ` in Display.
+    ///
+    /// # Errors
+    ///
+    /// The formatter's.
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+
+    /// The answer behind it.
+    fn api(&self) -> &ApiError;
+
+    /// This error when `api` is one of its answers, else `api` back.
+    ///
+    /// # Errors
+    ///
+    /// `api` unchanged when no matcher recognises it.
+    fn classify(api: ApiError, template: &str) -> Result<Self, ApiError> {
+        for m in Self::MATCHERS {
+            if let Some(c) = m.captures(&api, template) {
+                return Ok(Self::build(c, api));
+            }
+        }
+        Err(api)
+    }
+}
+
+/// Implements `Display` (`operation METHOD path: sentence`) and `Error` for a [`TypedError`].
+#[macro_export]
+#[doc(hidden)]
+macro_rules! typed_error_traits {
+    ($name:ident) => {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let api = $crate::error::TypedError::api(self);
+                write!(f, "{} {} {}: ", api.operation, api.method, api.path)?;
+                $crate::error::TypedError::describe(self, f)
+            }
+        }
+        impl ::std::error::Error for $name {}
+    };
+}
+
+/// Defines an operation's error enum: its typed variants (from `patches/`), then `Api` and
+/// `Client`, with `Display`, `Error`, the `From` conversions that classify PVE's answers, and
+/// [`OperationError`].
 #[macro_export]
 #[doc(hidden)]
 macro_rules! operation_error {
-    ($name:ident for $op:ident) => {
+    ($name:ident for $op:ident; $($variant:ident),* $(,)?) => {
         #[doc = concat!("Errors of [`", stringify!($op), "`].")]
         #[derive(Debug)]
         #[non_exhaustive]
         pub enum $name {
+            $(
+                #[doc = concat!("See [`", stringify!($variant), "`](crate::generated::errors::", stringify!($variant), ").")]
+                $variant($crate::generated::errors::$variant),
+            )*
             /// PVE answered with an error that has no typed variant here.
             Api($crate::ApiError),
             /// No usable answer: encoding, transport or decoding failed.
@@ -170,6 +300,7 @@ macro_rules! operation_error {
         impl ::std::fmt::Display for $name {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 match self {
+                    $( Self::$variant(e) => ::std::fmt::Display::fmt(e, f), )*
                     Self::Api(e) => ::std::fmt::Display::fmt(e, f),
                     Self::Client(e) => ::std::fmt::Display::fmt(e, f),
                 }
@@ -179,14 +310,23 @@ macro_rules! operation_error {
         impl ::std::error::Error for $name {
             fn source(&self) -> Option<&(dyn ::std::error::Error + 'static)> {
                 match self {
-                    Self::Api(e) => ::std::error::Error::source(e),
                     Self::Client(e) => ::std::error::Error::source(e),
+                    _ => None,
                 }
             }
         }
 
         impl From<$crate::ApiError> for $name {
             fn from(e: $crate::ApiError) -> Self {
+                $(
+                    let e = match <$crate::generated::errors::$variant as $crate::error::TypedError>::classify(
+                        e,
+                        <$op as $crate::Operation>::PATH,
+                    ) {
+                        Ok(v) => return Self::$variant(v),
+                        Err(e) => e,
+                    };
+                )*
                 Self::Api(e)
             }
         }
@@ -200,8 +340,9 @@ macro_rules! operation_error {
         impl $crate::OperationError for $name {
             fn api_error(&self) -> Option<&$crate::ApiError> {
                 match self {
+                    $( Self::$variant(e) => Some($crate::error::TypedError::api(e)), )*
                     Self::Api(e) => Some(e),
-                    _ => None,
+                    Self::Client(_) => None,
                 }
             }
             fn client_error(&self) -> Option<&$crate::ClientError> {
@@ -218,7 +359,7 @@ macro_rules! operation_error {
 mod tests {
     use super::*;
 
-    crate::operation_error!(TestError for Test);
+    crate::operation_error!(TestError for Test;);
 
     #[test]
     fn display_names_operation_method_path_and_fields() {

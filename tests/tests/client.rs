@@ -91,7 +91,7 @@ async fn error_answers_keep_status_message_and_fields() {
     );
     assert_eq!(
         err.to_string(),
-        "vm_config GET /nodes/pve1/qemu/100/config: HTTP 500: Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist"
+        "vm_config GET /nodes/pve1/qemu/100/config: VM 100 does not exist on node pve1"
     );
     let mut bad = CreateVm::new("pve1", 100);
     bad.cores = Some(0);

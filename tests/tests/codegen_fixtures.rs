@@ -146,3 +146,49 @@ fn upstream_prose_only_with_docs_upstream() {
     let file = &upstream.files["cluster/route_maps.rs"];
     assert!(file.contains("/// Create a route map (prose)."), "{file}");
 }
+
+fn with_patches(case: &str, patches: &std::path::Path) -> Config {
+    Config {
+        patches: patches.to_path_buf(),
+        ..config(case)
+    }
+}
+
+#[test]
+fn typed_error_variant_from_a_patch() {
+    let out = pve_codegen::run(&with_patches(
+        "property_string",
+        &fixtures().join("patches-typed-error"),
+    ))
+    .expect("generates");
+    let text = format!(
+        "==> errors.rs <==\n{}\n==> nodes/node/device.rs (error enum) <==\n{}",
+        out.files["errors.rs"],
+        out.files["nodes/node/device.rs"]
+            .lines()
+            .filter(|l| l.contains("operation_error!"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn broken_error_patches_are_reported_together() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("writes");
+    let head = "kind = \"error\"\nreason = \"r\"\nevidence = [\"e\"]\ndoc = \"d\"\n";
+    write("a-bad-regex.toml", &format!("{head}variant = \"A\"\ndisplay = \"a\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^(unclosed$\"\n"));
+    write("b-unanchored.toml", &format!("{head}variant = \"B\"\ndisplay = \"b\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"busy\"\n"));
+    write("c-missing-op.toml", &format!("{head}variant = \"C\"\ndisplay = \"c\"\nfields = []\noperations = [\"GET /nodes/{{node}}/gone\"]\n[match]\nstatus = 500\nmessage = \"^gone$\"\n"));
+    write("d-no-source.toml", &format!("{head}variant = \"D\"\ndisplay = \"{{vmid}}\"\nfields = [\"vmid\"]\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^d$\"\n"));
+    write("e-collides.toml", &format!("{head}variant = \"E\"\ndisplay = \"e\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^d$\"\n"));
+    write("f-redefines.toml", &format!("{head}variant = \"D\"\ndisplay = \"other\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^f$\"\n"));
+    let err = match pve_codegen::run(&with_patches("property_string", dir.path())) {
+        Err(pve_codegen::Error::Input(d)) => d.to_string(),
+        other => panic!("must fail, got {other:?}"),
+    };
+    let dir_text = dir.path().display().to_string();
+    insta::assert_snapshot!(err.replace(&dir_text, "<patches>"));
+}

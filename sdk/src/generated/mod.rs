@@ -18,6 +18,7 @@
 pub mod access;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+pub mod errors;
 pub mod index;
 #[cfg(feature = "nodes")]
 pub mod nodes;

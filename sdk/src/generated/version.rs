@@ -14,7 +14,7 @@ impl crate::Operation for Version {
     type Response = VersionResponse;
     type Error = VersionError;
 }
-crate::operation_error!(VersionError for Version);
+crate::operation_error!(VersionError for Version;);
 /// From `GET /version returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VersionResponse {

@@ -59,15 +59,20 @@ pub async fn accept_loop(
     tls: Option<TlsAcceptor>,
     mut stop: oneshot::Receiver<()>,
 ) {
+    // Open connections belong to the simulator: they end with it, so a stopped simulator
+    // answers nothing, not even on a kept-alive connection.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = &mut stop => break,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                tokio::spawn(connection(stream, app.clone(), tls.clone()));
+                connections.spawn(connection(stream, app.clone(), tls.clone()));
             }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+    connections.abort_all();
 }
 
 async fn connection(stream: TcpStream, app: Router, tls: Option<TlsAcceptor>) {

@@ -393,3 +393,28 @@ async fn serves_apidoc_js_that_the_generator_imports() {
         .iter()
         .any(|(n, m)| n.path == "/nodes/{node}/qemu" && m.name == "create_vm"));
 }
+
+#[tokio::test]
+async fn kept_alive_connections_end_with_the_simulator() {
+    let sim = sim().await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/version", sim.api_url());
+    let ok = client
+        .get(&url)
+        .header("Authorization", TOKEN)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(ok.status().as_u16(), 200);
+    drop(sim);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        client
+            .get(&url)
+            .header("Authorization", TOKEN)
+            .send()
+            .await
+            .is_err(),
+        "a stopped simulator still answered"
+    );
+}

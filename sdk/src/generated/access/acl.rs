@@ -16,7 +16,7 @@ impl crate::Operation for ReadAcl {
 }
 /// What [`ReadAcl`] answers.
 pub type ReadAclResponse = Vec<ReadAclResponseItem>;
-crate::operation_error!(ReadAclError for ReadAcl);
+crate::operation_error!(ReadAclError for ReadAcl;);
 /// `PUT /access/acl` (handler `update_acl`).
 ///
 /// - Permission check: `["perm-modify","{path}"]`
@@ -63,7 +63,7 @@ impl crate::Operation for UpdateAcl {
 }
 /// What [`UpdateAcl`] answers.
 pub type UpdateAclResponse = ();
-crate::operation_error!(UpdateAclError for UpdateAcl);
+crate::operation_error!(UpdateAclError for UpdateAcl;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

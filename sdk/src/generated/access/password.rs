@@ -36,4 +36,4 @@ impl crate::Operation for ChangePassword {
 }
 /// What [`ChangePassword`] answers.
 pub type ChangePasswordResponse = ();
-crate::operation_error!(ChangePasswordError for ChangePassword);
+crate::operation_error!(ChangePasswordError for ChangePassword;);

@@ -21,4 +21,4 @@ impl crate::Operation for Permissions {
 }
 /// What [`Permissions`] answers.
 pub type PermissionsResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(PermissionsError for Permissions);
+crate::operation_error!(PermissionsError for Permissions;);

@@ -16,7 +16,7 @@ impl crate::Operation for GetTicket {
 }
 /// What [`GetTicket`] answers.
 pub type GetTicketResponse = ();
-crate::operation_error!(GetTicketError for GetTicket);
+crate::operation_error!(GetTicketError for GetTicket;);
 /// `POST /access/ticket` (handler `create_ticket`).
 ///
 /// - Permitted users: `world`
@@ -67,7 +67,7 @@ impl crate::Operation for CreateTicket {
     type Response = CreateTicketResponse;
     type Error = CreateTicketError;
 }
-crate::operation_error!(CreateTicketError for CreateTicket);
+crate::operation_error!(CreateTicketError for CreateTicket;);
 /// From `POST /access/ticket returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CreateTicketResponse {

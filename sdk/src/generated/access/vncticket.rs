@@ -45,4 +45,4 @@ impl crate::Operation for VerifyVncTicket {
 }
 /// What [`VerifyVncTicket`] answers.
 pub type VerifyVncTicketResponse = ();
-crate::operation_error!(VerifyVncTicketError for VerifyVncTicket);
+crate::operation_error!(VerifyVncTicketError for VerifyVncTicket;);

@@ -19,4 +19,4 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(LogError for Log);
+crate::operation_error!(LogError for Log;);

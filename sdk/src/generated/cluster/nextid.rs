@@ -19,4 +19,4 @@ impl crate::Operation for Nextid {
 }
 /// What [`Nextid`] answers.
 pub type NextidResponse = i64;
-crate::operation_error!(NextidError for Nextid);
+crate::operation_error!(NextidError for Nextid; VmidExists);

@@ -17,7 +17,7 @@ impl crate::Operation for GetOptions {
 }
 /// What [`GetOptions`] answers.
 pub type GetOptionsResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetOptionsError for GetOptions);
+crate::operation_error!(GetOptionsError for GetOptions;);
 /// `PUT /cluster/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -91,7 +91,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions);
+crate::operation_error!(SetOptionsError for SetOptions;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

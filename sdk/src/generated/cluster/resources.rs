@@ -20,7 +20,7 @@ impl crate::Operation for Resources {
 }
 /// What [`Resources`] answers.
 pub type ResourcesResponse = Vec<ResourcesResponseItem>;
-crate::operation_error!(ResourcesError for Resources);
+crate::operation_error!(ResourcesError for Resources;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

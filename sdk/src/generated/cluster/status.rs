@@ -17,7 +17,7 @@ impl crate::Operation for GetStatus {
 }
 /// What [`GetStatus`] answers.
 pub type GetStatusResponse = Vec<GetStatusResponseItem>;
-crate::operation_error!(GetStatusError for GetStatus);
+crate::operation_error!(GetStatusError for GetStatus;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -16,7 +16,7 @@ impl crate::Operation for Tasks {
 }
 /// What [`Tasks`] answers.
 pub type TasksResponse = Vec<TasksResponseItem>;
-crate::operation_error!(TasksError for Tasks);
+crate::operation_error!(TasksError for Tasks;);
 /// From `GET /cluster/tasks returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TasksResponseItem {

@@ -29,7 +29,7 @@ impl crate::Operation for DeletePool {
 }
 /// What [`DeletePool`] answers.
 pub type DeletePoolResponse = ();
-crate::operation_error!(DeletePoolError for DeletePool);
+crate::operation_error!(DeletePoolError for DeletePool;);
 /// `GET /pools` (handler `index`).
 ///
 /// - Permitted users: `all`
@@ -52,7 +52,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /pools` (handler `create_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
@@ -84,7 +84,7 @@ impl crate::Operation for CreatePool {
 }
 /// What [`CreatePool`] answers.
 pub type CreatePoolResponse = ();
-crate::operation_error!(CreatePoolError for CreatePool);
+crate::operation_error!(CreatePoolError for CreatePool;);
 /// `PUT /pools` (handler `update_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
@@ -129,7 +129,7 @@ impl crate::Operation for UpdatePool {
 }
 /// What [`UpdatePool`] answers.
 pub type UpdatePoolResponse = ();
-crate::operation_error!(UpdatePoolError for UpdatePool);
+crate::operation_error!(UpdatePoolError for UpdatePool;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

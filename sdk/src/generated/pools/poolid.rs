@@ -28,7 +28,7 @@ impl crate::Operation for DeletePoolDeprecated {
 }
 /// What [`DeletePoolDeprecated`] answers.
 pub type DeletePoolDeprecatedResponse = ();
-crate::operation_error!(DeletePoolDeprecatedError for DeletePoolDeprecated);
+crate::operation_error!(DeletePoolDeprecatedError for DeletePoolDeprecated;);
 /// `GET /pools/{poolid}` (handler `read_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Audit"]]`
@@ -58,7 +58,7 @@ impl crate::Operation for ReadPool {
     type Response = ReadPoolResponse;
     type Error = ReadPoolError;
 }
-crate::operation_error!(ReadPoolError for ReadPool);
+crate::operation_error!(ReadPoolError for ReadPool;);
 /// `PUT /pools/{poolid}` (handler `update_pool_deprecated`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
@@ -103,7 +103,7 @@ impl crate::Operation for UpdatePoolDeprecated {
 }
 /// What [`UpdatePoolDeprecated`] answers.
 pub type UpdatePoolDeprecatedResponse = ();
-crate::operation_error!(UpdatePoolDeprecatedError for UpdatePoolDeprecated);
+crate::operation_error!(UpdatePoolDeprecatedError for UpdatePoolDeprecated;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

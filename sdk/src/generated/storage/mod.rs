@@ -21,7 +21,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /storage` (handler `create`).
 ///
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
@@ -242,7 +242,7 @@ impl crate::Operation for Create {
     type Response = CreateResponse;
     type Error = CreateError;
 }
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Values of `preallocation`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

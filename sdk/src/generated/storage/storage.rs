@@ -28,7 +28,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete; StorageNotFound);
 /// `GET /storage/{storage}` (handler `read`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Allocate"]]`
@@ -56,7 +56,7 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read; StorageNotFound);
 /// `PUT /storage/{storage}` (handler `update`).
 ///
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
@@ -246,7 +246,7 @@ impl crate::Operation for Update {
     type Response = UpdateResponse;
     type Error = UpdateError;
 }
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update; StorageNotFound);
 /// From `PUT /storage/{storage} returns "config"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UpdateResponseConfig {

@@ -17,7 +17,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /access/domains` (handler `create`).
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
@@ -185,7 +185,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Values of `mode`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

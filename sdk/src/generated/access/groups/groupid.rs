@@ -28,7 +28,7 @@ impl crate::Operation for DeleteGroup {
 }
 /// What [`DeleteGroup`] answers.
 pub type DeleteGroupResponse = ();
-crate::operation_error!(DeleteGroupError for DeleteGroup);
+crate::operation_error!(DeleteGroupError for DeleteGroup;);
 /// `GET /access/groups/{groupid}` (handler `read_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Sys.Audit","Group.Allocate"],"any",1]`
@@ -54,7 +54,7 @@ impl crate::Operation for ReadGroup {
     type Response = ReadGroupResponse;
     type Error = ReadGroupError;
 }
-crate::operation_error!(ReadGroupError for ReadGroup);
+crate::operation_error!(ReadGroupError for ReadGroup;);
 /// `PUT /access/groups/{groupid}` (handler `update_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
@@ -86,7 +86,7 @@ impl crate::Operation for UpdateGroup {
 }
 /// What [`UpdateGroup`] answers.
 pub type UpdateGroupResponse = ();
-crate::operation_error!(UpdateGroupError for UpdateGroup);
+crate::operation_error!(UpdateGroupError for UpdateGroup;);
 /// From `GET /access/groups/{groupid} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadGroupResponse {

@@ -17,7 +17,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /access/groups` (handler `create_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
@@ -49,7 +49,7 @@ impl crate::Operation for CreateGroup {
 }
 /// What [`CreateGroup`] answers.
 pub type CreateGroupResponse = ();
-crate::operation_error!(CreateGroupError for CreateGroup);
+crate::operation_error!(CreateGroupError for CreateGroup;);
 /// From `GET /access/groups returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {

@@ -32,4 +32,4 @@ impl crate::Operation for AuthUrl {
 }
 /// What [`AuthUrl`] answers.
 pub type AuthUrlResponse = String;
-crate::operation_error!(AuthUrlError for AuthUrl);
+crate::operation_error!(AuthUrlError for AuthUrl;);

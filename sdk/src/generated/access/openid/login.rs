@@ -37,7 +37,7 @@ impl crate::Operation for Login {
     type Response = LoginResponse;
     type Error = LoginError;
 }
-crate::operation_error!(LoginError for Login);
+crate::operation_error!(LoginError for Login;);
 /// From `POST /access/openid/login returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LoginResponse {

@@ -17,7 +17,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /access/roles` (handler `create_role`).
 ///
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
@@ -49,7 +49,7 @@ impl crate::Operation for CreateRole {
 }
 /// What [`CreateRole`] answers.
 pub type CreateRoleResponse = ();
-crate::operation_error!(CreateRoleError for CreateRole);
+crate::operation_error!(CreateRoleError for CreateRole;);
 /// From `GET /access/roles returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {

@@ -28,7 +28,7 @@ impl crate::Operation for DeleteRole {
 }
 /// What [`DeleteRole`] answers.
 pub type DeleteRoleResponse = ();
-crate::operation_error!(DeleteRoleError for DeleteRole);
+crate::operation_error!(DeleteRoleError for DeleteRole;);
 /// `GET /access/roles/{roleid}` (handler `read_role`).
 ///
 /// - Permitted users: `all`
@@ -54,7 +54,7 @@ impl crate::Operation for ReadRole {
     type Response = ReadRoleResponse;
     type Error = ReadRoleError;
 }
-crate::operation_error!(ReadRoleError for ReadRole);
+crate::operation_error!(ReadRoleError for ReadRole;);
 /// `PUT /access/roles/{roleid}` (handler `update_role`).
 ///
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
@@ -89,7 +89,7 @@ impl crate::Operation for UpdateRole {
 }
 /// What [`UpdateRole`] answers.
 pub type UpdateRoleResponse = ();
-crate::operation_error!(UpdateRoleError for UpdateRole);
+crate::operation_error!(UpdateRoleError for UpdateRole;);
 /// From `GET /access/roles/{roleid} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadRoleResponse {

@@ -18,7 +18,7 @@ impl crate::Operation for ListTfa {
 }
 /// What [`ListTfa`] answers.
 pub type ListTfaResponse = Vec<ListTfaResponseItem>;
-crate::operation_error!(ListTfaError for ListTfa);
+crate::operation_error!(ListTfaError for ListTfa;);
 /// Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

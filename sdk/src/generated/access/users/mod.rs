@@ -23,7 +23,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /access/users` (handler `create_user`).
 ///
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"],"groups_param","create"]]`
@@ -79,7 +79,7 @@ impl crate::Operation for CreateUser {
 }
 /// What [`CreateUser`] answers.
 pub type CreateUserResponse = ();
-crate::operation_error!(CreateUserError for CreateUser);
+crate::operation_error!(CreateUserError for CreateUser;);
 /// From `GET /access/users returns items "tokens" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemTokensItem {

@@ -16,7 +16,7 @@ impl crate::Operation for Challengeschema {
 }
 /// What [`Challengeschema`] answers.
 pub type ChallengeschemaResponse = Vec<ChallengeschemaResponseItem>;
-crate::operation_error!(ChallengeschemaError for Challengeschema);
+crate::operation_error!(ChallengeschemaError for Challengeschema;);
 /// From `GET /cluster/acme/challenge-schema returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ChallengeschemaResponseItem {

@@ -16,7 +16,7 @@ impl crate::Operation for GetDirectories {
 }
 /// What [`GetDirectories`] answers.
 pub type GetDirectoriesResponse = Vec<GetDirectoriesResponseItem>;
-crate::operation_error!(GetDirectoriesError for GetDirectories);
+crate::operation_error!(GetDirectoriesError for GetDirectories;);
 /// From `GET /cluster/acme/directories returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetDirectoriesResponseItem {

@@ -17,7 +17,7 @@ impl crate::Operation for GetMeta {
     type Response = GetMetaResponse;
     type Error = GetMetaError;
 }
-crate::operation_error!(GetMetaError for GetMeta);
+crate::operation_error!(GetMetaError for GetMeta;);
 /// From `GET /cluster/acme/meta returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMetaResponse {

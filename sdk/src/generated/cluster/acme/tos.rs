@@ -19,4 +19,4 @@ impl crate::Operation for GetTos {
 }
 /// What [`GetTos`] answers.
 pub type GetTosResponse = String;
-crate::operation_error!(GetTosError for GetTos);
+crate::operation_error!(GetTosError for GetTos;);

@@ -17,7 +17,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/backup` (handler `create_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -118,7 +118,7 @@ impl crate::Operation for CreateJob {
 }
 /// What [`CreateJob`] answers.
 pub type CreateJobResponse = ();
-crate::operation_error!(CreateJobError for CreateJob);
+crate::operation_error!(CreateJobError for CreateJob;);
 /// From `GET /cluster/backup returns items "fleecing"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemFleecing {

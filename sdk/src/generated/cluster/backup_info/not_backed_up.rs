@@ -17,7 +17,7 @@ impl crate::Operation for GetGuestsNotInBackup {
 }
 /// What [`GetGuestsNotInBackup`] answers.
 pub type GetGuestsNotInBackupResponse = Vec<GetGuestsNotInBackupResponseItem>;
-crate::operation_error!(GetGuestsNotInBackupError for GetGuestsNotInBackup);
+crate::operation_error!(GetGuestsNotInBackupError for GetGuestsNotInBackup;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

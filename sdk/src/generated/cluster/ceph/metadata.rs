@@ -18,7 +18,7 @@ impl crate::Operation for Metadata {
     type Response = MetadataResponse;
     type Error = MetadataError;
 }
-crate::operation_error!(MetadataError for Metadata);
+crate::operation_error!(MetadataError for Metadata;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

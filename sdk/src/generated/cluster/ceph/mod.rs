@@ -19,4 +19,4 @@ impl crate::Operation for Cephindex {
 }
 /// What [`Cephindex`] answers.
 pub type CephindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(CephindexError for Cephindex);
+crate::operation_error!(CephindexError for Cephindex;);

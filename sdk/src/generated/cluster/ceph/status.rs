@@ -17,4 +17,4 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(StatusError for Status);
+crate::operation_error!(StatusError for Status; CephNotInstalled);

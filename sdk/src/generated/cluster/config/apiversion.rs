@@ -16,4 +16,4 @@ impl crate::Operation for JoinApiVersion {
 }
 /// What [`JoinApiVersion`] answers.
 pub type JoinApiVersionResponse = i64;
-crate::operation_error!(JoinApiVersionError for JoinApiVersion);
+crate::operation_error!(JoinApiVersionError for JoinApiVersion;);

@@ -17,7 +17,7 @@ impl crate::Operation for JoinInfo {
     type Response = JoinInfoResponse;
     type Error = JoinInfoError;
 }
-crate::operation_error!(JoinInfoError for JoinInfo);
+crate::operation_error!(JoinInfoError for JoinInfo;);
 /// `POST /cluster/config/join` (handler `join`).
 ///
 /// - Permissions: none stated
@@ -72,7 +72,7 @@ impl crate::Operation for Join {
 }
 /// What [`Join`] answers.
 pub type JoinResponse = crate::Upid;
-crate::operation_error!(JoinError for Join);
+crate::operation_error!(JoinError for Join;);
 /// Property string `ring0_addr`.
 ///
 /// Used by: `GET /cluster/config/join returns "nodelist" "ring0_addr"`.

@@ -21,7 +21,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/config` (handler `create`).
 ///
 /// - Permissions: none stated
@@ -66,7 +66,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Property string `link`.
 ///
 /// Used by: `POST /cluster/config param "link[n]"`, `POST /cluster/config/join param "link[n]"`, `POST /cluster/config/nodes/{node} param "link[n]"`.

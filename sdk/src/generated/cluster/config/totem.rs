@@ -16,4 +16,4 @@ impl crate::Operation for Totem {
 }
 /// What [`Totem`] answers.
 pub type TotemResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(TotemError for Totem);
+crate::operation_error!(TotemError for Totem;);

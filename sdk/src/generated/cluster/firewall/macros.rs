@@ -16,7 +16,7 @@ impl crate::Operation for GetMacros {
 }
 /// What [`GetMacros`] answers.
 pub type GetMacrosResponse = Vec<GetMacrosResponseItem>;
-crate::operation_error!(GetMacrosError for GetMacros);
+crate::operation_error!(GetMacrosError for GetMacros;);
 /// From `GET /cluster/firewall/macros returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMacrosResponseItem {

@@ -14,7 +14,7 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions);
+crate::operation_error!(GetOptionsError for GetOptions;);
 /// `PUT /cluster/firewall/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -49,7 +49,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions);
+crate::operation_error!(SetOptionsError for SetOptions;);
 /// Property string `log_ratelimit`.
 ///
 /// Used by: `GET /cluster/firewall/options returns "log_ratelimit"`, `PUT /cluster/firewall/options param "log_ratelimit"`.

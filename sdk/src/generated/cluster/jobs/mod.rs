@@ -18,7 +18,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// From `GET /cluster/jobs returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {

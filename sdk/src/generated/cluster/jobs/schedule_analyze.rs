@@ -33,7 +33,7 @@ impl crate::Operation for ScheduleAnalyze {
 }
 /// What [`ScheduleAnalyze`] answers.
 pub type ScheduleAnalyzeResponse = Vec<ScheduleAnalyzeResponseItem>;
-crate::operation_error!(ScheduleAnalyzeError for ScheduleAnalyze);
+crate::operation_error!(ScheduleAnalyzeError for ScheduleAnalyze;);
 /// From `GET /cluster/jobs/schedule-analyze returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ScheduleAnalyzeResponseItem {

@@ -26,7 +26,7 @@ impl crate::Operation for Export {
     type Response = ExportResponse;
     type Error = ExportError;
 }
-crate::operation_error!(ExportError for Export);
+crate::operation_error!(ExportError for Export;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -17,7 +17,7 @@ impl crate::Operation for GetMatcherFieldValues {
 }
 /// What [`GetMatcherFieldValues`] answers.
 pub type GetMatcherFieldValuesResponse = Vec<GetMatcherFieldValuesResponseItem>;
-crate::operation_error!(GetMatcherFieldValuesError for GetMatcherFieldValues);
+crate::operation_error!(GetMatcherFieldValuesError for GetMatcherFieldValues;);
 /// From `GET /cluster/notifications/matcher-field-values returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatcherFieldValuesResponseItem {

@@ -16,7 +16,7 @@ impl crate::Operation for GetMatcherFields {
 }
 /// What [`GetMatcherFields`] answers.
 pub type GetMatcherFieldsResponse = Vec<GetMatcherFieldsResponseItem>;
-crate::operation_error!(GetMatcherFieldsError for GetMatcherFields);
+crate::operation_error!(GetMatcherFieldsError for GetMatcherFields;);
 /// From `GET /cluster/notifications/matcher-fields returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatcherFieldsResponseItem {

@@ -34,7 +34,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/replication/{id}` (handler `read`).
 ///
 /// - Permitted users: `all`
@@ -58,7 +58,7 @@ impl crate::Operation for Read {
     type Response = ReadResponse;
     type Error = ReadError;
 }
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/replication/{id}` (handler `update`).
 ///
 /// - Permitted users: `all`
@@ -111,7 +111,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);
 /// From `GET /cluster/replication/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponse {

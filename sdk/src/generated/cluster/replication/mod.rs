@@ -17,7 +17,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/replication` (handler `create`).
 ///
 /// - Permitted users: `all`
@@ -71,7 +71,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Values of `remove_job`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -25,7 +25,7 @@ impl crate::Operation for DryRun {
     type Response = DryRunResponse;
     type Error = DryRunError;
 }
-crate::operation_error!(DryRunError for DryRun);
+crate::operation_error!(DryRunError for DryRun;);
 /// From `GET /cluster/sdn/dry-run returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DryRunResponse {

@@ -23,7 +23,7 @@ impl crate::Operation for ReleaseLock {
 }
 /// What [`ReleaseLock`] answers.
 pub type ReleaseLockResponse = ();
-crate::operation_error!(ReleaseLockError for ReleaseLock);
+crate::operation_error!(ReleaseLockError for ReleaseLock;);
 /// `POST /cluster/sdn/lock` (handler `lock`).
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
@@ -45,4 +45,4 @@ impl crate::Operation for Lock {
 }
 /// What [`Lock`] answers.
 pub type LockResponse = String;
-crate::operation_error!(LockError for Lock);
+crate::operation_error!(LockError for Lock;);

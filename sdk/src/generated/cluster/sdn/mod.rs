@@ -27,7 +27,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `PUT /cluster/sdn` (handler `reload`).
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
@@ -54,7 +54,7 @@ impl crate::Operation for Reload {
 }
 /// What [`Reload`] answers.
 pub type ReloadResponse = crate::Upid;
-crate::operation_error!(ReloadError for Reload);
+crate::operation_error!(ReloadError for Reload;);
 /// Values of `action`, shared by 7 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -24,4 +24,4 @@ impl crate::Operation for Rollback {
 }
 /// What [`Rollback`] answers.
 pub type RollbackResponse = ();
-crate::operation_error!(RollbackError for Rollback);
+crate::operation_error!(RollbackError for Rollback;);

@@ -26,7 +26,7 @@ impl crate::Operation for Aplinfo {
 }
 /// What [`Aplinfo`] answers.
 pub type AplinfoResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(AplinfoError for Aplinfo);
+crate::operation_error!(AplinfoError for Aplinfo; UnknownNode);
 /// `POST /nodes/{node}/aplinfo` (handler `apl_download`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateTemplate"]]`
@@ -68,4 +68,4 @@ impl crate::Operation for AplDownload {
 }
 /// What [`AplDownload`] answers.
 pub type AplDownloadResponse = crate::Upid;
-crate::operation_error!(AplDownloadError for AplDownload);
+crate::operation_error!(AplDownloadError for AplDownload; UnknownNode);

@@ -29,7 +29,7 @@ impl crate::Operation for GetConfig {
     type Response = GetConfigResponse;
     type Error = GetConfigError;
 }
-crate::operation_error!(GetConfigError for GetConfig);
+crate::operation_error!(GetConfigError for GetConfig; UnknownNode);
 /// `PUT /nodes/{node}/config` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -89,7 +89,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions);
+crate::operation_error!(SetOptionsError for SetOptions; UnknownNode);
 /// Property string `acme`.
 ///
 /// Used by: `GET /nodes/{node}/config returns "acme"`, `PUT /nodes/{node}/config param "acme"`.

@@ -24,7 +24,7 @@ impl crate::Operation for Dns {
     type Response = DnsResponse;
     type Error = DnsError;
 }
-crate::operation_error!(DnsError for Dns);
+crate::operation_error!(DnsError for Dns; UnknownNode);
 /// `PUT /nodes/{node}/dns` (handler `update_dns`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -66,7 +66,7 @@ impl crate::Operation for UpdateDns {
 }
 /// What [`UpdateDns`] answers.
 pub type UpdateDnsResponse = ();
-crate::operation_error!(UpdateDnsError for UpdateDns);
+crate::operation_error!(UpdateDnsError for UpdateDns; UnknownNode);
 /// From `GET /nodes/{node}/dns returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DnsResponse {

@@ -32,4 +32,4 @@ impl crate::Operation for Execute {
 }
 /// What [`Execute`] answers.
 pub type ExecuteResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(ExecuteError for Execute);
+crate::operation_error!(ExecuteError for Execute; UnknownNode);

@@ -25,7 +25,7 @@ impl crate::Operation for GetEtcHosts {
     type Response = GetEtcHostsResponse;
     type Error = GetEtcHostsError;
 }
-crate::operation_error!(GetEtcHostsError for GetEtcHosts);
+crate::operation_error!(GetEtcHostsError for GetEtcHosts; UnknownNode);
 /// `POST /nodes/{node}/hosts` (handler `write_etc_hosts`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -61,7 +61,7 @@ impl crate::Operation for WriteEtcHosts {
 }
 /// What [`WriteEtcHosts`] answers.
 pub type WriteEtcHostsResponse = ();
-crate::operation_error!(WriteEtcHostsError for WriteEtcHosts);
+crate::operation_error!(WriteEtcHostsError for WriteEtcHosts; UnknownNode);
 /// From `GET /nodes/{node}/hosts returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetEtcHostsResponse {

@@ -44,4 +44,4 @@ impl crate::Operation for Journal {
 }
 /// What [`Journal`] answers.
 pub type JournalResponse = Vec<String>;
-crate::operation_error!(JournalError for Journal);
+crate::operation_error!(JournalError for Journal; UnknownNode);

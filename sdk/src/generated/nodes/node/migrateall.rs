@@ -48,4 +48,4 @@ impl crate::Operation for Migrateall {
 }
 /// What [`Migrateall`] answers.
 pub type MigrateallResponse = crate::Upid;
-crate::operation_error!(MigrateallError for Migrateall);
+crate::operation_error!(MigrateallError for Migrateall; UnknownNode);

@@ -26,4 +26,4 @@ impl crate::Operation for Netstat {
 }
 /// What [`Netstat`] answers.
 pub type NetstatResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(NetstatError for Netstat);
+crate::operation_error!(NetstatError for Netstat; UnknownNode);

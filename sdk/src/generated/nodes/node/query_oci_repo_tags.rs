@@ -31,4 +31,4 @@ impl crate::Operation for QueryOciRepoTags {
 }
 /// What [`QueryOciRepoTags`] answers.
 pub type QueryOciRepoTagsResponse = Vec<String>;
-crate::operation_error!(QueryOciRepoTagsError for QueryOciRepoTags);
+crate::operation_error!(QueryOciRepoTagsError for QueryOciRepoTags; UnknownNode);

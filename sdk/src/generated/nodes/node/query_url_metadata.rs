@@ -33,7 +33,7 @@ impl crate::Operation for QueryUrlMetadata {
     type Response = QueryUrlMetadataResponse;
     type Error = QueryUrlMetadataError;
 }
-crate::operation_error!(QueryUrlMetadataError for QueryUrlMetadata);
+crate::operation_error!(QueryUrlMetadataError for QueryUrlMetadata; UnknownNode);
 /// From `GET /nodes/{node}/query-url-metadata returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct QueryUrlMetadataResponse {

@@ -27,4 +27,4 @@ impl crate::Operation for Report {
 }
 /// What [`Report`] answers.
 pub type ReportResponse = String;
-crate::operation_error!(ReportError for Report);
+crate::operation_error!(ReportError for Report; UnknownNode);

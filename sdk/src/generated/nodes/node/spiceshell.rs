@@ -37,7 +37,7 @@ impl crate::Operation for Spiceshell {
     type Response = SpiceshellResponse;
     type Error = SpiceshellError;
 }
-crate::operation_error!(SpiceshellError for Spiceshell);
+crate::operation_error!(SpiceshellError for Spiceshell; UnknownNode);
 /// From `POST /nodes/{node}/spiceshell returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SpiceshellResponse {

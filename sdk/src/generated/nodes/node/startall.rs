@@ -41,4 +41,4 @@ impl crate::Operation for Startall {
 }
 /// What [`Startall`] answers.
 pub type StartallResponse = crate::Upid;
-crate::operation_error!(StartallError for Startall);
+crate::operation_error!(StartallError for Startall; UnknownNode);

@@ -24,7 +24,7 @@ impl crate::Operation for Status {
     type Response = StatusResponse;
     type Error = StatusError;
 }
-crate::operation_error!(StatusError for Status);
+crate::operation_error!(StatusError for Status; UnknownNode);
 /// `POST /nodes/{node}/status` (handler `node_cmd`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.PowerMgmt"]]`
@@ -57,7 +57,7 @@ impl crate::Operation for NodeCmd {
 }
 /// What [`NodeCmd`] answers.
 pub type NodeCmdResponse = ();
-crate::operation_error!(NodeCmdError for NodeCmd);
+crate::operation_error!(NodeCmdError for NodeCmd; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

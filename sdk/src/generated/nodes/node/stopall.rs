@@ -45,4 +45,4 @@ impl crate::Operation for Stopall {
 }
 /// What [`Stopall`] answers.
 pub type StopallResponse = crate::Upid;
-crate::operation_error!(StopallError for Stopall);
+crate::operation_error!(StopallError for Stopall; UnknownNode);

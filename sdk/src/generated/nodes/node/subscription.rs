@@ -27,7 +27,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete; UnknownNode);
 /// `GET /nodes/{node}/subscription` (handler `get`).
 ///
 /// - Permitted users: `all`
@@ -52,7 +52,7 @@ impl crate::Operation for Get {
     type Response = GetResponse;
     type Error = GetError;
 }
-crate::operation_error!(GetError for Get);
+crate::operation_error!(GetError for Get; UnknownNode);
 /// `POST /nodes/{node}/subscription` (handler `update`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -85,7 +85,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update; UnknownNode);
 /// `PUT /nodes/{node}/subscription` (handler `set`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -118,7 +118,7 @@ impl crate::Operation for Set {
 }
 /// What [`Set`] answers.
 pub type SetResponse = ();
-crate::operation_error!(SetError for Set);
+crate::operation_error!(SetError for Set; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

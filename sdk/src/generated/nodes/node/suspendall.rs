@@ -38,4 +38,4 @@ impl crate::Operation for Suspendall {
 }
 /// What [`Suspendall`] answers.
 pub type SuspendallResponse = crate::Upid;
-crate::operation_error!(SuspendallError for Suspendall);
+crate::operation_error!(SuspendallError for Suspendall; UnknownNode);

@@ -44,7 +44,7 @@ impl crate::Operation for Syslog {
 }
 /// What [`Syslog`] answers.
 pub type SyslogResponse = Vec<SyslogResponseItem>;
-crate::operation_error!(SyslogError for Syslog);
+crate::operation_error!(SyslogError for Syslog; UnknownNode);
 /// From `GET /nodes/{node}/syslog returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SyslogResponseItem {

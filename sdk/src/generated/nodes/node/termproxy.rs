@@ -33,7 +33,7 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy);
+crate::operation_error!(TermproxyError for Termproxy; UnknownNode);
 /// From `POST /nodes/{node}/termproxy returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TermproxyResponse {

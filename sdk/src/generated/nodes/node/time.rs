@@ -24,7 +24,7 @@ impl crate::Operation for Time {
     type Response = TimeResponse;
     type Error = TimeError;
 }
-crate::operation_error!(TimeError for Time);
+crate::operation_error!(TimeError for Time; UnknownNode);
 /// `PUT /nodes/{node}/time` (handler `set_timezone`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -57,7 +57,7 @@ impl crate::Operation for SetTimezone {
 }
 /// What [`SetTimezone`] answers.
 pub type SetTimezoneResponse = ();
-crate::operation_error!(SetTimezoneError for SetTimezone);
+crate::operation_error!(SetTimezoneError for SetTimezone; UnknownNode);
 /// From `GET /nodes/{node}/time returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TimeResponse {

@@ -42,7 +42,7 @@ impl crate::Operation for Vncshell {
     type Response = VncshellResponse;
     type Error = VncshellError;
 }
-crate::operation_error!(VncshellError for Vncshell);
+crate::operation_error!(VncshellError for Vncshell; UnknownNode);
 /// From `POST /nodes/{node}/vncshell returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VncshellResponse {

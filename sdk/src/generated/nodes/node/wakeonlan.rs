@@ -26,4 +26,4 @@ impl crate::Operation for Wakeonlan {
 }
 /// What [`Wakeonlan`] answers.
 pub type WakeonlanResponse = String;
-crate::operation_error!(WakeonlanError for Wakeonlan);
+crate::operation_error!(WakeonlanError for Wakeonlan; UnknownNode);

@@ -29,7 +29,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /access/domains/{realm}` (handler `read`).
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate","Sys.Audit"],"any",1]`
@@ -57,7 +57,7 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Value;
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /access/domains/{realm}` (handler `update`).
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
@@ -223,4 +223,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

@@ -51,4 +51,4 @@ impl crate::Operation for Sync_ {
 }
 /// What [`Sync_`] answers.
 pub type SyncResponse = crate::Upid;
-crate::operation_error!(SyncError for Sync_);
+crate::operation_error!(SyncError for Sync_;);

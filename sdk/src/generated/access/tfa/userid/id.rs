@@ -35,7 +35,7 @@ impl crate::Operation for DeleteTfa {
 }
 /// What [`DeleteTfa`] answers.
 pub type DeleteTfaResponse = ();
-crate::operation_error!(DeleteTfaError for DeleteTfa);
+crate::operation_error!(DeleteTfaError for DeleteTfa;);
 /// `GET /access/tfa/{userid}/{id}` (handler `get_tfa_entry`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
@@ -65,7 +65,7 @@ impl crate::Operation for GetTfaEntry {
     type Response = GetTfaEntryResponse;
     type Error = GetTfaEntryError;
 }
-crate::operation_error!(GetTfaEntryError for GetTfaEntry);
+crate::operation_error!(GetTfaEntryError for GetTfaEntry;);
 /// `PUT /access/tfa/{userid}/{id}` (handler `update_tfa_entry`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -107,7 +107,7 @@ impl crate::Operation for UpdateTfaEntry {
 }
 /// What [`UpdateTfaEntry`] answers.
 pub type UpdateTfaEntryResponse = ();
-crate::operation_error!(UpdateTfaEntryError for UpdateTfaEntry);
+crate::operation_error!(UpdateTfaEntryError for UpdateTfaEntry;);
 /// From `GET /access/tfa/{userid}/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetTfaEntryResponse {

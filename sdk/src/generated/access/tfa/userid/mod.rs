@@ -29,7 +29,7 @@ impl crate::Operation for ListUserTfa {
 }
 /// What [`ListUserTfa`] answers.
 pub type ListUserTfaResponse = Vec<ListUserTfaResponseItem>;
-crate::operation_error!(ListUserTfaError for ListUserTfa);
+crate::operation_error!(ListUserTfaError for ListUserTfa;);
 /// `POST /access/tfa/{userid}` (handler `add_tfa_entry`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -76,7 +76,7 @@ impl crate::Operation for AddTfaEntry {
     type Response = AddTfaEntryResponse;
     type Error = AddTfaEntryError;
 }
-crate::operation_error!(AddTfaEntryError for AddTfaEntry);
+crate::operation_error!(AddTfaEntryError for AddTfaEntry;);
 /// From `GET /access/tfa/{userid} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListUserTfaResponseItem {

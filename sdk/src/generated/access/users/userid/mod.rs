@@ -31,7 +31,7 @@ impl crate::Operation for DeleteUser {
 }
 /// What [`DeleteUser`] answers.
 pub type DeleteUserResponse = ();
-crate::operation_error!(DeleteUserError for DeleteUser);
+crate::operation_error!(DeleteUserError for DeleteUser;);
 /// `GET /access/users/{userid}` (handler `read_user`).
 ///
 /// - Permission check: `["userid-group",["User.Modify","Sys.Audit"]]`
@@ -57,7 +57,7 @@ impl crate::Operation for ReadUser {
     type Response = ReadUserResponse;
     type Error = ReadUserError;
 }
-crate::operation_error!(ReadUserError for ReadUser);
+crate::operation_error!(ReadUserError for ReadUser;);
 /// `PUT /access/users/{userid}` (handler `update_user`).
 ///
 /// - Permission check: `["userid-group",["User.Modify"],"groups_param","update"]`
@@ -113,7 +113,7 @@ impl crate::Operation for UpdateUser {
 }
 /// What [`UpdateUser`] answers.
 pub type UpdateUserResponse = ();
-crate::operation_error!(UpdateUserError for UpdateUser);
+crate::operation_error!(UpdateUserError for UpdateUser;);
 /// From `GET /access/users/{userid} returns "tokens" additionalProperties`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadUserResponseTokensValue {

@@ -29,7 +29,7 @@ impl crate::Operation for ReadUserTfaType {
     type Response = ReadUserTfaTypeResponse;
     type Error = ReadUserTfaTypeError;
 }
-crate::operation_error!(ReadUserTfaTypeError for ReadUserTfaType);
+crate::operation_error!(ReadUserTfaTypeError for ReadUserTfaType;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

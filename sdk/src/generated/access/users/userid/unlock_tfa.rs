@@ -28,4 +28,4 @@ impl crate::Operation for UnlockTfa {
 }
 /// What [`UnlockTfa`] answers.
 pub type UnlockTfaResponse = bool;
-crate::operation_error!(UnlockTfaError for UnlockTfa);
+crate::operation_error!(UnlockTfaError for UnlockTfa;);

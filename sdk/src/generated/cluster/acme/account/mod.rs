@@ -18,7 +18,7 @@ impl crate::Operation for AccountIndex {
 }
 /// What [`AccountIndex`] answers.
 pub type AccountIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(AccountIndexError for AccountIndex);
+crate::operation_error!(AccountIndexError for AccountIndex;);
 /// `POST /cluster/acme/account` (handler `register_account`).
 ///
 /// - Permissions: none stated
@@ -66,4 +66,4 @@ impl crate::Operation for RegisterAccount {
 }
 /// What [`RegisterAccount`] answers.
 pub type RegisterAccountResponse = crate::Upid;
-crate::operation_error!(RegisterAccountError for RegisterAccount);
+crate::operation_error!(RegisterAccountError for RegisterAccount;);

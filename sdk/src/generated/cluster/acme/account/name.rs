@@ -28,7 +28,7 @@ impl crate::Operation for DeactivateAccount {
 }
 /// What [`DeactivateAccount`] answers.
 pub type DeactivateAccountResponse = crate::Upid;
-crate::operation_error!(DeactivateAccountError for DeactivateAccount);
+crate::operation_error!(DeactivateAccountError for DeactivateAccount;);
 /// `GET /cluster/acme/account/{name}` (handler `get_account`).
 ///
 /// - Permissions: none stated
@@ -53,7 +53,7 @@ impl crate::Operation for GetAccount {
     type Response = GetAccountResponse;
     type Error = GetAccountError;
 }
-crate::operation_error!(GetAccountError for GetAccount);
+crate::operation_error!(GetAccountError for GetAccount;);
 /// `PUT /cluster/acme/account/{name}` (handler `update_account`).
 ///
 /// - Permissions: none stated
@@ -87,7 +87,7 @@ impl crate::Operation for UpdateAccount {
 }
 /// What [`UpdateAccount`] answers.
 pub type UpdateAccountResponse = crate::Upid;
-crate::operation_error!(UpdateAccountError for UpdateAccount);
+crate::operation_error!(UpdateAccountError for UpdateAccount;);
 /// From `GET /cluster/acme/account/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAccountResponse {

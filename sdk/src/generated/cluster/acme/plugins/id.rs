@@ -26,7 +26,7 @@ impl crate::Operation for DeletePlugin {
 }
 /// What [`DeletePlugin`] answers.
 pub type DeletePluginResponse = ();
-crate::operation_error!(DeletePluginError for DeletePlugin);
+crate::operation_error!(DeletePluginError for DeletePlugin;);
 /// `GET /cluster/acme/plugins/{id}` (handler `get_plugin_config`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -51,7 +51,7 @@ impl crate::Operation for GetPluginConfig {
     type Response = GetPluginConfigResponse;
     type Error = GetPluginConfigError;
 }
-crate::operation_error!(GetPluginConfigError for GetPluginConfig);
+crate::operation_error!(GetPluginConfigError for GetPluginConfig;);
 /// `PUT /cluster/acme/plugins/{id}` (handler `update_plugin`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -102,7 +102,7 @@ impl crate::Operation for UpdatePlugin {
 }
 /// What [`UpdatePlugin`] answers.
 pub type UpdatePluginResponse = ();
-crate::operation_error!(UpdatePluginError for UpdatePlugin);
+crate::operation_error!(UpdatePluginError for UpdatePlugin;);
 /// From `GET /cluster/acme/plugins/{id} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetPluginConfigResponse {

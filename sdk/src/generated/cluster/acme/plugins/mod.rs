@@ -22,7 +22,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/acme/plugins` (handler `add_plugin`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -71,7 +71,7 @@ impl crate::Operation for AddPlugin {
 }
 /// What [`AddPlugin`] answers.
 pub type AddPluginResponse = ();
-crate::operation_error!(AddPluginError for AddPlugin);
+crate::operation_error!(AddPluginError for AddPlugin;);
 /// Values of `api`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

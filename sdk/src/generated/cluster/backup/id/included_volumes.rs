@@ -24,7 +24,7 @@ impl crate::Operation for GetVolumeBackupIncluded {
     type Response = GetVolumeBackupIncludedResponse;
     type Error = GetVolumeBackupIncludedError;
 }
-crate::operation_error!(GetVolumeBackupIncludedError for GetVolumeBackupIncluded);
+crate::operation_error!(GetVolumeBackupIncludedError for GetVolumeBackupIncluded;);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items "children" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {

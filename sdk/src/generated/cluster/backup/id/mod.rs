@@ -27,7 +27,7 @@ impl crate::Operation for DeleteJob {
 }
 /// What [`DeleteJob`] answers.
 pub type DeleteJobResponse = ();
-crate::operation_error!(DeleteJobError for DeleteJob);
+crate::operation_error!(DeleteJobError for DeleteJob;);
 /// `GET /cluster/backup/{id}` (handler `read_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -51,7 +51,7 @@ impl crate::Operation for ReadJob {
     type Response = ReadJobResponse;
     type Error = ReadJobError;
 }
-crate::operation_error!(ReadJobError for ReadJob);
+crate::operation_error!(ReadJobError for ReadJob;);
 /// `PUT /cluster/backup/{id}` (handler `update_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -200,7 +200,7 @@ impl crate::Operation for UpdateJob {
 }
 /// What [`UpdateJob`] answers.
 pub type UpdateJobResponse = ();
-crate::operation_error!(UpdateJobError for UpdateJob);
+crate::operation_error!(UpdateJobError for UpdateJob;);
 /// From `GET /cluster/backup/{id} returns "fleecing"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadJobResponseFleecing {

@@ -47,4 +47,4 @@ impl crate::Operation for Migrate {
 }
 /// What [`Migrate`] answers.
 pub type MigrateResponse = crate::Upid;
-crate::operation_error!(MigrateError for Migrate);
+crate::operation_error!(MigrateError for Migrate;);

@@ -32,4 +32,4 @@ impl crate::Operation for Shutdown {
 }
 /// What [`Shutdown`] answers.
 pub type ShutdownResponse = crate::Upid;
-crate::operation_error!(ShutdownError for Shutdown);
+crate::operation_error!(ShutdownError for Shutdown;);

@@ -32,4 +32,4 @@ impl crate::Operation for Suspend {
 }
 /// What [`Suspend`] answers.
 pub type SuspendResponse = crate::Upid;
-crate::operation_error!(SuspendError for Suspend);
+crate::operation_error!(SuspendError for Suspend;);

@@ -26,7 +26,7 @@ impl crate::Operation for GetFlag {
 }
 /// What [`GetFlag`] answers.
 pub type GetFlagResponse = bool;
-crate::operation_error!(GetFlagError for GetFlag);
+crate::operation_error!(GetFlagError for GetFlag;);
 /// `PUT /cluster/ceph/flags/{flag}` (handler `update_flag`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -55,7 +55,7 @@ impl crate::Operation for UpdateFlag {
 }
 /// What [`UpdateFlag`] answers.
 pub type UpdateFlagResponse = ();
-crate::operation_error!(UpdateFlagError for UpdateFlag);
+crate::operation_error!(UpdateFlagError for UpdateFlag;);
 /// Values of `flag`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

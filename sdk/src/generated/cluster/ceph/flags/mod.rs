@@ -18,7 +18,7 @@ impl crate::Operation for GetAllFlags {
 }
 /// What [`GetAllFlags`] answers.
 pub type GetAllFlagsResponse = Vec<GetAllFlagsResponseItem>;
-crate::operation_error!(GetAllFlagsError for GetAllFlags);
+crate::operation_error!(GetAllFlagsError for GetAllFlags;);
 /// `PUT /cluster/ceph/flags` (handler `set_flags`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -62,7 +62,7 @@ impl crate::Operation for SetFlags {
 }
 /// What [`SetFlags`] answers.
 pub type SetFlagsResponse = crate::Upid;
-crate::operation_error!(SetFlagsError for SetFlags);
+crate::operation_error!(SetFlagsError for SetFlags;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -17,7 +17,7 @@ impl crate::Operation for Nodes {
 }
 /// What [`Nodes`] answers.
 pub type NodesResponse = Vec<NodesResponseItem>;
-crate::operation_error!(NodesError for Nodes);
+crate::operation_error!(NodesError for Nodes;);
 /// From `GET /cluster/config/nodes returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NodesResponseItem {

@@ -26,7 +26,7 @@ impl crate::Operation for Delnode {
 }
 /// What [`Delnode`] answers.
 pub type DelnodeResponse = ();
-crate::operation_error!(DelnodeError for Delnode);
+crate::operation_error!(DelnodeError for Delnode;);
 /// `POST /cluster/config/nodes/{node}` (handler `addnode`).
 ///
 /// - Permissions: none stated
@@ -73,7 +73,7 @@ impl crate::Operation for Addnode {
     type Response = AddnodeResponse;
     type Error = AddnodeError;
 }
-crate::operation_error!(AddnodeError for Addnode);
+crate::operation_error!(AddnodeError for Addnode;);
 /// From `POST /cluster/config/nodes/{node} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AddnodeResponse {

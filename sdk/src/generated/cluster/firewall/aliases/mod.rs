@@ -17,7 +17,7 @@ impl crate::Operation for GetAliases {
 }
 /// What [`GetAliases`] answers.
 pub type GetAliasesResponse = Vec<GetAliasesResponseItem>;
-crate::operation_error!(GetAliasesError for GetAliases);
+crate::operation_error!(GetAliasesError for GetAliases;);
 /// `POST /cluster/firewall/aliases` (handler `create_alias`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -52,7 +52,7 @@ impl crate::Operation for CreateAlias {
 }
 /// What [`CreateAlias`] answers.
 pub type CreateAliasResponse = ();
-crate::operation_error!(CreateAliasError for CreateAlias);
+crate::operation_error!(CreateAliasError for CreateAlias;);
 /// From `GET /cluster/firewall/aliases returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAliasesResponseItem {

@@ -31,7 +31,7 @@ impl crate::Operation for RemoveAlias {
 }
 /// What [`RemoveAlias`] answers.
 pub type RemoveAliasResponse = ();
-crate::operation_error!(RemoveAliasError for RemoveAlias);
+crate::operation_error!(RemoveAliasError for RemoveAlias;);
 /// `GET /cluster/firewall/aliases/{name}` (handler `read_alias`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -57,7 +57,7 @@ impl crate::Operation for ReadAlias {
 }
 /// What [`ReadAlias`] answers.
 pub type ReadAliasResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadAliasError for ReadAlias);
+crate::operation_error!(ReadAliasError for ReadAlias;);
 /// `PUT /cluster/firewall/aliases/{name}` (handler `update_alias`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -98,4 +98,4 @@ impl crate::Operation for UpdateAlias {
 }
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
-crate::operation_error!(UpdateAliasError for UpdateAlias);
+crate::operation_error!(UpdateAliasError for UpdateAlias;);

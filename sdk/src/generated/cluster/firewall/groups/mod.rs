@@ -17,7 +17,7 @@ impl crate::Operation for ListSecurityGroups {
 }
 /// What [`ListSecurityGroups`] answers.
 pub type ListSecurityGroupsResponse = Vec<ListSecurityGroupsResponseItem>;
-crate::operation_error!(ListSecurityGroupsError for ListSecurityGroups);
+crate::operation_error!(ListSecurityGroupsError for ListSecurityGroups;);
 /// `POST /cluster/firewall/groups` (handler `create_security_group`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -55,7 +55,7 @@ impl crate::Operation for CreateSecurityGroup {
 }
 /// What [`CreateSecurityGroup`] answers.
 pub type CreateSecurityGroupResponse = ();
-crate::operation_error!(CreateSecurityGroupError for CreateSecurityGroup);
+crate::operation_error!(CreateSecurityGroupError for CreateSecurityGroup;);
 /// From `GET /cluster/firewall/groups returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListSecurityGroupsResponseItem {

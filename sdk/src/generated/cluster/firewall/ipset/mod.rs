@@ -17,7 +17,7 @@ impl crate::Operation for IpsetIndex {
 }
 /// What [`IpsetIndex`] answers.
 pub type IpsetIndexResponse = Vec<IpsetIndexResponseItem>;
-crate::operation_error!(IpsetIndexError for IpsetIndex);
+crate::operation_error!(IpsetIndexError for IpsetIndex;);
 /// `POST /cluster/firewall/ipset` (handler `create_ipset`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -55,7 +55,7 @@ impl crate::Operation for CreateIpset {
 }
 /// What [`CreateIpset`] answers.
 pub type CreateIpsetResponse = ();
-crate::operation_error!(CreateIpsetError for CreateIpset);
+crate::operation_error!(CreateIpsetError for CreateIpset;);
 /// From `GET /cluster/firewall/ipset returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpsetIndexResponseItem {

@@ -17,7 +17,7 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules);
+crate::operation_error!(GetRulesError for GetRules;);
 /// `POST /cluster/firewall/rules` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -91,7 +91,7 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule);
+crate::operation_error!(CreateRuleError for CreateRule;);
 /// From `GET /cluster/firewall/rules returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRulesResponseItem {

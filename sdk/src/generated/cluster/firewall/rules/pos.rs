@@ -28,7 +28,7 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule);
+crate::operation_error!(DeleteRuleError for DeleteRule;);
 /// `GET /cluster/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -52,7 +52,7 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule);
+crate::operation_error!(GetRuleError for GetRule;);
 /// `PUT /cluster/firewall/rules/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -132,7 +132,7 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule);
+crate::operation_error!(UpdateRuleError for UpdateRule;);
 /// From `GET /cluster/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRuleResponse {

@@ -28,7 +28,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/ha/groups/{group}` (handler `read`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -56,7 +56,7 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Value;
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/ha/groups/{group}` (handler `update`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -103,4 +103,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

@@ -26,7 +26,7 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule);
+crate::operation_error!(DeleteRuleError for DeleteRule;);
 /// `GET /cluster/ha/rules/{rule}` (handler `read_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -50,7 +50,7 @@ impl crate::Operation for ReadRule {
     type Response = ReadRuleResponse;
     type Error = ReadRuleError;
 }
-crate::operation_error!(ReadRuleError for ReadRule);
+crate::operation_error!(ReadRuleError for ReadRule;);
 /// `PUT /cluster/ha/rules/{rule}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -98,7 +98,7 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule);
+crate::operation_error!(UpdateRuleError for UpdateRule;);
 /// From `GET /cluster/ha/rules/{rule} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadRuleResponse {

@@ -17,4 +17,4 @@ impl crate::Operation for ArmHa {
 }
 /// What [`ArmHa`] answers.
 pub type ArmHaResponse = ();
-crate::operation_error!(ArmHaError for ArmHa);
+crate::operation_error!(ArmHaError for ArmHa;);

@@ -16,7 +16,7 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = Vec<StatusResponseItem>;
-crate::operation_error!(StatusError for Status);
+crate::operation_error!(StatusError for Status;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

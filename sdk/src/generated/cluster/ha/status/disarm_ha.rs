@@ -27,7 +27,7 @@ impl crate::Operation for DisarmHa {
 }
 /// What [`DisarmHa`] answers.
 pub type DisarmHaResponse = ();
-crate::operation_error!(DisarmHaError for DisarmHa);
+crate::operation_error!(DisarmHaError for DisarmHa;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -16,4 +16,4 @@ impl crate::Operation for ManagerStatus {
 }
 /// What [`ManagerStatus`] answers.
 pub type ManagerStatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ManagerStatusError for ManagerStatus);
+crate::operation_error!(ManagerStatusError for ManagerStatus;);

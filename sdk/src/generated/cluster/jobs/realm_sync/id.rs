@@ -26,7 +26,7 @@ impl crate::Operation for DeleteJob {
 }
 /// What [`DeleteJob`] answers.
 pub type DeleteJobResponse = ();
-crate::operation_error!(DeleteJobError for DeleteJob);
+crate::operation_error!(DeleteJobError for DeleteJob;);
 /// `GET /cluster/jobs/realm-sync/{id}` (handler `read_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -52,7 +52,7 @@ impl crate::Operation for ReadJob {
 }
 /// What [`ReadJob`] answers.
 pub type ReadJobResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadJobError for ReadJob);
+crate::operation_error!(ReadJobError for ReadJob;);
 /// `POST /cluster/jobs/realm-sync/{id}` (handler `create_job`).
 ///
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
@@ -104,7 +104,7 @@ impl crate::Operation for CreateJob {
 }
 /// What [`CreateJob`] answers.
 pub type CreateJobResponse = ();
-crate::operation_error!(CreateJobError for CreateJob);
+crate::operation_error!(CreateJobError for CreateJob;);
 /// `PUT /cluster/jobs/realm-sync/{id}` (handler `update_job`).
 ///
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
@@ -156,4 +156,4 @@ impl crate::Operation for UpdateJob {
 }
 /// What [`UpdateJob`] answers.
 pub type UpdateJobResponse = ();
-crate::operation_error!(UpdateJobError for UpdateJob);
+crate::operation_error!(UpdateJobError for UpdateJob;);

@@ -17,7 +17,7 @@ impl crate::Operation for SyncjobIndex {
 }
 /// What [`SyncjobIndex`] answers.
 pub type SyncjobIndexResponse = Vec<SyncjobIndexResponseItem>;
-crate::operation_error!(SyncjobIndexError for SyncjobIndex);
+crate::operation_error!(SyncjobIndexError for SyncjobIndex;);
 /// From `GET /cluster/jobs/realm-sync returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SyncjobIndexResponseItem {

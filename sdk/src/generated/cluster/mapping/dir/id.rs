@@ -26,7 +26,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/mapping/dir/{id}` (handler `get`).
 ///
 /// - Permission check: `["or",["perm","/mapping/dir/{id}",["Mapping.Use"]],["perm","/mapping/dir/{id}",["Mapping.Modify"]],["perm","/mapping/dir/{id}",["Mapping.Audit"]]]`
@@ -53,7 +53,7 @@ impl crate::Operation for Get {
 }
 /// What [`Get`] answers.
 pub type GetResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetError for Get);
+crate::operation_error!(GetError for Get;);
 /// `PUT /cluster/mapping/dir/{id}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/dir/{id}",["Mapping.Modify"]]`
@@ -94,4 +94,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

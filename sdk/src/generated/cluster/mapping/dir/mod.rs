@@ -21,7 +21,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/mapping/dir` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/dir",["Mapping.Modify"]]`
@@ -56,7 +56,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Property string `map`.
 ///
 /// Used by: `POST /cluster/mapping/dir param "map"`, `PUT /cluster/mapping/dir/{id} param "map"`.

@@ -26,7 +26,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/mapping/pci/{id}` (handler `get`).
 ///
 /// - Permission check: `["or",["perm","/mapping/pci/{id}",["Mapping.Use"]],["perm","/mapping/pci/{id}",["Mapping.Modify"]],["perm","/mapping/pci/{id}",["Mapping.Audit"]]]`
@@ -53,7 +53,7 @@ impl crate::Operation for Get {
 }
 /// What [`Get`] answers.
 pub type GetResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetError for Get);
+crate::operation_error!(GetError for Get;);
 /// `PUT /cluster/mapping/pci/{id}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/pci/{id}",["Mapping.Modify"]]`
@@ -101,4 +101,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

@@ -21,7 +21,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/mapping/pci` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/pci",["Mapping.Modify"]]`
@@ -63,7 +63,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Property string `map`.
 ///
 /// Used by: `POST /cluster/mapping/pci param "map"`, `PUT /cluster/mapping/pci/{id} param "map"`.

@@ -26,7 +26,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/mapping/usb/{id}` (handler `get`).
 ///
 /// - Permission check: `["or",["perm","/mapping/usb/{id}",["Mapping.Audit"]],["perm","/mapping/usb/{id}",["Mapping.Use"]],["perm","/mapping/usb/{id}",["Mapping.Modify"]]]`
@@ -53,7 +53,7 @@ impl crate::Operation for Get {
 }
 /// What [`Get`] answers.
 pub type GetResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetError for Get);
+crate::operation_error!(GetError for Get;);
 /// `PUT /cluster/mapping/usb/{id}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/usb/{id}",["Mapping.Modify"]]`
@@ -97,4 +97,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

@@ -17,7 +17,7 @@ impl crate::Operation for ServerIndex {
 }
 /// What [`ServerIndex`] answers.
 pub type ServerIndexResponse = Vec<ServerIndexResponseItem>;
-crate::operation_error!(ServerIndexError for ServerIndex);
+crate::operation_error!(ServerIndexError for ServerIndex;);
 /// From `GET /cluster/metrics/server returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ServerIndexResponseItem {

@@ -20,4 +20,4 @@ impl crate::Operation for EndpointsIndex {
 }
 /// What [`EndpointsIndex`] answers.
 pub type EndpointsIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(EndpointsIndexError for EndpointsIndex);
+crate::operation_error!(EndpointsIndexError for EndpointsIndex;);

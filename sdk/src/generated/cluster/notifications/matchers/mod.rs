@@ -18,7 +18,7 @@ impl crate::Operation for GetMatchers {
 }
 /// What [`GetMatchers`] answers.
 pub type GetMatchersResponse = Vec<GetMatchersResponseItem>;
-crate::operation_error!(GetMatchersError for GetMatchers);
+crate::operation_error!(GetMatchersError for GetMatchers;);
 /// `POST /cluster/notifications/matchers` (handler `create_matcher`).
 ///
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
@@ -75,7 +75,7 @@ impl crate::Operation for CreateMatcher {
 }
 /// What [`CreateMatcher`] answers.
 pub type CreateMatcherResponse = ();
-crate::operation_error!(CreateMatcherError for CreateMatcher);
+crate::operation_error!(CreateMatcherError for CreateMatcher;);
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -26,7 +26,7 @@ impl crate::Operation for DeleteMatcher {
 }
 /// What [`DeleteMatcher`] answers.
 pub type DeleteMatcherResponse = ();
-crate::operation_error!(DeleteMatcherError for DeleteMatcher);
+crate::operation_error!(DeleteMatcherError for DeleteMatcher;);
 /// `GET /cluster/notifications/matchers/{name}` (handler `get_matcher`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -51,7 +51,7 @@ impl crate::Operation for GetMatcher {
     type Response = GetMatcherResponse;
     type Error = GetMatcherError;
 }
-crate::operation_error!(GetMatcherError for GetMatcher);
+crate::operation_error!(GetMatcherError for GetMatcher;);
 /// `PUT /cluster/notifications/matchers/{name}` (handler `update_matcher`).
 ///
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
@@ -114,7 +114,7 @@ impl crate::Operation for UpdateMatcher {
 }
 /// What [`UpdateMatcher`] answers.
 pub type UpdateMatcherResponse = ();
-crate::operation_error!(UpdateMatcherError for UpdateMatcher);
+crate::operation_error!(UpdateMatcherError for UpdateMatcher;);
 /// From `GET /cluster/notifications/matchers/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetMatcherResponse {

@@ -18,7 +18,7 @@ impl crate::Operation for GetAllTargets {
 }
 /// What [`GetAllTargets`] answers.
 pub type GetAllTargetsResponse = Vec<GetAllTargetsResponseItem>;
-crate::operation_error!(GetAllTargetsError for GetAllTargets);
+crate::operation_error!(GetAllTargetsError for GetAllTargets;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -28,7 +28,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/qemu/custom-cpu-models/{cputype}` (handler `info`).
 ///
 /// - Permission check: `["or",["perm","/mapping/cpu/{cputype}",["Mapping.Audit"]],["perm","/mapping/cpu/{cputype}",["Mapping.Use"]],["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]]`
@@ -54,7 +54,7 @@ impl crate::Operation for Info {
     type Response = InfoResponse;
     type Error = InfoError;
 }
-crate::operation_error!(InfoError for Info);
+crate::operation_error!(InfoError for Info;);
 /// `PUT /cluster/qemu/custom-cpu-models/{cputype}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
@@ -114,7 +114,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);
 /// From `GET /cluster/qemu/custom-cpu-models/{cputype} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InfoResponse {

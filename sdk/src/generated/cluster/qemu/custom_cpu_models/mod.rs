@@ -17,7 +17,7 @@ impl crate::Operation for Config {
 }
 /// What [`Config`] answers.
 pub type ConfigResponse = Vec<ConfigResponseItem>;
-crate::operation_error!(ConfigError for Config);
+crate::operation_error!(ConfigError for Config;);
 /// `POST /cluster/qemu/custom-cpu-models` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/cpu",["Mapping.Modify"]]`
@@ -71,7 +71,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create;);
 /// Values of `reported-model`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -32,7 +32,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/sdn/dns/{dns}` (handler `read`).
 ///
 /// - Permission check: `["perm","/sdn/dns/{dns}",["SDN.Allocate"]]`
@@ -58,7 +58,7 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/sdn/dns/{dns}` (handler `update`).
 ///
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
@@ -112,4 +112,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

@@ -19,7 +19,7 @@ impl crate::Operation for ListAll {
     type Response = ListAllResponse;
     type Error = ListAllError;
 }
-crate::operation_error!(ListAllError for ListAll);
+crate::operation_error!(ListAllError for ListAll;);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

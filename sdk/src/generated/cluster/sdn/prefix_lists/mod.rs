@@ -24,7 +24,7 @@ impl crate::Operation for ListPrefixLists {
 }
 /// What [`ListPrefixLists`] answers.
 pub type ListPrefixListsResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(ListPrefixListsError for ListPrefixLists);
+crate::operation_error!(ListPrefixListsError for ListPrefixLists;);
 /// `POST /cluster/sdn/prefix-lists` (handler `create_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists",["SDN.Allocate"]]`
@@ -63,7 +63,7 @@ impl crate::Operation for CreatePrefixListEntry {
 }
 /// What [`CreatePrefixListEntry`] answers.
 pub type CreatePrefixListEntryResponse = ();
-crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry);
+crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

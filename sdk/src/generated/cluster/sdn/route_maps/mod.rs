@@ -20,7 +20,7 @@ impl crate::Operation for ListRouteMaps {
 }
 /// What [`ListRouteMaps`] answers.
 pub type ListRouteMapsResponse = Vec<ListRouteMapsResponseItem>;
-crate::operation_error!(ListRouteMapsError for ListRouteMaps);
+crate::operation_error!(ListRouteMapsError for ListRouteMaps;);
 /// From `GET /cluster/sdn/route-maps returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListRouteMapsResponseItem {

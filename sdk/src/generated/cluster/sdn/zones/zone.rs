@@ -32,7 +32,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/sdn/zones/{zone}` (handler `read`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
@@ -64,7 +64,7 @@ impl crate::Operation for Read {
     type Response = ReadResponse;
     type Error = ReadError;
 }
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/sdn/zones/{zone}` (handler `update`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
@@ -189,7 +189,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);
 /// From `GET /cluster/sdn/zones/{zone} returns "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponsePending {

@@ -34,4 +34,4 @@ impl crate::Operation for Changelog {
 }
 /// What [`Changelog`] answers.
 pub type ChangelogResponse = String;
-crate::operation_error!(ChangelogError for Changelog);
+crate::operation_error!(ChangelogError for Changelog; UnknownNode);

@@ -24,7 +24,7 @@ impl crate::Operation for Repositories {
     type Response = RepositoriesResponse;
     type Error = RepositoriesError;
 }
-crate::operation_error!(RepositoriesError for Repositories);
+crate::operation_error!(RepositoriesError for Repositories; UnknownNode);
 /// `POST /nodes/{node}/apt/repositories` (handler `change_repository`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -66,7 +66,7 @@ impl crate::Operation for ChangeRepository {
 }
 /// What [`ChangeRepository`] answers.
 pub type ChangeRepositoryResponse = ();
-crate::operation_error!(ChangeRepositoryError for ChangeRepository);
+crate::operation_error!(ChangeRepositoryError for ChangeRepository; UnknownNode);
 /// `PUT /nodes/{node}/apt/repositories` (handler `add_repository`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -102,7 +102,7 @@ impl crate::Operation for AddRepository {
 }
 /// What [`AddRepository`] answers.
 pub type AddRepositoryResponse = ();
-crate::operation_error!(AddRepositoryError for AddRepository);
+crate::operation_error!(AddRepositoryError for AddRepository; UnknownNode);
 /// From `GET /nodes/{node}/apt/repositories returns "errors" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RepositoriesResponseErrorsItem {

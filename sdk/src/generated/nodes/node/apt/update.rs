@@ -27,7 +27,7 @@ impl crate::Operation for ListUpdates {
 }
 /// What [`ListUpdates`] answers.
 pub type ListUpdatesResponse = Vec<ListUpdatesResponseItem>;
-crate::operation_error!(ListUpdatesError for ListUpdates);
+crate::operation_error!(ListUpdatesError for ListUpdates; UnknownNode);
 /// `POST /nodes/{node}/apt/update` (handler `update_database`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -65,7 +65,7 @@ impl crate::Operation for UpdateDatabase {
 }
 /// What [`UpdateDatabase`] answers.
 pub type UpdateDatabaseResponse = crate::Upid;
-crate::operation_error!(UpdateDatabaseError for UpdateDatabase);
+crate::operation_error!(UpdateDatabaseError for UpdateDatabase; UnknownNode);
 /// From `GET /nodes/{node}/apt/update returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListUpdatesResponseItem {

@@ -26,7 +26,7 @@ impl crate::Operation for Versions {
 }
 /// What [`Versions`] answers.
 pub type VersionsResponse = Vec<VersionsResponseItem>;
-crate::operation_error!(VersionsError for Versions);
+crate::operation_error!(VersionsError for Versions; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -27,4 +27,4 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);

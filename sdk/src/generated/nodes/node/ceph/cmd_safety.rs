@@ -41,7 +41,7 @@ impl crate::Operation for CmdSafety {
     type Response = CmdSafetyResponse;
     type Error = CmdSafetyError;
 }
-crate::operation_error!(CmdSafetyError for CmdSafety);
+crate::operation_error!(CmdSafetyError for CmdSafety; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -27,4 +27,4 @@ impl crate::Operation for Crush {
 }
 /// What [`Crush`] answers.
 pub type CrushResponse = String;
-crate::operation_error!(CrushError for Crush);
+crate::operation_error!(CrushError for Crush; UnknownNode);

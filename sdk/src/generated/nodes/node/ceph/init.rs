@@ -48,4 +48,4 @@ impl crate::Operation for Init {
 }
 /// What [`Init`] answers.
 pub type InitResponse = ();
-crate::operation_error!(InitError for Init);
+crate::operation_error!(InitError for Init; UnknownNode);

@@ -34,4 +34,4 @@ impl crate::Operation for Restart {
 }
 /// What [`Restart`] answers.
 pub type RestartResponse = crate::Upid;
-crate::operation_error!(RestartError for Restart);
+crate::operation_error!(RestartError for Restart; UnknownNode);

@@ -27,7 +27,7 @@ impl crate::Operation for Rules {
 }
 /// What [`Rules`] answers.
 pub type RulesResponse = Vec<RulesResponseItem>;
-crate::operation_error!(RulesError for Rules);
+crate::operation_error!(RulesError for Rules; UnknownNode);
 /// From `GET /nodes/{node}/ceph/rules returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RulesResponseItem {

@@ -34,4 +34,4 @@ impl crate::Operation for Start {
 }
 /// What [`Start`] answers.
 pub type StartResponse = crate::Upid;
-crate::operation_error!(StartError for Start);
+crate::operation_error!(StartError for Start; UnknownNode);

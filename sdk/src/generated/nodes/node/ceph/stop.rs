@@ -34,4 +34,4 @@ impl crate::Operation for Stop {
 }
 /// What [`Stop`] answers.
 pub type StopResponse = crate::Upid;
-crate::operation_error!(StopError for Stop);
+crate::operation_error!(StopError for Stop; UnknownNode);

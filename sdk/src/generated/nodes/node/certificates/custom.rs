@@ -32,7 +32,7 @@ impl crate::Operation for RemoveCustomCert {
 }
 /// What [`RemoveCustomCert`] answers.
 pub type RemoveCustomCertResponse = ();
-crate::operation_error!(RemoveCustomCertError for RemoveCustomCert);
+crate::operation_error!(RemoveCustomCertError for RemoveCustomCert; UnknownNode);
 /// `POST /nodes/{node}/certificates/custom` (handler `upload_custom_cert`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -72,7 +72,7 @@ impl crate::Operation for UploadCustomCert {
     type Response = UploadCustomCertResponse;
     type Error = UploadCustomCertError;
 }
-crate::operation_error!(UploadCustomCertError for UploadCustomCert);
+crate::operation_error!(UploadCustomCertError for UploadCustomCert; UnknownNode);
 /// From `POST /nodes/{node}/certificates/custom returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UploadCustomCertResponse {

@@ -26,7 +26,7 @@ impl crate::Operation for Info {
 }
 /// What [`Info`] answers.
 pub type InfoResponse = Vec<InfoResponseItem>;
-crate::operation_error!(InfoError for Info);
+crate::operation_error!(InfoError for Info; UnknownNode);
 /// From `GET /nodes/{node}/certificates/info returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InfoResponseItem {

@@ -37,4 +37,4 @@ impl crate::Operation for Initgpt {
 }
 /// What [`Initgpt`] answers.
 pub type InitgptResponse = crate::Upid;
-crate::operation_error!(InitgptError for Initgpt);
+crate::operation_error!(InitgptError for Initgpt; UnknownNode);

@@ -33,7 +33,7 @@ impl crate::Operation for Smart {
     type Response = SmartResponse;
     type Error = SmartError;
 }
-crate::operation_error!(SmartError for Smart);
+crate::operation_error!(SmartError for Smart; UnknownNode);
 /// From `GET /nodes/{node}/disks/smart returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SmartResponse {

@@ -34,4 +34,4 @@ impl crate::Operation for WipeDisk {
 }
 /// What [`WipeDisk`] answers.
 pub type WipeDiskResponse = crate::Upid;
-crate::operation_error!(WipeDiskError for WipeDisk);
+crate::operation_error!(WipeDiskError for WipeDisk; UnknownNode);

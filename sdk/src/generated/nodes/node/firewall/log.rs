@@ -41,7 +41,7 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<LogResponseItem>;
-crate::operation_error!(LogError for Log);
+crate::operation_error!(LogError for Log; UnknownNode);
 /// From `GET /nodes/{node}/firewall/log returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LogResponseItem {

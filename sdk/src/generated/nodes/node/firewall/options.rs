@@ -24,7 +24,7 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions);
+crate::operation_error!(GetOptionsError for GetOptions; UnknownNode);
 /// `PUT /nodes/{node}/firewall/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -117,7 +117,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions);
+crate::operation_error!(SetOptionsError for SetOptions; UnknownNode);
 /// Values of `smurf_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -27,7 +27,7 @@ impl crate::Operation for Usbscan {
 }
 /// What [`Usbscan`] answers.
 pub type UsbscanResponse = Vec<UsbscanResponseItem>;
-crate::operation_error!(UsbscanError for Usbscan);
+crate::operation_error!(UsbscanError for Usbscan; UnknownNode);
 /// From `GET /nodes/{node}/hardware/usb returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct UsbscanResponseItem {

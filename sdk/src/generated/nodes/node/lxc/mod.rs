@@ -28,7 +28,7 @@ impl crate::Operation for Vmlist {
 }
 /// What [`Vmlist`] answers.
 pub type VmlistResponse = Vec<VmlistResponseItem>;
-crate::operation_error!(VmlistError for Vmlist);
+crate::operation_error!(VmlistError for Vmlist; UnknownNode);
 /// `POST /nodes/{node}/lxc` (handler `create_vm`).
 ///
 /// - Permitted users: `all`
@@ -202,7 +202,7 @@ impl crate::Operation for CreateVm {
 }
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = crate::Upid;
-crate::operation_error!(CreateVmError for CreateVm);
+crate::operation_error!(CreateVmError for CreateVm; NoQuorum, UnknownNode);
 /// Property string `dev`.
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "dev[n]"`, `POST /nodes/{node}/lxc param "dev[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "dev[n]"`.

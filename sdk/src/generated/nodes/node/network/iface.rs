@@ -32,7 +32,9 @@ impl crate::Operation for DeleteNetwork {
 }
 /// What [`DeleteNetwork`] answers.
 pub type DeleteNetworkResponse = ();
-crate::operation_error!(DeleteNetworkError for DeleteNetwork);
+crate::operation_error!(
+    DeleteNetworkError for DeleteNetwork; NetworkInterfaceNotFound, UnknownNode
+);
 /// `GET /nodes/{node}/network/{iface}` (handler `network_config`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
@@ -62,7 +64,9 @@ impl crate::Operation for NetworkConfig {
     type Response = NetworkConfigResponse;
     type Error = NetworkConfigError;
 }
-crate::operation_error!(NetworkConfigError for NetworkConfig);
+crate::operation_error!(
+    NetworkConfigError for NetworkConfig; NetworkInterfaceNotFound, UnknownNode
+);
 /// `PUT /nodes/{node}/network/{iface}` (handler `update_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -187,7 +191,9 @@ impl crate::Operation for UpdateNetwork {
 }
 /// What [`UpdateNetwork`] answers.
 pub type UpdateNetworkResponse = ();
-crate::operation_error!(UpdateNetworkError for UpdateNetwork);
+crate::operation_error!(
+    UpdateNetworkError for UpdateNetwork; NetworkInterfaceNotFound, UnknownNode
+);
 /// From `GET /nodes/{node}/network/{iface} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NetworkConfigResponse {

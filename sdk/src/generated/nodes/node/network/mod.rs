@@ -28,7 +28,7 @@ impl crate::Operation for RevertNetworkChanges {
 }
 /// What [`RevertNetworkChanges`] answers.
 pub type RevertNetworkChangesResponse = ();
-crate::operation_error!(RevertNetworkChangesError for RevertNetworkChanges);
+crate::operation_error!(RevertNetworkChangesError for RevertNetworkChanges; UnknownNode);
 /// `GET /nodes/{node}/network` (handler `index`).
 ///
 /// - Permitted users: `all`
@@ -61,7 +61,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);
 /// `POST /nodes/{node}/network` (handler `create_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -179,7 +179,9 @@ impl crate::Operation for CreateNetwork {
 }
 /// What [`CreateNetwork`] answers.
 pub type CreateNetworkResponse = ();
-crate::operation_error!(CreateNetworkError for CreateNetwork);
+crate::operation_error!(
+    CreateNetworkError for CreateNetwork; NetworkInterfaceExists, UnknownNode
+);
 /// `PUT /nodes/{node}/network` (handler `reload_network_config`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -215,7 +217,9 @@ impl crate::Operation for ReloadNetworkConfig {
 }
 /// What [`ReloadNetworkConfig`] answers.
 pub type ReloadNetworkConfigResponse = crate::Upid;
-crate::operation_error!(ReloadNetworkConfigError for ReloadNetworkConfig);
+crate::operation_error!(
+    ReloadNetworkConfigError for ReloadNetworkConfig; Ifupdown2Missing, UnknownNode
+);
 /// Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -33,7 +33,7 @@ impl crate::Operation for Vmlist {
 }
 /// What [`Vmlist`] answers.
 pub type VmlistResponse = Vec<VmlistResponseItem>;
-crate::operation_error!(VmlistError for Vmlist);
+crate::operation_error!(VmlistError for Vmlist; UnknownNode);
 /// `POST /nodes/{node}/qemu` (handler `create_vm`).
 ///
 /// - Permitted users: `all`
@@ -360,7 +360,7 @@ impl crate::Operation for CreateVm {
 }
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = crate::Upid;
-crate::operation_error!(CreateVmError for CreateVm);
+crate::operation_error!(CreateVmError for CreateVm; NoQuorum, UnknownNode, VmidExists);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -33,7 +33,7 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = Vec<StatusResponseItem>;
-crate::operation_error!(StatusError for Status);
+crate::operation_error!(StatusError for Status; UnknownNode);
 /// From `GET /nodes/{node}/replication returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StatusResponseItem {

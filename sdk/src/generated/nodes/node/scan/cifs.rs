@@ -41,7 +41,7 @@ impl crate::Operation for Cifsscan {
 }
 /// What [`Cifsscan`] answers.
 pub type CifsscanResponse = Vec<CifsscanResponseItem>;
-crate::operation_error!(CifsscanError for Cifsscan);
+crate::operation_error!(CifsscanError for Cifsscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/cifs returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CifsscanResponseItem {

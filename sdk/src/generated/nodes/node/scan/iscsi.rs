@@ -32,7 +32,7 @@ impl crate::Operation for Iscsiscan {
 }
 /// What [`Iscsiscan`] answers.
 pub type IscsiscanResponse = Vec<IscsiscanResponseItem>;
-crate::operation_error!(IscsiscanError for Iscsiscan);
+crate::operation_error!(IscsiscanError for Iscsiscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/iscsi returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IscsiscanResponseItem {

@@ -27,7 +27,7 @@ impl crate::Operation for Lvmscan {
 }
 /// What [`Lvmscan`] answers.
 pub type LvmscanResponse = Vec<LvmscanResponseItem>;
-crate::operation_error!(LvmscanError for Lvmscan);
+crate::operation_error!(LvmscanError for Lvmscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/lvm returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LvmscanResponseItem {

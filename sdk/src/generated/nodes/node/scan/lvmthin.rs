@@ -32,7 +32,7 @@ impl crate::Operation for Lvmthinscan {
 }
 /// What [`Lvmthinscan`] answers.
 pub type LvmthinscanResponse = Vec<LvmthinscanResponseItem>;
-crate::operation_error!(LvmthinscanError for Lvmthinscan);
+crate::operation_error!(LvmthinscanError for Lvmthinscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/lvmthin returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LvmthinscanResponseItem {

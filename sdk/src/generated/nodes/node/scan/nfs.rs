@@ -32,7 +32,7 @@ impl crate::Operation for Nfsscan {
 }
 /// What [`Nfsscan`] answers.
 pub type NfsscanResponse = Vec<NfsscanResponseItem>;
-crate::operation_error!(NfsscanError for Nfsscan);
+crate::operation_error!(NfsscanError for Nfsscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/nfs returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NfsscanResponseItem {

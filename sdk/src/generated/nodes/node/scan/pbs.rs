@@ -49,7 +49,7 @@ impl crate::Operation for Pbsscan {
 }
 /// What [`Pbsscan`] answers.
 pub type PbsscanResponse = Vec<PbsscanResponseItem>;
-crate::operation_error!(PbsscanError for Pbsscan);
+crate::operation_error!(PbsscanError for Pbsscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/pbs returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PbsscanResponseItem {

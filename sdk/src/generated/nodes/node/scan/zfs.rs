@@ -27,7 +27,7 @@ impl crate::Operation for Zfsscan {
 }
 /// What [`Zfsscan`] answers.
 pub type ZfsscanResponse = Vec<ZfsscanResponseItem>;
-crate::operation_error!(ZfsscanError for Zfsscan);
+crate::operation_error!(ZfsscanError for Zfsscan; UnknownNode);
 /// From `GET /nodes/{node}/scan/zfs returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ZfsscanResponseItem {

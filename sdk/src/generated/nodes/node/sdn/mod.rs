@@ -29,4 +29,4 @@ impl crate::Operation for Sdnindex {
 }
 /// What [`Sdnindex`] answers.
 pub type SdnindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(SdnindexError for Sdnindex);
+crate::operation_error!(SdnindexError for Sdnindex; UnknownNode);

@@ -59,7 +59,7 @@ impl crate::Operation for NodeTasks {
 }
 /// What [`NodeTasks`] answers.
 pub type NodeTasksResponse = Vec<NodeTasksResponseItem>;
-crate::operation_error!(NodeTasksError for NodeTasks);
+crate::operation_error!(NodeTasksError for NodeTasks; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -29,7 +29,7 @@ impl crate::Operation for Defaults {
     type Response = DefaultsResponse;
     type Error = DefaultsError;
 }
-crate::operation_error!(DefaultsError for Defaults);
+crate::operation_error!(DefaultsError for Defaults; UnknownNode);
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DefaultsResponse {

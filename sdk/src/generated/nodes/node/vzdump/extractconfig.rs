@@ -32,4 +32,4 @@ impl crate::Operation for Extractconfig {
 }
 /// What [`Extractconfig`] answers.
 pub type ExtractconfigResponse = String;
-crate::operation_error!(ExtractconfigError for Extractconfig);
+crate::operation_error!(ExtractconfigError for Extractconfig; UnknownNode);

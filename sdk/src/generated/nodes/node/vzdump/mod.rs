@@ -135,4 +135,4 @@ impl crate::Operation for Vzdump {
 }
 /// What [`Vzdump`] answers.
 pub type VzdumpResponse = crate::Upid;
-crate::operation_error!(VzdumpError for Vzdump);
+crate::operation_error!(VzdumpError for Vzdump; UnknownNode);

@@ -28,7 +28,7 @@ impl crate::Operation for TokenIndex {
 }
 /// What [`TokenIndex`] answers.
 pub type TokenIndexResponse = Vec<TokenIndexResponseItem>;
-crate::operation_error!(TokenIndexError for TokenIndex);
+crate::operation_error!(TokenIndexError for TokenIndex;);
 /// From `GET /access/users/{userid}/token returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TokenIndexResponseItem {

@@ -31,7 +31,7 @@ impl crate::Operation for RemoveToken {
 }
 /// What [`RemoveToken`] answers.
 pub type RemoveTokenResponse = ();
-crate::operation_error!(RemoveTokenError for RemoveToken);
+crate::operation_error!(RemoveTokenError for RemoveToken;);
 /// `GET /access/users/{userid}/token/{tokenid}` (handler `read_token`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -60,7 +60,7 @@ impl crate::Operation for ReadToken {
     type Response = ReadTokenResponse;
     type Error = ReadTokenError;
 }
-crate::operation_error!(ReadTokenError for ReadToken);
+crate::operation_error!(ReadTokenError for ReadToken;);
 /// `POST /access/users/{userid}/token/{tokenid}` (handler `generate_token`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -99,7 +99,7 @@ impl crate::Operation for GenerateToken {
     type Response = GenerateTokenResponse;
     type Error = GenerateTokenError;
 }
-crate::operation_error!(GenerateTokenError for GenerateToken);
+crate::operation_error!(GenerateTokenError for GenerateToken;);
 /// `PUT /access/users/{userid}/token/{tokenid}` (handler `update_token_info`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -144,7 +144,7 @@ impl crate::Operation for UpdateTokenInfo {
     type Response = UpdateTokenInfoResponse;
     type Error = UpdateTokenInfoError;
 }
-crate::operation_error!(UpdateTokenInfoError for UpdateTokenInfo);
+crate::operation_error!(UpdateTokenInfoError for UpdateTokenInfo;);
 /// From `GET /access/users/{userid}/token/{tokenid} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadTokenResponse {

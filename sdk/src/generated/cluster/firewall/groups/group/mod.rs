@@ -29,7 +29,7 @@ impl crate::Operation for DeleteSecurityGroup {
 }
 /// What [`DeleteSecurityGroup`] answers.
 pub type DeleteSecurityGroupResponse = ();
-crate::operation_error!(DeleteSecurityGroupError for DeleteSecurityGroup);
+crate::operation_error!(DeleteSecurityGroupError for DeleteSecurityGroup;);
 /// `GET /cluster/firewall/groups/{group}` (handler `get_rules`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -57,7 +57,7 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules);
+crate::operation_error!(GetRulesError for GetRules;);
 /// `POST /cluster/firewall/groups/{group}` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -134,7 +134,7 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule);
+crate::operation_error!(CreateRuleError for CreateRule;);
 /// From `GET /cluster/firewall/groups/{group} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRulesResponseItem {

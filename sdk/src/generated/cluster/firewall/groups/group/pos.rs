@@ -34,7 +34,7 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule);
+crate::operation_error!(DeleteRuleError for DeleteRule;);
 /// `GET /cluster/firewall/groups/{group}/{pos}` (handler `get_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -63,7 +63,7 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule);
+crate::operation_error!(GetRuleError for GetRule;);
 /// `PUT /cluster/firewall/groups/{group}/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -146,7 +146,7 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule);
+crate::operation_error!(UpdateRuleError for UpdateRule;);
 /// From `GET /cluster/firewall/groups/{group}/{pos} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRuleResponse {

@@ -34,7 +34,7 @@ impl crate::Operation for RemoveIp {
 }
 /// What [`RemoveIp`] answers.
 pub type RemoveIpResponse = ();
-crate::operation_error!(RemoveIpError for RemoveIp);
+crate::operation_error!(RemoveIpError for RemoveIp;);
 /// `GET /cluster/firewall/ipset/{name}/{cidr}` (handler `read_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -66,7 +66,7 @@ impl crate::Operation for ReadIp {
 }
 /// What [`ReadIp`] answers.
 pub type ReadIpResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadIpError for ReadIp);
+crate::operation_error!(ReadIpError for ReadIp;);
 /// `PUT /cluster/firewall/ipset/{name}/{cidr}` (handler `update_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -107,4 +107,4 @@ impl crate::Operation for UpdateIp {
 }
 /// What [`UpdateIp`] answers.
 pub type UpdateIpResponse = ();
-crate::operation_error!(UpdateIpError for UpdateIp);
+crate::operation_error!(UpdateIpError for UpdateIp;);

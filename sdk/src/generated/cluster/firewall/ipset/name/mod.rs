@@ -32,7 +32,7 @@ impl crate::Operation for DeleteIpset {
 }
 /// What [`DeleteIpset`] answers.
 pub type DeleteIpsetResponse = ();
-crate::operation_error!(DeleteIpsetError for DeleteIpset);
+crate::operation_error!(DeleteIpsetError for DeleteIpset;);
 /// `GET /cluster/firewall/ipset/{name}` (handler `get_ipset`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -58,7 +58,7 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-crate::operation_error!(GetIpsetError for GetIpset);
+crate::operation_error!(GetIpsetError for GetIpset;);
 /// `POST /cluster/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -96,7 +96,7 @@ impl crate::Operation for CreateIp {
 }
 /// What [`CreateIp`] answers.
 pub type CreateIpResponse = ();
-crate::operation_error!(CreateIpError for CreateIp);
+crate::operation_error!(CreateIpError for CreateIp;);
 /// From `GET /cluster/firewall/ipset/{name} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetIpsetResponseItem {

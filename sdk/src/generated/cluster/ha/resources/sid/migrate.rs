@@ -29,7 +29,7 @@ impl crate::Operation for Migrate {
     type Response = MigrateResponse;
     type Error = MigrateError;
 }
-crate::operation_error!(MigrateError for Migrate);
+crate::operation_error!(MigrateError for Migrate;);
 /// From `POST /cluster/ha/resources/{sid}/migrate returns "blocking-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateResponseBlockingResourcesItem {

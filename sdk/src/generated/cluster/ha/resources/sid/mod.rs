@@ -33,7 +33,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/ha/resources/{sid}` (handler `read`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -57,7 +57,7 @@ impl crate::Operation for Read {
     type Response = ReadResponse;
     type Error = ReadError;
 }
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/ha/resources/{sid}` (handler `update`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -114,7 +114,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);
 /// From `GET /cluster/ha/resources/{sid} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponse {

@@ -29,7 +29,7 @@ impl crate::Operation for Relocate {
     type Response = RelocateResponse;
     type Error = RelocateError;
 }
-crate::operation_error!(RelocateError for Relocate);
+crate::operation_error!(RelocateError for Relocate;);
 /// From `POST /cluster/ha/resources/{sid}/relocate returns "blocking-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RelocateResponseBlockingResourcesItem {

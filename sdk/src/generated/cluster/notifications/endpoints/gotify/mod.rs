@@ -18,7 +18,7 @@ impl crate::Operation for GetGotifyEndpoints {
 }
 /// What [`GetGotifyEndpoints`] answers.
 pub type GetGotifyEndpointsResponse = Vec<GetGotifyEndpointsResponseItem>;
-crate::operation_error!(GetGotifyEndpointsError for GetGotifyEndpoints);
+crate::operation_error!(GetGotifyEndpointsError for GetGotifyEndpoints;);
 /// `POST /cluster/notifications/endpoints/gotify` (handler `create_gotify_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -63,7 +63,7 @@ impl crate::Operation for CreateGotifyEndpoint {
 }
 /// What [`CreateGotifyEndpoint`] answers.
 pub type CreateGotifyEndpointResponse = ();
-crate::operation_error!(CreateGotifyEndpointError for CreateGotifyEndpoint);
+crate::operation_error!(CreateGotifyEndpointError for CreateGotifyEndpoint;);
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetGotifyEndpointsResponseItem {

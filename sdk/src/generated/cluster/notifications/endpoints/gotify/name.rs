@@ -26,7 +26,7 @@ impl crate::Operation for DeleteGotifyEndpoint {
 }
 /// What [`DeleteGotifyEndpoint`] answers.
 pub type DeleteGotifyEndpointResponse = ();
-crate::operation_error!(DeleteGotifyEndpointError for DeleteGotifyEndpoint);
+crate::operation_error!(DeleteGotifyEndpointError for DeleteGotifyEndpoint;);
 /// `GET /cluster/notifications/endpoints/gotify/{name}` (handler `get_gotify_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -51,7 +51,7 @@ impl crate::Operation for GetGotifyEndpoint {
     type Response = GetGotifyEndpointResponse;
     type Error = GetGotifyEndpointError;
 }
-crate::operation_error!(GetGotifyEndpointError for GetGotifyEndpoint);
+crate::operation_error!(GetGotifyEndpointError for GetGotifyEndpoint;);
 /// `PUT /cluster/notifications/endpoints/gotify/{name}` (handler `update_gotify_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -98,7 +98,7 @@ impl crate::Operation for UpdateGotifyEndpoint {
 }
 /// What [`UpdateGotifyEndpoint`] answers.
 pub type UpdateGotifyEndpointResponse = ();
-crate::operation_error!(UpdateGotifyEndpointError for UpdateGotifyEndpoint);
+crate::operation_error!(UpdateGotifyEndpointError for UpdateGotifyEndpoint;);
 /// From `GET /cluster/notifications/endpoints/gotify/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetGotifyEndpointResponse {

@@ -18,7 +18,7 @@ impl crate::Operation for GetSendmailEndpoints {
 }
 /// What [`GetSendmailEndpoints`] answers.
 pub type GetSendmailEndpointsResponse = Vec<GetSendmailEndpointsResponseItem>;
-crate::operation_error!(GetSendmailEndpointsError for GetSendmailEndpoints);
+crate::operation_error!(GetSendmailEndpointsError for GetSendmailEndpoints;);
 /// `POST /cluster/notifications/endpoints/sendmail` (handler `create_sendmail_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -67,7 +67,7 @@ impl crate::Operation for CreateSendmailEndpoint {
 }
 /// What [`CreateSendmailEndpoint`] answers.
 pub type CreateSendmailEndpointResponse = ();
-crate::operation_error!(CreateSendmailEndpointError for CreateSendmailEndpoint);
+crate::operation_error!(CreateSendmailEndpointError for CreateSendmailEndpoint;);
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSendmailEndpointsResponseItem {

@@ -26,7 +26,7 @@ impl crate::Operation for DeleteSendmailEndpoint {
 }
 /// What [`DeleteSendmailEndpoint`] answers.
 pub type DeleteSendmailEndpointResponse = ();
-crate::operation_error!(DeleteSendmailEndpointError for DeleteSendmailEndpoint);
+crate::operation_error!(DeleteSendmailEndpointError for DeleteSendmailEndpoint;);
 /// `GET /cluster/notifications/endpoints/sendmail/{name}` (handler `get_sendmail_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -51,7 +51,7 @@ impl crate::Operation for GetSendmailEndpoint {
     type Response = GetSendmailEndpointResponse;
     type Error = GetSendmailEndpointError;
 }
-crate::operation_error!(GetSendmailEndpointError for GetSendmailEndpoint);
+crate::operation_error!(GetSendmailEndpointError for GetSendmailEndpoint;);
 /// `PUT /cluster/notifications/endpoints/sendmail/{name}` (handler `update_sendmail_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -106,7 +106,7 @@ impl crate::Operation for UpdateSendmailEndpoint {
 }
 /// What [`UpdateSendmailEndpoint`] answers.
 pub type UpdateSendmailEndpointResponse = ();
-crate::operation_error!(UpdateSendmailEndpointError for UpdateSendmailEndpoint);
+crate::operation_error!(UpdateSendmailEndpointError for UpdateSendmailEndpoint;);
 /// From `GET /cluster/notifications/endpoints/sendmail/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSendmailEndpointResponse {

@@ -18,7 +18,7 @@ impl crate::Operation for GetSmtpEndpoints {
 }
 /// What [`GetSmtpEndpoints`] answers.
 pub type GetSmtpEndpointsResponse = Vec<GetSmtpEndpointsResponseItem>;
-crate::operation_error!(GetSmtpEndpointsError for GetSmtpEndpoints);
+crate::operation_error!(GetSmtpEndpointsError for GetSmtpEndpoints;);
 /// `POST /cluster/notifications/endpoints/smtp` (handler `create_smtp_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -86,7 +86,7 @@ impl crate::Operation for CreateSmtpEndpoint {
 }
 /// What [`CreateSmtpEndpoint`] answers.
 pub type CreateSmtpEndpointResponse = ();
-crate::operation_error!(CreateSmtpEndpointError for CreateSmtpEndpoint);
+crate::operation_error!(CreateSmtpEndpointError for CreateSmtpEndpoint;);
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

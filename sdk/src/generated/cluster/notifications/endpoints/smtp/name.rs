@@ -26,7 +26,7 @@ impl crate::Operation for DeleteSmtpEndpoint {
 }
 /// What [`DeleteSmtpEndpoint`] answers.
 pub type DeleteSmtpEndpointResponse = ();
-crate::operation_error!(DeleteSmtpEndpointError for DeleteSmtpEndpoint);
+crate::operation_error!(DeleteSmtpEndpointError for DeleteSmtpEndpoint;);
 /// `GET /cluster/notifications/endpoints/smtp/{name}` (handler `get_smtp_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -51,7 +51,7 @@ impl crate::Operation for GetSmtpEndpoint {
     type Response = GetSmtpEndpointResponse;
     type Error = GetSmtpEndpointError;
 }
-crate::operation_error!(GetSmtpEndpointError for GetSmtpEndpoint);
+crate::operation_error!(GetSmtpEndpointError for GetSmtpEndpoint;);
 /// `PUT /cluster/notifications/endpoints/smtp/{name}` (handler `update_smtp_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -121,7 +121,7 @@ impl crate::Operation for UpdateSmtpEndpoint {
 }
 /// What [`UpdateSmtpEndpoint`] answers.
 pub type UpdateSmtpEndpointResponse = ();
-crate::operation_error!(UpdateSmtpEndpointError for UpdateSmtpEndpoint);
+crate::operation_error!(UpdateSmtpEndpointError for UpdateSmtpEndpoint;);
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetSmtpEndpointResponse {

@@ -18,7 +18,7 @@ impl crate::Operation for GetWebhookEndpoints {
 }
 /// What [`GetWebhookEndpoints`] answers.
 pub type GetWebhookEndpointsResponse = Vec<GetWebhookEndpointsResponseItem>;
-crate::operation_error!(GetWebhookEndpointsError for GetWebhookEndpoints);
+crate::operation_error!(GetWebhookEndpointsError for GetWebhookEndpoints;);
 /// `POST /cluster/notifications/endpoints/webhook` (handler `create_webhook_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -68,7 +68,7 @@ impl crate::Operation for CreateWebhookEndpoint {
 }
 /// What [`CreateWebhookEndpoint`] answers.
 pub type CreateWebhookEndpointResponse = ();
-crate::operation_error!(CreateWebhookEndpointError for CreateWebhookEndpoint);
+crate::operation_error!(CreateWebhookEndpointError for CreateWebhookEndpoint;);
 /// Values of `method`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -26,7 +26,7 @@ impl crate::Operation for DeleteWebhookEndpoint {
 }
 /// What [`DeleteWebhookEndpoint`] answers.
 pub type DeleteWebhookEndpointResponse = ();
-crate::operation_error!(DeleteWebhookEndpointError for DeleteWebhookEndpoint);
+crate::operation_error!(DeleteWebhookEndpointError for DeleteWebhookEndpoint;);
 /// `GET /cluster/notifications/endpoints/webhook/{name}` (handler `get_webhook_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -51,7 +51,7 @@ impl crate::Operation for GetWebhookEndpoint {
     type Response = GetWebhookEndpointResponse;
     type Error = GetWebhookEndpointError;
 }
-crate::operation_error!(GetWebhookEndpointError for GetWebhookEndpoint);
+crate::operation_error!(GetWebhookEndpointError for GetWebhookEndpoint;);
 /// `PUT /cluster/notifications/endpoints/webhook/{name}` (handler `update_webhook_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -107,7 +107,7 @@ impl crate::Operation for UpdateWebhookEndpoint {
 }
 /// What [`UpdateWebhookEndpoint`] answers.
 pub type UpdateWebhookEndpointResponse = ();
-crate::operation_error!(UpdateWebhookEndpointError for UpdateWebhookEndpoint);
+crate::operation_error!(UpdateWebhookEndpointError for UpdateWebhookEndpoint;);
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetWebhookEndpointResponse {

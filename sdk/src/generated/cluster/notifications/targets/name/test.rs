@@ -26,4 +26,4 @@ impl crate::Operation for TestTarget {
 }
 /// What [`TestTarget`] answers.
 pub type TestTargetResponse = ();
-crate::operation_error!(TestTargetError for TestTarget);
+crate::operation_error!(TestTargetError for TestTarget;);

@@ -26,7 +26,7 @@ impl crate::Operation for DeleteFabric {
 }
 /// What [`DeleteFabric`] answers.
 pub type DeleteFabricResponse = ();
-crate::operation_error!(DeleteFabricError for DeleteFabric);
+crate::operation_error!(DeleteFabricError for DeleteFabric;);
 /// `GET /cluster/sdn/fabrics/fabric/{id}` (handler `get_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Audit","SDN.Allocate"],"any",1]`
@@ -50,7 +50,7 @@ impl crate::Operation for GetFabric {
     type Response = GetFabricResponse;
     type Error = GetFabricError;
 }
-crate::operation_error!(GetFabricError for GetFabric);
+crate::operation_error!(GetFabricError for GetFabric;);
 /// `PUT /cluster/sdn/fabrics/fabric/{id}` (handler `update_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
@@ -96,7 +96,7 @@ impl crate::Operation for UpdateFabric {
 }
 /// What [`UpdateFabric`] answers.
 pub type UpdateFabricResponse = ();
-crate::operation_error!(UpdateFabricError for UpdateFabric);
+crate::operation_error!(UpdateFabricError for UpdateFabric;);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

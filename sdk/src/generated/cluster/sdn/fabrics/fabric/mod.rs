@@ -22,7 +22,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index;);
 /// `POST /cluster/sdn/fabrics/fabric` (handler `add_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Allocate"]]`
@@ -68,7 +68,7 @@ impl crate::Operation for AddFabric {
 }
 /// What [`AddFabric`] answers.
 pub type AddFabricResponse = ();
-crate::operation_error!(AddFabricError for AddFabric);
+crate::operation_error!(AddFabricError for AddFabric;);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

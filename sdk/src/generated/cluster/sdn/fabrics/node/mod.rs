@@ -22,7 +22,7 @@ impl crate::Operation for ListNodes {
 }
 /// What [`ListNodes`] answers.
 pub type ListNodesResponse = Vec<ListNodesResponseItem>;
-crate::operation_error!(ListNodesError for ListNodes);
+crate::operation_error!(ListNodesError for ListNodes;);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -33,7 +33,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/sdn/ipams/{ipam}` (handler `read`).
 ///
 /// - Permission check: `["perm","/sdn/ipams/{ipam}",["SDN.Allocate"]]`
@@ -59,7 +59,7 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/sdn/ipams/{ipam}` (handler `update`).
 ///
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
@@ -110,4 +110,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);

@@ -26,4 +26,4 @@ impl crate::Operation for Ipamindex {
 }
 /// What [`Ipamindex`] answers.
 pub type IpamindexResponse = Vec<serde_json::Value>;
-crate::operation_error!(IpamindexError for Ipamindex);
+crate::operation_error!(IpamindexError for Ipamindex;);

@@ -33,7 +33,7 @@ impl crate::Operation for DeletePrefixList {
 }
 /// What [`DeletePrefixList`] answers.
 pub type DeletePrefixListResponse = ();
-crate::operation_error!(DeletePrefixListError for DeletePrefixList);
+crate::operation_error!(DeletePrefixListError for DeletePrefixList;);
 /// `GET /cluster/sdn/prefix-lists/{id}` (handler `get_prefix_list`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
@@ -59,7 +59,7 @@ impl crate::Operation for GetPrefixList {
 }
 /// What [`GetPrefixList`] answers.
 pub type GetPrefixListResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetPrefixListError for GetPrefixList);
+crate::operation_error!(GetPrefixListError for GetPrefixList;);
 /// `PUT /cluster/sdn/prefix-lists/{id}` (handler `update_prefix_list`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
@@ -101,7 +101,7 @@ impl crate::Operation for UpdatePrefixList {
 }
 /// What [`UpdatePrefixList`] answers.
 pub type UpdatePrefixListResponse = ();
-crate::operation_error!(UpdatePrefixListError for UpdatePrefixList);
+crate::operation_error!(UpdatePrefixListError for UpdatePrefixList;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

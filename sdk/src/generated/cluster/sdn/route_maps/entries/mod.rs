@@ -22,7 +22,7 @@ impl crate::Operation for ListRouteMapEntries {
 }
 /// What [`ListRouteMapEntries`] answers.
 pub type ListRouteMapEntriesResponse = Vec<ListRouteMapEntriesResponseItem>;
-crate::operation_error!(ListRouteMapEntriesError for ListRouteMapEntries);
+crate::operation_error!(ListRouteMapEntriesError for ListRouteMapEntries;);
 /// `POST /cluster/sdn/route-maps/entries` (handler `create_route_map_entry`).
 ///
 /// - Permission check: `["perm","/sdn/route-maps",["SDN.Allocate"]]`
@@ -83,7 +83,7 @@ impl crate::Operation for CreateRouteMapEntry {
 }
 /// What [`CreateRouteMapEntry`] answers.
 pub type CreateRouteMapEntryResponse = ();
-crate::operation_error!(CreateRouteMapEntryError for CreateRouteMapEntry);
+crate::operation_error!(CreateRouteMapEntryError for CreateRouteMapEntry;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -37,7 +37,7 @@ impl crate::Operation for Ipdelete {
 }
 /// What [`Ipdelete`] answers.
 pub type IpdeleteResponse = ();
-crate::operation_error!(IpdeleteError for Ipdelete);
+crate::operation_error!(IpdeleteError for Ipdelete;);
 /// `POST /cluster/sdn/vnets/{vnet}/ips` (handler `ipcreate`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
@@ -75,7 +75,7 @@ impl crate::Operation for Ipcreate {
 }
 /// What [`Ipcreate`] answers.
 pub type IpcreateResponse = ();
-crate::operation_error!(IpcreateError for Ipcreate);
+crate::operation_error!(IpcreateError for Ipcreate;);
 /// `PUT /cluster/sdn/vnets/{vnet}/ips` (handler `ipupdate`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
@@ -116,4 +116,4 @@ impl crate::Operation for Ipupdate {
 }
 /// What [`Ipupdate`] answers.
 pub type IpupdateResponse = ();
-crate::operation_error!(IpupdateError for Ipupdate);
+crate::operation_error!(IpupdateError for Ipupdate;);

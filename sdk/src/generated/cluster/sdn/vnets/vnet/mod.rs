@@ -35,7 +35,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /cluster/sdn/vnets/{vnet}` (handler `read`).
 ///
 /// - Permitted users: `all`
@@ -67,7 +67,7 @@ impl crate::Operation for Read {
     type Response = ReadResponse;
     type Error = ReadError;
 }
-crate::operation_error!(ReadError for Read);
+crate::operation_error!(ReadError for Read;);
 /// `PUT /cluster/sdn/vnets/{vnet}` (handler `update`).
 ///
 /// - Permitted users: `all`
@@ -122,7 +122,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update);
+crate::operation_error!(UpdateError for Update;);
 /// From `GET /cluster/sdn/vnets/{vnet} returns "pending"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadResponsePending {

@@ -31,7 +31,7 @@ impl crate::Operation for Types {
 }
 /// What [`Types`] answers.
 pub type TypesResponse = Vec<TypesResponseItem>;
-crate::operation_error!(TypesError for Types);
+crate::operation_error!(TypesError for Types; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

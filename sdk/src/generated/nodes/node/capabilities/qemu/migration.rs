@@ -24,7 +24,7 @@ impl crate::Operation for Capabilities {
     type Response = CapabilitiesResponse;
     type Error = CapabilitiesError;
 }
-crate::operation_error!(CapabilitiesError for Capabilities);
+crate::operation_error!(CapabilitiesError for Capabilities; UnknownNode);
 /// From `GET /nodes/{node}/capabilities/qemu/migration returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CapabilitiesResponse {

@@ -30,4 +30,4 @@ impl crate::Operation for QemuCapsIndex {
 }
 /// What [`QemuCapsIndex`] answers.
 pub type QemuCapsIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(QemuCapsIndexError for QemuCapsIndex);
+crate::operation_error!(QemuCapsIndexError for QemuCapsIndex; UnknownNode);

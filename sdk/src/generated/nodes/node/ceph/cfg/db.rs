@@ -27,7 +27,7 @@ impl crate::Operation for Db {
 }
 /// What [`Db`] answers.
 pub type DbResponse = Vec<DbResponseItem>;
-crate::operation_error!(DbError for Db);
+crate::operation_error!(DbError for Db; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

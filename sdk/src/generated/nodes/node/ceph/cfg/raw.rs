@@ -26,4 +26,4 @@ impl crate::Operation for Raw {
 }
 /// What [`Raw`] answers.
 pub type RawResponse = String;
-crate::operation_error!(RawError for Raw);
+crate::operation_error!(RawError for Raw; UnknownNode);

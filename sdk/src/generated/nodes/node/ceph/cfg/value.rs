@@ -33,4 +33,4 @@ impl crate::Operation for Value {
 }
 /// What [`Value`] answers.
 pub type ValueResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ValueError for Value);
+crate::operation_error!(ValueError for Value; UnknownNode);

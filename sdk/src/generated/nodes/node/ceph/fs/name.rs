@@ -42,7 +42,7 @@ impl crate::Operation for Destroyfs {
 }
 /// What [`Destroyfs`] answers.
 pub type DestroyfsResponse = crate::Upid;
-crate::operation_error!(DestroyfsError for Destroyfs);
+crate::operation_error!(DestroyfsError for Destroyfs; UnknownNode);
 /// `POST /nodes/{node}/ceph/fs/{name}` (handler `createfs`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -84,4 +84,4 @@ impl crate::Operation for Createfs {
 }
 /// What [`Createfs`] answers.
 pub type CreatefsResponse = crate::Upid;
-crate::operation_error!(CreatefsError for Createfs);
+crate::operation_error!(CreatefsError for Createfs; UnknownNode);

@@ -34,7 +34,7 @@ impl crate::Operation for Destroymds {
 }
 /// What [`Destroymds`] answers.
 pub type DestroymdsResponse = crate::Upid;
-crate::operation_error!(DestroymdsError for Destroymds);
+crate::operation_error!(DestroymdsError for Destroymds; UnknownNode);
 /// `POST /nodes/{node}/ceph/mds/{name}` (handler `createmds`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -72,4 +72,4 @@ impl crate::Operation for Createmds {
 }
 /// What [`Createmds`] answers.
 pub type CreatemdsResponse = crate::Upid;
-crate::operation_error!(CreatemdsError for Createmds);
+crate::operation_error!(CreatemdsError for Createmds; UnknownNode);

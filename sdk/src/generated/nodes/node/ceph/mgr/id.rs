@@ -34,7 +34,7 @@ impl crate::Operation for Destroymgr {
 }
 /// What [`Destroymgr`] answers.
 pub type DestroymgrResponse = crate::Upid;
-crate::operation_error!(DestroymgrError for Destroymgr);
+crate::operation_error!(DestroymgrError for Destroymgr; UnknownNode);
 /// `POST /nodes/{node}/ceph/mgr/{id}` (handler `createmgr`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -69,4 +69,4 @@ impl crate::Operation for Createmgr {
 }
 /// What [`Createmgr`] answers.
 pub type CreatemgrResponse = crate::Upid;
-crate::operation_error!(CreatemgrError for Createmgr);
+crate::operation_error!(CreatemgrError for Createmgr; UnknownNode);

@@ -28,7 +28,7 @@ impl crate::Operation for Listmon {
 }
 /// What [`Listmon`] answers.
 pub type ListmonResponse = Vec<ListmonResponseItem>;
-crate::operation_error!(ListmonError for Listmon);
+crate::operation_error!(ListmonError for Listmon; UnknownNode);
 /// From `GET /nodes/{node}/ceph/mon returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListmonResponseItem {

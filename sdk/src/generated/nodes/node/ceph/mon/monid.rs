@@ -34,7 +34,7 @@ impl crate::Operation for Destroymon {
 }
 /// What [`Destroymon`] answers.
 pub type DestroymonResponse = crate::Upid;
-crate::operation_error!(DestroymonError for Destroymon);
+crate::operation_error!(DestroymonError for Destroymon; UnknownNode);
 /// `POST /nodes/{node}/ceph/mon/{monid}` (handler `createmon`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -73,4 +73,4 @@ impl crate::Operation for Createmon {
 }
 /// What [`Createmon`] answers.
 pub type CreatemonResponse = crate::Upid;
-crate::operation_error!(CreatemonError for Createmon);
+crate::operation_error!(CreatemonError for Createmon; UnknownNode);

@@ -26,7 +26,7 @@ impl crate::Operation for Index {
     type Response = IndexResponse;
     type Error = IndexError;
 }
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);
 /// `POST /nodes/{node}/ceph/osd` (handler `createosd`).
 ///
 /// - Permissions: none stated
@@ -84,7 +84,7 @@ impl crate::Operation for Createosd {
 }
 /// What [`Createosd`] answers.
 pub type CreateosdResponse = crate::Upid;
-crate::operation_error!(CreateosdError for Createosd);
+crate::operation_error!(CreateosdError for Createosd; UnknownNode);
 /// From `GET /nodes/{node}/ceph/osd returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponse {

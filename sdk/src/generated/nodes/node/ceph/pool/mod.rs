@@ -28,7 +28,7 @@ impl crate::Operation for Lspools {
 }
 /// What [`Lspools`] answers.
 pub type LspoolsResponse = Vec<LspoolsResponseItem>;
-crate::operation_error!(LspoolsError for Lspools);
+crate::operation_error!(LspoolsError for Lspools; UnknownNode);
 /// `POST /nodes/{node}/ceph/pool` (handler `createpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -97,7 +97,7 @@ impl crate::Operation for Createpool {
 }
 /// What [`Createpool`] answers.
 pub type CreatepoolResponse = crate::Upid;
-crate::operation_error!(CreatepoolError for Createpool);
+crate::operation_error!(CreatepoolError for Createpool; UnknownNode);
 /// Property string `erasure-coding`.
 ///
 /// Used by: `POST /nodes/{node}/ceph/pool param "erasure-coding"`.

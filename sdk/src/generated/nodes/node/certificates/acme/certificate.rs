@@ -29,7 +29,7 @@ impl crate::Operation for RevokeCertificate {
 }
 /// What [`RevokeCertificate`] answers.
 pub type RevokeCertificateResponse = crate::Upid;
-crate::operation_error!(RevokeCertificateError for RevokeCertificate);
+crate::operation_error!(RevokeCertificateError for RevokeCertificate; UnknownNode);
 /// `POST /nodes/{node}/certificates/acme/certificate` (handler `new_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -64,7 +64,7 @@ impl crate::Operation for NewCertificate {
 }
 /// What [`NewCertificate`] answers.
 pub type NewCertificateResponse = crate::Upid;
-crate::operation_error!(NewCertificateError for NewCertificate);
+crate::operation_error!(NewCertificateError for NewCertificate; UnknownNode);
 /// `PUT /nodes/{node}/certificates/acme/certificate` (handler `renew_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -99,4 +99,4 @@ impl crate::Operation for RenewCertificate {
 }
 /// What [`RenewCertificate`] answers.
 pub type RenewCertificateResponse = crate::Upid;
-crate::operation_error!(RenewCertificateError for RenewCertificate);
+crate::operation_error!(RenewCertificateError for RenewCertificate; UnknownNode);

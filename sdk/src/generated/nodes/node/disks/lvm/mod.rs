@@ -26,7 +26,7 @@ impl crate::Operation for Index {
     type Response = IndexResponse;
     type Error = IndexError;
 }
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);
 /// `POST /nodes/{node}/disks/lvm` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -71,7 +71,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create; UnknownNode);
 /// From `GET /nodes/{node}/disks/lvm returns "children" items "children" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseChildrenItemChildrenItem {

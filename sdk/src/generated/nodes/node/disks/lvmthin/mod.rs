@@ -28,7 +28,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);
 /// `POST /nodes/{node}/disks/lvmthin` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -73,7 +73,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create; UnknownNode);
 /// From `GET /nodes/{node}/disks/lvmthin returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItem {

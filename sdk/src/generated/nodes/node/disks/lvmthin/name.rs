@@ -50,4 +50,4 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete; UnknownNode);

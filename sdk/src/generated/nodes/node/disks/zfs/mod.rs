@@ -28,7 +28,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);
 /// `POST /nodes/{node}/disks/zfs` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -87,7 +87,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create; UnknownNode);
 /// Property string `draid-config`.
 ///
 /// Used by: `POST /nodes/{node}/disks/zfs param "draid-config"`.

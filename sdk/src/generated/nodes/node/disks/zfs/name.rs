@@ -42,7 +42,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete; UnknownNode);
 /// `GET /nodes/{node}/disks/zfs/{name}` (handler `detail`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -73,7 +73,7 @@ impl crate::Operation for Detail {
     type Response = DetailResponse;
     type Error = DetailError;
 }
-crate::operation_error!(DetailError for Detail);
+crate::operation_error!(DetailError for Detail; UnknownNode);
 /// From `GET /nodes/{node}/disks/zfs/{name} returns "children" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DetailResponseChildrenItem {

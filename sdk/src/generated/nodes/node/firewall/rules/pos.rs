@@ -35,7 +35,7 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule);
+crate::operation_error!(DeleteRuleError for DeleteRule; UnknownNode);
 /// `GET /nodes/{node}/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
@@ -65,7 +65,7 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule);
+crate::operation_error!(GetRuleError for GetRule; UnknownNode);
 /// `PUT /nodes/{node}/firewall/rules/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -149,7 +149,7 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule);
+crate::operation_error!(UpdateRuleError for UpdateRule; UnknownNode);
 /// From `GET /nodes/{node}/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRuleResponse {

@@ -37,7 +37,7 @@ impl crate::Operation for PciScan {
 }
 /// What [`PciScan`] answers.
 pub type PciScanResponse = Vec<PciScanResponseItem>;
-crate::operation_error!(PciScanError for PciScan);
+crate::operation_error!(PciScanError for PciScan; UnknownNode);
 /// From `GET /nodes/{node}/hardware/pci returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PciScanResponseItem {

@@ -35,7 +35,7 @@ impl crate::Operation for VmConfig {
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
-crate::operation_error!(VmConfigError for VmConfig);
+crate::operation_error!(VmConfigError for VmConfig; LxcConfigNotFound, UnknownNode);
 /// `PUT /nodes/{node}/lxc/{vmid}/config` (handler `update_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.Options"],"any",1]`
@@ -178,7 +178,10 @@ impl crate::Operation for UpdateVm {
 }
 /// What [`UpdateVm`] answers.
 pub type UpdateVmResponse = ();
-crate::operation_error!(UpdateVmError for UpdateVm);
+crate::operation_error!(
+    UpdateVmError for UpdateVm; ChecksumMismatch, GuestLocked, LxcConfigNotFound,
+    NoQuorum, UnknownNode
+);
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmConfigResponse {

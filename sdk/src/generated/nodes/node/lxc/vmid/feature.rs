@@ -40,7 +40,7 @@ impl crate::Operation for VmFeature {
     type Response = VmFeatureResponse;
     type Error = VmFeatureError;
 }
-crate::operation_error!(VmFeatureError for VmFeature);
+crate::operation_error!(VmFeatureError for VmFeature; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/feature returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmFeatureResponse {

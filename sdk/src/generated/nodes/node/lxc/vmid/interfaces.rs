@@ -32,7 +32,7 @@ impl crate::Operation for Ip {
 }
 /// What [`Ip`] answers.
 pub type IpResponse = Vec<IpResponseItem>;
-crate::operation_error!(IpError for Ip);
+crate::operation_error!(IpError for Ip; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items "ip-addresses" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpResponseItemIpAddressesItem {

@@ -33,7 +33,9 @@ impl crate::Operation for MigrateVmPrecondition {
     type Response = MigrateVmPreconditionResponse;
     type Error = MigrateVmPreconditionError;
 }
-crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition);
+crate::operation_error!(
+    MigrateVmPreconditionError for MigrateVmPrecondition; UnknownNode
+);
 /// `POST /nodes/{node}/lxc/{vmid}/migrate` (handler `migrate_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
@@ -87,7 +89,7 @@ impl crate::Operation for MigrateVm {
 }
 /// What [`MigrateVm`] answers.
 pub type MigrateVmResponse = crate::Upid;
-crate::operation_error!(MigrateVmError for MigrateVm);
+crate::operation_error!(MigrateVmError for MigrateVm; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {

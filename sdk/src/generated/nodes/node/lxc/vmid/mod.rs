@@ -65,7 +65,9 @@ impl crate::Operation for DestroyVm {
 }
 /// What [`DestroyVm`] answers.
 pub type DestroyVmResponse = crate::Upid;
-crate::operation_error!(DestroyVmError for DestroyVm);
+crate::operation_error!(
+    DestroyVmError for DestroyVm; GuestLocked, LxcConfigNotFound, NoQuorum, UnknownNode
+);
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///
 /// - Permitted users: `all`
@@ -97,7 +99,7 @@ impl crate::Operation for Vmdiridx {
 }
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-crate::operation_error!(VmdiridxError for Vmdiridx);
+crate::operation_error!(VmdiridxError for Vmdiridx; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmdiridxResponseItem {

@@ -61,7 +61,7 @@ impl crate::Operation for MoveVolume {
 }
 /// What [`MoveVolume`] answers.
 pub type MoveVolumeResponse = crate::Upid;
-crate::operation_error!(MoveVolumeError for MoveVolume);
+crate::operation_error!(MoveVolumeError for MoveVolume; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

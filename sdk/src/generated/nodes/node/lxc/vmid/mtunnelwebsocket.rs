@@ -39,7 +39,7 @@ impl crate::Operation for Mtunnelwebsocket {
     type Response = MtunnelwebsocketResponse;
     type Error = MtunnelwebsocketError;
 }
-crate::operation_error!(MtunnelwebsocketError for Mtunnelwebsocket);
+crate::operation_error!(MtunnelwebsocketError for Mtunnelwebsocket; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/mtunnelwebsocket returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MtunnelwebsocketResponse {

@@ -71,4 +71,4 @@ impl crate::Operation for RemoteMigrateVm {
 }
 /// What [`RemoteMigrateVm`] answers.
 pub type RemoteMigrateVmResponse = crate::Upid;
-crate::operation_error!(RemoteMigrateVmError for RemoteMigrateVm);
+crate::operation_error!(RemoteMigrateVmError for RemoteMigrateVm; UnknownNode);

@@ -48,7 +48,7 @@ impl crate::Operation for ResizeVm {
 }
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = crate::Upid;
-crate::operation_error!(ResizeVmError for ResizeVm);
+crate::operation_error!(ResizeVmError for ResizeVm; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

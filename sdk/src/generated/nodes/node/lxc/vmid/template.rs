@@ -32,4 +32,4 @@ impl crate::Operation for Template {
 }
 /// What [`Template`] answers.
 pub type TemplateResponse = ();
-crate::operation_error!(TemplateError for Template);
+crate::operation_error!(TemplateError for Template; UnknownNode);

@@ -38,7 +38,7 @@ impl crate::Operation for Vncproxy {
     type Response = VncproxyResponse;
     type Error = VncproxyError;
 }
-crate::operation_error!(VncproxyError for Vncproxy);
+crate::operation_error!(VncproxyError for Vncproxy; UnknownNode);
 /// From `POST /nodes/{node}/lxc/{vmid}/vncproxy returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VncproxyResponse {

@@ -64,4 +64,4 @@ impl crate::Operation for CloneVm {
 }
 /// What [`CloneVm`] answers.
 pub type CloneVmResponse = crate::Upid;
-crate::operation_error!(CloneVmError for CloneVm);
+crate::operation_error!(CloneVmError for CloneVm; UnknownNode);

@@ -35,7 +35,7 @@ impl crate::Operation for VmConfig {
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
-crate::operation_error!(VmConfigError for VmConfig);
+crate::operation_error!(VmConfigError for VmConfig; QemuConfigNotFound, UnknownNode);
 /// `POST /nodes/{node}/qemu/{vmid}/config` (handler `update_vm_async`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CDROM","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.HWType","VM.Config.Options","VM.Config.Cloudinit"],"any",1]`
@@ -363,7 +363,10 @@ impl crate::Operation for UpdateVmAsync {
 }
 /// What [`UpdateVmAsync`] answers.
 pub type UpdateVmAsyncResponse = Option<crate::Upid>;
-crate::operation_error!(UpdateVmAsyncError for UpdateVmAsync);
+crate::operation_error!(
+    UpdateVmAsyncError for UpdateVmAsync; ChecksumMismatch, ConfigLockTimeout,
+    GuestLocked, NoQuorum, QemuConfigNotFound, UnknownNode
+);
 /// `PUT /nodes/{node}/qemu/{vmid}/config` (handler `update_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CDROM","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.HWType","VM.Config.Options","VM.Config.Cloudinit"],"any",1]`
@@ -682,7 +685,10 @@ impl crate::Operation for UpdateVm {
 }
 /// What [`UpdateVm`] answers.
 pub type UpdateVmResponse = ();
-crate::operation_error!(UpdateVmError for UpdateVm);
+crate::operation_error!(
+    UpdateVmError for UpdateVm; ChecksumMismatch, ConfigLockTimeout, GuestLocked,
+    NoQuorum, QemuConfigNotFound, UnknownNode
+);
 /// Property string `meta`.
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "meta"`.

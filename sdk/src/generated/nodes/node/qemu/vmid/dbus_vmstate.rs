@@ -34,7 +34,7 @@ impl crate::Operation for DbusVmstate {
 }
 /// What [`DbusVmstate`] answers.
 pub type DbusVmstateResponse = ();
-crate::operation_error!(DbusVmstateError for DbusVmstate);
+crate::operation_error!(DbusVmstateError for DbusVmstate; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -33,7 +33,9 @@ impl crate::Operation for MigrateVmPrecondition {
     type Response = MigrateVmPreconditionResponse;
     type Error = MigrateVmPreconditionError;
 }
-crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition);
+crate::operation_error!(
+    MigrateVmPreconditionError for MigrateVmPrecondition; UnknownNode
+);
 /// `POST /nodes/{node}/qemu/{vmid}/migrate` (handler `migrate_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
@@ -97,7 +99,7 @@ impl crate::Operation for MigrateVm {
 }
 /// What [`MigrateVm`] answers.
 pub type MigrateVmResponse = crate::Upid;
-crate::operation_error!(MigrateVmError for MigrateVm);
+crate::operation_error!(MigrateVmError for MigrateVm; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "local_disks" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MigrateVmPreconditionResponseLocalDisksItem {

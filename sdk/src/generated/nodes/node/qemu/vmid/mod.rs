@@ -70,7 +70,10 @@ impl crate::Operation for DestroyVm {
 }
 /// What [`DestroyVm`] answers.
 pub type DestroyVmResponse = crate::Upid;
-crate::operation_error!(DestroyVmError for DestroyVm);
+crate::operation_error!(
+    DestroyVmError for DestroyVm; ConfigLockTimeout, GuestLocked, GuestProtected,
+    GuestRunning, NoQuorum, QemuConfigNotFound, UnknownNode
+);
 /// `GET /nodes/{node}/qemu/{vmid}` (handler `vmdiridx`).
 ///
 /// - Permitted users: `all`
@@ -102,7 +105,7 @@ impl crate::Operation for Vmdiridx {
 }
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-crate::operation_error!(VmdiridxError for Vmdiridx);
+crate::operation_error!(VmdiridxError for Vmdiridx; UnknownNode);
 /// Values of `disk`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -35,4 +35,4 @@ impl crate::Operation for Monitor {
 }
 /// What [`Monitor`] answers.
 pub type MonitorResponse = String;
-crate::operation_error!(MonitorError for Monitor);
+crate::operation_error!(MonitorError for Monitor; UnknownNode);

@@ -64,7 +64,7 @@ impl crate::Operation for MoveVmDisk {
 }
 /// What [`MoveVmDisk`] answers.
 pub type MoveVmDiskResponse = crate::Upid;
-crate::operation_error!(MoveVmDiskError for MoveVmDisk);
+crate::operation_error!(MoveVmDiskError for MoveVmDisk; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -35,7 +35,7 @@ impl crate::Operation for Mtunnel {
     type Response = MtunnelResponse;
     type Error = MtunnelError;
 }
-crate::operation_error!(MtunnelError for Mtunnel);
+crate::operation_error!(MtunnelError for Mtunnel; UnknownNode);
 /// From `POST /nodes/{node}/qemu/{vmid}/mtunnel returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MtunnelResponse {

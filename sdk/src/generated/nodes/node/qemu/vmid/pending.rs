@@ -31,7 +31,7 @@ impl crate::Operation for VmPending {
 }
 /// What [`VmPending`] answers.
 pub type VmPendingResponse = Vec<VmPendingResponseItem>;
-crate::operation_error!(VmPendingError for VmPending);
+crate::operation_error!(VmPendingError for VmPending; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/pending returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmPendingResponseItem {

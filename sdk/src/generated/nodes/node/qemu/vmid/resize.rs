@@ -51,4 +51,4 @@ impl crate::Operation for ResizeVm {
 }
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = crate::Upid;
-crate::operation_error!(ResizeVmError for ResizeVm);
+crate::operation_error!(ResizeVmError for ResizeVm; UnknownNode);

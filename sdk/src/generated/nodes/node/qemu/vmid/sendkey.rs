@@ -38,4 +38,4 @@ impl crate::Operation for VmSendkey {
 }
 /// What [`VmSendkey`] answers.
 pub type VmSendkeyResponse = ();
-crate::operation_error!(VmSendkeyError for VmSendkey);
+crate::operation_error!(VmSendkeyError for VmSendkey; UnknownNode);

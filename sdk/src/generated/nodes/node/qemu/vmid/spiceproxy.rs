@@ -33,7 +33,7 @@ impl crate::Operation for Spiceproxy {
     type Response = SpiceproxyResponse;
     type Error = SpiceproxyError;
 }
-crate::operation_error!(SpiceproxyError for Spiceproxy);
+crate::operation_error!(SpiceproxyError for Spiceproxy; UnknownNode);
 /// From `POST /nodes/{node}/qemu/{vmid}/spiceproxy returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SpiceproxyResponse {

@@ -37,4 +37,4 @@ impl crate::Operation for Template {
 }
 /// What [`Template`] answers.
 pub type TemplateResponse = crate::Upid;
-crate::operation_error!(TemplateError for Template);
+crate::operation_error!(TemplateError for Template; UnknownNode);

@@ -32,7 +32,7 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy);
+crate::operation_error!(TermproxyError for Termproxy; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -38,4 +38,4 @@ impl crate::Operation for Unlink {
 }
 /// What [`Unlink`] answers.
 pub type UnlinkResponse = ();
-crate::operation_error!(UnlinkError for Unlink);
+crate::operation_error!(UnlinkError for Unlink; UnknownNode);

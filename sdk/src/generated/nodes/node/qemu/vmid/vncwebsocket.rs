@@ -39,7 +39,7 @@ impl crate::Operation for Vncwebsocket {
     type Response = VncwebsocketResponse;
     type Error = VncwebsocketError;
 }
-crate::operation_error!(VncwebsocketError for Vncwebsocket);
+crate::operation_error!(VncwebsocketError for Vncwebsocket; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/vncwebsocket returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VncwebsocketResponse {

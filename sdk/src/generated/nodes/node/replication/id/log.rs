@@ -38,7 +38,7 @@ impl crate::Operation for ReadJobLog {
 }
 /// What [`ReadJobLog`] answers.
 pub type ReadJobLogResponse = Vec<ReadJobLogResponseItem>;
-crate::operation_error!(ReadJobLogError for ReadJobLog);
+crate::operation_error!(ReadJobLogError for ReadJobLog; UnknownNode);
 /// From `GET /nodes/{node}/replication/{id}/log returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadJobLogResponseItem {

@@ -32,4 +32,4 @@ impl crate::Operation for ScheduleNow {
 }
 /// What [`ScheduleNow`] answers.
 pub type ScheduleNowResponse = String;
-crate::operation_error!(ScheduleNowError for ScheduleNow);
+crate::operation_error!(ScheduleNowError for ScheduleNow; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for JobStatus {
 }
 /// What [`JobStatus`] answers.
 pub type JobStatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(JobStatusError for JobStatus);
+crate::operation_error!(JobStatusError for JobStatus; UnknownNode);

@@ -35,7 +35,7 @@ impl crate::Operation for Srvcmdidx {
 }
 /// What [`Srvcmdidx`] answers.
 pub type SrvcmdidxResponse = Vec<SrvcmdidxResponseItem>;
-crate::operation_error!(SrvcmdidxError for Srvcmdidx);
+crate::operation_error!(SrvcmdidxError for Srvcmdidx; UnknownNode);
 /// Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -37,4 +37,4 @@ impl crate::Operation for ServiceReload {
 }
 /// What [`ServiceReload`] answers.
 pub type ServiceReloadResponse = crate::Upid;
-crate::operation_error!(ServiceReloadError for ServiceReload);
+crate::operation_error!(ServiceReloadError for ServiceReload; UnknownNode);

@@ -37,4 +37,4 @@ impl crate::Operation for ServiceRestart {
 }
 /// What [`ServiceRestart`] answers.
 pub type ServiceRestartResponse = crate::Upid;
-crate::operation_error!(ServiceRestartError for ServiceRestart);
+crate::operation_error!(ServiceRestartError for ServiceRestart; UnknownNode);

@@ -37,4 +37,4 @@ impl crate::Operation for ServiceStart {
 }
 /// What [`ServiceStart`] answers.
 pub type ServiceStartResponse = crate::Upid;
-crate::operation_error!(ServiceStartError for ServiceStart);
+crate::operation_error!(ServiceStartError for ServiceStart; UnknownNode);

@@ -33,7 +33,7 @@ impl crate::Operation for ServiceState {
     type Response = ServiceStateResponse;
     type Error = ServiceStateError;
 }
-crate::operation_error!(ServiceStateError for ServiceState);
+crate::operation_error!(ServiceStateError for ServiceState; UnknownNode);
 /// From `GET /nodes/{node}/services/{service}/state returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ServiceStateResponse {

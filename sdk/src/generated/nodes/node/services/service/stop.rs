@@ -37,4 +37,4 @@ impl crate::Operation for ServiceStop {
 }
 /// What [`ServiceStop`] answers.
 pub type ServiceStopResponse = crate::Upid;
-crate::operation_error!(ServiceStopError for ServiceStop);
+crate::operation_error!(ServiceStopError for ServiceStop; UnknownNode);

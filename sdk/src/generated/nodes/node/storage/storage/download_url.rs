@@ -64,4 +64,4 @@ impl crate::Operation for DownloadUrl {
 }
 /// What [`DownloadUrl`] answers.
 pub type DownloadUrlResponse = crate::Upid;
-crate::operation_error!(DownloadUrlError for DownloadUrl);
+crate::operation_error!(DownloadUrlError for DownloadUrl; StorageNotFound, UnknownNode);

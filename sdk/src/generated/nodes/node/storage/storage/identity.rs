@@ -30,7 +30,7 @@ impl crate::Operation for Identity {
     type Response = IdentityResponse;
     type Error = IdentityError;
 }
-crate::operation_error!(IdentityError for Identity);
+crate::operation_error!(IdentityError for Identity; StorageNotFound, UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -37,7 +37,9 @@ impl crate::Operation for GetImportMetadata {
     type Response = GetImportMetadataResponse;
     type Error = GetImportMetadataError;
 }
-crate::operation_error!(GetImportMetadataError for GetImportMetadata);
+crate::operation_error!(
+    GetImportMetadataError for GetImportMetadata; StorageNotFound, UnknownNode
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

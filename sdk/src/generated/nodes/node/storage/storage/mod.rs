@@ -41,7 +41,7 @@ impl crate::Operation for Diridx {
 }
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
-crate::operation_error!(DiridxError for Diridx);
+crate::operation_error!(DiridxError for Diridx; StorageNotFound, UnknownNode);
 /// Values of `checksum-algorithm`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -44,4 +44,6 @@ impl crate::Operation for OciRegistryPull {
 }
 /// What [`OciRegistryPull`] answers.
 pub type OciRegistryPullResponse = crate::Upid;
-crate::operation_error!(OciRegistryPullError for OciRegistryPull);
+crate::operation_error!(
+    OciRegistryPullError for OciRegistryPull; StorageNotFound, UnknownNode
+);

@@ -44,7 +44,7 @@ impl crate::Operation for Rrd {
     type Response = RrdResponse;
     type Error = RrdError;
 }
-crate::operation_error!(RrdError for Rrd);
+crate::operation_error!(RrdError for Rrd; StorageNotFound, UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -30,7 +30,7 @@ impl crate::Operation for ReadStatus {
     type Response = ReadStatusResponse;
     type Error = ReadStatusError;
 }
-crate::operation_error!(ReadStatusError for ReadStatus);
+crate::operation_error!(ReadStatusError for ReadStatus; StorageNotFound, UnknownNode);
 /// From `GET /nodes/{node}/storage/{storage}/status returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadStatusResponse {

@@ -55,4 +55,4 @@ impl crate::Operation for Upload {
 }
 /// What [`Upload`] answers.
 pub type UploadResponse = crate::Upid;
-crate::operation_error!(UploadError for Upload);
+crate::operation_error!(UploadError for Upload; StorageNotFound, UnknownNode);

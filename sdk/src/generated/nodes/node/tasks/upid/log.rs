@@ -41,7 +41,9 @@ impl crate::Operation for ReadTaskLog {
 }
 /// What [`ReadTaskLog`] answers.
 pub type ReadTaskLogResponse = Vec<ReadTaskLogResponseItem>;
-crate::operation_error!(ReadTaskLogError for ReadTaskLog);
+crate::operation_error!(
+    ReadTaskLogError for ReadTaskLog; MalformedUpid, TaskNotFound, UnknownNode
+);
 /// From `GET /nodes/{node}/tasks/{upid}/log returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReadTaskLogResponseItem {

@@ -34,7 +34,9 @@ impl crate::Operation for StopTask {
 }
 /// What [`StopTask`] answers.
 pub type StopTaskResponse = ();
-crate::operation_error!(StopTaskError for StopTask);
+crate::operation_error!(
+    StopTaskError for StopTask; MalformedUpid, TaskNotFound, UnknownNode
+);
 /// `GET /nodes/{node}/tasks/{upid}` (handler `upid_index`).
 ///
 /// - Permitted users: `all`
@@ -65,4 +67,4 @@ impl crate::Operation for UpidIndex {
 }
 /// What [`UpidIndex`] answers.
 pub type UpidIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(UpidIndexError for UpidIndex);
+crate::operation_error!(UpidIndexError for UpidIndex; UnknownNode);

@@ -30,7 +30,9 @@ impl crate::Operation for ReadTaskStatus {
     type Response = ReadTaskStatusResponse;
     type Error = ReadTaskStatusError;
 }
-crate::operation_error!(ReadTaskStatusError for ReadTaskStatus);
+crate::operation_error!(
+    ReadTaskStatusError for ReadTaskStatus; MalformedUpid, TaskNotFound, UnknownNode
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -34,7 +34,7 @@ impl crate::Operation for ListNodesFabric {
 }
 /// What [`ListNodesFabric`] answers.
 pub type ListNodesFabricResponse = Vec<ListNodesFabricResponseItem>;
-crate::operation_error!(ListNodesFabricError for ListNodesFabric);
+crate::operation_error!(ListNodesFabricError for ListNodesFabric;);
 /// `POST /cluster/sdn/fabrics/node/{fabric_id}` (handler `add_node`).
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
@@ -87,7 +87,7 @@ impl crate::Operation for AddNode {
 }
 /// What [`AddNode`] answers.
 pub type AddNodeResponse = ();
-crate::operation_error!(AddNodeError for AddNode);
+crate::operation_error!(AddNodeError for AddNode;);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -31,7 +31,7 @@ impl crate::Operation for DeleteNode {
 }
 /// What [`DeleteNode`] answers.
 pub type DeleteNodeResponse = ();
-crate::operation_error!(DeleteNodeError for DeleteNode);
+crate::operation_error!(DeleteNodeError for DeleteNode;);
 /// `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id}` (handler `get_node`).
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit","SDN.Allocate"],"any",1],["perm","/nodes/{node_id}",["Sys.Audit","Sys.Modify"],"any",1]]`
@@ -60,7 +60,7 @@ impl crate::Operation for GetNode {
     type Response = GetNodeResponse;
     type Error = GetNodeError;
 }
-crate::operation_error!(GetNodeError for GetNode);
+crate::operation_error!(GetNodeError for GetNode;);
 /// `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id}` (handler `update_node`).
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
@@ -113,7 +113,7 @@ impl crate::Operation for UpdateNode {
 }
 /// What [`UpdateNode`] answers.
 pub type UpdateNodeResponse = ();
-crate::operation_error!(UpdateNodeError for UpdateNode);
+crate::operation_error!(UpdateNodeError for UpdateNode;);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -26,7 +26,7 @@ impl crate::Operation for GetPrefixListEntries {
 }
 /// What [`GetPrefixListEntries`] answers.
 pub type GetPrefixListEntriesResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(GetPrefixListEntriesError for GetPrefixListEntries);
+crate::operation_error!(GetPrefixListEntriesError for GetPrefixListEntries;);
 /// `POST /cluster/sdn/prefix-lists/{id}/entries` (handler `create_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
@@ -78,4 +78,4 @@ impl crate::Operation for CreatePrefixListEntry {
 }
 /// What [`CreatePrefixListEntry`] answers.
 pub type CreatePrefixListEntryResponse = ();
-crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry);
+crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry;);

@@ -35,7 +35,7 @@ impl crate::Operation for DeletePrefixListEntry {
 }
 /// What [`DeletePrefixListEntry`] answers.
 pub type DeletePrefixListEntryResponse = ();
-crate::operation_error!(DeletePrefixListEntryError for DeletePrefixListEntry);
+crate::operation_error!(DeletePrefixListEntryError for DeletePrefixListEntry;);
 /// `GET /cluster/sdn/prefix-lists/{id}/entries/{url_seq}` (handler `get_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
@@ -66,7 +66,7 @@ impl crate::Operation for GetPrefixListEntry {
 }
 /// What [`GetPrefixListEntry`] answers.
 pub type GetPrefixListEntryResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetPrefixListEntryError for GetPrefixListEntry);
+crate::operation_error!(GetPrefixListEntryError for GetPrefixListEntry;);
 /// `PUT /cluster/sdn/prefix-lists/{id}/entries/{url_seq}` (handler `update_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
@@ -123,7 +123,7 @@ impl crate::Operation for UpdatePrefixListEntry {
 }
 /// What [`UpdatePrefixListEntry`] answers.
 pub type UpdatePrefixListEntryResponse = ();
-crate::operation_error!(UpdatePrefixListEntryError for UpdatePrefixListEntry);
+crate::operation_error!(UpdatePrefixListEntryError for UpdatePrefixListEntry;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

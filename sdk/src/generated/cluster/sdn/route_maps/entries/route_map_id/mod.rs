@@ -36,7 +36,7 @@ impl crate::Operation for ListRouteMapEntriesForRouteMap {
 /// What [`ListRouteMapEntriesForRouteMap`] answers.
 pub type ListRouteMapEntriesForRouteMapResponse = Vec<ListRouteMapEntriesForRouteMapResponseItem>;
 crate::operation_error!(
-    ListRouteMapEntriesForRouteMapError for ListRouteMapEntriesForRouteMap
+    ListRouteMapEntriesForRouteMapError for ListRouteMapEntriesForRouteMap;
 );
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -23,7 +23,7 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions);
+crate::operation_error!(GetOptionsError for GetOptions;);
 /// `PUT /cluster/sdn/vnets/{vnet}/firewall/options` (handler `set_options`).
 ///
 /// - Permitted users: `all`
@@ -67,7 +67,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions);
+crate::operation_error!(SetOptionsError for SetOptions;);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetOptionsResponse {

@@ -32,4 +32,4 @@ impl crate::Operation for In {
 }
 /// What [`In`] answers.
 pub type InResponse = ();
-crate::operation_error!(InError for In);
+crate::operation_error!(InError for In; UnknownNode);

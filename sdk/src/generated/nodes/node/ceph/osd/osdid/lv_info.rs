@@ -34,7 +34,7 @@ impl crate::Operation for Osdvolume {
     type Response = OsdvolumeResponse;
     type Error = OsdvolumeError;
 }
-crate::operation_error!(OsdvolumeError for Osdvolume);
+crate::operation_error!(OsdvolumeError for Osdvolume; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

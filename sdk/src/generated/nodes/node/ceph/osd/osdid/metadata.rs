@@ -30,7 +30,7 @@ impl crate::Operation for Osddetails {
     type Response = OsddetailsResponse;
     type Error = OsddetailsError;
 }
-crate::operation_error!(OsddetailsError for Osddetails);
+crate::operation_error!(OsddetailsError for Osddetails; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

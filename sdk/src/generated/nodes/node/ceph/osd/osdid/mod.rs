@@ -42,7 +42,7 @@ impl crate::Operation for Destroyosd {
 }
 /// What [`Destroyosd`] answers.
 pub type DestroyosdResponse = crate::Upid;
-crate::operation_error!(DestroyosdError for Destroyosd);
+crate::operation_error!(DestroyosdError for Destroyosd; UnknownNode);
 /// `GET /nodes/{node}/ceph/osd/{osdid}` (handler `osdindex`).
 ///
 /// - Permitted users: `all`
@@ -73,4 +73,4 @@ impl crate::Operation for Osdindex {
 }
 /// What [`Osdindex`] answers.
 pub type OsdindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(OsdindexError for Osdindex);
+crate::operation_error!(OsdindexError for Osdindex; UnknownNode);

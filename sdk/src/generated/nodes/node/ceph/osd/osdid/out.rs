@@ -32,4 +32,4 @@ impl crate::Operation for Out {
 }
 /// What [`Out`] answers.
 pub type OutResponse = ();
-crate::operation_error!(OutError for Out);
+crate::operation_error!(OutError for Out; UnknownNode);

@@ -35,4 +35,4 @@ impl crate::Operation for Scrub {
 }
 /// What [`Scrub`] answers.
 pub type ScrubResponse = ();
-crate::operation_error!(ScrubError for Scrub);
+crate::operation_error!(ScrubError for Scrub; UnknownNode);

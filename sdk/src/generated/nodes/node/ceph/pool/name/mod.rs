@@ -44,7 +44,7 @@ impl crate::Operation for Destroypool {
 }
 /// What [`Destroypool`] answers.
 pub type DestroypoolResponse = crate::Upid;
-crate::operation_error!(DestroypoolError for Destroypool);
+crate::operation_error!(DestroypoolError for Destroypool; UnknownNode);
 /// `GET /nodes/{node}/ceph/pool/{name}` (handler `poolindex`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
@@ -75,7 +75,7 @@ impl crate::Operation for Poolindex {
 }
 /// What [`Poolindex`] answers.
 pub type PoolindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(PoolindexError for Poolindex);
+crate::operation_error!(PoolindexError for Poolindex; UnknownNode);
 /// `PUT /nodes/{node}/ceph/pool/{name}` (handler `setpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -137,4 +137,4 @@ impl crate::Operation for Setpool {
 }
 /// What [`Setpool`] answers.
 pub type SetpoolResponse = crate::Upid;
-crate::operation_error!(SetpoolError for Setpool);
+crate::operation_error!(SetpoolError for Setpool; UnknownNode);

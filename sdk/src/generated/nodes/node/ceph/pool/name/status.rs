@@ -33,7 +33,7 @@ impl crate::Operation for Getpool {
     type Response = GetpoolResponse;
     type Error = GetpoolError;
 }
-crate::operation_error!(GetpoolError for Getpool);
+crate::operation_error!(GetpoolError for Getpool; UnknownNode);
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetpoolResponse {

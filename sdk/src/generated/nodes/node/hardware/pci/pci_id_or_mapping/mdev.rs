@@ -33,7 +33,7 @@ impl crate::Operation for Mdevscan {
 }
 /// What [`Mdevscan`] answers.
 pub type MdevscanResponse = Vec<MdevscanResponseItem>;
-crate::operation_error!(MdevscanError for Mdevscan);
+crate::operation_error!(MdevscanError for Mdevscan; UnknownNode);
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MdevscanResponseItem {

@@ -32,7 +32,7 @@ impl crate::Operation for PciIndex {
 }
 /// What [`PciIndex`] answers.
 pub type PciIndexResponse = Vec<PciIndexResponseItem>;
-crate::operation_error!(PciIndexError for PciIndex);
+crate::operation_error!(PciIndexError for PciIndex; UnknownNode);
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PciIndexResponseItem {

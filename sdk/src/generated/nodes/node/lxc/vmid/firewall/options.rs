@@ -29,7 +29,7 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions);
+crate::operation_error!(GetOptionsError for GetOptions; UnknownNode);
 /// `PUT /nodes/{node}/lxc/{vmid}/firewall/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -98,7 +98,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions);
+crate::operation_error!(SetOptionsError for SetOptions; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/options returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetOptionsResponse {

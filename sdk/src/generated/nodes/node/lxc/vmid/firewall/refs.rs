@@ -34,7 +34,7 @@ impl crate::Operation for Refs {
 }
 /// What [`Refs`] answers.
 pub type RefsResponse = Vec<RefsResponseItem>;
-crate::operation_error!(RefsError for Refs);
+crate::operation_error!(RefsError for Refs; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -33,7 +33,7 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List);
+crate::operation_error!(ListError for List; UnknownNode);
 /// `POST /nodes/{node}/lxc/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -74,7 +74,7 @@ impl crate::Operation for Snapshot {
 }
 /// What [`Snapshot`] answers.
 pub type SnapshotResponse = crate::Upid;
-crate::operation_error!(SnapshotError for Snapshot);
+crate::operation_error!(SnapshotError for Snapshot; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListResponseItem {

@@ -30,7 +30,7 @@ impl crate::Operation for VmStatus {
     type Response = VmStatusResponse;
     type Error = VmStatusError;
 }
-crate::operation_error!(VmStatusError for VmStatus);
+crate::operation_error!(VmStatusError for VmStatus; LxcConfigNotFound, UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/status/current returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmStatusResponse {

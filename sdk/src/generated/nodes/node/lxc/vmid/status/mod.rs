@@ -38,7 +38,7 @@ impl crate::Operation for Vmcmdidx {
 }
 /// What [`Vmcmdidx`] answers.
 pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
-crate::operation_error!(VmcmdidxError for Vmcmdidx);
+crate::operation_error!(VmcmdidxError for Vmcmdidx; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/status returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct VmcmdidxResponseItem {

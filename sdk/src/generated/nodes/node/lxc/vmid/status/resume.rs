@@ -34,4 +34,4 @@ impl crate::Operation for VmResume {
 }
 /// What [`VmResume`] answers.
 pub type VmResumeResponse = crate::Upid;
-crate::operation_error!(VmResumeError for VmResume);
+crate::operation_error!(VmResumeError for VmResume; UnknownNode);

@@ -41,4 +41,4 @@ impl crate::Operation for VmStop {
 }
 /// What [`VmStop`] answers.
 pub type VmStopResponse = crate::Upid;
-crate::operation_error!(VmStopError for VmStop);
+crate::operation_error!(VmStopError for VmStop; NoQuorum, UnknownNode);

@@ -34,4 +34,4 @@ impl crate::Operation for VmSuspend {
 }
 /// What [`VmSuspend`] answers.
 pub type VmSuspendResponse = crate::Upid;
-crate::operation_error!(VmSuspendError for VmSuspend);
+crate::operation_error!(VmSuspendError for VmSuspend; UnknownNode);

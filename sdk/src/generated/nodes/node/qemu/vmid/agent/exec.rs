@@ -37,7 +37,7 @@ impl crate::Operation for Exec {
     type Response = ExecResponse;
     type Error = ExecError;
 }
-crate::operation_error!(ExecError for Exec);
+crate::operation_error!(ExecError for Exec; UnknownNode);
 /// From `POST /nodes/{node}/qemu/{vmid}/agent/exec returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExecResponse {

@@ -33,7 +33,7 @@ impl crate::Operation for ExecStatus {
     type Response = ExecStatusResponse;
     type Error = ExecStatusError;
 }
-crate::operation_error!(ExecStatusError for ExecStatus);
+crate::operation_error!(ExecStatusError for ExecStatus; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/exec-status returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExecStatusResponse {

@@ -42,7 +42,7 @@ impl crate::Operation for FileRead {
     type Response = FileReadResponse;
     type Error = FileReadError;
 }
-crate::operation_error!(FileReadError for FileRead);
+crate::operation_error!(FileReadError for FileRead; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/file-read returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FileReadResponse {

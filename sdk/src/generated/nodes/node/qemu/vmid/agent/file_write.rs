@@ -46,4 +46,4 @@ impl crate::Operation for FileWrite {
 }
 /// What [`FileWrite`] answers.
 pub type FileWriteResponse = ();
-crate::operation_error!(FileWriteError for FileWrite);
+crate::operation_error!(FileWriteError for FileWrite; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for FsfreezeFreeze {
 }
 /// What [`FsfreezeFreeze`] answers.
 pub type FsfreezeFreezeResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(FsfreezeFreezeError for FsfreezeFreeze);
+crate::operation_error!(FsfreezeFreezeError for FsfreezeFreeze; UnknownNode);

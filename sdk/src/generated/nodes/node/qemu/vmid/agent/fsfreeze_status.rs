@@ -32,4 +32,4 @@ impl crate::Operation for FsfreezeStatus {
 }
 /// What [`FsfreezeStatus`] answers.
 pub type FsfreezeStatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(FsfreezeStatusError for FsfreezeStatus);
+crate::operation_error!(FsfreezeStatusError for FsfreezeStatus; UnknownNode);

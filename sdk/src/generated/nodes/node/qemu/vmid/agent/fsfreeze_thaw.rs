@@ -32,4 +32,4 @@ impl crate::Operation for FsfreezeThaw {
 }
 /// What [`FsfreezeThaw`] answers.
 pub type FsfreezeThawResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(FsfreezeThawError for FsfreezeThaw);
+crate::operation_error!(FsfreezeThawError for FsfreezeThaw; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for Fstrim {
 }
 /// What [`Fstrim`] answers.
 pub type FstrimResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(FstrimError for Fstrim);
+crate::operation_error!(FstrimError for Fstrim; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for GetFsinfo {
 }
 /// What [`GetFsinfo`] answers.
 pub type GetFsinfoResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetFsinfoError for GetFsinfo);
+crate::operation_error!(GetFsinfoError for GetFsinfo; UnknownNode);

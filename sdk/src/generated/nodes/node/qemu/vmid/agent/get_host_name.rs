@@ -32,4 +32,4 @@ impl crate::Operation for GetHostName {
 }
 /// What [`GetHostName`] answers.
 pub type GetHostNameResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetHostNameError for GetHostName);
+crate::operation_error!(GetHostNameError for GetHostName; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for GetMemoryBlockInfo {
 }
 /// What [`GetMemoryBlockInfo`] answers.
 pub type GetMemoryBlockInfoResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetMemoryBlockInfoError for GetMemoryBlockInfo);
+crate::operation_error!(GetMemoryBlockInfoError for GetMemoryBlockInfo; UnknownNode);

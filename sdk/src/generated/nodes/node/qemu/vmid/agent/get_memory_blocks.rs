@@ -32,4 +32,4 @@ impl crate::Operation for GetMemoryBlocks {
 }
 /// What [`GetMemoryBlocks`] answers.
 pub type GetMemoryBlocksResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetMemoryBlocksError for GetMemoryBlocks);
+crate::operation_error!(GetMemoryBlocksError for GetMemoryBlocks; UnknownNode);

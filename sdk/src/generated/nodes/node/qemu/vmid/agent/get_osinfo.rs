@@ -32,4 +32,4 @@ impl crate::Operation for GetOsinfo {
 }
 /// What [`GetOsinfo`] answers.
 pub type GetOsinfoResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetOsinfoError for GetOsinfo);
+crate::operation_error!(GetOsinfoError for GetOsinfo; UnknownNode);

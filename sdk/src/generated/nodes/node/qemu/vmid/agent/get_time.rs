@@ -32,4 +32,4 @@ impl crate::Operation for GetTime {
 }
 /// What [`GetTime`] answers.
 pub type GetTimeResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetTimeError for GetTime);
+crate::operation_error!(GetTimeError for GetTime; UnknownNode);

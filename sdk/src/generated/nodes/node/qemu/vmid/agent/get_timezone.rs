@@ -32,4 +32,4 @@ impl crate::Operation for GetTimezone {
 }
 /// What [`GetTimezone`] answers.
 pub type GetTimezoneResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetTimezoneError for GetTimezone);
+crate::operation_error!(GetTimezoneError for GetTimezone; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for GetUsers {
 }
 /// What [`GetUsers`] answers.
 pub type GetUsersResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetUsersError for GetUsers);
+crate::operation_error!(GetUsersError for GetUsers; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for GetVcpus {
 }
 /// What [`GetVcpus`] answers.
 pub type GetVcpusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetVcpusError for GetVcpus);
+crate::operation_error!(GetVcpusError for GetVcpus; UnknownNode);

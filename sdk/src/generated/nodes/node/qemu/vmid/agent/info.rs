@@ -32,4 +32,4 @@ impl crate::Operation for Info {
 }
 /// What [`Info`] answers.
 pub type InfoResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(InfoError for Info);
+crate::operation_error!(InfoError for Info; UnknownNode);

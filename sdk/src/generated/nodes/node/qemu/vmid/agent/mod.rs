@@ -56,7 +56,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; UnknownNode);
 /// `POST /nodes/{node}/qemu/{vmid}/agent` (handler `agent`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.GuestAgent.Unrestricted","VM.GuestAgent.Unrestricted"],"any",1]`
@@ -92,7 +92,7 @@ impl crate::Operation for Agent {
 }
 /// What [`Agent`] answers.
 pub type AgentResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(AgentError for Agent);
+crate::operation_error!(AgentError for Agent; UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -32,4 +32,4 @@ impl crate::Operation for NetworkGetInterfaces {
 }
 /// What [`NetworkGetInterfaces`] answers.
 pub type NetworkGetInterfacesResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(NetworkGetInterfacesError for NetworkGetInterfaces);
+crate::operation_error!(NetworkGetInterfacesError for NetworkGetInterfaces; UnknownNode);

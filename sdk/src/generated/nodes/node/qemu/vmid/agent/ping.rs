@@ -32,4 +32,4 @@ impl crate::Operation for Ping {
 }
 /// What [`Ping`] answers.
 pub type PingResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(PingError for Ping);
+crate::operation_error!(PingError for Ping; UnknownNode);

@@ -46,4 +46,4 @@ impl crate::Operation for SetUserPassword {
 }
 /// What [`SetUserPassword`] answers.
 pub type SetUserPasswordResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(SetUserPasswordError for SetUserPassword);
+crate::operation_error!(SetUserPasswordError for SetUserPassword; UnknownNode);

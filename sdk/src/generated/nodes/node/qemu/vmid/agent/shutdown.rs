@@ -32,4 +32,4 @@ impl crate::Operation for Shutdown {
 }
 /// What [`Shutdown`] answers.
 pub type ShutdownResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ShutdownError for Shutdown);
+crate::operation_error!(ShutdownError for Shutdown; UnknownNode);

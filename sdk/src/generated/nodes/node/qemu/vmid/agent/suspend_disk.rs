@@ -32,4 +32,4 @@ impl crate::Operation for SuspendDisk {
 }
 /// What [`SuspendDisk`] answers.
 pub type SuspendDiskResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(SuspendDiskError for SuspendDisk);
+crate::operation_error!(SuspendDiskError for SuspendDisk; UnknownNode);

@@ -32,4 +32,4 @@ impl crate::Operation for SuspendHybrid {
 }
 /// What [`SuspendHybrid`] answers.
 pub type SuspendHybridResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(SuspendHybridError for SuspendHybrid);
+crate::operation_error!(SuspendHybridError for SuspendHybrid; UnknownNode);

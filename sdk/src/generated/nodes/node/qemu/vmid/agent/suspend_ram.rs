@@ -32,4 +32,4 @@ impl crate::Operation for SuspendRam {
 }
 /// What [`SuspendRam`] answers.
 pub type SuspendRamResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(SuspendRamError for SuspendRam);
+crate::operation_error!(SuspendRamError for SuspendRam; UnknownNode);

@@ -40,7 +40,7 @@ impl crate::Operation for CloudinitGeneratedConfigDump {
 /// What [`CloudinitGeneratedConfigDump`] answers.
 pub type CloudinitGeneratedConfigDumpResponse = String;
 crate::operation_error!(
-    CloudinitGeneratedConfigDumpError for CloudinitGeneratedConfigDump
+    CloudinitGeneratedConfigDumpError for CloudinitGeneratedConfigDump; UnknownNode
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

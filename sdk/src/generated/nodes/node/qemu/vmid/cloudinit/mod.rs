@@ -32,7 +32,7 @@ impl crate::Operation for CloudinitPending {
 }
 /// What [`CloudinitPending`] answers.
 pub type CloudinitPendingResponse = Vec<CloudinitPendingResponseItem>;
-crate::operation_error!(CloudinitPendingError for CloudinitPending);
+crate::operation_error!(CloudinitPendingError for CloudinitPending; UnknownNode);
 /// `PUT /nodes/{node}/qemu/{vmid}/cloudinit` (handler `cloudinit_update`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Cloudinit"]]`
@@ -65,7 +65,7 @@ impl crate::Operation for CloudinitUpdate {
 }
 /// What [`CloudinitUpdate`] answers.
 pub type CloudinitUpdateResponse = ();
-crate::operation_error!(CloudinitUpdateError for CloudinitUpdate);
+crate::operation_error!(CloudinitUpdateError for CloudinitUpdate; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/cloudinit returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CloudinitPendingResponseItem {

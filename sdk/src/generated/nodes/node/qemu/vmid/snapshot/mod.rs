@@ -33,7 +33,7 @@ impl crate::Operation for SnapshotList {
 }
 /// What [`SnapshotList`] answers.
 pub type SnapshotListResponse = Vec<SnapshotListResponseItem>;
-crate::operation_error!(SnapshotListError for SnapshotList);
+crate::operation_error!(SnapshotListError for SnapshotList; UnknownNode);
 /// `POST /nodes/{node}/qemu/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -77,7 +77,7 @@ impl crate::Operation for Snapshot {
 }
 /// What [`Snapshot`] answers.
 pub type SnapshotResponse = crate::Upid;
-crate::operation_error!(SnapshotError for Snapshot);
+crate::operation_error!(SnapshotError for Snapshot; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SnapshotListResponseItem {

@@ -30,7 +30,7 @@ impl crate::Operation for VmStatus {
     type Response = VmStatusResponse;
     type Error = VmStatusError;
 }
-crate::operation_error!(VmStatusError for VmStatus);
+crate::operation_error!(VmStatusError for VmStatus; QemuConfigNotFound, UnknownNode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

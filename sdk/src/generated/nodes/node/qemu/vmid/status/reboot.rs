@@ -37,4 +37,4 @@ impl crate::Operation for VmReboot {
 }
 /// What [`VmReboot`] answers.
 pub type VmRebootResponse = crate::Upid;
-crate::operation_error!(VmRebootError for VmReboot);
+crate::operation_error!(VmRebootError for VmReboot; NoQuorum, UnknownNode);

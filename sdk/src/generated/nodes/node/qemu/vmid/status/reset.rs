@@ -37,4 +37,4 @@ impl crate::Operation for VmReset {
 }
 /// What [`VmReset`] answers.
 pub type VmResetResponse = crate::Upid;
-crate::operation_error!(VmResetError for VmReset);
+crate::operation_error!(VmResetError for VmReset; NoQuorum, UnknownNode);

@@ -40,4 +40,4 @@ impl crate::Operation for VmResume {
 }
 /// What [`VmResume`] answers.
 pub type VmResumeResponse = crate::Upid;
-crate::operation_error!(VmResumeError for VmResume);
+crate::operation_error!(VmResumeError for VmResume; UnknownNode);

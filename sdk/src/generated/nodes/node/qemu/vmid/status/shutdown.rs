@@ -48,4 +48,4 @@ impl crate::Operation for VmShutdown {
 }
 /// What [`VmShutdown`] answers.
 pub type VmShutdownResponse = crate::Upid;
-crate::operation_error!(VmShutdownError for VmShutdown);
+crate::operation_error!(VmShutdownError for VmShutdown; NoQuorum, UnknownNode);

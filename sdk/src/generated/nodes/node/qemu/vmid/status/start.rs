@@ -70,4 +70,4 @@ impl crate::Operation for VmStart {
 }
 /// What [`VmStart`] answers.
 pub type VmStartResponse = crate::Upid;
-crate::operation_error!(VmStartError for VmStart);
+crate::operation_error!(VmStartError for VmStart; NoQuorum, UnknownNode);

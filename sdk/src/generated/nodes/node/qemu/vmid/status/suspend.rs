@@ -43,4 +43,4 @@ impl crate::Operation for VmSuspend {
 }
 /// What [`VmSuspend`] answers.
 pub type VmSuspendResponse = crate::Upid;
-crate::operation_error!(VmSuspendError for VmSuspend);
+crate::operation_error!(VmSuspendError for VmSuspend; UnknownNode);

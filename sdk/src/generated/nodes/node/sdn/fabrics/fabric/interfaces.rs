@@ -32,7 +32,7 @@ impl crate::Operation for Interfaces {
 }
 /// What [`Interfaces`] answers.
 pub type InterfacesResponse = Vec<InterfacesResponseItem>;
-crate::operation_error!(InterfacesError for Interfaces);
+crate::operation_error!(InterfacesError for Interfaces; UnknownNode);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/interfaces returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InterfacesResponseItem {

@@ -32,7 +32,7 @@ impl crate::Operation for Neighbors {
 }
 /// What [`Neighbors`] answers.
 pub type NeighborsResponse = Vec<NeighborsResponseItem>;
-crate::operation_error!(NeighborsError for Neighbors);
+crate::operation_error!(NeighborsError for Neighbors; UnknownNode);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NeighborsResponseItem {

@@ -32,7 +32,7 @@ impl crate::Operation for Routes {
 }
 /// What [`Routes`] answers.
 pub type RoutesResponse = Vec<RoutesResponseItem>;
-crate::operation_error!(RoutesError for Routes);
+crate::operation_error!(RoutesError for Routes; UnknownNode);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/routes returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RoutesResponseItem {

@@ -32,7 +32,7 @@ impl crate::Operation for MacVrf {
 }
 /// What [`MacVrf`] answers.
 pub type MacVrfResponse = Vec<MacVrfResponseItem>;
-crate::operation_error!(MacVrfError for MacVrf);
+crate::operation_error!(MacVrfError for MacVrf; UnknownNode);
 /// From `GET /nodes/{node}/sdn/vnets/{vnet}/mac-vrf returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MacVrfResponseItem {

@@ -32,7 +32,7 @@ impl crate::Operation for Bridges {
 }
 /// What [`Bridges`] answers.
 pub type BridgesResponse = Vec<BridgesResponseItem>;
-crate::operation_error!(BridgesError for Bridges);
+crate::operation_error!(BridgesError for Bridges; UnknownNode);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/bridges returns items "ports" items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BridgesResponseItemPortsItem {

@@ -32,7 +32,7 @@ impl crate::Operation for IpVrf {
 }
 /// What [`IpVrf`] answers.
 pub type IpVrfResponse = Vec<IpVrfResponseItem>;
-crate::operation_error!(IpVrfError for IpVrf);
+crate::operation_error!(IpVrfError for IpVrf; UnknownNode);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/ip-vrf returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpVrfResponseItem {

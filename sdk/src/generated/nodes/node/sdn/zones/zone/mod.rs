@@ -33,7 +33,7 @@ impl crate::Operation for Diridx {
 }
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
-crate::operation_error!(DiridxError for Diridx);
+crate::operation_error!(DiridxError for Diridx; UnknownNode);
 /// From `GET /nodes/{node}/sdn/zones/{zone} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DiridxResponseItem {

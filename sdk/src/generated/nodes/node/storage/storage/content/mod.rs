@@ -39,7 +39,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index);
+crate::operation_error!(IndexError for Index; StorageNotFound, UnknownNode);
 /// `POST /nodes/{node}/storage/{storage}/content` (handler `create`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateSpace"]]`
@@ -90,7 +90,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = String;
-crate::operation_error!(CreateError for Create);
+crate::operation_error!(CreateError for Create; StorageNotFound, UnknownNode);
 /// From `GET /nodes/{node}/storage/{storage}/content returns items "verification"`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexResponseItemVerification {

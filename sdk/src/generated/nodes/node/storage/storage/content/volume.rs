@@ -44,7 +44,7 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = Option<crate::Upid>;
-crate::operation_error!(DeleteError for Delete);
+crate::operation_error!(DeleteError for Delete; StorageNotFound, UnknownNode);
 /// `GET /nodes/{node}/storage/{storage}/content/{volume}` (handler `info`).
 ///
 /// - Permitted users: `all`
@@ -82,7 +82,7 @@ impl crate::Operation for Info {
     type Response = InfoResponse;
     type Error = InfoError;
 }
-crate::operation_error!(InfoError for Info);
+crate::operation_error!(InfoError for Info; StorageNotFound, UnknownNode);
 /// `POST /nodes/{node}/storage/{storage}/content/{volume}` (handler `copy`).
 ///
 /// - Permissions: none stated
@@ -131,7 +131,7 @@ impl crate::Operation for Copy_ {
 }
 /// What [`Copy_`] answers.
 pub type CopyResponse = crate::Upid;
-crate::operation_error!(CopyError for Copy_);
+crate::operation_error!(CopyError for Copy_; StorageNotFound, UnknownNode);
 /// `PUT /nodes/{node}/storage/{storage}/content/{volume}` (handler `updateattributes`).
 ///
 /// - Permitted users: `all`
@@ -177,7 +177,9 @@ impl crate::Operation for Updateattributes {
 }
 /// What [`Updateattributes`] answers.
 pub type UpdateattributesResponse = ();
-crate::operation_error!(UpdateattributesError for Updateattributes);
+crate::operation_error!(
+    UpdateattributesError for Updateattributes; StorageNotFound, UnknownNode
+);
 /// From `GET /nodes/{node}/storage/{storage}/content/{volume} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct InfoResponse {

@@ -46,4 +46,4 @@ impl crate::Operation for Download {
 }
 /// What [`Download`] answers.
 pub type DownloadResponse = serde_json::Value;
-crate::operation_error!(DownloadError for Download);
+crate::operation_error!(DownloadError for Download; StorageNotFound, UnknownNode);

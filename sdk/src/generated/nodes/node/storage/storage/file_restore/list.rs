@@ -43,7 +43,7 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List);
+crate::operation_error!(ListError for List; StorageNotFound, UnknownNode);
 /// From `GET /nodes/{node}/storage/{storage}/file-restore/list returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ListResponseItem {

@@ -36,7 +36,7 @@ impl crate::Operation for DeleteRouteMapEntry {
 }
 /// What [`DeleteRouteMapEntry`] answers.
 pub type DeleteRouteMapEntryResponse = ();
-crate::operation_error!(DeleteRouteMapEntryError for DeleteRouteMapEntry);
+crate::operation_error!(DeleteRouteMapEntryError for DeleteRouteMapEntry;);
 /// `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}` (handler `get_route_map_entry`).
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
@@ -66,7 +66,7 @@ impl crate::Operation for GetRouteMapEntry {
     type Response = GetRouteMapEntryResponse;
     type Error = GetRouteMapEntryError;
 }
-crate::operation_error!(GetRouteMapEntryError for GetRouteMapEntry);
+crate::operation_error!(GetRouteMapEntryError for GetRouteMapEntry;);
 /// `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}` (handler `update_route_map_entry`).
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
@@ -126,7 +126,7 @@ impl crate::Operation for UpdateRouteMapEntry {
 }
 /// What [`UpdateRouteMapEntry`] answers.
 pub type UpdateRouteMapEntryResponse = ();
-crate::operation_error!(UpdateRouteMapEntryError for UpdateRouteMapEntry);
+crate::operation_error!(UpdateRouteMapEntryError for UpdateRouteMapEntry;);
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRouteMapEntryResponse {

@@ -26,7 +26,7 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules);
+crate::operation_error!(GetRulesError for GetRules;);
 /// `POST /cluster/sdn/vnets/{vnet}/firewall/rules` (handler `create_rule`).
 ///
 /// - Permitted users: `all`
@@ -103,7 +103,7 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule);
+crate::operation_error!(CreateRuleError for CreateRule;);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/rules returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRulesResponseItem {

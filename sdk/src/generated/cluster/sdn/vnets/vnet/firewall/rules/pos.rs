@@ -34,7 +34,7 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule);
+crate::operation_error!(DeleteRuleError for DeleteRule;);
 /// `GET /cluster/sdn/vnets/{vnet}/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permitted users: `all`
@@ -63,7 +63,7 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule);
+crate::operation_error!(GetRuleError for GetRule;);
 /// `PUT /cluster/sdn/vnets/{vnet}/firewall/rules/{pos}` (handler `update_rule`).
 ///
 /// - Permitted users: `all`
@@ -146,7 +146,7 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule);
+crate::operation_error!(UpdateRuleError for UpdateRule;);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRuleResponse {

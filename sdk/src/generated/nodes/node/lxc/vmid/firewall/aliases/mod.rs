@@ -31,7 +31,7 @@ impl crate::Operation for GetAliases {
 }
 /// What [`GetAliases`] answers.
 pub type GetAliasesResponse = Vec<GetAliasesResponseItem>;
-crate::operation_error!(GetAliasesError for GetAliases);
+crate::operation_error!(GetAliasesError for GetAliases; UnknownNode);
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/aliases` (handler `create_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -77,7 +77,7 @@ impl crate::Operation for CreateAlias {
 }
 /// What [`CreateAlias`] answers.
 pub type CreateAliasResponse = ();
-crate::operation_error!(CreateAliasError for CreateAlias);
+crate::operation_error!(CreateAliasError for CreateAlias; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/aliases returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetAliasesResponseItem {

@@ -37,7 +37,7 @@ impl crate::Operation for RemoveAlias {
 }
 /// What [`RemoveAlias`] answers.
 pub type RemoveAliasResponse = ();
-crate::operation_error!(RemoveAliasError for RemoveAlias);
+crate::operation_error!(RemoveAliasError for RemoveAlias; UnknownNode);
 /// `GET /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}` (handler `read_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -71,7 +71,7 @@ impl crate::Operation for ReadAlias {
 }
 /// What [`ReadAlias`] answers.
 pub type ReadAliasResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadAliasError for ReadAlias);
+crate::operation_error!(ReadAliasError for ReadAlias; UnknownNode);
 /// `PUT /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}` (handler `update_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -123,4 +123,4 @@ impl crate::Operation for UpdateAlias {
 }
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
-crate::operation_error!(UpdateAliasError for UpdateAlias);
+crate::operation_error!(UpdateAliasError for UpdateAlias; UnknownNode);

@@ -31,7 +31,7 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules);
+crate::operation_error!(GetRulesError for GetRules; UnknownNode);
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/rules` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -116,7 +116,7 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule);
+crate::operation_error!(CreateRuleError for CreateRule; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/rules returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRulesResponseItem {

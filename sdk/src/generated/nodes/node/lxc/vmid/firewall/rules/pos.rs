@@ -37,7 +37,7 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule);
+crate::operation_error!(DeleteRuleError for DeleteRule; UnknownNode);
 /// `GET /nodes/{node}/lxc/{vmid}/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -69,7 +69,7 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule);
+crate::operation_error!(GetRuleError for GetRule; UnknownNode);
 /// `PUT /nodes/{node}/lxc/{vmid}/firewall/rules/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -155,7 +155,7 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule);
+crate::operation_error!(UpdateRuleError for UpdateRule; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetRuleResponse {

@@ -42,7 +42,7 @@ impl crate::Operation for Delsnapshot {
 }
 /// What [`Delsnapshot`] answers.
 pub type DelsnapshotResponse = crate::Upid;
-crate::operation_error!(DelsnapshotError for Delsnapshot);
+crate::operation_error!(DelsnapshotError for Delsnapshot; UnknownNode);
 /// `GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}` (handler `snapshot_cmd_idx`).
 ///
 /// - Permitted users: `all`
@@ -76,4 +76,4 @@ impl crate::Operation for SnapshotCmdIdx {
 }
 /// What [`SnapshotCmdIdx`] answers.
 pub type SnapshotCmdIdxResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(SnapshotCmdIdxError for SnapshotCmdIdx);
+crate::operation_error!(SnapshotCmdIdxError for SnapshotCmdIdx; UnknownNode);

@@ -40,4 +40,4 @@ impl crate::Operation for Rollback {
 }
 /// What [`Rollback`] answers.
 pub type RollbackResponse = crate::Upid;
-crate::operation_error!(RollbackError for Rollback);
+crate::operation_error!(RollbackError for Rollback; UnknownNode);

@@ -31,7 +31,7 @@ impl crate::Operation for IpsetIndex {
 }
 /// What [`IpsetIndex`] answers.
 pub type IpsetIndexResponse = Vec<IpsetIndexResponseItem>;
-crate::operation_error!(IpsetIndexError for IpsetIndex);
+crate::operation_error!(IpsetIndexError for IpsetIndex; UnknownNode);
 /// `POST /nodes/{node}/qemu/{vmid}/firewall/ipset` (handler `create_ipset`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -75,7 +75,7 @@ impl crate::Operation for CreateIpset {
 }
 /// What [`CreateIpset`] answers.
 pub type CreateIpsetResponse = ();
-crate::operation_error!(CreateIpsetError for CreateIpset);
+crate::operation_error!(CreateIpsetError for CreateIpset; UnknownNode);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/ipset returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IpsetIndexResponseItem {

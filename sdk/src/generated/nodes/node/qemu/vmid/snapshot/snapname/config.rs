@@ -34,7 +34,7 @@ impl crate::Operation for GetSnapshotConfig {
 }
 /// What [`GetSnapshotConfig`] answers.
 pub type GetSnapshotConfigResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetSnapshotConfigError for GetSnapshotConfig);
+crate::operation_error!(GetSnapshotConfigError for GetSnapshotConfig; UnknownNode);
 /// `PUT /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config` (handler `update_snapshot_config`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -73,4 +73,4 @@ impl crate::Operation for UpdateSnapshotConfig {
 }
 /// What [`UpdateSnapshotConfig`] answers.
 pub type UpdateSnapshotConfigResponse = ();
-crate::operation_error!(UpdateSnapshotConfigError for UpdateSnapshotConfig);
+crate::operation_error!(UpdateSnapshotConfigError for UpdateSnapshotConfig; UnknownNode);

@@ -45,7 +45,7 @@ impl crate::Operation for RemoveIp {
 }
 /// What [`RemoveIp`] answers.
 pub type RemoveIpResponse = ();
-crate::operation_error!(RemoveIpError for RemoveIp);
+crate::operation_error!(RemoveIpError for RemoveIp; UnknownNode);
 /// `GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}` (handler `read_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -88,7 +88,7 @@ impl crate::Operation for ReadIp {
 }
 /// What [`ReadIp`] answers.
 pub type ReadIpResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadIpError for ReadIp);
+crate::operation_error!(ReadIpError for ReadIp; UnknownNode);
 /// `PUT /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}` (handler `update_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -140,4 +140,4 @@ impl crate::Operation for UpdateIp {
 }
 /// What [`UpdateIp`] answers.
 pub type UpdateIpResponse = ();
-crate::operation_error!(UpdateIpError for UpdateIp);
+crate::operation_error!(UpdateIpError for UpdateIp; UnknownNode);

@@ -38,7 +38,7 @@ impl crate::Operation for DeleteIpset {
 }
 /// What [`DeleteIpset`] answers.
 pub type DeleteIpsetResponse = ();
-crate::operation_error!(DeleteIpsetError for DeleteIpset);
+crate::operation_error!(DeleteIpsetError for DeleteIpset; UnknownNode);
 /// `GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}` (handler `get_ipset`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -72,7 +72,7 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-crate::operation_error!(GetIpsetError for GetIpset);
+crate::operation_error!(GetIpsetError for GetIpset; UnknownNode);
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -121,7 +121,7 @@ impl crate::Operation for CreateIp {
 }
 /// What [`CreateIp`] answers.
 pub type CreateIpResponse = ();
-crate::operation_error!(CreateIpError for CreateIp);
+crate::operation_error!(CreateIpError for CreateIp; UnknownNode);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name} returns items`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GetIpsetResponseItem {

@@ -1,0 +1,346 @@
+//! What users see: the Display and Debug of every typed error variant and of the generic cases,
+//! produced from real-shaped PVE answers served by the simulator (scripted where the simulator
+//! does not produce the answer itself). These snapshots are part of the product.
+
+use std::time::Duration;
+
+use pve_sdk::generated::cluster::ceph::status::{
+    Status as CephStatus, StatusError as CephStatusError,
+};
+use pve_sdk::generated::cluster::nextid::{Nextid, NextidError};
+use pve_sdk::generated::nodes::node::lxc::vmid::config::{
+    VmConfig as CtConfig, VmConfigError as CtConfigError,
+};
+use pve_sdk::generated::nodes::node::network::iface::{NetworkConfig, NetworkConfigError};
+use pve_sdk::generated::nodes::node::network::{
+    CreateNetwork, CreateNetworkError, ReloadNetworkConfig, ReloadNetworkConfigError,
+    Type as IfaceType,
+};
+use pve_sdk::generated::nodes::node::qemu::vmid::config::{
+    UpdateVm, UpdateVmError, VmConfig, VmConfigError,
+};
+use pve_sdk::generated::nodes::node::qemu::vmid::{DestroyVm, DestroyVmError};
+use pve_sdk::generated::nodes::node::qemu::{CreateVm, CreateVmError};
+use pve_sdk::generated::nodes::node::storage::storage::status::{ReadStatus, ReadStatusError};
+use pve_sdk::generated::nodes::node::tasks::upid::status::{ReadTaskStatus, ReadTaskStatusError};
+use pve_sdk::{Client, RetryPolicy};
+use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
+use serde_json::json;
+
+async fn sim() -> Simulator {
+    Simulator::start(SimConfig::default())
+        .await
+        .expect("starts")
+}
+
+fn client(sim: &Simulator) -> Client {
+    Client::builder(sim.url())
+        .token("root@pam!sim", "sim-secret")
+        .retry(RetryPolicy {
+            attempts: 1,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        })
+        .build()
+        .expect("client")
+}
+
+fn shown(e: &impl std::fmt::Debug, d: &impl std::fmt::Display) -> String {
+    format!("Display: {d}\n\nDebug: {e:#?}")
+}
+
+fn script(sim: &Simulator, method: &str, path: &str, status: u16, message: &str) {
+    sim.script(Rule::new(
+        method,
+        path,
+        Action::Respond {
+            status,
+            body: json!({"data": null, "message": format!("{message}\n")}),
+        },
+    ));
+}
+
+#[tokio::test]
+async fn network_interface_not_found_and_exists() {
+    let sim = sim().await;
+    let c = client(&sim);
+    let e = c
+        .send(&NetworkConfig::new("pve1", "vmbr9"))
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(e, NetworkConfigError::NetworkInterfaceNotFound { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("network_interface_not_found", shown(&e, &e));
+    let e = c
+        .send(&CreateNetwork::new("pve1", "vmbr0", IfaceType::Bridge))
+        .await
+        .expect_err("exists");
+    assert!(
+        matches!(e, CreateNetworkError::NetworkInterfaceExists { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("network_interface_exists", shown(&e, &e));
+}
+
+#[tokio::test]
+async fn guest_config_not_found() {
+    let sim = sim().await;
+    let c = client(&sim);
+    let e = c
+        .send(&VmConfig::new("pve1", 100))
+        .await
+        .expect_err("missing");
+    match &e {
+        VmConfigError::QemuConfigNotFound(v) => {
+            assert_eq!((v.node.as_str(), v.vmid.as_str()), ("pve1", "100"))
+        }
+        other => panic!("{other:?}"),
+    }
+    insta::assert_snapshot!("qemu_config_not_found", shown(&e, &e));
+    let e = c
+        .send(&CtConfig::new("pve1", 200))
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(e, CtConfigError::LxcConfigNotFound { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("lxc_config_not_found", shown(&e, &e));
+}
+
+#[tokio::test]
+async fn config_write_refusals() {
+    let sim = sim().await;
+    let c = client(&sim);
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "web")]);
+    let mut upd = UpdateVm::new("pve1", 100);
+    upd.description = Some("x".into());
+    upd.digest = Some("0000000000000000000000000000000000000000".into());
+    let e = c.send(&upd).await.expect_err("stale digest");
+    assert!(matches!(e, UpdateVmError::ChecksumMismatch { .. }), "{e:?}");
+    insta::assert_snapshot!("checksum_mismatch", shown(&e, &e));
+
+    upd.digest = None;
+    sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = Some("backup".into()));
+    let e = c.send(&upd).await.expect_err("locked");
+    match &e {
+        UpdateVmError::GuestLocked(v) => assert_eq!(v.lock, "backup"),
+        other => panic!("{other:?}"),
+    }
+    insta::assert_snapshot!("guest_locked", shown(&e, &e));
+
+    sim.with_cluster(|cl| {
+        cl.guests.get_mut(&100).expect("guest").lock = None;
+        cl.file_lock_timeouts.insert(100);
+    });
+    let e = c.send(&upd).await.expect_err("file lock");
+    assert!(
+        matches!(e, UpdateVmError::ConfigLockTimeout { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("config_lock_timeout", shown(&e, &e));
+
+    sim.with_cluster(|cl| {
+        cl.file_lock_timeouts.clear();
+        cl.quorate = false;
+    });
+    let e = c.send(&upd).await.expect_err("no quorum");
+    assert!(matches!(e, UpdateVmError::NoQuorum { .. }), "{e:?}");
+    insta::assert_snapshot!("no_quorum", shown(&e, &e));
+}
+
+#[tokio::test]
+async fn destroy_and_create_refusals() {
+    let sim = sim().await;
+    let c = client(&sim);
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("protection", "1")]);
+    let e = c
+        .send(&DestroyVm::new("pve1", 100))
+        .await
+        .expect_err("protected");
+    assert!(matches!(e, DestroyVmError::GuestProtected { .. }), "{e:?}");
+    insta::assert_snapshot!("guest_protected", shown(&e, &e));
+    sim.with_cluster(|cl| {
+        let g = cl.guests.get_mut(&100).expect("guest");
+        g.config.remove("protection");
+        g.running = true;
+    });
+    let e = c
+        .send(&DestroyVm::new("pve1", 100))
+        .await
+        .expect_err("running");
+    assert!(matches!(e, DestroyVmError::GuestRunning { .. }), "{e:?}");
+    insta::assert_snapshot!("guest_running", shown(&e, &e));
+
+    let e = c
+        .send(&CreateVm::new("pve1", 100))
+        .await
+        .expect_err("taken");
+    assert!(matches!(e, CreateVmError::VmidExists { .. }), "{e:?}");
+    insta::assert_snapshot!("vmid_exists_create", shown(&e, &e));
+    let next = Nextid { vmid: Some(100) };
+    let e = c.send(&next).await.expect_err("taken");
+    assert!(matches!(e, NextidError::VmidExists { .. }), "{e:?}");
+    insta::assert_snapshot!("vmid_exists_nextid", shown(&e, &e));
+}
+
+#[tokio::test]
+async fn node_task_network_ceph_and_storage_errors() {
+    let sim = sim().await;
+    let c = client(&sim);
+    let e = c
+        .send(&NetworkConfig::new("nope", "vmbr0"))
+        .await
+        .expect_err("unknown node");
+    assert!(matches!(e, NetworkConfigError::UnknownNode { .. }), "{e:?}");
+    insta::assert_snapshot!("unknown_node", shown(&e, &e));
+
+    let upid = "UPID:pve1:00001234:00005678:6700AAAA:qmstart:100:root@pam:";
+    let e = c
+        .send(&ReadTaskStatus::new("pve1", upid))
+        .await
+        .expect_err("unknown task");
+    assert!(
+        matches!(e, ReadTaskStatusError::TaskNotFound { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("task_not_found", shown(&e, &e));
+    let e = c
+        .send(&ReadTaskStatus::new("pve1", "not-a-upid"))
+        .await
+        .expect_err("malformed");
+    assert!(
+        matches!(e, ReadTaskStatusError::MalformedUpid { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("malformed_upid", shown(&e, &e));
+
+    script(
+        &sim,
+        "PUT",
+        "/nodes/pve1/network",
+        500,
+        "you need ifupdown2 to reload network configuration",
+    );
+    let e = c
+        .send(&ReloadNetworkConfig::new("pve1"))
+        .await
+        .expect_err("no ifupdown2");
+    assert!(
+        matches!(e, ReloadNetworkConfigError::Ifupdown2Missing { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("ifupdown2_missing", shown(&e, &e));
+
+    let e = c.send(&CephStatus::default()).await.expect_err("no ceph");
+    assert!(
+        matches!(e, CephStatusError::CephNotInstalled { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("ceph_not_installed", shown(&e, &e));
+
+    script(
+        &sim,
+        "GET",
+        "/nodes/pve1/storage/nope/status",
+        500,
+        "storage 'nope' does not exist",
+    );
+    let e = c
+        .send(&ReadStatus::new("pve1", "nope"))
+        .await
+        .expect_err("no storage");
+    assert!(
+        matches!(e, ReadStatusError::StorageNotFound { .. }),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("storage_not_found", shown(&e, &e));
+}
+
+#[tokio::test]
+async fn generic_api_and_client_errors() {
+    let sim = sim().await;
+    let c = client(&sim);
+    let mut bad = CreateVm::new("pve1", 100);
+    bad.cores = Some(0);
+    let e = c.send(&bad).await.expect_err("verification");
+    assert!(matches!(e, CreateVmError::Api(_)), "{e:?}");
+    insta::assert_snapshot!("api_parameter_verification", shown(&e, &e));
+
+    sim.deny(
+        "root@pam!sim",
+        "GET",
+        "/nodes/*/qemu/*/config",
+        "/vms/100",
+        "VM.Audit",
+    );
+    let e = c
+        .send(&VmConfig::new("pve1", 100))
+        .await
+        .expect_err("denied");
+    insta::assert_snapshot!("api_permission_denied", shown(&e, &e));
+
+    let wrong = Client::builder(sim.url())
+        .token("root@pam!sim", "wrong")
+        .build()
+        .expect("client");
+    let e = wrong
+        .send(&VmConfig::new("pve1", 100))
+        .await
+        .expect_err("bad token");
+    insta::assert_snapshot!("api_authentication_failure", shown(&e, &e));
+
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/network/vmbr0",
+        Action::Respond {
+            status: 200,
+            body: json!({"result": 1}),
+        },
+    ));
+    let e = c
+        .send(&NetworkConfig::new("pve1", "vmbr0"))
+        .await
+        .expect_err("not an envelope");
+    insta::assert_snapshot!("client_not_an_envelope", shown(&e, &e));
+
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/network/vmbr1",
+        Action::Respond {
+            status: 200,
+            body: json!({"data": {"iface": 5, "type": ["x"]}}),
+        },
+    ));
+    let e = c
+        .send(&NetworkConfig::new("pve1", "vmbr1"))
+        .await
+        .expect_err("wrong shape");
+    insta::assert_snapshot!(
+        "client_decode",
+        format!(
+            "Display: {e}\n\nSource: {}",
+            std::error::Error::source(&e)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        )
+    );
+
+    let port = sim.addr().port();
+    drop(sim);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let e = c
+        .send(&VmConfig::new("pve1", 100))
+        .await
+        .expect_err("refused");
+    let text = format!(
+        "Display: {e}\n\nSource: {}",
+        std::error::Error::source(&e)
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    )
+    .replace(&port.to_string(), "PORT");
+    insta::assert_snapshot!("client_transport_refused", text);
+}
