@@ -81,7 +81,7 @@ impl<T> Response<T> {
     }
 }
 
-/// Renew a ticket once it is this old (PVE tickets live 2 hours).
+/// Renew a ticket once it is this old by default (PVE tickets live 2 hours).
 const TICKET_RENEW_AFTER: Duration = Duration::from_secs(90 * 60);
 
 #[derive(Debug)]
@@ -94,10 +94,13 @@ struct Ticket {
 #[derive(Debug)]
 struct Inner {
     http: reqwest::Client,
+    /// `PVEAPIToken=...` for token credentials, built once and marked sensitive.
+    token_header: Option<reqwest::header::HeaderValue>,
     api: String,
     credentials: Credentials,
     retry: RetryPolicy,
     check_versions: bool,
+    renew_after: Duration,
     ticket: Mutex<Option<Ticket>>,
     server_version: Mutex<Option<PveVersion>>,
 }
@@ -117,6 +120,7 @@ pub struct ClientBuilder {
     tls: TlsMode,
     retry: RetryPolicy,
     check_versions: bool,
+    renew_after: Duration,
 }
 
 /// Why a client could not be built.
@@ -141,6 +145,9 @@ pub enum BuildError {
     /// The HTTP client could not be built.
     #[error("the HTTP client could not be built")]
     Http(#[source] reqwest::Error),
+    /// The token id or secret has characters an HTTP header cannot carry.
+    #[error("the API token cannot be sent in an HTTP header (control characters?)")]
+    BadToken,
 }
 
 impl ClientBuilder {
@@ -177,6 +184,12 @@ impl ClientBuilder {
     /// Retries of reads.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
+        self
+    }
+
+    /// Renew the ticket once it is this old (default 90 minutes; PVE tickets live 2 hours).
+    pub fn renew_ticket_after(mut self, age: Duration) -> Self {
+        self.renew_after = age;
         self
     }
 
@@ -221,13 +234,27 @@ impl ClientBuilder {
             }
         }
         let http = http.build().map_err(BuildError::Http)?;
+        let token_header = match &credentials {
+            Credentials::Token { id, secret } => {
+                let mut v = reqwest::header::HeaderValue::from_str(&format!(
+                    "PVEAPIToken={id}={}",
+                    secret.expose()
+                ))
+                .map_err(|_| BuildError::BadToken)?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+            Credentials::Password { .. } => None,
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
+                token_header,
                 api: format!("{base}/api2/json"),
                 credentials,
                 retry: self.retry,
                 check_versions: self.check_versions,
+                renew_after: self.renew_after,
                 ticket: Mutex::new(None),
                 server_version: Mutex::new(None),
             }),
@@ -239,7 +266,7 @@ impl ClientBuilder {
 struct Exchange {
     status: u16,
     reason: Option<String>,
-    body: Vec<u8>,
+    body: bytes::Bytes,
 }
 
 fn excerpt(body: &[u8]) -> String {
@@ -284,30 +311,51 @@ fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> Api
     }
 }
 
+#[derive(serde::Deserialize)]
+struct RawEnvelope {
+    data: Option<Value>,
+    #[serde(default)]
+    total: Option<Value>,
+    #[serde(default)]
+    changes: Option<Value>,
+    #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "present on some answers; read to tell envelopes apart"
+    )]
+    success: Option<Value>,
+}
+
 /// Decodes `{"data": ..., "total": .., "changes": ..}`.
 fn envelope<T: DeserializeOwned>(body: &[u8]) -> Result<Response<T>, ClientErrorKind> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ClientErrorKind::Decode {
-        excerpt: excerpt(body),
-        source: e,
-    })?;
-    let Value::Object(mut map) = value else {
-        return Err(ClientErrorKind::NotEnvelope {
-            excerpt: excerpt(body),
-        });
+    let raw: RawEnvelope = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) if e.is_data() => {
+            return Err(ClientErrorKind::NotEnvelope {
+                excerpt: excerpt(body),
+            })
+        }
+        Err(e) => {
+            return Err(ClientErrorKind::Decode {
+                excerpt: excerpt(body),
+                source: e,
+            })
+        }
     };
-    let Some(data) = map.remove("data") else {
-        return Err(ClientErrorKind::NotEnvelope {
-            excerpt: excerpt(body),
-        });
+    let data = match raw.data {
+        Some(d) => d,
+        None if body_has_data_key(body) => Value::Null,
+        None => {
+            return Err(ClientErrorKind::NotEnvelope {
+                excerpt: excerpt(body),
+            })
+        }
     };
-    let total = map.get("total").and_then(|t| {
+    let total = raw.total.and_then(|t| {
         t.as_u64()
             .or_else(|| t.as_str().and_then(|s| s.parse().ok()))
     });
-    let changes = map
-        .get("changes")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let changes = raw.changes.and_then(|c| c.as_str().map(str::to_owned));
     let data = crate::lenient::from_value(data).map_err(|e| ClientErrorKind::Decode {
         excerpt: excerpt(body),
         source: e,
@@ -317,6 +365,12 @@ fn envelope<T: DeserializeOwned>(body: &[u8]) -> Result<Response<T>, ClientError
         total,
         changes,
     })
+}
+
+/// `{"data": null}` deserializes `data` as `None`; tell it from a missing `data`.
+fn body_has_data_key(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Map<String, Value>>(body)
+        .is_ok_and(|m| m.contains_key("data"))
 }
 
 impl Client {
@@ -329,6 +383,7 @@ impl Client {
             tls: TlsMode::Verify,
             retry: RetryPolicy::default(),
             check_versions: false,
+            renew_after: TICKET_RENEW_AFTER,
         }
     }
 
@@ -480,27 +535,31 @@ impl Client {
             Method::Delete => reqwest::Method::DELETE,
         };
         let mut req = self.inner.http.request(method, url);
-        req = if enc.method.uses_query() {
-            req.query(&enc.params)
-        } else {
-            req.form(&enc.params)
-        };
+        if !enc.params.is_empty() {
+            req = if enc.method.uses_query() {
+                req.query(&enc.params)
+            } else {
+                req.form(&enc.params)
+            };
+        }
         req = self.authenticate(req, enc.method).await?;
         let resp = req
             .send()
             .await
             .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
         let status = resp.status().as_u16();
-        let reason = resp
-            .extensions()
-            .get::<hyper::ext::ReasonPhrase>()
-            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
-            .or_else(|| resp.status().canonical_reason().map(str::to_owned));
+        let reason = if status == 200 {
+            None
+        } else {
+            resp.extensions()
+                .get::<hyper::ext::ReasonPhrase>()
+                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+                .or_else(|| resp.status().canonical_reason().map(str::to_owned))
+        };
         let body = resp
             .bytes()
             .await
-            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?
-            .to_vec();
+            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
         Ok(Exchange {
             status,
             reason,
@@ -514,15 +573,17 @@ impl Client {
         method: Method,
     ) -> Result<reqwest::RequestBuilder, ClientErrorKind> {
         match &self.inner.credentials {
-            Credentials::Token { id, secret } => Ok(req.header(
-                "Authorization",
-                format!("PVEAPIToken={id}={}", secret.expose()),
-            )),
+            Credentials::Token { .. } => match &self.inner.token_header {
+                Some(h) => Ok(req.header(reqwest::header::AUTHORIZATION, h.clone())),
+                None => Err(ClientErrorKind::NotEnvelope {
+                    excerpt: "token header missing".to_owned(),
+                }),
+            },
             Credentials::Password { .. } => {
                 let mut guard = self.inner.ticket.lock().await;
                 let renew = guard
                     .as_ref()
-                    .is_none_or(|t| t.issued.elapsed() >= TICKET_RENEW_AFTER);
+                    .is_none_or(|t| t.issued.elapsed() >= self.inner.renew_after);
                 if renew {
                     let previous = guard.as_ref().map(|t| t.ticket.clone());
                     *guard = Some(self.login(previous).await?);
@@ -564,8 +625,7 @@ impl Client {
         let body = resp
             .bytes()
             .await
-            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?
-            .to_vec();
+            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
         if status != 200 {
             let ex = Exchange {
                 status,

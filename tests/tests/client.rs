@@ -497,3 +497,56 @@ async fn no_secret_reaches_logs_or_errors() {
         }
     }
 }
+
+#[tokio::test]
+async fn tickets_are_renewed_with_the_ticket_before_they_expire() {
+    let sim = Simulator::start(SimConfig {
+        ticket_lifetime: Duration::from_millis(400),
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    let c = Client::builder(sim.url())
+        .password("root@pam", "sim-password")
+        .renew_ticket_after(Duration::from_millis(150))
+        .build()
+        .expect("client");
+    c.send(&ListNetwork::new("pve1")).await.expect("first read");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    c.send(&ListNetwork::new("pve1"))
+        .await
+        .expect("read after renewal");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    c.send(&ListNetwork::new("pve1"))
+        .await
+        .expect("still valid: renewed, not expired");
+    let logins: Vec<u16> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.line() == "POST /access/ticket")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        logins,
+        [200, 200, 200],
+        "one login, then a renewal before each expiry"
+    );
+}
+
+#[tokio::test]
+async fn a_write_dropped_before_it_was_applied_is_not_resent_either() {
+    let sim = sim().await;
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "web")]);
+    let c = client(&sim);
+    sim.script(Rule::new("PUT", "/nodes/pve1/qemu/100/config", Action::DropBefore).nth(1));
+    let mut upd = UpdateVm::new("pve1", 100);
+    upd.description = Some("maybe".into());
+    let err = c.send(&upd).await.expect_err("no answer");
+    assert!(err.client_error().is_some());
+    assert_eq!(
+        sim.writes().len(),
+        1,
+        "the client cannot tell before from after: no resend"
+    );
+    sim.with_cluster(|cl| assert_eq!(cl.guests[&100].config.get("description"), None));
+}

@@ -1,0 +1,91 @@
+//! Benchmark: 10,000 GETs of a VM config through `client.send` (encode, auth, envelope, typed
+//! lenient decode) against the same requests through plain reqwest + `serde_json::Value`, same
+//! process, same simulator, one request at a time. Prints both times and their ratio.
+//!
+//! `cargo bench -p pve-tests --bench client_overhead`
+
+use std::time::{Duration, Instant};
+
+use pve_sdk::generated::nodes::node::qemu::vmid::config::VmConfig;
+use pve_sdk::Client;
+use pve_sim::{GuestKind, SimConfig, Simulator};
+
+const N: usize = 10_000;
+
+async fn sdk(client: &Client) -> Duration {
+    let req = VmConfig::new("pve1", 100);
+    let t = Instant::now();
+    for _ in 0..N {
+        let cfg = client.send(&req).await.expect("reads").into_data();
+        assert_eq!(cfg.cores, Some(4));
+    }
+    t.elapsed()
+}
+
+async fn raw(http: &reqwest::Client, url: &str) -> Duration {
+    let t = Instant::now();
+    for _ in 0..N {
+        let v: serde_json::Value = http
+            .get(url)
+            .header("Authorization", "PVEAPIToken=root@pam!sim=sim-secret")
+            .send()
+            .await
+            .expect("answers")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(v["data"]["cores"], "4");
+    }
+    t.elapsed()
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let sim = Simulator::start(SimConfig::default())
+            .await
+            .expect("starts");
+        sim.add_guest(
+            "pve1",
+            100,
+            GuestKind::Qemu,
+            &[
+                ("name", "bench"),
+                ("cores", "4"),
+                ("memory", "4096"),
+                ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1"),
+                ("scsi0", "local-lvm:vm-100-disk-0,iothread=1,size=32G"),
+                ("ostype", "l26"),
+                ("onboot", "1"),
+            ],
+        );
+        let client = Client::builder(sim.url())
+            .token("root@pam!sim", "sim-secret")
+            .build()
+            .expect("client");
+        let http = reqwest::Client::new();
+        let url = format!("{}/nodes/pve1/qemu/100/config", sim.api_url());
+        // Warm up both paths and the server.
+        let _ = sdk(&client).await;
+        let _ = raw(&http, &url).await;
+        let mut ratios = Vec::new();
+        for round in 1..=7 {
+            sim.clear_log();
+            let r = raw(&http, &url).await;
+            sim.clear_log();
+            let s = sdk(&client).await;
+            let ratio = s.as_secs_f64() / r.as_secs_f64();
+            println!(
+                "round {round}: client.send {:.0} ms, reqwest + Value {:.0} ms, ratio {ratio:.3}",
+                s.as_secs_f64() * 1e3,
+                r.as_secs_f64() * 1e3
+            );
+            ratios.push(ratio);
+        }
+        ratios.sort_by(f64::total_cmp);
+        println!("median ratio over 7 rounds of {N} GETs: {:.3}", ratios[3]);
+    });
+}
