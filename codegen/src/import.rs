@@ -98,6 +98,78 @@ pub fn extract(js: &str) -> Result<String, String> {
     Err("no `= [` assignment of a schema array found".into())
 }
 
+/// Downloads `apidoc.js` from a node (`https://node:8006`). Without a fingerprint the
+/// certificate is verified against the public roots; with one, exactly the certificate with
+/// that SHA-256 fingerprint is accepted (PVE's self-signed default), checked before the body is
+/// used. Nothing secret is sent: the viewer file needs no login.
+///
+/// # Errors
+///
+/// A sentence naming what failed: the request, the status, or a fingerprint mismatch.
+pub fn fetch(base_url: &str, fingerprint: Option<&str>) -> Result<String, String> {
+    let url = format!(
+        "{}/pve-docs/api-viewer/apidoc.js",
+        base_url.trim_end_matches('/')
+    );
+    let want = match fingerprint {
+        Some(f) => Some(normalize_fingerprint(f).ok_or_else(|| {
+            format!("{f:?} is not a SHA-256 fingerprint (32 hex bytes, e.g. AB:CD:...)")
+        })?),
+        None => None,
+    };
+    let client = reqwest::blocking::Client::builder()
+        .danger_accept_invalid_certs(want.is_some())
+        .tls_info(true)
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    let resp = client.get(&url).send().map_err(|e| {
+        let mut text = format!("cannot fetch {url}: {e}");
+        let mut cur = std::error::Error::source(&e);
+        while let Some(s) = cur {
+            text.push_str(&format!(": {s}"));
+            cur = s.source();
+        }
+        text
+    })?;
+    if let Some(want) = want {
+        let got = resp
+            .extensions()
+            .get::<reqwest::tls::TlsInfo>()
+            .and_then(|i| i.peer_certificate())
+            .map(|der| crate::raw::sha256_hex(der))
+            .ok_or_else(|| format!("{url}: no TLS certificate to check the fingerprint against"))?;
+        if got != want {
+            return Err(format!(
+                "{url}: certificate fingerprint {} does not match the pinned one",
+                colon_hex(&got)
+            ));
+        }
+    }
+    if !resp.status().is_success() {
+        return Err(format!("{url}: HTTP {}", resp.status()));
+    }
+    resp.text().map_err(|e| format!("{url}: {e}"))
+}
+
+/// `AB:CD:...` or plain hex -> lower-case plain hex.
+fn normalize_fingerprint(text: &str) -> Option<String> {
+    let hex: String = text
+        .chars()
+        .filter(|c| *c != ':' && *c != ' ')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+fn colon_hex(hex: &str) -> String {
+    hex.as_bytes()
+        .chunks(2)
+        .map(|c| String::from_utf8_lossy(c).to_ascii_uppercase())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// What an import wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Imported {

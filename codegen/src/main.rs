@@ -90,8 +90,14 @@ enum Command {
     /// Extract the schema from the API viewer's apidoc.js into apispec/ and update the lock.
     Import {
         /// apidoc.js as served by a node or found in /usr/share/pve-docs/api-viewer/.
+        #[arg(long, required_unless_present = "url", conflicts_with = "url")]
+        file: Option<PathBuf>,
+        /// A node to fetch it from, e.g. https://pve1:8006.
         #[arg(long)]
-        file: PathBuf,
+        url: Option<String>,
+        /// Accept exactly the node's certificate with this SHA-256 fingerprint (AB:CD:...).
+        #[arg(long, requires = "url")]
+        fingerprint: Option<String>,
         /// The PVE version (else found by sha256 in the lock).
         #[arg(long, value_name = "X.Y")]
         pve_version: Option<String>,
@@ -255,12 +261,21 @@ fn main() -> ExitCode {
         }
         Command::Import {
             file,
+            url,
+            fingerprint,
             pve_version,
             apispec,
         } => {
-            let js = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => return usage(format!("{}: {e}", file.display())),
+            let js = match (&file, &url) {
+                (Some(file), _) => match std::fs::read_to_string(file) {
+                    Ok(t) => t,
+                    Err(e) => return usage(format!("{}: {e}", file.display())),
+                },
+                (None, Some(url)) => match import::fetch(url, fingerprint.as_deref()) {
+                    Ok(t) => t,
+                    Err(e) => return usage(e),
+                },
+                (None, None) => return usage("give --file or --url".to_owned()),
             };
             match import::import(&js, &apispec, pve_version.as_deref()) {
                 Ok(i) => {

@@ -178,3 +178,37 @@ fn import_extracts_the_exact_schema_bytes_and_locks_them() {
         assert_eq!(again.entry.version, version);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn import_fetches_apidoc_js_from_a_node_with_a_pinned_fingerprint() {
+    let sim = pve_sim::Simulator::start(pve_sim::SimConfig {
+        tls: true,
+        ..pve_sim::SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    let url = sim.url();
+    let fp = sim.fingerprint().expect("fingerprint").to_owned();
+    let (pinned, unverified, wrong) = tokio::task::spawn_blocking(move || {
+        let pinned = import::fetch(&url, Some(&fp));
+        let unverified = import::fetch(&url, None);
+        let wrong_fp = format!("00{}", &fp[2..]);
+        let wrong_fp = if wrong_fp == fp {
+            format!("11{}", &fp[2..])
+        } else {
+            wrong_fp
+        };
+        let wrong = import::fetch(&url, Some(&wrong_fp));
+        (pinned, unverified, wrong)
+    })
+    .await
+    .expect("joins");
+    let js = pinned.expect("fetched over the pinned certificate");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let got = import::import(&js, dir.path(), Some("9.2")).expect("imports");
+    assert_eq!(got.entry.methods, 675);
+    let e = unverified.expect_err("a self-signed certificate is not trusted by default");
+    assert!(e.contains("cannot fetch"), "{e}");
+    let e = wrong.expect_err("wrong pin");
+    assert!(e.contains("does not match the pinned one"), "{e}");
+}
