@@ -137,7 +137,7 @@ pub fn fetch(base_url: &str, fingerprint: Option<&str>) -> Result<String, String
             .extensions()
             .get::<reqwest::tls::TlsInfo>()
             .and_then(|i| i.peer_certificate())
-            .map(|der| crate::raw::sha256_hex(der))
+            .map(crate::raw::sha256_hex)
             .ok_or_else(|| format!("{url}: no TLS certificate to check the fingerprint against"))?;
         if got != want {
             return Err(format!(
