@@ -135,12 +135,26 @@ fn fail(e: Error) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Writes a report to stdout; a closed pipe (`| head`) ends it quietly instead of panicking.
+fn out(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pve-codegen: cannot write the report: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn json<T: serde::Serialize>(v: &T) -> ExitCode {
     match serde_json::to_string_pretty(v) {
-        Ok(s) => {
-            println!("{s}");
-            ExitCode::SUCCESS
-        }
+        Ok(s) => out(&format!("{s}\n")),
         Err(e) => {
             eprintln!("pve-codegen: {e}");
             ExitCode::from(2)
@@ -231,8 +245,7 @@ fn main() -> ExitCode {
                     if as_json {
                         json(&s)
                     } else {
-                        print!("{s}");
-                        ExitCode::SUCCESS
+                        out(&s.to_string())
                     }
                 }
                 Err(e) => fail(e),
@@ -255,8 +268,7 @@ fn main() -> ExitCode {
             if as_json {
                 json(&report)
             } else {
-                print!("{report}");
-                ExitCode::SUCCESS
+                out(&report.to_string())
             }
         }
         Command::Import {
