@@ -71,6 +71,18 @@ impl Call<'_> {
         self.get("node").unwrap_or_default()
     }
 
+    /// The keys of `delete` (PVE splits on commas, semicolons and spaces).
+    fn delete_list(&self) -> Vec<String> {
+        self.get("delete")
+            .map(|d| {
+                d.split([',', ';', ' '])
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn vmid(&self) -> u32 {
         self.get("vmid")
             .and_then(|v| v.parse().ok())
@@ -325,15 +337,7 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
         }
     }
     let set = config_keys(call);
-    let deletes: Vec<String> = call
-        .get("delete")
-        .map(|d| {
-            d.split([',', ';', ' '])
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let deletes = call.delete_list();
     if set.is_empty() && deletes.is_empty() && call.get("revert").is_none() {
         return fail(500, "no options specified");
     }
@@ -595,15 +599,7 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         return param_error("iface", NO_IFACE);
     }
     let set = iface_keys(call);
-    let deletes: Vec<String> = call
-        .get("delete")
-        .map(|d| {
-            d.split([',', ';', ' '])
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let deletes = call.delete_list();
     if let Some(keys) = net.staged_mut().get_mut(&iface) {
         for k in deletes {
             keys.remove(&k);
