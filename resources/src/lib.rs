@@ -1,0 +1,7 @@
+//! `pve-resources`: declare Proxmox VE objects and bring a cluster to them safely.
+//!
+//! This crate is being built in steps. Available now: the [`state`] store (a JSON file with an
+//! exclusive lock and atomic writes). The engine (plan, deploy, verify, destroy) and the
+//! families (`Vm`, `NodeNetwork`, `NetworkApply`) follow.
+
+pub mod state;
