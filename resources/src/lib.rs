@@ -1,7 +1,9 @@
 //! `pve-resources`: declare Proxmox VE objects and bring a cluster to them safely.
 //!
 //! This crate is being built in steps. Available now: the [`state`] store (a JSON file with an
-//! exclusive lock and atomic writes). The engine (plan, deploy, verify, destroy) and the
-//! families (`Vm`, `NodeNetwork`, `NetworkApply`) follow.
+//! exclusive lock and atomic writes) and the [`read`] rules every family reads by (present /
+//! absent / unreadable, cluster-wide vmid ownership). The engine (plan, deploy, verify,
+//! destroy) and the families (`Vm`, `NodeNetwork`, `NetworkApply`) follow.
 
+pub mod read;
 pub mod state;

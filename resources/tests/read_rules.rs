@@ -1,0 +1,146 @@
+//! The reading rules against the simulator, asserting the exact requests made.
+
+use pve_resources::read::{is_refused, read_vm_config, vmid_owner, Owner, Read};
+use pve_sdk::Client;
+use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
+use serde_json::json;
+
+async fn sim() -> Simulator {
+    Simulator::start(SimConfig {
+        nodes: vec!["pve1".into(), "pve2".into()],
+        tokens: vec![
+            ("root@pam!sim".into(), "sim-secret".into()),
+            ("audit@pve!ro".into(), "ro-secret".into()),
+        ],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts")
+}
+
+fn client(sim: &Simulator) -> Client {
+    Client::builder(sim.url())
+        .token("root@pam!sim", "sim-secret")
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn s01_only_typed_absence_means_absent() {
+    let sim = sim().await;
+    let c = client(&sim);
+    assert!(matches!(
+        read_vm_config(&c, "pve1", 100).await,
+        Read::Absent
+    ));
+    // A 500 that is not the config-not-found message is not absence.
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/qemu/101/config",
+        Action::Respond {
+            status: 500,
+            body: json!({"data": null, "message": "got timeout\n"}),
+        },
+    ));
+    assert!(matches!(
+        read_vm_config(&c, "pve1", 101).await,
+        Read::Unreadable(_)
+    ));
+    // Nor is a malformed 200.
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/qemu/102/config",
+        Action::Respond {
+            status: 200,
+            body: json!({"oops": 1}),
+        },
+    ));
+    assert!(matches!(
+        read_vm_config(&c, "pve1", 102).await,
+        Read::Unreadable(_)
+    ));
+    sim.add_guest("pve1", 103, GuestKind::Qemu, &[("name", "web")]);
+    assert!(read_vm_config(&c, "pve1", 103).await.is_present());
+}
+
+#[tokio::test]
+async fn s02_a_refused_credential_is_unreadable_not_absent() {
+    let sim = sim().await;
+    sim.deny(
+        "audit@pve!ro",
+        "GET",
+        "/nodes/*/qemu/*/config",
+        "/vms/100",
+        "VM.Audit",
+    );
+    let ro = Client::builder(sim.url())
+        .token("audit@pve!ro", "ro-secret")
+        .build()
+        .expect("client");
+    match read_vm_config(&ro, "pve1", 100).await {
+        Read::Unreadable(e) => assert!(is_refused(&e), "{e}"),
+        other => panic!("expected unreadable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn s05_reads_send_only_their_path_parameters() {
+    let sim = sim().await;
+    let c = client(&sim);
+    let _ = read_vm_config(&c, "pve1", 100).await;
+    let log = sim.requests();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].line(), "GET /nodes/pve1/qemu/100/config");
+    assert!(log[0].params.is_empty(), "{:?}", log[0].params);
+    assert!(sim.writes().is_empty());
+}
+
+#[tokio::test]
+async fn s17_vmid_ownership_is_decided_cluster_wide() {
+    let sim = sim().await;
+    let c = client(&sim);
+    assert_eq!(
+        vmid_owner(&c, "pve1", 100).await.expect("reads"),
+        Owner::Free
+    );
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[]);
+    sim.add_guest("pve2", 101, GuestKind::Qemu, &[]);
+    sim.add_guest("pve1", 102, GuestKind::Lxc, &[]);
+    sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = Some("backup".into()));
+    assert_eq!(
+        vmid_owner(&c, "pve1", 100).await.expect("reads"),
+        Owner::ThisVm {
+            lock: Some("backup".into())
+        }
+    );
+    assert_eq!(
+        vmid_owner(&c, "pve1", 101).await.expect("reads"),
+        Owner::Elsewhere(
+            "vmid 101 is a VM on node pve2, not on pve1: a migration is not an update".into()
+        )
+    );
+    assert_eq!(
+        vmid_owner(&c, "pve1", 102).await.expect("reads"),
+        Owner::Elsewhere("vmid 102 is held by an LXC container on node pve1".into())
+    );
+    // An unreadable index is an error, never "free".
+    sim.script(Rule::new(
+        "GET",
+        "/cluster/resources",
+        Action::Respond {
+            status: 500,
+            body: json!({"data": null, "message": "cluster not ready - no quorum?\n"}),
+        },
+    ));
+    let e = vmid_owner(&c, "pve1", 200).await.expect_err("unreadable");
+    assert_eq!(
+        e.to_string(),
+        "cannot tell who holds vmid 200: /cluster/resources could not be read"
+    );
+    let lines: Vec<String> = sim.requests().iter().map(|r| r.line()).collect();
+    assert!(
+        lines.iter().all(|l| l == "GET /cluster/resources"),
+        "{lines:?}"
+    );
+    assert!(sim.writes().is_empty());
+}
