@@ -1,0 +1,92 @@
+//! The cluster-health gate in front of disruptive work (network applies).
+//!
+//! # Guarantees
+//!
+//! - **S22 Cluster-health gate.** [`check`] reads `/cluster/status` and `/cluster/ceph/status`
+//!   and reports the cluster degraded when it is not quorate, when any member is offline, or
+//!   when Ceph is not `HEALTH_OK`. No Ceph installed (the SDK's typed `CephNotInstalled`) is
+//!   fine; a standalone node (no `cluster` entry) counts as quorate. Every problem names the
+//!   members involved; a health read that fails is an error, never "healthy".
+//!   [`Health::worse_than`] tells whether health got worse after the work, for stopping a chain.
+
+use pve_sdk::generated::cluster::ceph::status::{Status as CephStatus, StatusError as CephError};
+use pve_sdk::generated::cluster::status::{GetStatus, GetStatusError, GetStatusResponseItemType};
+use pve_sdk::Client;
+
+/// What the gate saw.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Health {
+    /// Problems, each a sentence naming the members involved; empty when healthy.
+    pub problems: Vec<String>,
+}
+
+impl Health {
+    /// Whether nothing is wrong.
+    pub fn is_healthy(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// Whether `self` (after) shows a problem that `before` did not.
+    pub fn worse_than(&self, before: &Health) -> bool {
+        self.problems.iter().any(|p| !before.problems.contains(p))
+    }
+}
+
+/// Why health could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HealthError {
+    /// `/cluster/status` could not be read.
+    #[error("cluster health unknown: /cluster/status could not be read")]
+    Status(#[source] GetStatusError),
+    /// `/cluster/ceph/status` could not be read (and Ceph is installed).
+    #[error("cluster health unknown: /cluster/ceph/status could not be read")]
+    Ceph(#[source] CephError),
+}
+
+/// Reads the cluster's health (S22).
+///
+/// # Errors
+///
+/// [`HealthError`] when a health read fails: unknown health is never reported healthy.
+pub async fn check(client: &Client) -> Result<Health, HealthError> {
+    let rows = client
+        .send(&GetStatus {})
+        .await
+        .map_err(HealthError::Status)?
+        .into_data();
+    let mut problems = Vec::new();
+    if let Some(cluster) = rows
+        .iter()
+        .find(|r| r.type_ == GetStatusResponseItemType::Cluster)
+    {
+        if cluster.quorate != Some(true) {
+            problems.push(format!("cluster {} is not quorate", cluster.name));
+        }
+    }
+    let offline: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.type_ == GetStatusResponseItemType::Node && r.online != Some(true))
+        .map(|r| r.name.as_str())
+        .collect();
+    if !offline.is_empty() {
+        problems.push(format!("member(s) offline: {}", offline.join(", ")));
+    }
+    match client.send(&CephStatus {}).await {
+        Ok(r) => {
+            let status = r
+                .data
+                .get("health")
+                .and_then(|h| h.get("status"))
+                .and_then(|s| s.as_str())
+                .unwrap_or("unknown")
+                .to_owned();
+            if status != "HEALTH_OK" {
+                problems.push(format!("Ceph reports {status}"));
+            }
+        }
+        Err(CephError::CephNotInstalled(_)) => {}
+        Err(e) => return Err(HealthError::Ceph(e)),
+    }
+    Ok(Health { problems })
+}
