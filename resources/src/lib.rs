@@ -2,9 +2,10 @@
 //!
 //! This crate is being built in steps. Available now: the [`state`] store (a JSON file with an
 //! exclusive lock and atomic writes) and the [`read`] rules every family reads by (present /
-//! absent / unreadable, cluster-wide vmid ownership) and the [`health`] gate. The engine (plan, deploy, verify,
+//! absent / unreadable, cluster-wide vmid ownership), the [`health`] gate and [`network_apply::apply`]. The engine (plan, deploy, verify,
 //! destroy) and the families (`Vm`, `NodeNetwork`, `NetworkApply`) follow.
 
 pub mod health;
+pub mod network_apply;
 pub mod read;
 pub mod state;

@@ -1,0 +1,171 @@
+//! Applying a node's staged network changes, the careful way.
+//!
+//! # Guarantees
+//!
+//! - **S21 An apply diffs the live system.** The node's staged changes are read first; nothing
+//!   staged means no apply request at all (PVE's apply worker reloads networking even then).
+//! - **S22 Cluster-health gate.** A degraded cluster refuses the apply before any write; health
+//!   is read again after, and a worse cluster stops the chain with the problems named.
+//! - **S13 No UPID, no claim.** The apply's answer must be a task id (typed `Upid`).
+//! - **S14 / S16 Await the task, exactly.** Success is the `srvreload` task's exit status, never
+//!   the vanished pending changes (the worker promotes the staged file before it reloads).
+//! - **S15 Unknown is not failed.** An unreadable poll is reported as unknown; nothing is resent.
+//! - **S24 Left-over staged lines after an OK reload are a refusal.**
+//! - **S29** [`apply`] calls `on_started` with the UPID before awaiting, so a caller can record
+//!   it and resume by awaiting instead of applying again.
+
+use pve_sdk::generated::nodes::node::network::{
+    Index as ListNetwork, IndexError, ReloadNetworkConfig, ReloadNetworkConfigError,
+};
+use pve_sdk::task::{AwaitOptions, TaskError, TaskSuccess};
+use pve_sdk::{Client, Upid};
+
+use crate::health::{self, Health, HealthError};
+
+/// What an apply did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Nothing was staged: no request was made.
+    NothingStaged,
+    /// The staged changes were applied and the reload task ended well.
+    Reloaded {
+        /// The task.
+        upid: Upid,
+        /// Its exit status (`OK` or `WARNINGS: n`).
+        success: TaskSuccess,
+    },
+}
+
+/// Why an apply did not happen or did not end well.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApplyError {
+    /// The staged changes could not be read: nothing was applied.
+    #[error("node {node}: cannot read the staged network changes")]
+    ReadStaged {
+        /// The node.
+        node: String,
+        /// The read's error.
+        #[source]
+        source: IndexError,
+    },
+    /// Cluster health could not be read: nothing was applied (or, after, the outcome is not
+    /// confirmed).
+    #[error("node {node}: {source}")]
+    Health {
+        /// The node.
+        node: String,
+        /// The read's error.
+        source: HealthError,
+    },
+    /// The cluster is degraded: nothing was applied.
+    #[error("node {node}: refusing to apply network changes on a degraded cluster: {}", .health.problems.join("; "))]
+    Degraded {
+        /// The node.
+        node: String,
+        /// What is wrong.
+        health: Health,
+    },
+    /// PVE refused the apply request.
+    #[error("node {node}: the network apply was refused")]
+    Request {
+        /// The node.
+        node: String,
+        /// PVE's answer.
+        #[source]
+        source: ReloadNetworkConfigError,
+    },
+    /// The reload task failed, or its outcome is unknown; it is not resent.
+    #[error("node {node}: the network reload did not confirm success")]
+    Task {
+        /// The node.
+        node: String,
+        /// The task's outcome.
+        #[source]
+        source: TaskError,
+    },
+    /// The reload ended OK but staged lines remain: the running config is not the declared one.
+    #[error("node {node}: the reload ended OK but changes are still staged; look at the node's network config")]
+    LeftOver {
+        /// The node.
+        node: String,
+        /// The remaining diff.
+        changes: String,
+    },
+    /// Health got worse after the apply: stop here and look at the node.
+    #[error("node {node}: the cluster got worse after the network apply ({}); look at node {node} before going on", .after.problems.join("; "))]
+    WorseAfter {
+        /// The node.
+        node: String,
+        /// Health after the apply.
+        after: Health,
+    },
+}
+
+async fn staged(client: &Client, node: &str) -> Result<Option<String>, ApplyError> {
+    client
+        .send(&ListNetwork::new(node))
+        .await
+        .map(|r| r.changes.filter(|c| !c.trim().is_empty()))
+        .map_err(|source| ApplyError::ReadStaged {
+            node: node.to_owned(),
+            source,
+        })
+}
+
+/// Applies `node`'s staged network changes under the rules above.
+///
+/// # Errors
+///
+/// [`ApplyError`]: each variant says whether anything was applied.
+pub async fn apply(
+    client: &Client,
+    node: &str,
+    options: AwaitOptions,
+    on_started: impl FnOnce(&Upid),
+) -> Result<Applied, ApplyError> {
+    let health_err = |source| ApplyError::Health {
+        node: node.to_owned(),
+        source,
+    };
+    if staged(client, node).await?.is_none() {
+        return Ok(Applied::NothingStaged);
+    }
+    let before = health::check(client).await.map_err(health_err)?;
+    if !before.is_healthy() {
+        return Err(ApplyError::Degraded {
+            node: node.to_owned(),
+            health: before,
+        });
+    }
+    let upid = client
+        .send(&ReloadNetworkConfig::new(node))
+        .await
+        .map_err(|source| ApplyError::Request {
+            node: node.to_owned(),
+            source,
+        })?
+        .into_data();
+    on_started(&upid);
+    let success = client
+        .await_task(&upid, options, |_| {})
+        .await
+        .map_err(|source| ApplyError::Task {
+            node: node.to_owned(),
+            source,
+        })?;
+    if let Some(changes) = staged(client, node).await? {
+        return Err(ApplyError::LeftOver {
+            node: node.to_owned(),
+            changes,
+        });
+    }
+    let after = health::check(client).await.map_err(health_err)?;
+    if after.worse_than(&before) {
+        return Err(ApplyError::WorseAfter {
+            node: node.to_owned(),
+            after,
+        });
+    }
+    Ok(Applied::Reloaded { upid, success })
+}
