@@ -9,3 +9,4 @@ pub mod health;
 pub mod network_apply;
 pub mod read;
 pub mod state;
+pub mod vm;

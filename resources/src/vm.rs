@@ -1,0 +1,276 @@
+//! The `Vm` family's read-diff-update core (QEMU guests).
+//!
+//! # Guarantees
+//!
+//! - **S7 Undeclared means unmanaged.** Only declared fields are compared or sent; nothing is
+//!   defaulted.
+//! - **S8** Both sides are compared in PVE's wire form (booleans `0`/`1`, property strings in
+//!   their canonical print), so `onboot: true` matches `"1"` and `net0` matches whatever order
+//!   PVE printed its keys in.
+//! - **S6 Adoption costs nothing.** [`plan`] says `Noop` when the live config matches, and
+//!   [`update`] sends only the differing keys, never an empty form.
+//! - **S9 Optimistic concurrency.** [`update`] sends the `digest` of the plan's own read; a
+//!   `ChecksumMismatch` is a refusal naming the guest, never retried.
+//! - **S11** [`update`] never deletes a key, so it never sets and deletes the same key.
+//! - **S4 A 200 is not evidence.** [`update`] reads the config back and fails if it still
+//!   differs.
+//! - **S17** [`plan`] refuses a vmid held by another node or an LXC container, with a sentence.
+
+use std::collections::BTreeMap;
+
+use pve_sdk::generated::index::Net as NetIndex;
+use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, UpdateVmError, VmConfigError};
+use pve_sdk::generated::nodes::node::qemu::{Memory, Net};
+use pve_sdk::{form, Client, Indexed};
+use serde::Serialize;
+
+use crate::read::{read_vm_config, vmid_owner, Owner, OwnerError, Read};
+
+/// A declared QEMU guest. `None` fields (and absent `net` indices) are not managed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Vm {
+    /// Its node.
+    #[serde(skip)]
+    pub node: String,
+    /// Its vmid.
+    #[serde(skip)]
+    pub vmid: i64,
+    /// `name`.
+    pub name: Option<String>,
+    /// `memory`.
+    pub memory: Option<Memory>,
+    /// `cores`.
+    pub cores: Option<i64>,
+    /// `sockets`.
+    pub sockets: Option<i64>,
+    /// `onboot`.
+    pub onboot: Option<bool>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `net0`, `net1`, ...
+    #[serde(flatten)]
+    pub net: Indexed<Net, NetIndex>,
+}
+
+/// One differing field: wire key, live value (if any), declared value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Wire key, e.g. `cores`, `net0`.
+    pub key: String,
+    /// What the guest has.
+    pub old: Option<String>,
+    /// What is declared.
+    pub new: String,
+}
+
+/// What [`plan`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VmPlan {
+    /// The guest matches its declaration.
+    Noop,
+    /// No guest has the vmid anywhere: create it.
+    Create,
+    /// The guest differs: these fields, against the read with this digest.
+    Update {
+        /// The differing fields.
+        changes: Vec<Change>,
+        /// The digest of the config that was read (S9).
+        digest: String,
+    },
+    /// Nothing may be done; the sentence says why.
+    Refuse(String),
+}
+
+/// Why a plan could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VmPlanError {
+    /// The guest's config could not be read (S2).
+    #[error("VM {vmid} on {node}: its config could not be read")]
+    Unreadable {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// The read's error.
+        #[source]
+        source: VmConfigError,
+    },
+    /// Ownership could not be decided (S17).
+    #[error(transparent)]
+    Owner(#[from] OwnerError),
+}
+
+/// Why an update did not converge.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VmUpdateError {
+    /// The config changed since the plan read it (S9): not retried.
+    #[error(
+        "VM {vmid} on {node}: its config changed since it was read; re-plan, nothing was written"
+    )]
+    Changed {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+    },
+    /// PVE refused the update.
+    #[error("VM {vmid} on {node}: the config update was refused")]
+    Refused {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// PVE's answer.
+        #[source]
+        source: UpdateVmError,
+    },
+    /// The read-back still differs, or could not be made (S4).
+    #[error("VM {vmid} on {node}: after the update the config still differs in {keys:?}")]
+    NotConverged {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// The keys that still differ (empty when the read-back failed).
+        keys: Vec<String>,
+    },
+}
+
+impl Vm {
+    /// The declared fields in wire form.
+    pub fn declared(&self) -> BTreeMap<String, String> {
+        form::to_pairs(self)
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
+    }
+}
+
+/// The live config's fields in wire form.
+fn live(
+    cfg: &pve_sdk::generated::nodes::node::qemu::vmid::config::VmConfigResponse,
+) -> BTreeMap<String, String> {
+    form::to_pairs(cfg)
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) -> Vec<Change> {
+    declared
+        .iter()
+        .filter(|(k, v)| live.get(*k) != Some(*v))
+        .map(|(k, v)| Change {
+            key: k.clone(),
+            old: live.get(k).cloned(),
+            new: v.clone(),
+        })
+        .collect()
+}
+
+/// Plans one declared guest: two reads, no write.
+///
+/// # Errors
+///
+/// [`VmPlanError`] when the config or the cluster index cannot be read.
+pub async fn plan(client: &Client, vm: &Vm) -> Result<VmPlan, VmPlanError> {
+    let owner = vmid_owner(client, &vm.node, vm.vmid).await?;
+    if let Owner::Elsewhere(why) = owner {
+        return Ok(VmPlan::Refuse(why));
+    }
+    match read_vm_config(client, &vm.node, vm.vmid).await {
+        Read::Absent if owner == Owner::Free => Ok(VmPlan::Create),
+        Read::Absent => Ok(VmPlan::Refuse(format!(
+            "VM {} is listed on {} but its config is missing; refusing to guess",
+            vm.vmid, vm.node
+        ))),
+        Read::Present(cfg) => {
+            let changes = diff(&vm.declared(), &live(&cfg));
+            if changes.is_empty() {
+                Ok(VmPlan::Noop)
+            } else {
+                Ok(VmPlan::Update {
+                    changes,
+                    digest: cfg.digest,
+                })
+            }
+        }
+        Read::Unreadable(source) => Err(VmPlanError::Unreadable {
+            node: vm.node.clone(),
+            vmid: vm.vmid,
+            source,
+        }),
+    }
+}
+
+/// Sends the planned changes (only those keys, with the plan's digest), then reads back.
+///
+/// # Errors
+///
+/// [`VmUpdateError`]: changed since read, refused, or not converged.
+pub async fn update(
+    client: &Client,
+    vm: &Vm,
+    changes: &[Change],
+    digest: &str,
+) -> Result<(), VmUpdateError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let mut req = UpdateVm::new(vm.node.clone(), vm.vmid);
+    req.digest = Some(digest.to_owned());
+    for c in changes {
+        match c.key.as_str() {
+            "name" => req.name.clone_from(&vm.name),
+            "memory" => req.memory.clone_from(&vm.memory),
+            "cores" => req.cores = vm.cores,
+            "sockets" => req.sockets = vm.sockets,
+            "onboot" => req.onboot = vm.onboot,
+            "description" => req.description.clone_from(&vm.description),
+            key => {
+                if let Some(n) = Indexed::<Net, NetIndex>::index_of(key) {
+                    if let Some(net) = vm.net.get(n) {
+                        let _ = req.net.insert(n, net.clone());
+                    }
+                }
+            }
+        }
+    }
+    match client.send(&req).await {
+        Ok(_) => {}
+        Err(UpdateVmError::ChecksumMismatch(_)) => {
+            return Err(VmUpdateError::Changed {
+                node: vm.node.clone(),
+                vmid: vm.vmid,
+            })
+        }
+        Err(source) => {
+            return Err(VmUpdateError::Refused {
+                node: vm.node.clone(),
+                vmid: vm.vmid,
+                source,
+            })
+        }
+    }
+    let not_converged = |keys| VmUpdateError::NotConverged {
+        node: vm.node.clone(),
+        vmid: vm.vmid,
+        keys,
+    };
+    match read_vm_config(client, &vm.node, vm.vmid).await {
+        Read::Present(cfg) => {
+            let left: Vec<String> = diff(&vm.declared(), &live(&cfg))
+                .into_iter()
+                .map(|c| c.key)
+                .collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(not_converged(left))
+            }
+        }
+        _ => Err(not_converged(Vec::new())),
+    }
+}

@@ -1,0 +1,207 @@
+//! The `Vm` family's plan and update against the simulator, asserting the exact requests made.
+
+use pve_resources::vm::{plan, update, Change, Vm, VmPlan, VmUpdateError};
+use pve_sdk::Client;
+use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
+use serde_json::json;
+
+async fn sim() -> Simulator {
+    Simulator::start(SimConfig {
+        nodes: vec!["pve1".into(), "pve2".into()],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts")
+}
+
+fn client(sim: &Simulator) -> Client {
+    Client::builder(sim.url())
+        .token("root@pam!sim", "sim-secret")
+        .build()
+        .expect("client")
+}
+
+fn web() -> Vm {
+    let mut vm = Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        name: Some("web".into()),
+        cores: Some(2),
+        onboot: Some(true),
+        ..Vm::default()
+    };
+    vm.net
+        .insert(0, "virtio,bridge=vmbr0,firewall=1".parse().expect("net0"))
+        .expect("in range");
+    vm
+}
+
+#[tokio::test]
+async fn s06_adoption_of_a_matching_guest_makes_no_write() {
+    let sim = sim().await;
+    // PVE prints the keys in its own order and booleans as 1: still a match.
+    sim.add_guest(
+        "pve1",
+        100,
+        GuestKind::Qemu,
+        &[
+            ("name", "web"),
+            ("cores", "2"),
+            ("onboot", "1"),
+            ("net0", "virtio=BC:24:11:00:00:01,firewall=1,bridge=vmbr0"),
+            ("memory", "4096"),
+        ],
+    );
+    let mut declared = web();
+    declared.net = Default::default();
+    declared
+        .net
+        .insert(
+            0,
+            "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1"
+                .parse()
+                .expect("net0"),
+        )
+        .expect("in range");
+    assert_eq!(
+        plan(&client(&sim), &declared).await.expect("plans"),
+        VmPlan::Noop
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s07_undeclared_fields_are_neither_compared_nor_sent() {
+    let sim = sim().await;
+    sim.add_guest(
+        "pve1",
+        100,
+        GuestKind::Qemu,
+        &[
+            ("name", "web"),
+            ("cores", "1"),
+            ("sockets", "2"),
+            ("description", "kept"),
+        ],
+    );
+    let vm = Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        cores: Some(4),
+        ..Vm::default()
+    };
+    let c = client(&sim);
+    let p = plan(&c, &vm).await.expect("plans");
+    let VmPlan::Update { changes, digest } = p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(
+        changes,
+        vec![Change {
+            key: "cores".into(),
+            old: Some("1".into()),
+            new: "4".into()
+        }]
+    );
+    update(&c, &vm, &changes, &digest).await.expect("converges");
+    let writes = sim.writes();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0].line(), "PUT /nodes/pve1/qemu/100/config");
+    let keys: Vec<&str> = writes[0].params.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["cores", "digest"],
+        "only the differing key, with the digest (S9)"
+    );
+    sim.with_cluster(|cl| {
+        let g = &cl.guests[&100];
+        assert_eq!(g.config.get("sockets").map(String::as_str), Some("2"));
+        assert_eq!(
+            g.config.get("description").map(String::as_str),
+            Some("kept")
+        );
+    });
+    // S6: a second run makes no write.
+    sim.clear_log();
+    assert_eq!(plan(&c, &vm).await.expect("plans"), VmPlan::Noop);
+    assert!(sim.writes().is_empty());
+}
+
+#[tokio::test]
+async fn s09_a_concurrent_change_is_a_refusal_not_a_retry() {
+    let sim = sim().await;
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("cores", "1")]);
+    let vm = Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        cores: Some(4),
+        ..Vm::default()
+    };
+    let c = client(&sim);
+    let VmPlan::Update { changes, digest } = plan(&c, &vm).await.expect("plans") else {
+        panic!("update expected")
+    };
+    sim.with_cluster(|cl| {
+        cl.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("memory".into(), "2048".into());
+    });
+    let e = update(&c, &vm, &changes, &digest)
+        .await
+        .expect_err("changed since read");
+    assert!(matches!(e, VmUpdateError::Changed { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "VM 100 on pve1: its config changed since it was read; re-plan, nothing was written"
+    );
+    assert_eq!(sim.writes().len(), 1, "not retried");
+}
+
+#[tokio::test]
+async fn s04_a_200_is_not_evidence_the_read_back_decides() {
+    let sim = sim().await;
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("cores", "1")]);
+    let vm = Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        cores: Some(4),
+        ..Vm::default()
+    };
+    let c = client(&sim);
+    let VmPlan::Update { changes, digest } = plan(&c, &vm).await.expect("plans") else {
+        panic!("update expected")
+    };
+    // PVE answers 200 but the write did not land.
+    sim.script(Rule::new(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        Action::Respond {
+            status: 200,
+            body: json!({"data": null}),
+        },
+    ));
+    let e = update(&c, &vm, &changes, &digest)
+        .await
+        .expect_err("not converged");
+    assert_eq!(
+        e.to_string(),
+        "VM 100 on pve1: after the update the config still differs in [\"cores\"]"
+    );
+}
+
+#[tokio::test]
+async fn s17_a_vmid_on_another_node_or_an_lxc_is_refused_and_a_free_one_is_created() {
+    let sim = sim().await;
+    let c = client(&sim);
+    assert_eq!(plan(&c, &web()).await.expect("plans"), VmPlan::Create);
+    sim.add_guest("pve2", 100, GuestKind::Qemu, &[]);
+    assert_eq!(
+        plan(&c, &web()).await.expect("plans"),
+        VmPlan::Refuse(
+            "vmid 100 is a VM on node pve2, not on pve1: a migration is not an update".into()
+        )
+    );
+    assert!(sim.writes().is_empty());
+}
