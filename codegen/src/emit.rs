@@ -157,9 +157,19 @@ fn field_tokens(f: &Field, here: &ModPath, public: bool) -> TokenStream {
     }
 }
 
-/// `Deserialize` through [`crate::de::Fields`]: one line per field, flattened fields last.
-fn deserialize_impl(name: &Ident, fields: &[Field]) -> TokenStream {
-    if fields.is_empty() {
+/// The name of a struct's field for unlisted keys: `other_keys`, or with `_` added until free.
+fn other_keys_name(fields: &[Field]) -> String {
+    let mut name = "other_keys".to_owned();
+    while fields.iter().any(|f| f.rust == name) {
+        name.push('_');
+    }
+    name
+}
+
+/// `Deserialize` through [`crate::de::Fields`]: one line per field, flattened fields last, and
+/// the keys nobody took in `other` when given.
+fn deserialize_impl(name: &Ident, fields: &[Field], other: Option<&str>) -> TokenStream {
+    if fields.is_empty() && other.is_none() {
         return quote! {
             impl<'de> serde::Deserialize<'de> for #name {
                 fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -183,11 +193,18 @@ fn deserialize_impl(name: &Ident, fields: &[Field]) -> TokenStream {
             (_, false, false) => plain.push(quote!(#n: f.opt(#wire)?,)),
         }
     }
+    let rest = match other {
+        Some(o) => {
+            let o = ident(o);
+            quote!(#o: f.rest(),)
+        }
+        None => quote!(),
+    };
     quote! {
         impl<'de> serde::Deserialize<'de> for #name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let mut f = crate::de::Fields::new(d)?;
-                Ok(Self { #(#plain)* #(#indexed)* #(#tagged)* })
+                Ok(Self { #(#plain)* #(#indexed)* #(#tagged)* #rest })
             }
         }
     }
@@ -454,11 +471,18 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
             } else {
                 d
             };
-            let de = deserialize_impl(&name, fields);
+            let other = other_keys_name(fields);
+            let other_ident = ident(&other);
+            let de = deserialize_impl(&name, fields, Some(&other));
             quote! {
                 #d
                 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-                pub struct #name { #(#fs)* }
+                pub struct #name {
+                    #(#fs)*
+                    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+                    #[serde(flatten)]
+                    pub #other_ident: serde_json::Map<String, serde_json::Value>,
+                }
                 #de
             }
         }
@@ -480,7 +504,7 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
                 } else {
                     quote!(#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)])
                 };
-                let de = deserialize_impl(&sname, fields);
+                let de = deserialize_impl(&sname, fields, None);
                 structs.push(quote! {
                     #sd
                     #derive

@@ -7,6 +7,8 @@
 
 pub mod health;
 pub mod network_apply;
+pub mod node_network;
 pub mod read;
 pub mod state;
 pub mod vm;
+pub mod wire;

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use pve_sdk::generated::index::Net as NetIndex;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, UpdateVmError, VmConfigError};
 use pve_sdk::generated::nodes::node::qemu::{Memory, Net};
-use pve_sdk::{form, Client, Indexed};
+use pve_sdk::{Client, Indexed};
 use serde::Serialize;
 
 use crate::read::{read_vm_config, vmid_owner, Owner, OwnerError, Read};
@@ -141,10 +141,7 @@ pub enum VmUpdateError {
 impl Vm {
     /// The declared fields in wire form.
     pub fn declared(&self) -> BTreeMap<String, String> {
-        form::to_pairs(self)
-            .unwrap_or_default()
-            .into_iter()
-            .collect()
+        crate::wire::wire_map(self)
     }
 }
 
@@ -152,21 +149,13 @@ impl Vm {
 fn live(
     cfg: &pve_sdk::generated::nodes::node::qemu::vmid::config::VmConfigResponse,
 ) -> BTreeMap<String, String> {
-    form::to_pairs(cfg)
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
+    crate::wire::wire_map(cfg)
 }
 
 fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) -> Vec<Change> {
-    declared
-        .iter()
-        .filter(|(k, v)| live.get(*k) != Some(*v))
-        .map(|(k, v)| Change {
-            key: k.clone(),
-            old: live.get(k).cloned(),
-            new: v.clone(),
-        })
+    crate::wire::differences(declared, live)
+        .into_iter()
+        .map(|(key, old, new)| Change { key, old, new })
         .collect()
 }
 

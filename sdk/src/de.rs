@@ -112,6 +112,11 @@ impl<E: Error> Fields<E> {
         T::from_parts(tag, rest).map_err(|e| field_error(T::TAG, e))
     }
 
+    /// Takes every field not taken yet: keys the schema does not list, kept as sent.
+    pub fn rest(&mut self) -> Map<String, Value> {
+        std::mem::take(&mut self.map)
+    }
+
     /// Takes an optional union: `None` when its tag is absent.
     ///
     /// # Errors

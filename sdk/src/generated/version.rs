@@ -26,6 +26,9 @@ pub struct VersionResponse {
     pub repoid: String,
     /// `version`
     pub version: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VersionResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -35,6 +38,7 @@ impl<'de> serde::Deserialize<'de> for VersionResponse {
             release: f.req("release")?,
             repoid: f.req("repoid")?,
             version: f.req("version")?,
+            other_keys: f.rest(),
         })
     }
 }

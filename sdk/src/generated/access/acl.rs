@@ -111,6 +111,9 @@ pub struct ReadAclResponseItem {
     pub type_: ReadAclResponseItemType,
     /// `ugid`
     pub ugid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -121,6 +124,7 @@ impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
             roleid: f.req("roleid")?,
             type_: f.req("type")?,
             ugid: f.req("ugid")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -80,6 +80,9 @@ pub struct CreateTicketResponse {
     pub ticket: Option<crate::Secret>,
     /// `username`
     pub username: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CreateTicketResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -89,6 +92,7 @@ impl<'de> serde::Deserialize<'de> for CreateTicketResponse {
             clustername: f.opt("clustername")?,
             ticket: f.opt("ticket")?,
             username: f.req("username")?,
+            other_keys: f.rest(),
         })
     }
 }

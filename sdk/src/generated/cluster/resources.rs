@@ -249,6 +249,9 @@ pub struct ResourcesResponseItem {
     /// Wire name `zone-type`
     #[serde(rename = "zone-type")]
     pub zone_type: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ResourcesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -289,6 +292,7 @@ impl<'de> serde::Deserialize<'de> for ResourcesResponseItem {
             uptime: f.opt("uptime")?,
             vmid: f.opt("vmid")?,
             zone_type: f.opt("zone-type")?,
+            other_keys: f.rest(),
         })
     }
 }

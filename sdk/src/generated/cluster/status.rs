@@ -73,6 +73,9 @@ pub struct GetStatusResponseItem {
     pub type_: GetStatusResponseItemType,
     /// `version`
     pub version: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -89,6 +92,7 @@ impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
             quorate: f.opt("quorate")?,
             type_: f.req("type")?,
             version: f.opt("version")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -22,12 +22,16 @@ crate::operation_error!(TasksError for Tasks;);
 pub struct TasksResponseItem {
     /// `upid`
     pub upid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TasksResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             upid: f.req("upid")?,
+            other_keys: f.rest(),
         })
     }
 }

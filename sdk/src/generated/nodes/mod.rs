@@ -72,6 +72,9 @@ pub struct IndexResponseItem {
     pub status: IndexResponseItemStatus,
     /// `uptime`
     pub uptime: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -86,6 +89,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             ssl_fingerprint: f.opt("ssl_fingerprint")?,
             status: f.req("status")?,
             uptime: f.opt("uptime")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -214,6 +214,9 @@ pub struct IndexResponseItemMembersItem {
     pub type_: IndexResponseItemMembersItemType,
     /// `vmid`
     pub vmid: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -224,6 +227,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
             storage: f.opt("storage")?,
             type_: f.req("type")?,
             vmid: f.opt("vmid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -236,6 +240,9 @@ pub struct IndexResponseItem {
     pub members: Option<Vec<IndexResponseItemMembersItem>>,
     /// `poolid`
     pub poolid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -244,6 +251,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             comment: f.opt("comment")?,
             members: f.opt("members")?,
             poolid: f.req("poolid")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -188,6 +188,9 @@ pub struct ReadPoolResponseMembersItem {
     pub type_: ReadPoolResponseMembersItemType,
     /// `vmid`
     pub vmid: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -198,6 +201,7 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
             storage: f.opt("storage")?,
             type_: f.req("type")?,
             vmid: f.opt("vmid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -208,6 +212,9 @@ pub struct ReadPoolResponse {
     pub comment: Option<String>,
     /// `members`
     pub members: Vec<ReadPoolResponseMembersItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadPoolResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -215,6 +222,7 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponse {
         Ok(Self {
             comment: f.opt("comment")?,
             members: f.req("members")?,
+            other_keys: f.rest(),
         })
     }
 }

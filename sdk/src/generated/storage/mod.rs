@@ -467,12 +467,16 @@ crate::open_enum_traits!(IndexType);
 pub struct IndexResponseItem {
     /// `storage`
     pub storage: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             storage: f.req("storage")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -574,12 +578,16 @@ pub struct CreateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CreateResponseConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             encryption_key: f.opt("encryption-key")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -685,6 +693,9 @@ pub struct CreateResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: CreateResponseType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CreateResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -693,6 +704,7 @@ impl<'de> serde::Deserialize<'de> for CreateResponse {
             config: f.opt("config")?,
             storage: f.req("storage")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -253,12 +253,16 @@ pub struct UpdateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UpdateResponseConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             encryption_key: f.opt("encryption-key")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -364,6 +368,9 @@ pub struct UpdateResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: UpdateResponseType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UpdateResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -372,6 +379,7 @@ impl<'de> serde::Deserialize<'de> for UpdateResponse {
             config: f.opt("config")?,
             storage: f.req("storage")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -94,6 +94,9 @@ pub struct ReadGroupResponse {
     pub comment: Option<String>,
     /// `members`
     pub members: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadGroupResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,6 +104,7 @@ impl<'de> serde::Deserialize<'de> for ReadGroupResponse {
         Ok(Self {
             comment: f.opt("comment")?,
             members: f.req("members")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -52,6 +52,9 @@ pub struct LoginResponse {
     pub ticket: crate::Secret,
     /// `username`
     pub username: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LoginResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -62,6 +65,7 @@ impl<'de> serde::Deserialize<'de> for LoginResponse {
             clustername: f.opt("clustername")?,
             ticket: f.req("ticket")?,
             username: f.req("username")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -59,6 +59,9 @@ pub struct IndexResponseItem {
     pub roleid: String,
     /// Default `0`
     pub special: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -67,6 +70,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             privs: f.opt("privs")?,
             roleid: f.req("roleid")?,
             special: f.opt("special")?,
+            other_keys: f.rest(),
         })
     }
 }

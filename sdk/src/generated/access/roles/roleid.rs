@@ -234,6 +234,9 @@ pub struct ReadRoleResponse {
     /// Wire name `VM.Snapshot.Rollback`
     #[serde(rename = "VM.Snapshot.Rollback")]
     pub vm_snapshot_rollback: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadRoleResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -286,6 +289,7 @@ impl<'de> serde::Deserialize<'de> for ReadRoleResponse {
             vm_replicate: f.opt("VM.Replicate")?,
             vm_snapshot: f.opt("VM.Snapshot")?,
             vm_snapshot_rollback: f.opt("VM.Snapshot.Rollback")?,
+            other_keys: f.rest(),
         })
     }
 }

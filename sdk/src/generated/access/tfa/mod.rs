@@ -74,6 +74,9 @@ pub struct ListTfaResponseItemEntriesItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -84,6 +87,7 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
             enable: f.opt("enable")?,
             id: f.req("id")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -100,6 +104,9 @@ pub struct ListTfaResponseItem {
     pub totp_locked: Option<bool>,
     /// `userid`
     pub userid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -109,6 +116,7 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
             tfa_locked_until: f.opt("tfa-locked-until")?,
             totp_locked: f.opt("totp-locked")?,
             userid: f.req("userid")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -91,6 +91,9 @@ pub struct IndexResponseItemTokensItem {
     pub privsep: Option<bool>,
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -100,6 +103,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
             tokenid: f.req("tokenid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -135,6 +139,9 @@ pub struct IndexResponseItem {
     pub totp_locked: Option<bool>,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -153,6 +160,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             tokens: f.opt("tokens")?,
             totp_locked: f.opt("totp-locked")?,
             userid: f.req("userid")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -29,6 +29,9 @@ pub struct ChallengeschemaResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -38,6 +41,7 @@ impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
             name: f.req("name")?,
             schema: f.req("schema")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -24,6 +24,9 @@ pub struct GetDirectoriesResponseItem {
     pub name: String,
     /// Pattern `^https?://.*`
     pub url: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -31,6 +34,7 @@ impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
         Ok(Self {
             name: f.req("name")?,
             url: f.req("url")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -32,6 +32,9 @@ pub struct GetMetaResponse {
     pub terms_of_service: Option<String>,
     /// `website`
     pub website: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMetaResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -41,6 +44,7 @@ impl<'de> serde::Deserialize<'de> for GetMetaResponse {
             external_account_required: f.opt("externalAccountRequired")?,
             terms_of_service: f.opt("termsOfService")?,
             website: f.opt("website")?,
+            other_keys: f.rest(),
         })
     }
 }

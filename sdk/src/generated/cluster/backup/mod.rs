@@ -126,6 +126,9 @@ pub struct IndexResponseItemFleecing {
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -133,6 +136,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
         Ok(Self {
             enabled: f.opt("enabled")?,
             storage: f.opt("storage")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -145,6 +149,9 @@ pub struct IndexResponseItemPerformance {
     /// Wire name `pbs-entries-max`; minimum 1; default `1048576`
     #[serde(rename = "pbs-entries-max")]
     pub pbs_entries_max: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -152,6 +159,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
         Ok(Self {
             max_workers: f.opt("max-workers")?,
             pbs_entries_max: f.opt("pbs-entries-max")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -179,6 +187,9 @@ pub struct IndexResponseItemPruneBackups {
     /// Wire name `keep-yearly`; minimum 0
     #[serde(rename = "keep-yearly")]
     pub keep_yearly: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -191,6 +202,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
             keep_monthly: f.opt("keep-monthly")?,
             keep_weekly: f.opt("keep-weekly")?,
             keep_yearly: f.opt("keep-yearly")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -278,6 +290,9 @@ pub struct IndexResponseItem {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -320,6 +335,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             tmpdir: f.opt("tmpdir")?,
             vmid: f.opt("vmid")?,
             zstd: f.opt("zstd")?,
+            other_keys: f.rest(),
         })
     }
 }

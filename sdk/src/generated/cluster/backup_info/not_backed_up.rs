@@ -57,6 +57,9 @@ pub struct GetGuestsNotInBackupResponseItem {
     pub type_: GetGuestsNotInBackupResponseItemType,
     /// `vmid`
     pub vmid: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetGuestsNotInBackupResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -65,6 +68,7 @@ impl<'de> serde::Deserialize<'de> for GetGuestsNotInBackupResponseItem {
             name: f.opt("name")?,
             type_: f.req("type")?,
             vmid: f.req("vmid")?,
+            other_keys: f.rest(),
         })
     }
 }

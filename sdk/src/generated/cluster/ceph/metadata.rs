@@ -67,6 +67,9 @@ pub struct MetadataResponseMdsValue {
     pub mem_total_kb: i64,
     /// `name`
     pub name: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseMdsValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -80,6 +83,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMdsValue {
             mem_swap_kb: f.req("mem_swap_kb")?,
             mem_total_kb: f.req("mem_total_kb")?,
             name: f.opt("name")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -102,6 +106,9 @@ pub struct MetadataResponseMgrValue {
     pub mem_total_kb: i64,
     /// `name`
     pub name: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseMgrValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -115,6 +122,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMgrValue {
             mem_swap_kb: f.req("mem_swap_kb")?,
             mem_total_kb: f.req("mem_total_kb")?,
             name: f.opt("name")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -137,6 +145,9 @@ pub struct MetadataResponseMonValue {
     pub mem_total_kb: i64,
     /// `name`
     pub name: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseMonValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -150,6 +161,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMonValue {
             mem_swap_kb: f.req("mem_swap_kb")?,
             mem_total_kb: f.req("mem_total_kb")?,
             name: f.opt("name")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -160,6 +172,9 @@ pub struct MetadataResponseNodeValueVersion {
     pub parts: Vec<String>,
     /// `str`
     pub str: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -167,6 +182,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
         Ok(Self {
             parts: f.req("parts")?,
             str: f.req("str")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -177,6 +193,9 @@ pub struct MetadataResponseNodeValue {
     pub buildcommit: String,
     /// `version`
     pub version: MetadataResponseNodeValueVersion,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -184,6 +203,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
         Ok(Self {
             buildcommit: f.req("buildcommit")?,
             version: f.req("version")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -218,6 +238,9 @@ pub struct MetadataResponseOsdItem {
     pub osd_data: String,
     /// `osd_objectstore`
     pub osd_objectstore: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -237,6 +260,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
             mem_total_kb: f.req("mem_total_kb")?,
             osd_data: f.req("osd_data")?,
             osd_objectstore: f.req("osd_objectstore")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -253,6 +277,9 @@ pub struct MetadataResponse {
     pub node: std::collections::BTreeMap<String, MetadataResponseNodeValue>,
     /// `osd`
     pub osd: Vec<MetadataResponseOsdItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -263,6 +290,7 @@ impl<'de> serde::Deserialize<'de> for MetadataResponse {
             mon: f.req("mon")?,
             node: f.req("node")?,
             osd: f.req("osd")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -120,6 +120,9 @@ pub struct JoinInfoResponseNodelistItem {
     pub quorum_votes: i64,
     /// `ring0_addr`
     pub ring0_addr: Option<Ring0Addr>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -131,6 +134,7 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
             pve_fp: f.req("pve_fp")?,
             quorum_votes: f.req("quorum_votes")?,
             ring0_addr: f.opt("ring0_addr")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -145,6 +149,9 @@ pub struct JoinInfoResponse {
     pub preferred_node: String,
     /// `totem`
     pub totem: serde_json::Map<String, serde_json::Value>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -154,6 +161,7 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
             nodelist: f.req("nodelist")?,
             preferred_node: f.req("preferred_node")?,
             totem: f.req("totem")?,
+            other_keys: f.rest(),
         })
     }
 }

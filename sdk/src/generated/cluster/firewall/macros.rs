@@ -25,6 +25,9 @@ pub struct GetMacrosResponseItem {
     /// Wire name `macro`
     #[serde(rename = "macro")]
     pub macro_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -32,6 +35,7 @@ impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
         Ok(Self {
             descr: f.req("descr")?,
             macro_: f.req("macro")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -101,6 +101,9 @@ pub struct GetOptionsResponse {
     pub policy_in: Option<crate::generated::PolicyIn>,
     /// `policy_out`
     pub policy_out: Option<crate::generated::PolicyOut>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -112,6 +115,7 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             policy_forward: f.opt("policy_forward")?,
             policy_in: f.opt("policy_in")?,
             policy_out: f.opt("policy_out")?,
+            other_keys: f.rest(),
         })
     }
 }

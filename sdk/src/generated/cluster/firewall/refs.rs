@@ -94,6 +94,9 @@ pub struct RefsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: RefsResponseItemType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RefsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -104,6 +107,7 @@ impl<'de> serde::Deserialize<'de> for RefsResponseItem {
             ref_: f.req("ref")?,
             scope: f.req("scope")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -26,10 +26,16 @@ crate::operation_error!(IndexError for Index;);
 pub struct IndexResponseItem {
     /// `id`
     pub id: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
-        Ok(Self { id: f.req("id")? })
+        Ok(Self {
+            id: f.req("id")?,
+            other_keys: f.rest(),
+        })
     }
 }

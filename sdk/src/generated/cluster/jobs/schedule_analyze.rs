@@ -41,6 +41,9 @@ pub struct ScheduleAnalyzeResponseItem {
     pub timestamp: i64,
     /// `utc`
     pub utc: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -48,6 +51,7 @@ impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
         Ok(Self {
             timestamp: f.req("timestamp")?,
             utc: f.req("utc")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -74,6 +74,9 @@ pub struct ExportResponseDataItem {
     pub type_: ExportResponseDataItemType,
     /// `value`
     pub value: f64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -84,6 +87,7 @@ impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
             timestamp: f.req("timestamp")?,
             type_: f.req("type")?,
             value: f.req("value")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -92,12 +96,16 @@ impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
 pub struct ExportResponse {
     /// `data`
     pub data: Vec<ExportResponseDataItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExportResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             data: f.req("data")?,
+            other_keys: f.rest(),
         })
     }
 }

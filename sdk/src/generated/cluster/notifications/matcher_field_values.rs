@@ -27,6 +27,9 @@ pub struct GetMatcherFieldValuesResponseItem {
     pub field: String,
     /// `value`
     pub value: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatcherFieldValuesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -35,6 +38,7 @@ impl<'de> serde::Deserialize<'de> for GetMatcherFieldValuesResponseItem {
             comment: f.opt("comment")?,
             field: f.req("field")?,
             value: f.req("value")?,
+            other_keys: f.rest(),
         })
     }
 }

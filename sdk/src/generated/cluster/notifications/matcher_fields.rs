@@ -22,12 +22,16 @@ crate::operation_error!(GetMatcherFieldsError for GetMatcherFields;);
 pub struct GetMatcherFieldsResponseItem {
     /// `name`
     pub name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatcherFieldsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             name: f.req("name")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -32,6 +32,9 @@ pub struct IndexResponseItem {
     /// Wire name `supported-on`
     #[serde(rename = "supported-on")]
     pub supported_on: Option<Vec<String>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -40,6 +43,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             description: f.opt("description")?,
             name: f.req("name")?,
             supported_on: f.opt("supported-on")?,
+            other_keys: f.rest(),
         })
     }
 }

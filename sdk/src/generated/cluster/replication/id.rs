@@ -140,6 +140,9 @@ pub struct ReadResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::cluster::replication::Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -157,6 +160,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             source: f.opt("source")?,
             target: f.req("target")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -35,6 +35,9 @@ pub struct DryRunResponse {
     /// Wire name `interfaces-diff`
     #[serde(rename = "interfaces-diff")]
     pub interfaces_diff: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DryRunResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -42,6 +45,7 @@ impl<'de> serde::Deserialize<'de> for DryRunResponse {
         Ok(Self {
             frr_diff: f.opt("frr-diff")?,
             interfaces_diff: f.opt("interfaces-diff")?,
+            other_keys: f.rest(),
         })
     }
 }

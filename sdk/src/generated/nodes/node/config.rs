@@ -298,6 +298,9 @@ pub struct GetConfigResponse {
     pub startall_onboot_delay: Option<i64>,
     /// `wakeonlan`
     pub wakeonlan: Option<Wakeonlan>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -311,6 +314,7 @@ impl<'de> serde::Deserialize<'de> for GetConfigResponse {
             startall_onboot_delay: f.opt("startall-onboot-delay")?,
             wakeonlan: f.opt("wakeonlan")?,
             acmedomain: f.indexed()?,
+            other_keys: f.rest(),
         })
     }
 }

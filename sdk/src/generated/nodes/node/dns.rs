@@ -78,6 +78,9 @@ pub struct DnsResponse {
     pub dns3: Option<String>,
     /// `search`
     pub search: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DnsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -87,6 +90,7 @@ impl<'de> serde::Deserialize<'de> for DnsResponse {
             dns2: f.opt("dns2")?,
             dns3: f.opt("dns3")?,
             search: f.opt("search")?,
+            other_keys: f.rest(),
         })
     }
 }

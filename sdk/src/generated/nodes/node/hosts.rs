@@ -69,6 +69,9 @@ pub struct GetEtcHostsResponse {
     pub data: String,
     /// Maximum length 64
     pub digest: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -76,6 +79,7 @@ impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
         Ok(Self {
             data: f.req("data")?,
             digest: f.opt("digest")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -43,6 +43,9 @@ pub struct QueryUrlMetadataResponse {
     pub mimetype: Option<String>,
     /// `size`
     pub size: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for QueryUrlMetadataResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -51,6 +54,7 @@ impl<'de> serde::Deserialize<'de> for QueryUrlMetadataResponse {
             filename: f.opt("filename")?,
             mimetype: f.opt("mimetype")?,
             size: f.opt("size")?,
+            other_keys: f.rest(),
         })
     }
 }

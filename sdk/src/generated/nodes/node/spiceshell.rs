@@ -53,6 +53,9 @@ pub struct SpiceshellResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SpiceshellResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -63,6 +66,7 @@ impl<'de> serde::Deserialize<'de> for SpiceshellResponse {
             proxy: f.req("proxy")?,
             tls_port: f.req("tls-port")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

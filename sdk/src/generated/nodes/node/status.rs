@@ -94,6 +94,9 @@ pub struct StatusResponseBootInfo {
     pub mode: StatusResponseBootInfoMode,
     /// `secureboot`
     pub secureboot: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,6 +104,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
         Ok(Self {
             mode: f.req("mode")?,
             secureboot: f.opt("secureboot")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -115,6 +119,9 @@ pub struct StatusResponseCpuinfo {
     pub model: String,
     /// `sockets`
     pub sockets: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -124,6 +131,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
             cpus: f.req("cpus")?,
             model: f.req("model")?,
             sockets: f.req("sockets")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -138,6 +146,9 @@ pub struct StatusResponseCurrentKernel {
     pub sysname: String,
     /// `version`
     pub version: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -147,6 +158,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
             release: f.req("release")?,
             sysname: f.req("sysname")?,
             version: f.req("version")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -161,6 +173,9 @@ pub struct StatusResponseMemory {
     pub total: i64,
     /// `used`
     pub used: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -170,6 +185,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
             free: f.req("free")?,
             total: f.req("total")?,
             used: f.req("used")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -184,6 +200,9 @@ pub struct StatusResponseRootfs {
     pub total: i64,
     /// `used`
     pub used: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -193,6 +212,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
             free: f.req("free")?,
             total: f.req("total")?,
             used: f.req("used")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -217,6 +237,9 @@ pub struct StatusResponse {
     pub pveversion: String,
     /// `rootfs`
     pub rootfs: StatusResponseRootfs,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -230,6 +253,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponse {
             memory: f.req("memory")?,
             pveversion: f.req("pveversion")?,
             rootfs: f.req("rootfs")?,
+            other_keys: f.rest(),
         })
     }
 }

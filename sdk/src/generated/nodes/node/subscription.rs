@@ -198,6 +198,9 @@ pub struct GetResponse {
     pub status: GetResponseStatus,
     /// `url`
     pub url: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -215,6 +218,7 @@ impl<'de> serde::Deserialize<'de> for GetResponse {
             sockets: f.opt("sockets")?,
             status: f.req("status")?,
             url: f.opt("url")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -67,6 +67,9 @@ pub struct TimeResponse {
     pub time: i64,
     /// `timezone`
     pub timezone: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TimeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -75,6 +78,7 @@ impl<'de> serde::Deserialize<'de> for TimeResponse {
             localtime: f.req("localtime")?,
             time: f.req("time")?,
             timezone: f.req("timezone")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -58,6 +58,9 @@ pub struct VncshellResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VncshellResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -69,6 +72,7 @@ impl<'de> serde::Deserialize<'de> for VncshellResponse {
             ticket: f.req("ticket")?,
             upid: f.req("upid")?,
             user: f.req("user")?,
+            other_keys: f.rest(),
         })
     }
 }

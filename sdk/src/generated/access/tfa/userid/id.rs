@@ -122,6 +122,9 @@ pub struct GetTfaEntryResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -132,6 +135,7 @@ impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
             enable: f.opt("enable")?,
             id: f.req("id")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -91,6 +91,9 @@ pub struct ListUserTfaResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,6 +104,7 @@ impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
             enable: f.opt("enable")?,
             id: f.req("id")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -113,6 +117,9 @@ pub struct AddTfaEntryResponse {
     pub id: String,
     /// `recovery`
     pub recovery: Option<Vec<String>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for AddTfaEntryResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -121,6 +128,7 @@ impl<'de> serde::Deserialize<'de> for AddTfaEntryResponse {
             challenge: f.opt("challenge")?,
             id: f.req("id")?,
             recovery: f.opt("recovery")?,
+            other_keys: f.rest(),
         })
     }
 }

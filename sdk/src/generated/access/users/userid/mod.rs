@@ -123,6 +123,9 @@ pub struct ReadUserResponseTokensValue {
     pub expire: Option<i64>,
     /// Default `1`
     pub privsep: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadUserResponseTokensValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -131,6 +134,7 @@ impl<'de> serde::Deserialize<'de> for ReadUserResponseTokensValue {
             comment: f.opt("comment")?,
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -155,6 +159,9 @@ pub struct ReadUserResponse {
     pub lastname: Option<String>,
     /// `tokens`
     pub tokens: Option<std::collections::BTreeMap<String, ReadUserResponseTokensValue>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadUserResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -169,6 +176,7 @@ impl<'de> serde::Deserialize<'de> for ReadUserResponse {
             keys: f.opt("keys")?,
             lastname: f.opt("lastname")?,
             tokens: f.opt("tokens")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -138,6 +138,9 @@ pub struct ReadUserTfaTypeResponse {
     pub types: Option<Vec<ReadUserTfaTypeResponseTypesItem>>,
     /// `user`
     pub user: Option<ReadUserTfaTypeResponseUser>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadUserTfaTypeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -146,6 +149,7 @@ impl<'de> serde::Deserialize<'de> for ReadUserTfaTypeResponse {
             realm: f.opt("realm")?,
             types: f.opt("types")?,
             user: f.opt("user")?,
+            other_keys: f.rest(),
         })
     }
 }

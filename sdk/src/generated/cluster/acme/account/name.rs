@@ -99,6 +99,9 @@ pub struct GetAccountResponse {
     pub location: Option<String>,
     /// `tos`
     pub tos: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAccountResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -108,6 +111,7 @@ impl<'de> serde::Deserialize<'de> for GetAccountResponse {
             directory: f.opt("directory")?,
             location: f.opt("location")?,
             tos: f.opt("tos")?,
+            other_keys: f.rest(),
         })
     }
 }

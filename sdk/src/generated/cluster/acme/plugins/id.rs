@@ -124,6 +124,9 @@ pub struct GetPluginConfigResponse {
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
     #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetPluginConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -137,6 +140,7 @@ impl<'de> serde::Deserialize<'de> for GetPluginConfigResponse {
             plugin: f.req("plugin")?,
             type_: f.req("type")?,
             validation_delay: f.opt("validation-delay")?,
+            other_keys: f.rest(),
         })
     }
 }

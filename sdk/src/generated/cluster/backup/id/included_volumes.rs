@@ -36,6 +36,9 @@ pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     pub name: String,
     /// `reason`
     pub reason: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -45,6 +48,7 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
             included: f.req("included")?,
             name: f.req("name")?,
             reason: f.req("reason")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -93,6 +97,9 @@ pub struct GetVolumeBackupIncludedResponseChildrenItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: GetVolumeBackupIncludedResponseChildrenItemType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -102,6 +109,7 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
             id: f.req("id")?,
             name: f.opt("name")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -110,12 +118,16 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
 pub struct GetVolumeBackupIncludedResponse {
     /// `children`
     pub children: Vec<GetVolumeBackupIncludedResponseChildrenItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             children: f.req("children")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -208,6 +208,9 @@ pub struct ReadJobResponseFleecing {
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponseFleecing {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -215,6 +218,7 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponseFleecing {
         Ok(Self {
             enabled: f.opt("enabled")?,
             storage: f.opt("storage")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -227,6 +231,9 @@ pub struct ReadJobResponsePerformance {
     /// Wire name `pbs-entries-max`; minimum 1; default `1048576`
     #[serde(rename = "pbs-entries-max")]
     pub pbs_entries_max: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponsePerformance {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -234,6 +241,7 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponsePerformance {
         Ok(Self {
             max_workers: f.opt("max-workers")?,
             pbs_entries_max: f.opt("pbs-entries-max")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -261,6 +269,9 @@ pub struct ReadJobResponsePruneBackups {
     /// Wire name `keep-yearly`; minimum 0
     #[serde(rename = "keep-yearly")]
     pub keep_yearly: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponsePruneBackups {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -273,6 +284,7 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponsePruneBackups {
             keep_monthly: f.opt("keep-monthly")?,
             keep_weekly: f.opt("keep-weekly")?,
             keep_yearly: f.opt("keep-yearly")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -360,6 +372,9 @@ pub struct ReadJobResponse {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -402,6 +417,7 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponse {
             tmpdir: f.opt("tmpdir")?,
             vmid: f.opt("vmid")?,
             zstd: f.opt("zstd")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -149,6 +149,9 @@ pub struct GetAllFlagsResponseItem {
     pub name: GetAllFlagsResponseItemName,
     /// `value`
     pub value: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -157,6 +160,7 @@ impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
             description: f.req("description")?,
             name: f.req("name")?,
             value: f.req("value")?,
+            other_keys: f.rest(),
         })
     }
 }

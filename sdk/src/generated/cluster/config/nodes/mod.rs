@@ -23,12 +23,16 @@ crate::operation_error!(NodesError for Nodes;);
 pub struct NodesResponseItem {
     /// `node`
     pub node: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NodesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             node: f.req("node")?,
+            other_keys: f.rest(),
         })
     }
 }

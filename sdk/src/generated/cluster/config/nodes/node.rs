@@ -83,6 +83,9 @@ pub struct AddnodeResponse {
     pub corosync_conf: String,
     /// `warnings`
     pub warnings: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for AddnodeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -91,6 +94,7 @@ impl<'de> serde::Deserialize<'de> for AddnodeResponse {
             corosync_authkey: f.req("corosync_authkey")?,
             corosync_conf: f.req("corosync_conf")?,
             warnings: f.req("warnings")?,
+            other_keys: f.rest(),
         })
     }
 }

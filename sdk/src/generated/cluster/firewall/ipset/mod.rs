@@ -65,6 +65,9 @@ pub struct IpsetIndexResponseItem {
     pub digest: String,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -73,6 +76,7 @@ impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
             comment: f.opt("comment")?,
             digest: f.req("digest")?,
             name: f.req("name")?,
+            other_keys: f.rest(),
         })
     }
 }

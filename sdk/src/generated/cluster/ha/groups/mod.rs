@@ -68,12 +68,16 @@ crate::operation_error!(CreateError for Create;);
 pub struct IndexResponseItem {
     /// `group`
     pub group: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             group: f.req("group")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -153,10 +153,16 @@ crate::open_enum_traits!(Type);
 pub struct IndexResponseItem {
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
-        Ok(Self { sid: f.req("sid")? })
+        Ok(Self {
+            sid: f.req("sid")?,
+            other_keys: f.rest(),
+        })
     }
 }

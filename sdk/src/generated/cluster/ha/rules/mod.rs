@@ -133,12 +133,16 @@ crate::open_enum_traits!(Type);
 pub struct IndexResponseItem {
     /// `rule`
     pub rule: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             rule: f.req("rule")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -107,6 +107,9 @@ pub struct ReadRuleResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::cluster::ha::rules::Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -114,6 +117,7 @@ impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
         Ok(Self {
             rule: f.req("rule")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -162,6 +162,9 @@ pub struct StatusResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: StatusResponseItemType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -183,6 +186,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseItem {
             status: f.req("status")?,
             timestamp: f.opt("timestamp")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

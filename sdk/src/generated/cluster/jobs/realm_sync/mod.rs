@@ -42,6 +42,9 @@ pub struct SyncjobIndexResponseItem {
     pub schedule: String,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SyncjobIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -56,6 +59,7 @@ impl<'de> serde::Deserialize<'de> for SyncjobIndexResponseItem {
             remove_vanished: f.opt("remove-vanished")?,
             schedule: f.req("schedule")?,
             scope: f.opt("scope")?,
+            other_keys: f.rest(),
         })
     }
 }

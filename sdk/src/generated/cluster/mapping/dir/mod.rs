@@ -96,6 +96,9 @@ pub struct IndexResponseItemChecksItem {
     pub message: String,
     /// `severity`
     pub severity: crate::generated::cluster::mapping::Severity,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -103,6 +106,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
         Ok(Self {
             message: f.req("message")?,
             severity: f.req("severity")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -117,6 +121,9 @@ pub struct IndexResponseItem {
     pub id: String,
     /// `map`
     pub map: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -126,6 +133,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             description: f.req("description")?,
             id: f.req("id")?,
             map: f.req("map")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -126,6 +126,9 @@ pub struct IndexResponseItemChecksItem {
     pub message: String,
     /// `severity`
     pub severity: crate::generated::cluster::mapping::Severity,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -133,6 +136,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
         Ok(Self {
             message: f.req("message")?,
             severity: f.req("severity")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -147,6 +151,9 @@ pub struct IndexResponseItem {
     pub id: String,
     /// `map`
     pub map: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -156,6 +163,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             description: f.req("description")?,
             id: f.req("id")?,
             map: f.req("map")?,
+            other_keys: f.rest(),
         })
     }
 }

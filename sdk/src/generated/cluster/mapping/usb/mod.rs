@@ -104,6 +104,9 @@ pub struct IndexResponseItemErrorItem {
     pub message: String,
     /// `severity`
     pub severity: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -111,6 +114,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
         Ok(Self {
             message: f.req("message")?,
             severity: f.req("severity")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -125,6 +129,9 @@ pub struct IndexResponseItem {
     pub id: String,
     /// `map`
     pub map: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -134,6 +141,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             error: f.req("error")?,
             id: f.req("id")?,
             map: f.req("map")?,
+            other_keys: f.rest(),
         })
     }
 }

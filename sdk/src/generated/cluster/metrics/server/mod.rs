@@ -32,6 +32,9 @@ pub struct ServerIndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -42,6 +45,7 @@ impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
             port: f.req("port")?,
             server: f.req("server")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -132,6 +132,9 @@ pub struct GetMatchersResponseItem {
     pub origin: crate::generated::cluster::notifications::Origin,
     /// `target`
     pub target: Option<Vec<String>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatchersResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -147,6 +150,7 @@ impl<'de> serde::Deserialize<'de> for GetMatchersResponseItem {
             name: f.req("name")?,
             origin: f.req("origin")?,
             target: f.opt("target")?,
+            other_keys: f.rest(),
         })
     }
 }

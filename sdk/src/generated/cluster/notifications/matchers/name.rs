@@ -142,6 +142,9 @@ pub struct GetMatcherResponse {
     pub name: String,
     /// `target`
     pub target: Option<Vec<String>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatcherResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -157,6 +160,7 @@ impl<'de> serde::Deserialize<'de> for GetMatcherResponse {
             mode: f.opt("mode")?,
             name: f.req("name")?,
             target: f.opt("target")?,
+            other_keys: f.rest(),
         })
     }
 }

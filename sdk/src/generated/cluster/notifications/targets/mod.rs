@@ -70,6 +70,9 @@ pub struct GetAllTargetsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: GetAllTargetsResponseItemType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAllTargetsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -80,6 +83,7 @@ impl<'de> serde::Deserialize<'de> for GetAllTargetsResponseItem {
             name: f.req("name")?,
             origin: f.req("origin")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -140,6 +140,9 @@ pub struct InfoResponse {
     /// Wire name `reported-model`; default `kvm64`
     #[serde(rename = "reported-model")]
     pub reported_model: Option<crate::generated::cluster::qemu::custom_cpu_models::ReportedModel>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InfoResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -154,6 +157,7 @@ impl<'de> serde::Deserialize<'de> for InfoResponse {
             level: f.opt("level")?,
             phys_bits: f.opt("phys-bits")?,
             reported_model: f.opt("reported-model")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -674,6 +674,9 @@ pub struct ConfigResponseItem {
     /// Wire name `reported-model`; default `kvm64`
     #[serde(rename = "reported-model")]
     pub reported_model: Option<ReportedModel>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ConfigResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -688,6 +691,7 @@ impl<'de> serde::Deserialize<'de> for ConfigResponseItem {
             level: f.opt("level")?,
             phys_bits: f.opt("phys-bits")?,
             reported_model: f.opt("reported-model")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -197,6 +197,9 @@ pub struct ReadResponsePending {
     pub peer_group_name: Option<String>,
     /// `peers`
     pub peers: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponsePending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -215,6 +218,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
             nodes: f.opt("nodes")?,
             peer_group_name: f.opt("peer-group-name")?,
             peers: f.opt("peers")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -265,6 +269,9 @@ pub struct ReadResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: crate::generated::cluster::sdn::controllers::Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -288,6 +295,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             pending: f.opt("pending")?,
             state: f.opt("state")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

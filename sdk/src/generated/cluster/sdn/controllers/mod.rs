@@ -226,6 +226,9 @@ pub struct IndexResponseItemPending {
     pub peer_group_name: Option<String>,
     /// `peers`
     pub peers: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -244,6 +247,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
             nodes: f.opt("nodes")?,
             peer_group_name: f.opt("peer-group-name")?,
             peers: f.opt("peers")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -294,6 +298,9 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: Type,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -317,6 +324,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             pending: f.opt("pending")?,
             state: f.opt("state")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -115,6 +115,9 @@ pub struct IndexResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -122,6 +125,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         Ok(Self {
             dns: f.req("dns")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -159,6 +159,9 @@ pub struct ListAllResponseFabricsItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListAllResponseFabricsItemProtocol,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -170,6 +173,7 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItem {
             ip_prefix: f.opt("ip_prefix")?,
             lock_token: f.opt("lock-token")?,
             protocol: f.tagged()?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -317,6 +321,9 @@ pub struct ListAllResponseNodesItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListAllResponseNodesItemProtocol,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -329,6 +336,7 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItem {
             lock_token: f.opt("lock-token")?,
             node_id: f.req("node_id")?,
             protocol: f.tagged()?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -339,6 +347,9 @@ pub struct ListAllResponse {
     pub fabrics: Vec<ListAllResponseFabricsItem>,
     /// `nodes`
     pub nodes: Vec<ListAllResponseNodesItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -346,6 +357,7 @@ impl<'de> serde::Deserialize<'de> for ListAllResponse {
         Ok(Self {
             fabrics: f.req("fabrics")?,
             nodes: f.req("nodes")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -459,12 +459,16 @@ crate::open_enum_traits!(Role);
 pub struct IndexResponseItem {
     /// `subdir`
     pub subdir: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             subdir: f.req("subdir")?,
+            other_keys: f.rest(),
         })
     }
 }

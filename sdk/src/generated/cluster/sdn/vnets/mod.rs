@@ -115,6 +115,9 @@ pub struct IndexResponseItemPending {
     pub vlanaware: Option<bool>,
     /// `zone`
     pub zone: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -125,6 +128,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
             tag: f.opt("tag")?,
             vlanaware: f.opt("vlanaware")?,
             zone: f.opt("zone")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -153,6 +157,9 @@ pub struct IndexResponseItem {
     pub vnet: String,
     /// `zone`
     pub zone: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -168,6 +175,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             vlanaware: f.opt("vlanaware")?,
             vnet: f.req("vnet")?,
             zone: f.opt("zone")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -307,6 +307,9 @@ pub struct IndexResponseItemPending {
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
     #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -335,6 +338,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
             vlan_protocol: f.opt("vlan-protocol")?,
             vrf_vxlan: f.opt("vrf-vxlan")?,
             vxlan_port: f.opt("vxlan-port")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -408,6 +412,9 @@ pub struct IndexResponseItem {
     pub vxlan_port: Option<i64>,
     /// `zone`
     pub zone: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -441,6 +448,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             vrf_vxlan: f.opt("vrf-vxlan")?,
             vxlan_port: f.opt("vxlan-port")?,
             zone: f.req("zone")?,
+            other_keys: f.rest(),
         })
     }
 }

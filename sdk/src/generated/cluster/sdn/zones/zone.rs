@@ -249,6 +249,9 @@ pub struct ReadResponsePending {
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
     #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponsePending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -277,6 +280,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
             vlan_protocol: f.opt("vlan-protocol")?,
             vrf_vxlan: f.opt("vrf-vxlan")?,
             vxlan_port: f.opt("vxlan-port")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -350,6 +354,9 @@ pub struct ReadResponse {
     pub vxlan_port: Option<i64>,
     /// `zone`
     pub zone: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -383,6 +390,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             vrf_vxlan: f.opt("vrf-vxlan")?,
             vxlan_port: f.opt("vxlan-port")?,
             zone: f.req("zone")?,
+            other_keys: f.rest(),
         })
     }
 }

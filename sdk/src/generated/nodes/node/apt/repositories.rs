@@ -110,6 +110,9 @@ pub struct RepositoriesResponseErrorsItem {
     pub error: String,
     /// `path`
     pub path: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -117,6 +120,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
         Ok(Self {
             error: f.req("error")?,
             path: f.req("path")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -187,6 +191,9 @@ pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     /// Wire name `Values`
     #[serde(rename = "Values")]
     pub values: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -194,6 +201,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
         Ok(Self {
             key: f.req("Key")?,
             values: f.req("Values")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -253,6 +261,9 @@ pub struct RepositoriesResponseFilesItemRepositoriesItem {
     /// Wire name `URIs`
     #[serde(rename = "URIs")]
     pub ur_is: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -266,6 +277,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
             suites: f.req("Suites")?,
             types: f.req("Types")?,
             ur_is: f.req("URIs")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -281,6 +293,9 @@ pub struct RepositoriesResponseFilesItem {
     pub path: String,
     /// `repositories`
     pub repositories: Vec<RepositoriesResponseFilesItemRepositoriesItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -290,6 +305,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
             file_type: f.req("file-type")?,
             path: f.req("path")?,
             repositories: f.req("repositories")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -306,6 +322,9 @@ pub struct RepositoriesResponseInfosItem {
     pub path: String,
     /// `property`
     pub property: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -316,6 +335,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
             message: f.req("message")?,
             path: f.req("path")?,
             property: f.opt("property")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -328,6 +348,9 @@ pub struct RepositoriesResponseStandardReposItem {
     pub name: String,
     /// `status`
     pub status: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -336,6 +359,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
             handle: f.req("handle")?,
             name: f.req("name")?,
             status: f.opt("status")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -353,6 +377,9 @@ pub struct RepositoriesResponse {
     /// Wire name `standard-repos`
     #[serde(rename = "standard-repos")]
     pub standard_repos: Vec<RepositoriesResponseStandardReposItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -363,6 +390,7 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
             files: f.req("files")?,
             infos: f.req("infos")?,
             standard_repos: f.req("standard-repos")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -99,6 +99,9 @@ pub struct ListUpdatesResponseItem {
     /// Wire name `Version`
     #[serde(rename = "Version")]
     pub version: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -114,6 +117,7 @@ impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
             section: f.req("Section")?,
             title: f.req("Title")?,
             version: f.req("Version")?,
+            other_keys: f.rest(),
         })
     }
 }

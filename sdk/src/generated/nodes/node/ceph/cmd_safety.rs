@@ -111,6 +111,9 @@ pub struct CmdSafetyResponse {
     pub safe: bool,
     /// `status`
     pub status: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -118,6 +121,7 @@ impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
         Ok(Self {
             safe: f.req("safe")?,
             status: f.opt("status")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -52,6 +52,9 @@ pub struct InfoResponseItem {
     pub san: Option<Vec<String>>,
     /// `subject`
     pub subject: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InfoResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -67,6 +70,7 @@ impl<'de> serde::Deserialize<'de> for InfoResponseItem {
             public_key_type: f.opt("public-key-type")?,
             san: f.opt("san")?,
             subject: f.opt("subject")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -100,6 +100,9 @@ pub struct ListResponseItem {
     pub vendor: Option<String>,
     /// `wwn`
     pub wwn: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -118,6 +121,7 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
             used: f.opt("used")?,
             vendor: f.opt("vendor")?,
             wwn: f.opt("wwn")?,
+            other_keys: f.rest(),
         })
     }
 }

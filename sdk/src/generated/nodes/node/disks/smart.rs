@@ -46,6 +46,9 @@ pub struct SmartResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SmartResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -55,6 +58,7 @@ impl<'de> serde::Deserialize<'de> for SmartResponse {
             health: f.req("health")?,
             text: f.opt("text")?,
             type_: f.opt("type")?,
+            other_keys: f.rest(),
         })
     }
 }

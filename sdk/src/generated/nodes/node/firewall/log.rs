@@ -49,6 +49,9 @@ pub struct LogResponseItem {
     pub n: i64,
     /// `t`
     pub t: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LogResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -56,6 +59,7 @@ impl<'de> serde::Deserialize<'de> for LogResponseItem {
         Ok(Self {
             n: f.req("n")?,
             t: f.req("t")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -277,6 +277,9 @@ pub struct GetOptionsResponse {
     pub tcp_flags_log_level: Option<TcpFlagsLogLevel>,
     /// Default `0`
     pub tcpflags: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -301,6 +304,7 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             smurf_log_level: f.opt("smurf_log_level")?,
             tcp_flags_log_level: f.opt("tcp_flags_log_level")?,
             tcpflags: f.opt("tcpflags")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -55,6 +55,9 @@ pub struct UsbscanResponseItem {
     pub usbpath: Option<String>,
     /// `vendid`
     pub vendid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -72,6 +75,7 @@ impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
             speed: f.req("speed")?,
             usbpath: f.opt("usbpath")?,
             vendid: f.req("vendid")?,
+            other_keys: f.rest(),
         })
     }
 }

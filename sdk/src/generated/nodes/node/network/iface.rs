@@ -202,6 +202,9 @@ pub struct NetworkConfigResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -209,6 +212,7 @@ impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
         Ok(Self {
             method: f.req("method")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

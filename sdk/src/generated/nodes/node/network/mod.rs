@@ -754,6 +754,9 @@ pub struct IndexResponseItem {
     /// Wire name `vxlan-svcnodeip`
     #[serde(rename = "vxlan-svcnodeip")]
     pub vxlan_svcnodeip: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -807,6 +810,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             vxlan_local_tunnelip: f.opt("vxlan-local-tunnelip")?,
             vxlan_physdev: f.opt("vxlan-physdev")?,
             vxlan_svcnodeip: f.opt("vxlan-svcnodeip")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -3993,6 +3993,9 @@ pub struct VmlistResponseItem {
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -4026,6 +4029,7 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
             template: f.opt("template")?,
             uptime: f.opt("uptime")?,
             vmid: f.req("vmid")?,
+            other_keys: f.rest(),
         })
     }
 }

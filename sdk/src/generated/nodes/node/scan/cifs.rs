@@ -49,6 +49,9 @@ pub struct CifsscanResponseItem {
     pub description: String,
     /// `share`
     pub share: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -56,6 +59,7 @@ impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
         Ok(Self {
             description: f.req("description")?,
             share: f.req("share")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -40,6 +40,9 @@ pub struct IscsiscanResponseItem {
     pub portal: String,
     /// `target`
     pub target: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -47,6 +50,7 @@ impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
         Ok(Self {
             portal: f.req("portal")?,
             target: f.req("target")?,
+            other_keys: f.rest(),
         })
     }
 }

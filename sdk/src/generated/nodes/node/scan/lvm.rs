@@ -33,10 +33,16 @@ crate::operation_error!(LvmscanError for Lvmscan; UnknownNode);
 pub struct LvmscanResponseItem {
     /// `vg`
     pub vg: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
-        Ok(Self { vg: f.req("vg")? })
+        Ok(Self {
+            vg: f.req("vg")?,
+            other_keys: f.rest(),
+        })
     }
 }

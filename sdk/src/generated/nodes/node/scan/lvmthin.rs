@@ -38,10 +38,16 @@ crate::operation_error!(LvmthinscanError for Lvmthinscan; UnknownNode);
 pub struct LvmthinscanResponseItem {
     /// `lv`
     pub lv: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
-        Ok(Self { lv: f.req("lv")? })
+        Ok(Self {
+            lv: f.req("lv")?,
+            other_keys: f.rest(),
+        })
     }
 }

@@ -38,12 +38,16 @@ crate::operation_error!(IndexError for Index; UnknownNode);
 pub struct IndexResponseItem {
     /// `method`
     pub method: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             method: f.req("method")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -40,6 +40,9 @@ pub struct NfsscanResponseItem {
     pub options: String,
     /// `path`
     pub path: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -47,6 +50,7 @@ impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
         Ok(Self {
             options: f.req("options")?,
             path: f.req("path")?,
+            other_keys: f.rest(),
         })
     }
 }

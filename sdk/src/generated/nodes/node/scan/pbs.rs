@@ -57,6 +57,9 @@ pub struct PbsscanResponseItem {
     pub comment: Option<String>,
     /// `store`
     pub store: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -64,6 +67,7 @@ impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
         Ok(Self {
             comment: f.opt("comment")?,
             store: f.req("store")?,
+            other_keys: f.rest(),
         })
     }
 }

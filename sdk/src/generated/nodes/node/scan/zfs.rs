@@ -33,12 +33,16 @@ crate::operation_error!(ZfsscanError for Zfsscan; UnknownNode);
 pub struct ZfsscanResponseItem {
     /// `pool`
     pub pool: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             pool: f.req("pool")?,
+            other_keys: f.rest(),
         })
     }
 }

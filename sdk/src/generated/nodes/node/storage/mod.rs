@@ -127,6 +127,9 @@ pub struct IndexResponseItemFormats {
     pub default: IndexResponseItemFormatsDefault,
     /// `supported`
     pub supported: Vec<IndexResponseItemFormatsSupportedItem>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -134,6 +137,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
         Ok(Self {
             default: f.req("default")?,
             supported: f.req("supported")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -165,6 +169,9 @@ pub struct IndexResponseItem {
     pub used: Option<i64>,
     /// `used_fraction`
     pub used_fraction: Option<f64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -182,6 +189,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             type_: f.req("type")?,
             used: f.opt("used")?,
             used_fraction: f.opt("used_fraction")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -100,6 +100,9 @@ pub struct DefaultsResponse {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DefaultsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -136,6 +139,7 @@ impl<'de> serde::Deserialize<'de> for DefaultsResponse {
             tmpdir: f.opt("tmpdir")?,
             vmid: f.opt("vmid")?,
             zstd: f.opt("zstd")?,
+            other_keys: f.rest(),
         })
     }
 }

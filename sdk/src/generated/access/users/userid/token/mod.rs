@@ -40,6 +40,9 @@ pub struct TokenIndexResponseItem {
     pub privsep: Option<bool>,
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TokenIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -49,6 +52,7 @@ impl<'de> serde::Deserialize<'de> for TokenIndexResponseItem {
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
             tokenid: f.req("tokenid")?,
+            other_keys: f.rest(),
         })
     }
 }

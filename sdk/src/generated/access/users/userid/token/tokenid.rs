@@ -154,6 +154,9 @@ pub struct ReadTokenResponse {
     pub expire: Option<i64>,
     /// Default `1`
     pub privsep: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadTokenResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -162,6 +165,7 @@ impl<'de> serde::Deserialize<'de> for ReadTokenResponse {
             comment: f.opt("comment")?,
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -174,6 +178,9 @@ pub struct GenerateTokenResponseInfo {
     pub expire: Option<i64>,
     /// Default `1`
     pub privsep: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GenerateTokenResponseInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -182,6 +189,7 @@ impl<'de> serde::Deserialize<'de> for GenerateTokenResponseInfo {
             comment: f.opt("comment")?,
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -195,6 +203,9 @@ pub struct GenerateTokenResponse {
     pub info: GenerateTokenResponseInfo,
     /// Secret: Debug and Display print `[redacted]`
     pub value: crate::Secret,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -203,6 +214,7 @@ impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
             full_tokenid: f.req("full-tokenid")?,
             info: f.req("info")?,
             value: f.req("value")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -220,6 +232,9 @@ pub struct UpdateTokenInfoResponse {
     pub privsep: Option<bool>,
     /// `value`
     pub value: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UpdateTokenInfoResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -230,6 +245,7 @@ impl<'de> serde::Deserialize<'de> for UpdateTokenInfoResponse {
             full_tokenid: f.opt("full-tokenid")?,
             privsep: f.opt("privsep")?,
             value: f.opt("value")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -37,6 +37,9 @@ pub struct MigrateResponseBlockingResourcesItem {
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateResponseBlockingResourcesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -44,6 +47,7 @@ impl<'de> serde::Deserialize<'de> for MigrateResponseBlockingResourcesItem {
         Ok(Self {
             cause: f.req("cause")?,
             sid: f.req("sid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -61,6 +65,9 @@ pub struct MigrateResponse {
     pub requested_node: String,
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -70,6 +77,7 @@ impl<'de> serde::Deserialize<'de> for MigrateResponse {
             comigrated_resources: f.opt("comigrated-resources")?,
             requested_node: f.req("requested-node")?,
             sid: f.req("sid")?,
+            other_keys: f.rest(),
         })
     }
 }

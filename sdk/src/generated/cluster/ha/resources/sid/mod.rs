@@ -140,6 +140,9 @@ pub struct ReadResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -155,6 +158,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             sid: f.req("sid")?,
             state: f.opt("state")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -37,6 +37,9 @@ pub struct RelocateResponseBlockingResourcesItem {
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RelocateResponseBlockingResourcesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -44,6 +47,7 @@ impl<'de> serde::Deserialize<'de> for RelocateResponseBlockingResourcesItem {
         Ok(Self {
             cause: f.req("cause")?,
             sid: f.req("sid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -61,6 +65,9 @@ pub struct RelocateResponse {
     pub requested_node: String,
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RelocateResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -70,6 +77,7 @@ impl<'de> serde::Deserialize<'de> for RelocateResponse {
             comigrated_resources: f.opt("comigrated-resources")?,
             requested_node: f.req("requested-node")?,
             sid: f.req("sid")?,
+            other_keys: f.rest(),
         })
     }
 }

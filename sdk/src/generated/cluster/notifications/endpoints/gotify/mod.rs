@@ -77,6 +77,9 @@ pub struct GetGotifyEndpointsResponseItem {
     pub origin: crate::generated::cluster::notifications::Origin,
     /// `server`
     pub server: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetGotifyEndpointsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -87,6 +90,7 @@ impl<'de> serde::Deserialize<'de> for GetGotifyEndpointsResponseItem {
             name: f.req("name")?,
             origin: f.req("origin")?,
             server: f.req("server")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -112,6 +112,9 @@ pub struct GetGotifyEndpointResponse {
     pub name: String,
     /// `server`
     pub server: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetGotifyEndpointResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -122,6 +125,7 @@ impl<'de> serde::Deserialize<'de> for GetGotifyEndpointResponse {
             disable: f.opt("disable")?,
             name: f.req("name")?,
             server: f.req("server")?,
+            other_keys: f.rest(),
         })
     }
 }

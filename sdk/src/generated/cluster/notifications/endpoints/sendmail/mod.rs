@@ -89,6 +89,9 @@ pub struct GetSendmailEndpointsResponseItem {
     pub name: String,
     /// `origin`
     pub origin: crate::generated::cluster::notifications::Origin,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSendmailEndpointsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -102,6 +105,7 @@ impl<'de> serde::Deserialize<'de> for GetSendmailEndpointsResponseItem {
             mailto_user: f.opt("mailto-user")?,
             name: f.req("name")?,
             origin: f.req("origin")?,
+            other_keys: f.rest(),
         })
     }
 }

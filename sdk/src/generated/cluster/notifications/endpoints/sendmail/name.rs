@@ -128,6 +128,9 @@ pub struct GetSendmailEndpointResponse {
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
     pub name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSendmailEndpointResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -141,6 +144,7 @@ impl<'de> serde::Deserialize<'de> for GetSendmailEndpointResponse {
             mailto: f.opt("mailto")?,
             mailto_user: f.opt("mailto-user")?,
             name: f.req("name")?,
+            other_keys: f.rest(),
         })
     }
 }

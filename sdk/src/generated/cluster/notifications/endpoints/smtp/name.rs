@@ -151,6 +151,9 @@ pub struct GetSmtpEndpointResponse {
     pub server: String,
     /// `username`
     pub username: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSmtpEndpointResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -168,6 +171,7 @@ impl<'de> serde::Deserialize<'de> for GetSmtpEndpointResponse {
             port: f.opt("port")?,
             server: f.req("server")?,
             username: f.opt("username")?,
+            other_keys: f.rest(),
         })
     }
 }

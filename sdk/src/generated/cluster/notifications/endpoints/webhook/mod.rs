@@ -123,6 +123,9 @@ pub struct GetWebhookEndpointsResponseItem {
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetWebhookEndpointsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -137,6 +140,7 @@ impl<'de> serde::Deserialize<'de> for GetWebhookEndpointsResponseItem {
             origin: f.req("origin")?,
             secret: f.opt("secret")?,
             url: f.req("url")?,
+            other_keys: f.rest(),
         })
     }
 }

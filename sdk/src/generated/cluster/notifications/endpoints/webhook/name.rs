@@ -129,6 +129,9 @@ pub struct GetWebhookEndpointResponse {
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetWebhookEndpointResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -143,6 +146,7 @@ impl<'de> serde::Deserialize<'de> for GetWebhookEndpointResponse {
             name: f.req("name")?,
             secret: f.opt("secret")?,
             url: f.req("url")?,
+            other_keys: f.rest(),
         })
     }
 }

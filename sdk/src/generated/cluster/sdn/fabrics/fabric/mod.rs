@@ -208,6 +208,9 @@ pub struct IndexResponseItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: IndexResponseItemProtocol,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -219,6 +222,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             ip_prefix: f.opt("ip_prefix")?,
             lock_token: f.opt("lock-token")?,
             protocol: f.tagged()?,
+            other_keys: f.rest(),
         })
     }
 }

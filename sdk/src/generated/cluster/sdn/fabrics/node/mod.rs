@@ -167,6 +167,9 @@ pub struct ListNodesResponseItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListNodesResponseItemProtocol,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -179,6 +182,7 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
             lock_token: f.opt("lock-token")?,
             node_id: f.req("node_id")?,
             protocol: f.tagged()?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -394,6 +394,9 @@ pub struct ListRouteMapEntriesResponseItem {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<Set>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -407,6 +410,7 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesResponseItem {
             order: f.req("order")?,
             route_map_id: f.req("route-map-id")?,
             set: f.opt("set")?,
+            other_keys: f.rest(),
         })
     }
 }

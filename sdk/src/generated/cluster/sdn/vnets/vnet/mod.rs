@@ -137,6 +137,9 @@ pub struct ReadResponsePending {
     pub vlanaware: Option<bool>,
     /// `zone`
     pub zone: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponsePending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -147,6 +150,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
             tag: f.opt("tag")?,
             vlanaware: f.opt("vlanaware")?,
             zone: f.opt("zone")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -175,6 +179,9 @@ pub struct ReadResponse {
     pub vnet: String,
     /// `zone`
     pub zone: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -190,6 +197,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             vlanaware: f.opt("vlanaware")?,
             vnet: f.req("vnet")?,
             zone: f.opt("zone")?,
+            other_keys: f.rest(),
         })
     }
 }

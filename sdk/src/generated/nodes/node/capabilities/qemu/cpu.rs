@@ -43,6 +43,9 @@ pub struct IndexResponseItem {
     pub name: String,
     /// `vendor`
     pub vendor: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -52,6 +55,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             custom: f.req("custom")?,
             name: f.req("name")?,
             vendor: f.req("vendor")?,
+            other_keys: f.rest(),
         })
     }
 }

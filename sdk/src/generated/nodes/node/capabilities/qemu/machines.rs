@@ -73,6 +73,9 @@ pub struct TypesResponseItem {
     pub type_: TypesResponseItemType,
     /// `version`
     pub version: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TypesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -82,6 +85,7 @@ impl<'de> serde::Deserialize<'de> for TypesResponseItem {
             id: f.req("id")?,
             type_: f.req("type")?,
             version: f.req("version")?,
+            other_keys: f.rest(),
         })
     }
 }

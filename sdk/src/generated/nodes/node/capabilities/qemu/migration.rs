@@ -31,12 +31,16 @@ pub struct CapabilitiesResponse {
     /// Wire name `has-dbus-vmstate`
     #[serde(rename = "has-dbus-vmstate")]
     pub has_dbus_vmstate: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CapabilitiesResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             has_dbus_vmstate: f.req("has-dbus-vmstate")?,
+            other_keys: f.rest(),
         })
     }
 }

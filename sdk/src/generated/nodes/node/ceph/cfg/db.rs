@@ -76,6 +76,9 @@ pub struct DbResponseItem {
     pub section: String,
     /// `value`
     pub value: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DbResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -87,6 +90,7 @@ impl<'de> serde::Deserialize<'de> for DbResponseItem {
             name: f.req("name")?,
             section: f.req("section")?,
             value: f.req("value")?,
+            other_keys: f.rest(),
         })
     }
 }

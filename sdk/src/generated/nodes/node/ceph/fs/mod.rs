@@ -44,6 +44,9 @@ pub struct IndexResponseItem {
     pub metadata_pool_id: Option<i64>,
     /// `name`
     pub name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -55,6 +58,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             metadata_pool: f.req("metadata_pool")?,
             metadata_pool_id: f.opt("metadata_pool_id")?,
             name: f.req("name")?,
+            other_keys: f.rest(),
         })
     }
 }

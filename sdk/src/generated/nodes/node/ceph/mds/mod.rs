@@ -54,6 +54,9 @@ pub struct IndexResponseItem {
     pub standby_replay: Option<bool>,
     /// `state`
     pub state: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -70,6 +73,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             service: f.opt("service")?,
             standby_replay: f.opt("standby_replay")?,
             state: f.req("state")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -48,6 +48,9 @@ pub struct IndexResponseItem {
     pub service: Option<bool>,
     /// `state`
     pub state: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -61,6 +64,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             name: f.req("name")?,
             service: f.opt("service")?,
             state: f.req("state")?,
+            other_keys: f.rest(),
         })
     }
 }

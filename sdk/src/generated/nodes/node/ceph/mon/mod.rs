@@ -52,6 +52,9 @@ pub struct ListmonResponseItem {
     pub service: Option<bool>,
     /// `state`
     pub state: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -67,6 +70,7 @@ impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
             rank: f.opt("rank")?,
             service: f.opt("service")?,
             state: f.opt("state")?,
+            other_keys: f.rest(),
         })
     }
 }

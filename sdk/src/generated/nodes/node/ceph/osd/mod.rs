@@ -92,6 +92,9 @@ pub struct IndexResponse {
     pub flags: Option<String>,
     /// `root`
     pub root: serde_json::Map<String, serde_json::Value>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -99,6 +102,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
         Ok(Self {
             flags: f.opt("flags")?,
             root: f.req("root")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -279,6 +279,9 @@ pub struct LspoolsResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: LspoolsResponseItemType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -301,6 +304,7 @@ impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
             target_size: f.opt("target_size")?,
             target_size_ratio: f.opt("target_size_ratio")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -91,6 +91,9 @@ pub struct IndexResponseItem {
     pub type_: String,
     /// `unitfile`
     pub unitfile: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,6 +104,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             path: f.req("path")?,
             type_: f.req("type")?,
             unitfile: f.req("unitfile")?,
+            other_keys: f.rest(),
         })
     }
 }

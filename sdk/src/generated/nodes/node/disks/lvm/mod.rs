@@ -83,6 +83,9 @@ pub struct IndexResponseChildrenItemChildrenItem {
     pub name: String,
     /// `size`
     pub size: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -92,6 +95,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
             leaf: f.req("leaf")?,
             name: f.req("name")?,
             size: f.req("size")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -108,6 +112,9 @@ pub struct IndexResponseChildrenItem {
     pub name: String,
     /// `size`
     pub size: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -118,6 +125,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
             leaf: f.req("leaf")?,
             name: f.req("name")?,
             size: f.req("size")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -128,6 +136,9 @@ pub struct IndexResponse {
     pub children: Vec<IndexResponseChildrenItem>,
     /// `leaf`
     pub leaf: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -135,6 +146,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
         Ok(Self {
             children: f.req("children")?,
             leaf: f.req("leaf")?,
+            other_keys: f.rest(),
         })
     }
 }

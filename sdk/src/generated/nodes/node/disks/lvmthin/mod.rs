@@ -89,6 +89,9 @@ pub struct IndexResponseItem {
     pub used: i64,
     /// `vg`
     pub vg: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -100,6 +103,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             metadata_used: f.req("metadata_used")?,
             used: f.req("used")?,
             vg: f.req("vg")?,
+            other_keys: f.rest(),
         })
     }
 }

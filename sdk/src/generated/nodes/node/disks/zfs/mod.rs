@@ -137,6 +137,9 @@ pub struct IndexResponseItem {
     pub name: String,
     /// `size`
     pub size: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -149,6 +152,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             health: f.req("health")?,
             name: f.req("name")?,
             size: f.req("size")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -89,6 +89,9 @@ pub struct DetailResponseChildrenItem {
     pub state: Option<String>,
     /// `write`
     pub write: Option<f64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DetailResponseChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -100,6 +103,7 @@ impl<'de> serde::Deserialize<'de> for DetailResponseChildrenItem {
             read: f.opt("read")?,
             state: f.opt("state")?,
             write: f.opt("write")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -120,6 +124,9 @@ pub struct DetailResponse {
     pub state: String,
     /// `status`
     pub status: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DetailResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -132,6 +139,7 @@ impl<'de> serde::Deserialize<'de> for DetailResponse {
             scan: f.opt("scan")?,
             state: f.req("state")?,
             status: f.opt("status")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -65,6 +65,9 @@ pub struct PciScanResponseItem {
     pub vendor: String,
     /// `vendor_name`
     pub vendor_name: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -82,6 +85,7 @@ impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
             subsystem_vendor_name: f.opt("subsystem_vendor_name")?,
             vendor: f.req("vendor")?,
             vendor_name: f.opt("vendor_name")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -258,6 +258,9 @@ pub struct VmConfigResponse {
     #[serde(flatten)]
     pub unused:
         crate::Indexed<crate::generated::nodes::node::lxc::Unused, crate::generated::index::Unused>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -297,6 +300,7 @@ impl<'de> serde::Deserialize<'de> for VmConfigResponse {
             mp: f.indexed()?,
             net: f.indexed()?,
             unused: f.indexed()?,
+            other_keys: f.rest(),
         })
     }
 }

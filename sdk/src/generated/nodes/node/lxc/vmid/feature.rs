@@ -47,12 +47,16 @@ pub struct VmFeatureResponse {
     /// Wire name `hasFeature`
     #[serde(rename = "hasFeature")]
     pub has_feature: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             has_feature: f.req("hasFeature")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -44,6 +44,9 @@ pub struct IpResponseItemIpAddressesItem {
     pub ip_address_type: Option<String>,
     /// `prefix`
     pub prefix: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpResponseItemIpAddressesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -52,6 +55,7 @@ impl<'de> serde::Deserialize<'de> for IpResponseItemIpAddressesItem {
             ip_address: f.opt("ip-address")?,
             ip_address_type: f.opt("ip-address-type")?,
             prefix: f.opt("prefix")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -72,6 +76,9 @@ pub struct IpResponseItem {
     pub ip_addresses: Vec<IpResponseItemIpAddressesItem>,
     /// `name`
     pub name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -83,6 +90,7 @@ impl<'de> serde::Deserialize<'de> for IpResponseItem {
             inet6: f.opt("inet6")?,
             ip_addresses: f.req("ip-addresses")?,
             name: f.req("name")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -97,6 +97,9 @@ pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de>
     for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem
@@ -106,6 +109,7 @@ impl<'de> serde::Deserialize<'de>
         Ok(Self {
             cause: f.req("cause")?,
             sid: f.req("sid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -116,12 +120,16 @@ pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     #[serde(rename = "blocking-ha-resources")]
     pub blocking_ha_resources:
         Option<Vec<MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNodes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             blocking_ha_resources: f.opt("blocking-ha-resources")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -139,6 +147,9 @@ pub struct MigrateVmPreconditionResponse {
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -148,6 +159,7 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
             dependent_ha_resources: f.opt("dependent-ha-resources")?,
             not_allowed_nodes: f.opt("not-allowed-nodes")?,
             running: f.req("running")?,
+            other_keys: f.rest(),
         })
     }
 }

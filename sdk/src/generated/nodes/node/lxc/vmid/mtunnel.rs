@@ -45,6 +45,9 @@ pub struct MtunnelResponse {
     pub ticket: crate::Secret,
     /// `upid`
     pub upid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MtunnelResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -53,6 +56,7 @@ impl<'de> serde::Deserialize<'de> for MtunnelResponse {
             socket: f.req("socket")?,
             ticket: f.req("ticket")?,
             upid: f.req("upid")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -47,6 +47,9 @@ pub struct MtunnelwebsocketResponse {
     pub port: Option<String>,
     /// `socket`
     pub socket: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MtunnelwebsocketResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -54,6 +57,7 @@ impl<'de> serde::Deserialize<'de> for MtunnelwebsocketResponse {
         Ok(Self {
             port: f.opt("port")?,
             socket: f.opt("socket")?,
+            other_keys: f.rest(),
         })
     }
 }

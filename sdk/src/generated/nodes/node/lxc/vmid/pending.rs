@@ -43,6 +43,9 @@ pub struct VmPendingResponseItem {
     pub pending: Option<String>,
     /// `value`
     pub value: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -52,6 +55,7 @@ impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
             key: f.req("key")?,
             pending: f.opt("pending")?,
             value: f.opt("value")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -90,12 +90,16 @@ crate::open_enum_traits!(RrdTimeframe);
 pub struct RrdResponse {
     /// `filename`
     pub filename: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RrdResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             filename: f.req("filename")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -49,6 +49,9 @@ pub struct SpiceproxyResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -59,6 +62,7 @@ impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
             proxy: f.req("proxy")?,
             tls_port: f.req("tls-port")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -45,12 +45,16 @@ crate::operation_error!(VncwebsocketError for Vncwebsocket; UnknownNode);
 pub struct VncwebsocketResponse {
     /// `port`
     pub port: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VncwebsocketResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             port: f.req("port")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -1004,6 +1004,9 @@ pub struct VmConfigResponse {
     pub vmstatestorage: Option<String>,
     /// Format `pve-qm-watchdog`
     pub watchdog: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -1098,6 +1101,7 @@ impl<'de> serde::Deserialize<'de> for VmConfigResponse {
             usb: f.indexed()?,
             virtio: f.indexed()?,
             virtiofs: f.indexed()?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -49,6 +49,9 @@ pub struct VmFeatureResponse {
     pub has_feature: bool,
     /// `nodes`
     pub nodes: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -56,6 +59,7 @@ impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
         Ok(Self {
             has_feature: f.req("hasFeature")?,
             nodes: f.req("nodes")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -111,6 +111,9 @@ pub struct MigrateVmPreconditionResponseLocalDisksItem {
     pub size: i64,
     /// `volid`
     pub volid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -120,6 +123,7 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksIte
             is_unused: f.req("is_unused")?,
             size: f.req("size")?,
             volid: f.req("volid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -130,6 +134,9 @@ pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de>
     for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem
@@ -139,6 +146,7 @@ impl<'de> serde::Deserialize<'de>
         Ok(Self {
             cause: f.req("cause")?,
             sid: f.req("sid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -151,6 +159,9 @@ pub struct MigrateVmPreconditionResponseNotAllowedNodes {
         Option<Vec<MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem>>,
     /// `unavailable_storages`
     pub unavailable_storages: Option<Vec<String>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNodes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -158,6 +169,7 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNod
         Ok(Self {
             blocking_ha_resources: f.opt("blocking-ha-resources")?,
             unavailable_storages: f.opt("unavailable_storages")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -186,6 +198,9 @@ pub struct MigrateVmPreconditionResponse {
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -200,6 +215,7 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
             mapped_resources: f.req("mapped-resources")?,
             not_allowed_nodes: f.opt("not_allowed_nodes")?,
             running: f.req("running")?,
+            other_keys: f.rest(),
         })
     }
 }

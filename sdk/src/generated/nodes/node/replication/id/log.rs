@@ -46,6 +46,9 @@ pub struct ReadJobLogResponseItem {
     pub n: i64,
     /// `t`
     pub t: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobLogResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -53,6 +56,7 @@ impl<'de> serde::Deserialize<'de> for ReadJobLogResponseItem {
         Ok(Self {
             n: f.req("n")?,
             t: f.req("t")?,
+            other_keys: f.rest(),
         })
     }
 }

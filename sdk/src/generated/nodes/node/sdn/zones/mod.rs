@@ -69,6 +69,9 @@ pub struct IndexResponseItem {
     pub status: IndexResponseItemStatus,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -76,6 +79,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         Ok(Self {
             status: f.req("status")?,
             zone: f.req("zone")?,
+            other_keys: f.rest(),
         })
     }
 }

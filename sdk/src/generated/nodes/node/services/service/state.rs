@@ -51,6 +51,9 @@ pub struct ServiceStateResponse {
     /// Wire name `unit-state`
     #[serde(rename = "unit-state")]
     pub unit_state: crate::generated::nodes::node::services::UnitState,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -62,6 +65,7 @@ impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
             service: f.req("service")?,
             state: f.req("state")?,
             unit_state: f.req("unit-state")?,
+            other_keys: f.rest(),
         })
     }
 }

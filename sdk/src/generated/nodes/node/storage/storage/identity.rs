@@ -131,6 +131,9 @@ pub struct IdentityResponse {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: IdentityResponseType,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IdentityResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -138,6 +141,7 @@ impl<'de> serde::Deserialize<'de> for IdentityResponse {
         Ok(Self {
             id: f.req("id")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

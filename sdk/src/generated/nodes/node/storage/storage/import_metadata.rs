@@ -157,6 +157,9 @@ pub struct GetImportMetadataResponseWarningsItem {
     pub type_: GetImportMetadataResponseWarningsItemType,
     /// `value`
     pub value: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetImportMetadataResponseWarningsItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -165,6 +168,7 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponseWarningsItem {
             key: f.opt("key")?,
             type_: f.req("type")?,
             value: f.opt("value")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -185,6 +189,9 @@ pub struct GetImportMetadataResponse {
     pub type_: GetImportMetadataResponseType,
     /// `warnings`
     pub warnings: Option<Vec<GetImportMetadataResponseWarningsItem>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -196,6 +203,7 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
             source: f.req("source")?,
             type_: f.req("type")?,
             warnings: f.opt("warnings")?,
+            other_keys: f.rest(),
         })
     }
 }

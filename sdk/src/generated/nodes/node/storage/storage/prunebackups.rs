@@ -199,6 +199,9 @@ pub struct DryrunResponseItem {
     pub vmid: Option<i64>,
     /// `volid`
     pub volid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -209,6 +212,7 @@ impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
             type_: f.req("type")?,
             vmid: f.opt("vmid")?,
             volid: f.req("volid")?,
+            other_keys: f.rest(),
         })
     }
 }

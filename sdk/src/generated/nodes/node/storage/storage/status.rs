@@ -51,6 +51,9 @@ pub struct ReadStatusResponse {
     pub type_: String,
     /// `used`
     pub used: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadStatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -64,6 +67,7 @@ impl<'de> serde::Deserialize<'de> for ReadStatusResponse {
             total: f.opt("total")?,
             type_: f.req("type")?,
             used: f.opt("used")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -51,6 +51,9 @@ pub struct ReadTaskLogResponseItem {
     pub n: i64,
     /// `t`
     pub t: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadTaskLogResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -58,6 +61,7 @@ impl<'de> serde::Deserialize<'de> for ReadTaskLogResponseItem {
         Ok(Self {
             n: f.req("n")?,
             t: f.req("t")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -86,6 +86,9 @@ pub struct ReadTaskStatusResponse {
     pub upid: String,
     /// `user`
     pub user: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadTaskStatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,6 +104,7 @@ impl<'de> serde::Deserialize<'de> for ReadTaskStatusResponse {
             type_: f.req("type")?,
             upid: f.req("upid")?,
             user: f.req("user")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -232,6 +232,9 @@ pub struct ListNodesFabricResponseItem {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: ListNodesFabricResponseItemProtocol,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -244,6 +247,7 @@ impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItem {
             lock_token: f.opt("lock-token")?,
             node_id: f.req("node_id")?,
             protocol: f.tagged()?,
+            other_keys: f.rest(),
         })
     }
 }

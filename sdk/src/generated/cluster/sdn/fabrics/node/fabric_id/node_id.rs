@@ -258,6 +258,9 @@ pub struct GetNodeResponse {
     /// Union tag: each variant carries its own fields
     #[serde(flatten)]
     pub protocol: GetNodeResponseProtocol,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetNodeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -270,6 +273,7 @@ impl<'de> serde::Deserialize<'de> for GetNodeResponse {
             lock_token: f.opt("lock-token")?,
             node_id: f.req("node_id")?,
             protocol: f.tagged()?,
+            other_keys: f.rest(),
         })
     }
 }

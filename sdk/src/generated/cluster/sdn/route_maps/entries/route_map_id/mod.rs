@@ -60,6 +60,9 @@ pub struct ListRouteMapEntriesForRouteMapResponseItem {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -73,6 +76,7 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem
             order: f.req("order")?,
             route_map_id: f.req("route-map-id")?,
             set: f.opt("set")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -77,6 +77,9 @@ pub struct GetOptionsResponse {
     pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `policy_forward`
     pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -85,6 +88,7 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             enable: f.opt("enable")?,
             log_level_forward: f.opt("log_level_forward")?,
             policy_forward: f.opt("policy_forward")?,
+            other_keys: f.rest(),
         })
     }
 }

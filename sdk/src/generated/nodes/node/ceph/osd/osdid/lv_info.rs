@@ -83,6 +83,9 @@ pub struct OsdvolumeResponse {
     pub lv_uuid: String,
     /// `vg_name`
     pub vg_name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -94,6 +97,7 @@ impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
             lv_size: f.req("lv_size")?,
             lv_uuid: f.req("lv_uuid")?,
             vg_name: f.req("vg_name")?,
+            other_keys: f.rest(),
         })
     }
 }

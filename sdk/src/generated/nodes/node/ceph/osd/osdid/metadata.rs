@@ -80,6 +80,9 @@ pub struct OsddetailsResponseDevicesItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -91,6 +94,7 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
             size: f.req("size")?,
             support_discard: f.req("support_discard")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -121,6 +125,9 @@ pub struct OsddetailsResponseOsd {
     pub pid: Option<i64>,
     /// `version`
     pub version: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -138,6 +145,7 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
             osd_objectstore: f.req("osd_objectstore")?,
             pid: f.opt("pid")?,
             version: f.req("version")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -148,6 +156,9 @@ pub struct OsddetailsResponse {
     pub devices: Vec<OsddetailsResponseDevicesItem>,
     /// `osd`
     pub osd: OsddetailsResponseOsd,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -155,6 +166,7 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
         Ok(Self {
             devices: f.req("devices")?,
             osd: f.req("osd")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -86,6 +86,9 @@ pub struct GetpoolResponse {
     pub use_gmt_hitset: bool,
     /// `write_fadvise_dontneed`
     pub write_fadvise_dontneed: bool,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetpoolResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -115,6 +118,7 @@ impl<'de> serde::Deserialize<'de> for GetpoolResponse {
             target_size_ratio: f.opt("target_size_ratio")?,
             use_gmt_hitset: f.req("use_gmt_hitset")?,
             write_fadvise_dontneed: f.req("write_fadvise_dontneed")?,
+            other_keys: f.rest(),
         })
     }
 }

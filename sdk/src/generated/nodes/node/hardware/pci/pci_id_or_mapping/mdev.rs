@@ -46,6 +46,9 @@ pub struct MdevscanResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -55,6 +58,7 @@ impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
             description: f.req("description")?,
             name: f.opt("name")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

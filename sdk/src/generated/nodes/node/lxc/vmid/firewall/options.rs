@@ -122,6 +122,9 @@ pub struct GetOptionsResponse {
     pub policy_out: Option<crate::generated::PolicyOut>,
     /// `radv`
     pub radv: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -137,6 +140,7 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             policy_in: f.opt("policy_in")?,
             policy_out: f.opt("policy_out")?,
             radv: f.opt("radv")?,
+            other_keys: f.rest(),
         })
     }
 }

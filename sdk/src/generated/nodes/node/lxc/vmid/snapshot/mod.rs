@@ -86,6 +86,9 @@ pub struct ListResponseItem {
     pub parent: Option<String>,
     /// `snaptime`
     pub snaptime: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -95,6 +98,7 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
             name: f.req("name")?,
             parent: f.opt("parent")?,
             snaptime: f.opt("snaptime")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -43,10 +43,16 @@ crate::operation_error!(ExecError for Exec; UnknownNode);
 pub struct ExecResponse {
     /// `pid`
     pub pid: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExecResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
-        Ok(Self { pid: f.req("pid")? })
+        Ok(Self {
+            pid: f.req("pid")?,
+            other_keys: f.rest(),
+        })
     }
 }

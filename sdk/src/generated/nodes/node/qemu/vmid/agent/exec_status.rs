@@ -55,6 +55,9 @@ pub struct ExecStatusResponse {
     pub out_truncated: Option<bool>,
     /// `signal`
     pub signal: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExecStatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -67,6 +70,7 @@ impl<'de> serde::Deserialize<'de> for ExecStatusResponse {
             out_data: f.opt("out-data")?,
             out_truncated: f.opt("out-truncated")?,
             signal: f.opt("signal")?,
+            other_keys: f.rest(),
         })
     }
 }

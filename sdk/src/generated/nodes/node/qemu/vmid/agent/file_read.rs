@@ -50,6 +50,9 @@ pub struct FileReadResponse {
     pub content: String,
     /// `truncated`
     pub truncated: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for FileReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -57,6 +60,7 @@ impl<'de> serde::Deserialize<'de> for FileReadResponse {
         Ok(Self {
             content: f.req("content")?,
             truncated: f.opt("truncated")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -77,6 +77,9 @@ pub struct CloudinitPendingResponseItem {
     pub pending: Option<String>,
     /// `value`
     pub value: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CloudinitPendingResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -86,6 +89,7 @@ impl<'de> serde::Deserialize<'de> for CloudinitPendingResponseItem {
             key: f.req("key")?,
             pending: f.opt("pending")?,
             value: f.opt("value")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -91,6 +91,9 @@ pub struct SnapshotListResponseItem {
     pub snaptime: Option<i64>,
     /// `vmstate`
     pub vmstate: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -101,6 +104,7 @@ impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
             parent: f.opt("parent")?,
             snaptime: f.opt("snaptime")?,
             vmstate: f.opt("vmstate")?,
+            other_keys: f.rest(),
         })
     }
 }

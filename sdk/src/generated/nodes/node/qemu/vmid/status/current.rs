@@ -125,6 +125,9 @@ pub struct VmStatusResponse {
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmStatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -162,6 +165,7 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             template: f.opt("template")?,
             uptime: f.opt("uptime")?,
             vmid: f.req("vmid")?,
+            other_keys: f.rest(),
         })
     }
 }

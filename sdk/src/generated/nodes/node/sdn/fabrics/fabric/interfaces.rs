@@ -43,6 +43,9 @@ pub struct InterfacesResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -51,6 +54,7 @@ impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
             name: f.req("name")?,
             state: f.req("state")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

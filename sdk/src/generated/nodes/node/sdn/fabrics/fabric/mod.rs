@@ -39,12 +39,16 @@ crate::operation_error!(DiridxError for Diridx; UnknownNode);
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             subdir: f.req("subdir")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -42,6 +42,9 @@ pub struct NeighborsResponseItem {
     pub status: String,
     /// `uptime`
     pub uptime: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -50,6 +53,7 @@ impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
             neighbor: f.req("neighbor")?,
             status: f.req("status")?,
             uptime: f.req("uptime")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -40,6 +40,9 @@ pub struct RoutesResponseItem {
     pub route: String,
     /// `via`
     pub via: Vec<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -47,6 +50,7 @@ impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
         Ok(Self {
             route: f.req("route")?,
             via: f.req("via")?,
+            other_keys: f.rest(),
         })
     }
 }

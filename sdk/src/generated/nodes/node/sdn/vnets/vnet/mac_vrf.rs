@@ -42,6 +42,9 @@ pub struct MacVrfResponseItem {
     pub mac: String,
     /// Format `ip`
     pub nexthop: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -50,6 +53,7 @@ impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
             ip: f.req("ip")?,
             mac: f.req("mac")?,
             nexthop: f.req("nexthop")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -46,6 +46,9 @@ pub struct BridgesResponseItemPortsItem {
     pub vlans: Option<Vec<String>>,
     /// `vmid`
     pub vmid: Option<f64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for BridgesResponseItemPortsItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -56,6 +59,7 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItemPortsItem {
             primary_vlan: f.opt("primary_vlan")?,
             vlans: f.opt("vlans")?,
             vmid: f.opt("vmid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -68,6 +72,9 @@ pub struct BridgesResponseItem {
     pub ports: Vec<BridgesResponseItemPortsItem>,
     /// `vlan_filtering`
     pub vlan_filtering: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -76,6 +83,7 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
             name: f.req("name")?,
             ports: f.req("ports")?,
             vlan_filtering: f.req("vlan_filtering")?,
+            other_keys: f.rest(),
         })
     }
 }

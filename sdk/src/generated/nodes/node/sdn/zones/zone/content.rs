@@ -42,6 +42,9 @@ pub struct IndexResponseItem {
     pub statusmsg: Option<String>,
     /// `vnet`
     pub vnet: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -50,6 +53,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             status: f.opt("status")?,
             statusmsg: f.opt("statusmsg")?,
             vnet: f.req("vnet")?,
+            other_keys: f.rest(),
         })
     }
 }

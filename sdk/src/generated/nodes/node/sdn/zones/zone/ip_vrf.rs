@@ -44,6 +44,9 @@ pub struct IpVrfResponseItem {
     pub nexthops: Vec<String>,
     /// `protocol`
     pub protocol: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -53,6 +56,7 @@ impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
             metric: f.req("metric")?,
             nexthops: f.req("nexthops")?,
             protocol: f.req("protocol")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -98,6 +98,9 @@ pub struct IndexResponseItemVerification {
     pub state: String,
     /// `upid`
     pub upid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -105,6 +108,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
         Ok(Self {
             state: f.req("state")?,
             upid: f.req("upid")?,
+            other_keys: f.rest(),
         })
     }
 }
@@ -136,6 +140,9 @@ pub struct IndexResponseItem {
     pub vmid: Option<i64>,
     /// `volid`
     pub volid: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -153,6 +160,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             verification: f.opt("verification")?,
             vmid: f.opt("vmid")?,
             volid: f.req("volid")?,
+            other_keys: f.rest(),
         })
     }
 }

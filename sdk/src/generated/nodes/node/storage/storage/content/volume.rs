@@ -195,6 +195,9 @@ pub struct InfoResponse {
     pub size: i64,
     /// `used`
     pub used: i64,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InfoResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -206,6 +209,7 @@ impl<'de> serde::Deserialize<'de> for InfoResponse {
             protected: f.opt("protected")?,
             size: f.req("size")?,
             used: f.req("used")?,
+            other_keys: f.rest(),
         })
     }
 }

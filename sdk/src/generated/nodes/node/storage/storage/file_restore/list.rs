@@ -60,6 +60,9 @@ pub struct ListResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -71,6 +74,7 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
             size: f.opt("size")?,
             text: f.req("text")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

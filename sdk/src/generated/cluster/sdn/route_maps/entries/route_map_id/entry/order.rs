@@ -149,6 +149,9 @@ pub struct GetRouteMapEntryResponse {
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -162,6 +165,7 @@ impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
             order: f.req("order")?,
             route_map_id: f.req("route-map-id")?,
             set: f.opt("set")?,
+            other_keys: f.rest(),
         })
     }
 }

@@ -140,6 +140,9 @@ pub struct GetRulesResponseItem {
     /// Wire name `type`
     #[serde(rename = "type")]
     pub type_: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -160,6 +163,7 @@ impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
             source: f.opt("source")?,
             sport: f.opt("sport")?,
             type_: f.req("type")?,
+            other_keys: f.rest(),
         })
     }
 }

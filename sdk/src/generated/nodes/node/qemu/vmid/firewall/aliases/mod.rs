@@ -89,6 +89,9 @@ pub struct GetAliasesResponseItem {
     pub digest: String,
     /// `name`
     pub name: String,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -98,6 +101,7 @@ impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
             comment: f.opt("comment")?,
             digest: f.req("digest")?,
             name: f.req("name")?,
+            other_keys: f.rest(),
         })
     }
 }

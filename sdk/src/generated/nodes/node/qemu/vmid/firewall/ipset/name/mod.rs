@@ -133,6 +133,9 @@ pub struct GetIpsetResponseItem {
     pub digest: String,
     /// `nomatch`
     pub nomatch: Option<bool>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    #[serde(flatten)]
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -142,6 +145,7 @@ impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
             comment: f.opt("comment")?,
             digest: f.req("digest")?,
             nomatch: f.opt("nomatch")?,
+            other_keys: f.rest(),
         })
     }
 }

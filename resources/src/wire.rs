@@ -1,0 +1,69 @@
+//! Comparing declared and live objects in PVE's wire form (S8): each top-level key to the text
+//! PVE would send or print. Booleans become `1`/`0`, numbers their decimal text, property
+//! strings their canonical print (their `Serialize` is their `Display`), anything nested its
+//! JSON text; `null` is absent.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// `value`'s top-level keys in wire form.
+pub fn wire_map<T: Serialize>(value: &T) -> BTreeMap<String, String> {
+    let Ok(Value::Object(map)) = serde_json::to_value(value) else {
+        return BTreeMap::new();
+    };
+    map.into_iter()
+        .filter_map(|(k, v)| {
+            let text = match v {
+                Value::Null => return None,
+                Value::Bool(b) => if b { "1" } else { "0" }.to_owned(),
+                Value::Number(n) => n.to_string(),
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            Some((k, text))
+        })
+        .collect()
+}
+
+/// The declared keys whose live value differs: (key, live, declared).
+pub fn differences(
+    declared: &BTreeMap<String, String>,
+    live: &BTreeMap<String, String>,
+) -> Vec<(String, Option<String>, String)> {
+    declared
+        .iter()
+        .filter(|(k, v)| live.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), live.get(k).cloned(), v.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn booleans_numbers_strings_and_nulls() {
+        let m = wire_map(&json!({"a": true, "b": 0, "c": "2", "d": null, "e": [1]}));
+        assert_eq!(
+            m,
+            BTreeMap::from([
+                ("a".to_owned(), "1".to_owned()),
+                ("b".to_owned(), "0".to_owned()),
+                ("c".to_owned(), "2".to_owned()),
+                ("e".to_owned(), "[1]".to_owned()),
+            ])
+        );
+        let declared = BTreeMap::from([
+            ("a".to_owned(), "1".to_owned()),
+            ("z".to_owned(), "x".to_owned()),
+        ]);
+        assert_eq!(
+            differences(&declared, &m),
+            vec![("z".to_owned(), None, "x".to_owned())]
+        );
+    }
+}
