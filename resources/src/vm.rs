@@ -263,3 +263,66 @@ pub async fn update(
         _ => Err(not_converged(Vec::new())),
     }
 }
+
+/// Why waiting for a guest lock ended without the lock clearing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockWaitError {
+    /// The lock is still held after the deadline.
+    #[error("VM {vmid} on {node} is still locked ({lock}) after {waited:?}; not touching it")]
+    StillLocked {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// The lock's name.
+        lock: String,
+        /// How long was waited.
+        waited: std::time::Duration,
+    },
+    /// The guest could not be read while waiting.
+    #[error("VM {vmid} on {node}: its config could not be read while waiting for its lock")]
+    Unreadable {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+    },
+}
+
+/// **S10 Locks.** Waits, bounded, until the guest holds no lock; never skips or removes one.
+///
+/// # Errors
+///
+/// [`LockWaitError`] when the deadline passes with the lock held, or the guest cannot be read.
+pub async fn wait_unlocked(
+    client: &Client,
+    node: &str,
+    vmid: i64,
+    deadline: std::time::Duration,
+    interval: std::time::Duration,
+) -> Result<(), LockWaitError> {
+    let started = std::time::Instant::now();
+    loop {
+        let lock = match read_vm_config(client, node, vmid).await {
+            Read::Present(cfg) => cfg.lock.map(|l| l.to_string()),
+            Read::Absent => None,
+            Read::Unreadable(_) => {
+                return Err(LockWaitError::Unreadable {
+                    node: node.to_owned(),
+                    vmid,
+                })
+            }
+        };
+        let Some(lock) = lock else { return Ok(()) };
+        if started.elapsed() + interval > deadline {
+            return Err(LockWaitError::StillLocked {
+                node: node.to_owned(),
+                vmid,
+                lock,
+                waited: started.elapsed(),
+            });
+        }
+        tokio::time::sleep(interval).await;
+    }
+}

@@ -205,3 +205,44 @@ async fn s17_a_vmid_on_another_node_or_an_lxc_is_refused_and_a_free_one_is_creat
     );
     assert!(sim.writes().is_empty());
 }
+
+#[tokio::test]
+async fn s10_waits_for_a_lock_to_clear_bounded_and_never_removes_it() {
+    use std::time::Duration;
+    let sim = sim().await;
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("cores", "1")]);
+    sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = Some("backup".into()));
+    let c = client(&sim);
+    let e = pve_resources::vm::wait_unlocked(
+        &c,
+        "pve1",
+        100,
+        Duration::from_millis(60),
+        Duration::from_millis(10),
+    )
+    .await
+    .expect_err("still locked");
+    assert!(
+        e.to_string()
+            .starts_with("VM 100 on pve1 is still locked (backup) after"),
+        "{e}"
+    );
+    // Cleared by someone else while waiting: it proceeds.
+    let waiting = pve_resources::vm::wait_unlocked(
+        &c,
+        "pve1",
+        100,
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+    );
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = None);
+    };
+    let (waited, ()) = tokio::join!(waiting, release);
+    waited.expect("the lock cleared");
+    assert!(
+        sim.writes().is_empty(),
+        "waiting never writes, never removes the lock"
+    );
+}
