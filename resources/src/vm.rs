@@ -326,3 +326,195 @@ pub async fn wait_unlocked(
         tokio::time::sleep(interval).await;
     }
 }
+
+/// Why a create or destroy did not end well.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VmTaskError {
+    /// PVE refused the request (nothing started).
+    #[error("VM {vmid} on {node}: the {action} was refused: {message}")]
+    Refused {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// `create` or `destroy`.
+        action: &'static str,
+        /// PVE's answer, in one line.
+        message: String,
+    },
+    /// The task failed or its outcome is unknown; it is not resent.
+    #[error("VM {vmid} on {node}: the {action} task did not confirm success")]
+    Task {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// `create` or `destroy`.
+        action: &'static str,
+        /// The task's outcome.
+        #[source]
+        source: pve_sdk::task::TaskError,
+    },
+    /// The live guest no longer matches its last declaration: the vmid may have been reused.
+    #[error("VM {vmid} on {node} no longer matches its last declaration ({keys:?} differ); not destroying it")]
+    Mismatch {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// The differing keys.
+        keys: Vec<String>,
+    },
+    /// The read-back does not show the declared state (S4).
+    #[error("VM {vmid} on {node}: after the {action} the guest is {state}")]
+    NotConverged {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// `create` or `destroy`.
+        action: &'static str,
+        /// What the read-back saw.
+        state: String,
+    },
+}
+
+/// **S13 / S14 / S29 / S4** Creates the declared guest: the answer must be a task id, which is
+/// handed to `on_started` before awaiting; the task's exit status decides; the guest is read
+/// back and must match.
+///
+/// # Errors
+///
+/// [`VmTaskError`]: refused, task failed or unknown, or not converged.
+pub async fn create(
+    client: &Client,
+    vm: &Vm,
+    options: pve_sdk::task::AwaitOptions,
+    on_started: impl FnOnce(&pve_sdk::Upid),
+) -> Result<(), VmTaskError> {
+    use pve_sdk::generated::nodes::node::qemu::CreateVm;
+    let mut req = CreateVm::new(vm.node.clone(), vm.vmid);
+    req.name.clone_from(&vm.name);
+    req.memory.clone_from(&vm.memory);
+    req.cores = vm.cores;
+    req.sockets = vm.sockets;
+    req.onboot = vm.onboot;
+    req.description.clone_from(&vm.description);
+    req.net = vm.net.clone();
+    let upid = client
+        .send(&req)
+        .await
+        .map_err(|e| VmTaskError::Refused {
+            node: vm.node.clone(),
+            vmid: vm.vmid,
+            action: "create",
+            message: e.to_string(),
+        })?
+        .into_data();
+    on_started(&upid);
+    client
+        .await_task(&upid, options, |_| {})
+        .await
+        .map_err(|source| VmTaskError::Task {
+            node: vm.node.clone(),
+            vmid: vm.vmid,
+            action: "create",
+            source,
+        })?;
+    let state = match read_vm_config(client, &vm.node, vm.vmid).await {
+        Read::Present(cfg) => {
+            let left = diff(&vm.declared(), &live(&cfg));
+            if left.is_empty() {
+                return Ok(());
+            }
+            format!(
+                "different in {:?}",
+                left.into_iter().map(|c| c.key).collect::<Vec<_>>()
+            )
+        }
+        Read::Absent => "absent".to_owned(),
+        Read::Unreadable(e) => format!("unreadable ({e})"),
+    };
+    Err(VmTaskError::NotConverged {
+        node: vm.node.clone(),
+        vmid: vm.vmid,
+        action: "create",
+        state,
+    })
+}
+
+/// **S19 Destroy only what still matches.** Destroys the guest only if its live config still
+/// matches `last_declared` (the wire form recorded at the last apply); sends no force, purge or
+/// skiplock; PVE's refusals (running, protected, locked) are reported as they are.
+///
+/// # Errors
+///
+/// [`VmTaskError`]: mismatch, refused, task failed or unknown, or still present afterwards.
+pub async fn destroy(
+    client: &Client,
+    node: &str,
+    vmid: i64,
+    last_declared: &BTreeMap<String, String>,
+    options: pve_sdk::task::AwaitOptions,
+    on_started: impl FnOnce(&pve_sdk::Upid),
+) -> Result<(), VmTaskError> {
+    use pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm;
+    match read_vm_config(client, node, vmid).await {
+        Read::Present(cfg) => {
+            let differ: Vec<String> = diff(last_declared, &live(&cfg))
+                .into_iter()
+                .map(|c| c.key)
+                .collect();
+            if !differ.is_empty() {
+                return Err(VmTaskError::Mismatch {
+                    node: node.to_owned(),
+                    vmid,
+                    keys: differ,
+                });
+            }
+        }
+        Read::Absent => return Ok(()),
+        Read::Unreadable(e) => {
+            return Err(VmTaskError::Refused {
+                node: node.to_owned(),
+                vmid,
+                action: "destroy",
+                message: format!("its config could not be read: {e}"),
+            })
+        }
+    }
+    let upid = client
+        .send(&DestroyVm::new(node, vmid))
+        .await
+        .map_err(|e| VmTaskError::Refused {
+            node: node.to_owned(),
+            vmid,
+            action: "destroy",
+            message: e.to_string(),
+        })?
+        .into_data();
+    on_started(&upid);
+    client
+        .await_task(&upid, options, |_| {})
+        .await
+        .map_err(|source| VmTaskError::Task {
+            node: node.to_owned(),
+            vmid,
+            action: "destroy",
+            source,
+        })?;
+    match read_vm_config(client, node, vmid).await {
+        Read::Absent => Ok(()),
+        other => Err(VmTaskError::NotConverged {
+            node: node.to_owned(),
+            vmid,
+            action: "destroy",
+            state: if other.is_present() {
+                "still present".to_owned()
+            } else {
+                "unreadable".to_owned()
+            },
+        }),
+    }
+}

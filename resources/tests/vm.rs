@@ -246,3 +246,112 @@ async fn s10_waits_for_a_lock_to_clear_bounded_and_never_removes_it() {
         "waiting never writes, never removes the lock"
     );
 }
+
+fn fast() -> pve_sdk::task::AwaitOptions {
+    pve_sdk::task::AwaitOptions {
+        deadline: std::time::Duration::from_secs(5),
+        interval: std::time::Duration::from_millis(5),
+        max_interval: std::time::Duration::from_millis(20),
+        log_tail: 5,
+    }
+}
+
+#[tokio::test]
+async fn s13_s14_s29_create_hands_over_the_upid_awaits_and_reads_back() {
+    let sim = sim().await;
+    let c = client(&sim);
+    let mut recorded = None;
+    pve_resources::vm::create(&c, &web(), fast(), |u| recorded = Some(u.to_string()))
+        .await
+        .expect("created and read back");
+    let upid = recorded.expect("UPID handed over before awaiting");
+    assert!(upid.contains(":qmcreate:100:"), "{upid}");
+    let writes: Vec<String> = sim.writes().iter().map(|r| r.line()).collect();
+    assert_eq!(writes, ["POST /nodes/pve1/qemu"]);
+    sim.clear_log();
+    assert_eq!(
+        plan(&c, &web()).await.expect("plans"),
+        VmPlan::Noop,
+        "S6: the next plan is a no-op"
+    );
+}
+
+#[tokio::test]
+async fn s14_a_create_that_fails_inside_its_task_is_a_failure_and_is_not_resent() {
+    let sim = sim().await;
+    let c = client(&sim);
+    sim.with_cluster(|cl| {
+        cl.next_task_outcomes.insert(
+            "qmcreate".into(),
+            vec![pve_sim::TaskOutcome::Exit(
+                "storage 'local-lvm' does not exist".into(),
+            )],
+        )
+    });
+    let e = pve_resources::vm::create(&c, &web(), fast(), |_| {})
+        .await
+        .expect_err("task failed");
+    assert!(
+        e.to_string()
+            .contains("the create task did not confirm success"),
+        "{e}"
+    );
+    assert_eq!(sim.writes().len(), 1);
+}
+
+#[tokio::test]
+async fn s19_destroy_only_what_still_matches_and_without_force() {
+    let sim = sim().await;
+    let c = client(&sim);
+    pve_resources::vm::create(&c, &web(), fast(), |_| {})
+        .await
+        .expect("created");
+    let last = web().declared();
+    // The vmid was reused by something else: refuse.
+    sim.with_cluster(|cl| {
+        cl.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("name".into(), "someone-else".into());
+    });
+    sim.clear_log();
+    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| {})
+        .await
+        .expect_err("mismatch");
+    assert!(
+        e.to_string()
+            .contains("no longer matches its last declaration"),
+        "{e}"
+    );
+    assert!(sim.writes().is_empty());
+    // Back to what was declared, but protected: PVE's refusal is surfaced.
+    sim.with_cluster(|cl| {
+        let g = cl.guests.get_mut(&100).expect("guest");
+        g.config.insert("name".into(), "web".into());
+        g.config.insert("protection".into(), "1".into());
+    });
+    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| {})
+        .await
+        .expect_err("protected");
+    assert!(e.to_string().contains("VM 100 is protected"), "{e}");
+    sim.with_cluster(|cl| {
+        cl.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .remove("protection");
+    });
+    sim.clear_log();
+    pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| {})
+        .await
+        .expect("destroyed");
+    let w = sim.writes();
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].line(), "DELETE /nodes/pve1/qemu/100");
+    assert!(
+        w[0].params.is_empty(),
+        "no force, purge or skiplock: {:?}",
+        w[0].params
+    );
+}
