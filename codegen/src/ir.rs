@@ -208,8 +208,6 @@ pub enum TypeKind {
         tag: String,
         /// (wire value, Rust variant, variant-only fields).
         variants: Vec<(String, String, Vec<Field>)>,
-        /// Whether unknown tag values must decode (responses).
-        response: bool,
     },
 }
 

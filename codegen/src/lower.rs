@@ -706,7 +706,6 @@ impl Lowerer<'_> {
                         &format!("{loc} param \"{p}\""),
                         &key,
                         p,
-                        false,
                     );
                     (ty, schema_facts(s), s.description.clone())
                 }
@@ -728,7 +727,7 @@ impl Lowerer<'_> {
             .into_iter()
             .filter(|(k, _)| !pparams.contains(k))
             .collect();
-        let mut more = self.fields(&rest, &base, &module, &format!("{loc} param"), &key, false);
+        let mut more = self.fields(&rest, &base, &module, &format!("{loc} param"), &key);
         fields.append(&mut more);
         self.check_field_names(&fields, &format!("{loc} parameters"));
 
@@ -839,11 +838,10 @@ impl Lowerer<'_> {
     }
 
     fn response(&mut self, s: &Schema, name: &str, module: &ModPath, loc: &str, key: &str) -> Ty {
-        self.ty(s, name, module, loc, key, "", true)
+        self.ty(s, name, module, loc, key, "")
     }
 
     /// Fields of an object: plain, indexed (flattened maps) and tagged unions.
-    #[allow(clippy::too_many_arguments)]
     fn fields(
         &mut self,
         props: &BTreeMap<String, Schema>,
@@ -851,7 +849,6 @@ impl Lowerer<'_> {
         module: &ModPath,
         loc: &str,
         key: &str,
-        response: bool,
     ) -> Vec<Field> {
         let mut out = Vec::new();
         // A tagged union: some properties name a `type-property`.
@@ -877,8 +874,7 @@ impl Lowerer<'_> {
             if union_tag.as_ref() == Some(wire) {
                 continue;
             }
-            if let (Some(_), Some(tag)) = (&s.type_property, &union_tag) {
-                let _ = tag;
+            if s.type_property.is_some() && union_tag.is_some() {
                 let mut placed = false;
                 if let Some(types) = &s.instance_types {
                     for t in types {
@@ -889,7 +885,6 @@ impl Lowerer<'_> {
                             module,
                             &floc,
                             key,
-                            response,
                         );
                         variant_fields.entry(t.clone()).or_default().push(f);
                     }
@@ -908,7 +903,6 @@ impl Lowerer<'_> {
                                 module,
                                 &format!("{floc} oneOf[{i}]"),
                                 key,
-                                response,
                             );
                             f.wire = wire.clone();
                             f.rust = snake(wire);
@@ -930,7 +924,6 @@ impl Lowerer<'_> {
                     &floc,
                     key,
                     wire,
-                    response,
                 );
                 let rust = if props.contains_key(base) {
                     format!("{}_n", snake(base))
@@ -954,7 +947,7 @@ impl Lowerer<'_> {
                 });
                 continue;
             }
-            out.push(self.field(wire, s, hint, module, &floc, key, response));
+            out.push(self.field(wire, s, hint, module, &floc, key));
         }
         if let Some(tag) = union_tag {
             let tag_schema = &props[&tag];
@@ -985,7 +978,6 @@ impl Lowerer<'_> {
                 kind: TypeKind::Tagged {
                     tag: tag.clone(),
                     variants,
-                    response,
                 },
                 facts: vec![format!("Selected by `{tag}`.")],
                 location: tloc,
@@ -1010,7 +1002,6 @@ impl Lowerer<'_> {
         out
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn field(
         &mut self,
         wire: &str,
@@ -1019,7 +1010,6 @@ impl Lowerer<'_> {
         module: &ModPath,
         loc: &str,
         key: &str,
-        response: bool,
     ) -> Field {
         let ty = self.ty(
             s,
@@ -1028,7 +1018,6 @@ impl Lowerer<'_> {
             loc,
             key,
             wire,
-            response,
         );
         let mut facts = schema_facts(s);
         if ty == Ty::Secret {
@@ -1047,7 +1036,6 @@ impl Lowerer<'_> {
     }
 
     /// The type of a schema; defines enums and structs it needs under `hint`.
-    #[allow(clippy::too_many_arguments)]
     fn ty(
         &mut self,
         s: &Schema,
@@ -1056,7 +1044,6 @@ impl Lowerer<'_> {
         loc: &str,
         key: &str,
         wire: &str,
-        response: bool,
     ) -> Ty {
         if let Some(Format::Inline(keys)) = &s.format {
             let base = indexed_base(wire).unwrap_or(wire).to_owned();
@@ -1113,7 +1100,6 @@ impl Lowerer<'_> {
                         &format!("{loc} items"),
                         key,
                         wire,
-                        response,
                     );
                     Ty::Vec(Box::new(item))
                 }
@@ -1125,7 +1111,7 @@ impl Lowerer<'_> {
             "object" => {
                 let props = s.properties.clone().unwrap_or_default();
                 if !props.is_empty() {
-                    let fields = self.fields(&props, hint, module, loc, key, response);
+                    let fields = self.fields(&props, hint, module, loc, key);
                     self.check_field_names(&fields, loc);
                     let def = TypeDef {
                         name: hint.to_owned(),
@@ -1144,7 +1130,6 @@ impl Lowerer<'_> {
                             &format!("{loc} additionalProperties"),
                             key,
                             wire,
-                            response,
                         );
                         Ty::Map(Box::new(v))
                     }
