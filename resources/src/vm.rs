@@ -380,6 +380,43 @@ pub enum VmTaskError {
     },
 }
 
+/// Sends a task-starting request, hands its UPID to `on_started` (S29) and awaits the task's
+/// exit status (S14); PVE's refusal and a failed or unknown task are errors, never resent.
+async fn run_task<O>(
+    client: &Client,
+    req: &O,
+    node: &str,
+    vmid: i64,
+    action: &'static str,
+    options: pve_sdk::task::AwaitOptions,
+    on_started: impl FnOnce(&pve_sdk::Upid),
+) -> Result<(), VmTaskError>
+where
+    O: pve_sdk::Operation<Response = pve_sdk::Upid>,
+{
+    let upid = client
+        .send(req)
+        .await
+        .map_err(|e| VmTaskError::Refused {
+            node: node.to_owned(),
+            vmid,
+            action,
+            message: e.to_string(),
+        })?
+        .into_data();
+    on_started(&upid);
+    client
+        .await_task(&upid, options, |_| {})
+        .await
+        .map(|_| ())
+        .map_err(|source| VmTaskError::Task {
+            node: node.to_owned(),
+            vmid,
+            action,
+            source,
+        })
+}
+
 /// **S13 / S14 / S29 / S4** Creates the declared guest: the answer must be a task id, which is
 /// handed to `on_started` before awaiting; the task's exit status decides; the guest is read
 /// back and must match.
@@ -402,26 +439,10 @@ pub async fn create(
     req.onboot = vm.onboot;
     req.description.clone_from(&vm.description);
     req.net = vm.net.clone();
-    let upid = client
-        .send(&req)
-        .await
-        .map_err(|e| VmTaskError::Refused {
-            node: vm.node.clone(),
-            vmid: vm.vmid,
-            action: "create",
-            message: e.to_string(),
-        })?
-        .into_data();
-    on_started(&upid);
-    client
-        .await_task(&upid, options, |_| {})
-        .await
-        .map_err(|source| VmTaskError::Task {
-            node: vm.node.clone(),
-            vmid: vm.vmid,
-            action: "create",
-            source,
-        })?;
+    run_task(
+        client, &req, &vm.node, vm.vmid, "create", options, on_started,
+    )
+    .await?;
     let state = match read_vm_config(client, &vm.node, vm.vmid).await {
         Read::Present(cfg) => {
             let left = diff(&vm.declared(), &live(&cfg));
@@ -484,26 +505,16 @@ pub async fn destroy(
             })
         }
     }
-    let upid = client
-        .send(&DestroyVm::new(node, vmid))
-        .await
-        .map_err(|e| VmTaskError::Refused {
-            node: node.to_owned(),
-            vmid,
-            action: "destroy",
-            message: e.to_string(),
-        })?
-        .into_data();
-    on_started(&upid);
-    client
-        .await_task(&upid, options, |_| {})
-        .await
-        .map_err(|source| VmTaskError::Task {
-            node: node.to_owned(),
-            vmid,
-            action: "destroy",
-            source,
-        })?;
+    run_task(
+        client,
+        &DestroyVm::new(node, vmid),
+        node,
+        vmid,
+        "destroy",
+        options,
+        on_started,
+    )
+    .await?;
     match read_vm_config(client, node, vmid).await {
         Read::Absent => Ok(()),
         other => Err(VmTaskError::NotConverged {
