@@ -92,6 +92,16 @@ pub enum ApplyError {
         /// The remaining diff.
         changes: String,
     },
+    /// The reload started but could not be recorded, so it was not awaited (S29).
+    #[error("node {node}: the network reload {upid} started but could not be recorded ({reason}); not awaiting it")]
+    Unrecorded {
+        /// The node.
+        node: String,
+        /// The task.
+        upid: String,
+        /// Why the record failed.
+        reason: String,
+    },
     /// Health got worse after the apply: stop here and look at the node.
     #[error("node {node}: the cluster got worse after the network apply ({}); look at node {node} before going on", .after.problems.join("; "))]
     WorseAfter {
@@ -122,7 +132,7 @@ pub async fn apply(
     client: &Client,
     node: &str,
     options: AwaitOptions,
-    on_started: impl FnOnce(&Upid),
+    on_started: impl FnOnce(&Upid) -> Result<(), String>,
 ) -> Result<Applied, ApplyError> {
     let health_err = |source| ApplyError::Health {
         node: node.to_owned(),
@@ -146,7 +156,11 @@ pub async fn apply(
             source,
         })?
         .into_data();
-    on_started(&upid);
+    on_started(&upid).map_err(|reason| ApplyError::Unrecorded {
+        node: node.to_owned(),
+        upid: upid.to_string(),
+        reason,
+    })?;
     let success = client
         .await_task(&upid, options, |_| {})
         .await

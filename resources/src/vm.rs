@@ -19,7 +19,9 @@
 use std::collections::BTreeMap;
 
 use pve_sdk::generated::index::Net as NetIndex;
-use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, UpdateVmError, VmConfigError};
+use pve_sdk::generated::nodes::node::qemu::vmid::config::{
+    UpdateVm, UpdateVmError, VmConfigError, VmConfigResponse,
+};
 use pve_sdk::generated::nodes::node::qemu::{Memory, Net};
 use pve_sdk::{Client, Indexed};
 use serde::Serialize;
@@ -143,12 +145,43 @@ impl Vm {
     pub fn declared(&self) -> BTreeMap<String, String> {
         crate::wire::wire_map(self)
     }
+
+    /// This declaration with every undeclared sub-key of its network devices taken from the live
+    /// config (S7 inside property strings): a `net0` declared without `macaddr` keeps the MAC
+    /// address PVE generated, and an update never makes PVE generate a new one.
+    pub fn over_live(&self, live: &VmConfigResponse) -> Vm {
+        let mut out = self.clone();
+        for (n, declared) in self.net.iter() {
+            if let Some(l) = live.net.get(n) {
+                if declared.model == l.model {
+                    let _ = out.net.insert(n, overlay_net(declared, l));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `declared` with its unset sub-keys filled from `live`.
+fn overlay_net(declared: &Net, live: &Net) -> Net {
+    let mut n = declared.clone();
+    n.bridge = n.bridge.or_else(|| live.bridge.clone());
+    n.firewall = n.firewall.or(live.firewall);
+    n.link_down = n.link_down.or(live.link_down);
+    n.macaddr = n.macaddr.or_else(|| live.macaddr.clone());
+    n.mtu = n.mtu.or(live.mtu);
+    n.queues = n.queues.or(live.queues);
+    n.rate = n.rate.or(live.rate);
+    n.tag = n.tag.or(live.tag);
+    n.trunks = n.trunks.or_else(|| live.trunks.clone());
+    for (k, v) in &live.other_keys {
+        n.other_keys.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    n
 }
 
 /// The live config's fields in wire form.
-fn live(
-    cfg: &pve_sdk::generated::nodes::node::qemu::vmid::config::VmConfigResponse,
-) -> BTreeMap<String, String> {
+fn live(cfg: &VmConfigResponse) -> BTreeMap<String, String> {
     crate::wire::wire_map(cfg)
 }
 
@@ -176,7 +209,7 @@ pub async fn plan(client: &Client, vm: &Vm) -> Result<VmPlan, VmPlanError> {
             vm.vmid, vm.node
         ))),
         Read::Present(cfg) => {
-            let changes = diff(&vm.declared(), &live(&cfg));
+            let changes = diff(&vm.over_live(&cfg).declared(), &live(&cfg));
             if changes.is_empty() {
                 Ok(VmPlan::Noop)
             } else {
@@ -219,10 +252,12 @@ pub async fn update(
             "onboot" => req.onboot = vm.onboot,
             "description" => req.description.clone_from(&vm.description),
             key => {
-                if let Some(n) = Indexed::<Net, NetIndex>::index_of(key) {
-                    if let Some(net) = vm.net.get(n) {
-                        let _ = req.net.insert(n, net.clone());
-                    }
+                // The planned value: the declared device with its undeclared sub-keys (the
+                // MAC address) as read, so PVE keeps them.
+                if let (Some(n), Ok(net)) =
+                    (Indexed::<Net, NetIndex>::index_of(key), c.new.parse::<Net>())
+                {
+                    let _ = req.net.insert(n, net);
                 }
             }
         }
@@ -250,7 +285,7 @@ pub async fn update(
     };
     match read_vm_config(client, &vm.node, vm.vmid).await {
         Read::Present(cfg) => {
-            let left: Vec<String> = diff(&vm.declared(), &live(&cfg))
+            let left: Vec<String> = diff(&vm.over_live(&cfg).declared(), &live(&cfg))
                 .into_iter()
                 .map(|c| c.key)
                 .collect();
@@ -366,6 +401,20 @@ pub enum VmTaskError {
         /// The differing keys.
         keys: Vec<String>,
     },
+    /// The task started but could not be recorded, so it was not awaited (S29): look at it.
+    #[error("VM {vmid} on {node}: the {action} task {upid} started but could not be recorded ({reason}); not awaiting it")]
+    Unrecorded {
+        /// Node.
+        node: String,
+        /// Vmid.
+        vmid: i64,
+        /// `create` or `destroy`.
+        action: &'static str,
+        /// The task.
+        upid: String,
+        /// Why the record failed.
+        reason: String,
+    },
     /// The read-back does not show the declared state (S4).
     #[error("VM {vmid} on {node}: after the {action} the guest is {state}")]
     NotConverged {
@@ -380,7 +429,8 @@ pub enum VmTaskError {
     },
 }
 
-/// Sends a task-starting request, hands its UPID to `on_started` (S29) and awaits the task's
+/// Sends a task-starting request, hands its UPID to `on_started` (S29; an `Err` from it means the
+/// record failed and the task is not awaited) and awaits the task's
 /// exit status (S14); PVE's refusal and a failed or unknown task are errors, never resent.
 async fn run_task<O>(
     client: &Client,
@@ -389,7 +439,7 @@ async fn run_task<O>(
     vmid: i64,
     action: &'static str,
     options: pve_sdk::task::AwaitOptions,
-    on_started: impl FnOnce(&pve_sdk::Upid),
+    on_started: impl FnOnce(&pve_sdk::Upid) -> Result<(), String>,
 ) -> Result<(), VmTaskError>
 where
     O: pve_sdk::Operation<Response = pve_sdk::Upid>,
@@ -404,7 +454,13 @@ where
             message: e.to_string(),
         })?
         .into_data();
-    on_started(&upid);
+    on_started(&upid).map_err(|reason| VmTaskError::Unrecorded {
+        node: node.to_owned(),
+        vmid,
+        action,
+        upid: upid.to_string(),
+        reason,
+    })?;
     client
         .await_task(&upid, options, |_| {})
         .await
@@ -428,7 +484,7 @@ pub async fn create(
     client: &Client,
     vm: &Vm,
     options: pve_sdk::task::AwaitOptions,
-    on_started: impl FnOnce(&pve_sdk::Upid),
+    on_started: impl FnOnce(&pve_sdk::Upid) -> Result<(), String>,
 ) -> Result<(), VmTaskError> {
     use pve_sdk::generated::nodes::node::qemu::CreateVm;
     let mut req = CreateVm::new(vm.node.clone(), vm.vmid);
@@ -445,7 +501,7 @@ pub async fn create(
     .await?;
     let state = match read_vm_config(client, &vm.node, vm.vmid).await {
         Read::Present(cfg) => {
-            let left = diff(&vm.declared(), &live(&cfg));
+            let left = diff(&vm.over_live(&cfg).declared(), &live(&cfg));
             if left.is_empty() {
                 return Ok(());
             }
@@ -465,6 +521,26 @@ pub async fn create(
     })
 }
 
+/// The keys of a recorded declaration (wire form) that the live config no longer matches; a
+/// network device is compared on its recorded sub-keys only.
+fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec<String> {
+    let live = live(cfg);
+    last.iter()
+        .filter(|(k, v)| {
+            let net = Indexed::<Net, NetIndex>::index_of(k).and_then(|n| {
+                let recorded = v.parse::<Net>().ok()?;
+                let l = cfg.net.get(n)?;
+                Some(overlay_net(&recorded, l).to_string() == l.to_string())
+            });
+            match net {
+                Some(same) => !same,
+                None => live.get(*k) != Some(*v),
+            }
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// **S19 Destroy only what still matches.** Destroys the guest only if its live config still
 /// matches `last_declared` (the wire form recorded at the last apply); sends no force, purge or
 /// skiplock; PVE's refusals (running, protected, locked) are reported as they are.
@@ -478,15 +554,12 @@ pub async fn destroy(
     vmid: i64,
     last_declared: &BTreeMap<String, String>,
     options: pve_sdk::task::AwaitOptions,
-    on_started: impl FnOnce(&pve_sdk::Upid),
+    on_started: impl FnOnce(&pve_sdk::Upid) -> Result<(), String>,
 ) -> Result<(), VmTaskError> {
     use pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm;
     match read_vm_config(client, node, vmid).await {
         Read::Present(cfg) => {
-            let differ: Vec<String> = diff(last_declared, &live(&cfg))
-                .into_iter()
-                .map(|c| c.key)
-                .collect();
+            let differ = still_differs(last_declared, &cfg);
             if !differ.is_empty() {
                 return Err(VmTaskError::Mismatch {
                     node: node.to_owned(),

@@ -55,7 +55,7 @@ fn lines(sim: &Simulator) -> Vec<String> {
 #[tokio::test]
 async fn s21_nothing_staged_means_no_apply_request() {
     let sim = sim().await;
-    let got = apply(&client(&sim), "pve1", fast(), |_| {})
+    let got = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
         .await
         .expect("nothing to do");
     assert_eq!(got, Applied::NothingStaged);
@@ -71,7 +71,7 @@ async fn s22_a_degraded_cluster_refuses_before_any_write() {
         cl.members[1].1 = false;
         cl.ceph = Some(CephHealth::Err);
     });
-    let e = apply(&client(&sim), "pve1", fast(), |_| {})
+    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
         .await
         .expect_err("refused");
     assert_eq!(
@@ -87,7 +87,8 @@ async fn s13_s14_s29_applies_records_the_upid_and_confirms_by_the_exit_status() 
     stage(&sim);
     let mut recorded = None;
     let got = apply(&client(&sim), "pve1", fast(), |u| {
-        recorded = Some(u.clone())
+        recorded = Some(u.clone());
+        Ok(())
     })
     .await
     .expect("applies");
@@ -126,7 +127,7 @@ async fn s16_a_failed_reload_is_a_failure_although_nothing_is_pending() {
     sim.with_cluster(|cl| {
         cl.networks.get_mut("pve1").expect("node").reload_fails = Some("ifreload -a failed".into())
     });
-    let e = apply(&client(&sim), "pve1", fast(), |_| {})
+    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
         .await
         .expect_err("reload failed");
     match &e {
@@ -153,7 +154,7 @@ async fn s15_an_unreadable_poll_is_unknown_and_nothing_is_resent() {
             body: json!({"data": null, "message": "got timeout\n"}),
         },
     ));
-    let e = apply(&client(&sim), "pve1", fast(), |_| {})
+    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
         .await
         .expect_err("unknown");
     assert!(
@@ -185,7 +186,7 @@ async fn s24_left_over_staged_lines_after_an_ok_reload_are_a_refusal() {
         )
         .nth(2),
     );
-    let e = apply(&client(&sim), "pve1", fast(), |_| {})
+    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
         .await
         .expect_err("left-over");
     assert!(matches!(e, ApplyError::LeftOver { .. }), "{e:?}");
@@ -212,7 +213,7 @@ async fn s22_worse_health_after_the_apply_stops_the_chain() {
         )
         .nth(2),
     );
-    let e = apply(&client(&sim), "pve1", fast(), |_| {})
+    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
         .await
         .expect_err("worse");
     assert_eq!(

@@ -261,7 +261,10 @@ async fn s13_s14_s29_create_hands_over_the_upid_awaits_and_reads_back() {
     let sim = sim().await;
     let c = client(&sim);
     let mut recorded = None;
-    pve_resources::vm::create(&c, &web(), fast(), |u| recorded = Some(u.to_string()))
+    pve_resources::vm::create(&c, &web(), fast(), |u| {
+        recorded = Some(u.to_string());
+        Ok(())
+    })
         .await
         .expect("created and read back");
     let upid = recorded.expect("UPID handed over before awaiting");
@@ -288,7 +291,7 @@ async fn s14_a_create_that_fails_inside_its_task_is_a_failure_and_is_not_resent(
             )],
         )
     });
-    let e = pve_resources::vm::create(&c, &web(), fast(), |_| {})
+    let e = pve_resources::vm::create(&c, &web(), fast(), |_| Ok(()))
         .await
         .expect_err("task failed");
     assert!(
@@ -303,7 +306,7 @@ async fn s14_a_create_that_fails_inside_its_task_is_a_failure_and_is_not_resent(
 async fn s19_destroy_only_what_still_matches_and_without_force() {
     let sim = sim().await;
     let c = client(&sim);
-    pve_resources::vm::create(&c, &web(), fast(), |_| {})
+    pve_resources::vm::create(&c, &web(), fast(), |_| Ok(()))
         .await
         .expect("created");
     let last = web().declared();
@@ -316,7 +319,7 @@ async fn s19_destroy_only_what_still_matches_and_without_force() {
             .insert("name".into(), "someone-else".into());
     });
     sim.clear_log();
-    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| {})
+    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| Ok(()))
         .await
         .expect_err("mismatch");
     assert!(
@@ -331,7 +334,7 @@ async fn s19_destroy_only_what_still_matches_and_without_force() {
         g.config.insert("name".into(), "web".into());
         g.config.insert("protection".into(), "1".into());
     });
-    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| {})
+    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| Ok(()))
         .await
         .expect_err("protected");
     assert!(e.to_string().contains("VM 100 is protected"), "{e}");
@@ -343,7 +346,7 @@ async fn s19_destroy_only_what_still_matches_and_without_force() {
             .remove("protection");
     });
     sim.clear_log();
-    pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| {})
+    pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| Ok(()))
         .await
         .expect("destroyed");
     let w = sim.writes();

@@ -260,12 +260,77 @@ fn status(g: &Guest, vmid: u32) -> Answer {
 }
 
 fn config_keys(call: &Call<'_>) -> Vec<(String, String)> {
+    let vmid = call.vmid();
     call.params
         .iter()
         .filter(|(k, _)| !CONTROL.contains(&k.as_str()))
-        .cloned()
+        .map(|(k, v)| {
+            let is_net = k
+                .strip_prefix("net")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if is_net {
+                (k.clone(), with_mac(v, vmid, k))
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
         .collect()
 }
+
+/// PVE gives a network device without a MAC address a generated one (`BC:24:11:..`) and prints
+/// it as `model=MAC` first. The simulator derives it from the vmid and the key, so it is stable.
+fn with_mac(value: &str, vmid: u32, key: &str) -> String {
+    let mut model = None;
+    let mut mac = None;
+    let mut rest = Vec::new();
+    for part in value.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            None if model.is_none() => model = Some(part.to_owned()),
+            Some(("model", m)) => model = Some(m.to_owned()),
+            Some(("macaddr", m)) => mac = Some(m.to_owned()),
+            Some((k, m)) if model.is_none() && NET_MODELS.contains(&k) => {
+                model = Some(k.to_owned());
+                mac = Some(m.to_owned());
+            }
+            _ => rest.push(part.to_owned()),
+        }
+    }
+    let Some(model) = model else {
+        return value.to_owned();
+    };
+    let n: u32 = key[3..].parse().unwrap_or(0);
+    let mac = mac.unwrap_or_else(|| {
+        format!(
+            "BC:24:11:{:02X}:{:02X}:{:02X}",
+            (vmid >> 8) & 0xff,
+            vmid & 0xff,
+            n & 0xff
+        )
+    });
+    let mut out = format!("{model}={mac}");
+    for r in rest {
+        out.push(',');
+        out.push_str(&r);
+    }
+    out
+}
+
+const NET_MODELS: &[&str] = &[
+    "e1000",
+    "e1000-82540em",
+    "e1000-82544gc",
+    "e1000-82545em",
+    "e1000e",
+    "i82551",
+    "i82557b",
+    "i82559er",
+    "ne2k_isa",
+    "ne2k_pci",
+    "pcnet",
+    "rtl8139",
+    "virtio",
+    "vmxnet3",
+];
 
 fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if !cluster.quorate {
