@@ -9,6 +9,8 @@ pub mod health;
 pub mod network_apply;
 pub mod node_network;
 pub mod read;
+pub mod resource;
+pub mod stack;
 pub mod state;
 pub mod vm;
 pub mod wire;

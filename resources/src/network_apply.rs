@@ -20,7 +20,14 @@ use pve_sdk::generated::nodes::node::network::{
 use pve_sdk::task::{AwaitOptions, TaskError, TaskSuccess};
 use pve_sdk::{Client, Upid};
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use crate::health::{self, Health, HealthError};
+use crate::resource::{
+    BoxError, BoxFuture, Change, Contact, Cx, Guard, OnStarted, Probe, Removal, Resource,
+};
+use crate::state::ResourceState;
 
 /// What an apply did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,4 +189,131 @@ pub async fn apply(
         });
     }
     Ok(Applied::Reloaded { upid, success })
+}
+
+/// Applying a node's staged network changes, as a resource of a
+/// [`Stack`](crate::stack::Stack). It comes after every `NodeNetwork` interface of its node,
+/// is disruptive (one at a time in a stack, a failure stops the rest: S23), owns nothing (no
+/// adoption), and its removal does nothing: no apply, no revert (S25).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkApply {
+    /// The node.
+    pub node: String,
+}
+
+impl NetworkApply {
+    /// An apply of `node`'s staged changes.
+    pub fn new(node: impl Into<String>) -> Self {
+        NetworkApply { node: node.into() }
+    }
+}
+
+impl Resource for NetworkApply {
+    fn kind(&self) -> &'static str {
+        "network_apply"
+    }
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn address(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("node".to_owned(), self.node.clone())])
+    }
+
+    fn declared(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
+    fn disruptive(&self) -> bool {
+        true
+    }
+
+    fn ownable(&self) -> bool {
+        false
+    }
+
+    fn after(&self, other: &dyn Resource) -> bool {
+        other.kind() == "node_network" && other.node() == self.node
+    }
+
+    fn removal(&self) -> Removal {
+        Removal::Forget
+    }
+
+    /// S21: what is staged now, or what this deploy's interfaces will stage.
+    fn probe<'a>(
+        &'a self,
+        cx: &'a Cx,
+        _contact: Contact,
+        upstream_changes: bool,
+    ) -> BoxFuture<'a, Result<Probe, BoxError>> {
+        Box::pin(async move {
+            let now = staged(cx.client(), &self.node).await?;
+            let new = match (now, upstream_changes) {
+                (Some(diff), _) => format!("apply {} staged line(s)", diff.lines().count()),
+                (None, true) => "apply what this deploy stages".to_owned(),
+                (None, false) => {
+                    return Ok(Probe::Present {
+                        changes: Vec::new(),
+                        guard: Guard::default(),
+                    })
+                }
+            };
+            Ok(Probe::Present {
+                changes: vec![Change {
+                    key: "staged".to_owned(),
+                    old: None,
+                    new,
+                }],
+                guard: Guard::default(),
+            })
+        })
+    }
+
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.update_(cx, on_started)
+    }
+
+    fn update<'a>(
+        &'a self,
+        cx: &'a Cx,
+        _changes: &'a [Change],
+        _guard: &'a Guard,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.update_(cx, on_started)
+    }
+
+    /// S25: nothing to apply and nothing to revert.
+    fn destroy<'a>(
+        &'a self,
+        _cx: &'a Cx,
+        _last: &'a BTreeMap<String, String>,
+        _on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl NetworkApply {
+    fn update_<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            apply(cx.client(), &self.node, cx.await_options(), on_started).await?;
+            Ok(())
+        })
+    }
+}
+
+/// Rebuilds a managed apply from its state entry.
+pub fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    Some(Arc::new(NetworkApply::new(rs.address.get("node")?.clone())))
 }

@@ -15,12 +15,19 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use pve_sdk::generated::nodes::node::network::iface::{
-    NetworkConfig, NetworkConfigError, UpdateNetwork,
+    DeleteNetwork, DeleteNetworkError, NetworkConfig, NetworkConfigError, UpdateNetwork,
 };
 use pve_sdk::generated::nodes::node::network::{CreateNetwork, CreateNetworkError, Type};
 use pve_sdk::Client;
 use serde::Serialize;
+
+use crate::resource::{
+    BoxError, BoxFuture, Change, Cx, Guard, OnStarted, Probe, Removal, Resource,
+};
+use crate::state::ResourceState;
 
 /// A declared interface. `None` fields are not managed.
 #[derive(Debug, Clone, Serialize)]
@@ -83,14 +90,7 @@ impl Iface {
     }
 }
 
-/// Whether this is the first contact with a new declaration (S3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Contact {
-    /// A declaration never seen before: an unrelated read failure may count as absent.
-    First,
-    /// Verify, or an interface already managed: every read failure is an error.
-    Known,
-}
+pub use crate::resource::Contact;
 
 /// What [`plan`] decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +139,17 @@ pub enum IfaceError {
         /// PVE's answer.
         #[source]
         source: pve_sdk::generated::nodes::node::network::iface::UpdateNetworkError,
+    },
+    /// PVE refused the delete.
+    #[error("interface {iface} on {node}: the delete was refused")]
+    Delete {
+        /// Node.
+        node: String,
+        /// Interface.
+        iface: String,
+        /// PVE's answer.
+        #[source]
+        source: DeleteNetworkError,
     },
     /// The read-back is absent or still differs (S4).
     #[error("interface {iface} on {node}: after the write it still differs in {keys:?}")]
@@ -256,4 +267,139 @@ pub async fn apply(client: &Client, decl: &Iface, plan_: &IfacePlan) -> Result<(
         }),
         Err(e) => Err(e),
     }
+}
+
+/// Removes the interface from the node's staged config, then reads back: it must be absent
+/// (S4). An interface already absent is fine. Nothing is applied (that is `NetworkApply`'s job,
+/// behind its health gate).
+///
+/// # Errors
+///
+/// [`IfaceError`]: unreadable, refused, or still present.
+pub async fn delete(client: &Client, node: &str, iface: &str) -> Result<(), IfaceError> {
+    let req = NetworkConfig::new(node, iface);
+    let read = || client.send(&req);
+    let unreadable = |source| IfaceError::Unreadable {
+        node: node.to_owned(),
+        iface: iface.to_owned(),
+        source,
+    };
+    match read().await {
+        Ok(_) => {}
+        Err(NetworkConfigError::NetworkInterfaceNotFound(_)) => return Ok(()),
+        Err(e) => return Err(unreadable(e)),
+    }
+    client
+        .send(&DeleteNetwork::new(node, iface))
+        .await
+        .map_err(|source| IfaceError::Delete {
+            node: node.to_owned(),
+            iface: iface.to_owned(),
+            source,
+        })?;
+    match read().await {
+        Err(NetworkConfigError::NetworkInterfaceNotFound(_)) => Ok(()),
+        Ok(_) => Err(IfaceError::NotConverged {
+            node: node.to_owned(),
+            iface: iface.to_owned(),
+            keys: vec!["<still present>".into()],
+        }),
+        Err(e) => Err(unreadable(e)),
+    }
+}
+
+/// The `NodeNetwork` family in a [`Stack`](crate::stack::Stack): probe = [`plan`] with the
+/// stack's contact (S3), create / update = [`apply`], destroy = [`delete`]. Staged changes take
+/// effect only through a `NetworkApply`. Dropped from a declaration, an interface is deleted
+/// from the staged config (it can be recreated).
+impl Resource for Iface {
+    fn kind(&self) -> &'static str {
+        "node_network"
+    }
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn address(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("node".to_owned(), self.node.clone()),
+            ("iface".to_owned(), self.iface.clone()),
+        ])
+    }
+
+    fn declared(&self) -> BTreeMap<String, String> {
+        Iface::declared(self)
+    }
+
+    fn removal(&self) -> Removal {
+        Removal::Destroy
+    }
+
+    fn probe<'a>(
+        &'a self,
+        cx: &'a Cx,
+        contact: Contact,
+        _upstream_changes: bool,
+    ) -> BoxFuture<'a, Result<Probe, BoxError>> {
+        Box::pin(async move {
+            Ok(match plan(cx.client(), self, contact).await? {
+                IfacePlan::Noop => Probe::Present {
+                    changes: Vec::new(),
+                    guard: Guard::default(),
+                },
+                IfacePlan::Create => Probe::Absent,
+                IfacePlan::Update(changes) => Probe::Present {
+                    changes: changes
+                        .into_iter()
+                        .map(|(key, old, new)| Change { key, old, new })
+                        .collect(),
+                    guard: Guard::default(),
+                },
+            })
+        })
+    }
+
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        _on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move { Ok(apply(cx.client(), self, &IfacePlan::Create).await?) })
+    }
+
+    fn update<'a>(
+        &'a self,
+        cx: &'a Cx,
+        changes: &'a [Change],
+        _guard: &'a Guard,
+        _on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let changes = changes
+                .iter()
+                .map(|c| (c.key.clone(), c.old.clone(), c.new.clone()))
+                .collect();
+            Ok(apply(cx.client(), self, &IfacePlan::Update(changes)).await?)
+        })
+    }
+
+    fn destroy<'a>(
+        &'a self,
+        cx: &'a Cx,
+        _last: &'a BTreeMap<String, String>,
+        _on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move { Ok(delete(cx.client(), &self.node, &self.iface).await?) })
+    }
+}
+
+/// Rebuilds a managed interface from its state entry (for removal and explicit destroy).
+pub fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    let type_ = rs.declared.get("type")?.as_str()?.parse().ok()?;
+    Some(Arc::new(Iface::new(
+        rs.address.get("node")?.clone(),
+        rs.address.get("iface")?.clone(),
+        type_,
+    )))
 }

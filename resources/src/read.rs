@@ -11,7 +11,9 @@
 //!   and says who holds a vmid: nobody, this QEMU guest on this node, or someone else (another
 //!   node, an LXC container, a row it cannot identify), which a family refuses with a sentence.
 
-use pve_sdk::generated::cluster::resources::{Resources, ResourcesResponseItemType, ResourcesType};
+use pve_sdk::generated::cluster::resources::{
+    Resources, ResourcesError, ResourcesResponseItem, ResourcesResponseItemType, ResourcesType,
+};
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{
     VmConfig, VmConfigError, VmConfigResponse,
 };
@@ -96,19 +98,36 @@ pub async fn vmid_owner(client: &Client, node: &str, vmid: i64) -> Result<Owner,
         .await
         .map_err(|source| OwnerError { vmid, source })?
         .into_data();
+    Ok(owner_in(&rows, node, vmid))
+}
+
+/// Reads the guest rows of `/cluster/resources` (`type=vm`) once, for deciding many vmids.
+///
+/// # Errors
+///
+/// The read's error: never treated as "no guests".
+pub async fn guest_index(client: &Client) -> Result<Vec<ResourcesResponseItem>, ResourcesError> {
+    let req = Resources {
+        type_: Some(ResourcesType::Vm),
+    };
+    Ok(client.send(&req).await?.into_data())
+}
+
+/// Decides who holds `vmid` among `rows` (S17), as [`vmid_owner`] does.
+pub fn owner_in(rows: &[ResourcesResponseItem], node: &str, vmid: i64) -> Owner {
     let mut holders = rows.iter().filter(|r| {
         r.vmid == Some(vmid) || r.id.rsplit('/').next() == Some(vmid.to_string().as_str())
     });
     let Some(row) = holders.next() else {
-        return Ok(Owner::Free);
+        return Owner::Free;
     };
     if holders.next().is_some() {
-        return Ok(Owner::Elsewhere(format!(
+        return Owner::Elsewhere(format!(
             "vmid {vmid} appears more than once in /cluster/resources; refusing to guess which guest it is"
-        )));
+        ));
     }
     let held_by = row.node.clone().unwrap_or_default();
-    Ok(match (&row.type_, row.node.as_deref()) {
+    match (&row.type_, row.node.as_deref()) {
         (ResourcesResponseItemType::Qemu, Some(n)) if n == node => Owner::ThisVm {
             lock: row.lock.clone(),
         },
@@ -123,7 +142,7 @@ pub async fn vmid_owner(client: &Client, node: &str, vmid: i64) -> Result<Owner,
             row.type_.to_string(),
             row.id
         )),
-    })
+    }
 }
 
 /// Whether a read's error is a refused credential (for reports: S2).

@@ -26,7 +26,11 @@ use pve_sdk::generated::nodes::node::qemu::{Memory, Net};
 use pve_sdk::{Client, Indexed};
 use serde::Serialize;
 
-use crate::read::{read_vm_config, vmid_owner, Owner, OwnerError, Read};
+use std::sync::Arc;
+
+use crate::read::{owner_in, read_vm_config, vmid_owner, Owner, OwnerError, Read};
+use crate::resource::{BoxError, BoxFuture, Contact, Cx, Guard, OnStarted, Probe, Resource};
+use crate::state::ResourceState;
 
 /// A declared QEMU guest. `None` fields (and absent `net` indices) are not managed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -54,16 +58,7 @@ pub struct Vm {
     pub net: Indexed<Net, NetIndex>,
 }
 
-/// One differing field: wire key, live value (if any), declared value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    /// Wire key, e.g. `cores`, `net0`.
-    pub key: String,
-    /// What the guest has.
-    pub old: Option<String>,
-    /// What is declared.
-    pub new: String,
-}
+pub use crate::resource::Change;
 
 /// What [`plan`] decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +194,16 @@ fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) ->
 /// [`VmPlanError`] when the config or the cluster index cannot be read.
 pub async fn plan(client: &Client, vm: &Vm) -> Result<VmPlan, VmPlanError> {
     let owner = vmid_owner(client, &vm.node, vm.vmid).await?;
+    plan_owned(client, vm, owner).await
+}
+
+/// Plans one declared guest whose owner was already decided from the cluster index (so that a
+/// stack reads `/cluster/resources` once for all its guests): one read, no write.
+///
+/// # Errors
+///
+/// [`VmPlanError::Unreadable`] when the config cannot be read.
+pub async fn plan_owned(client: &Client, vm: &Vm, owner: Owner) -> Result<VmPlan, VmPlanError> {
     if let Owner::Elsewhere(why) = owner {
         return Ok(VmPlan::Refuse(why));
     }
@@ -601,4 +606,151 @@ pub async fn destroy(
             },
         }),
     }
+}
+
+/// `/cluster/resources` could not be read, so nobody can tell who holds the vmid (S17).
+#[derive(Debug, thiserror::Error)]
+#[error("VM {vmid} on {node}: cannot tell who holds the vmid: /cluster/resources could not be read")]
+pub struct IndexUnreadable {
+    /// Node.
+    pub node: String,
+    /// Vmid.
+    pub vmid: i64,
+    /// The read's error.
+    #[source]
+    pub source: std::sync::Arc<pve_sdk::generated::cluster::resources::ResourcesError>,
+}
+
+/// The `Vm` family in a [`Stack`](crate::stack::Stack): probe = [`plan_owned`] with the stack's
+/// one read of the cluster index (S17), create = [`create`], update = [`wait_unlocked`] when
+/// the guest was locked (S10) then [`update`] with the probe's digest (S9), destroy =
+/// [`wait_unlocked`] then [`destroy`] (S19). Dropped from a declaration, a guest is retained
+/// (S20).
+impl Resource for Vm {
+    fn kind(&self) -> &'static str {
+        "vm"
+    }
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn address(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("node".to_owned(), self.node.clone()),
+            ("vmid".to_owned(), self.vmid.to_string()),
+        ])
+    }
+
+    fn declared(&self) -> BTreeMap<String, String> {
+        Vm::declared(self)
+    }
+
+    fn probe<'a>(
+        &'a self,
+        cx: &'a Cx,
+        _contact: Contact,
+        _upstream_changes: bool,
+    ) -> BoxFuture<'a, Result<Probe, BoxError>> {
+        Box::pin(async move {
+            let rows = cx.guest_index().await.map_err(|source| IndexUnreadable {
+                node: self.node.clone(),
+                vmid: self.vmid,
+                source,
+            })?;
+            let owner = owner_in(rows, &self.node, self.vmid);
+            let lock = match &owner {
+                Owner::ThisVm { lock } => lock.clone(),
+                _ => None,
+            };
+            Ok(match plan_owned(cx.client(), self, owner).await? {
+                VmPlan::Noop => Probe::Present {
+                    changes: Vec::new(),
+                    guard: Guard { digest: None, lock },
+                },
+                VmPlan::Create => Probe::Absent,
+                VmPlan::Update { changes, digest } => Probe::Present {
+                    changes,
+                    guard: Guard {
+                        digest: Some(digest),
+                        lock,
+                    },
+                },
+                VmPlan::Refuse(why) => Probe::Refuse(why),
+            })
+        })
+    }
+
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            create(cx.client(), self, cx.await_options(), on_started).await?;
+            Ok(())
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        cx: &'a Cx,
+        changes: &'a [Change],
+        guard: &'a Guard,
+        _on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            if guard.lock.is_some() {
+                wait_unlocked(cx.client(), &self.node, self.vmid, cx.lock_wait(), lock_poll(cx))
+                    .await?;
+            }
+            let Some(digest) = guard.digest.as_deref() else {
+                return Err(format!(
+                    "VM {} on {}: no digest was read for this update; plan again",
+                    self.vmid, self.node
+                )
+                .into());
+            };
+            update(cx.client(), self, changes, digest).await?;
+            Ok(())
+        })
+    }
+
+    fn destroy<'a>(
+        &'a self,
+        cx: &'a Cx,
+        last: &'a BTreeMap<String, String>,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            wait_unlocked(cx.client(), &self.node, self.vmid, cx.lock_wait(), lock_poll(cx)).await?;
+            destroy(
+                cx.client(),
+                &self.node,
+                self.vmid,
+                last,
+                cx.await_options(),
+                on_started,
+            )
+            .await?;
+            Ok(())
+        })
+    }
+}
+
+/// Pause between reads while waiting for a guest lock: a tenth of the wait, 50 ms to 2 s.
+fn lock_poll(cx: &Cx) -> std::time::Duration {
+    (cx.lock_wait() / 10).clamp(
+        std::time::Duration::from_millis(50),
+        std::time::Duration::from_secs(2),
+    )
+}
+
+/// Rebuilds a managed guest from its state entry (for removal policy and explicit destroy).
+pub fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    Some(Arc::new(Vm {
+        node: rs.address.get("node")?.clone(),
+        vmid: rs.address.get("vmid")?.parse().ok()?,
+        ..Vm::default()
+    }))
 }

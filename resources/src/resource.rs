@@ -1,0 +1,255 @@
+//! What a family implements so that a [`Stack`](crate::stack::Stack) can plan, deploy, verify
+//! and destroy it: the [`Resource`] trait, and what the engine hands it ([`Cx`]).
+//!
+//! A family answers four questions, each under the rules its module documents:
+//!
+//! 1. [`Resource::probe`]: what is live, compared with the declaration? Absent (only on the
+//!    operation's typed absence, S1), present with the declared fields that differ (S7, S8), or
+//!    a refusal with the sentence why. A read it cannot make is an error (S2), which the engine
+//!    reports as unreadable and never as absent.
+//! 2. [`Resource::create`] / [`Resource::update`]: make it so, then read back (S4). A task's UPID
+//!    goes to `on_started` before it is awaited (S29); if that record fails, do not await.
+//! 3. [`Resource::destroy`]: remove it, only if it still matches what was last declared (S19).
+//! 4. Its place: the node it lives on (concurrency is bounded per node), whether its writes
+//!    disrupt the node (S23: one at a time, a failure stops the rest), what it must come after,
+//!    and what happens when it is dropped from the declaration (S20).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pve_sdk::generated::cluster::resources::{ResourcesError, ResourcesResponseItem};
+use pve_sdk::task::AwaitOptions;
+use pve_sdk::{Client, Upid};
+use serde::Serialize;
+
+/// A boxed, sendable future (what trait methods return, so that families stay object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Any family's error; the engine reports its `Display` and its sources.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Records a started task's UPID (S29); an `Err` says the record failed and the task must not be
+/// awaited as if it were recorded.
+pub type OnStarted<'a> = &'a (dyn Fn(&Upid) -> Result<(), String> + Send + Sync);
+
+/// One differing field: wire key, live value (if any), declared value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// Wire key, e.g. `cores`, `net0`.
+    pub key: String,
+    /// What is live (`None`: not set).
+    pub old: Option<String>,
+    /// What is declared.
+    pub new: String,
+}
+
+/// What the live object looks like next to its declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// The typed absence said it does not exist.
+    Absent,
+    /// It exists; these declared fields differ (none: it matches).
+    Present {
+        /// The differing fields.
+        changes: Vec<Change>,
+        /// What the write must carry or respect.
+        guard: Guard,
+    },
+    /// Nothing may be done; the sentence says why.
+    Refuse(String),
+}
+
+/// What a probe saw that the write depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guard {
+    /// The config digest of the probe's read (S9).
+    pub digest: Option<String>,
+    /// A lock the object held when probed (S10).
+    pub lock: Option<String>,
+}
+
+/// What happens to a managed object dropped from the declaration (S20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Removal {
+    /// Keep it on the cluster; the stack stops managing it. The default for what cannot be
+    /// recreated (guests): destroying one takes an explicit word.
+    Retain,
+    /// Destroy it.
+    Destroy,
+    /// There is nothing to undo (an apply); the stack just forgets it.
+    Forget,
+}
+
+/// Whether this is the first contact with a declaration (S3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contact {
+    /// A declaration the stack has never managed: an unrelated read failure may count as absent
+    /// (the worst case is a create that PVE refuses loudly).
+    First,
+    /// `verify`, or an object already in state: every read failure is an error.
+    Known,
+}
+
+/// What the engine hands a family: the client for this phase and the shared reads.
+#[derive(Debug)]
+pub struct Cx {
+    client: Client,
+    await_options: AwaitOptions,
+    lock_wait: Duration,
+    guests: tokio::sync::OnceCell<Vec<ResourcesResponseItem>>,
+}
+
+impl Cx {
+    /// A context over `client`.
+    pub fn new(client: Client, await_options: AwaitOptions, lock_wait: Duration) -> Self {
+        Cx {
+            client,
+            await_options,
+            lock_wait,
+            guests: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The client of this phase (read-only role while planning, the writer while deploying).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// How tasks are awaited.
+    pub fn await_options(&self) -> AwaitOptions {
+        self.await_options
+    }
+
+    /// How long to wait for a guest lock to clear (S10).
+    pub fn lock_wait(&self) -> Duration {
+        self.lock_wait
+    }
+
+    /// The guest rows of `/cluster/resources`, read once per phase however many families ask
+    /// (concurrent askers wait for the one read). A failed read is not cached.
+    ///
+    /// # Errors
+    ///
+    /// The read's error, shared.
+    pub async fn guest_index(&self) -> Result<&[ResourcesResponseItem], Arc<ResourcesError>> {
+        self.guests
+            .get_or_try_init(|| async {
+                crate::read::guest_index(&self.client).await.map_err(Arc::new)
+            })
+            .await
+            .map(Vec::as_slice)
+    }
+}
+
+/// A declared object of some family. See the module documentation for the contract.
+pub trait Resource: Send + Sync + fmt::Debug + 'static {
+    /// The family's name in state and plans, e.g. `vm`.
+    fn kind(&self) -> &'static str;
+
+    /// The node it lives on (per-node concurrency, S23).
+    fn node(&self) -> &str;
+
+    /// Where it is, as the family identifies it (node, vmid, iface...). Two declarations of the
+    /// same kind and address are refused.
+    fn address(&self) -> BTreeMap<String, String>;
+
+    /// The declared fields in wire form, recorded in state after a write (no secrets: S26).
+    fn declared(&self) -> BTreeMap<String, String>;
+
+    /// Whether its writes disrupt the node (network applies): one at a time across the stack,
+    /// and a failure stops the disruptive writes after it (S23).
+    fn disruptive(&self) -> bool {
+        false
+    }
+
+    /// Whether a live object without a state entry needs adopting (S27). `false` for actions
+    /// such as an apply, which own nothing.
+    fn ownable(&self) -> bool {
+        true
+    }
+
+    /// Whether it must come after `other` (besides the ids the user names).
+    fn after(&self, other: &dyn Resource) -> bool {
+        let _ = other;
+        false
+    }
+
+    /// What happens when it is dropped from the declaration (S20).
+    fn removal(&self) -> Removal {
+        Removal::Retain
+    }
+
+    /// Reads the live object and compares (no write). `upstream_changes` says whether a
+    /// resource this one comes after will write in the same deploy.
+    fn probe<'a>(
+        &'a self,
+        cx: &'a Cx,
+        contact: Contact,
+        upstream_changes: bool,
+    ) -> BoxFuture<'a, Result<Probe, BoxError>>;
+
+    /// Creates it and reads it back.
+    fn create<'a>(&'a self, cx: &'a Cx, on_started: OnStarted<'a>)
+        -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Writes the planned changes and reads back.
+    fn update<'a>(
+        &'a self,
+        cx: &'a Cx,
+        changes: &'a [Change],
+        guard: &'a Guard,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Destroys it, only if it still matches `last` (its recorded declaration).
+    fn destroy<'a>(
+        &'a self,
+        cx: &'a Cx,
+        last: &'a BTreeMap<String, String>,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+/// The clients a stack uses, by role.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    read: Client,
+    write: Client,
+}
+
+impl Clients {
+    /// One client for everything.
+    pub fn single(client: Client) -> Self {
+        Clients {
+            read: client.clone(),
+            write: client,
+        }
+    }
+
+    /// A read-only credential for plans and verify, a provisioning one for deploys.
+    pub fn roles(read: Client, write: Client) -> Self {
+        Clients { read, write }
+    }
+
+    /// The planning client.
+    pub fn reader(&self) -> &Client {
+        &self.read
+    }
+
+    /// The deploying client.
+    pub fn writer(&self) -> &Client {
+        &self.write
+    }
+
+    /// The client whose credential id is `id` (S14: a task is polled by who started it).
+    pub fn for_credential(&self, id: &str) -> Option<&Client> {
+        [&self.write, &self.read]
+            .into_iter()
+            .find(|c| c.credential_id() == id)
+    }
+}
