@@ -139,7 +139,9 @@ impl Cx {
     pub async fn guest_index(&self) -> Result<&[ResourcesResponseItem], Arc<ResourcesError>> {
         self.guests
             .get_or_try_init(|| async {
-                crate::read::guest_index(&self.client).await.map_err(Arc::new)
+                crate::read::guest_index(&self.client)
+                    .await
+                    .map_err(Arc::new)
             })
             .await
             .map(Vec::as_slice)
@@ -194,8 +196,11 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<Probe, BoxError>>;
 
     /// Creates it and reads it back.
-    fn create<'a>(&'a self, cx: &'a Cx, on_started: OnStarted<'a>)
-        -> BoxFuture<'a, Result<(), BoxError>>;
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
 
     /// Writes the planned changes and reads back.
     fn update<'a>(

@@ -215,12 +215,18 @@ pub struct PlanEntry {
 pub struct Plan {
     /// The entries.
     pub entries: Vec<PlanEntry>,
+    /// Made by [`Stack::plan_destroy`]: declared resources not in state are not in it.
+    #[serde(skip)]
+    destroy: bool,
 }
 
 impl Plan {
     /// The entries that are not a plain noop: the drift, for `verify`.
     pub fn drift(&self) -> Vec<&PlanEntry> {
-        self.entries.iter().filter(|e| !e.action.is_noop()).collect()
+        self.entries
+            .iter()
+            .filter(|e| !e.action.is_noop())
+            .collect()
     }
 
     /// How many entries have each action name.
@@ -292,7 +298,9 @@ impl fmt::Display for Plan {
                         f,
                         "      {}: {} -> {}",
                         c.key,
-                        c.old.as_deref().map_or("(unset)".to_owned(), |o| format!("{o:?}")),
+                        c.old
+                            .as_deref()
+                            .map_or("(unset)".to_owned(), |o| format!("{o:?}")),
                         format_args!("{:?}", c.new)
                     )?;
                 }
@@ -308,7 +316,14 @@ impl fmt::Display for Plan {
             n("delete"),
             n("noop")
         )?;
-        for k in ["resume", "retain", "forget", "refuse", "unowned", "unreadable"] {
+        for k in [
+            "resume",
+            "retain",
+            "forget",
+            "refuse",
+            "unowned",
+            "unreadable",
+        ] {
             if n(k) > 0 {
                 write!(f, ", {} {k}", n(k))?;
             }
@@ -460,7 +475,10 @@ pub struct Stack {
 impl fmt::Debug for Stack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stack")
-            .field("resources", &self.decls.iter().map(|d| &d.id).collect::<Vec<_>>())
+            .field(
+                "resources",
+                &self.decls.iter().map(|d| &d.id).collect::<Vec<_>>(),
+            )
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
@@ -772,9 +790,9 @@ impl Stack {
                     continue;
                 };
                 let upstream = deps[i].iter().any(|&j| {
-                    actions[j]
-                        .as_ref()
-                        .is_some_and(|(a, _)| a.writes() || matches!(a, Action::Noop { adopt: true }))
+                    actions[j].as_ref().is_some_and(|(a, _)| {
+                        a.writes() || matches!(a, Action::Noop { adopt: true })
+                    })
                 });
                 let contact = if strict || recorded.is_some() {
                     Contact::Known
@@ -835,7 +853,10 @@ impl Stack {
                 }
             })
             .collect();
-        Ok(Plan { entries })
+        Ok(Plan {
+            entries,
+            destroy: false,
+        })
     }
 
     /// Plans the destruction of everything in state (declared or not), in reverse dependency
@@ -884,7 +905,10 @@ impl Stack {
                 })
             })
             .collect();
-        Ok(Plan { entries })
+        Ok(Plan {
+            entries,
+            destroy: true,
+        })
     }
 
     /// Carries out `plan` (see the module documentation), reporting progress to `progress`.
@@ -915,9 +939,12 @@ impl Stack {
             }
             found.push(it.res.clone());
         }
-        for it in &items {
+        for it in items.iter().filter(|_| !plan.destroy) {
             if !plan.entries.iter().any(|e| e.id == it.id) {
-                return Err(StackError::StalePlan(format!("{:?} is not in the plan", it.id)));
+                return Err(StackError::StalePlan(format!(
+                    "{:?} is not in the plan",
+                    it.id
+                )));
             }
         }
         let shared = Arc::new(Shared {
@@ -950,7 +977,12 @@ impl Stack {
         let deps: Vec<Vec<usize>> = plan
             .entries
             .iter()
-            .map(|e| e.after.iter().filter_map(|a| index.get(a.as_str()).copied()).collect())
+            .map(|e| {
+                e.after
+                    .iter()
+                    .filter_map(|a| index.get(a.as_str()).copied())
+                    .collect()
+            })
             .collect();
         let mut outcome: Vec<Option<Outcome>> = vec![None; plan.entries.len()];
         let mut started = vec![false; plan.entries.len()];
@@ -968,10 +1000,8 @@ impl Stack {
                         .iter()
                         .find(|&&d| outcome[d].as_ref().is_some_and(|o| !o.is_ok()))
                     {
-                        let o = Outcome::Skipped(format!(
-                            "{} did not complete",
-                            plan.entries[bad].id
-                        ));
+                        let o =
+                            Outcome::Skipped(format!("{} did not complete", plan.entries[bad].id));
                         (shared.progress)(&Event::Finished {
                             id: plan.entries[i].id.clone(),
                             outcome: o.clone(),
@@ -1003,7 +1033,8 @@ impl Stack {
                 Err(e) => {
                     // A family panicked mid-write: what it did is unknown, so nothing else
                     // starts.
-                    *lock(&shared.halted) = Some("an earlier resource's deploy panicked".to_owned());
+                    *lock(&shared.halted) =
+                        Some("an earlier resource's deploy panicked".to_owned());
                     if let Some(&i) = task_of.get(&e.id()) {
                         outcome[i] = Some(Outcome::Failed(format!("its deploy panicked: {e}")));
                     }
@@ -1075,12 +1106,10 @@ impl Shared {
     ) -> Outcome {
         let outcome = match &entry.action {
             Action::Refuse { reason } => Outcome::NotTouched(format!("refused: {reason}")),
-            Action::Unowned { .. } => Outcome::NotTouched(
-                "unowned: not adopted, left alone".to_owned(),
-            ),
-            Action::Unreadable { reason } => {
-                Outcome::NotTouched(format!("unreadable: {reason}"))
+            Action::Unowned { .. } => {
+                Outcome::NotTouched("unowned: not adopted, left alone".to_owned())
             }
+            Action::Unreadable { reason } => Outcome::NotTouched(format!("unreadable: {reason}")),
             Action::Noop { adopt } => match self.record(&entry.id, res.as_ref(), None, true) {
                 Ok(()) if *adopt => Outcome::Adopted,
                 Ok(()) => Outcome::Unchanged,
@@ -1237,7 +1266,9 @@ impl Shared {
                     Ok(()) => Outcome::Deleted,
                     Err(e) => Outcome::Failed(format!("destroyed, but state: {e}")),
                 },
-                Ok(_) => Outcome::Failed("the destroy task ended OK but the object is still there".to_owned()),
+                Ok(_) => Outcome::Failed(
+                    "the destroy task ended OK but the object is still there".to_owned(),
+                ),
                 Err(e) => Outcome::Failed(format!(
                     "the destroy task ended OK; the read-back failed: {}",
                     error_chain(e.as_ref())
@@ -1265,9 +1296,9 @@ impl Shared {
                     )),
                 }
             }
-            Ok(Probe::Absent) => Outcome::Failed(format!(
-                "the {task} task ended OK but the object is absent"
-            )),
+            Ok(Probe::Absent) => {
+                Outcome::Failed(format!("the {task} task ended OK but the object is absent"))
+            }
             Ok(Probe::Refuse(r)) => Outcome::Failed(format!("after the {task} task: {r}")),
             Err(e) => Outcome::Failed(format!(
                 "the {task} task ended OK; the read-back failed: {}",
@@ -1318,12 +1349,17 @@ impl Shared {
         upid: &Upid,
     ) -> Result<(), String> {
         let mut l = lock(&self.ledger);
-        let mut entry = l.state.resources.get(id).cloned().unwrap_or_else(|| ResourceState {
-            kind: res.kind().to_owned(),
-            address: res.address(),
-            declared: serde_json::to_value(res.declared()).unwrap_or_default(),
-            in_flight: None,
-        });
+        let mut entry = l
+            .state
+            .resources
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| ResourceState {
+                kind: res.kind().to_owned(),
+                address: res.address(),
+                declared: serde_json::to_value(res.declared()).unwrap_or_default(),
+                in_flight: None,
+            });
         entry.in_flight = Some(InFlight {
             upid: upid.to_string(),
             action: task.to_owned(),
@@ -1365,7 +1401,9 @@ impl Shared {
 struct Unknown(ResourceState);
 
 impl Unknown {
-    fn refuse<T: Send + 'static>(&self) -> crate::resource::BoxFuture<'static, Result<T, crate::resource::BoxError>> {
+    fn refuse<T: Send + 'static>(
+        &self,
+    ) -> crate::resource::BoxFuture<'static, Result<T, crate::resource::BoxError>> {
         let why = format!(
             "family {:?} is unknown to this stack; register it with Stack::family",
             self.0.kind

@@ -259,9 +259,10 @@ pub async fn update(
             key => {
                 // The planned value: the declared device with its undeclared sub-keys (the
                 // MAC address) as read, so PVE keeps them.
-                if let (Some(n), Ok(net)) =
-                    (Indexed::<Net, NetIndex>::index_of(key), c.new.parse::<Net>())
-                {
+                if let (Some(n), Ok(net)) = (
+                    Indexed::<Net, NetIndex>::index_of(key),
+                    c.new.parse::<Net>(),
+                ) {
                     let _ = req.net.insert(n, net);
                 }
             }
@@ -610,7 +611,9 @@ pub async fn destroy(
 
 /// `/cluster/resources` could not be read, so nobody can tell who holds the vmid (S17).
 #[derive(Debug, thiserror::Error)]
-#[error("VM {vmid} on {node}: cannot tell who holds the vmid: /cluster/resources could not be read")]
+#[error(
+    "VM {vmid} on {node}: cannot tell who holds the vmid: /cluster/resources could not be read"
+)]
 pub struct IndexUnreadable {
     /// Node.
     pub node: String,
@@ -701,8 +704,14 @@ impl Resource for Vm {
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             if guard.lock.is_some() {
-                wait_unlocked(cx.client(), &self.node, self.vmid, cx.lock_wait(), lock_poll(cx))
-                    .await?;
+                wait_unlocked(
+                    cx.client(),
+                    &self.node,
+                    self.vmid,
+                    cx.lock_wait(),
+                    lock_poll(cx),
+                )
+                .await?;
             }
             let Some(digest) = guard.digest.as_deref() else {
                 return Err(format!(
@@ -723,7 +732,14 @@ impl Resource for Vm {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
-            wait_unlocked(cx.client(), &self.node, self.vmid, cx.lock_wait(), lock_poll(cx)).await?;
+            wait_unlocked(
+                cx.client(),
+                &self.node,
+                self.vmid,
+                cx.lock_wait(),
+                lock_poll(cx),
+            )
+            .await?;
             destroy(
                 cx.client(),
                 &self.node,

@@ -265,8 +265,8 @@ async fn s13_s14_s29_create_hands_over_the_upid_awaits_and_reads_back() {
         recorded = Some(u.to_string());
         Ok(())
     })
-        .await
-        .expect("created and read back");
+    .await
+    .expect("created and read back");
     let upid = recorded.expect("UPID handed over before awaiting");
     assert!(upid.contains(":qmcreate:100:"), "{upid}");
     let writes: Vec<String> = sim.writes().iter().map(|r| r.line()).collect();

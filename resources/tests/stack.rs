@@ -1,0 +1,899 @@
+//! The `Stack` engine against the simulator: plans, deploys, verify, destroy, state, asserting
+//! the exact requests made.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pve_resources::network_apply::NetworkApply;
+use pve_resources::node_network::Iface;
+use pve_resources::resource::{Change, Clients};
+use pve_resources::stack::{Action, Event, Outcome, Stack, StackError, StackOptions};
+use pve_resources::state::FileStore;
+use pve_resources::vm::Vm;
+use pve_sdk::generated::nodes::node::network::Type;
+use pve_sdk::task::AwaitOptions;
+use pve_sdk::{Client, RetryPolicy};
+use pve_sim::{Action as SimAction, GuestKind, Rule, SimConfig, Simulator, TaskOutcome};
+
+const WRITER: &str = "deploy@pve!deploy";
+const READER: &str = "audit@pve!plan";
+
+async fn sim() -> Simulator {
+    Simulator::start(SimConfig {
+        nodes: vec!["pve1".into(), "pve2".into()],
+        tokens: vec![
+            (WRITER.into(), "w-secret".into()),
+            (READER.into(), "r-secret".into()),
+        ],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts")
+}
+
+fn client(sim: &Simulator, id: &str, secret: &str) -> Client {
+    Client::builder(sim.url())
+        .token(id, secret.to_owned())
+        .retry(RetryPolicy {
+            attempts: 1,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        })
+        .build()
+        .expect("client")
+}
+
+fn clients(sim: &Simulator) -> Clients {
+    Clients::roles(
+        client(sim, READER, "r-secret"),
+        client(sim, WRITER, "w-secret"),
+    )
+}
+
+fn options() -> StackOptions {
+    StackOptions {
+        await_options: AwaitOptions {
+            deadline: Duration::from_secs(5),
+            interval: Duration::from_millis(5),
+            max_interval: Duration::from_millis(20),
+            log_tail: 5,
+        },
+        lock_wait: Duration::from_millis(300),
+        ..StackOptions::default()
+    }
+}
+
+fn stack(sim: &Simulator, state: &Path) -> Stack {
+    Stack::new(
+        clients(sim),
+        FileStore::open(state).expect("state"),
+        options(),
+    )
+    .expect("stack")
+}
+
+fn bridge() -> Iface {
+    let mut b = Iface::new("pve1", "vmbr9", Type::Bridge);
+    b.autostart = Some(true);
+    b.comments = Some("lab".into());
+    b
+}
+
+fn vm(vmid: i64, name: &str) -> Vm {
+    let mut v = Vm {
+        node: "pve1".into(),
+        vmid,
+        name: Some(name.into()),
+        cores: Some(2),
+        memory: Some("2048".parse().expect("memory")),
+        ..Vm::default()
+    };
+    v.net
+        .insert(0, "virtio,bridge=vmbr9".parse().expect("net0"))
+        .expect("in range");
+    v
+}
+
+/// The quickstart's declaration: a bridge, its node's apply, two guests on the bridge.
+fn declare(s: &mut Stack) {
+    s.add("bridge", bridge()).expect("adds");
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    s.add("web", vm(100, "web"))
+        .expect("adds")
+        .after("apply-pve1");
+    s.add("db", vm(101, "db"))
+        .expect("adds")
+        .after("apply-pve1");
+}
+
+fn lines(reqs: &[pve_sim::LoggedRequest]) -> Vec<String> {
+    reqs.iter().map(|r| r.line()).collect()
+}
+
+fn actions(plan: &pve_resources::stack::Plan) -> Vec<(String, &'static str)> {
+    plan.entries
+        .iter()
+        .map(|e| (e.id.clone(), e.action.name()))
+        .collect()
+}
+
+fn ignore(_: &Event) {}
+
+#[tokio::test]
+async fn s06_s21_first_deploy_writes_each_object_once_and_a_second_deploy_writes_nothing() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let mut s = stack(&sim, &state);
+    declare(&mut s);
+
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        actions(&plan),
+        [
+            ("bridge".to_owned(), "create"),
+            ("apply-pve1".to_owned(), "update"),
+            ("web".to_owned(), "create"),
+            ("db".to_owned(), "create"),
+        ]
+    );
+    // A plan reads: the bridge, the staged changes, the cluster index once, each guest once.
+    let mut reads = lines(&sim.requests());
+    reads.sort();
+    assert_eq!(
+        reads,
+        [
+            "GET /cluster/resources",
+            "GET /nodes/pve1/network",
+            "GET /nodes/pve1/network/vmbr9",
+            "GET /nodes/pve1/qemu/100/config",
+            "GET /nodes/pve1/qemu/101/config",
+        ]
+    );
+    assert!(
+        sim.requests()
+            .iter()
+            .all(|r| r.credential.as_deref() == Some(READER)),
+        "plans read with the reading credential"
+    );
+    sim.clear_log();
+
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let report = s
+        .deploy(&plan, move |e| seen.lock().expect("lock").push(e.clone()))
+        .await
+        .expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    let writes = sim.writes();
+    // The bridge, then its apply, then the two guests (in either order: same line).
+    assert_eq!(
+        lines(&writes),
+        [
+            "POST /nodes/pve1/network",
+            "PUT /nodes/pve1/network",
+            "POST /nodes/pve1/qemu",
+            "POST /nodes/pve1/qemu",
+        ]
+    );
+    assert!(writes
+        .iter()
+        .all(|r| r.credential.as_deref() == Some(WRITER)));
+    let tasks = events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|e| matches!(e, Event::Task { .. }))
+        .count();
+    assert_eq!(
+        tasks, 3,
+        "the apply and the two creates reported their tasks"
+    );
+
+    // Second plan: all noop; second deploy: no write at all.
+    sim.clear_log();
+    let again = s.plan().await.expect("plans");
+    assert!(again.is_noop(), "{again}");
+    let report = s.deploy(&again, ignore).await.expect("deploys");
+    assert!(report.converged());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    // The staged read found nothing, so no apply request was made (S21).
+    assert!(!lines(&sim.requests()).contains(&"PUT /nodes/pve1/network".to_owned()));
+}
+
+#[tokio::test]
+async fn s27_a_live_object_without_state_is_unowned_unless_adopted_and_s06_adoption_writes_nothing()
+{
+    let sim = sim().await;
+    sim.add_guest(
+        "pve1",
+        100,
+        GuestKind::Qemu,
+        &[
+            ("name", "web"),
+            ("cores", "2"),
+            ("memory", "2048"),
+            ("net0", "virtio=BC:24:11:00:64:00,bridge=vmbr9"),
+        ],
+    );
+    sim.with_cluster(|c| {
+        let net = c.networks.get_mut("pve1").expect("node");
+        net.running.insert(
+            "vmbr9".into(),
+            [
+                ("type".to_owned(), "bridge".to_owned()),
+                ("autostart".to_owned(), "1".to_owned()),
+                ("comments".to_owned(), "lab".to_owned()),
+            ]
+            .into(),
+        );
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    {
+        let mut s = stack(&sim, &state);
+        s.add("bridge", bridge()).expect("adds");
+        s.add("web", vm(100, "web")).expect("adds");
+        let plan = s.plan().await.expect("plans");
+        assert_eq!(
+            actions(&plan),
+            [
+                ("bridge".to_owned(), "unowned"),
+                ("web".to_owned(), "unowned")
+            ]
+        );
+        let report = s.deploy(&plan, ignore).await.expect("deploys");
+        assert!(matches!(report.get("web"), Some(Outcome::NotTouched(_))));
+        assert!(!report.converged());
+        assert!(sim.writes().is_empty());
+        assert!(s.state().resources.is_empty(), "unowned is not recorded");
+    }
+    // Adopting by declaration: recorded, nothing written.
+    let mut s = stack(&sim, &state);
+    s.add("bridge", bridge()).expect("adds").adopt();
+    s.add("web", vm(100, "web")).expect("adds").adopt();
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.entries[1].action,
+        Action::Noop { adopt: true },
+        "{plan}"
+    );
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Adopted));
+    assert_eq!(report.get("bridge"), Some(&Outcome::Adopted));
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    assert_eq!(
+        s.state().resources.keys().collect::<Vec<_>>(),
+        ["bridge", "web"]
+    );
+    // Once adopted, the next plan is a plain noop.
+    assert!(s.plan().await.expect("plans").is_noop());
+    assert!(sim.writes().is_empty());
+}
+
+#[tokio::test]
+async fn s03_s09_drift_is_reported_by_verify_without_writes_and_fixed_by_deploy() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("cores".into(), "8".into());
+    });
+    sim.clear_log();
+    let drift = s.verify().await.expect("verifies");
+    let d = drift.drift();
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        d[0].action,
+        Action::Update {
+            changes: vec![Change {
+                key: "cores".into(),
+                old: Some("8".into()),
+                new: "2".into()
+            }],
+            adopt: false
+        }
+    );
+    assert!(sim.writes().is_empty(), "verify writes nothing");
+
+    sim.clear_log();
+    let report = s.deploy(&drift, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Updated));
+    let writes = sim.writes();
+    assert_eq!(lines(&writes), ["PUT /nodes/pve1/qemu/100/config"]);
+    let keys: Vec<&str> = writes[0].params.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["cores", "digest"],
+        "only the drifted key, with the digest"
+    );
+    assert!(s.verify().await.expect("verifies").is_noop());
+}
+
+#[tokio::test]
+async fn s03_verify_never_folds_a_failed_read_into_absence() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("bridge", bridge()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/network/vmbr9",
+        SimAction::Respond {
+            status: 500,
+            body: serde_json::json!({"data": null, "message": "got timeout\n"}),
+        },
+    ));
+    sim.clear_log();
+    let v = s.verify().await.expect("verifies");
+    assert!(
+        matches!(&v.entries[0].action, Action::Unreadable { reason } if reason.contains("could not be read")),
+        "{v}"
+    );
+    let p = s.plan().await.expect("plans");
+    assert_eq!(
+        p.entries[0].action.name(),
+        "unreadable",
+        "known in state: strict"
+    );
+    assert!(sim.writes().is_empty());
+}
+
+#[tokio::test]
+async fn s29_s14_a_deploy_killed_mid_task_resumes_with_the_starting_credential_and_no_second_create(
+) {
+    let sim = sim().await;
+    sim.with_cluster(|c| {
+        c.next_task_outcomes
+            .insert("qmcreate".into(), vec![TaskOutcome::Never]);
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let mut s = stack(&sim, &state);
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, ignore).await;
+    });
+    // Wait until the UPID is in the state file, then kill the deploy.
+    let recorded = loop {
+        if let Ok(text) = std::fs::read_to_string(&state) {
+            if text.contains("in_flight") {
+                break text;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    deploy.abort();
+    let _ = deploy.await;
+    assert!(
+        recorded.contains(WRITER),
+        "the starting credential is recorded: {recorded}"
+    );
+    // The task finishes on its own after the deploy died.
+    sim.with_cluster(|c| {
+        let upid = c.tasks.keys().next().expect("task").clone();
+        c.tasks.get_mut(&upid).expect("task").exit = Some("OK".into());
+    });
+    sim.add_guest(
+        "pve1",
+        100,
+        GuestKind::Qemu,
+        &[
+            ("name", "web"),
+            ("cores", "2"),
+            ("memory", "2048"),
+            ("net0", "virtio=BC:24:11:00:64:00,bridge=vmbr9"),
+        ],
+    );
+    sim.clear_log();
+
+    let mut s = stack(&sim, &state);
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(actions(&plan), [("web".to_owned(), "resume")]);
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Resumed), "{report:?}");
+    assert!(
+        sim.writes().is_empty(),
+        "no second create: {:?}",
+        sim.writes()
+    );
+    let polls: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/tasks/"))
+        .collect();
+    assert!(!polls.is_empty());
+    assert!(
+        polls
+            .iter()
+            .all(|r| r.credential.as_deref() == Some(WRITER)),
+        "polled with the credential that started the task"
+    );
+    let st = s.state();
+    assert_eq!(st.resources["web"].in_flight, None);
+    assert!(s.plan().await.expect("plans").is_noop());
+}
+
+#[tokio::test]
+async fn s14_s15_a_failed_create_is_not_resent_and_its_record_is_settled_by_the_next_deploy() {
+    let sim = sim().await;
+    sim.with_cluster(|c| {
+        c.next_task_outcomes.insert(
+            "qmcreate".into(),
+            vec![TaskOutcome::Exit(
+                "unable to create VM 100 - out of space".into(),
+            )],
+        );
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    match report.get("web") {
+        Some(Outcome::Failed(m)) => assert!(m.contains("out of space"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(lines(&sim.writes()), ["POST /nodes/pve1/qemu"]);
+    // The next plan awaits the recorded task instead of creating again; it ended in failure,
+    // so the record is settled and the plan after starts over.
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(actions(&plan), [("web".to_owned(), "resume")]);
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(matches!(report.get("web"), Some(Outcome::Failed(m)) if m.contains("starts over")));
+    assert_eq!(
+        lines(&sim.writes()),
+        ["POST /nodes/pve1/qemu"],
+        "still one create"
+    );
+    assert_eq!(
+        actions(&s.plan().await.expect("plans")),
+        [("web".to_owned(), "create")]
+    );
+}
+
+#[tokio::test]
+async fn s12_a_connection_dropped_after_the_create_is_never_resent_and_the_guest_is_then_unowned() {
+    let sim = sim().await;
+    sim.script(Rule::new("POST", "/nodes/pve1/qemu", SimAction::DropAfter));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(matches!(report.get("web"), Some(Outcome::Failed(_))));
+    assert_eq!(lines(&sim.writes()), ["POST /nodes/pve1/qemu"]);
+    // No UPID came back, so nothing can be awaited or claimed: the guest PVE made is
+    // unowned until someone adopts it.
+    assert_eq!(
+        actions(&s.plan().await.expect("plans")),
+        [("web".to_owned(), "unowned")]
+    );
+    assert_eq!(sim.writes().len(), 1);
+}
+
+#[tokio::test]
+async fn s20_a_dropped_guest_is_retained_and_destroy_is_explicit() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    {
+        let mut s = stack(&sim, &state);
+        declare(&mut s);
+        let plan = s.plan().await.expect("plans");
+        assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    }
+    sim.clear_log();
+    {
+        // "db" is dropped: retained (left on the cluster, forgotten by the stack).
+        let mut s = stack(&sim, &state);
+        s.add("bridge", bridge()).expect("adds");
+        s.add("apply-pve1", NetworkApply::new("pve1"))
+            .expect("adds");
+        s.add("web", vm(100, "web"))
+            .expect("adds")
+            .after("apply-pve1");
+        let plan = s.plan().await.expect("plans");
+        let db = plan.entries.iter().find(|e| e.id == "db").expect("db");
+        assert_eq!(db.action, Action::Retain);
+        assert!(plan
+            .to_string()
+            .contains("retain: dropped from the declaration"));
+        s.deploy(&plan, ignore).await.expect("deploys");
+        assert!(sim.writes().is_empty());
+        assert!(!s.state().resources.contains_key("db"));
+        assert!(sim.with_cluster(|c| c.guests.contains_key(&101)));
+    }
+    // "web" is dropped with an explicit destroy.
+    let mut s = stack(&sim, &state);
+    s.add("bridge", bridge()).expect("adds");
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    s.destroy_when_dropped("web");
+    let plan = s.plan().await.expect("plans");
+    let web = plan.entries.iter().find(|e| e.id == "web").expect("web");
+    assert_eq!(web.action, Action::Delete);
+    sim.clear_log();
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Deleted));
+    let writes = sim.writes();
+    assert_eq!(lines(&writes), ["DELETE /nodes/pve1/qemu/100"]);
+    assert!(
+        writes[0].params.is_empty(),
+        "no force, purge or skiplock (S19)"
+    );
+    assert!(!sim.with_cluster(|c| c.guests.contains_key(&100)));
+}
+
+#[tokio::test]
+async fn s19_s25_destroy_of_everything_goes_in_reverse_order_and_the_apply_undoes_nothing() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    declare(&mut s);
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    // Someone changed db by hand: vmids are reused, so db is not destroyed.
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&101)
+            .expect("db")
+            .config
+            .insert("name".into(), "someone-else".into());
+    });
+    sim.clear_log();
+    let plan = s.plan_destroy().expect("plans");
+    let order: Vec<&str> = plan.entries.iter().map(|e| e.id.as_str()).collect();
+    let pos = |id: &str| order.iter().position(|o| *o == id).expect("listed");
+    assert!(
+        pos("web") < pos("apply-pve1") && pos("apply-pve1") < pos("bridge"),
+        "{order:?}"
+    );
+    assert_eq!(
+        plan.entries[pos("apply-pve1")].action,
+        Action::Forget,
+        "an apply's delete applies nothing and reverts nothing"
+    );
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Deleted));
+    assert!(
+        matches!(report.get("db"), Some(Outcome::Failed(m)) if m.contains("no longer matches"))
+    );
+    // db still uses the bridge: what comes before it in a destroy is left in place.
+    assert!(
+        matches!(report.get("apply-pve1"), Some(Outcome::Skipped(m)) if m == "db did not complete")
+    );
+    assert!(matches!(report.get("bridge"), Some(Outcome::Skipped(_))));
+    assert_eq!(lines(&sim.writes()), ["DELETE /nodes/pve1/qemu/100"]);
+    assert_eq!(
+        s.state().resources.keys().collect::<Vec<_>>(),
+        ["apply-pve1", "bridge", "db"],
+        "what was not destroyed stays managed"
+    );
+
+    // Put db back as declared: now everything goes.
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&101)
+            .expect("db")
+            .config
+            .insert("name".into(), "db".into());
+    });
+    sim.clear_log();
+    let plan = s.plan_destroy().expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    assert_eq!(report.get("apply-pve1"), Some(&Outcome::Forgotten));
+    assert_eq!(report.get("bridge"), Some(&Outcome::Deleted));
+    assert_eq!(
+        lines(&sim.writes()),
+        [
+            "DELETE /nodes/pve1/qemu/101",
+            "DELETE /nodes/pve1/network/vmbr9"
+        ]
+    );
+    assert!(
+        !lines(&sim.requests()).contains(&"PUT /nodes/pve1/network".to_owned())
+            && !lines(&sim.requests()).contains(&"DELETE /nodes/pve1/network".to_owned()),
+        "no apply, no revert"
+    );
+    assert!(s.state().resources.is_empty());
+}
+
+fn stage_on(sim: &Simulator, node: &str) {
+    sim.with_cluster(|cl| {
+        cl.networks
+            .get_mut(node)
+            .expect("node")
+            .staged_mut()
+            .insert(
+                "vmbr7".into(),
+                [("type".to_owned(), "bridge".to_owned())].into(),
+            );
+    });
+}
+
+#[tokio::test]
+async fn s23_disruptive_applies_run_one_at_a_time() {
+    let sim = sim().await;
+    stage_on(&sim, "pve1");
+    stage_on(&sim, "pve2");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    s.add("apply-pve2", NetworkApply::new("pve2"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    let log = lines(&sim.requests());
+    let applies: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("PUT /nodes/") && l.ends_with("/network"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(applies.len(), 2, "{log:?}");
+    // The first apply's task was polled to its end before the second apply was sent.
+    let first_node = if log[applies[0]].contains("pve1") {
+        "pve1"
+    } else {
+        "pve2"
+    };
+    let last_poll_of_first = log
+        .iter()
+        .rposition(|l| l.starts_with(&format!("GET /nodes/{first_node}/tasks/")))
+        .expect("polled");
+    assert!(last_poll_of_first < applies[1], "{log:?}");
+}
+
+#[tokio::test]
+async fn s23_a_failed_apply_stops_the_writes_after_it_and_s22_a_degraded_cluster_writes_nothing() {
+    let sim = sim().await;
+    stage_on(&sim, "pve1");
+    stage_on(&sim, "pve2");
+    sim.with_cluster(|c| {
+        c.next_task_outcomes.insert(
+            "srvreload".into(),
+            vec![TaskOutcome::Exit(
+                "command 'ifreload -a' failed: exit code 1".into(),
+            )],
+        );
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = Stack::new(
+        clients(&sim),
+        FileStore::open(dir.path().join("state.json")).expect("state"),
+        StackOptions {
+            per_node: 1,
+            ..options()
+        },
+    )
+    .expect("stack");
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    s.add("apply-pve2", NetworkApply::new("pve2"))
+        .expect("adds");
+    s.add("web", vm(100, "web"))
+        .expect("adds")
+        .after("apply-pve1");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    let failed: Vec<&str> = report
+        .outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Failed(_)))
+        .map(|(i, _)| i.as_str())
+        .collect();
+    assert_eq!(failed.len(), 1, "{report:?}");
+    let applies: Vec<String> = lines(&sim.writes());
+    assert_eq!(
+        applies.len(),
+        1,
+        "the other apply and the guest were not started: {applies:?}"
+    );
+    assert!(report
+        .outcomes
+        .iter()
+        .filter(|(i, _)| i != failed[0])
+        .all(|(_, o)| matches!(o, Outcome::Skipped(_))));
+
+    // A degraded cluster: the apply refuses before writing, the guest after it is skipped.
+    sim.with_cluster(|c| c.quorate = false);
+    sim.clear_log();
+    let mut s = Stack::new(
+        clients(&sim),
+        FileStore::open(dir.path().join("state2.json")).expect("state"),
+        options(),
+    )
+    .expect("stack");
+    s.add("apply-pve2", NetworkApply::new("pve2"))
+        .expect("adds");
+    s.add("web", vm(100, "web"))
+        .expect("adds")
+        .after("apply-pve2");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(
+        matches!(report.get("apply-pve2"), Some(Outcome::Failed(m)) if m.contains("not quorate"))
+    );
+    assert!(matches!(report.get("web"), Some(Outcome::Skipped(_))));
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s02_s17_unreadable_and_refused_resources_write_nothing_and_block_what_comes_after() {
+    let sim = sim().await;
+    sim.add_guest("pve2", 102, GuestKind::Lxc, &[("hostname", "ct")]);
+    sim.deny(
+        READER,
+        "GET",
+        "/nodes/pve1/qemu/100/config",
+        "/vms/100",
+        "VM.Audit",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    s.add("after-web", vm(103, "after-web"))
+        .expect("adds")
+        .after("web");
+    s.add("clash", vm(102, "clash")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let get = |id: &str| plan.entries.iter().find(|e| e.id == id).expect("entry");
+    assert!(
+        matches!(&get("web").action, Action::Unreadable { reason } if reason.contains("Permission check failed")),
+        "{plan}"
+    );
+    assert_eq!(
+        get("clash").action,
+        Action::Refuse {
+            reason: "vmid 102 is held by an LXC container on node pve2".into()
+        }
+    );
+    let text = plan.to_string();
+    assert!(text.contains("x web"), "{text}");
+    assert!(text.contains("! clash"), "{text}");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(matches!(report.get("web"), Some(Outcome::NotTouched(_))));
+    assert!(matches!(report.get("clash"), Some(Outcome::NotTouched(_))));
+    assert!(
+        matches!(report.get("after-web"), Some(Outcome::Skipped(m)) if m == "web did not complete")
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s10_a_held_lock_is_waited_for_bounded_and_never_removed() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    sim.with_cluster(|c| {
+        let g = c.guests.get_mut(&100).expect("guest");
+        g.lock = Some("backup".into());
+        g.config.insert("cores".into(), "1".into());
+    });
+    sim.clear_log();
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(
+        matches!(report.get("web"), Some(Outcome::Failed(m)) if m.contains("still locked (backup)")),
+        "{report:?}"
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    assert_eq!(
+        sim.with_cluster(|c| c.guests[&100].lock.clone()).as_deref(),
+        Some("backup")
+    );
+}
+
+#[tokio::test]
+async fn invalid_stacks_are_errors_before_any_request() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    assert!(matches!(
+        s.add("web", vm(101, "x")),
+        Err(StackError::DuplicateId(_))
+    ));
+    assert!(matches!(
+        s.add("bad id", vm(101, "x")),
+        Err(StackError::InvalidId(_))
+    ));
+    s.add("twin", vm(100, "twin")).expect("adds");
+    let e = s.plan().await.expect_err("same object");
+    assert_eq!(
+        e.to_string(),
+        "resources \"web\" and \"twin\" both declare vm node=pve1 vmid=100"
+    );
+
+    let mut s = stack(&sim, &dir.path().join("state2.json"));
+    s.add("a", vm(100, "a")).expect("adds").after("b");
+    s.add("b", vm(101, "b")).expect("adds").after("a");
+    let e = s.plan().await.expect_err("cycle");
+    assert_eq!(
+        e.to_string(),
+        "resources depend on each other in a cycle: a, b"
+    );
+    let mut s = stack(&sim, &dir.path().join("state3.json"));
+    s.add("a", vm(100, "a")).expect("adds").after("nope");
+    assert!(matches!(
+        s.plan().await,
+        Err(StackError::UnknownDependency { .. })
+    ));
+    assert!(sim.requests().is_empty(), "{:?}", sim.requests());
+}
+
+#[tokio::test]
+async fn s28_a_second_stack_on_the_same_state_is_refused() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let _first = stack(&sim, &state);
+    let e = FileStore::open(&state).expect_err("locked");
+    assert!(
+        e.to_string().contains("is locked by another deploy (pid"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn plans_render_as_text_and_json() {
+    let sim = sim().await;
+    sim.add_guest(
+        "pve1",
+        101,
+        GuestKind::Qemu,
+        &[
+            ("name", "db"),
+            ("cores", "1"),
+            ("memory", "2048"),
+            ("net0", "virtio=BC:24:11:00:65:00,bridge=vmbr9"),
+        ],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("bridge", bridge()).expect("adds");
+    s.add("db", vm(101, "db")).expect("adds").adopt();
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.to_string(),
+        "  + bridge  node_network iface=vmbr9 node=pve1: create\n\
+         \x20 ~ db      vm node=pve1 vmid=101: adopt and update\n\
+         \x20     cores: \"1\" -> \"2\"\n\
+         Plan: 1 to create, 1 to update, 0 to delete, 0 unchanged.\n"
+    );
+    let json: serde_json::Value = serde_json::from_str(&plan.to_json()).expect("json");
+    assert_eq!(
+        json["entries"][1],
+        serde_json::json!({
+            "id": "db",
+            "kind": "vm",
+            "address": {"node": "pve1", "vmid": "101"},
+            "action": "update",
+            "changes": [{"key": "cores", "old": "1", "new": "2"}],
+            "adopt": true
+        })
+    );
+}
