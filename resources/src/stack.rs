@@ -49,6 +49,9 @@ use crate::state::{InFlight, ResourceState, State, StateError, StateStore};
 pub struct StackOptions {
     /// Resources of one node worked on at once, in plans and deploys (default 8).
     pub per_node: usize,
+    /// Resources worked on at once in the whole stack (default 0: only `per_node` bounds it).
+    /// `per_node: 1, total: 1` makes a stack sequential.
+    pub total: usize,
     /// How tasks are awaited.
     pub await_options: AwaitOptions,
     /// How long to wait for a guest lock to clear before giving up (S10; default 2 min).
@@ -61,6 +64,7 @@ impl Default for StackOptions {
     fn default() -> Self {
         StackOptions {
             per_node: 8,
+            total: 0,
             await_options: AwaitOptions::default(),
             lock_wait: Duration::from_secs(120),
             adopt: false,
@@ -699,6 +703,10 @@ impl Stack {
         Ok(layers)
     }
 
+    fn total_limit(&self) -> Option<Arc<Semaphore>> {
+        (self.options.total > 0).then(|| Arc::new(Semaphore::new(self.options.total)))
+    }
+
     fn semaphores(&self, items: &[Item]) -> BTreeMap<String, Arc<Semaphore>> {
         items
             .iter()
@@ -742,6 +750,7 @@ impl Stack {
             self.options.lock_wait,
         ));
         let sems = self.semaphores(&items);
+        let total = self.total_limit();
         let mut actions: Vec<Option<(Action, Guard)>> = vec![None; items.len()];
         for layer in &layers {
             let mut set = JoinSet::new();
@@ -804,9 +813,14 @@ impl Stack {
                 let res = it.res.clone();
                 let cx = cx.clone();
                 let sem = sems.get(res.node()).cloned();
+                let total = total.clone();
                 let handle = set.spawn(async move {
                     let _permit = match &sem {
                         Some(s) => s.acquire().await.ok(),
+                        None => None,
+                    };
+                    let _total = match &total {
+                        Some(t) => t.acquire().await.ok(),
                         None => None,
                     };
                     let probe = res.probe(&cx, contact, upstream).await;
@@ -958,6 +972,7 @@ impl Stack {
             progress: Box::new(progress),
             halted: Mutex::new(None),
             disruptive: tokio::sync::Mutex::new(()),
+            total: self.total_limit(),
             sems: found
                 .iter()
                 .map(|r| {
@@ -1094,6 +1109,7 @@ struct Shared {
     progress: Box<dyn Fn(&Event) + Send + Sync>,
     halted: Mutex<Option<String>>,
     disruptive: tokio::sync::Mutex<()>,
+    total: Option<Arc<Semaphore>>,
     sems: BTreeMap<String, Arc<Semaphore>>,
 }
 
@@ -1122,6 +1138,10 @@ impl Shared {
             _ => {
                 let _node = match self.sems.get(res.node()) {
                     Some(s) => s.clone().acquire_owned().await.ok(),
+                    None => None,
+                };
+                let _total = match &self.total {
+                    Some(t) => t.clone().acquire_owned().await.ok(),
                     None => None,
                 };
                 let _one = if res.disruptive() {

@@ -1,0 +1,90 @@
+//! The lab both examples declare: a bridge, the apply of its node's staged network changes, and
+//! two guests on the bridge that come after the apply.
+
+use pve_resources::network_apply::NetworkApply;
+use pve_resources::node_network::Iface;
+use pve_resources::stack::{Event, Outcome, Stack, StackError};
+use pve_resources::vm::Vm;
+use pve_sdk::generated::nodes::node::network::Type;
+
+/// Declares the lab on `node`, with guests `first_vmid` and `first_vmid + 1`.
+pub fn declare(
+    stack: &mut Stack,
+    node: &str,
+    first_vmid: i64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut bridge = Iface::new(node, "vmbr9", Type::Bridge);
+    bridge.autostart = Some(true);
+    bridge.bridge_vlan_aware = Some(true);
+    bridge.comments = Some("pve-resources quickstart".into());
+    stack.add("lab-bridge", bridge)?;
+    stack.add(format!("apply-{node}"), NetworkApply::new(node))?;
+    for (i, name) in ["web", "db"].into_iter().enumerate() {
+        let mut vm = Vm {
+            node: node.into(),
+            vmid: first_vmid + i as i64,
+            name: Some(format!("lab-{name}")),
+            memory: Some("1024".parse()?),
+            cores: Some(1),
+            sockets: Some(1),
+            onboot: Some(false),
+            ..Vm::default()
+        };
+        vm.net
+            .insert(0, "virtio,bridge=vmbr9,firewall=1".parse()?)?;
+        stack
+            .add(format!("lab-{name}"), vm)?
+            .after(format!("apply-{node}"));
+    }
+    Ok(())
+}
+
+/// Prints deploy progress, one line per event.
+pub fn progress(e: &Event) {
+    match e {
+        Event::Started { id, action } => println!("  {id}: {action}..."),
+        Event::Task { id, upid } => println!("  {id}: task {upid} (recorded in state)"),
+        Event::Finished { id, outcome } => match outcome {
+            Outcome::Failed(why) | Outcome::Skipped(why) | Outcome::NotTouched(why) => {
+                println!("  {id}: {} - {why}", outcome_name(outcome))
+            }
+            other => println!("  {id}: {}", outcome_name(other)),
+        },
+    }
+}
+
+fn outcome_name(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Unchanged => "unchanged",
+        Outcome::Adopted => "adopted",
+        Outcome::Created => "created",
+        Outcome::Updated => "updated",
+        Outcome::Deleted => "deleted",
+        Outcome::Forgotten => "forgotten",
+        Outcome::Resumed => "resumed",
+        Outcome::NotTouched(_) => "not touched",
+        Outcome::Skipped(_) => "skipped",
+        Outcome::Failed(_) => "FAILED",
+    }
+}
+
+/// Plans, deploys with progress, and plans again; the second plan must be all noop.
+pub async fn run(stack: &mut Stack, deploy: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let plan = stack.plan().await?;
+    println!("Plan:\n{plan}");
+    if !deploy {
+        println!("(plan only; pass --deploy to carry it out)");
+        return Ok(());
+    }
+    println!("Deploy:");
+    let report = stack.deploy(&plan, progress).await?;
+    if !report.converged() {
+        return Err("the deploy did not reach the declared state (see above)".into());
+    }
+    let again = stack.plan().await?;
+    println!("\nSecond plan:\n{again}");
+    if !again.is_noop() {
+        return Err(StackError::StalePlan("the second plan is not all noop".into()).into());
+    }
+    Ok(())
+}
