@@ -775,6 +775,24 @@ impl Stack {
                     ));
                     continue;
                 }
+                if let Some(r) = recorded
+                    .as_ref()
+                    .filter(|r| it.decl.is_some() && r.address != it.res.address())
+                {
+                    actions[i] = Some((
+                        Action::Refuse {
+                            reason: format!(
+                                "{:?} manages {} {} but is now declared at {}: an object is never replaced or moved by a plan (S18); drop the old one explicitly and declare the new one under a new id",
+                                it.id,
+                                r.kind,
+                                address_text(&r.address),
+                                address_text(&it.res.address())
+                            ),
+                        },
+                        Guard::default(),
+                    ));
+                    continue;
+                }
                 if let Some(f) = recorded.as_ref().and_then(|r| r.in_flight.clone()) {
                     actions[i] = Some((
                         Action::Resume {

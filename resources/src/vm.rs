@@ -141,6 +141,31 @@ impl Vm {
         crate::wire::wire_map(self)
     }
 
+    /// **S8** A sentence naming the property-string keys this declaration carries that the
+    /// schema does not know (kept in `other_keys` when parsed), which is refused before any
+    /// write; `None` when there are none.
+    pub fn unknown_keys(&self) -> Option<String> {
+        let bad: Vec<String> = self
+            .net
+            .iter()
+            .filter(|(_, n)| !n.other_keys.is_empty())
+            .map(|(i, n)| {
+                format!(
+                    "net{i}: {}",
+                    n.other_keys.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        (!bad.is_empty()).then(|| {
+            format!(
+                "VM {} on {} declares keys PVE's schema does not know ({}); nothing is sent",
+                self.vmid,
+                self.node,
+                bad.join("; ")
+            )
+        })
+    }
+
     /// This declaration with every undeclared sub-key of its network devices taken from the live
     /// config (S7 inside property strings): a `net0` declared without `macaddr` keeps the MAC
     /// address PVE generated, and an update never makes PVE generate a new one.
@@ -204,6 +229,9 @@ pub async fn plan(client: &Client, vm: &Vm) -> Result<VmPlan, VmPlanError> {
 ///
 /// [`VmPlanError::Unreadable`] when the config cannot be read.
 pub async fn plan_owned(client: &Client, vm: &Vm, owner: Owner) -> Result<VmPlan, VmPlanError> {
+    if let Some(why) = vm.unknown_keys() {
+        return Ok(VmPlan::Refuse(why));
+    }
     if let Owner::Elsewhere(why) = owner {
         return Ok(VmPlan::Refuse(why));
     }

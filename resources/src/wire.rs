@@ -27,14 +27,15 @@ pub fn wire_map<T: Serialize>(value: &T) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The declared keys whose live value differs: (key, live, declared).
+/// The declared keys whose live value differs: (key, live, declared). An empty string and an
+/// absent key are the same (S8): PVE drops empty values from a config.
 pub fn differences(
     declared: &BTreeMap<String, String>,
     live: &BTreeMap<String, String>,
 ) -> Vec<(String, Option<String>, String)> {
     declared
         .iter()
-        .filter(|(k, v)| live.get(*k) != Some(*v))
+        .filter(|(k, v)| live.get(*k).map_or("", String::as_str) != v.as_str())
         .map(|(k, v)| (k.clone(), live.get(k).cloned(), v.clone()))
         .collect()
 }
@@ -65,5 +66,7 @@ mod tests {
             differences(&declared, &m),
             vec![("z".to_owned(), None, "x".to_owned())]
         );
+        let empty = BTreeMap::from([("d".to_owned(), String::new())]);
+        assert!(differences(&empty, &m).is_empty(), "empty is absent");
     }
 }

@@ -897,3 +897,225 @@ async fn plans_render_as_text_and_json() {
         })
     );
 }
+
+#[tokio::test]
+async fn s08_both_sides_are_normalised_report_only_fields_ignored_and_unknown_keys_refused() {
+    let sim = sim().await;
+    // PVE's print: booleans as 1, its own key order in net0, a generated MAC, report-only
+    // fields (digest, vmgenid, meta, smbios1) and no `description` at all.
+    sim.add_guest(
+        "pve1",
+        100,
+        GuestKind::Qemu,
+        &[
+            ("name", "web"),
+            ("cores", "2"),
+            ("memory", "2048"),
+            ("onboot", "1"),
+            ("net0", "virtio=BC:24:11:00:64:00,firewall=1,bridge=vmbr9"),
+            ("vmgenid", "c0ffee00-0000-4000-8000-000000000001"),
+            ("meta", "creation-qemu=9.2.0,ctime=1760000000"),
+            ("smbios1", "uuid=c0ffee00-0000-4000-8000-000000000002"),
+        ],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    let mut web = vm(100, "web");
+    web.onboot = Some(true);
+    web.description = Some(String::new()); // empty is absent
+    web.net
+        .insert(0, "virtio,bridge=vmbr9,firewall=1".parse().expect("net0"))
+        .expect("in range");
+    s.add("web", web).expect("adds").adopt();
+    let mut odd = vm(101, "odd");
+    odd.net
+        .insert(
+            0,
+            "virtio,bridge=vmbr9,bogus=1"
+                .parse()
+                .expect("kept as an unknown key"),
+        )
+        .expect("in range");
+    s.add("odd", odd).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.entries[0].action,
+        Action::Noop { adopt: true },
+        "{plan}"
+    );
+    assert_eq!(
+        plan.entries[1].action,
+        Action::Refuse {
+            reason: "VM 101 on pve1 declares keys PVE's schema does not know (net0: bogus); nothing is sent".into()
+        }
+    );
+    s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s11_an_update_never_sets_and_deletes_the_same_key() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    sim.with_cluster(|c| {
+        let g = c.guests.get_mut(&100).expect("guest");
+        g.config.insert("cores".into(), "1".into());
+        g.config.remove("name");
+        g.config.insert(
+            "net0".into(),
+            "virtio=BC:24:11:00:64:00,bridge=vmbr0".into(),
+        );
+    });
+    sim.clear_log();
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Updated));
+    let writes = sim.writes();
+    assert_eq!(lines(&writes), ["PUT /nodes/pve1/qemu/100/config"]);
+    let keys: Vec<&str> = writes[0].params.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["cores", "digest", "name", "net0"]);
+    assert!(!keys.contains(&"delete"), "no key is both set and deleted");
+    // The MAC address PVE generated is kept, not regenerated (S7 inside the property string).
+    let net0 = &writes[0]
+        .params
+        .iter()
+        .find(|(k, _)| k == "net0")
+        .expect("net0")
+        .1;
+    assert!(
+        net0.contains("BC:24:11:00:64:00") && net0.contains("bridge=vmbr9"),
+        "{net0}"
+    );
+}
+
+#[tokio::test]
+async fn s18_a_guest_is_never_replaced_or_moved_by_a_plan() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    {
+        let mut s = stack(&sim, &state);
+        s.add("web", vm(100, "web")).expect("adds");
+        let plan = s.plan().await.expect("plans");
+        assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    }
+    sim.clear_log();
+    // The same id now declared on another node, then with another vmid.
+    for (node, vmid) in [("pve2", 100), ("pve1", 105)] {
+        let mut s = stack(&sim, &state);
+        let mut moved = vm(vmid, "web");
+        moved.node = node.into();
+        s.add("web", moved).expect("adds");
+        let plan = s.plan().await.expect("plans");
+        assert_eq!(plan.entries.len(), 1);
+        match &plan.entries[0].action {
+            Action::Refuse { reason } => {
+                assert!(reason.contains("is never replaced or moved"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        s.deploy(&plan, ignore).await.expect("deploys");
+    }
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    // Declared on another node under a new id, the vmid is still refused cluster-wide (S17).
+    let mut s = stack(&sim, &state);
+    s.add("web", vm(100, "web")).expect("adds");
+    let mut other = vm(100, "web2");
+    other.node = "pve2".into();
+    s.add("web-on-pve2", other).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.entries[1].action,
+        Action::Refuse {
+            reason: "vmid 100 is a VM on node pve1, not on pve2: a migration is not an update"
+                .into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn s03_first_contact_may_fold_an_unrelated_read_failure_into_a_create() {
+    let sim = sim().await;
+    sim.script(
+        Rule::new(
+            "GET",
+            "/nodes/pve1/network/vmbr9",
+            SimAction::Respond {
+                status: 500,
+                body: serde_json::json!({"data": null, "message": "got timeout\n"}),
+            },
+        )
+        .nth(1),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("bridge", bridge()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        actions(&plan),
+        [("bridge".to_owned(), "create")],
+        "new: folded"
+    );
+    let v = s.verify().await.expect("verifies");
+    assert_eq!(
+        v.entries[0].action.name(),
+        "create",
+        "the failure was only the first read"
+    );
+    assert!(sim.writes().is_empty());
+}
+
+#[tokio::test]
+async fn s26_no_secret_in_state_plans_reports_or_debug() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let mut s = stack(&sim, &state);
+    declare(&mut s);
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    let texts = [
+        std::fs::read_to_string(&state).expect("state"),
+        plan.to_string(),
+        plan.to_json(),
+        format!("{report:?} {s:?} {:?}", clients(&sim)),
+    ];
+    for t in &texts {
+        assert!(!t.contains("w-secret") && !t.contains("r-secret"), "{t}");
+    }
+    assert!(texts[0].contains(WRITER) || !texts[0].contains("in_flight"));
+}
+
+/// S30: every rule that applies to these families has a test named after it, against the
+/// simulator (the rule ids are read from the names of this crate's tests).
+#[test]
+fn s30_every_applicable_rule_has_a_named_test() {
+    let mut names = String::new();
+    for dir in ["tests", "src"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for f in std::fs::read_dir(path).expect("lists") {
+            let f = f.expect("entry").path();
+            names.push_str(&std::fs::read_to_string(&f).expect("reads"));
+        }
+    }
+    let missing: Vec<String> = (1..=29)
+        .map(|n| format!("s{n:02}"))
+        .filter(|id| {
+            !names.split("fn ").skip(1).any(|rest| {
+                rest.starts_with(id.as_str())
+                    || rest
+                        .split('(')
+                        .next()
+                        .is_some_and(|n| n.starts_with('s') && n.split('_').any(|p| p == id))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "rules without a named test: {missing:?}"
+    );
+}
