@@ -22,7 +22,7 @@ use pve_sdk::generated::index::Net as NetIndex;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{
     UpdateVm, UpdateVmError, VmConfigError, VmConfigResponse,
 };
-use pve_sdk::generated::nodes::node::qemu::{Memory, Net};
+use pve_sdk::generated::nodes::node::qemu::{Bios, Memory, Net, Ostype, Scsihw};
 use pve_sdk::{Client, Indexed};
 use serde::Serialize;
 
@@ -53,6 +53,24 @@ pub struct Vm {
     pub onboot: Option<bool>,
     /// `description`.
     pub description: Option<String>,
+    /// `balloon` (MiB; 0 disables the balloon device).
+    pub balloon: Option<i64>,
+    /// `bios`.
+    pub bios: Option<Bios>,
+    /// `boot` (e.g. `order=scsi0;net0`).
+    pub boot: Option<String>,
+    /// `cpu` (e.g. `x86-64-v2-AES` or `host`).
+    pub cpu: Option<String>,
+    /// `numa`.
+    pub numa: Option<bool>,
+    /// `ostype`.
+    pub ostype: Option<Ostype>,
+    /// `protection` (PVE then refuses to destroy the guest).
+    pub protection: Option<bool>,
+    /// `scsihw`.
+    pub scsihw: Option<Scsihw>,
+    /// `tags`, compared as a set (PVE sorts them).
+    pub tags: Option<String>,
     /// `net0`, `net1`, ...
     #[serde(flatten)]
     pub net: Indexed<Net, NetIndex>,
@@ -205,8 +223,20 @@ fn live(cfg: &VmConfigResponse) -> BTreeMap<String, String> {
     crate::wire::wire_map(cfg)
 }
 
+/// `tags` as a set (S8): split on PVE's separators, sorted, without duplicates.
+fn normal_tags(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = map.clone();
+    if let Some(t) = out.get_mut("tags") {
+        let mut tags: Vec<&str> = t.split([';', ',', ' ']).filter(|s| !s.is_empty()).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        *t = tags.join(";");
+    }
+    out
+}
+
 fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) -> Vec<Change> {
-    crate::wire::differences(declared, live)
+    crate::wire::differences(&normal_tags(declared), &normal_tags(live))
         .into_iter()
         .map(|(key, old, new)| Change { key, old, new })
         .collect()
@@ -284,6 +314,15 @@ pub async fn update(
             "sockets" => req.sockets = vm.sockets,
             "onboot" => req.onboot = vm.onboot,
             "description" => req.description.clone_from(&vm.description),
+            "balloon" => req.balloon = vm.balloon,
+            "bios" => req.bios.clone_from(&vm.bios),
+            "boot" => req.boot.clone_from(&vm.boot),
+            "cpu" => req.cpu.clone_from(&vm.cpu),
+            "numa" => req.numa = vm.numa,
+            "ostype" => req.ostype.clone_from(&vm.ostype),
+            "protection" => req.protection = vm.protection,
+            "scsihw" => req.scsihw.clone_from(&vm.scsihw),
+            "tags" => req.tags.clone_from(&vm.tags),
             key => {
                 // The planned value: the declared device with its undeclared sub-keys (the
                 // MAC address) as read, so PVE keeps them.
@@ -528,6 +567,15 @@ pub async fn create(
     req.sockets = vm.sockets;
     req.onboot = vm.onboot;
     req.description.clone_from(&vm.description);
+    req.balloon = vm.balloon;
+    req.bios.clone_from(&vm.bios);
+    req.boot.clone_from(&vm.boot);
+    req.cpu.clone_from(&vm.cpu);
+    req.numa = vm.numa;
+    req.ostype.clone_from(&vm.ostype);
+    req.protection = vm.protection;
+    req.scsihw.clone_from(&vm.scsihw);
+    req.tags.clone_from(&vm.tags);
     req.net = vm.net.clone();
     run_task(
         client, &req, &vm.node, vm.vmid, "create", options, on_started,
@@ -558,7 +606,8 @@ pub async fn create(
 /// The keys of a recorded declaration (wire form) that the live config no longer matches; a
 /// network device is compared on its recorded sub-keys only.
 fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec<String> {
-    let live = live(cfg);
+    let live = normal_tags(&live(cfg));
+    let last = normal_tags(last);
     last.iter()
         .filter(|(k, v)| {
             let net = Indexed::<Net, NetIndex>::index_of(k).and_then(|n| {

@@ -916,6 +916,8 @@ async fn s08_both_sides_are_normalised_report_only_fields_ignored_and_unknown_ke
             ("vmgenid", "c0ffee00-0000-4000-8000-000000000001"),
             ("meta", "creation-qemu=9.2.0,ctime=1760000000"),
             ("smbios1", "uuid=c0ffee00-0000-4000-8000-000000000002"),
+            ("tags", "prod;web"),
+            ("ostype", "l26"),
         ],
     );
     let dir = tempfile::tempdir().expect("tempdir");
@@ -923,6 +925,8 @@ async fn s08_both_sides_are_normalised_report_only_fields_ignored_and_unknown_ke
     let mut web = vm(100, "web");
     web.onboot = Some(true);
     web.description = Some(String::new()); // empty is absent
+    web.tags = Some("web,prod".into()); // a set, in PVE's sorted print
+    web.ostype = Some("l26".parse().expect("ostype"));
     web.net
         .insert(0, "virtio,bridge=vmbr9,firewall=1".parse().expect("net0"))
         .expect("in range");
@@ -1118,4 +1122,67 @@ fn s30_every_applicable_rule_has_a_named_test() {
         missing.is_empty(),
         "rules without a named test: {missing:?}"
     );
+}
+
+#[tokio::test]
+async fn s04_s19_a_guest_with_the_common_fields_is_created_read_back_and_destroyed() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    let mut web = vm(100, "web");
+    web.sockets = Some(1);
+    web.onboot = Some(true);
+    web.description = Some("front end".into());
+    web.balloon = Some(0);
+    web.bios = Some("ovmf".parse().expect("bios"));
+    web.boot = Some("order=net0".into());
+    web.cpu = Some("x86-64-v2-AES".into());
+    web.numa = Some(false);
+    web.ostype = Some("l26".parse().expect("ostype"));
+    web.scsihw = Some("virtio-scsi-single".parse().expect("scsihw"));
+    web.tags = Some("web;prod".into());
+    s.add("web", web).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Created), "{report:?}");
+    let create = &sim.writes()[0];
+    let mut keys: Vec<&str> = create.params.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "balloon",
+            "bios",
+            "boot",
+            "cores",
+            "cpu",
+            "description",
+            "memory",
+            "name",
+            "net0",
+            "numa",
+            "onboot",
+            "ostype",
+            "scsihw",
+            "sockets",
+            "tags",
+            "vmid"
+        ]
+    );
+    // PVE sorts tags; the guest still matches, and so can be destroyed (S19).
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("tags".into(), "prod;web".into());
+    });
+    assert!(s.plan().await.expect("plans").is_noop());
+    sim.clear_log();
+    let report = s
+        .deploy(&s.plan_destroy().expect("plans"), ignore)
+        .await
+        .expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Deleted), "{report:?}");
+    assert_eq!(lines(&sim.writes()), ["DELETE /nodes/pve1/qemu/100"]);
 }
