@@ -212,6 +212,9 @@ pub struct PlanEntry {
     pub after: Vec<String>,
     #[serde(skip)]
     guard: Guard,
+    /// The declaration the plan was made for (deploy refuses a plan whose declaration changed).
+    #[serde(skip)]
+    declared: BTreeMap<String, String>,
 }
 
 /// A plan: one entry per declared or managed resource, in deploy order.
@@ -882,6 +885,7 @@ impl Stack {
                     action,
                     after: deps[i].iter().map(|&j| items[j].id.clone()).collect(),
                     guard,
+                    declared: it.res.declared(),
                 }
             })
             .collect();
@@ -934,6 +938,7 @@ impl Stack {
                         .map(|&j| items[j].id.clone())
                         .collect(),
                     guard: Guard::default(),
+                    declared: it.res.declared(),
                 })
             })
             .collect();
@@ -967,6 +972,12 @@ impl Stack {
                     e.id,
                     e.kind,
                     it.res.kind()
+                )));
+            }
+            if it.res.declared() != e.declared {
+                return Err(StackError::StalePlan(format!(
+                    "the declaration of {:?} changed since the plan",
+                    e.id
                 )));
             }
             found.push(it.res.clone());
@@ -1313,27 +1324,20 @@ impl Shared {
                 )),
             };
         }
-        // The write the task made is read back like any other (S4); what still differs is
-        // written with the digest of this read.
+        // The write the task made is read back like any other (S4). A resume writes nothing
+        // itself: what still differs is for the next plan to show.
         match res.probe(&self.cx, Contact::Known, false).await {
-            Ok(Probe::Present { changes, guard }) if changes.is_empty() => {
-                let _ = guard;
+            Ok(Probe::Present { changes, .. }) if changes.is_empty() => {
                 self.recorded(id, res, Outcome::Resumed)
             }
-            Ok(Probe::Present { changes, guard }) => {
-                match res
-                    .update(&self.cx, &changes, &guard, &|u: &Upid| {
-                        self.record_task(id, res, "update", u)
-                    })
-                    .await
-                {
-                    Ok(()) => self.recorded(id, res, Outcome::Resumed),
-                    Err(e) => Outcome::Failed(format!(
-                        "resumed, then the update failed: {}",
-                        error_chain(e.as_ref())
-                    )),
-                }
-            }
+            Ok(Probe::Present { changes, .. }) => Outcome::Failed(format!(
+                "the {task} task ended OK but {} still differ; plan again",
+                changes
+                    .iter()
+                    .map(|c| c.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
             Ok(Probe::Absent) => {
                 Outcome::Failed(format!("the {task} task ended OK but the object is absent"))
             }

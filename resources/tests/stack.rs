@@ -1186,3 +1186,31 @@ async fn s04_s19_a_guest_with_the_common_fields_is_created_read_back_and_destroy
     assert_eq!(report.get("web"), Some(&Outcome::Deleted), "{report:?}");
     assert_eq!(lines(&sim.writes()), ["DELETE /nodes/pve1/qemu/100"]);
 }
+
+#[tokio::test]
+async fn a_plan_made_for_other_declarations_is_refused_before_any_write() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let plan = {
+        let mut s = stack(&sim, &state);
+        s.add("web", vm(100, "web")).expect("adds");
+        s.plan().await.expect("plans")
+    };
+    let mut s = stack(&sim, &state);
+    let mut changed = vm(100, "web");
+    changed.cores = Some(4);
+    s.add("web", changed).expect("adds");
+    let e = s.deploy(&plan, ignore).await.expect_err("stale");
+    assert_eq!(
+        e.to_string(),
+        "the plan does not belong to this stack as declared now (the declaration of \"web\" changed since the plan); plan again"
+    );
+    let mut other = stack(&sim, &dir.path().join("other.json"));
+    other.add("db", vm(101, "db")).expect("adds");
+    assert!(matches!(
+        other.deploy(&plan, ignore).await,
+        Err(StackError::StalePlan(_))
+    ));
+    assert!(sim.writes().is_empty());
+}
