@@ -121,6 +121,16 @@ fn actions(plan: &pve_resources::stack::Plan) -> Vec<(String, &'static str)> {
 
 fn ignore(_: &Event) {}
 
+/// A stack (and its state's folder) that has deployed guest 100, "web".
+async fn web_deployed(sim: &Simulator) -> (tempfile::TempDir, Stack) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    (dir, s)
+}
+
 #[tokio::test]
 async fn s06_s21_first_deploy_writes_each_object_once_and_a_second_deploy_writes_nothing() {
     let sim = sim().await;
@@ -276,11 +286,7 @@ async fn s27_a_live_object_without_state_is_unowned_unless_adopted_and_s06_adopt
 #[tokio::test]
 async fn s03_s09_drift_is_reported_by_verify_without_writes_and_fixed_by_deploy() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut s = stack(&sim, &dir.path().join("state.json"));
-    s.add("web", vm(100, "web")).expect("adds");
-    let plan = s.plan().await.expect("plans");
-    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    let (_dir, mut s) = web_deployed(&sim).await;
 
     sim.with_cluster(|c| {
         c.guests
@@ -783,11 +789,7 @@ async fn s02_s17_unreadable_and_refused_resources_write_nothing_and_block_what_c
 #[tokio::test]
 async fn s10_a_held_lock_is_waited_for_bounded_and_never_removed() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut s = stack(&sim, &dir.path().join("state.json"));
-    s.add("web", vm(100, "web")).expect("adds");
-    let plan = s.plan().await.expect("plans");
-    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    let (_dir, mut s) = web_deployed(&sim).await;
     sim.with_cluster(|c| {
         let g = c.guests.get_mut(&100).expect("guest");
         g.lock = Some("backup".into());
@@ -960,11 +962,7 @@ async fn s08_both_sides_are_normalised_report_only_fields_ignored_and_unknown_ke
 #[tokio::test]
 async fn s11_an_update_never_sets_and_deletes_the_same_key() {
     let sim = sim().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut s = stack(&sim, &dir.path().join("state.json"));
-    s.add("web", vm(100, "web")).expect("adds");
-    let plan = s.plan().await.expect("plans");
-    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    let (_dir, mut s) = web_deployed(&sim).await;
     sim.with_cluster(|c| {
         let g = c.guests.get_mut(&100).expect("guest");
         g.config.insert("cores".into(), "1".into());
