@@ -1212,3 +1212,53 @@ async fn a_plan_made_for_other_declarations_is_refused_before_any_write() {
     ));
     assert!(sim.writes().is_empty());
 }
+
+#[tokio::test]
+async fn s13_a_write_answered_without_a_upid_is_not_claimed() {
+    let sim = sim().await;
+    stage_on(&sim, "pve1");
+    for path in ["/nodes/pve1/qemu", "/nodes/pve1/network"] {
+        sim.script(Rule::new(
+            if path.ends_with("qemu") {
+                "POST"
+            } else {
+                "PUT"
+            },
+            path,
+            SimAction::Respond {
+                status: 200,
+                body: serde_json::json!({"data": null}),
+            },
+        ));
+    }
+    // Each alone: a failed apply would stop the other's write (S23).
+    for (id, apply) in [("web", false), ("apply-pve1", true)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = stack(&sim, &dir.path().join("state.json"));
+        if apply {
+            s.add(id, NetworkApply::new("pve1")).expect("adds");
+        } else {
+            s.add(id, vm(100, "web")).expect("adds");
+        }
+        let plan = s.plan().await.expect("plans");
+        sim.clear_log();
+        let report = s.deploy(&plan, ignore).await.expect("deploys");
+        assert!(
+            matches!(report.get(id), Some(Outcome::Failed(_))),
+            "{report:?}"
+        );
+        assert_eq!(
+            lines(&sim.writes()),
+            [if apply {
+                "PUT /nodes/pve1/network"
+            } else {
+                "POST /nodes/pve1/qemu"
+            }]
+        );
+        assert!(
+            !sim.requests().iter().any(|r| r.path.contains("/tasks/")),
+            "nothing to await"
+        );
+        assert!(s.state().resources.is_empty(), "nothing claimed");
+    }
+}
