@@ -520,6 +520,10 @@ fn valid_id(id: &str) -> bool {
 /// A node of the plan's graph: a declared resource or a managed one dropped from the declaration.
 struct Item {
     id: String,
+    /// The family's name (as recorded, for a dropped resource).
+    kind: String,
+    /// Why a dropped resource could not be rebuilt from state (its family is not registered).
+    unknown: Option<String>,
     res: Arc<dyn Resource>,
     after: Vec<String>,
     decl: Option<usize>,
@@ -611,6 +615,8 @@ impl Stack {
             .enumerate()
             .map(|(i, d)| Item {
                 id: d.id.clone(),
+                kind: d.res.kind().to_owned(),
+                unknown: None,
                 res: d.res.clone(),
                 after: d.after.clone(),
                 decl: Some(i),
@@ -620,13 +626,23 @@ impl Stack {
             if self.decls.iter().any(|d| &d.id == id) {
                 continue;
             }
-            let res = self
-                .rebuild
-                .get(rs.kind.as_str())
-                .and_then(|f| f(rs))
-                .unwrap_or_else(|| Arc::new(Unknown(rs.clone())));
+            let rebuilt = self.rebuild.get(rs.kind.as_str()).and_then(|f| f(rs));
+            let unknown = rebuilt.is_none().then(|| {
+                format!(
+                    "dropped from the declaration, but family {:?} cannot rebuild it from state ({}); register the family with Stack::family, or declare it again",
+                    rs.kind,
+                    if self.rebuild.contains_key(rs.kind.as_str()) {
+                        "its address or declaration is incomplete"
+                    } else {
+                        "the family is unknown to this stack"
+                    }
+                )
+            });
+            let res = rebuilt.unwrap_or_else(|| Arc::new(Unknown(rs.clone())));
             items.push(Item {
                 id: id.clone(),
+                kind: rs.kind.clone(),
+                unknown,
                 res,
                 after: Vec::new(),
                 decl: None,
@@ -634,7 +650,7 @@ impl Stack {
         }
         let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
         for it in &items {
-            let key = (it.res.kind().to_owned(), address_text(&it.res.address()));
+            let key = (it.kind.clone(), address_text(&it.res.address()));
             if let Some(first) = seen.insert(key.clone(), it.id.clone()) {
                 return Err(StackError::SameObject {
                     first,
@@ -807,7 +823,11 @@ impl Stack {
                     continue;
                 }
                 let Some(d) = it.decl else {
-                    let action = if self.destroy_dropped.contains(&it.id) {
+                    let action = if let Some(why) = &it.unknown {
+                        Action::Refuse {
+                            reason: why.clone(),
+                        }
+                    } else if self.destroy_dropped.contains(&it.id) {
                         Action::Delete
                     } else {
                         match it.res.removal() {
@@ -880,7 +900,7 @@ impl Stack {
                 });
                 PlanEntry {
                     id: it.id.clone(),
-                    kind: it.res.kind().to_owned(),
+                    kind: it.kind.clone(),
                     address: it.res.address(),
                     action,
                     after: deps[i].iter().map(|&j| items[j].id.clone()).collect(),
@@ -924,6 +944,9 @@ impl Stack {
                         upid: f.upid.clone(),
                         task: f.action.clone(),
                     },
+                    None if it.unknown.is_some() => Action::Refuse {
+                        reason: it.unknown.clone().unwrap_or_default(),
+                    },
                     None if it.res.removal() == Removal::Forget => Action::Forget,
                     None => Action::Delete,
                 };
@@ -966,12 +989,10 @@ impl Stack {
             let it = items.iter().find(|it| it.id == e.id).ok_or_else(|| {
                 StackError::StalePlan(format!("{:?} is neither declared nor managed", e.id))
             })?;
-            if it.res.kind() != e.kind {
+            if it.kind != e.kind {
                 return Err(StackError::StalePlan(format!(
                     "{:?} is planned as a {} but is a {}",
-                    e.id,
-                    e.kind,
-                    it.res.kind()
+                    e.id, e.kind, it.kind
                 )));
             }
             if it.res.declared() != e.declared {

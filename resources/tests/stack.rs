@@ -1262,3 +1262,31 @@ async fn s13_a_write_answered_without_a_upid_is_not_claimed() {
         assert!(s.state().resources.is_empty(), "nothing claimed");
     }
 }
+
+#[tokio::test]
+async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_state() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.json");
+    std::fs::write(
+        &path,
+        r#"{"version": 1, "resources": {"ct": {"kind": "lxc", "address": {"node": "pve1", "vmid": "200"}, "declared": {"hostname": "ct"}}}}"#,
+    )
+    .expect("writes");
+    let mut s = stack(&sim, &path);
+    for plan in [
+        s.plan().await.expect("plans"),
+        s.plan_destroy().expect("plans"),
+    ] {
+        assert_eq!(plan.entries.len(), 1);
+        assert_eq!(plan.entries[0].kind, "lxc");
+        assert!(
+            matches!(&plan.entries[0].action, Action::Refuse { reason } if reason.contains("family \"lxc\" cannot rebuild it")),
+            "{plan}"
+        );
+        let report = s.deploy(&plan, ignore).await.expect("deploys");
+        assert!(matches!(report.get("ct"), Some(Outcome::NotTouched(_))));
+    }
+    assert!(s.state().resources.contains_key("ct"), "not forgotten");
+    assert!(sim.writes().is_empty());
+}
