@@ -1,7 +1,7 @@
 //! The quickstart: a bundled simulator in this process, a stack that declares a bridge, its
 //! network apply and two VMs; plan, deploy with progress, plan again (all noop).
 //!
-//! `cargo run -p pve-resources --example quickstart`
+//! `cargo run --example quickstart` (add `-- --json` to see the plan as JSON too)
 
 #[path = "shared/lab.rs"]
 mod lab;

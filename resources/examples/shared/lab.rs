@@ -68,10 +68,14 @@ fn outcome_name(o: &Outcome) -> &'static str {
     }
 }
 
-/// Plans, deploys with progress, and plans again; the second plan must be all noop.
+/// Plans (also as JSON with `--json`), deploys with progress, and plans again; the second plan
+/// must be all noop.
 pub async fn run(stack: &mut Stack, deploy: bool) -> Result<(), Box<dyn std::error::Error>> {
     let plan = stack.plan().await?;
     println!("Plan:\n{plan}");
+    if std::env::args().any(|a| a == "--json") {
+        println!("The plan as JSON:\n{}\n", plan.to_json());
+    }
     if !deploy {
         println!("(plan only; pass --deploy to carry it out)");
         return Ok(());
