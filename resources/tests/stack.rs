@@ -1290,3 +1290,77 @@ async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_sta
     assert!(s.state().resources.contains_key("ct"), "not forgotten");
     assert!(sim.writes().is_empty());
 }
+
+#[tokio::test]
+async fn s15_s29_an_unknown_poll_keeps_the_task_recorded_and_the_next_deploy_awaits_it() {
+    let sim = sim().await;
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/tasks/*/status",
+        SimAction::Respond {
+            status: 500,
+            body: serde_json::json!({"data": null, "message": "got timeout\n"}),
+        },
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    // Neither success nor failure: unknown, and still recorded.
+    match report.get("web") {
+        Some(Outcome::Failed(m)) => assert!(m.contains("outcome"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let recorded = s.state().resources["web"]
+        .in_flight
+        .clone()
+        .expect("still in flight");
+    assert_eq!(recorded.action, "create");
+    // The polls answer again: the next deploy awaits the same task instead of creating.
+    sim.clear_script();
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.entries[0].action,
+        Action::Resume {
+            upid: recorded.upid.clone(),
+            task: "create".into()
+        }
+    );
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Resumed), "{report:?}");
+    assert_eq!(
+        lines(&sim.writes()),
+        ["POST /nodes/pve1/qemu"],
+        "one create in all"
+    );
+    assert!(s.plan().await.expect("plans").is_noop());
+}
+
+#[tokio::test]
+async fn s22_a_degraded_ceph_refuses_the_apply_and_what_comes_after_it() {
+    let sim = sim().await;
+    sim.with_cluster(|c| c.ceph = Some(pve_sim::CephHealth::Warn));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    declare(&mut s);
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(
+        report.get("bridge"),
+        Some(&Outcome::Created),
+        "staging is not disruptive"
+    );
+    assert!(
+        matches!(report.get("apply-pve1"), Some(Outcome::Failed(m)) if m.contains("Ceph reports HEALTH_WARN")),
+        "{report:?}"
+    );
+    assert!(matches!(report.get("web"), Some(Outcome::Skipped(_))));
+    assert!(matches!(report.get("db"), Some(Outcome::Skipped(_))));
+    assert_eq!(
+        lines(&sim.writes()),
+        ["POST /nodes/pve1/network"],
+        "no apply, no guest"
+    );
+}
