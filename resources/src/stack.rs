@@ -13,6 +13,34 @@
 //! - [`Stack::plan_destroy`] plans the deletion of everything in state, in reverse dependency
 //!   order; deploy it to destroy (this is the explicit word that S20 asks for guests).
 //!
+//! ```no_run
+//! # async fn run(client: pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use pve_resources::network_apply::NetworkApply;
+//! use pve_resources::node_network::Iface;
+//! use pve_resources::resource::Clients;
+//! use pve_resources::stack::{Stack, StackOptions};
+//! use pve_resources::state::FileStore;
+//! use pve_resources::vm::Vm;
+//! use pve_sdk::generated::nodes::node::network::Type;
+//!
+//! let mut stack = Stack::new(
+//!     Clients::single(client),
+//!     FileStore::open("lab.state.json")?,
+//!     StackOptions::default(),
+//! )?;
+//! stack.add("bridge", Iface::new("pve1", "vmbr9", Type::Bridge))?;
+//! stack.add("apply-pve1", NetworkApply::new("pve1"))?;
+//! let web = Vm { node: "pve1".into(), vmid: 100, cores: Some(2), ..Vm::default() };
+//! stack.add("web", web)?.after("apply-pve1");
+//! let plan = stack.plan().await?;
+//! println!("{plan}");
+//! let report = stack.deploy(&plan, |event| println!("{event:?}")).await?;
+//! assert!(report.converged());
+//! assert!(stack.verify().await?.is_noop());
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Guarantees
 //!
 //! - **S6** A resource whose probe finds no difference is not written to; adopting a matching
