@@ -20,7 +20,9 @@ use std::sync::Arc;
 use pve_sdk::generated::nodes::node::network::iface::{
     DeleteNetwork, DeleteNetworkError, NetworkConfig, NetworkConfigError, UpdateNetwork,
 };
-use pve_sdk::generated::nodes::node::network::{CreateNetwork, CreateNetworkError, Type};
+use pve_sdk::generated::nodes::node::network::{
+    BondMode, BondXmitHashPolicy, CreateNetwork, CreateNetworkError, Type,
+};
 use pve_sdk::Client;
 use serde::Serialize;
 
@@ -43,14 +45,27 @@ pub struct Iface {
     pub type_: Type,
     /// `autostart`.
     pub autostart: Option<bool>,
+    /// `bond_mode` (bonds).
+    pub bond_mode: Option<BondMode>,
+    /// `bond-primary` (active-backup bonds).
+    #[serde(rename = "bond-primary")]
+    pub bond_primary: Option<String>,
+    /// `bond_xmit_hash_policy` (bonds).
+    pub bond_xmit_hash_policy: Option<BondXmitHashPolicy>,
     /// `bridge_ports`.
     pub bridge_ports: Option<String>,
+    /// `bridge_vids` (VLAN-aware bridges).
+    pub bridge_vids: Option<String>,
     /// `bridge_vlan_aware`.
     pub bridge_vlan_aware: Option<bool>,
     /// `cidr`.
     pub cidr: Option<String>,
+    /// `cidr6`.
+    pub cidr6: Option<String>,
     /// `gateway`.
     pub gateway: Option<String>,
+    /// `gateway6`.
+    pub gateway6: Option<String>,
     /// `comments`.
     pub comments: Option<String>,
     /// `mtu`.
@@ -73,10 +88,16 @@ impl Iface {
             iface: iface.into(),
             type_,
             autostart: None,
+            bond_mode: None,
+            bond_primary: None,
+            bond_xmit_hash_policy: None,
             bridge_ports: None,
+            bridge_vids: None,
             bridge_vlan_aware: None,
             cidr: None,
+            cidr6: None,
             gateway: None,
+            gateway6: None,
             comments: None,
             mtu: None,
             slaves: None,
@@ -208,10 +229,17 @@ pub async fn apply(client: &Client, decl: &Iface, plan_: &IfacePlan) -> Result<(
         IfacePlan::Create => {
             let mut req = CreateNetwork::new(node.clone(), iface.clone(), decl.type_.clone());
             req.autostart = decl.autostart;
+            req.bond_mode.clone_from(&decl.bond_mode);
+            req.bond_primary.clone_from(&decl.bond_primary);
+            req.bond_xmit_hash_policy
+                .clone_from(&decl.bond_xmit_hash_policy);
             req.bridge_ports.clone_from(&decl.bridge_ports);
+            req.bridge_vids.clone_from(&decl.bridge_vids);
             req.bridge_vlan_aware = decl.bridge_vlan_aware;
             req.cidr.clone_from(&decl.cidr);
+            req.cidr6.clone_from(&decl.cidr6);
             req.gateway.clone_from(&decl.gateway);
+            req.gateway6.clone_from(&decl.gateway6);
             req.comments.clone_from(&decl.comments);
             req.mtu = decl.mtu;
             req.slaves.clone_from(&decl.slaves);
@@ -231,10 +259,18 @@ pub async fn apply(client: &Client, decl: &Iface, plan_: &IfacePlan) -> Result<(
             for (key, _, _) in changes {
                 match key.as_str() {
                     "autostart" => req.autostart = decl.autostart,
+                    "bond_mode" => req.bond_mode.clone_from(&decl.bond_mode),
+                    "bond-primary" => req.bond_primary.clone_from(&decl.bond_primary),
+                    "bond_xmit_hash_policy" => req
+                        .bond_xmit_hash_policy
+                        .clone_from(&decl.bond_xmit_hash_policy),
                     "bridge_ports" => req.bridge_ports.clone_from(&decl.bridge_ports),
+                    "bridge_vids" => req.bridge_vids.clone_from(&decl.bridge_vids),
                     "bridge_vlan_aware" => req.bridge_vlan_aware = decl.bridge_vlan_aware,
                     "cidr" => req.cidr.clone_from(&decl.cidr),
+                    "cidr6" => req.cidr6.clone_from(&decl.cidr6),
                     "gateway" => req.gateway.clone_from(&decl.gateway),
+                    "gateway6" => req.gateway6.clone_from(&decl.gateway6),
                     "comments" => req.comments.clone_from(&decl.comments),
                     "mtu" => req.mtu = decl.mtu,
                     "slaves" => req.slaves.clone_from(&decl.slaves),

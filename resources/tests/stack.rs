@@ -1364,3 +1364,45 @@ async fn s22_a_degraded_ceph_refuses_the_apply_and_what_comes_after_it() {
         "no apply, no guest"
     );
 }
+
+#[tokio::test]
+async fn s04_s06_a_bond_a_vlan_and_a_vlan_aware_bridge_are_created_read_back_then_match() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    let mut bond = Iface::new("pve2", "bond0", Type::Bond);
+    bond.slaves = Some("eno1".into());
+    bond.bond_mode = Some("active-backup".parse().expect("mode"));
+    bond.bond_primary = Some("eno1".into());
+    bond.mtu = Some(9000);
+    let mut bridge = Iface::new("pve2", "vmbr1", Type::Bridge);
+    bridge.bridge_ports = Some("bond0".into());
+    bridge.bridge_vlan_aware = Some(true);
+    bridge.bridge_vids = Some("2-4094".into());
+    bridge.cidr6 = Some("2001:db8::10/64".into());
+    let mut vlan = Iface::new("pve2", "vlan20", Type::Vlan);
+    vlan.vlan_id = Some(20);
+    vlan.vlan_raw_device = Some("bond0".into());
+    vlan.cidr = Some("198.51.100.2/24".into());
+    s.add("bond", bond).expect("adds");
+    s.add("bridge", bridge).expect("adds").after("bond");
+    s.add("vlan", vlan).expect("adds").after("bond");
+    s.add("apply-pve2", NetworkApply::new("pve2"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    let writes = sim.writes();
+    assert_eq!(writes.len(), 4, "three creates and one apply: {writes:?}");
+    let bond_create = writes
+        .iter()
+        .find(|w| w.params.iter().any(|(k, v)| k == "iface" && v == "bond0"))
+        .expect("bond created");
+    let keys: Vec<&str> = bond_create.params.iter().map(|(k, _)| k.as_str()).collect();
+    for k in ["bond-primary", "bond_mode", "slaves", "mtu", "type"] {
+        assert!(keys.contains(&k), "{k} in {keys:?}");
+    }
+    sim.clear_log();
+    assert!(s.plan().await.expect("plans").is_noop());
+    assert!(sim.writes().is_empty());
+}
