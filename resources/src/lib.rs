@@ -5,7 +5,7 @@
 //!   concurrency, one disruptive apply at a time), verifies (strict, no writes) and destroys.
 //! - [`resource`]: the [`resource::Resource`] trait a family implements, and what the engine
 //!   hands it.
-//! - Families: [`vm`] (QEMU guests), [`node_network`] (interfaces in a node's staged network
+//! - Families: [`vm`] (QEMU guests, their disks in [`disk`]), [`node_network`] (interfaces in a node's staged network
 //!   config), [`network_apply`] (applying a node's staged changes behind the [`health`] gate).
 //! - [`read`]: the three outcomes of a read and cluster-wide vmid ownership; [`wire`]: comparing
 //!   in PVE's wire form.
@@ -13,6 +13,7 @@
 //! Each module's documentation names the safety rules (S1-S30) it holds; every rule has a test
 //! named after it, against the bundled simulator.
 
+pub mod disk;
 pub mod health;
 pub mod network_apply;
 pub mod node_network;

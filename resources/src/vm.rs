@@ -18,16 +18,21 @@
 
 use std::collections::BTreeMap;
 
-use pve_sdk::generated::index::Net as NetIndex;
+use pve_sdk::generated::index::{
+    Net as NetIndex, Sata as SataIndex, Scsi as ScsiIndex, Virtio as VirtioIndex,
+};
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{
     UpdateVm, UpdateVmError, VmConfigError, VmConfigResponse,
 };
-use pve_sdk::generated::nodes::node::qemu::{Bios, Memory, Net, Ostype, Scsihw};
+use pve_sdk::generated::nodes::node::qemu::{
+    Bios, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
+};
 use pve_sdk::{Client, Indexed};
 use serde::Serialize;
 
 use std::sync::Arc;
 
+use crate::disk::{Disk, DiskDiff};
 use crate::read::{owner_in, read_vm_config, vmid_owner, Owner, OwnerError, Read};
 use crate::resource::{BoxError, BoxFuture, Contact, Cx, Guard, OnStarted, Probe, Resource};
 use crate::state::ResourceState;
@@ -74,6 +79,10 @@ pub struct Vm {
     /// `net0`, `net1`, ...
     #[serde(flatten)]
     pub net: Indexed<Net, NetIndex>,
+    /// Disks by key (`scsi0`, `virtio0`, `sata0`...): allocated at create, then compared on
+    /// storage, size and declared options ([`crate::disk`]).
+    #[serde(skip)]
+    pub disks: BTreeMap<String, Disk>,
 }
 
 pub use crate::resource::Change;
@@ -159,6 +168,15 @@ impl Vm {
         crate::wire::wire_map(self)
     }
 
+    /// What state records: the declared fields in wire form, disks as they are created.
+    pub fn recorded(&self) -> BTreeMap<String, String> {
+        let mut out = self.declared();
+        for (k, d) in &self.disks {
+            out.insert(k.clone(), d.create_value());
+        }
+        out
+    }
+
     /// **S8** A sentence naming the property-string keys this declaration carries that the
     /// schema does not know (kept in `other_keys` when parsed), which is refused before any
     /// write; `None` when there are none.
@@ -174,6 +192,13 @@ impl Vm {
                 )
             })
             .collect();
+        let mut bad = bad;
+        bad.extend(
+            self.disks
+                .keys()
+                .filter(|k| !crate::disk::is_disk_key(k))
+                .map(|k| format!("{k} is not a disk key ({})", crate::disk::BUSES.join(", "))),
+        );
         (!bad.is_empty()).then(|| {
             format!(
                 "VM {} on {} declares keys PVE's schema does not know ({}); nothing is sent",
@@ -235,6 +260,60 @@ fn normal_tags(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     out
 }
 
+/// Everything `vm` declares that `cfg` does not have, disks included; `Err` with the sentence
+/// when a difference cannot be made in place (S18).
+fn all_changes(vm: &Vm, cfg: &VmConfigResponse) -> Result<Vec<Change>, String> {
+    let live_map = live(cfg);
+    let mut out = diff(&vm.over_live(cfg).declared(), &live_map);
+    let mut refusals = Vec::new();
+    for (key, disk) in &vm.disks {
+        match crate::disk::compare(key, disk, live_map.get(key).map(String::as_str)) {
+            DiskDiff::Same => {}
+            DiskDiff::Write(new) => out.push(Change {
+                key: key.clone(),
+                old: live_map.get(key).cloned(),
+                new,
+            }),
+            DiskDiff::Refuse(why) => refusals.push(why),
+        }
+    }
+    if refusals.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "VM {} on {}: {}",
+            vm.vmid,
+            vm.node,
+            refusals.join("; ")
+        ))
+    }
+}
+
+/// Puts a disk value (`STORAGE:SIZE...` or a volume with options) into a create or update
+/// request's typed map for its bus.
+fn set_disk(
+    key: &str,
+    value: &str,
+    scsi: &mut Indexed<Scsi, ScsiIndex>,
+    virtio: &mut Indexed<Virtio, VirtioIndex>,
+    sata: &mut Indexed<Sata, SataIndex>,
+) -> Result<(), String> {
+    let bad = |e: &dyn std::fmt::Display| format!("{key}: {value:?} is not a valid disk: {e}");
+    if let Some(n) = Indexed::<Scsi, ScsiIndex>::index_of(key) {
+        let d = value.parse::<Scsi>().map_err(|e| bad(&e))?;
+        scsi.insert(n, d).map_err(|e| bad(&e))?;
+    } else if let Some(n) = Indexed::<Virtio, VirtioIndex>::index_of(key) {
+        let d = value.parse::<Virtio>().map_err(|e| bad(&e))?;
+        virtio.insert(n, d).map_err(|e| bad(&e))?;
+    } else if let Some(n) = Indexed::<Sata, SataIndex>::index_of(key) {
+        let d = value.parse::<Sata>().map_err(|e| bad(&e))?;
+        sata.insert(n, d).map_err(|e| bad(&e))?;
+    } else {
+        return Err(format!("{key} is not a disk key"));
+    }
+    Ok(())
+}
+
 fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) -> Vec<Change> {
     crate::wire::differences(&normal_tags(declared), &normal_tags(live))
         .into_iter()
@@ -271,17 +350,14 @@ pub async fn plan_owned(client: &Client, vm: &Vm, owner: Owner) -> Result<VmPlan
             "VM {} is listed on {} but its config is missing; refusing to guess",
             vm.vmid, vm.node
         ))),
-        Read::Present(cfg) => {
-            let changes = diff(&vm.over_live(&cfg).declared(), &live(&cfg));
-            if changes.is_empty() {
-                Ok(VmPlan::Noop)
-            } else {
-                Ok(VmPlan::Update {
-                    changes,
-                    digest: cfg.digest,
-                })
-            }
-        }
+        Read::Present(cfg) => match all_changes(vm, &cfg) {
+            Err(why) => Ok(VmPlan::Refuse(why)),
+            Ok(changes) if changes.is_empty() => Ok(VmPlan::Noop),
+            Ok(changes) => Ok(VmPlan::Update {
+                changes,
+                digest: cfg.digest,
+            }),
+        },
         Read::Unreadable(source) => Err(VmPlanError::Unreadable {
             node: vm.node.clone(),
             vmid: vm.vmid,
@@ -331,6 +407,14 @@ pub async fn update(
                     c.new.parse::<Net>(),
                 ) {
                     let _ = req.net.insert(n, net);
+                } else if crate::disk::is_disk_key(key) {
+                    set_disk(key, &c.new, &mut req.scsi, &mut req.virtio, &mut req.sata).map_err(
+                        |why| VmUpdateError::NotConverged {
+                            node: vm.node.clone(),
+                            vmid: vm.vmid,
+                            keys: vec![why],
+                        },
+                    )?;
                 }
             }
         }
@@ -358,10 +442,10 @@ pub async fn update(
     };
     match read_vm_config(client, &vm.node, vm.vmid).await {
         Read::Present(cfg) => {
-            let left: Vec<String> = diff(&vm.over_live(&cfg).declared(), &live(&cfg))
-                .into_iter()
-                .map(|c| c.key)
-                .collect();
+            let left: Vec<String> = match all_changes(vm, &cfg) {
+                Ok(left) => left.into_iter().map(|c| c.key).collect(),
+                Err(why) => vec![why],
+            };
             if left.is_empty() {
                 Ok(())
             } else {
@@ -577,21 +661,34 @@ pub async fn create(
     req.scsihw.clone_from(&vm.scsihw);
     req.tags.clone_from(&vm.tags);
     req.net = vm.net.clone();
+    for (key, disk) in &vm.disks {
+        set_disk(
+            key,
+            &disk.create_value(),
+            &mut req.scsi,
+            &mut req.virtio,
+            &mut req.sata,
+        )
+        .map_err(|message| VmTaskError::Refused {
+            node: vm.node.clone(),
+            vmid: vm.vmid,
+            action: "create",
+            message,
+        })?;
+    }
     run_task(
         client, &req, &vm.node, vm.vmid, "create", options, on_started,
     )
     .await?;
     let state = match read_vm_config(client, &vm.node, vm.vmid).await {
-        Read::Present(cfg) => {
-            let left = diff(&vm.over_live(&cfg).declared(), &live(&cfg));
-            if left.is_empty() {
-                return Ok(());
-            }
-            format!(
+        Read::Present(cfg) => match all_changes(vm, &cfg) {
+            Ok(left) if left.is_empty() => return Ok(()),
+            Ok(left) => format!(
                 "different in {:?}",
                 left.into_iter().map(|c| c.key).collect::<Vec<_>>()
-            )
-        }
+            ),
+            Err(why) => why,
+        },
         Read::Absent => "absent".to_owned(),
         Read::Unreadable(e) => format!("unreadable ({e})"),
     };
@@ -610,6 +707,11 @@ fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec
     let last = normal_tags(last);
     last.iter()
         .filter(|(k, v)| {
+            if crate::disk::is_disk_key(k) {
+                return Disk::from_create_value(v).is_none_or(|d| {
+                    crate::disk::compare(k, &d, live.get(*k).map(String::as_str)) != DiskDiff::Same
+                });
+            }
             let net = Indexed::<Net, NetIndex>::index_of(k).and_then(|n| {
                 let recorded = v.parse::<Net>().ok()?;
                 let l = cfg.net.get(n)?;
@@ -723,7 +825,7 @@ impl Resource for Vm {
     }
 
     fn declared(&self) -> BTreeMap<String, String> {
-        Vm::declared(self)
+        self.recorded()
     }
 
     fn probe<'a>(

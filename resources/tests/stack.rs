@@ -1406,3 +1406,99 @@ async fn s04_s06_a_bond_a_vlan_and_a_vlan_aware_bridge_are_created_read_back_the
     assert!(s.plan().await.expect("plans").is_noop());
     assert!(sim.writes().is_empty());
 }
+
+#[tokio::test]
+async fn s18_disks_are_allocated_then_never_moved_shrunk_or_replaced() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    let mut web = vm(100, "web");
+    web.disks.insert(
+        "scsi0".into(),
+        pve_resources::disk::Disk::new("local-lvm", 32).option("iothread", "1"),
+    );
+    web.disks.insert(
+        "virtio1".into(),
+        pve_resources::disk::Disk::new("local-lvm", 8),
+    );
+    s.add("web", web).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Created), "{report:?}");
+    let create = &sim.writes()[0];
+    let sent: Vec<(&str, &str)> = create
+        .params
+        .iter()
+        .filter(|(k, _)| k == "scsi0" || k == "virtio1")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("scsi0", "local-lvm:32,iothread=1"),
+            ("virtio1", "local-lvm:8")
+        ]
+    );
+    // PVE printed the allocated volumes with their sizes: still a match.
+    assert!(s.plan().await.expect("plans").is_noop());
+
+    let set = |value: &str| {
+        sim.with_cluster(|c| {
+            c.guests
+                .get_mut(&100)
+                .expect("guest")
+                .config
+                .insert("scsi0".into(), value.into());
+        });
+    };
+    sim.clear_log();
+    for (live, says) in [
+        (
+            "ceph:vm-100-disk-0,iothread=1,size=32G",
+            "moving a disk is not a config change",
+        ),
+        (
+            "local-lvm:vm-100-disk-0,iothread=1,size=64G",
+            "a disk never shrinks",
+        ),
+        (
+            "local-lvm:vm-100-disk-0,iothread=1,size=16G",
+            "growing a disk is a resize",
+        ),
+    ] {
+        set(live);
+        let plan = s.plan().await.expect("plans");
+        match &plan.entries[0].action {
+            Action::Refuse { reason } => assert!(reason.contains(says), "{reason}"),
+            other => panic!("{live}: {other:?}"),
+        }
+        s.deploy(&plan, ignore).await.expect("deploys");
+    }
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+
+    // An option changed by hand is put back on the same volume, keeping the others.
+    set("local-lvm:vm-100-disk-0,iothread=0,discard=on,size=32G");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Updated), "{report:?}");
+    let put = &sim.writes()[0];
+    let scsi0 = &put
+        .params
+        .iter()
+        .find(|(k, _)| k == "scsi0")
+        .expect("scsi0")
+        .1;
+    assert!(
+        scsi0.starts_with("local-lvm:vm-100-disk-0,")
+            && scsi0.contains("iothread=1")
+            && scsi0.contains("discard=on"),
+        "{scsi0}"
+    );
+    // And the guest still matches its record, so an explicit destroy goes ahead (S19).
+    sim.clear_log();
+    let report = s
+        .deploy(&s.plan_destroy().expect("plans"), ignore)
+        .await
+        .expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Deleted), "{report:?}");
+}

@@ -1,6 +1,7 @@
 //! The lab both examples declare: a bridge, the apply of its node's staged network changes, and
-//! two guests on the bridge that come after the apply.
+//! two guests on the bridge (an 8 GiB disk each on `local-lvm`) that come after the apply.
 
+use pve_resources::disk::Disk;
 use pve_resources::network_apply::NetworkApply;
 use pve_resources::node_network::Iface;
 use pve_resources::stack::{Event, Outcome, Stack, StackError};
@@ -28,10 +29,15 @@ pub fn declare(
             cores: Some(1),
             sockets: Some(1),
             onboot: Some(false),
+            scsihw: Some("virtio-scsi-single".parse()?),
             ..Vm::default()
         };
         vm.net
             .insert(0, "virtio,bridge=vmbr9,firewall=1".parse()?)?;
+        vm.disks.insert(
+            "scsi0".into(),
+            Disk::new("local-lvm", 8).option("iothread", "1"),
+        );
         stack
             .add(format!("lab-{name}"), vm)?
             .after(format!("apply-{node}"));

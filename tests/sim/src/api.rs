@@ -265,16 +265,41 @@ fn config_keys(call: &Call<'_>) -> Vec<(String, String)> {
         .iter()
         .filter(|(k, _)| !CONTROL.contains(&k.as_str()))
         .map(|(k, v)| {
-            let is_net = k
-                .strip_prefix("net")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-            if is_net {
+            let indexed = |prefix: &str| {
+                k.strip_prefix(prefix)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            };
+            if indexed("net") {
                 (k.clone(), with_mac(v, vmid, k))
+            } else if ["scsi", "virtio", "sata", "ide"].into_iter().any(indexed) {
+                (k.clone(), allocated(v, vmid, k))
             } else {
                 (k.clone(), v.clone())
             }
         })
         .collect()
+}
+
+/// PVE allocates a disk given as `STORAGE:SIZE_GIB` and prints the new volume with its size
+/// last: `local-lvm:32,iothread=1` becomes `local-lvm:vm-100-disk-0,iothread=1,size=32G`. The
+/// simulator numbers the volume after the key's index. Anything else is kept as written.
+fn allocated(value: &str, vmid: u32, key: &str) -> String {
+    let (first, rest) = value.split_once(',').unwrap_or((value, ""));
+    let first = first.strip_prefix("file=").unwrap_or(first);
+    let Some((storage, size)) = first.split_once(':') else {
+        return value.to_owned();
+    };
+    if size.is_empty() || !size.bytes().all(|b| b.is_ascii_digit()) {
+        return value.to_owned();
+    }
+    let n: String = key.chars().filter(char::is_ascii_digit).collect();
+    let mut out = format!("{storage}:vm-{vmid}-disk-{n}");
+    for part in rest.split(',').filter(|p| !p.is_empty()) {
+        out.push(',');
+        out.push_str(part);
+    }
+    out.push_str(&format!(",size={size}G"));
+    out
 }
 
 /// PVE gives a network device without a MAC address a generated one (`BC:24:11:..`) and prints
