@@ -25,7 +25,7 @@ use pve_sdk::generated::nodes::node::qemu::vmid::config::{
     UpdateVm, UpdateVmError, VmConfigError, VmConfigResponse,
 };
 use pve_sdk::generated::nodes::node::qemu::{
-    Bios, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
+    Agent, Bios, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
 };
 use pve_sdk::{Client, Indexed};
 use serde::Serialize;
@@ -58,6 +58,8 @@ pub struct Vm {
     pub onboot: Option<bool>,
     /// `description`.
     pub description: Option<String>,
+    /// `agent` (QEMU guest agent); its undeclared sub-keys keep their live values.
+    pub agent: Option<Agent>,
     /// `balloon` (MiB; 0 disables the balloon device).
     pub balloon: Option<i64>,
     /// `bios`.
@@ -193,6 +195,12 @@ impl Vm {
             })
             .collect();
         let mut bad = bad;
+        if let Some(a) = self.agent.as_ref().filter(|a| !a.other_keys.is_empty()) {
+            bad.push(format!(
+                "agent: {}",
+                a.other_keys.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
         bad.extend(
             self.disks
                 .keys()
@@ -214,6 +222,16 @@ impl Vm {
     /// address PVE generated, and an update never makes PVE generate a new one.
     pub fn over_live(&self, live: &VmConfigResponse) -> Vm {
         let mut out = self.clone();
+        if let (Some(declared), Some(l)) = (&self.agent, &live.agent) {
+            let mut a = declared.clone();
+            a.freeze_fs = a.freeze_fs.or(l.freeze_fs);
+            a.fstrim_cloned_disks = a.fstrim_cloned_disks.or(l.fstrim_cloned_disks);
+            a.type_ = a.type_.or_else(|| l.type_.clone());
+            for (k, v) in &l.other_keys {
+                a.other_keys.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            out.agent = Some(a);
+        }
         for (n, declared) in self.net.iter() {
             if let Some(l) = live.net.get(n) {
                 if declared.model == l.model {
@@ -390,6 +408,7 @@ pub async fn update(
             "sockets" => req.sockets = vm.sockets,
             "onboot" => req.onboot = vm.onboot,
             "description" => req.description.clone_from(&vm.description),
+            "agent" => req.agent = c.new.parse().ok(),
             "balloon" => req.balloon = vm.balloon,
             "bios" => req.bios.clone_from(&vm.bios),
             "boot" => req.boot.clone_from(&vm.boot),
@@ -651,6 +670,7 @@ pub async fn create(
     req.sockets = vm.sockets;
     req.onboot = vm.onboot;
     req.description.clone_from(&vm.description);
+    req.agent.clone_from(&vm.agent);
     req.balloon = vm.balloon;
     req.bios.clone_from(&vm.bios);
     req.boot.clone_from(&vm.boot);
@@ -711,6 +731,16 @@ fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec
                 return Disk::from_create_value(v).is_none_or(|d| {
                     crate::disk::compare(k, &d, live.get(*k).map(String::as_str)) != DiskDiff::Same
                 });
+            }
+            if k.as_str() == "agent" {
+                let Some((recorded, l)) = v.parse::<Agent>().ok().zip(cfg.agent.as_ref()) else {
+                    return true;
+                };
+                let probe = Vm {
+                    agent: Some(recorded),
+                    ..Vm::default()
+                };
+                return probe.over_live(cfg).agent.map(|a| a.to_string()) != Some(l.to_string());
             }
             let net = Indexed::<Net, NetIndex>::index_of(k).and_then(|n| {
                 let recorded = v.parse::<Net>().ok()?;

@@ -1502,3 +1502,49 @@ async fn s18_disks_are_allocated_then_never_moved_shrunk_or_replaced() {
         .expect("deploys");
     assert_eq!(report.get("web"), Some(&Outcome::Deleted), "{report:?}");
 }
+
+#[tokio::test]
+async fn s07_the_agent_is_compared_on_its_declared_sub_keys_only() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    let mut web = vm(100, "web");
+    web.agent = Some("1".parse().expect("agent"));
+    s.add("web", web).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    // Someone turns on fstrim (undeclared): still a match, and still destroyable.
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("agent".into(), "1,fstrim_cloned_disks=1".into());
+    });
+    assert!(s.plan().await.expect("plans").is_noop());
+    // Someone turns the agent off (declared): put back, keeping fstrim.
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("agent".into(), "0,fstrim_cloned_disks=1".into());
+    });
+    sim.clear_log();
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    let put = &sim.writes()[0];
+    let agent = &put
+        .params
+        .iter()
+        .find(|(k, _)| k == "agent")
+        .expect("agent")
+        .1;
+    assert!(agent.contains("fstrim_cloned_disks=1"), "{agent}");
+    sim.clear_log();
+    let report = s
+        .deploy(&s.plan_destroy().expect("plans"), ignore)
+        .await
+        .expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Deleted), "{report:?}");
+}
