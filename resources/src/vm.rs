@@ -266,9 +266,14 @@ fn live(cfg: &VmConfigResponse) -> BTreeMap<String, String> {
     crate::wire::wire_map(cfg)
 }
 
-/// `tags` as a set (S8): split on PVE's separators, sorted, without duplicates.
-fn normal_tags(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+/// Both sides in one form (S8): `tags` as a set (split on PVE's separators, sorted, without
+/// duplicates), and `description` without trailing whitespace (older PVE releases read a
+/// description back with a final newline; newer ones trim it).
+fn normalised(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut out = map.clone();
+    if let Some(d) = out.get_mut("description") {
+        d.truncate(d.trim_end().len());
+    }
     if let Some(t) = out.get_mut("tags") {
         let mut tags: Vec<&str> = t.split([';', ',', ' ']).filter(|s| !s.is_empty()).collect();
         tags.sort_unstable();
@@ -333,7 +338,7 @@ fn set_disk(
 }
 
 fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) -> Vec<Change> {
-    crate::wire::differences(&normal_tags(declared), &normal_tags(live))
+    crate::wire::differences(&normalised(declared), &normalised(live))
         .into_iter()
         .map(|(key, old, new)| Change { key, old, new })
         .collect()
@@ -723,8 +728,8 @@ pub async fn create(
 /// The keys of a recorded declaration (wire form) that the live config no longer matches; a
 /// network device is compared on its recorded sub-keys only.
 fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec<String> {
-    let live = normal_tags(&live(cfg));
-    let last = normal_tags(last);
+    let live = normalised(&live(cfg));
+    let last = normalised(last);
     last.iter()
         .filter(|(k, v)| {
             if crate::disk::is_disk_key(k) {

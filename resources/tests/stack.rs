@@ -1548,3 +1548,23 @@ async fn s07_the_agent_is_compared_on_its_declared_sub_keys_only() {
         .expect("deploys");
     assert_eq!(report.get("web"), Some(&Outcome::Deleted), "{report:?}");
 }
+
+#[tokio::test]
+async fn s08_a_description_read_back_with_a_final_newline_still_matches() {
+    let sim = sim().await;
+    let mut web = vm(100, "web");
+    web.description = Some("front end\nsecond line".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", web).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert("description".into(), "front end\nsecond line\n".into());
+    });
+    assert!(s.plan().await.expect("plans").is_noop());
+}
