@@ -111,6 +111,17 @@ impl Iface {
     }
 }
 
+/// Both sides in one form (S8): PVE reads `comments` back from the interfaces file with a
+/// newline after every line, so trailing whitespace is not compared.
+fn normalised(mut map: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    for key in ["comments", "comments6"] {
+        if let Some(c) = map.get_mut(key) {
+            c.truncate(c.trim_end().len());
+        }
+    }
+    map
+}
+
 pub use crate::resource::Contact;
 
 /// What [`plan`] decided.
@@ -199,8 +210,10 @@ pub async fn plan(
         .await
     {
         Ok(r) => {
-            let changes =
-                crate::wire::differences(&decl.declared(), &crate::wire::wire_map(&r.data));
+            let changes = crate::wire::differences(
+                &normalised(decl.declared()),
+                &normalised(crate::wire::wire_map(&r.data)),
+            );
             Ok(if changes.is_empty() {
                 IfacePlan::Noop
             } else {

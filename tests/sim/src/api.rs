@@ -659,11 +659,20 @@ fn network_read(cluster: &Cluster, call: &Call<'_>) -> Answer {
 }
 
 /// Interface keys of a request: everything but the node, the name and `delete`/`digest`.
+/// Comments are kept as PVE reads them back from the interfaces file: one `#` line each, so
+/// every line ends with a newline.
 fn iface_keys(call: &Call<'_>) -> Vec<(String, String)> {
     call.params
         .iter()
         .filter(|(k, _)| !["node", "iface", "delete", "digest"].contains(&k.as_str()))
-        .cloned()
+        .map(|(k, v)| {
+            if k == "comments" || k == "comments6" {
+                let text: String = v.lines().map(|l| format!("{}\n", l.trim_end())).collect();
+                (k.clone(), text)
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
         .collect()
 }
 

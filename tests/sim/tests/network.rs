@@ -83,7 +83,8 @@ async fn edits_are_staged_until_apply_promotes_them() {
     .await;
     assert_eq!(status, 200);
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network/vmbr9", &[]).await;
-    assert_eq!(body["data"]["comments"], "lab");
+    // PVE reads comments back from the file with a newline after each line.
+    assert_eq!(body["data"]["comments"], "lab\n");
 
     let (status, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
     assert_eq!(status, 200);
