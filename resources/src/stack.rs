@@ -394,6 +394,22 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome's name, as in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Unchanged => "unchanged",
+            Outcome::Adopted => "adopted",
+            Outcome::Created => "created",
+            Outcome::Updated => "updated",
+            Outcome::Deleted => "deleted",
+            Outcome::Forgotten => "forgotten",
+            Outcome::Resumed => "resumed",
+            Outcome::NotTouched(_) => "not_touched",
+            Outcome::Skipped(_) => "skipped",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+
     /// Whether the resource is where its declaration wants it.
     pub fn is_ok(&self) -> bool {
         !matches!(
@@ -419,6 +435,30 @@ impl Report {
     /// The outcome of `id`.
     pub fn get(&self, id: &str) -> Option<&Outcome> {
         self.outcomes.iter().find(|(i, _)| i == id).map(|(_, o)| o)
+    }
+}
+
+impl fmt::Display for Report {
+    /// One line per resource that did not reach its declared state, then the counts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for (id, o) in &self.outcomes {
+            *counts.entry(o.name()).or_default() += 1;
+            if let Outcome::NotTouched(why) | Outcome::Skipped(why) | Outcome::Failed(why) = o {
+                writeln!(f, "  {id}: {}: {why}", o.name())?;
+            }
+        }
+        let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        writeln!(
+            f,
+            "Deploy: {}{}.",
+            summary.join(", "),
+            if self.converged() {
+                ""
+            } else {
+                "; the declared state is not reached"
+            }
+        )
     }
 }
 

@@ -1568,3 +1568,25 @@ async fn s08_a_description_read_back_with_a_final_newline_still_matches() {
     });
     assert!(s.plan().await.expect("plans").is_noop());
 }
+
+#[tokio::test]
+async fn reports_render_the_failures_and_the_counts() {
+    let sim = sim().await;
+    sim.add_guest("pve2", 102, GuestKind::Lxc, &[("hostname", "ct")]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds");
+    s.add("clash", vm(102, "clash")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(
+        report.to_string(),
+        "  clash: not_touched: refused: vmid 102 is held by an LXC container on node pve2\n\
+         Deploy: 1 created, 1 not_touched; the declared state is not reached.\n"
+    );
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(
+        json["outcomes"][0],
+        serde_json::json!(["web", {"outcome": "created"}])
+    );
+}

@@ -52,25 +52,10 @@ pub fn progress(e: &Event) {
         Event::Task { id, upid } => println!("  {id}: task {upid} (recorded in state)"),
         Event::Finished { id, outcome } => match outcome {
             Outcome::Failed(why) | Outcome::Skipped(why) | Outcome::NotTouched(why) => {
-                println!("  {id}: {} - {why}", outcome_name(outcome))
+                println!("  {id}: {} - {why}", outcome.name())
             }
-            other => println!("  {id}: {}", outcome_name(other)),
+            other => println!("  {id}: {}", other.name()),
         },
-    }
-}
-
-fn outcome_name(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Unchanged => "unchanged",
-        Outcome::Adopted => "adopted",
-        Outcome::Created => "created",
-        Outcome::Updated => "updated",
-        Outcome::Deleted => "deleted",
-        Outcome::Forgotten => "forgotten",
-        Outcome::Resumed => "resumed",
-        Outcome::NotTouched(_) => "not touched",
-        Outcome::Skipped(_) => "skipped",
-        Outcome::Failed(_) => "FAILED",
     }
 }
 
@@ -88,6 +73,7 @@ pub async fn run(stack: &mut Stack, deploy: bool) -> Result<(), Box<dyn std::err
     }
     println!("Deploy:");
     let report = stack.deploy(&plan, progress).await?;
+    print!("{report}");
     if !report.converged() {
         return Err("the deploy did not reach the declared state (see above)".into());
     }
