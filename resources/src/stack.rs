@@ -1330,9 +1330,23 @@ impl Shared {
                 }
             }
             Action::Delete => {
-                let last = recorded
-                    .and_then(|r| serde_json::from_value(r.declared).ok())
-                    .unwrap_or_default();
+                // S19 needs the last declaration to compare with: without it, nothing is
+                // destroyed.
+                let last: BTreeMap<String, String> = match recorded
+                    .map(|r| serde_json::from_value(r.declared))
+                {
+                    Some(Ok(last)) => last,
+                    Some(Err(e)) => {
+                        return Outcome::Failed(format!(
+                            "its recorded declaration cannot be read ({e}); not destroying it"
+                        ))
+                    }
+                    None => {
+                        return Outcome::Failed(
+                            "it has no state entry to compare with; not destroying it".to_owned(),
+                        )
+                    }
+                };
                 match res.destroy(&self.cx, &last, &on_started("destroy")).await {
                     Ok(()) => match self.forget(id) {
                         Ok(()) => Outcome::Deleted,

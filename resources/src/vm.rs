@@ -777,6 +777,14 @@ pub async fn destroy(
     on_started: impl FnOnce(&pve_sdk::Upid) -> Result<(), String>,
 ) -> Result<(), VmTaskError> {
     use pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm;
+    if last_declared.is_empty() {
+        return Err(VmTaskError::Refused {
+            node: node.to_owned(),
+            vmid,
+            action: "destroy",
+            message: "its last declaration has no field to recognise the guest by (vmids are reused); declare at least its name".to_owned(),
+        });
+    }
     match read_vm_config(client, node, vmid).await {
         Read::Present(cfg) => {
             let differ = still_differs(last_declared, &cfg);

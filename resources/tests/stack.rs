@@ -1590,3 +1590,33 @@ async fn reports_render_the_failures_and_the_counts() {
         serde_json::json!(["web", {"outcome": "created"}])
     );
 }
+
+#[tokio::test]
+async fn s19_a_guest_is_not_destroyed_without_a_declaration_to_recognise_it_by() {
+    let sim = sim().await;
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "someone")]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.json");
+    // A guest recorded with no declared field, and one whose record is not a field map.
+    std::fs::write(
+        &path,
+        r#"{"version": 1, "resources": {
+            "bare": {"kind": "vm", "address": {"node": "pve1", "vmid": "100"}, "declared": {}},
+            "odd": {"kind": "vm", "address": {"node": "pve1", "vmid": "101"}, "declared": [1, 2]}
+        }}"#,
+    )
+    .expect("writes");
+    let mut s = stack(&sim, &path);
+    let plan = s.plan_destroy().expect("plans");
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert!(
+        matches!(report.get("bare"), Some(Outcome::Failed(m)) if m.contains("nothing") || m.contains("recognise")),
+        "{report:?}"
+    );
+    assert!(
+        matches!(report.get("odd"), Some(Outcome::Failed(m)) if m.contains("cannot be read")),
+        "{report:?}"
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    assert!(sim.with_cluster(|c| c.guests.contains_key(&100)));
+}
