@@ -121,6 +121,17 @@ fn actions(plan: &pve_resources::stack::Plan) -> Vec<(String, &'static str)> {
 
 fn ignore(_: &Event) {}
 
+/// Changes one key of a guest's live config, as someone editing it by hand would.
+fn set_live(sim: &Simulator, vmid: u32, key: &str, value: &str) {
+    sim.with_cluster(|c| {
+        c.guests
+            .get_mut(&vmid)
+            .expect("guest")
+            .config
+            .insert(key.into(), value.into());
+    });
+}
+
 /// A stack (and its state's folder) that has deployed guest 100, "web".
 async fn web_deployed(sim: &Simulator) -> (tempfile::TempDir, Stack) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -288,13 +299,7 @@ async fn s03_s09_drift_is_reported_by_verify_without_writes_and_fixed_by_deploy(
     let sim = sim().await;
     let (_dir, mut s) = web_deployed(&sim).await;
 
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("cores".into(), "8".into());
-    });
+    set_live(&sim, 100, "cores", "8");
     sim.clear_log();
     let drift = s.verify().await.expect("verifies");
     let d = drift.drift();
@@ -554,13 +559,7 @@ async fn s19_s25_destroy_of_everything_goes_in_reverse_order_and_the_apply_undoe
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
     // Someone changed db by hand: vmids are reused, so db is not destroyed.
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&101)
-            .expect("db")
-            .config
-            .insert("name".into(), "someone-else".into());
-    });
+    set_live(&sim, 101, "name", "someone-else");
     sim.clear_log();
     let plan = s.plan_destroy().expect("plans");
     let order: Vec<&str> = plan.entries.iter().map(|e| e.id.as_str()).collect();
@@ -592,13 +591,7 @@ async fn s19_s25_destroy_of_everything_goes_in_reverse_order_and_the_apply_undoe
     );
 
     // Put db back as declared: now everything goes.
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&101)
-            .expect("db")
-            .config
-            .insert("name".into(), "db".into());
-    });
+    set_live(&sim, 101, "name", "db");
     sim.clear_log();
     let plan = s.plan_destroy().expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
@@ -1168,13 +1161,7 @@ async fn s04_s19_a_guest_with_the_common_fields_is_created_read_back_and_destroy
         ]
     );
     // PVE sorts tags; the guest still matches, and so can be destroyed (S19).
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("tags".into(), "prod;web".into());
-    });
+    set_live(&sim, 100, "tags", "prod;web");
     assert!(s.plan().await.expect("plans").is_noop());
     sim.clear_log();
     let report = s
@@ -1442,15 +1429,7 @@ async fn s18_disks_are_allocated_then_never_moved_shrunk_or_replaced() {
     // PVE printed the allocated volumes with their sizes: still a match.
     assert!(s.plan().await.expect("plans").is_noop());
 
-    let set = |value: &str| {
-        sim.with_cluster(|c| {
-            c.guests
-                .get_mut(&100)
-                .expect("guest")
-                .config
-                .insert("scsi0".into(), value.into());
-        });
-    };
+    let set = |value: &str| set_live(&sim, 100, "scsi0", value);
     sim.clear_log();
     for (live, says) in [
         (
@@ -1514,22 +1493,10 @@ async fn s07_the_agent_is_compared_on_its_declared_sub_keys_only() {
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
     // Someone turns on fstrim (undeclared): still a match, and still destroyable.
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("agent".into(), "1,fstrim_cloned_disks=1".into());
-    });
+    set_live(&sim, 100, "agent", "1,fstrim_cloned_disks=1");
     assert!(s.plan().await.expect("plans").is_noop());
     // Someone turns the agent off (declared): put back, keeping fstrim.
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("agent".into(), "0,fstrim_cloned_disks=1".into());
-    });
+    set_live(&sim, 100, "agent", "0,fstrim_cloned_disks=1");
     sim.clear_log();
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
@@ -1559,13 +1526,7 @@ async fn s08_a_description_read_back_with_a_final_newline_still_matches() {
     s.add("web", web).expect("adds");
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
-    sim.with_cluster(|c| {
-        c.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("description".into(), "front end\nsecond line\n".into());
-    });
+    set_live(&sim, 100, "description", "front end\nsecond line\n");
     assert!(s.plan().await.expect("plans").is_noop());
 }
 
