@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..StackOptions::default()
         },
     )?;
-    lab::declare(&mut stack, "pve1", 100)?;
+    lab::declare(&mut stack, "pve1", 100, "local-lvm")?;
     lab::run(&mut stack, true).await?;
 
     let writes = sim.writes();

@@ -5,6 +5,7 @@
 //! PVE_TOKEN='root@pam!deploy=aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee' \
 //! PVE_FINGERPRINT=AB:CD:...          # optional: pin the node's certificate
 //! PVE_NODE=pve1 PVE_VMID=9100        # optional: node (default pve1), first vmid (default 9100)
+//! PVE_STORAGE=local-lvm              # optional: where the guests' disks go (default local-lvm)
 //! PVE_STATE=lab.state.json           # optional: where the state file lives
 //! cargo run -p pve-resources --example real_node            # plan only
 //! cargo run -p pve-resources --example real_node -- --deploy
@@ -54,7 +55,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         FileStore::open(&state)?,
         StackOptions::default(),
     )?;
-    lab::declare(&mut stack, &node, first_vmid)?;
+    let storage = std::env::var("PVE_STORAGE").unwrap_or_else(|_| "local-lvm".into());
+    lab::declare(&mut stack, &node, first_vmid, &storage)?;
     let deploy = std::env::args().any(|a| a == "--deploy");
     lab::run(&mut stack, deploy).await
 }

@@ -1,5 +1,5 @@
 //! The lab both examples declare: a bridge, the apply of its node's staged network changes, and
-//! two guests on the bridge (an 8 GiB disk each on `local-lvm`) that come after the apply.
+//! two guests on the bridge (an 8 GiB disk each) that come after the apply.
 
 use pve_resources::disk::Disk;
 use pve_resources::network_apply::NetworkApply;
@@ -8,11 +8,13 @@ use pve_resources::stack::{Event, Outcome, Stack, StackError};
 use pve_resources::vm::Vm;
 use pve_sdk::generated::nodes::node::network::Type;
 
-/// Declares the lab on `node`, with guests `first_vmid` and `first_vmid + 1`.
+/// Declares the lab on `node`, with guests `first_vmid` and `first_vmid + 1` whose disks are on
+/// `storage`.
 pub fn declare(
     stack: &mut Stack,
     node: &str,
     first_vmid: i64,
+    storage: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut bridge = Iface::new(node, "vmbr9", Type::Bridge);
     bridge.autostart = Some(true);
@@ -36,7 +38,7 @@ pub fn declare(
             .insert(0, "virtio,bridge=vmbr9,firewall=1".parse()?)?;
         vm.disks.insert(
             "scsi0".into(),
-            Disk::new("local-lvm", 8).option("iothread", "1"),
+            Disk::new(storage, 8).option("iothread", "1"),
         );
         stack
             .add(format!("lab-{name}"), vm)?
