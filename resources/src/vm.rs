@@ -871,6 +871,18 @@ impl Resource for Vm {
         self.recorded()
     }
 
+    /// A guest comes after the declared interfaces of its node that its network devices use
+    /// as their bridge.
+    fn after(&self, other: &dyn Resource) -> bool {
+        other.kind() == "node_network"
+            && other.node() == self.node
+            && other.address().get("iface").is_some_and(|iface| {
+                self.net
+                    .iter()
+                    .any(|(_, n)| n.bridge.as_deref() == Some(iface.as_str()))
+            })
+    }
+
     fn probe<'a>(
         &'a self,
         cx: &'a Cx,

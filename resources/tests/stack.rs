@@ -266,7 +266,9 @@ async fn s27_a_live_object_without_state_is_unowned_unless_adopted_and_s06_adopt
             ]
         );
         let report = s.deploy(&plan, ignore).await.expect("deploys");
-        assert!(matches!(report.get("web"), Some(Outcome::NotTouched(_))));
+        // web uses the unowned bridge, so it is not reached either way.
+        assert!(!report.get("web").expect("web").is_ok());
+        assert!(matches!(report.get("bridge"), Some(Outcome::NotTouched(_))));
         assert!(!report.converged());
         assert!(sim.writes().is_empty());
         assert!(s.state().resources.is_empty(), "unowned is not recorded");
@@ -888,7 +890,8 @@ async fn plans_render_as_text_and_json() {
             "address": {"node": "pve1", "vmid": "101"},
             "action": "update",
             "changes": [{"key": "cores", "old": "1", "new": "2"}],
-            "adopt": true
+            "adopt": true,
+            "after": ["bridge"]
         })
     );
 }
@@ -1580,4 +1583,46 @@ async fn s19_a_guest_is_not_destroyed_without_a_declaration_to_recognise_it_by()
     );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
     assert!(sim.with_cluster(|c| c.guests.contains_key(&100)));
+}
+
+#[tokio::test]
+async fn guests_come_after_the_declared_bridges_they_use() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, &dir.path().join("state.json"));
+    s.add("web", vm(100, "web")).expect("adds"); // net0 on vmbr9
+    let mut other = vm(101, "other");
+    other.net = Default::default();
+    other
+        .net
+        .insert(0, "virtio,bridge=vmbr0".parse().expect("net0"))
+        .expect("in range");
+    s.add("other", other).expect("adds");
+    s.add("bridge", bridge()).expect("adds"); // vmbr9, declared last
+    let plan = s.plan().await.expect("plans");
+    let get = |id: &str| plan.entries.iter().find(|e| e.id == id).expect("entry");
+    assert_eq!(get("web").after, ["bridge"]);
+    assert!(get("other").after.is_empty());
+    sim.clear_log();
+    assert!(s.deploy(&plan, ignore).await.expect("deploys").converged());
+    let writes = lines(&sim.writes());
+    let bridge_at = writes
+        .iter()
+        .position(|w| w == "POST /nodes/pve1/network")
+        .expect("bridge created");
+    let creates: Vec<usize> = writes
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| *w == "POST /nodes/pve1/qemu")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(creates.len(), 2);
+    // web's create is after the bridge; the other guest may go at any time.
+    assert!(creates.iter().any(|&i| i > bridge_at), "{writes:?}");
+    let web_create = sim
+        .writes()
+        .iter()
+        .position(|w| w.params.iter().any(|(k, v)| k == "vmid" && v == "100"))
+        .expect("web created");
+    assert!(web_create > bridge_at, "{writes:?}");
 }
