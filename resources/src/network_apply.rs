@@ -251,8 +251,8 @@ impl Resource for NetworkApply {
         Box::pin(async move {
             let now = staged(cx.client(), &self.node).await?;
             let new = match (now, upstream_changes) {
-                (Some(diff), _) => format!("apply {} staged line(s)", diff.lines().count()),
-                (None, true) => "apply what this deploy stages".to_owned(),
+                (Some(diff), _) => format!("{} staged line(s)", diff.lines().count()),
+                (None, true) => "what this deploy stages".to_owned(),
                 (None, false) => {
                     return Ok(Probe::Present {
                         changes: Vec::new(),
@@ -262,7 +262,7 @@ impl Resource for NetworkApply {
             };
             Ok(Probe::Present {
                 changes: vec![Change {
-                    key: "staged".to_owned(),
+                    key: "reload".to_owned(),
                     old: None,
                     new,
                 }],

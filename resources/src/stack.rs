@@ -329,15 +329,10 @@ impl fmt::Display for Plan {
             )?;
             if let Action::Update { changes, .. } | Action::Unowned { changes } = &e.action {
                 for c in changes {
-                    writeln!(
-                        f,
-                        "      {}: {} -> {}",
-                        c.key,
-                        c.old
-                            .as_deref()
-                            .map_or("(unset)".to_owned(), |o| format!("{o:?}")),
-                        format_args!("{:?}", c.new)
-                    )?;
+                    match &c.old {
+                        Some(old) => writeln!(f, "      ~ {}: {old:?} -> {:?}", c.key, c.new)?,
+                        None => writeln!(f, "      + {} = {:?}", c.key, c.new)?,
+                    }
                 }
             }
         }

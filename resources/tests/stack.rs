@@ -878,7 +878,7 @@ async fn plans_render_as_text_and_json() {
         plan.to_string(),
         "  + bridge  node_network iface=vmbr9 node=pve1: create\n\
          \x20 ~ db      vm node=pve1 vmid=101: adopt and update\n\
-         \x20     cores: \"1\" -> \"2\"\n\
+         \x20     ~ cores: \"1\" -> \"2\"\n\
          Plan: 1 to create, 1 to update, 0 to delete, 0 unchanged.\n"
     );
     let json: serde_json::Value = serde_json::from_str(&plan.to_json()).expect("json");
