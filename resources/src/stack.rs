@@ -622,8 +622,8 @@ impl Stack {
     }
 
     /// Teaches the stack to rebuild a family's resources from state, so that dropping one from
-    /// the declaration follows its removal policy. Without it, dropped resources of an unknown
-    /// family are retained.
+    /// the declaration follows its removal policy. Without it, a dropped resource of an unknown
+    /// family is refused in every plan (and stays in state) until it is declared again.
     pub fn family(&mut self, kind: &'static str, rebuild: Rebuild) -> &mut Self {
         self.rebuild.insert(kind, rebuild);
         self
@@ -1535,8 +1535,8 @@ impl Shared {
     }
 }
 
-/// A managed resource of a family this stack cannot rebuild: retained when dropped, and an
-/// explicit destroy of it fails with the reason.
+/// Stands in for a managed resource that this stack cannot rebuild from state. Plans refuse it
+/// with the reason; should it ever be asked to read or write, it fails with the same reason.
 #[derive(Debug)]
 struct Unknown(ResourceState);
 
