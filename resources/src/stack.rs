@@ -670,8 +670,7 @@ impl Stack {
         lock(&self.ledger).state.clone()
     }
 
-    fn items(&self) -> Result<Vec<Item>, StackError> {
-        let state = lock(&self.ledger).state.clone();
+    fn items(&self, state: &State) -> Result<Vec<Item>, StackError> {
         let mut items: Vec<Item> = self
             .decls
             .iter()
@@ -822,10 +821,10 @@ impl Stack {
     }
 
     async fn plan_with(&self, strict: bool) -> Result<Plan, StackError> {
-        let items = self.items()?;
+        let state = lock(&self.ledger).state.clone();
+        let items = self.items(&state)?;
         let deps = Self::edges(&items);
         let layers = Self::layers(&items, &deps)?;
-        let state = lock(&self.ledger).state.clone();
         let cx = Arc::new(Cx::new(
             self.clients.reader().clone(),
             self.options.await_options,
@@ -985,7 +984,8 @@ impl Stack {
     ///
     /// As [`Stack::plan`].
     pub fn plan_destroy(&self) -> Result<Plan, StackError> {
-        let items = self.items()?;
+        let state = lock(&self.ledger).state.clone();
+        let items = self.items(&state)?;
         let deps = Self::edges(&items);
         // Reverse: a resource is destroyed after everything that came after it.
         let mut rev: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
@@ -995,7 +995,6 @@ impl Stack {
             }
         }
         let layers = Self::layers(&items, &rev)?;
-        let state = lock(&self.ledger).state.clone();
         let entries = layers
             .concat()
             .into_iter()
@@ -1045,8 +1044,8 @@ impl Stack {
         plan: &Plan,
         progress: impl Fn(&Event) + Send + Sync + 'static,
     ) -> Result<Report, StackError> {
-        let items = self.items()?;
         let state = lock(&self.ledger).state.clone();
+        let items = self.items(&state)?;
         let mut found: Vec<Arc<dyn Resource>> = Vec::with_capacity(plan.entries.len());
         for e in &plan.entries {
             let it = items.iter().find(|it| it.id == e.id).ok_or_else(|| {

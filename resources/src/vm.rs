@@ -223,14 +223,7 @@ impl Vm {
     pub fn over_live(&self, live: &VmConfigResponse) -> Vm {
         let mut out = self.clone();
         if let (Some(declared), Some(l)) = (&self.agent, &live.agent) {
-            let mut a = declared.clone();
-            a.freeze_fs = a.freeze_fs.or(l.freeze_fs);
-            a.fstrim_cloned_disks = a.fstrim_cloned_disks.or(l.fstrim_cloned_disks);
-            a.type_ = a.type_.or_else(|| l.type_.clone());
-            for (k, v) in &l.other_keys {
-                a.other_keys.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            out.agent = Some(a);
+            out.agent = Some(overlay_agent(declared, l));
         }
         for (n, declared) in self.net.iter() {
             if let Some(l) = live.net.get(n) {
@@ -241,6 +234,18 @@ impl Vm {
         }
         out
     }
+}
+
+/// `declared` with its unset sub-keys filled from `live`.
+fn overlay_agent(declared: &Agent, live: &Agent) -> Agent {
+    let mut a = declared.clone();
+    a.freeze_fs = a.freeze_fs.or(live.freeze_fs);
+    a.fstrim_cloned_disks = a.fstrim_cloned_disks.or(live.fstrim_cloned_disks);
+    a.type_ = a.type_.or_else(|| live.type_.clone());
+    for (k, v) in &live.other_keys {
+        a.other_keys.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    a
 }
 
 /// `declared` with its unset sub-keys filled from `live`.
@@ -413,7 +418,13 @@ pub async fn update(
             "sockets" => req.sockets = vm.sockets,
             "onboot" => req.onboot = vm.onboot,
             "description" => req.description.clone_from(&vm.description),
-            "agent" => req.agent = c.new.parse().ok(),
+            "agent" => {
+                req.agent = Some(c.new.parse().map_err(|e| VmUpdateError::NotConverged {
+                    node: vm.node.clone(),
+                    vmid: vm.vmid,
+                    keys: vec![format!("agent: {:?} is not a valid agent: {e}", c.new)],
+                })?)
+            }
             "balloon" => req.balloon = vm.balloon,
             "bios" => req.bios.clone_from(&vm.bios),
             "boot" => req.boot.clone_from(&vm.boot),
@@ -741,11 +752,7 @@ fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec
                 let Some((recorded, l)) = v.parse::<Agent>().ok().zip(cfg.agent.as_ref()) else {
                     return true;
                 };
-                let probe = Vm {
-                    agent: Some(recorded),
-                    ..Vm::default()
-                };
-                return probe.over_live(cfg).agent.map(|a| a.to_string()) != Some(l.to_string());
+                return overlay_agent(&recorded, l).to_string() != l.to_string();
             }
             let net = Indexed::<Net, NetIndex>::index_of(k).and_then(|n| {
                 let recorded = v.parse::<Net>().ok()?;
@@ -938,14 +945,7 @@ impl Resource for Vm {
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             if guard.lock.is_some() {
-                wait_unlocked(
-                    cx.client(),
-                    &self.node,
-                    self.vmid,
-                    cx.lock_wait(),
-                    lock_poll(cx),
-                )
-                .await?;
+                self.wait_unlocked(cx).await?;
             }
             let Some(digest) = guard.digest.as_deref() else {
                 return Err(format!(
@@ -966,14 +966,7 @@ impl Resource for Vm {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
-            wait_unlocked(
-                cx.client(),
-                &self.node,
-                self.vmid,
-                cx.lock_wait(),
-                lock_poll(cx),
-            )
-            .await?;
+            self.wait_unlocked(cx).await?;
             destroy(
                 cx.client(),
                 &self.node,
@@ -988,12 +981,15 @@ impl Resource for Vm {
     }
 }
 
-/// Pause between reads while waiting for a guest lock: a tenth of the wait, 50 ms to 2 s.
-fn lock_poll(cx: &Cx) -> std::time::Duration {
-    (cx.lock_wait() / 10).clamp(
-        std::time::Duration::from_millis(50),
-        std::time::Duration::from_secs(2),
-    )
+impl Vm {
+    /// [`wait_unlocked`] with the stack's bound, polling every tenth of it (50 ms to 2 s).
+    async fn wait_unlocked(&self, cx: &Cx) -> Result<(), LockWaitError> {
+        let poll = (cx.lock_wait() / 10).clamp(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_secs(2),
+        );
+        wait_unlocked(cx.client(), &self.node, self.vmid, cx.lock_wait(), poll).await
+    }
 }
 
 /// Rebuilds a managed guest from its state entry (for removal policy and explicit destroy).
