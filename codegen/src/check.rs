@@ -13,11 +13,17 @@ use crate::ir::{Api, Ty};
 pub fn check(api: &Api) -> Result<(), Diagnostics> {
     let mut d = Diagnostics::new("check");
     if let Some(root) = api.modules.get(&Vec::new()) {
-        if root.children.contains("index") {
-            d.push(
-                "path /index",
-                "module name `index` is reserved for index specs",
-            );
+        for (name, what) in [
+            ("index", "index specs"),
+            ("errors", "typed errors"),
+            ("formats", "the format table"),
+        ] {
+            if root.children.contains(name) {
+                d.push(
+                    format!("path /{name}"),
+                    format!("module name `{name}` is reserved for {what}"),
+                );
+            }
         }
     }
     let mut ops = BTreeSet::new();

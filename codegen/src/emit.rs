@@ -22,7 +22,73 @@ pub fn emit(api: &Api) -> BTreeMap<String, TokenStream> {
     }
     out.insert("index.rs".to_owned(), index_tokens(api));
     out.insert("errors.rs".to_owned(), errors_tokens(api));
+    out.insert("formats.rs".to_owned(), formats_tokens(api));
     out
+}
+
+/// The constant of a format in `generated::formats`: `pve-node` -> `PVE_NODE`.
+pub fn format_const(name: &str) -> String {
+    crate::names::snake(name).to_uppercase()
+}
+
+fn formats_tokens(api: &Api) -> TokenStream {
+    let defs = api.formats.iter().map(|f| {
+        let c = format_ident!("{}", format_const(&f.name));
+        let name = &f.name;
+        let pattern = &f.pattern;
+        let source = &f.evidence;
+        let opt = |v: Option<usize>| match v {
+            Some(n) => {
+                let n = proc_macro2::Literal::usize_unsuffixed(n);
+                quote!(Some(#n))
+            }
+            None => quote!(None),
+        };
+        let min = opt(f.min_length);
+        let max = opt(f.max_length);
+        let mut text = format!("`{name}`: `{}`", pattern.replace('`', "'"));
+        match (f.min_length, f.max_length) {
+            (Some(a), Some(b)) => text.push_str(&format!(", {a} to {b} characters")),
+            (Some(a), None) => text.push_str(&format!(", at least {a} characters")),
+            (None, Some(b)) => text.push_str(&format!(", at most {b} characters")),
+            (None, None) => {}
+        }
+        text.push_str(&format!(
+            ".\n\nUpstream: {}. Defined in `{}`.",
+            source.replace('`', "'"),
+            f.file
+        ));
+        let d = doc(&text);
+        quote! {
+            #d
+            pub const #c: crate::validate::Format = crate::validate::Format {
+                name: #name,
+                pattern: #pattern,
+                min_length: #min,
+                max_length: #max,
+                source: #source,
+            };
+        }
+    });
+    let all = api
+        .formats
+        .iter()
+        .map(|f| format_ident!("{}", format_const(&f.name)));
+    quote! {
+        //! The formats PVE verifies that the SDK checks too, with PVE's own regexes (from
+        //! `patches/`, `kind = "formats"`): path parameters of these formats are checked before a
+        //! request is sent. Formats not listed here are not checked.
+        #(#defs)*
+        /// Every format above, sorted by name.
+        pub const FORMATS: &[crate::validate::Format] = &[#(#all),*];
+        /// The format named `name`, if the SDK checks it.
+        pub fn by_name(name: &str) -> Option<&'static crate::validate::Format> {
+            FORMATS
+                .binary_search_by(|f| f.name.cmp(name))
+                .ok()
+                .and_then(|i| FORMATS.get(i))
+        }
+    }
 }
 
 /// The file of a module: `nodes/node/mod.rs` for a module with children, `version.rs` else.
@@ -250,6 +316,7 @@ fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
                 reason = "modules mirror API paths, e.g. /storage/{storage}"
             )]
             pub mod errors;
+            pub mod formats;
             pub mod index;
         });
     } else if let Some(url) = &module.url {
@@ -268,7 +335,7 @@ fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
         }
     }
     for op in &module.ops {
-        items.push(op_tokens(op, path));
+        items.push(op_tokens(op, path, holds_secret(api, &op.response)));
     }
     for t in &module.types {
         items.push(type_tokens(t, path));
@@ -312,7 +379,41 @@ fn op_doc(op: &Op) -> String {
     lines.join("\n")
 }
 
-fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
+/// Whether a type holds a `Secret` anywhere (fields of named types, union variants, items).
+pub fn holds_secret(api: &Api, ty: &Ty) -> bool {
+    fn walk(api: &Api, ty: &Ty, seen: &mut Vec<crate::ir::TypeRef>) -> bool {
+        match ty {
+            Ty::Secret => true,
+            Ty::Vec(t) | Ty::Option(t) | Ty::Map(t) => walk(api, t, seen),
+            Ty::Indexed { item, .. } => walk(api, item, seen),
+            Ty::Named(r) => {
+                if seen.contains(r) {
+                    return false;
+                }
+                seen.push(r.clone());
+                let Some(def) = api
+                    .modules
+                    .get(&r.module)
+                    .and_then(|m| m.types.iter().find(|t| t.name == r.name))
+                else {
+                    return false;
+                };
+                match &def.kind {
+                    TypeKind::Struct { fields } => fields.iter().any(|f| walk(api, &f.ty, seen)),
+                    TypeKind::Tagged { variants, .. } => variants
+                        .iter()
+                        .any(|(_, _, fields)| fields.iter().any(|f| walk(api, &f.ty, seen))),
+                    TypeKind::PropString(p) => p.fields.iter().any(|f| walk(api, &f.ty, seen)),
+                    TypeKind::Enum { .. } => false,
+                }
+            }
+            _ => false,
+        }
+    }
+    walk(api, ty, &mut Vec::new())
+}
+
+fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
     let name = ident(&op.type_name);
     let resp = ident(&op.response_name);
     let err = ident(&op.error_name);
@@ -382,6 +483,30 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
     } else {
         quote!()
     };
+    let secrets = if response_secrets {
+        quote!(
+            const RESPONSE_SECRETS: bool = true;
+        )
+    } else {
+        quote!()
+    };
+    let path_specs = if op.path_specs.is_empty() {
+        quote!()
+    } else {
+        let specs = op.path_specs.iter().map(|p| {
+            let name = &p.name;
+            let rest = p.rest;
+            let format = match &p.format {
+                Some(f) => {
+                    let c = format_ident!("{}", format_const(f));
+                    quote!(Some(&crate::generated::formats::#c))
+                }
+                None => quote!(None),
+            };
+            quote!(crate::validate::PathParam { name: #name, rest: #rest, format: #format })
+        });
+        quote!(const PATH_PARAMS: &'static [crate::validate::PathParam] = &[#(#specs),*];)
+    };
     let response_is_struct =
         matches!(&op.response, Ty::Named(r) if r.name == op.response_name && &r.module == here);
     let alias = if response_is_struct {
@@ -405,6 +530,8 @@ fn op_tokens(op: &Op, here: &ModPath) -> TokenStream {
             const PATH: &'static str = #path;
             const SINCE: crate::PveVersion = crate::PveVersion::new(#maj, #min);
             #task
+            #path_specs
+            #secrets
             type Response = #resp;
             type Error = #err;
         }

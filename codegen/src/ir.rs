@@ -25,6 +25,8 @@ pub struct Api {
     pub patch_files: Vec<String>,
     /// Typed error variants (from error patches).
     pub errors: Vec<crate::patch::ErrorVariant>,
+    /// The formats the SDK checks (from formats patches), by name.
+    pub formats: Vec<crate::patch::FormatDef>,
 }
 
 /// An indexed parameter's wire prefix and highest index.
@@ -95,6 +97,9 @@ pub struct Op {
     pub returns_task: bool,
     /// Typed error variants of this operation, in patch order.
     pub error_variants: Vec<String>,
+    /// Path parameters the runtime knows more of than the segment rule: routed as the rest of
+    /// the path, or of a checked format. In template order.
+    pub path_specs: Vec<PathSpec>,
     /// Upstream prose (only with `--docs upstream`).
     pub description: Option<String>,
 }
@@ -104,6 +109,17 @@ impl Op {
     pub fn key(&self) -> String {
         format!("{} {}", self.verb, self.path)
     }
+}
+
+/// What the runtime checks of one path parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathSpec {
+    /// The parameter.
+    pub name: String,
+    /// PVE routes it as the rest of the path (`path-rest` patch).
+    pub rest: bool,
+    /// The checked format's name (`formats` patch), when PVE verifies one the SDK knows.
+    pub format: Option<String>,
 }
 
 /// A struct field or request parameter.

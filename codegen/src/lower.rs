@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::diag::Diagnostics;
 use crate::ir::{
-    Api, Fallback, Field, IndexSpecDef, ModPath, Module, Op, PropField, PropString, Ty, TypeDef,
-    TypeKind, TypeRef,
+    Api, Fallback, Field, IndexSpecDef, ModPath, Module, Op, PathSpec, PropField, PropString, Ty,
+    TypeDef, TypeKind, TypeRef,
 };
 use crate::names::{indexed_base, pascal, snake, type_name, variant_name};
 use crate::patch::Patches;
@@ -350,6 +350,7 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         fallbacks,
         patch_files: patches.files.clone(),
         errors: patches.errors.values().cloned().collect(),
+        formats: patches.formats.values().cloned().collect(),
     };
     l.diags.finish(api)
 }
@@ -695,6 +696,27 @@ impl Lowerer<'_> {
 
         let props = method.parameters.properties.clone().unwrap_or_default();
         let pparams = path_params(&node.path);
+        let rest_param = self
+            .patches
+            .path_rest
+            .contains_key(&node.path)
+            .then(|| pparams.last().cloned())
+            .flatten();
+        let mut path_specs = Vec::new();
+        for p in &pparams {
+            let format = match props.get(p).and_then(|s| s.format.as_ref()) {
+                Some(Format::Named(n)) if self.patches.formats.contains_key(n) => Some(n.clone()),
+                _ => None,
+            };
+            let rest = rest_param.as_ref() == Some(p);
+            if rest || format.is_some() {
+                path_specs.push(PathSpec {
+                    name: p.clone(),
+                    rest,
+                    format,
+                });
+            }
+        }
         let mut fields = Vec::new();
         for p in &pparams {
             let (ty, mut facts, description) = match props.get(p) {
@@ -788,6 +810,7 @@ impl Lowerer<'_> {
                 .filter(|v| v.operations.contains(&key))
                 .map(|v| v.name.clone())
                 .collect(),
+            path_specs,
             description: self.prose(method.description.clone()),
         };
         for name in [&op.type_name, &op.error_name] {

@@ -6,7 +6,10 @@
 //! - `index-bounds`: the highest index of indexed parameters (`net[n]`: `net = 31`), which the
 //!   schema only states in prose, if at all;
 //! - `secrets`: fields whose values are secrets, typed `Secret` so they never print;
-//! - `tasks`: operations whose successful answer is a task id (UPID).
+//! - `tasks`: operations whose successful answer is a task id (UPID);
+//! - `error`: a typed error variant, its matcher and target operations;
+//! - `formats`: named formats PVE verifies, with PVE's regex, checked client-side;
+//! - `path-rest`: paths whose last parameter PVE routes as the rest of the path.
 //!
 //! A patch that names an operation the schema does not have fails generation.
 
@@ -38,6 +41,39 @@ struct PatchFile {
     display: Option<String>,
     #[serde(default, rename = "match")]
     matcher: Option<MatchSpec>,
+    #[serde(default)]
+    formats: Vec<toml::Value>,
+    #[serde(default)]
+    paths: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FormatEntry {
+    name: String,
+    pattern: String,
+    #[serde(default)]
+    min_length: Option<usize>,
+    #[serde(default)]
+    max_length: Option<usize>,
+    evidence: String,
+}
+
+/// A named format PVE verifies, from `kind = "formats"` patches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatDef {
+    /// The format's name in the schema (`pve-node`).
+    pub name: String,
+    /// The anchored regex PVE checks it with.
+    pub pattern: String,
+    /// Length bounds PVE checks besides the regex.
+    pub min_length: Option<usize>,
+    /// Length bounds PVE checks besides the regex.
+    pub max_length: Option<usize>,
+    /// The upstream function that verifies it.
+    pub evidence: String,
+    /// The patch file.
+    pub file: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,6 +141,10 @@ pub struct Patches {
     pub tasks: BTreeSet<String>,
     /// Typed error variants by name.
     pub errors: BTreeMap<String, ErrorVariant>,
+    /// Formats the SDK checks, by name.
+    pub formats: BTreeMap<String, FormatDef>,
+    /// Path templates whose last parameter PVE routes as the rest of the path, with the file.
+    pub path_rest: BTreeMap<String, String>,
     /// The patch files read, sorted.
     pub files: Vec<String>,
 }
@@ -214,11 +254,88 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
                 }
             }
             "error" => error_patch(name, file, &ops, spec, &mut out, &mut diags),
+            "formats" => formats_patch(name, file, &mut out, &mut diags),
+            "path-rest" => {
+                if file.paths.is_empty() {
+                    diags.push(name, "a path-rest patch needs paths");
+                }
+                let paths: BTreeSet<&str> = ops
+                    .iter()
+                    .filter_map(|o| o.split_once(' ').map(|(_, p)| p))
+                    .collect();
+                for path in file.paths {
+                    if !paths.contains(path.as_str()) {
+                        diags.push(
+                            name,
+                            format!("path \"{path}\" does not exist in {}", spec.file_name),
+                        );
+                    } else if !path.ends_with('}') {
+                        diags.push(
+                            name,
+                            format!("path \"{path}\" does not end in a parameter, so nothing in it is the rest of the path"),
+                        );
+                    }
+                    if let Some(other) = out.path_rest.insert(path.clone(), name.clone()) {
+                        diags.push(name, format!("path \"{path}\" is listed in {other} too"));
+                    }
+                }
+            }
             other => diags.push(name, format!("unknown patch kind \"{other}\"")),
         }
     }
     out.files.sort();
     diags.finish(out)
+}
+
+fn formats_patch(name: &str, file: PatchFile, out: &mut Patches, diags: &mut Diagnostics) {
+    if file.formats.is_empty() {
+        diags.push(name, "a formats patch needs [[formats]]");
+    }
+    for f in file.formats {
+        let f: FormatEntry = match f.try_into() {
+            Ok(f) => f,
+            Err(e) => {
+                diags.push(name, format!("bad [[formats]] entry: {e}"));
+                continue;
+            }
+        };
+        let loc = format!("{name} format \"{}\"", f.name);
+        if !f.pattern.starts_with('^') || !f.pattern.ends_with('$') {
+            diags.push(
+                &loc,
+                format!("pattern {:?} must be anchored with ^ and $", f.pattern),
+            );
+        }
+        if let Err(e) = regex::Regex::new(&f.pattern) {
+            diags.push(
+                &loc,
+                format!("pattern {:?} does not compile: {e}", f.pattern),
+            );
+        }
+        if f.evidence.trim().is_empty() {
+            diags.push(&loc, "a format needs evidence (the upstream function)");
+        }
+        if let (Some(a), Some(b)) = (f.min_length, f.max_length) {
+            if a > b {
+                diags.push(&loc, format!("min-length {a} is above max-length {b}"));
+            }
+        }
+        if let Some(other) = out.formats.get(&f.name) {
+            diags.push(&loc, format!("format defined in {} too", other.file));
+            continue;
+        }
+        out.formats.insert(
+            f.name.clone(),
+            FormatDef {
+                name: f.name,
+                pattern: f.pattern,
+                min_length: f.min_length,
+                max_length: f.max_length,
+                evidence: f.evidence,
+                file: name.to_owned(),
+            },
+        );
+    }
 }
 
 /// Expands `METHOD /path`, `* /path` and `/prefix/**` patterns to the schema's operations.

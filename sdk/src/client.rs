@@ -1,11 +1,22 @@
 //! The client: one generic `send` for every generated operation.
 //!
-//! `send` encodes the request (path parameters percent-encoded into the path, the rest as query
-//! for GET/DELETE or form for POST/PUT), authenticates it (API token, or ticket with the CSRF
-//! token on writes), decodes PVE's `{"data": ...}` envelope leniently, keeps `total` and
-//! `changes`, and turns error answers into the operation's error type. Reads are retried on
-//! connection failures and 59x proxy errors; a write is retried only when it provably never
-//! reached the server (the connection was never made).
+//! `send` encodes the request (path parameters checked and percent-encoded into the path, the
+//! rest as query for GET/DELETE or form for POST/PUT), authenticates it (API token, or ticket
+//! with the CSRF token on writes), decodes PVE's `{"data": ...}` envelope leniently, keeps
+//! `total` and `changes`, and turns error answers into the operation's error type.
+//!
+//! # Guarantees
+//!
+//! - A request reaches only the endpoint its operation names: path parameters that would
+//!   retarget it are refused before sending ([`crate::validate`]), and redirects are never
+//!   followed (a 3xx is [`ClientErrorKind::Redirect`]).
+//! - A write is sent again only when it provably never reached the server (no connection was
+//!   made) or never reached a handler (an authentication-phase 401 on a ticket session, resent
+//!   once after a fresh login). Reads are retried on transport failures and 595-599 answers. A
+//!   refused certificate is never retried.
+//! - Every error says whether the request may have taken effect
+//!   ([`crate::OperationError::outcome`]).
+//! - No secret reaches an error, a log line, `Debug` or `Display`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +27,10 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
-use crate::error::{ApiError, ClientError, ClientErrorKind};
+use crate::error::{
+    ApiError, ClientError, ClientErrorKind, DecodeError, OperationError, RequestError,
+    TransportError,
+};
 use crate::form::{encode, EncodedRequest};
 use crate::operation::{Method, Operation, PveVersion};
 use crate::secret::Secret;
@@ -33,7 +47,8 @@ pub enum Credentials {
         secret: Secret,
     },
     /// A user and password: the client logs in for a ticket, sends the CSRF token on writes,
-    /// and renews the ticket before PVE's 2-hour expiry.
+    /// renews the ticket before PVE's 2-hour expiry, and logs in again with the password when
+    /// PVE no longer accepts the ticket.
     Password {
         /// `USER@REALM`.
         username: String,
@@ -91,17 +106,38 @@ struct Ticket {
     issued: Instant,
 }
 
+/// The ticket session: the current ticket and how many logins made it (so that concurrent
+/// requests refused with the same ticket log in again only once).
+#[derive(Debug, Default)]
+struct Session {
+    ticket: Option<Ticket>,
+    generation: u64,
+}
+
+/// How requests are authenticated.
+#[derive(Debug)]
+enum Auth {
+    /// `Authorization: PVEAPIToken=...`, built once and marked sensitive.
+    Token {
+        id: String,
+        header: reqwest::header::HeaderValue,
+    },
+    /// A ticket session, logged in with the password.
+    Password {
+        username: String,
+        password: Secret,
+        session: Mutex<Session>,
+    },
+}
+
 #[derive(Debug)]
 struct Inner {
     http: reqwest::Client,
-    /// `PVEAPIToken=...` for token credentials, built once and marked sensitive.
-    token_header: Option<reqwest::header::HeaderValue>,
+    auth: Auth,
     api: String,
-    credentials: Credentials,
     retry: RetryPolicy,
     check_versions: bool,
     renew_after: Duration,
-    ticket: Mutex<Option<Ticket>>,
     server_version: Mutex<Option<PveVersion>>,
 }
 
@@ -212,7 +248,10 @@ impl ClientBuilder {
         }
         let mut http = reqwest::Client::builder()
             .timeout(self.timeout)
-            .connect_timeout(self.timeout.min(Duration::from_secs(10)));
+            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
+            // A redirect is an answer, never followed: a 307/308 would resend a write, a
+            // 302/303 would turn it into a GET whose answer reads as the write's success.
+            .redirect(reqwest::redirect::Policy::none());
         match &self.tls {
             TlsMode::Verify => {}
             TlsMode::ExtraCa(pem) => {
@@ -234,41 +273,58 @@ impl ClientBuilder {
             }
         }
         let http = http.build().map_err(BuildError::Http)?;
-        let token_header = match &credentials {
+        let auth = match credentials {
             Credentials::Token { id, secret } => {
-                let mut v = reqwest::header::HeaderValue::from_str(&format!(
+                let mut header = reqwest::header::HeaderValue::from_str(&format!(
                     "PVEAPIToken={id}={}",
                     secret.expose()
                 ))
                 .map_err(|_| BuildError::BadToken)?;
-                v.set_sensitive(true);
-                Some(v)
+                header.set_sensitive(true);
+                Auth::Token { id, header }
             }
-            Credentials::Password { .. } => None,
+            Credentials::Password { username, password } => Auth::Password {
+                username,
+                password,
+                session: Mutex::new(Session::default()),
+            },
         };
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
-                token_header,
+                auth,
                 api: format!("{base}/api2/json"),
-                credentials,
                 retry: self.retry,
                 check_versions: self.check_versions,
                 renew_after: self.renew_after,
-                ticket: Mutex::new(None),
                 server_version: Mutex::new(None),
             }),
         })
     }
 }
 
-/// One HTTP exchange's outcome.
+/// One HTTP exchange's answer.
 struct Exchange {
     status: u16,
     reason: Option<String>,
+    location: Option<String>,
     body: bytes::Bytes,
 }
 
+/// How a request failed inside the client: PVE refused something (this request or one made
+/// for it, like the login), or there was no usable answer.
+enum Failure {
+    Api(ApiError),
+    Client(ClientErrorKind),
+}
+
+impl From<ClientErrorKind> for Failure {
+    fn from(k: ClientErrorKind) -> Self {
+        Failure::Client(k)
+    }
+}
+
+/// The first 200 characters of a body, lossily decoded.
 fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let mut e: String = text.chars().take(200).collect();
@@ -278,19 +334,9 @@ fn excerpt(body: &[u8]) -> String {
     e
 }
 
-/// PVE's error answer: message from the body or, failing that, the reason phrase.
-fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> ApiError {
-    let body: Option<Value> = serde_json::from_slice(&ex.body).ok();
-    let message = body
-        .as_ref()
-        .and_then(|b| b.get("message"))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| ex.reason.clone())
-        .unwrap_or_default();
-    let errors: BTreeMap<String, String> = body
-        .as_ref()
-        .and_then(|b| b.get("errors"))
+/// The `errors` map of an error body, values trimmed.
+fn errors_of(body: Option<&Value>) -> BTreeMap<String, String> {
+    body.and_then(|b| b.get("errors"))
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
@@ -300,6 +346,21 @@ fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> Api
                 })
                 .collect()
         })
+        .unwrap_or_default()
+}
+
+/// PVE's error answer: the message from the body (read lossily: an invalid UTF-8 byte does not
+/// lose it) or, when the body has none, the reason phrase.
+fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> ApiError {
+    let text = String::from_utf8_lossy(&ex.body);
+    let body: Option<Value> = serde_json::from_str(&text).ok();
+    let message = body
+        .as_ref()
+        .and_then(|b| b.get("message"))
+        .and_then(Value::as_str)
+        .filter(|m| !m.trim().is_empty())
+        .map(str::to_owned)
+        .or_else(|| ex.reason.clone().filter(|r| !r.is_empty()))
         .unwrap_or_default();
     ApiError {
         operation: op,
@@ -307,7 +368,7 @@ fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> Api
         path: path.to_owned(),
         status: ex.status,
         message: message.trim_end().to_owned(),
-        errors,
+        errors: errors_of(body.as_ref()),
     }
 }
 
@@ -319,36 +380,91 @@ struct RawEnvelope {
     #[serde(default)]
     changes: Option<Value>,
     #[serde(default)]
-    #[allow(
-        dead_code,
-        reason = "present on some answers; read to tell envelopes apart"
-    )]
     success: Option<Value>,
+    #[serde(default)]
+    message: Option<Value>,
+    #[serde(default)]
+    status: Option<Value>,
+    #[serde(default)]
+    errors: Option<Value>,
 }
 
-/// Decodes `{"data": ..., "total": .., "changes": ..}`.
-fn envelope<T: DeserializeOwned>(body: &[u8]) -> Result<Response<T>, ClientErrorKind> {
+/// How a successful answer failed to decode.
+enum EnvelopeError {
+    /// A 200 carrying `success: 0`: PVE's `extjs` envelope of an error.
+    Refused {
+        status: u16,
+        message: String,
+        errors: BTreeMap<String, String>,
+    },
+    Client(ClientErrorKind),
+}
+
+fn falsy(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => crate::lenient::parse_bool(s) == Some(false),
+        Value::Null => true,
+        _ => false,
+    }
+}
+
+/// Decodes `{"data": ..., "total": .., "changes": ..}`; `secret` withholds the body from errors.
+fn envelope<T: DeserializeOwned>(body: &[u8], secret: bool) -> Result<Response<T>, EnvelopeError> {
+    let shown = |body: &[u8]| (!secret).then(|| excerpt(body));
     let raw: RawEnvelope = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) if e.is_data() => {
-            return Err(ClientErrorKind::NotEnvelope {
-                excerpt: excerpt(body),
-            })
+            return Err(EnvelopeError::Client(ClientErrorKind::NotEnvelope {
+                excerpt: shown(body),
+            }))
         }
         Err(e) => {
-            return Err(ClientErrorKind::Decode {
-                excerpt: excerpt(body),
-                source: e,
-            })
+            return Err(EnvelopeError::Client(ClientErrorKind::Decode {
+                excerpt: shown(body),
+                source: DecodeError::new(e, secret),
+            }))
         }
     };
+    // The extjs envelope answers errors with HTTP 200 and `success: 0`
+    // (pve-http-server src/PVE/APIServer/Formatter/Standard.pm, prepare_response_data).
+    if raw.success.as_ref().is_some_and(falsy) {
+        let status = raw
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.as_u64()
+                    .or_else(|| s.as_str().and_then(|t| t.parse().ok()))
+            })
+            .and_then(|s| u16::try_from(s).ok())
+            .filter(|s| *s >= 400)
+            .unwrap_or(500);
+        let errors = errors_of(
+            raw.errors
+                .map(|e| serde_json::json!({ "errors": e }))
+                .as_ref(),
+        );
+        let message = raw
+            .message
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or("the answer says success: 0")
+            .trim_end()
+            .to_owned();
+        return Err(EnvelopeError::Refused {
+            status,
+            message,
+            errors,
+        });
+    }
     let data = match raw.data {
         Some(d) => d,
         None if body_has_data_key(body) => Value::Null,
         None => {
-            return Err(ClientErrorKind::NotEnvelope {
-                excerpt: excerpt(body),
-            })
+            return Err(EnvelopeError::Client(ClientErrorKind::NotEnvelope {
+                excerpt: shown(body),
+            }))
         }
     };
     let total = raw.total.and_then(|t| {
@@ -356,9 +472,11 @@ fn envelope<T: DeserializeOwned>(body: &[u8]) -> Result<Response<T>, ClientError
             .or_else(|| t.as_str().and_then(|s| s.parse().ok()))
     });
     let changes = raw.changes.and_then(|c| c.as_str().map(str::to_owned));
-    let data = crate::lenient::from_value(data).map_err(|e| ClientErrorKind::Decode {
-        excerpt: excerpt(body),
-        source: e,
+    let data = crate::lenient::from_value(data).map_err(|e| {
+        EnvelopeError::Client(ClientErrorKind::Decode {
+            excerpt: shown(body),
+            source: DecodeError::new(e, secret),
+        })
     })?;
     Ok(Response {
         data,
@@ -371,6 +489,20 @@ fn envelope<T: DeserializeOwned>(body: &[u8]) -> Result<Response<T>, ClientError
 fn body_has_data_key(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Map<String, Value>>(body)
         .is_ok_and(|m| m.contains_key("data"))
+}
+
+/// The routes PVE serves without authentication, whose 401s come from their handler (a wrong
+/// password), not from the authentication phase (pve-manager `PVE/HTTPServer.pm`,
+/// `auth_handler`: `$require_auth = 0`).
+fn skips_authentication(method: Method, path: &str) -> bool {
+    matches!(
+        (method, path),
+        (Method::Get, "/access/domains")
+            | (Method::Get | Method::Post, "/access/ticket")
+            | (Method::Post, "/access/vncticket")
+            | (Method::Post, "/access/openid/login")
+            | (Method::Post, "/access/openid/auth-url")
+    )
 }
 
 impl Client {
@@ -389,9 +521,8 @@ impl Client {
 
     /// The credential's id as PVE sees it (`root@pam!deploy` or `root@pam`).
     pub fn credential_id(&self) -> &str {
-        match &self.inner.credentials {
-            Credentials::Token { id, .. } => id,
-            Credentials::Password { username, .. } => username,
+        match &self.inner.auth {
+            Auth::Token { id, .. } | Auth::Password { username: id, .. } => id,
         }
     }
 
@@ -399,8 +530,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// The operation's error type: PVE's error answers as its typed variants or `Api`, and
-    /// encoding, transport and decoding failures as `Client`.
+    /// The operation's error type: PVE's error answers as its typed variants or `Api` (a
+    /// refused login or version check too, unclassified), and encoding, transport and decoding
+    /// failures as `Client`. [`OperationError::outcome`] tells whether it may have taken effect.
     pub async fn send<O: Operation>(&self, request: &O) -> Result<Response<O::Response>, O::Error> {
         let enc = encode(request).map_err(|e| ClientError {
             operation: O::ID,
@@ -424,33 +556,140 @@ impl Client {
                 path: enc.path.clone(),
                 kind,
             };
+            let fail = |f: Failure| -> O::Error {
+                match f {
+                    Failure::Api(api) => O::Error::unclassified(api),
+                    Failure::Client(kind) => client_error(kind).into(),
+                }
+            };
             if self.inner.check_versions {
-                self.require_version(O::ID, O::SINCE)
-                    .await
-                    .map_err(client_error)?;
+                self.require_version(O::ID, O::SINCE).await.map_err(fail)?;
             }
-            let ex = self.exchange(&enc).await.map_err(client_error)?;
+            let ex = self.exchange(&enc).await.map_err(fail)?;
             let span = tracing::Span::current();
             span.record("status", ex.status);
             span.record("ms", started.elapsed().as_millis() as u64);
-            if ex.status == 200 {
-                envelope::<O::Response>(&ex.body).map_err(|k| client_error(k).into())
-            } else {
-                let e = api_error(O::ID, O::METHOD, &enc.path, &ex);
-                tracing::debug!(status = ex.status, message = %e.message, "error answer");
-                Err(e.into())
+            match self.answer::<O::Response>(O::ID, &enc, &ex, O::RESPONSE_SECRETS) {
+                Ok(r) => Ok(r),
+                Err(Failure::Api(e)) => {
+                    tracing::debug!(status = e.status, message = %e.message, "error answer");
+                    Err(e.into())
+                }
+                Err(Failure::Client(kind)) => Err(client_error(kind).into()),
             }
         }
         .instrument(span)
         .await
     }
 
+    /// Reads an exchange's answer: success decoded, or the error PVE answered.
+    fn answer<T: DeserializeOwned>(
+        &self,
+        op: &'static str,
+        enc: &EncodedRequest,
+        ex: &Exchange,
+        secret: bool,
+    ) -> Result<Response<T>, Failure> {
+        match ex.status {
+            200..=299 => envelope::<T>(&ex.body, secret).map_err(|e| match e {
+                EnvelopeError::Refused {
+                    status,
+                    message,
+                    errors,
+                } => Failure::Api(ApiError {
+                    operation: op,
+                    method: enc.method,
+                    path: enc.path.clone(),
+                    status,
+                    message,
+                    errors,
+                }),
+                EnvelopeError::Client(k) => Failure::Client(k),
+            }),
+            300..=399 => Err(Failure::Client(ClientErrorKind::Redirect {
+                status: ex.status,
+                location: ex.location.clone(),
+            })),
+            _ => Err(Failure::Api(api_error(op, enc.method, &enc.path, ex))),
+        }
+    }
+
+    /// Sends a request that has no generated operation (or one whose answer should stay
+    /// undecoded): `path` below `/api2/json`, unescaped as PVE routes it (each segment is
+    /// percent-encoded here), `params` as query (GET, DELETE) or form (POST, PUT).
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError`]: a path with an empty, `.` or `..` segment is refused before sending
+    /// (it would reach another endpoint); PVE's error answers are `Api`, the rest `Client`.
+    pub async fn raw<K: AsRef<str>, V: AsRef<str>>(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[(K, V)],
+    ) -> Result<Response<Value>, RequestError> {
+        let refused = |kind| {
+            RequestError::Client(ClientError {
+                operation: "raw",
+                method,
+                path: path.to_owned(),
+                kind,
+            })
+        };
+        if let Err((i, problem)) = crate::validate::check_raw_path(path) {
+            return Err(refused(ClientErrorKind::Encode(
+                crate::form::FormError::PathParam {
+                    name: format!("segment {}", i + 1),
+                    value: crate::form::quoted(path.split('/').nth(i + 1).unwrap_or_default()),
+                    problem,
+                },
+            )));
+        }
+        let encoded: Vec<String> = path.split('/').map(crate::form::encode_segment).collect();
+        let enc = EncodedRequest {
+            method,
+            path: encoded.join("/"),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
+                .collect(),
+            // Which of them are secrets is not known here: redact them all from errors.
+            secret_keys: params.iter().map(|(k, _)| k.as_ref().to_owned()).collect(),
+        };
+        let client_error = |kind| ClientError {
+            operation: "raw",
+            method,
+            path: enc.path.clone(),
+            kind,
+        };
+        let ex = self.exchange(&enc).await.map_err(|f| match f {
+            Failure::Api(api) => RequestError::Api(api),
+            Failure::Client(kind) => RequestError::Client(client_error(kind)),
+        })?;
+        self.answer("raw", &enc, &ex, false).map_err(|f| match f {
+            Failure::Api(api) => RequestError::Api(api),
+            Failure::Client(kind) => RequestError::Client(client_error(kind)),
+        })
+    }
+
     /// The server's PVE version (`GET /version`), read once and kept.
     ///
     /// # Errors
     ///
-    /// The read failed.
-    pub async fn version(&self) -> Result<PveVersion, ClientErrorKind> {
+    /// The read failed, or its answer is not `MAJOR.MINOR...`.
+    pub async fn version(&self) -> Result<PveVersion, RequestError> {
+        self.read_version().await.map_err(|f| match f {
+            Failure::Api(api) => RequestError::Api(api),
+            Failure::Client(kind) => RequestError::Client(ClientError {
+                operation: "version",
+                method: Method::Get,
+                path: "/version".to_owned(),
+                kind,
+            }),
+        })
+    }
+
+    async fn read_version(&self) -> Result<PveVersion, Failure> {
         if let Some(v) = *self.inner.server_version.lock().await {
             return Ok(v);
         }
@@ -458,13 +697,10 @@ impl Client {
             method: Method::Get,
             path: "/version".to_owned(),
             params: Vec::new(),
+            secret_keys: Vec::new(),
         };
         let ex = self.exchange(&enc).await?;
-        if ex.status != 200 {
-            let e = api_error("version", Method::Get, "/version", &ex);
-            return Err(ClientErrorKind::Api(Box::new(e)));
-        }
-        let r: Response<Value> = envelope(&ex.body)?;
+        let r: Response<Value> = self.answer("version", &enc, &ex, false)?;
         let release = r
             .data
             .get("release")
@@ -475,49 +711,67 @@ impl Client {
         let mut it = release.split(['.', '-']).map(|p| p.parse::<u16>());
         let v = match (it.next(), it.next()) {
             (Some(Ok(a)), Some(Ok(b))) => PveVersion::new(a, b),
-            _ => {
-                return Err(ClientErrorKind::NotEnvelope {
-                    excerpt: format!("version {release:?} is not MAJOR.MINOR"),
-                })
-            }
+            _ => return Err(Failure::Client(ClientErrorKind::BadVersion(release))),
         };
         *self.inner.server_version.lock().await = Some(v);
         Ok(v)
     }
 
-    async fn require_version(
-        &self,
-        op: &'static str,
-        since: PveVersion,
-    ) -> Result<(), ClientErrorKind> {
-        let server = self.version().await?;
+    async fn require_version(&self, op: &'static str, since: PveVersion) -> Result<(), Failure> {
+        let server = match self.read_version().await {
+            Ok(v) => v,
+            Err(Failure::Client(k)) => {
+                return Err(Failure::Client(ClientErrorKind::Before {
+                    what: "the version check",
+                    source: Box::new(k),
+                }))
+            }
+            Err(api) => return Err(api),
+        };
         if since > server {
-            return Err(ClientErrorKind::Unsupported {
+            return Err(Failure::Client(ClientErrorKind::Unsupported {
                 operation: op,
                 needs: since,
                 server,
-            });
+            }));
         }
         Ok(())
     }
 
-    /// Sends one request with retries; the outcome of the last try.
-    async fn exchange(&self, enc: &EncodedRequest) -> Result<Exchange, ClientErrorKind> {
+    /// Sends one request: retries of reads, retries of what never reached the server, and one
+    /// fresh login and resend after an authentication-phase 401 on a ticket session.
+    async fn exchange(&self, enc: &EncodedRequest) -> Result<Exchange, Failure> {
         let policy = self.inner.retry;
         let mut delay = policy.base_delay;
         let mut attempt = 1;
+        let mut logged_in_again = false;
         loop {
-            let result = self.exchange_once(enc).await;
+            let (result, generation) = self.exchange_once(enc).await?;
+            if let Ok(ex) = &result {
+                if ex.status == 401
+                    && !logged_in_again
+                    && generation.is_some()
+                    && !skips_authentication(enc.method, &enc.path)
+                {
+                    // PVE answered before any handler ran: the request did nothing. Log in
+                    // with the password (once, for every request refused with this ticket)
+                    // and send it once more (S12).
+                    logged_in_again = true;
+                    tracing::debug!("ticket refused: logging in again");
+                    self.login_again(generation).await?;
+                    continue;
+                }
+            }
             let retry = match &result {
                 // Never reached the server: safe for any method.
-                Err(ClientErrorKind::Transport(e)) if is_connect(e.as_ref()) => true,
+                Err(ClientErrorKind::Connect(_)) => true,
                 // Reached it (or may have): reads only.
                 Err(ClientErrorKind::Transport(_)) => !enc.method.is_write(),
                 Ok(ex) => !enc.method.is_write() && (595..=599).contains(&ex.status),
                 Err(_) => false,
             };
             if !retry || attempt >= policy.attempts.max(1) {
-                return result;
+                return result.map_err(Failure::Client);
             }
             tracing::debug!(attempt, "retrying");
             tokio::time::sleep(delay).await;
@@ -526,7 +780,11 @@ impl Client {
         }
     }
 
-    async fn exchange_once(&self, enc: &EncodedRequest) -> Result<Exchange, ClientErrorKind> {
+    /// One try; also says which ticket login it used (`None` for tokens).
+    async fn exchange_once(
+        &self,
+        enc: &EncodedRequest,
+    ) -> Result<(Result<Exchange, ClientErrorKind>, Option<u64>), Failure> {
         let url = format!("{}{}", self.inner.api, enc.path);
         let method = match enc.method {
             Method::Get => reqwest::Method::GET,
@@ -542,100 +800,104 @@ impl Client {
                 req.form(&enc.params)
             };
         }
-        req = self.authenticate(req, enc.method).await?;
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
-        let status = resp.status().as_u16();
-        let reason = if status == 200 {
-            None
-        } else {
-            resp.extensions()
-                .get::<hyper::ext::ReasonPhrase>()
-                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
-                .or_else(|| resp.status().canonical_reason().map(str::to_owned))
-        };
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
-        Ok(Exchange {
-            status,
-            reason,
-            body,
-        })
+        let (req, generation) = self.authenticate(req, enc.method).await?;
+        Ok((send_http(req, &enc.secret_keys).await, generation))
     }
 
     async fn authenticate(
         &self,
         req: reqwest::RequestBuilder,
         method: Method,
-    ) -> Result<reqwest::RequestBuilder, ClientErrorKind> {
-        match &self.inner.credentials {
-            Credentials::Token { .. } => match &self.inner.token_header {
-                Some(h) => Ok(req.header(reqwest::header::AUTHORIZATION, h.clone())),
-                None => Err(ClientErrorKind::NotEnvelope {
-                    excerpt: "token header missing".to_owned(),
-                }),
-            },
-            Credentials::Password { .. } => {
-                let mut guard = self.inner.ticket.lock().await;
-                let renew = guard
-                    .as_ref()
-                    .is_none_or(|t| t.issued.elapsed() >= self.inner.renew_after);
-                if renew {
-                    let previous = guard.as_ref().map(|t| t.ticket.clone());
-                    *guard = Some(self.login(previous).await?);
-                }
-                let Some(t) = guard.as_ref() else {
-                    return Err(ClientErrorKind::NotEnvelope {
-                        excerpt: "no ticket after login".to_owned(),
-                    });
-                };
-                let mut req = req.header("Cookie", format!("PVEAuthCookie={}", t.ticket.expose()));
-                if method.is_write() {
-                    req = req.header("CSRFPreventionToken", t.csrf.expose());
-                }
-                Ok(req)
+    ) -> Result<(reqwest::RequestBuilder, Option<u64>), Failure> {
+        let (username, password, session) = match &self.inner.auth {
+            Auth::Token { header, .. } => {
+                return Ok((
+                    req.header(reqwest::header::AUTHORIZATION, header.clone()),
+                    None,
+                ))
+            }
+            Auth::Password {
+                username,
+                password,
+                session,
+            } => (username, password, session),
+        };
+        let mut session = session.lock().await;
+        let renew = match &session.ticket {
+            None => Some(None),
+            Some(t) if t.issued.elapsed() >= self.inner.renew_after => Some(Some(t.ticket.clone())),
+            Some(_) => None,
+        };
+        if let Some(previous) = renew {
+            let ticket = match previous {
+                None => self.login(username, password).await?,
+                // Renewal with the ticket; if PVE no longer takes it, the password.
+                Some(old) => match self.login(username, &old).await {
+                    Err(Failure::Api(e)) if e.status == 401 => {
+                        tracing::debug!("ticket renewal refused: logging in again");
+                        self.login(username, password).await?
+                    }
+                    other => other?,
+                },
+            };
+            session.ticket = Some(ticket);
+            session.generation += 1;
+        }
+        let generation = session.generation;
+        let mut req = req;
+        if let Some(t) = &session.ticket {
+            req = req.header("Cookie", format!("PVEAuthCookie={}", t.ticket.expose()));
+            if method.is_write() {
+                req = req.header("CSRFPreventionToken", t.csrf.expose());
             }
         }
+        Ok((req, Some(generation)))
     }
 
-    /// `POST /access/ticket` with the password, or with the current ticket to renew it.
-    async fn login(&self, previous: Option<Secret>) -> Result<Ticket, ClientErrorKind> {
-        let Credentials::Password { username, password } = &self.inner.credentials else {
-            return Err(ClientErrorKind::NotEnvelope {
-                excerpt: "login without a password".to_owned(),
-            });
+    /// Logs in with the password unless another request already did since `seen` was used.
+    async fn login_again(&self, seen: Option<u64>) -> Result<(), Failure> {
+        let Auth::Password {
+            username,
+            password,
+            session,
+        } = &self.inner.auth
+        else {
+            return Ok(());
         };
-        let secret = previous.as_ref().unwrap_or(password);
-        let resp = self
+        let mut session = session.lock().await;
+        if Some(session.generation) != seen {
+            return Ok(());
+        }
+        let ticket = self.login(username, password).await?;
+        session.ticket = Some(ticket);
+        session.generation += 1;
+        Ok(())
+    }
+
+    /// `POST /access/ticket` with the password, or with the current ticket to renew it. A
+    /// refused login is PVE's `ApiError` (operation `create_ticket`).
+    async fn login(&self, username: &str, secret: &Secret) -> Result<Ticket, Failure> {
+        let before = |k| ClientErrorKind::Before {
+            what: "the ticket login",
+            source: Box::new(k),
+        };
+        let req = self
             .inner
             .http
             .post(format!("{}/access/ticket", self.inner.api))
-            .form(&[
-                ("username", username.as_str()),
-                ("password", secret.expose()),
-            ])
-            .send()
-            .await
-            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| ClientErrorKind::Transport(Box::new(e)))?;
-        if status != 200 {
-            let ex = Exchange {
-                status,
-                reason: None,
-                body,
-            };
-            let e = api_error("create_ticket", Method::Post, "/access/ticket", &ex);
-            return Err(ClientErrorKind::Api(Box::new(e)));
-        }
-        let r: Response<Value> = envelope(&body)?;
+            .form(&[("username", username), ("password", secret.expose())]);
+        let ex = send_http(req, &[]).await.map_err(before)?;
+        let enc = EncodedRequest {
+            method: Method::Post,
+            path: "/access/ticket".to_owned(),
+            params: Vec::new(),
+            secret_keys: Vec::new(),
+        };
+        let r: Response<Value> = match self.answer("create_ticket", &enc, &ex, true) {
+            Ok(r) => r,
+            Err(Failure::Client(k)) => return Err(Failure::Client(before(k))),
+            Err(api) => return Err(api),
+        };
         let get = |k: &str| r.data.get(k).and_then(Value::as_str).map(Secret::new);
         match (get("ticket"), get("CSRFPreventionToken")) {
             (Some(ticket), Some(csrf)) => Ok(Ticket {
@@ -643,9 +905,9 @@ impl Client {
                 csrf,
                 issued: Instant::now(),
             }),
-            _ => Err(ClientErrorKind::NotEnvelope {
-                excerpt: "login answer without ticket or CSRFPreventionToken".to_owned(),
-            }),
+            _ => Err(Failure::Client(before(ClientErrorKind::NotEnvelope {
+                excerpt: None,
+            }))),
         }
     }
 
@@ -654,23 +916,202 @@ impl Client {
         &self,
         path: &str,
         params: Vec<(String, String)>,
-    ) -> Result<Result<Response<T>, ApiError>, ClientErrorKind> {
+    ) -> Result<Response<T>, RequestError> {
         let enc = EncodedRequest {
             method: Method::Get,
             path: path.to_owned(),
             params,
+            secret_keys: Vec::new(),
         };
-        let ex = self.exchange(&enc).await?;
-        if ex.status == 200 {
-            envelope(&ex.body).map(Ok)
-        } else {
-            Ok(Err(api_error("get", Method::Get, path, &ex)))
-        }
+        let failure = |f| match f {
+            Failure::Api(api) => RequestError::Api(api),
+            Failure::Client(kind) => RequestError::Client(ClientError {
+                operation: "get",
+                method: Method::Get,
+                path: path.to_owned(),
+                kind,
+            }),
+        };
+        let ex = self.exchange(&enc).await.map_err(failure)?;
+        self.answer("get", &enc, &ex, false).map_err(failure)
     }
 }
 
-/// Whether a transport error happened before anything was sent (no connection was made).
-fn is_connect(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
-    e.downcast_ref::<reqwest::Error>()
-        .is_some_and(reqwest::Error::is_connect)
+/// Sends a built request and reads the whole answer.
+async fn send_http(
+    req: reqwest::RequestBuilder,
+    secret_keys: &[String],
+) -> Result<Exchange, ClientErrorKind> {
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| transport_kind(e, secret_keys, true))?;
+    let status = resp.status().as_u16();
+    let reason = if status == 200 {
+        None
+    } else {
+        resp.extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+            .or_else(|| resp.status().canonical_reason().map(str::to_owned))
+    };
+    let location = resp
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| transport_kind(e, secret_keys, false))?;
+    Ok(Exchange {
+        status,
+        reason,
+        location,
+        body,
+    })
+}
+
+/// Classifies a transport error: a refused certificate, no connection made, or a failure after
+/// connecting; secret query values are redacted from its URL first.
+fn transport_kind(
+    mut e: reqwest::Error,
+    secret_keys: &[String],
+    before_answer: bool,
+) -> ClientErrorKind {
+    if let Some(url) = e.url_mut() {
+        redact_query(url, secret_keys);
+    }
+    let certificate = refused_certificate(&e);
+    let connect = before_answer && e.is_connect();
+    let boxed: TransportError = Box::new(e);
+    if certificate {
+        ClientErrorKind::Certificate(boxed)
+    } else if connect {
+        ClientErrorKind::Connect(boxed)
+    } else {
+        ClientErrorKind::Transport(boxed)
+    }
+}
+
+/// Replaces the values of secret query parameters with `[redacted]`.
+fn redact_query(url: &mut reqwest::Url, secret_keys: &[String]) {
+    if secret_keys.is_empty() || url.query().is_none() {
+        return;
+    }
+    let pairs: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| {
+            let v = if secret_keys.iter().any(|s| *s == k) {
+                "[redacted]".to_owned()
+            } else {
+                v.into_owned()
+            };
+            (k.into_owned(), v)
+        })
+        .collect();
+    url.query_pairs_mut().clear().extend_pairs(pairs);
+}
+
+/// Whether a rustls certificate error is somewhere in the error's causes.
+fn refused_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if is_cert_error(err) {
+            return true;
+        }
+        // `io::Error::source` skips the error it wraps; look at it too.
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            if is_cert_error(inner) || refused_certificate(inner) {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
+fn is_cert_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        e.downcast_ref::<rustls::Error>(),
+        Some(rustls::Error::InvalidCertificate(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_without_authentication_are_pves() {
+        assert!(skips_authentication(Method::Post, "/access/ticket"));
+        assert!(skips_authentication(Method::Get, "/access/ticket"));
+        assert!(skips_authentication(Method::Post, "/access/vncticket"));
+        assert!(skips_authentication(Method::Post, "/access/openid/login"));
+        assert!(!skips_authentication(Method::Put, "/access/password"));
+        assert!(!skips_authentication(Method::Get, "/nodes"));
+    }
+
+    #[test]
+    fn secret_query_values_are_redacted() {
+        let mut url = reqwest::Url::parse(
+            "https://pve1:8006/api2/json/nodes/pve1/qemu/100/vncwebsocket?port=5900&vncticket=PVEVNC%3Asecret",
+        )
+        .expect("url");
+        redact_query(&mut url, &["vncticket".to_owned()]);
+        assert_eq!(
+            url.query(),
+            Some("port=5900&vncticket=%5Bredacted%5D"),
+            "{url}"
+        );
+    }
+
+    #[test]
+    fn extjs_success_zero_is_an_error_with_its_status() {
+        let body = br#"{"success":0,"status":400,"message":"Parameter verification failed.\n","errors":{"vmid":"invalid format\n"},"data":null}"#;
+        match envelope::<Value>(body, false) {
+            Err(EnvelopeError::Refused {
+                status,
+                message,
+                errors,
+            }) => {
+                assert_eq!(status, 400);
+                assert_eq!(message, "Parameter verification failed.");
+                assert_eq!(errors["vmid"], "invalid format");
+            }
+            _ => panic!("success: 0 must be an error"),
+        }
+        let ok = br#"{"success":1,"data":{"a":1}}"#;
+        assert!(envelope::<Value>(ok, false).is_ok());
+    }
+
+    #[test]
+    fn decode_errors_of_secret_answers_keep_only_the_location() {
+        let e = envelope::<crate::generated::access::ticket::CreateTicketResponse>(
+            br#"{"data":{"ticket":{"v":"hunter2"},"username":"root@pam","CSRFPreventionToken":"hunter2"}}"#,
+            true,
+        );
+        match e {
+            Err(EnvelopeError::Client(k)) => {
+                let text = format!(
+                    "{k} / {:?}",
+                    std::error::Error::source(&k).map(|s| s.to_string())
+                );
+                assert!(!text.contains("hunter2"), "{text}");
+                assert!(text.contains("field `ticket`"), "{text}");
+                assert!(text.contains("withheld"), "{text}");
+            }
+            _ => panic!("must not decode"),
+        }
+        let leaky: serde_json::Error = serde::de::Error::custom(
+            "field `a`: field `b`: invalid value: string \"hunter2\", expected a number",
+        );
+        let redacted = DecodeError::new(leaky, true).to_string();
+        assert_eq!(
+            redacted,
+            "field `a`: field `b`: (details withheld: the answer holds secrets)"
+        );
+    }
 }

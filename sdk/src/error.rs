@@ -11,18 +11,52 @@ use std::fmt;
 use crate::form::FormError;
 use crate::operation::{Method, PveVersion};
 
+/// Whether a request that failed may have taken effect on the server.
+///
+/// Every error answers it ([`OperationError::outcome`]); a caller that must not do a write
+/// twice decides by it, never by the error's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The request provably never reached the server (it could not be encoded, no connection
+    /// was made, the certificate was refused, a login or version check before it failed).
+    NotSent,
+    /// PVE answered with an error: it did not carry the request out (what a handler did before
+    /// it failed is PVE's to say in its message).
+    Refused,
+    /// The request was sent and no answer tells what happened: the connection dropped after
+    /// sending, the answer timed out, the proxying node answered 595-599, or a redirect came back.
+    /// A write may or may not have happened: read before deciding, never resend blindly.
+    Unknown,
+    /// PVE answered success, but the answer could not be read: the write happened.
+    AppliedUnreadable,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::NotSent => "not sent",
+            Outcome::Refused => "refused",
+            Outcome::Unknown => "unknown",
+            Outcome::AppliedUnreadable => "applied, answer unreadable",
+        })
+    }
+}
+
 /// An error answer from PVE that has no typed variant for this operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    /// The operation's handler name, e.g. `update_network`.
+    /// The operation's handler name, e.g. `update_network` (`create_ticket` for a refused
+    /// login, `version` for the version check, `raw` for [`crate::Client::raw`]).
     pub operation: &'static str,
     /// HTTP method.
     pub method: Method,
     /// The rendered path below `/api2/json`.
     pub path: String,
-    /// HTTP status.
+    /// HTTP status (for an answer in the `extjs` envelope, the status it carries).
     pub status: u16,
-    /// PVE's message, without its trailing newline.
+    /// PVE's message, without its trailing newline: the body's `message`, or the reason phrase
+    /// when the body has none (PVE's authentication and proxy failures have empty bodies).
     pub message: String,
     /// Per-parameter messages of a parameter-verification failure (HTTP 400).
     pub errors: BTreeMap<String, String>,
@@ -37,6 +71,23 @@ impl ApiError {
     /// Whether PVE refused the credential itself (HTTP 401).
     pub fn is_authentication_failure(&self) -> bool {
         self.status == 401
+    }
+
+    /// Whether the node that answered could not reach the node that should answer: a proxy
+    /// failure (595-599, from the proxying node's HTTP client, pve-http-server
+    /// `src/PVE/APIServer/AnyEvent.pm` `proxy_request`).
+    pub fn is_proxy_failure(&self) -> bool {
+        (595..=599).contains(&self.status)
+    }
+
+    /// Whether the request may have taken effect: [`Outcome::Unknown`] for a proxy failure
+    /// (the proxying node may have sent it on), else [`Outcome::Refused`].
+    pub fn outcome(&self) -> Outcome {
+        if self.is_proxy_failure() {
+            Outcome::Unknown
+        } else {
+            Outcome::Refused
+        }
     }
 }
 
@@ -61,32 +112,52 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// A transport-level cause (the HTTP client's error), with any secret query value redacted.
+pub type TransportError = Box<dyn std::error::Error + Send + Sync>;
+
 /// What went wrong without a usable answer from PVE.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientErrorKind {
-    /// The request could not be encoded.
+    /// The request could not be encoded (nothing was sent).
     #[error("the request could not be encoded")]
     Encode(#[source] FormError),
-    /// The answer's `data` did not match the operation's response type.
-    #[error("the answer does not match the schema (body starts: {excerpt})")]
-    Decode {
-        /// The first bytes of the answer.
-        excerpt: String,
-        /// The decoder's message.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// The answer is JSON but not PVE's `{"data": ...}` envelope.
-    #[error("the answer is not a PVE envelope (body starts: {excerpt})")]
-    NotEnvelope {
-        /// The first bytes of the answer.
-        excerpt: String,
-    },
-    /// Connecting, TLS or the exchange itself failed.
+    /// No connection could be made (refused, DNS, connect timeout): nothing was sent.
+    #[error("no connection could be made")]
+    Connect(#[source] TransportError),
+    /// The server's certificate was refused (unknown issuer, pinned fingerprint mismatch):
+    /// nothing was sent, and it is not retried.
+    #[error("the server's TLS certificate was refused")]
+    Certificate(#[source] TransportError),
+    /// The exchange failed after connecting (connection dropped, timeout): the request may
+    /// have reached the server.
     #[error("the request failed in transport")]
-    Transport(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The operation is newer than the server (with version checks on).
+    Transport(#[source] TransportError),
+    /// The server answered with a redirect, which is never followed (a resent write, or a
+    /// write turned into a GET, would be worse than an error).
+    #[error("the server answered HTTP {status} redirecting to {}", location.as_deref().unwrap_or("nowhere"))]
+    Redirect {
+        /// The 3xx status.
+        status: u16,
+        /// The `Location` header, if any.
+        location: Option<String>,
+    },
+    /// The answer's `data` did not match the operation's response type.
+    #[error("the answer does not match the schema ({})", excerpt_text(excerpt.as_deref()))]
+    Decode {
+        /// The first bytes of the answer; `None` when the operation's answers hold secrets.
+        excerpt: Option<String>,
+        /// The decoder's message (for answers holding secrets: only where in the answer).
+        #[source]
+        source: DecodeError,
+    },
+    /// The answer is not PVE's `{"data": ...}` envelope.
+    #[error("the answer is not a PVE envelope ({})", excerpt_text(excerpt.as_deref()))]
+    NotEnvelope {
+        /// The first bytes of the answer; `None` when the operation's answers hold secrets.
+        excerpt: Option<String>,
+    },
+    /// The operation is newer than the server (with version checks on): nothing was sent.
     #[error("{operation} needs PVE {needs} or newer; the server runs PVE {server}")]
     Unsupported {
         /// The operation.
@@ -96,9 +167,107 @@ pub enum ClientErrorKind {
         /// The server's version.
         server: PveVersion,
     },
-    /// PVE refused a request the client makes on its own (login, `/version`).
-    #[error("{0}")]
-    Api(Box<ApiError>),
+    /// The server's `/version` does not say `MAJOR.MINOR` (with version checks on): nothing
+    /// was sent.
+    #[error("the server's version {0:?} is not MAJOR.MINOR")]
+    BadVersion(String),
+    /// A request the client makes before this one (the ticket login, the version read) failed
+    /// without an answer: this request was not sent.
+    #[error("{what} failed, so the request was not sent")]
+    Before {
+        /// `the ticket login`, `the version check`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: Box<ClientErrorKind>,
+    },
+}
+
+fn excerpt_text(excerpt: Option<&str>) -> String {
+    match excerpt {
+        Some(e) => format!("body starts: {e}"),
+        None => "body withheld: the answer holds secrets".to_owned(),
+    }
+}
+
+impl ClientErrorKind {
+    /// Whether the request may have taken effect.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ClientErrorKind::Encode(_)
+            | ClientErrorKind::Connect(_)
+            | ClientErrorKind::Certificate(_)
+            | ClientErrorKind::Unsupported { .. }
+            | ClientErrorKind::BadVersion(_)
+            | ClientErrorKind::Before { .. } => Outcome::NotSent,
+            ClientErrorKind::Transport(_) | ClientErrorKind::Redirect { .. } => Outcome::Unknown,
+            ClientErrorKind::Decode { .. } | ClientErrorKind::NotEnvelope { .. } => {
+                Outcome::AppliedUnreadable
+            }
+        }
+    }
+}
+
+/// Why an answer did not decode.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The decoder's own error.
+    Json(serde_json::Error),
+    /// The decoder's error with every value cut out (the answer holds secrets): only where in
+    /// the answer it happened.
+    Redacted {
+        /// `field `a`: field `b`` or empty at the top level.
+        location: String,
+    },
+}
+
+impl DecodeError {
+    /// The error of decoding an answer of an operation whose answers do (or do not) hold
+    /// secrets.
+    pub(crate) fn new(e: serde_json::Error, secret: bool) -> Self {
+        if !secret {
+            return DecodeError::Json(e);
+        }
+        // Keep the `field `x`: ` prefixes (names from the schema), drop the rest (values).
+        let text = e.to_string();
+        let mut location = Vec::new();
+        let mut rest = text.as_str();
+        while let Some(after) = rest.strip_prefix("field `") {
+            let Some(end) = after.find("`: ") else { break };
+            location.push(format!("field `{}`", &after[..end]));
+            rest = &after[end + 3..];
+        }
+        DecodeError::Redacted {
+            location: location.join(": "),
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Json(e) => fmt::Display::fmt(e, f),
+            DecodeError::Redacted { location } if location.is_empty() => {
+                f.write_str("(details withheld: the answer holds secrets)")
+            }
+            DecodeError::Redacted { location } => {
+                write!(
+                    f,
+                    "{location}: (details withheld: the answer holds secrets)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DecodeError::Json(e) => Some(e),
+            DecodeError::Redacted { .. } => None,
+        }
+    }
 }
 
 /// A failure without a usable answer, naming the operation and the rendered path.
@@ -112,6 +281,13 @@ pub struct ClientError {
     pub path: String,
     /// What went wrong.
     pub kind: ClientErrorKind,
+}
+
+impl ClientError {
+    /// Whether the request may have taken effect.
+    pub fn outcome(&self) -> Outcome {
+        self.kind.outcome()
+    }
 }
 
 impl fmt::Display for ClientError {
@@ -140,15 +316,87 @@ pub trait OperationError:
     /// The client-side failure behind this error, if that is what it is.
     fn client_error(&self) -> Option<&ClientError>;
 
+    /// This error holding `api` as it is, without matching it against typed variants (for
+    /// answers to another request than the operation's own: a refused login, the version check).
+    fn unclassified(api: ApiError) -> Self;
+
     /// Whether PVE refused the credential's privileges (HTTP 403).
     fn is_permission_denied(&self) -> bool {
         self.api_error().is_some_and(ApiError::is_permission_denied)
     }
 
-    /// Whether PVE refused the credential itself (HTTP 401).
+    /// Whether PVE refused the credential itself (HTTP 401), the login included.
     fn is_authentication_failure(&self) -> bool {
         self.api_error()
             .is_some_and(ApiError::is_authentication_failure)
+    }
+
+    /// Whether the request may have taken effect.
+    fn outcome(&self) -> Outcome {
+        match (self.api_error(), self.client_error()) {
+            (Some(api), _) => api.outcome(),
+            (None, Some(client)) => client.outcome(),
+            (None, None) => Outcome::Unknown,
+        }
+    }
+}
+
+/// The error of a request that is not a generated operation: [`crate::Client::raw`],
+/// [`crate::Client::version`] and the runtime's own reads (task polls).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// PVE answered with an error.
+    Api(ApiError),
+    /// No usable answer.
+    Client(ClientError),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Api(e) => fmt::Display::fmt(e, f),
+            RequestError::Client(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Client(e) => std::error::Error::source(e),
+            RequestError::Api(_) => None,
+        }
+    }
+}
+
+impl From<ApiError> for RequestError {
+    fn from(e: ApiError) -> Self {
+        RequestError::Api(e)
+    }
+}
+
+impl From<ClientError> for RequestError {
+    fn from(e: ClientError) -> Self {
+        RequestError::Client(e)
+    }
+}
+
+impl OperationError for RequestError {
+    fn api_error(&self) -> Option<&ApiError> {
+        match self {
+            RequestError::Api(e) => Some(e),
+            RequestError::Client(_) => None,
+        }
+    }
+    fn client_error(&self) -> Option<&ClientError> {
+        match self {
+            RequestError::Client(e) => Some(e),
+            RequestError::Api(_) => None,
+        }
+    }
+    fn unclassified(api: ApiError) -> Self {
+        RequestError::Api(api)
     }
 }
 
@@ -173,21 +421,6 @@ impl Captures {
     pub fn take(&mut self, name: &str) -> String {
         self.0.remove(name).unwrap_or_default()
     }
-}
-
-fn regex(pattern: &'static str) -> Option<regex::Regex> {
-    static CACHE: std::sync::OnceLock<std::sync::Mutex<BTreeMap<&'static str, regex::Regex>>> =
-        std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let mut map = cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(re) = map.get(pattern) {
-        return Some(re.clone());
-    }
-    let re = regex::Regex::new(pattern).ok()?;
-    map.insert(pattern, re.clone());
-    Some(re)
 }
 
 /// The `{name}` segments of `rendered` under `template`, percent-decoded.
@@ -215,7 +448,7 @@ impl Matcher {
             Some(f) => api.errors.get(f)?.as_str(),
             None => api.message.as_str(),
         };
-        let re = regex(self.pattern)?;
+        let re = crate::re::cached(self.pattern)?;
         let caps = re.captures(text)?;
         let mut out = path_params(template, &api.path);
         for name in re.capture_names().flatten() {
@@ -350,6 +583,9 @@ macro_rules! operation_error {
                     Self::Client(e) => Some(e),
                     _ => None,
                 }
+            }
+            fn unclassified(e: $crate::ApiError) -> Self {
+                Self::Api(e)
             }
         }
     };

@@ -11,6 +11,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::ser::{self, Impossible, Serialize};
 
 use crate::operation::{Method, Operation};
+use crate::validate::{check_path_value, PathParam, PathProblem};
 
 /// Why a request could not be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,12 +27,29 @@ pub enum FormError {
     /// A path parameter had no value.
     #[error("path parameter `{0}` has no value")]
     MissingPathParam(String),
-    /// A path parameter rendered to an empty string.
-    #[error("path parameter `{0}` is empty")]
-    EmptyPathParam(String),
+    /// A path parameter's value would make the request reach another endpoint, or is not
+    /// valid in the format PVE checks it with ([`crate::validate`]). Nothing was sent.
+    #[error("path parameter `{name}` = {value} {problem}")]
+    PathParam {
+        /// The parameter.
+        name: String,
+        /// Its value, quoted (and cut after 80 characters).
+        value: String,
+        /// What is wrong with it.
+        problem: PathProblem,
+    },
     /// A number that PVE cannot read (NaN or infinite).
     #[error("field `{0}` is not a finite number")]
     NotFinite(String),
+    /// A field's value has no encoding PVE can read back (a property string with a comma in
+    /// a value, ...).
+    #[error("field `{field}`: {message}")]
+    Field {
+        /// The field (wire name).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Any other serializer message.
     #[error("{0}")]
     Custom(String),
@@ -53,6 +71,8 @@ pub struct EncodedRequest {
     pub path: String,
     /// Query (GET, DELETE) or form body (POST, PUT) parameters, in field order.
     pub params: Vec<(String, String)>,
+    /// The keys of `params` whose values are secrets ([`crate::Secret`]), redacted from errors.
+    pub secret_keys: Vec<String>,
 }
 
 /// Characters left as they are in a path segment; everything else is percent-encoded.
@@ -69,24 +89,40 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 ///
 /// # Errors
 ///
-/// [`FormError`] when a field has no form encoding or a path parameter is missing or empty.
+/// [`FormError`] when a field has no form encoding, or a path parameter is missing or refused
+/// by [`crate::validate::check_path_value`].
 pub fn encode<O: Operation>(request: &O) -> Result<EncodedRequest, FormError> {
-    let mut params = to_pairs(request)?;
-    let path = render_path(O::PATH, &mut params)?;
+    let mut secret_keys = Vec::new();
+    let mut params = Vec::new();
+    request.serialize(TopSerializer {
+        out: &mut params,
+        secrets: &mut secret_keys,
+    })?;
+    let path = render_path(O::PATH, O::PATH_PARAMS, &mut params)?;
     Ok(EncodedRequest {
         method: O::METHOD,
         path,
         params,
+        secret_keys,
     })
+}
+
+/// One path segment, percent-encoded.
+pub(crate) fn encode_segment(segment: &str) -> String {
+    utf8_percent_encode(segment, SEGMENT).to_string()
 }
 
 /// Renders `template` (`/nodes/{node}/qemu/{vmid}`), removing each `{name}` from `params`.
 ///
+/// Every value is checked first ([`crate::validate::check_path_value`], with what `specs` says
+/// of the parameter: rest of path, format), then percent-encoded as one segment.
+///
 /// # Errors
 ///
-/// [`FormError::MissingPathParam`] or [`FormError::EmptyPathParam`].
+/// [`FormError::MissingPathParam`] or [`FormError::PathParam`].
 pub fn render_path(
     template: &str,
+    specs: &[PathParam],
     params: &mut Vec<(String, String)>,
 ) -> Result<String, FormError> {
     let mut out = String::with_capacity(template.len() + 16);
@@ -103,14 +139,28 @@ pub fn render_path(
             .position(|(k, _)| k == name)
             .ok_or_else(|| FormError::MissingPathParam(name.to_owned()))?;
         let (_, value) = params.remove(pos);
-        if value.is_empty() {
-            return Err(FormError::EmptyPathParam(name.to_owned()));
+        let spec = specs.iter().find(|s| s.name == name);
+        if let Err(problem) = check_path_value(&value, spec) {
+            return Err(FormError::PathParam {
+                name: name.to_owned(),
+                value: quoted(&value),
+                problem,
+            });
         }
         out.extend(utf8_percent_encode(&value, SEGMENT));
         rest = &after[close + 1..];
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// `value` Debug-quoted, cut after 80 characters.
+pub(crate) fn quoted(value: &str) -> String {
+    if value.chars().count() <= 80 {
+        return format!("{value:?}");
+    }
+    let cut: String = value.chars().take(80).collect();
+    format!("{cut:?}...")
 }
 
 /// Serializes a struct (or map) into PVE's flat `key=value` pairs.
@@ -123,13 +173,22 @@ pub fn render_path(
 /// [`FormError::Unsupported`] for nested structures that have no flat form.
 pub fn to_pairs<T: Serialize + ?Sized>(value: &T) -> Result<Vec<(String, String)>, FormError> {
     let mut out = Vec::new();
-    value.serialize(TopSerializer { out: &mut out })?;
+    let mut secrets = Vec::new();
+    value.serialize(TopSerializer {
+        out: &mut out,
+        secrets: &mut secrets,
+    })?;
     Ok(out)
 }
+
+/// The newtype name [`crate::Secret`] serializes under, so that the form encoder can tell which
+/// keys hold secrets (other serializers see a transparent string).
+pub(crate) const SECRET_NEWTYPE: &str = "pve_sdk::Secret";
 
 #[derive(Debug)]
 struct TopSerializer<'a> {
     out: &'a mut Vec<(String, String)>,
+    secrets: &'a mut Vec<String>,
 }
 
 macro_rules! top_unsupported {
@@ -247,6 +306,7 @@ impl<'a> ser::Serializer for TopSerializer<'a> {
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, FormError> {
         Ok(FieldsSerializer {
             out: self.out,
+            secrets: self.secrets,
             key: None,
         })
     }
@@ -258,6 +318,7 @@ impl<'a> ser::Serializer for TopSerializer<'a> {
     ) -> Result<Self::SerializeStruct, FormError> {
         Ok(FieldsSerializer {
             out: self.out,
+            secrets: self.secrets,
             key: None,
         })
     }
@@ -280,7 +341,20 @@ impl<'a> ser::Serializer for TopSerializer<'a> {
 #[derive(Debug)]
 pub struct FieldsSerializer<'a> {
     out: &'a mut Vec<(String, String)>,
+    secrets: &'a mut Vec<String>,
     key: Option<String>,
+}
+
+/// A field's serializer message, naming the field (property strings refuse values PVE's
+/// grammar cannot carry this way).
+fn in_field(key: &str, e: FormError) -> FormError {
+    match e {
+        FormError::Custom(message) => FormError::Field {
+            field: key.to_owned(),
+            message,
+        },
+        other => other,
+    }
 }
 
 impl ser::SerializeStruct for FieldsSerializer<'_> {
@@ -292,11 +366,14 @@ impl ser::SerializeStruct for FieldsSerializer<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), FormError> {
-        value.serialize(ValueSerializer {
-            key,
-            out: self.out,
-            in_seq: false,
-        })
+        value
+            .serialize(ValueSerializer {
+                key,
+                out: self.out,
+                secrets: self.secrets,
+                in_seq: false,
+            })
+            .map_err(|e| in_field(key, e))
     }
 
     fn end(self) -> Result<(), FormError> {
@@ -318,11 +395,14 @@ impl ser::SerializeMap for FieldsSerializer<'_> {
             .key
             .take()
             .ok_or_else(|| FormError::Custom("map value without a key".to_owned()))?;
-        value.serialize(ValueSerializer {
-            key: &key,
-            out: self.out,
-            in_seq: false,
-        })
+        value
+            .serialize(ValueSerializer {
+                key: &key,
+                out: self.out,
+                secrets: self.secrets,
+                in_seq: false,
+            })
+            .map_err(|e| in_field(&key, e))
     }
 
     fn end(self) -> Result<(), FormError> {
@@ -334,6 +414,7 @@ impl ser::SerializeMap for FieldsSerializer<'_> {
 struct ValueSerializer<'a, 'k> {
     key: &'k str,
     out: &'a mut Vec<(String, String)>,
+    secrets: &'a mut Vec<String>,
     in_seq: bool,
 }
 
@@ -434,9 +515,12 @@ impl<'a, 'k> ser::Serializer for ValueSerializer<'a, 'k> {
 
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        _: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Result<(), FormError> {
+        if name == SECRET_NEWTYPE && !self.secrets.iter().any(|k| k == self.key) {
+            self.secrets.push(self.key.to_owned());
+        }
         value.serialize(self)
     }
 
@@ -457,6 +541,7 @@ impl<'a, 'k> ser::Serializer for ValueSerializer<'a, 'k> {
         Ok(SeqSerializer {
             key: self.key,
             out: self.out,
+            secrets: self.secrets,
         })
     }
 
@@ -510,6 +595,7 @@ impl<'a, 'k> ser::Serializer for ValueSerializer<'a, 'k> {
 pub struct SeqSerializer<'a, 'k> {
     key: &'k str,
     out: &'a mut Vec<(String, String)>,
+    secrets: &'a mut Vec<String>,
 }
 
 impl ser::SerializeSeq for SeqSerializer<'_, '_> {
@@ -519,7 +605,8 @@ impl ser::SerializeSeq for SeqSerializer<'_, '_> {
     fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), FormError> {
         value.serialize(ValueSerializer {
             key: self.key,
-            out: self.out,
+            out: &mut *self.out,
+            secrets: &mut *self.secrets,
             in_seq: true,
         })
     }
@@ -740,8 +827,17 @@ mod tests {
             ("volume".to_owned(), "local:iso/a b/c.iso".to_owned()),
             ("x".to_owned(), "1".to_owned()),
         ];
-        let path = render_path("/nodes/{node}/storage/local/content/{volume}", &mut params)
-            .expect("renders");
+        let rest = [PathParam {
+            name: "volume",
+            rest: true,
+            format: None,
+        }];
+        let path = render_path(
+            "/nodes/{node}/storage/local/content/{volume}",
+            &rest,
+            &mut params,
+        )
+        .expect("renders");
         assert_eq!(
             path,
             "/nodes/pve1/storage/local/content/local:iso%2Fa%20b%2Fc.iso"
@@ -750,16 +846,33 @@ mod tests {
     }
 
     #[test]
-    fn missing_and_empty_path_params_are_errors() {
+    fn missing_and_refused_path_params_are_errors_naming_the_parameter() {
         let mut params = vec![("node".to_owned(), String::new())];
+        let e = render_path("/nodes/{node}", &[], &mut params).expect_err("empty");
         assert_eq!(
-            render_path("/nodes/{node}", &mut params),
-            Err(FormError::EmptyPathParam("node".into()))
+            e.to_string(),
+            "path parameter `node` = \"\" is empty: PVE would drop the segment"
         );
         assert_eq!(
-            render_path("/nodes/{node}", &mut Vec::new()),
+            render_path("/nodes/{node}", &[], &mut Vec::new()),
             Err(FormError::MissingPathParam("node".into()))
         );
+        let mut params = vec![
+            ("node".to_owned(), "pve1".to_owned()),
+            ("snapname".to_owned(), "..".to_owned()),
+        ];
+        let e = render_path("/nodes/{node}/snapshot/{snapname}", &[], &mut params)
+            .expect_err("dot-dot");
+        assert_eq!(
+            e.to_string(),
+            "path parameter `snapname` = \"..\" is a `.` or `..` segment: the request would reach another endpoint"
+        );
+        let long = "x/".repeat(100);
+        let mut params = vec![("iface".to_owned(), long)];
+        let e = render_path("/{iface}", &[], &mut params).expect_err("slash");
+        let text = e.to_string();
+        assert!(text.ends_with("\"... holds a `/`, which PVE splits the path on: the request would reach another endpoint"), "{text}");
+        assert!(text.len() < 200, "{text}");
     }
 
     #[test]

@@ -23,17 +23,19 @@ pub mod lenient;
 pub mod open_enum;
 pub mod operation;
 pub mod propstr;
+mod re;
 mod secret;
 pub mod tagged;
 pub mod task;
 pub mod tls;
 mod upid;
+pub mod validate;
 
 #[allow(missing_docs)]
 pub mod generated;
 
 pub use client::{Client, ClientBuilder, Credentials, Response, RetryPolicy};
-pub use error::{ApiError, ClientError, OperationError};
+pub use error::{ApiError, ClientError, OperationError, Outcome, RequestError};
 pub use indexed::{IndexSpec, Indexed};
 pub use open_enum::OpenEnum;
 pub use operation::{Method, Operation, PveVersion};

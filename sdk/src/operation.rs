@@ -87,6 +87,12 @@ pub trait Operation: Serialize {
     const SINCE: PveVersion;
     /// Whether a successful answer is a task id (UPID) of a worker that runs on after the answer.
     const RETURNS_TASK: bool = false;
+    /// What the runtime checks of path parameters beyond the segment rule that applies to all
+    /// of them: which are routed as the rest of the path, and which formats are verified.
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[];
+    /// Whether successful answers hold secrets (tickets, token values, keys): their bodies never
+    /// appear in decode errors.
+    const RESPONSE_SECRETS: bool = false;
     /// The decoded `data` of a successful answer.
     type Response: DeserializeOwned;
     /// Every way this operation can fail.

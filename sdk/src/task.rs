@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::client::Client;
-use crate::error::{ApiError, ClientErrorKind};
+use crate::error::RequestError;
 use crate::upid::Upid;
 
 /// How to wait.
@@ -77,7 +77,7 @@ pub enum TaskError {
         upid: Upid,
         /// Why the poll failed.
         #[source]
-        cause: PollError,
+        cause: Box<RequestError>,
     },
     /// The deadline passed while the task was still running: outcome unknown.
     #[error("task {upid}: still {last_status} after {waited:?}; outcome unknown")]
@@ -89,18 +89,6 @@ pub enum TaskError {
         /// How long was waited.
         waited: Duration,
     },
-}
-
-/// Why a poll failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PollError {
-    /// No usable answer.
-    #[error("no usable answer")]
-    Client(#[source] ClientErrorKind),
-    /// PVE answered with an error.
-    #[error("{0}")]
-    Api(Box<ApiError>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,9 +135,8 @@ impl Client {
                 cause,
             };
             let status: Status = match self.get_raw(&path, Vec::new()).await {
-                Ok(Ok(r)) => r.data,
-                Ok(Err(api)) => return Err(unknown(PollError::Api(Box::new(api)))),
-                Err(e) => return Err(unknown(PollError::Client(e))),
+                Ok(r) => r.data,
+                Err(e) => return Err(unknown(Box::new(e))),
             };
             progress(&TaskProgress {
                 status: status.status.clone(),
@@ -199,7 +186,7 @@ impl Client {
         );
         let params = vec![("limit".to_owned(), "100000".to_owned())];
         match self.get_raw::<Vec<LogLine>>(&path, params).await {
-            Ok(Ok(r)) => {
+            Ok(r) => {
                 let lines: Vec<String> = r.data.into_iter().map(|l| l.t).collect();
                 lines[lines.len().saturating_sub(n)..].to_vec()
             }
@@ -208,9 +195,10 @@ impl Client {
     }
 }
 
+/// A segment of a UPID's node or the UPID itself: [`Upid`] parses only what PVE's pattern
+/// accepts (no `/`, no `.` node), so both are one safe segment.
 fn encode_segment(s: &str) -> String {
-    let mut params = vec![("x".to_owned(), s.to_owned())];
-    crate::form::render_path("{x}", &mut params).unwrap_or_else(|_| s.to_owned())
+    crate::form::encode_segment(s)
 }
 
 #[cfg(test)]

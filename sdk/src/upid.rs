@@ -68,13 +68,33 @@ impl Upid {
     }
 }
 
-fn hex(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+/// `len` hex digits (for the fields PVE writes with `%08X`; `pstart` may have 9).
+fn hex(s: &str, lens: std::ops::RangeInclusive<usize>) -> Option<u64> {
+    if !lens.contains(&s.len()) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     u64::from_str_radix(s, 16).ok()
 }
 
+/// A node name as the UPID pattern has it: `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`.
+fn node_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// `[^:\s/]+` (or `*` when `empty` is allowed): no colon, whitespace or slash.
+fn field_ok(s: &str, empty: bool) -> bool {
+    (empty || !s.is_empty()) && !s.chars().any(|c| c == ':' || c == '/' || c.is_whitespace())
+}
+
+/// Parses exactly what PVE's own pattern accepts (pve-common `src/PVE/UPID.pm`, `decode`;
+/// before 9.0 `src/PVE/Tools.pm`, `upid_decode`, which refuses `/` since 8.4):
+/// `UPID:$node:$pid(8 hex):$pstart(8-9 hex):$starttime(8 hex):$type:$id:$user:`, the node a
+/// host name (so never `.` or `..`), type and user non-empty, none of the three holding `:`,
+/// whitespace or `/`. So a UPID is always one safe path segment.
 impl FromStr for Upid {
     type Err = UpidError;
 
@@ -82,21 +102,29 @@ impl FromStr for Upid {
         let bad = || UpidError(s.to_owned());
         let rest = s.strip_prefix("UPID:").ok_or_else(bad)?;
         let parts: Vec<&str> = rest.split(':').collect();
-        if parts.len() != 8 || !parts[7].is_empty() || parts[0].is_empty() || parts[6].is_empty() {
+        let [node, pid, pstart, starttime, task_type, id, user, end] = parts[..] else {
+            return Err(bad());
+        };
+        if !end.is_empty()
+            || !node_ok(node)
+            || !field_ok(task_type, false)
+            || !field_ok(id, true)
+            || !field_ok(user, false)
+        {
             return Err(bad());
         }
-        let pid = hex(parts[1])
+        let pid = hex(pid, 8..=8)
             .and_then(|p| u32::try_from(p).ok())
             .ok_or_else(bad)?;
         Ok(Upid {
             raw: s.to_owned(),
-            node: parts[0].to_owned(),
+            node: node.to_owned(),
             pid,
-            pstart: hex(parts[2]).ok_or_else(bad)?,
-            starttime: hex(parts[3]).ok_or_else(bad)?,
-            task_type: parts[4].to_owned(),
-            id: parts[5].to_owned(),
-            user: parts[6].to_owned(),
+            pstart: hex(pstart, 8..=9).ok_or_else(bad)?,
+            starttime: hex(starttime, 8..=8).ok_or_else(bad)?,
+            task_type: task_type.to_owned(),
+            id: id.to_owned(),
+            user: user.to_owned(),
         })
     }
 }
@@ -152,8 +180,41 @@ mod tests {
             "UPID:pve1:zz:00005678:6700AAAA:t:i:u:",
             "UPID:pve1:00001234:00005678:6700AAAA:t:i:u",
             "UPID::00001234:00005678:6700AAAA:t:i:u:",
+            // What PVE's pattern refuses, though it splits into the right number of fields:
+            "UPID:..:00001234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:.:00001234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:-pve:00001234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:pve-:00001234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:pve.example.com:00001234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:pve1:1234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:pve1:000001234:00005678:6700AAAA:t:i:u@pam:",
+            "UPID:pve1:00001234:5678:6700AAAA:t:i:u@pam:",
+            "UPID:pve1:00001234:0000000005678:6700AAAA:t:i:u@pam:",
+            "UPID:pve1:00001234:00005678:AAAA:t:i:u@pam:",
+            "UPID:pve1:00001234:00005678:6700AAAA::i:u@pam:",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:i::",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:../../x:u@pam:",
+            "UPID:pve1:00001234:00005678:6700AAAA:t/x:i:u@pam:",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:i:u@pam/x:",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:a b:u@pam:",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:i:u@pam:\n",
+            "UPID:pve1:00001234:00005678:6700AAAA:t:i:u@pam:extra:",
+            " UPID:pve1:00001234:00005678:6700AAAA:t:i:u@pam:",
         ] {
-            assert!(bad.parse::<Upid>().is_err(), "{bad}");
+            assert!(bad.parse::<Upid>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn accepts_what_pves_pattern_accepts() {
+        for good in [
+            // pstart of 9 digits (over 497 days of uptime), an empty id, a token user.
+            "UPID:pve1:00001234:123456789:6700AAAA:aptupdate::root@pam:",
+            "UPID:node-2:0000ABCD:00005678:6700aaaa:vzdump:100:root@pam!backup:",
+            "UPID:a:00001234:00005678:6700AAAA:qmstart:100:u@pve:",
+        ] {
+            let u: Upid = good.parse().expect(good);
+            assert_eq!(u.to_string(), good);
         }
     }
 }

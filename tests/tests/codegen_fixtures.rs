@@ -100,6 +100,7 @@ fn generation_is_deterministic() {
         "untyped_return",
         "union",
         "path_param_missing",
+        "path_params",
     ] {
         assert_eq!(
             emitted(case),
@@ -171,6 +172,83 @@ fn typed_error_variant_from_a_patch() {
             .join("\n")
     );
     insta::assert_snapshot!(text);
+}
+
+#[test]
+fn path_checks_from_formats_and_path_rest_patches() {
+    let out = pve_codegen::run(&with_patches(
+        "path_params",
+        &fixtures().join("patches-path-checks"),
+    ))
+    .expect("generates");
+    let ops = |file: &str| -> String {
+        let text = &out.files[file];
+        let mut keep = Vec::new();
+        let mut inside = false;
+        for line in text.lines() {
+            if line.contains("impl crate::Operation for") {
+                inside = true;
+            }
+            if inside {
+                keep.push(line);
+            }
+            if inside && line == "}" {
+                inside = false;
+            }
+        }
+        keep.join("\n")
+    };
+    let text = format!(
+        "==> formats.rs <==\n{}\n==> nodes/node/mod.rs (operations) <==\n{}\n==> nodes/node/volumes/volume.rs (operations) <==\n{}\n==> things/id.rs (operations) <==\n{}",
+        out.files["formats.rs"],
+        ops("nodes/node/mod.rs"),
+        ops("nodes/node/volumes/volume.rs"),
+        ops("things/id.rs"),
+    );
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn broken_format_and_path_rest_patches_are_reported_together() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("writes");
+    let head = |kind: &str| format!("kind = \"{kind}\"\nreason = \"r\"\nevidence = [\"e\"]\n");
+    write(
+        "a-formats.toml",
+        &format!(
+            "{}[[formats]]\nname = \"x\"\npattern = \"[a-z]+\"\nevidence = \"e\"\n[[formats]]\nname = \"y\"\npattern = \"^(a$\"\nevidence = \"\"\n[[formats]]\nname = \"z\"\npattern = \"^z$\"\nmin-length = 5\nmax-length = 2\nevidence = \"e\"\n[[formats]]\nname = \"w\"\npattern = \"^w$\"\nevidence = \"e\"\ncolour = \"red\"\n",
+            head("formats")
+        ),
+    );
+    write(
+        "b-formats.toml",
+        &format!(
+            "{}[[formats]]\nname = \"z\"\npattern = \"^z$\"\nevidence = \"e\"\n",
+            head("formats")
+        ),
+    );
+    write(
+        "c-rest.toml",
+        &format!(
+            "{}paths = [\"/nodes/{{node}}/gone/{{x}}\", \"/nodes\", \"/nodes/{{node}}/volumes/{{volume}}\"]\n",
+            head("path-rest")
+        ),
+    );
+    write(
+        "d-rest.toml",
+        &format!(
+            "{}paths = [\"/nodes/{{node}}/volumes/{{volume}}\"]\n",
+            head("path-rest")
+        ),
+    );
+    write("e-rest-empty.toml", &head("path-rest"));
+    let err = match pve_codegen::run(&with_patches("path_params", dir.path())) {
+        Err(pve_codegen::Error::Input(d)) => d.to_string(),
+        other => panic!("must fail, got {other:?}"),
+    };
+    let dir_text = dir.path().display().to_string();
+    insta::assert_snapshot!(err.replace(&dir_text, "<patches>"));
 }
 
 #[test]

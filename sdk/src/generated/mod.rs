@@ -19,6 +19,7 @@ pub mod access;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod errors;
+pub mod formats;
 pub mod index;
 #[cfg(feature = "nodes")]
 pub mod nodes;

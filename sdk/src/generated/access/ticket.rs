@@ -64,6 +64,7 @@ impl crate::Operation for CreateTicket {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/ticket";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RESPONSE_SECRETS: bool = true;
     type Response = CreateTicketResponse;
     type Error = CreateTicketError;
 }

@@ -23,6 +23,11 @@ impl crate::Operation for DeletePoolDeprecated {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/pools/{poolid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "poolid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_POOLID),
+    }];
     type Response = DeletePoolDeprecatedResponse;
     type Error = DeletePoolDeprecatedError;
 }
@@ -55,6 +60,11 @@ impl crate::Operation for ReadPool {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/pools/{poolid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "poolid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_POOLID),
+    }];
     type Response = ReadPoolResponse;
     type Error = ReadPoolError;
 }
@@ -98,6 +108,11 @@ impl crate::Operation for UpdatePoolDeprecated {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/pools/{poolid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "poolid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_POOLID),
+    }];
     type Response = UpdatePoolDeprecatedResponse;
     type Error = UpdatePoolDeprecatedError;
 }

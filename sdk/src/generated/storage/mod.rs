@@ -239,6 +239,7 @@ impl crate::Operation for Create {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/storage";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RESPONSE_SECRETS: bool = true;
     type Response = CreateResponse;
     type Error = CreateError;
 }

@@ -23,6 +23,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/storage/{storage}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "storage",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -51,6 +56,11 @@ impl crate::Operation for Read {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/storage/{storage}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "storage",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+    }];
     type Response = ReadResponse;
     type Error = ReadError;
 }
@@ -243,6 +253,12 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/storage/{storage}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "storage",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+    }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

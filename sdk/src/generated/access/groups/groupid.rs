@@ -23,6 +23,11 @@ impl crate::Operation for DeleteGroup {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/groups/{groupid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "groupid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_GROUPID),
+    }];
     type Response = DeleteGroupResponse;
     type Error = DeleteGroupError;
 }
@@ -51,6 +56,11 @@ impl crate::Operation for ReadGroup {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/groups/{groupid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "groupid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_GROUPID),
+    }];
     type Response = ReadGroupResponse;
     type Error = ReadGroupError;
 }
@@ -81,6 +91,11 @@ impl crate::Operation for UpdateGroup {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/groups/{groupid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "groupid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_GROUPID),
+    }];
     type Response = UpdateGroupResponse;
     type Error = UpdateGroupError;
 }

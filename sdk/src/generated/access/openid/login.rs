@@ -34,6 +34,7 @@ impl crate::Operation for Login {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/openid/login";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RESPONSE_SECRETS: bool = true;
     type Response = LoginResponse;
     type Error = LoginError;
 }

@@ -23,6 +23,11 @@ impl crate::Operation for DeleteRole {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/roles/{roleid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "roleid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_ROLEID),
+    }];
     type Response = DeleteRoleResponse;
     type Error = DeleteRoleError;
 }
@@ -51,6 +56,11 @@ impl crate::Operation for ReadRole {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/roles/{roleid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "roleid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_ROLEID),
+    }];
     type Response = ReadRoleResponse;
     type Error = ReadRoleError;
 }
@@ -84,6 +94,11 @@ impl crate::Operation for UpdateRole {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/roles/{roleid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "roleid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_ROLEID),
+    }];
     type Response = UpdateRoleResponse;
     type Error = UpdateRoleError;
 }

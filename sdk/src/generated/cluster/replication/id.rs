@@ -29,6 +29,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/replication/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -55,6 +60,11 @@ impl crate::Operation for Read {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/replication/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
+    }];
     type Response = ReadResponse;
     type Error = ReadError;
 }
@@ -106,6 +116,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/replication/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -21,6 +21,11 @@ impl crate::Operation for Aplinfo {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/aplinfo";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = AplinfoResponse;
     type Error = AplinfoError;
 }
@@ -63,6 +68,11 @@ impl crate::Operation for AplDownload {
     const PATH: &'static str = "/nodes/{node}/aplinfo";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = AplDownloadResponse;
     type Error = AplDownloadError;
 }

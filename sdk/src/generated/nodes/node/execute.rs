@@ -27,6 +27,11 @@ impl crate::Operation for Execute {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/execute";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = ExecuteResponse;
     type Error = ExecuteError;
 }

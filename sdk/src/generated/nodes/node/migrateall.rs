@@ -43,6 +43,11 @@ impl crate::Operation for Migrateall {
     const PATH: &'static str = "/nodes/{node}/migrateall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = MigrateallResponse;
     type Error = MigrateallError;
 }

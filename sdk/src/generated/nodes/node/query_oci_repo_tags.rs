@@ -26,6 +26,11 @@ impl crate::Operation for QueryOciRepoTags {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/query-oci-repo-tags";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = QueryOciRepoTagsResponse;
     type Error = QueryOciRepoTagsError;
 }

@@ -30,6 +30,11 @@ impl crate::Operation for QueryUrlMetadata {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/query-url-metadata";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = QueryUrlMetadataResponse;
     type Error = QueryUrlMetadataError;
 }

@@ -34,6 +34,12 @@ impl crate::Operation for Spiceshell {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/spiceshell";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = SpiceshellResponse;
     type Error = SpiceshellError;
 }

@@ -36,6 +36,11 @@ impl crate::Operation for Startall {
     const PATH: &'static str = "/nodes/{node}/startall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = StartallResponse;
     type Error = StartallError;
 }

@@ -33,6 +33,11 @@ impl crate::Operation for Suspendall {
     const PATH: &'static str = "/nodes/{node}/suspendall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = SuspendallResponse;
     type Error = SuspendallError;
 }

@@ -39,6 +39,12 @@ impl crate::Operation for Vncshell {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/vncshell";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = VncshellResponse;
     type Error = VncshellError;
 }

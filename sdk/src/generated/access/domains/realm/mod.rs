@@ -24,6 +24,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/domains/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "realm",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REALM),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -52,6 +57,11 @@ impl crate::Operation for Read {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/domains/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "realm",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REALM),
+    }];
     type Response = ReadResponse;
     type Error = ReadError;
 }
@@ -218,6 +228,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/domains/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "realm",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REALM),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -46,6 +46,11 @@ impl crate::Operation for Sync_ {
     const PATH: &'static str = "/access/domains/{realm}/sync";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "realm",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_REALM),
+    }];
     type Response = SyncResponse;
     type Error = SyncError;
 }

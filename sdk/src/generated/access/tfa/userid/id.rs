@@ -30,6 +30,11 @@ impl crate::Operation for DeleteTfa {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = DeleteTfaResponse;
     type Error = DeleteTfaError;
 }
@@ -62,6 +67,11 @@ impl crate::Operation for GetTfaEntry {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = GetTfaEntryResponse;
     type Error = GetTfaEntryError;
 }
@@ -102,6 +112,11 @@ impl crate::Operation for UpdateTfaEntry {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = UpdateTfaEntryResponse;
     type Error = UpdateTfaEntryError;
 }

@@ -24,6 +24,11 @@ impl crate::Operation for ListUserTfa {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = ListUserTfaResponse;
     type Error = ListUserTfaError;
 }
@@ -73,6 +78,11 @@ impl crate::Operation for AddTfaEntry {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/tfa/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = AddTfaEntryResponse;
     type Error = AddTfaEntryError;
 }

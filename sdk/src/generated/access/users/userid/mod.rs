@@ -26,6 +26,11 @@ impl crate::Operation for DeleteUser {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/users/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = DeleteUserResponse;
     type Error = DeleteUserError;
 }
@@ -54,6 +59,11 @@ impl crate::Operation for ReadUser {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = ReadUserResponse;
     type Error = ReadUserError;
 }
@@ -108,6 +118,11 @@ impl crate::Operation for UpdateUser {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = UpdateUserResponse;
     type Error = UpdateUserError;
 }

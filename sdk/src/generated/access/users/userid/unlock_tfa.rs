@@ -23,6 +23,11 @@ impl crate::Operation for UnlockTfa {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/unlock-tfa";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = UnlockTfaResponse;
     type Error = UnlockTfaError;
 }

@@ -23,6 +23,11 @@ impl crate::Operation for DeactivateAccount {
     const PATH: &'static str = "/cluster/acme/account/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeactivateAccountResponse;
     type Error = DeactivateAccountError;
 }
@@ -50,6 +55,11 @@ impl crate::Operation for GetAccount {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/account/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = GetAccountResponse;
     type Error = GetAccountError;
 }
@@ -82,6 +92,11 @@ impl crate::Operation for UpdateAccount {
     const PATH: &'static str = "/cluster/acme/account/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateAccountResponse;
     type Error = UpdateAccountError;
 }

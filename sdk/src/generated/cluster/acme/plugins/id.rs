@@ -21,6 +21,11 @@ impl crate::Operation for DeletePlugin {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/acme/plugins/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeletePluginResponse;
     type Error = DeletePluginError;
 }
@@ -48,6 +53,11 @@ impl crate::Operation for GetPluginConfig {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/plugins/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = GetPluginConfigResponse;
     type Error = GetPluginConfigError;
 }
@@ -97,6 +107,11 @@ impl crate::Operation for UpdatePlugin {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/acme/plugins/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdatePluginResponse;
     type Error = UpdatePluginError;
 }

@@ -21,6 +21,11 @@ impl crate::Operation for Delnode {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/config/nodes/{node}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DelnodeResponse;
     type Error = DelnodeError;
 }
@@ -70,6 +75,12 @@ impl crate::Operation for Addnode {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/config/nodes/{node}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = AddnodeResponse;
     type Error = AddnodeError;
 }

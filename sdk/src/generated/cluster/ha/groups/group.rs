@@ -23,6 +23,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/ha/groups/{group}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "group",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -51,6 +56,11 @@ impl crate::Operation for Read {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/groups/{group}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "group",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = ReadResponse;
     type Error = ReadError;
 }
@@ -98,6 +108,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ha/groups/{group}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "group",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -21,6 +21,11 @@ impl crate::Operation for DeleteRule {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/ha/rules/{rule}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "rule",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteRuleResponse;
     type Error = DeleteRuleError;
 }
@@ -47,6 +52,11 @@ impl crate::Operation for ReadRule {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/rules/{rule}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "rule",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = ReadRuleResponse;
     type Error = ReadRuleError;
 }
@@ -93,6 +103,11 @@ impl crate::Operation for UpdateRule {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ha/rules/{rule}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "rule",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateRuleResponse;
     type Error = UpdateRuleError;
 }

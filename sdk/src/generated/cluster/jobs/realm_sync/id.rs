@@ -21,6 +21,11 @@ impl crate::Operation for DeleteJob {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteJobResponse;
     type Error = DeleteJobError;
 }
@@ -47,6 +52,11 @@ impl crate::Operation for ReadJob {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = ReadJobResponse;
     type Error = ReadJobError;
 }
@@ -99,6 +109,11 @@ impl crate::Operation for CreateJob {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = CreateJobResponse;
     type Error = CreateJobError;
 }
@@ -151,6 +166,11 @@ impl crate::Operation for UpdateJob {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateJobResponse;
     type Error = UpdateJobError;
 }

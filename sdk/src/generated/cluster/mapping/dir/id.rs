@@ -21,6 +21,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/mapping/dir/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -48,6 +53,11 @@ impl crate::Operation for Get {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/mapping/dir/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = GetResponse;
     type Error = GetError;
 }
@@ -89,6 +99,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/mapping/dir/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

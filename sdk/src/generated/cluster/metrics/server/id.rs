@@ -21,6 +21,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -47,6 +52,11 @@ impl crate::Operation for Read {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = ReadResponse;
     type Error = ReadError;
 }
@@ -162,6 +172,11 @@ impl crate::Operation for Create {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = CreateResponse;
     type Error = CreateError;
 }
@@ -274,6 +289,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -109,6 +109,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/qemu/custom-cpu-models/{cputype}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 2);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "cputype",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

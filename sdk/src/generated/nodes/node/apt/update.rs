@@ -22,6 +22,11 @@ impl crate::Operation for ListUpdates {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/update";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = ListUpdatesResponse;
     type Error = ListUpdatesError;
 }
@@ -60,6 +65,11 @@ impl crate::Operation for UpdateDatabase {
     const PATH: &'static str = "/nodes/{node}/apt/update";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = UpdateDatabaseResponse;
     type Error = UpdateDatabaseError;
 }

@@ -36,6 +36,11 @@ impl crate::Operation for Index {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = IndexResponse;
     type Error = IndexError;
 }

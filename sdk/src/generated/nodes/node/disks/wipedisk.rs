@@ -29,6 +29,11 @@ impl crate::Operation for WipeDisk {
     const PATH: &'static str = "/nodes/{node}/disks/wipedisk";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = WipeDiskResponse;
     type Error = WipeDiskError;
 }

@@ -27,6 +27,18 @@ impl crate::Operation for DeleteNetwork {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "iface",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_IFACE),
+        },
+    ];
     type Response = DeleteNetworkResponse;
     type Error = DeleteNetworkError;
 }
@@ -61,6 +73,18 @@ impl crate::Operation for NetworkConfig {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "iface",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_IFACE),
+        },
+    ];
     type Response = NetworkConfigResponse;
     type Error = NetworkConfigError;
 }
@@ -186,6 +210,18 @@ impl crate::Operation for UpdateNetwork {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "iface",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_IFACE),
+        },
+    ];
     type Response = UpdateNetworkResponse;
     type Error = UpdateNetworkError;
 }

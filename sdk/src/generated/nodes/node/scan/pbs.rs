@@ -44,6 +44,11 @@ impl crate::Operation for Pbsscan {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/pbs";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = PbsscanResponse;
     type Error = PbsscanError;
 }

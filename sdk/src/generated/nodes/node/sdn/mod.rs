@@ -24,6 +24,11 @@ impl crate::Operation for Sdnindex {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = SdnindexResponse;
     type Error = SdnindexError;
 }

@@ -130,6 +130,11 @@ impl crate::Operation for Vzdump {
     const PATH: &'static str = "/nodes/{node}/vzdump";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = VzdumpResponse;
     type Error = VzdumpError;
 }

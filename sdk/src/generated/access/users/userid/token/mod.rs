@@ -23,6 +23,11 @@ impl crate::Operation for TokenIndex {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/token";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = TokenIndexResponse;
     type Error = TokenIndexError;
 }

@@ -26,6 +26,11 @@ impl crate::Operation for RemoveToken {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = RemoveTokenResponse;
     type Error = RemoveTokenError;
 }
@@ -57,6 +62,11 @@ impl crate::Operation for ReadToken {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = ReadTokenResponse;
     type Error = ReadTokenError;
 }
@@ -96,6 +106,12 @@ impl crate::Operation for GenerateToken {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = GenerateTokenResponse;
     type Error = GenerateTokenError;
 }
@@ -141,6 +157,11 @@ impl crate::Operation for UpdateTokenInfo {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "userid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_USERID),
+    }];
     type Response = UpdateTokenInfoResponse;
     type Error = UpdateTokenInfoError;
 }

@@ -29,6 +29,11 @@ impl crate::Operation for RemoveIp {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}/{cidr}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "cidr",
+        rest: true,
+        format: None,
+    }];
     type Response = RemoveIpResponse;
     type Error = RemoveIpError;
 }
@@ -61,6 +66,11 @@ impl crate::Operation for ReadIp {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}/{cidr}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "cidr",
+        rest: true,
+        format: None,
+    }];
     type Response = ReadIpResponse;
     type Error = ReadIpError;
 }
@@ -102,6 +112,11 @@ impl crate::Operation for UpdateIp {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}/{cidr}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "cidr",
+        rest: true,
+        format: None,
+    }];
     type Response = UpdateIpResponse;
     type Error = UpdateIpError;
 }

@@ -26,6 +26,11 @@ impl crate::Operation for Migrate {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/ha/resources/{sid}/migrate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "sid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_HA_RESOURCE_OR_VM_ID),
+    }];
     type Response = MigrateResponse;
     type Error = MigrateError;
 }

@@ -28,6 +28,11 @@ impl crate::Operation for Delete {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/ha/resources/{sid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "sid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_HA_RESOURCE_OR_VM_ID),
+    }];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -54,6 +59,11 @@ impl crate::Operation for Read {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/resources/{sid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "sid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_HA_RESOURCE_OR_VM_ID),
+    }];
     type Response = ReadResponse;
     type Error = ReadError;
 }
@@ -109,6 +119,11 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ha/resources/{sid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "sid",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_HA_RESOURCE_OR_VM_ID),
+    }];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -21,6 +21,11 @@ impl crate::Operation for DeleteGotifyEndpoint {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteGotifyEndpointResponse;
     type Error = DeleteGotifyEndpointError;
 }
@@ -48,6 +53,11 @@ impl crate::Operation for GetGotifyEndpoint {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = GetGotifyEndpointResponse;
     type Error = GetGotifyEndpointError;
 }
@@ -93,6 +103,11 @@ impl crate::Operation for UpdateGotifyEndpoint {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateGotifyEndpointResponse;
     type Error = UpdateGotifyEndpointError;
 }

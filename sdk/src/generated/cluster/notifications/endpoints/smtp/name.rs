@@ -21,6 +21,11 @@ impl crate::Operation for DeleteSmtpEndpoint {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteSmtpEndpointResponse;
     type Error = DeleteSmtpEndpointError;
 }
@@ -48,6 +53,11 @@ impl crate::Operation for GetSmtpEndpoint {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = GetSmtpEndpointResponse;
     type Error = GetSmtpEndpointError;
 }
@@ -116,6 +126,11 @@ impl crate::Operation for UpdateSmtpEndpoint {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateSmtpEndpointResponse;
     type Error = UpdateSmtpEndpointError;
 }

@@ -13,6 +13,7 @@ impl crate::Operation for GetWebhookEndpoints {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RESPONSE_SECRETS: bool = true;
     type Response = GetWebhookEndpointsResponse;
     type Error = GetWebhookEndpointsError;
 }

@@ -21,6 +21,11 @@ impl crate::Operation for DeleteWebhookEndpoint {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = DeleteWebhookEndpointResponse;
     type Error = DeleteWebhookEndpointError;
 }
@@ -48,6 +53,12 @@ impl crate::Operation for GetWebhookEndpoint {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = GetWebhookEndpointResponse;
     type Error = GetWebhookEndpointError;
 }
@@ -102,6 +113,11 @@ impl crate::Operation for UpdateWebhookEndpoint {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = UpdateWebhookEndpointResponse;
     type Error = UpdateWebhookEndpointError;
 }

@@ -21,6 +21,11 @@ impl crate::Operation for TestTarget {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/targets/{name}/test";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "name",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_CONFIGID),
+    }];
     type Response = TestTargetResponse;
     type Error = TestTargetError;
 }

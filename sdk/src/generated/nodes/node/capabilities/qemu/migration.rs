@@ -21,6 +21,11 @@ impl crate::Operation for Capabilities {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/migration";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = CapabilitiesResponse;
     type Error = CapabilitiesError;
 }

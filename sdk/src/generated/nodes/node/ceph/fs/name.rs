@@ -37,6 +37,11 @@ impl crate::Operation for Destroyfs {
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 2);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DestroyfsResponse;
     type Error = DestroyfsError;
 }
@@ -79,6 +84,11 @@ impl crate::Operation for Createfs {
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = CreatefsResponse;
     type Error = CreatefsError;
 }

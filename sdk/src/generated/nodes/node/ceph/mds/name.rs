@@ -29,6 +29,11 @@ impl crate::Operation for Destroymds {
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DestroymdsResponse;
     type Error = DestroymdsError;
 }
@@ -67,6 +72,11 @@ impl crate::Operation for Createmds {
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = CreatemdsResponse;
     type Error = CreatemdsError;
 }

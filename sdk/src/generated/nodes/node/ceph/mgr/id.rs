@@ -29,6 +29,11 @@ impl crate::Operation for Destroymgr {
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DestroymgrResponse;
     type Error = DestroymgrError;
 }
@@ -64,6 +69,11 @@ impl crate::Operation for Createmgr {
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = CreatemgrResponse;
     type Error = CreatemgrError;
 }

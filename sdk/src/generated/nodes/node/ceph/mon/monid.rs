@@ -29,6 +29,11 @@ impl crate::Operation for Destroymon {
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DestroymonResponse;
     type Error = DestroymonError;
 }
@@ -68,6 +73,11 @@ impl crate::Operation for Createmon {
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = CreatemonResponse;
     type Error = CreatemonError;
 }

@@ -23,6 +23,11 @@ impl crate::Operation for Lspools {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = LspoolsResponse;
     type Error = LspoolsError;
 }
@@ -92,6 +97,11 @@ impl crate::Operation for Createpool {
     const PATH: &'static str = "/nodes/{node}/ceph/pool";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = CreatepoolResponse;
     type Error = CreatepoolError;
 }

@@ -24,6 +24,11 @@ impl crate::Operation for RevokeCertificate {
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = RevokeCertificateResponse;
     type Error = RevokeCertificateError;
 }
@@ -59,6 +64,11 @@ impl crate::Operation for NewCertificate {
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = NewCertificateResponse;
     type Error = NewCertificateError;
 }
@@ -94,6 +104,11 @@ impl crate::Operation for RenewCertificate {
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = RenewCertificateResponse;
     type Error = RenewCertificateError;
 }

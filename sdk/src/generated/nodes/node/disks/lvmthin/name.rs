@@ -45,6 +45,18 @@ impl crate::Operation for Delete {
     const PATH: &'static str = "/nodes/{node}/disks/lvmthin/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "name",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }

@@ -30,6 +30,18 @@ impl crate::Operation for MigrateVmPrecondition {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/migrate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = MigrateVmPreconditionResponse;
     type Error = MigrateVmPreconditionError;
 }
@@ -84,6 +96,18 @@ impl crate::Operation for MigrateVm {
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/migrate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = MigrateVmResponse;
     type Error = MigrateVmError;
 }

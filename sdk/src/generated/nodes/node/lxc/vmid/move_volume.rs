@@ -56,6 +56,18 @@ impl crate::Operation for MoveVolume {
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/move_volume";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = MoveVolumeResponse;
     type Error = MoveVolumeError;
 }

@@ -26,6 +26,18 @@ impl crate::Operation for VmPending {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/pending";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = VmPendingResponse;
     type Error = VmPendingError;
 }

@@ -32,6 +32,19 @@ impl crate::Operation for VmConfig {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
+    const RESPONSE_SECRETS: bool = true;
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
@@ -358,6 +371,18 @@ impl crate::Operation for UpdateVmAsync {
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = UpdateVmAsyncResponse;
     type Error = UpdateVmAsyncError;
 }
@@ -680,6 +705,18 @@ impl crate::Operation for UpdateVm {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = UpdateVmResponse;
     type Error = UpdateVmError;
 }

@@ -29,6 +29,18 @@ impl crate::Operation for DbusVmstate {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/dbus-vmstate";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = DbusVmstateResponse;
     type Error = DbusVmstateError;
 }

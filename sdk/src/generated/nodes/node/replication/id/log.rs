@@ -33,6 +33,18 @@ impl crate::Operation for ReadJobLog {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication/{id}/log";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "id",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
+        },
+    ];
     type Response = ReadJobLogResponse;
     type Error = ReadJobLogError;
 }

@@ -28,6 +28,18 @@ impl crate::Operation for Index {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "id",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
+        },
+    ];
     type Response = IndexResponse;
     type Error = IndexError;
 }

@@ -27,6 +27,18 @@ impl crate::Operation for JobStatus {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication/{id}/status";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "id",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
+        },
+    ];
     type Response = JobStatusResponse;
     type Error = JobStatusError;
 }

@@ -59,6 +59,18 @@ impl crate::Operation for DownloadUrl {
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/download-url";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = DownloadUrlResponse;
     type Error = DownloadUrlError;
 }

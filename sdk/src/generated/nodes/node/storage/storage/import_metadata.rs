@@ -34,6 +34,18 @@ impl crate::Operation for GetImportMetadata {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/import-metadata";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = GetImportMetadataResponse;
     type Error = GetImportMetadataError;
 }

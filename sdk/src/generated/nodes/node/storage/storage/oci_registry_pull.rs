@@ -39,6 +39,18 @@ impl crate::Operation for OciRegistryPull {
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/oci-registry-pull";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = OciRegistryPullResponse;
     type Error = OciRegistryPullError;
 }

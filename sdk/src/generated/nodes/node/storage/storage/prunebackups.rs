@@ -40,6 +40,18 @@ impl crate::Operation for Delete {
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/prunebackups";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -84,6 +96,18 @@ impl crate::Operation for Dryrun {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/prunebackups";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = DryrunResponse;
     type Error = DryrunError;
 }

@@ -26,6 +26,11 @@ impl crate::Operation for DeleteNode {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node_id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DeleteNodeResponse;
     type Error = DeleteNodeError;
 }
@@ -57,6 +62,11 @@ impl crate::Operation for GetNode {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node_id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = GetNodeResponse;
     type Error = GetNodeError;
 }
@@ -108,6 +118,11 @@ impl crate::Operation for UpdateNode {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node_id",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = UpdateNodeResponse;
     type Error = UpdateNodeError;
 }

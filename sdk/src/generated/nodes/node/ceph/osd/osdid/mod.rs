@@ -37,6 +37,11 @@ impl crate::Operation for Destroyosd {
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DestroyosdResponse;
     type Error = DestroyosdError;
 }
@@ -68,6 +73,11 @@ impl crate::Operation for Osdindex {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = OsdindexResponse;
     type Error = OsdindexError;
 }

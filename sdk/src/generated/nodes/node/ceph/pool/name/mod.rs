@@ -39,6 +39,11 @@ impl crate::Operation for Destroypool {
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = DestroypoolResponse;
     type Error = DestroypoolError;
 }
@@ -70,6 +75,11 @@ impl crate::Operation for Poolindex {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = PoolindexResponse;
     type Error = PoolindexError;
 }
@@ -132,6 +142,11 @@ impl crate::Operation for Setpool {
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = SetpoolResponse;
     type Error = SetpoolError;
 }

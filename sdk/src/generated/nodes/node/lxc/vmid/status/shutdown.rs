@@ -36,6 +36,18 @@ impl crate::Operation for VmShutdown {
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/shutdown";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = VmShutdownResponse;
     type Error = VmShutdownError;
 }

@@ -27,6 +27,18 @@ impl crate::Operation for CloudinitPending {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/cloudinit";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = CloudinitPendingResponse;
     type Error = CloudinitPendingError;
 }
@@ -60,6 +72,18 @@ impl crate::Operation for CloudinitUpdate {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/cloudinit";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = CloudinitUpdateResponse;
     type Error = CloudinitUpdateError;
 }

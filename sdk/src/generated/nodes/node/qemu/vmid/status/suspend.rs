@@ -38,6 +38,18 @@ impl crate::Operation for VmSuspend {
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/suspend";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = VmSuspendResponse;
     type Error = VmSuspendError;
 }

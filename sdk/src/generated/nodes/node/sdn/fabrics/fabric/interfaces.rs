@@ -27,6 +27,11 @@ impl crate::Operation for Interfaces {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/fabrics/{fabric}/interfaces";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[crate::validate::PathParam {
+        name: "node",
+        rest: false,
+        format: Some(&crate::generated::formats::PVE_NODE),
+    }];
     type Response = InterfacesResponse;
     type Error = InterfacesError;
 }

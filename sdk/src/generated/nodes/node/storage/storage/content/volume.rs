@@ -39,6 +39,23 @@ impl crate::Operation for Delete {
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+        crate::validate::PathParam {
+            name: "volume",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = DeleteResponse;
     type Error = DeleteError;
 }
@@ -79,6 +96,23 @@ impl crate::Operation for Info {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+        crate::validate::PathParam {
+            name: "volume",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = InfoResponse;
     type Error = InfoError;
 }
@@ -126,6 +160,23 @@ impl crate::Operation for Copy_ {
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+        crate::validate::PathParam {
+            name: "volume",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = CopyResponse;
     type Error = CopyError;
 }
@@ -172,6 +223,23 @@ impl crate::Operation for Updateattributes {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+        crate::validate::PathParam {
+            name: "volume",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = UpdateattributesResponse;
     type Error = UpdateattributesError;
 }

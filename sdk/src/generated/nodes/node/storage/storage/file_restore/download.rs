@@ -41,6 +41,18 @@ impl crate::Operation for Download {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/file-restore/download";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "storage",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_STORAGE_ID),
+        },
+    ];
     type Response = DownloadResponse;
     type Error = DownloadError;
 }

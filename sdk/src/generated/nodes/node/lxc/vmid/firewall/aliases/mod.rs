@@ -26,6 +26,18 @@ impl crate::Operation for GetAliases {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/aliases";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = GetAliasesResponse;
     type Error = GetAliasesError;
 }
@@ -72,6 +84,18 @@ impl crate::Operation for CreateAlias {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/aliases";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+    ];
     type Response = CreateAliasResponse;
     type Error = CreateAliasError;
 }

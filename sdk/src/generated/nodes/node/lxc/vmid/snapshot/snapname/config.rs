@@ -29,6 +29,23 @@ impl crate::Operation for GetSnapshotConfig {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "snapname",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_CONFIGID),
+        },
+    ];
     type Response = GetSnapshotConfigResponse;
     type Error = GetSnapshotConfigError;
 }
@@ -68,6 +85,23 @@ impl crate::Operation for UpdateSnapshotConfig {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "snapname",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_CONFIGID),
+        },
+    ];
     type Response = UpdateSnapshotConfigResponse;
     type Error = UpdateSnapshotConfigError;
 }

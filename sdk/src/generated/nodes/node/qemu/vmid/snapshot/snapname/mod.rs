@@ -37,6 +37,23 @@ impl crate::Operation for Delsnapshot {
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "snapname",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_CONFIGID),
+        },
+    ];
     type Response = DelsnapshotResponse;
     type Error = DelsnapshotError;
 }
@@ -71,6 +88,23 @@ impl crate::Operation for SnapshotCmdIdx {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "snapname",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_CONFIGID),
+        },
+    ];
     type Response = SnapshotCmdIdxResponse;
     type Error = SnapshotCmdIdxError;
 }

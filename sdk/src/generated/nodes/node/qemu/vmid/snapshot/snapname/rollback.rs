@@ -35,6 +35,23 @@ impl crate::Operation for Rollback {
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "snapname",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_CONFIGID),
+        },
+    ];
     type Response = RollbackResponse;
     type Error = RollbackError;
 }

@@ -40,6 +40,23 @@ impl crate::Operation for RemoveIp {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "cidr",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = RemoveIpResponse;
     type Error = RemoveIpError;
 }
@@ -83,6 +100,23 @@ impl crate::Operation for ReadIp {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "cidr",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = ReadIpResponse;
     type Error = ReadIpError;
 }
@@ -135,6 +169,23 @@ impl crate::Operation for UpdateIp {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const PATH_PARAMS: &'static [crate::validate::PathParam] = &[
+        crate::validate::PathParam {
+            name: "node",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_NODE),
+        },
+        crate::validate::PathParam {
+            name: "vmid",
+            rest: false,
+            format: Some(&crate::generated::formats::PVE_VMID),
+        },
+        crate::validate::PathParam {
+            name: "cidr",
+            rest: true,
+            format: None,
+        },
+    ];
     type Response = UpdateIpResponse;
     type Error = UpdateIpError;
 }
