@@ -29,7 +29,6 @@ use tracing::Instrument;
 
 use crate::error::{
     ApiError, ClientError, ClientErrorKind, DecodeError, OperationError, RequestError,
-    TransportError,
 };
 use crate::form::{encode, EncodedRequest};
 use crate::operation::{Method, Operation, PveVersion};
@@ -101,10 +100,16 @@ const TICKET_RENEW_AFTER: Duration = Duration::from_secs(90 * 60);
 
 #[derive(Debug)]
 struct Ticket {
+    /// The ticket, sent as the password to renew it.
     ticket: Secret,
-    csrf: Secret,
+    /// `PVEAuthCookie=<ticket>`, marked sensitive.
+    cookie: hyper::header::HeaderValue,
+    /// The CSRF token, marked sensitive.
+    csrf: hyper::header::HeaderValue,
     issued: Instant,
 }
+
+type AuthHeaders = Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>;
 
 /// The ticket session: the current ticket and how many logins made it (so that concurrent
 /// requests refused with the same ticket log in again only once).
@@ -120,7 +125,7 @@ enum Auth {
     /// `Authorization: PVEAPIToken=...`, built once and marked sensitive.
     Token {
         id: String,
-        header: reqwest::header::HeaderValue,
+        header: hyper::header::HeaderValue,
     },
     /// A ticket session, logged in with the password.
     Password {
@@ -132,7 +137,7 @@ enum Auth {
 
 #[derive(Debug)]
 struct Inner {
-    http: reqwest::Client,
+    http: crate::transport::Transport,
     auth: Auth,
     api: String,
     retry: RetryPolicy,
@@ -172,15 +177,12 @@ pub enum BuildError {
     /// The pinned fingerprint is not 32 hex bytes.
     #[error("{0:?} is not a SHA-256 fingerprint (32 hex bytes, e.g. AB:CD:...)")]
     BadFingerprint(String),
-    /// The CA bundle is not PEM.
-    #[error("the CA bundle is not a PEM certificate")]
-    BadCa(#[source] reqwest::Error),
+    /// The CA bundle holds no PEM certificate rustls accepts.
+    #[error("the CA bundle holds no usable PEM certificate: {0}")]
+    BadCa(String),
     /// TLS setup failed.
     #[error("TLS setup failed")]
     Tls(#[source] rustls::Error),
-    /// The HTTP client could not be built.
-    #[error("the HTTP client could not be built")]
-    Http(#[source] reqwest::Error),
     /// The token id or secret has characters an HTTP header cannot carry.
     #[error("the API token cannot be sent in an HTTP header (control characters?)")]
     BadToken,
@@ -246,36 +248,35 @@ impl ClientBuilder {
         if !(base.starts_with("https://") || base.starts_with("http://")) {
             return Err(BuildError::BadUrl(base));
         }
-        let mut http = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
-            // A redirect is an answer, never followed: a 307/308 would resend a write, a
-            // 302/303 would turn it into a GET whose answer reads as the write's success.
-            .redirect(reqwest::redirect::Policy::none());
-        match &self.tls {
-            TlsMode::Verify => {}
-            TlsMode::ExtraCa(pem) => {
-                let ca = reqwest::Certificate::from_pem(pem).map_err(BuildError::BadCa)?;
-                http = http.add_root_certificate(ca);
-            }
+        let api = format!("{base}/api2/json");
+        if hyper::Uri::try_from(api.as_str()).is_err() {
+            return Err(BuildError::BadUrl(base));
+        }
+        let tls = match &self.tls {
+            TlsMode::Verify => crate::tls::verified_config(None),
+            TlsMode::ExtraCa(pem) => crate::tls::verified_config(Some(pem)),
             TlsMode::Pinned(fp) => {
                 let want = crate::tls::parse_fingerprint(fp)
                     .ok_or_else(|| BuildError::BadFingerprint(fp.clone()))?;
-                let config = crate::tls::pinned_config(want).map_err(BuildError::Tls)?;
-                http = http.use_preconfigured_tls(config);
+                crate::tls::pinned_config(want).map_err(BuildError::Tls)
             }
             TlsMode::Insecure => {
                 tracing::warn!(
                     base = %base,
                     "TLS certificate verification is OFF: any server can pose as this node"
                 );
-                http = http.danger_accept_invalid_certs(true);
+                crate::tls::insecure_config().map_err(BuildError::Tls)
             }
-        }
-        let http = http.build().map_err(BuildError::Http)?;
+        }?;
+        // Redirects are never followed (hyper's client does not): a 3xx is an error.
+        let http = crate::transport::Transport::new(
+            tls,
+            self.timeout,
+            self.timeout.min(Duration::from_secs(10)),
+        );
         let auth = match credentials {
             Credentials::Token { id, secret } => {
-                let mut header = reqwest::header::HeaderValue::from_str(&format!(
+                let mut header = hyper::header::HeaderValue::from_str(&format!(
                     "PVEAPIToken={id}={}",
                     secret.expose()
                 ))
@@ -293,7 +294,7 @@ impl ClientBuilder {
             inner: Arc::new(Inner {
                 http,
                 auth,
-                api: format!("{base}/api2/json"),
+                api,
                 retry: self.retry,
                 check_versions: self.check_versions,
                 renew_after: self.renew_after,
@@ -303,13 +304,7 @@ impl ClientBuilder {
     }
 }
 
-/// One HTTP exchange's answer.
-struct Exchange {
-    status: u16,
-    reason: Option<String>,
-    location: Option<String>,
-    body: bytes::Bytes,
-}
+use crate::transport::Answer as Exchange;
 
 /// How a request failed inside the client: PVE refused something (this request or one made
 /// for it, like the login), or there was no usable answer.
@@ -653,8 +648,6 @@ impl Client {
                 .iter()
                 .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
                 .collect(),
-            // Which of them are secrets is not known here: redact them all from errors.
-            secret_keys: params.iter().map(|(k, _)| k.as_ref().to_owned()).collect(),
         };
         let client_error = |kind| ClientError {
             operation: "raw",
@@ -697,7 +690,6 @@ impl Client {
             method: Method::Get,
             path: "/version".to_owned(),
             params: Vec::new(),
-            secret_keys: Vec::new(),
         };
         let ex = self.exchange(&enc).await?;
         let r: Response<Value> = self.answer("version", &enc, &ex, false)?;
@@ -785,36 +777,29 @@ impl Client {
         &self,
         enc: &EncodedRequest,
     ) -> Result<(Result<Exchange, ClientErrorKind>, Option<u64>), Failure> {
-        let url = format!("{}{}", self.inner.api, enc.path);
-        let method = match enc.method {
-            Method::Get => reqwest::Method::GET,
-            Method::Post => reqwest::Method::POST,
-            Method::Put => reqwest::Method::PUT,
-            Method::Delete => reqwest::Method::DELETE,
-        };
-        let mut req = self.inner.http.request(method, url);
-        if !enc.params.is_empty() {
-            req = if enc.method.uses_query() {
-                req.query(&enc.params)
-            } else {
-                req.form(&enc.params)
-            };
-        }
-        let (req, generation) = self.authenticate(req, enc.method).await?;
-        Ok((send_http(req, &enc.secret_keys).await, generation))
+        let (auth, generation) = self.authenticate(enc.method).await?;
+        let request = build_request(&self.inner.api, enc, auth)?;
+        Ok((self.send_http(request).await, generation))
     }
 
-    async fn authenticate(
+    async fn send_http(
         &self,
-        req: reqwest::RequestBuilder,
-        method: Method,
-    ) -> Result<(reqwest::RequestBuilder, Option<u64>), Failure> {
+        request: hyper::Request<http_body_util::Full<bytes::Bytes>>,
+    ) -> Result<Exchange, ClientErrorKind> {
+        use crate::transport::Failed;
+        self.inner.http.send(request).await.map_err(|f| match f {
+            Failed::Connect(e) => ClientErrorKind::Connect(e),
+            Failed::Certificate(e) => ClientErrorKind::Certificate(e),
+            Failed::Exchange(e) => ClientErrorKind::Transport(e),
+        })
+    }
+
+    /// The headers that authenticate a request: the token, or the ticket cookie (and the CSRF
+    /// token on writes), logging in or renewing first when due.
+    async fn authenticate(&self, method: Method) -> Result<(AuthHeaders, Option<u64>), Failure> {
         let (username, password, session) = match &self.inner.auth {
             Auth::Token { header, .. } => {
-                return Ok((
-                    req.header(reqwest::header::AUTHORIZATION, header.clone()),
-                    None,
-                ))
+                return Ok((vec![(hyper::header::AUTHORIZATION, header.clone())], None))
             }
             Auth::Password {
                 username,
@@ -844,14 +829,17 @@ impl Client {
             session.generation += 1;
         }
         let generation = session.generation;
-        let mut req = req;
+        let mut headers = Vec::new();
         if let Some(t) = &session.ticket {
-            req = req.header("Cookie", format!("PVEAuthCookie={}", t.ticket.expose()));
+            headers.push((hyper::header::COOKIE, t.cookie.clone()));
             if method.is_write() {
-                req = req.header("CSRFPreventionToken", t.csrf.expose());
+                headers.push((
+                    hyper::header::HeaderName::from_static("csrfpreventiontoken"),
+                    t.csrf.clone(),
+                ));
             }
         }
-        Ok((req, Some(generation)))
+        Ok((headers, Some(generation)))
     }
 
     /// Logs in with the password unless another request already did since `seen` was used.
@@ -881,34 +869,43 @@ impl Client {
             what: "the ticket login",
             source: Box::new(k),
         };
-        let req = self
-            .inner
-            .http
-            .post(format!("{}/access/ticket", self.inner.api))
-            .form(&[("username", username), ("password", secret.expose())]);
-        let ex = send_http(req, &[]).await.map_err(before)?;
         let enc = EncodedRequest {
             method: Method::Post,
             path: "/access/ticket".to_owned(),
-            params: Vec::new(),
-            secret_keys: Vec::new(),
+            params: vec![
+                ("username".to_owned(), username.to_owned()),
+                ("password".to_owned(), secret.expose().to_owned()),
+            ],
         };
+        let request = build_request(&self.inner.api, &enc, Vec::new())?;
+        let ex = self.send_http(request).await.map_err(before)?;
         let r: Response<Value> = match self.answer("create_ticket", &enc, &ex, true) {
             Ok(r) => r,
             Err(Failure::Client(k)) => return Err(Failure::Client(before(k))),
             Err(api) => return Err(api),
         };
-        let get = |k: &str| r.data.get(k).and_then(Value::as_str).map(Secret::new);
-        match (get("ticket"), get("CSRFPreventionToken")) {
-            (Some(ticket), Some(csrf)) => Ok(Ticket {
-                ticket,
-                csrf,
-                issued: Instant::now(),
-            }),
-            _ => Err(Failure::Client(before(ClientErrorKind::NotEnvelope {
+        let get = |k: &str| r.data.get(k).and_then(Value::as_str);
+        let (Some(ticket), Some(csrf)) = (get("ticket"), get("CSRFPreventionToken")) else {
+            return Err(Failure::Client(before(ClientErrorKind::NotEnvelope {
                 excerpt: None,
-            }))),
-        }
+            })));
+        };
+        let header = |v: &str| {
+            hyper::header::HeaderValue::from_str(v)
+                .map(|mut h| {
+                    h.set_sensitive(true);
+                    h
+                })
+                .map_err(|_| {
+                    Failure::Client(before(ClientErrorKind::NotEnvelope { excerpt: None }))
+                })
+        };
+        Ok(Ticket {
+            ticket: Secret::new(ticket),
+            cookie: header(&format!("PVEAuthCookie={ticket}"))?,
+            csrf: header(csrf)?,
+            issued: Instant::now(),
+        })
     }
 
     /// GET a path below `/api2/json` and decode its envelope (for the runtime's own reads).
@@ -921,7 +918,6 @@ impl Client {
             method: Method::Get,
             path: path.to_owned(),
             params,
-            secret_keys: Vec::new(),
         };
         let failure = |f| match f {
             Failure::Api(api) => RequestError::Api(api),
@@ -937,107 +933,60 @@ impl Client {
     }
 }
 
-/// Sends a built request and reads the whole answer.
-async fn send_http(
-    req: reqwest::RequestBuilder,
-    secret_keys: &[String],
-) -> Result<Exchange, ClientErrorKind> {
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| transport_kind(e, secret_keys, true))?;
-    let status = resp.status().as_u16();
-    let reason = if status == 200 {
-        None
-    } else {
-        resp.extensions()
-            .get::<hyper::ext::ReasonPhrase>()
-            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
-            .or_else(|| resp.status().canonical_reason().map(str::to_owned))
+/// The HTTP request of an encoded one: path below `api`, parameters as query (GET, DELETE) or
+/// form body (POST, PUT), and the authentication headers.
+fn build_request(
+    api: &str,
+    enc: &EncodedRequest,
+    auth: AuthHeaders,
+) -> Result<hyper::Request<http_body_util::Full<bytes::Bytes>>, Failure> {
+    let encoded = || {
+        let mut f = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &enc.params {
+            f.append_pair(k, v);
+        }
+        f.finish()
     };
-    let location = resp
-        .headers()
-        .get(reqwest::header::LOCATION)
-        .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
-    let body = resp
-        .bytes()
-        .await
-        .map_err(|e| transport_kind(e, secret_keys, false))?;
-    Ok(Exchange {
-        status,
-        reason,
-        location,
-        body,
+    let mut uri = format!("{api}{}", enc.path);
+    let mut body = bytes::Bytes::new();
+    let mut form = false;
+    if !enc.params.is_empty() {
+        if enc.method.uses_query() {
+            uri.push('?');
+            uri.push_str(&encoded());
+        } else {
+            body = bytes::Bytes::from(encoded());
+            form = true;
+        }
+    }
+    let method = match enc.method {
+        Method::Get => hyper::Method::GET,
+        Method::Post => hyper::Method::POST,
+        Method::Put => hyper::Method::PUT,
+        Method::Delete => hyper::Method::DELETE,
+    };
+    let mut builder = hyper::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(hyper::header::ACCEPT, "application/json")
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("pve-sdk/", env!("CARGO_PKG_VERSION")),
+        );
+    if form {
+        builder = builder.header(
+            hyper::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        );
+    }
+    for (k, v) in auth {
+        builder = builder.header(k, v);
+    }
+    builder.body(http_body_util::Full::new(body)).map_err(|e| {
+        Failure::Client(ClientErrorKind::Encode(crate::form::FormError::Custom(
+            format!("not an HTTP request: {e}"),
+        )))
     })
-}
-
-/// Classifies a transport error: a refused certificate, no connection made, or a failure after
-/// connecting; secret query values are redacted from its URL first.
-fn transport_kind(
-    mut e: reqwest::Error,
-    secret_keys: &[String],
-    before_answer: bool,
-) -> ClientErrorKind {
-    if let Some(url) = e.url_mut() {
-        redact_query(url, secret_keys);
-    }
-    let certificate = refused_certificate(&e);
-    let connect = before_answer && e.is_connect();
-    let boxed: TransportError = Box::new(e);
-    if certificate {
-        ClientErrorKind::Certificate(boxed)
-    } else if connect {
-        ClientErrorKind::Connect(boxed)
-    } else {
-        ClientErrorKind::Transport(boxed)
-    }
-}
-
-/// Replaces the values of secret query parameters with `[redacted]`.
-fn redact_query(url: &mut reqwest::Url, secret_keys: &[String]) {
-    if secret_keys.is_empty() || url.query().is_none() {
-        return;
-    }
-    let pairs: Vec<(String, String)> = url
-        .query_pairs()
-        .map(|(k, v)| {
-            let v = if secret_keys.iter().any(|s| *s == k) {
-                "[redacted]".to_owned()
-            } else {
-                v.into_owned()
-            };
-            (k.into_owned(), v)
-        })
-        .collect();
-    url.query_pairs_mut().clear().extend_pairs(pairs);
-}
-
-/// Whether a rustls certificate error is somewhere in the error's causes.
-fn refused_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if is_cert_error(err) {
-            return true;
-        }
-        // `io::Error::source` skips the error it wraps; look at it too.
-        if let Some(inner) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::get_ref)
-        {
-            if is_cert_error(inner) || refused_certificate(inner) {
-                return true;
-            }
-        }
-        cur = err.source();
-    }
-    false
-}
-
-fn is_cert_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    matches!(
-        e.downcast_ref::<rustls::Error>(),
-        Some(rustls::Error::InvalidCertificate(_))
-    )
 }
 
 #[cfg(test)]
@@ -1052,20 +1001,6 @@ mod tests {
         assert!(skips_authentication(Method::Post, "/access/openid/login"));
         assert!(!skips_authentication(Method::Put, "/access/password"));
         assert!(!skips_authentication(Method::Get, "/nodes"));
-    }
-
-    #[test]
-    fn secret_query_values_are_redacted() {
-        let mut url = reqwest::Url::parse(
-            "https://pve1:8006/api2/json/nodes/pve1/qemu/100/vncwebsocket?port=5900&vncticket=PVEVNC%3Asecret",
-        )
-        .expect("url");
-        redact_query(&mut url, &["vncticket".to_owned()]);
-        assert_eq!(
-            url.query(),
-            Some("port=5900&vncticket=%5Bredacted%5D"),
-            "{url}"
-        );
     }
 
     #[test]

@@ -71,8 +71,6 @@ pub struct EncodedRequest {
     pub path: String,
     /// Query (GET, DELETE) or form body (POST, PUT) parameters, in field order.
     pub params: Vec<(String, String)>,
-    /// The keys of `params` whose values are secrets ([`crate::Secret`]), redacted from errors.
-    pub secret_keys: Vec<String>,
 }
 
 /// Characters left as they are in a path segment; everything else is percent-encoded.
@@ -92,18 +90,12 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 /// [`FormError`] when a field has no form encoding, or a path parameter is missing or refused
 /// by [`crate::validate::check_path_value`].
 pub fn encode<O: Operation>(request: &O) -> Result<EncodedRequest, FormError> {
-    let mut secret_keys = Vec::new();
-    let mut params = Vec::new();
-    request.serialize(TopSerializer {
-        out: &mut params,
-        secrets: &mut secret_keys,
-    })?;
+    let mut params = to_pairs(request)?;
     let path = render_path(O::PATH, O::PATH_PARAMS, &mut params)?;
     Ok(EncodedRequest {
         method: O::METHOD,
         path,
         params,
-        secret_keys,
     })
 }
 
@@ -173,22 +165,13 @@ pub(crate) fn quoted(value: &str) -> String {
 /// [`FormError::Unsupported`] for nested structures that have no flat form.
 pub fn to_pairs<T: Serialize + ?Sized>(value: &T) -> Result<Vec<(String, String)>, FormError> {
     let mut out = Vec::new();
-    let mut secrets = Vec::new();
-    value.serialize(TopSerializer {
-        out: &mut out,
-        secrets: &mut secrets,
-    })?;
+    value.serialize(TopSerializer { out: &mut out })?;
     Ok(out)
 }
-
-/// The newtype name [`crate::Secret`] serializes under, so that the form encoder can tell which
-/// keys hold secrets (other serializers see a transparent string).
-pub(crate) const SECRET_NEWTYPE: &str = "pve_sdk::Secret";
 
 #[derive(Debug)]
 struct TopSerializer<'a> {
     out: &'a mut Vec<(String, String)>,
-    secrets: &'a mut Vec<String>,
 }
 
 macro_rules! top_unsupported {
@@ -306,7 +289,6 @@ impl<'a> ser::Serializer for TopSerializer<'a> {
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, FormError> {
         Ok(FieldsSerializer {
             out: self.out,
-            secrets: self.secrets,
             key: None,
         })
     }
@@ -318,7 +300,6 @@ impl<'a> ser::Serializer for TopSerializer<'a> {
     ) -> Result<Self::SerializeStruct, FormError> {
         Ok(FieldsSerializer {
             out: self.out,
-            secrets: self.secrets,
             key: None,
         })
     }
@@ -341,7 +322,6 @@ impl<'a> ser::Serializer for TopSerializer<'a> {
 #[derive(Debug)]
 pub struct FieldsSerializer<'a> {
     out: &'a mut Vec<(String, String)>,
-    secrets: &'a mut Vec<String>,
     key: Option<String>,
 }
 
@@ -370,7 +350,6 @@ impl ser::SerializeStruct for FieldsSerializer<'_> {
             .serialize(ValueSerializer {
                 key,
                 out: self.out,
-                secrets: self.secrets,
                 in_seq: false,
             })
             .map_err(|e| in_field(key, e))
@@ -399,7 +378,6 @@ impl ser::SerializeMap for FieldsSerializer<'_> {
             .serialize(ValueSerializer {
                 key: &key,
                 out: self.out,
-                secrets: self.secrets,
                 in_seq: false,
             })
             .map_err(|e| in_field(&key, e))
@@ -414,7 +392,6 @@ impl ser::SerializeMap for FieldsSerializer<'_> {
 struct ValueSerializer<'a, 'k> {
     key: &'k str,
     out: &'a mut Vec<(String, String)>,
-    secrets: &'a mut Vec<String>,
     in_seq: bool,
 }
 
@@ -515,12 +492,9 @@ impl<'a, 'k> ser::Serializer for ValueSerializer<'a, 'k> {
 
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        name: &'static str,
+        _: &'static str,
         value: &T,
     ) -> Result<(), FormError> {
-        if name == SECRET_NEWTYPE && !self.secrets.iter().any(|k| k == self.key) {
-            self.secrets.push(self.key.to_owned());
-        }
         value.serialize(self)
     }
 
@@ -541,7 +515,6 @@ impl<'a, 'k> ser::Serializer for ValueSerializer<'a, 'k> {
         Ok(SeqSerializer {
             key: self.key,
             out: self.out,
-            secrets: self.secrets,
         })
     }
 
@@ -595,7 +568,6 @@ impl<'a, 'k> ser::Serializer for ValueSerializer<'a, 'k> {
 pub struct SeqSerializer<'a, 'k> {
     key: &'k str,
     out: &'a mut Vec<(String, String)>,
-    secrets: &'a mut Vec<String>,
 }
 
 impl ser::SerializeSeq for SeqSerializer<'_, '_> {
@@ -606,7 +578,6 @@ impl ser::SerializeSeq for SeqSerializer<'_, '_> {
         value.serialize(ValueSerializer {
             key: self.key,
             out: &mut *self.out,
-            secrets: &mut *self.secrets,
             in_seq: true,
         })
     }

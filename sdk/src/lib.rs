@@ -28,6 +28,7 @@ mod secret;
 pub mod tagged;
 pub mod task;
 pub mod tls;
+mod transport;
 mod upid;
 pub mod validate;
 

@@ -6,18 +6,9 @@ use serde::{Deserialize, Serialize};
 ///
 /// Its `Debug` and `Display` print `[redacted]`; the value is sent as is and is only readable
 /// through [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
-
-/// Serialized as a newtype named [`crate::form::SECRET_NEWTYPE`]: transparent (a plain string)
-/// for JSON and most formats; the form encoder records the key as secret, so that transport
-/// errors can redact its value.
-impl Serialize for Secret {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_newtype_struct(crate::form::SECRET_NEWTYPE, &self.0)
-    }
-}
 
 impl Secret {
     /// Wraps a secret value.

@@ -48,6 +48,105 @@ pub fn fingerprint_of(der: &[u8]) -> String {
         .join(":")
 }
 
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Verification against the public roots (Mozilla's, from `webpki-roots`) and, when given,
+/// the certificates of a PEM bundle.
+pub(crate) fn verified_config(
+    extra_pem: Option<&[u8]>,
+) -> Result<rustls::ClientConfig, crate::client::BuildError> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots =
+        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(pem) = extra_pem {
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|e| crate::client::BuildError::BadCa(e.to_string()))?;
+            roots
+                .add(cert)
+                .map_err(|e| crate::client::BuildError::BadCa(e.to_string()))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(crate::client::BuildError::BadCa(
+                "no CERTIFICATE section".to_owned(),
+            ));
+        }
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(crate::client::BuildError::Tls)?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Accepts any certificate (signatures of the handshake are still checked). Loud by design:
+/// the builder logs a warning.
+#[derive(Debug)]
+struct AcceptAny {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// A config that accepts any certificate ([`TlsMode::Insecure`]).
+pub(crate) fn insecure_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny {
+            provider: provider(),
+        }))
+        .with_no_client_auth())
+}
+
 /// Accepts one certificate, by fingerprint; signatures are still verified.
 #[derive(Debug)]
 pub(crate) struct Pinned {
@@ -77,10 +176,11 @@ impl ServerCertVerifier for Pinned {
         if got == self.want {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::General(format!(
-                "certificate fingerprint {} does not match the pinned one",
-                fingerprint_of(end_entity.as_ref())
-            )))
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Other(rustls::OtherError(Arc::new(PinMismatch(
+                    fingerprint_of(end_entity.as_ref()),
+                )))),
+            ))
         }
     }
 
@@ -119,10 +219,14 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
+/// The server's certificate is not the pinned one.
+#[derive(Debug, thiserror::Error)]
+#[error("certificate fingerprint {0} does not match the pinned one")]
+struct PinMismatch(String);
+
 /// A rustls client config that pins `fingerprint`.
 pub(crate) fn pinned_config(fingerprint: [u8; 32]) -> Result<rustls::ClientConfig, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(Pinned::new(fingerprint)))

@@ -205,7 +205,13 @@ async fn tls_verifies_by_default_pins_and_refuses_a_wrong_pin() {
         .await
         .expect_err("wrong pin");
     let chain = error_chain(&err);
-    assert!(chain.contains("does not match the pinned one"), "{chain}");
+    assert!(
+        chain.contains("the server's TLS certificate was refused")
+            && chain.contains("PinMismatch")
+            && chain.contains(&fp),
+        "the error names the certificate that was offered: {chain}"
+    );
+    assert_eq!(err.outcome(), pve_sdk::Outcome::NotSent);
 
     assert!(Client::builder(sim.url())
         .token("a@b!c", "s")

@@ -23,7 +23,7 @@ use pve_sdk::generated::nodes::node::qemu::vmid::{DestroyVm, DestroyVmError};
 use pve_sdk::generated::nodes::node::qemu::{CreateVm, CreateVmError};
 use pve_sdk::generated::nodes::node::storage::storage::status::{ReadStatus, ReadStatusError};
 use pve_sdk::generated::nodes::node::tasks::upid::status::{ReadTaskStatus, ReadTaskStatusError};
-use pve_sdk::{Client, RetryPolicy};
+use pve_sdk::{Client, OperationError, RetryPolicy};
 use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
 use serde_json::json;
 
@@ -335,11 +335,16 @@ async fn generic_api_and_client_errors() {
         .send(&VmConfig::new("pve1", 100))
         .await
         .expect_err("refused");
+    let mut chain = Vec::new();
+    let mut cur = std::error::Error::source(&e);
+    while let Some(s) = cur {
+        chain.push(s.to_string());
+        cur = s.source();
+    }
     let text = format!(
-        "Display: {e}\n\nSource: {}",
-        std::error::Error::source(&e)
-            .map(ToString::to_string)
-            .unwrap_or_default()
+        "Display: {e}\n\nSources: {}\n\nOutcome: {}",
+        chain.join(" <- "),
+        e.outcome()
     )
     .replace(&port.to_string(), "PORT");
     insta::assert_snapshot!("client_transport_refused", text);

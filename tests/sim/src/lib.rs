@@ -12,6 +12,7 @@ mod listen;
 mod server;
 pub mod state;
 pub mod validate;
+pub mod wire;
 
 pub use faults::{Action, Rule};
 pub use server::{LoggedRequest, SimConfig, Simulator};

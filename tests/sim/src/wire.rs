@@ -1,0 +1,269 @@
+//! A scripted loopback server that answers exact bytes: for the wire shapes an HTTP library
+//! will not produce (a reason phrase with non-ASCII bytes, a body with an invalid UTF-8 byte,
+//! an empty-bodied 401, a redirect to anywhere) and for counting connections, TLS handshakes
+//! included. Each request gets the next scripted reply, then the connection closes.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use pve_sim::wire::{Reply, WireServer};
+//! let server = WireServer::start(vec![Reply::http("401 Authentication failed!", &[], b"")]).await?;
+//! // point a client at server.url(), then look at server.requests()
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// What the server does with one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Write these bytes (a whole HTTP answer), then close.
+    Bytes(Vec<u8>),
+    /// Close without answering.
+    Close,
+}
+
+impl Reply {
+    /// `HTTP/1.1 {status_line}`, the headers, `Content-Length`, `Connection: close`, the body.
+    pub fn http(status_line: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        Reply::raw_http(status_line.as_bytes(), headers, body)
+    }
+
+    /// Like [`Reply::http`], with the status line as bytes (any bytes, non-ASCII included).
+    pub fn raw_http(status_line: &[u8], headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        let mut out = b"HTTP/1.1 ".to_vec();
+        out.extend_from_slice(status_line);
+        out.extend_from_slice(b"\r\n");
+        for (k, v) in headers {
+            out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        }
+        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        out.extend_from_slice(b"Connection: close\r\n\r\n");
+        out.extend_from_slice(body);
+        Reply::Bytes(out)
+    }
+
+    /// A JSON answer: `200 OK` (or any status line) with `Content-Type: application/json`.
+    pub fn json(status_line: &str, body: &serde_json::Value) -> Reply {
+        Reply::http(
+            status_line,
+            &[("Content-Type", "application/json;charset=UTF-8")],
+            body.to_string().as_bytes(),
+        )
+    }
+}
+
+/// One request as the server read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireRequest {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The request target as sent (path and query, percent-encoded).
+    pub target: String,
+    /// Header lines, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl WireRequest {
+    /// `METHOD target`, for assertions.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.target)
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    requests: Mutex<Vec<WireRequest>>,
+    replies: Mutex<Vec<Reply>>,
+    connections: AtomicUsize,
+}
+
+/// The running server on 127.0.0.1 and a port the OS picked; dropping it stops it.
+#[derive(Debug)]
+pub struct WireServer {
+    addr: SocketAddr,
+    tls: Option<String>,
+    log: Arc<Log>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl WireServer {
+    /// Serves plain HTTP; the n-th request gets `replies[n]` (past the end: a 500).
+    ///
+    /// # Errors
+    ///
+    /// Binding failed.
+    pub async fn start(replies: Vec<Reply>) -> std::io::Result<WireServer> {
+        Self::serve(replies, false).await
+    }
+
+    /// Serves HTTPS with a self-signed certificate made now ([`WireServer::fingerprint`]).
+    ///
+    /// # Errors
+    ///
+    /// Binding or certificate generation failed.
+    pub async fn start_tls(replies: Vec<Reply>) -> std::io::Result<WireServer> {
+        Self::serve(replies, true).await
+    }
+
+    async fn serve(mut replies: Vec<Reply>, tls: bool) -> std::io::Result<WireServer> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr()?;
+        let (acceptor, fingerprint) = if tls {
+            let (a, fp) = crate::listen::tls_acceptor()?;
+            (Some(a), Some(fp))
+        } else {
+            (None, None)
+        };
+        replies.reverse();
+        let log = Arc::new(Log {
+            replies: Mutex::new(replies),
+            ..Log::default()
+        });
+        let (tx, mut rx) = oneshot::channel::<()>();
+        let shared = log.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut rx => break,
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        shared.connections.fetch_add(1, Ordering::SeqCst);
+                        let log = shared.clone();
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            match acceptor {
+                                Some(a) => {
+                                    if let Ok(s) = a.accept(stream).await {
+                                        serve_one(s, &log).await;
+                                    }
+                                }
+                                None => serve_one(stream, &log).await,
+                            }
+                        });
+                    }
+                }
+            }
+        });
+        Ok(WireServer {
+            addr,
+            tls: fingerprint,
+            log,
+            stop: Some(tx),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The certificate's SHA-256 fingerprint, with TLS.
+    pub fn fingerprint(&self) -> Option<&str> {
+        self.tls.as_deref()
+    }
+
+    /// The requests read so far, in order.
+    pub fn requests(&self) -> Vec<WireRequest> {
+        self.log
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// TCP connections accepted so far (a refused TLS handshake counts).
+    pub fn connections(&self) -> usize {
+        self.log.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for WireServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+async fn serve_one<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, log: &Log) {
+    let Some(request) = read_request(&mut stream).await else {
+        return;
+    };
+    log.requests
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(request);
+    let reply = log
+        .replies
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop()
+        .unwrap_or_else(|| Reply::http("500 no scripted reply left", &[], b""));
+    if let Reply::Bytes(bytes) = reply {
+        let _ = stream.write_all(&bytes).await;
+        let _ = stream.flush().await;
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// Reads one request: the head up to the blank line, then `Content-Length` bytes of body.
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Option<WireRequest> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 || buf.len() > 1 << 20 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?.to_owned();
+    let target = first.next()?.to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < len {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(len);
+    Some(WireRequest {
+        method,
+        target,
+        headers,
+        body,
+    })
+}
