@@ -355,7 +355,13 @@ fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> Api
         .and_then(Value::as_str)
         .filter(|m| !m.trim().is_empty())
         .map(str::to_owned)
-        .or_else(|| ex.reason.clone().filter(|r| !r.is_empty()))
+        .or_else(|| ex.reason.clone().filter(|r| !r.trim().is_empty()))
+        .or_else(|| {
+            hyper::StatusCode::from_u16(ex.status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .map(str::to_owned)
+        })
         .unwrap_or_default();
     ApiError {
         operation: op,
