@@ -8,13 +8,17 @@
 //! - an `alias` key is read as the key it aliases (`bps_rd_length` as `bps_rd_max_length`);
 //! - a `keyAlias` key stands for two keys (`virtio=BC:24:11:00:00:01` is
 //!   `model=virtio,macaddr=BC:24:11:00:00:01`);
-//! - a value may be double-quoted, with `\` escaping `"` and `\`, to carry commas;
 //! - keys the schema does not know are kept (sorted) and printed back, so nothing is lost when a
 //!   newer PVE adds a key.
 //!
-//! Printing writes the `keyAlias` form or the default key's bare value first, then the other keys
-//! in the order of the struct (the schema's sorted key order), then unknown keys. `parse(print(x))
-//! == x` for every value.
+//! The grammar is PVE's, which has no quoting (pve-common `src/PVE/JSONSchema.pm`:
+//! `parse_property_string` splits on `,`, skips blank parts and reads `^([^=]+)=(.+)$`;
+//! `print_property_string` dies on a value with a comma). So a key with `=` or `,`, a value
+//! with `,` or a line break, an empty key or value, and a NaN or infinite number cannot be
+//! written: [`check`] refuses them, and so does serialization, which is what encoding a request
+//! uses (the error names the key). Printing writes the `keyAlias` form or the default key's
+//! bare value first, then the other keys in the order of the struct (the schema's sorted key
+//! order), then unknown keys. `parse(print(x)) == x` for every value that [`check`] accepts.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -88,6 +92,10 @@ pub trait PropValue: Sized {
     fn parse_prop(text: &str) -> Result<Self, String>;
     /// The value's text.
     fn print_prop(&self) -> Cow<'_, str>;
+    /// Why the value has no text PVE can read back, if it has none.
+    fn unwritable(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl PropValue for String {
@@ -132,6 +140,10 @@ impl PropValue for f64 {
 
     fn print_prop(&self) -> Cow<'_, str> {
         Cow::Owned(self.to_string())
+    }
+
+    fn unwritable(&self) -> Option<&'static str> {
+        (!self.is_finite()).then_some("is not a finite number")
     }
 }
 
@@ -181,18 +193,23 @@ impl Pairs {
 #[derive(Debug, Default)]
 pub struct PairsOut<'a> {
     pairs: Vec<(&'a str, Cow<'a, str>)>,
+    /// The first key whose value has no text PVE can read back, and why.
+    unwritable: Option<(&'a str, &'static str)>,
 }
 
 impl<'a> PairsOut<'a> {
     /// Writes an optional key.
     pub fn opt<T: PropValue>(&mut self, key: &'a str, value: &'a Option<T>) {
         if let Some(v) = value {
-            self.pairs.push((key, v.print_prop()));
+            self.req(key, v);
         }
     }
 
     /// Writes a required key.
     pub fn req<T: PropValue>(&mut self, key: &'a str, value: &'a T) {
+        if let (None, Some(why)) = (self.unwritable, value.unwritable()) {
+            self.unwritable = Some((key, why));
+        }
         self.pairs.push((key, value.print_prop()));
     }
 
@@ -204,66 +221,26 @@ impl<'a> PairsOut<'a> {
     }
 }
 
-/// Splits on commas outside double quotes; unquotes values.
+/// Splits as PVE does: on every `,`, skipping blank parts; a part is `key=value` (the key up
+/// to the first `=`, both non-empty, the value on one line) or, without `=`, a bare value.
 fn split_parts(text: &str) -> Result<Vec<(Option<String>, String)>, PropError> {
     let mut parts = Vec::new();
-    let mut chars = text.chars().peekable();
-    loop {
-        // One part: `key=value` or `value`; a value may be quoted.
-        let mut raw = String::new();
-        let mut key: Option<String> = None;
-        let mut quoted_value = false;
-        while let Some(&c) = chars.peek() {
-            if c == ',' {
-                break;
-            }
-            if c == '=' && key.is_none() && !quoted_value {
-                chars.next();
-                key = Some(std::mem::take(&mut raw));
-                continue;
-            }
-            if c == '"' && raw.is_empty() && !quoted_value {
-                chars.next();
-                quoted_value = true;
-                let mut closed = false;
-                while let Some(c) = chars.next() {
-                    match c {
-                        '\\' => match chars.next() {
-                            Some(e) => raw.push(e),
-                            None => return Err(PropError::new("dangling '\\' at the end")),
-                        },
-                        '"' => {
-                            closed = true;
-                            break;
-                        }
-                        c => raw.push(c),
-                    }
-                }
-                if !closed {
-                    return Err(PropError::new("unterminated quoted value"));
-                }
-                if let Some(&c) = chars.peek() {
-                    if c != ',' {
-                        return Err(PropError::new("text after a quoted value"));
-                    }
-                }
-                continue;
-            }
-            raw.push(c);
-            chars.next();
+    for part in text.split(',') {
+        if part.trim().is_empty() {
+            continue;
         }
-        if key.is_some() || !raw.is_empty() || quoted_value {
-            if let Some(k) = &key {
-                if k.is_empty() {
+        match part.split_once('=') {
+            None => parts.push((None, part.to_owned())),
+            Some((key, value)) => {
+                // `(.+)$`: `$` also matches before one final newline, `.` never matches one.
+                let value = value.strip_suffix('\n').unwrap_or(value);
+                if key.is_empty() || value.is_empty() || value.contains('\n') {
                     return Err(PropError::new(
                         "missing key in comma-separated list property",
                     ));
                 }
+                parts.push((Some(key.to_owned()), value.to_owned()));
             }
-            parts.push((key, raw));
-        }
-        if chars.next().is_none() {
-            break;
         }
     }
     Ok(parts)
@@ -317,22 +294,60 @@ pub fn parse<T: PropertyString>(text: &str) -> Result<T, PropError> {
     T::from_pairs(&mut pairs)
 }
 
-fn needs_quotes(v: &str) -> bool {
-    v.is_empty() || v.contains([',', '"', '\\']) || v.starts_with('=')
+/// Whether a key can be written so that PVE reads it back as that key.
+fn key_problem(k: &str) -> Option<&'static str> {
+    if k.is_empty() {
+        Some("is empty")
+    } else if k.contains('=') {
+        Some("holds a `=`, which PVE reads as the end of the key")
+    } else if k.contains(',') {
+        Some("holds a `,`, which PVE splits on")
+    } else if k.contains('\n') {
+        Some("holds a line break")
+    } else {
+        None
+    }
 }
 
-fn write_value(f: &mut impl fmt::Write, v: &str) -> fmt::Result {
-    if !needs_quotes(v) {
-        return f.write_str(v);
+/// Whether a value can be written so that PVE reads it back as that value.
+fn value_problem(v: &str) -> Option<&'static str> {
+    if v.is_empty() {
+        Some("is empty, which PVE cannot read (write nothing to leave the key unset)")
+    } else if v.contains(',') {
+        Some("holds a `,`, which PVE splits on (property strings have no quoting)")
+    } else if v.contains('\n') {
+        Some("holds a line break, which PVE cannot read back")
+    } else {
+        None
     }
-    f.write_char('"')?;
-    for c in v.chars() {
-        if c == '"' || c == '\\' {
-            f.write_char('\\')?;
+}
+
+/// Checks that a value can be written as PVE reads property strings.
+///
+/// # Errors
+///
+/// [`PropError`] naming the first key whose name or value cannot be written.
+pub fn check<T: PropertyString>(value: &T) -> Result<(), PropError> {
+    let mut out = PairsOut::default();
+    value.to_pairs(&mut out);
+    if let Some((key, why)) = out.unwritable {
+        return Err(PropError::new(format!("key '{key}': the value {why}")));
+    }
+    for (k, v) in &out.pairs {
+        if let Some(why) = key_problem(k) {
+            return Err(PropError::new(format!("key {k:?} {why}")));
         }
-        f.write_char(c)?;
+        if let Some(why) = value_problem(v) {
+            return Err(PropError::new(format!("key '{k}': the value {why}")));
+        }
     }
-    f.write_char('"')
+    Ok(())
+}
+
+/// Whether a default key's value can be written bare: PVE reads a part without `=` as it, and
+/// skips a blank part.
+fn bare_ok(v: &str) -> bool {
+    !v.contains('=') && !v.trim().is_empty()
 }
 
 /// Prints a property string in PVE's canonical form.
@@ -373,11 +388,11 @@ pub fn print<T: PropertyString>(value: &T, f: &mut impl fmt::Write) -> fmt::Resu
         sep(f)?;
         f.write_str(written)?;
         f.write_char('=')?;
-        write_value(f, &value)?;
+        f.write_str(&value)?;
     } else if let Some(dk) = spec.default_key {
         if let Some(pos) = pairs.iter().position(|(k, _)| *k == dk) {
             let v = &pairs[pos].1;
-            if !needs_quotes(v) && !v.contains('=') {
+            if bare_ok(v) {
                 sep(f)?;
                 f.write_str(v)?;
                 pairs.remove(pos);
@@ -388,20 +403,24 @@ pub fn print<T: PropertyString>(value: &T, f: &mut impl fmt::Write) -> fmt::Resu
         sep(f)?;
         f.write_str(k)?;
         f.write_char('=')?;
-        write_value(f, v)?;
+        f.write_str(v)?;
     }
     Ok(())
 }
 
-/// Serializes a property string as its text (used by [`crate::property_string!`]).
+/// Serializes a property string as its text (used by [`crate::property_string!`]), after
+/// [`check`]: a value PVE could not read back is refused here, so a request holding one is
+/// never sent.
 ///
 /// # Errors
 ///
-/// The serializer's own errors.
+/// The [`check`] failure (as the serializer's custom error), or the serializer's own errors.
 pub fn serialize<T: PropertyString, S: serde::Serializer>(
     value: &T,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
+    check(value)
+        .map_err(|e| serde::ser::Error::custom(format!("property string {}", e.message())))?;
     let mut text = String::new();
     print(value, &mut text).map_err(serde::ser::Error::custom)?;
     serializer.serialize_str(&text)
@@ -536,16 +555,135 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_kept_and_quoted_values_carry_commas() {
-        let net: Net = r#"e1000,newkey="a,b\"c",tag=3"#.parse().expect("parses");
-        assert_eq!(net.extra.get("newkey").map(String::as_str), Some("a,b\"c"));
+    fn unknown_keys_are_kept_and_quotes_are_plain_characters() {
+        let net: Net = r#"e1000,newkey="a\"b",tag=3"#.parse().expect("parses");
+        assert_eq!(
+            net.extra.get("newkey").map(String::as_str),
+            Some(r#""a\"b""#)
+        );
         let printed = net.to_string();
-        assert_eq!(printed, r#"e1000,tag=3,newkey="a,b\"c""#);
+        assert_eq!(printed, r#"e1000,tag=3,newkey="a\"b""#);
         assert_eq!(printed.parse::<Net>().expect("parses"), net);
+        // PVE splits on every comma: a quoted comma is two parts.
+        let e = r#"e1000,newkey="a,b""#
+            .parse::<Net>()
+            .expect_err("`b\"` is a second bare value");
+        assert!(e.message().contains("duplicate key"), "{e}");
     }
 
     #[test]
-    fn errors_name_the_problem() {
+    fn parsing_follows_pves_grammar() {
+        // Blank parts are skipped; the key ends at the first `=`; a final newline is dropped.
+        let net: Net = "e1000, ,bridge=vm=br0,,tag=5\n".parse().expect("parses");
+        assert_eq!(net.bridge.as_deref(), Some("vm=br0"));
+        assert_eq!(net.tag, Some(5));
+        for bad in ["e1000,bridge=", "e1000,=vmbr0", "e1000,bridge=a\nb"] {
+            let e = bad.parse::<Net>().expect_err(bad);
+            assert!(e.message().contains("missing key"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn values_pve_cannot_read_back_are_refused_by_check_and_serialization() {
+        let base = Net {
+            model: "virtio".into(),
+            ..Net::default()
+        };
+        let cases: Vec<(Net, &str)> = vec![
+            (
+                Net {
+                    bridge: Some("vmbr0,tag=5".into()),
+                    ..base.clone()
+                },
+                "key 'bridge': the value holds a `,`",
+            ),
+            (
+                Net {
+                    bridge: Some(String::new()),
+                    ..base.clone()
+                },
+                "key 'bridge': the value is empty",
+            ),
+            (
+                Net {
+                    bridge: Some("a\nb".into()),
+                    ..base.clone()
+                },
+                "key 'bridge': the value holds a line break",
+            ),
+            (
+                Net {
+                    extra: BTreeMap::from([("a=b".to_owned(), "1".to_owned())]),
+                    ..base.clone()
+                },
+                "key \"a=b\" holds a `=`",
+            ),
+            (
+                Net {
+                    extra: BTreeMap::from([("a,b".to_owned(), "1".to_owned())]),
+                    ..base.clone()
+                },
+                "key \"a,b\" holds a `,`",
+            ),
+            (
+                Net {
+                    extra: BTreeMap::from([(String::new(), "1".to_owned())]),
+                    ..base.clone()
+                },
+                "key \"\" is empty",
+            ),
+            (
+                Net {
+                    model: String::new(),
+                    ..base.clone()
+                },
+                "key 'model': the value is empty",
+            ),
+        ];
+        for (value, want) in cases {
+            let e = check(&value).expect_err(want);
+            assert!(e.message().starts_with(want), "{}: {e}", value);
+            let json = serde_json::to_string(&value).expect_err("serialization refuses it");
+            assert!(json.to_string().contains(want), "{json}");
+        }
+        #[derive(Debug, Default)]
+        struct Rate(Option<f64>);
+        impl PropertyString for Rate {
+            const SPEC: PropSpec = PropSpec {
+                keys: &["rate"],
+                default_key: None,
+                aliases: &[],
+            };
+            fn from_pairs(p: &mut Pairs) -> Result<Self, PropError> {
+                Ok(Rate(p.opt("rate")?))
+            }
+            fn to_pairs<'a>(&'a self, out: &mut PairsOut<'a>) {
+                out.opt("rate", &self.0);
+            }
+        }
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let e = check(&Rate(Some(bad))).expect_err("not finite");
+            assert_eq!(e.message(), "key 'rate': the value is not a finite number");
+        }
+        assert!(check(&Rate(Some(1.5))).is_ok());
+    }
+
+    #[test]
+    fn a_blank_or_equals_holding_default_value_is_written_with_its_key() {
+        for model in [" ", "a=b"] {
+            let net = Net {
+                model: model.into(),
+                ..Net::default()
+            };
+            assert!(check(&net).is_ok());
+            let text = net.to_string();
+            assert_eq!(text, format!("model={model}"));
+            assert_eq!(text.parse::<Net>().expect("parses"), net);
+        }
+    }
+
+    #[test]
+    fn errors_name_the_problem_when_parsing() {
         let e = "bridge=vmbr0".parse::<Net>().expect_err("model missing");
         assert!(e.message().contains("'model' is missing"), "{e}");
         let e = "e1000,virtio".parse::<Net>().expect_err("two bare values");

@@ -1,6 +1,7 @@
-//! Round-trip property tests for generated property-string types: for every value,
-//! `parse(print(value)) == value`, including default keys, key aliases, quoting of commas and
-//! quotes, and keys a newer PVE might add.
+//! Round-trip property tests for generated property-string types: for every value that PVE's
+//! grammar can carry (no quoting: pve-common `src/PVE/JSONSchema.pm`), `parse(print(value)) ==
+//! value`, including default keys, key aliases and keys a newer PVE might add; every other
+//! value is refused when encoded, naming the key.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +11,14 @@ use pve_sdk::generated::nodes::node::qemu::{Agent, Memory, Net};
 use pve_sdk::open_enum::OpenEnum;
 use pve_sdk::PropertyString;
 
-/// Printable ASCII, commas, quotes, `=` and backslashes included.
+/// Printable ASCII (commas, quotes, `=` and backslashes included), sometimes a line break or
+/// non-ASCII text, sometimes empty.
 fn text() -> impl Strategy<Value = String> {
-    "[ -~]{0,12}"
+    prop_oneof![
+        8 => "[ -~]{0,12}",
+        1 => "[ -~]{0,4}\n[ -~]{0,4}",
+        1 => "[a-z\u{e9}\u{2013}]{1,6}",
+    ]
 }
 
 fn open<E: OpenEnum + std::fmt::Debug>() -> impl Strategy<Value = E> {
@@ -161,13 +167,24 @@ where
     <T as std::str::FromStr>::Err: std::fmt::Display,
 {
     let text = value.to_string();
-    match text.parse::<T>() {
-        Ok(back) => prop_assert_eq!(&back, value, "printed as {}", text),
-        Err(e) => return Err(TestCaseError::fail(format!("{text:?} does not parse: {e}"))),
+    match pve_sdk::propstr::check(value) {
+        Ok(()) => {
+            match text.parse::<T>() {
+                Ok(back) => prop_assert_eq!(&back, value, "printed as {}", text),
+                Err(e) => return Err(TestCaseError::fail(format!("{text:?} does not parse: {e}"))),
+            }
+            // Serde goes through the same text.
+            let json =
+                serde_json::to_value(value).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(json, serde_json::Value::String(text));
+        }
+        Err(e) => {
+            // Refused when encoded, with the key named.
+            prop_assert!(e.message().starts_with("key "), "{}", e);
+            let refused = serde_json::to_value(value).expect_err("serialization refuses it");
+            prop_assert!(refused.to_string().contains(e.message()), "{}", refused);
+        }
     }
-    // Serde goes through the same text.
-    let json = serde_json::to_value(value).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    prop_assert_eq!(json, serde_json::Value::String(text));
     Ok(())
 }
 
@@ -193,6 +210,38 @@ proptest! {
     fn qemu_memory_round_trips(v in memory()) {
         round_trip(&v)?;
     }
+}
+
+/// Values with a comma, line break or nothing in them: never sent.
+#[test]
+fn a_request_with_an_unwritable_property_string_is_refused_naming_field_and_key() {
+    use pve_sdk::form::FormError;
+    use pve_sdk::generated::nodes::node::qemu::CreateVm;
+    let mut req = CreateVm::new("pve1", 100);
+    req.net
+        .insert(
+            0,
+            Net {
+                model: pve_sdk::generated::nodes::node::qemu::NetModel::Virtio,
+                bridge: Some("vmbr0,firewall=1".into()),
+                ..net_default()
+            },
+        )
+        .expect("index 0");
+    match pve_sdk::form::encode(&req) {
+        Err(FormError::Field { field, message }) => {
+            assert_eq!(field, "net0");
+            assert!(
+                message.starts_with("property string key 'bridge': the value holds a `,`"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn net_default() -> Net {
+    "virtio".parse().expect("parses")
 }
 
 #[test]
