@@ -208,17 +208,9 @@ fn field_tokens(f: &Field, here: &ModPath, public: bool) -> TokenStream {
         quote!(Option<#ty>)
     };
     let d = doc(&field_doc(f));
-    let mut attrs = Vec::new();
-    if f.flatten {
-        attrs.push(quote!(#[serde(flatten)]));
-    } else if f.wire != f.rust {
-        let wire = &f.wire;
-        attrs.push(quote!(#[serde(rename = #wire)]));
-    }
     let vis = if public { quote!(pub) } else { quote!() };
     quote! {
         #d
-        #(#attrs)*
         #vis #name: #ty,
     }
 }
@@ -271,6 +263,44 @@ fn deserialize_impl(name: &Ident, fields: &[Field], other: Option<&str>) -> Toke
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let mut f = crate::de::Fields::new(d)?;
                 Ok(Self { #(#plain)* #(#indexed)* #(#tagged)* #rest })
+            }
+        }
+    }
+}
+
+/// `Serialize` through [`crate::ser::Out`]: one line per field (unset ones left out), flattened
+/// fields contributing their own keys, then the kept unknown keys when given.
+fn serialize_impl(name: &Ident, fields: &[Field], other: Option<&str>) -> TokenStream {
+    let lines = fields.iter().map(|f| {
+        let n = ident(&f.rust);
+        let wire = &f.wire;
+        match (&f.ty, f.flatten, f.required) {
+            (Ty::Indexed { .. }, _, _) => quote!(o.indexed(&self.#n)?;),
+            (_, true, true) => quote!(o.tagged(&self.#n)?;),
+            (_, true, false) => quote!(o.tagged_opt(&self.#n)?;),
+            (_, false, true) => quote!(o.req(#wire, &self.#n)?;),
+            (_, false, false) => quote!(o.opt(#wire, &self.#n)?;),
+        }
+    });
+    let rest = match other {
+        Some(o) => {
+            let o = ident(o);
+            quote!(o.rest(&self.#o)?;)
+        }
+        None => quote!(),
+    };
+    let binding = if fields.is_empty() && other.is_none() {
+        quote!(let o = crate::ser::Out::start(s)?;)
+    } else {
+        quote!(let mut o = crate::ser::Out::start(s)?;)
+    };
+    quote! {
+        impl serde::Serialize for #name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                #binding
+                #(#lines)*
+                #rest
+                o.end()
             }
         }
     }
@@ -425,10 +455,11 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         .collect();
     let required = has_required(&op.fields);
     let derive = if required {
-        quote!(#[derive(Debug, Clone, serde::Serialize)])
+        quote!(#[derive(Debug, Clone)])
     } else {
-        quote!(#[derive(Debug, Clone, Default, serde::Serialize)])
+        quote!(#[derive(Debug, Clone, Default)])
     };
+    let ser = serialize_impl(&name, &op.fields, None);
     let ctor = if required {
         let mut args = Vec::new();
         let mut inits = Vec::new();
@@ -523,6 +554,7 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         #d
         #derive
         pub struct #name { #(#fields)* }
+        #ser
         #ctor
         impl crate::Operation for #name {
             const ID: &'static str = #id;
@@ -601,16 +633,17 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
             let other = other_keys_name(fields);
             let other_ident = ident(&other);
             let de = deserialize_impl(&name, fields, Some(&other));
+            let ser = serialize_impl(&name, fields, Some(&other));
             quote! {
                 #d
-                #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+                #[derive(Debug, Clone, PartialEq)]
                 pub struct #name {
                     #(#fs)*
                     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-                    #[serde(flatten)]
                     pub #other_ident: serde_json::Map<String, serde_json::Value>,
                 }
                 #de
+                #ser
             }
         }
         TypeKind::Tagged { tag, variants, .. } => {
@@ -627,16 +660,18 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
                 let fs = fields.iter().map(|f| field_tokens(f, here, true));
                 let sd = doc(&format!("Fields of [`{}::{}`].", t.name, rust));
                 let derive = if has_required(fields) {
-                    quote!(#[derive(Debug, Clone, PartialEq, serde::Serialize)])
+                    quote!(#[derive(Debug, Clone, PartialEq)])
                 } else {
-                    quote!(#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)])
+                    quote!(#[derive(Debug, Clone, Default, PartialEq)])
                 };
                 let de = deserialize_impl(&sname, fields, None);
+                let ser = serialize_impl(&sname, fields, None);
                 structs.push(quote! {
                     #sd
                     #derive
                     pub struct #sname { #(#fs)* }
                     #de
+                    #ser
                 });
                 tags.push(quote!(Self::#v(_) => #wire,));
                 fields_arms.push(quote!(Self::#v(v) => crate::tagged::to_fields(v),));
@@ -876,9 +911,64 @@ fn errors_tokens(api: &Api) -> TokenStream {
             crate::typed_error_traits!(#name);
         }
     });
+    let matcher_docs = |ms: &[crate::patch::ErrorMatcher]| {
+        ms.iter()
+            .map(|m| match &m.field {
+                Some(f) => format!(
+                    "HTTP {} with `errors.{f}` matching `{}`",
+                    m.status,
+                    m.pattern.replace('`', "'")
+                ),
+                None => format!(
+                    "HTTP {} with a message matching `{}`",
+                    m.status,
+                    m.pattern.replace('`', "'")
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let predicates = api.predicates.iter().map(|p| {
+        let name = format_ident!("{}", p.name);
+        let d = doc(&format!(
+            "{}\n\nRecognised by: {}. Defined in {}.",
+            p.doc,
+            matcher_docs(&p.matchers),
+            p.files
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let matchers = p.matchers.iter().map(|m| {
+            let status = proc_macro2::Literal::u16_unsuffixed(m.status);
+            let pattern = &m.pattern;
+            let field = match &m.field {
+                Some(f) => quote!(Some(#f)),
+                None => quote!(None),
+            };
+            quote!(crate::error::Matcher { status: #status, field: #field, pattern: #pattern })
+        });
+        quote! {
+            #d
+            fn #name(&self) -> bool {
+                self.api_error()
+                    .is_some_and(|a| crate::error::matches_any(&[#(#matchers),*], a))
+            }
+        }
+    });
     quote! {
         //! Typed PVE errors assigned by `patches/` (`kind = "error"`): each recognises one PVE
         //! answer exactly and is a variant of the error enum of every operation it is assigned to.
+        //! And the predicates every operation's error offers (`kind = "predicate"`), for answers
+        //! any operation can get.
         #(#defs)*
+        /// Predicates on every operation's error, from `patches/` (`kind = "predicate"`): answers
+        /// any operation can get, told apart without a variant in every error enum. In scope with
+        /// `use pve_sdk::ErrorPredicates;`.
+        pub trait ErrorPredicates: crate::OperationError {
+            #(#predicates)*
+        }
+        impl<T: crate::OperationError> ErrorPredicates for T {}
     }
 }

@@ -27,6 +27,8 @@ pub struct Api {
     pub errors: Vec<crate::patch::ErrorVariant>,
     /// The formats the SDK checks (from formats patches), by name.
     pub formats: Vec<crate::patch::FormatDef>,
+    /// Predicates on every operation's error (from predicate patches), by name.
+    pub predicates: Vec<crate::patch::Predicate>,
 }
 
 /// An indexed parameter's wire prefix and highest index.

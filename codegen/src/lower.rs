@@ -351,6 +351,7 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         patch_files: patches.files.clone(),
         errors: patches.errors.values().cloned().collect(),
         formats: patches.formats.values().cloned().collect(),
+        predicates: patches.predicates.values().cloned().collect(),
     };
     l.diags.finish(api)
 }

@@ -9,7 +9,8 @@
 //! - `tasks`: operations whose successful answer is a task id (UPID);
 //! - `error`: a typed error variant, its matcher and target operations;
 //! - `formats`: named formats PVE verifies, with PVE's regex, checked client-side;
-//! - `path-rest`: paths whose last parameter PVE routes as the rest of the path.
+//! - `path-rest`: paths whose last parameter PVE routes as the rest of the path;
+//! - `predicate`: a predicate on every operation's error (`is_not_implemented()`).
 //!
 //! A patch that names an operation the schema does not have fails generation.
 
@@ -45,6 +46,8 @@ struct PatchFile {
     formats: Vec<toml::Value>,
     #[serde(default)]
     paths: Vec<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -101,6 +104,21 @@ pub struct ErrorMatcher {
     pub pattern: String,
 }
 
+/// A predicate on every operation's error (`is_not_implemented()`), from `kind = "predicate"`
+/// patches: for answers any operation can get, where a variant in every enum would cost compile
+/// time and tell nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predicate {
+    /// The method, e.g. `is_not_implemented`.
+    pub name: String,
+    /// One doc line.
+    pub doc: String,
+    /// Recognisers (several patches may add to one predicate).
+    pub matchers: Vec<ErrorMatcher>,
+    /// The patch files.
+    pub files: Vec<String>,
+}
+
 /// A typed error variant from `kind = "error"` patches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorVariant {
@@ -143,6 +161,8 @@ pub struct Patches {
     pub errors: BTreeMap<String, ErrorVariant>,
     /// Formats the SDK checks, by name.
     pub formats: BTreeMap<String, FormatDef>,
+    /// Predicates on every operation's error, by method name.
+    pub predicates: BTreeMap<String, Predicate>,
     /// Path templates whose last parameter PVE routes as the rest of the path, with the file.
     pub path_rest: BTreeMap<String, String>,
     /// The patch files read, sorted.
@@ -255,6 +275,7 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
             }
             "error" => error_patch(name, file, &ops, spec, &mut out, &mut diags),
             "formats" => formats_patch(name, file, &mut out, &mut diags),
+            "predicate" => predicate_patch(name, file, &mut out, &mut diags),
             "path-rest" => {
                 if file.paths.is_empty() {
                     diags.push(name, "a path-rest patch needs paths");
@@ -285,6 +306,106 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
     }
     out.files.sort();
     diags.finish(out)
+}
+
+/// The `[match]` of a patch as a matcher, checked (anchored, compiling); with its group names.
+fn matcher_of(
+    name: &str,
+    m: MatchSpec,
+    diags: &mut Diagnostics,
+) -> Option<(ErrorMatcher, Vec<String>)> {
+    let (field, pattern) = match (m.field, m.value, m.message) {
+        (Some(f), Some(v), None) => (Some(f), v),
+        (None, None, Some(msg)) => (None, msg),
+        _ => {
+            diags.push(name, "[match] needs either field + value or message");
+            return None;
+        }
+    };
+    if !pattern.starts_with('^') || !pattern.ends_with('$') {
+        diags.push(
+            name,
+            format!("pattern {pattern:?} must be anchored with ^ and $ (exact match)"),
+        );
+    }
+    let groups: Vec<String> = match regex::Regex::new(&pattern) {
+        Ok(re) => re.capture_names().flatten().map(str::to_owned).collect(),
+        Err(e) => {
+            diags.push(name, format!("pattern {pattern:?} does not compile: {e}"));
+            return None;
+        }
+    };
+    Some((
+        ErrorMatcher {
+            status: m.status,
+            field,
+            pattern,
+        },
+        groups,
+    ))
+}
+
+fn predicate_patch(name: &str, file: PatchFile, out: &mut Patches, diags: &mut Diagnostics) {
+    let (Some(method), Some(doc), Some(m)) = (file.name, file.doc, file.matcher) else {
+        diags.push(name, "a predicate patch needs name, doc and [match]");
+        return;
+    };
+    if file.variant.is_some() || file.display.is_some() || !file.operations.is_empty() {
+        diags.push(
+            name,
+            "a predicate applies to every operation's error: it has no variant, display or operations",
+        );
+    }
+    let valid = method
+        .strip_prefix("is_")
+        .is_some_and(|r| !r.is_empty() && r.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+    if !valid {
+        diags.push(
+            name,
+            format!("predicate name \"{method}\" must be is_<snake_case>"),
+        );
+    }
+    if ["is_permission_denied", "is_authentication_failure"].contains(&method.as_str()) {
+        diags.push(
+            name,
+            format!("predicate name \"{method}\" is the runtime's own"),
+        );
+    }
+    let Some((matcher, _)) = matcher_of(name, m, diags) else {
+        return;
+    };
+    for (other, p) in &out.predicates {
+        if other != &method && p.matchers.contains(&matcher) {
+            diags.push(
+                name,
+                format!(
+                    "collides with predicate {other} ({}): the same answer",
+                    p.files.join(", ")
+                ),
+            );
+        }
+    }
+    let entry = out
+        .predicates
+        .entry(method.clone())
+        .or_insert_with(|| Predicate {
+            name: method,
+            doc: doc.clone(),
+            matchers: Vec::new(),
+            files: Vec::new(),
+        });
+    if entry.doc != doc {
+        diags.push(
+            name,
+            format!(
+                "collides with {}: predicate {} is documented differently there",
+                entry.files.join(", "),
+                entry.name
+            ),
+        );
+    }
+    entry.matchers.push(matcher);
+    entry.files.push(name.to_owned());
 }
 
 fn formats_patch(name: &str, file: PatchFile, out: &mut Patches, diags: &mut Diagnostics) {
@@ -388,26 +509,8 @@ fn error_patch(
     if ["Api", "Client"].contains(&variant.as_str()) {
         diags.push(name, format!("variant name \"{variant}\" is reserved"));
     }
-    let (field, pattern) = match (m.field, m.value, m.message) {
-        (Some(f), Some(v), None) => (Some(f), v),
-        (None, None, Some(msg)) => (None, msg),
-        _ => {
-            diags.push(name, "[match] needs either field + value or message");
-            return;
-        }
-    };
-    if !pattern.starts_with('^') || !pattern.ends_with('$') {
-        diags.push(
-            name,
-            format!("pattern {pattern:?} must be anchored with ^ and $ (exact match)"),
-        );
-    }
-    let groups: Vec<String> = match regex::Regex::new(&pattern) {
-        Ok(re) => re.capture_names().flatten().map(str::to_owned).collect(),
-        Err(e) => {
-            diags.push(name, format!("pattern {pattern:?} does not compile: {e}"));
-            return;
-        }
+    let Some((matcher, groups)) = matcher_of(name, m, diags) else {
+        return;
     };
     let fields: Vec<String> = file
         .fields
@@ -458,11 +561,6 @@ fn error_patch(
         }
         rest = &after[close + 1..];
     }
-    let matcher = ErrorMatcher {
-        status: m.status,
-        field,
-        pattern,
-    };
     for (other_name, other) in &out.errors {
         if other_name != &variant && other.matchers.contains(&matcher) {
             let shared: Vec<&String> = other.operations.intersection(&targets).collect();

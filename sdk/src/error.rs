@@ -306,19 +306,92 @@ impl std::error::Error for ClientError {
     }
 }
 
+/// An operation's error seen through what it holds: a typed variant, PVE's answer, or a
+/// client-side failure. Generated enums give it in one `match`; everything else
+/// ([`OperationError`]'s methods, `Display`, `source`) is written once, here.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum ErrorRef<'a> {
+    /// A typed variant (from `patches/`).
+    Typed(&'a dyn TypedErrorObj),
+    /// PVE answered with an error no typed variant recognises.
+    Api(&'a ApiError),
+    /// No usable answer.
+    Client(&'a ClientError),
+}
+
+/// What [`ErrorRef::Typed`] offers of a typed error, object-safe.
+pub trait TypedErrorObj: fmt::Display + fmt::Debug + Send + Sync {
+    /// The answer behind it.
+    fn answer(&self) -> &ApiError;
+}
+
+impl<T: TypedError + fmt::Display + fmt::Debug + Send + Sync> TypedErrorObj for T {
+    fn answer(&self) -> &ApiError {
+        self.api()
+    }
+}
+
+impl<'a> ErrorRef<'a> {
+    /// The PVE answer behind it, typed variants included.
+    pub fn api(self) -> Option<&'a ApiError> {
+        match self {
+            ErrorRef::Typed(e) => Some(e.answer()),
+            ErrorRef::Api(e) => Some(e),
+            ErrorRef::Client(_) => None,
+        }
+    }
+
+    /// The client-side failure behind it.
+    pub fn client(self) -> Option<&'a ClientError> {
+        match self {
+            ErrorRef::Client(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// `Display` of the error: the typed variant's sentence, or PVE's answer, or the failure.
+    ///
+    /// # Errors
+    ///
+    /// The formatter's.
+    pub fn display(self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorRef::Typed(e) => fmt::Display::fmt(e, f),
+            ErrorRef::Api(e) => fmt::Display::fmt(e, f),
+            ErrorRef::Client(e) => fmt::Display::fmt(e, f),
+        }
+    }
+
+    /// `Error::source` of the error: a client-side failure's cause.
+    pub fn source(self) -> Option<&'a (dyn std::error::Error + 'static)> {
+        match self {
+            ErrorRef::Client(e) => std::error::Error::source(e),
+            _ => None,
+        }
+    }
+}
+
 /// What every operation's error enum offers.
 pub trait OperationError:
     std::error::Error + From<ApiError> + From<ClientError> + Send + Sync + 'static
 {
-    /// The PVE answer behind this error (typed variants included), if PVE answered.
-    fn api_error(&self) -> Option<&ApiError>;
-
-    /// The client-side failure behind this error, if that is what it is.
-    fn client_error(&self) -> Option<&ClientError>;
+    /// What the error holds.
+    fn parts(&self) -> ErrorRef<'_>;
 
     /// This error holding `api` as it is, without matching it against typed variants (for
     /// answers to another request than the operation's own: a refused login, the version check).
     fn unclassified(api: ApiError) -> Self;
+
+    /// The PVE answer behind this error (typed variants included), if PVE answered.
+    fn api_error(&self) -> Option<&ApiError> {
+        self.parts().api()
+    }
+
+    /// The client-side failure behind this error, if that is what it is.
+    fn client_error(&self) -> Option<&ClientError> {
+        self.parts().client()
+    }
 
     /// Whether PVE refused the credential's privileges (HTTP 403).
     fn is_permission_denied(&self) -> bool {
@@ -333,10 +406,10 @@ pub trait OperationError:
 
     /// Whether the request may have taken effect.
     fn outcome(&self) -> Outcome {
-        match (self.api_error(), self.client_error()) {
-            (Some(api), _) => api.outcome(),
-            (None, Some(client)) => client.outcome(),
-            (None, None) => Outcome::Unknown,
+        match self.parts() {
+            ErrorRef::Typed(e) => e.answer().outcome(),
+            ErrorRef::Api(api) => api.outcome(),
+            ErrorRef::Client(client) => client.outcome(),
         }
     }
 }
@@ -354,19 +427,13 @@ pub enum RequestError {
 
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RequestError::Api(e) => fmt::Display::fmt(e, f),
-            RequestError::Client(e) => fmt::Display::fmt(e, f),
-        }
+        self.parts().display(f)
     }
 }
 
 impl std::error::Error for RequestError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RequestError::Client(e) => std::error::Error::source(e),
-            RequestError::Api(_) => None,
-        }
+        self.parts().source()
     }
 }
 
@@ -383,16 +450,10 @@ impl From<ClientError> for RequestError {
 }
 
 impl OperationError for RequestError {
-    fn api_error(&self) -> Option<&ApiError> {
+    fn parts(&self) -> ErrorRef<'_> {
         match self {
-            RequestError::Api(e) => Some(e),
-            RequestError::Client(_) => None,
-        }
-    }
-    fn client_error(&self) -> Option<&ClientError> {
-        match self {
-            RequestError::Client(e) => Some(e),
-            RequestError::Api(_) => None,
+            RequestError::Api(e) => ErrorRef::Api(e),
+            RequestError::Client(e) => ErrorRef::Client(e),
         }
     }
     fn unclassified(api: ApiError) -> Self {
@@ -438,7 +499,27 @@ fn path_params(template: &str, rendered: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether any of `matchers` recognises `api` (the generated predicates use it).
+pub fn matches_any(matchers: &[Matcher], api: &ApiError) -> bool {
+    matchers.iter().any(|m| m.matches(api))
+}
+
 impl Matcher {
+    /// Whether `api` is this answer.
+    pub fn matches(&self, api: &ApiError) -> bool {
+        if api.status != self.status {
+            return false;
+        }
+        let text = match self.field {
+            Some(f) => match api.errors.get(f) {
+                Some(t) => t.as_str(),
+                None => return false,
+            },
+            None => api.message.as_str(),
+        };
+        crate::re::cached(self.pattern).is_some_and(|re| re.is_match(text))
+    }
+
     /// The captures when `api` is this answer.
     pub fn captures(&self, api: &ApiError, template: &str) -> Option<Captures> {
         if api.status != self.status {
@@ -532,20 +613,13 @@ macro_rules! operation_error {
 
         impl ::std::fmt::Display for $name {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                match self {
-                    $( Self::$variant(e) => ::std::fmt::Display::fmt(e, f), )*
-                    Self::Api(e) => ::std::fmt::Display::fmt(e, f),
-                    Self::Client(e) => ::std::fmt::Display::fmt(e, f),
-                }
+                $crate::OperationError::parts(self).display(f)
             }
         }
 
         impl ::std::error::Error for $name {
             fn source(&self) -> Option<&(dyn ::std::error::Error + 'static)> {
-                match self {
-                    Self::Client(e) => ::std::error::Error::source(e),
-                    _ => None,
-                }
+                $crate::OperationError::parts(self).source()
             }
         }
 
@@ -571,17 +645,11 @@ macro_rules! operation_error {
         }
 
         impl $crate::OperationError for $name {
-            fn api_error(&self) -> Option<&$crate::ApiError> {
+            fn parts(&self) -> $crate::error::ErrorRef<'_> {
                 match self {
-                    $( Self::$variant(e) => Some($crate::error::TypedError::api(e)), )*
-                    Self::Api(e) => Some(e),
-                    Self::Client(_) => None,
-                }
-            }
-            fn client_error(&self) -> Option<&$crate::ClientError> {
-                match self {
-                    Self::Client(e) => Some(e),
-                    _ => None,
+                    $( Self::$variant(e) => $crate::error::ErrorRef::Typed(e), )*
+                    Self::Api(e) => $crate::error::ErrorRef::Api(e),
+                    Self::Client(e) => $crate::error::ErrorRef::Client(e),
                 }
             }
             fn unclassified(e: $crate::ApiError) -> Self {

@@ -25,6 +25,7 @@ pub mod operation;
 pub mod propstr;
 mod re;
 mod secret;
+pub mod ser;
 pub mod tagged;
 pub mod task;
 pub mod tls;
@@ -37,6 +38,7 @@ pub mod generated;
 
 pub use client::{Client, ClientBuilder, Credentials, Response, RetryPolicy};
 pub use error::{ApiError, ClientError, OperationError, Outcome, RequestError};
+pub use generated::errors::ErrorPredicates;
 pub use indexed::{IndexSpec, Indexed};
 pub use open_enum::OpenEnum;
 pub use operation::{Method, Operation, PveVersion};

@@ -209,7 +209,7 @@ fn path_checks_from_formats_and_path_rest_patches() {
 }
 
 #[test]
-fn broken_format_and_path_rest_patches_are_reported_together() {
+fn broken_format_path_rest_and_predicate_patches_are_reported_together() {
     let dir = tempfile::tempdir().expect("tempdir");
     let write =
         |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("writes");
@@ -243,6 +243,31 @@ fn broken_format_and_path_rest_patches_are_reported_together() {
         ),
     );
     write("e-rest-empty.toml", &head("path-rest"));
+    write(
+        "f-predicate.toml",
+        &format!(
+            "{}name = \"not_is\"\ndoc = \"d\"\nvariant = \"V\"\n[match]\nstatus = 500\nmessage = \"gone\"\n",
+            head("predicate")
+        ),
+    );
+    write(
+        "g-predicate.toml",
+        &format!(
+            "{}name = \"is_permission_denied\"\ndoc = \"d\"\n[match]\nstatus = 403\nmessage = \"^.*$\"\n",
+            head("predicate")
+        ),
+    );
+    write(
+        "h-predicate.toml",
+        &format!(
+            "{}name = \"is_other\"\ndoc = \"d\"\n[match]\nstatus = 403\nmessage = \"^.*$\"\n",
+            head("predicate")
+        ),
+    );
+    write(
+        "i-predicate.toml",
+        &format!("{}name = \"is_x\"\n", head("predicate")),
+    );
     let err = match pve_codegen::run(&with_patches("path_params", dir.path())) {
         Err(pve_codegen::Error::Input(d)) => d.to_string(),
         other => panic!("must fail, got {other:?}"),

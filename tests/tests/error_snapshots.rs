@@ -23,7 +23,7 @@ use pve_sdk::generated::nodes::node::qemu::vmid::{DestroyVm, DestroyVmError};
 use pve_sdk::generated::nodes::node::qemu::{CreateVm, CreateVmError};
 use pve_sdk::generated::nodes::node::storage::storage::status::{ReadStatus, ReadStatusError};
 use pve_sdk::generated::nodes::node::tasks::upid::status::{ReadTaskStatus, ReadTaskStatusError};
-use pve_sdk::{Client, OperationError, RetryPolicy};
+use pve_sdk::{Client, ErrorPredicates, OperationError, RetryPolicy};
 use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
 use serde_json::json;
 
@@ -194,7 +194,11 @@ async fn node_task_network_ceph_and_storage_errors() {
         .send(&NetworkConfig::new("nope", "vmbr0"))
         .await
         .expect_err("unknown node");
-    assert!(matches!(e, NetworkConfigError::UnknownNode { .. }), "{e:?}");
+    assert!(e.is_unknown_node(), "{e:?}");
+    assert!(
+        matches!(e, NetworkConfigError::Api(_)),
+        "a predicate, not a variant: {e:?}"
+    );
     insta::assert_snapshot!("unknown_node", shown(&e, &e));
 
     let upid = "UPID:pve1:00001234:00005678:6700AAAA:qmstart:100:root@pam:";
@@ -348,4 +352,251 @@ async fn generic_api_and_client_errors() {
     )
     .replace(&port.to_string(), "PORT");
     insta::assert_snapshot!("client_transport_refused", text);
+}
+
+/// Typed variants and predicates for what a user handles differently, each from a patch with
+/// upstream evidence; the answers are shaped as the cited upstream code writes them.
+#[tokio::test]
+async fn guests_agents_ceph_stale_configs_and_access_objects() {
+    use pve_sdk::generated::access::groups::groupid::{ReadGroup, ReadGroupError};
+    use pve_sdk::generated::access::roles::roleid::{UpdateRole, UpdateRoleError};
+    use pve_sdk::generated::access::users::userid::token::tokenid::{ReadToken, ReadTokenError};
+    use pve_sdk::generated::access::users::userid::{ReadUser, ReadUserError};
+    use pve_sdk::generated::access::users::{CreateUser, CreateUserError};
+    use pve_sdk::generated::nodes::node::ceph::status::{
+        Status as NodeCeph, StatusError as NodeCephError,
+    };
+    use pve_sdk::generated::nodes::node::qemu::vmid::agent::get_host_name::{
+        GetHostName, GetHostNameError,
+    };
+    use pve_sdk::generated::nodes::node::qemu::vmid::status::reset::{VmReset, VmResetError};
+    use pve_sdk::generated::pools::{Index as Pools, IndexError as PoolsError};
+    use pve_sdk::generated::storage::storage::{
+        Update as UpdateStorage, UpdateError as UpdateStorageError,
+    };
+    use pve_sdk::generated::storage::{
+        Create as CreateStorage, CreateError as CreateStorageError, CreateType,
+    };
+
+    let sim = sim().await;
+    let c = client(&sim);
+
+    // Reset of a VM whose config is missing: qemu-server's own wording, the same absence.
+    let e = c
+        .send(&VmReset::new("pve1", 100))
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(e, VmResetError::QemuConfigNotFound(ref v) if v.vmid == "100" && v.node == "pve1"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("qemu_config_not_found_on_node", shown(&e, &e));
+
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "web")]);
+    script(
+        &sim,
+        "POST",
+        "/nodes/pve1/qemu/100/status/reset",
+        500,
+        "VM 100 not running",
+    );
+    let e = c
+        .send(&VmReset::new("pve1", 100))
+        .await
+        .expect_err("stopped");
+    assert!(
+        matches!(e, VmResetError::GuestNotRunning(ref v) if v.vmid == "100"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("guest_not_running", shown(&e, &e));
+
+    for (text, snapshot) in [
+        ("QEMU guest agent is not running", "guest_agent_not_running"),
+        (
+            "No QEMU guest agent configured",
+            "guest_agent_not_configured",
+        ),
+        ("VM 100 is not running", "guest_not_running_agent"),
+    ] {
+        sim.clear_script();
+        script(
+            &sim,
+            "GET",
+            "/nodes/pve1/qemu/100/agent/get-host-name",
+            500,
+            text,
+        );
+        let e = c
+            .send(&GetHostName::new("pve1", 100))
+            .await
+            .expect_err(text);
+        assert!(
+            matches!(
+                e,
+                GetHostNameError::GuestAgentNotRunning(_)
+                    | GetHostNameError::GuestAgentNotConfigured(_)
+                    | GetHostNameError::GuestNotRunning(_)
+            ),
+            "{e:?}"
+        );
+        insta::assert_snapshot!(snapshot, shown(&e, &e));
+    }
+
+    script(
+        &sim,
+        "GET",
+        "/nodes/pve1/ceph/status",
+        500,
+        "pveceph configuration not initialized - missing '/etc/pve/ceph.conf', missing '/etc/pve/ceph'",
+    );
+    let e = c
+        .send(&NodeCeph::new("pve1"))
+        .await
+        .expect_err("not inited");
+    assert!(matches!(e, NodeCephError::CephNotInitialized(_)), "{e:?}");
+    insta::assert_snapshot!("ceph_not_initialized", shown(&e, &e));
+
+    script(
+        &sim,
+        "PUT",
+        "/storage/local",
+        500,
+        "update storage failed: detected modified configuration - file changed by other user? Try again.",
+    );
+    let e = c
+        .send(&UpdateStorage::new("local"))
+        .await
+        .expect_err("stale");
+    assert!(matches!(e, UpdateStorageError::ConfigModified(_)), "{e:?}");
+    insta::assert_snapshot!("config_modified", shown(&e, &e));
+
+    script(
+        &sim,
+        "GET",
+        "/access/users/alice@pve",
+        500,
+        "no such user ('alice@pve')",
+    );
+    let e = c
+        .send(&ReadUser::new("alice@pve"))
+        .await
+        .expect_err("absent");
+    assert!(
+        matches!(e, ReadUserError::UserNotFound(ref v) if v.userid == "alice@pve"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("user_not_found", shown(&e, &e));
+
+    script(
+        &sim,
+        "GET",
+        "/access/users/alice@pve/token/ci",
+        500,
+        "no such token 'ci' for user 'alice@pve'",
+    );
+    let e = c
+        .send(&ReadToken::new("alice@pve", "ci"))
+        .await
+        .expect_err("absent");
+    assert!(matches!(e, ReadTokenError::TokenNotFound(_)), "{e:?}");
+    insta::assert_snapshot!("token_not_found", shown(&e, &e));
+
+    script(
+        &sim,
+        "GET",
+        "/access/groups/ops",
+        500,
+        "group 'ops' does not exist",
+    );
+    let e = c.send(&ReadGroup::new("ops")).await.expect_err("absent");
+    assert!(matches!(e, ReadGroupError::GroupNotFound(_)), "{e:?}");
+    insta::assert_snapshot!("group_not_found", shown(&e, &e));
+
+    script(
+        &sim,
+        "PUT",
+        "/access/roles/Ops",
+        500,
+        "update role failed: role 'Ops' does not exist",
+    );
+    let e = c.send(&UpdateRole::new("Ops")).await.expect_err("absent");
+    assert!(
+        matches!(e, UpdateRoleError::RoleNotFound(ref v) if v.roleid == "Ops"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("role_not_found", shown(&e, &e));
+
+    script(&sim, "GET", "/pools", 500, "pool 'lab' does not exist");
+    let e = c
+        .send(&Pools {
+            poolid: Some("lab".into()),
+            type_: None,
+        })
+        .await
+        .expect_err("absent");
+    assert!(
+        matches!(e, PoolsError::PoolNotFound(ref v) if v.poolid == "lab"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("pool_not_found", shown(&e, &e));
+
+    script(
+        &sim,
+        "POST",
+        "/access/users",
+        500,
+        "create user failed: user 'alice@pve' already exists",
+    );
+    let e = c
+        .send(&CreateUser::new("alice@pve"))
+        .await
+        .expect_err("exists");
+    assert!(matches!(e, CreateUserError::UserExists(_)), "{e:?}");
+    insta::assert_snapshot!("user_exists", shown(&e, &e));
+
+    script(
+        &sim,
+        "POST",
+        "/storage",
+        500,
+        "create storage failed: storage ID 'local' already defined",
+    );
+    let e = c
+        .send(&CreateStorage::new("local", CreateType::Dir))
+        .await
+        .expect_err("exists");
+    assert!(matches!(e, CreateStorageError::StorageExists(_)), "{e:?}");
+    insta::assert_snapshot!("storage_exists", shown(&e, &e));
+}
+
+/// Answers any operation can get are predicates on every error, not variants.
+#[tokio::test]
+async fn not_implemented_and_node_unreachable_are_predicates() {
+    let sim = sim().await;
+    let c = client(&sim);
+    script(
+        &sim,
+        "GET",
+        "/nodes/pve1/qemu/100/config",
+        501,
+        "Method 'GET /nodes/pve1/qemu/100/config' not implemented",
+    );
+    let e = c.send(&VmConfig::new("pve1", 100)).await.expect_err("501");
+    assert!(e.is_not_implemented() && !e.is_node_unreachable(), "{e:?}");
+    insta::assert_snapshot!("not_implemented", shown(&e, &e));
+    sim.clear_script();
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/qemu/100/config",
+        Action::ProxyError {
+            status: 595,
+            message: "Connection refused".into(),
+        },
+    ));
+    let e = c.send(&VmConfig::new("pve1", 100)).await.expect_err("595");
+    assert!(e.is_node_unreachable() && !e.is_not_implemented(), "{e:?}");
+    assert_eq!(e.outcome(), pve_sdk::Outcome::Unknown);
+    insta::assert_snapshot!("node_unreachable", shown(&e, &e));
+    let ok = c.send(&CreateVm::new("pve1", 200)).await;
+    assert!(ok.is_ok(), "{ok:?}");
 }

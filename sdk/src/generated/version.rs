@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Version {}
+impl serde::Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Version {
     const ID: &'static str = "version";
     const METHOD: crate::Method = crate::Method::Get;
@@ -16,7 +22,7 @@ impl crate::Operation for Version {
 }
 crate::operation_error!(VersionError for Version;);
 /// From `GET /version returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VersionResponse {
     /// `console`
     pub console: Option<crate::generated::Console>,
@@ -27,7 +33,6 @@ pub struct VersionResponse {
     /// `version`
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VersionResponse {
@@ -40,5 +45,16 @@ impl<'de> serde::Deserialize<'de> for VersionResponse {
             version: f.req("version")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VersionResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("console", &self.console)?;
+        o.req("release", &self.release)?;
+        o.req("repoid", &self.repoid)?;
+        o.req("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

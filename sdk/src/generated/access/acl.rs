@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ReadAcl {}
+impl serde::Serialize for ReadAcl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for ReadAcl {
     const ID: &'static str = "read_acl";
     const METHOD: crate::Method = crate::Method::Get;
@@ -22,7 +28,7 @@ crate::operation_error!(ReadAclError for ReadAcl;);
 /// - Permission check: `["perm-modify","{path}"]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateAcl {
     /// `delete`
     pub delete: Option<bool>,
@@ -38,6 +44,19 @@ pub struct UpdateAcl {
     pub tokens: Option<String>,
     /// Format `pve-userid-list`
     pub users: Option<String>,
+}
+impl serde::Serialize for UpdateAcl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("groups", &self.groups)?;
+        o.req("path", &self.path)?;
+        o.opt("propagate", &self.propagate)?;
+        o.req("roles", &self.roles)?;
+        o.opt("tokens", &self.tokens)?;
+        o.opt("users", &self.users)?;
+        o.end()
+    }
 }
 impl UpdateAcl {
     /// A request with every required parameter; optional ones start unset.
@@ -98,7 +117,7 @@ impl crate::open_enum::OpenEnum for ReadAclResponseItemType {
 }
 crate::open_enum_traits!(ReadAclResponseItemType);
 /// From `GET /access/acl returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadAclResponseItem {
     /// `path`
     pub path: String,
@@ -107,12 +126,10 @@ pub struct ReadAclResponseItem {
     /// `roleid`
     pub roleid: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: ReadAclResponseItemType,
     /// `ugid`
     pub ugid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
@@ -126,5 +143,17 @@ impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
             ugid: f.req("ugid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadAclResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("path", &self.path)?;
+        o.opt("propagate", &self.propagate)?;
+        o.req("roleid", &self.roleid)?;
+        o.req("type", &self.type_)?;
+        o.req("ugid", &self.ugid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

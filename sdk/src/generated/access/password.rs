@@ -6,15 +6,23 @@
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ChangePassword {
     /// Wire name `confirmation-password`; secret: Debug and Display print `[redacted]`; length 5 - 64
-    #[serde(rename = "confirmation-password")]
     pub confirmation_password: Option<crate::Secret>,
     /// Secret: Debug and Display print `[redacted]`; length 8 - 64
     pub password: crate::Secret,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for ChangePassword {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("confirmation-password", &self.confirmation_password)?;
+        o.req("password", &self.password)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl ChangePassword {
     /// A request with every required parameter; optional ones start unset.

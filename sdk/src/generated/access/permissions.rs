@@ -4,12 +4,20 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Permissions {
     /// `path`
     pub path: Option<String>,
     /// Pattern `(?^:^(?^:[^\s:/]+)\@(?^:[A-Za-z][A-Za-z0-9\.\-_]+)(?:!(?^:[A-Za-z][A-Za-z0-9\.\-_]+))?$)`
     pub userid: Option<String>,
+}
+impl serde::Serialize for Permissions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("path", &self.path)?;
+        o.opt("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl crate::Operation for Permissions {
     const ID: &'static str = "permissions";

@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetTicket {}
+impl serde::Serialize for GetTicket {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetTicket {
     const ID: &'static str = "get_ticket";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,10 +29,9 @@ crate::operation_error!(GetTicketError for GetTicket;);
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateTicket {
     /// Wire name `new-format`; default `1`
-    #[serde(rename = "new-format")]
     pub new_format: Option<bool>,
     /// `otp`
     pub otp: Option<String>,
@@ -39,10 +44,23 @@ pub struct CreateTicket {
     /// Format `pve-realm`; maximum length 32
     pub realm: Option<String>,
     /// Wire name `tfa-challenge`
-    #[serde(rename = "tfa-challenge")]
     pub tfa_challenge: Option<String>,
     /// Maximum length 64
     pub username: String,
+}
+impl serde::Serialize for CreateTicket {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("new-format", &self.new_format)?;
+        o.opt("otp", &self.otp)?;
+        o.req("password", &self.password)?;
+        o.opt("path", &self.path)?;
+        o.opt("privs", &self.privs)?;
+        o.opt("realm", &self.realm)?;
+        o.opt("tfa-challenge", &self.tfa_challenge)?;
+        o.req("username", &self.username)?;
+        o.end()
+    }
 }
 impl CreateTicket {
     /// A request with every required parameter; optional ones start unset.
@@ -70,10 +88,9 @@ impl crate::Operation for CreateTicket {
 }
 crate::operation_error!(CreateTicketError for CreateTicket;);
 /// From `POST /access/ticket returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CreateTicketResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
-    #[serde(rename = "CSRFPreventionToken")]
     pub csrf_prevention_token: Option<crate::Secret>,
     /// `clustername`
     pub clustername: Option<String>,
@@ -82,7 +99,6 @@ pub struct CreateTicketResponse {
     /// `username`
     pub username: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CreateTicketResponse {
@@ -95,5 +111,16 @@ impl<'de> serde::Deserialize<'de> for CreateTicketResponse {
             username: f.req("username")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CreateTicketResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("CSRFPreventionToken", &self.csrf_prevention_token)?;
+        o.opt("clustername", &self.clustername)?;
+        o.opt("ticket", &self.ticket)?;
+        o.req("username", &self.username)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

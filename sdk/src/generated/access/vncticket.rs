@@ -5,7 +5,7 @@
 /// - Permitted users: `world`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VerifyVncTicket {
     /// Maximum length 64
     pub authid: String,
@@ -17,6 +17,17 @@ pub struct VerifyVncTicket {
     pub privs: String,
     /// Secret: Debug and Display print `[redacted]`
     pub vncticket: crate::Secret,
+}
+impl serde::Serialize for VerifyVncTicket {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("authid", &self.authid)?;
+        o.req("path", &self.path)?;
+        o.opt("port", &self.port)?;
+        o.req("privs", &self.privs)?;
+        o.req("vncticket", &self.vncticket)?;
+        o.end()
+    }
 }
 impl VerifyVncTicket {
     /// A request with every required parameter; optional ones start unset.

@@ -4,10 +4,17 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Log {
     /// Minimum 1
     pub max: Option<i64>,
+}
+impl serde::Serialize for Log {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max", &self.max)?;
+        o.end()
+    }
 }
 impl crate::Operation for Log {
     const ID: &'static str = "log";

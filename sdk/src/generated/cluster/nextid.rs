@@ -4,10 +4,17 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Nextid {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
+}
+impl serde::Serialize for Nextid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl crate::Operation for Nextid {
     const ID: &'static str = "nextid";

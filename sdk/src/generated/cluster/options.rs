@@ -5,8 +5,14 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetOptions {}
+impl serde::Serialize for GetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetOptions {
     const ID: &'static str = "get_options";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,12 +29,11 @@ crate::operation_error!(GetOptionsError for GetOptions;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct SetOptions {
     /// `bwlimit`
     pub bwlimit: Option<crate::generated::Bwlimit>,
     /// Wire name `consent-text`; maximum length 65536
-    #[serde(rename = "consent-text")]
     pub consent_text: Option<String>,
     /// `console`
     pub console: Option<crate::generated::Console>,
@@ -61,25 +66,52 @@ pub struct SetOptions {
     /// `migration_unsecure`
     pub migration_unsecure: Option<bool>,
     /// Wire name `next-id`
-    #[serde(rename = "next-id")]
     pub next_id: Option<NextId>,
     /// `notify`
     pub notify: Option<Notify>,
     /// Wire name `registered-tags`; pattern `(?:(?^i:[a-z0-9_][a-z0-9_\-\+\.]*);)*(?^i:[a-z0-9_][a-z0-9_\-\+\.]*)`
-    #[serde(rename = "registered-tags")]
     pub registered_tags: Option<String>,
     /// `replication`
     pub replication: Option<Replication>,
     /// Wire name `tag-style`
-    #[serde(rename = "tag-style")]
     pub tag_style: Option<TagStyle>,
     /// `u2f`
     pub u2f: Option<U2f>,
     /// Wire name `user-tag-access`
-    #[serde(rename = "user-tag-access")]
     pub user_tag_access: Option<UserTagAccess>,
     /// `webauthn`
     pub webauthn: Option<Webauthn>,
+}
+impl serde::Serialize for SetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("consent-text", &self.consent_text)?;
+        o.opt("console", &self.console)?;
+        o.opt("crs", &self.crs)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("description", &self.description)?;
+        o.opt("email_from", &self.email_from)?;
+        o.opt("fencing", &self.fencing)?;
+        o.opt("ha", &self.ha)?;
+        o.opt("http_proxy", &self.http_proxy)?;
+        o.opt("keyboard", &self.keyboard)?;
+        o.opt("language", &self.language)?;
+        o.opt("location", &self.location)?;
+        o.opt("mac_prefix", &self.mac_prefix)?;
+        o.opt("max_workers", &self.max_workers)?;
+        o.opt("migration", &self.migration)?;
+        o.opt("migration_unsecure", &self.migration_unsecure)?;
+        o.opt("next-id", &self.next_id)?;
+        o.opt("notify", &self.notify)?;
+        o.opt("registered-tags", &self.registered_tags)?;
+        o.opt("replication", &self.replication)?;
+        o.opt("tag-style", &self.tag_style)?;
+        o.opt("u2f", &self.u2f)?;
+        o.opt("user-tag-access", &self.user_tag_access)?;
+        o.opt("webauthn", &self.webauthn)?;
+        o.end()
+    }
 }
 impl crate::Operation for SetOptions {
     const ID: &'static str = "set_options";

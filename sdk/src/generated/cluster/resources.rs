@@ -4,11 +4,17 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Resources {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<ResourcesType>,
+}
+impl serde::Serialize for Resources {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Resources {
     const ID: &'static str = "resources";
@@ -172,10 +178,9 @@ impl crate::open_enum::OpenEnum for ResourcesResponseItemType {
 }
 crate::open_enum_traits!(ResourcesResponseItemType);
 /// From `GET /cluster/resources returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResourcesResponseItem {
     /// Wire name `cgroup-mode`
-    #[serde(rename = "cgroup-mode")]
     pub cgroup_mode: Option<i64>,
     /// Format `pve-storage-content-list`
     pub content: Option<String>,
@@ -190,7 +195,6 @@ pub struct ResourcesResponseItem {
     /// `hastate`
     pub hastate: Option<String>,
     /// Wire name `host-arch`; default `x86_64`
-    #[serde(rename = "host-arch")]
     pub host_arch: Option<ResourcesResponseItemHostArch>,
     /// `id`
     pub id: String,
@@ -217,7 +221,6 @@ pub struct ResourcesResponseItem {
     /// `network`
     pub network: Option<String>,
     /// Wire name `network-type`
-    #[serde(rename = "network-type")]
     pub network_type: Option<ResourcesResponseItemNetworkType>,
     /// Format `pve-node`
     pub node: Option<String>,
@@ -240,17 +243,14 @@ pub struct ResourcesResponseItem {
     /// Default `0`
     pub template: Option<bool>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: ResourcesResponseItemType,
     /// `uptime`
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
     /// Wire name `zone-type`
-    #[serde(rename = "zone-type")]
     pub zone_type: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ResourcesResponseItem {
@@ -294,5 +294,47 @@ impl<'de> serde::Deserialize<'de> for ResourcesResponseItem {
             zone_type: f.opt("zone-type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ResourcesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cgroup-mode", &self.cgroup_mode)?;
+        o.opt("content", &self.content)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("disk", &self.disk)?;
+        o.opt("diskread", &self.diskread)?;
+        o.opt("diskwrite", &self.diskwrite)?;
+        o.opt("hastate", &self.hastate)?;
+        o.opt("host-arch", &self.host_arch)?;
+        o.req("id", &self.id)?;
+        o.opt("level", &self.level)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("maxcpu", &self.maxcpu)?;
+        o.opt("maxdisk", &self.maxdisk)?;
+        o.opt("maxmem", &self.maxmem)?;
+        o.opt("mem", &self.mem)?;
+        o.opt("memhost", &self.memhost)?;
+        o.opt("name", &self.name)?;
+        o.opt("netin", &self.netin)?;
+        o.opt("netout", &self.netout)?;
+        o.opt("network", &self.network)?;
+        o.opt("network-type", &self.network_type)?;
+        o.opt("node", &self.node)?;
+        o.opt("plugintype", &self.plugintype)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protocol", &self.protocol)?;
+        o.opt("sdn", &self.sdn)?;
+        o.opt("shared", &self.shared)?;
+        o.opt("status", &self.status)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.req("type", &self.type_)?;
+        o.opt("uptime", &self.uptime)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zone-type", &self.zone_type)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

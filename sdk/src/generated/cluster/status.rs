@@ -5,8 +5,14 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetStatus {}
+impl serde::Serialize for GetStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetStatus {
     const ID: &'static str = "get_status";
     const METHOD: crate::Method = crate::Method::Get;
@@ -48,7 +54,7 @@ impl crate::open_enum::OpenEnum for GetStatusResponseItemType {
 }
 crate::open_enum_traits!(GetStatusResponseItemType);
 /// From `GET /cluster/status returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetStatusResponseItem {
     /// `id`
     pub id: String,
@@ -69,12 +75,10 @@ pub struct GetStatusResponseItem {
     /// `quorate`
     pub quorate: Option<bool>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: GetStatusResponseItemType,
     /// `version`
     pub version: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
@@ -94,5 +98,23 @@ impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
             version: f.opt("version")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetStatusResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("level", &self.level)?;
+        o.opt("local", &self.local)?;
+        o.req("name", &self.name)?;
+        o.opt("nodeid", &self.nodeid)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("online", &self.online)?;
+        o.opt("quorate", &self.quorate)?;
+        o.req("type", &self.type_)?;
+        o.opt("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Tasks {}
+impl serde::Serialize for Tasks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Tasks {
     const ID: &'static str = "tasks";
     const METHOD: crate::Method = crate::Method::Get;
@@ -18,12 +24,11 @@ impl crate::Operation for Tasks {
 pub type TasksResponse = Vec<TasksResponseItem>;
 crate::operation_error!(TasksError for Tasks;);
 /// From `GET /cluster/tasks returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TasksResponseItem {
     /// `upid`
     pub upid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TasksResponseItem {
@@ -33,5 +38,13 @@ impl<'de> serde::Deserialize<'de> for TasksResponseItem {
             upid: f.req("upid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TasksResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("upid", &self.upid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

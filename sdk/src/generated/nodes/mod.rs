@@ -5,8 +5,14 @@ pub mod node;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -52,7 +58,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
 }
 crate::open_enum_traits!(IndexResponseItemStatus);
 /// From `GET /nodes returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -73,7 +79,6 @@ pub struct IndexResponseItem {
     /// `uptime`
     pub uptime: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -91,5 +96,21 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             uptime: f.opt("uptime")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("level", &self.level)?;
+        o.opt("maxcpu", &self.maxcpu)?;
+        o.opt("maxmem", &self.maxmem)?;
+        o.opt("mem", &self.mem)?;
+        o.req("node", &self.node)?;
+        o.opt("ssl_fingerprint", &self.ssl_fingerprint)?;
+        o.req("status", &self.status)?;
+        o.opt("uptime", &self.uptime)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@ pub mod poolid;
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeletePool {
     /// Format `pve-poolid`
     pub poolid: String,
+}
+impl serde::Serialize for DeletePool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("poolid", &self.poolid)?;
+        o.end()
+    }
 }
 impl DeletePool {
     /// A request with every required parameter; optional ones start unset.
@@ -29,18 +36,25 @@ impl crate::Operation for DeletePool {
 }
 /// What [`DeletePool`] answers.
 pub type DeletePoolResponse = ();
-crate::operation_error!(DeletePoolError for DeletePool;);
+crate::operation_error!(DeletePoolError for DeletePool; PoolNotFound);
 /// `GET /pools` (handler `index`).
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Format `pve-poolid`
     pub poolid: Option<String>,
     /// Wire name `type`; requires `poolid`
-    #[serde(rename = "type")]
     pub type_: Option<IndexType>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("poolid", &self.poolid)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -52,18 +66,26 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+crate::operation_error!(IndexError for Index; PoolNotFound);
 /// `POST /pools` (handler `create_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreatePool {
     /// `comment`
     pub comment: Option<String>,
     /// Format `pve-poolid`
     pub poolid: String,
+}
+impl serde::Serialize for CreatePool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("poolid", &self.poolid)?;
+        o.end()
+    }
 }
 impl CreatePool {
     /// A request with every required parameter; optional ones start unset.
@@ -84,16 +106,15 @@ impl crate::Operation for CreatePool {
 }
 /// What [`CreatePool`] answers.
 pub type CreatePoolResponse = ();
-crate::operation_error!(CreatePoolError for CreatePool;);
+crate::operation_error!(CreatePoolError for CreatePool; PoolExists);
 /// `PUT /pools` (handler `update_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdatePool {
     /// Wire name `allow-move`; default `0`
-    #[serde(rename = "allow-move")]
     pub allow_move: Option<bool>,
     /// `comment`
     pub comment: Option<String>,
@@ -105,6 +126,18 @@ pub struct UpdatePool {
     pub storage: Option<String>,
     /// Format `pve-vmid-list`
     pub vms: Option<String>,
+}
+impl serde::Serialize for UpdatePool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allow-move", &self.allow_move)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.req("poolid", &self.poolid)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl UpdatePool {
     /// A request with every required parameter; optional ones start unset.
@@ -129,7 +162,7 @@ impl crate::Operation for UpdatePool {
 }
 /// What [`UpdatePool`] answers.
 pub type UpdatePoolResponse = ();
-crate::operation_error!(UpdatePoolError for UpdatePool;);
+crate::operation_error!(UpdatePoolError for UpdatePool; PoolNotFound);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -201,7 +234,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemMembersItemType {
 }
 crate::open_enum_traits!(IndexResponseItemMembersItemType);
 /// From `GET /pools returns items "members" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemMembersItem {
     /// `id`
     pub id: String,
@@ -210,12 +243,10 @@ pub struct IndexResponseItemMembersItem {
     /// `storage`
     pub storage: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: IndexResponseItemMembersItemType,
     /// `vmid`
     pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
@@ -231,8 +262,20 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemMembersItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("node", &self.node)?;
+        o.opt("storage", &self.storage)?;
+        o.req("type", &self.type_)?;
+        o.opt("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /pools returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -241,7 +284,6 @@ pub struct IndexResponseItem {
     /// `poolid`
     pub poolid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -253,5 +295,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             poolid: f.req("poolid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("members", &self.members)?;
+        o.req("poolid", &self.poolid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeletePoolDeprecated {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
+}
+impl serde::Serialize for DeletePoolDeprecated {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("poolid", &self.poolid)?;
+        o.end()
+    }
 }
 impl DeletePoolDeprecated {
     /// A request with every required parameter; optional ones start unset.
@@ -33,18 +40,27 @@ impl crate::Operation for DeletePoolDeprecated {
 }
 /// What [`DeletePoolDeprecated`] answers.
 pub type DeletePoolDeprecatedResponse = ();
-crate::operation_error!(DeletePoolDeprecatedError for DeletePoolDeprecated;);
+crate::operation_error!(
+    DeletePoolDeprecatedError for DeletePoolDeprecated; PoolNotFound
+);
 /// `GET /pools/{poolid}` (handler `read_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadPool {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<ReadPoolType>,
+}
+impl serde::Serialize for ReadPool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("poolid", &self.poolid)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl ReadPool {
     /// A request with every required parameter; optional ones start unset.
@@ -68,18 +84,17 @@ impl crate::Operation for ReadPool {
     type Response = ReadPoolResponse;
     type Error = ReadPoolError;
 }
-crate::operation_error!(ReadPoolError for ReadPool;);
+crate::operation_error!(ReadPoolError for ReadPool; PoolNotFound);
 /// `PUT /pools/{poolid}` (handler `update_pool_deprecated`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdatePoolDeprecated {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
     /// Wire name `allow-move`; default `0`
-    #[serde(rename = "allow-move")]
     pub allow_move: Option<bool>,
     /// `comment`
     pub comment: Option<String>,
@@ -89,6 +104,18 @@ pub struct UpdatePoolDeprecated {
     pub storage: Option<String>,
     /// Format `pve-vmid-list`
     pub vms: Option<String>,
+}
+impl serde::Serialize for UpdatePoolDeprecated {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("poolid", &self.poolid)?;
+        o.opt("allow-move", &self.allow_move)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl UpdatePoolDeprecated {
     /// A request with every required parameter; optional ones start unset.
@@ -118,7 +145,9 @@ impl crate::Operation for UpdatePoolDeprecated {
 }
 /// What [`UpdatePoolDeprecated`] answers.
 pub type UpdatePoolDeprecatedResponse = ();
-crate::operation_error!(UpdatePoolDeprecatedError for UpdatePoolDeprecated;);
+crate::operation_error!(
+    UpdatePoolDeprecatedError for UpdatePoolDeprecated; PoolNotFound
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -190,7 +219,7 @@ impl crate::open_enum::OpenEnum for ReadPoolResponseMembersItemType {
 }
 crate::open_enum_traits!(ReadPoolResponseMembersItemType);
 /// From `GET /pools/{poolid} returns "members" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadPoolResponseMembersItem {
     /// `id`
     pub id: String,
@@ -199,12 +228,10 @@ pub struct ReadPoolResponseMembersItem {
     /// `storage`
     pub storage: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: ReadPoolResponseMembersItemType,
     /// `vmid`
     pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
@@ -220,15 +247,26 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
         })
     }
 }
+impl serde::Serialize for ReadPoolResponseMembersItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("node", &self.node)?;
+        o.opt("storage", &self.storage)?;
+        o.req("type", &self.type_)?;
+        o.opt("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /pools/{poolid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadPoolResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
     pub members: Vec<ReadPoolResponseMembersItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadPoolResponse {
@@ -239,5 +277,14 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponse {
             members: f.req("members")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadPoolResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("members", &self.members)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,11 +5,17 @@ pub mod storage;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<IndexType>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,7 +33,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// `authsupported`
     pub authsupported: Option<String>,
@@ -44,16 +50,12 @@ pub struct Create {
     /// Format `pve-storage-content-list`
     pub content: Option<String>,
     /// Wire name `content-dirs`; format `pve-dir-override-list`
-    #[serde(rename = "content-dirs")]
     pub content_dirs: Option<String>,
     /// Wire name `create-base-path`; default `yes`
-    #[serde(rename = "create-base-path")]
     pub create_base_path: Option<bool>,
     /// Wire name `create-subdirs`; default `yes`
-    #[serde(rename = "create-subdirs")]
     pub create_subdirs: Option<bool>,
     /// Wire name `data-pool`
-    #[serde(rename = "data-pool")]
     pub data_pool: Option<String>,
     /// `datastore`
     pub datastore: Option<String>,
@@ -62,7 +64,6 @@ pub struct Create {
     /// Maximum length 256
     pub domain: Option<String>,
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
-    #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
     /// Format `pve-storage-path`
     pub export: Option<String>,
@@ -71,7 +72,6 @@ pub struct Create {
     /// `format`
     pub format: Option<crate::generated::Format>,
     /// Wire name `fs-name`; format `pve-configid`
-    #[serde(rename = "fs-name")]
     pub fs_name: Option<String>,
     /// `fuse`
     pub fuse: Option<bool>,
@@ -86,10 +86,8 @@ pub struct Create {
     /// `lio_tpg`
     pub lio_tpg: Option<String>,
     /// Wire name `master-pubkey`
-    #[serde(rename = "master-pubkey")]
     pub master_pubkey: Option<String>,
     /// Wire name `max-protected-backups`; minimum -1; default `Unlimited for users with Datastore.Allocate privilege, 5 for other users`
-    #[serde(rename = "max-protected-backups")]
     pub max_protected_backups: Option<i64>,
     /// Default `yes`
     pub mkdir: Option<bool>,
@@ -120,12 +118,10 @@ pub struct Create {
     /// Default `metadata`
     pub preallocation: Option<Preallocation>,
     /// Wire name `prune-backups`; format `prune-backups`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// `saferemove`
     pub saferemove: Option<bool>,
     /// Wire name `saferemove-stepsize`; default `32`
-    #[serde(rename = "saferemove-stepsize")]
     pub saferemove_stepsize: Option<i64>,
     /// `saferemove_throughput`
     pub saferemove_throughput: Option<String>,
@@ -136,12 +132,10 @@ pub struct Create {
     /// `shared`
     pub shared: Option<bool>,
     /// Wire name `skip-cert-verification`; default `false`
-    #[serde(rename = "skip-cert-verification")]
     pub skip_cert_verification: Option<bool>,
     /// Default `default`
     pub smbversion: Option<Smbversion>,
     /// Wire name `snapshot-as-volume-chain`; default `0`
-    #[serde(rename = "snapshot-as-volume-chain")]
     pub snapshot_as_volume_chain: Option<bool>,
     /// `sparse`
     pub sparse: Option<bool>,
@@ -156,15 +150,80 @@ pub struct Create {
     /// Format `pve-storage-vgname`
     pub thinpool: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: CreateType,
     /// `username`
     pub username: Option<String>,
     /// Format `pve-storage-vgname`
     pub vgname: Option<String>,
     /// Wire name `zfs-base-path`; format `pve-storage-path`
-    #[serde(rename = "zfs-base-path")]
     pub zfs_base_path: Option<String>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("authsupported", &self.authsupported)?;
+        o.opt("base", &self.base)?;
+        o.opt("blocksize", &self.blocksize)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("comstar_hg", &self.comstar_hg)?;
+        o.opt("comstar_tg", &self.comstar_tg)?;
+        o.opt("content", &self.content)?;
+        o.opt("content-dirs", &self.content_dirs)?;
+        o.opt("create-base-path", &self.create_base_path)?;
+        o.opt("create-subdirs", &self.create_subdirs)?;
+        o.opt("data-pool", &self.data_pool)?;
+        o.opt("datastore", &self.datastore)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("domain", &self.domain)?;
+        o.opt("encryption-key", &self.encryption_key)?;
+        o.opt("export", &self.export)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.opt("format", &self.format)?;
+        o.opt("fs-name", &self.fs_name)?;
+        o.opt("fuse", &self.fuse)?;
+        o.opt("is_mountpoint", &self.is_mountpoint)?;
+        o.opt("iscsiprovider", &self.iscsiprovider)?;
+        o.opt("keyring", &self.keyring)?;
+        o.opt("krbd", &self.krbd)?;
+        o.opt("lio_tpg", &self.lio_tpg)?;
+        o.opt("master-pubkey", &self.master_pubkey)?;
+        o.opt("max-protected-backups", &self.max_protected_backups)?;
+        o.opt("mkdir", &self.mkdir)?;
+        o.opt("monhost", &self.monhost)?;
+        o.opt("mountpoint", &self.mountpoint)?;
+        o.opt("namespace", &self.namespace)?;
+        o.opt("nocow", &self.nocow)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("nowritecache", &self.nowritecache)?;
+        o.opt("options", &self.options)?;
+        o.opt("password", &self.password)?;
+        o.opt("path", &self.path)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("port", &self.port)?;
+        o.opt("portal", &self.portal)?;
+        o.opt("preallocation", &self.preallocation)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("saferemove", &self.saferemove)?;
+        o.opt("saferemove-stepsize", &self.saferemove_stepsize)?;
+        o.opt("saferemove_throughput", &self.saferemove_throughput)?;
+        o.opt("server", &self.server)?;
+        o.opt("share", &self.share)?;
+        o.opt("shared", &self.shared)?;
+        o.opt("skip-cert-verification", &self.skip_cert_verification)?;
+        o.opt("smbversion", &self.smbversion)?;
+        o.opt("snapshot-as-volume-chain", &self.snapshot_as_volume_chain)?;
+        o.opt("sparse", &self.sparse)?;
+        o.req("storage", &self.storage)?;
+        o.opt("subdir", &self.subdir)?;
+        o.opt("tagged_only", &self.tagged_only)?;
+        o.opt("target", &self.target)?;
+        o.opt("thinpool", &self.thinpool)?;
+        o.req("type", &self.type_)?;
+        o.opt("username", &self.username)?;
+        o.opt("vgname", &self.vgname)?;
+        o.opt("zfs-base-path", &self.zfs_base_path)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -243,7 +302,7 @@ impl crate::Operation for Create {
     type Response = CreateResponse;
     type Error = CreateError;
 }
-crate::operation_error!(CreateError for Create;);
+crate::operation_error!(CreateError for Create; StorageExists);
 /// Values of `preallocation`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -464,12 +523,11 @@ impl crate::open_enum::OpenEnum for IndexType {
 }
 crate::open_enum_traits!(IndexType);
 /// From `GET /storage returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `storage`
     pub storage: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -479,6 +537,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             storage: f.req("storage")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("storage", &self.storage)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -574,13 +640,11 @@ impl crate::open_enum::OpenEnum for CreateType {
 }
 crate::open_enum_traits!(CreateType);
 /// From `POST /storage returns "config"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CreateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
-    #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CreateResponseConfig {
@@ -590,6 +654,14 @@ impl<'de> serde::Deserialize<'de> for CreateResponseConfig {
             encryption_key: f.opt("encryption-key")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CreateResponseConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("encryption-key", &self.encryption_key)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -685,17 +757,15 @@ impl crate::open_enum::OpenEnum for CreateResponseType {
 }
 crate::open_enum_traits!(CreateResponseType);
 /// From `POST /storage returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CreateResponse {
     /// `config`
     pub config: Option<CreateResponseConfig>,
     /// `storage`
     pub storage: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: CreateResponseType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CreateResponse {
@@ -707,5 +777,15 @@ impl<'de> serde::Deserialize<'de> for CreateResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CreateResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("config", &self.config)?;
+        o.req("storage", &self.storage)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("storage", &self.storage)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -38,10 +45,17 @@ crate::operation_error!(DeleteError for Delete; StorageNotFound);
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Allocate"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("storage", &self.storage)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -72,7 +86,7 @@ crate::operation_error!(ReadError for Read; StorageNotFound);
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
@@ -87,16 +101,12 @@ pub struct Update {
     /// Format `pve-storage-content-list`
     pub content: Option<String>,
     /// Wire name `content-dirs`; format `pve-dir-override-list`
-    #[serde(rename = "content-dirs")]
     pub content_dirs: Option<String>,
     /// Wire name `create-base-path`; default `yes`
-    #[serde(rename = "create-base-path")]
     pub create_base_path: Option<bool>,
     /// Wire name `create-subdirs`; default `yes`
-    #[serde(rename = "create-subdirs")]
     pub create_subdirs: Option<bool>,
     /// Wire name `data-pool`
-    #[serde(rename = "data-pool")]
     pub data_pool: Option<String>,
     /// Format `pve-configid-list`; maximum length 4096
     pub delete: Option<String>,
@@ -107,14 +117,12 @@ pub struct Update {
     /// Maximum length 256
     pub domain: Option<String>,
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
-    #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
     /// `format`
     pub format: Option<crate::generated::Format>,
     /// Wire name `fs-name`; format `pve-configid`
-    #[serde(rename = "fs-name")]
     pub fs_name: Option<String>,
     /// `fuse`
     pub fuse: Option<bool>,
@@ -127,10 +135,8 @@ pub struct Update {
     /// `lio_tpg`
     pub lio_tpg: Option<String>,
     /// Wire name `master-pubkey`
-    #[serde(rename = "master-pubkey")]
     pub master_pubkey: Option<String>,
     /// Wire name `max-protected-backups`; minimum -1; default `Unlimited for users with Datastore.Allocate privilege, 5 for other users`
-    #[serde(rename = "max-protected-backups")]
     pub max_protected_backups: Option<i64>,
     /// Default `yes`
     pub mkdir: Option<bool>,
@@ -157,12 +163,10 @@ pub struct Update {
     /// Default `metadata`
     pub preallocation: Option<crate::generated::storage::Preallocation>,
     /// Wire name `prune-backups`; format `prune-backups`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// `saferemove`
     pub saferemove: Option<bool>,
     /// Wire name `saferemove-stepsize`; default `32`
-    #[serde(rename = "saferemove-stepsize")]
     pub saferemove_stepsize: Option<i64>,
     /// `saferemove_throughput`
     pub saferemove_throughput: Option<String>,
@@ -171,12 +175,10 @@ pub struct Update {
     /// `shared`
     pub shared: Option<bool>,
     /// Wire name `skip-cert-verification`; default `false`
-    #[serde(rename = "skip-cert-verification")]
     pub skip_cert_verification: Option<bool>,
     /// Default `default`
     pub smbversion: Option<crate::generated::storage::Smbversion>,
     /// Wire name `snapshot-as-volume-chain`; default `0`
-    #[serde(rename = "snapshot-as-volume-chain")]
     pub snapshot_as_volume_chain: Option<bool>,
     /// `sparse`
     pub sparse: Option<bool>,
@@ -187,8 +189,64 @@ pub struct Update {
     /// `username`
     pub username: Option<String>,
     /// Wire name `zfs-base-path`; format `pve-storage-path`
-    #[serde(rename = "zfs-base-path")]
     pub zfs_base_path: Option<String>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("storage", &self.storage)?;
+        o.opt("blocksize", &self.blocksize)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("comstar_hg", &self.comstar_hg)?;
+        o.opt("comstar_tg", &self.comstar_tg)?;
+        o.opt("content", &self.content)?;
+        o.opt("content-dirs", &self.content_dirs)?;
+        o.opt("create-base-path", &self.create_base_path)?;
+        o.opt("create-subdirs", &self.create_subdirs)?;
+        o.opt("data-pool", &self.data_pool)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("domain", &self.domain)?;
+        o.opt("encryption-key", &self.encryption_key)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.opt("format", &self.format)?;
+        o.opt("fs-name", &self.fs_name)?;
+        o.opt("fuse", &self.fuse)?;
+        o.opt("is_mountpoint", &self.is_mountpoint)?;
+        o.opt("keyring", &self.keyring)?;
+        o.opt("krbd", &self.krbd)?;
+        o.opt("lio_tpg", &self.lio_tpg)?;
+        o.opt("master-pubkey", &self.master_pubkey)?;
+        o.opt("max-protected-backups", &self.max_protected_backups)?;
+        o.opt("mkdir", &self.mkdir)?;
+        o.opt("monhost", &self.monhost)?;
+        o.opt("mountpoint", &self.mountpoint)?;
+        o.opt("namespace", &self.namespace)?;
+        o.opt("nocow", &self.nocow)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("nowritecache", &self.nowritecache)?;
+        o.opt("options", &self.options)?;
+        o.opt("password", &self.password)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("port", &self.port)?;
+        o.opt("preallocation", &self.preallocation)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("saferemove", &self.saferemove)?;
+        o.opt("saferemove-stepsize", &self.saferemove_stepsize)?;
+        o.opt("saferemove_throughput", &self.saferemove_throughput)?;
+        o.opt("server", &self.server)?;
+        o.opt("shared", &self.shared)?;
+        o.opt("skip-cert-verification", &self.skip_cert_verification)?;
+        o.opt("smbversion", &self.smbversion)?;
+        o.opt("snapshot-as-volume-chain", &self.snapshot_as_volume_chain)?;
+        o.opt("sparse", &self.sparse)?;
+        o.opt("subdir", &self.subdir)?;
+        o.opt("tagged_only", &self.tagged_only)?;
+        o.opt("username", &self.username)?;
+        o.opt("zfs-base-path", &self.zfs_base_path)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -262,15 +320,13 @@ impl crate::Operation for Update {
     type Response = UpdateResponse;
     type Error = UpdateError;
 }
-crate::operation_error!(UpdateError for Update; StorageNotFound);
+crate::operation_error!(UpdateError for Update; ConfigModified, StorageNotFound);
 /// From `PUT /storage/{storage} returns "config"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpdateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
-    #[serde(rename = "encryption-key")]
     pub encryption_key: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UpdateResponseConfig {
@@ -280,6 +336,14 @@ impl<'de> serde::Deserialize<'de> for UpdateResponseConfig {
             encryption_key: f.opt("encryption-key")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for UpdateResponseConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("encryption-key", &self.encryption_key)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -375,17 +439,15 @@ impl crate::open_enum::OpenEnum for UpdateResponseType {
 }
 crate::open_enum_traits!(UpdateResponseType);
 /// From `PUT /storage/{storage} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpdateResponse {
     /// `config`
     pub config: Option<UpdateResponseConfig>,
     /// `storage`
     pub storage: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: UpdateResponseType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UpdateResponse {
@@ -397,5 +459,15 @@ impl<'de> serde::Deserialize<'de> for UpdateResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for UpdateResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("config", &self.config)?;
+        o.req("storage", &self.storage)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

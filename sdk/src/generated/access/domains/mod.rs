@@ -5,8 +5,14 @@ pub mod realm;
 ///
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,10 +29,9 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Wire name `acr-values`; pattern `^[^\x00-\x1F\x7F <>#"]*$`
-    #[serde(rename = "acr-values")]
     pub acr_values: Option<String>,
     /// Pattern `^[^\x00-\x1F\x7F <>#"]*$`
     pub audiences: Option<String>,
@@ -39,20 +44,16 @@ pub struct Create {
     /// Default `/etc/ssl/certs`
     pub capath: Option<String>,
     /// Wire name `case-sensitive`; default `1`
-    #[serde(rename = "case-sensitive")]
     pub case_sensitive: Option<bool>,
     /// `cert`
     pub cert: Option<String>,
     /// `certkey`
     pub certkey: Option<String>,
     /// Wire name `check-connection`; default `0`
-    #[serde(rename = "check-connection")]
     pub check_connection: Option<bool>,
     /// Wire name `client-id`; maximum length 256
-    #[serde(rename = "client-id")]
     pub client_id: Option<String>,
     /// Wire name `client-key`; secret: Debug and Display print `[redacted]`; maximum length 256
-    #[serde(rename = "client-key")]
     pub client_key: Option<crate::Secret>,
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -71,16 +72,12 @@ pub struct Create {
     /// Format `ldap-simple-attr`; maximum length 256
     pub group_name_attr: Option<String>,
     /// Wire name `groups-autocreate`; default `0`
-    #[serde(rename = "groups-autocreate")]
     pub groups_autocreate: Option<bool>,
     /// Wire name `groups-claim`; maximum length 256; pattern `(?^:[A-Za-z0-9\.\-_]+)`
-    #[serde(rename = "groups-claim")]
     pub groups_claim: Option<String>,
     /// Wire name `groups-overwrite`; default `0`
-    #[serde(rename = "groups-overwrite")]
     pub groups_overwrite: Option<bool>,
     /// Wire name `issuer-url`; maximum length 256
-    #[serde(rename = "issuer-url")]
     pub issuer_url: Option<String>,
     /// Default `ldap`
     pub mode: Option<Mode>,
@@ -91,7 +88,6 @@ pub struct Create {
     /// Pattern `(?:none|login|consent|select_account|\S+)`
     pub prompt: Option<String>,
     /// Wire name `query-userinfo`; default `1`
-    #[serde(rename = "query-userinfo")]
     pub query_userinfo: Option<bool>,
     /// Format `pve-realm`; maximum length 32
     pub realm: String,
@@ -106,24 +102,70 @@ pub struct Create {
     /// `sslversion`
     pub sslversion: Option<Sslversion>,
     /// Wire name `sync-defaults-options`; format `realm-sync-options`
-    #[serde(rename = "sync-defaults-options")]
     pub sync_defaults_options: Option<String>,
     /// Pattern `\w+=[^,]+(,\s*\w+=[^,]+)*`
     pub sync_attributes: Option<String>,
     /// Format `pve-tfa-config`; maximum length 128
     pub tfa: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: CreateType,
     /// Maximum length 256; pattern `\S{2,}`
     pub user_attr: Option<String>,
     /// Format `ldap-simple-attr-list`; default `inetorgperson, posixaccount, person, user`
     pub user_classes: Option<String>,
     /// Wire name `username-claim`
-    #[serde(rename = "username-claim")]
     pub username_claim: Option<String>,
     /// Default `0`
     pub verify: Option<bool>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("acr-values", &self.acr_values)?;
+        o.opt("audiences", &self.audiences)?;
+        o.opt("autocreate", &self.autocreate)?;
+        o.opt("base_dn", &self.base_dn)?;
+        o.opt("bind_dn", &self.bind_dn)?;
+        o.opt("capath", &self.capath)?;
+        o.opt("case-sensitive", &self.case_sensitive)?;
+        o.opt("cert", &self.cert)?;
+        o.opt("certkey", &self.certkey)?;
+        o.opt("check-connection", &self.check_connection)?;
+        o.opt("client-id", &self.client_id)?;
+        o.opt("client-key", &self.client_key)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("default", &self.default)?;
+        o.opt("domain", &self.domain)?;
+        o.opt("filter", &self.filter)?;
+        o.opt("group_classes", &self.group_classes)?;
+        o.opt("group_dn", &self.group_dn)?;
+        o.opt("group_filter", &self.group_filter)?;
+        o.opt("group_name_attr", &self.group_name_attr)?;
+        o.opt("groups-autocreate", &self.groups_autocreate)?;
+        o.opt("groups-claim", &self.groups_claim)?;
+        o.opt("groups-overwrite", &self.groups_overwrite)?;
+        o.opt("issuer-url", &self.issuer_url)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("password", &self.password)?;
+        o.opt("port", &self.port)?;
+        o.opt("prompt", &self.prompt)?;
+        o.opt("query-userinfo", &self.query_userinfo)?;
+        o.req("realm", &self.realm)?;
+        o.opt("scopes", &self.scopes)?;
+        o.opt("secure", &self.secure)?;
+        o.opt("server1", &self.server1)?;
+        o.opt("server2", &self.server2)?;
+        o.opt("sslversion", &self.sslversion)?;
+        o.opt("sync-defaults-options", &self.sync_defaults_options)?;
+        o.opt("sync_attributes", &self.sync_attributes)?;
+        o.opt("tfa", &self.tfa)?;
+        o.req("type", &self.type_)?;
+        o.opt("user_attr", &self.user_attr)?;
+        o.opt("user_classes", &self.user_classes)?;
+        o.opt("username-claim", &self.username_claim)?;
+        o.opt("verify", &self.verify)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -286,7 +328,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemTfa {
 }
 crate::open_enum_traits!(IndexResponseItemTfa);
 /// From `GET /access/domains returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -295,10 +337,8 @@ pub struct IndexResponseItem {
     /// `tfa`
     pub tfa: Option<IndexResponseItemTfa>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -311,6 +351,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("realm", &self.realm)?;
+        o.opt("tfa", &self.tfa)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
+}
+impl serde::Serialize for DeleteGroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("groupid", &self.groupid)?;
+        o.end()
+    }
 }
 impl DeleteGroup {
     /// A request with every required parameter; optional ones start unset.
@@ -33,15 +40,22 @@ impl crate::Operation for DeleteGroup {
 }
 /// What [`DeleteGroup`] answers.
 pub type DeleteGroupResponse = ();
-crate::operation_error!(DeleteGroupError for DeleteGroup;);
+crate::operation_error!(DeleteGroupError for DeleteGroup; GroupNotFound);
 /// `GET /access/groups/{groupid}` (handler `read_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Sys.Audit","Group.Allocate"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
+}
+impl serde::Serialize for ReadGroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("groupid", &self.groupid)?;
+        o.end()
+    }
 }
 impl ReadGroup {
     /// A request with every required parameter; optional ones start unset.
@@ -64,18 +78,26 @@ impl crate::Operation for ReadGroup {
     type Response = ReadGroupResponse;
     type Error = ReadGroupError;
 }
-crate::operation_error!(ReadGroupError for ReadGroup;);
+crate::operation_error!(ReadGroupError for ReadGroup; GroupNotFound);
 /// `PUT /access/groups/{groupid}` (handler `update_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
     /// `comment`
     pub comment: Option<String>,
+}
+impl serde::Serialize for UpdateGroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("groupid", &self.groupid)?;
+        o.opt("comment", &self.comment)?;
+        o.end()
+    }
 }
 impl UpdateGroup {
     /// A request with every required parameter; optional ones start unset.
@@ -101,16 +123,15 @@ impl crate::Operation for UpdateGroup {
 }
 /// What [`UpdateGroup`] answers.
 pub type UpdateGroupResponse = ();
-crate::operation_error!(UpdateGroupError for UpdateGroup;);
+crate::operation_error!(UpdateGroupError for UpdateGroup; GroupNotFound);
 /// From `GET /access/groups/{groupid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadGroupResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
     pub members: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadGroupResponse {
@@ -121,5 +142,14 @@ impl<'de> serde::Deserialize<'de> for ReadGroupResponse {
             members: f.req("members")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadGroupResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("members", &self.members)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

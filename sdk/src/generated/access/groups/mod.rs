@@ -5,8 +5,14 @@ pub mod groupid;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,12 +29,20 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateGroup {
     /// `comment`
     pub comment: Option<String>,
     /// Format `pve-groupid`
     pub groupid: String,
+}
+impl serde::Serialize for CreateGroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("groupid", &self.groupid)?;
+        o.end()
+    }
 }
 impl CreateGroup {
     /// A request with every required parameter; optional ones start unset.
@@ -49,9 +63,9 @@ impl crate::Operation for CreateGroup {
 }
 /// What [`CreateGroup`] answers.
 pub type CreateGroupResponse = ();
-crate::operation_error!(CreateGroupError for CreateGroup;);
+crate::operation_error!(CreateGroupError for CreateGroup; GroupExists);
 /// From `GET /access/groups returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -60,7 +74,6 @@ pub struct IndexResponseItem {
     /// Format `pve-userid-list`
     pub users: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -72,5 +85,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             users: f.opt("users")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("groupid", &self.groupid)?;
+        o.opt("users", &self.users)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

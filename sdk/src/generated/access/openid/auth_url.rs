@@ -5,13 +5,20 @@
 /// - Permitted users: `world`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AuthUrl {
     /// Format `pve-realm`; maximum length 32
     pub realm: String,
     /// Wire name `redirect-url`; maximum length 255
-    #[serde(rename = "redirect-url")]
     pub redirect_url: String,
+}
+impl serde::Serialize for AuthUrl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("realm", &self.realm)?;
+        o.req("redirect-url", &self.redirect_url)?;
+        o.end()
+    }
 }
 impl AuthUrl {
     /// A request with every required parameter; optional ones start unset.

@@ -5,15 +5,23 @@
 /// - Permitted users: `world`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Login {
     /// Maximum length 4096
     pub code: String,
     /// Wire name `redirect-url`; maximum length 255
-    #[serde(rename = "redirect-url")]
     pub redirect_url: String,
     /// Maximum length 1024
     pub state: String,
+}
+impl serde::Serialize for Login {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("code", &self.code)?;
+        o.req("redirect-url", &self.redirect_url)?;
+        o.req("state", &self.state)?;
+        o.end()
+    }
 }
 impl Login {
     /// A request with every required parameter; optional ones start unset.
@@ -40,10 +48,9 @@ impl crate::Operation for Login {
 }
 crate::operation_error!(LoginError for Login;);
 /// From `POST /access/openid/login returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LoginResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
-    #[serde(rename = "CSRFPreventionToken")]
     pub csrf_prevention_token: crate::Secret,
     /// `cap`
     pub cap: serde_json::Map<String, serde_json::Value>,
@@ -54,7 +61,6 @@ pub struct LoginResponse {
     /// `username`
     pub username: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LoginResponse {
@@ -68,5 +74,17 @@ impl<'de> serde::Deserialize<'de> for LoginResponse {
             username: f.req("username")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for LoginResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("CSRFPreventionToken", &self.csrf_prevention_token)?;
+        o.req("cap", &self.cap)?;
+        o.opt("clustername", &self.clustername)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("username", &self.username)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

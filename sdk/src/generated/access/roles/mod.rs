@@ -5,8 +5,14 @@ pub mod roleid;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,12 +29,20 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateRole {
     /// Format `pve-priv-list`
     pub privs: Option<String>,
     /// Format `pve-roleid`
     pub roleid: String,
+}
+impl serde::Serialize for CreateRole {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("privs", &self.privs)?;
+        o.req("roleid", &self.roleid)?;
+        o.end()
+    }
 }
 impl CreateRole {
     /// A request with every required parameter; optional ones start unset.
@@ -49,9 +63,9 @@ impl crate::Operation for CreateRole {
 }
 /// What [`CreateRole`] answers.
 pub type CreateRoleResponse = ();
-crate::operation_error!(CreateRoleError for CreateRole;);
+crate::operation_error!(CreateRoleError for CreateRole; RoleExists);
 /// From `GET /access/roles returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Format `pve-priv-list`
     pub privs: Option<String>,
@@ -60,7 +74,6 @@ pub struct IndexResponseItem {
     /// Default `0`
     pub special: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -72,5 +85,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             special: f.opt("special")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("privs", &self.privs)?;
+        o.req("roleid", &self.roleid)?;
+        o.opt("special", &self.special)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

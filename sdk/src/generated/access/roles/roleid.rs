@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
+}
+impl serde::Serialize for DeleteRole {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("roleid", &self.roleid)?;
+        o.end()
+    }
 }
 impl DeleteRole {
     /// A request with every required parameter; optional ones start unset.
@@ -33,15 +40,22 @@ impl crate::Operation for DeleteRole {
 }
 /// What [`DeleteRole`] answers.
 pub type DeleteRoleResponse = ();
-crate::operation_error!(DeleteRoleError for DeleteRole;);
+crate::operation_error!(DeleteRoleError for DeleteRole; RoleNotFound);
 /// `GET /access/roles/{roleid}` (handler `read_role`).
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
+}
+impl serde::Serialize for ReadRole {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("roleid", &self.roleid)?;
+        o.end()
+    }
 }
 impl ReadRole {
     /// A request with every required parameter; optional ones start unset.
@@ -64,13 +78,13 @@ impl crate::Operation for ReadRole {
     type Response = ReadRoleResponse;
     type Error = ReadRoleError;
 }
-crate::operation_error!(ReadRoleError for ReadRole;);
+crate::operation_error!(ReadRoleError for ReadRole; RoleNotFound);
 /// `PUT /access/roles/{roleid}` (handler `update_role`).
 ///
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
@@ -78,6 +92,15 @@ pub struct UpdateRole {
     pub append: Option<bool>,
     /// Format `pve-priv-list`
     pub privs: Option<String>,
+}
+impl serde::Serialize for UpdateRole {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("roleid", &self.roleid)?;
+        o.opt("append", &self.append)?;
+        o.opt("privs", &self.privs)?;
+        o.end()
+    }
 }
 impl UpdateRole {
     /// A request with every required parameter; optional ones start unset.
@@ -104,153 +127,105 @@ impl crate::Operation for UpdateRole {
 }
 /// What [`UpdateRole`] answers.
 pub type UpdateRoleResponse = ();
-crate::operation_error!(UpdateRoleError for UpdateRole;);
+crate::operation_error!(UpdateRoleError for UpdateRole; RoleNotFound);
 /// From `GET /access/roles/{roleid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadRoleResponse {
     /// Wire name `Datastore.Allocate`
-    #[serde(rename = "Datastore.Allocate")]
     pub datastore_allocate: Option<bool>,
     /// Wire name `Datastore.AllocateSpace`
-    #[serde(rename = "Datastore.AllocateSpace")]
     pub datastore_allocate_space: Option<bool>,
     /// Wire name `Datastore.AllocateTemplate`
-    #[serde(rename = "Datastore.AllocateTemplate")]
     pub datastore_allocate_template: Option<bool>,
     /// Wire name `Datastore.Audit`
-    #[serde(rename = "Datastore.Audit")]
     pub datastore_audit: Option<bool>,
     /// Wire name `Group.Allocate`
-    #[serde(rename = "Group.Allocate")]
     pub group_allocate: Option<bool>,
     /// Wire name `Mapping.Audit`
-    #[serde(rename = "Mapping.Audit")]
     pub mapping_audit: Option<bool>,
     /// Wire name `Mapping.Modify`
-    #[serde(rename = "Mapping.Modify")]
     pub mapping_modify: Option<bool>,
     /// Wire name `Mapping.Use`
-    #[serde(rename = "Mapping.Use")]
     pub mapping_use: Option<bool>,
     /// Wire name `Permissions.Modify`
-    #[serde(rename = "Permissions.Modify")]
     pub permissions_modify: Option<bool>,
     /// Wire name `Pool.Allocate`
-    #[serde(rename = "Pool.Allocate")]
     pub pool_allocate: Option<bool>,
     /// Wire name `Pool.Audit`
-    #[serde(rename = "Pool.Audit")]
     pub pool_audit: Option<bool>,
     /// Wire name `Realm.Allocate`
-    #[serde(rename = "Realm.Allocate")]
     pub realm_allocate: Option<bool>,
     /// Wire name `Realm.AllocateUser`
-    #[serde(rename = "Realm.AllocateUser")]
     pub realm_allocate_user: Option<bool>,
     /// Wire name `SDN.Allocate`
-    #[serde(rename = "SDN.Allocate")]
     pub sdn_allocate: Option<bool>,
     /// Wire name `SDN.Audit`
-    #[serde(rename = "SDN.Audit")]
     pub sdn_audit: Option<bool>,
     /// Wire name `SDN.Use`
-    #[serde(rename = "SDN.Use")]
     pub sdn_use: Option<bool>,
     /// Wire name `Sys.AccessNetwork`
-    #[serde(rename = "Sys.AccessNetwork")]
     pub sys_access_network: Option<bool>,
     /// Wire name `Sys.Audit`
-    #[serde(rename = "Sys.Audit")]
     pub sys_audit: Option<bool>,
     /// Wire name `Sys.Console`
-    #[serde(rename = "Sys.Console")]
     pub sys_console: Option<bool>,
     /// Wire name `Sys.Incoming`
-    #[serde(rename = "Sys.Incoming")]
     pub sys_incoming: Option<bool>,
     /// Wire name `Sys.Modify`
-    #[serde(rename = "Sys.Modify")]
     pub sys_modify: Option<bool>,
     /// Wire name `Sys.PowerMgmt`
-    #[serde(rename = "Sys.PowerMgmt")]
     pub sys_power_mgmt: Option<bool>,
     /// Wire name `Sys.Syslog`
-    #[serde(rename = "Sys.Syslog")]
     pub sys_syslog: Option<bool>,
     /// Wire name `User.Modify`
-    #[serde(rename = "User.Modify")]
     pub user_modify: Option<bool>,
     /// Wire name `VM.Allocate`
-    #[serde(rename = "VM.Allocate")]
     pub vm_allocate: Option<bool>,
     /// Wire name `VM.Audit`
-    #[serde(rename = "VM.Audit")]
     pub vm_audit: Option<bool>,
     /// Wire name `VM.Backup`
-    #[serde(rename = "VM.Backup")]
     pub vm_backup: Option<bool>,
     /// Wire name `VM.Clone`
-    #[serde(rename = "VM.Clone")]
     pub vm_clone: Option<bool>,
     /// Wire name `VM.Config.CDROM`
-    #[serde(rename = "VM.Config.CDROM")]
     pub vm_config_cdrom: Option<bool>,
     /// Wire name `VM.Config.CPU`
-    #[serde(rename = "VM.Config.CPU")]
     pub vm_config_cpu: Option<bool>,
     /// Wire name `VM.Config.Cloudinit`
-    #[serde(rename = "VM.Config.Cloudinit")]
     pub vm_config_cloudinit: Option<bool>,
     /// Wire name `VM.Config.Disk`
-    #[serde(rename = "VM.Config.Disk")]
     pub vm_config_disk: Option<bool>,
     /// Wire name `VM.Config.HWType`
-    #[serde(rename = "VM.Config.HWType")]
     pub vm_config_hw_type: Option<bool>,
     /// Wire name `VM.Config.Memory`
-    #[serde(rename = "VM.Config.Memory")]
     pub vm_config_memory: Option<bool>,
     /// Wire name `VM.Config.Network`
-    #[serde(rename = "VM.Config.Network")]
     pub vm_config_network: Option<bool>,
     /// Wire name `VM.Config.Options`
-    #[serde(rename = "VM.Config.Options")]
     pub vm_config_options: Option<bool>,
     /// Wire name `VM.Console`
-    #[serde(rename = "VM.Console")]
     pub vm_console: Option<bool>,
     /// Wire name `VM.GuestAgent.Audit`
-    #[serde(rename = "VM.GuestAgent.Audit")]
     pub vm_guest_agent_audit: Option<bool>,
     /// Wire name `VM.GuestAgent.FileRead`
-    #[serde(rename = "VM.GuestAgent.FileRead")]
     pub vm_guest_agent_file_read: Option<bool>,
     /// Wire name `VM.GuestAgent.FileSystemMgmt`
-    #[serde(rename = "VM.GuestAgent.FileSystemMgmt")]
     pub vm_guest_agent_file_system_mgmt: Option<bool>,
     /// Wire name `VM.GuestAgent.FileWrite`
-    #[serde(rename = "VM.GuestAgent.FileWrite")]
     pub vm_guest_agent_file_write: Option<bool>,
     /// Wire name `VM.GuestAgent.Unrestricted`
-    #[serde(rename = "VM.GuestAgent.Unrestricted")]
     pub vm_guest_agent_unrestricted: Option<bool>,
     /// Wire name `VM.Migrate`
-    #[serde(rename = "VM.Migrate")]
     pub vm_migrate: Option<bool>,
     /// Wire name `VM.PowerMgmt`
-    #[serde(rename = "VM.PowerMgmt")]
     pub vm_power_mgmt: Option<bool>,
     /// Wire name `VM.Replicate`
-    #[serde(rename = "VM.Replicate")]
     pub vm_replicate: Option<bool>,
     /// Wire name `VM.Snapshot`
-    #[serde(rename = "VM.Snapshot")]
     pub vm_snapshot: Option<bool>,
     /// Wire name `VM.Snapshot.Rollback`
-    #[serde(rename = "VM.Snapshot.Rollback")]
     pub vm_snapshot_rollback: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadRoleResponse {
@@ -306,5 +281,68 @@ impl<'de> serde::Deserialize<'de> for ReadRoleResponse {
             vm_snapshot_rollback: f.opt("VM.Snapshot.Rollback")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadRoleResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("Datastore.Allocate", &self.datastore_allocate)?;
+        o.opt("Datastore.AllocateSpace", &self.datastore_allocate_space)?;
+        o.opt(
+            "Datastore.AllocateTemplate",
+            &self.datastore_allocate_template,
+        )?;
+        o.opt("Datastore.Audit", &self.datastore_audit)?;
+        o.opt("Group.Allocate", &self.group_allocate)?;
+        o.opt("Mapping.Audit", &self.mapping_audit)?;
+        o.opt("Mapping.Modify", &self.mapping_modify)?;
+        o.opt("Mapping.Use", &self.mapping_use)?;
+        o.opt("Permissions.Modify", &self.permissions_modify)?;
+        o.opt("Pool.Allocate", &self.pool_allocate)?;
+        o.opt("Pool.Audit", &self.pool_audit)?;
+        o.opt("Realm.Allocate", &self.realm_allocate)?;
+        o.opt("Realm.AllocateUser", &self.realm_allocate_user)?;
+        o.opt("SDN.Allocate", &self.sdn_allocate)?;
+        o.opt("SDN.Audit", &self.sdn_audit)?;
+        o.opt("SDN.Use", &self.sdn_use)?;
+        o.opt("Sys.AccessNetwork", &self.sys_access_network)?;
+        o.opt("Sys.Audit", &self.sys_audit)?;
+        o.opt("Sys.Console", &self.sys_console)?;
+        o.opt("Sys.Incoming", &self.sys_incoming)?;
+        o.opt("Sys.Modify", &self.sys_modify)?;
+        o.opt("Sys.PowerMgmt", &self.sys_power_mgmt)?;
+        o.opt("Sys.Syslog", &self.sys_syslog)?;
+        o.opt("User.Modify", &self.user_modify)?;
+        o.opt("VM.Allocate", &self.vm_allocate)?;
+        o.opt("VM.Audit", &self.vm_audit)?;
+        o.opt("VM.Backup", &self.vm_backup)?;
+        o.opt("VM.Clone", &self.vm_clone)?;
+        o.opt("VM.Config.CDROM", &self.vm_config_cdrom)?;
+        o.opt("VM.Config.CPU", &self.vm_config_cpu)?;
+        o.opt("VM.Config.Cloudinit", &self.vm_config_cloudinit)?;
+        o.opt("VM.Config.Disk", &self.vm_config_disk)?;
+        o.opt("VM.Config.HWType", &self.vm_config_hw_type)?;
+        o.opt("VM.Config.Memory", &self.vm_config_memory)?;
+        o.opt("VM.Config.Network", &self.vm_config_network)?;
+        o.opt("VM.Config.Options", &self.vm_config_options)?;
+        o.opt("VM.Console", &self.vm_console)?;
+        o.opt("VM.GuestAgent.Audit", &self.vm_guest_agent_audit)?;
+        o.opt("VM.GuestAgent.FileRead", &self.vm_guest_agent_file_read)?;
+        o.opt(
+            "VM.GuestAgent.FileSystemMgmt",
+            &self.vm_guest_agent_file_system_mgmt,
+        )?;
+        o.opt("VM.GuestAgent.FileWrite", &self.vm_guest_agent_file_write)?;
+        o.opt(
+            "VM.GuestAgent.Unrestricted",
+            &self.vm_guest_agent_unrestricted,
+        )?;
+        o.opt("VM.Migrate", &self.vm_migrate)?;
+        o.opt("VM.PowerMgmt", &self.vm_power_mgmt)?;
+        o.opt("VM.Replicate", &self.vm_replicate)?;
+        o.opt("VM.Snapshot", &self.vm_snapshot)?;
+        o.opt("VM.Snapshot.Rollback", &self.vm_snapshot_rollback)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

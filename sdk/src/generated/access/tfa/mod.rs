@@ -6,8 +6,14 @@ pub mod userid;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListTfa {}
+impl serde::Serialize for ListTfa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for ListTfa {
     const ID: &'static str = "list_tfa";
     const METHOD: crate::Method = crate::Method::Get;
@@ -61,7 +67,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /access/tfa returns items "entries" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListTfaResponseItemEntriesItem {
     /// `created`
     pub created: i64,
@@ -72,10 +78,8 @@ pub struct ListTfaResponseItemEntriesItem {
     /// `id`
     pub id: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
@@ -91,21 +95,30 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
         })
     }
 }
+impl serde::Serialize for ListTfaResponseItemEntriesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("created", &self.created)?;
+        o.req("description", &self.description)?;
+        o.opt("enable", &self.enable)?;
+        o.req("id", &self.id)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /access/tfa returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListTfaResponseItem {
     /// `entries`
     pub entries: Vec<ListTfaResponseItemEntriesItem>,
     /// Wire name `tfa-locked-until`
-    #[serde(rename = "tfa-locked-until")]
     pub tfa_locked_until: Option<i64>,
     /// Wire name `totp-locked`
-    #[serde(rename = "totp-locked")]
     pub totp_locked: Option<bool>,
     /// `userid`
     pub userid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
@@ -118,5 +131,16 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
             userid: f.req("userid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListTfaResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("entries", &self.entries)?;
+        o.opt("tfa-locked-until", &self.tfa_locked_until)?;
+        o.opt("totp-locked", &self.totp_locked)?;
+        o.req("userid", &self.userid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

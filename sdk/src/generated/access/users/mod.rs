@@ -6,12 +6,20 @@ pub mod userid;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// `enabled`
     pub enabled: Option<bool>,
     /// Default `0`
     pub full: Option<bool>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("full", &self.full)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -29,7 +37,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"],"groups_param","create"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateUser {
     /// Maximum length 2048
     pub comment: Option<String>,
@@ -51,6 +59,22 @@ pub struct CreateUser {
     pub password: Option<crate::Secret>,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for CreateUser {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("email", &self.email)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("firstname", &self.firstname)?;
+        o.opt("groups", &self.groups)?;
+        o.opt("keys", &self.keys)?;
+        o.opt("lastname", &self.lastname)?;
+        o.opt("password", &self.password)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl CreateUser {
     /// A request with every required parameter; optional ones start unset.
@@ -79,9 +103,9 @@ impl crate::Operation for CreateUser {
 }
 /// What [`CreateUser`] answers.
 pub type CreateUserResponse = ();
-crate::operation_error!(CreateUserError for CreateUser;);
+crate::operation_error!(CreateUserError for CreateUser; UserExists);
 /// From `GET /access/users returns items "tokens" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemTokensItem {
     /// `comment`
     pub comment: Option<String>,
@@ -92,7 +116,6 @@ pub struct IndexResponseItemTokensItem {
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
@@ -107,8 +130,19 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemTokensItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.req("tokenid", &self.tokenid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /access/users returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Maximum length 2048
     pub comment: Option<String>,
@@ -127,20 +161,16 @@ pub struct IndexResponseItem {
     /// Maximum length 1024
     pub lastname: Option<String>,
     /// Wire name `realm-type`; format `pve-realm`
-    #[serde(rename = "realm-type")]
     pub realm_type: Option<String>,
     /// Wire name `tfa-locked-until`
-    #[serde(rename = "tfa-locked-until")]
     pub tfa_locked_until: Option<i64>,
     /// `tokens`
     pub tokens: Option<Vec<IndexResponseItemTokensItem>>,
     /// Wire name `totp-locked`
-    #[serde(rename = "totp-locked")]
     pub totp_locked: Option<bool>,
     /// Format `pve-userid`; maximum length 64
     pub userid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -162,5 +192,25 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             userid: f.req("userid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("email", &self.email)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("firstname", &self.firstname)?;
+        o.opt("groups", &self.groups)?;
+        o.opt("keys", &self.keys)?;
+        o.opt("lastname", &self.lastname)?;
+        o.opt("realm-type", &self.realm_type)?;
+        o.opt("tfa-locked-until", &self.tfa_locked_until)?;
+        o.opt("tokens", &self.tokens)?;
+        o.opt("totp-locked", &self.totp_locked)?;
+        o.req("userid", &self.userid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

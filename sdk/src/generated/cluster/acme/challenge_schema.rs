@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Challengeschema {}
+impl serde::Serialize for Challengeschema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Challengeschema {
     const ID: &'static str = "challengeschema";
     const METHOD: crate::Method = crate::Method::Get;
@@ -18,7 +24,7 @@ impl crate::Operation for Challengeschema {
 pub type ChallengeschemaResponse = Vec<ChallengeschemaResponseItem>;
 crate::operation_error!(ChallengeschemaError for Challengeschema;);
 /// From `GET /cluster/acme/challenge-schema returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChallengeschemaResponseItem {
     /// `id`
     pub id: String,
@@ -27,10 +33,8 @@ pub struct ChallengeschemaResponseItem {
     /// `schema`
     pub schema: serde_json::Map<String, serde_json::Value>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
@@ -43,5 +47,16 @@ impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ChallengeschemaResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("name", &self.name)?;
+        o.req("schema", &self.schema)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

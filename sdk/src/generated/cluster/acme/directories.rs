@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetDirectories {}
+impl serde::Serialize for GetDirectories {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetDirectories {
     const ID: &'static str = "get_directories";
     const METHOD: crate::Method = crate::Method::Get;
@@ -18,14 +24,13 @@ impl crate::Operation for GetDirectories {
 pub type GetDirectoriesResponse = Vec<GetDirectoriesResponseItem>;
 crate::operation_error!(GetDirectoriesError for GetDirectories;);
 /// From `GET /cluster/acme/directories returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetDirectoriesResponseItem {
     /// `name`
     pub name: String,
     /// Pattern `^https?://.*`
     pub url: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
@@ -36,5 +41,14 @@ impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
             url: f.req("url")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetDirectoriesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("url", &self.url)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,10 +4,17 @@
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetMeta {
     /// Pattern `^https?://.*`; default `https://acme-v02.api.letsencrypt.org/directory`
     pub directory: Option<String>,
+}
+impl serde::Serialize for GetMeta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("directory", &self.directory)?;
+        o.end()
+    }
 }
 impl crate::Operation for GetMeta {
     const ID: &'static str = "get_meta";
@@ -19,21 +26,17 @@ impl crate::Operation for GetMeta {
 }
 crate::operation_error!(GetMetaError for GetMeta;);
 /// From `GET /cluster/acme/meta returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetMetaResponse {
     /// Wire name `caaIdentities`
-    #[serde(rename = "caaIdentities")]
     pub caa_identities: Option<Vec<String>>,
     /// Wire name `externalAccountRequired`
-    #[serde(rename = "externalAccountRequired")]
     pub external_account_required: Option<bool>,
     /// Wire name `termsOfService`
-    #[serde(rename = "termsOfService")]
     pub terms_of_service: Option<String>,
     /// `website`
     pub website: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMetaResponse {
@@ -46,5 +49,16 @@ impl<'de> serde::Deserialize<'de> for GetMetaResponse {
             website: f.opt("website")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetMetaResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("caaIdentities", &self.caa_identities)?;
+        o.opt("externalAccountRequired", &self.external_account_required)?;
+        o.opt("termsOfService", &self.terms_of_service)?;
+        o.opt("website", &self.website)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,10 +4,17 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetTos {
     /// Pattern `^https?://.*`; default `https://acme-v02.api.letsencrypt.org/directory`
     pub directory: Option<String>,
+}
+impl serde::Serialize for GetTos {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("directory", &self.directory)?;
+        o.end()
+    }
 }
 impl crate::Operation for GetTos {
     const ID: &'static str = "get_tos";

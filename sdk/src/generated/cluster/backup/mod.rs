@@ -5,8 +5,14 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,7 +29,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct CreateJob {
     /// Default `0`
     pub all: Option<bool>,
@@ -42,7 +48,6 @@ pub struct CreateJob {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    #[serde(rename = "exclude-path")]
     pub exclude_path: Option<Vec<String>>,
     /// Format `backup-fleecing`
     pub fleecing: Option<String>,
@@ -61,13 +66,10 @@ pub struct CreateJob {
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
-    #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
-    #[serde(rename = "notification-mode")]
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
-    #[serde(rename = "pbs-change-detection-mode")]
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
@@ -78,14 +80,12 @@ pub struct CreateJob {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`; format `prune-backups`; default `keep-all=1`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// Default `0`
     pub quiet: Option<bool>,
     /// Default `1`
     pub remove: Option<bool>,
     /// Wire name `repeat-missed`; default `0`
-    #[serde(rename = "repeat-missed")]
     pub repeat_missed: Option<bool>,
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: Option<String>,
@@ -108,6 +108,50 @@ pub struct CreateJob {
     /// Default `1`
     pub zstd: Option<i64>,
 }
+impl serde::Serialize for CreateJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("all", &self.all)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("compress", &self.compress)?;
+        o.opt("dow", &self.dow)?;
+        o.opt("dumpdir", &self.dumpdir)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("exclude", &self.exclude)?;
+        o.opt("exclude-path", &self.exclude_path)?;
+        o.opt("fleecing", &self.fleecing)?;
+        o.opt("id", &self.id)?;
+        o.opt("ionice", &self.ionice)?;
+        o.opt("lockwait", &self.lockwait)?;
+        o.opt("mailnotification", &self.mailnotification)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("node", &self.node)?;
+        o.opt("notes-template", &self.notes_template)?;
+        o.opt("notification-mode", &self.notification_mode)?;
+        o.opt("pbs-change-detection-mode", &self.pbs_change_detection_mode)?;
+        o.opt("performance", &self.performance)?;
+        o.opt("pigz", &self.pigz)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("quiet", &self.quiet)?;
+        o.opt("remove", &self.remove)?;
+        o.opt("repeat-missed", &self.repeat_missed)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("script", &self.script)?;
+        o.opt("starttime", &self.starttime)?;
+        o.opt("stdexcludes", &self.stdexcludes)?;
+        o.opt("stop", &self.stop)?;
+        o.opt("stopwait", &self.stopwait)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tmpdir", &self.tmpdir)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zstd", &self.zstd)?;
+        o.end()
+    }
+}
 impl crate::Operation for CreateJob {
     const ID: &'static str = "create_job";
     const METHOD: crate::Method = crate::Method::Post;
@@ -120,14 +164,13 @@ impl crate::Operation for CreateJob {
 pub type CreateJobResponse = ();
 crate::operation_error!(CreateJobError for CreateJob;);
 /// From `GET /cluster/backup returns items "fleecing"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemFleecing {
     /// Default `0`
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
@@ -140,17 +183,23 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemFleecing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("storage", &self.storage)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup returns items "performance"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemPerformance {
     /// Wire name `max-workers`; range 1 - 256; default `16`
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Wire name `pbs-entries-max`; minimum 1; default `1048576`
-    #[serde(rename = "pbs-entries-max")]
     pub pbs_entries_max: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
@@ -163,32 +212,33 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemPerformance {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("pbs-entries-max", &self.pbs_entries_max)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup returns items "prune-backups"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemPruneBackups {
     /// Wire name `keep-all`
-    #[serde(rename = "keep-all")]
     pub keep_all: Option<bool>,
     /// Wire name `keep-daily`; minimum 0
-    #[serde(rename = "keep-daily")]
     pub keep_daily: Option<i64>,
     /// Wire name `keep-hourly`; minimum 0
-    #[serde(rename = "keep-hourly")]
     pub keep_hourly: Option<i64>,
     /// Wire name `keep-last`; minimum 0
-    #[serde(rename = "keep-last")]
     pub keep_last: Option<i64>,
     /// Wire name `keep-monthly`; minimum 0
-    #[serde(rename = "keep-monthly")]
     pub keep_monthly: Option<i64>,
     /// Wire name `keep-weekly`; minimum 0
-    #[serde(rename = "keep-weekly")]
     pub keep_weekly: Option<i64>,
     /// Wire name `keep-yearly`; minimum 0
-    #[serde(rename = "keep-yearly")]
     pub keep_yearly: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
@@ -206,8 +256,22 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemPruneBackups {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("keep-all", &self.keep_all)?;
+        o.opt("keep-daily", &self.keep_daily)?;
+        o.opt("keep-hourly", &self.keep_hourly)?;
+        o.opt("keep-last", &self.keep_last)?;
+        o.opt("keep-monthly", &self.keep_monthly)?;
+        o.opt("keep-weekly", &self.keep_weekly)?;
+        o.opt("keep-yearly", &self.keep_yearly)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Default `0`
     pub all: Option<bool>,
@@ -224,7 +288,6 @@ pub struct IndexResponseItem {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    #[serde(rename = "exclude-path")]
     pub exclude_path: Option<Vec<String>>,
     /// `fleecing`
     pub fleecing: Option<IndexResponseItemFleecing>,
@@ -241,18 +304,14 @@ pub struct IndexResponseItem {
     /// Default `snapshot`
     pub mode: Option<crate::generated::Mode>,
     /// Wire name `next-run`
-    #[serde(rename = "next-run")]
     pub next_run: Option<i64>,
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
-    #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
-    #[serde(rename = "notification-mode")]
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
-    #[serde(rename = "pbs-change-detection-mode")]
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// `performance`
     pub performance: Option<IndexResponseItemPerformance>,
@@ -263,14 +322,12 @@ pub struct IndexResponseItem {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<IndexResponseItemPruneBackups>,
     /// Default `0`
     pub quiet: Option<bool>,
     /// Default `1`
     pub remove: Option<bool>,
     /// Wire name `repeat-missed`; default `0`
-    #[serde(rename = "repeat-missed")]
     pub repeat_missed: Option<bool>,
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: Option<String>,
@@ -291,7 +348,6 @@ pub struct IndexResponseItem {
     /// Default `1`
     pub zstd: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -337,5 +393,49 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             zstd: f.opt("zstd")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("all", &self.all)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("compress", &self.compress)?;
+        o.opt("dumpdir", &self.dumpdir)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("exclude", &self.exclude)?;
+        o.opt("exclude-path", &self.exclude_path)?;
+        o.opt("fleecing", &self.fleecing)?;
+        o.req("id", &self.id)?;
+        o.opt("ionice", &self.ionice)?;
+        o.opt("lockwait", &self.lockwait)?;
+        o.opt("mailnotification", &self.mailnotification)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("next-run", &self.next_run)?;
+        o.opt("node", &self.node)?;
+        o.opt("notes-template", &self.notes_template)?;
+        o.opt("notification-mode", &self.notification_mode)?;
+        o.opt("pbs-change-detection-mode", &self.pbs_change_detection_mode)?;
+        o.opt("performance", &self.performance)?;
+        o.opt("pigz", &self.pigz)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("quiet", &self.quiet)?;
+        o.opt("remove", &self.remove)?;
+        o.opt("repeat-missed", &self.repeat_missed)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("script", &self.script)?;
+        o.opt("stdexcludes", &self.stdexcludes)?;
+        o.opt("stop", &self.stop)?;
+        o.opt("stopwait", &self.stopwait)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tmpdir", &self.tmpdir)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zstd", &self.zstd)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,8 +5,14 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetGuestsNotInBackup {}
+impl serde::Serialize for GetGuestsNotInBackup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetGuestsNotInBackup {
     const ID: &'static str = "get_guests_not_in_backup";
     const METHOD: crate::Method = crate::Method::Get;
@@ -48,17 +54,15 @@ impl crate::open_enum::OpenEnum for GetGuestsNotInBackupResponseItemType {
 }
 crate::open_enum_traits!(GetGuestsNotInBackupResponseItemType);
 /// From `GET /cluster/backup-info/not-backed-up returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetGuestsNotInBackupResponseItem {
     /// `name`
     pub name: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: GetGuestsNotInBackupResponseItemType,
     /// `vmid`
     pub vmid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetGuestsNotInBackupResponseItem {
@@ -70,5 +74,15 @@ impl<'de> serde::Deserialize<'de> for GetGuestsNotInBackupResponseItem {
             vmid: f.req("vmid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetGuestsNotInBackupResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("name", &self.name)?;
+        o.req("type", &self.type_)?;
+        o.req("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Metadata {
     /// Default `all`
     pub scope: Option<MetadataScope>,
+}
+impl serde::Serialize for Metadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("scope", &self.scope)?;
+        o.end()
+    }
 }
 impl crate::Operation for Metadata {
     const ID: &'static str = "metadata";
@@ -18,7 +25,9 @@ impl crate::Operation for Metadata {
     type Response = MetadataResponse;
     type Error = MetadataError;
 }
-crate::operation_error!(MetadataError for Metadata;);
+crate::operation_error!(
+    MetadataError for Metadata; CephNotInitialized, CephNotInstalled
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -49,7 +58,7 @@ impl crate::open_enum::OpenEnum for MetadataScope {
 }
 crate::open_enum_traits!(MetadataScope);
 /// From `GET /cluster/ceph/metadata returns "mds" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseMdsValue {
     /// `addr`
     pub addr: Option<String>,
@@ -68,7 +77,6 @@ pub struct MetadataResponseMdsValue {
     /// `name`
     pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseMdsValue {
@@ -87,8 +95,23 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMdsValue {
         })
     }
 }
+impl serde::Serialize for MetadataResponseMdsValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("addr", &self.addr)?;
+        o.req("ceph_release", &self.ceph_release)?;
+        o.req("ceph_version", &self.ceph_version)?;
+        o.req("ceph_version_short", &self.ceph_version_short)?;
+        o.req("hostname", &self.hostname)?;
+        o.req("mem_swap_kb", &self.mem_swap_kb)?;
+        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "mgr" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseMgrValue {
     /// `addr`
     pub addr: Option<String>,
@@ -107,7 +130,6 @@ pub struct MetadataResponseMgrValue {
     /// `name`
     pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseMgrValue {
@@ -126,8 +148,23 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMgrValue {
         })
     }
 }
+impl serde::Serialize for MetadataResponseMgrValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("addr", &self.addr)?;
+        o.req("ceph_release", &self.ceph_release)?;
+        o.req("ceph_version", &self.ceph_version)?;
+        o.req("ceph_version_short", &self.ceph_version_short)?;
+        o.req("hostname", &self.hostname)?;
+        o.req("mem_swap_kb", &self.mem_swap_kb)?;
+        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "mon" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseMonValue {
     /// `addrs`
     pub addrs: Option<String>,
@@ -146,7 +183,6 @@ pub struct MetadataResponseMonValue {
     /// `name`
     pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseMonValue {
@@ -165,15 +201,29 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMonValue {
         })
     }
 }
+impl serde::Serialize for MetadataResponseMonValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("addrs", &self.addrs)?;
+        o.req("ceph_release", &self.ceph_release)?;
+        o.req("ceph_version", &self.ceph_version)?;
+        o.req("ceph_version_short", &self.ceph_version_short)?;
+        o.req("hostname", &self.hostname)?;
+        o.req("mem_swap_kb", &self.mem_swap_kb)?;
+        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "node" additionalProperties "version"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseNodeValueVersion {
     /// `parts`
     pub parts: Vec<String>,
     /// `str`
     pub str: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
@@ -186,15 +236,23 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
         })
     }
 }
+impl serde::Serialize for MetadataResponseNodeValueVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("parts", &self.parts)?;
+        o.req("str", &self.str)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "node" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseNodeValue {
     /// `buildcommit`
     pub buildcommit: String,
     /// `version`
     pub version: MetadataResponseNodeValueVersion,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
@@ -207,8 +265,17 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
         })
     }
 }
+impl serde::Serialize for MetadataResponseNodeValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("buildcommit", &self.buildcommit)?;
+        o.req("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/ceph/metadata returns "osd" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseOsdItem {
     /// `back_addr`
     pub back_addr: String,
@@ -239,7 +306,6 @@ pub struct MetadataResponseOsdItem {
     /// `osd_objectstore`
     pub osd_objectstore: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
@@ -264,8 +330,29 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
         })
     }
 }
+impl serde::Serialize for MetadataResponseOsdItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("back_addr", &self.back_addr)?;
+        o.req("ceph_release", &self.ceph_release)?;
+        o.req("ceph_version", &self.ceph_version)?;
+        o.req("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("device_ids", &self.device_ids)?;
+        o.opt("device_paths", &self.device_paths)?;
+        o.opt("devices", &self.devices)?;
+        o.req("front_addr", &self.front_addr)?;
+        o.req("hostname", &self.hostname)?;
+        o.req("id", &self.id)?;
+        o.req("mem_swap_kb", &self.mem_swap_kb)?;
+        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.req("osd_data", &self.osd_data)?;
+        o.req("osd_objectstore", &self.osd_objectstore)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/ceph/metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponse {
     /// `mds`
     pub mds: std::collections::BTreeMap<String, MetadataResponseMdsValue>,
@@ -278,7 +365,6 @@ pub struct MetadataResponse {
     /// `osd`
     pub osd: Vec<MetadataResponseOsdItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MetadataResponse {
@@ -292,5 +378,17 @@ impl<'de> serde::Deserialize<'de> for MetadataResponse {
             osd: f.req("osd")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MetadataResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("mds", &self.mds)?;
+        o.req("mgr", &self.mgr)?;
+        o.req("mon", &self.mon)?;
+        o.req("node", &self.node)?;
+        o.req("osd", &self.osd)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,8 +7,14 @@ pub mod status;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Cephindex {}
+impl serde::Serialize for Cephindex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Cephindex {
     const ID: &'static str = "cephindex";
     const METHOD: crate::Method = crate::Method::Get;

@@ -5,8 +5,14 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Status {}
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Status {
     const ID: &'static str = "status";
     const METHOD: crate::Method = crate::Method::Get;
@@ -17,4 +23,4 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(StatusError for Status; CephNotInstalled);
+crate::operation_error!(StatusError for Status; CephNotInitialized, CephNotInstalled);

@@ -4,8 +4,14 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct JoinApiVersion {}
+impl serde::Serialize for JoinApiVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for JoinApiVersion {
     const ID: &'static str = "join_api_version";
     const METHOD: crate::Method = crate::Method::Get;

@@ -4,10 +4,17 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct JoinInfo {
     /// Format `pve-node`; default `current connected node`
     pub node: Option<String>,
+}
+impl serde::Serialize for JoinInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("node", &self.node)?;
+        o.end()
+    }
 }
 impl crate::Operation for JoinInfo {
     const ID: &'static str = "join_info";
@@ -24,7 +31,7 @@ crate::operation_error!(JoinInfoError for JoinInfo;);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Join {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: String,
@@ -33,7 +40,6 @@ pub struct Join {
     /// `hostname`
     pub hostname: String,
     /// Indexed: keys `link0`, `link1`, ...
-    #[serde(flatten)]
     pub link:
         crate::Indexed<crate::generated::cluster::config::Link, crate::generated::index::Link>,
     /// Minimum 1
@@ -42,6 +48,19 @@ pub struct Join {
     pub password: crate::Secret,
     /// Minimum 0
     pub votes: Option<i64>,
+}
+impl serde::Serialize for Join {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fingerprint", &self.fingerprint)?;
+        o.opt("force", &self.force)?;
+        o.req("hostname", &self.hostname)?;
+        o.indexed(&self.link)?;
+        o.opt("nodeid", &self.nodeid)?;
+        o.req("password", &self.password)?;
+        o.opt("votes", &self.votes)?;
+        o.end()
+    }
 }
 impl Join {
     /// A request with every required parameter; optional ones start unset.
@@ -106,7 +125,7 @@ impl crate::PropertyString for Ring0Addr {
 }
 crate::property_string!(Ring0Addr);
 /// From `GET /cluster/config/join returns "nodelist" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JoinInfoResponseNodelistItem {
     /// Format `pve-node`
     pub name: String,
@@ -121,7 +140,6 @@ pub struct JoinInfoResponseNodelistItem {
     /// `ring0_addr`
     pub ring0_addr: Option<Ring0Addr>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
@@ -138,8 +156,21 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
         })
     }
 }
+impl serde::Serialize for JoinInfoResponseNodelistItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("nodeid", &self.nodeid)?;
+        o.req("pve_addr", &self.pve_addr)?;
+        o.req("pve_fp", &self.pve_fp)?;
+        o.req("quorum_votes", &self.quorum_votes)?;
+        o.opt("ring0_addr", &self.ring0_addr)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/config/join returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JoinInfoResponse {
     /// `config_digest`
     pub config_digest: String,
@@ -150,7 +181,6 @@ pub struct JoinInfoResponse {
     /// `totem`
     pub totem: serde_json::Map<String, serde_json::Value>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
@@ -163,5 +193,16 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
             totem: f.req("totem")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for JoinInfoResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("config_digest", &self.config_digest)?;
+        o.req("nodelist", &self.nodelist)?;
+        o.req("preferred_node", &self.preferred_node)?;
+        o.req("totem", &self.totem)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

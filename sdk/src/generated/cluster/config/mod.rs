@@ -9,8 +9,14 @@ pub mod totem;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -28,20 +34,29 @@ crate::operation_error!(IndexError for Index;);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Format `pve-node`; maximum length 15
     pub clustername: String,
     /// Indexed: keys `link0`, `link1`, ...
-    #[serde(flatten)]
     pub link: crate::Indexed<Link, crate::generated::index::Link>,
     /// Minimum 1
     pub nodeid: Option<i64>,
     /// Wire name `token-coefficient`; minimum 0; default `125`
-    #[serde(rename = "token-coefficient")]
     pub token_coefficient: Option<i64>,
     /// Minimum 1
     pub votes: Option<i64>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("clustername", &self.clustername)?;
+        o.indexed(&self.link)?;
+        o.opt("nodeid", &self.nodeid)?;
+        o.opt("token-coefficient", &self.token_coefficient)?;
+        o.opt("votes", &self.votes)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.

@@ -4,8 +4,14 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetMacros {}
+impl serde::Serialize for GetMacros {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetMacros {
     const ID: &'static str = "get_macros";
     const METHOD: crate::Method = crate::Method::Get;
@@ -18,15 +24,13 @@ impl crate::Operation for GetMacros {
 pub type GetMacrosResponse = Vec<GetMacrosResponseItem>;
 crate::operation_error!(GetMacrosError for GetMacros;);
 /// From `GET /cluster/firewall/macros returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetMacrosResponseItem {
     /// `descr`
     pub descr: String,
     /// Wire name `macro`
-    #[serde(rename = "macro")]
     pub macro_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
@@ -37,5 +41,14 @@ impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
             macro_: f.req("macro")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetMacrosResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("descr", &self.descr)?;
+        o.req("macro", &self.macro_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,8 +4,14 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetOptions {}
+impl serde::Serialize for GetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetOptions {
     const ID: &'static str = "get_options";
     const METHOD: crate::Method = crate::Method::Get;
@@ -20,7 +26,7 @@ crate::operation_error!(GetOptionsError for GetOptions;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct SetOptions {
     /// Format `pve-configid-list`
     pub delete: Option<String>,
@@ -39,6 +45,20 @@ pub struct SetOptions {
     /// `policy_out`
     pub policy_out: Option<crate::generated::PolicyOut>,
 }
+impl serde::Serialize for SetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ebtables", &self.ebtables)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("log_ratelimit", &self.log_ratelimit)?;
+        o.opt("policy_forward", &self.policy_forward)?;
+        o.opt("policy_in", &self.policy_in)?;
+        o.opt("policy_out", &self.policy_out)?;
+        o.end()
+    }
+}
 impl crate::Operation for SetOptions {
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
@@ -49,7 +69,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions;);
+crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// Property string `log_ratelimit`.
 ///
 /// Used by: `GET /cluster/firewall/options returns "log_ratelimit"`, `PUT /cluster/firewall/options param "log_ratelimit"`.
@@ -87,7 +107,7 @@ impl crate::PropertyString for LogRatelimit {
 }
 crate::property_string!(LogRatelimit);
 /// From `GET /cluster/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetOptionsResponse {
     /// Default `1`
     pub ebtables: Option<bool>,
@@ -102,7 +122,6 @@ pub struct GetOptionsResponse {
     /// `policy_out`
     pub policy_out: Option<crate::generated::PolicyOut>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
@@ -117,5 +136,18 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             policy_out: f.opt("policy_out")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetOptionsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("ebtables", &self.ebtables)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("log_ratelimit", &self.log_ratelimit)?;
+        o.opt("policy_forward", &self.policy_forward)?;
+        o.opt("policy_in", &self.policy_in)?;
+        o.opt("policy_out", &self.policy_out)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,11 +4,17 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Refs {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<RefsType>,
+}
+impl serde::Serialize for Refs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Refs {
     const ID: &'static str = "refs";
@@ -80,22 +86,19 @@ impl crate::open_enum::OpenEnum for RefsResponseItemType {
 }
 crate::open_enum_traits!(RefsResponseItemType);
 /// From `GET /cluster/firewall/refs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RefsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `name`
     pub name: String,
     /// Wire name `ref`
-    #[serde(rename = "ref")]
     pub ref_: String,
     /// `scope`
     pub scope: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: RefsResponseItemType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RefsResponseItem {
@@ -109,5 +112,17 @@ impl<'de> serde::Deserialize<'de> for RefsResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RefsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("name", &self.name)?;
+        o.req("ref", &self.ref_)?;
+        o.req("scope", &self.scope)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -8,8 +8,14 @@ pub mod status;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -22,12 +28,11 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index;);
 /// From `GET /cluster/ha returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `id`
     pub id: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -37,5 +42,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             id: f.req("id")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

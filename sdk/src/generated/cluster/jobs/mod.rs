@@ -6,8 +6,14 @@ pub mod schedule_analyze;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -20,12 +26,11 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index;);
 /// From `GET /cluster/jobs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -35,5 +40,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ScheduleAnalyze {
     /// Range 1 - 100; default `10`
     pub iterations: Option<i64>,
@@ -12,6 +12,15 @@ pub struct ScheduleAnalyze {
     pub schedule: String,
     /// `starttime`
     pub starttime: Option<i64>,
+}
+impl serde::Serialize for ScheduleAnalyze {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("iterations", &self.iterations)?;
+        o.req("schedule", &self.schedule)?;
+        o.opt("starttime", &self.starttime)?;
+        o.end()
+    }
 }
 impl ScheduleAnalyze {
     /// A request with every required parameter; optional ones start unset.
@@ -35,14 +44,13 @@ impl crate::Operation for ScheduleAnalyze {
 pub type ScheduleAnalyzeResponse = Vec<ScheduleAnalyzeResponseItem>;
 crate::operation_error!(ScheduleAnalyzeError for ScheduleAnalyze;);
 /// From `GET /cluster/jobs/schedule-analyze returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleAnalyzeResponseItem {
     /// `timestamp`
     pub timestamp: i64,
     /// `utc`
     pub utc: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
@@ -53,5 +61,14 @@ impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
             utc: f.req("utc")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ScheduleAnalyzeResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("timestamp", &self.timestamp)?;
+        o.req("utc", &self.utc)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

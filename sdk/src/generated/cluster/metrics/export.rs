@@ -4,19 +4,26 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Export {
     /// Default `0`
     pub history: Option<bool>,
     /// Wire name `local-only`; default `0`
-    #[serde(rename = "local-only")]
     pub local_only: Option<bool>,
     /// Wire name `node-list`
-    #[serde(rename = "node-list")]
     pub node_list: Option<String>,
     /// Wire name `start-time`; default `0`
-    #[serde(rename = "start-time")]
     pub start_time: Option<i64>,
+}
+impl serde::Serialize for Export {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("history", &self.history)?;
+        o.opt("local-only", &self.local_only)?;
+        o.opt("node-list", &self.node_list)?;
+        o.opt("start-time", &self.start_time)?;
+        o.end()
+    }
 }
 impl crate::Operation for Export {
     const ID: &'static str = "export";
@@ -61,7 +68,7 @@ impl crate::open_enum::OpenEnum for ExportResponseDataItemType {
 }
 crate::open_enum_traits!(ExportResponseDataItemType);
 /// From `GET /cluster/metrics/export returns "data" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExportResponseDataItem {
     /// `id`
     pub id: String,
@@ -70,12 +77,10 @@ pub struct ExportResponseDataItem {
     /// `timestamp`
     pub timestamp: i64,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: ExportResponseDataItemType,
     /// `value`
     pub value: f64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
@@ -91,13 +96,24 @@ impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
         })
     }
 }
+impl serde::Serialize for ExportResponseDataItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("metric", &self.metric)?;
+        o.req("timestamp", &self.timestamp)?;
+        o.req("type", &self.type_)?;
+        o.req("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/metrics/export returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExportResponse {
     /// `data`
     pub data: Vec<ExportResponseDataItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExportResponse {
@@ -107,5 +123,13 @@ impl<'de> serde::Deserialize<'de> for ExportResponse {
             data: f.req("data")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ExportResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("data", &self.data)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,8 +5,14 @@
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetMatcherFieldValues {}
+impl serde::Serialize for GetMatcherFieldValues {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetMatcherFieldValues {
     const ID: &'static str = "get_matcher_field_values";
     const METHOD: crate::Method = crate::Method::Get;
@@ -19,7 +25,7 @@ impl crate::Operation for GetMatcherFieldValues {
 pub type GetMatcherFieldValuesResponse = Vec<GetMatcherFieldValuesResponseItem>;
 crate::operation_error!(GetMatcherFieldValuesError for GetMatcherFieldValues;);
 /// From `GET /cluster/notifications/matcher-field-values returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherFieldValuesResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -28,7 +34,6 @@ pub struct GetMatcherFieldValuesResponseItem {
     /// `value`
     pub value: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatcherFieldValuesResponseItem {
@@ -40,5 +45,15 @@ impl<'de> serde::Deserialize<'de> for GetMatcherFieldValuesResponseItem {
             value: f.req("value")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetMatcherFieldValuesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("field", &self.field)?;
+        o.req("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,8 +4,14 @@
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetMatcherFields {}
+impl serde::Serialize for GetMatcherFields {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetMatcherFields {
     const ID: &'static str = "get_matcher_fields";
     const METHOD: crate::Method = crate::Method::Get;
@@ -18,12 +24,11 @@ impl crate::Operation for GetMatcherFields {
 pub type GetMatcherFieldsResponse = Vec<GetMatcherFieldsResponseItem>;
 crate::operation_error!(GetMatcherFieldsError for GetMatcherFields;);
 /// From `GET /cluster/notifications/matcher-fields returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherFieldsResponseItem {
     /// `name`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatcherFieldsResponseItem {
@@ -33,5 +38,13 @@ impl<'de> serde::Deserialize<'de> for GetMatcherFieldsResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetMatcherFieldsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

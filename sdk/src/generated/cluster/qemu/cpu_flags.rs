@@ -4,12 +4,20 @@
 ///
 /// - Permission check: `["or",["perm","/nodes",["Sys.Audit"]],["perm","/mapping/cpu",["Mapping.Audit","Mapping.Use","Mapping.Modify"],"any",1]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Default `kvm`
     pub accel: Option<crate::generated::Accel>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("accel", &self.accel)?;
+        o.opt("arch", &self.arch)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -23,17 +31,15 @@ impl crate::Operation for Index {
 pub type IndexResponse = Vec<IndexResponseItem>;
 crate::operation_error!(IndexError for Index;);
 /// From `GET /cluster/qemu/cpu-flags returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `name`
     pub name: String,
     /// Wire name `supported-on`
-    #[serde(rename = "supported-on")]
     pub supported_on: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -45,5 +51,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             supported_on: f.opt("supported-on")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("description", &self.description)?;
+        o.req("name", &self.name)?;
+        o.opt("supported-on", &self.supported_on)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
@@ -13,6 +13,15 @@ pub struct Delete {
     pub force: Option<bool>,
     /// Default `0`
     pub keep: Option<bool>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("force", &self.force)?;
+        o.opt("keep", &self.keep)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -44,10 +53,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -74,7 +90,7 @@ crate::operation_error!(ReadError for Read;);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
@@ -94,6 +110,21 @@ pub struct Update {
     pub schedule: Option<String>,
     /// Format `pve-node`
     pub source: Option<String>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("rate", &self.rate)?;
+        o.opt("remove_job", &self.remove_job)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("source", &self.source)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -126,9 +157,9 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/replication/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponse {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -153,10 +184,8 @@ pub struct ReadResponse {
     /// Format `pve-node`
     pub target: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::cluster::replication::Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
@@ -177,5 +206,24 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.req("guest", &self.guest)?;
+        o.req("id", &self.id)?;
+        o.req("jobnum", &self.jobnum)?;
+        o.opt("rate", &self.rate)?;
+        o.opt("remove_job", &self.remove_job)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("source", &self.source)?;
+        o.req("target", &self.target)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

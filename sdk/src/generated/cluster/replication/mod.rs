@@ -5,8 +5,14 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,7 +29,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -42,8 +48,22 @@ pub struct Create {
     /// Format `pve-node`
     pub target: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("id", &self.id)?;
+        o.opt("rate", &self.rate)?;
+        o.opt("remove_job", &self.remove_job)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("source", &self.source)?;
+        o.req("target", &self.target)?;
+        o.req("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -127,7 +147,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/replication returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -150,10 +170,8 @@ pub struct IndexResponseItem {
     /// Format `pve-node`
     pub target: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -173,5 +191,23 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("guest", &self.guest)?;
+        o.req("id", &self.id)?;
+        o.req("jobnum", &self.jobnum)?;
+        o.opt("rate", &self.rate)?;
+        o.opt("remove_job", &self.remove_job)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("source", &self.source)?;
+        o.req("target", &self.target)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

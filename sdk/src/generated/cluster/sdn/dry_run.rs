@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DryRun {
     /// Format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for DryRun {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl DryRun {
     /// A request with every required parameter; optional ones start unset.
@@ -27,16 +34,13 @@ impl crate::Operation for DryRun {
 }
 crate::operation_error!(DryRunError for DryRun;);
 /// From `GET /cluster/sdn/dry-run returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DryRunResponse {
     /// Wire name `frr-diff`
-    #[serde(rename = "frr-diff")]
     pub frr_diff: Option<String>,
     /// Wire name `interfaces-diff`
-    #[serde(rename = "interfaces-diff")]
     pub interfaces_diff: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DryRunResponse {
@@ -47,5 +51,14 @@ impl<'de> serde::Deserialize<'de> for DryRunResponse {
             interfaces_diff: f.opt("interfaces-diff")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DryRunResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("frr-diff", &self.frr_diff)?;
+        o.opt("interfaces-diff", &self.interfaces_diff)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

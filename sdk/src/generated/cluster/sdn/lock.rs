@@ -5,13 +5,20 @@
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ReleaseLock {
     /// Default `0`
     pub force: Option<bool>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for ReleaseLock {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("force", &self.force)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl crate::Operation for ReleaseLock {
     const ID: &'static str = "release_lock";
@@ -29,11 +36,17 @@ crate::operation_error!(ReleaseLockError for ReleaseLock;);
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Lock {
     /// Wire name `allow-pending`; default `0`
-    #[serde(rename = "allow-pending")]
     pub allow_pending: Option<bool>,
+}
+impl serde::Serialize for Lock {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allow-pending", &self.allow_pending)?;
+        o.end()
+    }
 }
 impl crate::Operation for Lock {
     const ID: &'static str = "lock";

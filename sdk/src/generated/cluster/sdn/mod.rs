@@ -15,8 +15,14 @@ pub mod zones;
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -34,14 +40,20 @@ crate::operation_error!(IndexError for Index;);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Reload {
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Wire name `release-lock`; default `1`
-    #[serde(rename = "release-lock")]
     pub release_lock: Option<bool>,
+}
+impl serde::Serialize for Reload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("release-lock", &self.release_lock)?;
+        o.end()
+    }
 }
 impl crate::Operation for Reload {
     const ID: &'static str = "reload";
@@ -118,12 +130,11 @@ impl crate::open_enum::OpenEnum for State {
 }
 crate::open_enum_traits!(State);
 /// From `GET /cluster/sdn returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `id`
     pub id: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -133,5 +144,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             id: f.req("id")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,14 +5,20 @@
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Rollback {
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Wire name `release-lock`; default `1`
-    #[serde(rename = "release-lock")]
     pub release_lock: Option<bool>,
+}
+impl serde::Serialize for Rollback {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("release-lock", &self.release_lock)?;
+        o.end()
+    }
 }
 impl crate::Operation for Rollback {
     const ID: &'static str = "rollback";

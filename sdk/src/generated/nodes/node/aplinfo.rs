@@ -5,10 +5,17 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Aplinfo {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Aplinfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Aplinfo {
     /// A request with every required parameter; optional ones start unset.
@@ -31,7 +38,7 @@ impl crate::Operation for Aplinfo {
 }
 /// What [`Aplinfo`] answers.
 pub type AplinfoResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(AplinfoError for Aplinfo; UnknownNode);
+crate::operation_error!(AplinfoError for Aplinfo;);
 /// `POST /nodes/{node}/aplinfo` (handler `apl_download`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateTemplate"]]`
@@ -39,7 +46,7 @@ crate::operation_error!(AplinfoError for Aplinfo; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AplDownload {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -47,6 +54,15 @@ pub struct AplDownload {
     pub storage: String,
     /// Maximum length 255
     pub template: String,
+}
+impl serde::Serialize for AplDownload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("template", &self.template)?;
+        o.end()
+    }
 }
 impl AplDownload {
     /// A request with every required parameter; optional ones start unset.
@@ -78,4 +94,4 @@ impl crate::Operation for AplDownload {
 }
 /// What [`AplDownload`] answers.
 pub type AplDownloadResponse = crate::Upid;
-crate::operation_error!(AplDownloadError for AplDownload; UnknownNode);
+crate::operation_error!(AplDownloadError for AplDownload;);

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `all`
     pub property: Option<GetConfigProperty>,
+}
+impl serde::Serialize for GetConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("property", &self.property)?;
+        o.end()
+    }
 }
 impl GetConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -34,24 +42,22 @@ impl crate::Operation for GetConfig {
     type Response = GetConfigResponse;
     type Error = GetConfigError;
 }
-crate::operation_error!(GetConfigError for GetConfig; UnknownNode);
+crate::operation_error!(GetConfigError for GetConfig;);
 /// `PUT /nodes/{node}/config` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `acme`
     pub acme: Option<Acme>,
     /// Indexed: keys `acmedomain0`, `acmedomain1`, ...
-    #[serde(flatten)]
     pub acmedomain: crate::Indexed<Acmedomain, crate::generated::index::Acmedomain>,
     /// Wire name `ballooning-target`; range 0 - 100; default `80`
-    #[serde(rename = "ballooning-target")]
     pub ballooning_target: Option<i64>,
     /// Format `pve-configid-list`
     pub delete: Option<String>,
@@ -62,10 +68,25 @@ pub struct SetOptions {
     /// `location`
     pub location: Option<crate::generated::Location>,
     /// Wire name `startall-onboot-delay`; range 0 - 300; default `0`
-    #[serde(rename = "startall-onboot-delay")]
     pub startall_onboot_delay: Option<i64>,
     /// `wakeonlan`
     pub wakeonlan: Option<Wakeonlan>,
+}
+impl serde::Serialize for SetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("acme", &self.acme)?;
+        o.indexed(&self.acmedomain)?;
+        o.opt("ballooning-target", &self.ballooning_target)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("description", &self.description)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("location", &self.location)?;
+        o.opt("startall-onboot-delay", &self.startall_onboot_delay)?;
+        o.opt("wakeonlan", &self.wakeonlan)?;
+        o.end()
+    }
 }
 impl SetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -99,7 +120,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; UnknownNode);
+crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// Property string `acme`.
 ///
 /// Used by: `GET /nodes/{node}/config returns "acme"`, `PUT /nodes/{node}/config param "acme"`.
@@ -287,15 +308,13 @@ impl crate::open_enum::OpenEnum for GetConfigProperty {
 }
 crate::open_enum_traits!(GetConfigProperty);
 /// From `GET /nodes/{node}/config returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetConfigResponse {
     /// `acme`
     pub acme: Option<Acme>,
     /// Indexed: keys `acmedomain0`, `acmedomain1`, ...
-    #[serde(flatten)]
     pub acmedomain: crate::Indexed<Acmedomain, crate::generated::index::Acmedomain>,
     /// Wire name `ballooning-target`; range 0 - 100; default `80`
-    #[serde(rename = "ballooning-target")]
     pub ballooning_target: Option<i64>,
     /// Maximum length 65536
     pub description: Option<String>,
@@ -304,12 +323,10 @@ pub struct GetConfigResponse {
     /// `location`
     pub location: Option<crate::generated::Location>,
     /// Wire name `startall-onboot-delay`; range 0 - 300; default `0`
-    #[serde(rename = "startall-onboot-delay")]
     pub startall_onboot_delay: Option<i64>,
     /// `wakeonlan`
     pub wakeonlan: Option<Wakeonlan>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetConfigResponse {
@@ -326,5 +343,20 @@ impl<'de> serde::Deserialize<'de> for GetConfigResponse {
             acmedomain: f.indexed()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetConfigResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("acme", &self.acme)?;
+        o.indexed(&self.acmedomain)?;
+        o.opt("ballooning-target", &self.ballooning_target)?;
+        o.opt("description", &self.description)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("location", &self.location)?;
+        o.opt("startall-onboot-delay", &self.startall_onboot_delay)?;
+        o.opt("wakeonlan", &self.wakeonlan)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Dns {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Dns {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Dns {
     /// A request with every required parameter; optional ones start unset.
@@ -29,14 +36,14 @@ impl crate::Operation for Dns {
     type Response = DnsResponse;
     type Error = DnsError;
 }
-crate::operation_error!(DnsError for Dns; UnknownNode);
+crate::operation_error!(DnsError for Dns;);
 /// `PUT /nodes/{node}/dns` (handler `update_dns`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateDns {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -48,6 +55,17 @@ pub struct UpdateDns {
     pub dns3: Option<String>,
     /// `search`
     pub search: String,
+}
+impl serde::Serialize for UpdateDns {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("dns1", &self.dns1)?;
+        o.opt("dns2", &self.dns2)?;
+        o.opt("dns3", &self.dns3)?;
+        o.req("search", &self.search)?;
+        o.end()
+    }
 }
 impl UpdateDns {
     /// A request with every required parameter; optional ones start unset.
@@ -76,9 +94,9 @@ impl crate::Operation for UpdateDns {
 }
 /// What [`UpdateDns`] answers.
 pub type UpdateDnsResponse = ();
-crate::operation_error!(UpdateDnsError for UpdateDns; UnknownNode);
+crate::operation_error!(UpdateDnsError for UpdateDns;);
 /// From `GET /nodes/{node}/dns returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DnsResponse {
     /// `dns1`
     pub dns1: Option<String>,
@@ -89,7 +107,6 @@ pub struct DnsResponse {
     /// `search`
     pub search: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DnsResponse {
@@ -102,5 +119,16 @@ impl<'de> serde::Deserialize<'de> for DnsResponse {
             search: f.opt("search")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DnsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("dns1", &self.dns1)?;
+        o.opt("dns2", &self.dns2)?;
+        o.opt("dns3", &self.dns3)?;
+        o.opt("search", &self.search)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

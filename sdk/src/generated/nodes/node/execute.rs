@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Execute {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-command-batch`
     pub commands: String,
+}
+impl serde::Serialize for Execute {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("commands", &self.commands)?;
+        o.end()
+    }
 }
 impl Execute {
     /// A request with every required parameter; optional ones start unset.
@@ -37,4 +45,4 @@ impl crate::Operation for Execute {
 }
 /// What [`Execute`] answers.
 pub type ExecuteResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(ExecuteError for Execute; UnknownNode);
+crate::operation_error!(ExecuteError for Execute;);

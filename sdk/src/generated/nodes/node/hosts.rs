@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetEtcHosts {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for GetEtcHosts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl GetEtcHosts {
     /// A request with every required parameter; optional ones start unset.
@@ -30,14 +37,14 @@ impl crate::Operation for GetEtcHosts {
     type Response = GetEtcHostsResponse;
     type Error = GetEtcHostsError;
 }
-crate::operation_error!(GetEtcHostsError for GetEtcHosts; UnknownNode);
+crate::operation_error!(GetEtcHostsError for GetEtcHosts;);
 /// `POST /nodes/{node}/hosts` (handler `write_etc_hosts`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct WriteEtcHosts {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -45,6 +52,15 @@ pub struct WriteEtcHosts {
     pub data: String,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl serde::Serialize for WriteEtcHosts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("data", &self.data)?;
+        o.opt("digest", &self.digest)?;
+        o.end()
+    }
 }
 impl WriteEtcHosts {
     /// A request with every required parameter; optional ones start unset.
@@ -71,16 +87,15 @@ impl crate::Operation for WriteEtcHosts {
 }
 /// What [`WriteEtcHosts`] answers.
 pub type WriteEtcHostsResponse = ();
-crate::operation_error!(WriteEtcHostsError for WriteEtcHosts; UnknownNode);
+crate::operation_error!(WriteEtcHostsError for WriteEtcHosts; ConfigModified);
 /// From `GET /nodes/{node}/hosts returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetEtcHostsResponse {
     /// `data`
     pub data: String,
     /// Maximum length 64
     pub digest: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
@@ -91,5 +106,14 @@ impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
             digest: f.opt("digest")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetEtcHostsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("data", &self.data)?;
+        o.opt("digest", &self.digest)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

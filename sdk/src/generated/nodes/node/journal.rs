@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Journal {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,18 @@ pub struct Journal {
     pub startcursor: Option<String>,
     /// Minimum 0
     pub until: Option<i64>,
+}
+impl serde::Serialize for Journal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("endcursor", &self.endcursor)?;
+        o.opt("lastentries", &self.lastentries)?;
+        o.opt("since", &self.since)?;
+        o.opt("startcursor", &self.startcursor)?;
+        o.opt("until", &self.until)?;
+        o.end()
+    }
 }
 impl Journal {
     /// A request with every required parameter; optional ones start unset.
@@ -49,4 +61,4 @@ impl crate::Operation for Journal {
 }
 /// What [`Journal`] answers.
 pub type JournalResponse = Vec<String>;
-crate::operation_error!(JournalError for Journal; UnknownNode);
+crate::operation_error!(JournalError for Journal;);

@@ -7,12 +7,11 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Migrateall {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `max-workers`; range 1 - 64
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Range 1 - 64
     pub maxworkers: Option<i64>,
@@ -21,8 +20,19 @@ pub struct Migrateall {
     /// Format `pve-vmid-list`
     pub vms: Option<String>,
     /// Wire name `with-local-disks`
-    #[serde(rename = "with-local-disks")]
     pub with_local_disks: Option<bool>,
+}
+impl serde::Serialize for Migrateall {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("maxworkers", &self.maxworkers)?;
+        o.req("target", &self.target)?;
+        o.opt("vms", &self.vms)?;
+        o.opt("with-local-disks", &self.with_local_disks)?;
+        o.end()
+    }
 }
 impl Migrateall {
     /// A request with every required parameter; optional ones start unset.
@@ -53,4 +63,4 @@ impl crate::Operation for Migrateall {
 }
 /// What [`Migrateall`] answers.
 pub type MigrateallResponse = crate::Upid;
-crate::operation_error!(MigrateallError for Migrateall; UnknownNode);
+crate::operation_error!(MigrateallError for Migrateall;);

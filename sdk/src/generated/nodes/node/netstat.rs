@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Netstat {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Netstat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Netstat {
     /// A request with every required parameter; optional ones start unset.
@@ -31,4 +38,4 @@ impl crate::Operation for Netstat {
 }
 /// What [`Netstat`] answers.
 pub type NetstatResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(NetstatError for Netstat; UnknownNode);
+crate::operation_error!(NetstatError for Netstat;);

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.AccessNetwork"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct QueryOciRepoTags {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Pattern `^(?:(?:[a-zA-Z\d]|[a-zA-Z\d][a-zA-Z\d-]*[a-zA-Z\d])(?:\.(?:[a-zA-Z\d]|[a-zA-Z\d][a-zA-Z\d-]*[a-zA-Z\d]))*(?::\d+)?/)?[a-z\d]+(?:(?:[._]|__|[-]*)[a-z\d]+)*(?:/[a-z\d]+(?:(?:[._]|__|[-]*)[a-z\d]+)*)*$`
     pub reference: String,
+}
+impl serde::Serialize for QueryOciRepoTags {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("reference", &self.reference)?;
+        o.end()
+    }
 }
 impl QueryOciRepoTags {
     /// A request with every required parameter; optional ones start unset.
@@ -36,4 +44,4 @@ impl crate::Operation for QueryOciRepoTags {
 }
 /// What [`QueryOciRepoTags`] answers.
 pub type QueryOciRepoTagsResponse = Vec<String>;
-crate::operation_error!(QueryOciRepoTagsError for QueryOciRepoTags; UnknownNode);
+crate::operation_error!(QueryOciRepoTagsError for QueryOciRepoTags;);

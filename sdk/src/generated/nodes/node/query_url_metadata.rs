@@ -5,15 +5,23 @@
 /// - Permission check: `["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/nodes/{node}",["Sys.AccessNetwork"]]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct QueryUrlMetadata {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Pattern `https?://.*`
     pub url: String,
     /// Wire name `verify-certificates`; default `1`
-    #[serde(rename = "verify-certificates")]
     pub verify_certificates: Option<bool>,
+}
+impl serde::Serialize for QueryUrlMetadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("url", &self.url)?;
+        o.opt("verify-certificates", &self.verify_certificates)?;
+        o.end()
+    }
 }
 impl QueryUrlMetadata {
     /// A request with every required parameter; optional ones start unset.
@@ -38,9 +46,9 @@ impl crate::Operation for QueryUrlMetadata {
     type Response = QueryUrlMetadataResponse;
     type Error = QueryUrlMetadataError;
 }
-crate::operation_error!(QueryUrlMetadataError for QueryUrlMetadata; UnknownNode);
+crate::operation_error!(QueryUrlMetadataError for QueryUrlMetadata;);
 /// From `GET /nodes/{node}/query-url-metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueryUrlMetadataResponse {
     /// `filename`
     pub filename: Option<String>,
@@ -49,7 +57,6 @@ pub struct QueryUrlMetadataResponse {
     /// `size`
     pub size: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for QueryUrlMetadataResponse {
@@ -61,5 +68,15 @@ impl<'de> serde::Deserialize<'de> for QueryUrlMetadataResponse {
             size: f.opt("size")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for QueryUrlMetadataResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("filename", &self.filename)?;
+        o.opt("mimetype", &self.mimetype)?;
+        o.opt("size", &self.size)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

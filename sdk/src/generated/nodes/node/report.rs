@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Report {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Report {
     /// A request with every required parameter; optional ones start unset.
@@ -32,4 +39,4 @@ impl crate::Operation for Report {
 }
 /// What [`Report`] answers.
 pub type ReportResponse = String;
-crate::operation_error!(ReportError for Report; UnknownNode);
+crate::operation_error!(ReportError for Report;);

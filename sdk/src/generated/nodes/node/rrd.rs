@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Rrd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,16 @@ pub struct Rrd {
     pub ds: String,
     /// `timeframe`
     pub timeframe: RrdTimeframe,
+}
+impl serde::Serialize for Rrd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("cf", &self.cf)?;
+        o.req("ds", &self.ds)?;
+        o.req("timeframe", &self.timeframe)?;
+        o.end()
+    }
 }
 impl Rrd {
     /// A request with every required parameter; optional ones start unset.
@@ -40,7 +50,7 @@ impl crate::Operation for Rrd {
     type Response = RrdResponse;
     type Error = RrdError;
 }
-crate::operation_error!(RrdError for Rrd; UnknownNode);
+crate::operation_error!(RrdError for Rrd;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -87,12 +97,11 @@ impl crate::open_enum::OpenEnum for RrdTimeframe {
 }
 crate::open_enum_traits!(RrdTimeframe);
 /// From `GET /nodes/{node}/rrd returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RrdResponse {
     /// `filename`
     pub filename: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RrdResponse {
@@ -102,5 +111,13 @@ impl<'de> serde::Deserialize<'de> for RrdResponse {
             filename: f.req("filename")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RrdResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("filename", &self.filename)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

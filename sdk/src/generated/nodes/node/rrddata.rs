@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Rrddata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -13,6 +13,15 @@ pub struct Rrddata {
     pub cf: Option<crate::generated::nodes::node::Cf>,
     /// `timeframe`
     pub timeframe: RrddataTimeframe,
+}
+impl serde::Serialize for Rrddata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("cf", &self.cf)?;
+        o.req("timeframe", &self.timeframe)?;
+        o.end()
+    }
 }
 impl Rrddata {
     /// A request with every required parameter; optional ones start unset.
@@ -39,7 +48,7 @@ impl crate::Operation for Rrddata {
 }
 /// What [`Rrddata`] answers.
 pub type RrddataResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(RrddataError for Rrddata; UnknownNode);
+crate::operation_error!(RrddataError for Rrddata;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

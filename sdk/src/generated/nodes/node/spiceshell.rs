@@ -6,17 +6,26 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Spiceshell {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `login`
     pub cmd: Option<crate::generated::nodes::node::Cmd>,
     /// Wire name `cmd-opts`; default ``; requires `cmd`
-    #[serde(rename = "cmd-opts")]
     pub cmd_opts: Option<String>,
     /// Format `address`
     pub proxy: Option<String>,
+}
+impl serde::Serialize for Spiceshell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("cmd", &self.cmd)?;
+        o.opt("cmd-opts", &self.cmd_opts)?;
+        o.opt("proxy", &self.proxy)?;
+        o.end()
+    }
 }
 impl Spiceshell {
     /// A request with every required parameter; optional ones start unset.
@@ -43,9 +52,9 @@ impl crate::Operation for Spiceshell {
     type Response = SpiceshellResponse;
     type Error = SpiceshellError;
 }
-crate::operation_error!(SpiceshellError for Spiceshell; UnknownNode);
+crate::operation_error!(SpiceshellError for Spiceshell;);
 /// From `POST /nodes/{node}/spiceshell returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpiceshellResponse {
     /// `host`
     pub host: String,
@@ -54,13 +63,10 @@ pub struct SpiceshellResponse {
     /// `proxy`
     pub proxy: String,
     /// Wire name `tls-port`
-    #[serde(rename = "tls-port")]
     pub tls_port: i64,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SpiceshellResponse {
@@ -74,5 +80,17 @@ impl<'de> serde::Deserialize<'de> for SpiceshellResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SpiceshellResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("host", &self.host)?;
+        o.req("password", &self.password)?;
+        o.req("proxy", &self.proxy)?;
+        o.req("tls-port", &self.tls_port)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,17 +7,26 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Startall {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `off`
     pub force: Option<bool>,
     /// Wire name `max-workers`; range 1 - 64
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Format `pve-vmid-list`
     pub vms: Option<String>,
+}
+impl serde::Serialize for Startall {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("force", &self.force)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl Startall {
     /// A request with every required parameter; optional ones start unset.
@@ -46,4 +55,4 @@ impl crate::Operation for Startall {
 }
 /// What [`Startall`] answers.
 pub type StartallResponse = crate::Upid;
-crate::operation_error!(StartallError for Startall; UnknownNode);
+crate::operation_error!(StartallError for Startall;);

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Status {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Status {
     /// A request with every required parameter; optional ones start unset.
@@ -29,19 +36,27 @@ impl crate::Operation for Status {
     type Response = StatusResponse;
     type Error = StatusError;
 }
-crate::operation_error!(StatusError for Status; UnknownNode);
+crate::operation_error!(StatusError for Status;);
 /// `POST /nodes/{node}/status` (handler `node_cmd`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.PowerMgmt"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct NodeCmd {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `command`
     pub command: NodeCmdCommand,
+}
+impl serde::Serialize for NodeCmd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("command", &self.command)?;
+        o.end()
+    }
 }
 impl NodeCmd {
     /// A request with every required parameter; optional ones start unset.
@@ -67,7 +82,7 @@ impl crate::Operation for NodeCmd {
 }
 /// What [`NodeCmd`] answers.
 pub type NodeCmdResponse = ();
-crate::operation_error!(NodeCmdError for NodeCmd; UnknownNode);
+crate::operation_error!(NodeCmdError for NodeCmd;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -98,14 +113,13 @@ impl crate::open_enum::OpenEnum for StatusResponseBootInfoMode {
 }
 crate::open_enum_traits!(StatusResponseBootInfoMode);
 /// From `GET /nodes/{node}/status returns "boot-info"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseBootInfo {
     /// `mode`
     pub mode: StatusResponseBootInfoMode,
     /// `secureboot`
     pub secureboot: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
@@ -118,8 +132,17 @@ impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
         })
     }
 }
+impl serde::Serialize for StatusResponseBootInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("mode", &self.mode)?;
+        o.opt("secureboot", &self.secureboot)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/status returns "cpuinfo"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseCpuinfo {
     /// `cores`
     pub cores: i64,
@@ -130,7 +153,6 @@ pub struct StatusResponseCpuinfo {
     /// `sockets`
     pub sockets: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
@@ -145,8 +167,19 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
         })
     }
 }
+impl serde::Serialize for StatusResponseCpuinfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cores", &self.cores)?;
+        o.req("cpus", &self.cpus)?;
+        o.req("model", &self.model)?;
+        o.req("sockets", &self.sockets)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/status returns "current-kernel"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseCurrentKernel {
     /// `machine`
     pub machine: String,
@@ -157,7 +190,6 @@ pub struct StatusResponseCurrentKernel {
     /// `version`
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
@@ -172,8 +204,19 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
         })
     }
 }
+impl serde::Serialize for StatusResponseCurrentKernel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("machine", &self.machine)?;
+        o.req("release", &self.release)?;
+        o.req("sysname", &self.sysname)?;
+        o.req("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/status returns "memory"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseMemory {
     /// `available`
     pub available: i64,
@@ -184,7 +227,6 @@ pub struct StatusResponseMemory {
     /// `used`
     pub used: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
@@ -199,8 +241,19 @@ impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
         })
     }
 }
+impl serde::Serialize for StatusResponseMemory {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("available", &self.available)?;
+        o.req("free", &self.free)?;
+        o.req("total", &self.total)?;
+        o.req("used", &self.used)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/status returns "rootfs"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseRootfs {
     /// `avail`
     pub avail: i64,
@@ -211,7 +264,6 @@ pub struct StatusResponseRootfs {
     /// `used`
     pub used: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
@@ -226,18 +278,27 @@ impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
         })
     }
 }
+impl serde::Serialize for StatusResponseRootfs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("avail", &self.avail)?;
+        o.req("free", &self.free)?;
+        o.req("total", &self.total)?;
+        o.req("used", &self.used)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponse {
     /// Wire name `boot-info`
-    #[serde(rename = "boot-info")]
     pub boot_info: StatusResponseBootInfo,
     /// `cpu`
     pub cpu: f64,
     /// `cpuinfo`
     pub cpuinfo: StatusResponseCpuinfo,
     /// Wire name `current-kernel`
-    #[serde(rename = "current-kernel")]
     pub current_kernel: StatusResponseCurrentKernel,
     /// `loadavg`
     pub loadavg: Vec<String>,
@@ -248,7 +309,6 @@ pub struct StatusResponse {
     /// `rootfs`
     pub rootfs: StatusResponseRootfs,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponse {
@@ -265,6 +325,21 @@ impl<'de> serde::Deserialize<'de> for StatusResponse {
             rootfs: f.req("rootfs")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for StatusResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("boot-info", &self.boot_info)?;
+        o.req("cpu", &self.cpu)?;
+        o.req("cpuinfo", &self.cpuinfo)?;
+        o.req("current-kernel", &self.current_kernel)?;
+        o.req("loadavg", &self.loadavg)?;
+        o.req("memory", &self.memory)?;
+        o.req("pveversion", &self.pveversion)?;
+        o.req("rootfs", &self.rootfs)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

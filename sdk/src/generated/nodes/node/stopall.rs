@@ -7,20 +7,29 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Stopall {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `force-stop`; default `1`
-    #[serde(rename = "force-stop")]
     pub force_stop: Option<bool>,
     /// Wire name `max-workers`; range 1 - 64
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Range 0 - 7200; default `180`
     pub timeout: Option<i64>,
     /// Format `pve-vmid-list`
     pub vms: Option<String>,
+}
+impl serde::Serialize for Stopall {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("force-stop", &self.force_stop)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("timeout", &self.timeout)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl Stopall {
     /// A request with every required parameter; optional ones start unset.
@@ -50,4 +59,4 @@ impl crate::Operation for Stopall {
 }
 /// What [`Stopall`] answers.
 pub type StopallResponse = crate::Upid;
-crate::operation_error!(StopallError for Stopall; UnknownNode);
+crate::operation_error!(StopallError for Stopall;);

@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -32,16 +39,23 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete; UnknownNode);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /nodes/{node}/subscription` (handler `get`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Get {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Get {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Get {
     /// A request with every required parameter; optional ones start unset.
@@ -62,19 +76,27 @@ impl crate::Operation for Get {
     type Response = GetResponse;
     type Error = GetError;
 }
-crate::operation_error!(GetError for Get; UnknownNode);
+crate::operation_error!(GetError for Get;);
 /// `POST /nodes/{node}/subscription` (handler `update`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `0`
     pub force: Option<bool>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("force", &self.force)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -100,19 +122,27 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update; UnknownNode);
+crate::operation_error!(UpdateError for Update;);
 /// `PUT /nodes/{node}/subscription` (handler `set`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Set {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Maximum length 32; pattern `\s*pve([1248])([cbsp])-[0-9a-f]{10}\s*`
     pub key: String,
+}
+impl serde::Serialize for Set {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("key", &self.key)?;
+        o.end()
+    }
 }
 impl Set {
     /// A request with every required parameter; optional ones start unset.
@@ -138,7 +168,7 @@ impl crate::Operation for Set {
 }
 /// What [`Set`] answers.
 pub type SetResponse = ();
-crate::operation_error!(SetError for Set; UnknownNode);
+crate::operation_error!(SetError for Set;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -192,7 +222,7 @@ impl crate::open_enum::OpenEnum for GetResponseStatus {
 }
 crate::open_enum_traits!(GetResponseStatus);
 /// From `GET /nodes/{node}/subscription returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetResponse {
     /// `checktime`
     pub checktime: Option<i64>,
@@ -219,7 +249,6 @@ pub struct GetResponse {
     /// `url`
     pub url: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetResponse {
@@ -240,5 +269,24 @@ impl<'de> serde::Deserialize<'de> for GetResponse {
             url: f.opt("url")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("checktime", &self.checktime)?;
+        o.opt("key", &self.key)?;
+        o.opt("level", &self.level)?;
+        o.opt("message", &self.message)?;
+        o.opt("nextduedate", &self.nextduedate)?;
+        o.opt("productname", &self.productname)?;
+        o.opt("regdate", &self.regdate)?;
+        o.opt("serverid", &self.serverid)?;
+        o.opt("signature", &self.signature)?;
+        o.opt("sockets", &self.sockets)?;
+        o.req("status", &self.status)?;
+        o.opt("url", &self.url)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,15 +7,23 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Suspendall {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `max-workers`; range 1 - 64
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Format `pve-vmid-list`
     pub vms: Option<String>,
+}
+impl serde::Serialize for Suspendall {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl Suspendall {
     /// A request with every required parameter; optional ones start unset.
@@ -43,4 +51,4 @@ impl crate::Operation for Suspendall {
 }
 /// What [`Suspendall`] answers.
 pub type SuspendallResponse = crate::Upid;
-crate::operation_error!(SuspendallError for Suspendall; UnknownNode);
+crate::operation_error!(SuspendallError for Suspendall;);

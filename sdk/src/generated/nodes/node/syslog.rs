@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Syslog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,18 @@ pub struct Syslog {
     pub start: Option<i64>,
     /// Pattern `^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?$`
     pub until: Option<String>,
+}
+impl serde::Serialize for Syslog {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("limit", &self.limit)?;
+        o.opt("service", &self.service)?;
+        o.opt("since", &self.since)?;
+        o.opt("start", &self.start)?;
+        o.opt("until", &self.until)?;
+        o.end()
+    }
 }
 impl Syslog {
     /// A request with every required parameter; optional ones start unset.
@@ -49,16 +61,15 @@ impl crate::Operation for Syslog {
 }
 /// What [`Syslog`] answers.
 pub type SyslogResponse = Vec<SyslogResponseItem>;
-crate::operation_error!(SyslogError for Syslog; UnknownNode);
+crate::operation_error!(SyslogError for Syslog;);
 /// From `GET /nodes/{node}/syslog returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SyslogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SyslogResponseItem {
@@ -69,5 +80,14 @@ impl<'de> serde::Deserialize<'de> for SyslogResponseItem {
             t: f.req("t")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SyslogResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("n", &self.n)?;
+        o.req("t", &self.t)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

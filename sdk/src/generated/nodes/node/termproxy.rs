@@ -5,15 +5,23 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `login`
     pub cmd: Option<crate::generated::nodes::node::Cmd>,
     /// Wire name `cmd-opts`; default ``; requires `cmd`
-    #[serde(rename = "cmd-opts")]
     pub cmd_opts: Option<String>,
+}
+impl serde::Serialize for Termproxy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("cmd", &self.cmd)?;
+        o.opt("cmd-opts", &self.cmd_opts)?;
+        o.end()
+    }
 }
 impl Termproxy {
     /// A request with every required parameter; optional ones start unset.
@@ -39,9 +47,9 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy; UnknownNode);
+crate::operation_error!(TermproxyError for Termproxy;);
 /// From `POST /nodes/{node}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
@@ -52,7 +60,6 @@ pub struct TermproxyResponse {
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TermproxyResponse {
@@ -65,5 +72,16 @@ impl<'de> serde::Deserialize<'de> for TermproxyResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TermproxyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("port", &self.port)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

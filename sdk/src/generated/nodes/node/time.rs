@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Time {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Time {
     /// A request with every required parameter; optional ones start unset.
@@ -29,19 +36,27 @@ impl crate::Operation for Time {
     type Response = TimeResponse;
     type Error = TimeError;
 }
-crate::operation_error!(TimeError for Time; UnknownNode);
+crate::operation_error!(TimeError for Time;);
 /// `PUT /nodes/{node}/time` (handler `set_timezone`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SetTimezone {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `timezone`
     pub timezone: String,
+}
+impl serde::Serialize for SetTimezone {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("timezone", &self.timezone)?;
+        o.end()
+    }
 }
 impl SetTimezone {
     /// A request with every required parameter; optional ones start unset.
@@ -67,9 +82,9 @@ impl crate::Operation for SetTimezone {
 }
 /// What [`SetTimezone`] answers.
 pub type SetTimezoneResponse = ();
-crate::operation_error!(SetTimezoneError for SetTimezone; UnknownNode);
+crate::operation_error!(SetTimezoneError for SetTimezone;);
 /// From `GET /nodes/{node}/time returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TimeResponse {
     /// Minimum 1297163644
     pub localtime: i64,
@@ -78,7 +93,6 @@ pub struct TimeResponse {
     /// `timezone`
     pub timezone: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TimeResponse {
@@ -90,5 +104,15 @@ impl<'de> serde::Deserialize<'de> for TimeResponse {
             timezone: f.req("timezone")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TimeResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("localtime", &self.localtime)?;
+        o.req("time", &self.time)?;
+        o.req("timezone", &self.timezone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

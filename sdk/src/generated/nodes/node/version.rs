@@ -5,10 +5,17 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Version {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Version {
     /// A request with every required parameter; optional ones start unset.
@@ -29,9 +36,9 @@ impl crate::Operation for Version {
     type Response = VersionResponse;
     type Error = VersionError;
 }
-crate::operation_error!(VersionError for Version; UnknownNode);
+crate::operation_error!(VersionError for Version;);
 /// From `GET /nodes/{node}/version returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VersionResponse {
     /// `release`
     pub release: String,
@@ -40,7 +47,6 @@ pub struct VersionResponse {
     /// `version`
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VersionResponse {
@@ -52,5 +58,15 @@ impl<'de> serde::Deserialize<'de> for VersionResponse {
             version: f.req("version")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VersionResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("release", &self.release)?;
+        o.req("repoid", &self.repoid)?;
+        o.req("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

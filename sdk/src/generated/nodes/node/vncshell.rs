@@ -5,14 +5,13 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vncshell {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `login`
     pub cmd: Option<crate::generated::nodes::node::Cmd>,
     /// Wire name `cmd-opts`; default ``; requires `cmd`
-    #[serde(rename = "cmd-opts")]
     pub cmd_opts: Option<String>,
     /// Range 16 - 2160
     pub height: Option<i64>,
@@ -20,6 +19,18 @@ pub struct Vncshell {
     pub websocket: Option<bool>,
     /// Range 16 - 4096
     pub width: Option<i64>,
+}
+impl serde::Serialize for Vncshell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("cmd", &self.cmd)?;
+        o.opt("cmd-opts", &self.cmd_opts)?;
+        o.opt("height", &self.height)?;
+        o.opt("websocket", &self.websocket)?;
+        o.opt("width", &self.width)?;
+        o.end()
+    }
 }
 impl Vncshell {
     /// A request with every required parameter; optional ones start unset.
@@ -48,9 +59,9 @@ impl crate::Operation for Vncshell {
     type Response = VncshellResponse;
     type Error = VncshellError;
 }
-crate::operation_error!(VncshellError for Vncshell; UnknownNode);
+crate::operation_error!(VncshellError for Vncshell;);
 /// From `POST /nodes/{node}/vncshell returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VncshellResponse {
     /// `cert`
     pub cert: String,
@@ -65,7 +76,6 @@ pub struct VncshellResponse {
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VncshellResponse {
@@ -80,5 +90,18 @@ impl<'de> serde::Deserialize<'de> for VncshellResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VncshellResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cert", &self.cert)?;
+        o.opt("password", &self.password)?;
+        o.req("port", &self.port)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

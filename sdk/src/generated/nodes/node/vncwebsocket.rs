@@ -4,7 +4,7 @@
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vncwebsocket {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -12,6 +12,15 @@ pub struct Vncwebsocket {
     pub port: i64,
     /// Secret: Debug and Display print `[redacted]`; maximum length 512
     pub vncticket: crate::Secret,
+}
+impl serde::Serialize for Vncwebsocket {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("port", &self.port)?;
+        o.req("vncticket", &self.vncticket)?;
+        o.end()
+    }
 }
 impl Vncwebsocket {
     /// A request with every required parameter; optional ones start unset.
@@ -36,14 +45,13 @@ impl crate::Operation for Vncwebsocket {
     type Response = VncwebsocketResponse;
     type Error = VncwebsocketError;
 }
-crate::operation_error!(VncwebsocketError for Vncwebsocket; UnknownNode);
+crate::operation_error!(VncwebsocketError for Vncwebsocket;);
 /// From `GET /nodes/{node}/vncwebsocket returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VncwebsocketResponse {
     /// `port`
     pub port: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VncwebsocketResponse {
@@ -53,5 +61,13 @@ impl<'de> serde::Deserialize<'de> for VncwebsocketResponse {
             port: f.req("port")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VncwebsocketResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("port", &self.port)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.PowerMgmt"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Wakeonlan {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Wakeonlan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Wakeonlan {
     /// A request with every required parameter; optional ones start unset.
@@ -31,4 +38,4 @@ impl crate::Operation for Wakeonlan {
 }
 /// What [`Wakeonlan`] answers.
 pub type WakeonlanResponse = String;
-crate::operation_error!(WakeonlanError for Wakeonlan; UnknownNode);
+crate::operation_error!(WakeonlanError for Wakeonlan;);

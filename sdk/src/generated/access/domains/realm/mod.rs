@@ -6,10 +6,17 @@ pub mod sync;
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("realm", &self.realm)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -39,10 +46,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate","Sys.Audit"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("realm", &self.realm)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -73,12 +87,11 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
     /// Wire name `acr-values`; pattern `^[^\x00-\x1F\x7F <>#"]*$`
-    #[serde(rename = "acr-values")]
     pub acr_values: Option<String>,
     /// Pattern `^[^\x00-\x1F\x7F <>#"]*$`
     pub audiences: Option<String>,
@@ -91,20 +104,16 @@ pub struct Update {
     /// Default `/etc/ssl/certs`
     pub capath: Option<String>,
     /// Wire name `case-sensitive`; default `1`
-    #[serde(rename = "case-sensitive")]
     pub case_sensitive: Option<bool>,
     /// `cert`
     pub cert: Option<String>,
     /// `certkey`
     pub certkey: Option<String>,
     /// Wire name `check-connection`; default `0`
-    #[serde(rename = "check-connection")]
     pub check_connection: Option<bool>,
     /// Wire name `client-id`; maximum length 256
-    #[serde(rename = "client-id")]
     pub client_id: Option<String>,
     /// Wire name `client-key`; secret: Debug and Display print `[redacted]`; maximum length 256
-    #[serde(rename = "client-key")]
     pub client_key: Option<crate::Secret>,
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -127,16 +136,12 @@ pub struct Update {
     /// Format `ldap-simple-attr`; maximum length 256
     pub group_name_attr: Option<String>,
     /// Wire name `groups-autocreate`; default `0`
-    #[serde(rename = "groups-autocreate")]
     pub groups_autocreate: Option<bool>,
     /// Wire name `groups-claim`; maximum length 256; pattern `(?^:[A-Za-z0-9\.\-_]+)`
-    #[serde(rename = "groups-claim")]
     pub groups_claim: Option<String>,
     /// Wire name `groups-overwrite`; default `0`
-    #[serde(rename = "groups-overwrite")]
     pub groups_overwrite: Option<bool>,
     /// Wire name `issuer-url`; maximum length 256
-    #[serde(rename = "issuer-url")]
     pub issuer_url: Option<String>,
     /// Default `ldap`
     pub mode: Option<crate::generated::access::domains::Mode>,
@@ -147,7 +152,6 @@ pub struct Update {
     /// Pattern `(?:none|login|consent|select_account|\S+)`
     pub prompt: Option<String>,
     /// Wire name `query-userinfo`; default `1`
-    #[serde(rename = "query-userinfo")]
     pub query_userinfo: Option<bool>,
     /// Default `email profile`
     pub scopes: Option<String>,
@@ -160,7 +164,6 @@ pub struct Update {
     /// `sslversion`
     pub sslversion: Option<crate::generated::access::domains::Sslversion>,
     /// Wire name `sync-defaults-options`; format `realm-sync-options`
-    #[serde(rename = "sync-defaults-options")]
     pub sync_defaults_options: Option<String>,
     /// Pattern `\w+=[^,]+(,\s*\w+=[^,]+)*`
     pub sync_attributes: Option<String>,
@@ -172,6 +175,55 @@ pub struct Update {
     pub user_classes: Option<String>,
     /// Default `0`
     pub verify: Option<bool>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("realm", &self.realm)?;
+        o.opt("acr-values", &self.acr_values)?;
+        o.opt("audiences", &self.audiences)?;
+        o.opt("autocreate", &self.autocreate)?;
+        o.opt("base_dn", &self.base_dn)?;
+        o.opt("bind_dn", &self.bind_dn)?;
+        o.opt("capath", &self.capath)?;
+        o.opt("case-sensitive", &self.case_sensitive)?;
+        o.opt("cert", &self.cert)?;
+        o.opt("certkey", &self.certkey)?;
+        o.opt("check-connection", &self.check_connection)?;
+        o.opt("client-id", &self.client_id)?;
+        o.opt("client-key", &self.client_key)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("default", &self.default)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("domain", &self.domain)?;
+        o.opt("filter", &self.filter)?;
+        o.opt("group_classes", &self.group_classes)?;
+        o.opt("group_dn", &self.group_dn)?;
+        o.opt("group_filter", &self.group_filter)?;
+        o.opt("group_name_attr", &self.group_name_attr)?;
+        o.opt("groups-autocreate", &self.groups_autocreate)?;
+        o.opt("groups-claim", &self.groups_claim)?;
+        o.opt("groups-overwrite", &self.groups_overwrite)?;
+        o.opt("issuer-url", &self.issuer_url)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("password", &self.password)?;
+        o.opt("port", &self.port)?;
+        o.opt("prompt", &self.prompt)?;
+        o.opt("query-userinfo", &self.query_userinfo)?;
+        o.opt("scopes", &self.scopes)?;
+        o.opt("secure", &self.secure)?;
+        o.opt("server1", &self.server1)?;
+        o.opt("server2", &self.server2)?;
+        o.opt("sslversion", &self.sslversion)?;
+        o.opt("sync-defaults-options", &self.sync_defaults_options)?;
+        o.opt("sync_attributes", &self.sync_attributes)?;
+        o.opt("tfa", &self.tfa)?;
+        o.opt("user_attr", &self.user_attr)?;
+        o.opt("user_classes", &self.user_classes)?;
+        o.opt("verify", &self.verify)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -238,4 +290,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);

@@ -6,25 +6,35 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Sync_ {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
     /// Wire name `dry-run`; default `0`
-    #[serde(rename = "dry-run")]
     pub dry_run: Option<bool>,
     /// Wire name `enable-new`; default `1`
-    #[serde(rename = "enable-new")]
     pub enable_new: Option<bool>,
     /// `full`
     pub full: Option<bool>,
     /// `purge`
     pub purge: Option<bool>,
     /// Wire name `remove-vanished`; pattern `(?:(?:(?:acl|properties|entry);)*(?:acl|properties|entry))|none`; default `none`
-    #[serde(rename = "remove-vanished")]
     pub remove_vanished: Option<String>,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
+}
+impl serde::Serialize for Sync_ {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("realm", &self.realm)?;
+        o.opt("dry-run", &self.dry_run)?;
+        o.opt("enable-new", &self.enable_new)?;
+        o.opt("full", &self.full)?;
+        o.opt("purge", &self.purge)?;
+        o.opt("remove-vanished", &self.remove_vanished)?;
+        o.opt("scope", &self.scope)?;
+        o.end()
+    }
 }
 impl Sync_ {
     /// A request with every required parameter; optional ones start unset.

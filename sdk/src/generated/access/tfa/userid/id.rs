@@ -6,7 +6,7 @@
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -14,6 +14,15 @@ pub struct DeleteTfa {
     pub id: String,
     /// Secret: Debug and Display print `[redacted]`; length 5 - 64
     pub password: Option<crate::Secret>,
+}
+impl serde::Serialize for DeleteTfa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("id", &self.id)?;
+        o.opt("password", &self.password)?;
+        o.end()
+    }
 }
 impl DeleteTfa {
     /// A request with every required parameter; optional ones start unset.
@@ -46,12 +55,20 @@ crate::operation_error!(DeleteTfaError for DeleteTfa;);
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
     /// Path parameter
     pub id: String,
+}
+impl serde::Serialize for GetTfaEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl GetTfaEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -82,7 +99,7 @@ crate::operation_error!(GetTfaEntryError for GetTfaEntry;);
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -94,6 +111,17 @@ pub struct UpdateTfaEntry {
     pub enable: Option<bool>,
     /// Secret: Debug and Display print `[redacted]`; length 5 - 64
     pub password: Option<crate::Secret>,
+}
+impl serde::Serialize for UpdateTfaEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("id", &self.id)?;
+        o.opt("description", &self.description)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("password", &self.password)?;
+        o.end()
+    }
 }
 impl UpdateTfaEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -124,7 +152,7 @@ impl crate::Operation for UpdateTfaEntry {
 pub type UpdateTfaEntryResponse = ();
 crate::operation_error!(UpdateTfaEntryError for UpdateTfaEntry;);
 /// From `GET /access/tfa/{userid}/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetTfaEntryResponse {
     /// `created`
     pub created: i64,
@@ -135,10 +163,8 @@ pub struct GetTfaEntryResponse {
     /// `id`
     pub id: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
@@ -152,5 +178,17 @@ impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetTfaEntryResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("created", &self.created)?;
+        o.req("description", &self.description)?;
+        o.opt("enable", &self.enable)?;
+        o.req("id", &self.id)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@ pub mod id;
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ListUserTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for ListUserTfa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl ListUserTfa {
     /// A request with every required parameter; optional ones start unset.
@@ -41,7 +48,7 @@ crate::operation_error!(ListUserTfaError for ListUserTfa;);
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AddTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -54,10 +61,22 @@ pub struct AddTfaEntry {
     /// `totp`
     pub totp: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
     /// `value`
     pub value: Option<String>,
+}
+impl serde::Serialize for AddTfaEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.opt("challenge", &self.challenge)?;
+        o.opt("description", &self.description)?;
+        o.opt("password", &self.password)?;
+        o.opt("totp", &self.totp)?;
+        o.req("type", &self.type_)?;
+        o.opt("value", &self.value)?;
+        o.end()
+    }
 }
 impl AddTfaEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -88,7 +107,7 @@ impl crate::Operation for AddTfaEntry {
 }
 crate::operation_error!(AddTfaEntryError for AddTfaEntry;);
 /// From `GET /access/tfa/{userid} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListUserTfaResponseItem {
     /// `created`
     pub created: i64,
@@ -99,10 +118,8 @@ pub struct ListUserTfaResponseItem {
     /// `id`
     pub id: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::access::tfa::Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
@@ -118,8 +135,20 @@ impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
         })
     }
 }
+impl serde::Serialize for ListUserTfaResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("created", &self.created)?;
+        o.req("description", &self.description)?;
+        o.opt("enable", &self.enable)?;
+        o.req("id", &self.id)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `POST /access/tfa/{userid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AddTfaEntryResponse {
     /// `challenge`
     pub challenge: Option<String>,
@@ -128,7 +157,6 @@ pub struct AddTfaEntryResponse {
     /// `recovery`
     pub recovery: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for AddTfaEntryResponse {
@@ -140,5 +168,15 @@ impl<'de> serde::Deserialize<'de> for AddTfaEntryResponse {
             recovery: f.opt("recovery")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for AddTfaEntryResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("challenge", &self.challenge)?;
+        o.req("id", &self.id)?;
+        o.opt("recovery", &self.recovery)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -8,10 +8,17 @@ pub mod unlock_tfa;
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for DeleteUser {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl DeleteUser {
     /// A request with every required parameter; optional ones start unset.
@@ -41,10 +48,17 @@ crate::operation_error!(DeleteUserError for DeleteUser;);
 ///
 /// - Permission check: `["userid-group",["User.Modify","Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for ReadUser {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl ReadUser {
     /// A request with every required parameter; optional ones start unset.
@@ -67,13 +81,13 @@ impl crate::Operation for ReadUser {
     type Response = ReadUserResponse;
     type Error = ReadUserError;
 }
-crate::operation_error!(ReadUserError for ReadUser;);
+crate::operation_error!(ReadUserError for ReadUser; UserNotFound);
 /// `PUT /access/users/{userid}` (handler `update_user`).
 ///
 /// - Permission check: `["userid-group",["User.Modify"],"groups_param","update"]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -95,6 +109,22 @@ pub struct UpdateUser {
     pub keys: Option<String>,
     /// Maximum length 1024
     pub lastname: Option<String>,
+}
+impl serde::Serialize for UpdateUser {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.opt("append", &self.append)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("email", &self.email)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("firstname", &self.firstname)?;
+        o.opt("groups", &self.groups)?;
+        o.opt("keys", &self.keys)?;
+        o.opt("lastname", &self.lastname)?;
+        o.end()
+    }
 }
 impl UpdateUser {
     /// A request with every required parameter; optional ones start unset.
@@ -128,9 +158,9 @@ impl crate::Operation for UpdateUser {
 }
 /// What [`UpdateUser`] answers.
 pub type UpdateUserResponse = ();
-crate::operation_error!(UpdateUserError for UpdateUser;);
+crate::operation_error!(UpdateUserError for UpdateUser; UserNotFound);
 /// From `GET /access/users/{userid} returns "tokens" additionalProperties`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadUserResponseTokensValue {
     /// `comment`
     pub comment: Option<String>,
@@ -139,7 +169,6 @@ pub struct ReadUserResponseTokensValue {
     /// Default `1`
     pub privsep: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadUserResponseTokensValue {
@@ -153,8 +182,18 @@ impl<'de> serde::Deserialize<'de> for ReadUserResponseTokensValue {
         })
     }
 }
+impl serde::Serialize for ReadUserResponseTokensValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /access/users/{userid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadUserResponse {
     /// Maximum length 2048
     pub comment: Option<String>,
@@ -175,7 +214,6 @@ pub struct ReadUserResponse {
     /// `tokens`
     pub tokens: Option<std::collections::BTreeMap<String, ReadUserResponseTokensValue>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadUserResponse {
@@ -193,5 +231,21 @@ impl<'de> serde::Deserialize<'de> for ReadUserResponse {
             tokens: f.opt("tokens")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadUserResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("email", &self.email)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("firstname", &self.firstname)?;
+        o.opt("groups", &self.groups)?;
+        o.opt("keys", &self.keys)?;
+        o.opt("lastname", &self.lastname)?;
+        o.opt("tokens", &self.tokens)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadUserTfaType {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
     /// Default `0`
     pub multiple: Option<bool>,
+}
+impl serde::Serialize for ReadUserTfaType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.opt("multiple", &self.multiple)?;
+        o.end()
+    }
 }
 impl ReadUserTfaType {
     /// A request with every required parameter; optional ones start unset.
@@ -135,7 +143,7 @@ impl crate::open_enum::OpenEnum for ReadUserTfaTypeResponseUser {
 }
 crate::open_enum_traits!(ReadUserTfaTypeResponseUser);
 /// From `GET /access/users/{userid}/tfa returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadUserTfaTypeResponse {
     /// `realm`
     pub realm: Option<ReadUserTfaTypeResponseRealm>,
@@ -144,7 +152,6 @@ pub struct ReadUserTfaTypeResponse {
     /// `user`
     pub user: Option<ReadUserTfaTypeResponseUser>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadUserTfaTypeResponse {
@@ -156,5 +163,15 @@ impl<'de> serde::Deserialize<'de> for ReadUserTfaTypeResponse {
             user: f.opt("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadUserTfaTypeResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("realm", &self.realm)?;
+        o.opt("types", &self.types)?;
+        o.opt("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["userid-group",["User.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UnlockTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for UnlockTfa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl UnlockTfa {
     /// A request with every required parameter; optional ones start unset.

@@ -6,8 +6,14 @@ pub mod name;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct AccountIndex {}
+impl serde::Serialize for AccountIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for AccountIndex {
     const ID: &'static str = "account_index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -25,22 +31,32 @@ crate::operation_error!(AccountIndexError for AccountIndex;);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RegisterAccount {
     /// Format `email-list`
     pub contact: String,
     /// Pattern `^https?://.*`; default `https://acme-v02.api.letsencrypt.org/directory`
     pub directory: Option<String>,
     /// Wire name `eab-hmac-key`; secret: Debug and Display print `[redacted]`; requires `eab-kid`
-    #[serde(rename = "eab-hmac-key")]
     pub eab_hmac_key: Option<crate::Secret>,
     /// Wire name `eab-kid`; requires `eab-hmac-key`
-    #[serde(rename = "eab-kid")]
     pub eab_kid: Option<String>,
     /// Format `pve-configid`; default `default`
     pub name: Option<String>,
     /// `tos_url`
     pub tos_url: Option<String>,
+}
+impl serde::Serialize for RegisterAccount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("contact", &self.contact)?;
+        o.opt("directory", &self.directory)?;
+        o.opt("eab-hmac-key", &self.eab_hmac_key)?;
+        o.opt("eab-kid", &self.eab_kid)?;
+        o.opt("name", &self.name)?;
+        o.opt("tos_url", &self.tos_url)?;
+        o.end()
+    }
 }
 impl RegisterAccount {
     /// A request with every required parameter; optional ones start unset.

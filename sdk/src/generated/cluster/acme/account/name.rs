@@ -6,10 +6,17 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeactivateAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
+}
+impl serde::Serialize for DeactivateAccount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl DeactivateAccount {
     /// A request with every required parameter; optional ones start unset.
@@ -39,10 +46,17 @@ crate::operation_error!(DeactivateAccountError for DeactivateAccount;);
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
+}
+impl serde::Serialize for GetAccount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetAccount {
     /// A request with every required parameter; optional ones start unset.
@@ -70,12 +84,20 @@ crate::operation_error!(GetAccountError for GetAccount;);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
     /// Format `email-list`
     pub contact: Option<String>,
+}
+impl serde::Serialize for UpdateAccount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("contact", &self.contact)?;
+        o.end()
+    }
 }
 impl UpdateAccount {
     /// A request with every required parameter; optional ones start unset.
@@ -104,7 +126,7 @@ impl crate::Operation for UpdateAccount {
 pub type UpdateAccountResponse = crate::Upid;
 crate::operation_error!(UpdateAccountError for UpdateAccount;);
 /// From `GET /cluster/acme/account/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetAccountResponse {
     /// `account`
     pub account: Option<serde_json::Map<String, serde_json::Value>>,
@@ -115,7 +137,6 @@ pub struct GetAccountResponse {
     /// `tos`
     pub tos: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAccountResponse {
@@ -128,5 +149,16 @@ impl<'de> serde::Deserialize<'de> for GetAccountResponse {
             tos: f.opt("tos")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetAccountResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("account", &self.account)?;
+        o.opt("directory", &self.directory)?;
+        o.opt("location", &self.location)?;
+        o.opt("tos", &self.tos)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

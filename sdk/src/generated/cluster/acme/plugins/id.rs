@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeletePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for DeletePlugin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl DeletePlugin {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeletePluginError for DeletePlugin;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetPluginConfig {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for GetPluginConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl GetPluginConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -67,7 +81,7 @@ crate::operation_error!(GetPluginConfigError for GetPluginConfig;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdatePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -84,8 +98,21 @@ pub struct UpdatePlugin {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
-    #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
+}
+impl serde::Serialize for UpdatePlugin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("api", &self.api)?;
+        o.opt("data", &self.data)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("validation-delay", &self.validation_delay)?;
+        o.end()
+    }
 }
 impl UpdatePlugin {
     /// A request with every required parameter; optional ones start unset.
@@ -117,9 +144,9 @@ impl crate::Operation for UpdatePlugin {
 }
 /// What [`UpdatePlugin`] answers.
 pub type UpdatePluginResponse = ();
-crate::operation_error!(UpdatePluginError for UpdatePlugin;);
+crate::operation_error!(UpdatePluginError for UpdatePlugin; ConfigModified);
 /// From `GET /cluster/acme/plugins/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetPluginConfigResponse {
     /// `api`
     pub api: Option<crate::generated::cluster::acme::plugins::Api>,
@@ -134,13 +161,10 @@ pub struct GetPluginConfigResponse {
     /// Format `pve-configid`
     pub plugin: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::cluster::acme::plugins::Type,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
-    #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetPluginConfigResponse {
@@ -157,5 +181,20 @@ impl<'de> serde::Deserialize<'de> for GetPluginConfigResponse {
             validation_delay: f.opt("validation-delay")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetPluginConfigResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("api", &self.api)?;
+        o.opt("data", &self.data)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("nodes", &self.nodes)?;
+        o.req("plugin", &self.plugin)?;
+        o.req("type", &self.type_)?;
+        o.opt("validation-delay", &self.validation_delay)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

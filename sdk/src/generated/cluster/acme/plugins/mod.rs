@@ -6,11 +6,17 @@ pub mod id;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -28,7 +34,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AddPlugin {
     /// `api`
     pub api: Option<Api>,
@@ -41,11 +47,22 @@ pub struct AddPlugin {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
-    #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
+}
+impl serde::Serialize for AddPlugin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("api", &self.api)?;
+        o.opt("data", &self.data)?;
+        o.opt("disable", &self.disable)?;
+        o.req("id", &self.id)?;
+        o.opt("nodes", &self.nodes)?;
+        o.req("type", &self.type_)?;
+        o.opt("validation-delay", &self.validation_delay)?;
+        o.end()
+    }
 }
 impl AddPlugin {
     /// A request with every required parameter; optional ones start unset.
@@ -924,7 +941,7 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/acme/plugins returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `api`
     pub api: Option<Api>,
@@ -939,13 +956,10 @@ pub struct IndexResponseItem {
     /// Format `pve-configid`
     pub plugin: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
-    #[serde(rename = "validation-delay")]
     pub validation_delay: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -962,5 +976,20 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             validation_delay: f.opt("validation-delay")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("api", &self.api)?;
+        o.opt("data", &self.data)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("nodes", &self.nodes)?;
+        o.req("plugin", &self.plugin)?;
+        o.req("type", &self.type_)?;
+        o.opt("validation-delay", &self.validation_delay)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

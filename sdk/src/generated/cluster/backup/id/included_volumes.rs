@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetVolumeBackupIncluded {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
+}
+impl serde::Serialize for GetVolumeBackupIncluded {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl GetVolumeBackupIncluded {
     /// A request with every required parameter; optional ones start unset.
@@ -26,7 +33,7 @@ impl crate::Operation for GetVolumeBackupIncluded {
 }
 crate::operation_error!(GetVolumeBackupIncludedError for GetVolumeBackupIncluded;);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     /// `id`
     pub id: String,
@@ -37,7 +44,6 @@ pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     /// `reason`
     pub reason: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
@@ -50,6 +56,17 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
             reason: f.req("reason")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("included", &self.included)?;
+        o.req("name", &self.name)?;
+        o.req("reason", &self.reason)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -86,7 +103,7 @@ impl crate::open_enum::OpenEnum for GetVolumeBackupIncludedResponseChildrenItemT
 }
 crate::open_enum_traits!(GetVolumeBackupIncludedResponseChildrenItemType);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetVolumeBackupIncludedResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<GetVolumeBackupIncludedResponseChildrenItemChildrenItem>>,
@@ -95,10 +112,8 @@ pub struct GetVolumeBackupIncludedResponseChildrenItem {
     /// `name`
     pub name: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: GetVolumeBackupIncludedResponseChildrenItemType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenItem {
@@ -113,13 +128,23 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
         })
     }
 }
+impl serde::Serialize for GetVolumeBackupIncludedResponseChildrenItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("children", &self.children)?;
+        o.req("id", &self.id)?;
+        o.opt("name", &self.name)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup/{id}/included_volumes returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetVolumeBackupIncludedResponse {
     /// `children`
     pub children: Vec<GetVolumeBackupIncludedResponseChildrenItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponse {
@@ -129,5 +154,13 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponse {
             children: f.req("children")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetVolumeBackupIncludedResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("children", &self.children)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@ pub mod included_volumes;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
+}
+impl serde::Serialize for DeleteJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl DeleteJob {
     /// A request with every required parameter; optional ones start unset.
@@ -32,10 +39,17 @@ crate::operation_error!(DeleteJobError for DeleteJob;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
+}
+impl serde::Serialize for ReadJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl ReadJob {
     /// A request with every required parameter; optional ones start unset.
@@ -57,7 +71,7 @@ crate::operation_error!(ReadJobError for ReadJob;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -80,7 +94,6 @@ pub struct UpdateJob {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    #[serde(rename = "exclude-path")]
     pub exclude_path: Option<Vec<String>>,
     /// Format `backup-fleecing`
     pub fleecing: Option<String>,
@@ -97,13 +110,10 @@ pub struct UpdateJob {
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
-    #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
-    #[serde(rename = "notification-mode")]
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
-    #[serde(rename = "pbs-change-detection-mode")]
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
@@ -114,14 +124,12 @@ pub struct UpdateJob {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`; format `prune-backups`; default `keep-all=1`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// Default `0`
     pub quiet: Option<bool>,
     /// Default `1`
     pub remove: Option<bool>,
     /// Wire name `repeat-missed`; default `0`
-    #[serde(rename = "repeat-missed")]
     pub repeat_missed: Option<bool>,
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: Option<String>,
@@ -143,6 +151,51 @@ pub struct UpdateJob {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+}
+impl serde::Serialize for UpdateJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("all", &self.all)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("compress", &self.compress)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("dow", &self.dow)?;
+        o.opt("dumpdir", &self.dumpdir)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("exclude", &self.exclude)?;
+        o.opt("exclude-path", &self.exclude_path)?;
+        o.opt("fleecing", &self.fleecing)?;
+        o.opt("ionice", &self.ionice)?;
+        o.opt("lockwait", &self.lockwait)?;
+        o.opt("mailnotification", &self.mailnotification)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("node", &self.node)?;
+        o.opt("notes-template", &self.notes_template)?;
+        o.opt("notification-mode", &self.notification_mode)?;
+        o.opt("pbs-change-detection-mode", &self.pbs_change_detection_mode)?;
+        o.opt("performance", &self.performance)?;
+        o.opt("pigz", &self.pigz)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("quiet", &self.quiet)?;
+        o.opt("remove", &self.remove)?;
+        o.opt("repeat-missed", &self.repeat_missed)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("script", &self.script)?;
+        o.opt("starttime", &self.starttime)?;
+        o.opt("stdexcludes", &self.stdexcludes)?;
+        o.opt("stop", &self.stop)?;
+        o.opt("stopwait", &self.stopwait)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tmpdir", &self.tmpdir)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zstd", &self.zstd)?;
+        o.end()
+    }
 }
 impl UpdateJob {
     /// A request with every required parameter; optional ones start unset.
@@ -202,14 +255,13 @@ impl crate::Operation for UpdateJob {
 pub type UpdateJobResponse = ();
 crate::operation_error!(UpdateJobError for UpdateJob;);
 /// From `GET /cluster/backup/{id} returns "fleecing"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobResponseFleecing {
     /// Default `0`
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponseFleecing {
@@ -222,17 +274,23 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponseFleecing {
         })
     }
 }
+impl serde::Serialize for ReadJobResponseFleecing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("storage", &self.storage)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup/{id} returns "performance"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobResponsePerformance {
     /// Wire name `max-workers`; range 1 - 256; default `16`
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Wire name `pbs-entries-max`; minimum 1; default `1048576`
-    #[serde(rename = "pbs-entries-max")]
     pub pbs_entries_max: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponsePerformance {
@@ -245,32 +303,33 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponsePerformance {
         })
     }
 }
+impl serde::Serialize for ReadJobResponsePerformance {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("pbs-entries-max", &self.pbs_entries_max)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup/{id} returns "prune-backups"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobResponsePruneBackups {
     /// Wire name `keep-all`
-    #[serde(rename = "keep-all")]
     pub keep_all: Option<bool>,
     /// Wire name `keep-daily`; minimum 0
-    #[serde(rename = "keep-daily")]
     pub keep_daily: Option<i64>,
     /// Wire name `keep-hourly`; minimum 0
-    #[serde(rename = "keep-hourly")]
     pub keep_hourly: Option<i64>,
     /// Wire name `keep-last`; minimum 0
-    #[serde(rename = "keep-last")]
     pub keep_last: Option<i64>,
     /// Wire name `keep-monthly`; minimum 0
-    #[serde(rename = "keep-monthly")]
     pub keep_monthly: Option<i64>,
     /// Wire name `keep-weekly`; minimum 0
-    #[serde(rename = "keep-weekly")]
     pub keep_weekly: Option<i64>,
     /// Wire name `keep-yearly`; minimum 0
-    #[serde(rename = "keep-yearly")]
     pub keep_yearly: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponsePruneBackups {
@@ -288,8 +347,22 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponsePruneBackups {
         })
     }
 }
+impl serde::Serialize for ReadJobResponsePruneBackups {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("keep-all", &self.keep_all)?;
+        o.opt("keep-daily", &self.keep_daily)?;
+        o.opt("keep-hourly", &self.keep_hourly)?;
+        o.opt("keep-last", &self.keep_last)?;
+        o.opt("keep-monthly", &self.keep_monthly)?;
+        o.opt("keep-weekly", &self.keep_weekly)?;
+        o.opt("keep-yearly", &self.keep_yearly)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/backup/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobResponse {
     /// Default `0`
     pub all: Option<bool>,
@@ -306,7 +379,6 @@ pub struct ReadJobResponse {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    #[serde(rename = "exclude-path")]
     pub exclude_path: Option<Vec<String>>,
     /// `fleecing`
     pub fleecing: Option<ReadJobResponseFleecing>,
@@ -323,18 +395,14 @@ pub struct ReadJobResponse {
     /// Default `snapshot`
     pub mode: Option<crate::generated::Mode>,
     /// Wire name `next-run`
-    #[serde(rename = "next-run")]
     pub next_run: Option<i64>,
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
-    #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
-    #[serde(rename = "notification-mode")]
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
-    #[serde(rename = "pbs-change-detection-mode")]
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// `performance`
     pub performance: Option<ReadJobResponsePerformance>,
@@ -345,14 +413,12 @@ pub struct ReadJobResponse {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<ReadJobResponsePruneBackups>,
     /// Default `0`
     pub quiet: Option<bool>,
     /// Default `1`
     pub remove: Option<bool>,
     /// Wire name `repeat-missed`; default `0`
-    #[serde(rename = "repeat-missed")]
     pub repeat_missed: Option<bool>,
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: Option<String>,
@@ -373,7 +439,6 @@ pub struct ReadJobResponse {
     /// Default `1`
     pub zstd: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobResponse {
@@ -419,5 +484,49 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponse {
             zstd: f.opt("zstd")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadJobResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("all", &self.all)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("compress", &self.compress)?;
+        o.opt("dumpdir", &self.dumpdir)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("exclude", &self.exclude)?;
+        o.opt("exclude-path", &self.exclude_path)?;
+        o.opt("fleecing", &self.fleecing)?;
+        o.req("id", &self.id)?;
+        o.opt("ionice", &self.ionice)?;
+        o.opt("lockwait", &self.lockwait)?;
+        o.opt("mailnotification", &self.mailnotification)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("next-run", &self.next_run)?;
+        o.opt("node", &self.node)?;
+        o.opt("notes-template", &self.notes_template)?;
+        o.opt("notification-mode", &self.notification_mode)?;
+        o.opt("pbs-change-detection-mode", &self.pbs_change_detection_mode)?;
+        o.opt("performance", &self.performance)?;
+        o.opt("pigz", &self.pigz)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("quiet", &self.quiet)?;
+        o.opt("remove", &self.remove)?;
+        o.opt("repeat-missed", &self.repeat_missed)?;
+        o.opt("schedule", &self.schedule)?;
+        o.opt("script", &self.script)?;
+        o.opt("stdexcludes", &self.stdexcludes)?;
+        o.opt("stop", &self.stop)?;
+        o.opt("stopwait", &self.stopwait)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tmpdir", &self.tmpdir)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zstd", &self.zstd)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

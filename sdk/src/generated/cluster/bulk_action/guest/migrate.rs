@@ -6,10 +6,9 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Migrate {
     /// Wire name `max-workers`; range 1 - 64; default `1`
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Range 1 - 64; default `1`
     pub maxworkers: Option<i64>,
@@ -20,8 +19,19 @@ pub struct Migrate {
     /// `vms`
     pub vms: Option<Vec<i64>>,
     /// Wire name `with-local-disks`
-    #[serde(rename = "with-local-disks")]
     pub with_local_disks: Option<bool>,
+}
+impl serde::Serialize for Migrate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("maxworkers", &self.maxworkers)?;
+        o.opt("online", &self.online)?;
+        o.req("target", &self.target)?;
+        o.opt("vms", &self.vms)?;
+        o.opt("with-local-disks", &self.with_local_disks)?;
+        o.end()
+    }
 }
 impl Migrate {
     /// A request with every required parameter; optional ones start unset.

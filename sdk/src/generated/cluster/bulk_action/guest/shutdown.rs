@@ -6,13 +6,11 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Shutdown {
     /// Wire name `force-stop`; default `1`
-    #[serde(rename = "force-stop")]
     pub force_stop: Option<bool>,
     /// Wire name `max-workers`; range 1 - 64; default `4`
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Range 1 - 64; default `4`
     pub maxworkers: Option<i64>,
@@ -20,6 +18,17 @@ pub struct Shutdown {
     pub timeout: Option<i64>,
     /// `vms`
     pub vms: Option<Vec<i64>>,
+}
+impl serde::Serialize for Shutdown {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("force-stop", &self.force_stop)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("maxworkers", &self.maxworkers)?;
+        o.opt("timeout", &self.timeout)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl crate::Operation for Shutdown {
     const ID: &'static str = "shutdown";

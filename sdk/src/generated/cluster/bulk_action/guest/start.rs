@@ -6,10 +6,9 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Start {
     /// Wire name `max-workers`; range 1 - 64; default `4`
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Range 1 - 64; default `4`
     pub maxworkers: Option<i64>,
@@ -17,6 +16,16 @@ pub struct Start {
     pub timeout: Option<i64>,
     /// `vms`
     pub vms: Option<Vec<i64>>,
+}
+impl serde::Serialize for Start {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("maxworkers", &self.maxworkers)?;
+        o.opt("timeout", &self.timeout)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl crate::Operation for Start {
     const ID: &'static str = "start";

@@ -6,20 +6,29 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Suspend {
     /// Wire name `max-workers`; range 1 - 64; default `4`
-    #[serde(rename = "max-workers")]
     pub max_workers: Option<i64>,
     /// Range 1 - 64; default `4`
     pub maxworkers: Option<i64>,
     /// Format `pve-storage-id`; requires `to-disk`
     pub statestorage: Option<String>,
     /// Wire name `to-disk`; default `0`
-    #[serde(rename = "to-disk")]
     pub to_disk: Option<bool>,
     /// `vms`
     pub vms: Option<Vec<i64>>,
+}
+impl serde::Serialize for Suspend {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("maxworkers", &self.maxworkers)?;
+        o.opt("statestorage", &self.statestorage)?;
+        o.opt("to-disk", &self.to_disk)?;
+        o.opt("vms", &self.vms)?;
+        o.end()
+    }
 }
 impl crate::Operation for Suspend {
     const ID: &'static str = "suspend";

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetFlag {
     /// Path parameter
     pub flag: Flag,
+}
+impl serde::Serialize for GetFlag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("flag", &self.flag)?;
+        o.end()
+    }
 }
 impl GetFlag {
     /// A request with every required parameter; optional ones start unset.
@@ -32,12 +39,20 @@ crate::operation_error!(GetFlagError for GetFlag;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateFlag {
     /// Path parameter
     pub flag: Flag,
     /// `value`
     pub value: bool,
+}
+impl serde::Serialize for UpdateFlag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("flag", &self.flag)?;
+        o.req("value", &self.value)?;
+        o.end()
+    }
 }
 impl UpdateFlag {
     /// A request with every required parameter; optional ones start unset.

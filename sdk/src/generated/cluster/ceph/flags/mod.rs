@@ -6,8 +6,14 @@ pub mod flag;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetAllFlags {}
+impl serde::Serialize for GetAllFlags {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetAllFlags {
     const ID: &'static str = "get_all_flags";
     const METHOD: crate::Method = crate::Method::Get;
@@ -25,12 +31,11 @@ crate::operation_error!(GetAllFlagsError for GetAllFlags;);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct SetFlags {
     /// `nobackfill`
     pub nobackfill: Option<bool>,
     /// Wire name `nodeep-scrub`
-    #[serde(rename = "nodeep-scrub")]
     pub nodeep_scrub: Option<bool>,
     /// `nodown`
     pub nodown: Option<bool>,
@@ -50,6 +55,23 @@ pub struct SetFlags {
     pub noup: Option<bool>,
     /// `pause`
     pub pause: Option<bool>,
+}
+impl serde::Serialize for SetFlags {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("nobackfill", &self.nobackfill)?;
+        o.opt("nodeep-scrub", &self.nodeep_scrub)?;
+        o.opt("nodown", &self.nodown)?;
+        o.opt("noin", &self.noin)?;
+        o.opt("noout", &self.noout)?;
+        o.opt("norebalance", &self.norebalance)?;
+        o.opt("norecover", &self.norecover)?;
+        o.opt("noscrub", &self.noscrub)?;
+        o.opt("notieragent", &self.notieragent)?;
+        o.opt("noup", &self.noup)?;
+        o.opt("pause", &self.pause)?;
+        o.end()
+    }
 }
 impl crate::Operation for SetFlags {
     const ID: &'static str = "set_flags";
@@ -141,7 +163,7 @@ impl crate::open_enum::OpenEnum for GetAllFlagsResponseItemName {
 }
 crate::open_enum_traits!(GetAllFlagsResponseItemName);
 /// From `GET /cluster/ceph/flags returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetAllFlagsResponseItem {
     /// `description`
     pub description: String,
@@ -150,7 +172,6 @@ pub struct GetAllFlagsResponseItem {
     /// `value`
     pub value: bool,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
@@ -162,5 +183,15 @@ impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
             value: f.req("value")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetAllFlagsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("description", &self.description)?;
+        o.req("name", &self.name)?;
+        o.req("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

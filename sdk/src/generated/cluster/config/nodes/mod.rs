@@ -5,8 +5,14 @@ pub mod node;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Nodes {}
+impl serde::Serialize for Nodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Nodes {
     const ID: &'static str = "nodes";
     const METHOD: crate::Method = crate::Method::Get;
@@ -19,12 +25,11 @@ impl crate::Operation for Nodes {
 pub type NodesResponse = Vec<NodesResponseItem>;
 crate::operation_error!(NodesError for Nodes;);
 /// From `GET /cluster/config/nodes returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodesResponseItem {
     /// `node`
     pub node: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NodesResponseItem {
@@ -34,5 +39,13 @@ impl<'de> serde::Deserialize<'de> for NodesResponseItem {
             node: f.req("node")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for NodesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delnode {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Delnode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Delnode {
     /// A request with every required parameter; optional ones start unset.
@@ -37,7 +44,7 @@ crate::operation_error!(DelnodeError for Delnode;);
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Addnode {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -46,7 +53,6 @@ pub struct Addnode {
     /// `force`
     pub force: Option<bool>,
     /// Indexed: keys `link0`, `link1`, ...
-    #[serde(flatten)]
     pub link:
         crate::Indexed<crate::generated::cluster::config::Link, crate::generated::index::Link>,
     /// Format `ip`
@@ -55,6 +61,19 @@ pub struct Addnode {
     pub nodeid: Option<i64>,
     /// Minimum 0
     pub votes: Option<i64>,
+}
+impl serde::Serialize for Addnode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("apiversion", &self.apiversion)?;
+        o.opt("force", &self.force)?;
+        o.indexed(&self.link)?;
+        o.opt("new_node_ip", &self.new_node_ip)?;
+        o.opt("nodeid", &self.nodeid)?;
+        o.opt("votes", &self.votes)?;
+        o.end()
+    }
 }
 impl Addnode {
     /// A request with every required parameter; optional ones start unset.
@@ -86,7 +105,7 @@ impl crate::Operation for Addnode {
 }
 crate::operation_error!(AddnodeError for Addnode;);
 /// From `POST /cluster/config/nodes/{node} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AddnodeResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub corosync_authkey: crate::Secret,
@@ -95,7 +114,6 @@ pub struct AddnodeResponse {
     /// `warnings`
     pub warnings: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for AddnodeResponse {
@@ -107,5 +125,15 @@ impl<'de> serde::Deserialize<'de> for AddnodeResponse {
             warnings: f.req("warnings")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for AddnodeResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("corosync_authkey", &self.corosync_authkey)?;
+        o.req("corosync_conf", &self.corosync_conf)?;
+        o.req("warnings", &self.warnings)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

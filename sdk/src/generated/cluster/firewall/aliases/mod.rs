@@ -5,8 +5,14 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetAliases {}
+impl serde::Serialize for GetAliases {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetAliases {
     const ID: &'static str = "get_aliases";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,7 +29,7 @@ crate::operation_error!(GetAliasesError for GetAliases;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateAlias {
     /// Format `IPorCIDR`
     pub cidr: String,
@@ -31,6 +37,15 @@ pub struct CreateAlias {
     pub comment: Option<String>,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl serde::Serialize for CreateAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl CreateAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -54,7 +69,7 @@ impl crate::Operation for CreateAlias {
 pub type CreateAliasResponse = ();
 crate::operation_error!(CreateAliasError for CreateAlias;);
 /// From `GET /cluster/firewall/aliases returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetAliasesResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -65,7 +80,6 @@ pub struct GetAliasesResponseItem {
     /// `name`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
@@ -78,5 +92,16 @@ impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetAliasesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoveAlias {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl serde::Serialize for RemoveAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("digest", &self.digest)?;
+        o.end()
+    }
 }
 impl RemoveAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -31,15 +39,22 @@ impl crate::Operation for RemoveAlias {
 }
 /// What [`RemoveAlias`] answers.
 pub type RemoveAliasResponse = ();
-crate::operation_error!(RemoveAliasError for RemoveAlias;);
+crate::operation_error!(RemoveAliasError for RemoveAlias; ConfigModified);
 /// `GET /cluster/firewall/aliases/{name}` (handler `read_alias`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadAlias {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl serde::Serialize for ReadAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl ReadAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -63,7 +78,7 @@ crate::operation_error!(ReadAliasError for ReadAlias;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateAlias {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -75,6 +90,17 @@ pub struct UpdateAlias {
     pub digest: Option<String>,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub rename: Option<String>,
+}
+impl serde::Serialize for UpdateAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("rename", &self.rename)?;
+        o.end()
+    }
 }
 impl UpdateAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -98,4 +124,4 @@ impl crate::Operation for UpdateAlias {
 }
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
-crate::operation_error!(UpdateAliasError for UpdateAlias;);
+crate::operation_error!(UpdateAliasError for UpdateAlias; ConfigModified);

@@ -5,8 +5,14 @@ pub mod group;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListSecurityGroups {}
+impl serde::Serialize for ListSecurityGroups {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for ListSecurityGroups {
     const ID: &'static str = "list_security_groups";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,7 +29,7 @@ crate::operation_error!(ListSecurityGroupsError for ListSecurityGroups;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateSecurityGroup {
     /// `comment`
     pub comment: Option<String>,
@@ -33,6 +39,16 @@ pub struct CreateSecurityGroup {
     pub group: String,
     /// Length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub rename: Option<String>,
+}
+impl serde::Serialize for CreateSecurityGroup {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.req("group", &self.group)?;
+        o.opt("rename", &self.rename)?;
+        o.end()
+    }
 }
 impl CreateSecurityGroup {
     /// A request with every required parameter; optional ones start unset.
@@ -55,9 +71,11 @@ impl crate::Operation for CreateSecurityGroup {
 }
 /// What [`CreateSecurityGroup`] answers.
 pub type CreateSecurityGroupResponse = ();
-crate::operation_error!(CreateSecurityGroupError for CreateSecurityGroup;);
+crate::operation_error!(
+    CreateSecurityGroupError for CreateSecurityGroup; ConfigModified
+);
 /// From `GET /cluster/firewall/groups returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListSecurityGroupsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -66,7 +84,6 @@ pub struct ListSecurityGroupsResponseItem {
     /// Length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListSecurityGroupsResponseItem {
@@ -78,5 +95,15 @@ impl<'de> serde::Deserialize<'de> for ListSecurityGroupsResponseItem {
             group: f.req("group")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListSecurityGroupsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.req("group", &self.group)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

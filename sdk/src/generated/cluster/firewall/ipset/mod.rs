@@ -5,8 +5,14 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct IpsetIndex {}
+impl serde::Serialize for IpsetIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for IpsetIndex {
     const ID: &'static str = "ipset_index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,7 +29,7 @@ crate::operation_error!(IpsetIndexError for IpsetIndex;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateIpset {
     /// `comment`
     pub comment: Option<String>,
@@ -33,6 +39,16 @@ pub struct CreateIpset {
     pub name: String,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub rename: Option<String>,
+}
+impl serde::Serialize for CreateIpset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.req("name", &self.name)?;
+        o.opt("rename", &self.rename)?;
+        o.end()
+    }
 }
 impl CreateIpset {
     /// A request with every required parameter; optional ones start unset.
@@ -55,9 +71,9 @@ impl crate::Operation for CreateIpset {
 }
 /// What [`CreateIpset`] answers.
 pub type CreateIpsetResponse = ();
-crate::operation_error!(CreateIpsetError for CreateIpset;);
+crate::operation_error!(CreateIpsetError for CreateIpset; ConfigModified);
 /// From `GET /cluster/firewall/ipset returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IpsetIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -66,7 +82,6 @@ pub struct IpsetIndexResponseItem {
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
@@ -78,5 +93,15 @@ impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IpsetIndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-configid`
     pub group: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("group", &self.group)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -38,10 +45,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; format `pve-configid`
     pub group: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("group", &self.group)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -72,7 +86,7 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-configid`
     pub group: String,
@@ -88,6 +102,19 @@ pub struct Update {
     pub nofailback: Option<bool>,
     /// Default `0`
     pub restricted: Option<bool>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("group", &self.group)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("nofailback", &self.nofailback)?;
+        o.opt("restricted", &self.restricted)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -118,4 +145,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);

@@ -5,11 +5,17 @@ pub mod sid;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,10 +33,9 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Wire name `auto-rebalance`; default `1`
-    #[serde(rename = "auto-rebalance")]
     pub auto_rebalance: Option<bool>,
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -47,8 +52,22 @@ pub struct Create {
     /// Default `started`
     pub state: Option<State>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("auto-rebalance", &self.auto_rebalance)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("failback", &self.failback)?;
+        o.opt("group", &self.group)?;
+        o.opt("max_relocate", &self.max_relocate)?;
+        o.opt("max_restart", &self.max_restart)?;
+        o.req("sid", &self.sid)?;
+        o.opt("state", &self.state)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -149,12 +168,11 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/resources returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -164,5 +182,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             sid: f.req("sid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

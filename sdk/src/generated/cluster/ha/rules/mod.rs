@@ -5,13 +5,20 @@ pub mod rule;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// `resource`
     pub resource: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("resource", &self.resource)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -29,7 +36,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateRule {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -40,8 +47,18 @@ pub struct CreateRule {
     /// Format `pve-configid`
     pub rule: String,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub type_: CreateRuleType,
+}
+impl serde::Serialize for CreateRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("resources", &self.resources)?;
+        o.req("rule", &self.rule)?;
+        o.tagged(&self.type_)?;
+        o.end()
+    }
 }
 impl CreateRule {
     /// A request with every required parameter; optional ones start unset.
@@ -129,12 +146,11 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/rules returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `rule`
     pub rule: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -144,6 +160,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             rule: f.req("rule")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("rule", &self.rule)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Selected by `type`.
@@ -191,7 +215,7 @@ impl crate::tagged::Tagged for CreateRuleType {
 }
 crate::tagged_traits!(CreateRuleType);
 /// Fields of [`CreateRuleType::NodeAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateRuleTypeNodeAffinity {
     /// Format `pve-ha-node-list`
     pub nodes: Option<String>,
@@ -207,8 +231,16 @@ impl<'de> serde::Deserialize<'de> for CreateRuleTypeNodeAffinity {
         })
     }
 }
+impl serde::Serialize for CreateRuleTypeNodeAffinity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("strict", &self.strict)?;
+        o.end()
+    }
+}
 /// Fields of [`CreateRuleType::ResourceAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateRuleTypeResourceAffinity {
     /// `affinity`
     pub affinity: Option<Affinity>,
@@ -219,5 +251,12 @@ impl<'de> serde::Deserialize<'de> for CreateRuleTypeResourceAffinity {
         Ok(Self {
             affinity: f.opt("affinity")?,
         })
+    }
+}
+impl serde::Serialize for CreateRuleTypeResourceAffinity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("affinity", &self.affinity)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
+}
+impl serde::Serialize for DeleteRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("rule", &self.rule)?;
+        o.end()
+    }
 }
 impl DeleteRule {
     /// A request with every required parameter; optional ones start unset.
@@ -36,10 +43,17 @@ crate::operation_error!(DeleteRuleError for DeleteRule;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
+}
+impl serde::Serialize for ReadRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("rule", &self.rule)?;
+        o.end()
+    }
 }
 impl ReadRule {
     /// A request with every required parameter; optional ones start unset.
@@ -66,7 +80,7 @@ crate::operation_error!(ReadRuleError for ReadRule;);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
@@ -81,8 +95,20 @@ pub struct UpdateRule {
     /// Format `pve-ha-resource-id-list`
     pub resources: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub type_: UpdateRuleType,
+}
+impl serde::Serialize for UpdateRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("rule", &self.rule)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("resources", &self.resources)?;
+        o.tagged(&self.type_)?;
+        o.end()
+    }
 }
 impl UpdateRule {
     /// A request with every required parameter; optional ones start unset.
@@ -113,17 +139,15 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule;);
+crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
 /// From `GET /cluster/ha/rules/{rule} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadRuleResponse {
     /// Format `pve-configid`
     pub rule: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::cluster::ha::rules::Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
@@ -134,6 +158,15 @@ impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadRuleResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("rule", &self.rule)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Selected by `type`.
@@ -181,7 +214,7 @@ impl crate::tagged::Tagged for UpdateRuleType {
 }
 crate::tagged_traits!(UpdateRuleType);
 /// Fields of [`UpdateRuleType::NodeAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateRuleTypeNodeAffinity {
     /// Format `pve-ha-node-list`
     pub nodes: Option<String>,
@@ -197,8 +230,16 @@ impl<'de> serde::Deserialize<'de> for UpdateRuleTypeNodeAffinity {
         })
     }
 }
+impl serde::Serialize for UpdateRuleTypeNodeAffinity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("strict", &self.strict)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateRuleType::ResourceAffinity`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateRuleTypeResourceAffinity {
     /// `affinity`
     pub affinity: Option<crate::generated::cluster::ha::rules::Affinity>,
@@ -209,5 +250,12 @@ impl<'de> serde::Deserialize<'de> for UpdateRuleTypeResourceAffinity {
         Ok(Self {
             affinity: f.opt("affinity")?,
         })
+    }
+}
+impl serde::Serialize for UpdateRuleTypeResourceAffinity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("affinity", &self.affinity)?;
+        o.end()
     }
 }

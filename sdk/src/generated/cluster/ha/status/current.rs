@@ -4,8 +4,14 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Status {}
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Status {
     const ID: &'static str = "status";
     const METHOD: crate::Method = crate::Method::Get;
@@ -125,13 +131,11 @@ impl crate::open_enum::OpenEnum for StatusResponseItemType {
 }
 crate::open_enum_traits!(StatusResponseItemType);
 /// From `GET /cluster/ha/status/current returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseItem {
     /// Wire name `armed-state`
-    #[serde(rename = "armed-state")]
     pub armed_state: Option<StatusResponseItemArmedState>,
     /// Wire name `auto-rebalance`; default `1`
-    #[serde(rename = "auto-rebalance")]
     pub auto_rebalance: Option<bool>,
     /// `crm_state`
     pub crm_state: Option<String>,
@@ -160,10 +164,8 @@ pub struct StatusResponseItem {
     /// `timestamp`
     pub timestamp: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: StatusResponseItemType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseItem {
@@ -188,5 +190,28 @@ impl<'de> serde::Deserialize<'de> for StatusResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for StatusResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("armed-state", &self.armed_state)?;
+        o.opt("auto-rebalance", &self.auto_rebalance)?;
+        o.opt("crm_state", &self.crm_state)?;
+        o.opt("failback", &self.failback)?;
+        o.req("id", &self.id)?;
+        o.opt("max_relocate", &self.max_relocate)?;
+        o.opt("max_restart", &self.max_restart)?;
+        o.req("node", &self.node)?;
+        o.opt("quorate", &self.quorate)?;
+        o.opt("request_state", &self.request_state)?;
+        o.opt("resource_mode", &self.resource_mode)?;
+        o.opt("sid", &self.sid)?;
+        o.opt("state", &self.state)?;
+        o.req("status", &self.status)?;
+        o.opt("timestamp", &self.timestamp)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,11 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DisarmHa {
     /// Wire name `resource-mode`
-    #[serde(rename = "resource-mode")]
     pub resource_mode: DisarmHaResourceMode,
+}
+impl serde::Serialize for DisarmHa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("resource-mode", &self.resource_mode)?;
+        o.end()
+    }
 }
 impl DisarmHa {
     /// A request with every required parameter; optional ones start unset.

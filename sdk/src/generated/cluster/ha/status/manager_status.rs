@@ -4,8 +4,14 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ManagerStatus {}
+impl serde::Serialize for ManagerStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for ManagerStatus {
     const ID: &'static str = "manager_status";
     const METHOD: crate::Method = crate::Method::Get;

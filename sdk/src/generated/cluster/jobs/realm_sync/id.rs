@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteJob {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for DeleteJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl DeleteJob {
     /// A request with every required parameter; optional ones start unset.
@@ -36,10 +43,17 @@ crate::operation_error!(DeleteJobError for DeleteJob;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadJob {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for ReadJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl ReadJob {
     /// A request with every required parameter; optional ones start unset.
@@ -68,26 +82,38 @@ crate::operation_error!(ReadJobError for ReadJob;);
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateJob {
     /// Path parameter; format `pve-configid`; maximum length 64
     pub id: String,
     /// Maximum length 512
     pub comment: Option<String>,
     /// Wire name `enable-new`; default `1`
-    #[serde(rename = "enable-new")]
     pub enable_new: Option<bool>,
     /// Default `1`
     pub enabled: Option<bool>,
     /// Format `pve-realm`; maximum length 32
     pub realm: Option<String>,
     /// Wire name `remove-vanished`; pattern `(?:(?:(?:acl|properties|entry);)*(?:acl|properties|entry))|none`; default `none`
-    #[serde(rename = "remove-vanished")]
     pub remove_vanished: Option<String>,
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: String,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
+}
+impl serde::Serialize for CreateJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("enable-new", &self.enable_new)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("realm", &self.realm)?;
+        o.opt("remove-vanished", &self.remove_vanished)?;
+        o.req("schedule", &self.schedule)?;
+        o.opt("scope", &self.scope)?;
+        o.end()
+    }
 }
 impl CreateJob {
     /// A request with every required parameter; optional ones start unset.
@@ -125,7 +151,7 @@ crate::operation_error!(CreateJobError for CreateJob;);
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateJob {
     /// Path parameter; format `pve-configid`; maximum length 64
     pub id: String,
@@ -134,17 +160,29 @@ pub struct UpdateJob {
     /// Format `pve-configid-list`; maximum length 4096
     pub delete: Option<String>,
     /// Wire name `enable-new`; default `1`
-    #[serde(rename = "enable-new")]
     pub enable_new: Option<bool>,
     /// Default `1`
     pub enabled: Option<bool>,
     /// Wire name `remove-vanished`; pattern `(?:(?:(?:acl|properties|entry);)*(?:acl|properties|entry))|none`; default `none`
-    #[serde(rename = "remove-vanished")]
     pub remove_vanished: Option<String>,
     /// Format `pve-calendar-event`; maximum length 128
     pub schedule: String,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
+}
+impl serde::Serialize for UpdateJob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("enable-new", &self.enable_new)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("remove-vanished", &self.remove_vanished)?;
+        o.req("schedule", &self.schedule)?;
+        o.opt("scope", &self.scope)?;
+        o.end()
+    }
 }
 impl UpdateJob {
     /// A request with every required parameter; optional ones start unset.

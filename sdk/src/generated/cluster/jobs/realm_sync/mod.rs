@@ -5,8 +5,14 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct SyncjobIndex {}
+impl serde::Serialize for SyncjobIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for SyncjobIndex {
     const ID: &'static str = "syncjob_index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -19,7 +25,7 @@ impl crate::Operation for SyncjobIndex {
 pub type SyncjobIndexResponse = Vec<SyncjobIndexResponseItem>;
 crate::operation_error!(SyncjobIndexError for SyncjobIndex;);
 /// From `GET /cluster/jobs/realm-sync returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SyncjobIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -28,22 +34,18 @@ pub struct SyncjobIndexResponseItem {
     /// `id`
     pub id: String,
     /// Wire name `last-run`
-    #[serde(rename = "last-run")]
     pub last_run: Option<i64>,
     /// Wire name `next-run`
-    #[serde(rename = "next-run")]
     pub next_run: Option<i64>,
     /// Format `pve-realm`; maximum length 32
     pub realm: String,
     /// Wire name `remove-vanished`; pattern `(?:(?:(?:acl|properties|entry);)*(?:acl|properties|entry))|none`; default `none`
-    #[serde(rename = "remove-vanished")]
     pub remove_vanished: Option<String>,
     /// `schedule`
     pub schedule: String,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SyncjobIndexResponseItem {
@@ -61,5 +63,21 @@ impl<'de> serde::Deserialize<'de> for SyncjobIndexResponseItem {
             scope: f.opt("scope")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SyncjobIndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("enabled", &self.enabled)?;
+        o.req("id", &self.id)?;
+        o.opt("last-run", &self.last_run)?;
+        o.opt("next-run", &self.next_run)?;
+        o.req("realm", &self.realm)?;
+        o.opt("remove-vanished", &self.remove_vanished)?;
+        o.req("schedule", &self.schedule)?;
+        o.opt("scope", &self.scope)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

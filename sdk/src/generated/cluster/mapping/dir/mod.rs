@@ -5,11 +5,17 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `check-node`; format `pve-node`
-    #[serde(rename = "check-node")]
     pub check_node: Option<String>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("check-node", &self.check_node)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,7 +33,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/mapping/dir",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Maximum length 4096
     pub description: Option<String>,
@@ -35,6 +41,15 @@ pub struct Create {
     pub id: String,
     /// `map`
     pub map: Vec<Map>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("description", &self.description)?;
+        o.req("id", &self.id)?;
+        o.req("map", &self.map)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -90,14 +105,13 @@ impl crate::PropertyString for Map {
 }
 crate::property_string!(Map);
 /// From `GET /cluster/mapping/dir returns items "checks" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemChecksItem {
     /// `message`
     pub message: String,
     /// `severity`
     pub severity: crate::generated::cluster::mapping::Severity,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
@@ -110,8 +124,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemChecksItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("message", &self.message)?;
+        o.req("severity", &self.severity)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/mapping/dir returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `checks`
     pub checks: Option<Vec<IndexResponseItemChecksItem>>,
@@ -122,7 +145,6 @@ pub struct IndexResponseItem {
     /// `map`
     pub map: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -135,5 +157,16 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             map: f.req("map")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("checks", &self.checks)?;
+        o.req("description", &self.description)?;
+        o.req("id", &self.id)?;
+        o.req("map", &self.map)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

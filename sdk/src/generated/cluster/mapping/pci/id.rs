@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/pci",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteError for Delete;);
 /// - Permission check: `["or",["perm","/mapping/pci/{id}",["Mapping.Use"]],["perm","/mapping/pci/{id}",["Mapping.Modify"]],["perm","/mapping/pci/{id}",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Get {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for Get {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Get {
     /// A request with every required parameter; optional ones start unset.
@@ -69,7 +83,7 @@ crate::operation_error!(GetError for Get;);
 /// - Permission check: `["perm","/mapping/pci/{id}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -80,12 +94,24 @@ pub struct Update {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `live-migration-capable`; default `0`
-    #[serde(rename = "live-migration-capable")]
     pub live_migration_capable: Option<bool>,
     /// `map`
     pub map: Option<Vec<crate::generated::cluster::mapping::pci::Map>>,
     /// Default `0`
     pub mdev: Option<bool>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("description", &self.description)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("live-migration-capable", &self.live_migration_capable)?;
+        o.opt("map", &self.map)?;
+        o.opt("mdev", &self.mdev)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -116,4 +142,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);

@@ -5,11 +5,17 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `check-node`; format `pve-node`
-    #[serde(rename = "check-node")]
     pub check_node: Option<String>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("check-node", &self.check_node)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,19 +33,29 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/mapping/pci",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Maximum length 4096
     pub description: Option<String>,
     /// Format `pve-configid`
     pub id: String,
     /// Wire name `live-migration-capable`; default `0`
-    #[serde(rename = "live-migration-capable")]
     pub live_migration_capable: Option<bool>,
     /// `map`
     pub map: Vec<Map>,
     /// Default `0`
     pub mdev: Option<bool>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("description", &self.description)?;
+        o.req("id", &self.id)?;
+        o.opt("live-migration-capable", &self.live_migration_capable)?;
+        o.req("map", &self.map)?;
+        o.opt("mdev", &self.mdev)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -120,14 +136,13 @@ impl crate::PropertyString for Map {
 }
 crate::property_string!(Map);
 /// From `GET /cluster/mapping/pci returns items "checks" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemChecksItem {
     /// `message`
     pub message: String,
     /// `severity`
     pub severity: crate::generated::cluster::mapping::Severity,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
@@ -140,8 +155,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemChecksItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("message", &self.message)?;
+        o.req("severity", &self.severity)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/mapping/pci returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `checks`
     pub checks: Option<Vec<IndexResponseItemChecksItem>>,
@@ -152,7 +176,6 @@ pub struct IndexResponseItem {
     /// `map`
     pub map: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -165,5 +188,16 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             map: f.req("map")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("checks", &self.checks)?;
+        o.req("description", &self.description)?;
+        o.req("id", &self.id)?;
+        o.req("map", &self.map)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,11 +5,17 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `check-node`; format `pve-node`
-    #[serde(rename = "check-node")]
     pub check_node: Option<String>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("check-node", &self.check_node)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,7 +33,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/mapping/usb",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Maximum length 4096
     pub description: Option<String>,
@@ -35,6 +41,15 @@ pub struct Create {
     pub id: String,
     /// `map`
     pub map: Vec<Map>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("description", &self.description)?;
+        o.req("id", &self.id)?;
+        o.req("map", &self.map)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -98,14 +113,13 @@ impl crate::PropertyString for Map {
 }
 crate::property_string!(Map);
 /// From `GET /cluster/mapping/usb returns items "error" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemErrorItem {
     /// `message`
     pub message: String,
     /// `severity`
     pub severity: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
@@ -118,8 +132,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemErrorItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("message", &self.message)?;
+        o.req("severity", &self.severity)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/mapping/usb returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `description`
     pub description: String,
@@ -130,7 +153,6 @@ pub struct IndexResponseItem {
     /// `map`
     pub map: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -143,5 +165,16 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             map: f.req("map")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("description", &self.description)?;
+        o.req("error", &self.error)?;
+        o.req("id", &self.id)?;
+        o.req("map", &self.map)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

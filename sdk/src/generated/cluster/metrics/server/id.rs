@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -36,10 +43,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; format `pve-configid`
     pub id: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -68,12 +82,11 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Path parameter; format `pve-configid`
     pub id: String,
     /// Wire name `api-path-prefix`
-    #[serde(rename = "api-path-prefix")]
     pub api_path_prefix: Option<String>,
     /// `bucket`
     pub bucket: Option<String>,
@@ -82,35 +95,26 @@ pub struct Create {
     /// Default `udp`
     pub influxdbproto: Option<Influxdbproto>,
     /// Wire name `max-body-size`; minimum 1; default `25000000`
-    #[serde(rename = "max-body-size")]
     pub max_body_size: Option<i64>,
     /// Range 512 - 65536; default `1500`
     pub mtu: Option<i64>,
     /// `organization`
     pub organization: Option<String>,
     /// Wire name `otel-compression`; default `gzip`
-    #[serde(rename = "otel-compression")]
     pub otel_compression: Option<OtelCompression>,
     /// Wire name `otel-headers`; maximum length 1024
-    #[serde(rename = "otel-headers")]
     pub otel_headers: Option<String>,
     /// Wire name `otel-max-body-size`; minimum 1024; default `10000000`
-    #[serde(rename = "otel-max-body-size")]
     pub otel_max_body_size: Option<i64>,
     /// Wire name `otel-path`; default `/v1/metrics`
-    #[serde(rename = "otel-path")]
     pub otel_path: Option<String>,
     /// Wire name `otel-protocol`; default `https`
-    #[serde(rename = "otel-protocol")]
     pub otel_protocol: Option<OtelProtocol>,
     /// Wire name `otel-resource-attributes`; maximum length 1024
-    #[serde(rename = "otel-resource-attributes")]
     pub otel_resource_attributes: Option<String>,
     /// Wire name `otel-timeout`; range 1 - 10; default `5`
-    #[serde(rename = "otel-timeout")]
     pub otel_timeout: Option<i64>,
     /// Wire name `otel-verify-ssl`; default `1`
-    #[serde(rename = "otel-verify-ssl")]
     pub otel_verify_ssl: Option<bool>,
     /// Format `graphite-path`
     pub path: Option<String>,
@@ -125,11 +129,39 @@ pub struct Create {
     /// `token`
     pub token: Option<String>,
     /// Wire name `type`; format `pve-configid`
-    #[serde(rename = "type")]
     pub type_: CreateType,
     /// Wire name `verify-certificate`; default `1`
-    #[serde(rename = "verify-certificate")]
     pub verify_certificate: Option<bool>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("api-path-prefix", &self.api_path_prefix)?;
+        o.opt("bucket", &self.bucket)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("influxdbproto", &self.influxdbproto)?;
+        o.opt("max-body-size", &self.max_body_size)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("organization", &self.organization)?;
+        o.opt("otel-compression", &self.otel_compression)?;
+        o.opt("otel-headers", &self.otel_headers)?;
+        o.opt("otel-max-body-size", &self.otel_max_body_size)?;
+        o.opt("otel-path", &self.otel_path)?;
+        o.opt("otel-protocol", &self.otel_protocol)?;
+        o.opt("otel-resource-attributes", &self.otel_resource_attributes)?;
+        o.opt("otel-timeout", &self.otel_timeout)?;
+        o.opt("otel-verify-ssl", &self.otel_verify_ssl)?;
+        o.opt("path", &self.path)?;
+        o.req("port", &self.port)?;
+        o.opt("proto", &self.proto)?;
+        o.req("server", &self.server)?;
+        o.opt("timeout", &self.timeout)?;
+        o.opt("token", &self.token)?;
+        o.req("type", &self.type_)?;
+        o.opt("verify-certificate", &self.verify_certificate)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -188,12 +220,11 @@ crate::operation_error!(CreateError for Create;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-configid`
     pub id: String,
     /// Wire name `api-path-prefix`
-    #[serde(rename = "api-path-prefix")]
     pub api_path_prefix: Option<String>,
     /// `bucket`
     pub bucket: Option<String>,
@@ -206,35 +237,26 @@ pub struct Update {
     /// Default `udp`
     pub influxdbproto: Option<Influxdbproto>,
     /// Wire name `max-body-size`; minimum 1; default `25000000`
-    #[serde(rename = "max-body-size")]
     pub max_body_size: Option<i64>,
     /// Range 512 - 65536; default `1500`
     pub mtu: Option<i64>,
     /// `organization`
     pub organization: Option<String>,
     /// Wire name `otel-compression`; default `gzip`
-    #[serde(rename = "otel-compression")]
     pub otel_compression: Option<OtelCompression>,
     /// Wire name `otel-headers`; maximum length 1024
-    #[serde(rename = "otel-headers")]
     pub otel_headers: Option<String>,
     /// Wire name `otel-max-body-size`; minimum 1024; default `10000000`
-    #[serde(rename = "otel-max-body-size")]
     pub otel_max_body_size: Option<i64>,
     /// Wire name `otel-path`; default `/v1/metrics`
-    #[serde(rename = "otel-path")]
     pub otel_path: Option<String>,
     /// Wire name `otel-protocol`; default `https`
-    #[serde(rename = "otel-protocol")]
     pub otel_protocol: Option<OtelProtocol>,
     /// Wire name `otel-resource-attributes`; maximum length 1024
-    #[serde(rename = "otel-resource-attributes")]
     pub otel_resource_attributes: Option<String>,
     /// Wire name `otel-timeout`; range 1 - 10; default `5`
-    #[serde(rename = "otel-timeout")]
     pub otel_timeout: Option<i64>,
     /// Wire name `otel-verify-ssl`; default `1`
-    #[serde(rename = "otel-verify-ssl")]
     pub otel_verify_ssl: Option<bool>,
     /// Format `graphite-path`
     pub path: Option<String>,
@@ -249,8 +271,38 @@ pub struct Update {
     /// `token`
     pub token: Option<String>,
     /// Wire name `verify-certificate`; default `1`
-    #[serde(rename = "verify-certificate")]
     pub verify_certificate: Option<bool>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("api-path-prefix", &self.api_path_prefix)?;
+        o.opt("bucket", &self.bucket)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("influxdbproto", &self.influxdbproto)?;
+        o.opt("max-body-size", &self.max_body_size)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("organization", &self.organization)?;
+        o.opt("otel-compression", &self.otel_compression)?;
+        o.opt("otel-headers", &self.otel_headers)?;
+        o.opt("otel-max-body-size", &self.otel_max_body_size)?;
+        o.opt("otel-path", &self.otel_path)?;
+        o.opt("otel-protocol", &self.otel_protocol)?;
+        o.opt("otel-resource-attributes", &self.otel_resource_attributes)?;
+        o.opt("otel-timeout", &self.otel_timeout)?;
+        o.opt("otel-verify-ssl", &self.otel_verify_ssl)?;
+        o.opt("path", &self.path)?;
+        o.req("port", &self.port)?;
+        o.opt("proto", &self.proto)?;
+        o.req("server", &self.server)?;
+        o.opt("timeout", &self.timeout)?;
+        o.opt("token", &self.token)?;
+        o.opt("verify-certificate", &self.verify_certificate)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -299,7 +351,7 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// Values of `influxdbproto`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -5,8 +5,14 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ServerIndex {}
+impl serde::Serialize for ServerIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for ServerIndex {
     const ID: &'static str = "server_index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -19,7 +25,7 @@ impl crate::Operation for ServerIndex {
 pub type ServerIndexResponse = Vec<ServerIndexResponseItem>;
 crate::operation_error!(ServerIndexError for ServerIndex;);
 /// From `GET /cluster/metrics/server returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerIndexResponseItem {
     /// `disable`
     pub disable: bool,
@@ -30,10 +36,8 @@ pub struct ServerIndexResponseItem {
     /// `server`
     pub server: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
@@ -47,5 +51,17 @@ impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ServerIndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("disable", &self.disable)?;
+        o.req("id", &self.id)?;
+        o.req("port", &self.port)?;
+        o.req("server", &self.server)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -8,8 +8,14 @@ pub mod webhook;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct EndpointsIndex {}
+impl serde::Serialize for EndpointsIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for EndpointsIndex {
     const ID: &'static str = "endpoints_index";
     const METHOD: crate::Method = crate::Method::Get;

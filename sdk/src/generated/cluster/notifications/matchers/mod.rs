@@ -6,8 +6,14 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetMatchers {}
+impl serde::Serialize for GetMatchers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetMatchers {
     const ID: &'static str = "get_matchers";
     const METHOD: crate::Method = crate::Method::Get;
@@ -24,23 +30,19 @@ crate::operation_error!(GetMatchersError for GetMatchers;);
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateMatcher {
     /// `comment`
     pub comment: Option<String>,
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `invert-match`
-    #[serde(rename = "invert-match")]
     pub invert_match: Option<bool>,
     /// Wire name `match-calendar`
-    #[serde(rename = "match-calendar")]
     pub match_calendar: Option<Vec<String>>,
     /// Wire name `match-field`
-    #[serde(rename = "match-field")]
     pub match_field: Option<Vec<String>>,
     /// Wire name `match-severity`
-    #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
     pub mode: Option<Mode>,
@@ -48,6 +50,21 @@ pub struct CreateMatcher {
     pub name: String,
     /// `target`
     pub target: Option<Vec<String>>,
+}
+impl serde::Serialize for CreateMatcher {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("invert-match", &self.invert_match)?;
+        o.opt("match-calendar", &self.match_calendar)?;
+        o.opt("match-field", &self.match_field)?;
+        o.opt("match-severity", &self.match_severity)?;
+        o.opt("mode", &self.mode)?;
+        o.req("name", &self.name)?;
+        o.opt("target", &self.target)?;
+        o.end()
+    }
 }
 impl CreateMatcher {
     /// A request with every required parameter; optional ones start unset.
@@ -106,23 +123,19 @@ impl crate::open_enum::OpenEnum for Mode {
 }
 crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/matchers returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetMatchersResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `invert-match`
-    #[serde(rename = "invert-match")]
     pub invert_match: Option<bool>,
     /// Wire name `match-calendar`
-    #[serde(rename = "match-calendar")]
     pub match_calendar: Option<Vec<String>>,
     /// Wire name `match-field`
-    #[serde(rename = "match-field")]
     pub match_field: Option<Vec<String>>,
     /// Wire name `match-severity`
-    #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
     pub mode: Option<Mode>,
@@ -133,7 +146,6 @@ pub struct GetMatchersResponseItem {
     /// `target`
     pub target: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatchersResponseItem {
@@ -152,5 +164,22 @@ impl<'de> serde::Deserialize<'de> for GetMatchersResponseItem {
             target: f.opt("target")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetMatchersResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("invert-match", &self.invert_match)?;
+        o.opt("match-calendar", &self.match_calendar)?;
+        o.opt("match-field", &self.match_field)?;
+        o.opt("match-severity", &self.match_severity)?;
+        o.opt("mode", &self.mode)?;
+        o.req("name", &self.name)?;
+        o.req("origin", &self.origin)?;
+        o.opt("target", &self.target)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

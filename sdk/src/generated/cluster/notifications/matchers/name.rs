@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for DeleteMatcher {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl DeleteMatcher {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteMatcherError for DeleteMatcher;);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for GetMatcher {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetMatcher {
     /// A request with every required parameter; optional ones start unset.
@@ -67,7 +81,7 @@ crate::operation_error!(GetMatcherError for GetMatcher;);
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -80,21 +94,34 @@ pub struct UpdateMatcher {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `invert-match`
-    #[serde(rename = "invert-match")]
     pub invert_match: Option<bool>,
     /// Wire name `match-calendar`
-    #[serde(rename = "match-calendar")]
     pub match_calendar: Option<Vec<String>>,
     /// Wire name `match-field`
-    #[serde(rename = "match-field")]
     pub match_field: Option<Vec<String>>,
     /// Wire name `match-severity`
-    #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
     pub mode: Option<crate::generated::cluster::notifications::matchers::Mode>,
     /// `target`
     pub target: Option<Vec<String>>,
+}
+impl serde::Serialize for UpdateMatcher {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("invert-match", &self.invert_match)?;
+        o.opt("match-calendar", &self.match_calendar)?;
+        o.opt("match-field", &self.match_field)?;
+        o.opt("match-severity", &self.match_severity)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("target", &self.target)?;
+        o.end()
+    }
 }
 impl UpdateMatcher {
     /// A request with every required parameter; optional ones start unset.
@@ -131,7 +158,7 @@ impl crate::Operation for UpdateMatcher {
 pub type UpdateMatcherResponse = ();
 crate::operation_error!(UpdateMatcherError for UpdateMatcher;);
 /// From `GET /cluster/notifications/matchers/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -140,16 +167,12 @@ pub struct GetMatcherResponse {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `invert-match`
-    #[serde(rename = "invert-match")]
     pub invert_match: Option<bool>,
     /// Wire name `match-calendar`
-    #[serde(rename = "match-calendar")]
     pub match_calendar: Option<Vec<String>>,
     /// Wire name `match-field`
-    #[serde(rename = "match-field")]
     pub match_field: Option<Vec<String>>,
     /// Wire name `match-severity`
-    #[serde(rename = "match-severity")]
     pub match_severity: Option<Vec<String>>,
     /// Default `all`
     pub mode: Option<crate::generated::cluster::notifications::matchers::Mode>,
@@ -158,7 +181,6 @@ pub struct GetMatcherResponse {
     /// `target`
     pub target: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetMatcherResponse {
@@ -177,5 +199,22 @@ impl<'de> serde::Deserialize<'de> for GetMatcherResponse {
             target: f.opt("target")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetMatcherResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("invert-match", &self.invert_match)?;
+        o.opt("match-calendar", &self.match_calendar)?;
+        o.opt("match-field", &self.match_field)?;
+        o.opt("match-severity", &self.match_severity)?;
+        o.opt("mode", &self.mode)?;
+        o.req("name", &self.name)?;
+        o.opt("target", &self.target)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

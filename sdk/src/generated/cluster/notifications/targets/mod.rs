@@ -6,8 +6,14 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetAllTargets {}
+impl serde::Serialize for GetAllTargets {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetAllTargets {
     const ID: &'static str = "get_all_targets";
     const METHOD: crate::Method = crate::Method::Get;
@@ -57,7 +63,7 @@ impl crate::open_enum::OpenEnum for GetAllTargetsResponseItemType {
 }
 crate::open_enum_traits!(GetAllTargetsResponseItemType);
 /// From `GET /cluster/notifications/targets returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetAllTargetsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -68,10 +74,8 @@ pub struct GetAllTargetsResponseItem {
     /// `origin`
     pub origin: crate::generated::cluster::notifications::Origin,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: GetAllTargetsResponseItemType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAllTargetsResponseItem {
@@ -85,5 +89,17 @@ impl<'de> serde::Deserialize<'de> for GetAllTargetsResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetAllTargetsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("name", &self.name)?;
+        o.req("origin", &self.origin)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter
     pub cputype: String,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cputype", &self.cputype)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -33,10 +40,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["or",["perm","/mapping/cpu/{cputype}",["Mapping.Audit"]],["perm","/mapping/cpu/{cputype}",["Mapping.Use"]],["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Info {
     /// Path parameter
     pub cputype: String,
+}
+impl serde::Serialize for Info {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cputype", &self.cputype)?;
+        o.end()
+    }
 }
 impl Info {
     /// A request with every required parameter; optional ones start unset.
@@ -60,7 +74,7 @@ crate::operation_error!(InfoError for Info;);
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-configid`; maximum length 40
     pub cputype: String,
@@ -71,21 +85,33 @@ pub struct Update {
     /// Pattern `(?^u:(?^u:([+-])([a-zA-Z0-9\-_\.]+))(;(?^u:([+-])([a-zA-Z0-9\-_\.]+)))*)`
     pub flags: Option<String>,
     /// Wire name `guest-phys-bits`; range 32 - 64
-    #[serde(rename = "guest-phys-bits")]
     pub guest_phys_bits: Option<i64>,
     /// Default `0`
     pub hidden: Option<bool>,
     /// Wire name `hv-vendor-id`; pattern `(?^u:[a-zA-Z0-9]{1,12})`
-    #[serde(rename = "hv-vendor-id")]
     pub hv_vendor_id: Option<String>,
     /// Range 0 - 4294967295
     pub level: Option<i64>,
     /// Wire name `phys-bits`; format `pve-phys-bits`
-    #[serde(rename = "phys-bits")]
     pub phys_bits: Option<String>,
     /// Wire name `reported-model`; default `kvm64`
-    #[serde(rename = "reported-model")]
     pub reported_model: Option<crate::generated::cluster::qemu::custom_cpu_models::ReportedModel>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cputype", &self.cputype)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("flags", &self.flags)?;
+        o.opt("guest-phys-bits", &self.guest_phys_bits)?;
+        o.opt("hidden", &self.hidden)?;
+        o.opt("hv-vendor-id", &self.hv_vendor_id)?;
+        o.opt("level", &self.level)?;
+        o.opt("phys-bits", &self.phys_bits)?;
+        o.opt("reported-model", &self.reported_model)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -119,9 +145,9 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/qemu/custom-cpu-models/{cputype} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InfoResponse {
     /// Default `kvm64`
     pub cputype: Option<String>,
@@ -130,23 +156,18 @@ pub struct InfoResponse {
     /// Pattern `(?^u:(?^u:([+-])([a-zA-Z0-9\-_\.]+))(;(?^u:([+-])([a-zA-Z0-9\-_\.]+)))*)`
     pub flags: Option<String>,
     /// Wire name `guest-phys-bits`; range 32 - 64
-    #[serde(rename = "guest-phys-bits")]
     pub guest_phys_bits: Option<i64>,
     /// Default `0`
     pub hidden: Option<bool>,
     /// Wire name `hv-vendor-id`; pattern `(?^u:[a-zA-Z0-9]{1,12})`
-    #[serde(rename = "hv-vendor-id")]
     pub hv_vendor_id: Option<String>,
     /// Range 0 - 4294967295
     pub level: Option<i64>,
     /// Wire name `phys-bits`; format `pve-phys-bits`
-    #[serde(rename = "phys-bits")]
     pub phys_bits: Option<String>,
     /// Wire name `reported-model`; default `kvm64`
-    #[serde(rename = "reported-model")]
     pub reported_model: Option<crate::generated::cluster::qemu::custom_cpu_models::ReportedModel>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InfoResponse {
@@ -164,5 +185,21 @@ impl<'de> serde::Deserialize<'de> for InfoResponse {
             reported_model: f.opt("reported-model")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for InfoResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cputype", &self.cputype)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("flags", &self.flags)?;
+        o.opt("guest-phys-bits", &self.guest_phys_bits)?;
+        o.opt("hidden", &self.hidden)?;
+        o.opt("hv-vendor-id", &self.hv_vendor_id)?;
+        o.opt("level", &self.level)?;
+        o.opt("phys-bits", &self.phys_bits)?;
+        o.opt("reported-model", &self.reported_model)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,8 +5,14 @@ pub mod cputype;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {}
+impl serde::Serialize for Config {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Config {
     const ID: &'static str = "config";
     const METHOD: crate::Method = crate::Method::Get;
@@ -23,28 +29,38 @@ crate::operation_error!(ConfigError for Config;);
 /// - Permission check: `["perm","/mapping/cpu",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Format `pve-configid`; maximum length 40
     pub cputype: String,
     /// Pattern `(?^u:(?^u:([+-])([a-zA-Z0-9\-_\.]+))(;(?^u:([+-])([a-zA-Z0-9\-_\.]+)))*)`
     pub flags: Option<String>,
     /// Wire name `guest-phys-bits`; range 32 - 64
-    #[serde(rename = "guest-phys-bits")]
     pub guest_phys_bits: Option<i64>,
     /// Default `0`
     pub hidden: Option<bool>,
     /// Wire name `hv-vendor-id`; pattern `(?^u:[a-zA-Z0-9]{1,12})`
-    #[serde(rename = "hv-vendor-id")]
     pub hv_vendor_id: Option<String>,
     /// Range 0 - 4294967295
     pub level: Option<i64>,
     /// Wire name `phys-bits`; format `pve-phys-bits`
-    #[serde(rename = "phys-bits")]
     pub phys_bits: Option<String>,
     /// Wire name `reported-model`; default `kvm64`
-    #[serde(rename = "reported-model")]
     pub reported_model: ReportedModel,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cputype", &self.cputype)?;
+        o.opt("flags", &self.flags)?;
+        o.opt("guest-phys-bits", &self.guest_phys_bits)?;
+        o.opt("hidden", &self.hidden)?;
+        o.opt("hv-vendor-id", &self.hv_vendor_id)?;
+        o.opt("level", &self.level)?;
+        o.opt("phys-bits", &self.phys_bits)?;
+        o.req("reported-model", &self.reported_model)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -650,7 +666,7 @@ impl crate::open_enum::OpenEnum for ReportedModel {
 }
 crate::open_enum_traits!(ReportedModel);
 /// From `GET /cluster/qemu/custom-cpu-models returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConfigResponseItem {
     /// Default `kvm64`
     pub cputype: Option<String>,
@@ -659,23 +675,18 @@ pub struct ConfigResponseItem {
     /// Pattern `(?^u:(?^u:([+-])([a-zA-Z0-9\-_\.]+))(;(?^u:([+-])([a-zA-Z0-9\-_\.]+)))*)`
     pub flags: Option<String>,
     /// Wire name `guest-phys-bits`; range 32 - 64
-    #[serde(rename = "guest-phys-bits")]
     pub guest_phys_bits: Option<i64>,
     /// Default `0`
     pub hidden: Option<bool>,
     /// Wire name `hv-vendor-id`; pattern `(?^u:[a-zA-Z0-9]{1,12})`
-    #[serde(rename = "hv-vendor-id")]
     pub hv_vendor_id: Option<String>,
     /// Range 0 - 4294967295
     pub level: Option<i64>,
     /// Wire name `phys-bits`; format `pve-phys-bits`
-    #[serde(rename = "phys-bits")]
     pub phys_bits: Option<String>,
     /// Wire name `reported-model`; default `kvm64`
-    #[serde(rename = "reported-model")]
     pub reported_model: Option<ReportedModel>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ConfigResponseItem {
@@ -693,5 +704,21 @@ impl<'de> serde::Deserialize<'de> for ConfigResponseItem {
             reported_model: f.opt("reported-model")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ConfigResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cputype", &self.cputype)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("flags", &self.flags)?;
+        o.opt("guest-phys-bits", &self.guest_phys_bits)?;
+        o.opt("hidden", &self.hidden)?;
+        o.opt("hv-vendor-id", &self.hv_vendor_id)?;
+        o.opt("level", &self.level)?;
+        o.opt("phys-bits", &self.phys_bits)?;
+        o.opt("reported-model", &self.reported_model)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

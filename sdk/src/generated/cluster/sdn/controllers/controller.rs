@@ -5,13 +5,20 @@
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("controller", &self.controller)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -37,7 +44,7 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/sdn/controllers/{controller}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
@@ -45,6 +52,15 @@ pub struct Read {
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("controller", &self.controller)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -70,17 +86,15 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
-    #[serde(rename = "bgp-mode")]
     pub bgp_mode: Option<crate::generated::cluster::sdn::controllers::BgpMode>,
     /// Wire name `bgp-multipath-as-path-relax`
-    #[serde(rename = "bgp-multipath-as-path-relax")]
     pub bgp_multipath_as_path_relax: Option<bool>,
     /// Format `pve-configid-list`; maximum length 4096
     pub delete: Option<String>,
@@ -89,21 +103,16 @@ pub struct Update {
     /// `ebgp`
     pub ebgp: Option<bool>,
     /// Wire name `ebgp-multihop`
-    #[serde(rename = "ebgp-multihop")]
     pub ebgp_multihop: Option<i64>,
     /// Format `pve-sdn-fabric-id`
     pub fabric: Option<String>,
     /// Wire name `isis-domain`
-    #[serde(rename = "isis-domain")]
     pub isis_domain: Option<String>,
     /// Wire name `isis-ifaces`; format `pve-iface-list`
-    #[serde(rename = "isis-ifaces")]
     pub isis_ifaces: Option<String>,
     /// Wire name `isis-net`; format `pve-sdn-isis-net`; length 20 - 50; pattern `[a-fA-F0-9]{2}(\.[a-fA-F0-9]{4}){3,9}\.[a-fA-F0-9]{2}`
-    #[serde(rename = "isis-net")]
     pub isis_net: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `loopback`
     pub loopback: Option<String>,
@@ -112,16 +121,42 @@ pub struct Update {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `peer-group-name`; format `pve-configid`; default `VTEP`
-    #[serde(rename = "peer-group-name")]
     pub peer_group_name: Option<String>,
     /// Format `ip-list`
     pub peers: Option<String>,
     /// Wire name `route-map-in`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-in")]
     pub route_map_in: Option<String>,
     /// Wire name `route-map-out`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-out")]
     pub route_map_out: Option<String>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("controller", &self.controller)?;
+        o.opt("asn", &self.asn)?;
+        o.opt("bgp-mode", &self.bgp_mode)?;
+        o.opt(
+            "bgp-multipath-as-path-relax",
+            &self.bgp_multipath_as_path_relax,
+        )?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ebgp", &self.ebgp)?;
+        o.opt("ebgp-multihop", &self.ebgp_multihop)?;
+        o.opt("fabric", &self.fabric)?;
+        o.opt("isis-domain", &self.isis_domain)?;
+        o.opt("isis-ifaces", &self.isis_ifaces)?;
+        o.opt("isis-net", &self.isis_net)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("loopback", &self.loopback)?;
+        o.opt("node", &self.node)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peer-group-name", &self.peer_group_name)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("route-map-in", &self.route_map_in)?;
+        o.opt("route-map-out", &self.route_map_out)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -160,31 +195,25 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/sdn/controllers/{controller} returns "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponsePending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
-    #[serde(rename = "bgp-mode")]
     pub bgp_mode: Option<crate::generated::cluster::sdn::controllers::BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
-    #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
     /// `ebgp`
     pub ebgp: Option<bool>,
     /// Wire name `ebgp-multihop`
-    #[serde(rename = "ebgp-multihop")]
     pub ebgp_multihop: Option<i64>,
     /// Wire name `isis-domain`
-    #[serde(rename = "isis-domain")]
     pub isis_domain: Option<String>,
     /// Wire name `isis-ifaces`; format `pve-iface-list`
-    #[serde(rename = "isis-ifaces")]
     pub isis_ifaces: Option<String>,
     /// Wire name `isis-net`; format `pve-sdn-isis-net`
-    #[serde(rename = "isis-net")]
     pub isis_net: Option<String>,
     /// `loopback`
     pub loopback: Option<String>,
@@ -193,12 +222,10 @@ pub struct ReadResponsePending {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `peer-group-name`
-    #[serde(rename = "peer-group-name")]
     pub peer_group_name: Option<String>,
     /// `peers`
     pub peers: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponsePending {
@@ -222,16 +249,34 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
         })
     }
 }
+impl serde::Serialize for ReadResponsePending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("asn", &self.asn)?;
+        o.opt("bgp-mode", &self.bgp_mode)?;
+        o.opt("bgp-multipath-as-relax", &self.bgp_multipath_as_relax)?;
+        o.opt("ebgp", &self.ebgp)?;
+        o.opt("ebgp-multihop", &self.ebgp_multihop)?;
+        o.opt("isis-domain", &self.isis_domain)?;
+        o.opt("isis-ifaces", &self.isis_ifaces)?;
+        o.opt("isis-net", &self.isis_net)?;
+        o.opt("loopback", &self.loopback)?;
+        o.opt("node", &self.node)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peer-group-name", &self.peer_group_name)?;
+        o.opt("peers", &self.peers)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/controllers/{controller} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponse {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
-    #[serde(rename = "bgp-mode")]
     pub bgp_mode: Option<crate::generated::cluster::sdn::controllers::BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
-    #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
     /// `controller`
     pub controller: String,
@@ -240,16 +285,12 @@ pub struct ReadResponse {
     /// `ebgp`
     pub ebgp: Option<bool>,
     /// Wire name `ebgp-multihop`
-    #[serde(rename = "ebgp-multihop")]
     pub ebgp_multihop: Option<i64>,
     /// Wire name `isis-domain`
-    #[serde(rename = "isis-domain")]
     pub isis_domain: Option<String>,
     /// Wire name `isis-ifaces`; format `pve-iface-list`
-    #[serde(rename = "isis-ifaces")]
     pub isis_ifaces: Option<String>,
     /// Wire name `isis-net`; format `pve-sdn-isis-net`
-    #[serde(rename = "isis-net")]
     pub isis_net: Option<String>,
     /// `loopback`
     pub loopback: Option<String>,
@@ -258,7 +299,6 @@ pub struct ReadResponse {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `peer-group-name`
-    #[serde(rename = "peer-group-name")]
     pub peer_group_name: Option<String>,
     /// `peers`
     pub peers: Option<String>,
@@ -267,10 +307,8 @@ pub struct ReadResponse {
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::cluster::sdn::controllers::Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
@@ -297,5 +335,30 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("asn", &self.asn)?;
+        o.opt("bgp-mode", &self.bgp_mode)?;
+        o.opt("bgp-multipath-as-relax", &self.bgp_multipath_as_relax)?;
+        o.req("controller", &self.controller)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ebgp", &self.ebgp)?;
+        o.opt("ebgp-multihop", &self.ebgp_multihop)?;
+        o.opt("isis-domain", &self.isis_domain)?;
+        o.opt("isis-ifaces", &self.isis_ifaces)?;
+        o.opt("isis-net", &self.isis_net)?;
+        o.opt("loopback", &self.loopback)?;
+        o.opt("node", &self.node)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peer-group-name", &self.peer_group_name)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("state", &self.state)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,15 +5,23 @@ pub mod controller;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -31,36 +39,29 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
-    #[serde(rename = "bgp-mode")]
     pub bgp_mode: Option<BgpMode>,
     /// Wire name `bgp-multipath-as-path-relax`
-    #[serde(rename = "bgp-multipath-as-path-relax")]
     pub bgp_multipath_as_path_relax: Option<bool>,
     /// Length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
     /// `ebgp`
     pub ebgp: Option<bool>,
     /// Wire name `ebgp-multihop`
-    #[serde(rename = "ebgp-multihop")]
     pub ebgp_multihop: Option<i64>,
     /// Format `pve-sdn-fabric-id`
     pub fabric: Option<String>,
     /// Wire name `isis-domain`
-    #[serde(rename = "isis-domain")]
     pub isis_domain: Option<String>,
     /// Wire name `isis-ifaces`; format `pve-iface-list`
-    #[serde(rename = "isis-ifaces")]
     pub isis_ifaces: Option<String>,
     /// Wire name `isis-net`; format `pve-sdn-isis-net`; length 20 - 50; pattern `[a-fA-F0-9]{2}(\.[a-fA-F0-9]{4}){3,9}\.[a-fA-F0-9]{2}`
-    #[serde(rename = "isis-net")]
     pub isis_net: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `loopback`
     pub loopback: Option<String>,
@@ -69,19 +70,43 @@ pub struct Create {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `peer-group-name`; format `pve-configid`; default `VTEP`
-    #[serde(rename = "peer-group-name")]
     pub peer_group_name: Option<String>,
     /// Format `ip-list`
     pub peers: Option<String>,
     /// Wire name `route-map-in`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-in")]
     pub route_map_in: Option<String>,
     /// Wire name `route-map-out`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-out")]
     pub route_map_out: Option<String>,
     /// Wire name `type`; format `pve-configid`
-    #[serde(rename = "type")]
     pub type_: Type,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("asn", &self.asn)?;
+        o.opt("bgp-mode", &self.bgp_mode)?;
+        o.opt(
+            "bgp-multipath-as-path-relax",
+            &self.bgp_multipath_as_path_relax,
+        )?;
+        o.req("controller", &self.controller)?;
+        o.opt("ebgp", &self.ebgp)?;
+        o.opt("ebgp-multihop", &self.ebgp_multihop)?;
+        o.opt("fabric", &self.fabric)?;
+        o.opt("isis-domain", &self.isis_domain)?;
+        o.opt("isis-ifaces", &self.isis_ifaces)?;
+        o.opt("isis-net", &self.isis_net)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("loopback", &self.loopback)?;
+        o.opt("node", &self.node)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peer-group-name", &self.peer_group_name)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("route-map-in", &self.route_map_in)?;
+        o.opt("route-map-out", &self.route_map_out)?;
+        o.req("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -191,29 +216,23 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/controllers returns items "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemPending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
-    #[serde(rename = "bgp-mode")]
     pub bgp_mode: Option<BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
-    #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
     /// `ebgp`
     pub ebgp: Option<bool>,
     /// Wire name `ebgp-multihop`
-    #[serde(rename = "ebgp-multihop")]
     pub ebgp_multihop: Option<i64>,
     /// Wire name `isis-domain`
-    #[serde(rename = "isis-domain")]
     pub isis_domain: Option<String>,
     /// Wire name `isis-ifaces`; format `pve-iface-list`
-    #[serde(rename = "isis-ifaces")]
     pub isis_ifaces: Option<String>,
     /// Wire name `isis-net`; format `pve-sdn-isis-net`
-    #[serde(rename = "isis-net")]
     pub isis_net: Option<String>,
     /// `loopback`
     pub loopback: Option<String>,
@@ -222,12 +241,10 @@ pub struct IndexResponseItemPending {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `peer-group-name`
-    #[serde(rename = "peer-group-name")]
     pub peer_group_name: Option<String>,
     /// `peers`
     pub peers: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
@@ -251,16 +268,34 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemPending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("asn", &self.asn)?;
+        o.opt("bgp-mode", &self.bgp_mode)?;
+        o.opt("bgp-multipath-as-relax", &self.bgp_multipath_as_relax)?;
+        o.opt("ebgp", &self.ebgp)?;
+        o.opt("ebgp-multihop", &self.ebgp_multihop)?;
+        o.opt("isis-domain", &self.isis_domain)?;
+        o.opt("isis-ifaces", &self.isis_ifaces)?;
+        o.opt("isis-net", &self.isis_net)?;
+        o.opt("loopback", &self.loopback)?;
+        o.opt("node", &self.node)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peer-group-name", &self.peer_group_name)?;
+        o.opt("peers", &self.peers)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/controllers returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
-    #[serde(rename = "bgp-mode")]
     pub bgp_mode: Option<BgpMode>,
     /// Wire name `bgp-multipath-as-relax`
-    #[serde(rename = "bgp-multipath-as-relax")]
     pub bgp_multipath_as_relax: Option<bool>,
     /// `controller`
     pub controller: String,
@@ -269,16 +304,12 @@ pub struct IndexResponseItem {
     /// `ebgp`
     pub ebgp: Option<bool>,
     /// Wire name `ebgp-multihop`
-    #[serde(rename = "ebgp-multihop")]
     pub ebgp_multihop: Option<i64>,
     /// Wire name `isis-domain`
-    #[serde(rename = "isis-domain")]
     pub isis_domain: Option<String>,
     /// Wire name `isis-ifaces`; format `pve-iface-list`
-    #[serde(rename = "isis-ifaces")]
     pub isis_ifaces: Option<String>,
     /// Wire name `isis-net`; format `pve-sdn-isis-net`
-    #[serde(rename = "isis-net")]
     pub isis_net: Option<String>,
     /// `loopback`
     pub loopback: Option<String>,
@@ -287,7 +318,6 @@ pub struct IndexResponseItem {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Wire name `peer-group-name`
-    #[serde(rename = "peer-group-name")]
     pub peer_group_name: Option<String>,
     /// `peers`
     pub peers: Option<String>,
@@ -296,10 +326,8 @@ pub struct IndexResponseItem {
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -326,5 +354,30 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("asn", &self.asn)?;
+        o.opt("bgp-mode", &self.bgp_mode)?;
+        o.opt("bgp-multipath-as-relax", &self.bgp_multipath_as_relax)?;
+        o.req("controller", &self.controller)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ebgp", &self.ebgp)?;
+        o.opt("ebgp-multihop", &self.ebgp_multihop)?;
+        o.opt("isis-domain", &self.isis_domain)?;
+        o.opt("isis-ifaces", &self.isis_ifaces)?;
+        o.opt("isis-net", &self.isis_net)?;
+        o.opt("loopback", &self.loopback)?;
+        o.opt("node", &self.node)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peer-group-name", &self.peer_group_name)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("state", &self.state)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,13 +5,20 @@
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub dns: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("dns", &self.dns)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/sdn/dns/{dns}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub dns: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("dns", &self.dns)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -64,7 +78,7 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub dns: String,
@@ -77,7 +91,6 @@ pub struct Update {
     /// `key`
     pub key: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `reversemaskv6`
     pub reversemaskv6: Option<i64>,
@@ -85,6 +98,21 @@ pub struct Update {
     pub ttl: Option<i64>,
     /// `url`
     pub url: Option<String>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("dns", &self.dns)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.opt("key", &self.key)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("reversemaskv6", &self.reversemaskv6)?;
+        o.opt("ttl", &self.ttl)?;
+        o.opt("url", &self.url)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -112,4 +140,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);

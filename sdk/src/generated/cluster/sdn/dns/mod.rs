@@ -5,11 +5,17 @@ pub mod dns;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,7 +33,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub dns: String,
@@ -36,7 +42,6 @@ pub struct Create {
     /// `key`
     pub key: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `reversemaskv6`
     pub reversemaskv6: Option<i64>,
@@ -45,10 +50,24 @@ pub struct Create {
     /// `ttl`
     pub ttl: Option<i64>,
     /// Wire name `type`; format `pve-configid`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// `url`
     pub url: String,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("dns", &self.dns)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.req("key", &self.key)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("reversemaskv6", &self.reversemaskv6)?;
+        o.opt("reversev6mask", &self.reversev6mask)?;
+        o.opt("ttl", &self.ttl)?;
+        o.req("type", &self.type_)?;
+        o.req("url", &self.url)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -108,15 +127,13 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/dns returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `dns`
     pub dns: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -127,5 +144,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("dns", &self.dns)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

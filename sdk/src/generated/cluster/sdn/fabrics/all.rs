@@ -4,12 +4,20 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListAll {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for ListAll {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl crate::Operation for ListAll {
     const ID: &'static str = "list_all";
@@ -75,7 +83,7 @@ impl crate::tagged::Tagged for ListAllResponseFabricsItemProtocol {
 }
 crate::tagged_traits!(ListAllResponseFabricsItemProtocol);
 /// Fields of [`ListAllResponseFabricsItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseFabricsItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -94,8 +102,17 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolOpenfabr
         })
     }
 }
+impl serde::Serialize for ListAllResponseFabricsItemProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("csnp_interval", &self.csnp_interval)?;
+        o.opt("hello_interval", &self.hello_interval)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`ListAllResponseFabricsItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseFabricsItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -114,8 +131,17 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolOspf {
         })
     }
 }
+impl serde::Serialize for ListAllResponseFabricsItemProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("area", &self.area)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`ListAllResponseFabricsItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseFabricsItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
@@ -128,8 +154,15 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolWireguar
         })
     }
 }
+impl serde::Serialize for ListAllResponseFabricsItemProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("persistent_keepalive", &self.persistent_keepalive)?;
+        o.end()
+    }
+}
 /// Fields of [`ListAllResponseFabricsItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseFabricsItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
@@ -142,8 +175,15 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolBgp {
         })
     }
 }
+impl serde::Serialize for ListAllResponseFabricsItemProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/all returns "fabrics" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListAllResponseFabricsItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -154,13 +194,10 @@ pub struct ListAllResponseFabricsItem {
     /// Format `CIDR`
     pub ip_prefix: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: ListAllResponseFabricsItemProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItem {
@@ -175,6 +212,19 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItem {
             protocol: f.tagged()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListAllResponseFabricsItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("id", &self.id)?;
+        o.opt("ip6_prefix", &self.ip6_prefix)?;
+        o.opt("ip_prefix", &self.ip_prefix)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Selected by `protocol`.
@@ -232,7 +282,7 @@ impl crate::tagged::Tagged for ListAllResponseNodesItemProtocol {
 }
 crate::tagged_traits!(ListAllResponseNodesItemProtocol);
 /// Fields of [`ListAllResponseNodesItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseNodesItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
@@ -245,8 +295,15 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolOpenfabric
         })
     }
 }
+impl serde::Serialize for ListAllResponseNodesItemProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`ListAllResponseNodesItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseNodesItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
@@ -259,8 +316,15 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolOspf {
         })
     }
 }
+impl serde::Serialize for ListAllResponseNodesItemProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`ListAllResponseNodesItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseNodesItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -288,8 +352,20 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolWireguard 
         })
     }
 }
+impl serde::Serialize for ListAllResponseNodesItemProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_ips", &self.allowed_ips)?;
+        o.opt("endpoint", &self.endpoint)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("public_key", &self.public_key)?;
+        o.opt("role", &self.role)?;
+        o.end()
+    }
+}
 /// Fields of [`ListAllResponseNodesItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListAllResponseNodesItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
@@ -302,8 +378,15 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolBgp {
         })
     }
 }
+impl serde::Serialize for ListAllResponseNodesItemProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/all returns "nodes" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListAllResponseNodesItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -314,15 +397,12 @@ pub struct ListAllResponseNodesItem {
     /// Format `ipv6`
     pub ip6: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `pve-node`
     pub node_id: String,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: ListAllResponseNodesItemProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItem {
@@ -340,15 +420,28 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItem {
         })
     }
 }
+impl serde::Serialize for ListAllResponseNodesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("ip6", &self.ip6)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.req("node_id", &self.node_id)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/all returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListAllResponse {
     /// `fabrics`
     pub fabrics: Vec<ListAllResponseFabricsItem>,
     /// `nodes`
     pub nodes: Vec<ListAllResponseNodesItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponse {
@@ -359,5 +452,14 @@ impl<'de> serde::Deserialize<'de> for ListAllResponse {
             nodes: f.req("nodes")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListAllResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fabrics", &self.fabrics)?;
+        o.req("nodes", &self.nodes)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,8 +7,14 @@ pub mod node;
 ///
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for Index {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
@@ -455,12 +461,11 @@ impl crate::open_enum::OpenEnum for Role {
 }
 crate::open_enum_traits!(Role);
 /// From `GET /cluster/sdn/fabrics returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -470,5 +475,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,11 +5,17 @@ pub mod ipam;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -27,24 +33,35 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
     /// Minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `section`
     pub section: Option<i64>,
     /// `token`
     pub token: Option<String>,
     /// Wire name `type`; format `pve-configid`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// `url`
     pub url: Option<String>,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.req("ipam", &self.ipam)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("section", &self.section)?;
+        o.opt("token", &self.token)?;
+        o.req("type", &self.type_)?;
+        o.opt("url", &self.url)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -105,15 +122,13 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/ipams returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `ipam`
     pub ipam: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -124,5 +139,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ipam", &self.ipam)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

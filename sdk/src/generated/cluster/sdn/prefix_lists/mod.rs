@@ -5,7 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListPrefixLists {
     /// `pending`
     pub pending: Option<bool>,
@@ -13,6 +13,15 @@ pub struct ListPrefixLists {
     pub running: Option<bool>,
     /// `verbose`
     pub verbose: Option<bool>,
+}
+impl serde::Serialize for ListPrefixLists {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.opt("verbose", &self.verbose)?;
+        o.end()
+    }
 }
 impl crate::Operation for ListPrefixLists {
     const ID: &'static str = "list_prefix_lists";
@@ -30,7 +39,7 @@ crate::operation_error!(ListPrefixListsError for ListPrefixLists;);
 /// - Permission check: `["perm","/sdn/prefix-lists",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreatePrefixListEntry {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -39,8 +48,17 @@ pub struct CreatePrefixListEntry {
     /// Format `pve-sdn-prefix-list-id`
     pub id: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for CreatePrefixListEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("entries", &self.entries)?;
+        o.req("id", &self.id)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl CreatePrefixListEntry {
     /// A request with every required parameter; optional ones start unset.

@@ -5,10 +5,17 @@ pub mod entries;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListRouteMaps {
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for ListRouteMaps {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl crate::Operation for ListRouteMaps {
     const ID: &'static str = "list_route_maps";
@@ -22,12 +29,11 @@ impl crate::Operation for ListRouteMaps {
 pub type ListRouteMapsResponse = Vec<ListRouteMapsResponseItem>;
 crate::operation_error!(ListRouteMapsError for ListRouteMaps;);
 /// From `GET /cluster/sdn/route-maps returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListRouteMapsResponseItem {
     /// Format `pve-sdn-route-map-id`
     pub id: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListRouteMapsResponseItem {
@@ -37,5 +43,13 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapsResponseItem {
             id: f.req("id")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListRouteMapsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

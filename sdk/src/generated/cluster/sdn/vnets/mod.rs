@@ -5,12 +5,20 @@ pub mod vnet;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -28,20 +36,17 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// Wire name `isolate-ports`
-    #[serde(rename = "isolate-ports")]
     pub isolate_ports: Option<bool>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<Type>,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
@@ -49,6 +54,20 @@ pub struct Create {
     pub vnet: String,
     /// `zone`
     pub zone: String,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("alias", &self.alias)?;
+        o.opt("isolate-ports", &self.isolate_ports)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("tag", &self.tag)?;
+        o.opt("type", &self.type_)?;
+        o.opt("vlanaware", &self.vlanaware)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -102,12 +121,11 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/vnets returns items "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemPending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// Wire name `isolate-ports`
-    #[serde(rename = "isolate-ports")]
     pub isolate_ports: Option<bool>,
     /// Range 1 - 16777215
     pub tag: Option<i64>,
@@ -116,7 +134,6 @@ pub struct IndexResponseItemPending {
     /// `zone`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
@@ -132,15 +149,26 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemPending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("alias", &self.alias)?;
+        o.opt("isolate-ports", &self.isolate_ports)?;
+        o.opt("tag", &self.tag)?;
+        o.opt("vlanaware", &self.vlanaware)?;
+        o.opt("zone", &self.zone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/vnets returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// `digest`
     pub digest: Option<String>,
     /// Wire name `isolate-ports`
-    #[serde(rename = "isolate-ports")]
     pub isolate_ports: Option<bool>,
     /// `pending`
     pub pending: Option<IndexResponseItemPending>,
@@ -149,7 +177,6 @@ pub struct IndexResponseItem {
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
@@ -158,7 +185,6 @@ pub struct IndexResponseItem {
     /// `zone`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -177,5 +203,22 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             zone: f.opt("zone")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("alias", &self.alias)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("isolate-ports", &self.isolate_ports)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("state", &self.state)?;
+        o.opt("tag", &self.tag)?;
+        o.req("type", &self.type_)?;
+        o.opt("vlanaware", &self.vlanaware)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("zone", &self.zone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

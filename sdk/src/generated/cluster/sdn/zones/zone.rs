@@ -5,13 +5,20 @@
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("zone", &self.zone)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -37,7 +44,7 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
@@ -45,6 +52,15 @@ pub struct Read {
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("zone", &self.zone)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -70,17 +86,15 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
     /// Wire name `advertise-subnets`
-    #[serde(rename = "advertise-subnets")]
     pub advertise_subnets: Option<bool>,
     /// `bridge`
     pub bridge: Option<String>,
     /// Wire name `bridge-disable-mac-learning`
-    #[serde(rename = "bridge-disable-mac-learning")]
     pub bridge_disable_mac_learning: Option<bool>,
     /// `controller`
     pub controller: Option<String>,
@@ -91,29 +105,24 @@ pub struct Update {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `disable-arp-nd-suppression`
-    #[serde(rename = "disable-arp-nd-suppression")]
     pub disable_arp_nd_suppression: Option<bool>,
     /// `dns`
     pub dns: Option<String>,
     /// Format `dns-name`
     pub dnszone: Option<String>,
     /// Wire name `dp-id`
-    #[serde(rename = "dp-id")]
     pub dp_id: Option<i64>,
     /// Format `pve-node-list`
     pub exitnodes: Option<String>,
     /// Wire name `exitnodes-local-routing`
-    #[serde(rename = "exitnodes-local-routing")]
     pub exitnodes_local_routing: Option<bool>,
     /// Wire name `exitnodes-primary`; format `pve-node`
-    #[serde(rename = "exitnodes-primary")]
     pub exitnodes_primary: Option<String>,
     /// Format `pve-sdn-fabric-id`
     pub fabric: Option<String>,
     /// `ipam`
     pub ipam: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `mac-addr`
     pub mac: Option<String>,
@@ -126,22 +135,58 @@ pub struct Update {
     /// `reversedns`
     pub reversedns: Option<String>,
     /// Wire name `rt-import`; format `pve-sdn-bgp-rt-list`
-    #[serde(rename = "rt-import")]
     pub rt_import: Option<String>,
     /// Wire name `secondary-controllers`
-    #[serde(rename = "secondary-controllers")]
     pub secondary_controllers: Option<Vec<String>>,
     /// Minimum 0
     pub tag: Option<i64>,
     /// Wire name `vlan-protocol`; default `802.1q`
-    #[serde(rename = "vlan-protocol")]
     pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
-    #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
-    #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("zone", &self.zone)?;
+        o.opt("advertise-subnets", &self.advertise_subnets)?;
+        o.opt("bridge", &self.bridge)?;
+        o.opt(
+            "bridge-disable-mac-learning",
+            &self.bridge_disable_mac_learning,
+        )?;
+        o.opt("controller", &self.controller)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("dhcp", &self.dhcp)?;
+        o.opt("digest", &self.digest)?;
+        o.opt(
+            "disable-arp-nd-suppression",
+            &self.disable_arp_nd_suppression,
+        )?;
+        o.opt("dns", &self.dns)?;
+        o.opt("dnszone", &self.dnszone)?;
+        o.opt("dp-id", &self.dp_id)?;
+        o.opt("exitnodes", &self.exitnodes)?;
+        o.opt("exitnodes-local-routing", &self.exitnodes_local_routing)?;
+        o.opt("exitnodes-primary", &self.exitnodes_primary)?;
+        o.opt("fabric", &self.fabric)?;
+        o.opt("ipam", &self.ipam)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("mac", &self.mac)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("reversedns", &self.reversedns)?;
+        o.opt("rt-import", &self.rt_import)?;
+        o.opt("secondary-controllers", &self.secondary_controllers)?;
+        o.opt("tag", &self.tag)?;
+        o.opt("vlan-protocol", &self.vlan_protocol)?;
+        o.opt("vrf-vxlan", &self.vrf_vxlan)?;
+        o.opt("vxlan-port", &self.vxlan_port)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -189,24 +234,21 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/sdn/zones/{zone} returns "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponsePending {
     /// Wire name `advertise-subnets`
-    #[serde(rename = "advertise-subnets")]
     pub advertise_subnets: Option<bool>,
     /// `bridge`
     pub bridge: Option<String>,
     /// Wire name `bridge-disable-mac-learning`
-    #[serde(rename = "bridge-disable-mac-learning")]
     pub bridge_disable_mac_learning: Option<bool>,
     /// `controller`
     pub controller: Option<String>,
     /// `dhcp`
     pub dhcp: Option<crate::generated::cluster::sdn::zones::Dhcp>,
     /// Wire name `disable-arp-nd-suppression`
-    #[serde(rename = "disable-arp-nd-suppression")]
     pub disable_arp_nd_suppression: Option<bool>,
     /// `dns`
     pub dns: Option<String>,
@@ -215,10 +257,8 @@ pub struct ReadResponsePending {
     /// Format `pve-node-list`
     pub exitnodes: Option<String>,
     /// Wire name `exitnodes-local-routing`
-    #[serde(rename = "exitnodes-local-routing")]
     pub exitnodes_local_routing: Option<bool>,
     /// Wire name `exitnodes-primary`; format `pve-node`
-    #[serde(rename = "exitnodes-primary")]
     pub exitnodes_primary: Option<String>,
     /// `ipam`
     pub ipam: Option<String>,
@@ -233,24 +273,18 @@ pub struct ReadResponsePending {
     /// `reversedns`
     pub reversedns: Option<String>,
     /// Wire name `rt-import`; format `pve-sdn-bgp-rt-list`
-    #[serde(rename = "rt-import")]
     pub rt_import: Option<String>,
     /// Wire name `secondary-controllers`
-    #[serde(rename = "secondary-controllers")]
     pub secondary_controllers: Option<Vec<String>>,
     /// Minimum 0
     pub tag: Option<i64>,
     /// Wire name `vlan-protocol`; default `802.1q`
-    #[serde(rename = "vlan-protocol")]
     pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
-    #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
-    #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponsePending {
@@ -284,16 +318,50 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
         })
     }
 }
+impl serde::Serialize for ReadResponsePending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("advertise-subnets", &self.advertise_subnets)?;
+        o.opt("bridge", &self.bridge)?;
+        o.opt(
+            "bridge-disable-mac-learning",
+            &self.bridge_disable_mac_learning,
+        )?;
+        o.opt("controller", &self.controller)?;
+        o.opt("dhcp", &self.dhcp)?;
+        o.opt(
+            "disable-arp-nd-suppression",
+            &self.disable_arp_nd_suppression,
+        )?;
+        o.opt("dns", &self.dns)?;
+        o.opt("dnszone", &self.dnszone)?;
+        o.opt("exitnodes", &self.exitnodes)?;
+        o.opt("exitnodes-local-routing", &self.exitnodes_local_routing)?;
+        o.opt("exitnodes-primary", &self.exitnodes_primary)?;
+        o.opt("ipam", &self.ipam)?;
+        o.opt("mac", &self.mac)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("reversedns", &self.reversedns)?;
+        o.opt("rt-import", &self.rt_import)?;
+        o.opt("secondary-controllers", &self.secondary_controllers)?;
+        o.opt("tag", &self.tag)?;
+        o.opt("vlan-protocol", &self.vlan_protocol)?;
+        o.opt("vrf-vxlan", &self.vrf_vxlan)?;
+        o.opt("vxlan-port", &self.vxlan_port)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/zones/{zone} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponse {
     /// Wire name `advertise-subnets`
-    #[serde(rename = "advertise-subnets")]
     pub advertise_subnets: Option<bool>,
     /// `bridge`
     pub bridge: Option<String>,
     /// Wire name `bridge-disable-mac-learning`
-    #[serde(rename = "bridge-disable-mac-learning")]
     pub bridge_disable_mac_learning: Option<bool>,
     /// `controller`
     pub controller: Option<String>,
@@ -302,7 +370,6 @@ pub struct ReadResponse {
     /// `digest`
     pub digest: Option<String>,
     /// Wire name `disable-arp-nd-suppression`
-    #[serde(rename = "disable-arp-nd-suppression")]
     pub disable_arp_nd_suppression: Option<bool>,
     /// `dns`
     pub dns: Option<String>,
@@ -311,10 +378,8 @@ pub struct ReadResponse {
     /// Format `pve-node-list`
     pub exitnodes: Option<String>,
     /// Wire name `exitnodes-local-routing`
-    #[serde(rename = "exitnodes-local-routing")]
     pub exitnodes_local_routing: Option<bool>,
     /// Wire name `exitnodes-primary`; format `pve-node`
-    #[serde(rename = "exitnodes-primary")]
     pub exitnodes_primary: Option<String>,
     /// `ipam`
     pub ipam: Option<String>,
@@ -331,31 +396,24 @@ pub struct ReadResponse {
     /// `reversedns`
     pub reversedns: Option<String>,
     /// Wire name `rt-import`; format `pve-sdn-bgp-rt-list`
-    #[serde(rename = "rt-import")]
     pub rt_import: Option<String>,
     /// Wire name `secondary-controllers`
-    #[serde(rename = "secondary-controllers")]
     pub secondary_controllers: Option<Vec<String>>,
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Minimum 0
     pub tag: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::cluster::sdn::zones::Type,
     /// Wire name `vlan-protocol`; default `802.1q`
-    #[serde(rename = "vlan-protocol")]
     pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
-    #[serde(rename = "vrf-vxlan")]
     pub vrf_vxlan: Option<i64>,
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
-    #[serde(rename = "vxlan-port")]
     pub vxlan_port: Option<i64>,
     /// `zone`
     pub zone: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
@@ -392,5 +450,46 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             zone: f.req("zone")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("advertise-subnets", &self.advertise_subnets)?;
+        o.opt("bridge", &self.bridge)?;
+        o.opt(
+            "bridge-disable-mac-learning",
+            &self.bridge_disable_mac_learning,
+        )?;
+        o.opt("controller", &self.controller)?;
+        o.opt("dhcp", &self.dhcp)?;
+        o.opt("digest", &self.digest)?;
+        o.opt(
+            "disable-arp-nd-suppression",
+            &self.disable_arp_nd_suppression,
+        )?;
+        o.opt("dns", &self.dns)?;
+        o.opt("dnszone", &self.dnszone)?;
+        o.opt("exitnodes", &self.exitnodes)?;
+        o.opt("exitnodes-local-routing", &self.exitnodes_local_routing)?;
+        o.opt("exitnodes-primary", &self.exitnodes_primary)?;
+        o.opt("ipam", &self.ipam)?;
+        o.opt("mac", &self.mac)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("nodes", &self.nodes)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("reversedns", &self.reversedns)?;
+        o.opt("rt-import", &self.rt_import)?;
+        o.opt("secondary-controllers", &self.secondary_controllers)?;
+        o.opt("state", &self.state)?;
+        o.opt("tag", &self.tag)?;
+        o.req("type", &self.type_)?;
+        o.opt("vlan-protocol", &self.vlan_protocol)?;
+        o.opt("vrf-vxlan", &self.vrf_vxlan)?;
+        o.opt("vxlan-port", &self.vxlan_port)?;
+        o.req("zone", &self.zone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Changelog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -13,6 +13,15 @@ pub struct Changelog {
     pub name: String,
     /// `version`
     pub version: Option<String>,
+}
+impl serde::Serialize for Changelog {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("version", &self.version)?;
+        o.end()
+    }
 }
 impl Changelog {
     /// A request with every required parameter; optional ones start unset.
@@ -39,4 +48,4 @@ impl crate::Operation for Changelog {
 }
 /// What [`Changelog`] answers.
 pub type ChangelogResponse = String;
-crate::operation_error!(ChangelogError for Changelog; UnknownNode);
+crate::operation_error!(ChangelogError for Changelog;);

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Repositories {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Repositories {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Repositories {
     /// A request with every required parameter; optional ones start unset.
@@ -29,14 +36,14 @@ impl crate::Operation for Repositories {
     type Response = RepositoriesResponse;
     type Error = RepositoriesError;
 }
-crate::operation_error!(RepositoriesError for Repositories; UnknownNode);
+crate::operation_error!(RepositoriesError for Repositories;);
 /// `POST /nodes/{node}/apt/repositories` (handler `change_repository`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ChangeRepository {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -48,6 +55,17 @@ pub struct ChangeRepository {
     pub index: i64,
     /// `path`
     pub path: String,
+}
+impl serde::Serialize for ChangeRepository {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("enabled", &self.enabled)?;
+        o.req("index", &self.index)?;
+        o.req("path", &self.path)?;
+        o.end()
+    }
 }
 impl ChangeRepository {
     /// A request with every required parameter; optional ones start unset.
@@ -76,14 +94,14 @@ impl crate::Operation for ChangeRepository {
 }
 /// What [`ChangeRepository`] answers.
 pub type ChangeRepositoryResponse = ();
-crate::operation_error!(ChangeRepositoryError for ChangeRepository; UnknownNode);
+crate::operation_error!(ChangeRepositoryError for ChangeRepository;);
 /// `PUT /nodes/{node}/apt/repositories` (handler `add_repository`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AddRepository {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -91,6 +109,15 @@ pub struct AddRepository {
     pub digest: Option<String>,
     /// `handle`
     pub handle: String,
+}
+impl serde::Serialize for AddRepository {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("digest", &self.digest)?;
+        o.req("handle", &self.handle)?;
+        o.end()
+    }
 }
 impl AddRepository {
     /// A request with every required parameter; optional ones start unset.
@@ -117,16 +144,15 @@ impl crate::Operation for AddRepository {
 }
 /// What [`AddRepository`] answers.
 pub type AddRepositoryResponse = ();
-crate::operation_error!(AddRepositoryError for AddRepository; UnknownNode);
+crate::operation_error!(AddRepositoryError for AddRepository;);
 /// From `GET /nodes/{node}/apt/repositories returns "errors" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseErrorsItem {
     /// `error`
     pub error: String,
     /// `path`
     pub path: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
@@ -137,6 +163,15 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
             path: f.req("path")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RepositoriesResponseErrorsItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("error", &self.error)?;
+        o.req("path", &self.path)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -198,16 +233,13 @@ impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesIte
 }
 crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemFileType);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items "Options" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     /// Wire name `Key`
-    #[serde(rename = "Key")]
     pub key: String,
     /// Wire name `Values`
-    #[serde(rename = "Values")]
     pub values: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
@@ -218,6 +250,15 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
             values: f.req("Values")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("Key", &self.key)?;
+        o.req("Values", &self.values)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -250,34 +291,25 @@ impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesIte
 }
 crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemTypesItem);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseFilesItemRepositoriesItem {
     /// Wire name `Comment`
-    #[serde(rename = "Comment")]
     pub comment: Option<String>,
     /// Wire name `Components`
-    #[serde(rename = "Components")]
     pub components: Option<Vec<String>>,
     /// Wire name `Enabled`
-    #[serde(rename = "Enabled")]
     pub enabled: bool,
     /// Wire name `FileType`
-    #[serde(rename = "FileType")]
     pub file_type: RepositoriesResponseFilesItemRepositoriesItemFileType,
     /// Wire name `Options`
-    #[serde(rename = "Options")]
     pub options: Option<Vec<RepositoriesResponseFilesItemRepositoriesItemOptionsItem>>,
     /// Wire name `Suites`
-    #[serde(rename = "Suites")]
     pub suites: Vec<String>,
     /// Wire name `Types`
-    #[serde(rename = "Types")]
     pub types: Vec<RepositoriesResponseFilesItemRepositoriesItemTypesItem>,
     /// Wire name `URIs`
-    #[serde(rename = "URIs")]
     pub ur_is: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesItem {
@@ -296,20 +328,33 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
         })
     }
 }
+impl serde::Serialize for RepositoriesResponseFilesItemRepositoriesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("Comment", &self.comment)?;
+        o.opt("Components", &self.components)?;
+        o.req("Enabled", &self.enabled)?;
+        o.req("FileType", &self.file_type)?;
+        o.opt("Options", &self.options)?;
+        o.req("Suites", &self.suites)?;
+        o.req("Types", &self.types)?;
+        o.req("URIs", &self.ur_is)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns "files" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseFilesItem {
     /// `digest`
     pub digest: Vec<i64>,
     /// Wire name `file-type`
-    #[serde(rename = "file-type")]
     pub file_type: RepositoriesResponseFilesItemFileType,
     /// `path`
     pub path: String,
     /// `repositories`
     pub repositories: Vec<RepositoriesResponseFilesItemRepositoriesItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
@@ -324,8 +369,19 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
         })
     }
 }
+impl serde::Serialize for RepositoriesResponseFilesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("digest", &self.digest)?;
+        o.req("file-type", &self.file_type)?;
+        o.req("path", &self.path)?;
+        o.req("repositories", &self.repositories)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns "infos" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseInfosItem {
     /// `index`
     pub index: String,
@@ -338,7 +394,6 @@ pub struct RepositoriesResponseInfosItem {
     /// `property`
     pub property: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
@@ -354,8 +409,20 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
         })
     }
 }
+impl serde::Serialize for RepositoriesResponseInfosItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("index", &self.index)?;
+        o.req("kind", &self.kind)?;
+        o.req("message", &self.message)?;
+        o.req("path", &self.path)?;
+        o.opt("property", &self.property)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns "standard-repos" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseStandardReposItem {
     /// `handle`
     pub handle: String,
@@ -364,7 +431,6 @@ pub struct RepositoriesResponseStandardReposItem {
     /// `status`
     pub status: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
@@ -378,8 +444,18 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
         })
     }
 }
+impl serde::Serialize for RepositoriesResponseStandardReposItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("handle", &self.handle)?;
+        o.req("name", &self.name)?;
+        o.opt("status", &self.status)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/apt/repositories returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponse {
     /// `digest`
     pub digest: String,
@@ -390,10 +466,8 @@ pub struct RepositoriesResponse {
     /// `infos`
     pub infos: Vec<RepositoriesResponseInfosItem>,
     /// Wire name `standard-repos`
-    #[serde(rename = "standard-repos")]
     pub standard_repos: Vec<RepositoriesResponseStandardReposItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
@@ -407,5 +481,17 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
             standard_repos: f.req("standard-repos")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RepositoriesResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("digest", &self.digest)?;
+        o.req("errors", &self.errors)?;
+        o.req("files", &self.files)?;
+        o.req("infos", &self.infos)?;
+        o.req("standard-repos", &self.standard_repos)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ListUpdates {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for ListUpdates {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl ListUpdates {
     /// A request with every required parameter; optional ones start unset.
@@ -32,7 +39,7 @@ impl crate::Operation for ListUpdates {
 }
 /// What [`ListUpdates`] answers.
 pub type ListUpdatesResponse = Vec<ListUpdatesResponseItem>;
-crate::operation_error!(ListUpdatesError for ListUpdates; UnknownNode);
+crate::operation_error!(ListUpdatesError for ListUpdates;);
 /// `POST /nodes/{node}/apt/update` (handler `update_database`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -40,7 +47,7 @@ crate::operation_error!(ListUpdatesError for ListUpdates; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateDatabase {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -48,6 +55,15 @@ pub struct UpdateDatabase {
     pub notify: Option<bool>,
     /// Default `0`
     pub quiet: Option<bool>,
+}
+impl serde::Serialize for UpdateDatabase {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("notify", &self.notify)?;
+        o.opt("quiet", &self.quiet)?;
+        o.end()
+    }
 }
 impl UpdateDatabase {
     /// A request with every required parameter; optional ones start unset.
@@ -75,42 +91,31 @@ impl crate::Operation for UpdateDatabase {
 }
 /// What [`UpdateDatabase`] answers.
 pub type UpdateDatabaseResponse = crate::Upid;
-crate::operation_error!(UpdateDatabaseError for UpdateDatabase; UnknownNode);
+crate::operation_error!(UpdateDatabaseError for UpdateDatabase;);
 /// From `GET /nodes/{node}/apt/update returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListUpdatesResponseItem {
     /// Wire name `Arch`
-    #[serde(rename = "Arch")]
     pub arch: crate::generated::nodes::node::apt::Arch,
     /// Wire name `Description`
-    #[serde(rename = "Description")]
     pub description: String,
     /// Wire name `NotifyStatus`
-    #[serde(rename = "NotifyStatus")]
     pub notify_status: Option<String>,
     /// Wire name `OldVersion`
-    #[serde(rename = "OldVersion")]
     pub old_version: Option<String>,
     /// Wire name `Origin`
-    #[serde(rename = "Origin")]
     pub origin: String,
     /// Wire name `Package`
-    #[serde(rename = "Package")]
     pub package: String,
     /// Wire name `Priority`
-    #[serde(rename = "Priority")]
     pub priority: String,
     /// Wire name `Section`
-    #[serde(rename = "Section")]
     pub section: String,
     /// Wire name `Title`
-    #[serde(rename = "Title")]
     pub title: String,
     /// Wire name `Version`
-    #[serde(rename = "Version")]
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
@@ -129,5 +134,22 @@ impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
             version: f.req("Version")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListUpdatesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("Arch", &self.arch)?;
+        o.req("Description", &self.description)?;
+        o.opt("NotifyStatus", &self.notify_status)?;
+        o.opt("OldVersion", &self.old_version)?;
+        o.req("Origin", &self.origin)?;
+        o.req("Package", &self.package)?;
+        o.req("Priority", &self.priority)?;
+        o.req("Section", &self.section)?;
+        o.req("Title", &self.title)?;
+        o.req("Version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Versions {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Versions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Versions {
     /// A request with every required parameter; optional ones start unset.
@@ -31,7 +38,7 @@ impl crate::Operation for Versions {
 }
 /// What [`Versions`] answers.
 pub type VersionsResponse = Vec<VersionsResponseItem>;
-crate::operation_error!(VersionsError for Versions; UnknownNode);
+crate::operation_error!(VersionsError for Versions;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -85,49 +92,35 @@ impl crate::open_enum::OpenEnum for VersionsResponseItemCurrentState {
 }
 crate::open_enum_traits!(VersionsResponseItemCurrentState);
 /// From `GET /nodes/{node}/apt/versions returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VersionsResponseItem {
     /// Wire name `Arch`
-    #[serde(rename = "Arch")]
     pub arch: crate::generated::nodes::node::apt::Arch,
     /// Wire name `CurrentState`
-    #[serde(rename = "CurrentState")]
     pub current_state: VersionsResponseItemCurrentState,
     /// Wire name `Description`
-    #[serde(rename = "Description")]
     pub description: String,
     /// Wire name `ManagerVersion`
-    #[serde(rename = "ManagerVersion")]
     pub manager_version: Option<String>,
     /// Wire name `NotifyStatus`
-    #[serde(rename = "NotifyStatus")]
     pub notify_status: Option<String>,
     /// Wire name `OldVersion`
-    #[serde(rename = "OldVersion")]
     pub old_version: Option<String>,
     /// Wire name `Origin`
-    #[serde(rename = "Origin")]
     pub origin: String,
     /// Wire name `Package`
-    #[serde(rename = "Package")]
     pub package: String,
     /// Wire name `Priority`
-    #[serde(rename = "Priority")]
     pub priority: String,
     /// Wire name `RunningKernel`
-    #[serde(rename = "RunningKernel")]
     pub running_kernel: Option<String>,
     /// Wire name `Section`
-    #[serde(rename = "Section")]
     pub section: String,
     /// Wire name `Title`
-    #[serde(rename = "Title")]
     pub title: String,
     /// Wire name `Version`
-    #[serde(rename = "Version")]
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VersionsResponseItem {
@@ -149,5 +142,25 @@ impl<'de> serde::Deserialize<'de> for VersionsResponseItem {
             version: f.req("Version")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VersionsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("Arch", &self.arch)?;
+        o.req("CurrentState", &self.current_state)?;
+        o.req("Description", &self.description)?;
+        o.opt("ManagerVersion", &self.manager_version)?;
+        o.opt("NotifyStatus", &self.notify_status)?;
+        o.opt("OldVersion", &self.old_version)?;
+        o.req("Origin", &self.origin)?;
+        o.req("Package", &self.package)?;
+        o.req("Priority", &self.priority)?;
+        o.opt("RunningKernel", &self.running_kernel)?;
+        o.req("Section", &self.section)?;
+        o.req("Title", &self.title)?;
+        o.req("Version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

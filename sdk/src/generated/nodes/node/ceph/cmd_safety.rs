@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CmdSafety {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct CmdSafety {
     pub id: String,
     /// `service`
     pub service: CmdSafetyService,
+}
+impl serde::Serialize for CmdSafety {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("action", &self.action)?;
+        o.req("id", &self.id)?;
+        o.req("service", &self.service)?;
+        o.end()
+    }
 }
 impl CmdSafety {
     /// A request with every required parameter; optional ones start unset.
@@ -46,7 +56,9 @@ impl crate::Operation for CmdSafety {
     type Response = CmdSafetyResponse;
     type Error = CmdSafetyError;
 }
-crate::operation_error!(CmdSafetyError for CmdSafety; UnknownNode);
+crate::operation_error!(
+    CmdSafetyError for CmdSafety; CephNotInitialized, CephNotInstalled
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -110,14 +122,13 @@ impl crate::open_enum::OpenEnum for CmdSafetyService {
 }
 crate::open_enum_traits!(CmdSafetyService);
 /// From `GET /nodes/{node}/ceph/cmd-safety returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CmdSafetyResponse {
     /// `safe`
     pub safe: bool,
     /// `status`
     pub status: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
@@ -128,5 +139,14 @@ impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
             status: f.opt("status")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CmdSafetyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("safe", &self.safe)?;
+        o.opt("status", &self.status)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

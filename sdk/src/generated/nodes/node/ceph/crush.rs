@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Crush {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Crush {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Crush {
     /// A request with every required parameter; optional ones start unset.
@@ -32,4 +39,4 @@ impl crate::Operation for Crush {
 }
 /// What [`Crush`] answers.
 pub type CrushResponse = String;
-crate::operation_error!(CrushError for Crush; UnknownNode);
+crate::operation_error!(CrushError for Crush; CephNotInitialized, CephNotInstalled);

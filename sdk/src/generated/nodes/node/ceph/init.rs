@@ -6,12 +6,11 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Init {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `cluster-network`; format `CIDR`; maximum length 128; requires `network`
-    #[serde(rename = "cluster-network")]
     pub cluster_network: Option<String>,
     /// Default `0`
     pub disable_cephx: Option<bool>,
@@ -23,6 +22,19 @@ pub struct Init {
     pub pg_bits: Option<i64>,
     /// Range 1 - 7; default `3`
     pub size: Option<i64>,
+}
+impl serde::Serialize for Init {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("cluster-network", &self.cluster_network)?;
+        o.opt("disable_cephx", &self.disable_cephx)?;
+        o.opt("min_size", &self.min_size)?;
+        o.opt("network", &self.network)?;
+        o.opt("pg_bits", &self.pg_bits)?;
+        o.opt("size", &self.size)?;
+        o.end()
+    }
 }
 impl Init {
     /// A request with every required parameter; optional ones start unset.
@@ -53,4 +65,4 @@ impl crate::Operation for Init {
 }
 /// What [`Init`] answers.
 pub type InitResponse = ();
-crate::operation_error!(InitError for Init; UnknownNode);
+crate::operation_error!(InitError for Init;);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Log {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct Log {
     pub limit: Option<i64>,
     /// Minimum 0
     pub start: Option<i64>,
+}
+impl serde::Serialize for Log {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("limit", &self.limit)?;
+        o.opt("start", &self.start)?;
+        o.end()
+    }
 }
 impl Log {
     /// A request with every required parameter; optional ones start unset.
@@ -40,16 +49,15 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<LogResponseItem>;
-crate::operation_error!(LogError for Log; UnknownNode);
+crate::operation_error!(LogError for Log; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LogResponseItem {
@@ -60,5 +68,14 @@ impl<'de> serde::Deserialize<'de> for LogResponseItem {
             t: f.req("t")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for LogResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("n", &self.n)?;
+        o.req("t", &self.t)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

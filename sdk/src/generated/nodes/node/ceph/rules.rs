@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Rules {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Rules {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Rules {
     /// A request with every required parameter; optional ones start unset.
@@ -32,14 +39,13 @@ impl crate::Operation for Rules {
 }
 /// What [`Rules`] answers.
 pub type RulesResponse = Vec<RulesResponseItem>;
-crate::operation_error!(RulesError for Rules; UnknownNode);
+crate::operation_error!(RulesError for Rules; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/rules returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RulesResponseItem {
     /// `name`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RulesResponseItem {
@@ -49,5 +55,13 @@ impl<'de> serde::Deserialize<'de> for RulesResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RulesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Status {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Status {
     /// A request with every required parameter; optional ones start unset.
@@ -32,4 +39,4 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(StatusError for Status; UnknownNode);
+crate::operation_error!(StatusError for Status; CephNotInitialized, CephNotInstalled);

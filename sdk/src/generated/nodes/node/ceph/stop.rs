@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Stop {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Pattern `(ceph|mon|mds|osd|mgr)(\.[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)?`; default `ceph.target`
     pub service: Option<String>,
+}
+impl serde::Serialize for Stop {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("service", &self.service)?;
+        o.end()
+    }
 }
 impl Stop {
     /// A request with every required parameter; optional ones start unset.
@@ -39,4 +47,4 @@ impl crate::Operation for Stop {
 }
 /// What [`Stop`] answers.
 pub type StopResponse = crate::Upid;
-crate::operation_error!(StopError for Stop; UnknownNode);
+crate::operation_error!(StopError for Stop; CephNotInitialized, CephNotInstalled);

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoveCustomCert {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `0`
     pub restart: Option<bool>,
+}
+impl serde::Serialize for RemoveCustomCert {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("restart", &self.restart)?;
+        o.end()
+    }
 }
 impl RemoveCustomCert {
     /// A request with every required parameter; optional ones start unset.
@@ -37,14 +45,14 @@ impl crate::Operation for RemoveCustomCert {
 }
 /// What [`RemoveCustomCert`] answers.
 pub type RemoveCustomCertResponse = ();
-crate::operation_error!(RemoveCustomCertError for RemoveCustomCert; UnknownNode);
+crate::operation_error!(RemoveCustomCertError for RemoveCustomCert;);
 /// `POST /nodes/{node}/certificates/custom` (handler `upload_custom_cert`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UploadCustomCert {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -56,6 +64,17 @@ pub struct UploadCustomCert {
     pub key: Option<crate::Secret>,
     /// Default `0`
     pub restart: Option<bool>,
+}
+impl serde::Serialize for UploadCustomCert {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("certificates", &self.certificates)?;
+        o.opt("force", &self.force)?;
+        o.opt("key", &self.key)?;
+        o.opt("restart", &self.restart)?;
+        o.end()
+    }
 }
 impl UploadCustomCert {
     /// A request with every required parameter; optional ones start unset.
@@ -82,9 +101,9 @@ impl crate::Operation for UploadCustomCert {
     type Response = UploadCustomCertResponse;
     type Error = UploadCustomCertError;
 }
-crate::operation_error!(UploadCustomCertError for UploadCustomCert; UnknownNode);
+crate::operation_error!(UploadCustomCertError for UploadCustomCert;);
 /// From `POST /nodes/{node}/certificates/custom returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UploadCustomCertResponse {
     /// `filename`
     pub filename: Option<String>,
@@ -99,17 +118,14 @@ pub struct UploadCustomCertResponse {
     /// Format `pem-certificate`
     pub pem: Option<String>,
     /// Wire name `public-key-bits`
-    #[serde(rename = "public-key-bits")]
     pub public_key_bits: Option<i64>,
     /// Wire name `public-key-type`
-    #[serde(rename = "public-key-type")]
     pub public_key_type: Option<String>,
     /// `san`
     pub san: Option<Vec<String>>,
     /// `subject`
     pub subject: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UploadCustomCertResponse {
@@ -128,5 +144,22 @@ impl<'de> serde::Deserialize<'de> for UploadCustomCertResponse {
             subject: f.opt("subject")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for UploadCustomCertResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("filename", &self.filename)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.opt("issuer", &self.issuer)?;
+        o.opt("notafter", &self.notafter)?;
+        o.opt("notbefore", &self.notbefore)?;
+        o.opt("pem", &self.pem)?;
+        o.opt("public-key-bits", &self.public_key_bits)?;
+        o.opt("public-key-type", &self.public_key_type)?;
+        o.opt("san", &self.san)?;
+        o.opt("subject", &self.subject)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

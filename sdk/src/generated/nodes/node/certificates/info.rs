@@ -5,10 +5,17 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Info {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Info {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Info {
     /// A request with every required parameter; optional ones start unset.
@@ -31,9 +38,9 @@ impl crate::Operation for Info {
 }
 /// What [`Info`] answers.
 pub type InfoResponse = Vec<InfoResponseItem>;
-crate::operation_error!(InfoError for Info; UnknownNode);
+crate::operation_error!(InfoError for Info;);
 /// From `GET /nodes/{node}/certificates/info returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InfoResponseItem {
     /// `filename`
     pub filename: Option<String>,
@@ -48,17 +55,14 @@ pub struct InfoResponseItem {
     /// Format `pem-certificate`
     pub pem: Option<String>,
     /// Wire name `public-key-bits`
-    #[serde(rename = "public-key-bits")]
     pub public_key_bits: Option<i64>,
     /// Wire name `public-key-type`
-    #[serde(rename = "public-key-type")]
     pub public_key_type: Option<String>,
     /// `san`
     pub san: Option<Vec<String>>,
     /// `subject`
     pub subject: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InfoResponseItem {
@@ -77,5 +81,22 @@ impl<'de> serde::Deserialize<'de> for InfoResponseItem {
             subject: f.opt("subject")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for InfoResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("filename", &self.filename)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.opt("issuer", &self.issuer)?;
+        o.opt("notafter", &self.notafter)?;
+        o.opt("notbefore", &self.notbefore)?;
+        o.opt("pem", &self.pem)?;
+        o.opt("public-key-bits", &self.public_key_bits)?;
+        o.opt("public-key-type", &self.public_key_type)?;
+        o.opt("san", &self.san)?;
+        o.opt("subject", &self.subject)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Initgpt {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,15 @@ pub struct Initgpt {
     pub disk: String,
     /// Maximum length 36; pattern `[a-fA-F0-9\-]+`
     pub uuid: Option<String>,
+}
+impl serde::Serialize for Initgpt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("disk", &self.disk)?;
+        o.opt("uuid", &self.uuid)?;
+        o.end()
+    }
 }
 impl Initgpt {
     /// A request with every required parameter; optional ones start unset.
@@ -42,4 +51,4 @@ impl crate::Operation for Initgpt {
 }
 /// What [`Initgpt`] answers.
 pub type InitgptResponse = crate::Upid;
-crate::operation_error!(InitgptError for Initgpt; UnknownNode);
+crate::operation_error!(InitgptError for Initgpt;);

@@ -6,18 +6,26 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `include-partitions`; default `0`
-    #[serde(rename = "include-partitions")]
     pub include_partitions: Option<bool>,
     /// Default `0`
     pub skipsmart: Option<bool>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<ListType>,
+}
+impl serde::Serialize for List {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("include-partitions", &self.include_partitions)?;
+        o.opt("skipsmart", &self.skipsmart)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl List {
     /// A request with every required parameter; optional ones start unset.
@@ -45,7 +53,7 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List; UnknownNode);
+crate::operation_error!(ListError for List;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -76,7 +84,7 @@ impl crate::open_enum::OpenEnum for ListType {
 }
 crate::open_enum_traits!(ListType);
 /// From `GET /nodes/{node}/disks/list returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListResponseItem {
     /// `devpath`
     pub devpath: String,
@@ -91,7 +99,6 @@ pub struct ListResponseItem {
     /// `osdid`
     pub osdid: i64,
     /// Wire name `osdid-list`
-    #[serde(rename = "osdid-list")]
     pub osdid_list: Vec<i64>,
     /// `parent`
     pub parent: Option<String>,
@@ -106,7 +113,6 @@ pub struct ListResponseItem {
     /// `wwn`
     pub wwn: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListResponseItem {
@@ -128,5 +134,25 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
             wwn: f.opt("wwn")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("devpath", &self.devpath)?;
+        o.req("gpt", &self.gpt)?;
+        o.opt("health", &self.health)?;
+        o.opt("model", &self.model)?;
+        o.req("mounted", &self.mounted)?;
+        o.req("osdid", &self.osdid)?;
+        o.req("osdid-list", &self.osdid_list)?;
+        o.opt("parent", &self.parent)?;
+        o.opt("serial", &self.serial)?;
+        o.req("size", &self.size)?;
+        o.opt("used", &self.used)?;
+        o.opt("vendor", &self.vendor)?;
+        o.opt("wwn", &self.wwn)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Smart {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct Smart {
     pub disk: String,
     /// `healthonly`
     pub healthonly: Option<bool>,
+}
+impl serde::Serialize for Smart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("disk", &self.disk)?;
+        o.opt("healthonly", &self.healthonly)?;
+        o.end()
+    }
 }
 impl Smart {
     /// A request with every required parameter; optional ones start unset.
@@ -38,9 +47,9 @@ impl crate::Operation for Smart {
     type Response = SmartResponse;
     type Error = SmartError;
 }
-crate::operation_error!(SmartError for Smart; UnknownNode);
+crate::operation_error!(SmartError for Smart;);
 /// From `GET /nodes/{node}/disks/smart returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SmartResponse {
     /// `attributes`
     pub attributes: Option<Vec<serde_json::Value>>,
@@ -49,10 +58,8 @@ pub struct SmartResponse {
     /// `text`
     pub text: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SmartResponse {
@@ -65,5 +72,16 @@ impl<'de> serde::Deserialize<'de> for SmartResponse {
             type_: f.opt("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SmartResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("attributes", &self.attributes)?;
+        o.req("health", &self.health)?;
+        o.opt("text", &self.text)?;
+        o.opt("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct WipeDisk {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Pattern `^/dev/[a-zA-Z0-9\/]+$`
     pub disk: String,
+}
+impl serde::Serialize for WipeDisk {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("disk", &self.disk)?;
+        o.end()
+    }
 }
 impl WipeDisk {
     /// A request with every required parameter; optional ones start unset.
@@ -39,4 +47,4 @@ impl crate::Operation for WipeDisk {
 }
 /// What [`WipeDisk`] answers.
 pub type WipeDiskResponse = crate::Upid;
-crate::operation_error!(WipeDiskError for WipeDisk; UnknownNode);
+crate::operation_error!(WipeDiskError for WipeDisk;);

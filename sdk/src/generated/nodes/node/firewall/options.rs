@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for GetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl GetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -29,14 +36,14 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions; UnknownNode);
+crate::operation_error!(GetOptionsError for GetOptions;);
 /// `PUT /nodes/{node}/firewall/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -83,6 +90,43 @@ pub struct SetOptions {
     /// Default `0`
     pub tcpflags: Option<bool>,
 }
+impl serde::Serialize for SetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("log_level_forward", &self.log_level_forward)?;
+        o.opt("log_level_in", &self.log_level_in)?;
+        o.opt("log_level_out", &self.log_level_out)?;
+        o.opt("log_nf_conntrack", &self.log_nf_conntrack)?;
+        o.opt("ndp", &self.ndp)?;
+        o.opt(
+            "nf_conntrack_allow_invalid",
+            &self.nf_conntrack_allow_invalid,
+        )?;
+        o.opt("nf_conntrack_helpers", &self.nf_conntrack_helpers)?;
+        o.opt("nf_conntrack_max", &self.nf_conntrack_max)?;
+        o.opt(
+            "nf_conntrack_tcp_timeout_established",
+            &self.nf_conntrack_tcp_timeout_established,
+        )?;
+        o.opt(
+            "nf_conntrack_tcp_timeout_syn_recv",
+            &self.nf_conntrack_tcp_timeout_syn_recv,
+        )?;
+        o.opt("nftables", &self.nftables)?;
+        o.opt("nosmurfs", &self.nosmurfs)?;
+        o.opt("protection_synflood", &self.protection_synflood)?;
+        o.opt("protection_synflood_burst", &self.protection_synflood_burst)?;
+        o.opt("protection_synflood_rate", &self.protection_synflood_rate)?;
+        o.opt("smurf_log_level", &self.smurf_log_level)?;
+        o.opt("tcp_flags_log_level", &self.tcp_flags_log_level)?;
+        o.opt("tcpflags", &self.tcpflags)?;
+        o.end()
+    }
+}
 impl SetOptions {
     /// A request with every required parameter; optional ones start unset.
     pub fn new(node: impl Into<String>) -> Self {
@@ -127,7 +171,7 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; UnknownNode);
+crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// Values of `smurf_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -247,7 +291,7 @@ impl crate::open_enum::OpenEnum for TcpFlagsLogLevel {
 }
 crate::open_enum_traits!(TcpFlagsLogLevel);
 /// From `GET /nodes/{node}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetOptionsResponse {
     /// Default `1`
     pub enable: Option<bool>,
@@ -288,7 +332,6 @@ pub struct GetOptionsResponse {
     /// Default `0`
     pub tcpflags: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
@@ -316,5 +359,40 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             tcpflags: f.opt("tcpflags")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetOptionsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("log_level_forward", &self.log_level_forward)?;
+        o.opt("log_level_in", &self.log_level_in)?;
+        o.opt("log_level_out", &self.log_level_out)?;
+        o.opt("log_nf_conntrack", &self.log_nf_conntrack)?;
+        o.opt("ndp", &self.ndp)?;
+        o.opt(
+            "nf_conntrack_allow_invalid",
+            &self.nf_conntrack_allow_invalid,
+        )?;
+        o.opt("nf_conntrack_helpers", &self.nf_conntrack_helpers)?;
+        o.opt("nf_conntrack_max", &self.nf_conntrack_max)?;
+        o.opt(
+            "nf_conntrack_tcp_timeout_established",
+            &self.nf_conntrack_tcp_timeout_established,
+        )?;
+        o.opt(
+            "nf_conntrack_tcp_timeout_syn_recv",
+            &self.nf_conntrack_tcp_timeout_syn_recv,
+        )?;
+        o.opt("nftables", &self.nftables)?;
+        o.opt("nosmurfs", &self.nosmurfs)?;
+        o.opt("protection_synflood", &self.protection_synflood)?;
+        o.opt("protection_synflood_burst", &self.protection_synflood_burst)?;
+        o.opt("protection_synflood_rate", &self.protection_synflood_rate)?;
+        o.opt("smurf_log_level", &self.smurf_log_level)?;
+        o.opt("tcp_flags_log_level", &self.tcp_flags_log_level)?;
+        o.opt("tcpflags", &self.tcpflags)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

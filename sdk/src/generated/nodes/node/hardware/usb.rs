@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Usbscan {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Usbscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Usbscan {
     /// A request with every required parameter; optional ones start unset.
@@ -32,9 +39,9 @@ impl crate::Operation for Usbscan {
 }
 /// What [`Usbscan`] answers.
 pub type UsbscanResponse = Vec<UsbscanResponseItem>;
-crate::operation_error!(UsbscanError for Usbscan; UnknownNode);
+crate::operation_error!(UsbscanError for Usbscan;);
 /// From `GET /nodes/{node}/hardware/usb returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UsbscanResponseItem {
     /// `busnum`
     pub busnum: i64,
@@ -61,7 +68,6 @@ pub struct UsbscanResponseItem {
     /// `vendid`
     pub vendid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
@@ -82,5 +88,24 @@ impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
             vendid: f.req("vendid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for UsbscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("busnum", &self.busnum)?;
+        o.req("class", &self.class)?;
+        o.req("devnum", &self.devnum)?;
+        o.req("level", &self.level)?;
+        o.opt("manufacturer", &self.manufacturer)?;
+        o.req("port", &self.port)?;
+        o.req("prodid", &self.prodid)?;
+        o.opt("product", &self.product)?;
+        o.opt("serial", &self.serial)?;
+        o.req("speed", &self.speed)?;
+        o.opt("usbpath", &self.usbpath)?;
+        o.req("vendid", &self.vendid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,10 +7,17 @@ pub mod vmid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vmlist {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Vmlist {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Vmlist {
     /// A request with every required parameter; optional ones start unset.
@@ -33,7 +40,7 @@ impl crate::Operation for Vmlist {
 }
 /// What [`Vmlist`] answers.
 pub type VmlistResponse = Vec<VmlistResponseItem>;
-crate::operation_error!(VmlistError for Vmlist; UnknownNode);
+crate::operation_error!(VmlistError for Vmlist;);
 /// `POST /nodes/{node}/lxc` (handler `create_vm`).
 ///
 /// - Permitted users: `all`
@@ -41,7 +48,7 @@ crate::operation_error!(VmlistError for Vmlist; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -64,7 +71,6 @@ pub struct CreateVm {
     /// Maximum length 8192
     pub description: Option<String>,
     /// Indexed: keys `dev0`, `dev1`, ...
-    #[serde(flatten)]
     pub dev: crate::Indexed<Dev, crate::generated::index::Dev>,
     /// Pattern `(?^:[^\x00-\x08\x0a-\x1F\x7F]+)`; default `/sbin/init`
     pub entrypoint: Option<String>,
@@ -75,26 +81,22 @@ pub struct CreateVm {
     /// `force`
     pub force: Option<bool>,
     /// Wire name `ha-managed`; default `0`
-    #[serde(rename = "ha-managed")]
     pub ha_managed: Option<bool>,
     /// Format `pve-volume-id`
     pub hookscript: Option<String>,
     /// Format `dns-name`; maximum length 255
     pub hostname: Option<String>,
     /// Wire name `ignore-unpack-errors`
-    #[serde(rename = "ignore-unpack-errors")]
     pub ignore_unpack_errors: Option<bool>,
     /// `lock`
     pub lock: Option<Lock>,
     /// Minimum 16; default `512`
     pub memory: Option<i64>,
     /// Indexed: keys `mp0`, `mp1`, ...
-    #[serde(flatten)]
     pub mp: crate::Indexed<Mp, crate::generated::index::Mp>,
     /// Format `lxc-ip-with-ll-iface-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<Net, crate::generated::index::Net>,
     /// Default `0`
     pub onboot: Option<bool>,
@@ -115,7 +117,6 @@ pub struct CreateVm {
     /// Format `dns-name-list`
     pub searchdomain: Option<String>,
     /// Wire name `ssh-public-keys`
-    #[serde(rename = "ssh-public-keys")]
     pub ssh_public_keys: Option<String>,
     /// Default `0`
     pub start: Option<bool>,
@@ -138,10 +139,61 @@ pub struct CreateVm {
     /// Default `0`
     pub unprivileged: Option<bool>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused: crate::Indexed<Unused, crate::generated::index::Unused>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for CreateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("cmode", &self.cmode)?;
+        o.opt("console", &self.console)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("debug", &self.debug)?;
+        o.opt("description", &self.description)?;
+        o.indexed(&self.dev)?;
+        o.opt("entrypoint", &self.entrypoint)?;
+        o.opt("env", &self.env)?;
+        o.opt("features", &self.features)?;
+        o.opt("force", &self.force)?;
+        o.opt("ha-managed", &self.ha_managed)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("ignore-unpack-errors", &self.ignore_unpack_errors)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("memory", &self.memory)?;
+        o.indexed(&self.mp)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("onboot", &self.onboot)?;
+        o.req("ostemplate", &self.ostemplate)?;
+        o.opt("ostype", &self.ostype)?;
+        o.opt("password", &self.password)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("restore", &self.restore)?;
+        o.opt("rootfs", &self.rootfs)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.opt("ssh-public-keys", &self.ssh_public_keys)?;
+        o.opt("start", &self.start)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("swap", &self.swap)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("timezone", &self.timezone)?;
+        o.opt("tty", &self.tty)?;
+        o.opt("unique", &self.unique)?;
+        o.opt("unprivileged", &self.unprivileged)?;
+        o.indexed(&self.unused)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl CreateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -212,7 +264,7 @@ impl crate::Operation for CreateVm {
 }
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = crate::Upid;
-crate::operation_error!(CreateVmError for CreateVm; NoQuorum, UnknownNode);
+crate::operation_error!(CreateVmError for CreateVm; NoQuorum);
 /// Property string `dev`.
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "dev[n]"`, `POST /nodes/{node}/lxc param "dev[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "dev[n]"`.
@@ -849,7 +901,7 @@ impl crate::open_enum::OpenEnum for Ostype {
 }
 crate::open_enum_traits!(Ostype);
 /// From `GET /nodes/{node}/lxc returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmlistResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -898,7 +950,6 @@ pub struct VmlistResponseItem {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
@@ -930,5 +981,35 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
             vmid: f.req("vmid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmlistResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpus", &self.cpus)?;
+        o.opt("disk", &self.disk)?;
+        o.opt("diskread", &self.diskread)?;
+        o.opt("diskwrite", &self.diskwrite)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("maxdisk", &self.maxdisk)?;
+        o.opt("maxmem", &self.maxmem)?;
+        o.opt("maxswap", &self.maxswap)?;
+        o.opt("mem", &self.mem)?;
+        o.opt("name", &self.name)?;
+        o.opt("netin", &self.netin)?;
+        o.opt("netout", &self.netout)?;
+        o.opt("pressurecpusome", &self.pressurecpusome)?;
+        o.opt("pressureiofull", &self.pressureiofull)?;
+        o.opt("pressureiosome", &self.pressureiosome)?;
+        o.opt("pressurememoryfull", &self.pressurememoryfull)?;
+        o.opt("pressurememorysome", &self.pressurememorysome)?;
+        o.req("status", &self.status)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("uptime", &self.uptime)?;
+        o.req("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-iface`; length 2 - 20
     pub iface: String,
+}
+impl serde::Serialize for DeleteNetwork {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("iface", &self.iface)?;
+        o.end()
+    }
 }
 impl DeleteNetwork {
     /// A request with every required parameter; optional ones start unset.
@@ -44,20 +52,26 @@ impl crate::Operation for DeleteNetwork {
 }
 /// What [`DeleteNetwork`] answers.
 pub type DeleteNetworkResponse = ();
-crate::operation_error!(
-    DeleteNetworkError for DeleteNetwork; NetworkInterfaceNotFound, UnknownNode
-);
+crate::operation_error!(DeleteNetworkError for DeleteNetwork; NetworkInterfaceNotFound);
 /// `GET /nodes/{node}/network/{iface}` (handler `network_config`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct NetworkConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-iface`; length 2 - 20
     pub iface: String,
+}
+impl serde::Serialize for NetworkConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("iface", &self.iface)?;
+        o.end()
+    }
 }
 impl NetworkConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -88,16 +102,14 @@ impl crate::Operation for NetworkConfig {
     type Response = NetworkConfigResponse;
     type Error = NetworkConfigError;
 }
-crate::operation_error!(
-    NetworkConfigError for NetworkConfig; NetworkInterfaceNotFound, UnknownNode
-);
+crate::operation_error!(NetworkConfigError for NetworkConfig; NetworkInterfaceNotFound);
 /// `PUT /nodes/{node}/network/{iface}` (handler `update_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -110,7 +122,6 @@ pub struct UpdateNetwork {
     /// `autostart`
     pub autostart: Option<bool>,
     /// Wire name `bond-primary`; format `pve-iface`
-    #[serde(rename = "bond-primary")]
     pub bond_primary: Option<String>,
     /// `bond_mode`
     pub bond_mode: Option<crate::generated::nodes::node::network::BondMode>,
@@ -155,14 +166,47 @@ pub struct UpdateNetwork {
     /// Format `pve-iface-list`
     pub slaves: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::nodes::node::network::Type,
     /// Wire name `vlan-id`; range 1 - 4094
-    #[serde(rename = "vlan-id")]
     pub vlan_id: Option<i64>,
     /// Wire name `vlan-raw-device`; format `pve-iface`
-    #[serde(rename = "vlan-raw-device")]
     pub vlan_raw_device: Option<String>,
+}
+impl serde::Serialize for UpdateNetwork {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("iface", &self.iface)?;
+        o.opt("address", &self.address)?;
+        o.opt("address6", &self.address6)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("bond-primary", &self.bond_primary)?;
+        o.opt("bond_mode", &self.bond_mode)?;
+        o.opt("bond_xmit_hash_policy", &self.bond_xmit_hash_policy)?;
+        o.opt("bridge_ports", &self.bridge_ports)?;
+        o.opt("bridge_vids", &self.bridge_vids)?;
+        o.opt("bridge_vlan_aware", &self.bridge_vlan_aware)?;
+        o.opt("cidr", &self.cidr)?;
+        o.opt("cidr6", &self.cidr6)?;
+        o.opt("comments", &self.comments)?;
+        o.opt("comments6", &self.comments6)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("gateway", &self.gateway)?;
+        o.opt("gateway6", &self.gateway6)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("netmask", &self.netmask)?;
+        o.opt("netmask6", &self.netmask6)?;
+        o.opt("ovs_bonds", &self.ovs_bonds)?;
+        o.opt("ovs_bridge", &self.ovs_bridge)?;
+        o.opt("ovs_options", &self.ovs_options)?;
+        o.opt("ovs_ports", &self.ovs_ports)?;
+        o.opt("ovs_tag", &self.ovs_tag)?;
+        o.opt("slaves", &self.slaves)?;
+        o.req("type", &self.type_)?;
+        o.opt("vlan-id", &self.vlan_id)?;
+        o.opt("vlan-raw-device", &self.vlan_raw_device)?;
+        o.end()
+    }
 }
 impl UpdateNetwork {
     /// A request with every required parameter; optional ones start unset.
@@ -227,19 +271,15 @@ impl crate::Operation for UpdateNetwork {
 }
 /// What [`UpdateNetwork`] answers.
 pub type UpdateNetworkResponse = ();
-crate::operation_error!(
-    UpdateNetworkError for UpdateNetwork; NetworkInterfaceNotFound, UnknownNode
-);
+crate::operation_error!(UpdateNetworkError for UpdateNetwork; NetworkInterfaceNotFound);
 /// From `GET /nodes/{node}/network/{iface} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NetworkConfigResponse {
     /// `method`
     pub method: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
@@ -250,5 +290,14 @@ impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for NetworkConfigResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("method", &self.method)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,10 +7,17 @@ pub mod iface;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RevertNetworkChanges {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for RevertNetworkChanges {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl RevertNetworkChanges {
     /// A request with every required parameter; optional ones start unset.
@@ -33,19 +40,26 @@ impl crate::Operation for RevertNetworkChanges {
 }
 /// What [`RevertNetworkChanges`] answers.
 pub type RevertNetworkChangesResponse = ();
-crate::operation_error!(RevertNetworkChangesError for RevertNetworkChanges; UnknownNode);
+crate::operation_error!(RevertNetworkChangesError for RevertNetworkChanges;);
 /// `GET /nodes/{node}/network` (handler `index`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<IndexType>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -71,14 +85,14 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// `POST /nodes/{node}/network` (handler `create_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -89,7 +103,6 @@ pub struct CreateNetwork {
     /// `autostart`
     pub autostart: Option<bool>,
     /// Wire name `bond-primary`; format `pve-iface`
-    #[serde(rename = "bond-primary")]
     pub bond_primary: Option<String>,
     /// `bond_mode`
     pub bond_mode: Option<BondMode>,
@@ -134,14 +147,46 @@ pub struct CreateNetwork {
     /// Format `pve-iface-list`
     pub slaves: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Wire name `vlan-id`; range 1 - 4094
-    #[serde(rename = "vlan-id")]
     pub vlan_id: Option<i64>,
     /// Wire name `vlan-raw-device`; format `pve-iface`
-    #[serde(rename = "vlan-raw-device")]
     pub vlan_raw_device: Option<String>,
+}
+impl serde::Serialize for CreateNetwork {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("address", &self.address)?;
+        o.opt("address6", &self.address6)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("bond-primary", &self.bond_primary)?;
+        o.opt("bond_mode", &self.bond_mode)?;
+        o.opt("bond_xmit_hash_policy", &self.bond_xmit_hash_policy)?;
+        o.opt("bridge_ports", &self.bridge_ports)?;
+        o.opt("bridge_vids", &self.bridge_vids)?;
+        o.opt("bridge_vlan_aware", &self.bridge_vlan_aware)?;
+        o.opt("cidr", &self.cidr)?;
+        o.opt("cidr6", &self.cidr6)?;
+        o.opt("comments", &self.comments)?;
+        o.opt("comments6", &self.comments6)?;
+        o.opt("gateway", &self.gateway)?;
+        o.opt("gateway6", &self.gateway6)?;
+        o.req("iface", &self.iface)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("netmask", &self.netmask)?;
+        o.opt("netmask6", &self.netmask6)?;
+        o.opt("ovs_bonds", &self.ovs_bonds)?;
+        o.opt("ovs_bridge", &self.ovs_bridge)?;
+        o.opt("ovs_options", &self.ovs_options)?;
+        o.opt("ovs_ports", &self.ovs_ports)?;
+        o.opt("ovs_tag", &self.ovs_tag)?;
+        o.opt("slaves", &self.slaves)?;
+        o.req("type", &self.type_)?;
+        o.opt("vlan-id", &self.vlan_id)?;
+        o.opt("vlan-raw-device", &self.vlan_raw_device)?;
+        o.end()
+    }
 }
 impl CreateNetwork {
     /// A request with every required parameter; optional ones start unset.
@@ -194,9 +239,7 @@ impl crate::Operation for CreateNetwork {
 }
 /// What [`CreateNetwork`] answers.
 pub type CreateNetworkResponse = ();
-crate::operation_error!(
-    CreateNetworkError for CreateNetwork; NetworkInterfaceExists, UnknownNode
-);
+crate::operation_error!(CreateNetworkError for CreateNetwork; NetworkInterfaceExists);
 /// `PUT /nodes/{node}/network` (handler `reload_network_config`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -204,13 +247,20 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReloadNetworkConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `regenerate-frr`; default `0`
-    #[serde(rename = "regenerate-frr")]
     pub regenerate_frr: Option<bool>,
+}
+impl serde::Serialize for ReloadNetworkConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("regenerate-frr", &self.regenerate_frr)?;
+        o.end()
+    }
 }
 impl ReloadNetworkConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -238,7 +288,7 @@ impl crate::Operation for ReloadNetworkConfig {
 /// What [`ReloadNetworkConfig`] answers.
 pub type ReloadNetworkConfigResponse = crate::Upid;
 crate::operation_error!(
-    ReloadNetworkConfigError for ReloadNetworkConfig; Ifupdown2Missing, UnknownNode
+    ReloadNetworkConfigError for ReloadNetworkConfig; Ifupdown2Missing
 );
 /// Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -660,7 +710,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemVlanProtocol {
 }
 crate::open_enum_traits!(IndexResponseItemVlanProtocol);
 /// From `GET /nodes/{node}/network returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `active`
     pub active: Option<bool>,
@@ -671,26 +721,20 @@ pub struct IndexResponseItem {
     /// `autostart`
     pub autostart: Option<bool>,
     /// Wire name `bond-primary`; format `pve-iface`
-    #[serde(rename = "bond-primary")]
     pub bond_primary: Option<String>,
     /// `bond_mode`
     pub bond_mode: Option<BondMode>,
     /// `bond_xmit_hash_policy`
     pub bond_xmit_hash_policy: Option<BondXmitHashPolicy>,
     /// Wire name `bridge-access`
-    #[serde(rename = "bridge-access")]
     pub bridge_access: Option<i64>,
     /// Wire name `bridge-arp-nd-suppress`
-    #[serde(rename = "bridge-arp-nd-suppress")]
     pub bridge_arp_nd_suppress: Option<bool>,
     /// Wire name `bridge-learning`
-    #[serde(rename = "bridge-learning")]
     pub bridge_learning: Option<bool>,
     /// Wire name `bridge-multicast-flood`
-    #[serde(rename = "bridge-multicast-flood")]
     pub bridge_multicast_flood: Option<bool>,
     /// Wire name `bridge-unicast-flood`
-    #[serde(rename = "bridge-unicast-flood")]
     pub bridge_unicast_flood: Option<bool>,
     /// Format `pve-iface-list`
     pub bridge_ports: Option<String>,
@@ -717,7 +761,6 @@ pub struct IndexResponseItem {
     /// Format `pve-iface`; length 2 - 20
     pub iface: String,
     /// Wire name `link-type`
-    #[serde(rename = "link-type")]
     pub link_type: Option<String>,
     /// `method`
     pub method: Option<IndexResponseItemMethod>,
@@ -748,34 +791,24 @@ pub struct IndexResponseItem {
     /// Format `pve-iface-list`
     pub slaves: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Type,
     /// Wire name `uplink-id`
-    #[serde(rename = "uplink-id")]
     pub uplink_id: Option<String>,
     /// Wire name `vlan-id`; range 1 - 4094
-    #[serde(rename = "vlan-id")]
     pub vlan_id: Option<i64>,
     /// Wire name `vlan-protocol`
-    #[serde(rename = "vlan-protocol")]
     pub vlan_protocol: Option<IndexResponseItemVlanProtocol>,
     /// Wire name `vlan-raw-device`; format `pve-iface`
-    #[serde(rename = "vlan-raw-device")]
     pub vlan_raw_device: Option<String>,
     /// Wire name `vxlan-id`
-    #[serde(rename = "vxlan-id")]
     pub vxlan_id: Option<i64>,
     /// Wire name `vxlan-local-tunnelip`
-    #[serde(rename = "vxlan-local-tunnelip")]
     pub vxlan_local_tunnelip: Option<String>,
     /// Wire name `vxlan-physdev`
-    #[serde(rename = "vxlan-physdev")]
     pub vxlan_physdev: Option<String>,
     /// Wire name `vxlan-svcnodeip`
-    #[serde(rename = "vxlan-svcnodeip")]
     pub vxlan_svcnodeip: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -832,5 +865,60 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             vxlan_svcnodeip: f.opt("vxlan-svcnodeip")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("active", &self.active)?;
+        o.opt("address", &self.address)?;
+        o.opt("address6", &self.address6)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("bond-primary", &self.bond_primary)?;
+        o.opt("bond_mode", &self.bond_mode)?;
+        o.opt("bond_xmit_hash_policy", &self.bond_xmit_hash_policy)?;
+        o.opt("bridge-access", &self.bridge_access)?;
+        o.opt("bridge-arp-nd-suppress", &self.bridge_arp_nd_suppress)?;
+        o.opt("bridge-learning", &self.bridge_learning)?;
+        o.opt("bridge-multicast-flood", &self.bridge_multicast_flood)?;
+        o.opt("bridge-unicast-flood", &self.bridge_unicast_flood)?;
+        o.opt("bridge_ports", &self.bridge_ports)?;
+        o.opt("bridge_vids", &self.bridge_vids)?;
+        o.opt("bridge_vlan_aware", &self.bridge_vlan_aware)?;
+        o.opt("cidr", &self.cidr)?;
+        o.opt("cidr6", &self.cidr6)?;
+        o.opt("comments", &self.comments)?;
+        o.opt("comments6", &self.comments6)?;
+        o.opt("exists", &self.exists)?;
+        o.opt("families", &self.families)?;
+        o.opt("gateway", &self.gateway)?;
+        o.opt("gateway6", &self.gateway6)?;
+        o.req("iface", &self.iface)?;
+        o.opt("link-type", &self.link_type)?;
+        o.opt("method", &self.method)?;
+        o.opt("method6", &self.method6)?;
+        o.opt("mtu", &self.mtu)?;
+        o.opt("netmask", &self.netmask)?;
+        o.opt("netmask6", &self.netmask6)?;
+        o.opt("options", &self.options)?;
+        o.opt("options6", &self.options6)?;
+        o.opt("ovs_bonds", &self.ovs_bonds)?;
+        o.opt("ovs_bridge", &self.ovs_bridge)?;
+        o.opt("ovs_options", &self.ovs_options)?;
+        o.opt("ovs_ports", &self.ovs_ports)?;
+        o.opt("ovs_tag", &self.ovs_tag)?;
+        o.opt("priority", &self.priority)?;
+        o.opt("slaves", &self.slaves)?;
+        o.req("type", &self.type_)?;
+        o.opt("uplink-id", &self.uplink_id)?;
+        o.opt("vlan-id", &self.vlan_id)?;
+        o.opt("vlan-protocol", &self.vlan_protocol)?;
+        o.opt("vlan-raw-device", &self.vlan_raw_device)?;
+        o.opt("vxlan-id", &self.vxlan_id)?;
+        o.opt("vxlan-local-tunnelip", &self.vxlan_local_tunnelip)?;
+        o.opt("vxlan-physdev", &self.vxlan_physdev)?;
+        o.opt("vxlan-svcnodeip", &self.vxlan_svcnodeip)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@ pub mod vmid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vmlist {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `full`
     pub full: Option<bool>,
+}
+impl serde::Serialize for Vmlist {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("full", &self.full)?;
+        o.end()
+    }
 }
 impl Vmlist {
     /// A request with every required parameter; optional ones start unset.
@@ -38,7 +46,7 @@ impl crate::Operation for Vmlist {
 }
 /// What [`Vmlist`] answers.
 pub type VmlistResponse = Vec<VmlistResponseItem>;
-crate::operation_error!(VmlistError for Vmlist; UnknownNode);
+crate::operation_error!(VmlistError for Vmlist;);
 /// `POST /nodes/{node}/qemu` (handler `create_vm`).
 ///
 /// - Permitted users: `all`
@@ -46,7 +54,7 @@ crate::operation_error!(VmlistError for Vmlist; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -57,10 +65,8 @@ pub struct CreateVm {
     /// `agent`
     pub agent: Option<Agent>,
     /// Wire name `allow-ksm`; default `1`
-    #[serde(rename = "allow-ksm")]
     pub allow_ksm: Option<bool>,
     /// Wire name `amd-sev`; format `pve-qemu-sev-fmt`
-    #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
@@ -111,28 +117,22 @@ pub struct CreateVm {
     /// `freeze`
     pub freeze: Option<bool>,
     /// Wire name `ha-managed`; default `0`
-    #[serde(rename = "ha-managed")]
     pub ha_managed: Option<bool>,
     /// Format `pve-volume-id`
     pub hookscript: Option<String>,
     /// Indexed: keys `hostpci0`, `hostpci1`, ...; format `pve-qm-hostpci`
-    #[serde(flatten)]
     pub hostpci: crate::Indexed<String, crate::generated::index::Hostpci>,
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
     pub hugepages: Option<Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
-    #[serde(flatten)]
     pub ide: crate::Indexed<Ide, crate::generated::index::Ide>,
     /// Wire name `import-working-storage`; format `pve-storage-id`
-    #[serde(rename = "import-working-storage")]
     pub import_working_storage: Option<String>,
     /// Wire name `intel-tdx`; format `pve-qemu-tdx-fmt`
-    #[serde(rename = "intel-tdx")]
     pub intel_tdx: Option<String>,
     /// Indexed: keys `ipconfig0`, `ipconfig1`, ...; format `pve-qm-ipconfig`
-    #[serde(flatten)]
     pub ipconfig: crate::Indexed<String, crate::generated::index::Ipconfig>,
     /// `ivshmem`
     pub ivshmem: Option<Ivshmem>,
@@ -143,7 +143,6 @@ pub struct CreateVm {
     /// Default `1`
     pub kvm: Option<bool>,
     /// Wire name `live-restore`
-    #[serde(rename = "live-restore")]
     pub live_restore: Option<bool>,
     /// `localtime`
     pub localtime: Option<bool>,
@@ -162,19 +161,16 @@ pub struct CreateVm {
     /// Format `address-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<Net, crate::generated::index::Net>,
     /// Default `0`
     pub numa: Option<bool>,
     /// Indexed: keys `numa0`, `numa1`, ...
-    #[serde(flatten)]
     pub numa_n: crate::Indexed<Numa, crate::generated::index::Numa>,
     /// Default `0`
     pub onboot: Option<bool>,
     /// Default `other`
     pub ostype: Option<Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
-    #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
     /// Format `pve-poolid`
     pub pool: Option<String>,
@@ -185,17 +181,14 @@ pub struct CreateVm {
     /// Format `pve-qm-rng`
     pub rng0: Option<String>,
     /// Indexed: keys `sata0`, `sata1`, ...
-    #[serde(flatten)]
     pub sata: crate::Indexed<Sata, crate::generated::index::Sata>,
     /// Indexed: keys `scsi0`, `scsi1`, ...
-    #[serde(flatten)]
     pub scsi: crate::Indexed<Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
     pub scsihw: Option<Scsihw>,
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
-    #[serde(flatten)]
     pub serial: crate::Indexed<String, crate::generated::index::Serial>,
     /// Range 0 - 50000; default `1000`
     pub shares: Option<i64>,
@@ -230,20 +223,16 @@ pub struct CreateVm {
     /// Requires `archive`
     pub unique: Option<bool>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused: crate::Indexed<Unused, crate::generated::index::Unused>,
     /// Indexed: keys `usb0`, `usb1`, ...
-    #[serde(flatten)]
     pub usb: crate::Indexed<Usb, crate::generated::index::Usb>,
     /// Minimum 1; default `0`
     pub vcpus: Option<i64>,
     /// `vga`
     pub vga: Option<Vga>,
     /// Indexed: keys `virtio0`, `virtio1`, ...
-    #[serde(flatten)]
     pub virtio: crate::Indexed<Virtio, crate::generated::index::Virtio>,
     /// Indexed: keys `virtiofs0`, `virtiofs1`, ...
-    #[serde(flatten)]
     pub virtiofs: crate::Indexed<Virtiofs, crate::generated::index::Virtiofs>,
     /// Pattern `(?:[a-fA-F0-9]{8}(?:-[a-fA-F0-9]{4}){3}-[a-fA-F0-9]{12}|[01])`; default `1 (autogenerated)`
     pub vmgenid: Option<String>,
@@ -253,6 +242,105 @@ pub struct CreateVm {
     pub vmstatestorage: Option<String>,
     /// Format `pve-qm-watchdog`
     pub watchdog: Option<String>,
+}
+impl serde::Serialize for CreateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("acpi", &self.acpi)?;
+        o.opt("affinity", &self.affinity)?;
+        o.opt("agent", &self.agent)?;
+        o.opt("allow-ksm", &self.allow_ksm)?;
+        o.opt("amd-sev", &self.amd_sev)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("archive", &self.archive)?;
+        o.opt("args", &self.args)?;
+        o.opt("audio0", &self.audio0)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("balloon", &self.balloon)?;
+        o.opt("bios", &self.bios)?;
+        o.opt("boot", &self.boot)?;
+        o.opt("bootdisk", &self.bootdisk)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("cdrom", &self.cdrom)?;
+        o.opt("cicustom", &self.cicustom)?;
+        o.opt("cipassword", &self.cipassword)?;
+        o.opt("citype", &self.citype)?;
+        o.opt("ciupgrade", &self.ciupgrade)?;
+        o.opt("ciuser", &self.ciuser)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("description", &self.description)?;
+        o.opt("efidisk0", &self.efidisk0)?;
+        o.opt("force", &self.force)?;
+        o.opt("freeze", &self.freeze)?;
+        o.opt("ha-managed", &self.ha_managed)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.indexed(&self.hostpci)?;
+        o.opt("hotplug", &self.hotplug)?;
+        o.opt("hugepages", &self.hugepages)?;
+        o.indexed(&self.ide)?;
+        o.opt("import-working-storage", &self.import_working_storage)?;
+        o.opt("intel-tdx", &self.intel_tdx)?;
+        o.indexed(&self.ipconfig)?;
+        o.opt("ivshmem", &self.ivshmem)?;
+        o.opt("keephugepages", &self.keephugepages)?;
+        o.opt("keyboard", &self.keyboard)?;
+        o.opt("kvm", &self.kvm)?;
+        o.opt("live-restore", &self.live_restore)?;
+        o.opt("localtime", &self.localtime)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("machine", &self.machine)?;
+        o.opt("memory", &self.memory)?;
+        o.opt("migrate_downtime", &self.migrate_downtime)?;
+        o.opt("migrate_speed", &self.migrate_speed)?;
+        o.opt("name", &self.name)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("numa", &self.numa)?;
+        o.indexed(&self.numa_n)?;
+        o.opt("onboot", &self.onboot)?;
+        o.opt("ostype", &self.ostype)?;
+        o.indexed(&self.parallel)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("reboot", &self.reboot)?;
+        o.opt("rng0", &self.rng0)?;
+        o.indexed(&self.sata)?;
+        o.indexed(&self.scsi)?;
+        o.opt("scsihw", &self.scsihw)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.indexed(&self.serial)?;
+        o.opt("shares", &self.shares)?;
+        o.opt("smbios1", &self.smbios1)?;
+        o.opt("smp", &self.smp)?;
+        o.opt("sockets", &self.sockets)?;
+        o.opt("spice_enhancements", &self.spice_enhancements)?;
+        o.opt("sshkeys", &self.sshkeys)?;
+        o.opt("start", &self.start)?;
+        o.opt("startdate", &self.startdate)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tablet", &self.tablet)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("tdf", &self.tdf)?;
+        o.opt("template", &self.template)?;
+        o.opt("tpmstate0", &self.tpmstate0)?;
+        o.opt("unique", &self.unique)?;
+        o.indexed(&self.unused)?;
+        o.indexed(&self.usb)?;
+        o.opt("vcpus", &self.vcpus)?;
+        o.opt("vga", &self.vga)?;
+        o.indexed(&self.virtio)?;
+        o.indexed(&self.virtiofs)?;
+        o.opt("vmgenid", &self.vmgenid)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("vmstatestorage", &self.vmstatestorage)?;
+        o.opt("watchdog", &self.watchdog)?;
+        o.end()
+    }
 }
 impl CreateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -370,7 +458,7 @@ impl crate::Operation for CreateVm {
 }
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = crate::Upid;
-crate::operation_error!(CreateVmError for CreateVm; NoQuorum, UnknownNode, VmidExists);
+crate::operation_error!(CreateVmError for CreateVm; NoQuorum, VmidExists);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -3943,7 +4031,7 @@ impl crate::open_enum::OpenEnum for Scsihw {
 }
 crate::open_enum_traits!(Scsihw);
 /// From `GET /nodes/{node}/qemu returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmlistResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -3986,10 +4074,8 @@ pub struct VmlistResponseItem {
     /// `qmpstatus`
     pub qmpstatus: Option<String>,
     /// Wire name `running-machine`
-    #[serde(rename = "running-machine")]
     pub running_machine: Option<String>,
     /// Wire name `running-qemu`
-    #[serde(rename = "running-qemu")]
     pub running_qemu: Option<String>,
     /// `serial`
     pub serial: Option<bool>,
@@ -4004,7 +4090,6 @@ pub struct VmlistResponseItem {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
@@ -4041,5 +4126,40 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
             vmid: f.req("vmid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmlistResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpus", &self.cpus)?;
+        o.opt("diskread", &self.diskread)?;
+        o.opt("diskwrite", &self.diskwrite)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("maxdisk", &self.maxdisk)?;
+        o.opt("maxmem", &self.maxmem)?;
+        o.opt("mem", &self.mem)?;
+        o.opt("memhost", &self.memhost)?;
+        o.opt("name", &self.name)?;
+        o.opt("netin", &self.netin)?;
+        o.opt("netout", &self.netout)?;
+        o.opt("pid", &self.pid)?;
+        o.opt("pressurecpufull", &self.pressurecpufull)?;
+        o.opt("pressurecpusome", &self.pressurecpusome)?;
+        o.opt("pressureiofull", &self.pressureiofull)?;
+        o.opt("pressureiosome", &self.pressureiosome)?;
+        o.opt("pressurememoryfull", &self.pressurememoryfull)?;
+        o.opt("pressurememorysome", &self.pressurememorysome)?;
+        o.opt("qmpstatus", &self.qmpstatus)?;
+        o.opt("running-machine", &self.running_machine)?;
+        o.opt("running-qemu", &self.running_qemu)?;
+        o.opt("serial", &self.serial)?;
+        o.req("status", &self.status)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("uptime", &self.uptime)?;
+        o.req("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@ pub mod id;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Status {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-vmid`; range 100 - 999999999
     pub guest: Option<i64>,
+}
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("guest", &self.guest)?;
+        o.end()
+    }
 }
 impl Status {
     /// A request with every required parameter; optional ones start unset.
@@ -38,14 +46,13 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = Vec<StatusResponseItem>;
-crate::operation_error!(StatusError for Status; UnknownNode);
+crate::operation_error!(StatusError for Status;);
 /// From `GET /nodes/{node}/replication returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseItem {
     /// `id`
     pub id: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for StatusResponseItem {
@@ -55,5 +62,13 @@ impl<'de> serde::Deserialize<'de> for StatusResponseItem {
             id: f.req("id")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for StatusResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Cifsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,6 +18,17 @@ pub struct Cifsscan {
     pub server: String,
     /// `username`
     pub username: Option<String>,
+}
+impl serde::Serialize for Cifsscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("domain", &self.domain)?;
+        o.opt("password", &self.password)?;
+        o.req("server", &self.server)?;
+        o.opt("username", &self.username)?;
+        o.end()
+    }
 }
 impl Cifsscan {
     /// A request with every required parameter; optional ones start unset.
@@ -46,16 +57,15 @@ impl crate::Operation for Cifsscan {
 }
 /// What [`Cifsscan`] answers.
 pub type CifsscanResponse = Vec<CifsscanResponseItem>;
-crate::operation_error!(CifsscanError for Cifsscan; UnknownNode);
+crate::operation_error!(CifsscanError for Cifsscan;);
 /// From `GET /nodes/{node}/scan/cifs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CifsscanResponseItem {
     /// `description`
     pub description: String,
     /// `share`
     pub share: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
@@ -66,5 +76,14 @@ impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
             share: f.req("share")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CifsscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("description", &self.description)?;
+        o.req("share", &self.share)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

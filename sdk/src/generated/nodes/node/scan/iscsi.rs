@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Iscsiscan {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-storage-portal-dns`
     pub portal: String,
+}
+impl serde::Serialize for Iscsiscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("portal", &self.portal)?;
+        o.end()
+    }
 }
 impl Iscsiscan {
     /// A request with every required parameter; optional ones start unset.
@@ -37,16 +45,15 @@ impl crate::Operation for Iscsiscan {
 }
 /// What [`Iscsiscan`] answers.
 pub type IscsiscanResponse = Vec<IscsiscanResponseItem>;
-crate::operation_error!(IscsiscanError for Iscsiscan; UnknownNode);
+crate::operation_error!(IscsiscanError for Iscsiscan;);
 /// From `GET /nodes/{node}/scan/iscsi returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IscsiscanResponseItem {
     /// `portal`
     pub portal: String,
     /// `target`
     pub target: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
@@ -57,5 +64,14 @@ impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
             target: f.req("target")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IscsiscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("portal", &self.portal)?;
+        o.req("target", &self.target)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

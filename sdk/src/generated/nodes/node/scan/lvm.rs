@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Lvmscan {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Lvmscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Lvmscan {
     /// A request with every required parameter; optional ones start unset.
@@ -32,14 +39,13 @@ impl crate::Operation for Lvmscan {
 }
 /// What [`Lvmscan`] answers.
 pub type LvmscanResponse = Vec<LvmscanResponseItem>;
-crate::operation_error!(LvmscanError for Lvmscan; UnknownNode);
+crate::operation_error!(LvmscanError for Lvmscan;);
 /// From `GET /nodes/{node}/scan/lvm returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LvmscanResponseItem {
     /// `vg`
     pub vg: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
@@ -49,5 +55,13 @@ impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
             vg: f.req("vg")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for LvmscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vg", &self.vg)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

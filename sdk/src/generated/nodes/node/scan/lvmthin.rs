@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Lvmthinscan {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Maximum length 100; pattern `[a-zA-Z0-9\.\+\_][a-zA-Z0-9\.\+\_\-]+`
     pub vg: String,
+}
+impl serde::Serialize for Lvmthinscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vg", &self.vg)?;
+        o.end()
+    }
 }
 impl Lvmthinscan {
     /// A request with every required parameter; optional ones start unset.
@@ -37,14 +45,13 @@ impl crate::Operation for Lvmthinscan {
 }
 /// What [`Lvmthinscan`] answers.
 pub type LvmthinscanResponse = Vec<LvmthinscanResponseItem>;
-crate::operation_error!(LvmthinscanError for Lvmthinscan; UnknownNode);
+crate::operation_error!(LvmthinscanError for Lvmthinscan;);
 /// From `GET /nodes/{node}/scan/lvmthin returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LvmthinscanResponseItem {
     /// `lv`
     pub lv: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
@@ -54,5 +61,13 @@ impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
             lv: f.req("lv")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for LvmthinscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("lv", &self.lv)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

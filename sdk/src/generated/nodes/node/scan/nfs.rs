@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Nfsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-storage-server`
     pub server: String,
+}
+impl serde::Serialize for Nfsscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("server", &self.server)?;
+        o.end()
+    }
 }
 impl Nfsscan {
     /// A request with every required parameter; optional ones start unset.
@@ -37,16 +45,15 @@ impl crate::Operation for Nfsscan {
 }
 /// What [`Nfsscan`] answers.
 pub type NfsscanResponse = Vec<NfsscanResponseItem>;
-crate::operation_error!(NfsscanError for Nfsscan; UnknownNode);
+crate::operation_error!(NfsscanError for Nfsscan;);
 /// From `GET /nodes/{node}/scan/nfs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NfsscanResponseItem {
     /// `options`
     pub options: String,
     /// `path`
     pub path: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
@@ -57,5 +64,14 @@ impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
             path: f.req("path")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for NfsscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("options", &self.options)?;
+        o.req("path", &self.path)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Pbsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,18 @@ pub struct Pbsscan {
     pub server: String,
     /// `username`
     pub username: String,
+}
+impl serde::Serialize for Pbsscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.req("password", &self.password)?;
+        o.opt("port", &self.port)?;
+        o.req("server", &self.server)?;
+        o.req("username", &self.username)?;
+        o.end()
+    }
 }
 impl Pbsscan {
     /// A request with every required parameter; optional ones start unset.
@@ -54,16 +66,15 @@ impl crate::Operation for Pbsscan {
 }
 /// What [`Pbsscan`] answers.
 pub type PbsscanResponse = Vec<PbsscanResponseItem>;
-crate::operation_error!(PbsscanError for Pbsscan; UnknownNode);
+crate::operation_error!(PbsscanError for Pbsscan;);
 /// From `GET /nodes/{node}/scan/pbs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PbsscanResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `store`
     pub store: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
@@ -74,5 +85,14 @@ impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
             store: f.req("store")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for PbsscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("store", &self.store)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Zfsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Zfsscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Zfsscan {
     /// A request with every required parameter; optional ones start unset.
@@ -32,14 +39,13 @@ impl crate::Operation for Zfsscan {
 }
 /// What [`Zfsscan`] answers.
 pub type ZfsscanResponse = Vec<ZfsscanResponseItem>;
-crate::operation_error!(ZfsscanError for Zfsscan; UnknownNode);
+crate::operation_error!(ZfsscanError for Zfsscan;);
 /// From `GET /nodes/{node}/scan/zfs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ZfsscanResponseItem {
     /// `pool`
     pub pool: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
@@ -49,5 +55,13 @@ impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
             pool: f.req("pool")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ZfsscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("pool", &self.pool)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

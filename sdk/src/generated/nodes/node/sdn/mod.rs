@@ -8,10 +8,17 @@ pub mod zones;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Sdnindex {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Sdnindex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Sdnindex {
     /// A request with every required parameter; optional ones start unset.
@@ -34,4 +41,4 @@ impl crate::Operation for Sdnindex {
 }
 /// What [`Sdnindex`] answers.
 pub type SdnindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(SdnindexError for Sdnindex; UnknownNode);
+crate::operation_error!(SdnindexError for Sdnindex;);

@@ -7,10 +7,17 @@ pub mod service;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -33,7 +40,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// Values of `active-state`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -356,10 +363,9 @@ impl crate::open_enum::OpenEnum for UnitState {
 }
 crate::open_enum_traits!(UnitState);
 /// From `GET /nodes/{node}/services returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Wire name `active-state`
-    #[serde(rename = "active-state")]
     pub active_state: ActiveState,
     /// `desc`
     pub desc: String,
@@ -370,10 +376,8 @@ pub struct IndexResponseItem {
     /// `state`
     pub state: State,
     /// Wire name `unit-state`
-    #[serde(rename = "unit-state")]
     pub unit_state: UnitState,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -388,5 +392,18 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             unit_state: f.req("unit-state")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("active-state", &self.active_state)?;
+        o.req("desc", &self.desc)?;
+        o.req("name", &self.name)?;
+        o.req("service", &self.service)?;
+        o.req("state", &self.state)?;
+        o.req("unit-state", &self.unit_state)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

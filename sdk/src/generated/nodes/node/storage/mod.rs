@@ -7,7 +7,7 @@ pub mod storage;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,6 +21,18 @@ pub struct Index {
     pub storage: Option<String>,
     /// Format `pve-node`
     pub target: Option<String>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("content", &self.content)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("format", &self.format)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("target", &self.target)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -50,7 +62,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -126,14 +138,13 @@ impl crate::open_enum::OpenEnum for IndexResponseItemFormatsSupportedItem {
 }
 crate::open_enum_traits!(IndexResponseItemFormatsSupportedItem);
 /// From `GET /nodes/{node}/storage returns items "formats"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemFormats {
     /// `default`
     pub default: IndexResponseItemFormatsDefault,
     /// `supported`
     pub supported: Vec<IndexResponseItemFormatsSupportedItem>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
@@ -146,8 +157,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemFormats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("default", &self.default)?;
+        o.req("supported", &self.supported)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/storage returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `active`
     pub active: Option<bool>,
@@ -168,14 +188,12 @@ pub struct IndexResponseItem {
     /// `total`
     pub total: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// `used`
     pub used: Option<i64>,
     /// `used_fraction`
     pub used_fraction: Option<f64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -196,5 +214,24 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             used_fraction: f.opt("used_fraction")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("active", &self.active)?;
+        o.opt("avail", &self.avail)?;
+        o.req("content", &self.content)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("formats", &self.formats)?;
+        o.opt("select_existing", &self.select_existing)?;
+        o.opt("shared", &self.shared)?;
+        o.req("storage", &self.storage)?;
+        o.opt("total", &self.total)?;
+        o.req("type", &self.type_)?;
+        o.opt("used", &self.used)?;
+        o.opt("used_fraction", &self.used_fraction)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

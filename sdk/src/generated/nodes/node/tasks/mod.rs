@@ -6,7 +6,7 @@ pub mod upid;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct NodeTasks {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -30,6 +30,23 @@ pub struct NodeTasks {
     pub userfilter: Option<String>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
+}
+impl serde::Serialize for NodeTasks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("errors", &self.errors)?;
+        o.opt("limit", &self.limit)?;
+        o.opt("since", &self.since)?;
+        o.opt("source", &self.source)?;
+        o.opt("start", &self.start)?;
+        o.opt("statusfilter", &self.statusfilter)?;
+        o.opt("typefilter", &self.typefilter)?;
+        o.opt("until", &self.until)?;
+        o.opt("userfilter", &self.userfilter)?;
+        o.opt("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl NodeTasks {
     /// A request with every required parameter; optional ones start unset.
@@ -64,7 +81,7 @@ impl crate::Operation for NodeTasks {
 }
 /// What [`NodeTasks`] answers.
 pub type NodeTasksResponse = Vec<NodeTasksResponseItem>;
-crate::operation_error!(NodeTasksError for NodeTasks; UnknownNode);
+crate::operation_error!(NodeTasksError for NodeTasks;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -99,7 +116,7 @@ impl crate::open_enum::OpenEnum for NodeTasksSource {
 }
 crate::open_enum_traits!(NodeTasksSource);
 /// From `GET /nodes/{node}/tasks returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeTasksResponseItem {
     /// `endtime`
     pub endtime: Option<i64>,
@@ -116,14 +133,12 @@ pub struct NodeTasksResponseItem {
     /// `status`
     pub status: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// `upid`
     pub upid: String,
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NodeTasksResponseItem {
@@ -142,5 +157,22 @@ impl<'de> serde::Deserialize<'de> for NodeTasksResponseItem {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for NodeTasksResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("endtime", &self.endtime)?;
+        o.req("id", &self.id)?;
+        o.req("node", &self.node)?;
+        o.req("pid", &self.pid)?;
+        o.req("pstart", &self.pstart)?;
+        o.req("starttime", &self.starttime)?;
+        o.opt("status", &self.status)?;
+        o.req("type", &self.type_)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

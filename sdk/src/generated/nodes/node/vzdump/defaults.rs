@@ -5,12 +5,20 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Defaults {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-storage-id`
     pub storage: Option<String>,
+}
+impl serde::Serialize for Defaults {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("storage", &self.storage)?;
+        o.end()
+    }
 }
 impl Defaults {
     /// A request with every required parameter; optional ones start unset.
@@ -34,9 +42,9 @@ impl crate::Operation for Defaults {
     type Response = DefaultsResponse;
     type Error = DefaultsError;
 }
-crate::operation_error!(DefaultsError for Defaults; UnknownNode);
+crate::operation_error!(DefaultsError for Defaults;);
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DefaultsResponse {
     /// Default `0`
     pub all: Option<bool>,
@@ -49,7 +57,6 @@ pub struct DefaultsResponse {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    #[serde(rename = "exclude-path")]
     pub exclude_path: Option<Vec<String>>,
     /// Format `backup-fleecing`
     pub fleecing: Option<String>,
@@ -66,13 +73,10 @@ pub struct DefaultsResponse {
     /// Format `pve-node`
     pub node: Option<String>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
-    #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
-    #[serde(rename = "notification-mode")]
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
-    #[serde(rename = "pbs-change-detection-mode")]
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
@@ -83,7 +87,6 @@ pub struct DefaultsResponse {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`; format `prune-backups`; default `keep-all=1`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// Default `0`
     pub quiet: Option<bool>,
@@ -106,7 +109,6 @@ pub struct DefaultsResponse {
     /// Default `1`
     pub zstd: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DefaultsResponse {
@@ -146,5 +148,43 @@ impl<'de> serde::Deserialize<'de> for DefaultsResponse {
             zstd: f.opt("zstd")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DefaultsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("all", &self.all)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("compress", &self.compress)?;
+        o.opt("dumpdir", &self.dumpdir)?;
+        o.opt("exclude", &self.exclude)?;
+        o.opt("exclude-path", &self.exclude_path)?;
+        o.opt("fleecing", &self.fleecing)?;
+        o.opt("ionice", &self.ionice)?;
+        o.opt("lockwait", &self.lockwait)?;
+        o.opt("mailnotification", &self.mailnotification)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("node", &self.node)?;
+        o.opt("notes-template", &self.notes_template)?;
+        o.opt("notification-mode", &self.notification_mode)?;
+        o.opt("pbs-change-detection-mode", &self.pbs_change_detection_mode)?;
+        o.opt("performance", &self.performance)?;
+        o.opt("pigz", &self.pigz)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("quiet", &self.quiet)?;
+        o.opt("remove", &self.remove)?;
+        o.opt("script", &self.script)?;
+        o.opt("stdexcludes", &self.stdexcludes)?;
+        o.opt("stop", &self.stop)?;
+        o.opt("stopwait", &self.stopwait)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tmpdir", &self.tmpdir)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zstd", &self.zstd)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Extractconfig {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `volume`
     pub volume: String,
+}
+impl serde::Serialize for Extractconfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("volume", &self.volume)?;
+        o.end()
+    }
 }
 impl Extractconfig {
     /// A request with every required parameter; optional ones start unset.
@@ -37,4 +45,4 @@ impl crate::Operation for Extractconfig {
 }
 /// What [`Extractconfig`] answers.
 pub type ExtractconfigResponse = String;
-crate::operation_error!(ExtractconfigError for Extractconfig; UnknownNode);
+crate::operation_error!(ExtractconfigError for Extractconfig;);

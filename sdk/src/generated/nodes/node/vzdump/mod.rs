@@ -9,7 +9,7 @@ pub mod extractconfig;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vzdump {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,14 +24,12 @@ pub struct Vzdump {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    #[serde(rename = "exclude-path")]
     pub exclude_path: Option<Vec<String>>,
     /// Format `backup-fleecing`
     pub fleecing: Option<String>,
     /// Range 0 - 8; default `7`
     pub ionice: Option<i64>,
     /// Wire name `job-id`; maximum length 50; pattern `\S+`
-    #[serde(rename = "job-id")]
     pub job_id: Option<String>,
     /// Minimum 0; default `180`
     pub lockwait: Option<i64>,
@@ -42,13 +40,10 @@ pub struct Vzdump {
     /// Default `snapshot`
     pub mode: Option<crate::generated::Mode>,
     /// Wire name `notes-template`; maximum length 1024; requires `storage`
-    #[serde(rename = "notes-template")]
     pub notes_template: Option<String>,
     /// Wire name `notification-mode`; default `auto`
-    #[serde(rename = "notification-mode")]
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
-    #[serde(rename = "pbs-change-detection-mode")]
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// Format `backup-performance`
     pub performance: Option<String>,
@@ -59,7 +54,6 @@ pub struct Vzdump {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`; format `prune-backups`; default `keep-all=1`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// Default `0`
     pub quiet: Option<bool>,
@@ -83,6 +77,45 @@ pub struct Vzdump {
     pub vmid: Option<String>,
     /// Default `1`
     pub zstd: Option<i64>,
+}
+impl serde::Serialize for Vzdump {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("all", &self.all)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("compress", &self.compress)?;
+        o.opt("dumpdir", &self.dumpdir)?;
+        o.opt("exclude", &self.exclude)?;
+        o.opt("exclude-path", &self.exclude_path)?;
+        o.opt("fleecing", &self.fleecing)?;
+        o.opt("ionice", &self.ionice)?;
+        o.opt("job-id", &self.job_id)?;
+        o.opt("lockwait", &self.lockwait)?;
+        o.opt("mailnotification", &self.mailnotification)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("notes-template", &self.notes_template)?;
+        o.opt("notification-mode", &self.notification_mode)?;
+        o.opt("pbs-change-detection-mode", &self.pbs_change_detection_mode)?;
+        o.opt("performance", &self.performance)?;
+        o.opt("pigz", &self.pigz)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("quiet", &self.quiet)?;
+        o.opt("remove", &self.remove)?;
+        o.opt("script", &self.script)?;
+        o.opt("stdexcludes", &self.stdexcludes)?;
+        o.opt("stdout", &self.stdout)?;
+        o.opt("stop", &self.stop)?;
+        o.opt("stopwait", &self.stopwait)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("tmpdir", &self.tmpdir)?;
+        o.opt("vmid", &self.vmid)?;
+        o.opt("zstd", &self.zstd)?;
+        o.end()
+    }
 }
 impl Vzdump {
     /// A request with every required parameter; optional ones start unset.
@@ -140,4 +173,4 @@ impl crate::Operation for Vzdump {
 }
 /// What [`Vzdump`] answers.
 pub type VzdumpResponse = crate::Upid;
-crate::operation_error!(VzdumpError for Vzdump; UnknownNode);
+crate::operation_error!(VzdumpError for Vzdump;);

@@ -5,10 +5,17 @@ pub mod tokenid;
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct TokenIndex {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
+}
+impl serde::Serialize for TokenIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.end()
+    }
 }
 impl TokenIndex {
     /// A request with every required parameter; optional ones start unset.
@@ -33,9 +40,9 @@ impl crate::Operation for TokenIndex {
 }
 /// What [`TokenIndex`] answers.
 pub type TokenIndexResponse = Vec<TokenIndexResponseItem>;
-crate::operation_error!(TokenIndexError for TokenIndex;);
+crate::operation_error!(TokenIndexError for TokenIndex; UserNotFound);
 /// From `GET /access/users/{userid}/token returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TokenIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -46,7 +53,6 @@ pub struct TokenIndexResponseItem {
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TokenIndexResponseItem {
@@ -59,5 +65,16 @@ impl<'de> serde::Deserialize<'de> for TokenIndexResponseItem {
             tokenid: f.req("tokenid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TokenIndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.req("tokenid", &self.tokenid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoveToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
     /// Path parameter; pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
+}
+impl serde::Serialize for RemoveToken {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("tokenid", &self.tokenid)?;
+        o.end()
+    }
 }
 impl RemoveToken {
     /// A request with every required parameter; optional ones start unset.
@@ -36,17 +44,25 @@ impl crate::Operation for RemoveToken {
 }
 /// What [`RemoveToken`] answers.
 pub type RemoveTokenResponse = ();
-crate::operation_error!(RemoveTokenError for RemoveToken;);
+crate::operation_error!(RemoveTokenError for RemoveToken; TokenNotFound, UserNotFound);
 /// `GET /access/users/{userid}/token/{tokenid}` (handler `read_token`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
     /// Path parameter; pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
     pub tokenid: String,
+}
+impl serde::Serialize for ReadToken {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("tokenid", &self.tokenid)?;
+        o.end()
+    }
 }
 impl ReadToken {
     /// A request with every required parameter; optional ones start unset.
@@ -70,13 +86,13 @@ impl crate::Operation for ReadToken {
     type Response = ReadTokenResponse;
     type Error = ReadTokenError;
 }
-crate::operation_error!(ReadTokenError for ReadToken;);
+crate::operation_error!(ReadTokenError for ReadToken; TokenNotFound, UserNotFound);
 /// `POST /access/users/{userid}/token/{tokenid}` (handler `generate_token`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GenerateToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -88,6 +104,17 @@ pub struct GenerateToken {
     pub expire: Option<i64>,
     /// Default `1`
     pub privsep: Option<bool>,
+}
+impl serde::Serialize for GenerateToken {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("tokenid", &self.tokenid)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.end()
+    }
 }
 impl GenerateToken {
     /// A request with every required parameter; optional ones start unset.
@@ -115,13 +142,13 @@ impl crate::Operation for GenerateToken {
     type Response = GenerateTokenResponse;
     type Error = GenerateTokenError;
 }
-crate::operation_error!(GenerateTokenError for GenerateToken;);
+crate::operation_error!(GenerateTokenError for GenerateToken; UserNotFound);
 /// `PUT /access/users/{userid}/token/{tokenid}` (handler `update_token_info`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateTokenInfo {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -137,6 +164,19 @@ pub struct UpdateTokenInfo {
     pub privsep: Option<bool>,
     /// Default `0`
     pub regenerate: Option<bool>,
+}
+impl serde::Serialize for UpdateTokenInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("userid", &self.userid)?;
+        o.req("tokenid", &self.tokenid)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.opt("regenerate", &self.regenerate)?;
+        o.end()
+    }
 }
 impl UpdateTokenInfo {
     /// A request with every required parameter; optional ones start unset.
@@ -165,9 +205,11 @@ impl crate::Operation for UpdateTokenInfo {
     type Response = UpdateTokenInfoResponse;
     type Error = UpdateTokenInfoError;
 }
-crate::operation_error!(UpdateTokenInfoError for UpdateTokenInfo;);
+crate::operation_error!(
+    UpdateTokenInfoError for UpdateTokenInfo; TokenNotFound, UserNotFound
+);
 /// From `GET /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadTokenResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -176,7 +218,6 @@ pub struct ReadTokenResponse {
     /// Default `1`
     pub privsep: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadTokenResponse {
@@ -190,8 +231,18 @@ impl<'de> serde::Deserialize<'de> for ReadTokenResponse {
         })
     }
 }
+impl serde::Serialize for ReadTokenResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `POST /access/users/{userid}/token/{tokenid} returns "info"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GenerateTokenResponseInfo {
     /// `comment`
     pub comment: Option<String>,
@@ -200,7 +251,6 @@ pub struct GenerateTokenResponseInfo {
     /// Default `1`
     pub privsep: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GenerateTokenResponseInfo {
@@ -214,18 +264,26 @@ impl<'de> serde::Deserialize<'de> for GenerateTokenResponseInfo {
         })
     }
 }
+impl serde::Serialize for GenerateTokenResponseInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("privsep", &self.privsep)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `POST /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GenerateTokenResponse {
     /// Wire name `full-tokenid`
-    #[serde(rename = "full-tokenid")]
     pub full_tokenid: String,
     /// `info`
     pub info: GenerateTokenResponseInfo,
     /// Secret: Debug and Display print `[redacted]`
     pub value: crate::Secret,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
@@ -239,22 +297,30 @@ impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
         })
     }
 }
+impl serde::Serialize for GenerateTokenResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("full-tokenid", &self.full_tokenid)?;
+        o.req("info", &self.info)?;
+        o.req("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `PUT /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpdateTokenInfoResponse {
     /// `comment`
     pub comment: Option<String>,
     /// Minimum 0; default `same as user`
     pub expire: Option<i64>,
     /// Wire name `full-tokenid`
-    #[serde(rename = "full-tokenid")]
     pub full_tokenid: Option<String>,
     /// Default `1`
     pub privsep: Option<bool>,
     /// `value`
     pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for UpdateTokenInfoResponse {
@@ -268,5 +334,17 @@ impl<'de> serde::Deserialize<'de> for UpdateTokenInfoResponse {
             value: f.opt("value")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for UpdateTokenInfoResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("expire", &self.expire)?;
+        o.opt("full-tokenid", &self.full_tokenid)?;
+        o.opt("privsep", &self.privsep)?;
+        o.opt("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

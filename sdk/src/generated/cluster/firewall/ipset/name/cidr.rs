@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoveIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -13,6 +13,15 @@ pub struct RemoveIp {
     pub cidr: String,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl serde::Serialize for RemoveIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("digest", &self.digest)?;
+        o.end()
+    }
 }
 impl RemoveIp {
     /// A request with every required parameter; optional ones start unset.
@@ -39,18 +48,26 @@ impl crate::Operation for RemoveIp {
 }
 /// What [`RemoveIp`] answers.
 pub type RemoveIpResponse = ();
-crate::operation_error!(RemoveIpError for RemoveIp;);
+crate::operation_error!(RemoveIpError for RemoveIp; ConfigModified);
 /// `GET /cluster/firewall/ipset/{name}/{cidr}` (handler `read_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
     /// Path parameter; format `IPorCIDRorAlias`
     pub cidr: String,
+}
+impl serde::Serialize for ReadIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.end()
+    }
 }
 impl ReadIp {
     /// A request with every required parameter; optional ones start unset.
@@ -82,7 +99,7 @@ crate::operation_error!(ReadIpError for ReadIp;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -94,6 +111,17 @@ pub struct UpdateIp {
     pub digest: Option<String>,
     /// `nomatch`
     pub nomatch: Option<bool>,
+}
+impl serde::Serialize for UpdateIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("nomatch", &self.nomatch)?;
+        o.end()
+    }
 }
 impl UpdateIp {
     /// A request with every required parameter; optional ones start unset.
@@ -122,4 +150,4 @@ impl crate::Operation for UpdateIp {
 }
 /// What [`UpdateIp`] answers.
 pub type UpdateIpResponse = ();
-crate::operation_error!(UpdateIpError for UpdateIp;);
+crate::operation_error!(UpdateIpError for UpdateIp; ConfigModified);

@@ -6,12 +6,20 @@ pub mod cidr;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteIpset {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
     /// `force`
     pub force: Option<bool>,
+}
+impl serde::Serialize for DeleteIpset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("force", &self.force)?;
+        o.end()
+    }
 }
 impl DeleteIpset {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +45,17 @@ crate::operation_error!(DeleteIpsetError for DeleteIpset;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetIpset {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl serde::Serialize for GetIpset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetIpset {
     /// A request with every required parameter; optional ones start unset.
@@ -64,7 +79,7 @@ crate::operation_error!(GetIpsetError for GetIpset;);
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -74,6 +89,16 @@ pub struct CreateIp {
     pub comment: Option<String>,
     /// `nomatch`
     pub nomatch: Option<bool>,
+}
+impl serde::Serialize for CreateIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("nomatch", &self.nomatch)?;
+        o.end()
+    }
 }
 impl CreateIp {
     /// A request with every required parameter; optional ones start unset.
@@ -98,7 +123,7 @@ impl crate::Operation for CreateIp {
 pub type CreateIpResponse = ();
 crate::operation_error!(CreateIpError for CreateIp;);
 /// From `GET /cluster/firewall/ipset/{name} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetIpsetResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -109,7 +134,6 @@ pub struct GetIpsetResponseItem {
     /// `nomatch`
     pub nomatch: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
@@ -122,5 +146,16 @@ impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
             nomatch: f.opt("nomatch")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetIpsetResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.opt("nomatch", &self.nomatch)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Migrate {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
     /// Format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Migrate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("sid", &self.sid)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Migrate {
     /// A request with every required parameter; optional ones start unset.
@@ -36,14 +44,13 @@ impl crate::Operation for Migrate {
 }
 crate::operation_error!(MigrateError for Migrate;);
 /// From `POST /cluster/ha/resources/{sid}/migrate returns "blocking-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateResponseBlockingResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateResponseBlockingResourcesItem {
@@ -56,22 +63,27 @@ impl<'de> serde::Deserialize<'de> for MigrateResponseBlockingResourcesItem {
         })
     }
 }
+impl serde::Serialize for MigrateResponseBlockingResourcesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cause", &self.cause)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `POST /cluster/ha/resources/{sid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateResponse {
     /// Wire name `blocking-resources`
-    #[serde(rename = "blocking-resources")]
     pub blocking_resources: Option<Vec<MigrateResponseBlockingResourcesItem>>,
     /// Wire name `comigrated-resources`
-    #[serde(rename = "comigrated-resources")]
     pub comigrated_resources: Option<Vec<serde_json::Value>>,
     /// Wire name `requested-node`
-    #[serde(rename = "requested-node")]
     pub requested_node: String,
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateResponse {
@@ -84,5 +96,16 @@ impl<'de> serde::Deserialize<'de> for MigrateResponse {
             sid: f.req("sid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MigrateResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("blocking-resources", &self.blocking_resources)?;
+        o.opt("comigrated-resources", &self.comigrated_resources)?;
+        o.req("requested-node", &self.requested_node)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

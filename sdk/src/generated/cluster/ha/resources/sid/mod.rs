@@ -7,12 +7,20 @@ pub mod relocate;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
     /// Default `1`
     pub purge: Option<bool>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("sid", &self.sid)?;
+        o.opt("purge", &self.purge)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -43,10 +51,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("sid", &self.sid)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -73,12 +88,11 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
     /// Wire name `auto-rebalance`; default `1`
-    #[serde(rename = "auto-rebalance")]
     pub auto_rebalance: Option<bool>,
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -96,6 +110,22 @@ pub struct Update {
     pub max_restart: Option<i64>,
     /// Default `started`
     pub state: Option<crate::generated::cluster::ha::resources::State>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("sid", &self.sid)?;
+        o.opt("auto-rebalance", &self.auto_rebalance)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("failback", &self.failback)?;
+        o.opt("group", &self.group)?;
+        o.opt("max_relocate", &self.max_relocate)?;
+        o.opt("max_restart", &self.max_restart)?;
+        o.opt("state", &self.state)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -129,12 +159,11 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/ha/resources/{sid} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponse {
     /// Wire name `auto-rebalance`; default `1`
-    #[serde(rename = "auto-rebalance")]
     pub auto_rebalance: Option<bool>,
     /// `comment`
     pub comment: Option<String>,
@@ -153,10 +182,8 @@ pub struct ReadResponse {
     /// `state`
     pub state: Option<crate::generated::cluster::ha::resources::State>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
@@ -175,5 +202,22 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("auto-rebalance", &self.auto_rebalance)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.opt("failback", &self.failback)?;
+        o.opt("group", &self.group)?;
+        o.opt("max_relocate", &self.max_relocate)?;
+        o.opt("max_restart", &self.max_restart)?;
+        o.req("sid", &self.sid)?;
+        o.opt("state", &self.state)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Relocate {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
     /// Format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Relocate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("sid", &self.sid)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Relocate {
     /// A request with every required parameter; optional ones start unset.
@@ -36,14 +44,13 @@ impl crate::Operation for Relocate {
 }
 crate::operation_error!(RelocateError for Relocate;);
 /// From `POST /cluster/ha/resources/{sid}/relocate returns "blocking-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RelocateResponseBlockingResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RelocateResponseBlockingResourcesItem {
@@ -56,22 +63,27 @@ impl<'de> serde::Deserialize<'de> for RelocateResponseBlockingResourcesItem {
         })
     }
 }
+impl serde::Serialize for RelocateResponseBlockingResourcesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cause", &self.cause)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `POST /cluster/ha/resources/{sid}/relocate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RelocateResponse {
     /// Wire name `blocking-resources`
-    #[serde(rename = "blocking-resources")]
     pub blocking_resources: Option<Vec<RelocateResponseBlockingResourcesItem>>,
     /// Wire name `comigrated-resources`
-    #[serde(rename = "comigrated-resources")]
     pub comigrated_resources: Option<Vec<String>>,
     /// Wire name `requested-node`
-    #[serde(rename = "requested-node")]
     pub requested_node: String,
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RelocateResponse {
@@ -84,5 +96,16 @@ impl<'de> serde::Deserialize<'de> for RelocateResponse {
             sid: f.req("sid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RelocateResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("blocking-resources", &self.blocking_resources)?;
+        o.opt("comigrated-resources", &self.comigrated_resources)?;
+        o.req("requested-node", &self.requested_node)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

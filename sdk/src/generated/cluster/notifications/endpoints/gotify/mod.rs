@@ -6,8 +6,14 @@ pub mod name;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetGotifyEndpoints {}
+impl serde::Serialize for GetGotifyEndpoints {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetGotifyEndpoints {
     const ID: &'static str = "get_gotify_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
@@ -24,7 +30,7 @@ crate::operation_error!(GetGotifyEndpointsError for GetGotifyEndpoints;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateGotifyEndpoint {
     /// `comment`
     pub comment: Option<String>,
@@ -36,6 +42,17 @@ pub struct CreateGotifyEndpoint {
     pub server: String,
     /// `token`
     pub token: String,
+}
+impl serde::Serialize for CreateGotifyEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("name", &self.name)?;
+        o.req("server", &self.server)?;
+        o.req("token", &self.token)?;
+        o.end()
+    }
 }
 impl CreateGotifyEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -65,7 +82,7 @@ impl crate::Operation for CreateGotifyEndpoint {
 pub type CreateGotifyEndpointResponse = ();
 crate::operation_error!(CreateGotifyEndpointError for CreateGotifyEndpoint;);
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetGotifyEndpointsResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -78,7 +95,6 @@ pub struct GetGotifyEndpointsResponseItem {
     /// `server`
     pub server: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetGotifyEndpointsResponseItem {
@@ -92,5 +108,17 @@ impl<'de> serde::Deserialize<'de> for GetGotifyEndpointsResponseItem {
             server: f.req("server")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetGotifyEndpointsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("name", &self.name)?;
+        o.req("origin", &self.origin)?;
+        o.req("server", &self.server)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteGotifyEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for DeleteGotifyEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl DeleteGotifyEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteGotifyEndpointError for DeleteGotifyEndpoint;);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetGotifyEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for GetGotifyEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetGotifyEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -67,7 +81,7 @@ crate::operation_error!(GetGotifyEndpointError for GetGotifyEndpoint;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateGotifyEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -83,6 +97,19 @@ pub struct UpdateGotifyEndpoint {
     pub server: Option<String>,
     /// `token`
     pub token: Option<String>,
+}
+impl serde::Serialize for UpdateGotifyEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("server", &self.server)?;
+        o.opt("token", &self.token)?;
+        o.end()
+    }
 }
 impl UpdateGotifyEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -115,7 +142,7 @@ impl crate::Operation for UpdateGotifyEndpoint {
 pub type UpdateGotifyEndpointResponse = ();
 crate::operation_error!(UpdateGotifyEndpointError for UpdateGotifyEndpoint;);
 /// From `GET /cluster/notifications/endpoints/gotify/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetGotifyEndpointResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -128,7 +155,6 @@ pub struct GetGotifyEndpointResponse {
     /// `server`
     pub server: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetGotifyEndpointResponse {
@@ -142,5 +168,17 @@ impl<'de> serde::Deserialize<'de> for GetGotifyEndpointResponse {
             server: f.req("server")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetGotifyEndpointResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.req("name", &self.name)?;
+        o.req("server", &self.server)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

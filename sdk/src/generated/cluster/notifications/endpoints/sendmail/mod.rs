@@ -6,8 +6,14 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetSendmailEndpoints {}
+impl serde::Serialize for GetSendmailEndpoints {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetSendmailEndpoints {
     const ID: &'static str = "get_sendmail_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
@@ -24,7 +30,7 @@ crate::operation_error!(GetSendmailEndpointsError for GetSendmailEndpoints;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateSendmailEndpoint {
     /// `author`
     pub author: Option<String>,
@@ -33,15 +39,26 @@ pub struct CreateSendmailEndpoint {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for CreateSendmailEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl CreateSendmailEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -69,7 +86,7 @@ impl crate::Operation for CreateSendmailEndpoint {
 pub type CreateSendmailEndpointResponse = ();
 crate::operation_error!(CreateSendmailEndpointError for CreateSendmailEndpoint;);
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetSendmailEndpointsResponseItem {
     /// `author`
     pub author: Option<String>,
@@ -78,19 +95,16 @@ pub struct GetSendmailEndpointsResponseItem {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
     pub name: String,
     /// `origin`
     pub origin: crate::generated::cluster::notifications::Origin,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSendmailEndpointsResponseItem {
@@ -107,5 +121,20 @@ impl<'de> serde::Deserialize<'de> for GetSendmailEndpointsResponseItem {
             origin: f.req("origin")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetSendmailEndpointsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.req("name", &self.name)?;
+        o.req("origin", &self.origin)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

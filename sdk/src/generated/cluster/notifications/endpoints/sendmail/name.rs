@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteSendmailEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for DeleteSendmailEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl DeleteSendmailEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteSendmailEndpointError for DeleteSendmailEndpoint;)
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetSendmailEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for GetSendmailEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetSendmailEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -67,7 +81,7 @@ crate::operation_error!(GetSendmailEndpointError for GetSendmailEndpoint;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateSendmailEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -82,13 +96,26 @@ pub struct UpdateSendmailEndpoint {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
+}
+impl serde::Serialize for UpdateSendmailEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.end()
+    }
 }
 impl UpdateSendmailEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -123,7 +150,7 @@ impl crate::Operation for UpdateSendmailEndpoint {
 pub type UpdateSendmailEndpointResponse = ();
 crate::operation_error!(UpdateSendmailEndpointError for UpdateSendmailEndpoint;);
 /// From `GET /cluster/notifications/endpoints/sendmail/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetSendmailEndpointResponse {
     /// `author`
     pub author: Option<String>,
@@ -134,17 +161,14 @@ pub struct GetSendmailEndpointResponse {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSendmailEndpointResponse {
@@ -161,5 +185,20 @@ impl<'de> serde::Deserialize<'de> for GetSendmailEndpointResponse {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetSendmailEndpointResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

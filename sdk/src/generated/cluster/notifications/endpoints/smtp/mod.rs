@@ -6,8 +6,14 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetSmtpEndpoints {}
+impl serde::Serialize for GetSmtpEndpoints {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetSmtpEndpoints {
     const ID: &'static str = "get_smtp_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
@@ -24,7 +30,7 @@ crate::operation_error!(GetSmtpEndpointsError for GetSmtpEndpoints;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateSmtpEndpoint {
     /// `author`
     pub author: Option<String>,
@@ -33,12 +39,10 @@ pub struct CreateSmtpEndpoint {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: String,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
     pub mode: Option<Mode>,
@@ -52,6 +56,24 @@ pub struct CreateSmtpEndpoint {
     pub server: String,
     /// `username`
     pub username: Option<String>,
+}
+impl serde::Serialize for CreateSmtpEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.opt("mode", &self.mode)?;
+        o.req("name", &self.name)?;
+        o.opt("password", &self.password)?;
+        o.opt("port", &self.port)?;
+        o.req("server", &self.server)?;
+        o.opt("username", &self.username)?;
+        o.end()
+    }
 }
 impl CreateSmtpEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -121,7 +143,7 @@ impl crate::open_enum::OpenEnum for Mode {
 }
 crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/endpoints/smtp returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetSmtpEndpointsResponseItem {
     /// `author`
     pub author: Option<String>,
@@ -130,12 +152,10 @@ pub struct GetSmtpEndpointsResponseItem {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: String,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
     pub mode: Option<Mode>,
@@ -150,7 +170,6 @@ pub struct GetSmtpEndpointsResponseItem {
     /// `username`
     pub username: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSmtpEndpointsResponseItem {
@@ -171,5 +190,24 @@ impl<'de> serde::Deserialize<'de> for GetSmtpEndpointsResponseItem {
             username: f.opt("username")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetSmtpEndpointsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.req("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.opt("mode", &self.mode)?;
+        o.req("name", &self.name)?;
+        o.req("origin", &self.origin)?;
+        o.opt("port", &self.port)?;
+        o.req("server", &self.server)?;
+        o.opt("username", &self.username)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

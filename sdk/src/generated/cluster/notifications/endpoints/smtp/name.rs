@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for DeleteSmtpEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl DeleteSmtpEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteSmtpEndpointError for DeleteSmtpEndpoint;);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for GetSmtpEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetSmtpEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -67,7 +81,7 @@ crate::operation_error!(GetSmtpEndpointError for GetSmtpEndpoint;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -82,12 +96,10 @@ pub struct UpdateSmtpEndpoint {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
     pub mode: Option<crate::generated::cluster::notifications::endpoints::smtp::Mode>,
@@ -99,6 +111,26 @@ pub struct UpdateSmtpEndpoint {
     pub server: Option<String>,
     /// `username`
     pub username: Option<String>,
+}
+impl serde::Serialize for UpdateSmtpEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.opt("mode", &self.mode)?;
+        o.opt("password", &self.password)?;
+        o.opt("port", &self.port)?;
+        o.opt("server", &self.server)?;
+        o.opt("username", &self.username)?;
+        o.end()
+    }
 }
 impl UpdateSmtpEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -138,7 +170,7 @@ impl crate::Operation for UpdateSmtpEndpoint {
 pub type UpdateSmtpEndpointResponse = ();
 crate::operation_error!(UpdateSmtpEndpointError for UpdateSmtpEndpoint;);
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetSmtpEndpointResponse {
     /// `author`
     pub author: Option<String>,
@@ -149,12 +181,10 @@ pub struct GetSmtpEndpointResponse {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    #[serde(rename = "from-address")]
     pub from_address: String,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
-    #[serde(rename = "mailto-user")]
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
     pub mode: Option<crate::generated::cluster::notifications::endpoints::smtp::Mode>,
@@ -167,7 +197,6 @@ pub struct GetSmtpEndpointResponse {
     /// `username`
     pub username: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetSmtpEndpointResponse {
@@ -188,5 +217,24 @@ impl<'de> serde::Deserialize<'de> for GetSmtpEndpointResponse {
             username: f.opt("username")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetSmtpEndpointResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("author", &self.author)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.req("from-address", &self.from_address)?;
+        o.opt("mailto", &self.mailto)?;
+        o.opt("mailto-user", &self.mailto_user)?;
+        o.opt("mode", &self.mode)?;
+        o.req("name", &self.name)?;
+        o.opt("port", &self.port)?;
+        o.req("server", &self.server)?;
+        o.opt("username", &self.username)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

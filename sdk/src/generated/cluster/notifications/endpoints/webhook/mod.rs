@@ -6,8 +6,14 @@ pub mod name;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GetWebhookEndpoints {}
+impl serde::Serialize for GetWebhookEndpoints {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = crate::ser::Out::start(s)?;
+        o.end()
+    }
+}
 impl crate::Operation for GetWebhookEndpoints {
     const ID: &'static str = "get_webhook_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
@@ -25,7 +31,7 @@ crate::operation_error!(GetWebhookEndpointsError for GetWebhookEndpoints;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateWebhookEndpoint {
     /// `body`
     pub body: Option<String>,
@@ -43,6 +49,20 @@ pub struct CreateWebhookEndpoint {
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: String,
+}
+impl serde::Serialize for CreateWebhookEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("body", &self.body)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("header", &self.header)?;
+        o.req("method", &self.method)?;
+        o.req("name", &self.name)?;
+        o.opt("secret", &self.secret)?;
+        o.req("url", &self.url)?;
+        o.end()
+    }
 }
 impl CreateWebhookEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -104,7 +124,7 @@ impl crate::open_enum::OpenEnum for Method {
 }
 crate::open_enum_traits!(Method);
 /// From `GET /cluster/notifications/endpoints/webhook returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetWebhookEndpointsResponseItem {
     /// `body`
     pub body: Option<String>,
@@ -125,7 +145,6 @@ pub struct GetWebhookEndpointsResponseItem {
     /// `url`
     pub url: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetWebhookEndpointsResponseItem {
@@ -143,5 +162,21 @@ impl<'de> serde::Deserialize<'de> for GetWebhookEndpointsResponseItem {
             url: f.req("url")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetWebhookEndpointsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("body", &self.body)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("header", &self.header)?;
+        o.req("method", &self.method)?;
+        o.req("name", &self.name)?;
+        o.req("origin", &self.origin)?;
+        o.opt("secret", &self.secret)?;
+        o.req("url", &self.url)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

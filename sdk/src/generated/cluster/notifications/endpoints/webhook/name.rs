@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for DeleteWebhookEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl DeleteWebhookEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -37,10 +44,17 @@ crate::operation_error!(DeleteWebhookEndpointError for DeleteWebhookEndpoint;);
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for GetWebhookEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetWebhookEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -68,7 +82,7 @@ crate::operation_error!(GetWebhookEndpointError for GetWebhookEndpoint;);
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -90,6 +104,22 @@ pub struct UpdateWebhookEndpoint {
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
     pub url: Option<String>,
+}
+impl serde::Serialize for UpdateWebhookEndpoint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.opt("body", &self.body)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("header", &self.header)?;
+        o.opt("method", &self.method)?;
+        o.opt("secret", &self.secret)?;
+        o.opt("url", &self.url)?;
+        o.end()
+    }
 }
 impl UpdateWebhookEndpoint {
     /// A request with every required parameter; optional ones start unset.
@@ -125,7 +155,7 @@ impl crate::Operation for UpdateWebhookEndpoint {
 pub type UpdateWebhookEndpointResponse = ();
 crate::operation_error!(UpdateWebhookEndpointError for UpdateWebhookEndpoint;);
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetWebhookEndpointResponse {
     /// `body`
     pub body: Option<String>,
@@ -146,7 +176,6 @@ pub struct GetWebhookEndpointResponse {
     /// `url`
     pub url: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetWebhookEndpointResponse {
@@ -164,5 +193,21 @@ impl<'de> serde::Deserialize<'de> for GetWebhookEndpointResponse {
             url: f.req("url")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetWebhookEndpointResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("body", &self.body)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("header", &self.header)?;
+        o.req("method", &self.method)?;
+        o.req("name", &self.name)?;
+        o.opt("secret", &self.secret)?;
+        o.req("url", &self.url)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct TestTarget {
     /// Path parameter; format `pve-configid`
     pub name: String,
+}
+impl serde::Serialize for TestTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl TestTarget {
     /// A request with every required parameter; optional ones start unset.

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
+}
+impl serde::Serialize for DeleteFabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl DeleteFabric {
     /// A request with every required parameter; optional ones start unset.
@@ -31,10 +38,17 @@ crate::operation_error!(DeleteFabricError for DeleteFabric;);
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
+}
+impl serde::Serialize for GetFabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl GetFabric {
     /// A request with every required parameter; optional ones start unset.
@@ -56,7 +70,7 @@ crate::operation_error!(GetFabricError for GetFabric;);
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -67,11 +81,21 @@ pub struct UpdateFabric {
     /// Format `CIDR`
     pub ip_prefix: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: UpdateFabricProtocol,
+}
+impl serde::Serialize for UpdateFabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ip6_prefix", &self.ip6_prefix)?;
+        o.opt("ip_prefix", &self.ip_prefix)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.tagged(&self.protocol)?;
+        o.end()
+    }
 }
 impl UpdateFabric {
     /// A request with every required parameter; optional ones start unset.
@@ -96,7 +120,7 @@ impl crate::Operation for UpdateFabric {
 }
 /// What [`UpdateFabric`] answers.
 pub type UpdateFabricResponse = ();
-crate::operation_error!(UpdateFabricError for UpdateFabric;);
+crate::operation_error!(UpdateFabricError for UpdateFabric; ConfigModified);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -152,7 +176,7 @@ impl crate::tagged::Tagged for GetFabricResponseProtocol {
 }
 crate::tagged_traits!(GetFabricResponseProtocol);
 /// Fields of [`GetFabricResponseProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetFabricResponseProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -171,8 +195,17 @@ impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for GetFabricResponseProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("csnp_interval", &self.csnp_interval)?;
+        o.opt("hello_interval", &self.hello_interval)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`GetFabricResponseProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetFabricResponseProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -191,8 +224,17 @@ impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolOspf {
         })
     }
 }
+impl serde::Serialize for GetFabricResponseProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("area", &self.area)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`GetFabricResponseProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetFabricResponseProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
@@ -205,8 +247,15 @@ impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for GetFabricResponseProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("persistent_keepalive", &self.persistent_keepalive)?;
+        o.end()
+    }
+}
 /// Fields of [`GetFabricResponseProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetFabricResponseProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
@@ -219,8 +268,15 @@ impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolBgp {
         })
     }
 }
+impl serde::Serialize for GetFabricResponseProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/fabric/{id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetFabricResponse {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -231,13 +287,10 @@ pub struct GetFabricResponse {
     /// Format `CIDR`
     pub ip_prefix: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: GetFabricResponseProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetFabricResponse {
@@ -252,6 +305,19 @@ impl<'de> serde::Deserialize<'de> for GetFabricResponse {
             protocol: f.tagged()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetFabricResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("id", &self.id)?;
+        o.opt("ip6_prefix", &self.ip6_prefix)?;
+        o.opt("ip_prefix", &self.ip_prefix)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -466,7 +532,7 @@ impl crate::tagged::Tagged for UpdateFabricProtocol {
 }
 crate::tagged_traits!(UpdateFabricProtocol);
 /// Fields of [`UpdateFabricProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateFabricProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -488,8 +554,18 @@ impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for UpdateFabricProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("csnp_interval", &self.csnp_interval)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("hello_interval", &self.hello_interval)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateFabricProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateFabricProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -511,8 +587,18 @@ impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolOspf {
         })
     }
 }
+impl serde::Serialize for UpdateFabricProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("area", &self.area)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateFabricProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateFabricProtocolWireguard {
     /// `delete`
     pub delete: Option<Vec<UpdateFabricWireguardWireguardDeleteItem>>,
@@ -528,8 +614,16 @@ impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for UpdateFabricProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("persistent_keepalive", &self.persistent_keepalive)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateFabricProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateFabricProtocolBgp {
     /// `delete`
     pub delete: Option<Vec<UpdateFabricBgpBgpDeleteItem>>,
@@ -543,5 +637,13 @@ impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolBgp {
             delete: f.opt("delete")?,
             redistribute: f.opt("redistribute")?,
         })
+    }
+}
+impl serde::Serialize for UpdateFabricProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.end()
     }
 }

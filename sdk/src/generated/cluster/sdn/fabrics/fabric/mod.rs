@@ -5,12 +5,20 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl crate::Operation for Index {
     const ID: &'static str = "index";
@@ -28,7 +36,7 @@ crate::operation_error!(IndexError for Index;);
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AddFabric {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -39,11 +47,21 @@ pub struct AddFabric {
     /// Format `CIDR`
     pub ip_prefix: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: AddFabricProtocol,
+}
+impl serde::Serialize for AddFabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("id", &self.id)?;
+        o.opt("ip6_prefix", &self.ip6_prefix)?;
+        o.opt("ip_prefix", &self.ip_prefix)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.tagged(&self.protocol)?;
+        o.end()
+    }
 }
 impl AddFabric {
     /// A request with every required parameter; optional ones start unset.
@@ -68,7 +86,7 @@ impl crate::Operation for AddFabric {
 }
 /// What [`AddFabric`] answers.
 pub type AddFabricResponse = ();
-crate::operation_error!(AddFabricError for AddFabric;);
+crate::operation_error!(AddFabricError for AddFabric; ConfigModified);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -124,7 +142,7 @@ impl crate::tagged::Tagged for IndexResponseItemProtocol {
 }
 crate::tagged_traits!(IndexResponseItemProtocol);
 /// Fields of [`IndexResponseItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexResponseItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -143,8 +161,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("csnp_interval", &self.csnp_interval)?;
+        o.opt("hello_interval", &self.hello_interval)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`IndexResponseItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexResponseItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -163,8 +190,17 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOspf {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("area", &self.area)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`IndexResponseItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexResponseItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
@@ -177,8 +213,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("persistent_keepalive", &self.persistent_keepalive)?;
+        o.end()
+    }
+}
 /// Fields of [`IndexResponseItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexResponseItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
@@ -191,8 +234,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolBgp {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/fabric returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -203,13 +253,10 @@ pub struct IndexResponseItem {
     /// Format `CIDR`
     pub ip_prefix: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: IndexResponseItemProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -224,6 +271,19 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             protocol: f.tagged()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("id", &self.id)?;
+        o.opt("ip6_prefix", &self.ip6_prefix)?;
+        o.opt("ip_prefix", &self.ip_prefix)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Selected by `protocol`.
@@ -281,7 +341,7 @@ impl crate::tagged::Tagged for AddFabricProtocol {
 }
 crate::tagged_traits!(AddFabricProtocol);
 /// Fields of [`AddFabricProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddFabricProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -300,8 +360,17 @@ impl<'de> serde::Deserialize<'de> for AddFabricProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for AddFabricProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("csnp_interval", &self.csnp_interval)?;
+        o.opt("hello_interval", &self.hello_interval)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`AddFabricProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddFabricProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -320,8 +389,17 @@ impl<'de> serde::Deserialize<'de> for AddFabricProtocolOspf {
         })
     }
 }
+impl serde::Serialize for AddFabricProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("area", &self.area)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.opt("route_filter", &self.route_filter)?;
+        o.end()
+    }
+}
 /// Fields of [`AddFabricProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddFabricProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
@@ -334,8 +412,15 @@ impl<'de> serde::Deserialize<'de> for AddFabricProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for AddFabricProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("persistent_keepalive", &self.persistent_keepalive)?;
+        o.end()
+    }
+}
 /// Fields of [`AddFabricProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddFabricProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
@@ -346,5 +431,12 @@ impl<'de> serde::Deserialize<'de> for AddFabricProtocolBgp {
         Ok(Self {
             redistribute: f.opt("redistribute")?,
         })
+    }
+}
+impl serde::Serialize for AddFabricProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("redistribute", &self.redistribute)?;
+        o.end()
     }
 }

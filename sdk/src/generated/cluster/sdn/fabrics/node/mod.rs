@@ -5,12 +5,20 @@ pub mod fabric_id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListNodes {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for ListNodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl crate::Operation for ListNodes {
     const ID: &'static str = "list_nodes";
@@ -78,7 +86,7 @@ impl crate::tagged::Tagged for ListNodesResponseItemProtocol {
 }
 crate::tagged_traits!(ListNodesResponseItemProtocol);
 /// Fields of [`ListNodesResponseItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesResponseItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
@@ -91,8 +99,15 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for ListNodesResponseItemProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`ListNodesResponseItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesResponseItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
@@ -105,8 +120,15 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolOspf {
         })
     }
 }
+impl serde::Serialize for ListNodesResponseItemProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`ListNodesResponseItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesResponseItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -134,8 +156,20 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for ListNodesResponseItemProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_ips", &self.allowed_ips)?;
+        o.opt("endpoint", &self.endpoint)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("public_key", &self.public_key)?;
+        o.opt("role", &self.role)?;
+        o.end()
+    }
+}
 /// Fields of [`ListNodesResponseItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesResponseItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
@@ -148,8 +182,15 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolBgp {
         })
     }
 }
+impl serde::Serialize for ListNodesResponseItemProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/node returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListNodesResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -160,15 +201,12 @@ pub struct ListNodesResponseItem {
     /// Format `ipv6`
     pub ip6: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `pve-node`
     pub node_id: String,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: ListNodesResponseItemProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
@@ -184,5 +222,19 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
             protocol: f.tagged()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListNodesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("ip6", &self.ip6)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.req("node_id", &self.node_id)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,13 +6,20 @@ pub mod status;
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ipam", &self.ipam)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -38,10 +45,17 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permission check: `["perm","/sdn/ipams/{ipam}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ipam", &self.ipam)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -65,7 +79,7 @@ crate::operation_error!(ReadError for Read;);
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
@@ -76,7 +90,6 @@ pub struct Update {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `section`
     pub section: Option<i64>,
@@ -84,6 +97,20 @@ pub struct Update {
     pub token: Option<String>,
     /// `url`
     pub url: Option<String>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ipam", &self.ipam)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("fingerprint", &self.fingerprint)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("section", &self.section)?;
+        o.opt("token", &self.token)?;
+        o.opt("url", &self.url)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -110,4 +137,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);

@@ -5,10 +5,17 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Ipamindex {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
+}
+impl serde::Serialize for Ipamindex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ipam", &self.ipam)?;
+        o.end()
+    }
 }
 impl Ipamindex {
     /// A request with every required parameter; optional ones start unset.

@@ -6,13 +6,20 @@ pub mod entries;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeletePrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for DeletePrefixList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl DeletePrefixList {
     /// A request with every required parameter; optional ones start unset.
@@ -38,10 +45,17 @@ crate::operation_error!(DeletePrefixListError for DeletePrefixList;);
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetPrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
+}
+impl serde::Serialize for GetPrefixList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl GetPrefixList {
     /// A request with every required parameter; optional ones start unset.
@@ -65,7 +79,7 @@ crate::operation_error!(GetPrefixListError for GetPrefixList;);
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdatePrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -76,8 +90,18 @@ pub struct UpdatePrefixList {
     /// `entries`
     pub entries: Option<Vec<crate::generated::cluster::sdn::prefix_lists::Entries>>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for UpdatePrefixList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("entries", &self.entries)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl UpdatePrefixList {
     /// A request with every required parameter; optional ones start unset.

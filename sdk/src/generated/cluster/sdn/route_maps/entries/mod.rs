@@ -5,12 +5,20 @@ pub mod route_map_id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ListRouteMapEntries {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for ListRouteMapEntries {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl crate::Operation for ListRouteMapEntries {
     const ID: &'static str = "list_route_map_entries";
@@ -28,7 +36,7 @@ crate::operation_error!(ListRouteMapEntriesError for ListRouteMapEntries;);
 /// - Permission check: `["perm","/sdn/route-maps",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateRouteMapEntry {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -37,21 +45,32 @@ pub struct CreateRouteMapEntry {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `exit-action`
-    #[serde(rename = "exit-action")]
     pub exit_action: Option<ExitAction>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Wire name `match`
-    #[serde(rename = "match")]
     pub match_: Option<Vec<Match>>,
     /// Range 0 - 65535
     pub order: i64,
     /// Wire name `route-map-id`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<Set>>,
+}
+impl serde::Serialize for CreateRouteMapEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("action", &self.action)?;
+        o.opt("call", &self.call)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("exit-action", &self.exit_action)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("match", &self.match_)?;
+        o.req("order", &self.order)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("set", &self.set)?;
+        o.end()
+    }
 }
 impl CreateRouteMapEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -373,7 +392,7 @@ impl crate::PropertyString for Set {
 }
 crate::property_string!(Set);
 /// From `GET /cluster/sdn/route-maps/entries returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListRouteMapEntriesResponseItem {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -382,20 +401,16 @@ pub struct ListRouteMapEntriesResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `exit-action`
-    #[serde(rename = "exit-action")]
     pub exit_action: Option<ExitAction>,
     /// Wire name `match`
-    #[serde(rename = "match")]
     pub match_: Option<Vec<Match>>,
     /// Range 0 - 65535
     pub order: i64,
     /// Wire name `route-map-id`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<Set>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesResponseItem {
@@ -412,5 +427,20 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesResponseItem {
             set: f.opt("set")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListRouteMapEntriesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("action", &self.action)?;
+        o.opt("call", &self.call)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("exit-action", &self.exit_action)?;
+        o.opt("match", &self.match_)?;
+        o.req("order", &self.order)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("set", &self.set)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Ipdelete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -15,6 +15,16 @@ pub struct Ipdelete {
     pub mac: Option<String>,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
+}
+impl serde::Serialize for Ipdelete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("ip", &self.ip)?;
+        o.opt("mac", &self.mac)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Ipdelete {
     /// A request with every required parameter; optional ones start unset.
@@ -43,7 +53,7 @@ crate::operation_error!(IpdeleteError for Ipdelete;);
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Ipcreate {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -53,6 +63,16 @@ pub struct Ipcreate {
     pub mac: Option<String>,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
+}
+impl serde::Serialize for Ipcreate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("ip", &self.ip)?;
+        o.opt("mac", &self.mac)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Ipcreate {
     /// A request with every required parameter; optional ones start unset.
@@ -81,7 +101,7 @@ crate::operation_error!(IpcreateError for Ipcreate;);
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Ipupdate {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -93,6 +113,17 @@ pub struct Ipupdate {
     pub vmid: Option<i64>,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
+}
+impl serde::Serialize for Ipupdate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("ip", &self.ip)?;
+        o.opt("mac", &self.mac)?;
+        o.opt("vmid", &self.vmid)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Ipupdate {
     /// A request with every required parameter; optional ones start unset.

@@ -8,13 +8,20 @@ pub mod subnets;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -40,7 +47,7 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -48,6 +55,15 @@ pub struct Read {
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -73,7 +89,7 @@ crate::operation_error!(ReadError for Read;);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -84,10 +100,8 @@ pub struct Update {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `isolate-ports`
-    #[serde(rename = "isolate-ports")]
     pub isolate_ports: Option<bool>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Range 1 - 16777215
     pub tag: Option<i64>,
@@ -95,6 +109,21 @@ pub struct Update {
     pub vlanaware: Option<bool>,
     /// `zone`
     pub zone: Option<String>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("alias", &self.alias)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("isolate-ports", &self.isolate_ports)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("tag", &self.tag)?;
+        o.opt("vlanaware", &self.vlanaware)?;
+        o.opt("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -122,14 +151,13 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/sdn/vnets/{vnet} returns "pending"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponsePending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// Wire name `isolate-ports`
-    #[serde(rename = "isolate-ports")]
     pub isolate_ports: Option<bool>,
     /// Range 1 - 16777215
     pub tag: Option<i64>,
@@ -138,7 +166,6 @@ pub struct ReadResponsePending {
     /// `zone`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponsePending {
@@ -154,15 +181,26 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
         })
     }
 }
+impl serde::Serialize for ReadResponsePending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("alias", &self.alias)?;
+        o.opt("isolate-ports", &self.isolate_ports)?;
+        o.opt("tag", &self.tag)?;
+        o.opt("vlanaware", &self.vlanaware)?;
+        o.opt("zone", &self.zone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/vnets/{vnet} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadResponse {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// `digest`
     pub digest: Option<String>,
     /// Wire name `isolate-ports`
-    #[serde(rename = "isolate-ports")]
     pub isolate_ports: Option<bool>,
     /// `pending`
     pub pending: Option<ReadResponsePending>,
@@ -171,7 +209,6 @@ pub struct ReadResponse {
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: crate::generated::cluster::sdn::vnets::Type,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
@@ -180,7 +217,6 @@ pub struct ReadResponse {
     /// `zone`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadResponse {
@@ -199,5 +235,22 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             zone: f.opt("zone")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("alias", &self.alias)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("isolate-ports", &self.isolate_ports)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("state", &self.state)?;
+        o.opt("tag", &self.tag)?;
+        o.req("type", &self.type_)?;
+        o.opt("vlanaware", &self.vlanaware)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("zone", &self.zone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

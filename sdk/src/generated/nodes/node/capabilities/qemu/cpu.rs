@@ -4,12 +4,20 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("arch", &self.arch)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -35,12 +43,11 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// From `GET /nodes/{node}/capabilities/qemu/cpu returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Wire name `abstract`
-    #[serde(rename = "abstract")]
     pub abstract_: Option<bool>,
     /// `custom`
     pub custom: bool,
@@ -49,7 +56,6 @@ pub struct IndexResponseItem {
     /// `vendor`
     pub vendor: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -62,5 +68,16 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             vendor: f.req("vendor")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("abstract", &self.abstract_)?;
+        o.req("custom", &self.custom)?;
+        o.req("name", &self.name)?;
+        o.req("vendor", &self.vendor)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -12,6 +12,15 @@ pub struct Index {
     pub accel: Option<crate::generated::Accel>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("accel", &self.accel)?;
+        o.opt("arch", &self.arch)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -38,19 +47,17 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// From `GET /nodes/{node}/capabilities/qemu/cpu-flags returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `name`
     pub name: String,
     /// Wire name `supported-on`
-    #[serde(rename = "supported-on")]
     pub supported_on: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -62,5 +69,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             supported_on: f.opt("supported-on")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("description", &self.description)?;
+        o.req("name", &self.name)?;
+        o.opt("supported-on", &self.supported_on)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Types {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
+}
+impl serde::Serialize for Types {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("arch", &self.arch)?;
+        o.end()
+    }
 }
 impl Types {
     /// A request with every required parameter; optional ones start unset.
@@ -36,7 +44,7 @@ impl crate::Operation for Types {
 }
 /// What [`Types`] answers.
 pub type TypesResponse = Vec<TypesResponseItem>;
-crate::operation_error!(TypesError for Types; UnknownNode);
+crate::operation_error!(TypesError for Types;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -67,19 +75,17 @@ impl crate::open_enum::OpenEnum for TypesResponseItemType {
 }
 crate::open_enum_traits!(TypesResponseItemType);
 /// From `GET /nodes/{node}/capabilities/qemu/machines returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TypesResponseItem {
     /// `changes`
     pub changes: Option<String>,
     /// `id`
     pub id: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: TypesResponseItemType,
     /// `version`
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TypesResponseItem {
@@ -92,5 +98,16 @@ impl<'de> serde::Deserialize<'de> for TypesResponseItem {
             version: f.req("version")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TypesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("changes", &self.changes)?;
+        o.req("id", &self.id)?;
+        o.req("type", &self.type_)?;
+        o.req("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

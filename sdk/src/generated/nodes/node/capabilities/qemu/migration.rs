@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Capabilities {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Capabilities {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Capabilities {
     /// A request with every required parameter; optional ones start unset.
@@ -29,15 +36,13 @@ impl crate::Operation for Capabilities {
     type Response = CapabilitiesResponse;
     type Error = CapabilitiesError;
 }
-crate::operation_error!(CapabilitiesError for Capabilities; UnknownNode);
+crate::operation_error!(CapabilitiesError for Capabilities;);
 /// From `GET /nodes/{node}/capabilities/qemu/migration returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CapabilitiesResponse {
     /// Wire name `has-dbus-vmstate`
-    #[serde(rename = "has-dbus-vmstate")]
     pub has_dbus_vmstate: bool,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CapabilitiesResponse {
@@ -47,5 +52,13 @@ impl<'de> serde::Deserialize<'de> for CapabilitiesResponse {
             has_dbus_vmstate: f.req("has-dbus-vmstate")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CapabilitiesResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("has-dbus-vmstate", &self.has_dbus_vmstate)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

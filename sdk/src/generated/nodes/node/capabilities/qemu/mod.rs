@@ -9,10 +9,17 @@ pub mod migration;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct QemuCapsIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for QemuCapsIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl QemuCapsIndex {
     /// A request with every required parameter; optional ones start unset.
@@ -35,4 +42,4 @@ impl crate::Operation for QemuCapsIndex {
 }
 /// What [`QemuCapsIndex`] answers.
 pub type QemuCapsIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(QemuCapsIndexError for QemuCapsIndex; UnknownNode);
+crate::operation_error!(QemuCapsIndexError for QemuCapsIndex;);

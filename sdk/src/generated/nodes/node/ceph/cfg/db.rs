@@ -6,10 +6,17 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Db {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Db {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Db {
     /// A request with every required parameter; optional ones start unset.
@@ -32,7 +39,7 @@ impl crate::Operation for Db {
 }
 /// What [`Db`] answers.
 pub type DbResponse = Vec<DbResponseItem>;
-crate::operation_error!(DbError for Db; UnknownNode);
+crate::operation_error!(DbError for Db; CephNotInitialized, CephNotInstalled);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -67,7 +74,7 @@ impl crate::open_enum::OpenEnum for DbResponseItemLevel {
 }
 crate::open_enum_traits!(DbResponseItemLevel);
 /// From `GET /nodes/{node}/ceph/cfg/db returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DbResponseItem {
     /// `can_update_at_runtime`
     pub can_update_at_runtime: bool,
@@ -82,7 +89,6 @@ pub struct DbResponseItem {
     /// `value`
     pub value: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DbResponseItem {
@@ -97,5 +103,18 @@ impl<'de> serde::Deserialize<'de> for DbResponseItem {
             value: f.req("value")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DbResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("can_update_at_runtime", &self.can_update_at_runtime)?;
+        o.req("level", &self.level)?;
+        o.req("mask", &self.mask)?;
+        o.req("name", &self.name)?;
+        o.req("section", &self.section)?;
+        o.req("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Raw {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Raw {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Raw {
     /// A request with every required parameter; optional ones start unset.
@@ -31,4 +38,4 @@ impl crate::Operation for Raw {
 }
 /// What [`Raw`] answers.
 pub type RawResponse = String;
-crate::operation_error!(RawError for Raw; UnknownNode);
+crate::operation_error!(RawError for Raw; CephNotInitialized, CephNotInstalled);

@@ -6,13 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Value {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `config-keys`; maximum length 4096; pattern `(?^:^(?:(?^i:[0-9a-z\-_\.]+:[0-9a-zA-Z\-_]+))(?:[;, ](?^i:[0-9a-z\-_\.]+:[0-9a-zA-Z\-_]+))*$)`
-    #[serde(rename = "config-keys")]
     pub config_keys: String,
+}
+impl serde::Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("config-keys", &self.config_keys)?;
+        o.end()
+    }
 }
 impl Value {
     /// A request with every required parameter; optional ones start unset.
@@ -38,4 +45,4 @@ impl crate::Operation for Value {
 }
 /// What [`Value`] answers.
 pub type ValueResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ValueError for Value; UnknownNode);
+crate::operation_error!(ValueError for Value; CephNotInitialized, CephNotInstalled);

@@ -7,10 +7,17 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -33,9 +40,9 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// From `GET /nodes/{node}/ceph/fs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `data_pool`
     pub data_pool: String,
@@ -50,7 +57,6 @@ pub struct IndexResponseItem {
     /// `name`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -65,5 +71,18 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("data_pool", &self.data_pool)?;
+        o.opt("data_pool_ids", &self.data_pool_ids)?;
+        o.opt("data_pools", &self.data_pools)?;
+        o.req("metadata_pool", &self.metadata_pool)?;
+        o.opt("metadata_pool_id", &self.metadata_pool_id)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,18 +7,26 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Destroyfs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub name: String,
     /// Wire name `remove-pools`; default `0`
-    #[serde(rename = "remove-pools")]
     pub remove_pools: Option<bool>,
     /// Wire name `remove-storages`; default `0`
-    #[serde(rename = "remove-storages")]
     pub remove_storages: Option<bool>,
+}
+impl serde::Serialize for Destroyfs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("remove-pools", &self.remove_pools)?;
+        o.opt("remove-storages", &self.remove_storages)?;
+        o.end()
+    }
 }
 impl Destroyfs {
     /// A request with every required parameter; optional ones start unset.
@@ -47,7 +55,9 @@ impl crate::Operation for Destroyfs {
 }
 /// What [`Destroyfs`] answers.
 pub type DestroyfsResponse = crate::Upid;
-crate::operation_error!(DestroyfsError for Destroyfs; UnknownNode);
+crate::operation_error!(
+    DestroyfsError for Destroyfs; CephNotInitialized, CephNotInstalled
+);
 /// `POST /nodes/{node}/ceph/fs/{name}` (handler `createfs`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -55,17 +65,26 @@ crate::operation_error!(DestroyfsError for Destroyfs; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Createfs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `(?^:^[^:/\s]+$)`; default `cephfs`
     pub name: String,
     /// Wire name `add-storage`; default `0`
-    #[serde(rename = "add-storage")]
     pub add_storage: Option<bool>,
     /// Range 8 - 32768; default `128`
     pub pg_num: Option<i64>,
+}
+impl serde::Serialize for Createfs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("add-storage", &self.add_storage)?;
+        o.opt("pg_num", &self.pg_num)?;
+        o.end()
+    }
 }
 impl Createfs {
     /// A request with every required parameter; optional ones start unset.
@@ -94,4 +113,4 @@ impl crate::Operation for Createfs {
 }
 /// What [`Createfs`] answers.
 pub type CreatefsResponse = crate::Upid;
-crate::operation_error!(CreatefsError for Createfs; UnknownNode);
+crate::operation_error!(CreatefsError for Createfs;);

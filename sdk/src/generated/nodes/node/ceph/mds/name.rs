@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Destroymds {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
     pub name: String,
+}
+impl serde::Serialize for Destroymds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl Destroymds {
     /// A request with every required parameter; optional ones start unset.
@@ -39,7 +47,9 @@ impl crate::Operation for Destroymds {
 }
 /// What [`Destroymds`] answers.
 pub type DestroymdsResponse = crate::Upid;
-crate::operation_error!(DestroymdsError for Destroymds; UnknownNode);
+crate::operation_error!(
+    DestroymdsError for Destroymds; CephNotInitialized, CephNotInstalled
+);
 /// `POST /nodes/{node}/ceph/mds/{name}` (handler `createmds`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -47,7 +57,7 @@ crate::operation_error!(DestroymdsError for Destroymds; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Createmds {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -55,6 +65,15 @@ pub struct Createmds {
     pub name: String,
     /// Default `0`
     pub hotstandby: Option<bool>,
+}
+impl serde::Serialize for Createmds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("hotstandby", &self.hotstandby)?;
+        o.end()
+    }
 }
 impl Createmds {
     /// A request with every required parameter; optional ones start unset.
@@ -82,4 +101,6 @@ impl crate::Operation for Createmds {
 }
 /// What [`Createmds`] answers.
 pub type CreatemdsResponse = crate::Upid;
-crate::operation_error!(CreatemdsError for Createmds; UnknownNode);
+crate::operation_error!(
+    CreatemdsError for Createmds; CephNotInitialized, CephNotInstalled
+);

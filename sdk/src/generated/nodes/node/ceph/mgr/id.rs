@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Destroymgr {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
     pub id: String,
+}
+impl serde::Serialize for Destroymgr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Destroymgr {
     /// A request with every required parameter; optional ones start unset.
@@ -39,7 +47,9 @@ impl crate::Operation for Destroymgr {
 }
 /// What [`Destroymgr`] answers.
 pub type DestroymgrResponse = crate::Upid;
-crate::operation_error!(DestroymgrError for Destroymgr; UnknownNode);
+crate::operation_error!(
+    DestroymgrError for Destroymgr; CephNotInitialized, CephNotInstalled
+);
 /// `POST /nodes/{node}/ceph/mgr/{id}` (handler `createmgr`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -47,12 +57,20 @@ crate::operation_error!(DestroymgrError for Destroymgr; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Createmgr {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; maximum length 200; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`; default `nodename`
     pub id: String,
+}
+impl serde::Serialize for Createmgr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl Createmgr {
     /// A request with every required parameter; optional ones start unset.
@@ -79,4 +97,6 @@ impl crate::Operation for Createmgr {
 }
 /// What [`Createmgr`] answers.
 pub type CreatemgrResponse = crate::Upid;
-crate::operation_error!(CreatemgrError for Createmgr; UnknownNode);
+crate::operation_error!(
+    CreatemgrError for Createmgr; CephNotInitialized, CephNotInstalled
+);

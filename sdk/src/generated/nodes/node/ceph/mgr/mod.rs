@@ -7,10 +7,17 @@ pub mod id;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -33,9 +40,9 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// From `GET /nodes/{node}/ceph/mgr returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `addr`
     pub addr: Option<String>,
@@ -54,7 +61,6 @@ pub struct IndexResponseItem {
     /// `state`
     pub state: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -71,5 +77,20 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             state: f.req("state")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("addr", &self.addr)?;
+        o.opt("ceph_version", &self.ceph_version)?;
+        o.opt("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("direxists", &self.direxists)?;
+        o.opt("host", &self.host)?;
+        o.req("name", &self.name)?;
+        o.opt("service", &self.service)?;
+        o.req("state", &self.state)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,10 +7,17 @@ pub mod monid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Listmon {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Listmon {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Listmon {
     /// A request with every required parameter; optional ones start unset.
@@ -33,9 +40,9 @@ impl crate::Operation for Listmon {
 }
 /// What [`Listmon`] answers.
 pub type ListmonResponse = Vec<ListmonResponseItem>;
-crate::operation_error!(ListmonError for Listmon; UnknownNode);
+crate::operation_error!(ListmonError for Listmon; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/mon returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListmonResponseItem {
     /// `addr`
     pub addr: Option<String>,
@@ -58,7 +65,6 @@ pub struct ListmonResponseItem {
     /// `state`
     pub state: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
@@ -77,5 +83,22 @@ impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
             state: f.opt("state")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListmonResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("addr", &self.addr)?;
+        o.opt("ceph_version", &self.ceph_version)?;
+        o.opt("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("direxists", &self.direxists)?;
+        o.opt("host", &self.host)?;
+        o.req("name", &self.name)?;
+        o.opt("quorum", &self.quorum)?;
+        o.opt("rank", &self.rank)?;
+        o.opt("service", &self.service)?;
+        o.opt("state", &self.state)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Destroymon {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
     pub monid: String,
+}
+impl serde::Serialize for Destroymon {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("monid", &self.monid)?;
+        o.end()
+    }
 }
 impl Destroymon {
     /// A request with every required parameter; optional ones start unset.
@@ -39,7 +47,9 @@ impl crate::Operation for Destroymon {
 }
 /// What [`Destroymon`] answers.
 pub type DestroymonResponse = crate::Upid;
-crate::operation_error!(DestroymonError for Destroymon; UnknownNode);
+crate::operation_error!(
+    DestroymonError for Destroymon; CephNotInitialized, CephNotInstalled
+);
 /// `POST /nodes/{node}/ceph/mon/{monid}` (handler `createmon`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -47,15 +57,23 @@ crate::operation_error!(DestroymonError for Destroymon; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Createmon {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; maximum length 200; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`; default `nodename`
     pub monid: String,
     /// Wire name `mon-address`; format `ip-list`
-    #[serde(rename = "mon-address")]
     pub mon_address: Option<String>,
+}
+impl serde::Serialize for Createmon {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("monid", &self.monid)?;
+        o.opt("mon-address", &self.mon_address)?;
+        o.end()
+    }
 }
 impl Createmon {
     /// A request with every required parameter; optional ones start unset.
@@ -83,4 +101,6 @@ impl crate::Operation for Createmon {
 }
 /// What [`Createmon`] answers.
 pub type CreatemonResponse = crate::Upid;
-crate::operation_error!(CreatemonError for Createmon; UnknownNode);
+crate::operation_error!(
+    CreatemonError for Createmon; CephNotInitialized, CephNotInstalled
+);

@@ -7,10 +7,17 @@ pub mod osdid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -31,7 +38,7 @@ impl crate::Operation for Index {
     type Response = IndexResponse;
     type Error = IndexError;
 }
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// `POST /nodes/{node}/ceph/osd` (handler `createosd`).
 ///
 /// - Permissions: none stated
@@ -39,12 +46,11 @@ crate::operation_error!(IndexError for Index; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Createosd {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `crush-device-class`
-    #[serde(rename = "crush-device-class")]
     pub crush_device_class: Option<String>,
     /// `db_dev`
     pub db_dev: Option<String>,
@@ -55,12 +61,26 @@ pub struct Createosd {
     /// Default `0`
     pub encrypted: Option<bool>,
     /// Wire name `osds-per-device`; minimum 1
-    #[serde(rename = "osds-per-device")]
     pub osds_per_device: Option<i64>,
     /// `wal_dev`
     pub wal_dev: Option<String>,
     /// Minimum 0.5; requires `wal_dev`
     pub wal_dev_size: Option<f64>,
+}
+impl serde::Serialize for Createosd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("crush-device-class", &self.crush_device_class)?;
+        o.opt("db_dev", &self.db_dev)?;
+        o.opt("db_dev_size", &self.db_dev_size)?;
+        o.req("dev", &self.dev)?;
+        o.opt("encrypted", &self.encrypted)?;
+        o.opt("osds-per-device", &self.osds_per_device)?;
+        o.opt("wal_dev", &self.wal_dev)?;
+        o.opt("wal_dev_size", &self.wal_dev_size)?;
+        o.end()
+    }
 }
 impl Createosd {
     /// A request with every required parameter; optional ones start unset.
@@ -94,16 +114,17 @@ impl crate::Operation for Createosd {
 }
 /// What [`Createosd`] answers.
 pub type CreateosdResponse = crate::Upid;
-crate::operation_error!(CreateosdError for Createosd; UnknownNode);
+crate::operation_error!(
+    CreateosdError for Createosd; CephNotInitialized, CephNotInstalled
+);
 /// From `GET /nodes/{node}/ceph/osd returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponse {
     /// `flags`
     pub flags: Option<String>,
     /// `root`
     pub root: serde_json::Map<String, serde_json::Value>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponse {
@@ -114,5 +135,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
             root: f.req("root")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("flags", &self.flags)?;
+        o.req("root", &self.root)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

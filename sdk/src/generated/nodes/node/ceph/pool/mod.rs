@@ -7,10 +7,17 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Lspools {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Lspools {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Lspools {
     /// A request with every required parameter; optional ones start unset.
@@ -33,7 +40,7 @@ impl crate::Operation for Lspools {
 }
 /// What [`Lspools`] answers.
 pub type LspoolsResponse = Vec<LspoolsResponseItem>;
-crate::operation_error!(LspoolsError for Lspools; UnknownNode);
+crate::operation_error!(LspoolsError for Lspools; CephNotInitialized, CephNotInstalled);
 /// `POST /nodes/{node}/ceph/pool` (handler `createpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -41,7 +48,7 @@ crate::operation_error!(LspoolsError for Lspools; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Createpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -52,7 +59,6 @@ pub struct Createpool {
     /// `crush_rule`
     pub crush_rule: Option<String>,
     /// Wire name `erasure-coding`
-    #[serde(rename = "erasure-coding")]
     pub erasure_coding: Option<ErasureCoding>,
     /// Range 1 - 7; default `2`
     pub min_size: Option<i64>,
@@ -70,6 +76,25 @@ pub struct Createpool {
     pub target_size: Option<String>,
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
+}
+impl serde::Serialize for Createpool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("add_storages", &self.add_storages)?;
+        o.opt("application", &self.application)?;
+        o.opt("crush_rule", &self.crush_rule)?;
+        o.opt("erasure-coding", &self.erasure_coding)?;
+        o.opt("min_size", &self.min_size)?;
+        o.req("name", &self.name)?;
+        o.opt("pg_autoscale_mode", &self.pg_autoscale_mode)?;
+        o.opt("pg_num", &self.pg_num)?;
+        o.opt("pg_num_min", &self.pg_num_min)?;
+        o.opt("size", &self.size)?;
+        o.opt("target_size", &self.target_size)?;
+        o.opt("target_size_ratio", &self.target_size_ratio)?;
+        o.end()
+    }
 }
 impl Createpool {
     /// A request with every required parameter; optional ones start unset.
@@ -107,7 +132,7 @@ impl crate::Operation for Createpool {
 }
 /// What [`Createpool`] answers.
 pub type CreatepoolResponse = crate::Upid;
-crate::operation_error!(CreatepoolError for Createpool; UnknownNode);
+crate::operation_error!(CreatepoolError for Createpool;);
 /// Property string `erasure-coding`.
 ///
 /// Used by: `POST /nodes/{node}/ceph/pool param "erasure-coding"`.
@@ -252,7 +277,7 @@ impl crate::open_enum::OpenEnum for LspoolsResponseItemType {
 }
 crate::open_enum_traits!(LspoolsResponseItemType);
 /// From `GET /nodes/{node}/ceph/pool returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LspoolsResponseItem {
     /// `application_metadata`
     pub application_metadata: Option<serde_json::Map<String, serde_json::Value>>,
@@ -287,10 +312,8 @@ pub struct LspoolsResponseItem {
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: LspoolsResponseItemType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
@@ -316,5 +339,29 @@ impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for LspoolsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("application_metadata", &self.application_metadata)?;
+        o.opt("autoscale_status", &self.autoscale_status)?;
+        o.opt("bytes_used", &self.bytes_used)?;
+        o.req("crush_rule", &self.crush_rule)?;
+        o.opt("crush_rule_name", &self.crush_rule_name)?;
+        o.req("min_size", &self.min_size)?;
+        o.opt("percent_used", &self.percent_used)?;
+        o.opt("pg_autoscale_mode", &self.pg_autoscale_mode)?;
+        o.req("pg_num", &self.pg_num)?;
+        o.opt("pg_num_final", &self.pg_num_final)?;
+        o.opt("pg_num_min", &self.pg_num_min)?;
+        o.req("pool", &self.pool)?;
+        o.req("pool_name", &self.pool_name)?;
+        o.req("size", &self.size)?;
+        o.opt("target_size", &self.target_size)?;
+        o.opt("target_size_ratio", &self.target_size_ratio)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,10 +7,17 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RevokeCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for RevokeCertificate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl RevokeCertificate {
     /// A request with every required parameter; optional ones start unset.
@@ -34,7 +41,7 @@ impl crate::Operation for RevokeCertificate {
 }
 /// What [`RevokeCertificate`] answers.
 pub type RevokeCertificateResponse = crate::Upid;
-crate::operation_error!(RevokeCertificateError for RevokeCertificate; UnknownNode);
+crate::operation_error!(RevokeCertificateError for RevokeCertificate;);
 /// `POST /nodes/{node}/certificates/acme/certificate` (handler `new_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -42,12 +49,20 @@ crate::operation_error!(RevokeCertificateError for RevokeCertificate; UnknownNod
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct NewCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `0`
     pub force: Option<bool>,
+}
+impl serde::Serialize for NewCertificate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("force", &self.force)?;
+        o.end()
+    }
 }
 impl NewCertificate {
     /// A request with every required parameter; optional ones start unset.
@@ -74,7 +89,7 @@ impl crate::Operation for NewCertificate {
 }
 /// What [`NewCertificate`] answers.
 pub type NewCertificateResponse = crate::Upid;
-crate::operation_error!(NewCertificateError for NewCertificate; UnknownNode);
+crate::operation_error!(NewCertificateError for NewCertificate;);
 /// `PUT /nodes/{node}/certificates/acme/certificate` (handler `renew_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -82,12 +97,20 @@ crate::operation_error!(NewCertificateError for NewCertificate; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RenewCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `0`
     pub force: Option<bool>,
+}
+impl serde::Serialize for RenewCertificate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("force", &self.force)?;
+        o.end()
+    }
 }
 impl RenewCertificate {
     /// A request with every required parameter; optional ones start unset.
@@ -114,4 +137,4 @@ impl crate::Operation for RenewCertificate {
 }
 /// What [`RenewCertificate`] answers.
 pub type RenewCertificateResponse = crate::Upid;
-crate::operation_error!(RenewCertificateError for RenewCertificate; UnknownNode);
+crate::operation_error!(RenewCertificateError for RenewCertificate;);

@@ -7,10 +7,17 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -33,7 +40,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// `POST /nodes/{node}/disks/directory` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -41,7 +48,7 @@ crate::operation_error!(IndexError for Index; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -53,6 +60,17 @@ pub struct Create {
     pub filesystem: Option<CreateFilesystem>,
     /// Format `pve-storage-id`
     pub name: String,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("add_storage", &self.add_storage)?;
+        o.req("device", &self.device)?;
+        o.opt("filesystem", &self.filesystem)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -86,9 +104,9 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create; UnknownNode);
+crate::operation_error!(CreateError for Create;);
 /// From `GET /nodes/{node}/disks/directory returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `device`
     pub device: String,
@@ -97,12 +115,10 @@ pub struct IndexResponseItem {
     /// `path`
     pub path: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// `unitfile`
     pub unitfile: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -116,6 +132,18 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             unitfile: f.req("unitfile")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("device", &self.device)?;
+        o.req("options", &self.options)?;
+        o.req("path", &self.path)?;
+        o.req("type", &self.type_)?;
+        o.req("unitfile", &self.unitfile)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

@@ -7,18 +7,26 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub name: String,
     /// Wire name `cleanup-config`; default `0`
-    #[serde(rename = "cleanup-config")]
     pub cleanup_config: Option<bool>,
     /// Wire name `cleanup-disks`; default `0`
-    #[serde(rename = "cleanup-disks")]
     pub cleanup_disks: Option<bool>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("cleanup-config", &self.cleanup_config)?;
+        o.opt("cleanup-disks", &self.cleanup_disks)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -54,4 +62,4 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete; UnknownNode);
+crate::operation_error!(DeleteError for Delete;);

@@ -7,10 +7,17 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -31,7 +38,7 @@ impl crate::Operation for Index {
     type Response = IndexResponse;
     type Error = IndexError;
 }
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// `POST /nodes/{node}/disks/lvm` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -39,7 +46,7 @@ crate::operation_error!(IndexError for Index; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -49,6 +56,16 @@ pub struct Create {
     pub device: String,
     /// Format `pve-storage-id`
     pub name: String,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("add_storage", &self.add_storage)?;
+        o.req("device", &self.device)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -81,9 +98,9 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create; UnknownNode);
+crate::operation_error!(CreateError for Create;);
 /// From `GET /nodes/{node}/disks/lvm returns "children" items "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseChildrenItemChildrenItem {
     /// `free`
     pub free: i64,
@@ -94,7 +111,6 @@ pub struct IndexResponseChildrenItemChildrenItem {
     /// `size`
     pub size: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
@@ -109,8 +125,19 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseChildrenItemChildrenItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("free", &self.free)?;
+        o.req("leaf", &self.leaf)?;
+        o.req("name", &self.name)?;
+        o.req("size", &self.size)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/disks/lvm returns "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<IndexResponseChildrenItemChildrenItem>>,
@@ -123,7 +150,6 @@ pub struct IndexResponseChildrenItem {
     /// `size`
     pub size: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
@@ -139,15 +165,26 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
         })
     }
 }
+impl serde::Serialize for IndexResponseChildrenItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("children", &self.children)?;
+        o.req("free", &self.free)?;
+        o.req("leaf", &self.leaf)?;
+        o.req("name", &self.name)?;
+        o.req("size", &self.size)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/disks/lvm returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponse {
     /// `children`
     pub children: Vec<IndexResponseChildrenItem>,
     /// `leaf`
     pub leaf: bool,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponse {
@@ -158,5 +195,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
             leaf: f.req("leaf")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("children", &self.children)?;
+        o.req("leaf", &self.leaf)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,10 +7,17 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -33,7 +40,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// `POST /nodes/{node}/disks/zfs` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -41,7 +48,7 @@ crate::operation_error!(IndexError for Index; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -54,12 +61,25 @@ pub struct Create {
     /// Format `string-list`
     pub devices: String,
     /// Wire name `draid-config`
-    #[serde(rename = "draid-config")]
     pub draid_config: Option<DraidConfig>,
     /// Format `pve-storage-id`
     pub name: String,
     /// `raidlevel`
     pub raidlevel: CreateRaidlevel,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("add_storage", &self.add_storage)?;
+        o.opt("ashift", &self.ashift)?;
+        o.opt("compression", &self.compression)?;
+        o.req("devices", &self.devices)?;
+        o.opt("draid-config", &self.draid_config)?;
+        o.req("name", &self.name)?;
+        o.req("raidlevel", &self.raidlevel)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -97,7 +117,7 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create; UnknownNode);
+crate::operation_error!(CreateError for Create;);
 /// Property string `draid-config`.
 ///
 /// Used by: `POST /nodes/{node}/disks/zfs param "draid-config"`.
@@ -131,7 +151,7 @@ impl crate::PropertyString for DraidConfig {
 }
 crate::property_string!(DraidConfig);
 /// From `GET /nodes/{node}/disks/zfs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `alloc`
     pub alloc: i64,
@@ -148,7 +168,6 @@ pub struct IndexResponseItem {
     /// `size`
     pub size: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -164,6 +183,20 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             size: f.req("size")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("alloc", &self.alloc)?;
+        o.req("dedup", &self.dedup)?;
+        o.req("frag", &self.frag)?;
+        o.req("free", &self.free)?;
+        o.req("health", &self.health)?;
+        o.req("name", &self.name)?;
+        o.req("size", &self.size)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

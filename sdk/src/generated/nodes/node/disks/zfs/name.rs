@@ -7,18 +7,26 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub name: String,
     /// Wire name `cleanup-config`; default `0`
-    #[serde(rename = "cleanup-config")]
     pub cleanup_config: Option<bool>,
     /// Wire name `cleanup-disks`; default `0`
-    #[serde(rename = "cleanup-disks")]
     pub cleanup_disks: Option<bool>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("cleanup-config", &self.cleanup_config)?;
+        o.opt("cleanup-disks", &self.cleanup_disks)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -54,19 +62,27 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete; UnknownNode);
+crate::operation_error!(DeleteError for Delete;);
 /// `GET /nodes/{node}/disks/zfs/{name}` (handler `detail`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Detail {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub name: String,
+}
+impl serde::Serialize for Detail {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl Detail {
     /// A request with every required parameter; optional ones start unset.
@@ -97,9 +113,9 @@ impl crate::Operation for Detail {
     type Response = DetailResponse;
     type Error = DetailError;
 }
-crate::operation_error!(DetailError for Detail; UnknownNode);
+crate::operation_error!(DetailError for Detail;);
 /// From `GET /nodes/{node}/disks/zfs/{name} returns "children" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DetailResponseChildrenItem {
     /// `cksum`
     pub cksum: Option<f64>,
@@ -114,7 +130,6 @@ pub struct DetailResponseChildrenItem {
     /// `write`
     pub write: Option<f64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DetailResponseChildrenItem {
@@ -131,8 +146,21 @@ impl<'de> serde::Deserialize<'de> for DetailResponseChildrenItem {
         })
     }
 }
+impl serde::Serialize for DetailResponseChildrenItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cksum", &self.cksum)?;
+        o.req("msg", &self.msg)?;
+        o.req("name", &self.name)?;
+        o.opt("read", &self.read)?;
+        o.opt("state", &self.state)?;
+        o.opt("write", &self.write)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/disks/zfs/{name} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DetailResponse {
     /// `action`
     pub action: Option<String>,
@@ -149,7 +177,6 @@ pub struct DetailResponse {
     /// `status`
     pub status: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DetailResponse {
@@ -165,5 +192,19 @@ impl<'de> serde::Deserialize<'de> for DetailResponse {
             status: f.opt("status")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DetailResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("action", &self.action)?;
+        o.req("children", &self.children)?;
+        o.req("errors", &self.errors)?;
+        o.req("name", &self.name)?;
+        o.opt("scan", &self.scan)?;
+        o.req("state", &self.state)?;
+        o.opt("status", &self.status)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,10 +6,17 @@ pub mod pos;
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetRules {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for GetRules {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl GetRules {
     /// A request with every required parameter; optional ones start unset.
@@ -32,14 +39,14 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules; UnknownNode);
+crate::operation_error!(GetRulesError for GetRules;);
 /// `POST /nodes/{node}/firewall/rules` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateRule {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -56,14 +63,12 @@ pub struct CreateRule {
     /// Minimum 0
     pub enable: Option<i64>,
     /// Wire name `icmp-type`; format `pve-fw-icmp-type-spec`
-    #[serde(rename = "icmp-type")]
     pub icmp_type: Option<String>,
     /// Format `pve-iface`; length 2 - 20
     pub iface: Option<String>,
     /// `log`
     pub log: Option<crate::generated::Log>,
     /// Wire name `macro`; maximum length 128
-    #[serde(rename = "macro")]
     pub macro_: Option<String>,
     /// Minimum 0
     pub pos: Option<i64>,
@@ -74,8 +79,29 @@ pub struct CreateRule {
     /// Format `pve-fw-sport-spec`
     pub sport: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: CreateRuleType,
+}
+impl serde::Serialize for CreateRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("action", &self.action)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("dest", &self.dest)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("dport", &self.dport)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("icmp-type", &self.icmp_type)?;
+        o.opt("iface", &self.iface)?;
+        o.opt("log", &self.log)?;
+        o.opt("macro", &self.macro_)?;
+        o.opt("pos", &self.pos)?;
+        o.opt("proto", &self.proto)?;
+        o.opt("source", &self.source)?;
+        o.opt("sport", &self.sport)?;
+        o.req("type", &self.type_)?;
+        o.end()
+    }
 }
 impl CreateRule {
     /// A request with every required parameter; optional ones start unset.
@@ -115,9 +141,9 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule; UnknownNode);
+crate::operation_error!(CreateRuleError for CreateRule; ConfigModified);
 /// From `GET /nodes/{node}/firewall/rules returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetRulesResponseItem {
     /// `action`
     pub action: String,
@@ -130,7 +156,6 @@ pub struct GetRulesResponseItem {
     /// `enable`
     pub enable: Option<i64>,
     /// Wire name `icmp-type`
-    #[serde(rename = "icmp-type")]
     pub icmp_type: Option<String>,
     /// `iface`
     pub iface: Option<String>,
@@ -139,7 +164,6 @@ pub struct GetRulesResponseItem {
     /// `log`
     pub log: Option<crate::generated::Log>,
     /// Wire name `macro`
-    #[serde(rename = "macro")]
     pub macro_: Option<String>,
     /// `pos`
     pub pos: i64,
@@ -150,10 +174,8 @@ pub struct GetRulesResponseItem {
     /// `sport`
     pub sport: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
@@ -177,6 +199,28 @@ impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetRulesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("action", &self.action)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("dest", &self.dest)?;
+        o.opt("dport", &self.dport)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("icmp-type", &self.icmp_type)?;
+        o.opt("iface", &self.iface)?;
+        o.opt("ipversion", &self.ipversion)?;
+        o.opt("log", &self.log)?;
+        o.opt("macro", &self.macro_)?;
+        o.req("pos", &self.pos)?;
+        o.opt("proto", &self.proto)?;
+        o.opt("source", &self.source)?;
+        o.opt("sport", &self.sport)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

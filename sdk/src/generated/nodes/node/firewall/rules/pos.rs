@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteRule {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct DeleteRule {
     pub pos: i64,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl serde::Serialize for DeleteRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("pos", &self.pos)?;
+        o.opt("digest", &self.digest)?;
+        o.end()
+    }
 }
 impl DeleteRule {
     /// A request with every required parameter; optional ones start unset.
@@ -40,18 +49,26 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule; UnknownNode);
+crate::operation_error!(DeleteRuleError for DeleteRule; ConfigModified);
 /// `GET /nodes/{node}/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetRule {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; minimum 0
     pub pos: i64,
+}
+impl serde::Serialize for GetRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("pos", &self.pos)?;
+        o.end()
+    }
 }
 impl GetRule {
     /// A request with every required parameter; optional ones start unset.
@@ -75,14 +92,14 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule; UnknownNode);
+crate::operation_error!(GetRuleError for GetRule;);
 /// `PUT /nodes/{node}/firewall/rules/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateRule {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -103,14 +120,12 @@ pub struct UpdateRule {
     /// Minimum 0
     pub enable: Option<i64>,
     /// Wire name `icmp-type`; format `pve-fw-icmp-type-spec`
-    #[serde(rename = "icmp-type")]
     pub icmp_type: Option<String>,
     /// Format `pve-iface`; length 2 - 20
     pub iface: Option<String>,
     /// `log`
     pub log: Option<crate::generated::Log>,
     /// Wire name `macro`; maximum length 128
-    #[serde(rename = "macro")]
     pub macro_: Option<String>,
     /// Minimum 0
     pub moveto: Option<i64>,
@@ -121,8 +136,31 @@ pub struct UpdateRule {
     /// Format `pve-fw-sport-spec`
     pub sport: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<UpdateRuleType>,
+}
+impl serde::Serialize for UpdateRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("pos", &self.pos)?;
+        o.opt("action", &self.action)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("dest", &self.dest)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("dport", &self.dport)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("icmp-type", &self.icmp_type)?;
+        o.opt("iface", &self.iface)?;
+        o.opt("log", &self.log)?;
+        o.opt("macro", &self.macro_)?;
+        o.opt("moveto", &self.moveto)?;
+        o.opt("proto", &self.proto)?;
+        o.opt("source", &self.source)?;
+        o.opt("sport", &self.sport)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl UpdateRule {
     /// A request with every required parameter; optional ones start unset.
@@ -164,9 +202,9 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule; UnknownNode);
+crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
 /// From `GET /nodes/{node}/firewall/rules/{pos} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetRuleResponse {
     /// `action`
     pub action: String,
@@ -179,7 +217,6 @@ pub struct GetRuleResponse {
     /// `enable`
     pub enable: Option<i64>,
     /// Wire name `icmp-type`
-    #[serde(rename = "icmp-type")]
     pub icmp_type: Option<String>,
     /// `iface`
     pub iface: Option<String>,
@@ -188,7 +225,6 @@ pub struct GetRuleResponse {
     /// `log`
     pub log: Option<crate::generated::Log>,
     /// Wire name `macro`
-    #[serde(rename = "macro")]
     pub macro_: Option<String>,
     /// `pos`
     pub pos: i64,
@@ -199,10 +235,8 @@ pub struct GetRuleResponse {
     /// `sport`
     pub sport: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetRuleResponse {
@@ -226,6 +260,28 @@ impl<'de> serde::Deserialize<'de> for GetRuleResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetRuleResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("action", &self.action)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("dest", &self.dest)?;
+        o.opt("dport", &self.dport)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("icmp-type", &self.icmp_type)?;
+        o.opt("iface", &self.iface)?;
+        o.opt("ipversion", &self.ipversion)?;
+        o.opt("log", &self.log)?;
+        o.opt("macro", &self.macro_)?;
+        o.req("pos", &self.pos)?;
+        o.opt("proto", &self.proto)?;
+        o.opt("source", &self.source)?;
+        o.opt("sport", &self.sport)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

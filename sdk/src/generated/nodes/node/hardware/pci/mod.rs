@@ -7,15 +7,23 @@ pub mod pci_id_or_mapping;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct PciScan {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `pci-class-blacklist`; format `string-list`; default `05;06;0b`
-    #[serde(rename = "pci-class-blacklist")]
     pub pci_class_blacklist: Option<String>,
     /// Default `1`
     pub verbose: Option<bool>,
+}
+impl serde::Serialize for PciScan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.opt("pci-class-blacklist", &self.pci_class_blacklist)?;
+        o.opt("verbose", &self.verbose)?;
+        o.end()
+    }
 }
 impl PciScan {
     /// A request with every required parameter; optional ones start unset.
@@ -42,9 +50,9 @@ impl crate::Operation for PciScan {
 }
 /// What [`PciScan`] answers.
 pub type PciScanResponse = Vec<PciScanResponseItem>;
-crate::operation_error!(PciScanError for PciScan; UnknownNode);
+crate::operation_error!(PciScanError for PciScan;);
 /// From `GET /nodes/{node}/hardware/pci returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PciScanResponseItem {
     /// `class`
     pub class: String,
@@ -71,7 +79,6 @@ pub struct PciScanResponseItem {
     /// `vendor_name`
     pub vendor_name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
@@ -92,5 +99,24 @@ impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
             vendor_name: f.opt("vendor_name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for PciScanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("class", &self.class)?;
+        o.req("device", &self.device)?;
+        o.opt("device_name", &self.device_name)?;
+        o.req("id", &self.id)?;
+        o.req("iommugroup", &self.iommugroup)?;
+        o.opt("mdev", &self.mdev)?;
+        o.opt("subsystem_device", &self.subsystem_device)?;
+        o.opt("subsystem_device_name", &self.subsystem_device_name)?;
+        o.opt("subsystem_vendor", &self.subsystem_vendor)?;
+        o.opt("subsystem_vendor_name", &self.subsystem_vendor_name)?;
+        o.req("vendor", &self.vendor)?;
+        o.opt("vendor_name", &self.vendor_name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CloneVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,6 +31,23 @@ pub struct CloneVm {
     pub storage: Option<String>,
     /// Format `pve-node`
     pub target: Option<String>,
+}
+impl serde::Serialize for CloneVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("description", &self.description)?;
+        o.opt("full", &self.full)?;
+        o.opt("hostname", &self.hostname)?;
+        o.req("newid", &self.newid)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("snapname", &self.snapname)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("target", &self.target)?;
+        o.end()
+    }
 }
 impl CloneVm {
     /// A request with every required parameter; optional ones start unset.
@@ -73,4 +90,4 @@ impl crate::Operation for CloneVm {
 }
 /// What [`CloneVm`] answers.
 pub type CloneVmResponse = crate::Upid;
-crate::operation_error!(CloneVmError for CloneVm; UnknownNode);
+crate::operation_error!(CloneVmError for CloneVm;);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,16 @@ pub struct VmConfig {
     pub current: Option<bool>,
     /// Format `pve-configid`; maximum length 40
     pub snapshot: Option<String>,
+}
+impl serde::Serialize for VmConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("current", &self.current)?;
+        o.opt("snapshot", &self.snapshot)?;
+        o.end()
+    }
 }
 impl VmConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -47,14 +57,14 @@ impl crate::Operation for VmConfig {
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
-crate::operation_error!(VmConfigError for VmConfig; LxcConfigNotFound, UnknownNode);
+crate::operation_error!(VmConfigError for VmConfig; LxcConfigNotFound);
 /// `PUT /nodes/{node}/lxc/{vmid}/config` (handler `update_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.Options"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -79,7 +89,6 @@ pub struct UpdateVm {
     /// Maximum length 8192
     pub description: Option<String>,
     /// Indexed: keys `dev0`, `dev1`, ...
-    #[serde(flatten)]
     pub dev: crate::Indexed<crate::generated::nodes::node::lxc::Dev, crate::generated::index::Dev>,
     /// Maximum length 40
     pub digest: Option<String>,
@@ -98,12 +107,10 @@ pub struct UpdateVm {
     /// Minimum 16; default `512`
     pub memory: Option<i64>,
     /// Indexed: keys `mp0`, `mp1`, ...
-    #[serde(flatten)]
     pub mp: crate::Indexed<crate::generated::nodes::node::lxc::Mp, crate::generated::index::Mp>,
     /// Format `lxc-ip-with-ll-iface-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<crate::generated::nodes::node::lxc::Net, crate::generated::index::Net>,
     /// Default `0`
     pub onboot: Option<bool>,
@@ -132,9 +139,51 @@ pub struct UpdateVm {
     /// Default `0`
     pub unprivileged: Option<bool>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused:
         crate::Indexed<crate::generated::nodes::node::lxc::Unused, crate::generated::index::Unused>,
+}
+impl serde::Serialize for UpdateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("cmode", &self.cmode)?;
+        o.opt("console", &self.console)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("debug", &self.debug)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("description", &self.description)?;
+        o.indexed(&self.dev)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("entrypoint", &self.entrypoint)?;
+        o.opt("env", &self.env)?;
+        o.opt("features", &self.features)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("memory", &self.memory)?;
+        o.indexed(&self.mp)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("onboot", &self.onboot)?;
+        o.opt("ostype", &self.ostype)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("revert", &self.revert)?;
+        o.opt("rootfs", &self.rootfs)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("swap", &self.swap)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("timezone", &self.timezone)?;
+        o.opt("tty", &self.tty)?;
+        o.opt("unprivileged", &self.unprivileged)?;
+        o.indexed(&self.unused)?;
+        o.end()
+    }
 }
 impl UpdateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -203,11 +252,11 @@ impl crate::Operation for UpdateVm {
 /// What [`UpdateVm`] answers.
 pub type UpdateVmResponse = ();
 crate::operation_error!(
-    UpdateVmError for UpdateVm; ChecksumMismatch, GuestLocked, LxcConfigNotFound,
-    NoQuorum, UnknownNode
+    UpdateVmError for UpdateVm; ChecksumMismatch, ConfigModified, GuestLocked,
+    LxcConfigNotFound, NoQuorum
 );
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmConfigResponse {
     /// Default `amd64`
     pub arch: Option<crate::generated::nodes::node::lxc::Arch>,
@@ -226,7 +275,6 @@ pub struct VmConfigResponse {
     /// Maximum length 8192
     pub description: Option<String>,
     /// Indexed: keys `dev0`, `dev1`, ...
-    #[serde(flatten)]
     pub dev: crate::Indexed<crate::generated::nodes::node::lxc::Dev, crate::generated::index::Dev>,
     /// `digest`
     pub digest: String,
@@ -247,12 +295,10 @@ pub struct VmConfigResponse {
     /// Minimum 16; default `512`
     pub memory: Option<i64>,
     /// Indexed: keys `mp0`, `mp1`, ...
-    #[serde(flatten)]
     pub mp: crate::Indexed<crate::generated::nodes::node::lxc::Mp, crate::generated::index::Mp>,
     /// Format `lxc-ip-with-ll-iface-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<crate::generated::nodes::node::lxc::Net, crate::generated::index::Net>,
     /// Default `0`
     pub onboot: Option<bool>,
@@ -279,11 +325,9 @@ pub struct VmConfigResponse {
     /// Default `0`
     pub unprivileged: Option<bool>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused:
         crate::Indexed<crate::generated::nodes::node::lxc::Unused, crate::generated::index::Unused>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmConfigResponse {
@@ -326,5 +370,46 @@ impl<'de> serde::Deserialize<'de> for VmConfigResponse {
             unused: f.indexed()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmConfigResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("cmode", &self.cmode)?;
+        o.opt("console", &self.console)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("debug", &self.debug)?;
+        o.opt("description", &self.description)?;
+        o.indexed(&self.dev)?;
+        o.req("digest", &self.digest)?;
+        o.opt("entrypoint", &self.entrypoint)?;
+        o.opt("env", &self.env)?;
+        o.opt("features", &self.features)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("lxc", &self.lxc)?;
+        o.opt("memory", &self.memory)?;
+        o.indexed(&self.mp)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("onboot", &self.onboot)?;
+        o.opt("ostype", &self.ostype)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("rootfs", &self.rootfs)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("swap", &self.swap)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("timezone", &self.timezone)?;
+        o.opt("tty", &self.tty)?;
+        o.opt("unprivileged", &self.unprivileged)?;
+        o.indexed(&self.unused)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Ip {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Ip {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Ip {
     /// A request with every required parameter; optional ones start unset.
@@ -44,20 +52,17 @@ impl crate::Operation for Ip {
 }
 /// What [`Ip`] answers.
 pub type IpResponse = Vec<IpResponseItem>;
-crate::operation_error!(IpError for Ip; UnknownNode);
+crate::operation_error!(IpError for Ip;);
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items "ip-addresses" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IpResponseItemIpAddressesItem {
     /// Wire name `ip-address`
-    #[serde(rename = "ip-address")]
     pub ip_address: Option<String>,
     /// Wire name `ip-address-type`
-    #[serde(rename = "ip-address-type")]
     pub ip_address_type: Option<String>,
     /// `prefix`
     pub prefix: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpResponseItemIpAddressesItem {
@@ -71,11 +76,20 @@ impl<'de> serde::Deserialize<'de> for IpResponseItemIpAddressesItem {
         })
     }
 }
+impl serde::Serialize for IpResponseItemIpAddressesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("ip-address", &self.ip_address)?;
+        o.opt("ip-address-type", &self.ip_address_type)?;
+        o.opt("prefix", &self.prefix)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IpResponseItem {
     /// Wire name `hardware-address`
-    #[serde(rename = "hardware-address")]
     pub hardware_address: String,
     /// `hwaddr`
     pub hwaddr: String,
@@ -84,12 +98,10 @@ pub struct IpResponseItem {
     /// `inet6`
     pub inet6: Option<String>,
     /// Wire name `ip-addresses`
-    #[serde(rename = "ip-addresses")]
     pub ip_addresses: Vec<IpResponseItemIpAddressesItem>,
     /// `name`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpResponseItem {
@@ -104,5 +116,18 @@ impl<'de> serde::Deserialize<'de> for IpResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IpResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("hardware-address", &self.hardware_address)?;
+        o.req("hwaddr", &self.hwaddr)?;
+        o.opt("inet", &self.inet)?;
+        o.opt("inet6", &self.inet6)?;
+        o.req("ip-addresses", &self.ip_addresses)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MigrateVmPrecondition {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct MigrateVmPrecondition {
     pub vmid: i64,
     /// Format `pve-node`
     pub target: Option<String>,
+}
+impl serde::Serialize for MigrateVmPrecondition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("target", &self.target)?;
+        o.end()
+    }
 }
 impl MigrateVmPrecondition {
     /// A request with every required parameter; optional ones start unset.
@@ -45,9 +54,7 @@ impl crate::Operation for MigrateVmPrecondition {
     type Response = MigrateVmPreconditionResponse;
     type Error = MigrateVmPreconditionError;
 }
-crate::operation_error!(
-    MigrateVmPreconditionError for MigrateVmPrecondition; UnknownNode
-);
+crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition;);
 /// `POST /nodes/{node}/lxc/{vmid}/migrate` (handler `migrate_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
@@ -55,7 +62,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -70,10 +77,23 @@ pub struct MigrateVm {
     /// Format `pve-node`
     pub target: String,
     /// Wire name `target-storage`; format `storage-pair-list`
-    #[serde(rename = "target-storage")]
     pub target_storage: Option<String>,
     /// Default `180`
     pub timeout: Option<i64>,
+}
+impl serde::Serialize for MigrateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("online", &self.online)?;
+        o.opt("restart", &self.restart)?;
+        o.req("target", &self.target)?;
+        o.opt("target-storage", &self.target_storage)?;
+        o.opt("timeout", &self.timeout)?;
+        o.end()
+    }
 }
 impl MigrateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -113,16 +133,15 @@ impl crate::Operation for MigrateVm {
 }
 /// What [`MigrateVm`] answers.
 pub type MigrateVmResponse = crate::Upid;
-crate::operation_error!(MigrateVmError for MigrateVm; UnknownNode);
+crate::operation_error!(MigrateVmError for MigrateVm;);
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de>
@@ -137,15 +156,22 @@ impl<'de> serde::Deserialize<'de>
         })
     }
 }
+impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cause", &self.cause)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// Wire name `blocking-ha-resources`
-    #[serde(rename = "blocking-ha-resources")]
     pub blocking_ha_resources:
         Option<Vec<MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNodes {
@@ -157,22 +183,26 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNod
         })
     }
 }
+impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("blocking-ha-resources", &self.blocking_ha_resources)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponse {
     /// Wire name `allowed-nodes`
-    #[serde(rename = "allowed-nodes")]
     pub allowed_nodes: Option<Vec<String>>,
     /// Wire name `dependent-ha-resources`
-    #[serde(rename = "dependent-ha-resources")]
     pub dependent_ha_resources: Option<Vec<String>>,
     /// Wire name `not-allowed-nodes`
-    #[serde(rename = "not-allowed-nodes")]
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
@@ -185,5 +215,16 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
             running: f.req("running")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MigrateVmPreconditionResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed-nodes", &self.allowed_nodes)?;
+        o.opt("dependent-ha-resources", &self.dependent_ha_resources)?;
+        o.opt("not-allowed-nodes", &self.not_allowed_nodes)?;
+        o.req("running", &self.running)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

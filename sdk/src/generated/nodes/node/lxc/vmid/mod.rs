@@ -28,19 +28,32 @@ pub mod vncwebsocket;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DestroyVm {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `destroy-unreferenced-disks`
-    #[serde(rename = "destroy-unreferenced-disks")]
     pub destroy_unreferenced_disks: Option<bool>,
     /// Default `0`
     pub force: Option<bool>,
     /// Default `0`
     pub purge: Option<bool>,
+}
+impl serde::Serialize for DestroyVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt(
+            "destroy-unreferenced-disks",
+            &self.destroy_unreferenced_disks,
+        )?;
+        o.opt("force", &self.force)?;
+        o.opt("purge", &self.purge)?;
+        o.end()
+    }
 }
 impl DestroyVm {
     /// A request with every required parameter; optional ones start unset.
@@ -78,19 +91,27 @@ impl crate::Operation for DestroyVm {
 /// What [`DestroyVm`] answers.
 pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(
-    DestroyVmError for DestroyVm; GuestLocked, LxcConfigNotFound, NoQuorum, UnknownNode
+    DestroyVmError for DestroyVm; GuestLocked, LxcConfigNotFound, NoQuorum
 );
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vmdiridx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Vmdiridx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Vmdiridx {
     /// A request with every required parameter; optional ones start unset.
@@ -123,14 +144,13 @@ impl crate::Operation for Vmdiridx {
 }
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-crate::operation_error!(VmdiridxError for Vmdiridx; UnknownNode);
+crate::operation_error!(VmdiridxError for Vmdiridx;);
 /// From `GET /nodes/{node}/lxc/{vmid} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmdiridxResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
@@ -140,5 +160,13 @@ impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmdiridxResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

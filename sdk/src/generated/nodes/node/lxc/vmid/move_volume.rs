@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MoveVolume {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,16 +22,29 @@ pub struct MoveVolume {
     /// Format `pve-storage-id`
     pub storage: Option<String>,
     /// Wire name `target-digest`; maximum length 40
-    #[serde(rename = "target-digest")]
     pub target_digest: Option<String>,
     /// Wire name `target-vmid`; format `pve-vmid`; range 100 - 999999999
-    #[serde(rename = "target-vmid")]
     pub target_vmid: Option<i64>,
     /// Wire name `target-volume`
-    #[serde(rename = "target-volume")]
     pub target_volume: Option<MoveVolumeTargetVolume>,
     /// `volume`
     pub volume: MoveVolumeVolume,
+}
+impl serde::Serialize for MoveVolume {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("target-digest", &self.target_digest)?;
+        o.opt("target-vmid", &self.target_vmid)?;
+        o.opt("target-volume", &self.target_volume)?;
+        o.req("volume", &self.volume)?;
+        o.end()
+    }
 }
 impl MoveVolume {
     /// A request with every required parameter; optional ones start unset.
@@ -73,7 +86,7 @@ impl crate::Operation for MoveVolume {
 }
 /// What [`MoveVolume`] answers.
 pub type MoveVolumeResponse = crate::Upid;
-crate::operation_error!(MoveVolumeError for MoveVolume; UnknownNode);
+crate::operation_error!(MoveVolumeError for MoveVolume; ConfigModified);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

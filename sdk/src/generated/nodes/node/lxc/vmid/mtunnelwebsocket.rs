@@ -4,7 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Mtunnelwebsocket {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,16 @@ pub struct Mtunnelwebsocket {
     pub socket: String,
     /// Secret: Debug and Display print `[redacted]`
     pub ticket: crate::Secret,
+}
+impl serde::Serialize for Mtunnelwebsocket {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("socket", &self.socket)?;
+        o.req("ticket", &self.ticket)?;
+        o.end()
+    }
 }
 impl Mtunnelwebsocket {
     /// A request with every required parameter; optional ones start unset.
@@ -51,16 +61,15 @@ impl crate::Operation for Mtunnelwebsocket {
     type Response = MtunnelwebsocketResponse;
     type Error = MtunnelwebsocketError;
 }
-crate::operation_error!(MtunnelwebsocketError for Mtunnelwebsocket; UnknownNode);
+crate::operation_error!(MtunnelwebsocketError for Mtunnelwebsocket;);
 /// From `GET /nodes/{node}/lxc/{vmid}/mtunnelwebsocket returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MtunnelwebsocketResponse {
     /// `port`
     pub port: Option<String>,
     /// `socket`
     pub socket: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MtunnelwebsocketResponse {
@@ -71,5 +80,14 @@ impl<'de> serde::Deserialize<'de> for MtunnelwebsocketResponse {
             socket: f.opt("socket")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MtunnelwebsocketResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("port", &self.port)?;
+        o.opt("socket", &self.socket)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoteMigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,19 +22,32 @@ pub struct RemoteMigrateVm {
     /// `restart`
     pub restart: Option<bool>,
     /// Wire name `target-bridge`; format `bridge-pair-list`
-    #[serde(rename = "target-bridge")]
     pub target_bridge: String,
     /// Wire name `target-endpoint`; format `proxmox-remote`
-    #[serde(rename = "target-endpoint")]
     pub target_endpoint: String,
     /// Wire name `target-storage`; format `storage-pair-list`
-    #[serde(rename = "target-storage")]
     pub target_storage: String,
     /// Wire name `target-vmid`; format `pve-vmid`; range 100 - 999999999
-    #[serde(rename = "target-vmid")]
     pub target_vmid: Option<i64>,
     /// Default `180`
     pub timeout: Option<i64>,
+}
+impl serde::Serialize for RemoteMigrateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("online", &self.online)?;
+        o.opt("restart", &self.restart)?;
+        o.req("target-bridge", &self.target_bridge)?;
+        o.req("target-endpoint", &self.target_endpoint)?;
+        o.req("target-storage", &self.target_storage)?;
+        o.opt("target-vmid", &self.target_vmid)?;
+        o.opt("timeout", &self.timeout)?;
+        o.end()
+    }
 }
 impl RemoteMigrateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -83,4 +96,4 @@ impl crate::Operation for RemoteMigrateVm {
 }
 /// What [`RemoteMigrateVm`] answers.
 pub type RemoteMigrateVmResponse = crate::Upid;
-crate::operation_error!(RemoteMigrateVmError for RemoteMigrateVm; UnknownNode);
+crate::operation_error!(RemoteMigrateVmError for RemoteMigrateVm;);

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Termproxy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Termproxy {
     /// A request with every required parameter; optional ones start unset.
@@ -42,9 +50,9 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy; UnknownNode);
+crate::operation_error!(TermproxyError for Termproxy;);
 /// From `POST /nodes/{node}/lxc/{vmid}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
@@ -55,7 +63,6 @@ pub struct TermproxyResponse {
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TermproxyResponse {
@@ -68,5 +75,16 @@ impl<'de> serde::Deserialize<'de> for TermproxyResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TermproxyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("port", &self.port)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vncproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,17 @@ pub struct Vncproxy {
     pub websocket: Option<bool>,
     /// Range 16 - 4096
     pub width: Option<i64>,
+}
+impl serde::Serialize for Vncproxy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("height", &self.height)?;
+        o.opt("websocket", &self.websocket)?;
+        o.opt("width", &self.width)?;
+        o.end()
+    }
 }
 impl Vncproxy {
     /// A request with every required parameter; optional ones start unset.
@@ -51,9 +62,9 @@ impl crate::Operation for Vncproxy {
     type Response = VncproxyResponse;
     type Error = VncproxyError;
 }
-crate::operation_error!(VncproxyError for Vncproxy; UnknownNode);
+crate::operation_error!(VncproxyError for Vncproxy;);
 /// From `POST /nodes/{node}/lxc/{vmid}/vncproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VncproxyResponse {
     /// `cert`
     pub cert: String,
@@ -68,7 +79,6 @@ pub struct VncproxyResponse {
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VncproxyResponse {
@@ -83,5 +93,18 @@ impl<'de> serde::Deserialize<'de> for VncproxyResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VncproxyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cert", &self.cert)?;
+        o.opt("password", &self.password)?;
+        o.req("port", &self.port)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,16 @@ pub struct VmConfig {
     pub current: Option<bool>,
     /// Format `pve-configid`; maximum length 40
     pub snapshot: Option<String>,
+}
+impl serde::Serialize for VmConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("current", &self.current)?;
+        o.opt("snapshot", &self.snapshot)?;
+        o.end()
+    }
 }
 impl VmConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -48,7 +58,7 @@ impl crate::Operation for VmConfig {
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
-crate::operation_error!(VmConfigError for VmConfig; QemuConfigNotFound, UnknownNode);
+crate::operation_error!(VmConfigError for VmConfig; QemuConfigNotFound);
 /// `POST /nodes/{node}/qemu/{vmid}/config` (handler `update_vm_async`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CDROM","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.HWType","VM.Config.Options","VM.Config.Cloudinit"],"any",1]`
@@ -56,7 +66,7 @@ crate::operation_error!(VmConfigError for VmConfig; QemuConfigNotFound, UnknownN
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateVmAsync {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,10 +79,8 @@ pub struct UpdateVmAsync {
     /// `agent`
     pub agent: Option<crate::generated::nodes::node::qemu::Agent>,
     /// Wire name `allow-ksm`; default `1`
-    #[serde(rename = "allow-ksm")]
     pub allow_ksm: Option<bool>,
     /// Wire name `amd-sev`; format `pve-qemu-sev-fmt`
-    #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
@@ -127,23 +135,18 @@ pub struct UpdateVmAsync {
     /// Format `pve-volume-id`
     pub hookscript: Option<String>,
     /// Indexed: keys `hostpci0`, `hostpci1`, ...; format `pve-qm-hostpci`
-    #[serde(flatten)]
     pub hostpci: crate::Indexed<String, crate::generated::index::Hostpci>,
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
     pub hugepages: Option<crate::generated::nodes::node::qemu::Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
-    #[serde(flatten)]
     pub ide: crate::Indexed<crate::generated::nodes::node::qemu::Ide, crate::generated::index::Ide>,
     /// Wire name `import-working-storage`; format `pve-storage-id`
-    #[serde(rename = "import-working-storage")]
     pub import_working_storage: Option<String>,
     /// Wire name `intel-tdx`; format `pve-qemu-tdx-fmt`
-    #[serde(rename = "intel-tdx")]
     pub intel_tdx: Option<String>,
     /// Indexed: keys `ipconfig0`, `ipconfig1`, ...; format `pve-qm-ipconfig`
-    #[serde(flatten)]
     pub ipconfig: crate::Indexed<String, crate::generated::index::Ipconfig>,
     /// `ivshmem`
     pub ivshmem: Option<crate::generated::nodes::node::qemu::Ivshmem>,
@@ -170,12 +173,10 @@ pub struct UpdateVmAsync {
     /// Format `address-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<crate::generated::nodes::node::qemu::Net, crate::generated::index::Net>,
     /// Default `0`
     pub numa: Option<bool>,
     /// Indexed: keys `numa0`, `numa1`, ...
-    #[serde(flatten)]
     pub numa_n:
         crate::Indexed<crate::generated::nodes::node::qemu::Numa, crate::generated::index::Numa>,
     /// Default `0`
@@ -183,7 +184,6 @@ pub struct UpdateVmAsync {
     /// Default `other`
     pub ostype: Option<crate::generated::nodes::node::qemu::Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
-    #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
     /// Default `0`
     pub protection: Option<bool>,
@@ -194,11 +194,9 @@ pub struct UpdateVmAsync {
     /// Format `pve-qm-rng`
     pub rng0: Option<String>,
     /// Indexed: keys `sata0`, `sata1`, ...
-    #[serde(flatten)]
     pub sata:
         crate::Indexed<crate::generated::nodes::node::qemu::Sata, crate::generated::index::Sata>,
     /// Indexed: keys `scsi0`, `scsi1`, ...
-    #[serde(flatten)]
     pub scsi:
         crate::Indexed<crate::generated::nodes::node::qemu::Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
@@ -206,7 +204,6 @@ pub struct UpdateVmAsync {
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
-    #[serde(flatten)]
     pub serial: crate::Indexed<String, crate::generated::index::Serial>,
     /// Range 0 - 50000; default `1000`
     pub shares: Option<i64>,
@@ -237,26 +234,22 @@ pub struct UpdateVmAsync {
     /// `tpmstate0`
     pub tpmstate0: Option<crate::generated::nodes::node::qemu::Tpmstate0>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused: crate::Indexed<
         crate::generated::nodes::node::qemu::Unused,
         crate::generated::index::Unused,
     >,
     /// Indexed: keys `usb0`, `usb1`, ...
-    #[serde(flatten)]
     pub usb: crate::Indexed<crate::generated::nodes::node::qemu::Usb, crate::generated::index::Usb>,
     /// Minimum 1; default `0`
     pub vcpus: Option<i64>,
     /// `vga`
     pub vga: Option<crate::generated::nodes::node::qemu::Vga>,
     /// Indexed: keys `virtio0`, `virtio1`, ...
-    #[serde(flatten)]
     pub virtio: crate::Indexed<
         crate::generated::nodes::node::qemu::Virtio,
         crate::generated::index::Virtio,
     >,
     /// Indexed: keys `virtiofs0`, `virtiofs1`, ...
-    #[serde(flatten)]
     pub virtiofs: crate::Indexed<
         crate::generated::nodes::node::qemu::Virtiofs,
         crate::generated::index::Virtiofs,
@@ -267,6 +260,102 @@ pub struct UpdateVmAsync {
     pub vmstatestorage: Option<String>,
     /// Format `pve-qm-watchdog`
     pub watchdog: Option<String>,
+}
+impl serde::Serialize for UpdateVmAsync {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("acpi", &self.acpi)?;
+        o.opt("affinity", &self.affinity)?;
+        o.opt("agent", &self.agent)?;
+        o.opt("allow-ksm", &self.allow_ksm)?;
+        o.opt("amd-sev", &self.amd_sev)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("args", &self.args)?;
+        o.opt("audio0", &self.audio0)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("background_delay", &self.background_delay)?;
+        o.opt("balloon", &self.balloon)?;
+        o.opt("bios", &self.bios)?;
+        o.opt("boot", &self.boot)?;
+        o.opt("bootdisk", &self.bootdisk)?;
+        o.opt("cdrom", &self.cdrom)?;
+        o.opt("cicustom", &self.cicustom)?;
+        o.opt("cipassword", &self.cipassword)?;
+        o.opt("citype", &self.citype)?;
+        o.opt("ciupgrade", &self.ciupgrade)?;
+        o.opt("ciuser", &self.ciuser)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("description", &self.description)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("efidisk0", &self.efidisk0)?;
+        o.opt("force", &self.force)?;
+        o.opt("freeze", &self.freeze)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.indexed(&self.hostpci)?;
+        o.opt("hotplug", &self.hotplug)?;
+        o.opt("hugepages", &self.hugepages)?;
+        o.indexed(&self.ide)?;
+        o.opt("import-working-storage", &self.import_working_storage)?;
+        o.opt("intel-tdx", &self.intel_tdx)?;
+        o.indexed(&self.ipconfig)?;
+        o.opt("ivshmem", &self.ivshmem)?;
+        o.opt("keephugepages", &self.keephugepages)?;
+        o.opt("keyboard", &self.keyboard)?;
+        o.opt("kvm", &self.kvm)?;
+        o.opt("localtime", &self.localtime)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("machine", &self.machine)?;
+        o.opt("memory", &self.memory)?;
+        o.opt("migrate_downtime", &self.migrate_downtime)?;
+        o.opt("migrate_speed", &self.migrate_speed)?;
+        o.opt("name", &self.name)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("numa", &self.numa)?;
+        o.indexed(&self.numa_n)?;
+        o.opt("onboot", &self.onboot)?;
+        o.opt("ostype", &self.ostype)?;
+        o.indexed(&self.parallel)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("reboot", &self.reboot)?;
+        o.opt("revert", &self.revert)?;
+        o.opt("rng0", &self.rng0)?;
+        o.indexed(&self.sata)?;
+        o.indexed(&self.scsi)?;
+        o.opt("scsihw", &self.scsihw)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.indexed(&self.serial)?;
+        o.opt("shares", &self.shares)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.opt("smbios1", &self.smbios1)?;
+        o.opt("smp", &self.smp)?;
+        o.opt("sockets", &self.sockets)?;
+        o.opt("spice_enhancements", &self.spice_enhancements)?;
+        o.opt("sshkeys", &self.sshkeys)?;
+        o.opt("startdate", &self.startdate)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("tablet", &self.tablet)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("tdf", &self.tdf)?;
+        o.opt("template", &self.template)?;
+        o.opt("tpmstate0", &self.tpmstate0)?;
+        o.indexed(&self.unused)?;
+        o.indexed(&self.usb)?;
+        o.opt("vcpus", &self.vcpus)?;
+        o.opt("vga", &self.vga)?;
+        o.indexed(&self.virtio)?;
+        o.indexed(&self.virtiofs)?;
+        o.opt("vmgenid", &self.vmgenid)?;
+        o.opt("vmstatestorage", &self.vmstatestorage)?;
+        o.opt("watchdog", &self.watchdog)?;
+        o.end()
+    }
 }
 impl UpdateVmAsync {
     /// A request with every required parameter; optional ones start unset.
@@ -390,7 +479,7 @@ impl crate::Operation for UpdateVmAsync {
 pub type UpdateVmAsyncResponse = Option<crate::Upid>;
 crate::operation_error!(
     UpdateVmAsyncError for UpdateVmAsync; ChecksumMismatch, ConfigLockTimeout,
-    GuestLocked, NoQuorum, QemuConfigNotFound, UnknownNode
+    GuestLocked, NoQuorum, QemuConfigNotFound
 );
 /// `PUT /nodes/{node}/qemu/{vmid}/config` (handler `update_vm`).
 ///
@@ -398,7 +487,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -411,10 +500,8 @@ pub struct UpdateVm {
     /// `agent`
     pub agent: Option<crate::generated::nodes::node::qemu::Agent>,
     /// Wire name `allow-ksm`; default `1`
-    #[serde(rename = "allow-ksm")]
     pub allow_ksm: Option<bool>,
     /// Wire name `amd-sev`; format `pve-qemu-sev-fmt`
-    #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
@@ -467,20 +554,16 @@ pub struct UpdateVm {
     /// Format `pve-volume-id`
     pub hookscript: Option<String>,
     /// Indexed: keys `hostpci0`, `hostpci1`, ...; format `pve-qm-hostpci`
-    #[serde(flatten)]
     pub hostpci: crate::Indexed<String, crate::generated::index::Hostpci>,
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
     pub hugepages: Option<crate::generated::nodes::node::qemu::Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
-    #[serde(flatten)]
     pub ide: crate::Indexed<crate::generated::nodes::node::qemu::Ide, crate::generated::index::Ide>,
     /// Wire name `intel-tdx`; format `pve-qemu-tdx-fmt`
-    #[serde(rename = "intel-tdx")]
     pub intel_tdx: Option<String>,
     /// Indexed: keys `ipconfig0`, `ipconfig1`, ...; format `pve-qm-ipconfig`
-    #[serde(flatten)]
     pub ipconfig: crate::Indexed<String, crate::generated::index::Ipconfig>,
     /// `ivshmem`
     pub ivshmem: Option<crate::generated::nodes::node::qemu::Ivshmem>,
@@ -507,12 +590,10 @@ pub struct UpdateVm {
     /// Format `address-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<crate::generated::nodes::node::qemu::Net, crate::generated::index::Net>,
     /// Default `0`
     pub numa: Option<bool>,
     /// Indexed: keys `numa0`, `numa1`, ...
-    #[serde(flatten)]
     pub numa_n:
         crate::Indexed<crate::generated::nodes::node::qemu::Numa, crate::generated::index::Numa>,
     /// Default `0`
@@ -520,7 +601,6 @@ pub struct UpdateVm {
     /// Default `other`
     pub ostype: Option<crate::generated::nodes::node::qemu::Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
-    #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
     /// Default `0`
     pub protection: Option<bool>,
@@ -531,11 +611,9 @@ pub struct UpdateVm {
     /// Format `pve-qm-rng`
     pub rng0: Option<String>,
     /// Indexed: keys `sata0`, `sata1`, ...
-    #[serde(flatten)]
     pub sata:
         crate::Indexed<crate::generated::nodes::node::qemu::Sata, crate::generated::index::Sata>,
     /// Indexed: keys `scsi0`, `scsi1`, ...
-    #[serde(flatten)]
     pub scsi:
         crate::Indexed<crate::generated::nodes::node::qemu::Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
@@ -543,7 +621,6 @@ pub struct UpdateVm {
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
-    #[serde(flatten)]
     pub serial: crate::Indexed<String, crate::generated::index::Serial>,
     /// Range 0 - 50000; default `1000`
     pub shares: Option<i64>,
@@ -574,26 +651,22 @@ pub struct UpdateVm {
     /// `tpmstate0`
     pub tpmstate0: Option<crate::generated::nodes::node::qemu::Tpmstate0>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused: crate::Indexed<
         crate::generated::nodes::node::qemu::Unused,
         crate::generated::index::Unused,
     >,
     /// Indexed: keys `usb0`, `usb1`, ...
-    #[serde(flatten)]
     pub usb: crate::Indexed<crate::generated::nodes::node::qemu::Usb, crate::generated::index::Usb>,
     /// Minimum 1; default `0`
     pub vcpus: Option<i64>,
     /// `vga`
     pub vga: Option<crate::generated::nodes::node::qemu::Vga>,
     /// Indexed: keys `virtio0`, `virtio1`, ...
-    #[serde(flatten)]
     pub virtio: crate::Indexed<
         crate::generated::nodes::node::qemu::Virtio,
         crate::generated::index::Virtio,
     >,
     /// Indexed: keys `virtiofs0`, `virtiofs1`, ...
-    #[serde(flatten)]
     pub virtiofs: crate::Indexed<
         crate::generated::nodes::node::qemu::Virtiofs,
         crate::generated::index::Virtiofs,
@@ -604,6 +677,100 @@ pub struct UpdateVm {
     pub vmstatestorage: Option<String>,
     /// Format `pve-qm-watchdog`
     pub watchdog: Option<String>,
+}
+impl serde::Serialize for UpdateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("acpi", &self.acpi)?;
+        o.opt("affinity", &self.affinity)?;
+        o.opt("agent", &self.agent)?;
+        o.opt("allow-ksm", &self.allow_ksm)?;
+        o.opt("amd-sev", &self.amd_sev)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("args", &self.args)?;
+        o.opt("audio0", &self.audio0)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("balloon", &self.balloon)?;
+        o.opt("bios", &self.bios)?;
+        o.opt("boot", &self.boot)?;
+        o.opt("bootdisk", &self.bootdisk)?;
+        o.opt("cdrom", &self.cdrom)?;
+        o.opt("cicustom", &self.cicustom)?;
+        o.opt("cipassword", &self.cipassword)?;
+        o.opt("citype", &self.citype)?;
+        o.opt("ciupgrade", &self.ciupgrade)?;
+        o.opt("ciuser", &self.ciuser)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("description", &self.description)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("efidisk0", &self.efidisk0)?;
+        o.opt("force", &self.force)?;
+        o.opt("freeze", &self.freeze)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.indexed(&self.hostpci)?;
+        o.opt("hotplug", &self.hotplug)?;
+        o.opt("hugepages", &self.hugepages)?;
+        o.indexed(&self.ide)?;
+        o.opt("intel-tdx", &self.intel_tdx)?;
+        o.indexed(&self.ipconfig)?;
+        o.opt("ivshmem", &self.ivshmem)?;
+        o.opt("keephugepages", &self.keephugepages)?;
+        o.opt("keyboard", &self.keyboard)?;
+        o.opt("kvm", &self.kvm)?;
+        o.opt("localtime", &self.localtime)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("machine", &self.machine)?;
+        o.opt("memory", &self.memory)?;
+        o.opt("migrate_downtime", &self.migrate_downtime)?;
+        o.opt("migrate_speed", &self.migrate_speed)?;
+        o.opt("name", &self.name)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("numa", &self.numa)?;
+        o.indexed(&self.numa_n)?;
+        o.opt("onboot", &self.onboot)?;
+        o.opt("ostype", &self.ostype)?;
+        o.indexed(&self.parallel)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("reboot", &self.reboot)?;
+        o.opt("revert", &self.revert)?;
+        o.opt("rng0", &self.rng0)?;
+        o.indexed(&self.sata)?;
+        o.indexed(&self.scsi)?;
+        o.opt("scsihw", &self.scsihw)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.indexed(&self.serial)?;
+        o.opt("shares", &self.shares)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.opt("smbios1", &self.smbios1)?;
+        o.opt("smp", &self.smp)?;
+        o.opt("sockets", &self.sockets)?;
+        o.opt("spice_enhancements", &self.spice_enhancements)?;
+        o.opt("sshkeys", &self.sshkeys)?;
+        o.opt("startdate", &self.startdate)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("tablet", &self.tablet)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("tdf", &self.tdf)?;
+        o.opt("template", &self.template)?;
+        o.opt("tpmstate0", &self.tpmstate0)?;
+        o.indexed(&self.unused)?;
+        o.indexed(&self.usb)?;
+        o.opt("vcpus", &self.vcpus)?;
+        o.opt("vga", &self.vga)?;
+        o.indexed(&self.virtio)?;
+        o.indexed(&self.virtiofs)?;
+        o.opt("vmgenid", &self.vmgenid)?;
+        o.opt("vmstatestorage", &self.vmstatestorage)?;
+        o.opt("watchdog", &self.watchdog)?;
+        o.end()
+    }
 }
 impl UpdateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -724,7 +891,7 @@ impl crate::Operation for UpdateVm {
 pub type UpdateVmResponse = ();
 crate::operation_error!(
     UpdateVmError for UpdateVm; ChecksumMismatch, ConfigLockTimeout, GuestLocked,
-    NoQuorum, QemuConfigNotFound, UnknownNode
+    NoQuorum, QemuConfigNotFound
 );
 /// Property string `meta`.
 ///
@@ -832,7 +999,7 @@ impl crate::PropertyString for Runningmachine {
 }
 crate::property_string!(Runningmachine);
 /// From `GET /nodes/{node}/qemu/{vmid}/config returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmConfigResponse {
     /// Default `1`
     pub acpi: Option<bool>,
@@ -841,10 +1008,8 @@ pub struct VmConfigResponse {
     /// `agent`
     pub agent: Option<crate::generated::nodes::node::qemu::Agent>,
     /// Wire name `allow-ksm`; default `1`
-    #[serde(rename = "allow-ksm")]
     pub allow_ksm: Option<bool>,
     /// Wire name `amd-sev`; format `pve-qemu-sev-fmt`
-    #[serde(rename = "amd-sev")]
     pub amd_sev: Option<String>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
@@ -893,20 +1058,16 @@ pub struct VmConfigResponse {
     /// Format `pve-volume-id`
     pub hookscript: Option<String>,
     /// Indexed: keys `hostpci0`, `hostpci1`, ...; format `pve-qm-hostpci`
-    #[serde(flatten)]
     pub hostpci: crate::Indexed<String, crate::generated::index::Hostpci>,
     /// Format `pve-hotplug-features`; default `network,disk,usb`
     pub hotplug: Option<String>,
     /// `hugepages`
     pub hugepages: Option<crate::generated::nodes::node::qemu::Hugepages>,
     /// Indexed: keys `ide0`, `ide1`, ...
-    #[serde(flatten)]
     pub ide: crate::Indexed<crate::generated::nodes::node::qemu::Ide, crate::generated::index::Ide>,
     /// Wire name `intel-tdx`; format `pve-qemu-tdx-fmt`
-    #[serde(rename = "intel-tdx")]
     pub intel_tdx: Option<String>,
     /// Indexed: keys `ipconfig0`, `ipconfig1`, ...; format `pve-qm-ipconfig`
-    #[serde(flatten)]
     pub ipconfig: crate::Indexed<String, crate::generated::index::Ipconfig>,
     /// `ivshmem`
     pub ivshmem: Option<crate::generated::nodes::node::qemu::Ivshmem>,
@@ -935,12 +1096,10 @@ pub struct VmConfigResponse {
     /// Format `address-list`
     pub nameserver: Option<String>,
     /// Indexed: keys `net0`, `net1`, ...
-    #[serde(flatten)]
     pub net: crate::Indexed<crate::generated::nodes::node::qemu::Net, crate::generated::index::Net>,
     /// Default `0`
     pub numa: Option<bool>,
     /// Indexed: keys `numa0`, `numa1`, ...
-    #[serde(flatten)]
     pub numa_n:
         crate::Indexed<crate::generated::nodes::node::qemu::Numa, crate::generated::index::Numa>,
     /// Default `0`
@@ -948,7 +1107,6 @@ pub struct VmConfigResponse {
     /// Default `other`
     pub ostype: Option<crate::generated::nodes::node::qemu::Ostype>,
     /// Indexed: keys `parallel0`, `parallel1`, ...; pattern `/dev/parport\d+|/dev/usb/lp\d+`
-    #[serde(flatten)]
     pub parallel: crate::Indexed<String, crate::generated::index::Parallel>,
     /// Format `pve-configid`; maximum length 40
     pub parent: Option<String>,
@@ -959,18 +1117,15 @@ pub struct VmConfigResponse {
     /// Format `pve-qm-rng`
     pub rng0: Option<String>,
     /// Wire name `running-nets-host-mtu`; pattern `net\d+=\d+(,net\d+=\d+)*`
-    #[serde(rename = "running-nets-host-mtu")]
     pub running_nets_host_mtu: Option<String>,
     /// Pattern `(?^u:^((?>[+-]?[\w\-\._=]+,?)+)$)`
     pub runningcpu: Option<String>,
     /// `runningmachine`
     pub runningmachine: Option<Runningmachine>,
     /// Indexed: keys `sata0`, `sata1`, ...
-    #[serde(flatten)]
     pub sata:
         crate::Indexed<crate::generated::nodes::node::qemu::Sata, crate::generated::index::Sata>,
     /// Indexed: keys `scsi0`, `scsi1`, ...
-    #[serde(flatten)]
     pub scsi:
         crate::Indexed<crate::generated::nodes::node::qemu::Scsi, crate::generated::index::Scsi>,
     /// Default `lsi`
@@ -978,7 +1133,6 @@ pub struct VmConfigResponse {
     /// `searchdomain`
     pub searchdomain: Option<String>,
     /// Indexed: keys `serial0`, `serial1`, ...; pattern `(/dev/[^,]+|socket)`
-    #[serde(flatten)]
     pub serial: crate::Indexed<String, crate::generated::index::Serial>,
     /// Range 0 - 50000; default `1000`
     pub shares: Option<i64>,
@@ -1009,26 +1163,22 @@ pub struct VmConfigResponse {
     /// `tpmstate0`
     pub tpmstate0: Option<crate::generated::nodes::node::qemu::Tpmstate0>,
     /// Indexed: keys `unused0`, `unused1`, ...
-    #[serde(flatten)]
     pub unused: crate::Indexed<
         crate::generated::nodes::node::qemu::Unused,
         crate::generated::index::Unused,
     >,
     /// Indexed: keys `usb0`, `usb1`, ...
-    #[serde(flatten)]
     pub usb: crate::Indexed<crate::generated::nodes::node::qemu::Usb, crate::generated::index::Usb>,
     /// Minimum 1; default `0`
     pub vcpus: Option<i64>,
     /// `vga`
     pub vga: Option<crate::generated::nodes::node::qemu::Vga>,
     /// Indexed: keys `virtio0`, `virtio1`, ...
-    #[serde(flatten)]
     pub virtio: crate::Indexed<
         crate::generated::nodes::node::qemu::Virtio,
         crate::generated::index::Virtio,
     >,
     /// Indexed: keys `virtiofs0`, `virtiofs1`, ...
-    #[serde(flatten)]
     pub virtiofs: crate::Indexed<
         crate::generated::nodes::node::qemu::Virtiofs,
         crate::generated::index::Virtiofs,
@@ -1042,7 +1192,6 @@ pub struct VmConfigResponse {
     /// Format `pve-qm-watchdog`
     pub watchdog: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmConfigResponse {
@@ -1140,5 +1289,101 @@ impl<'de> serde::Deserialize<'de> for VmConfigResponse {
             virtiofs: f.indexed()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmConfigResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("acpi", &self.acpi)?;
+        o.opt("affinity", &self.affinity)?;
+        o.opt("agent", &self.agent)?;
+        o.opt("allow-ksm", &self.allow_ksm)?;
+        o.opt("amd-sev", &self.amd_sev)?;
+        o.opt("arch", &self.arch)?;
+        o.opt("args", &self.args)?;
+        o.opt("audio0", &self.audio0)?;
+        o.opt("autostart", &self.autostart)?;
+        o.opt("balloon", &self.balloon)?;
+        o.opt("bios", &self.bios)?;
+        o.opt("boot", &self.boot)?;
+        o.opt("bootdisk", &self.bootdisk)?;
+        o.opt("cdrom", &self.cdrom)?;
+        o.opt("cicustom", &self.cicustom)?;
+        o.opt("cipassword", &self.cipassword)?;
+        o.opt("citype", &self.citype)?;
+        o.opt("ciupgrade", &self.ciupgrade)?;
+        o.opt("ciuser", &self.ciuser)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpulimit", &self.cpulimit)?;
+        o.opt("cpuunits", &self.cpuunits)?;
+        o.opt("description", &self.description)?;
+        o.req("digest", &self.digest)?;
+        o.opt("efidisk0", &self.efidisk0)?;
+        o.opt("freeze", &self.freeze)?;
+        o.opt("hookscript", &self.hookscript)?;
+        o.indexed(&self.hostpci)?;
+        o.opt("hotplug", &self.hotplug)?;
+        o.opt("hugepages", &self.hugepages)?;
+        o.indexed(&self.ide)?;
+        o.opt("intel-tdx", &self.intel_tdx)?;
+        o.indexed(&self.ipconfig)?;
+        o.opt("ivshmem", &self.ivshmem)?;
+        o.opt("keephugepages", &self.keephugepages)?;
+        o.opt("keyboard", &self.keyboard)?;
+        o.opt("kvm", &self.kvm)?;
+        o.opt("localtime", &self.localtime)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("machine", &self.machine)?;
+        o.opt("memory", &self.memory)?;
+        o.opt("meta", &self.meta)?;
+        o.opt("migrate_downtime", &self.migrate_downtime)?;
+        o.opt("migrate_speed", &self.migrate_speed)?;
+        o.opt("name", &self.name)?;
+        o.opt("nameserver", &self.nameserver)?;
+        o.indexed(&self.net)?;
+        o.opt("numa", &self.numa)?;
+        o.indexed(&self.numa_n)?;
+        o.opt("onboot", &self.onboot)?;
+        o.opt("ostype", &self.ostype)?;
+        o.indexed(&self.parallel)?;
+        o.opt("parent", &self.parent)?;
+        o.opt("protection", &self.protection)?;
+        o.opt("reboot", &self.reboot)?;
+        o.opt("rng0", &self.rng0)?;
+        o.opt("running-nets-host-mtu", &self.running_nets_host_mtu)?;
+        o.opt("runningcpu", &self.runningcpu)?;
+        o.opt("runningmachine", &self.runningmachine)?;
+        o.indexed(&self.sata)?;
+        o.indexed(&self.scsi)?;
+        o.opt("scsihw", &self.scsihw)?;
+        o.opt("searchdomain", &self.searchdomain)?;
+        o.indexed(&self.serial)?;
+        o.opt("shares", &self.shares)?;
+        o.opt("smbios1", &self.smbios1)?;
+        o.opt("smp", &self.smp)?;
+        o.opt("snaptime", &self.snaptime)?;
+        o.opt("sockets", &self.sockets)?;
+        o.opt("spice_enhancements", &self.spice_enhancements)?;
+        o.opt("sshkeys", &self.sshkeys)?;
+        o.opt("startdate", &self.startdate)?;
+        o.opt("startup", &self.startup)?;
+        o.opt("tablet", &self.tablet)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("tdf", &self.tdf)?;
+        o.opt("template", &self.template)?;
+        o.opt("tpmstate0", &self.tpmstate0)?;
+        o.indexed(&self.unused)?;
+        o.indexed(&self.usb)?;
+        o.opt("vcpus", &self.vcpus)?;
+        o.opt("vga", &self.vga)?;
+        o.indexed(&self.virtio)?;
+        o.indexed(&self.virtiofs)?;
+        o.opt("vmgenid", &self.vmgenid)?;
+        o.opt("vmstate", &self.vmstate)?;
+        o.opt("vmstatestorage", &self.vmstatestorage)?;
+        o.opt("watchdog", &self.watchdog)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DbusVmstate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -13,6 +13,15 @@ pub struct DbusVmstate {
     pub vmid: i64,
     /// `action`
     pub action: DbusVmstateAction,
+}
+impl serde::Serialize for DbusVmstate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("action", &self.action)?;
+        o.end()
+    }
 }
 impl DbusVmstate {
     /// A request with every required parameter; optional ones start unset.
@@ -46,7 +55,7 @@ impl crate::Operation for DbusVmstate {
 }
 /// What [`DbusVmstate`] answers.
 pub type DbusVmstateResponse = ();
-crate::operation_error!(DbusVmstateError for DbusVmstate; UnknownNode);
+crate::operation_error!(DbusVmstateError for DbusVmstate;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmFeature {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct VmFeature {
     pub feature: crate::generated::nodes::node::Feature,
     /// Format `pve-configid`; maximum length 40
     pub snapname: Option<String>,
+}
+impl serde::Serialize for VmFeature {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("feature", &self.feature)?;
+        o.opt("snapname", &self.snapname)?;
+        o.end()
+    }
 }
 impl VmFeature {
     /// A request with every required parameter; optional ones start unset.
@@ -52,17 +62,15 @@ impl crate::Operation for VmFeature {
     type Response = VmFeatureResponse;
     type Error = VmFeatureError;
 }
-crate::operation_error!(VmFeatureError for VmFeature; UnknownNode);
+crate::operation_error!(VmFeatureError for VmFeature;);
 /// From `GET /nodes/{node}/qemu/{vmid}/feature returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmFeatureResponse {
     /// Wire name `hasFeature`
-    #[serde(rename = "hasFeature")]
     pub has_feature: bool,
     /// `nodes`
     pub nodes: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
@@ -73,5 +81,14 @@ impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
             nodes: f.req("nodes")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmFeatureResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("hasFeature", &self.has_feature)?;
+        o.req("nodes", &self.nodes)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

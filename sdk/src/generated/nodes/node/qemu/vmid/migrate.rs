@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MigrateVmPrecondition {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct MigrateVmPrecondition {
     pub vmid: i64,
     /// Format `pve-node`
     pub target: Option<String>,
+}
+impl serde::Serialize for MigrateVmPrecondition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("target", &self.target)?;
+        o.end()
+    }
 }
 impl MigrateVmPrecondition {
     /// A request with every required parameter; optional ones start unset.
@@ -45,9 +54,7 @@ impl crate::Operation for MigrateVmPrecondition {
     type Response = MigrateVmPreconditionResponse;
     type Error = MigrateVmPreconditionError;
 }
-crate::operation_error!(
-    MigrateVmPreconditionError for MigrateVmPrecondition; UnknownNode
-);
+crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition;);
 /// `POST /nodes/{node}/qemu/{vmid}/migrate` (handler `migrate_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
@@ -55,7 +62,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -76,11 +83,26 @@ pub struct MigrateVm {
     /// Format `storage-pair-list`
     pub targetstorage: Option<String>,
     /// Wire name `with-conntrack-state`; default `0`
-    #[serde(rename = "with-conntrack-state")]
     pub with_conntrack_state: Option<bool>,
     /// Wire name `with-local-disks`
-    #[serde(rename = "with-local-disks")]
     pub with_local_disks: Option<bool>,
+}
+impl serde::Serialize for MigrateVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("force", &self.force)?;
+        o.opt("migration_network", &self.migration_network)?;
+        o.opt("migration_type", &self.migration_type)?;
+        o.opt("online", &self.online)?;
+        o.req("target", &self.target)?;
+        o.opt("targetstorage", &self.targetstorage)?;
+        o.opt("with-conntrack-state", &self.with_conntrack_state)?;
+        o.opt("with-local-disks", &self.with_local_disks)?;
+        o.end()
+    }
 }
 impl MigrateVm {
     /// A request with every required parameter; optional ones start unset.
@@ -123,9 +145,9 @@ impl crate::Operation for MigrateVm {
 }
 /// What [`MigrateVm`] answers.
 pub type MigrateVmResponse = crate::Upid;
-crate::operation_error!(MigrateVmError for MigrateVm; UnknownNode);
+crate::operation_error!(MigrateVmError for MigrateVm;);
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "local_disks" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `cdrom`
     pub cdrom: bool,
@@ -136,7 +158,6 @@ pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `volid`
     pub volid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksItem {
@@ -151,15 +172,25 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksIte
         })
     }
 }
+impl serde::Serialize for MigrateVmPreconditionResponseLocalDisksItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cdrom", &self.cdrom)?;
+        o.req("is_unused", &self.is_unused)?;
+        o.req("size", &self.size)?;
+        o.req("volid", &self.volid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes" "blocking-ha-resources" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
     pub cause: crate::generated::Cause,
     /// `sid`
     pub sid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de>
@@ -174,17 +205,24 @@ impl<'de> serde::Deserialize<'de>
         })
     }
 }
+impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cause", &self.cause)?;
+        o.req("sid", &self.sid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// Wire name `blocking-ha-resources`
-    #[serde(rename = "blocking-ha-resources")]
     pub blocking_ha_resources:
         Option<Vec<MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem>>,
     /// `unavailable_storages`
     pub unavailable_storages: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNodes {
@@ -197,33 +235,37 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseNotAllowedNod
         })
     }
 }
+impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("blocking-ha-resources", &self.blocking_ha_resources)?;
+        o.opt("unavailable_storages", &self.unavailable_storages)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponse {
     /// `allowed_nodes`
     pub allowed_nodes: Option<Vec<String>>,
     /// Wire name `dependent-ha-resources`
-    #[serde(rename = "dependent-ha-resources")]
     pub dependent_ha_resources: Option<Vec<String>>,
     /// Wire name `has-dbus-vmstate`
-    #[serde(rename = "has-dbus-vmstate")]
     pub has_dbus_vmstate: bool,
     /// `local_disks`
     pub local_disks: Vec<MigrateVmPreconditionResponseLocalDisksItem>,
     /// `local_resources`
     pub local_resources: Vec<String>,
     /// Wire name `mapped-resource-info`
-    #[serde(rename = "mapped-resource-info")]
     pub mapped_resource_info: serde_json::Map<String, serde_json::Value>,
     /// Wire name `mapped-resources`
-    #[serde(rename = "mapped-resources")]
     pub mapped_resources: Vec<String>,
     /// `not_allowed_nodes`
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
     pub running: bool,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
@@ -241,5 +283,21 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
             running: f.req("running")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MigrateVmPreconditionResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_nodes", &self.allowed_nodes)?;
+        o.opt("dependent-ha-resources", &self.dependent_ha_resources)?;
+        o.req("has-dbus-vmstate", &self.has_dbus_vmstate)?;
+        o.req("local_disks", &self.local_disks)?;
+        o.req("local_resources", &self.local_resources)?;
+        o.req("mapped-resource-info", &self.mapped_resource_info)?;
+        o.req("mapped-resources", &self.mapped_resources)?;
+        o.opt("not_allowed_nodes", &self.not_allowed_nodes)?;
+        o.req("running", &self.running)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -33,19 +33,32 @@ pub mod vncwebsocket;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DestroyVm {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `destroy-unreferenced-disks`; default `0`
-    #[serde(rename = "destroy-unreferenced-disks")]
     pub destroy_unreferenced_disks: Option<bool>,
     /// `purge`
     pub purge: Option<bool>,
     /// `skiplock`
     pub skiplock: Option<bool>,
+}
+impl serde::Serialize for DestroyVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt(
+            "destroy-unreferenced-disks",
+            &self.destroy_unreferenced_disks,
+        )?;
+        o.opt("purge", &self.purge)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.end()
+    }
 }
 impl DestroyVm {
     /// A request with every required parameter; optional ones start unset.
@@ -84,19 +97,27 @@ impl crate::Operation for DestroyVm {
 pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(
     DestroyVmError for DestroyVm; ConfigLockTimeout, GuestLocked, GuestProtected,
-    GuestRunning, NoQuorum, QemuConfigNotFound, UnknownNode
+    GuestRunning, NoQuorum, QemuConfigNotFound
 );
 /// `GET /nodes/{node}/qemu/{vmid}` (handler `vmdiridx`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vmdiridx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Vmdiridx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Vmdiridx {
     /// A request with every required parameter; optional ones start unset.
@@ -129,7 +150,7 @@ impl crate::Operation for Vmdiridx {
 }
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-crate::operation_error!(VmdiridxError for Vmdiridx; UnknownNode);
+crate::operation_error!(VmdiridxError for Vmdiridx;);
 /// Values of `disk`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -510,12 +531,11 @@ impl crate::open_enum::OpenEnum for MigrationType {
 }
 crate::open_enum_traits!(MigrationType);
 /// From `GET /nodes/{node}/qemu/{vmid} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmdiridxResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
@@ -525,5 +545,13 @@ impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmdiridxResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Monitor {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct Monitor {
     pub vmid: i64,
     /// `command`
     pub command: String,
+}
+impl serde::Serialize for Monitor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("command", &self.command)?;
+        o.end()
+    }
 }
 impl Monitor {
     /// A request with every required parameter; optional ones start unset.
@@ -47,4 +56,4 @@ impl crate::Operation for Monitor {
 }
 /// What [`Monitor`] answers.
 pub type MonitorResponse = String;
-crate::operation_error!(MonitorError for Monitor; UnknownNode);
+crate::operation_error!(MonitorError for Monitor;);

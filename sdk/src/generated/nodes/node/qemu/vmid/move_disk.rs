@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MoveVmDisk {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -26,14 +26,28 @@ pub struct MoveVmDisk {
     /// Format `pve-storage-id`
     pub storage: Option<String>,
     /// Wire name `target-digest`; maximum length 40
-    #[serde(rename = "target-digest")]
     pub target_digest: Option<String>,
     /// Wire name `target-disk`
-    #[serde(rename = "target-disk")]
     pub target_disk: Option<MoveVmDiskTargetDisk>,
     /// Wire name `target-vmid`; format `pve-vmid`; range 100 - 999999999
-    #[serde(rename = "target-vmid")]
     pub target_vmid: Option<i64>,
+}
+impl serde::Serialize for MoveVmDisk {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bwlimit", &self.bwlimit)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.req("disk", &self.disk)?;
+        o.opt("format", &self.format)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("target-digest", &self.target_digest)?;
+        o.opt("target-disk", &self.target_disk)?;
+        o.opt("target-vmid", &self.target_vmid)?;
+        o.end()
+    }
 }
 impl MoveVmDisk {
     /// A request with every required parameter; optional ones start unset.
@@ -76,7 +90,7 @@ impl crate::Operation for MoveVmDisk {
 }
 /// What [`MoveVmDisk`] answers.
 pub type MoveVmDiskResponse = crate::Upid;
-crate::operation_error!(MoveVmDiskError for MoveVmDisk; UnknownNode);
+crate::operation_error!(MoveVmDiskError for MoveVmDisk; ConfigModified);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -5,7 +5,7 @@
 /// - Permission check: `["and",["perm","/vms/{vmid}",["VM.Allocate"]],["perm","/",["Sys.Incoming"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Mtunnel {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,16 @@ pub struct Mtunnel {
     pub bridges: Option<String>,
     /// Format `pve-storage-id-list`
     pub storages: Option<String>,
+}
+impl serde::Serialize for Mtunnel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("bridges", &self.bridges)?;
+        o.opt("storages", &self.storages)?;
+        o.end()
+    }
 }
 impl Mtunnel {
     /// A request with every required parameter; optional ones start unset.
@@ -48,9 +58,9 @@ impl crate::Operation for Mtunnel {
     type Response = MtunnelResponse;
     type Error = MtunnelError;
 }
-crate::operation_error!(MtunnelError for Mtunnel; UnknownNode);
+crate::operation_error!(MtunnelError for Mtunnel;);
 /// From `POST /nodes/{node}/qemu/{vmid}/mtunnel returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MtunnelResponse {
     /// `socket`
     pub socket: String,
@@ -59,7 +69,6 @@ pub struct MtunnelResponse {
     /// `upid`
     pub upid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MtunnelResponse {
@@ -71,5 +80,15 @@ impl<'de> serde::Deserialize<'de> for MtunnelResponse {
             upid: f.req("upid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MtunnelResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("socket", &self.socket)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmPending {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for VmPending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl VmPending {
     /// A request with every required parameter; optional ones start unset.
@@ -43,9 +51,9 @@ impl crate::Operation for VmPending {
 }
 /// What [`VmPending`] answers.
 pub type VmPendingResponse = Vec<VmPendingResponseItem>;
-crate::operation_error!(VmPendingError for VmPending; UnknownNode);
+crate::operation_error!(VmPendingError for VmPending;);
 /// From `GET /nodes/{node}/qemu/{vmid}/pending returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmPendingResponseItem {
     /// Range 0 - 2
     pub delete: Option<i64>,
@@ -56,7 +64,6 @@ pub struct VmPendingResponseItem {
     /// `value`
     pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
@@ -69,5 +76,16 @@ impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
             value: f.opt("value")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmPendingResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.req("key", &self.key)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ResizeVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,6 +21,18 @@ pub struct ResizeVm {
     pub size: String,
     /// `skiplock`
     pub skiplock: Option<bool>,
+}
+impl serde::Serialize for ResizeVm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("digest", &self.digest)?;
+        o.req("disk", &self.disk)?;
+        o.req("size", &self.size)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.end()
+    }
 }
 impl ResizeVm {
     /// A request with every required parameter; optional ones start unset.
@@ -63,4 +75,4 @@ impl crate::Operation for ResizeVm {
 }
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = crate::Upid;
-crate::operation_error!(ResizeVmError for ResizeVm; UnknownNode);
+crate::operation_error!(ResizeVmError for ResizeVm; ConfigModified);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmSendkey {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct VmSendkey {
     pub key: String,
     /// `skiplock`
     pub skiplock: Option<bool>,
+}
+impl serde::Serialize for VmSendkey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("key", &self.key)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.end()
+    }
 }
 impl VmSendkey {
     /// A request with every required parameter; optional ones start unset.
@@ -50,4 +60,4 @@ impl crate::Operation for VmSendkey {
 }
 /// What [`VmSendkey`] answers.
 pub type VmSendkeyResponse = ();
-crate::operation_error!(VmSendkeyError for VmSendkey; UnknownNode);
+crate::operation_error!(VmSendkeyError for VmSendkey;);

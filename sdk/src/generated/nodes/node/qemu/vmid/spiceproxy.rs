@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Spiceproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct Spiceproxy {
     pub vmid: i64,
     /// Format `address`
     pub proxy: Option<String>,
+}
+impl serde::Serialize for Spiceproxy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("proxy", &self.proxy)?;
+        o.end()
+    }
 }
 impl Spiceproxy {
     /// A request with every required parameter; optional ones start unset.
@@ -46,9 +55,9 @@ impl crate::Operation for Spiceproxy {
     type Response = SpiceproxyResponse;
     type Error = SpiceproxyError;
 }
-crate::operation_error!(SpiceproxyError for Spiceproxy; UnknownNode);
+crate::operation_error!(SpiceproxyError for Spiceproxy;);
 /// From `POST /nodes/{node}/qemu/{vmid}/spiceproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpiceproxyResponse {
     /// `host`
     pub host: String,
@@ -57,13 +66,10 @@ pub struct SpiceproxyResponse {
     /// `proxy`
     pub proxy: String,
     /// Wire name `tls-port`
-    #[serde(rename = "tls-port")]
     pub tls_port: i64,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
@@ -77,5 +83,17 @@ impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SpiceproxyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("host", &self.host)?;
+        o.req("password", &self.password)?;
+        o.req("proxy", &self.proxy)?;
+        o.req("tls-port", &self.tls_port)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

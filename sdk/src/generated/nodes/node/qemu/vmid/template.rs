@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Template {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,15 @@ pub struct Template {
     pub vmid: i64,
     /// `disk`
     pub disk: Option<crate::generated::nodes::node::qemu::vmid::Disk>,
+}
+impl serde::Serialize for Template {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("disk", &self.disk)?;
+        o.end()
+    }
 }
 impl Template {
     /// A request with every required parameter; optional ones start unset.
@@ -49,4 +58,4 @@ impl crate::Operation for Template {
 }
 /// What [`Template`] answers.
 pub type TemplateResponse = crate::Upid;
-crate::operation_error!(TemplateError for Template; UnknownNode);
+crate::operation_error!(TemplateError for Template;);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -13,6 +13,15 @@ pub struct Termproxy {
     pub vmid: i64,
     /// `serial`
     pub serial: Option<TermproxySerial>,
+}
+impl serde::Serialize for Termproxy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("serial", &self.serial)?;
+        o.end()
+    }
 }
 impl Termproxy {
     /// A request with every required parameter; optional ones start unset.
@@ -45,7 +54,7 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy; UnknownNode);
+crate::operation_error!(TermproxyError for Termproxy;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -84,7 +93,7 @@ impl crate::open_enum::OpenEnum for TermproxySerial {
 }
 crate::open_enum_traits!(TermproxySerial);
 /// From `POST /nodes/{node}/qemu/{vmid}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TermproxyResponse {
     /// `port`
     pub port: i64,
@@ -95,7 +104,6 @@ pub struct TermproxyResponse {
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for TermproxyResponse {
@@ -108,5 +116,16 @@ impl<'de> serde::Deserialize<'de> for TermproxyResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for TermproxyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("port", &self.port)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

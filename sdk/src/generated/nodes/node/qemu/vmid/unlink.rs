@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Unlink {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct Unlink {
     pub force: Option<bool>,
     /// Format `pve-configid-list`
     pub idlist: String,
+}
+impl serde::Serialize for Unlink {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("force", &self.force)?;
+        o.req("idlist", &self.idlist)?;
+        o.end()
+    }
 }
 impl Unlink {
     /// A request with every required parameter; optional ones start unset.
@@ -50,4 +60,4 @@ impl crate::Operation for Unlink {
 }
 /// What [`Unlink`] answers.
 pub type UnlinkResponse = ();
-crate::operation_error!(UnlinkError for Unlink; UnknownNode);
+crate::operation_error!(UnlinkError for Unlink;);

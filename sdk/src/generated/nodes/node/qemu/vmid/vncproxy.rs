@@ -5,17 +5,26 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vncproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `generate-password`; default `0`
-    #[serde(rename = "generate-password")]
     pub generate_password: Option<bool>,
     /// `websocket`
     pub websocket: Option<bool>,
+}
+impl serde::Serialize for Vncproxy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("generate-password", &self.generate_password)?;
+        o.opt("websocket", &self.websocket)?;
+        o.end()
+    }
 }
 impl Vncproxy {
     /// A request with every required parameter; optional ones start unset.
@@ -49,9 +58,9 @@ impl crate::Operation for Vncproxy {
     type Response = VncproxyResponse;
     type Error = VncproxyError;
 }
-crate::operation_error!(VncproxyError for Vncproxy; UnknownNode);
+crate::operation_error!(VncproxyError for Vncproxy;);
 /// From `POST /nodes/{node}/qemu/{vmid}/vncproxy returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VncproxyResponse {
     /// `cert`
     pub cert: String,
@@ -66,7 +75,6 @@ pub struct VncproxyResponse {
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VncproxyResponse {
@@ -81,5 +89,18 @@ impl<'de> serde::Deserialize<'de> for VncproxyResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VncproxyResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cert", &self.cert)?;
+        o.opt("password", &self.password)?;
+        o.req("port", &self.port)?;
+        o.req("ticket", &self.ticket)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadJobLog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct ReadJobLog {
     pub limit: Option<i64>,
     /// Minimum 0
     pub start: Option<i64>,
+}
+impl serde::Serialize for ReadJobLog {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("id", &self.id)?;
+        o.opt("limit", &self.limit)?;
+        o.opt("start", &self.start)?;
+        o.end()
+    }
 }
 impl ReadJobLog {
     /// A request with every required parameter; optional ones start unset.
@@ -50,16 +60,15 @@ impl crate::Operation for ReadJobLog {
 }
 /// What [`ReadJobLog`] answers.
 pub type ReadJobLogResponse = Vec<ReadJobLogResponseItem>;
-crate::operation_error!(ReadJobLogError for ReadJobLog; UnknownNode);
+crate::operation_error!(ReadJobLogError for ReadJobLog;);
 /// From `GET /nodes/{node}/replication/{id}/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobLogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadJobLogResponseItem {
@@ -70,5 +79,14 @@ impl<'de> serde::Deserialize<'de> for ReadJobLogResponseItem {
             t: f.req("t")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadJobLogResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("n", &self.n)?;
+        o.req("t", &self.t)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ScheduleNow {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
+}
+impl serde::Serialize for ScheduleNow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl ScheduleNow {
     /// A request with every required parameter; optional ones start unset.
@@ -44,4 +52,4 @@ impl crate::Operation for ScheduleNow {
 }
 /// What [`ScheduleNow`] answers.
 pub type ScheduleNowResponse = String;
-crate::operation_error!(ScheduleNowError for ScheduleNow; UnknownNode);
+crate::operation_error!(ScheduleNowError for ScheduleNow;);

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct JobStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
+}
+impl serde::Serialize for JobStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl JobStatus {
     /// A request with every required parameter; optional ones start unset.
@@ -44,4 +52,4 @@ impl crate::Operation for JobStatus {
 }
 /// What [`JobStatus`] answers.
 pub type JobStatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(JobStatusError for JobStatus; UnknownNode);
+crate::operation_error!(JobStatusError for JobStatus;);

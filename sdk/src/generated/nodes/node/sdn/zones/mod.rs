@@ -7,10 +7,17 @@ pub mod zone;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -33,7 +40,7 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -68,14 +75,13 @@ impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
 }
 crate::open_enum_traits!(IndexResponseItemStatus);
 /// From `GET /nodes/{node}/sdn/zones returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `status`
     pub status: IndexResponseItemStatus,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -86,5 +92,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             zone: f.req("zone")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("status", &self.status)?;
+        o.req("zone", &self.zone)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -9,12 +9,20 @@ pub mod stop;
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Srvcmdidx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub service: Service,
+}
+impl serde::Serialize for Srvcmdidx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("service", &self.service)?;
+        o.end()
+    }
 }
 impl Srvcmdidx {
     /// A request with every required parameter; optional ones start unset.
@@ -40,7 +48,7 @@ impl crate::Operation for Srvcmdidx {
 }
 /// What [`Srvcmdidx`] answers.
 pub type SrvcmdidxResponse = Vec<SrvcmdidxResponseItem>;
-crate::operation_error!(SrvcmdidxError for Srvcmdidx; UnknownNode);
+crate::operation_error!(SrvcmdidxError for Srvcmdidx;);
 /// Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -179,12 +187,11 @@ impl crate::open_enum::OpenEnum for Service {
 }
 crate::open_enum_traits!(Service);
 /// From `GET /nodes/{node}/services/{service} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SrvcmdidxResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SrvcmdidxResponseItem {
@@ -194,5 +201,13 @@ impl<'de> serde::Deserialize<'de> for SrvcmdidxResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SrvcmdidxResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

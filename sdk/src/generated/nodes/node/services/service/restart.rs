@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ServiceRestart {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub service: crate::generated::nodes::node::services::service::Service,
+}
+impl serde::Serialize for ServiceRestart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("service", &self.service)?;
+        o.end()
+    }
 }
 impl ServiceRestart {
     /// A request with every required parameter; optional ones start unset.
@@ -42,4 +50,4 @@ impl crate::Operation for ServiceRestart {
 }
 /// What [`ServiceRestart`] answers.
 pub type ServiceRestartResponse = crate::Upid;
-crate::operation_error!(ServiceRestartError for ServiceRestart; UnknownNode);
+crate::operation_error!(ServiceRestartError for ServiceRestart;);

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ServiceState {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub service: crate::generated::nodes::node::services::service::Service,
+}
+impl serde::Serialize for ServiceState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("service", &self.service)?;
+        o.end()
+    }
 }
 impl ServiceState {
     /// A request with every required parameter; optional ones start unset.
@@ -38,12 +46,11 @@ impl crate::Operation for ServiceState {
     type Response = ServiceStateResponse;
     type Error = ServiceStateError;
 }
-crate::operation_error!(ServiceStateError for ServiceState; UnknownNode);
+crate::operation_error!(ServiceStateError for ServiceState;);
 /// From `GET /nodes/{node}/services/{service}/state returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServiceStateResponse {
     /// Wire name `active-state`
-    #[serde(rename = "active-state")]
     pub active_state: crate::generated::nodes::node::services::ActiveState,
     /// `desc`
     pub desc: String,
@@ -54,10 +61,8 @@ pub struct ServiceStateResponse {
     /// `state`
     pub state: crate::generated::nodes::node::services::State,
     /// Wire name `unit-state`
-    #[serde(rename = "unit-state")]
     pub unit_state: crate::generated::nodes::node::services::UnitState,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
@@ -72,5 +77,18 @@ impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
             unit_state: f.req("unit-state")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ServiceStateResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("active-state", &self.active_state)?;
+        o.req("desc", &self.desc)?;
+        o.req("name", &self.name)?;
+        o.req("service", &self.service)?;
+        o.req("state", &self.state)?;
+        o.req("unit-state", &self.unit_state)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

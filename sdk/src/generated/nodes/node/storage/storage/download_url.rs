@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DownloadUrl {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,7 +16,6 @@ pub struct DownloadUrl {
     /// Requires `checksum-algorithm`
     pub checksum: Option<String>,
     /// Wire name `checksum-algorithm`; requires `checksum`
-    #[serde(rename = "checksum-algorithm")]
     pub checksum_algorithm:
         Option<crate::generated::nodes::node::storage::storage::ChecksumAlgorithm>,
     /// `compression`
@@ -28,8 +27,22 @@ pub struct DownloadUrl {
     /// Pattern `https?://.*`
     pub url: String,
     /// Wire name `verify-certificates`; default `1`
-    #[serde(rename = "verify-certificates")]
     pub verify_certificates: Option<bool>,
+}
+impl serde::Serialize for DownloadUrl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.opt("checksum", &self.checksum)?;
+        o.opt("checksum-algorithm", &self.checksum_algorithm)?;
+        o.opt("compression", &self.compression)?;
+        o.req("content", &self.content)?;
+        o.req("filename", &self.filename)?;
+        o.req("url", &self.url)?;
+        o.opt("verify-certificates", &self.verify_certificates)?;
+        o.end()
+    }
 }
 impl DownloadUrl {
     /// A request with every required parameter; optional ones start unset.
@@ -76,4 +89,4 @@ impl crate::Operation for DownloadUrl {
 }
 /// What [`DownloadUrl`] answers.
 pub type DownloadUrlResponse = crate::Upid;
-crate::operation_error!(DownloadUrlError for DownloadUrl; StorageNotFound, UnknownNode);
+crate::operation_error!(DownloadUrlError for DownloadUrl; StorageNotFound);

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Identity {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
+}
+impl serde::Serialize for Identity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.end()
+    }
 }
 impl Identity {
     /// A request with every required parameter; optional ones start unset.
@@ -42,7 +50,7 @@ impl crate::Operation for Identity {
     type Response = IdentityResponse;
     type Error = IdentityError;
 }
-crate::operation_error!(IdentityError for Identity; StorageNotFound, UnknownNode);
+crate::operation_error!(IdentityError for Identity; StorageNotFound);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -136,15 +144,13 @@ impl crate::open_enum::OpenEnum for IdentityResponseType {
 }
 crate::open_enum_traits!(IdentityResponseType);
 /// From `GET /nodes/{node}/storage/{storage}/identity returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IdentityResponse {
     /// `id`
     pub id: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: IdentityResponseType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IdentityResponse {
@@ -155,5 +161,14 @@ impl<'de> serde::Deserialize<'de> for IdentityResponse {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IdentityResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetImportMetadata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct GetImportMetadata {
     pub storage: String,
     /// `volume`
     pub volume: String,
+}
+impl serde::Serialize for GetImportMetadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("volume", &self.volume)?;
+        o.end()
+    }
 }
 impl GetImportMetadata {
     /// A request with every required parameter; optional ones start unset.
@@ -49,9 +58,7 @@ impl crate::Operation for GetImportMetadata {
     type Response = GetImportMetadataResponse;
     type Error = GetImportMetadataError;
 }
-crate::operation_error!(
-    GetImportMetadataError for GetImportMetadata; StorageNotFound, UnknownNode
-);
+crate::operation_error!(GetImportMetadataError for GetImportMetadata; StorageNotFound);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -160,17 +167,15 @@ impl crate::open_enum::OpenEnum for GetImportMetadataResponseWarningsItemType {
 }
 crate::open_enum_traits!(GetImportMetadataResponseWarningsItemType);
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns "warnings" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetImportMetadataResponseWarningsItem {
     /// `key`
     pub key: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: GetImportMetadataResponseWarningsItemType,
     /// `value`
     pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetImportMetadataResponseWarningsItem {
@@ -184,11 +189,20 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponseWarningsItem {
         })
     }
 }
+impl serde::Serialize for GetImportMetadataResponseWarningsItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("key", &self.key)?;
+        o.req("type", &self.type_)?;
+        o.opt("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetImportMetadataResponse {
     /// Wire name `create-args`
-    #[serde(rename = "create-args")]
     pub create_args: serde_json::Map<String, serde_json::Value>,
     /// `disks`
     pub disks: Option<serde_json::Map<String, serde_json::Value>>,
@@ -197,12 +211,10 @@ pub struct GetImportMetadataResponse {
     /// `source`
     pub source: GetImportMetadataResponseSource,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: GetImportMetadataResponseType,
     /// `warnings`
     pub warnings: Option<Vec<GetImportMetadataResponseWarningsItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
@@ -217,5 +229,18 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
             warnings: f.opt("warnings")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetImportMetadataResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("create-args", &self.create_args)?;
+        o.opt("disks", &self.disks)?;
+        o.opt("net", &self.net)?;
+        o.req("source", &self.source)?;
+        o.req("type", &self.type_)?;
+        o.opt("warnings", &self.warnings)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -15,12 +15,20 @@ pub mod upload;
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Audit","Datastore.AllocateSpace"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
+}
+impl serde::Serialize for Diridx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.end()
+    }
 }
 impl Diridx {
     /// A request with every required parameter; optional ones start unset.
@@ -53,7 +61,7 @@ impl crate::Operation for Diridx {
 }
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
-crate::operation_error!(DiridxError for Diridx; StorageNotFound, UnknownNode);
+crate::operation_error!(DiridxError for Diridx; StorageNotFound);
 /// Values of `checksum-algorithm`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -134,12 +142,11 @@ impl crate::open_enum::OpenEnum for Content {
 }
 crate::open_enum_traits!(Content);
 /// From `GET /nodes/{node}/storage/{storage} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
@@ -149,5 +156,13 @@ impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DiridxResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

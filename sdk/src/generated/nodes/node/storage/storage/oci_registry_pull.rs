@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct OciRegistryPull {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,16 @@ pub struct OciRegistryPull {
     pub filename: Option<String>,
     /// Pattern `^(?:(?:[a-zA-Z\d]|[a-zA-Z\d][a-zA-Z\d-]*[a-zA-Z\d])(?:\.(?:[a-zA-Z\d]|[a-zA-Z\d][a-zA-Z\d-]*[a-zA-Z\d]))*(?::\d+)?/)?[a-z\d]+(?:(?:[._]|__|[-]*)[a-z\d]+)*(?:/[a-z\d]+(?:(?:[._]|__|[-]*)[a-z\d]+)*)*:\w[\w.-]{0,127}$`
     pub reference: String,
+}
+impl serde::Serialize for OciRegistryPull {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.opt("filename", &self.filename)?;
+        o.req("reference", &self.reference)?;
+        o.end()
+    }
 }
 impl OciRegistryPull {
     /// A request with every required parameter; optional ones start unset.
@@ -56,6 +66,4 @@ impl crate::Operation for OciRegistryPull {
 }
 /// What [`OciRegistryPull`] answers.
 pub type OciRegistryPullResponse = crate::Upid;
-crate::operation_error!(
-    OciRegistryPullError for OciRegistryPull; StorageNotFound, UnknownNode
-);
+crate::operation_error!(OciRegistryPullError for OciRegistryPull; StorageNotFound);

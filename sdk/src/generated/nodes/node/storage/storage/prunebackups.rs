@@ -7,20 +7,29 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
     /// Wire name `prune-backups`; format `prune-backups`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<DeleteType>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("type", &self.type_)?;
+        o.opt("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -57,27 +66,36 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete; StorageNotFound, UnknownNode);
+crate::operation_error!(DeleteError for Delete; StorageNotFound);
 /// `GET /nodes/{node}/storage/{storage}/prunebackups` (handler `dryrun`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Audit","Datastore.AllocateSpace"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Dryrun {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
     /// Wire name `prune-backups`; format `prune-backups`
-    #[serde(rename = "prune-backups")]
     pub prune_backups: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<DryrunType>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
+}
+impl serde::Serialize for Dryrun {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.opt("prune-backups", &self.prune_backups)?;
+        o.opt("type", &self.type_)?;
+        o.opt("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Dryrun {
     /// A request with every required parameter; optional ones start unset.
@@ -113,7 +131,7 @@ impl crate::Operation for Dryrun {
 }
 /// What [`Dryrun`] answers.
 pub type DryrunResponse = Vec<DryrunResponseItem>;
-crate::operation_error!(DryrunError for Dryrun; StorageNotFound, UnknownNode);
+crate::operation_error!(DryrunError for Dryrun; StorageNotFound);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -210,21 +228,19 @@ impl crate::open_enum::OpenEnum for DryrunResponseItemMark {
 }
 crate::open_enum_traits!(DryrunResponseItemMark);
 /// From `GET /nodes/{node}/storage/{storage}/prunebackups returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DryrunResponseItem {
     /// `ctime`
     pub ctime: i64,
     /// `mark`
     pub mark: DryrunResponseItemMark,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// `vmid`
     pub vmid: Option<i64>,
     /// `volid`
     pub volid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
@@ -238,5 +254,17 @@ impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
             volid: f.req("volid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DryrunResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ctime", &self.ctime)?;
+        o.req("mark", &self.mark)?;
+        o.req("type", &self.type_)?;
+        o.opt("vmid", &self.vmid)?;
+        o.req("volid", &self.volid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

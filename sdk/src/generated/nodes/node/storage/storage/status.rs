@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
     pub storage: String,
+}
+impl serde::Serialize for ReadStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.end()
+    }
 }
 impl ReadStatus {
     /// A request with every required parameter; optional ones start unset.
@@ -42,9 +50,9 @@ impl crate::Operation for ReadStatus {
     type Response = ReadStatusResponse;
     type Error = ReadStatusError;
 }
-crate::operation_error!(ReadStatusError for ReadStatus; StorageNotFound, UnknownNode);
+crate::operation_error!(ReadStatusError for ReadStatus; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadStatusResponse {
     /// `active`
     pub active: Option<bool>,
@@ -59,12 +67,10 @@ pub struct ReadStatusResponse {
     /// `total`
     pub total: Option<i64>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// `used`
     pub used: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadStatusResponse {
@@ -81,5 +87,20 @@ impl<'de> serde::Deserialize<'de> for ReadStatusResponse {
             used: f.opt("used")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadStatusResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("active", &self.active)?;
+        o.opt("avail", &self.avail)?;
+        o.req("content", &self.content)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("shared", &self.shared)?;
+        o.opt("total", &self.total)?;
+        o.req("type", &self.type_)?;
+        o.opt("used", &self.used)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

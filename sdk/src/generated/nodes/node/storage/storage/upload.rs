@@ -6,7 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Upload {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,7 +15,6 @@ pub struct Upload {
     /// Requires `checksum-algorithm`
     pub checksum: Option<String>,
     /// Wire name `checksum-algorithm`; requires `checksum`
-    #[serde(rename = "checksum-algorithm")]
     pub checksum_algorithm:
         Option<crate::generated::nodes::node::storage::storage::ChecksumAlgorithm>,
     /// Format `pve-storage-content`
@@ -24,6 +23,19 @@ pub struct Upload {
     pub filename: String,
     /// Pattern `/var/tmp/pveupload-[0-9a-f]+`
     pub tmpfilename: Option<String>,
+}
+impl serde::Serialize for Upload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.opt("checksum", &self.checksum)?;
+        o.opt("checksum-algorithm", &self.checksum_algorithm)?;
+        o.req("content", &self.content)?;
+        o.req("filename", &self.filename)?;
+        o.opt("tmpfilename", &self.tmpfilename)?;
+        o.end()
+    }
 }
 impl Upload {
     /// A request with every required parameter; optional ones start unset.
@@ -67,4 +79,4 @@ impl crate::Operation for Upload {
 }
 /// What [`Upload`] answers.
 pub type UploadResponse = crate::Upid;
-crate::operation_error!(UploadError for Upload; StorageNotFound, UnknownNode);
+crate::operation_error!(UploadError for Upload; StorageNotFound);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadTaskLog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,6 +18,17 @@ pub struct ReadTaskLog {
     pub limit: Option<i64>,
     /// Minimum 0; default `0`
     pub start: Option<i64>,
+}
+impl serde::Serialize for ReadTaskLog {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("upid", &self.upid)?;
+        o.opt("download", &self.download)?;
+        o.opt("limit", &self.limit)?;
+        o.opt("start", &self.start)?;
+        o.end()
+    }
 }
 impl ReadTaskLog {
     /// A request with every required parameter; optional ones start unset.
@@ -46,18 +57,15 @@ impl crate::Operation for ReadTaskLog {
 }
 /// What [`ReadTaskLog`] answers.
 pub type ReadTaskLogResponse = Vec<ReadTaskLogResponseItem>;
-crate::operation_error!(
-    ReadTaskLogError for ReadTaskLog; MalformedUpid, TaskNotFound, UnknownNode
-);
+crate::operation_error!(ReadTaskLogError for ReadTaskLog; MalformedUpid);
 /// From `GET /nodes/{node}/tasks/{upid}/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadTaskLogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadTaskLogResponseItem {
@@ -68,5 +76,14 @@ impl<'de> serde::Deserialize<'de> for ReadTaskLogResponseItem {
             t: f.req("t")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadTaskLogResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("n", &self.n)?;
+        o.req("t", &self.t)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -8,12 +8,20 @@ pub mod status;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct StopTask {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub upid: String,
+}
+impl serde::Serialize for StopTask {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("upid", &self.upid)?;
+        o.end()
+    }
 }
 impl StopTask {
     /// A request with every required parameter; optional ones start unset.
@@ -39,19 +47,25 @@ impl crate::Operation for StopTask {
 }
 /// What [`StopTask`] answers.
 pub type StopTaskResponse = ();
-crate::operation_error!(
-    StopTaskError for StopTask; MalformedUpid, TaskNotFound, UnknownNode
-);
+crate::operation_error!(StopTaskError for StopTask; MalformedUpid, TaskNotFound);
 /// `GET /nodes/{node}/tasks/{upid}` (handler `upid_index`).
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpidIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub upid: String,
+}
+impl serde::Serialize for UpidIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("upid", &self.upid)?;
+        o.end()
+    }
 }
 impl UpidIndex {
     /// A request with every required parameter; optional ones start unset.
@@ -77,4 +91,4 @@ impl crate::Operation for UpidIndex {
 }
 /// What [`UpidIndex`] answers.
 pub type UpidIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(UpidIndexError for UpidIndex; UnknownNode);
+crate::operation_error!(UpidIndexError for UpidIndex;);

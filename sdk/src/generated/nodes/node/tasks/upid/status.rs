@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadTaskStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub upid: String,
+}
+impl serde::Serialize for ReadTaskStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("upid", &self.upid)?;
+        o.end()
+    }
 }
 impl ReadTaskStatus {
     /// A request with every required parameter; optional ones start unset.
@@ -36,7 +44,7 @@ impl crate::Operation for ReadTaskStatus {
     type Error = ReadTaskStatusError;
 }
 crate::operation_error!(
-    ReadTaskStatusError for ReadTaskStatus; MalformedUpid, TaskNotFound, UnknownNode
+    ReadTaskStatusError for ReadTaskStatus; MalformedUpid, TaskNotFound
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -68,7 +76,7 @@ impl crate::open_enum::OpenEnum for ReadTaskStatusResponseStatus {
 }
 crate::open_enum_traits!(ReadTaskStatusResponseStatus);
 /// From `GET /nodes/{node}/tasks/{upid}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadTaskStatusResponse {
     /// `exitstatus`
     pub exitstatus: Option<String>,
@@ -85,14 +93,12 @@ pub struct ReadTaskStatusResponse {
     /// `status`
     pub status: ReadTaskStatusResponseStatus,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// `upid`
     pub upid: String,
     /// `user`
     pub user: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ReadTaskStatusResponse {
@@ -111,5 +117,22 @@ impl<'de> serde::Deserialize<'de> for ReadTaskStatusResponse {
             user: f.req("user")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ReadTaskStatusResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("exitstatus", &self.exitstatus)?;
+        o.req("id", &self.id)?;
+        o.req("node", &self.node)?;
+        o.req("pid", &self.pid)?;
+        o.req("pstart", &self.pstart)?;
+        o.req("starttime", &self.starttime)?;
+        o.req("status", &self.status)?;
+        o.req("type", &self.type_)?;
+        o.req("upid", &self.upid)?;
+        o.req("user", &self.user)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

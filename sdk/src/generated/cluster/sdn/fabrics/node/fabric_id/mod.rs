@@ -5,7 +5,7 @@ pub mod node_id;
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit"]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ListNodesFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -13,6 +13,15 @@ pub struct ListNodesFabric {
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for ListNodesFabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl ListNodesFabric {
     /// A request with every required parameter; optional ones start unset.
@@ -40,7 +49,7 @@ crate::operation_error!(ListNodesFabricError for ListNodesFabric;);
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct AddNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -51,13 +60,24 @@ pub struct AddNode {
     /// Format `ipv6`
     pub ip6: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `pve-node`
     pub node_id: String,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: AddNodeProtocol,
+}
+impl serde::Serialize for AddNode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("ip6", &self.ip6)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.req("node_id", &self.node_id)?;
+        o.tagged(&self.protocol)?;
+        o.end()
+    }
 }
 impl AddNode {
     /// A request with every required parameter; optional ones start unset.
@@ -87,7 +107,7 @@ impl crate::Operation for AddNode {
 }
 /// What [`AddNode`] answers.
 pub type AddNodeResponse = ();
-crate::operation_error!(AddNodeError for AddNode;);
+crate::operation_error!(AddNodeError for AddNode; ConfigModified);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -143,7 +163,7 @@ impl crate::tagged::Tagged for ListNodesFabricResponseItemProtocol {
 }
 crate::tagged_traits!(ListNodesFabricResponseItemProtocol);
 /// Fields of [`ListNodesFabricResponseItemProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesFabricResponseItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
@@ -156,8 +176,15 @@ impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolOpenfab
         })
     }
 }
+impl serde::Serialize for ListNodesFabricResponseItemProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`ListNodesFabricResponseItemProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesFabricResponseItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
@@ -170,8 +197,15 @@ impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolOspf {
         })
     }
 }
+impl serde::Serialize for ListNodesFabricResponseItemProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`ListNodesFabricResponseItemProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesFabricResponseItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -199,8 +233,20 @@ impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolWiregua
         })
     }
 }
+impl serde::Serialize for ListNodesFabricResponseItemProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_ips", &self.allowed_ips)?;
+        o.opt("endpoint", &self.endpoint)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("public_key", &self.public_key)?;
+        o.opt("role", &self.role)?;
+        o.end()
+    }
+}
 /// Fields of [`ListNodesFabricResponseItemProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListNodesFabricResponseItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
@@ -213,8 +259,15 @@ impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolBgp {
         })
     }
 }
+impl serde::Serialize for ListNodesFabricResponseItemProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListNodesFabricResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -225,15 +278,12 @@ pub struct ListNodesFabricResponseItem {
     /// Format `ipv6`
     pub ip6: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `pve-node`
     pub node_id: String,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: ListNodesFabricResponseItemProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItem {
@@ -249,6 +299,20 @@ impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItem {
             protocol: f.tagged()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListNodesFabricResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("ip6", &self.ip6)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.req("node_id", &self.node_id)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Selected by `protocol`.
@@ -306,7 +370,7 @@ impl crate::tagged::Tagged for AddNodeProtocol {
 }
 crate::tagged_traits!(AddNodeProtocol);
 /// Fields of [`AddNodeProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddNodeProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
@@ -319,8 +383,15 @@ impl<'de> serde::Deserialize<'de> for AddNodeProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for AddNodeProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`AddNodeProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddNodeProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
@@ -333,8 +404,15 @@ impl<'de> serde::Deserialize<'de> for AddNodeProtocolOspf {
         })
     }
 }
+impl serde::Serialize for AddNodeProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`AddNodeProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddNodeProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -362,8 +440,20 @@ impl<'de> serde::Deserialize<'de> for AddNodeProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for AddNodeProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_ips", &self.allowed_ips)?;
+        o.opt("endpoint", &self.endpoint)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("public_key", &self.public_key)?;
+        o.opt("role", &self.role)?;
+        o.end()
+    }
+}
 /// Fields of [`AddNodeProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AddNodeProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
@@ -374,5 +464,12 @@ impl<'de> serde::Deserialize<'de> for AddNodeProtocolBgp {
         Ok(Self {
             interfaces: f.opt("interfaces")?,
         })
+    }
+}
+impl serde::Serialize for AddNodeProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
     }
 }

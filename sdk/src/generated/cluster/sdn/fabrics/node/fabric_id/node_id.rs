@@ -5,12 +5,20 @@
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
     /// Path parameter; format `pve-node`
     pub node_id: String,
+}
+impl serde::Serialize for DeleteNode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.req("node_id", &self.node_id)?;
+        o.end()
+    }
 }
 impl DeleteNode {
     /// A request with every required parameter; optional ones start unset.
@@ -41,12 +49,20 @@ crate::operation_error!(DeleteNodeError for DeleteNode;);
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit","SDN.Allocate"],"any",1],["perm","/nodes/{node_id}",["Sys.Audit","Sys.Modify"],"any",1]]`
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
     /// Path parameter; format `pve-node`
     pub node_id: String,
+}
+impl serde::Serialize for GetNode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.req("node_id", &self.node_id)?;
+        o.end()
+    }
 }
 impl GetNode {
     /// A request with every required parameter; optional ones start unset.
@@ -76,7 +92,7 @@ crate::operation_error!(GetNodeError for GetNode;);
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -89,11 +105,22 @@ pub struct UpdateNode {
     /// Format `ipv6`
     pub ip6: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: UpdateNodeProtocol,
+}
+impl serde::Serialize for UpdateNode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.req("node_id", &self.node_id)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("ip6", &self.ip6)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.tagged(&self.protocol)?;
+        o.end()
+    }
 }
 impl UpdateNode {
     /// A request with every required parameter; optional ones start unset.
@@ -128,7 +155,7 @@ impl crate::Operation for UpdateNode {
 }
 /// What [`UpdateNode`] answers.
 pub type UpdateNodeResponse = ();
-crate::operation_error!(UpdateNodeError for UpdateNode;);
+crate::operation_error!(UpdateNodeError for UpdateNode; ConfigModified);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -184,7 +211,7 @@ impl crate::tagged::Tagged for GetNodeResponseProtocol {
 }
 crate::tagged_traits!(GetNodeResponseProtocol);
 /// Fields of [`GetNodeResponseProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetNodeResponseProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
@@ -197,8 +224,15 @@ impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for GetNodeResponseProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`GetNodeResponseProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetNodeResponseProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
@@ -211,8 +245,15 @@ impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolOspf {
         })
     }
 }
+impl serde::Serialize for GetNodeResponseProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`GetNodeResponseProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetNodeResponseProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -240,8 +281,20 @@ impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for GetNodeResponseProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_ips", &self.allowed_ips)?;
+        o.opt("endpoint", &self.endpoint)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("public_key", &self.public_key)?;
+        o.opt("role", &self.role)?;
+        o.end()
+    }
+}
 /// Fields of [`GetNodeResponseProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GetNodeResponseProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
@@ -254,8 +307,15 @@ impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolBgp {
         })
     }
 }
+impl serde::Serialize for GetNodeResponseProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetNodeResponse {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -266,15 +326,12 @@ pub struct GetNodeResponse {
     /// Format `ipv6`
     pub ip6: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `pve-node`
     pub node_id: String,
     /// Union tag: each variant carries its own fields
-    #[serde(flatten)]
     pub protocol: GetNodeResponseProtocol,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetNodeResponse {
@@ -290,6 +347,20 @@ impl<'de> serde::Deserialize<'de> for GetNodeResponse {
             protocol: f.tagged()?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetNodeResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("digest", &self.digest)?;
+        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("ip6", &self.ip6)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.req("node_id", &self.node_id)?;
+        o.tagged(&self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
@@ -498,7 +569,7 @@ impl crate::tagged::Tagged for UpdateNodeProtocol {
 }
 crate::tagged_traits!(UpdateNodeProtocol);
 /// Fields of [`UpdateNodeProtocol::Openfabric`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateNodeProtocolOpenfabric {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeOpenfabricOpenfabricOspfDeleteItem>>,
@@ -514,8 +585,16 @@ impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolOpenfabric {
         })
     }
 }
+impl serde::Serialize for UpdateNodeProtocolOpenfabric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateNodeProtocol::Ospf`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateNodeProtocolOspf {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeOspfOpenfabricOspfDeleteItem>>,
@@ -531,8 +610,16 @@ impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolOspf {
         })
     }
 }
+impl serde::Serialize for UpdateNodeProtocolOspf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateNodeProtocol::Wireguard`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateNodeProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -563,8 +650,21 @@ impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolWireguard {
         })
     }
 }
+impl serde::Serialize for UpdateNodeProtocolWireguard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("allowed_ips", &self.allowed_ips)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("endpoint", &self.endpoint)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.opt("peers", &self.peers)?;
+        o.opt("public_key", &self.public_key)?;
+        o.opt("role", &self.role)?;
+        o.end()
+    }
+}
 /// Fields of [`UpdateNodeProtocol::Bgp`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateNodeProtocolBgp {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeBgpBgpDeleteItem>>,
@@ -578,5 +678,13 @@ impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolBgp {
             delete: f.opt("delete")?,
             interfaces: f.opt("interfaces")?,
         })
+    }
+}
+impl serde::Serialize for UpdateNodeProtocolBgp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("interfaces", &self.interfaces)?;
+        o.end()
     }
 }

@@ -5,10 +5,17 @@ pub mod url_seq;
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetPrefixListEntries {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
+}
+impl serde::Serialize for GetPrefixListEntries {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.end()
+    }
 }
 impl GetPrefixListEntries {
     /// A request with every required parameter; optional ones start unset.
@@ -32,7 +39,7 @@ crate::operation_error!(GetPrefixListEntriesError for GetPrefixListEntries;);
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreatePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -43,12 +50,24 @@ pub struct CreatePrefixListEntry {
     /// Range 0 - 128
     pub le: Option<i64>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `FullRangeCIDR`
     pub prefix: String,
     /// Range 1 - 4294967295
     pub seq: Option<i64>,
+}
+impl serde::Serialize for CreatePrefixListEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("action", &self.action)?;
+        o.opt("ge", &self.ge)?;
+        o.opt("le", &self.le)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.req("prefix", &self.prefix)?;
+        o.opt("seq", &self.seq)?;
+        o.end()
+    }
 }
 impl CreatePrefixListEntry {
     /// A request with every required parameter; optional ones start unset.

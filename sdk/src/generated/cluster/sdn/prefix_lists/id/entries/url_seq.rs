@@ -5,15 +5,23 @@
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeletePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
     /// Path parameter
     pub url_seq: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for DeletePrefixListEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("url_seq", &self.url_seq)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl DeletePrefixListEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -40,12 +48,20 @@ crate::operation_error!(DeletePrefixListEntryError for DeletePrefixListEntry;);
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetPrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
     /// Path parameter
     pub url_seq: String,
+}
+impl serde::Serialize for GetPrefixListEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("url_seq", &self.url_seq)?;
+        o.end()
+    }
 }
 impl GetPrefixListEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -72,7 +88,7 @@ crate::operation_error!(GetPrefixListEntryError for GetPrefixListEntry;);
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdatePrefixListEntry {
     /// Path parameter
     pub id: String,
@@ -89,12 +105,27 @@ pub struct UpdatePrefixListEntry {
     /// Range 0 - 128
     pub le: Option<i64>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Format `FullRangeCIDR`
     pub prefix: Option<String>,
     /// Range 1 - 4294967295
     pub seq: Option<i64>,
+}
+impl serde::Serialize for UpdatePrefixListEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("id", &self.id)?;
+        o.req("url_seq", &self.url_seq)?;
+        o.opt("action", &self.action)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("ge", &self.ge)?;
+        o.opt("le", &self.le)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("prefix", &self.prefix)?;
+        o.opt("seq", &self.seq)?;
+        o.end()
+    }
 }
 impl UpdatePrefixListEntry {
     /// A request with every required parameter; optional ones start unset.

@@ -5,15 +5,23 @@ pub mod entry;
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ListRouteMapEntriesForRouteMap {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for ListRouteMapEntriesForRouteMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl ListRouteMapEntriesForRouteMap {
     /// A request with every required parameter; optional ones start unset.
@@ -39,7 +47,7 @@ crate::operation_error!(
     ListRouteMapEntriesForRouteMapError for ListRouteMapEntriesForRouteMap;
 );
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -48,20 +56,16 @@ pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `exit-action`
-    #[serde(rename = "exit-action")]
     pub exit_action: Option<crate::generated::cluster::sdn::route_maps::entries::ExitAction>,
     /// Wire name `match`
-    #[serde(rename = "match")]
     pub match_: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Match>>,
     /// Range 0 - 65535
     pub order: i64,
     /// Wire name `route-map-id`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem {
@@ -78,5 +82,20 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem
             set: f.opt("set")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListRouteMapEntriesForRouteMapResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("action", &self.action)?;
+        o.opt("call", &self.call)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("exit-action", &self.exit_action)?;
+        o.opt("match", &self.match_)?;
+        o.req("order", &self.order)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("set", &self.set)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

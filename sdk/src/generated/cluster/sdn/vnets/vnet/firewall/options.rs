@@ -4,10 +4,17 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetOptions {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
+}
+impl serde::Serialize for GetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.end()
+    }
 }
 impl GetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -29,7 +36,7 @@ crate::operation_error!(GetOptionsError for GetOptions;);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SetOptions {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -43,6 +50,18 @@ pub struct SetOptions {
     pub log_level_forward: Option<crate::generated::LogLevelForward>,
     /// `policy_forward`
     pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
+}
+impl serde::Serialize for SetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("log_level_forward", &self.log_level_forward)?;
+        o.opt("policy_forward", &self.policy_forward)?;
+        o.end()
+    }
 }
 impl SetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -67,9 +86,9 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions;);
+crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub enable: Option<bool>,
@@ -78,7 +97,6 @@ pub struct GetOptionsResponse {
     /// `policy_forward`
     pub policy_forward: Option<crate::generated::cluster::PolicyForward>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
@@ -90,5 +108,15 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             policy_forward: f.opt("policy_forward")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetOptionsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("log_level_forward", &self.log_level_forward)?;
+        o.opt("policy_forward", &self.policy_forward)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

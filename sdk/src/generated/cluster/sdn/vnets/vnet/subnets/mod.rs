@@ -5,7 +5,7 @@ pub mod subnet;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -13,6 +13,15 @@ pub struct Index {
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -40,30 +49,41 @@ crate::operation_error!(IndexError for Index;);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Path parameter
     pub vnet: String,
     /// Wire name `dhcp-dns-server`; format `ip`
-    #[serde(rename = "dhcp-dns-server")]
     pub dhcp_dns_server: Option<String>,
     /// Wire name `dhcp-range`
-    #[serde(rename = "dhcp-range")]
     pub dhcp_range: Option<Vec<String>>,
     /// Format `dns-name`
     pub dnszoneprefix: Option<String>,
     /// Format `ip`
     pub gateway: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `snat`
     pub snat: Option<bool>,
     /// Format `pve-sdn-subnet-id`
     pub subnet: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: CreateType,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.opt("dhcp-dns-server", &self.dhcp_dns_server)?;
+        o.opt("dhcp-range", &self.dhcp_range)?;
+        o.opt("dnszoneprefix", &self.dnszoneprefix)?;
+        o.opt("gateway", &self.gateway)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("snat", &self.snat)?;
+        o.req("subnet", &self.subnet)?;
+        o.req("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.

@@ -5,15 +5,23 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Path parameter; format `pve-sdn-subnet-id`
     pub subnet: String,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("subnet", &self.subnet)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -40,7 +48,7 @@ crate::operation_error!(DeleteError for Delete;);
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Read {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -50,6 +58,16 @@ pub struct Read {
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
+}
+impl serde::Serialize for Read {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("subnet", &self.subnet)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("running", &self.running)?;
+        o.end()
+    }
 }
 impl Read {
     /// A request with every required parameter; optional ones start unset.
@@ -78,7 +96,7 @@ crate::operation_error!(ReadError for Read;);
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Update {
     /// Path parameter
     pub vnet: String,
@@ -87,10 +105,8 @@ pub struct Update {
     /// Format `pve-configid-list`; maximum length 4096
     pub delete: Option<String>,
     /// Wire name `dhcp-dns-server`; format `ip`
-    #[serde(rename = "dhcp-dns-server")]
     pub dhcp_dns_server: Option<String>,
     /// Wire name `dhcp-range`
-    #[serde(rename = "dhcp-range")]
     pub dhcp_range: Option<Vec<String>>,
     /// Maximum length 64
     pub digest: Option<String>,
@@ -99,10 +115,25 @@ pub struct Update {
     /// Format `ip`
     pub gateway: Option<String>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// `snat`
     pub snat: Option<bool>,
+}
+impl serde::Serialize for Update {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("vnet", &self.vnet)?;
+        o.req("subnet", &self.subnet)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("dhcp-dns-server", &self.dhcp_dns_server)?;
+        o.opt("dhcp-range", &self.dhcp_range)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("dnszoneprefix", &self.dnszoneprefix)?;
+        o.opt("gateway", &self.gateway)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("snat", &self.snat)?;
+        o.end()
+    }
 }
 impl Update {
     /// A request with every required parameter; optional ones start unset.
@@ -131,4 +162,4 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+crate::operation_error!(UpdateError for Update; ConfigModified);

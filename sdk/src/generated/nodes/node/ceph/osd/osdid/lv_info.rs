@@ -6,15 +6,23 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Osdvolume {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
     /// Wire name `type`; default `block`
-    #[serde(rename = "type")]
     pub type_: Option<OsdvolumeType>,
+}
+impl serde::Serialize for Osdvolume {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("osdid", &self.osdid)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Osdvolume {
     /// A request with every required parameter; optional ones start unset.
@@ -39,7 +47,9 @@ impl crate::Operation for Osdvolume {
     type Response = OsdvolumeResponse;
     type Error = OsdvolumeError;
 }
-crate::operation_error!(OsdvolumeError for Osdvolume; UnknownNode);
+crate::operation_error!(
+    OsdvolumeError for Osdvolume; CephNotInitialized, CephNotInstalled
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -74,7 +84,7 @@ impl crate::open_enum::OpenEnum for OsdvolumeType {
 }
 crate::open_enum_traits!(OsdvolumeType);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/lv-info returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OsdvolumeResponse {
     /// `creation_time`
     pub creation_time: String,
@@ -89,7 +99,6 @@ pub struct OsdvolumeResponse {
     /// `vg_name`
     pub vg_name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
@@ -104,5 +113,18 @@ impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
             vg_name: f.req("vg_name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for OsdvolumeResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("creation_time", &self.creation_time)?;
+        o.req("lv_name", &self.lv_name)?;
+        o.req("lv_path", &self.lv_path)?;
+        o.req("lv_size", &self.lv_size)?;
+        o.req("lv_uuid", &self.lv_uuid)?;
+        o.req("vg_name", &self.vg_name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

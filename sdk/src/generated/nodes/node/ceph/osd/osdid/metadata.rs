@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Osddetails {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
+}
+impl serde::Serialize for Osddetails {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("osdid", &self.osdid)?;
+        o.end()
+    }
 }
 impl Osddetails {
     /// A request with every required parameter; optional ones start unset.
@@ -35,7 +43,9 @@ impl crate::Operation for Osddetails {
     type Response = OsddetailsResponse;
     type Error = OsddetailsError;
 }
-crate::operation_error!(OsddetailsError for Osddetails; UnknownNode);
+crate::operation_error!(
+    OsddetailsError for Osddetails; CephNotInitialized, CephNotInstalled
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -70,7 +80,7 @@ impl crate::open_enum::OpenEnum for OsddetailsResponseDevicesItemDevice {
 }
 crate::open_enum_traits!(OsddetailsResponseDevicesItemDevice);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "devices" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OsddetailsResponseDevicesItem {
     /// `dev_node`
     pub dev_node: String,
@@ -83,10 +93,8 @@ pub struct OsddetailsResponseDevicesItem {
     /// `support_discard`
     pub support_discard: bool,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
@@ -103,8 +111,21 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
         })
     }
 }
+impl serde::Serialize for OsddetailsResponseDevicesItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("dev_node", &self.dev_node)?;
+        o.req("device", &self.device)?;
+        o.req("physical_device", &self.physical_device)?;
+        o.req("size", &self.size)?;
+        o.req("support_discard", &self.support_discard)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "osd"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OsddetailsResponseOsd {
     /// `back_addr`
     pub back_addr: String,
@@ -131,7 +152,6 @@ pub struct OsddetailsResponseOsd {
     /// `version`
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
@@ -154,15 +174,33 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
         })
     }
 }
+impl serde::Serialize for OsddetailsResponseOsd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("back_addr", &self.back_addr)?;
+        o.req("encrypted", &self.encrypted)?;
+        o.req("front_addr", &self.front_addr)?;
+        o.req("hb_back_addr", &self.hb_back_addr)?;
+        o.req("hb_front_addr", &self.hb_front_addr)?;
+        o.req("hostname", &self.hostname)?;
+        o.req("id", &self.id)?;
+        o.req("mem_usage", &self.mem_usage)?;
+        o.req("osd_data", &self.osd_data)?;
+        o.req("osd_objectstore", &self.osd_objectstore)?;
+        o.opt("pid", &self.pid)?;
+        o.req("version", &self.version)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OsddetailsResponse {
     /// `devices`
     pub devices: Vec<OsddetailsResponseDevicesItem>,
     /// `osd`
     pub osd: OsddetailsResponseOsd,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
@@ -173,5 +211,14 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
             osd: f.req("osd")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for OsddetailsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("devices", &self.devices)?;
+        o.req("osd", &self.osd)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

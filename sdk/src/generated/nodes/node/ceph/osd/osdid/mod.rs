@@ -12,7 +12,7 @@ pub mod scrub;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Destroyosd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,15 @@ pub struct Destroyosd {
     pub osdid: i64,
     /// Default `0`
     pub cleanup: Option<bool>,
+}
+impl serde::Serialize for Destroyosd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("osdid", &self.osdid)?;
+        o.opt("cleanup", &self.cleanup)?;
+        o.end()
+    }
 }
 impl Destroyosd {
     /// A request with every required parameter; optional ones start unset.
@@ -47,17 +56,27 @@ impl crate::Operation for Destroyosd {
 }
 /// What [`Destroyosd`] answers.
 pub type DestroyosdResponse = crate::Upid;
-crate::operation_error!(DestroyosdError for Destroyosd; UnknownNode);
+crate::operation_error!(
+    DestroyosdError for Destroyosd; CephNotInitialized, CephNotInstalled
+);
 /// `GET /nodes/{node}/ceph/osd/{osdid}` (handler `osdindex`).
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Osdindex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
+}
+impl serde::Serialize for Osdindex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("osdid", &self.osdid)?;
+        o.end()
+    }
 }
 impl Osdindex {
     /// A request with every required parameter; optional ones start unset.
@@ -83,4 +102,4 @@ impl crate::Operation for Osdindex {
 }
 /// What [`Osdindex`] answers.
 pub type OsdindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(OsdindexError for Osdindex; UnknownNode);
+crate::operation_error!(OsdindexError for Osdindex;);

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Out {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
+}
+impl serde::Serialize for Out {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("osdid", &self.osdid)?;
+        o.end()
+    }
 }
 impl Out {
     /// A request with every required parameter; optional ones start unset.
@@ -37,4 +45,4 @@ impl crate::Operation for Out {
 }
 /// What [`Out`] answers.
 pub type OutResponse = ();
-crate::operation_error!(OutError for Out; UnknownNode);
+crate::operation_error!(OutError for Out; CephNotInitialized, CephNotInstalled);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Scrub {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct Scrub {
     pub osdid: i64,
     /// Default `0`
     pub deep: Option<bool>,
+}
+impl serde::Serialize for Scrub {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("osdid", &self.osdid)?;
+        o.opt("deep", &self.deep)?;
+        o.end()
+    }
 }
 impl Scrub {
     /// A request with every required parameter; optional ones start unset.
@@ -40,4 +49,4 @@ impl crate::Operation for Scrub {
 }
 /// What [`Scrub`] answers.
 pub type ScrubResponse = ();
-crate::operation_error!(ScrubError for Scrub; UnknownNode);
+crate::operation_error!(ScrubError for Scrub; CephNotInitialized, CephNotInstalled);

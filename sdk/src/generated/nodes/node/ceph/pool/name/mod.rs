@@ -8,7 +8,7 @@ pub mod status;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Destroypool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,17 @@ pub struct Destroypool {
     pub remove_ecprofile: Option<bool>,
     /// Default `0`
     pub remove_storages: Option<bool>,
+}
+impl serde::Serialize for Destroypool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("force", &self.force)?;
+        o.opt("remove_ecprofile", &self.remove_ecprofile)?;
+        o.opt("remove_storages", &self.remove_storages)?;
+        o.end()
+    }
 }
 impl Destroypool {
     /// A request with every required parameter; optional ones start unset.
@@ -49,17 +60,27 @@ impl crate::Operation for Destroypool {
 }
 /// What [`Destroypool`] answers.
 pub type DestroypoolResponse = crate::Upid;
-crate::operation_error!(DestroypoolError for Destroypool; UnknownNode);
+crate::operation_error!(
+    DestroypoolError for Destroypool; CephNotInitialized, CephNotInstalled
+);
 /// `GET /nodes/{node}/ceph/pool/{name}` (handler `poolindex`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Poolindex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub name: String,
+}
+impl serde::Serialize for Poolindex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl Poolindex {
     /// A request with every required parameter; optional ones start unset.
@@ -85,7 +106,7 @@ impl crate::Operation for Poolindex {
 }
 /// What [`Poolindex`] answers.
 pub type PoolindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(PoolindexError for Poolindex; UnknownNode);
+crate::operation_error!(PoolindexError for Poolindex;);
 /// `PUT /nodes/{node}/ceph/pool/{name}` (handler `setpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -93,7 +114,7 @@ crate::operation_error!(PoolindexError for Poolindex; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Setpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -117,6 +138,23 @@ pub struct Setpool {
     pub target_size: Option<String>,
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
+}
+impl serde::Serialize for Setpool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("application", &self.application)?;
+        o.opt("crush_rule", &self.crush_rule)?;
+        o.opt("min_size", &self.min_size)?;
+        o.opt("pg_autoscale_mode", &self.pg_autoscale_mode)?;
+        o.opt("pg_num", &self.pg_num)?;
+        o.opt("pg_num_min", &self.pg_num_min)?;
+        o.opt("size", &self.size)?;
+        o.opt("target_size", &self.target_size)?;
+        o.opt("target_size_ratio", &self.target_size_ratio)?;
+        o.end()
+    }
 }
 impl Setpool {
     /// A request with every required parameter; optional ones start unset.
@@ -152,4 +190,4 @@ impl crate::Operation for Setpool {
 }
 /// What [`Setpool`] answers.
 pub type SetpoolResponse = crate::Upid;
-crate::operation_error!(SetpoolError for Setpool; UnknownNode);
+crate::operation_error!(SetpoolError for Setpool;);

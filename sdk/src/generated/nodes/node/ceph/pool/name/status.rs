@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Getpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct Getpool {
     pub name: String,
     /// Default `0`
     pub verbose: Option<bool>,
+}
+impl serde::Serialize for Getpool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("name", &self.name)?;
+        o.opt("verbose", &self.verbose)?;
+        o.end()
+    }
 }
 impl Getpool {
     /// A request with every required parameter; optional ones start unset.
@@ -38,9 +47,9 @@ impl crate::Operation for Getpool {
     type Response = GetpoolResponse;
     type Error = GetpoolError;
 }
-crate::operation_error!(GetpoolError for Getpool; UnknownNode);
+crate::operation_error!(GetpoolError for Getpool; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetpoolResponse {
     /// Default `rbd`
     pub application: Option<crate::generated::nodes::node::ceph::pool::Application>,
@@ -61,7 +70,6 @@ pub struct GetpoolResponse {
     /// Pattern `(?^:^[^:/\s]+$)`
     pub name: String,
     /// Wire name `nodeep-scrub`
-    #[serde(rename = "nodeep-scrub")]
     pub nodeep_scrub: bool,
     /// `nodelete`
     pub nodelete: bool,
@@ -92,7 +100,6 @@ pub struct GetpoolResponse {
     /// `write_fadvise_dontneed`
     pub write_fadvise_dontneed: bool,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetpoolResponse {
@@ -125,5 +132,36 @@ impl<'de> serde::Deserialize<'de> for GetpoolResponse {
             write_fadvise_dontneed: f.req("write_fadvise_dontneed")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetpoolResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("application", &self.application)?;
+        o.opt("application_list", &self.application_list)?;
+        o.opt("autoscale_status", &self.autoscale_status)?;
+        o.opt("crush_rule", &self.crush_rule)?;
+        o.req("fast_read", &self.fast_read)?;
+        o.req("hashpspool", &self.hashpspool)?;
+        o.req("id", &self.id)?;
+        o.opt("min_size", &self.min_size)?;
+        o.req("name", &self.name)?;
+        o.req("nodeep-scrub", &self.nodeep_scrub)?;
+        o.req("nodelete", &self.nodelete)?;
+        o.req("nopgchange", &self.nopgchange)?;
+        o.req("noscrub", &self.noscrub)?;
+        o.req("nosizechange", &self.nosizechange)?;
+        o.opt("pg_autoscale_mode", &self.pg_autoscale_mode)?;
+        o.opt("pg_num", &self.pg_num)?;
+        o.opt("pg_num_min", &self.pg_num_min)?;
+        o.req("pgp_num", &self.pgp_num)?;
+        o.opt("size", &self.size)?;
+        o.opt("statistics", &self.statistics)?;
+        o.opt("target_size", &self.target_size)?;
+        o.opt("target_size_ratio", &self.target_size_ratio)?;
+        o.req("use_gmt_hitset", &self.use_gmt_hitset)?;
+        o.req("write_fadvise_dontneed", &self.write_fadvise_dontneed)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

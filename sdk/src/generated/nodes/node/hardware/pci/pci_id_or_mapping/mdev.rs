@@ -6,13 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Mdevscan {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `pci-id-or-mapping`; path parameter; pattern `(?:(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])|([a-zA-Z][a-zA-Z0-9_-]+)`
-    #[serde(rename = "pci-id-or-mapping")]
     pub pci_id_or_mapping: String,
+}
+impl serde::Serialize for Mdevscan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("pci-id-or-mapping", &self.pci_id_or_mapping)?;
+        o.end()
+    }
 }
 impl Mdevscan {
     /// A request with every required parameter; optional ones start unset.
@@ -38,9 +45,9 @@ impl crate::Operation for Mdevscan {
 }
 /// What [`Mdevscan`] answers.
 pub type MdevscanResponse = Vec<MdevscanResponseItem>;
-crate::operation_error!(MdevscanError for Mdevscan; UnknownNode);
+crate::operation_error!(MdevscanError for Mdevscan;);
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MdevscanResponseItem {
     /// `available`
     pub available: i64,
@@ -49,10 +56,8 @@ pub struct MdevscanResponseItem {
     /// `name`
     pub name: Option<String>,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
@@ -65,5 +70,16 @@ impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MdevscanResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("available", &self.available)?;
+        o.req("description", &self.description)?;
+        o.opt("name", &self.name)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,13 +5,20 @@ pub mod mdev;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct PciIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `pci-id-or-mapping`; path parameter; pattern `(?:(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])|([a-zA-Z][a-zA-Z0-9_-]+)`
-    #[serde(rename = "pci-id-or-mapping")]
     pub pci_id_or_mapping: String,
+}
+impl serde::Serialize for PciIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("pci-id-or-mapping", &self.pci_id_or_mapping)?;
+        o.end()
+    }
 }
 impl PciIndex {
     /// A request with every required parameter; optional ones start unset.
@@ -37,14 +44,13 @@ impl crate::Operation for PciIndex {
 }
 /// What [`PciIndex`] answers.
 pub type PciIndexResponse = Vec<PciIndexResponseItem>;
-crate::operation_error!(PciIndexError for PciIndex; UnknownNode);
+crate::operation_error!(PciIndexError for PciIndex;);
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PciIndexResponseItem {
     /// `method`
     pub method: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for PciIndexResponseItem {
@@ -54,5 +60,13 @@ impl<'de> serde::Deserialize<'de> for PciIndexResponseItem {
             method: f.req("method")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for PciIndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("method", &self.method)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

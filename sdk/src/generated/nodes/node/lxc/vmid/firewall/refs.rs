@@ -4,15 +4,23 @@
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Refs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: Option<RefsType>,
+}
+impl serde::Serialize for Refs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("type", &self.type_)?;
+        o.end()
+    }
 }
 impl Refs {
     /// A request with every required parameter; optional ones start unset.
@@ -46,7 +54,7 @@ impl crate::Operation for Refs {
 }
 /// What [`Refs`] answers.
 pub type RefsResponse = Vec<RefsResponseItem>;
-crate::operation_error!(RefsError for Refs; UnknownNode);
+crate::operation_error!(RefsError for Refs;);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -106,22 +114,19 @@ impl crate::open_enum::OpenEnum for RefsResponseItemType {
 }
 crate::open_enum_traits!(RefsResponseItemType);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/refs returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RefsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `name`
     pub name: String,
     /// Wire name `ref`
-    #[serde(rename = "ref")]
     pub ref_: String,
     /// `scope`
     pub scope: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: RefsResponseItemType,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RefsResponseItem {
@@ -135,5 +140,17 @@ impl<'de> serde::Deserialize<'de> for RefsResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RefsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("name", &self.name)?;
+        o.req("ref", &self.ref_)?;
+        o.req("scope", &self.scope)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@ pub mod snapname;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for List {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl List {
     /// A request with every required parameter; optional ones start unset.
@@ -45,7 +53,7 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List; UnknownNode);
+crate::operation_error!(ListError for List;);
 /// `POST /nodes/{node}/lxc/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -53,7 +61,7 @@ crate::operation_error!(ListError for List; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Snapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -63,6 +71,16 @@ pub struct Snapshot {
     pub description: Option<String>,
     /// Format `pve-configid`; maximum length 40
     pub snapname: String,
+}
+impl serde::Serialize for Snapshot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("description", &self.description)?;
+        o.req("snapname", &self.snapname)?;
+        o.end()
+    }
 }
 impl Snapshot {
     /// A request with every required parameter; optional ones start unset.
@@ -98,9 +116,9 @@ impl crate::Operation for Snapshot {
 }
 /// What [`Snapshot`] answers.
 pub type SnapshotResponse = crate::Upid;
-crate::operation_error!(SnapshotError for Snapshot; UnknownNode);
+crate::operation_error!(SnapshotError for Snapshot;);
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListResponseItem {
     /// `description`
     pub description: String,
@@ -111,7 +129,6 @@ pub struct ListResponseItem {
     /// `snaptime`
     pub snaptime: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListResponseItem {
@@ -124,5 +141,16 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
             snaptime: f.opt("snaptime")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("description", &self.description)?;
+        o.req("name", &self.name)?;
+        o.opt("parent", &self.parent)?;
+        o.opt("snaptime", &self.snaptime)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for VmStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl VmStatus {
     /// A request with every required parameter; optional ones start unset.
@@ -42,9 +50,9 @@ impl crate::Operation for VmStatus {
     type Response = VmStatusResponse;
     type Error = VmStatusError;
 }
-crate::operation_error!(VmStatusError for VmStatus; LxcConfigNotFound, UnknownNode);
+crate::operation_error!(VmStatusError for VmStatus; LxcConfigNotFound);
 /// From `GET /nodes/{node}/lxc/{vmid}/status/current returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmStatusResponse {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -95,7 +103,6 @@ pub struct VmStatusResponse {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmStatusResponse {
@@ -128,5 +135,36 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             vmid: f.req("vmid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmStatusResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpus", &self.cpus)?;
+        o.opt("disk", &self.disk)?;
+        o.opt("diskread", &self.diskread)?;
+        o.opt("diskwrite", &self.diskwrite)?;
+        o.req("ha", &self.ha)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("maxdisk", &self.maxdisk)?;
+        o.opt("maxmem", &self.maxmem)?;
+        o.opt("maxswap", &self.maxswap)?;
+        o.opt("mem", &self.mem)?;
+        o.opt("name", &self.name)?;
+        o.opt("netin", &self.netin)?;
+        o.opt("netout", &self.netout)?;
+        o.opt("pressurecpusome", &self.pressurecpusome)?;
+        o.opt("pressureiofull", &self.pressureiofull)?;
+        o.opt("pressureiosome", &self.pressureiosome)?;
+        o.opt("pressurememoryfull", &self.pressurememoryfull)?;
+        o.opt("pressurememorysome", &self.pressurememorysome)?;
+        o.req("status", &self.status)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("uptime", &self.uptime)?;
+        o.req("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

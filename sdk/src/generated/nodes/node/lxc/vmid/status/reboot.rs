@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmReboot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,15 @@ pub struct VmReboot {
     pub vmid: i64,
     /// Minimum 0
     pub timeout: Option<i64>,
+}
+impl serde::Serialize for VmReboot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("timeout", &self.timeout)?;
+        o.end()
+    }
 }
 impl VmReboot {
     /// A request with every required parameter; optional ones start unset.
@@ -49,4 +58,4 @@ impl crate::Operation for VmReboot {
 }
 /// What [`VmReboot`] answers.
 pub type VmRebootResponse = crate::Upid;
-crate::operation_error!(VmRebootError for VmReboot; UnknownNode);
+crate::operation_error!(VmRebootError for VmReboot; GuestNotRunning);

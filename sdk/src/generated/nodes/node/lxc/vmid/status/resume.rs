@@ -7,12 +7,20 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmResume {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for VmResume {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl VmResume {
     /// A request with every required parameter; optional ones start unset.
@@ -46,4 +54,4 @@ impl crate::Operation for VmResume {
 }
 /// What [`VmResume`] answers.
 pub type VmResumeResponse = crate::Upid;
-crate::operation_error!(VmResumeError for VmResume; UnknownNode);
+crate::operation_error!(VmResumeError for VmResume;);

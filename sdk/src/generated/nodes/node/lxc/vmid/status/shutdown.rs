@@ -7,17 +7,26 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmShutdown {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `forceStop`; default `0`
-    #[serde(rename = "forceStop")]
     pub force_stop: Option<bool>,
     /// Minimum 0; default `60`
     pub timeout: Option<i64>,
+}
+impl serde::Serialize for VmShutdown {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("forceStop", &self.force_stop)?;
+        o.opt("timeout", &self.timeout)?;
+        o.end()
+    }
 }
 impl VmShutdown {
     /// A request with every required parameter; optional ones start unset.
@@ -53,4 +62,4 @@ impl crate::Operation for VmShutdown {
 }
 /// What [`VmShutdown`] answers.
 pub type VmShutdownResponse = crate::Upid;
-crate::operation_error!(VmShutdownError for VmShutdown; NoQuorum, UnknownNode);
+crate::operation_error!(VmShutdownError for VmShutdown; GuestNotRunning, NoQuorum);

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmStart {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,16 @@ pub struct VmStart {
     pub debug: Option<bool>,
     /// `skiplock`
     pub skiplock: Option<bool>,
+}
+impl serde::Serialize for VmStart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("debug", &self.debug)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.end()
+    }
 }
 impl VmStart {
     /// A request with every required parameter; optional ones start unset.
@@ -52,4 +62,4 @@ impl crate::Operation for VmStart {
 }
 /// What [`VmStart`] answers.
 pub type VmStartResponse = crate::Upid;
-crate::operation_error!(VmStartError for VmStart; NoQuorum, UnknownNode);
+crate::operation_error!(VmStartError for VmStart; NoQuorum);

@@ -7,17 +7,26 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmStop {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `overrule-shutdown`; default `0`
-    #[serde(rename = "overrule-shutdown")]
     pub overrule_shutdown: Option<bool>,
     /// `skiplock`
     pub skiplock: Option<bool>,
+}
+impl serde::Serialize for VmStop {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("overrule-shutdown", &self.overrule_shutdown)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.end()
+    }
 }
 impl VmStop {
     /// A request with every required parameter; optional ones start unset.
@@ -53,4 +62,4 @@ impl crate::Operation for VmStop {
 }
 /// What [`VmStop`] answers.
 pub type VmStopResponse = crate::Upid;
-crate::operation_error!(VmStopError for VmStop; NoQuorum, UnknownNode);
+crate::operation_error!(VmStopError for VmStop; GuestNotRunning, NoQuorum);

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Exec {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,8 +15,17 @@ pub struct Exec {
     /// `command`
     pub command: Vec<String>,
     /// Wire name `input-data`; maximum length 65536
-    #[serde(rename = "input-data")]
     pub input_data: Option<String>,
+}
+impl serde::Serialize for Exec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("command", &self.command)?;
+        o.opt("input-data", &self.input_data)?;
+        o.end()
+    }
 }
 impl Exec {
     /// A request with every required parameter; optional ones start unset.
@@ -49,14 +58,15 @@ impl crate::Operation for Exec {
     type Response = ExecResponse;
     type Error = ExecError;
 }
-crate::operation_error!(ExecError for Exec; UnknownNode);
+crate::operation_error!(
+    ExecError for Exec; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+);
 /// From `POST /nodes/{node}/qemu/{vmid}/agent/exec returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExecResponse {
     /// `pid`
     pub pid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExecResponse {
@@ -66,5 +76,13 @@ impl<'de> serde::Deserialize<'de> for ExecResponse {
             pid: f.req("pid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ExecResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("pid", &self.pid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

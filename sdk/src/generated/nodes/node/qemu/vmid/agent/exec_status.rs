@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ExecStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -14,6 +14,15 @@ pub struct ExecStatus {
     pub vmid: i64,
     /// `pid`
     pub pid: i64,
+}
+impl serde::Serialize for ExecStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("pid", &self.pid)?;
+        o.end()
+    }
 }
 impl ExecStatus {
     /// A request with every required parameter; optional ones start unset.
@@ -45,30 +54,28 @@ impl crate::Operation for ExecStatus {
     type Response = ExecStatusResponse;
     type Error = ExecStatusError;
 }
-crate::operation_error!(ExecStatusError for ExecStatus; UnknownNode);
+crate::operation_error!(
+    ExecStatusError for ExecStatus; GuestAgentNotConfigured, GuestAgentNotRunning,
+    GuestNotRunning
+);
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/exec-status returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExecStatusResponse {
     /// Wire name `err-data`
-    #[serde(rename = "err-data")]
     pub err_data: Option<String>,
     /// Wire name `err-truncated`
-    #[serde(rename = "err-truncated")]
     pub err_truncated: Option<bool>,
     /// `exitcode`
     pub exitcode: Option<i64>,
     /// `exited`
     pub exited: bool,
     /// Wire name `out-data`
-    #[serde(rename = "out-data")]
     pub out_data: Option<String>,
     /// Wire name `out-truncated`
-    #[serde(rename = "out-truncated")]
     pub out_truncated: Option<bool>,
     /// `signal`
     pub signal: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ExecStatusResponse {
@@ -84,5 +91,19 @@ impl<'de> serde::Deserialize<'de> for ExecStatusResponse {
             signal: f.opt("signal")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ExecStatusResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("err-data", &self.err_data)?;
+        o.opt("err-truncated", &self.err_truncated)?;
+        o.opt("exitcode", &self.exitcode)?;
+        o.req("exited", &self.exited)?;
+        o.opt("out-data", &self.out_data)?;
+        o.opt("out-truncated", &self.out_truncated)?;
+        o.opt("signal", &self.signal)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

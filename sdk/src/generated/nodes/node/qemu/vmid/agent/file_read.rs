@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct FileRead {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,18 @@ pub struct FileRead {
     pub file: String,
     /// Minimum 0; default `0`
     pub offset: Option<i64>,
+}
+impl serde::Serialize for FileRead {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("count", &self.count)?;
+        o.opt("decode", &self.decode)?;
+        o.req("file", &self.file)?;
+        o.opt("offset", &self.offset)?;
+        o.end()
+    }
 }
 impl FileRead {
     /// A request with every required parameter; optional ones start unset.
@@ -54,16 +66,18 @@ impl crate::Operation for FileRead {
     type Response = FileReadResponse;
     type Error = FileReadError;
 }
-crate::operation_error!(FileReadError for FileRead; UnknownNode);
+crate::operation_error!(
+    FileReadError for FileRead; GuestAgentNotConfigured, GuestAgentNotRunning,
+    GuestNotRunning
+);
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/file-read returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FileReadResponse {
     /// `content`
     pub content: String,
     /// `truncated`
     pub truncated: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for FileReadResponse {
@@ -74,5 +88,14 @@ impl<'de> serde::Deserialize<'de> for FileReadResponse {
             truncated: f.opt("truncated")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for FileReadResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("content", &self.content)?;
+        o.opt("truncated", &self.truncated)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct FileWrite {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,6 +18,17 @@ pub struct FileWrite {
     pub encode: Option<bool>,
     /// `file`
     pub file: String,
+}
+impl serde::Serialize for FileWrite {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("content", &self.content)?;
+        o.opt("encode", &self.encode)?;
+        o.req("file", &self.file)?;
+        o.end()
+    }
 }
 impl FileWrite {
     /// A request with every required parameter; optional ones start unset.
@@ -58,4 +69,7 @@ impl crate::Operation for FileWrite {
 }
 /// What [`FileWrite`] answers.
 pub type FileWriteResponse = ();
-crate::operation_error!(FileWriteError for FileWrite; UnknownNode);
+crate::operation_error!(
+    FileWriteError for FileWrite; GuestAgentNotConfigured, GuestAgentNotRunning,
+    GuestNotRunning
+);

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetTimezone {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for GetTimezone {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl GetTimezone {
     /// A request with every required parameter; optional ones start unset.
@@ -44,4 +52,7 @@ impl crate::Operation for GetTimezone {
 }
 /// What [`GetTimezone`] answers.
 pub type GetTimezoneResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetTimezoneError for GetTimezone; UnknownNode);
+crate::operation_error!(
+    GetTimezoneError for GetTimezone; GuestAgentNotConfigured, GuestAgentNotRunning,
+    GuestNotRunning
+);

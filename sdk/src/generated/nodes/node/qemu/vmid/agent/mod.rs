@@ -30,12 +30,20 @@ pub mod suspend_ram;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -68,14 +76,16 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(
+    IndexError for Index; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+);
 /// `POST /nodes/{node}/qemu/{vmid}/agent` (handler `agent`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.GuestAgent.Unrestricted","VM.GuestAgent.Unrestricted"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Agent {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -83,6 +93,15 @@ pub struct Agent {
     pub vmid: i64,
     /// `command`
     pub command: AgentCommand,
+}
+impl serde::Serialize for Agent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("command", &self.command)?;
+        o.end()
+    }
 }
 impl Agent {
     /// A request with every required parameter; optional ones start unset.
@@ -116,7 +135,9 @@ impl crate::Operation for Agent {
 }
 /// What [`Agent`] answers.
 pub type AgentResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(AgentError for Agent; UnknownNode);
+crate::operation_error!(
+    AgentError for Agent; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SetUserPassword {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,6 +18,17 @@ pub struct SetUserPassword {
     pub password: crate::Secret,
     /// `username`
     pub username: String,
+}
+impl serde::Serialize for SetUserPassword {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("crypted", &self.crypted)?;
+        o.req("password", &self.password)?;
+        o.req("username", &self.username)?;
+        o.end()
+    }
 }
 impl SetUserPassword {
     /// A request with every required parameter; optional ones start unset.
@@ -58,4 +69,7 @@ impl crate::Operation for SetUserPassword {
 }
 /// What [`SetUserPassword`] answers.
 pub type SetUserPasswordResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(SetUserPasswordError for SetUserPassword; UnknownNode);
+crate::operation_error!(
+    SetUserPasswordError for SetUserPassword; GuestAgentNotConfigured,
+    GuestAgentNotRunning, GuestNotRunning
+);

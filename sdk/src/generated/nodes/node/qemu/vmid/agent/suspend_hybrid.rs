@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SuspendHybrid {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for SuspendHybrid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl SuspendHybrid {
     /// A request with every required parameter; optional ones start unset.
@@ -44,4 +52,7 @@ impl crate::Operation for SuspendHybrid {
 }
 /// What [`SuspendHybrid`] answers.
 pub type SuspendHybridResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(SuspendHybridError for SuspendHybrid; UnknownNode);
+crate::operation_error!(
+    SuspendHybridError for SuspendHybrid; GuestAgentNotConfigured, GuestAgentNotRunning,
+    GuestNotRunning
+);

@@ -5,15 +5,23 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CloudinitGeneratedConfigDump {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: CloudinitGeneratedConfigDumpType,
+}
+impl serde::Serialize for CloudinitGeneratedConfigDump {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("type", &self.type_)?;
+        o.end()
+    }
 }
 impl CloudinitGeneratedConfigDump {
     /// A request with every required parameter; optional ones start unset.
@@ -52,7 +60,7 @@ impl crate::Operation for CloudinitGeneratedConfigDump {
 /// What [`CloudinitGeneratedConfigDump`] answers.
 pub type CloudinitGeneratedConfigDumpResponse = String;
 crate::operation_error!(
-    CloudinitGeneratedConfigDumpError for CloudinitGeneratedConfigDump; UnknownNode
+    CloudinitGeneratedConfigDumpError for CloudinitGeneratedConfigDump;
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -6,12 +6,20 @@ pub mod dump;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CloudinitPending {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for CloudinitPending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl CloudinitPending {
     /// A request with every required parameter; optional ones start unset.
@@ -44,19 +52,27 @@ impl crate::Operation for CloudinitPending {
 }
 /// What [`CloudinitPending`] answers.
 pub type CloudinitPendingResponse = Vec<CloudinitPendingResponseItem>;
-crate::operation_error!(CloudinitPendingError for CloudinitPending; UnknownNode);
+crate::operation_error!(CloudinitPendingError for CloudinitPending;);
 /// `PUT /nodes/{node}/qemu/{vmid}/cloudinit` (handler `cloudinit_update`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Cloudinit"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CloudinitUpdate {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for CloudinitUpdate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl CloudinitUpdate {
     /// A request with every required parameter; optional ones start unset.
@@ -89,9 +105,9 @@ impl crate::Operation for CloudinitUpdate {
 }
 /// What [`CloudinitUpdate`] answers.
 pub type CloudinitUpdateResponse = ();
-crate::operation_error!(CloudinitUpdateError for CloudinitUpdate; UnknownNode);
+crate::operation_error!(CloudinitUpdateError for CloudinitUpdate;);
 /// From `GET /nodes/{node}/qemu/{vmid}/cloudinit returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CloudinitPendingResponseItem {
     /// Range 0 - 1
     pub delete: Option<i64>,
@@ -102,7 +118,6 @@ pub struct CloudinitPendingResponseItem {
     /// `value`
     pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for CloudinitPendingResponseItem {
@@ -115,5 +130,16 @@ impl<'de> serde::Deserialize<'de> for CloudinitPendingResponseItem {
             value: f.opt("value")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for CloudinitPendingResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("delete", &self.delete)?;
+        o.req("key", &self.key)?;
+        o.opt("pending", &self.pending)?;
+        o.opt("value", &self.value)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Log {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,6 +20,18 @@ pub struct Log {
     pub start: Option<i64>,
     /// Minimum 0
     pub until: Option<i64>,
+}
+impl serde::Serialize for Log {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("limit", &self.limit)?;
+        o.opt("since", &self.since)?;
+        o.opt("start", &self.start)?;
+        o.opt("until", &self.until)?;
+        o.end()
+    }
 }
 impl Log {
     /// A request with every required parameter; optional ones start unset.
@@ -56,16 +68,15 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<LogResponseItem>;
-crate::operation_error!(LogError for Log; UnknownNode);
+crate::operation_error!(LogError for Log;);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/log returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogResponseItem {
     /// `n`
     pub n: i64,
     /// `t`
     pub t: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for LogResponseItem {
@@ -76,5 +87,14 @@ impl<'de> serde::Deserialize<'de> for LogResponseItem {
             t: f.req("t")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for LogResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("n", &self.n)?;
+        o.req("t", &self.t)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

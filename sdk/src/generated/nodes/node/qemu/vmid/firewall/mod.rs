@@ -10,12 +10,20 @@ pub mod rules;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -48,4 +56,4 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(IndexError for Index; UnknownNode);
+crate::operation_error!(IndexError for Index;);

@@ -5,12 +5,20 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for GetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl GetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -41,14 +49,14 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions; UnknownNode);
+crate::operation_error!(GetOptionsError for GetOptions;);
 /// `PUT /nodes/{node}/qemu/{vmid}/firewall/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -78,6 +86,26 @@ pub struct SetOptions {
     pub policy_out: Option<crate::generated::PolicyOut>,
     /// `radv`
     pub radv: Option<bool>,
+}
+impl serde::Serialize for SetOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("dhcp", &self.dhcp)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("ipfilter", &self.ipfilter)?;
+        o.opt("log_level_in", &self.log_level_in)?;
+        o.opt("log_level_out", &self.log_level_out)?;
+        o.opt("macfilter", &self.macfilter)?;
+        o.opt("ndp", &self.ndp)?;
+        o.opt("policy_in", &self.policy_in)?;
+        o.opt("policy_out", &self.policy_out)?;
+        o.opt("radv", &self.radv)?;
+        o.end()
+    }
 }
 impl SetOptions {
     /// A request with every required parameter; optional ones start unset.
@@ -122,9 +150,9 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; UnknownNode);
+crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub dhcp: Option<bool>,
@@ -147,7 +175,6 @@ pub struct GetOptionsResponse {
     /// `radv`
     pub radv: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
@@ -166,5 +193,22 @@ impl<'de> serde::Deserialize<'de> for GetOptionsResponse {
             radv: f.opt("radv")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetOptionsResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("dhcp", &self.dhcp)?;
+        o.opt("enable", &self.enable)?;
+        o.opt("ipfilter", &self.ipfilter)?;
+        o.opt("log_level_in", &self.log_level_in)?;
+        o.opt("log_level_out", &self.log_level_out)?;
+        o.opt("macfilter", &self.macfilter)?;
+        o.opt("ndp", &self.ndp)?;
+        o.opt("policy_in", &self.policy_in)?;
+        o.opt("policy_out", &self.policy_out)?;
+        o.opt("radv", &self.radv)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@ pub mod snapname;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SnapshotList {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for SnapshotList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl SnapshotList {
     /// A request with every required parameter; optional ones start unset.
@@ -45,7 +53,7 @@ impl crate::Operation for SnapshotList {
 }
 /// What [`SnapshotList`] answers.
 pub type SnapshotListResponse = Vec<SnapshotListResponseItem>;
-crate::operation_error!(SnapshotListError for SnapshotList; UnknownNode);
+crate::operation_error!(SnapshotListError for SnapshotList;);
 /// `POST /nodes/{node}/qemu/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -53,7 +61,7 @@ crate::operation_error!(SnapshotListError for SnapshotList; UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Snapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -65,6 +73,17 @@ pub struct Snapshot {
     pub snapname: String,
     /// `vmstate`
     pub vmstate: Option<bool>,
+}
+impl serde::Serialize for Snapshot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("description", &self.description)?;
+        o.req("snapname", &self.snapname)?;
+        o.opt("vmstate", &self.vmstate)?;
+        o.end()
+    }
 }
 impl Snapshot {
     /// A request with every required parameter; optional ones start unset.
@@ -101,9 +120,9 @@ impl crate::Operation for Snapshot {
 }
 /// What [`Snapshot`] answers.
 pub type SnapshotResponse = crate::Upid;
-crate::operation_error!(SnapshotError for Snapshot; UnknownNode);
+crate::operation_error!(SnapshotError for Snapshot;);
 /// From `GET /nodes/{node}/qemu/{vmid}/snapshot returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SnapshotListResponseItem {
     /// `description`
     pub description: String,
@@ -116,7 +135,6 @@ pub struct SnapshotListResponseItem {
     /// `vmstate`
     pub vmstate: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
@@ -130,5 +148,17 @@ impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
             vmstate: f.opt("vmstate")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for SnapshotListResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("description", &self.description)?;
+        o.req("name", &self.name)?;
+        o.opt("parent", &self.parent)?;
+        o.opt("snaptime", &self.snaptime)?;
+        o.opt("vmstate", &self.vmstate)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

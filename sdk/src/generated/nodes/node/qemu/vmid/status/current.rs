@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for VmStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl VmStatus {
     /// A request with every required parameter; optional ones start unset.
@@ -42,7 +50,7 @@ impl crate::Operation for VmStatus {
     type Response = VmStatusResponse;
     type Error = VmStatusError;
 }
-crate::operation_error!(VmStatusError for VmStatus; QemuConfigNotFound, UnknownNode);
+crate::operation_error!(VmStatusError for VmStatus; QemuConfigNotFound);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -69,7 +77,7 @@ impl crate::open_enum::OpenEnum for VmStatusResponseClipboard {
 }
 crate::open_enum_traits!(VmStatusResponseClipboard);
 /// From `GET /nodes/{node}/qemu/{vmid}/status/current returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmStatusResponse {
     /// `agent`
     pub agent: Option<bool>,
@@ -118,10 +126,8 @@ pub struct VmStatusResponse {
     /// `qmpstatus`
     pub qmpstatus: Option<String>,
     /// Wire name `running-machine`
-    #[serde(rename = "running-machine")]
     pub running_machine: Option<String>,
     /// Wire name `running-qemu`
-    #[serde(rename = "running-qemu")]
     pub running_qemu: Option<String>,
     /// `serial`
     pub serial: Option<bool>,
@@ -138,7 +144,6 @@ pub struct VmStatusResponse {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmStatusResponse {
@@ -179,5 +184,44 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             vmid: f.req("vmid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmStatusResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("agent", &self.agent)?;
+        o.opt("clipboard", &self.clipboard)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpus", &self.cpus)?;
+        o.opt("diskread", &self.diskread)?;
+        o.opt("diskwrite", &self.diskwrite)?;
+        o.req("ha", &self.ha)?;
+        o.opt("lock", &self.lock)?;
+        o.opt("maxdisk", &self.maxdisk)?;
+        o.opt("maxmem", &self.maxmem)?;
+        o.opt("mem", &self.mem)?;
+        o.opt("memhost", &self.memhost)?;
+        o.opt("name", &self.name)?;
+        o.opt("netin", &self.netin)?;
+        o.opt("netout", &self.netout)?;
+        o.opt("pid", &self.pid)?;
+        o.opt("pressurecpufull", &self.pressurecpufull)?;
+        o.opt("pressurecpusome", &self.pressurecpusome)?;
+        o.opt("pressureiofull", &self.pressureiofull)?;
+        o.opt("pressureiosome", &self.pressureiosome)?;
+        o.opt("pressurememoryfull", &self.pressurememoryfull)?;
+        o.opt("pressurememorysome", &self.pressurememorysome)?;
+        o.opt("qmpstatus", &self.qmpstatus)?;
+        o.opt("running-machine", &self.running_machine)?;
+        o.opt("running-qemu", &self.running_qemu)?;
+        o.opt("serial", &self.serial)?;
+        o.opt("spice", &self.spice)?;
+        o.req("status", &self.status)?;
+        o.opt("tags", &self.tags)?;
+        o.opt("template", &self.template)?;
+        o.opt("uptime", &self.uptime)?;
+        o.req("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -13,12 +13,20 @@ pub mod suspend;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Vmcmdidx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Vmcmdidx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Vmcmdidx {
     /// A request with every required parameter; optional ones start unset.
@@ -51,14 +59,13 @@ impl crate::Operation for Vmcmdidx {
 }
 /// What [`Vmcmdidx`] answers.
 pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
-crate::operation_error!(VmcmdidxError for Vmcmdidx; UnknownNode);
+crate::operation_error!(VmcmdidxError for Vmcmdidx;);
 /// From `GET /nodes/{node}/qemu/{vmid}/status returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VmcmdidxResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
@@ -68,5 +75,13 @@ impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for VmcmdidxResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

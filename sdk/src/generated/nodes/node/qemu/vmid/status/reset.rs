@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmReset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,15 @@ pub struct VmReset {
     pub vmid: i64,
     /// `skiplock`
     pub skiplock: Option<bool>,
+}
+impl serde::Serialize for VmReset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.end()
+    }
 }
 impl VmReset {
     /// A request with every required parameter; optional ones start unset.
@@ -49,4 +58,6 @@ impl crate::Operation for VmReset {
 }
 /// What [`VmReset`] answers.
 pub type VmResetResponse = crate::Upid;
-crate::operation_error!(VmResetError for VmReset; NoQuorum, UnknownNode);
+crate::operation_error!(
+    VmResetError for VmReset; GuestNotRunning, NoQuorum, QemuConfigNotFound
+);

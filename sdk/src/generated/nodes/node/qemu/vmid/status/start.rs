@@ -7,14 +7,13 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmStart {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `force-cpu`
-    #[serde(rename = "force-cpu")]
     pub force_cpu: Option<String>,
     /// `machine`
     pub machine: Option<crate::generated::nodes::node::qemu::Machine>,
@@ -25,7 +24,6 @@ pub struct VmStart {
     /// `migration_type`
     pub migration_type: Option<crate::generated::nodes::node::qemu::vmid::MigrationType>,
     /// Wire name `nets-host-mtu`; pattern `net\d+=\d+(,net\d+=\d+)*`
-    #[serde(rename = "nets-host-mtu")]
     pub nets_host_mtu: Option<String>,
     /// `skiplock`
     pub skiplock: Option<bool>,
@@ -36,8 +34,26 @@ pub struct VmStart {
     /// Minimum 0; default `max(30, vm memory in GiB)`
     pub timeout: Option<i64>,
     /// Wire name `with-conntrack-state`; default `0`
-    #[serde(rename = "with-conntrack-state")]
     pub with_conntrack_state: Option<bool>,
+}
+impl serde::Serialize for VmStart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("force-cpu", &self.force_cpu)?;
+        o.opt("machine", &self.machine)?;
+        o.opt("migratedfrom", &self.migratedfrom)?;
+        o.opt("migration_network", &self.migration_network)?;
+        o.opt("migration_type", &self.migration_type)?;
+        o.opt("nets-host-mtu", &self.nets_host_mtu)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.opt("stateuri", &self.stateuri)?;
+        o.opt("targetstorage", &self.targetstorage)?;
+        o.opt("timeout", &self.timeout)?;
+        o.opt("with-conntrack-state", &self.with_conntrack_state)?;
+        o.end()
+    }
 }
 impl VmStart {
     /// A request with every required parameter; optional ones start unset.
@@ -82,4 +98,4 @@ impl crate::Operation for VmStart {
 }
 /// What [`VmStart`] answers.
 pub type VmStartResponse = crate::Upid;
-crate::operation_error!(VmStartError for VmStart; NoQuorum, UnknownNode);
+crate::operation_error!(VmStartError for VmStart; NoQuorum);

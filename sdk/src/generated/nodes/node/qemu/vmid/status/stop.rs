@@ -7,24 +7,35 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmStop {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
     /// Wire name `keepActive`; default `0`
-    #[serde(rename = "keepActive")]
     pub keep_active: Option<bool>,
     /// Format `pve-node`
     pub migratedfrom: Option<String>,
     /// Wire name `overrule-shutdown`; default `0`
-    #[serde(rename = "overrule-shutdown")]
     pub overrule_shutdown: Option<bool>,
     /// `skiplock`
     pub skiplock: Option<bool>,
     /// Minimum 0
     pub timeout: Option<i64>,
+}
+impl serde::Serialize for VmStop {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("keepActive", &self.keep_active)?;
+        o.opt("migratedfrom", &self.migratedfrom)?;
+        o.opt("overrule-shutdown", &self.overrule_shutdown)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.opt("timeout", &self.timeout)?;
+        o.end()
+    }
 }
 impl VmStop {
     /// A request with every required parameter; optional ones start unset.
@@ -63,4 +74,4 @@ impl crate::Operation for VmStop {
 }
 /// What [`VmStop`] answers.
 pub type VmStopResponse = crate::Upid;
-crate::operation_error!(VmStopError for VmStop; NoQuorum, UnknownNode);
+crate::operation_error!(VmStopError for VmStop; NoQuorum);

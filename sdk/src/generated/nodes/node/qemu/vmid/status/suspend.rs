@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct VmSuspend {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,6 +19,17 @@ pub struct VmSuspend {
     pub statestorage: Option<String>,
     /// Default `0`
     pub todisk: Option<bool>,
+}
+impl serde::Serialize for VmSuspend {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("skiplock", &self.skiplock)?;
+        o.opt("statestorage", &self.statestorage)?;
+        o.opt("todisk", &self.todisk)?;
+        o.end()
+    }
 }
 impl VmSuspend {
     /// A request with every required parameter; optional ones start unset.
@@ -55,4 +66,6 @@ impl crate::Operation for VmSuspend {
 }
 /// What [`VmSuspend`] answers.
 pub type VmSuspendResponse = crate::Upid;
-crate::operation_error!(VmSuspendError for VmSuspend; UnknownNode);
+crate::operation_error!(
+    VmSuspendError for VmSuspend; GuestNotRunning, QemuConfigNotFound
+);

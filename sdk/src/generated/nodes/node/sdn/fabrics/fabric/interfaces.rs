@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Interfaces {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric: String,
+}
+impl serde::Serialize for Interfaces {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("fabric", &self.fabric)?;
+        o.end()
+    }
 }
 impl Interfaces {
     /// A request with every required parameter; optional ones start unset.
@@ -37,19 +45,17 @@ impl crate::Operation for Interfaces {
 }
 /// What [`Interfaces`] answers.
 pub type InterfacesResponse = Vec<InterfacesResponseItem>;
-crate::operation_error!(InterfacesError for Interfaces; UnknownNode);
+crate::operation_error!(InterfacesError for Interfaces;);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/interfaces returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InterfacesResponseItem {
     /// `name`
     pub name: String,
     /// `state`
     pub state: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
@@ -61,5 +67,15 @@ impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for InterfacesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("state", &self.state)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Neighbors {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric: String,
+}
+impl serde::Serialize for Neighbors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("fabric", &self.fabric)?;
+        o.end()
+    }
 }
 impl Neighbors {
     /// A request with every required parameter; optional ones start unset.
@@ -37,9 +45,9 @@ impl crate::Operation for Neighbors {
 }
 /// What [`Neighbors`] answers.
 pub type NeighborsResponse = Vec<NeighborsResponseItem>;
-crate::operation_error!(NeighborsError for Neighbors; UnknownNode);
+crate::operation_error!(NeighborsError for Neighbors;);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NeighborsResponseItem {
     /// `neighbor`
     pub neighbor: String,
@@ -48,7 +56,6 @@ pub struct NeighborsResponseItem {
     /// `uptime`
     pub uptime: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
@@ -60,5 +67,15 @@ impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
             uptime: f.req("uptime")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for NeighborsResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("neighbor", &self.neighbor)?;
+        o.req("status", &self.status)?;
+        o.req("uptime", &self.uptime)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

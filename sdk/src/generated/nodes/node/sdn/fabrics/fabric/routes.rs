@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Routes {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric: String,
+}
+impl serde::Serialize for Routes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("fabric", &self.fabric)?;
+        o.end()
+    }
 }
 impl Routes {
     /// A request with every required parameter; optional ones start unset.
@@ -37,16 +45,15 @@ impl crate::Operation for Routes {
 }
 /// What [`Routes`] answers.
 pub type RoutesResponse = Vec<RoutesResponseItem>;
-crate::operation_error!(RoutesError for Routes; UnknownNode);
+crate::operation_error!(RoutesError for Routes;);
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/routes returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RoutesResponseItem {
     /// `route`
     pub route: String,
     /// `via`
     pub via: Vec<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
@@ -57,5 +64,14 @@ impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
             via: f.req("via")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for RoutesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("route", &self.route)?;
+        o.req("via", &self.via)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct MacVrf {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
+}
+impl serde::Serialize for MacVrf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vnet", &self.vnet)?;
+        o.end()
+    }
 }
 impl MacVrf {
     /// A request with every required parameter; optional ones start unset.
@@ -37,9 +45,9 @@ impl crate::Operation for MacVrf {
 }
 /// What [`MacVrf`] answers.
 pub type MacVrfResponse = Vec<MacVrfResponseItem>;
-crate::operation_error!(MacVrfError for MacVrf; UnknownNode);
+crate::operation_error!(MacVrfError for MacVrf;);
 /// From `GET /nodes/{node}/sdn/vnets/{vnet}/mac-vrf returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MacVrfResponseItem {
     /// Format `ip`
     pub ip: String,
@@ -48,7 +56,6 @@ pub struct MacVrfResponseItem {
     /// Format `ip`
     pub nexthop: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
@@ -60,5 +67,15 @@ impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
             nexthop: f.req("nexthop")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for MacVrfResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ip", &self.ip)?;
+        o.req("mac", &self.mac)?;
+        o.req("nexthop", &self.nexthop)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

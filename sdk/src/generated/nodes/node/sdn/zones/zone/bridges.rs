@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Bridges {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub zone: String,
+}
+impl serde::Serialize for Bridges {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Bridges {
     /// A request with every required parameter; optional ones start unset.
@@ -37,9 +45,9 @@ impl crate::Operation for Bridges {
 }
 /// What [`Bridges`] answers.
 pub type BridgesResponse = Vec<BridgesResponseItem>;
-crate::operation_error!(BridgesError for Bridges; UnknownNode);
+crate::operation_error!(BridgesError for Bridges;);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/bridges returns items "ports" items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BridgesResponseItemPortsItem {
     /// `index`
     pub index: Option<String>,
@@ -52,7 +60,6 @@ pub struct BridgesResponseItemPortsItem {
     /// `vmid`
     pub vmid: Option<f64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for BridgesResponseItemPortsItem {
@@ -68,8 +75,20 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItemPortsItem {
         })
     }
 }
+impl serde::Serialize for BridgesResponseItemPortsItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("index", &self.index)?;
+        o.req("name", &self.name)?;
+        o.opt("primary_vlan", &self.primary_vlan)?;
+        o.opt("vlans", &self.vlans)?;
+        o.opt("vmid", &self.vmid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/sdn/zones/{zone}/bridges returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BridgesResponseItem {
     /// `name`
     pub name: String,
@@ -78,7 +97,6 @@ pub struct BridgesResponseItem {
     /// `vlan_filtering`
     pub vlan_filtering: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
@@ -90,5 +108,15 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
             vlan_filtering: f.req("vlan_filtering")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for BridgesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("name", &self.name)?;
+        o.req("ports", &self.ports)?;
+        o.req("vlan_filtering", &self.vlan_filtering)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

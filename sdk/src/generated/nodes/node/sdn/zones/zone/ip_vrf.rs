@@ -6,12 +6,20 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct IpVrf {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub zone: String,
+}
+impl serde::Serialize for IpVrf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl IpVrf {
     /// A request with every required parameter; optional ones start unset.
@@ -37,9 +45,9 @@ impl crate::Operation for IpVrf {
 }
 /// What [`IpVrf`] answers.
 pub type IpVrfResponse = Vec<IpVrfResponseItem>;
-crate::operation_error!(IpVrfError for IpVrf; UnknownNode);
+crate::operation_error!(IpVrfError for IpVrf;);
 /// From `GET /nodes/{node}/sdn/zones/{zone}/ip-vrf returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IpVrfResponseItem {
     /// Format `CIDR`
     pub ip: String,
@@ -50,7 +58,6 @@ pub struct IpVrfResponseItem {
     /// `protocol`
     pub protocol: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
@@ -63,5 +70,16 @@ impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
             protocol: f.req("protocol")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IpVrfResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("ip", &self.ip)?;
+        o.req("metric", &self.metric)?;
+        o.req("nexthops", &self.nexthops)?;
+        o.req("protocol", &self.protocol)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,12 +7,20 @@ pub mod ip_vrf;
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
+}
+impl serde::Serialize for Diridx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("zone", &self.zone)?;
+        o.end()
+    }
 }
 impl Diridx {
     /// A request with every required parameter; optional ones start unset.
@@ -38,14 +46,13 @@ impl crate::Operation for Diridx {
 }
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
-crate::operation_error!(DiridxError for Diridx; UnknownNode);
+crate::operation_error!(DiridxError for Diridx;);
 /// From `GET /nodes/{node}/sdn/zones/{zone} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
@@ -55,5 +62,13 @@ impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
             subdir: f.req("subdir")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for DiridxResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("subdir", &self.subdir)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

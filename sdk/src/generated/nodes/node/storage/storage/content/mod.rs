@@ -7,7 +7,7 @@ pub mod volume;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,16 @@ pub struct Index {
     pub content: Option<String>,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
+}
+impl serde::Serialize for Index {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.opt("content", &self.content)?;
+        o.opt("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Index {
     /// A request with every required parameter; optional ones start unset.
@@ -51,14 +61,14 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; StorageNotFound, UnknownNode);
+crate::operation_error!(IndexError for Index; StorageNotFound);
 /// `POST /nodes/{node}/storage/{storage}/content` (handler `create`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateSpace"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -72,6 +82,18 @@ pub struct Create {
     pub size: String,
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for Create {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("filename", &self.filename)?;
+        o.opt("format", &self.format)?;
+        o.req("size", &self.size)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl Create {
     /// A request with every required parameter; optional ones start unset.
@@ -114,16 +136,15 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = String;
-crate::operation_error!(CreateError for Create; StorageNotFound, UnknownNode);
+crate::operation_error!(CreateError for Create; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/content returns items "verification"`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemVerification {
     /// `state`
     pub state: String,
     /// `upid`
     pub upid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
@@ -136,11 +157,19 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
         })
     }
 }
+impl serde::Serialize for IndexResponseItemVerification {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("state", &self.state)?;
+        o.req("upid", &self.upid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/storage/{storage}/content returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Wire name `approximate-size`
-    #[serde(rename = "approximate-size")]
     pub approximate_size: Option<i64>,
     /// Minimum 0
     pub ctime: Option<i64>,
@@ -165,7 +194,6 @@ pub struct IndexResponseItem {
     /// `volid`
     pub volid: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
@@ -186,5 +214,24 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             volid: f.req("volid")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("approximate-size", &self.approximate_size)?;
+        o.opt("ctime", &self.ctime)?;
+        o.opt("encrypted", &self.encrypted)?;
+        o.req("format", &self.format)?;
+        o.opt("notes", &self.notes)?;
+        o.opt("parent", &self.parent)?;
+        o.opt("protected", &self.protected)?;
+        o.opt("size", &self.size)?;
+        o.opt("used", &self.used)?;
+        o.opt("verification", &self.verification)?;
+        o.opt("vmid", &self.vmid)?;
+        o.req("volid", &self.volid)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,16 @@ pub struct Delete {
     pub volume: String,
     /// Range 1 - 30
     pub delay: Option<i64>,
+}
+impl serde::Serialize for Delete {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("volume", &self.volume)?;
+        o.opt("delay", &self.delay)?;
+        o.end()
+    }
 }
 impl Delete {
     /// A request with every required parameter; optional ones start unset.
@@ -61,14 +71,14 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = Option<crate::Upid>;
-crate::operation_error!(DeleteError for Delete; StorageNotFound, UnknownNode);
+crate::operation_error!(DeleteError for Delete; StorageNotFound);
 /// `GET /nodes/{node}/storage/{storage}/content/{volume}` (handler `info`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Info {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -76,6 +86,15 @@ pub struct Info {
     pub storage: String,
     /// Path parameter
     pub volume: String,
+}
+impl serde::Serialize for Info {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("volume", &self.volume)?;
+        o.end()
+    }
 }
 impl Info {
     /// A request with every required parameter; optional ones start unset.
@@ -116,7 +135,7 @@ impl crate::Operation for Info {
     type Response = InfoResponse;
     type Error = InfoError;
 }
-crate::operation_error!(InfoError for Info; StorageNotFound, UnknownNode);
+crate::operation_error!(InfoError for Info; StorageNotFound);
 /// `POST /nodes/{node}/storage/{storage}/content/{volume}` (handler `copy`).
 ///
 /// - Permissions: none stated
@@ -124,7 +143,7 @@ crate::operation_error!(InfoError for Info; StorageNotFound, UnknownNode);
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Copy_ {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -136,6 +155,17 @@ pub struct Copy_ {
     pub target: String,
     /// Format `pve-node`
     pub target_node: Option<String>,
+}
+impl serde::Serialize for Copy_ {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("volume", &self.volume)?;
+        o.req("target", &self.target)?;
+        o.opt("target_node", &self.target_node)?;
+        o.end()
+    }
 }
 impl Copy_ {
     /// A request with every required parameter; optional ones start unset.
@@ -182,14 +212,14 @@ impl crate::Operation for Copy_ {
 }
 /// What [`Copy_`] answers.
 pub type CopyResponse = crate::Upid;
-crate::operation_error!(CopyError for Copy_; StorageNotFound, UnknownNode);
+crate::operation_error!(CopyError for Copy_; StorageNotFound);
 /// `PUT /nodes/{node}/storage/{storage}/content/{volume}` (handler `updateattributes`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Updateattributes {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -201,6 +231,17 @@ pub struct Updateattributes {
     pub notes: Option<String>,
     /// `protected`
     pub protected: Option<bool>,
+}
+impl serde::Serialize for Updateattributes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("volume", &self.volume)?;
+        o.opt("notes", &self.notes)?;
+        o.opt("protected", &self.protected)?;
+        o.end()
+    }
 }
 impl Updateattributes {
     /// A request with every required parameter; optional ones start unset.
@@ -245,11 +286,9 @@ impl crate::Operation for Updateattributes {
 }
 /// What [`Updateattributes`] answers.
 pub type UpdateattributesResponse = ();
-crate::operation_error!(
-    UpdateattributesError for Updateattributes; StorageNotFound, UnknownNode
-);
+crate::operation_error!(UpdateattributesError for Updateattributes; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/content/{volume} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InfoResponse {
     /// `format`
     pub format: String,
@@ -264,7 +303,6 @@ pub struct InfoResponse {
     /// `used`
     pub used: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for InfoResponse {
@@ -279,5 +317,18 @@ impl<'de> serde::Deserialize<'de> for InfoResponse {
             used: f.req("used")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for InfoResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("format", &self.format)?;
+        o.opt("notes", &self.notes)?;
+        o.req("path", &self.path)?;
+        o.opt("protected", &self.protected)?;
+        o.req("size", &self.size)?;
+        o.req("used", &self.used)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

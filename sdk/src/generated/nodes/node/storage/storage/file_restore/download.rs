@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Download {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,6 +18,17 @@ pub struct Download {
     pub tar: Option<bool>,
     /// `volume`
     pub volume: String,
+}
+impl serde::Serialize for Download {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("filepath", &self.filepath)?;
+        o.opt("tar", &self.tar)?;
+        o.req("volume", &self.volume)?;
+        o.end()
+    }
 }
 impl Download {
     /// A request with every required parameter; optional ones start unset.
@@ -58,4 +69,4 @@ impl crate::Operation for Download {
 }
 /// What [`Download`] answers.
 pub type DownloadResponse = serde_json::Value;
-crate::operation_error!(DownloadError for Download; StorageNotFound, UnknownNode);
+crate::operation_error!(DownloadError for Download; StorageNotFound);

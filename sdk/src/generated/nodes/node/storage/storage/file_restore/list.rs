@@ -6,7 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct List {
     pub filepath: String,
     /// `volume`
     pub volume: String,
+}
+impl serde::Serialize for List {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("storage", &self.storage)?;
+        o.req("filepath", &self.filepath)?;
+        o.req("volume", &self.volume)?;
+        o.end()
+    }
 }
 impl List {
     /// A request with every required parameter; optional ones start unset.
@@ -55,9 +65,9 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List; StorageNotFound, UnknownNode);
+crate::operation_error!(ListError for List; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/file-restore/list returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListResponseItem {
     /// `filepath`
     pub filepath: String,
@@ -70,10 +80,8 @@ pub struct ListResponseItem {
     /// `text`
     pub text: String,
     /// Wire name `type`
-    #[serde(rename = "type")]
     pub type_: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for ListResponseItem {
@@ -88,5 +96,18 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
             type_: f.req("type")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for ListResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("filepath", &self.filepath)?;
+        o.req("leaf", &self.leaf)?;
+        o.opt("mtime", &self.mtime)?;
+        o.opt("size", &self.size)?;
+        o.req("text", &self.text)?;
+        o.req("type", &self.type_)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

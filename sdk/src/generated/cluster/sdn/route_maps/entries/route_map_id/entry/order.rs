@@ -5,16 +5,23 @@
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// Path parameter; range 0 - 65535
     pub order: i64,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
+}
+impl serde::Serialize for DeleteRouteMapEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.req("order", &self.order)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.end()
+    }
 }
 impl DeleteRouteMapEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -41,13 +48,20 @@ crate::operation_error!(DeleteRouteMapEntryError for DeleteRouteMapEntry;);
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// Path parameter; range 0 - 65535
     pub order: i64,
+}
+impl serde::Serialize for GetRouteMapEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.req("order", &self.order)?;
+        o.end()
+    }
 }
 impl GetRouteMapEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -72,10 +86,9 @@ crate::operation_error!(GetRouteMapEntryError for GetRouteMapEntry;);
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// Path parameter; range 0 - 65535
     pub order: i64,
@@ -88,16 +101,29 @@ pub struct UpdateRouteMapEntry {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `exit-action`
-    #[serde(rename = "exit-action")]
     pub exit_action: Option<crate::generated::cluster::sdn::route_maps::entries::ExitAction>,
     /// Wire name `lock-token`
-    #[serde(rename = "lock-token")]
     pub lock_token: Option<String>,
     /// Wire name `match`
-    #[serde(rename = "match")]
     pub match_: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Match>>,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
+}
+impl serde::Serialize for UpdateRouteMapEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.req("order", &self.order)?;
+        o.opt("action", &self.action)?;
+        o.opt("call", &self.call)?;
+        o.opt("delete", &self.delete)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("exit-action", &self.exit_action)?;
+        o.opt("lock-token", &self.lock_token)?;
+        o.opt("match", &self.match_)?;
+        o.opt("set", &self.set)?;
+        o.end()
+    }
 }
 impl UpdateRouteMapEntry {
     /// A request with every required parameter; optional ones start unset.
@@ -128,7 +154,7 @@ impl crate::Operation for UpdateRouteMapEntry {
 pub type UpdateRouteMapEntryResponse = ();
 crate::operation_error!(UpdateRouteMapEntryError for UpdateRouteMapEntry;);
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetRouteMapEntryResponse {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -137,20 +163,16 @@ pub struct GetRouteMapEntryResponse {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Wire name `exit-action`
-    #[serde(rename = "exit-action")]
     pub exit_action: Option<crate::generated::cluster::sdn::route_maps::entries::ExitAction>,
     /// Wire name `match`
-    #[serde(rename = "match")]
     pub match_: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Match>>,
     /// Range 0 - 65535
     pub order: i64,
     /// Wire name `route-map-id`; format `pve-sdn-route-map-id`
-    #[serde(rename = "route-map-id")]
     pub route_map_id: String,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
@@ -167,6 +189,21 @@ impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
             set: f.opt("set")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetRouteMapEntryResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("action", &self.action)?;
+        o.opt("call", &self.call)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("exit-action", &self.exit_action)?;
+        o.opt("match", &self.match_)?;
+        o.req("order", &self.order)?;
+        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("set", &self.set)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.

@@ -5,12 +5,20 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetAliases {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for GetAliases {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl GetAliases {
     /// A request with every required parameter; optional ones start unset.
@@ -43,13 +51,13 @@ impl crate::Operation for GetAliases {
 }
 /// What [`GetAliases`] answers.
 pub type GetAliasesResponse = Vec<GetAliasesResponseItem>;
-crate::operation_error!(GetAliasesError for GetAliases; UnknownNode);
+crate::operation_error!(GetAliasesError for GetAliases;);
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/aliases` (handler `create_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -61,6 +69,17 @@ pub struct CreateAlias {
     pub comment: Option<String>,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl serde::Serialize for CreateAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl CreateAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -101,9 +120,9 @@ impl crate::Operation for CreateAlias {
 }
 /// What [`CreateAlias`] answers.
 pub type CreateAliasResponse = ();
-crate::operation_error!(CreateAliasError for CreateAlias; UnknownNode);
+crate::operation_error!(CreateAliasError for CreateAlias;);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/aliases returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetAliasesResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -114,7 +133,6 @@ pub struct GetAliasesResponseItem {
     /// `name`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
@@ -127,5 +145,16 @@ impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetAliasesResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot","VM.Snapshot.Rollback","VM.Audit"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetSnapshotConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -13,6 +13,15 @@ pub struct GetSnapshotConfig {
     pub vmid: i64,
     /// Path parameter; format `pve-configid`; maximum length 40
     pub snapname: String,
+}
+impl serde::Serialize for GetSnapshotConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("snapname", &self.snapname)?;
+        o.end()
+    }
 }
 impl GetSnapshotConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -51,14 +60,14 @@ impl crate::Operation for GetSnapshotConfig {
 }
 /// What [`GetSnapshotConfig`] answers.
 pub type GetSnapshotConfigResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetSnapshotConfigError for GetSnapshotConfig; UnknownNode);
+crate::operation_error!(GetSnapshotConfigError for GetSnapshotConfig;);
 /// `PUT /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config` (handler `update_snapshot_config`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateSnapshotConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -68,6 +77,16 @@ pub struct UpdateSnapshotConfig {
     pub snapname: String,
     /// `description`
     pub description: Option<String>,
+}
+impl serde::Serialize for UpdateSnapshotConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("snapname", &self.snapname)?;
+        o.opt("description", &self.description)?;
+        o.end()
+    }
 }
 impl UpdateSnapshotConfig {
     /// A request with every required parameter; optional ones start unset.
@@ -107,4 +126,4 @@ impl crate::Operation for UpdateSnapshotConfig {
 }
 /// What [`UpdateSnapshotConfig`] answers.
 pub type UpdateSnapshotConfigResponse = ();
-crate::operation_error!(UpdateSnapshotConfigError for UpdateSnapshotConfig; UnknownNode);
+crate::operation_error!(UpdateSnapshotConfigError for UpdateSnapshotConfig;);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoveAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -15,6 +15,16 @@ pub struct RemoveAlias {
     pub name: String,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl serde::Serialize for RemoveAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.opt("digest", &self.digest)?;
+        o.end()
+    }
 }
 impl RemoveAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -49,12 +59,12 @@ impl crate::Operation for RemoveAlias {
 }
 /// What [`RemoveAlias`] answers.
 pub type RemoveAliasResponse = ();
-crate::operation_error!(RemoveAliasError for RemoveAlias; UnknownNode);
+crate::operation_error!(RemoveAliasError for RemoveAlias; ConfigModified);
 /// `GET /nodes/{node}/qemu/{vmid}/firewall/aliases/{name}` (handler `read_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -62,6 +72,15 @@ pub struct ReadAlias {
     pub vmid: i64,
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl serde::Serialize for ReadAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl ReadAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -95,13 +114,13 @@ impl crate::Operation for ReadAlias {
 }
 /// What [`ReadAlias`] answers.
 pub type ReadAliasResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadAliasError for ReadAlias; UnknownNode);
+crate::operation_error!(ReadAliasError for ReadAlias;);
 /// `PUT /nodes/{node}/qemu/{vmid}/firewall/aliases/{name}` (handler `update_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -117,6 +136,19 @@ pub struct UpdateAlias {
     pub digest: Option<String>,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub rename: Option<String>,
+}
+impl serde::Serialize for UpdateAlias {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("rename", &self.rename)?;
+        o.end()
+    }
 }
 impl UpdateAlias {
     /// A request with every required parameter; optional ones start unset.
@@ -159,4 +191,4 @@ impl crate::Operation for UpdateAlias {
 }
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
-crate::operation_error!(UpdateAliasError for UpdateAlias; UnknownNode);
+crate::operation_error!(UpdateAliasError for UpdateAlias; ConfigModified);

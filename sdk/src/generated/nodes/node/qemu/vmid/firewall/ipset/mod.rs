@@ -5,12 +5,20 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct IpsetIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
+}
+impl serde::Serialize for IpsetIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.end()
+    }
 }
 impl IpsetIndex {
     /// A request with every required parameter; optional ones start unset.
@@ -43,13 +51,13 @@ impl crate::Operation for IpsetIndex {
 }
 /// What [`IpsetIndex`] answers.
 pub type IpsetIndexResponse = Vec<IpsetIndexResponseItem>;
-crate::operation_error!(IpsetIndexError for IpsetIndex; UnknownNode);
+crate::operation_error!(IpsetIndexError for IpsetIndex;);
 /// `POST /nodes/{node}/qemu/{vmid}/firewall/ipset` (handler `create_ipset`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -63,6 +71,18 @@ pub struct CreateIpset {
     pub name: String,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub rename: Option<String>,
+}
+impl serde::Serialize for CreateIpset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.req("name", &self.name)?;
+        o.opt("rename", &self.rename)?;
+        o.end()
+    }
 }
 impl CreateIpset {
     /// A request with every required parameter; optional ones start unset.
@@ -99,9 +119,9 @@ impl crate::Operation for CreateIpset {
 }
 /// What [`CreateIpset`] answers.
 pub type CreateIpsetResponse = ();
-crate::operation_error!(CreateIpsetError for CreateIpset; UnknownNode);
+crate::operation_error!(CreateIpsetError for CreateIpset; ConfigModified);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/ipset returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IpsetIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
@@ -110,7 +130,6 @@ pub struct IpsetIndexResponseItem {
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
@@ -122,5 +141,15 @@ impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
             name: f.req("name")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for IpsetIndexResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.req("name", &self.name)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }

@@ -9,7 +9,7 @@ pub mod rollback;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Delsnapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,6 +19,16 @@ pub struct Delsnapshot {
     pub snapname: String,
     /// `force`
     pub force: Option<bool>,
+}
+impl serde::Serialize for Delsnapshot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("snapname", &self.snapname)?;
+        o.opt("force", &self.force)?;
+        o.end()
+    }
 }
 impl Delsnapshot {
     /// A request with every required parameter; optional ones start unset.
@@ -59,12 +69,12 @@ impl crate::Operation for Delsnapshot {
 }
 /// What [`Delsnapshot`] answers.
 pub type DelsnapshotResponse = crate::Upid;
-crate::operation_error!(DelsnapshotError for Delsnapshot; UnknownNode);
+crate::operation_error!(DelsnapshotError for Delsnapshot;);
 /// `GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}` (handler `snapshot_cmd_idx`).
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct SnapshotCmdIdx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -72,6 +82,15 @@ pub struct SnapshotCmdIdx {
     pub vmid: i64,
     /// Path parameter; format `pve-configid`; maximum length 40
     pub snapname: String,
+}
+impl serde::Serialize for SnapshotCmdIdx {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("snapname", &self.snapname)?;
+        o.end()
+    }
 }
 impl SnapshotCmdIdx {
     /// A request with every required parameter; optional ones start unset.
@@ -110,4 +129,4 @@ impl crate::Operation for SnapshotCmdIdx {
 }
 /// What [`SnapshotCmdIdx`] answers.
 pub type SnapshotCmdIdxResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(SnapshotCmdIdxError for SnapshotCmdIdx; UnknownNode);
+crate::operation_error!(SnapshotCmdIdxError for SnapshotCmdIdx;);

@@ -7,7 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct Rollback {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,16 @@ pub struct Rollback {
     pub snapname: String,
     /// Default `0`
     pub start: Option<bool>,
+}
+impl serde::Serialize for Rollback {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("snapname", &self.snapname)?;
+        o.opt("start", &self.start)?;
+        o.end()
+    }
 }
 impl Rollback {
     /// A request with every required parameter; optional ones start unset.
@@ -57,4 +67,4 @@ impl crate::Operation for Rollback {
 }
 /// What [`Rollback`] answers.
 pub type RollbackResponse = crate::Upid;
-crate::operation_error!(RollbackError for Rollback; UnknownNode);
+crate::operation_error!(RollbackError for Rollback;);

@@ -5,7 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct RemoveIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -17,6 +17,17 @@ pub struct RemoveIp {
     pub cidr: String,
     /// Maximum length 64
     pub digest: Option<String>,
+}
+impl serde::Serialize for RemoveIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("digest", &self.digest)?;
+        o.end()
+    }
 }
 impl RemoveIp {
     /// A request with every required parameter; optional ones start unset.
@@ -62,13 +73,13 @@ impl crate::Operation for RemoveIp {
 }
 /// What [`RemoveIp`] answers.
 pub type RemoveIpResponse = ();
-crate::operation_error!(RemoveIpError for RemoveIp; UnknownNode);
+crate::operation_error!(RemoveIpError for RemoveIp; ConfigModified);
 /// `GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}` (handler `read_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReadIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -78,6 +89,16 @@ pub struct ReadIp {
     pub name: String,
     /// Path parameter; format `IPorCIDRorAlias`
     pub cidr: String,
+}
+impl serde::Serialize for ReadIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.end()
+    }
 }
 impl ReadIp {
     /// A request with every required parameter; optional ones start unset.
@@ -122,13 +143,13 @@ impl crate::Operation for ReadIp {
 }
 /// What [`ReadIp`] answers.
 pub type ReadIpResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadIpError for ReadIp; UnknownNode);
+crate::operation_error!(ReadIpError for ReadIp;);
 /// `PUT /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}` (handler `update_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct UpdateIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -144,6 +165,19 @@ pub struct UpdateIp {
     pub digest: Option<String>,
     /// `nomatch`
     pub nomatch: Option<bool>,
+}
+impl serde::Serialize for UpdateIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("nomatch", &self.nomatch)?;
+        o.end()
+    }
 }
 impl UpdateIp {
     /// A request with every required parameter; optional ones start unset.
@@ -191,4 +225,4 @@ impl crate::Operation for UpdateIp {
 }
 /// What [`UpdateIp`] answers.
 pub type UpdateIpResponse = ();
-crate::operation_error!(UpdateIpError for UpdateIp; UnknownNode);
+crate::operation_error!(UpdateIpError for UpdateIp; ConfigModified);

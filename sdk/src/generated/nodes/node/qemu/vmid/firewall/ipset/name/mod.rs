@@ -6,7 +6,7 @@ pub mod cidr;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeleteIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -16,6 +16,16 @@ pub struct DeleteIpset {
     pub name: String,
     /// `force`
     pub force: Option<bool>,
+}
+impl serde::Serialize for DeleteIpset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.opt("force", &self.force)?;
+        o.end()
+    }
 }
 impl DeleteIpset {
     /// A request with every required parameter; optional ones start unset.
@@ -50,12 +60,12 @@ impl crate::Operation for DeleteIpset {
 }
 /// What [`DeleteIpset`] answers.
 pub type DeleteIpsetResponse = ();
-crate::operation_error!(DeleteIpsetError for DeleteIpset; UnknownNode);
+crate::operation_error!(DeleteIpsetError for DeleteIpset;);
 /// `GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}` (handler `get_ipset`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct GetIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -63,6 +73,15 @@ pub struct GetIpset {
     pub vmid: i64,
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
+}
+impl serde::Serialize for GetIpset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.end()
+    }
 }
 impl GetIpset {
     /// A request with every required parameter; optional ones start unset.
@@ -96,13 +115,13 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-crate::operation_error!(GetIpsetError for GetIpset; UnknownNode);
+crate::operation_error!(GetIpsetError for GetIpset;);
 /// `POST /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct CreateIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -116,6 +135,18 @@ pub struct CreateIp {
     pub comment: Option<String>,
     /// `nomatch`
     pub nomatch: Option<bool>,
+}
+impl serde::Serialize for CreateIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("node", &self.node)?;
+        o.req("vmid", &self.vmid)?;
+        o.req("name", &self.name)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.opt("nomatch", &self.nomatch)?;
+        o.end()
+    }
 }
 impl CreateIp {
     /// A request with every required parameter; optional ones start unset.
@@ -157,9 +188,9 @@ impl crate::Operation for CreateIp {
 }
 /// What [`CreateIp`] answers.
 pub type CreateIpResponse = ();
-crate::operation_error!(CreateIpError for CreateIp; UnknownNode);
+crate::operation_error!(CreateIpError for CreateIp;);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name} returns items`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GetIpsetResponseItem {
     /// `cidr`
     pub cidr: String,
@@ -170,7 +201,6 @@ pub struct GetIpsetResponseItem {
     /// `nomatch`
     pub nomatch: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
-    #[serde(flatten)]
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
 impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
@@ -183,5 +213,16 @@ impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
             nomatch: f.opt("nomatch")?,
             other_keys: f.rest(),
         })
+    }
+}
+impl serde::Serialize for GetIpsetResponseItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.req("cidr", &self.cidr)?;
+        o.opt("comment", &self.comment)?;
+        o.req("digest", &self.digest)?;
+        o.opt("nomatch", &self.nomatch)?;
+        o.rest(&self.other_keys)?;
+        o.end()
     }
 }
