@@ -29,6 +29,9 @@ pub struct Api {
     pub formats: Vec<crate::patch::FormatDef>,
     /// Predicates on every operation's error (from predicate patches), by name.
     pub predicates: Vec<crate::patch::Predicate>,
+    /// Secret entries of `patches/` that type no field of this schema (`field` or
+    /// `field of METHOD /path`).
+    pub unused_secrets: Vec<String>,
 }
 
 /// An indexed parameter's wire prefix and highest index.

@@ -313,6 +313,8 @@ struct Lowerer<'a> {
     index_specs: BTreeMap<String, IndexSpecDef>,
     /// where each type name was defined, for collision messages: (module, name) -> location
     defined: BTreeMap<(ModPath, String), String>,
+    /// secret patches that typed a field: (operation or "" for the unscoped ones, field)
+    secret_hits: BTreeSet<(String, String)>,
 }
 
 /// Lowers a loaded, patched schema.
@@ -331,6 +333,7 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         shared_enums: BTreeMap::new(),
         index_specs: BTreeMap::new(),
         defined: BTreeMap::new(),
+        secret_hits: BTreeSet::new(),
     };
     l.modules.insert(Vec::new(), Module::default());
     l.module_tree(spec);
@@ -338,6 +341,19 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
     l.shared_enums(spec);
     for (node, method) in spec.operations() {
         l.op(node, method);
+    }
+    // A secret entry that types nothing in this schema: stale for this version, or a name that
+    // changed (a test asserts there is none for the newest schema; older ones may lack fields).
+    let mut unused_secrets = Vec::new();
+    for (op, field) in &patches.secret_scoped {
+        if !l.secret_hits.contains(&(op.clone(), field.clone())) {
+            unused_secrets.push(format!("{field} of {op}"));
+        }
+    }
+    for field in &patches.secret_fields {
+        if !l.secret_hits.contains(&(String::new(), field.clone())) {
+            unused_secrets.push(field.clone());
+        }
     }
     let mut fallbacks = l.fallbacks;
     fallbacks.sort();
@@ -352,6 +368,7 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         errors: patches.errors.values().cloned().collect(),
         formats: patches.formats.values().cloned().collect(),
         predicates: patches.predicates.values().cloned().collect(),
+        unused_secrets,
     };
     l.diags.finish(api)
 }
@@ -1094,6 +1111,13 @@ impl Lowerer<'_> {
             "string" => {
                 let base = indexed_base(wire).unwrap_or(wire);
                 if self.patches.is_secret(key, base) {
+                    let scoped = (key.to_owned(), base.to_owned());
+                    let hit = if self.patches.secret_scoped.contains(&scoped) {
+                        scoped
+                    } else {
+                        (String::new(), base.to_owned())
+                    };
+                    self.secret_hits.insert(hit);
                     return Ty::Secret;
                 }
                 match &s.enum_values {

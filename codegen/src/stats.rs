@@ -38,6 +38,12 @@ pub struct Stats {
     pub patched_error_variants: usize,
     /// (variant, operation) assignments of those variants.
     pub patched_error_assignments: usize,
+    /// Predicates on every operation's error, added by patches.
+    pub predicates: Vec<String>,
+    /// Formats checked client-side, from patches.
+    pub checked_formats: Vec<String>,
+    /// Secret entries of the patches that type no field of this schema.
+    pub unused_secrets: Vec<String>,
     /// Patch files applied.
     pub patch_files: Vec<String>,
 }
@@ -76,6 +82,9 @@ pub fn stats(api: &Api, patches: &Patches) -> Stats {
         task_operations: patches.tasks.iter().cloned().collect(),
         patched_error_variants: api.errors.len(),
         patched_error_assignments: api.errors.iter().map(|e| e.operations.len()).sum(),
+        predicates: api.predicates.iter().map(|p| p.name.clone()).collect(),
+        checked_formats: api.formats.iter().map(|f| f.name.clone()).collect(),
+        unused_secrets: api.unused_secrets.clone(),
         patch_files: patches.files.clone(),
     };
     let count = |fields: &[Field], s: &mut Stats| {
@@ -167,6 +176,19 @@ impl std::fmt::Display for Stats {
             "patched error variants: {} (on {} operation assignments)",
             self.patched_error_variants, self.patched_error_assignments
         )?;
+        writeln!(f, "error predicates: {}", self.predicates.join(", "))?;
+        writeln!(
+            f,
+            "formats checked client-side: {}",
+            self.checked_formats.join(", ")
+        )?;
+        if !self.unused_secrets.is_empty() {
+            writeln!(
+                f,
+                "secret entries that type no field here: {}",
+                self.unused_secrets.join(", ")
+            )?;
+        }
         writeln!(
             f,
             "Value fallbacks (schema location: why): {}",

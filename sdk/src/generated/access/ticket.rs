@@ -33,8 +33,8 @@ crate::operation_error!(GetTicketError for GetTicket;);
 pub struct CreateTicket {
     /// Wire name `new-format`; default `1`
     pub new_format: Option<bool>,
-    /// `otp`
-    pub otp: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub otp: Option<crate::Secret>,
     /// Secret: Debug and Display print `[redacted]`
     pub password: crate::Secret,
     /// Maximum length 64; requires `privs`
@@ -43,8 +43,8 @@ pub struct CreateTicket {
     pub privs: Option<String>,
     /// Format `pve-realm`; maximum length 32
     pub realm: Option<String>,
-    /// Wire name `tfa-challenge`
-    pub tfa_challenge: Option<String>,
+    /// Wire name `tfa-challenge`; secret: Debug and Display print `[redacted]`
+    pub tfa_challenge: Option<crate::Secret>,
     /// Maximum length 64
     pub username: String,
 }

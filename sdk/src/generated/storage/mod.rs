@@ -79,8 +79,8 @@ pub struct Create {
     pub is_mountpoint: Option<String>,
     /// `iscsiprovider`
     pub iscsiprovider: Option<String>,
-    /// `keyring`
-    pub keyring: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub keyring: Option<crate::Secret>,
     /// Default `0`
     pub krbd: Option<bool>,
     /// `lio_tpg`

@@ -128,8 +128,8 @@ pub struct Update {
     pub fuse: Option<bool>,
     /// Default `no`
     pub is_mountpoint: Option<String>,
-    /// `keyring`
-    pub keyring: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub keyring: Option<crate::Secret>,
     /// Default `0`
     pub krbd: Option<bool>,
     /// `lio_tpg`

@@ -73,6 +73,7 @@ impl crate::Operation for Get {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = GetResponse;
     type Error = GetError;
 }
@@ -133,8 +134,8 @@ crate::operation_error!(UpdateError for Update;);
 pub struct Set {
     /// Path parameter; format `pve-node`
     pub node: String,
-    /// Maximum length 32; pattern `\s*pve([1248])([cbsp])-[0-9a-f]{10}\s*`
-    pub key: String,
+    /// Secret: Debug and Display print `[redacted]`; maximum length 32; pattern `\s*pve([1248])([cbsp])-[0-9a-f]{10}\s*`
+    pub key: crate::Secret,
 }
 impl serde::Serialize for Set {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -146,7 +147,7 @@ impl serde::Serialize for Set {
 }
 impl Set {
     /// A request with every required parameter; optional ones start unset.
-    pub fn new(node: impl Into<String>, key: impl Into<String>) -> Self {
+    pub fn new(node: impl Into<String>, key: impl Into<crate::Secret>) -> Self {
         Self {
             node: node.into(),
             key: key.into(),
@@ -226,8 +227,8 @@ crate::open_enum_traits!(GetResponseStatus);
 pub struct GetResponse {
     /// `checktime`
     pub checktime: Option<i64>,
-    /// `key`
-    pub key: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub key: Option<crate::Secret>,
     /// `level`
     pub level: Option<String>,
     /// `message`

@@ -52,18 +52,18 @@ crate::operation_error!(ListUserTfaError for ListUserTfa;);
 pub struct AddTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
-    /// `challenge`
-    pub challenge: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub challenge: Option<crate::Secret>,
     /// Maximum length 255
     pub description: Option<String>,
     /// Secret: Debug and Display print `[redacted]`; length 5 - 64
     pub password: Option<crate::Secret>,
-    /// `totp`
-    pub totp: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub totp: Option<crate::Secret>,
     /// Wire name `type`
     pub type_: crate::generated::access::tfa::Type,
-    /// `value`
-    pub value: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub value: Option<crate::Secret>,
 }
 impl serde::Serialize for AddTfaEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -102,6 +102,7 @@ impl crate::Operation for AddTfaEntry {
         rest: false,
         format: Some(&crate::generated::formats::PVE_USERID),
     }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = AddTfaEntryResponse;
     type Error = AddTfaEntryError;
 }
@@ -150,12 +151,12 @@ impl serde::Serialize for ListUserTfaResponseItem {
 /// From `POST /access/tfa/{userid} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddTfaEntryResponse {
-    /// `challenge`
-    pub challenge: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub challenge: Option<crate::Secret>,
     /// `id`
     pub id: String,
     /// `recovery`
-    pub recovery: Option<Vec<String>>,
+    pub recovery: Option<Vec<crate::Secret>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }

@@ -72,6 +72,7 @@ impl crate::Operation for GetPluginConfig {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = GetPluginConfigResponse;
     type Error = GetPluginConfigError;
 }
@@ -87,8 +88,8 @@ pub struct UpdatePlugin {
     pub id: String,
     /// `api`
     pub api: Option<crate::generated::cluster::acme::plugins::Api>,
-    /// `data`
-    pub data: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub data: Option<crate::Secret>,
     /// Format `pve-configid-list`; maximum length 4096
     pub delete: Option<String>,
     /// Maximum length 64
@@ -150,8 +151,8 @@ crate::operation_error!(UpdatePluginError for UpdatePlugin; ConfigModified);
 pub struct GetPluginConfigResponse {
     /// `api`
     pub api: Option<crate::generated::cluster::acme::plugins::Api>,
-    /// `data`
-    pub data: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub data: Option<crate::Secret>,
     /// Maximum length 64
     pub digest: Option<String>,
     /// `disable`

@@ -23,6 +23,7 @@ impl crate::Operation for Index {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/plugins";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const RESPONSE_SECRETS: bool = true;
     type Response = IndexResponse;
     type Error = IndexError;
 }
@@ -38,8 +39,8 @@ crate::operation_error!(IndexError for Index;);
 pub struct AddPlugin {
     /// `api`
     pub api: Option<Api>,
-    /// `data`
-    pub data: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub data: Option<crate::Secret>,
     /// `disable`
     pub disable: Option<bool>,
     /// Format `pve-configid`
@@ -945,8 +946,8 @@ crate::open_enum_traits!(Type);
 pub struct IndexResponseItem {
     /// `api`
     pub api: Option<Api>,
-    /// `data`
-    pub data: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub data: Option<crate::Secret>,
     /// Maximum length 64
     pub digest: Option<String>,
     /// `disable`

@@ -126,8 +126,8 @@ pub struct Create {
     pub server: String,
     /// Minimum 0; default `1`
     pub timeout: Option<i64>,
-    /// `token`
-    pub token: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: Option<crate::Secret>,
     /// Wire name `type`; format `pve-configid`
     pub type_: CreateType,
     /// Wire name `verify-certificate`; default `1`
@@ -268,8 +268,8 @@ pub struct Update {
     pub server: String,
     /// Minimum 0; default `1`
     pub timeout: Option<i64>,
-    /// `token`
-    pub token: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: Option<crate::Secret>,
     /// Wire name `verify-certificate`; default `1`
     pub verify_certificate: Option<bool>,
 }

@@ -43,8 +43,8 @@ pub struct Create {
     pub lock_token: Option<String>,
     /// `section`
     pub section: Option<i64>,
-    /// `token`
-    pub token: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: Option<crate::Secret>,
     /// Wire name `type`; format `pve-configid`
     pub type_: Type,
     /// `url`

@@ -202,6 +202,7 @@ impl crate::Operation for UpdateTokenInfo {
         rest: false,
         format: Some(&crate::generated::formats::PVE_USERID),
     }];
+    const RESPONSE_SECRETS: bool = true;
     type Response = UpdateTokenInfoResponse;
     type Error = UpdateTokenInfoError;
 }
@@ -318,8 +319,8 @@ pub struct UpdateTokenInfoResponse {
     pub full_tokenid: Option<String>,
     /// Default `1`
     pub privsep: Option<bool>,
-    /// `value`
-    pub value: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub value: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }

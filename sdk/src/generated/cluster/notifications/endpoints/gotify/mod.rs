@@ -40,8 +40,8 @@ pub struct CreateGotifyEndpoint {
     pub name: String,
     /// `server`
     pub server: String,
-    /// `token`
-    pub token: String,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: crate::Secret,
 }
 impl serde::Serialize for CreateGotifyEndpoint {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -59,7 +59,7 @@ impl CreateGotifyEndpoint {
     pub fn new(
         name: impl Into<String>,
         server: impl Into<String>,
-        token: impl Into<String>,
+        token: impl Into<crate::Secret>,
     ) -> Self {
         Self {
             comment: None,

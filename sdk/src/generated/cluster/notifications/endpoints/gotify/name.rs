@@ -95,8 +95,8 @@ pub struct UpdateGotifyEndpoint {
     pub disable: Option<bool>,
     /// `server`
     pub server: Option<String>,
-    /// `token`
-    pub token: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateGotifyEndpoint {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -93,8 +93,8 @@ pub struct Update {
     pub lock_token: Option<String>,
     /// `section`
     pub section: Option<i64>,
-    /// `token`
-    pub token: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: Option<crate::Secret>,
     /// `url`
     pub url: Option<String>,
 }
