@@ -54,7 +54,7 @@ fn formats_tokens(api: &Api) -> TokenStream {
             (None, None) => {}
         }
         text.push_str(&format!(
-            ".\n\nUpstream: {}. Defined in `{}`.",
+            ".\n\nUpstream: `{}`. Defined in `{}`.",
             source.replace('`', "'"),
             f.file
         ));

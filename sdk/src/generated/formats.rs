@@ -4,7 +4,7 @@
 //! request is sent. Formats not listed here are not checked.
 /// `pve-configid`: `^[a-zA-Z][a-zA-Z0-9_-]+$`.
 ///
-/// Upstream: pve-common src/PVE/JSONSchema.pm: pve_verify_configid with $CONFIGID_RE = qr/[a-z][a-z0-9_-]+/i. Defined in `patches/formats-pve-common.toml`.
+/// Upstream: `pve-common src/PVE/JSONSchema.pm: pve_verify_configid with $CONFIGID_RE = qr/[a-z][a-z0-9_-]+/i`. Defined in `patches/formats-pve-common.toml`.
 pub const PVE_CONFIGID: crate::validate::Format = crate::validate::Format {
     name: "pve-configid",
     pattern: "^[a-zA-Z][a-zA-Z0-9_-]+$",
@@ -14,7 +14,7 @@ pub const PVE_CONFIGID: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-groupid`: `^[A-Za-z0-9.\-_]+$`.
 ///
-/// Upstream: pve-access-control src/PVE/AccessControl.pm: verify_groupname with $PVE::Auth::Plugin::groupname_regex. Defined in `patches/formats-pve-access-control.toml`.
+/// Upstream: `pve-access-control src/PVE/AccessControl.pm: verify_groupname with $PVE::Auth::Plugin::groupname_regex`. Defined in `patches/formats-pve-access-control.toml`.
 pub const PVE_GROUPID: crate::validate::Format = crate::validate::Format {
     name: "pve-groupid",
     pattern: "^[A-Za-z0-9.\\-_]+$",
@@ -24,7 +24,7 @@ pub const PVE_GROUPID: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-ha-resource-or-vm-id`: `^([a-z]+:[^\t\n\x0B\x0C\r ]+|[0-9]+)$`.
 ///
-/// Upstream: pve-ha-manager src/PVE/HA/Tools.pm: pve_verify_ha_resource_or_vm_id (m/^([a-z]+:\S+|\d+)$/). Defined in `patches/formats-pve-ha-manager.toml`.
+/// Upstream: `pve-ha-manager src/PVE/HA/Tools.pm: pve_verify_ha_resource_or_vm_id (m/^([a-z]+:\S+|\d+)$/)`. Defined in `patches/formats-pve-ha-manager.toml`.
 pub const PVE_HA_RESOURCE_OR_VM_ID: crate::validate::Format = crate::validate::Format {
     name: "pve-ha-resource-or-vm-id",
     pattern: "^([a-z]+:[^\\t\\n\\x0B\\x0C\\r ]+|[0-9]+)$",
@@ -34,7 +34,7 @@ pub const PVE_HA_RESOURCE_OR_VM_ID: crate::validate::Format = crate::validate::F
 };
 /// `pve-iface`: `^[a-zA-Z][a-zA-Z0-9_]{1,20}([:.][0-9]+)?$`.
 ///
-/// Upstream: pve-common src/PVE/JSONSchema.pm: pve_verify_iface (m/^[a-z][a-z0-9_]{1,20}([:\.]\d+)?$/i). Defined in `patches/formats-pve-common.toml`.
+/// Upstream: `pve-common src/PVE/JSONSchema.pm: pve_verify_iface (m/^[a-z][a-z0-9_]{1,20}([:\.]\d+)?$/i)`. Defined in `patches/formats-pve-common.toml`.
 pub const PVE_IFACE: crate::validate::Format = crate::validate::Format {
     name: "pve-iface",
     pattern: "^[a-zA-Z][a-zA-Z0-9_]{1,20}([:.][0-9]+)?$",
@@ -44,7 +44,7 @@ pub const PVE_IFACE: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-node`: `^[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$`.
 ///
-/// Upstream: pve-common src/PVE/JSONSchema.pm: pve_verify_node_name. Defined in `patches/formats-pve-common.toml`.
+/// Upstream: `pve-common src/PVE/JSONSchema.pm: pve_verify_node_name`. Defined in `patches/formats-pve-common.toml`.
 pub const PVE_NODE: crate::validate::Format = crate::validate::Format {
     name: "pve-node",
     pattern: "^[a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?$",
@@ -54,7 +54,7 @@ pub const PVE_NODE: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-poolid`: `^[A-Za-z0-9.\-_]+(/[A-Za-z0-9.\-_]+){0,2}$`.
 ///
-/// Upstream: pve-access-control src/PVE/AccessControl.pm: verify_poolname (at most 3 levels). Defined in `patches/formats-pve-access-control.toml`.
+/// Upstream: `pve-access-control src/PVE/AccessControl.pm: verify_poolname (at most 3 levels)`. Defined in `patches/formats-pve-access-control.toml`.
 pub const PVE_POOLID: crate::validate::Format = crate::validate::Format {
     name: "pve-poolid",
     pattern: "^[A-Za-z0-9.\\-_]+(/[A-Za-z0-9.\\-_]+){0,2}$",
@@ -64,7 +64,7 @@ pub const PVE_POOLID: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-realm`: `^[A-Za-z][A-Za-z0-9.\-_]+$`.
 ///
-/// Upstream: pve-access-control src/PVE/Auth/Plugin.pm: pve_verify_realm with $realm_regex. Defined in `patches/formats-pve-access-control.toml`.
+/// Upstream: `pve-access-control src/PVE/Auth/Plugin.pm: pve_verify_realm with $realm_regex`. Defined in `patches/formats-pve-access-control.toml`.
 pub const PVE_REALM: crate::validate::Format = crate::validate::Format {
     name: "pve-realm",
     pattern: "^[A-Za-z][A-Za-z0-9.\\-_]+$",
@@ -74,7 +74,7 @@ pub const PVE_REALM: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-replication-job-id`: `^0*[1-9][0-9]{2,}-[0-9]+$`.
 ///
-/// Upstream: pve-guest-common src/PVE/ReplicationConfig.pm: parse_replication_job_id (m/^(\d+)-(\d+)$/, guest ids < 100 reserved). Defined in `patches/formats-pve-guest-common.toml`.
+/// Upstream: `pve-guest-common src/PVE/ReplicationConfig.pm: parse_replication_job_id (m/^(\d+)-(\d+)$/, guest ids < 100 reserved)`. Defined in `patches/formats-pve-guest-common.toml`.
 pub const PVE_REPLICATION_JOB_ID: crate::validate::Format = crate::validate::Format {
     name: "pve-replication-job-id",
     pattern: "^0*[1-9][0-9]{2,}-[0-9]+$",
@@ -84,7 +84,7 @@ pub const PVE_REPLICATION_JOB_ID: crate::validate::Format = crate::validate::For
 };
 /// `pve-roleid`: `^[A-Za-z0-9.\-_]+$`.
 ///
-/// Upstream: pve-access-control src/PVE/AccessControl.pm: verify_rolename. Defined in `patches/formats-pve-access-control.toml`.
+/// Upstream: `pve-access-control src/PVE/AccessControl.pm: verify_rolename`. Defined in `patches/formats-pve-access-control.toml`.
 pub const PVE_ROLEID: crate::validate::Format = crate::validate::Format {
     name: "pve-roleid",
     pattern: "^[A-Za-z0-9.\\-_]+$",
@@ -94,7 +94,7 @@ pub const PVE_ROLEID: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-storage-id`: `^[a-zA-Z][a-zA-Z0-9\-_.]*[a-zA-Z0-9]$`.
 ///
-/// Upstream: pve-common src/PVE/JSONSchema.pm: parse_storage_id -> parse_id (at least 2 characters, m/^[a-z][a-z0-9\-\_\.]*[a-z0-9]$/i). Defined in `patches/formats-pve-common.toml`.
+/// Upstream: `pve-common src/PVE/JSONSchema.pm: parse_storage_id -> parse_id (at least 2 characters, m/^[a-z][a-z0-9\-\_\.]*[a-z0-9]$/i)`. Defined in `patches/formats-pve-common.toml`.
 pub const PVE_STORAGE_ID: crate::validate::Format = crate::validate::Format {
     name: "pve-storage-id",
     pattern: "^[a-zA-Z][a-zA-Z0-9\\-_.]*[a-zA-Z0-9]$",
@@ -104,7 +104,7 @@ pub const PVE_STORAGE_ID: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-userid`: `^[^\t\n\x0B\x0C\r :/]+@[A-Za-z][A-Za-z0-9.\-_]+$`, at most 64 characters.
 ///
-/// Upstream: pve-access-control src/PVE/Auth/Plugin.pm: verify_username (3 to 64 long, m!^(${user_regex})\@(${realm_regex})$! with $user_regex = qr![^\s:/]+!). Defined in `patches/formats-pve-access-control.toml`.
+/// Upstream: `pve-access-control src/PVE/Auth/Plugin.pm: verify_username (3 to 64 long, m!^(${user_regex})\@(${realm_regex})$! with $user_regex = qr![^\s:/]+!)`. Defined in `patches/formats-pve-access-control.toml`.
 pub const PVE_USERID: crate::validate::Format = crate::validate::Format {
     name: "pve-userid",
     pattern: "^[^\\t\\n\\x0B\\x0C\\r :/]+@[A-Za-z][A-Za-z0-9.\\-_]+$",
@@ -114,7 +114,7 @@ pub const PVE_USERID: crate::validate::Format = crate::validate::Format {
 };
 /// `pve-vmid`: `^[1-9][0-9]{2,8}$`.
 ///
-/// Upstream: pve-common src/PVE/JSONSchema.pm: pve_verify_vmid. Defined in `patches/formats-pve-common.toml`.
+/// Upstream: `pve-common src/PVE/JSONSchema.pm: pve_verify_vmid`. Defined in `patches/formats-pve-common.toml`.
 pub const PVE_VMID: crate::validate::Format = crate::validate::Format {
     name: "pve-vmid",
     pattern: "^[1-9][0-9]{2,8}$",
