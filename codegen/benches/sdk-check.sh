@@ -1,13 +1,66 @@
 #!/usr/bin/env bash
 # Benchmark: `cargo check -p pve-sdk` from a state where only its dependencies are built.
 # Prints wall time and peak memory (from /usr/bin/time -v) for each of N runs (default 3).
+#
+# With --against-proxmox-api, each run also checks proxmox-api 0.2.0 (the other full-coverage
+# Rust PVE SDK, from crates.io, in a scratch crate under target/), alternating with pve-sdk so
+# that drift in the machine's speed falls on both alike, and prints the ratio of the medians.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=${1:-3}
+runs=3
+against=0
+for arg in "$@"; do
+  case "$arg" in
+    --against-proxmox-api) against=1 ;;
+    *) runs=$arg ;;
+  esac
+done
+
+measure() {
+  /usr/bin/time -v "$@" 2>&1 | awk '/Elapsed \(wall clock\)/ {wall=$NF} /Maximum resident set size/ {rss=$NF}
+    END {n=split(wall, p, ":"); s=p[n]+60*p[n-1]; printf "%.2f %.0f\n", s, rss/1024}'
+}
+
+other=target/proxmox-api-check
+if [ "$against" = 1 ]; then
+  mkdir -p "$other/src"
+  cat > "$other/Cargo.toml" <<'EOF'
+[package]
+name = "proxmox-api-check"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+proxmox-api = "=0.2.0"
+
+[workspace]
+EOF
+  echo 'fn main() {}' > "$other/src/main.rs"
+  (cd "$other" && cargo check -q -p proxmox-api)
+fi
+
 cargo check -q -p pve-sdk --locked
+ours=()
+theirs=()
 for i in $(seq "$runs"); do
   cargo clean -q -p pve-sdk
-  /usr/bin/time -v cargo check -q -p pve-sdk --locked 2>&1 \
-    | awk -v run="$i" '/Elapsed \(wall clock\)/ {wall=$NF} /Maximum resident set size/ {rss=$NF}
-        END {printf "run %s: wall %s, peak RSS %.0f MB\n", run, wall, rss/1024}'
+  read -r wall rss < <(measure cargo check -q -p pve-sdk --locked)
+  ours+=("$wall")
+  echo "run $i: pve-sdk wall ${wall} s, peak RSS ${rss} MB"
+  if [ "$against" = 1 ]; then
+    (cd "$other" && cargo clean -q -p proxmox-api)
+    read -r wall rss < <(cd "$other" && measure cargo check -q -p proxmox-api)
+    theirs+=("$wall")
+    echo "run $i: proxmox-api 0.2.0 wall ${wall} s, peak RSS ${rss} MB"
+  fi
 done
+
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+m_ours=$(median "${ours[@]}")
+echo "median pve-sdk: ${m_ours} s"
+if [ "$against" = 1 ]; then
+  m_theirs=$(median "${theirs[@]}")
+  echo "median proxmox-api 0.2.0: ${m_theirs} s"
+  awk -v a="$m_ours" -v b="$m_theirs" 'BEGIN {printf "ratio pve-sdk / proxmox-api: %.3f\n", a/b}'
+fi

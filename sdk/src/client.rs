@@ -34,6 +34,7 @@ use crate::form::{encode, EncodedRequest};
 use crate::operation::{Method, Operation, PveVersion};
 use crate::secret::Secret;
 use crate::tls::TlsMode;
+use crate::transport::Answer as Exchange;
 
 /// Who the client is.
 #[derive(Debug, Clone)]
@@ -304,8 +305,6 @@ impl ClientBuilder {
     }
 }
 
-use crate::transport::Answer as Exchange;
-
 /// How a request failed inside the client: PVE refused something (this request or one made
 /// for it, like the login), or there was no usable answer.
 enum Failure {
@@ -406,7 +405,6 @@ fn falsy(v: &Value) -> bool {
         Value::Bool(b) => !b,
         Value::Number(n) => n.as_f64() == Some(0.0),
         Value::String(s) => crate::lenient::parse_bool(s) == Some(false),
-        Value::Null => true,
         _ => false,
     }
 }
