@@ -548,6 +548,15 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         quote!(#rd pub type #resp = #t;)
     };
     let variants: Vec<Ident> = op.error_variants.iter().map(|v| ident(v)).collect();
+    let error = if variants.is_empty() {
+        let ed = doc(&format!(
+            "Errors of [`{}`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.",
+            op.type_name
+        ));
+        quote!(#ed pub type #err = crate::error::Untyped<#name>;)
+    } else {
+        quote!(crate::operation_error!(#err for #name; #(#variants),*);)
+    };
     let maj = proc_macro2::Literal::u16_unsuffixed(maj);
     let min = proc_macro2::Literal::u16_unsuffixed(min);
     quote! {
@@ -568,7 +577,7 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
             type Error = #err;
         }
         #alias
-        crate::operation_error!(#err for #name; #(#variants),*);
+        #error
     }
 }
 

@@ -414,6 +414,76 @@ pub trait OperationError:
     }
 }
 
+/// The error type of an operation that no patch gives a typed variant (yet): PVE's answer or a
+/// client-side failure.
+///
+/// Each such operation names its own instance (`pub type ReadUserError =
+/// Untyped<ReadUser>`), so the error types of two operations are never the same type, and a
+/// typed variant added later (a dedicated `#[non_exhaustive]` enum of the same name, with the
+/// same `Api` and `Client` variants) breaks no caller. One generic type instead of 472 generated
+/// enums keeps the SDK quick to compile.
+#[non_exhaustive]
+pub enum Untyped<O> {
+    /// PVE answered with an error.
+    Api(ApiError),
+    /// No usable answer: encoding, transport or decoding failed.
+    Client(ClientError),
+    #[doc(hidden)]
+    __Operation(Uninhabited, std::marker::PhantomData<fn() -> O>),
+}
+
+/// Has no value: [`Untyped`]'s marker variant can never be built.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum Uninhabited {}
+
+impl<O> fmt::Debug for Untyped<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Untyped::Api(e) => f.debug_tuple("Api").field(e).finish(),
+            Untyped::Client(e) => f.debug_tuple("Client").field(e).finish(),
+            Untyped::__Operation(never, _) => match *never {},
+        }
+    }
+}
+
+impl<O: 'static> fmt::Display for Untyped<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.parts().display(f)
+    }
+}
+
+impl<O: 'static> std::error::Error for Untyped<O> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.parts().source()
+    }
+}
+
+impl<O> From<ApiError> for Untyped<O> {
+    fn from(e: ApiError) -> Self {
+        Untyped::Api(e)
+    }
+}
+
+impl<O> From<ClientError> for Untyped<O> {
+    fn from(e: ClientError) -> Self {
+        Untyped::Client(e)
+    }
+}
+
+impl<O: 'static> OperationError for Untyped<O> {
+    fn parts(&self) -> ErrorRef<'_> {
+        match self {
+            Untyped::Api(e) => ErrorRef::Api(e),
+            Untyped::Client(e) => ErrorRef::Client(e),
+            Untyped::__Operation(never, _) => match *never {},
+        }
+    }
+    fn unclassified(api: ApiError) -> Self {
+        Untyped::Api(api)
+    }
+}
+
 /// The error of a request that is not a generated operation: [`crate::Client::raw`],
 /// [`crate::Client::version`] and the runtime's own reads (task polls).
 #[derive(Debug)]

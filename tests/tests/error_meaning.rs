@@ -262,3 +262,35 @@ async fn a_proxy_failure_keeps_the_errno_text_and_is_unknown() {
         "a write is not resent after a 595"
     );
 }
+
+/// Operations without a typed variant share one generic error type, instantiated per
+/// operation: never the same type for two operations, matched by the same `Api` / `Client`
+/// variants a typed enum has, so a variant added later breaks no caller.
+#[tokio::test]
+async fn untyped_operation_errors_are_distinct_types_with_api_and_client_variants() {
+    use pve_sdk::generated::cluster::resources::{Resources, ResourcesError};
+    use pve_sdk::generated::version::{Version, VersionError};
+    use std::any::TypeId;
+    assert_ne!(TypeId::of::<VersionError>(), TypeId::of::<ResourcesError>());
+    let server = WireServer::start(vec![
+        Reply::json("500 boom", &json!({"data": null, "message": "boom\n"})),
+        Reply::Close,
+        Reply::Close,
+        Reply::Close,
+    ])
+    .await
+    .expect("starts");
+    let c = token(&server);
+    match c.send(&Version::default()).await {
+        Err(VersionError::Api(e)) => assert_eq!(e.message, "boom"),
+        other => panic!("{other:?}"),
+    }
+    let e = c.send(&Resources::default()).await.expect_err("closed");
+    assert!(matches!(e, ResourcesError::Client(_)), "{e:?}");
+    assert_eq!(e.outcome(), Outcome::Unknown);
+    assert!(
+        e.to_string()
+            .starts_with("resources GET /cluster/resources: "),
+        "{e}"
+    );
+}

@@ -22,7 +22,8 @@ impl crate::Operation for ReadAcl {
 }
 /// What [`ReadAcl`] answers.
 pub type ReadAclResponse = Vec<ReadAclResponseItem>;
-crate::operation_error!(ReadAclError for ReadAcl;);
+/// Errors of [`ReadAcl`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadAclError = crate::error::Untyped<ReadAcl>;
 /// `PUT /access/acl` (handler `update_acl`).
 ///
 /// - Permission check: `["perm-modify","{path}"]`
@@ -82,7 +83,8 @@ impl crate::Operation for UpdateAcl {
 }
 /// What [`UpdateAcl`] answers.
 pub type UpdateAclResponse = ();
-crate::operation_error!(UpdateAclError for UpdateAcl;);
+/// Errors of [`UpdateAcl`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateAclError = crate::error::Untyped<UpdateAcl>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -44,4 +44,5 @@ impl crate::Operation for ChangePassword {
 }
 /// What [`ChangePassword`] answers.
 pub type ChangePasswordResponse = ();
-crate::operation_error!(ChangePasswordError for ChangePassword;);
+/// Errors of [`ChangePassword`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ChangePasswordError = crate::error::Untyped<ChangePassword>;

@@ -29,4 +29,5 @@ impl crate::Operation for Permissions {
 }
 /// What [`Permissions`] answers.
 pub type PermissionsResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(PermissionsError for Permissions;);
+/// Errors of [`Permissions`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type PermissionsError = crate::error::Untyped<Permissions>;

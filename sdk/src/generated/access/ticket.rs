@@ -22,7 +22,8 @@ impl crate::Operation for GetTicket {
 }
 /// What [`GetTicket`] answers.
 pub type GetTicketResponse = ();
-crate::operation_error!(GetTicketError for GetTicket;);
+/// Errors of [`GetTicket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetTicketError = crate::error::Untyped<GetTicket>;
 /// `POST /access/ticket` (handler `create_ticket`).
 ///
 /// - Permitted users: `world`
@@ -86,7 +87,8 @@ impl crate::Operation for CreateTicket {
     type Response = CreateTicketResponse;
     type Error = CreateTicketError;
 }
-crate::operation_error!(CreateTicketError for CreateTicket;);
+/// Errors of [`CreateTicket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateTicketError = crate::error::Untyped<CreateTicket>;
 /// From `POST /access/ticket returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateTicketResponse {

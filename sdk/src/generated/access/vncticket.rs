@@ -56,4 +56,5 @@ impl crate::Operation for VerifyVncTicket {
 }
 /// What [`VerifyVncTicket`] answers.
 pub type VerifyVncTicketResponse = ();
-crate::operation_error!(VerifyVncTicketError for VerifyVncTicket;);
+/// Errors of [`VerifyVncTicket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VerifyVncTicketError = crate::error::Untyped<VerifyVncTicket>;

@@ -26,4 +26,5 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(LogError for Log;);
+/// Errors of [`Log`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type LogError = crate::error::Untyped<Log>;

@@ -23,7 +23,8 @@ impl crate::Operation for GetOptions {
 }
 /// What [`GetOptions`] answers.
 pub type GetOptionsResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetOptionsError for GetOptions;);
+/// Errors of [`GetOptions`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// `PUT /cluster/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -123,7 +124,8 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions;);
+/// Errors of [`SetOptions`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SetOptionsError = crate::error::Untyped<SetOptions>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

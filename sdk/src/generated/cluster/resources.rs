@@ -26,7 +26,8 @@ impl crate::Operation for Resources {
 }
 /// What [`Resources`] answers.
 pub type ResourcesResponse = Vec<ResourcesResponseItem>;
-crate::operation_error!(ResourcesError for Resources;);
+/// Errors of [`Resources`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ResourcesError = crate::error::Untyped<Resources>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -23,7 +23,8 @@ impl crate::Operation for GetStatus {
 }
 /// What [`GetStatus`] answers.
 pub type GetStatusResponse = Vec<GetStatusResponseItem>;
-crate::operation_error!(GetStatusError for GetStatus;);
+/// Errors of [`GetStatus`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetStatusError = crate::error::Untyped<GetStatus>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -22,7 +22,8 @@ impl crate::Operation for Tasks {
 }
 /// What [`Tasks`] answers.
 pub type TasksResponse = Vec<TasksResponseItem>;
-crate::operation_error!(TasksError for Tasks;);
+/// Errors of [`Tasks`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TasksError = crate::error::Untyped<Tasks>;
 /// From `GET /cluster/tasks returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TasksResponseItem {

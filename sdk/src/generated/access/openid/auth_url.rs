@@ -39,4 +39,5 @@ impl crate::Operation for AuthUrl {
 }
 /// What [`AuthUrl`] answers.
 pub type AuthUrlResponse = String;
-crate::operation_error!(AuthUrlError for AuthUrl;);
+/// Errors of [`AuthUrl`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AuthUrlError = crate::error::Untyped<AuthUrl>;

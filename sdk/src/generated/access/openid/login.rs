@@ -46,7 +46,8 @@ impl crate::Operation for Login {
     type Response = LoginResponse;
     type Error = LoginError;
 }
-crate::operation_error!(LoginError for Login;);
+/// Errors of [`Login`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type LoginError = crate::error::Untyped<Login>;
 /// From `POST /access/openid/login returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoginResponse {

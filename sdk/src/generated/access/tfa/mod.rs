@@ -24,7 +24,8 @@ impl crate::Operation for ListTfa {
 }
 /// What [`ListTfa`] answers.
 pub type ListTfaResponse = Vec<ListTfaResponseItem>;
-crate::operation_error!(ListTfaError for ListTfa;);
+/// Errors of [`ListTfa`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListTfaError = crate::error::Untyped<ListTfa>;
 /// Values of `type`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

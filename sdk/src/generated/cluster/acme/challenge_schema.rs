@@ -22,7 +22,8 @@ impl crate::Operation for Challengeschema {
 }
 /// What [`Challengeschema`] answers.
 pub type ChallengeschemaResponse = Vec<ChallengeschemaResponseItem>;
-crate::operation_error!(ChallengeschemaError for Challengeschema;);
+/// Errors of [`Challengeschema`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ChallengeschemaError = crate::error::Untyped<Challengeschema>;
 /// From `GET /cluster/acme/challenge-schema returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChallengeschemaResponseItem {

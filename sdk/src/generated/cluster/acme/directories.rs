@@ -22,7 +22,8 @@ impl crate::Operation for GetDirectories {
 }
 /// What [`GetDirectories`] answers.
 pub type GetDirectoriesResponse = Vec<GetDirectoriesResponseItem>;
-crate::operation_error!(GetDirectoriesError for GetDirectories;);
+/// Errors of [`GetDirectories`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetDirectoriesError = crate::error::Untyped<GetDirectories>;
 /// From `GET /cluster/acme/directories returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetDirectoriesResponseItem {

@@ -24,7 +24,8 @@ impl crate::Operation for GetMeta {
     type Response = GetMetaResponse;
     type Error = GetMetaError;
 }
-crate::operation_error!(GetMetaError for GetMeta;);
+/// Errors of [`GetMeta`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetMetaError = crate::error::Untyped<GetMeta>;
 /// From `GET /cluster/acme/meta returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMetaResponse {

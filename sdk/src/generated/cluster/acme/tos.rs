@@ -26,4 +26,5 @@ impl crate::Operation for GetTos {
 }
 /// What [`GetTos`] answers.
 pub type GetTosResponse = String;
-crate::operation_error!(GetTosError for GetTos;);
+/// Errors of [`GetTos`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetTosError = crate::error::Untyped<GetTos>;

@@ -23,7 +23,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /cluster/backup` (handler `create_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -162,7 +163,8 @@ impl crate::Operation for CreateJob {
 }
 /// What [`CreateJob`] answers.
 pub type CreateJobResponse = ();
-crate::operation_error!(CreateJobError for CreateJob;);
+/// Errors of [`CreateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateJobError = crate::error::Untyped<CreateJob>;
 /// From `GET /cluster/backup returns items "fleecing"`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemFleecing {

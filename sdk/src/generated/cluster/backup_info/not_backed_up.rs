@@ -23,7 +23,8 @@ impl crate::Operation for GetGuestsNotInBackup {
 }
 /// What [`GetGuestsNotInBackup`] answers.
 pub type GetGuestsNotInBackupResponse = Vec<GetGuestsNotInBackupResponseItem>;
-crate::operation_error!(GetGuestsNotInBackupError for GetGuestsNotInBackup;);
+/// Errors of [`GetGuestsNotInBackup`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetGuestsNotInBackupError = crate::error::Untyped<GetGuestsNotInBackup>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

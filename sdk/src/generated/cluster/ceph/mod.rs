@@ -25,4 +25,5 @@ impl crate::Operation for Cephindex {
 }
 /// What [`Cephindex`] answers.
 pub type CephindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(CephindexError for Cephindex;);
+/// Errors of [`Cephindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CephindexError = crate::error::Untyped<Cephindex>;

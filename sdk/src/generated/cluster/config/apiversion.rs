@@ -22,4 +22,5 @@ impl crate::Operation for JoinApiVersion {
 }
 /// What [`JoinApiVersion`] answers.
 pub type JoinApiVersionResponse = i64;
-crate::operation_error!(JoinApiVersionError for JoinApiVersion;);
+/// Errors of [`JoinApiVersion`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type JoinApiVersionError = crate::error::Untyped<JoinApiVersion>;

@@ -24,7 +24,8 @@ impl crate::Operation for JoinInfo {
     type Response = JoinInfoResponse;
     type Error = JoinInfoError;
 }
-crate::operation_error!(JoinInfoError for JoinInfo;);
+/// Errors of [`JoinInfo`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type JoinInfoError = crate::error::Untyped<JoinInfo>;
 /// `POST /cluster/config/join` (handler `join`).
 ///
 /// - Permissions: none stated
@@ -91,7 +92,8 @@ impl crate::Operation for Join {
 }
 /// What [`Join`] answers.
 pub type JoinResponse = crate::Upid;
-crate::operation_error!(JoinError for Join;);
+/// Errors of [`Join`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type JoinError = crate::error::Untyped<Join>;
 /// Property string `ring0_addr`.
 ///
 /// Used by: `GET /cluster/config/join returns "nodelist" "ring0_addr"`.

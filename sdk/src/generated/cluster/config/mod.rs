@@ -27,7 +27,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /cluster/config` (handler `create`).
 ///
 /// - Permissions: none stated
@@ -81,7 +82,8 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create;);
+/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateError = crate::error::Untyped<Create>;
 /// Property string `link`.
 ///
 /// Used by: `POST /cluster/config param "link[n]"`, `POST /cluster/config/join param "link[n]"`, `POST /cluster/config/nodes/{node} param "link[n]"`.

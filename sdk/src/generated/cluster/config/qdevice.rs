@@ -23,4 +23,5 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(StatusError for Status;);
+/// Errors of [`Status`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StatusError = crate::error::Untyped<Status>;

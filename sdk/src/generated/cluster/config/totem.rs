@@ -22,4 +22,5 @@ impl crate::Operation for Totem {
 }
 /// What [`Totem`] answers.
 pub type TotemResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(TotemError for Totem;);
+/// Errors of [`Totem`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TotemError = crate::error::Untyped<Totem>;

@@ -22,7 +22,8 @@ impl crate::Operation for GetMacros {
 }
 /// What [`GetMacros`] answers.
 pub type GetMacrosResponse = Vec<GetMacrosResponseItem>;
-crate::operation_error!(GetMacrosError for GetMacros;);
+/// Errors of [`GetMacros`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetMacrosError = crate::error::Untyped<GetMacros>;
 /// From `GET /cluster/firewall/macros returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMacrosResponseItem {

@@ -42,7 +42,8 @@ impl crate::Operation for ScheduleAnalyze {
 }
 /// What [`ScheduleAnalyze`] answers.
 pub type ScheduleAnalyzeResponse = Vec<ScheduleAnalyzeResponseItem>;
-crate::operation_error!(ScheduleAnalyzeError for ScheduleAnalyze;);
+/// Errors of [`ScheduleAnalyze`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScheduleAnalyzeError = crate::error::Untyped<ScheduleAnalyze>;
 /// From `GET /cluster/jobs/schedule-analyze returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleAnalyzeResponseItem {

@@ -33,7 +33,8 @@ impl crate::Operation for Export {
     type Response = ExportResponse;
     type Error = ExportError;
 }
-crate::operation_error!(ExportError for Export;);
+/// Errors of [`Export`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ExportError = crate::error::Untyped<Export>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -23,7 +23,8 @@ impl crate::Operation for GetMatcherFieldValues {
 }
 /// What [`GetMatcherFieldValues`] answers.
 pub type GetMatcherFieldValuesResponse = Vec<GetMatcherFieldValuesResponseItem>;
-crate::operation_error!(GetMatcherFieldValuesError for GetMatcherFieldValues;);
+/// Errors of [`GetMatcherFieldValues`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetMatcherFieldValuesError = crate::error::Untyped<GetMatcherFieldValues>;
 /// From `GET /cluster/notifications/matcher-field-values returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherFieldValuesResponseItem {

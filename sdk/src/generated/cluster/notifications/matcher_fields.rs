@@ -22,7 +22,8 @@ impl crate::Operation for GetMatcherFields {
 }
 /// What [`GetMatcherFields`] answers.
 pub type GetMatcherFieldsResponse = Vec<GetMatcherFieldsResponseItem>;
-crate::operation_error!(GetMatcherFieldsError for GetMatcherFields;);
+/// Errors of [`GetMatcherFields`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetMatcherFieldsError = crate::error::Untyped<GetMatcherFields>;
 /// From `GET /cluster/notifications/matcher-fields returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherFieldsResponseItem {

@@ -32,7 +32,8 @@ impl crate::Operation for DryRun {
     type Response = DryRunResponse;
     type Error = DryRunError;
 }
-crate::operation_error!(DryRunError for DryRun;);
+/// Errors of [`DryRun`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DryRunError = crate::error::Untyped<DryRun>;
 /// From `GET /cluster/sdn/dry-run returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DryRunResponse {

@@ -30,7 +30,8 @@ impl crate::Operation for ReleaseLock {
 }
 /// What [`ReleaseLock`] answers.
 pub type ReleaseLockResponse = ();
-crate::operation_error!(ReleaseLockError for ReleaseLock;);
+/// Errors of [`ReleaseLock`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReleaseLockError = crate::error::Untyped<ReleaseLock>;
 /// `POST /cluster/sdn/lock` (handler `lock`).
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
@@ -58,4 +59,5 @@ impl crate::Operation for Lock {
 }
 /// What [`Lock`] answers.
 pub type LockResponse = String;
-crate::operation_error!(LockError for Lock;);
+/// Errors of [`Lock`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type LockError = crate::error::Untyped<Lock>;

@@ -33,7 +33,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `PUT /cluster/sdn` (handler `reload`).
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
@@ -66,7 +67,8 @@ impl crate::Operation for Reload {
 }
 /// What [`Reload`] answers.
 pub type ReloadResponse = crate::Upid;
-crate::operation_error!(ReloadError for Reload;);
+/// Errors of [`Reload`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReloadError = crate::error::Untyped<Reload>;
 /// Values of `action`, shared by 7 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -30,4 +30,5 @@ impl crate::Operation for Rollback {
 }
 /// What [`Rollback`] answers.
 pub type RollbackResponse = ();
-crate::operation_error!(RollbackError for Rollback;);
+/// Errors of [`Rollback`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RollbackError = crate::error::Untyped<Rollback>;

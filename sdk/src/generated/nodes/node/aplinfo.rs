@@ -38,7 +38,8 @@ impl crate::Operation for Aplinfo {
 }
 /// What [`Aplinfo`] answers.
 pub type AplinfoResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(AplinfoError for Aplinfo;);
+/// Errors of [`Aplinfo`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AplinfoError = crate::error::Untyped<Aplinfo>;
 /// `POST /nodes/{node}/aplinfo` (handler `apl_download`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateTemplate"]]`
@@ -94,4 +95,5 @@ impl crate::Operation for AplDownload {
 }
 /// What [`AplDownload`] answers.
 pub type AplDownloadResponse = crate::Upid;
-crate::operation_error!(AplDownloadError for AplDownload;);
+/// Errors of [`AplDownload`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AplDownloadError = crate::error::Untyped<AplDownload>;

@@ -42,7 +42,8 @@ impl crate::Operation for GetConfig {
     type Response = GetConfigResponse;
     type Error = GetConfigError;
 }
-crate::operation_error!(GetConfigError for GetConfig;);
+/// Errors of [`GetConfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetConfigError = crate::error::Untyped<GetConfig>;
 /// `PUT /nodes/{node}/config` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

@@ -36,7 +36,8 @@ impl crate::Operation for Dns {
     type Response = DnsResponse;
     type Error = DnsError;
 }
-crate::operation_error!(DnsError for Dns;);
+/// Errors of [`Dns`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DnsError = crate::error::Untyped<Dns>;
 /// `PUT /nodes/{node}/dns` (handler `update_dns`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -94,7 +95,8 @@ impl crate::Operation for UpdateDns {
 }
 /// What [`UpdateDns`] answers.
 pub type UpdateDnsResponse = ();
-crate::operation_error!(UpdateDnsError for UpdateDns;);
+/// Errors of [`UpdateDns`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateDnsError = crate::error::Untyped<UpdateDns>;
 /// From `GET /nodes/{node}/dns returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DnsResponse {

@@ -45,4 +45,5 @@ impl crate::Operation for Execute {
 }
 /// What [`Execute`] answers.
 pub type ExecuteResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(ExecuteError for Execute;);
+/// Errors of [`Execute`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ExecuteError = crate::error::Untyped<Execute>;

@@ -37,7 +37,8 @@ impl crate::Operation for GetEtcHosts {
     type Response = GetEtcHostsResponse;
     type Error = GetEtcHostsError;
 }
-crate::operation_error!(GetEtcHostsError for GetEtcHosts;);
+/// Errors of [`GetEtcHosts`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetEtcHostsError = crate::error::Untyped<GetEtcHosts>;
 /// `POST /nodes/{node}/hosts` (handler `write_etc_hosts`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`

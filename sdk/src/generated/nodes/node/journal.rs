@@ -61,4 +61,5 @@ impl crate::Operation for Journal {
 }
 /// What [`Journal`] answers.
 pub type JournalResponse = Vec<String>;
-crate::operation_error!(JournalError for Journal;);
+/// Errors of [`Journal`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type JournalError = crate::error::Untyped<Journal>;

@@ -63,4 +63,5 @@ impl crate::Operation for Migrateall {
 }
 /// What [`Migrateall`] answers.
 pub type MigrateallResponse = crate::Upid;
-crate::operation_error!(MigrateallError for Migrateall;);
+/// Errors of [`Migrateall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MigrateallError = crate::error::Untyped<Migrateall>;

@@ -38,4 +38,5 @@ impl crate::Operation for Netstat {
 }
 /// What [`Netstat`] answers.
 pub type NetstatResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(NetstatError for Netstat;);
+/// Errors of [`Netstat`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NetstatError = crate::error::Untyped<Netstat>;

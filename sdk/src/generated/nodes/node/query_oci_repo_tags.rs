@@ -44,4 +44,5 @@ impl crate::Operation for QueryOciRepoTags {
 }
 /// What [`QueryOciRepoTags`] answers.
 pub type QueryOciRepoTagsResponse = Vec<String>;
-crate::operation_error!(QueryOciRepoTagsError for QueryOciRepoTags;);
+/// Errors of [`QueryOciRepoTags`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type QueryOciRepoTagsError = crate::error::Untyped<QueryOciRepoTags>;

@@ -46,7 +46,8 @@ impl crate::Operation for QueryUrlMetadata {
     type Response = QueryUrlMetadataResponse;
     type Error = QueryUrlMetadataError;
 }
-crate::operation_error!(QueryUrlMetadataError for QueryUrlMetadata;);
+/// Errors of [`QueryUrlMetadata`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type QueryUrlMetadataError = crate::error::Untyped<QueryUrlMetadata>;
 /// From `GET /nodes/{node}/query-url-metadata returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryUrlMetadataResponse {

@@ -39,4 +39,5 @@ impl crate::Operation for Report {
 }
 /// What [`Report`] answers.
 pub type ReportResponse = String;
-crate::operation_error!(ReportError for Report;);
+/// Errors of [`Report`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReportError = crate::error::Untyped<Report>;

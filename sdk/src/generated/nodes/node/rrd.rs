@@ -50,7 +50,8 @@ impl crate::Operation for Rrd {
     type Response = RrdResponse;
     type Error = RrdError;
 }
-crate::operation_error!(RrdError for Rrd;);
+/// Errors of [`Rrd`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RrdError = crate::error::Untyped<Rrd>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -52,7 +52,8 @@ impl crate::Operation for Spiceshell {
     type Response = SpiceshellResponse;
     type Error = SpiceshellError;
 }
-crate::operation_error!(SpiceshellError for Spiceshell;);
+/// Errors of [`Spiceshell`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SpiceshellError = crate::error::Untyped<Spiceshell>;
 /// From `POST /nodes/{node}/spiceshell returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpiceshellResponse {

@@ -55,4 +55,5 @@ impl crate::Operation for Startall {
 }
 /// What [`Startall`] answers.
 pub type StartallResponse = crate::Upid;
-crate::operation_error!(StartallError for Startall;);
+/// Errors of [`Startall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StartallError = crate::error::Untyped<Startall>;

@@ -36,7 +36,8 @@ impl crate::Operation for Status {
     type Response = StatusResponse;
     type Error = StatusError;
 }
-crate::operation_error!(StatusError for Status;);
+/// Errors of [`Status`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StatusError = crate::error::Untyped<Status>;
 /// `POST /nodes/{node}/status` (handler `node_cmd`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.PowerMgmt"]]`
@@ -82,7 +83,8 @@ impl crate::Operation for NodeCmd {
 }
 /// What [`NodeCmd`] answers.
 pub type NodeCmdResponse = ();
-crate::operation_error!(NodeCmdError for NodeCmd;);
+/// Errors of [`NodeCmd`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NodeCmdError = crate::error::Untyped<NodeCmd>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -59,4 +59,5 @@ impl crate::Operation for Stopall {
 }
 /// What [`Stopall`] answers.
 pub type StopallResponse = crate::Upid;
-crate::operation_error!(StopallError for Stopall;);
+/// Errors of [`Stopall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StopallError = crate::error::Untyped<Stopall>;

@@ -39,7 +39,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /nodes/{node}/subscription` (handler `get`).
 ///
 /// - Permitted users: `all`
@@ -77,7 +78,8 @@ impl crate::Operation for Get {
     type Response = GetResponse;
     type Error = GetError;
 }
-crate::operation_error!(GetError for Get;);
+/// Errors of [`Get`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetError = crate::error::Untyped<Get>;
 /// `POST /nodes/{node}/subscription` (handler `update`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -123,7 +125,8 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update;);
+/// Errors of [`Update`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateError = crate::error::Untyped<Update>;
 /// `PUT /nodes/{node}/subscription` (handler `set`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -169,7 +172,8 @@ impl crate::Operation for Set {
 }
 /// What [`Set`] answers.
 pub type SetResponse = ();
-crate::operation_error!(SetError for Set;);
+/// Errors of [`Set`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SetError = crate::error::Untyped<Set>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

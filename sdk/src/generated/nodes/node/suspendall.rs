@@ -51,4 +51,5 @@ impl crate::Operation for Suspendall {
 }
 /// What [`Suspendall`] answers.
 pub type SuspendallResponse = crate::Upid;
-crate::operation_error!(SuspendallError for Suspendall;);
+/// Errors of [`Suspendall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SuspendallError = crate::error::Untyped<Suspendall>;

@@ -61,7 +61,8 @@ impl crate::Operation for Syslog {
 }
 /// What [`Syslog`] answers.
 pub type SyslogResponse = Vec<SyslogResponseItem>;
-crate::operation_error!(SyslogError for Syslog;);
+/// Errors of [`Syslog`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SyslogError = crate::error::Untyped<Syslog>;
 /// From `GET /nodes/{node}/syslog returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyslogResponseItem {

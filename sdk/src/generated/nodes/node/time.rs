@@ -36,7 +36,8 @@ impl crate::Operation for Time {
     type Response = TimeResponse;
     type Error = TimeError;
 }
-crate::operation_error!(TimeError for Time;);
+/// Errors of [`Time`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TimeError = crate::error::Untyped<Time>;
 /// `PUT /nodes/{node}/time` (handler `set_timezone`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -82,7 +83,8 @@ impl crate::Operation for SetTimezone {
 }
 /// What [`SetTimezone`] answers.
 pub type SetTimezoneResponse = ();
-crate::operation_error!(SetTimezoneError for SetTimezone;);
+/// Errors of [`SetTimezone`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SetTimezoneError = crate::error::Untyped<SetTimezone>;
 /// From `GET /nodes/{node}/time returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeResponse {

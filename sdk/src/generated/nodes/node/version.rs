@@ -36,7 +36,8 @@ impl crate::Operation for Version {
     type Response = VersionResponse;
     type Error = VersionError;
 }
-crate::operation_error!(VersionError for Version;);
+/// Errors of [`Version`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VersionError = crate::error::Untyped<Version>;
 /// From `GET /nodes/{node}/version returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionResponse {

@@ -59,7 +59,8 @@ impl crate::Operation for Vncshell {
     type Response = VncshellResponse;
     type Error = VncshellError;
 }
-crate::operation_error!(VncshellError for Vncshell;);
+/// Errors of [`Vncshell`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VncshellError = crate::error::Untyped<Vncshell>;
 /// From `POST /nodes/{node}/vncshell returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VncshellResponse {

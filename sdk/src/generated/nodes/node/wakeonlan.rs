@@ -38,4 +38,5 @@ impl crate::Operation for Wakeonlan {
 }
 /// What [`Wakeonlan`] answers.
 pub type WakeonlanResponse = String;
-crate::operation_error!(WakeonlanError for Wakeonlan;);
+/// Errors of [`Wakeonlan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type WakeonlanError = crate::error::Untyped<Wakeonlan>;

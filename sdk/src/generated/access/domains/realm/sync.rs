@@ -66,4 +66,5 @@ impl crate::Operation for Sync_ {
 }
 /// What [`Sync_`] answers.
 pub type SyncResponse = crate::Upid;
-crate::operation_error!(SyncError for Sync_;);
+/// Errors of [`Sync_`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SyncError = crate::error::Untyped<Sync_>;

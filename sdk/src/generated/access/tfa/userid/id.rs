@@ -49,7 +49,8 @@ impl crate::Operation for DeleteTfa {
 }
 /// What [`DeleteTfa`] answers.
 pub type DeleteTfaResponse = ();
-crate::operation_error!(DeleteTfaError for DeleteTfa;);
+/// Errors of [`DeleteTfa`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteTfaError = crate::error::Untyped<DeleteTfa>;
 /// `GET /access/tfa/{userid}/{id}` (handler `get_tfa_entry`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
@@ -92,7 +93,8 @@ impl crate::Operation for GetTfaEntry {
     type Response = GetTfaEntryResponse;
     type Error = GetTfaEntryError;
 }
-crate::operation_error!(GetTfaEntryError for GetTfaEntry;);
+/// Errors of [`GetTfaEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetTfaEntryError = crate::error::Untyped<GetTfaEntry>;
 /// `PUT /access/tfa/{userid}/{id}` (handler `update_tfa_entry`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -150,7 +152,8 @@ impl crate::Operation for UpdateTfaEntry {
 }
 /// What [`UpdateTfaEntry`] answers.
 pub type UpdateTfaEntryResponse = ();
-crate::operation_error!(UpdateTfaEntryError for UpdateTfaEntry;);
+/// Errors of [`UpdateTfaEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateTfaEntryError = crate::error::Untyped<UpdateTfaEntry>;
 /// From `GET /access/tfa/{userid}/{id} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetTfaEntryResponse {

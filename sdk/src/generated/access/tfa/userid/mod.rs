@@ -41,7 +41,8 @@ impl crate::Operation for ListUserTfa {
 }
 /// What [`ListUserTfa`] answers.
 pub type ListUserTfaResponse = Vec<ListUserTfaResponseItem>;
-crate::operation_error!(ListUserTfaError for ListUserTfa;);
+/// Errors of [`ListUserTfa`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListUserTfaError = crate::error::Untyped<ListUserTfa>;
 /// `POST /access/tfa/{userid}` (handler `add_tfa_entry`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -106,7 +107,8 @@ impl crate::Operation for AddTfaEntry {
     type Response = AddTfaEntryResponse;
     type Error = AddTfaEntryError;
 }
-crate::operation_error!(AddTfaEntryError for AddTfaEntry;);
+/// Errors of [`AddTfaEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AddTfaEntryError = crate::error::Untyped<AddTfaEntry>;
 /// From `GET /access/tfa/{userid} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListUserTfaResponseItem {

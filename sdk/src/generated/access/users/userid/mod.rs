@@ -43,7 +43,8 @@ impl crate::Operation for DeleteUser {
 }
 /// What [`DeleteUser`] answers.
 pub type DeleteUserResponse = ();
-crate::operation_error!(DeleteUserError for DeleteUser;);
+/// Errors of [`DeleteUser`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteUserError = crate::error::Untyped<DeleteUser>;
 /// `GET /access/users/{userid}` (handler `read_user`).
 ///
 /// - Permission check: `["userid-group",["User.Modify","Sys.Audit"]]`

@@ -42,7 +42,8 @@ impl crate::Operation for ReadUserTfaType {
     type Response = ReadUserTfaTypeResponse;
     type Error = ReadUserTfaTypeError;
 }
-crate::operation_error!(ReadUserTfaTypeError for ReadUserTfaType;);
+/// Errors of [`ReadUserTfaType`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadUserTfaTypeError = crate::error::Untyped<ReadUserTfaType>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -40,4 +40,5 @@ impl crate::Operation for UnlockTfa {
 }
 /// What [`UnlockTfa`] answers.
 pub type UnlockTfaResponse = bool;
-crate::operation_error!(UnlockTfaError for UnlockTfa;);
+/// Errors of [`UnlockTfa`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UnlockTfaError = crate::error::Untyped<UnlockTfa>;

@@ -24,7 +24,8 @@ impl crate::Operation for AccountIndex {
 }
 /// What [`AccountIndex`] answers.
 pub type AccountIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(AccountIndexError for AccountIndex;);
+/// Errors of [`AccountIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AccountIndexError = crate::error::Untyped<AccountIndex>;
 /// `POST /cluster/acme/account` (handler `register_account`).
 ///
 /// - Permissions: none stated
@@ -82,4 +83,5 @@ impl crate::Operation for RegisterAccount {
 }
 /// What [`RegisterAccount`] answers.
 pub type RegisterAccountResponse = crate::Upid;
-crate::operation_error!(RegisterAccountError for RegisterAccount;);
+/// Errors of [`RegisterAccount`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RegisterAccountError = crate::error::Untyped<RegisterAccount>;

@@ -40,7 +40,8 @@ impl crate::Operation for DeactivateAccount {
 }
 /// What [`DeactivateAccount`] answers.
 pub type DeactivateAccountResponse = crate::Upid;
-crate::operation_error!(DeactivateAccountError for DeactivateAccount;);
+/// Errors of [`DeactivateAccount`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeactivateAccountError = crate::error::Untyped<DeactivateAccount>;
 /// `GET /cluster/acme/account/{name}` (handler `get_account`).
 ///
 /// - Permissions: none stated
@@ -77,7 +78,8 @@ impl crate::Operation for GetAccount {
     type Response = GetAccountResponse;
     type Error = GetAccountError;
 }
-crate::operation_error!(GetAccountError for GetAccount;);
+/// Errors of [`GetAccount`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetAccountError = crate::error::Untyped<GetAccount>;
 /// `PUT /cluster/acme/account/{name}` (handler `update_account`).
 ///
 /// - Permissions: none stated
@@ -124,7 +126,8 @@ impl crate::Operation for UpdateAccount {
 }
 /// What [`UpdateAccount`] answers.
 pub type UpdateAccountResponse = crate::Upid;
-crate::operation_error!(UpdateAccountError for UpdateAccount;);
+/// Errors of [`UpdateAccount`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateAccountError = crate::error::Untyped<UpdateAccount>;
 /// From `GET /cluster/acme/account/{name} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetAccountResponse {

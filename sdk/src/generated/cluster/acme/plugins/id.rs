@@ -38,7 +38,8 @@ impl crate::Operation for DeletePlugin {
 }
 /// What [`DeletePlugin`] answers.
 pub type DeletePluginResponse = ();
-crate::operation_error!(DeletePluginError for DeletePlugin;);
+/// Errors of [`DeletePlugin`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeletePluginError = crate::error::Untyped<DeletePlugin>;
 /// `GET /cluster/acme/plugins/{id}` (handler `get_plugin_config`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -76,7 +77,8 @@ impl crate::Operation for GetPluginConfig {
     type Response = GetPluginConfigResponse;
     type Error = GetPluginConfigError;
 }
-crate::operation_error!(GetPluginConfigError for GetPluginConfig;);
+/// Errors of [`GetPluginConfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetPluginConfigError = crate::error::Untyped<GetPluginConfig>;
 /// `PUT /cluster/acme/plugins/{id}` (handler `update_plugin`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

@@ -29,7 +29,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /cluster/acme/plugins` (handler `add_plugin`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -89,7 +90,8 @@ impl crate::Operation for AddPlugin {
 }
 /// What [`AddPlugin`] answers.
 pub type AddPluginResponse = ();
-crate::operation_error!(AddPluginError for AddPlugin;);
+/// Errors of [`AddPlugin`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AddPluginError = crate::error::Untyped<AddPlugin>;
 /// Values of `api`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -31,7 +31,8 @@ impl crate::Operation for GetVolumeBackupIncluded {
     type Response = GetVolumeBackupIncludedResponse;
     type Error = GetVolumeBackupIncludedError;
 }
-crate::operation_error!(GetVolumeBackupIncludedError for GetVolumeBackupIncluded;);
+/// Errors of [`GetVolumeBackupIncluded`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetVolumeBackupIncludedError = crate::error::Untyped<GetVolumeBackupIncluded>;
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items "children" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {

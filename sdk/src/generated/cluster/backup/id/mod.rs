@@ -34,7 +34,8 @@ impl crate::Operation for DeleteJob {
 }
 /// What [`DeleteJob`] answers.
 pub type DeleteJobResponse = ();
-crate::operation_error!(DeleteJobError for DeleteJob;);
+/// Errors of [`DeleteJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteJobError = crate::error::Untyped<DeleteJob>;
 /// `GET /cluster/backup/{id}` (handler `read_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -65,7 +66,8 @@ impl crate::Operation for ReadJob {
     type Response = ReadJobResponse;
     type Error = ReadJobError;
 }
-crate::operation_error!(ReadJobError for ReadJob;);
+/// Errors of [`ReadJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadJobError = crate::error::Untyped<ReadJob>;
 /// `PUT /cluster/backup/{id}` (handler `update_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -253,7 +255,8 @@ impl crate::Operation for UpdateJob {
 }
 /// What [`UpdateJob`] answers.
 pub type UpdateJobResponse = ();
-crate::operation_error!(UpdateJobError for UpdateJob;);
+/// Errors of [`UpdateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateJobError = crate::error::Untyped<UpdateJob>;
 /// From `GET /cluster/backup/{id} returns "fleecing"`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobResponseFleecing {

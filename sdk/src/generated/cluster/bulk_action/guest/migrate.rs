@@ -57,4 +57,5 @@ impl crate::Operation for Migrate {
 }
 /// What [`Migrate`] answers.
 pub type MigrateResponse = crate::Upid;
-crate::operation_error!(MigrateError for Migrate;);
+/// Errors of [`Migrate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MigrateError = crate::error::Untyped<Migrate>;

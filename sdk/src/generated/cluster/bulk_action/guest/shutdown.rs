@@ -41,4 +41,5 @@ impl crate::Operation for Shutdown {
 }
 /// What [`Shutdown`] answers.
 pub type ShutdownResponse = crate::Upid;
-crate::operation_error!(ShutdownError for Shutdown;);
+/// Errors of [`Shutdown`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ShutdownError = crate::error::Untyped<Shutdown>;

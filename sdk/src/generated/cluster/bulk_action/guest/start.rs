@@ -38,4 +38,5 @@ impl crate::Operation for Start {
 }
 /// What [`Start`] answers.
 pub type StartResponse = crate::Upid;
-crate::operation_error!(StartError for Start;);
+/// Errors of [`Start`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StartError = crate::error::Untyped<Start>;

@@ -41,4 +41,5 @@ impl crate::Operation for Suspend {
 }
 /// What [`Suspend`] answers.
 pub type SuspendResponse = crate::Upid;
-crate::operation_error!(SuspendError for Suspend;);
+/// Errors of [`Suspend`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SuspendError = crate::error::Untyped<Suspend>;

@@ -33,7 +33,8 @@ impl crate::Operation for GetFlag {
 }
 /// What [`GetFlag`] answers.
 pub type GetFlagResponse = bool;
-crate::operation_error!(GetFlagError for GetFlag;);
+/// Errors of [`GetFlag`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetFlagError = crate::error::Untyped<GetFlag>;
 /// `PUT /cluster/ceph/flags/{flag}` (handler `update_flag`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -70,7 +71,8 @@ impl crate::Operation for UpdateFlag {
 }
 /// What [`UpdateFlag`] answers.
 pub type UpdateFlagResponse = ();
-crate::operation_error!(UpdateFlagError for UpdateFlag;);
+/// Errors of [`UpdateFlag`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateFlagError = crate::error::Untyped<UpdateFlag>;
 /// Values of `flag`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -24,7 +24,8 @@ impl crate::Operation for GetAllFlags {
 }
 /// What [`GetAllFlags`] answers.
 pub type GetAllFlagsResponse = Vec<GetAllFlagsResponseItem>;
-crate::operation_error!(GetAllFlagsError for GetAllFlags;);
+/// Errors of [`GetAllFlags`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetAllFlagsError = crate::error::Untyped<GetAllFlags>;
 /// `PUT /cluster/ceph/flags` (handler `set_flags`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -84,7 +85,8 @@ impl crate::Operation for SetFlags {
 }
 /// What [`SetFlags`] answers.
 pub type SetFlagsResponse = crate::Upid;
-crate::operation_error!(SetFlagsError for SetFlags;);
+/// Errors of [`SetFlags`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SetFlagsError = crate::error::Untyped<SetFlags>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

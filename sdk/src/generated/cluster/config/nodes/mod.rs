@@ -23,7 +23,8 @@ impl crate::Operation for Nodes {
 }
 /// What [`Nodes`] answers.
 pub type NodesResponse = Vec<NodesResponseItem>;
-crate::operation_error!(NodesError for Nodes;);
+/// Errors of [`Nodes`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NodesError = crate::error::Untyped<Nodes>;
 /// From `GET /cluster/config/nodes returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodesResponseItem {

@@ -38,7 +38,8 @@ impl crate::Operation for Delnode {
 }
 /// What [`Delnode`] answers.
 pub type DelnodeResponse = ();
-crate::operation_error!(DelnodeError for Delnode;);
+/// Errors of [`Delnode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DelnodeError = crate::error::Untyped<Delnode>;
 /// `POST /cluster/config/nodes/{node}` (handler `addnode`).
 ///
 /// - Permissions: none stated
@@ -103,7 +104,8 @@ impl crate::Operation for Addnode {
     type Response = AddnodeResponse;
     type Error = AddnodeError;
 }
-crate::operation_error!(AddnodeError for Addnode;);
+/// Errors of [`Addnode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AddnodeError = crate::error::Untyped<Addnode>;
 /// From `POST /cluster/config/nodes/{node} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddnodeResponse {

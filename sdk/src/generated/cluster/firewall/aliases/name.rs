@@ -72,7 +72,8 @@ impl crate::Operation for ReadAlias {
 }
 /// What [`ReadAlias`] answers.
 pub type ReadAliasResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadAliasError for ReadAlias;);
+/// Errors of [`ReadAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadAliasError = crate::error::Untyped<ReadAlias>;
 /// `PUT /cluster/firewall/aliases/{name}` (handler `update_alias`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

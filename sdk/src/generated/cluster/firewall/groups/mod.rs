@@ -23,7 +23,8 @@ impl crate::Operation for ListSecurityGroups {
 }
 /// What [`ListSecurityGroups`] answers.
 pub type ListSecurityGroupsResponse = Vec<ListSecurityGroupsResponseItem>;
-crate::operation_error!(ListSecurityGroupsError for ListSecurityGroups;);
+/// Errors of [`ListSecurityGroups`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListSecurityGroupsError = crate::error::Untyped<ListSecurityGroups>;
 /// `POST /cluster/firewall/groups` (handler `create_security_group`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

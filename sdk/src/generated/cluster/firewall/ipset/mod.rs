@@ -23,7 +23,8 @@ impl crate::Operation for IpsetIndex {
 }
 /// What [`IpsetIndex`] answers.
 pub type IpsetIndexResponse = Vec<IpsetIndexResponseItem>;
-crate::operation_error!(IpsetIndexError for IpsetIndex;);
+/// Errors of [`IpsetIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpsetIndexError = crate::error::Untyped<IpsetIndex>;
 /// `POST /cluster/firewall/ipset` (handler `create_ipset`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

@@ -30,7 +30,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /cluster/ha/rules` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -86,7 +87,8 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule;);
+/// Errors of [`CreateRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateRuleError = crate::error::Untyped<CreateRule>;
 /// Values of `affinity`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

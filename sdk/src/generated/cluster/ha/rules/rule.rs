@@ -38,7 +38,8 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule;);
+/// Errors of [`DeleteRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteRuleError = crate::error::Untyped<DeleteRule>;
 /// `GET /cluster/ha/rules/{rule}` (handler `read_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -74,7 +75,8 @@ impl crate::Operation for ReadRule {
     type Response = ReadRuleResponse;
     type Error = ReadRuleError;
 }
-crate::operation_error!(ReadRuleError for ReadRule;);
+/// Errors of [`ReadRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadRuleError = crate::error::Untyped<ReadRule>;
 /// `PUT /cluster/ha/rules/{rule}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`

@@ -23,4 +23,5 @@ impl crate::Operation for ArmHa {
 }
 /// What [`ArmHa`] answers.
 pub type ArmHaResponse = ();
-crate::operation_error!(ArmHaError for ArmHa;);
+/// Errors of [`ArmHa`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ArmHaError = crate::error::Untyped<ArmHa>;

@@ -22,7 +22,8 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = Vec<StatusResponseItem>;
-crate::operation_error!(StatusError for Status;);
+/// Errors of [`Status`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StatusError = crate::error::Untyped<Status>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

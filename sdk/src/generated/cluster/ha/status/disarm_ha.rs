@@ -33,7 +33,8 @@ impl crate::Operation for DisarmHa {
 }
 /// What [`DisarmHa`] answers.
 pub type DisarmHaResponse = ();
-crate::operation_error!(DisarmHaError for DisarmHa;);
+/// Errors of [`DisarmHa`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DisarmHaError = crate::error::Untyped<DisarmHa>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -22,4 +22,5 @@ impl crate::Operation for ManagerStatus {
 }
 /// What [`ManagerStatus`] answers.
 pub type ManagerStatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ManagerStatusError for ManagerStatus;);
+/// Errors of [`ManagerStatus`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ManagerStatusError = crate::error::Untyped<ManagerStatus>;

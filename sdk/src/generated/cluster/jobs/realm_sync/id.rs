@@ -38,7 +38,8 @@ impl crate::Operation for DeleteJob {
 }
 /// What [`DeleteJob`] answers.
 pub type DeleteJobResponse = ();
-crate::operation_error!(DeleteJobError for DeleteJob;);
+/// Errors of [`DeleteJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteJobError = crate::error::Untyped<DeleteJob>;
 /// `GET /cluster/jobs/realm-sync/{id}` (handler `read_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -76,7 +77,8 @@ impl crate::Operation for ReadJob {
 }
 /// What [`ReadJob`] answers.
 pub type ReadJobResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadJobError for ReadJob;);
+/// Errors of [`ReadJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadJobError = crate::error::Untyped<ReadJob>;
 /// `POST /cluster/jobs/realm-sync/{id}` (handler `create_job`).
 ///
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
@@ -145,7 +147,8 @@ impl crate::Operation for CreateJob {
 }
 /// What [`CreateJob`] answers.
 pub type CreateJobResponse = ();
-crate::operation_error!(CreateJobError for CreateJob;);
+/// Errors of [`CreateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateJobError = crate::error::Untyped<CreateJob>;
 /// `PUT /cluster/jobs/realm-sync/{id}` (handler `update_job`).
 ///
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
@@ -214,4 +217,5 @@ impl crate::Operation for UpdateJob {
 }
 /// What [`UpdateJob`] answers.
 pub type UpdateJobResponse = ();
-crate::operation_error!(UpdateJobError for UpdateJob;);
+/// Errors of [`UpdateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateJobError = crate::error::Untyped<UpdateJob>;

@@ -23,7 +23,8 @@ impl crate::Operation for SyncjobIndex {
 }
 /// What [`SyncjobIndex`] answers.
 pub type SyncjobIndexResponse = Vec<SyncjobIndexResponseItem>;
-crate::operation_error!(SyncjobIndexError for SyncjobIndex;);
+/// Errors of [`SyncjobIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SyncjobIndexError = crate::error::Untyped<SyncjobIndex>;
 /// From `GET /cluster/jobs/realm-sync returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncjobIndexResponseItem {

@@ -38,7 +38,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /cluster/mapping/pci/{id}` (handler `get`).
 ///
 /// - Permission check: `["or",["perm","/mapping/pci/{id}",["Mapping.Use"]],["perm","/mapping/pci/{id}",["Mapping.Modify"]],["perm","/mapping/pci/{id}",["Mapping.Audit"]]]`
@@ -77,7 +78,8 @@ impl crate::Operation for Get {
 }
 /// What [`Get`] answers.
 pub type GetResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetError for Get;);
+/// Errors of [`Get`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetError = crate::error::Untyped<Get>;
 /// `PUT /cluster/mapping/pci/{id}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/pci/{id}",["Mapping.Modify"]]`

@@ -38,7 +38,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /cluster/mapping/usb/{id}` (handler `get`).
 ///
 /// - Permission check: `["or",["perm","/mapping/usb/{id}",["Mapping.Audit"]],["perm","/mapping/usb/{id}",["Mapping.Use"]],["perm","/mapping/usb/{id}",["Mapping.Modify"]]]`
@@ -77,7 +78,8 @@ impl crate::Operation for Get {
 }
 /// What [`Get`] answers.
 pub type GetResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetError for Get;);
+/// Errors of [`Get`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetError = crate::error::Untyped<Get>;
 /// `PUT /cluster/mapping/usb/{id}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/usb/{id}",["Mapping.Modify"]]`

@@ -27,7 +27,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /cluster/mapping/usb` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/usb",["Mapping.Modify"]]`
@@ -71,7 +72,8 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create;);
+/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateError = crate::error::Untyped<Create>;
 /// Property string `map`.
 ///
 /// Used by: `POST /cluster/mapping/usb param "map"`, `PUT /cluster/mapping/usb/{id} param "map"`.

@@ -23,7 +23,8 @@ impl crate::Operation for ServerIndex {
 }
 /// What [`ServerIndex`] answers.
 pub type ServerIndexResponse = Vec<ServerIndexResponseItem>;
-crate::operation_error!(ServerIndexError for ServerIndex;);
+/// Errors of [`ServerIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServerIndexError = crate::error::Untyped<ServerIndex>;
 /// From `GET /cluster/metrics/server returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerIndexResponseItem {

@@ -26,4 +26,5 @@ impl crate::Operation for EndpointsIndex {
 }
 /// What [`EndpointsIndex`] answers.
 pub type EndpointsIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(EndpointsIndexError for EndpointsIndex;);
+/// Errors of [`EndpointsIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type EndpointsIndexError = crate::error::Untyped<EndpointsIndex>;

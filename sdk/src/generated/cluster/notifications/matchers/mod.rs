@@ -24,7 +24,8 @@ impl crate::Operation for GetMatchers {
 }
 /// What [`GetMatchers`] answers.
 pub type GetMatchersResponse = Vec<GetMatchersResponseItem>;
-crate::operation_error!(GetMatchersError for GetMatchers;);
+/// Errors of [`GetMatchers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetMatchersError = crate::error::Untyped<GetMatchers>;
 /// `POST /cluster/notifications/matchers` (handler `create_matcher`).
 ///
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
@@ -92,7 +93,8 @@ impl crate::Operation for CreateMatcher {
 }
 /// What [`CreateMatcher`] answers.
 pub type CreateMatcherResponse = ();
-crate::operation_error!(CreateMatcherError for CreateMatcher;);
+/// Errors of [`CreateMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateMatcherError = crate::error::Untyped<CreateMatcher>;
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

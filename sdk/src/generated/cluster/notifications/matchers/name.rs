@@ -38,7 +38,8 @@ impl crate::Operation for DeleteMatcher {
 }
 /// What [`DeleteMatcher`] answers.
 pub type DeleteMatcherResponse = ();
-crate::operation_error!(DeleteMatcherError for DeleteMatcher;);
+/// Errors of [`DeleteMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteMatcherError = crate::error::Untyped<DeleteMatcher>;
 /// `GET /cluster/notifications/matchers/{name}` (handler `get_matcher`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -75,7 +76,8 @@ impl crate::Operation for GetMatcher {
     type Response = GetMatcherResponse;
     type Error = GetMatcherError;
 }
-crate::operation_error!(GetMatcherError for GetMatcher;);
+/// Errors of [`GetMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetMatcherError = crate::error::Untyped<GetMatcher>;
 /// `PUT /cluster/notifications/matchers/{name}` (handler `update_matcher`).
 ///
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
@@ -156,7 +158,8 @@ impl crate::Operation for UpdateMatcher {
 }
 /// What [`UpdateMatcher`] answers.
 pub type UpdateMatcherResponse = ();
-crate::operation_error!(UpdateMatcherError for UpdateMatcher;);
+/// Errors of [`UpdateMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateMatcherError = crate::error::Untyped<UpdateMatcher>;
 /// From `GET /cluster/notifications/matchers/{name} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherResponse {

@@ -24,7 +24,8 @@ impl crate::Operation for GetAllTargets {
 }
 /// What [`GetAllTargets`] answers.
 pub type GetAllTargetsResponse = Vec<GetAllTargetsResponseItem>;
-crate::operation_error!(GetAllTargetsError for GetAllTargets;);
+/// Errors of [`GetAllTargets`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetAllTargetsError = crate::error::Untyped<GetAllTargets>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

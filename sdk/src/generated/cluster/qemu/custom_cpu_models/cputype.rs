@@ -35,7 +35,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /cluster/qemu/custom-cpu-models/{cputype}` (handler `info`).
 ///
 /// - Permission check: `["or",["perm","/mapping/cpu/{cputype}",["Mapping.Audit"]],["perm","/mapping/cpu/{cputype}",["Mapping.Use"]],["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]]`
@@ -68,7 +69,8 @@ impl crate::Operation for Info {
     type Response = InfoResponse;
     type Error = InfoError;
 }
-crate::operation_error!(InfoError for Info;);
+/// Errors of [`Info`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type InfoError = crate::error::Untyped<Info>;
 /// `PUT /cluster/qemu/custom-cpu-models/{cputype}` (handler `update`).
 ///
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`

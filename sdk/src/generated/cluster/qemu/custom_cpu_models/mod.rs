@@ -23,7 +23,8 @@ impl crate::Operation for Config {
 }
 /// What [`Config`] answers.
 pub type ConfigResponse = Vec<ConfigResponseItem>;
-crate::operation_error!(ConfigError for Config;);
+/// Errors of [`Config`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ConfigError = crate::error::Untyped<Config>;
 /// `POST /cluster/qemu/custom-cpu-models` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/cpu",["Mapping.Modify"]]`
@@ -87,7 +88,8 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-crate::operation_error!(CreateError for Create;);
+/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateError = crate::error::Untyped<Create>;
 /// Values of `reported-model`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -39,7 +39,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /cluster/sdn/dns/{dns}` (handler `read`).
 ///
 /// - Permission check: `["perm","/sdn/dns/{dns}",["SDN.Allocate"]]`
@@ -72,7 +73,8 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadError for Read;);
+/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadError = crate::error::Untyped<Read>;
 /// `PUT /cluster/sdn/dns/{dns}` (handler `update`).
 ///
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`

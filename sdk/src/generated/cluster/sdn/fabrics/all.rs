@@ -27,7 +27,8 @@ impl crate::Operation for ListAll {
     type Response = ListAllResponse;
     type Error = ListAllError;
 }
-crate::operation_error!(ListAllError for ListAll;);
+/// Errors of [`ListAll`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListAllError = crate::error::Untyped<ListAll>;
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

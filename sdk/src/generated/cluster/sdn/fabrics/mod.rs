@@ -25,7 +25,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// Property string `bgp-interfaces`.
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "interfaces"`, `GET /cluster/sdn/fabrics/node returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "interfaces"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "interfaces"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "interfaces"`.

@@ -33,7 +33,8 @@ impl crate::Operation for ListPrefixLists {
 }
 /// What [`ListPrefixLists`] answers.
 pub type ListPrefixListsResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(ListPrefixListsError for ListPrefixLists;);
+/// Errors of [`ListPrefixLists`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListPrefixListsError = crate::error::Untyped<ListPrefixLists>;
 /// `POST /cluster/sdn/prefix-lists` (handler `create_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists",["SDN.Allocate"]]`
@@ -81,7 +82,8 @@ impl crate::Operation for CreatePrefixListEntry {
 }
 /// What [`CreatePrefixListEntry`] answers.
 pub type CreatePrefixListEntryResponse = ();
-crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry;);
+/// Errors of [`CreatePrefixListEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreatePrefixListEntryError = crate::error::Untyped<CreatePrefixListEntry>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

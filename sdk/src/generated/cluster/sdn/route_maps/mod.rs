@@ -27,7 +27,8 @@ impl crate::Operation for ListRouteMaps {
 }
 /// What [`ListRouteMaps`] answers.
 pub type ListRouteMapsResponse = Vec<ListRouteMapsResponseItem>;
-crate::operation_error!(ListRouteMapsError for ListRouteMaps;);
+/// Errors of [`ListRouteMaps`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListRouteMapsError = crate::error::Untyped<ListRouteMaps>;
 /// From `GET /cluster/sdn/route-maps returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListRouteMapsResponseItem {

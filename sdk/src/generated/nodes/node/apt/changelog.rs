@@ -48,4 +48,5 @@ impl crate::Operation for Changelog {
 }
 /// What [`Changelog`] answers.
 pub type ChangelogResponse = String;
-crate::operation_error!(ChangelogError for Changelog;);
+/// Errors of [`Changelog`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ChangelogError = crate::error::Untyped<Changelog>;

@@ -36,7 +36,8 @@ impl crate::Operation for Repositories {
     type Response = RepositoriesResponse;
     type Error = RepositoriesError;
 }
-crate::operation_error!(RepositoriesError for Repositories;);
+/// Errors of [`Repositories`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RepositoriesError = crate::error::Untyped<Repositories>;
 /// `POST /nodes/{node}/apt/repositories` (handler `change_repository`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -94,7 +95,8 @@ impl crate::Operation for ChangeRepository {
 }
 /// What [`ChangeRepository`] answers.
 pub type ChangeRepositoryResponse = ();
-crate::operation_error!(ChangeRepositoryError for ChangeRepository;);
+/// Errors of [`ChangeRepository`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ChangeRepositoryError = crate::error::Untyped<ChangeRepository>;
 /// `PUT /nodes/{node}/apt/repositories` (handler `add_repository`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -144,7 +146,8 @@ impl crate::Operation for AddRepository {
 }
 /// What [`AddRepository`] answers.
 pub type AddRepositoryResponse = ();
-crate::operation_error!(AddRepositoryError for AddRepository;);
+/// Errors of [`AddRepository`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AddRepositoryError = crate::error::Untyped<AddRepository>;
 /// From `GET /nodes/{node}/apt/repositories returns "errors" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseErrorsItem {

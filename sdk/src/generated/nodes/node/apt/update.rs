@@ -39,7 +39,8 @@ impl crate::Operation for ListUpdates {
 }
 /// What [`ListUpdates`] answers.
 pub type ListUpdatesResponse = Vec<ListUpdatesResponseItem>;
-crate::operation_error!(ListUpdatesError for ListUpdates;);
+/// Errors of [`ListUpdates`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListUpdatesError = crate::error::Untyped<ListUpdates>;
 /// `POST /nodes/{node}/apt/update` (handler `update_database`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -91,7 +92,8 @@ impl crate::Operation for UpdateDatabase {
 }
 /// What [`UpdateDatabase`] answers.
 pub type UpdateDatabaseResponse = crate::Upid;
-crate::operation_error!(UpdateDatabaseError for UpdateDatabase;);
+/// Errors of [`UpdateDatabase`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateDatabaseError = crate::error::Untyped<UpdateDatabase>;
 /// From `GET /nodes/{node}/apt/update returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListUpdatesResponseItem {

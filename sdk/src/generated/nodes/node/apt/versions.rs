@@ -38,7 +38,8 @@ impl crate::Operation for Versions {
 }
 /// What [`Versions`] answers.
 pub type VersionsResponse = Vec<VersionsResponseItem>;
-crate::operation_error!(VersionsError for Versions;);
+/// Errors of [`Versions`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VersionsError = crate::error::Untyped<Versions>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

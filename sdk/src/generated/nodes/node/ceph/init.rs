@@ -65,4 +65,5 @@ impl crate::Operation for Init {
 }
 /// What [`Init`] answers.
 pub type InitResponse = ();
-crate::operation_error!(InitError for Init;);
+/// Errors of [`Init`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type InitError = crate::error::Untyped<Init>;

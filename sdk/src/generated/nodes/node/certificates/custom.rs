@@ -45,7 +45,8 @@ impl crate::Operation for RemoveCustomCert {
 }
 /// What [`RemoveCustomCert`] answers.
 pub type RemoveCustomCertResponse = ();
-crate::operation_error!(RemoveCustomCertError for RemoveCustomCert;);
+/// Errors of [`RemoveCustomCert`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RemoveCustomCertError = crate::error::Untyped<RemoveCustomCert>;
 /// `POST /nodes/{node}/certificates/custom` (handler `upload_custom_cert`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -101,7 +102,8 @@ impl crate::Operation for UploadCustomCert {
     type Response = UploadCustomCertResponse;
     type Error = UploadCustomCertError;
 }
-crate::operation_error!(UploadCustomCertError for UploadCustomCert;);
+/// Errors of [`UploadCustomCert`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UploadCustomCertError = crate::error::Untyped<UploadCustomCert>;
 /// From `POST /nodes/{node}/certificates/custom returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UploadCustomCertResponse {

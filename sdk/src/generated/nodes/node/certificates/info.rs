@@ -38,7 +38,8 @@ impl crate::Operation for Info {
 }
 /// What [`Info`] answers.
 pub type InfoResponse = Vec<InfoResponseItem>;
-crate::operation_error!(InfoError for Info;);
+/// Errors of [`Info`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type InfoError = crate::error::Untyped<Info>;
 /// From `GET /nodes/{node}/certificates/info returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InfoResponseItem {

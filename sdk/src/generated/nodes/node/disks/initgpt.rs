@@ -51,4 +51,5 @@ impl crate::Operation for Initgpt {
 }
 /// What [`Initgpt`] answers.
 pub type InitgptResponse = crate::Upid;
-crate::operation_error!(InitgptError for Initgpt;);
+/// Errors of [`Initgpt`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type InitgptError = crate::error::Untyped<Initgpt>;

@@ -53,7 +53,8 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List;);
+/// Errors of [`List`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListError = crate::error::Untyped<List>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

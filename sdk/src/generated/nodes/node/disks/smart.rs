@@ -47,7 +47,8 @@ impl crate::Operation for Smart {
     type Response = SmartResponse;
     type Error = SmartError;
 }
-crate::operation_error!(SmartError for Smart;);
+/// Errors of [`Smart`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SmartError = crate::error::Untyped<Smart>;
 /// From `GET /nodes/{node}/disks/smart returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SmartResponse {

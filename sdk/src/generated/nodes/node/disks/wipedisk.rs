@@ -47,4 +47,5 @@ impl crate::Operation for WipeDisk {
 }
 /// What [`WipeDisk`] answers.
 pub type WipeDiskResponse = crate::Upid;
-crate::operation_error!(WipeDiskError for WipeDisk;);
+/// Errors of [`WipeDisk`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type WipeDiskError = crate::error::Untyped<WipeDisk>;

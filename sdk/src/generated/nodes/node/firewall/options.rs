@@ -36,7 +36,8 @@ impl crate::Operation for GetOptions {
     type Response = GetOptionsResponse;
     type Error = GetOptionsError;
 }
-crate::operation_error!(GetOptionsError for GetOptions;);
+/// Errors of [`GetOptions`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// `PUT /nodes/{node}/firewall/options` (handler `set_options`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`

@@ -39,7 +39,8 @@ impl crate::Operation for Usbscan {
 }
 /// What [`Usbscan`] answers.
 pub type UsbscanResponse = Vec<UsbscanResponseItem>;
-crate::operation_error!(UsbscanError for Usbscan;);
+/// Errors of [`Usbscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UsbscanError = crate::error::Untyped<Usbscan>;
 /// From `GET /nodes/{node}/hardware/usb returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsbscanResponseItem {

@@ -40,7 +40,8 @@ impl crate::Operation for RevertNetworkChanges {
 }
 /// What [`RevertNetworkChanges`] answers.
 pub type RevertNetworkChangesResponse = ();
-crate::operation_error!(RevertNetworkChangesError for RevertNetworkChanges;);
+/// Errors of [`RevertNetworkChanges`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RevertNetworkChangesError = crate::error::Untyped<RevertNetworkChanges>;
 /// `GET /nodes/{node}/network` (handler `index`).
 ///
 /// - Permitted users: `all`
@@ -85,7 +86,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /nodes/{node}/network` (handler `create_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`

@@ -46,7 +46,8 @@ impl crate::Operation for Vmlist {
 }
 /// What [`Vmlist`] answers.
 pub type VmlistResponse = Vec<VmlistResponseItem>;
-crate::operation_error!(VmlistError for Vmlist;);
+/// Errors of [`Vmlist`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmlistError = crate::error::Untyped<Vmlist>;
 /// `POST /nodes/{node}/qemu` (handler `create_vm`).
 ///
 /// - Permitted users: `all`

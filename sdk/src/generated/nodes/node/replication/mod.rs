@@ -46,7 +46,8 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = Vec<StatusResponseItem>;
-crate::operation_error!(StatusError for Status;);
+/// Errors of [`Status`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type StatusError = crate::error::Untyped<Status>;
 /// From `GET /nodes/{node}/replication returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseItem {

@@ -57,7 +57,8 @@ impl crate::Operation for Cifsscan {
 }
 /// What [`Cifsscan`] answers.
 pub type CifsscanResponse = Vec<CifsscanResponseItem>;
-crate::operation_error!(CifsscanError for Cifsscan;);
+/// Errors of [`Cifsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CifsscanError = crate::error::Untyped<Cifsscan>;
 /// From `GET /nodes/{node}/scan/cifs returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CifsscanResponseItem {

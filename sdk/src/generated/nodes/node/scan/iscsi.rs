@@ -45,7 +45,8 @@ impl crate::Operation for Iscsiscan {
 }
 /// What [`Iscsiscan`] answers.
 pub type IscsiscanResponse = Vec<IscsiscanResponseItem>;
-crate::operation_error!(IscsiscanError for Iscsiscan;);
+/// Errors of [`Iscsiscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IscsiscanError = crate::error::Untyped<Iscsiscan>;
 /// From `GET /nodes/{node}/scan/iscsi returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IscsiscanResponseItem {

@@ -39,7 +39,8 @@ impl crate::Operation for Lvmscan {
 }
 /// What [`Lvmscan`] answers.
 pub type LvmscanResponse = Vec<LvmscanResponseItem>;
-crate::operation_error!(LvmscanError for Lvmscan;);
+/// Errors of [`Lvmscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type LvmscanError = crate::error::Untyped<Lvmscan>;
 /// From `GET /nodes/{node}/scan/lvm returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LvmscanResponseItem {

@@ -45,7 +45,8 @@ impl crate::Operation for Lvmthinscan {
 }
 /// What [`Lvmthinscan`] answers.
 pub type LvmthinscanResponse = Vec<LvmthinscanResponseItem>;
-crate::operation_error!(LvmthinscanError for Lvmthinscan;);
+/// Errors of [`Lvmthinscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type LvmthinscanError = crate::error::Untyped<Lvmthinscan>;
 /// From `GET /nodes/{node}/scan/lvmthin returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LvmthinscanResponseItem {

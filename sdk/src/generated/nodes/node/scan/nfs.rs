@@ -45,7 +45,8 @@ impl crate::Operation for Nfsscan {
 }
 /// What [`Nfsscan`] answers.
 pub type NfsscanResponse = Vec<NfsscanResponseItem>;
-crate::operation_error!(NfsscanError for Nfsscan;);
+/// Errors of [`Nfsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NfsscanError = crate::error::Untyped<Nfsscan>;
 /// From `GET /nodes/{node}/scan/nfs returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NfsscanResponseItem {

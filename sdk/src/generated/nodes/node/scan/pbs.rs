@@ -66,7 +66,8 @@ impl crate::Operation for Pbsscan {
 }
 /// What [`Pbsscan`] answers.
 pub type PbsscanResponse = Vec<PbsscanResponseItem>;
-crate::operation_error!(PbsscanError for Pbsscan;);
+/// Errors of [`Pbsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type PbsscanError = crate::error::Untyped<Pbsscan>;
 /// From `GET /nodes/{node}/scan/pbs returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PbsscanResponseItem {

@@ -39,7 +39,8 @@ impl crate::Operation for Zfsscan {
 }
 /// What [`Zfsscan`] answers.
 pub type ZfsscanResponse = Vec<ZfsscanResponseItem>;
-crate::operation_error!(ZfsscanError for Zfsscan;);
+/// Errors of [`Zfsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ZfsscanError = crate::error::Untyped<Zfsscan>;
 /// From `GET /nodes/{node}/scan/zfs returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZfsscanResponseItem {

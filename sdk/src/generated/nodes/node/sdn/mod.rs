@@ -41,4 +41,5 @@ impl crate::Operation for Sdnindex {
 }
 /// What [`Sdnindex`] answers.
 pub type SdnindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(SdnindexError for Sdnindex;);
+/// Errors of [`Sdnindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SdnindexError = crate::error::Untyped<Sdnindex>;

@@ -81,7 +81,8 @@ impl crate::Operation for NodeTasks {
 }
 /// What [`NodeTasks`] answers.
 pub type NodeTasksResponse = Vec<NodeTasksResponseItem>;
-crate::operation_error!(NodeTasksError for NodeTasks;);
+/// Errors of [`NodeTasks`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NodeTasksError = crate::error::Untyped<NodeTasks>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

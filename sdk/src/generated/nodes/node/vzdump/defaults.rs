@@ -42,7 +42,8 @@ impl crate::Operation for Defaults {
     type Response = DefaultsResponse;
     type Error = DefaultsError;
 }
-crate::operation_error!(DefaultsError for Defaults;);
+/// Errors of [`Defaults`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DefaultsError = crate::error::Untyped<Defaults>;
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DefaultsResponse {

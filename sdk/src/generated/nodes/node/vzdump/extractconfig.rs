@@ -45,4 +45,5 @@ impl crate::Operation for Extractconfig {
 }
 /// What [`Extractconfig`] answers.
 pub type ExtractconfigResponse = String;
-crate::operation_error!(ExtractconfigError for Extractconfig;);
+/// Errors of [`Extractconfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ExtractconfigError = crate::error::Untyped<Extractconfig>;

@@ -173,4 +173,5 @@ impl crate::Operation for Vzdump {
 }
 /// What [`Vzdump`] answers.
 pub type VzdumpResponse = crate::Upid;
-crate::operation_error!(VzdumpError for Vzdump;);
+/// Errors of [`Vzdump`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VzdumpError = crate::error::Untyped<Vzdump>;

@@ -36,7 +36,8 @@ impl crate::Operation for DeleteSecurityGroup {
 }
 /// What [`DeleteSecurityGroup`] answers.
 pub type DeleteSecurityGroupResponse = ();
-crate::operation_error!(DeleteSecurityGroupError for DeleteSecurityGroup;);
+/// Errors of [`DeleteSecurityGroup`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteSecurityGroupError = crate::error::Untyped<DeleteSecurityGroup>;
 /// `GET /cluster/firewall/groups/{group}` (handler `get_rules`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -71,7 +72,8 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules;);
+/// Errors of [`GetRules`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// `POST /cluster/firewall/groups/{group}` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

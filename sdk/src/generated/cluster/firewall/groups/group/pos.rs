@@ -80,7 +80,8 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-crate::operation_error!(GetRuleError for GetRule;);
+/// Errors of [`GetRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetRuleError = crate::error::Untyped<GetRule>;
 /// `PUT /cluster/firewall/groups/{group}/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

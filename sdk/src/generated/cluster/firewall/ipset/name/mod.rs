@@ -40,7 +40,8 @@ impl crate::Operation for DeleteIpset {
 }
 /// What [`DeleteIpset`] answers.
 pub type DeleteIpsetResponse = ();
-crate::operation_error!(DeleteIpsetError for DeleteIpset;);
+/// Errors of [`DeleteIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
 /// `GET /cluster/firewall/ipset/{name}` (handler `get_ipset`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -73,7 +74,8 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-crate::operation_error!(GetIpsetError for GetIpset;);
+/// Errors of [`GetIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetIpsetError = crate::error::Untyped<GetIpset>;
 /// `POST /cluster/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -121,7 +123,8 @@ impl crate::Operation for CreateIp {
 }
 /// What [`CreateIp`] answers.
 pub type CreateIpResponse = ();
-crate::operation_error!(CreateIpError for CreateIp;);
+/// Errors of [`CreateIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateIpError = crate::error::Untyped<CreateIp>;
 /// From `GET /cluster/firewall/ipset/{name} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetIpsetResponseItem {

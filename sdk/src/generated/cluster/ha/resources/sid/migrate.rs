@@ -42,7 +42,8 @@ impl crate::Operation for Migrate {
     type Response = MigrateResponse;
     type Error = MigrateError;
 }
-crate::operation_error!(MigrateError for Migrate;);
+/// Errors of [`Migrate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MigrateError = crate::error::Untyped<Migrate>;
 /// From `POST /cluster/ha/resources/{sid}/migrate returns "blocking-resources" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateResponseBlockingResourcesItem {

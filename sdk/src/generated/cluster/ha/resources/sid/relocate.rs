@@ -42,7 +42,8 @@ impl crate::Operation for Relocate {
     type Response = RelocateResponse;
     type Error = RelocateError;
 }
-crate::operation_error!(RelocateError for Relocate;);
+/// Errors of [`Relocate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RelocateError = crate::error::Untyped<Relocate>;
 /// From `POST /cluster/ha/resources/{sid}/relocate returns "blocking-resources" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelocateResponseBlockingResourcesItem {

@@ -24,7 +24,8 @@ impl crate::Operation for GetGotifyEndpoints {
 }
 /// What [`GetGotifyEndpoints`] answers.
 pub type GetGotifyEndpointsResponse = Vec<GetGotifyEndpointsResponseItem>;
-crate::operation_error!(GetGotifyEndpointsError for GetGotifyEndpoints;);
+/// Errors of [`GetGotifyEndpoints`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetGotifyEndpointsError = crate::error::Untyped<GetGotifyEndpoints>;
 /// `POST /cluster/notifications/endpoints/gotify` (handler `create_gotify_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -80,7 +81,8 @@ impl crate::Operation for CreateGotifyEndpoint {
 }
 /// What [`CreateGotifyEndpoint`] answers.
 pub type CreateGotifyEndpointResponse = ();
-crate::operation_error!(CreateGotifyEndpointError for CreateGotifyEndpoint;);
+/// Errors of [`CreateGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateGotifyEndpointError = crate::error::Untyped<CreateGotifyEndpoint>;
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetGotifyEndpointsResponseItem {

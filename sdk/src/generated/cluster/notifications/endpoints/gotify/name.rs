@@ -38,7 +38,8 @@ impl crate::Operation for DeleteGotifyEndpoint {
 }
 /// What [`DeleteGotifyEndpoint`] answers.
 pub type DeleteGotifyEndpointResponse = ();
-crate::operation_error!(DeleteGotifyEndpointError for DeleteGotifyEndpoint;);
+/// Errors of [`DeleteGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteGotifyEndpointError = crate::error::Untyped<DeleteGotifyEndpoint>;
 /// `GET /cluster/notifications/endpoints/gotify/{name}` (handler `get_gotify_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -75,7 +76,8 @@ impl crate::Operation for GetGotifyEndpoint {
     type Response = GetGotifyEndpointResponse;
     type Error = GetGotifyEndpointError;
 }
-crate::operation_error!(GetGotifyEndpointError for GetGotifyEndpoint;);
+/// Errors of [`GetGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetGotifyEndpointError = crate::error::Untyped<GetGotifyEndpoint>;
 /// `PUT /cluster/notifications/endpoints/gotify/{name}` (handler `update_gotify_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -140,7 +142,8 @@ impl crate::Operation for UpdateGotifyEndpoint {
 }
 /// What [`UpdateGotifyEndpoint`] answers.
 pub type UpdateGotifyEndpointResponse = ();
-crate::operation_error!(UpdateGotifyEndpointError for UpdateGotifyEndpoint;);
+/// Errors of [`UpdateGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateGotifyEndpointError = crate::error::Untyped<UpdateGotifyEndpoint>;
 /// From `GET /cluster/notifications/endpoints/gotify/{name} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetGotifyEndpointResponse {

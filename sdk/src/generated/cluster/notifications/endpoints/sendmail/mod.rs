@@ -24,7 +24,8 @@ impl crate::Operation for GetSendmailEndpoints {
 }
 /// What [`GetSendmailEndpoints`] answers.
 pub type GetSendmailEndpointsResponse = Vec<GetSendmailEndpointsResponseItem>;
-crate::operation_error!(GetSendmailEndpointsError for GetSendmailEndpoints;);
+/// Errors of [`GetSendmailEndpoints`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetSendmailEndpointsError = crate::error::Untyped<GetSendmailEndpoints>;
 /// `POST /cluster/notifications/endpoints/sendmail` (handler `create_sendmail_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -84,7 +85,8 @@ impl crate::Operation for CreateSendmailEndpoint {
 }
 /// What [`CreateSendmailEndpoint`] answers.
 pub type CreateSendmailEndpointResponse = ();
-crate::operation_error!(CreateSendmailEndpointError for CreateSendmailEndpoint;);
+/// Errors of [`CreateSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateSendmailEndpointError = crate::error::Untyped<CreateSendmailEndpoint>;
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetSendmailEndpointsResponseItem {

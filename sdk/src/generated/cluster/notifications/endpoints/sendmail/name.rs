@@ -38,7 +38,8 @@ impl crate::Operation for DeleteSendmailEndpoint {
 }
 /// What [`DeleteSendmailEndpoint`] answers.
 pub type DeleteSendmailEndpointResponse = ();
-crate::operation_error!(DeleteSendmailEndpointError for DeleteSendmailEndpoint;);
+/// Errors of [`DeleteSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteSendmailEndpointError = crate::error::Untyped<DeleteSendmailEndpoint>;
 /// `GET /cluster/notifications/endpoints/sendmail/{name}` (handler `get_sendmail_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -75,7 +76,8 @@ impl crate::Operation for GetSendmailEndpoint {
     type Response = GetSendmailEndpointResponse;
     type Error = GetSendmailEndpointError;
 }
-crate::operation_error!(GetSendmailEndpointError for GetSendmailEndpoint;);
+/// Errors of [`GetSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetSendmailEndpointError = crate::error::Untyped<GetSendmailEndpoint>;
 /// `PUT /cluster/notifications/endpoints/sendmail/{name}` (handler `update_sendmail_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -148,7 +150,8 @@ impl crate::Operation for UpdateSendmailEndpoint {
 }
 /// What [`UpdateSendmailEndpoint`] answers.
 pub type UpdateSendmailEndpointResponse = ();
-crate::operation_error!(UpdateSendmailEndpointError for UpdateSendmailEndpoint;);
+/// Errors of [`UpdateSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateSendmailEndpointError = crate::error::Untyped<UpdateSendmailEndpoint>;
 /// From `GET /cluster/notifications/endpoints/sendmail/{name} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetSendmailEndpointResponse {

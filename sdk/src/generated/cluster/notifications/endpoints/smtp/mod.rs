@@ -24,7 +24,8 @@ impl crate::Operation for GetSmtpEndpoints {
 }
 /// What [`GetSmtpEndpoints`] answers.
 pub type GetSmtpEndpointsResponse = Vec<GetSmtpEndpointsResponseItem>;
-crate::operation_error!(GetSmtpEndpointsError for GetSmtpEndpoints;);
+/// Errors of [`GetSmtpEndpoints`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetSmtpEndpointsError = crate::error::Untyped<GetSmtpEndpoints>;
 /// `POST /cluster/notifications/endpoints/smtp` (handler `create_smtp_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -108,7 +109,8 @@ impl crate::Operation for CreateSmtpEndpoint {
 }
 /// What [`CreateSmtpEndpoint`] answers.
 pub type CreateSmtpEndpointResponse = ();
-crate::operation_error!(CreateSmtpEndpointError for CreateSmtpEndpoint;);
+/// Errors of [`CreateSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateSmtpEndpointError = crate::error::Untyped<CreateSmtpEndpoint>;
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

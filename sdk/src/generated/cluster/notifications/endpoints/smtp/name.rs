@@ -38,7 +38,8 @@ impl crate::Operation for DeleteSmtpEndpoint {
 }
 /// What [`DeleteSmtpEndpoint`] answers.
 pub type DeleteSmtpEndpointResponse = ();
-crate::operation_error!(DeleteSmtpEndpointError for DeleteSmtpEndpoint;);
+/// Errors of [`DeleteSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteSmtpEndpointError = crate::error::Untyped<DeleteSmtpEndpoint>;
 /// `GET /cluster/notifications/endpoints/smtp/{name}` (handler `get_smtp_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -75,7 +76,8 @@ impl crate::Operation for GetSmtpEndpoint {
     type Response = GetSmtpEndpointResponse;
     type Error = GetSmtpEndpointError;
 }
-crate::operation_error!(GetSmtpEndpointError for GetSmtpEndpoint;);
+/// Errors of [`GetSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetSmtpEndpointError = crate::error::Untyped<GetSmtpEndpoint>;
 /// `PUT /cluster/notifications/endpoints/smtp/{name}` (handler `update_smtp_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -168,7 +170,8 @@ impl crate::Operation for UpdateSmtpEndpoint {
 }
 /// What [`UpdateSmtpEndpoint`] answers.
 pub type UpdateSmtpEndpointResponse = ();
-crate::operation_error!(UpdateSmtpEndpointError for UpdateSmtpEndpoint;);
+/// Errors of [`UpdateSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateSmtpEndpointError = crate::error::Untyped<UpdateSmtpEndpoint>;
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetSmtpEndpointResponse {

@@ -25,7 +25,8 @@ impl crate::Operation for GetWebhookEndpoints {
 }
 /// What [`GetWebhookEndpoints`] answers.
 pub type GetWebhookEndpointsResponse = Vec<GetWebhookEndpointsResponseItem>;
-crate::operation_error!(GetWebhookEndpointsError for GetWebhookEndpoints;);
+/// Errors of [`GetWebhookEndpoints`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetWebhookEndpointsError = crate::error::Untyped<GetWebhookEndpoints>;
 /// `POST /cluster/notifications/endpoints/webhook` (handler `create_webhook_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -89,7 +90,8 @@ impl crate::Operation for CreateWebhookEndpoint {
 }
 /// What [`CreateWebhookEndpoint`] answers.
 pub type CreateWebhookEndpointResponse = ();
-crate::operation_error!(CreateWebhookEndpointError for CreateWebhookEndpoint;);
+/// Errors of [`CreateWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateWebhookEndpointError = crate::error::Untyped<CreateWebhookEndpoint>;
 /// Values of `method`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

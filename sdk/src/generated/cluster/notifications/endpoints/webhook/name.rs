@@ -38,7 +38,8 @@ impl crate::Operation for DeleteWebhookEndpoint {
 }
 /// What [`DeleteWebhookEndpoint`] answers.
 pub type DeleteWebhookEndpointResponse = ();
-crate::operation_error!(DeleteWebhookEndpointError for DeleteWebhookEndpoint;);
+/// Errors of [`DeleteWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteWebhookEndpointError = crate::error::Untyped<DeleteWebhookEndpoint>;
 /// `GET /cluster/notifications/endpoints/webhook/{name}` (handler `get_webhook_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -76,7 +77,8 @@ impl crate::Operation for GetWebhookEndpoint {
     type Response = GetWebhookEndpointResponse;
     type Error = GetWebhookEndpointError;
 }
-crate::operation_error!(GetWebhookEndpointError for GetWebhookEndpoint;);
+/// Errors of [`GetWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetWebhookEndpointError = crate::error::Untyped<GetWebhookEndpoint>;
 /// `PUT /cluster/notifications/endpoints/webhook/{name}` (handler `update_webhook_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -153,7 +155,8 @@ impl crate::Operation for UpdateWebhookEndpoint {
 }
 /// What [`UpdateWebhookEndpoint`] answers.
 pub type UpdateWebhookEndpointResponse = ();
-crate::operation_error!(UpdateWebhookEndpointError for UpdateWebhookEndpoint;);
+/// Errors of [`UpdateWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateWebhookEndpointError = crate::error::Untyped<UpdateWebhookEndpoint>;
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetWebhookEndpointResponse {

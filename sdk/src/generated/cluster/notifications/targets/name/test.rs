@@ -38,4 +38,5 @@ impl crate::Operation for TestTarget {
 }
 /// What [`TestTarget`] answers.
 pub type TestTargetResponse = ();
-crate::operation_error!(TestTargetError for TestTarget;);
+/// Errors of [`TestTarget`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TestTargetError = crate::error::Untyped<TestTarget>;

@@ -33,7 +33,8 @@ impl crate::Operation for DeleteFabric {
 }
 /// What [`DeleteFabric`] answers.
 pub type DeleteFabricResponse = ();
-crate::operation_error!(DeleteFabricError for DeleteFabric;);
+/// Errors of [`DeleteFabric`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteFabricError = crate::error::Untyped<DeleteFabric>;
 /// `GET /cluster/sdn/fabrics/fabric/{id}` (handler `get_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Audit","SDN.Allocate"],"any",1]`
@@ -64,7 +65,8 @@ impl crate::Operation for GetFabric {
     type Response = GetFabricResponse;
     type Error = GetFabricError;
 }
-crate::operation_error!(GetFabricError for GetFabric;);
+/// Errors of [`GetFabric`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetFabricError = crate::error::Untyped<GetFabric>;
 /// `PUT /cluster/sdn/fabrics/fabric/{id}` (handler `update_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`

@@ -30,7 +30,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /cluster/sdn/fabrics/fabric` (handler `add_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Allocate"]]`

@@ -30,7 +30,8 @@ impl crate::Operation for ListNodes {
 }
 /// What [`ListNodes`] answers.
 pub type ListNodesResponse = Vec<ListNodesResponseItem>;
-crate::operation_error!(ListNodesError for ListNodes;);
+/// Errors of [`ListNodes`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListNodesError = crate::error::Untyped<ListNodes>;
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -40,7 +40,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /cluster/sdn/ipams/{ipam}` (handler `read`).
 ///
 /// - Permission check: `["perm","/sdn/ipams/{ipam}",["SDN.Allocate"]]`
@@ -73,7 +74,8 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadError for Read;);
+/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadError = crate::error::Untyped<Read>;
 /// `PUT /cluster/sdn/ipams/{ipam}` (handler `update`).
 ///
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`

@@ -33,4 +33,5 @@ impl crate::Operation for Ipamindex {
 }
 /// What [`Ipamindex`] answers.
 pub type IpamindexResponse = Vec<serde_json::Value>;
-crate::operation_error!(IpamindexError for Ipamindex;);
+/// Errors of [`Ipamindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpamindexError = crate::error::Untyped<Ipamindex>;

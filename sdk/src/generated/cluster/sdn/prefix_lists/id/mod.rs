@@ -40,7 +40,8 @@ impl crate::Operation for DeletePrefixList {
 }
 /// What [`DeletePrefixList`] answers.
 pub type DeletePrefixListResponse = ();
-crate::operation_error!(DeletePrefixListError for DeletePrefixList;);
+/// Errors of [`DeletePrefixList`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeletePrefixListError = crate::error::Untyped<DeletePrefixList>;
 /// `GET /cluster/sdn/prefix-lists/{id}` (handler `get_prefix_list`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
@@ -73,7 +74,8 @@ impl crate::Operation for GetPrefixList {
 }
 /// What [`GetPrefixList`] answers.
 pub type GetPrefixListResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetPrefixListError for GetPrefixList;);
+/// Errors of [`GetPrefixList`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetPrefixListError = crate::error::Untyped<GetPrefixList>;
 /// `PUT /cluster/sdn/prefix-lists/{id}` (handler `update_prefix_list`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
@@ -125,7 +127,8 @@ impl crate::Operation for UpdatePrefixList {
 }
 /// What [`UpdatePrefixList`] answers.
 pub type UpdatePrefixListResponse = ();
-crate::operation_error!(UpdatePrefixListError for UpdatePrefixList;);
+/// Errors of [`UpdatePrefixList`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdatePrefixListError = crate::error::Untyped<UpdatePrefixList>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -30,7 +30,8 @@ impl crate::Operation for ListRouteMapEntries {
 }
 /// What [`ListRouteMapEntries`] answers.
 pub type ListRouteMapEntriesResponse = Vec<ListRouteMapEntriesResponseItem>;
-crate::operation_error!(ListRouteMapEntriesError for ListRouteMapEntries;);
+/// Errors of [`ListRouteMapEntries`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListRouteMapEntriesError = crate::error::Untyped<ListRouteMapEntries>;
 /// `POST /cluster/sdn/route-maps/entries` (handler `create_route_map_entry`).
 ///
 /// - Permission check: `["perm","/sdn/route-maps",["SDN.Allocate"]]`
@@ -102,7 +103,8 @@ impl crate::Operation for CreateRouteMapEntry {
 }
 /// What [`CreateRouteMapEntry`] answers.
 pub type CreateRouteMapEntryResponse = ();
-crate::operation_error!(CreateRouteMapEntryError for CreateRouteMapEntry;);
+/// Errors of [`CreateRouteMapEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateRouteMapEntryError = crate::error::Untyped<CreateRouteMapEntry>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -47,7 +47,8 @@ impl crate::Operation for Ipdelete {
 }
 /// What [`Ipdelete`] answers.
 pub type IpdeleteResponse = ();
-crate::operation_error!(IpdeleteError for Ipdelete;);
+/// Errors of [`Ipdelete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpdeleteError = crate::error::Untyped<Ipdelete>;
 /// `POST /cluster/sdn/vnets/{vnet}/ips` (handler `ipcreate`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
@@ -95,7 +96,8 @@ impl crate::Operation for Ipcreate {
 }
 /// What [`Ipcreate`] answers.
 pub type IpcreateResponse = ();
-crate::operation_error!(IpcreateError for Ipcreate;);
+/// Errors of [`Ipcreate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpcreateError = crate::error::Untyped<Ipcreate>;
 /// `PUT /cluster/sdn/vnets/{vnet}/ips` (handler `ipupdate`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
@@ -147,4 +149,5 @@ impl crate::Operation for Ipupdate {
 }
 /// What [`Ipupdate`] answers.
 pub type IpupdateResponse = ();
-crate::operation_error!(IpupdateError for Ipupdate;);
+/// Errors of [`Ipupdate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpupdateError = crate::error::Untyped<Ipupdate>;

@@ -42,7 +42,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /cluster/sdn/vnets/{vnet}` (handler `read`).
 ///
 /// - Permitted users: `all`
@@ -83,7 +84,8 @@ impl crate::Operation for Read {
     type Response = ReadResponse;
     type Error = ReadError;
 }
-crate::operation_error!(ReadError for Read;);
+/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadError = crate::error::Untyped<Read>;
 /// `PUT /cluster/sdn/vnets/{vnet}` (handler `update`).
 ///
 /// - Permitted users: `all`

@@ -44,7 +44,8 @@ impl crate::Operation for Types {
 }
 /// What [`Types`] answers.
 pub type TypesResponse = Vec<TypesResponseItem>;
-crate::operation_error!(TypesError for Types;);
+/// Errors of [`Types`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TypesError = crate::error::Untyped<Types>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

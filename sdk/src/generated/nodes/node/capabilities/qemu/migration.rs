@@ -36,7 +36,8 @@ impl crate::Operation for Capabilities {
     type Response = CapabilitiesResponse;
     type Error = CapabilitiesError;
 }
-crate::operation_error!(CapabilitiesError for Capabilities;);
+/// Errors of [`Capabilities`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CapabilitiesError = crate::error::Untyped<Capabilities>;
 /// From `GET /nodes/{node}/capabilities/qemu/migration returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapabilitiesResponse {

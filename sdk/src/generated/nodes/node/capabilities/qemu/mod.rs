@@ -42,4 +42,5 @@ impl crate::Operation for QemuCapsIndex {
 }
 /// What [`QemuCapsIndex`] answers.
 pub type QemuCapsIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(QemuCapsIndexError for QemuCapsIndex;);
+/// Errors of [`QemuCapsIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type QemuCapsIndexError = crate::error::Untyped<QemuCapsIndex>;

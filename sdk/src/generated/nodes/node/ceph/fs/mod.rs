@@ -40,7 +40,8 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// From `GET /nodes/{node}/ceph/fs returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {

@@ -113,4 +113,5 @@ impl crate::Operation for Createfs {
 }
 /// What [`Createfs`] answers.
 pub type CreatefsResponse = crate::Upid;
-crate::operation_error!(CreatefsError for Createfs;);
+/// Errors of [`Createfs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreatefsError = crate::error::Untyped<Createfs>;

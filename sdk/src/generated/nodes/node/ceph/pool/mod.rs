@@ -132,7 +132,8 @@ impl crate::Operation for Createpool {
 }
 /// What [`Createpool`] answers.
 pub type CreatepoolResponse = crate::Upid;
-crate::operation_error!(CreatepoolError for Createpool;);
+/// Errors of [`Createpool`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreatepoolError = crate::error::Untyped<Createpool>;
 /// Property string `erasure-coding`.
 ///
 /// Used by: `POST /nodes/{node}/ceph/pool param "erasure-coding"`.

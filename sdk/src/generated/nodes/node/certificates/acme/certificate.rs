@@ -41,7 +41,8 @@ impl crate::Operation for RevokeCertificate {
 }
 /// What [`RevokeCertificate`] answers.
 pub type RevokeCertificateResponse = crate::Upid;
-crate::operation_error!(RevokeCertificateError for RevokeCertificate;);
+/// Errors of [`RevokeCertificate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RevokeCertificateError = crate::error::Untyped<RevokeCertificate>;
 /// `POST /nodes/{node}/certificates/acme/certificate` (handler `new_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -89,7 +90,8 @@ impl crate::Operation for NewCertificate {
 }
 /// What [`NewCertificate`] answers.
 pub type NewCertificateResponse = crate::Upid;
-crate::operation_error!(NewCertificateError for NewCertificate;);
+/// Errors of [`NewCertificate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NewCertificateError = crate::error::Untyped<NewCertificate>;
 /// `PUT /nodes/{node}/certificates/acme/certificate` (handler `renew_certificate`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -137,4 +139,5 @@ impl crate::Operation for RenewCertificate {
 }
 /// What [`RenewCertificate`] answers.
 pub type RenewCertificateResponse = crate::Upid;
-crate::operation_error!(RenewCertificateError for RenewCertificate;);
+/// Errors of [`RenewCertificate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RenewCertificateError = crate::error::Untyped<RenewCertificate>;

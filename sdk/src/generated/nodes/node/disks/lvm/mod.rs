@@ -38,7 +38,8 @@ impl crate::Operation for Index {
     type Response = IndexResponse;
     type Error = IndexError;
 }
-crate::operation_error!(IndexError for Index;);
+/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IndexError = crate::error::Untyped<Index>;
 /// `POST /nodes/{node}/disks/lvm` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -98,7 +99,8 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = crate::Upid;
-crate::operation_error!(CreateError for Create;);
+/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateError = crate::error::Untyped<Create>;
 /// From `GET /nodes/{node}/disks/lvm returns "children" items "children" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseChildrenItemChildrenItem {

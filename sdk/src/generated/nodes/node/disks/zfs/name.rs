@@ -62,7 +62,8 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete;);
+/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteError = crate::error::Untyped<Delete>;
 /// `GET /nodes/{node}/disks/zfs/{name}` (handler `detail`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -113,7 +114,8 @@ impl crate::Operation for Detail {
     type Response = DetailResponse;
     type Error = DetailError;
 }
-crate::operation_error!(DetailError for Detail;);
+/// Errors of [`Detail`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DetailError = crate::error::Untyped<Detail>;
 /// From `GET /nodes/{node}/disks/zfs/{name} returns "children" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DetailResponseChildrenItem {

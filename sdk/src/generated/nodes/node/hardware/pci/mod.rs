@@ -50,7 +50,8 @@ impl crate::Operation for PciScan {
 }
 /// What [`PciScan`] answers.
 pub type PciScanResponse = Vec<PciScanResponseItem>;
-crate::operation_error!(PciScanError for PciScan;);
+/// Errors of [`PciScan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type PciScanError = crate::error::Untyped<PciScan>;
 /// From `GET /nodes/{node}/hardware/pci returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PciScanResponseItem {

@@ -62,7 +62,8 @@ impl crate::Operation for VmFeature {
     type Response = VmFeatureResponse;
     type Error = VmFeatureError;
 }
-crate::operation_error!(VmFeatureError for VmFeature;);
+/// Errors of [`VmFeature`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmFeatureError = crate::error::Untyped<VmFeature>;
 /// From `GET /nodes/{node}/lxc/{vmid}/feature returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmFeatureResponse {

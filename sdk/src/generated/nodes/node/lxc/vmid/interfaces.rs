@@ -52,7 +52,8 @@ impl crate::Operation for Ip {
 }
 /// What [`Ip`] answers.
 pub type IpResponse = Vec<IpResponseItem>;
-crate::operation_error!(IpError for Ip;);
+/// Errors of [`Ip`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpError = crate::error::Untyped<Ip>;
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items "ip-addresses" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IpResponseItemIpAddressesItem {

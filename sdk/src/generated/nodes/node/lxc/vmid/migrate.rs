@@ -54,7 +54,8 @@ impl crate::Operation for MigrateVmPrecondition {
     type Response = MigrateVmPreconditionResponse;
     type Error = MigrateVmPreconditionError;
 }
-crate::operation_error!(MigrateVmPreconditionError for MigrateVmPrecondition;);
+/// Errors of [`MigrateVmPrecondition`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MigrateVmPreconditionError = crate::error::Untyped<MigrateVmPrecondition>;
 /// `POST /nodes/{node}/lxc/{vmid}/migrate` (handler `migrate_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
@@ -133,7 +134,8 @@ impl crate::Operation for MigrateVm {
 }
 /// What [`MigrateVm`] answers.
 pub type MigrateVmResponse = crate::Upid;
-crate::operation_error!(MigrateVmError for MigrateVm;);
+/// Errors of [`MigrateVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MigrateVmError = crate::error::Untyped<MigrateVm>;
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {

@@ -144,7 +144,8 @@ impl crate::Operation for Vmdiridx {
 }
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-crate::operation_error!(VmdiridxError for Vmdiridx;);
+/// Errors of [`Vmdiridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmdiridxError = crate::error::Untyped<Vmdiridx>;
 /// From `GET /nodes/{node}/lxc/{vmid} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmdiridxResponseItem {

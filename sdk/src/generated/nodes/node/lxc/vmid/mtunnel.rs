@@ -58,7 +58,8 @@ impl crate::Operation for Mtunnel {
     type Response = MtunnelResponse;
     type Error = MtunnelError;
 }
-crate::operation_error!(MtunnelError for Mtunnel;);
+/// Errors of [`Mtunnel`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MtunnelError = crate::error::Untyped<Mtunnel>;
 /// From `POST /nodes/{node}/lxc/{vmid}/mtunnel returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MtunnelResponse {

@@ -61,7 +61,8 @@ impl crate::Operation for Mtunnelwebsocket {
     type Response = MtunnelwebsocketResponse;
     type Error = MtunnelwebsocketError;
 }
-crate::operation_error!(MtunnelwebsocketError for Mtunnelwebsocket;);
+/// Errors of [`Mtunnelwebsocket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MtunnelwebsocketError = crate::error::Untyped<Mtunnelwebsocket>;
 /// From `GET /nodes/{node}/lxc/{vmid}/mtunnelwebsocket returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MtunnelwebsocketResponse {

@@ -51,7 +51,8 @@ impl crate::Operation for VmPending {
 }
 /// What [`VmPending`] answers.
 pub type VmPendingResponse = Vec<VmPendingResponseItem>;
-crate::operation_error!(VmPendingError for VmPending;);
+/// Errors of [`VmPending`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmPendingError = crate::error::Untyped<VmPending>;
 /// From `GET /nodes/{node}/lxc/{vmid}/pending returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmPendingResponseItem {

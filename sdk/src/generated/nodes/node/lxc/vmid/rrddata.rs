@@ -59,7 +59,8 @@ impl crate::Operation for Rrddata {
 }
 /// What [`Rrddata`] answers.
 pub type RrddataResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(RrddataError for Rrddata;);
+/// Errors of [`Rrddata`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RrddataError = crate::error::Untyped<Rrddata>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

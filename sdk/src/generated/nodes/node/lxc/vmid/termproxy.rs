@@ -50,7 +50,8 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy;);
+/// Errors of [`Termproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TermproxyError = crate::error::Untyped<Termproxy>;
 /// From `POST /nodes/{node}/lxc/{vmid}/termproxy returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TermproxyResponse {

@@ -62,7 +62,8 @@ impl crate::Operation for Vncproxy {
     type Response = VncproxyResponse;
     type Error = VncproxyError;
 }
-crate::operation_error!(VncproxyError for Vncproxy;);
+/// Errors of [`Vncproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VncproxyError = crate::error::Untyped<Vncproxy>;
 /// From `POST /nodes/{node}/lxc/{vmid}/vncproxy returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VncproxyResponse {

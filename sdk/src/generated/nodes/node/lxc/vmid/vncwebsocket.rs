@@ -61,7 +61,8 @@ impl crate::Operation for Vncwebsocket {
     type Response = VncwebsocketResponse;
     type Error = VncwebsocketError;
 }
-crate::operation_error!(VncwebsocketError for Vncwebsocket;);
+/// Errors of [`Vncwebsocket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VncwebsocketError = crate::error::Untyped<Vncwebsocket>;
 /// From `GET /nodes/{node}/lxc/{vmid}/vncwebsocket returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VncwebsocketResponse {

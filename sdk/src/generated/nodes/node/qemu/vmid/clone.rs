@@ -94,4 +94,5 @@ impl crate::Operation for CloneVm {
 }
 /// What [`CloneVm`] answers.
 pub type CloneVmResponse = crate::Upid;
-crate::operation_error!(CloneVmError for CloneVm;);
+/// Errors of [`CloneVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CloneVmError = crate::error::Untyped<CloneVm>;

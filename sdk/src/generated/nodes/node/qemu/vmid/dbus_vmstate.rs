@@ -55,7 +55,8 @@ impl crate::Operation for DbusVmstate {
 }
 /// What [`DbusVmstate`] answers.
 pub type DbusVmstateResponse = ();
-crate::operation_error!(DbusVmstateError for DbusVmstate;);
+/// Errors of [`DbusVmstate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DbusVmstateError = crate::error::Untyped<DbusVmstate>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -150,7 +150,8 @@ impl crate::Operation for Vmdiridx {
 }
 /// What [`Vmdiridx`] answers.
 pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-crate::operation_error!(VmdiridxError for Vmdiridx;);
+/// Errors of [`Vmdiridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmdiridxError = crate::error::Untyped<Vmdiridx>;
 /// Values of `disk`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -56,4 +56,5 @@ impl crate::Operation for Monitor {
 }
 /// What [`Monitor`] answers.
 pub type MonitorResponse = String;
-crate::operation_error!(MonitorError for Monitor;);
+/// Errors of [`Monitor`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MonitorError = crate::error::Untyped<Monitor>;

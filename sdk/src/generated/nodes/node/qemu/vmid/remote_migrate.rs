@@ -88,4 +88,5 @@ impl crate::Operation for RemoteMigrateVm {
 }
 /// What [`RemoteMigrateVm`] answers.
 pub type RemoteMigrateVmResponse = crate::Upid;
-crate::operation_error!(RemoteMigrateVmError for RemoteMigrateVm;);
+/// Errors of [`RemoteMigrateVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RemoteMigrateVmError = crate::error::Untyped<RemoteMigrateVm>;

@@ -60,4 +60,5 @@ impl crate::Operation for VmSendkey {
 }
 /// What [`VmSendkey`] answers.
 pub type VmSendkeyResponse = ();
-crate::operation_error!(VmSendkeyError for VmSendkey;);
+/// Errors of [`VmSendkey`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmSendkeyError = crate::error::Untyped<VmSendkey>;

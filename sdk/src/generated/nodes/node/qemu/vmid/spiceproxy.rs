@@ -55,7 +55,8 @@ impl crate::Operation for Spiceproxy {
     type Response = SpiceproxyResponse;
     type Error = SpiceproxyError;
 }
-crate::operation_error!(SpiceproxyError for Spiceproxy;);
+/// Errors of [`Spiceproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SpiceproxyError = crate::error::Untyped<Spiceproxy>;
 /// From `POST /nodes/{node}/qemu/{vmid}/spiceproxy returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpiceproxyResponse {

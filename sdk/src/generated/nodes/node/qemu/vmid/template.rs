@@ -58,4 +58,5 @@ impl crate::Operation for Template {
 }
 /// What [`Template`] answers.
 pub type TemplateResponse = crate::Upid;
-crate::operation_error!(TemplateError for Template;);
+/// Errors of [`Template`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TemplateError = crate::error::Untyped<Template>;

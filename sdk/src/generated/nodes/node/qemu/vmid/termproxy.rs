@@ -54,7 +54,8 @@ impl crate::Operation for Termproxy {
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
-crate::operation_error!(TermproxyError for Termproxy;);
+/// Errors of [`Termproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type TermproxyError = crate::error::Untyped<Termproxy>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -60,4 +60,5 @@ impl crate::Operation for Unlink {
 }
 /// What [`Unlink`] answers.
 pub type UnlinkResponse = ();
-crate::operation_error!(UnlinkError for Unlink;);
+/// Errors of [`Unlink`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UnlinkError = crate::error::Untyped<Unlink>;

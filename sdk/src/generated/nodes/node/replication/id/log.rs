@@ -60,7 +60,8 @@ impl crate::Operation for ReadJobLog {
 }
 /// What [`ReadJobLog`] answers.
 pub type ReadJobLogResponse = Vec<ReadJobLogResponseItem>;
-crate::operation_error!(ReadJobLogError for ReadJobLog;);
+/// Errors of [`ReadJobLog`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadJobLogError = crate::error::Untyped<ReadJobLog>;
 /// From `GET /nodes/{node}/replication/{id}/log returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadJobLogResponseItem {

@@ -52,4 +52,5 @@ impl crate::Operation for ScheduleNow {
 }
 /// What [`ScheduleNow`] answers.
 pub type ScheduleNowResponse = String;
-crate::operation_error!(ScheduleNowError for ScheduleNow;);
+/// Errors of [`ScheduleNow`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScheduleNowError = crate::error::Untyped<ScheduleNow>;

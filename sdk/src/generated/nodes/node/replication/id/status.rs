@@ -52,4 +52,5 @@ impl crate::Operation for JobStatus {
 }
 /// What [`JobStatus`] answers.
 pub type JobStatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(JobStatusError for JobStatus;);
+/// Errors of [`JobStatus`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type JobStatusError = crate::error::Untyped<JobStatus>;

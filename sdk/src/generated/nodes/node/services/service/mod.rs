@@ -48,7 +48,8 @@ impl crate::Operation for Srvcmdidx {
 }
 /// What [`Srvcmdidx`] answers.
 pub type SrvcmdidxResponse = Vec<SrvcmdidxResponseItem>;
-crate::operation_error!(SrvcmdidxError for Srvcmdidx;);
+/// Errors of [`Srvcmdidx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SrvcmdidxError = crate::error::Untyped<Srvcmdidx>;
 /// Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

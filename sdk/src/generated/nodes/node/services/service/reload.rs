@@ -50,4 +50,5 @@ impl crate::Operation for ServiceReload {
 }
 /// What [`ServiceReload`] answers.
 pub type ServiceReloadResponse = crate::Upid;
-crate::operation_error!(ServiceReloadError for ServiceReload;);
+/// Errors of [`ServiceReload`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServiceReloadError = crate::error::Untyped<ServiceReload>;

@@ -50,4 +50,5 @@ impl crate::Operation for ServiceRestart {
 }
 /// What [`ServiceRestart`] answers.
 pub type ServiceRestartResponse = crate::Upid;
-crate::operation_error!(ServiceRestartError for ServiceRestart;);
+/// Errors of [`ServiceRestart`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServiceRestartError = crate::error::Untyped<ServiceRestart>;

@@ -50,4 +50,5 @@ impl crate::Operation for ServiceStart {
 }
 /// What [`ServiceStart`] answers.
 pub type ServiceStartResponse = crate::Upid;
-crate::operation_error!(ServiceStartError for ServiceStart;);
+/// Errors of [`ServiceStart`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServiceStartError = crate::error::Untyped<ServiceStart>;

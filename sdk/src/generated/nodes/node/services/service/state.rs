@@ -46,7 +46,8 @@ impl crate::Operation for ServiceState {
     type Response = ServiceStateResponse;
     type Error = ServiceStateError;
 }
-crate::operation_error!(ServiceStateError for ServiceState;);
+/// Errors of [`ServiceState`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServiceStateError = crate::error::Untyped<ServiceState>;
 /// From `GET /nodes/{node}/services/{service}/state returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceStateResponse {

@@ -50,4 +50,5 @@ impl crate::Operation for ServiceStop {
 }
 /// What [`ServiceStop`] answers.
 pub type ServiceStopResponse = crate::Upid;
-crate::operation_error!(ServiceStopError for ServiceStop;);
+/// Errors of [`ServiceStop`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServiceStopError = crate::error::Untyped<ServiceStop>;

@@ -91,4 +91,5 @@ impl crate::Operation for UpidIndex {
 }
 /// What [`UpidIndex`] answers.
 pub type UpidIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(UpidIndexError for UpidIndex;);
+/// Errors of [`UpidIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpidIndexError = crate::error::Untyped<UpidIndex>;

@@ -43,7 +43,8 @@ impl crate::Operation for ListNodesFabric {
 }
 /// What [`ListNodesFabric`] answers.
 pub type ListNodesFabricResponse = Vec<ListNodesFabricResponseItem>;
-crate::operation_error!(ListNodesFabricError for ListNodesFabric;);
+/// Errors of [`ListNodesFabric`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListNodesFabricError = crate::error::Untyped<ListNodesFabric>;
 /// `POST /cluster/sdn/fabrics/node/{fabric_id}` (handler `add_node`).
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`

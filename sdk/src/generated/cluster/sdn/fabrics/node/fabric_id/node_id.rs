@@ -44,7 +44,8 @@ impl crate::Operation for DeleteNode {
 }
 /// What [`DeleteNode`] answers.
 pub type DeleteNodeResponse = ();
-crate::operation_error!(DeleteNodeError for DeleteNode;);
+/// Errors of [`DeleteNode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteNodeError = crate::error::Untyped<DeleteNode>;
 /// `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id}` (handler `get_node`).
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit","SDN.Allocate"],"any",1],["perm","/nodes/{node_id}",["Sys.Audit","Sys.Modify"],"any",1]]`
@@ -86,7 +87,8 @@ impl crate::Operation for GetNode {
     type Response = GetNodeResponse;
     type Error = GetNodeError;
 }
-crate::operation_error!(GetNodeError for GetNode;);
+/// Errors of [`GetNode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetNodeError = crate::error::Untyped<GetNode>;
 /// `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id}` (handler `update_node`).
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`

@@ -33,7 +33,8 @@ impl crate::Operation for GetPrefixListEntries {
 }
 /// What [`GetPrefixListEntries`] answers.
 pub type GetPrefixListEntriesResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(GetPrefixListEntriesError for GetPrefixListEntries;);
+/// Errors of [`GetPrefixListEntries`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetPrefixListEntriesError = crate::error::Untyped<GetPrefixListEntries>;
 /// `POST /cluster/sdn/prefix-lists/{id}/entries` (handler `create_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
@@ -97,4 +98,5 @@ impl crate::Operation for CreatePrefixListEntry {
 }
 /// What [`CreatePrefixListEntry`] answers.
 pub type CreatePrefixListEntryResponse = ();
-crate::operation_error!(CreatePrefixListEntryError for CreatePrefixListEntry;);
+/// Errors of [`CreatePrefixListEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreatePrefixListEntryError = crate::error::Untyped<CreatePrefixListEntry>;

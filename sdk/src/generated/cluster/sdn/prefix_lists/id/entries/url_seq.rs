@@ -43,7 +43,8 @@ impl crate::Operation for DeletePrefixListEntry {
 }
 /// What [`DeletePrefixListEntry`] answers.
 pub type DeletePrefixListEntryResponse = ();
-crate::operation_error!(DeletePrefixListEntryError for DeletePrefixListEntry;);
+/// Errors of [`DeletePrefixListEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeletePrefixListEntryError = crate::error::Untyped<DeletePrefixListEntry>;
 /// `GET /cluster/sdn/prefix-lists/{id}/entries/{url_seq}` (handler `get_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
@@ -82,7 +83,8 @@ impl crate::Operation for GetPrefixListEntry {
 }
 /// What [`GetPrefixListEntry`] answers.
 pub type GetPrefixListEntryResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetPrefixListEntryError for GetPrefixListEntry;);
+/// Errors of [`GetPrefixListEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetPrefixListEntryError = crate::error::Untyped<GetPrefixListEntry>;
 /// `PUT /cluster/sdn/prefix-lists/{id}/entries/{url_seq}` (handler `update_prefix_list_entry`).
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
@@ -154,7 +156,8 @@ impl crate::Operation for UpdatePrefixListEntry {
 }
 /// What [`UpdatePrefixListEntry`] answers.
 pub type UpdatePrefixListEntryResponse = ();
-crate::operation_error!(UpdatePrefixListEntryError for UpdatePrefixListEntry;);
+/// Errors of [`UpdatePrefixListEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdatePrefixListEntryError = crate::error::Untyped<UpdatePrefixListEntry>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -43,9 +43,9 @@ impl crate::Operation for ListRouteMapEntriesForRouteMap {
 }
 /// What [`ListRouteMapEntriesForRouteMap`] answers.
 pub type ListRouteMapEntriesForRouteMapResponse = Vec<ListRouteMapEntriesForRouteMapResponseItem>;
-crate::operation_error!(
-    ListRouteMapEntriesForRouteMapError for ListRouteMapEntriesForRouteMap;
-);
+/// Errors of [`ListRouteMapEntriesForRouteMap`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListRouteMapEntriesForRouteMapError =
+    crate::error::Untyped<ListRouteMapEntriesForRouteMap>;
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListRouteMapEntriesForRouteMapResponseItem {

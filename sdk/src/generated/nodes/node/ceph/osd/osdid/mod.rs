@@ -102,4 +102,5 @@ impl crate::Operation for Osdindex {
 }
 /// What [`Osdindex`] answers.
 pub type OsdindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(OsdindexError for Osdindex;);
+/// Errors of [`Osdindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type OsdindexError = crate::error::Untyped<Osdindex>;

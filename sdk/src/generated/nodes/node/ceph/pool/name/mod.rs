@@ -106,7 +106,8 @@ impl crate::Operation for Poolindex {
 }
 /// What [`Poolindex`] answers.
 pub type PoolindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(PoolindexError for Poolindex;);
+/// Errors of [`Poolindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type PoolindexError = crate::error::Untyped<Poolindex>;
 /// `PUT /nodes/{node}/ceph/pool/{name}` (handler `setpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -190,4 +191,5 @@ impl crate::Operation for Setpool {
 }
 /// What [`Setpool`] answers.
 pub type SetpoolResponse = crate::Upid;
-crate::operation_error!(SetpoolError for Setpool;);
+/// Errors of [`Setpool`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SetpoolError = crate::error::Untyped<Setpool>;

@@ -45,7 +45,8 @@ impl crate::Operation for Mdevscan {
 }
 /// What [`Mdevscan`] answers.
 pub type MdevscanResponse = Vec<MdevscanResponseItem>;
-crate::operation_error!(MdevscanError for Mdevscan;);
+/// Errors of [`Mdevscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MdevscanError = crate::error::Untyped<Mdevscan>;
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MdevscanResponseItem {

@@ -44,7 +44,8 @@ impl crate::Operation for PciIndex {
 }
 /// What [`PciIndex`] answers.
 pub type PciIndexResponse = Vec<PciIndexResponseItem>;
-crate::operation_error!(PciIndexError for PciIndex;);
+/// Errors of [`PciIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type PciIndexError = crate::error::Untyped<PciIndex>;
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PciIndexResponseItem {

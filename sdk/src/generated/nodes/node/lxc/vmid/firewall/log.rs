@@ -68,7 +68,8 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<LogResponseItem>;
-crate::operation_error!(LogError for Log;);
+/// Errors of [`Log`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type LogError = crate::error::Untyped<Log>;
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/log returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogResponseItem {

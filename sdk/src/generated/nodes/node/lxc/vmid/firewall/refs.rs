@@ -54,7 +54,8 @@ impl crate::Operation for Refs {
 }
 /// What [`Refs`] answers.
 pub type RefsResponse = Vec<RefsResponseItem>;
-crate::operation_error!(RefsError for Refs;);
+/// Errors of [`Refs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RefsError = crate::error::Untyped<Refs>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -53,7 +53,8 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List;);
+/// Errors of [`List`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListError = crate::error::Untyped<List>;
 /// `POST /nodes/{node}/lxc/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -116,7 +117,8 @@ impl crate::Operation for Snapshot {
 }
 /// What [`Snapshot`] answers.
 pub type SnapshotResponse = crate::Upid;
-crate::operation_error!(SnapshotError for Snapshot;);
+/// Errors of [`Snapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SnapshotError = crate::error::Untyped<Snapshot>;
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListResponseItem {

@@ -54,4 +54,5 @@ impl crate::Operation for VmResume {
 }
 /// What [`VmResume`] answers.
 pub type VmResumeResponse = crate::Upid;
-crate::operation_error!(VmResumeError for VmResume;);
+/// Errors of [`VmResume`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmResumeError = crate::error::Untyped<VmResume>;

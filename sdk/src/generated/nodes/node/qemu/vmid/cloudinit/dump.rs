@@ -59,9 +59,8 @@ impl crate::Operation for CloudinitGeneratedConfigDump {
 }
 /// What [`CloudinitGeneratedConfigDump`] answers.
 pub type CloudinitGeneratedConfigDumpResponse = String;
-crate::operation_error!(
-    CloudinitGeneratedConfigDumpError for CloudinitGeneratedConfigDump;
-);
+/// Errors of [`CloudinitGeneratedConfigDump`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CloudinitGeneratedConfigDumpError = crate::error::Untyped<CloudinitGeneratedConfigDump>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

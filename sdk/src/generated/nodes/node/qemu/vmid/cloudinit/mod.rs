@@ -52,7 +52,8 @@ impl crate::Operation for CloudinitPending {
 }
 /// What [`CloudinitPending`] answers.
 pub type CloudinitPendingResponse = Vec<CloudinitPendingResponseItem>;
-crate::operation_error!(CloudinitPendingError for CloudinitPending;);
+/// Errors of [`CloudinitPending`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CloudinitPendingError = crate::error::Untyped<CloudinitPending>;
 /// `PUT /nodes/{node}/qemu/{vmid}/cloudinit` (handler `cloudinit_update`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Cloudinit"]]`
@@ -105,7 +106,8 @@ impl crate::Operation for CloudinitUpdate {
 }
 /// What [`CloudinitUpdate`] answers.
 pub type CloudinitUpdateResponse = ();
-crate::operation_error!(CloudinitUpdateError for CloudinitUpdate;);
+/// Errors of [`CloudinitUpdate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CloudinitUpdateError = crate::error::Untyped<CloudinitUpdate>;
 /// From `GET /nodes/{node}/qemu/{vmid}/cloudinit returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CloudinitPendingResponseItem {

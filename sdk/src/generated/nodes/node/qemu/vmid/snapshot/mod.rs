@@ -53,7 +53,8 @@ impl crate::Operation for SnapshotList {
 }
 /// What [`SnapshotList`] answers.
 pub type SnapshotListResponse = Vec<SnapshotListResponseItem>;
-crate::operation_error!(SnapshotListError for SnapshotList;);
+/// Errors of [`SnapshotList`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SnapshotListError = crate::error::Untyped<SnapshotList>;
 /// `POST /nodes/{node}/qemu/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -120,7 +121,8 @@ impl crate::Operation for Snapshot {
 }
 /// What [`Snapshot`] answers.
 pub type SnapshotResponse = crate::Upid;
-crate::operation_error!(SnapshotError for Snapshot;);
+/// Errors of [`Snapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SnapshotError = crate::error::Untyped<Snapshot>;
 /// From `GET /nodes/{node}/qemu/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SnapshotListResponseItem {

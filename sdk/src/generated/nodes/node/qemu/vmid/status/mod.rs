@@ -59,7 +59,8 @@ impl crate::Operation for Vmcmdidx {
 }
 /// What [`Vmcmdidx`] answers.
 pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
-crate::operation_error!(VmcmdidxError for Vmcmdidx;);
+/// Errors of [`Vmcmdidx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmcmdidxError = crate::error::Untyped<Vmcmdidx>;
 /// From `GET /nodes/{node}/qemu/{vmid}/status returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmcmdidxResponseItem {

@@ -45,7 +45,8 @@ impl crate::Operation for Interfaces {
 }
 /// What [`Interfaces`] answers.
 pub type InterfacesResponse = Vec<InterfacesResponseItem>;
-crate::operation_error!(InterfacesError for Interfaces;);
+/// Errors of [`Interfaces`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type InterfacesError = crate::error::Untyped<Interfaces>;
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/interfaces returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterfacesResponseItem {

@@ -45,7 +45,8 @@ impl crate::Operation for Neighbors {
 }
 /// What [`Neighbors`] answers.
 pub type NeighborsResponse = Vec<NeighborsResponseItem>;
-crate::operation_error!(NeighborsError for Neighbors;);
+/// Errors of [`Neighbors`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type NeighborsError = crate::error::Untyped<Neighbors>;
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NeighborsResponseItem {

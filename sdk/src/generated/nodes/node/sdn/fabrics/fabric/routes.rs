@@ -45,7 +45,8 @@ impl crate::Operation for Routes {
 }
 /// What [`Routes`] answers.
 pub type RoutesResponse = Vec<RoutesResponseItem>;
-crate::operation_error!(RoutesError for Routes;);
+/// Errors of [`Routes`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RoutesError = crate::error::Untyped<Routes>;
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/routes returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoutesResponseItem {

@@ -45,7 +45,8 @@ impl crate::Operation for MacVrf {
 }
 /// What [`MacVrf`] answers.
 pub type MacVrfResponse = Vec<MacVrfResponseItem>;
-crate::operation_error!(MacVrfError for MacVrf;);
+/// Errors of [`MacVrf`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MacVrfError = crate::error::Untyped<MacVrf>;
 /// From `GET /nodes/{node}/sdn/vnets/{vnet}/mac-vrf returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MacVrfResponseItem {

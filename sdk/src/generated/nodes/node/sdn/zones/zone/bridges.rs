@@ -45,7 +45,8 @@ impl crate::Operation for Bridges {
 }
 /// What [`Bridges`] answers.
 pub type BridgesResponse = Vec<BridgesResponseItem>;
-crate::operation_error!(BridgesError for Bridges;);
+/// Errors of [`Bridges`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type BridgesError = crate::error::Untyped<Bridges>;
 /// From `GET /nodes/{node}/sdn/zones/{zone}/bridges returns items "ports" items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BridgesResponseItemPortsItem {

@@ -45,7 +45,8 @@ impl crate::Operation for IpVrf {
 }
 /// What [`IpVrf`] answers.
 pub type IpVrfResponse = Vec<IpVrfResponseItem>;
-crate::operation_error!(IpVrfError for IpVrf;);
+/// Errors of [`IpVrf`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpVrfError = crate::error::Untyped<IpVrf>;
 /// From `GET /nodes/{node}/sdn/zones/{zone}/ip-vrf returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IpVrfResponseItem {

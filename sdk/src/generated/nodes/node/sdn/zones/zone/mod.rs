@@ -46,7 +46,8 @@ impl crate::Operation for Diridx {
 }
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
-crate::operation_error!(DiridxError for Diridx;);
+/// Errors of [`Diridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DiridxError = crate::error::Untyped<Diridx>;
 /// From `GET /nodes/{node}/sdn/zones/{zone} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiridxResponseItem {

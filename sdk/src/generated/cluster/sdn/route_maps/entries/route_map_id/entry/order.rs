@@ -43,7 +43,8 @@ impl crate::Operation for DeleteRouteMapEntry {
 }
 /// What [`DeleteRouteMapEntry`] answers.
 pub type DeleteRouteMapEntryResponse = ();
-crate::operation_error!(DeleteRouteMapEntryError for DeleteRouteMapEntry;);
+/// Errors of [`DeleteRouteMapEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteRouteMapEntryError = crate::error::Untyped<DeleteRouteMapEntry>;
 /// `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}` (handler `get_route_map_entry`).
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
@@ -80,7 +81,8 @@ impl crate::Operation for GetRouteMapEntry {
     type Response = GetRouteMapEntryResponse;
     type Error = GetRouteMapEntryError;
 }
-crate::operation_error!(GetRouteMapEntryError for GetRouteMapEntry;);
+/// Errors of [`GetRouteMapEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetRouteMapEntryError = crate::error::Untyped<GetRouteMapEntry>;
 /// `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}` (handler `update_route_map_entry`).
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
@@ -152,7 +154,8 @@ impl crate::Operation for UpdateRouteMapEntry {
 }
 /// What [`UpdateRouteMapEntry`] answers.
 pub type UpdateRouteMapEntryResponse = ();
-crate::operation_error!(UpdateRouteMapEntryError for UpdateRouteMapEntry;);
+/// Errors of [`UpdateRouteMapEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateRouteMapEntryError = crate::error::Untyped<UpdateRouteMapEntry>;
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetRouteMapEntryResponse {

@@ -33,7 +33,8 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules;);
+/// Errors of [`GetRules`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// `POST /cluster/sdn/vnets/{vnet}/firewall/rules` (handler `create_rule`).
 ///
 /// - Permitted users: `all`

@@ -51,7 +51,8 @@ impl crate::Operation for IpsetIndex {
 }
 /// What [`IpsetIndex`] answers.
 pub type IpsetIndexResponse = Vec<IpsetIndexResponseItem>;
-crate::operation_error!(IpsetIndexError for IpsetIndex;);
+/// Errors of [`IpsetIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpsetIndexError = crate::error::Untyped<IpsetIndex>;
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/ipset` (handler `create_ipset`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`

@@ -51,7 +51,8 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-crate::operation_error!(GetRulesError for GetRules;);
+/// Errors of [`GetRules`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/rules` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`

@@ -60,7 +60,8 @@ impl crate::Operation for GetSnapshotConfig {
 }
 /// What [`GetSnapshotConfig`] answers.
 pub type GetSnapshotConfigResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(GetSnapshotConfigError for GetSnapshotConfig;);
+/// Errors of [`GetSnapshotConfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetSnapshotConfigError = crate::error::Untyped<GetSnapshotConfig>;
 /// `PUT /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config` (handler `update_snapshot_config`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -126,4 +127,5 @@ impl crate::Operation for UpdateSnapshotConfig {
 }
 /// What [`UpdateSnapshotConfig`] answers.
 pub type UpdateSnapshotConfigResponse = ();
-crate::operation_error!(UpdateSnapshotConfigError for UpdateSnapshotConfig;);
+/// Errors of [`UpdateSnapshotConfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateSnapshotConfigError = crate::error::Untyped<UpdateSnapshotConfig>;

@@ -69,7 +69,8 @@ impl crate::Operation for Delsnapshot {
 }
 /// What [`Delsnapshot`] answers.
 pub type DelsnapshotResponse = crate::Upid;
-crate::operation_error!(DelsnapshotError for Delsnapshot;);
+/// Errors of [`Delsnapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DelsnapshotError = crate::error::Untyped<Delsnapshot>;
 /// `GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}` (handler `snapshot_cmd_idx`).
 ///
 /// - Permitted users: `all`
@@ -129,4 +130,5 @@ impl crate::Operation for SnapshotCmdIdx {
 }
 /// What [`SnapshotCmdIdx`] answers.
 pub type SnapshotCmdIdxResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(SnapshotCmdIdxError for SnapshotCmdIdx;);
+/// Errors of [`SnapshotCmdIdx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SnapshotCmdIdxError = crate::error::Untyped<SnapshotCmdIdx>;

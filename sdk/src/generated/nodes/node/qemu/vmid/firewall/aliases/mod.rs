@@ -51,7 +51,8 @@ impl crate::Operation for GetAliases {
 }
 /// What [`GetAliases`] answers.
 pub type GetAliasesResponse = Vec<GetAliasesResponseItem>;
-crate::operation_error!(GetAliasesError for GetAliases;);
+/// Errors of [`GetAliases`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetAliasesError = crate::error::Untyped<GetAliases>;
 /// `POST /nodes/{node}/qemu/{vmid}/firewall/aliases` (handler `create_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -120,7 +121,8 @@ impl crate::Operation for CreateAlias {
 }
 /// What [`CreateAlias`] answers.
 pub type CreateAliasResponse = ();
-crate::operation_error!(CreateAliasError for CreateAlias;);
+/// Errors of [`CreateAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateAliasError = crate::error::Untyped<CreateAlias>;
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/aliases returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetAliasesResponseItem {

@@ -60,7 +60,8 @@ impl crate::Operation for DeleteIpset {
 }
 /// What [`DeleteIpset`] answers.
 pub type DeleteIpsetResponse = ();
-crate::operation_error!(DeleteIpsetError for DeleteIpset;);
+/// Errors of [`DeleteIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
 /// `GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}` (handler `get_ipset`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -115,7 +116,8 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-crate::operation_error!(GetIpsetError for GetIpset;);
+/// Errors of [`GetIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type GetIpsetError = crate::error::Untyped<GetIpset>;
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -188,7 +190,8 @@ impl crate::Operation for CreateIp {
 }
 /// What [`CreateIp`] answers.
 pub type CreateIpResponse = ();
-crate::operation_error!(CreateIpError for CreateIp;);
+/// Errors of [`CreateIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateIpError = crate::error::Untyped<CreateIp>;
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name} returns items`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetIpsetResponseItem {

@@ -143,7 +143,8 @@ impl crate::Operation for ReadIp {
 }
 /// What [`ReadIp`] answers.
 pub type ReadIpResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadIpError for ReadIp;);
+/// Errors of [`ReadIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ReadIpError = crate::error::Untyped<ReadIp>;
 /// `PUT /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}` (handler `update_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
