@@ -100,7 +100,7 @@ impl<S: Read + Unpin> Read for Tapped<S> {
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<std::io::Result<()>> {
-        if !self.tap.awaiting() {
+        if buf.remaining() == 0 || !self.tap.awaiting() {
             return Pin::new(&mut self.inner).poll_read(cx, buf);
         }
         // Read into a buffer of our own to see the bytes, then hand them on.

@@ -294,3 +294,57 @@ async fn untyped_operation_errors_are_distinct_types_with_api_and_client_variant
         "{e}"
     );
 }
+
+/// The reason phrase of each answer on a reused connection is that answer's own (the tap reads
+/// the first line after each request is written).
+#[tokio::test]
+async fn reason_phrases_are_read_per_answer_on_a_kept_alive_connection() {
+    let server = WireServer::start(vec![
+        Reply::keep_alive(
+            b"200 OK",
+            &[("Content-Type", "application/json;charset=UTF-8")],
+            br#"{"data":{"digest":"0"}}"#,
+        ),
+        Reply::keep_alive(
+            "401 Zugriff verweigert \u{2013} \u{fc}".as_bytes(),
+            &[],
+            b"",
+        ),
+        Reply::keep_alive(b"595 Connection timed out", &[], b""),
+        Reply::keep_alive(
+            b"200 OK",
+            &[("Content-Type", "application/json;charset=UTF-8")],
+            br#"{"data":{"digest":"1"}}"#,
+        ),
+    ])
+    .await
+    .expect("starts");
+    let c = Client::builder(server.url())
+        .token("root@pam!sim", "sim-secret")
+        .retry(RetryPolicy {
+            attempts: 1,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        })
+        .build()
+        .expect("client");
+    c.send(&VmConfig::new("pve1", 100)).await.expect("first");
+    let e = c.send(&VmConfig::new("pve1", 100)).await.expect_err("401");
+    assert_eq!(
+        e.api_error().map(|a| a.message.as_str()),
+        Some("Zugriff verweigert \u{2013} \u{fc}")
+    );
+    let e = c.send(&VmConfig::new("pve1", 100)).await.expect_err("595");
+    assert_eq!(
+        e.api_error().map(|a| a.message.as_str()),
+        Some("Connection timed out")
+    );
+    let ok = c.send(&VmConfig::new("pve1", 100)).await.expect("fourth");
+    assert_eq!(ok.data.digest, "1");
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(
+        server.connections(),
+        1,
+        "one kept-alive connection for all four"
+    );
+}

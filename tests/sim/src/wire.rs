@@ -1,7 +1,8 @@
 //! A scripted loopback server that answers exact bytes: for the wire shapes an HTTP library
 //! will not produce (a reason phrase with non-ASCII bytes, a body with an invalid UTF-8 byte,
 //! an empty-bodied 401, a redirect to anywhere) and for counting connections, TLS handshakes
-//! included. Each request gets the next scripted reply, then the connection closes.
+//! included. Each request gets the next scripted reply; the connection then closes, unless the
+//! reply is [`Reply::KeepAlive`].
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -24,8 +25,26 @@ use tokio::sync::oneshot;
 pub enum Reply {
     /// Write these bytes (a whole HTTP answer), then close.
     Bytes(Vec<u8>),
+    /// Write these bytes (a whole HTTP answer) and read the next request on the connection.
+    KeepAlive(Vec<u8>),
     /// Close without answering.
     Close,
+}
+
+fn answer(status_line: &[u8], headers: &[(&str, &str)], body: &[u8], close: bool) -> Vec<u8> {
+    let mut out = b"HTTP/1.1 ".to_vec();
+    out.extend_from_slice(status_line);
+    out.extend_from_slice(b"\r\n");
+    for (k, v) in headers {
+        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+    }
+    out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
 }
 
 impl Reply {
@@ -36,16 +55,13 @@ impl Reply {
 
     /// Like [`Reply::http`], with the status line as bytes (any bytes, non-ASCII included).
     pub fn raw_http(status_line: &[u8], headers: &[(&str, &str)], body: &[u8]) -> Reply {
-        let mut out = b"HTTP/1.1 ".to_vec();
-        out.extend_from_slice(status_line);
-        out.extend_from_slice(b"\r\n");
-        for (k, v) in headers {
-            out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
-        }
-        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
-        out.extend_from_slice(b"Connection: close\r\n\r\n");
-        out.extend_from_slice(body);
-        Reply::Bytes(out)
+        Reply::Bytes(answer(status_line, headers, body, true))
+    }
+
+    /// Like [`Reply::raw_http`], but the connection stays open for the next request (the next
+    /// reply is read from the same list).
+    pub fn keep_alive(status_line: &[u8], headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        Reply::KeepAlive(answer(status_line, headers, body, false))
     }
 
     /// A JSON answer: `200 OK` (or any status line) with `Content-Type: application/json`.
@@ -203,22 +219,33 @@ impl Drop for WireServer {
 }
 
 async fn serve_one<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, log: &Log) {
-    let Some(request) = read_request(&mut stream).await else {
-        return;
-    };
-    log.requests
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(request);
-    let reply = log
-        .replies
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop()
-        .unwrap_or_else(|| Reply::http("500 no scripted reply left", &[], b""));
-    if let Reply::Bytes(bytes) = reply {
-        let _ = stream.write_all(&bytes).await;
-        let _ = stream.flush().await;
+    loop {
+        let Some(request) = read_request(&mut stream).await else {
+            return;
+        };
+        log.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+        let reply = log
+            .replies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| Reply::http("500 no scripted reply left", &[], b""));
+        match reply {
+            Reply::KeepAlive(bytes) => {
+                if stream.write_all(&bytes).await.is_err() || stream.flush().await.is_err() {
+                    return;
+                }
+            }
+            Reply::Bytes(bytes) => {
+                let _ = stream.write_all(&bytes).await;
+                let _ = stream.flush().await;
+                break;
+            }
+            Reply::Close => break,
+        }
     }
     let _ = stream.shutdown().await;
 }
