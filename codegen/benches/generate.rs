@@ -60,7 +60,7 @@ fn main() {
         let spec = raw::load(&spec_path).expect("loads");
         load.push(t.elapsed());
         let t = Instant::now();
-        let p = patch::load(&root.join("patches"), &spec).expect("patches");
+        let p = patch::load(&root.join("patches"), &spec, (9, 2)).expect("patches");
         patches.push(t.elapsed());
         let t = Instant::now();
         // `since` needs the older schemas: time it as part of lowering, as `generate` does.

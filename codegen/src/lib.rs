@@ -132,7 +132,7 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
         }
     };
     check_lock(cfg, &spec, version)?;
-    let patches = patch::load(&cfg.patches, &spec)?;
+    let patches = patch::load(&cfg.patches, &spec, version)?;
     let since = since_table(cfg, version)?;
     let opts = lower::Options {
         version,

@@ -162,6 +162,13 @@ fn json<T: serde::Serialize>(v: &T) -> ExitCode {
     }
 }
 
+/// Prints the notes of a run (patch targets skipped for this schema's version) to stderr.
+fn notes(o: &pve_codegen::Output) {
+    for note in &o.patches.skipped {
+        eprintln!("pve-codegen: note: {note}");
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let usage = |e: String| {
@@ -183,6 +190,7 @@ fn main() -> ExitCode {
                 .and_then(|o| pve_codegen::write_facts(&o, &facts).map(|()| o))
             {
                 Ok(o) => {
+                    notes(&o);
                     println!(
                         "wrote {} files to {} ({} operations)",
                         o.files.len(),

@@ -12,7 +12,11 @@
 //! - `path-rest`: paths whose last parameter PVE routes as the rest of the path;
 //! - `predicate`: a predicate on every operation's error (`is_not_implemented()`).
 //!
-//! A patch that names an operation the schema does not have fails generation.
+//! A patch that names an operation the schema does not have fails generation, unless the patch
+//! says it applies from a later PVE version than the schema's: `since = "9.2"` for the whole
+//! file, or a target written `{ op = "METHOD /path", since = "9.2" }`. Such a target is skipped
+//! with a note ([`Patches::skipped`]) for older schemas, whether or not they have the operation,
+//! and must exist from that version on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -33,7 +37,9 @@ struct PatchFile {
     #[serde(default)]
     fields: Vec<toml::Value>,
     #[serde(default)]
-    operations: Vec<String>,
+    operations: Vec<Target>,
+    #[serde(default)]
+    since: Option<String>,
     #[serde(default)]
     variant: Option<String>,
     #[serde(default)]
@@ -48,6 +54,105 @@ struct PatchFile {
     paths: Vec<String>,
     #[serde(default)]
     name: Option<String>,
+}
+
+/// An operation a patch targets: `"METHOD /path"`, or `{ op = "METHOD /path", since = "9.2" }`
+/// when the patch applies to it from a PVE version later than the file's.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Target {
+    Plain(String),
+    Versioned(VersionedTarget),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VersionedTarget {
+    op: String,
+    since: String,
+}
+
+/// Reads `9.2` as `(9, 2)`.
+fn parse_since(text: &str) -> Option<(u16, u16)> {
+    let (a, b) = text.split_once('.')?;
+    let ok = |t: &str| !t.is_empty() && t.len() <= 3 && t.bytes().all(|c| c.is_ascii_digit());
+    if !ok(a) || !ok(b) {
+        return None;
+    }
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// What the patch stage knows while reading one file: the schema's operations and version, and
+/// the file's own `since`.
+struct Scope<'a> {
+    file: &'a str,
+    spec: &'a Spec,
+    ops: &'a BTreeSet<String>,
+    version: (u16, u16),
+    /// The file's `since`, parsed; `None` when absent (or unreadable, already reported).
+    since: Option<(u16, u16)>,
+}
+
+impl Scope<'_> {
+    /// Whether a target with `since` applies to this schema: `false` (with a note) when the
+    /// schema is older; a `since` that is not `X.Y` is an error.
+    fn applies(
+        &self,
+        what: &str,
+        since: Option<&str>,
+        out: &mut Patches,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        let since = match since {
+            Some(text) => match parse_since(text) {
+                Some(v) => Some(v),
+                None => {
+                    diags.push(
+                        self.file,
+                        format!("since {text:?} of {what} is not a PVE version like 9.2"),
+                    );
+                    return false;
+                }
+            },
+            None => self.since,
+        };
+        match since {
+            Some(v) if v > self.version => {
+                out.skipped.push(format!(
+                    "{}: {what} skipped: the patch applies since PVE {}.{}, the schema is PVE {}.{}",
+                    self.file, v.0, v.1, self.version.0, self.version.1
+                ));
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The operation of a target if the patch applies to it here; a missing one is an error.
+    fn target(&self, t: &Target, out: &mut Patches, diags: &mut Diagnostics) -> Option<String> {
+        let (op, since) = match t {
+            Target::Plain(op) => (op, None),
+            Target::Versioned(v) => (&v.op, Some(v.since.as_str())),
+        };
+        if !self.applies(&format!("target \"{op}\""), since, out, diags) {
+            return None;
+        }
+        Some(op.clone())
+    }
+
+    fn check_op(&self, op: &str, diags: &mut Diagnostics) -> bool {
+        if self.ops.contains(op) {
+            return true;
+        }
+        diags.push(
+            self.file,
+            format!(
+                "target operation \"{op}\" does not exist in {}",
+                self.spec.file_name
+            ),
+        );
+        false
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +249,8 @@ struct SecretField {
     name: String,
     #[serde(default)]
     operation: Option<String>,
+    #[serde(default)]
+    since: Option<String>,
 }
 
 /// All patches, merged.
@@ -167,6 +274,8 @@ pub struct Patches {
     pub path_rest: BTreeMap<String, String>,
     /// The patch files read, sorted.
     pub files: Vec<String>,
+    /// Notes on targets skipped because their patch applies only from a later PVE version.
+    pub skipped: Vec<String>,
 }
 
 impl Patches {
@@ -179,13 +288,18 @@ impl Patches {
     }
 }
 
-/// Parses patch files given as (name, text), checking them against `spec`.
+/// Parses patch files given as (name, text), checking them against `spec`, the schema of PVE
+/// `version`.
 ///
 /// # Errors
 ///
 /// Every problem: unreadable TOML, unknown kinds or keys, missing reason or evidence, targets
-/// that the schema does not have, and conflicting patches.
-pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnostics> {
+/// that the schema does not have (and should, by their `since`), and conflicting patches.
+pub fn parse(
+    files: &[(String, String)],
+    spec: &Spec,
+    version: (u16, u16),
+) -> Result<Patches, Diagnostics> {
     let mut diags = Diagnostics::new("patch");
     let ops: BTreeSet<String> = spec
         .operations()
@@ -211,17 +325,35 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
                 "a patch needs evidence (the upstream file that shows it)",
             );
         }
-        let check_op = |op: &str, diags: &mut Diagnostics| {
-            if !ops.contains(op) {
-                diags.push(
-                    name,
-                    format!(
-                        "target operation \"{op}\" does not exist in {}",
-                        spec.file_name
-                    ),
-                );
+        let file_since = match file.since.as_deref() {
+            None => None,
+            Some(text) => {
+                let v = parse_since(text);
+                if v.is_none() {
+                    diags.push(
+                        name,
+                        format!("since {text:?} is not a PVE version like 9.2"),
+                    );
+                }
+                v
             }
         };
+        let scope = Scope {
+            file: name,
+            spec,
+            ops: &ops,
+            version,
+            since: file_since,
+        };
+        if file_since.is_some_and(|v| v > version) {
+            out.skipped.push(format!(
+                "{name}: skipped: the patch applies since PVE {}, the schema is PVE {}.{}",
+                file.since.as_deref().unwrap_or_default(),
+                version.0,
+                version.1
+            ));
+            continue;
+        }
         match file.kind.as_str() {
             "index-bounds" => {
                 if file.bounds.is_empty() {
@@ -253,10 +385,20 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
                     };
                     match f.operation {
                         Some(op) => {
-                            check_op(&op, &mut diags);
-                            out.secret_scoped.insert((op, f.name));
+                            let what = format!("field \"{}\" of \"{op}\"", f.name);
+                            if scope.applies(&what, f.since.as_deref(), &mut out, &mut diags)
+                                && scope.check_op(&op, &mut diags)
+                            {
+                                out.secret_scoped.insert((op, f.name));
+                            }
                         }
                         None => {
+                            if f.since.is_some() {
+                                diags.push(
+                                    name,
+                                    format!("field \"{}\" has a since but no operation", f.name),
+                                );
+                            }
                             out.secret_fields.insert(f.name);
                         }
                     }
@@ -266,14 +408,17 @@ pub fn parse(files: &[(String, String)], spec: &Spec) -> Result<Patches, Diagnos
                 if file.operations.is_empty() {
                     diags.push(name, "a tasks patch needs operations");
                 }
-                for op in file.operations {
-                    check_op(&op, &mut diags);
+                for t in &file.operations {
+                    let Some(op) = scope.target(t, &mut out, &mut diags) else {
+                        continue;
+                    };
+                    scope.check_op(&op, &mut diags);
                     if !out.tasks.insert(op.clone()) {
                         diags.push(name, format!("operation \"{op}\" is listed twice"));
                     }
                 }
             }
-            "error" => error_patch(name, file, &ops, spec, &mut out, &mut diags),
+            "error" => error_patch(&scope, file, &mut out, &mut diags),
             "formats" => formats_patch(name, file, &mut out, &mut diags),
             "predicate" => predicate_patch(name, file, &mut out, &mut diags),
             "path-rest" => {
@@ -478,14 +623,8 @@ fn expand(pattern: &str, ops: &BTreeSet<String>) -> Vec<String> {
         .collect()
 }
 
-fn error_patch(
-    name: &str,
-    file: PatchFile,
-    ops: &BTreeSet<String>,
-    spec: &Spec,
-    out: &mut Patches,
-    diags: &mut Diagnostics,
-) {
+fn error_patch(scope: &Scope<'_>, file: PatchFile, out: &mut Patches, diags: &mut Diagnostics) {
+    let name = scope.file;
     let (Some(variant), Some(doc), Some(display), Some(m)) =
         (file.variant, file.doc, file.display, file.matcher)
     else {
@@ -521,16 +660,13 @@ fn error_patch(
         diags.push(name, "fields must be a list of names");
     }
     let mut targets = BTreeSet::new();
-    for pat in &file.operations {
-        let found = expand(pat, ops);
+    for t in &file.operations {
+        let Some(pat) = scope.target(t, out, diags) else {
+            continue;
+        };
+        let found = expand(&pat, scope.ops);
         if found.is_empty() {
-            diags.push(
-                name,
-                format!(
-                    "target operation \"{pat}\" does not exist in {}",
-                    spec.file_name
-                ),
-            );
+            scope.check_op(&pat, diags);
         }
         targets.extend(found);
     }
@@ -614,7 +750,7 @@ fn error_patch(
 /// # Errors
 ///
 /// An unreadable folder or file, or every problem [`parse`] finds.
-pub fn load(dir: &Path, spec: &Spec) -> Result<Patches, Diagnostics> {
+pub fn load(dir: &Path, spec: &Spec, version: (u16, u16)) -> Result<Patches, Diagnostics> {
     let mut diags = Diagnostics::new("patch");
     let mut files = Vec::new();
     match std::fs::read_dir(dir) {
@@ -642,5 +778,5 @@ pub fn load(dir: &Path, spec: &Spec) -> Result<Patches, Diagnostics> {
         ),
     }
     diags.finish(())?;
-    parse(&files, spec)
+    parse(&files, spec, version)
 }

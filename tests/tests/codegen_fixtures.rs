@@ -295,3 +295,77 @@ fn broken_error_patches_are_reported_together() {
     let dir_text = dir.path().display().to_string();
     insta::assert_snapshot!(err.replace(&dir_text, "<patches>"));
 }
+
+#[test]
+fn patch_targets_carry_the_version_they_apply_since() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("writes");
+    let head = |kind: &str| format!("kind = \"{kind}\"\nreason = \"r\"\nevidence = [\"e\"]\n");
+    std::fs::copy(
+        fixtures().join("patches/index-bounds.toml"),
+        dir.path().join("index-bounds.toml"),
+    )
+    .expect("copies");
+    // A target newer than the schema, and one the schema has but the patch applies to only
+    // from a later version: both skipped with a note, neither applied.
+    write(
+        "tasks.toml",
+        &format!(
+            "{}operations = [{{ op = \"POST /nodes/{{node}}/gone\", since = \"9.3\" }}, {{ op = \"PUT /nodes/{{node}}/device\", since = \"10.0\" }}]\n",
+            head("tasks")
+        ),
+    );
+    // A whole file newer than the schema.
+    write(
+        "error-newer.toml",
+        &format!(
+            "{}since = \"9.3\"\nvariant = \"Gone\"\ndoc = \"d\"\ndisplay = \"gone\"\nfields = []\noperations = [\"DELETE /nodes/{{node}}/gone\"]\n[match]\nstatus = 500\nmessage = \"^gone$\"\n",
+            head("error")
+        ),
+    );
+    let out = pve_codegen::run(&with_patches("property_string", dir.path())).expect("generates");
+    assert!(out.patches.tasks.is_empty(), "{:?}", out.patches.tasks);
+    assert!(out.patches.errors.is_empty());
+    assert_eq!(
+        out.patches.skipped,
+        [
+            "patches/error-newer.toml: skipped: the patch applies since PVE 9.3, the schema is PVE 9.2",
+            "patches/tasks.toml: target \"POST /nodes/{node}/gone\" skipped: the patch applies since PVE 9.3, the schema is PVE 9.2",
+            "patches/tasks.toml: target \"PUT /nodes/{node}/device\" skipped: the patch applies since PVE 10.0, the schema is PVE 9.2",
+        ]
+    );
+
+    // From its `since` on, a missing target fails generation again; so does a bad version.
+    let mut cfg = with_patches("property_string", dir.path());
+    cfg.version = Some((9, 3));
+    let err = match pve_codegen::run(&cfg) {
+        Err(Error::Input(d)) => d.to_string(),
+        other => panic!("must fail, got {other:?}"),
+    };
+    assert!(
+        err.contains("patches/tasks.toml: target operation \"POST /nodes/{node}/gone\" does not exist")
+            && err.contains("patches/error-newer.toml: target operation \"DELETE /nodes/{node}/gone\" does not exist"),
+        "{err}"
+    );
+    write(
+        "tasks.toml",
+        &format!(
+            "{}operations = [{{ op = \"PUT /nodes/{{node}}/device\", since = \"nine\" }}]\n",
+            head("tasks")
+        ),
+    );
+    write(
+        "error-newer.toml",
+        &format!("{}since = \"9\"\n", head("error")),
+    );
+    let err = match pve_codegen::run(&with_patches("property_string", dir.path())) {
+        Err(Error::Input(d)) => d.to_string(),
+        other => panic!("must fail, got {other:?}"),
+    };
+    assert!(
+        err.contains("since \"nine\" of target \"PUT /nodes/{node}/device\" is not a PVE version")
+            && err.contains("patches/error-newer.toml: since \"9\" is not a PVE version"),
+        "{err}"
+    );
+}
