@@ -17,6 +17,7 @@ pub fn check(api: &Api) -> Result<(), Diagnostics> {
             ("index", "index specs"),
             ("errors", "typed errors"),
             ("formats", "the format table"),
+            ("samples", "the answer samples of the decode test"),
         ] {
             if root.children.contains(name) {
                 d.push(

@@ -23,6 +23,7 @@ pub fn emit(api: &Api) -> BTreeMap<String, TokenStream> {
     out.insert("index.rs".to_owned(), index_tokens(api));
     out.insert("errors.rs".to_owned(), errors_tokens(api));
     out.insert("formats.rs".to_owned(), formats_tokens(api));
+    out.insert("samples.rs".to_owned(), crate::samples::samples_tokens(api));
     out
 }
 
@@ -348,6 +349,8 @@ fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
             pub mod errors;
             pub mod formats;
             pub mod index;
+            #[cfg(test)]
+            pub(crate) mod samples;
         });
     } else if let Some(url) = &module.url {
         let d = inner_doc(&format!("`{url}`"));

@@ -32,6 +32,19 @@ pub struct Api {
     /// Secret entries of `patches/` that type no field of this schema (`field` or
     /// `field of METHOD /path`).
     pub unused_secrets: Vec<String>,
+    /// What became of the answers' fields.
+    pub answer_fields: AnswerFieldStats,
+}
+
+/// Answer fields (of every struct in every operation's answer) by what decides their optionality.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnswerFieldStats {
+    /// Required by the schema, optional here (no patch says PVE always sends them).
+    pub made_optional: usize,
+    /// Required because a `response-fields` patch says so.
+    pub kept_required: usize,
+    /// Given another type by a `response-fields` patch.
+    pub retyped: usize,
 }
 
 /// An indexed parameter's wire prefix and highest index.

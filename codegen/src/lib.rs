@@ -20,6 +20,7 @@ pub mod lower;
 pub mod names;
 pub mod patch;
 pub mod raw;
+pub mod samples;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -315,6 +315,35 @@ struct Lowerer<'a> {
     defined: BTreeMap<(ModPath, String), String>,
     /// secret patches that typed a field: (operation or "" for the unscoped ones, field)
     secret_hits: BTreeSet<(String, String)>,
+    /// While lowering an operation's answer: the operation and where in the answer.
+    answer: Option<AnswerPath>,
+    /// response-fields patches that matched a field: (operation, field path)
+    answer_hits: BTreeSet<(String, String)>,
+    answer_stats: crate::ir::AnswerFieldStats,
+}
+
+/// Where the lowering is in an operation's answer: `["[]", "members", "[]", "ip"]`.
+struct AnswerPath {
+    op: String,
+    stack: Vec<String>,
+}
+
+impl AnswerPath {
+    /// `members[].ip`: the field path of `response-fields` patches.
+    fn render(&self) -> String {
+        let mut out = String::new();
+        for part in &self.stack {
+            if part == "[]" || part == "{}" {
+                out.push_str(part);
+            } else {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(part);
+            }
+        }
+        out
+    }
 }
 
 /// Lowers a loaded, patched schema.
@@ -334,6 +363,9 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         index_specs: BTreeMap::new(),
         defined: BTreeMap::new(),
         secret_hits: BTreeSet::new(),
+        answer: None,
+        answer_hits: BTreeSet::new(),
+        answer_stats: crate::ir::AnswerFieldStats::default(),
     };
     l.modules.insert(Vec::new(), Module::default());
     l.module_tree(spec);
@@ -355,6 +387,16 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
             unused_secrets.push(field.clone());
         }
     }
+    for (op, fields) in &patches.response_fields {
+        for (path, f) in fields {
+            if !l.answer_hits.contains(&(op.clone(), path.clone())) {
+                l.diags.push(
+                    &f.file,
+                    format!("field \"{path}\" is not in the answer of \"{op}\" (plain fields only: not indexed keys or union tags' variants)"),
+                );
+            }
+        }
+    }
     let mut fallbacks = l.fallbacks;
     fallbacks.sort();
     let api = Api {
@@ -369,11 +411,12 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         formats: patches.formats.values().cloned().collect(),
         predicates: patches.predicates.values().cloned().collect(),
         unused_secrets,
+        answer_fields: l.answer_stats,
     };
     l.diags.finish(api)
 }
 
-impl Lowerer<'_> {
+impl<'a> Lowerer<'a> {
     fn module_tree(&mut self, spec: &Spec) {
         let mut urls: BTreeMap<ModPath, String> = BTreeMap::new();
         for node in spec.nodes() {
@@ -878,8 +921,62 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The type of an operation's answer. Its fields are optional unless a `response-fields`
+    /// patch says PVE always sends them: PVE does not check answers against the schema
+    /// (pve-common `src/PVE/RESTHandler.pm`, `handle`: the result is only verified when
+    /// `$PVE::RESTHandler::verify_result` is set, never by the HTTP servers), so a field the
+    /// schema calls required may be missing or null.
     fn response(&mut self, s: &Schema, name: &str, module: &ModPath, loc: &str, key: &str) -> Ty {
-        self.ty(s, name, module, loc, key, "")
+        self.answer = Some(AnswerPath {
+            op: key.to_owned(),
+            stack: Vec::new(),
+        });
+        let ty = self.ty(s, name, module, loc, key, "");
+        self.answer = None;
+        ty
+    }
+
+    /// In an answer: the patch for the field at the current path, marked as used.
+    fn answer_patch(&mut self) -> Option<&'a crate::patch::ResponseField> {
+        let a = self.answer.as_ref()?;
+        let path = a.render();
+        let found = self.patches.response_fields.get(&a.op)?.get(&path)?;
+        self.answer_hits.insert((a.op.clone(), path));
+        Some(found)
+    }
+
+    /// Whether a field with schema `s` at the current place is required: in requests as the
+    /// schema says; in answers only where a patch says PVE always sends it.
+    fn required_here(&mut self, s: &Schema) -> bool {
+        if self.answer.is_none() {
+            return !s.optional;
+        }
+        let patched = self.answer_patch().is_some_and(|p| p.required);
+        if patched {
+            self.answer_stats.kept_required += 1;
+        } else if !s.optional {
+            self.answer_stats.made_optional += 1;
+        }
+        patched
+    }
+
+    fn answer_push(&mut self, part: &str) {
+        if let Some(a) = &mut self.answer {
+            a.stack.push(part.to_owned());
+        }
+    }
+
+    fn answer_pop(&mut self) {
+        if let Some(a) = &mut self.answer {
+            a.stack.pop();
+        }
+    }
+
+    /// In an answer, the last path part becomes `wire` (the field being lowered).
+    fn answer_set_last(&mut self, wire: &str) {
+        if let Some(last) = self.answer.as_mut().and_then(|a| a.stack.last_mut()) {
+            wire.clone_into(last);
+        }
     }
 
     /// Fields of an object: plain, indexed (flattened maps) and tagged unions.
@@ -910,7 +1007,9 @@ impl Lowerer<'_> {
         };
         let union_tag = union_tag.filter(|t| props.contains_key(t));
         let mut variant_fields: BTreeMap<String, Vec<Field>> = BTreeMap::new();
+        self.answer_push("");
         for (wire, s) in props {
+            self.answer_set_last(wire);
             let floc = format!("{loc} \"{wire}\"");
             if union_tag.as_ref() == Some(wire) {
                 continue;
@@ -990,6 +1089,11 @@ impl Lowerer<'_> {
             }
             out.push(self.field(wire, s, hint, module, &floc, key));
         }
+        if let Some(tag) = &union_tag {
+            self.answer_set_last(tag);
+        }
+        let tag_required = union_tag.as_ref().map(|t| self.required_here(&props[t]));
+        self.answer_pop();
         if let Some(tag) = union_tag {
             let tag_schema = &props[&tag];
             let mut values: Vec<String> = tag_schema.enum_values.clone().unwrap_or_default();
@@ -1033,7 +1137,7 @@ impl Lowerer<'_> {
                 wire: tag.clone(),
                 rust: snake(&tag),
                 ty: Ty::Named(tref),
-                required: !tag_schema.optional,
+                required: tag_required.unwrap_or(!tag_schema.optional),
                 flatten: true,
                 path_param: false,
                 facts,
@@ -1052,6 +1156,12 @@ impl Lowerer<'_> {
         loc: &str,
         key: &str,
     ) -> Field {
+        let retyped = self.answer_patch().and_then(|p| p.schema.as_ref());
+        if retyped.is_some() {
+            self.answer_stats.retyped += 1;
+        }
+        let s = retyped.unwrap_or(s);
+        let required = self.required_here(s);
         let ty = self.ty(
             s,
             &format!("{hint}{}", pascal(wire)),
@@ -1068,7 +1178,7 @@ impl Lowerer<'_> {
             wire: wire.to_owned(),
             rust: snake(wire),
             ty,
-            required: !s.optional,
+            required,
             flatten: false,
             path_param: false,
             facts,
@@ -1141,6 +1251,7 @@ impl Lowerer<'_> {
             }
             "array" => match &s.items {
                 Some(items) => {
+                    self.answer_push("[]");
                     let item = self.ty(
                         items,
                         &format!("{hint}Item"),
@@ -1149,6 +1260,7 @@ impl Lowerer<'_> {
                         key,
                         wire,
                     );
+                    self.answer_pop();
                     Ty::Vec(Box::new(item))
                 }
                 None => {
@@ -1171,6 +1283,7 @@ impl Lowerer<'_> {
                 }
                 match &s.additional_properties {
                     Some(AdditionalProperties::Schema(ap)) => {
+                        self.answer_push("{}");
                         let v = self.ty(
                             ap,
                             &format!("{hint}Value"),
@@ -1179,6 +1292,7 @@ impl Lowerer<'_> {
                             key,
                             wire,
                         );
+                        self.answer_pop();
                         Ty::Map(Box::new(v))
                     }
                     _ => {

@@ -10,7 +10,9 @@
 //! - `error`: a typed error variant, its matcher and target operations;
 //! - `formats`: named formats PVE verifies, with PVE's regex, checked client-side;
 //! - `path-rest`: paths whose last parameter PVE routes as the rest of the path;
-//! - `predicate`: a predicate on every operation's error (`is_not_implemented()`).
+//! - `predicate`: a predicate on every operation's error (`is_not_implemented()`);
+//! - `response-fields`: fields of an operation's answer that PVE always sends (kept required;
+//!   every other answer field is optional), and answer fields whose type the schema gets wrong.
 //!
 //! A patch that names an operation the schema does not have fails generation, unless the patch
 //! says it applies from a later PVE version than the schema's: `since = "9.2"` for the whole
@@ -245,6 +247,33 @@ pub struct ErrorVariant {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ResponseFieldEntry {
+    operation: String,
+    field: String,
+    #[serde(default)]
+    required: bool,
+    #[serde(default, rename = "type")]
+    schema: Option<toml::Value>,
+    evidence: String,
+    #[serde(default)]
+    since: Option<String>,
+}
+
+/// One answer field a `response-fields` patch speaks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseField {
+    /// PVE always sends it: absent or null is a decode error naming the field.
+    pub required: bool,
+    /// The type PVE really sends, in place of the schema's.
+    pub schema: Option<crate::raw::Schema>,
+    /// The upstream code that shows it.
+    pub evidence: String,
+    /// The patch file.
+    pub file: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SecretField {
     name: String,
     #[serde(default)]
@@ -254,7 +283,7 @@ struct SecretField {
 }
 
 /// All patches, merged.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Patches {
     /// Highest index by indexed-parameter base name (`net` -> 31), with the file that says so.
     pub index_bounds: BTreeMap<String, (u32, String)>,
@@ -276,6 +305,33 @@ pub struct Patches {
     pub files: Vec<String>,
     /// Notes on targets skipped because their patch applies only from a later PVE version.
     pub skipped: Vec<String>,
+    /// Answer fields by operation (`METHOD /path`) and field path (`[].vmid`, `members[].ip`,
+    /// `{}.state`: `[]` an array's items, `{}` a map's values).
+    pub response_fields: BTreeMap<String, BTreeMap<String, ResponseField>>,
+}
+
+/// Whether `path` is a field path: names joined by `.`, each optionally followed by `[]` or `{}`
+/// (and a path may start with them, for an answer that is an array or a map).
+pub fn valid_field_path(path: &str) -> bool {
+    let mut rest = path;
+    while let Some(r) = rest.strip_prefix("[]").or_else(|| rest.strip_prefix("{}")) {
+        rest = r;
+    }
+    if rest.is_empty() {
+        return false;
+    }
+    let rest = rest.strip_prefix('.').unwrap_or(rest);
+    rest.split('.').all(|part| {
+        let mut name = part;
+        while let Some(n) = name.strip_suffix("[]").or_else(|| name.strip_suffix("{}")) {
+            name = n;
+        }
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    }) && !path.ends_with("[]")
+        && !path.ends_with("{}")
 }
 
 impl Patches {
@@ -419,6 +475,7 @@ pub fn parse(
                 }
             }
             "error" => error_patch(&scope, file, &mut out, &mut diags),
+            "response-fields" => response_fields_patch(&scope, file, &mut out, &mut diags),
             "formats" => formats_patch(name, file, &mut out, &mut diags),
             "predicate" => predicate_patch(name, file, &mut out, &mut diags),
             "path-rest" => {
@@ -451,6 +508,83 @@ pub fn parse(
     }
     out.files.sort();
     diags.finish(out)
+}
+
+fn response_fields_patch(
+    scope: &Scope<'_>,
+    file: PatchFile,
+    out: &mut Patches,
+    diags: &mut Diagnostics,
+) {
+    let name = scope.file;
+    if file.fields.is_empty() {
+        diags.push(name, "a response-fields patch needs [[fields]]");
+    }
+    for f in file.fields {
+        let f: ResponseFieldEntry = match f.try_into() {
+            Ok(f) => f,
+            Err(e) => {
+                diags.push(name, format!("bad [[fields]] entry: {e}"));
+                continue;
+            }
+        };
+        let loc = format!("{name} field \"{}\" of \"{}\"", f.field, f.operation);
+        if !valid_field_path(&f.field) {
+            diags.push(
+                &loc,
+                "not a field path (names joined by `.`; `[]` for an array's items, `{}` for a map's values)",
+            );
+            continue;
+        }
+        if f.evidence.trim().is_empty() {
+            diags.push(
+                &loc,
+                "a field needs evidence (the upstream code that sends it)",
+            );
+        }
+        if !f.required && f.schema.is_none() {
+            diags.push(&loc, "a field entry needs required = true, a type, or both");
+        }
+        let what = format!("field \"{}\" of \"{}\"", f.field, f.operation);
+        if !scope.applies(&what, f.since.as_deref(), out, diags)
+            || !scope.check_op(&f.operation, diags)
+        {
+            continue;
+        }
+        let schema = match f.schema {
+            None => None,
+            Some(t) => {
+                let json = match serde_json::to_value(&t) {
+                    Ok(j) => j,
+                    Err(e) => {
+                        diags.push(&loc, format!("type: {e}"));
+                        continue;
+                    }
+                };
+                match crate::raw::parse_schema(&format!("{loc} type"), &json) {
+                    Ok(s) => Some(s),
+                    Err(d) => {
+                        for d in d.items {
+                            diags.push(d.location, d.message);
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        let entry = ResponseField {
+            required: f.required,
+            schema,
+            evidence: f.evidence,
+            file: name.to_owned(),
+        };
+        let fields = out.response_fields.entry(f.operation).or_default();
+        if let Some(other) = fields.get(&f.field) {
+            diags.push(&loc, format!("the field is patched in {} too", other.file));
+            continue;
+        }
+        fields.insert(f.field, entry);
+    }
 }
 
 /// The `[match]` of a patch as a matcher, checked (anchored, compiling); with its group names.

@@ -593,6 +593,19 @@ pub fn parse(file_name: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
     })
 }
 
+/// Parses one schema (a patch's replacement type), checked as the schema file's are.
+///
+/// # Errors
+///
+/// Every problem, located under `loc`.
+pub fn parse_schema(loc: &str, value: &Value) -> Result<Schema, Diagnostics> {
+    let mut w = Walker {
+        diags: Diagnostics::new("patch"),
+    };
+    let s = w.schema(loc, value);
+    w.diags.finish(s)
+}
+
 /// Reads and parses a schema file.
 ///
 /// # Errors

@@ -44,6 +44,14 @@ pub struct Stats {
     pub checked_formats: Vec<String>,
     /// Secret entries of the patches that type no field of this schema.
     pub unused_secrets: Vec<String>,
+    /// Answer fields the schema calls required that decode as optional (no patch asserts them).
+    pub answer_fields_made_optional: usize,
+    /// Answer fields kept required by `response-fields` patches.
+    pub answer_fields_required: usize,
+    /// Answer fields given another type by `response-fields` patches.
+    pub answer_fields_retyped: usize,
+    /// Patch targets skipped because they apply from a later PVE version.
+    pub skipped_patch_targets: usize,
     /// Patch files applied.
     pub patch_files: Vec<String>,
 }
@@ -85,6 +93,10 @@ pub fn stats(api: &Api, patches: &Patches) -> Stats {
         predicates: api.predicates.iter().map(|p| p.name.clone()).collect(),
         checked_formats: api.formats.iter().map(|f| f.name.clone()).collect(),
         unused_secrets: api.unused_secrets.clone(),
+        answer_fields_made_optional: api.answer_fields.made_optional,
+        answer_fields_required: api.answer_fields.kept_required,
+        answer_fields_retyped: api.answer_fields.retyped,
+        skipped_patch_targets: patches.skipped.len(),
         patch_files: patches.files.clone(),
     };
     let count = |fields: &[Field], s: &mut Stats| {
@@ -182,6 +194,18 @@ impl std::fmt::Display for Stats {
             "formats checked client-side: {}",
             self.checked_formats.join(", ")
         )?;
+        writeln!(
+            f,
+            "answer fields: {} the schema calls required decode as optional; {} kept required and {} retyped by response-fields patches",
+            self.answer_fields_made_optional, self.answer_fields_required, self.answer_fields_retyped
+        )?;
+        if self.skipped_patch_targets > 0 {
+            writeln!(
+                f,
+                "patch targets skipped (they apply from a later PVE version): {}",
+                self.skipped_patch_targets
+            )?;
+        }
         if !self.unused_secrets.is_empty() {
             writeln!(
                 f,

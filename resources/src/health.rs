@@ -61,13 +61,21 @@ pub async fn check(client: &Client) -> Result<Health, HealthError> {
         .find(|r| r.type_ == GetStatusResponseItemType::Cluster)
     {
         if cluster.quorate != Some(true) {
-            problems.push(format!("cluster {} is not quorate", cluster.name));
+            // The cluster row's name copies corosync's, which may be unset (pve-manager
+            // PVE/API2/Cluster.pm get_status).
+            let name = cluster.name.as_deref().unwrap_or("(unnamed)");
+            problems.push(format!("cluster {name} is not quorate"));
         }
     }
     let offline: Vec<&str> = rows
         .iter()
         .filter(|r| r.type_ == GetStatusResponseItemType::Node && r.online != Some(true))
-        .map(|r| r.name.as_str())
+        // A node row's id is `node/NAME` (pve-manager PVE/API2/Cluster.pm get_status).
+        .map(|r| {
+            r.name
+                .as_deref()
+                .unwrap_or_else(|| r.id.strip_prefix("node/").unwrap_or(&r.id))
+        })
         .collect();
     if !offline.is_empty() {
         problems.push(format!("member(s) offline: {}", offline.join(", ")));

@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use crate::error::{
-    ApiError, ClientError, ClientErrorKind, DecodeError, OperationError, RequestError,
+    ApiError, Body, ClientError, ClientErrorKind, DecodeError, OperationError, RequestError,
 };
 use crate::form::{encode, EncodedRequest};
 use crate::operation::{Method, Operation, PveVersion};
@@ -318,16 +318,6 @@ impl From<ClientErrorKind> for Failure {
     }
 }
 
-/// The first 200 characters of a body, lossily decoded.
-fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let mut e: String = text.chars().take(200).collect();
-    if text.chars().count() > 200 {
-        e.push_str("...");
-    }
-    e
-}
-
 /// The `errors` map of an error body, values trimmed.
 fn errors_of(body: Option<&Value>) -> BTreeMap<String, String> {
     body.and_then(|b| b.get("errors"))
@@ -411,18 +401,18 @@ fn falsy(v: &Value) -> bool {
 
 /// Decodes `{"data": ..., "total": .., "changes": ..}`; `secret` withholds the body from errors.
 fn envelope<T: DeserializeOwned>(body: &[u8], secret: bool) -> Result<Response<T>, EnvelopeError> {
-    let shown = |body: &[u8]| (!secret).then(|| excerpt(body));
+    let shown = |body: &[u8]| (!secret).then(|| Body::new(body));
     let raw: RawEnvelope = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) if e.is_data() => {
             return Err(EnvelopeError::Client(ClientErrorKind::NotEnvelope {
-                excerpt: shown(body),
+                body: shown(body),
             }))
         }
         Err(e) => {
             return Err(EnvelopeError::Client(ClientErrorKind::Decode {
-                excerpt: shown(body),
-                source: DecodeError::new(e, secret),
+                body: shown(body),
+                source: DecodeError::new(&e, secret),
             }))
         }
     };
@@ -462,7 +452,7 @@ fn envelope<T: DeserializeOwned>(body: &[u8], secret: bool) -> Result<Response<T
         None if body_has_data_key(body) => Value::Null,
         None => {
             return Err(EnvelopeError::Client(ClientErrorKind::NotEnvelope {
-                excerpt: shown(body),
+                body: shown(body),
             }))
         }
     };
@@ -473,8 +463,8 @@ fn envelope<T: DeserializeOwned>(body: &[u8], secret: bool) -> Result<Response<T
     let changes = raw.changes.and_then(|c| c.as_str().map(str::to_owned));
     let data = crate::lenient::from_value(data).map_err(|e| {
         EnvelopeError::Client(ClientErrorKind::Decode {
-            excerpt: shown(body),
-            source: DecodeError::new(e, secret),
+            body: shown(body),
+            source: DecodeError::new(&e, secret),
         })
     })?;
     Ok(Response {
@@ -533,6 +523,28 @@ impl Client {
     /// refused login or version check too, unclassified), and encoding, transport and decoding
     /// failures as `Client`. [`OperationError::outcome`] tells whether it may have taken effect.
     pub async fn send<O: Operation>(&self, request: &O) -> Result<Response<O::Response>, O::Error> {
+        self.send_as::<O, O::Response>(request).await
+    }
+
+    /// Sends any operation as [`send`](Self::send) does (same checks, same typed errors) and
+    /// answers its `data` undecoded: for an answer the typed response does not fit (the
+    /// [`Decode`](ClientErrorKind::Decode) error says where), or fields this schema does not
+    /// know. Lenient reading does not apply; `data` is as PVE sent it.
+    ///
+    /// The value holds the answer's secrets, if it has any, in the clear: unlike the typed
+    /// response, its `Debug` prints them.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), except that a successful answer never fails to decode.
+    pub async fn send_raw<O: Operation>(&self, request: &O) -> Result<Response<Value>, O::Error> {
+        self.send_as::<O, Value>(request).await
+    }
+
+    async fn send_as<O: Operation, T: DeserializeOwned>(
+        &self,
+        request: &O,
+    ) -> Result<Response<T>, O::Error> {
         let enc = encode(request).map_err(|e| ClientError {
             operation: O::ID,
             method: O::METHOD,
@@ -568,7 +580,7 @@ impl Client {
             let span = tracing::Span::current();
             span.record("status", ex.status);
             span.record("ms", started.elapsed().as_millis() as u64);
-            match self.answer::<O::Response>(O::ID, &enc, &ex, O::RESPONSE_SECRETS) {
+            match self.answer::<T>(O::ID, &enc, &ex, O::RESPONSE_SECRETS) {
                 Ok(r) => Ok(r),
                 Err(Failure::Api(e)) => {
                     tracing::debug!(status = e.status, message = %e.message, "error answer");
@@ -891,7 +903,7 @@ impl Client {
         let get = |k: &str| r.data.get(k).and_then(Value::as_str);
         let (Some(ticket), Some(csrf)) = (get("ticket"), get("CSRFPreventionToken")) else {
             return Err(Failure::Client(before(ClientErrorKind::NotEnvelope {
-                excerpt: None,
+                body: None,
             })));
         };
         let header = |v: &str| {
@@ -900,9 +912,7 @@ impl Client {
                     h.set_sensitive(true);
                     h
                 })
-                .map_err(|_| {
-                    Failure::Client(before(ClientErrorKind::NotEnvelope { excerpt: None }))
-                })
+                .map_err(|_| Failure::Client(before(ClientErrorKind::NotEnvelope { body: None })))
         };
         Ok(Ticket {
             ticket: Secret::new(ticket),
@@ -1039,18 +1049,34 @@ mod tests {
                     std::error::Error::source(&k).map(|s| s.to_string())
                 );
                 assert!(!text.contains("hunter2"), "{text}");
-                assert!(text.contains("field `ticket`"), "{text}");
+                assert!(text.contains("at .ticket"), "{text}");
                 assert!(text.contains("withheld"), "{text}");
             }
             _ => panic!("must not decode"),
         }
         let leaky: serde_json::Error = serde::de::Error::custom(
-            "field `a`: field `b`: invalid value: string \"hunter2\", expected a number",
+            "at .a[\"hunter2\"][3].b: invalid value: string \"hunter2\", expected a number",
         );
-        let redacted = DecodeError::new(leaky, true).to_string();
+        let redacted = DecodeError::new(&leaky, true);
+        assert_eq!(redacted.path(), ".a[?][3].b");
+        assert_eq!(redacted.message(), None);
         assert_eq!(
-            redacted,
-            "field `a`: field `b`: (details withheld: the answer holds secrets)"
+            redacted.to_string(),
+            "at .a[?][3].b: (details withheld: the answer holds secrets)"
         );
+        let plain = DecodeError::new(&leaky, false);
+        assert_eq!(plain.path(), r#".a["hunter2"][3].b"#);
+        assert_eq!(
+            plain.message(),
+            Some("invalid value: string \"hunter2\", expected a number")
+        );
+        // A body is kept up to 64 KiB, never split inside a character.
+        let big = "é".repeat(40_000);
+        let kept = Body::new(big.as_bytes());
+        assert!(kept.is_truncated());
+        assert_eq!(kept.len(), 80_000);
+        assert!(kept.text().len() <= Body::LIMIT && kept.text().len() > Body::LIMIT - 2);
+        assert!(!kept.text().contains('\u{FFFD}'));
+        assert!(kept.excerpt().ends_with("..."));
     }
 }

@@ -31,7 +31,7 @@ impl<E> fmt::Debug for Fields<E> {
 }
 
 fn field_error<E: Error>(key: &str, e: impl fmt::Display) -> E {
-    E::custom(format_args!("field `{key}`: {e}"))
+    crate::lenient::error_at(crate::lenient::Step::Field(key), e)
 }
 
 impl<E: Error> Fields<E> {
@@ -47,15 +47,18 @@ impl<E: Error> Fields<E> {
         })
     }
 
-    /// Takes a required field.
+    /// Takes a required field: one a patch says PVE always sends (every other field of an
+    /// answer is optional).
     ///
     /// # Errors
     ///
-    /// The field is missing or does not decode as `T`.
+    /// The field is missing or `null` (`at .key: required field is missing`), or does not
+    /// decode as `T`.
     pub fn req<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<T, E> {
         match self.map.remove(key) {
+            Some(Value::Null) => Err(field_error(key, "required field is null")),
             Some(v) => crate::lenient::from_value(v).map_err(|e| field_error(key, e)),
-            None => Err(E::missing_field(key)),
+            None => Err(field_error(key, "required field is missing")),
         }
     }
 
@@ -91,6 +94,10 @@ impl<E: Error> Fields<E> {
             else {
                 continue;
             };
+            if v.is_null() {
+                // As for an optional field: `net0: null` is no `net0`.
+                continue;
+            }
             let value = crate::lenient::from_value(v).map_err(|e| field_error(&key, e))?;
             out.insert_unbounded(n, value);
         }
@@ -106,10 +113,12 @@ impl<E: Error> Fields<E> {
         let mut rest = std::mem::take(&mut self.map);
         let tag = match rest.remove(T::TAG) {
             Some(Value::String(s)) => s,
+            Some(Value::Null) => return Err(field_error(T::TAG, "required field is null")),
             Some(other) => other.to_string(),
-            None => return Err(E::missing_field(T::TAG)),
+            None => return Err(field_error(T::TAG, "required field is missing")),
         };
-        T::from_parts(tag, rest).map_err(|e| field_error(T::TAG, e))
+        // The variant's fields sit beside the tag: their errors name themselves.
+        T::from_parts(tag, rest).map_err(E::custom)
     }
 
     /// Takes every field not taken yet: keys the schema does not list, kept as sent.
@@ -117,16 +126,15 @@ impl<E: Error> Fields<E> {
         std::mem::take(&mut self.map)
     }
 
-    /// Takes an optional union: `None` when its tag is absent.
+    /// Takes an optional union: `None` when its tag is absent or `null`.
     ///
     /// # Errors
     ///
     /// The fields do not match the tagged variant.
     pub fn tagged_opt<T: Tagged>(&mut self) -> Result<Option<T>, E> {
-        if self.map.contains_key(T::TAG) {
-            self.tagged().map(Some)
-        } else {
-            Ok(None)
+        match self.map.get(T::TAG) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => self.tagged().map(Some),
         }
     }
 }
@@ -168,10 +176,31 @@ mod tests {
         assert_eq!(item.net.len(), 2, "indices above MAX are kept on read");
         let err = crate::lenient::from_value::<Item>(serde_json::json!({"name": "a", "up": 5}))
             .expect_err("5 is no boolean");
-        assert!(err.to_string().starts_with("field `up`:"), "{err}");
+        assert!(err.to_string().starts_with("at .up: "), "{err}");
         let err = crate::lenient::from_value::<Item>(serde_json::json!({"up": 1}))
             .expect_err("name missing");
-        assert_eq!(err.to_string(), "missing field `name`");
+        assert_eq!(err.to_string(), "at .name: required field is missing");
+        let err = crate::lenient::from_value::<Item>(serde_json::json!({"name": null}))
+            .expect_err("name null");
+        assert_eq!(err.to_string(), "at .name: required field is null");
+        // Nested: an item of a list of items, and a map's value, name their whole path.
+        let err = crate::lenient::from_value::<Vec<Item>>(
+            serde_json::json!([{"name": "a"}, {"name": "b", "up": "maybe"}]),
+        )
+        .expect_err("bad boolean");
+        assert_eq!(crate::lenient::split_path(&err.to_string()).0, "[1].up");
+        let err = crate::lenient::from_value::<std::collections::BTreeMap<String, Vec<Item>>>(
+            serde_json::json!({"a b\"c": [{"up": 1}]}),
+        )
+        .expect_err("name missing");
+        assert_eq!(
+            err.to_string(),
+            r#"at ["a b\"c"][0].name: required field is missing"#
+        );
+        assert_eq!(
+            crate::lenient::split_path(&err.to_string()),
+            (r#"["a b\"c"][0].name"#, "required field is missing")
+        );
         // Also through plain serde_json.
         let item: Item = serde_json::from_str(r#"{"name":"n","up":0}"#).expect("decodes");
         assert_eq!(item.up, Some(false));

@@ -142,20 +142,22 @@ pub enum ClientErrorKind {
         /// The `Location` header, if any.
         location: Option<String>,
     },
-    /// The answer's `data` did not match the operation's response type.
-    #[error("the answer does not match the schema ({})", excerpt_text(excerpt.as_deref()))]
+    /// The answer's `data` did not match the operation's response type. Its `source` says
+    /// where ([`DecodeError::path`]); [`Client::send_raw`](crate::Client::send_raw) reads the
+    /// same answer undecoded.
+    #[error("the answer does not match the schema at {} ({})", source.path(), excerpt_text(body.as_ref()))]
     Decode {
-        /// The first bytes of the answer; `None` when the operation's answers hold secrets.
-        excerpt: Option<String>,
-        /// The decoder's message (for answers holding secrets: only where in the answer).
+        /// The answer as received; `None` when the operation's answers hold secrets.
+        body: Option<Body>,
+        /// What did not decode, and where.
         #[source]
         source: DecodeError,
     },
     /// The answer is not PVE's `{"data": ...}` envelope.
-    #[error("the answer is not a PVE envelope ({})", excerpt_text(excerpt.as_deref()))]
+    #[error("the answer is not a PVE envelope ({})", excerpt_text(body.as_ref()))]
     NotEnvelope {
-        /// The first bytes of the answer; `None` when the operation's answers hold secrets.
-        excerpt: Option<String>,
+        /// The answer as received; `None` when the operation's answers hold secrets.
+        body: Option<Body>,
     },
     /// The operation is newer than the server (with version checks on): nothing was sent.
     #[error("{operation} needs PVE {needs} or newer; the server runs PVE {server}")]
@@ -183,10 +185,73 @@ pub enum ClientErrorKind {
     },
 }
 
-fn excerpt_text(excerpt: Option<&str>) -> String {
-    match excerpt {
-        Some(e) => format!("body starts: {e}"),
+fn excerpt_text(body: Option<&Body>) -> String {
+    match body {
+        Some(b) => format!("body starts: {}", b.excerpt()),
         None => "body withheld: the answer holds secrets".to_owned(),
+    }
+}
+
+/// An answer's body kept in an error: its first [`Body::LIMIT`] bytes, lossily decoded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Body {
+    text: String,
+    len: usize,
+}
+
+impl Body {
+    /// How much of a body is kept: 64 KiB.
+    pub const LIMIT: usize = 64 * 1024;
+
+    /// Keeps the first [`Body::LIMIT`] bytes of `bytes` (cut at a character boundary).
+    pub fn new(bytes: &[u8]) -> Self {
+        let mut end = bytes.len().min(Self::LIMIT);
+        // Do not split a UTF-8 sequence: step back over continuation bytes.
+        while end < bytes.len() && end > 0 && (bytes[end] & 0xC0) == 0x80 {
+            end -= 1;
+        }
+        Body {
+            text: String::from_utf8_lossy(&bytes[..end]).into_owned(),
+            len: bytes.len(),
+        }
+    }
+
+    /// The kept text (non-UTF-8 bytes replaced by U+FFFD).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The whole body's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the body was empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether more was received than is kept.
+    pub fn is_truncated(&self) -> bool {
+        self.len > Self::LIMIT
+    }
+
+    /// The first 200 characters, for messages.
+    pub fn excerpt(&self) -> String {
+        let mut e: String = self.text.chars().take(200).collect();
+        if self.is_truncated() || self.text.chars().nth(200).is_some() {
+            e.push_str("...");
+        }
+        e
+    }
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Body")
+            .field("len", &self.len)
+            .field("starts", &self.excerpt())
+            .finish()
     }
 }
 
@@ -208,67 +273,80 @@ impl ClientErrorKind {
     }
 }
 
-/// Why an answer did not decode.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum DecodeError {
-    /// The decoder's own error.
-    Json(serde_json::Error),
-    /// The decoder's error with every value cut out (the answer holds secrets): only where in
-    /// the answer it happened.
-    Redacted {
-        /// `field `a`: field `b`` or empty at the top level.
-        location: String,
-    },
+/// Why an answer did not decode, and where in its `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    path: String,
+    message: Option<String>,
 }
 
 impl DecodeError {
     /// The error of decoding an answer of an operation whose answers do (or do not) hold
-    /// secrets.
-    pub(crate) fn new(e: serde_json::Error, secret: bool) -> Self {
-        if !secret {
-            return DecodeError::Json(e);
-        }
-        // Keep the `field `x`: ` prefixes (names from the schema), drop the rest (values).
+    /// secrets; for secrets only the path is kept, and the map keys in it are cut out (they
+    /// are values of the answer).
+    pub(crate) fn new(e: &serde_json::Error, secret: bool) -> Self {
         let text = e.to_string();
-        let mut location = Vec::new();
-        let mut rest = text.as_str();
-        while let Some(after) = rest.strip_prefix("field `") {
-            let Some(end) = after.find("`: ") else { break };
-            location.push(format!("field `{}`", &after[..end]));
-            rest = &after[end + 3..];
+        let (path, message) = crate::lenient::split_path(&text);
+        let path = crate::lenient::jq_path(path);
+        if !secret {
+            return DecodeError {
+                path,
+                message: Some(message.to_owned()),
+            };
         }
-        DecodeError::Redacted {
-            location: location.join(": "),
+        DecodeError {
+            path: redact_keys(&path),
+            message: None,
         }
     }
+
+    /// Where in the answer's `data` it failed, as a jq path: `.` for `data` itself,
+    /// `.members[2].ip`, `.[0].vmid`, `.disks["scsi0"]` (a map's keys are quoted; for answers
+    /// holding secrets they read `[?]`).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// What was wrong there: `None` for answers holding secrets (the message may quote
+    /// values).
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+}
+
+/// `.a["k"][0]` as `.a[?][0]`.
+fn redact_keys(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find("[\"") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let b = after.as_bytes();
+        let mut j = 0;
+        while j < b.len() && b[j] != b'"' {
+            j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        out.push_str("[?]");
+        rest = after.get(j + 2..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
 }
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::Json(e) => fmt::Display::fmt(e, f),
-            DecodeError::Redacted { location } if location.is_empty() => {
-                f.write_str("(details withheld: the answer holds secrets)")
-            }
-            DecodeError::Redacted { location } => {
-                write!(
-                    f,
-                    "{location}: (details withheld: the answer holds secrets)"
-                )
-            }
+        match &self.message {
+            Some(m) => write!(f, "at {}: {m}", self.path),
+            None => write!(
+                f,
+                "at {}: (details withheld: the answer holds secrets)",
+                self.path
+            ),
         }
     }
 }
 
-impl std::error::Error for DecodeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DecodeError::Json(e) => Some(e),
-            DecodeError::Redacted { .. } => None,
-        }
-    }
-}
+impl std::error::Error for DecodeError {}
 
 /// A failure without a usable answer, naming the operation and the rendered path.
 #[derive(Debug)]

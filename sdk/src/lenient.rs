@@ -4,6 +4,15 @@
 //! integer as `"42"`. [`from_value`] decodes any generated type from a [`serde_json::Value`]
 //! through one deserializer that accepts those spellings where the target type asks for a
 //! boolean or a number, so generated types need no per-field attributes.
+//!
+//! Two more rules make every answer PVE really sends decode:
+//!
+//! - `null` where an array or an object is expected decodes as an empty one (PVE's Perl
+//!   handlers answer `undef` for "nothing", e.g. the interfaces of a stopped container). A field
+//!   of the answer is an `Option` and tells `null` (`None`) from an empty list (`Some(vec![])`);
+//!   only a whole answer, an array's item or a map's value that is `null` becomes empty.
+//! - An error names where it happened as a JSON path from the decoded value: `.members[2].ip`,
+//!   `.[0].vmid`, `.disks["scsi 0"]` (a map's keys are quoted). [`split_path`] takes it apart.
 
 use serde::de::{self, DeserializeOwned, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
@@ -200,6 +209,7 @@ impl<'de> de::Deserializer<'de> for Lenient {
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, serde_json::Error> {
         match self.0 {
             Value::Array(a) => visit_array(a, visitor),
+            Value::Null => visit_array(Vec::new(), visitor),
             ref other => Err(invalid(other, "an array")),
         }
     }
@@ -207,6 +217,7 @@ impl<'de> de::Deserializer<'de> for Lenient {
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, serde_json::Error> {
         match self.0 {
             Value::Object(o) => visit_object(o, visitor),
+            Value::Null => visit_object(Map::new(), visitor),
             ref other => Err(invalid(other, "an object")),
         }
     }
@@ -250,21 +261,212 @@ fn visit_array<'de, V: Visitor<'de>>(
     visitor: V,
 ) -> Result<V::Value, serde_json::Error> {
     let len = a.len();
-    let mut seq = de::value::SeqDeserializer::new(a.into_iter().map(Lenient));
+    let mut seq = Items {
+        iter: a.into_iter(),
+        index: 0,
+    };
     let out = visitor.visit_seq(&mut seq)?;
-    seq.end()
-        .map_err(|_| de::Error::invalid_length(len, &"fewer elements"))?;
+    if seq.iter.len() > 0 {
+        return Err(de::Error::invalid_length(len, &"fewer elements"));
+    }
     Ok(out)
+}
+
+/// An array's items, each decoded leniently; an item's error names its index.
+struct Items {
+    iter: std::vec::IntoIter<Value>,
+    index: usize,
+}
+
+impl<'de> de::SeqAccess<'de> for Items {
+    type Error = serde_json::Error;
+
+    fn next_element_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, serde_json::Error> {
+        let Some(v) = self.iter.next() else {
+            return Ok(None);
+        };
+        let i = self.index;
+        self.index += 1;
+        seed.deserialize(Lenient(v))
+            .map(Some)
+            .map_err(|e| error_at(Step::Index(i), e))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.iter.len())
+    }
 }
 
 fn visit_object<'de, V: Visitor<'de>>(
     o: Map<String, Value>,
     visitor: V,
 ) -> Result<V::Value, serde_json::Error> {
-    let mut map = de::value::MapDeserializer::new(o.into_iter().map(|(k, v)| (k, Lenient(v))));
-    let out = visitor.visit_map(&mut map)?;
-    map.end()?;
-    Ok(out)
+    let mut map = Entries {
+        iter: o.into_iter(),
+        value: None,
+    };
+    visitor.visit_map(&mut map)
+}
+
+/// An object's entries, values decoded leniently; a value's error names its key.
+struct Entries {
+    iter: serde_json::map::IntoIter,
+    value: Option<(String, Value)>,
+}
+
+impl<'de> de::MapAccess<'de> for Entries {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, serde_json::Error> {
+        let Some((k, v)) = self.iter.next() else {
+            return Ok(None);
+        };
+        let key = seed.deserialize(de::value::StrDeserializer::<serde_json::Error>::new(&k))?;
+        self.value = Some((k, v));
+        Ok(Some(key))
+    }
+
+    fn next_value_seed<T: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<T::Value, serde_json::Error> {
+        let Some((k, v)) = self.value.take() else {
+            return Err(de::Error::custom(
+                "a map value was asked for before its key",
+            ));
+        };
+        seed.deserialize(Lenient(v))
+            .map_err(|e| error_at(Step::Key(&k), e))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.iter.len())
+    }
+}
+
+/// One step of a JSON path.
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'a> {
+    /// A struct's field (`.name`): a name from the schema.
+    Field(&'a str),
+    /// A map's key (`["key"]`): a value from the answer.
+    Key(&'a str),
+    /// An array's item (`[3]`).
+    Index(usize),
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+fn render_step(step: Step<'_>, out: &mut String) {
+    use std::fmt::Write as _;
+    match step {
+        Step::Field(name) if is_name(name) => {
+            out.push('.');
+            out.push_str(name);
+        }
+        Step::Field(name) | Step::Key(name) => {
+            out.push('[');
+            out.push_str(&Value::String(name.to_owned()).to_string());
+            out.push(']');
+        }
+        Step::Index(i) => {
+            let _ = write!(out, "[{i}]");
+        }
+    }
+}
+
+/// An error at `step` of the value being decoded, around `inner` (which may already name a
+/// path below it): the message becomes `at STEP PATH: message`.
+pub fn error_at<E: de::Error>(step: Step<'_>, inner: impl std::fmt::Display) -> E {
+    let text = inner.to_string();
+    let (below, message) = split_path(&text);
+    let mut path = String::new();
+    render_step(step, &mut path);
+    let below = match below {
+        "." => "",
+        jq if jq.starts_with(".[") => &jq[1..],
+        other => other,
+    };
+    E::custom(format_args!("at {path}{below}: {message}"))
+}
+
+/// Splits an error message of [`from_value`] into its JSON path and the rest: `at .a[2].b:
+/// invalid type` gives (`.a[2].b`, `invalid type`). The path is written as jq does (`.` for the
+/// value itself, `.[0]` for an item of it); a message without one gives (`.`, message).
+pub fn split_path(text: &str) -> (&str, &str) {
+    let Some(rest) = text.strip_prefix("at ") else {
+        return (".", text);
+    };
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'.' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'-' || b[j] == b'_')
+                {
+                    j += 1;
+                }
+                if j == start {
+                    // `.[0]`: the jq spelling of a leading index.
+                    if i == 0 && b.get(j) == Some(&b'[') {
+                        i = j;
+                        continue;
+                    }
+                    break;
+                }
+                i = j;
+            }
+            b'[' if b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                let mut j = i + 1;
+                while j < b.len() && b[j].is_ascii_digit() {
+                    j += 1;
+                }
+                if b.get(j) != Some(&b']') {
+                    break;
+                }
+                i = j + 1;
+            }
+            b'[' if b.get(i + 1) == Some(&b'"') => {
+                let mut j = i + 2;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                if b.get(j + 1) != Some(&b']') {
+                    break;
+                }
+                i = j + 2;
+            }
+            _ => break,
+        }
+    }
+    match rest[i..].strip_prefix(": ") {
+        Some(message) if i > 0 => {
+            let path = &rest[..i];
+            (path, message)
+        }
+        _ => (".", text),
+    }
+}
+
+/// The jq spelling of a path from [`split_path`]: `.` alone, or starting with `.`.
+pub fn jq_path(path: &str) -> String {
+    if path.starts_with('.') {
+        path.to_owned()
+    } else {
+        format!(".{path}")
+    }
 }
 
 impl<'de> IntoDeserializer<'de, serde_json::Error> for Lenient {

@@ -33,6 +33,9 @@ mod transport;
 mod upid;
 pub mod validate;
 
+#[cfg(test)]
+mod answer_fields_test;
+
 #[allow(missing_docs)]
 pub mod generated;
 

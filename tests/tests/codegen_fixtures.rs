@@ -369,3 +369,73 @@ fn patch_targets_carry_the_version_they_apply_since() {
         "{err}"
     );
 }
+
+#[test]
+fn response_fields_patch_keeps_a_field_required_or_retypes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("writes");
+    std::fs::copy(
+        fixtures().join("patches/index-bounds.toml"),
+        dir.path().join("index-bounds.toml"),
+    )
+    .expect("copies");
+    let head = "kind = \"response-fields\"\nreason = \"r\"\nevidence = [\"e\"]\n";
+    write(
+        "response-fields.toml",
+        &format!("{head}[[fields]]\noperation = \"GET /lists/{{id}}/entries/{{url_seq}}\"\nfield = \"seq\"\nrequired = true\ntype = {{ type = \"string\" }}\nevidence = \"handler sets it\"\n"),
+    );
+    let out = pve_codegen::run(&with_patches("path_param_missing", dir.path())).expect("generates");
+    let file = out
+        .files
+        .iter()
+        .find(|(_, t)| t.contains("pub seq:"))
+        .map(|(_, t)| t.clone())
+        .expect("the answer struct");
+    assert!(file.contains("pub seq: String,"), "{file}");
+    assert!(file.contains("seq: f.req(\"seq\")?,"), "{file}");
+    assert!(out.files["samples.rs"].contains(r#"fields: &[(".seq", true)],"#));
+    assert_eq!(out.api.answer_fields.kept_required, 1);
+    assert_eq!(out.api.answer_fields.retyped, 1);
+    assert_eq!(out.api.answer_fields.made_optional, 0);
+
+    // Without the patch the field is optional, and counted as made so.
+    std::fs::remove_file(dir.path().join("response-fields.toml")).expect("removes");
+    let out = pve_codegen::run(&with_patches("path_param_missing", dir.path())).expect("generates");
+    assert_eq!(out.api.answer_fields.made_optional, 1);
+    assert!(out.files["samples.rs"].contains(r#"fields: &[(".seq", false)],"#));
+
+    // Every broken entry is reported at once.
+    let op = "operation = \"GET /lists/{id}/entries/{url_seq}\"";
+    write(
+        "response-fields.toml",
+        &format!(
+            "{head}\
+[[fields]]\n{op}\nfield = \"gone\"\nrequired = true\nevidence = \"e\"\n\
+[[fields]]\n{op}\nfield = \"gone\"\nrequired = true\nevidence = \"e\"\n\
+[[fields]]\n{op}\nfield = \"a..b\"\nrequired = true\nevidence = \"e\"\n\
+[[fields]]\n{op}\nfield = \"seq\"\nevidence = \"e\"\n\
+[[fields]]\noperation = \"GET /nowhere\"\nfield = \"x\"\nrequired = true\nevidence = \"e\"\n\
+[[fields]]\n{op}\nfield = \"seq\"\nrequired = true\nevidence = \" \"\ntype = {{ type = \"strang\" }}\n\
+[[fields]]\n{op}\nfield = \"other\"\nrequired = true\nevidence = \"e\"\ncolour = \"red\"\n"
+        ),
+    );
+    let err = match pve_codegen::run(&with_patches("path_param_missing", dir.path())) {
+        Err(Error::Input(d)) => d.to_string(),
+        other => panic!("must fail, got {other:?}"),
+    };
+    insta::assert_snapshot!(err);
+    // The stage after the patch checks reports a field the answer does not have.
+    write(
+        "response-fields.toml",
+        &format!("{head}[[fields]]\n{op}\nfield = \"[].seq\"\nrequired = true\nevidence = \"e\"\n"),
+    );
+    let err = match pve_codegen::run(&with_patches("path_param_missing", dir.path())) {
+        Err(Error::Input(d)) => d.to_string(),
+        other => panic!("must fail, got {other:?}"),
+    };
+    assert!(
+        err.contains("patches/response-fields.toml: field \"[].seq\" is not in the answer of \"GET /lists/{id}/entries/{url_seq}\""),
+        "{err}"
+    );
+}

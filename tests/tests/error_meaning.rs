@@ -228,7 +228,11 @@ async fn no_secret_reaches_transport_or_decode_errors() {
         .expect_err("shape");
     assert_eq!(e.outcome(), Outcome::AppliedUnreadable);
     match e.client_error().map(|c| &c.kind) {
-        Some(ClientErrorKind::Decode { excerpt, .. }) => assert_eq!(excerpt, &None),
+        Some(ClientErrorKind::Decode { body, source }) => {
+            assert_eq!(body, &None);
+            assert_eq!(source.path(), ".ticket");
+            assert_eq!(source.message(), None);
+        }
         other => panic!("{other:?}"),
     }
     let text = format!(
@@ -236,7 +240,7 @@ async fn no_secret_reaches_transport_or_decode_errors() {
         std::error::Error::source(&e).map(ToString::to_string)
     );
     assert!(!text.contains("SECRET"), "{text}");
-    assert!(text.contains("field `ticket`"), "{text}");
+    assert!(text.contains("at .ticket"), "{text}");
 }
 
 #[tokio::test]

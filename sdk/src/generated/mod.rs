@@ -25,6 +25,8 @@ pub mod index;
 pub mod nodes;
 #[cfg(feature = "pools")]
 pub mod pools;
+#[cfg(test)]
+pub(crate) mod samples;
 #[cfg(feature = "storage")]
 pub mod storage;
 #[cfg(feature = "version")]

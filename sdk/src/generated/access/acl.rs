@@ -122,15 +122,15 @@ crate::open_enum_traits!(ReadAclResponseItemType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadAclResponseItem {
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// Default `1`
     pub propagate: Option<bool>,
     /// `roleid`
-    pub roleid: String,
+    pub roleid: Option<String>,
     /// Wire name `type`
-    pub type_: ReadAclResponseItemType,
+    pub type_: Option<ReadAclResponseItemType>,
     /// `ugid`
-    pub ugid: String,
+    pub ugid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -138,11 +138,11 @@ impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            path: f.req("path")?,
+            path: f.opt("path")?,
             propagate: f.opt("propagate")?,
-            roleid: f.req("roleid")?,
-            type_: f.req("type")?,
-            ugid: f.req("ugid")?,
+            roleid: f.opt("roleid")?,
+            type_: f.opt("type")?,
+            ugid: f.opt("ugid")?,
             other_keys: f.rest(),
         })
     }
@@ -150,11 +150,11 @@ impl<'de> serde::Deserialize<'de> for ReadAclResponseItem {
 impl serde::Serialize for ReadAclResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("path", &self.path)?;
+        o.opt("path", &self.path)?;
         o.opt("propagate", &self.propagate)?;
-        o.req("roleid", &self.roleid)?;
-        o.req("type", &self.type_)?;
-        o.req("ugid", &self.ugid)?;
+        o.opt("roleid", &self.roleid)?;
+        o.opt("type", &self.type_)?;
+        o.opt("ugid", &self.ugid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

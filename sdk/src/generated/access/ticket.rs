@@ -99,7 +99,7 @@ pub struct CreateTicketResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub ticket: Option<crate::Secret>,
     /// `username`
-    pub username: String,
+    pub username: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -110,7 +110,7 @@ impl<'de> serde::Deserialize<'de> for CreateTicketResponse {
             csrf_prevention_token: f.opt("CSRFPreventionToken")?,
             clustername: f.opt("clustername")?,
             ticket: f.opt("ticket")?,
-            username: f.req("username")?,
+            username: f.opt("username")?,
             other_keys: f.rest(),
         })
     }
@@ -121,7 +121,7 @@ impl serde::Serialize for CreateTicketResponse {
         o.opt("CSRFPreventionToken", &self.csrf_prevention_token)?;
         o.opt("clustername", &self.clustername)?;
         o.opt("ticket", &self.ticket)?;
-        o.req("username", &self.username)?;
+        o.opt("username", &self.username)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

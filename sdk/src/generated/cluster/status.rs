@@ -66,7 +66,7 @@ pub struct GetStatusResponseItem {
     /// `local`
     pub local: Option<bool>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `nodeid`
     pub nodeid: Option<i64>,
     /// `nodes`
@@ -90,7 +90,7 @@ impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
             ip: f.opt("ip")?,
             level: f.opt("level")?,
             local: f.opt("local")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             nodeid: f.opt("nodeid")?,
             nodes: f.opt("nodes")?,
             online: f.opt("online")?,
@@ -108,7 +108,7 @@ impl serde::Serialize for GetStatusResponseItem {
         o.opt("ip", &self.ip)?;
         o.opt("level", &self.level)?;
         o.opt("local", &self.local)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("nodeid", &self.nodeid)?;
         o.opt("nodes", &self.nodes)?;
         o.opt("online", &self.online)?;

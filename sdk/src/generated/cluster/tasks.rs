@@ -28,7 +28,7 @@ pub type TasksError = crate::error::Untyped<Tasks>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct TasksResponseItem {
     /// `upid`
-    pub upid: String,
+    pub upid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -36,7 +36,7 @@ impl<'de> serde::Deserialize<'de> for TasksResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            upid: f.req("upid")?,
+            upid: f.opt("upid")?,
             other_keys: f.rest(),
         })
     }
@@ -44,7 +44,7 @@ impl<'de> serde::Deserialize<'de> for TasksResponseItem {
 impl serde::Serialize for TasksResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("upid", &self.upid)?;
+        o.opt("upid", &self.upid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

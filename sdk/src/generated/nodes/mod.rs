@@ -72,11 +72,11 @@ pub struct IndexResponseItem {
     /// `mem`
     pub mem: Option<i64>,
     /// Format `pve-node`
-    pub node: String,
+    pub node: Option<String>,
     /// `ssl_fingerprint`
     pub ssl_fingerprint: Option<String>,
     /// `status`
-    pub status: IndexResponseItemStatus,
+    pub status: Option<IndexResponseItemStatus>,
     /// `uptime`
     pub uptime: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -91,9 +91,9 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             maxcpu: f.opt("maxcpu")?,
             maxmem: f.opt("maxmem")?,
             mem: f.opt("mem")?,
-            node: f.req("node")?,
+            node: f.opt("node")?,
             ssl_fingerprint: f.opt("ssl_fingerprint")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             uptime: f.opt("uptime")?,
             other_keys: f.rest(),
         })
@@ -107,9 +107,9 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("maxcpu", &self.maxcpu)?;
         o.opt("maxmem", &self.maxmem)?;
         o.opt("mem", &self.mem)?;
-        o.req("node", &self.node)?;
+        o.opt("node", &self.node)?;
         o.opt("ssl_fingerprint", &self.ssl_fingerprint)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("uptime", &self.uptime)?;
         o.rest(&self.other_keys)?;
         o.end()

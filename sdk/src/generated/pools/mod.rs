@@ -237,13 +237,13 @@ crate::open_enum_traits!(IndexResponseItemMembersItemType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemMembersItem {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `node`
-    pub node: String,
+    pub node: Option<String>,
     /// `storage`
     pub storage: Option<String>,
     /// Wire name `type`
-    pub type_: IndexResponseItemMembersItemType,
+    pub type_: Option<IndexResponseItemMembersItemType>,
     /// `vmid`
     pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -253,10 +253,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
-            node: f.req("node")?,
+            id: f.opt("id")?,
+            node: f.opt("node")?,
             storage: f.opt("storage")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             vmid: f.opt("vmid")?,
             other_keys: f.rest(),
         })
@@ -265,10 +265,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
 impl serde::Serialize for IndexResponseItemMembersItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
-        o.req("node", &self.node)?;
+        o.opt("id", &self.id)?;
+        o.opt("node", &self.node)?;
         o.opt("storage", &self.storage)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("vmid", &self.vmid)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -282,7 +282,7 @@ pub struct IndexResponseItem {
     /// `members`
     pub members: Option<Vec<IndexResponseItemMembersItem>>,
     /// `poolid`
-    pub poolid: String,
+    pub poolid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -292,7 +292,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         Ok(Self {
             comment: f.opt("comment")?,
             members: f.opt("members")?,
-            poolid: f.req("poolid")?,
+            poolid: f.opt("poolid")?,
             other_keys: f.rest(),
         })
     }
@@ -302,7 +302,7 @@ impl serde::Serialize for IndexResponseItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
         o.opt("members", &self.members)?;
-        o.req("poolid", &self.poolid)?;
+        o.opt("poolid", &self.poolid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -222,13 +222,13 @@ crate::open_enum_traits!(ReadPoolResponseMembersItemType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadPoolResponseMembersItem {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `node`
-    pub node: String,
+    pub node: Option<String>,
     /// `storage`
     pub storage: Option<String>,
     /// Wire name `type`
-    pub type_: ReadPoolResponseMembersItemType,
+    pub type_: Option<ReadPoolResponseMembersItemType>,
     /// `vmid`
     pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -238,10 +238,10 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
-            node: f.req("node")?,
+            id: f.opt("id")?,
+            node: f.opt("node")?,
             storage: f.opt("storage")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             vmid: f.opt("vmid")?,
             other_keys: f.rest(),
         })
@@ -250,10 +250,10 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponseMembersItem {
 impl serde::Serialize for ReadPoolResponseMembersItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
-        o.req("node", &self.node)?;
+        o.opt("id", &self.id)?;
+        o.opt("node", &self.node)?;
         o.opt("storage", &self.storage)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("vmid", &self.vmid)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -265,7 +265,7 @@ pub struct ReadPoolResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
-    pub members: Vec<ReadPoolResponseMembersItem>,
+    pub members: Option<Vec<ReadPoolResponseMembersItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -274,7 +274,7 @@ impl<'de> serde::Deserialize<'de> for ReadPoolResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            members: f.req("members")?,
+            members: f.opt("members")?,
             other_keys: f.rest(),
         })
     }
@@ -283,7 +283,7 @@ impl serde::Serialize for ReadPoolResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("members", &self.members)?;
+        o.opt("members", &self.members)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

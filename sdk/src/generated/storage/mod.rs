@@ -527,7 +527,7 @@ crate::open_enum_traits!(IndexType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `storage`
-    pub storage: String,
+    pub storage: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -535,7 +535,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            storage: f.req("storage")?,
+            storage: f.opt("storage")?,
             other_keys: f.rest(),
         })
     }
@@ -543,7 +543,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("storage", &self.storage)?;
+        o.opt("storage", &self.storage)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -763,9 +763,9 @@ pub struct CreateResponse {
     /// `config`
     pub config: Option<CreateResponseConfig>,
     /// `storage`
-    pub storage: String,
+    pub storage: Option<String>,
     /// Wire name `type`
-    pub type_: CreateResponseType,
+    pub type_: Option<CreateResponseType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -774,8 +774,8 @@ impl<'de> serde::Deserialize<'de> for CreateResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             config: f.opt("config")?,
-            storage: f.req("storage")?,
-            type_: f.req("type")?,
+            storage: f.opt("storage")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -784,8 +784,8 @@ impl serde::Serialize for CreateResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("config", &self.config)?;
-        o.req("storage", &self.storage)?;
-        o.req("type", &self.type_)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -444,9 +444,9 @@ pub struct UpdateResponse {
     /// `config`
     pub config: Option<UpdateResponseConfig>,
     /// `storage`
-    pub storage: String,
+    pub storage: Option<String>,
     /// Wire name `type`
-    pub type_: UpdateResponseType,
+    pub type_: Option<UpdateResponseType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -455,8 +455,8 @@ impl<'de> serde::Deserialize<'de> for UpdateResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             config: f.opt("config")?,
-            storage: f.req("storage")?,
-            type_: f.req("type")?,
+            storage: f.opt("storage")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -465,8 +465,8 @@ impl serde::Serialize for UpdateResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("config", &self.config)?;
-        o.req("storage", &self.storage)?;
-        o.req("type", &self.type_)?;
+        o.opt("storage", &self.storage)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -335,11 +335,11 @@ pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `realm`
-    pub realm: String,
+    pub realm: Option<String>,
     /// `tfa`
     pub tfa: Option<IndexResponseItemTfa>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -348,9 +348,9 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            realm: f.req("realm")?,
+            realm: f.opt("realm")?,
             tfa: f.opt("tfa")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -359,9 +359,9 @@ impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("realm", &self.realm)?;
+        o.opt("realm", &self.realm)?;
         o.opt("tfa", &self.tfa)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -130,7 +130,7 @@ pub struct ReadGroupResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
-    pub members: Vec<String>,
+    pub members: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -139,7 +139,7 @@ impl<'de> serde::Deserialize<'de> for ReadGroupResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            members: f.req("members")?,
+            members: f.opt("members")?,
             other_keys: f.rest(),
         })
     }
@@ -148,7 +148,7 @@ impl serde::Serialize for ReadGroupResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("members", &self.members)?;
+        o.opt("members", &self.members)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

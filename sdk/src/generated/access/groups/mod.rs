@@ -71,7 +71,7 @@ pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// Format `pve-groupid`
-    pub groupid: String,
+    pub groupid: Option<String>,
     /// Format `pve-userid-list`
     pub users: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -82,7 +82,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            groupid: f.req("groupid")?,
+            groupid: f.opt("groupid")?,
             users: f.opt("users")?,
             other_keys: f.rest(),
         })
@@ -92,7 +92,7 @@ impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("groupid", &self.groupid)?;
+        o.opt("groupid", &self.groupid)?;
         o.opt("users", &self.users)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -52,15 +52,15 @@ pub type LoginError = crate::error::Untyped<Login>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoginResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
-    pub csrf_prevention_token: crate::Secret,
+    pub csrf_prevention_token: Option<crate::Secret>,
     /// `cap`
-    pub cap: serde_json::Map<String, serde_json::Value>,
+    pub cap: Option<serde_json::Map<String, serde_json::Value>>,
     /// `clustername`
     pub clustername: Option<String>,
     /// Secret: Debug and Display print `[redacted]`
-    pub ticket: crate::Secret,
+    pub ticket: Option<crate::Secret>,
     /// `username`
-    pub username: String,
+    pub username: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -68,11 +68,11 @@ impl<'de> serde::Deserialize<'de> for LoginResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            csrf_prevention_token: f.req("CSRFPreventionToken")?,
-            cap: f.req("cap")?,
+            csrf_prevention_token: f.opt("CSRFPreventionToken")?,
+            cap: f.opt("cap")?,
             clustername: f.opt("clustername")?,
-            ticket: f.req("ticket")?,
-            username: f.req("username")?,
+            ticket: f.opt("ticket")?,
+            username: f.opt("username")?,
             other_keys: f.rest(),
         })
     }
@@ -80,11 +80,11 @@ impl<'de> serde::Deserialize<'de> for LoginResponse {
 impl serde::Serialize for LoginResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("CSRFPreventionToken", &self.csrf_prevention_token)?;
-        o.req("cap", &self.cap)?;
+        o.opt("CSRFPreventionToken", &self.csrf_prevention_token)?;
+        o.opt("cap", &self.cap)?;
         o.opt("clustername", &self.clustername)?;
-        o.req("ticket", &self.ticket)?;
-        o.req("username", &self.username)?;
+        o.opt("ticket", &self.ticket)?;
+        o.opt("username", &self.username)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

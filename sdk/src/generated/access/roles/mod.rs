@@ -71,7 +71,7 @@ pub struct IndexResponseItem {
     /// Format `pve-priv-list`
     pub privs: Option<String>,
     /// Format `pve-roleid`
-    pub roleid: String,
+    pub roleid: Option<String>,
     /// Default `0`
     pub special: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -82,7 +82,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             privs: f.opt("privs")?,
-            roleid: f.req("roleid")?,
+            roleid: f.opt("roleid")?,
             special: f.opt("special")?,
             other_keys: f.rest(),
         })
@@ -92,7 +92,7 @@ impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("privs", &self.privs)?;
-        o.req("roleid", &self.roleid)?;
+        o.opt("roleid", &self.roleid)?;
         o.opt("special", &self.special)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -71,15 +71,15 @@ crate::open_enum_traits!(Type);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListTfaResponseItemEntriesItem {
     /// `created`
-    pub created: i64,
+    pub created: Option<i64>,
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// Default `1`
     pub enable: Option<bool>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Wire name `type`
-    pub type_: Type,
+    pub type_: Option<Type>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -87,11 +87,11 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            created: f.req("created")?,
-            description: f.req("description")?,
+            created: f.opt("created")?,
+            description: f.opt("description")?,
             enable: f.opt("enable")?,
-            id: f.req("id")?,
-            type_: f.req("type")?,
+            id: f.opt("id")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -99,11 +99,11 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItemEntriesItem {
 impl serde::Serialize for ListTfaResponseItemEntriesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("created", &self.created)?;
-        o.req("description", &self.description)?;
+        o.opt("created", &self.created)?;
+        o.opt("description", &self.description)?;
         o.opt("enable", &self.enable)?;
-        o.req("id", &self.id)?;
-        o.req("type", &self.type_)?;
+        o.opt("id", &self.id)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -112,13 +112,13 @@ impl serde::Serialize for ListTfaResponseItemEntriesItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListTfaResponseItem {
     /// `entries`
-    pub entries: Vec<ListTfaResponseItemEntriesItem>,
+    pub entries: Option<Vec<ListTfaResponseItemEntriesItem>>,
     /// Wire name `tfa-locked-until`
     pub tfa_locked_until: Option<i64>,
     /// Wire name `totp-locked`
     pub totp_locked: Option<bool>,
     /// `userid`
-    pub userid: String,
+    pub userid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -126,10 +126,10 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            entries: f.req("entries")?,
+            entries: f.opt("entries")?,
             tfa_locked_until: f.opt("tfa-locked-until")?,
             totp_locked: f.opt("totp-locked")?,
-            userid: f.req("userid")?,
+            userid: f.opt("userid")?,
             other_keys: f.rest(),
         })
     }
@@ -137,10 +137,10 @@ impl<'de> serde::Deserialize<'de> for ListTfaResponseItem {
 impl serde::Serialize for ListTfaResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("entries", &self.entries)?;
+        o.opt("entries", &self.entries)?;
         o.opt("tfa-locked-until", &self.tfa_locked_until)?;
         o.opt("totp-locked", &self.totp_locked)?;
-        o.req("userid", &self.userid)?;
+        o.opt("userid", &self.userid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

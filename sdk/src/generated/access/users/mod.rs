@@ -115,7 +115,7 @@ pub struct IndexResponseItemTokensItem {
     /// Default `1`
     pub privsep: Option<bool>,
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
-    pub tokenid: String,
+    pub tokenid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -126,7 +126,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
             comment: f.opt("comment")?,
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
-            tokenid: f.req("tokenid")?,
+            tokenid: f.opt("tokenid")?,
             other_keys: f.rest(),
         })
     }
@@ -137,7 +137,7 @@ impl serde::Serialize for IndexResponseItemTokensItem {
         o.opt("comment", &self.comment)?;
         o.opt("expire", &self.expire)?;
         o.opt("privsep", &self.privsep)?;
-        o.req("tokenid", &self.tokenid)?;
+        o.opt("tokenid", &self.tokenid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -170,7 +170,7 @@ pub struct IndexResponseItem {
     /// Wire name `totp-locked`
     pub totp_locked: Option<bool>,
     /// Format `pve-userid`; maximum length 64
-    pub userid: String,
+    pub userid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -190,7 +190,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             tfa_locked_until: f.opt("tfa-locked-until")?,
             tokens: f.opt("tokens")?,
             totp_locked: f.opt("totp-locked")?,
-            userid: f.req("userid")?,
+            userid: f.opt("userid")?,
             other_keys: f.rest(),
         })
     }
@@ -210,7 +210,7 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("tfa-locked-until", &self.tfa_locked_until)?;
         o.opt("tokens", &self.tokens)?;
         o.opt("totp-locked", &self.totp_locked)?;
-        o.req("userid", &self.userid)?;
+        o.opt("userid", &self.userid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -28,13 +28,13 @@ pub type ChallengeschemaError = crate::error::Untyped<Challengeschema>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChallengeschemaResponseItem {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `schema`
-    pub schema: serde_json::Map<String, serde_json::Value>,
+    pub schema: Option<serde_json::Map<String, serde_json::Value>>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -42,10 +42,10 @@ impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
-            name: f.req("name")?,
-            schema: f.req("schema")?,
-            type_: f.req("type")?,
+            id: f.opt("id")?,
+            name: f.opt("name")?,
+            schema: f.opt("schema")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -53,10 +53,10 @@ impl<'de> serde::Deserialize<'de> for ChallengeschemaResponseItem {
 impl serde::Serialize for ChallengeschemaResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
-        o.req("name", &self.name)?;
-        o.req("schema", &self.schema)?;
-        o.req("type", &self.type_)?;
+        o.opt("id", &self.id)?;
+        o.opt("name", &self.name)?;
+        o.opt("schema", &self.schema)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -28,9 +28,9 @@ pub type GetDirectoriesError = crate::error::Untyped<GetDirectories>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetDirectoriesResponseItem {
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Pattern `^https?://.*`
-    pub url: String,
+    pub url: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -38,8 +38,8 @@ impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            name: f.req("name")?,
-            url: f.req("url")?,
+            name: f.opt("name")?,
+            url: f.opt("url")?,
             other_keys: f.rest(),
         })
     }
@@ -47,8 +47,8 @@ impl<'de> serde::Deserialize<'de> for GetDirectoriesResponseItem {
 impl serde::Serialize for GetDirectoriesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("name", &self.name)?;
-        o.req("url", &self.url)?;
+        o.opt("name", &self.name)?;
+        o.opt("url", &self.url)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

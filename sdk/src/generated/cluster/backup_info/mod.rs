@@ -29,7 +29,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `subdir`
-    pub subdir: String,
+    pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -37,7 +37,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            subdir: f.req("subdir")?,
+            subdir: f.opt("subdir")?,
             other_keys: f.rest(),
         })
     }
@@ -45,7 +45,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("subdir", &self.subdir)?;
+        o.opt("subdir", &self.subdir)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

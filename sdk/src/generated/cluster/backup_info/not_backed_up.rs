@@ -60,9 +60,9 @@ pub struct GetGuestsNotInBackupResponseItem {
     /// `name`
     pub name: Option<String>,
     /// Wire name `type`
-    pub type_: GetGuestsNotInBackupResponseItemType,
+    pub type_: Option<GetGuestsNotInBackupResponseItemType>,
     /// `vmid`
-    pub vmid: i64,
+    pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -71,8 +71,8 @@ impl<'de> serde::Deserialize<'de> for GetGuestsNotInBackupResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             name: f.opt("name")?,
-            type_: f.req("type")?,
-            vmid: f.req("vmid")?,
+            type_: f.opt("type")?,
+            vmid: f.opt("vmid")?,
             other_keys: f.rest(),
         })
     }
@@ -81,8 +81,8 @@ impl serde::Serialize for GetGuestsNotInBackupResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("name", &self.name)?;
-        o.req("type", &self.type_)?;
-        o.req("vmid", &self.vmid)?;
+        o.opt("type", &self.type_)?;
+        o.opt("vmid", &self.vmid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -63,17 +63,17 @@ pub struct MetadataResponseMdsValue {
     /// `addr`
     pub addr: Option<String>,
     /// `ceph_release`
-    pub ceph_release: String,
+    pub ceph_release: Option<String>,
     /// `ceph_version`
-    pub ceph_version: String,
+    pub ceph_version: Option<String>,
     /// `ceph_version_short`
-    pub ceph_version_short: String,
+    pub ceph_version_short: Option<String>,
     /// `hostname`
-    pub hostname: String,
+    pub hostname: Option<String>,
     /// `mem_swap_kb`
-    pub mem_swap_kb: i64,
+    pub mem_swap_kb: Option<i64>,
     /// `mem_total_kb`
-    pub mem_total_kb: i64,
+    pub mem_total_kb: Option<i64>,
     /// `name`
     pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -84,12 +84,12 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMdsValue {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             addr: f.opt("addr")?,
-            ceph_release: f.req("ceph_release")?,
-            ceph_version: f.req("ceph_version")?,
-            ceph_version_short: f.req("ceph_version_short")?,
-            hostname: f.req("hostname")?,
-            mem_swap_kb: f.req("mem_swap_kb")?,
-            mem_total_kb: f.req("mem_total_kb")?,
+            ceph_release: f.opt("ceph_release")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
+            hostname: f.opt("hostname")?,
+            mem_swap_kb: f.opt("mem_swap_kb")?,
+            mem_total_kb: f.opt("mem_total_kb")?,
             name: f.opt("name")?,
             other_keys: f.rest(),
         })
@@ -99,12 +99,12 @@ impl serde::Serialize for MetadataResponseMdsValue {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("addr", &self.addr)?;
-        o.req("ceph_release", &self.ceph_release)?;
-        o.req("ceph_version", &self.ceph_version)?;
-        o.req("ceph_version_short", &self.ceph_version_short)?;
-        o.req("hostname", &self.hostname)?;
-        o.req("mem_swap_kb", &self.mem_swap_kb)?;
-        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("ceph_release", &self.ceph_release)?;
+        o.opt("ceph_version", &self.ceph_version)?;
+        o.opt("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("mem_swap_kb", &self.mem_swap_kb)?;
+        o.opt("mem_total_kb", &self.mem_total_kb)?;
         o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -116,17 +116,17 @@ pub struct MetadataResponseMgrValue {
     /// `addr`
     pub addr: Option<String>,
     /// `ceph_release`
-    pub ceph_release: String,
+    pub ceph_release: Option<String>,
     /// `ceph_version`
-    pub ceph_version: String,
+    pub ceph_version: Option<String>,
     /// `ceph_version_short`
-    pub ceph_version_short: String,
+    pub ceph_version_short: Option<String>,
     /// `hostname`
-    pub hostname: String,
+    pub hostname: Option<String>,
     /// `mem_swap_kb`
-    pub mem_swap_kb: i64,
+    pub mem_swap_kb: Option<i64>,
     /// `mem_total_kb`
-    pub mem_total_kb: i64,
+    pub mem_total_kb: Option<i64>,
     /// `name`
     pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -137,12 +137,12 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMgrValue {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             addr: f.opt("addr")?,
-            ceph_release: f.req("ceph_release")?,
-            ceph_version: f.req("ceph_version")?,
-            ceph_version_short: f.req("ceph_version_short")?,
-            hostname: f.req("hostname")?,
-            mem_swap_kb: f.req("mem_swap_kb")?,
-            mem_total_kb: f.req("mem_total_kb")?,
+            ceph_release: f.opt("ceph_release")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
+            hostname: f.opt("hostname")?,
+            mem_swap_kb: f.opt("mem_swap_kb")?,
+            mem_total_kb: f.opt("mem_total_kb")?,
             name: f.opt("name")?,
             other_keys: f.rest(),
         })
@@ -152,12 +152,12 @@ impl serde::Serialize for MetadataResponseMgrValue {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("addr", &self.addr)?;
-        o.req("ceph_release", &self.ceph_release)?;
-        o.req("ceph_version", &self.ceph_version)?;
-        o.req("ceph_version_short", &self.ceph_version_short)?;
-        o.req("hostname", &self.hostname)?;
-        o.req("mem_swap_kb", &self.mem_swap_kb)?;
-        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("ceph_release", &self.ceph_release)?;
+        o.opt("ceph_version", &self.ceph_version)?;
+        o.opt("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("mem_swap_kb", &self.mem_swap_kb)?;
+        o.opt("mem_total_kb", &self.mem_total_kb)?;
         o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -169,17 +169,17 @@ pub struct MetadataResponseMonValue {
     /// `addrs`
     pub addrs: Option<String>,
     /// `ceph_release`
-    pub ceph_release: String,
+    pub ceph_release: Option<String>,
     /// `ceph_version`
-    pub ceph_version: String,
+    pub ceph_version: Option<String>,
     /// `ceph_version_short`
-    pub ceph_version_short: String,
+    pub ceph_version_short: Option<String>,
     /// `hostname`
-    pub hostname: String,
+    pub hostname: Option<String>,
     /// `mem_swap_kb`
-    pub mem_swap_kb: i64,
+    pub mem_swap_kb: Option<i64>,
     /// `mem_total_kb`
-    pub mem_total_kb: i64,
+    pub mem_total_kb: Option<i64>,
     /// `name`
     pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -190,12 +190,12 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseMonValue {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             addrs: f.opt("addrs")?,
-            ceph_release: f.req("ceph_release")?,
-            ceph_version: f.req("ceph_version")?,
-            ceph_version_short: f.req("ceph_version_short")?,
-            hostname: f.req("hostname")?,
-            mem_swap_kb: f.req("mem_swap_kb")?,
-            mem_total_kb: f.req("mem_total_kb")?,
+            ceph_release: f.opt("ceph_release")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
+            hostname: f.opt("hostname")?,
+            mem_swap_kb: f.opt("mem_swap_kb")?,
+            mem_total_kb: f.opt("mem_total_kb")?,
             name: f.opt("name")?,
             other_keys: f.rest(),
         })
@@ -205,12 +205,12 @@ impl serde::Serialize for MetadataResponseMonValue {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("addrs", &self.addrs)?;
-        o.req("ceph_release", &self.ceph_release)?;
-        o.req("ceph_version", &self.ceph_version)?;
-        o.req("ceph_version_short", &self.ceph_version_short)?;
-        o.req("hostname", &self.hostname)?;
-        o.req("mem_swap_kb", &self.mem_swap_kb)?;
-        o.req("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("ceph_release", &self.ceph_release)?;
+        o.opt("ceph_version", &self.ceph_version)?;
+        o.opt("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("mem_swap_kb", &self.mem_swap_kb)?;
+        o.opt("mem_total_kb", &self.mem_total_kb)?;
         o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -220,9 +220,9 @@ impl serde::Serialize for MetadataResponseMonValue {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseNodeValueVersion {
     /// `parts`
-    pub parts: Vec<String>,
+    pub parts: Option<Vec<String>>,
     /// `str`
-    pub str: String,
+    pub str: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -230,8 +230,8 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            parts: f.req("parts")?,
-            str: f.req("str")?,
+            parts: f.opt("parts")?,
+            str: f.opt("str")?,
             other_keys: f.rest(),
         })
     }
@@ -239,8 +239,8 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValueVersion {
 impl serde::Serialize for MetadataResponseNodeValueVersion {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("parts", &self.parts)?;
-        o.req("str", &self.str)?;
+        o.opt("parts", &self.parts)?;
+        o.opt("str", &self.str)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -249,9 +249,9 @@ impl serde::Serialize for MetadataResponseNodeValueVersion {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseNodeValue {
     /// `buildcommit`
-    pub buildcommit: String,
+    pub buildcommit: Option<String>,
     /// `version`
-    pub version: MetadataResponseNodeValueVersion,
+    pub version: Option<MetadataResponseNodeValueVersion>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -259,8 +259,8 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            buildcommit: f.req("buildcommit")?,
-            version: f.req("version")?,
+            buildcommit: f.opt("buildcommit")?,
+            version: f.opt("version")?,
             other_keys: f.rest(),
         })
     }
@@ -268,8 +268,8 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseNodeValue {
 impl serde::Serialize for MetadataResponseNodeValue {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("buildcommit", &self.buildcommit)?;
-        o.req("version", &self.version)?;
+        o.opt("buildcommit", &self.buildcommit)?;
+        o.opt("version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -278,13 +278,13 @@ impl serde::Serialize for MetadataResponseNodeValue {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponseOsdItem {
     /// `back_addr`
-    pub back_addr: String,
+    pub back_addr: Option<String>,
     /// `ceph_release`
-    pub ceph_release: String,
+    pub ceph_release: Option<String>,
     /// `ceph_version`
-    pub ceph_version: String,
+    pub ceph_version: Option<String>,
     /// `ceph_version_short`
-    pub ceph_version_short: String,
+    pub ceph_version_short: Option<String>,
     /// `device_ids`
     pub device_ids: Option<String>,
     /// `device_paths`
@@ -292,19 +292,19 @@ pub struct MetadataResponseOsdItem {
     /// `devices`
     pub devices: Option<String>,
     /// `front_addr`
-    pub front_addr: String,
+    pub front_addr: Option<String>,
     /// `hostname`
-    pub hostname: String,
+    pub hostname: Option<String>,
     /// `id`
-    pub id: i64,
+    pub id: Option<i64>,
     /// `mem_swap_kb`
-    pub mem_swap_kb: i64,
+    pub mem_swap_kb: Option<i64>,
     /// `mem_total_kb`
-    pub mem_total_kb: i64,
+    pub mem_total_kb: Option<i64>,
     /// `osd_data`
-    pub osd_data: String,
+    pub osd_data: Option<String>,
     /// `osd_objectstore`
-    pub osd_objectstore: String,
+    pub osd_objectstore: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -312,20 +312,20 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            back_addr: f.req("back_addr")?,
-            ceph_release: f.req("ceph_release")?,
-            ceph_version: f.req("ceph_version")?,
-            ceph_version_short: f.req("ceph_version_short")?,
+            back_addr: f.opt("back_addr")?,
+            ceph_release: f.opt("ceph_release")?,
+            ceph_version: f.opt("ceph_version")?,
+            ceph_version_short: f.opt("ceph_version_short")?,
             device_ids: f.opt("device_ids")?,
             device_paths: f.opt("device_paths")?,
             devices: f.opt("devices")?,
-            front_addr: f.req("front_addr")?,
-            hostname: f.req("hostname")?,
-            id: f.req("id")?,
-            mem_swap_kb: f.req("mem_swap_kb")?,
-            mem_total_kb: f.req("mem_total_kb")?,
-            osd_data: f.req("osd_data")?,
-            osd_objectstore: f.req("osd_objectstore")?,
+            front_addr: f.opt("front_addr")?,
+            hostname: f.opt("hostname")?,
+            id: f.opt("id")?,
+            mem_swap_kb: f.opt("mem_swap_kb")?,
+            mem_total_kb: f.opt("mem_total_kb")?,
+            osd_data: f.opt("osd_data")?,
+            osd_objectstore: f.opt("osd_objectstore")?,
             other_keys: f.rest(),
         })
     }
@@ -333,20 +333,20 @@ impl<'de> serde::Deserialize<'de> for MetadataResponseOsdItem {
 impl serde::Serialize for MetadataResponseOsdItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("back_addr", &self.back_addr)?;
-        o.req("ceph_release", &self.ceph_release)?;
-        o.req("ceph_version", &self.ceph_version)?;
-        o.req("ceph_version_short", &self.ceph_version_short)?;
+        o.opt("back_addr", &self.back_addr)?;
+        o.opt("ceph_release", &self.ceph_release)?;
+        o.opt("ceph_version", &self.ceph_version)?;
+        o.opt("ceph_version_short", &self.ceph_version_short)?;
         o.opt("device_ids", &self.device_ids)?;
         o.opt("device_paths", &self.device_paths)?;
         o.opt("devices", &self.devices)?;
-        o.req("front_addr", &self.front_addr)?;
-        o.req("hostname", &self.hostname)?;
-        o.req("id", &self.id)?;
-        o.req("mem_swap_kb", &self.mem_swap_kb)?;
-        o.req("mem_total_kb", &self.mem_total_kb)?;
-        o.req("osd_data", &self.osd_data)?;
-        o.req("osd_objectstore", &self.osd_objectstore)?;
+        o.opt("front_addr", &self.front_addr)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("id", &self.id)?;
+        o.opt("mem_swap_kb", &self.mem_swap_kb)?;
+        o.opt("mem_total_kb", &self.mem_total_kb)?;
+        o.opt("osd_data", &self.osd_data)?;
+        o.opt("osd_objectstore", &self.osd_objectstore)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -355,15 +355,15 @@ impl serde::Serialize for MetadataResponseOsdItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetadataResponse {
     /// `mds`
-    pub mds: std::collections::BTreeMap<String, MetadataResponseMdsValue>,
+    pub mds: Option<std::collections::BTreeMap<String, MetadataResponseMdsValue>>,
     /// `mgr`
-    pub mgr: std::collections::BTreeMap<String, MetadataResponseMgrValue>,
+    pub mgr: Option<std::collections::BTreeMap<String, MetadataResponseMgrValue>>,
     /// `mon`
-    pub mon: std::collections::BTreeMap<String, MetadataResponseMonValue>,
+    pub mon: Option<std::collections::BTreeMap<String, MetadataResponseMonValue>>,
     /// `node`
-    pub node: std::collections::BTreeMap<String, MetadataResponseNodeValue>,
+    pub node: Option<std::collections::BTreeMap<String, MetadataResponseNodeValue>>,
     /// `osd`
-    pub osd: Vec<MetadataResponseOsdItem>,
+    pub osd: Option<Vec<MetadataResponseOsdItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -371,11 +371,11 @@ impl<'de> serde::Deserialize<'de> for MetadataResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            mds: f.req("mds")?,
-            mgr: f.req("mgr")?,
-            mon: f.req("mon")?,
-            node: f.req("node")?,
-            osd: f.req("osd")?,
+            mds: f.opt("mds")?,
+            mgr: f.opt("mgr")?,
+            mon: f.opt("mon")?,
+            node: f.opt("node")?,
+            osd: f.opt("osd")?,
             other_keys: f.rest(),
         })
     }
@@ -383,11 +383,11 @@ impl<'de> serde::Deserialize<'de> for MetadataResponse {
 impl serde::Serialize for MetadataResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("mds", &self.mds)?;
-        o.req("mgr", &self.mgr)?;
-        o.req("mon", &self.mon)?;
-        o.req("node", &self.node)?;
-        o.req("osd", &self.osd)?;
+        o.opt("mds", &self.mds)?;
+        o.opt("mgr", &self.mgr)?;
+        o.opt("mon", &self.mon)?;
+        o.opt("node", &self.node)?;
+        o.opt("osd", &self.osd)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -130,15 +130,15 @@ crate::property_string!(Ring0Addr);
 #[derive(Debug, Clone, PartialEq)]
 pub struct JoinInfoResponseNodelistItem {
     /// Format `pve-node`
-    pub name: String,
+    pub name: Option<String>,
     /// Minimum 1
     pub nodeid: Option<i64>,
     /// Format `ip`
-    pub pve_addr: String,
+    pub pve_addr: Option<String>,
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
-    pub pve_fp: String,
+    pub pve_fp: Option<String>,
     /// Minimum 0
-    pub quorum_votes: i64,
+    pub quorum_votes: Option<i64>,
     /// `ring0_addr`
     pub ring0_addr: Option<Ring0Addr>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -148,11 +148,11 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            name: f.req("name")?,
+            name: f.opt("name")?,
             nodeid: f.opt("nodeid")?,
-            pve_addr: f.req("pve_addr")?,
-            pve_fp: f.req("pve_fp")?,
-            quorum_votes: f.req("quorum_votes")?,
+            pve_addr: f.opt("pve_addr")?,
+            pve_fp: f.opt("pve_fp")?,
+            quorum_votes: f.opt("quorum_votes")?,
             ring0_addr: f.opt("ring0_addr")?,
             other_keys: f.rest(),
         })
@@ -161,11 +161,11 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponseNodelistItem {
 impl serde::Serialize for JoinInfoResponseNodelistItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("nodeid", &self.nodeid)?;
-        o.req("pve_addr", &self.pve_addr)?;
-        o.req("pve_fp", &self.pve_fp)?;
-        o.req("quorum_votes", &self.quorum_votes)?;
+        o.opt("pve_addr", &self.pve_addr)?;
+        o.opt("pve_fp", &self.pve_fp)?;
+        o.opt("quorum_votes", &self.quorum_votes)?;
         o.opt("ring0_addr", &self.ring0_addr)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -175,13 +175,13 @@ impl serde::Serialize for JoinInfoResponseNodelistItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct JoinInfoResponse {
     /// `config_digest`
-    pub config_digest: String,
+    pub config_digest: Option<String>,
     /// `nodelist`
-    pub nodelist: Vec<JoinInfoResponseNodelistItem>,
+    pub nodelist: Option<Vec<JoinInfoResponseNodelistItem>>,
     /// Format `pve-node`
-    pub preferred_node: String,
+    pub preferred_node: Option<String>,
     /// `totem`
-    pub totem: serde_json::Map<String, serde_json::Value>,
+    pub totem: Option<serde_json::Map<String, serde_json::Value>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -189,10 +189,10 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            config_digest: f.req("config_digest")?,
-            nodelist: f.req("nodelist")?,
-            preferred_node: f.req("preferred_node")?,
-            totem: f.req("totem")?,
+            config_digest: f.opt("config_digest")?,
+            nodelist: f.opt("nodelist")?,
+            preferred_node: f.opt("preferred_node")?,
+            totem: f.opt("totem")?,
             other_keys: f.rest(),
         })
     }
@@ -200,10 +200,10 @@ impl<'de> serde::Deserialize<'de> for JoinInfoResponse {
 impl serde::Serialize for JoinInfoResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("config_digest", &self.config_digest)?;
-        o.req("nodelist", &self.nodelist)?;
-        o.req("preferred_node", &self.preferred_node)?;
-        o.req("totem", &self.totem)?;
+        o.opt("config_digest", &self.config_digest)?;
+        o.opt("nodelist", &self.nodelist)?;
+        o.opt("preferred_node", &self.preferred_node)?;
+        o.opt("totem", &self.totem)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

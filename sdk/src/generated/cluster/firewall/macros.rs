@@ -28,9 +28,9 @@ pub type GetMacrosError = crate::error::Untyped<GetMacros>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMacrosResponseItem {
     /// `descr`
-    pub descr: String,
+    pub descr: Option<String>,
     /// Wire name `macro`
-    pub macro_: String,
+    pub macro_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -38,8 +38,8 @@ impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            descr: f.req("descr")?,
-            macro_: f.req("macro")?,
+            descr: f.opt("descr")?,
+            macro_: f.opt("macro")?,
             other_keys: f.rest(),
         })
     }
@@ -47,8 +47,8 @@ impl<'de> serde::Deserialize<'de> for GetMacrosResponseItem {
 impl serde::Serialize for GetMacrosResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("descr", &self.descr)?;
-        o.req("macro", &self.macro_)?;
+        o.opt("descr", &self.descr)?;
+        o.opt("macro", &self.macro_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -92,13 +92,13 @@ pub struct RefsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Wire name `ref`
-    pub ref_: String,
+    pub ref_: Option<String>,
     /// `scope`
-    pub scope: String,
+    pub scope: Option<String>,
     /// Wire name `type`
-    pub type_: RefsResponseItemType,
+    pub type_: Option<RefsResponseItemType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -107,10 +107,10 @@ impl<'de> serde::Deserialize<'de> for RefsResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            name: f.req("name")?,
-            ref_: f.req("ref")?,
-            scope: f.req("scope")?,
-            type_: f.req("type")?,
+            name: f.opt("name")?,
+            ref_: f.opt("ref")?,
+            scope: f.opt("scope")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -119,10 +119,10 @@ impl serde::Serialize for RefsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("name", &self.name)?;
-        o.req("ref", &self.ref_)?;
-        o.req("scope", &self.scope)?;
-        o.req("type", &self.type_)?;
+        o.opt("name", &self.name)?;
+        o.opt("ref", &self.ref_)?;
+        o.opt("scope", &self.scope)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

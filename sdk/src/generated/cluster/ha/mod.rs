@@ -32,7 +32,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -40,7 +40,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
+            id: f.opt("id")?,
             other_keys: f.rest(),
         })
     }
@@ -48,7 +48,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -48,9 +48,9 @@ pub type ScheduleAnalyzeError = crate::error::Untyped<ScheduleAnalyze>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleAnalyzeResponseItem {
     /// `timestamp`
-    pub timestamp: i64,
+    pub timestamp: Option<i64>,
     /// `utc`
-    pub utc: String,
+    pub utc: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -58,8 +58,8 @@ impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            timestamp: f.req("timestamp")?,
-            utc: f.req("utc")?,
+            timestamp: f.opt("timestamp")?,
+            utc: f.opt("utc")?,
             other_keys: f.rest(),
         })
     }
@@ -67,8 +67,8 @@ impl<'de> serde::Deserialize<'de> for ScheduleAnalyzeResponseItem {
 impl serde::Serialize for ScheduleAnalyzeResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("timestamp", &self.timestamp)?;
-        o.req("utc", &self.utc)?;
+        o.opt("timestamp", &self.timestamp)?;
+        o.opt("utc", &self.utc)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -72,15 +72,15 @@ crate::open_enum_traits!(ExportResponseDataItemType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportResponseDataItem {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `metric`
-    pub metric: String,
+    pub metric: Option<String>,
     /// `timestamp`
-    pub timestamp: i64,
+    pub timestamp: Option<i64>,
     /// Wire name `type`
-    pub type_: ExportResponseDataItemType,
+    pub type_: Option<ExportResponseDataItemType>,
     /// `value`
-    pub value: f64,
+    pub value: Option<f64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -88,11 +88,11 @@ impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
-            metric: f.req("metric")?,
-            timestamp: f.req("timestamp")?,
-            type_: f.req("type")?,
-            value: f.req("value")?,
+            id: f.opt("id")?,
+            metric: f.opt("metric")?,
+            timestamp: f.opt("timestamp")?,
+            type_: f.opt("type")?,
+            value: f.opt("value")?,
             other_keys: f.rest(),
         })
     }
@@ -100,11 +100,11 @@ impl<'de> serde::Deserialize<'de> for ExportResponseDataItem {
 impl serde::Serialize for ExportResponseDataItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
-        o.req("metric", &self.metric)?;
-        o.req("timestamp", &self.timestamp)?;
-        o.req("type", &self.type_)?;
-        o.req("value", &self.value)?;
+        o.opt("id", &self.id)?;
+        o.opt("metric", &self.metric)?;
+        o.opt("timestamp", &self.timestamp)?;
+        o.opt("type", &self.type_)?;
+        o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -113,7 +113,7 @@ impl serde::Serialize for ExportResponseDataItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportResponse {
     /// `data`
-    pub data: Vec<ExportResponseDataItem>,
+    pub data: Option<Vec<ExportResponseDataItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -121,7 +121,7 @@ impl<'de> serde::Deserialize<'de> for ExportResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            data: f.req("data")?,
+            data: f.opt("data")?,
             other_keys: f.rest(),
         })
     }
@@ -129,7 +129,7 @@ impl<'de> serde::Deserialize<'de> for ExportResponse {
 impl serde::Serialize for ExportResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("data", &self.data)?;
+        o.opt("data", &self.data)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -31,9 +31,9 @@ pub struct GetMatcherFieldValuesResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `field`
-    pub field: String,
+    pub field: Option<String>,
     /// `value`
-    pub value: String,
+    pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -42,8 +42,8 @@ impl<'de> serde::Deserialize<'de> for GetMatcherFieldValuesResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            field: f.req("field")?,
-            value: f.req("value")?,
+            field: f.opt("field")?,
+            value: f.opt("value")?,
             other_keys: f.rest(),
         })
     }
@@ -52,8 +52,8 @@ impl serde::Serialize for GetMatcherFieldValuesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("field", &self.field)?;
-        o.req("value", &self.value)?;
+        o.opt("field", &self.field)?;
+        o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -28,7 +28,7 @@ pub type GetMatcherFieldsError = crate::error::Untyped<GetMatcherFields>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetMatcherFieldsResponseItem {
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -36,7 +36,7 @@ impl<'de> serde::Deserialize<'de> for GetMatcherFieldsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            name: f.req("name")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -44,7 +44,7 @@ impl<'de> serde::Deserialize<'de> for GetMatcherFieldsResponseItem {
 impl serde::Serialize for GetMatcherFieldsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -37,7 +37,7 @@ pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Wire name `supported-on`
     pub supported_on: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -48,7 +48,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             description: f.opt("description")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             supported_on: f.opt("supported-on")?,
             other_keys: f.rest(),
         })
@@ -58,7 +58,7 @@ impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("description", &self.description)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("supported-on", &self.supported_on)?;
         o.rest(&self.other_keys)?;
         o.end()

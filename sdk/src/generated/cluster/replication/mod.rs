@@ -156,11 +156,11 @@ pub struct IndexResponseItem {
     /// `disable`
     pub disable: Option<bool>,
     /// `guest`
-    pub guest: i64,
+    pub guest: Option<i64>,
     /// Format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
-    pub id: String,
+    pub id: Option<String>,
     /// `jobnum`
-    pub jobnum: i64,
+    pub jobnum: Option<i64>,
     /// Minimum 1
     pub rate: Option<f64>,
     /// `remove_job`
@@ -170,9 +170,9 @@ pub struct IndexResponseItem {
     /// Format `pve-node`
     pub source: Option<String>,
     /// Format `pve-node`
-    pub target: String,
+    pub target: Option<String>,
     /// Wire name `type`
-    pub type_: Type,
+    pub type_: Option<Type>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -182,15 +182,15 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         Ok(Self {
             comment: f.opt("comment")?,
             disable: f.opt("disable")?,
-            guest: f.req("guest")?,
-            id: f.req("id")?,
-            jobnum: f.req("jobnum")?,
+            guest: f.opt("guest")?,
+            id: f.opt("id")?,
+            jobnum: f.opt("jobnum")?,
             rate: f.opt("rate")?,
             remove_job: f.opt("remove_job")?,
             schedule: f.opt("schedule")?,
             source: f.opt("source")?,
-            target: f.req("target")?,
-            type_: f.req("type")?,
+            target: f.opt("target")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -200,15 +200,15 @@ impl serde::Serialize for IndexResponseItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
         o.opt("disable", &self.disable)?;
-        o.req("guest", &self.guest)?;
-        o.req("id", &self.id)?;
-        o.req("jobnum", &self.jobnum)?;
+        o.opt("guest", &self.guest)?;
+        o.opt("id", &self.id)?;
+        o.opt("jobnum", &self.jobnum)?;
         o.opt("rate", &self.rate)?;
         o.opt("remove_job", &self.remove_job)?;
         o.opt("schedule", &self.schedule)?;
         o.opt("source", &self.source)?;
-        o.req("target", &self.target)?;
-        o.req("type", &self.type_)?;
+        o.opt("target", &self.target)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

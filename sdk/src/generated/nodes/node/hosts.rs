@@ -93,7 +93,7 @@ crate::operation_error!(WriteEtcHostsError for WriteEtcHosts; ConfigModified);
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetEtcHostsResponse {
     /// `data`
-    pub data: String,
+    pub data: Option<String>,
     /// Maximum length 64
     pub digest: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -103,7 +103,7 @@ impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            data: f.req("data")?,
+            data: f.opt("data")?,
             digest: f.opt("digest")?,
             other_keys: f.rest(),
         })
@@ -112,7 +112,7 @@ impl<'de> serde::Deserialize<'de> for GetEtcHostsResponse {
 impl serde::Serialize for GetEtcHostsResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("data", &self.data)?;
+        o.opt("data", &self.data)?;
         o.opt("digest", &self.digest)?;
         o.rest(&self.other_keys)?;
         o.end()

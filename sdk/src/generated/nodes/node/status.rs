@@ -118,7 +118,7 @@ crate::open_enum_traits!(StatusResponseBootInfoMode);
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseBootInfo {
     /// `mode`
-    pub mode: StatusResponseBootInfoMode,
+    pub mode: Option<StatusResponseBootInfoMode>,
     /// `secureboot`
     pub secureboot: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -128,7 +128,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            mode: f.req("mode")?,
+            mode: f.opt("mode")?,
             secureboot: f.opt("secureboot")?,
             other_keys: f.rest(),
         })
@@ -137,7 +137,7 @@ impl<'de> serde::Deserialize<'de> for StatusResponseBootInfo {
 impl serde::Serialize for StatusResponseBootInfo {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("mode", &self.mode)?;
+        o.opt("mode", &self.mode)?;
         o.opt("secureboot", &self.secureboot)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -147,13 +147,13 @@ impl serde::Serialize for StatusResponseBootInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseCpuinfo {
     /// `cores`
-    pub cores: i64,
+    pub cores: Option<i64>,
     /// `cpus`
-    pub cpus: i64,
+    pub cpus: Option<i64>,
     /// `model`
-    pub model: String,
+    pub model: Option<String>,
     /// `sockets`
-    pub sockets: i64,
+    pub sockets: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -161,10 +161,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cores: f.req("cores")?,
-            cpus: f.req("cpus")?,
-            model: f.req("model")?,
-            sockets: f.req("sockets")?,
+            cores: f.opt("cores")?,
+            cpus: f.opt("cpus")?,
+            model: f.opt("model")?,
+            sockets: f.opt("sockets")?,
             other_keys: f.rest(),
         })
     }
@@ -172,10 +172,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCpuinfo {
 impl serde::Serialize for StatusResponseCpuinfo {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cores", &self.cores)?;
-        o.req("cpus", &self.cpus)?;
-        o.req("model", &self.model)?;
-        o.req("sockets", &self.sockets)?;
+        o.opt("cores", &self.cores)?;
+        o.opt("cpus", &self.cpus)?;
+        o.opt("model", &self.model)?;
+        o.opt("sockets", &self.sockets)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -184,13 +184,13 @@ impl serde::Serialize for StatusResponseCpuinfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseCurrentKernel {
     /// `machine`
-    pub machine: String,
+    pub machine: Option<String>,
     /// `release`
-    pub release: String,
+    pub release: Option<String>,
     /// `sysname`
-    pub sysname: String,
+    pub sysname: Option<String>,
     /// `version`
-    pub version: String,
+    pub version: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -198,10 +198,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            machine: f.req("machine")?,
-            release: f.req("release")?,
-            sysname: f.req("sysname")?,
-            version: f.req("version")?,
+            machine: f.opt("machine")?,
+            release: f.opt("release")?,
+            sysname: f.opt("sysname")?,
+            version: f.opt("version")?,
             other_keys: f.rest(),
         })
     }
@@ -209,10 +209,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseCurrentKernel {
 impl serde::Serialize for StatusResponseCurrentKernel {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("machine", &self.machine)?;
-        o.req("release", &self.release)?;
-        o.req("sysname", &self.sysname)?;
-        o.req("version", &self.version)?;
+        o.opt("machine", &self.machine)?;
+        o.opt("release", &self.release)?;
+        o.opt("sysname", &self.sysname)?;
+        o.opt("version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -221,13 +221,13 @@ impl serde::Serialize for StatusResponseCurrentKernel {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseMemory {
     /// `available`
-    pub available: i64,
+    pub available: Option<i64>,
     /// `free`
-    pub free: i64,
+    pub free: Option<i64>,
     /// `total`
-    pub total: i64,
+    pub total: Option<i64>,
     /// `used`
-    pub used: i64,
+    pub used: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -235,10 +235,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            available: f.req("available")?,
-            free: f.req("free")?,
-            total: f.req("total")?,
-            used: f.req("used")?,
+            available: f.opt("available")?,
+            free: f.opt("free")?,
+            total: f.opt("total")?,
+            used: f.opt("used")?,
             other_keys: f.rest(),
         })
     }
@@ -246,10 +246,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseMemory {
 impl serde::Serialize for StatusResponseMemory {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("available", &self.available)?;
-        o.req("free", &self.free)?;
-        o.req("total", &self.total)?;
-        o.req("used", &self.used)?;
+        o.opt("available", &self.available)?;
+        o.opt("free", &self.free)?;
+        o.opt("total", &self.total)?;
+        o.opt("used", &self.used)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -258,13 +258,13 @@ impl serde::Serialize for StatusResponseMemory {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponseRootfs {
     /// `avail`
-    pub avail: i64,
+    pub avail: Option<i64>,
     /// `free`
-    pub free: i64,
+    pub free: Option<i64>,
     /// `total`
-    pub total: i64,
+    pub total: Option<i64>,
     /// `used`
-    pub used: i64,
+    pub used: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -272,10 +272,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            avail: f.req("avail")?,
-            free: f.req("free")?,
-            total: f.req("total")?,
-            used: f.req("used")?,
+            avail: f.opt("avail")?,
+            free: f.opt("free")?,
+            total: f.opt("total")?,
+            used: f.opt("used")?,
             other_keys: f.rest(),
         })
     }
@@ -283,10 +283,10 @@ impl<'de> serde::Deserialize<'de> for StatusResponseRootfs {
 impl serde::Serialize for StatusResponseRootfs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("avail", &self.avail)?;
-        o.req("free", &self.free)?;
-        o.req("total", &self.total)?;
-        o.req("used", &self.used)?;
+        o.opt("avail", &self.avail)?;
+        o.opt("free", &self.free)?;
+        o.opt("total", &self.total)?;
+        o.opt("used", &self.used)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -295,21 +295,21 @@ impl serde::Serialize for StatusResponseRootfs {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusResponse {
     /// Wire name `boot-info`
-    pub boot_info: StatusResponseBootInfo,
+    pub boot_info: Option<StatusResponseBootInfo>,
     /// `cpu`
-    pub cpu: f64,
+    pub cpu: Option<f64>,
     /// `cpuinfo`
-    pub cpuinfo: StatusResponseCpuinfo,
+    pub cpuinfo: Option<StatusResponseCpuinfo>,
     /// Wire name `current-kernel`
-    pub current_kernel: StatusResponseCurrentKernel,
+    pub current_kernel: Option<StatusResponseCurrentKernel>,
     /// `loadavg`
-    pub loadavg: Vec<String>,
+    pub loadavg: Option<Vec<String>>,
     /// `memory`
-    pub memory: StatusResponseMemory,
+    pub memory: Option<StatusResponseMemory>,
     /// `pveversion`
-    pub pveversion: String,
+    pub pveversion: Option<String>,
     /// `rootfs`
-    pub rootfs: StatusResponseRootfs,
+    pub rootfs: Option<StatusResponseRootfs>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -317,14 +317,14 @@ impl<'de> serde::Deserialize<'de> for StatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            boot_info: f.req("boot-info")?,
-            cpu: f.req("cpu")?,
-            cpuinfo: f.req("cpuinfo")?,
-            current_kernel: f.req("current-kernel")?,
-            loadavg: f.req("loadavg")?,
-            memory: f.req("memory")?,
-            pveversion: f.req("pveversion")?,
-            rootfs: f.req("rootfs")?,
+            boot_info: f.opt("boot-info")?,
+            cpu: f.opt("cpu")?,
+            cpuinfo: f.opt("cpuinfo")?,
+            current_kernel: f.opt("current-kernel")?,
+            loadavg: f.opt("loadavg")?,
+            memory: f.opt("memory")?,
+            pveversion: f.opt("pveversion")?,
+            rootfs: f.opt("rootfs")?,
             other_keys: f.rest(),
         })
     }
@@ -332,14 +332,14 @@ impl<'de> serde::Deserialize<'de> for StatusResponse {
 impl serde::Serialize for StatusResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("boot-info", &self.boot_info)?;
-        o.req("cpu", &self.cpu)?;
-        o.req("cpuinfo", &self.cpuinfo)?;
-        o.req("current-kernel", &self.current_kernel)?;
-        o.req("loadavg", &self.loadavg)?;
-        o.req("memory", &self.memory)?;
-        o.req("pveversion", &self.pveversion)?;
-        o.req("rootfs", &self.rootfs)?;
+        o.opt("boot-info", &self.boot_info)?;
+        o.opt("cpu", &self.cpu)?;
+        o.opt("cpuinfo", &self.cpuinfo)?;
+        o.opt("current-kernel", &self.current_kernel)?;
+        o.opt("loadavg", &self.loadavg)?;
+        o.opt("memory", &self.memory)?;
+        o.opt("pveversion", &self.pveversion)?;
+        o.opt("rootfs", &self.rootfs)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

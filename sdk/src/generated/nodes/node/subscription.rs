@@ -250,7 +250,7 @@ pub struct GetResponse {
     /// `sockets`
     pub sockets: Option<i64>,
     /// `status`
-    pub status: GetResponseStatus,
+    pub status: Option<GetResponseStatus>,
     /// `url`
     pub url: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -270,7 +270,7 @@ impl<'de> serde::Deserialize<'de> for GetResponse {
             serverid: f.opt("serverid")?,
             signature: f.opt("signature")?,
             sockets: f.opt("sockets")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             url: f.opt("url")?,
             other_keys: f.rest(),
         })
@@ -289,7 +289,7 @@ impl serde::Serialize for GetResponse {
         o.opt("serverid", &self.serverid)?;
         o.opt("signature", &self.signature)?;
         o.opt("sockets", &self.sockets)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("url", &self.url)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -89,11 +89,11 @@ pub type SetTimezoneError = crate::error::Untyped<SetTimezone>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeResponse {
     /// Minimum 1297163644
-    pub localtime: i64,
+    pub localtime: Option<i64>,
     /// Minimum 1297163644
-    pub time: i64,
+    pub time: Option<i64>,
     /// `timezone`
-    pub timezone: String,
+    pub timezone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -101,9 +101,9 @@ impl<'de> serde::Deserialize<'de> for TimeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            localtime: f.req("localtime")?,
-            time: f.req("time")?,
-            timezone: f.req("timezone")?,
+            localtime: f.opt("localtime")?,
+            time: f.opt("time")?,
+            timezone: f.opt("timezone")?,
             other_keys: f.rest(),
         })
     }
@@ -111,9 +111,9 @@ impl<'de> serde::Deserialize<'de> for TimeResponse {
 impl serde::Serialize for TimeResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("localtime", &self.localtime)?;
-        o.req("time", &self.time)?;
-        o.req("timezone", &self.timezone)?;
+        o.opt("localtime", &self.localtime)?;
+        o.opt("time", &self.time)?;
+        o.opt("timezone", &self.timezone)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -42,11 +42,11 @@ pub type VersionError = crate::error::Untyped<Version>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionResponse {
     /// `release`
-    pub release: String,
+    pub release: Option<String>,
     /// `repoid`
-    pub repoid: String,
+    pub repoid: Option<String>,
     /// `version`
-    pub version: String,
+    pub version: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -54,9 +54,9 @@ impl<'de> serde::Deserialize<'de> for VersionResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            release: f.req("release")?,
-            repoid: f.req("repoid")?,
-            version: f.req("version")?,
+            release: f.opt("release")?,
+            repoid: f.opt("repoid")?,
+            version: f.opt("version")?,
             other_keys: f.rest(),
         })
     }
@@ -64,9 +64,9 @@ impl<'de> serde::Deserialize<'de> for VersionResponse {
 impl serde::Serialize for VersionResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("release", &self.release)?;
-        o.req("repoid", &self.repoid)?;
-        o.req("version", &self.version)?;
+        o.opt("release", &self.release)?;
+        o.opt("repoid", &self.repoid)?;
+        o.opt("version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -158,15 +158,15 @@ pub type UpdateTfaEntryError = crate::error::Untyped<UpdateTfaEntry>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetTfaEntryResponse {
     /// `created`
-    pub created: i64,
+    pub created: Option<i64>,
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// Default `1`
     pub enable: Option<bool>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Wire name `type`
-    pub type_: crate::generated::access::tfa::Type,
+    pub type_: Option<crate::generated::access::tfa::Type>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -174,11 +174,11 @@ impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            created: f.req("created")?,
-            description: f.req("description")?,
+            created: f.opt("created")?,
+            description: f.opt("description")?,
             enable: f.opt("enable")?,
-            id: f.req("id")?,
-            type_: f.req("type")?,
+            id: f.opt("id")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -186,11 +186,11 @@ impl<'de> serde::Deserialize<'de> for GetTfaEntryResponse {
 impl serde::Serialize for GetTfaEntryResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("created", &self.created)?;
-        o.req("description", &self.description)?;
+        o.opt("created", &self.created)?;
+        o.opt("description", &self.description)?;
         o.opt("enable", &self.enable)?;
-        o.req("id", &self.id)?;
-        o.req("type", &self.type_)?;
+        o.opt("id", &self.id)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

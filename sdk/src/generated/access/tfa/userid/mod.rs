@@ -113,15 +113,15 @@ pub type AddTfaEntryError = crate::error::Untyped<AddTfaEntry>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListUserTfaResponseItem {
     /// `created`
-    pub created: i64,
+    pub created: Option<i64>,
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// Default `1`
     pub enable: Option<bool>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Wire name `type`
-    pub type_: crate::generated::access::tfa::Type,
+    pub type_: Option<crate::generated::access::tfa::Type>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -129,11 +129,11 @@ impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            created: f.req("created")?,
-            description: f.req("description")?,
+            created: f.opt("created")?,
+            description: f.opt("description")?,
             enable: f.opt("enable")?,
-            id: f.req("id")?,
-            type_: f.req("type")?,
+            id: f.opt("id")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -141,11 +141,11 @@ impl<'de> serde::Deserialize<'de> for ListUserTfaResponseItem {
 impl serde::Serialize for ListUserTfaResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("created", &self.created)?;
-        o.req("description", &self.description)?;
+        o.opt("created", &self.created)?;
+        o.opt("description", &self.description)?;
         o.opt("enable", &self.enable)?;
-        o.req("id", &self.id)?;
-        o.req("type", &self.type_)?;
+        o.opt("id", &self.id)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -156,7 +156,7 @@ pub struct AddTfaEntryResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub challenge: Option<crate::Secret>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `recovery`
     pub recovery: Option<Vec<crate::Secret>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -167,7 +167,7 @@ impl<'de> serde::Deserialize<'de> for AddTfaEntryResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             challenge: f.opt("challenge")?,
-            id: f.req("id")?,
+            id: f.opt("id")?,
             recovery: f.opt("recovery")?,
             other_keys: f.rest(),
         })
@@ -177,7 +177,7 @@ impl serde::Serialize for AddTfaEntryResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("challenge", &self.challenge)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.opt("recovery", &self.recovery)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -162,9 +162,9 @@ pub struct GetPluginConfigResponse {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Format `pve-configid`
-    pub plugin: String,
+    pub plugin: Option<String>,
     /// Wire name `type`
-    pub type_: crate::generated::cluster::acme::plugins::Type,
+    pub type_: Option<crate::generated::cluster::acme::plugins::Type>,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
     pub validation_delay: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -179,8 +179,8 @@ impl<'de> serde::Deserialize<'de> for GetPluginConfigResponse {
             digest: f.opt("digest")?,
             disable: f.opt("disable")?,
             nodes: f.opt("nodes")?,
-            plugin: f.req("plugin")?,
-            type_: f.req("type")?,
+            plugin: f.opt("plugin")?,
+            type_: f.opt("type")?,
             validation_delay: f.opt("validation-delay")?,
             other_keys: f.rest(),
         })
@@ -194,8 +194,8 @@ impl serde::Serialize for GetPluginConfigResponse {
         o.opt("digest", &self.digest)?;
         o.opt("disable", &self.disable)?;
         o.opt("nodes", &self.nodes)?;
-        o.req("plugin", &self.plugin)?;
-        o.req("type", &self.type_)?;
+        o.opt("plugin", &self.plugin)?;
+        o.opt("type", &self.type_)?;
         o.opt("validation-delay", &self.validation_delay)?;
         o.rest(&self.other_keys)?;
         o.end()

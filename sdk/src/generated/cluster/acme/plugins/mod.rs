@@ -957,9 +957,9 @@ pub struct IndexResponseItem {
     /// Format `pve-node-list`
     pub nodes: Option<String>,
     /// Format `pve-configid`
-    pub plugin: String,
+    pub plugin: Option<String>,
     /// Wire name `type`
-    pub type_: Type,
+    pub type_: Option<Type>,
     /// Wire name `validation-delay`; range 0 - 172800; default `30`
     pub validation_delay: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -974,8 +974,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             digest: f.opt("digest")?,
             disable: f.opt("disable")?,
             nodes: f.opt("nodes")?,
-            plugin: f.req("plugin")?,
-            type_: f.req("type")?,
+            plugin: f.opt("plugin")?,
+            type_: f.opt("type")?,
             validation_delay: f.opt("validation-delay")?,
             other_keys: f.rest(),
         })
@@ -989,8 +989,8 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("digest", &self.digest)?;
         o.opt("disable", &self.disable)?;
         o.opt("nodes", &self.nodes)?;
-        o.req("plugin", &self.plugin)?;
-        o.req("type", &self.type_)?;
+        o.opt("plugin", &self.plugin)?;
+        o.opt("type", &self.type_)?;
         o.opt("validation-delay", &self.validation_delay)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -37,13 +37,13 @@ pub type GetVolumeBackupIncludedError = crate::error::Untyped<GetVolumeBackupInc
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `included`
-    pub included: bool,
+    pub included: Option<bool>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `reason`
-    pub reason: String,
+    pub reason: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -51,10 +51,10 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
-            included: f.req("included")?,
-            name: f.req("name")?,
-            reason: f.req("reason")?,
+            id: f.opt("id")?,
+            included: f.opt("included")?,
+            name: f.opt("name")?,
+            reason: f.opt("reason")?,
             other_keys: f.rest(),
         })
     }
@@ -62,10 +62,10 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
 impl serde::Serialize for GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
-        o.req("included", &self.included)?;
-        o.req("name", &self.name)?;
-        o.req("reason", &self.reason)?;
+        o.opt("id", &self.id)?;
+        o.opt("included", &self.included)?;
+        o.opt("name", &self.name)?;
+        o.opt("reason", &self.reason)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -109,11 +109,11 @@ pub struct GetVolumeBackupIncludedResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<GetVolumeBackupIncludedResponseChildrenItemChildrenItem>>,
     /// `id`
-    pub id: i64,
+    pub id: Option<i64>,
     /// `name`
     pub name: Option<String>,
     /// Wire name `type`
-    pub type_: GetVolumeBackupIncludedResponseChildrenItemType,
+    pub type_: Option<GetVolumeBackupIncludedResponseChildrenItemType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -122,9 +122,9 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponseChildrenIte
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             children: f.opt("children")?,
-            id: f.req("id")?,
+            id: f.opt("id")?,
             name: f.opt("name")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -133,9 +133,9 @@ impl serde::Serialize for GetVolumeBackupIncludedResponseChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("children", &self.children)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.opt("name", &self.name)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -144,7 +144,7 @@ impl serde::Serialize for GetVolumeBackupIncludedResponseChildrenItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetVolumeBackupIncludedResponse {
     /// `children`
-    pub children: Vec<GetVolumeBackupIncludedResponseChildrenItem>,
+    pub children: Option<Vec<GetVolumeBackupIncludedResponseChildrenItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -152,7 +152,7 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            children: f.req("children")?,
+            children: f.opt("children")?,
             other_keys: f.rest(),
         })
     }
@@ -160,7 +160,7 @@ impl<'de> serde::Deserialize<'de> for GetVolumeBackupIncludedResponse {
 impl serde::Serialize for GetVolumeBackupIncludedResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("children", &self.children)?;
+        o.opt("children", &self.children)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

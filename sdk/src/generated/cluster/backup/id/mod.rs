@@ -386,7 +386,7 @@ pub struct ReadJobResponse {
     /// `fleecing`
     pub fleecing: Option<ReadJobResponseFleecing>,
     /// Maximum length 50; pattern `\S+`
-    pub id: String,
+    pub id: Option<String>,
     /// Range 0 - 8; default `7`
     pub ionice: Option<i64>,
     /// Minimum 0; default `180`
@@ -457,7 +457,7 @@ impl<'de> serde::Deserialize<'de> for ReadJobResponse {
             exclude: f.opt("exclude")?,
             exclude_path: f.opt("exclude-path")?,
             fleecing: f.opt("fleecing")?,
-            id: f.req("id")?,
+            id: f.opt("id")?,
             ionice: f.opt("ionice")?,
             lockwait: f.opt("lockwait")?,
             mailnotification: f.opt("mailnotification")?,
@@ -501,7 +501,7 @@ impl serde::Serialize for ReadJobResponse {
         o.opt("exclude", &self.exclude)?;
         o.opt("exclude-path", &self.exclude_path)?;
         o.opt("fleecing", &self.fleecing)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.opt("ionice", &self.ionice)?;
         o.opt("lockwait", &self.lockwait)?;
         o.opt("mailnotification", &self.mailnotification)?;

@@ -168,11 +168,11 @@ crate::open_enum_traits!(GetAllFlagsResponseItemName);
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetAllFlagsResponseItem {
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// `name`
-    pub name: GetAllFlagsResponseItemName,
+    pub name: Option<GetAllFlagsResponseItemName>,
     /// `value`
-    pub value: bool,
+    pub value: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -180,9 +180,9 @@ impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            description: f.req("description")?,
-            name: f.req("name")?,
-            value: f.req("value")?,
+            description: f.opt("description")?,
+            name: f.opt("name")?,
+            value: f.opt("value")?,
             other_keys: f.rest(),
         })
     }
@@ -190,9 +190,9 @@ impl<'de> serde::Deserialize<'de> for GetAllFlagsResponseItem {
 impl serde::Serialize for GetAllFlagsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("description", &self.description)?;
-        o.req("name", &self.name)?;
-        o.req("value", &self.value)?;
+        o.opt("description", &self.description)?;
+        o.opt("name", &self.name)?;
+        o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -29,7 +29,7 @@ pub type NodesError = crate::error::Untyped<Nodes>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodesResponseItem {
     /// `node`
-    pub node: String,
+    pub node: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -37,7 +37,7 @@ impl<'de> serde::Deserialize<'de> for NodesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            node: f.req("node")?,
+            node: f.opt("node")?,
             other_keys: f.rest(),
         })
     }
@@ -45,7 +45,7 @@ impl<'de> serde::Deserialize<'de> for NodesResponseItem {
 impl serde::Serialize for NodesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("node", &self.node)?;
+        o.opt("node", &self.node)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -110,11 +110,11 @@ pub type AddnodeError = crate::error::Untyped<Addnode>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddnodeResponse {
     /// Secret: Debug and Display print `[redacted]`
-    pub corosync_authkey: crate::Secret,
+    pub corosync_authkey: Option<crate::Secret>,
     /// `corosync_conf`
-    pub corosync_conf: String,
+    pub corosync_conf: Option<String>,
     /// `warnings`
-    pub warnings: Vec<String>,
+    pub warnings: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -122,9 +122,9 @@ impl<'de> serde::Deserialize<'de> for AddnodeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            corosync_authkey: f.req("corosync_authkey")?,
-            corosync_conf: f.req("corosync_conf")?,
-            warnings: f.req("warnings")?,
+            corosync_authkey: f.opt("corosync_authkey")?,
+            corosync_conf: f.opt("corosync_conf")?,
+            warnings: f.opt("warnings")?,
             other_keys: f.rest(),
         })
     }
@@ -132,9 +132,9 @@ impl<'de> serde::Deserialize<'de> for AddnodeResponse {
 impl serde::Serialize for AddnodeResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("corosync_authkey", &self.corosync_authkey)?;
-        o.req("corosync_conf", &self.corosync_conf)?;
-        o.req("warnings", &self.warnings)?;
+        o.opt("corosync_authkey", &self.corosync_authkey)?;
+        o.opt("corosync_conf", &self.corosync_conf)?;
+        o.opt("warnings", &self.warnings)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -81,9 +81,9 @@ pub struct ListSecurityGroupsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// Maximum length 64
-    pub digest: String,
+    pub digest: Option<String>,
     /// Length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
-    pub group: String,
+    pub group: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -92,8 +92,8 @@ impl<'de> serde::Deserialize<'de> for ListSecurityGroupsResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            digest: f.req("digest")?,
-            group: f.req("group")?,
+            digest: f.opt("digest")?,
+            group: f.opt("group")?,
             other_keys: f.rest(),
         })
     }
@@ -102,8 +102,8 @@ impl serde::Serialize for ListSecurityGroupsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("digest", &self.digest)?;
-        o.req("group", &self.group)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("group", &self.group)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

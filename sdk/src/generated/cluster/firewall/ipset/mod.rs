@@ -79,9 +79,9 @@ pub struct IpsetIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// Maximum length 64
-    pub digest: String,
+    pub digest: Option<String>,
     /// Length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -90,8 +90,8 @@ impl<'de> serde::Deserialize<'de> for IpsetIndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            digest: f.req("digest")?,
-            name: f.req("name")?,
+            digest: f.opt("digest")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -100,8 +100,8 @@ impl serde::Serialize for IpsetIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("digest", &self.digest)?;
-        o.req("name", &self.name)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -86,7 +86,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `group`
-    pub group: String,
+    pub group: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -94,7 +94,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            group: f.req("group")?,
+            group: f.opt("group")?,
             other_keys: f.rest(),
         })
     }
@@ -102,7 +102,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("group", &self.group)?;
+        o.opt("group", &self.group)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

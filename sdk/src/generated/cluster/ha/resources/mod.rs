@@ -173,7 +173,7 @@ crate::open_enum_traits!(Type);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `sid`
-    pub sid: String,
+    pub sid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -181,7 +181,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            sid: f.req("sid")?,
+            sid: f.opt("sid")?,
             other_keys: f.rest(),
         })
     }
@@ -189,7 +189,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("sid", &self.sid)?;
+        o.opt("sid", &self.sid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

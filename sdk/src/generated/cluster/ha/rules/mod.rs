@@ -151,7 +151,7 @@ crate::open_enum_traits!(Type);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `rule`
-    pub rule: String,
+    pub rule: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -159,7 +159,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            rule: f.req("rule")?,
+            rule: f.opt("rule")?,
             other_keys: f.rest(),
         })
     }
@@ -167,7 +167,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("rule", &self.rule)?;
+        o.opt("rule", &self.rule)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -146,9 +146,9 @@ crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadRuleResponse {
     /// Format `pve-configid`
-    pub rule: String,
+    pub rule: Option<String>,
     /// Wire name `type`
-    pub type_: crate::generated::cluster::ha::rules::Type,
+    pub type_: Option<crate::generated::cluster::ha::rules::Type>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -156,8 +156,8 @@ impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            rule: f.req("rule")?,
-            type_: f.req("type")?,
+            rule: f.opt("rule")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -165,8 +165,8 @@ impl<'de> serde::Deserialize<'de> for ReadRuleResponse {
 impl serde::Serialize for ReadRuleResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("rule", &self.rule)?;
-        o.req("type", &self.type_)?;
+        o.opt("rule", &self.rule)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -143,13 +143,13 @@ pub struct StatusResponseItem {
     /// Default `1`
     pub failback: Option<bool>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `max_relocate`
     pub max_relocate: Option<i64>,
     /// `max_restart`
     pub max_restart: Option<i64>,
     /// `node`
-    pub node: String,
+    pub node: Option<String>,
     /// `quorate`
     pub quorate: Option<bool>,
     /// `request_state`
@@ -161,11 +161,11 @@ pub struct StatusResponseItem {
     /// `state`
     pub state: Option<String>,
     /// `status`
-    pub status: String,
+    pub status: Option<String>,
     /// `timestamp`
     pub timestamp: Option<i64>,
     /// Wire name `type`
-    pub type_: StatusResponseItemType,
+    pub type_: Option<StatusResponseItemType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -177,18 +177,18 @@ impl<'de> serde::Deserialize<'de> for StatusResponseItem {
             auto_rebalance: f.opt("auto-rebalance")?,
             crm_state: f.opt("crm_state")?,
             failback: f.opt("failback")?,
-            id: f.req("id")?,
+            id: f.opt("id")?,
             max_relocate: f.opt("max_relocate")?,
             max_restart: f.opt("max_restart")?,
-            node: f.req("node")?,
+            node: f.opt("node")?,
             quorate: f.opt("quorate")?,
             request_state: f.opt("request_state")?,
             resource_mode: f.opt("resource_mode")?,
             sid: f.opt("sid")?,
             state: f.opt("state")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             timestamp: f.opt("timestamp")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -200,18 +200,18 @@ impl serde::Serialize for StatusResponseItem {
         o.opt("auto-rebalance", &self.auto_rebalance)?;
         o.opt("crm_state", &self.crm_state)?;
         o.opt("failback", &self.failback)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.opt("max_relocate", &self.max_relocate)?;
         o.opt("max_restart", &self.max_restart)?;
-        o.req("node", &self.node)?;
+        o.opt("node", &self.node)?;
         o.opt("quorate", &self.quorate)?;
         o.opt("request_state", &self.request_state)?;
         o.opt("resource_mode", &self.resource_mode)?;
         o.opt("sid", &self.sid)?;
         o.opt("state", &self.state)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("timestamp", &self.timestamp)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

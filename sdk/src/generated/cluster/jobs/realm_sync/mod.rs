@@ -31,19 +31,19 @@ pub struct SyncjobIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `enabled`
-    pub enabled: bool,
+    pub enabled: Option<bool>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Wire name `last-run`
     pub last_run: Option<i64>,
     /// Wire name `next-run`
     pub next_run: Option<i64>,
     /// Format `pve-realm`; maximum length 32
-    pub realm: String,
+    pub realm: Option<String>,
     /// Wire name `remove-vanished`; pattern `(?:(?:(?:acl|properties|entry);)*(?:acl|properties|entry))|none`; default `none`
     pub remove_vanished: Option<String>,
     /// `schedule`
-    pub schedule: String,
+    pub schedule: Option<String>,
     /// `scope`
     pub scope: Option<crate::generated::Scope>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -54,13 +54,13 @@ impl<'de> serde::Deserialize<'de> for SyncjobIndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            enabled: f.req("enabled")?,
-            id: f.req("id")?,
+            enabled: f.opt("enabled")?,
+            id: f.opt("id")?,
             last_run: f.opt("last-run")?,
             next_run: f.opt("next-run")?,
-            realm: f.req("realm")?,
+            realm: f.opt("realm")?,
             remove_vanished: f.opt("remove-vanished")?,
-            schedule: f.req("schedule")?,
+            schedule: f.opt("schedule")?,
             scope: f.opt("scope")?,
             other_keys: f.rest(),
         })
@@ -70,13 +70,13 @@ impl serde::Serialize for SyncjobIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("enabled", &self.enabled)?;
-        o.req("id", &self.id)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("id", &self.id)?;
         o.opt("last-run", &self.last_run)?;
         o.opt("next-run", &self.next_run)?;
-        o.req("realm", &self.realm)?;
+        o.opt("realm", &self.realm)?;
         o.opt("remove-vanished", &self.remove_vanished)?;
-        o.req("schedule", &self.schedule)?;
+        o.opt("schedule", &self.schedule)?;
         o.opt("scope", &self.scope)?;
         o.rest(&self.other_keys)?;
         o.end()

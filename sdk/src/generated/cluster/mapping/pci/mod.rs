@@ -141,9 +141,9 @@ crate::property_string!(Map);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemChecksItem {
     /// `message`
-    pub message: String,
+    pub message: Option<String>,
     /// `severity`
-    pub severity: crate::generated::cluster::mapping::Severity,
+    pub severity: Option<crate::generated::cluster::mapping::Severity>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -151,8 +151,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            message: f.req("message")?,
-            severity: f.req("severity")?,
+            message: f.opt("message")?,
+            severity: f.opt("severity")?,
             other_keys: f.rest(),
         })
     }
@@ -160,8 +160,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
 impl serde::Serialize for IndexResponseItemChecksItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("message", &self.message)?;
-        o.req("severity", &self.severity)?;
+        o.opt("message", &self.message)?;
+        o.opt("severity", &self.severity)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -172,11 +172,11 @@ pub struct IndexResponseItem {
     /// `checks`
     pub checks: Option<Vec<IndexResponseItemChecksItem>>,
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `map`
-    pub map: Vec<String>,
+    pub map: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -185,9 +185,9 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             checks: f.opt("checks")?,
-            description: f.req("description")?,
-            id: f.req("id")?,
-            map: f.req("map")?,
+            description: f.opt("description")?,
+            id: f.opt("id")?,
+            map: f.opt("map")?,
             other_keys: f.rest(),
         })
     }
@@ -196,9 +196,9 @@ impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("checks", &self.checks)?;
-        o.req("description", &self.description)?;
-        o.req("id", &self.id)?;
-        o.req("map", &self.map)?;
+        o.opt("description", &self.description)?;
+        o.opt("id", &self.id)?;
+        o.opt("map", &self.map)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -118,9 +118,9 @@ crate::property_string!(Map);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemErrorItem {
     /// `message`
-    pub message: String,
+    pub message: Option<String>,
     /// `severity`
-    pub severity: String,
+    pub severity: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -128,8 +128,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            message: f.req("message")?,
-            severity: f.req("severity")?,
+            message: f.opt("message")?,
+            severity: f.opt("severity")?,
             other_keys: f.rest(),
         })
     }
@@ -137,8 +137,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
 impl serde::Serialize for IndexResponseItemErrorItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("message", &self.message)?;
-        o.req("severity", &self.severity)?;
+        o.opt("message", &self.message)?;
+        o.opt("severity", &self.severity)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -147,13 +147,13 @@ impl serde::Serialize for IndexResponseItemErrorItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// `error`
-    pub error: Vec<IndexResponseItemErrorItem>,
+    pub error: Option<Vec<IndexResponseItemErrorItem>>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `map`
-    pub map: Vec<String>,
+    pub map: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -161,10 +161,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            description: f.req("description")?,
-            error: f.req("error")?,
-            id: f.req("id")?,
-            map: f.req("map")?,
+            description: f.opt("description")?,
+            error: f.opt("error")?,
+            id: f.opt("id")?,
+            map: f.opt("map")?,
             other_keys: f.rest(),
         })
     }
@@ -172,10 +172,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("description", &self.description)?;
-        o.req("error", &self.error)?;
-        o.req("id", &self.id)?;
-        o.req("map", &self.map)?;
+        o.opt("description", &self.description)?;
+        o.opt("error", &self.error)?;
+        o.opt("id", &self.id)?;
+        o.opt("map", &self.map)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

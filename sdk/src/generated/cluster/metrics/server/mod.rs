@@ -29,15 +29,15 @@ pub type ServerIndexError = crate::error::Untyped<ServerIndex>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerIndexResponseItem {
     /// `disable`
-    pub disable: bool,
+    pub disable: Option<bool>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `port`
-    pub port: i64,
+    pub port: Option<i64>,
     /// `server`
-    pub server: String,
+    pub server: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -45,11 +45,11 @@ impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            disable: f.req("disable")?,
-            id: f.req("id")?,
-            port: f.req("port")?,
-            server: f.req("server")?,
-            type_: f.req("type")?,
+            disable: f.opt("disable")?,
+            id: f.opt("id")?,
+            port: f.opt("port")?,
+            server: f.opt("server")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -57,11 +57,11 @@ impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
 impl serde::Serialize for ServerIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("disable", &self.disable)?;
-        o.req("id", &self.id)?;
-        o.req("port", &self.port)?;
-        o.req("server", &self.server)?;
-        o.req("type", &self.type_)?;
+        o.opt("disable", &self.disable)?;
+        o.opt("id", &self.id)?;
+        o.opt("port", &self.port)?;
+        o.opt("server", &self.server)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

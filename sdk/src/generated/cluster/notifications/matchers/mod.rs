@@ -142,9 +142,9 @@ pub struct GetMatchersResponseItem {
     /// Default `all`
     pub mode: Option<Mode>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `origin`
-    pub origin: crate::generated::cluster::notifications::Origin,
+    pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// `target`
     pub target: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -161,8 +161,8 @@ impl<'de> serde::Deserialize<'de> for GetMatchersResponseItem {
             match_field: f.opt("match-field")?,
             match_severity: f.opt("match-severity")?,
             mode: f.opt("mode")?,
-            name: f.req("name")?,
-            origin: f.req("origin")?,
+            name: f.opt("name")?,
+            origin: f.opt("origin")?,
             target: f.opt("target")?,
             other_keys: f.rest(),
         })
@@ -178,8 +178,8 @@ impl serde::Serialize for GetMatchersResponseItem {
         o.opt("match-field", &self.match_field)?;
         o.opt("match-severity", &self.match_severity)?;
         o.opt("mode", &self.mode)?;
-        o.req("name", &self.name)?;
-        o.req("origin", &self.origin)?;
+        o.opt("name", &self.name)?;
+        o.opt("origin", &self.origin)?;
         o.opt("target", &self.target)?;
         o.rest(&self.other_keys)?;
         o.end()

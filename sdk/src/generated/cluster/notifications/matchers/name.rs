@@ -180,7 +180,7 @@ pub struct GetMatcherResponse {
     /// Default `all`
     pub mode: Option<crate::generated::cluster::notifications::matchers::Mode>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `target`
     pub target: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -198,7 +198,7 @@ impl<'de> serde::Deserialize<'de> for GetMatcherResponse {
             match_field: f.opt("match-field")?,
             match_severity: f.opt("match-severity")?,
             mode: f.opt("mode")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             target: f.opt("target")?,
             other_keys: f.rest(),
         })
@@ -215,7 +215,7 @@ impl serde::Serialize for GetMatcherResponse {
         o.opt("match-field", &self.match_field)?;
         o.opt("match-severity", &self.match_severity)?;
         o.opt("mode", &self.mode)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("target", &self.target)?;
         o.rest(&self.other_keys)?;
         o.end()

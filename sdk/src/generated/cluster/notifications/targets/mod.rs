@@ -71,11 +71,11 @@ pub struct GetAllTargetsResponseItem {
     /// Default `0`
     pub disable: Option<bool>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `origin`
-    pub origin: crate::generated::cluster::notifications::Origin,
+    pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// Wire name `type`
-    pub type_: GetAllTargetsResponseItemType,
+    pub type_: Option<GetAllTargetsResponseItemType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -85,9 +85,9 @@ impl<'de> serde::Deserialize<'de> for GetAllTargetsResponseItem {
         Ok(Self {
             comment: f.opt("comment")?,
             disable: f.opt("disable")?,
-            name: f.req("name")?,
-            origin: f.req("origin")?,
-            type_: f.req("type")?,
+            name: f.opt("name")?,
+            origin: f.opt("origin")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -97,9 +97,9 @@ impl serde::Serialize for GetAllTargetsResponseItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
         o.opt("disable", &self.disable)?;
-        o.req("name", &self.name)?;
-        o.req("origin", &self.origin)?;
-        o.req("type", &self.type_)?;
+        o.opt("name", &self.name)?;
+        o.opt("origin", &self.origin)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

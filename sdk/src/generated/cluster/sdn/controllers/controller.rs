@@ -281,7 +281,7 @@ pub struct ReadResponse {
     /// Wire name `bgp-multipath-as-relax`
     pub bgp_multipath_as_relax: Option<bool>,
     /// `controller`
-    pub controller: String,
+    pub controller: Option<String>,
     /// `digest`
     pub digest: Option<String>,
     /// `ebgp`
@@ -309,7 +309,7 @@ pub struct ReadResponse {
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Wire name `type`
-    pub type_: crate::generated::cluster::sdn::controllers::Type,
+    pub type_: Option<crate::generated::cluster::sdn::controllers::Type>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -320,7 +320,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             asn: f.opt("asn")?,
             bgp_mode: f.opt("bgp-mode")?,
             bgp_multipath_as_relax: f.opt("bgp-multipath-as-relax")?,
-            controller: f.req("controller")?,
+            controller: f.opt("controller")?,
             digest: f.opt("digest")?,
             ebgp: f.opt("ebgp")?,
             ebgp_multihop: f.opt("ebgp-multihop")?,
@@ -334,7 +334,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             peers: f.opt("peers")?,
             pending: f.opt("pending")?,
             state: f.opt("state")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -345,7 +345,7 @@ impl serde::Serialize for ReadResponse {
         o.opt("asn", &self.asn)?;
         o.opt("bgp-mode", &self.bgp_mode)?;
         o.opt("bgp-multipath-as-relax", &self.bgp_multipath_as_relax)?;
-        o.req("controller", &self.controller)?;
+        o.opt("controller", &self.controller)?;
         o.opt("digest", &self.digest)?;
         o.opt("ebgp", &self.ebgp)?;
         o.opt("ebgp-multihop", &self.ebgp_multihop)?;
@@ -359,7 +359,7 @@ impl serde::Serialize for ReadResponse {
         o.opt("peers", &self.peers)?;
         o.opt("pending", &self.pending)?;
         o.opt("state", &self.state)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

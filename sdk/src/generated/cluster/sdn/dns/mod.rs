@@ -132,9 +132,9 @@ crate::open_enum_traits!(Type);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `dns`
-    pub dns: String,
+    pub dns: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -142,8 +142,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            dns: f.req("dns")?,
-            type_: f.req("type")?,
+            dns: f.opt("dns")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -151,8 +151,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("dns", &self.dns)?;
-        o.req("type", &self.type_)?;
+        o.opt("dns", &self.dns)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -189,7 +189,7 @@ pub struct ListAllResponseFabricsItem {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
-    pub id: String,
+    pub id: Option<String>,
     /// Format `CIDR`
     pub ip6_prefix: Option<String>,
     /// Format `CIDR`
@@ -197,7 +197,7 @@ pub struct ListAllResponseFabricsItem {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    pub protocol: ListAllResponseFabricsItemProtocol,
+    pub protocol: Option<ListAllResponseFabricsItemProtocol>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -206,11 +206,11 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             digest: f.opt("digest")?,
-            id: f.req("id")?,
+            id: f.opt("id")?,
             ip6_prefix: f.opt("ip6_prefix")?,
             ip_prefix: f.opt("ip_prefix")?,
             lock_token: f.opt("lock-token")?,
-            protocol: f.tagged()?,
+            protocol: f.tagged_opt()?,
             other_keys: f.rest(),
         })
     }
@@ -219,11 +219,11 @@ impl serde::Serialize for ListAllResponseFabricsItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("digest", &self.digest)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.opt("ip6_prefix", &self.ip6_prefix)?;
         o.opt("ip_prefix", &self.ip_prefix)?;
         o.opt("lock-token", &self.lock_token)?;
-        o.tagged(&self.protocol)?;
+        o.tagged_opt(&self.protocol)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -392,7 +392,7 @@ pub struct ListAllResponseNodesItem {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
-    pub fabric_id: String,
+    pub fabric_id: Option<String>,
     /// Format `ipv4`
     pub ip: Option<String>,
     /// Format `ipv6`
@@ -400,9 +400,9 @@ pub struct ListAllResponseNodesItem {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
     /// Format `pve-node`
-    pub node_id: String,
+    pub node_id: Option<String>,
     /// Union tag: each variant carries its own fields
-    pub protocol: ListAllResponseNodesItemProtocol,
+    pub protocol: Option<ListAllResponseNodesItemProtocol>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -411,12 +411,12 @@ impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             digest: f.opt("digest")?,
-            fabric_id: f.req("fabric_id")?,
+            fabric_id: f.opt("fabric_id")?,
             ip: f.opt("ip")?,
             ip6: f.opt("ip6")?,
             lock_token: f.opt("lock-token")?,
-            node_id: f.req("node_id")?,
-            protocol: f.tagged()?,
+            node_id: f.opt("node_id")?,
+            protocol: f.tagged_opt()?,
             other_keys: f.rest(),
         })
     }
@@ -425,12 +425,12 @@ impl serde::Serialize for ListAllResponseNodesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("digest", &self.digest)?;
-        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("fabric_id", &self.fabric_id)?;
         o.opt("ip", &self.ip)?;
         o.opt("ip6", &self.ip6)?;
         o.opt("lock-token", &self.lock_token)?;
-        o.req("node_id", &self.node_id)?;
-        o.tagged(&self.protocol)?;
+        o.opt("node_id", &self.node_id)?;
+        o.tagged_opt(&self.protocol)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -439,9 +439,9 @@ impl serde::Serialize for ListAllResponseNodesItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListAllResponse {
     /// `fabrics`
-    pub fabrics: Vec<ListAllResponseFabricsItem>,
+    pub fabrics: Option<Vec<ListAllResponseFabricsItem>>,
     /// `nodes`
-    pub nodes: Vec<ListAllResponseNodesItem>,
+    pub nodes: Option<Vec<ListAllResponseNodesItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -449,8 +449,8 @@ impl<'de> serde::Deserialize<'de> for ListAllResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            fabrics: f.req("fabrics")?,
-            nodes: f.req("nodes")?,
+            fabrics: f.opt("fabrics")?,
+            nodes: f.opt("nodes")?,
             other_keys: f.rest(),
         })
     }
@@ -458,8 +458,8 @@ impl<'de> serde::Deserialize<'de> for ListAllResponse {
 impl serde::Serialize for ListAllResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("fabrics", &self.fabrics)?;
-        o.req("nodes", &self.nodes)?;
+        o.opt("fabrics", &self.fabrics)?;
+        o.opt("nodes", &self.nodes)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -127,9 +127,9 @@ crate::open_enum_traits!(Type);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `ipam`
-    pub ipam: String,
+    pub ipam: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -137,8 +137,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            ipam: f.req("ipam")?,
-            type_: f.req("type")?,
+            ipam: f.opt("ipam")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -146,8 +146,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("ipam", &self.ipam)?;
-        o.req("type", &self.type_)?;
+        o.opt("ipam", &self.ipam)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -179,11 +179,11 @@ pub struct IndexResponseItem {
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
-    pub type_: Type,
+    pub type_: Option<Type>,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
     /// `vnet`
-    pub vnet: String,
+    pub vnet: Option<String>,
     /// `zone`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -199,9 +199,9 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             pending: f.opt("pending")?,
             state: f.opt("state")?,
             tag: f.opt("tag")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             vlanaware: f.opt("vlanaware")?,
-            vnet: f.req("vnet")?,
+            vnet: f.opt("vnet")?,
             zone: f.opt("zone")?,
             other_keys: f.rest(),
         })
@@ -216,9 +216,9 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("pending", &self.pending)?;
         o.opt("state", &self.state)?;
         o.opt("tag", &self.tag)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("vlanaware", &self.vlanaware)?;
-        o.req("vnet", &self.vnet)?;
+        o.opt("vnet", &self.vnet)?;
         o.opt("zone", &self.zone)?;
         o.rest(&self.other_keys)?;
         o.end()

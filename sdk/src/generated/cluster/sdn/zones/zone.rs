@@ -406,7 +406,7 @@ pub struct ReadResponse {
     /// Minimum 0
     pub tag: Option<i64>,
     /// Wire name `type`
-    pub type_: crate::generated::cluster::sdn::zones::Type,
+    pub type_: Option<crate::generated::cluster::sdn::zones::Type>,
     /// Wire name `vlan-protocol`; default `802.1q`
     pub vlan_protocol: Option<crate::generated::cluster::sdn::zones::VlanProtocol>,
     /// Wire name `vrf-vxlan`; range 1 - 16777215
@@ -414,7 +414,7 @@ pub struct ReadResponse {
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
     pub vxlan_port: Option<i64>,
     /// `zone`
-    pub zone: String,
+    pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -445,11 +445,11 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             secondary_controllers: f.opt("secondary-controllers")?,
             state: f.opt("state")?,
             tag: f.opt("tag")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             vlan_protocol: f.opt("vlan-protocol")?,
             vrf_vxlan: f.opt("vrf-vxlan")?,
             vxlan_port: f.opt("vxlan-port")?,
-            zone: f.req("zone")?,
+            zone: f.opt("zone")?,
             other_keys: f.rest(),
         })
     }
@@ -486,11 +486,11 @@ impl serde::Serialize for ReadResponse {
         o.opt("secondary-controllers", &self.secondary_controllers)?;
         o.opt("state", &self.state)?;
         o.opt("tag", &self.tag)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("vlan-protocol", &self.vlan_protocol)?;
         o.opt("vrf-vxlan", &self.vrf_vxlan)?;
         o.opt("vxlan-port", &self.vxlan_port)?;
-        o.req("zone", &self.zone)?;
+        o.opt("zone", &self.zone)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

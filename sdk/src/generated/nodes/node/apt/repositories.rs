@@ -152,9 +152,9 @@ pub type AddRepositoryError = crate::error::Untyped<AddRepository>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseErrorsItem {
     /// `error`
-    pub error: String,
+    pub error: Option<String>,
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -162,8 +162,8 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            error: f.req("error")?,
-            path: f.req("path")?,
+            error: f.opt("error")?,
+            path: f.opt("path")?,
             other_keys: f.rest(),
         })
     }
@@ -171,8 +171,8 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseErrorsItem {
 impl serde::Serialize for RepositoriesResponseErrorsItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("error", &self.error)?;
-        o.req("path", &self.path)?;
+        o.opt("error", &self.error)?;
+        o.opt("path", &self.path)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -239,9 +239,9 @@ crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemFileType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     /// Wire name `Key`
-    pub key: String,
+    pub key: Option<String>,
     /// Wire name `Values`
-    pub values: Vec<String>,
+    pub values: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -249,8 +249,8 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            key: f.req("Key")?,
-            values: f.req("Values")?,
+            key: f.opt("Key")?,
+            values: f.opt("Values")?,
             other_keys: f.rest(),
         })
     }
@@ -258,8 +258,8 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
 impl serde::Serialize for RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("Key", &self.key)?;
-        o.req("Values", &self.values)?;
+        o.opt("Key", &self.key)?;
+        o.opt("Values", &self.values)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -301,17 +301,17 @@ pub struct RepositoriesResponseFilesItemRepositoriesItem {
     /// Wire name `Components`
     pub components: Option<Vec<String>>,
     /// Wire name `Enabled`
-    pub enabled: bool,
+    pub enabled: Option<bool>,
     /// Wire name `FileType`
-    pub file_type: RepositoriesResponseFilesItemRepositoriesItemFileType,
+    pub file_type: Option<RepositoriesResponseFilesItemRepositoriesItemFileType>,
     /// Wire name `Options`
     pub options: Option<Vec<RepositoriesResponseFilesItemRepositoriesItemOptionsItem>>,
     /// Wire name `Suites`
-    pub suites: Vec<String>,
+    pub suites: Option<Vec<String>>,
     /// Wire name `Types`
-    pub types: Vec<RepositoriesResponseFilesItemRepositoriesItemTypesItem>,
+    pub types: Option<Vec<RepositoriesResponseFilesItemRepositoriesItemTypesItem>>,
     /// Wire name `URIs`
-    pub ur_is: Vec<String>,
+    pub ur_is: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -321,12 +321,12 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItemRepositoriesI
         Ok(Self {
             comment: f.opt("Comment")?,
             components: f.opt("Components")?,
-            enabled: f.req("Enabled")?,
-            file_type: f.req("FileType")?,
+            enabled: f.opt("Enabled")?,
+            file_type: f.opt("FileType")?,
             options: f.opt("Options")?,
-            suites: f.req("Suites")?,
-            types: f.req("Types")?,
-            ur_is: f.req("URIs")?,
+            suites: f.opt("Suites")?,
+            types: f.opt("Types")?,
+            ur_is: f.opt("URIs")?,
             other_keys: f.rest(),
         })
     }
@@ -336,12 +336,12 @@ impl serde::Serialize for RepositoriesResponseFilesItemRepositoriesItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("Comment", &self.comment)?;
         o.opt("Components", &self.components)?;
-        o.req("Enabled", &self.enabled)?;
-        o.req("FileType", &self.file_type)?;
+        o.opt("Enabled", &self.enabled)?;
+        o.opt("FileType", &self.file_type)?;
         o.opt("Options", &self.options)?;
-        o.req("Suites", &self.suites)?;
-        o.req("Types", &self.types)?;
-        o.req("URIs", &self.ur_is)?;
+        o.opt("Suites", &self.suites)?;
+        o.opt("Types", &self.types)?;
+        o.opt("URIs", &self.ur_is)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -350,13 +350,13 @@ impl serde::Serialize for RepositoriesResponseFilesItemRepositoriesItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseFilesItem {
     /// `digest`
-    pub digest: Vec<i64>,
+    pub digest: Option<Vec<i64>>,
     /// Wire name `file-type`
-    pub file_type: RepositoriesResponseFilesItemFileType,
+    pub file_type: Option<RepositoriesResponseFilesItemFileType>,
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// `repositories`
-    pub repositories: Vec<RepositoriesResponseFilesItemRepositoriesItem>,
+    pub repositories: Option<Vec<RepositoriesResponseFilesItemRepositoriesItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -364,10 +364,10 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            digest: f.req("digest")?,
-            file_type: f.req("file-type")?,
-            path: f.req("path")?,
-            repositories: f.req("repositories")?,
+            digest: f.opt("digest")?,
+            file_type: f.opt("file-type")?,
+            path: f.opt("path")?,
+            repositories: f.opt("repositories")?,
             other_keys: f.rest(),
         })
     }
@@ -375,10 +375,10 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseFilesItem {
 impl serde::Serialize for RepositoriesResponseFilesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("digest", &self.digest)?;
-        o.req("file-type", &self.file_type)?;
-        o.req("path", &self.path)?;
-        o.req("repositories", &self.repositories)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("file-type", &self.file_type)?;
+        o.opt("path", &self.path)?;
+        o.opt("repositories", &self.repositories)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -387,13 +387,13 @@ impl serde::Serialize for RepositoriesResponseFilesItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseInfosItem {
     /// `index`
-    pub index: String,
+    pub index: Option<String>,
     /// `kind`
-    pub kind: String,
+    pub kind: Option<String>,
     /// `message`
-    pub message: String,
+    pub message: Option<String>,
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// `property`
     pub property: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -403,10 +403,10 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            index: f.req("index")?,
-            kind: f.req("kind")?,
-            message: f.req("message")?,
-            path: f.req("path")?,
+            index: f.opt("index")?,
+            kind: f.opt("kind")?,
+            message: f.opt("message")?,
+            path: f.opt("path")?,
             property: f.opt("property")?,
             other_keys: f.rest(),
         })
@@ -415,10 +415,10 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseInfosItem {
 impl serde::Serialize for RepositoriesResponseInfosItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("index", &self.index)?;
-        o.req("kind", &self.kind)?;
-        o.req("message", &self.message)?;
-        o.req("path", &self.path)?;
+        o.opt("index", &self.index)?;
+        o.opt("kind", &self.kind)?;
+        o.opt("message", &self.message)?;
+        o.opt("path", &self.path)?;
         o.opt("property", &self.property)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -428,9 +428,9 @@ impl serde::Serialize for RepositoriesResponseInfosItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponseStandardReposItem {
     /// `handle`
-    pub handle: String,
+    pub handle: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `status`
     pub status: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -440,8 +440,8 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            handle: f.req("handle")?,
-            name: f.req("name")?,
+            handle: f.opt("handle")?,
+            name: f.opt("name")?,
             status: f.opt("status")?,
             other_keys: f.rest(),
         })
@@ -450,8 +450,8 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponseStandardReposItem {
 impl serde::Serialize for RepositoriesResponseStandardReposItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("handle", &self.handle)?;
-        o.req("name", &self.name)?;
+        o.opt("handle", &self.handle)?;
+        o.opt("name", &self.name)?;
         o.opt("status", &self.status)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -461,15 +461,15 @@ impl serde::Serialize for RepositoriesResponseStandardReposItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepositoriesResponse {
     /// `digest`
-    pub digest: String,
+    pub digest: Option<String>,
     /// `errors`
-    pub errors: Vec<RepositoriesResponseErrorsItem>,
+    pub errors: Option<Vec<RepositoriesResponseErrorsItem>>,
     /// `files`
-    pub files: Vec<RepositoriesResponseFilesItem>,
+    pub files: Option<Vec<RepositoriesResponseFilesItem>>,
     /// `infos`
-    pub infos: Vec<RepositoriesResponseInfosItem>,
+    pub infos: Option<Vec<RepositoriesResponseInfosItem>>,
     /// Wire name `standard-repos`
-    pub standard_repos: Vec<RepositoriesResponseStandardReposItem>,
+    pub standard_repos: Option<Vec<RepositoriesResponseStandardReposItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -477,11 +477,11 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            digest: f.req("digest")?,
-            errors: f.req("errors")?,
-            files: f.req("files")?,
-            infos: f.req("infos")?,
-            standard_repos: f.req("standard-repos")?,
+            digest: f.opt("digest")?,
+            errors: f.opt("errors")?,
+            files: f.opt("files")?,
+            infos: f.opt("infos")?,
+            standard_repos: f.opt("standard-repos")?,
             other_keys: f.rest(),
         })
     }
@@ -489,11 +489,11 @@ impl<'de> serde::Deserialize<'de> for RepositoriesResponse {
 impl serde::Serialize for RepositoriesResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("digest", &self.digest)?;
-        o.req("errors", &self.errors)?;
-        o.req("files", &self.files)?;
-        o.req("infos", &self.infos)?;
-        o.req("standard-repos", &self.standard_repos)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("errors", &self.errors)?;
+        o.opt("files", &self.files)?;
+        o.opt("infos", &self.infos)?;
+        o.opt("standard-repos", &self.standard_repos)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

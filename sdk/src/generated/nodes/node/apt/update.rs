@@ -98,25 +98,25 @@ pub type UpdateDatabaseError = crate::error::Untyped<UpdateDatabase>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListUpdatesResponseItem {
     /// Wire name `Arch`
-    pub arch: crate::generated::nodes::node::apt::Arch,
+    pub arch: Option<crate::generated::nodes::node::apt::Arch>,
     /// Wire name `Description`
-    pub description: String,
+    pub description: Option<String>,
     /// Wire name `NotifyStatus`
     pub notify_status: Option<String>,
     /// Wire name `OldVersion`
     pub old_version: Option<String>,
     /// Wire name `Origin`
-    pub origin: String,
+    pub origin: Option<String>,
     /// Wire name `Package`
-    pub package: String,
+    pub package: Option<String>,
     /// Wire name `Priority`
-    pub priority: String,
+    pub priority: Option<String>,
     /// Wire name `Section`
-    pub section: String,
+    pub section: Option<String>,
     /// Wire name `Title`
-    pub title: String,
+    pub title: Option<String>,
     /// Wire name `Version`
-    pub version: String,
+    pub version: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -124,16 +124,16 @@ impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            arch: f.req("Arch")?,
-            description: f.req("Description")?,
+            arch: f.opt("Arch")?,
+            description: f.opt("Description")?,
             notify_status: f.opt("NotifyStatus")?,
             old_version: f.opt("OldVersion")?,
-            origin: f.req("Origin")?,
-            package: f.req("Package")?,
-            priority: f.req("Priority")?,
-            section: f.req("Section")?,
-            title: f.req("Title")?,
-            version: f.req("Version")?,
+            origin: f.opt("Origin")?,
+            package: f.opt("Package")?,
+            priority: f.opt("Priority")?,
+            section: f.opt("Section")?,
+            title: f.opt("Title")?,
+            version: f.opt("Version")?,
             other_keys: f.rest(),
         })
     }
@@ -141,16 +141,16 @@ impl<'de> serde::Deserialize<'de> for ListUpdatesResponseItem {
 impl serde::Serialize for ListUpdatesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("Arch", &self.arch)?;
-        o.req("Description", &self.description)?;
+        o.opt("Arch", &self.arch)?;
+        o.opt("Description", &self.description)?;
         o.opt("NotifyStatus", &self.notify_status)?;
         o.opt("OldVersion", &self.old_version)?;
-        o.req("Origin", &self.origin)?;
-        o.req("Package", &self.package)?;
-        o.req("Priority", &self.priority)?;
-        o.req("Section", &self.section)?;
-        o.req("Title", &self.title)?;
-        o.req("Version", &self.version)?;
+        o.opt("Origin", &self.origin)?;
+        o.opt("Package", &self.package)?;
+        o.opt("Priority", &self.priority)?;
+        o.opt("Section", &self.section)?;
+        o.opt("Title", &self.title)?;
+        o.opt("Version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -96,11 +96,11 @@ crate::open_enum_traits!(VersionsResponseItemCurrentState);
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionsResponseItem {
     /// Wire name `Arch`
-    pub arch: crate::generated::nodes::node::apt::Arch,
+    pub arch: Option<crate::generated::nodes::node::apt::Arch>,
     /// Wire name `CurrentState`
-    pub current_state: VersionsResponseItemCurrentState,
+    pub current_state: Option<VersionsResponseItemCurrentState>,
     /// Wire name `Description`
-    pub description: String,
+    pub description: Option<String>,
     /// Wire name `ManagerVersion`
     pub manager_version: Option<String>,
     /// Wire name `NotifyStatus`
@@ -108,19 +108,19 @@ pub struct VersionsResponseItem {
     /// Wire name `OldVersion`
     pub old_version: Option<String>,
     /// Wire name `Origin`
-    pub origin: String,
+    pub origin: Option<String>,
     /// Wire name `Package`
-    pub package: String,
+    pub package: Option<String>,
     /// Wire name `Priority`
-    pub priority: String,
+    pub priority: Option<String>,
     /// Wire name `RunningKernel`
     pub running_kernel: Option<String>,
     /// Wire name `Section`
-    pub section: String,
+    pub section: Option<String>,
     /// Wire name `Title`
-    pub title: String,
+    pub title: Option<String>,
     /// Wire name `Version`
-    pub version: String,
+    pub version: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -128,19 +128,19 @@ impl<'de> serde::Deserialize<'de> for VersionsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            arch: f.req("Arch")?,
-            current_state: f.req("CurrentState")?,
-            description: f.req("Description")?,
+            arch: f.opt("Arch")?,
+            current_state: f.opt("CurrentState")?,
+            description: f.opt("Description")?,
             manager_version: f.opt("ManagerVersion")?,
             notify_status: f.opt("NotifyStatus")?,
             old_version: f.opt("OldVersion")?,
-            origin: f.req("Origin")?,
-            package: f.req("Package")?,
-            priority: f.req("Priority")?,
+            origin: f.opt("Origin")?,
+            package: f.opt("Package")?,
+            priority: f.opt("Priority")?,
             running_kernel: f.opt("RunningKernel")?,
-            section: f.req("Section")?,
-            title: f.req("Title")?,
-            version: f.req("Version")?,
+            section: f.opt("Section")?,
+            title: f.opt("Title")?,
+            version: f.opt("Version")?,
             other_keys: f.rest(),
         })
     }
@@ -148,19 +148,19 @@ impl<'de> serde::Deserialize<'de> for VersionsResponseItem {
 impl serde::Serialize for VersionsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("Arch", &self.arch)?;
-        o.req("CurrentState", &self.current_state)?;
-        o.req("Description", &self.description)?;
+        o.opt("Arch", &self.arch)?;
+        o.opt("CurrentState", &self.current_state)?;
+        o.opt("Description", &self.description)?;
         o.opt("ManagerVersion", &self.manager_version)?;
         o.opt("NotifyStatus", &self.notify_status)?;
         o.opt("OldVersion", &self.old_version)?;
-        o.req("Origin", &self.origin)?;
-        o.req("Package", &self.package)?;
-        o.req("Priority", &self.priority)?;
+        o.opt("Origin", &self.origin)?;
+        o.opt("Package", &self.package)?;
+        o.opt("Priority", &self.priority)?;
         o.opt("RunningKernel", &self.running_kernel)?;
-        o.req("Section", &self.section)?;
-        o.req("Title", &self.title)?;
-        o.req("Version", &self.version)?;
+        o.opt("Section", &self.section)?;
+        o.opt("Title", &self.title)?;
+        o.opt("Version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

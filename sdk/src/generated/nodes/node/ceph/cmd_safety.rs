@@ -125,7 +125,7 @@ crate::open_enum_traits!(CmdSafetyService);
 #[derive(Debug, Clone, PartialEq)]
 pub struct CmdSafetyResponse {
     /// `safe`
-    pub safe: bool,
+    pub safe: Option<bool>,
     /// `status`
     pub status: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -135,7 +135,7 @@ impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            safe: f.req("safe")?,
+            safe: f.opt("safe")?,
             status: f.opt("status")?,
             other_keys: f.rest(),
         })
@@ -144,7 +144,7 @@ impl<'de> serde::Deserialize<'de> for CmdSafetyResponse {
 impl serde::Serialize for CmdSafetyResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("safe", &self.safe)?;
+        o.opt("safe", &self.safe)?;
         o.opt("status", &self.status)?;
         o.rest(&self.other_keys)?;
         o.end()

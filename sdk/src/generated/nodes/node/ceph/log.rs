@@ -54,9 +54,9 @@ crate::operation_error!(LogError for Log; CephNotInitialized, CephNotInstalled);
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogResponseItem {
     /// `n`
-    pub n: i64,
+    pub n: Option<i64>,
     /// `t`
-    pub t: String,
+    pub t: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -64,8 +64,8 @@ impl<'de> serde::Deserialize<'de> for LogResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            n: f.req("n")?,
-            t: f.req("t")?,
+            n: f.opt("n")?,
+            t: f.opt("t")?,
             other_keys: f.rest(),
         })
     }
@@ -73,8 +73,8 @@ impl<'de> serde::Deserialize<'de> for LogResponseItem {
 impl serde::Serialize for LogResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("n", &self.n)?;
-        o.req("t", &self.t)?;
+        o.opt("n", &self.n)?;
+        o.opt("t", &self.t)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -44,7 +44,7 @@ crate::operation_error!(RulesError for Rules; CephNotInitialized, CephNotInstall
 #[derive(Debug, Clone, PartialEq)]
 pub struct RulesResponseItem {
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -52,7 +52,7 @@ impl<'de> serde::Deserialize<'de> for RulesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            name: f.req("name")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -60,7 +60,7 @@ impl<'de> serde::Deserialize<'de> for RulesResponseItem {
 impl serde::Serialize for RulesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -88,25 +88,25 @@ crate::open_enum_traits!(ListType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListResponseItem {
     /// `devpath`
-    pub devpath: String,
+    pub devpath: Option<String>,
     /// `gpt`
-    pub gpt: bool,
+    pub gpt: Option<bool>,
     /// `health`
     pub health: Option<String>,
     /// `model`
     pub model: Option<String>,
     /// `mounted`
-    pub mounted: bool,
+    pub mounted: Option<bool>,
     /// `osdid`
-    pub osdid: i64,
+    pub osdid: Option<i64>,
     /// Wire name `osdid-list`
-    pub osdid_list: Vec<i64>,
+    pub osdid_list: Option<Vec<i64>>,
     /// `parent`
     pub parent: Option<String>,
     /// `serial`
     pub serial: Option<String>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// `used`
     pub used: Option<String>,
     /// `vendor`
@@ -120,16 +120,16 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            devpath: f.req("devpath")?,
-            gpt: f.req("gpt")?,
+            devpath: f.opt("devpath")?,
+            gpt: f.opt("gpt")?,
             health: f.opt("health")?,
             model: f.opt("model")?,
-            mounted: f.req("mounted")?,
-            osdid: f.req("osdid")?,
-            osdid_list: f.req("osdid-list")?,
+            mounted: f.opt("mounted")?,
+            osdid: f.opt("osdid")?,
+            osdid_list: f.opt("osdid-list")?,
             parent: f.opt("parent")?,
             serial: f.opt("serial")?,
-            size: f.req("size")?,
+            size: f.opt("size")?,
             used: f.opt("used")?,
             vendor: f.opt("vendor")?,
             wwn: f.opt("wwn")?,
@@ -140,16 +140,16 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
 impl serde::Serialize for ListResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("devpath", &self.devpath)?;
-        o.req("gpt", &self.gpt)?;
+        o.opt("devpath", &self.devpath)?;
+        o.opt("gpt", &self.gpt)?;
         o.opt("health", &self.health)?;
         o.opt("model", &self.model)?;
-        o.req("mounted", &self.mounted)?;
-        o.req("osdid", &self.osdid)?;
-        o.req("osdid-list", &self.osdid_list)?;
+        o.opt("mounted", &self.mounted)?;
+        o.opt("osdid", &self.osdid)?;
+        o.opt("osdid-list", &self.osdid_list)?;
         o.opt("parent", &self.parent)?;
         o.opt("serial", &self.serial)?;
-        o.req("size", &self.size)?;
+        o.opt("size", &self.size)?;
         o.opt("used", &self.used)?;
         o.opt("vendor", &self.vendor)?;
         o.opt("wwn", &self.wwn)?;

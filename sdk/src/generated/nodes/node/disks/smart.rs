@@ -55,7 +55,7 @@ pub struct SmartResponse {
     /// `attributes`
     pub attributes: Option<Vec<serde_json::Value>>,
     /// `health`
-    pub health: String,
+    pub health: Option<String>,
     /// `text`
     pub text: Option<String>,
     /// Wire name `type`
@@ -68,7 +68,7 @@ impl<'de> serde::Deserialize<'de> for SmartResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             attributes: f.opt("attributes")?,
-            health: f.req("health")?,
+            health: f.opt("health")?,
             text: f.opt("text")?,
             type_: f.opt("type")?,
             other_keys: f.rest(),
@@ -79,7 +79,7 @@ impl serde::Serialize for SmartResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("attributes", &self.attributes)?;
-        o.req("health", &self.health)?;
+        o.opt("health", &self.health)?;
         o.opt("text", &self.text)?;
         o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;

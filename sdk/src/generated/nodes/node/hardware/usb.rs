@@ -45,29 +45,29 @@ pub type UsbscanError = crate::error::Untyped<Usbscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsbscanResponseItem {
     /// `busnum`
-    pub busnum: i64,
+    pub busnum: Option<i64>,
     /// `class`
-    pub class: i64,
+    pub class: Option<i64>,
     /// `devnum`
-    pub devnum: i64,
+    pub devnum: Option<i64>,
     /// `level`
-    pub level: i64,
+    pub level: Option<i64>,
     /// `manufacturer`
     pub manufacturer: Option<String>,
     /// `port`
-    pub port: i64,
+    pub port: Option<i64>,
     /// `prodid`
-    pub prodid: String,
+    pub prodid: Option<String>,
     /// `product`
     pub product: Option<String>,
     /// `serial`
     pub serial: Option<String>,
     /// `speed`
-    pub speed: String,
+    pub speed: Option<String>,
     /// `usbpath`
     pub usbpath: Option<String>,
     /// `vendid`
-    pub vendid: String,
+    pub vendid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -75,18 +75,18 @@ impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            busnum: f.req("busnum")?,
-            class: f.req("class")?,
-            devnum: f.req("devnum")?,
-            level: f.req("level")?,
+            busnum: f.opt("busnum")?,
+            class: f.opt("class")?,
+            devnum: f.opt("devnum")?,
+            level: f.opt("level")?,
             manufacturer: f.opt("manufacturer")?,
-            port: f.req("port")?,
-            prodid: f.req("prodid")?,
+            port: f.opt("port")?,
+            prodid: f.opt("prodid")?,
             product: f.opt("product")?,
             serial: f.opt("serial")?,
-            speed: f.req("speed")?,
+            speed: f.opt("speed")?,
             usbpath: f.opt("usbpath")?,
-            vendid: f.req("vendid")?,
+            vendid: f.opt("vendid")?,
             other_keys: f.rest(),
         })
     }
@@ -94,18 +94,18 @@ impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
 impl serde::Serialize for UsbscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("busnum", &self.busnum)?;
-        o.req("class", &self.class)?;
-        o.req("devnum", &self.devnum)?;
-        o.req("level", &self.level)?;
+        o.opt("busnum", &self.busnum)?;
+        o.opt("class", &self.class)?;
+        o.opt("devnum", &self.devnum)?;
+        o.opt("level", &self.level)?;
         o.opt("manufacturer", &self.manufacturer)?;
-        o.req("port", &self.port)?;
-        o.req("prodid", &self.prodid)?;
+        o.opt("port", &self.port)?;
+        o.opt("prodid", &self.prodid)?;
         o.opt("product", &self.product)?;
         o.opt("serial", &self.serial)?;
-        o.req("speed", &self.speed)?;
+        o.opt("speed", &self.speed)?;
         o.opt("usbpath", &self.usbpath)?;
-        o.req("vendid", &self.vendid)?;
+        o.opt("vendid", &self.vendid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -941,7 +941,7 @@ pub struct VmlistResponseItem {
     /// `pressurememorysome`
     pub pressurememorysome: Option<f64>,
     /// `status`
-    pub status: crate::generated::nodes::node::Status,
+    pub status: Option<crate::generated::nodes::node::Status>,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`
@@ -949,7 +949,7 @@ pub struct VmlistResponseItem {
     /// `uptime`
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
-    pub vmid: i64,
+    pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -975,11 +975,11 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
             pressureiosome: f.opt("pressureiosome")?,
             pressurememoryfull: f.opt("pressurememoryfull")?,
             pressurememorysome: f.opt("pressurememorysome")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             tags: f.opt("tags")?,
             template: f.opt("template")?,
             uptime: f.opt("uptime")?,
-            vmid: f.req("vmid")?,
+            vmid: f.opt("vmid")?,
             other_keys: f.rest(),
         })
     }
@@ -1005,11 +1005,11 @@ impl serde::Serialize for VmlistResponseItem {
         o.opt("pressureiosome", &self.pressureiosome)?;
         o.opt("pressurememoryfull", &self.pressurememoryfull)?;
         o.opt("pressurememorysome", &self.pressurememorysome)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("tags", &self.tags)?;
         o.opt("template", &self.template)?;
         o.opt("uptime", &self.uptime)?;
-        o.req("vmid", &self.vmid)?;
+        o.opt("vmid", &self.vmid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

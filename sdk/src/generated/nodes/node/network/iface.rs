@@ -276,9 +276,9 @@ crate::operation_error!(UpdateNetworkError for UpdateNetwork; NetworkInterfaceNo
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetworkConfigResponse {
     /// `method`
-    pub method: String,
+    pub method: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -286,8 +286,8 @@ impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            method: f.req("method")?,
-            type_: f.req("type")?,
+            method: f.opt("method")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -295,8 +295,8 @@ impl<'de> serde::Deserialize<'de> for NetworkConfigResponse {
 impl serde::Serialize for NetworkConfigResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("method", &self.method)?;
-        o.req("type", &self.type_)?;
+        o.opt("method", &self.method)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

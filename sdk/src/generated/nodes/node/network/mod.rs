@@ -793,7 +793,7 @@ pub struct IndexResponseItem {
     /// Format `pve-iface-list`
     pub slaves: Option<String>,
     /// Wire name `type`
-    pub type_: Type,
+    pub type_: Option<Type>,
     /// Wire name `uplink-id`
     pub uplink_id: Option<String>,
     /// Wire name `vlan-id`; range 1 - 4094
@@ -856,7 +856,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             ovs_tag: f.opt("ovs_tag")?,
             priority: f.opt("priority")?,
             slaves: f.opt("slaves")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             uplink_id: f.opt("uplink-id")?,
             vlan_id: f.opt("vlan-id")?,
             vlan_protocol: f.opt("vlan-protocol")?,
@@ -911,7 +911,7 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("ovs_tag", &self.ovs_tag)?;
         o.opt("priority", &self.priority)?;
         o.opt("slaves", &self.slaves)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("uplink-id", &self.uplink_id)?;
         o.opt("vlan-id", &self.vlan_id)?;
         o.opt("vlan-protocol", &self.vlan_protocol)?;

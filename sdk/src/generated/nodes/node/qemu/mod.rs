@@ -4081,7 +4081,7 @@ pub struct VmlistResponseItem {
     /// `serial`
     pub serial: Option<bool>,
     /// `status`
-    pub status: crate::generated::nodes::node::Status,
+    pub status: Option<crate::generated::nodes::node::Status>,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`
@@ -4120,7 +4120,7 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
             running_machine: f.opt("running-machine")?,
             running_qemu: f.opt("running-qemu")?,
             serial: f.opt("serial")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             tags: f.opt("tags")?,
             template: f.opt("template")?,
             uptime: f.opt("uptime")?,
@@ -4155,7 +4155,7 @@ impl serde::Serialize for VmlistResponseItem {
         o.opt("running-machine", &self.running_machine)?;
         o.opt("running-qemu", &self.running_qemu)?;
         o.opt("serial", &self.serial)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("tags", &self.tags)?;
         o.opt("template", &self.template)?;
         o.opt("uptime", &self.uptime)?;

@@ -63,9 +63,9 @@ pub type CifsscanError = crate::error::Untyped<Cifsscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CifsscanResponseItem {
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// `share`
-    pub share: String,
+    pub share: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -73,8 +73,8 @@ impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            description: f.req("description")?,
-            share: f.req("share")?,
+            description: f.opt("description")?,
+            share: f.opt("share")?,
             other_keys: f.rest(),
         })
     }
@@ -82,8 +82,8 @@ impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
 impl serde::Serialize for CifsscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("description", &self.description)?;
-        o.req("share", &self.share)?;
+        o.opt("description", &self.description)?;
+        o.opt("share", &self.share)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

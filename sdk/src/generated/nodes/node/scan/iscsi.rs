@@ -51,9 +51,9 @@ pub type IscsiscanError = crate::error::Untyped<Iscsiscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IscsiscanResponseItem {
     /// `portal`
-    pub portal: String,
+    pub portal: Option<String>,
     /// `target`
-    pub target: String,
+    pub target: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -61,8 +61,8 @@ impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            portal: f.req("portal")?,
-            target: f.req("target")?,
+            portal: f.opt("portal")?,
+            target: f.opt("target")?,
             other_keys: f.rest(),
         })
     }
@@ -70,8 +70,8 @@ impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
 impl serde::Serialize for IscsiscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("portal", &self.portal)?;
-        o.req("target", &self.target)?;
+        o.opt("portal", &self.portal)?;
+        o.opt("target", &self.target)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -45,7 +45,7 @@ pub type LvmscanError = crate::error::Untyped<Lvmscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LvmscanResponseItem {
     /// `vg`
-    pub vg: String,
+    pub vg: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -53,7 +53,7 @@ impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            vg: f.req("vg")?,
+            vg: f.opt("vg")?,
             other_keys: f.rest(),
         })
     }
@@ -61,7 +61,7 @@ impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
 impl serde::Serialize for LvmscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("vg", &self.vg)?;
+        o.opt("vg", &self.vg)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

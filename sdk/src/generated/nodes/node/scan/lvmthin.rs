@@ -51,7 +51,7 @@ pub type LvmthinscanError = crate::error::Untyped<Lvmthinscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LvmthinscanResponseItem {
     /// `lv`
-    pub lv: String,
+    pub lv: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -59,7 +59,7 @@ impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            lv: f.req("lv")?,
+            lv: f.opt("lv")?,
             other_keys: f.rest(),
         })
     }
@@ -67,7 +67,7 @@ impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
 impl serde::Serialize for LvmthinscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("lv", &self.lv)?;
+        o.opt("lv", &self.lv)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

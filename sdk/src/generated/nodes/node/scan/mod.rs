@@ -50,7 +50,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `method`
-    pub method: String,
+    pub method: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -58,7 +58,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            method: f.req("method")?,
+            method: f.opt("method")?,
             other_keys: f.rest(),
         })
     }
@@ -66,7 +66,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("method", &self.method)?;
+        o.opt("method", &self.method)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -51,9 +51,9 @@ pub type NfsscanError = crate::error::Untyped<Nfsscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NfsscanResponseItem {
     /// `options`
-    pub options: String,
+    pub options: Option<String>,
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -61,8 +61,8 @@ impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            options: f.req("options")?,
-            path: f.req("path")?,
+            options: f.opt("options")?,
+            path: f.opt("path")?,
             other_keys: f.rest(),
         })
     }
@@ -70,8 +70,8 @@ impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
 impl serde::Serialize for NfsscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("options", &self.options)?;
-        o.req("path", &self.path)?;
+        o.opt("options", &self.options)?;
+        o.opt("path", &self.path)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -74,7 +74,7 @@ pub struct PbsscanResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `store`
-    pub store: String,
+    pub store: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -83,7 +83,7 @@ impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             comment: f.opt("comment")?,
-            store: f.req("store")?,
+            store: f.opt("store")?,
             other_keys: f.rest(),
         })
     }
@@ -92,7 +92,7 @@ impl serde::Serialize for PbsscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
-        o.req("store", &self.store)?;
+        o.opt("store", &self.store)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -45,7 +45,7 @@ pub type ZfsscanError = crate::error::Untyped<Zfsscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZfsscanResponseItem {
     /// `pool`
-    pub pool: String,
+    pub pool: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -53,7 +53,7 @@ impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            pool: f.req("pool")?,
+            pool: f.opt("pool")?,
             other_keys: f.rest(),
         })
     }
@@ -61,7 +61,7 @@ impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
 impl serde::Serialize for ZfsscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("pool", &self.pool)?;
+        o.opt("pool", &self.pool)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -367,17 +367,17 @@ crate::open_enum_traits!(UnitState);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// Wire name `active-state`
-    pub active_state: ActiveState,
+    pub active_state: Option<ActiveState>,
     /// `desc`
-    pub desc: String,
+    pub desc: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `service`
-    pub service: String,
+    pub service: Option<String>,
     /// `state`
-    pub state: State,
+    pub state: Option<State>,
     /// Wire name `unit-state`
-    pub unit_state: UnitState,
+    pub unit_state: Option<UnitState>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -385,12 +385,12 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            active_state: f.req("active-state")?,
-            desc: f.req("desc")?,
-            name: f.req("name")?,
-            service: f.req("service")?,
-            state: f.req("state")?,
-            unit_state: f.req("unit-state")?,
+            active_state: f.opt("active-state")?,
+            desc: f.opt("desc")?,
+            name: f.opt("name")?,
+            service: f.opt("service")?,
+            state: f.opt("state")?,
+            unit_state: f.opt("unit-state")?,
             other_keys: f.rest(),
         })
     }
@@ -398,12 +398,12 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("active-state", &self.active_state)?;
-        o.req("desc", &self.desc)?;
-        o.req("name", &self.name)?;
-        o.req("service", &self.service)?;
-        o.req("state", &self.state)?;
-        o.req("unit-state", &self.unit_state)?;
+        o.opt("active-state", &self.active_state)?;
+        o.opt("desc", &self.desc)?;
+        o.opt("name", &self.name)?;
+        o.opt("service", &self.service)?;
+        o.opt("state", &self.state)?;
+        o.opt("unit-state", &self.unit_state)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -142,9 +142,9 @@ crate::open_enum_traits!(IndexResponseItemFormatsSupportedItem);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemFormats {
     /// `default`
-    pub default: IndexResponseItemFormatsDefault,
+    pub default: Option<IndexResponseItemFormatsDefault>,
     /// `supported`
-    pub supported: Vec<IndexResponseItemFormatsSupportedItem>,
+    pub supported: Option<Vec<IndexResponseItemFormatsSupportedItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -152,8 +152,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            default: f.req("default")?,
-            supported: f.req("supported")?,
+            default: f.opt("default")?,
+            supported: f.opt("supported")?,
             other_keys: f.rest(),
         })
     }
@@ -161,8 +161,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
 impl serde::Serialize for IndexResponseItemFormats {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("default", &self.default)?;
-        o.req("supported", &self.supported)?;
+        o.opt("default", &self.default)?;
+        o.opt("supported", &self.supported)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -175,7 +175,7 @@ pub struct IndexResponseItem {
     /// `avail`
     pub avail: Option<i64>,
     /// Format `pve-storage-content-list`
-    pub content: String,
+    pub content: Option<String>,
     /// `enabled`
     pub enabled: Option<bool>,
     /// `formats`
@@ -185,11 +185,11 @@ pub struct IndexResponseItem {
     /// `shared`
     pub shared: Option<bool>,
     /// Format `pve-storage-id`
-    pub storage: String,
+    pub storage: Option<String>,
     /// `total`
     pub total: Option<i64>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// `used`
     pub used: Option<i64>,
     /// `used_fraction`
@@ -203,14 +203,14 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         Ok(Self {
             active: f.opt("active")?,
             avail: f.opt("avail")?,
-            content: f.req("content")?,
+            content: f.opt("content")?,
             enabled: f.opt("enabled")?,
             formats: f.opt("formats")?,
             select_existing: f.opt("select_existing")?,
             shared: f.opt("shared")?,
-            storage: f.req("storage")?,
+            storage: f.opt("storage")?,
             total: f.opt("total")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             used: f.opt("used")?,
             used_fraction: f.opt("used_fraction")?,
             other_keys: f.rest(),
@@ -222,14 +222,14 @@ impl serde::Serialize for IndexResponseItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("active", &self.active)?;
         o.opt("avail", &self.avail)?;
-        o.req("content", &self.content)?;
+        o.opt("content", &self.content)?;
         o.opt("enabled", &self.enabled)?;
         o.opt("formats", &self.formats)?;
         o.opt("select_existing", &self.select_existing)?;
         o.opt("shared", &self.shared)?;
-        o.req("storage", &self.storage)?;
+        o.opt("storage", &self.storage)?;
         o.opt("total", &self.total)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("used", &self.used)?;
         o.opt("used_fraction", &self.used_fraction)?;
         o.rest(&self.other_keys)?;

@@ -122,23 +122,23 @@ pub struct NodeTasksResponseItem {
     /// `endtime`
     pub endtime: Option<i64>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `node`
-    pub node: String,
+    pub node: Option<String>,
     /// `pid`
-    pub pid: i64,
+    pub pid: Option<i64>,
     /// `pstart`
-    pub pstart: i64,
+    pub pstart: Option<i64>,
     /// `starttime`
-    pub starttime: i64,
+    pub starttime: Option<i64>,
     /// `status`
     pub status: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// `upid`
-    pub upid: String,
+    pub upid: Option<String>,
     /// `user`
-    pub user: String,
+    pub user: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -147,15 +147,15 @@ impl<'de> serde::Deserialize<'de> for NodeTasksResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             endtime: f.opt("endtime")?,
-            id: f.req("id")?,
-            node: f.req("node")?,
-            pid: f.req("pid")?,
-            pstart: f.req("pstart")?,
-            starttime: f.req("starttime")?,
+            id: f.opt("id")?,
+            node: f.opt("node")?,
+            pid: f.opt("pid")?,
+            pstart: f.opt("pstart")?,
+            starttime: f.opt("starttime")?,
             status: f.opt("status")?,
-            type_: f.req("type")?,
-            upid: f.req("upid")?,
-            user: f.req("user")?,
+            type_: f.opt("type")?,
+            upid: f.opt("upid")?,
+            user: f.opt("user")?,
             other_keys: f.rest(),
         })
     }
@@ -164,15 +164,15 @@ impl serde::Serialize for NodeTasksResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("endtime", &self.endtime)?;
-        o.req("id", &self.id)?;
-        o.req("node", &self.node)?;
-        o.req("pid", &self.pid)?;
-        o.req("pstart", &self.pstart)?;
-        o.req("starttime", &self.starttime)?;
+        o.opt("id", &self.id)?;
+        o.opt("node", &self.node)?;
+        o.opt("pid", &self.pid)?;
+        o.opt("pstart", &self.pstart)?;
+        o.opt("starttime", &self.starttime)?;
         o.opt("status", &self.status)?;
-        o.req("type", &self.type_)?;
-        o.req("upid", &self.upid)?;
-        o.req("user", &self.user)?;
+        o.opt("type", &self.type_)?;
+        o.opt("upid", &self.upid)?;
+        o.opt("user", &self.user)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

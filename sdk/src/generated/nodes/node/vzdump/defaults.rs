@@ -44,6 +44,64 @@ impl crate::Operation for Defaults {
 }
 /// Errors of [`Defaults`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type DefaultsError = crate::error::Untyped<Defaults>;
+/// From `GET /nodes/{node}/vzdump/defaults returns "fleecing"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultsResponseFleecing {
+    /// `enabled`
+    pub enabled: Option<bool>,
+    /// Format `pve-storage-id`
+    pub storage: Option<String>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl<'de> serde::Deserialize<'de> for DefaultsResponseFleecing {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            enabled: f.opt("enabled")?,
+            storage: f.opt("storage")?,
+            other_keys: f.rest(),
+        })
+    }
+}
+impl serde::Serialize for DefaultsResponseFleecing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("enabled", &self.enabled)?;
+        o.opt("storage", &self.storage)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
+/// From `GET /nodes/{node}/vzdump/defaults returns "performance"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultsResponsePerformance {
+    /// Wire name `max-workers`; range 1 - 256
+    pub max_workers: Option<i64>,
+    /// Wire name `pbs-entries-max`; minimum 1
+    pub pbs_entries_max: Option<i64>,
+    /// Keys PVE sent that this version of the schema does not list, kept as sent.
+    pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl<'de> serde::Deserialize<'de> for DefaultsResponsePerformance {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            max_workers: f.opt("max-workers")?,
+            pbs_entries_max: f.opt("pbs-entries-max")?,
+            other_keys: f.rest(),
+        })
+    }
+}
+impl serde::Serialize for DefaultsResponsePerformance {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = crate::ser::Out::start(s)?;
+        o.opt("max-workers", &self.max_workers)?;
+        o.opt("pbs-entries-max", &self.pbs_entries_max)?;
+        o.rest(&self.other_keys)?;
+        o.end()
+    }
+}
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DefaultsResponse {
@@ -58,9 +116,9 @@ pub struct DefaultsResponse {
     /// Format `pve-vmid-list`
     pub exclude: Option<String>,
     /// Wire name `exclude-path`
-    pub exclude_path: Option<Vec<String>>,
-    /// Format `backup-fleecing`
-    pub fleecing: Option<String>,
+    pub exclude_path: Option<String>,
+    /// `fleecing`
+    pub fleecing: Option<DefaultsResponseFleecing>,
     /// Range 0 - 8; default `7`
     pub ionice: Option<i64>,
     /// Minimum 0; default `180`
@@ -79,8 +137,8 @@ pub struct DefaultsResponse {
     pub notification_mode: Option<crate::generated::NotificationMode>,
     /// Wire name `pbs-change-detection-mode`
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
-    /// Format `backup-performance`
-    pub performance: Option<String>,
+    /// `performance`
+    pub performance: Option<DefaultsResponsePerformance>,
     /// Default `0`
     pub pigz: Option<i64>,
     /// `pool`

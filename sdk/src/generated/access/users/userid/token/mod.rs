@@ -51,7 +51,7 @@ pub struct TokenIndexResponseItem {
     /// Default `1`
     pub privsep: Option<bool>,
     /// Pattern `(?^:[A-Za-z][A-Za-z0-9\.\-_]+)`
-    pub tokenid: String,
+    pub tokenid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -62,7 +62,7 @@ impl<'de> serde::Deserialize<'de> for TokenIndexResponseItem {
             comment: f.opt("comment")?,
             expire: f.opt("expire")?,
             privsep: f.opt("privsep")?,
-            tokenid: f.req("tokenid")?,
+            tokenid: f.opt("tokenid")?,
             other_keys: f.rest(),
         })
     }
@@ -73,7 +73,7 @@ impl serde::Serialize for TokenIndexResponseItem {
         o.opt("comment", &self.comment)?;
         o.opt("expire", &self.expire)?;
         o.opt("privsep", &self.privsep)?;
-        o.req("tokenid", &self.tokenid)?;
+        o.opt("tokenid", &self.tokenid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

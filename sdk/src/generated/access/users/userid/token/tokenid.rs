@@ -279,11 +279,11 @@ impl serde::Serialize for GenerateTokenResponseInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerateTokenResponse {
     /// Wire name `full-tokenid`
-    pub full_tokenid: String,
+    pub full_tokenid: Option<String>,
     /// `info`
-    pub info: GenerateTokenResponseInfo,
+    pub info: Option<GenerateTokenResponseInfo>,
     /// Secret: Debug and Display print `[redacted]`
-    pub value: crate::Secret,
+    pub value: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -291,9 +291,9 @@ impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            full_tokenid: f.req("full-tokenid")?,
-            info: f.req("info")?,
-            value: f.req("value")?,
+            full_tokenid: f.opt("full-tokenid")?,
+            info: f.opt("info")?,
+            value: f.opt("value")?,
             other_keys: f.rest(),
         })
     }
@@ -301,9 +301,9 @@ impl<'de> serde::Deserialize<'de> for GenerateTokenResponse {
 impl serde::Serialize for GenerateTokenResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("full-tokenid", &self.full_tokenid)?;
-        o.req("info", &self.info)?;
-        o.req("value", &self.value)?;
+        o.opt("full-tokenid", &self.full_tokenid)?;
+        o.opt("info", &self.info)?;
+        o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -48,9 +48,9 @@ pub type MigrateError = crate::error::Untyped<Migrate>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateResponseBlockingResourcesItem {
     /// `cause`
-    pub cause: crate::generated::Cause,
+    pub cause: Option<crate::generated::Cause>,
     /// `sid`
-    pub sid: String,
+    pub sid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -58,8 +58,8 @@ impl<'de> serde::Deserialize<'de> for MigrateResponseBlockingResourcesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cause: f.req("cause")?,
-            sid: f.req("sid")?,
+            cause: f.opt("cause")?,
+            sid: f.opt("sid")?,
             other_keys: f.rest(),
         })
     }
@@ -67,8 +67,8 @@ impl<'de> serde::Deserialize<'de> for MigrateResponseBlockingResourcesItem {
 impl serde::Serialize for MigrateResponseBlockingResourcesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cause", &self.cause)?;
-        o.req("sid", &self.sid)?;
+        o.opt("cause", &self.cause)?;
+        o.opt("sid", &self.sid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -81,9 +81,9 @@ pub struct MigrateResponse {
     /// Wire name `comigrated-resources`
     pub comigrated_resources: Option<Vec<serde_json::Value>>,
     /// Wire name `requested-node`
-    pub requested_node: String,
+    pub requested_node: Option<String>,
     /// `sid`
-    pub sid: String,
+    pub sid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -93,8 +93,8 @@ impl<'de> serde::Deserialize<'de> for MigrateResponse {
         Ok(Self {
             blocking_resources: f.opt("blocking-resources")?,
             comigrated_resources: f.opt("comigrated-resources")?,
-            requested_node: f.req("requested-node")?,
-            sid: f.req("sid")?,
+            requested_node: f.opt("requested-node")?,
+            sid: f.opt("sid")?,
             other_keys: f.rest(),
         })
     }
@@ -104,8 +104,8 @@ impl serde::Serialize for MigrateResponse {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("blocking-resources", &self.blocking_resources)?;
         o.opt("comigrated-resources", &self.comigrated_resources)?;
-        o.req("requested-node", &self.requested_node)?;
-        o.req("sid", &self.sid)?;
+        o.opt("requested-node", &self.requested_node)?;
+        o.opt("sid", &self.sid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -170,7 +170,7 @@ pub struct ReadResponse {
     /// `comment`
     pub comment: Option<String>,
     /// `digest`
-    pub digest: String,
+    pub digest: Option<String>,
     /// Default `1`
     pub failback: Option<bool>,
     /// Format `pve-configid`
@@ -180,11 +180,11 @@ pub struct ReadResponse {
     /// `max_restart`
     pub max_restart: Option<i64>,
     /// Format `pve-ha-resource-or-vm-id`
-    pub sid: String,
+    pub sid: Option<String>,
     /// `state`
     pub state: Option<crate::generated::cluster::ha::resources::State>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -194,14 +194,14 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
         Ok(Self {
             auto_rebalance: f.opt("auto-rebalance")?,
             comment: f.opt("comment")?,
-            digest: f.req("digest")?,
+            digest: f.opt("digest")?,
             failback: f.opt("failback")?,
             group: f.opt("group")?,
             max_relocate: f.opt("max_relocate")?,
             max_restart: f.opt("max_restart")?,
-            sid: f.req("sid")?,
+            sid: f.opt("sid")?,
             state: f.opt("state")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -211,14 +211,14 @@ impl serde::Serialize for ReadResponse {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("auto-rebalance", &self.auto_rebalance)?;
         o.opt("comment", &self.comment)?;
-        o.req("digest", &self.digest)?;
+        o.opt("digest", &self.digest)?;
         o.opt("failback", &self.failback)?;
         o.opt("group", &self.group)?;
         o.opt("max_relocate", &self.max_relocate)?;
         o.opt("max_restart", &self.max_restart)?;
-        o.req("sid", &self.sid)?;
+        o.opt("sid", &self.sid)?;
         o.opt("state", &self.state)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -91,11 +91,11 @@ pub struct GetGotifyEndpointsResponseItem {
     /// Default `0`
     pub disable: Option<bool>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `origin`
-    pub origin: crate::generated::cluster::notifications::Origin,
+    pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// `server`
-    pub server: String,
+    pub server: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -105,9 +105,9 @@ impl<'de> serde::Deserialize<'de> for GetGotifyEndpointsResponseItem {
         Ok(Self {
             comment: f.opt("comment")?,
             disable: f.opt("disable")?,
-            name: f.req("name")?,
-            origin: f.req("origin")?,
-            server: f.req("server")?,
+            name: f.opt("name")?,
+            origin: f.opt("origin")?,
+            server: f.opt("server")?,
             other_keys: f.rest(),
         })
     }
@@ -117,9 +117,9 @@ impl serde::Serialize for GetGotifyEndpointsResponseItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
         o.opt("disable", &self.disable)?;
-        o.req("name", &self.name)?;
-        o.req("origin", &self.origin)?;
-        o.req("server", &self.server)?;
+        o.opt("name", &self.name)?;
+        o.opt("origin", &self.origin)?;
+        o.opt("server", &self.server)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -154,9 +154,9 @@ pub struct GetGotifyEndpointResponse {
     /// Default `0`
     pub disable: Option<bool>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `server`
-    pub server: String,
+    pub server: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -167,8 +167,8 @@ impl<'de> serde::Deserialize<'de> for GetGotifyEndpointResponse {
             comment: f.opt("comment")?,
             digest: f.opt("digest")?,
             disable: f.opt("disable")?,
-            name: f.req("name")?,
-            server: f.req("server")?,
+            name: f.opt("name")?,
+            server: f.opt("server")?,
             other_keys: f.rest(),
         })
     }
@@ -179,8 +179,8 @@ impl serde::Serialize for GetGotifyEndpointResponse {
         o.opt("comment", &self.comment)?;
         o.opt("digest", &self.digest)?;
         o.opt("disable", &self.disable)?;
-        o.req("name", &self.name)?;
-        o.req("server", &self.server)?;
+        o.opt("name", &self.name)?;
+        o.opt("server", &self.server)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -103,9 +103,9 @@ pub struct GetSendmailEndpointsResponseItem {
     /// Wire name `mailto-user`
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `origin`
-    pub origin: crate::generated::cluster::notifications::Origin,
+    pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -119,8 +119,8 @@ impl<'de> serde::Deserialize<'de> for GetSendmailEndpointsResponseItem {
             from_address: f.opt("from-address")?,
             mailto: f.opt("mailto")?,
             mailto_user: f.opt("mailto-user")?,
-            name: f.req("name")?,
-            origin: f.req("origin")?,
+            name: f.opt("name")?,
+            origin: f.opt("origin")?,
             other_keys: f.rest(),
         })
     }
@@ -134,8 +134,8 @@ impl serde::Serialize for GetSendmailEndpointsResponseItem {
         o.opt("from-address", &self.from_address)?;
         o.opt("mailto", &self.mailto)?;
         o.opt("mailto-user", &self.mailto_user)?;
-        o.req("name", &self.name)?;
-        o.req("origin", &self.origin)?;
+        o.opt("name", &self.name)?;
+        o.opt("origin", &self.origin)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

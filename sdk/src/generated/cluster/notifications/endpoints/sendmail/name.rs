@@ -170,7 +170,7 @@ pub struct GetSendmailEndpointResponse {
     /// Wire name `mailto-user`
     pub mailto_user: Option<Vec<String>>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -185,7 +185,7 @@ impl<'de> serde::Deserialize<'de> for GetSendmailEndpointResponse {
             from_address: f.opt("from-address")?,
             mailto: f.opt("mailto")?,
             mailto_user: f.opt("mailto-user")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -200,7 +200,7 @@ impl serde::Serialize for GetSendmailEndpointResponse {
         o.opt("from-address", &self.from_address)?;
         o.opt("mailto", &self.mailto)?;
         o.opt("mailto-user", &self.mailto_user)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -154,7 +154,7 @@ pub struct GetSmtpEndpointsResponseItem {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    pub from_address: String,
+    pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
@@ -162,13 +162,13 @@ pub struct GetSmtpEndpointsResponseItem {
     /// Default `tls`
     pub mode: Option<Mode>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `origin`
-    pub origin: crate::generated::cluster::notifications::Origin,
+    pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// `port`
     pub port: Option<i64>,
     /// `server`
-    pub server: String,
+    pub server: Option<String>,
     /// `username`
     pub username: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -181,14 +181,14 @@ impl<'de> serde::Deserialize<'de> for GetSmtpEndpointsResponseItem {
             author: f.opt("author")?,
             comment: f.opt("comment")?,
             disable: f.opt("disable")?,
-            from_address: f.req("from-address")?,
+            from_address: f.opt("from-address")?,
             mailto: f.opt("mailto")?,
             mailto_user: f.opt("mailto-user")?,
             mode: f.opt("mode")?,
-            name: f.req("name")?,
-            origin: f.req("origin")?,
+            name: f.opt("name")?,
+            origin: f.opt("origin")?,
             port: f.opt("port")?,
-            server: f.req("server")?,
+            server: f.opt("server")?,
             username: f.opt("username")?,
             other_keys: f.rest(),
         })
@@ -200,14 +200,14 @@ impl serde::Serialize for GetSmtpEndpointsResponseItem {
         o.opt("author", &self.author)?;
         o.opt("comment", &self.comment)?;
         o.opt("disable", &self.disable)?;
-        o.req("from-address", &self.from_address)?;
+        o.opt("from-address", &self.from_address)?;
         o.opt("mailto", &self.mailto)?;
         o.opt("mailto-user", &self.mailto_user)?;
         o.opt("mode", &self.mode)?;
-        o.req("name", &self.name)?;
-        o.req("origin", &self.origin)?;
+        o.opt("name", &self.name)?;
+        o.opt("origin", &self.origin)?;
         o.opt("port", &self.port)?;
-        o.req("server", &self.server)?;
+        o.opt("server", &self.server)?;
         o.opt("username", &self.username)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -184,7 +184,7 @@ pub struct GetSmtpEndpointResponse {
     /// Default `0`
     pub disable: Option<bool>,
     /// Wire name `from-address`
-    pub from_address: String,
+    pub from_address: Option<String>,
     /// `mailto`
     pub mailto: Option<Vec<String>>,
     /// Wire name `mailto-user`
@@ -192,11 +192,11 @@ pub struct GetSmtpEndpointResponse {
     /// Default `tls`
     pub mode: Option<crate::generated::cluster::notifications::endpoints::smtp::Mode>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `port`
     pub port: Option<i64>,
     /// `server`
-    pub server: String,
+    pub server: Option<String>,
     /// `username`
     pub username: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -210,13 +210,13 @@ impl<'de> serde::Deserialize<'de> for GetSmtpEndpointResponse {
             comment: f.opt("comment")?,
             digest: f.opt("digest")?,
             disable: f.opt("disable")?,
-            from_address: f.req("from-address")?,
+            from_address: f.opt("from-address")?,
             mailto: f.opt("mailto")?,
             mailto_user: f.opt("mailto-user")?,
             mode: f.opt("mode")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             port: f.opt("port")?,
-            server: f.req("server")?,
+            server: f.opt("server")?,
             username: f.opt("username")?,
             other_keys: f.rest(),
         })
@@ -229,13 +229,13 @@ impl serde::Serialize for GetSmtpEndpointResponse {
         o.opt("comment", &self.comment)?;
         o.opt("digest", &self.digest)?;
         o.opt("disable", &self.disable)?;
-        o.req("from-address", &self.from_address)?;
+        o.opt("from-address", &self.from_address)?;
         o.opt("mailto", &self.mailto)?;
         o.opt("mailto-user", &self.mailto_user)?;
         o.opt("mode", &self.mode)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("port", &self.port)?;
-        o.req("server", &self.server)?;
+        o.opt("server", &self.server)?;
         o.opt("username", &self.username)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -137,15 +137,15 @@ pub struct GetWebhookEndpointsResponseItem {
     /// `header`
     pub header: Option<Vec<String>>,
     /// `method`
-    pub method: Method,
+    pub method: Option<Method>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `origin`
-    pub origin: crate::generated::cluster::notifications::Origin,
+    pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
-    pub url: String,
+    pub url: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -157,11 +157,11 @@ impl<'de> serde::Deserialize<'de> for GetWebhookEndpointsResponseItem {
             comment: f.opt("comment")?,
             disable: f.opt("disable")?,
             header: f.opt("header")?,
-            method: f.req("method")?,
-            name: f.req("name")?,
-            origin: f.req("origin")?,
+            method: f.opt("method")?,
+            name: f.opt("name")?,
+            origin: f.opt("origin")?,
             secret: f.opt("secret")?,
-            url: f.req("url")?,
+            url: f.opt("url")?,
             other_keys: f.rest(),
         })
     }
@@ -173,11 +173,11 @@ impl serde::Serialize for GetWebhookEndpointsResponseItem {
         o.opt("comment", &self.comment)?;
         o.opt("disable", &self.disable)?;
         o.opt("header", &self.header)?;
-        o.req("method", &self.method)?;
-        o.req("name", &self.name)?;
-        o.req("origin", &self.origin)?;
+        o.opt("method", &self.method)?;
+        o.opt("name", &self.name)?;
+        o.opt("origin", &self.origin)?;
         o.opt("secret", &self.secret)?;
-        o.req("url", &self.url)?;
+        o.opt("url", &self.url)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

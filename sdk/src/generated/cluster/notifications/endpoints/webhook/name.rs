@@ -171,13 +171,13 @@ pub struct GetWebhookEndpointResponse {
     /// `header`
     pub header: Option<Vec<String>>,
     /// `method`
-    pub method: crate::generated::cluster::notifications::endpoints::webhook::Method,
+    pub method: Option<crate::generated::cluster::notifications::endpoints::webhook::Method>,
     /// Format `pve-configid`
-    pub name: String,
+    pub name: Option<String>,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
     /// `url`
-    pub url: String,
+    pub url: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -190,10 +190,10 @@ impl<'de> serde::Deserialize<'de> for GetWebhookEndpointResponse {
             digest: f.opt("digest")?,
             disable: f.opt("disable")?,
             header: f.opt("header")?,
-            method: f.req("method")?,
-            name: f.req("name")?,
+            method: f.opt("method")?,
+            name: f.opt("name")?,
             secret: f.opt("secret")?,
-            url: f.req("url")?,
+            url: f.opt("url")?,
             other_keys: f.rest(),
         })
     }
@@ -206,10 +206,10 @@ impl serde::Serialize for GetWebhookEndpointResponse {
         o.opt("digest", &self.digest)?;
         o.opt("disable", &self.disable)?;
         o.opt("header", &self.header)?;
-        o.req("method", &self.method)?;
-        o.req("name", &self.name)?;
+        o.opt("method", &self.method)?;
+        o.opt("name", &self.name)?;
         o.opt("secret", &self.secret)?;
-        o.req("url", &self.url)?;
+        o.opt("url", &self.url)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -283,7 +283,7 @@ pub struct GetFabricResponse {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
-    pub id: String,
+    pub id: Option<String>,
     /// Format `CIDR`
     pub ip6_prefix: Option<String>,
     /// Format `CIDR`
@@ -291,7 +291,7 @@ pub struct GetFabricResponse {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    pub protocol: GetFabricResponseProtocol,
+    pub protocol: Option<GetFabricResponseProtocol>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -300,11 +300,11 @@ impl<'de> serde::Deserialize<'de> for GetFabricResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             digest: f.opt("digest")?,
-            id: f.req("id")?,
+            id: f.opt("id")?,
             ip6_prefix: f.opt("ip6_prefix")?,
             ip_prefix: f.opt("ip_prefix")?,
             lock_token: f.opt("lock-token")?,
-            protocol: f.tagged()?,
+            protocol: f.tagged_opt()?,
             other_keys: f.rest(),
         })
     }
@@ -313,11 +313,11 @@ impl serde::Serialize for GetFabricResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("digest", &self.digest)?;
-        o.req("id", &self.id)?;
+        o.opt("id", &self.id)?;
         o.opt("ip6_prefix", &self.ip6_prefix)?;
         o.opt("ip_prefix", &self.ip_prefix)?;
         o.opt("lock-token", &self.lock_token)?;
-        o.tagged(&self.protocol)?;
+        o.tagged_opt(&self.protocol)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -196,7 +196,7 @@ pub struct ListNodesResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
-    pub fabric_id: String,
+    pub fabric_id: Option<String>,
     /// Format `ipv4`
     pub ip: Option<String>,
     /// Format `ipv6`
@@ -204,9 +204,9 @@ pub struct ListNodesResponseItem {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
     /// Format `pve-node`
-    pub node_id: String,
+    pub node_id: Option<String>,
     /// Union tag: each variant carries its own fields
-    pub protocol: ListNodesResponseItemProtocol,
+    pub protocol: Option<ListNodesResponseItemProtocol>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -215,12 +215,12 @@ impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             digest: f.opt("digest")?,
-            fabric_id: f.req("fabric_id")?,
+            fabric_id: f.opt("fabric_id")?,
             ip: f.opt("ip")?,
             ip6: f.opt("ip6")?,
             lock_token: f.opt("lock-token")?,
-            node_id: f.req("node_id")?,
-            protocol: f.tagged()?,
+            node_id: f.opt("node_id")?,
+            protocol: f.tagged_opt()?,
             other_keys: f.rest(),
         })
     }
@@ -229,12 +229,12 @@ impl serde::Serialize for ListNodesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("digest", &self.digest)?;
-        o.req("fabric_id", &self.fabric_id)?;
+        o.opt("fabric_id", &self.fabric_id)?;
         o.opt("ip", &self.ip)?;
         o.opt("ip6", &self.ip6)?;
         o.opt("lock-token", &self.lock_token)?;
-        o.req("node_id", &self.node_id)?;
-        o.tagged(&self.protocol)?;
+        o.opt("node_id", &self.node_id)?;
+        o.tagged_opt(&self.protocol)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

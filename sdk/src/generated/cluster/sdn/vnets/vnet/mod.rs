@@ -211,11 +211,11 @@ pub struct ReadResponse {
     /// Range 1 - 16777215
     pub tag: Option<i64>,
     /// Wire name `type`
-    pub type_: crate::generated::cluster::sdn::vnets::Type,
+    pub type_: Option<crate::generated::cluster::sdn::vnets::Type>,
     /// `vlanaware`
     pub vlanaware: Option<bool>,
     /// `vnet`
-    pub vnet: String,
+    pub vnet: Option<String>,
     /// `zone`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -231,9 +231,9 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
             pending: f.opt("pending")?,
             state: f.opt("state")?,
             tag: f.opt("tag")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             vlanaware: f.opt("vlanaware")?,
-            vnet: f.req("vnet")?,
+            vnet: f.opt("vnet")?,
             zone: f.opt("zone")?,
             other_keys: f.rest(),
         })
@@ -248,9 +248,9 @@ impl serde::Serialize for ReadResponse {
         o.opt("pending", &self.pending)?;
         o.opt("state", &self.state)?;
         o.opt("tag", &self.tag)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("vlanaware", &self.vlanaware)?;
-        o.req("vnet", &self.vnet)?;
+        o.opt("vnet", &self.vnet)?;
         o.opt("zone", &self.zone)?;
         o.rest(&self.other_keys)?;
         o.end()

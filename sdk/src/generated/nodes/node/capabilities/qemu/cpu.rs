@@ -51,11 +51,11 @@ pub struct IndexResponseItem {
     /// Wire name `abstract`
     pub abstract_: Option<bool>,
     /// `custom`
-    pub custom: bool,
+    pub custom: Option<bool>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `vendor`
-    pub vendor: String,
+    pub vendor: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -64,9 +64,9 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             abstract_: f.opt("abstract")?,
-            custom: f.req("custom")?,
-            name: f.req("name")?,
-            vendor: f.req("vendor")?,
+            custom: f.opt("custom")?,
+            name: f.opt("name")?,
+            vendor: f.opt("vendor")?,
             other_keys: f.rest(),
         })
     }
@@ -75,9 +75,9 @@ impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("abstract", &self.abstract_)?;
-        o.req("custom", &self.custom)?;
-        o.req("name", &self.name)?;
-        o.req("vendor", &self.vendor)?;
+        o.opt("custom", &self.custom)?;
+        o.opt("name", &self.name)?;
+        o.opt("vendor", &self.vendor)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -81,11 +81,11 @@ pub struct TypesResponseItem {
     /// `changes`
     pub changes: Option<String>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Wire name `type`
-    pub type_: TypesResponseItemType,
+    pub type_: Option<TypesResponseItemType>,
     /// `version`
-    pub version: String,
+    pub version: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -94,9 +94,9 @@ impl<'de> serde::Deserialize<'de> for TypesResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             changes: f.opt("changes")?,
-            id: f.req("id")?,
-            type_: f.req("type")?,
-            version: f.req("version")?,
+            id: f.opt("id")?,
+            type_: f.opt("type")?,
+            version: f.opt("version")?,
             other_keys: f.rest(),
         })
     }
@@ -105,9 +105,9 @@ impl serde::Serialize for TypesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("changes", &self.changes)?;
-        o.req("id", &self.id)?;
-        o.req("type", &self.type_)?;
-        o.req("version", &self.version)?;
+        o.opt("id", &self.id)?;
+        o.opt("type", &self.type_)?;
+        o.opt("version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

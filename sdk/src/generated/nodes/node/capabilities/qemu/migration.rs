@@ -42,7 +42,7 @@ pub type CapabilitiesError = crate::error::Untyped<Capabilities>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapabilitiesResponse {
     /// Wire name `has-dbus-vmstate`
-    pub has_dbus_vmstate: bool,
+    pub has_dbus_vmstate: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -50,7 +50,7 @@ impl<'de> serde::Deserialize<'de> for CapabilitiesResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            has_dbus_vmstate: f.req("has-dbus-vmstate")?,
+            has_dbus_vmstate: f.opt("has-dbus-vmstate")?,
             other_keys: f.rest(),
         })
     }
@@ -58,7 +58,7 @@ impl<'de> serde::Deserialize<'de> for CapabilitiesResponse {
 impl serde::Serialize for CapabilitiesResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("has-dbus-vmstate", &self.has_dbus_vmstate)?;
+        o.opt("has-dbus-vmstate", &self.has_dbus_vmstate)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -77,17 +77,17 @@ crate::open_enum_traits!(DbResponseItemLevel);
 #[derive(Debug, Clone, PartialEq)]
 pub struct DbResponseItem {
     /// `can_update_at_runtime`
-    pub can_update_at_runtime: bool,
+    pub can_update_at_runtime: Option<bool>,
     /// `level`
-    pub level: DbResponseItemLevel,
+    pub level: Option<DbResponseItemLevel>,
     /// `mask`
-    pub mask: String,
+    pub mask: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `section`
-    pub section: String,
+    pub section: Option<String>,
     /// `value`
-    pub value: String,
+    pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -95,12 +95,12 @@ impl<'de> serde::Deserialize<'de> for DbResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            can_update_at_runtime: f.req("can_update_at_runtime")?,
-            level: f.req("level")?,
-            mask: f.req("mask")?,
-            name: f.req("name")?,
-            section: f.req("section")?,
-            value: f.req("value")?,
+            can_update_at_runtime: f.opt("can_update_at_runtime")?,
+            level: f.opt("level")?,
+            mask: f.opt("mask")?,
+            name: f.opt("name")?,
+            section: f.opt("section")?,
+            value: f.opt("value")?,
             other_keys: f.rest(),
         })
     }
@@ -108,12 +108,12 @@ impl<'de> serde::Deserialize<'de> for DbResponseItem {
 impl serde::Serialize for DbResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("can_update_at_runtime", &self.can_update_at_runtime)?;
-        o.req("level", &self.level)?;
-        o.req("mask", &self.mask)?;
-        o.req("name", &self.name)?;
-        o.req("section", &self.section)?;
-        o.req("value", &self.value)?;
+        o.opt("can_update_at_runtime", &self.can_update_at_runtime)?;
+        o.opt("level", &self.level)?;
+        o.opt("mask", &self.mask)?;
+        o.opt("name", &self.name)?;
+        o.opt("section", &self.section)?;
+        o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

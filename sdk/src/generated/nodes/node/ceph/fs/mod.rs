@@ -46,17 +46,17 @@ pub type IndexError = crate::error::Untyped<Index>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `data_pool`
-    pub data_pool: String,
+    pub data_pool: Option<String>,
     /// `data_pool_ids`
     pub data_pool_ids: Option<Vec<i64>>,
     /// `data_pools`
     pub data_pools: Option<Vec<String>>,
     /// `metadata_pool`
-    pub metadata_pool: String,
+    pub metadata_pool: Option<String>,
     /// `metadata_pool_id`
     pub metadata_pool_id: Option<i64>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -64,12 +64,12 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            data_pool: f.req("data_pool")?,
+            data_pool: f.opt("data_pool")?,
             data_pool_ids: f.opt("data_pool_ids")?,
             data_pools: f.opt("data_pools")?,
-            metadata_pool: f.req("metadata_pool")?,
+            metadata_pool: f.opt("metadata_pool")?,
             metadata_pool_id: f.opt("metadata_pool_id")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -77,12 +77,12 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("data_pool", &self.data_pool)?;
+        o.opt("data_pool", &self.data_pool)?;
         o.opt("data_pool_ids", &self.data_pool_ids)?;
         o.opt("data_pools", &self.data_pools)?;
-        o.req("metadata_pool", &self.metadata_pool)?;
+        o.opt("metadata_pool", &self.metadata_pool)?;
         o.opt("metadata_pool_id", &self.metadata_pool_id)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

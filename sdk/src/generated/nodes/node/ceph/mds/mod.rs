@@ -58,7 +58,7 @@ pub struct IndexResponseItem {
     /// `host`
     pub host: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `rank`
     pub rank: Option<i64>,
     /// `service`
@@ -66,7 +66,7 @@ pub struct IndexResponseItem {
     /// `standby_replay`
     pub standby_replay: Option<bool>,
     /// `state`
-    pub state: String,
+    pub state: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -80,11 +80,11 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             direxists: f.opt("direxists")?,
             fs_name: f.opt("fs_name")?,
             host: f.opt("host")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             rank: f.opt("rank")?,
             service: f.opt("service")?,
             standby_replay: f.opt("standby_replay")?,
-            state: f.req("state")?,
+            state: f.opt("state")?,
             other_keys: f.rest(),
         })
     }
@@ -98,11 +98,11 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("direxists", &self.direxists)?;
         o.opt("fs_name", &self.fs_name)?;
         o.opt("host", &self.host)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("rank", &self.rank)?;
         o.opt("service", &self.service)?;
         o.opt("standby_replay", &self.standby_replay)?;
-        o.req("state", &self.state)?;
+        o.opt("state", &self.state)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -56,11 +56,11 @@ pub struct IndexResponseItem {
     /// `host`
     pub host: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `service`
     pub service: Option<bool>,
     /// `state`
-    pub state: String,
+    pub state: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -73,9 +73,9 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             ceph_version_short: f.opt("ceph_version_short")?,
             direxists: f.opt("direxists")?,
             host: f.opt("host")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             service: f.opt("service")?,
-            state: f.req("state")?,
+            state: f.opt("state")?,
             other_keys: f.rest(),
         })
     }
@@ -88,9 +88,9 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("ceph_version_short", &self.ceph_version_short)?;
         o.opt("direxists", &self.direxists)?;
         o.opt("host", &self.host)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("service", &self.service)?;
-        o.req("state", &self.state)?;
+        o.opt("state", &self.state)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -55,7 +55,7 @@ pub struct ListmonResponseItem {
     /// `host`
     pub host: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `quorum`
     pub quorum: Option<bool>,
     /// `rank`
@@ -76,7 +76,7 @@ impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
             ceph_version_short: f.opt("ceph_version_short")?,
             direxists: f.opt("direxists")?,
             host: f.opt("host")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             quorum: f.opt("quorum")?,
             rank: f.opt("rank")?,
             service: f.opt("service")?,
@@ -93,7 +93,7 @@ impl serde::Serialize for ListmonResponseItem {
         o.opt("ceph_version_short", &self.ceph_version_short)?;
         o.opt("direxists", &self.direxists)?;
         o.opt("host", &self.host)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("quorum", &self.quorum)?;
         o.opt("rank", &self.rank)?;
         o.opt("service", &self.service)?;

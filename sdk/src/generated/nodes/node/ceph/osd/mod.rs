@@ -124,7 +124,7 @@ pub struct IndexResponse {
     /// `flags`
     pub flags: Option<String>,
     /// `root`
-    pub root: serde_json::Map<String, serde_json::Value>,
+    pub root: Option<serde_json::Map<String, serde_json::Value>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -133,7 +133,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             flags: f.opt("flags")?,
-            root: f.req("root")?,
+            root: f.opt("root")?,
             other_keys: f.rest(),
         })
     }
@@ -142,7 +142,7 @@ impl serde::Serialize for IndexResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("flags", &self.flags)?;
-        o.req("root", &self.root)?;
+        o.opt("root", &self.root)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

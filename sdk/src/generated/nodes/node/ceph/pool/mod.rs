@@ -287,33 +287,33 @@ pub struct LspoolsResponseItem {
     /// `bytes_used`
     pub bytes_used: Option<i64>,
     /// `crush_rule`
-    pub crush_rule: i64,
+    pub crush_rule: Option<i64>,
     /// `crush_rule_name`
     pub crush_rule_name: Option<String>,
     /// `min_size`
-    pub min_size: i64,
+    pub min_size: Option<i64>,
     /// `percent_used`
     pub percent_used: Option<f64>,
     /// `pg_autoscale_mode`
     pub pg_autoscale_mode: Option<String>,
     /// `pg_num`
-    pub pg_num: i64,
+    pub pg_num: Option<i64>,
     /// `pg_num_final`
     pub pg_num_final: Option<i64>,
     /// `pg_num_min`
     pub pg_num_min: Option<i64>,
     /// `pool`
-    pub pool: i64,
+    pub pool: Option<i64>,
     /// `pool_name`
-    pub pool_name: String,
+    pub pool_name: Option<String>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// `target_size`
     pub target_size: Option<i64>,
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
     /// Wire name `type`
-    pub type_: LspoolsResponseItemType,
+    pub type_: Option<LspoolsResponseItemType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -324,20 +324,20 @@ impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
             application_metadata: f.opt("application_metadata")?,
             autoscale_status: f.opt("autoscale_status")?,
             bytes_used: f.opt("bytes_used")?,
-            crush_rule: f.req("crush_rule")?,
+            crush_rule: f.opt("crush_rule")?,
             crush_rule_name: f.opt("crush_rule_name")?,
-            min_size: f.req("min_size")?,
+            min_size: f.opt("min_size")?,
             percent_used: f.opt("percent_used")?,
             pg_autoscale_mode: f.opt("pg_autoscale_mode")?,
-            pg_num: f.req("pg_num")?,
+            pg_num: f.opt("pg_num")?,
             pg_num_final: f.opt("pg_num_final")?,
             pg_num_min: f.opt("pg_num_min")?,
-            pool: f.req("pool")?,
-            pool_name: f.req("pool_name")?,
-            size: f.req("size")?,
+            pool: f.opt("pool")?,
+            pool_name: f.opt("pool_name")?,
+            size: f.opt("size")?,
             target_size: f.opt("target_size")?,
             target_size_ratio: f.opt("target_size_ratio")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -348,20 +348,20 @@ impl serde::Serialize for LspoolsResponseItem {
         o.opt("application_metadata", &self.application_metadata)?;
         o.opt("autoscale_status", &self.autoscale_status)?;
         o.opt("bytes_used", &self.bytes_used)?;
-        o.req("crush_rule", &self.crush_rule)?;
+        o.opt("crush_rule", &self.crush_rule)?;
         o.opt("crush_rule_name", &self.crush_rule_name)?;
-        o.req("min_size", &self.min_size)?;
+        o.opt("min_size", &self.min_size)?;
         o.opt("percent_used", &self.percent_used)?;
         o.opt("pg_autoscale_mode", &self.pg_autoscale_mode)?;
-        o.req("pg_num", &self.pg_num)?;
+        o.opt("pg_num", &self.pg_num)?;
         o.opt("pg_num_final", &self.pg_num_final)?;
         o.opt("pg_num_min", &self.pg_num_min)?;
-        o.req("pool", &self.pool)?;
-        o.req("pool_name", &self.pool_name)?;
-        o.req("size", &self.size)?;
+        o.opt("pool", &self.pool)?;
+        o.opt("pool_name", &self.pool_name)?;
+        o.opt("size", &self.size)?;
         o.opt("target_size", &self.target_size)?;
         o.opt("target_size_ratio", &self.target_size_ratio)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -111,15 +111,15 @@ pub type CreateError = crate::error::Untyped<Create>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `device`
-    pub device: String,
+    pub device: Option<String>,
     /// `options`
-    pub options: String,
+    pub options: Option<String>,
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// `unitfile`
-    pub unitfile: String,
+    pub unitfile: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -127,11 +127,11 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            device: f.req("device")?,
-            options: f.req("options")?,
-            path: f.req("path")?,
-            type_: f.req("type")?,
-            unitfile: f.req("unitfile")?,
+            device: f.opt("device")?,
+            options: f.opt("options")?,
+            path: f.opt("path")?,
+            type_: f.opt("type")?,
+            unitfile: f.opt("unitfile")?,
             other_keys: f.rest(),
         })
     }
@@ -139,11 +139,11 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("device", &self.device)?;
-        o.req("options", &self.options)?;
-        o.req("path", &self.path)?;
-        o.req("type", &self.type_)?;
-        o.req("unitfile", &self.unitfile)?;
+        o.opt("device", &self.device)?;
+        o.opt("options", &self.options)?;
+        o.opt("path", &self.path)?;
+        o.opt("type", &self.type_)?;
+        o.opt("unitfile", &self.unitfile)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

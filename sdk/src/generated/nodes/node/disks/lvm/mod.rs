@@ -105,13 +105,13 @@ pub type CreateError = crate::error::Untyped<Create>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseChildrenItemChildrenItem {
     /// `free`
-    pub free: i64,
+    pub free: Option<i64>,
     /// `leaf`
-    pub leaf: bool,
+    pub leaf: Option<bool>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -119,10 +119,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            free: f.req("free")?,
-            leaf: f.req("leaf")?,
-            name: f.req("name")?,
-            size: f.req("size")?,
+            free: f.opt("free")?,
+            leaf: f.opt("leaf")?,
+            name: f.opt("name")?,
+            size: f.opt("size")?,
             other_keys: f.rest(),
         })
     }
@@ -130,10 +130,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
 impl serde::Serialize for IndexResponseChildrenItemChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("free", &self.free)?;
-        o.req("leaf", &self.leaf)?;
-        o.req("name", &self.name)?;
-        o.req("size", &self.size)?;
+        o.opt("free", &self.free)?;
+        o.opt("leaf", &self.leaf)?;
+        o.opt("name", &self.name)?;
+        o.opt("size", &self.size)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -144,13 +144,13 @@ pub struct IndexResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<IndexResponseChildrenItemChildrenItem>>,
     /// `free`
-    pub free: i64,
+    pub free: Option<i64>,
     /// `leaf`
-    pub leaf: bool,
+    pub leaf: Option<bool>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -159,10 +159,10 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             children: f.opt("children")?,
-            free: f.req("free")?,
-            leaf: f.req("leaf")?,
-            name: f.req("name")?,
-            size: f.req("size")?,
+            free: f.opt("free")?,
+            leaf: f.opt("leaf")?,
+            name: f.opt("name")?,
+            size: f.opt("size")?,
             other_keys: f.rest(),
         })
     }
@@ -171,10 +171,10 @@ impl serde::Serialize for IndexResponseChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("children", &self.children)?;
-        o.req("free", &self.free)?;
-        o.req("leaf", &self.leaf)?;
-        o.req("name", &self.name)?;
-        o.req("size", &self.size)?;
+        o.opt("free", &self.free)?;
+        o.opt("leaf", &self.leaf)?;
+        o.opt("name", &self.name)?;
+        o.opt("size", &self.size)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -183,9 +183,9 @@ impl serde::Serialize for IndexResponseChildrenItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponse {
     /// `children`
-    pub children: Vec<IndexResponseChildrenItem>,
+    pub children: Option<Vec<IndexResponseChildrenItem>>,
     /// `leaf`
-    pub leaf: bool,
+    pub leaf: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -193,8 +193,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            children: f.req("children")?,
-            leaf: f.req("leaf")?,
+            children: f.opt("children")?,
+            leaf: f.opt("leaf")?,
             other_keys: f.rest(),
         })
     }
@@ -202,8 +202,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
 impl serde::Serialize for IndexResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("children", &self.children)?;
-        o.req("leaf", &self.leaf)?;
+        o.opt("children", &self.children)?;
+        o.opt("leaf", &self.leaf)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

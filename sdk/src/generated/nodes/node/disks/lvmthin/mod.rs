@@ -107,17 +107,17 @@ pub type CreateError = crate::error::Untyped<Create>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `lv`
-    pub lv: String,
+    pub lv: Option<String>,
     /// `lv_size`
-    pub lv_size: i64,
+    pub lv_size: Option<i64>,
     /// `metadata_size`
-    pub metadata_size: i64,
+    pub metadata_size: Option<i64>,
     /// `metadata_used`
-    pub metadata_used: i64,
+    pub metadata_used: Option<i64>,
     /// `used`
-    pub used: i64,
+    pub used: Option<i64>,
     /// `vg`
-    pub vg: String,
+    pub vg: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -125,12 +125,12 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            lv: f.req("lv")?,
-            lv_size: f.req("lv_size")?,
-            metadata_size: f.req("metadata_size")?,
-            metadata_used: f.req("metadata_used")?,
-            used: f.req("used")?,
-            vg: f.req("vg")?,
+            lv: f.opt("lv")?,
+            lv_size: f.opt("lv_size")?,
+            metadata_size: f.opt("metadata_size")?,
+            metadata_used: f.opt("metadata_used")?,
+            used: f.opt("used")?,
+            vg: f.opt("vg")?,
             other_keys: f.rest(),
         })
     }
@@ -138,12 +138,12 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("lv", &self.lv)?;
-        o.req("lv_size", &self.lv_size)?;
-        o.req("metadata_size", &self.metadata_size)?;
-        o.req("metadata_used", &self.metadata_used)?;
-        o.req("used", &self.used)?;
-        o.req("vg", &self.vg)?;
+        o.opt("lv", &self.lv)?;
+        o.opt("lv_size", &self.lv_size)?;
+        o.opt("metadata_size", &self.metadata_size)?;
+        o.opt("metadata_used", &self.metadata_used)?;
+        o.opt("used", &self.used)?;
+        o.opt("vg", &self.vg)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -156,19 +156,19 @@ crate::property_string!(DraidConfig);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `alloc`
-    pub alloc: i64,
+    pub alloc: Option<i64>,
     /// `dedup`
-    pub dedup: f64,
+    pub dedup: Option<f64>,
     /// `frag`
-    pub frag: i64,
+    pub frag: Option<i64>,
     /// `free`
-    pub free: i64,
+    pub free: Option<i64>,
     /// `health`
-    pub health: String,
+    pub health: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -176,13 +176,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            alloc: f.req("alloc")?,
-            dedup: f.req("dedup")?,
-            frag: f.req("frag")?,
-            free: f.req("free")?,
-            health: f.req("health")?,
-            name: f.req("name")?,
-            size: f.req("size")?,
+            alloc: f.opt("alloc")?,
+            dedup: f.opt("dedup")?,
+            frag: f.opt("frag")?,
+            free: f.opt("free")?,
+            health: f.opt("health")?,
+            name: f.opt("name")?,
+            size: f.opt("size")?,
             other_keys: f.rest(),
         })
     }
@@ -190,13 +190,13 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("alloc", &self.alloc)?;
-        o.req("dedup", &self.dedup)?;
-        o.req("frag", &self.frag)?;
-        o.req("free", &self.free)?;
-        o.req("health", &self.health)?;
-        o.req("name", &self.name)?;
-        o.req("size", &self.size)?;
+        o.opt("alloc", &self.alloc)?;
+        o.opt("dedup", &self.dedup)?;
+        o.opt("frag", &self.frag)?;
+        o.opt("free", &self.free)?;
+        o.opt("health", &self.health)?;
+        o.opt("name", &self.name)?;
+        o.opt("size", &self.size)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -122,9 +122,9 @@ pub struct DetailResponseChildrenItem {
     /// `cksum`
     pub cksum: Option<f64>,
     /// `msg`
-    pub msg: String,
+    pub msg: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `read`
     pub read: Option<f64>,
     /// `state`
@@ -139,8 +139,8 @@ impl<'de> serde::Deserialize<'de> for DetailResponseChildrenItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             cksum: f.opt("cksum")?,
-            msg: f.req("msg")?,
-            name: f.req("name")?,
+            msg: f.opt("msg")?,
+            name: f.opt("name")?,
             read: f.opt("read")?,
             state: f.opt("state")?,
             write: f.opt("write")?,
@@ -152,8 +152,8 @@ impl serde::Serialize for DetailResponseChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("cksum", &self.cksum)?;
-        o.req("msg", &self.msg)?;
-        o.req("name", &self.name)?;
+        o.opt("msg", &self.msg)?;
+        o.opt("name", &self.name)?;
         o.opt("read", &self.read)?;
         o.opt("state", &self.state)?;
         o.opt("write", &self.write)?;
@@ -167,15 +167,15 @@ pub struct DetailResponse {
     /// `action`
     pub action: Option<String>,
     /// `children`
-    pub children: Vec<DetailResponseChildrenItem>,
+    pub children: Option<Vec<DetailResponseChildrenItem>>,
     /// `errors`
-    pub errors: String,
+    pub errors: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `scan`
     pub scan: Option<String>,
     /// `state`
-    pub state: String,
+    pub state: Option<String>,
     /// `status`
     pub status: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -186,11 +186,11 @@ impl<'de> serde::Deserialize<'de> for DetailResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             action: f.opt("action")?,
-            children: f.req("children")?,
-            errors: f.req("errors")?,
-            name: f.req("name")?,
+            children: f.opt("children")?,
+            errors: f.opt("errors")?,
+            name: f.opt("name")?,
             scan: f.opt("scan")?,
-            state: f.req("state")?,
+            state: f.opt("state")?,
             status: f.opt("status")?,
             other_keys: f.rest(),
         })
@@ -200,11 +200,11 @@ impl serde::Serialize for DetailResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("action", &self.action)?;
-        o.req("children", &self.children)?;
-        o.req("errors", &self.errors)?;
-        o.req("name", &self.name)?;
+        o.opt("children", &self.children)?;
+        o.opt("errors", &self.errors)?;
+        o.opt("name", &self.name)?;
         o.opt("scan", &self.scan)?;
-        o.req("state", &self.state)?;
+        o.opt("state", &self.state)?;
         o.opt("status", &self.status)?;
         o.rest(&self.other_keys)?;
         o.end()

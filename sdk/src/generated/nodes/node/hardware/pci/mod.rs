@@ -56,15 +56,15 @@ pub type PciScanError = crate::error::Untyped<PciScan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PciScanResponseItem {
     /// `class`
-    pub class: String,
+    pub class: Option<String>,
     /// `device`
-    pub device: String,
+    pub device: Option<String>,
     /// `device_name`
     pub device_name: Option<String>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `iommugroup`
-    pub iommugroup: i64,
+    pub iommugroup: Option<i64>,
     /// `mdev`
     pub mdev: Option<bool>,
     /// `subsystem_device`
@@ -76,7 +76,7 @@ pub struct PciScanResponseItem {
     /// `subsystem_vendor_name`
     pub subsystem_vendor_name: Option<String>,
     /// `vendor`
-    pub vendor: String,
+    pub vendor: Option<String>,
     /// `vendor_name`
     pub vendor_name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -86,17 +86,17 @@ impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            class: f.req("class")?,
-            device: f.req("device")?,
+            class: f.opt("class")?,
+            device: f.opt("device")?,
             device_name: f.opt("device_name")?,
-            id: f.req("id")?,
-            iommugroup: f.req("iommugroup")?,
+            id: f.opt("id")?,
+            iommugroup: f.opt("iommugroup")?,
             mdev: f.opt("mdev")?,
             subsystem_device: f.opt("subsystem_device")?,
             subsystem_device_name: f.opt("subsystem_device_name")?,
             subsystem_vendor: f.opt("subsystem_vendor")?,
             subsystem_vendor_name: f.opt("subsystem_vendor_name")?,
-            vendor: f.req("vendor")?,
+            vendor: f.opt("vendor")?,
             vendor_name: f.opt("vendor_name")?,
             other_keys: f.rest(),
         })
@@ -105,17 +105,17 @@ impl<'de> serde::Deserialize<'de> for PciScanResponseItem {
 impl serde::Serialize for PciScanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("class", &self.class)?;
-        o.req("device", &self.device)?;
+        o.opt("class", &self.class)?;
+        o.opt("device", &self.device)?;
         o.opt("device_name", &self.device_name)?;
-        o.req("id", &self.id)?;
-        o.req("iommugroup", &self.iommugroup)?;
+        o.opt("id", &self.id)?;
+        o.opt("iommugroup", &self.iommugroup)?;
         o.opt("mdev", &self.mdev)?;
         o.opt("subsystem_device", &self.subsystem_device)?;
         o.opt("subsystem_device_name", &self.subsystem_device_name)?;
         o.opt("subsystem_vendor", &self.subsystem_vendor)?;
         o.opt("subsystem_vendor_name", &self.subsystem_vendor_name)?;
-        o.req("vendor", &self.vendor)?;
+        o.opt("vendor", &self.vendor)?;
         o.opt("vendor_name", &self.vendor_name)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -277,7 +277,7 @@ pub struct VmConfigResponse {
     /// Indexed: keys `dev0`, `dev1`, ...
     pub dev: crate::Indexed<crate::generated::nodes::node::lxc::Dev, crate::generated::index::Dev>,
     /// `digest`
-    pub digest: String,
+    pub digest: Option<String>,
     /// Pattern `(?^:[^\x00-\x08\x0a-\x1F\x7F]+)`; default `/sbin/init`
     pub entrypoint: Option<String>,
     /// Pattern `(?^:(?:\w+=[^\x00-\x08\x0a-\x1F\x7F]*)(?:\0\w+=[^\x00-\x08\x0a-\x1F\x7F]*)*)`
@@ -342,7 +342,7 @@ impl<'de> serde::Deserialize<'de> for VmConfigResponse {
             cpuunits: f.opt("cpuunits")?,
             debug: f.opt("debug")?,
             description: f.opt("description")?,
-            digest: f.req("digest")?,
+            digest: f.opt("digest")?,
             entrypoint: f.opt("entrypoint")?,
             env: f.opt("env")?,
             features: f.opt("features")?,
@@ -384,7 +384,7 @@ impl serde::Serialize for VmConfigResponse {
         o.opt("debug", &self.debug)?;
         o.opt("description", &self.description)?;
         o.indexed(&self.dev)?;
-        o.req("digest", &self.digest)?;
+        o.opt("digest", &self.digest)?;
         o.opt("entrypoint", &self.entrypoint)?;
         o.opt("env", &self.env)?;
         o.opt("features", &self.features)?;

@@ -91,17 +91,17 @@ impl serde::Serialize for IpResponseItemIpAddressesItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct IpResponseItem {
     /// Wire name `hardware-address`
-    pub hardware_address: String,
+    pub hardware_address: Option<String>,
     /// `hwaddr`
-    pub hwaddr: String,
+    pub hwaddr: Option<String>,
     /// `inet`
     pub inet: Option<String>,
     /// `inet6`
     pub inet6: Option<String>,
     /// Wire name `ip-addresses`
-    pub ip_addresses: Vec<IpResponseItemIpAddressesItem>,
+    pub ip_addresses: Option<Vec<IpResponseItemIpAddressesItem>>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -109,12 +109,12 @@ impl<'de> serde::Deserialize<'de> for IpResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            hardware_address: f.req("hardware-address")?,
-            hwaddr: f.req("hwaddr")?,
+            hardware_address: f.opt("hardware-address")?,
+            hwaddr: f.opt("hwaddr")?,
             inet: f.opt("inet")?,
             inet6: f.opt("inet6")?,
-            ip_addresses: f.req("ip-addresses")?,
-            name: f.req("name")?,
+            ip_addresses: f.opt("ip-addresses")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -122,12 +122,12 @@ impl<'de> serde::Deserialize<'de> for IpResponseItem {
 impl serde::Serialize for IpResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("hardware-address", &self.hardware_address)?;
-        o.req("hwaddr", &self.hwaddr)?;
+        o.opt("hardware-address", &self.hardware_address)?;
+        o.opt("hwaddr", &self.hwaddr)?;
         o.opt("inet", &self.inet)?;
         o.opt("inet6", &self.inet6)?;
-        o.req("ip-addresses", &self.ip_addresses)?;
-        o.req("name", &self.name)?;
+        o.opt("ip-addresses", &self.ip_addresses)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

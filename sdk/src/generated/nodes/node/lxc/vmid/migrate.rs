@@ -140,9 +140,9 @@ pub type MigrateVmError = crate::error::Untyped<MigrateVm>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
-    pub cause: crate::generated::Cause,
+    pub cause: Option<crate::generated::Cause>,
     /// `sid`
-    pub sid: String,
+    pub sid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -152,8 +152,8 @@ impl<'de> serde::Deserialize<'de>
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cause: f.req("cause")?,
-            sid: f.req("sid")?,
+            cause: f.opt("cause")?,
+            sid: f.opt("sid")?,
             other_keys: f.rest(),
         })
     }
@@ -161,8 +161,8 @@ impl<'de> serde::Deserialize<'de>
 impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cause", &self.cause)?;
-        o.req("sid", &self.sid)?;
+        o.opt("cause", &self.cause)?;
+        o.opt("sid", &self.sid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -203,7 +203,7 @@ pub struct MigrateVmPreconditionResponse {
     /// Wire name `not-allowed-nodes`
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
-    pub running: bool,
+    pub running: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -214,7 +214,7 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
             allowed_nodes: f.opt("allowed-nodes")?,
             dependent_ha_resources: f.opt("dependent-ha-resources")?,
             not_allowed_nodes: f.opt("not-allowed-nodes")?,
-            running: f.req("running")?,
+            running: f.opt("running")?,
             other_keys: f.rest(),
         })
     }
@@ -225,7 +225,7 @@ impl serde::Serialize for MigrateVmPreconditionResponse {
         o.opt("allowed-nodes", &self.allowed_nodes)?;
         o.opt("dependent-ha-resources", &self.dependent_ha_resources)?;
         o.opt("not-allowed-nodes", &self.not_allowed_nodes)?;
-        o.req("running", &self.running)?;
+        o.opt("running", &self.running)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

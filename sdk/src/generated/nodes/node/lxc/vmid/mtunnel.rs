@@ -64,11 +64,11 @@ pub type MtunnelError = crate::error::Untyped<Mtunnel>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MtunnelResponse {
     /// `socket`
-    pub socket: String,
+    pub socket: Option<String>,
     /// Secret: Debug and Display print `[redacted]`
-    pub ticket: crate::Secret,
+    pub ticket: Option<crate::Secret>,
     /// `upid`
-    pub upid: String,
+    pub upid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -76,9 +76,9 @@ impl<'de> serde::Deserialize<'de> for MtunnelResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            socket: f.req("socket")?,
-            ticket: f.req("ticket")?,
-            upid: f.req("upid")?,
+            socket: f.opt("socket")?,
+            ticket: f.opt("ticket")?,
+            upid: f.opt("upid")?,
             other_keys: f.rest(),
         })
     }
@@ -86,9 +86,9 @@ impl<'de> serde::Deserialize<'de> for MtunnelResponse {
 impl serde::Serialize for MtunnelResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("socket", &self.socket)?;
-        o.req("ticket", &self.ticket)?;
-        o.req("upid", &self.upid)?;
+        o.opt("socket", &self.socket)?;
+        o.opt("ticket", &self.ticket)?;
+        o.opt("upid", &self.upid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

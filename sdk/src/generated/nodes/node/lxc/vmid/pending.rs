@@ -59,7 +59,7 @@ pub struct VmPendingResponseItem {
     /// Range 0 - 2
     pub delete: Option<i64>,
     /// `key`
-    pub key: String,
+    pub key: Option<String>,
     /// `pending`
     pub pending: Option<String>,
     /// `value`
@@ -72,7 +72,7 @@ impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             delete: f.opt("delete")?,
-            key: f.req("key")?,
+            key: f.opt("key")?,
             pending: f.opt("pending")?,
             value: f.opt("value")?,
             other_keys: f.rest(),
@@ -83,7 +83,7 @@ impl serde::Serialize for VmPendingResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("delete", &self.delete)?;
-        o.req("key", &self.key)?;
+        o.opt("key", &self.key)?;
         o.opt("pending", &self.pending)?;
         o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;

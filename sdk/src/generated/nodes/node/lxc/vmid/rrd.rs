@@ -113,7 +113,7 @@ crate::open_enum_traits!(RrdTimeframe);
 #[derive(Debug, Clone, PartialEq)]
 pub struct RrdResponse {
     /// `filename`
-    pub filename: String,
+    pub filename: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -121,7 +121,7 @@ impl<'de> serde::Deserialize<'de> for RrdResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            filename: f.req("filename")?,
+            filename: f.opt("filename")?,
             other_keys: f.rest(),
         })
     }
@@ -129,7 +129,7 @@ impl<'de> serde::Deserialize<'de> for RrdResponse {
 impl serde::Serialize for RrdResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("filename", &self.filename)?;
+        o.opt("filename", &self.filename)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

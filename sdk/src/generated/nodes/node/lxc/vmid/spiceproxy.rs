@@ -60,15 +60,15 @@ crate::operation_error!(SpiceproxyError for Spiceproxy; GuestNotRunning);
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpiceproxyResponse {
     /// `host`
-    pub host: String,
+    pub host: Option<String>,
     /// Secret: Debug and Display print `[redacted]`
-    pub password: crate::Secret,
+    pub password: Option<crate::Secret>,
     /// `proxy`
-    pub proxy: String,
+    pub proxy: Option<String>,
     /// Wire name `tls-port`
-    pub tls_port: i64,
+    pub tls_port: Option<i64>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -76,11 +76,11 @@ impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            host: f.req("host")?,
-            password: f.req("password")?,
-            proxy: f.req("proxy")?,
-            tls_port: f.req("tls-port")?,
-            type_: f.req("type")?,
+            host: f.opt("host")?,
+            password: f.opt("password")?,
+            proxy: f.opt("proxy")?,
+            tls_port: f.opt("tls-port")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -88,11 +88,11 @@ impl<'de> serde::Deserialize<'de> for SpiceproxyResponse {
 impl serde::Serialize for SpiceproxyResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("host", &self.host)?;
-        o.req("password", &self.password)?;
-        o.req("proxy", &self.proxy)?;
-        o.req("tls-port", &self.tls_port)?;
-        o.req("type", &self.type_)?;
+        o.opt("host", &self.host)?;
+        o.opt("password", &self.password)?;
+        o.opt("proxy", &self.proxy)?;
+        o.opt("tls-port", &self.tls_port)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -68,9 +68,9 @@ pub type VmFeatureError = crate::error::Untyped<VmFeature>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmFeatureResponse {
     /// Wire name `hasFeature`
-    pub has_feature: bool,
+    pub has_feature: Option<bool>,
     /// `nodes`
-    pub nodes: Vec<String>,
+    pub nodes: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -78,8 +78,8 @@ impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            has_feature: f.req("hasFeature")?,
-            nodes: f.req("nodes")?,
+            has_feature: f.opt("hasFeature")?,
+            nodes: f.opt("nodes")?,
             other_keys: f.rest(),
         })
     }
@@ -87,8 +87,8 @@ impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
 impl serde::Serialize for VmFeatureResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("hasFeature", &self.has_feature)?;
-        o.req("nodes", &self.nodes)?;
+        o.opt("hasFeature", &self.has_feature)?;
+        o.opt("nodes", &self.nodes)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

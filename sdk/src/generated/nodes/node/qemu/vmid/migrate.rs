@@ -152,13 +152,13 @@ pub type MigrateVmError = crate::error::Untyped<MigrateVm>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `cdrom`
-    pub cdrom: bool,
+    pub cdrom: Option<bool>,
     /// `is_unused`
-    pub is_unused: bool,
+    pub is_unused: Option<bool>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// `volid`
-    pub volid: String,
+    pub volid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -166,10 +166,10 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksIte
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cdrom: f.req("cdrom")?,
-            is_unused: f.req("is_unused")?,
-            size: f.req("size")?,
-            volid: f.req("volid")?,
+            cdrom: f.opt("cdrom")?,
+            is_unused: f.opt("is_unused")?,
+            size: f.opt("size")?,
+            volid: f.opt("volid")?,
             other_keys: f.rest(),
         })
     }
@@ -177,10 +177,10 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponseLocalDisksIte
 impl serde::Serialize for MigrateVmPreconditionResponseLocalDisksItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cdrom", &self.cdrom)?;
-        o.req("is_unused", &self.is_unused)?;
-        o.req("size", &self.size)?;
-        o.req("volid", &self.volid)?;
+        o.opt("cdrom", &self.cdrom)?;
+        o.opt("is_unused", &self.is_unused)?;
+        o.opt("size", &self.size)?;
+        o.opt("volid", &self.volid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -189,9 +189,9 @@ impl serde::Serialize for MigrateVmPreconditionResponseLocalDisksItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
-    pub cause: crate::generated::Cause,
+    pub cause: Option<crate::generated::Cause>,
     /// `sid`
-    pub sid: String,
+    pub sid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -201,8 +201,8 @@ impl<'de> serde::Deserialize<'de>
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cause: f.req("cause")?,
-            sid: f.req("sid")?,
+            cause: f.opt("cause")?,
+            sid: f.opt("sid")?,
             other_keys: f.rest(),
         })
     }
@@ -210,8 +210,8 @@ impl<'de> serde::Deserialize<'de>
 impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cause", &self.cause)?;
-        o.req("sid", &self.sid)?;
+        o.opt("cause", &self.cause)?;
+        o.opt("sid", &self.sid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -254,19 +254,19 @@ pub struct MigrateVmPreconditionResponse {
     /// Wire name `dependent-ha-resources`
     pub dependent_ha_resources: Option<Vec<String>>,
     /// Wire name `has-dbus-vmstate`
-    pub has_dbus_vmstate: bool,
+    pub has_dbus_vmstate: Option<bool>,
     /// `local_disks`
-    pub local_disks: Vec<MigrateVmPreconditionResponseLocalDisksItem>,
+    pub local_disks: Option<Vec<MigrateVmPreconditionResponseLocalDisksItem>>,
     /// `local_resources`
-    pub local_resources: Vec<String>,
+    pub local_resources: Option<Vec<String>>,
     /// Wire name `mapped-resource-info`
-    pub mapped_resource_info: serde_json::Map<String, serde_json::Value>,
+    pub mapped_resource_info: Option<serde_json::Map<String, serde_json::Value>>,
     /// Wire name `mapped-resources`
-    pub mapped_resources: Vec<String>,
+    pub mapped_resources: Option<Vec<String>>,
     /// `not_allowed_nodes`
     pub not_allowed_nodes: Option<MigrateVmPreconditionResponseNotAllowedNodes>,
     /// `running`
-    pub running: bool,
+    pub running: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -276,13 +276,13 @@ impl<'de> serde::Deserialize<'de> for MigrateVmPreconditionResponse {
         Ok(Self {
             allowed_nodes: f.opt("allowed_nodes")?,
             dependent_ha_resources: f.opt("dependent-ha-resources")?,
-            has_dbus_vmstate: f.req("has-dbus-vmstate")?,
-            local_disks: f.req("local_disks")?,
-            local_resources: f.req("local_resources")?,
-            mapped_resource_info: f.req("mapped-resource-info")?,
-            mapped_resources: f.req("mapped-resources")?,
+            has_dbus_vmstate: f.opt("has-dbus-vmstate")?,
+            local_disks: f.opt("local_disks")?,
+            local_resources: f.opt("local_resources")?,
+            mapped_resource_info: f.opt("mapped-resource-info")?,
+            mapped_resources: f.opt("mapped-resources")?,
             not_allowed_nodes: f.opt("not_allowed_nodes")?,
-            running: f.req("running")?,
+            running: f.opt("running")?,
             other_keys: f.rest(),
         })
     }
@@ -292,13 +292,13 @@ impl serde::Serialize for MigrateVmPreconditionResponse {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("allowed_nodes", &self.allowed_nodes)?;
         o.opt("dependent-ha-resources", &self.dependent_ha_resources)?;
-        o.req("has-dbus-vmstate", &self.has_dbus_vmstate)?;
-        o.req("local_disks", &self.local_disks)?;
-        o.req("local_resources", &self.local_resources)?;
-        o.req("mapped-resource-info", &self.mapped_resource_info)?;
-        o.req("mapped-resources", &self.mapped_resources)?;
+        o.opt("has-dbus-vmstate", &self.has_dbus_vmstate)?;
+        o.opt("local_disks", &self.local_disks)?;
+        o.opt("local_resources", &self.local_resources)?;
+        o.opt("mapped-resource-info", &self.mapped_resource_info)?;
+        o.opt("mapped-resources", &self.mapped_resources)?;
         o.opt("not_allowed_nodes", &self.not_allowed_nodes)?;
-        o.req("running", &self.running)?;
+        o.opt("running", &self.running)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -535,7 +535,7 @@ crate::open_enum_traits!(MigrationType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmdiridxResponseItem {
     /// `subdir`
-    pub subdir: String,
+    pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -543,7 +543,7 @@ impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            subdir: f.req("subdir")?,
+            subdir: f.opt("subdir")?,
             other_keys: f.rest(),
         })
     }
@@ -551,7 +551,7 @@ impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
 impl serde::Serialize for VmdiridxResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("subdir", &self.subdir)?;
+        o.opt("subdir", &self.subdir)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -97,13 +97,13 @@ crate::open_enum_traits!(TermproxySerial);
 #[derive(Debug, Clone, PartialEq)]
 pub struct TermproxyResponse {
     /// `port`
-    pub port: i64,
+    pub port: Option<i64>,
     /// Secret: Debug and Display print `[redacted]`
-    pub ticket: crate::Secret,
+    pub ticket: Option<crate::Secret>,
     /// `upid`
-    pub upid: String,
+    pub upid: Option<String>,
     /// `user`
-    pub user: String,
+    pub user: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -111,10 +111,10 @@ impl<'de> serde::Deserialize<'de> for TermproxyResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            port: f.req("port")?,
-            ticket: f.req("ticket")?,
-            upid: f.req("upid")?,
-            user: f.req("user")?,
+            port: f.opt("port")?,
+            ticket: f.opt("ticket")?,
+            upid: f.opt("upid")?,
+            user: f.opt("user")?,
             other_keys: f.rest(),
         })
     }
@@ -122,10 +122,10 @@ impl<'de> serde::Deserialize<'de> for TermproxyResponse {
 impl serde::Serialize for TermproxyResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("port", &self.port)?;
-        o.req("ticket", &self.ticket)?;
-        o.req("upid", &self.upid)?;
-        o.req("user", &self.user)?;
+        o.opt("port", &self.port)?;
+        o.opt("ticket", &self.ticket)?;
+        o.opt("upid", &self.upid)?;
+        o.opt("user", &self.user)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

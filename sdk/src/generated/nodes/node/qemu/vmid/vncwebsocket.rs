@@ -67,7 +67,7 @@ pub type VncwebsocketError = crate::error::Untyped<Vncwebsocket>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct VncwebsocketResponse {
     /// `port`
-    pub port: String,
+    pub port: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -75,7 +75,7 @@ impl<'de> serde::Deserialize<'de> for VncwebsocketResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            port: f.req("port")?,
+            port: f.opt("port")?,
             other_keys: f.rest(),
         })
     }
@@ -83,7 +83,7 @@ impl<'de> serde::Deserialize<'de> for VncwebsocketResponse {
 impl serde::Serialize for VncwebsocketResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("port", &self.port)?;
+        o.opt("port", &self.port)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -79,9 +79,9 @@ crate::open_enum_traits!(IndexResponseItemStatus);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItem {
     /// `status`
-    pub status: IndexResponseItemStatus,
+    pub status: Option<IndexResponseItemStatus>,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
-    pub zone: String,
+    pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -89,8 +89,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            status: f.req("status")?,
-            zone: f.req("zone")?,
+            status: f.opt("status")?,
+            zone: f.opt("zone")?,
             other_keys: f.rest(),
         })
     }
@@ -98,8 +98,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
 impl serde::Serialize for IndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("status", &self.status)?;
-        o.req("zone", &self.zone)?;
+        o.opt("status", &self.status)?;
+        o.opt("zone", &self.zone)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -52,17 +52,17 @@ pub type ServiceStateError = crate::error::Untyped<ServiceState>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceStateResponse {
     /// Wire name `active-state`
-    pub active_state: crate::generated::nodes::node::services::ActiveState,
+    pub active_state: Option<crate::generated::nodes::node::services::ActiveState>,
     /// `desc`
-    pub desc: String,
+    pub desc: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `service`
-    pub service: String,
+    pub service: Option<String>,
     /// `state`
-    pub state: crate::generated::nodes::node::services::State,
+    pub state: Option<crate::generated::nodes::node::services::State>,
     /// Wire name `unit-state`
-    pub unit_state: crate::generated::nodes::node::services::UnitState,
+    pub unit_state: Option<crate::generated::nodes::node::services::UnitState>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -70,12 +70,12 @@ impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            active_state: f.req("active-state")?,
-            desc: f.req("desc")?,
-            name: f.req("name")?,
-            service: f.req("service")?,
-            state: f.req("state")?,
-            unit_state: f.req("unit-state")?,
+            active_state: f.opt("active-state")?,
+            desc: f.opt("desc")?,
+            name: f.opt("name")?,
+            service: f.opt("service")?,
+            state: f.opt("state")?,
+            unit_state: f.opt("unit-state")?,
             other_keys: f.rest(),
         })
     }
@@ -83,12 +83,12 @@ impl<'de> serde::Deserialize<'de> for ServiceStateResponse {
 impl serde::Serialize for ServiceStateResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("active-state", &self.active_state)?;
-        o.req("desc", &self.desc)?;
-        o.req("name", &self.name)?;
-        o.req("service", &self.service)?;
-        o.req("state", &self.state)?;
-        o.req("unit-state", &self.unit_state)?;
+        o.opt("active-state", &self.active_state)?;
+        o.opt("desc", &self.desc)?;
+        o.opt("name", &self.name)?;
+        o.opt("service", &self.service)?;
+        o.opt("state", &self.state)?;
+        o.opt("unit-state", &self.unit_state)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

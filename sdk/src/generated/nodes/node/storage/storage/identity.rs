@@ -147,9 +147,9 @@ crate::open_enum_traits!(IdentityResponseType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdentityResponse {
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// Wire name `type`
-    pub type_: IdentityResponseType,
+    pub type_: Option<IdentityResponseType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -157,8 +157,8 @@ impl<'de> serde::Deserialize<'de> for IdentityResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            id: f.req("id")?,
-            type_: f.req("type")?,
+            id: f.opt("id")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -166,8 +166,8 @@ impl<'de> serde::Deserialize<'de> for IdentityResponse {
 impl serde::Serialize for IdentityResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("id", &self.id)?;
-        o.req("type", &self.type_)?;
+        o.opt("id", &self.id)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -172,7 +172,7 @@ pub struct GetImportMetadataResponseWarningsItem {
     /// `key`
     pub key: Option<String>,
     /// Wire name `type`
-    pub type_: GetImportMetadataResponseWarningsItemType,
+    pub type_: Option<GetImportMetadataResponseWarningsItemType>,
     /// `value`
     pub value: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -183,7 +183,7 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponseWarningsItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             key: f.opt("key")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             value: f.opt("value")?,
             other_keys: f.rest(),
         })
@@ -193,7 +193,7 @@ impl serde::Serialize for GetImportMetadataResponseWarningsItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("key", &self.key)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;
         o.end()
@@ -203,15 +203,15 @@ impl serde::Serialize for GetImportMetadataResponseWarningsItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetImportMetadataResponse {
     /// Wire name `create-args`
-    pub create_args: serde_json::Map<String, serde_json::Value>,
+    pub create_args: Option<serde_json::Map<String, serde_json::Value>>,
     /// `disks`
     pub disks: Option<serde_json::Map<String, serde_json::Value>>,
     /// `net`
     pub net: Option<serde_json::Map<String, serde_json::Value>>,
     /// `source`
-    pub source: GetImportMetadataResponseSource,
+    pub source: Option<GetImportMetadataResponseSource>,
     /// Wire name `type`
-    pub type_: GetImportMetadataResponseType,
+    pub type_: Option<GetImportMetadataResponseType>,
     /// `warnings`
     pub warnings: Option<Vec<GetImportMetadataResponseWarningsItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -221,11 +221,11 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            create_args: f.req("create-args")?,
+            create_args: f.opt("create-args")?,
             disks: f.opt("disks")?,
             net: f.opt("net")?,
-            source: f.req("source")?,
-            type_: f.req("type")?,
+            source: f.opt("source")?,
+            type_: f.opt("type")?,
             warnings: f.opt("warnings")?,
             other_keys: f.rest(),
         })
@@ -234,11 +234,11 @@ impl<'de> serde::Deserialize<'de> for GetImportMetadataResponse {
 impl serde::Serialize for GetImportMetadataResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("create-args", &self.create_args)?;
+        o.opt("create-args", &self.create_args)?;
         o.opt("disks", &self.disks)?;
         o.opt("net", &self.net)?;
-        o.req("source", &self.source)?;
-        o.req("type", &self.type_)?;
+        o.opt("source", &self.source)?;
+        o.opt("type", &self.type_)?;
         o.opt("warnings", &self.warnings)?;
         o.rest(&self.other_keys)?;
         o.end()

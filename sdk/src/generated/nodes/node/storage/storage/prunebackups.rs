@@ -231,15 +231,15 @@ crate::open_enum_traits!(DryrunResponseItemMark);
 #[derive(Debug, Clone, PartialEq)]
 pub struct DryrunResponseItem {
     /// `ctime`
-    pub ctime: i64,
+    pub ctime: Option<i64>,
     /// `mark`
-    pub mark: DryrunResponseItemMark,
+    pub mark: Option<DryrunResponseItemMark>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// `vmid`
     pub vmid: Option<i64>,
     /// `volid`
-    pub volid: String,
+    pub volid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -247,11 +247,11 @@ impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            ctime: f.req("ctime")?,
-            mark: f.req("mark")?,
-            type_: f.req("type")?,
+            ctime: f.opt("ctime")?,
+            mark: f.opt("mark")?,
+            type_: f.opt("type")?,
             vmid: f.opt("vmid")?,
-            volid: f.req("volid")?,
+            volid: f.opt("volid")?,
             other_keys: f.rest(),
         })
     }
@@ -259,11 +259,11 @@ impl<'de> serde::Deserialize<'de> for DryrunResponseItem {
 impl serde::Serialize for DryrunResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("ctime", &self.ctime)?;
-        o.req("mark", &self.mark)?;
-        o.req("type", &self.type_)?;
+        o.opt("ctime", &self.ctime)?;
+        o.opt("mark", &self.mark)?;
+        o.opt("type", &self.type_)?;
         o.opt("vmid", &self.vmid)?;
-        o.req("volid", &self.volid)?;
+        o.opt("volid", &self.volid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

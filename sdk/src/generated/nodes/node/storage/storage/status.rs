@@ -59,7 +59,7 @@ pub struct ReadStatusResponse {
     /// `avail`
     pub avail: Option<i64>,
     /// Format `pve-storage-content-list`
-    pub content: String,
+    pub content: Option<String>,
     /// `enabled`
     pub enabled: Option<bool>,
     /// `shared`
@@ -67,7 +67,7 @@ pub struct ReadStatusResponse {
     /// `total`
     pub total: Option<i64>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// `used`
     pub used: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -79,11 +79,11 @@ impl<'de> serde::Deserialize<'de> for ReadStatusResponse {
         Ok(Self {
             active: f.opt("active")?,
             avail: f.opt("avail")?,
-            content: f.req("content")?,
+            content: f.opt("content")?,
             enabled: f.opt("enabled")?,
             shared: f.opt("shared")?,
             total: f.opt("total")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             used: f.opt("used")?,
             other_keys: f.rest(),
         })
@@ -94,11 +94,11 @@ impl serde::Serialize for ReadStatusResponse {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("active", &self.active)?;
         o.opt("avail", &self.avail)?;
-        o.req("content", &self.content)?;
+        o.opt("content", &self.content)?;
         o.opt("enabled", &self.enabled)?;
         o.opt("shared", &self.shared)?;
         o.opt("total", &self.total)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.opt("used", &self.used)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -81,23 +81,23 @@ pub struct ReadTaskStatusResponse {
     /// `exitstatus`
     pub exitstatus: Option<String>,
     /// `id`
-    pub id: String,
+    pub id: Option<String>,
     /// `node`
-    pub node: String,
+    pub node: Option<String>,
     /// `pid`
-    pub pid: i64,
+    pub pid: Option<i64>,
     /// `pstart`
-    pub pstart: i64,
+    pub pstart: Option<i64>,
     /// `starttime`
-    pub starttime: i64,
+    pub starttime: Option<i64>,
     /// `status`
-    pub status: ReadTaskStatusResponseStatus,
+    pub status: Option<ReadTaskStatusResponseStatus>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// `upid`
-    pub upid: String,
+    pub upid: Option<String>,
     /// `user`
-    pub user: String,
+    pub user: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -106,15 +106,15 @@ impl<'de> serde::Deserialize<'de> for ReadTaskStatusResponse {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             exitstatus: f.opt("exitstatus")?,
-            id: f.req("id")?,
-            node: f.req("node")?,
-            pid: f.req("pid")?,
-            pstart: f.req("pstart")?,
-            starttime: f.req("starttime")?,
-            status: f.req("status")?,
-            type_: f.req("type")?,
-            upid: f.req("upid")?,
-            user: f.req("user")?,
+            id: f.opt("id")?,
+            node: f.opt("node")?,
+            pid: f.opt("pid")?,
+            pstart: f.opt("pstart")?,
+            starttime: f.opt("starttime")?,
+            status: f.opt("status")?,
+            type_: f.opt("type")?,
+            upid: f.opt("upid")?,
+            user: f.opt("user")?,
             other_keys: f.rest(),
         })
     }
@@ -123,15 +123,15 @@ impl serde::Serialize for ReadTaskStatusResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("exitstatus", &self.exitstatus)?;
-        o.req("id", &self.id)?;
-        o.req("node", &self.node)?;
-        o.req("pid", &self.pid)?;
-        o.req("pstart", &self.pstart)?;
-        o.req("starttime", &self.starttime)?;
-        o.req("status", &self.status)?;
-        o.req("type", &self.type_)?;
-        o.req("upid", &self.upid)?;
-        o.req("user", &self.user)?;
+        o.opt("id", &self.id)?;
+        o.opt("node", &self.node)?;
+        o.opt("pid", &self.pid)?;
+        o.opt("pstart", &self.pstart)?;
+        o.opt("starttime", &self.starttime)?;
+        o.opt("status", &self.status)?;
+        o.opt("type", &self.type_)?;
+        o.opt("upid", &self.upid)?;
+        o.opt("user", &self.user)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

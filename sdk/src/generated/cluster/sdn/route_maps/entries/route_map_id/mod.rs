@@ -50,7 +50,7 @@ pub type ListRouteMapEntriesForRouteMapError =
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// `action`
-    pub action: crate::generated::cluster::sdn::Action,
+    pub action: Option<crate::generated::cluster::sdn::Action>,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// Maximum length 64
@@ -60,9 +60,9 @@ pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// Wire name `match`
     pub match_: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Match>>,
     /// Range 0 - 65535
-    pub order: i64,
+    pub order: Option<i64>,
     /// Wire name `route-map-id`; format `pve-sdn-route-map-id`
-    pub route_map_id: String,
+    pub route_map_id: Option<String>,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -72,13 +72,13 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            action: f.req("action")?,
+            action: f.opt("action")?,
             call: f.opt("call")?,
             digest: f.opt("digest")?,
             exit_action: f.opt("exit-action")?,
             match_: f.opt("match")?,
-            order: f.req("order")?,
-            route_map_id: f.req("route-map-id")?,
+            order: f.opt("order")?,
+            route_map_id: f.opt("route-map-id")?,
             set: f.opt("set")?,
             other_keys: f.rest(),
         })
@@ -87,13 +87,13 @@ impl<'de> serde::Deserialize<'de> for ListRouteMapEntriesForRouteMapResponseItem
 impl serde::Serialize for ListRouteMapEntriesForRouteMapResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("action", &self.action)?;
+        o.opt("action", &self.action)?;
         o.opt("call", &self.call)?;
         o.opt("digest", &self.digest)?;
         o.opt("exit-action", &self.exit_action)?;
         o.opt("match", &self.match_)?;
-        o.req("order", &self.order)?;
-        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("order", &self.order)?;
+        o.opt("route-map-id", &self.route_map_id)?;
         o.opt("set", &self.set)?;
         o.rest(&self.other_keys)?;
         o.end()

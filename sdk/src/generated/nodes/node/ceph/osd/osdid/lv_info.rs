@@ -87,17 +87,17 @@ crate::open_enum_traits!(OsdvolumeType);
 #[derive(Debug, Clone, PartialEq)]
 pub struct OsdvolumeResponse {
     /// `creation_time`
-    pub creation_time: String,
+    pub creation_time: Option<String>,
     /// `lv_name`
-    pub lv_name: String,
+    pub lv_name: Option<String>,
     /// `lv_path`
-    pub lv_path: String,
+    pub lv_path: Option<String>,
     /// `lv_size`
-    pub lv_size: i64,
+    pub lv_size: Option<i64>,
     /// `lv_uuid`
-    pub lv_uuid: String,
+    pub lv_uuid: Option<String>,
     /// `vg_name`
-    pub vg_name: String,
+    pub vg_name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -105,12 +105,12 @@ impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            creation_time: f.req("creation_time")?,
-            lv_name: f.req("lv_name")?,
-            lv_path: f.req("lv_path")?,
-            lv_size: f.req("lv_size")?,
-            lv_uuid: f.req("lv_uuid")?,
-            vg_name: f.req("vg_name")?,
+            creation_time: f.opt("creation_time")?,
+            lv_name: f.opt("lv_name")?,
+            lv_path: f.opt("lv_path")?,
+            lv_size: f.opt("lv_size")?,
+            lv_uuid: f.opt("lv_uuid")?,
+            vg_name: f.opt("vg_name")?,
             other_keys: f.rest(),
         })
     }
@@ -118,12 +118,12 @@ impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
 impl serde::Serialize for OsdvolumeResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("creation_time", &self.creation_time)?;
-        o.req("lv_name", &self.lv_name)?;
-        o.req("lv_path", &self.lv_path)?;
-        o.req("lv_size", &self.lv_size)?;
-        o.req("lv_uuid", &self.lv_uuid)?;
-        o.req("vg_name", &self.vg_name)?;
+        o.opt("creation_time", &self.creation_time)?;
+        o.opt("lv_name", &self.lv_name)?;
+        o.opt("lv_path", &self.lv_path)?;
+        o.opt("lv_size", &self.lv_size)?;
+        o.opt("lv_uuid", &self.lv_uuid)?;
+        o.opt("vg_name", &self.vg_name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

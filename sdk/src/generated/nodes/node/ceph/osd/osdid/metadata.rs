@@ -83,17 +83,17 @@ crate::open_enum_traits!(OsddetailsResponseDevicesItemDevice);
 #[derive(Debug, Clone, PartialEq)]
 pub struct OsddetailsResponseDevicesItem {
     /// `dev_node`
-    pub dev_node: String,
+    pub dev_node: Option<String>,
     /// `device`
-    pub device: OsddetailsResponseDevicesItemDevice,
+    pub device: Option<OsddetailsResponseDevicesItemDevice>,
     /// `physical_device`
-    pub physical_device: String,
+    pub physical_device: Option<String>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// `support_discard`
-    pub support_discard: bool,
+    pub support_discard: Option<bool>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -101,12 +101,12 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            dev_node: f.req("dev_node")?,
-            device: f.req("device")?,
-            physical_device: f.req("physical_device")?,
-            size: f.req("size")?,
-            support_discard: f.req("support_discard")?,
-            type_: f.req("type")?,
+            dev_node: f.opt("dev_node")?,
+            device: f.opt("device")?,
+            physical_device: f.opt("physical_device")?,
+            size: f.opt("size")?,
+            support_discard: f.opt("support_discard")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -114,12 +114,12 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
 impl serde::Serialize for OsddetailsResponseDevicesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("dev_node", &self.dev_node)?;
-        o.req("device", &self.device)?;
-        o.req("physical_device", &self.physical_device)?;
-        o.req("size", &self.size)?;
-        o.req("support_discard", &self.support_discard)?;
-        o.req("type", &self.type_)?;
+        o.opt("dev_node", &self.dev_node)?;
+        o.opt("device", &self.device)?;
+        o.opt("physical_device", &self.physical_device)?;
+        o.opt("size", &self.size)?;
+        o.opt("support_discard", &self.support_discard)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -128,29 +128,29 @@ impl serde::Serialize for OsddetailsResponseDevicesItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OsddetailsResponseOsd {
     /// `back_addr`
-    pub back_addr: String,
+    pub back_addr: Option<String>,
     /// `encrypted`
-    pub encrypted: bool,
+    pub encrypted: Option<bool>,
     /// `front_addr`
-    pub front_addr: String,
+    pub front_addr: Option<String>,
     /// `hb_back_addr`
-    pub hb_back_addr: String,
+    pub hb_back_addr: Option<String>,
     /// `hb_front_addr`
-    pub hb_front_addr: String,
+    pub hb_front_addr: Option<String>,
     /// `hostname`
-    pub hostname: String,
+    pub hostname: Option<String>,
     /// `id`
-    pub id: i64,
+    pub id: Option<i64>,
     /// `mem_usage`
-    pub mem_usage: i64,
+    pub mem_usage: Option<i64>,
     /// `osd_data`
-    pub osd_data: String,
+    pub osd_data: Option<String>,
     /// `osd_objectstore`
-    pub osd_objectstore: String,
+    pub osd_objectstore: Option<String>,
     /// `pid`
     pub pid: Option<i64>,
     /// `version`
-    pub version: String,
+    pub version: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -158,18 +158,18 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            back_addr: f.req("back_addr")?,
-            encrypted: f.req("encrypted")?,
-            front_addr: f.req("front_addr")?,
-            hb_back_addr: f.req("hb_back_addr")?,
-            hb_front_addr: f.req("hb_front_addr")?,
-            hostname: f.req("hostname")?,
-            id: f.req("id")?,
-            mem_usage: f.req("mem_usage")?,
-            osd_data: f.req("osd_data")?,
-            osd_objectstore: f.req("osd_objectstore")?,
+            back_addr: f.opt("back_addr")?,
+            encrypted: f.opt("encrypted")?,
+            front_addr: f.opt("front_addr")?,
+            hb_back_addr: f.opt("hb_back_addr")?,
+            hb_front_addr: f.opt("hb_front_addr")?,
+            hostname: f.opt("hostname")?,
+            id: f.opt("id")?,
+            mem_usage: f.opt("mem_usage")?,
+            osd_data: f.opt("osd_data")?,
+            osd_objectstore: f.opt("osd_objectstore")?,
             pid: f.opt("pid")?,
-            version: f.req("version")?,
+            version: f.opt("version")?,
             other_keys: f.rest(),
         })
     }
@@ -177,18 +177,18 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
 impl serde::Serialize for OsddetailsResponseOsd {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("back_addr", &self.back_addr)?;
-        o.req("encrypted", &self.encrypted)?;
-        o.req("front_addr", &self.front_addr)?;
-        o.req("hb_back_addr", &self.hb_back_addr)?;
-        o.req("hb_front_addr", &self.hb_front_addr)?;
-        o.req("hostname", &self.hostname)?;
-        o.req("id", &self.id)?;
-        o.req("mem_usage", &self.mem_usage)?;
-        o.req("osd_data", &self.osd_data)?;
-        o.req("osd_objectstore", &self.osd_objectstore)?;
+        o.opt("back_addr", &self.back_addr)?;
+        o.opt("encrypted", &self.encrypted)?;
+        o.opt("front_addr", &self.front_addr)?;
+        o.opt("hb_back_addr", &self.hb_back_addr)?;
+        o.opt("hb_front_addr", &self.hb_front_addr)?;
+        o.opt("hostname", &self.hostname)?;
+        o.opt("id", &self.id)?;
+        o.opt("mem_usage", &self.mem_usage)?;
+        o.opt("osd_data", &self.osd_data)?;
+        o.opt("osd_objectstore", &self.osd_objectstore)?;
         o.opt("pid", &self.pid)?;
-        o.req("version", &self.version)?;
+        o.opt("version", &self.version)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -197,9 +197,9 @@ impl serde::Serialize for OsddetailsResponseOsd {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OsddetailsResponse {
     /// `devices`
-    pub devices: Vec<OsddetailsResponseDevicesItem>,
+    pub devices: Option<Vec<OsddetailsResponseDevicesItem>>,
     /// `osd`
-    pub osd: OsddetailsResponseOsd,
+    pub osd: Option<OsddetailsResponseOsd>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -207,8 +207,8 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            devices: f.req("devices")?,
-            osd: f.req("osd")?,
+            devices: f.opt("devices")?,
+            osd: f.opt("osd")?,
             other_keys: f.rest(),
         })
     }
@@ -216,8 +216,8 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
 impl serde::Serialize for OsddetailsResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("devices", &self.devices)?;
-        o.req("osd", &self.osd)?;
+        o.opt("devices", &self.devices)?;
+        o.opt("osd", &self.osd)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -60,25 +60,25 @@ pub struct GetpoolResponse {
     /// `crush_rule`
     pub crush_rule: Option<String>,
     /// `fast_read`
-    pub fast_read: bool,
+    pub fast_read: Option<bool>,
     /// `hashpspool`
-    pub hashpspool: bool,
+    pub hashpspool: Option<bool>,
     /// `id`
-    pub id: i64,
+    pub id: Option<i64>,
     /// Range 1 - 7; default `2`
     pub min_size: Option<i64>,
     /// Pattern `(?^:^[^:/\s]+$)`
-    pub name: String,
+    pub name: Option<String>,
     /// Wire name `nodeep-scrub`
-    pub nodeep_scrub: bool,
+    pub nodeep_scrub: Option<bool>,
     /// `nodelete`
-    pub nodelete: bool,
+    pub nodelete: Option<bool>,
     /// `nopgchange`
-    pub nopgchange: bool,
+    pub nopgchange: Option<bool>,
     /// `noscrub`
-    pub noscrub: bool,
+    pub noscrub: Option<bool>,
     /// `nosizechange`
-    pub nosizechange: bool,
+    pub nosizechange: Option<bool>,
     /// Default `warn`
     pub pg_autoscale_mode: Option<crate::generated::nodes::node::ceph::pool::PgAutoscaleMode>,
     /// Range 1 - 32768; default `128`
@@ -86,7 +86,7 @@ pub struct GetpoolResponse {
     /// Maximum 32768
     pub pg_num_min: Option<i64>,
     /// `pgp_num`
-    pub pgp_num: i64,
+    pub pgp_num: Option<i64>,
     /// Range 1 - 7; default `3`
     pub size: Option<i64>,
     /// `statistics`
@@ -96,9 +96,9 @@ pub struct GetpoolResponse {
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
     /// `use_gmt_hitset`
-    pub use_gmt_hitset: bool,
+    pub use_gmt_hitset: Option<bool>,
     /// `write_fadvise_dontneed`
-    pub write_fadvise_dontneed: bool,
+    pub write_fadvise_dontneed: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -110,26 +110,26 @@ impl<'de> serde::Deserialize<'de> for GetpoolResponse {
             application_list: f.opt("application_list")?,
             autoscale_status: f.opt("autoscale_status")?,
             crush_rule: f.opt("crush_rule")?,
-            fast_read: f.req("fast_read")?,
-            hashpspool: f.req("hashpspool")?,
-            id: f.req("id")?,
+            fast_read: f.opt("fast_read")?,
+            hashpspool: f.opt("hashpspool")?,
+            id: f.opt("id")?,
             min_size: f.opt("min_size")?,
-            name: f.req("name")?,
-            nodeep_scrub: f.req("nodeep-scrub")?,
-            nodelete: f.req("nodelete")?,
-            nopgchange: f.req("nopgchange")?,
-            noscrub: f.req("noscrub")?,
-            nosizechange: f.req("nosizechange")?,
+            name: f.opt("name")?,
+            nodeep_scrub: f.opt("nodeep-scrub")?,
+            nodelete: f.opt("nodelete")?,
+            nopgchange: f.opt("nopgchange")?,
+            noscrub: f.opt("noscrub")?,
+            nosizechange: f.opt("nosizechange")?,
             pg_autoscale_mode: f.opt("pg_autoscale_mode")?,
             pg_num: f.opt("pg_num")?,
             pg_num_min: f.opt("pg_num_min")?,
-            pgp_num: f.req("pgp_num")?,
+            pgp_num: f.opt("pgp_num")?,
             size: f.opt("size")?,
             statistics: f.opt("statistics")?,
             target_size: f.opt("target_size")?,
             target_size_ratio: f.opt("target_size_ratio")?,
-            use_gmt_hitset: f.req("use_gmt_hitset")?,
-            write_fadvise_dontneed: f.req("write_fadvise_dontneed")?,
+            use_gmt_hitset: f.opt("use_gmt_hitset")?,
+            write_fadvise_dontneed: f.opt("write_fadvise_dontneed")?,
             other_keys: f.rest(),
         })
     }
@@ -141,26 +141,26 @@ impl serde::Serialize for GetpoolResponse {
         o.opt("application_list", &self.application_list)?;
         o.opt("autoscale_status", &self.autoscale_status)?;
         o.opt("crush_rule", &self.crush_rule)?;
-        o.req("fast_read", &self.fast_read)?;
-        o.req("hashpspool", &self.hashpspool)?;
-        o.req("id", &self.id)?;
+        o.opt("fast_read", &self.fast_read)?;
+        o.opt("hashpspool", &self.hashpspool)?;
+        o.opt("id", &self.id)?;
         o.opt("min_size", &self.min_size)?;
-        o.req("name", &self.name)?;
-        o.req("nodeep-scrub", &self.nodeep_scrub)?;
-        o.req("nodelete", &self.nodelete)?;
-        o.req("nopgchange", &self.nopgchange)?;
-        o.req("noscrub", &self.noscrub)?;
-        o.req("nosizechange", &self.nosizechange)?;
+        o.opt("name", &self.name)?;
+        o.opt("nodeep-scrub", &self.nodeep_scrub)?;
+        o.opt("nodelete", &self.nodelete)?;
+        o.opt("nopgchange", &self.nopgchange)?;
+        o.opt("noscrub", &self.noscrub)?;
+        o.opt("nosizechange", &self.nosizechange)?;
         o.opt("pg_autoscale_mode", &self.pg_autoscale_mode)?;
         o.opt("pg_num", &self.pg_num)?;
         o.opt("pg_num_min", &self.pg_num_min)?;
-        o.req("pgp_num", &self.pgp_num)?;
+        o.opt("pgp_num", &self.pgp_num)?;
         o.opt("size", &self.size)?;
         o.opt("statistics", &self.statistics)?;
         o.opt("target_size", &self.target_size)?;
         o.opt("target_size_ratio", &self.target_size_ratio)?;
-        o.req("use_gmt_hitset", &self.use_gmt_hitset)?;
-        o.req("write_fadvise_dontneed", &self.write_fadvise_dontneed)?;
+        o.opt("use_gmt_hitset", &self.use_gmt_hitset)?;
+        o.opt("write_fadvise_dontneed", &self.write_fadvise_dontneed)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

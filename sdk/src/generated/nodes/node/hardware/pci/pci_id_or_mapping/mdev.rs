@@ -51,13 +51,13 @@ pub type MdevscanError = crate::error::Untyped<Mdevscan>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MdevscanResponseItem {
     /// `available`
-    pub available: i64,
+    pub available: Option<i64>,
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// `name`
     pub name: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -65,10 +65,10 @@ impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            available: f.req("available")?,
-            description: f.req("description")?,
+            available: f.opt("available")?,
+            description: f.opt("description")?,
             name: f.opt("name")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -76,10 +76,10 @@ impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
 impl serde::Serialize for MdevscanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("available", &self.available)?;
-        o.req("description", &self.description)?;
+        o.opt("available", &self.available)?;
+        o.opt("description", &self.description)?;
         o.opt("name", &self.name)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

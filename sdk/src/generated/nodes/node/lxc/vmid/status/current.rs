@@ -65,7 +65,7 @@ pub struct VmStatusResponse {
     /// `diskwrite`
     pub diskwrite: Option<i64>,
     /// `ha`
-    pub ha: serde_json::Map<String, serde_json::Value>,
+    pub ha: Option<serde_json::Map<String, serde_json::Value>>,
     /// `lock`
     pub lock: Option<String>,
     /// `maxdisk`
@@ -93,7 +93,7 @@ pub struct VmStatusResponse {
     /// `pressurememorysome`
     pub pressurememorysome: Option<f64>,
     /// `status`
-    pub status: crate::generated::nodes::node::Status,
+    pub status: Option<crate::generated::nodes::node::Status>,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`
@@ -101,7 +101,7 @@ pub struct VmStatusResponse {
     /// `uptime`
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
-    pub vmid: i64,
+    pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -114,7 +114,7 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             disk: f.opt("disk")?,
             diskread: f.opt("diskread")?,
             diskwrite: f.opt("diskwrite")?,
-            ha: f.req("ha")?,
+            ha: f.opt("ha")?,
             lock: f.opt("lock")?,
             maxdisk: f.opt("maxdisk")?,
             maxmem: f.opt("maxmem")?,
@@ -128,11 +128,11 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             pressureiosome: f.opt("pressureiosome")?,
             pressurememoryfull: f.opt("pressurememoryfull")?,
             pressurememorysome: f.opt("pressurememorysome")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             tags: f.opt("tags")?,
             template: f.opt("template")?,
             uptime: f.opt("uptime")?,
-            vmid: f.req("vmid")?,
+            vmid: f.opt("vmid")?,
             other_keys: f.rest(),
         })
     }
@@ -145,7 +145,7 @@ impl serde::Serialize for VmStatusResponse {
         o.opt("disk", &self.disk)?;
         o.opt("diskread", &self.diskread)?;
         o.opt("diskwrite", &self.diskwrite)?;
-        o.req("ha", &self.ha)?;
+        o.opt("ha", &self.ha)?;
         o.opt("lock", &self.lock)?;
         o.opt("maxdisk", &self.maxdisk)?;
         o.opt("maxmem", &self.maxmem)?;
@@ -159,11 +159,11 @@ impl serde::Serialize for VmStatusResponse {
         o.opt("pressureiosome", &self.pressureiosome)?;
         o.opt("pressurememoryfull", &self.pressurememoryfull)?;
         o.opt("pressurememorysome", &self.pressurememorysome)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("tags", &self.tags)?;
         o.opt("template", &self.template)?;
         o.opt("uptime", &self.uptime)?;
-        o.req("vmid", &self.vmid)?;
+        o.opt("vmid", &self.vmid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -65,7 +65,7 @@ crate::operation_error!(
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecResponse {
     /// `pid`
-    pub pid: i64,
+    pub pid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -73,7 +73,7 @@ impl<'de> serde::Deserialize<'de> for ExecResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            pid: f.req("pid")?,
+            pid: f.opt("pid")?,
             other_keys: f.rest(),
         })
     }
@@ -81,7 +81,7 @@ impl<'de> serde::Deserialize<'de> for ExecResponse {
 impl serde::Serialize for ExecResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("pid", &self.pid)?;
+        o.opt("pid", &self.pid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -68,7 +68,7 @@ pub struct ExecStatusResponse {
     /// `exitcode`
     pub exitcode: Option<i64>,
     /// `exited`
-    pub exited: bool,
+    pub exited: Option<bool>,
     /// Wire name `out-data`
     pub out_data: Option<String>,
     /// Wire name `out-truncated`
@@ -85,7 +85,7 @@ impl<'de> serde::Deserialize<'de> for ExecStatusResponse {
             err_data: f.opt("err-data")?,
             err_truncated: f.opt("err-truncated")?,
             exitcode: f.opt("exitcode")?,
-            exited: f.req("exited")?,
+            exited: f.opt("exited")?,
             out_data: f.opt("out-data")?,
             out_truncated: f.opt("out-truncated")?,
             signal: f.opt("signal")?,
@@ -99,7 +99,7 @@ impl serde::Serialize for ExecStatusResponse {
         o.opt("err-data", &self.err_data)?;
         o.opt("err-truncated", &self.err_truncated)?;
         o.opt("exitcode", &self.exitcode)?;
-        o.req("exited", &self.exited)?;
+        o.opt("exited", &self.exited)?;
         o.opt("out-data", &self.out_data)?;
         o.opt("out-truncated", &self.out_truncated)?;
         o.opt("signal", &self.signal)?;

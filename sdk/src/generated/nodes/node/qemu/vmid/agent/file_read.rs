@@ -74,7 +74,7 @@ crate::operation_error!(
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileReadResponse {
     /// `content`
-    pub content: String,
+    pub content: Option<String>,
     /// `truncated`
     pub truncated: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -84,7 +84,7 @@ impl<'de> serde::Deserialize<'de> for FileReadResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            content: f.req("content")?,
+            content: f.opt("content")?,
             truncated: f.opt("truncated")?,
             other_keys: f.rest(),
         })
@@ -93,7 +93,7 @@ impl<'de> serde::Deserialize<'de> for FileReadResponse {
 impl serde::Serialize for FileReadResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("content", &self.content)?;
+        o.opt("content", &self.content)?;
         o.opt("truncated", &self.truncated)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -114,7 +114,7 @@ pub struct CloudinitPendingResponseItem {
     /// Range 0 - 1
     pub delete: Option<i64>,
     /// `key`
-    pub key: String,
+    pub key: Option<String>,
     /// `pending`
     pub pending: Option<String>,
     /// `value`
@@ -127,7 +127,7 @@ impl<'de> serde::Deserialize<'de> for CloudinitPendingResponseItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             delete: f.opt("delete")?,
-            key: f.req("key")?,
+            key: f.opt("key")?,
             pending: f.opt("pending")?,
             value: f.opt("value")?,
             other_keys: f.rest(),
@@ -138,7 +138,7 @@ impl serde::Serialize for CloudinitPendingResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("delete", &self.delete)?;
-        o.req("key", &self.key)?;
+        o.opt("key", &self.key)?;
         o.opt("pending", &self.pending)?;
         o.opt("value", &self.value)?;
         o.rest(&self.other_keys)?;

@@ -127,9 +127,9 @@ pub type SnapshotError = crate::error::Untyped<Snapshot>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SnapshotListResponseItem {
     /// `description`
-    pub description: String,
+    pub description: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `parent`
     pub parent: Option<String>,
     /// `snaptime`
@@ -143,8 +143,8 @@ impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            description: f.req("description")?,
-            name: f.req("name")?,
+            description: f.opt("description")?,
+            name: f.opt("name")?,
             parent: f.opt("parent")?,
             snaptime: f.opt("snaptime")?,
             vmstate: f.opt("vmstate")?,
@@ -155,8 +155,8 @@ impl<'de> serde::Deserialize<'de> for SnapshotListResponseItem {
 impl serde::Serialize for SnapshotListResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("description", &self.description)?;
-        o.req("name", &self.name)?;
+        o.opt("description", &self.description)?;
+        o.opt("name", &self.name)?;
         o.opt("parent", &self.parent)?;
         o.opt("snaptime", &self.snaptime)?;
         o.opt("vmstate", &self.vmstate)?;

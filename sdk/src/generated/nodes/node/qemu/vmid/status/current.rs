@@ -92,7 +92,7 @@ pub struct VmStatusResponse {
     /// `diskwrite`
     pub diskwrite: Option<i64>,
     /// `ha`
-    pub ha: serde_json::Map<String, serde_json::Value>,
+    pub ha: Option<serde_json::Map<String, serde_json::Value>>,
     /// `lock`
     pub lock: Option<String>,
     /// `maxdisk`
@@ -134,7 +134,7 @@ pub struct VmStatusResponse {
     /// `spice`
     pub spice: Option<bool>,
     /// `status`
-    pub status: crate::generated::nodes::node::Status,
+    pub status: Option<crate::generated::nodes::node::Status>,
     /// `tags`
     pub tags: Option<String>,
     /// Default `0`
@@ -142,7 +142,7 @@ pub struct VmStatusResponse {
     /// `uptime`
     pub uptime: Option<i64>,
     /// Format `pve-vmid`; range 100 - 999999999
-    pub vmid: i64,
+    pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -156,7 +156,7 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             cpus: f.opt("cpus")?,
             diskread: f.opt("diskread")?,
             diskwrite: f.opt("diskwrite")?,
-            ha: f.req("ha")?,
+            ha: f.opt("ha")?,
             lock: f.opt("lock")?,
             maxdisk: f.opt("maxdisk")?,
             maxmem: f.opt("maxmem")?,
@@ -177,11 +177,11 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
             running_qemu: f.opt("running-qemu")?,
             serial: f.opt("serial")?,
             spice: f.opt("spice")?,
-            status: f.req("status")?,
+            status: f.opt("status")?,
             tags: f.opt("tags")?,
             template: f.opt("template")?,
             uptime: f.opt("uptime")?,
-            vmid: f.req("vmid")?,
+            vmid: f.opt("vmid")?,
             other_keys: f.rest(),
         })
     }
@@ -195,7 +195,7 @@ impl serde::Serialize for VmStatusResponse {
         o.opt("cpus", &self.cpus)?;
         o.opt("diskread", &self.diskread)?;
         o.opt("diskwrite", &self.diskwrite)?;
-        o.req("ha", &self.ha)?;
+        o.opt("ha", &self.ha)?;
         o.opt("lock", &self.lock)?;
         o.opt("maxdisk", &self.maxdisk)?;
         o.opt("maxmem", &self.maxmem)?;
@@ -216,11 +216,11 @@ impl serde::Serialize for VmStatusResponse {
         o.opt("running-qemu", &self.running_qemu)?;
         o.opt("serial", &self.serial)?;
         o.opt("spice", &self.spice)?;
-        o.req("status", &self.status)?;
+        o.opt("status", &self.status)?;
         o.opt("tags", &self.tags)?;
         o.opt("template", &self.template)?;
         o.opt("uptime", &self.uptime)?;
-        o.req("vmid", &self.vmid)?;
+        o.opt("vmid", &self.vmid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -51,11 +51,11 @@ pub type InterfacesError = crate::error::Untyped<Interfaces>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterfacesResponseItem {
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `state`
-    pub state: String,
+    pub state: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -63,9 +63,9 @@ impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            name: f.req("name")?,
-            state: f.req("state")?,
-            type_: f.req("type")?,
+            name: f.opt("name")?,
+            state: f.opt("state")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -73,9 +73,9 @@ impl<'de> serde::Deserialize<'de> for InterfacesResponseItem {
 impl serde::Serialize for InterfacesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("name", &self.name)?;
-        o.req("state", &self.state)?;
-        o.req("type", &self.type_)?;
+        o.opt("name", &self.name)?;
+        o.opt("state", &self.state)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

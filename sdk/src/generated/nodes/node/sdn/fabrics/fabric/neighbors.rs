@@ -51,11 +51,11 @@ pub type NeighborsError = crate::error::Untyped<Neighbors>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NeighborsResponseItem {
     /// `neighbor`
-    pub neighbor: String,
+    pub neighbor: Option<String>,
     /// `status`
-    pub status: String,
+    pub status: Option<String>,
     /// `uptime`
-    pub uptime: String,
+    pub uptime: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -63,9 +63,9 @@ impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            neighbor: f.req("neighbor")?,
-            status: f.req("status")?,
-            uptime: f.req("uptime")?,
+            neighbor: f.opt("neighbor")?,
+            status: f.opt("status")?,
+            uptime: f.opt("uptime")?,
             other_keys: f.rest(),
         })
     }
@@ -73,9 +73,9 @@ impl<'de> serde::Deserialize<'de> for NeighborsResponseItem {
 impl serde::Serialize for NeighborsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("neighbor", &self.neighbor)?;
-        o.req("status", &self.status)?;
-        o.req("uptime", &self.uptime)?;
+        o.opt("neighbor", &self.neighbor)?;
+        o.opt("status", &self.status)?;
+        o.opt("uptime", &self.uptime)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

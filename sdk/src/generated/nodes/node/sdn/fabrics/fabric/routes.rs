@@ -51,9 +51,9 @@ pub type RoutesError = crate::error::Untyped<Routes>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoutesResponseItem {
     /// `route`
-    pub route: String,
+    pub route: Option<String>,
     /// `via`
-    pub via: Vec<String>,
+    pub via: Option<Vec<String>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -61,8 +61,8 @@ impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            route: f.req("route")?,
-            via: f.req("via")?,
+            route: f.opt("route")?,
+            via: f.opt("via")?,
             other_keys: f.rest(),
         })
     }
@@ -70,8 +70,8 @@ impl<'de> serde::Deserialize<'de> for RoutesResponseItem {
 impl serde::Serialize for RoutesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("route", &self.route)?;
-        o.req("via", &self.via)?;
+        o.opt("route", &self.route)?;
+        o.opt("via", &self.via)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

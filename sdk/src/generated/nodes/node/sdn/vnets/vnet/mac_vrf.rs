@@ -51,11 +51,11 @@ pub type MacVrfError = crate::error::Untyped<MacVrf>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MacVrfResponseItem {
     /// Format `ip`
-    pub ip: String,
+    pub ip: Option<String>,
     /// Format `mac-addr`
-    pub mac: String,
+    pub mac: Option<String>,
     /// Format `ip`
-    pub nexthop: String,
+    pub nexthop: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -63,9 +63,9 @@ impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            ip: f.req("ip")?,
-            mac: f.req("mac")?,
-            nexthop: f.req("nexthop")?,
+            ip: f.opt("ip")?,
+            mac: f.opt("mac")?,
+            nexthop: f.opt("nexthop")?,
             other_keys: f.rest(),
         })
     }
@@ -73,9 +73,9 @@ impl<'de> serde::Deserialize<'de> for MacVrfResponseItem {
 impl serde::Serialize for MacVrfResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("ip", &self.ip)?;
-        o.req("mac", &self.mac)?;
-        o.req("nexthop", &self.nexthop)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("mac", &self.mac)?;
+        o.opt("nexthop", &self.nexthop)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -53,7 +53,7 @@ pub struct BridgesResponseItemPortsItem {
     /// `index`
     pub index: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `primary_vlan`
     pub primary_vlan: Option<f64>,
     /// `vlans`
@@ -68,7 +68,7 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItemPortsItem {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
             index: f.opt("index")?,
-            name: f.req("name")?,
+            name: f.opt("name")?,
             primary_vlan: f.opt("primary_vlan")?,
             vlans: f.opt("vlans")?,
             vmid: f.opt("vmid")?,
@@ -80,7 +80,7 @@ impl serde::Serialize for BridgesResponseItemPortsItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("index", &self.index)?;
-        o.req("name", &self.name)?;
+        o.opt("name", &self.name)?;
         o.opt("primary_vlan", &self.primary_vlan)?;
         o.opt("vlans", &self.vlans)?;
         o.opt("vmid", &self.vmid)?;
@@ -92,11 +92,11 @@ impl serde::Serialize for BridgesResponseItemPortsItem {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BridgesResponseItem {
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// `ports`
-    pub ports: Vec<BridgesResponseItemPortsItem>,
+    pub ports: Option<Vec<BridgesResponseItemPortsItem>>,
     /// `vlan_filtering`
-    pub vlan_filtering: String,
+    pub vlan_filtering: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -104,9 +104,9 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            name: f.req("name")?,
-            ports: f.req("ports")?,
-            vlan_filtering: f.req("vlan_filtering")?,
+            name: f.opt("name")?,
+            ports: f.opt("ports")?,
+            vlan_filtering: f.opt("vlan_filtering")?,
             other_keys: f.rest(),
         })
     }
@@ -114,9 +114,9 @@ impl<'de> serde::Deserialize<'de> for BridgesResponseItem {
 impl serde::Serialize for BridgesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("name", &self.name)?;
-        o.req("ports", &self.ports)?;
-        o.req("vlan_filtering", &self.vlan_filtering)?;
+        o.opt("name", &self.name)?;
+        o.opt("ports", &self.ports)?;
+        o.opt("vlan_filtering", &self.vlan_filtering)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

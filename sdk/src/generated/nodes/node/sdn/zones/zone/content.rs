@@ -55,7 +55,7 @@ pub struct IndexResponseItem {
     /// `statusmsg`
     pub statusmsg: Option<String>,
     /// `vnet`
-    pub vnet: String,
+    pub vnet: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -65,7 +65,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         Ok(Self {
             status: f.opt("status")?,
             statusmsg: f.opt("statusmsg")?,
-            vnet: f.req("vnet")?,
+            vnet: f.opt("vnet")?,
             other_keys: f.rest(),
         })
     }
@@ -75,7 +75,7 @@ impl serde::Serialize for IndexResponseItem {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("status", &self.status)?;
         o.opt("statusmsg", &self.statusmsg)?;
-        o.req("vnet", &self.vnet)?;
+        o.opt("vnet", &self.vnet)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -51,13 +51,13 @@ pub type IpVrfError = crate::error::Untyped<IpVrf>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct IpVrfResponseItem {
     /// Format `CIDR`
-    pub ip: String,
+    pub ip: Option<String>,
     /// `metric`
-    pub metric: i64,
+    pub metric: Option<i64>,
     /// `nexthops`
-    pub nexthops: Vec<String>,
+    pub nexthops: Option<Vec<String>>,
     /// `protocol`
-    pub protocol: String,
+    pub protocol: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -65,10 +65,10 @@ impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            ip: f.req("ip")?,
-            metric: f.req("metric")?,
-            nexthops: f.req("nexthops")?,
-            protocol: f.req("protocol")?,
+            ip: f.opt("ip")?,
+            metric: f.opt("metric")?,
+            nexthops: f.opt("nexthops")?,
+            protocol: f.opt("protocol")?,
             other_keys: f.rest(),
         })
     }
@@ -76,10 +76,10 @@ impl<'de> serde::Deserialize<'de> for IpVrfResponseItem {
 impl serde::Serialize for IpVrfResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("ip", &self.ip)?;
-        o.req("metric", &self.metric)?;
-        o.req("nexthops", &self.nexthops)?;
-        o.req("protocol", &self.protocol)?;
+        o.opt("ip", &self.ip)?;
+        o.opt("metric", &self.metric)?;
+        o.opt("nexthops", &self.nexthops)?;
+        o.opt("protocol", &self.protocol)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

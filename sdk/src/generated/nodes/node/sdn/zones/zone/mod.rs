@@ -52,7 +52,7 @@ pub type DiridxError = crate::error::Untyped<Diridx>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiridxResponseItem {
     /// `subdir`
-    pub subdir: String,
+    pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -60,7 +60,7 @@ impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            subdir: f.req("subdir")?,
+            subdir: f.opt("subdir")?,
             other_keys: f.rest(),
         })
     }
@@ -68,7 +68,7 @@ impl<'de> serde::Deserialize<'de> for DiridxResponseItem {
 impl serde::Serialize for DiridxResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("subdir", &self.subdir)?;
+        o.opt("subdir", &self.subdir)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -141,9 +141,9 @@ crate::operation_error!(CreateError for Create; StorageNotFound);
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexResponseItemVerification {
     /// `state`
-    pub state: String,
+    pub state: Option<String>,
     /// `upid`
-    pub upid: String,
+    pub upid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -151,8 +151,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            state: f.req("state")?,
-            upid: f.req("upid")?,
+            state: f.opt("state")?,
+            upid: f.opt("upid")?,
             other_keys: f.rest(),
         })
     }
@@ -160,8 +160,8 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
 impl serde::Serialize for IndexResponseItemVerification {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("state", &self.state)?;
-        o.req("upid", &self.upid)?;
+        o.opt("state", &self.state)?;
+        o.opt("upid", &self.upid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }
@@ -176,7 +176,7 @@ pub struct IndexResponseItem {
     /// `encrypted`
     pub encrypted: Option<String>,
     /// `format`
-    pub format: String,
+    pub format: Option<String>,
     /// `notes`
     pub notes: Option<String>,
     /// `parent`
@@ -192,7 +192,7 @@ pub struct IndexResponseItem {
     /// `vmid`
     pub vmid: Option<i64>,
     /// `volid`
-    pub volid: String,
+    pub volid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -203,7 +203,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             approximate_size: f.opt("approximate-size")?,
             ctime: f.opt("ctime")?,
             encrypted: f.opt("encrypted")?,
-            format: f.req("format")?,
+            format: f.opt("format")?,
             notes: f.opt("notes")?,
             parent: f.opt("parent")?,
             protected: f.opt("protected")?,
@@ -211,7 +211,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
             used: f.opt("used")?,
             verification: f.opt("verification")?,
             vmid: f.opt("vmid")?,
-            volid: f.req("volid")?,
+            volid: f.opt("volid")?,
             other_keys: f.rest(),
         })
     }
@@ -222,7 +222,7 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("approximate-size", &self.approximate_size)?;
         o.opt("ctime", &self.ctime)?;
         o.opt("encrypted", &self.encrypted)?;
-        o.req("format", &self.format)?;
+        o.opt("format", &self.format)?;
         o.opt("notes", &self.notes)?;
         o.opt("parent", &self.parent)?;
         o.opt("protected", &self.protected)?;
@@ -230,7 +230,7 @@ impl serde::Serialize for IndexResponseItem {
         o.opt("used", &self.used)?;
         o.opt("verification", &self.verification)?;
         o.opt("vmid", &self.vmid)?;
-        o.req("volid", &self.volid)?;
+        o.opt("volid", &self.volid)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -291,17 +291,17 @@ crate::operation_error!(UpdateattributesError for Updateattributes; StorageNotFo
 #[derive(Debug, Clone, PartialEq)]
 pub struct InfoResponse {
     /// `format`
-    pub format: String,
+    pub format: Option<String>,
     /// `notes`
     pub notes: Option<String>,
     /// `path`
-    pub path: String,
+    pub path: Option<String>,
     /// `protected`
     pub protected: Option<bool>,
     /// `size`
-    pub size: i64,
+    pub size: Option<i64>,
     /// `used`
-    pub used: i64,
+    pub used: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -309,12 +309,12 @@ impl<'de> serde::Deserialize<'de> for InfoResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            format: f.req("format")?,
+            format: f.opt("format")?,
             notes: f.opt("notes")?,
-            path: f.req("path")?,
+            path: f.opt("path")?,
             protected: f.opt("protected")?,
-            size: f.req("size")?,
-            used: f.req("used")?,
+            size: f.opt("size")?,
+            used: f.opt("used")?,
             other_keys: f.rest(),
         })
     }
@@ -322,12 +322,12 @@ impl<'de> serde::Deserialize<'de> for InfoResponse {
 impl serde::Serialize for InfoResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("format", &self.format)?;
+        o.opt("format", &self.format)?;
         o.opt("notes", &self.notes)?;
-        o.req("path", &self.path)?;
+        o.opt("path", &self.path)?;
         o.opt("protected", &self.protected)?;
-        o.req("size", &self.size)?;
-        o.req("used", &self.used)?;
+        o.opt("size", &self.size)?;
+        o.opt("used", &self.used)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

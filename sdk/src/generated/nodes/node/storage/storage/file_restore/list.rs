@@ -70,17 +70,17 @@ crate::operation_error!(ListError for List; StorageNotFound);
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListResponseItem {
     /// `filepath`
-    pub filepath: String,
+    pub filepath: Option<String>,
     /// `leaf`
-    pub leaf: bool,
+    pub leaf: Option<bool>,
     /// `mtime`
     pub mtime: Option<i64>,
     /// `size`
     pub size: Option<i64>,
     /// `text`
-    pub text: String,
+    pub text: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -88,12 +88,12 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            filepath: f.req("filepath")?,
-            leaf: f.req("leaf")?,
+            filepath: f.opt("filepath")?,
+            leaf: f.opt("leaf")?,
             mtime: f.opt("mtime")?,
             size: f.opt("size")?,
-            text: f.req("text")?,
-            type_: f.req("type")?,
+            text: f.opt("text")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -101,12 +101,12 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
 impl serde::Serialize for ListResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("filepath", &self.filepath)?;
-        o.req("leaf", &self.leaf)?;
+        o.opt("filepath", &self.filepath)?;
+        o.opt("leaf", &self.leaf)?;
         o.opt("mtime", &self.mtime)?;
         o.opt("size", &self.size)?;
-        o.req("text", &self.text)?;
-        o.req("type", &self.type_)?;
+        o.opt("text", &self.text)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -160,7 +160,7 @@ pub type UpdateRouteMapEntryError = crate::error::Untyped<UpdateRouteMapEntry>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetRouteMapEntryResponse {
     /// `action`
-    pub action: crate::generated::cluster::sdn::Action,
+    pub action: Option<crate::generated::cluster::sdn::Action>,
     /// Format `pve-sdn-route-map-id`
     pub call: Option<String>,
     /// Maximum length 64
@@ -170,9 +170,9 @@ pub struct GetRouteMapEntryResponse {
     /// Wire name `match`
     pub match_: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Match>>,
     /// Range 0 - 65535
-    pub order: i64,
+    pub order: Option<i64>,
     /// Wire name `route-map-id`; format `pve-sdn-route-map-id`
-    pub route_map_id: String,
+    pub route_map_id: Option<String>,
     /// `set`
     pub set: Option<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -182,13 +182,13 @@ impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            action: f.req("action")?,
+            action: f.opt("action")?,
             call: f.opt("call")?,
             digest: f.opt("digest")?,
             exit_action: f.opt("exit-action")?,
             match_: f.opt("match")?,
-            order: f.req("order")?,
-            route_map_id: f.req("route-map-id")?,
+            order: f.opt("order")?,
+            route_map_id: f.opt("route-map-id")?,
             set: f.opt("set")?,
             other_keys: f.rest(),
         })
@@ -197,13 +197,13 @@ impl<'de> serde::Deserialize<'de> for GetRouteMapEntryResponse {
 impl serde::Serialize for GetRouteMapEntryResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("action", &self.action)?;
+        o.opt("action", &self.action)?;
         o.opt("call", &self.call)?;
         o.opt("digest", &self.digest)?;
         o.opt("exit-action", &self.exit_action)?;
         o.opt("match", &self.match_)?;
-        o.req("order", &self.order)?;
-        o.req("route-map-id", &self.route_map_id)?;
+        o.opt("order", &self.order)?;
+        o.opt("route-map-id", &self.route_map_id)?;
         o.opt("set", &self.set)?;
         o.rest(&self.other_keys)?;
         o.end()

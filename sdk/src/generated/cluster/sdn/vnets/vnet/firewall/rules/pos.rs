@@ -190,7 +190,7 @@ crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetRuleResponse {
     /// `action`
-    pub action: String,
+    pub action: Option<String>,
     /// `comment`
     pub comment: Option<String>,
     /// `dest`
@@ -210,7 +210,7 @@ pub struct GetRuleResponse {
     /// Wire name `macro`
     pub macro_: Option<String>,
     /// `pos`
-    pub pos: i64,
+    pub pos: Option<i64>,
     /// `proto`
     pub proto: Option<String>,
     /// `source`
@@ -218,7 +218,7 @@ pub struct GetRuleResponse {
     /// `sport`
     pub sport: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -226,7 +226,7 @@ impl<'de> serde::Deserialize<'de> for GetRuleResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            action: f.req("action")?,
+            action: f.opt("action")?,
             comment: f.opt("comment")?,
             dest: f.opt("dest")?,
             dport: f.opt("dport")?,
@@ -236,11 +236,11 @@ impl<'de> serde::Deserialize<'de> for GetRuleResponse {
             ipversion: f.opt("ipversion")?,
             log: f.opt("log")?,
             macro_: f.opt("macro")?,
-            pos: f.req("pos")?,
+            pos: f.opt("pos")?,
             proto: f.opt("proto")?,
             source: f.opt("source")?,
             sport: f.opt("sport")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -248,7 +248,7 @@ impl<'de> serde::Deserialize<'de> for GetRuleResponse {
 impl serde::Serialize for GetRuleResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("action", &self.action)?;
+        o.opt("action", &self.action)?;
         o.opt("comment", &self.comment)?;
         o.opt("dest", &self.dest)?;
         o.opt("dport", &self.dport)?;
@@ -258,11 +258,11 @@ impl serde::Serialize for GetRuleResponse {
         o.opt("ipversion", &self.ipversion)?;
         o.opt("log", &self.log)?;
         o.opt("macro", &self.macro_)?;
-        o.req("pos", &self.pos)?;
+        o.opt("pos", &self.pos)?;
         o.opt("proto", &self.proto)?;
         o.opt("source", &self.source)?;
         o.opt("sport", &self.sport)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

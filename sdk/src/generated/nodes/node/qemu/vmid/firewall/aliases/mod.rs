@@ -127,13 +127,13 @@ pub type CreateAliasError = crate::error::Untyped<CreateAlias>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetAliasesResponseItem {
     /// `cidr`
-    pub cidr: String,
+    pub cidr: Option<String>,
     /// `comment`
     pub comment: Option<String>,
     /// Maximum length 64
-    pub digest: String,
+    pub digest: Option<String>,
     /// `name`
-    pub name: String,
+    pub name: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -141,10 +141,10 @@ impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cidr: f.req("cidr")?,
+            cidr: f.opt("cidr")?,
             comment: f.opt("comment")?,
-            digest: f.req("digest")?,
-            name: f.req("name")?,
+            digest: f.opt("digest")?,
+            name: f.opt("name")?,
             other_keys: f.rest(),
         })
     }
@@ -152,10 +152,10 @@ impl<'de> serde::Deserialize<'de> for GetAliasesResponseItem {
 impl serde::Serialize for GetAliasesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cidr", &self.cidr)?;
+        o.opt("cidr", &self.cidr)?;
         o.opt("comment", &self.comment)?;
-        o.req("digest", &self.digest)?;
-        o.req("name", &self.name)?;
+        o.opt("digest", &self.digest)?;
+        o.opt("name", &self.name)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -174,7 +174,7 @@ crate::operation_error!(CreateRuleError for CreateRule; ConfigModified);
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetRulesResponseItem {
     /// `action`
-    pub action: String,
+    pub action: Option<String>,
     /// `comment`
     pub comment: Option<String>,
     /// `dest`
@@ -194,7 +194,7 @@ pub struct GetRulesResponseItem {
     /// Wire name `macro`
     pub macro_: Option<String>,
     /// `pos`
-    pub pos: i64,
+    pub pos: Option<i64>,
     /// `proto`
     pub proto: Option<String>,
     /// `source`
@@ -202,7 +202,7 @@ pub struct GetRulesResponseItem {
     /// `sport`
     pub sport: Option<String>,
     /// Wire name `type`
-    pub type_: String,
+    pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -210,7 +210,7 @@ impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            action: f.req("action")?,
+            action: f.opt("action")?,
             comment: f.opt("comment")?,
             dest: f.opt("dest")?,
             dport: f.opt("dport")?,
@@ -220,11 +220,11 @@ impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
             ipversion: f.opt("ipversion")?,
             log: f.opt("log")?,
             macro_: f.opt("macro")?,
-            pos: f.req("pos")?,
+            pos: f.opt("pos")?,
             proto: f.opt("proto")?,
             source: f.opt("source")?,
             sport: f.opt("sport")?,
-            type_: f.req("type")?,
+            type_: f.opt("type")?,
             other_keys: f.rest(),
         })
     }
@@ -232,7 +232,7 @@ impl<'de> serde::Deserialize<'de> for GetRulesResponseItem {
 impl serde::Serialize for GetRulesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("action", &self.action)?;
+        o.opt("action", &self.action)?;
         o.opt("comment", &self.comment)?;
         o.opt("dest", &self.dest)?;
         o.opt("dport", &self.dport)?;
@@ -242,11 +242,11 @@ impl serde::Serialize for GetRulesResponseItem {
         o.opt("ipversion", &self.ipversion)?;
         o.opt("log", &self.log)?;
         o.opt("macro", &self.macro_)?;
-        o.req("pos", &self.pos)?;
+        o.opt("pos", &self.pos)?;
         o.opt("proto", &self.proto)?;
         o.opt("source", &self.source)?;
         o.opt("sport", &self.sport)?;
-        o.req("type", &self.type_)?;
+        o.opt("type", &self.type_)?;
         o.rest(&self.other_keys)?;
         o.end()
     }

@@ -196,11 +196,11 @@ pub type CreateIpError = crate::error::Untyped<CreateIp>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetIpsetResponseItem {
     /// `cidr`
-    pub cidr: String,
+    pub cidr: Option<String>,
     /// `comment`
     pub comment: Option<String>,
     /// Maximum length 64
-    pub digest: String,
+    pub digest: Option<String>,
     /// `nomatch`
     pub nomatch: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
@@ -210,9 +210,9 @@ impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
-            cidr: f.req("cidr")?,
+            cidr: f.opt("cidr")?,
             comment: f.opt("comment")?,
-            digest: f.req("digest")?,
+            digest: f.opt("digest")?,
             nomatch: f.opt("nomatch")?,
             other_keys: f.rest(),
         })
@@ -221,9 +221,9 @@ impl<'de> serde::Deserialize<'de> for GetIpsetResponseItem {
 impl serde::Serialize for GetIpsetResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
-        o.req("cidr", &self.cidr)?;
+        o.opt("cidr", &self.cidr)?;
         o.opt("comment", &self.comment)?;
-        o.req("digest", &self.digest)?;
+        o.opt("digest", &self.digest)?;
         o.opt("nomatch", &self.nomatch)?;
         o.rest(&self.other_keys)?;
         o.end()

@@ -1,0 +1,136 @@
+//! Every operation's answer decodes when PVE leaves a field out or sends it `null`, unless a
+//! `response-fields` patch says PVE always sends it; then the error names the field's path.
+//! The samples (`generated::samples`) hold every field of every answer type.
+
+use serde_json::Value;
+
+use crate::generated::samples;
+
+/// One step of a jq path from the samples: `.name`, `[0]` or `["key"]`.
+enum Step {
+    Name(String),
+    Index(usize),
+}
+
+fn steps(path: &str) -> Vec<Step> {
+    let mut out = Vec::new();
+    let mut rest = path.strip_prefix('.').unwrap_or(path);
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("[\"") {
+            let end = r.find("\"]").expect("closed key");
+            let key: String = serde_json::from_str(&format!("\"{}\"", &r[..end])).expect("key");
+            out.push(Step::Name(key));
+            rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').expect("closed index");
+            out.push(Step::Index(r[..end].parse().expect("index")));
+            rest = &r[end + 1..];
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or(rest);
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            out.push(Step::Name(r[..end].to_owned()));
+            rest = &r[end..];
+        }
+    }
+    out
+}
+
+/// The object holding the field at `path`, and the field's key.
+fn parent<'v>(root: &'v mut Value, path: &str) -> (&'v mut serde_json::Map<String, Value>, String) {
+    let mut steps = steps(path);
+    let Some(Step::Name(last)) = steps.pop() else {
+        panic!("{path} does not end in a field");
+    };
+    let mut cur = root;
+    for s in steps {
+        cur = match s {
+            Step::Name(k) => cur.get_mut(&k).unwrap_or_else(|| panic!("{path}: no {k}")),
+            Step::Index(i) => cur.get_mut(i).unwrap_or_else(|| panic!("{path}: no [{i}]")),
+        };
+    }
+    match cur {
+        Value::Object(m) => (m, last),
+        other => panic!("{path}: parent is {other}"),
+    }
+}
+
+fn failure_path(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    crate::lenient::jq_path(crate::lenient::split_path(&text).0)
+}
+
+#[test]
+fn every_answer_decodes_without_each_optional_field_and_names_each_required_one() {
+    let all = samples::all();
+    assert!(!all.is_empty());
+    let (mut removed, mut required) = (0, 0);
+    for s in &all {
+        let sample: Value = serde_json::from_str(s.json).expect("sample is JSON");
+        if let Err(e) = (s.decode)(sample.clone()) {
+            panic!("{}: the full sample does not decode: {e}", s.op);
+        }
+        // A whole answer of null, where an array or object is expected: empty, or the error
+        // of its first required field.
+        if sample.is_array() || sample.is_object() {
+            let top_required: Vec<&str> = s
+                .fields
+                .iter()
+                .filter(|(p, r)| *r && steps(p).len() == 1)
+                .map(|(p, _)| *p)
+                .collect();
+            match ((s.decode)(Value::Null), top_required.first()) {
+                (Ok(()), None) => {}
+                (Err(e), Some(_)) => assert!(
+                    top_required.contains(&failure_path(&e).as_str()),
+                    "{}: null fails at {} ({e})",
+                    s.op,
+                    failure_path(&e)
+                ),
+                (Ok(()), Some(p)) => panic!("{}: null decodes though {p} is required", s.op),
+                (Err(e), None) => panic!("{}: a null answer does not decode: {e}", s.op),
+            }
+        }
+        for (path, req) in s.fields {
+            for null in [false, true] {
+                let mut v = sample.clone();
+                let (obj, key) = parent(&mut v, path);
+                if null {
+                    obj.insert(key, Value::Null);
+                } else {
+                    assert!(obj.remove(&key).is_some(), "{}: {path} not in sample", s.op);
+                }
+                removed += 1;
+                match ((s.decode)(v), req) {
+                    (Ok(()), false) => {}
+                    (Err(e), false) => panic!(
+                        "{}: without {path} (null: {null}) the answer does not decode: {e}",
+                        s.op
+                    ),
+                    (Ok(()), true) => panic!(
+                        "{}: {path} is required, yet the answer decodes without it (null: {null})",
+                        s.op
+                    ),
+                    (Err(e), true) => {
+                        required += 1;
+                        assert_eq!(failure_path(&e), *path, "{}: {e}", s.op);
+                        let why = if null { "is null" } else { "is missing" };
+                        assert!(e.to_string().ends_with(why), "{}: {e}", s.op);
+                    }
+                }
+            }
+        }
+    }
+    // Every operation has a sample, and the patches' required fields were all exercised.
+    if cfg!(all(
+        feature = "access",
+        feature = "cluster",
+        feature = "nodes",
+        feature = "pools",
+        feature = "storage",
+        feature = "version"
+    )) {
+        assert_eq!(all.len(), crate::generated::samples::COUNT);
+    }
+    assert!(removed > 1000, "{removed} mutations");
+    assert!(required > 0, "no required field was exercised");
+}
