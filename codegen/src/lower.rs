@@ -441,6 +441,20 @@ impl<'a> Lowerer<'a> {
                 }
                 continue;
             }
+            let segments: Vec<&str> = node.path.split('/').filter(|s| !s.is_empty()).collect();
+            let mut bad = false;
+            for (seg, name) in segments.iter().zip(&m) {
+                if let Some(why) = crate::names::ident_problem(name) {
+                    self.diags.push(
+                        format!("path {}", node.path),
+                        format!("segment \"{seg}\" becomes module `{name}`, {why}"),
+                    );
+                    bad = true;
+                }
+            }
+            if bad {
+                continue;
+            }
             urls.insert(m.clone(), node.path.clone());
             for i in 0..m.len() {
                 let parent = m[..i].to_vec();
@@ -623,6 +637,12 @@ impl<'a> Lowerer<'a> {
                 default_key = Some(key.clone());
             }
             let rust = snake(key);
+            if let Some(why) = crate::names::ident_problem(&rust) {
+                self.diags.push(
+                    format!("{loc} key \"{key}\""),
+                    format!("key \"{key}\" becomes `{rust}`, {why}"),
+                );
+            }
             if !rust_names.insert(rust.clone()) {
                 self.diags.push(
                     format!("{loc} key \"{key}\""),
@@ -909,6 +929,12 @@ impl<'a> Lowerer<'a> {
     fn check_field_names(&mut self, fields: &[Field], loc: &str) {
         let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
         for f in fields {
+            if let Some(why) = crate::names::ident_problem(&f.rust) {
+                self.diags.push(
+                    format!("{loc} \"{}\"", f.wire),
+                    format!("field \"{}\" becomes `{}`, {why}", f.wire, f.rust),
+                );
+            }
             if let Some(other) = seen.insert(&f.rust, &f.wire) {
                 self.diags.push(
                     loc,

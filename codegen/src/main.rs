@@ -37,14 +37,18 @@ struct SpecArgs {
     /// The schema's PVE version when the file name does not say it.
     #[arg(long, value_name = "X.Y")]
     pve_version: Option<String>,
-    /// The lock file whose sha256 for this version the schema must match.
+    /// The lock file whose sha256 for this version the schema must match (it must exist).
     #[arg(long, default_value = "apispec/lock.toml")]
     lock: PathBuf,
+    /// Skip the lock's hash check (for schemas that are not PVE's, e.g. test fixtures).
+    #[arg(long)]
+    no_lock: bool,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write sdk/src/generated/ (atomically: a failed run leaves the old output).
+    /// Write sdk/src/generated/ and the simulator's facts table (atomically: a failed run leaves
+    /// both as they were; `--out` must be a folder pve-codegen wrote, or new).
     Generate {
         #[command(flatten)]
         spec: SpecArgs,
@@ -123,7 +127,7 @@ fn config(args: &SpecArgs, upstream_docs: bool) -> Result<Config, String> {
         version: parse_version(&args.pve_version)?,
         history: None,
         upstream_docs,
-        lock: Some(args.lock.clone()),
+        lock: (!args.no_lock).then(|| args.lock.clone()),
     })
 }
 
@@ -186,9 +190,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return usage(e),
             };
-            match pve_codegen::generate(&cfg, &out)
-                .and_then(|o| pve_codegen::write_facts(&o, &facts).map(|()| o))
-            {
+            match pve_codegen::generate_with_facts(&cfg, &out, Some(&facts)) {
                 Ok(o) => {
                     notes(&o);
                     println!(

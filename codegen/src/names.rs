@@ -109,6 +109,25 @@ pub fn variant_name(wire: &str) -> String {
     s
 }
 
+/// Why `ident` (a name made by [`snake`]) cannot be a Rust module or field name, if it cannot:
+/// `_` names nothing, and only ASCII letters, digits and `_` are allowed (non-ASCII names are
+/// valid Rust but make file names and lints (`non_ascii_idents`) depend on the platform).
+pub fn ident_problem(ident: &str) -> Option<&'static str> {
+    if ident.is_empty() || ident.bytes().all(|c| c == b'_') {
+        return Some("which names nothing in Rust");
+    }
+    if !ident
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'_')
+    {
+        return Some("which holds characters other than ASCII letters, digits and `_`");
+    }
+    if ident.starts_with(|c: char| c.is_ascii_digit()) {
+        return Some("which starts with a digit");
+    }
+    None
+}
+
 /// The base name of an indexed parameter: `net[n]` -> `Some("net")`.
 pub fn indexed_base(wire: &str) -> Option<&str> {
     wire.strip_suffix("[n]")
@@ -126,6 +145,18 @@ mod tests {
         assert_eq!(snake("8021q"), "_8021q");
         assert_eq!(snake("route-maps"), "route_maps");
         assert_eq!(snake("self"), "self_");
+    }
+
+    #[test]
+    fn names_that_cannot_be_identifiers() {
+        for wire in ["_", "__", "-", "!!", ""] {
+            assert!(ident_problem(&snake(wire)).is_some(), "{wire:?}");
+        }
+        assert!(ident_problem(&snake("é")).is_some());
+        assert!(ident_problem(&snake("Über-x")).is_some());
+        for wire in ["self", "8021q", "a%b", "crate", "bond-primary"] {
+            assert_eq!(ident_problem(&snake(wire)), None, "{wire:?}");
+        }
     }
 
     #[test]

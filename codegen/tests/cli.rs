@@ -22,7 +22,23 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
+/// An empty lock file beside `out` (fixture schemas are not PVE's: no entry to match).
+fn lock_beside(out: &Path) -> PathBuf {
+    let lock = out.parent().expect("has a folder").join("lock.toml");
+    if !lock.exists() {
+        std::fs::write(&lock, "").expect("writes the lock");
+    }
+    lock
+}
+
+/// `generate` with every path under `out`'s folder: facts beside it, an empty lock beside it.
 fn generate(spec: &Path, out: &Path) -> Output {
+    let facts = out.parent().expect("has a folder").join("facts.json");
+    generate_with(spec, out, &facts)
+}
+
+fn generate_with(spec: &Path, out: &Path, facts: &Path) -> Output {
+    let lock = lock_beside(out);
     codegen(&[
         "generate",
         "--spec",
@@ -33,7 +49,22 @@ fn generate(spec: &Path, out: &Path) -> Output {
         "9.2",
         "--out",
         path(out),
+        "--facts",
+        path(facts),
+        "--lock",
+        path(&lock),
     ])
+}
+
+/// The names in a folder, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("lists")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 #[test]
@@ -113,14 +144,9 @@ fn a_failed_run_leaves_the_old_output_and_check_reports_differences() {
         std::fs::read_to_string(out.join("nodes/node/device.rs")).expect("kept"),
         before
     );
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("lists")
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
     assert_eq!(
-        leftovers,
-        vec!["generated".to_owned()],
+        names(dir.path()),
+        ["facts.json", "generated", "lock.toml"],
         "no temporary folders left"
     );
 
@@ -135,6 +161,10 @@ fn a_failed_run_leaves_the_old_output_and_check_reports_differences() {
             "9.2",
             "--out",
             path(out),
+            "--facts",
+            path(&out.parent().expect("folder").join("facts.json")),
+            "--lock",
+            path(&lock_beside(out)),
         ])
     };
     let o = check(&out);
@@ -172,6 +202,8 @@ fn a_patch_naming_a_missing_operation_fails() {
         path(&patches),
         "--pve-version",
         "9.2",
+        "--lock",
+        path(&lock_beside(&patches)),
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -185,6 +217,7 @@ fn a_patch_naming_a_missing_operation_fails() {
 
 #[test]
 fn stats_json_is_machine_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
     let o = codegen(&[
         "stats",
         "--json",
@@ -194,6 +227,8 @@ fn stats_json_is_machine_readable() {
         path(&fixtures().join("patches")),
         "--pve-version",
         "9.2",
+        "--lock",
+        path(&lock_beside(&dir.path().join("x"))),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
@@ -201,4 +236,206 @@ fn stats_json_is_machine_readable() {
     assert_eq!(v["by_verb"]["POST"], 1);
     assert_eq!(v["indexed"], serde_json::json!([["net", 31], ["numa", 7]]));
     assert_eq!(v["property_strings"], serde_json::json!(["guests::Numa"]));
+}
+
+#[test]
+fn out_must_be_a_previous_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = fixtures().join("specs/property_string.json");
+
+    // A folder of the user's: refused, untouched.
+    let mine = dir.path().join("mine");
+    std::fs::create_dir_all(mine.join("sub")).expect("mkdir");
+    std::fs::write(mine.join("sub/notes.txt"), "keep me").expect("writes");
+    let o = generate(&good, &mine);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("refusing to replace") && text(&o.stderr).contains("notes.txt"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(mine.join("sub/notes.txt")).expect("kept"),
+        "keep me"
+    );
+    // Rust code that is not ours, and a plain file: refused too.
+    let code = dir.path().join("code");
+    std::fs::create_dir(&code).expect("mkdir");
+    std::fs::write(code.join("lib.rs"), "fn main() {}\n").expect("writes");
+    let o = generate(&good, &code);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("does not start with the `@generated` header"));
+    assert!(code.join("lib.rs").exists());
+    let file = dir.path().join("file.rs");
+    std::fs::write(&file, "x").expect("writes");
+    let o = generate(&good, &file);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("it is not a folder"));
+    assert_eq!(std::fs::read_to_string(&file).expect("kept"), "x");
+    assert!(
+        !dir.path().join("facts.json").exists(),
+        "nothing was written"
+    );
+
+    // An empty folder, and a previous output, are replaced.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    assert_eq!(generate(&good, &empty).status.code(), Some(0));
+    assert_eq!(generate(&good, &empty).status.code(), Some(0));
+    assert!(empty.join("mod.rs").exists());
+}
+
+#[test]
+fn a_failed_facts_write_leaves_output_and_facts_as_they_were() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("generated");
+    let facts = dir.path().join("facts.json");
+    let first = fixtures().join("specs/property_string.json");
+    let second = fixtures().join("specs/indexed_param.json");
+    assert_eq!(generate(&first, &out).status.code(), Some(0));
+    let before = pve_codegen::format::read_tree(&out).expect("reads");
+    let facts_before = std::fs::read_to_string(&facts).expect("facts written");
+
+    // The facts path is a folder: the rename fails after the output was swapped in, and the
+    // old output is put back.
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir_all(blocked.join("inside")).expect("mkdir");
+    let o = generate_with(&second, &out, &blocked);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_eq!(pve_codegen::format::read_tree(&out).expect("reads"), before);
+    assert!(blocked.join("inside").is_dir());
+
+    // The facts folder does not exist: refused before anything is replaced.
+    let o = generate_with(&second, &out, &dir.path().join("no/such/dir/facts.json"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("the folder of the facts table does not exist"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!dir.path().join("no").exists(), "no folder is created");
+    assert_eq!(pve_codegen::format::read_tree(&out).expect("reads"), before);
+    assert_eq!(
+        std::fs::read_to_string(&facts).expect("facts"),
+        facts_before
+    );
+    assert_eq!(
+        names(dir.path()),
+        ["blocked", "facts.json", "generated", "lock.toml"],
+        "no temporaries left"
+    );
+}
+
+#[test]
+fn stale_temporaries_of_dead_runs_are_removed() {
+    if !Path::new("/proc/self").exists() {
+        return; // liveness comes from /proc; elsewhere nothing is removed (by design)
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("generated");
+    // A pid that is gone: a child that has exited and been waited for.
+    let mut child = Command::new("true").spawn().expect("spawns");
+    let dead = child.id();
+    child.wait().expect("waits");
+    let alive = std::process::id();
+    for name in [
+        format!(".generated.new-{dead}"),
+        format!(".generated.old-{dead}"),
+        format!(".generated.new-{alive}"),
+    ] {
+        std::fs::create_dir_all(dir.path().join(&name).join("x")).expect("mkdir");
+    }
+    std::fs::write(dir.path().join(format!("facts.json.tmp-{dead}")), "{}").expect("writes");
+    std::fs::write(dir.path().join(format!("facts.json.tmp-{alive}")), "{}").expect("writes");
+    let o = generate(&fixtures().join("specs/property_string.json"), &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        names(dir.path()),
+        [
+            format!(".generated.new-{alive}"),
+            "facts.json".to_owned(),
+            format!("facts.json.tmp-{alive}"),
+            "generated".to_owned(),
+            "lock.toml".to_owned(),
+        ],
+        "the dead run's temporaries go, the live process's stay"
+    );
+}
+
+#[test]
+fn names_that_cannot_be_rust_identifiers_are_located_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("names.json");
+    std::fs::write(
+        &spec,
+        r#"[{"path":"/a","text":"a","leaf":0,"children":[{"path":"/a/__","text":"__","leaf":1,
+            "info":{"GET":{"name":"get_x","method":"GET",
+              "parameters":{"type":"object","properties":{"_":{"type":"string","optional":1}}},
+              "returns":{"type":"object","properties":{"été":{"type":"string"}}}}}}]}]"#,
+    )
+    .expect("writes");
+    let out = dir.path().join("generated");
+    let o = generate(&spec, &out);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    for needle in [
+        "3 problem(s) in stage lower",
+        "path /a/__: segment \"__\" becomes module `_`, which names nothing in Rust",
+        "GET /a/__ parameters \"_\": field \"_\" becomes `_`, which names nothing in Rust",
+        "GET /a/__ returns \"\u{e9}t\u{e9}\": field \"\u{e9}t\u{e9}\" becomes `\u{e9}t\u{e9}`, which holds characters other than ASCII letters, digits and `_`",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_lock_that_does_not_exist_is_an_error_not_a_skipped_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = fixtures().join("specs/property_string.json");
+    let patches = fixtures().join("patches");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "stats",
+            "--spec",
+            path(&good),
+            "--patches",
+            path(&patches),
+            "--pve-version",
+            "9.2",
+        ];
+        a.extend_from_slice(extra);
+        a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()
+    };
+    // The default `apispec/lock.toml`, from a folder that has none.
+    let o = Command::new(env!("CARGO_BIN_EXE_pve-codegen"))
+        .args(args(&[]))
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("apispec/lock.toml: the lock file does not exist"),
+        "{}",
+        text(&o.stderr)
+    );
+    let missing = dir.path().join("nope.toml");
+    let o = codegen(
+        &args(&["--lock", path(&missing)])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    // Skipping it is explicit.
+    let o = Command::new(env!("CARGO_BIN_EXE_pve-codegen"))
+        .args(args(&["--no-lock"]))
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // No test writes relative to the working folder (the stray facts table of old).
+    assert!(!Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sim")
+        .exists());
 }
