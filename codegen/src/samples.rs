@@ -207,16 +207,40 @@ pub fn samples(api: &Api) -> BTreeMap<String, (ModPath, String, Sample)> {
     out
 }
 
-/// `generated/samples.rs`.
+/// `generated/samples.rs`: the samples as one JSON text (a line per operation: `[op, answer,
+/// [[path, required], ...]]`), which costs rustfmt one token, and the table of decoders, one per
+/// operation and behind its feature.
 pub fn samples_tokens(api: &Api) -> TokenStream {
     let all = samples(api);
     let count = all.len();
-    let pushes = all.into_iter().map(|(key, (module, name, s))| {
+    let mut data = String::from("[\n");
+    for (i, (key, (_, _, s))) in all.iter().enumerate() {
+        let fields: Vec<Value> = s
+            .fields
+            .iter()
+            .map(|(p, r)| Value::Array(vec![Value::from(p.clone()), Value::from(*r)]))
+            .collect();
+        let line = Value::Array(vec![
+            Value::from(key.clone()),
+            s.json.clone(),
+            Value::Array(fields),
+        ]);
+        data.push_str(&line.to_string());
+        data.push_str(if i + 1 < count { ",\n" } else { "\n" });
+    }
+    data.push(']');
+    // A raw string with `##` delimiters: JSON text never holds `"##` unless a key or value
+    // starts with `##`, which no name of the schema does.
+    assert!(
+        !data.contains("\"##"),
+        "sample text would end the raw string"
+    );
+    let data: TokenStream = format!("r##\"{data}\"##")
+        .parse()
+        .expect("a raw string literal");
+    let pushes = all.into_iter().map(|(key, (module, name, _))| {
         let segs = module.iter().map(|s| format_ident!("{}", s));
         let ty = format_ident!("{}", name);
-        let json = s.json.to_string();
-        let paths = s.fields.iter().map(|(p, _)| p);
-        let required = s.fields.iter().map(|(_, r)| r);
         let cfg = match module.first() {
             Some(top) if crate::emit::FEATURES.contains(&top.as_str()) => {
                 quote!(#[cfg(feature = #top)])
@@ -225,36 +249,24 @@ pub fn samples_tokens(api: &Api) -> TokenStream {
         };
         quote! {
             #cfg
-            out.push(Sample {
-                op: #key,
-                json: #json,
-                fields: &[#((#paths, #required)),*],
-                decode: decode::<crate::generated::#(#segs::)*#ty>,
-            });
+            out.push((#key, decode::<crate::generated::#(#segs::)*#ty> as Decode));
         }
     });
     quote! {
         //! An answer sample of every operation with the JSON path of each field (and whether it
         //! is required), for the SDK's decode test. Placeholder values of the right types.
-        /// One operation's sample answer.
-        pub(crate) struct Sample {
-            /// `METHOD /path`.
-            pub op: &'static str,
-            /// An answer with every field.
-            pub json: &'static str,
-            /// (jq path, required) of every field in it.
-            pub fields: &'static [(&'static str, bool)],
-            /// Decodes an answer as the operation's response type.
-            pub decode: fn(serde_json::Value) -> Result<(), serde_json::Error>,
-        }
+        /// Decodes an answer as an operation's response type.
+        pub(crate) type Decode = fn(serde_json::Value) -> Result<(), serde_json::Error>;
         fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<(), serde_json::Error> {
             crate::lenient::from_value::<T>(v).map(drop)
         }
-        /// How many operations the schema has (each with a sample when every feature is on).
+        /// How many operations the schema has (each with a decoder when every feature is on).
         pub(crate) const COUNT: usize = #count;
-        /// Every operation's sample.
+        /// A line per operation: `[op, answer, [[jq path, required], ...]]`.
+        pub(crate) const SAMPLES: &str = #data;
+        /// The decoder of every operation whose feature is on, by `METHOD /path`.
         #[allow(clippy::vec_init_then_push, reason = "each push has its feature's cfg")]
-        pub(crate) fn all() -> Vec<Sample> {
+        pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
             let mut out = Vec::new();
             #(#pushes)*
             out
