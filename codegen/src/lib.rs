@@ -254,10 +254,29 @@ fn process_alive(pid: u32) -> Option<bool> {
 }
 
 /// Removes the temporary folders (and facts files) a killed run left beside `out` and `facts`:
-/// `.generated.{tag}-{pid}` and `NAME.tmp-{pid}` whose process is gone. Those of running
-/// processes stay; on a system without `/proc` nothing is removed. Returns what was removed.
+/// `.generated.{tag}-{pid}` and `NAME.tmp-{pid}` whose process is gone; when `out` itself is
+/// missing, a dead run's moved-aside old output is put back as `out` first. Those of running
+/// processes stay; on a system without `/proc` nothing is touched. Returns what was removed.
 pub fn remove_stale_temporaries(out: &Path, facts: Option<&Path>) -> Vec<PathBuf> {
     let mut removed = Vec::new();
+    // A run killed between moving the old output aside and moving the new one in left no
+    // `out`: the old output is put back first, so it is never what gets removed.
+    if !out.exists() {
+        if let Ok(entries) = std::fs::read_dir(parent_of(out)) {
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let pid = name
+                    .strip_prefix(TEMP_PREFIX)
+                    .and_then(|r| r.strip_prefix("old-"))
+                    .and_then(|p| p.parse::<u32>().ok());
+                if pid.is_some_and(|p| process_alive(p) == Some(false))
+                    && std::fs::rename(e.path(), out).is_ok()
+                {
+                    break;
+                }
+            }
+        }
+    }
     let mut sweep = |dir: &Path, prefix: &str, folders: bool| {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;

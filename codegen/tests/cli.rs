@@ -363,6 +363,47 @@ fn stale_temporaries_of_dead_runs_are_removed() {
 }
 
 #[test]
+fn a_run_killed_between_the_two_renames_gets_its_old_output_back() {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("generated");
+    let good = fixtures().join("specs/property_string.json");
+    assert_eq!(generate(&good, &out).status.code(), Some(0));
+    let before = pve_codegen::format::read_tree(&out).expect("reads");
+    // As a kill leaves it: the old output moved aside, the new one not yet in place.
+    let mut child = Command::new("true").spawn().expect("spawns");
+    let dead = child.id();
+    child.wait().expect("waits");
+    std::fs::rename(&out, dir.path().join(format!(".generated.old-{dead}"))).expect("moves");
+    let o = codegen(&[
+        "check",
+        "--spec",
+        path(&good),
+        "--patches",
+        path(&fixtures().join("patches")),
+        "--pve-version",
+        "9.2",
+        "--out",
+        path(&out),
+        "--facts",
+        path(&dir.path().join("facts.json")),
+        "--lock",
+        path(&lock_beside(&out)),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert_eq!(pve_codegen::format::read_tree(&out).expect("back"), before);
+    assert_eq!(names(dir.path()), ["facts.json", "generated", "lock.toml"]);
+}
+
+#[test]
 fn names_that_cannot_be_rust_identifiers_are_located_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = dir.path().join("names.json");

@@ -1070,6 +1070,29 @@ mod tests {
             plain.message(),
             Some("invalid value: string \"hunter2\", expected a number")
         );
+        // A failure of `data` itself: the path is `.`, and messages say so in words.
+        match envelope::<Vec<u32>>(br#"{"data":"x"}"#, false) {
+            Err(EnvelopeError::Client(k @ ClientErrorKind::Decode { .. })) => {
+                let ClientErrorKind::Decode { source, .. } = &k else {
+                    unreachable!()
+                };
+                assert_eq!(source.path(), ".");
+                assert!(
+                    k.to_string()
+                        .starts_with("the answer does not match the schema at its top level"),
+                    "{k}"
+                );
+                assert!(source
+                    .to_string()
+                    .starts_with("at its top level: invalid type"));
+            }
+            _ => panic!("a string is no list"),
+        }
+        // A null where a list is expected is an empty list.
+        let Ok(empty) = envelope::<Vec<u32>>(br#"{"data":null}"#, false) else {
+            panic!("null is an empty list");
+        };
+        assert!(empty.data.is_empty());
         // A body is kept up to 64 KiB, never split inside a character.
         let big = "é".repeat(40_000);
         let kept = Body::new(big.as_bytes());

@@ -145,7 +145,7 @@ pub enum ClientErrorKind {
     /// The answer's `data` did not match the operation's response type. Its `source` says
     /// where ([`DecodeError::path`]); [`Client::send_raw`](crate::Client::send_raw) reads the
     /// same answer undecoded.
-    #[error("the answer does not match the schema at {} ({})", source.path(), excerpt_text(body.as_ref()))]
+    #[error("the answer does not match the schema at {} ({})", where_text(source.path()), excerpt_text(body.as_ref()))]
     Decode {
         /// The answer as received; `None` when the operation's answers hold secrets.
         body: Option<Body>,
@@ -183,6 +183,15 @@ pub enum ClientErrorKind {
         #[source]
         source: Box<ClientErrorKind>,
     },
+}
+
+/// A jq path for messages: `.` reads "its top level".
+fn where_text(path: &str) -> &str {
+    if path == "." {
+        "its top level"
+    } else {
+        path
+    }
 }
 
 fn excerpt_text(body: Option<&Body>) -> String {
@@ -335,13 +344,10 @@ fn redact_keys(path: &str) -> String {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = where_text(&self.path);
         match &self.message {
-            Some(m) => write!(f, "at {}: {m}", self.path),
-            None => write!(
-                f,
-                "at {}: (details withheld: the answer holds secrets)",
-                self.path
-            ),
+            Some(m) => write!(f, "at {at}: {m}"),
+            None => write!(f, "at {at}: (details withheld: the answer holds secrets)"),
         }
     }
 }
