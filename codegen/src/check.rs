@@ -27,6 +27,58 @@ pub fn check(api: &Api) -> Result<(), Diagnostics> {
             }
         }
     }
+    // Setters: `new` is the constructor; two fields must not get one setter name.
+    let setters =
+        |fields: &mut dyn Iterator<Item = (&str, bool)>, loc: &str, d: &mut Diagnostics| {
+            let mut seen = BTreeSet::new();
+            for (rust, has_setter) in fields {
+                if rust == "new" {
+                    d.push(
+                        loc,
+                        "a field named `new` would collide with the constructor",
+                    );
+                }
+                if has_setter && !seen.insert(crate::emit::setter_name(rust)) {
+                    d.push(
+                        loc,
+                        format!(
+                            "setter `{}` would be defined twice",
+                            crate::emit::setter_name(rust)
+                        ),
+                    );
+                }
+            }
+        };
+    for module in api.modules.values() {
+        for op in &module.ops {
+            let mut it = op.fields.iter().map(|f| {
+                (
+                    f.rust.as_str(),
+                    !f.required || matches!(f.ty, Ty::Indexed { .. }),
+                )
+            });
+            setters(&mut it, &op.key(), &mut d);
+        }
+        for t in &module.types {
+            match &t.kind {
+                crate::ir::TypeKind::PropString(p) => {
+                    let mut it = p.fields.iter().map(|f| (f.rust.as_str(), !f.required));
+                    setters(&mut it, &t.location, &mut d);
+                }
+                crate::ir::TypeKind::Tagged { variants, .. } => {
+                    for (_, _, fields) in variants {
+                        let mut it = fields.iter().map(|f| (f.rust.as_str(), !f.required));
+                        setters(&mut it, &t.location, &mut d);
+                    }
+                }
+                crate::ir::TypeKind::Struct { fields } => {
+                    let mut it = fields.iter().map(|f| (f.rust.as_str(), false));
+                    setters(&mut it, &t.location, &mut d);
+                }
+                crate::ir::TypeKind::Enum { .. } => {}
+            }
+        }
+    }
     let mut ops = BTreeSet::new();
     for module in api.modules.values() {
         for op in &module.ops {

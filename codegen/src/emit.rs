@@ -272,10 +272,21 @@ fn deserialize_impl(name: &Ident, fields: &[Field], other: Option<&str>) -> Toke
 /// `Serialize` through [`crate::ser::Out`]: one line per field (unset ones left out), flattened
 /// fields contributing their own keys, then the kept unknown keys when given.
 fn serialize_impl(name: &Ident, fields: &[Field], other: Option<&str>) -> TokenStream {
+    serialize_impl_with(name, fields, other, false)
+}
+
+/// `Serialize`; with `request`, indexed parameters are checked against their bound.
+fn serialize_impl_with(
+    name: &Ident,
+    fields: &[Field],
+    other: Option<&str>,
+    request: bool,
+) -> TokenStream {
     let lines = fields.iter().map(|f| {
         let n = ident(&f.rust);
         let wire = &f.wire;
         match (&f.ty, f.flatten, f.required) {
+            (Ty::Indexed { .. }, _, _) if request => quote!(o.indexed_checked(&self.#n)?;),
             (Ty::Indexed { .. }, _, _) => quote!(o.indexed(&self.#n)?;),
             (_, true, true) => quote!(o.tagged(&self.#n)?;),
             (_, true, false) => quote!(o.tagged_opt(&self.#n)?;),
@@ -303,6 +314,140 @@ fn serialize_impl(name: &Ident, fields: &[Field], other: Option<&str>) -> TokenS
                 #rest
                 o.end()
             }
+        }
+    }
+}
+
+/// Method names a setter must not take: the constructor, and methods of the traits generated
+/// types implement (an inherent `clone(self, v)` would shadow `Clone::clone`).
+pub const RESERVED_METHODS: &[&str] = &[
+    "new",
+    "clone",
+    "clone_from",
+    "to_owned",
+    "to_string",
+    "into",
+    "eq",
+    "ne",
+    "fmt",
+    "hash",
+    "serialize",
+    "deserialize",
+    "default",
+    "borrow",
+    "from_str",
+];
+
+/// The setter of a field: its Rust name, or `with_<name>` when that is a reserved method name
+/// (`Bwlimit::new().with_clone(100.0)`: an inherent `clone(self, v)` would shadow
+/// `Clone::clone`, and `default(self, v)` would shadow `Default::default`).
+pub fn setter_name(rust: &str) -> String {
+    if RESERVED_METHODS.contains(&rust) {
+        format!("with_{rust}")
+    } else {
+        rust.to_owned()
+    }
+}
+
+/// A setter's parameter and how it becomes the field's value: `impl Into<String>` (and
+/// `Secret`, `Vec`) so `&str` and friends work; the type itself for scalars, enums and
+/// structs, where `Into` adds nothing but compile time (one generic function per setter).
+fn setter_param(ty: &Ty, here: &ModPath) -> (TokenStream, TokenStream) {
+    let t = ty_tokens(ty, here);
+    match ty {
+        Ty::String | Ty::Secret | Ty::Vec(_) => (quote!(impl Into<#t>), quote!(value.into())),
+        _ => (t, quote!(value)),
+    }
+}
+
+/// The argument and initializer of a required field in `new(...)`.
+fn ctor_arg(f: &Field, here: &ModPath) -> (TokenStream, TokenStream) {
+    let n = ident(&f.rust);
+    match &f.ty {
+        Ty::String => (quote!(#n: impl Into<String>), quote!(#n: #n.into())),
+        Ty::Secret => (quote!(#n: impl Into<crate::Secret>), quote!(#n: #n.into())),
+        ty => {
+            let t = ty_tokens(ty, here);
+            (quote!(#n: #t), quote!(#n))
+        }
+    }
+}
+
+/// `new(required...)` (with `other_keys` empty when given), and with `setters` a chainable
+/// `#[must_use]` setter per optional field: `name(impl Into<T>)`, and for an indexed field
+/// `net(index, impl Into<T>)` (an index above the bound is an encode error naming the key).
+fn builder_tokens(
+    name: &Ident,
+    fields: &[Field],
+    other: Option<&str>,
+    here: &ModPath,
+    setters: bool,
+) -> TokenStream {
+    let mut args = Vec::new();
+    let mut inits = Vec::new();
+    let mut sets = Vec::new();
+    for f in fields {
+        let n = ident(&f.rust);
+        match &f.ty {
+            Ty::Indexed { item, .. } => {
+                inits.push(quote!(#n: crate::Indexed::new()));
+                if setters {
+                    let set = ident(&setter_name(&f.rust));
+                    let (t, v) = setter_param(item, here);
+                    let d = doc(&format!(
+                        "Sets `{}` at `index` (an index above the bound fails when the request is encoded, naming the key).",
+                        f.wire
+                    ));
+                    sets.push(quote! {
+                        #d
+                        #[must_use]
+                        pub fn #set(mut self, index: u32, value: #t) -> Self {
+                            self.#n.set(index, #v);
+                            self
+                        }
+                    });
+                }
+            }
+            _ if f.required => {
+                let (a, i) = ctor_arg(f, here);
+                args.push(a);
+                inits.push(i);
+            }
+            ty => {
+                inits.push(quote!(#n: None));
+                if setters && !f.path_param {
+                    let set = ident(&setter_name(&f.rust));
+                    let (t, v) = setter_param(ty, here);
+                    let d = doc(&format!("Sets `{}`.", f.wire));
+                    sets.push(quote! {
+                        #d
+                        #[must_use]
+                        pub fn #set(mut self, value: #t) -> Self {
+                            self.#n = Some(#v);
+                            self
+                        }
+                    });
+                }
+            }
+        }
+    }
+    if let Some(o) = other {
+        let o = ident(o);
+        inits.push(quote!(#o: Default::default()));
+    }
+    let nd = if args.is_empty() {
+        doc("A value with every field unset.")
+    } else {
+        doc("A value with every required field; optional ones start unset.")
+    };
+    quote! {
+        impl #name {
+            #nd
+            #[allow(clippy::new_without_default, reason = "Default is derived where it applies")]
+            pub fn new(#(#args),*) -> Self {
+                Self { #(#inits),* }
+            }
+            #(#sets)*
         }
     }
 }
@@ -462,45 +607,8 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
     } else {
         quote!(#[derive(Debug, Clone, Default)])
     };
-    let ser = serialize_impl(&name, &op.fields, None);
-    let ctor = if required {
-        let mut args = Vec::new();
-        let mut inits = Vec::new();
-        for f in &op.fields {
-            let n = ident(&f.rust);
-            if f.required && !matches!(f.ty, Ty::Indexed { .. }) {
-                match f.ty {
-                    Ty::String => {
-                        args.push(quote!(#n: impl Into<String>));
-                        inits.push(quote!(#n: #n.into()));
-                    }
-                    Ty::Secret => {
-                        args.push(quote!(#n: impl Into<crate::Secret>));
-                        inits.push(quote!(#n: #n.into()));
-                    }
-                    _ => {
-                        let t = ty_tokens(&f.ty, here);
-                        args.push(quote!(#n: #t));
-                        inits.push(quote!(#n));
-                    }
-                }
-            } else if matches!(f.ty, Ty::Indexed { .. }) {
-                inits.push(quote!(#n: crate::Indexed::new()));
-            } else {
-                inits.push(quote!(#n: None));
-            }
-        }
-        quote! {
-            impl #name {
-                /// A request with every required parameter; optional ones start unset.
-                pub fn new(#(#args),*) -> Self {
-                    Self { #(#inits),* }
-                }
-            }
-        }
-    } else {
-        quote!()
-    };
+    let ser = serialize_impl_with(&name, &op.fields, None, true);
+    let ctor = builder_tokens(&name, &op.fields, None, here, true);
     let id = &op.handler;
     let method = ident(match op.verb.as_str() {
         "GET" => "Get",
@@ -565,6 +673,7 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
     quote! {
         #d
         #derive
+        #[non_exhaustive]
         pub struct #name { #(#fields)* }
         #ser
         #ctor
@@ -646,14 +755,27 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
             let other_ident = ident(&other);
             let de = deserialize_impl(&name, fields, Some(&other));
             let ser = serialize_impl(&name, fields, Some(&other));
+            let derive = if has_required(fields) {
+                quote!(#[derive(Debug, Clone, PartialEq)])
+            } else {
+                quote!(#[derive(Debug, Clone, Default, PartialEq)])
+            };
+            // Default builds an answer without required fields; `new` the others.
+            let ctor = if has_required(fields) {
+                builder_tokens(&name, fields, Some(&other), here, false)
+            } else {
+                quote!()
+            };
             quote! {
                 #d
-                #[derive(Debug, Clone, PartialEq)]
+                #derive
+                #[non_exhaustive]
                 pub struct #name {
                     #(#fs)*
                     /// Keys PVE sent that this version of the schema does not list, kept as sent.
                     pub #other_ident: serde_json::Map<String, serde_json::Value>,
                 }
+                #ctor
                 #de
                 #ser
             }
@@ -678,10 +800,13 @@ fn type_tokens(t: &TypeDef, here: &ModPath) -> TokenStream {
                 };
                 let de = deserialize_impl(&sname, fields, None);
                 let ser = serialize_impl(&sname, fields, None);
+                let ctor = builder_tokens(&sname, fields, None, here, true);
                 structs.push(quote! {
                     #sd
                     #derive
+                    #[non_exhaustive]
                     pub struct #sname { #(#fs)* }
+                    #ctor
                     #de
                     #ser
                 });
@@ -776,13 +901,56 @@ fn prop_tokens(name: &Ident, p: &PropString, d: &TokenStream, here: &ModPath) ->
     } else {
         quote!(#[derive(Debug, Clone, Default, PartialEq)])
     };
+    let mut ctor_args = Vec::new();
+    let mut ctor_inits = Vec::new();
+    let mut sets = Vec::new();
+    for f in &p.fields {
+        let n = ident(&f.rust);
+        let ty = ty_tokens(&f.ty, here);
+        if f.required {
+            if f.ty == Ty::String {
+                ctor_args.push(quote!(#n: impl Into<String>));
+                ctor_inits.push(quote!(#n: #n.into()));
+            } else {
+                ctor_args.push(quote!(#n: #ty));
+                ctor_inits.push(quote!(#n));
+            }
+        } else {
+            ctor_inits.push(quote!(#n: None));
+            let sd = doc(&format!("Sets `{}`.", f.key));
+            let set = ident(&setter_name(&f.rust));
+            let (t, v) = setter_param(&f.ty, here);
+            sets.push(quote! {
+                #sd
+                #[must_use]
+                pub fn #set(mut self, value: #t) -> Self {
+                    self.#n = Some(#v);
+                    self
+                }
+            });
+        }
+    }
+    let nd = if ctor_args.is_empty() {
+        doc("A value with every key unset.")
+    } else {
+        doc("A value with every required key; optional ones start unset.")
+    };
     quote! {
         #d
         #derive
+        #[non_exhaustive]
         pub struct #name {
             #(#fields)*
             /// Keys this version of the schema does not know, kept as written.
             pub #other: std::collections::BTreeMap<String, String>,
+        }
+        impl #name {
+            #nd
+            #[allow(clippy::new_without_default, reason = "Default is derived where it applies")]
+            pub fn new(#(#ctor_args),*) -> Self {
+                Self { #(#ctor_inits,)* #other: std::collections::BTreeMap::new() }
+            }
+            #(#sets)*
         }
         impl crate::PropertyString for #name {
             const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {

@@ -51,7 +51,7 @@ pub enum HealthError {
 /// [`HealthError`] when a health read fails: unknown health is never reported healthy.
 pub async fn check(client: &Client) -> Result<Health, HealthError> {
     let rows = client
-        .send(&GetStatus {})
+        .send(&GetStatus::new())
         .await
         .map_err(HealthError::Status)?
         .into_data();
@@ -80,7 +80,7 @@ pub async fn check(client: &Client) -> Result<Health, HealthError> {
     if !offline.is_empty() {
         problems.push(format!("member(s) offline: {}", offline.join(", ")));
     }
-    match client.send(&CephStatus {}).await {
+    match client.send(&CephStatus::new()).await {
         Ok(r) => {
             let status = r
                 .data

@@ -90,9 +90,7 @@ pub struct OwnerError {
 ///
 /// [`OwnerError`] when the index cannot be read: never treated as free.
 pub async fn vmid_owner(client: &Client, node: &str, vmid: i64) -> Result<Owner, OwnerError> {
-    let req = Resources {
-        type_: Some(ResourcesType::Vm),
-    };
+    let req = Resources::new().type_(ResourcesType::Vm);
     let rows = client
         .send(&req)
         .await
@@ -107,9 +105,7 @@ pub async fn vmid_owner(client: &Client, node: &str, vmid: i64) -> Result<Owner,
 ///
 /// The read's error: never treated as "no guests".
 pub async fn guest_index(client: &Client) -> Result<Vec<ResourcesResponseItem>, ResourcesError> {
-    let req = Resources {
-        type_: Some(ResourcesType::Vm),
-    };
+    let req = Resources::new().type_(ResourcesType::Vm);
     Ok(client.send(&req).await?.into_data())
 }
 

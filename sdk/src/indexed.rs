@@ -63,6 +63,12 @@ impl<T, S: IndexSpec> Indexed<T, S> {
         Ok(self.entries.insert(n, value))
     }
 
+    /// Sets index `n` without checking the bound now: for chainable setters, where an index
+    /// above `S::MAX` is refused when the request is encoded, naming the key (`net40`).
+    pub fn set(&mut self, n: u32, value: T) {
+        self.entries.insert(n, value);
+    }
+
     /// Sets index `n` without the bound check: for decoding, where a newer PVE may allow more.
     pub(crate) fn insert_unbounded(&mut self, n: u32, value: T) -> Option<T> {
         self.entries.insert(n, value)

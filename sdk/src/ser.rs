@@ -51,7 +51,8 @@ impl<M: SerializeMap> Out<M> {
         }
     }
 
-    /// A flattened indexed parameter: `net0`, `net1`, ... in index order.
+    /// A flattened indexed parameter: `net0`, `net1`, ... in index order, as decoded (an
+    /// answer may hold indices above this schema's bound).
     ///
     /// # Errors
     ///
@@ -64,6 +65,30 @@ impl<M: SerializeMap> Out<M> {
             self.0.serialize_entry(&Indexed::<T, S>::key(n), v)?;
         }
         Ok(())
+    }
+
+    /// A request's indexed parameter: as [`Out::indexed`], refusing indices above the bound.
+    ///
+    /// # Errors
+    ///
+    /// An index above the parameter's bound (`field `net40`: index 40 is out of range for
+    /// net[n] (0 to 31)`), or the serializer's.
+    pub fn indexed_checked<T: Serialize, S: IndexSpec>(
+        &mut self,
+        value: &Indexed<T, S>,
+    ) -> Result<(), M::Error> {
+        if let Some((n, _)) = value.iter().find(|(n, _)| *n > S::MAX) {
+            return Err(serde::ser::Error::custom(format_args!(
+                "field `{}`: {}",
+                Indexed::<T, S>::key(n),
+                crate::indexed::IndexOutOfRange {
+                    prefix: S::PREFIX,
+                    index: n,
+                    max: S::MAX,
+                }
+            )));
+        }
+        self.indexed(value)
     }
 
     /// A flattened union: its tag, then its variant's fields (nulls left out).

@@ -136,7 +136,7 @@ async fn a_required_field_missing_names_its_path_and_keeps_the_body() {
     .expect("starts");
     let c = client(&server);
     let e = c
-        .send(&Resources { type_: None })
+        .send(&Resources::new())
         .await
         .expect_err("row 1 has no id");
     assert_eq!(e.outcome(), Outcome::AppliedUnreadable);
@@ -155,7 +155,7 @@ async fn a_required_field_missing_names_its_path_and_keeps_the_body() {
     );
 
     // The same answer, undecoded, through the same operation.
-    let raw = c.send_raw(&Resources { type_: None }).await.expect("raw");
+    let raw = c.send_raw(&Resources::new()).await.expect("raw");
     assert_eq!(raw.data, rows["data"]);
     assert_eq!(
         lines(&server),
@@ -176,7 +176,7 @@ async fn a_huge_answer_is_kept_up_to_64_kib() {
     .await
     .expect("starts");
     let e = client(&server)
-        .send(&Resources { type_: None })
+        .send(&Resources::new())
         .await
         .expect_err("type is no string");
     let Some(ClientErrorKind::Decode { body, source }) = e.client_error().map(|c| &c.kind) else {

@@ -180,7 +180,7 @@ async fn destroy_and_create_refusals() {
         .expect_err("taken");
     assert!(matches!(e, CreateVmError::VmidExists { .. }), "{e:?}");
     insta::assert_snapshot!("vmid_exists_create", shown(&e, &e));
-    let next = Nextid { vmid: Some(100) };
+    let next = Nextid::new().vmid(100);
     let e = c.send(&next).await.expect_err("taken");
     assert!(matches!(e, NextidError::VmidExists { .. }), "{e:?}");
     insta::assert_snapshot!("vmid_exists_nextid", shown(&e, &e));
@@ -528,10 +528,7 @@ async fn guests_agents_ceph_stale_configs_and_access_objects() {
 
     script(&sim, "GET", "/pools", 500, "pool 'lab' does not exist");
     let e = c
-        .send(&Pools {
-            poolid: Some("lab".into()),
-            type_: None,
-        })
+        .send(&Pools::new().poolid("lab"))
         .await
         .expect_err("absent");
     assert!(

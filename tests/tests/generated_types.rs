@@ -83,17 +83,15 @@ fn config_read_with_a_wrong_type_is_an_error_naming_the_field() {
 
 #[test]
 fn create_vm_encodes_to_pves_flat_form() {
-    let mut req = CreateVm::new("pve1", 100);
-    req.name = Some("web1".into());
-    req.cores = Some(2);
-    req.numa = Some(true);
-    req.numa_n
-        .insert(0, "cpus=0-1".parse().expect("numa0"))
-        .expect("index 0 is in range");
-    req.net
-        .insert(0, "virtio,bridge=vmbr0,firewall=1".parse().expect("net0"))
-        .expect("in range");
-    req.onboot = Some(false);
+    // Chainable setters: `impl Into<String>` for strings, the value itself for scalars, enums
+    // and property strings; indexed parameters take their index.
+    let req = CreateVm::new("pve1", 100)
+        .name("web1")
+        .cores(2)
+        .numa(true)
+        .numa_n(0, "cpus=0-1".parse().expect("numa0"))
+        .net(0, Net::new(NetModel::Virtio).bridge("vmbr0").firewall(true))
+        .onboot(false);
     let enc = encode(&req).expect("encodes");
     assert_eq!(enc.method, Method::Post);
     assert_eq!(enc.path, "/nodes/pve1/qemu");
@@ -111,7 +109,9 @@ fn create_vm_encodes_to_pves_flat_form() {
     );
     assert_eq!(CreateVm::ID, "create_vm");
     assert_eq!(CreateVm::PATH, "/nodes/{node}/qemu");
-    let e = req
+    // `Indexed::insert` refuses an index above the bound at once...
+    let mut checked = req.clone();
+    let e = checked
         .net
         .insert(32, "virtio".parse().expect("net"))
         .expect_err("net32 is out of range");
@@ -119,6 +119,37 @@ fn create_vm_encodes_to_pves_flat_form() {
         e.to_string(),
         "index 32 is out of range for net[n] (0 to 31)"
     );
+    // ...and the setter lets it through to encoding, which refuses it naming the key.
+    let over = req.net(32, Net::new(NetModel::Virtio));
+    match encode(&over) {
+        Err(pve_sdk::form::FormError::Custom(m)) => assert_eq!(
+            m,
+            "field `net32`: index 32 is out of range for net[n] (0 to 31)"
+        ),
+        other => panic!("net32 must not encode: {other:?}"),
+    }
+}
+
+#[test]
+fn answers_are_buildable_for_tests_and_setters_avoid_trait_method_names() {
+    // An answer without required fields: `Default`, then fields (the struct is
+    // `#[non_exhaustive]`, so a newer schema's fields are not a breaking change).
+    let mut row = pve_sdk::generated::nodes::node::disks::list::ListResponseItem::default();
+    row.devpath = Some("/dev/sda".into());
+    assert_eq!(row.mounted, None);
+    // With required fields: `new(required...)`.
+    let cfg = VmConfigResponse::new("digest-1");
+    assert_eq!(cfg.digest, "digest-1");
+    // Or from JSON, as the client decodes it.
+    let cfg: VmConfigResponse =
+        pve_sdk::lenient::from_value(json!({"digest": "d", "cores": "4"})).expect("decodes");
+    assert_eq!(cfg.cores, Some(4));
+    // A key named like a trait method gets `with_`: `clone(self, v)` would shadow
+    // `Clone::clone`.
+    let bw = pve_sdk::generated::Bwlimit::new()
+        .with_clone(100.0)
+        .with_default(50.0);
+    assert_eq!(bw.clone().to_string(), "clone=100,default=50");
 }
 
 #[test]
@@ -194,11 +225,11 @@ fn union_requests_send_the_tag_and_the_variants_fields() {
     };
     let req = AddFabric::new(
         "f1",
-        AddFabricProtocol::Ospf(AddFabricProtocolOspf {
-            area: Some("0".into()),
-            redistribute: Some(vec!["source=static".parse().expect("redistribute")]),
-            route_filter: None,
-        }),
+        AddFabricProtocol::Ospf(
+            AddFabricProtocolOspf::new()
+                .area("0")
+                .redistribute(vec!["source=static".parse().expect("redistribute")]),
+        ),
     );
     let enc = encode(&req).expect("encodes");
     assert_eq!(enc.path, "/cluster/sdn/fabrics/fabric");

@@ -71,19 +71,19 @@ fn net() -> impl Strategy<Value = Net> {
                 trunks,
                 other_keys,
             )| {
-                Net {
-                    bridge,
-                    firewall,
-                    link_down,
-                    macaddr,
-                    model,
-                    mtu,
-                    queues,
-                    rate,
-                    tag,
-                    trunks,
-                    other_keys,
-                }
+                // Generated structs are `#[non_exhaustive]`: built with `new` and fields.
+                let mut n = Net::new(model);
+                n.bridge = bridge;
+                n.firewall = firewall;
+                n.link_down = link_down;
+                n.macaddr = macaddr;
+                n.mtu = mtu;
+                n.queues = queues;
+                n.rate = rate;
+                n.tag = tag;
+                n.trunks = trunks;
+                n.other_keys = other_keys;
+                n
             },
         )
 }
@@ -112,20 +112,20 @@ fn mp() -> impl Strategy<Value = Mp> {
             |(
                 (acl, backup, idmap, keepattrs, mountoptions, mp),
                 (quota, replicate, ro, shared, size, volume, other_keys),
-            )| Mp {
-                acl,
-                backup,
-                idmap,
-                keepattrs,
-                mountoptions,
-                mp,
-                quota,
-                replicate,
-                ro,
-                shared,
-                size,
-                volume,
-                other_keys,
+            )| {
+                let mut m = Mp::new(mp, volume);
+                m.acl = acl;
+                m.backup = backup;
+                m.idmap = idmap;
+                m.keepattrs = keepattrs;
+                m.mountoptions = mountoptions;
+                m.quota = quota;
+                m.replicate = replicate;
+                m.ro = ro;
+                m.shared = shared;
+                m.size = size;
+                m.other_keys = other_keys;
+                m
             },
         )
 }
@@ -139,20 +139,22 @@ fn agent() -> impl Strategy<Value = Agent> {
         extra::<Agent>(),
     )
         .prop_map(
-            |(enabled, freeze_fs, fstrim_cloned_disks, type_, other_keys)| Agent {
-                enabled,
-                freeze_fs,
-                fstrim_cloned_disks,
-                type_,
-                other_keys,
+            |(enabled, freeze_fs, fstrim_cloned_disks, type_, other_keys)| {
+                let mut a = Agent::new(enabled);
+                a.freeze_fs = freeze_fs;
+                a.fstrim_cloned_disks = fstrim_cloned_disks;
+                a.type_ = type_;
+                a.other_keys = other_keys;
+                a
             },
         )
 }
 
 fn memory() -> impl Strategy<Value = Memory> {
-    (any::<i64>(), extra::<Memory>()).prop_map(|(current, other_keys)| Memory {
-        current,
-        other_keys,
+    (any::<i64>(), extra::<Memory>()).prop_map(|(current, other_keys)| {
+        let mut m = Memory::new(current);
+        m.other_keys = other_keys;
+        m
     })
 }
 
@@ -221,11 +223,8 @@ fn a_request_with_an_unwritable_property_string_is_refused_naming_field_and_key(
     req.net
         .insert(
             0,
-            Net {
-                model: pve_sdk::generated::nodes::node::qemu::NetModel::Virtio,
-                bridge: Some("vmbr0,firewall=1".into()),
-                ..net_default()
-            },
+            Net::new(pve_sdk::generated::nodes::node::qemu::NetModel::Virtio)
+                .bridge("vmbr0,firewall=1"),
         )
         .expect("index 0");
     match pve_sdk::form::encode(&req) {
@@ -238,10 +237,6 @@ fn a_request_with_an_unwritable_property_string_is_refused_naming_field_and_key(
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
-}
-
-fn net_default() -> Net {
-    "virtio".parse().expect("parses")
 }
 
 #[test]

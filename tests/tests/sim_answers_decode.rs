@@ -43,7 +43,7 @@ async fn modelled_and_empty_answers_decode() {
     );
 
     let v: VersionResponse =
-        pve_sdk::lenient::from_value(data(&sim, &Version {}).await).expect("version decodes");
+        pve_sdk::lenient::from_value(data(&sim, &Version::new()).await).expect("version decodes");
     assert_eq!(v.release, "9.2");
     let cfg: VmConfigResponse =
         pve_sdk::lenient::from_value(data(&sim, &VmConfig::new("pve1", 100)).await)

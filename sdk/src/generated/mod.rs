@@ -35,6 +35,7 @@ pub mod version;
 ///
 /// Used by: `POST /storage param "bwlimit"`, `PUT /cluster/options param "bwlimit"`, `PUT /storage/{storage} param "bwlimit"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Bwlimit {
     /// Minimum 0
     pub clone: Option<f64>,
@@ -48,6 +49,53 @@ pub struct Bwlimit {
     pub restore: Option<f64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Bwlimit {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            clone: None,
+            default: None,
+            migration: None,
+            move_: None,
+            restore: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `clone`.
+    #[must_use]
+    pub fn with_clone(mut self, value: f64) -> Self {
+        self.clone = Some(value);
+        self
+    }
+    /// Sets `default`.
+    #[must_use]
+    pub fn with_default(mut self, value: f64) -> Self {
+        self.default = Some(value);
+        self
+    }
+    /// Sets `migration`.
+    #[must_use]
+    pub fn migration(mut self, value: f64) -> Self {
+        self.migration = Some(value);
+        self
+    }
+    /// Sets `move`.
+    #[must_use]
+    pub fn move_(mut self, value: f64) -> Self {
+        self.move_ = Some(value);
+        self
+    }
+    /// Sets `restore`.
+    #[must_use]
+    pub fn restore(mut self, value: f64) -> Self {
+        self.restore = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Bwlimit {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -79,6 +127,7 @@ crate::property_string!(Bwlimit);
 ///
 /// Used by: `GET /nodes/{node}/config returns "location"`, `PUT /cluster/options param "location"`, `PUT /nodes/{node}/config param "location"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Location {
     /// Range -90 - 90
     pub latitude: f64,
@@ -88,6 +137,27 @@ pub struct Location {
     pub name: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Location {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(latitude: f64, longitude: f64) -> Self {
+        Self {
+            latitude,
+            longitude,
+            name: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Location {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {

@@ -5,11 +5,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Version {}
 impl serde::Serialize for Version {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Version {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Version {
@@ -24,6 +35,7 @@ impl crate::Operation for Version {
 pub type VersionError = crate::error::Untyped<Version>;
 /// From `GET /version returns`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct VersionResponse {
     /// `console`
     pub console: Option<crate::generated::Console>,
@@ -35,6 +47,26 @@ pub struct VersionResponse {
     pub version: String,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl VersionResponse {
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(
+        release: impl Into<String>,
+        repoid: impl Into<String>,
+        version: impl Into<String>,
+    ) -> Self {
+        Self {
+            console: None,
+            release: release.into(),
+            repoid: repoid.into(),
+            version: version.into(),
+            other_keys: Default::default(),
+        }
+    }
 }
 impl<'de> serde::Deserialize<'de> for VersionResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -5,11 +5,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ReadAcl {}
 impl serde::Serialize for ReadAcl {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl ReadAcl {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for ReadAcl {
@@ -30,6 +41,7 @@ pub type ReadAclError = crate::error::Untyped<ReadAcl>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateAcl {
     /// `delete`
     pub delete: Option<bool>,
@@ -60,7 +72,11 @@ impl serde::Serialize for UpdateAcl {
     }
 }
 impl UpdateAcl {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(path: impl Into<String>, roles: impl Into<String>) -> Self {
         Self {
             delete: None,
@@ -71,6 +87,36 @@ impl UpdateAcl {
             tokens: None,
             users: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: bool) -> Self {
+        self.delete = Some(value);
+        self
+    }
+    /// Sets `groups`.
+    #[must_use]
+    pub fn groups(mut self, value: impl Into<String>) -> Self {
+        self.groups = Some(value.into());
+        self
+    }
+    /// Sets `propagate`.
+    #[must_use]
+    pub fn propagate(mut self, value: bool) -> Self {
+        self.propagate = Some(value);
+        self
+    }
+    /// Sets `tokens`.
+    #[must_use]
+    pub fn tokens(mut self, value: impl Into<String>) -> Self {
+        self.tokens = Some(value.into());
+        self
+    }
+    /// Sets `users`.
+    #[must_use]
+    pub fn users(mut self, value: impl Into<String>) -> Self {
+        self.users = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateAcl {
@@ -119,7 +165,8 @@ impl crate::open_enum::OpenEnum for ReadAclResponseItemType {
 }
 crate::open_enum_traits!(ReadAclResponseItemType);
 /// From `GET /access/acl returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadAclResponseItem {
     /// `path`
     pub path: Option<String>,

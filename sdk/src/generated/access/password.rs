@@ -7,6 +7,7 @@
 /// - API tokens may not call it
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ChangePassword {
     /// Wire name `confirmation-password`; secret: Debug and Display print `[redacted]`; length 5 - 64
     pub confirmation_password: Option<crate::Secret>,
@@ -25,13 +26,23 @@ impl serde::Serialize for ChangePassword {
     }
 }
 impl ChangePassword {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(password: impl Into<crate::Secret>, userid: impl Into<String>) -> Self {
         Self {
             confirmation_password: None,
             password: password.into(),
             userid: userid.into(),
         }
+    }
+    /// Sets `confirmation-password`.
+    #[must_use]
+    pub fn confirmation_password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.confirmation_password = Some(value.into());
+        self
     }
 }
 impl crate::Operation for ChangePassword {

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Permissions {
     /// `path`
     pub path: Option<String>,
@@ -17,6 +18,31 @@ impl serde::Serialize for Permissions {
         o.opt("path", &self.path)?;
         o.opt("userid", &self.userid)?;
         o.end()
+    }
+}
+impl Permissions {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            path: None,
+            userid: None,
+        }
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
+    /// Sets `userid`.
+    #[must_use]
+    pub fn userid(mut self, value: impl Into<String>) -> Self {
+        self.userid = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Permissions {

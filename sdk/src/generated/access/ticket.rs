@@ -5,11 +5,22 @@
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetTicket {}
 impl serde::Serialize for GetTicket {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetTicket {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetTicket {
@@ -31,6 +42,7 @@ pub type GetTicketError = crate::error::Untyped<GetTicket>;
 /// - API tokens may not call it
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateTicket {
     /// Wire name `new-format`; default `1`
     pub new_format: Option<bool>,
@@ -64,7 +76,11 @@ impl serde::Serialize for CreateTicket {
     }
 }
 impl CreateTicket {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(password: impl Into<crate::Secret>, username: impl Into<String>) -> Self {
         Self {
             new_format: None,
@@ -76,6 +92,42 @@ impl CreateTicket {
             tfa_challenge: None,
             username: username.into(),
         }
+    }
+    /// Sets `new-format`.
+    #[must_use]
+    pub fn new_format(mut self, value: bool) -> Self {
+        self.new_format = Some(value);
+        self
+    }
+    /// Sets `otp`.
+    #[must_use]
+    pub fn otp(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.otp = Some(value.into());
+        self
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
+    /// Sets `privs`.
+    #[must_use]
+    pub fn privs(mut self, value: impl Into<String>) -> Self {
+        self.privs = Some(value.into());
+        self
+    }
+    /// Sets `realm`.
+    #[must_use]
+    pub fn realm(mut self, value: impl Into<String>) -> Self {
+        self.realm = Some(value.into());
+        self
+    }
+    /// Sets `tfa-challenge`.
+    #[must_use]
+    pub fn tfa_challenge(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.tfa_challenge = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateTicket {
@@ -90,7 +142,8 @@ impl crate::Operation for CreateTicket {
 /// Errors of [`CreateTicket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateTicketError = crate::error::Untyped<CreateTicket>;
 /// From `POST /access/ticket returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CreateTicketResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
     pub csrf_prevention_token: Option<crate::Secret>,

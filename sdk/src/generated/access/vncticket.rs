@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VerifyVncTicket {
     /// Maximum length 64
     pub authid: String,
@@ -30,7 +31,11 @@ impl serde::Serialize for VerifyVncTicket {
     }
 }
 impl VerifyVncTicket {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         authid: impl Into<String>,
         path: impl Into<String>,
@@ -44,6 +49,12 @@ impl VerifyVncTicket {
             privs: privs.into(),
             vncticket: vncticket.into(),
         }
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
     }
 }
 impl crate::Operation for VerifyVncTicket {

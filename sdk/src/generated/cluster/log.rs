@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Log {
     /// Minimum 1
     pub max: Option<i64>,
@@ -14,6 +15,22 @@ impl serde::Serialize for Log {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("max", &self.max)?;
         o.end()
+    }
+}
+impl Log {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { max: None }
+    }
+    /// Sets `max`.
+    #[must_use]
+    pub fn max(mut self, value: i64) -> Self {
+        self.max = Some(value);
+        self
     }
 }
 impl crate::Operation for Log {

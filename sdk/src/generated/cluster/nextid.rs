@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Nextid {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
@@ -14,6 +15,22 @@ impl serde::Serialize for Nextid {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("vmid", &self.vmid)?;
         o.end()
+    }
+}
+impl Nextid {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { vmid: None }
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: i64) -> Self {
+        self.vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for Nextid {

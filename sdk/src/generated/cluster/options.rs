@@ -6,11 +6,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetOptions {}
 impl serde::Serialize for GetOptions {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetOptions {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetOptions {
@@ -31,6 +42,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct SetOptions {
     /// `bwlimit`
     pub bwlimit: Option<crate::generated::Bwlimit>,
@@ -114,6 +126,192 @@ impl serde::Serialize for SetOptions {
         o.end()
     }
 }
+impl SetOptions {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            bwlimit: None,
+            consent_text: None,
+            console: None,
+            crs: None,
+            delete: None,
+            description: None,
+            email_from: None,
+            fencing: None,
+            ha: None,
+            http_proxy: None,
+            keyboard: None,
+            language: None,
+            location: None,
+            mac_prefix: None,
+            max_workers: None,
+            migration: None,
+            migration_unsecure: None,
+            next_id: None,
+            notify: None,
+            registered_tags: None,
+            replication: None,
+            tag_style: None,
+            u2f: None,
+            user_tag_access: None,
+            webauthn: None,
+        }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: crate::generated::Bwlimit) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `consent-text`.
+    #[must_use]
+    pub fn consent_text(mut self, value: impl Into<String>) -> Self {
+        self.consent_text = Some(value.into());
+        self
+    }
+    /// Sets `console`.
+    #[must_use]
+    pub fn console(mut self, value: crate::generated::Console) -> Self {
+        self.console = Some(value);
+        self
+    }
+    /// Sets `crs`.
+    #[must_use]
+    pub fn crs(mut self, value: Crs) -> Self {
+        self.crs = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `email_from`.
+    #[must_use]
+    pub fn email_from(mut self, value: impl Into<String>) -> Self {
+        self.email_from = Some(value.into());
+        self
+    }
+    /// Sets `fencing`.
+    #[must_use]
+    pub fn fencing(mut self, value: SetOptionsFencing) -> Self {
+        self.fencing = Some(value);
+        self
+    }
+    /// Sets `ha`.
+    #[must_use]
+    pub fn ha(mut self, value: Ha) -> Self {
+        self.ha = Some(value);
+        self
+    }
+    /// Sets `http_proxy`.
+    #[must_use]
+    pub fn http_proxy(mut self, value: impl Into<String>) -> Self {
+        self.http_proxy = Some(value.into());
+        self
+    }
+    /// Sets `keyboard`.
+    #[must_use]
+    pub fn keyboard(mut self, value: crate::generated::Keyboard) -> Self {
+        self.keyboard = Some(value);
+        self
+    }
+    /// Sets `language`.
+    #[must_use]
+    pub fn language(mut self, value: SetOptionsLanguage) -> Self {
+        self.language = Some(value);
+        self
+    }
+    /// Sets `location`.
+    #[must_use]
+    pub fn location(mut self, value: crate::generated::Location) -> Self {
+        self.location = Some(value);
+        self
+    }
+    /// Sets `mac_prefix`.
+    #[must_use]
+    pub fn mac_prefix(mut self, value: impl Into<String>) -> Self {
+        self.mac_prefix = Some(value.into());
+        self
+    }
+    /// Sets `max_workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `migration`.
+    #[must_use]
+    pub fn migration(mut self, value: Migration) -> Self {
+        self.migration = Some(value);
+        self
+    }
+    /// Sets `migration_unsecure`.
+    #[must_use]
+    pub fn migration_unsecure(mut self, value: bool) -> Self {
+        self.migration_unsecure = Some(value);
+        self
+    }
+    /// Sets `next-id`.
+    #[must_use]
+    pub fn next_id(mut self, value: NextId) -> Self {
+        self.next_id = Some(value);
+        self
+    }
+    /// Sets `notify`.
+    #[must_use]
+    pub fn notify(mut self, value: Notify) -> Self {
+        self.notify = Some(value);
+        self
+    }
+    /// Sets `registered-tags`.
+    #[must_use]
+    pub fn registered_tags(mut self, value: impl Into<String>) -> Self {
+        self.registered_tags = Some(value.into());
+        self
+    }
+    /// Sets `replication`.
+    #[must_use]
+    pub fn replication(mut self, value: Replication) -> Self {
+        self.replication = Some(value);
+        self
+    }
+    /// Sets `tag-style`.
+    #[must_use]
+    pub fn tag_style(mut self, value: TagStyle) -> Self {
+        self.tag_style = Some(value);
+        self
+    }
+    /// Sets `u2f`.
+    #[must_use]
+    pub fn u2f(mut self, value: U2f) -> Self {
+        self.u2f = Some(value);
+        self
+    }
+    /// Sets `user-tag-access`.
+    #[must_use]
+    pub fn user_tag_access(mut self, value: UserTagAccess) -> Self {
+        self.user_tag_access = Some(value);
+        self
+    }
+    /// Sets `webauthn`.
+    #[must_use]
+    pub fn webauthn(mut self, value: Webauthn) -> Self {
+        self.webauthn = Some(value);
+        self
+    }
+}
 impl crate::Operation for SetOptions {
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
@@ -192,6 +390,7 @@ crate::open_enum_traits!(CrsHaAutoRebalanceMethod);
 ///
 /// Used by: `PUT /cluster/options param "crs"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Crs {
     /// Default `basic`
     pub ha: Option<CrsHa>,
@@ -209,6 +408,67 @@ pub struct Crs {
     pub ha_rebalance_on_start: Option<bool>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Crs {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            ha: None,
+            ha_auto_rebalance: None,
+            ha_auto_rebalance_hold_duration: None,
+            ha_auto_rebalance_margin: None,
+            ha_auto_rebalance_method: None,
+            ha_auto_rebalance_threshold: None,
+            ha_rebalance_on_start: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `ha`.
+    #[must_use]
+    pub fn ha(mut self, value: CrsHa) -> Self {
+        self.ha = Some(value);
+        self
+    }
+    /// Sets `ha-auto-rebalance`.
+    #[must_use]
+    pub fn ha_auto_rebalance(mut self, value: bool) -> Self {
+        self.ha_auto_rebalance = Some(value);
+        self
+    }
+    /// Sets `ha-auto-rebalance-hold-duration`.
+    #[must_use]
+    pub fn ha_auto_rebalance_hold_duration(mut self, value: f64) -> Self {
+        self.ha_auto_rebalance_hold_duration = Some(value);
+        self
+    }
+    /// Sets `ha-auto-rebalance-margin`.
+    #[must_use]
+    pub fn ha_auto_rebalance_margin(mut self, value: f64) -> Self {
+        self.ha_auto_rebalance_margin = Some(value);
+        self
+    }
+    /// Sets `ha-auto-rebalance-method`.
+    #[must_use]
+    pub fn ha_auto_rebalance_method(mut self, value: CrsHaAutoRebalanceMethod) -> Self {
+        self.ha_auto_rebalance_method = Some(value);
+        self
+    }
+    /// Sets `ha-auto-rebalance-threshold`.
+    #[must_use]
+    pub fn ha_auto_rebalance_threshold(mut self, value: f64) -> Self {
+        self.ha_auto_rebalance_threshold = Some(value);
+        self
+    }
+    /// Sets `ha-rebalance-on-start`.
+    #[must_use]
+    pub fn ha_rebalance_on_start(mut self, value: bool) -> Self {
+        self.ha_rebalance_on_start = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Crs {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -295,11 +555,25 @@ crate::open_enum_traits!(HaShutdownPolicy);
 ///
 /// Used by: `PUT /cluster/options param "ha"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Ha {
     /// Default `conditional`
     pub shutdown_policy: HaShutdownPolicy,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Ha {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(shutdown_policy: HaShutdownPolicy) -> Self {
+        Self {
+            shutdown_policy,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
 }
 impl crate::PropertyString for Ha {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -352,6 +626,7 @@ crate::open_enum_traits!(MigrationType);
 ///
 /// Used by: `PUT /cluster/options param "migration"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Migration {
     /// Format `CIDR`
     pub network: Option<String>,
@@ -359,6 +634,26 @@ pub struct Migration {
     pub type_: MigrationType,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Migration {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(type_: MigrationType) -> Self {
+        Self {
+            network: None,
+            type_,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `network`.
+    #[must_use]
+    pub fn network(mut self, value: impl Into<String>) -> Self {
+        self.network = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Migration {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -384,6 +679,7 @@ crate::property_string!(Migration);
 ///
 /// Used by: `PUT /cluster/options param "next-id"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NextId {
     /// Default `100`
     pub lower: Option<i64>,
@@ -391,6 +687,32 @@ pub struct NextId {
     pub upper: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl NextId {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            lower: None,
+            upper: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `lower`.
+    #[must_use]
+    pub fn lower(mut self, value: i64) -> Self {
+        self.lower = Some(value);
+        self
+    }
+    /// Sets `upper`.
+    #[must_use]
+    pub fn upper(mut self, value: i64) -> Self {
+        self.upper = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for NextId {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -507,6 +829,7 @@ crate::open_enum_traits!(NotifyReplication);
 ///
 /// Used by: `PUT /cluster/options param "notify"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Notify {
     /// Key `fencing`
     pub fencing: Option<NotifyFencing>,
@@ -522,6 +845,60 @@ pub struct Notify {
     pub target_replication: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Notify {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            fencing: None,
+            package_updates: None,
+            replication: None,
+            target_fencing: None,
+            target_package_updates: None,
+            target_replication: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `fencing`.
+    #[must_use]
+    pub fn fencing(mut self, value: NotifyFencing) -> Self {
+        self.fencing = Some(value);
+        self
+    }
+    /// Sets `package-updates`.
+    #[must_use]
+    pub fn package_updates(mut self, value: NotifyPackageUpdates) -> Self {
+        self.package_updates = Some(value);
+        self
+    }
+    /// Sets `replication`.
+    #[must_use]
+    pub fn replication(mut self, value: NotifyReplication) -> Self {
+        self.replication = Some(value);
+        self
+    }
+    /// Sets `target-fencing`.
+    #[must_use]
+    pub fn target_fencing(mut self, value: impl Into<String>) -> Self {
+        self.target_fencing = Some(value.into());
+        self
+    }
+    /// Sets `target-package-updates`.
+    #[must_use]
+    pub fn target_package_updates(mut self, value: impl Into<String>) -> Self {
+        self.target_package_updates = Some(value.into());
+        self
+    }
+    /// Sets `target-replication`.
+    #[must_use]
+    pub fn target_replication(mut self, value: impl Into<String>) -> Self {
+        self.target_replication = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Notify {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -591,6 +968,7 @@ crate::open_enum_traits!(ReplicationType);
 ///
 /// Used by: `PUT /cluster/options param "replication"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Replication {
     /// Format `CIDR`
     pub network: Option<String>,
@@ -598,6 +976,26 @@ pub struct Replication {
     pub type_: ReplicationType,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Replication {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(type_: ReplicationType) -> Self {
+        Self {
+            network: None,
+            type_,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `network`.
+    #[must_use]
+    pub fn network(mut self, value: impl Into<String>) -> Self {
+        self.network = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Replication {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -689,6 +1087,7 @@ crate::open_enum_traits!(TagStyleShape);
 ///
 /// Used by: `PUT /cluster/options param "tag-style"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TagStyle {
     /// Key `case-sensitive`; default `0`
     pub case_sensitive: Option<bool>,
@@ -700,6 +1099,46 @@ pub struct TagStyle {
     pub shape: Option<TagStyleShape>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl TagStyle {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            case_sensitive: None,
+            color_map: None,
+            ordering: None,
+            shape: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `case-sensitive`.
+    #[must_use]
+    pub fn case_sensitive(mut self, value: bool) -> Self {
+        self.case_sensitive = Some(value);
+        self
+    }
+    /// Sets `color-map`.
+    #[must_use]
+    pub fn color_map(mut self, value: impl Into<String>) -> Self {
+        self.color_map = Some(value.into());
+        self
+    }
+    /// Sets `ordering`.
+    #[must_use]
+    pub fn ordering(mut self, value: TagStyleOrdering) -> Self {
+        self.ordering = Some(value);
+        self
+    }
+    /// Sets `shape`.
+    #[must_use]
+    pub fn shape(mut self, value: TagStyleShape) -> Self {
+        self.shape = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for TagStyle {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -729,6 +1168,7 @@ crate::property_string!(TagStyle);
 ///
 /// Used by: `PUT /cluster/options param "u2f"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct U2f {
     /// Key `appid`
     pub appid: Option<String>,
@@ -736,6 +1176,32 @@ pub struct U2f {
     pub origin: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl U2f {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            appid: None,
+            origin: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `appid`.
+    #[must_use]
+    pub fn appid(mut self, value: impl Into<String>) -> Self {
+        self.appid = Some(value.into());
+        self
+    }
+    /// Sets `origin`.
+    #[must_use]
+    pub fn origin(mut self, value: impl Into<String>) -> Self {
+        self.origin = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for U2f {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -798,6 +1264,7 @@ crate::open_enum_traits!(UserTagAccessUserAllow);
 ///
 /// Used by: `PUT /cluster/options param "user-tag-access"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UserTagAccess {
     /// Key `user-allow`; default `free`
     pub user_allow: Option<UserTagAccessUserAllow>,
@@ -805,6 +1272,32 @@ pub struct UserTagAccess {
     pub user_allow_list: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl UserTagAccess {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            user_allow: None,
+            user_allow_list: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `user-allow`.
+    #[must_use]
+    pub fn user_allow(mut self, value: UserTagAccessUserAllow) -> Self {
+        self.user_allow = Some(value);
+        self
+    }
+    /// Sets `user-allow-list`.
+    #[must_use]
+    pub fn user_allow_list(mut self, value: impl Into<String>) -> Self {
+        self.user_allow_list = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for UserTagAccess {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -830,6 +1323,7 @@ crate::property_string!(UserTagAccess);
 ///
 /// Used by: `PUT /cluster/options param "webauthn"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Webauthn {
     /// Key `allow-subdomains`; default `1`
     pub allow_subdomains: Option<bool>,
@@ -841,6 +1335,46 @@ pub struct Webauthn {
     pub rp: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Webauthn {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allow_subdomains: None,
+            id: None,
+            origin: None,
+            rp: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `allow-subdomains`.
+    #[must_use]
+    pub fn allow_subdomains(mut self, value: bool) -> Self {
+        self.allow_subdomains = Some(value);
+        self
+    }
+    /// Sets `id`.
+    #[must_use]
+    pub fn id(mut self, value: impl Into<String>) -> Self {
+        self.id = Some(value.into());
+        self
+    }
+    /// Sets `origin`.
+    #[must_use]
+    pub fn origin(mut self, value: impl Into<String>) -> Self {
+        self.origin = Some(value.into());
+        self
+    }
+    /// Sets `rp`.
+    #[must_use]
+    pub fn rp(mut self, value: impl Into<String>) -> Self {
+        self.rp = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Webauthn {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Resources {
     /// Wire name `type`
     pub type_: Option<ResourcesType>,
@@ -14,6 +15,22 @@ impl serde::Serialize for Resources {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Resources {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { type_: None }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: ResourcesType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Resources {
@@ -180,6 +197,7 @@ impl crate::open_enum::OpenEnum for ResourcesResponseItemType {
 crate::open_enum_traits!(ResourcesResponseItemType);
 /// From `GET /cluster/resources returns items`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ResourcesResponseItem {
     /// Wire name `cgroup-mode`
     pub cgroup_mode: Option<i64>,
@@ -253,6 +271,53 @@ pub struct ResourcesResponseItem {
     pub zone_type: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl ResourcesResponseItem {
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(id: impl Into<String>, type_: ResourcesResponseItemType) -> Self {
+        Self {
+            cgroup_mode: None,
+            content: None,
+            cpu: None,
+            disk: None,
+            diskread: None,
+            diskwrite: None,
+            hastate: None,
+            host_arch: None,
+            id: id.into(),
+            level: None,
+            lock: None,
+            maxcpu: None,
+            maxdisk: None,
+            maxmem: None,
+            mem: None,
+            memhost: None,
+            name: None,
+            netin: None,
+            netout: None,
+            network: None,
+            network_type: None,
+            node: None,
+            plugintype: None,
+            pool: None,
+            protocol: None,
+            sdn: None,
+            shared: None,
+            status: None,
+            storage: None,
+            tags: None,
+            template: None,
+            type_,
+            uptime: None,
+            vmid: None,
+            zone_type: None,
+            other_keys: Default::default(),
+        }
+    }
 }
 impl<'de> serde::Deserialize<'de> for ResourcesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

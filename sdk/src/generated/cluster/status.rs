@@ -6,11 +6,22 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetStatus {}
 impl serde::Serialize for GetStatus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetStatus {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetStatus {
@@ -56,6 +67,7 @@ impl crate::open_enum::OpenEnum for GetStatusResponseItemType {
 crate::open_enum_traits!(GetStatusResponseItemType);
 /// From `GET /cluster/status returns items`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct GetStatusResponseItem {
     /// `id`
     pub id: String,
@@ -81,6 +93,29 @@ pub struct GetStatusResponseItem {
     pub version: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl GetStatusResponseItem {
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(id: impl Into<String>, type_: GetStatusResponseItemType) -> Self {
+        Self {
+            id: id.into(),
+            ip: None,
+            level: None,
+            local: None,
+            name: None,
+            nodeid: None,
+            nodes: None,
+            online: None,
+            quorate: None,
+            type_,
+            version: None,
+            other_keys: Default::default(),
+        }
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetStatusResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -5,11 +5,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Tasks {}
 impl serde::Serialize for Tasks {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Tasks {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Tasks {
@@ -25,7 +36,8 @@ pub type TasksResponse = Vec<TasksResponseItem>;
 /// Errors of [`Tasks`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type TasksError = crate::error::Untyped<Tasks>;
 /// From `GET /cluster/tasks returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TasksResponseItem {
     /// `upid`
     pub upid: Option<String>,

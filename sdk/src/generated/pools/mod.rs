@@ -7,6 +7,7 @@ pub mod poolid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeletePool {
     /// Format `pve-poolid`
     pub poolid: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for DeletePool {
     }
 }
 impl DeletePool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(poolid: impl Into<String>) -> Self {
         Self {
             poolid: poolid.into(),
@@ -42,6 +47,7 @@ crate::operation_error!(DeletePoolError for DeletePool; PoolNotFound);
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Format `pve-poolid`
     pub poolid: Option<String>,
@@ -54,6 +60,31 @@ impl serde::Serialize for Index {
         o.opt("poolid", &self.poolid)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            poolid: None,
+            type_: None,
+        }
+    }
+    /// Sets `poolid`.
+    #[must_use]
+    pub fn poolid(mut self, value: impl Into<String>) -> Self {
+        self.poolid = Some(value.into());
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: IndexType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -73,6 +104,7 @@ crate::operation_error!(IndexError for Index; PoolNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreatePool {
     /// `comment`
     pub comment: Option<String>,
@@ -88,12 +120,22 @@ impl serde::Serialize for CreatePool {
     }
 }
 impl CreatePool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(poolid: impl Into<String>) -> Self {
         Self {
             comment: None,
             poolid: poolid.into(),
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreatePool {
@@ -113,6 +155,7 @@ crate::operation_error!(CreatePoolError for CreatePool; PoolExists);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdatePool {
     /// Wire name `allow-move`; default `0`
     pub allow_move: Option<bool>,
@@ -140,7 +183,11 @@ impl serde::Serialize for UpdatePool {
     }
 }
 impl UpdatePool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(poolid: impl Into<String>) -> Self {
         Self {
             allow_move: None,
@@ -150,6 +197,36 @@ impl UpdatePool {
             storage: None,
             vms: None,
         }
+    }
+    /// Sets `allow-move`.
+    #[must_use]
+    pub fn allow_move(mut self, value: bool) -> Self {
+        self.allow_move = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: bool) -> Self {
+        self.delete = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<String>) -> Self {
+        self.vms = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdatePool {
@@ -234,7 +311,8 @@ impl crate::open_enum::OpenEnum for IndexResponseItemMembersItemType {
 }
 crate::open_enum_traits!(IndexResponseItemMembersItemType);
 /// From `GET /pools returns items "members" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemMembersItem {
     /// `id`
     pub id: Option<String>,
@@ -275,7 +353,8 @@ impl serde::Serialize for IndexResponseItemMembersItem {
     }
 }
 /// From `GET /pools returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

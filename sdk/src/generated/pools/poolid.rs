@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeletePoolDeprecated {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeletePoolDeprecated {
     }
 }
 impl DeletePoolDeprecated {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(poolid: impl Into<String>) -> Self {
         Self {
             poolid: poolid.into(),
@@ -48,6 +53,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadPool {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
@@ -63,12 +69,22 @@ impl serde::Serialize for ReadPool {
     }
 }
 impl ReadPool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(poolid: impl Into<String>) -> Self {
         Self {
             poolid: poolid.into(),
             type_: None,
         }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: ReadPoolType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for ReadPool {
@@ -91,6 +107,7 @@ crate::operation_error!(ReadPoolError for ReadPool; PoolNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdatePoolDeprecated {
     /// Path parameter; format `pve-poolid`
     pub poolid: String,
@@ -118,7 +135,11 @@ impl serde::Serialize for UpdatePoolDeprecated {
     }
 }
 impl UpdatePoolDeprecated {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(poolid: impl Into<String>) -> Self {
         Self {
             poolid: poolid.into(),
@@ -128,6 +149,36 @@ impl UpdatePoolDeprecated {
             storage: None,
             vms: None,
         }
+    }
+    /// Sets `allow-move`.
+    #[must_use]
+    pub fn allow_move(mut self, value: bool) -> Self {
+        self.allow_move = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: bool) -> Self {
+        self.delete = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<String>) -> Self {
+        self.vms = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdatePoolDeprecated {
@@ -219,7 +270,8 @@ impl crate::open_enum::OpenEnum for ReadPoolResponseMembersItemType {
 }
 crate::open_enum_traits!(ReadPoolResponseMembersItemType);
 /// From `GET /pools/{poolid} returns "members" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadPoolResponseMembersItem {
     /// `id`
     pub id: Option<String>,
@@ -260,7 +312,8 @@ impl serde::Serialize for ReadPoolResponseMembersItem {
     }
 }
 /// From `GET /pools/{poolid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadPoolResponse {
     /// `comment`
     pub comment: Option<String>,

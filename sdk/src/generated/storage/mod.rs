@@ -6,6 +6,7 @@ pub mod storage;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Wire name `type`
     pub type_: Option<IndexType>,
@@ -15,6 +16,22 @@ impl serde::Serialize for Index {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { type_: None }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: IndexType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -35,6 +52,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// `authsupported`
     pub authsupported: Option<String>,
@@ -227,7 +245,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(storage: impl Into<String>, type_: CreateType) -> Self {
         Self {
             authsupported: None,
@@ -292,6 +314,360 @@ impl Create {
             vgname: None,
             zfs_base_path: None,
         }
+    }
+    /// Sets `authsupported`.
+    #[must_use]
+    pub fn authsupported(mut self, value: impl Into<String>) -> Self {
+        self.authsupported = Some(value.into());
+        self
+    }
+    /// Sets `base`.
+    #[must_use]
+    pub fn base(mut self, value: impl Into<String>) -> Self {
+        self.base = Some(value.into());
+        self
+    }
+    /// Sets `blocksize`.
+    #[must_use]
+    pub fn blocksize(mut self, value: impl Into<String>) -> Self {
+        self.blocksize = Some(value.into());
+        self
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: crate::generated::Bwlimit) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `comstar_hg`.
+    #[must_use]
+    pub fn comstar_hg(mut self, value: impl Into<String>) -> Self {
+        self.comstar_hg = Some(value.into());
+        self
+    }
+    /// Sets `comstar_tg`.
+    #[must_use]
+    pub fn comstar_tg(mut self, value: impl Into<String>) -> Self {
+        self.comstar_tg = Some(value.into());
+        self
+    }
+    /// Sets `content`.
+    #[must_use]
+    pub fn content(mut self, value: impl Into<String>) -> Self {
+        self.content = Some(value.into());
+        self
+    }
+    /// Sets `content-dirs`.
+    #[must_use]
+    pub fn content_dirs(mut self, value: impl Into<String>) -> Self {
+        self.content_dirs = Some(value.into());
+        self
+    }
+    /// Sets `create-base-path`.
+    #[must_use]
+    pub fn create_base_path(mut self, value: bool) -> Self {
+        self.create_base_path = Some(value);
+        self
+    }
+    /// Sets `create-subdirs`.
+    #[must_use]
+    pub fn create_subdirs(mut self, value: bool) -> Self {
+        self.create_subdirs = Some(value);
+        self
+    }
+    /// Sets `data-pool`.
+    #[must_use]
+    pub fn data_pool(mut self, value: impl Into<String>) -> Self {
+        self.data_pool = Some(value.into());
+        self
+    }
+    /// Sets `datastore`.
+    #[must_use]
+    pub fn datastore(mut self, value: impl Into<String>) -> Self {
+        self.datastore = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `domain`.
+    #[must_use]
+    pub fn domain(mut self, value: impl Into<String>) -> Self {
+        self.domain = Some(value.into());
+        self
+    }
+    /// Sets `encryption-key`.
+    #[must_use]
+    pub fn encryption_key(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.encryption_key = Some(value.into());
+        self
+    }
+    /// Sets `export`.
+    #[must_use]
+    pub fn export(mut self, value: impl Into<String>) -> Self {
+        self.export = Some(value.into());
+        self
+    }
+    /// Sets `fingerprint`.
+    #[must_use]
+    pub fn fingerprint(mut self, value: impl Into<String>) -> Self {
+        self.fingerprint = Some(value.into());
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: crate::generated::Format) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `fs-name`.
+    #[must_use]
+    pub fn fs_name(mut self, value: impl Into<String>) -> Self {
+        self.fs_name = Some(value.into());
+        self
+    }
+    /// Sets `fuse`.
+    #[must_use]
+    pub fn fuse(mut self, value: bool) -> Self {
+        self.fuse = Some(value);
+        self
+    }
+    /// Sets `is_mountpoint`.
+    #[must_use]
+    pub fn is_mountpoint(mut self, value: impl Into<String>) -> Self {
+        self.is_mountpoint = Some(value.into());
+        self
+    }
+    /// Sets `iscsiprovider`.
+    #[must_use]
+    pub fn iscsiprovider(mut self, value: impl Into<String>) -> Self {
+        self.iscsiprovider = Some(value.into());
+        self
+    }
+    /// Sets `keyring`.
+    #[must_use]
+    pub fn keyring(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.keyring = Some(value.into());
+        self
+    }
+    /// Sets `krbd`.
+    #[must_use]
+    pub fn krbd(mut self, value: bool) -> Self {
+        self.krbd = Some(value);
+        self
+    }
+    /// Sets `lio_tpg`.
+    #[must_use]
+    pub fn lio_tpg(mut self, value: impl Into<String>) -> Self {
+        self.lio_tpg = Some(value.into());
+        self
+    }
+    /// Sets `master-pubkey`.
+    #[must_use]
+    pub fn master_pubkey(mut self, value: impl Into<String>) -> Self {
+        self.master_pubkey = Some(value.into());
+        self
+    }
+    /// Sets `max-protected-backups`.
+    #[must_use]
+    pub fn max_protected_backups(mut self, value: i64) -> Self {
+        self.max_protected_backups = Some(value);
+        self
+    }
+    /// Sets `mkdir`.
+    #[must_use]
+    pub fn mkdir(mut self, value: bool) -> Self {
+        self.mkdir = Some(value);
+        self
+    }
+    /// Sets `monhost`.
+    #[must_use]
+    pub fn monhost(mut self, value: impl Into<String>) -> Self {
+        self.monhost = Some(value.into());
+        self
+    }
+    /// Sets `mountpoint`.
+    #[must_use]
+    pub fn mountpoint(mut self, value: impl Into<String>) -> Self {
+        self.mountpoint = Some(value.into());
+        self
+    }
+    /// Sets `namespace`.
+    #[must_use]
+    pub fn namespace(mut self, value: impl Into<String>) -> Self {
+        self.namespace = Some(value.into());
+        self
+    }
+    /// Sets `nocow`.
+    #[must_use]
+    pub fn nocow(mut self, value: bool) -> Self {
+        self.nocow = Some(value);
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `nowritecache`.
+    #[must_use]
+    pub fn nowritecache(mut self, value: bool) -> Self {
+        self.nowritecache = Some(value);
+        self
+    }
+    /// Sets `options`.
+    #[must_use]
+    pub fn options(mut self, value: impl Into<String>) -> Self {
+        self.options = Some(value.into());
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
+    }
+    /// Sets `portal`.
+    #[must_use]
+    pub fn portal(mut self, value: impl Into<String>) -> Self {
+        self.portal = Some(value.into());
+        self
+    }
+    /// Sets `preallocation`.
+    #[must_use]
+    pub fn preallocation(mut self, value: Preallocation) -> Self {
+        self.preallocation = Some(value);
+        self
+    }
+    /// Sets `prune-backups`.
+    #[must_use]
+    pub fn prune_backups(mut self, value: impl Into<String>) -> Self {
+        self.prune_backups = Some(value.into());
+        self
+    }
+    /// Sets `saferemove`.
+    #[must_use]
+    pub fn saferemove(mut self, value: bool) -> Self {
+        self.saferemove = Some(value);
+        self
+    }
+    /// Sets `saferemove-stepsize`.
+    #[must_use]
+    pub fn saferemove_stepsize(mut self, value: i64) -> Self {
+        self.saferemove_stepsize = Some(value);
+        self
+    }
+    /// Sets `saferemove_throughput`.
+    #[must_use]
+    pub fn saferemove_throughput(mut self, value: impl Into<String>) -> Self {
+        self.saferemove_throughput = Some(value.into());
+        self
+    }
+    /// Sets `server`.
+    #[must_use]
+    pub fn server(mut self, value: impl Into<String>) -> Self {
+        self.server = Some(value.into());
+        self
+    }
+    /// Sets `share`.
+    #[must_use]
+    pub fn share(mut self, value: impl Into<String>) -> Self {
+        self.share = Some(value.into());
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `skip-cert-verification`.
+    #[must_use]
+    pub fn skip_cert_verification(mut self, value: bool) -> Self {
+        self.skip_cert_verification = Some(value);
+        self
+    }
+    /// Sets `smbversion`.
+    #[must_use]
+    pub fn smbversion(mut self, value: Smbversion) -> Self {
+        self.smbversion = Some(value);
+        self
+    }
+    /// Sets `snapshot-as-volume-chain`.
+    #[must_use]
+    pub fn snapshot_as_volume_chain(mut self, value: bool) -> Self {
+        self.snapshot_as_volume_chain = Some(value);
+        self
+    }
+    /// Sets `sparse`.
+    #[must_use]
+    pub fn sparse(mut self, value: bool) -> Self {
+        self.sparse = Some(value);
+        self
+    }
+    /// Sets `subdir`.
+    #[must_use]
+    pub fn subdir(mut self, value: impl Into<String>) -> Self {
+        self.subdir = Some(value.into());
+        self
+    }
+    /// Sets `tagged_only`.
+    #[must_use]
+    pub fn tagged_only(mut self, value: bool) -> Self {
+        self.tagged_only = Some(value);
+        self
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<String>) -> Self {
+        self.target = Some(value.into());
+        self
+    }
+    /// Sets `thinpool`.
+    #[must_use]
+    pub fn thinpool(mut self, value: impl Into<String>) -> Self {
+        self.thinpool = Some(value.into());
+        self
+    }
+    /// Sets `username`.
+    #[must_use]
+    pub fn username(mut self, value: impl Into<String>) -> Self {
+        self.username = Some(value.into());
+        self
+    }
+    /// Sets `vgname`.
+    #[must_use]
+    pub fn vgname(mut self, value: impl Into<String>) -> Self {
+        self.vgname = Some(value.into());
+        self
+    }
+    /// Sets `zfs-base-path`.
+    #[must_use]
+    pub fn zfs_base_path(mut self, value: impl Into<String>) -> Self {
+        self.zfs_base_path = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Create {
@@ -524,7 +900,8 @@ impl crate::open_enum::OpenEnum for IndexType {
 }
 crate::open_enum_traits!(IndexType);
 /// From `GET /storage returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `storage`
     pub storage: Option<String>,
@@ -641,7 +1018,8 @@ impl crate::open_enum::OpenEnum for CreateType {
 }
 crate::open_enum_traits!(CreateType);
 /// From `POST /storage returns "config"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CreateResponseConfig {
     /// Wire name `encryption-key`; secret: Debug and Display print `[redacted]`
     pub encryption_key: Option<crate::Secret>,
@@ -758,7 +1136,8 @@ impl crate::open_enum::OpenEnum for CreateResponseType {
 }
 crate::open_enum_traits!(CreateResponseType);
 /// From `POST /storage returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CreateResponse {
     /// `config`
     pub config: Option<CreateResponseConfig>,

@@ -6,11 +6,22 @@ pub mod realm;
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -31,6 +42,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Wire name `acr-values`; pattern `^[^\x00-\x1F\x7F <>#"]*$`
     pub acr_values: Option<String>,
@@ -169,7 +181,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(realm: impl Into<String>, type_: CreateType) -> Self {
         Self {
             acr_values: None,
@@ -216,6 +232,252 @@ impl Create {
             username_claim: None,
             verify: None,
         }
+    }
+    /// Sets `acr-values`.
+    #[must_use]
+    pub fn acr_values(mut self, value: impl Into<String>) -> Self {
+        self.acr_values = Some(value.into());
+        self
+    }
+    /// Sets `audiences`.
+    #[must_use]
+    pub fn audiences(mut self, value: impl Into<String>) -> Self {
+        self.audiences = Some(value.into());
+        self
+    }
+    /// Sets `autocreate`.
+    #[must_use]
+    pub fn autocreate(mut self, value: bool) -> Self {
+        self.autocreate = Some(value);
+        self
+    }
+    /// Sets `base_dn`.
+    #[must_use]
+    pub fn base_dn(mut self, value: impl Into<String>) -> Self {
+        self.base_dn = Some(value.into());
+        self
+    }
+    /// Sets `bind_dn`.
+    #[must_use]
+    pub fn bind_dn(mut self, value: impl Into<String>) -> Self {
+        self.bind_dn = Some(value.into());
+        self
+    }
+    /// Sets `capath`.
+    #[must_use]
+    pub fn capath(mut self, value: impl Into<String>) -> Self {
+        self.capath = Some(value.into());
+        self
+    }
+    /// Sets `case-sensitive`.
+    #[must_use]
+    pub fn case_sensitive(mut self, value: bool) -> Self {
+        self.case_sensitive = Some(value);
+        self
+    }
+    /// Sets `cert`.
+    #[must_use]
+    pub fn cert(mut self, value: impl Into<String>) -> Self {
+        self.cert = Some(value.into());
+        self
+    }
+    /// Sets `certkey`.
+    #[must_use]
+    pub fn certkey(mut self, value: impl Into<String>) -> Self {
+        self.certkey = Some(value.into());
+        self
+    }
+    /// Sets `check-connection`.
+    #[must_use]
+    pub fn check_connection(mut self, value: bool) -> Self {
+        self.check_connection = Some(value);
+        self
+    }
+    /// Sets `client-id`.
+    #[must_use]
+    pub fn client_id(mut self, value: impl Into<String>) -> Self {
+        self.client_id = Some(value.into());
+        self
+    }
+    /// Sets `client-key`.
+    #[must_use]
+    pub fn client_key(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.client_key = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `default`.
+    #[must_use]
+    pub fn with_default(mut self, value: bool) -> Self {
+        self.default = Some(value);
+        self
+    }
+    /// Sets `domain`.
+    #[must_use]
+    pub fn domain(mut self, value: impl Into<String>) -> Self {
+        self.domain = Some(value.into());
+        self
+    }
+    /// Sets `filter`.
+    #[must_use]
+    pub fn filter(mut self, value: impl Into<String>) -> Self {
+        self.filter = Some(value.into());
+        self
+    }
+    /// Sets `group_classes`.
+    #[must_use]
+    pub fn group_classes(mut self, value: impl Into<String>) -> Self {
+        self.group_classes = Some(value.into());
+        self
+    }
+    /// Sets `group_dn`.
+    #[must_use]
+    pub fn group_dn(mut self, value: impl Into<String>) -> Self {
+        self.group_dn = Some(value.into());
+        self
+    }
+    /// Sets `group_filter`.
+    #[must_use]
+    pub fn group_filter(mut self, value: impl Into<String>) -> Self {
+        self.group_filter = Some(value.into());
+        self
+    }
+    /// Sets `group_name_attr`.
+    #[must_use]
+    pub fn group_name_attr(mut self, value: impl Into<String>) -> Self {
+        self.group_name_attr = Some(value.into());
+        self
+    }
+    /// Sets `groups-autocreate`.
+    #[must_use]
+    pub fn groups_autocreate(mut self, value: bool) -> Self {
+        self.groups_autocreate = Some(value);
+        self
+    }
+    /// Sets `groups-claim`.
+    #[must_use]
+    pub fn groups_claim(mut self, value: impl Into<String>) -> Self {
+        self.groups_claim = Some(value.into());
+        self
+    }
+    /// Sets `groups-overwrite`.
+    #[must_use]
+    pub fn groups_overwrite(mut self, value: bool) -> Self {
+        self.groups_overwrite = Some(value);
+        self
+    }
+    /// Sets `issuer-url`.
+    #[must_use]
+    pub fn issuer_url(mut self, value: impl Into<String>) -> Self {
+        self.issuer_url = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
+    }
+    /// Sets `prompt`.
+    #[must_use]
+    pub fn prompt(mut self, value: impl Into<String>) -> Self {
+        self.prompt = Some(value.into());
+        self
+    }
+    /// Sets `query-userinfo`.
+    #[must_use]
+    pub fn query_userinfo(mut self, value: bool) -> Self {
+        self.query_userinfo = Some(value);
+        self
+    }
+    /// Sets `scopes`.
+    #[must_use]
+    pub fn scopes(mut self, value: impl Into<String>) -> Self {
+        self.scopes = Some(value.into());
+        self
+    }
+    /// Sets `secure`.
+    #[must_use]
+    pub fn secure(mut self, value: bool) -> Self {
+        self.secure = Some(value);
+        self
+    }
+    /// Sets `server1`.
+    #[must_use]
+    pub fn server1(mut self, value: impl Into<String>) -> Self {
+        self.server1 = Some(value.into());
+        self
+    }
+    /// Sets `server2`.
+    #[must_use]
+    pub fn server2(mut self, value: impl Into<String>) -> Self {
+        self.server2 = Some(value.into());
+        self
+    }
+    /// Sets `sslversion`.
+    #[must_use]
+    pub fn sslversion(mut self, value: Sslversion) -> Self {
+        self.sslversion = Some(value);
+        self
+    }
+    /// Sets `sync-defaults-options`.
+    #[must_use]
+    pub fn sync_defaults_options(mut self, value: impl Into<String>) -> Self {
+        self.sync_defaults_options = Some(value.into());
+        self
+    }
+    /// Sets `sync_attributes`.
+    #[must_use]
+    pub fn sync_attributes(mut self, value: impl Into<String>) -> Self {
+        self.sync_attributes = Some(value.into());
+        self
+    }
+    /// Sets `tfa`.
+    #[must_use]
+    pub fn tfa(mut self, value: impl Into<String>) -> Self {
+        self.tfa = Some(value.into());
+        self
+    }
+    /// Sets `user_attr`.
+    #[must_use]
+    pub fn user_attr(mut self, value: impl Into<String>) -> Self {
+        self.user_attr = Some(value.into());
+        self
+    }
+    /// Sets `user_classes`.
+    #[must_use]
+    pub fn user_classes(mut self, value: impl Into<String>) -> Self {
+        self.user_classes = Some(value.into());
+        self
+    }
+    /// Sets `username-claim`.
+    #[must_use]
+    pub fn username_claim(mut self, value: impl Into<String>) -> Self {
+        self.username_claim = Some(value.into());
+        self
+    }
+    /// Sets `verify`.
+    #[must_use]
+    pub fn verify(mut self, value: bool) -> Self {
+        self.verify = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -330,7 +592,8 @@ impl crate::open_enum::OpenEnum for IndexResponseItemTfa {
 }
 crate::open_enum_traits!(IndexResponseItemTfa);
 /// From `GET /access/domains returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteGroup {
     }
 }
 impl DeleteGroup {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(groupid: impl Into<String>) -> Self {
         Self {
             groupid: groupid.into(),
@@ -46,6 +51,7 @@ crate::operation_error!(DeleteGroupError for DeleteGroup; GroupNotFound);
 /// - Permission check: `["perm","/access/groups",["Sys.Audit","Group.Allocate"],"any",1]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for ReadGroup {
     }
 }
 impl ReadGroup {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(groupid: impl Into<String>) -> Self {
         Self {
             groupid: groupid.into(),
@@ -85,6 +95,7 @@ crate::operation_error!(ReadGroupError for ReadGroup; GroupNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateGroup {
     /// Path parameter; format `pve-groupid`
     pub groupid: String,
@@ -100,12 +111,22 @@ impl serde::Serialize for UpdateGroup {
     }
 }
 impl UpdateGroup {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(groupid: impl Into<String>) -> Self {
         Self {
             groupid: groupid.into(),
             comment: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateGroup {
@@ -125,7 +146,8 @@ impl crate::Operation for UpdateGroup {
 pub type UpdateGroupResponse = ();
 crate::operation_error!(UpdateGroupError for UpdateGroup; GroupNotFound);
 /// From `GET /access/groups/{groupid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadGroupResponse {
     /// `comment`
     pub comment: Option<String>,

@@ -6,11 +6,22 @@ pub mod groupid;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -31,6 +42,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateGroup {
     /// `comment`
     pub comment: Option<String>,
@@ -46,12 +58,22 @@ impl serde::Serialize for CreateGroup {
     }
 }
 impl CreateGroup {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(groupid: impl Into<String>) -> Self {
         Self {
             comment: None,
             groupid: groupid.into(),
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateGroup {
@@ -66,7 +88,8 @@ impl crate::Operation for CreateGroup {
 pub type CreateGroupResponse = ();
 crate::operation_error!(CreateGroupError for CreateGroup; GroupExists);
 /// From `GET /access/groups returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AuthUrl {
     /// Format `pve-realm`; maximum length 32
     pub realm: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for AuthUrl {
     }
 }
 impl AuthUrl {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(realm: impl Into<String>, redirect_url: impl Into<String>) -> Self {
         Self {
             realm: realm.into(),

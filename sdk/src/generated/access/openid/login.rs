@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Login {
     /// Maximum length 4096
     pub code: String,
@@ -24,7 +25,11 @@ impl serde::Serialize for Login {
     }
 }
 impl Login {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         code: impl Into<String>,
         redirect_url: impl Into<String>,
@@ -49,7 +54,8 @@ impl crate::Operation for Login {
 /// Errors of [`Login`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type LoginError = crate::error::Untyped<Login>;
 /// From `POST /access/openid/login returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LoginResponse {
     /// Wire name `CSRFPreventionToken`; secret: Debug and Display print `[redacted]`
     pub csrf_prevention_token: Option<crate::Secret>,

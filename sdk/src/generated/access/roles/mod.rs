@@ -6,11 +6,22 @@ pub mod roleid;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -31,6 +42,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateRole {
     /// Format `pve-priv-list`
     pub privs: Option<String>,
@@ -46,12 +58,22 @@ impl serde::Serialize for CreateRole {
     }
 }
 impl CreateRole {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(roleid: impl Into<String>) -> Self {
         Self {
             privs: None,
             roleid: roleid.into(),
         }
+    }
+    /// Sets `privs`.
+    #[must_use]
+    pub fn privs(mut self, value: impl Into<String>) -> Self {
+        self.privs = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateRole {
@@ -66,7 +88,8 @@ impl crate::Operation for CreateRole {
 pub type CreateRoleResponse = ();
 crate::operation_error!(CreateRoleError for CreateRole; RoleExists);
 /// From `GET /access/roles returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Format `pve-priv-list`
     pub privs: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteRole {
     }
 }
 impl DeleteRole {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(roleid: impl Into<String>) -> Self {
         Self {
             roleid: roleid.into(),
@@ -46,6 +51,7 @@ crate::operation_error!(DeleteRoleError for DeleteRole; RoleNotFound);
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for ReadRole {
     }
 }
 impl ReadRole {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(roleid: impl Into<String>) -> Self {
         Self {
             roleid: roleid.into(),
@@ -85,6 +95,7 @@ crate::operation_error!(ReadRoleError for ReadRole; RoleNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateRole {
     /// Path parameter; format `pve-roleid`
     pub roleid: String,
@@ -103,13 +114,29 @@ impl serde::Serialize for UpdateRole {
     }
 }
 impl UpdateRole {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(roleid: impl Into<String>) -> Self {
         Self {
             roleid: roleid.into(),
             append: None,
             privs: None,
         }
+    }
+    /// Sets `append`.
+    #[must_use]
+    pub fn append(mut self, value: bool) -> Self {
+        self.append = Some(value);
+        self
+    }
+    /// Sets `privs`.
+    #[must_use]
+    pub fn privs(mut self, value: impl Into<String>) -> Self {
+        self.privs = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateRole {
@@ -129,7 +156,8 @@ impl crate::Operation for UpdateRole {
 pub type UpdateRoleResponse = ();
 crate::operation_error!(UpdateRoleError for UpdateRole; RoleNotFound);
 /// From `GET /access/roles/{roleid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadRoleResponse {
     /// Wire name `Datastore.Allocate`
     pub datastore_allocate: Option<bool>,

@@ -7,11 +7,22 @@ pub mod userid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListTfa {}
 impl serde::Serialize for ListTfa {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl ListTfa {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for ListTfa {
@@ -68,7 +79,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /access/tfa returns items "entries" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListTfaResponseItemEntriesItem {
     /// `created`
     pub created: Option<i64>,
@@ -109,7 +121,8 @@ impl serde::Serialize for ListTfaResponseItemEntriesItem {
     }
 }
 /// From `GET /access/tfa returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListTfaResponseItem {
     /// `entries`
     pub entries: Option<Vec<ListTfaResponseItemEntriesItem>>,

@@ -7,6 +7,7 @@ pub mod userid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// `enabled`
     pub enabled: Option<bool>,
@@ -19,6 +20,31 @@ impl serde::Serialize for Index {
         o.opt("enabled", &self.enabled)?;
         o.opt("full", &self.full)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            enabled: None,
+            full: None,
+        }
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
+    }
+    /// Sets `full`.
+    #[must_use]
+    pub fn full(mut self, value: bool) -> Self {
+        self.full = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -39,6 +65,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateUser {
     /// Maximum length 2048
     pub comment: Option<String>,
@@ -78,7 +105,11 @@ impl serde::Serialize for CreateUser {
     }
 }
 impl CreateUser {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             comment: None,
@@ -93,6 +124,60 @@ impl CreateUser {
             userid: userid.into(),
         }
     }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `email`.
+    #[must_use]
+    pub fn email(mut self, value: impl Into<String>) -> Self {
+        self.email = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: bool) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `expire`.
+    #[must_use]
+    pub fn expire(mut self, value: i64) -> Self {
+        self.expire = Some(value);
+        self
+    }
+    /// Sets `firstname`.
+    #[must_use]
+    pub fn firstname(mut self, value: impl Into<String>) -> Self {
+        self.firstname = Some(value.into());
+        self
+    }
+    /// Sets `groups`.
+    #[must_use]
+    pub fn groups(mut self, value: impl Into<String>) -> Self {
+        self.groups = Some(value.into());
+        self
+    }
+    /// Sets `keys`.
+    #[must_use]
+    pub fn keys(mut self, value: impl Into<String>) -> Self {
+        self.keys = Some(value.into());
+        self
+    }
+    /// Sets `lastname`.
+    #[must_use]
+    pub fn lastname(mut self, value: impl Into<String>) -> Self {
+        self.lastname = Some(value.into());
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for CreateUser {
     const ID: &'static str = "create_user";
@@ -106,7 +191,8 @@ impl crate::Operation for CreateUser {
 pub type CreateUserResponse = ();
 crate::operation_error!(CreateUserError for CreateUser; UserExists);
 /// From `GET /access/users returns items "tokens" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemTokensItem {
     /// `comment`
     pub comment: Option<String>,
@@ -143,7 +229,8 @@ impl serde::Serialize for IndexResponseItemTokensItem {
     }
 }
 /// From `GET /access/users returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Maximum length 2048
     pub comment: Option<String>,

@@ -5,11 +5,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Challengeschema {}
 impl serde::Serialize for Challengeschema {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Challengeschema {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Challengeschema {
@@ -25,7 +36,8 @@ pub type ChallengeschemaResponse = Vec<ChallengeschemaResponseItem>;
 /// Errors of [`Challengeschema`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type ChallengeschemaError = crate::error::Untyped<Challengeschema>;
 /// From `GET /cluster/acme/challenge-schema returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ChallengeschemaResponseItem {
     /// `id`
     pub id: Option<String>,

@@ -5,11 +5,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetDirectories {}
 impl serde::Serialize for GetDirectories {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetDirectories {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetDirectories {
@@ -25,7 +36,8 @@ pub type GetDirectoriesResponse = Vec<GetDirectoriesResponseItem>;
 /// Errors of [`GetDirectories`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type GetDirectoriesError = crate::error::Untyped<GetDirectories>;
 /// From `GET /cluster/acme/directories returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetDirectoriesResponseItem {
     /// `name`
     pub name: Option<String>,

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetMeta {
     /// Pattern `^https?://.*`; default `https://acme-v02.api.letsencrypt.org/directory`
     pub directory: Option<String>,
@@ -14,6 +15,22 @@ impl serde::Serialize for GetMeta {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("directory", &self.directory)?;
         o.end()
+    }
+}
+impl GetMeta {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { directory: None }
+    }
+    /// Sets `directory`.
+    #[must_use]
+    pub fn directory(mut self, value: impl Into<String>) -> Self {
+        self.directory = Some(value.into());
+        self
     }
 }
 impl crate::Operation for GetMeta {
@@ -27,7 +44,8 @@ impl crate::Operation for GetMeta {
 /// Errors of [`GetMeta`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type GetMetaError = crate::error::Untyped<GetMeta>;
 /// From `GET /cluster/acme/meta returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetMetaResponse {
     /// Wire name `caaIdentities`
     pub caa_identities: Option<Vec<String>>,

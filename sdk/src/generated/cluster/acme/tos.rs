@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetTos {
     /// Pattern `^https?://.*`; default `https://acme-v02.api.letsencrypt.org/directory`
     pub directory: Option<String>,
@@ -14,6 +15,22 @@ impl serde::Serialize for GetTos {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("directory", &self.directory)?;
         o.end()
+    }
+}
+impl GetTos {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { directory: None }
+    }
+    /// Sets `directory`.
+    #[must_use]
+    pub fn directory(mut self, value: impl Into<String>) -> Self {
+        self.directory = Some(value.into());
+        self
     }
 }
 impl crate::Operation for GetTos {

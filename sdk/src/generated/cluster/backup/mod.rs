@@ -6,11 +6,22 @@ pub mod id;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -31,6 +42,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct CreateJob {
     /// Default `0`
     pub all: Option<bool>,
@@ -153,6 +165,286 @@ impl serde::Serialize for CreateJob {
         o.end()
     }
 }
+impl CreateJob {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            all: None,
+            bwlimit: None,
+            comment: None,
+            compress: None,
+            dow: None,
+            dumpdir: None,
+            enabled: None,
+            exclude: None,
+            exclude_path: None,
+            fleecing: None,
+            id: None,
+            ionice: None,
+            lockwait: None,
+            mailnotification: None,
+            mailto: None,
+            mode: None,
+            node: None,
+            notes_template: None,
+            notification_mode: None,
+            pbs_change_detection_mode: None,
+            performance: None,
+            pigz: None,
+            pool: None,
+            protected: None,
+            prune_backups: None,
+            quiet: None,
+            remove: None,
+            repeat_missed: None,
+            schedule: None,
+            script: None,
+            starttime: None,
+            stdexcludes: None,
+            stop: None,
+            stopwait: None,
+            storage: None,
+            tmpdir: None,
+            vmid: None,
+            zstd: None,
+        }
+    }
+    /// Sets `all`.
+    #[must_use]
+    pub fn all(mut self, value: bool) -> Self {
+        self.all = Some(value);
+        self
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `compress`.
+    #[must_use]
+    pub fn compress(mut self, value: crate::generated::Compress) -> Self {
+        self.compress = Some(value);
+        self
+    }
+    /// Sets `dow`.
+    #[must_use]
+    pub fn dow(mut self, value: impl Into<String>) -> Self {
+        self.dow = Some(value.into());
+        self
+    }
+    /// Sets `dumpdir`.
+    #[must_use]
+    pub fn dumpdir(mut self, value: impl Into<String>) -> Self {
+        self.dumpdir = Some(value.into());
+        self
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
+    }
+    /// Sets `exclude`.
+    #[must_use]
+    pub fn exclude(mut self, value: impl Into<String>) -> Self {
+        self.exclude = Some(value.into());
+        self
+    }
+    /// Sets `exclude-path`.
+    #[must_use]
+    pub fn exclude_path(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.exclude_path = Some(value.into());
+        self
+    }
+    /// Sets `fleecing`.
+    #[must_use]
+    pub fn fleecing(mut self, value: impl Into<String>) -> Self {
+        self.fleecing = Some(value.into());
+        self
+    }
+    /// Sets `id`.
+    #[must_use]
+    pub fn id(mut self, value: impl Into<String>) -> Self {
+        self.id = Some(value.into());
+        self
+    }
+    /// Sets `ionice`.
+    #[must_use]
+    pub fn ionice(mut self, value: i64) -> Self {
+        self.ionice = Some(value);
+        self
+    }
+    /// Sets `lockwait`.
+    #[must_use]
+    pub fn lockwait(mut self, value: i64) -> Self {
+        self.lockwait = Some(value);
+        self
+    }
+    /// Sets `mailnotification`.
+    #[must_use]
+    pub fn mailnotification(mut self, value: crate::generated::Mailnotification) -> Self {
+        self.mailnotification = Some(value);
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<String>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: crate::generated::Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `node`.
+    #[must_use]
+    pub fn node(mut self, value: impl Into<String>) -> Self {
+        self.node = Some(value.into());
+        self
+    }
+    /// Sets `notes-template`.
+    #[must_use]
+    pub fn notes_template(mut self, value: impl Into<String>) -> Self {
+        self.notes_template = Some(value.into());
+        self
+    }
+    /// Sets `notification-mode`.
+    #[must_use]
+    pub fn notification_mode(mut self, value: crate::generated::NotificationMode) -> Self {
+        self.notification_mode = Some(value);
+        self
+    }
+    /// Sets `pbs-change-detection-mode`.
+    #[must_use]
+    pub fn pbs_change_detection_mode(
+        mut self,
+        value: crate::generated::PbsChangeDetectionMode,
+    ) -> Self {
+        self.pbs_change_detection_mode = Some(value);
+        self
+    }
+    /// Sets `performance`.
+    #[must_use]
+    pub fn performance(mut self, value: impl Into<String>) -> Self {
+        self.performance = Some(value.into());
+        self
+    }
+    /// Sets `pigz`.
+    #[must_use]
+    pub fn pigz(mut self, value: i64) -> Self {
+        self.pigz = Some(value);
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `protected`.
+    #[must_use]
+    pub fn protected(mut self, value: bool) -> Self {
+        self.protected = Some(value);
+        self
+    }
+    /// Sets `prune-backups`.
+    #[must_use]
+    pub fn prune_backups(mut self, value: impl Into<String>) -> Self {
+        self.prune_backups = Some(value.into());
+        self
+    }
+    /// Sets `quiet`.
+    #[must_use]
+    pub fn quiet(mut self, value: bool) -> Self {
+        self.quiet = Some(value);
+        self
+    }
+    /// Sets `remove`.
+    #[must_use]
+    pub fn remove(mut self, value: bool) -> Self {
+        self.remove = Some(value);
+        self
+    }
+    /// Sets `repeat-missed`.
+    #[must_use]
+    pub fn repeat_missed(mut self, value: bool) -> Self {
+        self.repeat_missed = Some(value);
+        self
+    }
+    /// Sets `schedule`.
+    #[must_use]
+    pub fn schedule(mut self, value: impl Into<String>) -> Self {
+        self.schedule = Some(value.into());
+        self
+    }
+    /// Sets `script`.
+    #[must_use]
+    pub fn script(mut self, value: impl Into<String>) -> Self {
+        self.script = Some(value.into());
+        self
+    }
+    /// Sets `starttime`.
+    #[must_use]
+    pub fn starttime(mut self, value: impl Into<String>) -> Self {
+        self.starttime = Some(value.into());
+        self
+    }
+    /// Sets `stdexcludes`.
+    #[must_use]
+    pub fn stdexcludes(mut self, value: bool) -> Self {
+        self.stdexcludes = Some(value);
+        self
+    }
+    /// Sets `stop`.
+    #[must_use]
+    pub fn stop(mut self, value: bool) -> Self {
+        self.stop = Some(value);
+        self
+    }
+    /// Sets `stopwait`.
+    #[must_use]
+    pub fn stopwait(mut self, value: i64) -> Self {
+        self.stopwait = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `tmpdir`.
+    #[must_use]
+    pub fn tmpdir(mut self, value: impl Into<String>) -> Self {
+        self.tmpdir = Some(value.into());
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: impl Into<String>) -> Self {
+        self.vmid = Some(value.into());
+        self
+    }
+    /// Sets `zstd`.
+    #[must_use]
+    pub fn zstd(mut self, value: i64) -> Self {
+        self.zstd = Some(value);
+        self
+    }
+}
 impl crate::Operation for CreateJob {
     const ID: &'static str = "create_job";
     const METHOD: crate::Method = crate::Method::Post;
@@ -166,7 +458,8 @@ pub type CreateJobResponse = ();
 /// Errors of [`CreateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateJobError = crate::error::Untyped<CreateJob>;
 /// From `GET /cluster/backup returns items "fleecing"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemFleecing {
     /// Default `0`
     pub enabled: Option<bool>,
@@ -195,7 +488,8 @@ impl serde::Serialize for IndexResponseItemFleecing {
     }
 }
 /// From `GET /cluster/backup returns items "performance"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemPerformance {
     /// Wire name `max-workers`; range 1 - 256; default `16`
     pub max_workers: Option<i64>,
@@ -224,7 +518,8 @@ impl serde::Serialize for IndexResponseItemPerformance {
     }
 }
 /// From `GET /cluster/backup returns items "prune-backups"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemPruneBackups {
     /// Wire name `keep-all`
     pub keep_all: Option<bool>,
@@ -273,7 +568,8 @@ impl serde::Serialize for IndexResponseItemPruneBackups {
     }
 }
 /// From `GET /cluster/backup returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Default `0`
     pub all: Option<bool>,

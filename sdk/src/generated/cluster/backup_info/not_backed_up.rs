@@ -6,11 +6,22 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetGuestsNotInBackup {}
 impl serde::Serialize for GetGuestsNotInBackup {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetGuestsNotInBackup {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetGuestsNotInBackup {
@@ -55,7 +66,8 @@ impl crate::open_enum::OpenEnum for GetGuestsNotInBackupResponseItemType {
 }
 crate::open_enum_traits!(GetGuestsNotInBackupResponseItemType);
 /// From `GET /cluster/backup-info/not-backed-up returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetGuestsNotInBackupResponseItem {
     /// `name`
     pub name: Option<String>,

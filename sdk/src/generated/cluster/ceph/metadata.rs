@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Metadata {
     /// Default `all`
     pub scope: Option<MetadataScope>,
@@ -15,6 +16,22 @@ impl serde::Serialize for Metadata {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("scope", &self.scope)?;
         o.end()
+    }
+}
+impl Metadata {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { scope: None }
+    }
+    /// Sets `scope`.
+    #[must_use]
+    pub fn scope(mut self, value: MetadataScope) -> Self {
+        self.scope = Some(value);
+        self
     }
 }
 impl crate::Operation for Metadata {
@@ -58,7 +75,8 @@ impl crate::open_enum::OpenEnum for MetadataScope {
 }
 crate::open_enum_traits!(MetadataScope);
 /// From `GET /cluster/ceph/metadata returns "mds" additionalProperties`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponseMdsValue {
     /// `addr`
     pub addr: Option<String>,
@@ -111,7 +129,8 @@ impl serde::Serialize for MetadataResponseMdsValue {
     }
 }
 /// From `GET /cluster/ceph/metadata returns "mgr" additionalProperties`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponseMgrValue {
     /// `addr`
     pub addr: Option<String>,
@@ -164,7 +183,8 @@ impl serde::Serialize for MetadataResponseMgrValue {
     }
 }
 /// From `GET /cluster/ceph/metadata returns "mon" additionalProperties`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponseMonValue {
     /// `addrs`
     pub addrs: Option<String>,
@@ -217,7 +237,8 @@ impl serde::Serialize for MetadataResponseMonValue {
     }
 }
 /// From `GET /cluster/ceph/metadata returns "node" additionalProperties "version"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponseNodeValueVersion {
     /// `parts`
     pub parts: Option<Vec<String>>,
@@ -246,7 +267,8 @@ impl serde::Serialize for MetadataResponseNodeValueVersion {
     }
 }
 /// From `GET /cluster/ceph/metadata returns "node" additionalProperties`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponseNodeValue {
     /// `buildcommit`
     pub buildcommit: Option<String>,
@@ -275,7 +297,8 @@ impl serde::Serialize for MetadataResponseNodeValue {
     }
 }
 /// From `GET /cluster/ceph/metadata returns "osd" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponseOsdItem {
     /// `back_addr`
     pub back_addr: Option<String>,
@@ -352,7 +375,8 @@ impl serde::Serialize for MetadataResponseOsdItem {
     }
 }
 /// From `GET /cluster/ceph/metadata returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MetadataResponse {
     /// `mds`
     pub mds: Option<std::collections::BTreeMap<String, MetadataResponseMdsValue>>,

@@ -8,11 +8,22 @@ pub mod status;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Cephindex {}
 impl serde::Serialize for Cephindex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Cephindex {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Cephindex {

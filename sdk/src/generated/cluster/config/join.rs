@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct JoinInfo {
     /// Format `pve-node`; default `current connected node`
     pub node: Option<String>,
@@ -14,6 +15,22 @@ impl serde::Serialize for JoinInfo {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("node", &self.node)?;
         o.end()
+    }
+}
+impl JoinInfo {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { node: None }
+    }
+    /// Sets `node`.
+    #[must_use]
+    pub fn node(mut self, value: impl Into<String>) -> Self {
+        self.node = Some(value.into());
+        self
     }
 }
 impl crate::Operation for JoinInfo {
@@ -33,6 +50,7 @@ pub type JoinInfoError = crate::error::Untyped<JoinInfo>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Join {
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
     pub fingerprint: String,
@@ -56,7 +74,7 @@ impl serde::Serialize for Join {
         o.req("fingerprint", &self.fingerprint)?;
         o.opt("force", &self.force)?;
         o.req("hostname", &self.hostname)?;
-        o.indexed(&self.link)?;
+        o.indexed_checked(&self.link)?;
         o.opt("nodeid", &self.nodeid)?;
         o.req("password", &self.password)?;
         o.opt("votes", &self.votes)?;
@@ -64,7 +82,11 @@ impl serde::Serialize for Join {
     }
 }
 impl Join {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         fingerprint: impl Into<String>,
         hostname: impl Into<String>,
@@ -79,6 +101,30 @@ impl Join {
             password: password.into(),
             votes: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `link[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn link(mut self, index: u32, value: crate::generated::cluster::config::Link) -> Self {
+        self.link.set(index, value);
+        self
+    }
+    /// Sets `nodeid`.
+    #[must_use]
+    pub fn nodeid(mut self, value: i64) -> Self {
+        self.nodeid = Some(value);
+        self
+    }
+    /// Sets `votes`.
+    #[must_use]
+    pub fn votes(mut self, value: i64) -> Self {
+        self.votes = Some(value);
+        self
     }
 }
 impl crate::Operation for Join {
@@ -98,6 +144,7 @@ pub type JoinError = crate::error::Untyped<Join>;
 ///
 /// Used by: `GET /cluster/config/join returns "nodelist" "ring0_addr"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Ring0Addr {
     /// Default key (may be written without `key=`); format `address`
     pub address: String,
@@ -105,6 +152,26 @@ pub struct Ring0Addr {
     pub priority: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Ring0Addr {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(address: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+            priority: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `priority`.
+    #[must_use]
+    pub fn priority(mut self, value: i64) -> Self {
+        self.priority = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Ring0Addr {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -127,7 +194,8 @@ impl crate::PropertyString for Ring0Addr {
 }
 crate::property_string!(Ring0Addr);
 /// From `GET /cluster/config/join returns "nodelist" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct JoinInfoResponseNodelistItem {
     /// Format `pve-node`
     pub name: Option<String>,
@@ -172,7 +240,8 @@ impl serde::Serialize for JoinInfoResponseNodelistItem {
     }
 }
 /// From `GET /cluster/config/join returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct JoinInfoResponse {
     /// `config_digest`
     pub config_digest: Option<String>,

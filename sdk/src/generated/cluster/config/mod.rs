@@ -10,11 +10,22 @@ pub mod totem;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -36,6 +47,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Format `pve-node`; maximum length 15
     pub clustername: String,
@@ -52,7 +64,7 @@ impl serde::Serialize for Create {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("clustername", &self.clustername)?;
-        o.indexed(&self.link)?;
+        o.indexed_checked(&self.link)?;
         o.opt("nodeid", &self.nodeid)?;
         o.opt("token-coefficient", &self.token_coefficient)?;
         o.opt("votes", &self.votes)?;
@@ -60,7 +72,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(clustername: impl Into<String>) -> Self {
         Self {
             clustername: clustername.into(),
@@ -69,6 +85,30 @@ impl Create {
             token_coefficient: None,
             votes: None,
         }
+    }
+    /// Sets `link[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn link(mut self, index: u32, value: Link) -> Self {
+        self.link.set(index, value);
+        self
+    }
+    /// Sets `nodeid`.
+    #[must_use]
+    pub fn nodeid(mut self, value: i64) -> Self {
+        self.nodeid = Some(value);
+        self
+    }
+    /// Sets `token-coefficient`.
+    #[must_use]
+    pub fn token_coefficient(mut self, value: i64) -> Self {
+        self.token_coefficient = Some(value);
+        self
+    }
+    /// Sets `votes`.
+    #[must_use]
+    pub fn votes(mut self, value: i64) -> Self {
+        self.votes = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -88,6 +128,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 ///
 /// Used by: `POST /cluster/config param "link[n]"`, `POST /cluster/config/join param "link[n]"`, `POST /cluster/config/nodes/{node} param "link[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Link {
     /// Default key (may be written without `key=`); format `address`
     pub address: String,
@@ -95,6 +136,26 @@ pub struct Link {
     pub priority: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Link {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(address: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+            priority: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `priority`.
+    #[must_use]
+    pub fn priority(mut self, value: i64) -> Self {
+        self.priority = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Link {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {

@@ -5,11 +5,22 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetMacros {}
 impl serde::Serialize for GetMacros {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetMacros {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetMacros {
@@ -25,7 +36,8 @@ pub type GetMacrosResponse = Vec<GetMacrosResponseItem>;
 /// Errors of [`GetMacros`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type GetMacrosError = crate::error::Untyped<GetMacros>;
 /// From `GET /cluster/firewall/macros returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetMacrosResponseItem {
     /// `descr`
     pub descr: Option<String>,

@@ -5,11 +5,22 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetOptions {}
 impl serde::Serialize for GetOptions {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetOptions {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetOptions {
@@ -28,6 +39,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct SetOptions {
     /// Format `pve-configid-list`
     pub delete: Option<String>,
@@ -60,6 +72,73 @@ impl serde::Serialize for SetOptions {
         o.end()
     }
 }
+impl SetOptions {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            delete: None,
+            digest: None,
+            ebtables: None,
+            enable: None,
+            log_ratelimit: None,
+            policy_forward: None,
+            policy_in: None,
+            policy_out: None,
+        }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ebtables`.
+    #[must_use]
+    pub fn ebtables(mut self, value: bool) -> Self {
+        self.ebtables = Some(value);
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: i64) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `log_ratelimit`.
+    #[must_use]
+    pub fn log_ratelimit(mut self, value: LogRatelimit) -> Self {
+        self.log_ratelimit = Some(value);
+        self
+    }
+    /// Sets `policy_forward`.
+    #[must_use]
+    pub fn policy_forward(mut self, value: crate::generated::cluster::PolicyForward) -> Self {
+        self.policy_forward = Some(value);
+        self
+    }
+    /// Sets `policy_in`.
+    #[must_use]
+    pub fn policy_in(mut self, value: crate::generated::PolicyIn) -> Self {
+        self.policy_in = Some(value);
+        self
+    }
+    /// Sets `policy_out`.
+    #[must_use]
+    pub fn policy_out(mut self, value: crate::generated::PolicyOut) -> Self {
+        self.policy_out = Some(value);
+        self
+    }
+}
 impl crate::Operation for SetOptions {
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
@@ -75,6 +154,7 @@ crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 ///
 /// Used by: `GET /cluster/firewall/options returns "log_ratelimit"`, `PUT /cluster/firewall/options param "log_ratelimit"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LogRatelimit {
     /// Minimum 0; default `5`
     pub burst: Option<i64>,
@@ -84,6 +164,33 @@ pub struct LogRatelimit {
     pub rate: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl LogRatelimit {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(enable: bool) -> Self {
+        Self {
+            burst: None,
+            enable,
+            rate: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `burst`.
+    #[must_use]
+    pub fn burst(mut self, value: i64) -> Self {
+        self.burst = Some(value);
+        self
+    }
+    /// Sets `rate`.
+    #[must_use]
+    pub fn rate(mut self, value: impl Into<String>) -> Self {
+        self.rate = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for LogRatelimit {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -108,7 +215,8 @@ impl crate::PropertyString for LogRatelimit {
 }
 crate::property_string!(LogRatelimit);
 /// From `GET /cluster/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetOptionsResponse {
     /// Default `1`
     pub ebtables: Option<bool>,

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Refs {
     /// Wire name `type`
     pub type_: Option<RefsType>,
@@ -14,6 +15,22 @@ impl serde::Serialize for Refs {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Refs {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { type_: None }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: RefsType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Refs {
@@ -87,7 +104,8 @@ impl crate::open_enum::OpenEnum for RefsResponseItemType {
 }
 crate::open_enum_traits!(RefsResponseItemType);
 /// From `GET /cluster/firewall/refs returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RefsResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ScheduleAnalyze {
     /// Range 1 - 100; default `10`
     pub iterations: Option<i64>,
@@ -23,13 +24,29 @@ impl serde::Serialize for ScheduleAnalyze {
     }
 }
 impl ScheduleAnalyze {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(schedule: impl Into<String>) -> Self {
         Self {
             iterations: None,
             schedule: schedule.into(),
             starttime: None,
         }
+    }
+    /// Sets `iterations`.
+    #[must_use]
+    pub fn iterations(mut self, value: i64) -> Self {
+        self.iterations = Some(value);
+        self
+    }
+    /// Sets `starttime`.
+    #[must_use]
+    pub fn starttime(mut self, value: i64) -> Self {
+        self.starttime = Some(value);
+        self
     }
 }
 impl crate::Operation for ScheduleAnalyze {
@@ -45,7 +62,8 @@ pub type ScheduleAnalyzeResponse = Vec<ScheduleAnalyzeResponseItem>;
 /// Errors of [`ScheduleAnalyze`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type ScheduleAnalyzeError = crate::error::Untyped<ScheduleAnalyze>;
 /// From `GET /cluster/jobs/schedule-analyze returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ScheduleAnalyzeResponseItem {
     /// `timestamp`
     pub timestamp: Option<i64>,

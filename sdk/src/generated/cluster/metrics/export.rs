@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Export {
     /// Default `0`
     pub history: Option<bool>,
@@ -23,6 +24,45 @@ impl serde::Serialize for Export {
         o.opt("node-list", &self.node_list)?;
         o.opt("start-time", &self.start_time)?;
         o.end()
+    }
+}
+impl Export {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            history: None,
+            local_only: None,
+            node_list: None,
+            start_time: None,
+        }
+    }
+    /// Sets `history`.
+    #[must_use]
+    pub fn history(mut self, value: bool) -> Self {
+        self.history = Some(value);
+        self
+    }
+    /// Sets `local-only`.
+    #[must_use]
+    pub fn local_only(mut self, value: bool) -> Self {
+        self.local_only = Some(value);
+        self
+    }
+    /// Sets `node-list`.
+    #[must_use]
+    pub fn node_list(mut self, value: impl Into<String>) -> Self {
+        self.node_list = Some(value.into());
+        self
+    }
+    /// Sets `start-time`.
+    #[must_use]
+    pub fn start_time(mut self, value: i64) -> Self {
+        self.start_time = Some(value);
+        self
     }
 }
 impl crate::Operation for Export {
@@ -69,7 +109,8 @@ impl crate::open_enum::OpenEnum for ExportResponseDataItemType {
 }
 crate::open_enum_traits!(ExportResponseDataItemType);
 /// From `GET /cluster/metrics/export returns "data" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ExportResponseDataItem {
     /// `id`
     pub id: Option<String>,
@@ -110,7 +151,8 @@ impl serde::Serialize for ExportResponseDataItem {
     }
 }
 /// From `GET /cluster/metrics/export returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ExportResponse {
     /// `data`
     pub data: Option<Vec<ExportResponseDataItem>>,

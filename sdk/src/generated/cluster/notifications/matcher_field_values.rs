@@ -6,11 +6,22 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetMatcherFieldValues {}
 impl serde::Serialize for GetMatcherFieldValues {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetMatcherFieldValues {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetMatcherFieldValues {
@@ -26,7 +37,8 @@ pub type GetMatcherFieldValuesResponse = Vec<GetMatcherFieldValuesResponseItem>;
 /// Errors of [`GetMatcherFieldValues`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type GetMatcherFieldValuesError = crate::error::Untyped<GetMatcherFieldValues>;
 /// From `GET /cluster/notifications/matcher-field-values returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetMatcherFieldValuesResponseItem {
     /// `comment`
     pub comment: Option<String>,

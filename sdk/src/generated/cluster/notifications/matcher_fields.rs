@@ -5,11 +5,22 @@
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetMatcherFields {}
 impl serde::Serialize for GetMatcherFields {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetMatcherFields {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetMatcherFields {
@@ -25,7 +36,8 @@ pub type GetMatcherFieldsResponse = Vec<GetMatcherFieldsResponseItem>;
 /// Errors of [`GetMatcherFields`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type GetMatcherFieldsError = crate::error::Untyped<GetMatcherFields>;
 /// From `GET /cluster/notifications/matcher-fields returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetMatcherFieldsResponseItem {
     /// `name`
     pub name: Option<String>,

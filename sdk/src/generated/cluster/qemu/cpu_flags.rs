@@ -5,6 +5,7 @@
 /// - Permission check: `["or",["perm","/nodes",["Sys.Audit"]],["perm","/mapping/cpu",["Mapping.Audit","Mapping.Use","Mapping.Modify"],"any",1]]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Default `kvm`
     pub accel: Option<crate::generated::Accel>,
@@ -17,6 +18,31 @@ impl serde::Serialize for Index {
         o.opt("accel", &self.accel)?;
         o.opt("arch", &self.arch)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            accel: None,
+            arch: None,
+        }
+    }
+    /// Sets `accel`.
+    #[must_use]
+    pub fn accel(mut self, value: crate::generated::Accel) -> Self {
+        self.accel = Some(value);
+        self
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -32,7 +58,8 @@ pub type IndexResponse = Vec<IndexResponseItem>;
 /// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type IndexError = crate::error::Untyped<Index>;
 /// From `GET /cluster/qemu/cpu-flags returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,

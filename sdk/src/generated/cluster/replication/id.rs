@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
@@ -24,13 +25,29 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
             force: None,
             keep: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `keep`.
+    #[must_use]
+    pub fn keep(mut self, value: bool) -> Self {
+        self.keep = Some(value);
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -55,6 +72,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
@@ -67,7 +85,11 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -93,6 +115,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
@@ -129,7 +152,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -142,6 +169,54 @@ impl Update {
             schedule: None,
             source: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `rate`.
+    #[must_use]
+    pub fn rate(mut self, value: f64) -> Self {
+        self.rate = Some(value);
+        self
+    }
+    /// Sets `remove_job`.
+    #[must_use]
+    pub fn remove_job(mut self, value: crate::generated::cluster::replication::RemoveJob) -> Self {
+        self.remove_job = Some(value);
+        self
+    }
+    /// Sets `schedule`.
+    #[must_use]
+    pub fn schedule(mut self, value: impl Into<String>) -> Self {
+        self.schedule = Some(value.into());
+        self
+    }
+    /// Sets `source`.
+    #[must_use]
+    pub fn source(mut self, value: impl Into<String>) -> Self {
+        self.source = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Update {
@@ -161,7 +236,8 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/replication/{id} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponse {
     /// Maximum length 4096
     pub comment: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DryRun {
     /// Format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for DryRun {
     }
 }
 impl DryRun {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -35,7 +40,8 @@ impl crate::Operation for DryRun {
 /// Errors of [`DryRun`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type DryRunError = crate::error::Untyped<DryRun>;
 /// From `GET /cluster/sdn/dry-run returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DryRunResponse {
     /// Wire name `frr-diff`
     pub frr_diff: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ReleaseLock {
     /// Default `0`
     pub force: Option<bool>,
@@ -18,6 +19,31 @@ impl serde::Serialize for ReleaseLock {
         o.opt("force", &self.force)?;
         o.opt("lock-token", &self.lock_token)?;
         o.end()
+    }
+}
+impl ReleaseLock {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            force: None,
+            lock_token: None,
+        }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for ReleaseLock {
@@ -38,6 +64,7 @@ pub type ReleaseLockError = crate::error::Untyped<ReleaseLock>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Lock {
     /// Wire name `allow-pending`; default `0`
     pub allow_pending: Option<bool>,
@@ -47,6 +74,24 @@ impl serde::Serialize for Lock {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("allow-pending", &self.allow_pending)?;
         o.end()
+    }
+}
+impl Lock {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allow_pending: None,
+        }
+    }
+    /// Sets `allow-pending`.
+    #[must_use]
+    pub fn allow_pending(mut self, value: bool) -> Self {
+        self.allow_pending = Some(value);
+        self
     }
 }
 impl crate::Operation for Lock {

@@ -16,11 +16,22 @@ pub mod zones;
 /// - Permission check: `["perm","/sdn",["SDN.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -42,6 +53,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Reload {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
@@ -54,6 +66,31 @@ impl serde::Serialize for Reload {
         o.opt("lock-token", &self.lock_token)?;
         o.opt("release-lock", &self.release_lock)?;
         o.end()
+    }
+}
+impl Reload {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            lock_token: None,
+            release_lock: None,
+        }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `release-lock`.
+    #[must_use]
+    pub fn release_lock(mut self, value: bool) -> Self {
+        self.release_lock = Some(value);
+        self
     }
 }
 impl crate::Operation for Reload {
@@ -132,7 +169,8 @@ impl crate::open_enum::OpenEnum for State {
 }
 crate::open_enum_traits!(State);
 /// From `GET /cluster/sdn returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `id`
     pub id: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Rollback {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
@@ -18,6 +19,31 @@ impl serde::Serialize for Rollback {
         o.opt("lock-token", &self.lock_token)?;
         o.opt("release-lock", &self.release_lock)?;
         o.end()
+    }
+}
+impl Rollback {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            lock_token: None,
+            release_lock: None,
+        }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `release-lock`.
+    #[must_use]
+    pub fn release_lock(mut self, value: bool) -> Self {
+        self.release_lock = Some(value);
+        self
     }
 }
 impl crate::Operation for Rollback {

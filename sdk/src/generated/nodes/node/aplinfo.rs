@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Aplinfo {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Aplinfo {
     }
 }
 impl Aplinfo {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -48,6 +53,7 @@ pub type AplinfoError = crate::error::Untyped<Aplinfo>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AplDownload {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -66,7 +72,11 @@ impl serde::Serialize for AplDownload {
     }
 }
 impl AplDownload {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,

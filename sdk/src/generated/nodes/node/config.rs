@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for GetConfig {
     }
 }
 impl GetConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             property: None,
         }
+    }
+    /// Sets `property`.
+    #[must_use]
+    pub fn property(mut self, value: GetConfigProperty) -> Self {
+        self.property = Some(value);
+        self
     }
 }
 impl crate::Operation for GetConfig {
@@ -51,6 +62,7 @@ pub type GetConfigError = crate::error::Untyped<GetConfig>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -78,7 +90,7 @@ impl serde::Serialize for SetOptions {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.opt("acme", &self.acme)?;
-        o.indexed(&self.acmedomain)?;
+        o.indexed_checked(&self.acmedomain)?;
         o.opt("ballooning-target", &self.ballooning_target)?;
         o.opt("delete", &self.delete)?;
         o.opt("description", &self.description)?;
@@ -90,7 +102,11 @@ impl serde::Serialize for SetOptions {
     }
 }
 impl SetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -104,6 +120,60 @@ impl SetOptions {
             startall_onboot_delay: None,
             wakeonlan: None,
         }
+    }
+    /// Sets `acme`.
+    #[must_use]
+    pub fn acme(mut self, value: Acme) -> Self {
+        self.acme = Some(value);
+        self
+    }
+    /// Sets `acmedomain[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn acmedomain(mut self, index: u32, value: Acmedomain) -> Self {
+        self.acmedomain.set(index, value);
+        self
+    }
+    /// Sets `ballooning-target`.
+    #[must_use]
+    pub fn ballooning_target(mut self, value: i64) -> Self {
+        self.ballooning_target = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `location`.
+    #[must_use]
+    pub fn location(mut self, value: crate::generated::Location) -> Self {
+        self.location = Some(value);
+        self
+    }
+    /// Sets `startall-onboot-delay`.
+    #[must_use]
+    pub fn startall_onboot_delay(mut self, value: i64) -> Self {
+        self.startall_onboot_delay = Some(value);
+        self
+    }
+    /// Sets `wakeonlan`.
+    #[must_use]
+    pub fn wakeonlan(mut self, value: Wakeonlan) -> Self {
+        self.wakeonlan = Some(value);
+        self
     }
 }
 impl crate::Operation for SetOptions {
@@ -126,6 +196,7 @@ crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 ///
 /// Used by: `GET /nodes/{node}/config returns "acme"`, `PUT /nodes/{node}/config param "acme"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Acme {
     /// Format `pve-configid`; default `default`
     pub account: Option<String>,
@@ -133,6 +204,32 @@ pub struct Acme {
     pub domains: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Acme {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            account: None,
+            domains: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `account`.
+    #[must_use]
+    pub fn account(mut self, value: impl Into<String>) -> Self {
+        self.account = Some(value.into());
+        self
+    }
+    /// Sets `domains`.
+    #[must_use]
+    pub fn domains(mut self, value: impl Into<String>) -> Self {
+        self.domains = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Acme {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -158,6 +255,7 @@ crate::property_string!(Acme);
 ///
 /// Used by: `GET /nodes/{node}/config returns "acmedomain[n]"`, `PUT /nodes/{node}/config param "acmedomain[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Acmedomain {
     /// Format `pve-acme-alias`
     pub alias: Option<String>,
@@ -167,6 +265,33 @@ pub struct Acmedomain {
     pub plugin: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Acmedomain {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(domain: impl Into<String>) -> Self {
+        Self {
+            alias: None,
+            domain: domain.into(),
+            plugin: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `alias`.
+    #[must_use]
+    pub fn alias(mut self, value: impl Into<String>) -> Self {
+        self.alias = Some(value.into());
+        self
+    }
+    /// Sets `plugin`.
+    #[must_use]
+    pub fn plugin(mut self, value: impl Into<String>) -> Self {
+        self.plugin = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Acmedomain {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -194,6 +319,7 @@ crate::property_string!(Acmedomain);
 ///
 /// Used by: `GET /nodes/{node}/config returns "wakeonlan"`, `PUT /nodes/{node}/config param "wakeonlan"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Wakeonlan {
     /// Key `bind-interface`; format `pve-iface`; default `The interface carrying the default route`
     pub bind_interface: Option<String>,
@@ -203,6 +329,33 @@ pub struct Wakeonlan {
     pub mac: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Wakeonlan {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(mac: impl Into<String>) -> Self {
+        Self {
+            bind_interface: None,
+            broadcast_address: None,
+            mac: mac.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `bind-interface`.
+    #[must_use]
+    pub fn bind_interface(mut self, value: impl Into<String>) -> Self {
+        self.bind_interface = Some(value.into());
+        self
+    }
+    /// Sets `broadcast-address`.
+    #[must_use]
+    pub fn broadcast_address(mut self, value: impl Into<String>) -> Self {
+        self.broadcast_address = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Wakeonlan {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -309,7 +462,8 @@ impl crate::open_enum::OpenEnum for GetConfigProperty {
 }
 crate::open_enum_traits!(GetConfigProperty);
 /// From `GET /nodes/{node}/config returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetConfigResponse {
     /// `acme`
     pub acme: Option<Acme>,

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Dns {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Dns {
     }
 }
 impl Dns {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -45,6 +50,7 @@ pub type DnsError = crate::error::Untyped<Dns>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateDns {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,7 +75,11 @@ impl serde::Serialize for UpdateDns {
     }
 }
 impl UpdateDns {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, search: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -78,6 +88,24 @@ impl UpdateDns {
             dns3: None,
             search: search.into(),
         }
+    }
+    /// Sets `dns1`.
+    #[must_use]
+    pub fn dns1(mut self, value: impl Into<String>) -> Self {
+        self.dns1 = Some(value.into());
+        self
+    }
+    /// Sets `dns2`.
+    #[must_use]
+    pub fn dns2(mut self, value: impl Into<String>) -> Self {
+        self.dns2 = Some(value.into());
+        self
+    }
+    /// Sets `dns3`.
+    #[must_use]
+    pub fn dns3(mut self, value: impl Into<String>) -> Self {
+        self.dns3 = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateDns {
@@ -98,7 +126,8 @@ pub type UpdateDnsResponse = ();
 /// Errors of [`UpdateDns`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateDnsError = crate::error::Untyped<UpdateDns>;
 /// From `GET /nodes/{node}/dns returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DnsResponse {
     /// `dns1`
     pub dns1: Option<String>,

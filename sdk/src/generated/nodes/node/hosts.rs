@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetEtcHosts {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for GetEtcHosts {
     }
 }
 impl GetEtcHosts {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -46,6 +51,7 @@ pub type GetEtcHostsError = crate::error::Untyped<GetEtcHosts>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WriteEtcHosts {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -64,13 +70,23 @@ impl serde::Serialize for WriteEtcHosts {
     }
 }
 impl WriteEtcHosts {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, data: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             data: data.into(),
             digest: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for WriteEtcHosts {
@@ -90,7 +106,8 @@ impl crate::Operation for WriteEtcHosts {
 pub type WriteEtcHostsResponse = ();
 crate::operation_error!(WriteEtcHostsError for WriteEtcHosts; ConfigModified);
 /// From `GET /nodes/{node}/hosts returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetEtcHostsResponse {
     /// `data`
     pub data: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Journal {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -34,7 +35,11 @@ impl serde::Serialize for Journal {
     }
 }
 impl Journal {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -44,6 +49,36 @@ impl Journal {
             startcursor: None,
             until: None,
         }
+    }
+    /// Sets `endcursor`.
+    #[must_use]
+    pub fn endcursor(mut self, value: impl Into<String>) -> Self {
+        self.endcursor = Some(value.into());
+        self
+    }
+    /// Sets `lastentries`.
+    #[must_use]
+    pub fn lastentries(mut self, value: i64) -> Self {
+        self.lastentries = Some(value);
+        self
+    }
+    /// Sets `since`.
+    #[must_use]
+    pub fn since(mut self, value: i64) -> Self {
+        self.since = Some(value);
+        self
+    }
+    /// Sets `startcursor`.
+    #[must_use]
+    pub fn startcursor(mut self, value: impl Into<String>) -> Self {
+        self.startcursor = Some(value.into());
+        self
+    }
+    /// Sets `until`.
+    #[must_use]
+    pub fn until(mut self, value: i64) -> Self {
+        self.until = Some(value);
+        self
     }
 }
 impl crate::Operation for Journal {

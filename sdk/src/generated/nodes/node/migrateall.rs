@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Migrateall {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +36,11 @@ impl serde::Serialize for Migrateall {
     }
 }
 impl Migrateall {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, target: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -45,6 +50,30 @@ impl Migrateall {
             vms: None,
             with_local_disks: None,
         }
+    }
+    /// Sets `max-workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `maxworkers`.
+    #[must_use]
+    pub fn maxworkers(mut self, value: i64) -> Self {
+        self.maxworkers = Some(value);
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<String>) -> Self {
+        self.vms = Some(value.into());
+        self
+    }
+    /// Sets `with-local-disks`.
+    #[must_use]
+    pub fn with_local_disks(mut self, value: bool) -> Self {
+        self.with_local_disks = Some(value);
+        self
     }
 }
 impl crate::Operation for Migrateall {

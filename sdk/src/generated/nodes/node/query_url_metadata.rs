@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct QueryUrlMetadata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for QueryUrlMetadata {
     }
 }
 impl QueryUrlMetadata {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, url: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             url: url.into(),
             verify_certificates: None,
         }
+    }
+    /// Sets `verify-certificates`.
+    #[must_use]
+    pub fn verify_certificates(mut self, value: bool) -> Self {
+        self.verify_certificates = Some(value);
+        self
     }
 }
 impl crate::Operation for QueryUrlMetadata {
@@ -49,7 +60,8 @@ impl crate::Operation for QueryUrlMetadata {
 /// Errors of [`QueryUrlMetadata`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type QueryUrlMetadataError = crate::error::Untyped<QueryUrlMetadata>;
 /// From `GET /nodes/{node}/query-url-metadata returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct QueryUrlMetadataResponse {
     /// `filename`
     pub filename: Option<String>,

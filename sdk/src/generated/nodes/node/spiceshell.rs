@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Spiceshell {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for Spiceshell {
     }
 }
 impl Spiceshell {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -36,6 +41,24 @@ impl Spiceshell {
             cmd_opts: None,
             proxy: None,
         }
+    }
+    /// Sets `cmd`.
+    #[must_use]
+    pub fn cmd(mut self, value: crate::generated::nodes::node::Cmd) -> Self {
+        self.cmd = Some(value);
+        self
+    }
+    /// Sets `cmd-opts`.
+    #[must_use]
+    pub fn cmd_opts(mut self, value: impl Into<String>) -> Self {
+        self.cmd_opts = Some(value.into());
+        self
+    }
+    /// Sets `proxy`.
+    #[must_use]
+    pub fn proxy(mut self, value: impl Into<String>) -> Self {
+        self.proxy = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Spiceshell {
@@ -55,7 +78,8 @@ impl crate::Operation for Spiceshell {
 /// Errors of [`Spiceshell`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SpiceshellError = crate::error::Untyped<Spiceshell>;
 /// From `POST /nodes/{node}/spiceshell returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SpiceshellResponse {
     /// `host`
     pub host: Option<String>,

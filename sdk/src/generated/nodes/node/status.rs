@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Status {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Status {
     }
 }
 impl Status {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -45,6 +50,7 @@ pub type StatusError = crate::error::Untyped<Status>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodeCmd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -60,7 +66,11 @@ impl serde::Serialize for NodeCmd {
     }
 }
 impl NodeCmd {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, command: NodeCmdCommand) -> Self {
         Self {
             node: node.into(),
@@ -115,7 +125,8 @@ impl crate::open_enum::OpenEnum for StatusResponseBootInfoMode {
 }
 crate::open_enum_traits!(StatusResponseBootInfoMode);
 /// From `GET /nodes/{node}/status returns "boot-info"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseBootInfo {
     /// `mode`
     pub mode: Option<StatusResponseBootInfoMode>,
@@ -144,7 +155,8 @@ impl serde::Serialize for StatusResponseBootInfo {
     }
 }
 /// From `GET /nodes/{node}/status returns "cpuinfo"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseCpuinfo {
     /// `cores`
     pub cores: Option<i64>,
@@ -181,7 +193,8 @@ impl serde::Serialize for StatusResponseCpuinfo {
     }
 }
 /// From `GET /nodes/{node}/status returns "current-kernel"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseCurrentKernel {
     /// `machine`
     pub machine: Option<String>,
@@ -218,7 +231,8 @@ impl serde::Serialize for StatusResponseCurrentKernel {
     }
 }
 /// From `GET /nodes/{node}/status returns "memory"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseMemory {
     /// `available`
     pub available: Option<i64>,
@@ -255,7 +269,8 @@ impl serde::Serialize for StatusResponseMemory {
     }
 }
 /// From `GET /nodes/{node}/status returns "rootfs"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseRootfs {
     /// `avail`
     pub avail: Option<i64>,
@@ -292,7 +307,8 @@ impl serde::Serialize for StatusResponseRootfs {
     }
 }
 /// From `GET /nodes/{node}/status returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponse {
     /// Wire name `boot-info`
     pub boot_info: Option<StatusResponseBootInfo>,

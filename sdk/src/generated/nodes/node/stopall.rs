@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Stopall {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -32,7 +33,11 @@ impl serde::Serialize for Stopall {
     }
 }
 impl Stopall {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -41,6 +46,30 @@ impl Stopall {
             timeout: None,
             vms: None,
         }
+    }
+    /// Sets `force-stop`.
+    #[must_use]
+    pub fn force_stop(mut self, value: bool) -> Self {
+        self.force_stop = Some(value);
+        self
+    }
+    /// Sets `max-workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<String>) -> Self {
+        self.vms = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Stopall {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -47,6 +52,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Get {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -59,7 +65,11 @@ impl serde::Serialize for Get {
     }
 }
 impl Get {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -87,6 +97,7 @@ pub type GetError = crate::error::Untyped<Get>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -102,12 +113,22 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             force: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
     }
 }
 impl crate::Operation for Update {
@@ -134,6 +155,7 @@ pub type UpdateError = crate::error::Untyped<Update>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Set {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -149,7 +171,11 @@ impl serde::Serialize for Set {
     }
 }
 impl Set {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, key: impl Into<crate::Secret>) -> Self {
         Self {
             node: node.into(),
@@ -227,7 +253,8 @@ impl crate::open_enum::OpenEnum for GetResponseStatus {
 }
 crate::open_enum_traits!(GetResponseStatus);
 /// From `GET /nodes/{node}/subscription returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetResponse {
     /// `checktime`
     pub checktime: Option<i64>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Suspendall {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -26,13 +27,29 @@ impl serde::Serialize for Suspendall {
     }
 }
 impl Suspendall {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             max_workers: None,
             vms: None,
         }
+    }
+    /// Sets `max-workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<String>) -> Self {
+        self.vms = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Suspendall {

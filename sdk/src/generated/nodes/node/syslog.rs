@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Syslog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -34,7 +35,11 @@ impl serde::Serialize for Syslog {
     }
 }
 impl Syslog {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -44,6 +49,36 @@ impl Syslog {
             start: None,
             until: None,
         }
+    }
+    /// Sets `limit`.
+    #[must_use]
+    pub fn limit(mut self, value: i64) -> Self {
+        self.limit = Some(value);
+        self
+    }
+    /// Sets `service`.
+    #[must_use]
+    pub fn service(mut self, value: impl Into<String>) -> Self {
+        self.service = Some(value.into());
+        self
+    }
+    /// Sets `since`.
+    #[must_use]
+    pub fn since(mut self, value: impl Into<String>) -> Self {
+        self.since = Some(value.into());
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: i64) -> Self {
+        self.start = Some(value);
+        self
+    }
+    /// Sets `until`.
+    #[must_use]
+    pub fn until(mut self, value: impl Into<String>) -> Self {
+        self.until = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Syslog {
@@ -64,7 +99,8 @@ pub type SyslogResponse = Vec<SyslogResponseItem>;
 /// Errors of [`Syslog`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SyslogError = crate::error::Untyped<Syslog>;
 /// From `GET /nodes/{node}/syslog returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SyslogResponseItem {
     /// `n`
     pub n: Option<i64>,

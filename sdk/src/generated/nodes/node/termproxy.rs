@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,13 +25,29 @@ impl serde::Serialize for Termproxy {
     }
 }
 impl Termproxy {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             cmd: None,
             cmd_opts: None,
         }
+    }
+    /// Sets `cmd`.
+    #[must_use]
+    pub fn cmd(mut self, value: crate::generated::nodes::node::Cmd) -> Self {
+        self.cmd = Some(value);
+        self
+    }
+    /// Sets `cmd-opts`.
+    #[must_use]
+    pub fn cmd_opts(mut self, value: impl Into<String>) -> Self {
+        self.cmd_opts = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Termproxy {
@@ -50,7 +67,8 @@ impl crate::Operation for Termproxy {
 /// Errors of [`Termproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type TermproxyError = crate::error::Untyped<Termproxy>;
 /// From `POST /nodes/{node}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TermproxyResponse {
     /// `port`
     pub port: Option<i64>,

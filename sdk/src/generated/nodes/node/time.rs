@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Time {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Time {
     }
 }
 impl Time {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -45,6 +50,7 @@ pub type TimeError = crate::error::Untyped<Time>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SetTimezone {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -60,7 +66,11 @@ impl serde::Serialize for SetTimezone {
     }
 }
 impl SetTimezone {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, timezone: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -86,7 +96,8 @@ pub type SetTimezoneResponse = ();
 /// Errors of [`SetTimezone`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SetTimezoneError = crate::error::Untyped<SetTimezone>;
 /// From `GET /nodes/{node}/time returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TimeResponse {
     /// Minimum 1297163644
     pub localtime: Option<i64>,

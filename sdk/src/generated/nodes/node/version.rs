@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Version {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Version {
     }
 }
 impl Version {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -39,7 +44,8 @@ impl crate::Operation for Version {
 /// Errors of [`Version`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VersionError = crate::error::Untyped<Version>;
 /// From `GET /nodes/{node}/version returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VersionResponse {
     /// `release`
     pub release: Option<String>,

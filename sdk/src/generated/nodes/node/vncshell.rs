@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vncshell {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -33,7 +34,11 @@ impl serde::Serialize for Vncshell {
     }
 }
 impl Vncshell {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -43,6 +48,36 @@ impl Vncshell {
             websocket: None,
             width: None,
         }
+    }
+    /// Sets `cmd`.
+    #[must_use]
+    pub fn cmd(mut self, value: crate::generated::nodes::node::Cmd) -> Self {
+        self.cmd = Some(value);
+        self
+    }
+    /// Sets `cmd-opts`.
+    #[must_use]
+    pub fn cmd_opts(mut self, value: impl Into<String>) -> Self {
+        self.cmd_opts = Some(value.into());
+        self
+    }
+    /// Sets `height`.
+    #[must_use]
+    pub fn height(mut self, value: i64) -> Self {
+        self.height = Some(value);
+        self
+    }
+    /// Sets `websocket`.
+    #[must_use]
+    pub fn websocket(mut self, value: bool) -> Self {
+        self.websocket = Some(value);
+        self
+    }
+    /// Sets `width`.
+    #[must_use]
+    pub fn width(mut self, value: i64) -> Self {
+        self.width = Some(value);
+        self
     }
 }
 impl crate::Operation for Vncshell {
@@ -62,7 +97,8 @@ impl crate::Operation for Vncshell {
 /// Errors of [`Vncshell`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VncshellError = crate::error::Untyped<Vncshell>;
 /// From `POST /nodes/{node}/vncshell returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VncshellResponse {
     /// `cert`
     pub cert: Option<String>,

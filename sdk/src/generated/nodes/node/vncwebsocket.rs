@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vncwebsocket {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for Vncwebsocket {
     }
 }
 impl Vncwebsocket {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, port: i64, vncticket: impl Into<crate::Secret>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ impl crate::Operation for Vncwebsocket {
 /// Errors of [`Vncwebsocket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VncwebsocketError = crate::error::Untyped<Vncwebsocket>;
 /// From `GET /nodes/{node}/vncwebsocket returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VncwebsocketResponse {
     /// `port`
     pub port: Option<String>,

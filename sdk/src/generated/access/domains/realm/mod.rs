@@ -7,6 +7,7 @@ pub mod sync;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(realm: impl Into<String>) -> Self {
         Self {
             realm: realm.into(),
@@ -48,6 +53,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate","Sys.Audit"],"any",1]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
@@ -60,7 +66,11 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(realm: impl Into<String>) -> Self {
         Self {
             realm: realm.into(),
@@ -90,6 +100,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
@@ -228,7 +239,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(realm: impl Into<String>) -> Self {
         Self {
             realm: realm.into(),
@@ -275,6 +290,258 @@ impl Update {
             user_classes: None,
             verify: None,
         }
+    }
+    /// Sets `acr-values`.
+    #[must_use]
+    pub fn acr_values(mut self, value: impl Into<String>) -> Self {
+        self.acr_values = Some(value.into());
+        self
+    }
+    /// Sets `audiences`.
+    #[must_use]
+    pub fn audiences(mut self, value: impl Into<String>) -> Self {
+        self.audiences = Some(value.into());
+        self
+    }
+    /// Sets `autocreate`.
+    #[must_use]
+    pub fn autocreate(mut self, value: bool) -> Self {
+        self.autocreate = Some(value);
+        self
+    }
+    /// Sets `base_dn`.
+    #[must_use]
+    pub fn base_dn(mut self, value: impl Into<String>) -> Self {
+        self.base_dn = Some(value.into());
+        self
+    }
+    /// Sets `bind_dn`.
+    #[must_use]
+    pub fn bind_dn(mut self, value: impl Into<String>) -> Self {
+        self.bind_dn = Some(value.into());
+        self
+    }
+    /// Sets `capath`.
+    #[must_use]
+    pub fn capath(mut self, value: impl Into<String>) -> Self {
+        self.capath = Some(value.into());
+        self
+    }
+    /// Sets `case-sensitive`.
+    #[must_use]
+    pub fn case_sensitive(mut self, value: bool) -> Self {
+        self.case_sensitive = Some(value);
+        self
+    }
+    /// Sets `cert`.
+    #[must_use]
+    pub fn cert(mut self, value: impl Into<String>) -> Self {
+        self.cert = Some(value.into());
+        self
+    }
+    /// Sets `certkey`.
+    #[must_use]
+    pub fn certkey(mut self, value: impl Into<String>) -> Self {
+        self.certkey = Some(value.into());
+        self
+    }
+    /// Sets `check-connection`.
+    #[must_use]
+    pub fn check_connection(mut self, value: bool) -> Self {
+        self.check_connection = Some(value);
+        self
+    }
+    /// Sets `client-id`.
+    #[must_use]
+    pub fn client_id(mut self, value: impl Into<String>) -> Self {
+        self.client_id = Some(value.into());
+        self
+    }
+    /// Sets `client-key`.
+    #[must_use]
+    pub fn client_key(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.client_key = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `default`.
+    #[must_use]
+    pub fn with_default(mut self, value: bool) -> Self {
+        self.default = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `domain`.
+    #[must_use]
+    pub fn domain(mut self, value: impl Into<String>) -> Self {
+        self.domain = Some(value.into());
+        self
+    }
+    /// Sets `filter`.
+    #[must_use]
+    pub fn filter(mut self, value: impl Into<String>) -> Self {
+        self.filter = Some(value.into());
+        self
+    }
+    /// Sets `group_classes`.
+    #[must_use]
+    pub fn group_classes(mut self, value: impl Into<String>) -> Self {
+        self.group_classes = Some(value.into());
+        self
+    }
+    /// Sets `group_dn`.
+    #[must_use]
+    pub fn group_dn(mut self, value: impl Into<String>) -> Self {
+        self.group_dn = Some(value.into());
+        self
+    }
+    /// Sets `group_filter`.
+    #[must_use]
+    pub fn group_filter(mut self, value: impl Into<String>) -> Self {
+        self.group_filter = Some(value.into());
+        self
+    }
+    /// Sets `group_name_attr`.
+    #[must_use]
+    pub fn group_name_attr(mut self, value: impl Into<String>) -> Self {
+        self.group_name_attr = Some(value.into());
+        self
+    }
+    /// Sets `groups-autocreate`.
+    #[must_use]
+    pub fn groups_autocreate(mut self, value: bool) -> Self {
+        self.groups_autocreate = Some(value);
+        self
+    }
+    /// Sets `groups-claim`.
+    #[must_use]
+    pub fn groups_claim(mut self, value: impl Into<String>) -> Self {
+        self.groups_claim = Some(value.into());
+        self
+    }
+    /// Sets `groups-overwrite`.
+    #[must_use]
+    pub fn groups_overwrite(mut self, value: bool) -> Self {
+        self.groups_overwrite = Some(value);
+        self
+    }
+    /// Sets `issuer-url`.
+    #[must_use]
+    pub fn issuer_url(mut self, value: impl Into<String>) -> Self {
+        self.issuer_url = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: crate::generated::access::domains::Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
+    }
+    /// Sets `prompt`.
+    #[must_use]
+    pub fn prompt(mut self, value: impl Into<String>) -> Self {
+        self.prompt = Some(value.into());
+        self
+    }
+    /// Sets `query-userinfo`.
+    #[must_use]
+    pub fn query_userinfo(mut self, value: bool) -> Self {
+        self.query_userinfo = Some(value);
+        self
+    }
+    /// Sets `scopes`.
+    #[must_use]
+    pub fn scopes(mut self, value: impl Into<String>) -> Self {
+        self.scopes = Some(value.into());
+        self
+    }
+    /// Sets `secure`.
+    #[must_use]
+    pub fn secure(mut self, value: bool) -> Self {
+        self.secure = Some(value);
+        self
+    }
+    /// Sets `server1`.
+    #[must_use]
+    pub fn server1(mut self, value: impl Into<String>) -> Self {
+        self.server1 = Some(value.into());
+        self
+    }
+    /// Sets `server2`.
+    #[must_use]
+    pub fn server2(mut self, value: impl Into<String>) -> Self {
+        self.server2 = Some(value.into());
+        self
+    }
+    /// Sets `sslversion`.
+    #[must_use]
+    pub fn sslversion(mut self, value: crate::generated::access::domains::Sslversion) -> Self {
+        self.sslversion = Some(value);
+        self
+    }
+    /// Sets `sync-defaults-options`.
+    #[must_use]
+    pub fn sync_defaults_options(mut self, value: impl Into<String>) -> Self {
+        self.sync_defaults_options = Some(value.into());
+        self
+    }
+    /// Sets `sync_attributes`.
+    #[must_use]
+    pub fn sync_attributes(mut self, value: impl Into<String>) -> Self {
+        self.sync_attributes = Some(value.into());
+        self
+    }
+    /// Sets `tfa`.
+    #[must_use]
+    pub fn tfa(mut self, value: impl Into<String>) -> Self {
+        self.tfa = Some(value.into());
+        self
+    }
+    /// Sets `user_attr`.
+    #[must_use]
+    pub fn user_attr(mut self, value: impl Into<String>) -> Self {
+        self.user_attr = Some(value.into());
+        self
+    }
+    /// Sets `user_classes`.
+    #[must_use]
+    pub fn user_classes(mut self, value: impl Into<String>) -> Self {
+        self.user_classes = Some(value.into());
+        self
+    }
+    /// Sets `verify`.
+    #[must_use]
+    pub fn verify(mut self, value: bool) -> Self {
+        self.verify = Some(value);
+        self
     }
 }
 impl crate::Operation for Update {

@@ -7,6 +7,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Sync_ {
     /// Path parameter; format `pve-realm`; maximum length 32
     pub realm: String,
@@ -37,7 +38,11 @@ impl serde::Serialize for Sync_ {
     }
 }
 impl Sync_ {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(realm: impl Into<String>) -> Self {
         Self {
             realm: realm.into(),
@@ -48,6 +53,42 @@ impl Sync_ {
             remove_vanished: None,
             scope: None,
         }
+    }
+    /// Sets `dry-run`.
+    #[must_use]
+    pub fn dry_run(mut self, value: bool) -> Self {
+        self.dry_run = Some(value);
+        self
+    }
+    /// Sets `enable-new`.
+    #[must_use]
+    pub fn enable_new(mut self, value: bool) -> Self {
+        self.enable_new = Some(value);
+        self
+    }
+    /// Sets `full`.
+    #[must_use]
+    pub fn full(mut self, value: bool) -> Self {
+        self.full = Some(value);
+        self
+    }
+    /// Sets `purge`.
+    #[must_use]
+    pub fn purge(mut self, value: bool) -> Self {
+        self.purge = Some(value);
+        self
+    }
+    /// Sets `remove-vanished`.
+    #[must_use]
+    pub fn remove_vanished(mut self, value: impl Into<String>) -> Self {
+        self.remove_vanished = Some(value.into());
+        self
+    }
+    /// Sets `scope`.
+    #[must_use]
+    pub fn scope(mut self, value: crate::generated::Scope) -> Self {
+        self.scope = Some(value);
+        self
     }
 }
 impl crate::Operation for Sync_ {

@@ -7,6 +7,7 @@
 /// - API tokens may not call it
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for DeleteTfa {
     }
 }
 impl DeleteTfa {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
             id: id.into(),
             password: None,
         }
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
     }
 }
 impl crate::Operation for DeleteTfa {
@@ -57,6 +68,7 @@ pub type DeleteTfaError = crate::error::Untyped<DeleteTfa>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -72,7 +84,11 @@ impl serde::Serialize for GetTfaEntry {
     }
 }
 impl GetTfaEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -102,6 +118,7 @@ pub type GetTfaEntryError = crate::error::Untyped<GetTfaEntry>;
 /// - API tokens may not call it
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -126,7 +143,11 @@ impl serde::Serialize for UpdateTfaEntry {
     }
 }
 impl UpdateTfaEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -135,6 +156,24 @@ impl UpdateTfaEntry {
             enable: None,
             password: None,
         }
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: bool) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateTfaEntry {
@@ -155,7 +194,8 @@ pub type UpdateTfaEntryResponse = ();
 /// Errors of [`UpdateTfaEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateTfaEntryError = crate::error::Untyped<UpdateTfaEntry>;
 /// From `GET /access/tfa/{userid}/{id} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetTfaEntryResponse {
     /// `created`
     pub created: Option<i64>,

@@ -7,6 +7,7 @@ pub mod id;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ListUserTfa {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for ListUserTfa {
     }
 }
 impl ListUserTfa {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -50,6 +55,7 @@ pub type ListUserTfaError = crate::error::Untyped<ListUserTfa>;
 /// - API tokens may not call it
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AddTfaEntry {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -80,7 +86,11 @@ impl serde::Serialize for AddTfaEntry {
     }
 }
 impl AddTfaEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, type_: crate::generated::access::tfa::Type) -> Self {
         Self {
             userid: userid.into(),
@@ -91,6 +101,36 @@ impl AddTfaEntry {
             type_,
             value: None,
         }
+    }
+    /// Sets `challenge`.
+    #[must_use]
+    pub fn challenge(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.challenge = Some(value.into());
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `totp`.
+    #[must_use]
+    pub fn totp(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.totp = Some(value.into());
+        self
+    }
+    /// Sets `value`.
+    #[must_use]
+    pub fn value(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.value = Some(value.into());
+        self
     }
 }
 impl crate::Operation for AddTfaEntry {
@@ -110,7 +150,8 @@ impl crate::Operation for AddTfaEntry {
 /// Errors of [`AddTfaEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type AddTfaEntryError = crate::error::Untyped<AddTfaEntry>;
 /// From `GET /access/tfa/{userid} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListUserTfaResponseItem {
     /// `created`
     pub created: Option<i64>,
@@ -151,7 +192,8 @@ impl serde::Serialize for ListUserTfaResponseItem {
     }
 }
 /// From `POST /access/tfa/{userid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddTfaEntryResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub challenge: Option<crate::Secret>,

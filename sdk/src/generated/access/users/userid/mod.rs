@@ -9,6 +9,7 @@ pub mod unlock_tfa;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for DeleteUser {
     }
 }
 impl DeleteUser {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -50,6 +55,7 @@ pub type DeleteUserError = crate::error::Untyped<DeleteUser>;
 /// - Permission check: `["userid-group",["User.Modify","Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -62,7 +68,11 @@ impl serde::Serialize for ReadUser {
     }
 }
 impl ReadUser {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -89,6 +99,7 @@ crate::operation_error!(ReadUserError for ReadUser; UserNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateUser {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -128,7 +139,11 @@ impl serde::Serialize for UpdateUser {
     }
 }
 impl UpdateUser {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -142,6 +157,60 @@ impl UpdateUser {
             keys: None,
             lastname: None,
         }
+    }
+    /// Sets `append`.
+    #[must_use]
+    pub fn append(mut self, value: bool) -> Self {
+        self.append = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `email`.
+    #[must_use]
+    pub fn email(mut self, value: impl Into<String>) -> Self {
+        self.email = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: bool) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `expire`.
+    #[must_use]
+    pub fn expire(mut self, value: i64) -> Self {
+        self.expire = Some(value);
+        self
+    }
+    /// Sets `firstname`.
+    #[must_use]
+    pub fn firstname(mut self, value: impl Into<String>) -> Self {
+        self.firstname = Some(value.into());
+        self
+    }
+    /// Sets `groups`.
+    #[must_use]
+    pub fn groups(mut self, value: impl Into<String>) -> Self {
+        self.groups = Some(value.into());
+        self
+    }
+    /// Sets `keys`.
+    #[must_use]
+    pub fn keys(mut self, value: impl Into<String>) -> Self {
+        self.keys = Some(value.into());
+        self
+    }
+    /// Sets `lastname`.
+    #[must_use]
+    pub fn lastname(mut self, value: impl Into<String>) -> Self {
+        self.lastname = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateUser {
@@ -161,7 +230,8 @@ impl crate::Operation for UpdateUser {
 pub type UpdateUserResponse = ();
 crate::operation_error!(UpdateUserError for UpdateUser; UserNotFound);
 /// From `GET /access/users/{userid} returns "tokens" additionalProperties`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadUserResponseTokensValue {
     /// `comment`
     pub comment: Option<String>,
@@ -194,7 +264,8 @@ impl serde::Serialize for ReadUserResponseTokensValue {
     }
 }
 /// From `GET /access/users/{userid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadUserResponse {
     /// Maximum length 2048
     pub comment: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadUserTfaType {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for ReadUserTfaType {
     }
 }
 impl ReadUserTfaType {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
             multiple: None,
         }
+    }
+    /// Sets `multiple`.
+    #[must_use]
+    pub fn multiple(mut self, value: bool) -> Self {
+        self.multiple = Some(value);
+        self
     }
 }
 impl crate::Operation for ReadUserTfaType {
@@ -144,7 +155,8 @@ impl crate::open_enum::OpenEnum for ReadUserTfaTypeResponseUser {
 }
 crate::open_enum_traits!(ReadUserTfaTypeResponseUser);
 /// From `GET /access/users/{userid}/tfa returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadUserTfaTypeResponse {
     /// `realm`
     pub realm: Option<ReadUserTfaTypeResponseRealm>,

@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct AccountIndex {}
 impl serde::Serialize for AccountIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl AccountIndex {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for AccountIndex {
@@ -33,6 +44,7 @@ pub type AccountIndexError = crate::error::Untyped<AccountIndex>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RegisterAccount {
     /// Format `email-list`
     pub contact: String,
@@ -60,7 +72,11 @@ impl serde::Serialize for RegisterAccount {
     }
 }
 impl RegisterAccount {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(contact: impl Into<String>) -> Self {
         Self {
             contact: contact.into(),
@@ -70,6 +86,36 @@ impl RegisterAccount {
             name: None,
             tos_url: None,
         }
+    }
+    /// Sets `directory`.
+    #[must_use]
+    pub fn directory(mut self, value: impl Into<String>) -> Self {
+        self.directory = Some(value.into());
+        self
+    }
+    /// Sets `eab-hmac-key`.
+    #[must_use]
+    pub fn eab_hmac_key(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.eab_hmac_key = Some(value.into());
+        self
+    }
+    /// Sets `eab-kid`.
+    #[must_use]
+    pub fn eab_kid(mut self, value: impl Into<String>) -> Self {
+        self.eab_kid = Some(value.into());
+        self
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
+    /// Sets `tos_url`.
+    #[must_use]
+    pub fn tos_url(mut self, value: impl Into<String>) -> Self {
+        self.tos_url = Some(value.into());
+        self
     }
 }
 impl crate::Operation for RegisterAccount {

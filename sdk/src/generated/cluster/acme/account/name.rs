@@ -7,6 +7,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeactivateAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for DeactivateAccount {
     }
 }
 impl DeactivateAccount {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -48,6 +53,7 @@ pub type DeactivateAccountError = crate::error::Untyped<DeactivateAccount>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
@@ -60,7 +66,11 @@ impl serde::Serialize for GetAccount {
     }
 }
 impl GetAccount {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -87,6 +97,7 @@ pub type GetAccountError = crate::error::Untyped<GetAccount>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateAccount {
     /// Path parameter; format `pve-configid`; default `default`
     pub name: String,
@@ -102,12 +113,22 @@ impl serde::Serialize for UpdateAccount {
     }
 }
 impl UpdateAccount {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             contact: None,
         }
+    }
+    /// Sets `contact`.
+    #[must_use]
+    pub fn contact(mut self, value: impl Into<String>) -> Self {
+        self.contact = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateAccount {
@@ -129,7 +150,8 @@ pub type UpdateAccountResponse = crate::Upid;
 /// Errors of [`UpdateAccount`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateAccountError = crate::error::Untyped<UpdateAccount>;
 /// From `GET /cluster/acme/account/{name} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetAccountResponse {
     /// `account`
     pub account: Option<serde_json::Map<String, serde_json::Value>>,

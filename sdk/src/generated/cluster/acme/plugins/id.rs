@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeletePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeletePlugin {
     }
 }
 impl DeletePlugin {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -46,6 +51,7 @@ pub type DeletePluginError = crate::error::Untyped<DeletePlugin>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetPluginConfig {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for GetPluginConfig {
     }
 }
 impl GetPluginConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -85,6 +95,7 @@ pub type GetPluginConfigError = crate::error::Untyped<GetPluginConfig>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdatePlugin {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -118,7 +129,11 @@ impl serde::Serialize for UpdatePlugin {
     }
 }
 impl UpdatePlugin {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -130,6 +145,48 @@ impl UpdatePlugin {
             nodes: None,
             validation_delay: None,
         }
+    }
+    /// Sets `api`.
+    #[must_use]
+    pub fn api(mut self, value: crate::generated::cluster::acme::plugins::Api) -> Self {
+        self.api = Some(value);
+        self
+    }
+    /// Sets `data`.
+    #[must_use]
+    pub fn data(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.data = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `validation-delay`.
+    #[must_use]
+    pub fn validation_delay(mut self, value: i64) -> Self {
+        self.validation_delay = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdatePlugin {
@@ -149,7 +206,8 @@ impl crate::Operation for UpdatePlugin {
 pub type UpdatePluginResponse = ();
 crate::operation_error!(UpdatePluginError for UpdatePlugin; ConfigModified);
 /// From `GET /cluster/acme/plugins/{id} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetPluginConfigResponse {
     /// `api`
     pub api: Option<crate::generated::cluster::acme::plugins::Api>,

@@ -7,6 +7,7 @@ pub mod id;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Wire name `type`
     pub type_: Option<Type>,
@@ -16,6 +17,22 @@ impl serde::Serialize for Index {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { type_: None }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -37,6 +54,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AddPlugin {
     /// `api`
     pub api: Option<Api>,
@@ -67,7 +85,11 @@ impl serde::Serialize for AddPlugin {
     }
 }
 impl AddPlugin {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, type_: Type) -> Self {
         Self {
             api: None,
@@ -78,6 +100,36 @@ impl AddPlugin {
             type_,
             validation_delay: None,
         }
+    }
+    /// Sets `api`.
+    #[must_use]
+    pub fn api(mut self, value: Api) -> Self {
+        self.api = Some(value);
+        self
+    }
+    /// Sets `data`.
+    #[must_use]
+    pub fn data(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.data = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `validation-delay`.
+    #[must_use]
+    pub fn validation_delay(mut self, value: i64) -> Self {
+        self.validation_delay = Some(value);
+        self
     }
 }
 impl crate::Operation for AddPlugin {
@@ -944,7 +996,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/acme/plugins returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `api`
     pub api: Option<Api>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetVolumeBackupIncluded {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for GetVolumeBackupIncluded {
     }
 }
 impl GetVolumeBackupIncluded {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -34,7 +39,8 @@ impl crate::Operation for GetVolumeBackupIncluded {
 /// Errors of [`GetVolumeBackupIncluded`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type GetVolumeBackupIncludedError = crate::error::Untyped<GetVolumeBackupIncluded>;
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items "children" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetVolumeBackupIncludedResponseChildrenItemChildrenItem {
     /// `id`
     pub id: Option<String>,
@@ -104,7 +110,8 @@ impl crate::open_enum::OpenEnum for GetVolumeBackupIncludedResponseChildrenItemT
 }
 crate::open_enum_traits!(GetVolumeBackupIncludedResponseChildrenItemType);
 /// From `GET /cluster/backup/{id}/included_volumes returns "children" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetVolumeBackupIncludedResponseChildrenItem {
     /// `children`
     pub children: Option<Vec<GetVolumeBackupIncludedResponseChildrenItemChildrenItem>>,
@@ -141,7 +148,8 @@ impl serde::Serialize for GetVolumeBackupIncludedResponseChildrenItem {
     }
 }
 /// From `GET /cluster/backup/{id}/included_volumes returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetVolumeBackupIncludedResponse {
     /// `children`
     pub children: Option<Vec<GetVolumeBackupIncludedResponseChildrenItem>>,

@@ -7,6 +7,7 @@ pub mod included_volumes;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for DeleteJob {
     }
 }
 impl DeleteJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -41,6 +46,7 @@ pub type DeleteJobError = crate::error::Untyped<DeleteJob>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -53,7 +59,11 @@ impl serde::Serialize for ReadJob {
     }
 }
 impl ReadJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -74,6 +84,7 @@ pub type ReadJobError = crate::error::Untyped<ReadJob>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateJob {
     /// Path parameter; maximum length 50; pattern `\S+`
     pub id: String,
@@ -200,7 +211,11 @@ impl serde::Serialize for UpdateJob {
     }
 }
 impl UpdateJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -244,6 +259,237 @@ impl UpdateJob {
             zstd: None,
         }
     }
+    /// Sets `all`.
+    #[must_use]
+    pub fn all(mut self, value: bool) -> Self {
+        self.all = Some(value);
+        self
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `compress`.
+    #[must_use]
+    pub fn compress(mut self, value: crate::generated::Compress) -> Self {
+        self.compress = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `dow`.
+    #[must_use]
+    pub fn dow(mut self, value: impl Into<String>) -> Self {
+        self.dow = Some(value.into());
+        self
+    }
+    /// Sets `dumpdir`.
+    #[must_use]
+    pub fn dumpdir(mut self, value: impl Into<String>) -> Self {
+        self.dumpdir = Some(value.into());
+        self
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
+    }
+    /// Sets `exclude`.
+    #[must_use]
+    pub fn exclude(mut self, value: impl Into<String>) -> Self {
+        self.exclude = Some(value.into());
+        self
+    }
+    /// Sets `exclude-path`.
+    #[must_use]
+    pub fn exclude_path(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.exclude_path = Some(value.into());
+        self
+    }
+    /// Sets `fleecing`.
+    #[must_use]
+    pub fn fleecing(mut self, value: impl Into<String>) -> Self {
+        self.fleecing = Some(value.into());
+        self
+    }
+    /// Sets `ionice`.
+    #[must_use]
+    pub fn ionice(mut self, value: i64) -> Self {
+        self.ionice = Some(value);
+        self
+    }
+    /// Sets `lockwait`.
+    #[must_use]
+    pub fn lockwait(mut self, value: i64) -> Self {
+        self.lockwait = Some(value);
+        self
+    }
+    /// Sets `mailnotification`.
+    #[must_use]
+    pub fn mailnotification(mut self, value: crate::generated::Mailnotification) -> Self {
+        self.mailnotification = Some(value);
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<String>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: crate::generated::Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `node`.
+    #[must_use]
+    pub fn node(mut self, value: impl Into<String>) -> Self {
+        self.node = Some(value.into());
+        self
+    }
+    /// Sets `notes-template`.
+    #[must_use]
+    pub fn notes_template(mut self, value: impl Into<String>) -> Self {
+        self.notes_template = Some(value.into());
+        self
+    }
+    /// Sets `notification-mode`.
+    #[must_use]
+    pub fn notification_mode(mut self, value: crate::generated::NotificationMode) -> Self {
+        self.notification_mode = Some(value);
+        self
+    }
+    /// Sets `pbs-change-detection-mode`.
+    #[must_use]
+    pub fn pbs_change_detection_mode(
+        mut self,
+        value: crate::generated::PbsChangeDetectionMode,
+    ) -> Self {
+        self.pbs_change_detection_mode = Some(value);
+        self
+    }
+    /// Sets `performance`.
+    #[must_use]
+    pub fn performance(mut self, value: impl Into<String>) -> Self {
+        self.performance = Some(value.into());
+        self
+    }
+    /// Sets `pigz`.
+    #[must_use]
+    pub fn pigz(mut self, value: i64) -> Self {
+        self.pigz = Some(value);
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `protected`.
+    #[must_use]
+    pub fn protected(mut self, value: bool) -> Self {
+        self.protected = Some(value);
+        self
+    }
+    /// Sets `prune-backups`.
+    #[must_use]
+    pub fn prune_backups(mut self, value: impl Into<String>) -> Self {
+        self.prune_backups = Some(value.into());
+        self
+    }
+    /// Sets `quiet`.
+    #[must_use]
+    pub fn quiet(mut self, value: bool) -> Self {
+        self.quiet = Some(value);
+        self
+    }
+    /// Sets `remove`.
+    #[must_use]
+    pub fn remove(mut self, value: bool) -> Self {
+        self.remove = Some(value);
+        self
+    }
+    /// Sets `repeat-missed`.
+    #[must_use]
+    pub fn repeat_missed(mut self, value: bool) -> Self {
+        self.repeat_missed = Some(value);
+        self
+    }
+    /// Sets `schedule`.
+    #[must_use]
+    pub fn schedule(mut self, value: impl Into<String>) -> Self {
+        self.schedule = Some(value.into());
+        self
+    }
+    /// Sets `script`.
+    #[must_use]
+    pub fn script(mut self, value: impl Into<String>) -> Self {
+        self.script = Some(value.into());
+        self
+    }
+    /// Sets `starttime`.
+    #[must_use]
+    pub fn starttime(mut self, value: impl Into<String>) -> Self {
+        self.starttime = Some(value.into());
+        self
+    }
+    /// Sets `stdexcludes`.
+    #[must_use]
+    pub fn stdexcludes(mut self, value: bool) -> Self {
+        self.stdexcludes = Some(value);
+        self
+    }
+    /// Sets `stop`.
+    #[must_use]
+    pub fn stop(mut self, value: bool) -> Self {
+        self.stop = Some(value);
+        self
+    }
+    /// Sets `stopwait`.
+    #[must_use]
+    pub fn stopwait(mut self, value: i64) -> Self {
+        self.stopwait = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `tmpdir`.
+    #[must_use]
+    pub fn tmpdir(mut self, value: impl Into<String>) -> Self {
+        self.tmpdir = Some(value.into());
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: impl Into<String>) -> Self {
+        self.vmid = Some(value.into());
+        self
+    }
+    /// Sets `zstd`.
+    #[must_use]
+    pub fn zstd(mut self, value: i64) -> Self {
+        self.zstd = Some(value);
+        self
+    }
 }
 impl crate::Operation for UpdateJob {
     const ID: &'static str = "update_job";
@@ -258,7 +504,8 @@ pub type UpdateJobResponse = ();
 /// Errors of [`UpdateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateJobError = crate::error::Untyped<UpdateJob>;
 /// From `GET /cluster/backup/{id} returns "fleecing"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadJobResponseFleecing {
     /// Default `0`
     pub enabled: Option<bool>,
@@ -287,7 +534,8 @@ impl serde::Serialize for ReadJobResponseFleecing {
     }
 }
 /// From `GET /cluster/backup/{id} returns "performance"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadJobResponsePerformance {
     /// Wire name `max-workers`; range 1 - 256; default `16`
     pub max_workers: Option<i64>,
@@ -316,7 +564,8 @@ impl serde::Serialize for ReadJobResponsePerformance {
     }
 }
 /// From `GET /cluster/backup/{id} returns "prune-backups"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadJobResponsePruneBackups {
     /// Wire name `keep-all`
     pub keep_all: Option<bool>,
@@ -365,7 +614,8 @@ impl serde::Serialize for ReadJobResponsePruneBackups {
     }
 }
 /// From `GET /cluster/backup/{id} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadJobResponse {
     /// Default `0`
     pub all: Option<bool>,

@@ -7,6 +7,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Migrate {
     /// Wire name `max-workers`; range 1 - 64; default `1`
     pub max_workers: Option<i64>,
@@ -34,7 +35,11 @@ impl serde::Serialize for Migrate {
     }
 }
 impl Migrate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(target: impl Into<String>) -> Self {
         Self {
             max_workers: None,
@@ -44,6 +49,36 @@ impl Migrate {
             vms: None,
             with_local_disks: None,
         }
+    }
+    /// Sets `max-workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `maxworkers`.
+    #[must_use]
+    pub fn maxworkers(mut self, value: i64) -> Self {
+        self.maxworkers = Some(value);
+        self
+    }
+    /// Sets `online`.
+    #[must_use]
+    pub fn online(mut self, value: bool) -> Self {
+        self.online = Some(value);
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<Vec<i64>>) -> Self {
+        self.vms = Some(value.into());
+        self
+    }
+    /// Sets `with-local-disks`.
+    #[must_use]
+    pub fn with_local_disks(mut self, value: bool) -> Self {
+        self.with_local_disks = Some(value);
+        self
     }
 }
 impl crate::Operation for Migrate {

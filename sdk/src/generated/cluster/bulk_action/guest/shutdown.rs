@@ -7,6 +7,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Shutdown {
     /// Wire name `force-stop`; default `1`
     pub force_stop: Option<bool>,
@@ -28,6 +29,52 @@ impl serde::Serialize for Shutdown {
         o.opt("timeout", &self.timeout)?;
         o.opt("vms", &self.vms)?;
         o.end()
+    }
+}
+impl Shutdown {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            force_stop: None,
+            max_workers: None,
+            maxworkers: None,
+            timeout: None,
+            vms: None,
+        }
+    }
+    /// Sets `force-stop`.
+    #[must_use]
+    pub fn force_stop(mut self, value: bool) -> Self {
+        self.force_stop = Some(value);
+        self
+    }
+    /// Sets `max-workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `maxworkers`.
+    #[must_use]
+    pub fn maxworkers(mut self, value: i64) -> Self {
+        self.maxworkers = Some(value);
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<Vec<i64>>) -> Self {
+        self.vms = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Shutdown {

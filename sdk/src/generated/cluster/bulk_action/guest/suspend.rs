@@ -7,6 +7,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Suspend {
     /// Wire name `max-workers`; range 1 - 64; default `4`
     pub max_workers: Option<i64>,
@@ -28,6 +29,52 @@ impl serde::Serialize for Suspend {
         o.opt("to-disk", &self.to_disk)?;
         o.opt("vms", &self.vms)?;
         o.end()
+    }
+}
+impl Suspend {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            max_workers: None,
+            maxworkers: None,
+            statestorage: None,
+            to_disk: None,
+            vms: None,
+        }
+    }
+    /// Sets `max-workers`.
+    #[must_use]
+    pub fn max_workers(mut self, value: i64) -> Self {
+        self.max_workers = Some(value);
+        self
+    }
+    /// Sets `maxworkers`.
+    #[must_use]
+    pub fn maxworkers(mut self, value: i64) -> Self {
+        self.maxworkers = Some(value);
+        self
+    }
+    /// Sets `statestorage`.
+    #[must_use]
+    pub fn statestorage(mut self, value: impl Into<String>) -> Self {
+        self.statestorage = Some(value.into());
+        self
+    }
+    /// Sets `to-disk`.
+    #[must_use]
+    pub fn to_disk(mut self, value: bool) -> Self {
+        self.to_disk = Some(value);
+        self
+    }
+    /// Sets `vms`.
+    #[must_use]
+    pub fn vms(mut self, value: impl Into<Vec<i64>>) -> Self {
+        self.vms = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Suspend {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetFlag {
     /// Path parameter
     pub flag: Flag,
@@ -18,7 +19,11 @@ impl serde::Serialize for GetFlag {
     }
 }
 impl GetFlag {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(flag: Flag) -> Self {
         Self { flag }
     }
@@ -41,6 +46,7 @@ pub type GetFlagError = crate::error::Untyped<GetFlag>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateFlag {
     /// Path parameter
     pub flag: Flag,
@@ -56,7 +62,11 @@ impl serde::Serialize for UpdateFlag {
     }
 }
 impl UpdateFlag {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(flag: Flag, value: bool) -> Self {
         Self { flag, value }
     }

@@ -7,11 +7,22 @@ pub mod flag;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetAllFlags {}
 impl serde::Serialize for GetAllFlags {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetAllFlags {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetAllFlags {
@@ -33,6 +44,7 @@ pub type GetAllFlagsError = crate::error::Untyped<GetAllFlags>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct SetFlags {
     /// `nobackfill`
     pub nobackfill: Option<bool>,
@@ -72,6 +84,94 @@ impl serde::Serialize for SetFlags {
         o.opt("noup", &self.noup)?;
         o.opt("pause", &self.pause)?;
         o.end()
+    }
+}
+impl SetFlags {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            nobackfill: None,
+            nodeep_scrub: None,
+            nodown: None,
+            noin: None,
+            noout: None,
+            norebalance: None,
+            norecover: None,
+            noscrub: None,
+            notieragent: None,
+            noup: None,
+            pause: None,
+        }
+    }
+    /// Sets `nobackfill`.
+    #[must_use]
+    pub fn nobackfill(mut self, value: bool) -> Self {
+        self.nobackfill = Some(value);
+        self
+    }
+    /// Sets `nodeep-scrub`.
+    #[must_use]
+    pub fn nodeep_scrub(mut self, value: bool) -> Self {
+        self.nodeep_scrub = Some(value);
+        self
+    }
+    /// Sets `nodown`.
+    #[must_use]
+    pub fn nodown(mut self, value: bool) -> Self {
+        self.nodown = Some(value);
+        self
+    }
+    /// Sets `noin`.
+    #[must_use]
+    pub fn noin(mut self, value: bool) -> Self {
+        self.noin = Some(value);
+        self
+    }
+    /// Sets `noout`.
+    #[must_use]
+    pub fn noout(mut self, value: bool) -> Self {
+        self.noout = Some(value);
+        self
+    }
+    /// Sets `norebalance`.
+    #[must_use]
+    pub fn norebalance(mut self, value: bool) -> Self {
+        self.norebalance = Some(value);
+        self
+    }
+    /// Sets `norecover`.
+    #[must_use]
+    pub fn norecover(mut self, value: bool) -> Self {
+        self.norecover = Some(value);
+        self
+    }
+    /// Sets `noscrub`.
+    #[must_use]
+    pub fn noscrub(mut self, value: bool) -> Self {
+        self.noscrub = Some(value);
+        self
+    }
+    /// Sets `notieragent`.
+    #[must_use]
+    pub fn notieragent(mut self, value: bool) -> Self {
+        self.notieragent = Some(value);
+        self
+    }
+    /// Sets `noup`.
+    #[must_use]
+    pub fn noup(mut self, value: bool) -> Self {
+        self.noup = Some(value);
+        self
+    }
+    /// Sets `pause`.
+    #[must_use]
+    pub fn pause(mut self, value: bool) -> Self {
+        self.pause = Some(value);
+        self
     }
 }
 impl crate::Operation for SetFlags {
@@ -165,7 +265,8 @@ impl crate::open_enum::OpenEnum for GetAllFlagsResponseItemName {
 }
 crate::open_enum_traits!(GetAllFlagsResponseItemName);
 /// From `GET /cluster/ceph/flags returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetAllFlagsResponseItem {
     /// `description`
     pub description: Option<String>,

@@ -6,11 +6,22 @@ pub mod node;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Nodes {}
 impl serde::Serialize for Nodes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Nodes {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Nodes {
@@ -26,7 +37,8 @@ pub type NodesResponse = Vec<NodesResponseItem>;
 /// Errors of [`Nodes`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type NodesError = crate::error::Untyped<Nodes>;
 /// From `GET /cluster/config/nodes returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NodesResponseItem {
     /// `node`
     pub node: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delnode {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Delnode {
     }
 }
 impl Delnode {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -46,6 +51,7 @@ pub type DelnodeError = crate::error::Untyped<Delnode>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Addnode {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,7 +75,7 @@ impl serde::Serialize for Addnode {
         o.req("node", &self.node)?;
         o.opt("apiversion", &self.apiversion)?;
         o.opt("force", &self.force)?;
-        o.indexed(&self.link)?;
+        o.indexed_checked(&self.link)?;
         o.opt("new_node_ip", &self.new_node_ip)?;
         o.opt("nodeid", &self.nodeid)?;
         o.opt("votes", &self.votes)?;
@@ -77,7 +83,11 @@ impl serde::Serialize for Addnode {
     }
 }
 impl Addnode {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -88,6 +98,42 @@ impl Addnode {
             nodeid: None,
             votes: None,
         }
+    }
+    /// Sets `apiversion`.
+    #[must_use]
+    pub fn apiversion(mut self, value: i64) -> Self {
+        self.apiversion = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `link[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn link(mut self, index: u32, value: crate::generated::cluster::config::Link) -> Self {
+        self.link.set(index, value);
+        self
+    }
+    /// Sets `new_node_ip`.
+    #[must_use]
+    pub fn new_node_ip(mut self, value: impl Into<String>) -> Self {
+        self.new_node_ip = Some(value.into());
+        self
+    }
+    /// Sets `nodeid`.
+    #[must_use]
+    pub fn nodeid(mut self, value: i64) -> Self {
+        self.nodeid = Some(value);
+        self
+    }
+    /// Sets `votes`.
+    #[must_use]
+    pub fn votes(mut self, value: i64) -> Self {
+        self.votes = Some(value);
+        self
     }
 }
 impl crate::Operation for Addnode {
@@ -107,7 +153,8 @@ impl crate::Operation for Addnode {
 /// Errors of [`Addnode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type AddnodeError = crate::error::Untyped<Addnode>;
 /// From `POST /cluster/config/nodes/{node} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddnodeResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub corosync_authkey: Option<crate::Secret>,

@@ -6,11 +6,22 @@ pub mod name;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetAliases {}
 impl serde::Serialize for GetAliases {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetAliases {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetAliases {
@@ -31,6 +42,7 @@ pub type GetAliasesError = crate::error::Untyped<GetAliases>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateAlias {
     /// Format `IPorCIDR`
     pub cidr: String,
@@ -49,13 +61,23 @@ impl serde::Serialize for CreateAlias {
     }
 }
 impl CreateAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(cidr: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             cidr: cidr.into(),
             comment: None,
             name: name.into(),
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateAlias {
@@ -71,7 +93,8 @@ pub type CreateAliasResponse = ();
 /// Errors of [`CreateAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateAliasError = crate::error::Untyped<CreateAlias>;
 /// From `GET /cluster/firewall/aliases returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetAliasesResponseItem {
     /// `cidr`
     pub cidr: Option<String>,

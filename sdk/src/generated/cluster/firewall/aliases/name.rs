@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoveAlias {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for RemoveAlias {
     }
 }
 impl RemoveAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             digest: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for RemoveAlias {
@@ -45,6 +56,7 @@ crate::operation_error!(RemoveAliasError for RemoveAlias; ConfigModified);
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadAlias {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -57,7 +69,11 @@ impl serde::Serialize for ReadAlias {
     }
 }
 impl ReadAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -80,6 +96,7 @@ pub type ReadAliasError = crate::error::Untyped<ReadAlias>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateAlias {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -104,7 +121,11 @@ impl serde::Serialize for UpdateAlias {
     }
 }
 impl UpdateAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>, cidr: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -113,6 +134,24 @@ impl UpdateAlias {
             digest: None,
             rename: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `rename`.
+    #[must_use]
+    pub fn rename(mut self, value: impl Into<String>) -> Self {
+        self.rename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateAlias {

@@ -6,11 +6,22 @@ pub mod group;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListSecurityGroups {}
 impl serde::Serialize for ListSecurityGroups {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl ListSecurityGroups {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for ListSecurityGroups {
@@ -31,6 +42,7 @@ pub type ListSecurityGroupsError = crate::error::Untyped<ListSecurityGroups>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateSecurityGroup {
     /// `comment`
     pub comment: Option<String>,
@@ -52,7 +64,11 @@ impl serde::Serialize for CreateSecurityGroup {
     }
 }
 impl CreateSecurityGroup {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(group: impl Into<String>) -> Self {
         Self {
             comment: None,
@@ -60,6 +76,24 @@ impl CreateSecurityGroup {
             group: group.into(),
             rename: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `rename`.
+    #[must_use]
+    pub fn rename(mut self, value: impl Into<String>) -> Self {
+        self.rename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateSecurityGroup {
@@ -76,7 +110,8 @@ crate::operation_error!(
     CreateSecurityGroupError for CreateSecurityGroup; ConfigModified
 );
 /// From `GET /cluster/firewall/groups returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListSecurityGroupsResponseItem {
     /// `comment`
     pub comment: Option<String>,

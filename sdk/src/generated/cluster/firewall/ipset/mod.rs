@@ -6,11 +6,22 @@ pub mod name;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct IpsetIndex {}
 impl serde::Serialize for IpsetIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl IpsetIndex {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for IpsetIndex {
@@ -31,6 +42,7 @@ pub type IpsetIndexError = crate::error::Untyped<IpsetIndex>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateIpset {
     /// `comment`
     pub comment: Option<String>,
@@ -52,7 +64,11 @@ impl serde::Serialize for CreateIpset {
     }
 }
 impl CreateIpset {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             comment: None,
@@ -60,6 +76,24 @@ impl CreateIpset {
             name: name.into(),
             rename: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `rename`.
+    #[must_use]
+    pub fn rename(mut self, value: impl Into<String>) -> Self {
+        self.rename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateIpset {
@@ -74,7 +108,8 @@ impl crate::Operation for CreateIpset {
 pub type CreateIpsetResponse = ();
 crate::operation_error!(CreateIpsetError for CreateIpset; ConfigModified);
 /// From `GET /cluster/firewall/ipset returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IpsetIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

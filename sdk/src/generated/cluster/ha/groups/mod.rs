@@ -6,11 +6,22 @@ pub mod group;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -31,6 +42,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -58,7 +70,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(group: impl Into<String>, nodes: impl Into<String>) -> Self {
         Self {
             comment: None,
@@ -68,6 +84,30 @@ impl Create {
             restricted: None,
             type_: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `nofailback`.
+    #[must_use]
+    pub fn nofailback(mut self, value: bool) -> Self {
+        self.nofailback = Some(value);
+        self
+    }
+    /// Sets `restricted`.
+    #[must_use]
+    pub fn restricted(mut self, value: bool) -> Self {
+        self.restricted = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: CreateType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -83,7 +123,8 @@ pub type CreateResponse = ();
 /// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateError = crate::error::Untyped<Create>;
 /// From `GET /cluster/ha/groups returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `group`
     pub group: Option<String>,

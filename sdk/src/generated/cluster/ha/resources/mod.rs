@@ -6,6 +6,7 @@ pub mod sid;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Wire name `type`
     pub type_: Option<Type>,
@@ -15,6 +16,22 @@ impl serde::Serialize for Index {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { type_: None }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -35,6 +52,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Wire name `auto-rebalance`; default `1`
     pub auto_rebalance: Option<bool>,
@@ -71,7 +89,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(sid: impl Into<String>) -> Self {
         Self {
             auto_rebalance: None,
@@ -84,6 +106,54 @@ impl Create {
             state: None,
             type_: None,
         }
+    }
+    /// Sets `auto-rebalance`.
+    #[must_use]
+    pub fn auto_rebalance(mut self, value: bool) -> Self {
+        self.auto_rebalance = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `failback`.
+    #[must_use]
+    pub fn failback(mut self, value: bool) -> Self {
+        self.failback = Some(value);
+        self
+    }
+    /// Sets `group`.
+    #[must_use]
+    pub fn group(mut self, value: impl Into<String>) -> Self {
+        self.group = Some(value.into());
+        self
+    }
+    /// Sets `max_relocate`.
+    #[must_use]
+    pub fn max_relocate(mut self, value: i64) -> Self {
+        self.max_relocate = Some(value);
+        self
+    }
+    /// Sets `max_restart`.
+    #[must_use]
+    pub fn max_restart(mut self, value: i64) -> Self {
+        self.max_restart = Some(value);
+        self
+    }
+    /// Sets `state`.
+    #[must_use]
+    pub fn state(mut self, value: State) -> Self {
+        self.state = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -170,7 +240,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/resources returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `sid`
     pub sid: Option<String>,

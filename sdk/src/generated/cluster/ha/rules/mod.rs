@@ -6,6 +6,7 @@ pub mod rule;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// `resource`
     pub resource: Option<String>,
@@ -18,6 +19,31 @@ impl serde::Serialize for Index {
         o.opt("resource", &self.resource)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            resource: None,
+            type_: None,
+        }
+    }
+    /// Sets `resource`.
+    #[must_use]
+    pub fn resource(mut self, value: impl Into<String>) -> Self {
+        self.resource = Some(value.into());
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -38,6 +64,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateRule {
     /// Maximum length 4096
     pub comment: Option<String>,
@@ -62,7 +89,11 @@ impl serde::Serialize for CreateRule {
     }
 }
 impl CreateRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         resources: impl Into<String>,
         rule: impl Into<String>,
@@ -75,6 +106,18 @@ impl CreateRule {
             rule: rule.into(),
             type_,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
     }
 }
 impl crate::Operation for CreateRule {
@@ -148,7 +191,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/rules returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `rule`
     pub rule: Option<String>,
@@ -218,11 +262,37 @@ impl crate::tagged::Tagged for CreateRuleType {
 crate::tagged_traits!(CreateRuleType);
 /// Fields of [`CreateRuleType::NodeAffinity`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CreateRuleTypeNodeAffinity {
     /// Format `pve-ha-node-list`
     pub nodes: Option<String>,
     /// Default `0`
     pub strict: Option<bool>,
+}
+impl CreateRuleTypeNodeAffinity {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            nodes: None,
+            strict: None,
+        }
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `strict`.
+    #[must_use]
+    pub fn strict(mut self, value: bool) -> Self {
+        self.strict = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for CreateRuleTypeNodeAffinity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -243,9 +313,26 @@ impl serde::Serialize for CreateRuleTypeNodeAffinity {
 }
 /// Fields of [`CreateRuleType::ResourceAffinity`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CreateRuleTypeResourceAffinity {
     /// `affinity`
     pub affinity: Option<Affinity>,
+}
+impl CreateRuleTypeResourceAffinity {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { affinity: None }
+    }
+    /// Sets `affinity`.
+    #[must_use]
+    pub fn affinity(mut self, value: Affinity) -> Self {
+        self.affinity = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for CreateRuleTypeResourceAffinity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteRule {
     }
 }
 impl DeleteRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(rule: impl Into<String>) -> Self {
         Self { rule: rule.into() }
     }
@@ -45,6 +50,7 @@ pub type DeleteRuleError = crate::error::Untyped<DeleteRule>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
@@ -57,7 +63,11 @@ impl serde::Serialize for ReadRule {
     }
 }
 impl ReadRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(rule: impl Into<String>) -> Self {
         Self { rule: rule.into() }
     }
@@ -83,6 +93,7 @@ pub type ReadRuleError = crate::error::Untyped<ReadRule>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateRule {
     /// Path parameter; format `pve-configid`
     pub rule: String,
@@ -113,7 +124,11 @@ impl serde::Serialize for UpdateRule {
     }
 }
 impl UpdateRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(rule: impl Into<String>, type_: UpdateRuleType) -> Self {
         Self {
             rule: rule.into(),
@@ -124,6 +139,36 @@ impl UpdateRule {
             resources: None,
             type_,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `resources`.
+    #[must_use]
+    pub fn resources(mut self, value: impl Into<String>) -> Self {
+        self.resources = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateRule {
@@ -143,7 +188,8 @@ impl crate::Operation for UpdateRule {
 pub type UpdateRuleResponse = ();
 crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
 /// From `GET /cluster/ha/rules/{rule} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadRuleResponse {
     /// Format `pve-configid`
     pub rule: Option<String>,
@@ -217,11 +263,37 @@ impl crate::tagged::Tagged for UpdateRuleType {
 crate::tagged_traits!(UpdateRuleType);
 /// Fields of [`UpdateRuleType::NodeAffinity`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateRuleTypeNodeAffinity {
     /// Format `pve-ha-node-list`
     pub nodes: Option<String>,
     /// Default `0`
     pub strict: Option<bool>,
+}
+impl UpdateRuleTypeNodeAffinity {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            nodes: None,
+            strict: None,
+        }
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `strict`.
+    #[must_use]
+    pub fn strict(mut self, value: bool) -> Self {
+        self.strict = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateRuleTypeNodeAffinity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -242,9 +314,26 @@ impl serde::Serialize for UpdateRuleTypeNodeAffinity {
 }
 /// Fields of [`UpdateRuleType::ResourceAffinity`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateRuleTypeResourceAffinity {
     /// `affinity`
     pub affinity: Option<crate::generated::cluster::ha::rules::Affinity>,
+}
+impl UpdateRuleTypeResourceAffinity {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { affinity: None }
+    }
+    /// Sets `affinity`.
+    #[must_use]
+    pub fn affinity(mut self, value: crate::generated::cluster::ha::rules::Affinity) -> Self {
+        self.affinity = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateRuleTypeResourceAffinity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -5,11 +5,22 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Status {}
 impl serde::Serialize for Status {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Status {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Status {
@@ -132,7 +143,8 @@ impl crate::open_enum::OpenEnum for StatusResponseItemType {
 }
 crate::open_enum_traits!(StatusResponseItemType);
 /// From `GET /cluster/ha/status/current returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseItem {
     /// Wire name `armed-state`
     pub armed_state: Option<StatusResponseItemArmedState>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DisarmHa {
     /// Wire name `resource-mode`
     pub resource_mode: DisarmHaResourceMode,
@@ -18,7 +19,11 @@ impl serde::Serialize for DisarmHa {
     }
 }
 impl DisarmHa {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(resource_mode: DisarmHaResourceMode) -> Self {
         Self { resource_mode }
     }

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteJob {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteJob {
     }
 }
 impl DeleteJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -45,6 +50,7 @@ pub type DeleteJobError = crate::error::Untyped<DeleteJob>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadJob {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -57,7 +63,11 @@ impl serde::Serialize for ReadJob {
     }
 }
 impl ReadJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -85,6 +95,7 @@ pub type ReadJobError = crate::error::Untyped<ReadJob>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateJob {
     /// Path parameter; format `pve-configid`; maximum length 64
     pub id: String,
@@ -118,7 +129,11 @@ impl serde::Serialize for CreateJob {
     }
 }
 impl CreateJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, schedule: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -130,6 +145,42 @@ impl CreateJob {
             schedule: schedule.into(),
             scope: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `enable-new`.
+    #[must_use]
+    pub fn enable_new(mut self, value: bool) -> Self {
+        self.enable_new = Some(value);
+        self
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
+    }
+    /// Sets `realm`.
+    #[must_use]
+    pub fn realm(mut self, value: impl Into<String>) -> Self {
+        self.realm = Some(value.into());
+        self
+    }
+    /// Sets `remove-vanished`.
+    #[must_use]
+    pub fn remove_vanished(mut self, value: impl Into<String>) -> Self {
+        self.remove_vanished = Some(value.into());
+        self
+    }
+    /// Sets `scope`.
+    #[must_use]
+    pub fn scope(mut self, value: crate::generated::Scope) -> Self {
+        self.scope = Some(value);
+        self
     }
 }
 impl crate::Operation for CreateJob {
@@ -155,6 +206,7 @@ pub type CreateJobError = crate::error::Untyped<CreateJob>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateJob {
     /// Path parameter; format `pve-configid`; maximum length 64
     pub id: String,
@@ -188,7 +240,11 @@ impl serde::Serialize for UpdateJob {
     }
 }
 impl UpdateJob {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, schedule: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -200,6 +256,42 @@ impl UpdateJob {
             schedule: schedule.into(),
             scope: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `enable-new`.
+    #[must_use]
+    pub fn enable_new(mut self, value: bool) -> Self {
+        self.enable_new = Some(value);
+        self
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
+    }
+    /// Sets `remove-vanished`.
+    #[must_use]
+    pub fn remove_vanished(mut self, value: impl Into<String>) -> Self {
+        self.remove_vanished = Some(value.into());
+        self
+    }
+    /// Sets `scope`.
+    #[must_use]
+    pub fn scope(mut self, value: crate::generated::Scope) -> Self {
+        self.scope = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdateJob {

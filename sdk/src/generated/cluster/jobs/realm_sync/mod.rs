@@ -6,11 +6,22 @@ pub mod id;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct SyncjobIndex {}
 impl serde::Serialize for SyncjobIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl SyncjobIndex {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for SyncjobIndex {
@@ -26,7 +37,8 @@ pub type SyncjobIndexResponse = Vec<SyncjobIndexResponseItem>;
 /// Errors of [`SyncjobIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SyncjobIndexError = crate::error::Untyped<SyncjobIndex>;
 /// From `GET /cluster/jobs/realm-sync returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SyncjobIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

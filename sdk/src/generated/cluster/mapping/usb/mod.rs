@@ -6,6 +6,7 @@ pub mod id;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Wire name `check-node`; format `pve-node`
     pub check_node: Option<String>,
@@ -15,6 +16,22 @@ impl serde::Serialize for Index {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("check-node", &self.check_node)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { check_node: None }
+    }
+    /// Sets `check-node`.
+    #[must_use]
+    pub fn check_node(mut self, value: impl Into<String>) -> Self {
+        self.check_node = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Index {
@@ -35,6 +52,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Maximum length 4096
     pub description: Option<String>,
@@ -53,13 +71,23 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, map: Vec<Map>) -> Self {
         Self {
             description: None,
             id: id.into(),
             map,
         }
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Create {
@@ -78,6 +106,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 ///
 /// Used by: `POST /cluster/mapping/usb param "map"`, `PUT /cluster/mapping/usb/{id} param "map"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Map {
     /// Maximum length 4096
     pub description: Option<String>,
@@ -89,6 +118,34 @@ pub struct Map {
     pub path: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Map {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(id: impl Into<String>, node: impl Into<String>) -> Self {
+        Self {
+            description: None,
+            id: id.into(),
+            node: node.into(),
+            path: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Map {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -115,7 +172,8 @@ impl crate::PropertyString for Map {
 }
 crate::property_string!(Map);
 /// From `GET /cluster/mapping/usb returns items "error" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemErrorItem {
     /// `message`
     pub message: Option<String>,
@@ -144,7 +202,8 @@ impl serde::Serialize for IndexResponseItemErrorItem {
     }
 }
 /// From `GET /cluster/mapping/usb returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,

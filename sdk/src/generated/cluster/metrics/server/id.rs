@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -45,6 +50,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -57,7 +63,11 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -85,6 +95,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -166,7 +177,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         id: impl Into<String>,
         port: i64,
@@ -200,6 +215,126 @@ impl Create {
             verify_certificate: None,
         }
     }
+    /// Sets `api-path-prefix`.
+    #[must_use]
+    pub fn api_path_prefix(mut self, value: impl Into<String>) -> Self {
+        self.api_path_prefix = Some(value.into());
+        self
+    }
+    /// Sets `bucket`.
+    #[must_use]
+    pub fn bucket(mut self, value: impl Into<String>) -> Self {
+        self.bucket = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `influxdbproto`.
+    #[must_use]
+    pub fn influxdbproto(mut self, value: Influxdbproto) -> Self {
+        self.influxdbproto = Some(value);
+        self
+    }
+    /// Sets `max-body-size`.
+    #[must_use]
+    pub fn max_body_size(mut self, value: i64) -> Self {
+        self.max_body_size = Some(value);
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `organization`.
+    #[must_use]
+    pub fn organization(mut self, value: impl Into<String>) -> Self {
+        self.organization = Some(value.into());
+        self
+    }
+    /// Sets `otel-compression`.
+    #[must_use]
+    pub fn otel_compression(mut self, value: OtelCompression) -> Self {
+        self.otel_compression = Some(value);
+        self
+    }
+    /// Sets `otel-headers`.
+    #[must_use]
+    pub fn otel_headers(mut self, value: impl Into<String>) -> Self {
+        self.otel_headers = Some(value.into());
+        self
+    }
+    /// Sets `otel-max-body-size`.
+    #[must_use]
+    pub fn otel_max_body_size(mut self, value: i64) -> Self {
+        self.otel_max_body_size = Some(value);
+        self
+    }
+    /// Sets `otel-path`.
+    #[must_use]
+    pub fn otel_path(mut self, value: impl Into<String>) -> Self {
+        self.otel_path = Some(value.into());
+        self
+    }
+    /// Sets `otel-protocol`.
+    #[must_use]
+    pub fn otel_protocol(mut self, value: OtelProtocol) -> Self {
+        self.otel_protocol = Some(value);
+        self
+    }
+    /// Sets `otel-resource-attributes`.
+    #[must_use]
+    pub fn otel_resource_attributes(mut self, value: impl Into<String>) -> Self {
+        self.otel_resource_attributes = Some(value.into());
+        self
+    }
+    /// Sets `otel-timeout`.
+    #[must_use]
+    pub fn otel_timeout(mut self, value: i64) -> Self {
+        self.otel_timeout = Some(value);
+        self
+    }
+    /// Sets `otel-verify-ssl`.
+    #[must_use]
+    pub fn otel_verify_ssl(mut self, value: bool) -> Self {
+        self.otel_verify_ssl = Some(value);
+        self
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
+    /// Sets `proto`.
+    #[must_use]
+    pub fn proto(mut self, value: Proto) -> Self {
+        self.proto = Some(value);
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
+    }
+    /// Sets `token`.
+    #[must_use]
+    pub fn token(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.token = Some(value.into());
+        self
+    }
+    /// Sets `verify-certificate`.
+    #[must_use]
+    pub fn verify_certificate(mut self, value: bool) -> Self {
+        self.verify_certificate = Some(value);
+        self
+    }
 }
 impl crate::Operation for Create {
     const ID: &'static str = "create";
@@ -224,6 +359,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; format `pve-configid`
     pub id: String,
@@ -308,7 +444,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, port: i64, server: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -337,6 +477,138 @@ impl Update {
             token: None,
             verify_certificate: None,
         }
+    }
+    /// Sets `api-path-prefix`.
+    #[must_use]
+    pub fn api_path_prefix(mut self, value: impl Into<String>) -> Self {
+        self.api_path_prefix = Some(value.into());
+        self
+    }
+    /// Sets `bucket`.
+    #[must_use]
+    pub fn bucket(mut self, value: impl Into<String>) -> Self {
+        self.bucket = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `influxdbproto`.
+    #[must_use]
+    pub fn influxdbproto(mut self, value: Influxdbproto) -> Self {
+        self.influxdbproto = Some(value);
+        self
+    }
+    /// Sets `max-body-size`.
+    #[must_use]
+    pub fn max_body_size(mut self, value: i64) -> Self {
+        self.max_body_size = Some(value);
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `organization`.
+    #[must_use]
+    pub fn organization(mut self, value: impl Into<String>) -> Self {
+        self.organization = Some(value.into());
+        self
+    }
+    /// Sets `otel-compression`.
+    #[must_use]
+    pub fn otel_compression(mut self, value: OtelCompression) -> Self {
+        self.otel_compression = Some(value);
+        self
+    }
+    /// Sets `otel-headers`.
+    #[must_use]
+    pub fn otel_headers(mut self, value: impl Into<String>) -> Self {
+        self.otel_headers = Some(value.into());
+        self
+    }
+    /// Sets `otel-max-body-size`.
+    #[must_use]
+    pub fn otel_max_body_size(mut self, value: i64) -> Self {
+        self.otel_max_body_size = Some(value);
+        self
+    }
+    /// Sets `otel-path`.
+    #[must_use]
+    pub fn otel_path(mut self, value: impl Into<String>) -> Self {
+        self.otel_path = Some(value.into());
+        self
+    }
+    /// Sets `otel-protocol`.
+    #[must_use]
+    pub fn otel_protocol(mut self, value: OtelProtocol) -> Self {
+        self.otel_protocol = Some(value);
+        self
+    }
+    /// Sets `otel-resource-attributes`.
+    #[must_use]
+    pub fn otel_resource_attributes(mut self, value: impl Into<String>) -> Self {
+        self.otel_resource_attributes = Some(value.into());
+        self
+    }
+    /// Sets `otel-timeout`.
+    #[must_use]
+    pub fn otel_timeout(mut self, value: i64) -> Self {
+        self.otel_timeout = Some(value);
+        self
+    }
+    /// Sets `otel-verify-ssl`.
+    #[must_use]
+    pub fn otel_verify_ssl(mut self, value: bool) -> Self {
+        self.otel_verify_ssl = Some(value);
+        self
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
+    /// Sets `proto`.
+    #[must_use]
+    pub fn proto(mut self, value: Proto) -> Self {
+        self.proto = Some(value);
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
+    }
+    /// Sets `token`.
+    #[must_use]
+    pub fn token(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.token = Some(value.into());
+        self
+    }
+    /// Sets `verify-certificate`.
+    #[must_use]
+    pub fn verify_certificate(mut self, value: bool) -> Self {
+        self.verify_certificate = Some(value);
+        self
     }
 }
 impl crate::Operation for Update {

@@ -6,11 +6,22 @@ pub mod id;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ServerIndex {}
 impl serde::Serialize for ServerIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl ServerIndex {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for ServerIndex {
@@ -26,7 +37,8 @@ pub type ServerIndexResponse = Vec<ServerIndexResponseItem>;
 /// Errors of [`ServerIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type ServerIndexError = crate::error::Untyped<ServerIndex>;
 /// From `GET /cluster/metrics/server returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ServerIndexResponseItem {
     /// `disable`
     pub disable: Option<bool>,

@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetMatchers {}
 impl serde::Serialize for GetMatchers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetMatchers {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetMatchers {
@@ -32,6 +43,7 @@ pub type GetMatchersError = crate::error::Untyped<GetMatchers>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateMatcher {
     /// `comment`
     pub comment: Option<String>,
@@ -68,7 +80,11 @@ impl serde::Serialize for CreateMatcher {
     }
 }
 impl CreateMatcher {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             comment: None,
@@ -81,6 +97,54 @@ impl CreateMatcher {
             name: name.into(),
             target: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `invert-match`.
+    #[must_use]
+    pub fn invert_match(mut self, value: bool) -> Self {
+        self.invert_match = Some(value);
+        self
+    }
+    /// Sets `match-calendar`.
+    #[must_use]
+    pub fn match_calendar(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.match_calendar = Some(value.into());
+        self
+    }
+    /// Sets `match-field`.
+    #[must_use]
+    pub fn match_field(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.match_field = Some(value.into());
+        self
+    }
+    /// Sets `match-severity`.
+    #[must_use]
+    pub fn match_severity(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.match_severity = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.target = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateMatcher {
@@ -125,7 +189,8 @@ impl crate::open_enum::OpenEnum for Mode {
 }
 crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/matchers returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetMatchersResponseItem {
     /// `comment`
     pub comment: Option<String>,

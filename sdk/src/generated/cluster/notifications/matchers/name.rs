@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteMatcher {
     }
 }
 impl DeleteMatcher {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -46,6 +51,7 @@ pub type DeleteMatcherError = crate::error::Untyped<DeleteMatcher>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for GetMatcher {
     }
 }
 impl GetMatcher {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -84,6 +94,7 @@ pub type GetMatcherError = crate::error::Untyped<GetMatcher>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateMatcher {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -126,7 +137,11 @@ impl serde::Serialize for UpdateMatcher {
     }
 }
 impl UpdateMatcher {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -141,6 +156,66 @@ impl UpdateMatcher {
             mode: None,
             target: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `invert-match`.
+    #[must_use]
+    pub fn invert_match(mut self, value: bool) -> Self {
+        self.invert_match = Some(value);
+        self
+    }
+    /// Sets `match-calendar`.
+    #[must_use]
+    pub fn match_calendar(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.match_calendar = Some(value.into());
+        self
+    }
+    /// Sets `match-field`.
+    #[must_use]
+    pub fn match_field(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.match_field = Some(value.into());
+        self
+    }
+    /// Sets `match-severity`.
+    #[must_use]
+    pub fn match_severity(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.match_severity = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: crate::generated::cluster::notifications::matchers::Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.target = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateMatcher {
@@ -161,7 +236,8 @@ pub type UpdateMatcherResponse = ();
 /// Errors of [`UpdateMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateMatcherError = crate::error::Untyped<UpdateMatcher>;
 /// From `GET /cluster/notifications/matchers/{name} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetMatcherResponse {
     /// `comment`
     pub comment: Option<String>,

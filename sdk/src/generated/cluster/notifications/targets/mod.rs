@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetAllTargets {}
 impl serde::Serialize for GetAllTargets {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetAllTargets {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetAllTargets {
@@ -64,7 +75,8 @@ impl crate::open_enum::OpenEnum for GetAllTargetsResponseItemType {
 }
 crate::open_enum_traits!(GetAllTargetsResponseItemType);
 /// From `GET /cluster/notifications/targets returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetAllTargetsResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter
     pub cputype: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(cputype: impl Into<String>) -> Self {
         Self {
             cputype: cputype.into(),
@@ -42,6 +47,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["or",["perm","/mapping/cpu/{cputype}",["Mapping.Audit"]],["perm","/mapping/cpu/{cputype}",["Mapping.Use"]],["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Info {
     /// Path parameter
     pub cputype: String,
@@ -54,7 +60,11 @@ impl serde::Serialize for Info {
     }
 }
 impl Info {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(cputype: impl Into<String>) -> Self {
         Self {
             cputype: cputype.into(),
@@ -77,6 +87,7 @@ pub type InfoError = crate::error::Untyped<Info>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; format `pve-configid`; maximum length 40
     pub cputype: String,
@@ -116,7 +127,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(cputype: impl Into<String>) -> Self {
         Self {
             cputype: cputype.into(),
@@ -130,6 +145,63 @@ impl Update {
             phys_bits: None,
             reported_model: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `flags`.
+    #[must_use]
+    pub fn flags(mut self, value: impl Into<String>) -> Self {
+        self.flags = Some(value.into());
+        self
+    }
+    /// Sets `guest-phys-bits`.
+    #[must_use]
+    pub fn guest_phys_bits(mut self, value: i64) -> Self {
+        self.guest_phys_bits = Some(value);
+        self
+    }
+    /// Sets `hidden`.
+    #[must_use]
+    pub fn hidden(mut self, value: bool) -> Self {
+        self.hidden = Some(value);
+        self
+    }
+    /// Sets `hv-vendor-id`.
+    #[must_use]
+    pub fn hv_vendor_id(mut self, value: impl Into<String>) -> Self {
+        self.hv_vendor_id = Some(value.into());
+        self
+    }
+    /// Sets `level`.
+    #[must_use]
+    pub fn level(mut self, value: i64) -> Self {
+        self.level = Some(value);
+        self
+    }
+    /// Sets `phys-bits`.
+    #[must_use]
+    pub fn phys_bits(mut self, value: impl Into<String>) -> Self {
+        self.phys_bits = Some(value.into());
+        self
+    }
+    /// Sets `reported-model`.
+    #[must_use]
+    pub fn reported_model(
+        mut self,
+        value: crate::generated::cluster::qemu::custom_cpu_models::ReportedModel,
+    ) -> Self {
+        self.reported_model = Some(value);
+        self
     }
 }
 impl crate::Operation for Update {
@@ -149,7 +221,8 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/qemu/custom-cpu-models/{cputype} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct InfoResponse {
     /// Default `kvm64`
     pub cputype: Option<String>,

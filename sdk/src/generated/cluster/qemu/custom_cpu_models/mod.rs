@@ -6,11 +6,22 @@ pub mod cputype;
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Config {}
 impl serde::Serialize for Config {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Config {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Config {
@@ -31,6 +42,7 @@ pub type ConfigError = crate::error::Untyped<Config>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Format `pve-configid`; maximum length 40
     pub cputype: String,
@@ -64,7 +76,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(cputype: impl Into<String>, reported_model: ReportedModel) -> Self {
         Self {
             cputype: cputype.into(),
@@ -76,6 +92,42 @@ impl Create {
             phys_bits: None,
             reported_model,
         }
+    }
+    /// Sets `flags`.
+    #[must_use]
+    pub fn flags(mut self, value: impl Into<String>) -> Self {
+        self.flags = Some(value.into());
+        self
+    }
+    /// Sets `guest-phys-bits`.
+    #[must_use]
+    pub fn guest_phys_bits(mut self, value: i64) -> Self {
+        self.guest_phys_bits = Some(value);
+        self
+    }
+    /// Sets `hidden`.
+    #[must_use]
+    pub fn hidden(mut self, value: bool) -> Self {
+        self.hidden = Some(value);
+        self
+    }
+    /// Sets `hv-vendor-id`.
+    #[must_use]
+    pub fn hv_vendor_id(mut self, value: impl Into<String>) -> Self {
+        self.hv_vendor_id = Some(value.into());
+        self
+    }
+    /// Sets `level`.
+    #[must_use]
+    pub fn level(mut self, value: i64) -> Self {
+        self.level = Some(value);
+        self
+    }
+    /// Sets `phys-bits`.
+    #[must_use]
+    pub fn phys_bits(mut self, value: impl Into<String>) -> Self {
+        self.phys_bits = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Create {
@@ -668,7 +720,8 @@ impl crate::open_enum::OpenEnum for ReportedModel {
 }
 crate::open_enum_traits!(ReportedModel);
 /// From `GET /cluster/qemu/custom-cpu-models returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ConfigResponseItem {
     /// Default `kvm64`
     pub cputype: Option<String>,

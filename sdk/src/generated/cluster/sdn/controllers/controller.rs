@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(controller: impl Into<String>) -> Self {
         Self {
             controller: controller.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -46,6 +57,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["perm","/sdn/controllers/{controller}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
@@ -64,13 +76,29 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(controller: impl Into<String>) -> Self {
         Self {
             controller: controller.into(),
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Read {
@@ -89,6 +117,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; length 2 - 64; pattern `[a-zA-Z][a-zA-Z0-9_-]*[a-zA-Z0-9]`
     pub controller: String,
@@ -161,7 +190,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(controller: impl Into<String>) -> Self {
         Self {
             controller: controller.into(),
@@ -186,6 +219,120 @@ impl Update {
             route_map_out: None,
         }
     }
+    /// Sets `asn`.
+    #[must_use]
+    pub fn asn(mut self, value: i64) -> Self {
+        self.asn = Some(value);
+        self
+    }
+    /// Sets `bgp-mode`.
+    #[must_use]
+    pub fn bgp_mode(mut self, value: crate::generated::cluster::sdn::controllers::BgpMode) -> Self {
+        self.bgp_mode = Some(value);
+        self
+    }
+    /// Sets `bgp-multipath-as-path-relax`.
+    #[must_use]
+    pub fn bgp_multipath_as_path_relax(mut self, value: bool) -> Self {
+        self.bgp_multipath_as_path_relax = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ebgp`.
+    #[must_use]
+    pub fn ebgp(mut self, value: bool) -> Self {
+        self.ebgp = Some(value);
+        self
+    }
+    /// Sets `ebgp-multihop`.
+    #[must_use]
+    pub fn ebgp_multihop(mut self, value: i64) -> Self {
+        self.ebgp_multihop = Some(value);
+        self
+    }
+    /// Sets `fabric`.
+    #[must_use]
+    pub fn fabric(mut self, value: impl Into<String>) -> Self {
+        self.fabric = Some(value.into());
+        self
+    }
+    /// Sets `isis-domain`.
+    #[must_use]
+    pub fn isis_domain(mut self, value: impl Into<String>) -> Self {
+        self.isis_domain = Some(value.into());
+        self
+    }
+    /// Sets `isis-ifaces`.
+    #[must_use]
+    pub fn isis_ifaces(mut self, value: impl Into<String>) -> Self {
+        self.isis_ifaces = Some(value.into());
+        self
+    }
+    /// Sets `isis-net`.
+    #[must_use]
+    pub fn isis_net(mut self, value: impl Into<String>) -> Self {
+        self.isis_net = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `loopback`.
+    #[must_use]
+    pub fn loopback(mut self, value: impl Into<String>) -> Self {
+        self.loopback = Some(value.into());
+        self
+    }
+    /// Sets `node`.
+    #[must_use]
+    pub fn node(mut self, value: impl Into<String>) -> Self {
+        self.node = Some(value.into());
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `peer-group-name`.
+    #[must_use]
+    pub fn peer_group_name(mut self, value: impl Into<String>) -> Self {
+        self.peer_group_name = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(mut self, value: impl Into<String>) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `route-map-in`.
+    #[must_use]
+    pub fn route_map_in(mut self, value: impl Into<String>) -> Self {
+        self.route_map_in = Some(value.into());
+        self
+    }
+    /// Sets `route-map-out`.
+    #[must_use]
+    pub fn route_map_out(mut self, value: impl Into<String>) -> Self {
+        self.route_map_out = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for Update {
     const ID: &'static str = "update";
@@ -199,7 +346,8 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/sdn/controllers/{controller} returns "pending"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponsePending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -272,7 +420,8 @@ impl serde::Serialize for ReadResponsePending {
     }
 }
 /// From `GET /cluster/sdn/controllers/{controller} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponse {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,

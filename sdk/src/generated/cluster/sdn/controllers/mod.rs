@@ -6,6 +6,7 @@ pub mod controller;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -21,6 +22,38 @@ impl serde::Serialize for Index {
         o.opt("running", &self.running)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+            type_: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -41,6 +74,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -110,7 +144,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(controller: impl Into<String>, type_: Type) -> Self {
         Self {
             asn: None,
@@ -133,6 +171,108 @@ impl Create {
             route_map_out: None,
             type_,
         }
+    }
+    /// Sets `asn`.
+    #[must_use]
+    pub fn asn(mut self, value: i64) -> Self {
+        self.asn = Some(value);
+        self
+    }
+    /// Sets `bgp-mode`.
+    #[must_use]
+    pub fn bgp_mode(mut self, value: BgpMode) -> Self {
+        self.bgp_mode = Some(value);
+        self
+    }
+    /// Sets `bgp-multipath-as-path-relax`.
+    #[must_use]
+    pub fn bgp_multipath_as_path_relax(mut self, value: bool) -> Self {
+        self.bgp_multipath_as_path_relax = Some(value);
+        self
+    }
+    /// Sets `ebgp`.
+    #[must_use]
+    pub fn ebgp(mut self, value: bool) -> Self {
+        self.ebgp = Some(value);
+        self
+    }
+    /// Sets `ebgp-multihop`.
+    #[must_use]
+    pub fn ebgp_multihop(mut self, value: i64) -> Self {
+        self.ebgp_multihop = Some(value);
+        self
+    }
+    /// Sets `fabric`.
+    #[must_use]
+    pub fn fabric(mut self, value: impl Into<String>) -> Self {
+        self.fabric = Some(value.into());
+        self
+    }
+    /// Sets `isis-domain`.
+    #[must_use]
+    pub fn isis_domain(mut self, value: impl Into<String>) -> Self {
+        self.isis_domain = Some(value.into());
+        self
+    }
+    /// Sets `isis-ifaces`.
+    #[must_use]
+    pub fn isis_ifaces(mut self, value: impl Into<String>) -> Self {
+        self.isis_ifaces = Some(value.into());
+        self
+    }
+    /// Sets `isis-net`.
+    #[must_use]
+    pub fn isis_net(mut self, value: impl Into<String>) -> Self {
+        self.isis_net = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `loopback`.
+    #[must_use]
+    pub fn loopback(mut self, value: impl Into<String>) -> Self {
+        self.loopback = Some(value.into());
+        self
+    }
+    /// Sets `node`.
+    #[must_use]
+    pub fn node(mut self, value: impl Into<String>) -> Self {
+        self.node = Some(value.into());
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `peer-group-name`.
+    #[must_use]
+    pub fn peer_group_name(mut self, value: impl Into<String>) -> Self {
+        self.peer_group_name = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(mut self, value: impl Into<String>) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `route-map-in`.
+    #[must_use]
+    pub fn route_map_in(mut self, value: impl Into<String>) -> Self {
+        self.route_map_in = Some(value.into());
+        self
+    }
+    /// Sets `route-map-out`.
+    #[must_use]
+    pub fn route_map_out(mut self, value: impl Into<String>) -> Self {
+        self.route_map_out = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Create {
@@ -218,7 +358,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/controllers returns items "pending"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemPending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
@@ -291,7 +432,8 @@ impl serde::Serialize for IndexResponseItemPending {
     }
 }
 /// From `GET /cluster/sdn/controllers returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,

@@ -6,6 +6,7 @@ pub mod dns;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// Wire name `type`
     pub type_: Option<Type>,
@@ -15,6 +16,22 @@ impl serde::Serialize for Index {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { type_: None }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -35,6 +52,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub dns: String,
@@ -71,7 +89,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         dns: impl Into<String>,
         key: impl Into<String>,
@@ -89,6 +111,36 @@ impl Create {
             type_,
             url: url.into(),
         }
+    }
+    /// Sets `fingerprint`.
+    #[must_use]
+    pub fn fingerprint(mut self, value: impl Into<String>) -> Self {
+        self.fingerprint = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `reversemaskv6`.
+    #[must_use]
+    pub fn reversemaskv6(mut self, value: i64) -> Self {
+        self.reversemaskv6 = Some(value);
+        self
+    }
+    /// Sets `reversev6mask`.
+    #[must_use]
+    pub fn reversev6mask(mut self, value: i64) -> Self {
+        self.reversev6mask = Some(value);
+        self
+    }
+    /// Sets `ttl`.
+    #[must_use]
+    pub fn ttl(mut self, value: i64) -> Self {
+        self.ttl = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -129,7 +181,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/dns returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `dns`
     pub dns: Option<String>,

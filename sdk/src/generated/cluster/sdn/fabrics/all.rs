@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListAll {
     /// `pending`
     pub pending: Option<bool>,
@@ -17,6 +18,31 @@ impl serde::Serialize for ListAll {
         o.opt("pending", &self.pending)?;
         o.opt("running", &self.running)?;
         o.end()
+    }
+}
+impl ListAll {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for ListAll {
@@ -85,6 +111,7 @@ impl crate::tagged::Tagged for ListAllResponseFabricsItemProtocol {
 crate::tagged_traits!(ListAllResponseFabricsItemProtocol);
 /// Fields of [`ListAllResponseFabricsItemProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseFabricsItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -92,6 +119,38 @@ pub struct ListAllResponseFabricsItemProtocolOpenfabric {
     pub hello_interval: Option<f64>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl ListAllResponseFabricsItemProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            csnp_interval: None,
+            hello_interval: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `csnp_interval`.
+    #[must_use]
+    pub fn csnp_interval(mut self, value: f64) -> Self {
+        self.csnp_interval = Some(value);
+        self
+    }
+    /// Sets `hello_interval`.
+    #[must_use]
+    pub fn hello_interval(mut self, value: f64) -> Self {
+        self.hello_interval = Some(value);
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -114,6 +173,7 @@ impl serde::Serialize for ListAllResponseFabricsItemProtocolOpenfabric {
 }
 /// Fields of [`ListAllResponseFabricsItemProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseFabricsItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -121,6 +181,41 @@ pub struct ListAllResponseFabricsItemProtocolOspf {
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl ListAllResponseFabricsItemProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            area: None,
+            redistribute: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `area`.
+    #[must_use]
+    pub fn area(mut self, value: impl Into<String>) -> Self {
+        self.area = Some(value.into());
+        self
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -143,9 +238,28 @@ impl serde::Serialize for ListAllResponseFabricsItemProtocolOspf {
 }
 /// Fields of [`ListAllResponseFabricsItemProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseFabricsItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
+}
+impl ListAllResponseFabricsItemProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            persistent_keepalive: None,
+        }
+    }
+    /// Sets `persistent_keepalive`.
+    #[must_use]
+    pub fn persistent_keepalive(mut self, value: f64) -> Self {
+        self.persistent_keepalive = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -164,9 +278,29 @@ impl serde::Serialize for ListAllResponseFabricsItemProtocolWireguard {
 }
 /// Fields of [`ListAllResponseFabricsItemProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseFabricsItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl ListAllResponseFabricsItemProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { redistribute: None }
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseFabricsItemProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -184,7 +318,8 @@ impl serde::Serialize for ListAllResponseFabricsItemProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/all returns "fabrics" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseFabricsItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -284,9 +419,29 @@ impl crate::tagged::Tagged for ListAllResponseNodesItemProtocol {
 crate::tagged_traits!(ListAllResponseNodesItemProtocol);
 /// Fields of [`ListAllResponseNodesItemProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseNodesItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+impl ListAllResponseNodesItemProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -305,9 +460,29 @@ impl serde::Serialize for ListAllResponseNodesItemProtocolOpenfabric {
 }
 /// Fields of [`ListAllResponseNodesItemProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseNodesItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+impl ListAllResponseNodesItemProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -326,6 +501,7 @@ impl serde::Serialize for ListAllResponseNodesItemProtocolOspf {
 }
 /// Fields of [`ListAllResponseNodesItemProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseNodesItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -339,6 +515,62 @@ pub struct ListAllResponseNodesItemProtocolWireguard {
     pub public_key: Option<String>,
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+impl ListAllResponseNodesItemProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allowed_ips: None,
+            endpoint: None,
+            interfaces: None,
+            peers: None,
+            public_key: None,
+            role: None,
+        }
+    }
+    /// Sets `allowed_ips`.
+    #[must_use]
+    pub fn allowed_ips(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.allowed_ips = Some(value.into());
+        self
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    ) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `public_key`.
+    #[must_use]
+    pub fn public_key(mut self, value: impl Into<String>) -> Self {
+        self.public_key = Some(value.into());
+        self
+    }
+    /// Sets `role`.
+    #[must_use]
+    pub fn role(mut self, value: crate::generated::cluster::sdn::fabrics::Role) -> Self {
+        self.role = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -367,9 +599,29 @@ impl serde::Serialize for ListAllResponseNodesItemProtocolWireguard {
 }
 /// Fields of [`ListAllResponseNodesItemProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseNodesItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl ListAllResponseNodesItemProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListAllResponseNodesItemProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -387,7 +639,8 @@ impl serde::Serialize for ListAllResponseNodesItemProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/all returns "nodes" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponseNodesItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -436,7 +689,8 @@ impl serde::Serialize for ListAllResponseNodesItem {
     }
 }
 /// From `GET /cluster/sdn/fabrics/all returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListAllResponse {
     /// `fabrics`
     pub fabrics: Option<Vec<ListAllResponseFabricsItem>>,

@@ -8,11 +8,22 @@ pub mod node;
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Audit"]]`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {}
 impl serde::Serialize for Index {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for Index {
@@ -31,11 +42,25 @@ pub type IndexError = crate::error::Untyped<Index>;
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "interfaces"`, `GET /cluster/sdn/fabrics/node returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "interfaces"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "interfaces"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "interfaces"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct BgpInterfaces {
     /// Format `pve-iface`
     pub name: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl BgpInterfaces {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
 }
 impl crate::PropertyString for BgpInterfaces {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -96,6 +121,7 @@ crate::open_enum_traits!(BgpRedistributeSource);
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "fabrics" "redistribute"`, `GET /cluster/sdn/fabrics/fabric returns "redistribute"`, `GET /cluster/sdn/fabrics/fabric/{id} returns "redistribute"`, `POST /cluster/sdn/fabrics/fabric param "redistribute"`, `PUT /cluster/sdn/fabrics/fabric/{id} param "redistribute"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct BgpRedistribute {
     /// Key `route-map`; format `pve-sdn-route-map-id`
     pub route_map: Option<String>,
@@ -103,6 +129,26 @@ pub struct BgpRedistribute {
     pub source: BgpRedistributeSource,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl BgpRedistribute {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(source: BgpRedistributeSource) -> Self {
+        Self {
+            route_map: None,
+            source,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `route-map`.
+    #[must_use]
+    pub fn route_map(mut self, value: impl Into<String>) -> Self {
+        self.route_map = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for BgpRedistribute {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -128,6 +174,7 @@ crate::property_string!(BgpRedistribute);
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "interfaces"`, `GET /cluster/sdn/fabrics/node returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "interfaces"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "interfaces"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "interfaces"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct OpenfabricInterfaces {
     /// Range 2 - 100
     pub hello_multiplier: Option<i64>,
@@ -139,6 +186,40 @@ pub struct OpenfabricInterfaces {
     pub name: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl OpenfabricInterfaces {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            hello_multiplier: None,
+            ip: None,
+            ip6: None,
+            name: name.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `hello_multiplier`.
+    #[must_use]
+    pub fn hello_multiplier(mut self, value: i64) -> Self {
+        self.hello_multiplier = Some(value);
+        self
+    }
+    /// Sets `ip`.
+    #[must_use]
+    pub fn ip(mut self, value: impl Into<String>) -> Self {
+        self.ip = Some(value.into());
+        self
+    }
+    /// Sets `ip6`.
+    #[must_use]
+    pub fn ip6(mut self, value: impl Into<String>) -> Self {
+        self.ip6 = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for OpenfabricInterfaces {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -210,6 +291,7 @@ crate::open_enum_traits!(OspfInterfacesNetworkType);
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "interfaces"`, `GET /cluster/sdn/fabrics/node returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "interfaces"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "interfaces"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "interfaces"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct OspfInterfaces {
     /// Format `CIDRv4`
     pub ip: Option<String>,
@@ -219,6 +301,33 @@ pub struct OspfInterfaces {
     pub network_type: Option<OspfInterfacesNetworkType>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl OspfInterfaces {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            ip: None,
+            name: name.into(),
+            network_type: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `ip`.
+    #[must_use]
+    pub fn ip(mut self, value: impl Into<String>) -> Self {
+        self.ip = Some(value.into());
+        self
+    }
+    /// Sets `network_type`.
+    #[must_use]
+    pub fn network_type(mut self, value: OspfInterfacesNetworkType) -> Self {
+        self.network_type = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for OspfInterfaces {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -283,6 +392,7 @@ crate::open_enum_traits!(OspfRedistributeSource);
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "fabrics" "redistribute"`, `GET /cluster/sdn/fabrics/fabric returns "redistribute"`, `GET /cluster/sdn/fabrics/fabric/{id} returns "redistribute"`, `POST /cluster/sdn/fabrics/fabric param "redistribute"`, `PUT /cluster/sdn/fabrics/fabric/{id} param "redistribute"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct OspfRedistribute {
     /// Key `route-map`; format `pve-sdn-route-map-id`
     pub route_map: Option<String>,
@@ -290,6 +400,26 @@ pub struct OspfRedistribute {
     pub source: OspfRedistributeSource,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl OspfRedistribute {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(source: OspfRedistributeSource) -> Self {
+        Self {
+            route_map: None,
+            source,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `route-map`.
+    #[must_use]
+    pub fn route_map(mut self, value: impl Into<String>) -> Self {
+        self.route_map = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for OspfRedistribute {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -344,6 +474,7 @@ crate::open_enum_traits!(PeersType);
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "peers"`, `GET /cluster/sdn/fabrics/node returns "peers"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "peers"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "peers"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "peers"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "peers"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Peers {
     /// Key `endpoint`
     pub endpoint: Option<String>,
@@ -359,6 +490,42 @@ pub struct Peers {
     pub type_: PeersType,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Peers {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(iface: impl Into<String>, node: impl Into<String>, type_: PeersType) -> Self {
+        Self {
+            endpoint: None,
+            iface: iface.into(),
+            node: node.into(),
+            node_iface: None,
+            skip_route_generation: None,
+            type_,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `node_iface`.
+    #[must_use]
+    pub fn node_iface(mut self, value: impl Into<String>) -> Self {
+        self.node_iface = Some(value.into());
+        self
+    }
+    /// Sets `skip_route_generation`.
+    #[must_use]
+    pub fn skip_route_generation(mut self, value: bool) -> Self {
+        self.skip_route_generation = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Peers {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -462,7 +629,8 @@ impl crate::open_enum::OpenEnum for Role {
 }
 crate::open_enum_traits!(Role);
 /// From `GET /cluster/sdn/fabrics returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

@@ -6,6 +6,7 @@ pub mod id;
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListPrefixLists {
     /// `pending`
     pub pending: Option<bool>,
@@ -21,6 +22,38 @@ impl serde::Serialize for ListPrefixLists {
         o.opt("running", &self.running)?;
         o.opt("verbose", &self.verbose)?;
         o.end()
+    }
+}
+impl ListPrefixLists {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+            verbose: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
+    }
+    /// Sets `verbose`.
+    #[must_use]
+    pub fn verbose(mut self, value: bool) -> Self {
+        self.verbose = Some(value);
+        self
     }
 }
 impl crate::Operation for ListPrefixLists {
@@ -41,6 +74,7 @@ pub type ListPrefixListsError = crate::error::Untyped<ListPrefixLists>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreatePrefixListEntry {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -62,7 +96,11 @@ impl serde::Serialize for CreatePrefixListEntry {
     }
 }
 impl CreatePrefixListEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             digest: None,
@@ -70,6 +108,24 @@ impl CreatePrefixListEntry {
             id: id.into(),
             lock_token: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `entries`.
+    #[must_use]
+    pub fn entries(mut self, value: impl Into<Vec<Entries>>) -> Self {
+        self.entries = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreatePrefixListEntry {
@@ -117,6 +173,7 @@ crate::open_enum_traits!(EntriesAction);
 ///
 /// Used by: `POST /cluster/sdn/prefix-lists param "entries"`, `PUT /cluster/sdn/prefix-lists/{id} param "entries"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Entries {
     /// Key `action`
     pub action: Option<EntriesAction>,
@@ -130,6 +187,53 @@ pub struct Entries {
     pub seq: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Entries {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            action: None,
+            ge: None,
+            le: None,
+            prefix: None,
+            seq: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `action`.
+    #[must_use]
+    pub fn action(mut self, value: EntriesAction) -> Self {
+        self.action = Some(value);
+        self
+    }
+    /// Sets `ge`.
+    #[must_use]
+    pub fn ge(mut self, value: i64) -> Self {
+        self.ge = Some(value);
+        self
+    }
+    /// Sets `le`.
+    #[must_use]
+    pub fn le(mut self, value: i64) -> Self {
+        self.le = Some(value);
+        self
+    }
+    /// Sets `prefix`.
+    #[must_use]
+    pub fn prefix(mut self, value: impl Into<String>) -> Self {
+        self.prefix = Some(value.into());
+        self
+    }
+    /// Sets `seq`.
+    #[must_use]
+    pub fn seq(mut self, value: i64) -> Self {
+        self.seq = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Entries {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {

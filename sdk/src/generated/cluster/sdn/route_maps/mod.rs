@@ -6,6 +6,7 @@ pub mod entries;
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListRouteMaps {
     /// `running`
     pub running: Option<bool>,
@@ -15,6 +16,22 @@ impl serde::Serialize for ListRouteMaps {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("running", &self.running)?;
         o.end()
+    }
+}
+impl ListRouteMaps {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { running: None }
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for ListRouteMaps {
@@ -30,7 +47,8 @@ pub type ListRouteMapsResponse = Vec<ListRouteMapsResponseItem>;
 /// Errors of [`ListRouteMaps`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type ListRouteMapsError = crate::error::Untyped<ListRouteMaps>;
 /// From `GET /cluster/sdn/route-maps returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListRouteMapsResponseItem {
     /// Format `pve-sdn-route-map-id`
     pub id: Option<String>,

@@ -6,6 +6,7 @@ pub mod vnet;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -18,6 +19,31 @@ impl serde::Serialize for Index {
         o.opt("pending", &self.pending)?;
         o.opt("running", &self.running)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -38,6 +64,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -71,7 +98,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, zone: impl Into<String>) -> Self {
         Self {
             alias: None,
@@ -83,6 +114,42 @@ impl Create {
             vnet: vnet.into(),
             zone: zone.into(),
         }
+    }
+    /// Sets `alias`.
+    #[must_use]
+    pub fn alias(mut self, value: impl Into<String>) -> Self {
+        self.alias = Some(value.into());
+        self
+    }
+    /// Sets `isolate-ports`.
+    #[must_use]
+    pub fn isolate_ports(mut self, value: bool) -> Self {
+        self.isolate_ports = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `tag`.
+    #[must_use]
+    pub fn tag(mut self, value: i64) -> Self {
+        self.tag = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
+    }
+    /// Sets `vlanaware`.
+    #[must_use]
+    pub fn vlanaware(mut self, value: bool) -> Self {
+        self.vlanaware = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -123,7 +190,8 @@ impl crate::open_enum::OpenEnum for Type {
 }
 crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/vnets returns items "pending"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemPending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -164,7 +232,8 @@ impl serde::Serialize for IndexResponseItemPending {
     }
 }
 /// From `GET /cluster/sdn/vnets returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,

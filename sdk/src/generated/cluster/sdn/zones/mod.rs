@@ -6,6 +6,7 @@ pub mod zone;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -21,6 +22,38 @@ impl serde::Serialize for Index {
         o.opt("running", &self.running)?;
         o.opt("type", &self.type_)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+            type_: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: Type) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -41,6 +74,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
@@ -140,7 +174,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(type_: Type, zone: impl Into<String>) -> Self {
         Self {
             advertise_subnets: None,
@@ -172,6 +210,162 @@ impl Create {
             vxlan_port: None,
             zone: zone.into(),
         }
+    }
+    /// Sets `advertise-subnets`.
+    #[must_use]
+    pub fn advertise_subnets(mut self, value: bool) -> Self {
+        self.advertise_subnets = Some(value);
+        self
+    }
+    /// Sets `bridge`.
+    #[must_use]
+    pub fn bridge(mut self, value: impl Into<String>) -> Self {
+        self.bridge = Some(value.into());
+        self
+    }
+    /// Sets `bridge-disable-mac-learning`.
+    #[must_use]
+    pub fn bridge_disable_mac_learning(mut self, value: bool) -> Self {
+        self.bridge_disable_mac_learning = Some(value);
+        self
+    }
+    /// Sets `controller`.
+    #[must_use]
+    pub fn controller(mut self, value: impl Into<String>) -> Self {
+        self.controller = Some(value.into());
+        self
+    }
+    /// Sets `dhcp`.
+    #[must_use]
+    pub fn dhcp(mut self, value: Dhcp) -> Self {
+        self.dhcp = Some(value);
+        self
+    }
+    /// Sets `disable-arp-nd-suppression`.
+    #[must_use]
+    pub fn disable_arp_nd_suppression(mut self, value: bool) -> Self {
+        self.disable_arp_nd_suppression = Some(value);
+        self
+    }
+    /// Sets `dns`.
+    #[must_use]
+    pub fn dns(mut self, value: impl Into<String>) -> Self {
+        self.dns = Some(value.into());
+        self
+    }
+    /// Sets `dnszone`.
+    #[must_use]
+    pub fn dnszone(mut self, value: impl Into<String>) -> Self {
+        self.dnszone = Some(value.into());
+        self
+    }
+    /// Sets `dp-id`.
+    #[must_use]
+    pub fn dp_id(mut self, value: i64) -> Self {
+        self.dp_id = Some(value);
+        self
+    }
+    /// Sets `exitnodes`.
+    #[must_use]
+    pub fn exitnodes(mut self, value: impl Into<String>) -> Self {
+        self.exitnodes = Some(value.into());
+        self
+    }
+    /// Sets `exitnodes-local-routing`.
+    #[must_use]
+    pub fn exitnodes_local_routing(mut self, value: bool) -> Self {
+        self.exitnodes_local_routing = Some(value);
+        self
+    }
+    /// Sets `exitnodes-primary`.
+    #[must_use]
+    pub fn exitnodes_primary(mut self, value: impl Into<String>) -> Self {
+        self.exitnodes_primary = Some(value.into());
+        self
+    }
+    /// Sets `fabric`.
+    #[must_use]
+    pub fn fabric(mut self, value: impl Into<String>) -> Self {
+        self.fabric = Some(value.into());
+        self
+    }
+    /// Sets `ipam`.
+    #[must_use]
+    pub fn ipam(mut self, value: impl Into<String>) -> Self {
+        self.ipam = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `mac`.
+    #[must_use]
+    pub fn mac(mut self, value: impl Into<String>) -> Self {
+        self.mac = Some(value.into());
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(mut self, value: impl Into<String>) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `reversedns`.
+    #[must_use]
+    pub fn reversedns(mut self, value: impl Into<String>) -> Self {
+        self.reversedns = Some(value.into());
+        self
+    }
+    /// Sets `rt-import`.
+    #[must_use]
+    pub fn rt_import(mut self, value: impl Into<String>) -> Self {
+        self.rt_import = Some(value.into());
+        self
+    }
+    /// Sets `secondary-controllers`.
+    #[must_use]
+    pub fn secondary_controllers(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.secondary_controllers = Some(value.into());
+        self
+    }
+    /// Sets `tag`.
+    #[must_use]
+    pub fn tag(mut self, value: i64) -> Self {
+        self.tag = Some(value);
+        self
+    }
+    /// Sets `vlan-protocol`.
+    #[must_use]
+    pub fn vlan_protocol(mut self, value: VlanProtocol) -> Self {
+        self.vlan_protocol = Some(value);
+        self
+    }
+    /// Sets `vrf-vxlan`.
+    #[must_use]
+    pub fn vrf_vxlan(mut self, value: i64) -> Self {
+        self.vrf_vxlan = Some(value);
+        self
+    }
+    /// Sets `vxlan-port`.
+    #[must_use]
+    pub fn vxlan_port(mut self, value: i64) -> Self {
+        self.vxlan_port = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -286,7 +480,8 @@ impl crate::open_enum::OpenEnum for VlanProtocol {
 }
 crate::open_enum_traits!(VlanProtocol);
 /// From `GET /cluster/sdn/zones returns items "pending"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemPending {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
@@ -405,7 +600,8 @@ impl serde::Serialize for IndexResponseItemPending {
     }
 }
 /// From `GET /cluster/sdn/zones returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,

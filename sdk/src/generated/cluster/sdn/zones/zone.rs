@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(zone: impl Into<String>) -> Self {
         Self {
             zone: zone.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -46,6 +57,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
@@ -64,13 +76,29 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(zone: impl Into<String>) -> Self {
         Self {
             zone: zone.into(),
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Read {
@@ -89,6 +117,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
@@ -191,7 +220,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(zone: impl Into<String>) -> Self {
         Self {
             zone: zone.into(),
@@ -225,6 +258,177 @@ impl Update {
             vxlan_port: None,
         }
     }
+    /// Sets `advertise-subnets`.
+    #[must_use]
+    pub fn advertise_subnets(mut self, value: bool) -> Self {
+        self.advertise_subnets = Some(value);
+        self
+    }
+    /// Sets `bridge`.
+    #[must_use]
+    pub fn bridge(mut self, value: impl Into<String>) -> Self {
+        self.bridge = Some(value.into());
+        self
+    }
+    /// Sets `bridge-disable-mac-learning`.
+    #[must_use]
+    pub fn bridge_disable_mac_learning(mut self, value: bool) -> Self {
+        self.bridge_disable_mac_learning = Some(value);
+        self
+    }
+    /// Sets `controller`.
+    #[must_use]
+    pub fn controller(mut self, value: impl Into<String>) -> Self {
+        self.controller = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `dhcp`.
+    #[must_use]
+    pub fn dhcp(mut self, value: crate::generated::cluster::sdn::zones::Dhcp) -> Self {
+        self.dhcp = Some(value);
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable-arp-nd-suppression`.
+    #[must_use]
+    pub fn disable_arp_nd_suppression(mut self, value: bool) -> Self {
+        self.disable_arp_nd_suppression = Some(value);
+        self
+    }
+    /// Sets `dns`.
+    #[must_use]
+    pub fn dns(mut self, value: impl Into<String>) -> Self {
+        self.dns = Some(value.into());
+        self
+    }
+    /// Sets `dnszone`.
+    #[must_use]
+    pub fn dnszone(mut self, value: impl Into<String>) -> Self {
+        self.dnszone = Some(value.into());
+        self
+    }
+    /// Sets `dp-id`.
+    #[must_use]
+    pub fn dp_id(mut self, value: i64) -> Self {
+        self.dp_id = Some(value);
+        self
+    }
+    /// Sets `exitnodes`.
+    #[must_use]
+    pub fn exitnodes(mut self, value: impl Into<String>) -> Self {
+        self.exitnodes = Some(value.into());
+        self
+    }
+    /// Sets `exitnodes-local-routing`.
+    #[must_use]
+    pub fn exitnodes_local_routing(mut self, value: bool) -> Self {
+        self.exitnodes_local_routing = Some(value);
+        self
+    }
+    /// Sets `exitnodes-primary`.
+    #[must_use]
+    pub fn exitnodes_primary(mut self, value: impl Into<String>) -> Self {
+        self.exitnodes_primary = Some(value.into());
+        self
+    }
+    /// Sets `fabric`.
+    #[must_use]
+    pub fn fabric(mut self, value: impl Into<String>) -> Self {
+        self.fabric = Some(value.into());
+        self
+    }
+    /// Sets `ipam`.
+    #[must_use]
+    pub fn ipam(mut self, value: impl Into<String>) -> Self {
+        self.ipam = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `mac`.
+    #[must_use]
+    pub fn mac(mut self, value: impl Into<String>) -> Self {
+        self.mac = Some(value.into());
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `nodes`.
+    #[must_use]
+    pub fn nodes(mut self, value: impl Into<String>) -> Self {
+        self.nodes = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(mut self, value: impl Into<String>) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `reversedns`.
+    #[must_use]
+    pub fn reversedns(mut self, value: impl Into<String>) -> Self {
+        self.reversedns = Some(value.into());
+        self
+    }
+    /// Sets `rt-import`.
+    #[must_use]
+    pub fn rt_import(mut self, value: impl Into<String>) -> Self {
+        self.rt_import = Some(value.into());
+        self
+    }
+    /// Sets `secondary-controllers`.
+    #[must_use]
+    pub fn secondary_controllers(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.secondary_controllers = Some(value.into());
+        self
+    }
+    /// Sets `tag`.
+    #[must_use]
+    pub fn tag(mut self, value: i64) -> Self {
+        self.tag = Some(value);
+        self
+    }
+    /// Sets `vlan-protocol`.
+    #[must_use]
+    pub fn vlan_protocol(
+        mut self,
+        value: crate::generated::cluster::sdn::zones::VlanProtocol,
+    ) -> Self {
+        self.vlan_protocol = Some(value);
+        self
+    }
+    /// Sets `vrf-vxlan`.
+    #[must_use]
+    pub fn vrf_vxlan(mut self, value: i64) -> Self {
+        self.vrf_vxlan = Some(value);
+        self
+    }
+    /// Sets `vxlan-port`.
+    #[must_use]
+    pub fn vxlan_port(mut self, value: i64) -> Self {
+        self.vxlan_port = Some(value);
+        self
+    }
 }
 impl crate::Operation for Update {
     const ID: &'static str = "update";
@@ -238,7 +442,8 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/sdn/zones/{zone} returns "pending"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponsePending {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
@@ -357,7 +562,8 @@ impl serde::Serialize for ReadResponsePending {
     }
 }
 /// From `GET /cluster/sdn/zones/{zone} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponse {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,

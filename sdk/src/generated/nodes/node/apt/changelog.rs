@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Changelog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for Changelog {
     }
 }
 impl Changelog {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             name: name.into(),
             version: None,
         }
+    }
+    /// Sets `version`.
+    #[must_use]
+    pub fn version(mut self, value: impl Into<String>) -> Self {
+        self.version = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Changelog {

@@ -9,6 +9,7 @@ pub mod versions;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -95,7 +100,8 @@ impl crate::open_enum::OpenEnum for Arch {
 }
 crate::open_enum_traits!(Arch);
 /// From `GET /nodes/{node}/apt returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `id`
     pub id: Option<String>,

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Repositories {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Repositories {
     }
 }
 impl Repositories {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -45,6 +50,7 @@ pub type RepositoriesError = crate::error::Untyped<Repositories>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ChangeRepository {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -69,7 +75,11 @@ impl serde::Serialize for ChangeRepository {
     }
 }
 impl ChangeRepository {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, index: i64, path: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -78,6 +88,18 @@ impl ChangeRepository {
             index,
             path: path.into(),
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
     }
 }
 impl crate::Operation for ChangeRepository {
@@ -104,6 +126,7 @@ pub type ChangeRepositoryError = crate::error::Untyped<ChangeRepository>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AddRepository {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -122,13 +145,23 @@ impl serde::Serialize for AddRepository {
     }
 }
 impl AddRepository {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, handle: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             digest: None,
             handle: handle.into(),
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for AddRepository {
@@ -149,7 +182,8 @@ pub type AddRepositoryResponse = ();
 /// Errors of [`AddRepository`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type AddRepositoryError = crate::error::Untyped<AddRepository>;
 /// From `GET /nodes/{node}/apt/repositories returns "errors" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponseErrorsItem {
     /// `error`
     pub error: Option<String>,
@@ -236,7 +270,8 @@ impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesIte
 }
 crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemFileType);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items "Options" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponseFilesItemRepositoriesItemOptionsItem {
     /// Wire name `Key`
     pub key: Option<String>,
@@ -294,7 +329,8 @@ impl crate::open_enum::OpenEnum for RepositoriesResponseFilesItemRepositoriesIte
 }
 crate::open_enum_traits!(RepositoriesResponseFilesItemRepositoriesItemTypesItem);
 /// From `GET /nodes/{node}/apt/repositories returns "files" items "repositories" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponseFilesItemRepositoriesItem {
     /// Wire name `Comment`
     pub comment: Option<String>,
@@ -347,7 +383,8 @@ impl serde::Serialize for RepositoriesResponseFilesItemRepositoriesItem {
     }
 }
 /// From `GET /nodes/{node}/apt/repositories returns "files" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponseFilesItem {
     /// `digest`
     pub digest: Option<Vec<i64>>,
@@ -384,7 +421,8 @@ impl serde::Serialize for RepositoriesResponseFilesItem {
     }
 }
 /// From `GET /nodes/{node}/apt/repositories returns "infos" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponseInfosItem {
     /// `index`
     pub index: Option<String>,
@@ -425,7 +463,8 @@ impl serde::Serialize for RepositoriesResponseInfosItem {
     }
 }
 /// From `GET /nodes/{node}/apt/repositories returns "standard-repos" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponseStandardReposItem {
     /// `handle`
     pub handle: Option<String>,
@@ -458,7 +497,8 @@ impl serde::Serialize for RepositoriesResponseStandardReposItem {
     }
 }
 /// From `GET /nodes/{node}/apt/repositories returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RepositoriesResponse {
     /// `digest`
     pub digest: Option<String>,

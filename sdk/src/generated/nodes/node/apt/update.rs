@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ListUpdates {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for ListUpdates {
     }
 }
 impl ListUpdates {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -49,6 +54,7 @@ pub type ListUpdatesError = crate::error::Untyped<ListUpdates>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateDatabase {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -67,13 +73,29 @@ impl serde::Serialize for UpdateDatabase {
     }
 }
 impl UpdateDatabase {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             notify: None,
             quiet: None,
         }
+    }
+    /// Sets `notify`.
+    #[must_use]
+    pub fn notify(mut self, value: bool) -> Self {
+        self.notify = Some(value);
+        self
+    }
+    /// Sets `quiet`.
+    #[must_use]
+    pub fn quiet(mut self, value: bool) -> Self {
+        self.quiet = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdateDatabase {
@@ -95,7 +117,8 @@ pub type UpdateDatabaseResponse = crate::Upid;
 /// Errors of [`UpdateDatabase`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateDatabaseError = crate::error::Untyped<UpdateDatabase>;
 /// From `GET /nodes/{node}/apt/update returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListUpdatesResponseItem {
     /// Wire name `Arch`
     pub arch: Option<crate::generated::nodes::node::apt::Arch>,

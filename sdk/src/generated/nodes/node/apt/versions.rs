@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Versions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Versions {
     }
 }
 impl Versions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -93,7 +98,8 @@ impl crate::open_enum::OpenEnum for VersionsResponseItemCurrentState {
 }
 crate::open_enum_traits!(VersionsResponseItemCurrentState);
 /// From `GET /nodes/{node}/apt/versions returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VersionsResponseItem {
     /// Wire name `Arch`
     pub arch: Option<crate::generated::nodes::node::apt::Arch>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CmdSafety {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for CmdSafety {
     }
 }
 impl CmdSafety {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         action: CmdSafetyAction,
@@ -122,7 +127,8 @@ impl crate::open_enum::OpenEnum for CmdSafetyService {
 }
 crate::open_enum_traits!(CmdSafetyService);
 /// From `GET /nodes/{node}/ceph/cmd-safety returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CmdSafetyResponse {
     /// `safe`
     pub safe: Option<bool>,

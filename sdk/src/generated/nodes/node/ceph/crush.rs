@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Crush {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for Crush {
     }
 }
 impl Crush {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }

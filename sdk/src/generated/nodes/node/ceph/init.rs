@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Init {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -37,7 +38,11 @@ impl serde::Serialize for Init {
     }
 }
 impl Init {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,6 +53,42 @@ impl Init {
             pg_bits: None,
             size: None,
         }
+    }
+    /// Sets `cluster-network`.
+    #[must_use]
+    pub fn cluster_network(mut self, value: impl Into<String>) -> Self {
+        self.cluster_network = Some(value.into());
+        self
+    }
+    /// Sets `disable_cephx`.
+    #[must_use]
+    pub fn disable_cephx(mut self, value: bool) -> Self {
+        self.disable_cephx = Some(value);
+        self
+    }
+    /// Sets `min_size`.
+    #[must_use]
+    pub fn min_size(mut self, value: i64) -> Self {
+        self.min_size = Some(value);
+        self
+    }
+    /// Sets `network`.
+    #[must_use]
+    pub fn network(mut self, value: impl Into<String>) -> Self {
+        self.network = Some(value.into());
+        self
+    }
+    /// Sets `pg_bits`.
+    #[must_use]
+    pub fn pg_bits(mut self, value: i64) -> Self {
+        self.pg_bits = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: i64) -> Self {
+        self.size = Some(value);
+        self
     }
 }
 impl crate::Operation for Init {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Log {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,29 @@ impl serde::Serialize for Log {
     }
 }
 impl Log {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             limit: None,
             start: None,
         }
+    }
+    /// Sets `limit`.
+    #[must_use]
+    pub fn limit(mut self, value: i64) -> Self {
+        self.limit = Some(value);
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: i64) -> Self {
+        self.start = Some(value);
+        self
     }
 }
 impl crate::Operation for Log {
@@ -51,7 +68,8 @@ impl crate::Operation for Log {
 pub type LogResponse = Vec<LogResponseItem>;
 crate::operation_error!(LogError for Log; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/log returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LogResponseItem {
     /// `n`
     pub n: Option<i64>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Restart {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,12 +24,22 @@ impl serde::Serialize for Restart {
     }
 }
 impl Restart {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             service: None,
         }
+    }
+    /// Sets `service`.
+    #[must_use]
+    pub fn service(mut self, value: impl Into<String>) -> Self {
+        self.service = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Restart {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoveCustomCert {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,12 +23,22 @@ impl serde::Serialize for RemoveCustomCert {
     }
 }
 impl RemoveCustomCert {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             restart: None,
         }
+    }
+    /// Sets `restart`.
+    #[must_use]
+    pub fn restart(mut self, value: bool) -> Self {
+        self.restart = Some(value);
+        self
     }
 }
 impl crate::Operation for RemoveCustomCert {
@@ -54,6 +65,7 @@ pub type RemoveCustomCertError = crate::error::Untyped<RemoveCustomCert>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UploadCustomCert {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -78,7 +90,11 @@ impl serde::Serialize for UploadCustomCert {
     }
 }
 impl UploadCustomCert {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, certificates: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -87,6 +103,24 @@ impl UploadCustomCert {
             key: None,
             restart: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `key`.
+    #[must_use]
+    pub fn key(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.key = Some(value.into());
+        self
+    }
+    /// Sets `restart`.
+    #[must_use]
+    pub fn restart(mut self, value: bool) -> Self {
+        self.restart = Some(value);
+        self
     }
 }
 impl crate::Operation for UploadCustomCert {
@@ -105,7 +139,8 @@ impl crate::Operation for UploadCustomCert {
 /// Errors of [`UploadCustomCert`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UploadCustomCertError = crate::error::Untyped<UploadCustomCert>;
 /// From `POST /nodes/{node}/certificates/custom returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UploadCustomCertResponse {
     /// `filename`
     pub filename: Option<String>,

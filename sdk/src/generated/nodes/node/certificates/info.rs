@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Info {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Info {
     }
 }
 impl Info {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -41,7 +46,8 @@ pub type InfoResponse = Vec<InfoResponseItem>;
 /// Errors of [`Info`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type InfoError = crate::error::Untyped<Info>;
 /// From `GET /nodes/{node}/certificates/info returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct InfoResponseItem {
     /// `filename`
     pub filename: Option<String>,

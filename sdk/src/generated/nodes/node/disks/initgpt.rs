@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Initgpt {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -26,13 +27,23 @@ impl serde::Serialize for Initgpt {
     }
 }
 impl Initgpt {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, disk: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             disk: disk.into(),
             uuid: None,
         }
+    }
+    /// Sets `uuid`.
+    #[must_use]
+    pub fn uuid(mut self, value: impl Into<String>) -> Self {
+        self.uuid = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Initgpt {

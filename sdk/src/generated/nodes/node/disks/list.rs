@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for List {
     }
 }
 impl List {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -36,6 +41,24 @@ impl List {
             skipsmart: None,
             type_: None,
         }
+    }
+    /// Sets `include-partitions`.
+    #[must_use]
+    pub fn include_partitions(mut self, value: bool) -> Self {
+        self.include_partitions = Some(value);
+        self
+    }
+    /// Sets `skipsmart`.
+    #[must_use]
+    pub fn skipsmart(mut self, value: bool) -> Self {
+        self.skipsmart = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: ListType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for List {
@@ -85,7 +108,8 @@ impl crate::open_enum::OpenEnum for ListType {
 }
 crate::open_enum_traits!(ListType);
 /// From `GET /nodes/{node}/disks/list returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListResponseItem {
     /// `devpath`
     pub devpath: Option<String>,

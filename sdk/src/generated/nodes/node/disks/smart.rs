@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Smart {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for Smart {
     }
 }
 impl Smart {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, disk: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             disk: disk.into(),
             healthonly: None,
         }
+    }
+    /// Sets `healthonly`.
+    #[must_use]
+    pub fn healthonly(mut self, value: bool) -> Self {
+        self.healthonly = Some(value);
+        self
     }
 }
 impl crate::Operation for Smart {
@@ -50,7 +61,8 @@ impl crate::Operation for Smart {
 /// Errors of [`Smart`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SmartError = crate::error::Untyped<Smart>;
 /// From `GET /nodes/{node}/disks/smart returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SmartResponse {
     /// `attributes`
     pub attributes: Option<Vec<serde_json::Value>>,

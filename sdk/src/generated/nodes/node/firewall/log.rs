@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Log {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for Log {
     }
 }
 impl Log {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -40,6 +45,30 @@ impl Log {
             start: None,
             until: None,
         }
+    }
+    /// Sets `limit`.
+    #[must_use]
+    pub fn limit(mut self, value: i64) -> Self {
+        self.limit = Some(value);
+        self
+    }
+    /// Sets `since`.
+    #[must_use]
+    pub fn since(mut self, value: i64) -> Self {
+        self.since = Some(value);
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: i64) -> Self {
+        self.start = Some(value);
+        self
+    }
+    /// Sets `until`.
+    #[must_use]
+    pub fn until(mut self, value: i64) -> Self {
+        self.until = Some(value);
+        self
     }
 }
 impl crate::Operation for Log {
@@ -60,7 +89,8 @@ pub type LogResponse = Vec<LogResponseItem>;
 /// Errors of [`Log`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type LogError = crate::error::Untyped<Log>;
 /// From `GET /nodes/{node}/firewall/log returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LogResponseItem {
     /// `n`
     pub n: Option<i64>,

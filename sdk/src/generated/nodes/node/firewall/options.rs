@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for GetOptions {
     }
 }
 impl GetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -45,6 +50,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -129,7 +135,11 @@ impl serde::Serialize for SetOptions {
     }
 }
 impl SetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -155,6 +165,132 @@ impl SetOptions {
             tcp_flags_log_level: None,
             tcpflags: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: bool) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `log_level_forward`.
+    #[must_use]
+    pub fn log_level_forward(mut self, value: crate::generated::LogLevelForward) -> Self {
+        self.log_level_forward = Some(value);
+        self
+    }
+    /// Sets `log_level_in`.
+    #[must_use]
+    pub fn log_level_in(mut self, value: crate::generated::nodes::node::LogLevelIn) -> Self {
+        self.log_level_in = Some(value);
+        self
+    }
+    /// Sets `log_level_out`.
+    #[must_use]
+    pub fn log_level_out(mut self, value: crate::generated::nodes::node::LogLevelOut) -> Self {
+        self.log_level_out = Some(value);
+        self
+    }
+    /// Sets `log_nf_conntrack`.
+    #[must_use]
+    pub fn log_nf_conntrack(mut self, value: bool) -> Self {
+        self.log_nf_conntrack = Some(value);
+        self
+    }
+    /// Sets `ndp`.
+    #[must_use]
+    pub fn ndp(mut self, value: bool) -> Self {
+        self.ndp = Some(value);
+        self
+    }
+    /// Sets `nf_conntrack_allow_invalid`.
+    #[must_use]
+    pub fn nf_conntrack_allow_invalid(mut self, value: bool) -> Self {
+        self.nf_conntrack_allow_invalid = Some(value);
+        self
+    }
+    /// Sets `nf_conntrack_helpers`.
+    #[must_use]
+    pub fn nf_conntrack_helpers(mut self, value: impl Into<String>) -> Self {
+        self.nf_conntrack_helpers = Some(value.into());
+        self
+    }
+    /// Sets `nf_conntrack_max`.
+    #[must_use]
+    pub fn nf_conntrack_max(mut self, value: i64) -> Self {
+        self.nf_conntrack_max = Some(value);
+        self
+    }
+    /// Sets `nf_conntrack_tcp_timeout_established`.
+    #[must_use]
+    pub fn nf_conntrack_tcp_timeout_established(mut self, value: i64) -> Self {
+        self.nf_conntrack_tcp_timeout_established = Some(value);
+        self
+    }
+    /// Sets `nf_conntrack_tcp_timeout_syn_recv`.
+    #[must_use]
+    pub fn nf_conntrack_tcp_timeout_syn_recv(mut self, value: i64) -> Self {
+        self.nf_conntrack_tcp_timeout_syn_recv = Some(value);
+        self
+    }
+    /// Sets `nftables`.
+    #[must_use]
+    pub fn nftables(mut self, value: bool) -> Self {
+        self.nftables = Some(value);
+        self
+    }
+    /// Sets `nosmurfs`.
+    #[must_use]
+    pub fn nosmurfs(mut self, value: bool) -> Self {
+        self.nosmurfs = Some(value);
+        self
+    }
+    /// Sets `protection_synflood`.
+    #[must_use]
+    pub fn protection_synflood(mut self, value: bool) -> Self {
+        self.protection_synflood = Some(value);
+        self
+    }
+    /// Sets `protection_synflood_burst`.
+    #[must_use]
+    pub fn protection_synflood_burst(mut self, value: i64) -> Self {
+        self.protection_synflood_burst = Some(value);
+        self
+    }
+    /// Sets `protection_synflood_rate`.
+    #[must_use]
+    pub fn protection_synflood_rate(mut self, value: i64) -> Self {
+        self.protection_synflood_rate = Some(value);
+        self
+    }
+    /// Sets `smurf_log_level`.
+    #[must_use]
+    pub fn smurf_log_level(mut self, value: SmurfLogLevel) -> Self {
+        self.smurf_log_level = Some(value);
+        self
+    }
+    /// Sets `tcp_flags_log_level`.
+    #[must_use]
+    pub fn tcp_flags_log_level(mut self, value: TcpFlagsLogLevel) -> Self {
+        self.tcp_flags_log_level = Some(value);
+        self
+    }
+    /// Sets `tcpflags`.
+    #[must_use]
+    pub fn tcpflags(mut self, value: bool) -> Self {
+        self.tcpflags = Some(value);
+        self
     }
 }
 impl crate::Operation for SetOptions {
@@ -292,7 +428,8 @@ impl crate::open_enum::OpenEnum for TcpFlagsLogLevel {
 }
 crate::open_enum_traits!(TcpFlagsLogLevel);
 /// From `GET /nodes/{node}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetOptionsResponse {
     /// Default `1`
     pub enable: Option<bool>,

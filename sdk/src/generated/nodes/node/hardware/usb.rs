@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Usbscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for Usbscan {
     }
 }
 impl Usbscan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -42,7 +47,8 @@ pub type UsbscanResponse = Vec<UsbscanResponseItem>;
 /// Errors of [`Usbscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UsbscanError = crate::error::Untyped<Usbscan>;
 /// From `GET /nodes/{node}/hardware/usb returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UsbscanResponseItem {
     /// `busnum`
     pub busnum: Option<i64>,

@@ -8,6 +8,7 @@ pub mod vmid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vmlist {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for Vmlist {
     }
 }
 impl Vmlist {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -50,6 +55,7 @@ pub type VmlistError = crate::error::Untyped<Vmlist>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -157,7 +163,7 @@ impl serde::Serialize for CreateVm {
         o.opt("cpuunits", &self.cpuunits)?;
         o.opt("debug", &self.debug)?;
         o.opt("description", &self.description)?;
-        o.indexed(&self.dev)?;
+        o.indexed_checked(&self.dev)?;
         o.opt("entrypoint", &self.entrypoint)?;
         o.opt("env", &self.env)?;
         o.opt("features", &self.features)?;
@@ -168,9 +174,9 @@ impl serde::Serialize for CreateVm {
         o.opt("ignore-unpack-errors", &self.ignore_unpack_errors)?;
         o.opt("lock", &self.lock)?;
         o.opt("memory", &self.memory)?;
-        o.indexed(&self.mp)?;
+        o.indexed_checked(&self.mp)?;
         o.opt("nameserver", &self.nameserver)?;
-        o.indexed(&self.net)?;
+        o.indexed_checked(&self.net)?;
         o.opt("onboot", &self.onboot)?;
         o.req("ostemplate", &self.ostemplate)?;
         o.opt("ostype", &self.ostype)?;
@@ -191,13 +197,17 @@ impl serde::Serialize for CreateVm {
         o.opt("tty", &self.tty)?;
         o.opt("unique", &self.unique)?;
         o.opt("unprivileged", &self.unprivileged)?;
-        o.indexed(&self.unused)?;
+        o.indexed_checked(&self.unused)?;
         o.req("vmid", &self.vmid)?;
         o.end()
     }
 }
 impl CreateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, ostemplate: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -248,6 +258,264 @@ impl CreateVm {
             vmid,
         }
     }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: Arch) -> Self {
+        self.arch = Some(value);
+        self
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: f64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `cmode`.
+    #[must_use]
+    pub fn cmode(mut self, value: Cmode) -> Self {
+        self.cmode = Some(value);
+        self
+    }
+    /// Sets `console`.
+    #[must_use]
+    pub fn console(mut self, value: bool) -> Self {
+        self.console = Some(value);
+        self
+    }
+    /// Sets `cores`.
+    #[must_use]
+    pub fn cores(mut self, value: i64) -> Self {
+        self.cores = Some(value);
+        self
+    }
+    /// Sets `cpulimit`.
+    #[must_use]
+    pub fn cpulimit(mut self, value: f64) -> Self {
+        self.cpulimit = Some(value);
+        self
+    }
+    /// Sets `cpuunits`.
+    #[must_use]
+    pub fn cpuunits(mut self, value: i64) -> Self {
+        self.cpuunits = Some(value);
+        self
+    }
+    /// Sets `debug`.
+    #[must_use]
+    pub fn debug(mut self, value: bool) -> Self {
+        self.debug = Some(value);
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `dev[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn dev(mut self, index: u32, value: Dev) -> Self {
+        self.dev.set(index, value);
+        self
+    }
+    /// Sets `entrypoint`.
+    #[must_use]
+    pub fn entrypoint(mut self, value: impl Into<String>) -> Self {
+        self.entrypoint = Some(value.into());
+        self
+    }
+    /// Sets `env`.
+    #[must_use]
+    pub fn env(mut self, value: impl Into<String>) -> Self {
+        self.env = Some(value.into());
+        self
+    }
+    /// Sets `features`.
+    #[must_use]
+    pub fn features(mut self, value: Features) -> Self {
+        self.features = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `ha-managed`.
+    #[must_use]
+    pub fn ha_managed(mut self, value: bool) -> Self {
+        self.ha_managed = Some(value);
+        self
+    }
+    /// Sets `hookscript`.
+    #[must_use]
+    pub fn hookscript(mut self, value: impl Into<String>) -> Self {
+        self.hookscript = Some(value.into());
+        self
+    }
+    /// Sets `hostname`.
+    #[must_use]
+    pub fn hostname(mut self, value: impl Into<String>) -> Self {
+        self.hostname = Some(value.into());
+        self
+    }
+    /// Sets `ignore-unpack-errors`.
+    #[must_use]
+    pub fn ignore_unpack_errors(mut self, value: bool) -> Self {
+        self.ignore_unpack_errors = Some(value);
+        self
+    }
+    /// Sets `lock`.
+    #[must_use]
+    pub fn lock(mut self, value: Lock) -> Self {
+        self.lock = Some(value);
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: i64) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `mp[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn mp(mut self, index: u32, value: Mp) -> Self {
+        self.mp.set(index, value);
+        self
+    }
+    /// Sets `nameserver`.
+    #[must_use]
+    pub fn nameserver(mut self, value: impl Into<String>) -> Self {
+        self.nameserver = Some(value.into());
+        self
+    }
+    /// Sets `net[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn net(mut self, index: u32, value: Net) -> Self {
+        self.net.set(index, value);
+        self
+    }
+    /// Sets `onboot`.
+    #[must_use]
+    pub fn onboot(mut self, value: bool) -> Self {
+        self.onboot = Some(value);
+        self
+    }
+    /// Sets `ostype`.
+    #[must_use]
+    pub fn ostype(mut self, value: Ostype) -> Self {
+        self.ostype = Some(value);
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `protection`.
+    #[must_use]
+    pub fn protection(mut self, value: bool) -> Self {
+        self.protection = Some(value);
+        self
+    }
+    /// Sets `restore`.
+    #[must_use]
+    pub fn restore(mut self, value: bool) -> Self {
+        self.restore = Some(value);
+        self
+    }
+    /// Sets `rootfs`.
+    #[must_use]
+    pub fn rootfs(mut self, value: Rootfs) -> Self {
+        self.rootfs = Some(value);
+        self
+    }
+    /// Sets `searchdomain`.
+    #[must_use]
+    pub fn searchdomain(mut self, value: impl Into<String>) -> Self {
+        self.searchdomain = Some(value.into());
+        self
+    }
+    /// Sets `ssh-public-keys`.
+    #[must_use]
+    pub fn ssh_public_keys(mut self, value: impl Into<String>) -> Self {
+        self.ssh_public_keys = Some(value.into());
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: bool) -> Self {
+        self.start = Some(value);
+        self
+    }
+    /// Sets `startup`.
+    #[must_use]
+    pub fn startup(mut self, value: impl Into<String>) -> Self {
+        self.startup = Some(value.into());
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `swap`.
+    #[must_use]
+    pub fn swap(mut self, value: i64) -> Self {
+        self.swap = Some(value);
+        self
+    }
+    /// Sets `tags`.
+    #[must_use]
+    pub fn tags(mut self, value: impl Into<String>) -> Self {
+        self.tags = Some(value.into());
+        self
+    }
+    /// Sets `template`.
+    #[must_use]
+    pub fn template(mut self, value: bool) -> Self {
+        self.template = Some(value);
+        self
+    }
+    /// Sets `timezone`.
+    #[must_use]
+    pub fn timezone(mut self, value: impl Into<String>) -> Self {
+        self.timezone = Some(value.into());
+        self
+    }
+    /// Sets `tty`.
+    #[must_use]
+    pub fn tty(mut self, value: i64) -> Self {
+        self.tty = Some(value);
+        self
+    }
+    /// Sets `unique`.
+    #[must_use]
+    pub fn unique(mut self, value: bool) -> Self {
+        self.unique = Some(value);
+        self
+    }
+    /// Sets `unprivileged`.
+    #[must_use]
+    pub fn unprivileged(mut self, value: bool) -> Self {
+        self.unprivileged = Some(value);
+        self
+    }
+    /// Sets `unused[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn unused(mut self, index: u32, value: Unused) -> Self {
+        self.unused.set(index, value);
+        self
+    }
 }
 impl crate::Operation for CreateVm {
     const ID: &'static str = "create_vm";
@@ -270,6 +538,7 @@ crate::operation_error!(CreateVmError for CreateVm; NoQuorum);
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "dev[n]"`, `POST /nodes/{node}/lxc param "dev[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "dev[n]"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Dev {
     /// Key `deny-write`; default `0`
     pub deny_write: Option<bool>,
@@ -283,6 +552,53 @@ pub struct Dev {
     pub uid: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Dev {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            deny_write: None,
+            gid: None,
+            mode: None,
+            path: None,
+            uid: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `deny-write`.
+    #[must_use]
+    pub fn deny_write(mut self, value: bool) -> Self {
+        self.deny_write = Some(value);
+        self
+    }
+    /// Sets `gid`.
+    #[must_use]
+    pub fn gid(mut self, value: i64) -> Self {
+        self.gid = Some(value);
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: impl Into<String>) -> Self {
+        self.mode = Some(value.into());
+        self
+    }
+    /// Sets `path`.
+    #[must_use]
+    pub fn path(mut self, value: impl Into<String>) -> Self {
+        self.path = Some(value.into());
+        self
+    }
+    /// Sets `uid`.
+    #[must_use]
+    pub fn uid(mut self, value: i64) -> Self {
+        self.uid = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Dev {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -314,6 +630,7 @@ crate::property_string!(Dev);
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "features"`, `POST /nodes/{node}/lxc param "features"`, `PUT /nodes/{node}/lxc/{vmid}/config param "features"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Features {
     /// Default `0`
     pub force_rw_sys: Option<bool>,
@@ -329,6 +646,60 @@ pub struct Features {
     pub nesting: Option<bool>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Features {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            force_rw_sys: None,
+            fuse: None,
+            keyctl: None,
+            mknod: None,
+            mount: None,
+            nesting: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `force_rw_sys`.
+    #[must_use]
+    pub fn force_rw_sys(mut self, value: bool) -> Self {
+        self.force_rw_sys = Some(value);
+        self
+    }
+    /// Sets `fuse`.
+    #[must_use]
+    pub fn fuse(mut self, value: bool) -> Self {
+        self.fuse = Some(value);
+        self
+    }
+    /// Sets `keyctl`.
+    #[must_use]
+    pub fn keyctl(mut self, value: bool) -> Self {
+        self.keyctl = Some(value);
+        self
+    }
+    /// Sets `mknod`.
+    #[must_use]
+    pub fn mknod(mut self, value: bool) -> Self {
+        self.mknod = Some(value);
+        self
+    }
+    /// Sets `mount`.
+    #[must_use]
+    pub fn mount(mut self, value: impl Into<String>) -> Self {
+        self.mount = Some(value.into());
+        self
+    }
+    /// Sets `nesting`.
+    #[must_use]
+    pub fn nesting(mut self, value: bool) -> Self {
+        self.nesting = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Features {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -369,6 +740,7 @@ crate::property_string!(Features);
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "mp[n]"`, `POST /nodes/{node}/lxc param "mp[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "mp[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Mp {
     /// Key `acl`
     pub acl: Option<bool>,
@@ -396,6 +768,90 @@ pub struct Mp {
     pub volume: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Mp {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(mp: impl Into<String>, volume: impl Into<String>) -> Self {
+        Self {
+            acl: None,
+            backup: None,
+            idmap: None,
+            keepattrs: None,
+            mountoptions: None,
+            mp: mp.into(),
+            quota: None,
+            replicate: None,
+            ro: None,
+            shared: None,
+            size: None,
+            volume: volume.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `acl`.
+    #[must_use]
+    pub fn acl(mut self, value: bool) -> Self {
+        self.acl = Some(value);
+        self
+    }
+    /// Sets `backup`.
+    #[must_use]
+    pub fn backup(mut self, value: bool) -> Self {
+        self.backup = Some(value);
+        self
+    }
+    /// Sets `idmap`.
+    #[must_use]
+    pub fn idmap(mut self, value: impl Into<String>) -> Self {
+        self.idmap = Some(value.into());
+        self
+    }
+    /// Sets `keepattrs`.
+    #[must_use]
+    pub fn keepattrs(mut self, value: bool) -> Self {
+        self.keepattrs = Some(value);
+        self
+    }
+    /// Sets `mountoptions`.
+    #[must_use]
+    pub fn mountoptions(mut self, value: impl Into<String>) -> Self {
+        self.mountoptions = Some(value.into());
+        self
+    }
+    /// Sets `quota`.
+    #[must_use]
+    pub fn quota(mut self, value: bool) -> Self {
+        self.quota = Some(value);
+        self
+    }
+    /// Sets `replicate`.
+    #[must_use]
+    pub fn replicate(mut self, value: bool) -> Self {
+        self.replicate = Some(value);
+        self
+    }
+    /// Sets `ro`.
+    #[must_use]
+    pub fn ro(mut self, value: bool) -> Self {
+        self.ro = Some(value);
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Mp {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -479,6 +935,7 @@ crate::open_enum_traits!(NetType);
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "net[n]"`, `POST /nodes/{node}/lxc param "net[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "net[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Net {
     /// Pattern `[-_.\w\d]+`
     pub bridge: Option<String>,
@@ -512,6 +969,117 @@ pub struct Net {
     pub type_: Option<NetType>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Net {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            bridge: None,
+            firewall: None,
+            gw: None,
+            gw6: None,
+            host_managed: None,
+            hwaddr: None,
+            ip: None,
+            ip6: None,
+            link_down: None,
+            mtu: None,
+            name: name.into(),
+            rate: None,
+            tag: None,
+            trunks: None,
+            type_: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `bridge`.
+    #[must_use]
+    pub fn bridge(mut self, value: impl Into<String>) -> Self {
+        self.bridge = Some(value.into());
+        self
+    }
+    /// Sets `firewall`.
+    #[must_use]
+    pub fn firewall(mut self, value: bool) -> Self {
+        self.firewall = Some(value);
+        self
+    }
+    /// Sets `gw`.
+    #[must_use]
+    pub fn gw(mut self, value: impl Into<String>) -> Self {
+        self.gw = Some(value.into());
+        self
+    }
+    /// Sets `gw6`.
+    #[must_use]
+    pub fn gw6(mut self, value: impl Into<String>) -> Self {
+        self.gw6 = Some(value.into());
+        self
+    }
+    /// Sets `host-managed`.
+    #[must_use]
+    pub fn host_managed(mut self, value: bool) -> Self {
+        self.host_managed = Some(value);
+        self
+    }
+    /// Sets `hwaddr`.
+    #[must_use]
+    pub fn hwaddr(mut self, value: impl Into<String>) -> Self {
+        self.hwaddr = Some(value.into());
+        self
+    }
+    /// Sets `ip`.
+    #[must_use]
+    pub fn ip(mut self, value: impl Into<String>) -> Self {
+        self.ip = Some(value.into());
+        self
+    }
+    /// Sets `ip6`.
+    #[must_use]
+    pub fn ip6(mut self, value: impl Into<String>) -> Self {
+        self.ip6 = Some(value.into());
+        self
+    }
+    /// Sets `link_down`.
+    #[must_use]
+    pub fn link_down(mut self, value: bool) -> Self {
+        self.link_down = Some(value);
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `rate`.
+    #[must_use]
+    pub fn rate(mut self, value: f64) -> Self {
+        self.rate = Some(value);
+        self
+    }
+    /// Sets `tag`.
+    #[must_use]
+    pub fn tag(mut self, value: i64) -> Self {
+        self.tag = Some(value);
+        self
+    }
+    /// Sets `trunks`.
+    #[must_use]
+    pub fn trunks(mut self, value: impl Into<String>) -> Self {
+        self.trunks = Some(value.into());
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: NetType) -> Self {
+        self.type_ = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Net {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -579,6 +1147,7 @@ crate::property_string!(Net);
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "rootfs"`, `POST /nodes/{node}/lxc param "rootfs"`, `PUT /nodes/{node}/lxc/{vmid}/config param "rootfs"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Rootfs {
     /// Key `acl`
     pub acl: Option<bool>,
@@ -600,6 +1169,75 @@ pub struct Rootfs {
     pub volume: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Rootfs {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(volume: impl Into<String>) -> Self {
+        Self {
+            acl: None,
+            idmap: None,
+            mountoptions: None,
+            quota: None,
+            replicate: None,
+            ro: None,
+            shared: None,
+            size: None,
+            volume: volume.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `acl`.
+    #[must_use]
+    pub fn acl(mut self, value: bool) -> Self {
+        self.acl = Some(value);
+        self
+    }
+    /// Sets `idmap`.
+    #[must_use]
+    pub fn idmap(mut self, value: impl Into<String>) -> Self {
+        self.idmap = Some(value.into());
+        self
+    }
+    /// Sets `mountoptions`.
+    #[must_use]
+    pub fn mountoptions(mut self, value: impl Into<String>) -> Self {
+        self.mountoptions = Some(value.into());
+        self
+    }
+    /// Sets `quota`.
+    #[must_use]
+    pub fn quota(mut self, value: bool) -> Self {
+        self.quota = Some(value);
+        self
+    }
+    /// Sets `replicate`.
+    #[must_use]
+    pub fn replicate(mut self, value: bool) -> Self {
+        self.replicate = Some(value);
+        self
+    }
+    /// Sets `ro`.
+    #[must_use]
+    pub fn ro(mut self, value: bool) -> Self {
+        self.ro = Some(value);
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Rootfs {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -649,11 +1287,25 @@ crate::property_string!(Rootfs);
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "unused[n]"`, `POST /nodes/{node}/lxc param "unused[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "unused[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Unused {
     /// Default key (may be written without `key=`); format `pve-volume-id`
     pub volume: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Unused {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(volume: impl Into<String>) -> Self {
+        Self {
+            volume: volume.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
 }
 impl crate::PropertyString for Unused {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -902,7 +1554,8 @@ impl crate::open_enum::OpenEnum for Ostype {
 }
 crate::open_enum_traits!(Ostype);
 /// From `GET /nodes/{node}/lxc returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmlistResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for DeleteNetwork {
     }
 }
 impl DeleteNetwork {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, iface: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -59,6 +64,7 @@ crate::operation_error!(DeleteNetworkError for DeleteNetwork; NetworkInterfaceNo
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NetworkConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -74,7 +80,11 @@ impl serde::Serialize for NetworkConfig {
     }
 }
 impl NetworkConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, iface: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -110,6 +120,7 @@ crate::operation_error!(NetworkConfigError for NetworkConfig; NetworkInterfaceNo
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -209,7 +220,11 @@ impl serde::Serialize for UpdateNetwork {
     }
 }
 impl UpdateNetwork {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         iface: impl Into<String>,
@@ -248,6 +263,171 @@ impl UpdateNetwork {
             vlan_raw_device: None,
         }
     }
+    /// Sets `address`.
+    #[must_use]
+    pub fn address(mut self, value: impl Into<String>) -> Self {
+        self.address = Some(value.into());
+        self
+    }
+    /// Sets `address6`.
+    #[must_use]
+    pub fn address6(mut self, value: impl Into<String>) -> Self {
+        self.address6 = Some(value.into());
+        self
+    }
+    /// Sets `autostart`.
+    #[must_use]
+    pub fn autostart(mut self, value: bool) -> Self {
+        self.autostart = Some(value);
+        self
+    }
+    /// Sets `bond-primary`.
+    #[must_use]
+    pub fn bond_primary(mut self, value: impl Into<String>) -> Self {
+        self.bond_primary = Some(value.into());
+        self
+    }
+    /// Sets `bond_mode`.
+    #[must_use]
+    pub fn bond_mode(mut self, value: crate::generated::nodes::node::network::BondMode) -> Self {
+        self.bond_mode = Some(value);
+        self
+    }
+    /// Sets `bond_xmit_hash_policy`.
+    #[must_use]
+    pub fn bond_xmit_hash_policy(
+        mut self,
+        value: crate::generated::nodes::node::network::BondXmitHashPolicy,
+    ) -> Self {
+        self.bond_xmit_hash_policy = Some(value);
+        self
+    }
+    /// Sets `bridge_ports`.
+    #[must_use]
+    pub fn bridge_ports(mut self, value: impl Into<String>) -> Self {
+        self.bridge_ports = Some(value.into());
+        self
+    }
+    /// Sets `bridge_vids`.
+    #[must_use]
+    pub fn bridge_vids(mut self, value: impl Into<String>) -> Self {
+        self.bridge_vids = Some(value.into());
+        self
+    }
+    /// Sets `bridge_vlan_aware`.
+    #[must_use]
+    pub fn bridge_vlan_aware(mut self, value: bool) -> Self {
+        self.bridge_vlan_aware = Some(value);
+        self
+    }
+    /// Sets `cidr`.
+    #[must_use]
+    pub fn cidr(mut self, value: impl Into<String>) -> Self {
+        self.cidr = Some(value.into());
+        self
+    }
+    /// Sets `cidr6`.
+    #[must_use]
+    pub fn cidr6(mut self, value: impl Into<String>) -> Self {
+        self.cidr6 = Some(value.into());
+        self
+    }
+    /// Sets `comments`.
+    #[must_use]
+    pub fn comments(mut self, value: impl Into<String>) -> Self {
+        self.comments = Some(value.into());
+        self
+    }
+    /// Sets `comments6`.
+    #[must_use]
+    pub fn comments6(mut self, value: impl Into<String>) -> Self {
+        self.comments6 = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `gateway`.
+    #[must_use]
+    pub fn gateway(mut self, value: impl Into<String>) -> Self {
+        self.gateway = Some(value.into());
+        self
+    }
+    /// Sets `gateway6`.
+    #[must_use]
+    pub fn gateway6(mut self, value: impl Into<String>) -> Self {
+        self.gateway6 = Some(value.into());
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `netmask`.
+    #[must_use]
+    pub fn netmask(mut self, value: impl Into<String>) -> Self {
+        self.netmask = Some(value.into());
+        self
+    }
+    /// Sets `netmask6`.
+    #[must_use]
+    pub fn netmask6(mut self, value: i64) -> Self {
+        self.netmask6 = Some(value);
+        self
+    }
+    /// Sets `ovs_bonds`.
+    #[must_use]
+    pub fn ovs_bonds(mut self, value: impl Into<String>) -> Self {
+        self.ovs_bonds = Some(value.into());
+        self
+    }
+    /// Sets `ovs_bridge`.
+    #[must_use]
+    pub fn ovs_bridge(mut self, value: impl Into<String>) -> Self {
+        self.ovs_bridge = Some(value.into());
+        self
+    }
+    /// Sets `ovs_options`.
+    #[must_use]
+    pub fn ovs_options(mut self, value: impl Into<String>) -> Self {
+        self.ovs_options = Some(value.into());
+        self
+    }
+    /// Sets `ovs_ports`.
+    #[must_use]
+    pub fn ovs_ports(mut self, value: impl Into<String>) -> Self {
+        self.ovs_ports = Some(value.into());
+        self
+    }
+    /// Sets `ovs_tag`.
+    #[must_use]
+    pub fn ovs_tag(mut self, value: i64) -> Self {
+        self.ovs_tag = Some(value);
+        self
+    }
+    /// Sets `slaves`.
+    #[must_use]
+    pub fn slaves(mut self, value: impl Into<String>) -> Self {
+        self.slaves = Some(value.into());
+        self
+    }
+    /// Sets `vlan-id`.
+    #[must_use]
+    pub fn vlan_id(mut self, value: i64) -> Self {
+        self.vlan_id = Some(value);
+        self
+    }
+    /// Sets `vlan-raw-device`.
+    #[must_use]
+    pub fn vlan_raw_device(mut self, value: impl Into<String>) -> Self {
+        self.vlan_raw_device = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for UpdateNetwork {
     const ID: &'static str = "update_network";
@@ -273,7 +453,8 @@ impl crate::Operation for UpdateNetwork {
 pub type UpdateNetworkResponse = ();
 crate::operation_error!(UpdateNetworkError for UpdateNetwork; NetworkInterfaceNotFound);
 /// From `GET /nodes/{node}/network/{iface} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NetworkConfigResponse {
     /// `method`
     pub method: Option<String>,

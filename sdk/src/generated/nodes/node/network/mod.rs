@@ -8,6 +8,7 @@ pub mod iface;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RevertNetworkChanges {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for RevertNetworkChanges {
     }
 }
 impl RevertNetworkChanges {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -48,6 +53,7 @@ pub type RevertNetworkChangesError = crate::error::Untyped<RevertNetworkChanges>
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -63,12 +69,22 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             type_: None,
         }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: IndexType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -95,6 +111,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -191,7 +208,11 @@ impl serde::Serialize for CreateNetwork {
     }
 }
 impl CreateNetwork {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, iface: impl Into<String>, type_: Type) -> Self {
         Self {
             node: node.into(),
@@ -225,6 +246,162 @@ impl CreateNetwork {
             vlan_raw_device: None,
         }
     }
+    /// Sets `address`.
+    #[must_use]
+    pub fn address(mut self, value: impl Into<String>) -> Self {
+        self.address = Some(value.into());
+        self
+    }
+    /// Sets `address6`.
+    #[must_use]
+    pub fn address6(mut self, value: impl Into<String>) -> Self {
+        self.address6 = Some(value.into());
+        self
+    }
+    /// Sets `autostart`.
+    #[must_use]
+    pub fn autostart(mut self, value: bool) -> Self {
+        self.autostart = Some(value);
+        self
+    }
+    /// Sets `bond-primary`.
+    #[must_use]
+    pub fn bond_primary(mut self, value: impl Into<String>) -> Self {
+        self.bond_primary = Some(value.into());
+        self
+    }
+    /// Sets `bond_mode`.
+    #[must_use]
+    pub fn bond_mode(mut self, value: BondMode) -> Self {
+        self.bond_mode = Some(value);
+        self
+    }
+    /// Sets `bond_xmit_hash_policy`.
+    #[must_use]
+    pub fn bond_xmit_hash_policy(mut self, value: BondXmitHashPolicy) -> Self {
+        self.bond_xmit_hash_policy = Some(value);
+        self
+    }
+    /// Sets `bridge_ports`.
+    #[must_use]
+    pub fn bridge_ports(mut self, value: impl Into<String>) -> Self {
+        self.bridge_ports = Some(value.into());
+        self
+    }
+    /// Sets `bridge_vids`.
+    #[must_use]
+    pub fn bridge_vids(mut self, value: impl Into<String>) -> Self {
+        self.bridge_vids = Some(value.into());
+        self
+    }
+    /// Sets `bridge_vlan_aware`.
+    #[must_use]
+    pub fn bridge_vlan_aware(mut self, value: bool) -> Self {
+        self.bridge_vlan_aware = Some(value);
+        self
+    }
+    /// Sets `cidr`.
+    #[must_use]
+    pub fn cidr(mut self, value: impl Into<String>) -> Self {
+        self.cidr = Some(value.into());
+        self
+    }
+    /// Sets `cidr6`.
+    #[must_use]
+    pub fn cidr6(mut self, value: impl Into<String>) -> Self {
+        self.cidr6 = Some(value.into());
+        self
+    }
+    /// Sets `comments`.
+    #[must_use]
+    pub fn comments(mut self, value: impl Into<String>) -> Self {
+        self.comments = Some(value.into());
+        self
+    }
+    /// Sets `comments6`.
+    #[must_use]
+    pub fn comments6(mut self, value: impl Into<String>) -> Self {
+        self.comments6 = Some(value.into());
+        self
+    }
+    /// Sets `gateway`.
+    #[must_use]
+    pub fn gateway(mut self, value: impl Into<String>) -> Self {
+        self.gateway = Some(value.into());
+        self
+    }
+    /// Sets `gateway6`.
+    #[must_use]
+    pub fn gateway6(mut self, value: impl Into<String>) -> Self {
+        self.gateway6 = Some(value.into());
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `netmask`.
+    #[must_use]
+    pub fn netmask(mut self, value: impl Into<String>) -> Self {
+        self.netmask = Some(value.into());
+        self
+    }
+    /// Sets `netmask6`.
+    #[must_use]
+    pub fn netmask6(mut self, value: i64) -> Self {
+        self.netmask6 = Some(value);
+        self
+    }
+    /// Sets `ovs_bonds`.
+    #[must_use]
+    pub fn ovs_bonds(mut self, value: impl Into<String>) -> Self {
+        self.ovs_bonds = Some(value.into());
+        self
+    }
+    /// Sets `ovs_bridge`.
+    #[must_use]
+    pub fn ovs_bridge(mut self, value: impl Into<String>) -> Self {
+        self.ovs_bridge = Some(value.into());
+        self
+    }
+    /// Sets `ovs_options`.
+    #[must_use]
+    pub fn ovs_options(mut self, value: impl Into<String>) -> Self {
+        self.ovs_options = Some(value.into());
+        self
+    }
+    /// Sets `ovs_ports`.
+    #[must_use]
+    pub fn ovs_ports(mut self, value: impl Into<String>) -> Self {
+        self.ovs_ports = Some(value.into());
+        self
+    }
+    /// Sets `ovs_tag`.
+    #[must_use]
+    pub fn ovs_tag(mut self, value: i64) -> Self {
+        self.ovs_tag = Some(value);
+        self
+    }
+    /// Sets `slaves`.
+    #[must_use]
+    pub fn slaves(mut self, value: impl Into<String>) -> Self {
+        self.slaves = Some(value.into());
+        self
+    }
+    /// Sets `vlan-id`.
+    #[must_use]
+    pub fn vlan_id(mut self, value: i64) -> Self {
+        self.vlan_id = Some(value);
+        self
+    }
+    /// Sets `vlan-raw-device`.
+    #[must_use]
+    pub fn vlan_raw_device(mut self, value: impl Into<String>) -> Self {
+        self.vlan_raw_device = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for CreateNetwork {
     const ID: &'static str = "create_network";
@@ -250,6 +427,7 @@ crate::operation_error!(CreateNetworkError for CreateNetwork; NetworkInterfaceEx
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReloadNetworkConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -265,12 +443,22 @@ impl serde::Serialize for ReloadNetworkConfig {
     }
 }
 impl ReloadNetworkConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             regenerate_frr: None,
         }
+    }
+    /// Sets `regenerate-frr`.
+    #[must_use]
+    pub fn regenerate_frr(mut self, value: bool) -> Self {
+        self.regenerate_frr = Some(value);
+        self
     }
 }
 impl crate::Operation for ReloadNetworkConfig {
@@ -713,6 +901,7 @@ impl crate::open_enum::OpenEnum for IndexResponseItemVlanProtocol {
 crate::open_enum_traits!(IndexResponseItemVlanProtocol);
 /// From `GET /nodes/{node}/network returns items`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `active`
     pub active: Option<bool>,
@@ -812,6 +1001,66 @@ pub struct IndexResponseItem {
     pub vxlan_svcnodeip: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl IndexResponseItem {
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(iface: impl Into<String>) -> Self {
+        Self {
+            active: None,
+            address: None,
+            address6: None,
+            autostart: None,
+            bond_primary: None,
+            bond_mode: None,
+            bond_xmit_hash_policy: None,
+            bridge_access: None,
+            bridge_arp_nd_suppress: None,
+            bridge_learning: None,
+            bridge_multicast_flood: None,
+            bridge_unicast_flood: None,
+            bridge_ports: None,
+            bridge_vids: None,
+            bridge_vlan_aware: None,
+            cidr: None,
+            cidr6: None,
+            comments: None,
+            comments6: None,
+            exists: None,
+            families: None,
+            gateway: None,
+            gateway6: None,
+            iface: iface.into(),
+            link_type: None,
+            method: None,
+            method6: None,
+            mtu: None,
+            netmask: None,
+            netmask6: None,
+            options: None,
+            options6: None,
+            ovs_bonds: None,
+            ovs_bridge: None,
+            ovs_options: None,
+            ovs_ports: None,
+            ovs_tag: None,
+            priority: None,
+            slaves: None,
+            type_: None,
+            uplink_id: None,
+            vlan_id: None,
+            vlan_protocol: None,
+            vlan_raw_device: None,
+            vxlan_id: None,
+            vxlan_local_tunnelip: None,
+            vxlan_physdev: None,
+            vxlan_svcnodeip: None,
+            other_keys: Default::default(),
+        }
+    }
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

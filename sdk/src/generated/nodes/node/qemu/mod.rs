@@ -8,6 +8,7 @@ pub mod vmid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vmlist {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,12 +24,22 @@ impl serde::Serialize for Vmlist {
     }
 }
 impl Vmlist {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             full: None,
         }
+    }
+    /// Sets `full`.
+    #[must_use]
+    pub fn full(mut self, value: bool) -> Self {
+        self.full = Some(value);
+        self
     }
 }
 impl crate::Operation for Vmlist {
@@ -56,6 +67,7 @@ pub type VmlistError = crate::error::Untyped<Vmlist>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -279,13 +291,13 @@ impl serde::Serialize for CreateVm {
         o.opt("freeze", &self.freeze)?;
         o.opt("ha-managed", &self.ha_managed)?;
         o.opt("hookscript", &self.hookscript)?;
-        o.indexed(&self.hostpci)?;
+        o.indexed_checked(&self.hostpci)?;
         o.opt("hotplug", &self.hotplug)?;
         o.opt("hugepages", &self.hugepages)?;
-        o.indexed(&self.ide)?;
+        o.indexed_checked(&self.ide)?;
         o.opt("import-working-storage", &self.import_working_storage)?;
         o.opt("intel-tdx", &self.intel_tdx)?;
-        o.indexed(&self.ipconfig)?;
+        o.indexed_checked(&self.ipconfig)?;
         o.opt("ivshmem", &self.ivshmem)?;
         o.opt("keephugepages", &self.keephugepages)?;
         o.opt("keyboard", &self.keyboard)?;
@@ -299,21 +311,21 @@ impl serde::Serialize for CreateVm {
         o.opt("migrate_speed", &self.migrate_speed)?;
         o.opt("name", &self.name)?;
         o.opt("nameserver", &self.nameserver)?;
-        o.indexed(&self.net)?;
+        o.indexed_checked(&self.net)?;
         o.opt("numa", &self.numa)?;
-        o.indexed(&self.numa_n)?;
+        o.indexed_checked(&self.numa_n)?;
         o.opt("onboot", &self.onboot)?;
         o.opt("ostype", &self.ostype)?;
-        o.indexed(&self.parallel)?;
+        o.indexed_checked(&self.parallel)?;
         o.opt("pool", &self.pool)?;
         o.opt("protection", &self.protection)?;
         o.opt("reboot", &self.reboot)?;
         o.opt("rng0", &self.rng0)?;
-        o.indexed(&self.sata)?;
-        o.indexed(&self.scsi)?;
+        o.indexed_checked(&self.sata)?;
+        o.indexed_checked(&self.scsi)?;
         o.opt("scsihw", &self.scsihw)?;
         o.opt("searchdomain", &self.searchdomain)?;
-        o.indexed(&self.serial)?;
+        o.indexed_checked(&self.serial)?;
         o.opt("shares", &self.shares)?;
         o.opt("smbios1", &self.smbios1)?;
         o.opt("smp", &self.smp)?;
@@ -330,12 +342,12 @@ impl serde::Serialize for CreateVm {
         o.opt("template", &self.template)?;
         o.opt("tpmstate0", &self.tpmstate0)?;
         o.opt("unique", &self.unique)?;
-        o.indexed(&self.unused)?;
-        o.indexed(&self.usb)?;
+        o.indexed_checked(&self.unused)?;
+        o.indexed_checked(&self.usb)?;
         o.opt("vcpus", &self.vcpus)?;
         o.opt("vga", &self.vga)?;
-        o.indexed(&self.virtio)?;
-        o.indexed(&self.virtiofs)?;
+        o.indexed_checked(&self.virtio)?;
+        o.indexed_checked(&self.virtiofs)?;
         o.opt("vmgenid", &self.vmgenid)?;
         o.req("vmid", &self.vmid)?;
         o.opt("vmstatestorage", &self.vmstatestorage)?;
@@ -344,7 +356,11 @@ impl serde::Serialize for CreateVm {
     }
 }
 impl CreateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -442,6 +458,552 @@ impl CreateVm {
             watchdog: None,
         }
     }
+    /// Sets `acpi`.
+    #[must_use]
+    pub fn acpi(mut self, value: bool) -> Self {
+        self.acpi = Some(value);
+        self
+    }
+    /// Sets `affinity`.
+    #[must_use]
+    pub fn affinity(mut self, value: impl Into<String>) -> Self {
+        self.affinity = Some(value.into());
+        self
+    }
+    /// Sets `agent`.
+    #[must_use]
+    pub fn agent(mut self, value: Agent) -> Self {
+        self.agent = Some(value);
+        self
+    }
+    /// Sets `allow-ksm`.
+    #[must_use]
+    pub fn allow_ksm(mut self, value: bool) -> Self {
+        self.allow_ksm = Some(value);
+        self
+    }
+    /// Sets `amd-sev`.
+    #[must_use]
+    pub fn amd_sev(mut self, value: impl Into<String>) -> Self {
+        self.amd_sev = Some(value.into());
+        self
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
+    }
+    /// Sets `archive`.
+    #[must_use]
+    pub fn archive(mut self, value: impl Into<String>) -> Self {
+        self.archive = Some(value.into());
+        self
+    }
+    /// Sets `args`.
+    #[must_use]
+    pub fn args(mut self, value: impl Into<String>) -> Self {
+        self.args = Some(value.into());
+        self
+    }
+    /// Sets `audio0`.
+    #[must_use]
+    pub fn audio0(mut self, value: Audio0) -> Self {
+        self.audio0 = Some(value);
+        self
+    }
+    /// Sets `autostart`.
+    #[must_use]
+    pub fn autostart(mut self, value: bool) -> Self {
+        self.autostart = Some(value);
+        self
+    }
+    /// Sets `balloon`.
+    #[must_use]
+    pub fn balloon(mut self, value: i64) -> Self {
+        self.balloon = Some(value);
+        self
+    }
+    /// Sets `bios`.
+    #[must_use]
+    pub fn bios(mut self, value: Bios) -> Self {
+        self.bios = Some(value);
+        self
+    }
+    /// Sets `boot`.
+    #[must_use]
+    pub fn boot(mut self, value: impl Into<String>) -> Self {
+        self.boot = Some(value.into());
+        self
+    }
+    /// Sets `bootdisk`.
+    #[must_use]
+    pub fn bootdisk(mut self, value: impl Into<String>) -> Self {
+        self.bootdisk = Some(value.into());
+        self
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `cdrom`.
+    #[must_use]
+    pub fn cdrom(mut self, value: impl Into<String>) -> Self {
+        self.cdrom = Some(value.into());
+        self
+    }
+    /// Sets `cicustom`.
+    #[must_use]
+    pub fn cicustom(mut self, value: impl Into<String>) -> Self {
+        self.cicustom = Some(value.into());
+        self
+    }
+    /// Sets `cipassword`.
+    #[must_use]
+    pub fn cipassword(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.cipassword = Some(value.into());
+        self
+    }
+    /// Sets `citype`.
+    #[must_use]
+    pub fn citype(mut self, value: Citype) -> Self {
+        self.citype = Some(value);
+        self
+    }
+    /// Sets `ciupgrade`.
+    #[must_use]
+    pub fn ciupgrade(mut self, value: bool) -> Self {
+        self.ciupgrade = Some(value);
+        self
+    }
+    /// Sets `ciuser`.
+    #[must_use]
+    pub fn ciuser(mut self, value: impl Into<String>) -> Self {
+        self.ciuser = Some(value.into());
+        self
+    }
+    /// Sets `cores`.
+    #[must_use]
+    pub fn cores(mut self, value: i64) -> Self {
+        self.cores = Some(value);
+        self
+    }
+    /// Sets `cpu`.
+    #[must_use]
+    pub fn cpu(mut self, value: impl Into<String>) -> Self {
+        self.cpu = Some(value.into());
+        self
+    }
+    /// Sets `cpulimit`.
+    #[must_use]
+    pub fn cpulimit(mut self, value: f64) -> Self {
+        self.cpulimit = Some(value);
+        self
+    }
+    /// Sets `cpuunits`.
+    #[must_use]
+    pub fn cpuunits(mut self, value: i64) -> Self {
+        self.cpuunits = Some(value);
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `efidisk0`.
+    #[must_use]
+    pub fn efidisk0(mut self, value: Efidisk0) -> Self {
+        self.efidisk0 = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `freeze`.
+    #[must_use]
+    pub fn freeze(mut self, value: bool) -> Self {
+        self.freeze = Some(value);
+        self
+    }
+    /// Sets `ha-managed`.
+    #[must_use]
+    pub fn ha_managed(mut self, value: bool) -> Self {
+        self.ha_managed = Some(value);
+        self
+    }
+    /// Sets `hookscript`.
+    #[must_use]
+    pub fn hookscript(mut self, value: impl Into<String>) -> Self {
+        self.hookscript = Some(value.into());
+        self
+    }
+    /// Sets `hostpci[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn hostpci(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.hostpci.set(index, value.into());
+        self
+    }
+    /// Sets `hotplug`.
+    #[must_use]
+    pub fn hotplug(mut self, value: impl Into<String>) -> Self {
+        self.hotplug = Some(value.into());
+        self
+    }
+    /// Sets `hugepages`.
+    #[must_use]
+    pub fn hugepages(mut self, value: Hugepages) -> Self {
+        self.hugepages = Some(value);
+        self
+    }
+    /// Sets `ide[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn ide(mut self, index: u32, value: Ide) -> Self {
+        self.ide.set(index, value);
+        self
+    }
+    /// Sets `import-working-storage`.
+    #[must_use]
+    pub fn import_working_storage(mut self, value: impl Into<String>) -> Self {
+        self.import_working_storage = Some(value.into());
+        self
+    }
+    /// Sets `intel-tdx`.
+    #[must_use]
+    pub fn intel_tdx(mut self, value: impl Into<String>) -> Self {
+        self.intel_tdx = Some(value.into());
+        self
+    }
+    /// Sets `ipconfig[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn ipconfig(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.ipconfig.set(index, value.into());
+        self
+    }
+    /// Sets `ivshmem`.
+    #[must_use]
+    pub fn ivshmem(mut self, value: Ivshmem) -> Self {
+        self.ivshmem = Some(value);
+        self
+    }
+    /// Sets `keephugepages`.
+    #[must_use]
+    pub fn keephugepages(mut self, value: bool) -> Self {
+        self.keephugepages = Some(value);
+        self
+    }
+    /// Sets `keyboard`.
+    #[must_use]
+    pub fn keyboard(mut self, value: crate::generated::Keyboard) -> Self {
+        self.keyboard = Some(value);
+        self
+    }
+    /// Sets `kvm`.
+    #[must_use]
+    pub fn kvm(mut self, value: bool) -> Self {
+        self.kvm = Some(value);
+        self
+    }
+    /// Sets `live-restore`.
+    #[must_use]
+    pub fn live_restore(mut self, value: bool) -> Self {
+        self.live_restore = Some(value);
+        self
+    }
+    /// Sets `localtime`.
+    #[must_use]
+    pub fn localtime(mut self, value: bool) -> Self {
+        self.localtime = Some(value);
+        self
+    }
+    /// Sets `lock`.
+    #[must_use]
+    pub fn lock(mut self, value: Lock) -> Self {
+        self.lock = Some(value);
+        self
+    }
+    /// Sets `machine`.
+    #[must_use]
+    pub fn machine(mut self, value: Machine) -> Self {
+        self.machine = Some(value);
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: Memory) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `migrate_downtime`.
+    #[must_use]
+    pub fn migrate_downtime(mut self, value: f64) -> Self {
+        self.migrate_downtime = Some(value);
+        self
+    }
+    /// Sets `migrate_speed`.
+    #[must_use]
+    pub fn migrate_speed(mut self, value: i64) -> Self {
+        self.migrate_speed = Some(value);
+        self
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
+    /// Sets `nameserver`.
+    #[must_use]
+    pub fn nameserver(mut self, value: impl Into<String>) -> Self {
+        self.nameserver = Some(value.into());
+        self
+    }
+    /// Sets `net[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn net(mut self, index: u32, value: Net) -> Self {
+        self.net.set(index, value);
+        self
+    }
+    /// Sets `numa`.
+    #[must_use]
+    pub fn numa(mut self, value: bool) -> Self {
+        self.numa = Some(value);
+        self
+    }
+    /// Sets `numa[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn numa_n(mut self, index: u32, value: Numa) -> Self {
+        self.numa_n.set(index, value);
+        self
+    }
+    /// Sets `onboot`.
+    #[must_use]
+    pub fn onboot(mut self, value: bool) -> Self {
+        self.onboot = Some(value);
+        self
+    }
+    /// Sets `ostype`.
+    #[must_use]
+    pub fn ostype(mut self, value: Ostype) -> Self {
+        self.ostype = Some(value);
+        self
+    }
+    /// Sets `parallel[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn parallel(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.parallel.set(index, value.into());
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `protection`.
+    #[must_use]
+    pub fn protection(mut self, value: bool) -> Self {
+        self.protection = Some(value);
+        self
+    }
+    /// Sets `reboot`.
+    #[must_use]
+    pub fn reboot(mut self, value: bool) -> Self {
+        self.reboot = Some(value);
+        self
+    }
+    /// Sets `rng0`.
+    #[must_use]
+    pub fn rng0(mut self, value: impl Into<String>) -> Self {
+        self.rng0 = Some(value.into());
+        self
+    }
+    /// Sets `sata[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn sata(mut self, index: u32, value: Sata) -> Self {
+        self.sata.set(index, value);
+        self
+    }
+    /// Sets `scsi[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn scsi(mut self, index: u32, value: Scsi) -> Self {
+        self.scsi.set(index, value);
+        self
+    }
+    /// Sets `scsihw`.
+    #[must_use]
+    pub fn scsihw(mut self, value: Scsihw) -> Self {
+        self.scsihw = Some(value);
+        self
+    }
+    /// Sets `searchdomain`.
+    #[must_use]
+    pub fn searchdomain(mut self, value: impl Into<String>) -> Self {
+        self.searchdomain = Some(value.into());
+        self
+    }
+    /// Sets `serial[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn serial(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.serial.set(index, value.into());
+        self
+    }
+    /// Sets `shares`.
+    #[must_use]
+    pub fn shares(mut self, value: i64) -> Self {
+        self.shares = Some(value);
+        self
+    }
+    /// Sets `smbios1`.
+    #[must_use]
+    pub fn smbios1(mut self, value: impl Into<String>) -> Self {
+        self.smbios1 = Some(value.into());
+        self
+    }
+    /// Sets `smp`.
+    #[must_use]
+    pub fn smp(mut self, value: i64) -> Self {
+        self.smp = Some(value);
+        self
+    }
+    /// Sets `sockets`.
+    #[must_use]
+    pub fn sockets(mut self, value: i64) -> Self {
+        self.sockets = Some(value);
+        self
+    }
+    /// Sets `spice_enhancements`.
+    #[must_use]
+    pub fn spice_enhancements(mut self, value: SpiceEnhancements) -> Self {
+        self.spice_enhancements = Some(value);
+        self
+    }
+    /// Sets `sshkeys`.
+    #[must_use]
+    pub fn sshkeys(mut self, value: impl Into<String>) -> Self {
+        self.sshkeys = Some(value.into());
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: bool) -> Self {
+        self.start = Some(value);
+        self
+    }
+    /// Sets `startdate`.
+    #[must_use]
+    pub fn startdate(mut self, value: impl Into<String>) -> Self {
+        self.startdate = Some(value.into());
+        self
+    }
+    /// Sets `startup`.
+    #[must_use]
+    pub fn startup(mut self, value: impl Into<String>) -> Self {
+        self.startup = Some(value.into());
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `tablet`.
+    #[must_use]
+    pub fn tablet(mut self, value: bool) -> Self {
+        self.tablet = Some(value);
+        self
+    }
+    /// Sets `tags`.
+    #[must_use]
+    pub fn tags(mut self, value: impl Into<String>) -> Self {
+        self.tags = Some(value.into());
+        self
+    }
+    /// Sets `tdf`.
+    #[must_use]
+    pub fn tdf(mut self, value: bool) -> Self {
+        self.tdf = Some(value);
+        self
+    }
+    /// Sets `template`.
+    #[must_use]
+    pub fn template(mut self, value: bool) -> Self {
+        self.template = Some(value);
+        self
+    }
+    /// Sets `tpmstate0`.
+    #[must_use]
+    pub fn tpmstate0(mut self, value: Tpmstate0) -> Self {
+        self.tpmstate0 = Some(value);
+        self
+    }
+    /// Sets `unique`.
+    #[must_use]
+    pub fn unique(mut self, value: bool) -> Self {
+        self.unique = Some(value);
+        self
+    }
+    /// Sets `unused[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn unused(mut self, index: u32, value: Unused) -> Self {
+        self.unused.set(index, value);
+        self
+    }
+    /// Sets `usb[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn usb(mut self, index: u32, value: Usb) -> Self {
+        self.usb.set(index, value);
+        self
+    }
+    /// Sets `vcpus`.
+    #[must_use]
+    pub fn vcpus(mut self, value: i64) -> Self {
+        self.vcpus = Some(value);
+        self
+    }
+    /// Sets `vga`.
+    #[must_use]
+    pub fn vga(mut self, value: Vga) -> Self {
+        self.vga = Some(value);
+        self
+    }
+    /// Sets `virtio[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn virtio(mut self, index: u32, value: Virtio) -> Self {
+        self.virtio.set(index, value);
+        self
+    }
+    /// Sets `virtiofs[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn virtiofs(mut self, index: u32, value: Virtiofs) -> Self {
+        self.virtiofs.set(index, value);
+        self
+    }
+    /// Sets `vmgenid`.
+    #[must_use]
+    pub fn vmgenid(mut self, value: impl Into<String>) -> Self {
+        self.vmgenid = Some(value.into());
+        self
+    }
+    /// Sets `vmstatestorage`.
+    #[must_use]
+    pub fn vmstatestorage(mut self, value: impl Into<String>) -> Self {
+        self.vmstatestorage = Some(value.into());
+        self
+    }
+    /// Sets `watchdog`.
+    #[must_use]
+    pub fn watchdog(mut self, value: impl Into<String>) -> Self {
+        self.watchdog = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for CreateVm {
     const ID: &'static str = "create_vm";
@@ -493,6 +1055,7 @@ crate::open_enum_traits!(AgentType);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "agent"`, `POST /nodes/{node}/qemu param "agent"`, `POST /nodes/{node}/qemu/{vmid}/config param "agent"`, `PUT /nodes/{node}/qemu/{vmid}/config param "agent"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Agent {
     /// Default key (may be written without `key=`); default `0`
     pub enabled: bool,
@@ -504,6 +1067,40 @@ pub struct Agent {
     pub type_: Option<AgentType>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Agent {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(enabled: bool) -> Self {
+        Self {
+            enabled,
+            freeze_fs: None,
+            fstrim_cloned_disks: None,
+            type_: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `freeze-fs`.
+    #[must_use]
+    pub fn freeze_fs(mut self, value: bool) -> Self {
+        self.freeze_fs = Some(value);
+        self
+    }
+    /// Sets `fstrim_cloned_disks`.
+    #[must_use]
+    pub fn fstrim_cloned_disks(mut self, value: bool) -> Self {
+        self.fstrim_cloned_disks = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: AgentType) -> Self {
+        self.type_ = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Agent {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -606,6 +1203,7 @@ crate::open_enum_traits!(Audio0Driver);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "audio0"`, `POST /nodes/{node}/qemu param "audio0"`, `POST /nodes/{node}/qemu/{vmid}/config param "audio0"`, `PUT /nodes/{node}/qemu/{vmid}/config param "audio0"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Audio0 {
     /// Key `device`
     pub device: Audio0Device,
@@ -613,6 +1211,26 @@ pub struct Audio0 {
     pub driver: Option<Audio0Driver>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Audio0 {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(device: Audio0Device) -> Self {
+        Self {
+            device,
+            driver: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `driver`.
+    #[must_use]
+    pub fn driver(mut self, value: Audio0Driver) -> Self {
+        self.driver = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Audio0 {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -749,6 +1367,7 @@ crate::open_enum_traits!(Efidisk0MsCert);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "efidisk0"`, `POST /nodes/{node}/qemu param "efidisk0"`, `POST /nodes/{node}/qemu/{vmid}/config param "efidisk0"`, `PUT /nodes/{node}/qemu/{vmid}/config param "efidisk0"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Efidisk0 {
     /// Default `2m`
     pub efitype: Option<Efidisk0Efitype>,
@@ -766,6 +1385,61 @@ pub struct Efidisk0 {
     pub size: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Efidisk0 {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            efitype: None,
+            file: file.into(),
+            format: None,
+            import_from: None,
+            ms_cert: None,
+            pre_enrolled_keys: None,
+            size: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `efitype`.
+    #[must_use]
+    pub fn efitype(mut self, value: Efidisk0Efitype) -> Self {
+        self.efitype = Some(value);
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: Efidisk0Format) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `import-from`.
+    #[must_use]
+    pub fn import_from(mut self, value: impl Into<String>) -> Self {
+        self.import_from = Some(value.into());
+        self
+    }
+    /// Sets `ms-cert`.
+    #[must_use]
+    pub fn ms_cert(mut self, value: Efidisk0MsCert) -> Self {
+        self.ms_cert = Some(value);
+        self
+    }
+    /// Sets `pre-enrolled-keys`.
+    #[must_use]
+    pub fn pre_enrolled_keys(mut self, value: bool) -> Self {
+        self.pre_enrolled_keys = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Efidisk0 {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1061,6 +1735,7 @@ crate::open_enum_traits!(IdeWerror);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "ide[n]"`, `POST /nodes/{node}/qemu param "ide[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "ide[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "ide[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Ide {
     /// Key `aio`
     pub aio: Option<IdeAio>,
@@ -1144,6 +1819,292 @@ pub struct Ide {
     pub wwn: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Ide {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            aio: None,
+            backup: None,
+            bps: None,
+            bps_max_length: None,
+            bps_rd: None,
+            bps_rd_max_length: None,
+            bps_wr: None,
+            bps_wr_max_length: None,
+            cache: None,
+            detect_zeroes: None,
+            discard: None,
+            file: file.into(),
+            format: None,
+            import_from: None,
+            iops: None,
+            iops_max: None,
+            iops_max_length: None,
+            iops_rd: None,
+            iops_rd_max: None,
+            iops_rd_max_length: None,
+            iops_wr: None,
+            iops_wr_max: None,
+            iops_wr_max_length: None,
+            mbps: None,
+            mbps_max: None,
+            mbps_rd: None,
+            mbps_rd_max: None,
+            mbps_wr: None,
+            mbps_wr_max: None,
+            media: None,
+            model: None,
+            replicate: None,
+            rerror: None,
+            serial: None,
+            shared: None,
+            size: None,
+            snapshot: None,
+            ssd: None,
+            werror: None,
+            wwn: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `aio`.
+    #[must_use]
+    pub fn aio(mut self, value: IdeAio) -> Self {
+        self.aio = Some(value);
+        self
+    }
+    /// Sets `backup`.
+    #[must_use]
+    pub fn backup(mut self, value: bool) -> Self {
+        self.backup = Some(value);
+        self
+    }
+    /// Sets `bps`.
+    #[must_use]
+    pub fn bps(mut self, value: i64) -> Self {
+        self.bps = Some(value);
+        self
+    }
+    /// Sets `bps_max_length`.
+    #[must_use]
+    pub fn bps_max_length(mut self, value: i64) -> Self {
+        self.bps_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_rd`.
+    #[must_use]
+    pub fn bps_rd(mut self, value: i64) -> Self {
+        self.bps_rd = Some(value);
+        self
+    }
+    /// Sets `bps_rd_max_length`.
+    #[must_use]
+    pub fn bps_rd_max_length(mut self, value: i64) -> Self {
+        self.bps_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_wr`.
+    #[must_use]
+    pub fn bps_wr(mut self, value: i64) -> Self {
+        self.bps_wr = Some(value);
+        self
+    }
+    /// Sets `bps_wr_max_length`.
+    #[must_use]
+    pub fn bps_wr_max_length(mut self, value: i64) -> Self {
+        self.bps_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `cache`.
+    #[must_use]
+    pub fn cache(mut self, value: IdeCache) -> Self {
+        self.cache = Some(value);
+        self
+    }
+    /// Sets `detect_zeroes`.
+    #[must_use]
+    pub fn detect_zeroes(mut self, value: bool) -> Self {
+        self.detect_zeroes = Some(value);
+        self
+    }
+    /// Sets `discard`.
+    #[must_use]
+    pub fn discard(mut self, value: IdeDiscard) -> Self {
+        self.discard = Some(value);
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: IdeFormat) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `import-from`.
+    #[must_use]
+    pub fn import_from(mut self, value: impl Into<String>) -> Self {
+        self.import_from = Some(value.into());
+        self
+    }
+    /// Sets `iops`.
+    #[must_use]
+    pub fn iops(mut self, value: i64) -> Self {
+        self.iops = Some(value);
+        self
+    }
+    /// Sets `iops_max`.
+    #[must_use]
+    pub fn iops_max(mut self, value: i64) -> Self {
+        self.iops_max = Some(value);
+        self
+    }
+    /// Sets `iops_max_length`.
+    #[must_use]
+    pub fn iops_max_length(mut self, value: i64) -> Self {
+        self.iops_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_rd`.
+    #[must_use]
+    pub fn iops_rd(mut self, value: i64) -> Self {
+        self.iops_rd = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max`.
+    #[must_use]
+    pub fn iops_rd_max(mut self, value: i64) -> Self {
+        self.iops_rd_max = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max_length`.
+    #[must_use]
+    pub fn iops_rd_max_length(mut self, value: i64) -> Self {
+        self.iops_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_wr`.
+    #[must_use]
+    pub fn iops_wr(mut self, value: i64) -> Self {
+        self.iops_wr = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max`.
+    #[must_use]
+    pub fn iops_wr_max(mut self, value: i64) -> Self {
+        self.iops_wr_max = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max_length`.
+    #[must_use]
+    pub fn iops_wr_max_length(mut self, value: i64) -> Self {
+        self.iops_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `mbps`.
+    #[must_use]
+    pub fn mbps(mut self, value: f64) -> Self {
+        self.mbps = Some(value);
+        self
+    }
+    /// Sets `mbps_max`.
+    #[must_use]
+    pub fn mbps_max(mut self, value: f64) -> Self {
+        self.mbps_max = Some(value);
+        self
+    }
+    /// Sets `mbps_rd`.
+    #[must_use]
+    pub fn mbps_rd(mut self, value: f64) -> Self {
+        self.mbps_rd = Some(value);
+        self
+    }
+    /// Sets `mbps_rd_max`.
+    #[must_use]
+    pub fn mbps_rd_max(mut self, value: f64) -> Self {
+        self.mbps_rd_max = Some(value);
+        self
+    }
+    /// Sets `mbps_wr`.
+    #[must_use]
+    pub fn mbps_wr(mut self, value: f64) -> Self {
+        self.mbps_wr = Some(value);
+        self
+    }
+    /// Sets `mbps_wr_max`.
+    #[must_use]
+    pub fn mbps_wr_max(mut self, value: f64) -> Self {
+        self.mbps_wr_max = Some(value);
+        self
+    }
+    /// Sets `media`.
+    #[must_use]
+    pub fn media(mut self, value: IdeMedia) -> Self {
+        self.media = Some(value);
+        self
+    }
+    /// Sets `model`.
+    #[must_use]
+    pub fn model(mut self, value: impl Into<String>) -> Self {
+        self.model = Some(value.into());
+        self
+    }
+    /// Sets `replicate`.
+    #[must_use]
+    pub fn replicate(mut self, value: bool) -> Self {
+        self.replicate = Some(value);
+        self
+    }
+    /// Sets `rerror`.
+    #[must_use]
+    pub fn rerror(mut self, value: IdeRerror) -> Self {
+        self.rerror = Some(value);
+        self
+    }
+    /// Sets `serial`.
+    #[must_use]
+    pub fn serial(mut self, value: impl Into<String>) -> Self {
+        self.serial = Some(value.into());
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
+    /// Sets `snapshot`.
+    #[must_use]
+    pub fn snapshot(mut self, value: bool) -> Self {
+        self.snapshot = Some(value);
+        self
+    }
+    /// Sets `ssd`.
+    #[must_use]
+    pub fn ssd(mut self, value: bool) -> Self {
+        self.ssd = Some(value);
+        self
+    }
+    /// Sets `werror`.
+    #[must_use]
+    pub fn werror(mut self, value: IdeWerror) -> Self {
+        self.werror = Some(value);
+        self
+    }
+    /// Sets `wwn`.
+    #[must_use]
+    pub fn wwn(mut self, value: impl Into<String>) -> Self {
+        self.wwn = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Ide {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1312,6 +2273,7 @@ crate::property_string!(Ide);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "ivshmem"`, `POST /nodes/{node}/qemu param "ivshmem"`, `POST /nodes/{node}/qemu/{vmid}/config param "ivshmem"`, `PUT /nodes/{node}/qemu/{vmid}/config param "ivshmem"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Ivshmem {
     /// Pattern `[a-zA-Z0-9\-]+`
     pub name: Option<String>,
@@ -1319,6 +2281,26 @@ pub struct Ivshmem {
     pub size: i64,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Ivshmem {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(size: i64) -> Self {
+        Self {
+            name: None,
+            size,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Ivshmem {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1373,6 +2355,7 @@ crate::open_enum_traits!(MachineViommu);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "machine"`, `POST /nodes/{node}/qemu param "machine"`, `POST /nodes/{node}/qemu/{vmid}/config param "machine"`, `POST /nodes/{node}/qemu/{vmid}/status/start param "machine"`, `PUT /nodes/{node}/qemu/{vmid}/config param "machine"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Machine {
     /// Key `aw-bits`; range 32 - 64
     pub aw_bits: Option<f64>,
@@ -1386,6 +2369,53 @@ pub struct Machine {
     pub viommu: Option<MachineViommu>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Machine {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            aw_bits: None,
+            enable_s3: None,
+            enable_s4: None,
+            type_: None,
+            viommu: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `aw-bits`.
+    #[must_use]
+    pub fn aw_bits(mut self, value: f64) -> Self {
+        self.aw_bits = Some(value);
+        self
+    }
+    /// Sets `enable-s3`.
+    #[must_use]
+    pub fn enable_s3(mut self, value: bool) -> Self {
+        self.enable_s3 = Some(value);
+        self
+    }
+    /// Sets `enable-s4`.
+    #[must_use]
+    pub fn enable_s4(mut self, value: bool) -> Self {
+        self.enable_s4 = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: impl Into<String>) -> Self {
+        self.type_ = Some(value.into());
+        self
+    }
+    /// Sets `viommu`.
+    #[must_use]
+    pub fn viommu(mut self, value: MachineViommu) -> Self {
+        self.viommu = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Machine {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1417,11 +2447,25 @@ crate::property_string!(Machine);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "memory"`, `POST /nodes/{node}/qemu param "memory"`, `POST /nodes/{node}/qemu/{vmid}/config param "memory"`, `PUT /nodes/{node}/qemu/{vmid}/config param "memory"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Memory {
     /// Default key (may be written without `key=`); minimum 16; default `512`
     pub current: i64,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Memory {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(current: i64) -> Self {
+        Self {
+            current,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
 }
 impl crate::PropertyString for Memory {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1537,6 +2581,7 @@ crate::open_enum_traits!(NetModel);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "net[n]"`, `POST /nodes/{node}/qemu param "net[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "net[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "net[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Net {
     /// Format `pve-bridge-id`
     pub bridge: Option<String>,
@@ -1560,6 +2605,82 @@ pub struct Net {
     pub trunks: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Net {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(model: NetModel) -> Self {
+        Self {
+            bridge: None,
+            firewall: None,
+            link_down: None,
+            macaddr: None,
+            model,
+            mtu: None,
+            queues: None,
+            rate: None,
+            tag: None,
+            trunks: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `bridge`.
+    #[must_use]
+    pub fn bridge(mut self, value: impl Into<String>) -> Self {
+        self.bridge = Some(value.into());
+        self
+    }
+    /// Sets `firewall`.
+    #[must_use]
+    pub fn firewall(mut self, value: bool) -> Self {
+        self.firewall = Some(value);
+        self
+    }
+    /// Sets `link_down`.
+    #[must_use]
+    pub fn link_down(mut self, value: bool) -> Self {
+        self.link_down = Some(value);
+        self
+    }
+    /// Sets `macaddr`.
+    #[must_use]
+    pub fn macaddr(mut self, value: impl Into<String>) -> Self {
+        self.macaddr = Some(value.into());
+        self
+    }
+    /// Sets `mtu`.
+    #[must_use]
+    pub fn mtu(mut self, value: i64) -> Self {
+        self.mtu = Some(value);
+        self
+    }
+    /// Sets `queues`.
+    #[must_use]
+    pub fn queues(mut self, value: i64) -> Self {
+        self.queues = Some(value);
+        self
+    }
+    /// Sets `rate`.
+    #[must_use]
+    pub fn rate(mut self, value: f64) -> Self {
+        self.rate = Some(value);
+        self
+    }
+    /// Sets `tag`.
+    #[must_use]
+    pub fn tag(mut self, value: i64) -> Self {
+        self.tag = Some(value);
+        self
+    }
+    /// Sets `trunks`.
+    #[must_use]
+    pub fn trunks(mut self, value: impl Into<String>) -> Self {
+        self.trunks = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Net {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1716,6 +2837,7 @@ crate::open_enum_traits!(NumaPolicy);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "numa[n]"`, `POST /nodes/{node}/qemu param "numa[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "numa[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "numa[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Numa {
     /// Pattern `(?^:\d+(?:-\d+)?(?:;\d+(?:-\d+)?)*)`
     pub cpus: String,
@@ -1727,6 +2849,40 @@ pub struct Numa {
     pub policy: Option<NumaPolicy>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Numa {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(cpus: impl Into<String>) -> Self {
+        Self {
+            cpus: cpus.into(),
+            hostnodes: None,
+            memory: None,
+            policy: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `hostnodes`.
+    #[must_use]
+    pub fn hostnodes(mut self, value: impl Into<String>) -> Self {
+        self.hostnodes = Some(value.into());
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: f64) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `policy`.
+    #[must_use]
+    pub fn policy(mut self, value: NumaPolicy) -> Self {
+        self.policy = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Numa {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -2004,6 +3160,7 @@ crate::open_enum_traits!(SataWerror);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "sata[n]"`, `POST /nodes/{node}/qemu param "sata[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "sata[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "sata[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Sata {
     /// Key `aio`
     pub aio: Option<SataAio>,
@@ -2085,6 +3242,285 @@ pub struct Sata {
     pub wwn: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Sata {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            aio: None,
+            backup: None,
+            bps: None,
+            bps_max_length: None,
+            bps_rd: None,
+            bps_rd_max_length: None,
+            bps_wr: None,
+            bps_wr_max_length: None,
+            cache: None,
+            detect_zeroes: None,
+            discard: None,
+            file: file.into(),
+            format: None,
+            import_from: None,
+            iops: None,
+            iops_max: None,
+            iops_max_length: None,
+            iops_rd: None,
+            iops_rd_max: None,
+            iops_rd_max_length: None,
+            iops_wr: None,
+            iops_wr_max: None,
+            iops_wr_max_length: None,
+            mbps: None,
+            mbps_max: None,
+            mbps_rd: None,
+            mbps_rd_max: None,
+            mbps_wr: None,
+            mbps_wr_max: None,
+            media: None,
+            replicate: None,
+            rerror: None,
+            serial: None,
+            shared: None,
+            size: None,
+            snapshot: None,
+            ssd: None,
+            werror: None,
+            wwn: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `aio`.
+    #[must_use]
+    pub fn aio(mut self, value: SataAio) -> Self {
+        self.aio = Some(value);
+        self
+    }
+    /// Sets `backup`.
+    #[must_use]
+    pub fn backup(mut self, value: bool) -> Self {
+        self.backup = Some(value);
+        self
+    }
+    /// Sets `bps`.
+    #[must_use]
+    pub fn bps(mut self, value: i64) -> Self {
+        self.bps = Some(value);
+        self
+    }
+    /// Sets `bps_max_length`.
+    #[must_use]
+    pub fn bps_max_length(mut self, value: i64) -> Self {
+        self.bps_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_rd`.
+    #[must_use]
+    pub fn bps_rd(mut self, value: i64) -> Self {
+        self.bps_rd = Some(value);
+        self
+    }
+    /// Sets `bps_rd_max_length`.
+    #[must_use]
+    pub fn bps_rd_max_length(mut self, value: i64) -> Self {
+        self.bps_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_wr`.
+    #[must_use]
+    pub fn bps_wr(mut self, value: i64) -> Self {
+        self.bps_wr = Some(value);
+        self
+    }
+    /// Sets `bps_wr_max_length`.
+    #[must_use]
+    pub fn bps_wr_max_length(mut self, value: i64) -> Self {
+        self.bps_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `cache`.
+    #[must_use]
+    pub fn cache(mut self, value: SataCache) -> Self {
+        self.cache = Some(value);
+        self
+    }
+    /// Sets `detect_zeroes`.
+    #[must_use]
+    pub fn detect_zeroes(mut self, value: bool) -> Self {
+        self.detect_zeroes = Some(value);
+        self
+    }
+    /// Sets `discard`.
+    #[must_use]
+    pub fn discard(mut self, value: SataDiscard) -> Self {
+        self.discard = Some(value);
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: SataFormat) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `import-from`.
+    #[must_use]
+    pub fn import_from(mut self, value: impl Into<String>) -> Self {
+        self.import_from = Some(value.into());
+        self
+    }
+    /// Sets `iops`.
+    #[must_use]
+    pub fn iops(mut self, value: i64) -> Self {
+        self.iops = Some(value);
+        self
+    }
+    /// Sets `iops_max`.
+    #[must_use]
+    pub fn iops_max(mut self, value: i64) -> Self {
+        self.iops_max = Some(value);
+        self
+    }
+    /// Sets `iops_max_length`.
+    #[must_use]
+    pub fn iops_max_length(mut self, value: i64) -> Self {
+        self.iops_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_rd`.
+    #[must_use]
+    pub fn iops_rd(mut self, value: i64) -> Self {
+        self.iops_rd = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max`.
+    #[must_use]
+    pub fn iops_rd_max(mut self, value: i64) -> Self {
+        self.iops_rd_max = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max_length`.
+    #[must_use]
+    pub fn iops_rd_max_length(mut self, value: i64) -> Self {
+        self.iops_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_wr`.
+    #[must_use]
+    pub fn iops_wr(mut self, value: i64) -> Self {
+        self.iops_wr = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max`.
+    #[must_use]
+    pub fn iops_wr_max(mut self, value: i64) -> Self {
+        self.iops_wr_max = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max_length`.
+    #[must_use]
+    pub fn iops_wr_max_length(mut self, value: i64) -> Self {
+        self.iops_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `mbps`.
+    #[must_use]
+    pub fn mbps(mut self, value: f64) -> Self {
+        self.mbps = Some(value);
+        self
+    }
+    /// Sets `mbps_max`.
+    #[must_use]
+    pub fn mbps_max(mut self, value: f64) -> Self {
+        self.mbps_max = Some(value);
+        self
+    }
+    /// Sets `mbps_rd`.
+    #[must_use]
+    pub fn mbps_rd(mut self, value: f64) -> Self {
+        self.mbps_rd = Some(value);
+        self
+    }
+    /// Sets `mbps_rd_max`.
+    #[must_use]
+    pub fn mbps_rd_max(mut self, value: f64) -> Self {
+        self.mbps_rd_max = Some(value);
+        self
+    }
+    /// Sets `mbps_wr`.
+    #[must_use]
+    pub fn mbps_wr(mut self, value: f64) -> Self {
+        self.mbps_wr = Some(value);
+        self
+    }
+    /// Sets `mbps_wr_max`.
+    #[must_use]
+    pub fn mbps_wr_max(mut self, value: f64) -> Self {
+        self.mbps_wr_max = Some(value);
+        self
+    }
+    /// Sets `media`.
+    #[must_use]
+    pub fn media(mut self, value: SataMedia) -> Self {
+        self.media = Some(value);
+        self
+    }
+    /// Sets `replicate`.
+    #[must_use]
+    pub fn replicate(mut self, value: bool) -> Self {
+        self.replicate = Some(value);
+        self
+    }
+    /// Sets `rerror`.
+    #[must_use]
+    pub fn rerror(mut self, value: SataRerror) -> Self {
+        self.rerror = Some(value);
+        self
+    }
+    /// Sets `serial`.
+    #[must_use]
+    pub fn serial(mut self, value: impl Into<String>) -> Self {
+        self.serial = Some(value.into());
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
+    /// Sets `snapshot`.
+    #[must_use]
+    pub fn snapshot(mut self, value: bool) -> Self {
+        self.snapshot = Some(value);
+        self
+    }
+    /// Sets `ssd`.
+    #[must_use]
+    pub fn ssd(mut self, value: bool) -> Self {
+        self.ssd = Some(value);
+        self
+    }
+    /// Sets `werror`.
+    #[must_use]
+    pub fn werror(mut self, value: SataWerror) -> Self {
+        self.werror = Some(value);
+        self
+    }
+    /// Sets `wwn`.
+    #[must_use]
+    pub fn wwn(mut self, value: impl Into<String>) -> Self {
+        self.wwn = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Sata {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -2498,6 +3934,7 @@ crate::open_enum_traits!(ScsiWerror);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "scsi[n]"`, `POST /nodes/{node}/qemu param "scsi[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "scsi[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "scsi[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Scsi {
     /// Key `aio`
     pub aio: Option<ScsiAio>,
@@ -2591,6 +4028,327 @@ pub struct Scsi {
     pub wwn: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Scsi {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            aio: None,
+            backup: None,
+            bps: None,
+            bps_max_length: None,
+            bps_rd: None,
+            bps_rd_max_length: None,
+            bps_wr: None,
+            bps_wr_max_length: None,
+            cache: None,
+            detect_zeroes: None,
+            discard: None,
+            file: file.into(),
+            format: None,
+            import_from: None,
+            iops: None,
+            iops_max: None,
+            iops_max_length: None,
+            iops_rd: None,
+            iops_rd_max: None,
+            iops_rd_max_length: None,
+            iops_wr: None,
+            iops_wr_max: None,
+            iops_wr_max_length: None,
+            iothread: None,
+            mbps: None,
+            mbps_max: None,
+            mbps_rd: None,
+            mbps_rd_max: None,
+            mbps_wr: None,
+            mbps_wr_max: None,
+            media: None,
+            product: None,
+            queues: None,
+            replicate: None,
+            rerror: None,
+            ro: None,
+            scsiblock: None,
+            serial: None,
+            shared: None,
+            size: None,
+            snapshot: None,
+            ssd: None,
+            vendor: None,
+            werror: None,
+            wwn: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `aio`.
+    #[must_use]
+    pub fn aio(mut self, value: ScsiAio) -> Self {
+        self.aio = Some(value);
+        self
+    }
+    /// Sets `backup`.
+    #[must_use]
+    pub fn backup(mut self, value: bool) -> Self {
+        self.backup = Some(value);
+        self
+    }
+    /// Sets `bps`.
+    #[must_use]
+    pub fn bps(mut self, value: i64) -> Self {
+        self.bps = Some(value);
+        self
+    }
+    /// Sets `bps_max_length`.
+    #[must_use]
+    pub fn bps_max_length(mut self, value: i64) -> Self {
+        self.bps_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_rd`.
+    #[must_use]
+    pub fn bps_rd(mut self, value: i64) -> Self {
+        self.bps_rd = Some(value);
+        self
+    }
+    /// Sets `bps_rd_max_length`.
+    #[must_use]
+    pub fn bps_rd_max_length(mut self, value: i64) -> Self {
+        self.bps_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_wr`.
+    #[must_use]
+    pub fn bps_wr(mut self, value: i64) -> Self {
+        self.bps_wr = Some(value);
+        self
+    }
+    /// Sets `bps_wr_max_length`.
+    #[must_use]
+    pub fn bps_wr_max_length(mut self, value: i64) -> Self {
+        self.bps_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `cache`.
+    #[must_use]
+    pub fn cache(mut self, value: ScsiCache) -> Self {
+        self.cache = Some(value);
+        self
+    }
+    /// Sets `detect_zeroes`.
+    #[must_use]
+    pub fn detect_zeroes(mut self, value: bool) -> Self {
+        self.detect_zeroes = Some(value);
+        self
+    }
+    /// Sets `discard`.
+    #[must_use]
+    pub fn discard(mut self, value: ScsiDiscard) -> Self {
+        self.discard = Some(value);
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: ScsiFormat) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `import-from`.
+    #[must_use]
+    pub fn import_from(mut self, value: impl Into<String>) -> Self {
+        self.import_from = Some(value.into());
+        self
+    }
+    /// Sets `iops`.
+    #[must_use]
+    pub fn iops(mut self, value: i64) -> Self {
+        self.iops = Some(value);
+        self
+    }
+    /// Sets `iops_max`.
+    #[must_use]
+    pub fn iops_max(mut self, value: i64) -> Self {
+        self.iops_max = Some(value);
+        self
+    }
+    /// Sets `iops_max_length`.
+    #[must_use]
+    pub fn iops_max_length(mut self, value: i64) -> Self {
+        self.iops_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_rd`.
+    #[must_use]
+    pub fn iops_rd(mut self, value: i64) -> Self {
+        self.iops_rd = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max`.
+    #[must_use]
+    pub fn iops_rd_max(mut self, value: i64) -> Self {
+        self.iops_rd_max = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max_length`.
+    #[must_use]
+    pub fn iops_rd_max_length(mut self, value: i64) -> Self {
+        self.iops_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_wr`.
+    #[must_use]
+    pub fn iops_wr(mut self, value: i64) -> Self {
+        self.iops_wr = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max`.
+    #[must_use]
+    pub fn iops_wr_max(mut self, value: i64) -> Self {
+        self.iops_wr_max = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max_length`.
+    #[must_use]
+    pub fn iops_wr_max_length(mut self, value: i64) -> Self {
+        self.iops_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `iothread`.
+    #[must_use]
+    pub fn iothread(mut self, value: bool) -> Self {
+        self.iothread = Some(value);
+        self
+    }
+    /// Sets `mbps`.
+    #[must_use]
+    pub fn mbps(mut self, value: f64) -> Self {
+        self.mbps = Some(value);
+        self
+    }
+    /// Sets `mbps_max`.
+    #[must_use]
+    pub fn mbps_max(mut self, value: f64) -> Self {
+        self.mbps_max = Some(value);
+        self
+    }
+    /// Sets `mbps_rd`.
+    #[must_use]
+    pub fn mbps_rd(mut self, value: f64) -> Self {
+        self.mbps_rd = Some(value);
+        self
+    }
+    /// Sets `mbps_rd_max`.
+    #[must_use]
+    pub fn mbps_rd_max(mut self, value: f64) -> Self {
+        self.mbps_rd_max = Some(value);
+        self
+    }
+    /// Sets `mbps_wr`.
+    #[must_use]
+    pub fn mbps_wr(mut self, value: f64) -> Self {
+        self.mbps_wr = Some(value);
+        self
+    }
+    /// Sets `mbps_wr_max`.
+    #[must_use]
+    pub fn mbps_wr_max(mut self, value: f64) -> Self {
+        self.mbps_wr_max = Some(value);
+        self
+    }
+    /// Sets `media`.
+    #[must_use]
+    pub fn media(mut self, value: ScsiMedia) -> Self {
+        self.media = Some(value);
+        self
+    }
+    /// Sets `product`.
+    #[must_use]
+    pub fn product(mut self, value: impl Into<String>) -> Self {
+        self.product = Some(value.into());
+        self
+    }
+    /// Sets `queues`.
+    #[must_use]
+    pub fn queues(mut self, value: i64) -> Self {
+        self.queues = Some(value);
+        self
+    }
+    /// Sets `replicate`.
+    #[must_use]
+    pub fn replicate(mut self, value: bool) -> Self {
+        self.replicate = Some(value);
+        self
+    }
+    /// Sets `rerror`.
+    #[must_use]
+    pub fn rerror(mut self, value: ScsiRerror) -> Self {
+        self.rerror = Some(value);
+        self
+    }
+    /// Sets `ro`.
+    #[must_use]
+    pub fn ro(mut self, value: bool) -> Self {
+        self.ro = Some(value);
+        self
+    }
+    /// Sets `scsiblock`.
+    #[must_use]
+    pub fn scsiblock(mut self, value: bool) -> Self {
+        self.scsiblock = Some(value);
+        self
+    }
+    /// Sets `serial`.
+    #[must_use]
+    pub fn serial(mut self, value: impl Into<String>) -> Self {
+        self.serial = Some(value.into());
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
+    /// Sets `snapshot`.
+    #[must_use]
+    pub fn snapshot(mut self, value: bool) -> Self {
+        self.snapshot = Some(value);
+        self
+    }
+    /// Sets `ssd`.
+    #[must_use]
+    pub fn ssd(mut self, value: bool) -> Self {
+        self.ssd = Some(value);
+        self
+    }
+    /// Sets `vendor`.
+    #[must_use]
+    pub fn vendor(mut self, value: impl Into<String>) -> Self {
+        self.vendor = Some(value.into());
+        self
+    }
+    /// Sets `werror`.
+    #[must_use]
+    pub fn werror(mut self, value: ScsiWerror) -> Self {
+        self.werror = Some(value);
+        self
+    }
+    /// Sets `wwn`.
+    #[must_use]
+    pub fn wwn(mut self, value: impl Into<String>) -> Self {
+        self.wwn = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Scsi {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -2807,6 +4565,7 @@ crate::open_enum_traits!(SpiceEnhancementsVideostreaming);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "spice_enhancements"`, `POST /nodes/{node}/qemu param "spice_enhancements"`, `POST /nodes/{node}/qemu/{vmid}/config param "spice_enhancements"`, `PUT /nodes/{node}/qemu/{vmid}/config param "spice_enhancements"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SpiceEnhancements {
     /// Default `0`
     pub foldersharing: Option<bool>,
@@ -2814,6 +4573,32 @@ pub struct SpiceEnhancements {
     pub videostreaming: Option<SpiceEnhancementsVideostreaming>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl SpiceEnhancements {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            foldersharing: None,
+            videostreaming: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `foldersharing`.
+    #[must_use]
+    pub fn foldersharing(mut self, value: bool) -> Self {
+        self.foldersharing = Some(value);
+        self
+    }
+    /// Sets `videostreaming`.
+    #[must_use]
+    pub fn videostreaming(mut self, value: SpiceEnhancementsVideostreaming) -> Self {
+        self.videostreaming = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for SpiceEnhancements {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -2901,6 +4686,7 @@ crate::open_enum_traits!(Tpmstate0Version);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "tpmstate0"`, `POST /nodes/{node}/qemu param "tpmstate0"`, `POST /nodes/{node}/qemu/{vmid}/config param "tpmstate0"`, `PUT /nodes/{node}/qemu/{vmid}/config param "tpmstate0"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Tpmstate0 {
     /// Default key (may be written without `key=`); format `pve-volume-id-or-qm-path`
     pub file: String,
@@ -2914,6 +4700,47 @@ pub struct Tpmstate0 {
     pub version: Option<Tpmstate0Version>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Tpmstate0 {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            file: file.into(),
+            format: None,
+            import_from: None,
+            size: None,
+            version: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: Tpmstate0Format) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `import-from`.
+    #[must_use]
+    pub fn import_from(mut self, value: impl Into<String>) -> Self {
+        self.import_from = Some(value.into());
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
+    /// Sets `version`.
+    #[must_use]
+    pub fn version(mut self, value: Tpmstate0Version) -> Self {
+        self.version = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Tpmstate0 {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -2949,11 +4776,25 @@ crate::property_string!(Tpmstate0);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "unused[n]"`, `POST /nodes/{node}/qemu param "unused[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "unused[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "unused[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Unused {
     /// Default key (may be written without `key=`); format `pve-volume-id`
     pub file: String,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Unused {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            file: file.into(),
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
 }
 impl crate::PropertyString for Unused {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -2981,6 +4822,7 @@ crate::property_string!(Unused);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "usb[n]"`, `POST /nodes/{node}/qemu param "usb[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "usb[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "usb[n]"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Usb {
     /// Default key (may be written without `key=`); pattern `(?^:(?:(?:(?^:(0x)?([0-9A-Fa-f]{4}):(0x)?([0-9A-Fa-f]{4})))|(?:(?^:(\d+)\-(\d+(\.\d+)*)))|[Ss][Pp][Ii][Cc][Ee]))`
     pub host: Option<String>,
@@ -2990,6 +4832,39 @@ pub struct Usb {
     pub usb3: Option<bool>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Usb {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            host: None,
+            mapping: None,
+            usb3: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `host`.
+    #[must_use]
+    pub fn host(mut self, value: impl Into<String>) -> Self {
+        self.host = Some(value.into());
+        self
+    }
+    /// Sets `mapping`.
+    #[must_use]
+    pub fn mapping(mut self, value: impl Into<String>) -> Self {
+        self.mapping = Some(value.into());
+        self
+    }
+    /// Sets `usb3`.
+    #[must_use]
+    pub fn usb3(mut self, value: bool) -> Self {
+        self.usb3 = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Usb {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -3134,6 +5009,7 @@ crate::open_enum_traits!(VgaType);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "vga"`, `POST /nodes/{node}/qemu param "vga"`, `POST /nodes/{node}/qemu/{vmid}/config param "vga"`, `PUT /nodes/{node}/qemu/{vmid}/config param "vga"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Vga {
     /// Key `clipboard`
     pub clipboard: Option<VgaClipboard>,
@@ -3143,6 +5019,39 @@ pub struct Vga {
     pub type_: Option<VgaType>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Vga {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            clipboard: None,
+            memory: None,
+            type_: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `clipboard`.
+    #[must_use]
+    pub fn clipboard(mut self, value: VgaClipboard) -> Self {
+        self.clipboard = Some(value);
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: i64) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: VgaType) -> Self {
+        self.type_ = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Vga {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -3418,6 +5327,7 @@ crate::open_enum_traits!(VirtioWerror);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "virtio[n]"`, `POST /nodes/{node}/qemu param "virtio[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "virtio[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "virtio[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Virtio {
     /// Key `aio`
     pub aio: Option<VirtioAio>,
@@ -3499,6 +5409,285 @@ pub struct Virtio {
     pub werror: Option<VirtioWerror>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Virtio {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(file: impl Into<String>) -> Self {
+        Self {
+            aio: None,
+            backup: None,
+            bps: None,
+            bps_max_length: None,
+            bps_rd: None,
+            bps_rd_max_length: None,
+            bps_wr: None,
+            bps_wr_max_length: None,
+            cache: None,
+            detect_zeroes: None,
+            discard: None,
+            file: file.into(),
+            format: None,
+            import_from: None,
+            iops: None,
+            iops_max: None,
+            iops_max_length: None,
+            iops_rd: None,
+            iops_rd_max: None,
+            iops_rd_max_length: None,
+            iops_wr: None,
+            iops_wr_max: None,
+            iops_wr_max_length: None,
+            iothread: None,
+            mbps: None,
+            mbps_max: None,
+            mbps_rd: None,
+            mbps_rd_max: None,
+            mbps_wr: None,
+            mbps_wr_max: None,
+            media: None,
+            replicate: None,
+            rerror: None,
+            ro: None,
+            serial: None,
+            shared: None,
+            size: None,
+            snapshot: None,
+            werror: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `aio`.
+    #[must_use]
+    pub fn aio(mut self, value: VirtioAio) -> Self {
+        self.aio = Some(value);
+        self
+    }
+    /// Sets `backup`.
+    #[must_use]
+    pub fn backup(mut self, value: bool) -> Self {
+        self.backup = Some(value);
+        self
+    }
+    /// Sets `bps`.
+    #[must_use]
+    pub fn bps(mut self, value: i64) -> Self {
+        self.bps = Some(value);
+        self
+    }
+    /// Sets `bps_max_length`.
+    #[must_use]
+    pub fn bps_max_length(mut self, value: i64) -> Self {
+        self.bps_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_rd`.
+    #[must_use]
+    pub fn bps_rd(mut self, value: i64) -> Self {
+        self.bps_rd = Some(value);
+        self
+    }
+    /// Sets `bps_rd_max_length`.
+    #[must_use]
+    pub fn bps_rd_max_length(mut self, value: i64) -> Self {
+        self.bps_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `bps_wr`.
+    #[must_use]
+    pub fn bps_wr(mut self, value: i64) -> Self {
+        self.bps_wr = Some(value);
+        self
+    }
+    /// Sets `bps_wr_max_length`.
+    #[must_use]
+    pub fn bps_wr_max_length(mut self, value: i64) -> Self {
+        self.bps_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `cache`.
+    #[must_use]
+    pub fn cache(mut self, value: VirtioCache) -> Self {
+        self.cache = Some(value);
+        self
+    }
+    /// Sets `detect_zeroes`.
+    #[must_use]
+    pub fn detect_zeroes(mut self, value: bool) -> Self {
+        self.detect_zeroes = Some(value);
+        self
+    }
+    /// Sets `discard`.
+    #[must_use]
+    pub fn discard(mut self, value: VirtioDiscard) -> Self {
+        self.discard = Some(value);
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: VirtioFormat) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `import-from`.
+    #[must_use]
+    pub fn import_from(mut self, value: impl Into<String>) -> Self {
+        self.import_from = Some(value.into());
+        self
+    }
+    /// Sets `iops`.
+    #[must_use]
+    pub fn iops(mut self, value: i64) -> Self {
+        self.iops = Some(value);
+        self
+    }
+    /// Sets `iops_max`.
+    #[must_use]
+    pub fn iops_max(mut self, value: i64) -> Self {
+        self.iops_max = Some(value);
+        self
+    }
+    /// Sets `iops_max_length`.
+    #[must_use]
+    pub fn iops_max_length(mut self, value: i64) -> Self {
+        self.iops_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_rd`.
+    #[must_use]
+    pub fn iops_rd(mut self, value: i64) -> Self {
+        self.iops_rd = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max`.
+    #[must_use]
+    pub fn iops_rd_max(mut self, value: i64) -> Self {
+        self.iops_rd_max = Some(value);
+        self
+    }
+    /// Sets `iops_rd_max_length`.
+    #[must_use]
+    pub fn iops_rd_max_length(mut self, value: i64) -> Self {
+        self.iops_rd_max_length = Some(value);
+        self
+    }
+    /// Sets `iops_wr`.
+    #[must_use]
+    pub fn iops_wr(mut self, value: i64) -> Self {
+        self.iops_wr = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max`.
+    #[must_use]
+    pub fn iops_wr_max(mut self, value: i64) -> Self {
+        self.iops_wr_max = Some(value);
+        self
+    }
+    /// Sets `iops_wr_max_length`.
+    #[must_use]
+    pub fn iops_wr_max_length(mut self, value: i64) -> Self {
+        self.iops_wr_max_length = Some(value);
+        self
+    }
+    /// Sets `iothread`.
+    #[must_use]
+    pub fn iothread(mut self, value: bool) -> Self {
+        self.iothread = Some(value);
+        self
+    }
+    /// Sets `mbps`.
+    #[must_use]
+    pub fn mbps(mut self, value: f64) -> Self {
+        self.mbps = Some(value);
+        self
+    }
+    /// Sets `mbps_max`.
+    #[must_use]
+    pub fn mbps_max(mut self, value: f64) -> Self {
+        self.mbps_max = Some(value);
+        self
+    }
+    /// Sets `mbps_rd`.
+    #[must_use]
+    pub fn mbps_rd(mut self, value: f64) -> Self {
+        self.mbps_rd = Some(value);
+        self
+    }
+    /// Sets `mbps_rd_max`.
+    #[must_use]
+    pub fn mbps_rd_max(mut self, value: f64) -> Self {
+        self.mbps_rd_max = Some(value);
+        self
+    }
+    /// Sets `mbps_wr`.
+    #[must_use]
+    pub fn mbps_wr(mut self, value: f64) -> Self {
+        self.mbps_wr = Some(value);
+        self
+    }
+    /// Sets `mbps_wr_max`.
+    #[must_use]
+    pub fn mbps_wr_max(mut self, value: f64) -> Self {
+        self.mbps_wr_max = Some(value);
+        self
+    }
+    /// Sets `media`.
+    #[must_use]
+    pub fn media(mut self, value: VirtioMedia) -> Self {
+        self.media = Some(value);
+        self
+    }
+    /// Sets `replicate`.
+    #[must_use]
+    pub fn replicate(mut self, value: bool) -> Self {
+        self.replicate = Some(value);
+        self
+    }
+    /// Sets `rerror`.
+    #[must_use]
+    pub fn rerror(mut self, value: VirtioRerror) -> Self {
+        self.rerror = Some(value);
+        self
+    }
+    /// Sets `ro`.
+    #[must_use]
+    pub fn ro(mut self, value: bool) -> Self {
+        self.ro = Some(value);
+        self
+    }
+    /// Sets `serial`.
+    #[must_use]
+    pub fn serial(mut self, value: impl Into<String>) -> Self {
+        self.serial = Some(value.into());
+        self
+    }
+    /// Sets `shared`.
+    #[must_use]
+    pub fn shared(mut self, value: bool) -> Self {
+        self.shared = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: impl Into<String>) -> Self {
+        self.size = Some(value.into());
+        self
+    }
+    /// Sets `snapshot`.
+    #[must_use]
+    pub fn snapshot(mut self, value: bool) -> Self {
+        self.snapshot = Some(value);
+        self
+    }
+    /// Sets `werror`.
+    #[must_use]
+    pub fn werror(mut self, value: VirtioWerror) -> Self {
+        self.werror = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Virtio {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -3701,6 +5890,7 @@ crate::open_enum_traits!(VirtiofsCache);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "virtiofs[n]"`, `POST /nodes/{node}/qemu param "virtiofs[n]"`, `POST /nodes/{node}/qemu/{vmid}/config param "virtiofs[n]"`, `PUT /nodes/{node}/qemu/{vmid}/config param "virtiofs[n]"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Virtiofs {
     /// Default `auto`
     pub cache: Option<VirtiofsCache>,
@@ -3714,6 +5904,47 @@ pub struct Virtiofs {
     pub expose_xattr: Option<bool>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Virtiofs {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(dirid: impl Into<String>) -> Self {
+        Self {
+            cache: None,
+            direct_io: None,
+            dirid: dirid.into(),
+            expose_acl: None,
+            expose_xattr: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `cache`.
+    #[must_use]
+    pub fn cache(mut self, value: VirtiofsCache) -> Self {
+        self.cache = Some(value);
+        self
+    }
+    /// Sets `direct-io`.
+    #[must_use]
+    pub fn direct_io(mut self, value: bool) -> Self {
+        self.direct_io = Some(value);
+        self
+    }
+    /// Sets `expose-acl`.
+    #[must_use]
+    pub fn expose_acl(mut self, value: bool) -> Self {
+        self.expose_acl = Some(value);
+        self
+    }
+    /// Sets `expose-xattr`.
+    #[must_use]
+    pub fn expose_xattr(mut self, value: bool) -> Self {
+        self.expose_xattr = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Virtiofs {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -4033,6 +6264,7 @@ impl crate::open_enum::OpenEnum for Scsihw {
 crate::open_enum_traits!(Scsihw);
 /// From `GET /nodes/{node}/qemu returns items`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct VmlistResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
@@ -4092,6 +6324,46 @@ pub struct VmlistResponseItem {
     pub vmid: i64,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl VmlistResponseItem {
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(vmid: i64) -> Self {
+        Self {
+            cpu: None,
+            cpus: None,
+            diskread: None,
+            diskwrite: None,
+            lock: None,
+            maxdisk: None,
+            maxmem: None,
+            mem: None,
+            memhost: None,
+            name: None,
+            netin: None,
+            netout: None,
+            pid: None,
+            pressurecpufull: None,
+            pressurecpusome: None,
+            pressureiofull: None,
+            pressureiosome: None,
+            pressurememoryfull: None,
+            pressurememorysome: None,
+            qmpstatus: None,
+            running_machine: None,
+            running_qemu: None,
+            serial: None,
+            status: None,
+            tags: None,
+            template: None,
+            uptime: None,
+            vmid,
+            other_keys: Default::default(),
+        }
+    }
 }
 impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

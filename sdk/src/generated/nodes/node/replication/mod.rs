@@ -8,6 +8,7 @@ pub mod id;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Status {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,12 +24,22 @@ impl serde::Serialize for Status {
     }
 }
 impl Status {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             guest: None,
         }
+    }
+    /// Sets `guest`.
+    #[must_use]
+    pub fn guest(mut self, value: i64) -> Self {
+        self.guest = Some(value);
+        self
     }
 }
 impl crate::Operation for Status {
@@ -49,7 +60,8 @@ pub type StatusResponse = Vec<StatusResponseItem>;
 /// Errors of [`Status`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type StatusError = crate::error::Untyped<Status>;
 /// From `GET /nodes/{node}/replication returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StatusResponseItem {
     /// `id`
     pub id: Option<String>,

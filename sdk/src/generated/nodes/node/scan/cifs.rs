@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Cifsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for Cifsscan {
     }
 }
 impl Cifsscan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, server: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -40,6 +45,24 @@ impl Cifsscan {
             server: server.into(),
             username: None,
         }
+    }
+    /// Sets `domain`.
+    #[must_use]
+    pub fn domain(mut self, value: impl Into<String>) -> Self {
+        self.domain = Some(value.into());
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `username`.
+    #[must_use]
+    pub fn username(mut self, value: impl Into<String>) -> Self {
+        self.username = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Cifsscan {
@@ -60,7 +83,8 @@ pub type CifsscanResponse = Vec<CifsscanResponseItem>;
 /// Errors of [`Cifsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CifsscanError = crate::error::Untyped<Cifsscan>;
 /// From `GET /nodes/{node}/scan/cifs returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CifsscanResponseItem {
     /// `description`
     pub description: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Lvmthinscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Lvmthinscan {
     }
 }
 impl Lvmthinscan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vg: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ pub type LvmthinscanResponse = Vec<LvmthinscanResponseItem>;
 /// Errors of [`Lvmthinscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type LvmthinscanError = crate::error::Untyped<Lvmthinscan>;
 /// From `GET /nodes/{node}/scan/lvmthin returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LvmthinscanResponseItem {
     /// `lv`
     pub lv: Option<String>,

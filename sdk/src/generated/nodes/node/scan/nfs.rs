@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Nfsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Nfsscan {
     }
 }
 impl Nfsscan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, server: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ pub type NfsscanResponse = Vec<NfsscanResponseItem>;
 /// Errors of [`Nfsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type NfsscanError = crate::error::Untyped<Nfsscan>;
 /// From `GET /nodes/{node}/scan/nfs returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NfsscanResponseItem {
     /// `options`
     pub options: Option<String>,

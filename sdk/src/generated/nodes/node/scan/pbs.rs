@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Pbsscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -34,7 +35,11 @@ impl serde::Serialize for Pbsscan {
     }
 }
 impl Pbsscan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         password: impl Into<crate::Secret>,
@@ -49,6 +54,18 @@ impl Pbsscan {
             server: server.into(),
             username: username.into(),
         }
+    }
+    /// Sets `fingerprint`.
+    #[must_use]
+    pub fn fingerprint(mut self, value: impl Into<String>) -> Self {
+        self.fingerprint = Some(value.into());
+        self
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
     }
 }
 impl crate::Operation for Pbsscan {
@@ -69,7 +86,8 @@ pub type PbsscanResponse = Vec<PbsscanResponseItem>;
 /// Errors of [`Pbsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type PbsscanError = crate::error::Untyped<Pbsscan>;
 /// From `GET /nodes/{node}/scan/pbs returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct PbsscanResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -9,6 +9,7 @@ pub mod zones;
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Sdnindex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for Sdnindex {
     }
 }
 impl Sdnindex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }

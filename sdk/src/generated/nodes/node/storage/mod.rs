@@ -8,6 +8,7 @@ pub mod storage;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -35,7 +36,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -45,6 +50,36 @@ impl Index {
             storage: None,
             target: None,
         }
+    }
+    /// Sets `content`.
+    #[must_use]
+    pub fn content(mut self, value: impl Into<String>) -> Self {
+        self.content = Some(value.into());
+        self
+    }
+    /// Sets `enabled`.
+    #[must_use]
+    pub fn enabled(mut self, value: bool) -> Self {
+        self.enabled = Some(value);
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: bool) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<String>) -> Self {
+        self.target = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Index {
@@ -139,7 +174,8 @@ impl crate::open_enum::OpenEnum for IndexResponseItemFormatsSupportedItem {
 }
 crate::open_enum_traits!(IndexResponseItemFormatsSupportedItem);
 /// From `GET /nodes/{node}/storage returns items "formats"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemFormats {
     /// `default`
     pub default: Option<IndexResponseItemFormatsDefault>,
@@ -168,7 +204,8 @@ impl serde::Serialize for IndexResponseItemFormats {
     }
 }
 /// From `GET /nodes/{node}/storage returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `active`
     pub active: Option<bool>,

@@ -7,6 +7,7 @@ pub mod upid;
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodeTasks {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -49,7 +50,11 @@ impl serde::Serialize for NodeTasks {
     }
 }
 impl NodeTasks {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -64,6 +69,66 @@ impl NodeTasks {
             userfilter: None,
             vmid: None,
         }
+    }
+    /// Sets `errors`.
+    #[must_use]
+    pub fn errors(mut self, value: bool) -> Self {
+        self.errors = Some(value);
+        self
+    }
+    /// Sets `limit`.
+    #[must_use]
+    pub fn limit(mut self, value: i64) -> Self {
+        self.limit = Some(value);
+        self
+    }
+    /// Sets `since`.
+    #[must_use]
+    pub fn since(mut self, value: i64) -> Self {
+        self.since = Some(value);
+        self
+    }
+    /// Sets `source`.
+    #[must_use]
+    pub fn source(mut self, value: NodeTasksSource) -> Self {
+        self.source = Some(value);
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: i64) -> Self {
+        self.start = Some(value);
+        self
+    }
+    /// Sets `statusfilter`.
+    #[must_use]
+    pub fn statusfilter(mut self, value: impl Into<String>) -> Self {
+        self.statusfilter = Some(value.into());
+        self
+    }
+    /// Sets `typefilter`.
+    #[must_use]
+    pub fn typefilter(mut self, value: impl Into<String>) -> Self {
+        self.typefilter = Some(value.into());
+        self
+    }
+    /// Sets `until`.
+    #[must_use]
+    pub fn until(mut self, value: i64) -> Self {
+        self.until = Some(value);
+        self
+    }
+    /// Sets `userfilter`.
+    #[must_use]
+    pub fn userfilter(mut self, value: impl Into<String>) -> Self {
+        self.userfilter = Some(value.into());
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: i64) -> Self {
+        self.vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for NodeTasks {
@@ -117,7 +182,8 @@ impl crate::open_enum::OpenEnum for NodeTasksSource {
 }
 crate::open_enum_traits!(NodeTasksSource);
 /// From `GET /nodes/{node}/tasks returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NodeTasksResponseItem {
     /// `endtime`
     pub endtime: Option<i64>,

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Defaults {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for Defaults {
     }
 }
 impl Defaults {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             storage: None,
         }
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Defaults {
@@ -45,7 +56,8 @@ impl crate::Operation for Defaults {
 /// Errors of [`Defaults`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type DefaultsError = crate::error::Untyped<Defaults>;
 /// From `GET /nodes/{node}/vzdump/defaults returns "fleecing"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DefaultsResponseFleecing {
     /// `enabled`
     pub enabled: Option<bool>,
@@ -74,7 +86,8 @@ impl serde::Serialize for DefaultsResponseFleecing {
     }
 }
 /// From `GET /nodes/{node}/vzdump/defaults returns "performance"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DefaultsResponsePerformance {
     /// Wire name `max-workers`; range 1 - 256
     pub max_workers: Option<i64>,
@@ -103,7 +116,8 @@ impl serde::Serialize for DefaultsResponsePerformance {
     }
 }
 /// From `GET /nodes/{node}/vzdump/defaults returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DefaultsResponse {
     /// Default `0`
     pub all: Option<bool>,

@@ -10,6 +10,7 @@ pub mod extractconfig;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vzdump {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -118,7 +119,11 @@ impl serde::Serialize for Vzdump {
     }
 }
 impl Vzdump {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -155,6 +160,201 @@ impl Vzdump {
             vmid: None,
             zstd: None,
         }
+    }
+    /// Sets `all`.
+    #[must_use]
+    pub fn all(mut self, value: bool) -> Self {
+        self.all = Some(value);
+        self
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `compress`.
+    #[must_use]
+    pub fn compress(mut self, value: crate::generated::Compress) -> Self {
+        self.compress = Some(value);
+        self
+    }
+    /// Sets `dumpdir`.
+    #[must_use]
+    pub fn dumpdir(mut self, value: impl Into<String>) -> Self {
+        self.dumpdir = Some(value.into());
+        self
+    }
+    /// Sets `exclude`.
+    #[must_use]
+    pub fn exclude(mut self, value: impl Into<String>) -> Self {
+        self.exclude = Some(value.into());
+        self
+    }
+    /// Sets `exclude-path`.
+    #[must_use]
+    pub fn exclude_path(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.exclude_path = Some(value.into());
+        self
+    }
+    /// Sets `fleecing`.
+    #[must_use]
+    pub fn fleecing(mut self, value: impl Into<String>) -> Self {
+        self.fleecing = Some(value.into());
+        self
+    }
+    /// Sets `ionice`.
+    #[must_use]
+    pub fn ionice(mut self, value: i64) -> Self {
+        self.ionice = Some(value);
+        self
+    }
+    /// Sets `job-id`.
+    #[must_use]
+    pub fn job_id(mut self, value: impl Into<String>) -> Self {
+        self.job_id = Some(value.into());
+        self
+    }
+    /// Sets `lockwait`.
+    #[must_use]
+    pub fn lockwait(mut self, value: i64) -> Self {
+        self.lockwait = Some(value);
+        self
+    }
+    /// Sets `mailnotification`.
+    #[must_use]
+    pub fn mailnotification(mut self, value: crate::generated::Mailnotification) -> Self {
+        self.mailnotification = Some(value);
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<String>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: crate::generated::Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `notes-template`.
+    #[must_use]
+    pub fn notes_template(mut self, value: impl Into<String>) -> Self {
+        self.notes_template = Some(value.into());
+        self
+    }
+    /// Sets `notification-mode`.
+    #[must_use]
+    pub fn notification_mode(mut self, value: crate::generated::NotificationMode) -> Self {
+        self.notification_mode = Some(value);
+        self
+    }
+    /// Sets `pbs-change-detection-mode`.
+    #[must_use]
+    pub fn pbs_change_detection_mode(
+        mut self,
+        value: crate::generated::PbsChangeDetectionMode,
+    ) -> Self {
+        self.pbs_change_detection_mode = Some(value);
+        self
+    }
+    /// Sets `performance`.
+    #[must_use]
+    pub fn performance(mut self, value: impl Into<String>) -> Self {
+        self.performance = Some(value.into());
+        self
+    }
+    /// Sets `pigz`.
+    #[must_use]
+    pub fn pigz(mut self, value: i64) -> Self {
+        self.pigz = Some(value);
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `protected`.
+    #[must_use]
+    pub fn protected(mut self, value: bool) -> Self {
+        self.protected = Some(value);
+        self
+    }
+    /// Sets `prune-backups`.
+    #[must_use]
+    pub fn prune_backups(mut self, value: impl Into<String>) -> Self {
+        self.prune_backups = Some(value.into());
+        self
+    }
+    /// Sets `quiet`.
+    #[must_use]
+    pub fn quiet(mut self, value: bool) -> Self {
+        self.quiet = Some(value);
+        self
+    }
+    /// Sets `remove`.
+    #[must_use]
+    pub fn remove(mut self, value: bool) -> Self {
+        self.remove = Some(value);
+        self
+    }
+    /// Sets `script`.
+    #[must_use]
+    pub fn script(mut self, value: impl Into<String>) -> Self {
+        self.script = Some(value.into());
+        self
+    }
+    /// Sets `stdexcludes`.
+    #[must_use]
+    pub fn stdexcludes(mut self, value: bool) -> Self {
+        self.stdexcludes = Some(value);
+        self
+    }
+    /// Sets `stdout`.
+    #[must_use]
+    pub fn stdout(mut self, value: bool) -> Self {
+        self.stdout = Some(value);
+        self
+    }
+    /// Sets `stop`.
+    #[must_use]
+    pub fn stop(mut self, value: bool) -> Self {
+        self.stop = Some(value);
+        self
+    }
+    /// Sets `stopwait`.
+    #[must_use]
+    pub fn stopwait(mut self, value: i64) -> Self {
+        self.stopwait = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `tmpdir`.
+    #[must_use]
+    pub fn tmpdir(mut self, value: impl Into<String>) -> Self {
+        self.tmpdir = Some(value.into());
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: impl Into<String>) -> Self {
+        self.vmid = Some(value.into());
+        self
+    }
+    /// Sets `zstd`.
+    #[must_use]
+    pub fn zstd(mut self, value: i64) -> Self {
+        self.zstd = Some(value);
+        self
     }
 }
 impl crate::Operation for Vzdump {

@@ -6,6 +6,7 @@ pub mod tokenid;
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TokenIndex {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for TokenIndex {
     }
 }
 impl TokenIndex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -42,7 +47,8 @@ impl crate::Operation for TokenIndex {
 pub type TokenIndexResponse = Vec<TokenIndexResponseItem>;
 crate::operation_error!(TokenIndexError for TokenIndex; UserNotFound);
 /// From `GET /access/users/{userid}/token returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TokenIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

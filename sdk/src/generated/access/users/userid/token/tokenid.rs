@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoveToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for RemoveToken {
     }
 }
 impl RemoveToken {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, tokenid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -50,6 +55,7 @@ crate::operation_error!(RemoveTokenError for RemoveToken; TokenNotFound, UserNot
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -65,7 +71,11 @@ impl serde::Serialize for ReadToken {
     }
 }
 impl ReadToken {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, tokenid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -93,6 +103,7 @@ crate::operation_error!(ReadTokenError for ReadToken; TokenNotFound, UserNotFoun
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GenerateToken {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -117,7 +128,11 @@ impl serde::Serialize for GenerateToken {
     }
 }
 impl GenerateToken {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, tokenid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -126,6 +141,24 @@ impl GenerateToken {
             expire: None,
             privsep: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `expire`.
+    #[must_use]
+    pub fn expire(mut self, value: i64) -> Self {
+        self.expire = Some(value);
+        self
+    }
+    /// Sets `privsep`.
+    #[must_use]
+    pub fn privsep(mut self, value: bool) -> Self {
+        self.privsep = Some(value);
+        self
     }
 }
 impl crate::Operation for GenerateToken {
@@ -149,6 +182,7 @@ crate::operation_error!(GenerateTokenError for GenerateToken; UserNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateTokenInfo {
     /// Path parameter; format `pve-userid`; maximum length 64
     pub userid: String,
@@ -179,7 +213,11 @@ impl serde::Serialize for UpdateTokenInfo {
     }
 }
 impl UpdateTokenInfo {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(userid: impl Into<String>, tokenid: impl Into<String>) -> Self {
         Self {
             userid: userid.into(),
@@ -190,6 +228,36 @@ impl UpdateTokenInfo {
             privsep: None,
             regenerate: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `expire`.
+    #[must_use]
+    pub fn expire(mut self, value: i64) -> Self {
+        self.expire = Some(value);
+        self
+    }
+    /// Sets `privsep`.
+    #[must_use]
+    pub fn privsep(mut self, value: bool) -> Self {
+        self.privsep = Some(value);
+        self
+    }
+    /// Sets `regenerate`.
+    #[must_use]
+    pub fn regenerate(mut self, value: bool) -> Self {
+        self.regenerate = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdateTokenInfo {
@@ -210,7 +278,8 @@ crate::operation_error!(
     UpdateTokenInfoError for UpdateTokenInfo; TokenNotFound, UserNotFound
 );
 /// From `GET /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadTokenResponse {
     /// `comment`
     pub comment: Option<String>,
@@ -243,7 +312,8 @@ impl serde::Serialize for ReadTokenResponse {
     }
 }
 /// From `POST /access/users/{userid}/token/{tokenid} returns "info"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GenerateTokenResponseInfo {
     /// `comment`
     pub comment: Option<String>,
@@ -276,7 +346,8 @@ impl serde::Serialize for GenerateTokenResponseInfo {
     }
 }
 /// From `POST /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GenerateTokenResponse {
     /// Wire name `full-tokenid`
     pub full_tokenid: Option<String>,
@@ -309,7 +380,8 @@ impl serde::Serialize for GenerateTokenResponse {
     }
 }
 /// From `PUT /access/users/{userid}/token/{tokenid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateTokenInfoResponse {
     /// `comment`
     pub comment: Option<String>,

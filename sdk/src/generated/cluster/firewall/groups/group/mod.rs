@@ -7,6 +7,7 @@ pub mod pos;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteSecurityGroup {
     /// Path parameter; length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for DeleteSecurityGroup {
     }
 }
 impl DeleteSecurityGroup {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(group: impl Into<String>) -> Self {
         Self {
             group: group.into(),
@@ -43,6 +48,7 @@ pub type DeleteSecurityGroupError = crate::error::Untyped<DeleteSecurityGroup>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetRules {
     /// Path parameter; length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
@@ -55,7 +61,11 @@ impl serde::Serialize for GetRules {
     }
 }
 impl GetRules {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(group: impl Into<String>) -> Self {
         Self {
             group: group.into(),
@@ -80,6 +90,7 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateRule {
     /// Path parameter; length 2 - 18; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub group: String,
@@ -137,7 +148,11 @@ impl serde::Serialize for CreateRule {
     }
 }
 impl CreateRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(group: impl Into<String>, action: impl Into<String>, type_: CreateRuleType) -> Self {
         Self {
             group: group.into(),
@@ -158,6 +173,84 @@ impl CreateRule {
             type_,
         }
     }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `dest`.
+    #[must_use]
+    pub fn dest(mut self, value: impl Into<String>) -> Self {
+        self.dest = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `dport`.
+    #[must_use]
+    pub fn dport(mut self, value: impl Into<String>) -> Self {
+        self.dport = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: i64) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `icmp-type`.
+    #[must_use]
+    pub fn icmp_type(mut self, value: impl Into<String>) -> Self {
+        self.icmp_type = Some(value.into());
+        self
+    }
+    /// Sets `iface`.
+    #[must_use]
+    pub fn iface(mut self, value: impl Into<String>) -> Self {
+        self.iface = Some(value.into());
+        self
+    }
+    /// Sets `log`.
+    #[must_use]
+    pub fn log(mut self, value: crate::generated::Log) -> Self {
+        self.log = Some(value);
+        self
+    }
+    /// Sets `macro`.
+    #[must_use]
+    pub fn macro_(mut self, value: impl Into<String>) -> Self {
+        self.macro_ = Some(value.into());
+        self
+    }
+    /// Sets `pos`.
+    #[must_use]
+    pub fn pos(mut self, value: i64) -> Self {
+        self.pos = Some(value);
+        self
+    }
+    /// Sets `proto`.
+    #[must_use]
+    pub fn proto(mut self, value: impl Into<String>) -> Self {
+        self.proto = Some(value.into());
+        self
+    }
+    /// Sets `source`.
+    #[must_use]
+    pub fn source(mut self, value: impl Into<String>) -> Self {
+        self.source = Some(value.into());
+        self
+    }
+    /// Sets `sport`.
+    #[must_use]
+    pub fn sport(mut self, value: impl Into<String>) -> Self {
+        self.sport = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for CreateRule {
     const ID: &'static str = "create_rule";
@@ -171,7 +264,8 @@ impl crate::Operation for CreateRule {
 pub type CreateRuleResponse = ();
 crate::operation_error!(CreateRuleError for CreateRule; ConfigModified);
 /// From `GET /cluster/firewall/groups/{group} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetRulesResponseItem {
     /// `action`
     pub action: Option<String>,

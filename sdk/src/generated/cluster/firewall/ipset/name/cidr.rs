@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoveIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for RemoveIp {
     }
 }
 impl RemoveIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>, cidr: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             cidr: cidr.into(),
             digest: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for RemoveIp {
@@ -55,6 +66,7 @@ crate::operation_error!(RemoveIpError for RemoveIp; ConfigModified);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -70,7 +82,11 @@ impl serde::Serialize for ReadIp {
     }
 }
 impl ReadIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>, cidr: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -101,6 +117,7 @@ pub type ReadIpError = crate::error::Untyped<ReadIp>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -125,7 +142,11 @@ impl serde::Serialize for UpdateIp {
     }
 }
 impl UpdateIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>, cidr: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -134,6 +155,24 @@ impl UpdateIp {
             digest: None,
             nomatch: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `nomatch`.
+    #[must_use]
+    pub fn nomatch(mut self, value: bool) -> Self {
+        self.nomatch = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdateIp {

@@ -7,6 +7,7 @@ pub mod cidr;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteIpset {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -22,12 +23,22 @@ impl serde::Serialize for DeleteIpset {
     }
 }
 impl DeleteIpset {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             force: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
     }
 }
 impl crate::Operation for DeleteIpset {
@@ -47,6 +58,7 @@ pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetIpset {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -59,7 +71,11 @@ impl serde::Serialize for GetIpset {
     }
 }
 impl GetIpset {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -82,6 +98,7 @@ pub type GetIpsetError = crate::error::Untyped<GetIpset>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateIp {
     /// Path parameter; length 2 - 64; pattern `[A-Za-z][A-Za-z0-9\-\_]+`
     pub name: String,
@@ -103,7 +120,11 @@ impl serde::Serialize for CreateIp {
     }
 }
 impl CreateIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>, cidr: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -111,6 +132,18 @@ impl CreateIp {
             comment: None,
             nomatch: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `nomatch`.
+    #[must_use]
+    pub fn nomatch(mut self, value: bool) -> Self {
+        self.nomatch = Some(value);
+        self
     }
 }
 impl crate::Operation for CreateIp {
@@ -126,7 +159,8 @@ pub type CreateIpResponse = ();
 /// Errors of [`CreateIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateIpError = crate::error::Untyped<CreateIp>;
 /// From `GET /cluster/firewall/ipset/{name} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetIpsetResponseItem {
     /// `cidr`
     pub cidr: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Migrate {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for Migrate {
     }
 }
 impl Migrate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(sid: impl Into<String>, node: impl Into<String>) -> Self {
         Self {
             sid: sid.into(),
@@ -45,7 +50,8 @@ impl crate::Operation for Migrate {
 /// Errors of [`Migrate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type MigrateError = crate::error::Untyped<Migrate>;
 /// From `POST /cluster/ha/resources/{sid}/migrate returns "blocking-resources" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateResponseBlockingResourcesItem {
     /// `cause`
     pub cause: Option<crate::generated::Cause>,
@@ -74,7 +80,8 @@ impl serde::Serialize for MigrateResponseBlockingResourcesItem {
     }
 }
 /// From `POST /cluster/ha/resources/{sid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateResponse {
     /// Wire name `blocking-resources`
     pub blocking_resources: Option<Vec<MigrateResponseBlockingResourcesItem>>,

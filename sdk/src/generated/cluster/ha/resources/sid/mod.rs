@@ -8,6 +8,7 @@ pub mod relocate;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -23,12 +24,22 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(sid: impl Into<String>) -> Self {
         Self {
             sid: sid.into(),
             purge: None,
         }
+    }
+    /// Sets `purge`.
+    #[must_use]
+    pub fn purge(mut self, value: bool) -> Self {
+        self.purge = Some(value);
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -53,6 +64,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -65,7 +77,11 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(sid: impl Into<String>) -> Self {
         Self { sid: sid.into() }
     }
@@ -91,6 +107,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -130,7 +147,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(sid: impl Into<String>) -> Self {
         Self {
             sid: sid.into(),
@@ -144,6 +165,60 @@ impl Update {
             max_restart: None,
             state: None,
         }
+    }
+    /// Sets `auto-rebalance`.
+    #[must_use]
+    pub fn auto_rebalance(mut self, value: bool) -> Self {
+        self.auto_rebalance = Some(value);
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `failback`.
+    #[must_use]
+    pub fn failback(mut self, value: bool) -> Self {
+        self.failback = Some(value);
+        self
+    }
+    /// Sets `group`.
+    #[must_use]
+    pub fn group(mut self, value: impl Into<String>) -> Self {
+        self.group = Some(value.into());
+        self
+    }
+    /// Sets `max_relocate`.
+    #[must_use]
+    pub fn max_relocate(mut self, value: i64) -> Self {
+        self.max_relocate = Some(value);
+        self
+    }
+    /// Sets `max_restart`.
+    #[must_use]
+    pub fn max_restart(mut self, value: i64) -> Self {
+        self.max_restart = Some(value);
+        self
+    }
+    /// Sets `state`.
+    #[must_use]
+    pub fn state(mut self, value: crate::generated::cluster::ha::resources::State) -> Self {
+        self.state = Some(value);
+        self
     }
 }
 impl crate::Operation for Update {
@@ -163,7 +238,8 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/ha/resources/{sid} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponse {
     /// Wire name `auto-rebalance`; default `1`
     pub auto_rebalance: Option<bool>,

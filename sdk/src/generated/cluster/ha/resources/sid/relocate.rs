@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Relocate {
     /// Path parameter; format `pve-ha-resource-or-vm-id`
     pub sid: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for Relocate {
     }
 }
 impl Relocate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(sid: impl Into<String>, node: impl Into<String>) -> Self {
         Self {
             sid: sid.into(),
@@ -45,7 +50,8 @@ impl crate::Operation for Relocate {
 /// Errors of [`Relocate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type RelocateError = crate::error::Untyped<Relocate>;
 /// From `POST /cluster/ha/resources/{sid}/relocate returns "blocking-resources" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RelocateResponseBlockingResourcesItem {
     /// `cause`
     pub cause: Option<crate::generated::Cause>,
@@ -74,7 +80,8 @@ impl serde::Serialize for RelocateResponseBlockingResourcesItem {
     }
 }
 /// From `POST /cluster/ha/resources/{sid}/relocate returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RelocateResponse {
     /// Wire name `blocking-resources`
     pub blocking_resources: Option<Vec<RelocateResponseBlockingResourcesItem>>,

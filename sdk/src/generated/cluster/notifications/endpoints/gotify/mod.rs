@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetGotifyEndpoints {}
 impl serde::Serialize for GetGotifyEndpoints {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetGotifyEndpoints {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetGotifyEndpoints {
@@ -32,6 +43,7 @@ pub type GetGotifyEndpointsError = crate::error::Untyped<GetGotifyEndpoints>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateGotifyEndpoint {
     /// `comment`
     pub comment: Option<String>,
@@ -56,7 +68,11 @@ impl serde::Serialize for CreateGotifyEndpoint {
     }
 }
 impl CreateGotifyEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         name: impl Into<String>,
         server: impl Into<String>,
@@ -69,6 +85,18 @@ impl CreateGotifyEndpoint {
             server: server.into(),
             token: token.into(),
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
     }
 }
 impl crate::Operation for CreateGotifyEndpoint {
@@ -84,7 +112,8 @@ pub type CreateGotifyEndpointResponse = ();
 /// Errors of [`CreateGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateGotifyEndpointError = crate::error::Untyped<CreateGotifyEndpoint>;
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetGotifyEndpointsResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteGotifyEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteGotifyEndpoint {
     }
 }
 impl DeleteGotifyEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -46,6 +51,7 @@ pub type DeleteGotifyEndpointError = crate::error::Untyped<DeleteGotifyEndpoint>
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetGotifyEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for GetGotifyEndpoint {
     }
 }
 impl GetGotifyEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -84,6 +94,7 @@ pub type GetGotifyEndpointError = crate::error::Untyped<GetGotifyEndpoint>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateGotifyEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -114,7 +125,11 @@ impl serde::Serialize for UpdateGotifyEndpoint {
     }
 }
 impl UpdateGotifyEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -125,6 +140,42 @@ impl UpdateGotifyEndpoint {
             server: None,
             token: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `server`.
+    #[must_use]
+    pub fn server(mut self, value: impl Into<String>) -> Self {
+        self.server = Some(value.into());
+        self
+    }
+    /// Sets `token`.
+    #[must_use]
+    pub fn token(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateGotifyEndpoint {
@@ -145,7 +196,8 @@ pub type UpdateGotifyEndpointResponse = ();
 /// Errors of [`UpdateGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateGotifyEndpointError = crate::error::Untyped<UpdateGotifyEndpoint>;
 /// From `GET /cluster/notifications/endpoints/gotify/{name} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetGotifyEndpointResponse {
     /// `comment`
     pub comment: Option<String>,

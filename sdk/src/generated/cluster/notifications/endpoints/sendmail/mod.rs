@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetSendmailEndpoints {}
 impl serde::Serialize for GetSendmailEndpoints {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetSendmailEndpoints {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetSendmailEndpoints {
@@ -32,6 +43,7 @@ pub type GetSendmailEndpointsError = crate::error::Untyped<GetSendmailEndpoints>
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateSendmailEndpoint {
     /// `author`
     pub author: Option<String>,
@@ -62,7 +74,11 @@ impl serde::Serialize for CreateSendmailEndpoint {
     }
 }
 impl CreateSendmailEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             author: None,
@@ -73,6 +89,42 @@ impl CreateSendmailEndpoint {
             mailto_user: None,
             name: name.into(),
         }
+    }
+    /// Sets `author`.
+    #[must_use]
+    pub fn author(mut self, value: impl Into<String>) -> Self {
+        self.author = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `from-address`.
+    #[must_use]
+    pub fn from_address(mut self, value: impl Into<String>) -> Self {
+        self.from_address = Some(value.into());
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mailto-user`.
+    #[must_use]
+    pub fn mailto_user(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto_user = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateSendmailEndpoint {
@@ -88,7 +140,8 @@ pub type CreateSendmailEndpointResponse = ();
 /// Errors of [`CreateSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateSendmailEndpointError = crate::error::Untyped<CreateSendmailEndpoint>;
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetSendmailEndpointsResponseItem {
     /// `author`
     pub author: Option<String>,

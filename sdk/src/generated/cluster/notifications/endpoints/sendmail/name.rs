@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteSendmailEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteSendmailEndpoint {
     }
 }
 impl DeleteSendmailEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -46,6 +51,7 @@ pub type DeleteSendmailEndpointError = crate::error::Untyped<DeleteSendmailEndpo
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetSendmailEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for GetSendmailEndpoint {
     }
 }
 impl GetSendmailEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -84,6 +94,7 @@ pub type GetSendmailEndpointError = crate::error::Untyped<GetSendmailEndpoint>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateSendmailEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -120,7 +131,11 @@ impl serde::Serialize for UpdateSendmailEndpoint {
     }
 }
 impl UpdateSendmailEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -133,6 +148,54 @@ impl UpdateSendmailEndpoint {
             mailto: None,
             mailto_user: None,
         }
+    }
+    /// Sets `author`.
+    #[must_use]
+    pub fn author(mut self, value: impl Into<String>) -> Self {
+        self.author = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `from-address`.
+    #[must_use]
+    pub fn from_address(mut self, value: impl Into<String>) -> Self {
+        self.from_address = Some(value.into());
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mailto-user`.
+    #[must_use]
+    pub fn mailto_user(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto_user = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateSendmailEndpoint {
@@ -153,7 +216,8 @@ pub type UpdateSendmailEndpointResponse = ();
 /// Errors of [`UpdateSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateSendmailEndpointError = crate::error::Untyped<UpdateSendmailEndpoint>;
 /// From `GET /cluster/notifications/endpoints/sendmail/{name} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetSendmailEndpointResponse {
     /// `author`
     pub author: Option<String>,

@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetSmtpEndpoints {}
 impl serde::Serialize for GetSmtpEndpoints {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetSmtpEndpoints {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetSmtpEndpoints {
@@ -32,6 +43,7 @@ pub type GetSmtpEndpointsError = crate::error::Untyped<GetSmtpEndpoints>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateSmtpEndpoint {
     /// `author`
     pub author: Option<String>,
@@ -77,7 +89,11 @@ impl serde::Serialize for CreateSmtpEndpoint {
     }
 }
 impl CreateSmtpEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         from_address: impl Into<String>,
         name: impl Into<String>,
@@ -97,6 +113,60 @@ impl CreateSmtpEndpoint {
             server: server.into(),
             username: None,
         }
+    }
+    /// Sets `author`.
+    #[must_use]
+    pub fn author(mut self, value: impl Into<String>) -> Self {
+        self.author = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mailto-user`.
+    #[must_use]
+    pub fn mailto_user(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto_user = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(mut self, value: Mode) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
+    }
+    /// Sets `username`.
+    #[must_use]
+    pub fn username(mut self, value: impl Into<String>) -> Self {
+        self.username = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateSmtpEndpoint {
@@ -145,7 +215,8 @@ impl crate::open_enum::OpenEnum for Mode {
 }
 crate::open_enum_traits!(Mode);
 /// From `GET /cluster/notifications/endpoints/smtp returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetSmtpEndpointsResponseItem {
     /// `author`
     pub author: Option<String>,

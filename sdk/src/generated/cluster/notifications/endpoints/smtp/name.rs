@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteSmtpEndpoint {
     }
 }
 impl DeleteSmtpEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -46,6 +51,7 @@ pub type DeleteSmtpEndpointError = crate::error::Untyped<DeleteSmtpEndpoint>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for GetSmtpEndpoint {
     }
 }
 impl GetSmtpEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -84,6 +94,7 @@ pub type GetSmtpEndpointError = crate::error::Untyped<GetSmtpEndpoint>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateSmtpEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -135,7 +146,11 @@ impl serde::Serialize for UpdateSmtpEndpoint {
     }
 }
 impl UpdateSmtpEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -153,6 +168,87 @@ impl UpdateSmtpEndpoint {
             server: None,
             username: None,
         }
+    }
+    /// Sets `author`.
+    #[must_use]
+    pub fn author(mut self, value: impl Into<String>) -> Self {
+        self.author = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `from-address`.
+    #[must_use]
+    pub fn from_address(mut self, value: impl Into<String>) -> Self {
+        self.from_address = Some(value.into());
+        self
+    }
+    /// Sets `mailto`.
+    #[must_use]
+    pub fn mailto(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto = Some(value.into());
+        self
+    }
+    /// Sets `mailto-user`.
+    #[must_use]
+    pub fn mailto_user(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.mailto_user = Some(value.into());
+        self
+    }
+    /// Sets `mode`.
+    #[must_use]
+    pub fn mode(
+        mut self,
+        value: crate::generated::cluster::notifications::endpoints::smtp::Mode,
+    ) -> Self {
+        self.mode = Some(value);
+        self
+    }
+    /// Sets `password`.
+    #[must_use]
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.password = Some(value.into());
+        self
+    }
+    /// Sets `port`.
+    #[must_use]
+    pub fn port(mut self, value: i64) -> Self {
+        self.port = Some(value);
+        self
+    }
+    /// Sets `server`.
+    #[must_use]
+    pub fn server(mut self, value: impl Into<String>) -> Self {
+        self.server = Some(value.into());
+        self
+    }
+    /// Sets `username`.
+    #[must_use]
+    pub fn username(mut self, value: impl Into<String>) -> Self {
+        self.username = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateSmtpEndpoint {
@@ -173,7 +269,8 @@ pub type UpdateSmtpEndpointResponse = ();
 /// Errors of [`UpdateSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateSmtpEndpointError = crate::error::Untyped<UpdateSmtpEndpoint>;
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetSmtpEndpointResponse {
     /// `author`
     pub author: Option<String>,

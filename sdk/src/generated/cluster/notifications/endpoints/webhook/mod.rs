@@ -7,11 +7,22 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GetWebhookEndpoints {}
 impl serde::Serialize for GetWebhookEndpoints {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
+    }
+}
+impl GetWebhookEndpoints {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {}
     }
 }
 impl crate::Operation for GetWebhookEndpoints {
@@ -33,6 +44,7 @@ pub type GetWebhookEndpointsError = crate::error::Untyped<GetWebhookEndpoints>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateWebhookEndpoint {
     /// `body`
     pub body: Option<String>,
@@ -66,7 +78,11 @@ impl serde::Serialize for CreateWebhookEndpoint {
     }
 }
 impl CreateWebhookEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(method: Method, name: impl Into<String>, url: impl Into<String>) -> Self {
         Self {
             body: None,
@@ -78,6 +94,36 @@ impl CreateWebhookEndpoint {
             secret: None,
             url: url.into(),
         }
+    }
+    /// Sets `body`.
+    #[must_use]
+    pub fn body(mut self, value: impl Into<String>) -> Self {
+        self.body = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `header`.
+    #[must_use]
+    pub fn header(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.header = Some(value.into());
+        self
+    }
+    /// Sets `secret`.
+    #[must_use]
+    pub fn secret(mut self, value: impl Into<Vec<crate::Secret>>) -> Self {
+        self.secret = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateWebhookEndpoint {
@@ -126,7 +172,8 @@ impl crate::open_enum::OpenEnum for Method {
 }
 crate::open_enum_traits!(Method);
 /// From `GET /cluster/notifications/endpoints/webhook returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetWebhookEndpointsResponseItem {
     /// `body`
     pub body: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteWebhookEndpoint {
     }
 }
 impl DeleteWebhookEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -46,6 +51,7 @@ pub type DeleteWebhookEndpointError = crate::error::Untyped<DeleteWebhookEndpoin
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -58,7 +64,11 @@ impl serde::Serialize for GetWebhookEndpoint {
     }
 }
 impl GetWebhookEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -85,6 +95,7 @@ pub type GetWebhookEndpointError = crate::error::Untyped<GetWebhookEndpoint>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateWebhookEndpoint {
     /// Path parameter; format `pve-configid`
     pub name: String,
@@ -124,7 +135,11 @@ impl serde::Serialize for UpdateWebhookEndpoint {
     }
 }
 impl UpdateWebhookEndpoint {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -138,6 +153,63 @@ impl UpdateWebhookEndpoint {
             secret: None,
             url: None,
         }
+    }
+    /// Sets `body`.
+    #[must_use]
+    pub fn body(mut self, value: impl Into<String>) -> Self {
+        self.body = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `disable`.
+    #[must_use]
+    pub fn disable(mut self, value: bool) -> Self {
+        self.disable = Some(value);
+        self
+    }
+    /// Sets `header`.
+    #[must_use]
+    pub fn header(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.header = Some(value.into());
+        self
+    }
+    /// Sets `method`.
+    #[must_use]
+    pub fn method(
+        mut self,
+        value: crate::generated::cluster::notifications::endpoints::webhook::Method,
+    ) -> Self {
+        self.method = Some(value);
+        self
+    }
+    /// Sets `secret`.
+    #[must_use]
+    pub fn secret(mut self, value: impl Into<Vec<crate::Secret>>) -> Self {
+        self.secret = Some(value.into());
+        self
+    }
+    /// Sets `url`.
+    #[must_use]
+    pub fn url(mut self, value: impl Into<String>) -> Self {
+        self.url = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateWebhookEndpoint {
@@ -158,7 +230,8 @@ pub type UpdateWebhookEndpointResponse = ();
 /// Errors of [`UpdateWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateWebhookEndpointError = crate::error::Untyped<UpdateWebhookEndpoint>;
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetWebhookEndpointResponse {
     /// `body`
     pub body: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for DeleteFabric {
     }
 }
 impl DeleteFabric {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -40,6 +45,7 @@ pub type DeleteFabricError = crate::error::Untyped<DeleteFabric>;
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -52,7 +58,11 @@ impl serde::Serialize for GetFabric {
     }
 }
 impl GetFabric {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -73,6 +83,7 @@ pub type GetFabricError = crate::error::Untyped<GetFabric>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub id: String,
@@ -100,7 +111,11 @@ impl serde::Serialize for UpdateFabric {
     }
 }
 impl UpdateFabric {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, protocol: UpdateFabricProtocol) -> Self {
         Self {
             id: id.into(),
@@ -110,6 +125,30 @@ impl UpdateFabric {
             lock_token: None,
             protocol,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ip6_prefix`.
+    #[must_use]
+    pub fn ip6_prefix(mut self, value: impl Into<String>) -> Self {
+        self.ip6_prefix = Some(value.into());
+        self
+    }
+    /// Sets `ip_prefix`.
+    #[must_use]
+    pub fn ip_prefix(mut self, value: impl Into<String>) -> Self {
+        self.ip_prefix = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateFabric {
@@ -179,6 +218,7 @@ impl crate::tagged::Tagged for GetFabricResponseProtocol {
 crate::tagged_traits!(GetFabricResponseProtocol);
 /// Fields of [`GetFabricResponseProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetFabricResponseProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -186,6 +226,38 @@ pub struct GetFabricResponseProtocolOpenfabric {
     pub hello_interval: Option<f64>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl GetFabricResponseProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            csnp_interval: None,
+            hello_interval: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `csnp_interval`.
+    #[must_use]
+    pub fn csnp_interval(mut self, value: f64) -> Self {
+        self.csnp_interval = Some(value);
+        self
+    }
+    /// Sets `hello_interval`.
+    #[must_use]
+    pub fn hello_interval(mut self, value: f64) -> Self {
+        self.hello_interval = Some(value);
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -208,6 +280,7 @@ impl serde::Serialize for GetFabricResponseProtocolOpenfabric {
 }
 /// Fields of [`GetFabricResponseProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetFabricResponseProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -215,6 +288,41 @@ pub struct GetFabricResponseProtocolOspf {
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl GetFabricResponseProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            area: None,
+            redistribute: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `area`.
+    #[must_use]
+    pub fn area(mut self, value: impl Into<String>) -> Self {
+        self.area = Some(value.into());
+        self
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -237,9 +345,28 @@ impl serde::Serialize for GetFabricResponseProtocolOspf {
 }
 /// Fields of [`GetFabricResponseProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetFabricResponseProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
+}
+impl GetFabricResponseProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            persistent_keepalive: None,
+        }
+    }
+    /// Sets `persistent_keepalive`.
+    #[must_use]
+    pub fn persistent_keepalive(mut self, value: f64) -> Self {
+        self.persistent_keepalive = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -258,9 +385,29 @@ impl serde::Serialize for GetFabricResponseProtocolWireguard {
 }
 /// Fields of [`GetFabricResponseProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetFabricResponseProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl GetFabricResponseProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { redistribute: None }
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetFabricResponseProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -278,7 +425,8 @@ impl serde::Serialize for GetFabricResponseProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/fabric/{id} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetFabricResponse {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -535,6 +683,7 @@ impl crate::tagged::Tagged for UpdateFabricProtocol {
 crate::tagged_traits!(UpdateFabricProtocol);
 /// Fields of [`UpdateFabricProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateFabricProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -544,6 +693,48 @@ pub struct UpdateFabricProtocolOpenfabric {
     pub hello_interval: Option<f64>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl UpdateFabricProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            csnp_interval: None,
+            delete: None,
+            hello_interval: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `csnp_interval`.
+    #[must_use]
+    pub fn csnp_interval(mut self, value: f64) -> Self {
+        self.csnp_interval = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(
+        mut self,
+        value: impl Into<Vec<UpdateFabricOpenfabricOpenfabricDeleteItem>>,
+    ) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `hello_interval`.
+    #[must_use]
+    pub fn hello_interval(mut self, value: f64) -> Self {
+        self.hello_interval = Some(value);
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -568,6 +759,7 @@ impl serde::Serialize for UpdateFabricProtocolOpenfabric {
 }
 /// Fields of [`UpdateFabricProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateFabricProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -577,6 +769,48 @@ pub struct UpdateFabricProtocolOspf {
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl UpdateFabricProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            area: None,
+            delete: None,
+            redistribute: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `area`.
+    #[must_use]
+    pub fn area(mut self, value: impl Into<String>) -> Self {
+        self.area = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdateFabricOspfOspfDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -601,11 +835,40 @@ impl serde::Serialize for UpdateFabricProtocolOspf {
 }
 /// Fields of [`UpdateFabricProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateFabricProtocolWireguard {
     /// `delete`
     pub delete: Option<Vec<UpdateFabricWireguardWireguardDeleteItem>>,
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
+}
+impl UpdateFabricProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            delete: None,
+            persistent_keepalive: None,
+        }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(
+        mut self,
+        value: impl Into<Vec<UpdateFabricWireguardWireguardDeleteItem>>,
+    ) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `persistent_keepalive`.
+    #[must_use]
+    pub fn persistent_keepalive(mut self, value: f64) -> Self {
+        self.persistent_keepalive = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -626,11 +889,40 @@ impl serde::Serialize for UpdateFabricProtocolWireguard {
 }
 /// Fields of [`UpdateFabricProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateFabricProtocolBgp {
     /// `delete`
     pub delete: Option<Vec<UpdateFabricBgpBgpDeleteItem>>,
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl UpdateFabricProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            delete: None,
+            redistribute: None,
+        }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdateFabricBgpBgpDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateFabricProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -6,6 +6,7 @@ pub mod id;
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Index {
     /// `pending`
     pub pending: Option<bool>,
@@ -18,6 +19,31 @@ impl serde::Serialize for Index {
         o.opt("pending", &self.pending)?;
         o.opt("running", &self.running)?;
         o.end()
+    }
+}
+impl Index {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -38,6 +64,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AddFabric {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -65,7 +92,11 @@ impl serde::Serialize for AddFabric {
     }
 }
 impl AddFabric {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, protocol: AddFabricProtocol) -> Self {
         Self {
             digest: None,
@@ -75,6 +106,30 @@ impl AddFabric {
             lock_token: None,
             protocol,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ip6_prefix`.
+    #[must_use]
+    pub fn ip6_prefix(mut self, value: impl Into<String>) -> Self {
+        self.ip6_prefix = Some(value.into());
+        self
+    }
+    /// Sets `ip_prefix`.
+    #[must_use]
+    pub fn ip_prefix(mut self, value: impl Into<String>) -> Self {
+        self.ip_prefix = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for AddFabric {
@@ -144,6 +199,7 @@ impl crate::tagged::Tagged for IndexResponseItemProtocol {
 crate::tagged_traits!(IndexResponseItemProtocol);
 /// Fields of [`IndexResponseItemProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -151,6 +207,38 @@ pub struct IndexResponseItemProtocolOpenfabric {
     pub hello_interval: Option<f64>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl IndexResponseItemProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            csnp_interval: None,
+            hello_interval: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `csnp_interval`.
+    #[must_use]
+    pub fn csnp_interval(mut self, value: f64) -> Self {
+        self.csnp_interval = Some(value);
+        self
+    }
+    /// Sets `hello_interval`.
+    #[must_use]
+    pub fn hello_interval(mut self, value: f64) -> Self {
+        self.hello_interval = Some(value);
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -173,6 +261,7 @@ impl serde::Serialize for IndexResponseItemProtocolOpenfabric {
 }
 /// Fields of [`IndexResponseItemProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -180,6 +269,41 @@ pub struct IndexResponseItemProtocolOspf {
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl IndexResponseItemProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            area: None,
+            redistribute: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `area`.
+    #[must_use]
+    pub fn area(mut self, value: impl Into<String>) -> Self {
+        self.area = Some(value.into());
+        self
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -202,9 +326,28 @@ impl serde::Serialize for IndexResponseItemProtocolOspf {
 }
 /// Fields of [`IndexResponseItemProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
+}
+impl IndexResponseItemProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            persistent_keepalive: None,
+        }
+    }
+    /// Sets `persistent_keepalive`.
+    #[must_use]
+    pub fn persistent_keepalive(mut self, value: f64) -> Self {
+        self.persistent_keepalive = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -223,9 +366,29 @@ impl serde::Serialize for IndexResponseItemProtocolWireguard {
 }
 /// Fields of [`IndexResponseItemProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl IndexResponseItemProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { redistribute: None }
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -243,7 +406,8 @@ impl serde::Serialize for IndexResponseItemProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/fabric returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -343,6 +507,7 @@ impl crate::tagged::Tagged for AddFabricProtocol {
 crate::tagged_traits!(AddFabricProtocol);
 /// Fields of [`AddFabricProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddFabricProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
@@ -350,6 +515,38 @@ pub struct AddFabricProtocolOpenfabric {
     pub hello_interval: Option<f64>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl AddFabricProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            csnp_interval: None,
+            hello_interval: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `csnp_interval`.
+    #[must_use]
+    pub fn csnp_interval(mut self, value: f64) -> Self {
+        self.csnp_interval = Some(value);
+        self
+    }
+    /// Sets `hello_interval`.
+    #[must_use]
+    pub fn hello_interval(mut self, value: f64) -> Self {
+        self.hello_interval = Some(value);
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddFabricProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -372,6 +569,7 @@ impl serde::Serialize for AddFabricProtocolOpenfabric {
 }
 /// Fields of [`AddFabricProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddFabricProtocolOspf {
     /// `area`
     pub area: Option<String>,
@@ -379,6 +577,41 @@ pub struct AddFabricProtocolOspf {
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
+}
+impl AddFabricProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            area: None,
+            redistribute: None,
+            route_filter: None,
+        }
+    }
+    /// Sets `area`.
+    #[must_use]
+    pub fn area(mut self, value: impl Into<String>) -> Self {
+        self.area = Some(value.into());
+        self
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
+    /// Sets `route_filter`.
+    #[must_use]
+    pub fn route_filter(mut self, value: impl Into<String>) -> Self {
+        self.route_filter = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddFabricProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -401,9 +634,28 @@ impl serde::Serialize for AddFabricProtocolOspf {
 }
 /// Fields of [`AddFabricProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddFabricProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
+}
+impl AddFabricProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            persistent_keepalive: None,
+        }
+    }
+    /// Sets `persistent_keepalive`.
+    #[must_use]
+    pub fn persistent_keepalive(mut self, value: f64) -> Self {
+        self.persistent_keepalive = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddFabricProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -422,9 +674,29 @@ impl serde::Serialize for AddFabricProtocolWireguard {
 }
 /// Fields of [`AddFabricProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddFabricProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+}
+impl AddFabricProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { redistribute: None }
+    }
+    /// Sets `redistribute`.
+    #[must_use]
+    pub fn redistribute(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
+    ) -> Self {
+        self.redistribute = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddFabricProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -6,6 +6,7 @@ pub mod fabric_id;
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListNodes {
     /// `pending`
     pub pending: Option<bool>,
@@ -18,6 +19,31 @@ impl serde::Serialize for ListNodes {
         o.opt("pending", &self.pending)?;
         o.opt("running", &self.running)?;
         o.end()
+    }
+}
+impl ListNodes {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for ListNodes {
@@ -88,9 +114,29 @@ impl crate::tagged::Tagged for ListNodesResponseItemProtocol {
 crate::tagged_traits!(ListNodesResponseItemProtocol);
 /// Fields of [`ListNodesResponseItemProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesResponseItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+impl ListNodesResponseItemProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -109,9 +155,29 @@ impl serde::Serialize for ListNodesResponseItemProtocolOpenfabric {
 }
 /// Fields of [`ListNodesResponseItemProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesResponseItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+impl ListNodesResponseItemProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -130,6 +196,7 @@ impl serde::Serialize for ListNodesResponseItemProtocolOspf {
 }
 /// Fields of [`ListNodesResponseItemProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesResponseItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -143,6 +210,62 @@ pub struct ListNodesResponseItemProtocolWireguard {
     pub public_key: Option<String>,
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+impl ListNodesResponseItemProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allowed_ips: None,
+            endpoint: None,
+            interfaces: None,
+            peers: None,
+            public_key: None,
+            role: None,
+        }
+    }
+    /// Sets `allowed_ips`.
+    #[must_use]
+    pub fn allowed_ips(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.allowed_ips = Some(value.into());
+        self
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    ) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `public_key`.
+    #[must_use]
+    pub fn public_key(mut self, value: impl Into<String>) -> Self {
+        self.public_key = Some(value.into());
+        self
+    }
+    /// Sets `role`.
+    #[must_use]
+    pub fn role(mut self, value: crate::generated::cluster::sdn::fabrics::Role) -> Self {
+        self.role = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -171,9 +294,29 @@ impl serde::Serialize for ListNodesResponseItemProtocolWireguard {
 }
 /// Fields of [`ListNodesResponseItemProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesResponseItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl ListNodesResponseItemProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesResponseItemProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -191,7 +334,8 @@ impl serde::Serialize for ListNodesResponseItemProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/node returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,

@@ -7,6 +7,7 @@ pub mod status;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
@@ -22,12 +23,22 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(ipam: impl Into<String>) -> Self {
         Self {
             ipam: ipam.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -47,6 +58,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["perm","/sdn/ipams/{ipam}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
@@ -59,7 +71,11 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(ipam: impl Into<String>) -> Self {
         Self { ipam: ipam.into() }
     }
@@ -82,6 +98,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
@@ -115,7 +132,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(ipam: impl Into<String>) -> Self {
         Self {
             ipam: ipam.into(),
@@ -127,6 +148,48 @@ impl Update {
             token: None,
             url: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `fingerprint`.
+    #[must_use]
+    pub fn fingerprint(mut self, value: impl Into<String>) -> Self {
+        self.fingerprint = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `section`.
+    #[must_use]
+    pub fn section(mut self, value: i64) -> Self {
+        self.section = Some(value);
+        self
+    }
+    /// Sets `token`.
+    #[must_use]
+    pub fn token(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.token = Some(value.into());
+        self
+    }
+    /// Sets `url`.
+    #[must_use]
+    pub fn url(mut self, value: impl Into<String>) -> Self {
+        self.url = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Update {

@@ -7,6 +7,7 @@ pub mod entries;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeletePrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -22,12 +23,22 @@ impl serde::Serialize for DeletePrefixList {
     }
 }
 impl DeletePrefixList {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for DeletePrefixList {
@@ -47,6 +58,7 @@ pub type DeletePrefixListError = crate::error::Untyped<DeletePrefixList>;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetPrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -59,7 +71,11 @@ impl serde::Serialize for GetPrefixList {
     }
 }
 impl GetPrefixList {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -82,6 +98,7 @@ pub type GetPrefixListError = crate::error::Untyped<GetPrefixList>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdatePrefixList {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -106,7 +123,11 @@ impl serde::Serialize for UpdatePrefixList {
     }
 }
 impl UpdatePrefixList {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -115,6 +136,33 @@ impl UpdatePrefixList {
             entries: None,
             lock_token: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdatePrefixListDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `entries`.
+    #[must_use]
+    pub fn entries(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::prefix_lists::Entries>>,
+    ) -> Self {
+        self.entries = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdatePrefixList {

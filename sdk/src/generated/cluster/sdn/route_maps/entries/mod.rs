@@ -6,6 +6,7 @@ pub mod route_map_id;
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListRouteMapEntries {
     /// `pending`
     pub pending: Option<bool>,
@@ -18,6 +19,31 @@ impl serde::Serialize for ListRouteMapEntries {
         o.opt("pending", &self.pending)?;
         o.opt("running", &self.running)?;
         o.end()
+    }
+}
+impl ListRouteMapEntries {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            pending: None,
+            running: None,
+        }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for ListRouteMapEntries {
@@ -38,6 +64,7 @@ pub type ListRouteMapEntriesError = crate::error::Untyped<ListRouteMapEntries>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateRouteMapEntry {
     /// `action`
     pub action: crate::generated::cluster::sdn::Action,
@@ -74,7 +101,11 @@ impl serde::Serialize for CreateRouteMapEntry {
     }
 }
 impl CreateRouteMapEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         action: crate::generated::cluster::sdn::Action,
         order: i64,
@@ -91,6 +122,42 @@ impl CreateRouteMapEntry {
             route_map_id: route_map_id.into(),
             set: None,
         }
+    }
+    /// Sets `call`.
+    #[must_use]
+    pub fn call(mut self, value: impl Into<String>) -> Self {
+        self.call = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `exit-action`.
+    #[must_use]
+    pub fn exit_action(mut self, value: ExitAction) -> Self {
+        self.exit_action = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `match`.
+    #[must_use]
+    pub fn match_(mut self, value: impl Into<Vec<Match>>) -> Self {
+        self.match_ = Some(value.into());
+        self
+    }
+    /// Sets `set`.
+    #[must_use]
+    pub fn set(mut self, value: impl Into<Vec<Set>>) -> Self {
+        self.set = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateRouteMapEntry {
@@ -142,6 +209,7 @@ crate::open_enum_traits!(ExitActionKey);
 ///
 /// Used by: `GET /cluster/sdn/route-maps/entries returns "exit-action"`, `GET /cluster/sdn/route-maps/entries/{route-map-id} returns "exit-action"`, `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns "exit-action"`, `POST /cluster/sdn/route-maps/entries param "exit-action"`, `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} param "exit-action"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ExitAction {
     /// Key `key`
     pub key: ExitActionKey,
@@ -149,6 +217,26 @@ pub struct ExitAction {
     pub value: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl ExitAction {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(key: ExitActionKey) -> Self {
+        Self {
+            key,
+            value: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `value`.
+    #[must_use]
+    pub fn value(mut self, value: i64) -> Self {
+        self.value = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for ExitAction {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -256,6 +344,7 @@ crate::open_enum_traits!(MatchKey);
 ///
 /// Used by: `GET /cluster/sdn/route-maps/entries returns "match"`, `GET /cluster/sdn/route-maps/entries/{route-map-id} returns "match"`, `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns "match"`, `POST /cluster/sdn/route-maps/entries param "match"`, `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} param "match"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Match {
     /// Key `key`
     pub key: MatchKey,
@@ -263,6 +352,26 @@ pub struct Match {
     pub value: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Match {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(key: MatchKey) -> Self {
+        Self {
+            key,
+            value: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `value`.
+    #[must_use]
+    pub fn value(mut self, value: impl Into<String>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Match {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -365,6 +474,7 @@ crate::open_enum_traits!(SetKey);
 ///
 /// Used by: `GET /cluster/sdn/route-maps/entries returns "set"`, `GET /cluster/sdn/route-maps/entries/{route-map-id} returns "set"`, `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns "set"`, `POST /cluster/sdn/route-maps/entries param "set"`, `PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} param "set"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Set {
     /// Key `key`
     pub key: SetKey,
@@ -372,6 +482,26 @@ pub struct Set {
     pub value: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Set {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(key: SetKey) -> Self {
+        Self {
+            key,
+            value: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `value`.
+    #[must_use]
+    pub fn value(mut self, value: impl Into<String>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for Set {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -394,7 +524,8 @@ impl crate::PropertyString for Set {
 }
 crate::property_string!(Set);
 /// From `GET /cluster/sdn/route-maps/entries returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListRouteMapEntriesResponseItem {
     /// `action`
     pub action: Option<crate::generated::cluster::sdn::Action>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Ipdelete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -27,7 +28,11 @@ impl serde::Serialize for Ipdelete {
     }
 }
 impl Ipdelete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, ip: impl Into<String>, zone: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -35,6 +40,12 @@ impl Ipdelete {
             mac: None,
             zone: zone.into(),
         }
+    }
+    /// Sets `mac`.
+    #[must_use]
+    pub fn mac(mut self, value: impl Into<String>) -> Self {
+        self.mac = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Ipdelete {
@@ -55,6 +66,7 @@ pub type IpdeleteError = crate::error::Untyped<Ipdelete>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Ipcreate {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -76,7 +88,11 @@ impl serde::Serialize for Ipcreate {
     }
 }
 impl Ipcreate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, ip: impl Into<String>, zone: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -84,6 +100,12 @@ impl Ipcreate {
             mac: None,
             zone: zone.into(),
         }
+    }
+    /// Sets `mac`.
+    #[must_use]
+    pub fn mac(mut self, value: impl Into<String>) -> Self {
+        self.mac = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Ipcreate {
@@ -104,6 +126,7 @@ pub type IpcreateError = crate::error::Untyped<Ipcreate>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Ipupdate {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -128,7 +151,11 @@ impl serde::Serialize for Ipupdate {
     }
 }
 impl Ipupdate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, ip: impl Into<String>, zone: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -137,6 +164,18 @@ impl Ipupdate {
             vmid: None,
             zone: zone.into(),
         }
+    }
+    /// Sets `mac`.
+    #[must_use]
+    pub fn mac(mut self, value: impl Into<String>) -> Self {
+        self.mac = Some(value.into());
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: i64) -> Self {
+        self.vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for Ipupdate {

@@ -9,6 +9,7 @@ pub mod subnets;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -24,12 +25,22 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -49,6 +60,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -67,13 +79,29 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Read {
@@ -92,6 +120,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -128,7 +157,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -141,6 +174,54 @@ impl Update {
             vlanaware: None,
             zone: None,
         }
+    }
+    /// Sets `alias`.
+    #[must_use]
+    pub fn alias(mut self, value: impl Into<String>) -> Self {
+        self.alias = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `isolate-ports`.
+    #[must_use]
+    pub fn isolate_ports(mut self, value: bool) -> Self {
+        self.isolate_ports = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `tag`.
+    #[must_use]
+    pub fn tag(mut self, value: i64) -> Self {
+        self.tag = Some(value);
+        self
+    }
+    /// Sets `vlanaware`.
+    #[must_use]
+    pub fn vlanaware(mut self, value: bool) -> Self {
+        self.vlanaware = Some(value);
+        self
+    }
+    /// Sets `zone`.
+    #[must_use]
+    pub fn zone(mut self, value: impl Into<String>) -> Self {
+        self.zone = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Update {
@@ -155,7 +236,8 @@ impl crate::Operation for Update {
 pub type UpdateResponse = ();
 crate::operation_error!(UpdateError for Update; ConfigModified);
 /// From `GET /cluster/sdn/vnets/{vnet} returns "pending"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponsePending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
@@ -196,7 +278,8 @@ impl serde::Serialize for ReadResponsePending {
     }
 }
 /// From `GET /cluster/sdn/vnets/{vnet} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadResponse {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,

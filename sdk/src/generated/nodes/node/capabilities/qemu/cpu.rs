@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,12 +21,22 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             arch: None,
         }
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -46,7 +57,8 @@ pub type IndexResponse = Vec<IndexResponseItem>;
 /// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type IndexError = crate::error::Untyped<Index>;
 /// From `GET /nodes/{node}/capabilities/qemu/cpu returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Wire name `abstract`
     pub abstract_: Option<bool>,

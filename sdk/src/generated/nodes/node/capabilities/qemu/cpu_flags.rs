@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,13 +24,29 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             accel: None,
             arch: None,
         }
+    }
+    /// Sets `accel`.
+    #[must_use]
+    pub fn accel(mut self, value: crate::generated::Accel) -> Self {
+        self.accel = Some(value);
+        self
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -50,7 +67,8 @@ pub type IndexResponse = Vec<IndexResponseItem>;
 /// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type IndexError = crate::error::Untyped<Index>;
 /// From `GET /nodes/{node}/capabilities/qemu/cpu-flags returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `description`
     pub description: Option<String>,

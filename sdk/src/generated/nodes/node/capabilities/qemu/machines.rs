@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Types {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,12 +22,22 @@ impl serde::Serialize for Types {
     }
 }
 impl Types {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             arch: None,
         }
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
     }
 }
 impl crate::Operation for Types {
@@ -76,7 +87,8 @@ impl crate::open_enum::OpenEnum for TypesResponseItemType {
 }
 crate::open_enum_traits!(TypesResponseItemType);
 /// From `GET /nodes/{node}/capabilities/qemu/machines returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TypesResponseItem {
     /// `changes`
     pub changes: Option<String>,

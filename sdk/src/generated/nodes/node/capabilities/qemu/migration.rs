@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for Capabilities {
     }
 }
 impl Capabilities {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -39,7 +44,8 @@ impl crate::Operation for Capabilities {
 /// Errors of [`Capabilities`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CapabilitiesError = crate::error::Untyped<Capabilities>;
 /// From `GET /nodes/{node}/capabilities/qemu/migration returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CapabilitiesResponse {
     /// Wire name `has-dbus-vmstate`
     pub has_dbus_vmstate: Option<bool>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Db {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for Db {
     }
 }
 impl Db {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -74,7 +79,8 @@ impl crate::open_enum::OpenEnum for DbResponseItemLevel {
 }
 crate::open_enum_traits!(DbResponseItemLevel);
 /// From `GET /nodes/{node}/ceph/cfg/db returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DbResponseItem {
     /// `can_update_at_runtime`
     pub can_update_at_runtime: Option<bool>,

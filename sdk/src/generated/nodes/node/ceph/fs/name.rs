@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Destroyfs {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for Destroyfs {
     }
 }
 impl Destroyfs {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -37,6 +42,18 @@ impl Destroyfs {
             remove_pools: None,
             remove_storages: None,
         }
+    }
+    /// Sets `remove-pools`.
+    #[must_use]
+    pub fn remove_pools(mut self, value: bool) -> Self {
+        self.remove_pools = Some(value);
+        self
+    }
+    /// Sets `remove-storages`.
+    #[must_use]
+    pub fn remove_storages(mut self, value: bool) -> Self {
+        self.remove_storages = Some(value);
+        self
     }
 }
 impl crate::Operation for Destroyfs {
@@ -66,6 +83,7 @@ crate::operation_error!(
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Createfs {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -87,7 +105,11 @@ impl serde::Serialize for Createfs {
     }
 }
 impl Createfs {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -95,6 +117,18 @@ impl Createfs {
             add_storage: None,
             pg_num: None,
         }
+    }
+    /// Sets `add-storage`.
+    #[must_use]
+    pub fn add_storage(mut self, value: bool) -> Self {
+        self.add_storage = Some(value);
+        self
+    }
+    /// Sets `pg_num`.
+    #[must_use]
+    pub fn pg_num(mut self, value: i64) -> Self {
+        self.pg_num = Some(value);
+        self
     }
 }
 impl crate::Operation for Createfs {

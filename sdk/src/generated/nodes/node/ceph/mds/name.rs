@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Destroymds {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for Destroymds {
     }
 }
 impl Destroymds {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -58,6 +63,7 @@ crate::operation_error!(
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Createmds {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -76,13 +82,23 @@ impl serde::Serialize for Createmds {
     }
 }
 impl Createmds {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             name: name.into(),
             hotstandby: None,
         }
+    }
+    /// Sets `hotstandby`.
+    #[must_use]
+    pub fn hotstandby(mut self, value: bool) -> Self {
+        self.hotstandby = Some(value);
+        self
     }
 }
 impl crate::Operation for Createmds {

@@ -8,6 +8,7 @@ pub mod monid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Listmon {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for Listmon {
     }
 }
 impl Listmon {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -42,7 +47,8 @@ impl crate::Operation for Listmon {
 pub type ListmonResponse = Vec<ListmonResponseItem>;
 crate::operation_error!(ListmonError for Listmon; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/mon returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListmonResponseItem {
     /// `addr`
     pub addr: Option<String>,

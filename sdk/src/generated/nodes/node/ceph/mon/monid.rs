@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Destroymon {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for Destroymon {
     }
 }
 impl Destroymon {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, monid: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -58,6 +63,7 @@ crate::operation_error!(
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Createmon {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -76,13 +82,23 @@ impl serde::Serialize for Createmon {
     }
 }
 impl Createmon {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, monid: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             monid: monid.into(),
             mon_address: None,
         }
+    }
+    /// Sets `mon-address`.
+    #[must_use]
+    pub fn mon_address(mut self, value: impl Into<String>) -> Self {
+        self.mon_address = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Createmon {

@@ -8,6 +8,7 @@ pub mod osdid;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -48,6 +53,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Createosd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -84,7 +90,11 @@ impl serde::Serialize for Createosd {
     }
 }
 impl Createosd {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, dev: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -97,6 +107,48 @@ impl Createosd {
             wal_dev: None,
             wal_dev_size: None,
         }
+    }
+    /// Sets `crush-device-class`.
+    #[must_use]
+    pub fn crush_device_class(mut self, value: impl Into<String>) -> Self {
+        self.crush_device_class = Some(value.into());
+        self
+    }
+    /// Sets `db_dev`.
+    #[must_use]
+    pub fn db_dev(mut self, value: impl Into<String>) -> Self {
+        self.db_dev = Some(value.into());
+        self
+    }
+    /// Sets `db_dev_size`.
+    #[must_use]
+    pub fn db_dev_size(mut self, value: f64) -> Self {
+        self.db_dev_size = Some(value);
+        self
+    }
+    /// Sets `encrypted`.
+    #[must_use]
+    pub fn encrypted(mut self, value: bool) -> Self {
+        self.encrypted = Some(value);
+        self
+    }
+    /// Sets `osds-per-device`.
+    #[must_use]
+    pub fn osds_per_device(mut self, value: i64) -> Self {
+        self.osds_per_device = Some(value);
+        self
+    }
+    /// Sets `wal_dev`.
+    #[must_use]
+    pub fn wal_dev(mut self, value: impl Into<String>) -> Self {
+        self.wal_dev = Some(value.into());
+        self
+    }
+    /// Sets `wal_dev_size`.
+    #[must_use]
+    pub fn wal_dev_size(mut self, value: f64) -> Self {
+        self.wal_dev_size = Some(value);
+        self
     }
 }
 impl crate::Operation for Createosd {
@@ -119,7 +171,8 @@ crate::operation_error!(
     CreateosdError for Createosd; CephNotInitialized, CephNotInstalled
 );
 /// From `GET /nodes/{node}/ceph/osd returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponse {
     /// `flags`
     pub flags: Option<String>,

@@ -8,6 +8,7 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Lspools {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for Lspools {
     }
 }
 impl Lspools {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -49,6 +54,7 @@ crate::operation_error!(LspoolsError for Lspools; CephNotInitialized, CephNotIns
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Createpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -97,7 +103,11 @@ impl serde::Serialize for Createpool {
     }
 }
 impl Createpool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -114,6 +124,72 @@ impl Createpool {
             target_size: None,
             target_size_ratio: None,
         }
+    }
+    /// Sets `add_storages`.
+    #[must_use]
+    pub fn add_storages(mut self, value: bool) -> Self {
+        self.add_storages = Some(value);
+        self
+    }
+    /// Sets `application`.
+    #[must_use]
+    pub fn application(mut self, value: Application) -> Self {
+        self.application = Some(value);
+        self
+    }
+    /// Sets `crush_rule`.
+    #[must_use]
+    pub fn crush_rule(mut self, value: impl Into<String>) -> Self {
+        self.crush_rule = Some(value.into());
+        self
+    }
+    /// Sets `erasure-coding`.
+    #[must_use]
+    pub fn erasure_coding(mut self, value: ErasureCoding) -> Self {
+        self.erasure_coding = Some(value);
+        self
+    }
+    /// Sets `min_size`.
+    #[must_use]
+    pub fn min_size(mut self, value: i64) -> Self {
+        self.min_size = Some(value);
+        self
+    }
+    /// Sets `pg_autoscale_mode`.
+    #[must_use]
+    pub fn pg_autoscale_mode(mut self, value: PgAutoscaleMode) -> Self {
+        self.pg_autoscale_mode = Some(value);
+        self
+    }
+    /// Sets `pg_num`.
+    #[must_use]
+    pub fn pg_num(mut self, value: i64) -> Self {
+        self.pg_num = Some(value);
+        self
+    }
+    /// Sets `pg_num_min`.
+    #[must_use]
+    pub fn pg_num_min(mut self, value: i64) -> Self {
+        self.pg_num_min = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: i64) -> Self {
+        self.size = Some(value);
+        self
+    }
+    /// Sets `target_size`.
+    #[must_use]
+    pub fn target_size(mut self, value: impl Into<String>) -> Self {
+        self.target_size = Some(value.into());
+        self
+    }
+    /// Sets `target_size_ratio`.
+    #[must_use]
+    pub fn target_size_ratio(mut self, value: f64) -> Self {
+        self.target_size_ratio = Some(value);
+        self
     }
 }
 impl crate::Operation for Createpool {
@@ -138,6 +214,7 @@ pub type CreatepoolError = crate::error::Untyped<Createpool>;
 ///
 /// Used by: `POST /nodes/{node}/ceph/pool param "erasure-coding"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ErasureCoding {
     /// Key `device-class`
     pub device_class: Option<String>,
@@ -151,6 +228,41 @@ pub struct ErasureCoding {
     pub profile: Option<String>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl ErasureCoding {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(k: i64, m: i64) -> Self {
+        Self {
+            device_class: None,
+            failure_domain: None,
+            k,
+            m,
+            profile: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `device-class`.
+    #[must_use]
+    pub fn device_class(mut self, value: impl Into<String>) -> Self {
+        self.device_class = Some(value.into());
+        self
+    }
+    /// Sets `failure-domain`.
+    #[must_use]
+    pub fn failure_domain(mut self, value: impl Into<String>) -> Self {
+        self.failure_domain = Some(value.into());
+        self
+    }
+    /// Sets `profile`.
+    #[must_use]
+    pub fn profile(mut self, value: impl Into<String>) -> Self {
+        self.profile = Some(value.into());
+        self
+    }
 }
 impl crate::PropertyString for ErasureCoding {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -278,7 +390,8 @@ impl crate::open_enum::OpenEnum for LspoolsResponseItemType {
 }
 crate::open_enum_traits!(LspoolsResponseItemType);
 /// From `GET /nodes/{node}/ceph/pool returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LspoolsResponseItem {
     /// `application_metadata`
     pub application_metadata: Option<serde_json::Map<String, serde_json::Value>>,

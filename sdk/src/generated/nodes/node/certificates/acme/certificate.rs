@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RevokeCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for RevokeCertificate {
     }
 }
 impl RevokeCertificate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -51,6 +56,7 @@ pub type RevokeCertificateError = crate::error::Untyped<RevokeCertificate>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NewCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -66,12 +72,22 @@ impl serde::Serialize for NewCertificate {
     }
 }
 impl NewCertificate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             force: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
     }
 }
 impl crate::Operation for NewCertificate {
@@ -100,6 +116,7 @@ pub type NewCertificateError = crate::error::Untyped<NewCertificate>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RenewCertificate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -115,12 +132,22 @@ impl serde::Serialize for RenewCertificate {
     }
 }
 impl RenewCertificate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             force: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
     }
 }
 impl crate::Operation for RenewCertificate {

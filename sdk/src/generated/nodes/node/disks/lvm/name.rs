@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -37,6 +42,18 @@ impl Delete {
             cleanup_config: None,
             cleanup_disks: None,
         }
+    }
+    /// Sets `cleanup-config`.
+    #[must_use]
+    pub fn cleanup_config(mut self, value: bool) -> Self {
+        self.cleanup_config = Some(value);
+        self
+    }
+    /// Sets `cleanup-disks`.
+    #[must_use]
+    pub fn cleanup_disks(mut self, value: bool) -> Self {
+        self.cleanup_disks = Some(value);
+        self
     }
 }
 impl crate::Operation for Delete {

@@ -8,6 +8,7 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -50,6 +55,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -71,7 +77,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         device: impl Into<String>,
@@ -83,6 +93,12 @@ impl Create {
             device: device.into(),
             name: name.into(),
         }
+    }
+    /// Sets `add_storage`.
+    #[must_use]
+    pub fn add_storage(mut self, value: bool) -> Self {
+        self.add_storage = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -104,7 +120,8 @@ pub type CreateResponse = crate::Upid;
 /// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateError = crate::error::Untyped<Create>;
 /// From `GET /nodes/{node}/disks/lvmthin returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `lv`
     pub lv: Option<String>,

@@ -8,6 +8,7 @@ pub mod name;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -20,7 +21,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self { node: node.into() }
     }
@@ -50,6 +55,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -83,7 +89,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         devices: impl Into<String>,
@@ -100,6 +110,30 @@ impl Create {
             name: name.into(),
             raidlevel,
         }
+    }
+    /// Sets `add_storage`.
+    #[must_use]
+    pub fn add_storage(mut self, value: bool) -> Self {
+        self.add_storage = Some(value);
+        self
+    }
+    /// Sets `ashift`.
+    #[must_use]
+    pub fn ashift(mut self, value: i64) -> Self {
+        self.ashift = Some(value);
+        self
+    }
+    /// Sets `compression`.
+    #[must_use]
+    pub fn compression(mut self, value: CreateCompression) -> Self {
+        self.compression = Some(value);
+        self
+    }
+    /// Sets `draid-config`.
+    #[must_use]
+    pub fn draid_config(mut self, value: DraidConfig) -> Self {
+        self.draid_config = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -124,6 +158,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 ///
 /// Used by: `POST /nodes/{node}/disks/zfs param "draid-config"`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct DraidConfig {
     /// Minimum 1
     pub data: i64,
@@ -131,6 +166,20 @@ pub struct DraidConfig {
     pub spares: i64,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl DraidConfig {
+    /// A value with every required key; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(data: i64, spares: i64) -> Self {
+        Self {
+            data,
+            spares,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
 }
 impl crate::PropertyString for DraidConfig {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -153,7 +202,8 @@ impl crate::PropertyString for DraidConfig {
 }
 crate::property_string!(DraidConfig);
 /// From `GET /nodes/{node}/disks/zfs returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// `alloc`
     pub alloc: Option<i64>,

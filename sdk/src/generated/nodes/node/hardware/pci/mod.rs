@@ -8,6 +8,7 @@ pub mod pci_id_or_mapping;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PciScan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -26,13 +27,29 @@ impl serde::Serialize for PciScan {
     }
 }
 impl PciScan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             pci_class_blacklist: None,
             verbose: None,
         }
+    }
+    /// Sets `pci-class-blacklist`.
+    #[must_use]
+    pub fn pci_class_blacklist(mut self, value: impl Into<String>) -> Self {
+        self.pci_class_blacklist = Some(value.into());
+        self
+    }
+    /// Sets `verbose`.
+    #[must_use]
+    pub fn verbose(mut self, value: bool) -> Self {
+        self.verbose = Some(value);
+        self
     }
 }
 impl crate::Operation for PciScan {
@@ -53,7 +70,8 @@ pub type PciScanResponse = Vec<PciScanResponseItem>;
 /// Errors of [`PciScan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type PciScanError = crate::error::Untyped<PciScan>;
 /// From `GET /nodes/{node}/hardware/pci returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct PciScanResponseItem {
     /// `class`
     pub class: Option<String>,

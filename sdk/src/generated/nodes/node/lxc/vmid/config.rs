@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -27,7 +28,11 @@ impl serde::Serialize for VmConfig {
     }
 }
 impl VmConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -35,6 +40,18 @@ impl VmConfig {
             current: None,
             snapshot: None,
         }
+    }
+    /// Sets `current`.
+    #[must_use]
+    pub fn current(mut self, value: bool) -> Self {
+        self.current = Some(value);
+        self
+    }
+    /// Sets `snapshot`.
+    #[must_use]
+    pub fn snapshot(mut self, value: impl Into<String>) -> Self {
+        self.snapshot = Some(value.into());
+        self
     }
 }
 impl crate::Operation for VmConfig {
@@ -65,6 +82,7 @@ crate::operation_error!(VmConfigError for VmConfig; LxcConfigNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -156,7 +174,7 @@ impl serde::Serialize for UpdateVm {
         o.opt("debug", &self.debug)?;
         o.opt("delete", &self.delete)?;
         o.opt("description", &self.description)?;
-        o.indexed(&self.dev)?;
+        o.indexed_checked(&self.dev)?;
         o.opt("digest", &self.digest)?;
         o.opt("entrypoint", &self.entrypoint)?;
         o.opt("env", &self.env)?;
@@ -165,9 +183,9 @@ impl serde::Serialize for UpdateVm {
         o.opt("hostname", &self.hostname)?;
         o.opt("lock", &self.lock)?;
         o.opt("memory", &self.memory)?;
-        o.indexed(&self.mp)?;
+        o.indexed_checked(&self.mp)?;
         o.opt("nameserver", &self.nameserver)?;
-        o.indexed(&self.net)?;
+        o.indexed_checked(&self.net)?;
         o.opt("onboot", &self.onboot)?;
         o.opt("ostype", &self.ostype)?;
         o.opt("protection", &self.protection)?;
@@ -181,12 +199,16 @@ impl serde::Serialize for UpdateVm {
         o.opt("timezone", &self.timezone)?;
         o.opt("tty", &self.tty)?;
         o.opt("unprivileged", &self.unprivileged)?;
-        o.indexed(&self.unused)?;
+        o.indexed_checked(&self.unused)?;
         o.end()
     }
 }
 impl UpdateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -228,6 +250,216 @@ impl UpdateVm {
             unused: crate::Indexed::new(),
         }
     }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::nodes::node::lxc::Arch) -> Self {
+        self.arch = Some(value);
+        self
+    }
+    /// Sets `cmode`.
+    #[must_use]
+    pub fn cmode(mut self, value: crate::generated::nodes::node::lxc::Cmode) -> Self {
+        self.cmode = Some(value);
+        self
+    }
+    /// Sets `console`.
+    #[must_use]
+    pub fn console(mut self, value: bool) -> Self {
+        self.console = Some(value);
+        self
+    }
+    /// Sets `cores`.
+    #[must_use]
+    pub fn cores(mut self, value: i64) -> Self {
+        self.cores = Some(value);
+        self
+    }
+    /// Sets `cpulimit`.
+    #[must_use]
+    pub fn cpulimit(mut self, value: f64) -> Self {
+        self.cpulimit = Some(value);
+        self
+    }
+    /// Sets `cpuunits`.
+    #[must_use]
+    pub fn cpuunits(mut self, value: i64) -> Self {
+        self.cpuunits = Some(value);
+        self
+    }
+    /// Sets `debug`.
+    #[must_use]
+    pub fn debug(mut self, value: bool) -> Self {
+        self.debug = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `dev[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn dev(mut self, index: u32, value: crate::generated::nodes::node::lxc::Dev) -> Self {
+        self.dev.set(index, value);
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `entrypoint`.
+    #[must_use]
+    pub fn entrypoint(mut self, value: impl Into<String>) -> Self {
+        self.entrypoint = Some(value.into());
+        self
+    }
+    /// Sets `env`.
+    #[must_use]
+    pub fn env(mut self, value: impl Into<String>) -> Self {
+        self.env = Some(value.into());
+        self
+    }
+    /// Sets `features`.
+    #[must_use]
+    pub fn features(mut self, value: crate::generated::nodes::node::lxc::Features) -> Self {
+        self.features = Some(value);
+        self
+    }
+    /// Sets `hookscript`.
+    #[must_use]
+    pub fn hookscript(mut self, value: impl Into<String>) -> Self {
+        self.hookscript = Some(value.into());
+        self
+    }
+    /// Sets `hostname`.
+    #[must_use]
+    pub fn hostname(mut self, value: impl Into<String>) -> Self {
+        self.hostname = Some(value.into());
+        self
+    }
+    /// Sets `lock`.
+    #[must_use]
+    pub fn lock(mut self, value: crate::generated::nodes::node::lxc::Lock) -> Self {
+        self.lock = Some(value);
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: i64) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `mp[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn mp(mut self, index: u32, value: crate::generated::nodes::node::lxc::Mp) -> Self {
+        self.mp.set(index, value);
+        self
+    }
+    /// Sets `nameserver`.
+    #[must_use]
+    pub fn nameserver(mut self, value: impl Into<String>) -> Self {
+        self.nameserver = Some(value.into());
+        self
+    }
+    /// Sets `net[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn net(mut self, index: u32, value: crate::generated::nodes::node::lxc::Net) -> Self {
+        self.net.set(index, value);
+        self
+    }
+    /// Sets `onboot`.
+    #[must_use]
+    pub fn onboot(mut self, value: bool) -> Self {
+        self.onboot = Some(value);
+        self
+    }
+    /// Sets `ostype`.
+    #[must_use]
+    pub fn ostype(mut self, value: crate::generated::nodes::node::lxc::Ostype) -> Self {
+        self.ostype = Some(value);
+        self
+    }
+    /// Sets `protection`.
+    #[must_use]
+    pub fn protection(mut self, value: bool) -> Self {
+        self.protection = Some(value);
+        self
+    }
+    /// Sets `revert`.
+    #[must_use]
+    pub fn revert(mut self, value: impl Into<String>) -> Self {
+        self.revert = Some(value.into());
+        self
+    }
+    /// Sets `rootfs`.
+    #[must_use]
+    pub fn rootfs(mut self, value: crate::generated::nodes::node::lxc::Rootfs) -> Self {
+        self.rootfs = Some(value);
+        self
+    }
+    /// Sets `searchdomain`.
+    #[must_use]
+    pub fn searchdomain(mut self, value: impl Into<String>) -> Self {
+        self.searchdomain = Some(value.into());
+        self
+    }
+    /// Sets `startup`.
+    #[must_use]
+    pub fn startup(mut self, value: impl Into<String>) -> Self {
+        self.startup = Some(value.into());
+        self
+    }
+    /// Sets `swap`.
+    #[must_use]
+    pub fn swap(mut self, value: i64) -> Self {
+        self.swap = Some(value);
+        self
+    }
+    /// Sets `tags`.
+    #[must_use]
+    pub fn tags(mut self, value: impl Into<String>) -> Self {
+        self.tags = Some(value.into());
+        self
+    }
+    /// Sets `template`.
+    #[must_use]
+    pub fn template(mut self, value: bool) -> Self {
+        self.template = Some(value);
+        self
+    }
+    /// Sets `timezone`.
+    #[must_use]
+    pub fn timezone(mut self, value: impl Into<String>) -> Self {
+        self.timezone = Some(value.into());
+        self
+    }
+    /// Sets `tty`.
+    #[must_use]
+    pub fn tty(mut self, value: i64) -> Self {
+        self.tty = Some(value);
+        self
+    }
+    /// Sets `unprivileged`.
+    #[must_use]
+    pub fn unprivileged(mut self, value: bool) -> Self {
+        self.unprivileged = Some(value);
+        self
+    }
+    /// Sets `unused[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn unused(mut self, index: u32, value: crate::generated::nodes::node::lxc::Unused) -> Self {
+        self.unused.set(index, value);
+        self
+    }
 }
 impl crate::Operation for UpdateVm {
     const ID: &'static str = "update_vm";
@@ -256,7 +488,8 @@ crate::operation_error!(
     LxcConfigNotFound, NoQuorum
 );
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmConfigResponse {
     /// Default `amd64`
     pub arch: Option<crate::generated::nodes::node::lxc::Arch>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Ip {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Ip {
     }
 }
 impl Ip {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -55,7 +60,8 @@ pub type IpResponse = Vec<IpResponseItem>;
 /// Errors of [`Ip`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type IpError = crate::error::Untyped<Ip>;
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items "ip-addresses" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IpResponseItemIpAddressesItem {
     /// Wire name `ip-address`
     pub ip_address: Option<String>,
@@ -88,7 +94,8 @@ impl serde::Serialize for IpResponseItemIpAddressesItem {
     }
 }
 /// From `GET /nodes/{node}/lxc/{vmid}/interfaces returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IpResponseItem {
     /// Wire name `hardware-address`
     pub hardware_address: Option<String>,

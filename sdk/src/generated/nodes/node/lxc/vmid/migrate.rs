@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MigrateVmPrecondition {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for MigrateVmPrecondition {
     }
 }
 impl MigrateVmPrecondition {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
             vmid,
             target: None,
         }
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<String>) -> Self {
+        self.target = Some(value.into());
+        self
     }
 }
 impl crate::Operation for MigrateVmPrecondition {
@@ -64,6 +75,7 @@ pub type MigrateVmPreconditionError = crate::error::Untyped<MigrateVmPreconditio
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -97,7 +109,11 @@ impl serde::Serialize for MigrateVm {
     }
 }
 impl MigrateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, target: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -109,6 +125,36 @@ impl MigrateVm {
             target_storage: None,
             timeout: None,
         }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: f64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `online`.
+    #[must_use]
+    pub fn online(mut self, value: bool) -> Self {
+        self.online = Some(value);
+        self
+    }
+    /// Sets `restart`.
+    #[must_use]
+    pub fn restart(mut self, value: bool) -> Self {
+        self.restart = Some(value);
+        self
+    }
+    /// Sets `target-storage`.
+    #[must_use]
+    pub fn target_storage(mut self, value: impl Into<String>) -> Self {
+        self.target_storage = Some(value.into());
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
     }
 }
 impl crate::Operation for MigrateVm {
@@ -137,7 +183,8 @@ pub type MigrateVmResponse = crate::Upid;
 /// Errors of [`MigrateVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type MigrateVmError = crate::error::Untyped<MigrateVm>;
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
     pub cause: Option<crate::generated::Cause>,
@@ -168,7 +215,8 @@ impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodesBlockingHa
     }
 }
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// Wire name `blocking-ha-resources`
     pub blocking_ha_resources:
@@ -194,7 +242,8 @@ impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodes {
     }
 }
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponse {
     /// Wire name `allowed-nodes`
     pub allowed_nodes: Option<Vec<String>>,

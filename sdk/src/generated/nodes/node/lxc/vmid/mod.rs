@@ -29,6 +29,7 @@ pub mod vncwebsocket;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DestroyVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -56,7 +57,11 @@ impl serde::Serialize for DestroyVm {
     }
 }
 impl DestroyVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -65,6 +70,24 @@ impl DestroyVm {
             force: None,
             purge: None,
         }
+    }
+    /// Sets `destroy-unreferenced-disks`.
+    #[must_use]
+    pub fn destroy_unreferenced_disks(mut self, value: bool) -> Self {
+        self.destroy_unreferenced_disks = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `purge`.
+    #[must_use]
+    pub fn purge(mut self, value: bool) -> Self {
+        self.purge = Some(value);
+        self
     }
 }
 impl crate::Operation for DestroyVm {
@@ -99,6 +122,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vmdiridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -114,7 +138,11 @@ impl serde::Serialize for Vmdiridx {
     }
 }
 impl Vmdiridx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -147,7 +175,8 @@ pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
 /// Errors of [`Vmdiridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VmdiridxError = crate::error::Untyped<Vmdiridx>;
 /// From `GET /nodes/{node}/lxc/{vmid} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmdiridxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

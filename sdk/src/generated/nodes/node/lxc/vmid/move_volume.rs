@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MoveVolume {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -47,7 +48,11 @@ impl serde::Serialize for MoveVolume {
     }
 }
 impl MoveVolume {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, volume: MoveVolumeVolume) -> Self {
         Self {
             node: node.into(),
@@ -61,6 +66,48 @@ impl MoveVolume {
             target_volume: None,
             volume,
         }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: f64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: bool) -> Self {
+        self.delete = Some(value);
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `target-digest`.
+    #[must_use]
+    pub fn target_digest(mut self, value: impl Into<String>) -> Self {
+        self.target_digest = Some(value.into());
+        self
+    }
+    /// Sets `target-vmid`.
+    #[must_use]
+    pub fn target_vmid(mut self, value: i64) -> Self {
+        self.target_vmid = Some(value);
+        self
+    }
+    /// Sets `target-volume`.
+    #[must_use]
+    pub fn target_volume(mut self, value: MoveVolumeTargetVolume) -> Self {
+        self.target_volume = Some(value);
+        self
     }
 }
 impl crate::Operation for MoveVolume {

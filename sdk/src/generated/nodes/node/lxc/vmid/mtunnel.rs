@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Mtunnel {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -27,7 +28,11 @@ impl serde::Serialize for Mtunnel {
     }
 }
 impl Mtunnel {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -35,6 +40,18 @@ impl Mtunnel {
             bridges: None,
             storages: None,
         }
+    }
+    /// Sets `bridges`.
+    #[must_use]
+    pub fn bridges(mut self, value: impl Into<String>) -> Self {
+        self.bridges = Some(value.into());
+        self
+    }
+    /// Sets `storages`.
+    #[must_use]
+    pub fn storages(mut self, value: impl Into<String>) -> Self {
+        self.storages = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Mtunnel {
@@ -61,7 +78,8 @@ impl crate::Operation for Mtunnel {
 /// Errors of [`Mtunnel`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type MtunnelError = crate::error::Untyped<Mtunnel>;
 /// From `POST /nodes/{node}/lxc/{vmid}/mtunnel returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MtunnelResponse {
     /// `socket`
     pub socket: Option<String>,

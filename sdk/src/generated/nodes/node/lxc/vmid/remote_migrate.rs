@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoteMigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -50,7 +51,11 @@ impl serde::Serialize for RemoteMigrateVm {
     }
 }
 impl RemoteMigrateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -71,6 +76,42 @@ impl RemoteMigrateVm {
             target_vmid: None,
             timeout: None,
         }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: f64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: bool) -> Self {
+        self.delete = Some(value);
+        self
+    }
+    /// Sets `online`.
+    #[must_use]
+    pub fn online(mut self, value: bool) -> Self {
+        self.online = Some(value);
+        self
+    }
+    /// Sets `restart`.
+    #[must_use]
+    pub fn restart(mut self, value: bool) -> Self {
+        self.restart = Some(value);
+        self
+    }
+    /// Sets `target-vmid`.
+    #[must_use]
+    pub fn target_vmid(mut self, value: i64) -> Self {
+        self.target_vmid = Some(value);
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
     }
 }
 impl crate::Operation for RemoteMigrateVm {

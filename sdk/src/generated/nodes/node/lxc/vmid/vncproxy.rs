@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vncproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -30,7 +31,11 @@ impl serde::Serialize for Vncproxy {
     }
 }
 impl Vncproxy {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -39,6 +44,24 @@ impl Vncproxy {
             websocket: None,
             width: None,
         }
+    }
+    /// Sets `height`.
+    #[must_use]
+    pub fn height(mut self, value: i64) -> Self {
+        self.height = Some(value);
+        self
+    }
+    /// Sets `websocket`.
+    #[must_use]
+    pub fn websocket(mut self, value: bool) -> Self {
+        self.websocket = Some(value);
+        self
+    }
+    /// Sets `width`.
+    #[must_use]
+    pub fn width(mut self, value: i64) -> Self {
+        self.width = Some(value);
+        self
     }
 }
 impl crate::Operation for Vncproxy {
@@ -65,7 +88,8 @@ impl crate::Operation for Vncproxy {
 /// Errors of [`Vncproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VncproxyError = crate::error::Untyped<Vncproxy>;
 /// From `POST /nodes/{node}/lxc/{vmid}/vncproxy returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VncproxyResponse {
     /// `cert`
     pub cert: Option<String>,

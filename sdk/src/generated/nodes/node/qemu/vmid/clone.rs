@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CloneVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -53,7 +54,11 @@ impl serde::Serialize for CloneVm {
     }
 }
 impl CloneVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, newid: i64) -> Self {
         Self {
             node: node.into(),
@@ -69,6 +74,60 @@ impl CloneVm {
             storage: None,
             target: None,
         }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: crate::generated::nodes::node::qemu::vmid::Format) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `full`.
+    #[must_use]
+    pub fn full(mut self, value: bool) -> Self {
+        self.full = Some(value);
+        self
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
+    /// Sets `pool`.
+    #[must_use]
+    pub fn pool(mut self, value: impl Into<String>) -> Self {
+        self.pool = Some(value.into());
+        self
+    }
+    /// Sets `snapname`.
+    #[must_use]
+    pub fn snapname(mut self, value: impl Into<String>) -> Self {
+        self.snapname = Some(value.into());
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<String>) -> Self {
+        self.target = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CloneVm {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -27,7 +28,11 @@ impl serde::Serialize for VmConfig {
     }
 }
 impl VmConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -35,6 +40,18 @@ impl VmConfig {
             current: None,
             snapshot: None,
         }
+    }
+    /// Sets `current`.
+    #[must_use]
+    pub fn current(mut self, value: bool) -> Self {
+        self.current = Some(value);
+        self
+    }
+    /// Sets `snapshot`.
+    #[must_use]
+    pub fn snapshot(mut self, value: impl Into<String>) -> Self {
+        self.snapshot = Some(value.into());
+        self
     }
 }
 impl crate::Operation for VmConfig {
@@ -67,6 +84,7 @@ crate::operation_error!(VmConfigError for VmConfig; QemuConfigNotFound);
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateVmAsync {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -297,13 +315,13 @@ impl serde::Serialize for UpdateVmAsync {
         o.opt("force", &self.force)?;
         o.opt("freeze", &self.freeze)?;
         o.opt("hookscript", &self.hookscript)?;
-        o.indexed(&self.hostpci)?;
+        o.indexed_checked(&self.hostpci)?;
         o.opt("hotplug", &self.hotplug)?;
         o.opt("hugepages", &self.hugepages)?;
-        o.indexed(&self.ide)?;
+        o.indexed_checked(&self.ide)?;
         o.opt("import-working-storage", &self.import_working_storage)?;
         o.opt("intel-tdx", &self.intel_tdx)?;
-        o.indexed(&self.ipconfig)?;
+        o.indexed_checked(&self.ipconfig)?;
         o.opt("ivshmem", &self.ivshmem)?;
         o.opt("keephugepages", &self.keephugepages)?;
         o.opt("keyboard", &self.keyboard)?;
@@ -316,21 +334,21 @@ impl serde::Serialize for UpdateVmAsync {
         o.opt("migrate_speed", &self.migrate_speed)?;
         o.opt("name", &self.name)?;
         o.opt("nameserver", &self.nameserver)?;
-        o.indexed(&self.net)?;
+        o.indexed_checked(&self.net)?;
         o.opt("numa", &self.numa)?;
-        o.indexed(&self.numa_n)?;
+        o.indexed_checked(&self.numa_n)?;
         o.opt("onboot", &self.onboot)?;
         o.opt("ostype", &self.ostype)?;
-        o.indexed(&self.parallel)?;
+        o.indexed_checked(&self.parallel)?;
         o.opt("protection", &self.protection)?;
         o.opt("reboot", &self.reboot)?;
         o.opt("revert", &self.revert)?;
         o.opt("rng0", &self.rng0)?;
-        o.indexed(&self.sata)?;
-        o.indexed(&self.scsi)?;
+        o.indexed_checked(&self.sata)?;
+        o.indexed_checked(&self.scsi)?;
         o.opt("scsihw", &self.scsihw)?;
         o.opt("searchdomain", &self.searchdomain)?;
-        o.indexed(&self.serial)?;
+        o.indexed_checked(&self.serial)?;
         o.opt("shares", &self.shares)?;
         o.opt("skiplock", &self.skiplock)?;
         o.opt("smbios1", &self.smbios1)?;
@@ -345,12 +363,12 @@ impl serde::Serialize for UpdateVmAsync {
         o.opt("tdf", &self.tdf)?;
         o.opt("template", &self.template)?;
         o.opt("tpmstate0", &self.tpmstate0)?;
-        o.indexed(&self.unused)?;
-        o.indexed(&self.usb)?;
+        o.indexed_checked(&self.unused)?;
+        o.indexed_checked(&self.usb)?;
         o.opt("vcpus", &self.vcpus)?;
         o.opt("vga", &self.vga)?;
-        o.indexed(&self.virtio)?;
-        o.indexed(&self.virtiofs)?;
+        o.indexed_checked(&self.virtio)?;
+        o.indexed_checked(&self.virtiofs)?;
         o.opt("vmgenid", &self.vmgenid)?;
         o.opt("vmstatestorage", &self.vmstatestorage)?;
         o.opt("watchdog", &self.watchdog)?;
@@ -358,7 +376,11 @@ impl serde::Serialize for UpdateVmAsync {
     }
 }
 impl UpdateVmAsync {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -453,6 +475,549 @@ impl UpdateVmAsync {
             watchdog: None,
         }
     }
+    /// Sets `acpi`.
+    #[must_use]
+    pub fn acpi(mut self, value: bool) -> Self {
+        self.acpi = Some(value);
+        self
+    }
+    /// Sets `affinity`.
+    #[must_use]
+    pub fn affinity(mut self, value: impl Into<String>) -> Self {
+        self.affinity = Some(value.into());
+        self
+    }
+    /// Sets `agent`.
+    #[must_use]
+    pub fn agent(mut self, value: crate::generated::nodes::node::qemu::Agent) -> Self {
+        self.agent = Some(value);
+        self
+    }
+    /// Sets `allow-ksm`.
+    #[must_use]
+    pub fn allow_ksm(mut self, value: bool) -> Self {
+        self.allow_ksm = Some(value);
+        self
+    }
+    /// Sets `amd-sev`.
+    #[must_use]
+    pub fn amd_sev(mut self, value: impl Into<String>) -> Self {
+        self.amd_sev = Some(value.into());
+        self
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
+    }
+    /// Sets `args`.
+    #[must_use]
+    pub fn args(mut self, value: impl Into<String>) -> Self {
+        self.args = Some(value.into());
+        self
+    }
+    /// Sets `audio0`.
+    #[must_use]
+    pub fn audio0(mut self, value: crate::generated::nodes::node::qemu::Audio0) -> Self {
+        self.audio0 = Some(value);
+        self
+    }
+    /// Sets `autostart`.
+    #[must_use]
+    pub fn autostart(mut self, value: bool) -> Self {
+        self.autostart = Some(value);
+        self
+    }
+    /// Sets `background_delay`.
+    #[must_use]
+    pub fn background_delay(mut self, value: i64) -> Self {
+        self.background_delay = Some(value);
+        self
+    }
+    /// Sets `balloon`.
+    #[must_use]
+    pub fn balloon(mut self, value: i64) -> Self {
+        self.balloon = Some(value);
+        self
+    }
+    /// Sets `bios`.
+    #[must_use]
+    pub fn bios(mut self, value: crate::generated::nodes::node::qemu::Bios) -> Self {
+        self.bios = Some(value);
+        self
+    }
+    /// Sets `boot`.
+    #[must_use]
+    pub fn boot(mut self, value: impl Into<String>) -> Self {
+        self.boot = Some(value.into());
+        self
+    }
+    /// Sets `bootdisk`.
+    #[must_use]
+    pub fn bootdisk(mut self, value: impl Into<String>) -> Self {
+        self.bootdisk = Some(value.into());
+        self
+    }
+    /// Sets `cdrom`.
+    #[must_use]
+    pub fn cdrom(mut self, value: impl Into<String>) -> Self {
+        self.cdrom = Some(value.into());
+        self
+    }
+    /// Sets `cicustom`.
+    #[must_use]
+    pub fn cicustom(mut self, value: impl Into<String>) -> Self {
+        self.cicustom = Some(value.into());
+        self
+    }
+    /// Sets `cipassword`.
+    #[must_use]
+    pub fn cipassword(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.cipassword = Some(value.into());
+        self
+    }
+    /// Sets `citype`.
+    #[must_use]
+    pub fn citype(mut self, value: crate::generated::nodes::node::qemu::Citype) -> Self {
+        self.citype = Some(value);
+        self
+    }
+    /// Sets `ciupgrade`.
+    #[must_use]
+    pub fn ciupgrade(mut self, value: bool) -> Self {
+        self.ciupgrade = Some(value);
+        self
+    }
+    /// Sets `ciuser`.
+    #[must_use]
+    pub fn ciuser(mut self, value: impl Into<String>) -> Self {
+        self.ciuser = Some(value.into());
+        self
+    }
+    /// Sets `cores`.
+    #[must_use]
+    pub fn cores(mut self, value: i64) -> Self {
+        self.cores = Some(value);
+        self
+    }
+    /// Sets `cpu`.
+    #[must_use]
+    pub fn cpu(mut self, value: impl Into<String>) -> Self {
+        self.cpu = Some(value.into());
+        self
+    }
+    /// Sets `cpulimit`.
+    #[must_use]
+    pub fn cpulimit(mut self, value: f64) -> Self {
+        self.cpulimit = Some(value);
+        self
+    }
+    /// Sets `cpuunits`.
+    #[must_use]
+    pub fn cpuunits(mut self, value: i64) -> Self {
+        self.cpuunits = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `efidisk0`.
+    #[must_use]
+    pub fn efidisk0(mut self, value: crate::generated::nodes::node::qemu::Efidisk0) -> Self {
+        self.efidisk0 = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `freeze`.
+    #[must_use]
+    pub fn freeze(mut self, value: bool) -> Self {
+        self.freeze = Some(value);
+        self
+    }
+    /// Sets `hookscript`.
+    #[must_use]
+    pub fn hookscript(mut self, value: impl Into<String>) -> Self {
+        self.hookscript = Some(value.into());
+        self
+    }
+    /// Sets `hostpci[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn hostpci(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.hostpci.set(index, value.into());
+        self
+    }
+    /// Sets `hotplug`.
+    #[must_use]
+    pub fn hotplug(mut self, value: impl Into<String>) -> Self {
+        self.hotplug = Some(value.into());
+        self
+    }
+    /// Sets `hugepages`.
+    #[must_use]
+    pub fn hugepages(mut self, value: crate::generated::nodes::node::qemu::Hugepages) -> Self {
+        self.hugepages = Some(value);
+        self
+    }
+    /// Sets `ide[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn ide(mut self, index: u32, value: crate::generated::nodes::node::qemu::Ide) -> Self {
+        self.ide.set(index, value);
+        self
+    }
+    /// Sets `import-working-storage`.
+    #[must_use]
+    pub fn import_working_storage(mut self, value: impl Into<String>) -> Self {
+        self.import_working_storage = Some(value.into());
+        self
+    }
+    /// Sets `intel-tdx`.
+    #[must_use]
+    pub fn intel_tdx(mut self, value: impl Into<String>) -> Self {
+        self.intel_tdx = Some(value.into());
+        self
+    }
+    /// Sets `ipconfig[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn ipconfig(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.ipconfig.set(index, value.into());
+        self
+    }
+    /// Sets `ivshmem`.
+    #[must_use]
+    pub fn ivshmem(mut self, value: crate::generated::nodes::node::qemu::Ivshmem) -> Self {
+        self.ivshmem = Some(value);
+        self
+    }
+    /// Sets `keephugepages`.
+    #[must_use]
+    pub fn keephugepages(mut self, value: bool) -> Self {
+        self.keephugepages = Some(value);
+        self
+    }
+    /// Sets `keyboard`.
+    #[must_use]
+    pub fn keyboard(mut self, value: crate::generated::Keyboard) -> Self {
+        self.keyboard = Some(value);
+        self
+    }
+    /// Sets `kvm`.
+    #[must_use]
+    pub fn kvm(mut self, value: bool) -> Self {
+        self.kvm = Some(value);
+        self
+    }
+    /// Sets `localtime`.
+    #[must_use]
+    pub fn localtime(mut self, value: bool) -> Self {
+        self.localtime = Some(value);
+        self
+    }
+    /// Sets `lock`.
+    #[must_use]
+    pub fn lock(mut self, value: crate::generated::nodes::node::qemu::Lock) -> Self {
+        self.lock = Some(value);
+        self
+    }
+    /// Sets `machine`.
+    #[must_use]
+    pub fn machine(mut self, value: crate::generated::nodes::node::qemu::Machine) -> Self {
+        self.machine = Some(value);
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: crate::generated::nodes::node::qemu::Memory) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `migrate_downtime`.
+    #[must_use]
+    pub fn migrate_downtime(mut self, value: f64) -> Self {
+        self.migrate_downtime = Some(value);
+        self
+    }
+    /// Sets `migrate_speed`.
+    #[must_use]
+    pub fn migrate_speed(mut self, value: i64) -> Self {
+        self.migrate_speed = Some(value);
+        self
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
+    /// Sets `nameserver`.
+    #[must_use]
+    pub fn nameserver(mut self, value: impl Into<String>) -> Self {
+        self.nameserver = Some(value.into());
+        self
+    }
+    /// Sets `net[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn net(mut self, index: u32, value: crate::generated::nodes::node::qemu::Net) -> Self {
+        self.net.set(index, value);
+        self
+    }
+    /// Sets `numa`.
+    #[must_use]
+    pub fn numa(mut self, value: bool) -> Self {
+        self.numa = Some(value);
+        self
+    }
+    /// Sets `numa[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn numa_n(mut self, index: u32, value: crate::generated::nodes::node::qemu::Numa) -> Self {
+        self.numa_n.set(index, value);
+        self
+    }
+    /// Sets `onboot`.
+    #[must_use]
+    pub fn onboot(mut self, value: bool) -> Self {
+        self.onboot = Some(value);
+        self
+    }
+    /// Sets `ostype`.
+    #[must_use]
+    pub fn ostype(mut self, value: crate::generated::nodes::node::qemu::Ostype) -> Self {
+        self.ostype = Some(value);
+        self
+    }
+    /// Sets `parallel[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn parallel(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.parallel.set(index, value.into());
+        self
+    }
+    /// Sets `protection`.
+    #[must_use]
+    pub fn protection(mut self, value: bool) -> Self {
+        self.protection = Some(value);
+        self
+    }
+    /// Sets `reboot`.
+    #[must_use]
+    pub fn reboot(mut self, value: bool) -> Self {
+        self.reboot = Some(value);
+        self
+    }
+    /// Sets `revert`.
+    #[must_use]
+    pub fn revert(mut self, value: impl Into<String>) -> Self {
+        self.revert = Some(value.into());
+        self
+    }
+    /// Sets `rng0`.
+    #[must_use]
+    pub fn rng0(mut self, value: impl Into<String>) -> Self {
+        self.rng0 = Some(value.into());
+        self
+    }
+    /// Sets `sata[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn sata(mut self, index: u32, value: crate::generated::nodes::node::qemu::Sata) -> Self {
+        self.sata.set(index, value);
+        self
+    }
+    /// Sets `scsi[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn scsi(mut self, index: u32, value: crate::generated::nodes::node::qemu::Scsi) -> Self {
+        self.scsi.set(index, value);
+        self
+    }
+    /// Sets `scsihw`.
+    #[must_use]
+    pub fn scsihw(mut self, value: crate::generated::nodes::node::qemu::Scsihw) -> Self {
+        self.scsihw = Some(value);
+        self
+    }
+    /// Sets `searchdomain`.
+    #[must_use]
+    pub fn searchdomain(mut self, value: impl Into<String>) -> Self {
+        self.searchdomain = Some(value.into());
+        self
+    }
+    /// Sets `serial[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn serial(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.serial.set(index, value.into());
+        self
+    }
+    /// Sets `shares`.
+    #[must_use]
+    pub fn shares(mut self, value: i64) -> Self {
+        self.shares = Some(value);
+        self
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
+    }
+    /// Sets `smbios1`.
+    #[must_use]
+    pub fn smbios1(mut self, value: impl Into<String>) -> Self {
+        self.smbios1 = Some(value.into());
+        self
+    }
+    /// Sets `smp`.
+    #[must_use]
+    pub fn smp(mut self, value: i64) -> Self {
+        self.smp = Some(value);
+        self
+    }
+    /// Sets `sockets`.
+    #[must_use]
+    pub fn sockets(mut self, value: i64) -> Self {
+        self.sockets = Some(value);
+        self
+    }
+    /// Sets `spice_enhancements`.
+    #[must_use]
+    pub fn spice_enhancements(
+        mut self,
+        value: crate::generated::nodes::node::qemu::SpiceEnhancements,
+    ) -> Self {
+        self.spice_enhancements = Some(value);
+        self
+    }
+    /// Sets `sshkeys`.
+    #[must_use]
+    pub fn sshkeys(mut self, value: impl Into<String>) -> Self {
+        self.sshkeys = Some(value.into());
+        self
+    }
+    /// Sets `startdate`.
+    #[must_use]
+    pub fn startdate(mut self, value: impl Into<String>) -> Self {
+        self.startdate = Some(value.into());
+        self
+    }
+    /// Sets `startup`.
+    #[must_use]
+    pub fn startup(mut self, value: impl Into<String>) -> Self {
+        self.startup = Some(value.into());
+        self
+    }
+    /// Sets `tablet`.
+    #[must_use]
+    pub fn tablet(mut self, value: bool) -> Self {
+        self.tablet = Some(value);
+        self
+    }
+    /// Sets `tags`.
+    #[must_use]
+    pub fn tags(mut self, value: impl Into<String>) -> Self {
+        self.tags = Some(value.into());
+        self
+    }
+    /// Sets `tdf`.
+    #[must_use]
+    pub fn tdf(mut self, value: bool) -> Self {
+        self.tdf = Some(value);
+        self
+    }
+    /// Sets `template`.
+    #[must_use]
+    pub fn template(mut self, value: bool) -> Self {
+        self.template = Some(value);
+        self
+    }
+    /// Sets `tpmstate0`.
+    #[must_use]
+    pub fn tpmstate0(mut self, value: crate::generated::nodes::node::qemu::Tpmstate0) -> Self {
+        self.tpmstate0 = Some(value);
+        self
+    }
+    /// Sets `unused[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn unused(
+        mut self,
+        index: u32,
+        value: crate::generated::nodes::node::qemu::Unused,
+    ) -> Self {
+        self.unused.set(index, value);
+        self
+    }
+    /// Sets `usb[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn usb(mut self, index: u32, value: crate::generated::nodes::node::qemu::Usb) -> Self {
+        self.usb.set(index, value);
+        self
+    }
+    /// Sets `vcpus`.
+    #[must_use]
+    pub fn vcpus(mut self, value: i64) -> Self {
+        self.vcpus = Some(value);
+        self
+    }
+    /// Sets `vga`.
+    #[must_use]
+    pub fn vga(mut self, value: crate::generated::nodes::node::qemu::Vga) -> Self {
+        self.vga = Some(value);
+        self
+    }
+    /// Sets `virtio[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn virtio(
+        mut self,
+        index: u32,
+        value: crate::generated::nodes::node::qemu::Virtio,
+    ) -> Self {
+        self.virtio.set(index, value);
+        self
+    }
+    /// Sets `virtiofs[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn virtiofs(
+        mut self,
+        index: u32,
+        value: crate::generated::nodes::node::qemu::Virtiofs,
+    ) -> Self {
+        self.virtiofs.set(index, value);
+        self
+    }
+    /// Sets `vmgenid`.
+    #[must_use]
+    pub fn vmgenid(mut self, value: impl Into<String>) -> Self {
+        self.vmgenid = Some(value.into());
+        self
+    }
+    /// Sets `vmstatestorage`.
+    #[must_use]
+    pub fn vmstatestorage(mut self, value: impl Into<String>) -> Self {
+        self.vmstatestorage = Some(value.into());
+        self
+    }
+    /// Sets `watchdog`.
+    #[must_use]
+    pub fn watchdog(mut self, value: impl Into<String>) -> Self {
+        self.watchdog = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for UpdateVmAsync {
     const ID: &'static str = "update_vm_async";
@@ -488,6 +1053,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -713,12 +1279,12 @@ impl serde::Serialize for UpdateVm {
         o.opt("force", &self.force)?;
         o.opt("freeze", &self.freeze)?;
         o.opt("hookscript", &self.hookscript)?;
-        o.indexed(&self.hostpci)?;
+        o.indexed_checked(&self.hostpci)?;
         o.opt("hotplug", &self.hotplug)?;
         o.opt("hugepages", &self.hugepages)?;
-        o.indexed(&self.ide)?;
+        o.indexed_checked(&self.ide)?;
         o.opt("intel-tdx", &self.intel_tdx)?;
-        o.indexed(&self.ipconfig)?;
+        o.indexed_checked(&self.ipconfig)?;
         o.opt("ivshmem", &self.ivshmem)?;
         o.opt("keephugepages", &self.keephugepages)?;
         o.opt("keyboard", &self.keyboard)?;
@@ -731,21 +1297,21 @@ impl serde::Serialize for UpdateVm {
         o.opt("migrate_speed", &self.migrate_speed)?;
         o.opt("name", &self.name)?;
         o.opt("nameserver", &self.nameserver)?;
-        o.indexed(&self.net)?;
+        o.indexed_checked(&self.net)?;
         o.opt("numa", &self.numa)?;
-        o.indexed(&self.numa_n)?;
+        o.indexed_checked(&self.numa_n)?;
         o.opt("onboot", &self.onboot)?;
         o.opt("ostype", &self.ostype)?;
-        o.indexed(&self.parallel)?;
+        o.indexed_checked(&self.parallel)?;
         o.opt("protection", &self.protection)?;
         o.opt("reboot", &self.reboot)?;
         o.opt("revert", &self.revert)?;
         o.opt("rng0", &self.rng0)?;
-        o.indexed(&self.sata)?;
-        o.indexed(&self.scsi)?;
+        o.indexed_checked(&self.sata)?;
+        o.indexed_checked(&self.scsi)?;
         o.opt("scsihw", &self.scsihw)?;
         o.opt("searchdomain", &self.searchdomain)?;
-        o.indexed(&self.serial)?;
+        o.indexed_checked(&self.serial)?;
         o.opt("shares", &self.shares)?;
         o.opt("skiplock", &self.skiplock)?;
         o.opt("smbios1", &self.smbios1)?;
@@ -760,12 +1326,12 @@ impl serde::Serialize for UpdateVm {
         o.opt("tdf", &self.tdf)?;
         o.opt("template", &self.template)?;
         o.opt("tpmstate0", &self.tpmstate0)?;
-        o.indexed(&self.unused)?;
-        o.indexed(&self.usb)?;
+        o.indexed_checked(&self.unused)?;
+        o.indexed_checked(&self.usb)?;
         o.opt("vcpus", &self.vcpus)?;
         o.opt("vga", &self.vga)?;
-        o.indexed(&self.virtio)?;
-        o.indexed(&self.virtiofs)?;
+        o.indexed_checked(&self.virtio)?;
+        o.indexed_checked(&self.virtiofs)?;
         o.opt("vmgenid", &self.vmgenid)?;
         o.opt("vmstatestorage", &self.vmstatestorage)?;
         o.opt("watchdog", &self.watchdog)?;
@@ -773,7 +1339,11 @@ impl serde::Serialize for UpdateVm {
     }
 }
 impl UpdateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -866,6 +1436,537 @@ impl UpdateVm {
             watchdog: None,
         }
     }
+    /// Sets `acpi`.
+    #[must_use]
+    pub fn acpi(mut self, value: bool) -> Self {
+        self.acpi = Some(value);
+        self
+    }
+    /// Sets `affinity`.
+    #[must_use]
+    pub fn affinity(mut self, value: impl Into<String>) -> Self {
+        self.affinity = Some(value.into());
+        self
+    }
+    /// Sets `agent`.
+    #[must_use]
+    pub fn agent(mut self, value: crate::generated::nodes::node::qemu::Agent) -> Self {
+        self.agent = Some(value);
+        self
+    }
+    /// Sets `allow-ksm`.
+    #[must_use]
+    pub fn allow_ksm(mut self, value: bool) -> Self {
+        self.allow_ksm = Some(value);
+        self
+    }
+    /// Sets `amd-sev`.
+    #[must_use]
+    pub fn amd_sev(mut self, value: impl Into<String>) -> Self {
+        self.amd_sev = Some(value.into());
+        self
+    }
+    /// Sets `arch`.
+    #[must_use]
+    pub fn arch(mut self, value: crate::generated::Arch) -> Self {
+        self.arch = Some(value);
+        self
+    }
+    /// Sets `args`.
+    #[must_use]
+    pub fn args(mut self, value: impl Into<String>) -> Self {
+        self.args = Some(value.into());
+        self
+    }
+    /// Sets `audio0`.
+    #[must_use]
+    pub fn audio0(mut self, value: crate::generated::nodes::node::qemu::Audio0) -> Self {
+        self.audio0 = Some(value);
+        self
+    }
+    /// Sets `autostart`.
+    #[must_use]
+    pub fn autostart(mut self, value: bool) -> Self {
+        self.autostart = Some(value);
+        self
+    }
+    /// Sets `balloon`.
+    #[must_use]
+    pub fn balloon(mut self, value: i64) -> Self {
+        self.balloon = Some(value);
+        self
+    }
+    /// Sets `bios`.
+    #[must_use]
+    pub fn bios(mut self, value: crate::generated::nodes::node::qemu::Bios) -> Self {
+        self.bios = Some(value);
+        self
+    }
+    /// Sets `boot`.
+    #[must_use]
+    pub fn boot(mut self, value: impl Into<String>) -> Self {
+        self.boot = Some(value.into());
+        self
+    }
+    /// Sets `bootdisk`.
+    #[must_use]
+    pub fn bootdisk(mut self, value: impl Into<String>) -> Self {
+        self.bootdisk = Some(value.into());
+        self
+    }
+    /// Sets `cdrom`.
+    #[must_use]
+    pub fn cdrom(mut self, value: impl Into<String>) -> Self {
+        self.cdrom = Some(value.into());
+        self
+    }
+    /// Sets `cicustom`.
+    #[must_use]
+    pub fn cicustom(mut self, value: impl Into<String>) -> Self {
+        self.cicustom = Some(value.into());
+        self
+    }
+    /// Sets `cipassword`.
+    #[must_use]
+    pub fn cipassword(mut self, value: impl Into<crate::Secret>) -> Self {
+        self.cipassword = Some(value.into());
+        self
+    }
+    /// Sets `citype`.
+    #[must_use]
+    pub fn citype(mut self, value: crate::generated::nodes::node::qemu::Citype) -> Self {
+        self.citype = Some(value);
+        self
+    }
+    /// Sets `ciupgrade`.
+    #[must_use]
+    pub fn ciupgrade(mut self, value: bool) -> Self {
+        self.ciupgrade = Some(value);
+        self
+    }
+    /// Sets `ciuser`.
+    #[must_use]
+    pub fn ciuser(mut self, value: impl Into<String>) -> Self {
+        self.ciuser = Some(value.into());
+        self
+    }
+    /// Sets `cores`.
+    #[must_use]
+    pub fn cores(mut self, value: i64) -> Self {
+        self.cores = Some(value);
+        self
+    }
+    /// Sets `cpu`.
+    #[must_use]
+    pub fn cpu(mut self, value: impl Into<String>) -> Self {
+        self.cpu = Some(value.into());
+        self
+    }
+    /// Sets `cpulimit`.
+    #[must_use]
+    pub fn cpulimit(mut self, value: f64) -> Self {
+        self.cpulimit = Some(value);
+        self
+    }
+    /// Sets `cpuunits`.
+    #[must_use]
+    pub fn cpuunits(mut self, value: i64) -> Self {
+        self.cpuunits = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `efidisk0`.
+    #[must_use]
+    pub fn efidisk0(mut self, value: crate::generated::nodes::node::qemu::Efidisk0) -> Self {
+        self.efidisk0 = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `freeze`.
+    #[must_use]
+    pub fn freeze(mut self, value: bool) -> Self {
+        self.freeze = Some(value);
+        self
+    }
+    /// Sets `hookscript`.
+    #[must_use]
+    pub fn hookscript(mut self, value: impl Into<String>) -> Self {
+        self.hookscript = Some(value.into());
+        self
+    }
+    /// Sets `hostpci[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn hostpci(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.hostpci.set(index, value.into());
+        self
+    }
+    /// Sets `hotplug`.
+    #[must_use]
+    pub fn hotplug(mut self, value: impl Into<String>) -> Self {
+        self.hotplug = Some(value.into());
+        self
+    }
+    /// Sets `hugepages`.
+    #[must_use]
+    pub fn hugepages(mut self, value: crate::generated::nodes::node::qemu::Hugepages) -> Self {
+        self.hugepages = Some(value);
+        self
+    }
+    /// Sets `ide[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn ide(mut self, index: u32, value: crate::generated::nodes::node::qemu::Ide) -> Self {
+        self.ide.set(index, value);
+        self
+    }
+    /// Sets `intel-tdx`.
+    #[must_use]
+    pub fn intel_tdx(mut self, value: impl Into<String>) -> Self {
+        self.intel_tdx = Some(value.into());
+        self
+    }
+    /// Sets `ipconfig[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn ipconfig(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.ipconfig.set(index, value.into());
+        self
+    }
+    /// Sets `ivshmem`.
+    #[must_use]
+    pub fn ivshmem(mut self, value: crate::generated::nodes::node::qemu::Ivshmem) -> Self {
+        self.ivshmem = Some(value);
+        self
+    }
+    /// Sets `keephugepages`.
+    #[must_use]
+    pub fn keephugepages(mut self, value: bool) -> Self {
+        self.keephugepages = Some(value);
+        self
+    }
+    /// Sets `keyboard`.
+    #[must_use]
+    pub fn keyboard(mut self, value: crate::generated::Keyboard) -> Self {
+        self.keyboard = Some(value);
+        self
+    }
+    /// Sets `kvm`.
+    #[must_use]
+    pub fn kvm(mut self, value: bool) -> Self {
+        self.kvm = Some(value);
+        self
+    }
+    /// Sets `localtime`.
+    #[must_use]
+    pub fn localtime(mut self, value: bool) -> Self {
+        self.localtime = Some(value);
+        self
+    }
+    /// Sets `lock`.
+    #[must_use]
+    pub fn lock(mut self, value: crate::generated::nodes::node::qemu::Lock) -> Self {
+        self.lock = Some(value);
+        self
+    }
+    /// Sets `machine`.
+    #[must_use]
+    pub fn machine(mut self, value: crate::generated::nodes::node::qemu::Machine) -> Self {
+        self.machine = Some(value);
+        self
+    }
+    /// Sets `memory`.
+    #[must_use]
+    pub fn memory(mut self, value: crate::generated::nodes::node::qemu::Memory) -> Self {
+        self.memory = Some(value);
+        self
+    }
+    /// Sets `migrate_downtime`.
+    #[must_use]
+    pub fn migrate_downtime(mut self, value: f64) -> Self {
+        self.migrate_downtime = Some(value);
+        self
+    }
+    /// Sets `migrate_speed`.
+    #[must_use]
+    pub fn migrate_speed(mut self, value: i64) -> Self {
+        self.migrate_speed = Some(value);
+        self
+    }
+    /// Sets `name`.
+    #[must_use]
+    pub fn name(mut self, value: impl Into<String>) -> Self {
+        self.name = Some(value.into());
+        self
+    }
+    /// Sets `nameserver`.
+    #[must_use]
+    pub fn nameserver(mut self, value: impl Into<String>) -> Self {
+        self.nameserver = Some(value.into());
+        self
+    }
+    /// Sets `net[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn net(mut self, index: u32, value: crate::generated::nodes::node::qemu::Net) -> Self {
+        self.net.set(index, value);
+        self
+    }
+    /// Sets `numa`.
+    #[must_use]
+    pub fn numa(mut self, value: bool) -> Self {
+        self.numa = Some(value);
+        self
+    }
+    /// Sets `numa[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn numa_n(mut self, index: u32, value: crate::generated::nodes::node::qemu::Numa) -> Self {
+        self.numa_n.set(index, value);
+        self
+    }
+    /// Sets `onboot`.
+    #[must_use]
+    pub fn onboot(mut self, value: bool) -> Self {
+        self.onboot = Some(value);
+        self
+    }
+    /// Sets `ostype`.
+    #[must_use]
+    pub fn ostype(mut self, value: crate::generated::nodes::node::qemu::Ostype) -> Self {
+        self.ostype = Some(value);
+        self
+    }
+    /// Sets `parallel[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn parallel(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.parallel.set(index, value.into());
+        self
+    }
+    /// Sets `protection`.
+    #[must_use]
+    pub fn protection(mut self, value: bool) -> Self {
+        self.protection = Some(value);
+        self
+    }
+    /// Sets `reboot`.
+    #[must_use]
+    pub fn reboot(mut self, value: bool) -> Self {
+        self.reboot = Some(value);
+        self
+    }
+    /// Sets `revert`.
+    #[must_use]
+    pub fn revert(mut self, value: impl Into<String>) -> Self {
+        self.revert = Some(value.into());
+        self
+    }
+    /// Sets `rng0`.
+    #[must_use]
+    pub fn rng0(mut self, value: impl Into<String>) -> Self {
+        self.rng0 = Some(value.into());
+        self
+    }
+    /// Sets `sata[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn sata(mut self, index: u32, value: crate::generated::nodes::node::qemu::Sata) -> Self {
+        self.sata.set(index, value);
+        self
+    }
+    /// Sets `scsi[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn scsi(mut self, index: u32, value: crate::generated::nodes::node::qemu::Scsi) -> Self {
+        self.scsi.set(index, value);
+        self
+    }
+    /// Sets `scsihw`.
+    #[must_use]
+    pub fn scsihw(mut self, value: crate::generated::nodes::node::qemu::Scsihw) -> Self {
+        self.scsihw = Some(value);
+        self
+    }
+    /// Sets `searchdomain`.
+    #[must_use]
+    pub fn searchdomain(mut self, value: impl Into<String>) -> Self {
+        self.searchdomain = Some(value.into());
+        self
+    }
+    /// Sets `serial[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn serial(mut self, index: u32, value: impl Into<String>) -> Self {
+        self.serial.set(index, value.into());
+        self
+    }
+    /// Sets `shares`.
+    #[must_use]
+    pub fn shares(mut self, value: i64) -> Self {
+        self.shares = Some(value);
+        self
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
+    }
+    /// Sets `smbios1`.
+    #[must_use]
+    pub fn smbios1(mut self, value: impl Into<String>) -> Self {
+        self.smbios1 = Some(value.into());
+        self
+    }
+    /// Sets `smp`.
+    #[must_use]
+    pub fn smp(mut self, value: i64) -> Self {
+        self.smp = Some(value);
+        self
+    }
+    /// Sets `sockets`.
+    #[must_use]
+    pub fn sockets(mut self, value: i64) -> Self {
+        self.sockets = Some(value);
+        self
+    }
+    /// Sets `spice_enhancements`.
+    #[must_use]
+    pub fn spice_enhancements(
+        mut self,
+        value: crate::generated::nodes::node::qemu::SpiceEnhancements,
+    ) -> Self {
+        self.spice_enhancements = Some(value);
+        self
+    }
+    /// Sets `sshkeys`.
+    #[must_use]
+    pub fn sshkeys(mut self, value: impl Into<String>) -> Self {
+        self.sshkeys = Some(value.into());
+        self
+    }
+    /// Sets `startdate`.
+    #[must_use]
+    pub fn startdate(mut self, value: impl Into<String>) -> Self {
+        self.startdate = Some(value.into());
+        self
+    }
+    /// Sets `startup`.
+    #[must_use]
+    pub fn startup(mut self, value: impl Into<String>) -> Self {
+        self.startup = Some(value.into());
+        self
+    }
+    /// Sets `tablet`.
+    #[must_use]
+    pub fn tablet(mut self, value: bool) -> Self {
+        self.tablet = Some(value);
+        self
+    }
+    /// Sets `tags`.
+    #[must_use]
+    pub fn tags(mut self, value: impl Into<String>) -> Self {
+        self.tags = Some(value.into());
+        self
+    }
+    /// Sets `tdf`.
+    #[must_use]
+    pub fn tdf(mut self, value: bool) -> Self {
+        self.tdf = Some(value);
+        self
+    }
+    /// Sets `template`.
+    #[must_use]
+    pub fn template(mut self, value: bool) -> Self {
+        self.template = Some(value);
+        self
+    }
+    /// Sets `tpmstate0`.
+    #[must_use]
+    pub fn tpmstate0(mut self, value: crate::generated::nodes::node::qemu::Tpmstate0) -> Self {
+        self.tpmstate0 = Some(value);
+        self
+    }
+    /// Sets `unused[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn unused(
+        mut self,
+        index: u32,
+        value: crate::generated::nodes::node::qemu::Unused,
+    ) -> Self {
+        self.unused.set(index, value);
+        self
+    }
+    /// Sets `usb[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn usb(mut self, index: u32, value: crate::generated::nodes::node::qemu::Usb) -> Self {
+        self.usb.set(index, value);
+        self
+    }
+    /// Sets `vcpus`.
+    #[must_use]
+    pub fn vcpus(mut self, value: i64) -> Self {
+        self.vcpus = Some(value);
+        self
+    }
+    /// Sets `vga`.
+    #[must_use]
+    pub fn vga(mut self, value: crate::generated::nodes::node::qemu::Vga) -> Self {
+        self.vga = Some(value);
+        self
+    }
+    /// Sets `virtio[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn virtio(
+        mut self,
+        index: u32,
+        value: crate::generated::nodes::node::qemu::Virtio,
+    ) -> Self {
+        self.virtio.set(index, value);
+        self
+    }
+    /// Sets `virtiofs[n]` at `index` (an index above the bound fails when the request is encoded, naming the key).
+    #[must_use]
+    pub fn virtiofs(
+        mut self,
+        index: u32,
+        value: crate::generated::nodes::node::qemu::Virtiofs,
+    ) -> Self {
+        self.virtiofs.set(index, value);
+        self
+    }
+    /// Sets `vmgenid`.
+    #[must_use]
+    pub fn vmgenid(mut self, value: impl Into<String>) -> Self {
+        self.vmgenid = Some(value.into());
+        self
+    }
+    /// Sets `vmstatestorage`.
+    #[must_use]
+    pub fn vmstatestorage(mut self, value: impl Into<String>) -> Self {
+        self.vmstatestorage = Some(value.into());
+        self
+    }
+    /// Sets `watchdog`.
+    #[must_use]
+    pub fn watchdog(mut self, value: impl Into<String>) -> Self {
+        self.watchdog = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for UpdateVm {
     const ID: &'static str = "update_vm";
@@ -897,6 +1998,7 @@ crate::operation_error!(
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "meta"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Meta {
     /// Key `creation-qemu`; pattern `\d+(\.\d+)+`
     pub creation_qemu: Option<String>,
@@ -904,6 +2006,32 @@ pub struct Meta {
     pub ctime: Option<i64>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Meta {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            creation_qemu: None,
+            ctime: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `creation-qemu`.
+    #[must_use]
+    pub fn creation_qemu(mut self, value: impl Into<String>) -> Self {
+        self.creation_qemu = Some(value.into());
+        self
+    }
+    /// Sets `ctime`.
+    #[must_use]
+    pub fn ctime(mut self, value: i64) -> Self {
+        self.ctime = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Meta {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -958,6 +2086,7 @@ crate::open_enum_traits!(RunningmachineViommu);
 ///
 /// Used by: `GET /nodes/{node}/qemu/{vmid}/config returns "runningmachine"`.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Runningmachine {
     /// Key `aw-bits`; range 32 - 64
     pub aw_bits: Option<f64>,
@@ -971,6 +2100,53 @@ pub struct Runningmachine {
     pub viommu: Option<RunningmachineViommu>,
     /// Keys this version of the schema does not know, kept as written.
     pub other_keys: std::collections::BTreeMap<String, String>,
+}
+impl Runningmachine {
+    /// A value with every key unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            aw_bits: None,
+            enable_s3: None,
+            enable_s4: None,
+            type_: None,
+            viommu: None,
+            other_keys: std::collections::BTreeMap::new(),
+        }
+    }
+    /// Sets `aw-bits`.
+    #[must_use]
+    pub fn aw_bits(mut self, value: f64) -> Self {
+        self.aw_bits = Some(value);
+        self
+    }
+    /// Sets `enable-s3`.
+    #[must_use]
+    pub fn enable_s3(mut self, value: bool) -> Self {
+        self.enable_s3 = Some(value);
+        self
+    }
+    /// Sets `enable-s4`.
+    #[must_use]
+    pub fn enable_s4(mut self, value: bool) -> Self {
+        self.enable_s4 = Some(value);
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: impl Into<String>) -> Self {
+        self.type_ = Some(value.into());
+        self
+    }
+    /// Sets `viommu`.
+    #[must_use]
+    pub fn viommu(mut self, value: RunningmachineViommu) -> Self {
+        self.viommu = Some(value);
+        self
+    }
 }
 impl crate::PropertyString for Runningmachine {
     const SPEC: crate::propstr::PropSpec = crate::propstr::PropSpec {
@@ -1000,6 +2176,7 @@ impl crate::PropertyString for Runningmachine {
 crate::property_string!(Runningmachine);
 /// From `GET /nodes/{node}/qemu/{vmid}/config returns`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct VmConfigResponse {
     /// Default `1`
     pub acpi: Option<bool>,
@@ -1193,6 +2370,107 @@ pub struct VmConfigResponse {
     pub watchdog: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
+}
+impl VmConfigResponse {
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new(digest: impl Into<String>) -> Self {
+        Self {
+            acpi: None,
+            affinity: None,
+            agent: None,
+            allow_ksm: None,
+            amd_sev: None,
+            arch: None,
+            args: None,
+            audio0: None,
+            autostart: None,
+            balloon: None,
+            bios: None,
+            boot: None,
+            bootdisk: None,
+            cdrom: None,
+            cicustom: None,
+            cipassword: None,
+            citype: None,
+            ciupgrade: None,
+            ciuser: None,
+            cores: None,
+            cpu: None,
+            cpulimit: None,
+            cpuunits: None,
+            description: None,
+            digest: digest.into(),
+            efidisk0: None,
+            freeze: None,
+            hookscript: None,
+            hostpci: crate::Indexed::new(),
+            hotplug: None,
+            hugepages: None,
+            ide: crate::Indexed::new(),
+            intel_tdx: None,
+            ipconfig: crate::Indexed::new(),
+            ivshmem: None,
+            keephugepages: None,
+            keyboard: None,
+            kvm: None,
+            localtime: None,
+            lock: None,
+            machine: None,
+            memory: None,
+            meta: None,
+            migrate_downtime: None,
+            migrate_speed: None,
+            name: None,
+            nameserver: None,
+            net: crate::Indexed::new(),
+            numa: None,
+            numa_n: crate::Indexed::new(),
+            onboot: None,
+            ostype: None,
+            parallel: crate::Indexed::new(),
+            parent: None,
+            protection: None,
+            reboot: None,
+            rng0: None,
+            running_nets_host_mtu: None,
+            runningcpu: None,
+            runningmachine: None,
+            sata: crate::Indexed::new(),
+            scsi: crate::Indexed::new(),
+            scsihw: None,
+            searchdomain: None,
+            serial: crate::Indexed::new(),
+            shares: None,
+            smbios1: None,
+            smp: None,
+            snaptime: None,
+            sockets: None,
+            spice_enhancements: None,
+            sshkeys: None,
+            startdate: None,
+            startup: None,
+            tablet: None,
+            tags: None,
+            tdf: None,
+            template: None,
+            tpmstate0: None,
+            unused: crate::Indexed::new(),
+            usb: crate::Indexed::new(),
+            vcpus: None,
+            vga: None,
+            virtio: crate::Indexed::new(),
+            virtiofs: crate::Indexed::new(),
+            vmgenid: None,
+            vmstate: None,
+            vmstatestorage: None,
+            watchdog: None,
+            other_keys: Default::default(),
+        }
+    }
 }
 impl<'de> serde::Deserialize<'de> for VmConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

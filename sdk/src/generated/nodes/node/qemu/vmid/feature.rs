@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmFeature {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for VmFeature {
     }
 }
 impl VmFeature {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -40,6 +45,12 @@ impl VmFeature {
             feature,
             snapname: None,
         }
+    }
+    /// Sets `snapname`.
+    #[must_use]
+    pub fn snapname(mut self, value: impl Into<String>) -> Self {
+        self.snapname = Some(value.into());
+        self
     }
 }
 impl crate::Operation for VmFeature {
@@ -65,7 +76,8 @@ impl crate::Operation for VmFeature {
 /// Errors of [`VmFeature`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VmFeatureError = crate::error::Untyped<VmFeature>;
 /// From `GET /nodes/{node}/qemu/{vmid}/feature returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmFeatureResponse {
     /// Wire name `hasFeature`
     pub has_feature: Option<bool>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MigrateVmPrecondition {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for MigrateVmPrecondition {
     }
 }
 impl MigrateVmPrecondition {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
             vmid,
             target: None,
         }
+    }
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, value: impl Into<String>) -> Self {
+        self.target = Some(value.into());
+        self
     }
 }
 impl crate::Operation for MigrateVmPrecondition {
@@ -64,6 +75,7 @@ pub type MigrateVmPreconditionError = crate::error::Untyped<MigrateVmPreconditio
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MigrateVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -106,7 +118,11 @@ impl serde::Serialize for MigrateVm {
     }
 }
 impl MigrateVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, target: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -121,6 +137,57 @@ impl MigrateVm {
             with_conntrack_state: None,
             with_local_disks: None,
         }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `migration_network`.
+    #[must_use]
+    pub fn migration_network(mut self, value: impl Into<String>) -> Self {
+        self.migration_network = Some(value.into());
+        self
+    }
+    /// Sets `migration_type`.
+    #[must_use]
+    pub fn migration_type(
+        mut self,
+        value: crate::generated::nodes::node::qemu::vmid::MigrationType,
+    ) -> Self {
+        self.migration_type = Some(value);
+        self
+    }
+    /// Sets `online`.
+    #[must_use]
+    pub fn online(mut self, value: bool) -> Self {
+        self.online = Some(value);
+        self
+    }
+    /// Sets `targetstorage`.
+    #[must_use]
+    pub fn targetstorage(mut self, value: impl Into<String>) -> Self {
+        self.targetstorage = Some(value.into());
+        self
+    }
+    /// Sets `with-conntrack-state`.
+    #[must_use]
+    pub fn with_conntrack_state(mut self, value: bool) -> Self {
+        self.with_conntrack_state = Some(value);
+        self
+    }
+    /// Sets `with-local-disks`.
+    #[must_use]
+    pub fn with_local_disks(mut self, value: bool) -> Self {
+        self.with_local_disks = Some(value);
+        self
     }
 }
 impl crate::Operation for MigrateVm {
@@ -149,7 +216,8 @@ pub type MigrateVmResponse = crate::Upid;
 /// Errors of [`MigrateVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type MigrateVmError = crate::error::Untyped<MigrateVm>;
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "local_disks" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponseLocalDisksItem {
     /// `cdrom`
     pub cdrom: Option<bool>,
@@ -186,7 +254,8 @@ impl serde::Serialize for MigrateVmPreconditionResponseLocalDisksItem {
     }
 }
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes" "blocking-ha-resources" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponseNotAllowedNodesBlockingHaResourcesItem {
     /// `cause`
     pub cause: Option<crate::generated::Cause>,
@@ -217,7 +286,8 @@ impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodesBlockingHa
     }
 }
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns "not_allowed_nodes"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponseNotAllowedNodes {
     /// Wire name `blocking-ha-resources`
     pub blocking_ha_resources:
@@ -247,7 +317,8 @@ impl serde::Serialize for MigrateVmPreconditionResponseNotAllowedNodes {
     }
 }
 /// From `GET /nodes/{node}/qemu/{vmid}/migrate returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MigrateVmPreconditionResponse {
     /// `allowed_nodes`
     pub allowed_nodes: Option<Vec<String>>,

@@ -34,6 +34,7 @@ pub mod vncwebsocket;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DestroyVm {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -61,7 +62,11 @@ impl serde::Serialize for DestroyVm {
     }
 }
 impl DestroyVm {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -70,6 +75,24 @@ impl DestroyVm {
             purge: None,
             skiplock: None,
         }
+    }
+    /// Sets `destroy-unreferenced-disks`.
+    #[must_use]
+    pub fn destroy_unreferenced_disks(mut self, value: bool) -> Self {
+        self.destroy_unreferenced_disks = Some(value);
+        self
+    }
+    /// Sets `purge`.
+    #[must_use]
+    pub fn purge(mut self, value: bool) -> Self {
+        self.purge = Some(value);
+        self
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
     }
 }
 impl crate::Operation for DestroyVm {
@@ -105,6 +128,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vmdiridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -120,7 +144,11 @@ impl serde::Serialize for Vmdiridx {
     }
 }
 impl Vmdiridx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -532,7 +560,8 @@ impl crate::open_enum::OpenEnum for MigrationType {
 }
 crate::open_enum_traits!(MigrationType);
 /// From `GET /nodes/{node}/qemu/{vmid} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmdiridxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MoveVmDisk {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -50,7 +51,11 @@ impl serde::Serialize for MoveVmDisk {
     }
 }
 impl MoveVmDisk {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, disk: MoveVmDiskDisk) -> Self {
         Self {
             node: node.into(),
@@ -65,6 +70,54 @@ impl MoveVmDisk {
             target_disk: None,
             target_vmid: None,
         }
+    }
+    /// Sets `bwlimit`.
+    #[must_use]
+    pub fn bwlimit(mut self, value: i64) -> Self {
+        self.bwlimit = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: bool) -> Self {
+        self.delete = Some(value);
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: crate::generated::nodes::node::qemu::vmid::Format) -> Self {
+        self.format = Some(value);
+        self
+    }
+    /// Sets `storage`.
+    #[must_use]
+    pub fn storage(mut self, value: impl Into<String>) -> Self {
+        self.storage = Some(value.into());
+        self
+    }
+    /// Sets `target-digest`.
+    #[must_use]
+    pub fn target_digest(mut self, value: impl Into<String>) -> Self {
+        self.target_digest = Some(value.into());
+        self
+    }
+    /// Sets `target-disk`.
+    #[must_use]
+    pub fn target_disk(mut self, value: MoveVmDiskTargetDisk) -> Self {
+        self.target_disk = Some(value);
+        self
+    }
+    /// Sets `target-vmid`.
+    #[must_use]
+    pub fn target_vmid(mut self, value: i64) -> Self {
+        self.target_vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for MoveVmDisk {

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Mtunnelwebsocket {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -26,7 +27,11 @@ impl serde::Serialize for Mtunnelwebsocket {
     }
 }
 impl Mtunnelwebsocket {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -64,7 +69,8 @@ impl crate::Operation for Mtunnelwebsocket {
 /// Errors of [`Mtunnelwebsocket`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type MtunnelwebsocketError = crate::error::Untyped<Mtunnelwebsocket>;
 /// From `GET /nodes/{node}/qemu/{vmid}/mtunnelwebsocket returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MtunnelwebsocketResponse {
     /// `port`
     pub port: Option<String>,

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmPending {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for VmPending {
     }
 }
 impl VmPending {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -54,7 +59,8 @@ pub type VmPendingResponse = Vec<VmPendingResponseItem>;
 /// Errors of [`VmPending`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VmPendingError = crate::error::Untyped<VmPending>;
 /// From `GET /nodes/{node}/qemu/{vmid}/pending returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmPendingResponseItem {
     /// Range 0 - 2
     pub delete: Option<i64>,

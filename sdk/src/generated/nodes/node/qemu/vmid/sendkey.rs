@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmSendkey {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for VmSendkey {
     }
 }
 impl VmSendkey {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, key: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -36,6 +41,12 @@ impl VmSendkey {
             key: key.into(),
             skiplock: None,
         }
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
     }
 }
 impl crate::Operation for VmSendkey {

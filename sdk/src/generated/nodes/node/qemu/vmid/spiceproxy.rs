@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Spiceproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for Spiceproxy {
     }
 }
 impl Spiceproxy {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
             vmid,
             proxy: None,
         }
+    }
+    /// Sets `proxy`.
+    #[must_use]
+    pub fn proxy(mut self, value: impl Into<String>) -> Self {
+        self.proxy = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Spiceproxy {
@@ -58,7 +69,8 @@ impl crate::Operation for Spiceproxy {
 /// Errors of [`Spiceproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SpiceproxyError = crate::error::Untyped<Spiceproxy>;
 /// From `POST /nodes/{node}/qemu/{vmid}/spiceproxy returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SpiceproxyResponse {
     /// `host`
     pub host: Option<String>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Termproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for Termproxy {
     }
 }
 impl Termproxy {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
             vmid,
             serial: None,
         }
+    }
+    /// Sets `serial`.
+    #[must_use]
+    pub fn serial(mut self, value: TermproxySerial) -> Self {
+        self.serial = Some(value);
+        self
     }
 }
 impl crate::Operation for Termproxy {
@@ -94,7 +105,8 @@ impl crate::open_enum::OpenEnum for TermproxySerial {
 }
 crate::open_enum_traits!(TermproxySerial);
 /// From `POST /nodes/{node}/qemu/{vmid}/termproxy returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TermproxyResponse {
     /// `port`
     pub port: Option<i64>,

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vncproxy {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -27,7 +28,11 @@ impl serde::Serialize for Vncproxy {
     }
 }
 impl Vncproxy {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -35,6 +40,18 @@ impl Vncproxy {
             generate_password: None,
             websocket: None,
         }
+    }
+    /// Sets `generate-password`.
+    #[must_use]
+    pub fn generate_password(mut self, value: bool) -> Self {
+        self.generate_password = Some(value);
+        self
+    }
+    /// Sets `websocket`.
+    #[must_use]
+    pub fn websocket(mut self, value: bool) -> Self {
+        self.websocket = Some(value);
+        self
     }
 }
 impl crate::Operation for Vncproxy {
@@ -61,7 +78,8 @@ impl crate::Operation for Vncproxy {
 /// Errors of [`Vncproxy`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VncproxyError = crate::error::Untyped<Vncproxy>;
 /// From `POST /nodes/{node}/qemu/{vmid}/vncproxy returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VncproxyResponse {
     /// `cert`
     pub cert: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadJobLog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for ReadJobLog {
     }
 }
 impl ReadJobLog {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -36,6 +41,18 @@ impl ReadJobLog {
             limit: None,
             start: None,
         }
+    }
+    /// Sets `limit`.
+    #[must_use]
+    pub fn limit(mut self, value: i64) -> Self {
+        self.limit = Some(value);
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: i64) -> Self {
+        self.start = Some(value);
+        self
     }
 }
 impl crate::Operation for ReadJobLog {
@@ -63,7 +80,8 @@ pub type ReadJobLogResponse = Vec<ReadJobLogResponseItem>;
 /// Errors of [`ReadJobLog`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type ReadJobLogError = crate::error::Untyped<ReadJobLog>;
 /// From `GET /nodes/{node}/replication/{id}/log returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadJobLogResponseItem {
     /// `n`
     pub n: Option<i64>,

@@ -10,6 +10,7 @@ pub mod stop;
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Srvcmdidx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,7 +26,11 @@ impl serde::Serialize for Srvcmdidx {
     }
 }
 impl Srvcmdidx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, service: Service) -> Self {
         Self {
             node: node.into(),
@@ -188,7 +193,8 @@ impl crate::open_enum::OpenEnum for Service {
 }
 crate::open_enum_traits!(Service);
 /// From `GET /nodes/{node}/services/{service} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SrvcmdidxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServiceState {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for ServiceState {
     }
 }
 impl ServiceState {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         service: crate::generated::nodes::node::services::service::Service,
@@ -49,7 +54,8 @@ impl crate::Operation for ServiceState {
 /// Errors of [`ServiceState`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type ServiceStateError = crate::error::Untyped<ServiceState>;
 /// From `GET /nodes/{node}/services/{service}/state returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ServiceStateResponse {
     /// Wire name `active-state`
     pub active_state: Option<crate::generated::nodes::node::services::ActiveState>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServiceStop {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for ServiceStop {
     }
 }
 impl ServiceStop {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         service: crate::generated::nodes::node::services::service::Service,

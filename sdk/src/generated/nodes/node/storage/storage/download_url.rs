@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DownloadUrl {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -45,7 +46,11 @@ impl serde::Serialize for DownloadUrl {
     }
 }
 impl DownloadUrl {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -64,6 +69,33 @@ impl DownloadUrl {
             url: url.into(),
             verify_certificates: None,
         }
+    }
+    /// Sets `checksum`.
+    #[must_use]
+    pub fn checksum(mut self, value: impl Into<String>) -> Self {
+        self.checksum = Some(value.into());
+        self
+    }
+    /// Sets `checksum-algorithm`.
+    #[must_use]
+    pub fn checksum_algorithm(
+        mut self,
+        value: crate::generated::nodes::node::storage::storage::ChecksumAlgorithm,
+    ) -> Self {
+        self.checksum_algorithm = Some(value);
+        self
+    }
+    /// Sets `compression`.
+    #[must_use]
+    pub fn compression(mut self, value: impl Into<String>) -> Self {
+        self.compression = Some(value.into());
+        self
+    }
+    /// Sets `verify-certificates`.
+    #[must_use]
+    pub fn verify_certificates(mut self, value: bool) -> Self {
+        self.verify_certificates = Some(value);
+        self
     }
 }
 impl crate::Operation for DownloadUrl {

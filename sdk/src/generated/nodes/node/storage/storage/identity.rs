@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Identity {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Identity {
     }
 }
 impl Identity {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, storage: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -144,7 +149,8 @@ impl crate::open_enum::OpenEnum for IdentityResponseType {
 }
 crate::open_enum_traits!(IdentityResponseType);
 /// From `GET /nodes/{node}/storage/{storage}/identity returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IdentityResponse {
     /// `id`
     pub id: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetImportMetadata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,7 +26,11 @@ impl serde::Serialize for GetImportMetadata {
     }
 }
 impl GetImportMetadata {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -167,7 +172,8 @@ impl crate::open_enum::OpenEnum for GetImportMetadataResponseWarningsItemType {
 }
 crate::open_enum_traits!(GetImportMetadataResponseWarningsItemType);
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns "warnings" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetImportMetadataResponseWarningsItem {
     /// `key`
     pub key: Option<String>,
@@ -200,7 +206,8 @@ impl serde::Serialize for GetImportMetadataResponseWarningsItem {
     }
 }
 /// From `GET /nodes/{node}/storage/{storage}/import-metadata returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetImportMetadataResponse {
     /// Wire name `create-args`
     pub create_args: Option<serde_json::Map<String, serde_json::Value>>,

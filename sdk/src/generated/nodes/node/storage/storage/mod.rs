@@ -16,6 +16,7 @@ pub mod upload;
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Audit","Datastore.AllocateSpace"],"any",1]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for Diridx {
     }
 }
 impl Diridx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, storage: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -142,7 +147,8 @@ impl crate::open_enum::OpenEnum for Content {
 }
 crate::open_enum_traits!(Content);
 /// From `GET /nodes/{node}/storage/{storage} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

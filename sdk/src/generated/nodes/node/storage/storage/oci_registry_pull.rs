@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OciRegistryPull {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for OciRegistryPull {
     }
 }
 impl OciRegistryPull {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -41,6 +46,12 @@ impl OciRegistryPull {
             filename: None,
             reference: reference.into(),
         }
+    }
+    /// Sets `filename`.
+    #[must_use]
+    pub fn filename(mut self, value: impl Into<String>) -> Self {
+        self.filename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for OciRegistryPull {

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -32,7 +33,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, storage: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -41,6 +46,24 @@ impl Delete {
             type_: None,
             vmid: None,
         }
+    }
+    /// Sets `prune-backups`.
+    #[must_use]
+    pub fn prune_backups(mut self, value: impl Into<String>) -> Self {
+        self.prune_backups = Some(value.into());
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: DeleteType) -> Self {
+        self.type_ = Some(value);
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: i64) -> Self {
+        self.vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -74,6 +97,7 @@ crate::operation_error!(DeleteError for Delete; StorageNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Dryrun {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -98,7 +122,11 @@ impl serde::Serialize for Dryrun {
     }
 }
 impl Dryrun {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, storage: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -107,6 +135,24 @@ impl Dryrun {
             type_: None,
             vmid: None,
         }
+    }
+    /// Sets `prune-backups`.
+    #[must_use]
+    pub fn prune_backups(mut self, value: impl Into<String>) -> Self {
+        self.prune_backups = Some(value.into());
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: DryrunType) -> Self {
+        self.type_ = Some(value);
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: i64) -> Self {
+        self.vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for Dryrun {
@@ -228,7 +274,8 @@ impl crate::open_enum::OpenEnum for DryrunResponseItemMark {
 }
 crate::open_enum_traits!(DryrunResponseItemMark);
 /// From `GET /nodes/{node}/storage/{storage}/prunebackups returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DryrunResponseItem {
     /// `ctime`
     pub ctime: Option<i64>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Rrd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for Rrd {
     }
 }
 impl Rrd {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -45,6 +50,12 @@ impl Rrd {
             ds: ds.into(),
             timeframe,
         }
+    }
+    /// Sets `cf`.
+    #[must_use]
+    pub fn cf(mut self, value: crate::generated::nodes::node::Cf) -> Self {
+        self.cf = Some(value);
+        self
     }
 }
 impl crate::Operation for Rrd {
@@ -110,7 +121,8 @@ impl crate::open_enum::OpenEnum for RrdTimeframe {
 }
 crate::open_enum_traits!(RrdTimeframe);
 /// From `GET /nodes/{node}/storage/{storage}/rrd returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RrdResponse {
     /// `filename`
     pub filename: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Rrddata {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for Rrddata {
     }
 }
 impl Rrddata {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -40,6 +45,12 @@ impl Rrddata {
             cf: None,
             timeframe,
         }
+    }
+    /// Sets `cf`.
+    #[must_use]
+    pub fn cf(mut self, value: crate::generated::nodes::node::Cf) -> Self {
+        self.cf = Some(value);
+        self
     }
 }
 impl crate::Operation for Rrddata {

@@ -7,6 +7,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Upload {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -38,7 +39,11 @@ impl serde::Serialize for Upload {
     }
 }
 impl Upload {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -54,6 +59,27 @@ impl Upload {
             filename: filename.into(),
             tmpfilename: None,
         }
+    }
+    /// Sets `checksum`.
+    #[must_use]
+    pub fn checksum(mut self, value: impl Into<String>) -> Self {
+        self.checksum = Some(value.into());
+        self
+    }
+    /// Sets `checksum-algorithm`.
+    #[must_use]
+    pub fn checksum_algorithm(
+        mut self,
+        value: crate::generated::nodes::node::storage::storage::ChecksumAlgorithm,
+    ) -> Self {
+        self.checksum_algorithm = Some(value);
+        self
+    }
+    /// Sets `tmpfilename`.
+    #[must_use]
+    pub fn tmpfilename(mut self, value: impl Into<String>) -> Self {
+        self.tmpfilename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Upload {

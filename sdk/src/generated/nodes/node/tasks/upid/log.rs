@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadTaskLog {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for ReadTaskLog {
     }
 }
 impl ReadTaskLog {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, upid: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -40,6 +45,24 @@ impl ReadTaskLog {
             limit: None,
             start: None,
         }
+    }
+    /// Sets `download`.
+    #[must_use]
+    pub fn download(mut self, value: bool) -> Self {
+        self.download = Some(value);
+        self
+    }
+    /// Sets `limit`.
+    #[must_use]
+    pub fn limit(mut self, value: i64) -> Self {
+        self.limit = Some(value);
+        self
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: i64) -> Self {
+        self.start = Some(value);
+        self
     }
 }
 impl crate::Operation for ReadTaskLog {
@@ -59,7 +82,8 @@ impl crate::Operation for ReadTaskLog {
 pub type ReadTaskLogResponse = Vec<ReadTaskLogResponseItem>;
 crate::operation_error!(ReadTaskLogError for ReadTaskLog; MalformedUpid);
 /// From `GET /nodes/{node}/tasks/{upid}/log returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadTaskLogResponseItem {
     /// `n`
     pub n: Option<i64>,

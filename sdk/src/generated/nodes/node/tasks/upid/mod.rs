@@ -9,6 +9,7 @@ pub mod status;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StopTask {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,7 +25,11 @@ impl serde::Serialize for StopTask {
     }
 }
 impl StopTask {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, upid: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -53,6 +58,7 @@ crate::operation_error!(StopTaskError for StopTask; MalformedUpid, TaskNotFound)
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpidIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -68,7 +74,11 @@ impl serde::Serialize for UpidIndex {
     }
 }
 impl UpidIndex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, upid: impl Into<String>) -> Self {
         Self {
             node: node.into(),

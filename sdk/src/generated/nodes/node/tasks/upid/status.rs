@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadTaskStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for ReadTaskStatus {
     }
 }
 impl ReadTaskStatus {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, upid: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -76,7 +81,8 @@ impl crate::open_enum::OpenEnum for ReadTaskStatusResponseStatus {
 }
 crate::open_enum_traits!(ReadTaskStatusResponseStatus);
 /// From `GET /nodes/{node}/tasks/{upid}/status returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReadTaskStatusResponse {
     /// `exitstatus`
     pub exitstatus: Option<String>,

@@ -6,6 +6,7 @@ pub mod node_id;
 /// - Permission check: `["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit"]]`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ListNodesFabric {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -24,13 +25,29 @@ impl serde::Serialize for ListNodesFabric {
     }
 }
 impl ListNodesFabric {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(fabric_id: impl Into<String>) -> Self {
         Self {
             fabric_id: fabric_id.into(),
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for ListNodesFabric {
@@ -51,6 +68,7 @@ pub type ListNodesFabricError = crate::error::Untyped<ListNodesFabric>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AddNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -81,7 +99,11 @@ impl serde::Serialize for AddNode {
     }
 }
 impl AddNode {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         fabric_id: impl Into<String>,
         node_id: impl Into<String>,
@@ -96,6 +118,30 @@ impl AddNode {
             node_id: node_id.into(),
             protocol,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ip`.
+    #[must_use]
+    pub fn ip(mut self, value: impl Into<String>) -> Self {
+        self.ip = Some(value.into());
+        self
+    }
+    /// Sets `ip6`.
+    #[must_use]
+    pub fn ip6(mut self, value: impl Into<String>) -> Self {
+        self.ip6 = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for AddNode {
@@ -165,9 +211,29 @@ impl crate::tagged::Tagged for ListNodesFabricResponseItemProtocol {
 crate::tagged_traits!(ListNodesFabricResponseItemProtocol);
 /// Fields of [`ListNodesFabricResponseItemProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesFabricResponseItemProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+impl ListNodesFabricResponseItemProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -186,9 +252,29 @@ impl serde::Serialize for ListNodesFabricResponseItemProtocolOpenfabric {
 }
 /// Fields of [`ListNodesFabricResponseItemProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesFabricResponseItemProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+impl ListNodesFabricResponseItemProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -207,6 +293,7 @@ impl serde::Serialize for ListNodesFabricResponseItemProtocolOspf {
 }
 /// Fields of [`ListNodesFabricResponseItemProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesFabricResponseItemProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -220,6 +307,62 @@ pub struct ListNodesFabricResponseItemProtocolWireguard {
     pub public_key: Option<String>,
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+impl ListNodesFabricResponseItemProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allowed_ips: None,
+            endpoint: None,
+            interfaces: None,
+            peers: None,
+            public_key: None,
+            role: None,
+        }
+    }
+    /// Sets `allowed_ips`.
+    #[must_use]
+    pub fn allowed_ips(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.allowed_ips = Some(value.into());
+        self
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    ) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `public_key`.
+    #[must_use]
+    pub fn public_key(mut self, value: impl Into<String>) -> Self {
+        self.public_key = Some(value.into());
+        self
+    }
+    /// Sets `role`.
+    #[must_use]
+    pub fn role(mut self, value: crate::generated::cluster::sdn::fabrics::Role) -> Self {
+        self.role = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -248,9 +391,29 @@ impl serde::Serialize for ListNodesFabricResponseItemProtocolWireguard {
 }
 /// Fields of [`ListNodesFabricResponseItemProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesFabricResponseItemProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl ListNodesFabricResponseItemProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for ListNodesFabricResponseItemProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -268,7 +431,8 @@ impl serde::Serialize for ListNodesFabricResponseItemProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListNodesFabricResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -372,9 +536,29 @@ impl crate::tagged::Tagged for AddNodeProtocol {
 crate::tagged_traits!(AddNodeProtocol);
 /// Fields of [`AddNodeProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddNodeProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+impl AddNodeProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddNodeProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -393,9 +577,29 @@ impl serde::Serialize for AddNodeProtocolOpenfabric {
 }
 /// Fields of [`AddNodeProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddNodeProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+impl AddNodeProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddNodeProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -414,6 +618,7 @@ impl serde::Serialize for AddNodeProtocolOspf {
 }
 /// Fields of [`AddNodeProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddNodeProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -427,6 +632,62 @@ pub struct AddNodeProtocolWireguard {
     pub public_key: Option<String>,
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+impl AddNodeProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allowed_ips: None,
+            endpoint: None,
+            interfaces: None,
+            peers: None,
+            public_key: None,
+            role: None,
+        }
+    }
+    /// Sets `allowed_ips`.
+    #[must_use]
+    pub fn allowed_ips(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.allowed_ips = Some(value.into());
+        self
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    ) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `public_key`.
+    #[must_use]
+    pub fn public_key(mut self, value: impl Into<String>) -> Self {
+        self.public_key = Some(value.into());
+        self
+    }
+    /// Sets `role`.
+    #[must_use]
+    pub fn role(mut self, value: crate::generated::cluster::sdn::fabrics::Role) -> Self {
+        self.role = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddNodeProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -455,9 +716,29 @@ impl serde::Serialize for AddNodeProtocolWireguard {
 }
 /// Fields of [`AddNodeProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct AddNodeProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl AddNodeProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for AddNodeProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

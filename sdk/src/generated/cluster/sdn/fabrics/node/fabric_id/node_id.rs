@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for DeleteNode {
     }
 }
 impl DeleteNode {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(fabric_id: impl Into<String>, node_id: impl Into<String>) -> Self {
         Self {
             fabric_id: fabric_id.into(),
@@ -51,6 +56,7 @@ pub type DeleteNodeError = crate::error::Untyped<DeleteNode>;
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit","SDN.Allocate"],"any",1],["perm","/nodes/{node_id}",["Sys.Audit","Sys.Modify"],"any",1]]`
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -66,7 +72,11 @@ impl serde::Serialize for GetNode {
     }
 }
 impl GetNode {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(fabric_id: impl Into<String>, node_id: impl Into<String>) -> Self {
         Self {
             fabric_id: fabric_id.into(),
@@ -95,6 +105,7 @@ pub type GetNodeError = crate::error::Untyped<GetNode>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateNode {
     /// Path parameter; format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
     pub fabric_id: String,
@@ -125,7 +136,11 @@ impl serde::Serialize for UpdateNode {
     }
 }
 impl UpdateNode {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         fabric_id: impl Into<String>,
         node_id: impl Into<String>,
@@ -140,6 +155,30 @@ impl UpdateNode {
             lock_token: None,
             protocol,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ip`.
+    #[must_use]
+    pub fn ip(mut self, value: impl Into<String>) -> Self {
+        self.ip = Some(value.into());
+        self
+    }
+    /// Sets `ip6`.
+    #[must_use]
+    pub fn ip6(mut self, value: impl Into<String>) -> Self {
+        self.ip6 = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateNode {
@@ -214,9 +253,29 @@ impl crate::tagged::Tagged for GetNodeResponseProtocol {
 crate::tagged_traits!(GetNodeResponseProtocol);
 /// Fields of [`GetNodeResponseProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetNodeResponseProtocolOpenfabric {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+impl GetNodeResponseProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -235,9 +294,29 @@ impl serde::Serialize for GetNodeResponseProtocolOpenfabric {
 }
 /// Fields of [`GetNodeResponseProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetNodeResponseProtocolOspf {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+impl GetNodeResponseProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -256,6 +335,7 @@ impl serde::Serialize for GetNodeResponseProtocolOspf {
 }
 /// Fields of [`GetNodeResponseProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetNodeResponseProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -269,6 +349,62 @@ pub struct GetNodeResponseProtocolWireguard {
     pub public_key: Option<String>,
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+impl GetNodeResponseProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allowed_ips: None,
+            endpoint: None,
+            interfaces: None,
+            peers: None,
+            public_key: None,
+            role: None,
+        }
+    }
+    /// Sets `allowed_ips`.
+    #[must_use]
+    pub fn allowed_ips(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.allowed_ips = Some(value.into());
+        self
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    ) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `public_key`.
+    #[must_use]
+    pub fn public_key(mut self, value: impl Into<String>) -> Self {
+        self.public_key = Some(value.into());
+        self
+    }
+    /// Sets `role`.
+    #[must_use]
+    pub fn role(mut self, value: crate::generated::cluster::sdn::fabrics::Role) -> Self {
+        self.role = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -297,9 +433,29 @@ impl serde::Serialize for GetNodeResponseProtocolWireguard {
 }
 /// Fields of [`GetNodeResponseProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetNodeResponseProtocolBgp {
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl GetNodeResponseProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self { interfaces: None }
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for GetNodeResponseProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -317,7 +473,8 @@ impl serde::Serialize for GetNodeResponseProtocolBgp {
     }
 }
 /// From `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetNodeResponse {
     /// Maximum length 64
     pub digest: Option<String>,
@@ -572,11 +729,43 @@ impl crate::tagged::Tagged for UpdateNodeProtocol {
 crate::tagged_traits!(UpdateNodeProtocol);
 /// Fields of [`UpdateNodeProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateNodeProtocolOpenfabric {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeOpenfabricOpenfabricOspfDeleteItem>>,
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+}
+impl UpdateNodeProtocolOpenfabric {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            delete: None,
+            interfaces: None,
+        }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(
+        mut self,
+        value: impl Into<Vec<UpdateNodeOpenfabricOpenfabricOspfDeleteItem>>,
+    ) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OpenfabricInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -597,11 +786,40 @@ impl serde::Serialize for UpdateNodeProtocolOpenfabric {
 }
 /// Fields of [`UpdateNodeProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateNodeProtocolOspf {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeOspfOpenfabricOspfDeleteItem>>,
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+}
+impl UpdateNodeProtocolOspf {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            delete: None,
+            interfaces: None,
+        }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdateNodeOspfOpenfabricOspfDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::OspfInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -622,6 +840,7 @@ impl serde::Serialize for UpdateNodeProtocolOspf {
 }
 /// Fields of [`UpdateNodeProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateNodeProtocolWireguard {
     /// `allowed_ips`
     pub allowed_ips: Option<Vec<String>>,
@@ -637,6 +856,69 @@ pub struct UpdateNodeProtocolWireguard {
     pub public_key: Option<String>,
     /// `role`
     pub role: Option<crate::generated::cluster::sdn::fabrics::Role>,
+}
+impl UpdateNodeProtocolWireguard {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            allowed_ips: None,
+            delete: None,
+            endpoint: None,
+            interfaces: None,
+            peers: None,
+            public_key: None,
+            role: None,
+        }
+    }
+    /// Sets `allowed_ips`.
+    #[must_use]
+    pub fn allowed_ips(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.allowed_ips = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdateNodeWireguardWireguardDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `endpoint`.
+    #[must_use]
+    pub fn endpoint(mut self, value: impl Into<String>) -> Self {
+        self.endpoint = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
+    /// Sets `peers`.
+    #[must_use]
+    pub fn peers(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::Peers>>,
+    ) -> Self {
+        self.peers = Some(value.into());
+        self
+    }
+    /// Sets `public_key`.
+    #[must_use]
+    pub fn public_key(mut self, value: impl Into<String>) -> Self {
+        self.public_key = Some(value.into());
+        self
+    }
+    /// Sets `role`.
+    #[must_use]
+    pub fn role(mut self, value: crate::generated::cluster::sdn::fabrics::Role) -> Self {
+        self.role = Some(value);
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -667,11 +949,40 @@ impl serde::Serialize for UpdateNodeProtocolWireguard {
 }
 /// Fields of [`UpdateNodeProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct UpdateNodeProtocolBgp {
     /// `delete`
     pub delete: Option<Vec<UpdateNodeBgpBgpDeleteItem>>,
     /// `interfaces`
     pub interfaces: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+}
+impl UpdateNodeProtocolBgp {
+    /// A value with every field unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
+    pub fn new() -> Self {
+        Self {
+            delete: None,
+            interfaces: None,
+        }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdateNodeBgpBgpDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `interfaces`.
+    #[must_use]
+    pub fn interfaces(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::fabrics::BgpInterfaces>>,
+    ) -> Self {
+        self.interfaces = Some(value.into());
+        self
+    }
 }
 impl<'de> serde::Deserialize<'de> for UpdateNodeProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -6,6 +6,7 @@ pub mod url_seq;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetPrefixListEntries {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for GetPrefixListEntries {
     }
 }
 impl GetPrefixListEntries {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>) -> Self {
         Self { id: id.into() }
     }
@@ -41,6 +46,7 @@ pub type GetPrefixListEntriesError = crate::error::Untyped<GetPrefixListEntries>
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreatePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -71,7 +77,11 @@ impl serde::Serialize for CreatePrefixListEntry {
     }
 }
 impl CreatePrefixListEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         id: impl Into<String>,
         action: crate::generated::cluster::sdn::Action,
@@ -86,6 +96,30 @@ impl CreatePrefixListEntry {
             prefix: prefix.into(),
             seq: None,
         }
+    }
+    /// Sets `ge`.
+    #[must_use]
+    pub fn ge(mut self, value: i64) -> Self {
+        self.ge = Some(value);
+        self
+    }
+    /// Sets `le`.
+    #[must_use]
+    pub fn le(mut self, value: i64) -> Self {
+        self.le = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `seq`.
+    #[must_use]
+    pub fn seq(mut self, value: i64) -> Self {
+        self.seq = Some(value);
+        self
     }
 }
 impl crate::Operation for CreatePrefixListEntry {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeletePrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for DeletePrefixListEntry {
     }
 }
 impl DeletePrefixListEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, url_seq: impl Into<String>) -> Self {
         Self {
             id: id.into(),
             url_seq: url_seq.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for DeletePrefixListEntry {
@@ -50,6 +61,7 @@ pub type DeletePrefixListEntryError = crate::error::Untyped<DeletePrefixListEntr
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetPrefixListEntry {
     /// Path parameter; format `pve-sdn-prefix-list-id`
     pub id: String,
@@ -65,7 +77,11 @@ impl serde::Serialize for GetPrefixListEntry {
     }
 }
 impl GetPrefixListEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, url_seq: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -91,6 +107,7 @@ pub type GetPrefixListEntryError = crate::error::Untyped<GetPrefixListEntry>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdatePrefixListEntry {
     /// Path parameter
     pub id: String,
@@ -130,7 +147,11 @@ impl serde::Serialize for UpdatePrefixListEntry {
     }
 }
 impl UpdatePrefixListEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(id: impl Into<String>, url_seq: impl Into<String>) -> Self {
         Self {
             id: id.into(),
@@ -144,6 +165,54 @@ impl UpdatePrefixListEntry {
             prefix: None,
             seq: None,
         }
+    }
+    /// Sets `action`.
+    #[must_use]
+    pub fn action(mut self, value: crate::generated::cluster::sdn::Action) -> Self {
+        self.action = Some(value);
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdatePrefixListEntryDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `ge`.
+    #[must_use]
+    pub fn ge(mut self, value: i64) -> Self {
+        self.ge = Some(value);
+        self
+    }
+    /// Sets `le`.
+    #[must_use]
+    pub fn le(mut self, value: i64) -> Self {
+        self.le = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `prefix`.
+    #[must_use]
+    pub fn prefix(mut self, value: impl Into<String>) -> Self {
+        self.prefix = Some(value.into());
+        self
+    }
+    /// Sets `seq`.
+    #[must_use]
+    pub fn seq(mut self, value: i64) -> Self {
+        self.seq = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdatePrefixListEntry {

@@ -6,6 +6,7 @@ pub mod entry;
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ListRouteMapEntriesForRouteMap {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     pub route_map_id: String,
@@ -24,13 +25,29 @@ impl serde::Serialize for ListRouteMapEntriesForRouteMap {
     }
 }
 impl ListRouteMapEntriesForRouteMap {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(route_map_id: impl Into<String>) -> Self {
         Self {
             route_map_id: route_map_id.into(),
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for ListRouteMapEntriesForRouteMap {
@@ -47,7 +64,8 @@ pub type ListRouteMapEntriesForRouteMapResponse = Vec<ListRouteMapEntriesForRout
 pub type ListRouteMapEntriesForRouteMapError =
     crate::error::Untyped<ListRouteMapEntriesForRouteMap>;
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListRouteMapEntriesForRouteMapResponseItem {
     /// `action`
     pub action: Option<crate::generated::cluster::sdn::Action>,

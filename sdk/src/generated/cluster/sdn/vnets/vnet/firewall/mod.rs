@@ -7,6 +7,7 @@ pub mod rules;
 /// - Permissions: none stated
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -19,7 +20,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self { vnet: vnet.into() }
     }

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetOptions {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -17,7 +18,11 @@ impl serde::Serialize for GetOptions {
     }
 }
 impl GetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self { vnet: vnet.into() }
     }
@@ -38,6 +43,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SetOptions {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -65,7 +71,11 @@ impl serde::Serialize for SetOptions {
     }
 }
 impl SetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -75,6 +85,36 @@ impl SetOptions {
             log_level_forward: None,
             policy_forward: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: bool) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `log_level_forward`.
+    #[must_use]
+    pub fn log_level_forward(mut self, value: crate::generated::LogLevelForward) -> Self {
+        self.log_level_forward = Some(value);
+        self
+    }
+    /// Sets `policy_forward`.
+    #[must_use]
+    pub fn policy_forward(mut self, value: crate::generated::cluster::PolicyForward) -> Self {
+        self.policy_forward = Some(value);
+        self
     }
 }
 impl crate::Operation for SetOptions {
@@ -89,7 +129,8 @@ impl crate::Operation for SetOptions {
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub enable: Option<bool>,

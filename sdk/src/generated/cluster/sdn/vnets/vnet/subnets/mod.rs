@@ -6,6 +6,7 @@ pub mod subnet;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -24,13 +25,29 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -51,6 +68,7 @@ pub type IndexError = crate::error::Untyped<Index>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Path parameter
     pub vnet: String,
@@ -87,7 +105,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, subnet: impl Into<String>, type_: CreateType) -> Self {
         Self {
             vnet: vnet.into(),
@@ -100,6 +122,42 @@ impl Create {
             subnet: subnet.into(),
             type_,
         }
+    }
+    /// Sets `dhcp-dns-server`.
+    #[must_use]
+    pub fn dhcp_dns_server(mut self, value: impl Into<String>) -> Self {
+        self.dhcp_dns_server = Some(value.into());
+        self
+    }
+    /// Sets `dhcp-range`.
+    #[must_use]
+    pub fn dhcp_range(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.dhcp_range = Some(value.into());
+        self
+    }
+    /// Sets `dnszoneprefix`.
+    #[must_use]
+    pub fn dnszoneprefix(mut self, value: impl Into<String>) -> Self {
+        self.dnszoneprefix = Some(value.into());
+        self
+    }
+    /// Sets `gateway`.
+    #[must_use]
+    pub fn gateway(mut self, value: impl Into<String>) -> Self {
+        self.gateway = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `snat`.
+    #[must_use]
+    pub fn snat(mut self, value: bool) -> Self {
+        self.snat = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, subnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
             subnet: subnet.into(),
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -50,6 +61,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Read {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -71,7 +83,11 @@ impl serde::Serialize for Read {
     }
 }
 impl Read {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, subnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -79,6 +95,18 @@ impl Read {
             pending: None,
             running: None,
         }
+    }
+    /// Sets `pending`.
+    #[must_use]
+    pub fn pending(mut self, value: bool) -> Self {
+        self.pending = Some(value);
+        self
+    }
+    /// Sets `running`.
+    #[must_use]
+    pub fn running(mut self, value: bool) -> Self {
+        self.running = Some(value);
+        self
     }
 }
 impl crate::Operation for Read {
@@ -99,6 +127,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Update {
     /// Path parameter
     pub vnet: String,
@@ -138,7 +167,11 @@ impl serde::Serialize for Update {
     }
 }
 impl Update {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, subnet: impl Into<String>) -> Self {
         Self {
             vnet: vnet.into(),
@@ -152,6 +185,54 @@ impl Update {
             lock_token: None,
             snat: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `dhcp-dns-server`.
+    #[must_use]
+    pub fn dhcp_dns_server(mut self, value: impl Into<String>) -> Self {
+        self.dhcp_dns_server = Some(value.into());
+        self
+    }
+    /// Sets `dhcp-range`.
+    #[must_use]
+    pub fn dhcp_range(mut self, value: impl Into<Vec<String>>) -> Self {
+        self.dhcp_range = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `dnszoneprefix`.
+    #[must_use]
+    pub fn dnszoneprefix(mut self, value: impl Into<String>) -> Self {
+        self.dnszoneprefix = Some(value.into());
+        self
+    }
+    /// Sets `gateway`.
+    #[must_use]
+    pub fn gateway(mut self, value: impl Into<String>) -> Self {
+        self.gateway = Some(value.into());
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `snat`.
+    #[must_use]
+    pub fn snat(mut self, value: bool) -> Self {
+        self.snat = Some(value);
+        self
     }
 }
 impl crate::Operation for Update {

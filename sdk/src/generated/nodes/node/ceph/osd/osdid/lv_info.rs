@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Osdvolume {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for Osdvolume {
     }
 }
 impl Osdvolume {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, osdid: i64) -> Self {
         Self {
             node: node.into(),
             osdid,
             type_: None,
         }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: OsdvolumeType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Osdvolume {
@@ -84,7 +95,8 @@ impl crate::open_enum::OpenEnum for OsdvolumeType {
 }
 crate::open_enum_traits!(OsdvolumeType);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/lv-info returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct OsdvolumeResponse {
     /// `creation_time`
     pub creation_time: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Osddetails {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Osddetails {
     }
 }
 impl Osddetails {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, osdid: i64) -> Self {
         Self {
             node: node.into(),
@@ -80,7 +85,8 @@ impl crate::open_enum::OpenEnum for OsddetailsResponseDevicesItemDevice {
 }
 crate::open_enum_traits!(OsddetailsResponseDevicesItemDevice);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "devices" items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct OsddetailsResponseDevicesItem {
     /// `dev_node`
     pub dev_node: Option<String>,
@@ -125,7 +131,8 @@ impl serde::Serialize for OsddetailsResponseDevicesItem {
     }
 }
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "osd"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct OsddetailsResponseOsd {
     /// `back_addr`
     pub back_addr: Option<String>,
@@ -194,7 +201,8 @@ impl serde::Serialize for OsddetailsResponseOsd {
     }
 }
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct OsddetailsResponse {
     /// `devices`
     pub devices: Option<Vec<OsddetailsResponseDevicesItem>>,

@@ -13,6 +13,7 @@ pub mod scrub;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Destroyosd {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,13 +32,23 @@ impl serde::Serialize for Destroyosd {
     }
 }
 impl Destroyosd {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, osdid: i64) -> Self {
         Self {
             node: node.into(),
             osdid,
             cleanup: None,
         }
+    }
+    /// Sets `cleanup`.
+    #[must_use]
+    pub fn cleanup(mut self, value: bool) -> Self {
+        self.cleanup = Some(value);
+        self
     }
 }
 impl crate::Operation for Destroyosd {
@@ -64,6 +75,7 @@ crate::operation_error!(
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Osdindex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -79,7 +91,11 @@ impl serde::Serialize for Osdindex {
     }
 }
 impl Osdindex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, osdid: i64) -> Self {
         Self {
             node: node.into(),

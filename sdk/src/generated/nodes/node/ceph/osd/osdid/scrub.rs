@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Scrub {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for Scrub {
     }
 }
 impl Scrub {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, osdid: i64) -> Self {
         Self {
             node: node.into(),
             osdid,
             deep: None,
         }
+    }
+    /// Sets `deep`.
+    #[must_use]
+    pub fn deep(mut self, value: bool) -> Self {
+        self.deep = Some(value);
+        self
     }
 }
 impl crate::Operation for Scrub {

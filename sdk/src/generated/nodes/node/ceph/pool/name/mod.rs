@@ -9,6 +9,7 @@ pub mod status;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Destroypool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -33,7 +34,11 @@ impl serde::Serialize for Destroypool {
     }
 }
 impl Destroypool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -42,6 +47,24 @@ impl Destroypool {
             remove_ecprofile: None,
             remove_storages: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
+    }
+    /// Sets `remove_ecprofile`.
+    #[must_use]
+    pub fn remove_ecprofile(mut self, value: bool) -> Self {
+        self.remove_ecprofile = Some(value);
+        self
+    }
+    /// Sets `remove_storages`.
+    #[must_use]
+    pub fn remove_storages(mut self, value: bool) -> Self {
+        self.remove_storages = Some(value);
+        self
     }
 }
 impl crate::Operation for Destroypool {
@@ -68,6 +91,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Poolindex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -83,7 +107,11 @@ impl serde::Serialize for Poolindex {
     }
 }
 impl Poolindex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -116,6 +144,7 @@ pub type PoolindexError = crate::error::Untyped<Poolindex>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Setpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -158,7 +187,11 @@ impl serde::Serialize for Setpool {
     }
 }
 impl Setpool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -173,6 +206,66 @@ impl Setpool {
             target_size: None,
             target_size_ratio: None,
         }
+    }
+    /// Sets `application`.
+    #[must_use]
+    pub fn application(
+        mut self,
+        value: crate::generated::nodes::node::ceph::pool::Application,
+    ) -> Self {
+        self.application = Some(value);
+        self
+    }
+    /// Sets `crush_rule`.
+    #[must_use]
+    pub fn crush_rule(mut self, value: impl Into<String>) -> Self {
+        self.crush_rule = Some(value.into());
+        self
+    }
+    /// Sets `min_size`.
+    #[must_use]
+    pub fn min_size(mut self, value: i64) -> Self {
+        self.min_size = Some(value);
+        self
+    }
+    /// Sets `pg_autoscale_mode`.
+    #[must_use]
+    pub fn pg_autoscale_mode(
+        mut self,
+        value: crate::generated::nodes::node::ceph::pool::PgAutoscaleMode,
+    ) -> Self {
+        self.pg_autoscale_mode = Some(value);
+        self
+    }
+    /// Sets `pg_num`.
+    #[must_use]
+    pub fn pg_num(mut self, value: i64) -> Self {
+        self.pg_num = Some(value);
+        self
+    }
+    /// Sets `pg_num_min`.
+    #[must_use]
+    pub fn pg_num_min(mut self, value: i64) -> Self {
+        self.pg_num_min = Some(value);
+        self
+    }
+    /// Sets `size`.
+    #[must_use]
+    pub fn size(mut self, value: i64) -> Self {
+        self.size = Some(value);
+        self
+    }
+    /// Sets `target_size`.
+    #[must_use]
+    pub fn target_size(mut self, value: impl Into<String>) -> Self {
+        self.target_size = Some(value.into());
+        self
+    }
+    /// Sets `target_size_ratio`.
+    #[must_use]
+    pub fn target_size_ratio(mut self, value: f64) -> Self {
+        self.target_size_ratio = Some(value);
+        self
     }
 }
 impl crate::Operation for Setpool {

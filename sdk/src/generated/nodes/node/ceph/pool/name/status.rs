@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Getpool {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,13 +26,23 @@ impl serde::Serialize for Getpool {
     }
 }
 impl Getpool {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
             name: name.into(),
             verbose: None,
         }
+    }
+    /// Sets `verbose`.
+    #[must_use]
+    pub fn verbose(mut self, value: bool) -> Self {
+        self.verbose = Some(value);
+        self
     }
 }
 impl crate::Operation for Getpool {
@@ -49,7 +60,8 @@ impl crate::Operation for Getpool {
 }
 crate::operation_error!(GetpoolError for Getpool; CephNotInitialized, CephNotInstalled);
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetpoolResponse {
     /// Default `rbd`
     pub application: Option<crate::generated::nodes::node::ceph::pool::Application>,

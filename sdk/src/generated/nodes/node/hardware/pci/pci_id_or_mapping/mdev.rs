@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Mdevscan {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Mdevscan {
     }
 }
 impl Mdevscan {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, pci_id_or_mapping: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ pub type MdevscanResponse = Vec<MdevscanResponseItem>;
 /// Errors of [`Mdevscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type MdevscanError = crate::error::Untyped<Mdevscan>;
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct MdevscanResponseItem {
     /// `available`
     pub available: Option<i64>,

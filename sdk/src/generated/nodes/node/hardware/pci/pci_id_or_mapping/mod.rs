@@ -6,6 +6,7 @@ pub mod mdev;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PciIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for PciIndex {
     }
 }
 impl PciIndex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, pci_id_or_mapping: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -47,7 +52,8 @@ pub type PciIndexResponse = Vec<PciIndexResponseItem>;
 /// Errors of [`PciIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type PciIndexError = crate::error::Untyped<PciIndex>;
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct PciIndexResponseItem {
     /// `method`
     pub method: Option<String>,

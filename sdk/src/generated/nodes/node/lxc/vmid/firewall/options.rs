@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for GetOptions {
     }
 }
 impl GetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -58,6 +63,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SetOptions {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -109,7 +115,11 @@ impl serde::Serialize for SetOptions {
     }
 }
 impl SetOptions {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -127,6 +137,78 @@ impl SetOptions {
             policy_out: None,
             radv: None,
         }
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `dhcp`.
+    #[must_use]
+    pub fn dhcp(mut self, value: bool) -> Self {
+        self.dhcp = Some(value);
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: bool) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `ipfilter`.
+    #[must_use]
+    pub fn ipfilter(mut self, value: bool) -> Self {
+        self.ipfilter = Some(value);
+        self
+    }
+    /// Sets `log_level_in`.
+    #[must_use]
+    pub fn log_level_in(mut self, value: crate::generated::nodes::node::LogLevelIn) -> Self {
+        self.log_level_in = Some(value);
+        self
+    }
+    /// Sets `log_level_out`.
+    #[must_use]
+    pub fn log_level_out(mut self, value: crate::generated::nodes::node::LogLevelOut) -> Self {
+        self.log_level_out = Some(value);
+        self
+    }
+    /// Sets `macfilter`.
+    #[must_use]
+    pub fn macfilter(mut self, value: bool) -> Self {
+        self.macfilter = Some(value);
+        self
+    }
+    /// Sets `ndp`.
+    #[must_use]
+    pub fn ndp(mut self, value: bool) -> Self {
+        self.ndp = Some(value);
+        self
+    }
+    /// Sets `policy_in`.
+    #[must_use]
+    pub fn policy_in(mut self, value: crate::generated::PolicyIn) -> Self {
+        self.policy_in = Some(value);
+        self
+    }
+    /// Sets `policy_out`.
+    #[must_use]
+    pub fn policy_out(mut self, value: crate::generated::PolicyOut) -> Self {
+        self.policy_out = Some(value);
+        self
+    }
+    /// Sets `radv`.
+    #[must_use]
+    pub fn radv(mut self, value: bool) -> Self {
+        self.radv = Some(value);
+        self
     }
 }
 impl crate::Operation for SetOptions {
@@ -153,7 +235,8 @@ impl crate::Operation for SetOptions {
 pub type SetOptionsResponse = ();
 crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/options returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetOptionsResponse {
     /// Default `0`
     pub dhcp: Option<bool>,

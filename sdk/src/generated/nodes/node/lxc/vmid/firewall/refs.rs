@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Refs {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,13 +24,23 @@ impl serde::Serialize for Refs {
     }
 }
 impl Refs {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
             vmid,
             type_: None,
         }
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: RefsType) -> Self {
+        self.type_ = Some(value);
+        self
     }
 }
 impl crate::Operation for Refs {
@@ -115,7 +126,8 @@ impl crate::open_enum::OpenEnum for RefsResponseItemType {
 }
 crate::open_enum_traits!(RefsResponseItemType);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/refs returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct RefsResponseItem {
     /// `comment`
     pub comment: Option<String>,

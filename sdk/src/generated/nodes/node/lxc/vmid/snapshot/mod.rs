@@ -8,6 +8,7 @@ pub mod snapname;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for List {
     }
 }
 impl List {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -63,6 +68,7 @@ pub type ListError = crate::error::Untyped<List>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -84,7 +90,11 @@ impl serde::Serialize for Snapshot {
     }
 }
 impl Snapshot {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -92,6 +102,12 @@ impl Snapshot {
             description: None,
             snapname: snapname.into(),
         }
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Snapshot {
@@ -120,7 +136,8 @@ pub type SnapshotResponse = crate::Upid;
 /// Errors of [`Snapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SnapshotError = crate::error::Untyped<Snapshot>;
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListResponseItem {
     /// `description`
     pub description: Option<String>,

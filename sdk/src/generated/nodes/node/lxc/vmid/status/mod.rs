@@ -13,6 +13,7 @@ pub mod suspend;
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Vmcmdidx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for Vmcmdidx {
     }
 }
 impl Vmcmdidx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -61,7 +66,8 @@ pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
 /// Errors of [`Vmcmdidx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type VmcmdidxError = crate::error::Untyped<Vmcmdidx>;
 /// From `GET /nodes/{node}/lxc/{vmid}/status returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct VmcmdidxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmShutdown {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for VmShutdown {
     }
 }
 impl VmShutdown {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -37,6 +42,18 @@ impl VmShutdown {
             force_stop: None,
             timeout: None,
         }
+    }
+    /// Sets `forceStop`.
+    #[must_use]
+    pub fn force_stop(mut self, value: bool) -> Self {
+        self.force_stop = Some(value);
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
     }
 }
 impl crate::Operation for VmShutdown {

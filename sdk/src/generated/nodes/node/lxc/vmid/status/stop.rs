@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmStop {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for VmStop {
     }
 }
 impl VmStop {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -37,6 +42,18 @@ impl VmStop {
             overrule_shutdown: None,
             skiplock: None,
         }
+    }
+    /// Sets `overrule-shutdown`.
+    #[must_use]
+    pub fn overrule_shutdown(mut self, value: bool) -> Self {
+        self.overrule_shutdown = Some(value);
+        self
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
     }
 }
 impl crate::Operation for VmStop {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Exec {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for Exec {
     }
 }
 impl Exec {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, command: Vec<String>) -> Self {
         Self {
             node: node.into(),
@@ -36,6 +41,12 @@ impl Exec {
             command,
             input_data: None,
         }
+    }
+    /// Sets `input-data`.
+    #[must_use]
+    pub fn input_data(mut self, value: impl Into<String>) -> Self {
+        self.input_data = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Exec {
@@ -62,7 +73,8 @@ crate::operation_error!(
     ExecError for Exec; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
 );
 /// From `POST /nodes/{node}/qemu/{vmid}/agent/exec returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ExecResponse {
     /// `pid`
     pub pid: Option<i64>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ExecStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -25,7 +26,11 @@ impl serde::Serialize for ExecStatus {
     }
 }
 impl ExecStatus {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, pid: i64) -> Self {
         Self {
             node: node.into(),
@@ -59,7 +64,8 @@ crate::operation_error!(
     GuestNotRunning
 );
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/exec-status returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ExecStatusResponse {
     /// Wire name `err-data`
     pub err_data: Option<String>,

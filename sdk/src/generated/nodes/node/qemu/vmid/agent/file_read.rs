@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FileRead {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -34,7 +35,11 @@ impl serde::Serialize for FileRead {
     }
 }
 impl FileRead {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, file: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -44,6 +49,24 @@ impl FileRead {
             file: file.into(),
             offset: None,
         }
+    }
+    /// Sets `count`.
+    #[must_use]
+    pub fn count(mut self, value: i64) -> Self {
+        self.count = Some(value);
+        self
+    }
+    /// Sets `decode`.
+    #[must_use]
+    pub fn decode(mut self, value: bool) -> Self {
+        self.decode = Some(value);
+        self
+    }
+    /// Sets `offset`.
+    #[must_use]
+    pub fn offset(mut self, value: i64) -> Self {
+        self.offset = Some(value);
+        self
     }
 }
 impl crate::Operation for FileRead {
@@ -71,7 +94,8 @@ crate::operation_error!(
     GuestNotRunning
 );
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/file-read returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct FileReadResponse {
     /// `content`
     pub content: Option<String>,

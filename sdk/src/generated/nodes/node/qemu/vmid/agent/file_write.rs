@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FileWrite {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for FileWrite {
     }
 }
 impl FileWrite {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -45,6 +50,12 @@ impl FileWrite {
             encode: None,
             file: file.into(),
         }
+    }
+    /// Sets `encode`.
+    #[must_use]
+    pub fn encode(mut self, value: bool) -> Self {
+        self.encode = Some(value);
+        self
     }
 }
 impl crate::Operation for FileWrite {

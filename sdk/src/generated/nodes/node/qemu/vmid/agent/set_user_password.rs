@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SetUserPassword {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for SetUserPassword {
     }
 }
 impl SetUserPassword {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -45,6 +50,12 @@ impl SetUserPassword {
             password: password.into(),
             username: username.into(),
         }
+    }
+    /// Sets `crypted`.
+    #[must_use]
+    pub fn crypted(mut self, value: bool) -> Self {
+        self.crypted = Some(value);
+        self
     }
 }
 impl crate::Operation for SetUserPassword {

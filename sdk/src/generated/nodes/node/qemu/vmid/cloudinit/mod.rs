@@ -7,6 +7,7 @@ pub mod dump;
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CloudinitPending {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for CloudinitPending {
     }
 }
 impl CloudinitPending {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -61,6 +66,7 @@ pub type CloudinitPendingError = crate::error::Untyped<CloudinitPending>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CloudinitUpdate {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -76,7 +82,11 @@ impl serde::Serialize for CloudinitUpdate {
     }
 }
 impl CloudinitUpdate {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -109,7 +119,8 @@ pub type CloudinitUpdateResponse = ();
 /// Errors of [`CloudinitUpdate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CloudinitUpdateError = crate::error::Untyped<CloudinitUpdate>;
 /// From `GET /nodes/{node}/qemu/{vmid}/cloudinit returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CloudinitPendingResponseItem {
     /// Range 0 - 1
     pub delete: Option<i64>,

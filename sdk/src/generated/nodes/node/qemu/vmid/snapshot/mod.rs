@@ -8,6 +8,7 @@ pub mod snapname;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SnapshotList {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for SnapshotList {
     }
 }
 impl SnapshotList {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -63,6 +68,7 @@ pub type SnapshotListError = crate::error::Untyped<SnapshotList>;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -87,7 +93,11 @@ impl serde::Serialize for Snapshot {
     }
 }
 impl Snapshot {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -96,6 +106,18 @@ impl Snapshot {
             snapname: snapname.into(),
             vmstate: None,
         }
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
+    }
+    /// Sets `vmstate`.
+    #[must_use]
+    pub fn vmstate(mut self, value: bool) -> Self {
+        self.vmstate = Some(value);
+        self
     }
 }
 impl crate::Operation for Snapshot {
@@ -124,7 +146,8 @@ pub type SnapshotResponse = crate::Upid;
 /// Errors of [`Snapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type SnapshotError = crate::error::Untyped<Snapshot>;
 /// From `GET /nodes/{node}/qemu/{vmid}/snapshot returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SnapshotListResponseItem {
     /// `description`
     pub description: Option<String>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmStart {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -56,7 +57,11 @@ impl serde::Serialize for VmStart {
     }
 }
 impl VmStart {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -73,6 +78,75 @@ impl VmStart {
             timeout: None,
             with_conntrack_state: None,
         }
+    }
+    /// Sets `force-cpu`.
+    #[must_use]
+    pub fn force_cpu(mut self, value: impl Into<String>) -> Self {
+        self.force_cpu = Some(value.into());
+        self
+    }
+    /// Sets `machine`.
+    #[must_use]
+    pub fn machine(mut self, value: crate::generated::nodes::node::qemu::Machine) -> Self {
+        self.machine = Some(value);
+        self
+    }
+    /// Sets `migratedfrom`.
+    #[must_use]
+    pub fn migratedfrom(mut self, value: impl Into<String>) -> Self {
+        self.migratedfrom = Some(value.into());
+        self
+    }
+    /// Sets `migration_network`.
+    #[must_use]
+    pub fn migration_network(mut self, value: impl Into<String>) -> Self {
+        self.migration_network = Some(value.into());
+        self
+    }
+    /// Sets `migration_type`.
+    #[must_use]
+    pub fn migration_type(
+        mut self,
+        value: crate::generated::nodes::node::qemu::vmid::MigrationType,
+    ) -> Self {
+        self.migration_type = Some(value);
+        self
+    }
+    /// Sets `nets-host-mtu`.
+    #[must_use]
+    pub fn nets_host_mtu(mut self, value: impl Into<String>) -> Self {
+        self.nets_host_mtu = Some(value.into());
+        self
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
+    }
+    /// Sets `stateuri`.
+    #[must_use]
+    pub fn stateuri(mut self, value: impl Into<String>) -> Self {
+        self.stateuri = Some(value.into());
+        self
+    }
+    /// Sets `targetstorage`.
+    #[must_use]
+    pub fn targetstorage(mut self, value: impl Into<String>) -> Self {
+        self.targetstorage = Some(value.into());
+        self
+    }
+    /// Sets `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, value: i64) -> Self {
+        self.timeout = Some(value);
+        self
+    }
+    /// Sets `with-conntrack-state`.
+    #[must_use]
+    pub fn with_conntrack_state(mut self, value: bool) -> Self {
+        self.with_conntrack_state = Some(value);
+        self
     }
 }
 impl crate::Operation for VmStart {

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VmSuspend {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -32,7 +33,11 @@ impl serde::Serialize for VmSuspend {
     }
 }
 impl VmSuspend {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -41,6 +46,24 @@ impl VmSuspend {
             statestorage: None,
             todisk: None,
         }
+    }
+    /// Sets `skiplock`.
+    #[must_use]
+    pub fn skiplock(mut self, value: bool) -> Self {
+        self.skiplock = Some(value);
+        self
+    }
+    /// Sets `statestorage`.
+    #[must_use]
+    pub fn statestorage(mut self, value: impl Into<String>) -> Self {
+        self.statestorage = Some(value.into());
+        self
+    }
+    /// Sets `todisk`.
+    #[must_use]
+    pub fn todisk(mut self, value: bool) -> Self {
+        self.todisk = Some(value);
+        self
     }
 }
 impl crate::Operation for VmSuspend {

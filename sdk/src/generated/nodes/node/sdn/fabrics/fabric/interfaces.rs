@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Interfaces {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Interfaces {
     }
 }
 impl Interfaces {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, fabric: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ pub type InterfacesResponse = Vec<InterfacesResponseItem>;
 /// Errors of [`Interfaces`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type InterfacesError = crate::error::Untyped<Interfaces>;
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/interfaces returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct InterfacesResponseItem {
     /// `name`
     pub name: Option<String>,

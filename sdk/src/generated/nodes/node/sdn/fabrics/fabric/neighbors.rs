@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Neighbors {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for Neighbors {
     }
 }
 impl Neighbors {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, fabric: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ pub type NeighborsResponse = Vec<NeighborsResponseItem>;
 /// Errors of [`Neighbors`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type NeighborsError = crate::error::Untyped<Neighbors>;
 /// From `GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NeighborsResponseItem {
     /// `neighbor`
     pub neighbor: Option<String>,

@@ -6,6 +6,7 @@ pub mod mac_vrf;
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for Diridx {
     }
 }
 impl Diridx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vnet: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -47,7 +52,8 @@ pub type DiridxResponse = Vec<DiridxResponseItem>;
 /// Errors of [`Diridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type DiridxError = crate::error::Untyped<Diridx>;
 /// From `GET /nodes/{node}/sdn/vnets/{vnet} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

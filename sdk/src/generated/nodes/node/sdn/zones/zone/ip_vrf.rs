@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct IpVrf {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -22,7 +23,11 @@ impl serde::Serialize for IpVrf {
     }
 }
 impl IpVrf {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, zone: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -48,7 +53,8 @@ pub type IpVrfResponse = Vec<IpVrfResponseItem>;
 /// Errors of [`IpVrf`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type IpVrfError = crate::error::Untyped<IpVrf>;
 /// From `GET /nodes/{node}/sdn/zones/{zone}/ip-vrf returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IpVrfResponseItem {
     /// Format `CIDR`
     pub ip: Option<String>,

@@ -8,6 +8,7 @@ pub mod ip_vrf;
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Diridx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -23,7 +24,11 @@ impl serde::Serialize for Diridx {
     }
 }
 impl Diridx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, zone: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -49,7 +54,8 @@ pub type DiridxResponse = Vec<DiridxResponseItem>;
 /// Errors of [`Diridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type DiridxError = crate::error::Untyped<Diridx>;
 /// From `GET /nodes/{node}/sdn/zones/{zone} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct DiridxResponseItem {
     /// `subdir`
     pub subdir: Option<String>,

@@ -8,6 +8,7 @@ pub mod volume;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Index {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for Index {
     }
 }
 impl Index {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, storage: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -37,6 +42,18 @@ impl Index {
             content: None,
             vmid: None,
         }
+    }
+    /// Sets `content`.
+    #[must_use]
+    pub fn content(mut self, value: impl Into<String>) -> Self {
+        self.content = Some(value.into());
+        self
+    }
+    /// Sets `vmid`.
+    #[must_use]
+    pub fn vmid(mut self, value: i64) -> Self {
+        self.vmid = Some(value);
+        self
     }
 }
 impl crate::Operation for Index {
@@ -69,6 +86,7 @@ crate::operation_error!(IndexError for Index; StorageNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Create {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -96,7 +114,11 @@ impl serde::Serialize for Create {
     }
 }
 impl Create {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -112,6 +134,12 @@ impl Create {
             size: size.into(),
             vmid,
         }
+    }
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, value: crate::generated::Format) -> Self {
+        self.format = Some(value);
+        self
     }
 }
 impl crate::Operation for Create {
@@ -138,7 +166,8 @@ impl crate::Operation for Create {
 pub type CreateResponse = String;
 crate::operation_error!(CreateError for Create; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/content returns items "verification"`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItemVerification {
     /// `state`
     pub state: Option<String>,
@@ -167,7 +196,8 @@ impl serde::Serialize for IndexResponseItemVerification {
     }
 }
 /// From `GET /nodes/{node}/storage/{storage}/content returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IndexResponseItem {
     /// Wire name `approximate-size`
     pub approximate_size: Option<i64>,

@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delete {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for Delete {
     }
 }
 impl Delete {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -41,6 +46,12 @@ impl Delete {
             volume: volume.into(),
             delay: None,
         }
+    }
+    /// Sets `delay`.
+    #[must_use]
+    pub fn delay(mut self, value: i64) -> Self {
+        self.delay = Some(value);
+        self
     }
 }
 impl crate::Operation for Delete {
@@ -79,6 +90,7 @@ crate::operation_error!(DeleteError for Delete; StorageNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Info {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -97,7 +109,11 @@ impl serde::Serialize for Info {
     }
 }
 impl Info {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -144,6 +160,7 @@ crate::operation_error!(InfoError for Info; StorageNotFound);
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Copy_ {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -168,7 +185,11 @@ impl serde::Serialize for Copy_ {
     }
 }
 impl Copy_ {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -182,6 +203,12 @@ impl Copy_ {
             target: target.into(),
             target_node: None,
         }
+    }
+    /// Sets `target_node`.
+    #[must_use]
+    pub fn target_node(mut self, value: impl Into<String>) -> Self {
+        self.target_node = Some(value.into());
+        self
     }
 }
 impl crate::Operation for Copy_ {
@@ -220,6 +247,7 @@ crate::operation_error!(CopyError for Copy_; StorageNotFound);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Updateattributes {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -244,7 +272,11 @@ impl serde::Serialize for Updateattributes {
     }
 }
 impl Updateattributes {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -257,6 +289,18 @@ impl Updateattributes {
             notes: None,
             protected: None,
         }
+    }
+    /// Sets `notes`.
+    #[must_use]
+    pub fn notes(mut self, value: impl Into<String>) -> Self {
+        self.notes = Some(value.into());
+        self
+    }
+    /// Sets `protected`.
+    #[must_use]
+    pub fn protected(mut self, value: bool) -> Self {
+        self.protected = Some(value);
+        self
     }
 }
 impl crate::Operation for Updateattributes {
@@ -288,7 +332,8 @@ impl crate::Operation for Updateattributes {
 pub type UpdateattributesResponse = ();
 crate::operation_error!(UpdateattributesError for Updateattributes; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/content/{volume} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct InfoResponse {
     /// `format`
     pub format: Option<String>,

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Download {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for Download {
     }
 }
 impl Download {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -45,6 +50,12 @@ impl Download {
             tar: None,
             volume: volume.into(),
         }
+    }
+    /// Sets `tar`.
+    #[must_use]
+    pub fn tar(mut self, value: bool) -> Self {
+        self.tar = Some(value);
+        self
     }
 }
 impl crate::Operation for Download {

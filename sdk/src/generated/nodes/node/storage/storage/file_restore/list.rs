@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct List {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for List {
     }
 }
 impl List {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         storage: impl Into<String>,
@@ -67,7 +72,8 @@ impl crate::Operation for List {
 pub type ListResponse = Vec<ListResponseItem>;
 crate::operation_error!(ListError for List; StorageNotFound);
 /// From `GET /nodes/{node}/storage/{storage}/file-restore/list returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ListResponseItem {
     /// `filepath`
     pub filepath: Option<String>,

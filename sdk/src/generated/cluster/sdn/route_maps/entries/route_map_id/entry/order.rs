@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     pub route_map_id: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for DeleteRouteMapEntry {
     }
 }
 impl DeleteRouteMapEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(route_map_id: impl Into<String>, order: i64) -> Self {
         Self {
             route_map_id: route_map_id.into(),
             order,
             lock_token: None,
         }
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
     }
 }
 impl crate::Operation for DeleteRouteMapEntry {
@@ -50,6 +61,7 @@ pub type DeleteRouteMapEntryError = crate::error::Untyped<DeleteRouteMapEntry>;
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     pub route_map_id: String,
@@ -65,7 +77,11 @@ impl serde::Serialize for GetRouteMapEntry {
     }
 }
 impl GetRouteMapEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(route_map_id: impl Into<String>, order: i64) -> Self {
         Self {
             route_map_id: route_map_id.into(),
@@ -89,6 +105,7 @@ pub type GetRouteMapEntryError = crate::error::Untyped<GetRouteMapEntry>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateRouteMapEntry {
     /// Wire name `route-map-id`; path parameter; format `pve-sdn-route-map-id`
     pub route_map_id: String,
@@ -128,7 +145,11 @@ impl serde::Serialize for UpdateRouteMapEntry {
     }
 }
 impl UpdateRouteMapEntry {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(route_map_id: impl Into<String>, order: i64) -> Self {
         Self {
             route_map_id: route_map_id.into(),
@@ -142,6 +163,63 @@ impl UpdateRouteMapEntry {
             match_: None,
             set: None,
         }
+    }
+    /// Sets `action`.
+    #[must_use]
+    pub fn action(mut self, value: crate::generated::cluster::sdn::Action) -> Self {
+        self.action = Some(value);
+        self
+    }
+    /// Sets `call`.
+    #[must_use]
+    pub fn call(mut self, value: impl Into<String>) -> Self {
+        self.call = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<Vec<UpdateRouteMapEntryDeleteItem>>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `exit-action`.
+    #[must_use]
+    pub fn exit_action(
+        mut self,
+        value: crate::generated::cluster::sdn::route_maps::entries::ExitAction,
+    ) -> Self {
+        self.exit_action = Some(value);
+        self
+    }
+    /// Sets `lock-token`.
+    #[must_use]
+    pub fn lock_token(mut self, value: impl Into<String>) -> Self {
+        self.lock_token = Some(value.into());
+        self
+    }
+    /// Sets `match`.
+    #[must_use]
+    pub fn match_(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::route_maps::entries::Match>>,
+    ) -> Self {
+        self.match_ = Some(value.into());
+        self
+    }
+    /// Sets `set`.
+    #[must_use]
+    pub fn set(
+        mut self,
+        value: impl Into<Vec<crate::generated::cluster::sdn::route_maps::entries::Set>>,
+    ) -> Self {
+        self.set = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateRouteMapEntry {
@@ -157,7 +235,8 @@ pub type UpdateRouteMapEntryResponse = ();
 /// Errors of [`UpdateRouteMapEntry`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type UpdateRouteMapEntryError = crate::error::Untyped<UpdateRouteMapEntry>;
 /// From `GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetRouteMapEntryResponse {
     /// `action`
     pub action: Option<crate::generated::cluster::sdn::Action>,

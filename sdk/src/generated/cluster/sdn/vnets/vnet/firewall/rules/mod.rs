@@ -6,6 +6,7 @@ pub mod pos;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetRules {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -18,7 +19,11 @@ impl serde::Serialize for GetRules {
     }
 }
 impl GetRules {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>) -> Self {
         Self { vnet: vnet.into() }
     }
@@ -41,6 +46,7 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateRule {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -98,7 +104,11 @@ impl serde::Serialize for CreateRule {
     }
 }
 impl CreateRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, action: impl Into<String>, type_: CreateRuleType) -> Self {
         Self {
             vnet: vnet.into(),
@@ -119,6 +129,84 @@ impl CreateRule {
             type_,
         }
     }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `dest`.
+    #[must_use]
+    pub fn dest(mut self, value: impl Into<String>) -> Self {
+        self.dest = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `dport`.
+    #[must_use]
+    pub fn dport(mut self, value: impl Into<String>) -> Self {
+        self.dport = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: i64) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `icmp-type`.
+    #[must_use]
+    pub fn icmp_type(mut self, value: impl Into<String>) -> Self {
+        self.icmp_type = Some(value.into());
+        self
+    }
+    /// Sets `iface`.
+    #[must_use]
+    pub fn iface(mut self, value: impl Into<String>) -> Self {
+        self.iface = Some(value.into());
+        self
+    }
+    /// Sets `log`.
+    #[must_use]
+    pub fn log(mut self, value: crate::generated::Log) -> Self {
+        self.log = Some(value);
+        self
+    }
+    /// Sets `macro`.
+    #[must_use]
+    pub fn macro_(mut self, value: impl Into<String>) -> Self {
+        self.macro_ = Some(value.into());
+        self
+    }
+    /// Sets `pos`.
+    #[must_use]
+    pub fn pos(mut self, value: i64) -> Self {
+        self.pos = Some(value);
+        self
+    }
+    /// Sets `proto`.
+    #[must_use]
+    pub fn proto(mut self, value: impl Into<String>) -> Self {
+        self.proto = Some(value.into());
+        self
+    }
+    /// Sets `source`.
+    #[must_use]
+    pub fn source(mut self, value: impl Into<String>) -> Self {
+        self.source = Some(value.into());
+        self
+    }
+    /// Sets `sport`.
+    #[must_use]
+    pub fn sport(mut self, value: impl Into<String>) -> Self {
+        self.sport = Some(value.into());
+        self
+    }
 }
 impl crate::Operation for CreateRule {
     const ID: &'static str = "create_rule";
@@ -132,7 +220,8 @@ impl crate::Operation for CreateRule {
 pub type CreateRuleResponse = ();
 crate::operation_error!(CreateRuleError for CreateRule; ConfigModified);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/rules returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetRulesResponseItem {
     /// `action`
     pub action: Option<String>,

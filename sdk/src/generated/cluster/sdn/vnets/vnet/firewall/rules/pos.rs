@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteRule {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -24,13 +25,23 @@ impl serde::Serialize for DeleteRule {
     }
 }
 impl DeleteRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, pos: i64) -> Self {
         Self {
             vnet: vnet.into(),
             pos,
             digest: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for DeleteRule {
@@ -49,6 +60,7 @@ crate::operation_error!(DeleteRuleError for DeleteRule; ConfigModified);
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetRule {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -64,7 +76,11 @@ impl serde::Serialize for GetRule {
     }
 }
 impl GetRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, pos: i64) -> Self {
         Self {
             vnet: vnet.into(),
@@ -88,6 +104,7 @@ pub type GetRuleError = crate::error::Untyped<GetRule>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateRule {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
@@ -151,7 +168,11 @@ impl serde::Serialize for UpdateRule {
     }
 }
 impl UpdateRule {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(vnet: impl Into<String>, pos: i64) -> Self {
         Self {
             vnet: vnet.into(),
@@ -174,6 +195,102 @@ impl UpdateRule {
             type_: None,
         }
     }
+    /// Sets `action`.
+    #[must_use]
+    pub fn action(mut self, value: impl Into<String>) -> Self {
+        self.action = Some(value.into());
+        self
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `delete`.
+    #[must_use]
+    pub fn delete(mut self, value: impl Into<String>) -> Self {
+        self.delete = Some(value.into());
+        self
+    }
+    /// Sets `dest`.
+    #[must_use]
+    pub fn dest(mut self, value: impl Into<String>) -> Self {
+        self.dest = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `dport`.
+    #[must_use]
+    pub fn dport(mut self, value: impl Into<String>) -> Self {
+        self.dport = Some(value.into());
+        self
+    }
+    /// Sets `enable`.
+    #[must_use]
+    pub fn enable(mut self, value: i64) -> Self {
+        self.enable = Some(value);
+        self
+    }
+    /// Sets `icmp-type`.
+    #[must_use]
+    pub fn icmp_type(mut self, value: impl Into<String>) -> Self {
+        self.icmp_type = Some(value.into());
+        self
+    }
+    /// Sets `iface`.
+    #[must_use]
+    pub fn iface(mut self, value: impl Into<String>) -> Self {
+        self.iface = Some(value.into());
+        self
+    }
+    /// Sets `log`.
+    #[must_use]
+    pub fn log(mut self, value: crate::generated::Log) -> Self {
+        self.log = Some(value);
+        self
+    }
+    /// Sets `macro`.
+    #[must_use]
+    pub fn macro_(mut self, value: impl Into<String>) -> Self {
+        self.macro_ = Some(value.into());
+        self
+    }
+    /// Sets `moveto`.
+    #[must_use]
+    pub fn moveto(mut self, value: i64) -> Self {
+        self.moveto = Some(value);
+        self
+    }
+    /// Sets `proto`.
+    #[must_use]
+    pub fn proto(mut self, value: impl Into<String>) -> Self {
+        self.proto = Some(value.into());
+        self
+    }
+    /// Sets `source`.
+    #[must_use]
+    pub fn source(mut self, value: impl Into<String>) -> Self {
+        self.source = Some(value.into());
+        self
+    }
+    /// Sets `sport`.
+    #[must_use]
+    pub fn sport(mut self, value: impl Into<String>) -> Self {
+        self.sport = Some(value.into());
+        self
+    }
+    /// Sets `type`.
+    #[must_use]
+    pub fn type_(mut self, value: UpdateRuleType) -> Self {
+        self.type_ = Some(value);
+        self
+    }
 }
 impl crate::Operation for UpdateRule {
     const ID: &'static str = "update_rule";
@@ -187,7 +304,8 @@ impl crate::Operation for UpdateRule {
 pub type UpdateRuleResponse = ();
 crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/rules/{pos} returns`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetRuleResponse {
     /// `action`
     pub action: Option<String>,

@@ -6,6 +6,7 @@ pub mod name;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetAliases {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for GetAliases {
     }
 }
 impl GetAliases {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -59,6 +64,7 @@ pub type GetAliasesError = crate::error::Untyped<GetAliases>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -83,7 +89,11 @@ impl serde::Serialize for CreateAlias {
     }
 }
 impl CreateAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -97,6 +107,12 @@ impl CreateAlias {
             comment: None,
             name: name.into(),
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateAlias {
@@ -124,7 +140,8 @@ pub type CreateAliasResponse = ();
 /// Errors of [`CreateAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateAliasError = crate::error::Untyped<CreateAlias>;
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/aliases returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetAliasesResponseItem {
     /// `cidr`
     pub cidr: Option<String>,

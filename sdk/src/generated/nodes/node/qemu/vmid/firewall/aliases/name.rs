@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoveAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -27,7 +28,11 @@ impl serde::Serialize for RemoveAlias {
     }
 }
 impl RemoveAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -35,6 +40,12 @@ impl RemoveAlias {
             name: name.into(),
             digest: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for RemoveAlias {
@@ -65,6 +76,7 @@ crate::operation_error!(RemoveAliasError for RemoveAlias; ConfigModified);
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -83,7 +95,11 @@ impl serde::Serialize for ReadAlias {
     }
 }
 impl ReadAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -122,6 +138,7 @@ pub type ReadAliasError = crate::error::Untyped<ReadAlias>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateAlias {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -152,7 +169,11 @@ impl serde::Serialize for UpdateAlias {
     }
 }
 impl UpdateAlias {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -168,6 +189,24 @@ impl UpdateAlias {
             digest: None,
             rename: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `rename`.
+    #[must_use]
+    pub fn rename(mut self, value: impl Into<String>) -> Self {
+        self.rename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateAlias {

@@ -6,6 +6,7 @@ pub mod name;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct IpsetIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -21,7 +22,11 @@ impl serde::Serialize for IpsetIndex {
     }
 }
 impl IpsetIndex {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64) -> Self {
         Self {
             node: node.into(),
@@ -59,6 +64,7 @@ pub type IpsetIndexError = crate::error::Untyped<IpsetIndex>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -86,7 +92,11 @@ impl serde::Serialize for CreateIpset {
     }
 }
 impl CreateIpset {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -96,6 +106,24 @@ impl CreateIpset {
             name: name.into(),
             rename: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `rename`.
+    #[must_use]
+    pub fn rename(mut self, value: impl Into<String>) -> Self {
+        self.rename = Some(value.into());
+        self
     }
 }
 impl crate::Operation for CreateIpset {
@@ -122,7 +150,8 @@ impl crate::Operation for CreateIpset {
 pub type CreateIpsetResponse = ();
 crate::operation_error!(CreateIpsetError for CreateIpset; ConfigModified);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/ipset returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct IpsetIndexResponseItem {
     /// `comment`
     pub comment: Option<String>,

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetSnapshotConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -24,7 +25,11 @@ impl serde::Serialize for GetSnapshotConfig {
     }
 }
 impl GetSnapshotConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -69,6 +74,7 @@ pub type GetSnapshotConfigError = crate::error::Untyped<GetSnapshotConfig>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateSnapshotConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -90,7 +96,11 @@ impl serde::Serialize for UpdateSnapshotConfig {
     }
 }
 impl UpdateSnapshotConfig {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -98,6 +108,12 @@ impl UpdateSnapshotConfig {
             snapname: snapname.into(),
             description: None,
         }
+    }
+    /// Sets `description`.
+    #[must_use]
+    pub fn description(mut self, value: impl Into<String>) -> Self {
+        self.description = Some(value.into());
+        self
     }
 }
 impl crate::Operation for UpdateSnapshotConfig {

@@ -10,6 +10,7 @@ pub mod rollback;
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Delsnapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -31,7 +32,11 @@ impl serde::Serialize for Delsnapshot {
     }
 }
 impl Delsnapshot {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -39,6 +44,12 @@ impl Delsnapshot {
             snapname: snapname.into(),
             force: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
     }
 }
 impl crate::Operation for Delsnapshot {
@@ -76,6 +87,7 @@ pub type DelsnapshotError = crate::error::Untyped<Delsnapshot>;
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SnapshotCmdIdx {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -94,7 +106,11 @@ impl serde::Serialize for SnapshotCmdIdx {
     }
 }
 impl SnapshotCmdIdx {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),

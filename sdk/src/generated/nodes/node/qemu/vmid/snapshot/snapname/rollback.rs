@@ -8,6 +8,7 @@
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Rollback {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -29,7 +30,11 @@ impl serde::Serialize for Rollback {
     }
 }
 impl Rollback {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, snapname: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -37,6 +42,12 @@ impl Rollback {
             snapname: snapname.into(),
             start: None,
         }
+    }
+    /// Sets `start`.
+    #[must_use]
+    pub fn start(mut self, value: bool) -> Self {
+        self.start = Some(value);
+        self
     }
 }
 impl crate::Operation for Rollback {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RemoveIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -30,7 +31,11 @@ impl serde::Serialize for RemoveIp {
     }
 }
 impl RemoveIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -44,6 +49,12 @@ impl RemoveIp {
             cidr: cidr.into(),
             digest: None,
         }
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
     }
 }
 impl crate::Operation for RemoveIp {
@@ -80,6 +91,7 @@ crate::operation_error!(RemoveIpError for RemoveIp; ConfigModified);
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -101,7 +113,11 @@ impl serde::Serialize for ReadIp {
     }
 }
 impl ReadIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -151,6 +167,7 @@ pub type ReadIpError = crate::error::Untyped<ReadIp>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct UpdateIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -181,7 +198,11 @@ impl serde::Serialize for UpdateIp {
     }
 }
 impl UpdateIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -197,6 +218,24 @@ impl UpdateIp {
             digest: None,
             nomatch: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `digest`.
+    #[must_use]
+    pub fn digest(mut self, value: impl Into<String>) -> Self {
+        self.digest = Some(value.into());
+        self
+    }
+    /// Sets `nomatch`.
+    #[must_use]
+    pub fn nomatch(mut self, value: bool) -> Self {
+        self.nomatch = Some(value);
+        self
     }
 }
 impl crate::Operation for UpdateIp {

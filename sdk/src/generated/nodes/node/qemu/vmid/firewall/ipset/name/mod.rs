@@ -7,6 +7,7 @@ pub mod cidr;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DeleteIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -28,7 +29,11 @@ impl serde::Serialize for DeleteIpset {
     }
 }
 impl DeleteIpset {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -36,6 +41,12 @@ impl DeleteIpset {
             name: name.into(),
             force: None,
         }
+    }
+    /// Sets `force`.
+    #[must_use]
+    pub fn force(mut self, value: bool) -> Self {
+        self.force = Some(value);
+        self
     }
 }
 impl crate::Operation for DeleteIpset {
@@ -67,6 +78,7 @@ pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GetIpset {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -85,7 +97,11 @@ impl serde::Serialize for GetIpset {
     }
 }
 impl GetIpset {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(node: impl Into<String>, vmid: i64, name: impl Into<String>) -> Self {
         Self {
             node: node.into(),
@@ -124,6 +140,7 @@ pub type GetIpsetError = crate::error::Untyped<GetIpset>;
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateIp {
     /// Path parameter; format `pve-node`
     pub node: String,
@@ -151,7 +168,11 @@ impl serde::Serialize for CreateIp {
     }
 }
 impl CreateIp {
-    /// A request with every required parameter; optional ones start unset.
+    /// A value with every required field; optional ones start unset.
+    #[allow(
+        clippy::new_without_default,
+        reason = "Default is derived where it applies"
+    )]
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
@@ -166,6 +187,18 @@ impl CreateIp {
             comment: None,
             nomatch: None,
         }
+    }
+    /// Sets `comment`.
+    #[must_use]
+    pub fn comment(mut self, value: impl Into<String>) -> Self {
+        self.comment = Some(value.into());
+        self
+    }
+    /// Sets `nomatch`.
+    #[must_use]
+    pub fn nomatch(mut self, value: bool) -> Self {
+        self.nomatch = Some(value);
+        self
     }
 }
 impl crate::Operation for CreateIp {
@@ -193,7 +226,8 @@ pub type CreateIpResponse = ();
 /// Errors of [`CreateIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
 pub type CreateIpError = crate::error::Untyped<CreateIp>;
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name} returns items`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GetIpsetResponseItem {
     /// `cidr`
     pub cidr: Option<String>,
