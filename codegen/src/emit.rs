@@ -666,7 +666,12 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         ));
         quote!(#ed pub type #err = crate::error::Untyped<#name>;)
     } else {
-        quote!(crate::operation_error!(#err for #name; #(#variants),*);)
+        let is = op
+            .error_variants
+            .iter()
+            .map(|v| format_ident!("is_{}", crate::names::snake(v)));
+        let absent = op.absent_variants.iter().map(|v| ident(v));
+        quote!(crate::operation_error!(#err for #name; #(#variants => #is),*; absent: #(#absent),*);)
     };
     let maj = proc_macro2::Literal::u16_unsuffixed(maj);
     let min = proc_macro2::Literal::u16_unsuffixed(min);

@@ -115,6 +115,8 @@ pub struct Op {
     pub returns_task: bool,
     /// Typed error variants of this operation, in patch order.
     pub error_variants: Vec<String>,
+    /// Those of them that mean the object read does not exist.
+    pub absent_variants: Vec<String>,
     /// Path parameters the runtime knows more of than the segment rule: routed as the rest of
     /// the path, or of a checked format. In template order.
     pub path_specs: Vec<PathSpec>,

@@ -891,6 +891,13 @@ impl<'a> Lowerer<'a> {
                 .filter(|v| v.operations.contains(&key))
                 .map(|v| v.name.clone())
                 .collect(),
+            absent_variants: self
+                .patches
+                .errors
+                .values()
+                .filter(|v| v.absence.contains(&key))
+                .map(|v| v.name.clone())
+                .collect(),
             path_specs,
             description: self.prose(method.description.clone()),
         };

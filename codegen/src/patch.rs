@@ -43,6 +43,8 @@ struct PatchFile {
     #[serde(default)]
     since: Option<String>,
     #[serde(default)]
+    absence: Vec<String>,
+    #[serde(default)]
     variant: Option<String>,
     #[serde(default)]
     doc: Option<String>,
@@ -241,6 +243,9 @@ pub struct ErrorVariant {
     pub matchers: Vec<ErrorMatcher>,
     /// Target operations (`METHOD /path`).
     pub operations: BTreeSet<String>,
+    /// The GET operations among them for which this variant means "the object does not
+    /// exist" (`client.get_opt` answers `None`).
+    pub absence: BTreeSet<String>,
     /// The patch files.
     pub files: Vec<String>,
 }
@@ -804,6 +809,22 @@ fn error_patch(scope: &Scope<'_>, file: PatchFile, out: &mut Patches, diags: &mu
         }
         targets.extend(found);
     }
+    let mut absence = BTreeSet::new();
+    for op in &file.absence {
+        if !op.starts_with("GET ") {
+            diags.push(
+                name,
+                format!("absence \"{op}\" is not a GET: only a read can answer that its object is absent"),
+            );
+        } else if !targets.contains(op) {
+            diags.push(
+                name,
+                format!("absence \"{op}\" is not one of this patch's target operations"),
+            );
+        } else {
+            absence.insert(op.clone());
+        }
+    }
     for f in &fields {
         if groups.contains(f) {
             continue;
@@ -860,6 +881,7 @@ fn error_patch(scope: &Scope<'_>, file: PatchFile, out: &mut Patches, diags: &mu
             }
             existing.matchers.push(matcher);
             existing.operations.extend(targets);
+            existing.absence.extend(absence);
             existing.files.push(name.to_owned());
         }
         None => {
@@ -872,6 +894,7 @@ fn error_patch(scope: &Scope<'_>, file: PatchFile, out: &mut Patches, diags: &mu
                     fields,
                     matchers: vec![matcher],
                     operations: targets,
+                    absence,
                     files: vec![name.to_owned()],
                 },
             );

@@ -526,6 +526,37 @@ impl Client {
         self.send_as::<O, O::Response>(request).await
     }
 
+    /// Reads an object that may not exist: `Ok(None)` when PVE answers the error an error patch
+    /// marks as this operation's absence (`VmConfig` of a VM that is not there:
+    /// `QemuConfigNotFound`), `Ok(Some(..))` for the answer, and every other error as it is
+    /// (a refused credential, an unreachable node, a 500 that merely looks like "not found").
+    /// An operation without an absence variant never answers `None`
+    /// ([`OperationError::is_absent`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), except the absence.
+    ///
+    /// ```no_run
+    /// # async fn f(client: &pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use pve_sdk::generated::nodes::node::qemu::vmid::config::VmConfig;
+    /// match client.get_opt(&VmConfig::new("pve1", 100)).await? {
+    ///     Some(cfg) => println!("VM 100 has {:?} cores", cfg.data.cores),
+    ///     None => println!("there is no VM 100 on pve1"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_opt<O: Operation>(
+        &self,
+        request: &O,
+    ) -> Result<Option<Response<O::Response>>, O::Error> {
+        match self.send(request).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.is_absent() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Sends any operation as [`send`](Self::send) does (same checks, same typed errors) and
     /// answers its `data` undecoded: for an answer the typed response does not fit (the
     /// [`Decode`](ClientErrorKind::Decode) error says where), or fields this schema does not

@@ -488,6 +488,24 @@ pub trait OperationError:
             .is_some_and(ApiError::is_authentication_failure)
     }
 
+    /// Whether PVE answered with an error that no typed variant matched.
+    fn is_api(&self) -> bool {
+        matches!(self.parts(), ErrorRef::Api(_))
+    }
+
+    /// Whether there was no usable answer (encoding, transport or decoding failed).
+    fn is_client(&self) -> bool {
+        matches!(self.parts(), ErrorRef::Client(_))
+    }
+
+    /// Whether this error means the object the operation reads does not exist: a typed variant
+    /// an error patch marks as the operation's absence (`absence = [...]`). Only those; any
+    /// other error, a 404 included, is not absence. [`Client::get_opt`](crate::Client::get_opt)
+    /// answers `None` for it.
+    fn is_absent(&self) -> bool {
+        false
+    }
+
     /// Whether the request may have taken effect.
     fn outcome(&self) -> Outcome {
         match self.parts() {
@@ -750,7 +768,10 @@ macro_rules! typed_error_traits {
 #[macro_export]
 #[doc(hidden)]
 macro_rules! operation_error {
-    ($name:ident for $op:ident; $($variant:ident),* $(,)?) => {
+    ($name:ident for $op:ident; $($variant:ident => $is:ident),* $(,)?) => {
+        $crate::operation_error!($name for $op; $($variant => $is),*; absent:);
+    };
+    ($name:ident for $op:ident; $($variant:ident => $is:ident),* $(,)?; absent: $($absent:ident),* $(,)?) => {
         #[doc = concat!("Errors of [`", stringify!($op), "`].")]
         #[derive(Debug)]
         #[non_exhaustive]
@@ -763,6 +784,15 @@ macro_rules! operation_error {
             Api($crate::ApiError),
             /// No usable answer: encoding, transport or decoding failed.
             Client($crate::ClientError),
+        }
+
+        impl $name {
+            $(
+                #[doc = concat!("Whether this is [`", stringify!($variant), "`](Self::", stringify!($variant), ").")]
+                pub fn $is(&self) -> bool {
+                    matches!(self, Self::$variant(_))
+                }
+            )*
         }
 
         impl ::std::fmt::Display for $name {
@@ -808,6 +838,9 @@ macro_rules! operation_error {
             }
             fn unclassified(e: $crate::ApiError) -> Self {
                 Self::Api(e)
+            }
+            fn is_absent(&self) -> bool {
+                false $( || matches!(self, Self::$absent(_)) )*
             }
         }
     };

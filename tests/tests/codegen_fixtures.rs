@@ -288,6 +288,7 @@ fn broken_error_patches_are_reported_together() {
     write("d-no-source.toml", &format!("{head}variant = \"D\"\ndisplay = \"{{vmid}}\"\nfields = [\"vmid\"]\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^d$\"\n"));
     write("e-collides.toml", &format!("{head}variant = \"E\"\ndisplay = \"e\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^d$\"\n"));
     write("f-redefines.toml", &format!("{head}variant = \"D\"\ndisplay = \"other\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^f$\"\n"));
+    write("g-absence.toml", &format!("{head}variant = \"G\"\ndisplay = \"g\"\nfields = []\noperations = [\"PUT /nodes/{{node}}/device\"]\nabsence = [\"PUT /nodes/{{node}}/device\", \"GET /nodes/{{node}}/device\"]\n[match]\nstatus = 500\nmessage = \"^g$\"\n"));
     let err = match pve_codegen::run(&with_patches("property_string", dir.path())) {
         Err(pve_codegen::Error::Input(d)) => d.to_string(),
         other => panic!("must fail, got {other:?}"),

@@ -43,4 +43,4 @@ impl crate::Operation for Nextid {
 }
 /// What [`Nextid`] answers.
 pub type NextidResponse = i64;
-crate::operation_error!(NextidError for Nextid; VmidExists);
+crate::operation_error!(NextidError for Nextid; VmidExists => is_vmid_exists; absent :);

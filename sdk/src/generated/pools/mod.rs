@@ -41,7 +41,9 @@ impl crate::Operation for DeletePool {
 }
 /// What [`DeletePool`] answers.
 pub type DeletePoolResponse = ();
-crate::operation_error!(DeletePoolError for DeletePool; PoolNotFound);
+crate::operation_error!(
+    DeletePoolError for DeletePool; PoolNotFound => is_pool_not_found; absent :
+);
 /// `GET /pools` (handler `index`).
 ///
 /// - Permitted users: `all`
@@ -97,7 +99,9 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; PoolNotFound);
+crate::operation_error!(
+    IndexError for Index; PoolNotFound => is_pool_not_found; absent :
+);
 /// `POST /pools` (handler `create_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
@@ -148,7 +152,9 @@ impl crate::Operation for CreatePool {
 }
 /// What [`CreatePool`] answers.
 pub type CreatePoolResponse = ();
-crate::operation_error!(CreatePoolError for CreatePool; PoolExists);
+crate::operation_error!(
+    CreatePoolError for CreatePool; PoolExists => is_pool_exists; absent :
+);
 /// `PUT /pools` (handler `update_pool`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
@@ -239,7 +245,9 @@ impl crate::Operation for UpdatePool {
 }
 /// What [`UpdatePool`] answers.
 pub type UpdatePoolResponse = ();
-crate::operation_error!(UpdatePoolError for UpdatePool; PoolNotFound);
+crate::operation_error!(
+    UpdatePoolError for UpdatePool; PoolNotFound => is_pool_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -46,7 +46,8 @@ impl crate::Operation for DeletePoolDeprecated {
 /// What [`DeletePoolDeprecated`] answers.
 pub type DeletePoolDeprecatedResponse = ();
 crate::operation_error!(
-    DeletePoolDeprecatedError for DeletePoolDeprecated; PoolNotFound
+    DeletePoolDeprecatedError for DeletePoolDeprecated; PoolNotFound =>
+    is_pool_not_found; absent :
 );
 /// `GET /pools/{poolid}` (handler `read_pool`).
 ///
@@ -100,7 +101,9 @@ impl crate::Operation for ReadPool {
     type Response = ReadPoolResponse;
     type Error = ReadPoolError;
 }
-crate::operation_error!(ReadPoolError for ReadPool; PoolNotFound);
+crate::operation_error!(
+    ReadPoolError for ReadPool; PoolNotFound => is_pool_not_found; absent : PoolNotFound
+);
 /// `PUT /pools/{poolid}` (handler `update_pool_deprecated`).
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
@@ -197,7 +200,8 @@ impl crate::Operation for UpdatePoolDeprecated {
 /// What [`UpdatePoolDeprecated`] answers.
 pub type UpdatePoolDeprecatedResponse = ();
 crate::operation_error!(
-    UpdatePoolDeprecatedError for UpdatePoolDeprecated; PoolNotFound
+    UpdatePoolDeprecatedError for UpdatePoolDeprecated; PoolNotFound =>
+    is_pool_not_found; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

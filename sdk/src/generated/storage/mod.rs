@@ -679,7 +679,9 @@ impl crate::Operation for Create {
     type Response = CreateResponse;
     type Error = CreateError;
 }
-crate::operation_error!(CreateError for Create; StorageExists);
+crate::operation_error!(
+    CreateError for Create; StorageExists => is_storage_exists; absent :
+);
 /// Values of `preallocation`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -45,7 +45,9 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-crate::operation_error!(DeleteError for Delete; StorageNotFound);
+crate::operation_error!(
+    DeleteError for Delete; StorageNotFound => is_storage_not_found; absent :
+);
 /// `GET /storage/{storage}` (handler `read`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Allocate"]]`
@@ -90,7 +92,9 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ReadError for Read; StorageNotFound);
+crate::operation_error!(
+    ReadError for Read; StorageNotFound => is_storage_not_found; absent : StorageNotFound
+);
 /// `PUT /storage/{storage}` (handler `update`).
 ///
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
@@ -635,7 +639,10 @@ impl crate::Operation for Update {
     type Response = UpdateResponse;
     type Error = UpdateError;
 }
-crate::operation_error!(UpdateError for Update; ConfigModified, StorageNotFound);
+crate::operation_error!(
+    UpdateError for Update; ConfigModified => is_config_modified, StorageNotFound =>
+    is_storage_not_found; absent :
+);
 /// From `PUT /storage/{storage} returns "config"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -45,7 +45,9 @@ impl crate::Operation for DeleteGroup {
 }
 /// What [`DeleteGroup`] answers.
 pub type DeleteGroupResponse = ();
-crate::operation_error!(DeleteGroupError for DeleteGroup; GroupNotFound);
+crate::operation_error!(
+    DeleteGroupError for DeleteGroup; GroupNotFound => is_group_not_found; absent :
+);
 /// `GET /access/groups/{groupid}` (handler `read_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Sys.Audit","Group.Allocate"],"any",1]`
@@ -88,7 +90,10 @@ impl crate::Operation for ReadGroup {
     type Response = ReadGroupResponse;
     type Error = ReadGroupError;
 }
-crate::operation_error!(ReadGroupError for ReadGroup; GroupNotFound);
+crate::operation_error!(
+    ReadGroupError for ReadGroup; GroupNotFound => is_group_not_found; absent :
+    GroupNotFound
+);
 /// `PUT /access/groups/{groupid}` (handler `update_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
@@ -144,7 +149,9 @@ impl crate::Operation for UpdateGroup {
 }
 /// What [`UpdateGroup`] answers.
 pub type UpdateGroupResponse = ();
-crate::operation_error!(UpdateGroupError for UpdateGroup; GroupNotFound);
+crate::operation_error!(
+    UpdateGroupError for UpdateGroup; GroupNotFound => is_group_not_found; absent :
+);
 /// From `GET /access/groups/{groupid} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

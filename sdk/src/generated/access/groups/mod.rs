@@ -86,7 +86,9 @@ impl crate::Operation for CreateGroup {
 }
 /// What [`CreateGroup`] answers.
 pub type CreateGroupResponse = ();
-crate::operation_error!(CreateGroupError for CreateGroup; GroupExists);
+crate::operation_error!(
+    CreateGroupError for CreateGroup; GroupExists => is_group_exists; absent :
+);
 /// From `GET /access/groups returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -86,7 +86,9 @@ impl crate::Operation for CreateRole {
 }
 /// What [`CreateRole`] answers.
 pub type CreateRoleResponse = ();
-crate::operation_error!(CreateRoleError for CreateRole; RoleExists);
+crate::operation_error!(
+    CreateRoleError for CreateRole; RoleExists => is_role_exists; absent :
+);
 /// From `GET /access/roles returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -45,7 +45,9 @@ impl crate::Operation for DeleteRole {
 }
 /// What [`DeleteRole`] answers.
 pub type DeleteRoleResponse = ();
-crate::operation_error!(DeleteRoleError for DeleteRole; RoleNotFound);
+crate::operation_error!(
+    DeleteRoleError for DeleteRole; RoleNotFound => is_role_not_found; absent :
+);
 /// `GET /access/roles/{roleid}` (handler `read_role`).
 ///
 /// - Permitted users: `all`
@@ -88,7 +90,9 @@ impl crate::Operation for ReadRole {
     type Response = ReadRoleResponse;
     type Error = ReadRoleError;
 }
-crate::operation_error!(ReadRoleError for ReadRole; RoleNotFound);
+crate::operation_error!(
+    ReadRoleError for ReadRole; RoleNotFound => is_role_not_found; absent : RoleNotFound
+);
 /// `PUT /access/roles/{roleid}` (handler `update_role`).
 ///
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
@@ -154,7 +158,9 @@ impl crate::Operation for UpdateRole {
 }
 /// What [`UpdateRole`] answers.
 pub type UpdateRoleResponse = ();
-crate::operation_error!(UpdateRoleError for UpdateRole; RoleNotFound);
+crate::operation_error!(
+    UpdateRoleError for UpdateRole; RoleNotFound => is_role_not_found; absent :
+);
 /// From `GET /access/roles/{roleid} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

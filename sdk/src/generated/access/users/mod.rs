@@ -189,7 +189,9 @@ impl crate::Operation for CreateUser {
 }
 /// What [`CreateUser`] answers.
 pub type CreateUserResponse = ();
-crate::operation_error!(CreateUserError for CreateUser; UserExists);
+crate::operation_error!(
+    CreateUserError for CreateUser; UserExists => is_user_exists; absent :
+);
 /// From `GET /access/users returns items "tokens" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

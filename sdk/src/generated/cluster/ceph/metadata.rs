@@ -43,7 +43,8 @@ impl crate::Operation for Metadata {
     type Error = MetadataError;
 }
 crate::operation_error!(
-    MetadataError for Metadata; CephNotInitialized, CephNotInstalled
+    MetadataError for Metadata; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

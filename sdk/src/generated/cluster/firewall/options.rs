@@ -149,7 +149,9 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
+crate::operation_error!(
+    SetOptionsError for SetOptions; ConfigModified => is_config_modified; absent :
+);
 /// Property string `log_ratelimit`.
 ///
 /// Used by: `GET /cluster/firewall/options returns "log_ratelimit"`, `PUT /cluster/firewall/options param "log_ratelimit"`.

@@ -234,7 +234,9 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update; ConfigModified);
+crate::operation_error!(
+    UpdateError for Update; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/replication/{id} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -191,7 +191,9 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
+crate::operation_error!(
+    SetOptionsError for SetOptions; ConfigModified => is_config_modified; absent :
+);
 /// Property string `acme`.
 ///
 /// Used by: `GET /nodes/{node}/config returns "acme"`, `PUT /nodes/{node}/config param "acme"`.

@@ -104,7 +104,9 @@ impl crate::Operation for WriteEtcHosts {
 }
 /// What [`WriteEtcHosts`] answers.
 pub type WriteEtcHostsResponse = ();
-crate::operation_error!(WriteEtcHostsError for WriteEtcHosts; ConfigModified);
+crate::operation_error!(
+    WriteEtcHostsError for WriteEtcHosts; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /nodes/{node}/hosts returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -92,7 +92,9 @@ impl crate::Operation for ReadUser {
     type Response = ReadUserResponse;
     type Error = ReadUserError;
 }
-crate::operation_error!(ReadUserError for ReadUser; UserNotFound);
+crate::operation_error!(
+    ReadUserError for ReadUser; UserNotFound => is_user_not_found; absent : UserNotFound
+);
 /// `PUT /access/users/{userid}` (handler `update_user`).
 ///
 /// - Permission check: `["userid-group",["User.Modify"],"groups_param","update"]`
@@ -228,7 +230,9 @@ impl crate::Operation for UpdateUser {
 }
 /// What [`UpdateUser`] answers.
 pub type UpdateUserResponse = ();
-crate::operation_error!(UpdateUserError for UpdateUser; UserNotFound);
+crate::operation_error!(
+    UpdateUserError for UpdateUser; UserNotFound => is_user_not_found; absent :
+);
 /// From `GET /access/users/{userid} returns "tokens" additionalProperties`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

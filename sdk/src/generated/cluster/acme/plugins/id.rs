@@ -204,7 +204,9 @@ impl crate::Operation for UpdatePlugin {
 }
 /// What [`UpdatePlugin`] answers.
 pub type UpdatePluginResponse = ();
-crate::operation_error!(UpdatePluginError for UpdatePlugin; ConfigModified);
+crate::operation_error!(
+    UpdatePluginError for UpdatePlugin; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/acme/plugins/{id} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -50,7 +50,9 @@ impl crate::Operation for RemoveAlias {
 }
 /// What [`RemoveAlias`] answers.
 pub type RemoveAliasResponse = ();
-crate::operation_error!(RemoveAliasError for RemoveAlias; ConfigModified);
+crate::operation_error!(
+    RemoveAliasError for RemoveAlias; ConfigModified => is_config_modified; absent :
+);
 /// `GET /cluster/firewall/aliases/{name}` (handler `read_alias`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -164,4 +166,6 @@ impl crate::Operation for UpdateAlias {
 }
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
-crate::operation_error!(UpdateAliasError for UpdateAlias; ConfigModified);
+crate::operation_error!(
+    UpdateAliasError for UpdateAlias; ConfigModified => is_config_modified; absent :
+);

@@ -107,7 +107,8 @@ impl crate::Operation for CreateSecurityGroup {
 /// What [`CreateSecurityGroup`] answers.
 pub type CreateSecurityGroupResponse = ();
 crate::operation_error!(
-    CreateSecurityGroupError for CreateSecurityGroup; ConfigModified
+    CreateSecurityGroupError for CreateSecurityGroup; ConfigModified =>
+    is_config_modified; absent :
 );
 /// From `GET /cluster/firewall/groups returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]

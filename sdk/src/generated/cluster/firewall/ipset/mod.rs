@@ -106,7 +106,9 @@ impl crate::Operation for CreateIpset {
 }
 /// What [`CreateIpset`] answers.
 pub type CreateIpsetResponse = ();
-crate::operation_error!(CreateIpsetError for CreateIpset; ConfigModified);
+crate::operation_error!(
+    CreateIpsetError for CreateIpset; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/firewall/ipset returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -210,7 +210,9 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-crate::operation_error!(CreateRuleError for CreateRule; ConfigModified);
+crate::operation_error!(
+    CreateRuleError for CreateRule; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/firewall/rules returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

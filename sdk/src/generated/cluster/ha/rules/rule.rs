@@ -186,7 +186,9 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
+crate::operation_error!(
+    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/ha/rules/{rule} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

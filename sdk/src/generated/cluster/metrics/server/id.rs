@@ -626,7 +626,9 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update; ConfigModified);
+crate::operation_error!(
+    UpdateError for Update; ConfigModified => is_config_modified; absent :
+);
 /// Values of `influxdbproto`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -62,7 +62,8 @@ impl crate::Operation for CmdSafety {
     type Error = CmdSafetyError;
 }
 crate::operation_error!(
-    CmdSafetyError for CmdSafety; CephNotInitialized, CephNotInstalled
+    CmdSafetyError for CmdSafety; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

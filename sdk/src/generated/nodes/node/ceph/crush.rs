@@ -44,4 +44,7 @@ impl crate::Operation for Crush {
 }
 /// What [`Crush`] answers.
 pub type CrushResponse = String;
-crate::operation_error!(CrushError for Crush; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    CrushError for Crush; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled
+    => is_ceph_not_installed; absent :
+);

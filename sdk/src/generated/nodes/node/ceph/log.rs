@@ -66,7 +66,10 @@ impl crate::Operation for Log {
 }
 /// What [`Log`] answers.
 pub type LogResponse = Vec<LogResponseItem>;
-crate::operation_error!(LogError for Log; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    LogError for Log; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled =>
+    is_ceph_not_installed; absent :
+);
 /// From `GET /nodes/{node}/ceph/log returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -58,4 +58,7 @@ impl crate::Operation for Restart {
 }
 /// What [`Restart`] answers.
 pub type RestartResponse = crate::Upid;
-crate::operation_error!(RestartError for Restart; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    RestartError for Restart; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
+);

@@ -44,7 +44,10 @@ impl crate::Operation for Rules {
 }
 /// What [`Rules`] answers.
 pub type RulesResponse = Vec<RulesResponseItem>;
-crate::operation_error!(RulesError for Rules; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    RulesError for Rules; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled
+    => is_ceph_not_installed; absent :
+);
 /// From `GET /nodes/{node}/ceph/rules returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -58,4 +58,7 @@ impl crate::Operation for Start {
 }
 /// What [`Start`] answers.
 pub type StartResponse = crate::Upid;
-crate::operation_error!(StartError for Start; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    StartError for Start; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled
+    => is_ceph_not_installed; absent :
+);

@@ -44,4 +44,7 @@ impl crate::Operation for Status {
 }
 /// What [`Status`] answers.
 pub type StatusResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(StatusError for Status; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    StatusError for Status; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
+);

@@ -58,4 +58,7 @@ impl crate::Operation for Stop {
 }
 /// What [`Stop`] answers.
 pub type StopResponse = crate::Upid;
-crate::operation_error!(StopError for Stop; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    StopError for Stop; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled
+    => is_ceph_not_installed; absent :
+);

@@ -308,7 +308,9 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
+crate::operation_error!(
+    SetOptionsError for SetOptions; ConfigModified => is_config_modified; absent :
+);
 /// Values of `smurf_log_level`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

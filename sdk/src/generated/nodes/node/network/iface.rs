@@ -57,7 +57,10 @@ impl crate::Operation for DeleteNetwork {
 }
 /// What [`DeleteNetwork`] answers.
 pub type DeleteNetworkResponse = ();
-crate::operation_error!(DeleteNetworkError for DeleteNetwork; NetworkInterfaceNotFound);
+crate::operation_error!(
+    DeleteNetworkError for DeleteNetwork; NetworkInterfaceNotFound =>
+    is_network_interface_not_found; absent :
+);
 /// `GET /nodes/{node}/network/{iface}` (handler `network_config`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
@@ -112,7 +115,10 @@ impl crate::Operation for NetworkConfig {
     type Response = NetworkConfigResponse;
     type Error = NetworkConfigError;
 }
-crate::operation_error!(NetworkConfigError for NetworkConfig; NetworkInterfaceNotFound);
+crate::operation_error!(
+    NetworkConfigError for NetworkConfig; NetworkInterfaceNotFound =>
+    is_network_interface_not_found; absent : NetworkInterfaceNotFound
+);
 /// `PUT /nodes/{node}/network/{iface}` (handler `update_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -451,7 +457,10 @@ impl crate::Operation for UpdateNetwork {
 }
 /// What [`UpdateNetwork`] answers.
 pub type UpdateNetworkResponse = ();
-crate::operation_error!(UpdateNetworkError for UpdateNetwork; NetworkInterfaceNotFound);
+crate::operation_error!(
+    UpdateNetworkError for UpdateNetwork; NetworkInterfaceNotFound =>
+    is_network_interface_not_found; absent :
+);
 /// From `GET /nodes/{node}/network/{iface} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

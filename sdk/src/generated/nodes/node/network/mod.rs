@@ -418,7 +418,10 @@ impl crate::Operation for CreateNetwork {
 }
 /// What [`CreateNetwork`] answers.
 pub type CreateNetworkResponse = ();
-crate::operation_error!(CreateNetworkError for CreateNetwork; NetworkInterfaceExists);
+crate::operation_error!(
+    CreateNetworkError for CreateNetwork; NetworkInterfaceExists =>
+    is_network_interface_exists; absent :
+);
 /// `PUT /nodes/{node}/network` (handler `reload_network_config`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -478,7 +481,8 @@ impl crate::Operation for ReloadNetworkConfig {
 /// What [`ReloadNetworkConfig`] answers.
 pub type ReloadNetworkConfigResponse = crate::Upid;
 crate::operation_error!(
-    ReloadNetworkConfigError for ReloadNetworkConfig; Ifupdown2Missing
+    ReloadNetworkConfigError for ReloadNetworkConfig; Ifupdown2Missing =>
+    is_ifupdown2_missing; absent :
 );
 /// Values of `bond_mode`, shared by 3 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

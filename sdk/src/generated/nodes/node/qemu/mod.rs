@@ -1021,7 +1021,10 @@ impl crate::Operation for CreateVm {
 }
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = crate::Upid;
-crate::operation_error!(CreateVmError for CreateVm; NoQuorum, VmidExists);
+crate::operation_error!(
+    CreateVmError for CreateVm; NoQuorum => is_no_quorum, VmidExists => is_vmid_exists;
+    absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

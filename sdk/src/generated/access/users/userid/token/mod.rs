@@ -45,7 +45,9 @@ impl crate::Operation for TokenIndex {
 }
 /// What [`TokenIndex`] answers.
 pub type TokenIndexResponse = Vec<TokenIndexResponseItem>;
-crate::operation_error!(TokenIndexError for TokenIndex; UserNotFound);
+crate::operation_error!(
+    TokenIndexError for TokenIndex; UserNotFound => is_user_not_found; absent :
+);
 /// From `GET /access/users/{userid}/token returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -49,7 +49,10 @@ impl crate::Operation for RemoveToken {
 }
 /// What [`RemoveToken`] answers.
 pub type RemoveTokenResponse = ();
-crate::operation_error!(RemoveTokenError for RemoveToken; TokenNotFound, UserNotFound);
+crate::operation_error!(
+    RemoveTokenError for RemoveToken; TokenNotFound => is_token_not_found, UserNotFound
+    => is_user_not_found; absent :
+);
 /// `GET /access/users/{userid}/token/{tokenid}` (handler `read_token`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -96,7 +99,10 @@ impl crate::Operation for ReadToken {
     type Response = ReadTokenResponse;
     type Error = ReadTokenError;
 }
-crate::operation_error!(ReadTokenError for ReadToken; TokenNotFound, UserNotFound);
+crate::operation_error!(
+    ReadTokenError for ReadToken; TokenNotFound => is_token_not_found, UserNotFound =>
+    is_user_not_found; absent : TokenNotFound, UserNotFound
+);
 /// `POST /access/users/{userid}/token/{tokenid}` (handler `generate_token`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -175,7 +181,9 @@ impl crate::Operation for GenerateToken {
     type Response = GenerateTokenResponse;
     type Error = GenerateTokenError;
 }
-crate::operation_error!(GenerateTokenError for GenerateToken; UserNotFound);
+crate::operation_error!(
+    GenerateTokenError for GenerateToken; UserNotFound => is_user_not_found; absent :
+);
 /// `PUT /access/users/{userid}/token/{tokenid}` (handler `update_token_info`).
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
@@ -275,7 +283,8 @@ impl crate::Operation for UpdateTokenInfo {
     type Error = UpdateTokenInfoError;
 }
 crate::operation_error!(
-    UpdateTokenInfoError for UpdateTokenInfo; TokenNotFound, UserNotFound
+    UpdateTokenInfoError for UpdateTokenInfo; TokenNotFound => is_token_not_found,
+    UserNotFound => is_user_not_found; absent :
 );
 /// From `GET /access/users/{userid}/token/{tokenid} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

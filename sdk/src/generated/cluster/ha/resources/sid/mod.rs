@@ -236,7 +236,9 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update; ConfigModified);
+crate::operation_error!(
+    UpdateError for Update; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/ha/resources/{sid} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -161,7 +161,9 @@ impl crate::Operation for UpdateFabric {
 }
 /// What [`UpdateFabric`] answers.
 pub type UpdateFabricResponse = ();
-crate::operation_error!(UpdateFabricError for UpdateFabric; ConfigModified);
+crate::operation_error!(
+    UpdateFabricError for UpdateFabric; ConfigModified => is_config_modified; absent :
+);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -142,7 +142,9 @@ impl crate::Operation for AddFabric {
 }
 /// What [`AddFabric`] answers.
 pub type AddFabricResponse = ();
-crate::operation_error!(AddFabricError for AddFabric; ConfigModified);
+crate::operation_error!(
+    AddFabricError for AddFabric; ConfigModified => is_config_modified; absent :
+);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -44,7 +44,10 @@ impl crate::Operation for Db {
 }
 /// What [`Db`] answers.
 pub type DbResponse = Vec<DbResponseItem>;
-crate::operation_error!(DbError for Db; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    DbError for Db; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled =>
+    is_ceph_not_installed; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -43,4 +43,7 @@ impl crate::Operation for Raw {
 }
 /// What [`Raw`] answers.
 pub type RawResponse = String;
-crate::operation_error!(RawError for Raw; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    RawError for Raw; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled =>
+    is_ceph_not_installed; absent :
+);

@@ -50,4 +50,7 @@ impl crate::Operation for Value {
 }
 /// What [`Value`] answers.
 pub type ValueResponse = serde_json::Map<String, serde_json::Value>;
-crate::operation_error!(ValueError for Value; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    ValueError for Value; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled
+    => is_ceph_not_installed; absent :
+);

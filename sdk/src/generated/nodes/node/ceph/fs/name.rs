@@ -73,7 +73,8 @@ impl crate::Operation for Destroyfs {
 /// What [`Destroyfs`] answers.
 pub type DestroyfsResponse = crate::Upid;
 crate::operation_error!(
-    DestroyfsError for Destroyfs; CephNotInitialized, CephNotInstalled
+    DestroyfsError for Destroyfs; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/fs/{name}` (handler `createfs`).
 ///

@@ -53,7 +53,8 @@ impl crate::Operation for Destroymds {
 /// What [`Destroymds`] answers.
 pub type DestroymdsResponse = crate::Upid;
 crate::operation_error!(
-    DestroymdsError for Destroymds; CephNotInitialized, CephNotInstalled
+    DestroymdsError for Destroymds; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/mds/{name}` (handler `createmds`).
 ///
@@ -118,5 +119,6 @@ impl crate::Operation for Createmds {
 /// What [`Createmds`] answers.
 pub type CreatemdsResponse = crate::Upid;
 crate::operation_error!(
-    CreatemdsError for Createmds; CephNotInitialized, CephNotInstalled
+    CreatemdsError for Createmds; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );

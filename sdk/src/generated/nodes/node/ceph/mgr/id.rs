@@ -53,7 +53,8 @@ impl crate::Operation for Destroymgr {
 /// What [`Destroymgr`] answers.
 pub type DestroymgrResponse = crate::Upid;
 crate::operation_error!(
-    DestroymgrError for Destroymgr; CephNotInitialized, CephNotInstalled
+    DestroymgrError for Destroymgr; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/mgr/{id}` (handler `createmgr`).
 ///
@@ -108,5 +109,6 @@ impl crate::Operation for Createmgr {
 /// What [`Createmgr`] answers.
 pub type CreatemgrResponse = crate::Upid;
 crate::operation_error!(
-    CreatemgrError for Createmgr; CephNotInitialized, CephNotInstalled
+    CreatemgrError for Createmgr; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );

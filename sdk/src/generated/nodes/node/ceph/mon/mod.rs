@@ -45,7 +45,10 @@ impl crate::Operation for Listmon {
 }
 /// What [`Listmon`] answers.
 pub type ListmonResponse = Vec<ListmonResponseItem>;
-crate::operation_error!(ListmonError for Listmon; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    ListmonError for Listmon; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
+);
 /// From `GET /nodes/{node}/ceph/mon returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

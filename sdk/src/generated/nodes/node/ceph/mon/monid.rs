@@ -53,7 +53,8 @@ impl crate::Operation for Destroymon {
 /// What [`Destroymon`] answers.
 pub type DestroymonResponse = crate::Upid;
 crate::operation_error!(
-    DestroymonError for Destroymon; CephNotInitialized, CephNotInstalled
+    DestroymonError for Destroymon; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/mon/{monid}` (handler `createmon`).
 ///
@@ -118,5 +119,6 @@ impl crate::Operation for Createmon {
 /// What [`Createmon`] answers.
 pub type CreatemonResponse = crate::Upid;
 crate::operation_error!(
-    CreatemonError for Createmon; CephNotInitialized, CephNotInstalled
+    CreatemonError for Createmon; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );

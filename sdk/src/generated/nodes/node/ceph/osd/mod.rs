@@ -168,7 +168,8 @@ impl crate::Operation for Createosd {
 /// What [`Createosd`] answers.
 pub type CreateosdResponse = crate::Upid;
 crate::operation_error!(
-    CreateosdError for Createosd; CephNotInitialized, CephNotInstalled
+    CreateosdError for Createosd; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// From `GET /nodes/{node}/ceph/osd returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -45,7 +45,10 @@ impl crate::Operation for Lspools {
 }
 /// What [`Lspools`] answers.
 pub type LspoolsResponse = Vec<LspoolsResponseItem>;
-crate::operation_error!(LspoolsError for Lspools; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    LspoolsError for Lspools; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
+);
 /// `POST /nodes/{node}/ceph/pool` (handler `createpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`

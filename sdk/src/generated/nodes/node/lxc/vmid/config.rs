@@ -74,7 +74,10 @@ impl crate::Operation for VmConfig {
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
-crate::operation_error!(VmConfigError for VmConfig; LxcConfigNotFound);
+crate::operation_error!(
+    VmConfigError for VmConfig; LxcConfigNotFound => is_lxc_config_not_found; absent :
+    LxcConfigNotFound
+);
 /// `PUT /nodes/{node}/lxc/{vmid}/config` (handler `update_vm`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.Options"],"any",1]`
@@ -484,8 +487,9 @@ impl crate::Operation for UpdateVm {
 /// What [`UpdateVm`] answers.
 pub type UpdateVmResponse = ();
 crate::operation_error!(
-    UpdateVmError for UpdateVm; ChecksumMismatch, ConfigModified, GuestLocked,
-    LxcConfigNotFound, NoQuorum
+    UpdateVmError for UpdateVm; ChecksumMismatch => is_checksum_mismatch, ConfigModified
+    => is_config_modified, GuestLocked => is_guest_locked, LxcConfigNotFound =>
+    is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
 );
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -114,7 +114,8 @@ impl crate::Operation for DestroyVm {
 /// What [`DestroyVm`] answers.
 pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(
-    DestroyVmError for DestroyVm; GuestLocked, LxcConfigNotFound, NoQuorum
+    DestroyVmError for DestroyVm; GuestLocked => is_guest_locked, LxcConfigNotFound =>
+    is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
 );
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///

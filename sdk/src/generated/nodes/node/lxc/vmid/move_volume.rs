@@ -133,7 +133,9 @@ impl crate::Operation for MoveVolume {
 }
 /// What [`MoveVolume`] answers.
 pub type MoveVolumeResponse = crate::Upid;
-crate::operation_error!(MoveVolumeError for MoveVolume; ConfigModified);
+crate::operation_error!(
+    MoveVolumeError for MoveVolume; ConfigModified => is_config_modified; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

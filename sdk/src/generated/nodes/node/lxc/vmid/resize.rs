@@ -82,7 +82,9 @@ impl crate::Operation for ResizeVm {
 }
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = crate::Upid;
-crate::operation_error!(ResizeVmError for ResizeVm; ConfigModified);
+crate::operation_error!(
+    ResizeVmError for ResizeVm; ConfigModified => is_config_modified; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -66,7 +66,9 @@ impl crate::Operation for Spiceproxy {
     type Response = SpiceproxyResponse;
     type Error = SpiceproxyError;
 }
-crate::operation_error!(SpiceproxyError for Spiceproxy; GuestNotRunning);
+crate::operation_error!(
+    SpiceproxyError for Spiceproxy; GuestNotRunning => is_guest_not_running; absent :
+);
 /// From `POST /nodes/{node}/lxc/{vmid}/spiceproxy returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

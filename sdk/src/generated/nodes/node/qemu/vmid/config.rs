@@ -75,7 +75,10 @@ impl crate::Operation for VmConfig {
     type Response = VmConfigResponse;
     type Error = VmConfigError;
 }
-crate::operation_error!(VmConfigError for VmConfig; QemuConfigNotFound);
+crate::operation_error!(
+    VmConfigError for VmConfig; QemuConfigNotFound => is_qemu_config_not_found; absent :
+    QemuConfigNotFound
+);
 /// `POST /nodes/{node}/qemu/{vmid}/config` (handler `update_vm_async`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Disk","VM.Config.CDROM","VM.Config.CPU","VM.Config.Memory","VM.Config.Network","VM.Config.HWType","VM.Config.Options","VM.Config.Cloudinit"],"any",1]`
@@ -1043,8 +1046,9 @@ impl crate::Operation for UpdateVmAsync {
 /// What [`UpdateVmAsync`] answers.
 pub type UpdateVmAsyncResponse = Option<crate::Upid>;
 crate::operation_error!(
-    UpdateVmAsyncError for UpdateVmAsync; ChecksumMismatch, ConfigLockTimeout,
-    GuestLocked, NoQuorum, QemuConfigNotFound
+    UpdateVmAsyncError for UpdateVmAsync; ChecksumMismatch => is_checksum_mismatch,
+    ConfigLockTimeout => is_config_lock_timeout, GuestLocked => is_guest_locked, NoQuorum
+    => is_no_quorum, QemuConfigNotFound => is_qemu_config_not_found; absent :
 );
 /// `PUT /nodes/{node}/qemu/{vmid}/config` (handler `update_vm`).
 ///
@@ -1991,8 +1995,9 @@ impl crate::Operation for UpdateVm {
 /// What [`UpdateVm`] answers.
 pub type UpdateVmResponse = ();
 crate::operation_error!(
-    UpdateVmError for UpdateVm; ChecksumMismatch, ConfigLockTimeout, GuestLocked,
-    NoQuorum, QemuConfigNotFound
+    UpdateVmError for UpdateVm; ChecksumMismatch => is_checksum_mismatch,
+    ConfigLockTimeout => is_config_lock_timeout, GuestLocked => is_guest_locked, NoQuorum
+    => is_no_quorum, QemuConfigNotFound => is_qemu_config_not_found; absent :
 );
 /// Property string `meta`.
 ///

@@ -119,8 +119,10 @@ impl crate::Operation for DestroyVm {
 /// What [`DestroyVm`] answers.
 pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(
-    DestroyVmError for DestroyVm; ConfigLockTimeout, GuestLocked, GuestProtected,
-    GuestRunning, NoQuorum, QemuConfigNotFound
+    DestroyVmError for DestroyVm; ConfigLockTimeout => is_config_lock_timeout,
+    GuestLocked => is_guest_locked, GuestProtected => is_guest_protected, GuestRunning =>
+    is_guest_running, NoQuorum => is_no_quorum, QemuConfigNotFound =>
+    is_qemu_config_not_found; absent :
 );
 /// `GET /nodes/{node}/qemu/{vmid}` (handler `vmdiridx`).
 ///

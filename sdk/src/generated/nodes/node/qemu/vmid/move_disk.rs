@@ -143,7 +143,9 @@ impl crate::Operation for MoveVmDisk {
 }
 /// What [`MoveVmDisk`] answers.
 pub type MoveVmDiskResponse = crate::Upid;
-crate::operation_error!(MoveVmDiskError for MoveVmDisk; ConfigModified);
+crate::operation_error!(
+    MoveVmDiskError for MoveVmDisk; ConfigModified => is_config_modified; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -92,4 +92,6 @@ impl crate::Operation for ResizeVm {
 }
 /// What [`ResizeVm`] answers.
 pub type ResizeVmResponse = crate::Upid;
-crate::operation_error!(ResizeVmError for ResizeVm; ConfigModified);
+crate::operation_error!(
+    ResizeVmError for ResizeVm; ConfigModified => is_config_modified; absent :
+);

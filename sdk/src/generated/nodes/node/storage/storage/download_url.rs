@@ -121,4 +121,6 @@ impl crate::Operation for DownloadUrl {
 }
 /// What [`DownloadUrl`] answers.
 pub type DownloadUrlResponse = crate::Upid;
-crate::operation_error!(DownloadUrlError for DownloadUrl; StorageNotFound);
+crate::operation_error!(
+    DownloadUrlError for DownloadUrl; StorageNotFound => is_storage_not_found; absent :
+);

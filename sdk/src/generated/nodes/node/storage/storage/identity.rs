@@ -55,7 +55,9 @@ impl crate::Operation for Identity {
     type Response = IdentityResponse;
     type Error = IdentityError;
 }
-crate::operation_error!(IdentityError for Identity; StorageNotFound);
+crate::operation_error!(
+    IdentityError for Identity; StorageNotFound => is_storage_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -63,7 +63,10 @@ impl crate::Operation for GetImportMetadata {
     type Response = GetImportMetadataResponse;
     type Error = GetImportMetadataError;
 }
-crate::operation_error!(GetImportMetadataError for GetImportMetadata; StorageNotFound);
+crate::operation_error!(
+    GetImportMetadataError for GetImportMetadata; StorageNotFound =>
+    is_storage_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

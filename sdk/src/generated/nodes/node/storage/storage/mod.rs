@@ -66,7 +66,9 @@ impl crate::Operation for Diridx {
 }
 /// What [`Diridx`] answers.
 pub type DiridxResponse = Vec<DiridxResponseItem>;
-crate::operation_error!(DiridxError for Diridx; StorageNotFound);
+crate::operation_error!(
+    DiridxError for Diridx; StorageNotFound => is_storage_not_found; absent :
+);
 /// Values of `checksum-algorithm`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

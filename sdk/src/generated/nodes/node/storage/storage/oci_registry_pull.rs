@@ -77,4 +77,7 @@ impl crate::Operation for OciRegistryPull {
 }
 /// What [`OciRegistryPull`] answers.
 pub type OciRegistryPullResponse = crate::Upid;
-crate::operation_error!(OciRegistryPullError for OciRegistryPull; StorageNotFound);
+crate::operation_error!(
+    OciRegistryPullError for OciRegistryPull; StorageNotFound => is_storage_not_found;
+    absent :
+);

@@ -89,7 +89,9 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = crate::Upid;
-crate::operation_error!(DeleteError for Delete; StorageNotFound);
+crate::operation_error!(
+    DeleteError for Delete; StorageNotFound => is_storage_not_found; absent :
+);
 /// `GET /nodes/{node}/storage/{storage}/prunebackups` (handler `dryrun`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Audit","Datastore.AllocateSpace"],"any",1]`
@@ -177,7 +179,9 @@ impl crate::Operation for Dryrun {
 }
 /// What [`Dryrun`] answers.
 pub type DryrunResponse = Vec<DryrunResponseItem>;
-crate::operation_error!(DryrunError for Dryrun; StorageNotFound);
+crate::operation_error!(
+    DryrunError for Dryrun; StorageNotFound => is_storage_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

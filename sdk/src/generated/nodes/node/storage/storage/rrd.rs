@@ -78,7 +78,9 @@ impl crate::Operation for Rrd {
     type Response = RrdResponse;
     type Error = RrdError;
 }
-crate::operation_error!(RrdError for Rrd; StorageNotFound);
+crate::operation_error!(
+    RrdError for Rrd; StorageNotFound => is_storage_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -75,7 +75,9 @@ impl crate::Operation for Rrddata {
 }
 /// What [`Rrddata`] answers.
 pub type RrddataResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-crate::operation_error!(RrddataError for Rrddata; StorageNotFound);
+crate::operation_error!(
+    RrddataError for Rrddata; StorageNotFound => is_storage_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -55,7 +55,9 @@ impl crate::Operation for ReadStatus {
     type Response = ReadStatusResponse;
     type Error = ReadStatusError;
 }
-crate::operation_error!(ReadStatusError for ReadStatus; StorageNotFound);
+crate::operation_error!(
+    ReadStatusError for ReadStatus; StorageNotFound => is_storage_not_found; absent :
+);
 /// From `GET /nodes/{node}/storage/{storage}/status returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -105,4 +105,6 @@ impl crate::Operation for Upload {
 }
 /// What [`Upload`] answers.
 pub type UploadResponse = crate::Upid;
-crate::operation_error!(UploadError for Upload; StorageNotFound);
+crate::operation_error!(
+    UploadError for Upload; StorageNotFound => is_storage_not_found; absent :
+);

@@ -80,7 +80,9 @@ impl crate::Operation for ReadTaskLog {
 }
 /// What [`ReadTaskLog`] answers.
 pub type ReadTaskLogResponse = Vec<ReadTaskLogResponseItem>;
-crate::operation_error!(ReadTaskLogError for ReadTaskLog; MalformedUpid);
+crate::operation_error!(
+    ReadTaskLogError for ReadTaskLog; MalformedUpid => is_malformed_upid; absent :
+);
 /// From `GET /nodes/{node}/tasks/{upid}/log returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

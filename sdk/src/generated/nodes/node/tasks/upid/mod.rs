@@ -52,7 +52,10 @@ impl crate::Operation for StopTask {
 }
 /// What [`StopTask`] answers.
 pub type StopTaskResponse = ();
-crate::operation_error!(StopTaskError for StopTask; MalformedUpid, TaskNotFound);
+crate::operation_error!(
+    StopTaskError for StopTask; MalformedUpid => is_malformed_upid, TaskNotFound =>
+    is_task_not_found; absent :
+);
 /// `GET /nodes/{node}/tasks/{upid}` (handler `upid_index`).
 ///
 /// - Permitted users: `all`

@@ -49,7 +49,8 @@ impl crate::Operation for ReadTaskStatus {
     type Error = ReadTaskStatusError;
 }
 crate::operation_error!(
-    ReadTaskStatusError for ReadTaskStatus; MalformedUpid, TaskNotFound
+    ReadTaskStatusError for ReadTaskStatus; MalformedUpid => is_malformed_upid,
+    TaskNotFound => is_task_not_found; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

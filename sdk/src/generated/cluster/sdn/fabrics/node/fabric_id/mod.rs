@@ -154,7 +154,9 @@ impl crate::Operation for AddNode {
 }
 /// What [`AddNode`] answers.
 pub type AddNodeResponse = ();
-crate::operation_error!(AddNodeError for AddNode; ConfigModified);
+crate::operation_error!(
+    AddNodeError for AddNode; ConfigModified => is_config_modified; absent :
+);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

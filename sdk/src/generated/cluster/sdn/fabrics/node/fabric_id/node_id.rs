@@ -196,7 +196,9 @@ impl crate::Operation for UpdateNode {
 }
 /// What [`UpdateNode`] answers.
 pub type UpdateNodeResponse = ();
-crate::operation_error!(UpdateNodeError for UpdateNode; ConfigModified);
+crate::operation_error!(
+    UpdateNodeError for UpdateNode; ConfigModified => is_config_modified; absent :
+);
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

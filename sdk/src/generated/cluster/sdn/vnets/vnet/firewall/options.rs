@@ -127,7 +127,9 @@ impl crate::Operation for SetOptions {
 }
 /// What [`SetOptions`] answers.
 pub type SetOptionsResponse = ();
-crate::operation_error!(SetOptionsError for SetOptions; ConfigModified);
+crate::operation_error!(
+    SetOptionsError for SetOptions; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/options returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

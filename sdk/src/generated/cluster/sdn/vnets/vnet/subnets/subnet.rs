@@ -245,4 +245,6 @@ impl crate::Operation for Update {
 }
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
-crate::operation_error!(UpdateError for Update; ConfigModified);
+crate::operation_error!(
+    UpdateError for Update; ConfigModified => is_config_modified; absent :
+);

@@ -50,4 +50,7 @@ impl crate::Operation for In {
 }
 /// What [`In`] answers.
 pub type InResponse = ();
-crate::operation_error!(InError for In; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    InError for In; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled =>
+    is_ceph_not_installed; absent :
+);

@@ -59,7 +59,8 @@ impl crate::Operation for Osdvolume {
     type Error = OsdvolumeError;
 }
 crate::operation_error!(
-    OsdvolumeError for Osdvolume; CephNotInitialized, CephNotInstalled
+    OsdvolumeError for Osdvolume; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

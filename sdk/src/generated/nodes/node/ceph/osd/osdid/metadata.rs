@@ -49,7 +49,8 @@ impl crate::Operation for Osddetails {
     type Error = OsddetailsError;
 }
 crate::operation_error!(
-    OsddetailsError for Osddetails; CephNotInitialized, CephNotInstalled
+    OsddetailsError for Osddetails; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -68,7 +68,8 @@ impl crate::Operation for Destroyosd {
 /// What [`Destroyosd`] answers.
 pub type DestroyosdResponse = crate::Upid;
 crate::operation_error!(
-    DestroyosdError for Destroyosd; CephNotInitialized, CephNotInstalled
+    DestroyosdError for Destroyosd; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `GET /nodes/{node}/ceph/osd/{osdid}` (handler `osdindex`).
 ///

@@ -50,4 +50,7 @@ impl crate::Operation for Out {
 }
 /// What [`Out`] answers.
 pub type OutResponse = ();
-crate::operation_error!(OutError for Out; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    OutError for Out; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled =>
+    is_ceph_not_installed; absent :
+);

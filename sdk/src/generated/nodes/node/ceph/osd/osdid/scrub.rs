@@ -60,4 +60,7 @@ impl crate::Operation for Scrub {
 }
 /// What [`Scrub`] answers.
 pub type ScrubResponse = ();
-crate::operation_error!(ScrubError for Scrub; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    ScrubError for Scrub; CephNotInitialized => is_ceph_not_initialized, CephNotInstalled
+    => is_ceph_not_installed; absent :
+);

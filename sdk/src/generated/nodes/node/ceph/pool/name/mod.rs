@@ -84,7 +84,8 @@ impl crate::Operation for Destroypool {
 /// What [`Destroypool`] answers.
 pub type DestroypoolResponse = crate::Upid;
 crate::operation_error!(
-    DestroypoolError for Destroypool; CephNotInitialized, CephNotInstalled
+    DestroypoolError for Destroypool; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `GET /nodes/{node}/ceph/pool/{name}` (handler `poolindex`).
 ///

@@ -58,7 +58,10 @@ impl crate::Operation for Getpool {
     type Response = GetpoolResponse;
     type Error = GetpoolError;
 }
-crate::operation_error!(GetpoolError for Getpool; CephNotInitialized, CephNotInstalled);
+crate::operation_error!(
+    GetpoolError for Getpool; CephNotInitialized => is_ceph_not_initialized,
+    CephNotInstalled => is_ceph_not_installed; absent :
+);
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -55,7 +55,9 @@ impl crate::Operation for VmStatus {
     type Response = VmStatusResponse;
     type Error = VmStatusError;
 }
-crate::operation_error!(VmStatusError for VmStatus; LxcConfigNotFound);
+crate::operation_error!(
+    VmStatusError for VmStatus; LxcConfigNotFound => is_lxc_config_not_found; absent :
+);
 /// From `GET /nodes/{node}/lxc/{vmid}/status/current returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

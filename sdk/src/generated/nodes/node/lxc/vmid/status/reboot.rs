@@ -69,4 +69,6 @@ impl crate::Operation for VmReboot {
 }
 /// What [`VmReboot`] answers.
 pub type VmRebootResponse = crate::Upid;
-crate::operation_error!(VmRebootError for VmReboot; GuestNotRunning);
+crate::operation_error!(
+    VmRebootError for VmReboot; GuestNotRunning => is_guest_not_running; absent :
+);

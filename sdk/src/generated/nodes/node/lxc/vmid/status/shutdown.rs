@@ -79,4 +79,7 @@ impl crate::Operation for VmShutdown {
 }
 /// What [`VmShutdown`] answers.
 pub type VmShutdownResponse = crate::Upid;
-crate::operation_error!(VmShutdownError for VmShutdown; GuestNotRunning, NoQuorum);
+crate::operation_error!(
+    VmShutdownError for VmShutdown; GuestNotRunning => is_guest_not_running, NoQuorum =>
+    is_no_quorum; absent :
+);

@@ -79,4 +79,7 @@ impl crate::Operation for VmStop {
 }
 /// What [`VmStop`] answers.
 pub type VmStopResponse = crate::Upid;
-crate::operation_error!(VmStopError for VmStop; GuestNotRunning, NoQuorum);
+crate::operation_error!(
+    VmStopError for VmStop; GuestNotRunning => is_guest_not_running, NoQuorum =>
+    is_no_quorum; absent :
+);

@@ -59,4 +59,6 @@ impl crate::Operation for VmSuspend {
 }
 /// What [`VmSuspend`] answers.
 pub type VmSuspendResponse = crate::Upid;
-crate::operation_error!(VmSuspendError for VmSuspend; GuestNotRunning);
+crate::operation_error!(
+    VmSuspendError for VmSuspend; GuestNotRunning => is_guest_not_running; absent :
+);

@@ -70,7 +70,9 @@ impl crate::Operation for Exec {
     type Error = ExecError;
 }
 crate::operation_error!(
-    ExecError for Exec; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+    ExecError for Exec; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );
 /// From `POST /nodes/{node}/qemu/{vmid}/agent/exec returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

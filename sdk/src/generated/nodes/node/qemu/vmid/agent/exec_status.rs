@@ -60,8 +60,9 @@ impl crate::Operation for ExecStatus {
     type Error = ExecStatusError;
 }
 crate::operation_error!(
-    ExecStatusError for ExecStatus; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    ExecStatusError for ExecStatus; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/exec-status returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -90,8 +90,9 @@ impl crate::Operation for FileRead {
     type Error = FileReadError;
 }
 crate::operation_error!(
-    FileReadError for FileRead; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    FileReadError for FileRead; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );
 /// From `GET /nodes/{node}/qemu/{vmid}/agent/file-read returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

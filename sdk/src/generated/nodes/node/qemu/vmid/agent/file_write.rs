@@ -81,6 +81,7 @@ impl crate::Operation for FileWrite {
 /// What [`FileWrite`] answers.
 pub type FileWriteResponse = ();
 crate::operation_error!(
-    FileWriteError for FileWrite; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    FileWriteError for FileWrite; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

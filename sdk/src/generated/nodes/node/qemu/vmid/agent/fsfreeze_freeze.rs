@@ -58,6 +58,7 @@ impl crate::Operation for FsfreezeFreeze {
 /// What [`FsfreezeFreeze`] answers.
 pub type FsfreezeFreezeResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    FsfreezeFreezeError for FsfreezeFreeze; GuestAgentNotConfigured,
-    GuestAgentNotRunning, GuestNotRunning
+    FsfreezeFreezeError for FsfreezeFreeze; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

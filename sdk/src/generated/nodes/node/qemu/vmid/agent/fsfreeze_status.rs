@@ -58,6 +58,7 @@ impl crate::Operation for FsfreezeStatus {
 /// What [`FsfreezeStatus`] answers.
 pub type FsfreezeStatusResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    FsfreezeStatusError for FsfreezeStatus; GuestAgentNotConfigured,
-    GuestAgentNotRunning, GuestNotRunning
+    FsfreezeStatusError for FsfreezeStatus; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

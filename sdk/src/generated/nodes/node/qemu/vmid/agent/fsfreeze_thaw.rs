@@ -58,6 +58,7 @@ impl crate::Operation for FsfreezeThaw {
 /// What [`FsfreezeThaw`] answers.
 pub type FsfreezeThawResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    FsfreezeThawError for FsfreezeThaw; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    FsfreezeThawError for FsfreezeThaw; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

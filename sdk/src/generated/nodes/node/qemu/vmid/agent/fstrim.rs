@@ -58,6 +58,7 @@ impl crate::Operation for Fstrim {
 /// What [`Fstrim`] answers.
 pub type FstrimResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    FstrimError for Fstrim; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    FstrimError for Fstrim; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

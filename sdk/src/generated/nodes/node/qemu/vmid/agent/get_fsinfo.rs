@@ -58,6 +58,7 @@ impl crate::Operation for GetFsinfo {
 /// What [`GetFsinfo`] answers.
 pub type GetFsinfoResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetFsinfoError for GetFsinfo; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetFsinfoError for GetFsinfo; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -58,6 +58,7 @@ impl crate::Operation for GetHostName {
 /// What [`GetHostName`] answers.
 pub type GetHostNameResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetHostNameError for GetHostName; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetHostNameError for GetHostName; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

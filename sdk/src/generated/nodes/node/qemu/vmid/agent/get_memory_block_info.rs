@@ -58,6 +58,7 @@ impl crate::Operation for GetMemoryBlockInfo {
 /// What [`GetMemoryBlockInfo`] answers.
 pub type GetMemoryBlockInfoResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetMemoryBlockInfoError for GetMemoryBlockInfo; GuestAgentNotConfigured,
-    GuestAgentNotRunning, GuestNotRunning
+    GetMemoryBlockInfoError for GetMemoryBlockInfo; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

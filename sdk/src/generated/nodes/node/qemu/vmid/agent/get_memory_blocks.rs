@@ -58,6 +58,7 @@ impl crate::Operation for GetMemoryBlocks {
 /// What [`GetMemoryBlocks`] answers.
 pub type GetMemoryBlocksResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetMemoryBlocksError for GetMemoryBlocks; GuestAgentNotConfigured,
-    GuestAgentNotRunning, GuestNotRunning
+    GetMemoryBlocksError for GetMemoryBlocks; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

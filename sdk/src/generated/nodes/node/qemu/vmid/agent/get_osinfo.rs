@@ -58,6 +58,7 @@ impl crate::Operation for GetOsinfo {
 /// What [`GetOsinfo`] answers.
 pub type GetOsinfoResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetOsinfoError for GetOsinfo; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetOsinfoError for GetOsinfo; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -58,6 +58,7 @@ impl crate::Operation for GetTime {
 /// What [`GetTime`] answers.
 pub type GetTimeResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetTimeError for GetTime; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetTimeError for GetTime; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

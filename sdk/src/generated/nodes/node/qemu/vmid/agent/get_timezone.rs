@@ -58,6 +58,7 @@ impl crate::Operation for GetTimezone {
 /// What [`GetTimezone`] answers.
 pub type GetTimezoneResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetTimezoneError for GetTimezone; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetTimezoneError for GetTimezone; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

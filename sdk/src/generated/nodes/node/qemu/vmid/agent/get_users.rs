@@ -58,6 +58,7 @@ impl crate::Operation for GetUsers {
 /// What [`GetUsers`] answers.
 pub type GetUsersResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetUsersError for GetUsers; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetUsersError for GetUsers; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

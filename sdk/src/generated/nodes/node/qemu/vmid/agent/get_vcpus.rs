@@ -58,6 +58,7 @@ impl crate::Operation for GetVcpus {
 /// What [`GetVcpus`] answers.
 pub type GetVcpusResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    GetVcpusError for GetVcpus; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    GetVcpusError for GetVcpus; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

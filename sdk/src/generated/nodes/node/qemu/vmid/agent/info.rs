@@ -58,5 +58,7 @@ impl crate::Operation for Info {
 /// What [`Info`] answers.
 pub type InfoResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    InfoError for Info; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+    InfoError for Info; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

@@ -82,7 +82,9 @@ impl crate::Operation for Index {
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(
-    IndexError for Index; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+    IndexError for Index; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );
 /// `POST /nodes/{node}/qemu/{vmid}/agent` (handler `agent`).
 ///
@@ -146,7 +148,9 @@ impl crate::Operation for Agent {
 /// What [`Agent`] answers.
 pub type AgentResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    AgentError for Agent; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+    AgentError for Agent; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -58,6 +58,7 @@ impl crate::Operation for NetworkGetInterfaces {
 /// What [`NetworkGetInterfaces`] answers.
 pub type NetworkGetInterfacesResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    NetworkGetInterfacesError for NetworkGetInterfaces; GuestAgentNotConfigured,
-    GuestAgentNotRunning, GuestNotRunning
+    NetworkGetInterfacesError for NetworkGetInterfaces; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -58,5 +58,7 @@ impl crate::Operation for Ping {
 /// What [`Ping`] answers.
 pub type PingResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    PingError for Ping; GuestAgentNotConfigured, GuestAgentNotRunning, GuestNotRunning
+    PingError for Ping; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

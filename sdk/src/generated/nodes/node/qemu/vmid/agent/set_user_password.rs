@@ -81,6 +81,7 @@ impl crate::Operation for SetUserPassword {
 /// What [`SetUserPassword`] answers.
 pub type SetUserPasswordResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    SetUserPasswordError for SetUserPassword; GuestAgentNotConfigured,
-    GuestAgentNotRunning, GuestNotRunning
+    SetUserPasswordError for SetUserPassword; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -58,6 +58,7 @@ impl crate::Operation for Shutdown {
 /// What [`Shutdown`] answers.
 pub type ShutdownResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    ShutdownError for Shutdown; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    ShutdownError for Shutdown; GuestAgentNotConfigured => is_guest_agent_not_configured,
+    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
+    is_guest_not_running; absent :
 );

@@ -58,6 +58,7 @@ impl crate::Operation for SuspendDisk {
 /// What [`SuspendDisk`] answers.
 pub type SuspendDiskResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    SuspendDiskError for SuspendDisk; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    SuspendDiskError for SuspendDisk; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -58,6 +58,7 @@ impl crate::Operation for SuspendHybrid {
 /// What [`SuspendHybrid`] answers.
 pub type SuspendHybridResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    SuspendHybridError for SuspendHybrid; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    SuspendHybridError for SuspendHybrid; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -58,6 +58,7 @@ impl crate::Operation for SuspendRam {
 /// What [`SuspendRam`] answers.
 pub type SuspendRamResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    SuspendRamError for SuspendRam; GuestAgentNotConfigured, GuestAgentNotRunning,
-    GuestNotRunning
+    SuspendRamError for SuspendRam; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );

@@ -55,7 +55,9 @@ impl crate::Operation for VmStatus {
     type Response = VmStatusResponse;
     type Error = VmStatusError;
 }
-crate::operation_error!(VmStatusError for VmStatus; QemuConfigNotFound);
+crate::operation_error!(
+    VmStatusError for VmStatus; QemuConfigNotFound => is_qemu_config_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -70,5 +70,6 @@ impl crate::Operation for VmReboot {
 /// What [`VmReboot`] answers.
 pub type VmRebootResponse = crate::Upid;
 crate::operation_error!(
-    VmRebootError for VmReboot; GuestNotRunning, NoQuorum, QemuConfigNotFound
+    VmRebootError for VmReboot; GuestNotRunning => is_guest_not_running, NoQuorum =>
+    is_no_quorum, QemuConfigNotFound => is_qemu_config_not_found; absent :
 );

@@ -70,5 +70,6 @@ impl crate::Operation for VmReset {
 /// What [`VmReset`] answers.
 pub type VmResetResponse = crate::Upid;
 crate::operation_error!(
-    VmResetError for VmReset; GuestNotRunning, NoQuorum, QemuConfigNotFound
+    VmResetError for VmReset; GuestNotRunning => is_guest_not_running, NoQuorum =>
+    is_no_quorum, QemuConfigNotFound => is_qemu_config_not_found; absent :
 );

@@ -79,4 +79,7 @@ impl crate::Operation for VmResume {
 }
 /// What [`VmResume`] answers.
 pub type VmResumeResponse = crate::Upid;
-crate::operation_error!(VmResumeError for VmResume; GuestNotRunning, QemuConfigNotFound);
+crate::operation_error!(
+    VmResumeError for VmResume; GuestNotRunning => is_guest_not_running,
+    QemuConfigNotFound => is_qemu_config_not_found; absent :
+);

@@ -99,4 +99,6 @@ impl crate::Operation for VmShutdown {
 }
 /// What [`VmShutdown`] answers.
 pub type VmShutdownResponse = crate::Upid;
-crate::operation_error!(VmShutdownError for VmShutdown; NoQuorum);
+crate::operation_error!(
+    VmShutdownError for VmShutdown; NoQuorum => is_no_quorum; absent :
+);

@@ -172,4 +172,4 @@ impl crate::Operation for VmStart {
 }
 /// What [`VmStart`] answers.
 pub type VmStartResponse = crate::Upid;
-crate::operation_error!(VmStartError for VmStart; NoQuorum);
+crate::operation_error!(VmStartError for VmStart; NoQuorum => is_no_quorum; absent :);

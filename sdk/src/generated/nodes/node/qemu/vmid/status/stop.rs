@@ -109,4 +109,4 @@ impl crate::Operation for VmStop {
 }
 /// What [`VmStop`] answers.
 pub type VmStopResponse = crate::Upid;
-crate::operation_error!(VmStopError for VmStop; NoQuorum);
+crate::operation_error!(VmStopError for VmStop; NoQuorum => is_no_quorum; absent :);

@@ -90,5 +90,6 @@ impl crate::Operation for VmSuspend {
 /// What [`VmSuspend`] answers.
 pub type VmSuspendResponse = crate::Upid;
 crate::operation_error!(
-    VmSuspendError for VmSuspend; GuestNotRunning, QemuConfigNotFound
+    VmSuspendError for VmSuspend; GuestNotRunning => is_guest_not_running,
+    QemuConfigNotFound => is_qemu_config_not_found; absent :
 );

@@ -78,7 +78,9 @@ impl crate::Operation for Index {
 }
 /// What [`Index`] answers.
 pub type IndexResponse = Vec<IndexResponseItem>;
-crate::operation_error!(IndexError for Index; StorageNotFound);
+crate::operation_error!(
+    IndexError for Index; StorageNotFound => is_storage_not_found; absent :
+);
 /// `POST /nodes/{node}/storage/{storage}/content` (handler `create`).
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.AllocateSpace"]]`
@@ -164,7 +166,9 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = String;
-crate::operation_error!(CreateError for Create; StorageNotFound);
+crate::operation_error!(
+    CreateError for Create; StorageNotFound => is_storage_not_found; absent :
+);
 /// From `GET /nodes/{node}/storage/{storage}/content returns items "verification"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -82,7 +82,9 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = Option<crate::Upid>;
-crate::operation_error!(DeleteError for Delete; StorageNotFound);
+crate::operation_error!(
+    DeleteError for Delete; StorageNotFound => is_storage_not_found; absent :
+);
 /// `GET /nodes/{node}/storage/{storage}/content/{volume}` (handler `info`).
 ///
 /// - Permitted users: `all`
@@ -151,7 +153,9 @@ impl crate::Operation for Info {
     type Response = InfoResponse;
     type Error = InfoError;
 }
-crate::operation_error!(InfoError for Info; StorageNotFound);
+crate::operation_error!(
+    InfoError for Info; StorageNotFound => is_storage_not_found; absent :
+);
 /// `POST /nodes/{node}/storage/{storage}/content/{volume}` (handler `copy`).
 ///
 /// - Permissions: none stated
@@ -239,7 +243,9 @@ impl crate::Operation for Copy_ {
 }
 /// What [`Copy_`] answers.
 pub type CopyResponse = crate::Upid;
-crate::operation_error!(CopyError for Copy_; StorageNotFound);
+crate::operation_error!(
+    CopyError for Copy_; StorageNotFound => is_storage_not_found; absent :
+);
 /// `PUT /nodes/{node}/storage/{storage}/content/{volume}` (handler `updateattributes`).
 ///
 /// - Permitted users: `all`
@@ -330,7 +336,10 @@ impl crate::Operation for Updateattributes {
 }
 /// What [`Updateattributes`] answers.
 pub type UpdateattributesResponse = ();
-crate::operation_error!(UpdateattributesError for Updateattributes; StorageNotFound);
+crate::operation_error!(
+    UpdateattributesError for Updateattributes; StorageNotFound => is_storage_not_found;
+    absent :
+);
 /// From `GET /nodes/{node}/storage/{storage}/content/{volume} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

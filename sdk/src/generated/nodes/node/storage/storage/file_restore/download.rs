@@ -80,4 +80,6 @@ impl crate::Operation for Download {
 }
 /// What [`Download`] answers.
 pub type DownloadResponse = serde_json::Value;
-crate::operation_error!(DownloadError for Download; StorageNotFound);
+crate::operation_error!(
+    DownloadError for Download; StorageNotFound => is_storage_not_found; absent :
+);

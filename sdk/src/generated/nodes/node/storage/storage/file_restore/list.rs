@@ -70,7 +70,9 @@ impl crate::Operation for List {
 }
 /// What [`List`] answers.
 pub type ListResponse = Vec<ListResponseItem>;
-crate::operation_error!(ListError for List; StorageNotFound);
+crate::operation_error!(
+    ListError for List; StorageNotFound => is_storage_not_found; absent :
+);
 /// From `GET /nodes/{node}/storage/{storage}/file-restore/list returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -54,7 +54,9 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule; ConfigModified);
+crate::operation_error!(
+    DeleteRuleError for DeleteRule; ConfigModified => is_config_modified; absent :
+);
 /// `GET /cluster/sdn/vnets/{vnet}/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permitted users: `all`
@@ -302,7 +304,9 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
+crate::operation_error!(
+    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /cluster/sdn/vnets/{vnet}/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

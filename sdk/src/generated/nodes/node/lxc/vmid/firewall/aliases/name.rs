@@ -70,7 +70,9 @@ impl crate::Operation for RemoveAlias {
 }
 /// What [`RemoveAlias`] answers.
 pub type RemoveAliasResponse = ();
-crate::operation_error!(RemoveAliasError for RemoveAlias; ConfigModified);
+crate::operation_error!(
+    RemoveAliasError for RemoveAlias; ConfigModified => is_config_modified; absent :
+);
 /// `GET /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}` (handler `read_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -231,4 +233,6 @@ impl crate::Operation for UpdateAlias {
 }
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
-crate::operation_error!(UpdateAliasError for UpdateAlias; ConfigModified);
+crate::operation_error!(
+    UpdateAliasError for UpdateAlias; ConfigModified => is_config_modified; absent :
+);

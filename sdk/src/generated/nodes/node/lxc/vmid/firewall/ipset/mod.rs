@@ -148,7 +148,9 @@ impl crate::Operation for CreateIpset {
 }
 /// What [`CreateIpset`] answers.
 pub type CreateIpsetResponse = ();
-crate::operation_error!(CreateIpsetError for CreateIpset; ConfigModified);
+crate::operation_error!(
+    CreateIpsetError for CreateIpset; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /nodes/{node}/lxc/{vmid}/firewall/ipset returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -70,7 +70,9 @@ impl crate::Operation for DeleteRule {
 }
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
-crate::operation_error!(DeleteRuleError for DeleteRule; ConfigModified);
+crate::operation_error!(
+    DeleteRuleError for DeleteRule; ConfigModified => is_config_modified; absent :
+);
 /// `GET /nodes/{node}/qemu/{vmid}/firewall/rules/{pos}` (handler `get_rule`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -350,7 +352,9 @@ impl crate::Operation for UpdateRule {
 }
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
-crate::operation_error!(UpdateRuleError for UpdateRule; ConfigModified);
+crate::operation_error!(
+    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified; absent :
+);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -84,7 +84,9 @@ impl crate::Operation for RemoveIp {
 }
 /// What [`RemoveIp`] answers.
 pub type RemoveIpResponse = ();
-crate::operation_error!(RemoveIpError for RemoveIp; ConfigModified);
+crate::operation_error!(
+    RemoveIpError for RemoveIp; ConfigModified => is_config_modified; absent :
+);
 /// `GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}` (handler `read_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
@@ -265,4 +267,6 @@ impl crate::Operation for UpdateIp {
 }
 /// What [`UpdateIp`] answers.
 pub type UpdateIpResponse = ();
-crate::operation_error!(UpdateIpError for UpdateIp; ConfigModified);
+crate::operation_error!(
+    UpdateIpError for UpdateIp; ConfigModified => is_config_modified; absent :
+);
