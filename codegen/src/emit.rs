@@ -591,6 +591,20 @@ pub fn holds_secret(api: &Api, ty: &Ty) -> bool {
     walk(api, ty, &mut Vec::new())
 }
 
+/// The item type of an operation PVE pages with `start` and `limit` (optional integers) and
+/// whose answer is a list: the task log, the task list, syslog, Ceph and firewall logs, ...
+pub fn paged_item(op: &Op) -> Option<&Ty> {
+    let int_param = |name: &str| {
+        op.fields
+            .iter()
+            .any(|f| f.wire == name && f.ty == Ty::Integer && !f.required && !f.path_param)
+    };
+    match &op.response {
+        Ty::Vec(item) if int_param("start") && int_param("limit") => Some(item),
+        _ => None,
+    }
+}
+
 fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
     let name = ident(&op.type_name);
     let resp = ident(&op.response_name);
@@ -675,7 +689,25 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
     };
     let maj = proc_macro2::Literal::u16_unsuffixed(maj);
     let min = proc_macro2::Literal::u16_unsuffixed(min);
+    let paged = match paged_item(op) {
+        Some(item) => {
+            let item = ty_tokens(item, here);
+            quote! {
+                impl crate::pager::Paged for #name {
+                    type Item = #item;
+                    fn page(&self, start: u64, limit: u64) -> Self {
+                        let mut page = self.clone();
+                        page.start = Some(start.min(i64::MAX as u64) as i64);
+                        page.limit = Some(limit.min(i64::MAX as u64) as i64);
+                        page
+                    }
+                }
+            }
+        }
+        None => quote!(),
+    };
     quote! {
+        #paged
         #d
         #derive
         #[non_exhaustive]

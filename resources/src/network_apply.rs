@@ -155,21 +155,20 @@ pub async fn apply(
             health: before,
         });
     }
-    let upid = client
-        .send(&ReloadNetworkConfig::new(node))
+    let task = client
+        .start(&ReloadNetworkConfig::new(node))
         .await
         .map_err(|source| ApplyError::Request {
             node: node.to_owned(),
             source,
-        })?
-        .into_data();
-    on_started(&upid).map_err(|reason| ApplyError::Unrecorded {
+        })?;
+    on_started(task.upid()).map_err(|reason| ApplyError::Unrecorded {
         node: node.to_owned(),
-        upid: upid.to_string(),
+        upid: task.upid().to_string(),
         reason,
     })?;
-    let success = client
-        .await_task(&upid, options, |_| {})
+    let success = task
+        .wait(options)
         .await
         .map_err(|source| ApplyError::Task {
             node: node.to_owned(),
@@ -188,7 +187,10 @@ pub async fn apply(
             after,
         });
     }
-    Ok(Applied::Reloaded { upid, success })
+    Ok(Applied::Reloaded {
+        upid: task.upid().clone(),
+        success,
+    })
 }
 
 /// Applying a node's staged network changes, as a resource of a

@@ -1380,8 +1380,8 @@ impl Shared {
             Ok(u) => u,
             Err(e) => return Outcome::Failed(format!("recorded task id {upid:?}: {e}")),
         };
-        match client
-            .await_task(&parsed, self.cx.await_options(), |_| {})
+        match pve_sdk::task::Task::attach(client, parsed)
+            .wait(self.cx.await_options())
             .await
         {
             Ok(_) => {}

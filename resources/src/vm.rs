@@ -636,25 +636,20 @@ async fn run_task<O>(
 where
     O: pve_sdk::Operation<Response = pve_sdk::Upid>,
 {
-    let upid = client
-        .send(req)
-        .await
-        .map_err(|e| VmTaskError::Refused {
-            node: node.to_owned(),
-            vmid,
-            action,
-            message: e.to_string(),
-        })?
-        .into_data();
-    on_started(&upid).map_err(|reason| VmTaskError::Unrecorded {
+    let task = client.start(req).await.map_err(|e| VmTaskError::Refused {
         node: node.to_owned(),
         vmid,
         action,
-        upid: upid.to_string(),
+        message: e.to_string(),
+    })?;
+    on_started(task.upid()).map_err(|reason| VmTaskError::Unrecorded {
+        node: node.to_owned(),
+        vmid,
+        action,
+        upid: task.upid().to_string(),
         reason,
     })?;
-    client
-        .await_task(&upid, options, |_| {})
+    task.wait(options)
         .await
         .map(|_| ())
         .map_err(|source| VmTaskError::Task {

@@ -22,6 +22,7 @@ pub mod indexed;
 pub mod lenient;
 pub mod open_enum;
 pub mod operation;
+pub mod pager;
 pub mod propstr;
 mod re;
 mod secret;

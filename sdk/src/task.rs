@@ -2,6 +2,10 @@
 //! `WARNINGS: n` succeed; any other exit status is a failure carrying the log's last lines; a
 //! poll that cannot be read makes the outcome unknown (never failed, never a reason to resend);
 //! a deadline bounds the wait. Polls use the same client, so the same credential, as started it.
+//!
+//! [`Client::start`] sends an operation that answers a task id and gives a [`Task`]: its UPID,
+//! [`Task::wait`] (with progress by callback, [`Task::wait_with`], or as a stream of status
+//! changes, [`Task::changes`]) and its log as pages or a stream of lines ([`Task::log`]).
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +13,7 @@ use serde::Deserialize;
 
 use crate::client::Client;
 use crate::error::RequestError;
+use crate::operation::Operation;
 use crate::upid::Upid;
 
 /// How to wait.
@@ -35,11 +40,14 @@ impl Default for AwaitOptions {
     }
 }
 
-/// What a poll saw, for progress callbacks.
+/// What a poll saw, for progress callbacks and [`Task::changes`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TaskProgress {
     /// `running`, `stopped`, or whatever word PVE answered.
     pub status: String,
+    /// The exit status once `stopped` (`OK`, `WARNINGS: 2`, an error message).
+    pub exit_status: Option<String>,
     /// Polls so far.
     pub polls: u32,
     /// Time since waiting began.
@@ -107,76 +115,267 @@ fn warnings(exit: &str) -> Option<u32> {
     exit.strip_prefix("WARNINGS: ")?.trim().parse().ok()
 }
 
+/// A started task: its UPID and the client that started it (polls use the same credential:
+/// PVE lets only the task's user, or one with `Sys.Audit` on the node, read it).
+#[derive(Debug, Clone)]
+pub struct Task {
+    client: Client,
+    upid: Upid,
+}
+
+/// What an operation that starts a task answers, and what [`Client::start`] makes of it.
+pub trait TaskAnswer {
+    /// [`Task`], or `Option<Task>` for operations that answer `null` when there is nothing to
+    /// do (`update_vm_async`).
+    type Task;
+    /// The handle on `client`.
+    fn into_task(self, client: &Client) -> Self::Task;
+}
+
+impl TaskAnswer for Upid {
+    type Task = Task;
+    fn into_task(self, client: &Client) -> Task {
+        Task::attach(client, self)
+    }
+}
+
+impl TaskAnswer for Option<Upid> {
+    type Task = Option<Task>;
+    fn into_task(self, client: &Client) -> Option<Task> {
+        self.map(|u| Task::attach(client, u))
+    }
+}
+
 impl Client {
-    /// Waits for a task to stop.
+    /// Sends an operation that starts a task and answers its handle.
     ///
     /// # Errors
     ///
-    /// [`TaskError::Failed`] with the exit status and log tail; [`TaskError::OutcomeUnknown`]
-    /// when a poll cannot be read; [`TaskError::Timeout`] at the deadline.
+    /// As [`Client::send`]: the task was not started, or whether it was is unknown
+    /// ([`crate::OperationError::outcome`]).
+    ///
+    /// ```no_run
+    /// # async fn f(client: &pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use pve_sdk::generated::nodes::node::qemu::vmid::status::start::VmStart;
+    /// use pve_sdk::task::AwaitOptions;
+    /// let task = client.start(&VmStart::new("pve1", 100)).await?;
+    /// println!("started {}", task.upid());
+    /// let done = task
+    ///     .wait_with(AwaitOptions::default(), |p| println!("{} after {:?}", p.status, p.elapsed))
+    ///     .await?;
+    /// println!("{}", done.exit_status);
+    /// # Ok(()) }
+    /// ```
+    pub async fn start<O: Operation>(
+        &self,
+        request: &O,
+    ) -> Result<<O::Response as TaskAnswer>::Task, O::Error>
+    where
+        O::Response: TaskAnswer,
+    {
+        let r = self.send(request).await?;
+        Ok(r.data.into_task(self))
+    }
+
+    /// Waits for a task ([`Task::wait_with`] on a handle of `upid`).
+    ///
+    /// # Errors
+    ///
+    /// [`TaskError`]: failed (with the log's last lines), outcome unknown, or timed out.
     pub async fn await_task(
         &self,
         upid: &Upid,
         options: AwaitOptions,
-        mut progress: impl FnMut(&TaskProgress),
+        progress: impl FnMut(&TaskProgress),
     ) -> Result<TaskSuccess, TaskError> {
-        let started = Instant::now();
-        let mut interval = options.interval;
-        let mut polls = 0;
-        let path = format!(
-            "/nodes/{}/tasks/{}/status",
-            encode_segment(upid.node()),
-            encode_segment(upid.as_str())
-        );
-        loop {
-            polls += 1;
-            let unknown = |cause| TaskError::OutcomeUnknown {
-                upid: upid.clone(),
-                cause,
-            };
-            let status: Status = match self.get_raw(&path, Vec::new()).await {
-                Ok(r) => r.data,
-                Err(e) => return Err(unknown(Box::new(e))),
-            };
-            progress(&TaskProgress {
-                status: status.status.clone(),
-                polls,
-                elapsed: started.elapsed(),
-            });
-            if status.status == "stopped" {
-                let exit = status.exitstatus.unwrap_or_default();
-                if exit == "OK" {
-                    return Ok(TaskSuccess {
-                        exit_status: exit,
-                        warnings: 0,
-                    });
-                }
-                if let Some(n) = warnings(&exit) {
-                    return Ok(TaskSuccess {
-                        exit_status: exit,
-                        warnings: n,
-                    });
-                }
-                let log_tail = self.log_tail(upid, options.log_tail).await;
-                return Err(TaskError::Failed {
-                    upid: upid.clone(),
-                    exit_status: exit,
-                    log_tail,
-                });
-            }
-            // Any other word (running, or one this SDK does not know) keeps polling.
-            if started.elapsed() + interval > options.deadline {
-                return Err(TaskError::Timeout {
-                    upid: upid.clone(),
-                    last_status: status.status,
-                    waited: started.elapsed(),
-                });
-            }
-            tokio::time::sleep(interval).await;
-            interval = (interval * 2).min(options.max_interval);
+        Task::attach(self, upid.clone())
+            .wait_with(options, progress)
+            .await
+    }
+}
+
+/// Polls one task: the first poll at once, then at growing intervals, within the deadline.
+struct Poller {
+    task: Task,
+    options: AwaitOptions,
+    started: Instant,
+    interval: Duration,
+    polls: u32,
+}
+
+impl Poller {
+    fn new(task: Task, options: AwaitOptions) -> Self {
+        Poller {
+            task,
+            options,
+            started: Instant::now(),
+            interval: options.interval,
+            polls: 0,
         }
     }
 
+    /// The next poll's answer; `Timeout` when the deadline comes first, after `last`.
+    async fn next(&mut self, last: Option<&str>) -> Result<TaskProgress, TaskError> {
+        if self.polls > 0 {
+            if self.started.elapsed() + self.interval > self.options.deadline {
+                return Err(TaskError::Timeout {
+                    upid: self.task.upid.clone(),
+                    last_status: last.unwrap_or_default().to_owned(),
+                    waited: self.started.elapsed(),
+                });
+            }
+            tokio::time::sleep(self.interval).await;
+            self.interval = (self.interval * 2).min(self.options.max_interval);
+        }
+        self.polls += 1;
+        let status = self
+            .task
+            .status()
+            .await
+            .map_err(|e| TaskError::OutcomeUnknown {
+                upid: self.task.upid.clone(),
+                cause: Box::new(e),
+            })?;
+        Ok(TaskProgress {
+            status: status.status,
+            exit_status: status.exitstatus,
+            polls: self.polls,
+            elapsed: self.started.elapsed(),
+        })
+    }
+}
+
+impl Task {
+    /// A handle on a task started earlier (a UPID kept in state), polled through `client`: it
+    /// must hold the credential that started the task.
+    pub fn attach(client: &Client, upid: Upid) -> Task {
+        Task {
+            client: client.clone(),
+            upid,
+        }
+    }
+
+    /// The task's id.
+    pub fn upid(&self) -> &Upid {
+        &self.upid
+    }
+
+    /// One poll of its status.
+    async fn status(&self) -> Result<Status, RequestError> {
+        let path = format!(
+            "/nodes/{}/tasks/{}/status",
+            encode_segment(self.upid.node()),
+            encode_segment(self.upid.as_str())
+        );
+        self.client.get_raw(&path, Vec::new()).await.map(|r| r.data)
+    }
+
+    /// Waits until the task has `stopped`: `OK` and `WARNINGS: n` succeed, any other exit
+    /// status fails with the log's last lines; a poll that cannot be read makes the outcome
+    /// unknown (never failed: the task may have done its work).
+    ///
+    /// # Errors
+    ///
+    /// [`TaskError`]: failed, outcome unknown, or timed out.
+    pub async fn wait(&self, options: AwaitOptions) -> Result<TaskSuccess, TaskError> {
+        self.wait_with(options, |_| {}).await
+    }
+
+    /// [`wait`](Self::wait), calling `progress` after every poll.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait).
+    pub async fn wait_with(
+        &self,
+        options: AwaitOptions,
+        mut progress: impl FnMut(&TaskProgress),
+    ) -> Result<TaskSuccess, TaskError> {
+        let mut poller = Poller::new(self.clone(), options);
+        let mut last: Option<String> = None;
+        loop {
+            let p = poller.next(last.as_deref()).await?;
+            progress(&p);
+            if p.status == "stopped" {
+                return self
+                    .finish(p.exit_status.unwrap_or_default(), options)
+                    .await;
+            }
+            // Any other word (running, or one this SDK does not know) keeps polling.
+            last = Some(p.status);
+        }
+    }
+
+    async fn finish(&self, exit: String, options: AwaitOptions) -> Result<TaskSuccess, TaskError> {
+        if exit == "OK" {
+            return Ok(TaskSuccess {
+                exit_status: exit,
+                warnings: 0,
+            });
+        }
+        if let Some(n) = warnings(&exit) {
+            return Ok(TaskSuccess {
+                exit_status: exit,
+                warnings: n,
+            });
+        }
+        let log_tail = self.client.log_tail(&self.upid, options.log_tail).await;
+        Err(TaskError::Failed {
+            upid: self.upid.clone(),
+            exit_status: exit,
+            log_tail,
+        })
+    }
+
+    /// The task's status changes as a stream: an item when the status word differs from the
+    /// previous poll's (the first poll always), the last one `stopped` with its exit status.
+    /// A poll that cannot be read, or the deadline, is an `Err` item that ends the stream.
+    /// Whether the exit status is a success is [`wait`](Self::wait)'s to say.
+    pub fn changes(
+        &self,
+        options: AwaitOptions,
+    ) -> impl futures_util::Stream<Item = Result<TaskProgress, TaskError>> + Send + 'static {
+        let poller = Poller::new(self.clone(), options);
+        futures_util::stream::unfold(
+            (poller, None::<String>, false),
+            |(mut poller, mut last, done)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    match poller.next(last.as_deref()).await {
+                        Err(e) => return Some((Err(e), (poller, last, true))),
+                        Ok(p) => {
+                            let stopped = p.status == "stopped";
+                            if stopped || last.as_deref() != Some(p.status.as_str()) {
+                                last = Some(p.status.clone());
+                                return Some((Ok(p), (poller, last, stopped)));
+                            }
+                        }
+                    }
+                }
+            },
+        )
+    }
+
+    /// The task's log (`GET /nodes/{node}/tasks/{upid}/log`), `page_size` lines a page, as
+    /// pages ([`Pager::next_page`](crate::pager::Pager::next_page)) or lines
+    /// ([`Pager::items`](crate::pager::Pager::items)). A running task's log may grow after
+    /// the last page was read.
+    #[cfg(feature = "nodes")]
+    pub fn log(
+        &self,
+        page_size: u64,
+    ) -> crate::pager::Pager<crate::generated::nodes::node::tasks::upid::log::ReadTaskLog> {
+        let req = crate::generated::nodes::node::tasks::upid::log::ReadTaskLog::new(
+            self.upid.node(),
+            self.upid.as_str(),
+        );
+        self.client.pages(&req, page_size)
+    }
+}
+
+impl Client {
     /// The last `n` log lines; empty when the log cannot be read (the failure is what matters).
     async fn log_tail(&self, upid: &Upid, n: usize) -> Vec<String> {
         let path = format!(

@@ -591,16 +591,29 @@ fn task_log(cluster: &Cluster, call: &Call<'_>) -> Answer {
         Ok(t) => t,
         Err(a) => return a,
     };
-    let lines: Vec<Value> = task
-        .log
+    // pve-manager PVE/API2/Tasks.pm read_task_log: `start` defaults to 0 and `limit` to 50;
+    // pve-common src/PVE/Tools.pm dump_logfile_by_filehandle numbers lines from 1, skips the
+    // first `start`, keeps `limit` of the rest (all of them for limit 0), answers an empty log
+    // as the one line "no content", and the count of all lines is `total`.
+    let num = |k: &str, default: usize| {
+        call.get(k)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    let (start, limit) = (num("start", 0), num("limit", 50));
+    let all: Vec<&str> = if task.log.is_empty() {
+        vec!["no content"]
+    } else {
+        task.log.iter().map(String::as_str).collect()
+    };
+    let lines: Vec<Value> = all
         .iter()
         .enumerate()
+        .skip(start)
+        .take(if limit == 0 { usize::MAX } else { limit })
         .map(|(i, t)| json!({"n": i + 1, "t": t}))
         .collect();
-    Answer::Data(
-        Value::Array(lines),
-        vec![("total", Value::from(task.log.len()))],
-    )
+    Answer::Data(Value::Array(lines), vec![("total", Value::from(all.len()))])
 }
 
 const NO_IFACE: &str = "interface does not exist";

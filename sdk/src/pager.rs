@@ -1,0 +1,127 @@
+//! Reading what PVE pages with `start` and `limit`: the task log and task list, syslog, the
+//! Ceph log, the firewall logs and the replication log. Each such operation implements
+//! [`Paged`] (generated), and [`Client::pages`] reads it page by page, as pages or as a stream
+//! of items.
+//!
+//! A page shorter than asked for is the last one; so is a page that reaches the `total` PVE
+//! sends beside the task log's lines (pve-manager `PVE/API2/Tasks.pm` `read_task_log`:
+//! `set_result_attrib('total', $count)`). An empty page ends the reading too, so a log that
+//! shrinks (rotated) never loops.
+
+use futures_util::stream::{self, Stream, StreamExt};
+
+use crate::client::{Client, Response};
+use crate::operation::Operation;
+
+/// An operation PVE pages with `start` (first item, from 0) and `limit` (items per page).
+pub trait Paged: Operation<Response = Vec<<Self as Paged>::Item>> + Clone + Send + Sync {
+    /// One item of a page.
+    type Item: Send;
+
+    /// This request for the page of `limit` items from `start`.
+    fn page(&self, start: u64, limit: u64) -> Self;
+}
+
+/// Reads a [`Paged`] operation page by page ([`Client::pages`]).
+#[derive(Debug)]
+pub struct Pager<O> {
+    client: Client,
+    request: O,
+    start: u64,
+    limit: u64,
+    done: bool,
+}
+
+impl<O: Paged> Pager<O> {
+    /// The next page, or `None` once the last one was read. An error ends the reading (the
+    /// next call answers `None`): a page is never skipped silently.
+    ///
+    /// # Errors
+    ///
+    /// The operation's error for the page that could not be read.
+    pub async fn next_page(&mut self) -> Option<Result<Vec<O::Item>, O::Error>> {
+        if self.done {
+            return None;
+        }
+        let page = self.request.page(self.start, self.limit);
+        let r: Response<Vec<O::Item>> = match self.client.send(&page).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
+            }
+        };
+        let got = r.data.len() as u64;
+        self.start += got;
+        let reached_total = r.total.is_some_and(|t| self.start >= t);
+        if got < self.limit || reached_total {
+            self.done = true;
+        }
+        if got == 0 {
+            return None;
+        }
+        Some(Ok(r.data))
+    }
+
+    /// Where the next page starts.
+    pub fn position(&self) -> u64 {
+        self.start
+    }
+
+    /// Every item of every page, in order; an error is the last item.
+    pub fn items(self) -> impl Stream<Item = Result<O::Item, O::Error>> + Send
+    where
+        O: 'static,
+        O::Error: Send,
+    {
+        stream::unfold(self, |mut pager| async move {
+            let page = pager.next_page().await?;
+            let items: Vec<Result<O::Item, O::Error>> = match page {
+                Ok(items) => items.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            Some((stream::iter(items), pager))
+        })
+        .flatten()
+    }
+}
+
+impl Client {
+    /// Reads `request` page by page, `page_size` items at a time (at least 1), starting at the
+    /// request's own `start` (or 0).
+    ///
+    /// ```no_run
+    /// # async fn f(client: &pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use pve_sdk::generated::nodes::node::syslog::Syslog;
+    /// let mut pages = client.pages(&Syslog::new("pve1"), 500);
+    /// while let Some(page) = pages.next_page().await {
+    ///     for line in page? {
+    ///         println!("{}", line.t.unwrap_or_default());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn pages<O: Paged>(&self, request: &O, page_size: u64) -> Pager<O> {
+        let start = first_start(request);
+        Pager {
+            client: self.clone(),
+            request: request.clone(),
+            start,
+            limit: page_size.max(1),
+            done: false,
+        }
+    }
+}
+
+/// The `start` a request already carries (what a user set), read through its encoding.
+fn first_start<O: Operation>(request: &O) -> u64 {
+    crate::form::encode(request)
+        .ok()
+        .and_then(|enc| {
+            enc.params
+                .iter()
+                .find(|(k, _)| k == "start")
+                .and_then(|(_, v)| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
