@@ -14,6 +14,8 @@
 //! Cargo features select top-level API paths (`access`, `cluster`, `nodes`, `pools`,
 //! `storage`, `version`); all are on by default.
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 pub mod client;
 pub mod de;
 pub mod error;
