@@ -8,6 +8,8 @@
 //! The generator never depends on the SDK crate; generated code names the SDK's runtime items
 //! by full path (`crate::Operation`, `crate::propstr::PropSpec`, ...).
 
+#![warn(missing_docs)]
+
 pub mod check;
 pub mod diag;
 pub mod diff;

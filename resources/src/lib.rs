@@ -13,6 +13,8 @@
 //! Each module's documentation names the safety rules (S1-S30) it holds; every rule has a test
 //! named after it, against the bundled simulator.
 
+#![warn(missing_docs)]
+
 pub mod disk;
 pub mod health;
 pub mod network_apply;

@@ -633,6 +633,7 @@ impl OperationError for RequestError {
     }
 }
 
+#[doc(hidden)]
 /// How a typed error recognises a PVE answer: the status, and one `errors` field (or the
 /// message) matching an anchored regex whose named groups are captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -645,6 +646,7 @@ pub struct Matcher {
     pub pattern: &'static str,
 }
 
+#[doc(hidden)]
 /// Values captured for a typed error: named regex groups, then path parameters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captures(BTreeMap<String, String>);
@@ -671,6 +673,7 @@ fn path_params(template: &str, rendered: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+#[doc(hidden)]
 /// Whether any of `matchers` recognises `api` (the generated predicates use it).
 pub fn matches_any(matchers: &[Matcher], api: &ApiError) -> bool {
     matchers.iter().any(|m| m.matches(api))
@@ -713,6 +716,7 @@ impl Matcher {
     }
 }
 
+#[doc(hidden)]
 /// A typed error made from a PVE answer by `patches/`.
 pub trait TypedError: Sized {
     /// The answers it recognises.

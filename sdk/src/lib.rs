@@ -14,10 +14,12 @@
 //! Cargo features select top-level API paths (`access`, `cluster`, `nodes`, `pools`,
 //! `storage`, `version`); all are on by default.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "blocking")]
 pub mod blocking;
 pub mod client;
-pub mod de;
+pub(crate) mod de;
 pub mod error;
 pub mod form;
 pub mod indexed;
@@ -28,8 +30,8 @@ pub mod pager;
 pub mod propstr;
 mod re;
 mod secret;
-pub mod ser;
-pub mod tagged;
+pub(crate) mod ser;
+pub(crate) mod tagged;
 pub mod task;
 pub mod tls;
 mod transport;

@@ -4,6 +4,8 @@
 //! answers; unknown paths answer PVE's 501. Requests are logged so tests can assert the exact
 //! calls made.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod apidoc;
 pub mod facts;
