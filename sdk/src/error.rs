@@ -457,6 +457,23 @@ impl<'a> ErrorRef<'a> {
 }
 
 /// What every operation's error enum offers.
+///
+/// Match the typed variants an operation has, and ask the rest through this trait:
+///
+/// ```no_run
+/// # async fn f(client: &pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use pve_sdk::generated::nodes::node::network::iface::{UpdateNetwork, UpdateNetworkError};
+/// use pve_sdk::generated::nodes::node::network::Type;
+/// use pve_sdk::{OperationError, Outcome};
+/// match client.send(&UpdateNetwork::new("pve1", "vmbr9", Type::Bridge)).await {
+///     Ok(_) => {}
+///     Err(UpdateNetworkError::NetworkInterfaceNotFound(e)) => println!("{e}"),
+///     Err(e) if e.is_permission_denied() => println!("the token lacks Sys.Modify: {e}"),
+///     Err(e) if e.outcome() == Outcome::Unknown => println!("may have applied: read back first"),
+///     Err(e) => return Err(e.into()),
+/// }
+/// # Ok(()) }
+/// ```
 pub trait OperationError:
     std::error::Error + From<ApiError> + From<ClientError> + Send + Sync + 'static
 {
