@@ -83,6 +83,19 @@ fn ops(spec: &Spec) -> BTreeMap<String, (&Schema, &Schema)> {
         .collect()
 }
 
+/// The request type name of every operation, as the generator names it.
+fn type_names(spec: &Spec) -> BTreeMap<String, String> {
+    spec.operations()
+        .into_iter()
+        .map(|(n, m)| {
+            (
+                format!("{} {}", m.verb, n.path),
+                crate::names::op_type_name(&m.name, &n.path),
+            )
+        })
+        .collect()
+}
+
 /// Compares two schemas.
 pub fn diff(old: &Spec, new: &Spec) -> Report {
     let a = ops(old);
@@ -90,9 +103,20 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
     let added = b.keys().filter(|k| !a.contains_key(*k)).cloned().collect();
     let removed = a.keys().filter(|k| !b.contains_key(*k)).cloned().collect();
     let mut changed = BTreeMap::new();
+    let (names_a, names_b) = (type_names(old), type_names(new));
     for (key, (pa, ra)) in &a {
         let Some((pb, rb)) = b.get(key) else { continue };
         let mut out = Vec::new();
+        if let (Some(na), Some(nb)) = (names_a.get(key), names_b.get(key)) {
+            if na != nb {
+                // The handler was renamed: so are the request, response and error types.
+                out.push(Change {
+                    class: Class::Breaking,
+                    what: "type".to_owned(),
+                    change: format!("renamed {na} -> {nb} (and its Response and Error types)"),
+                });
+            }
+        }
         let empty = BTreeMap::new();
         let props_a = pa.properties.as_ref().unwrap_or(&empty);
         let props_b = pb.properties.as_ref().unwrap_or(&empty);
@@ -331,5 +355,35 @@ impl std::fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod rename_tests {
+    use super::*;
+
+    fn spec(handler: &str) -> Spec {
+        let text = format!(
+            r#"[{{"path":"/things","text":"things","leaf":1,"info":{{"GET":{{"name":"{handler}","method":"GET","parameters":{{"type":"object","properties":{{}}}},"returns":{{"type":"null"}}}}}}}}]"#
+        );
+        crate::raw::parse("t.json", text.as_bytes()).expect("parses")
+    }
+
+    #[test]
+    fn a_renamed_handler_is_a_breaking_type_rename() {
+        // `list_things` and `index` on /things both read ListThings: no rename, no entry.
+        let r = diff(&spec("list_things"), &spec("index"));
+        assert!(!r.changed.contains_key("GET /things"), "{:?}", r.changed);
+        let r = diff(&spec("read_things"), &spec("index"));
+        assert_eq!(
+            r.changed["GET /things"],
+            [Change {
+                class: Class::Breaking,
+                what: "type".to_owned(),
+                change: "renamed ReadThings -> ListThings (and its Response and Error types)"
+                    .to_owned(),
+            }]
+        );
+        assert_eq!(r.breaking(), 1);
     }
 }

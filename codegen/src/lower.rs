@@ -771,8 +771,8 @@ impl<'a> Lowerer<'a> {
     fn op(&mut self, node: &Node, method: &Method) {
         let module = module_of(&node.path);
         let key = format!("{} {}", method.verb, node.path);
-        let base = pascal(&method.name);
-        let type_name = type_name(&method.name);
+        let base = crate::names::op_base(&method.name, &node.path);
+        let type_name = crate::names::op_type_name(&method.name, &node.path);
         let loc = key.clone();
 
         let props = method.parameters.properties.clone().unwrap_or_default();

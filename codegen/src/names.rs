@@ -128,6 +128,32 @@ pub fn ident_problem(ident: &str) -> Option<&'static str> {
     None
 }
 
+/// The name part of an operation's types (`{Base}`, `{Base}Response`, `{Base}Error`): its
+/// handler (`update_network` -> `UpdateNetwork`), except PVE's list handlers, all named
+/// `index`, which read as `List` and their path's last fixed segment (`GET /access/users` ->
+/// `ListUsers`, `GET /nodes/{node}/storage/{storage}/content` -> `ListContent`), so a call
+/// site needs no renaming import. A module holds one path, so two of them never meet in one
+/// module; any other clash is still a generation error.
+pub fn op_base(handler: &str, path: &str) -> String {
+    if handler == "index" {
+        let last = path
+            .split('/')
+            .rev()
+            .find(|s| !s.is_empty() && !s.starts_with('{'))
+            .unwrap_or("root");
+        return format!("List{}", pascal(last));
+    }
+    pascal(handler)
+}
+
+/// The request type of an operation: [`op_base`], escaped like [`type_name`].
+pub fn op_type_name(handler: &str, path: &str) -> String {
+    if handler == "index" {
+        return op_base(handler, path);
+    }
+    type_name(handler)
+}
+
 /// The base name of an indexed parameter: `net[n]` -> `Some("net")`.
 pub fn indexed_base(wire: &str) -> Option<&str> {
     wire.strip_suffix("[n]")
@@ -157,6 +183,22 @@ mod tests {
         for wire in ["self", "8021q", "a%b", "crate", "bond-primary"] {
             assert_eq!(ident_problem(&snake(wire)), None, "{wire:?}");
         }
+    }
+
+    #[test]
+    fn list_handlers_say_what_they_list() {
+        assert_eq!(op_type_name("index", "/access/users"), "ListUsers");
+        assert_eq!(
+            op_type_name("index", "/cluster/qemu/cpu-flags"),
+            "ListCpuFlags"
+        );
+        assert_eq!(
+            op_type_name("index", "/nodes/{node}/storage/{storage}/content"),
+            "ListContent"
+        );
+        assert_eq!(op_type_name("index", "/nodes/{node}"), "ListNodes");
+        assert_eq!(op_type_name("copy", "/x"), "Copy_");
+        assert_eq!(op_base("update_network", "/x"), "UpdateNetwork");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //!   it and resume by awaiting instead of applying again.
 
 use pve_sdk::generated::nodes::node::network::{
-    Index as ListNetwork, IndexError, ReloadNetworkConfig, ReloadNetworkConfigError,
+    ListNetwork, ListNetworkError, ReloadNetworkConfig, ReloadNetworkConfigError,
 };
 use pve_sdk::task::{AwaitOptions, TaskError, TaskSuccess};
 use pve_sdk::{Client, Upid};
@@ -54,7 +54,7 @@ pub enum ApplyError {
         node: String,
         /// The read's error.
         #[source]
-        source: IndexError,
+        source: ListNetworkError,
     },
     /// Cluster health could not be read: nothing was applied (or, after, the outcome is not
     /// confirmed).

@@ -4,7 +4,7 @@
 //! `send_raw` reads any answer undecoded. Each test asserts the exact requests made.
 
 use pve_sdk::error::{Body, ClientErrorKind};
-use pve_sdk::generated::cluster::mapping::usb::Index as UsbMappings;
+use pve_sdk::generated::cluster::mapping::usb::ListUsb as UsbMappings;
 use pve_sdk::generated::cluster::resources::Resources;
 use pve_sdk::generated::nodes::node::disks::list::List as DiskList;
 use pve_sdk::generated::nodes::node::lxc::vmid::interfaces::Ip as LxcInterfaces;

@@ -3,9 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pve_sdk::generated::nodes::node::network::{
-    CreateNetwork, Index as ListNetwork, Type as IfaceType,
-};
+use pve_sdk::generated::nodes::node::network::{CreateNetwork, ListNetwork, Type as IfaceType};
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, VmConfig};
 use pve_sdk::generated::nodes::node::qemu::CreateVm;
 use pve_sdk::task::{AwaitOptions, TaskError};
@@ -418,7 +416,7 @@ async fn version_checks_refuse_operations_newer_than_the_server() {
         .build()
         .expect("client");
     assert_eq!(c.version().await.expect("version").to_string(), "8.4");
-    use pve_sdk::generated::cluster::ha::rules::Index as HaRules;
+    use pve_sdk::generated::cluster::ha::rules::ListRules as HaRules;
     let err = c
         .send(&HaRules::default())
         .await

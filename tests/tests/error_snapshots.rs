@@ -370,7 +370,7 @@ async fn guests_agents_ceph_stale_configs_and_access_objects() {
         GetHostName, GetHostNameError,
     };
     use pve_sdk::generated::nodes::node::qemu::vmid::status::reset::{VmReset, VmResetError};
-    use pve_sdk::generated::pools::{Index as Pools, IndexError as PoolsError};
+    use pve_sdk::generated::pools::{ListPools as Pools, ListPoolsError as PoolsError};
     use pve_sdk::generated::storage::storage::{
         Update as UpdateStorage, UpdateError as UpdateStorageError,
     };

@@ -3,9 +3,9 @@
 
 use pve_sdk::form::encode;
 use pve_sdk::generated::cluster::sdn::fabrics::fabric::{
-    IndexResponseItem, IndexResponseItemProtocol,
+    ListFabricResponseItem, ListFabricResponseItemProtocol,
 };
-use pve_sdk::generated::nodes::node::network::{Index as ListNetwork, IndexResponse};
+use pve_sdk::generated::nodes::node::network::{ListNetwork, ListNetworkResponse};
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{VmConfig, VmConfigResponse};
 use pve_sdk::generated::nodes::node::qemu::{CreateVm, Net, NetModel, Numa, Ostype, Scsi};
 use pve_sdk::generated::nodes::node::storage::storage::content::volume::Info as VolumeInfo;
@@ -178,7 +178,7 @@ fn network_list_reads_enums_and_keeps_unknown_values() {
          "priority": 3, "method": "static", "method6": "manual"},
         {"iface": "xy0", "type": "future-kind", "priority": "4"}
     ]);
-    let list: IndexResponse = pve_sdk::lenient::from_value(data).expect("decodes");
+    let list: ListNetworkResponse = pve_sdk::lenient::from_value(data).expect("decodes");
     assert_eq!(list.len(), 2);
     assert_eq!(list[0].active, Some(true));
     assert_eq!(list[0].autostart, Some(true));
@@ -195,24 +195,26 @@ fn union_answers_decode_by_their_tag() {
         {"id": "f2", "protocol": "openfabric", "hello_interval": "3", "digest": "d"},
         {"id": "f3", "protocol": "carrier-pigeon", "digest": "d"}
     ]);
-    let items: Vec<IndexResponseItem> = pve_sdk::lenient::from_value(data).expect("decodes");
+    let items: Vec<ListFabricResponseItem> = pve_sdk::lenient::from_value(data).expect("decodes");
     match &items[0].protocol {
-        Some(IndexResponseItemProtocol::Ospf(v)) => assert_eq!(v.area.as_deref(), Some("0")),
+        Some(ListFabricResponseItemProtocol::Ospf(v)) => assert_eq!(v.area.as_deref(), Some("0")),
         other => panic!("expected ospf, got {other:?}"),
     }
     match &items[1].protocol {
-        Some(IndexResponseItemProtocol::Openfabric(v)) => assert_eq!(v.hello_interval, Some(3.0)),
+        Some(ListFabricResponseItemProtocol::Openfabric(v)) => {
+            assert_eq!(v.hello_interval, Some(3.0))
+        }
         other => panic!("expected openfabric, got {other:?}"),
     }
     match &items[2].protocol {
-        Some(IndexResponseItemProtocol::Other { tag, fields }) => {
+        Some(ListFabricResponseItemProtocol::Other { tag, fields }) => {
             assert_eq!(tag, "carrier-pigeon");
             assert!(fields.is_empty(), "{fields:?}");
         }
         other => panic!("expected an unknown variant, got {other:?}"),
     }
     // Without its tag, a row still decodes: the union is absent, the rest is kept.
-    let items: Vec<IndexResponseItem> =
+    let items: Vec<ListFabricResponseItem> =
         pve_sdk::lenient::from_value(json!([{"id": "f4", "area": "0"}])).expect("decodes");
     assert_eq!(items[0].protocol, None);
     assert_eq!(items[0].id.as_deref(), Some("f4"));

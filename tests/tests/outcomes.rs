@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use pve_sdk::error::ClientErrorKind;
-use pve_sdk::generated::cluster::ha::rules::Index as HaRules;
+use pve_sdk::generated::cluster::ha::rules::ListRules as HaRules;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, VmConfig};
 use pve_sdk::generated::nodes::node::qemu::vmid::snapshot::snapname::Delsnapshot;
 use pve_sdk::generated::nodes::node::qemu::CreateVm;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use pve_sdk::generated::access::ticket::CreateTicket;
-use pve_sdk::generated::nodes::node::network::Index as ListNetwork;
+use pve_sdk::generated::nodes::node::network::ListNetwork;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, VmConfig};
 use pve_sdk::{Client, OperationError, Outcome};
 use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};

@@ -3,7 +3,7 @@
 
 use pve_sdk::form::encode;
 use pve_sdk::generated::nodes::node::dns::DnsResponse;
-use pve_sdk::generated::nodes::node::network::IndexResponse as NetworkList;
+use pve_sdk::generated::nodes::node::network::ListNetworkResponse as NetworkList;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{VmConfig, VmConfigResponse};
 use pve_sdk::generated::nodes::node::status::{Status, StatusResponse};
 use pve_sdk::generated::version::{Version, VersionResponse};
@@ -56,7 +56,7 @@ async fn modelled_and_empty_answers_decode() {
     let list: NetworkList = pve_sdk::lenient::from_value(
         data(
             &sim,
-            &pve_sdk::generated::nodes::node::network::Index::new("pve1"),
+            &pve_sdk::generated::nodes::node::network::ListNetwork::new("pve1"),
         )
         .await,
     )

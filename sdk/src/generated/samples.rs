@@ -1136,7 +1136,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "access")]
     out.push((
         "GET /access",
-        decode::<crate::generated::access::IndexResponse> as Decode,
+        decode::<crate::generated::access::ListAccessResponse> as Decode,
     ));
     #[cfg(feature = "access")]
     out.push((
@@ -1146,7 +1146,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "access")]
     out.push((
         "GET /access/domains",
-        decode::<crate::generated::access::domains::IndexResponse> as Decode,
+        decode::<crate::generated::access::domains::ListDomainsResponse> as Decode,
     ));
     #[cfg(feature = "access")]
     out.push((
@@ -1156,7 +1156,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "access")]
     out.push((
         "GET /access/groups",
-        decode::<crate::generated::access::groups::IndexResponse> as Decode,
+        decode::<crate::generated::access::groups::ListGroupsResponse> as Decode,
     ));
     #[cfg(feature = "access")]
     out.push((
@@ -1166,7 +1166,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "access")]
     out.push((
         "GET /access/openid",
-        decode::<crate::generated::access::openid::IndexResponse> as Decode,
+        decode::<crate::generated::access::openid::ListOpenidResponse> as Decode,
     ));
     #[cfg(feature = "access")]
     out.push((
@@ -1176,7 +1176,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "access")]
     out.push((
         "GET /access/roles",
-        decode::<crate::generated::access::roles::IndexResponse> as Decode,
+        decode::<crate::generated::access::roles::ListRolesResponse> as Decode,
     ));
     #[cfg(feature = "access")]
     out.push((
@@ -1206,7 +1206,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "access")]
     out.push((
         "GET /access/users",
-        decode::<crate::generated::access::users::IndexResponse> as Decode,
+        decode::<crate::generated::access::users::ListUsersResponse> as Decode,
     ));
     #[cfg(feature = "access")]
     out.push((
@@ -1232,12 +1232,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster",
-        decode::<crate::generated::cluster::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::ListClusterResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/acme",
-        decode::<crate::generated::cluster::acme::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::acme::ListAcmeResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1268,7 +1268,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/acme/plugins",
-        decode::<crate::generated::cluster::acme::plugins::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::acme::plugins::ListPluginsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1283,12 +1283,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/backup",
-        decode::<crate::generated::cluster::backup::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::backup::ListBackupResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/backup-info",
-        decode::<crate::generated::cluster::backup_info::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::backup_info::ListBackupInfoResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1312,12 +1312,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/bulk-action",
-        decode::<crate::generated::cluster::bulk_action::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::bulk_action::ListBulkActionResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/bulk-action/guest",
-        decode::<crate::generated::cluster::bulk_action::guest::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::bulk_action::guest::ListGuestResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1347,7 +1347,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/config",
-        decode::<crate::generated::cluster::config::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::config::ListConfigResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1377,7 +1377,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/firewall",
-        decode::<crate::generated::cluster::firewall::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::firewall::ListFirewallResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1448,12 +1448,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/ha",
-        decode::<crate::generated::cluster::ha::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::ha::ListHaResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/ha/groups",
-        decode::<crate::generated::cluster::ha::groups::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::ha::groups::ListGroupsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1463,7 +1463,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/ha/resources",
-        decode::<crate::generated::cluster::ha::resources::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::ha::resources::ListResourcesResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1473,7 +1473,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/ha/rules",
-        decode::<crate::generated::cluster::ha::rules::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::ha::rules::ListRulesResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1483,7 +1483,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/ha/status",
-        decode::<crate::generated::cluster::ha::status::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::ha::status::ListStatusResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1499,7 +1499,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/jobs",
-        decode::<crate::generated::cluster::jobs::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::jobs::ListJobsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1525,12 +1525,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/mapping",
-        decode::<crate::generated::cluster::mapping::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::mapping::ListMappingResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/mapping/dir",
-        decode::<crate::generated::cluster::mapping::dir::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::mapping::dir::ListDirResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1540,7 +1540,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/mapping/pci",
-        decode::<crate::generated::cluster::mapping::pci::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::mapping::pci::ListPciResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1550,7 +1550,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/mapping/usb",
-        decode::<crate::generated::cluster::mapping::usb::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::mapping::usb::ListUsbResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1560,7 +1560,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/metrics",
-        decode::<crate::generated::cluster::metrics::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::metrics::ListMetricsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1585,7 +1585,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/notifications",
-        decode::<crate::generated::cluster::notifications::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::notifications::ListNotificationsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1687,12 +1687,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/qemu",
-        decode::<crate::generated::cluster::qemu::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::qemu::ListQemuResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/qemu/cpu-flags",
-        decode::<crate::generated::cluster::qemu::cpu_flags::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::qemu::cpu_flags::ListCpuFlagsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1708,7 +1708,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/replication",
-        decode::<crate::generated::cluster::replication::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::replication::ListReplicationResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1723,12 +1723,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn",
-        decode::<crate::generated::cluster::sdn::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::ListSdnResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/controllers",
-        decode::<crate::generated::cluster::sdn::controllers::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::controllers::ListControllersResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1738,7 +1738,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/dns",
-        decode::<crate::generated::cluster::sdn::dns::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::dns::ListDnsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1753,7 +1753,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/fabrics",
-        decode::<crate::generated::cluster::sdn::fabrics::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::fabrics::ListFabricsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1763,7 +1763,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/fabrics/fabric",
-        decode::<crate::generated::cluster::sdn::fabrics::fabric::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::fabrics::fabric::ListFabricResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1790,7 +1790,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/ipams",
-        decode::<crate::generated::cluster::sdn::ipams::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::ipams::ListIpamsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1854,7 +1854,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/vnets",
-        decode::<crate::generated::cluster::sdn::vnets::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::ListVnetsResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1864,7 +1864,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/firewall",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::ListFirewallResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1887,7 +1888,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/subnets",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::ListSubnetsResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1898,7 +1900,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster")]
     out.push((
         "GET /cluster/sdn/zones",
-        decode::<crate::generated::cluster::sdn::zones::IndexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::zones::ListZonesResponse> as Decode,
     ));
     #[cfg(feature = "cluster")]
     out.push((
@@ -1918,12 +1920,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes",
-        decode::<crate::generated::nodes::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::ListNodesResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}",
-        decode::<crate::generated::nodes::node::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ListNodesResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -1933,7 +1935,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/apt",
-        decode::<crate::generated::nodes::node::apt::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::apt::ListAptResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -1958,7 +1960,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/capabilities",
-        decode::<crate::generated::nodes::node::capabilities::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::capabilities::ListCapabilitiesResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -1969,12 +1971,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu/cpu",
-        decode::<crate::generated::nodes::node::capabilities::qemu::cpu::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::capabilities::qemu::cpu::ListCpuResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu/cpu-flags",
-        decode::<crate::generated::nodes::node::capabilities::qemu::cpu_flags::IndexResponse>
+        decode::<crate::generated::nodes::node::capabilities::qemu::cpu_flags::ListCpuFlagsResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes")]
@@ -1992,12 +1994,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/ceph",
-        decode::<crate::generated::nodes::node::ceph::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::ListCephResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/ceph/cfg",
-        decode::<crate::generated::nodes::node::ceph::cfg::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::cfg::ListCfgResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2027,7 +2029,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/ceph/fs",
-        decode::<crate::generated::nodes::node::ceph::fs::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::fs::ListFsResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2037,12 +2039,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/ceph/mds",
-        decode::<crate::generated::nodes::node::ceph::mds::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mds::ListMdsResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/ceph/mgr",
-        decode::<crate::generated::nodes::node::ceph::mgr::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mgr::ListMgrResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2052,7 +2054,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/ceph/osd",
-        decode::<crate::generated::nodes::node::ceph::osd::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::osd::ListOsdResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2100,12 +2102,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/certificates",
-        decode::<crate::generated::nodes::node::certificates::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::certificates::ListCertificatesResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/certificates/acme",
-        decode::<crate::generated::nodes::node::certificates::acme::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::certificates::acme::ListAcmeResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2120,12 +2122,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/disks",
-        decode::<crate::generated::nodes::node::disks::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::disks::ListDisksResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/disks/directory",
-        decode::<crate::generated::nodes::node::disks::directory::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::disks::directory::ListDirectoryResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2135,12 +2137,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/disks/lvm",
-        decode::<crate::generated::nodes::node::disks::lvm::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::disks::lvm::ListLvmResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/disks/lvmthin",
-        decode::<crate::generated::nodes::node::disks::lvmthin::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::disks::lvmthin::ListLvmthinResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2150,7 +2152,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/disks/zfs",
-        decode::<crate::generated::nodes::node::disks::zfs::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::disks::zfs::ListZfsResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2165,7 +2167,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/firewall",
-        decode::<crate::generated::nodes::node::firewall::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::firewall::ListFirewallResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2190,7 +2192,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/hardware",
-        decode::<crate::generated::nodes::node::hardware::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::hardware::ListHardwareResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2248,7 +2250,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall",
-        decode::<crate::generated::nodes::node::lxc::vmid::firewall::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::firewall::ListFirewallResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2387,7 +2390,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/network",
-        decode::<crate::generated::nodes::node::network::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::network::ListNetworkResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2407,7 +2410,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent",
-        decode::<crate::generated::nodes::node::qemu::vmid::agent::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::vmid::agent::ListAgentResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2517,7 +2520,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall",
-        decode::<crate::generated::nodes::node::qemu::vmid::firewall::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::vmid::firewall::ListFirewallResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2664,7 +2668,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/replication/{id}",
-        decode::<crate::generated::nodes::node::replication::id::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::replication::id::ListReplicationResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2695,7 +2699,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/scan",
-        decode::<crate::generated::nodes::node::scan::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::ListScanResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2775,7 +2779,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/sdn/zones",
-        decode::<crate::generated::nodes::node::sdn::zones::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::sdn::zones::ListZonesResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2791,7 +2795,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/sdn/zones/{zone}/content",
-        decode::<crate::generated::nodes::node::sdn::zones::zone::content::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::sdn::zones::zone::content::ListContentResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2801,7 +2806,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/services",
-        decode::<crate::generated::nodes::node::services::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::services::ListServicesResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2822,7 +2827,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/storage",
-        decode::<crate::generated::nodes::node::storage::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::storage::ListStorageResponse> as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2832,7 +2837,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/content",
-        decode::<crate::generated::nodes::node::storage::storage::content::IndexResponse> as Decode,
+        decode::<crate::generated::nodes::node::storage::storage::content::ListContentResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes")]
     out.push((
@@ -2949,7 +2955,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "pools")]
     out.push((
         "GET /pools",
-        decode::<crate::generated::pools::IndexResponse> as Decode,
+        decode::<crate::generated::pools::ListPoolsResponse> as Decode,
     ));
     #[cfg(feature = "pools")]
     out.push((
@@ -2959,7 +2965,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "storage")]
     out.push((
         "GET /storage",
-        decode::<crate::generated::storage::IndexResponse> as Decode,
+        decode::<crate::generated::storage::ListStorageResponse> as Decode,
     ));
     #[cfg(feature = "storage")]
     out.push((

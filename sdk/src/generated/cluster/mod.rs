@@ -27,14 +27,14 @@ pub mod tasks;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListCluster {}
+impl serde::Serialize for ListCluster {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListCluster {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -44,18 +44,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListCluster {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListClusterResponse;
+    type Error = ListClusterError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListCluster`] answers.
+pub type ListClusterResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListCluster`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListClusterError = crate::error::Untyped<ListCluster>;
 /// Values of `policy_forward`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -7,14 +7,14 @@ pub mod node;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListNodes {}
+impl serde::Serialize for ListNodes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListNodes {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,22 +24,22 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListNodes {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListNodesResponse;
+    type Error = ListNodesError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListNodes`] answers.
+pub type ListNodesResponse = Vec<ListNodesResponseItem>;
+/// Errors of [`ListNodes`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListNodesError = crate::error::Untyped<ListNodes>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemStatus {
+pub enum ListNodesResponseItemStatus {
     /// `unknown`
     Unknown,
     /// `online`
@@ -49,7 +49,7 @@ pub enum IndexResponseItemStatus {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
+impl crate::open_enum::OpenEnum for ListNodesResponseItemStatus {
     const VALUES: &'static [&'static str] = &["unknown", "online", "offline"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -68,11 +68,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemStatus);
+crate::open_enum_traits!(ListNodesResponseItemStatus);
 /// From `GET /nodes returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListNodesResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
     /// `level`
@@ -88,13 +88,13 @@ pub struct IndexResponseItem {
     /// `ssl_fingerprint`
     pub ssl_fingerprint: Option<String>,
     /// `status`
-    pub status: Option<IndexResponseItemStatus>,
+    pub status: Option<ListNodesResponseItemStatus>,
     /// `uptime`
     pub uptime: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListNodesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -111,7 +111,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListNodesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("cpu", &self.cpu)?;

@@ -50,13 +50,13 @@ crate::operation_error!(
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListPools {
     /// Format `pve-poolid`
     pub poolid: Option<String>,
     /// Wire name `type`; requires `poolid`
-    pub type_: Option<IndexType>,
+    pub type_: Option<ListPoolsType>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListPools {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("poolid", &self.poolid)?;
@@ -64,7 +64,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListPools {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -84,23 +84,23 @@ impl Index {
     }
     /// Sets `type`.
     #[must_use]
-    pub fn type_(mut self, value: IndexType) -> Self {
+    pub fn type_(mut self, value: ListPoolsType) -> Self {
         self.type_ = Some(value);
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListPools {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/pools";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListPoolsResponse;
+    type Error = ListPoolsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
+/// What [`ListPools`] answers.
+pub type ListPoolsResponse = Vec<ListPoolsResponseItem>;
 crate::operation_error!(
-    IndexError for Index; PoolNotFound => is_pool_not_found; absent :
+    ListPoolsError for ListPools; PoolNotFound => is_pool_not_found; absent :
 );
 /// `POST /pools` (handler `create_pool`).
 ///
@@ -251,7 +251,7 @@ crate::operation_error!(
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexType {
+pub enum ListPoolsType {
     /// `qemu`
     Qemu,
     /// `lxc`
@@ -261,7 +261,7 @@ pub enum IndexType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexType {
+impl crate::open_enum::OpenEnum for ListPoolsType {
     const VALUES: &'static [&'static str] = &["qemu", "lxc", "storage"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -280,11 +280,11 @@ impl crate::open_enum::OpenEnum for IndexType {
         }
     }
 }
-crate::open_enum_traits!(IndexType);
+crate::open_enum_traits!(ListPoolsType);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemMembersItemType {
+pub enum ListPoolsResponseItemMembersItemType {
     /// `qemu`
     Qemu,
     /// `lxc`
@@ -296,7 +296,7 @@ pub enum IndexResponseItemMembersItemType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemMembersItemType {
+impl crate::open_enum::OpenEnum for ListPoolsResponseItemMembersItemType {
     const VALUES: &'static [&'static str] = &["qemu", "lxc", "openvz", "storage"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -317,11 +317,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemMembersItemType {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemMembersItemType);
+crate::open_enum_traits!(ListPoolsResponseItemMembersItemType);
 /// From `GET /pools returns items "members" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemMembersItem {
+pub struct ListPoolsResponseItemMembersItem {
     /// `id`
     pub id: Option<String>,
     /// `node`
@@ -329,13 +329,13 @@ pub struct IndexResponseItemMembersItem {
     /// `storage`
     pub storage: Option<String>,
     /// Wire name `type`
-    pub type_: Option<IndexResponseItemMembersItemType>,
+    pub type_: Option<ListPoolsResponseItemMembersItemType>,
     /// `vmid`
     pub vmid: Option<i64>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
+impl<'de> serde::Deserialize<'de> for ListPoolsResponseItemMembersItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -348,7 +348,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemMembersItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemMembersItem {
+impl serde::Serialize for ListPoolsResponseItemMembersItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("id", &self.id)?;
@@ -363,17 +363,17 @@ impl serde::Serialize for IndexResponseItemMembersItem {
 /// From `GET /pools returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListPoolsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `members`
-    pub members: Option<Vec<IndexResponseItemMembersItem>>,
+    pub members: Option<Vec<ListPoolsResponseItemMembersItem>>,
     /// `poolid`
     pub poolid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListPoolsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -384,7 +384,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListPoolsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -7,18 +7,18 @@ pub mod storage;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListStorage {
     /// Wire name `type`
-    pub type_: Option<IndexType>,
+    pub type_: Option<ListStorageType>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListStorage {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
     }
 }
-impl Index {
+impl ListStorage {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -29,23 +29,23 @@ impl Index {
     }
     /// Sets `type`.
     #[must_use]
-    pub fn type_(mut self, value: IndexType) -> Self {
+    pub fn type_(mut self, value: ListStorageType) -> Self {
         self.type_ = Some(value);
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListStorage {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/storage";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListStorageResponse;
+    type Error = ListStorageError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListStorage`] answers.
+pub type ListStorageResponse = Vec<ListStorageResponseItem>;
+/// Errors of [`ListStorage`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListStorageError = crate::error::Untyped<ListStorage>;
 /// `POST /storage` (handler `create`).
 ///
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
@@ -812,7 +812,7 @@ crate::open_enum_traits!(Smbversion);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexType {
+pub enum ListStorageType {
     /// `btrfs`
     Btrfs,
     /// `cephfs`
@@ -844,7 +844,7 @@ pub enum IndexType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexType {
+impl crate::open_enum::OpenEnum for ListStorageType {
     const VALUES: &'static [&'static str] = &[
         "btrfs",
         "cephfs",
@@ -900,17 +900,17 @@ impl crate::open_enum::OpenEnum for IndexType {
         }
     }
 }
-crate::open_enum_traits!(IndexType);
+crate::open_enum_traits!(ListStorageType);
 /// From `GET /storage returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListStorageResponseItem {
     /// `storage`
     pub storage: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListStorageResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -919,7 +919,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListStorageResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("storage", &self.storage)?;

@@ -7,14 +7,14 @@ pub mod realm;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListDomains {}
+impl serde::Serialize for ListDomains {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListDomains {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,18 +24,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListDomains {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/domains";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListDomainsResponse;
+    type Error = ListDomainsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListDomains`] answers.
+pub type ListDomainsResponse = Vec<ListDomainsResponseItem>;
+/// Errors of [`ListDomains`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListDomainsError = crate::error::Untyped<ListDomains>;
 /// `POST /access/domains` (handler `create`).
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
@@ -565,7 +565,7 @@ crate::open_enum_traits!(Sslversion);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemTfa {
+pub enum ListDomainsResponseItemTfa {
     /// `yubico`
     Yubico,
     /// `oath`
@@ -573,7 +573,7 @@ pub enum IndexResponseItemTfa {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemTfa {
+impl crate::open_enum::OpenEnum for ListDomainsResponseItemTfa {
     const VALUES: &'static [&'static str] = &["yubico", "oath"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -590,23 +590,23 @@ impl crate::open_enum::OpenEnum for IndexResponseItemTfa {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemTfa);
+crate::open_enum_traits!(ListDomainsResponseItemTfa);
 /// From `GET /access/domains returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListDomainsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `realm`
     pub realm: Option<String>,
     /// `tfa`
-    pub tfa: Option<IndexResponseItemTfa>,
+    pub tfa: Option<ListDomainsResponseItemTfa>,
     /// Wire name `type`
     pub type_: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListDomainsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -618,7 +618,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListDomainsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -7,14 +7,14 @@ pub mod groupid;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListGroups {}
+impl serde::Serialize for ListGroups {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListGroups {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,18 +24,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListGroups {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/groups";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListGroupsResponse;
+    type Error = ListGroupsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListGroups`] answers.
+pub type ListGroupsResponse = Vec<ListGroupsResponseItem>;
+/// Errors of [`ListGroups`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListGroupsError = crate::error::Untyped<ListGroups>;
 /// `POST /access/groups` (handler `create_group`).
 ///
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
@@ -92,7 +92,7 @@ crate::operation_error!(
 /// From `GET /access/groups returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListGroupsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// Format `pve-groupid`
@@ -102,7 +102,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListGroupsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -113,7 +113,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListGroupsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

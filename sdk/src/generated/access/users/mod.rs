@@ -8,13 +8,13 @@ pub mod userid;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListUsers {
     /// `enabled`
     pub enabled: Option<bool>,
     /// Default `0`
     pub full: Option<bool>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListUsers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("enabled", &self.enabled)?;
@@ -22,7 +22,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListUsers {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -47,18 +47,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListUsers {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListUsersResponse;
+    type Error = ListUsersError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListUsers`] answers.
+pub type ListUsersResponse = Vec<ListUsersResponseItem>;
+/// Errors of [`ListUsers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListUsersError = crate::error::Untyped<ListUsers>;
 /// `POST /access/users` (handler `create_user`).
 ///
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"],"groups_param","create"]]`
@@ -195,7 +195,7 @@ crate::operation_error!(
 /// From `GET /access/users returns items "tokens" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemTokensItem {
+pub struct ListUsersResponseItemTokensItem {
     /// `comment`
     pub comment: Option<String>,
     /// Minimum 0; default `same as user`
@@ -207,7 +207,7 @@ pub struct IndexResponseItemTokensItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
+impl<'de> serde::Deserialize<'de> for ListUsersResponseItemTokensItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -219,7 +219,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemTokensItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemTokensItem {
+impl serde::Serialize for ListUsersResponseItemTokensItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
@@ -233,7 +233,7 @@ impl serde::Serialize for IndexResponseItemTokensItem {
 /// From `GET /access/users returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListUsersResponseItem {
     /// Maximum length 2048
     pub comment: Option<String>,
     /// Format `email-opt`; maximum length 254
@@ -255,7 +255,7 @@ pub struct IndexResponseItem {
     /// Wire name `tfa-locked-until`
     pub tfa_locked_until: Option<i64>,
     /// `tokens`
-    pub tokens: Option<Vec<IndexResponseItemTokensItem>>,
+    pub tokens: Option<Vec<ListUsersResponseItemTokensItem>>,
     /// Wire name `totp-locked`
     pub totp_locked: Option<bool>,
     /// Format `pve-userid`; maximum length 64
@@ -263,7 +263,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListUsersResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -284,7 +284,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListUsersResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -12,14 +12,14 @@ pub mod tos;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListAcme {}
+impl serde::Serialize for ListAcme {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListAcme {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -29,15 +29,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListAcme {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListAcmeResponse;
+    type Error = ListAcmeError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListAcme`] answers.
+pub type ListAcmeResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListAcme`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListAcmeError = crate::error::Untyped<ListAcme>;

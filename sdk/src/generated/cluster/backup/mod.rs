@@ -7,14 +7,14 @@ pub mod id;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListBackup {}
+impl serde::Serialize for ListBackup {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListBackup {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,18 +24,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListBackup {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/backup";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListBackupResponse;
+    type Error = ListBackupError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListBackup`] answers.
+pub type ListBackupResponse = Vec<ListBackupResponseItem>;
+/// Errors of [`ListBackup`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListBackupError = crate::error::Untyped<ListBackup>;
 /// `POST /cluster/backup` (handler `create_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -460,7 +460,7 @@ pub type CreateJobError = crate::error::Untyped<CreateJob>;
 /// From `GET /cluster/backup returns items "fleecing"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemFleecing {
+pub struct ListBackupResponseItemFleecing {
     /// Default `0`
     pub enabled: Option<bool>,
     /// Format `pve-storage-id`
@@ -468,7 +468,7 @@ pub struct IndexResponseItemFleecing {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
+impl<'de> serde::Deserialize<'de> for ListBackupResponseItemFleecing {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -478,7 +478,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFleecing {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemFleecing {
+impl serde::Serialize for ListBackupResponseItemFleecing {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("enabled", &self.enabled)?;
@@ -490,7 +490,7 @@ impl serde::Serialize for IndexResponseItemFleecing {
 /// From `GET /cluster/backup returns items "performance"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemPerformance {
+pub struct ListBackupResponseItemPerformance {
     /// Wire name `max-workers`; range 1 - 256; default `16`
     pub max_workers: Option<i64>,
     /// Wire name `pbs-entries-max`; minimum 1; default `1048576`
@@ -498,7 +498,7 @@ pub struct IndexResponseItemPerformance {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
+impl<'de> serde::Deserialize<'de> for ListBackupResponseItemPerformance {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -508,7 +508,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPerformance {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemPerformance {
+impl serde::Serialize for ListBackupResponseItemPerformance {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("max-workers", &self.max_workers)?;
@@ -520,7 +520,7 @@ impl serde::Serialize for IndexResponseItemPerformance {
 /// From `GET /cluster/backup returns items "prune-backups"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemPruneBackups {
+pub struct ListBackupResponseItemPruneBackups {
     /// Wire name `keep-all`
     pub keep_all: Option<bool>,
     /// Wire name `keep-daily`; minimum 0
@@ -538,7 +538,7 @@ pub struct IndexResponseItemPruneBackups {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
+impl<'de> serde::Deserialize<'de> for ListBackupResponseItemPruneBackups {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -553,7 +553,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPruneBackups {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemPruneBackups {
+impl serde::Serialize for ListBackupResponseItemPruneBackups {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("keep-all", &self.keep_all)?;
@@ -570,7 +570,7 @@ impl serde::Serialize for IndexResponseItemPruneBackups {
 /// From `GET /cluster/backup returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListBackupResponseItem {
     /// Default `0`
     pub all: Option<bool>,
     /// Minimum 0; default `0`
@@ -588,7 +588,7 @@ pub struct IndexResponseItem {
     /// Wire name `exclude-path`
     pub exclude_path: Option<Vec<String>>,
     /// `fleecing`
-    pub fleecing: Option<IndexResponseItemFleecing>,
+    pub fleecing: Option<ListBackupResponseItemFleecing>,
     /// Maximum length 50; pattern `\S+`
     pub id: Option<String>,
     /// Range 0 - 8; default `7`
@@ -612,7 +612,7 @@ pub struct IndexResponseItem {
     /// Wire name `pbs-change-detection-mode`
     pub pbs_change_detection_mode: Option<crate::generated::PbsChangeDetectionMode>,
     /// `performance`
-    pub performance: Option<IndexResponseItemPerformance>,
+    pub performance: Option<ListBackupResponseItemPerformance>,
     /// Default `0`
     pub pigz: Option<i64>,
     /// `pool`
@@ -620,7 +620,7 @@ pub struct IndexResponseItem {
     /// Requires `storage`
     pub protected: Option<bool>,
     /// Wire name `prune-backups`
-    pub prune_backups: Option<IndexResponseItemPruneBackups>,
+    pub prune_backups: Option<ListBackupResponseItemPruneBackups>,
     /// Default `0`
     pub quiet: Option<bool>,
     /// Default `1`
@@ -648,7 +648,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListBackupResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -693,7 +693,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListBackupResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("all", &self.all)?;

@@ -7,14 +7,14 @@ pub mod guest;
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListBulkAction {}
+impl serde::Serialize for ListBulkAction {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListBulkAction {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,15 +24,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListBulkAction {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/bulk-action";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListBulkActionResponse;
+    type Error = ListBulkActionError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListBulkAction`] answers.
+pub type ListBulkActionResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListBulkAction`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListBulkActionError = crate::error::Untyped<ListBulkAction>;

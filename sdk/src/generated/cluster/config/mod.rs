@@ -11,14 +11,14 @@ pub mod totem;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListConfig {}
+impl serde::Serialize for ListConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListConfig {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -28,18 +28,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListConfig {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/config";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListConfigResponse;
+    type Error = ListConfigError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListConfig`] answers.
+pub type ListConfigResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListConfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListConfigError = crate::error::Untyped<ListConfig>;
 /// `POST /cluster/config` (handler `create`).
 ///
 /// - Permissions: none stated

@@ -13,14 +13,14 @@ pub mod rules;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListFirewall {}
+impl serde::Serialize for ListFirewall {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListFirewall {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -30,15 +30,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListFirewall {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListFirewallResponse;
+    type Error = ListFirewallError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListFirewall`] answers.
+pub type ListFirewallResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListFirewall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListFirewallError = crate::error::Untyped<ListFirewall>;

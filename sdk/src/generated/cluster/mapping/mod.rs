@@ -9,14 +9,14 @@ pub mod usb;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListMapping {}
+impl serde::Serialize for ListMapping {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListMapping {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -26,18 +26,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListMapping {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/mapping";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListMappingResponse;
+    type Error = ListMappingError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListMapping`] answers.
+pub type ListMappingResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListMapping`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListMappingError = crate::error::Untyped<ListMapping>;
 /// Values of `severity`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

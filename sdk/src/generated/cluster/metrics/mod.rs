@@ -8,14 +8,14 @@ pub mod server;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListMetrics {}
+impl serde::Serialize for ListMetrics {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListMetrics {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -25,15 +25,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListMetrics {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListMetricsResponse;
+    type Error = ListMetricsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListMetrics`] answers.
+pub type ListMetricsResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListMetrics`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListMetricsError = crate::error::Untyped<ListMetrics>;

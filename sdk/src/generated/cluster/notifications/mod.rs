@@ -11,14 +11,14 @@ pub mod targets;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListNotifications {}
+impl serde::Serialize for ListNotifications {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListNotifications {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -28,18 +28,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListNotifications {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListNotificationsResponse;
+    type Error = ListNotificationsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListNotifications`] answers.
+pub type ListNotificationsResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListNotifications`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListNotificationsError = crate::error::Untyped<ListNotifications>;
 /// Values of `origin`, shared by 6 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

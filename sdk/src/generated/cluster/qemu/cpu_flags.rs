@@ -6,13 +6,13 @@
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListCpuFlags {
     /// Default `kvm`
     pub accel: Option<crate::generated::Accel>,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListCpuFlags {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("accel", &self.accel)?;
@@ -20,7 +20,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListCpuFlags {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -45,22 +45,22 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListCpuFlags {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/qemu/cpu-flags";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 2);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListCpuFlagsResponse;
+    type Error = ListCpuFlagsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListCpuFlags`] answers.
+pub type ListCpuFlagsResponse = Vec<ListCpuFlagsResponseItem>;
+/// Errors of [`ListCpuFlags`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListCpuFlagsError = crate::error::Untyped<ListCpuFlags>;
 /// From `GET /cluster/qemu/cpu-flags returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListCpuFlagsResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `name`
@@ -70,7 +70,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListCpuFlagsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -81,7 +81,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListCpuFlagsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("description", &self.description)?;

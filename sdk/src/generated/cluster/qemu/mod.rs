@@ -8,14 +8,14 @@ pub mod custom_cpu_models;
 /// - Since: PVE 9.2
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListQemu {}
+impl serde::Serialize for ListQemu {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListQemu {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -25,15 +25,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListQemu {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/qemu";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 2);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListQemuResponse;
+    type Error = ListQemuError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListQemu`] answers.
+pub type ListQemuResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListQemu`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListQemuError = crate::error::Untyped<ListQemu>;

@@ -7,14 +7,14 @@ pub mod id;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListReplication {}
+impl serde::Serialize for ListReplication {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListReplication {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,18 +24,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListReplication {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/replication";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListReplicationResponse;
+    type Error = ListReplicationError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListReplication`] answers.
+pub type ListReplicationResponse = Vec<ListReplicationResponseItem>;
+/// Errors of [`ListReplication`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListReplicationError = crate::error::Untyped<ListReplication>;
 /// `POST /cluster/replication` (handler `create`).
 ///
 /// - Permitted users: `all`
@@ -203,7 +203,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/replication returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListReplicationResponseItem {
     /// Maximum length 4096
     pub comment: Option<String>,
     /// `disable`
@@ -229,7 +229,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListReplicationResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -248,7 +248,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListReplicationResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -8,18 +8,18 @@ pub mod id;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListPlugins {
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListPlugins {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
     }
 }
-impl Index {
+impl ListPlugins {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -35,19 +35,19 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListPlugins {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/plugins";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RESPONSE_SECRETS: bool = true;
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListPluginsResponse;
+    type Error = ListPluginsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListPlugins`] answers.
+pub type ListPluginsResponse = Vec<ListPluginsResponseItem>;
+/// Errors of [`ListPlugins`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListPluginsError = crate::error::Untyped<ListPlugins>;
 /// `POST /cluster/acme/plugins` (handler `add_plugin`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -998,7 +998,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/acme/plugins returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListPluginsResponseItem {
     /// `api`
     pub api: Option<Api>,
     /// Secret: Debug and Display print `[redacted]`
@@ -1018,7 +1018,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListPluginsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -1034,7 +1034,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListPluginsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("api", &self.api)?;

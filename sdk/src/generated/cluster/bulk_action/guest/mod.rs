@@ -10,14 +10,14 @@ pub mod suspend;
 /// - Since: PVE 9.1
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListGuest {}
+impl serde::Serialize for ListGuest {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListGuest {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -27,15 +27,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListGuest {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/bulk-action/guest";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListGuestResponse;
+    type Error = ListGuestError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListGuest`] answers.
+pub type ListGuestResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListGuest`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListGuestError = crate::error::Untyped<ListGuest>;

@@ -7,14 +7,14 @@ pub mod group;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListGroups {}
+impl serde::Serialize for ListGroups {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListGroups {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -24,18 +24,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListGroups {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/groups";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListGroupsResponse;
+    type Error = ListGroupsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListGroups`] answers.
+pub type ListGroupsResponse = Vec<ListGroupsResponseItem>;
+/// Errors of [`ListGroups`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListGroupsError = crate::error::Untyped<ListGroups>;
 /// `POST /cluster/ha/groups` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -125,13 +125,13 @@ pub type CreateError = crate::error::Untyped<Create>;
 /// From `GET /cluster/ha/groups returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListGroupsResponseItem {
     /// `group`
     pub group: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListGroupsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -140,7 +140,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListGroupsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("group", &self.group)?;

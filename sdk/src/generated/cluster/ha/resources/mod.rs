@@ -7,18 +7,18 @@ pub mod sid;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListResources {
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListResources {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
     }
 }
-impl Index {
+impl ListResources {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -34,18 +34,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListResources {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/resources";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListResourcesResponse;
+    type Error = ListResourcesError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListResources`] answers.
+pub type ListResourcesResponse = Vec<ListResourcesResponseItem>;
+/// Errors of [`ListResources`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListResourcesError = crate::error::Untyped<ListResources>;
 /// `POST /cluster/ha/resources` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -242,13 +242,13 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/resources returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListResourcesResponseItem {
     /// `sid`
     pub sid: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListResourcesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -257,7 +257,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListResourcesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("sid", &self.sid)?;

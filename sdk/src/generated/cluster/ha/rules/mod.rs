@@ -7,13 +7,13 @@ pub mod rule;
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListRules {
     /// `resource`
     pub resource: Option<String>,
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListRules {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("resource", &self.resource)?;
@@ -21,7 +21,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListRules {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -46,18 +46,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListRules {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/rules";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListRulesResponse;
+    type Error = ListRulesError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListRules`] answers.
+pub type ListRulesResponse = Vec<ListRulesResponseItem>;
+/// Errors of [`ListRules`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListRulesError = crate::error::Untyped<ListRules>;
 /// `POST /cluster/ha/rules` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -193,13 +193,13 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/ha/rules returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListRulesResponseItem {
     /// `rule`
     pub rule: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListRulesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -208,7 +208,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListRulesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("rule", &self.rule)?;

@@ -10,14 +10,14 @@ pub mod manager_status;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListStatus {}
+impl serde::Serialize for ListStatus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListStatus {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -27,15 +27,15 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListStatus {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/status";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListStatusResponse;
+    type Error = ListStatusError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListStatus`] answers.
+pub type ListStatusResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListStatus`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListStatusError = crate::error::Untyped<ListStatus>;

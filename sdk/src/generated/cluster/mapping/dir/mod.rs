@@ -7,18 +7,18 @@ pub mod id;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListDir {
     /// Wire name `check-node`; format `pve-node`
     pub check_node: Option<String>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListDir {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("check-node", &self.check_node)?;
         o.end()
     }
 }
-impl Index {
+impl ListDir {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -34,18 +34,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListDir {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/mapping/dir";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListDirResponse;
+    type Error = ListDirError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListDir`] answers.
+pub type ListDirResponse = Vec<ListDirResponseItem>;
+/// Errors of [`ListDir`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListDirError = crate::error::Untyped<ListDir>;
 /// `POST /cluster/mapping/dir` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/dir",["Mapping.Modify"]]`
@@ -152,7 +152,7 @@ crate::property_string!(Map);
 /// From `GET /cluster/mapping/dir returns items "checks" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemChecksItem {
+pub struct ListDirResponseItemChecksItem {
     /// `message`
     pub message: Option<String>,
     /// `severity`
@@ -160,7 +160,7 @@ pub struct IndexResponseItemChecksItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
+impl<'de> serde::Deserialize<'de> for ListDirResponseItemChecksItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -170,7 +170,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemChecksItem {
+impl serde::Serialize for ListDirResponseItemChecksItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("message", &self.message)?;
@@ -182,9 +182,9 @@ impl serde::Serialize for IndexResponseItemChecksItem {
 /// From `GET /cluster/mapping/dir returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListDirResponseItem {
     /// `checks`
-    pub checks: Option<Vec<IndexResponseItemChecksItem>>,
+    pub checks: Option<Vec<ListDirResponseItemChecksItem>>,
     /// `description`
     pub description: Option<String>,
     /// `id`
@@ -194,7 +194,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListDirResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -206,7 +206,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListDirResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("checks", &self.checks)?;

@@ -7,18 +7,18 @@ pub mod id;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListPci {
     /// Wire name `check-node`; format `pve-node`
     pub check_node: Option<String>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListPci {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("check-node", &self.check_node)?;
         o.end()
     }
 }
-impl Index {
+impl ListPci {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -34,18 +34,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListPci {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/mapping/pci";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListPciResponse;
+    type Error = ListPciError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListPci`] answers.
+pub type ListPciResponse = Vec<ListPciResponseItem>;
+/// Errors of [`ListPci`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListPciError = crate::error::Untyped<ListPci>;
 /// `POST /cluster/mapping/pci` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/pci",["Mapping.Modify"]]`
@@ -217,7 +217,7 @@ crate::property_string!(Map);
 /// From `GET /cluster/mapping/pci returns items "checks" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemChecksItem {
+pub struct ListPciResponseItemChecksItem {
     /// `message`
     pub message: Option<String>,
     /// `severity`
@@ -225,7 +225,7 @@ pub struct IndexResponseItemChecksItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
+impl<'de> serde::Deserialize<'de> for ListPciResponseItemChecksItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -235,7 +235,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemChecksItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemChecksItem {
+impl serde::Serialize for ListPciResponseItemChecksItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("message", &self.message)?;
@@ -247,9 +247,9 @@ impl serde::Serialize for IndexResponseItemChecksItem {
 /// From `GET /cluster/mapping/pci returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListPciResponseItem {
     /// `checks`
-    pub checks: Option<Vec<IndexResponseItemChecksItem>>,
+    pub checks: Option<Vec<ListPciResponseItemChecksItem>>,
     /// `description`
     pub description: Option<String>,
     /// `id`
@@ -259,7 +259,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListPciResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -271,7 +271,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListPciResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("checks", &self.checks)?;

@@ -7,18 +7,18 @@ pub mod id;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListUsb {
     /// Wire name `check-node`; format `pve-node`
     pub check_node: Option<String>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListUsb {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("check-node", &self.check_node)?;
         o.end()
     }
 }
-impl Index {
+impl ListUsb {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -34,18 +34,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListUsb {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/mapping/usb";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListUsbResponse;
+    type Error = ListUsbError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListUsb`] answers.
+pub type ListUsbResponse = Vec<ListUsbResponseItem>;
+/// Errors of [`ListUsb`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListUsbError = crate::error::Untyped<ListUsb>;
 /// `POST /cluster/mapping/usb` (handler `create`).
 ///
 /// - Permission check: `["perm","/mapping/usb",["Mapping.Modify"]]`
@@ -174,7 +174,7 @@ crate::property_string!(Map);
 /// From `GET /cluster/mapping/usb returns items "error" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemErrorItem {
+pub struct ListUsbResponseItemErrorItem {
     /// `message`
     pub message: Option<String>,
     /// `severity`
@@ -182,7 +182,7 @@ pub struct IndexResponseItemErrorItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
+impl<'de> serde::Deserialize<'de> for ListUsbResponseItemErrorItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -192,7 +192,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemErrorItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemErrorItem {
+impl serde::Serialize for ListUsbResponseItemErrorItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("message", &self.message)?;
@@ -204,11 +204,11 @@ impl serde::Serialize for IndexResponseItemErrorItem {
 /// From `GET /cluster/mapping/usb returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListUsbResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `error`
-    pub error: Option<Vec<IndexResponseItemErrorItem>>,
+    pub error: Option<Vec<ListUsbResponseItemErrorItem>>,
     /// `id`
     pub id: Option<String>,
     /// `map`
@@ -216,7 +216,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListUsbResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -228,7 +228,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListUsbResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("description", &self.description)?;

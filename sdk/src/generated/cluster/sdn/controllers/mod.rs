@@ -7,7 +7,7 @@ pub mod controller;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListControllers {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
@@ -15,7 +15,7 @@ pub struct Index {
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListControllers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("pending", &self.pending)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListControllers {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -56,18 +56,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListControllers {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/controllers";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListControllersResponse;
+    type Error = ListControllersError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListControllers`] answers.
+pub type ListControllersResponse = Vec<ListControllersResponseItem>;
+/// Errors of [`ListControllers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListControllersError = crate::error::Untyped<ListControllers>;
 /// `POST /cluster/sdn/controllers` (handler `create`).
 ///
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
@@ -360,7 +360,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/controllers returns items "pending"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemPending {
+pub struct ListControllersResponseItemPending {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
@@ -390,7 +390,7 @@ pub struct IndexResponseItemPending {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
+impl<'de> serde::Deserialize<'de> for ListControllersResponseItemPending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -411,7 +411,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemPending {
+impl serde::Serialize for ListControllersResponseItemPending {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("asn", &self.asn)?;
@@ -434,7 +434,7 @@ impl serde::Serialize for IndexResponseItemPending {
 /// From `GET /cluster/sdn/controllers returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListControllersResponseItem {
     /// Range 0 - 4294967295
     pub asn: Option<i64>,
     /// Wire name `bgp-mode`; default `auto`
@@ -466,7 +466,7 @@ pub struct IndexResponseItem {
     /// `peers`
     pub peers: Option<String>,
     /// `pending`
-    pub pending: Option<IndexResponseItemPending>,
+    pub pending: Option<ListControllersResponseItemPending>,
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Wire name `type`
@@ -474,7 +474,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListControllersResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -500,7 +500,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListControllersResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("asn", &self.asn)?;

@@ -7,18 +7,18 @@ pub mod dns;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListDns {
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListDns {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
     }
 }
-impl Index {
+impl ListDns {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -34,18 +34,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListDns {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/dns";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListDnsResponse;
+    type Error = ListDnsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListDns`] answers.
+pub type ListDnsResponse = Vec<ListDnsResponseItem>;
+/// Errors of [`ListDns`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListDnsError = crate::error::Untyped<ListDns>;
 /// `POST /cluster/sdn/dns` (handler `create`).
 ///
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
@@ -183,7 +183,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/dns returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListDnsResponseItem {
     /// `dns`
     pub dns: Option<String>,
     /// Wire name `type`
@@ -191,7 +191,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListDnsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -201,7 +201,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListDnsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("dns", &self.dns)?;

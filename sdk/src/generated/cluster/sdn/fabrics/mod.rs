@@ -9,14 +9,14 @@ pub mod node;
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {}
-impl serde::Serialize for Index {
+pub struct ListFabrics {}
+impl serde::Serialize for ListFabrics {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Index {
+impl ListFabrics {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -26,18 +26,18 @@ impl Index {
         Self {}
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListFabrics {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListFabricsResponse;
+    type Error = ListFabricsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListFabrics`] answers.
+pub type ListFabricsResponse = Vec<ListFabricsResponseItem>;
+/// Errors of [`ListFabrics`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListFabricsError = crate::error::Untyped<ListFabrics>;
 /// Property string `bgp-interfaces`.
 ///
 /// Used by: `GET /cluster/sdn/fabrics/all returns "nodes" "interfaces"`, `GET /cluster/sdn/fabrics/node returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id} returns "interfaces"`, `GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id} returns "interfaces"`, `POST /cluster/sdn/fabrics/node/{fabric_id} param "interfaces"`, `PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id} param "interfaces"`.
@@ -631,13 +631,13 @@ crate::open_enum_traits!(Role);
 /// From `GET /cluster/sdn/fabrics returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListFabricsResponseItem {
     /// `subdir`
     pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListFabricsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -646,7 +646,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListFabricsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("subdir", &self.subdir)?;

@@ -7,18 +7,18 @@ pub mod ipam;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListIpams {
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListIpams {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("type", &self.type_)?;
         o.end()
     }
 }
-impl Index {
+impl ListIpams {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -34,18 +34,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListIpams {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/ipams";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListIpamsResponse;
+    type Error = ListIpamsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListIpams`] answers.
+pub type ListIpamsResponse = Vec<ListIpamsResponseItem>;
+/// Errors of [`ListIpams`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListIpamsError = crate::error::Untyped<ListIpams>;
 /// `POST /cluster/sdn/ipams` (handler `create`).
 ///
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
@@ -178,7 +178,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/ipams returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListIpamsResponseItem {
     /// `ipam`
     pub ipam: Option<String>,
     /// Wire name `type`
@@ -186,7 +186,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListIpamsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -196,7 +196,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListIpamsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("ipam", &self.ipam)?;

@@ -7,13 +7,13 @@ pub mod vnet;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListVnets {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListVnets {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("pending", &self.pending)?;
@@ -21,7 +21,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListVnets {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -46,18 +46,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListVnets {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListVnetsResponse;
+    type Error = ListVnetsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListVnets`] answers.
+pub type ListVnetsResponse = Vec<ListVnetsResponseItem>;
+/// Errors of [`ListVnets`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListVnetsError = crate::error::Untyped<ListVnets>;
 /// `POST /cluster/sdn/vnets` (handler `create`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
@@ -192,7 +192,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/sdn/vnets returns items "pending"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemPending {
+pub struct ListVnetsResponseItemPending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// Wire name `isolate-ports`
@@ -206,7 +206,7 @@ pub struct IndexResponseItemPending {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
+impl<'de> serde::Deserialize<'de> for ListVnetsResponseItemPending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -219,7 +219,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemPending {
+impl serde::Serialize for ListVnetsResponseItemPending {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("alias", &self.alias)?;
@@ -234,7 +234,7 @@ impl serde::Serialize for IndexResponseItemPending {
 /// From `GET /cluster/sdn/vnets returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListVnetsResponseItem {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// `digest`
@@ -242,7 +242,7 @@ pub struct IndexResponseItem {
     /// Wire name `isolate-ports`
     pub isolate_ports: Option<bool>,
     /// `pending`
-    pub pending: Option<IndexResponseItemPending>,
+    pub pending: Option<ListVnetsResponseItemPending>,
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Range 1 - 16777215
@@ -258,7 +258,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListVnetsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -276,7 +276,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListVnetsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("alias", &self.alias)?;

@@ -7,7 +7,7 @@ pub mod zone;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListZones {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
@@ -15,7 +15,7 @@ pub struct Index {
     /// Wire name `type`
     pub type_: Option<Type>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListZones {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("pending", &self.pending)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListZones {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -56,18 +56,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListZones {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/zones";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListZonesResponse;
+    type Error = ListZonesError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListZones`] answers.
+pub type ListZonesResponse = Vec<ListZonesResponseItem>;
+/// Errors of [`ListZones`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListZonesError = crate::error::Untyped<ListZones>;
 /// `POST /cluster/sdn/zones` (handler `create`).
 ///
 /// - Permission check: `["perm","/sdn/zones",["SDN.Allocate"]]`
@@ -482,7 +482,7 @@ crate::open_enum_traits!(VlanProtocol);
 /// From `GET /cluster/sdn/zones returns items "pending"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemPending {
+pub struct ListZonesResponseItemPending {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
     /// `bridge`
@@ -532,7 +532,7 @@ pub struct IndexResponseItemPending {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
+impl<'de> serde::Deserialize<'de> for ListZonesResponseItemPending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -563,7 +563,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemPending {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemPending {
+impl serde::Serialize for ListZonesResponseItemPending {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("advertise-subnets", &self.advertise_subnets)?;
@@ -602,7 +602,7 @@ impl serde::Serialize for IndexResponseItemPending {
 /// From `GET /cluster/sdn/zones returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListZonesResponseItem {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
     /// `bridge`
@@ -638,7 +638,7 @@ pub struct IndexResponseItem {
     /// Format `ip-list`
     pub peers: Option<String>,
     /// `pending`
-    pub pending: Option<IndexResponseItemPending>,
+    pub pending: Option<ListZonesResponseItemPending>,
     /// `reversedns`
     pub reversedns: Option<String>,
     /// Wire name `rt-import`; format `pve-sdn-bgp-rt-list`
@@ -662,7 +662,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListZonesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -698,7 +698,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListZonesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("advertise-subnets", &self.advertise_subnets)?;

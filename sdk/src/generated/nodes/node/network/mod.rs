@@ -54,13 +54,13 @@ pub type RevertNetworkChangesError = crate::error::Untyped<RevertNetworkChanges>
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListNetwork {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `type`
-    pub type_: Option<IndexType>,
+    pub type_: Option<ListNetworkType>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListNetwork {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -68,7 +68,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListNetwork {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -82,12 +82,12 @@ impl Index {
     }
     /// Sets `type`.
     #[must_use]
-    pub fn type_(mut self, value: IndexType) -> Self {
+    pub fn type_(mut self, value: ListNetworkType) -> Self {
         self.type_ = Some(value);
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListNetwork {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -97,13 +97,13 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListNetworkResponse;
+    type Error = ListNetworkError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListNetwork`] answers.
+pub type ListNetworkResponse = Vec<ListNetworkResponseItem>;
+/// Errors of [`ListNetwork`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListNetworkError = crate::error::Untyped<ListNetwork>;
 /// `POST /nodes/{node}/network` (handler `create_network`).
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
@@ -674,7 +674,7 @@ crate::open_enum_traits!(Type);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexType {
+pub enum ListNetworkType {
     /// `bridge`
     Bridge,
     /// `bond`
@@ -706,7 +706,7 @@ pub enum IndexType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexType {
+impl crate::open_enum::OpenEnum for ListNetworkType {
     const VALUES: &'static [&'static str] = &[
         "bridge",
         "bond",
@@ -762,11 +762,11 @@ impl crate::open_enum::OpenEnum for IndexType {
         }
     }
 }
-crate::open_enum_traits!(IndexType);
+crate::open_enum_traits!(ListNetworkType);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemFamiliesItem {
+pub enum ListNetworkResponseItemFamiliesItem {
     /// `inet`
     Inet,
     /// `inet6`
@@ -774,7 +774,7 @@ pub enum IndexResponseItemFamiliesItem {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemFamiliesItem {
+impl crate::open_enum::OpenEnum for ListNetworkResponseItemFamiliesItem {
     const VALUES: &'static [&'static str] = &["inet", "inet6"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -791,11 +791,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemFamiliesItem {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemFamiliesItem);
+crate::open_enum_traits!(ListNetworkResponseItemFamiliesItem);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemMethod {
+pub enum ListNetworkResponseItemMethod {
     /// `loopback`
     Loopback,
     /// `dhcp`
@@ -809,7 +809,7 @@ pub enum IndexResponseItemMethod {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemMethod {
+impl crate::open_enum::OpenEnum for ListNetworkResponseItemMethod {
     const VALUES: &'static [&'static str] = &["loopback", "dhcp", "manual", "static", "auto"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -832,11 +832,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemMethod {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemMethod);
+crate::open_enum_traits!(ListNetworkResponseItemMethod);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemMethod6 {
+pub enum ListNetworkResponseItemMethod6 {
     /// `loopback`
     Loopback,
     /// `dhcp`
@@ -850,7 +850,7 @@ pub enum IndexResponseItemMethod6 {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemMethod6 {
+impl crate::open_enum::OpenEnum for ListNetworkResponseItemMethod6 {
     const VALUES: &'static [&'static str] = &["loopback", "dhcp", "manual", "static", "auto"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -873,11 +873,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemMethod6 {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemMethod6);
+crate::open_enum_traits!(ListNetworkResponseItemMethod6);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemVlanProtocol {
+pub enum ListNetworkResponseItemVlanProtocol {
     /// `802.1ad`
     V8021ad,
     /// `802.1q`
@@ -885,7 +885,7 @@ pub enum IndexResponseItemVlanProtocol {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemVlanProtocol {
+impl crate::open_enum::OpenEnum for ListNetworkResponseItemVlanProtocol {
     const VALUES: &'static [&'static str] = &["802.1ad", "802.1q"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -902,11 +902,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemVlanProtocol {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemVlanProtocol);
+crate::open_enum_traits!(ListNetworkResponseItemVlanProtocol);
 /// From `GET /nodes/{node}/network returns items`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListNetworkResponseItem {
     /// `active`
     pub active: Option<bool>,
     /// Format `ipv4`; requires `netmask`
@@ -948,7 +948,7 @@ pub struct IndexResponseItem {
     /// `exists`
     pub exists: Option<bool>,
     /// `families`
-    pub families: Option<Vec<IndexResponseItemFamiliesItem>>,
+    pub families: Option<Vec<ListNetworkResponseItemFamiliesItem>>,
     /// Format `ipv4`
     pub gateway: Option<String>,
     /// Format `ipv6`
@@ -958,9 +958,9 @@ pub struct IndexResponseItem {
     /// Wire name `link-type`
     pub link_type: Option<String>,
     /// `method`
-    pub method: Option<IndexResponseItemMethod>,
+    pub method: Option<ListNetworkResponseItemMethod>,
     /// `method6`
-    pub method6: Option<IndexResponseItemMethod6>,
+    pub method6: Option<ListNetworkResponseItemMethod6>,
     /// Range 1280 - 65520
     pub mtu: Option<i64>,
     /// Format `ipv4mask`; requires `address`
@@ -992,7 +992,7 @@ pub struct IndexResponseItem {
     /// Wire name `vlan-id`; range 1 - 4094
     pub vlan_id: Option<i64>,
     /// Wire name `vlan-protocol`
-    pub vlan_protocol: Option<IndexResponseItemVlanProtocol>,
+    pub vlan_protocol: Option<ListNetworkResponseItemVlanProtocol>,
     /// Wire name `vlan-raw-device`; format `pve-iface`
     pub vlan_raw_device: Option<String>,
     /// Wire name `vxlan-id`
@@ -1006,7 +1006,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl IndexResponseItem {
+impl ListNetworkResponseItem {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -1066,7 +1066,7 @@ impl IndexResponseItem {
         }
     }
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListNetworkResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -1122,7 +1122,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListNetworkResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("active", &self.active)?;

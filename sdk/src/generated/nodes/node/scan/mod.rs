@@ -13,18 +13,18 @@ pub mod zfs;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListScan {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListScan {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListScan {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -34,7 +34,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListScan {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan";
@@ -44,23 +44,23 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListScanResponse;
+    type Error = ListScanError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListScan`] answers.
+pub type ListScanResponse = Vec<ListScanResponseItem>;
+/// Errors of [`ListScan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListScanError = crate::error::Untyped<ListScan>;
 /// From `GET /nodes/{node}/scan returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListScanResponseItem {
     /// `method`
     pub method: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListScanResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -69,7 +69,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListScanResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("method", &self.method)?;

@@ -9,7 +9,7 @@ pub mod storage;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListStorage {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-storage-content-list`
@@ -23,7 +23,7 @@ pub struct Index {
     /// Format `pve-node`
     pub target: Option<String>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListStorage {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -35,7 +35,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListStorage {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -82,7 +82,7 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListStorage {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage";
@@ -92,17 +92,17 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListStorageResponse;
+    type Error = ListStorageError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListStorage`] answers.
+pub type ListStorageResponse = Vec<ListStorageResponseItem>;
+/// Errors of [`ListStorage`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListStorageError = crate::error::Untyped<ListStorage>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemFormatsDefault {
+pub enum ListStorageResponseItemFormatsDefault {
     /// `qcow2`
     Qcow2,
     /// `raw`
@@ -114,7 +114,7 @@ pub enum IndexResponseItemFormatsDefault {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemFormatsDefault {
+impl crate::open_enum::OpenEnum for ListStorageResponseItemFormatsDefault {
     const VALUES: &'static [&'static str] = &["qcow2", "raw", "subvol", "vmdk"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -135,11 +135,11 @@ impl crate::open_enum::OpenEnum for IndexResponseItemFormatsDefault {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemFormatsDefault);
+crate::open_enum_traits!(ListStorageResponseItemFormatsDefault);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemFormatsSupportedItem {
+pub enum ListStorageResponseItemFormatsSupportedItem {
     /// `qcow2`
     Qcow2,
     /// `raw`
@@ -151,7 +151,7 @@ pub enum IndexResponseItemFormatsSupportedItem {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemFormatsSupportedItem {
+impl crate::open_enum::OpenEnum for ListStorageResponseItemFormatsSupportedItem {
     const VALUES: &'static [&'static str] = &["qcow2", "raw", "subvol", "vmdk"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -172,19 +172,19 @@ impl crate::open_enum::OpenEnum for IndexResponseItemFormatsSupportedItem {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemFormatsSupportedItem);
+crate::open_enum_traits!(ListStorageResponseItemFormatsSupportedItem);
 /// From `GET /nodes/{node}/storage returns items "formats"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemFormats {
+pub struct ListStorageResponseItemFormats {
     /// `default`
-    pub default: Option<IndexResponseItemFormatsDefault>,
+    pub default: Option<ListStorageResponseItemFormatsDefault>,
     /// `supported`
-    pub supported: Option<Vec<IndexResponseItemFormatsSupportedItem>>,
+    pub supported: Option<Vec<ListStorageResponseItemFormatsSupportedItem>>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
+impl<'de> serde::Deserialize<'de> for ListStorageResponseItemFormats {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -194,7 +194,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemFormats {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemFormats {
+impl serde::Serialize for ListStorageResponseItemFormats {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("default", &self.default)?;
@@ -206,7 +206,7 @@ impl serde::Serialize for IndexResponseItemFormats {
 /// From `GET /nodes/{node}/storage returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListStorageResponseItem {
     /// `active`
     pub active: Option<bool>,
     /// `avail`
@@ -216,7 +216,7 @@ pub struct IndexResponseItem {
     /// `enabled`
     pub enabled: Option<bool>,
     /// `formats`
-    pub formats: Option<IndexResponseItemFormats>,
+    pub formats: Option<ListStorageResponseItemFormats>,
     /// `select_existing`
     pub select_existing: Option<bool>,
     /// `shared`
@@ -234,7 +234,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListStorageResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -254,7 +254,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListStorageResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("active", &self.active)?;

@@ -7,13 +7,13 @@ pub mod id;
 /// - Since: PVE 9.0
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListFabric {
     /// `pending`
     pub pending: Option<bool>,
     /// `running`
     pub running: Option<bool>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListFabric {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("pending", &self.pending)?;
@@ -21,7 +21,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListFabric {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -46,18 +46,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListFabric {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/fabric";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 0);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListFabricResponse;
+    type Error = ListFabricError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListFabric`] answers.
+pub type ListFabricResponse = Vec<ListFabricResponseItem>;
+/// Errors of [`ListFabric`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListFabricError = crate::error::Untyped<ListFabric>;
 /// `POST /cluster/sdn/fabrics/fabric` (handler `add_fabric`).
 ///
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Allocate"]]`
@@ -148,15 +148,15 @@ crate::operation_error!(
 /// Selected by `protocol`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum IndexResponseItemProtocol {
+pub enum ListFabricResponseItemProtocol {
     /// `protocol` = `openfabric`
-    Openfabric(IndexResponseItemProtocolOpenfabric),
+    Openfabric(ListFabricResponseItemProtocolOpenfabric),
     /// `protocol` = `ospf`
-    Ospf(IndexResponseItemProtocolOspf),
+    Ospf(ListFabricResponseItemProtocolOspf),
     /// `protocol` = `wireguard`
-    Wireguard(IndexResponseItemProtocolWireguard),
+    Wireguard(ListFabricResponseItemProtocolWireguard),
     /// `protocol` = `bgp`
-    Bgp(IndexResponseItemProtocolBgp),
+    Bgp(ListFabricResponseItemProtocolBgp),
     /// A variant this version of the schema does not know, with its fields as sent.
     Other {
         /// The tag value.
@@ -165,7 +165,7 @@ pub enum IndexResponseItemProtocol {
         fields: serde_json::Map<String, serde_json::Value>,
     },
 }
-impl crate::tagged::Tagged for IndexResponseItemProtocol {
+impl crate::tagged::Tagged for ListFabricResponseItemProtocol {
     const TAG: &'static str = "protocol";
     fn tag(&self) -> &str {
         match self {
@@ -198,11 +198,11 @@ impl crate::tagged::Tagged for IndexResponseItemProtocol {
         }
     }
 }
-crate::tagged_traits!(IndexResponseItemProtocol);
-/// Fields of [`IndexResponseItemProtocol::Openfabric`].
+crate::tagged_traits!(ListFabricResponseItemProtocol);
+/// Fields of [`ListFabricResponseItemProtocol::Openfabric`].
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemProtocolOpenfabric {
+pub struct ListFabricResponseItemProtocolOpenfabric {
     /// Range 1 - 600
     pub csnp_interval: Option<f64>,
     /// Range 1 - 600
@@ -210,7 +210,7 @@ pub struct IndexResponseItemProtocolOpenfabric {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
-impl IndexResponseItemProtocolOpenfabric {
+impl ListFabricResponseItemProtocolOpenfabric {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -242,7 +242,7 @@ impl IndexResponseItemProtocolOpenfabric {
         self
     }
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOpenfabric {
+impl<'de> serde::Deserialize<'de> for ListFabricResponseItemProtocolOpenfabric {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -252,7 +252,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOpenfabric {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemProtocolOpenfabric {
+impl serde::Serialize for ListFabricResponseItemProtocolOpenfabric {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("csnp_interval", &self.csnp_interval)?;
@@ -261,10 +261,10 @@ impl serde::Serialize for IndexResponseItemProtocolOpenfabric {
         o.end()
     }
 }
-/// Fields of [`IndexResponseItemProtocol::Ospf`].
+/// Fields of [`ListFabricResponseItemProtocol::Ospf`].
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemProtocolOspf {
+pub struct ListFabricResponseItemProtocolOspf {
     /// `area`
     pub area: Option<String>,
     /// `redistribute`
@@ -272,7 +272,7 @@ pub struct IndexResponseItemProtocolOspf {
     /// Format `pve-sdn-prefix-list-id`
     pub route_filter: Option<String>,
 }
-impl IndexResponseItemProtocolOspf {
+impl ListFabricResponseItemProtocolOspf {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -307,7 +307,7 @@ impl IndexResponseItemProtocolOspf {
         self
     }
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOspf {
+impl<'de> serde::Deserialize<'de> for ListFabricResponseItemProtocolOspf {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -317,7 +317,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolOspf {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemProtocolOspf {
+impl serde::Serialize for ListFabricResponseItemProtocolOspf {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("area", &self.area)?;
@@ -326,14 +326,14 @@ impl serde::Serialize for IndexResponseItemProtocolOspf {
         o.end()
     }
 }
-/// Fields of [`IndexResponseItemProtocol::Wireguard`].
+/// Fields of [`ListFabricResponseItemProtocol::Wireguard`].
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemProtocolWireguard {
+pub struct ListFabricResponseItemProtocolWireguard {
     /// Range 0 - 65535
     pub persistent_keepalive: Option<f64>,
 }
-impl IndexResponseItemProtocolWireguard {
+impl ListFabricResponseItemProtocolWireguard {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -351,7 +351,7 @@ impl IndexResponseItemProtocolWireguard {
         self
     }
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolWireguard {
+impl<'de> serde::Deserialize<'de> for ListFabricResponseItemProtocolWireguard {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -359,21 +359,21 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolWireguard {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemProtocolWireguard {
+impl serde::Serialize for ListFabricResponseItemProtocolWireguard {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("persistent_keepalive", &self.persistent_keepalive)?;
         o.end()
     }
 }
-/// Fields of [`IndexResponseItemProtocol::Bgp`].
+/// Fields of [`ListFabricResponseItemProtocol::Bgp`].
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemProtocolBgp {
+pub struct ListFabricResponseItemProtocolBgp {
     /// `redistribute`
     pub redistribute: Option<Vec<crate::generated::cluster::sdn::fabrics::BgpRedistribute>>,
 }
-impl IndexResponseItemProtocolBgp {
+impl ListFabricResponseItemProtocolBgp {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -392,7 +392,7 @@ impl IndexResponseItemProtocolBgp {
         self
     }
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolBgp {
+impl<'de> serde::Deserialize<'de> for ListFabricResponseItemProtocolBgp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -400,7 +400,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemProtocolBgp {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemProtocolBgp {
+impl serde::Serialize for ListFabricResponseItemProtocolBgp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("redistribute", &self.redistribute)?;
@@ -410,7 +410,7 @@ impl serde::Serialize for IndexResponseItemProtocolBgp {
 /// From `GET /cluster/sdn/fabrics/fabric returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListFabricResponseItem {
     /// Maximum length 64
     pub digest: Option<String>,
     /// Format `pve-sdn-fabric-id`; length 2 - 8; pattern `[a-zA-Z0-9][a-zA-Z0-9-]{0,6}[a-zA-Z0-9]`
@@ -422,11 +422,11 @@ pub struct IndexResponseItem {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
     /// Union tag: each variant carries its own fields
-    pub protocol: Option<IndexResponseItemProtocol>,
+    pub protocol: Option<ListFabricResponseItemProtocol>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListFabricResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -440,7 +440,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListFabricResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("digest", &self.digest)?;

@@ -6,13 +6,13 @@
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListCpu {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListCpu {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -20,7 +20,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListCpu {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -39,7 +39,7 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListCpu {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/cpu";
@@ -49,17 +49,17 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListCpuResponse;
+    type Error = ListCpuError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListCpu`] answers.
+pub type ListCpuResponse = Vec<ListCpuResponseItem>;
+/// Errors of [`ListCpu`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListCpuError = crate::error::Untyped<ListCpu>;
 /// From `GET /nodes/{node}/capabilities/qemu/cpu returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListCpuResponseItem {
     /// Wire name `abstract`
     pub abstract_: Option<bool>,
     /// `custom`
@@ -71,7 +71,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListCpuResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -83,7 +83,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListCpuResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("abstract", &self.abstract_)?;

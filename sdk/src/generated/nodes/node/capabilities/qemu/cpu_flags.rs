@@ -6,7 +6,7 @@
 /// - Since: PVE 9.1
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListCpuFlags {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `kvm`
@@ -14,7 +14,7 @@ pub struct Index {
     /// `arch`
     pub arch: Option<crate::generated::Arch>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListCpuFlags {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListCpuFlags {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -49,7 +49,7 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListCpuFlags {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/cpu-flags";
@@ -59,17 +59,17 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListCpuFlagsResponse;
+    type Error = ListCpuFlagsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListCpuFlags`] answers.
+pub type ListCpuFlagsResponse = Vec<ListCpuFlagsResponseItem>;
+/// Errors of [`ListCpuFlags`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListCpuFlagsError = crate::error::Untyped<ListCpuFlags>;
 /// From `GET /nodes/{node}/capabilities/qemu/cpu-flags returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListCpuFlagsResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `name`
@@ -79,7 +79,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListCpuFlagsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -90,7 +90,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListCpuFlagsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("description", &self.description)?;

@@ -9,18 +9,18 @@ pub mod value;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListCfg {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListCfg {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListCfg {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListCfg {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/cfg";
@@ -40,10 +40,10 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListCfgResponse;
+    type Error = ListCfgError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListCfg`] answers.
+pub type ListCfgResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListCfg`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListCfgError = crate::error::Untyped<ListCfg>;

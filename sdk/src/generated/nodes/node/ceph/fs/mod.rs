@@ -9,18 +9,18 @@ pub mod name;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListFs {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListFs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListFs {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListFs {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/fs";
@@ -40,17 +40,17 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListFsResponse;
+    type Error = ListFsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListFs`] answers.
+pub type ListFsResponse = Vec<ListFsResponseItem>;
+/// Errors of [`ListFs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListFsError = crate::error::Untyped<ListFs>;
 /// From `GET /nodes/{node}/ceph/fs returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListFsResponseItem {
     /// `data_pool`
     pub data_pool: Option<String>,
     /// `data_pool_ids`
@@ -66,7 +66,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListFsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -80,7 +80,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListFsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("data_pool", &self.data_pool)?;

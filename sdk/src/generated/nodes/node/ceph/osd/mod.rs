@@ -9,18 +9,18 @@ pub mod osdid;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListOsd {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListOsd {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListOsd {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListOsd {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd";
@@ -40,11 +40,11 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListOsdResponse;
+    type Error = ListOsdError;
 }
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// Errors of [`ListOsd`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListOsdError = crate::error::Untyped<ListOsd>;
 /// `POST /nodes/{node}/ceph/osd` (handler `createosd`).
 ///
 /// - Permissions: none stated
@@ -174,7 +174,7 @@ crate::operation_error!(
 /// From `GET /nodes/{node}/ceph/osd returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponse {
+pub struct ListOsdResponse {
     /// `flags`
     pub flags: Option<String>,
     /// `root`
@@ -182,7 +182,7 @@ pub struct IndexResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponse {
+impl<'de> serde::Deserialize<'de> for ListOsdResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -192,7 +192,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
         })
     }
 }
-impl serde::Serialize for IndexResponse {
+impl serde::Serialize for ListOsdResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("flags", &self.flags)?;

@@ -7,18 +7,18 @@ pub mod certificate;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListAcme {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListAcme {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListAcme {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -28,7 +28,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListAcme {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/certificates/acme";
@@ -38,10 +38,10 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListAcmeResponse;
+    type Error = ListAcmeError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListAcme`] answers.
+pub type ListAcmeResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListAcme`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListAcmeError = crate::error::Untyped<ListAcme>;

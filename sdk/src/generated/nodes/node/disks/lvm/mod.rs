@@ -9,18 +9,18 @@ pub mod name;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListLvm {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListLvm {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListLvm {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListLvm {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/lvm";
@@ -40,11 +40,11 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListLvmResponse;
+    type Error = ListLvmError;
 }
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// Errors of [`ListLvm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListLvmError = crate::error::Untyped<ListLvm>;
 /// `POST /nodes/{node}/disks/lvm` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -120,7 +120,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 /// From `GET /nodes/{node}/disks/lvm returns "children" items "children" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseChildrenItemChildrenItem {
+pub struct ListLvmResponseChildrenItemChildrenItem {
     /// `free`
     pub free: Option<i64>,
     /// `leaf`
@@ -132,7 +132,7 @@ pub struct IndexResponseChildrenItemChildrenItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
+impl<'de> serde::Deserialize<'de> for ListLvmResponseChildrenItemChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -144,7 +144,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItemChildrenItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseChildrenItemChildrenItem {
+impl serde::Serialize for ListLvmResponseChildrenItemChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("free", &self.free)?;
@@ -158,9 +158,9 @@ impl serde::Serialize for IndexResponseChildrenItemChildrenItem {
 /// From `GET /nodes/{node}/disks/lvm returns "children" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseChildrenItem {
+pub struct ListLvmResponseChildrenItem {
     /// `children`
-    pub children: Option<Vec<IndexResponseChildrenItemChildrenItem>>,
+    pub children: Option<Vec<ListLvmResponseChildrenItemChildrenItem>>,
     /// `free`
     pub free: Option<i64>,
     /// `leaf`
@@ -172,7 +172,7 @@ pub struct IndexResponseChildrenItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
+impl<'de> serde::Deserialize<'de> for ListLvmResponseChildrenItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -185,7 +185,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseChildrenItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseChildrenItem {
+impl serde::Serialize for ListLvmResponseChildrenItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("children", &self.children)?;
@@ -200,15 +200,15 @@ impl serde::Serialize for IndexResponseChildrenItem {
 /// From `GET /nodes/{node}/disks/lvm returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponse {
+pub struct ListLvmResponse {
     /// `children`
-    pub children: Option<Vec<IndexResponseChildrenItem>>,
+    pub children: Option<Vec<ListLvmResponseChildrenItem>>,
     /// `leaf`
     pub leaf: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponse {
+impl<'de> serde::Deserialize<'de> for ListLvmResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -218,7 +218,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponse {
         })
     }
 }
-impl serde::Serialize for IndexResponse {
+impl serde::Serialize for ListLvmResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("children", &self.children)?;

@@ -9,13 +9,13 @@ pub mod status;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListReplication {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListReplication {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListReplication {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +36,7 @@ impl Index {
         }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListReplication {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication/{id}";
@@ -53,10 +53,10 @@ impl crate::Operation for Index {
             format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
         },
     ];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListReplicationResponse;
+    type Error = ListReplicationError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListReplication`] answers.
+pub type ListReplicationResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListReplication`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListReplicationError = crate::error::Untyped<ListReplication>;

@@ -9,18 +9,18 @@ pub mod zone;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListZones {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListZones {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Index {
+impl ListZones {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Index {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListZones {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/zones";
@@ -40,17 +40,17 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListZonesResponse;
+    type Error = ListZonesError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListZones`] answers.
+pub type ListZonesResponse = Vec<ListZonesResponseItem>;
+/// Errors of [`ListZones`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListZonesError = crate::error::Untyped<ListZones>;
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum IndexResponseItemStatus {
+pub enum ListZonesResponseItemStatus {
     /// `available`
     Available,
     /// `pending`
@@ -60,7 +60,7 @@ pub enum IndexResponseItemStatus {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
+impl crate::open_enum::OpenEnum for ListZonesResponseItemStatus {
     const VALUES: &'static [&'static str] = &["available", "pending", "error"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -79,19 +79,19 @@ impl crate::open_enum::OpenEnum for IndexResponseItemStatus {
         }
     }
 }
-crate::open_enum_traits!(IndexResponseItemStatus);
+crate::open_enum_traits!(ListZonesResponseItemStatus);
 /// From `GET /nodes/{node}/sdn/zones returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListZonesResponseItem {
     /// `status`
-    pub status: Option<IndexResponseItemStatus>,
+    pub status: Option<ListZonesResponseItemStatus>,
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListZonesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -101,7 +101,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListZonesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("status", &self.status)?;

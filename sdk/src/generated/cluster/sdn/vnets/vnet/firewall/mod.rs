@@ -8,18 +8,18 @@ pub mod rules;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListFirewall {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListFirewall {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
         o.end()
     }
 }
-impl Index {
+impl ListFirewall {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -29,15 +29,15 @@ impl Index {
         Self { vnet: vnet.into() }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListFirewall {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/firewall";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListFirewallResponse;
+    type Error = ListFirewallError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListFirewall`] answers.
+pub type ListFirewallResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListFirewall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListFirewallError = crate::error::Untyped<ListFirewall>;

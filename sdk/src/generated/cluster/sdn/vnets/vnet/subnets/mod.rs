@@ -7,7 +7,7 @@ pub mod subnet;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListSubnets {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// `pending`
@@ -15,7 +15,7 @@ pub struct Index {
     /// `running`
     pub running: Option<bool>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListSubnets {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListSubnets {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -50,18 +50,18 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListSubnets {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListSubnetsResponse;
+    type Error = ListSubnetsError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListSubnets`] answers.
+pub type ListSubnetsResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListSubnets`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListSubnetsError = crate::error::Untyped<ListSubnets>;
 /// `POST /cluster/sdn/vnets/{vnet}/subnets` (handler `create`).
 ///
 /// - Permitted users: `all`

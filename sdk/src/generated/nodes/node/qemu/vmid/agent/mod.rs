@@ -32,13 +32,13 @@ pub mod suspend_ram;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListAgent {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListAgent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -46,7 +46,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListAgent {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -59,7 +59,7 @@ impl Index {
         }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListAgent {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent";
@@ -76,15 +76,15 @@ impl crate::Operation for Index {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListAgentResponse;
+    type Error = ListAgentError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// What [`ListAgent`] answers.
+pub type ListAgentResponse = Vec<serde_json::Map<String, serde_json::Value>>;
 crate::operation_error!(
-    IndexError for Index; GuestAgentNotConfigured => is_guest_agent_not_configured,
-    GuestAgentNotRunning => is_guest_agent_not_running, GuestNotRunning =>
-    is_guest_not_running; absent :
+    ListAgentError for ListAgent; GuestAgentNotConfigured =>
+    is_guest_agent_not_configured, GuestAgentNotRunning => is_guest_agent_not_running,
+    GuestNotRunning => is_guest_not_running; absent :
 );
 /// `POST /nodes/{node}/qemu/{vmid}/agent` (handler `agent`).
 ///

@@ -12,13 +12,13 @@ pub mod rules;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListFirewall {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListFirewall {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +26,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListFirewall {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -39,7 +39,7 @@ impl Index {
         }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListFirewall {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall";
@@ -56,10 +56,10 @@ impl crate::Operation for Index {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListFirewallResponse;
+    type Error = ListFirewallError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListFirewall`] answers.
+pub type ListFirewallResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`ListFirewall`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListFirewallError = crate::error::Untyped<ListFirewall>;

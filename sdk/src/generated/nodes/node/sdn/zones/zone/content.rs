@@ -8,13 +8,13 @@
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListContent {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListContent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -22,7 +22,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListContent {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -35,7 +35,7 @@ impl Index {
         }
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListContent {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/zones/{zone}/content";
@@ -45,17 +45,17 @@ impl crate::Operation for Index {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListContentResponse;
+    type Error = ListContentError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
-/// Errors of [`Index`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IndexError = crate::error::Untyped<Index>;
+/// What [`ListContent`] answers.
+pub type ListContentResponse = Vec<ListContentResponseItem>;
+/// Errors of [`ListContent`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListContentError = crate::error::Untyped<ListContent>;
 /// From `GET /nodes/{node}/sdn/zones/{zone}/content returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListContentResponseItem {
     /// `status`
     pub status: Option<String>,
     /// `statusmsg`
@@ -65,7 +65,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListContentResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -76,7 +76,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListContentResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("status", &self.status)?;

@@ -9,7 +9,7 @@ pub mod volume;
 /// - Since: PVE 8.4
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Index {
+pub struct ListContent {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
@@ -19,7 +19,7 @@ pub struct Index {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: Option<i64>,
 }
-impl serde::Serialize for Index {
+impl serde::Serialize for ListContent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -29,7 +29,7 @@ impl serde::Serialize for Index {
         o.end()
     }
 }
-impl Index {
+impl ListContent {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -56,7 +56,7 @@ impl Index {
         self
     }
 }
-impl crate::Operation for Index {
+impl crate::Operation for ListContent {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content";
@@ -73,13 +73,13 @@ impl crate::Operation for Index {
             format: Some(&crate::generated::formats::PVE_STORAGE_ID),
         },
     ];
-    type Response = IndexResponse;
-    type Error = IndexError;
+    type Response = ListContentResponse;
+    type Error = ListContentError;
 }
-/// What [`Index`] answers.
-pub type IndexResponse = Vec<IndexResponseItem>;
+/// What [`ListContent`] answers.
+pub type ListContentResponse = Vec<ListContentResponseItem>;
 crate::operation_error!(
-    IndexError for Index; StorageNotFound => is_storage_not_found; absent :
+    ListContentError for ListContent; StorageNotFound => is_storage_not_found; absent :
 );
 /// `POST /nodes/{node}/storage/{storage}/content` (handler `create`).
 ///
@@ -172,7 +172,7 @@ crate::operation_error!(
 /// From `GET /nodes/{node}/storage/{storage}/content returns items "verification"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItemVerification {
+pub struct ListContentResponseItemVerification {
     /// `state`
     pub state: Option<String>,
     /// `upid`
@@ -180,7 +180,7 @@ pub struct IndexResponseItemVerification {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
+impl<'de> serde::Deserialize<'de> for ListContentResponseItemVerification {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -190,7 +190,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItemVerification {
         })
     }
 }
-impl serde::Serialize for IndexResponseItemVerification {
+impl serde::Serialize for ListContentResponseItemVerification {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("state", &self.state)?;
@@ -202,7 +202,7 @@ impl serde::Serialize for IndexResponseItemVerification {
 /// From `GET /nodes/{node}/storage/{storage}/content returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IndexResponseItem {
+pub struct ListContentResponseItem {
     /// Wire name `approximate-size`
     pub approximate_size: Option<i64>,
     /// Minimum 0
@@ -222,7 +222,7 @@ pub struct IndexResponseItem {
     /// `used`
     pub used: Option<i64>,
     /// `verification`
-    pub verification: Option<IndexResponseItemVerification>,
+    pub verification: Option<ListContentResponseItemVerification>,
     /// `vmid`
     pub vmid: Option<i64>,
     /// `volid`
@@ -230,7 +230,7 @@ pub struct IndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListContentResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -250,7 +250,7 @@ impl<'de> serde::Deserialize<'de> for IndexResponseItem {
         })
     }
 }
-impl serde::Serialize for IndexResponseItem {
+impl serde::Serialize for ListContentResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("approximate-size", &self.approximate_size)?;
