@@ -695,6 +695,9 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
             quote! {
                 impl crate::pager::Paged for #name {
                     type Item = #item;
+                    fn first_item(&self) -> u64 {
+                        self.start.map_or(0, |s| s.max(0) as u64)
+                    }
                     fn page(&self, start: u64, limit: u64) -> Self {
                         let mut page = self.clone();
                         page.start = Some(start.min(i64::MAX as u64) as i64);

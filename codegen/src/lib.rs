@@ -261,57 +261,55 @@ fn process_alive(pid: u32) -> Option<bool> {
 /// processes stay; on a system without `/proc` nothing is touched. Returns what was removed.
 pub fn remove_stale_temporaries(out: &Path, facts: Option<&Path>) -> Vec<PathBuf> {
     let mut removed = Vec::new();
+    let beside_out = dead_leftovers(parent_of(out), TEMP_PREFIX);
     // A run killed between moving the old output aside and moving the new one in left no
     // `out`: the old output is put back first, so it is never what gets removed.
     if !out.exists() {
-        if let Ok(entries) = std::fs::read_dir(parent_of(out)) {
-            for e in entries.filter_map(Result::ok) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let pid = name
-                    .strip_prefix(TEMP_PREFIX)
-                    .and_then(|r| r.strip_prefix("old-"))
-                    .and_then(|p| p.parse::<u32>().ok());
-                if pid.is_some_and(|p| process_alive(p) == Some(false))
-                    && std::fs::rename(e.path(), out).is_ok()
-                {
-                    break;
+        let old = format!("{TEMP_PREFIX}old-");
+        for (name, path) in &beside_out {
+            if name.starts_with(&old) && std::fs::rename(path, out).is_ok() {
+                break;
+            }
+        }
+    }
+    for (_, path) in beside_out {
+        if path.is_dir() && std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    if let Some(f) = facts {
+        if let Some(name) = f.file_name() {
+            let prefix = format!("{}.tmp-", name.to_string_lossy());
+            for (_, path) in dead_leftovers(parent_of(f), &prefix) {
+                if path.is_file() && std::fs::remove_file(&path).is_ok() {
+                    removed.push(path);
                 }
             }
         }
     }
-    let mut sweep = |dir: &Path, prefix: &str, folders: bool| {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.filter_map(Result::ok) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(rest) = name.strip_prefix(prefix) else {
-                continue;
-            };
-            let pid = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
-            let Some(pid) = pid else { continue };
-            if pid == std::process::id() || process_alive(pid) != Some(false) {
-                continue;
-            }
-            let path = e.path();
-            let gone = if folders {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            if gone.is_ok() {
-                removed.push(path);
-            }
-        }
-    };
-    sweep(parent_of(out), TEMP_PREFIX, true);
-    if let Some(f) = facts {
-        if let Some(name) = f.file_name() {
-            let prefix = format!("{}.tmp-", name.to_string_lossy());
-            sweep(parent_of(f), &prefix, false);
-        }
-    }
     removed
+}
+
+/// The entries of `dir` named `{prefix}...-{pid}` whose process is gone (never this one's;
+/// none when this system cannot tell), as (name, path).
+fn dead_leftovers(dir: &Path, prefix: &str) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix(prefix)?
+                .rsplit('-')
+                .next()?
+                .parse::<u32>()
+                .ok()?;
+            (pid != std::process::id() && process_alive(pid) == Some(false))
+                .then(|| (name, e.path()))
+        })
+        .collect()
 }
 
 /// Whether `out` may be replaced: it does not exist, is an empty folder, or holds only files

@@ -18,6 +18,9 @@ pub trait Paged: Operation<Response = Vec<<Self as Paged>::Item>> + Clone + Send
     /// One item of a page.
     type Item: Send;
 
+    /// The first item this request asks for: its own `start`, or 0.
+    fn first_item(&self) -> u64;
+
     /// This request for the page of `limit` items from `start`.
     fn page(&self, start: u64, limit: u64) -> Self;
 }
@@ -102,26 +105,12 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn pages<O: Paged>(&self, request: &O, page_size: u64) -> Pager<O> {
-        let start = first_start(request);
         Pager {
             client: self.clone(),
             request: request.clone(),
-            start,
+            start: request.first_item(),
             limit: page_size.max(1),
             done: false,
         }
     }
-}
-
-/// The `start` a request already carries (what a user set), read through its encoding.
-fn first_start<O: Operation>(request: &O) -> u64 {
-    crate::form::encode(request)
-        .ok()
-        .and_then(|enc| {
-            enc.params
-                .iter()
-                .find(|(k, _)| k == "start")
-                .and_then(|(_, v)| v.parse().ok())
-        })
-        .unwrap_or(0)
 }

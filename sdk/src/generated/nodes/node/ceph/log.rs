@@ -2,6 +2,9 @@
 //! `/nodes/{node}/ceph/log`
 impl crate::pager::Paged for Log {
     type Item = LogResponseItem;
+    fn first_item(&self) -> u64 {
+        self.start.map_or(0, |s| s.max(0) as u64)
+    }
     fn page(&self, start: u64, limit: u64) -> Self {
         let mut page = self.clone();
         page.start = Some(start.min(i64::MAX as u64) as i64);
