@@ -34,7 +34,7 @@ use crate::form::{encode, EncodedRequest};
 use crate::operation::{Method, Operation, PveVersion};
 use crate::secret::Secret;
 use crate::tls::TlsMode;
-use crate::transport::Answer as Exchange;
+use crate::transport::{HttpAnswer as Exchange, HttpRequest, HttpSettings, SendError, Transport};
 
 /// Who the client is.
 #[derive(Debug, Clone)]
@@ -138,7 +138,9 @@ enum Auth {
 
 #[derive(Debug)]
 struct Inner {
-    http: crate::transport::Transport,
+    http: Arc<dyn Transport>,
+    /// Bounds every exchange, whatever transport carries it.
+    timeout: Duration,
     auth: Auth,
     api: String,
     retry: RetryPolicy,
@@ -163,6 +165,8 @@ pub struct ClientBuilder {
     retry: RetryPolicy,
     check_versions: bool,
     renew_after: Duration,
+    http: HttpSettings,
+    transport: Option<Arc<dyn Transport>>,
 }
 
 /// Why a client could not be built.
@@ -187,6 +191,12 @@ pub enum BuildError {
     /// The token id or secret has characters an HTTP header cannot carry.
     #[error("the API token cannot be sent in an HTTP header (control characters?)")]
     BadToken,
+    /// The proxy URL is not `http://[user:password@]host[:port]` (shown without credentials).
+    #[error("proxy {0} must be an http://host[:port] URL (the tunnel to it is plain HTTP)")]
+    BadProxy(String),
+    /// [`TlsMode::Verify`] with the public roots turned off would trust no certificate.
+    #[error("no root to verify against: public roots are off and no CA bundle was given")]
+    NoRoots,
 }
 
 impl ClientBuilder {
@@ -205,6 +215,23 @@ impl ClientBuilder {
             username: username.into(),
             password: password.into(),
         });
+        self
+    }
+
+    /// Settings of the built-in HTTPS transport: proxy, roots, connection pool (see
+    /// [`HttpSettings`]). Certificates are still checked as [`ClientBuilder::tls`] says,
+    /// redirects are never followed and [`ClientBuilder::timeout`] bounds each exchange.
+    pub fn http(mut self, settings: HttpSettings) -> Self {
+        self.http = settings;
+        self
+    }
+
+    /// Carry requests with `transport` instead of the built-in HTTPS one: a fake or a replay
+    /// in tests (see [`crate::transport`]). The TLS mode and [`HttpSettings`] then do not
+    /// apply (the transport owns the wire); the timeout, retries, redirects, authentication
+    /// and decoding stay the client's.
+    pub fn transport(mut self, transport: impl Transport) -> Self {
+        self.transport = Some(Arc::new(transport));
         self
     }
 
@@ -253,28 +280,40 @@ impl ClientBuilder {
         if hyper::Uri::try_from(api.as_str()).is_err() {
             return Err(BuildError::BadUrl(base));
         }
+        let public = self.http.public_roots;
         let tls = match &self.tls {
-            TlsMode::Verify => crate::tls::verified_config(None),
-            TlsMode::ExtraCa(pem) => crate::tls::verified_config(Some(pem)),
+            TlsMode::Verify if !public => Err(BuildError::NoRoots),
+            TlsMode::Verify => crate::tls::verified_config(None, public),
+            TlsMode::ExtraCa(pem) => crate::tls::verified_config(Some(pem), public),
             TlsMode::Pinned(fp) => {
                 let want = crate::tls::parse_fingerprint(fp)
                     .ok_or_else(|| BuildError::BadFingerprint(fp.clone()))?;
                 crate::tls::pinned_config(want).map_err(BuildError::Tls)
             }
-            TlsMode::Insecure => {
+            TlsMode::Insecure if self.transport.is_none() => {
                 tracing::warn!(
                     base = %base,
                     "TLS certificate verification is OFF: any server can pose as this node"
                 );
                 crate::tls::insecure_config().map_err(BuildError::Tls)
             }
+            TlsMode::Insecure => crate::tls::insecure_config().map_err(BuildError::Tls),
         }?;
-        // Redirects are never followed (hyper's client does not): a 3xx is an error.
-        let http = crate::transport::Transport::new(
-            tls,
-            self.timeout,
-            self.timeout.min(Duration::from_secs(10)),
-        );
+        // Redirects are never followed (neither hyper's client nor the client here does): a
+        // 3xx is an error.
+        let http: Arc<dyn Transport> = match self.transport {
+            Some(t) => t,
+            None => {
+                let connect = self
+                    .http
+                    .connect_timeout
+                    .unwrap_or(Duration::from_secs(10))
+                    .min(self.timeout);
+                Arc::new(crate::transport::https::Https::new(
+                    tls, &self.http, connect,
+                )?)
+            }
+        };
         let auth = match credentials {
             Credentials::Token { id, secret } => {
                 let mut header = hyper::header::HeaderValue::from_str(&format!(
@@ -294,6 +333,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
+                timeout: self.timeout,
                 auth,
                 api,
                 retry: self.retry,
@@ -505,6 +545,8 @@ impl Client {
             retry: RetryPolicy::default(),
             check_versions: false,
             renew_after: TICKET_RENEW_AFTER,
+            http: HttpSettings::default(),
+            transport: None,
         }
     }
 
@@ -829,16 +871,15 @@ impl Client {
         Ok((self.send_http(request).await, generation))
     }
 
-    async fn send_http(
-        &self,
-        request: hyper::Request<http_body_util::Full<bytes::Bytes>>,
-    ) -> Result<Exchange, ClientErrorKind> {
-        use crate::transport::Failed;
-        self.inner.http.send(request).await.map_err(|f| match f {
-            Failed::Connect(e) => ClientErrorKind::Connect(e),
-            Failed::Certificate(e) => ClientErrorKind::Certificate(e),
-            Failed::Exchange(e) => ClientErrorKind::Transport(e),
-        })
+    async fn send_http(&self, request: HttpRequest) -> Result<Exchange, ClientErrorKind> {
+        let timeout = self.inner.timeout;
+        match tokio::time::timeout(timeout, self.inner.http.send(request)).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(SendError::NotSent(e))) => Err(ClientErrorKind::Connect(e)),
+            Ok(Err(SendError::CertificateRefused(e))) => Err(ClientErrorKind::Certificate(e)),
+            Ok(Err(SendError::MaybeSent(e))) => Err(ClientErrorKind::Transport(e)),
+            Err(_) => Err(ClientErrorKind::Transport(Box::new(TimedOut(timeout)))),
+        }
     }
 
     /// The headers that authenticate a request: the token, or the ticket cookie (and the CSRF
@@ -978,13 +1019,18 @@ impl Client {
     }
 }
 
+/// The answer did not come in time.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer within {0:?}")]
+struct TimedOut(Duration);
+
 /// The HTTP request of an encoded one: path below `api`, parameters as query (GET, DELETE) or
 /// form body (POST, PUT), and the authentication headers.
 fn build_request(
     api: &str,
     enc: &EncodedRequest,
     auth: AuthHeaders,
-) -> Result<hyper::Request<http_body_util::Full<bytes::Bytes>>, Failure> {
+) -> Result<HttpRequest, Failure> {
     let encoded = || {
         let mut f = form_urlencoded::Serializer::new(String::new());
         for (k, v) in &enc.params {
@@ -1027,7 +1073,7 @@ fn build_request(
     for (k, v) in auth {
         builder = builder.header(k, v);
     }
-    builder.body(http_body_util::Full::new(body)).map_err(|e| {
+    builder.body(body).map_err(|e| {
         Failure::Client(ClientErrorKind::Encode(crate::form::FormError::Custom(
             format!("not an HTTP request: {e}"),
         )))

@@ -34,7 +34,7 @@ pub(crate) mod ser;
 pub(crate) mod tagged;
 pub mod task;
 pub mod tls;
-mod transport;
+pub mod transport;
 mod upid;
 pub mod validate;
 

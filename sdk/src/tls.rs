@@ -52,14 +52,19 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Verification against the public roots (Mozilla's, from `webpki-roots`) and, when given,
+/// Verification against the public roots (Mozilla's, from `webpki-roots`) unless turned off
+/// and, when given,
 /// the certificates of a PEM bundle.
 pub(crate) fn verified_config(
     extra_pem: Option<&[u8]>,
+    public_roots: bool,
 ) -> Result<rustls::ClientConfig, crate::client::BuildError> {
     use rustls::pki_types::pem::PemObject;
-    let mut roots =
-        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut roots = if public_roots {
+        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned())
+    } else {
+        rustls::RootCertStore::empty()
+    };
     if let Some(pem) = extra_pem {
         let mut added = 0;
         for cert in CertificateDer::pem_slice_iter(pem) {

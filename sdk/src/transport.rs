@@ -1,357 +1,466 @@
-//! The HTTP transport under [`crate::Client`]: hyper's pooled HTTP/1.1 client over rustls
-//! (hyper-rustls), with a tap on every connection that keeps the raw status line of each
-//! answer.
+//! The HTTP layer under [`crate::Client`], and the seam to replace it.
 //!
-//! The tap exists because hyper's parser (httparse) replaces a reason phrase holding any
-//! non-ASCII byte with an empty string, and PVE puts the only text of its authentication and
-//! proxy failures in the reason phrase (pve-http-server `src/PVE/APIServer/AnyEvent.pm`:
-//! `HTTP::Response->new($code, $msg)` with an empty body, written as `"$proto $code $msg"`).
-//! It copies the bytes of the first read after each request was written, up to the end of the
-//! status line, and passes everything else through untouched.
+//! The client hands every request, fully built (URL, headers, form body), to a [`Transport`]
+//! and reads the [`HttpAnswer`] back. By default that is the built-in HTTPS transport (hyper
+//! over rustls, tuned with [`HttpSettings`]). [`crate::ClientBuilder::transport`] puts your
+//! own in its place: a fake written once for all operations ([`from_fn`]), or a [`Replay`]
+//! of recorded exchanges.
+//!
+//! What stays the client's, whatever transport answers: the request timeout (it bounds each
+//! call to [`Transport::send`]), retries (a write is resent only after [`SendError::NotSent`]),
+//! redirects (a 3xx answer is an error, never followed), the envelope, the typed errors, and
+//! authentication (the token header or the ticket login and its CSRF token).
+//!
+//! # Examples
+//!
+//! A fake that answers every request the same way, counting them:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use pve_sdk::generated::version::Version;
+//! use pve_sdk::transport::{from_fn, HttpAnswer};
+//! use pve_sdk::Client;
+//!
+//! let fake = from_fn(|request| async move {
+//!     assert_eq!(request.uri().path(), "/api2/json/version");
+//!     Ok(HttpAnswer::json(
+//!         200,
+//!         &serde_json::json!({"data": {"version": "9.2.0", "release": "9.2", "repoid": "x"}}),
+//!     ))
+//! });
+//! let client = Client::builder("https://pve.example:8006")
+//!     .token("root@pam!ci", "secret")
+//!     .transport(fake)
+//!     .build()?;
+//! let version = client.send(&Version::new()).await?.data;
+//! assert_eq!(version.release, "9.2");
+//! # Ok(())
+//! # }
+//! ```
 
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use serde::{Deserialize, Serialize};
 
-use crate::error::TransportError;
+pub use crate::error::TransportError;
+/// The `http` crate's types, as the requests handed to a [`Transport`] use them.
+pub use hyper::http;
 
-/// The raw status line of the answer on a connection.
-#[derive(Debug, Default)]
-struct TapState {
-    /// A request was written and its answer's status line is not complete yet.
-    awaiting: bool,
-    line: Vec<u8>,
-    /// The last complete status line (without `\r\n`).
-    last: Option<Vec<u8>>,
-}
+pub(crate) mod https;
 
-/// Shared between the connection and the answers read on it (hyper puts a connection's
-/// `Connected::extra` into the extensions of every answer).
-#[derive(Debug, Clone, Default)]
-struct Tap(Arc<Mutex<TapState>>);
-
-impl Tap {
-    fn state(&self) -> std::sync::MutexGuard<'_, TapState> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn written(&self) {
-        let mut s = self.state();
-        s.awaiting = true;
-        s.line.clear();
-    }
-
-    fn awaiting(&self) -> bool {
-        self.state().awaiting
-    }
-
-    fn read(&self, bytes: &[u8]) {
-        let mut s = self.state();
-        if !s.awaiting {
-            return;
-        }
-        match bytes.iter().position(|b| *b == b'\n') {
-            Some(end) => {
-                let mut line = std::mem::take(&mut s.line);
-                line.extend_from_slice(&bytes[..end]);
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                s.last = Some(line);
-                s.awaiting = false;
-            }
-            // A status line longer than this is not PVE's; stop copying.
-            None if s.line.len() > 64 * 1024 => s.awaiting = false,
-            None => s.line.extend_from_slice(bytes),
-        }
-    }
-
-    /// The reason phrase of the last status line, if its status is `status`.
-    fn reason(&self, status: u16) -> Option<String> {
-        let s = self.state();
-        let line = s.last.as_deref()?;
-        let mut parts = line.splitn(3, |b| *b == b' ');
-        let _version = parts.next()?;
-        let code = parts.next()?;
-        if code != status.to_string().as_bytes() {
-            return None;
-        }
-        Some(String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned())
-    }
-}
-
-/// A connection with its tap.
-#[derive(Debug)]
-struct Tapped<S> {
-    inner: S,
-    tap: Tap,
-}
-
-impl<S: Read + Unpin> Read for Tapped<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        mut buf: ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if buf.remaining() == 0 || !self.tap.awaiting() {
-            return Pin::new(&mut self.inner).poll_read(cx, buf);
-        }
-        // Read into a buffer of our own to see the bytes, then hand them on.
-        let mut local = [0u8; 4096];
-        let want = buf.remaining().min(local.len());
-        let mut tmp = ReadBuf::new(&mut local[..want]);
-        match Pin::new(&mut self.inner).poll_read(cx, tmp.unfilled()) {
-            Poll::Ready(Ok(())) => {
-                let filled = tmp.filled();
-                self.tap.read(filled);
-                buf.put_slice(filled);
-                Poll::Ready(Ok(()))
-            }
-            other => other,
-        }
-    }
-}
-
-impl<S: Write + Unpin> Write for Tapped<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<Result<usize, std::io::Error>> {
-        self.tap.written();
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<Result<usize, std::io::Error>> {
-        self.tap.written();
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-}
-
-impl<S: Connection> Connection for Tapped<S> {
-    fn connected(&self) -> Connected {
-        self.inner.connected().extra(self.tap.clone())
-    }
-}
-
-type Inner = hyper_rustls::HttpsConnector<HttpConnector>;
-
-/// hyper-rustls' connector, each connection tapped.
-#[derive(Debug, Clone)]
-struct Connector(Inner);
-
-impl tower_service::Service<hyper::Uri> for Connector {
-    type Response = Tapped<<Inner as tower_service::Service<hyper::Uri>>::Response>;
-    type Error = TransportError;
-    type Future =
-        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, TransportError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
-        let connecting = self.0.call(uri);
-        Box::pin(async move {
-            let inner = connecting.await?;
-            Ok(Tapped {
-                inner,
-                tap: Tap::default(),
-            })
-        })
-    }
-}
-
-/// The pooled client.
-#[derive(Debug, Clone)]
-pub(crate) struct Transport {
-    client: hyper_util::client::legacy::Client<Connector, Full<Bytes>>,
-    timeout: Duration,
-}
+/// One request as the client sends it: method, absolute URL (below `/api2/json`), headers and
+/// the form body (empty for GET and DELETE, whose parameters are in the query).
+///
+/// It carries the credentials: the `Authorization` header of a token, or the ticket cookie and
+/// CSRF token; those header values are marked sensitive, so their `Debug` is redacted. The form
+/// body of the ticket login (`POST /access/ticket`) holds the password, and a request's own
+/// secret parameters are in its body or query as sent: do not log bodies.
+pub type HttpRequest = http::Request<Bytes>;
 
 /// One answer, read whole.
-#[derive(Debug)]
-pub(crate) struct Answer {
-    pub(crate) status: u16,
-    /// The reason phrase as sent (lossily decoded), `None` for 2xx.
-    pub(crate) reason: Option<String>,
-    pub(crate) location: Option<String>,
-    pub(crate) body: Bytes,
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The reason phrase as the server sent it, when it is not a 2xx answer (PVE puts the text
+    /// of some errors only there). `None` falls back to the status' standard phrase.
+    pub reason: Option<String>,
+    /// The `Location` header, if any (reported with a redirect, which is never followed).
+    pub location: Option<String>,
+    /// The body.
+    pub body: Bytes,
 }
 
-/// How an exchange failed.
-#[derive(Debug)]
-pub(crate) enum Failed {
-    /// No connection was made (the request was not sent).
-    Connect(TransportError),
-    /// The server's certificate was refused (the request was not sent).
-    Certificate(TransportError),
-    /// After connecting (the request may have reached the server).
-    Exchange(TransportError),
-}
-
-/// The answer did not come in time.
-#[derive(Debug, thiserror::Error)]
-#[error("no answer within {0:?}")]
-struct TimedOut(Duration);
-
-impl Transport {
-    /// A transport verifying certificates with `tls`.
-    pub(crate) fn new(
-        tls: rustls::ClientConfig,
-        timeout: Duration,
-        connect_timeout: Duration,
-    ) -> Transport {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(connect_timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(Connector(https));
-        Transport { client, timeout }
-    }
-
-    /// Sends `request` and reads the whole answer, within the timeout.
-    pub(crate) async fn send(
-        &self,
-        request: hyper::Request<Full<Bytes>>,
-    ) -> Result<Answer, Failed> {
-        match tokio::time::timeout(self.timeout, self.exchange(request)).await {
-            Ok(r) => r,
-            Err(_) => Err(Failed::Exchange(Box::new(TimedOut(self.timeout)))),
-        }
-    }
-
-    async fn exchange(&self, request: hyper::Request<Full<Bytes>>) -> Result<Answer, Failed> {
-        let resp = self.client.request(request).await.map_err(|e| {
-            let certificate = refused_certificate(&e);
-            let connect = e.is_connect();
-            let boxed: TransportError = Box::new(e);
-            if certificate {
-                Failed::Certificate(boxed)
-            } else if connect {
-                Failed::Connect(boxed)
-            } else {
-                Failed::Exchange(boxed)
-            }
-        })?;
-        let status = resp.status().as_u16();
-        let reason = if (200..300).contains(&status) {
-            None
-        } else {
-            let tapped = resp
-                .extensions()
-                .get::<Tap>()
-                .and_then(|t| t.reason(status));
-            tapped
-                .or_else(|| {
-                    resp.extensions()
-                        .get::<hyper::ext::ReasonPhrase>()
-                        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
-                })
-                .or_else(|| resp.status().canonical_reason().map(str::to_owned))
-        };
-        let location = resp
-            .headers()
-            .get(hyper::header::LOCATION)
-            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| Failed::Exchange(Box::new(e)))?
-            .to_bytes();
-        Ok(Answer {
+impl HttpAnswer {
+    /// An answer with this status and body.
+    pub fn new(status: u16, body: impl Into<Bytes>) -> HttpAnswer {
+        HttpAnswer {
             status,
-            reason,
-            location,
-            body,
-        })
+            reason: None,
+            location: None,
+            body: body.into(),
+        }
+    }
+
+    /// An answer with this status and a JSON body.
+    pub fn json(status: u16, body: &serde_json::Value) -> HttpAnswer {
+        HttpAnswer::new(status, body.to_string())
+    }
+
+    /// Sets the reason phrase.
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> HttpAnswer {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// Sets the `Location` header.
+    #[must_use]
+    pub fn with_location(mut self, location: impl Into<String>) -> HttpAnswer {
+        self.location = Some(location.into());
+        self
     }
 }
 
-/// Whether a rustls certificate error is somewhere in the error's causes.
-fn refused_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if is_cert_error(err) {
-            return true;
+impl fmt::Debug for HttpAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // An answer may hold a ticket or a token's secret: its body's length only.
+        f.debug_struct("HttpAnswer")
+            .field("status", &self.status)
+            .field("reason", &self.reason)
+            .field("location", &self.location)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
+/// How an exchange failed, which decides what the client may do next.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The request provably did not reach the server (no connection was made). The client may
+    /// send it again, a write too.
+    #[error("no connection was made")]
+    NotSent(#[source] TransportError),
+    /// The server's certificate was refused; nothing was sent. Never retried.
+    #[error("the server's certificate was refused")]
+    CertificateRefused(#[source] TransportError),
+    /// The request may have reached the server (the connection failed during the exchange, or
+    /// no answer came). Only a read is sent again.
+    #[error("the exchange failed after the request may have reached the server")]
+    MaybeSent(#[source] TransportError),
+}
+
+/// The future [`Transport::send`] returns.
+pub type Sending<'a> = Pin<Box<dyn Future<Output = Result<HttpAnswer, SendError>> + Send + 'a>>;
+
+/// What carries the client's requests. Implement it for a fake or a recording; the client keeps
+/// its own rules on top (see the [module docs](self)).
+pub trait Transport: fmt::Debug + Send + Sync + 'static {
+    /// Sends one request and reads its whole answer.
+    ///
+    /// # Errors
+    ///
+    /// A [`SendError`] saying whether the request may have reached the server.
+    fn send(&self, request: HttpRequest) -> Sending<'_>;
+}
+
+impl<T: Transport + ?Sized> Transport for Arc<T> {
+    fn send(&self, request: HttpRequest) -> Sending<'_> {
+        (**self).send(request)
+    }
+}
+
+/// A [`Transport`] from a function of the request (see [`from_fn`]).
+pub struct FnTransport<F>(F);
+
+impl<F> fmt::Debug for FnTransport<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FnTransport")
+    }
+}
+
+/// A transport answering each request with `f(request)`: a fake written once for every
+/// operation.
+pub fn from_fn<F, Fut>(f: F) -> FnTransport<F>
+where
+    F: Fn(HttpRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HttpAnswer, SendError>> + Send + 'static,
+{
+    FnTransport(f)
+}
+
+impl<F, Fut> Transport for FnTransport<F>
+where
+    F: Fn(HttpRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HttpAnswer, SendError>> + Send + 'static,
+{
+    fn send(&self, request: HttpRequest) -> Sending<'_> {
+        Box::pin((self.0)(request))
+    }
+}
+
+/// One recorded exchange: what was asked, and what came back. Plain data (serde), so a recording
+/// can live in a JSON file beside the test that replays it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Exchange {
+    /// `GET`, `POST`, `PUT` or `DELETE`.
+    pub method: String,
+    /// The path below `/api2/json`, with the query as sent (`/nodes/pve1/tasks?limit=50`).
+    pub path: String,
+    /// The form body as sent (`name=web1&cores=2`), empty for GET and DELETE.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub form: String,
+    /// The answer's status.
+    pub status: u16,
+    /// The answer's reason phrase, if not a 2xx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The answer's body.
+    pub body: String,
+}
+
+impl Exchange {
+    /// `method path` asked (with `form` empty), answered by `status` and `body`.
+    pub fn new(
+        method: impl Into<String>,
+        path: impl Into<String>,
+        status: u16,
+        body: impl Into<String>,
+    ) -> Exchange {
+        Exchange {
+            method: method.into(),
+            path: path.into(),
+            form: String::new(),
+            status,
+            reason: None,
+            body: body.into(),
         }
-        // `io::Error::source` skips the error it wraps; look at it too.
-        if let Some(inner) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::get_ref)
-        {
-            if refused_certificate(inner) {
-                return true;
+    }
+
+    /// Sets the form body the request must carry.
+    #[must_use]
+    pub fn with_form(mut self, form: impl Into<String>) -> Exchange {
+        self.form = form.into();
+        self
+    }
+
+    /// Sets the answer's reason phrase.
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Exchange {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// A request a [`Replay`] did not expect.
+#[derive(Debug, thiserror::Error)]
+#[error("replay: expected {expected}, got {got}")]
+pub struct Unexpected {
+    /// The next recorded request (`method path [form]`), or "no more requests".
+    pub expected: String,
+    /// The request made.
+    pub got: String,
+}
+
+/// A transport that answers from a recording, in order: each request must be the next recorded
+/// one (method, path with query, form body); anything else fails with [`Unexpected`], as
+/// [`SendError::MaybeSent`], and is not consumed. Clones share the recording, so a test keeps
+/// one to check that every exchange was used ([`Replay::remaining`]).
+#[derive(Debug, Clone, Default)]
+pub struct Replay {
+    left: Arc<Mutex<VecDeque<Exchange>>>,
+}
+
+impl Replay {
+    /// A replay of `exchanges`, in order.
+    pub fn new(exchanges: impl IntoIterator<Item = Exchange>) -> Replay {
+        Replay {
+            left: Arc::new(Mutex::new(exchanges.into_iter().collect())),
+        }
+    }
+
+    /// How many recorded exchanges were not asked for yet.
+    pub fn remaining(&self) -> usize {
+        self.left
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+fn describe(method: &str, path: &str, form: &str) -> String {
+    if form.is_empty() {
+        format!("{method} {path}")
+    } else {
+        format!("{method} {path} [{form}]")
+    }
+}
+
+impl Transport for Replay {
+    fn send(&self, request: HttpRequest) -> Sending<'_> {
+        let method = request.method().as_str().to_owned();
+        let full = request
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let path = full.strip_prefix("/api2/json").unwrap_or(full).to_owned();
+        let form = String::from_utf8_lossy(request.body()).into_owned();
+        let mut left = self.left.lock().unwrap_or_else(PoisonError::into_inner);
+        let outcome = match left.front() {
+            Some(next) if next.method == method && next.path == path && next.form == form => {
+                let next = left.pop_front().expect("front exists");
+                let mut answer = HttpAnswer::new(next.status, next.body);
+                answer.reason = next.reason;
+                Ok(answer)
             }
-        }
-        cur = err.source();
+            next => Err(SendError::MaybeSent(Box::new(Unexpected {
+                expected: next.map_or_else(
+                    || "no more requests".to_owned(),
+                    |n| describe(&n.method, &n.path, &n.form),
+                ),
+                // A login's form holds the password: never in the error.
+                got: if path == "/access/ticket" {
+                    describe(&method, &path, "[redacted]")
+                } else {
+                    describe(&method, &path, &form)
+                },
+            }))),
+        };
+        Box::pin(std::future::ready(outcome))
     }
-    false
 }
 
-fn is_cert_error(e: &(dyn std::error::Error + 'static)) -> bool {
-    matches!(
-        e.downcast_ref::<rustls::Error>(),
-        Some(rustls::Error::InvalidCertificate(_))
-    )
+/// Settings of the built-in HTTPS transport: proxy, roots and connection pool. The client's
+/// safety settings hold on top of them: certificates are checked as the [`crate::TlsMode`]
+/// says, redirects are never followed, and the request timeout bounds every exchange (the
+/// connect timeout is capped by it).
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpSettings {
+    pub(crate) proxy: Option<Proxy>,
+    pub(crate) no_proxy: Option<String>,
+    pub(crate) pool_idle_timeout: Duration,
+    pub(crate) pool_max_idle_per_host: usize,
+    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) tcp_keepalive: Option<Duration>,
+    pub(crate) local_address: Option<IpAddr>,
+    pub(crate) public_roots: bool,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Where the proxy comes from.
+#[derive(Clone)]
+pub(crate) enum Proxy {
+    /// This URL (`http://[user:password@]host:port`); the URL is a secret when it holds a
+    /// password.
+    Url(crate::Secret),
+    /// `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (either case), read when the
+    /// client is built.
+    Environment,
+}
 
-    #[test]
-    fn the_tap_keeps_the_status_line_of_the_answer_after_each_write() {
-        let tap = Tap::default();
-        tap.read(b"HTTP/1.1 200 OK\r\n");
-        assert_eq!(tap.reason(200), None, "nothing is kept before a request");
-        tap.written();
-        tap.read(b"HTTP/1.1 401 Authentifizierung ");
-        tap.read("fehlgeschlagen \u{fc}\r\nContent-Length: 0\r\n\r\n".as_bytes());
-        assert_eq!(
-            tap.reason(401).as_deref(),
-            Some("Authentifizierung fehlgeschlagen \u{fc}")
-        );
-        assert_eq!(tap.reason(500), None, "another status is another answer");
-        tap.written();
-        tap.read(b"HTTP/1.1 595 Connection refused\nX: y\n\n");
-        assert_eq!(tap.reason(595).as_deref(), Some("Connection refused"));
-        tap.written();
-        tap.read(b"HTTP/1.1 596 \xE9chec\r\n");
-        assert_eq!(tap.reason(596).as_deref(), Some("\u{fffd}chec"));
-        tap.written();
-        tap.read(b"HTTP/1.1 401\r\n");
-        assert_eq!(tap.reason(401).as_deref(), Some(""));
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            proxy: None,
+            no_proxy: None,
+            pool_idle_timeout: Duration::from_secs(30),
+            pool_max_idle_per_host: usize::MAX,
+            connect_timeout: None,
+            tcp_keepalive: None,
+            local_address: None,
+            public_roots: true,
+        }
+    }
+}
+
+impl HttpSettings {
+    /// The defaults: no proxy, idle connections kept 30 s, the public roots trusted.
+    pub fn new() -> HttpSettings {
+        HttpSettings::default()
+    }
+
+    /// Connect through this HTTP proxy (`http://host:port`, credentials as
+    /// `http://user:password@host:port`), with a `CONNECT` tunnel for every connection, `https`
+    /// and `http` nodes alike, so the proxy never sees the requests. TLS to the node is still
+    /// checked as the [`crate::TlsMode`] says. An `https://` proxy URL is refused when the client
+    /// is built.
+    #[must_use]
+    pub fn proxy(mut self, url: impl Into<String>) -> HttpSettings {
+        self.proxy = Some(Proxy::Url(crate::Secret::new(url.into())));
+        self
+    }
+
+    /// Take the proxy from the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`,
+    /// either case, as curl reads them), when the client is built. Without this (or
+    /// [`HttpSettings::proxy`]) no proxy is used, whatever the environment says.
+    #[must_use]
+    pub fn proxy_from_env(mut self) -> HttpSettings {
+        self.proxy = Some(Proxy::Environment);
+        self
+    }
+
+    /// Hosts reached without the proxy: a comma-separated list as in `NO_PROXY` (`.example.com`,
+    /// `10.0.0.0/8`, `*`). With [`HttpSettings::proxy_from_env`] it replaces `NO_PROXY`.
+    #[must_use]
+    pub fn no_proxy(mut self, hosts: impl Into<String>) -> HttpSettings {
+        self.no_proxy = Some(hosts.into());
+        self
+    }
+
+    /// How long an idle connection is kept for reuse (default 30 s).
+    #[must_use]
+    pub fn pool_idle_timeout(mut self, idle: Duration) -> HttpSettings {
+        self.pool_idle_timeout = idle;
+        self
+    }
+
+    /// How many idle connections are kept per node (default: no limit); 0 opens a connection
+    /// for every request.
+    #[must_use]
+    pub fn pool_max_idle_per_host(mut self, max: usize) -> HttpSettings {
+        self.pool_max_idle_per_host = max;
+        self
+    }
+
+    /// How long connecting (TCP, and the proxy's tunnel) may take; default the request timeout
+    /// or 10 s, whichever is shorter. Capped by the request timeout.
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> HttpSettings {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// TCP keepalive on every connection, probing after this much idle time (default off).
+    #[must_use]
+    pub fn tcp_keepalive(mut self, idle: Duration) -> HttpSettings {
+        self.tcp_keepalive = Some(idle);
+        self
+    }
+
+    /// Connect from this local address.
+    #[must_use]
+    pub fn local_address(mut self, address: IpAddr) -> HttpSettings {
+        self.local_address = Some(address);
+        self
+    }
+
+    /// Whether the public roots (Mozilla's) are trusted when verifying (default yes). With
+    /// `false`, [`crate::TlsMode::ExtraCa`] trusts its bundle only, and
+    /// [`crate::TlsMode::Verify`] is refused when the client is built (it would trust nothing).
+    #[must_use]
+    pub fn public_roots(mut self, trusted: bool) -> HttpSettings {
+        self.public_roots = trusted;
+        self
+    }
+}
+
+impl fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let proxy = match &self.proxy {
+            None => "none".to_owned(),
+            Some(Proxy::Environment) => "from the environment".to_owned(),
+            Some(Proxy::Url(url)) => https::proxy_display(url.expose()),
+        };
+        f.debug_struct("HttpSettings")
+            .field("proxy", &proxy)
+            .field("no_proxy", &self.no_proxy)
+            .field("pool_idle_timeout", &self.pool_idle_timeout)
+            .field("pool_max_idle_per_host", &self.pool_max_idle_per_host)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("tcp_keepalive", &self.tcp_keepalive)
+            .field("local_address", &self.local_address)
+            .field("public_roots", &self.public_roots)
+            .finish()
     }
 }
