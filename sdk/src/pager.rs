@@ -7,6 +7,11 @@
 //! sends beside the task log's lines (pve-manager `PVE/API2/Tasks.pm` `read_task_log`:
 //! `set_result_attrib('total', $count)`). An empty page ends the reading too, so a log that
 //! shrinks (rotated) never loops.
+//!
+//! A server that does not page as asked never makes the reading loop: a page longer than the
+//! `limit` asked for means the server ignored `limit` and sent all it had, so it is the last one;
+//! and without a `total`, a page equal to the one before means the server ignored `start`, so
+//! the repeat is not yielded and the reading ends (with a warning).
 
 use futures_util::stream::{self, Stream, StreamExt};
 
@@ -16,7 +21,7 @@ use crate::operation::Operation;
 /// An operation PVE pages with `start` (first item, from 0) and `limit` (items per page).
 pub trait Paged: Operation<Response = Vec<<Self as Paged>::Item>> + Clone + Send + Sync {
     /// One item of a page.
-    type Item: Send;
+    type Item: Send + std::fmt::Debug;
 
     /// The first item this request asks for: its own `start`, or 0.
     fn first_item(&self) -> u64;
@@ -33,6 +38,16 @@ pub struct Pager<O> {
     start: u64,
     limit: u64,
     done: bool,
+    /// A digest of the last page, to notice a server that ignores `start`.
+    last_page: Option<u64>,
+}
+
+/// A digest of a page's items (their `Debug`, which every generated item has).
+fn digest<T: std::fmt::Debug>(items: &[T]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{items:?}").hash(&mut h);
+    h.finish()
 }
 
 impl<O: Paged> Pager<O> {
@@ -55,13 +70,30 @@ impl<O: Paged> Pager<O> {
             }
         };
         let got = r.data.len() as u64;
+        if got == 0 {
+            self.done = true;
+            return None;
+        }
+        if r.total.is_none() {
+            let this = digest(&r.data);
+            if self.last_page == Some(this) {
+                tracing::warn!(
+                    operation = O::ID,
+                    start = self.start,
+                    "the server answered the same page for a later start: it ignores `start`; \
+                     the reading ends here"
+                );
+                self.done = true;
+                return None;
+            }
+            self.last_page = Some(this);
+        }
         self.start += got;
         let reached_total = r.total.is_some_and(|t| self.start >= t);
-        if got < self.limit || reached_total {
+        // Shorter than asked: the last page. Longer: the server ignored `limit` and sent all
+        // it had from `start`.
+        if got != self.limit || reached_total {
             self.done = true;
-        }
-        if got == 0 {
-            return None;
         }
         Some(Ok(r.data))
     }
@@ -111,6 +143,7 @@ impl Client {
             start: request.first_item(),
             limit: page_size.max(1),
             done: false,
+            last_page: None,
         }
     }
 }

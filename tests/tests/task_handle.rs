@@ -236,3 +236,79 @@ async fn every_start_limit_operation_is_paged_by_the_same_pager() {
         ]
     );
 }
+
+/// Syslog lines `{n, t}` numbered from `from`, `count` of them.
+fn syslog_page(from: u64, count: u64) -> serde_json::Value {
+    let lines: Vec<serde_json::Value> = (from..from + count)
+        .map(|n| serde_json::json!({"n": n, "t": format!("line {n}")}))
+        .collect();
+    serde_json::json!({ "data": lines })
+}
+
+fn wire_client(server: &pve_sim::wire::WireServer) -> Client {
+    Client::builder(server.url())
+        .token("root@pam!t", "s")
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn a_server_ignoring_start_and_limit_without_a_total_is_read_once_not_forever() {
+    use pve_sdk::generated::nodes::node::syslog::Syslog;
+    use pve_sim::wire::{Reply, WireServer};
+    // Every answer is the whole log (5 lines), whatever start and limit say, and no total.
+    let all = Reply::json("200 OK", &syslog_page(1, 5));
+    let server = WireServer::start(vec![all.clone(), all.clone(), all])
+        .await
+        .expect("starts");
+    let mut pager = wire_client(&server).pages(&Syslog::new("pve1"), 2);
+    let first = pager.next_page().await.expect("a page").expect("decodes");
+    assert_eq!(
+        first.len(),
+        5,
+        "longer than the limit: everything the server had"
+    );
+    assert!(pager.next_page().await.is_none(), "and so the last page");
+    assert_eq!(pager.position(), 5);
+    let asked: Vec<String> = server.requests().iter().map(|r| r.line()).collect();
+    assert_eq!(asked, ["GET /api2/json/nodes/pve1/syslog?limit=2&start=0"]);
+}
+
+#[tokio::test]
+async fn a_server_ignoring_start_but_keeping_limit_ends_at_the_first_repeated_page() {
+    use pve_sdk::generated::nodes::node::syslog::Syslog;
+    use pve_sim::wire::{Reply, WireServer};
+    // Always the first 2 lines, for any start: the repeat is not yielded, the reading ends.
+    let head = Reply::json("200 OK", &syslog_page(1, 2));
+    let server = WireServer::start(vec![head.clone(), head.clone(), head])
+        .await
+        .expect("starts");
+    let pager = wire_client(&server).pages(&Syslog::new("pve1"), 2);
+    let lines: Vec<_> = pager.items().collect().await;
+    let numbers: Vec<Option<i64>> = lines.into_iter().map(|l| l.expect("decodes").n).collect();
+    assert_eq!(numbers, [Some(1), Some(2)]);
+    let asked: Vec<String> = server.requests().iter().map(|r| r.line()).collect();
+    assert_eq!(
+        asked,
+        [
+            "GET /api2/json/nodes/pve1/syslog?limit=2&start=0",
+            "GET /api2/json/nodes/pve1/syslog?limit=2&start=2"
+        ]
+    );
+
+    // A server that pages as asked, also without a total, is read to the end.
+    let server = WireServer::start(vec![
+        Reply::json("200 OK", &syslog_page(1, 2)),
+        Reply::json("200 OK", &syslog_page(3, 2)),
+        Reply::json("200 OK", &syslog_page(5, 1)),
+    ])
+    .await
+    .expect("starts");
+    let lines: Vec<_> = wire_client(&server)
+        .pages(&Syslog::new("pve1"), 2)
+        .items()
+        .collect()
+        .await;
+    assert_eq!(lines.len(), 5);
+    assert_eq!(server.requests().len(), 3);
+}
