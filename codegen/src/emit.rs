@@ -12,18 +12,25 @@ use quote::{format_ident, quote};
 use crate::ir::{Api, Field, ModPath, Module, Op, PropString, Ty, TypeDef, TypeKind};
 
 /// Top-level modules that have a cargo feature of the same name.
-pub const FEATURES: &[&str] = &["access", "cluster", "nodes", "pools", "storage", "version"];
+pub const FEATURES: &[&str] = crate::features::TOPS;
 
 /// The relative path (below `sdk/src/generated/`) of each module's file, with its tokens.
 pub fn emit(api: &Api) -> BTreeMap<String, TokenStream> {
     let mut out = BTreeMap::new();
+    let features = crate::features::Features::of(api);
     for (path, module) in &api.modules {
-        out.insert(file_name(path, module), module_tokens(api, path, module));
+        out.insert(
+            file_name(path, module),
+            module_tokens(api, &features, path, module),
+        );
     }
     out.insert("index.rs".to_owned(), index_tokens(api));
     out.insert("errors.rs".to_owned(), errors_tokens(api));
     out.insert("formats.rs".to_owned(), formats_tokens(api));
-    out.insert("samples.rs".to_owned(), crate::samples::samples_tokens(api));
+    out.insert(
+        "samples.rs".to_owned(),
+        crate::samples::samples_tokens(api, &features),
+    );
     out
 }
 
@@ -470,7 +477,12 @@ pub fn file_header(api: &Api) -> String {
     header(api)
 }
 
-fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
+fn module_tokens(
+    api: &Api,
+    features: &crate::features::Features,
+    path: &ModPath,
+    module: &Module,
+) -> TokenStream {
     let mut items = Vec::new();
     if path.is_empty() {
         let d = inner_doc(&format!(
@@ -505,12 +517,8 @@ fn module_tokens(api: &Api, path: &ModPath, module: &Module) -> TokenStream {
     }
     for child in &module.children {
         let c = ident(child);
-        if path.is_empty() && FEATURES.contains(&child.as_str()) {
-            let feat = child.as_str();
-            items.push(quote!(#[cfg(feature = #feat)] pub mod #c;));
-        } else {
-            items.push(quote!(pub mod #c;));
-        }
+        let cfg = features.module_cfg(path, child);
+        items.push(quote!(#cfg pub mod #c;));
     }
     for op in &module.ops {
         items.push(op_tokens(op, path, holds_secret(api, &op.response)));

@@ -15,6 +15,7 @@ pub mod diag;
 pub mod diff;
 pub mod emit;
 pub mod facts;
+pub mod features;
 pub mod format;
 pub mod import;
 pub mod ir;
@@ -114,6 +115,8 @@ pub struct Output {
     pub files: BTreeMap<String, String>,
     /// The simulator's facts table ([`facts::facts_text`]).
     pub facts: String,
+    /// The crate manifest whose feature block `generate` wrote, if it found one.
+    pub manifest: Option<PathBuf>,
 }
 
 /// Runs load -> patch -> lower -> check -> emit -> prettyplease.
@@ -151,6 +154,7 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
         patches,
         files,
         facts: facts::facts_text(&spec),
+        manifest: None,
     })
 }
 
@@ -278,12 +282,19 @@ pub fn remove_stale_temporaries(out: &Path, facts: Option<&Path>) -> Vec<PathBuf
         }
     }
     if let Some(f) = facts {
-        if let Some(name) = f.file_name() {
-            let prefix = format!("{}.tmp-", name.to_string_lossy());
-            for (_, path) in dead_leftovers(parent_of(f), &prefix) {
-                if path.is_file() && std::fs::remove_file(&path).is_ok() {
-                    removed.push(path);
-                }
+        removed.extend(remove_stale_file_temporaries(f));
+    }
+    removed
+}
+
+/// Removes the `<file>.tmp-PID` files dead runs left beside `file`.
+fn remove_stale_file_temporaries(file: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    if let Some(name) = file.file_name() {
+        let prefix = format!("{}.tmp-", name.to_string_lossy());
+        for (_, path) in dead_leftovers(parent_of(file), &prefix) {
+            if path.is_file() && std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
             }
         }
     }
@@ -379,6 +390,11 @@ struct StagedFacts {
 impl StagedFacts {
     /// Writes the facts beside `path`. Its folder must exist: a typo never creates folders.
     fn write(output: &Output, path: &Path) -> Result<StagedFacts, Error> {
+        StagedFacts::write_text(&output.facts, path)
+    }
+
+    /// Writes `text` beside `path` (committed by renaming it over `path`).
+    fn write_text(text: &str, path: &Path) -> Result<StagedFacts, Error> {
         let parent = parent_of(path);
         if !parent.is_dir() {
             return Err(Error::Io(format!(
@@ -397,7 +413,7 @@ impl StagedFacts {
             name.to_string_lossy(),
             std::process::id()
         ));
-        if let Err(e) = std::fs::write(&tmp, &output.facts) {
+        if let Err(e) = std::fs::write(&tmp, text) {
             let _ = std::fs::remove_file(&tmp);
             return Err(Error::Io(format!("{}: {e}", tmp.display())));
         }
@@ -457,9 +473,14 @@ pub fn generate_with_facts(
     out: &Path,
     facts: Option<&Path>,
 ) -> Result<Output, Error> {
-    let output = run(cfg)?;
+    let mut output = run(cfg)?;
     check_replaceable(out)?;
+    // Read and spliced before anything changes: a manifest without the block fails the run.
+    let manifest = manifest_text(&output, out)?;
     remove_stale_temporaries(out, facts);
+    if let Some((path, _, _)) = &manifest {
+        remove_stale_file_temporaries(path);
+    }
     let tmp = temp_dir_beside(out, "new");
     let _ = std::fs::remove_dir_all(&tmp);
     if let Err(e) = format::write_and_rustfmt(&tmp, &output.files) {
@@ -511,7 +532,41 @@ pub fn generate_with_facts(
         }
     }
     let _ = std::fs::remove_dir_all(&old);
+    if let Some((path, old_text, new_text)) = manifest {
+        if old_text != new_text {
+            // Staged and renamed over: a kill leaves the old manifest or the new one.
+            StagedFacts::write_text(&new_text, &path)?.commit()?;
+        }
+        output.manifest = Some(path);
+    }
     Ok(output)
+}
+
+/// The manifest of the crate whose generated module is `out`: `<crate>/src/generated` ->
+/// `<crate>/Cargo.toml`.
+pub fn manifest_of(out: &Path) -> Option<PathBuf> {
+    Some(out.parent()?.parent()?.join("Cargo.toml"))
+}
+
+/// The manifest beside `out` with its feature block as `output` needs it: `None` when there is
+/// no manifest there (an `--out` outside a crate).
+///
+/// # Errors
+///
+/// The manifest cannot be read, or has no generated feature block.
+pub fn manifest_text(
+    output: &Output,
+    out: &Path,
+) -> Result<Option<(PathBuf, String, String)>, Error> {
+    let Some(path) = manifest_of(out).filter(|p| p.is_file()) else {
+        return Ok(None);
+    };
+    let old = std::fs::read_to_string(&path)
+        .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+    let block = features::Features::of(&output.api).cargo_block();
+    let new = features::splice(&old, &block)
+        .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+    Ok(Some((path, old, new)))
 }
 
 /// What `check` found.
@@ -568,6 +623,13 @@ pub fn check_up_to_date(
     if let Some(f) = facts {
         if !facts_up_to_date(&output, f) {
             report.changed.push(f.display().to_string());
+        }
+    }
+    if let Some((path, old, new)) = manifest_text(&output, out)? {
+        if old != new {
+            report
+                .changed
+                .push(format!("{} (its generated feature block)", path.display()));
         }
     }
     Ok(report)

@@ -199,6 +199,15 @@ fn main() -> ExitCode {
                         out.display(),
                         o.api.modules.values().map(|m| m.ops.len()).sum::<usize>()
                     );
+                    let features = pve_codegen::features::Features::of(&o.api).count();
+                    match &o.manifest {
+                        Some(m) => println!("wrote {features} features to {}", m.display()),
+                        None => eprintln!(
+                            "pve-codegen: note: no Cargo.toml two folders above {}: its {features} \
+                             features were not written",
+                            out.display()
+                        ),
+                    }
                     if docs == Docs::Upstream {
                         eprintln!("pve-codegen: upstream prose written; do not commit this output");
                     }

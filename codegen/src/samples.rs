@@ -210,7 +210,7 @@ pub fn samples(api: &Api) -> BTreeMap<String, (ModPath, String, Sample)> {
 /// `generated/samples.rs`: the samples as one JSON text (a line per operation: `[op, answer,
 /// [[path, required], ...]]`), which costs rustfmt one token, and the table of decoders, one per
 /// operation and behind its feature.
-pub fn samples_tokens(api: &Api) -> TokenStream {
+pub fn samples_tokens(api: &Api, features: &crate::features::Features) -> TokenStream {
     let all = samples(api);
     let count = all.len();
     let mut data = String::from("[\n");
@@ -241,11 +241,10 @@ pub fn samples_tokens(api: &Api) -> TokenStream {
     let pushes = all.into_iter().map(|(key, (module, name, _))| {
         let segs = module.iter().map(|s| format_ident!("{}", s));
         let ty = format_ident!("{}", name);
-        let cfg = match module.first() {
-            Some(top) if crate::emit::FEATURES.contains(&top.as_str()) => {
-                quote!(#[cfg(feature = #top)])
-            }
-            _ => quote!(),
+        let path = key.split_once(' ').map_or("", |(_, p)| p);
+        let cfg = match crate::features::op_feature(path) {
+            Some(feat) => features.cfg(&std::iter::once(feat).collect()),
+            None => quote!(),
         };
         quote! {
             #cfg

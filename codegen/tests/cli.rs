@@ -480,3 +480,112 @@ fn a_lock_that_does_not_exist_is_an_error_not_a_skipped_check() {
         .join("tests/sim")
         .exists());
 }
+
+#[test]
+fn the_crate_manifest_gets_its_feature_block_and_check_compares_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let krate = dir.path().join("sdk");
+    std::fs::create_dir_all(krate.join("src")).expect("mkdir");
+    let manifest = krate.join("Cargo.toml");
+    let begin = pve_codegen::features::BEGIN;
+    let end = pve_codegen::features::END;
+    std::fs::write(
+        &manifest,
+        format!("[package]\nname = \"x\"\n\n[features]\ndefault = [\"nodes\"]\n{begin}\nstale = []\n{end}\nblocking = []\n"),
+    )
+    .expect("writes");
+    let out = krate.join("src/generated");
+    let spec = fixtures().join("specs/property_string.json");
+    let o = generate(&spec, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("wrote 7 features to"),
+        "{}",
+        text(&o.stdout)
+    );
+    let written = std::fs::read_to_string(&manifest).expect("reads");
+    assert_eq!(
+        written,
+        format!(
+            "[package]\nname = \"x\"\n\n[features]\ndefault = [\"nodes\"]\n{begin}\naccess = []\n\
+             cluster = []\nnodes = [\"nodes-device\"]\npools = []\nstorage = []\nversion = []\n\
+             nodes-device = []\n{end}\nblocking = []\n"
+        )
+    );
+    // The only feature below /nodes gates the whole `nodes` module; below it nothing more.
+    let root = std::fs::read_to_string(out.join("mod.rs")).expect("written");
+    assert!(
+        root.contains("#[cfg(feature = \"nodes-device\")]\npub mod nodes;"),
+        "{root}"
+    );
+    let node = std::fs::read_to_string(out.join("nodes/node/mod.rs")).expect("written");
+    assert!(
+        node.contains("\npub mod device;") && !node.contains("cfg"),
+        "{node}"
+    );
+
+    let check = || {
+        codegen(&[
+            "check",
+            "--spec",
+            path(&spec),
+            "--patches",
+            path(&fixtures().join("patches")),
+            "--pve-version",
+            "9.2",
+            "--out",
+            path(&out),
+            "--facts",
+            path(&krate.join("src/facts.json")),
+            "--lock",
+            path(&lock_beside(&out)),
+        ])
+    };
+    let o = check();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    std::fs::write(&manifest, written.replace("nodes-device = []\n", "")).expect("edits");
+    let o = check();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stdout).contains("Cargo.toml (its generated feature block)"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // A manifest without the block fails the run before anything changes.
+    std::fs::write(&manifest, "[package]\nname = \"x\"\n").expect("writes");
+    let before = std::fs::read_to_string(out.join("nodes/node/mod.rs")).expect("reads");
+    let o = generate(&spec, &out);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no generated feature block"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&manifest).expect("reads"),
+        "[package]\nname = \"x\"\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("nodes/node/mod.rs")).expect("kept"),
+        before
+    );
+    assert_eq!(names(&krate), ["Cargo.toml", "src"], "no temporary left");
+
+    // An --out outside a crate: the features are not written, and the run says so.
+    std::fs::create_dir_all(dir.path().join("loose")).expect("mkdir");
+    let loose = dir.path().join("loose/generated");
+    let o = generate(&spec, &loose);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("features were not written"),
+        "{}",
+        text(&o.stderr)
+    );
+}

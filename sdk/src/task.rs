@@ -362,7 +362,7 @@ impl Task {
     /// pages ([`Pager::next_page`](crate::pager::Pager::next_page)) or lines
     /// ([`Pager::items`](crate::pager::Pager::items)). A running task's log may grow after
     /// the last page was read.
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-tasks")]
     pub fn log(
         &self,
         page_size: u64,

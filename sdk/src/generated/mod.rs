@@ -14,14 +14,92 @@
     clippy::module_inception,
     reason = "modules mirror API paths, e.g. /storage/{storage}"
 )]
-#[cfg(feature = "access")]
+#[cfg(any(
+    feature = "access-acl",
+    feature = "access-domains",
+    feature = "access-groups",
+    feature = "access-openid",
+    feature = "access-password",
+    feature = "access-permissions",
+    feature = "access-roles",
+    feature = "access-tfa",
+    feature = "access-ticket",
+    feature = "access-users",
+    feature = "access-vncticket"
+))]
 pub mod access;
-#[cfg(feature = "cluster")]
+#[cfg(any(
+    feature = "cluster-acme",
+    feature = "cluster-backup",
+    feature = "cluster-backup-info",
+    feature = "cluster-bulk-action",
+    feature = "cluster-ceph",
+    feature = "cluster-config",
+    feature = "cluster-firewall",
+    feature = "cluster-ha",
+    feature = "cluster-jobs",
+    feature = "cluster-log",
+    feature = "cluster-mapping",
+    feature = "cluster-metrics",
+    feature = "cluster-nextid",
+    feature = "cluster-notifications",
+    feature = "cluster-options",
+    feature = "cluster-qemu",
+    feature = "cluster-replication",
+    feature = "cluster-resources",
+    feature = "cluster-sdn",
+    feature = "cluster-status",
+    feature = "cluster-tasks"
+))]
 pub mod cluster;
 pub mod errors;
 pub mod formats;
 pub mod index;
-#[cfg(feature = "nodes")]
+#[cfg(any(
+    feature = "nodes-aplinfo",
+    feature = "nodes-apt",
+    feature = "nodes-capabilities",
+    feature = "nodes-ceph",
+    feature = "nodes-certificates",
+    feature = "nodes-config",
+    feature = "nodes-disks",
+    feature = "nodes-dns",
+    feature = "nodes-execute",
+    feature = "nodes-firewall",
+    feature = "nodes-hardware",
+    feature = "nodes-hosts",
+    feature = "nodes-journal",
+    feature = "nodes-lxc",
+    feature = "nodes-migrateall",
+    feature = "nodes-netstat",
+    feature = "nodes-network",
+    feature = "nodes-qemu",
+    feature = "nodes-query-oci-repo-tags",
+    feature = "nodes-query-url-metadata",
+    feature = "nodes-replication",
+    feature = "nodes-report",
+    feature = "nodes-rrd",
+    feature = "nodes-rrddata",
+    feature = "nodes-scan",
+    feature = "nodes-sdn",
+    feature = "nodes-services",
+    feature = "nodes-spiceshell",
+    feature = "nodes-startall",
+    feature = "nodes-status",
+    feature = "nodes-stopall",
+    feature = "nodes-storage",
+    feature = "nodes-subscription",
+    feature = "nodes-suspendall",
+    feature = "nodes-syslog",
+    feature = "nodes-tasks",
+    feature = "nodes-termproxy",
+    feature = "nodes-time",
+    feature = "nodes-version",
+    feature = "nodes-vncshell",
+    feature = "nodes-vncwebsocket",
+    feature = "nodes-vzdump",
+    feature = "nodes-wakeonlan"
+))]
 pub mod nodes;
 #[cfg(feature = "pools")]
 pub mod pools;

@@ -690,430 +690,430 @@ pub(crate) const SAMPLES: &str = r##"[
 #[allow(clippy::vec_init_then_push, reason = "each push has its feature's cfg")]
 pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     let mut out = Vec::new();
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-domains")]
     out.push((
         "DELETE /access/domains/{realm}",
         decode::<crate::generated::access::domains::realm::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-groups")]
     out.push((
         "DELETE /access/groups/{groupid}",
         decode::<crate::generated::access::groups::groupid::DeleteGroupResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-roles")]
     out.push((
         "DELETE /access/roles/{roleid}",
         decode::<crate::generated::access::roles::roleid::DeleteRoleResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-tfa")]
     out.push((
         "DELETE /access/tfa/{userid}/{id}",
         decode::<crate::generated::access::tfa::userid::id::DeleteTfaResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "DELETE /access/users/{userid}",
         decode::<crate::generated::access::users::userid::DeleteUserResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "DELETE /access/users/{userid}/token/{tokenid}",
         decode::<crate::generated::access::users::userid::token::tokenid::RemoveTokenResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "DELETE /cluster/acme/account/{name}",
         decode::<crate::generated::cluster::acme::account::name::DeactivateAccountResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "DELETE /cluster/acme/plugins/{id}",
         decode::<crate::generated::cluster::acme::plugins::id::DeletePluginResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup")]
     out.push((
         "DELETE /cluster/backup/{id}",
         decode::<crate::generated::cluster::backup::id::DeleteJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "DELETE /cluster/config/nodes/{node}",
         decode::<crate::generated::cluster::config::nodes::node::DelnodeResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "DELETE /cluster/firewall/aliases/{name}",
         decode::<crate::generated::cluster::firewall::aliases::name::RemoveAliasResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "DELETE /cluster/firewall/groups/{group}",
         decode::<crate::generated::cluster::firewall::groups::group::DeleteSecurityGroupResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "DELETE /cluster/firewall/groups/{group}/{pos}",
         decode::<crate::generated::cluster::firewall::groups::group::pos::DeleteRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "DELETE /cluster/firewall/ipset/{name}",
         decode::<crate::generated::cluster::firewall::ipset::name::DeleteIpsetResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "DELETE /cluster/firewall/ipset/{name}/{cidr}",
         decode::<crate::generated::cluster::firewall::ipset::name::cidr::RemoveIpResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "DELETE /cluster/firewall/rules/{pos}",
         decode::<crate::generated::cluster::firewall::rules::pos::DeleteRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "DELETE /cluster/ha/groups/{group}",
         decode::<crate::generated::cluster::ha::groups::group::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "DELETE /cluster/ha/resources/{sid}",
         decode::<crate::generated::cluster::ha::resources::sid::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "DELETE /cluster/ha/rules/{rule}",
         decode::<crate::generated::cluster::ha::rules::rule::DeleteRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "DELETE /cluster/jobs/realm-sync/{id}",
         decode::<crate::generated::cluster::jobs::realm_sync::id::DeleteJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "DELETE /cluster/mapping/dir/{id}",
         decode::<crate::generated::cluster::mapping::dir::id::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "DELETE /cluster/mapping/pci/{id}",
         decode::<crate::generated::cluster::mapping::pci::id::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "DELETE /cluster/mapping/usb/{id}",
         decode::<crate::generated::cluster::mapping::usb::id::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "DELETE /cluster/metrics/server/{id}",
         decode::<crate::generated::cluster::metrics::server::id::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "DELETE /cluster/notifications/endpoints/gotify/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::gotify::name::DeleteGotifyEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "DELETE /cluster/notifications/endpoints/sendmail/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::sendmail::name::DeleteSendmailEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "DELETE /cluster/notifications/endpoints/smtp/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::smtp::name::DeleteSmtpEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "DELETE /cluster/notifications/endpoints/webhook/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::webhook::name::DeleteWebhookEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "DELETE /cluster/notifications/matchers/{name}",
         decode::<crate::generated::cluster::notifications::matchers::name::DeleteMatcherResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "DELETE /cluster/qemu/custom-cpu-models/{cputype}",
         decode::<crate::generated::cluster::qemu::custom_cpu_models::cputype::DeleteResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-replication")]
     out.push((
         "DELETE /cluster/replication/{id}",
         decode::<crate::generated::cluster::replication::id::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/controllers/{controller}",
         decode::<crate::generated::cluster::sdn::controllers::controller::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/dns/{dns}",
         decode::<crate::generated::cluster::sdn::dns::dns::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/fabrics/fabric/{id}",
         decode::<crate::generated::cluster::sdn::fabrics::fabric::id::DeleteFabricResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/fabrics/node/{fabric_id}/{node_id}",
         decode::<
             crate::generated::cluster::sdn::fabrics::node::fabric_id::node_id::DeleteNodeResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/ipams/{ipam}",
         decode::<crate::generated::cluster::sdn::ipams::ipam::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/lock",
         decode::<crate::generated::cluster::sdn::lock::ReleaseLockResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/prefix-lists/{id}",
         decode::<crate::generated::cluster::sdn::prefix_lists::id::DeletePrefixListResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/prefix-lists/{id}/entries/{url_seq}",
         decode::<
             crate::generated::cluster::sdn::prefix_lists::id::entries::url_seq::DeletePrefixListEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}",
         decode::<
             crate::generated::cluster::sdn::route_maps::entries::route_map_id::entry::order::DeleteRouteMapEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}/firewall/rules/{pos}",
         decode::<
             crate::generated::cluster::sdn::vnets::vnet::firewall::rules::pos::DeleteRuleResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}/ips",
         decode::<crate::generated::cluster::sdn::vnets::vnet::ips::IpdeleteResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}/subnets/{subnet}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::DeleteResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/zones/{zone}",
         decode::<crate::generated::cluster::sdn::zones::zone::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/fs/{name}",
         decode::<crate::generated::nodes::node::ceph::fs::name::DestroyfsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/mds/{name}",
         decode::<crate::generated::nodes::node::ceph::mds::name::DestroymdsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/mgr/{id}",
         decode::<crate::generated::nodes::node::ceph::mgr::id::DestroymgrResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/mon/{monid}",
         decode::<crate::generated::nodes::node::ceph::mon::monid::DestroymonResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/osd/{osdid}",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::DestroyosdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/pool/{name}",
         decode::<crate::generated::nodes::node::ceph::pool::name::DestroypoolResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "DELETE /nodes/{node}/certificates/acme/certificate",
         decode::<
             crate::generated::nodes::node::certificates::acme::certificate::RevokeCertificateResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "DELETE /nodes/{node}/certificates/custom",
         decode::<crate::generated::nodes::node::certificates::custom::RemoveCustomCertResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "DELETE /nodes/{node}/disks/directory/{name}",
         decode::<crate::generated::nodes::node::disks::directory::name::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "DELETE /nodes/{node}/disks/lvm/{name}",
         decode::<crate::generated::nodes::node::disks::lvm::name::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "DELETE /nodes/{node}/disks/lvmthin/{name}",
         decode::<crate::generated::nodes::node::disks::lvmthin::name::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "DELETE /nodes/{node}/disks/zfs/{name}",
         decode::<crate::generated::nodes::node::disks::zfs::name::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "DELETE /nodes/{node}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::firewall::rules::pos::DeleteRuleResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}",
         decode::<crate::generated::nodes::node::lxc::vmid::DestroyVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::aliases::name::RemoveAliasResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::ipset::name::DeleteIpsetResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::ipset::name::cidr::RemoveIpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::rules::pos::DeleteRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}/snapshot/{snapname}",
         decode::<crate::generated::nodes::node::lxc::vmid::snapshot::snapname::DelsnapshotResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "DELETE /nodes/{node}/network",
         decode::<crate::generated::nodes::node::network::RevertNetworkChangesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "DELETE /nodes/{node}/network/{iface}",
         decode::<crate::generated::nodes::node::network::iface::DeleteNetworkResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}",
         decode::<crate::generated::nodes::node::qemu::vmid::DestroyVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}/firewall/aliases/{name}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::aliases::name::RemoveAliasResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::ipset::name::DeleteIpsetResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::ipset::name::cidr::RemoveIpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}/firewall/rules/{pos}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::rules::pos::DeleteRuleResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}",
         decode::<crate::generated::nodes::node::qemu::vmid::snapshot::snapname::DelsnapshotResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "DELETE /nodes/{node}/storage/{storage}/content/{volume}",
         decode::<crate::generated::nodes::node::storage::storage::content::volume::DeleteResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "DELETE /nodes/{node}/storage/{storage}/prunebackups",
         decode::<crate::generated::nodes::node::storage::storage::prunebackups::DeleteResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-subscription")]
     out.push((
         "DELETE /nodes/{node}/subscription",
         decode::<crate::generated::nodes::node::subscription::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-tasks")]
     out.push((
         "DELETE /nodes/{node}/tasks/{upid}",
         decode::<crate::generated::nodes::node::tasks::upid::StopTaskResponse> as Decode,
@@ -1133,1820 +1133,1942 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
         "DELETE /storage/{storage}",
         decode::<crate::generated::storage::storage::DeleteResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(any(
+        feature = "access-acl",
+        feature = "access-domains",
+        feature = "access-groups",
+        feature = "access-openid",
+        feature = "access-password",
+        feature = "access-permissions",
+        feature = "access-roles",
+        feature = "access-tfa",
+        feature = "access-ticket",
+        feature = "access-users",
+        feature = "access-vncticket"
+    ))]
     out.push((
         "GET /access",
         decode::<crate::generated::access::ListAccessResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-acl")]
     out.push((
         "GET /access/acl",
         decode::<crate::generated::access::acl::ReadAclResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-domains")]
     out.push((
         "GET /access/domains",
         decode::<crate::generated::access::domains::ListDomainsResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-domains")]
     out.push((
         "GET /access/domains/{realm}",
         decode::<crate::generated::access::domains::realm::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-groups")]
     out.push((
         "GET /access/groups",
         decode::<crate::generated::access::groups::ListGroupsResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-groups")]
     out.push((
         "GET /access/groups/{groupid}",
         decode::<crate::generated::access::groups::groupid::ReadGroupResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-openid")]
     out.push((
         "GET /access/openid",
         decode::<crate::generated::access::openid::ListOpenidResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-permissions")]
     out.push((
         "GET /access/permissions",
         decode::<crate::generated::access::permissions::PermissionsResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-roles")]
     out.push((
         "GET /access/roles",
         decode::<crate::generated::access::roles::ListRolesResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-roles")]
     out.push((
         "GET /access/roles/{roleid}",
         decode::<crate::generated::access::roles::roleid::ReadRoleResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-tfa")]
     out.push((
         "GET /access/tfa",
         decode::<crate::generated::access::tfa::ListTfaResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-tfa")]
     out.push((
         "GET /access/tfa/{userid}",
         decode::<crate::generated::access::tfa::userid::ListUserTfaResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-tfa")]
     out.push((
         "GET /access/tfa/{userid}/{id}",
         decode::<crate::generated::access::tfa::userid::id::GetTfaEntryResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-ticket")]
     out.push((
         "GET /access/ticket",
         decode::<crate::generated::access::ticket::GetTicketResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "GET /access/users",
         decode::<crate::generated::access::users::ListUsersResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "GET /access/users/{userid}",
         decode::<crate::generated::access::users::userid::ReadUserResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "GET /access/users/{userid}/tfa",
         decode::<crate::generated::access::users::userid::tfa::ReadUserTfaTypeResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "GET /access/users/{userid}/token",
         decode::<crate::generated::access::users::userid::token::TokenIndexResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "GET /access/users/{userid}/token/{tokenid}",
         decode::<crate::generated::access::users::userid::token::tokenid::ReadTokenResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(any(
+        feature = "cluster-acme",
+        feature = "cluster-backup",
+        feature = "cluster-backup-info",
+        feature = "cluster-bulk-action",
+        feature = "cluster-ceph",
+        feature = "cluster-config",
+        feature = "cluster-firewall",
+        feature = "cluster-ha",
+        feature = "cluster-jobs",
+        feature = "cluster-log",
+        feature = "cluster-mapping",
+        feature = "cluster-metrics",
+        feature = "cluster-nextid",
+        feature = "cluster-notifications",
+        feature = "cluster-options",
+        feature = "cluster-qemu",
+        feature = "cluster-replication",
+        feature = "cluster-resources",
+        feature = "cluster-sdn",
+        feature = "cluster-status",
+        feature = "cluster-tasks"
+    ))]
     out.push((
         "GET /cluster",
         decode::<crate::generated::cluster::ListClusterResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme",
         decode::<crate::generated::cluster::acme::ListAcmeResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/account",
         decode::<crate::generated::cluster::acme::account::AccountIndexResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/account/{name}",
         decode::<crate::generated::cluster::acme::account::name::GetAccountResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/challenge-schema",
         decode::<crate::generated::cluster::acme::challenge_schema::ChallengeschemaResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/directories",
         decode::<crate::generated::cluster::acme::directories::GetDirectoriesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/meta",
         decode::<crate::generated::cluster::acme::meta::GetMetaResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/plugins",
         decode::<crate::generated::cluster::acme::plugins::ListPluginsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/plugins/{id}",
         decode::<crate::generated::cluster::acme::plugins::id::GetPluginConfigResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "GET /cluster/acme/tos",
         decode::<crate::generated::cluster::acme::tos::GetTosResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup")]
     out.push((
         "GET /cluster/backup",
         decode::<crate::generated::cluster::backup::ListBackupResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup-info")]
     out.push((
         "GET /cluster/backup-info",
         decode::<crate::generated::cluster::backup_info::ListBackupInfoResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup-info")]
     out.push((
         "GET /cluster/backup-info/not-backed-up",
         decode::<
             crate::generated::cluster::backup_info::not_backed_up::GetGuestsNotInBackupResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup")]
     out.push((
         "GET /cluster/backup/{id}",
         decode::<crate::generated::cluster::backup::id::ReadJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup")]
     out.push((
         "GET /cluster/backup/{id}/included_volumes",
         decode::<
             crate::generated::cluster::backup::id::included_volumes::GetVolumeBackupIncludedResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-bulk-action")]
     out.push((
         "GET /cluster/bulk-action",
         decode::<crate::generated::cluster::bulk_action::ListBulkActionResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-bulk-action")]
     out.push((
         "GET /cluster/bulk-action/guest",
         decode::<crate::generated::cluster::bulk_action::guest::ListGuestResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "GET /cluster/ceph",
         decode::<crate::generated::cluster::ceph::CephindexResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "GET /cluster/ceph/flags",
         decode::<crate::generated::cluster::ceph::flags::GetAllFlagsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "GET /cluster/ceph/flags/{flag}",
         decode::<crate::generated::cluster::ceph::flags::flag::GetFlagResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "GET /cluster/ceph/metadata",
         decode::<crate::generated::cluster::ceph::metadata::MetadataResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "GET /cluster/ceph/status",
         decode::<crate::generated::cluster::ceph::status::StatusResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "GET /cluster/config",
         decode::<crate::generated::cluster::config::ListConfigResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "GET /cluster/config/apiversion",
         decode::<crate::generated::cluster::config::apiversion::JoinApiVersionResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "GET /cluster/config/join",
         decode::<crate::generated::cluster::config::join::JoinInfoResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "GET /cluster/config/nodes",
         decode::<crate::generated::cluster::config::nodes::NodesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "GET /cluster/config/qdevice",
         decode::<crate::generated::cluster::config::qdevice::StatusResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "GET /cluster/config/totem",
         decode::<crate::generated::cluster::config::totem::TotemResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall",
         decode::<crate::generated::cluster::firewall::ListFirewallResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/aliases",
         decode::<crate::generated::cluster::firewall::aliases::GetAliasesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/aliases/{name}",
         decode::<crate::generated::cluster::firewall::aliases::name::ReadAliasResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/groups",
         decode::<crate::generated::cluster::firewall::groups::ListSecurityGroupsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/groups/{group}",
         decode::<crate::generated::cluster::firewall::groups::group::GetRulesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/groups/{group}/{pos}",
         decode::<crate::generated::cluster::firewall::groups::group::pos::GetRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/ipset",
         decode::<crate::generated::cluster::firewall::ipset::IpsetIndexResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/ipset/{name}",
         decode::<crate::generated::cluster::firewall::ipset::name::GetIpsetResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/ipset/{name}/{cidr}",
         decode::<crate::generated::cluster::firewall::ipset::name::cidr::ReadIpResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/macros",
         decode::<crate::generated::cluster::firewall::macros::GetMacrosResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/options",
         decode::<crate::generated::cluster::firewall::options::GetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/refs",
         decode::<crate::generated::cluster::firewall::refs::RefsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/rules",
         decode::<crate::generated::cluster::firewall::rules::GetRulesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "GET /cluster/firewall/rules/{pos}",
         decode::<crate::generated::cluster::firewall::rules::pos::GetRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha",
         decode::<crate::generated::cluster::ha::ListHaResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/groups",
         decode::<crate::generated::cluster::ha::groups::ListGroupsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/groups/{group}",
         decode::<crate::generated::cluster::ha::groups::group::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/resources",
         decode::<crate::generated::cluster::ha::resources::ListResourcesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/resources/{sid}",
         decode::<crate::generated::cluster::ha::resources::sid::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/rules",
         decode::<crate::generated::cluster::ha::rules::ListRulesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/rules/{rule}",
         decode::<crate::generated::cluster::ha::rules::rule::ReadRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/status",
         decode::<crate::generated::cluster::ha::status::ListStatusResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/status/current",
         decode::<crate::generated::cluster::ha::status::current::StatusResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "GET /cluster/ha/status/manager_status",
         decode::<crate::generated::cluster::ha::status::manager_status::ManagerStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "GET /cluster/jobs",
         decode::<crate::generated::cluster::jobs::ListJobsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "GET /cluster/jobs/realm-sync",
         decode::<crate::generated::cluster::jobs::realm_sync::SyncjobIndexResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "GET /cluster/jobs/realm-sync/{id}",
         decode::<crate::generated::cluster::jobs::realm_sync::id::ReadJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "GET /cluster/jobs/schedule-analyze",
         decode::<crate::generated::cluster::jobs::schedule_analyze::ScheduleAnalyzeResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-log")]
     out.push((
         "GET /cluster/log",
         decode::<crate::generated::cluster::log::LogResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping",
         decode::<crate::generated::cluster::mapping::ListMappingResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping/dir",
         decode::<crate::generated::cluster::mapping::dir::ListDirResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping/dir/{id}",
         decode::<crate::generated::cluster::mapping::dir::id::GetResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping/pci",
         decode::<crate::generated::cluster::mapping::pci::ListPciResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping/pci/{id}",
         decode::<crate::generated::cluster::mapping::pci::id::GetResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping/usb",
         decode::<crate::generated::cluster::mapping::usb::ListUsbResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "GET /cluster/mapping/usb/{id}",
         decode::<crate::generated::cluster::mapping::usb::id::GetResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "GET /cluster/metrics",
         decode::<crate::generated::cluster::metrics::ListMetricsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "GET /cluster/metrics/export",
         decode::<crate::generated::cluster::metrics::export::ExportResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "GET /cluster/metrics/server",
         decode::<crate::generated::cluster::metrics::server::ServerIndexResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "GET /cluster/metrics/server/{id}",
         decode::<crate::generated::cluster::metrics::server::id::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-nextid")]
     out.push((
         "GET /cluster/nextid",
         decode::<crate::generated::cluster::nextid::NextidResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications",
         decode::<crate::generated::cluster::notifications::ListNotificationsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints",
         decode::<crate::generated::cluster::notifications::endpoints::EndpointsIndexResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/gotify",
         decode::<
             crate::generated::cluster::notifications::endpoints::gotify::GetGotifyEndpointsResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/gotify/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::gotify::name::GetGotifyEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/sendmail",
         decode::<
             crate::generated::cluster::notifications::endpoints::sendmail::GetSendmailEndpointsResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/sendmail/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::sendmail::name::GetSendmailEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/smtp",
         decode::<
             crate::generated::cluster::notifications::endpoints::smtp::GetSmtpEndpointsResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/smtp/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::smtp::name::GetSmtpEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/webhook",
         decode::<
             crate::generated::cluster::notifications::endpoints::webhook::GetWebhookEndpointsResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/endpoints/webhook/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::webhook::name::GetWebhookEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/matcher-field-values",
         decode::<
             crate::generated::cluster::notifications::matcher_field_values::GetMatcherFieldValuesResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/matcher-fields",
         decode::<crate::generated::cluster::notifications::matcher_fields::GetMatcherFieldsResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/matchers",
         decode::<crate::generated::cluster::notifications::matchers::GetMatchersResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/matchers/{name}",
         decode::<crate::generated::cluster::notifications::matchers::name::GetMatcherResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "GET /cluster/notifications/targets",
         decode::<crate::generated::cluster::notifications::targets::GetAllTargetsResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-options")]
     out.push((
         "GET /cluster/options",
         decode::<crate::generated::cluster::options::GetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "GET /cluster/qemu",
         decode::<crate::generated::cluster::qemu::ListQemuResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "GET /cluster/qemu/cpu-flags",
         decode::<crate::generated::cluster::qemu::cpu_flags::ListCpuFlagsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "GET /cluster/qemu/custom-cpu-models",
         decode::<crate::generated::cluster::qemu::custom_cpu_models::ConfigResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "GET /cluster/qemu/custom-cpu-models/{cputype}",
         decode::<crate::generated::cluster::qemu::custom_cpu_models::cputype::InfoResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-replication")]
     out.push((
         "GET /cluster/replication",
         decode::<crate::generated::cluster::replication::ListReplicationResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-replication")]
     out.push((
         "GET /cluster/replication/{id}",
         decode::<crate::generated::cluster::replication::id::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-resources")]
     out.push((
         "GET /cluster/resources",
         decode::<crate::generated::cluster::resources::ResourcesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn",
         decode::<crate::generated::cluster::sdn::ListSdnResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/controllers",
         decode::<crate::generated::cluster::sdn::controllers::ListControllersResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/controllers/{controller}",
         decode::<crate::generated::cluster::sdn::controllers::controller::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/dns",
         decode::<crate::generated::cluster::sdn::dns::ListDnsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/dns/{dns}",
         decode::<crate::generated::cluster::sdn::dns::dns::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/dry-run",
         decode::<crate::generated::cluster::sdn::dry_run::DryRunResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics",
         decode::<crate::generated::cluster::sdn::fabrics::ListFabricsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics/all",
         decode::<crate::generated::cluster::sdn::fabrics::all::ListAllResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics/fabric",
         decode::<crate::generated::cluster::sdn::fabrics::fabric::ListFabricResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics/fabric/{id}",
         decode::<crate::generated::cluster::sdn::fabrics::fabric::id::GetFabricResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics/node",
         decode::<crate::generated::cluster::sdn::fabrics::node::ListNodesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics/node/{fabric_id}",
         decode::<crate::generated::cluster::sdn::fabrics::node::fabric_id::ListNodesFabricResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/fabrics/node/{fabric_id}/{node_id}",
         decode::<crate::generated::cluster::sdn::fabrics::node::fabric_id::node_id::GetNodeResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/ipams",
         decode::<crate::generated::cluster::sdn::ipams::ListIpamsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/ipams/{ipam}",
         decode::<crate::generated::cluster::sdn::ipams::ipam::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/ipams/{ipam}/status",
         decode::<crate::generated::cluster::sdn::ipams::ipam::status::IpamindexResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/prefix-lists",
         decode::<crate::generated::cluster::sdn::prefix_lists::ListPrefixListsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/prefix-lists/{id}",
         decode::<crate::generated::cluster::sdn::prefix_lists::id::GetPrefixListResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/prefix-lists/{id}/entries",
         decode::<
             crate::generated::cluster::sdn::prefix_lists::id::entries::GetPrefixListEntriesResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/prefix-lists/{id}/entries/{url_seq}",
         decode::<
             crate::generated::cluster::sdn::prefix_lists::id::entries::url_seq::GetPrefixListEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/route-maps",
         decode::<crate::generated::cluster::sdn::route_maps::ListRouteMapsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/route-maps/entries",
         decode::<crate::generated::cluster::sdn::route_maps::entries::ListRouteMapEntriesResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/route-maps/entries/{route-map-id}",
         decode::<
             crate::generated::cluster::sdn::route_maps::entries::route_map_id::ListRouteMapEntriesForRouteMapResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}",
         decode::<
             crate::generated::cluster::sdn::route_maps::entries::route_map_id::entry::order::GetRouteMapEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets",
         decode::<crate::generated::cluster::sdn::vnets::ListVnetsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/firewall",
         decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::ListFirewallResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/firewall/options",
         decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::options::GetOptionsResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/firewall/rules",
         decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::rules::GetRulesResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/firewall/rules/{pos}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::rules::pos::GetRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/subnets",
         decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::ListSubnetsResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/subnets/{subnet}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::ReadResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/zones",
         decode::<crate::generated::cluster::sdn::zones::ListZonesResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/zones/{zone}",
         decode::<crate::generated::cluster::sdn::zones::zone::ReadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-status")]
     out.push((
         "GET /cluster/status",
         decode::<crate::generated::cluster::status::GetStatusResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-tasks")]
     out.push((
         "GET /cluster/tasks",
         decode::<crate::generated::cluster::tasks::TasksResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(any(
+        feature = "nodes-aplinfo",
+        feature = "nodes-apt",
+        feature = "nodes-capabilities",
+        feature = "nodes-ceph",
+        feature = "nodes-certificates",
+        feature = "nodes-config",
+        feature = "nodes-disks",
+        feature = "nodes-dns",
+        feature = "nodes-execute",
+        feature = "nodes-firewall",
+        feature = "nodes-hardware",
+        feature = "nodes-hosts",
+        feature = "nodes-journal",
+        feature = "nodes-lxc",
+        feature = "nodes-migrateall",
+        feature = "nodes-netstat",
+        feature = "nodes-network",
+        feature = "nodes-qemu",
+        feature = "nodes-query-oci-repo-tags",
+        feature = "nodes-query-url-metadata",
+        feature = "nodes-replication",
+        feature = "nodes-report",
+        feature = "nodes-rrd",
+        feature = "nodes-rrddata",
+        feature = "nodes-scan",
+        feature = "nodes-sdn",
+        feature = "nodes-services",
+        feature = "nodes-spiceshell",
+        feature = "nodes-startall",
+        feature = "nodes-status",
+        feature = "nodes-stopall",
+        feature = "nodes-storage",
+        feature = "nodes-subscription",
+        feature = "nodes-suspendall",
+        feature = "nodes-syslog",
+        feature = "nodes-tasks",
+        feature = "nodes-termproxy",
+        feature = "nodes-time",
+        feature = "nodes-version",
+        feature = "nodes-vncshell",
+        feature = "nodes-vncwebsocket",
+        feature = "nodes-vzdump",
+        feature = "nodes-wakeonlan"
+    ))]
     out.push((
         "GET /nodes",
         decode::<crate::generated::nodes::ListNodesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(any(
+        feature = "nodes-aplinfo",
+        feature = "nodes-apt",
+        feature = "nodes-capabilities",
+        feature = "nodes-ceph",
+        feature = "nodes-certificates",
+        feature = "nodes-config",
+        feature = "nodes-disks",
+        feature = "nodes-dns",
+        feature = "nodes-execute",
+        feature = "nodes-firewall",
+        feature = "nodes-hardware",
+        feature = "nodes-hosts",
+        feature = "nodes-journal",
+        feature = "nodes-lxc",
+        feature = "nodes-migrateall",
+        feature = "nodes-netstat",
+        feature = "nodes-network",
+        feature = "nodes-qemu",
+        feature = "nodes-query-oci-repo-tags",
+        feature = "nodes-query-url-metadata",
+        feature = "nodes-replication",
+        feature = "nodes-report",
+        feature = "nodes-rrd",
+        feature = "nodes-rrddata",
+        feature = "nodes-scan",
+        feature = "nodes-sdn",
+        feature = "nodes-services",
+        feature = "nodes-spiceshell",
+        feature = "nodes-startall",
+        feature = "nodes-status",
+        feature = "nodes-stopall",
+        feature = "nodes-storage",
+        feature = "nodes-subscription",
+        feature = "nodes-suspendall",
+        feature = "nodes-syslog",
+        feature = "nodes-tasks",
+        feature = "nodes-termproxy",
+        feature = "nodes-time",
+        feature = "nodes-version",
+        feature = "nodes-vncshell",
+        feature = "nodes-vncwebsocket",
+        feature = "nodes-vzdump",
+        feature = "nodes-wakeonlan"
+    ))]
     out.push((
         "GET /nodes/{node}",
         decode::<crate::generated::nodes::node::ListNodesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-aplinfo")]
     out.push((
         "GET /nodes/{node}/aplinfo",
         decode::<crate::generated::nodes::node::aplinfo::AplinfoResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "GET /nodes/{node}/apt",
         decode::<crate::generated::nodes::node::apt::ListAptResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "GET /nodes/{node}/apt/changelog",
         decode::<crate::generated::nodes::node::apt::changelog::ChangelogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "GET /nodes/{node}/apt/repositories",
         decode::<crate::generated::nodes::node::apt::repositories::RepositoriesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "GET /nodes/{node}/apt/update",
         decode::<crate::generated::nodes::node::apt::update::ListUpdatesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "GET /nodes/{node}/apt/versions",
         decode::<crate::generated::nodes::node::apt::versions::VersionsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-capabilities")]
     out.push((
         "GET /nodes/{node}/capabilities",
         decode::<crate::generated::nodes::node::capabilities::ListCapabilitiesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-capabilities")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu",
         decode::<crate::generated::nodes::node::capabilities::qemu::QemuCapsIndexResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-capabilities")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu/cpu",
         decode::<crate::generated::nodes::node::capabilities::qemu::cpu::ListCpuResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-capabilities")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu/cpu-flags",
         decode::<crate::generated::nodes::node::capabilities::qemu::cpu_flags::ListCpuFlagsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-capabilities")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu/machines",
         decode::<crate::generated::nodes::node::capabilities::qemu::machines::TypesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-capabilities")]
     out.push((
         "GET /nodes/{node}/capabilities/qemu/migration",
         decode::<crate::generated::nodes::node::capabilities::qemu::migration::CapabilitiesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph",
         decode::<crate::generated::nodes::node::ceph::ListCephResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/cfg",
         decode::<crate::generated::nodes::node::ceph::cfg::ListCfgResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/cfg/db",
         decode::<crate::generated::nodes::node::ceph::cfg::db::DbResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/cfg/raw",
         decode::<crate::generated::nodes::node::ceph::cfg::raw::RawResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/cfg/value",
         decode::<crate::generated::nodes::node::ceph::cfg::value::ValueResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/cmd-safety",
         decode::<crate::generated::nodes::node::ceph::cmd_safety::CmdSafetyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/crush",
         decode::<crate::generated::nodes::node::ceph::crush::CrushResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/fs",
         decode::<crate::generated::nodes::node::ceph::fs::ListFsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/log",
         decode::<crate::generated::nodes::node::ceph::log::LogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/mds",
         decode::<crate::generated::nodes::node::ceph::mds::ListMdsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/mgr",
         decode::<crate::generated::nodes::node::ceph::mgr::ListMgrResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/mon",
         decode::<crate::generated::nodes::node::ceph::mon::ListmonResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd",
         decode::<crate::generated::nodes::node::ceph::osd::ListOsdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd/{osdid}",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::OsdindexResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd/{osdid}/lv-info",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::lv_info::OsdvolumeResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd/{osdid}/metadata",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::metadata::OsddetailsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/pool",
         decode::<crate::generated::nodes::node::ceph::pool::LspoolsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/pool/{name}",
         decode::<crate::generated::nodes::node::ceph::pool::name::PoolindexResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/pool/{name}/status",
         decode::<crate::generated::nodes::node::ceph::pool::name::status::GetpoolResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/rules",
         decode::<crate::generated::nodes::node::ceph::rules::RulesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/status",
         decode::<crate::generated::nodes::node::ceph::status::StatusResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "GET /nodes/{node}/certificates",
         decode::<crate::generated::nodes::node::certificates::ListCertificatesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "GET /nodes/{node}/certificates/acme",
         decode::<crate::generated::nodes::node::certificates::acme::ListAcmeResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "GET /nodes/{node}/certificates/info",
         decode::<crate::generated::nodes::node::certificates::info::InfoResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-config")]
     out.push((
         "GET /nodes/{node}/config",
         decode::<crate::generated::nodes::node::config::GetConfigResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks",
         decode::<crate::generated::nodes::node::disks::ListDisksResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/directory",
         decode::<crate::generated::nodes::node::disks::directory::ListDirectoryResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/list",
         decode::<crate::generated::nodes::node::disks::list::ListResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/lvm",
         decode::<crate::generated::nodes::node::disks::lvm::ListLvmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/lvmthin",
         decode::<crate::generated::nodes::node::disks::lvmthin::ListLvmthinResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/smart",
         decode::<crate::generated::nodes::node::disks::smart::SmartResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/zfs",
         decode::<crate::generated::nodes::node::disks::zfs::ListZfsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "GET /nodes/{node}/disks/zfs/{name}",
         decode::<crate::generated::nodes::node::disks::zfs::name::DetailResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-dns")]
     out.push((
         "GET /nodes/{node}/dns",
         decode::<crate::generated::nodes::node::dns::DnsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "GET /nodes/{node}/firewall",
         decode::<crate::generated::nodes::node::firewall::ListFirewallResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "GET /nodes/{node}/firewall/log",
         decode::<crate::generated::nodes::node::firewall::log::LogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "GET /nodes/{node}/firewall/options",
         decode::<crate::generated::nodes::node::firewall::options::GetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "GET /nodes/{node}/firewall/rules",
         decode::<crate::generated::nodes::node::firewall::rules::GetRulesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "GET /nodes/{node}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::firewall::rules::pos::GetRuleResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hardware")]
     out.push((
         "GET /nodes/{node}/hardware",
         decode::<crate::generated::nodes::node::hardware::ListHardwareResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hardware")]
     out.push((
         "GET /nodes/{node}/hardware/pci",
         decode::<crate::generated::nodes::node::hardware::pci::PciScanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hardware")]
     out.push((
         "GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}",
         decode::<crate::generated::nodes::node::hardware::pci::pci_id_or_mapping::PciIndexResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hardware")]
     out.push((
         "GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev",
         decode::<
             crate::generated::nodes::node::hardware::pci::pci_id_or_mapping::mdev::MdevscanResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hardware")]
     out.push((
         "GET /nodes/{node}/hardware/usb",
         decode::<crate::generated::nodes::node::hardware::usb::UsbscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hosts")]
     out.push((
         "GET /nodes/{node}/hosts",
         decode::<crate::generated::nodes::node::hosts::GetEtcHostsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-journal")]
     out.push((
         "GET /nodes/{node}/journal",
         decode::<crate::generated::nodes::node::journal::JournalResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc",
         decode::<crate::generated::nodes::node::lxc::VmlistResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}",
         decode::<crate::generated::nodes::node::lxc::vmid::VmdiridxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/config",
         decode::<crate::generated::nodes::node::lxc::vmid::config::VmConfigResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/feature",
         decode::<crate::generated::nodes::node::lxc::vmid::feature::VmFeatureResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::ListFirewallResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/aliases",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::aliases::GetAliasesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::aliases::name::ReadAliasResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/ipset",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::ipset::IpsetIndexResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::ipset::name::GetIpsetResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::ipset::name::cidr::ReadIpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/log",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::log::LogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/options",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::options::GetOptionsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/refs",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::refs::RefsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/rules",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::rules::GetRulesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::rules::pos::GetRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/interfaces",
         decode::<crate::generated::nodes::node::lxc::vmid::interfaces::IpResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/migrate",
         decode::<crate::generated::nodes::node::lxc::vmid::migrate::MigrateVmPreconditionResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/mtunnelwebsocket",
         decode::<
             crate::generated::nodes::node::lxc::vmid::mtunnelwebsocket::MtunnelwebsocketResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/pending",
         decode::<crate::generated::nodes::node::lxc::vmid::pending::VmPendingResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/rrd",
         decode::<crate::generated::nodes::node::lxc::vmid::rrd::RrdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/rrddata",
         decode::<crate::generated::nodes::node::lxc::vmid::rrddata::RrddataResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/snapshot",
         decode::<crate::generated::nodes::node::lxc::vmid::snapshot::ListResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::snapshot::snapname::SnapshotCmdIdxResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config",
         decode::<
             crate::generated::nodes::node::lxc::vmid::snapshot::snapname::config::GetSnapshotConfigResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/status",
         decode::<crate::generated::nodes::node::lxc::vmid::status::VmcmdidxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/status/current",
         decode::<crate::generated::nodes::node::lxc::vmid::status::current::VmStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/vncwebsocket",
         decode::<crate::generated::nodes::node::lxc::vmid::vncwebsocket::VncwebsocketResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-netstat")]
     out.push((
         "GET /nodes/{node}/netstat",
         decode::<crate::generated::nodes::node::netstat::NetstatResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "GET /nodes/{node}/network",
         decode::<crate::generated::nodes::node::network::ListNetworkResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "GET /nodes/{node}/network/{iface}",
         decode::<crate::generated::nodes::node::network::iface::NetworkConfigResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu",
         decode::<crate::generated::nodes::node::qemu::VmlistResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}",
         decode::<crate::generated::nodes::node::qemu::vmid::VmdiridxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::ListAgentResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/exec-status",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::exec_status::ExecStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/file-read",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::file_read::FileReadResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-fsinfo",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::get_fsinfo::GetFsinfoResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-host-name",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::get_host_name::GetHostNameResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-memory-block-info",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::get_memory_block_info::GetMemoryBlockInfoResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-memory-blocks",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::get_memory_blocks::GetMemoryBlocksResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-osinfo",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::get_osinfo::GetOsinfoResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-time",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::get_time::GetTimeResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-timezone",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::get_timezone::GetTimezoneResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-users",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::get_users::GetUsersResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/get-vcpus",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::get_vcpus::GetVcpusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/info",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::info::InfoResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::network_get_interfaces::NetworkGetInterfacesResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/cloudinit",
         decode::<crate::generated::nodes::node::qemu::vmid::cloudinit::CloudinitPendingResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/cloudinit/dump",
         decode::<
             crate::generated::nodes::node::qemu::vmid::cloudinit::dump::CloudinitGeneratedConfigDumpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/config",
         decode::<crate::generated::nodes::node::qemu::vmid::config::VmConfigResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/feature",
         decode::<crate::generated::nodes::node::qemu::vmid::feature::VmFeatureResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::ListFirewallResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/aliases",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::aliases::GetAliasesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/aliases/{name}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::aliases::name::ReadAliasResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/ipset",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::ipset::IpsetIndexResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::ipset::name::GetIpsetResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::ipset::name::cidr::ReadIpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/log",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::log::LogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/options",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::options::GetOptionsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/refs",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::refs::RefsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/rules",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::rules::GetRulesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::rules::pos::GetRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/migrate",
         decode::<crate::generated::nodes::node::qemu::vmid::migrate::MigrateVmPreconditionResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/mtunnelwebsocket",
         decode::<
             crate::generated::nodes::node::qemu::vmid::mtunnelwebsocket::MtunnelwebsocketResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/pending",
         decode::<crate::generated::nodes::node::qemu::vmid::pending::VmPendingResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/rrd",
         decode::<crate::generated::nodes::node::qemu::vmid::rrd::RrdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/rrddata",
         decode::<crate::generated::nodes::node::qemu::vmid::rrddata::RrddataResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/snapshot",
         decode::<crate::generated::nodes::node::qemu::vmid::snapshot::SnapshotListResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::snapshot::snapname::SnapshotCmdIdxResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config",
         decode::<
             crate::generated::nodes::node::qemu::vmid::snapshot::snapname::config::GetSnapshotConfigResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/status",
         decode::<crate::generated::nodes::node::qemu::vmid::status::VmcmdidxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/status/current",
         decode::<crate::generated::nodes::node::qemu::vmid::status::current::VmStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/vncwebsocket",
         decode::<crate::generated::nodes::node::qemu::vmid::vncwebsocket::VncwebsocketResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-query-oci-repo-tags")]
     out.push((
         "GET /nodes/{node}/query-oci-repo-tags",
         decode::<crate::generated::nodes::node::query_oci_repo_tags::QueryOciRepoTagsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-query-url-metadata")]
     out.push((
         "GET /nodes/{node}/query-url-metadata",
         decode::<crate::generated::nodes::node::query_url_metadata::QueryUrlMetadataResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-replication")]
     out.push((
         "GET /nodes/{node}/replication",
         decode::<crate::generated::nodes::node::replication::StatusResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-replication")]
     out.push((
         "GET /nodes/{node}/replication/{id}",
         decode::<crate::generated::nodes::node::replication::id::ListReplicationResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-replication")]
     out.push((
         "GET /nodes/{node}/replication/{id}/log",
         decode::<crate::generated::nodes::node::replication::id::log::ReadJobLogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-replication")]
     out.push((
         "GET /nodes/{node}/replication/{id}/status",
         decode::<crate::generated::nodes::node::replication::id::status::JobStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-report")]
     out.push((
         "GET /nodes/{node}/report",
         decode::<crate::generated::nodes::node::report::ReportResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-rrd")]
     out.push((
         "GET /nodes/{node}/rrd",
         decode::<crate::generated::nodes::node::rrd::RrdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-rrddata")]
     out.push((
         "GET /nodes/{node}/rrddata",
         decode::<crate::generated::nodes::node::rrddata::RrddataResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan",
         decode::<crate::generated::nodes::node::scan::ListScanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/cifs",
         decode::<crate::generated::nodes::node::scan::cifs::CifsscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/iscsi",
         decode::<crate::generated::nodes::node::scan::iscsi::IscsiscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/lvm",
         decode::<crate::generated::nodes::node::scan::lvm::LvmscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/lvmthin",
         decode::<crate::generated::nodes::node::scan::lvmthin::LvmthinscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/nfs",
         decode::<crate::generated::nodes::node::scan::nfs::NfsscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/pbs",
         decode::<crate::generated::nodes::node::scan::pbs::PbsscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/zfs",
         decode::<crate::generated::nodes::node::scan::zfs::ZfsscanResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn",
         decode::<crate::generated::nodes::node::sdn::SdnindexResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/fabrics/{fabric}",
         decode::<crate::generated::nodes::node::sdn::fabrics::fabric::DiridxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/fabrics/{fabric}/interfaces",
         decode::<
             crate::generated::nodes::node::sdn::fabrics::fabric::interfaces::InterfacesResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/fabrics/{fabric}/neighbors",
         decode::<crate::generated::nodes::node::sdn::fabrics::fabric::neighbors::NeighborsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/fabrics/{fabric}/routes",
         decode::<crate::generated::nodes::node::sdn::fabrics::fabric::routes::RoutesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/vnets/{vnet}",
         decode::<crate::generated::nodes::node::sdn::vnets::vnet::DiridxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/vnets/{vnet}/mac-vrf",
         decode::<crate::generated::nodes::node::sdn::vnets::vnet::mac_vrf::MacVrfResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/zones",
         decode::<crate::generated::nodes::node::sdn::zones::ListZonesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/zones/{zone}",
         decode::<crate::generated::nodes::node::sdn::zones::zone::DiridxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/zones/{zone}/bridges",
         decode::<crate::generated::nodes::node::sdn::zones::zone::bridges::BridgesResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/zones/{zone}/content",
         decode::<crate::generated::nodes::node::sdn::zones::zone::content::ListContentResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn/zones/{zone}/ip-vrf",
         decode::<crate::generated::nodes::node::sdn::zones::zone::ip_vrf::IpVrfResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "GET /nodes/{node}/services",
         decode::<crate::generated::nodes::node::services::ListServicesResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "GET /nodes/{node}/services/{service}",
         decode::<crate::generated::nodes::node::services::service::SrvcmdidxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "GET /nodes/{node}/services/{service}/state",
         decode::<crate::generated::nodes::node::services::service::state::ServiceStateResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-status")]
     out.push((
         "GET /nodes/{node}/status",
         decode::<crate::generated::nodes::node::status::StatusResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage",
         decode::<crate::generated::nodes::node::storage::ListStorageResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}",
         decode::<crate::generated::nodes::node::storage::storage::DiridxResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/content",
         decode::<crate::generated::nodes::node::storage::storage::content::ListContentResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/content/{volume}",
         decode::<crate::generated::nodes::node::storage::storage::content::volume::InfoResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/file-restore/download",
         decode::<
             crate::generated::nodes::node::storage::storage::file_restore::download::DownloadResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/file-restore/list",
         decode::<crate::generated::nodes::node::storage::storage::file_restore::list::ListResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/identity",
         decode::<crate::generated::nodes::node::storage::storage::identity::IdentityResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/import-metadata",
         decode::<
             crate::generated::nodes::node::storage::storage::import_metadata::GetImportMetadataResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/prunebackups",
         decode::<crate::generated::nodes::node::storage::storage::prunebackups::DryrunResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/rrd",
         decode::<crate::generated::nodes::node::storage::storage::rrd::RrdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/rrddata",
         decode::<crate::generated::nodes::node::storage::storage::rrddata::RrddataResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "GET /nodes/{node}/storage/{storage}/status",
         decode::<crate::generated::nodes::node::storage::storage::status::ReadStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-subscription")]
     out.push((
         "GET /nodes/{node}/subscription",
         decode::<crate::generated::nodes::node::subscription::GetResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-syslog")]
     out.push((
         "GET /nodes/{node}/syslog",
         decode::<crate::generated::nodes::node::syslog::SyslogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-tasks")]
     out.push((
         "GET /nodes/{node}/tasks",
         decode::<crate::generated::nodes::node::tasks::NodeTasksResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-tasks")]
     out.push((
         "GET /nodes/{node}/tasks/{upid}",
         decode::<crate::generated::nodes::node::tasks::upid::UpidIndexResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-tasks")]
     out.push((
         "GET /nodes/{node}/tasks/{upid}/log",
         decode::<crate::generated::nodes::node::tasks::upid::log::ReadTaskLogResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-tasks")]
     out.push((
         "GET /nodes/{node}/tasks/{upid}/status",
         decode::<crate::generated::nodes::node::tasks::upid::status::ReadTaskStatusResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-time")]
     out.push((
         "GET /nodes/{node}/time",
         decode::<crate::generated::nodes::node::time::TimeResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-version")]
     out.push((
         "GET /nodes/{node}/version",
         decode::<crate::generated::nodes::node::version::VersionResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-vncwebsocket")]
     out.push((
         "GET /nodes/{node}/vncwebsocket",
         decode::<crate::generated::nodes::node::vncwebsocket::VncwebsocketResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-vzdump")]
     out.push((
         "GET /nodes/{node}/vzdump/defaults",
         decode::<crate::generated::nodes::node::vzdump::defaults::DefaultsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-vzdump")]
     out.push((
         "GET /nodes/{node}/vzdump/extractconfig",
         decode::<crate::generated::nodes::node::vzdump::extractconfig::ExtractconfigResponse>
@@ -2977,938 +3099,938 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
         "GET /version",
         decode::<crate::generated::version::VersionResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-domains")]
     out.push((
         "POST /access/domains",
         decode::<crate::generated::access::domains::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-domains")]
     out.push((
         "POST /access/domains/{realm}/sync",
         decode::<crate::generated::access::domains::realm::sync::SyncResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-groups")]
     out.push((
         "POST /access/groups",
         decode::<crate::generated::access::groups::CreateGroupResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-openid")]
     out.push((
         "POST /access/openid/auth-url",
         decode::<crate::generated::access::openid::auth_url::AuthUrlResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-openid")]
     out.push((
         "POST /access/openid/login",
         decode::<crate::generated::access::openid::login::LoginResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-roles")]
     out.push((
         "POST /access/roles",
         decode::<crate::generated::access::roles::CreateRoleResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-tfa")]
     out.push((
         "POST /access/tfa/{userid}",
         decode::<crate::generated::access::tfa::userid::AddTfaEntryResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-ticket")]
     out.push((
         "POST /access/ticket",
         decode::<crate::generated::access::ticket::CreateTicketResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "POST /access/users",
         decode::<crate::generated::access::users::CreateUserResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "POST /access/users/{userid}/token/{tokenid}",
         decode::<crate::generated::access::users::userid::token::tokenid::GenerateTokenResponse>
             as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-vncticket")]
     out.push((
         "POST /access/vncticket",
         decode::<crate::generated::access::vncticket::VerifyVncTicketResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "POST /cluster/acme/account",
         decode::<crate::generated::cluster::acme::account::RegisterAccountResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "POST /cluster/acme/plugins",
         decode::<crate::generated::cluster::acme::plugins::AddPluginResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup")]
     out.push((
         "POST /cluster/backup",
         decode::<crate::generated::cluster::backup::CreateJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-bulk-action")]
     out.push((
         "POST /cluster/bulk-action/guest/migrate",
         decode::<crate::generated::cluster::bulk_action::guest::migrate::MigrateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-bulk-action")]
     out.push((
         "POST /cluster/bulk-action/guest/shutdown",
         decode::<crate::generated::cluster::bulk_action::guest::shutdown::ShutdownResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-bulk-action")]
     out.push((
         "POST /cluster/bulk-action/guest/start",
         decode::<crate::generated::cluster::bulk_action::guest::start::StartResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-bulk-action")]
     out.push((
         "POST /cluster/bulk-action/guest/suspend",
         decode::<crate::generated::cluster::bulk_action::guest::suspend::SuspendResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "POST /cluster/config",
         decode::<crate::generated::cluster::config::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "POST /cluster/config/join",
         decode::<crate::generated::cluster::config::join::JoinResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-config")]
     out.push((
         "POST /cluster/config/nodes/{node}",
         decode::<crate::generated::cluster::config::nodes::node::AddnodeResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "POST /cluster/firewall/aliases",
         decode::<crate::generated::cluster::firewall::aliases::CreateAliasResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "POST /cluster/firewall/groups",
         decode::<crate::generated::cluster::firewall::groups::CreateSecurityGroupResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "POST /cluster/firewall/groups/{group}",
         decode::<crate::generated::cluster::firewall::groups::group::CreateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "POST /cluster/firewall/ipset",
         decode::<crate::generated::cluster::firewall::ipset::CreateIpsetResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "POST /cluster/firewall/ipset/{name}",
         decode::<crate::generated::cluster::firewall::ipset::name::CreateIpResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "POST /cluster/firewall/rules",
         decode::<crate::generated::cluster::firewall::rules::CreateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/groups",
         decode::<crate::generated::cluster::ha::groups::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/resources",
         decode::<crate::generated::cluster::ha::resources::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/resources/{sid}/migrate",
         decode::<crate::generated::cluster::ha::resources::sid::migrate::MigrateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/resources/{sid}/relocate",
         decode::<crate::generated::cluster::ha::resources::sid::relocate::RelocateResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/rules",
         decode::<crate::generated::cluster::ha::rules::CreateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/status/arm-ha",
         decode::<crate::generated::cluster::ha::status::arm_ha::ArmHaResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "POST /cluster/ha/status/disarm-ha",
         decode::<crate::generated::cluster::ha::status::disarm_ha::DisarmHaResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "POST /cluster/jobs/realm-sync/{id}",
         decode::<crate::generated::cluster::jobs::realm_sync::id::CreateJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "POST /cluster/mapping/dir",
         decode::<crate::generated::cluster::mapping::dir::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "POST /cluster/mapping/pci",
         decode::<crate::generated::cluster::mapping::pci::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "POST /cluster/mapping/usb",
         decode::<crate::generated::cluster::mapping::usb::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "POST /cluster/metrics/server/{id}",
         decode::<crate::generated::cluster::metrics::server::id::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "POST /cluster/notifications/endpoints/gotify",
         decode::<
             crate::generated::cluster::notifications::endpoints::gotify::CreateGotifyEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "POST /cluster/notifications/endpoints/sendmail",
         decode::<
             crate::generated::cluster::notifications::endpoints::sendmail::CreateSendmailEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "POST /cluster/notifications/endpoints/smtp",
         decode::<
             crate::generated::cluster::notifications::endpoints::smtp::CreateSmtpEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "POST /cluster/notifications/endpoints/webhook",
         decode::<
             crate::generated::cluster::notifications::endpoints::webhook::CreateWebhookEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "POST /cluster/notifications/matchers",
         decode::<crate::generated::cluster::notifications::matchers::CreateMatcherResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "POST /cluster/notifications/targets/{name}/test",
         decode::<crate::generated::cluster::notifications::targets::name::test::TestTargetResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "POST /cluster/qemu/custom-cpu-models",
         decode::<crate::generated::cluster::qemu::custom_cpu_models::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-replication")]
     out.push((
         "POST /cluster/replication",
         decode::<crate::generated::cluster::replication::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/controllers",
         decode::<crate::generated::cluster::sdn::controllers::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/dns",
         decode::<crate::generated::cluster::sdn::dns::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/fabrics/fabric",
         decode::<crate::generated::cluster::sdn::fabrics::fabric::AddFabricResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/fabrics/node/{fabric_id}",
         decode::<crate::generated::cluster::sdn::fabrics::node::fabric_id::AddNodeResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/ipams",
         decode::<crate::generated::cluster::sdn::ipams::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/lock",
         decode::<crate::generated::cluster::sdn::lock::LockResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/prefix-lists",
         decode::<crate::generated::cluster::sdn::prefix_lists::CreatePrefixListEntryResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/prefix-lists/{id}/entries",
         decode::<
             crate::generated::cluster::sdn::prefix_lists::id::entries::CreatePrefixListEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/rollback",
         decode::<crate::generated::cluster::sdn::rollback::RollbackResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/route-maps/entries",
         decode::<crate::generated::cluster::sdn::route_maps::entries::CreateRouteMapEntryResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets",
         decode::<crate::generated::cluster::sdn::vnets::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets/{vnet}/firewall/rules",
         decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::rules::CreateRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets/{vnet}/ips",
         decode::<crate::generated::cluster::sdn::vnets::vnet::ips::IpcreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets/{vnet}/subnets",
         decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/zones",
         decode::<crate::generated::cluster::sdn::zones::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-aplinfo")]
     out.push((
         "POST /nodes/{node}/aplinfo",
         decode::<crate::generated::nodes::node::aplinfo::AplDownloadResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "POST /nodes/{node}/apt/repositories",
         decode::<crate::generated::nodes::node::apt::repositories::ChangeRepositoryResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "POST /nodes/{node}/apt/update",
         decode::<crate::generated::nodes::node::apt::update::UpdateDatabaseResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/fs/{name}",
         decode::<crate::generated::nodes::node::ceph::fs::name::CreatefsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/init",
         decode::<crate::generated::nodes::node::ceph::init::InitResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/mds/{name}",
         decode::<crate::generated::nodes::node::ceph::mds::name::CreatemdsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/mgr/{id}",
         decode::<crate::generated::nodes::node::ceph::mgr::id::CreatemgrResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/mon/{monid}",
         decode::<crate::generated::nodes::node::ceph::mon::monid::CreatemonResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/osd",
         decode::<crate::generated::nodes::node::ceph::osd::CreateosdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/osd/{osdid}/in",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::in_::InResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/osd/{osdid}/out",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::out::OutResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/osd/{osdid}/scrub",
         decode::<crate::generated::nodes::node::ceph::osd::osdid::scrub::ScrubResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/pool",
         decode::<crate::generated::nodes::node::ceph::pool::CreatepoolResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/restart",
         decode::<crate::generated::nodes::node::ceph::restart::RestartResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/start",
         decode::<crate::generated::nodes::node::ceph::start::StartResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/stop",
         decode::<crate::generated::nodes::node::ceph::stop::StopResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "POST /nodes/{node}/certificates/acme/certificate",
         decode::<
             crate::generated::nodes::node::certificates::acme::certificate::NewCertificateResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "POST /nodes/{node}/certificates/custom",
         decode::<crate::generated::nodes::node::certificates::custom::UploadCustomCertResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "POST /nodes/{node}/disks/directory",
         decode::<crate::generated::nodes::node::disks::directory::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "POST /nodes/{node}/disks/initgpt",
         decode::<crate::generated::nodes::node::disks::initgpt::InitgptResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "POST /nodes/{node}/disks/lvm",
         decode::<crate::generated::nodes::node::disks::lvm::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "POST /nodes/{node}/disks/lvmthin",
         decode::<crate::generated::nodes::node::disks::lvmthin::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "POST /nodes/{node}/disks/zfs",
         decode::<crate::generated::nodes::node::disks::zfs::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-execute")]
     out.push((
         "POST /nodes/{node}/execute",
         decode::<crate::generated::nodes::node::execute::ExecuteResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "POST /nodes/{node}/firewall/rules",
         decode::<crate::generated::nodes::node::firewall::rules::CreateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-hosts")]
     out.push((
         "POST /nodes/{node}/hosts",
         decode::<crate::generated::nodes::node::hosts::WriteEtcHostsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc",
         decode::<crate::generated::nodes::node::lxc::CreateVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/clone",
         decode::<crate::generated::nodes::node::lxc::vmid::clone::CloneVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/firewall/aliases",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::aliases::CreateAliasResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/firewall/ipset",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::ipset::CreateIpsetResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::ipset::name::CreateIpResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/firewall/rules",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::rules::CreateRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/migrate",
         decode::<crate::generated::nodes::node::lxc::vmid::migrate::MigrateVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/move_volume",
         decode::<crate::generated::nodes::node::lxc::vmid::move_volume::MoveVolumeResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/mtunnel",
         decode::<crate::generated::nodes::node::lxc::vmid::mtunnel::MtunnelResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/remote_migrate",
         decode::<crate::generated::nodes::node::lxc::vmid::remote_migrate::RemoteMigrateVmResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/snapshot",
         decode::<crate::generated::nodes::node::lxc::vmid::snapshot::SnapshotResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback",
         decode::<
             crate::generated::nodes::node::lxc::vmid::snapshot::snapname::rollback::RollbackResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/spiceproxy",
         decode::<crate::generated::nodes::node::lxc::vmid::spiceproxy::SpiceproxyResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/reboot",
         decode::<crate::generated::nodes::node::lxc::vmid::status::reboot::VmRebootResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/resume",
         decode::<crate::generated::nodes::node::lxc::vmid::status::resume::VmResumeResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
         decode::<crate::generated::nodes::node::lxc::vmid::status::shutdown::VmShutdownResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/start",
         decode::<crate::generated::nodes::node::lxc::vmid::status::start::VmStartResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/stop",
         decode::<crate::generated::nodes::node::lxc::vmid::status::stop::VmStopResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/suspend",
         decode::<crate::generated::nodes::node::lxc::vmid::status::suspend::VmSuspendResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/template",
         decode::<crate::generated::nodes::node::lxc::vmid::template::TemplateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/termproxy",
         decode::<crate::generated::nodes::node::lxc::vmid::termproxy::TermproxyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/vncproxy",
         decode::<crate::generated::nodes::node::lxc::vmid::vncproxy::VncproxyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-migrateall")]
     out.push((
         "POST /nodes/{node}/migrateall",
         decode::<crate::generated::nodes::node::migrateall::MigrateallResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "POST /nodes/{node}/network",
         decode::<crate::generated::nodes::node::network::CreateNetworkResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu",
         decode::<crate::generated::nodes::node::qemu::CreateVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::AgentResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/exec",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::exec::ExecResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/file-write",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::file_write::FileWriteResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/fsfreeze-freeze",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::fsfreeze_freeze::FsfreezeFreezeResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/fsfreeze-status",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::fsfreeze_status::FsfreezeStatusResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/fsfreeze-thaw",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::fsfreeze_thaw::FsfreezeThawResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/fstrim",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::fstrim::FstrimResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/ping",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::ping::PingResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/set-user-password",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::set_user_password::SetUserPasswordResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/shutdown",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::shutdown::ShutdownResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/suspend-disk",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::suspend_disk::SuspendDiskResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/suspend-hybrid",
         decode::<
             crate::generated::nodes::node::qemu::vmid::agent::suspend_hybrid::SuspendHybridResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/agent/suspend-ram",
         decode::<crate::generated::nodes::node::qemu::vmid::agent::suspend_ram::SuspendRamResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/clone",
         decode::<crate::generated::nodes::node::qemu::vmid::clone::CloneVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/config",
         decode::<crate::generated::nodes::node::qemu::vmid::config::UpdateVmAsyncResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/dbus-vmstate",
         decode::<crate::generated::nodes::node::qemu::vmid::dbus_vmstate::DbusVmstateResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/firewall/aliases",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::aliases::CreateAliasResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/firewall/ipset",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::ipset::CreateIpsetResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::ipset::name::CreateIpResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/firewall/rules",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::rules::CreateRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/migrate",
         decode::<crate::generated::nodes::node::qemu::vmid::migrate::MigrateVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/monitor",
         decode::<crate::generated::nodes::node::qemu::vmid::monitor::MonitorResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/move_disk",
         decode::<crate::generated::nodes::node::qemu::vmid::move_disk::MoveVmDiskResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/mtunnel",
         decode::<crate::generated::nodes::node::qemu::vmid::mtunnel::MtunnelResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/remote_migrate",
         decode::<crate::generated::nodes::node::qemu::vmid::remote_migrate::RemoteMigrateVmResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/snapshot",
         decode::<crate::generated::nodes::node::qemu::vmid::snapshot::SnapshotResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback",
         decode::<
             crate::generated::nodes::node::qemu::vmid::snapshot::snapname::rollback::RollbackResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/spiceproxy",
         decode::<crate::generated::nodes::node::qemu::vmid::spiceproxy::SpiceproxyResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/reboot",
         decode::<crate::generated::nodes::node::qemu::vmid::status::reboot::VmRebootResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/reset",
         decode::<crate::generated::nodes::node::qemu::vmid::status::reset::VmResetResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/resume",
         decode::<crate::generated::nodes::node::qemu::vmid::status::resume::VmResumeResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/shutdown",
         decode::<crate::generated::nodes::node::qemu::vmid::status::shutdown::VmShutdownResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/start",
         decode::<crate::generated::nodes::node::qemu::vmid::status::start::VmStartResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/stop",
         decode::<crate::generated::nodes::node::qemu::vmid::status::stop::VmStopResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/status/suspend",
         decode::<crate::generated::nodes::node::qemu::vmid::status::suspend::VmSuspendResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/template",
         decode::<crate::generated::nodes::node::qemu::vmid::template::TemplateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/termproxy",
         decode::<crate::generated::nodes::node::qemu::vmid::termproxy::TermproxyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/vncproxy",
         decode::<crate::generated::nodes::node::qemu::vmid::vncproxy::VncproxyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-replication")]
     out.push((
         "POST /nodes/{node}/replication/{id}/schedule_now",
         decode::<crate::generated::nodes::node::replication::id::schedule_now::ScheduleNowResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "POST /nodes/{node}/services/{service}/reload",
         decode::<crate::generated::nodes::node::services::service::reload::ServiceReloadResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "POST /nodes/{node}/services/{service}/restart",
         decode::<crate::generated::nodes::node::services::service::restart::ServiceRestartResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "POST /nodes/{node}/services/{service}/start",
         decode::<crate::generated::nodes::node::services::service::start::ServiceStartResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-services")]
     out.push((
         "POST /nodes/{node}/services/{service}/stop",
         decode::<crate::generated::nodes::node::services::service::stop::ServiceStopResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-spiceshell")]
     out.push((
         "POST /nodes/{node}/spiceshell",
         decode::<crate::generated::nodes::node::spiceshell::SpiceshellResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-startall")]
     out.push((
         "POST /nodes/{node}/startall",
         decode::<crate::generated::nodes::node::startall::StartallResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-status")]
     out.push((
         "POST /nodes/{node}/status",
         decode::<crate::generated::nodes::node::status::NodeCmdResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-stopall")]
     out.push((
         "POST /nodes/{node}/stopall",
         decode::<crate::generated::nodes::node::stopall::StopallResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "POST /nodes/{node}/storage/{storage}/content",
         decode::<crate::generated::nodes::node::storage::storage::content::CreateResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "POST /nodes/{node}/storage/{storage}/content/{volume}",
         decode::<crate::generated::nodes::node::storage::storage::content::volume::CopyResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "POST /nodes/{node}/storage/{storage}/download-url",
         decode::<crate::generated::nodes::node::storage::storage::download_url::DownloadUrlResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "POST /nodes/{node}/storage/{storage}/oci-registry-pull",
         decode::<
             crate::generated::nodes::node::storage::storage::oci_registry_pull::OciRegistryPullResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "POST /nodes/{node}/storage/{storage}/upload",
         decode::<crate::generated::nodes::node::storage::storage::upload::UploadResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-subscription")]
     out.push((
         "POST /nodes/{node}/subscription",
         decode::<crate::generated::nodes::node::subscription::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-suspendall")]
     out.push((
         "POST /nodes/{node}/suspendall",
         decode::<crate::generated::nodes::node::suspendall::SuspendallResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-termproxy")]
     out.push((
         "POST /nodes/{node}/termproxy",
         decode::<crate::generated::nodes::node::termproxy::TermproxyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-vncshell")]
     out.push((
         "POST /nodes/{node}/vncshell",
         decode::<crate::generated::nodes::node::vncshell::VncshellResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-vzdump")]
     out.push((
         "POST /nodes/{node}/vzdump",
         decode::<crate::generated::nodes::node::vzdump::VzdumpResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-wakeonlan")]
     out.push((
         "POST /nodes/{node}/wakeonlan",
         decode::<crate::generated::nodes::node::wakeonlan::WakeonlanResponse> as Decode,
@@ -3923,449 +4045,449 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
         "POST /storage",
         decode::<crate::generated::storage::CreateResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-acl")]
     out.push((
         "PUT /access/acl",
         decode::<crate::generated::access::acl::UpdateAclResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-domains")]
     out.push((
         "PUT /access/domains/{realm}",
         decode::<crate::generated::access::domains::realm::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-groups")]
     out.push((
         "PUT /access/groups/{groupid}",
         decode::<crate::generated::access::groups::groupid::UpdateGroupResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-password")]
     out.push((
         "PUT /access/password",
         decode::<crate::generated::access::password::ChangePasswordResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-roles")]
     out.push((
         "PUT /access/roles/{roleid}",
         decode::<crate::generated::access::roles::roleid::UpdateRoleResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-tfa")]
     out.push((
         "PUT /access/tfa/{userid}/{id}",
         decode::<crate::generated::access::tfa::userid::id::UpdateTfaEntryResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "PUT /access/users/{userid}",
         decode::<crate::generated::access::users::userid::UpdateUserResponse> as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "PUT /access/users/{userid}/token/{tokenid}",
         decode::<crate::generated::access::users::userid::token::tokenid::UpdateTokenInfoResponse>
             as Decode,
     ));
-    #[cfg(feature = "access")]
+    #[cfg(feature = "access-users")]
     out.push((
         "PUT /access/users/{userid}/unlock-tfa",
         decode::<crate::generated::access::users::userid::unlock_tfa::UnlockTfaResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "PUT /cluster/acme/account/{name}",
         decode::<crate::generated::cluster::acme::account::name::UpdateAccountResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-acme")]
     out.push((
         "PUT /cluster/acme/plugins/{id}",
         decode::<crate::generated::cluster::acme::plugins::id::UpdatePluginResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-backup")]
     out.push((
         "PUT /cluster/backup/{id}",
         decode::<crate::generated::cluster::backup::id::UpdateJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "PUT /cluster/ceph/flags",
         decode::<crate::generated::cluster::ceph::flags::SetFlagsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ceph")]
     out.push((
         "PUT /cluster/ceph/flags/{flag}",
         decode::<crate::generated::cluster::ceph::flags::flag::UpdateFlagResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "PUT /cluster/firewall/aliases/{name}",
         decode::<crate::generated::cluster::firewall::aliases::name::UpdateAliasResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "PUT /cluster/firewall/groups/{group}/{pos}",
         decode::<crate::generated::cluster::firewall::groups::group::pos::UpdateRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "PUT /cluster/firewall/ipset/{name}/{cidr}",
         decode::<crate::generated::cluster::firewall::ipset::name::cidr::UpdateIpResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "PUT /cluster/firewall/options",
         decode::<crate::generated::cluster::firewall::options::SetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-firewall")]
     out.push((
         "PUT /cluster/firewall/rules/{pos}",
         decode::<crate::generated::cluster::firewall::rules::pos::UpdateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "PUT /cluster/ha/groups/{group}",
         decode::<crate::generated::cluster::ha::groups::group::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "PUT /cluster/ha/resources/{sid}",
         decode::<crate::generated::cluster::ha::resources::sid::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-ha")]
     out.push((
         "PUT /cluster/ha/rules/{rule}",
         decode::<crate::generated::cluster::ha::rules::rule::UpdateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-jobs")]
     out.push((
         "PUT /cluster/jobs/realm-sync/{id}",
         decode::<crate::generated::cluster::jobs::realm_sync::id::UpdateJobResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "PUT /cluster/mapping/dir/{id}",
         decode::<crate::generated::cluster::mapping::dir::id::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "PUT /cluster/mapping/pci/{id}",
         decode::<crate::generated::cluster::mapping::pci::id::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-mapping")]
     out.push((
         "PUT /cluster/mapping/usb/{id}",
         decode::<crate::generated::cluster::mapping::usb::id::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-metrics")]
     out.push((
         "PUT /cluster/metrics/server/{id}",
         decode::<crate::generated::cluster::metrics::server::id::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "PUT /cluster/notifications/endpoints/gotify/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::gotify::name::UpdateGotifyEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "PUT /cluster/notifications/endpoints/sendmail/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::sendmail::name::UpdateSendmailEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "PUT /cluster/notifications/endpoints/smtp/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::smtp::name::UpdateSmtpEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "PUT /cluster/notifications/endpoints/webhook/{name}",
         decode::<
             crate::generated::cluster::notifications::endpoints::webhook::name::UpdateWebhookEndpointResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-notifications")]
     out.push((
         "PUT /cluster/notifications/matchers/{name}",
         decode::<crate::generated::cluster::notifications::matchers::name::UpdateMatcherResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-options")]
     out.push((
         "PUT /cluster/options",
         decode::<crate::generated::cluster::options::SetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-qemu")]
     out.push((
         "PUT /cluster/qemu/custom-cpu-models/{cputype}",
         decode::<crate::generated::cluster::qemu::custom_cpu_models::cputype::UpdateResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-replication")]
     out.push((
         "PUT /cluster/replication/{id}",
         decode::<crate::generated::cluster::replication::id::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn",
         decode::<crate::generated::cluster::sdn::ReloadResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/controllers/{controller}",
         decode::<crate::generated::cluster::sdn::controllers::controller::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/dns/{dns}",
         decode::<crate::generated::cluster::sdn::dns::dns::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/fabrics/fabric/{id}",
         decode::<crate::generated::cluster::sdn::fabrics::fabric::id::UpdateFabricResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/fabrics/node/{fabric_id}/{node_id}",
         decode::<
             crate::generated::cluster::sdn::fabrics::node::fabric_id::node_id::UpdateNodeResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/ipams/{ipam}",
         decode::<crate::generated::cluster::sdn::ipams::ipam::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/prefix-lists/{id}",
         decode::<crate::generated::cluster::sdn::prefix_lists::id::UpdatePrefixListResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/prefix-lists/{id}/entries/{url_seq}",
         decode::<
             crate::generated::cluster::sdn::prefix_lists::id::entries::url_seq::UpdatePrefixListEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}",
         decode::<
             crate::generated::cluster::sdn::route_maps::entries::route_map_id::entry::order::UpdateRouteMapEntryResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}/firewall/options",
         decode::<crate::generated::cluster::sdn::vnets::vnet::firewall::options::SetOptionsResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}/firewall/rules/{pos}",
         decode::<
             crate::generated::cluster::sdn::vnets::vnet::firewall::rules::pos::UpdateRuleResponse,
         > as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}/ips",
         decode::<crate::generated::cluster::sdn::vnets::vnet::ips::IpupdateResponse> as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}/subnets/{subnet}",
         decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::UpdateResponse>
             as Decode,
     ));
-    #[cfg(feature = "cluster")]
+    #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/zones/{zone}",
         decode::<crate::generated::cluster::sdn::zones::zone::UpdateResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-apt")]
     out.push((
         "PUT /nodes/{node}/apt/repositories",
         decode::<crate::generated::nodes::node::apt::repositories::AddRepositoryResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-ceph")]
     out.push((
         "PUT /nodes/{node}/ceph/pool/{name}",
         decode::<crate::generated::nodes::node::ceph::pool::name::SetpoolResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-certificates")]
     out.push((
         "PUT /nodes/{node}/certificates/acme/certificate",
         decode::<
             crate::generated::nodes::node::certificates::acme::certificate::RenewCertificateResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-config")]
     out.push((
         "PUT /nodes/{node}/config",
         decode::<crate::generated::nodes::node::config::SetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-disks")]
     out.push((
         "PUT /nodes/{node}/disks/wipedisk",
         decode::<crate::generated::nodes::node::disks::wipedisk::WipeDiskResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-dns")]
     out.push((
         "PUT /nodes/{node}/dns",
         decode::<crate::generated::nodes::node::dns::UpdateDnsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "PUT /nodes/{node}/firewall/options",
         decode::<crate::generated::nodes::node::firewall::options::SetOptionsResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-firewall")]
     out.push((
         "PUT /nodes/{node}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::firewall::rules::pos::UpdateRuleResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/config",
         decode::<crate::generated::nodes::node::lxc::vmid::config::UpdateVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::aliases::name::UpdateAliasResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}",
         decode::<
             crate::generated::nodes::node::lxc::vmid::firewall::ipset::name::cidr::UpdateIpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/firewall/options",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::options::SetOptionsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/firewall/rules/{pos}",
         decode::<crate::generated::nodes::node::lxc::vmid::firewall::rules::pos::UpdateRuleResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/resize",
         decode::<crate::generated::nodes::node::lxc::vmid::resize::ResizeVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/snapshot/{snapname}/config",
         decode::<
             crate::generated::nodes::node::lxc::vmid::snapshot::snapname::config::UpdateSnapshotConfigResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "PUT /nodes/{node}/network",
         decode::<crate::generated::nodes::node::network::ReloadNetworkConfigResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-network")]
     out.push((
         "PUT /nodes/{node}/network/{iface}",
         decode::<crate::generated::nodes::node::network::iface::UpdateNetworkResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/cloudinit",
         decode::<crate::generated::nodes::node::qemu::vmid::cloudinit::CloudinitUpdateResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/config",
         decode::<crate::generated::nodes::node::qemu::vmid::config::UpdateVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/firewall/aliases/{name}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::aliases::name::UpdateAliasResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/firewall/ipset/{name}/{cidr}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::ipset::name::cidr::UpdateIpResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/firewall/options",
         decode::<crate::generated::nodes::node::qemu::vmid::firewall::options::SetOptionsResponse>
             as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/firewall/rules/{pos}",
         decode::<
             crate::generated::nodes::node::qemu::vmid::firewall::rules::pos::UpdateRuleResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/resize",
         decode::<crate::generated::nodes::node::qemu::vmid::resize::ResizeVmResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/sendkey",
         decode::<crate::generated::nodes::node::qemu::vmid::sendkey::VmSendkeyResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config",
         decode::<
             crate::generated::nodes::node::qemu::vmid::snapshot::snapname::config::UpdateSnapshotConfigResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-qemu")]
     out.push((
         "PUT /nodes/{node}/qemu/{vmid}/unlink",
         decode::<crate::generated::nodes::node::qemu::vmid::unlink::UnlinkResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-storage")]
     out.push((
         "PUT /nodes/{node}/storage/{storage}/content/{volume}",
         decode::<
             crate::generated::nodes::node::storage::storage::content::volume::UpdateattributesResponse,
         > as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-subscription")]
     out.push((
         "PUT /nodes/{node}/subscription",
         decode::<crate::generated::nodes::node::subscription::SetResponse> as Decode,
     ));
-    #[cfg(feature = "nodes")]
+    #[cfg(feature = "nodes-time")]
     out.push((
         "PUT /nodes/{node}/time",
         decode::<crate::generated::nodes::node::time::SetTimezoneResponse> as Decode,
