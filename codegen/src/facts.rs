@@ -1,6 +1,7 @@
 //! The facts table the simulator validates requests with: every operation's method, path,
 //! handler and parameter facts (type, optional, enum, range, length, format name, pattern),
-//! and the shape of its answer. Facts only: no description prose.
+//! the shape of its answer, the first PVE version that has it (`since`), and whether API tokens
+//! may call it (`allowtoken`, written only when they may not). Facts only: no description prose.
 
 use serde_json::{json, Map, Value};
 
@@ -93,8 +94,9 @@ fn returns_facts(s: &Schema) -> Value {
     Value::Object(m)
 }
 
-/// The facts of every operation, as the simulator's table.
-pub fn facts(spec: &Spec) -> Value {
+/// The facts of every operation, as the simulator's table; `since` comes from the lowered API
+/// (`METHOD /path` -> the first version that has it).
+pub fn facts(spec: &Spec, since: &std::collections::BTreeMap<String, (u16, u16)>) -> Value {
     let ops: Vec<Value> = spec
         .operations()
         .into_iter()
@@ -106,14 +108,21 @@ pub fn facts(spec: &Spec) -> Value {
                 .flatten()
                 .map(|(k, s)| (k.clone(), param_facts(s)))
                 .collect();
-            json!({
+            let mut op = json!({
                 "method": m.verb,
                 "path": node.path,
                 "handler": m.name,
                 "params": params,
                 "returns": returns_facts(&m.returns),
                 "proxyto": m.proxyto,
-            })
+            });
+            if let Some((a, b)) = since.get(&format!("{} {}", m.verb, node.path)) {
+                op["since"] = Value::from(format!("{a}.{b}"));
+            }
+            if !m.allowtoken {
+                op["allowtoken"] = Value::from(false);
+            }
+            op
         })
         .collect();
     json!({
@@ -126,8 +135,14 @@ pub fn facts(spec: &Spec) -> Value {
 }
 
 /// The table as text: one operation per line, so diffs stay readable.
-pub fn facts_text(spec: &Spec) -> String {
-    let v = facts(spec);
+pub fn facts_text(spec: &Spec, api: &crate::ir::Api) -> String {
+    let since = api
+        .modules
+        .values()
+        .flat_map(|m| &m.ops)
+        .map(|op| (format!("{} {}", op.verb, op.path), op.since))
+        .collect();
+    let v = facts(spec, &since);
     let mut out = String::new();
     out.push_str("{\"generated\":");
     out.push_str(&v["generated"].to_string());

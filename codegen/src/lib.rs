@@ -149,11 +149,12 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
     check::check(&api)?;
     let tokens = emit::emit(&api);
     let files = format::pretty(&emit::file_header(&api), tokens)?;
+    let facts = facts::facts_text(&spec, &api);
     Ok(Output {
         api,
         patches,
         files,
-        facts: facts::facts_text(&spec),
+        facts,
         manifest: None,
     })
 }

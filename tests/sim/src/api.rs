@@ -15,7 +15,7 @@ pub enum Answer {
     Error {
         /// HTTP status.
         status: u16,
-        /// Message (without the trailing newline).
+        /// Message exactly as PVE sends it in `message` (a `die` text ends with its newline).
         message: String,
         /// Per-parameter errors.
         errors: Option<Vec<(String, String)>>,
@@ -26,10 +26,13 @@ fn ok(v: Value) -> Answer {
     Answer::Data(v, Vec::new())
 }
 
+/// A handler's `die "...\n"`: the message with its newline.
 fn fail(status: u16, message: impl Into<String>) -> Answer {
+    let mut message = message.into();
+    message.push('\n');
     Answer::Error {
         status,
-        message: message.into(),
+        message,
         errors: None,
     }
 }
@@ -37,7 +40,7 @@ fn fail(status: u16, message: impl Into<String>) -> Answer {
 fn param_error(field: &str, text: impl Into<String>) -> Answer {
     Answer::Error {
         status: 400,
-        message: "Parameter verification failed.".into(),
+        message: "Parameter verification failed.\n".into(),
         errors: Some(vec![(field.to_owned(), text.into())]),
     }
 }
@@ -53,8 +56,8 @@ pub struct Call<'a> {
     pub credential: &'a str,
     /// Whether the cluster is a single standalone node.
     pub standalone: bool,
-    /// The version `/version` reports (`9.2.0`).
-    pub version: &'a str,
+    /// The release the simulator plays.
+    pub version: crate::version::PveVersion,
     /// Whether the credential holds `Sys.Audit` (reads every task).
     pub auditor: bool,
 }
@@ -115,10 +118,13 @@ const CONTROL: &[&str] = &[
 pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     let op = call.op;
     Some(match (op.method.as_str(), op.path.as_str()) {
-        ("GET", "/version") => {
-            let release = call.version.rsplitn(2, '.').last().unwrap_or(call.version);
-            ok(json!({"version": call.version, "release": release, "repoid": "00000000"}))
-        }
+        // pve-manager PVE/API2.pm `version`: version, release and repoid from
+        // PVE::pvecfg::version_info, always set.
+        ("GET", "/version") => ok(json!({
+            "version": call.version.to_string(),
+            "release": call.version.release(),
+            "repoid": "0000000000000000"
+        })),
         ("GET", "/nodes") => ok(Value::Array(
             cluster
                 .members

@@ -88,6 +88,16 @@ pub struct Op {
     pub returns: Shape,
     /// The parameter naming the node a call is proxied to.
     pub proxyto: Option<String>,
+    /// The first PVE release (`9.1`) that has it.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Whether API tokens may call it (pve-common `RESTHandler.pm`: 1 unless a method says 0).
+    #[serde(default = "yes")]
+    pub allowtoken: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Op {

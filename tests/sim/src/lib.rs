@@ -14,8 +14,10 @@ mod listen;
 mod server;
 pub mod state;
 pub mod validate;
+pub mod version;
 pub mod wire;
 
 pub use faults::{Action, Rule};
 pub use server::{LoggedRequest, SimConfig, Simulator};
 pub use state::{CephHealth, Cluster, Guest, GuestKind, NodeNetwork, TaskOutcome};
+pub use version::PveVersion;

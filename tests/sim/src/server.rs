@@ -20,6 +20,7 @@ use crate::facts;
 use crate::faults::{self, Action, Rule};
 use crate::state::{Cluster, Guest, GuestKind};
 use crate::validate;
+use crate::version::PveVersion;
 
 /// How a simulator starts.
 #[derive(Debug, Clone)]
@@ -32,7 +33,9 @@ pub struct SimConfig {
     pub tokens: Vec<(String, String)>,
     /// Added before every answer.
     pub latency: Duration,
-    /// The version `/version` reports.
+    /// The pve-manager release played (`9.2.0`, `9.1.4`, or `MAJOR.MINOR`), from 8.4.0 to 9.2.x:
+    /// what `/version` reports, which operations exist, and the answers that differ between
+    /// releases (see [`crate::version`]). [`Simulator::start`] refuses anything else.
     pub version: String,
     /// A single node without a cluster: `/cluster/status` has no `cluster` entry.
     pub standalone: bool,
@@ -44,6 +47,19 @@ pub struct SimConfig {
     pub auditors: Vec<String>,
     /// How long a ticket is valid (PVE: 2 hours).
     pub ticket_lifetime: Duration,
+    /// How long a failed authentication waits before its 401. PVE waits 3 seconds
+    /// (pve-http-server `src/PVE/APIServer/AnyEvent.pm`: "always delay unauthorized calls by 3
+    /// seconds"); the default here is none, so tests stay fast.
+    pub auth_failure_delay: Duration,
+}
+
+impl SimConfig {
+    /// Plays this pve-manager release (`9.1.4`); checked by [`Simulator::start`].
+    #[must_use]
+    pub fn pve_version(mut self, version: impl Into<String>) -> SimConfig {
+        self.version = version.into();
+        self
+    }
 }
 
 impl Default for SimConfig {
@@ -59,6 +75,7 @@ impl Default for SimConfig {
             tls: false,
             auditors: Vec::new(),
             ticket_lifetime: Duration::from_secs(2 * 3600),
+            auth_failure_delay: Duration::ZERO,
         }
     }
 }
@@ -95,6 +112,7 @@ struct Shared {
     /// Issued tickets: ticket -> (user, CSRF token, issued at).
     tickets: Mutex<BTreeMap<String, (String, String, std::time::Instant)>>,
     config: SimConfig,
+    version: PveVersion,
     log: Mutex<Vec<LoggedRequest>>,
     cluster: Mutex<Cluster>,
     rules: Mutex<Vec<Rule>>,
@@ -119,8 +137,13 @@ impl Simulator {
     ///
     /// # Errors
     ///
-    /// The address is not a loopback address, or binding it failed.
+    /// The address is not a loopback address, the version is not one the simulator plays, or
+    /// binding failed.
     pub async fn start(config: SimConfig) -> std::io::Result<Simulator> {
+        let version: PveVersion = config
+            .version
+            .parse()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         if !config.listen.ip().is_loopback() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -136,6 +159,7 @@ impl Simulator {
             cluster: Mutex::new(Cluster::new(&config.nodes)),
             tickets: Mutex::new(BTreeMap::new()),
             config,
+            version,
             log: Mutex::new(Vec::new()),
             rules: Mutex::new(Vec::new()),
         });
@@ -261,12 +285,116 @@ impl Drop for Simulator {
     }
 }
 
-/// PVE's error answer: status, `message` (with its newline), optional `errors`; the reason
-/// phrase is the message's first line.
-fn error(status: u16, message: &str, errors: Option<BTreeMap<String, String>>) -> Response {
-    let mut body = json!({"data": null, "message": format!("{message}\n")});
-    if let Some(e) = errors {
+/// Which formatter answers: `/api2/json` or `/api2/extjs` (pve-http-server
+/// `src/PVE/APIServer/Formatter/Standard.pm`, `register_formatter('json' | 'extjs')`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Extjs,
+}
+
+/// A handler's result before its formatter: status, message, data, per-parameter errors and
+/// the extra attributes (`total`, `changes`), as pve-manager `PVE/HTTPServer.pm` `rest_handler`
+/// returns it.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    /// Exactly as PVE has it (a `die` text ends with its newline).
+    message: Option<String>,
+    data: Value,
+    errors: Option<BTreeMap<String, String>>,
+    extra: Vec<(&'static str, Value)>,
+}
+
+impl Reply {
+    fn data(data: Value, extra: Vec<(&'static str, Value)>) -> Reply {
+        Reply {
+            status: 200,
+            message: None,
+            data,
+            errors: None,
+            extra,
+        }
+    }
+
+    fn error(
+        status: u16,
+        message: impl Into<String>,
+        errors: Option<BTreeMap<String, String>>,
+    ) -> Reply {
+        Reply {
+            status,
+            message: Some(message.into()),
+            data: Value::Null,
+            errors,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// The status line's text for `message`: its first line, as pve-http-server `response` keeps
+/// it (`($msg) = $msg =~ m/^(.*)$/m`), or the standard phrase without one.
+fn reason_of(status: u16, message: Option<&str>) -> Option<hyper::ext::ReasonPhrase> {
+    let first = message
+        .and_then(|m| m.lines().next())
+        .filter(|l| !l.is_empty())?;
+    let _ = status;
+    hyper::ext::ReasonPhrase::try_from(first.as_bytes().to_vec()).ok()
+}
+
+/// The formatted answer (Standard.pm `prepare_response_data`): `data`, `errors` when there are
+/// any; for json an error's `message` and its status; for extjs always HTTP 200 with `success`,
+/// and an error's `message` and `status` in the body. `total` and `changes` only on success.
+fn formatted(format: Format, reply: Reply) -> Response {
+    let is_error = reply.status >= 400;
+    let message = reply
+        .message
+        .clone()
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| {
+            StatusCode::from_u16(reply.status)
+                .ok()
+                .and_then(|c| c.canonical_reason())
+                .unwrap_or_default()
+                .to_owned()
+        });
+    let mut body = json!({ "data": reply.data });
+    let mut success = true;
+    if let Some(e) = reply.errors.filter(|e| !e.is_empty()) {
+        success = false;
         body["errors"] = json!(e);
+    }
+    let (status, reason) = match format {
+        Format::Json => {
+            if is_error {
+                body["message"] = Value::from(message);
+            }
+            (
+                reply.status,
+                if is_error {
+                    reply.message.as_deref().map(str::to_owned)
+                } else {
+                    None
+                },
+            )
+        }
+        Format::Extjs => {
+            if is_error {
+                success = false;
+                body["message"] = Value::from(message);
+                body["status"] = Value::from(reply.status);
+            }
+            body["success"] = Value::from(u8::from(success));
+            (200, None)
+        }
+    };
+    if success {
+        for (k, v) in reply.extra {
+            let truthy = !(v.is_null() || v == json!(0) || v == json!("") || v == json!("0"));
+            if truthy {
+                body[k] = v;
+            }
+        }
     }
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = (
@@ -275,10 +403,33 @@ fn error(status: u16, message: &str, errors: Option<BTreeMap<String, String>>) -
         body.to_string(),
     )
         .into_response();
-    if let Ok(reason) =
-        hyper::ext::ReasonPhrase::try_from(message.lines().next().unwrap_or("").as_bytes().to_vec())
-    {
-        resp.extensions_mut().insert(reason);
+    if let Some(r) = reason_of(status, reason.as_deref()) {
+        resp.extensions_mut().insert(r);
+    }
+    resp
+}
+
+/// An answer with no body and no content type, its text only in the reason phrase: a failed
+/// authentication (pve-http-server `AnyEvent.pm` `handle_request`:
+/// `HTTP::Response->new(HTTP_UNAUTHORIZED, $err)`) or a failed proxy connection (`proxy_request`:
+/// AnyEvent::HTTP's `Status` and `Reason`, with its empty body).
+fn bare(status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = code.into_response();
+    if let Some(r) = reason_of(status, Some(message)) {
+        resp.extensions_mut().insert(r);
+    }
+    resp
+}
+
+/// pve-http-server's `error`: the message as reason phrase and as the body (since 5.2.0, commit
+/// 9b59e1f "add error message into http body"), no content type.
+fn plain_error(status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (code, message.to_owned()).into_response();
+    resp.headers_mut().remove(header::CONTENT_TYPE);
+    if let Some(r) = reason_of(status, Some(message)) {
+        resp.extensions_mut().insert(r);
     }
     resp
 }
@@ -288,24 +439,6 @@ fn dropped() -> Response {
     let mut r = StatusCode::OK.into_response();
     r.extensions_mut().insert(crate::listen::DropConnection);
     r
-}
-
-fn data(value: Value) -> Response {
-    data_with(value, Vec::new())
-}
-
-/// `{"data": ...}` with extra top-level keys (`total`, `changes`).
-fn data_with(value: Value, extra: Vec<(&'static str, Value)>) -> Response {
-    let mut body = json!({ "data": value });
-    for (k, v) in extra {
-        body[k] = v;
-    }
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
-        body.to_string(),
-    )
-        .into_response()
 }
 
 fn decode(s: &str) -> String {
@@ -324,52 +457,145 @@ fn form_pairs(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The credential id: an API token (`Authorization: PVEAPIToken=USER@REALM!ID=SECRET`, no CSRF
-/// token needed) or a ticket (cookie `PVEAuthCookie`, with `CSRFPreventionToken` on writes).
-/// `Err` holds the 401 message.
+/// `extract_auth_value` of pve-http-server `src/PVE/APIServer/Formatter.pm`: the value after
+/// `KEY=` (or `KEY `) at the start or after white space, up to `;`, percent-decoded.
+fn extract_auth_value(header: Option<&str>, key: &str) -> Option<String> {
+    let header = header?;
+    let mut from = 0;
+    while let Some(at) = header[from..].find(key).map(|i| i + from) {
+        let starts = at == 0 || header[..at].ends_with(char::is_whitespace);
+        let rest = &header[at + key.len()..];
+        if starts && (rest.starts_with('=') || rest.starts_with(' ')) {
+            let value = rest[1..].split(';').next().unwrap_or_default();
+            return (!value.is_empty()).then(|| decode_keep_plus(value));
+        }
+        from = at + key.len();
+    }
+    None
+}
+
+/// `uri_unescape`: percent-decoding only (`+` stays).
+fn decode_keep_plus(s: &str) -> String {
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
+}
+
+/// Calls PVE answers without authentication (pve-manager `PVE/HTTPServer.pm` `auth_handler`).
+fn skips_authentication(method: &str, rel: &str) -> bool {
+    matches!(
+        (method, rel),
+        ("GET", "/access/domains")
+            | ("GET" | "POST", "/access/ticket")
+            | ("POST", "/access/vncticket")
+            | ("POST", "/access/openid/login")
+            | ("POST", "/access/openid/auth-url")
+    )
+}
+
+/// Who sent a request.
+enum Who {
+    /// An authentication-free call.
+    Nobody,
+    /// A ticket's user, or a token's id (`USER@REALM!TOKENID`).
+    User(String),
+    /// An API token's id.
+    Token(String),
+}
+
+impl Who {
+    fn id(&self) -> &str {
+        match self {
+            Who::Nobody => "",
+            Who::User(u) | Who::Token(u) => u,
+        }
+    }
+}
+
+/// `auth_handler` of pve-manager `PVE/HTTPServer.pm`: a ticket from the `PVEAuthCookie` cookie
+/// (or the `Authorization` header), else an API token from `Authorization: PVEAPIToken=...`;
+/// the CSRF token on writes with a ticket. `Err` is the 401's text.
 fn authenticate(
     shared: &Shared,
     method: &str,
+    rel: &str,
     headers: &HeaderMap,
-) -> Result<String, &'static str> {
-    if let Some(auth) = headers.get(header::AUTHORIZATION) {
-        let auth = auth.to_str().unwrap_or_default();
-        let token = auth
-            .strip_prefix("PVEAPIToken=")
-            .ok_or("authentication failure")?;
-        let (id, secret) = token.split_once('=').ok_or("authentication failure")?;
-        return if shared
-            .config
-            .tokens
-            .iter()
-            .any(|(i, s)| i == id && s == secret)
-        {
-            Ok(id.to_owned())
-        } else {
-            Err("authentication failure")
-        };
+) -> Result<Who, String> {
+    if skips_authentication(method, rel) {
+        return Ok(Who::Nobody);
     }
-    let ticket = headers
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &header::HeaderValue| v.to_str().ok())
+    };
+    let cookie = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|c| c.to_str().ok())
-        .flat_map(|c| c.split(';'))
-        .find_map(|c| c.trim().strip_prefix("PVEAuthCookie="))
-        .map(decode)
-        .ok_or("No ticket")?;
-    let (user, csrf) = valid_ticket(shared, &ticket).ok_or(INVALID_TICKET)?;
-    if method != "GET" {
-        let sent = headers
-            .get("CSRFPreventionToken")
-            .and_then(|v| v.to_str().ok());
-        if sent != Some(csrf.as_str()) {
-            return Err("Permission denied - invalid csrf token");
+        .collect::<Vec<_>>()
+        .join("; ");
+    let authorization = text(header::AUTHORIZATION);
+    let ticket = extract_auth_value(Some(&cookie), "PVEAuthCookie")
+        .or_else(|| extract_auth_value(authorization, "PVEAuthCookie"));
+    let unified = shared.version >= PveVersion::UNIFIED_AUTH_FAILURE;
+    // pve-manager 9.1.5 (commit 26c10a2e) answers every token or ticket failure the same way.
+    let failed = |detail: String| {
+        if unified {
+            "Authentication failed!\n".to_owned()
+        } else {
+            detail
+        }
+    };
+    if ticket.is_none() {
+        if let Some(token) = extract_auth_value(authorization, "PVEAPIToken") {
+            return verify_token(shared, &token).map(Who::Token).map_err(failed);
         }
     }
-    Ok(user)
+    let Some(ticket) = ticket else {
+        return Err("No ticket\n".to_owned());
+    };
+    // pve-common `src/PVE/Ticket.pm` verify_rsa_ticket: `raise("permission denied - invalid
+    // $prefix ticket\n", code => HTTP_UNAUTHORIZED)`.
+    let (user, csrf) = valid_ticket(shared, &ticket)
+        .ok_or_else(|| failed("permission denied - invalid PVE ticket\n".to_owned()))?;
+    if method != "GET" {
+        // pve-common `src/PVE/Ticket.pm` verify_csrf_prevention_token, outside the eval that
+        // 9.1.5 added: its text stays.
+        if text(header::HeaderName::from_static("csrfpreventiontoken")) != Some(csrf.as_str()) {
+            return Err("Permission denied - invalid csrf token\n".to_owned());
+        }
+    }
+    Ok(Who::User(user))
 }
 
-const INVALID_TICKET: &str = "permission denied - invalid PVE ticket";
+/// pve-access-control `src/PVE/AccessControl.pm` `verify_token`, with its texts: the id up to
+/// the last `=`, split at `!` (`split_tokenid`), the user (`check_user_enabled`), the token
+/// (`check_token_exist`), its value.
+fn verify_token(shared: &Shared, token: &str) -> Result<String, String> {
+    let Some((id, value)) = token.rsplit_once('=') else {
+        return Err("no tokenid specified\n".to_owned());
+    };
+    let Some((user, name)) = id
+        .rsplit_once('!')
+        .filter(|(u, n)| !u.is_empty() && !n.is_empty())
+    else {
+        return Err(format!(
+            "'{id}' is not a valid token ID - not able to split into user and token parts\n"
+        ));
+    };
+    let tokens = &shared.config.tokens;
+    let user_exists = shared.config.users.iter().any(|(u, _)| u == user)
+        || tokens
+            .iter()
+            .any(|(i, _)| i.rsplit_once('!').is_some_and(|(u, _)| u == user));
+    if !user_exists {
+        return Err(format!("no such user ('{user}')\n"));
+    }
+    match tokens.iter().find(|(i, _)| i == id) {
+        None => Err(format!("no such token '{name}' for user '{user}'\n")),
+        Some((_, secret)) if secret != value => Err("invalid token value!\n".to_owned()),
+        Some(_) => Ok(id.to_owned()),
+    }
+}
 
 /// The user and CSRF token of a ticket that was issued and has not expired.
 fn valid_ticket(shared: &Shared, ticket: &str) -> Option<(String, String)> {
@@ -378,11 +604,13 @@ fn valid_ticket(shared: &Shared, ticket: &str) -> Option<(String, String)> {
     (issued.elapsed() < shared.config.ticket_lifetime).then(|| (user.clone(), csrf.clone()))
 }
 
-/// `POST /access/ticket`: a password (or a valid ticket, to renew) gives a new ticket.
-fn login(shared: &Shared, params: &[(String, String)]) -> Response {
+/// `POST /access/ticket`: a password (or a valid ticket, to renew) gives a new ticket; a refusal
+/// is pve-access-control `src/PVE/API2/AccessControl.pm` create_ticket's
+/// `PVE::Exception->new("authentication failure\n", code => 401)`.
+fn login(shared: &Shared, params: &[(String, String)]) -> Reply {
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let (Some(user), Some(password)) = (get("username"), get("password")) else {
-        return error(401, "authentication failure", None);
+        return Reply::error(401, "authentication failure\n", None);
     };
     let by_password = shared
         .config
@@ -391,7 +619,7 @@ fn login(shared: &Shared, params: &[(String, String)]) -> Response {
         .any(|(u, p)| u == user && p == password);
     let by_ticket = valid_ticket(shared, password).is_some_and(|(u, _)| u == user);
     if !by_password && !by_ticket {
-        return error(401, "authentication failure", None);
+        return Reply::error(401, "authentication failure\n", None);
     }
     let mut tickets = lock(&shared.tickets);
     let n = tickets.len() + 1;
@@ -401,7 +629,10 @@ fn login(shared: &Shared, params: &[(String, String)]) -> Response {
         ticket.clone(),
         (user.to_owned(), csrf.clone(), std::time::Instant::now()),
     );
-    data(json!({"username": user, "ticket": ticket, "CSRFPreventionToken": csrf}))
+    Reply::data(
+        json!({"username": user, "ticket": ticket, "CSRFPreventionToken": csrf}),
+        Vec::new(),
+    )
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response {
@@ -414,7 +645,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
     let headers = req.headers().clone();
     let body = match to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
-        Err(_) => return error(400, "unable to read the request body", None),
+        Err(_) => return plain_error(400, "unable to read the request body"),
     };
     if !body.is_empty() {
         let is_json = headers
@@ -443,13 +674,21 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
         )
             .into_response();
     }
-    let Some(rel) = path.strip_prefix("/api2/json") else {
-        return error(404, "Not Found", None);
+    let (format, rel) = if let Some(rel) = path.strip_prefix("/api2/json") {
+        (Format::Json, rel)
+    } else if let Some(rel) = path.strip_prefix("/api2/extjs") {
+        (Format::Extjs, rel)
+    } else {
+        return plain_error(404, "Not Found");
     };
+    if !(rel.is_empty() || rel.starts_with('/')) {
+        return plain_error(404, "Not Found");
+    }
     let rel = if rel.is_empty() { "/" } else { rel }.to_owned();
 
     if method == "POST" && rel == "/access/ticket" {
-        let resp = login(&shared, &params);
+        let reply = login(&shared, &params);
+        let status = reply.status;
         let redacted: Vec<(String, String)> = params
             .into_iter()
             .map(|(k, v)| {
@@ -460,56 +699,60 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
                 }
             })
             .collect();
-        log(
-            &shared,
-            &method,
-            &rel,
-            redacted,
-            None,
-            resp.status().as_u16(),
-        );
-        return resp;
+        log(&shared, &method, &rel, redacted, None, status);
+        return formatted(format, reply);
     }
-    let credential = match authenticate(&shared, &method, &headers) {
-        Ok(c) => c,
+    let who = match authenticate(&shared, &method, &rel, &headers) {
+        Ok(w) => w,
         Err(message) => {
             log(&shared, &method, &rel, params, None, 401);
-            return error(401, message, None);
+            if !shared.config.auth_failure_delay.is_zero() {
+                tokio::time::sleep(shared.config.auth_failure_delay).await;
+            }
+            return bare(401, &message);
         }
     };
+    let credential = who.id().to_owned();
     let action = faults::apply(&mut lock(&shared.rules), &method, &rel, &credential);
     let resp = match action {
         Some(Action::Respond { status, body }) => {
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (
+            let reason = body["message"].as_str().map(str::to_owned);
+            let mut resp = (
                 code,
                 [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
                 body.to_string(),
             )
-                .into_response()
+                .into_response();
+            // As PVE writes any error: its message's first line is the reason phrase.
+            if let Some(r) = reason_of(status, reason.as_deref().filter(|_| status >= 400)) {
+                resp.extensions_mut().insert(r);
+            }
+            resp
         }
-        Some(Action::ProxyError { status, message }) => error(status, &message, None),
+        Some(Action::ProxyError { status, message }) => bare(status, &message),
         Some(Action::Delay(d)) => {
             tokio::time::sleep(d).await;
-            run(&shared, &method, &rel, &params, &credential)
+            run(&shared, format, &method, &rel, &params, &who)
         }
         Some(Action::DropBefore) => {
             log(&shared, &method, &rel, params, Some(credential), 0);
             return dropped();
         }
         Some(Action::DropAfter) => {
-            let _ = run(&shared, &method, &rel, &params, &credential);
+            let _ = run(&shared, format, &method, &rel, &params, &who);
             log(&shared, &method, &rel, params, Some(credential), 0);
             return dropped();
         }
-        None => run(&shared, &method, &rel, &params, &credential),
+        None => run(&shared, format, &method, &rel, &params, &who),
     };
+    let credential = (!credential.is_empty()).then_some(credential);
     log(
         &shared,
         &method,
         &rel,
         params,
-        Some(credential),
+        credential,
         resp.status().as_u16(),
     );
     resp
@@ -534,59 +777,100 @@ fn log(
 
 fn run(
     shared: &Shared,
+    format: Format,
     method: &str,
     rel: &str,
     params: &[(String, String)],
-    credential: &str,
+    who: &Who,
 ) -> Response {
     let segments: Vec<String> = rel
         .split('/')
         .filter(|s| !s.is_empty())
         .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
         .collect();
-    let route = match facts::route(method, &segments) {
-        Ok(r) => r,
-        Err(_) => {
-            return error(
+    let unescaped = decode_keep_plus(rel);
+    // pve-manager `PVE/HTTPServer.pm` rest_handler: a path the router does not have (here: or
+    // that is newer than the release played) keeps the initial 501, with no newline.
+    let not_implemented = || {
+        formatted(
+            format,
+            Reply::error(
                 501,
-                &format!("Method '{method} {rel}' not implemented"),
+                format!("Method '{method} {unescaped}' not implemented"),
                 None,
-            );
-        }
+            ),
+        )
     };
-    // The proxy step comes first: an unknown node fails its hostname lookup before the handler
-    // on the target node verifies any parameter.
+    let route = match facts::route(method, &segments) {
+        Ok(r) if r.op.since.as_deref().is_none_or(|s| shared.version.has(s)) => r,
+        _ => return not_implemented(),
+    };
+    // rest_handler: `raise_perm_exc("URI '$rel_uri' not available with API token, need proper
+    // ticket.\n") if $auth->{api_token} && !$info->{allowtoken}` (pve-common
+    // `src/PVE/Exception.pm` raise_perm_exc wraps it: `Permission check failed ($what)\n`).
+    if matches!(who, Who::Token(_)) && !route.op.allowtoken {
+        return formatted(
+            format,
+            Reply::error(
+                403,
+                format!(
+                    "Permission check failed (URI '{unescaped}' not available with API token, \
+                     need proper ticket.\n)\n"
+                ),
+                None,
+            ),
+        );
+    }
+    // The proxy step comes before the handler: an unknown node fails its hostname lookup
+    // before the handler on the target node verifies any parameter, and a member that is
+    // offline cannot be reached (AnyEvent::HTTP's 595, empty body, the errno text as reason:
+    // pve-http-server `AnyEvent.pm` proxy_request passes `Status` and `Reason` on).
     if let Some((_, node)) = route.path_params.iter().find(|(k, _)| k == "node") {
         if !shared.config.nodes.contains(node) {
-            return error(
-                500,
-                &format!("hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"),
-                None,
+            return formatted(
+                format,
+                Reply::error(
+                    500,
+                    format!("hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known\n"),
+                    None,
+                ),
             );
+        }
+        let local = shared.config.nodes.first().is_some_and(|n| n == node);
+        let offline = lock(&shared.cluster)
+            .members
+            .iter()
+            .any(|(n, online)| n == node && !online);
+        if !local && offline && route.op.proxyto.as_deref() == Some("node") {
+            return bare(595, "No route to host");
         }
     }
     let mut all = route.path_params.clone();
     all.extend(params.iter().cloned());
     let errors = validate::validate(route.op, &all);
     if !errors.is_empty() {
-        return error(400, "Parameter verification failed.", Some(errors));
+        return formatted(
+            format,
+            Reply::error(400, "Parameter verification failed.\n", Some(errors)),
+        );
     }
     let call = Call {
         op: route.op,
         params: &all,
-        credential,
+        credential: who.id(),
         standalone: shared.config.standalone,
-        version: &shared.config.version,
-        auditor: shared.config.auditors.iter().any(|a| a == credential),
+        version: shared.version,
+        auditor: shared.config.auditors.iter().any(|a| a == who.id()),
     };
     let answer = api::dispatch(&mut lock(&shared.cluster), &call);
-    match answer {
-        Some(Answer::Data(v, extra)) => data_with(v, extra),
+    let reply = match answer {
+        Some(Answer::Data(v, extra)) => Reply::data(v, extra),
         Some(Answer::Error {
             status,
             message,
             errors,
-        }) => error(status, &message, errors.map(|e| e.into_iter().collect())),
-        None => data(route.op.returns.empty()),
-    }
+        }) => Reply::error(status, message, errors.map(|e| e.into_iter().collect())),
+        None => Reply::data(route.op.returns.empty(), Vec::new()),
+    };
+    formatted(format, reply)
 }

@@ -294,3 +294,122 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Option<WireReques
         body,
     })
 }
+
+/// One answer exactly as it came off the wire ([`exchange`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The reason phrase's bytes as sent.
+    pub reason: Vec<u8>,
+    /// Header lines, names lower-cased, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body (chunked transfer decoded).
+    pub body: Vec<u8>,
+}
+
+impl RawAnswer {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The reason phrase, lossily decoded.
+    pub fn reason_text(&self) -> String {
+        String::from_utf8_lossy(&self.reason).into_owned()
+    }
+}
+
+fn invalid(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned())
+}
+
+/// Sends one plain-HTTP request to `addr` (`Connection: close` is added) and reads the whole
+/// answer, keeping what HTTP libraries normalise away: the reason phrase's bytes, and whether a
+/// `Content-Type` was sent at all. `head_lines` are the request line and headers, without the
+/// final blank line.
+///
+/// # Errors
+///
+/// Connecting, writing or reading failed, or the answer is not HTTP/1.x.
+pub async fn exchange(
+    addr: SocketAddr,
+    head_lines: &[String],
+    body: &[u8],
+) -> std::io::Result<RawAnswer> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let mut request = head_lines.join("\r\n");
+    request.push_str(&format!(
+        "\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    ));
+    stream.write_all(request.as_bytes()).await?;
+    stream.write_all(body).await?;
+    stream.flush().await?;
+    let mut buf = Vec::new();
+    stream.read_to_end(&mut buf).await?;
+    let head_end = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| invalid("no end of the answer's head"))?;
+    let head = &buf[..head_end];
+    let mut lines = head
+        .split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let status_line = lines.next().ok_or_else(|| invalid("no status line"))?;
+    let mut parts = status_line.splitn(3, |b| *b == b' ');
+    let version = parts.next().unwrap_or_default();
+    if !version.starts_with(b"HTTP/1.") {
+        return Err(invalid("not an HTTP/1.x answer"));
+    }
+    let status = std::str::from_utf8(parts.next().unwrap_or_default())
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| invalid("no status code"))?;
+    let reason = parts.next().unwrap_or_default().to_vec();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| {
+            let l = String::from_utf8_lossy(l).into_owned();
+            l.split_once(':')
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        })
+        .collect();
+    let raw = &buf[head_end + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        let mut out = Vec::new();
+        let mut rest = raw;
+        loop {
+            let line_end = rest
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .ok_or_else(|| invalid("a chunk without its size line"))?;
+            let size_text = String::from_utf8_lossy(&rest[..line_end]);
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| invalid("a chunk size that is not hex"))?;
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            if rest.len() < size + 2 {
+                return Err(invalid("a chunk shorter than its size"));
+            }
+            out.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+        out
+    } else {
+        raw.to_vec()
+    };
+    Ok(RawAnswer {
+        status,
+        reason,
+        headers,
+        body,
+    })
+}

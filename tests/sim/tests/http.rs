@@ -40,34 +40,52 @@ async fn call(
         .canonical_reason()
         .unwrap_or_default()
         .to_owned();
-    let body: Value = resp.json().await.expect("json body");
+    let text = resp.text().await.expect("body");
+    // Answers without a body (a proxy failure) read as null.
+    let body: Value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).expect("json body")
+    };
     (status, reason, body)
 }
 
+/// `GET path` with these extra header lines, read raw (reason phrase bytes, no normalising).
+async fn raw_get(sim: &Simulator, path: &str, headers: &[&str]) -> pve_sim::wire::RawAnswer {
+    let mut head = vec![format!("GET /api2/json{path} HTTP/1.1")];
+    head.extend(headers.iter().map(|h| (*h).to_owned()));
+    pve_sim::wire::exchange(sim.addr(), &head, b"")
+        .await
+        .expect("answers")
+}
+
 #[tokio::test]
-async fn missing_or_wrong_credentials_are_401() {
+async fn missing_or_wrong_credentials_are_401_with_the_text_only_in_the_reason_phrase() {
+    // pve-http-server AnyEvent.pm: `HTTP::Response->new(HTTP_UNAUTHORIZED, $err)`: no body,
+    // no content type; pve-manager PVE/HTTPServer.pm auth_handler gives the texts.
     let sim = sim().await;
-    let client = reqwest::Client::new();
-    let resp = client
-        .get(format!("{}/version", sim.api_url()))
-        .send()
-        .await
-        .expect("answers");
-    assert_eq!(resp.status().as_u16(), 401);
+    let none = raw_get(&sim, "/version", &[]).await;
     assert_eq!(
-        resp.json::<Value>().await.expect("json"),
-        json!({"data": null, "message": "No ticket\n"})
+        (none.status, none.reason_text().as_str()),
+        (401, "No ticket")
     );
-    let resp = client
-        .get(format!("{}/version", sim.api_url()))
-        .header("Authorization", "PVEAPIToken=root@pam!sim=wrong")
-        .send()
-        .await
-        .expect("answers");
-    assert_eq!(resp.status().as_u16(), 401);
     assert_eq!(
-        resp.json::<Value>().await.expect("json"),
-        json!({"data": null, "message": "authentication failure\n"})
+        (none.body.as_slice(), none.header("content-type")),
+        (&b""[..], None)
+    );
+    let wrong = raw_get(
+        &sim,
+        "/version",
+        &["Authorization: PVEAPIToken=root@pam!sim=wrong"],
+    )
+    .await;
+    assert_eq!(
+        (wrong.status, wrong.reason_text().as_str()),
+        (401, "Authentication failed!")
+    );
+    assert_eq!(
+        (wrong.body.as_slice(), wrong.header("content-type")),
+        (&b""[..], None)
     );
     let log = sim.requests();
     assert_eq!(log.len(), 2);
@@ -77,17 +95,65 @@ async fn missing_or_wrong_credentials_are_401() {
 }
 
 #[tokio::test]
+async fn before_9_1_5_each_authentication_failure_has_its_own_text() {
+    let sim = Simulator::start(SimConfig::default().pve_version("9.1.4"))
+        .await
+        .expect("starts");
+    // pve-access-control src/PVE/AccessControl.pm verify_token and split_tokenid, and pve-common
+    // src/PVE/Ticket.pm verify_rsa_ticket.
+    for (auth, text) in [
+        (
+            "Authorization: PVEAPIToken=root@pam!sim=wrong",
+            "invalid token value!",
+        ),
+        (
+            "Authorization: PVEAPIToken=root@pam!other=x",
+            "no such token 'other' for user 'root@pam'",
+        ),
+        (
+            "Authorization: PVEAPIToken=nobody@pve!t=x",
+            "no such user ('nobody@pve')",
+        ),
+        (
+            "Authorization: PVEAPIToken=root@pam=x",
+            "'root@pam' is not a valid token ID - not able to split into user and token parts",
+        ),
+        (
+            "Authorization: PVEAPIToken=nosecret",
+            "no tokenid specified",
+        ),
+        (
+            "Cookie: PVEAuthCookie=PVE:forged",
+            "permission denied - invalid PVE ticket",
+        ),
+    ] {
+        let a = raw_get(&sim, "/version", &[auth]).await;
+        assert_eq!((a.status, a.reason_text().as_str()), (401, text), "{auth}");
+        assert!(a.body.is_empty(), "{auth}");
+    }
+    let ok = raw_get(
+        &sim,
+        "/version",
+        &["Authorization: PVEAPIToken=root@pam!sim=sim-secret"],
+    )
+    .await;
+    let body: Value = serde_json::from_slice(&ok.body).expect("json");
+    assert_eq!(body["data"]["version"], "9.1.4");
+    assert_eq!(body["data"]["release"], "9.1");
+}
+
+#[tokio::test]
 async fn unknown_paths_and_methods_are_501() {
     let sim = sim().await;
     let (status, _, body) = call(&sim, reqwest::Method::GET, "/nodes/pve1/bogus", &[]).await;
     assert_eq!(status, 501);
     assert_eq!(
         body,
-        json!({"data": null, "message": "Method 'GET /nodes/pve1/bogus' not implemented\n"})
+        json!({"data": null, "message": "Method 'GET /nodes/pve1/bogus' not implemented"})
     );
     let (status, _, body) = call(&sim, reqwest::Method::PATCH, "/version", &[]).await;
     assert_eq!(status, 501);
-    assert_eq!(body["message"], "Method 'PATCH /version' not implemented\n");
+    assert_eq!(body["message"], "Method 'PATCH /version' not implemented");
 }
 
 #[tokio::test]
@@ -325,11 +391,22 @@ async fn scripted_answers_and_proxy_errors_apply_to_the_nth_matching_request() {
     assert_eq!(b2["message"], "VM is locked (snapshot)\n");
     let (status, _, body) = call(&sim, reqwest::Method::GET, "/nodes/pve2/network", &[]).await;
     assert_eq!(
-        (status, body["message"].as_str()),
-        (595, Some("Connection refused\n"))
+        (status, body),
+        (595, Value::Null),
+        "no body: the text is the reason phrase"
+    );
+    let raw = raw_get(
+        &sim,
+        "/nodes/pve2/network",
+        &[&format!("Authorization: {TOKEN}")],
+    )
+    .await;
+    assert_eq!(
+        (raw.status, raw.reason_text().as_str(), raw.body.as_slice()),
+        (595, "Connection refused", &b""[..])
     );
     // Scripted requests are logged like any other.
-    assert_eq!(sim.requests().len(), 4);
+    assert_eq!(sim.requests().len(), 5);
 }
 
 #[tokio::test]
@@ -416,5 +493,53 @@ async fn kept_alive_connections_end_with_the_simulator() {
             .await
             .is_err(),
         "a stopped simulator still answered"
+    );
+}
+
+#[test]
+fn the_binary_plays_the_release_asked_for_and_refuses_one_it_cannot() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .args(["--pve-version", "9.1.4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("reads a line");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("announces its url")
+        .to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let body: Value = rt.block_on(async {
+        reqwest::Client::new()
+            .get(format!("{url}/api2/json/version"))
+            .header("Authorization", TOKEN)
+            .send()
+            .await
+            .expect("answers")
+            .json()
+            .await
+            .expect("json")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(body["data"]["version"], "9.1.4");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .args(["--pve-version", "9.3.0"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unsupported PVE version \"9.3.0\": expected MAJOR.MINOR.PATCH (or MAJOR.MINOR) from 8.4.0 to 9.2.x"),
+        "{err}"
     );
 }

@@ -35,6 +35,10 @@ struct Cli {
     /// A single node without a cluster.
     #[arg(long)]
     standalone: bool,
+    /// The pve-manager release to play, 8.4.0 to 9.2.x (answers and operations of that release;
+    /// parameters stay the 9.2 schema's).
+    #[arg(long, default_value = "9.2.0")]
+    pve_version: String,
 }
 
 #[tokio::main]
@@ -46,6 +50,7 @@ async fn main() -> ExitCode {
         latency: Duration::from_millis(cli.latency_ms),
         tls: cli.tls,
         standalone: cli.standalone,
+        version: cli.pve_version,
         ..SimConfig::default()
     };
     if !cli.users.is_empty() {

@@ -1,0 +1,314 @@
+//! The audit table (`tests/sim/audit/answers.toml`): every row served under each PVE release
+//! it names and compared with what PVE sends (status, reason phrase, content type, body). With
+//! `PVE_MIRRORS` set to a folder of upstream mirrors (`proxmox+REPO/repo` git directories), each
+//! cited line is also read at its commit and must say the row's `text`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use pve_sim::wire::{exchange, RawAnswer};
+use pve_sim::{PveVersion, SimConfig, Simulator};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    answer: Vec<Row>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Row {
+    id: String,
+    versions: Vec<String>,
+    #[serde(default)]
+    setup: Vec<String>,
+    method: String,
+    path: String,
+    auth: String,
+    #[serde(default)]
+    form: String,
+    status: u16,
+    reason: String,
+    content_type: String,
+    body: Option<String>,
+    json: Option<String>,
+    from: Vec<Source>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Source {
+    repo: String,
+    commit: String,
+    file: String,
+    function: String,
+    line: usize,
+    text: String,
+}
+
+fn table_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("audit/answers.toml")
+}
+
+fn table() -> Table {
+    let text = std::fs::read_to_string(table_path()).expect("the audit table exists");
+    toml::from_str(&text).expect("the audit table parses")
+}
+
+const REPOS: &[&str] = &[
+    "pve-manager",
+    "qemu-server",
+    "pve-common",
+    "pve-http-server",
+    "pve-access-control",
+    "pve-cluster",
+    "pve-guest-common",
+    "pve-storage",
+    "pve-container",
+    "pve-network",
+    "pve-firewall",
+    "pve-ha-manager",
+];
+
+#[test]
+fn every_row_is_well_formed() {
+    let t = table();
+    assert!(t.answer.len() >= 20, "{} rows", t.answer.len());
+    let mut ids = BTreeSet::new();
+    for row in &t.answer {
+        assert!(ids.insert(row.id.clone()), "{}: id twice", row.id);
+        assert!(!row.versions.is_empty(), "{}: no release", row.id);
+        for v in &row.versions {
+            v.parse::<PveVersion>()
+                .unwrap_or_else(|e| panic!("{}: {e}", row.id));
+        }
+        assert!(
+            row.body.is_some() != row.json.is_some(),
+            "{}: exactly one of body and json",
+            row.id
+        );
+        assert!(!row.from.is_empty(), "{}: no upstream source", row.id);
+        for s in &row.from {
+            assert!(
+                REPOS.contains(&s.repo.as_str()),
+                "{}: repo {}",
+                row.id,
+                s.repo
+            );
+            assert!(
+                s.commit.len() == 40 && s.commit.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{}: commit {}",
+                row.id,
+                s.commit
+            );
+            assert!(
+                s.line > 0 && !s.file.is_empty() && !s.function.is_empty() && !s.text.is_empty(),
+                "{}: incomplete source",
+                row.id
+            );
+        }
+    }
+}
+
+/// A simulator for `row` under release `version`: two nodes, the default token and user, and
+/// the row's setup.
+async fn simulator(row: &Row, version: &str) -> Simulator {
+    let sim = Simulator::start(
+        SimConfig {
+            nodes: vec!["pve1".into(), "pve2".into()],
+            ..SimConfig::default()
+        }
+        .pve_version(version),
+    )
+    .await
+    .expect("starts");
+    for step in &row.setup {
+        match step.split_once(':') {
+            Some(("offline", node)) => sim.with_cluster(|c| {
+                for (n, online) in &mut c.members {
+                    if n == node {
+                        *online = false;
+                    }
+                }
+            }),
+            _ => panic!("{}: unknown setup step {step:?}", row.id),
+        }
+    }
+    sim
+}
+
+/// The header lines that authenticate `row`'s request.
+async fn auth_lines(sim: &Simulator, row: &Row) -> Vec<String> {
+    match row.auth.as_str() {
+        "none" => Vec::new(),
+        "token" => vec!["Authorization: PVEAPIToken=root@pam!sim=sim-secret".to_owned()],
+        "ticket" | "ticket-no-csrf" => {
+            let login = exchange(
+                sim.addr(),
+                &[
+                    "POST /api2/json/access/ticket HTTP/1.1".to_owned(),
+                    "Content-Type: application/x-www-form-urlencoded".to_owned(),
+                ],
+                b"username=root%40pam&password=sim-password",
+            )
+            .await
+            .expect("logs in");
+            let v: Value = serde_json::from_slice(&login.body).expect("a ticket");
+            let ticket = v["data"]["ticket"].as_str().expect("ticket");
+            let mut lines = vec![format!(
+                "Cookie: PVEAuthCookie={}",
+                percent_encoding::utf8_percent_encode(ticket, percent_encoding::NON_ALPHANUMERIC)
+            )];
+            if row.auth == "ticket" {
+                let csrf = v["data"]["CSRFPreventionToken"].as_str().expect("csrf");
+                lines.push(format!("CSRFPreventionToken: {csrf}"));
+            }
+            lines
+        }
+        other => match other.strip_prefix("header:") {
+            Some(line) => vec![line.to_owned()],
+            None => panic!("{}: unknown auth {other:?}", row.id),
+        },
+    }
+}
+
+/// What differs between `got` and `row` under `version` (empty: nothing).
+fn differences(row: &Row, version: PveVersion, got: &RawAnswer) -> Vec<String> {
+    let mut out = Vec::new();
+    if got.status != row.status {
+        out.push(format!("status {} (want {})", got.status, row.status));
+    }
+    if got.reason != row.reason.as_bytes() {
+        out.push(format!(
+            "reason {:?} (want {:?})",
+            got.reason_text(),
+            row.reason
+        ));
+    }
+    let ct = got.header("content-type").unwrap_or("none");
+    if ct != row.content_type {
+        out.push(format!("content type {ct:?} (want {:?})", row.content_type));
+    }
+    if let Some(body) = &row.body {
+        if got.body != body.as_bytes() {
+            out.push(format!(
+                "body {:?} (want {body:?})",
+                String::from_utf8_lossy(&got.body)
+            ));
+        }
+    }
+    if let Some(json) = &row.json {
+        let want_text = json
+            .replace("{version}", &version.to_string())
+            .replace("{release}", &version.release());
+        let want: Value = serde_json::from_str(&want_text)
+            .unwrap_or_else(|e| panic!("{}: json does not parse: {e}", row.id));
+        match serde_json::from_slice::<Value>(&got.body) {
+            Ok(v) if v == want => {}
+            Ok(v) => out.push(format!("json {v} (want {want})")),
+            Err(_) => out.push(format!(
+                "body {:?} is not JSON",
+                String::from_utf8_lossy(&got.body)
+            )),
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_row_is_served_as_pve_sends_it_under_each_release_it_names() {
+    let t = table();
+    let mut wrong = Vec::new();
+    let mut served = 0;
+    for row in &t.answer {
+        for v in &row.versions {
+            let version: PveVersion = v.parse().expect("checked");
+            let sim = simulator(row, v).await;
+            let mut head = vec![format!("{} {} HTTP/1.1", row.method, row.path)];
+            head.extend(auth_lines(&sim, row).await);
+            if !row.form.is_empty() {
+                head.push("Content-Type: application/x-www-form-urlencoded".to_owned());
+            }
+            let got = exchange(sim.addr(), &head, row.form.as_bytes())
+                .await
+                .expect("answers");
+            served += 1;
+            for d in differences(row, version, &got) {
+                wrong.push(format!("{} under {v}: {d}", row.id));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {served} differ:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_cited_line_says_what_the_row_says_it_does() {
+    let Some(mirrors) = std::env::var_os("PVE_MIRRORS") else {
+        eprintln!("PVE_MIRRORS is not set: the cited lines are not read (see the module docs)");
+        return;
+    };
+    let mut wrong = Vec::new();
+    let mut read = 0;
+    for row in &table().answer {
+        for s in &row.from {
+            let git_dir = Path::new(&mirrors).join(format!("proxmox+{}/repo", s.repo));
+            let out = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(&git_dir)
+                .args(["show", &format!("{}:{}", s.commit, s.file)])
+                .output()
+                .expect("git runs");
+            if !out.status.success() {
+                wrong.push(format!(
+                    "{}: {} {} {}: {}",
+                    row.id,
+                    s.repo,
+                    s.commit,
+                    s.file,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+                continue;
+            }
+            read += 1;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let line = text.lines().nth(s.line - 1).unwrap_or_default();
+            if !line.contains(&s.text) {
+                wrong.push(format!(
+                    "{}: {}:{} says {:?}, not {:?}",
+                    row.id,
+                    s.file,
+                    s.line,
+                    line.trim(),
+                    s.text
+                ));
+            }
+            // The function named is the one the line is in.
+            let sub = text
+                .lines()
+                .take(s.line)
+                .filter(|l| l.starts_with("sub ") || l.contains("name => '"))
+                .last()
+                .unwrap_or_default()
+                .to_owned();
+            if !sub.contains(&s.function) {
+                wrong.push(format!(
+                    "{}: {}:{} is in {:?}, not {}",
+                    row.id,
+                    s.file,
+                    s.line,
+                    sub.trim(),
+                    s.function
+                ));
+            }
+        }
+    }
+    eprintln!("read {read} cited lines");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
