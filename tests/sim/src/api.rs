@@ -181,28 +181,11 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         }
         ("PUT", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, false),
         ("POST", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, true),
-        ("POST", "/nodes/{node}/qemu/{vmid}/status/start") => power(cluster, call, "qmstart", true),
-        ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => power(cluster, call, "qmstop", false),
-        ("POST", "/nodes/{node}/qemu/{vmid}/status/reset") => {
-            let vmid = call.vmid();
-            if cluster
-                .guests
-                .get(&vmid)
-                .is_some_and(|g| g.node == call.node() && g.kind == GuestKind::Qemu)
-            {
-                power(cluster, call, "qmreset", true)
-            } else {
-                fail(
-                    500,
-                    format!(
-                        "unable to find configuration file for VM {vmid} on node '{}'",
-                        call.node()
-                    ),
-                )
-            }
-        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/start") => power(cluster, call, Power::Start),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => power(cluster, call, Power::Stop),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/reset") => power(cluster, call, Power::Reset),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown") => {
-            power(cluster, call, "qmshutdown", false)
+            power(cluster, call, Power::Shutdown)
         }
         ("DELETE", "/nodes/{node}/qemu/{vmid}") => destroy(cluster, call),
         ("GET", "/nodes/{node}/network") => network_list(cluster, call),
@@ -466,38 +449,92 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
     }
 }
 
-fn power(cluster: &mut Cluster, call: &Call<'_>, kind: &str, up: bool) -> Answer {
+/// A power action of qemu-server `src/PVE/API2/Qemu.pm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Power {
+    Start,
+    Stop,
+    Shutdown,
+    Reset,
+}
+
+/// What each action checks before its task (synchronously) and inside it, in qemu-server's
+/// order:
+/// - `vm_start`: `check_cfs_quorum`, then the task `qmstart` (`PVE::QemuServer::vm_start`:
+///   `load_config`, the template check, `check_running`, `check_lock`, "already running");
+/// - `vm_stop` and `vm_shutdown`: no check before the task `qmstop` / `qmshutdown`
+///   (`_do_vm_stop`: `check_running`, which asserts the config is on this node, returns quietly
+///   for a stopped VM, then `load_config` and `check_lock`);
+/// - `vm_reset`: `check_running` before the task (a missing config, or "VM N not running", is a
+///   500), then the task `qmreset` (`vm_reset`: `load_config`, `check_lock`).
+///
+/// A task that succeeds logs `TASK OK` only; one that fails logs `TASK ERROR: ...`
+/// (pve-common `src/PVE/RESTEnvironment.pm` fork_worker).
+fn power(cluster: &mut Cluster, call: &Call<'_>, action: Power) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    if !cluster
-        .guests
-        .get(&vmid)
-        .is_some_and(|g| g.node == node && g.kind == GuestKind::Qemu)
-    {
-        return fail(500, Guest::missing(&node, GuestKind::Qemu, vmid));
+    let here = |c: &Cluster| {
+        c.guests
+            .get(&vmid)
+            .filter(|g| g.node == node && g.kind == GuestKind::Qemu)
+            .cloned()
+    };
+    // qemu-server src/PVE/QemuConfig.pm assert_config_exists_on_node.
+    let not_on_node = format!("unable to find configuration file for VM {vmid} on node '{node}'");
+    match action {
+        Power::Start if !cluster.quorate => return fail(500, NO_QUORUM),
+        Power::Reset => match here(cluster) {
+            None => return fail(500, not_on_node),
+            Some(g) if !g.running => return fail(500, format!("VM {vmid} not running")),
+            Some(_) => {}
+        },
+        _ => {}
     }
-    if !cluster.quorate {
-        return fail(500, NO_QUORUM);
-    }
-    // Failures happen inside the task, after a 200 with a UPID.
+    let kind = match action {
+        Power::Start => "qmstart",
+        Power::Stop => "qmstop",
+        Power::Shutdown => "qmshutdown",
+        Power::Reset => "qmreset",
+    };
+    let missing = Guest::missing(&node, GuestKind::Qemu, vmid);
     let upid = cluster.start_task(&node, kind, &vmid.to_string(), call.credential, |c| {
-        let g = c
-            .guests
-            .get_mut(&vmid)
-            .ok_or_else(|| format!("VM {vmid} does not exist"))?;
-        if let Some(l) = &g.lock {
-            return Err(format!("VM is locked ({l})"));
-        }
-        if up {
-            if g.running {
-                return Err(format!("VM {vmid} already running"));
+        let Some(g) = here(c) else {
+            return Err(match action {
+                Power::Start | Power::Reset => missing,
+                Power::Stop | Power::Shutdown => not_on_node,
+            });
+        };
+        let locked = g.lock.as_ref().map(|l| format!("VM is locked ({l})"));
+        match action {
+            Power::Start => {
+                if g.config.get("template").is_some_and(|t| t == "1") {
+                    return Err("you can't start a vm if it's a template".to_owned());
+                }
+                if let Some(l) = locked {
+                    return Err(l);
+                }
+                if g.running {
+                    return Err(format!("VM {vmid} already running"));
+                }
             }
-            if g.config.get("template").is_some_and(|t| t == "1") {
-                return Err("you can't start a vm if it's a template".to_owned());
+            Power::Stop | Power::Shutdown => {
+                if !g.running {
+                    return Ok(Vec::new());
+                }
+                if let Some(l) = locked {
+                    return Err(l);
+                }
+            }
+            Power::Reset => {
+                if let Some(l) = locked {
+                    return Err(l);
+                }
             }
         }
-        g.running = up;
-        Ok(vec![format!("{kind} {vmid}")])
+        if let Some(g) = c.guests.get_mut(&vmid) {
+            g.running = matches!(action, Power::Start | Power::Reset);
+        }
+        Ok(Vec::new())
     });
     ok(Value::from(upid))
 }

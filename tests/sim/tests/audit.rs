@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use pve_sim::wire::{exchange, RawAnswer};
-use pve_sim::{PveVersion, SimConfig, Simulator};
+use pve_sim::{GuestKind, PveVersion, SimConfig, Simulator};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -34,6 +34,10 @@ struct Row {
     content_type: String,
     body: Option<String>,
     json: Option<String>,
+    /// For an answer that is a task: its exit status, once stopped.
+    task_status: Option<String>,
+    /// And its log lines.
+    task_log: Option<Vec<String>>,
     from: Vec<Source>,
 }
 
@@ -133,6 +137,32 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                     }
                 }
             }),
+            // `guest:VMID:STATE`: a QEMU guest on pve1, `stopped` or `running`.
+            Some(("guest", rest)) => {
+                let (vmid, state) = rest.split_once(':').expect("guest:VMID:STATE");
+                let vmid: u32 = vmid.parse().expect("a vmid");
+                sim.add_guest("pve1", vmid, GuestKind::Qemu, &[("name", "web")]);
+                sim.with_cluster(|c| {
+                    let g = c.guests.get_mut(&vmid).expect("added");
+                    match state {
+                        "running" => g.running = true,
+                        "stopped" => {}
+                        "template" => {
+                            g.config.insert("template".into(), "1".into());
+                        }
+                        other => panic!("{}: guest state {other:?}", row.id),
+                    }
+                });
+            }
+            // `lock:VMID:LOCK`.
+            Some(("lock", rest)) => {
+                let (vmid, lock) = rest.split_once(':').expect("lock:VMID:LOCK");
+                let vmid: u32 = vmid.parse().expect("a vmid");
+                sim.with_cluster(|c| {
+                    c.guests.get_mut(&vmid).expect("a guest").lock = Some(lock.to_owned());
+                });
+            }
+            None if step == "noquorum" => sim.with_cluster(|c| c.quorate = false),
             _ => panic!("{}: unknown setup step {step:?}", row.id),
         }
     }
@@ -174,7 +204,8 @@ async fn auth_lines(sim: &Simulator, row: &Row) -> Vec<String> {
     }
 }
 
-/// What differs between `got` and `row` under `version` (empty: nothing).
+/// What differs between `got` and `row` under `version` (empty: nothing). A `{upid}` in the
+/// row's json stands for the task id the answer holds.
 fn differences(row: &Row, version: PveVersion, got: &RawAnswer) -> Vec<String> {
     let mut out = Vec::new();
     if got.status != row.status {
@@ -200,9 +231,11 @@ fn differences(row: &Row, version: PveVersion, got: &RawAnswer) -> Vec<String> {
         }
     }
     if let Some(json) = &row.json {
+        let upid = upid_of(got).unwrap_or_else(|| "(no task id)".to_owned());
         let want_text = json
             .replace("{version}", &version.to_string())
-            .replace("{release}", &version.release());
+            .replace("{release}", &version.release())
+            .replace("{upid}", &upid);
         let want: Value = serde_json::from_str(&want_text)
             .unwrap_or_else(|e| panic!("{}: json does not parse: {e}", row.id));
         match serde_json::from_slice::<Value>(&got.body) {
@@ -215,6 +248,50 @@ fn differences(row: &Row, version: PveVersion, got: &RawAnswer) -> Vec<String> {
         }
     }
     out
+}
+
+/// The task id an answer holds, if it is one.
+fn upid_of(got: &RawAnswer) -> Option<String> {
+    let v: Value = serde_json::from_slice(&got.body).ok()?;
+    v["data"]
+        .as_str()
+        .filter(|s| s.starts_with("UPID:"))
+        .map(str::to_owned)
+}
+
+/// The task's exit status and log lines, read with the simulator's token.
+async fn task_outcome(sim: &Simulator, upid: &str) -> (Option<String>, Vec<String>) {
+    let get = |what: &'static str| {
+        let upid = percent_encoding::utf8_percent_encode(upid, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+        async move {
+            let a = exchange(
+                sim.addr(),
+                &[
+                    format!("GET /api2/json/nodes/pve1/tasks/{upid}/{what} HTTP/1.1"),
+                    "Authorization: PVEAPIToken=root@pam!sim=sim-secret".to_owned(),
+                ],
+                b"",
+            )
+            .await
+            .expect("answers");
+            serde_json::from_slice::<Value>(&a.body).expect("json")
+        }
+    };
+    let status = get("status").await;
+    let log = get("log").await;
+    let lines = log["data"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|e| e["t"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (
+        status["data"]["exitstatus"].as_str().map(str::to_owned),
+        lines,
+    )
 }
 
 #[tokio::test]
@@ -235,7 +312,27 @@ async fn every_row_is_served_as_pve_sends_it_under_each_release_it_names() {
                 .await
                 .expect("answers");
             served += 1;
-            for d in differences(row, version, &got) {
+            let mut diffs = differences(row, version, &got);
+            if row.task_status.is_some() || row.task_log.is_some() {
+                match upid_of(&got) {
+                    None => diffs.push("no task id in the answer".to_owned()),
+                    Some(upid) => {
+                        let (status, log) = task_outcome(&sim, &upid).await;
+                        if status != row.task_status {
+                            diffs.push(format!(
+                                "task status {status:?} (want {:?})",
+                                row.task_status
+                            ));
+                        }
+                        if let Some(want) = &row.task_log {
+                            if &log != want {
+                                diffs.push(format!("task log {log:?} (want {want:?})"));
+                            }
+                        }
+                    }
+                }
+            }
+            for d in diffs {
                 wrong.push(format!("{} under {v}: {d}", row.id));
             }
         }
