@@ -174,10 +174,14 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
             read_guest(cluster, call, GuestKind::Lxc, |g| ok(g.config_json()))
         }
         ("GET", "/nodes/{node}/qemu/{vmid}/status/current") => {
-            read_guest(cluster, call, GuestKind::Qemu, |g| status(g, call.vmid()))
+            read_guest(cluster, call, GuestKind::Qemu, |g| {
+                qemu_status(g, call.vmid(), call.version)
+            })
         }
         ("GET", "/nodes/{node}/lxc/{vmid}/status/current") => {
-            read_guest(cluster, call, GuestKind::Lxc, |g| status(g, call.vmid()))
+            read_guest(cluster, call, GuestKind::Lxc, |g| {
+                lxc_status(g, call.vmid())
+            })
         }
         ("PUT", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, false),
         ("POST", "/nodes/{node}/qemu/{vmid}/config") => update_config(cluster, call, true),
@@ -235,15 +239,181 @@ fn read_guest(
     }
 }
 
-fn status(g: &Guest, vmid: u32) -> Answer {
+/// The CPUs each simulated node has (the cap of a guest's `cpus`).
+const NODE_CPUS: u64 = 8;
+
+/// A disk size as PVE writes it (`32G`, `512M`, a plain number of bytes) in bytes.
+fn disk_bytes(size: &str) -> Option<u64> {
+    let (num, unit) = size.split_at(
+        size.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(size.len()),
+    );
+    let n: u64 = num.parse().ok()?;
+    let shift = match unit {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
+}
+
+/// `key=value` of a property string.
+fn prop<'a>(value: &'a str, key: &str) -> Option<&'a str> {
+    value
+        .split(',')
+        .find_map(|p| p.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+/// qemu-server `src/PVE/QemuServer/Drive.pm` bootdisk_size: the size of the first disk of the
+/// boot order (or the legacy `bootdisk`) that is not a CD-ROM.
+fn qemu_bootdisk_size(config: &std::collections::BTreeMap<String, String>) -> Option<u64> {
+    let boot = config.get("boot")?;
+    let list: Vec<&str> = match prop(boot, "order") {
+        Some(order) => order
+            .split([';', ',', ' '])
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => config
+            .get("bootdisk")
+            .map(String::as_str)
+            .into_iter()
+            .collect(),
+    };
+    list.into_iter().find_map(|disk| {
+        let value = config.get(disk)?;
+        if prop(value, "media") == Some("cdrom") || value.starts_with("none") {
+            return None;
+        }
+        prop(value, "size").and_then(disk_bytes)
+    })
+}
+
+/// `GET .../qemu/{vmid}/status/current`: qemu-server `src/PVE/QemuServer.pm` vmstatus (full),
+/// with `qmpstatus` falling back to `status`, plus `ha` (pve-ha-manager `src/PVE/HA/Config.pm`
+/// get_service_status: `{ managed => 0 }` for a guest HA does not manage) and `agent` from the
+/// config (`src/PVE/API2/Qemu.pm` vm_status). `memhost` exists from PVE 9.0 on (qemu-server
+/// commit d426de6c); `diskread` and `diskwrite` of a stopped VM until 9.1.
+fn qemu_status(g: &Guest, vmid: u32, version: crate::version::PveVersion) -> Answer {
+    let num = |k: &str, default: u64| {
+        g.config
+            .get(k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    let mut cpus = (num("sockets", 1) * num("cores", 1)).min(NODE_CPUS);
+    if let Some(v) = g.config.get("vcpus").and_then(|v| v.parse().ok()) {
+        cpus = v;
+    }
+    let memory_mib = g
+        .config
+        .get("memory")
+        .and_then(|m| {
+            prop(m, "current")
+                .or(Some(m.as_str()))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(2048);
+    let state = if g.running { "running" } else { "stopped" };
+    let name = g
+        .config
+        .get("name")
+        .filter(|n| !n.is_empty())
+        .cloned()
+        .unwrap_or_else(|| format!("VM {vmid}"));
+    let mut v = json!({
+        "vmid": vmid,
+        "status": state,
+        "qmpstatus": state,
+        "name": name,
+        "cpus": cpus,
+        "maxmem": memory_mib * 1024 * 1024,
+        "disk": 0,
+        "maxdisk": qemu_bootdisk_size(&g.config).unwrap_or(0),
+        "uptime": 0,
+        "cpu": 0,
+        "mem": 0,
+        "netin": 0,
+        "netout": 0,
+        "ha": {"managed": 0},
+    });
+    if version >= crate::version::PveVersion::new(9, 0, 0) {
+        v["memhost"] = json!(0);
+    }
+    // Until qemu-server commit 528df523 (fix #6207, in PVE 9.1) a VM without block stats
+    // reported zero reads and writes; since, they are left out.
+    if version < crate::version::PveVersion::new(9, 1, 0) {
+        v["diskread"] = json!(0);
+        v["diskwrite"] = json!(0);
+    }
+    if g.running {
+        v["pid"] = json!(10_000 + vmid);
+    }
+    if g.config.get("template").is_some_and(|t| t == "1") {
+        v["template"] = json!(1);
+    }
+    if g.config.keys().any(|k| k.starts_with("serial")) {
+        v["serial"] = json!(1);
+    }
+    if let Some(l) = &g.lock {
+        v["lock"] = Value::from(l.clone());
+    }
+    if let Some(t) = g.config.get("tags") {
+        v["tags"] = Value::from(t.clone());
+    }
+    let agent = g
+        .config
+        .get("agent")
+        .is_some_and(|a| a == "1" || prop(a, "enabled") == Some("1"));
+    if agent {
+        v["agent"] = json!(1);
+    }
+    ok(v)
+}
+
+/// `GET .../lxc/{vmid}/status/current`: pve-container `src/PVE/LXC.pm` vmstatus for a container
+/// (name from `hostname` or `CT<vmid>`, memory 512 MiB by default, a 4 GiB disk without a
+/// rootfs size), plus `ha` (`src/PVE/API2/LXC/Status.pm`).
+fn lxc_status(g: &Guest, vmid: u32) -> Answer {
+    let num = |k: &str| g.config.get(k).and_then(|v| v.parse::<u64>().ok());
+    let maxdisk = g
+        .config
+        .get("rootfs")
+        .and_then(|r| prop(r, "size"))
+        .and_then(disk_bytes)
+        .unwrap_or(4 << 30);
     let mut v = json!({
         "vmid": vmid,
         "status": if g.running { "running" } else { "stopped" },
-        "qmpstatus": if g.running { "running" } else { "stopped" },
-        "name": g.config.get("name").cloned().unwrap_or_default(),
+        "name": g.config.get("hostname").filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("CT{vmid}")),
+        "cpus": num("cores").or_else(|| num("cpulimit")).unwrap_or(NODE_CPUS),
+        "disk": 0,
+        "maxdisk": maxdisk,
+        "mem": 0,
+        "swap": 0,
+        "maxmem": num("memory").unwrap_or(512) * 1024 * 1024,
+        "maxswap": num("swap").unwrap_or(0) * 1024 * 1024,
+        "uptime": 0,
+        "cpu": 0,
+        "netin": 0,
+        "netout": 0,
+        "diskread": 0,
+        "diskwrite": 0,
+        "ha": {"managed": 0},
     });
+    if g.running {
+        v["pid"] = json!(20_000 + vmid);
+    }
+    if g.config.get("template").is_some_and(|t| t == "1") {
+        v["template"] = json!(1);
+    }
     if let Some(l) = &g.lock {
         v["lock"] = Value::from(l.clone());
+    }
+    if let Some(t) = g.config.get("tags") {
+        v["tags"] = Value::from(t.clone());
     }
     ok(v)
 }
