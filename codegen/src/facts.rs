@@ -40,10 +40,23 @@ fn param_facts(s: &Schema) -> Value {
             m.insert("format".into(), Value::from(n.clone()));
         }
         Some(Format::Inline(keys)) => {
+            // An alias key (`virtio=MAC` for `model=virtio,macaddr=MAC`) is only its target: the
+            // simulator needs to know the key exists, as PVE's parse_property_string does.
             let ks: Map<String, Value> = keys
                 .iter()
-                .filter(|(_, k)| k.alias.is_none())
-                .map(|(name, k)| (name.clone(), param_facts(k)))
+                .map(|(name, k)| {
+                    let facts = match &k.alias {
+                        Some(target) => json!({ "type": "string", "alias": target }),
+                        None => {
+                            let mut f = param_facts(k);
+                            if k.default_key {
+                                f["defaultKey"] = Value::from(true);
+                            }
+                            f
+                        }
+                    };
+                    (name.clone(), facts)
+                })
                 .collect();
             m.insert("propertyString".into(), Value::Object(ks));
         }

@@ -33,6 +33,11 @@ pub struct Param {
     pub property_string: Option<BTreeMap<String, Param>>,
     /// Array items.
     pub items: Option<Box<Param>>,
+    /// For a key of a property string: another name for this key.
+    pub alias: Option<String>,
+    /// For a key of a property string: the key a value without `key=` belongs to.
+    #[serde(default)]
+    pub default_key: bool,
 }
 
 /// The shape of an answer: enough to build a valid empty one.

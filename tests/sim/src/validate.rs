@@ -171,6 +171,26 @@ fn check_format(format: &str, v: &str) -> Option<String> {
                 && b[0].is_ascii_alphabetic()
                 && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
         }
+        // pve-common src/PVE/JSONSchema.pm pve_verify_dns_name.
+        "dns-name" => v.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        }),
+        // pve_verify_iface: `^[a-z][a-z0-9_]{1,20}([:\.]\d+)?$` (case-insensitive).
+        "pve-iface" => {
+            let (base, vlan) = match v.find([':', '.']) {
+                Some(i) => (&v[..i], Some(&v[i + 1..])),
+                None => (v, None),
+            };
+            let b = base.as_bytes();
+            (2..=21).contains(&b.len())
+                && b[0].is_ascii_alphabetic()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                && vlan.is_none_or(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+        }
         "ipv4" => v.parse::<std::net::Ipv4Addr>().is_ok(),
         "ipv6" => v.parse::<std::net::Ipv6Addr>().is_ok(),
         "ip" => v.parse::<std::net::IpAddr>().is_ok(),
@@ -184,26 +204,75 @@ fn check_format(format: &str, v: &str) -> Option<String> {
         "pve-node" => "value does not look like a valid node name".to_owned(),
         "pve-storage-id" => format!("storage ID '{v}' contains illegal characters"),
         "pve-configid" => format!("invalid configuration ID '{v}'"),
+        "dns-name" => "value does not look like a valid DNS name".to_owned(),
+        "pve-iface" => format!("invalid network interface name '{v}'"),
         "ipv4" => "value does not look like a valid IPv4 address".to_owned(),
         "ipv6" => "value does not look like a valid IPv6 address".to_owned(),
         _ => "value does not look like a valid IP address".to_owned(),
     })
 }
 
-/// Keys of an inline property-string format: unknown keys and typed values.
+/// An inline property string as pve-common `src/PVE/JSONSchema.pm` parse_property_string reads
+/// it: `key=value` parts (an alias names its target), at most one value without a key (the
+/// default key's), no key twice, no key the format does not have; then each value's type.
 fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut default_used = false;
+    let mut checks: Vec<(&str, &Param, &str)> = Vec::new();
     for part in text.split(',') {
-        let Some((k, v)) = part.split_once('=') else {
+        if part.trim().is_empty() {
             continue;
-        };
-        match keys.get(k) {
-            // Alias keys (`e1000=MAC`, `bps_rd_length`) are not in the table; PVE accepts them.
-            None => continue,
-            Some(p) => {
-                if let Some(e) = check_value(p, v) {
-                    return Some(format!("{k}: {}", e.trim_end()));
+        }
+        match part.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => {
+                if seen.iter().any(|s| s == k) {
+                    return Some(format!(
+                        "duplicate key in comma-separated list property: {k}"
+                    ));
                 }
+                let (name, facts) = match keys.get(k) {
+                    Some(p) => match &p.alias {
+                        Some(target) => {
+                            if seen.iter().any(|s| s == target) {
+                                return Some(format!(
+                                    "key '{target}' is already defined (via alias)"
+                                ));
+                            }
+                            (target.as_str(), keys.get(target))
+                        }
+                        None => (k, Some(p)),
+                    },
+                    None => (k, None),
+                };
+                let Some(facts) = facts else {
+                    return Some(format!(
+                        "invalid key in comma-separated list property: {name}"
+                    ));
+                };
+                seen.push(name.to_owned());
+                checks.push((name, facts, v));
             }
+            Some(_) => return Some("missing key in comma-separated list property".to_owned()),
+            None => {
+                let Some((name, facts)) = keys.iter().find(|(_, p)| p.default_key) else {
+                    return Some(
+                        "value without key, but schema does not define a default key".to_owned(),
+                    );
+                };
+                if default_used || seen.iter().any(|s| s == name) {
+                    return Some(format!(
+                        "duplicate key in comma-separated list property: {name}"
+                    ));
+                }
+                default_used = true;
+                seen.push(name.clone());
+                checks.push((name, facts, part));
+            }
+        }
+    }
+    for (k, p, v) in checks {
+        if let Some(e) = check_value(p, v) {
+            return Some(format!("{k}: {}", e.trim_end()));
         }
     }
     None
@@ -224,6 +293,69 @@ mod tests {
         v.iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn property_strings_are_parsed_as_pve_parses_them() {
+        // pve-common src/PVE/JSONSchema.pm parse_property_string.
+        let create = op("POST", "/nodes/{node}/qemu");
+        let net = |v: &str| {
+            validate(
+                create,
+                &kv(&[("node", "pve1"), ("vmid", "100"), ("net0", v)]),
+            )
+            .remove("net0")
+        };
+        assert_eq!(
+            net("virtio,bridge=vmbr0"),
+            None,
+            "a value without key is the default key's"
+        );
+        assert_eq!(
+            net("virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+            None,
+            "an alias key"
+        );
+        assert_eq!(
+            net("model=virtio,,bridge=vmbr0"),
+            None,
+            "empty parts are skipped"
+        );
+        assert_eq!(
+            net("virtio,bridge=vmbr0,bridge=vmbr1").as_deref(),
+            Some("invalid format - duplicate key in comma-separated list property: bridge\n")
+        );
+        assert_eq!(
+            net("virtio,colour=red").as_deref(),
+            Some("invalid format - invalid key in comma-separated list property: colour\n")
+        );
+        assert_eq!(
+            net("virtio,bridge=").as_deref(),
+            Some("invalid format - missing key in comma-separated list property\n")
+        );
+        assert_eq!(
+            net("virtio,e1000").as_deref(),
+            Some("invalid format - duplicate key in comma-separated list property: model\n")
+        );
+        assert_eq!(
+            net("virtio=BC:24:11:00:00:01,macaddr=BC:24:11:00:00:02").as_deref(),
+            Some("invalid format - duplicate key in comma-separated list property: macaddr\n")
+        );
+        let name = |v: &str| {
+            validate(
+                create,
+                &kv(&[("node", "pve1"), ("vmid", "100"), ("name", v)]),
+            )
+            .remove("name")
+        };
+        assert_eq!(name("web-1.example"), None);
+        for bad in ["web_1", "-web", "web-", "a..b", ""] {
+            assert_eq!(
+                name(bad).as_deref(),
+                Some("invalid format - value does not look like a valid DNS name\n"),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
