@@ -270,3 +270,68 @@ async fn a_refused_certificate_fails_at_once_and_is_never_retried() {
         .await
         .expect("the right pin is accepted");
 }
+
+/// The description the simulator holds for VM 100.
+fn description(sim: &Simulator) -> Option<String> {
+    sim.with_cluster(|c| {
+        c.guests
+            .get(&100)
+            .and_then(|g| g.config.get("description").cloned())
+    })
+}
+
+#[tokio::test]
+async fn a_write_applied_before_a_late_answer_is_applied_although_the_client_timed_out() {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "web")]);
+    let c = Client::builder(sim.url())
+        .token("root@pam!sim", "sim-secret")
+        .timeout(Duration::from_millis(100))
+        .build()
+        .expect("client");
+
+    // Applied at once, answered after the client gave up.
+    sim.script(Rule::new(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        Action::AnswerLate(Duration::from_millis(600)),
+    ));
+    let e = c.send(&update("late")).await.expect_err("times out");
+    assert_eq!(e.outcome(), Outcome::Unknown, "{e}");
+    assert_eq!(description(&sim).as_deref(), Some("late"), "applied");
+    let log: Vec<(String, u16)> = sim
+        .requests()
+        .iter()
+        .map(|r| (r.line(), r.status))
+        .collect();
+    assert_eq!(log, [("PUT /nodes/pve1/qemu/100/config".to_owned(), 200)]);
+
+    // Delayed, then handled although the client left during the wait.
+    sim.clear_script();
+    sim.clear_log();
+    sim.script(Rule::new(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        Action::Delay(Duration::from_millis(300)),
+    ));
+    let e = c
+        .send(&update("after-the-wait"))
+        .await
+        .expect_err("times out");
+    assert_eq!(e.outcome(), Outcome::Unknown, "{e}");
+    assert_eq!(description(&sim).as_deref(), Some("late"), "not yet");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        description(&sim).as_deref(),
+        Some("after-the-wait"),
+        "the handler ran to its end"
+    );
+    let log: Vec<(String, u16)> = sim
+        .requests()
+        .iter()
+        .map(|r| (r.line(), r.status))
+        .collect();
+    assert_eq!(log, [("PUT /nodes/pve1/qemu/100/config".to_owned(), 200)]);
+}

@@ -22,8 +22,13 @@ pub enum Action {
         /// The reason text.
         message: String,
     },
-    /// Wait this long, then handle normally.
+    /// Wait this long, then handle normally. The handling happens whether or not the client is
+    /// still waiting (as in PVE, where a handler does not notice the client leave): a client
+    /// that times out during the wait still gets its write applied, after the wait.
     Delay(Duration),
+    /// Handle the request now (a write is applied and logged), then wait this long before
+    /// answering: "the write was applied, then the client timed out".
+    AnswerLate(Duration),
     /// Close the connection without an answer, before the request is handled (a write is not
     /// applied).
     DropBefore,

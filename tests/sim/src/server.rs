@@ -732,8 +732,38 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
         }
         Some(Action::ProxyError { status, message }) => bare(status, &message),
         Some(Action::Delay(d)) => {
+            // A task of its own: it runs to the end (and logs) even if the client leaves and
+            // this handler is dropped.
+            let (shared, method, rel) = (shared.clone(), method.clone(), rel.clone());
+            let handled = tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                let resp = run(&shared, format, &method, &rel, &params, &who);
+                let credential = (!credential.is_empty()).then_some(credential);
+                log(
+                    &shared,
+                    &method,
+                    &rel,
+                    params,
+                    credential,
+                    resp.status().as_u16(),
+                );
+                resp
+            });
+            return handled.await.unwrap_or_else(|_| dropped());
+        }
+        Some(Action::AnswerLate(d)) => {
+            let resp = run(&shared, format, &method, &rel, &params, &who);
+            let credential = (!credential.is_empty()).then_some(credential);
+            log(
+                &shared,
+                &method,
+                &rel,
+                params,
+                credential,
+                resp.status().as_u16(),
+            );
             tokio::time::sleep(d).await;
-            run(&shared, format, &method, &rel, &params, &who)
+            return resp;
         }
         Some(Action::DropBefore) => {
             log(&shared, &method, &rel, params, Some(credential), 0);
