@@ -117,6 +117,12 @@ const CONTROL: &[&str] = &[
 /// Runs a stateful operation, or `None` for operations not modelled.
 pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     let op = call.op;
+    if let Some(outcome) = crate::collections::dispatch(&mut cluster.collections, op, call.params) {
+        return Some(match outcome {
+            crate::collections::Outcome::Data(v) => ok(v),
+            crate::collections::Outcome::Fail(message) => fail(500, message),
+        });
+    }
     Some(match (op.method.as_str(), op.path.as_str()) {
         // pve-manager PVE/API2.pm `version`: version, release and repoid from
         // PVE::pvecfg::version_info, always set.

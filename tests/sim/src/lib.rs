@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod apidoc;
+pub mod collections;
 pub mod facts;
 pub mod faults;
 mod listen;

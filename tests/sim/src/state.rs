@@ -151,6 +151,9 @@ pub struct Cluster {
     pub networks: BTreeMap<String, NodeNetwork>,
     /// Guests whose config file lock another process holds: writes time out.
     pub file_lock_timeouts: std::collections::BTreeSet<u32>,
+    /// Config collections (pools, users, groups, roles, storage): kind -> id -> fields
+    /// ([`crate::collections`]).
+    pub collections: crate::collections::Store,
     counter: u32,
 }
 
@@ -169,6 +172,7 @@ impl Cluster {
                 .map(|n| (n.clone(), NodeNetwork::typical()))
                 .collect(),
             file_lock_timeouts: std::collections::BTreeSet::new(),
+            collections: crate::collections::Store::new(),
             counter: 0,
         }
     }

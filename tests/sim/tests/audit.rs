@@ -172,6 +172,20 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                         .insert(k.to_owned(), v.to_owned());
                 });
             }
+            // `object:KIND:ID`: an object of a config collection (`object:pool:web`).
+            Some(("object", rest)) => {
+                let (kind, id) = rest.split_once(':').expect("object:KIND:ID");
+                let kind = pve_sim::collections::KINDS
+                    .iter()
+                    .find(|k| k.name == kind)
+                    .unwrap_or_else(|| panic!("{}: no collection kind {kind:?}", row.id));
+                sim.with_cluster(|c| {
+                    c.collections
+                        .entry(kind.name)
+                        .or_default()
+                        .insert(id.to_owned(), Default::default());
+                });
+            }
             // `lock:VMID:LOCK`.
             Some(("lock", rest)) => {
                 let (vmid, lock) = rest.split_once(':').expect("lock:VMID:LOCK");

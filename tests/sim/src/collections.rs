@@ -1,0 +1,240 @@
+//! PVE's config collections with real state: one generic model (create, read one, list, update
+//! honouring `delete`, remove) driven by a table of kinds, each with the texts PVE answers when
+//! an object is there already or is not there, cited from upstream.
+//!
+//! Stored values are the strings sent; reads type them by the operation's answer shape in the
+//! facts table (integers and booleans as numbers) and fill the fields PVE always sends.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::facts::{Op, Shape};
+
+/// One kind of config collection.
+#[derive(Debug)]
+pub struct Kind {
+    /// `pool`, `user`, ...
+    pub name: &'static str,
+    /// The collection's path (`/pools`).
+    pub list: &'static str,
+    /// One object's path (`/pools/{poolid}`).
+    pub item: &'static str,
+    /// The id parameter.
+    pub id: &'static str,
+    /// The create's refusal of an id in use, without the lock prefix.
+    pub exists: fn(&str) -> String,
+    /// The absence of an id.
+    pub missing: fn(&str) -> String,
+    /// The prefixes the config lock puts before a write's failure (`lock_user_config(..., "create
+    /// pool failed")`): create, update, delete.
+    pub prefixes: [&'static str; 3],
+    /// Whether removing an id that is not there succeeds (pve-access-control `delete_user` does
+    /// not check).
+    pub delete_missing_succeeds: bool,
+    /// Parameters that steer the call and are not stored.
+    pub control: &'static [&'static str],
+}
+
+/// The kinds modelled, with their upstream sources:
+/// - pools: pve-manager `PVE/API2/Pool.pm` (create_pool, update_pool, read_pool, delete_pool;
+///   `lock_user_config` prefixes "create pool failed", "update pools failed", "delete pool failed");
+/// - users: pve-access-control `src/PVE/API2/User.pm` (absence from `check_user_exist` in
+///   `src/PVE/AccessControl.pm`; delete_user removes without checking);
+/// - groups: `src/PVE/API2/Group.pm`; roles: `src/PVE/API2/Role.pm`;
+/// - storage: pve-storage `src/PVE/API2/Storage/Config.pm` (absence from `storage_config` in
+///   `src/PVE/Storage.pm`; `lock_storage_config` prefixes).
+pub const KINDS: &[Kind] = &[
+    Kind {
+        name: "pool",
+        list: "/pools",
+        item: "/pools/{poolid}",
+        id: "poolid",
+        exists: |id| format!("pool '{id}' already exists"),
+        missing: |id| format!("pool '{id}' does not exist"),
+        prefixes: [
+            "create pool failed",
+            "update pools failed",
+            "delete pool failed",
+        ],
+        delete_missing_succeeds: false,
+        control: &["delete", "allow-move", "type"],
+    },
+    Kind {
+        name: "user",
+        list: "/access/users",
+        item: "/access/users/{userid}",
+        id: "userid",
+        exists: |id| format!("user '{id}' already exists"),
+        missing: |id| format!("no such user ('{id}')"),
+        prefixes: [
+            "create user failed",
+            "update user failed",
+            "delete user failed",
+        ],
+        delete_missing_succeeds: true,
+        control: &["delete", "append", "password"],
+    },
+    Kind {
+        name: "group",
+        list: "/access/groups",
+        item: "/access/groups/{groupid}",
+        id: "groupid",
+        exists: |id| format!("group '{id}' already exists"),
+        missing: |id| format!("group '{id}' does not exist"),
+        prefixes: [
+            "create group failed",
+            "update group failed",
+            "delete group failed",
+        ],
+        delete_missing_succeeds: false,
+        control: &["delete"],
+    },
+    Kind {
+        name: "role",
+        list: "/access/roles",
+        item: "/access/roles/{roleid}",
+        id: "roleid",
+        exists: |id| format!("role '{id}' already exists"),
+        missing: |id| format!("role '{id}' does not exist"),
+        prefixes: [
+            "create role failed",
+            "update role failed",
+            "delete role failed",
+        ],
+        delete_missing_succeeds: false,
+        control: &["delete", "append"],
+    },
+    Kind {
+        name: "storage",
+        list: "/storage",
+        item: "/storage/{storage}",
+        id: "storage",
+        exists: |id| format!("storage ID '{id}' already defined"),
+        missing: |id| format!("storage '{id}' does not exist"),
+        prefixes: [
+            "create storage failed",
+            "update storage failed",
+            "delete storage failed",
+        ],
+        delete_missing_succeeds: false,
+        control: &["delete", "digest"],
+    },
+];
+
+/// The objects of every kind: kind -> id -> stored fields.
+pub type Store = BTreeMap<&'static str, BTreeMap<String, BTreeMap<String, String>>>;
+
+/// What a call did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// `data`.
+    Data(Value),
+    /// A 500 with this message (without its newline).
+    Fail(String),
+}
+
+/// A value typed by its shape: integers and booleans as numbers, the rest as strings.
+fn typed(shape: Option<&Shape>, v: &str) -> Value {
+    match shape.map(|s| s.ty.as_str()) {
+        Some("integer" | "boolean") => v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n)),
+        Some("number") => v.parse::<f64>().map_or_else(|_| json!(v), |n| json!(n)),
+        _ => json!(v),
+    }
+}
+
+/// One object as a read answers it: the shape's required fields (empty), then the stored ones.
+fn object(shape: &Shape, id_key: Option<(&str, &str)>, fields: &BTreeMap<String, String>) -> Value {
+    let mut v = shape.empty();
+    if !v.is_object() {
+        v = json!({});
+    }
+    if let Some((k, id)) = id_key {
+        v[k] = json!(id);
+    }
+    for (k, val) in fields {
+        if shape.properties.is_empty() || shape.properties.contains_key(k) {
+            v[k.as_str()] = typed(shape.properties.get(k), val);
+        }
+    }
+    v
+}
+
+/// Runs `op` if it is a collection call: `None` for every other operation.
+pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Option<Outcome> {
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let kind = KINDS
+        .iter()
+        .find(|k| op.path == k.list || op.path == k.item)?;
+    let on_item = op.path == kind.item;
+    let id = get(kind.id).map(str::to_owned);
+    let objects = store.entry(kind.name).or_default();
+    let stored = |skip: &[&str]| -> BTreeMap<String, String> {
+        params
+            .iter()
+            .filter(|(k, _)| {
+                k != kind.id && !kind.control.contains(&k.as_str()) && !skip.contains(&k.as_str())
+            })
+            .cloned()
+            .collect()
+    };
+    let fail = |prefix: Option<&str>, text: String| {
+        Outcome::Fail(match prefix {
+            Some(p) => format!("{p}: {text}"),
+            None => text,
+        })
+    };
+    Some(match (op.method.as_str(), on_item, id) {
+        ("POST", false, Some(id)) => {
+            if objects.contains_key(&id) {
+                return Some(fail(Some(kind.prefixes[0]), (kind.exists)(&id)));
+            }
+            objects.insert(id, stored(&[]));
+            Outcome::Data(Value::Null)
+        }
+        // A list: every object with its id (`GET /pools` with a `poolid` reads one, as a list).
+        ("GET", false, filter) => {
+            let item_shape = op.returns.items.as_deref().cloned().unwrap_or(Shape {
+                ty: "object".into(),
+                optional: false,
+                example: None,
+                properties: BTreeMap::new(),
+                items: None,
+            });
+            if let Some(id) = &filter {
+                if !objects.contains_key(id) {
+                    return Some(fail(None, (kind.missing)(id)));
+                }
+            }
+            let rows: Vec<Value> = objects
+                .iter()
+                .filter(|(id, _)| filter.as_ref().is_none_or(|f| f == *id))
+                .map(|(id, fields)| object(&item_shape, Some((kind.id, id)), fields))
+                .collect();
+            Outcome::Data(Value::Array(rows))
+        }
+        ("GET", true, Some(id)) => match objects.get(&id) {
+            None => fail(None, (kind.missing)(&id)),
+            Some(fields) => Outcome::Data(object(&op.returns, None, fields)),
+        },
+        ("PUT", _, Some(id)) => {
+            let Some(fields) = objects.get_mut(&id) else {
+                return Some(fail(Some(kind.prefixes[1]), (kind.missing)(&id)));
+            };
+            if let Some(delete) = get("delete") {
+                for k in delete.split([',', ';', ' ']).filter(|k| !k.is_empty()) {
+                    fields.remove(k);
+                }
+            }
+            fields.extend(stored(&[]));
+            Outcome::Data(Value::Null)
+        }
+        ("DELETE", _, Some(id)) => {
+            if objects.remove(&id).is_none() && !kind.delete_missing_succeeds {
+                return Some(fail(Some(kind.prefixes[2]), (kind.missing)(&id)));
+            }
+            Outcome::Data(Value::Null)
+        }
+        _ => return None,
+    })
+}
