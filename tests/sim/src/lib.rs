@@ -11,6 +11,7 @@ pub mod apidoc;
 pub mod collections;
 pub mod facts;
 pub mod faults;
+pub mod layout;
 mod listen;
 mod server;
 pub mod state;

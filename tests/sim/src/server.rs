@@ -51,9 +51,26 @@ pub struct SimConfig {
     /// (pve-http-server `src/PVE/APIServer/AnyEvent.pm`: "always delay unauthorized calls by 3
     /// seconds"); the default here is none, so tests stay fast.
     pub auth_failure_delay: Duration,
+    /// Guests, interfaces and collection objects to start with ([`SimConfig::from_file`]).
+    pub layout: Option<crate::layout::Layout>,
 }
 
 impl SimConfig {
+    /// The defaults changed by a cluster file ([`crate::layout`]): its release, members,
+    /// credentials, and the guests, interfaces and objects the simulator starts with.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read or is not a valid layout; the error names the field.
+    pub fn from_file(
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<SimConfig, crate::layout::LayoutError> {
+        let layout = crate::layout::Layout::read(path.as_ref())?;
+        let mut config = layout.apply_config(SimConfig::default());
+        config.layout = Some(layout);
+        Ok(config)
+    }
+
     /// Plays this pve-manager release (`9.1.4`); checked by [`Simulator::start`].
     #[must_use]
     pub fn pve_version(mut self, version: impl Into<String>) -> SimConfig {
@@ -76,6 +93,7 @@ impl Default for SimConfig {
             auditors: Vec::new(),
             ticket_lifetime: Duration::from_secs(2 * 3600),
             auth_failure_delay: Duration::ZERO,
+            layout: None,
         }
     }
 }
@@ -155,8 +173,12 @@ impl Simulator {
         }
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
+        let mut cluster = Cluster::new(&config.nodes);
+        if let Some(layout) = &config.layout {
+            layout.seed(&mut cluster);
+        }
         let shared = Arc::new(Shared {
-            cluster: Mutex::new(Cluster::new(&config.nodes)),
+            cluster: Mutex::new(cluster),
             tickets: Mutex::new(BTreeMap::new()),
             config,
             version,
@@ -217,6 +239,56 @@ impl Simulator {
             .filter(|r| r.is_write())
             .cloned()
             .collect()
+    }
+
+    /// The request log as JSON lines (one object per request: method, path, params as
+    /// `[name, value]` pairs, credential, status), with the values of secret parameters
+    /// (passwords, tickets, keys, token values: the names `patches/secrets.toml` types as
+    /// secrets) replaced by `[redacted]`.
+    pub fn requests_json_lines(&self) -> String {
+        const SECRET: &[&str] = &[
+            "password",
+            "cipassword",
+            "confirmation-password",
+            "ticket",
+            "otp",
+            "tfa-challenge",
+            "totp",
+            "client-key",
+            "keyring",
+            "encryption-key",
+            "eab-hmac-key",
+            "secret",
+            "token",
+            "key",
+            "value",
+            "data",
+        ];
+        let mut out = String::new();
+        for r in lock(&self.shared.log).iter() {
+            let params: Vec<Value> = r
+                .params
+                .iter()
+                .map(|(k, v)| {
+                    let v = if SECRET.contains(&k.as_str()) {
+                        "[redacted]"
+                    } else {
+                        v.as_str()
+                    };
+                    json!([k, v])
+                })
+                .collect();
+            let line = json!({
+                "method": r.method,
+                "path": r.path,
+                "params": params,
+                "credential": r.credential,
+                "status": r.status,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        out
     }
 
     /// Forgets the requests logged so far.

@@ -1,4 +1,5 @@
-//! `pve-sim`: run the simulator until stopped (Ctrl-C).
+//! `pve-sim`: run the simulator until stopped (Ctrl-C or SIGTERM); with `--requests-out FILE`
+//! the request log is written there as JSON lines when it stops.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -17,9 +18,16 @@ struct Cli {
     /// Loopback address to listen on (port 0: the OS picks).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// Cluster members, comma-separated.
-    #[arg(long, default_value = "pve1", value_delimiter = ',')]
-    nodes: Vec<String>,
+    /// Start from this cluster file (release, members, credentials, guests, interfaces,
+    /// collection objects); the other options change what it says.
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<std::path::PathBuf>,
+    /// Write the request log (secrets redacted) to FILE as JSON lines when stopped.
+    #[arg(long, value_name = "FILE")]
+    requests_out: Option<std::path::PathBuf>,
+    /// Cluster members, comma-separated (default: pve1).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Option<Vec<String>>,
     /// An accepted API token, USER@REALM!ID=SECRET (repeatable).
     #[arg(long = "token", value_name = "USER@REALM!ID=SECRET")]
     tokens: Vec<String>,
@@ -36,23 +44,34 @@ struct Cli {
     #[arg(long)]
     standalone: bool,
     /// The pve-manager release to play, 8.4.0 to 9.2.x (answers and operations of that release;
-    /// parameters stay the 9.2 schema's).
-    #[arg(long, default_value = "9.2.0")]
-    pve_version: String,
+    /// parameters stay the 9.2 schema's; default: the newest).
+    #[arg(long)]
+    pve_version: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut config = SimConfig {
-        listen: cli.listen,
-        nodes: cli.nodes,
-        latency: Duration::from_millis(cli.latency_ms),
-        tls: cli.tls,
-        standalone: cli.standalone,
-        version: cli.pve_version,
-        ..SimConfig::default()
+    let mut config = match &cli.cluster {
+        Some(path) => match SimConfig::from_file(path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("pve-sim: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => SimConfig::default(),
     };
+    config.listen = cli.listen;
+    config.latency = Duration::from_millis(cli.latency_ms);
+    config.tls = cli.tls;
+    config.standalone |= cli.standalone;
+    if let Some(n) = cli.nodes {
+        config.nodes = n;
+    }
+    if let Some(v) = cli.pve_version {
+        config.version = v;
+    }
     if !cli.users.is_empty() {
         config.users.clear();
         for u in &cli.users {
@@ -94,7 +113,29 @@ async fn main() -> ExitCode {
     if let Some(fp) = sim.fingerprint() {
         println!("fingerprint {fp}");
     }
-    let _ = tokio::signal::ctrl_c().await;
+    wait_for_stop().await;
+    if let Some(path) = &cli.requests_out {
+        if let Err(e) = std::fs::write(path, sim.requests_json_lines()) {
+            eprintln!("pve-sim: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
     drop(sim);
     ExitCode::SUCCESS
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
