@@ -760,18 +760,30 @@ pub fn parse_upid(upid: &str) -> Option<[&str; 7]> {
     ])
 }
 
+/// pve-manager `PVE/API2/Tasks.pm` read_task_status and read_task_log, in their order: the UPID
+/// must parse ("unable to parse worker upid"); read_task_status then needs the task file ("no
+/// such task"), read_task_log does not look; a caller the task is not visible to needs
+/// `Sys.Audit` on the node (`check_task_user`: a token sees its own tasks, a user its own and its
+/// tokens'). `None`: no such task.
 fn find_task<'a>(
     cluster: &'a Cluster,
     call: &Call<'_>,
-) -> Result<(&'a crate::state::Task, [String; 7]), Answer> {
+    file_first: bool,
+) -> Result<(Option<&'a crate::state::Task>, [String; 7]), Answer> {
     let upid = call.get("upid").unwrap_or_default();
     let Some(parts) = parse_upid(upid) else {
         return Err(param_error("upid", "unable to parse worker upid"));
     };
-    let Some(task) = cluster.tasks.get(upid) else {
+    let task = cluster.tasks.get(upid);
+    if file_first && task.is_none() {
         return Err(param_error("upid", "no such task"));
+    }
+    let owner = parts[6];
+    let visible = match owner.split_once('!') {
+        Some((user, _)) => call.credential == owner || call.credential == user,
+        None => call.credential == owner,
     };
-    if task.owner != call.credential && !call.auditor {
+    if !visible && !call.auditor {
         return Err(fail(
             403,
             format!(
@@ -784,8 +796,9 @@ fn find_task<'a>(
 }
 
 fn task_status(cluster: &Cluster, call: &Call<'_>) -> Answer {
-    let (task, p) = match find_task(cluster, call) {
-        Ok(t) => t,
+    let (task, p) = match find_task(cluster, call, true) {
+        Ok((Some(t), p)) => (t, p),
+        Ok((None, _)) => return param_error("upid", "no such task"),
         Err(a) => return a,
     };
     let mut v = json!({
@@ -806,8 +819,15 @@ fn task_status(cluster: &Cluster, call: &Call<'_>) -> Answer {
 }
 
 fn task_log(cluster: &Cluster, call: &Call<'_>) -> Answer {
-    let (task, _) = match find_task(cluster, call) {
-        Ok(t) => t,
+    let task = match find_task(cluster, call, false) {
+        Ok((Some(t), _)) => t,
+        // pve-common src/PVE/Tools.pm dump_logfile: a file it cannot open is one line.
+        Ok((None, _)) => {
+            return Answer::Data(
+                json!([{"n": 1, "t": "unable to open file - No such file or directory"}]),
+                vec![("total", Value::from(1))],
+            )
+        }
         Err(a) => return a,
     };
     // pve-manager PVE/API2/Tasks.pm read_task_log: `start` defaults to 0 and `limit` to 50;

@@ -419,14 +419,26 @@ fn every_cited_line_says_what_the_row_says_it_does() {
                     s.text
                 ));
             }
-            // The function named is the one the line is in.
-            let sub = text
-                .lines()
-                .take(s.line)
-                .filter(|l| l.starts_with("sub ") || l.contains("name => '"))
-                .last()
-                .unwrap_or_default()
-                .to_owned();
+            // The function named is the one the line is in: the API method or `sub` around it,
+            // or the closure (`my $name = sub {`) it is in.
+            let before: Vec<&str> = text.lines().take(s.line).collect();
+            let named = before
+                .iter()
+                .rev()
+                .find(|l| l.starts_with("sub ") || l.contains("name => '"))
+                .copied()
+                .unwrap_or_default();
+            let closure = before
+                .iter()
+                .rev()
+                .find(|l| l.trim_start().starts_with("my $") && l.trim_end().ends_with("= sub {"))
+                .copied()
+                .unwrap_or_default();
+            let sub = if closure.contains(&s.function) {
+                closure.to_owned()
+            } else {
+                named.to_owned()
+            };
             if !sub.contains(&s.function) {
                 wrong.push(format!(
                     "{}: {}:{} is in {:?}, not {}",
