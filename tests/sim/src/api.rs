@@ -550,7 +550,14 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                 lock: None,
             },
         );
-        Ok(vec![format!("created VM {vmid}")])
+        // qemu-server src/PVE/API2/Qemu.pm create_vm: the worker prints only what it runs
+        // after the create ("Execute autostart" with `start`; allocating disks prints what the
+        // storage tools print, which is not modelled).
+        Ok(if start {
+            vec!["Execute autostart".to_owned()]
+        } else {
+            Vec::new()
+        })
     });
     ok(Value::from(upid))
 }
@@ -614,9 +621,40 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
         }
     };
     if as_task {
+        // qemu-server src/PVE/API2/Qemu.pm update_vm_api: `print "update VM $vmid: " . join(' ',
+        // @paramarr)`, the parameters by name after node, vmid, digest, background_delay,
+        // skip_cloud_init and import-working-storage were taken out, cipassword hidden.
+        const TAKEN: &[&str] = &[
+            "node",
+            "vmid",
+            "digest",
+            "background_delay",
+            "skip_cloud_init",
+            "import-working-storage",
+        ];
+        let mut named: Vec<(&str, &str)> = call
+            .params
+            .iter()
+            .filter(|(k, _)| !TAKEN.contains(&k.as_str()))
+            .map(|(k, v)| {
+                (
+                    k.as_str(),
+                    if k == "cipassword" {
+                        "<hidden>"
+                    } else {
+                        v.as_str()
+                    },
+                )
+            })
+            .collect();
+        named.sort_by(|a, b| a.0.cmp(b.0));
+        let mut line = format!("update VM {vmid}:");
+        for (k, v) in named {
+            line.push_str(&format!(" -{k} {v}"));
+        }
         let upid = cluster.start_task(&node, "qmconfig", &vmid.to_string(), call.credential, |c| {
             apply(c);
-            Ok(vec![format!("update VM {vmid}")])
+            Ok(vec![line])
         });
         ok(Value::from(upid))
     } else {
@@ -738,7 +776,8 @@ fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         call.credential,
         |c| {
             c.guests.remove(&vmid);
-            Ok(vec![format!("destroyed VM {vmid}")])
+            // qemu-server destroy_vm's worker prints only when purging or removing disks.
+            Ok(Vec::new())
         },
     );
     ok(Value::from(upid))
