@@ -707,7 +707,20 @@ fn login(shared: &Shared, params: &[(String, String)]) -> Reply {
     )
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response {
+/// Every answer; an error answer closes its connection, as pve-http-server's `response` does
+/// (`$reqstate->{keep_alive} = 0 if ($code >= 400)`, then `Connection: close`).
+async fn handle(state: State<Arc<Shared>>, req: Request<Body>) -> Response {
+    let mut resp = answer(state, req).await;
+    if resp.status().as_u16() >= 400 {
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}
+
+async fn answer(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response {
     if !shared.config.latency.is_zero() {
         tokio::time::sleep(shared.config.latency).await;
     }

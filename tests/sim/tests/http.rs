@@ -543,3 +543,37 @@ fn the_binary_plays_the_release_asked_for_and_refuses_one_it_cannot() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn an_error_answer_closes_its_connection_and_a_success_keeps_it() {
+    // pve-http-server src/PVE/APIServer/AnyEvent.pm response: `$reqstate->{keep_alive} = 0 if
+    // ($code >= 400)`, written as `Connection: close`.
+    let sim = sim().await;
+    let client = reqwest::Client::new();
+    let ok = client
+        .get(format!("{}/version", sim.api_url()))
+        .header("Authorization", TOKEN)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(ok.status().as_u16(), 200);
+    assert_eq!(ok.headers().get("connection"), None);
+    for (path, auth, status) in [
+        ("/version", "PVEAPIToken=root@pam!sim=wrong", 401),
+        ("/nodes/pve1/bogus", TOKEN, 501),
+        ("/nodes/nope/network", TOKEN, 500),
+    ] {
+        let r = client
+            .get(format!("{}{path}", sim.api_url()))
+            .header("Authorization", auth)
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(r.status().as_u16(), status, "{path}");
+        assert_eq!(
+            r.headers().get("connection").and_then(|v| v.to_str().ok()),
+            Some("close"),
+            "{path}"
+        );
+    }
+}
