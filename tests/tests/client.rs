@@ -9,6 +9,7 @@ use pve_sdk::generated::nodes::node::qemu::CreateVm;
 use pve_sdk::task::{AwaitOptions, TaskError};
 use pve_sdk::{Client, Operation, OperationError, RetryPolicy, TlsMode};
 use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator, TaskOutcome};
+use pve_tests::error_chain;
 
 async fn sim() -> Simulator {
     Simulator::start(SimConfig::default())
@@ -225,17 +226,6 @@ async fn tls_verifies_by_default_pins_and_refuses_a_wrong_pin() {
         .send(&ListNetwork::new("pve1"))
         .await
         .expect("insecure accepts anything");
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(" <- ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
 }
 
 #[tokio::test]

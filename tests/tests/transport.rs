@@ -14,11 +14,10 @@ use pve_sdk::transport::{
     from_fn, Exchange, HttpAnswer, HttpRequest, HttpSettings, Replay, SendError,
 };
 use pve_sdk::{Client, OperationError, Outcome, RetryPolicy, TlsMode};
-use pve_sim::wire::{Reply, WireServer};
+use pve_sim::wire::{ConnectProxy, Reply, WireServer};
 use pve_sim::{SimConfig, Simulator};
+use pve_tests::error_chain;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 /// What a fake saw: `METHOD path?query`, the form body, and whether it was authenticated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,56 +309,6 @@ async fn a_replay_never_puts_a_login_password_in_its_error() {
     assert!(all.contains("POST /access/ticket [[redacted]]"), "{all}");
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
-}
-
-/// A CONNECT proxy on loopback: logs each CONNECT request's head, then pipes bytes.
-async fn connect_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let log = heads.clone();
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let log = log.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-                    if inbound.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let target = head
-                    .split_whitespace()
-                    .nth(1)
-                    .unwrap_or_default()
-                    .to_owned();
-                log.lock().expect("lock").push(head);
-                let Ok(mut outbound) = TcpStream::connect(target).await else {
-                    let _ = inbound.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
-                    return;
-                };
-                let _ = inbound
-                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await;
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-            });
-        }
-    });
-    (url, heads)
-}
-
 #[tokio::test]
 async fn requests_go_through_an_http_proxy_tunnel_with_tls_to_the_node_still_pinned() {
     let sim = Simulator::start(SimConfig {
@@ -368,8 +317,8 @@ async fn requests_go_through_an_http_proxy_tunnel_with_tls_to_the_node_still_pin
     })
     .await
     .expect("starts");
-    let (proxy, heads) = connect_proxy().await;
-    let with_credentials = proxy.replace("http://", "http://alice:s3cret@");
+    let proxy = ConnectProxy::start().await.expect("starts");
+    let with_credentials = proxy.url().replace("http://", "http://alice:s3cret@");
     let settings = HttpSettings::new().proxy(with_credentials);
     assert!(!format!("{settings:?}").contains("s3cret"), "{settings:?}");
     let client = Client::builder(sim.url())
@@ -385,7 +334,7 @@ async fn requests_go_through_an_http_proxy_tunnel_with_tls_to_the_node_still_pin
         .await
         .expect("through the proxy");
     let node = sim.url().trim_start_matches("https://").to_owned();
-    let heads = heads.lock().expect("lock").clone();
+    let heads = proxy.heads();
     assert_eq!(heads.len(), 1, "one tunnel: {heads:?}");
     assert!(
         heads[0].starts_with(&format!("CONNECT {node} HTTP/1.1\r\n")),
@@ -403,7 +352,7 @@ async fn requests_go_through_an_http_proxy_tunnel_with_tls_to_the_node_still_pin
     // The tunnel does not weaken TLS: a wrong pin is refused through it.
     let client = Client::builder(sim.url())
         .token("root@pam!sim", "sim-secret")
-        .http(HttpSettings::new().proxy(proxy))
+        .http(HttpSettings::new().proxy(proxy.url()))
         .build()
         .expect("client");
     let err = client

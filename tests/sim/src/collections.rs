@@ -169,12 +169,10 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
     let on_item = op.path == kind.item;
     let id = get(kind.id).map(str::to_owned);
     let objects = store.entry(kind.name).or_default();
-    let stored = |skip: &[&str]| -> BTreeMap<String, String> {
+    let stored = || -> BTreeMap<String, String> {
         params
             .iter()
-            .filter(|(k, _)| {
-                k != kind.id && !kind.control.contains(&k.as_str()) && !skip.contains(&k.as_str())
-            })
+            .filter(|(k, _)| k != kind.id && !kind.control.contains(&k.as_str()))
             .cloned()
             .collect()
     };
@@ -189,7 +187,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             if objects.contains_key(&id) {
                 return Some(fail(Some(kind.prefixes[0]), (kind.exists)(&id)));
             }
-            objects.insert(id, stored(&[]));
+            objects.insert(id, stored());
             Outcome::Data(Value::Null)
         }
         // A list: every object with its id (`GET /pools` with a `poolid` reads one, as a list).
@@ -226,7 +224,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
                     fields.remove(k);
                 }
             }
-            fields.extend(stored(&[]));
+            fields.extend(stored());
             Outcome::Data(Value::Null)
         }
         ("DELETE", _, Some(id)) => {

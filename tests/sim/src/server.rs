@@ -406,11 +406,10 @@ impl Reply {
 
 /// The status line's text for `message`: its first line, as pve-http-server `response` keeps
 /// it (`($msg) = $msg =~ m/^(.*)$/m`), or the standard phrase without one.
-fn reason_of(status: u16, message: Option<&str>) -> Option<hyper::ext::ReasonPhrase> {
+fn reason_of(message: Option<&str>) -> Option<hyper::ext::ReasonPhrase> {
     let first = message
         .and_then(|m| m.lines().next())
         .filter(|l| !l.is_empty())?;
-    let _ = status;
     hyper::ext::ReasonPhrase::try_from(first.as_bytes().to_vec()).ok()
 }
 
@@ -475,7 +474,7 @@ fn formatted(format: Format, reply: Reply) -> Response {
         body.to_string(),
     )
         .into_response();
-    if let Some(r) = reason_of(status, reason.as_deref()) {
+    if let Some(r) = reason_of(reason.as_deref()) {
         resp.extensions_mut().insert(r);
     }
     resp
@@ -488,7 +487,7 @@ fn formatted(format: Format, reply: Reply) -> Response {
 fn bare(status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = code.into_response();
-    if let Some(r) = reason_of(status, Some(message)) {
+    if let Some(r) = reason_of(Some(message)) {
         resp.extensions_mut().insert(r);
     }
     resp
@@ -500,7 +499,7 @@ fn plain_error(status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = (code, message.to_owned()).into_response();
     resp.headers_mut().remove(header::CONTENT_TYPE);
-    if let Some(r) = reason_of(status, Some(message)) {
+    if let Some(r) = reason_of(Some(message)) {
         resp.extensions_mut().insert(r);
     }
     resp
@@ -784,13 +783,13 @@ async fn answer(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
                 }
             })
             .collect();
-        log(&shared, &method, &rel, redacted, None, status);
+        log(&shared, &method, &rel, redacted, "", status);
         return formatted(format, reply);
     }
     let who = match authenticate(&shared, &method, &rel, &headers) {
         Ok(w) => w,
         Err(message) => {
-            log(&shared, &method, &rel, params, None, 401);
+            log(&shared, &method, &rel, params, "", 401);
             if !shared.config.auth_failure_delay.is_zero() {
                 tokio::time::sleep(shared.config.auth_failure_delay).await;
             }
@@ -810,7 +809,7 @@ async fn answer(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
             )
                 .into_response();
             // As PVE writes any error: its message's first line is the reason phrase.
-            if let Some(r) = reason_of(status, reason.as_deref().filter(|_| status >= 400)) {
+            if let Some(r) = reason_of(reason.as_deref().filter(|_| status >= 400)) {
                 resp.extensions_mut().insert(r);
             }
             resp
@@ -823,13 +822,12 @@ async fn answer(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
             let handled = tokio::spawn(async move {
                 tokio::time::sleep(d).await;
                 let resp = run(&shared, format, &method, &rel, &params, &who);
-                let credential = (!credential.is_empty()).then_some(credential);
                 log(
                     &shared,
                     &method,
                     &rel,
                     params,
-                    credential,
+                    &credential,
                     resp.status().as_u16(),
                 );
                 resp
@@ -838,54 +836,53 @@ async fn answer(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
         }
         Some(Action::AnswerLate(d)) => {
             let resp = run(&shared, format, &method, &rel, &params, &who);
-            let credential = (!credential.is_empty()).then_some(credential);
             log(
                 &shared,
                 &method,
                 &rel,
                 params,
-                credential,
+                &credential,
                 resp.status().as_u16(),
             );
             tokio::time::sleep(d).await;
             return resp;
         }
         Some(Action::DropBefore) => {
-            log(&shared, &method, &rel, params, Some(credential), 0);
+            log(&shared, &method, &rel, params, &credential, 0);
             return dropped();
         }
         Some(Action::DropAfter) => {
             let _ = run(&shared, format, &method, &rel, &params, &who);
-            log(&shared, &method, &rel, params, Some(credential), 0);
+            log(&shared, &method, &rel, params, &credential, 0);
             return dropped();
         }
         None => run(&shared, format, &method, &rel, &params, &who),
     };
-    let credential = (!credential.is_empty()).then_some(credential);
     log(
         &shared,
         &method,
         &rel,
         params,
-        credential,
+        &credential,
         resp.status().as_u16(),
     );
     resp
 }
 
+/// Logs a request; `credential` is empty for a call that did not authenticate.
 fn log(
     shared: &Shared,
     method: &str,
     path: &str,
     params: Vec<(String, String)>,
-    credential: Option<String>,
+    credential: &str,
     status: u16,
 ) {
     lock(&shared.log).push(LoggedRequest {
         method: method.to_owned(),
         path: path.to_owned(),
         params,
-        credential,
+        credential: (!credential.is_empty()).then(|| credential.to_owned()),
         status,
     });
 }

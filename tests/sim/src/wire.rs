@@ -413,3 +413,101 @@ pub async fn exchange(
         body,
     })
 }
+
+/// An HTTP CONNECT proxy on 127.0.0.1 (a port the OS picks) that logs the head of each
+/// `CONNECT` request and then pipes bytes both ways, for testing clients through a proxy. It
+/// answers 502 when the target cannot be reached; dropping it stops accepting.
+#[derive(Debug)]
+pub struct ConnectProxy {
+    url: String,
+    heads: Arc<Mutex<Vec<String>>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl ConnectProxy {
+    /// Starts the proxy.
+    ///
+    /// # Errors
+    ///
+    /// Binding failed.
+    pub async fn start() -> std::io::Result<ConnectProxy> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let log = heads.clone();
+        let (tx, mut rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            loop {
+                let (mut inbound, _) = tokio::select! {
+                    _ = &mut rx => break,
+                    accepted = listener.accept() => match accepted {
+                        Ok(a) => a,
+                        Err(_) => continue,
+                    },
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                        if inbound.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let target = head
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or_default()
+                        .to_owned();
+                    log.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(head);
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                        let _ = inbound.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                        return;
+                    };
+                    let _ = inbound
+                        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .await;
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                });
+            }
+        });
+        Ok(ConnectProxy {
+            url,
+            heads,
+            stop: Some(tx),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The head of each `CONNECT` request so far (request line and headers).
+    pub fn heads(&self) -> Vec<String> {
+        self.heads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The target (`host:port`) of each tunnel so far.
+    pub fn targets(&self) -> Vec<String> {
+        self.heads()
+            .iter()
+            .map(|h| h.split_whitespace().nth(1).unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+impl Drop for ConnectProxy {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
