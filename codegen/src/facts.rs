@@ -1,33 +1,74 @@
-//! The facts table the simulator validates requests with: every operation's method, path,
-//! handler and parameter facts (type, optional, enum, range, length, format name, pattern),
-//! the shape of its answer, the first PVE version that has it (`since`), and whether API tokens
-//! may call it (`allowtoken`, written only when they may not). Facts only: no description prose.
+//! The facts table the simulator validates requests with and rebuilds the API viewer's
+//! `apidoc.js` from: the schema's tree, one node per line, written from the raw mirror
+//! ([`crate::raw`]) in PVE's own key names, with every key the mirror reads except the prose
+//! (`description`, `verbose_description`, `title`, the viewer's `typetext` and
+//! `format_description` labels, the `links` hints, and the permissions' `description`).
+//!
+//! Because it is written from the mirror and the mirror rejects unknown keys, reading the
+//! rebuilt tree with [`crate::raw::parse`] gives the mirror back without its prose; the
+//! generator reads nothing else, so a schema imported from the simulator generates the same
+//! SDK. Two keys are ours, and `apidoc.js` drops them: `depth` (the node's depth in the tree,
+//! 0 for `/cluster`) and `since` (per method, the first PVE release that has it).
 
-use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 
-use crate::raw::{Format, Schema, Spec};
+use serde_json::{Map, Value};
 
-fn param_facts(s: &Schema) -> Value {
+use crate::raw::{AdditionalProperties, Format, Method, Node, Permissions, Schema, Spec};
+
+/// A number as PVE writes it: integral values without a fraction.
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        Value::from(v as i64)
+    } else {
+        Value::from(v)
+    }
+}
+
+fn flag(m: &mut Map<String, Value>, key: &str, on: bool) {
+    if on {
+        m.insert(key.into(), Value::from(1));
+    }
+}
+
+fn text(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
+    if let Some(v) = v {
+        m.insert(key.into(), Value::from(v.clone()));
+    }
+}
+
+fn schemas(props: &BTreeMap<String, Schema>) -> Value {
+    Value::Object(props.iter().map(|(k, s)| (k.clone(), schema(s))).collect())
+}
+
+/// A schema's facts in PVE's key names.
+pub fn schema(s: &Schema) -> Value {
     let mut m = Map::new();
-    let ty = s.ty.clone().unwrap_or_else(|| {
-        if s.properties.is_some() {
-            "object".into()
-        } else if s.items.is_some() {
-            "array".into()
-        } else {
-            "string".into()
+    text(&mut m, "type", &s.ty);
+    flag(&mut m, "optional", s.optional);
+    match &s.format {
+        Some(Format::Named(n)) => {
+            m.insert("format".into(), Value::from(n.clone()));
         }
-    });
-    m.insert("type".into(), Value::from(ty));
-    if s.optional {
-        m.insert("optional".into(), Value::from(true));
+        Some(Format::Inline(keys)) => {
+            m.insert("format".into(), schemas(keys));
+        }
+        None => {}
+    }
+    if let Some(d) = &s.default {
+        m.insert("default".into(), d.clone());
     }
     if let Some(e) = &s.enum_values {
         m.insert("enum".into(), Value::from(e.clone()));
     }
-    for (k, v) in [("minimum", s.minimum), ("maximum", s.maximum)] {
+    for (k, v) in [
+        ("minimum", s.minimum),
+        ("maximum", s.maximum),
+        ("min", s.min),
+        ("max", s.max),
+    ] {
         if let Some(v) = v {
-            m.insert(k.into(), Value::from(v));
+            m.insert(k.into(), number(v));
         }
     }
     for (k, v) in [("minLength", s.min_length), ("maxLength", s.max_length)] {
@@ -35,119 +76,114 @@ fn param_facts(s: &Schema) -> Value {
             m.insert(k.into(), Value::from(v));
         }
     }
-    match &s.format {
-        Some(Format::Named(n)) => {
-            m.insert("format".into(), Value::from(n.clone()));
+    text(&mut m, "pattern", &s.pattern);
+    if let Some(p) = &s.properties {
+        m.insert("properties".into(), schemas(p));
+    }
+    match &s.additional_properties {
+        Some(AdditionalProperties::Allowed(a)) => {
+            m.insert("additionalProperties".into(), Value::from(u8::from(*a)));
         }
-        Some(Format::Inline(keys)) => {
-            // An alias key (`virtio=MAC` for `model=virtio,macaddr=MAC`) is only its target: the
-            // simulator needs to know the key exists, as PVE's parse_property_string does.
-            let ks: Map<String, Value> = keys
-                .iter()
-                .map(|(name, k)| {
-                    let facts = match &k.alias {
-                        Some(target) => json!({ "type": "string", "alias": target }),
-                        None => {
-                            let mut f = param_facts(k);
-                            if k.default_key {
-                                f["defaultKey"] = Value::from(true);
-                            }
-                            f
-                        }
-                    };
-                    (name.clone(), facts)
-                })
-                .collect();
-            m.insert("propertyString".into(), Value::Object(ks));
+        Some(AdditionalProperties::Schema(a)) => {
+            m.insert("additionalProperties".into(), schema(a));
         }
         None => {}
     }
-    if let Some(p) = &s.pattern {
-        m.insert("pattern".into(), Value::from(p.clone()));
-    }
     if let Some(i) = &s.items {
-        m.insert("items".into(), param_facts(i));
+        m.insert("items".into(), schema(i));
     }
+    text(&mut m, "alias", &s.alias);
+    text(&mut m, "keyAlias", &s.key_alias);
+    flag(&mut m, "default_key", s.default_key);
+    text(&mut m, "requires", &s.requires);
+    text(&mut m, "type-property", &s.type_property);
+    if let Some(t) = &s.instance_types {
+        m.insert("instance-types".into(), Value::from(t.clone()));
+    }
+    if let Some(alts) = &s.one_of {
+        m.insert(
+            "oneOf".into(),
+            Value::Array(alts.iter().map(schema).collect()),
+        );
+    }
+    text(&mut m, "renderer", &s.renderer);
     Value::Object(m)
 }
 
-/// The shape of an answer: type, and for objects the properties (with `optional`), for arrays
-/// the items, enough to build a valid empty answer.
-fn returns_facts(s: &Schema) -> Value {
-    let ty = s.ty.clone().unwrap_or_else(|| {
-        if s.properties.is_some() {
-            "object".into()
-        } else if s.items.is_some() {
-            "array".into()
-        } else {
-            "any".into()
-        }
-    });
+fn permissions(p: &Permissions) -> Value {
     let mut m = Map::new();
-    m.insert("type".into(), Value::from(ty));
-    if s.optional {
-        m.insert("optional".into(), Value::from(true));
+    if let Some(c) = &p.check {
+        m.insert("check".into(), c.clone());
     }
-    if let Some(e) = s.enum_values.as_ref().and_then(|e| e.first()) {
-        m.insert("example".into(), Value::from(e.clone()));
+    text(&mut m, "user", &p.user);
+    Value::Object(m)
+}
+
+/// A method's facts in PVE's key names (`allowtoken` always written, as PVE does).
+pub fn method(v: &Method) -> Value {
+    let mut m = Map::new();
+    m.insert("method".into(), Value::from(v.verb.clone()));
+    m.insert("name".into(), Value::from(v.name.clone()));
+    m.insert("allowtoken".into(), Value::from(u8::from(v.allowtoken)));
+    flag(&mut m, "protected", v.protected);
+    text(&mut m, "proxyto", &v.proxyto);
+    flag(&mut m, "expose_credentials", v.expose_credentials);
+    flag(&mut m, "download_allowed", v.download_allowed);
+    if let Some(p) = &v.permissions {
+        m.insert("permissions".into(), permissions(p));
     }
-    if let Some(props) = &s.properties {
-        let p: Map<String, Value> = props
+    m.insert("parameters".into(), schema(&v.parameters));
+    m.insert("returns".into(), schema(&v.returns));
+    Value::Object(m)
+}
+
+/// One line of the table: a node without its children, with its depth and each method's
+/// `since` (from the lowered API: `METHOD /path` -> the first version that has it).
+fn node_line(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>) -> Value {
+    let mut m = Map::new();
+    m.insert("path".into(), Value::from(n.path.clone()));
+    m.insert("text".into(), Value::from(n.text.clone()));
+    m.insert("leaf".into(), Value::from(u8::from(n.leaf)));
+    m.insert("depth".into(), Value::from(depth));
+    if !n.info.is_empty() {
+        let info: Map<String, Value> = n
+            .info
             .iter()
-            .filter(|(k, _)| !k.ends_with("[n]"))
-            .map(|(k, v)| (k.clone(), returns_facts(v)))
+            .map(|(verb, v)| (verb.clone(), method(v)))
             .collect();
-        if !p.is_empty() {
-            m.insert("properties".into(), Value::Object(p));
+        m.insert("info".into(), Value::Object(info));
+        let s: Map<String, Value> = n
+            .info
+            .keys()
+            .filter_map(|verb| {
+                since
+                    .get(&format!("{verb} {}", n.path))
+                    .map(|(a, b)| (verb.clone(), Value::from(format!("{a}.{b}"))))
+            })
+            .collect();
+        if !s.is_empty() {
+            m.insert("since".into(), Value::Object(s));
         }
-    }
-    if let Some(i) = &s.items {
-        m.insert("items".into(), returns_facts(i));
     }
     Value::Object(m)
 }
 
-/// The facts of every operation, as the simulator's table; `since` comes from the lowered API
-/// (`METHOD /path` -> the first version that has it).
-pub fn facts(spec: &Spec, since: &std::collections::BTreeMap<String, (u16, u16)>) -> Value {
-    let ops: Vec<Value> = spec
-        .operations()
-        .into_iter()
-        .map(|(node, m)| {
-            let params: Map<String, Value> = m
-                .parameters
-                .properties
-                .iter()
-                .flatten()
-                .map(|(k, s)| (k.clone(), param_facts(s)))
-                .collect();
-            let mut op = json!({
-                "method": m.verb,
-                "path": node.path,
-                "handler": m.name,
-                "params": params,
-                "returns": returns_facts(&m.returns),
-                "proxyto": m.proxyto,
-            });
-            if let Some((a, b)) = since.get(&format!("{} {}", m.verb, node.path)) {
-                op["since"] = Value::from(format!("{a}.{b}"));
-            }
-            if !m.allowtoken {
-                op["allowtoken"] = Value::from(false);
-            }
-            op
-        })
-        .collect();
-    json!({
-        "generated": format!(
-            "by pve-codegen from {} (sha256 {}). Do not edit.",
-            spec.file_name, spec.sha256
-        ),
-        "operations": ops,
-    })
+/// The table's lines: every node of the tree in order (a node, then its children).
+pub fn lines(spec: &Spec, since: &BTreeMap<String, (u16, u16)>) -> Vec<Value> {
+    fn walk(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>, out: &mut Vec<Value>) {
+        out.push(node_line(n, depth, since));
+        for c in &n.children {
+            walk(c, depth + 1, since, out);
+        }
+    }
+    let mut out = Vec::new();
+    for r in &spec.roots {
+        walk(r, 0, since, &mut out);
+    }
+    out
 }
 
-/// The table as text: one operation per line, so diffs stay readable.
+/// The table as text: one tree node per line, so diffs stay readable.
 pub fn facts_text(spec: &Spec, api: &crate::ir::Api) -> String {
     let since = api
         .modules
@@ -155,19 +191,137 @@ pub fn facts_text(spec: &Spec, api: &crate::ir::Api) -> String {
         .flat_map(|m| &m.ops)
         .map(|op| (format!("{} {}", op.verb, op.path), op.since))
         .collect();
-    let v = facts(spec, &since);
+    let generated = Value::from(format!(
+        "by pve-codegen from {} (sha256 {}). Do not edit.",
+        spec.file_name, spec.sha256
+    ));
+    let nodes = lines(spec, &since);
     let mut out = String::new();
     out.push_str("{\"generated\":");
-    out.push_str(&v["generated"].to_string());
-    out.push_str(",\"operations\":[\n");
-    let ops = v["operations"].as_array().cloned().unwrap_or_default();
-    for (i, op) in ops.iter().enumerate() {
-        out.push_str(&op.to_string());
-        if i + 1 < ops.len() {
+    out.push_str(&generated.to_string());
+    out.push_str(",\"nodes\":[\n");
+    for (i, n) in nodes.iter().enumerate() {
+        out.push_str(&n.to_string());
+        if i + 1 < nodes.len() {
             out.push(',');
         }
         out.push('\n');
     }
     out.push_str("]}\n");
     out
+}
+
+/// The schema array rebuilt from the table's lines, as `apidoc.js` holds it: the nodes nested
+/// by `depth`, without our keys. Used by the tests here; the simulator has its own copy of
+/// this walk because it does not depend on the generator.
+#[cfg(test)]
+fn rebuild(lines: &[Value]) -> Value {
+    fn take(lines: &[Value], i: &mut usize, depth: u64) -> Vec<Value> {
+        let mut out = Vec::new();
+        while *i < lines.len() && lines[*i]["depth"].as_u64() == Some(depth) {
+            let mut n = lines[*i].clone();
+            *i += 1;
+            let obj = n.as_object_mut().expect("object");
+            obj.remove("depth");
+            obj.remove("since");
+            let children = take(lines, i, depth + 1);
+            if !children.is_empty() {
+                obj.insert("children".into(), Value::Array(children));
+            }
+            out.push(n);
+        }
+        out
+    }
+    let mut i = 0;
+    let roots = take(lines, &mut i, 0);
+    assert_eq!(i, lines.len(), "every line nests");
+    Value::Array(roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strip(s: &mut Schema) {
+        s.description = None;
+        s.verbose_description = None;
+        s.title = None;
+        s.typetext = None;
+        s.format_description = None;
+        s.links = None;
+        for p in s.properties.iter_mut().flat_map(|p| p.values_mut()) {
+            strip(p);
+        }
+        if let Some(Format::Inline(keys)) = &mut s.format {
+            keys.values_mut().for_each(strip);
+        }
+        if let Some(AdditionalProperties::Schema(a)) = &mut s.additional_properties {
+            strip(a);
+        }
+        if let Some(i) = &mut s.items {
+            strip(i);
+        }
+        s.one_of.iter_mut().flatten().for_each(strip);
+    }
+
+    #[test]
+    fn the_rebuilt_tree_reads_back_as_the_mirror_without_its_prose() {
+        let text = r#"[{"path":"/a","text":"a","leaf":0,"children":[
+            {"path":"/a/{id}","text":"{id}","leaf":1,"info":{"PUT":{
+              "method":"PUT","name":"update","description":"Prose.","protected":1,
+              "proxyto":"node","allowtoken":0,
+              "permissions":{"check":["perm","/a",["Sys.Modify"]],"description":"More prose."},
+              "parameters":{"type":"object","additionalProperties":0,"properties":{
+                "id":{"type":"string","description":"An id.","typetext":"<string>","pattern":"[a-z]+","maxLength":9},
+                "description":{"type":"string","optional":1,"title":"A property named description"},
+                "net[n]":{"type":"string","optional":1,"format":{
+                  "model":{"type":"string","enum":["e1000","virtio"],"default_key":1},
+                  "virtio":{"alias":"model","keyAlias":"model"},
+                  "rate":{"type":"number","minimum":0,"maximum":1.5,"default":1}}},
+                "list":{"type":"array","optional":1,"items":{"type":"integer","minimum":-1}}}},
+              "returns":{"type":"object","properties":{"x":{"type":"boolean","optional":1}}}}}}]},
+          {"path":"/b","text":"b","leaf":1,"info":{"GET":{"method":"GET","name":"b",
+              "allowtoken":1,"parameters":{"type":"object"},"returns":{}}}}]"#;
+        let spec = crate::raw::parse("pve-9.2.json", text.as_bytes()).expect("parses");
+        let since = BTreeMap::from([("PUT /a/{id}".to_owned(), (9, 1))]);
+        let lines = lines(&spec, &since);
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1]["since"], serde_json::json!({"PUT": "9.1"}));
+        assert_eq!(lines[1]["depth"], 1);
+        let table = Value::Array(lines.clone()).to_string();
+        for prose in [
+            "Prose.",
+            "More prose.",
+            "An id.",
+            "<string>",
+            "A property named",
+        ] {
+            assert!(!table.contains(prose), "{prose} leaked into the table");
+        }
+        let rebuilt = rebuild(&lines).to_string();
+        let back = crate::raw::parse("pve-9.2.json", rebuilt.as_bytes()).expect("reparses");
+        let (mut want, got) = (spec.roots.clone(), back.roots);
+        fn strip_node(n: &mut Node) {
+            for m in n.info.values_mut() {
+                m.description = None;
+                if let Some(p) = &mut m.permissions {
+                    p.description = None;
+                }
+                strip(&mut m.parameters);
+                strip(&mut m.returns);
+            }
+            n.children.iter_mut().for_each(strip_node);
+        }
+        want.iter_mut().for_each(strip_node);
+        assert_eq!(got, want);
+        let prop = &got[0].children[0].info["PUT"]
+            .parameters
+            .properties
+            .as_ref()
+            .expect("props");
+        assert!(
+            prop.contains_key("description"),
+            "a property named description stays"
+        );
+    }
 }

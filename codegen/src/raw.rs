@@ -23,7 +23,7 @@ pub struct Spec {
 }
 
 /// One node of the API tree: a path and the methods it serves.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     /// Path template, e.g. `/nodes/{node}/network/{iface}`.
     pub path: String,
@@ -38,7 +38,7 @@ pub struct Node {
 }
 
 /// One operation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Method {
     /// `GET`, `POST`, `PUT` or `DELETE`.
     pub verb: String,

@@ -754,7 +754,7 @@ async fn answer(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Respon
         return (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/javascript")],
-            crate::apidoc::apidoc_js(),
+            crate::apidoc::apidoc_js(&shared.version),
         )
             .into_response();
     }
