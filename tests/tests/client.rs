@@ -446,6 +446,10 @@ async fn no_secret_reaches_logs_or_errors() {
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Other tests of this binary run at the same time without a subscriber; a callsite they hit
+    // first can keep an interest cached before this one was set (seen once in 2026-12: the
+    // span was missing), so the cache is rebuilt now that this subscriber exists.
+    tracing::callsite::rebuild_interest_cache();
 
     let sim = sim().await;
     sim.add_guest("pve1", 100, GuestKind::Qemu, &[("name", "web")]);

@@ -568,18 +568,20 @@ impl crate::error::TypedError for NetworkInterfaceNotFound {
 crate::typed_error_traits!(NetworkInterfaceNotFound);
 /// The cluster has no quorum: writes are refused until it is back.
 ///
-/// Recognised by: HTTP 500 with a message matching `^cluster not ready - no quorum\?$`. Defined in `patches/error-no-quorum.toml`. Raised by 15 operations.
+/// Recognised by: HTTP 500 with a message matching `^(cluster not ready - no quorum\?|unable to open file '/etc/pve/\S+\.tmp\.[0-9]+' - Permission denied)$`. Defined in `patches/error-no-quorum.toml`. Raised by 15 operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoQuorum {
     /// The answer as PVE gave it.
     pub api: crate::ApiError,
 }
 impl crate::error::TypedError for NoQuorum {
-    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
-        status: 500,
-        field: None,
-        pattern: "^cluster not ready - no quorum\\?$",
-    }];
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^(cluster not ready - no quorum\\?|unable to open file '/etc/pve/\\S+\\.tmp\\.[0-9]+' - Permission denied)$",
+        },
+    ];
     fn build(_captures: crate::error::Captures, api: crate::ApiError) -> Self {
         Self { api }
     }

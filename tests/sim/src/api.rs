@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use crate::facts::Op;
 use crate::state::{Cluster, Guest, GuestKind};
+use crate::status::prop;
 
 /// An answer before it becomes HTTP: `data` (with extra top-level keys) or an error.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,30 +132,13 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
             "release": call.version.release(),
             "repoid": "0000000000000000"
         })),
-        ("GET", "/nodes") => ok(Value::Array(
-            cluster
-                .members
-                .iter()
-                .map(|(n, online)| {
-                    json!({"node": n, "status": if *online { "online" } else { "offline" },
-                        "type": "node", "id": format!("node/{n}")})
-                })
-                .collect(),
-        )),
+        ("GET", "/nodes") => ok(crate::status::nodes(cluster)),
         ("GET", "/cluster/status") => ok(cluster.status_json(call.standalone)),
-        ("GET", "/cluster/resources") => {
-            let mut rows = Vec::new();
-            if matches!(call.get("type"), None | Some("node")) {
-                for (n, online) in &cluster.members {
-                    rows.push(json!({"id": format!("node/{n}"), "type": "node", "node": n,
-                        "status": if *online { "online" } else { "offline" }}));
-                }
-            }
-            if matches!(call.get("type"), None | Some("vm")) {
-                rows.extend(cluster.resources_json());
-            }
-            ok(Value::Array(rows))
-        }
+        ("GET", "/cluster/resources") => ok(crate::status::resources(
+            cluster,
+            call.get("type"),
+            call.version,
+        )),
         ("GET", "/cluster/nextid") => match call.get("vmid") {
             Some(v) => {
                 let id: u32 = v.parse().unwrap_or_default();
@@ -170,8 +154,19 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
             Ok(v) => ok(v),
             Err(e) => fail(500, e),
         },
-        ("GET", "/nodes/{node}/qemu") => list(cluster, call, GuestKind::Qemu),
-        ("GET", "/nodes/{node}/lxc") => list(cluster, call, GuestKind::Lxc),
+        // qemu-server `src/PVE/API2/Qemu.pm` vmlist, pve-container `src/PVE/API2/LXC.pm` vmlist.
+        ("GET", "/nodes/{node}/qemu") => ok(crate::status::guest_list(
+            cluster,
+            call.node(),
+            GuestKind::Qemu,
+            call.version,
+        )),
+        ("GET", "/nodes/{node}/lxc") => ok(crate::status::guest_list(
+            cluster,
+            call.node(),
+            GuestKind::Lxc,
+            call.version,
+        )),
         ("POST", "/nodes/{node}/qemu") => create_vm(cluster, call),
         ("GET", "/nodes/{node}/qemu/{vmid}/config") => {
             read_guest(cluster, call, GuestKind::Qemu, |g| ok(g.config_json()))
@@ -216,23 +211,6 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     })
 }
 
-fn list(cluster: &Cluster, call: &Call<'_>, kind: GuestKind) -> Answer {
-    let rows = cluster
-        .guests
-        .iter()
-        .filter(|(_, g)| g.node == call.node() && g.kind == kind)
-        .map(|(id, g)| {
-            let mut row = json!({"vmid": id, "status": if g.running { "running" } else { "stopped" },
-                "name": g.config.get("name").or(g.config.get("hostname")).cloned().unwrap_or_default()});
-            if let Some(l) = &g.lock {
-                row["lock"] = Value::from(l.clone());
-            }
-            row
-        })
-        .collect();
-    ok(Value::Array(rows))
-}
-
 fn read_guest(
     cluster: &Cluster,
     call: &Call<'_>,
@@ -245,183 +223,32 @@ fn read_guest(
     }
 }
 
-/// The CPUs each simulated node has (the cap of a guest's `cpus`).
-const NODE_CPUS: u64 = 8;
-
-/// A disk size as PVE writes it (`32G`, `512M`, a plain number of bytes) in bytes.
-fn disk_bytes(size: &str) -> Option<u64> {
-    let (num, unit) = size.split_at(
-        size.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(size.len()),
-    );
-    let n: u64 = num.parse().ok()?;
-    let shift = match unit {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return None,
-    };
-    n.checked_mul(1 << shift)
-}
-
-/// `key=value` of a property string.
-fn prop<'a>(value: &'a str, key: &str) -> Option<&'a str> {
-    value
-        .split(',')
-        .find_map(|p| p.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
-}
-
-/// qemu-server `src/PVE/QemuServer/Drive.pm` bootdisk_size: the size of the first disk of the
-/// boot order (or the legacy `bootdisk`) that is not a CD-ROM.
-fn qemu_bootdisk_size(config: &std::collections::BTreeMap<String, String>) -> Option<u64> {
-    let boot = config.get("boot")?;
-    let list: Vec<&str> = match prop(boot, "order") {
-        Some(order) => order
-            .split([';', ',', ' '])
-            .filter(|s| !s.is_empty())
-            .collect(),
-        None => config
-            .get("bootdisk")
-            .map(String::as_str)
-            .into_iter()
-            .collect(),
-    };
-    list.into_iter().find_map(|disk| {
-        let value = config.get(disk)?;
-        if prop(value, "media") == Some("cdrom") || value.starts_with("none") {
-            return None;
-        }
-        prop(value, "size").and_then(disk_bytes)
-    })
-}
-
-/// `GET .../qemu/{vmid}/status/current`: qemu-server `src/PVE/QemuServer.pm` vmstatus (full),
-/// with `qmpstatus` falling back to `status`, plus `ha` (pve-ha-manager `src/PVE/HA/Config.pm`
-/// get_service_status: `{ managed => 0 }` for a guest HA does not manage) and `agent` from the
-/// config (`src/PVE/API2/Qemu.pm` vm_status). `memhost` exists from PVE 9.0 on (qemu-server
-/// commit d426de6c); `diskread` and `diskwrite` of a stopped VM until 9.1.
+/// `GET .../qemu/{vmid}/status/current`: qemu-server `src/PVE/API2/Qemu.pm` vm_status, the
+/// full vmstatus ([`crate::status::qemu_vmstatus`]; of a running VM's QMP answers only the
+/// state) with `qmpstatus` falling back to `status`, plus `ha` (pve-ha-manager
+/// `src/PVE/HA/Config.pm` get_service_status: `{ managed => 0 }` for a guest HA does not manage)
+/// and `agent` from the config.
 fn qemu_status(g: &Guest, vmid: u32, version: crate::version::PveVersion) -> Answer {
-    let num = |k: &str, default: u64| {
-        g.config
-            .get(k)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(default)
-    };
-    let mut cpus = (num("sockets", 1) * num("cores", 1)).min(NODE_CPUS);
-    if let Some(v) = g.config.get("vcpus").and_then(|v| v.parse().ok()) {
-        cpus = v;
-    }
-    let memory_mib = g
-        .config
-        .get("memory")
-        .and_then(|m| {
-            prop(m, "current")
-                .or(Some(m.as_str()))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .unwrap_or(2048);
-    let state = if g.running { "running" } else { "stopped" };
-    let name = g
-        .config
-        .get("name")
-        .filter(|n| !n.is_empty())
-        .cloned()
-        .unwrap_or_else(|| format!("VM {vmid}"));
-    let mut v = json!({
-        "vmid": vmid,
-        "status": state,
-        "qmpstatus": state,
-        "name": name,
-        "cpus": cpus,
-        "maxmem": memory_mib * 1024 * 1024,
-        "disk": 0,
-        "maxdisk": qemu_bootdisk_size(&g.config).unwrap_or(0),
-        "uptime": 0,
-        "cpu": 0,
-        "mem": 0,
-        "netin": 0,
-        "netout": 0,
-        "ha": {"managed": 0},
-    });
-    if version >= crate::version::PveVersion::new(9, 0, 0) {
-        v["memhost"] = json!(0);
-    }
-    // Until qemu-server commit 528df523 (fix #6207, in PVE 9.1) a VM without block stats
-    // reported zero reads and writes; since, they are left out.
-    if version < crate::version::PveVersion::new(9, 1, 0) {
-        v["diskread"] = json!(0);
-        v["diskwrite"] = json!(0);
-    }
-    if g.running {
-        v["pid"] = json!(10_000 + vmid);
-    }
-    if g.config.get("template").is_some_and(|t| t == "1") {
-        v["template"] = json!(1);
-    }
-    if g.config.keys().any(|k| k.starts_with("serial")) {
-        v["serial"] = json!(1);
-    }
-    if let Some(l) = &g.lock {
-        v["lock"] = Value::from(l.clone());
-    }
-    if let Some(t) = g.config.get("tags") {
-        v["tags"] = Value::from(t.clone());
-    }
+    let mut v = crate::status::qemu_vmstatus(g, vmid, version);
+    let state = v.get("status").cloned().unwrap_or_default();
+    v.insert("qmpstatus".into(), state);
+    v.insert("ha".into(), json!({"managed": 0}));
     let agent = g
         .config
         .get("agent")
         .is_some_and(|a| a == "1" || prop(a, "enabled") == Some("1"));
     if agent {
-        v["agent"] = json!(1);
+        v.insert("agent".into(), json!(1));
     }
-    ok(v)
+    ok(Value::Object(v))
 }
 
-/// `GET .../lxc/{vmid}/status/current`: pve-container `src/PVE/LXC.pm` vmstatus for a container
-/// (name from `hostname` or `CT<vmid>`, memory 512 MiB by default, a 4 GiB disk without a
-/// rootfs size), plus `ha` (`src/PVE/API2/LXC/Status.pm`).
+/// `GET .../lxc/{vmid}/status/current`: pve-container `src/PVE/API2/LXC/Status.pm` vm_status,
+/// vmstatus ([`crate::status::lxc_vmstatus`]) plus `ha`.
 fn lxc_status(g: &Guest, vmid: u32) -> Answer {
-    let num = |k: &str| g.config.get(k).and_then(|v| v.parse::<u64>().ok());
-    let maxdisk = g
-        .config
-        .get("rootfs")
-        .and_then(|r| prop(r, "size"))
-        .and_then(disk_bytes)
-        .unwrap_or(4 << 30);
-    let mut v = json!({
-        "vmid": vmid,
-        "status": if g.running { "running" } else { "stopped" },
-        "name": g.config.get("hostname").filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("CT{vmid}")),
-        "cpus": num("cores").or_else(|| num("cpulimit")).unwrap_or(NODE_CPUS),
-        "disk": 0,
-        "maxdisk": maxdisk,
-        "mem": 0,
-        "swap": 0,
-        "maxmem": num("memory").unwrap_or(512) * 1024 * 1024,
-        "maxswap": num("swap").unwrap_or(0) * 1024 * 1024,
-        "uptime": 0,
-        "cpu": 0,
-        "netin": 0,
-        "netout": 0,
-        "diskread": 0,
-        "diskwrite": 0,
-        "ha": {"managed": 0},
-    });
-    if g.running {
-        v["pid"] = json!(20_000 + vmid);
-    }
-    if g.config.get("template").is_some_and(|t| t == "1") {
-        v["template"] = json!(1);
-    }
-    if let Some(l) = &g.lock {
-        v["lock"] = Value::from(l.clone());
-    }
-    if let Some(t) = g.config.get("tags") {
-        v["tags"] = Value::from(t.clone());
-    }
-    ok(v)
+    let mut v = crate::status::lxc_vmstatus(g, vmid);
+    v.insert("ha".into(), json!({"managed": 0}));
+    ok(Value::Object(v))
 }
 
 fn config_keys(call: &Call<'_>) -> Vec<(String, String)> {
@@ -564,40 +391,50 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
 
 /// A QEMU guest that a config write or destroy may touch: it exists on the node, the cluster is
 /// quorate and no lock is held (PVE's order of checks and messages).
-fn writable_vm<'c>(cluster: &'c Cluster, call: &Call<'_>) -> Result<&'c Guest, Answer> {
+/// The pid of the API daemon's worker that runs a synchronous call (it names the temporary
+/// file of a config write).
+const DAEMON_PID: u32 = 2048;
+
+/// pve-common `src/PVE/Tools.pm` lock_file_full's text when the config's file lock is held
+/// past the 10 s of guest-common `src/PVE/AbstractConfig.pm` lock_config.
+fn file_lock_timeout(vmid: u32) -> String {
+    format!("can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout")
+}
+
+/// The same inside a task: its log has lock_file_full's `trying to acquire lock...` (the
+/// worker's STDERR is its log) before the failure.
+fn file_lock_timeout_in_task(vmid: u32) -> (Vec<String>, Result<(), String>) {
+    let waited = vec!["trying to acquire lock...".to_owned()];
+    (waited, Err(file_lock_timeout(vmid)))
+}
+
+/// A config write without quorum: pmxcfs refuses to create the temporary file (`dcdb.c`
+/// dcdb_send_fuse_message: `-EACCES` when not quorate), so pve-common `src/PVE/File.pm`
+/// file_set_contents fails on `$filename.tmp.$$`.
+fn unwritable_config(node: &str, vmid: u32, pid: u32) -> String {
+    format!(
+        "unable to open file '/etc/pve/nodes/{node}/qemu-server/{vmid}.conf.tmp.{pid}' - Permission denied"
+    )
+}
+
+/// A QEMU guest of this node, or PVE's answer for a config file that is not there.
+fn qemu_guest<'c>(cluster: &'c Cluster, call: &Call<'_>) -> Result<&'c Guest, Answer> {
     let vmid = call.vmid();
-    let g = cluster
+    cluster
         .guests
         .get(&vmid)
         .filter(|g| g.node == call.node() && g.kind == GuestKind::Qemu)
-        .ok_or_else(|| fail(500, Guest::missing(call.node(), GuestKind::Qemu, vmid)))?;
-    if !cluster.quorate {
-        return Err(fail(500, NO_QUORUM));
-    }
-    if cluster.file_lock_timeouts.contains(&vmid) {
-        return Err(fail(
-            500,
-            format!("can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout"),
-        ));
-    }
-    if let Some(l) = &g.lock {
-        return Err(fail(500, format!("VM is locked ({l})")));
-    }
-    Ok(g)
+        .ok_or_else(|| fail(500, Guest::missing(call.node(), GuestKind::Qemu, vmid)))
 }
 
+/// qemu-server `src/PVE/API2/Qemu.pm` update_vm_api, in its order: "no options specified",
+/// the set-and-delete refusal, then `$load_and_check_config` before forking (the config must
+/// exist, the digest match, the guest hold no lock), then `lock_config` and the write: in the
+/// call for `PUT`, inside the `qmconfig` task for `POST` (a held file lock or a lost quorum
+/// fails the task there, after its `trying to acquire lock...` or `update VM` line).
 fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    let g = match writable_vm(cluster, call) {
-        Ok(g) => g,
-        Err(a) => return a,
-    };
-    if let Some(d) = call.get("digest") {
-        if d != g.digest() {
-            return fail(500, "checksum mismatch (file change by other user?)");
-        }
-    }
     let set = config_keys(call);
     let deletes = call.delete_list();
     if set.is_empty() && deletes.is_empty() && call.get("revert").is_none() {
@@ -610,6 +447,19 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
             format!("you can't use '-{both}' and -delete {both}' at the same time"),
         );
     }
+    let g = match qemu_guest(cluster, call) {
+        Ok(g) => g,
+        Err(a) => return a,
+    };
+    if let Some(d) = call.get("digest") {
+        if d != g.digest() {
+            return fail(500, "checksum mismatch (file change by other user?)");
+        }
+    }
+    if let Some(l) = &g.lock {
+        return fail(500, format!("VM is locked ({l})"));
+    }
+    let file_locked = cluster.file_lock_timeouts.contains(&vmid);
     let apply = move |c: &mut Cluster| {
         if let Some(g) = c.guests.get_mut(&vmid) {
             for k in &deletes {
@@ -652,12 +502,30 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
         for (k, v) in named {
             line.push_str(&format!(" -{k} {v}"));
         }
-        let upid = cluster.start_task(&node, "qmconfig", &vmid.to_string(), call.credential, |c| {
-            apply(c);
-            Ok(vec![line])
-        });
+        let upid = cluster.start_task_logged(
+            &node,
+            "qmconfig",
+            &vmid.to_string(),
+            call.credential,
+            |c, pid| {
+                if file_locked {
+                    return file_lock_timeout_in_task(vmid);
+                }
+                if !c.quorate {
+                    return (vec![line], Err(unwritable_config(&node, vmid, pid)));
+                }
+                apply(c);
+                (vec![line], Ok(()))
+            },
+        );
         ok(Value::from(upid))
     } else {
+        if file_locked {
+            return fail(500, file_lock_timeout(vmid));
+        }
+        if !cluster.quorate {
+            return fail(500, unwritable_config(&node, vmid, DAEMON_PID));
+        }
         apply(cluster);
         ok(Value::Null)
     }
@@ -756,7 +624,7 @@ fn power(cluster: &mut Cluster, call: &Call<'_>, action: Power) -> Answer {
 fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    let g = match writable_vm(cluster, call) {
+    let g = match qemu_guest(cluster, call) {
         Ok(g) => g,
         Err(a) => return a,
     };
@@ -769,15 +637,28 @@ fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if g.running {
         return fail(500, format!("VM {vmid} is running - destroy failed"));
     }
-    let upid = cluster.start_task(
+    let file_locked = cluster.file_lock_timeouts.contains(&vmid);
+    let upid = cluster.start_task_logged(
         &node,
         "qmdestroy",
         &vmid.to_string(),
         call.credential,
-        |c| {
+        |c, pid| {
+            // The worker: lock_config, the early checks again, then
+            // `PVE::QemuServer::destroy_vm`: check_lock, and the first write (the config
+            // replaced by `lock: destroyed`), which needs quorum.
+            if file_locked {
+                return file_lock_timeout_in_task(vmid);
+            }
+            if let Some(l) = c.guests.get(&vmid).and_then(|g| g.lock.clone()) {
+                return (Vec::new(), Err(format!("VM is locked ({l})")));
+            }
+            if !c.quorate {
+                return (Vec::new(), Err(unwritable_config(&node, vmid, pid)));
+            }
             c.guests.remove(&vmid);
             // qemu-server destroy_vm's worker prints only when purging or removing disks.
-            Ok(Vec::new())
+            (Vec::new(), Ok(()))
         },
     );
     ok(Value::from(upid))

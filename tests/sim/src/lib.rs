@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod api;
 pub mod apidoc;
 pub mod collections;
@@ -15,6 +16,7 @@ pub mod layout;
 mod listen;
 mod server;
 pub mod state;
+pub mod status;
 pub mod validate;
 pub mod version;
 pub mod wire;

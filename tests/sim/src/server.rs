@@ -675,6 +675,9 @@ fn valid_ticket(shared: &Shared, ticket: &str) -> Option<(String, String)> {
     (issued.elapsed() < shared.config.ticket_lifetime).then(|| (user.clone(), csrf.clone()))
 }
 
+/// The simulated cluster's name (`/cluster/status`, a login's `clustername`).
+pub const CLUSTER_NAME: &str = "sim";
+
 /// `POST /access/ticket`: a password (or a valid ticket, to renew) gives a new ticket; a refusal
 /// is pve-access-control `src/PVE/API2/AccessControl.pm` create_ticket's
 /// `PVE::Exception->new("authentication failure\n", code => 401)`.
@@ -700,10 +703,20 @@ fn login(shared: &Shared, params: &[(String, String)]) -> Reply {
         ticket.clone(),
         (user.to_owned(), csrf.clone(), std::time::Instant::now()),
     );
-    Reply::data(
-        json!({"username": user, "ticket": ticket, "CSRFPreventionToken": csrf}),
-        Vec::new(),
-    )
+    drop(tickets);
+    // create_ticket: the ticket, the CSRF token and the user from create_ticket_do, `cap` from
+    // compute_api_permission, `clustername` for a cluster member when the user may audit `/`.
+    let audits = user == "root@pam" || shared.config.auditors.iter().any(|a| a == user);
+    let mut body = json!({
+        "username": user,
+        "ticket": ticket,
+        "CSRFPreventionToken": csrf,
+        "cap": crate::access::cap(audits),
+    });
+    if audits && !shared.config.standalone {
+        body["clustername"] = json!(CLUSTER_NAME);
+    }
+    Reply::data(body, Vec::new())
 }
 
 /// Every answer; an error answer closes its connection, as pve-http-server's `response` does

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
+use sha1::{Digest, Sha1};
 
 /// Ceph's overall health, as `GET /cluster/ceph/status` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,8 @@ pub enum GuestKind {
 }
 
 impl GuestKind {
-    fn as_str(self) -> &'static str {
+    /// `qemu` or `lxc`, as PVE's paths and resource ids name the kind.
+    pub fn as_str(self) -> &'static str {
         match self {
             GuestKind::Qemu => "qemu",
             GuestKind::Lxc => "lxc",
@@ -67,27 +68,43 @@ pub struct Guest {
 }
 
 impl Guest {
-    /// SHA of the config file (40 hex digits, as PVE's SHA-1 digest looks).
-    pub fn digest(&self) -> String {
-        let mut h = Sha256::new();
-        for (k, v) in &self.config {
-            h.update(k.as_bytes());
-            h.update(b": ");
-            h.update(v.as_bytes());
-            h.update(b"\n");
+    /// The config file as qemu-server `src/PVE/QemuServer.pm` write_vm_config writes it (and
+    /// pve-container's writer alike): the description as `#` comment lines (pve-common
+    /// `src/PVE/ParseUtils.pm` encode_text), then every key sorted, `lock` among them.
+    pub fn config_file(&self) -> String {
+        let mut raw = String::new();
+        if let Some(d) = self.config.get("description").filter(|d| !d.is_empty()) {
+            for line in d.split('\n') {
+                raw.push('#');
+                raw.push_str(&encode_text(line));
+                raw.push('\n');
+            }
         }
-        if let Some(l) = &self.lock {
-            h.update(b"lock: ");
-            h.update(l.as_bytes());
-        }
-        h.finalize()
+        let mut keys: BTreeMap<&str, &str> = self
+            .config
             .iter()
-            .take(20)
+            .filter(|(k, _)| !matches!(k.as_str(), "description" | "digest"))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if let Some(l) = &self.lock {
+            keys.insert("lock", l);
+        }
+        for (k, v) in keys {
+            raw.push_str(&format!("{k}: {v}\n"));
+        }
+        raw
+    }
+
+    /// The config's digest: qemu-server parse_vm_config's `sha1_hex` of the file.
+    pub fn digest(&self) -> String {
+        Sha1::digest(self.config_file().as_bytes())
+            .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
     }
 
-    /// The config as `GET .../config` answers it.
+    /// `GET .../config`: the keys, `lock`, the digest, and `cipassword` hidden as qemu-server
+    /// `src/PVE/API2/Qemu.pm` vm_config hides it.
     pub fn config_json(&self) -> Value {
         let mut m: Map<String, Value> = self
             .config
@@ -96,6 +113,9 @@ impl Guest {
             .collect();
         if let Some(l) = &self.lock {
             m.insert("lock".into(), Value::from(l.clone()));
+        }
+        if m.get("cipassword").is_some_and(|p| p.as_str() != Some("")) {
+            m.insert("cipassword".into(), Value::from("**********"));
         }
         m.insert("digest".into(), Value::from(self.digest()));
         Value::Object(m)
@@ -108,6 +128,20 @@ impl Guest {
             kind.conf_dir()
         )
     }
+}
+
+/// pve-common `src/PVE/ParseUtils.pm` encode_text: control and high-bit bytes, `:` and `%`
+/// percent-encoded.
+fn encode_text(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' && b != b':' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// How a task ends.
@@ -187,6 +221,22 @@ impl Cluster {
         owner: &str,
         work: impl FnOnce(&mut Cluster) -> Result<Vec<String>, String>,
     ) -> String {
+        self.start_task_logged(node, kind, id, owner, |c, _| match work(c) {
+            Ok(log) => (log, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        })
+    }
+
+    /// [`Cluster::start_task`] for work that logs lines before it fails: `work` gets the
+    /// worker's pid and returns its log lines and how it ended.
+    pub fn start_task_logged(
+        &mut self,
+        node: &str,
+        kind: &str,
+        id: &str,
+        owner: &str,
+        work: impl FnOnce(&mut Cluster, u32) -> (Vec<String>, Result<(), String>),
+    ) -> String {
         self.counter += 1;
         let pid = 0x1000 + self.counter;
         let start = 0x6700_0000u32 + self.counter;
@@ -204,12 +254,15 @@ impl Cluster {
         let (exit, log) = match forced {
             Some(TaskOutcome::Never) => (None, vec![format!("{kind} {id} started")]),
             Some(TaskOutcome::Exit(status)) => (Some(status.clone()), vec![status]),
-            None => match work(self) {
-                Ok(mut log) => {
+            None => match work(self, pid) {
+                (mut log, Ok(())) => {
                     log.push("TASK OK".to_owned());
                     (Some("OK".to_owned()), log)
                 }
-                Err(e) => (Some(e.clone()), vec![format!("TASK ERROR: {e}")]),
+                (mut log, Err(e)) => {
+                    log.push(format!("TASK ERROR: {e}"));
+                    (Some(e), log)
+                }
             },
         };
         self.tasks.insert(
@@ -226,43 +279,32 @@ impl Cluster {
 
     /// `GET /cluster/status`.
     pub fn status_json(&self, standalone: bool) -> Value {
-        let mut out = Vec::new();
-        if !standalone {
-            out.push(json!({
-                "type": "cluster", "id": "cluster", "name": "sim",
-                "quorate": u8::from(self.quorate), "nodes": self.members.len(), "version": 1
-            }));
+        // pve-manager `PVE/API2/Cluster.pm` get_status: without a cluster one entry for the local
+        // node (nodeid 0); in one, the cluster entry then each member, each with the support
+        // level from extract_node_stats (none here: '').
+        if standalone {
+            let name = self
+                .members
+                .first()
+                .map(|(n, _)| n.as_str())
+                .unwrap_or("pve1");
+            return json!([{
+                "type": "node", "id": format!("node/{name}"), "name": name,
+                "ip": "192.0.2.1", "local": 1, "nodeid": 0, "online": 1, "level": ""
+            }]);
         }
+        let mut out = vec![json!({
+            "type": "cluster", "id": "cluster", "name": crate::server::CLUSTER_NAME,
+            "quorate": u8::from(self.quorate), "nodes": self.members.len(), "version": 1
+        })];
         for (i, (name, online)) in self.members.iter().enumerate() {
             out.push(json!({
                 "type": "node", "id": format!("node/{name}"), "name": name,
                 "online": u8::from(*online), "nodeid": i + 1, "local": u8::from(i == 0),
-                "ip": format!("192.0.2.{}", i + 1)
+                "ip": format!("192.0.2.{}", i + 1), "level": ""
             }));
         }
         Value::Array(out)
-    }
-
-    /// `GET /cluster/resources?type=vm` rows.
-    pub fn resources_json(&self) -> Vec<Value> {
-        self.guests
-            .iter()
-            .map(|(vmid, g)| {
-                let mut row = json!({
-                    "id": format!("{}/{vmid}", g.kind.as_str()),
-                    "type": g.kind.as_str(),
-                    "vmid": vmid,
-                    "node": g.node,
-                    "name": g.config.get("name").or(g.config.get("hostname")).cloned().unwrap_or_default(),
-                    "status": if g.running { "running" } else { "stopped" },
-                    "template": u8::from(g.config.get("template").is_some_and(|t| t == "1")),
-                });
-                if let Some(l) = &g.lock {
-                    row["lock"] = Value::from(l.clone());
-                }
-                row
-            })
-            .collect()
     }
 
     /// `GET /cluster/ceph/status`, or the "not installed" error text.

@@ -119,9 +119,17 @@ fn every_row_is_well_formed() {
 /// A simulator for `row` under release `version`: two nodes, the default token and user, and
 /// the row's setup.
 async fn simulator(row: &Row, version: &str) -> Simulator {
+    // `standalone`: one node without a cluster.
+    let standalone = row.setup.iter().any(|s| s == "standalone");
+    let nodes = if standalone {
+        vec!["pve1".into()]
+    } else {
+        vec!["pve1".into(), "pve2".into()]
+    };
     let sim = Simulator::start(
         SimConfig {
-            nodes: vec!["pve1".into(), "pve2".into()],
+            nodes,
+            standalone,
             ..SimConfig::default()
         }
         .pve_version(version),
@@ -172,9 +180,19 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                         .insert(k.to_owned(), v.to_owned());
                 });
             }
-            // `object:KIND:ID`: an object of a config collection (`object:pool:web`).
+            // `object:KIND:ID[:K=V&K=V]`: an object of a config collection (`object:pool:web`),
+            // with its fields.
             Some(("object", rest)) => {
                 let (kind, id) = rest.split_once(':').expect("object:KIND:ID");
+                let (id, fields) = id.split_once(':').unwrap_or((id, ""));
+                let fields: std::collections::BTreeMap<String, String> = fields
+                    .split('&')
+                    .filter(|f| !f.is_empty())
+                    .map(|f| {
+                        let (k, v) = f.split_once('=').expect("K=V");
+                        (k.to_owned(), v.to_owned())
+                    })
+                    .collect();
                 let kind = pve_sim::collections::KINDS
                     .iter()
                     .find(|k| k.name == kind)
@@ -183,7 +201,7 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                     c.collections
                         .entry(kind.name)
                         .or_default()
-                        .insert(id.to_owned(), Default::default());
+                        .insert(id.to_owned(), fields);
                 });
             }
             // `lock:VMID:LOCK`.
@@ -194,7 +212,15 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                     c.guests.get_mut(&vmid).expect("a guest").lock = Some(lock.to_owned());
                 });
             }
+            // `filelock:VMID`: the guest's config file lock is held past lock_config's wait.
+            Some(("filelock", vmid)) => {
+                let vmid: u32 = vmid.parse().expect("a vmid");
+                sim.with_cluster(|c| {
+                    c.file_lock_timeouts.insert(vmid);
+                });
+            }
             None if step == "noquorum" => sim.with_cluster(|c| c.quorate = false),
+            None if step == "standalone" => {}
             _ => panic!("{}: unknown setup step {step:?}", row.id),
         }
     }
@@ -264,10 +290,35 @@ fn differences(row: &Row, version: PveVersion, got: &RawAnswer) -> Vec<String> {
     }
     if let Some(json) = &row.json {
         let upid = upid_of(got).unwrap_or_else(|| "(no task id)".to_owned());
+        // A login's ticket and CSRF token are new each time: the row names them, and their form
+        // is checked here (pve-access-control `src/PVE/AccessControl.pm` create_ticket:
+        // `PVE:USER:HEXTIME::SIGNATURE`; assemble_csrf_prevention_token: `HEXTIME:DIGEST`).
+        let login = serde_json::from_slice::<Value>(&got.body).unwrap_or_default();
+        let ticket = login["data"]["ticket"].as_str().unwrap_or("(no ticket)");
+        let csrf = login["data"]["CSRFPreventionToken"]
+            .as_str()
+            .unwrap_or("(no token)");
+        if json.contains("{ticket}") {
+            let parts: Vec<&str> = ticket.split(':').collect();
+            let hex8 = |p: &str| p.len() == 8 && p.bytes().all(|b| b.is_ascii_hexdigit());
+            if !(parts.len() == 5 && parts[0] == "PVE" && hex8(parts[2]) && parts[3].is_empty()) {
+                out.push(format!(
+                    "ticket {ticket:?} is not PVE:USER:HEXTIME::SIGNATURE"
+                ));
+            }
+            if !csrf
+                .split_once(':')
+                .is_some_and(|(t, d)| hex8(t) && !d.is_empty())
+            {
+                out.push(format!("CSRF token {csrf:?} is not HEXTIME:DIGEST"));
+            }
+        }
         let want_text = json
             .replace("{version}", &version.to_string())
             .replace("{release}", &version.release())
-            .replace("{upid}", &upid);
+            .replace("{upid}", &upid)
+            .replace("{ticket}", ticket)
+            .replace("{csrf}", csrf);
         let want: Value = serde_json::from_str(&want_text)
             .unwrap_or_else(|e| panic!("{}: json does not parse: {e}", row.id));
         match serde_json::from_slice::<Value>(&got.body) {
@@ -419,19 +470,35 @@ fn every_cited_line_says_what_the_row_says_it_does() {
                     s.text
                 ));
             }
-            // The function named is the one the line is in: the API method or `sub` around it,
-            // or the closure (`my $name = sub {`) it is in.
+            // The function named is the one the line is in: the API method or `sub` (`my sub`)
+            // around it, the closure (`my $name = sub {`) it is in, or the file-level table
+            // (`my $name = {`) it is part of.
             let before: Vec<&str> = text.lines().take(s.line).collect();
             let named = before
                 .iter()
                 .rev()
-                .find(|l| l.starts_with("sub ") || l.contains("name => '"))
+                .find(|l| {
+                    if s.file.ends_with(".c") {
+                        // A C function's head: the unindented line that opens its parameters
+                        // (not a prototype, a macro or a comment).
+                        let l = l.trim_end();
+                        !l.starts_with([' ', '\t', '}', '#', '/', '*'])
+                            && l.contains('(')
+                            && !l.ends_with(';')
+                    } else {
+                        l.starts_with("sub ") || l.starts_with("my sub ") || l.contains("name => '")
+                    }
+                })
                 .copied()
                 .unwrap_or_default();
             let closure = before
                 .iter()
                 .rev()
-                .find(|l| l.trim_start().starts_with("my $") && l.trim_end().ends_with("= sub {"))
+                .find(|l| {
+                    let l = l.trim_end();
+                    l.trim_start().starts_with("my $")
+                        && (l.ends_with("= sub {") || (l.starts_with("my $") && l.ends_with("= {")))
+                })
                 .copied()
                 .unwrap_or_default();
             let sub = if closure.contains(&s.function) {

@@ -470,14 +470,21 @@ async fn async_config_power_actions_status_and_lists() {
     }
 
     let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu", &[]).await;
+    // qemu-server vmstatus without `full` (9.2: memhost, no diskread/diskwrite); pve-container
+    // vmstatus (its `type`); neither has `ha`, which only status/current adds.
     assert_eq!(
         body["data"],
-        json!([{"vmid": 100, "status": "stopped", "name": "web"}])
+        json!([{"vmid": 100, "status": "stopped", "name": "web", "cpus": 1,
+            "maxmem": 2147483648u64, "disk": 0, "maxdisk": 0, "uptime": 0, "cpu": 0, "mem": 0,
+            "memhost": 0, "netin": 0, "netout": 0}])
     );
     let (_, body) = call(&sim, "GET", "/nodes/pve1/lxc", &[]).await;
     assert_eq!(
         body["data"],
-        json!([{"vmid": 200, "status": "stopped", "name": "ct"}])
+        json!([{"type": "lxc", "vmid": 200, "status": "stopped", "name": "ct", "cpus": 8,
+            "disk": 0, "maxdisk": 4294967296u64, "mem": 0, "swap": 0, "maxmem": 536870912,
+            "maxswap": 0, "uptime": 0, "cpu": 0, "netin": 0, "netout": 0, "diskread": 0,
+            "diskwrite": 0}])
     );
     let (_, body) = call(&sim, "GET", "/cluster/resources", &[("type", "vm")]).await;
     let ids: Vec<&str> = body["data"]

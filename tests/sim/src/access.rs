@@ -1,0 +1,114 @@
+//! What a login answers besides the ticket: the `cap` table of pve-access-control
+//! `src/PVE/RPCEnvironment.pm` compute_api_permission, and the privileges it is built from.
+
+use serde_json::{Map, Value};
+
+/// Every privilege of pve-access-control `src/PVE/AccessControl.pm` (`$privgroups` plus
+/// `Permissions.Modify`, which is in no group), as PVE 9.2 has them. Older releases had a few
+/// others (`VM.Monitor` until 9.0) and lacked some (`VM.GuestAgent.*`, `VM.Replicate`); the
+/// simulator answers 9.2's list under every release.
+pub const PRIVILEGES: &[&str] = &[
+    "VM.Config.Disk",
+    "VM.Config.CPU",
+    "VM.Config.Memory",
+    "VM.Config.Network",
+    "VM.Config.HWType",
+    "VM.Config.Options",
+    "VM.Allocate",
+    "VM.Clone",
+    "VM.GuestAgent.Unrestricted",
+    "VM.Migrate",
+    "VM.Replicate",
+    "VM.Snapshot",
+    "VM.Snapshot.Rollback",
+    "VM.Config.CDROM",
+    "VM.Config.Cloudinit",
+    "VM.Console",
+    "VM.Backup",
+    "VM.GuestAgent.FileRead",
+    "VM.GuestAgent.FileSystemMgmt",
+    "VM.GuestAgent.FileWrite",
+    "VM.PowerMgmt",
+    "VM.Audit",
+    "VM.GuestAgent.Audit",
+    "Sys.PowerMgmt",
+    "Sys.Modify",
+    "Sys.Incoming",
+    "Sys.AccessNetwork",
+    "Sys.Console",
+    "Sys.Syslog",
+    "Sys.Audit",
+    "Datastore.Allocate",
+    "Datastore.AllocateTemplate",
+    "Datastore.AllocateSpace",
+    "Datastore.Audit",
+    "SDN.Allocate",
+    "SDN.Audit",
+    "SDN.Use",
+    "Realm.Allocate",
+    "User.Modify",
+    "Group.Allocate",
+    "Realm.AllocateUser",
+    "Pool.Allocate",
+    "Pool.Audit",
+    "Mapping.Modify",
+    "Mapping.Use",
+    "Mapping.Audit",
+    "Permissions.Modify",
+];
+
+/// compute_api_permission's `$priv_re_map`: each top-level key with the privilege prefixes it
+/// collects (the regexes are anchored at the start).
+const CAP_GROUPS: &[(&str, &[&str])] = &[
+    ("vms", &["VM.", "Permissions.Modify"]),
+    ("access", &["User.", "Group.", "Permissions.Modify"]),
+    ("storage", &["Datastore.", "Permissions.Modify"]),
+    ("nodes", &["Sys.", "Permissions.Modify"]),
+    ("sdn", &["SDN.", "Permissions.Modify"]),
+    ("dc", &["Sys.Audit", "Sys.Modify", "SDN."]),
+    ("mapping", &["Mapping.", "Permissions.Modify"]),
+];
+
+/// The `cap` of a login, for a user who holds every privilege on every path (root@pam,
+/// RPCEnvironment.pm `permissions`: "root can do anything"), less `Sys.Audit` when
+/// `sys_audit` is false (the simulator's model of a user who is not an auditor).
+pub fn cap(sys_audit: bool) -> Value {
+    let held = PRIVILEGES
+        .iter()
+        .filter(|p| sys_audit || **p != "Sys.Audit");
+    let mut out = Map::new();
+    for (group, prefixes) in CAP_GROUPS {
+        let privs: Map<String, Value> = held
+            .clone()
+            .filter(|p| prefixes.iter().any(|pre| p.starts_with(pre)))
+            .map(|p| ((*p).to_owned(), Value::from(1)))
+            .collect();
+        out.insert((*group).to_owned(), Value::Object(privs));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_groups_privileges_as_compute_api_permission_does() {
+        let c = cap(true);
+        assert_eq!(c.as_object().map(|m| m.len()), Some(7));
+        assert_eq!(
+            c["access"],
+            serde_json::json!({"User.Modify": 1, "Group.Allocate": 1, "Permissions.Modify": 1}),
+            "Realm.AllocateUser holds `User` but does not start with it"
+        );
+        assert_eq!(
+            c["dc"],
+            serde_json::json!({"Sys.Audit": 1, "Sys.Modify": 1, "SDN.Allocate": 1, "SDN.Audit": 1, "SDN.Use": 1})
+        );
+        assert_eq!(c["vms"].as_object().map(|m| m.len()), Some(24));
+        let without = cap(false);
+        assert!(without["nodes"].get("Sys.Audit").is_none());
+        assert!(without["dc"].get("Sys.Audit").is_none());
+        assert!(without["nodes"].get("Sys.Modify").is_some());
+    }
+}
