@@ -777,8 +777,16 @@ fn task_log(cluster: &Cluster, call: &Call<'_>) -> Answer {
 
 const NO_IFACE: &str = "interface does not exist";
 
+/// One interface as pve-common `src/PVE/Network/Interfaces.pm` __read_etc_network_interfaces
+/// gives it: `active` only for an interface that is up (the running file's here), `exists` for
+/// a physical NIC, `method` and `method6` `manual` and `families` `[inet]` unless the file says
+/// otherwise. (`priority`, the stanza's place in the file, is 1 for every interface here.)
 fn iface_json(name: &str, keys: &crate::state::Iface, active: bool) -> Value {
-    let mut v = json!({"iface": name, "active": u8::from(active), "priority": 1});
+    let mut v = json!({"iface": name, "priority": 1, "method": "manual", "method6": "manual",
+        "families": ["inet"]});
+    if active {
+        v["active"] = json!(1);
+    }
     for (k, val) in keys {
         let is_bool = ["autostart", "bridge_vlan_aware"].contains(&k.as_str());
         v[k] = if is_bool {
@@ -786,6 +794,40 @@ fn iface_json(name: &str, keys: &crate::state::Iface, active: bool) -> Value {
         } else {
             Value::from(val.clone())
         };
+    }
+    match keys.get("type").map(String::as_str) {
+        Some("eth") => v["exists"] = json!(1),
+        // A bridge without STP settings: `bridge_stp off`, then `bridge_fd 0`.
+        Some("bridge") => {
+            if !keys.contains_key("bridge_stp") {
+                v["bridge_stp"] = json!("off");
+            }
+            if !keys.contains_key("bridge_fd") && v["bridge_stp"] == "off" {
+                v["bridge_fd"] = json!(0);
+            }
+        }
+        _ => {}
+    }
+    // The file holds `address CIDR` (what a `cidr` parameter writes); reading it back maps it
+    // to `address`, `netmask` and `cidr` (and the same for IPv6).
+    for (addr, mask, cidr, bits) in [
+        ("address", "netmask", "cidr", 32),
+        ("address6", "netmask6", "cidr6", 128),
+    ] {
+        let given = keys.get(addr).or(keys.get(cidr)).cloned();
+        let Some(given) = given else { continue };
+        let (base, prefix) = match given.split_once('/') {
+            Some((b, p)) => (b.to_owned(), Some(p.to_owned())),
+            None => (given.clone(), keys.get(mask).cloned()),
+        };
+        v[addr] = json!(base);
+        match prefix {
+            Some(p) => {
+                v[mask] = json!(p);
+                v[cidr] = json!(format!("{base}/{p}"));
+            }
+            None => v[cidr] = json!(format!("{base}/{bits}")),
+        }
     }
     v
 }
@@ -795,9 +837,11 @@ fn network_list(cluster: &Cluster, call: &Call<'_>) -> Answer {
         return ok(json!([]));
     };
     let wanted = call.get("type");
+    // pve-manager `PVE/API2/Network.pm` index: `delete $ifaces->{lo}`.
     let rows = net
         .view()
         .iter()
+        .filter(|(name, _)| name.as_str() != "lo")
         .filter(|(_, keys)| match wanted {
             None => true,
             Some("any_bridge") => keys
@@ -821,9 +865,12 @@ fn network_read(cluster: &Cluster, call: &Call<'_>) -> Answer {
         .get(call.node())
         .and_then(|n| n.view().get(iface).map(|k| (n, k)))
     {
+        // The interface's hash as read: without `iface`, which only the list's hash_to_array adds.
         Some((net, keys)) => {
             let mut v = iface_json(iface, keys, net.running.contains_key(iface));
-            v["method"] = v.get("method").cloned().unwrap_or(Value::from("manual"));
+            if let Some(m) = v.as_object_mut() {
+                m.remove("iface");
+            }
             ok(v)
         }
         None => param_error("iface", NO_IFACE),
