@@ -780,9 +780,10 @@ const NO_IFACE: &str = "interface does not exist";
 /// One interface as pve-common `src/PVE/Network/Interfaces.pm` __read_etc_network_interfaces
 /// gives it: `active` only for an interface that is up (the running file's here), `exists` for
 /// a physical NIC, `method` and `method6` `manual` and `families` `[inet]` unless the file says
-/// otherwise. (`priority`, the stanza's place in the file, is 1 for every interface here.)
+/// otherwise, and `priority`, the stanza's place in the file as written
+/// ([`crate::state::renumber`]).
 fn iface_json(name: &str, keys: &crate::state::Iface, active: bool) -> Value {
-    let mut v = json!({"iface": name, "priority": 1, "method": "manual", "method6": "manual",
+    let mut v = json!({"iface": name, "method": "manual", "method6": "manual",
         "families": ["inet"]});
     if active {
         v["active"] = json!(1);
@@ -791,6 +792,9 @@ fn iface_json(name: &str, keys: &crate::state::Iface, active: bool) -> Value {
         let is_bool = ["autostart", "bridge_vlan_aware"].contains(&k.as_str());
         v[k] = if is_bool {
             Value::from(u8::from(val == "1"))
+        } else if k == "priority" {
+            val.parse::<u64>()
+                .map_or_else(|_| Value::from(val.clone()), Value::from)
         } else {
             Value::from(val.clone())
         };
@@ -904,7 +908,9 @@ fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         return param_error("iface", "interface already exists");
     }
     let keys = iface_keys(call).into_iter().collect();
-    net.staged_mut().insert(iface, keys);
+    let staged = net.staged_mut();
+    staged.insert(iface, keys);
+    crate::state::renumber(staged);
     ok(Value::Null)
 }
 
@@ -918,7 +924,8 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     }
     let set = iface_keys(call);
     let deletes = call.delete_list();
-    if let Some(keys) = net.staged_mut().get_mut(&iface) {
+    let staged = net.staged_mut();
+    if let Some(keys) = staged.get_mut(&iface) {
         for k in deletes {
             keys.remove(&k);
         }
@@ -926,6 +933,7 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
             keys.insert(k, v);
         }
     }
+    crate::state::renumber(staged);
     ok(Value::Null)
 }
 
@@ -937,12 +945,17 @@ fn network_delete(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if !net.view().contains_key(&iface) {
         return param_error("iface", NO_IFACE);
     }
-    net.staged_mut().remove(&iface);
+    let staged = net.staged_mut();
+    staged.remove(&iface);
+    crate::state::renumber(staged);
     ok(Value::Null)
 }
 
-/// `PUT /nodes/{node}/network`: a `srvreload` task that promotes the staged file first and
-/// reloads second, and runs even when nothing is staged.
+/// `PUT /nodes/{node}/network`: pve-manager `PVE/API2/Network.pm` reload_network_config, a
+/// `srvreload` task that promotes the staged file first (`rename($new_config_file, ...)`) and
+/// reloads second, and runs even when nothing is staged. A failing reload ends the task with
+/// `NodeNetwork::reload_fails` (PVE's run_command says "command 'ifreload -a' failed: exit code
+/// N").
 fn network_apply(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let node = call.node().to_owned();
     let upid = cluster.start_task(&node, "srvreload", "networking", call.credential, |c| {
@@ -952,7 +965,9 @@ fn network_apply(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         }
         match net.reload_fails.take() {
             Some(e) => Err(e),
-            None => Ok(vec!["ifreload -a".to_owned()]),
+            // `run_command(['ifreload', '-a'], errfunc => ...)`: ifreload prints nothing when
+            // it succeeds, and run_command does not log the command.
+            None => Ok(Vec::new()),
         }
     });
     ok(Value::from(upid))

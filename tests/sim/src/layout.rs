@@ -269,6 +269,9 @@ impl Layout {
                 net.running.insert(f.iface.clone(), f.config.clone());
             }
         }
+        for net in cluster.networks.values_mut() {
+            crate::state::renumber(&mut net.running);
+        }
         for (kind, objects) in &self.objects {
             if let Some(k) = crate::collections::KINDS.iter().find(|k| k.name == kind) {
                 cluster

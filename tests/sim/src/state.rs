@@ -326,6 +326,63 @@ impl Cluster {
 /// One interface: its type and its other keys.
 pub type Iface = BTreeMap<String, String>;
 
+/// pve-common `src/PVE/Network/Interfaces.pm` __write_etc_network_interfaces `$if_type_hash`:
+/// where each type's stanzas go in the file.
+fn type_order(ty: &str) -> Option<u64> {
+    Some(match ty {
+        "loopback" | "dummy" => 100_000,
+        "eth" | "OVSPort" => 200_000,
+        "OVSIntPort" => 300_000,
+        "OVSBond" | "bond" => 400_000,
+        "bridge" | "OVSBridge" => 500_000,
+        "vlan" | "vxlan" => 600_000,
+        _ => return None,
+    })
+}
+
+/// The interfaces in the order __write_etc_network_interfaces writes their stanzas: by the
+/// type order of the interface's root (`eno1` for `eno1.10`) plus its child level plus its
+/// `priority` (50000 when it has none, as a new interface), then by name; when either type is
+/// unknown only the priorities count (`$lookup_type_prio`).
+pub fn file_order(file: &BTreeMap<String, Iface>) -> Vec<&str> {
+    let type_prio = |name: &str| -> Option<u64> {
+        let mut parts = name.split(['.', ':']);
+        let root = parts.next().unwrap_or(name);
+        let level = parts.count() as u64;
+        let ty = file.get(root)?.get("type")?;
+        Some(type_order(ty)? + level)
+    };
+    let priority = |name: &str| -> u64 {
+        file.get(name)
+            .and_then(|k| k.get("priority"))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(50_000)
+    };
+    let mut names: Vec<&str> = file.keys().map(String::as_str).collect();
+    names.sort_by(|a, b| {
+        let (t1, t2) = match (type_prio(a), type_prio(b)) {
+            (Some(x), Some(y)) => (x, y),
+            _ => (0, 0),
+        };
+        (t1 + priority(a))
+            .cmp(&(t2 + priority(b)))
+            .then_with(|| a.cmp(b))
+    });
+    names
+}
+
+/// Writes the file and reads it back, as every API write does: each interface's `priority` is
+/// its stanza's place in the written file, from 1 (`__read_etc_network_interfaces`:
+/// `$d->{priority} = $priority++`).
+pub fn renumber(file: &mut BTreeMap<String, Iface>) {
+    let order: Vec<String> = file_order(file).into_iter().map(str::to_owned).collect();
+    for (i, name) in order.iter().enumerate() {
+        if let Some(keys) = file.get_mut(name) {
+            keys.insert("priority".into(), (i + 1).to_string());
+        }
+    }
+}
+
 /// A node's network config: the running file and the staged one (`interfaces.new`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeNetwork {
@@ -370,6 +427,8 @@ impl NodeNetwork {
                 ]),
             ),
         ]);
+        let mut running = running;
+        renumber(&mut running);
         NodeNetwork {
             running,
             staged: None,
@@ -397,7 +456,7 @@ impl NodeNetwork {
             let method = keys.get("method").map_or("manual", String::as_str);
             lines.push(format!("iface {name} inet {method}"));
             for (k, v) in keys {
-                if !["type", "method", "autostart"].contains(&k.as_str()) {
+                if !["type", "method", "autostart", "priority"].contains(&k.as_str()) {
                     lines.push(format!("\t{} {v}", k.replace('_', "-")));
                 }
             }

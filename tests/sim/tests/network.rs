@@ -148,12 +148,12 @@ async fn apply_runs_even_with_nothing_staged_and_a_failed_reload_has_promoted_fi
     .await;
     sim.with_cluster(|c| {
         c.networks.get_mut("pve1").expect("node").reload_fails =
-            Some("ifreload -a failed: exit code 1".into())
+            Some("command 'ifreload -a' failed: exit code 1".into())
     });
     let (_, body) = call(&sim, "PUT", "/nodes/pve1/network", &[]).await;
     assert_eq!(
         exit_status(&sim, body["data"].as_str().expect("upid")).await,
-        "ifreload -a failed: exit code 1"
+        "command 'ifreload -a' failed: exit code 1"
     );
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
     assert!(
@@ -170,4 +170,63 @@ async fn apply_runs_even_with_nothing_staged_and_a_failed_reload_has_promoted_fi
         exit_status(&sim, body["data"].as_str().expect("upid")).await,
         Value::Null
     );
+}
+
+/// pve-common `src/PVE/Network/Interfaces.pm`: the writer puts stanzas in type order (loopback,
+/// NICs, bonds, bridges, VLANs of a bridge), older interfaces before new ones of the same type
+/// (a new one has no priority: 50000), and the reader numbers stanzas from 1; `lo` is numbered
+/// but not listed.
+#[tokio::test]
+async fn priorities_follow_the_order_pve_writes_the_file_in() {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    let priorities = |body: &Value| -> Vec<(String, u64)> {
+        body["data"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|r| {
+                (
+                    r["iface"].as_str().unwrap_or_default().to_owned(),
+                    r["priority"].as_u64().unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert_eq!(
+        priorities(&body),
+        [("eno1".to_owned(), 2), ("vmbr0".to_owned(), 3)]
+    );
+    // A bridge whose name sorts first still goes after the older bridge; a bond goes before
+    // every bridge; a VLAN on a NIC takes its parent's type plus one child level, so it goes
+    // right after the NICs (`$lookup_type_prio`).
+    for (iface, ty) in [("vmbr00", "bridge"), ("bond0", "bond"), ("eno1.10", "vlan")] {
+        let (status, body) = call(
+            &sim,
+            "POST",
+            "/nodes/pve1/network",
+            &[("iface", iface), ("type", ty)],
+        )
+        .await;
+        assert_eq!(status, 200, "{iface}: {body}");
+    }
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    let mut got = priorities(&body);
+    got.sort_by_key(|(_, p)| *p);
+    let want: Vec<(String, u64)> = [
+        ("eno1", 2),
+        ("eno1.10", 3),
+        ("bond0", 4),
+        ("vmbr0", 5),
+        ("vmbr00", 6),
+    ]
+    .iter()
+    .map(|(n, p)| ((*n).to_owned(), *p))
+    .collect();
+    assert_eq!(got, want);
+    // A read of one interface has the same number.
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network/vmbr00", &[]).await;
+    assert_eq!(body["data"]["priority"], 6);
 }
