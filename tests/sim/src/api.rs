@@ -227,12 +227,35 @@ fn read_guest(
 /// full vmstatus ([`crate::status::qemu_vmstatus`]; of a running VM's QMP answers only the
 /// state) with `qmpstatus` falling back to `status`, plus `ha` (pve-ha-manager
 /// `src/PVE/HA/Config.pm` get_service_status: `{ managed => 0 }` for a guest HA does not manage)
-/// and `agent` from the config.
+/// and `spice`, `clipboard` and `agent` from the config. A running VM's other QMP answers
+/// (`running-machine`, `running-qemu`, `proxmox-support`, balloon and block statistics) come
+/// from the QEMU process, not from PVE's code, and are not modelled.
 fn qemu_status(g: &Guest, vmid: u32, version: crate::version::PveVersion) -> Answer {
     let mut v = crate::status::qemu_vmstatus(g, vmid, version);
     let state = v.get("status").cloned().unwrap_or_default();
     v.insert("qmpstatus".into(), state);
     v.insert("ha".into(), json!({"managed": 0}));
+    // With a `vga` key: `spice` for a virtio or qxl display (vga_conf_has_spice), and
+    // `clipboard` as the key says, null when it says nothing.
+    if let Some(vga) = g.config.get("vga") {
+        let ty = vga.split(',').find_map(|p| {
+            if p.contains('=') {
+                p.strip_prefix("type=")
+            } else {
+                Some(p)
+            }
+        });
+        let spice = ty.is_some_and(|t| {
+            t.starts_with("virtio") || matches!(t, "qxl" | "qxl2" | "qxl3" | "qxl4")
+        });
+        if spice {
+            v.insert("spice".into(), json!(1));
+        }
+        v.insert(
+            "clipboard".into(),
+            prop(vga, "clipboard").map_or(Value::Null, Value::from),
+        );
+    }
     let agent = g
         .config
         .get("agent")
@@ -901,9 +924,9 @@ fn iface_keys(call: &Call<'_>) -> Vec<(String, String)> {
 
 fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let iface = call.get("iface").unwrap_or_default().to_owned();
-    let Some(net) = cluster.networks.get_mut(call.node()) else {
-        return fail(500, "no network config");
-    };
+    // A node without an interfaces file reads as an empty one (INotify's reader), never an
+    // error.
+    let net = cluster.networks.entry(call.node().to_owned()).or_default();
     if net.view().contains_key(&iface) {
         return param_error("iface", "interface already exists");
     }
@@ -916,9 +939,9 @@ fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
 
 fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let iface = call.get("iface").unwrap_or_default().to_owned();
-    let Some(net) = cluster.networks.get_mut(call.node()) else {
-        return fail(500, "no network config");
-    };
+    // A node without an interfaces file reads as an empty one (INotify's reader), never an
+    // error.
+    let net = cluster.networks.entry(call.node().to_owned()).or_default();
     if !net.view().contains_key(&iface) {
         return param_error("iface", NO_IFACE);
     }
@@ -939,9 +962,9 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
 
 fn network_delete(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let iface = call.get("iface").unwrap_or_default().to_owned();
-    let Some(net) = cluster.networks.get_mut(call.node()) else {
-        return fail(500, "no network config");
-    };
+    // A node without an interfaces file reads as an empty one (INotify's reader), never an
+    // error.
+    let net = cluster.networks.entry(call.node().to_owned()).or_default();
     if !net.view().contains_key(&iface) {
         return param_error("iface", NO_IFACE);
     }
@@ -959,7 +982,7 @@ fn network_delete(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
 fn network_apply(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let node = call.node().to_owned();
     let upid = cluster.start_task(&node, "srvreload", "networking", call.credential, |c| {
-        let net = c.networks.get_mut(&node).ok_or("no network config")?;
+        let net = c.networks.entry(node.clone()).or_default();
         if let Some(staged) = net.staged.take() {
             net.running = staged;
         }

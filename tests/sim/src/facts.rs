@@ -298,45 +298,69 @@ pub struct Route<'a> {
     pub path_params: Vec<(String, String)>,
 }
 
+/// One segment of a path template.
+enum Part {
+    Literal(String),
+    Param(String),
+}
+
+/// Every operation's template, split once: routing compares segments without allocating.
+fn templates() -> &'static [(Vec<Part>, &'static Op)] {
+    static TEMPLATES: OnceLock<Vec<(Vec<Part>, &'static Op)>> = OnceLock::new();
+    TEMPLATES.get_or_init(|| {
+        operations()
+            .iter()
+            .map(|op| {
+                let parts = op
+                    .path
+                    .split('/')
+                    .filter(|s| !s.is_empty())
+                    .map(
+                        |t| match t.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+                            Some(name) => Part::Param(name.to_owned()),
+                            None => Part::Literal(t.to_owned()),
+                        },
+                    )
+                    .collect();
+                (parts, op)
+            })
+            .collect()
+    })
+}
+
 /// Finds the operation for `method` and the decoded path segments.
 /// `Err(true)` when the path exists with other methods, `Err(false)` when it does not exist.
 pub fn route<'a>(method: &str, segments: &[String]) -> Result<Route<'a>, bool> {
     let mut path_exists = false;
-    let mut best: Option<Route<'a>> = None;
-    for op in operations() {
-        let Some(params) = match_template(&op.path, segments) else {
+    let mut best: Option<(&'static [Part], &'static Op, usize)> = None;
+    for (parts, op) in templates() {
+        if parts.len() != segments.len() {
             continue;
-        };
+        }
+        let matches = parts.iter().zip(segments).all(|(p, s)| match p {
+            Part::Literal(l) => l == s,
+            Part::Param(_) => true,
+        });
+        if !matches {
+            continue;
+        }
         path_exists = true;
+        let params = parts.iter().filter(|p| matches!(p, Part::Param(_))).count();
         // A literal segment beats a parameter: the template with fewer parameters wins.
-        if op.method == method
-            && best
-                .as_ref()
-                .is_none_or(|b| params.len() < b.path_params.len())
-        {
-            best = Some(Route {
-                op,
-                path_params: params,
-            });
+        if op.method == method && best.is_none_or(|(_, _, n)| params < n) {
+            best = Some((parts, op, params));
         }
     }
-    best.ok_or(path_exists)
-}
-
-fn match_template(template: &str, segments: &[String]) -> Option<Vec<(String, String)>> {
-    let parts: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
-    if parts.len() != segments.len() {
-        return None;
-    }
-    let mut params = Vec::new();
-    for (t, s) in parts.iter().zip(segments) {
-        match t.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
-            Some(name) => params.push((name.to_owned(), s.clone())),
-            None if t == s => {}
-            None => return None,
-        }
-    }
-    Some(params)
+    let (parts, op, _) = best.ok_or(path_exists)?;
+    let path_params = parts
+        .iter()
+        .zip(segments)
+        .filter_map(|(p, s)| match p {
+            Part::Param(name) => Some((name.clone(), s.clone())),
+            Part::Literal(_) => None,
+        })
+        .collect();
+    Ok(Route { op, path_params })
 }
 
 #[cfg(test)]

@@ -230,3 +230,31 @@ async fn priorities_follow_the_order_pve_writes_the_file_in() {
     let (_, body) = call(&sim, "GET", "/nodes/pve1/network/vmbr00", &[]).await;
     assert_eq!(body["data"]["priority"], 6);
 }
+
+/// A node whose interfaces file is gone reads as an empty file: the list is empty, a read is
+/// the 400 of a missing interface, and a create stages the interface (no invented error).
+#[tokio::test]
+async fn a_node_without_an_interfaces_file_reads_as_an_empty_one() {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    sim.with_cluster(|c| {
+        c.networks.remove("pve1");
+    });
+    let (status, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert_eq!((status, body), (200, json!({"data": []})));
+    let (status, body) = call(&sim, "GET", "/nodes/pve1/network/vmbr0", &[]).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["errors"], json!({"iface": "interface does not exist"}));
+    let (status, _) = call(
+        &sim,
+        "POST",
+        "/nodes/pve1/network",
+        &[("iface", "vmbr0"), ("type", "bridge")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, body) = call(&sim, "GET", "/nodes/pve1/network", &[]).await;
+    assert_eq!(body["data"][0]["iface"], "vmbr0");
+    assert_eq!(body["data"][0]["priority"], 1);
+}
