@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use crate::health::{self, Health, HealthError};
 use crate::resource::{
-    BoxError, BoxFuture, Change, Contact, Cx, Guard, OnStarted, Probe, Removal, Resource,
+    BoxError, BoxFuture, Change, Contact, Cx, Guard, ObjectRef, OnStarted, Probe, Removal,
+    Resource, Scope,
 };
 use crate::state::ResourceState;
 
@@ -235,8 +236,16 @@ impl Resource for NetworkApply {
         false
     }
 
-    fn after(&self, other: &dyn Resource) -> bool {
-        other.kind() == "node_network" && other.node() == self.node
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new("network_apply", Scope::Node(self.node.clone()), "")
+    }
+
+    /// An apply comes after every declared interface of its node.
+    fn requires(&self) -> Vec<ObjectRef> {
+        vec![ObjectRef::all(
+            "node_network",
+            Scope::Node(self.node.clone()),
+        )]
     }
 
     fn removal(&self) -> Removal {

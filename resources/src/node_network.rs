@@ -27,7 +27,7 @@ use pve_sdk::Client;
 use serde::Serialize;
 
 use crate::resource::{
-    BoxError, BoxFuture, Change, Cx, Guard, OnStarted, Probe, Removal, Resource,
+    BoxError, BoxFuture, Change, Cx, Guard, ObjectRef, OnStarted, Probe, Removal, Resource, Scope,
 };
 use crate::state::ResourceState;
 
@@ -379,6 +379,14 @@ impl Resource for Iface {
 
     fn declared(&self) -> BTreeMap<String, String> {
         Iface::declared(self)
+    }
+
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new(
+            "node_network",
+            Scope::Node(self.node.clone()),
+            self.iface.clone(),
+        )
     }
 
     fn removal(&self) -> Removal {

@@ -10,9 +10,10 @@
 //! 2. [`Resource::create`] / [`Resource::update`]: make it so, then read back (S4). A task's UPID
 //!    goes to `on_started` before it is awaited (S29); if that record fails, do not await.
 //! 3. [`Resource::destroy`]: remove it, only if it still matches what was last declared (S19).
-//! 4. Its place: the node it lives on (concurrency is bounded per node), whether its writes
-//!    disrupt the node (S23: one at a time, a failure stops the rest), what it must come after,
-//!    and what happens when it is dropped from the declaration (S20).
+//! 4. Its place: the object it declares ([`ObjectRef`]: kind, [`Scope`], key), the node it lives
+//!    on (concurrency is bounded per node), whether its writes disrupt the node (S23: one at a
+//!    time, a failure stops the rest), the objects it requires, and what happens when it is
+//!    dropped from the declaration (S20).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -95,6 +96,69 @@ pub enum Contact {
     Known,
 }
 
+/// Where an object lives: the whole cluster (a user, a pool, a storage definition) or one node
+/// (a guest, a node's interface). Concurrency is bounded per scope.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Cluster-wide.
+    Cluster,
+    /// On this node.
+    Node(String),
+}
+
+/// Names an object, or every declared object of a kind in a scope: what plans, reports and
+/// errors print (`vm pve1/100`, `user alice@pve`, `node_network pve1/*`), and what a resource
+/// [`requires`](Resource::requires).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ObjectRef {
+    /// The family's name (`vm`).
+    pub kind: &'static str,
+    /// Where it lives.
+    pub scope: Scope,
+    /// Its key within the kind and scope (`100`, `vmbr0`); `None` selects every declared object
+    /// of the kind in the scope. An action without a key of its own (an apply) uses `""`.
+    pub key: Option<String>,
+}
+
+impl ObjectRef {
+    /// The object `key` of `kind` in `scope`.
+    pub fn new(kind: &'static str, scope: Scope, key: impl Into<String>) -> Self {
+        ObjectRef {
+            kind,
+            scope,
+            key: Some(key.into()),
+        }
+    }
+
+    /// Every declared object of `kind` in `scope`.
+    pub fn all(kind: &'static str, scope: Scope) -> Self {
+        ObjectRef {
+            kind,
+            scope,
+            key: None,
+        }
+    }
+
+    /// Whether this ref names or selects `object` (a ref with a key names one object).
+    pub fn selects(&self, object: &ObjectRef) -> bool {
+        self.kind == object.kind
+            && self.scope == object.scope
+            && (self.key.is_none() || self.key == object.key)
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = self.key.as_deref().unwrap_or("*");
+        match (&self.scope, key) {
+            (Scope::Cluster, key) => write!(f, "{} {key}", self.kind),
+            (Scope::Node(node), "") => write!(f, "{} {node}", self.kind),
+            (Scope::Node(node), key) => write!(f, "{} {node}/{key}", self.kind),
+        }
+    }
+}
+
 /// What the engine hands a family: the client for this phase and the shared reads.
 #[derive(Debug)]
 pub struct Cx {
@@ -175,10 +239,14 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
         true
     }
 
-    /// Whether it must come after `other` (besides the ids the user names).
-    fn after(&self, other: &dyn Resource) -> bool {
-        let _ = other;
-        false
+    /// The object it declares, as plans and errors name it.
+    fn object(&self) -> ObjectRef;
+
+    /// The objects it must come after (besides the ids the user names): a guest its bridges,
+    /// an apply every interface of its node. The engine resolves each ref against the
+    /// declaration; a ref to an object nobody declared adds no edge.
+    fn requires(&self) -> Vec<ObjectRef> {
+        Vec::new()
     }
 
     /// What happens when it is dropped from the declaration (S20).
@@ -256,5 +324,36 @@ impl Clients {
         [&self.write, &self.read]
             .into_iter()
             .find(|c| c.credential_id() == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_print_as_plans_name_objects_and_select_by_kind_and_scope() {
+        let vm = ObjectRef::new("vm", Scope::Node("pve1".into()), "100");
+        assert_eq!(vm.to_string(), "vm pve1/100");
+        let user = ObjectRef::new("user", Scope::Cluster, "alice@pve");
+        assert_eq!(user.to_string(), "user alice@pve");
+        let apply = ObjectRef::new("network_apply", Scope::Node("pve1".into()), "");
+        assert_eq!(apply.to_string(), "network_apply pve1");
+        let every = ObjectRef::all("node_network", Scope::Node("pve1".into()));
+        assert_eq!(every.to_string(), "node_network pve1/*");
+        let bridge = ObjectRef::new("node_network", Scope::Node("pve1".into()), "vmbr0");
+        assert!(every.selects(&bridge));
+        assert!(bridge.selects(&bridge));
+        assert!(!bridge.selects(&ObjectRef::new(
+            "node_network",
+            Scope::Node("pve1".into()),
+            "vmbr1"
+        )));
+        assert!(!every.selects(&ObjectRef::new(
+            "node_network",
+            Scope::Node("pve2".into()),
+            "vmbr0"
+        )));
+        assert!(!every.selects(&vm));
     }
 }

@@ -733,19 +733,34 @@ impl Stack {
         Ok(items)
     }
 
-    /// For each item, the indices it comes after: named ids and family rules.
+    /// For each item, the indices it comes after: the ids the user names and the objects its
+    /// family requires, resolved against the declared objects by (kind, scope) and key. A ref
+    /// that selects nothing adds no edge. An item that names or requires itself keeps that
+    /// edge, so that [`Stack::layers`] refuses it as a cycle of one, naming it.
     fn edges(items: &[Item]) -> Vec<Vec<usize>> {
+        use crate::resource::{ObjectRef, Scope};
+        let objects: Vec<ObjectRef> = items.iter().map(|it| it.res.object()).collect();
+        let mut by_scope: BTreeMap<(&str, &Scope), Vec<usize>> = BTreeMap::new();
+        for (j, o) in objects.iter().enumerate() {
+            by_scope.entry((o.kind, &o.scope)).or_default().push(j);
+        }
+        let by_id: BTreeMap<&str, usize> = items
+            .iter()
+            .enumerate()
+            .map(|(j, it)| (it.id.as_str(), j))
+            .collect();
         items
             .iter()
             .map(|it| {
-                let mut deps: Vec<usize> = items
+                let mut deps: Vec<usize> = it
+                    .after
                     .iter()
-                    .enumerate()
-                    .filter(|(_, o)| {
-                        o.id != it.id && (it.after.contains(&o.id) || it.res.after(o.res.as_ref()))
-                    })
-                    .map(|(j, _)| j)
+                    .filter_map(|id| by_id.get(id.as_str()).copied())
                     .collect();
+                for r in it.res.requires() {
+                    let candidates = by_scope.get(&(r.kind, &r.scope)).into_iter().flatten();
+                    deps.extend(candidates.copied().filter(|&j| r.selects(&objects[j])));
+                }
                 deps.sort_unstable();
                 deps.dedup();
                 deps
@@ -1560,6 +1575,14 @@ impl Resource for Unknown {
     }
     fn address(&self) -> BTreeMap<String, String> {
         self.0.address.clone()
+    }
+    fn object(&self) -> crate::resource::ObjectRef {
+        use crate::resource::{ObjectRef, Scope};
+        let scope = match self.0.address.get("node") {
+            Some(n) => Scope::Node(n.clone()),
+            None => Scope::Cluster,
+        };
+        ObjectRef::new("unknown", scope, address_text(&self.0.address))
     }
     fn declared(&self) -> BTreeMap<String, String> {
         BTreeMap::new()

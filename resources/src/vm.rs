@@ -34,7 +34,9 @@ use std::sync::Arc;
 
 use crate::disk::{Disk, DiskDiff};
 use crate::read::{owner_in, read_vm_config, vmid_owner, Owner, OwnerError, Read};
-use crate::resource::{BoxError, BoxFuture, Contact, Cx, Guard, OnStarted, Probe, Resource};
+use crate::resource::{
+    BoxError, BoxFuture, Contact, Cx, Guard, ObjectRef, OnStarted, Probe, Resource, Scope,
+};
 use crate::state::ResourceState;
 
 /// A declared QEMU guest. `None` fields (and absent `net` indices) are not managed.
@@ -873,16 +875,24 @@ impl Resource for Vm {
         self.recorded()
     }
 
-    /// A guest comes after the declared interfaces of its node that its network devices use
-    /// as their bridge.
-    fn after(&self, other: &dyn Resource) -> bool {
-        other.kind() == "node_network"
-            && other.node() == self.node
-            && other.address().get("iface").is_some_and(|iface| {
-                self.net
-                    .iter()
-                    .any(|(_, n)| n.bridge.as_deref() == Some(iface.as_str()))
-            })
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new("vm", Scope::Node(self.node.clone()), self.vmid.to_string())
+    }
+
+    /// A guest comes after the interfaces of its node that its network devices use as their
+    /// bridge (when they are declared).
+    fn requires(&self) -> Vec<ObjectRef> {
+        let mut bridges: Vec<&str> = self
+            .net
+            .iter()
+            .filter_map(|(_, n)| n.bridge.as_deref())
+            .collect();
+        bridges.sort_unstable();
+        bridges.dedup();
+        bridges
+            .into_iter()
+            .map(|b| ObjectRef::new("node_network", Scope::Node(self.node.clone()), b))
+            .collect()
     }
 
     fn probe<'a>(

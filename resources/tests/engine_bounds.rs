@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pve_resources::resource::{
-    BoxError, BoxFuture, Change, Clients, Contact, Cx, Guard, OnStarted, Probe, Resource,
+    BoxError, BoxFuture, Change, Clients, Contact, Cx, Guard, ObjectRef, OnStarted, Probe,
+    Resource, Scope,
 };
 use pve_resources::stack::{Stack, StackOptions};
 use pve_resources::state::FileStore;
@@ -77,6 +78,9 @@ impl Resource for Slow {
     }
     fn declared(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
+    }
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new("slow", Scope::Node(self.node.clone()), self.name.clone())
     }
     fn disruptive(&self) -> bool {
         self.disruptive

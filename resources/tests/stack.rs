@@ -833,6 +833,14 @@ async fn invalid_stacks_are_errors_before_any_request() {
         e.to_string(),
         "resources depend on each other in a cycle: a, b"
     );
+    // A resource that comes after itself is a cycle of one, named.
+    let mut s = stack(&sim, &dir.path().join("state-self.json"));
+    s.add("a", vm(100, "a")).expect("adds").after("a");
+    let e = s.plan().await.expect_err("self-reference");
+    assert_eq!(
+        e.to_string(),
+        "resources depend on each other in a cycle: a"
+    );
     let mut s = stack(&sim, &dir.path().join("state3.json"));
     s.add("a", vm(100, "a")).expect("adds").after("nope");
     assert!(matches!(
