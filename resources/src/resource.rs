@@ -15,6 +15,7 @@
 //!    time, a failure stops the rest), the objects it requires, and what happens when it is
 //!    dropped from the declaration (S20).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -113,7 +114,7 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct ObjectRef {
     /// The family's name (`vm`).
-    pub kind: &'static str,
+    pub kind: Cow<'static, str>,
     /// Where it lives.
     pub scope: Scope,
     /// Its key within the kind and scope (`100`, `vmbr0`); `None` selects every declared object
@@ -123,21 +124,39 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     /// The object `key` of `kind` in `scope`.
-    pub fn new(kind: &'static str, scope: Scope, key: impl Into<String>) -> Self {
+    pub fn new(kind: impl Into<Cow<'static, str>>, scope: Scope, key: impl Into<String>) -> Self {
         ObjectRef {
-            kind,
+            kind: kind.into(),
             scope,
             key: Some(key.into()),
         }
     }
 
     /// Every declared object of `kind` in `scope`.
-    pub fn all(kind: &'static str, scope: Scope) -> Self {
+    pub fn all(kind: impl Into<Cow<'static, str>>, scope: Scope) -> Self {
         ObjectRef {
-            kind,
+            kind: kind.into(),
             scope,
             key: None,
         }
+    }
+
+    /// The object a family's address map names (the state's form): the scope from its `node`,
+    /// the key from its other values in key order, joined by `/` (`vmid=100` -> `100`).
+    pub fn from_address(
+        kind: impl Into<Cow<'static, str>>,
+        address: &BTreeMap<String, String>,
+    ) -> Self {
+        let scope = match address.get("node") {
+            Some(n) => Scope::Node(n.clone()),
+            None => Scope::Cluster,
+        };
+        let key: Vec<&str> = address
+            .iter()
+            .filter(|(k, _)| k.as_str() != "node")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        ObjectRef::new(kind, scope, key.join("/"))
     }
 
     /// Whether this ref names or selects `object` (a ref with a key names one object).

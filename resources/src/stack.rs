@@ -5,7 +5,8 @@
 //!   the sentence why), unowned or unreadable. Nothing is written, not even state. The plan
 //!   renders as text ([`Plan`]'s `Display`) and as JSON (`serde`).
 //! - [`Stack::deploy`] carries a plan out with the writing client, in dependency order, at most
-//!   [`StackOptions::per_node`] resources of a node at a time, and one disruptive write (network
+//!   [`StackOptions::per_node`] resources of a node and [`StackOptions::cluster`] cluster-wide
+//!   resources at a time (concurrency is bounded per [`Scope`]), and one disruptive write (network
 //!   apply) at a time in the whole stack; a failed or unconfirmed disruptive write stops every
 //!   write not yet started (S23). A resource whose dependency did not complete is skipped.
 //! - [`Stack::verify`] plans strictly (S3: no read failure folds into absence) and reports the
@@ -69,7 +70,9 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::resource::{Change, Clients, Contact, Cx, Guard, Probe, Removal, Resource};
+use crate::resource::{
+    Change, Clients, Contact, Cx, Guard, ObjectRef, Probe, Removal, Resource, Scope,
+};
 use crate::state::{InFlight, ResourceState, State, StateError, StateStore};
 
 /// How a stack works.
@@ -77,6 +80,9 @@ use crate::state::{InFlight, ResourceState, State, StateError, StateStore};
 pub struct StackOptions {
     /// Resources of one node worked on at once, in plans and deploys (default 8).
     pub per_node: usize,
+    /// Cluster-wide resources (users, pools, storage definitions...) worked on at once
+    /// (default 4).
+    pub cluster: usize,
     /// Resources worked on at once in the whole stack (default 0: only `per_node` bounds it).
     /// `per_node: 1, total: 1` makes a stack sequential.
     pub total: usize,
@@ -92,6 +98,7 @@ impl Default for StackOptions {
     fn default() -> Self {
         StackOptions {
             per_node: 8,
+            cluster: 4,
             total: 0,
             await_options: AwaitOptions::default(),
             lock_wait: Duration::from_secs(120),
@@ -117,16 +124,14 @@ pub enum StackError {
     #[error("resource id {0:?} is not valid: use letters, digits, '_', '.' and '-'")]
     InvalidId(String),
     /// Two ids declare the same object.
-    #[error("resources {first:?} and {second:?} both declare {kind} {address}")]
+    #[error("resources {first:?} and {second:?} both declare {object}")]
     SameObject {
         /// One id.
         first: String,
         /// The other.
         second: String,
-        /// The family.
-        kind: String,
-        /// The object.
-        address: String,
+        /// The object both declare.
+        object: ObjectRef,
     },
     /// A dependency names no declared resource.
     #[error("resource {id:?} comes after {dependency:?}, which is not declared")]
@@ -232,6 +237,9 @@ pub struct PlanEntry {
     pub kind: String,
     /// Where it is.
     pub address: BTreeMap<String, String>,
+    /// The object, as the text plan prints it (`vm pve1/100`; a string in the JSON).
+    #[serde(serialize_with = "as_text")]
+    pub object: ObjectRef,
     /// What deploy does.
     #[serde(flatten)]
     pub action: Action,
@@ -284,6 +292,10 @@ impl Plan {
     }
 }
 
+fn as_text<S: serde::Serializer>(o: &ObjectRef, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(o)
+}
+
 fn address_text(address: &BTreeMap<String, String>) -> String {
     address
         .iter()
@@ -320,13 +332,7 @@ impl fmt::Display for Plan {
                 Action::Unreadable { reason } => format!("unreadable: {reason}"),
                 other => other.name().to_owned(),
             };
-            writeln!(
-                f,
-                "  {sigil} {:<width$}  {} {}: {what}",
-                e.id,
-                e.kind,
-                address_text(&e.address)
-            )?;
+            writeln!(f, "  {sigil} {:<width$}  {}: {what}", e.id, e.object)?;
             if let Action::Update { changes, .. } | Action::Unowned { changes } = &e.action {
                 for c in changes {
                     match &c.old {
@@ -592,6 +598,13 @@ struct Item {
     decl: Option<usize>,
 }
 
+impl Item {
+    /// The object it declares or state records.
+    fn object(&self) -> ObjectRef {
+        self.res.object()
+    }
+}
+
 impl Stack {
     /// A stack over `store` (which must already hold its lock), using `clients`.
     ///
@@ -710,15 +723,14 @@ impl Stack {
                 decl: None,
             });
         }
-        let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+        let mut seen: BTreeMap<ObjectRef, String> = BTreeMap::new();
         for it in &items {
-            let key = (it.kind.clone(), address_text(&it.res.address()));
-            if let Some(first) = seen.insert(key.clone(), it.id.clone()) {
+            let object = it.object();
+            if let Some(first) = seen.insert(object.clone(), it.id.clone()) {
                 return Err(StackError::SameObject {
                     first,
                     second: it.id.clone(),
-                    kind: key.0,
-                    address: key.1,
+                    object,
                 });
             }
             for dep in &it.after {
@@ -742,7 +754,7 @@ impl Stack {
         let objects: Vec<ObjectRef> = items.iter().map(|it| it.res.object()).collect();
         let mut by_scope: BTreeMap<(&str, &Scope), Vec<usize>> = BTreeMap::new();
         for (j, o) in objects.iter().enumerate() {
-            by_scope.entry((o.kind, &o.scope)).or_default().push(j);
+            by_scope.entry((&o.kind, &o.scope)).or_default().push(j);
         }
         let by_id: BTreeMap<&str, usize> = items
             .iter()
@@ -758,7 +770,7 @@ impl Stack {
                     .filter_map(|id| by_id.get(id.as_str()).copied())
                     .collect();
                 for r in it.res.requires() {
-                    let candidates = by_scope.get(&(r.kind, &r.scope)).into_iter().flatten();
+                    let candidates = by_scope.get(&(&*r.kind, &r.scope)).into_iter().flatten();
                     deps.extend(candidates.copied().filter(|&j| r.selects(&objects[j])));
                 }
                 deps.sort_unstable();
@@ -803,14 +815,19 @@ impl Stack {
         (self.options.total > 0).then(|| Arc::new(Semaphore::new(self.options.total)))
     }
 
-    fn semaphores(&self, items: &[Item]) -> BTreeMap<String, Arc<Semaphore>> {
-        items
-            .iter()
-            .map(|it| {
-                (
-                    it.res.node().to_owned(),
-                    Arc::new(Semaphore::new(self.options.per_node.max(1))),
-                )
+    /// One bound per scope: `per_node` for each node, `cluster` for the cluster-wide objects.
+    fn semaphores<'r>(
+        &self,
+        resources: impl Iterator<Item = &'r Arc<dyn Resource>>,
+    ) -> BTreeMap<Scope, Arc<Semaphore>> {
+        resources
+            .map(|r| {
+                let scope = r.object().scope;
+                let bound = match scope {
+                    Scope::Node(_) => self.options.per_node,
+                    Scope::Cluster => self.options.cluster,
+                };
+                (scope, Arc::new(Semaphore::new(bound.max(1))))
             })
             .collect()
     }
@@ -845,7 +862,7 @@ impl Stack {
             self.options.await_options,
             self.options.lock_wait,
         ));
-        let sems = self.semaphores(&items);
+        let sems = self.semaphores(items.iter().map(|it| &it.res));
         let total = self.total_limit();
         let mut actions: Vec<Option<(Action, Guard)>> = vec![None; items.len()];
         for layer in &layers {
@@ -930,7 +947,7 @@ impl Stack {
                 let adopt = self.decls[d].adopt || self.options.adopt;
                 let res = it.res.clone();
                 let cx = cx.clone();
-                let sem = sems.get(res.node()).cloned();
+                let sem = sems.get(&res.object().scope).cloned();
                 let total = total.clone();
                 let handle = set.spawn(async move {
                     let _permit = match &sem {
@@ -979,6 +996,7 @@ impl Stack {
                     id: it.id.clone(),
                     kind: it.kind.clone(),
                     address: it.res.address(),
+                    object: it.object(),
                     action,
                     after: deps[i].iter().map(|&j| items[j].id.clone()).collect(),
                     guard,
@@ -1031,6 +1049,7 @@ impl Stack {
                     id: it.id.clone(),
                     kind: recorded.kind.clone(),
                     address: recorded.address.clone(),
+                    object: ObjectRef::from_address(recorded.kind.clone(), &recorded.address),
                     action,
                     after: rev[i]
                         .iter()
@@ -1100,15 +1119,7 @@ impl Stack {
             halted: Mutex::new(None),
             disruptive: tokio::sync::Mutex::new(()),
             total: self.total_limit(),
-            sems: found
-                .iter()
-                .map(|r| {
-                    (
-                        r.node().to_owned(),
-                        Arc::new(Semaphore::new(self.options.per_node.max(1))),
-                    )
-                })
-                .collect(),
+            sems: self.semaphores(found.iter()),
         });
         let index: BTreeMap<&str, usize> = plan
             .entries
@@ -1237,7 +1248,7 @@ struct Shared {
     halted: Mutex<Option<String>>,
     disruptive: tokio::sync::Mutex<()>,
     total: Option<Arc<Semaphore>>,
-    sems: BTreeMap<String, Arc<Semaphore>>,
+    sems: BTreeMap<Scope, Arc<Semaphore>>,
 }
 
 impl Shared {
@@ -1263,7 +1274,7 @@ impl Shared {
                 Err(e) => Outcome::Failed(format!("state: {e}")),
             },
             _ => {
-                let _node = match self.sems.get(res.node()) {
+                let _scope = match self.sems.get(&res.object().scope) {
                     Some(s) => s.clone().acquire_owned().await.ok(),
                     None => None,
                 };
@@ -1576,13 +1587,9 @@ impl Resource for Unknown {
     fn address(&self) -> BTreeMap<String, String> {
         self.0.address.clone()
     }
+    /// The object as state records it, under its family's own name.
     fn object(&self) -> crate::resource::ObjectRef {
-        use crate::resource::{ObjectRef, Scope};
-        let scope = match self.0.address.get("node") {
-            Some(n) => Scope::Node(n.clone()),
-            None => Scope::Cluster,
-        };
-        ObjectRef::new("unknown", scope, address_text(&self.0.address))
+        crate::resource::ObjectRef::from_address(self.0.kind.clone(), &self.0.address)
     }
     fn declared(&self) -> BTreeMap<String, String> {
         BTreeMap::new()

@@ -79,8 +79,14 @@ impl Resource for Slow {
     fn declared(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+    /// A `Slow` on the node named `cluster` is a cluster-wide object.
     fn object(&self) -> ObjectRef {
-        ObjectRef::new("slow", Scope::Node(self.node.clone()), self.name.clone())
+        let scope = if self.node == "cluster" {
+            Scope::Cluster
+        } else {
+            Scope::Node(self.node.clone())
+        };
+        ObjectRef::new("slow", scope, self.name.clone())
     }
     fn disruptive(&self) -> bool {
         self.disruptive
@@ -228,5 +234,50 @@ async fn s23_disruptive_writes_never_overlap_and_dependencies_come_first() {
             pos(format!("apply-{node}")) < pos(format!("guest-{node}")),
             "{order:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn cluster_wide_objects_have_their_own_bound_beside_the_nodes() {
+    for (cluster, want) in [(4, 4), (1, 1)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meter = Arc::new(Meter::default());
+        let mut s = stack(
+            dir.path(),
+            StackOptions {
+                per_node: 2,
+                cluster,
+                ..StackOptions::default()
+            },
+        );
+        for i in 0..10 {
+            let node = if i < 8 { "cluster" } else { "pve1" };
+            s.add(
+                format!("r{i}"),
+                Slow {
+                    node: node.into(),
+                    name: format!("r{i}"),
+                    disruptive: false,
+                    meter: meter.clone(),
+                },
+            )
+            .expect("adds");
+        }
+        let plan = s.plan().await.expect("plans");
+        assert_eq!(plan.counts().get("create"), Some(&10));
+        assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+        let max = meter.max.lock().expect("lock").clone();
+        assert_eq!(
+            max.get("cluster"),
+            Some(&want),
+            "cluster {cluster}: {max:?}"
+        );
+        assert_eq!(
+            max.get("pve1"),
+            Some(&2),
+            "the node keeps its own bound: {max:?}"
+        );
+        // The default bound for cluster-wide objects is 4.
+        assert_eq!(StackOptions::default().cluster, 4);
     }
 }

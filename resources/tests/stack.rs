@@ -822,7 +822,7 @@ async fn invalid_stacks_are_errors_before_any_request() {
     let e = s.plan().await.expect_err("same object");
     assert_eq!(
         e.to_string(),
-        "resources \"web\" and \"twin\" both declare vm node=pve1 vmid=100"
+        "resources \"web\" and \"twin\" both declare vm pve1/100"
     );
 
     let mut s = stack(&sim, &dir.path().join("state2.json"));
@@ -884,8 +884,8 @@ async fn plans_render_as_text_and_json() {
     let plan = s.plan().await.expect("plans");
     assert_eq!(
         plan.to_string(),
-        "  + bridge  node_network iface=vmbr9 node=pve1: create\n\
-         \x20 ~ db      vm node=pve1 vmid=101: adopt and update\n\
+        "  + bridge  node_network pve1/vmbr9: create\n\
+         \x20 ~ db      vm pve1/101: adopt and update\n\
          \x20     ~ cores: \"1\" -> \"2\"\n\
          Plan: 1 to create, 1 to update, 0 to delete, 0 unchanged.\n"
     );
@@ -896,6 +896,7 @@ async fn plans_render_as_text_and_json() {
             "id": "db",
             "kind": "vm",
             "address": {"node": "pve1", "vmid": "101"},
+            "object": "vm pve1/101",
             "action": "update",
             "changes": [{"key": "cores", "old": "1", "new": "2"}],
             "adopt": true,
