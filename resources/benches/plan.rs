@@ -44,6 +44,7 @@ async fn plan_once(
         },
     )
     .expect("stack");
+    stack.register(pve_resources::families::builtin());
     for vmid in 1000..1000 + VMS {
         stack
             .add(format!("vm{vmid}"), declared(vmid))

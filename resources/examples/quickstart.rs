@@ -41,6 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..StackOptions::default()
         },
     )?;
+    stack.register(pve_resources::families::builtin());
     lab::declare(&mut stack, "pve1", 100, "local-lvm")?;
     lab::run(&mut stack, true).await?;
 

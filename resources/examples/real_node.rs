@@ -55,6 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         FileStore::open(&state)?,
         StackOptions::default(),
     )?;
+    stack.register(pve_resources::families::builtin());
     let storage = std::env::var("PVE_STORAGE").unwrap_or_else(|_| "local-lvm".into());
     lab::declare(&mut stack, &node, first_vmid, &storage)?;
     let deploy = std::env::args().any(|a| a == "--deploy");

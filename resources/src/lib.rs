@@ -5,8 +5,9 @@
 //!   concurrency, one disruptive apply at a time), verifies (strict, no writes) and destroys.
 //! - [`resource`]: the [`resource::Resource`] trait a family implements, and what the engine
 //!   hands it.
-//! - Families: [`vm`] (QEMU guests, their disks in [`disk`]), [`node_network`] (interfaces in a node's staged network
-//!   config), [`network_apply`] (applying a node's staged changes behind the [`health`] gate).
+//! - Families, listed in [`families`] (the registry a stack is handed): [`vm`] (QEMU guests,
+//!   their disks in [`disk`]), [`node_network`] (interfaces in a node's staged network config),
+//!   [`network_apply`] (applying a node's staged changes behind the [`health`] gate).
 //! - [`read`]: the three outcomes of a read and cluster-wide vmid ownership; [`wire`]: comparing
 //!   in PVE's wire form.
 //!
@@ -16,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod disk;
+pub mod families;
 pub mod health;
 pub mod network_apply;
 pub mod node_network;

@@ -29,6 +29,7 @@
 //!     FileStore::open("lab.state.json")?,
 //!     StackOptions::default(),
 //! )?;
+//! stack.register(pve_resources::families::builtin());
 //! stack.add("bridge", Iface::new("pve1", "vmbr9", Type::Bridge))?;
 //! stack.add("apply-pve1", NetworkApply::new("pve1"))?;
 //! let web = Vm { node: "pve1".into(), vmid: 100, cores: Some(2), ..Vm::default() };
@@ -617,10 +618,6 @@ impl Stack {
         options: StackOptions,
     ) -> Result<Self, StackError> {
         let state = store.load()?;
-        let mut rebuild: BTreeMap<&'static str, Rebuild> = BTreeMap::new();
-        rebuild.insert("vm", crate::vm::rebuild);
-        rebuild.insert("node_network", crate::node_network::rebuild);
-        rebuild.insert("network_apply", crate::network_apply::rebuild);
         Ok(Stack {
             clients,
             options,
@@ -630,15 +627,22 @@ impl Stack {
             })),
             decls: Vec::new(),
             destroy_dropped: BTreeSet::new(),
-            rebuild,
+            rebuild: BTreeMap::new(),
         })
     }
 
-    /// Teaches the stack to rebuild a family's resources from state, so that dropping one from
-    /// the declaration follows its removal policy. Without it, a dropped resource of an unknown
-    /// family is refused in every plan (and stays in state) until it is declared again.
-    pub fn family(&mut self, kind: &'static str, rebuild: Rebuild) -> &mut Self {
-        self.rebuild.insert(kind, rebuild);
+    /// Registers families (the built-ins: [`crate::families::builtin`]), so that the stack can
+    /// rebuild their resources from state and a dropped one follows its removal policy.
+    /// Without it, a dropped resource of an unknown family is refused in every plan (and stays
+    /// in state) until it is declared again: nothing is removed by a family the stack was not
+    /// given.
+    pub fn register(
+        &mut self,
+        families: impl IntoIterator<Item = crate::families::Family>,
+    ) -> &mut Self {
+        for f in families {
+            self.rebuild.insert(f.kind, f.rebuild);
+        }
         self
     }
 
@@ -704,7 +708,7 @@ impl Stack {
             let rebuilt = self.rebuild.get(rs.kind.as_str()).and_then(|f| f(rs));
             let unknown = rebuilt.is_none().then(|| {
                 format!(
-                    "dropped from the declaration, but family {:?} cannot rebuild it from state ({}); register the family with Stack::family, or declare it again",
+                    "dropped from the declaration, but family {:?} cannot rebuild it from state ({}); register the family with Stack::register, or declare it again",
                     rs.kind,
                     if self.rebuild.contains_key(rs.kind.as_str()) {
                         "its address or declaration is incomplete"
@@ -1570,7 +1574,7 @@ impl Unknown {
         &self,
     ) -> crate::resource::BoxFuture<'static, Result<T, crate::resource::BoxError>> {
         let why = format!(
-            "family {:?} is unknown to this stack; register it with Stack::family",
+            "family {:?} is unknown to this stack; register it with Stack::register",
             self.0.kind
         );
         Box::pin(async move { Err(why.into()) })

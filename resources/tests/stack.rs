@@ -65,12 +65,14 @@ fn options() -> StackOptions {
 }
 
 fn stack(sim: &Simulator, state: &Path) -> Stack {
-    Stack::new(
+    let mut s = Stack::new(
         clients(sim),
         FileStore::open(state).expect("state"),
         options(),
     )
-    .expect("stack")
+    .expect("stack");
+    s.register(pve_resources::families::builtin());
+    s
 }
 
 fn bridge() -> Iface {
@@ -687,6 +689,7 @@ async fn s23_a_failed_apply_stops_the_writes_after_it_and_s22_a_degraded_cluster
         },
     )
     .expect("stack");
+    s.register(pve_resources::families::builtin());
     s.add("apply-pve1", NetworkApply::new("pve1"))
         .expect("adds");
     s.add("apply-pve2", NetworkApply::new("pve2"))
@@ -725,6 +728,7 @@ async fn s23_a_failed_apply_stops_the_writes_after_it_and_s22_a_degraded_cluster
         options(),
     )
     .expect("stack");
+    s.register(pve_resources::families::builtin());
     s.add("apply-pve2", NetworkApply::new("pve2"))
         .expect("adds");
     s.add("web", vm(100, "web"))
