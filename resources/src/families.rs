@@ -22,12 +22,13 @@ impl Family {
     }
 }
 
-/// Every family of this crate: QEMU guests, node interfaces, network applies.
+/// Every family of this crate: QEMU guests, node interfaces, network applies, pools.
 pub fn builtin() -> Vec<Family> {
     vec![
         Family::new("vm", crate::vm::rebuild),
         Family::new("node_network", crate::node_network::rebuild),
         Family::new("network_apply", crate::network_apply::rebuild),
+        Family::new("pool", crate::pool::rebuild),
     ]
 }
 
@@ -42,6 +43,6 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(kinds.len(), unique.len(), "{kinds:?}");
-        assert_eq!(kinds, ["vm", "node_network", "network_apply"]);
+        assert_eq!(kinds, ["vm", "node_network", "network_apply", "pool"]);
     }
 }

@@ -7,7 +7,8 @@
 //!   hands it.
 //! - Families, listed in [`families`] (the registry a stack is handed): [`vm`] (QEMU guests,
 //!   their disks in [`disk`]), [`node_network`] (interfaces in a node's staged network config),
-//!   [`network_apply`] (applying a node's staged changes behind the [`health`] gate).
+//!   [`network_apply`] (applying a node's staged changes behind the [`health`] gate), [`pool`]
+//!   (resource pools, the first family on the generic [`config`] object).
 //! - [`read`]: the three outcomes of a read and cluster-wide vmid ownership; [`wire`]: comparing
 //!   in PVE's wire form.
 //!
@@ -16,11 +17,13 @@
 
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod disk;
 pub mod families;
 pub mod health;
 pub mod network_apply;
 pub mod node_network;
+pub mod pool;
 pub mod read;
 pub mod resource;
 pub mod stack;

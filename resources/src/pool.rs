@@ -1,0 +1,130 @@
+//! The `Pool` family: a resource pool (cluster-wide), on the generic [`ConfigObject`].
+//!
+//! Read with `GET /pools?poolid=` (absent only on the SDK's typed `PoolNotFound`), created
+//! with `POST /pools`, updated with `PUT /pools` and the id in the form (not the deprecated
+//! `PUT /pools/{poolid}`), deleted with `DELETE /pools?poolid=`. Only `comment` is managed:
+//! membership stays with the guests and storages. Dropped from the declaration, a pool is kept
+//! (S20): removing it would take its members' grouping and the ACLs on `/pool/...` with it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use pve_sdk::generated::pools::{CreatePool, DeletePool, ListPools, ListPoolsError, UpdatePool};
+use pve_sdk::Client;
+
+use crate::config::{ConfigError, ConfigObject};
+use crate::resource::{BoxError, BoxFuture, Change, ObjectRef, Resource, Scope};
+use crate::state::ResourceState;
+
+/// A declared pool. `None` fields are not managed (S7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Its id.
+    pub poolid: String,
+    /// `comment`.
+    pub comment: Option<String>,
+}
+
+impl Pool {
+    /// A pool with nothing but its id managed.
+    pub fn new(poolid: impl Into<String>) -> Self {
+        Pool {
+            poolid: poolid.into(),
+            comment: None,
+        }
+    }
+
+    /// Manages its comment.
+    #[must_use]
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
+    }
+}
+
+impl ConfigObject for Pool {
+    const KIND: &'static str = "pool";
+
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new(Self::KIND, Scope::Cluster, self.poolid.clone())
+    }
+
+    fn address(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("poolid".to_owned(), self.poolid.clone())])
+    }
+
+    fn declared(&self) -> BTreeMap<String, String> {
+        self.comment
+            .iter()
+            .map(|c| ("comment".to_owned(), c.clone()))
+            .collect()
+    }
+
+    fn read<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, BoxError>> {
+        Box::pin(async move {
+            let mut req = ListPools::default();
+            req.poolid = Some(self.poolid.clone());
+            match client.send(&req).await {
+                Ok(r) => Ok(r
+                    .into_data()
+                    .into_iter()
+                    .find(|p| p.poolid.as_deref() == Some(self.poolid.as_str()))
+                    .map(|p| crate::wire::wire_map(&serde_json::json!({ "comment": p.comment })))),
+                Err(ListPoolsError::PoolNotFound(_)) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let mut req = CreatePool::new(self.poolid.clone());
+            req.comment.clone_from(&self.comment);
+            client.send(&req).await?;
+            Ok(())
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        client: &'a Client,
+        changes: &'a [Change],
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let mut req = UpdatePool::new(self.poolid.clone());
+            for c in changes {
+                match c.key.as_str() {
+                    "comment" => req.comment = Some(c.new.clone()),
+                    other => {
+                        return Err(ConfigError::Inexpressible {
+                            object: ConfigObject::object(self),
+                            key: other.to_owned(),
+                        }
+                        .into())
+                    }
+                }
+            }
+            client.send(&req).await?;
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            client.send(&DeletePool::new(self.poolid.clone())).await?;
+            Ok(())
+        })
+    }
+}
+
+/// Rebuilds a managed pool from its state entry (for its removal policy).
+pub fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    let mut pool = Pool::new(rs.address.get("poolid")?.clone());
+    if let Some(c) = rs.declared.get("comment") {
+        pool.comment = Some(c.as_str()?.to_owned());
+    }
+    Some(Arc::new(pool))
+}

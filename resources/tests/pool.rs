@@ -1,0 +1,246 @@
+//! The `Pool` family (the generic config object) against the simulator's pool collection,
+//! asserting the exact requests made.
+
+use std::time::Duration;
+
+use pve_resources::pool::Pool;
+use pve_resources::resource::Clients;
+use pve_resources::stack::{Action, Outcome, Stack, StackOptions};
+use pve_resources::state::FileStore;
+use pve_sdk::{Client, RetryPolicy};
+use pve_sim::{SimConfig, Simulator};
+
+async fn sim() -> Simulator {
+    Simulator::start(SimConfig::default())
+        .await
+        .expect("starts")
+}
+
+fn client(sim: &Simulator) -> Client {
+    Client::builder(sim.url())
+        .token("root@pam!sim", "sim-secret".to_owned())
+        .retry(RetryPolicy {
+            attempts: 1,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        })
+        .build()
+        .expect("client")
+}
+
+fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
+    let mut s = Stack::new(
+        Clients::single(client(sim)),
+        FileStore::open(dir.join("state.json")).expect("state"),
+        StackOptions::default(),
+    )
+    .expect("stack");
+    s.register(pve_resources::families::builtin());
+    s
+}
+
+/// `METHOD /path` and the parameters of each request, in order.
+fn requests(sim: &Simulator) -> Vec<String> {
+    sim.requests()
+        .iter()
+        .map(|r| {
+            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{} {} {}", r.method, r.path, params.join("&"))
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn stored_comment(sim: &Simulator, pool: &str) -> Option<String> {
+    let mut out = None;
+    sim.with_cluster(|c| {
+        out = c
+            .collections
+            .get("pool")
+            .and_then(|p| p.get(pool))
+            .map(|f| f.get("comment").cloned().unwrap_or_default());
+    });
+    out
+}
+
+#[tokio::test]
+async fn s04_s06_a_pool_is_created_with_its_comment_read_back_then_matches() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("lab guests"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.to_string().lines().next(),
+        Some("  + lab  pool lab: create")
+    );
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        requests(&sim),
+        [
+            "GET /pools poolid=lab",
+            "POST /pools comment=lab guests&poolid=lab",
+            "GET /pools poolid=lab",
+        ]
+    );
+    assert_eq!(stored_comment(&sim, "lab").as_deref(), Some("lab guests"));
+    sim.clear_log();
+    let again = s.plan().await.expect("plans");
+    assert!(again.is_noop(), "{again}");
+    assert!(s.deploy(&again, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s11_an_update_sends_put_pools_with_the_id_and_only_the_changed_key() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("old")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let mut s = {
+        drop(s);
+        stack(&sim, dir.path())
+    };
+    s.add("lab", Pool::new("lab").comment("new")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        plan.to_string().contains("~ comment: \"old\" -> \"new\""),
+        "{plan}"
+    );
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        requests(&sim),
+        ["PUT /pools comment=new&poolid=lab", "GET /pools poolid=lab"]
+    );
+}
+
+#[tokio::test]
+async fn s07_s27_an_unmanaged_comment_is_neither_compared_nor_sent_and_adoption_writes_nothing() {
+    let sim = sim().await;
+    sim.with_cluster(|c| {
+        c.collections.entry("pool").or_default().insert(
+            "lab".into(),
+            [("comment".to_owned(), "theirs".to_owned())].into(),
+        );
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Unowned { .. }),
+        "{plan}"
+    );
+    let mut s = {
+        drop(s);
+        stack(&sim, dir.path())
+    };
+    s.add("lab", Pool::new("lab")).expect("adds").adopt();
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Noop { adopt: true }),
+        "{plan}"
+    );
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    assert_eq!(stored_comment(&sim, "lab").as_deref(), Some("theirs"));
+}
+
+#[tokio::test]
+async fn s01_s03_a_refused_read_is_unreadable_once_the_pool_is_managed_never_absent() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("x")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    sim.deny("root@pam!sim", "GET", "/pools", "/pool/lab", "Pool.Audit");
+    sim.clear_log();
+    let verified = s.verify().await.expect("verifies");
+    assert!(
+        matches!(verified.entries[0].action, Action::Unreadable { .. }),
+        "{verified}"
+    );
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Unreadable { .. }),
+        "{plan}"
+    );
+    assert!(s.deploy(&plan, |_| {}).await.is_ok());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s20_a_dropped_pool_is_retained_and_s19_an_explicit_destroy_refuses_a_changed_one() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("x")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+
+    // Explicit destroy of a pool someone changed: refused, nothing deleted.
+    sim.with_cluster(|c| {
+        c.collections
+            .get_mut("pool")
+            .and_then(|p| p.get_mut("lab"))
+            .expect("pool")
+            .insert("comment".into(), "changed".into());
+    });
+    sim.clear_log();
+    let teardown = s.plan_destroy().expect("plans");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    match report.get("lab") {
+        Some(Outcome::Failed(why)) => {
+            assert!(
+                why.contains("pool lab: changed since it was last deployed"),
+                "{why}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+
+    // Dropped from the declaration: retained, not deleted.
+    let mut s = {
+        drop(s);
+        stack(&sim, dir.path())
+    };
+    let plan = s.plan().await.expect("plans");
+    assert!(matches!(plan.entries[0].action, Action::Retain), "{plan}");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    assert_eq!(stored_comment(&sim, "lab").as_deref(), Some("changed"));
+}
+
+#[tokio::test]
+async fn s19_an_unchanged_pool_is_destroyed_explicitly_and_read_back_gone() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("x")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    sim.clear_log();
+    let teardown = s.plan_destroy().expect("plans");
+    assert!(s
+        .deploy(&teardown, |_| {})
+        .await
+        .expect("deploys")
+        .converged());
+    assert_eq!(
+        requests(&sim),
+        [
+            "GET /pools poolid=lab",
+            "DELETE /pools poolid=lab",
+            "GET /pools poolid=lab",
+        ]
+    );
+    assert_eq!(stored_comment(&sim, "lab"), None);
+}
