@@ -22,13 +22,16 @@ impl Family {
     }
 }
 
-/// Every family of this crate: QEMU guests, node interfaces, network applies, pools.
+/// Every family of this crate: QEMU guests, node interfaces, network applies, pools, groups,
+/// roles.
 pub fn builtin() -> Vec<Family> {
     vec![
         Family::new("vm", crate::vm::rebuild),
         Family::new("node_network", crate::node_network::rebuild),
         Family::new("network_apply", crate::network_apply::rebuild),
         Family::new("pool", crate::pool::rebuild),
+        Family::new("group", crate::access::rebuild_group),
+        Family::new("role", crate::access::rebuild_role),
     ]
 }
 
@@ -43,6 +46,16 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(kinds.len(), unique.len(), "{kinds:?}");
-        assert_eq!(kinds, ["vm", "node_network", "network_apply", "pool"]);
+        assert_eq!(
+            kinds,
+            [
+                "vm",
+                "node_network",
+                "network_apply",
+                "pool",
+                "group",
+                "role"
+            ]
+        );
     }
 }

@@ -8,7 +8,8 @@
 //! - Families, listed in [`families`] (the registry a stack is handed): [`vm`] (QEMU guests,
 //!   their disks in [`disk`]), [`node_network`] (interfaces in a node's staged network config),
 //!   [`network_apply`] (applying a node's staged changes behind the [`health`] gate), [`pool`]
-//!   (resource pools, the first family on the generic [`config`] object).
+//!   (resource pools, the first family on the generic [`config`] object), [`access`] (groups
+//!   and roles).
 //! - [`read`]: the three outcomes of a read and cluster-wide vmid ownership; [`wire`]: comparing
 //!   in PVE's wire form.
 //!
@@ -17,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod config;
 pub mod disk;
 pub mod families;

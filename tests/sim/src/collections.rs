@@ -11,6 +11,9 @@ use serde_json::{json, Value};
 
 use crate::facts::{Op, Shape};
 
+/// One object's stored fields.
+pub type Fields = BTreeMap<String, String>;
+
 /// One kind of config collection.
 #[derive(Debug)]
 pub struct Kind {
@@ -34,6 +37,38 @@ pub struct Kind {
     pub delete_missing_succeeds: bool,
     /// Parameters that steer the call and are not stored.
     pub control: &'static [&'static str],
+    /// How a stored object reads back, when not as its stored fields (a role: one key per
+    /// privilege).
+    pub read_back: Option<fn(&Fields) -> Fields>,
+}
+
+/// A comma, semicolon or space separated list (pve-common `PVE::Tools::split_list`).
+fn split_list(text: &str) -> impl Iterator<Item = &str> {
+    text.split([',', ';', ' ']).filter(|p| !p.is_empty())
+}
+
+/// pve-access-control `src/PVE/AccessControl.pm` add_role_privs: a role's privilege that is
+/// not one of PVE's is refused.
+fn invalid_privilege(kind: &Kind, privs: Option<&str>) -> Option<String> {
+    if kind.name != "role" {
+        return None;
+    }
+    split_list(privs?)
+        .find(|p| !crate::access::PRIVILEGES.contains(p))
+        .map(|p| format!("invalid privilege '{p}'"))
+}
+
+/// pve-access-control `src/PVE/API2/Role.pm` read_role: the role's hash, one key per
+/// privilege with the value 1.
+fn role_privileges(fields: &Fields) -> Fields {
+    fields
+        .get("privs")
+        .map(|p| {
+            split_list(p)
+                .map(|k| (k.to_owned(), "1".to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The kinds modelled, with their upstream sources:
@@ -59,6 +94,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: false,
         control: &["delete", "allow-move", "type"],
+        read_back: None,
     },
     Kind {
         name: "user",
@@ -74,6 +110,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: true,
         control: &["delete", "append", "password"],
+        read_back: None,
     },
     Kind {
         name: "group",
@@ -89,6 +126,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: false,
         control: &["delete"],
+        read_back: None,
     },
     Kind {
         name: "role",
@@ -104,6 +142,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: false,
         control: &["delete", "append"],
+        read_back: Some(role_privileges),
     },
     Kind {
         name: "storage",
@@ -119,6 +158,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: false,
         control: &["delete", "digest"],
+        read_back: None,
     },
 ];
 
@@ -187,6 +227,9 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             if objects.contains_key(&id) {
                 return Some(fail(Some(kind.prefixes[0]), (kind.exists)(&id)));
             }
+            if let Some(bad) = invalid_privilege(kind, get("privs")) {
+                return Some(fail(Some(kind.prefixes[0]), bad));
+            }
             objects.insert(id, stored());
             Outcome::Data(Value::Null)
         }
@@ -213,18 +256,33 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
         }
         ("GET", true, Some(id)) => match objects.get(&id) {
             None => fail(None, (kind.missing)(&id)),
-            Some(fields) => Outcome::Data(object(&op.returns, None, fields)),
+            Some(fields) => Outcome::Data(match kind.read_back {
+                Some(f) => object(&op.returns, None, &f(fields)),
+                None => object(&op.returns, None, fields),
+            }),
         },
         ("PUT", _, Some(id)) => {
             let Some(fields) = objects.get_mut(&id) else {
                 return Some(fail(Some(kind.prefixes[1]), (kind.missing)(&id)));
             };
+            if let Some(bad) = invalid_privilege(kind, get("privs")) {
+                return Some(fail(Some(kind.prefixes[1]), bad));
+            }
             if let Some(delete) = get("delete") {
                 for k in delete.split([',', ';', ' ']).filter(|k| !k.is_empty()) {
                     fields.remove(k);
                 }
             }
-            fields.extend(stored());
+            // update_role (pve-access-control `src/PVE/API2/Role.pm`): the set is replaced unless
+            // `append`, which adds to it.
+            let mut new = stored();
+            if kind.name == "role" && get("append").is_some_and(|a| a == "1") {
+                if let (Some(old), Some(add)) = (fields.get("privs"), new.get("privs")) {
+                    let all: Vec<&str> = split_list(old).chain(split_list(add)).collect();
+                    new.insert("privs".into(), all.join(","));
+                }
+            }
+            fields.extend(new);
             Outcome::Data(Value::Null)
         }
         ("DELETE", _, Some(id)) => {
