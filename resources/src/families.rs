@@ -22,14 +22,15 @@ impl Family {
     }
 }
 
-/// Every family of this crate: QEMU guests, node interfaces, network applies, pools, groups,
-/// roles.
+/// Every family of this crate: QEMU guests, node interfaces, network applies, pools, users,
+/// groups, roles.
 pub fn builtin() -> Vec<Family> {
     vec![
         Family::new("vm", crate::vm::rebuild),
         Family::new("node_network", crate::node_network::rebuild),
         Family::new("network_apply", crate::network_apply::rebuild),
         Family::new("pool", crate::pool::rebuild),
+        Family::new("user", crate::access::rebuild_user),
         Family::new("group", crate::access::rebuild_group),
         Family::new("role", crate::access::rebuild_role),
     ]
@@ -53,6 +54,7 @@ mod tests {
                 "node_network",
                 "network_apply",
                 "pool",
+                "user",
                 "group",
                 "role"
             ]

@@ -8,8 +8,8 @@
 //! - Families, listed in [`families`] (the registry a stack is handed): [`vm`] (QEMU guests,
 //!   their disks in [`disk`]), [`node_network`] (interfaces in a node's staged network config),
 //!   [`network_apply`] (applying a node's staged changes behind the [`health`] gate), [`pool`]
-//!   (resource pools, the first family on the generic [`config`] object), [`access`] (groups
-//!   and roles).
+//!   (resource pools, the first family on the generic [`config`] object), [`access`] (users,
+//!   groups and roles).
 //! - [`read`]: the three outcomes of a read and cluster-wide vmid ownership; [`wire`]: comparing
 //!   in PVE's wire form.
 //!

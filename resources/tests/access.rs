@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use pve_resources::access::{Group, Role};
+use pve_resources::access::{Group, Role, User};
 use pve_resources::resource::Clients;
 use pve_resources::stack::{Action, Stack, StackOptions};
 use pve_resources::state::FileStore;
-use pve_sdk::{Client, RetryPolicy};
+use pve_sdk::{Client, RetryPolicy, Secret};
 use pve_sim::{SimConfig, Simulator};
 
 async fn sim() -> Simulator {
@@ -180,4 +180,75 @@ async fn s20_dropped_groups_and_roles_are_retained() {
             .count();
     });
     assert_eq!(left, 2, "both still on the cluster");
+}
+
+#[tokio::test]
+async fn s26_a_user_s_initial_password_is_sent_once_never_recorded_and_groups_are_a_set() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("ops", Group::new("ops")).expect("adds");
+    s.add("web", Group::new("web")).expect("adds");
+    let mut alice = User::new("alice@pve");
+    alice.email = Some("alice@example.com".into());
+    alice.groups = Some(vec!["web".into(), "ops".into()]);
+    alice.initial_password = Some(Secret::new("first-secret"));
+    s.add("alice", alice.clone())
+        .expect("adds")
+        .after("ops")
+        .after("web");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let create = sim
+        .writes()
+        .into_iter()
+        .find(|w| w.method == "POST" && w.path == "/access/users")
+        .expect("created");
+    assert_eq!(
+        create.params,
+        [
+            ("email".to_owned(), "alice@example.com".to_owned()),
+            ("groups".to_owned(), "ops,web".to_owned()),
+            ("password".to_owned(), "first-secret".to_owned()),
+            ("userid".to_owned(), "alice@pve".to_owned()),
+        ]
+    );
+    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    assert!(!state.contains("first-secret"), "{state}");
+    assert!(!format!("{alice:?}").contains("first-secret"));
+    assert!(!plan.to_string().contains("first-secret"));
+
+    // The same declaration again: a match, no write, the password not sent again.
+    let mut s = {
+        drop(s);
+        stack(&sim, dir.path())
+    };
+    s.add("ops", Group::new("ops")).expect("adds");
+    s.add("web", Group::new("web")).expect("adds");
+    s.add("alice", alice.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(plan.is_noop(), "{plan}");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+
+    // Leaving a group: the whole set is sent, without append, and no password.
+    let mut s = {
+        drop(s);
+        stack(&sim, dir.path())
+    };
+    s.add("ops", Group::new("ops")).expect("adds");
+    s.add("web", Group::new("web")).expect("adds");
+    alice.groups = Some(vec!["ops".into()]);
+    s.add("alice", alice).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        requests(&sim),
+        [
+            "PUT /access/users/alice@pve groups=ops",
+            "GET /access/users/alice@pve",
+        ]
+    );
 }

@@ -39,12 +39,60 @@ pub struct Kind {
     pub control: &'static [&'static str],
     /// How a stored object reads back, when not as its stored fields (a role: one key per
     /// privilege).
-    pub read_back: Option<fn(&Fields) -> Fields>,
+    pub read_back: Option<fn(&Store, &str, &Fields) -> Fields>,
 }
 
 /// A comma, semicolon or space separated list (pve-common `PVE::Tools::split_list`).
 fn split_list(text: &str) -> impl Iterator<Item = &str> {
     text.split([',', ';', ' ']).filter(|p| !p.is_empty())
+}
+
+/// pve-access-control `src/PVE/API2/User.pm` read_user (`$extract_user_data` with `$full`):
+/// `enable` and `expire` always (the user.cfg parser defaults them to 1 and 0), `groups` always
+/// (sorted, empty when none), `tokens` (null: none modelled).
+fn user_read(_store: &Store, _id: &str, fields: &Fields) -> Fields {
+    let mut out = fields.clone();
+    out.entry("enable".into()).or_insert_with(|| "1".into());
+    out.entry("expire".into()).or_insert_with(|| "0".into());
+    let mut groups: Vec<&str> = fields
+        .get("groups")
+        .map(|g| split_list(g).collect())
+        .unwrap_or_default();
+    groups.sort_unstable();
+    groups.dedup();
+    out.insert("groups".into(), groups.join(","));
+    out.insert("tokens".into(), String::new());
+    out
+}
+
+/// pve-access-control `src/PVE/API2/Group.pm` read_group: `members` always, the users whose
+/// groups name it.
+fn group_read(store: &Store, id: &str, fields: &Fields) -> Fields {
+    let members: Vec<&str> = store
+        .get("user")
+        .into_iter()
+        .flatten()
+        .filter(|(_, u)| {
+            u.get("groups")
+                .is_some_and(|g| split_list(g).any(|x| x == id))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let mut out = fields.clone();
+    out.insert("members".into(), members.join(","));
+    out
+}
+
+/// pve-access-control `src/PVE/API2/User.pm` create_user / update_user: every group named must
+/// exist.
+fn missing_group(store: &Store, kind: &Kind, groups: Option<&str>) -> Option<String> {
+    if kind.name != "user" {
+        return None;
+    }
+    let known = store.get("group");
+    split_list(groups?)
+        .find(|g| !known.is_some_and(|k| k.contains_key(*g)))
+        .map(|g| format!("no such group '{g}'"))
 }
 
 /// pve-access-control `src/PVE/AccessControl.pm` add_role_privs: a role's privilege that is
@@ -60,7 +108,7 @@ fn invalid_privilege(kind: &Kind, privs: Option<&str>) -> Option<String> {
 
 /// pve-access-control `src/PVE/API2/Role.pm` read_role: the role's hash, one key per
 /// privilege with the value 1.
-fn role_privileges(fields: &Fields) -> Fields {
+fn role_privileges(_store: &Store, _id: &str, fields: &Fields) -> Fields {
     fields
         .get("privs")
         .map(|p| {
@@ -110,7 +158,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: true,
         control: &["delete", "append", "password"],
-        read_back: None,
+        read_back: Some(user_read),
     },
     Kind {
         name: "group",
@@ -126,7 +174,7 @@ pub const KINDS: &[Kind] = &[
         ],
         delete_missing_succeeds: false,
         control: &["delete"],
-        read_back: None,
+        read_back: Some(group_read),
     },
     Kind {
         name: "role",
@@ -179,6 +227,10 @@ fn typed(shape: Option<&Shape>, v: &str) -> Value {
     match shape.map(|s| s.ty.as_str()) {
         Some("integer" | "boolean") => v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n)),
         Some("number") => v.parse::<f64>().map_or_else(|_| json!(v), |n| json!(n)),
+        // A list stored as PVE takes it (`a,b`) reads back as an array.
+        Some("array") => Value::Array(split_list(v).map(|x| json!(x)).collect()),
+        // An object nothing is stored for reads back as null.
+        Some("object") if v.is_empty() => Value::Null,
         _ => json!(v),
     }
 }
@@ -208,6 +260,16 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
         .find(|k| op.path == k.list || op.path == k.item)?;
     let on_item = op.path == kind.item;
     let id = get(kind.id).map(str::to_owned);
+    if let (Some(read_back), "GET", true, Some(id)) =
+        (kind.read_back, op.method.as_str(), on_item, &id)
+    {
+        let fields = store.get(kind.name).and_then(|o| o.get(id));
+        return Some(match fields {
+            None => Outcome::Fail((kind.missing)(id)),
+            Some(fields) => Outcome::Data(object(&op.returns, None, &read_back(store, id, fields))),
+        });
+    }
+    let group_error = missing_group(store, kind, get("groups"));
     let objects = store.entry(kind.name).or_default();
     let stored = || -> BTreeMap<String, String> {
         params
@@ -227,7 +289,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             if objects.contains_key(&id) {
                 return Some(fail(Some(kind.prefixes[0]), (kind.exists)(&id)));
             }
-            if let Some(bad) = invalid_privilege(kind, get("privs")) {
+            if let Some(bad) = invalid_privilege(kind, get("privs")).or(group_error) {
                 return Some(fail(Some(kind.prefixes[0]), bad));
             }
             objects.insert(id, stored());
@@ -256,16 +318,13 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
         }
         ("GET", true, Some(id)) => match objects.get(&id) {
             None => fail(None, (kind.missing)(&id)),
-            Some(fields) => Outcome::Data(match kind.read_back {
-                Some(f) => object(&op.returns, None, &f(fields)),
-                None => object(&op.returns, None, fields),
-            }),
+            Some(fields) => Outcome::Data(object(&op.returns, None, fields)),
         },
         ("PUT", _, Some(id)) => {
             let Some(fields) = objects.get_mut(&id) else {
                 return Some(fail(Some(kind.prefixes[1]), (kind.missing)(&id)));
             };
-            if let Some(bad) = invalid_privilege(kind, get("privs")) {
+            if let Some(bad) = invalid_privilege(kind, get("privs")).or(group_error) {
                 return Some(fail(Some(kind.prefixes[1]), bad));
             }
             if let Some(delete) = get("delete") {
@@ -275,11 +334,17 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             }
             // update_role (pve-access-control `src/PVE/API2/Role.pm`): the set is replaced unless
             // `append`, which adds to it.
+            // update_user likewise for a user's `groups`.
             let mut new = stored();
-            if kind.name == "role" && get("append").is_some_and(|a| a == "1") {
-                if let (Some(old), Some(add)) = (fields.get("privs"), new.get("privs")) {
+            let set = match kind.name {
+                "role" => Some("privs"),
+                "user" => Some("groups"),
+                _ => None,
+            };
+            if let Some(key) = set.filter(|_| get("append").is_some_and(|a| a == "1")) {
+                if let (Some(old), Some(add)) = (fields.get(key), new.get(key)) {
                     let all: Vec<&str> = split_list(old).chain(split_list(add)).collect();
-                    new.insert("privs".into(), all.join(","));
+                    new.insert(key.into(), all.join(","));
                 }
             }
             fields.extend(new);
