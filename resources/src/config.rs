@@ -162,14 +162,6 @@ async fn read_back<T: ConfigObject>(obj: &T, client: &Client) -> Result<(), BoxE
 }
 
 impl<T: ConfigObject> Resource for T {
-    fn kind(&self) -> &'static str {
-        T::KIND
-    }
-
-    fn node(&self) -> &str {
-        ""
-    }
-
     fn address(&self) -> BTreeMap<String, String> {
         ConfigObject::address(self)
     }

@@ -212,14 +212,6 @@ impl NetworkApply {
 }
 
 impl Resource for NetworkApply {
-    fn kind(&self) -> &'static str {
-        "network_apply"
-    }
-
-    fn node(&self) -> &str {
-        &self.node
-    }
-
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([("node".to_owned(), self.node.clone())])
     }

@@ -362,14 +362,6 @@ pub async fn delete(client: &Client, node: &str, iface: &str) -> Result<(), Ifac
 /// effect only through a `NetworkApply`. Dropped from a declaration, an interface is deleted
 /// from the staged config (it can be recreated).
 impl Resource for Iface {
-    fn kind(&self) -> &'static str {
-        "node_network"
-    }
-
-    fn node(&self) -> &str {
-        &self.node
-    }
-
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("node".to_owned(), self.node.clone()),

@@ -233,14 +233,9 @@ impl Cx {
 
 /// A declared object of some family. See the module documentation for the contract.
 pub trait Resource: Send + Sync + fmt::Debug + 'static {
-    /// The family's name in state and plans, e.g. `vm`.
-    fn kind(&self) -> &'static str;
-
-    /// The node it lives on (per-node concurrency, S23).
-    fn node(&self) -> &str;
-
-    /// Where it is, as the family identifies it (node, vmid, iface...). Two declarations of the
-    /// same kind and address are refused.
+    /// Where it is in the form state records (`{"node": "pve1", "vmid": "100"}`): what a
+    /// changed address is compared with (S18). [`Resource::object`] is derived from the same
+    /// facts; two declarations of one object are refused.
     fn address(&self) -> BTreeMap<String, String>;
 
     /// The declared fields in wire form, recorded in state after a write (no secrets: S26).

@@ -694,7 +694,7 @@ impl Stack {
             .enumerate()
             .map(|(i, d)| Item {
                 id: d.id.clone(),
-                kind: d.res.kind().to_owned(),
+                kind: d.res.object().kind.into_owned(),
                 unknown: None,
                 res: d.res.clone(),
                 after: d.after.clone(),
@@ -877,7 +877,7 @@ impl Stack {
                 let recorded = state.resources.get(&it.id).cloned();
                 if let Some(r) = recorded
                     .as_ref()
-                    .filter(|r| it.decl.is_some() && r.kind != it.res.kind())
+                    .filter(|r| it.decl.is_some() && r.kind != it.kind)
                 {
                     actions[i] = Some((
                         Action::Refuse {
@@ -885,7 +885,7 @@ impl Stack {
                                 "state records {:?} as a {} but it is declared as a {}; remove one of them",
                                 it.id,
                                 r.kind,
-                                it.res.kind()
+                                it.kind
                             ),
                         },
                         Guard::default(),
@@ -1302,9 +1302,8 @@ impl Shared {
                     let o = self.write(entry, res.as_ref(), recorded).await;
                     if res.disruptive() && !o.is_ok() {
                         *lock(&self.halted) = Some(format!(
-                            "stopped: the disruptive write of {} on node {} did not confirm success",
-                            entry.id,
-                            res.node()
+                            "stopped: the disruptive write of {} ({}) did not confirm success",
+                            entry.id, entry.object
                         ));
                     }
                     o
@@ -1492,7 +1491,7 @@ impl Shared {
         only_if_changed: bool,
     ) -> Result<(), StateError> {
         let entry = ResourceState {
-            kind: res.kind().to_owned(),
+            kind: res.object().kind.into_owned(),
             address: res.address(),
             declared: serde_json::to_value(res.declared()).unwrap_or_default(),
             in_flight,
@@ -1524,7 +1523,7 @@ impl Shared {
             .get(id)
             .cloned()
             .unwrap_or_else(|| ResourceState {
-                kind: res.kind().to_owned(),
+                kind: res.object().kind.into_owned(),
                 address: res.address(),
                 declared: serde_json::to_value(res.declared()).unwrap_or_default(),
                 in_flight: None,
@@ -1582,12 +1581,6 @@ impl Unknown {
 }
 
 impl Resource for Unknown {
-    fn kind(&self) -> &'static str {
-        "unknown"
-    }
-    fn node(&self) -> &str {
-        self.0.address.get("node").map_or("", String::as_str)
-    }
     fn address(&self) -> BTreeMap<String, String> {
         self.0.address.clone()
     }

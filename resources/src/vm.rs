@@ -856,14 +856,6 @@ pub struct IndexUnreadable {
 /// [`wait_unlocked`] then [`destroy`] (S19). Dropped from a declaration, a guest is retained
 /// (S20).
 impl Resource for Vm {
-    fn kind(&self) -> &'static str {
-        "vm"
-    }
-
-    fn node(&self) -> &str {
-        &self.node
-    }
-
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             ("node".to_owned(), self.node.clone()),

@@ -67,12 +67,6 @@ struct Slow {
 }
 
 impl Resource for Slow {
-    fn kind(&self) -> &'static str {
-        "slow"
-    }
-    fn node(&self) -> &str {
-        &self.node
-    }
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([("name".to_owned(), self.name.clone())])
     }
