@@ -117,6 +117,7 @@ impl ConfigObject for Group {
         &'a self,
         client: &'a Client,
         changes: &'a [Change],
+        _carry: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             let mut req = UpdateGroup::new(self.groupid.clone());
@@ -223,6 +224,7 @@ impl ConfigObject for Role {
         &'a self,
         client: &'a Client,
         changes: &'a [Change],
+        _carry: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             let mut req = UpdateRole::new(self.roleid.clone());
@@ -378,6 +380,7 @@ impl ConfigObject for User {
         &'a self,
         client: &'a Client,
         changes: &'a [Change],
+        _carry: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             let mut req = UpdateUser::new(self.userid.clone());

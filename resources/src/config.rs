@@ -15,6 +15,8 @@
 //!   normalised by the family's [`ConfigObject::normalise`]; a match writes nothing.
 //! - **S11** An update sends only the changed keys; a key the family cannot express as its
 //!   generated request is an error, never dropped ([`ConfigError::Inexpressible`]).
+//! - **S18** A live object the family refuses ([`ConfigObject::refusal`], e.g. an interface of
+//!   another type) is a refusal, never converted in place.
 //! - **S19** Destroy removes the object only if its managed fields still hold what was last
 //!   recorded, and reads back that it is gone.
 
@@ -51,13 +53,27 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// Creates it with its declared fields.
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>>;
 
-    /// Sends these changed keys (their new values are declared ones). A key it cannot express
-    /// is [`ConfigError::Inexpressible`].
+    /// Sends these changed keys (their new values are declared ones) and the `carry` values
+    /// ([`ConfigObject::carried`]). A key it cannot express is [`ConfigError::Inexpressible`].
     fn update<'a>(
         &'a self,
         client: &'a Client,
         changes: &'a [Change],
+        carry: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Keys every update sends although they did not change (the declared value, else the
+    /// live one), because PVE recomputes state from the request alone. None by default.
+    fn carried(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// A live object this declaration must not write to, with the sentence why (S18: an
+    /// object of another type is never converted in place). None by default.
+    fn refusal(&self, live: &BTreeMap<String, String>) -> Option<String> {
+        let _ = live;
+        None
+    }
 
     /// Removes it.
     fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>>;
@@ -191,10 +207,27 @@ impl<T: ConfigObject> Resource for T {
         Box::pin(async move {
             match read_strict(self, cx.client()).await {
                 Ok(None) => Ok(Probe::Absent),
-                Ok(Some(live)) => Ok(Probe::Present {
-                    changes: changes_of(self, &ConfigObject::declared(self), live),
-                    guard: Guard::default(),
-                }),
+                Ok(Some(live)) => {
+                    if let Some(why) = self.refusal(&live) {
+                        return Ok(Probe::Refuse(why));
+                    }
+                    let declared = ConfigObject::declared(self);
+                    let carry = self
+                        .carried()
+                        .iter()
+                        .filter_map(|k| {
+                            let v = declared.get(*k).or(live.get(*k))?;
+                            (!v.is_empty()).then(|| ((*k).to_owned(), v.clone()))
+                        })
+                        .collect();
+                    Ok(Probe::Present {
+                        changes: changes_of(self, &declared, live),
+                        guard: Guard {
+                            carry,
+                            ..Guard::default()
+                        },
+                    })
+                }
                 Err(_) if contact == Contact::First => Ok(Probe::Absent),
                 Err(e) => Err(e.into()),
             }
@@ -216,11 +249,11 @@ impl<T: ConfigObject> Resource for T {
         &'a self,
         cx: &'a Cx,
         changes: &'a [Change],
-        _guard: &'a Guard,
+        guard: &'a Guard,
         _on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
-            ConfigObject::update(self, cx.client(), changes).await?;
+            ConfigObject::update(self, cx.client(), changes, &guard.carry).await?;
             read_back(self, cx.client()).await
         })
     }

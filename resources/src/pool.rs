@@ -92,6 +92,7 @@ impl ConfigObject for Pool {
         &'a self,
         client: &'a Client,
         changes: &'a [Change],
+        _carry: &'a BTreeMap<String, String>,
     ) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
             let mut req = UpdatePool::new(self.poolid.clone());

@@ -72,6 +72,10 @@ pub struct Guard {
     pub digest: Option<String>,
     /// A lock the object held when probed (S10).
     pub lock: Option<String>,
+    /// Values an update must carry although they did not change, because PVE recomputes
+    /// something from the request alone (an interface's address fields: `method` and the
+    /// `inet6` stanza follow what the update sends). The declared value, else the live one.
+    pub carry: BTreeMap<String, String>,
 }
 
 /// What happens to a managed object dropped from the declaration (S20).

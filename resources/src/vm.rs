@@ -907,7 +907,11 @@ impl Resource for Vm {
             Ok(match plan_owned(cx.client(), self, owner).await? {
                 VmPlan::Noop => Probe::Present {
                     changes: Vec::new(),
-                    guard: Guard { digest: None, lock },
+                    guard: Guard {
+                        digest: None,
+                        lock,
+                        ..Guard::default()
+                    },
                 },
                 VmPlan::Create => Probe::Absent,
                 VmPlan::Update { changes, digest } => Probe::Present {
@@ -915,6 +919,7 @@ impl Resource for Vm {
                     guard: Guard {
                         digest: Some(digest),
                         lock,
+                        ..Guard::default()
                     },
                 },
                 VmPlan::Refuse(why) => Probe::Refuse(why),

@@ -806,8 +806,14 @@ const NO_IFACE: &str = "interface does not exist";
 /// otherwise, and `priority`, the stanza's place in the file as written
 /// ([`crate::state::renumber`]).
 fn iface_json(name: &str, keys: &crate::state::Iface, active: bool) -> Value {
+    let v6 = keys.contains_key("cidr6") || keys.contains_key("address6");
+    let families = if v6 {
+        json!(["inet", "inet6"])
+    } else {
+        json!(["inet"])
+    };
     let mut v = json!({"iface": name, "method": "manual", "method6": "manual",
-        "families": ["inet"]});
+        "families": families});
     if active {
         v["active"] = json!(1);
     }
@@ -922,6 +928,26 @@ fn iface_keys(call: &Call<'_>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// pve-manager `PVE/API2/Network.pm` create_network and update_network: `method` and `method6`
+/// come from the request alone (`static` when it carries an address, else `manual`), and an
+/// update without an IPv6 address leaves `inet6` out of `families`, so the writer drops that
+/// stanza and its keys.
+fn recompute_methods(keys: &mut crate::state::Iface, request: &[(String, String)], update: bool) {
+    let sent = |names: &[&str]| request.iter().any(|(k, _)| names.contains(&k.as_str()));
+    let v4 = sent(&["cidr", "address"]);
+    let v6 = sent(&["cidr6", "address6"]);
+    keys.insert("method".into(), if v4 { "static" } else { "manual" }.into());
+    keys.insert(
+        "method6".into(),
+        if v6 { "static" } else { "manual" }.into(),
+    );
+    if update && !v6 {
+        for k in ["cidr6", "address6", "netmask6", "gateway6"] {
+            keys.remove(k);
+        }
+    }
+}
+
 fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let iface = call.get("iface").unwrap_or_default().to_owned();
     // A node without an interfaces file reads as an empty one (INotify's reader), never an
@@ -930,7 +956,8 @@ fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if net.view().contains_key(&iface) {
         return param_error("iface", "interface already exists");
     }
-    let keys = iface_keys(call).into_iter().collect();
+    let mut keys = iface_keys(call).into_iter().collect();
+    recompute_methods(&mut keys, call.params, false);
     let staged = net.staged_mut();
     staged.insert(iface, keys);
     crate::state::renumber(staged);
@@ -955,6 +982,7 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         for (k, v) in set {
             keys.insert(k, v);
         }
+        recompute_methods(keys, call.params, true);
     }
     crate::state::renumber(staged);
     ok(Value::Null)
