@@ -1,0 +1,227 @@
+//! The rule tests every config family runs, one line per family: S1 and S3 (absent only on the
+//! typed absence; a refused read is unreadable once managed), S4 and S6 (a create is read back,
+//! then matches and writes nothing), S11 (an update writes once, with the changed key), S27 (a
+//! live object without state is unowned and left alone), S20 (dropped: the family's removal
+//! policy; a retained object is not written to) and S26 (no secret in state).
+
+use std::time::Duration;
+
+use pve_resources::access::{Group, Role, User};
+use pve_resources::config::ConfigObject;
+use pve_resources::node_network::Iface;
+use pve_resources::pool::Pool;
+use pve_resources::resource::{Clients, Removal};
+use pve_resources::stack::{Action, Stack, StackOptions};
+use pve_resources::state::FileStore;
+use pve_sdk::generated::nodes::node::network::Type;
+use pve_sdk::{Client, RetryPolicy, Secret};
+use pve_sim::{SimConfig, Simulator};
+
+const TOKEN: &str = "root@pam!sim";
+
+/// One family under test: a declaration, the same object with one managed key changed, the
+/// key, and the path its read uses (to refuse it).
+struct Case<T> {
+    decl: T,
+    changed: T,
+    key: &'static str,
+    read_path: &'static str,
+}
+
+fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
+    let client = Client::builder(sim.url())
+        .token(TOKEN, "sim-secret")
+        .retry(RetryPolicy {
+            attempts: 1,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        })
+        .build()
+        .expect("client");
+    let mut s = Stack::new(
+        Clients::single(client),
+        FileStore::open(dir.join("state.json")).expect("state"),
+        StackOptions::default(),
+    )
+    .expect("stack");
+    s.register(pve_resources::families::builtin());
+    s
+}
+
+async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
+    let name = ConfigObject::object(&case.decl).to_string();
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // S1, S4, S6: absent, created with one write, read back; then a match and no write.
+    let mut s = stack(&sim, dir.path());
+    s.add("x", case.decl.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Create),
+        "{name}: {plan}"
+    );
+    assert!(
+        s.deploy(&plan, |_| {}).await.expect("deploys").converged(),
+        "{name}"
+    );
+    let writes = sim.writes();
+    assert_eq!(writes.len(), 1, "{name}: one create: {writes:?}");
+    assert_eq!(writes[0].method, "POST", "{name}");
+    sim.clear_log();
+    let again = s.plan().await.expect("plans");
+    assert!(again.is_noop(), "{name}: {again}");
+    assert!(s.deploy(&again, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty(), "{name}: {:?}", sim.writes());
+
+    // S26: no secret in state.
+    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    assert!(!state.contains("conformance-secret"), "{name}: {state}");
+
+    // S11: one changed key, one write carrying it.
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    s.add("x", case.changed.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    match &plan.entries[0].action {
+        Action::Update { changes, .. } => {
+            let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
+            assert_eq!(keys, [case.key], "{name}");
+        }
+        other => panic!("{name}: {other:?}"),
+    }
+    sim.clear_log();
+    assert!(
+        s.deploy(&plan, |_| {}).await.expect("deploys").converged(),
+        "{name}"
+    );
+    let writes = sim.writes();
+    assert_eq!(writes.len(), 1, "{name}: {writes:?}");
+    assert!(
+        writes[0].params.iter().any(|(k, _)| k == case.key),
+        "{name}: {writes:?}"
+    );
+
+    // S3: once managed, a refused read is unreadable and writes nothing.
+    sim.deny(TOKEN, "GET", case.read_path, "/", "Sys.Audit");
+    sim.clear_log();
+    let verified = s.verify().await.expect("verifies");
+    assert!(
+        matches!(verified.entries[0].action, Action::Unreadable { .. }),
+        "{name}: {verified}"
+    );
+    sim.clear_script();
+
+    // S20: dropped, it follows the family's removal policy; a retained one is not written.
+    drop(s);
+    let s = stack(&sim, dir.path());
+    let plan = s.plan().await.expect("plans");
+    let removal = pve_resources::resource::Resource::removal(&case.decl);
+    match (&plan.entries[0].action, removal) {
+        (Action::Retain, Removal::Retain) | (Action::Delete, Removal::Destroy) => {}
+        (other, r) => panic!("{name}: {other:?} for {r:?}"),
+    }
+    sim.clear_log();
+    let mut s = s;
+    assert!(
+        s.deploy(&plan, |_| {}).await.expect("deploys").converged(),
+        "{name}"
+    );
+    if removal == Removal::Retain {
+        assert!(sim.writes().is_empty(), "{name}: {:?}", sim.writes());
+    }
+
+    // S27: a live object this state does not know is unowned and left alone.
+    let other = tempfile::tempdir().expect("tempdir");
+    let fresh = if removal == Removal::Retain {
+        let mut s = stack(&sim, other.path());
+        s.add("x", case.decl.clone()).expect("adds");
+        Some(s)
+    } else {
+        None
+    };
+    if let Some(s) = fresh {
+        let plan = s.plan().await.expect("plans");
+        assert!(
+            matches!(
+                plan.entries[0].action,
+                Action::Unowned { .. } | Action::Noop { .. }
+            ),
+            "{name}: {plan}"
+        );
+        assert!(
+            !matches!(plan.entries[0].action, Action::Noop { adopt: false }),
+            "{name}: a live object without state is not silently owned"
+        );
+        sim.clear_log();
+        let mut s = s;
+        assert!(s.deploy(&plan, |_| {}).await.is_ok());
+        assert!(sim.writes().is_empty(), "{name}: {:?}", sim.writes());
+    }
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s11_s20_s26_s27_pool_conforms() {
+    let case = Case {
+        decl: Pool::new("lab").comment("a"),
+        changed: Pool::new("lab").comment("b"),
+        key: "comment",
+        read_path: "/pools",
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s11_s20_s26_s27_group_conforms() {
+    let case = Case {
+        decl: Group::new("ops").comment("a"),
+        changed: Group::new("ops").comment("b"),
+        key: "comment",
+        read_path: "/access/groups/ops",
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s11_s20_s26_s27_role_conforms() {
+    let case = Case {
+        decl: Role::new("auditor", ["VM.Audit"]),
+        changed: Role::new("auditor", ["VM.Audit", "Sys.Audit"]),
+        key: "privs",
+        read_path: "/access/roles/auditor",
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s11_s20_s26_s27_user_conforms() {
+    let mut decl = User::new("bob@pve");
+    decl.email = Some("a@example.com".into());
+    decl.initial_password = Some(Secret::new("conformance-secret"));
+    let mut changed = decl.clone();
+    changed.email = Some("b@example.com".into());
+    let case = Case {
+        decl,
+        changed,
+        key: "email",
+        read_path: "/access/users/bob@pve",
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s11_s20_s26_s27_node_network_conforms() {
+    let mut decl = Iface::new("pve1", "vmbr9", Type::Bridge);
+    decl.comments = Some("a".into());
+    let mut changed = decl.clone();
+    changed.comments = Some("b".into());
+    let case = Case {
+        decl,
+        changed,
+        key: "comments",
+        read_path: "/nodes/pve1/network/vmbr9",
+    };
+    conforms(case).await;
+}
