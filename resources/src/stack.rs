@@ -1141,59 +1141,81 @@ impl Stack {
                     .collect()
             })
             .collect();
-        let mut outcome: Vec<Option<Outcome>> = vec![None; plan.entries.len()];
-        let mut started = vec![false; plan.entries.len()];
+        // The ready set is a queue: each entry counts the dependencies it still waits for, and
+        // a finished entry releases its dependents (or skips them, when it did not complete),
+        // so scheduling is O(n + e) however many entries finish.
+        let n = plan.entries.len();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, ds) in deps.iter().enumerate() {
+            for &d in ds {
+                dependents[d].push(i);
+            }
+        }
+        let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
+        let mut ready: std::collections::VecDeque<usize> =
+            (0..n).filter(|&i| waiting[i] == 0).collect();
+        let mut outcome: Vec<Option<Outcome>> = vec![None; n];
+        let mut started = vec![false; n];
         let mut set = JoinSet::new();
         let mut task_of = BTreeMap::new();
         loop {
-            let mut progressed = true;
-            while progressed {
-                progressed = false;
-                for i in 0..plan.entries.len() {
-                    if started[i] {
-                        continue;
-                    }
-                    if let Some(&bad) = deps[i]
-                        .iter()
-                        .find(|&&d| outcome[d].as_ref().is_some_and(|o| !o.is_ok()))
-                    {
-                        let o =
-                            Outcome::Skipped(format!("{} did not complete", plan.entries[bad].id));
-                        (shared.progress)(&Event::Finished {
-                            id: plan.entries[i].id.clone(),
-                            outcome: o.clone(),
-                        });
-                        outcome[i] = Some(o);
-                        started[i] = true;
-                        progressed = true;
-                        continue;
-                    }
-                    if deps[i].iter().all(|&d| outcome[d].is_some()) {
-                        started[i] = true;
-                        let entry = plan.entries[i].clone();
-                        let res = found[i].clone();
-                        let recorded = state.resources.get(&entry.id).cloned();
-                        let shared = shared.clone();
-                        let handle = set.spawn(async move {
-                            let o = shared.run(&entry, res, recorded).await;
-                            (i, o)
-                        });
-                        task_of.insert(handle.id(), i);
-                    }
+            while let Some(i) = ready.pop_front() {
+                if started[i] {
+                    continue;
                 }
+                started[i] = true;
+                let entry = plan.entries[i].clone();
+                let res = found[i].clone();
+                let recorded = state.resources.get(&entry.id).cloned();
+                let shared = shared.clone();
+                let handle = set.spawn(async move {
+                    let o = shared.run(&entry, res, recorded).await;
+                    (i, o)
+                });
+                task_of.insert(handle.id(), i);
             }
             let Some(joined) = set.join_next_with_id().await else {
                 break;
             };
-            match joined {
-                Ok((_, (i, o))) => outcome[i] = Some(o),
+            let i = match joined {
+                Ok((_, (i, o))) => {
+                    outcome[i] = Some(o);
+                    i
+                }
                 Err(e) => {
                     // A family panicked mid-write: what it did is unknown, so nothing else
                     // starts.
                     *lock(&shared.halted) =
                         Some("an earlier resource's deploy panicked".to_owned());
-                    if let Some(&i) = task_of.get(&e.id()) {
-                        outcome[i] = Some(Outcome::Failed(format!("its deploy panicked: {e}")));
+                    let Some(&i) = task_of.get(&e.id()) else {
+                        continue;
+                    };
+                    outcome[i] = Some(Outcome::Failed(format!("its deploy panicked: {e}")));
+                    i
+                }
+            };
+            let mut finished = std::collections::VecDeque::from([i]);
+            while let Some(f) = finished.pop_front() {
+                let ok = outcome[f].as_ref().is_some_and(Outcome::is_ok);
+                for &j in &dependents[f] {
+                    if started[j] {
+                        continue;
+                    }
+                    if ok {
+                        waiting[j] -= 1;
+                        if waiting[j] == 0 {
+                            ready.push_back(j);
+                        }
+                    } else {
+                        let o =
+                            Outcome::Skipped(format!("{} did not complete", plan.entries[f].id));
+                        (shared.progress)(&Event::Finished {
+                            id: plan.entries[j].id.clone(),
+                            outcome: o.clone(),
+                        });
+                        outcome[j] = Some(o);
+                        started[j] = true;
+                        finished.push_back(j);
                     }
                 }
             }
