@@ -1101,33 +1101,63 @@ async fn s26_no_secret_in_state_plans_reports_or_debug() {
     assert!(texts[0].contains(WRITER) || !texts[0].contains("in_flight"));
 }
 
-/// S30: every rule that applies to these families has a test named after it, against the
-/// simulator (the rule ids are read from the names of this crate's tests).
-#[test]
-fn s30_every_applicable_rule_has_a_named_test() {
-    let mut names = String::new();
-    for dir in ["tests", "src"] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-        for f in std::fs::read_dir(path).expect("lists") {
+/// Every test function name in this crate's `tests` and `src`, subfolders included.
+fn test_names() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for f in std::fs::read_dir(dir).expect("lists") {
             let f = f.expect("entry").path();
-            names.push_str(&std::fs::read_to_string(&f).expect("reads"));
+            if f.is_dir() {
+                walk(&f, out);
+            } else if f.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&f).expect("reads");
+                out.extend(text.split("fn ").skip(1).filter_map(|rest| {
+                    let name = rest.split(['(', '<']).next()?;
+                    name.starts_with('s').then(|| name.to_owned())
+                }));
+            }
         }
     }
+    let mut out = Vec::new();
+    for dir in ["tests", "src"] {
+        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir), &mut out);
+    }
+    out
+}
+
+/// Whether a test name holds the rule id (`s06_...`, or `..._s06_...` in a name of rule ids).
+fn names_rule(name: &str, id: &str) -> bool {
+    name.starts_with(id) || name.split('_').any(|p| p == id)
+}
+
+/// S30: every rule that applies to these families has a test named after it, against the
+/// simulator (the rule ids are read from the names of this crate's tests, subfolders included),
+/// and every config family has the conformance rules under a test that names it.
+#[test]
+fn s30_every_applicable_rule_has_a_named_test() {
+    let names = test_names();
     let missing: Vec<String> = (1..=29)
         .map(|n| format!("s{n:02}"))
-        .filter(|id| {
-            !names.split("fn ").skip(1).any(|rest| {
-                rest.starts_with(id.as_str())
-                    || rest
-                        .split('(')
-                        .next()
-                        .is_some_and(|n| n.starts_with('s') && n.split('_').any(|p| p == id))
-            })
-        })
+        .filter(|id| !names.iter().any(|n| names_rule(n, id)))
         .collect();
     assert!(
         missing.is_empty(),
         "rules without a named test: {missing:?}"
+    );
+    let conformance = ["s01", "s03", "s04", "s06", "s11", "s20", "s26", "s27"];
+    let mut uncovered = Vec::new();
+    for family in ["pool", "group", "role", "user", "node_network"] {
+        for id in conformance {
+            let covered = names
+                .iter()
+                .any(|n| n.contains(&format!("_{family}_")) && names_rule(n, id));
+            if !covered {
+                uncovered.push(format!("{family}: {id}"));
+            }
+        }
+    }
+    assert!(
+        uncovered.is_empty(),
+        "config families without a conformance test for: {uncovered:?}"
     );
 }
 
