@@ -26,7 +26,7 @@ use pve_sdk::generated::access::users::userid::{DeleteUser, ReadUser, ReadUserEr
 use pve_sdk::generated::access::users::CreateUser;
 use pve_sdk::Client;
 
-use crate::config::{ConfigError, ConfigObject};
+use crate::config::{inexpressible, ConfigObject};
 use crate::resource::{BoxError, BoxFuture, Change, ObjectRef, Resource, Scope};
 use crate::state::ResourceState;
 
@@ -54,15 +54,6 @@ impl Group {
         self.comment = Some(comment.into());
         self
     }
-}
-
-/// The one error an update returns for a key the family does not send.
-fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> BoxError {
-    ConfigError::Inexpressible {
-        object: ConfigObject::object(obj),
-        key: key.to_owned(),
-    }
-    .into()
 }
 
 impl ConfigObject for Group {

@@ -134,6 +134,15 @@ pub enum ConfigError {
     },
 }
 
+/// The error an update returns for a changed key its request cannot carry (S11).
+pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> BoxError {
+    ConfigError::Inexpressible {
+        object: ConfigObject::object(obj),
+        key: key.to_owned(),
+    }
+    .into()
+}
+
 fn changes_of<T: ConfigObject>(
     obj: &T,
     declared: &BTreeMap<String, String>,

@@ -21,7 +21,7 @@ use pve_sdk::generated::nodes::node::network::{BondMode, BondXmitHashPolicy, Cre
 use pve_sdk::Client;
 use serde::Serialize;
 
-use crate::config::{ConfigError, ConfigObject};
+use crate::config::ConfigObject;
 use crate::resource::{BoxError, BoxFuture, Change, ObjectRef, Removal, Resource, Scope};
 use crate::state::ResourceState;
 
@@ -113,12 +113,7 @@ macro_rules! fill {
                 other => unknown = unknown.or(Some(other.to_owned())),
             }
         }
-        unknown.map(|key| {
-            BoxError::from(ConfigError::Inexpressible {
-                object: d.object_ref(),
-                key,
-            })
-        })
+        unknown.map(|key: String| crate::config::inexpressible(d, &key))
     }};
 }
 

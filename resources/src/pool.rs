@@ -12,7 +12,7 @@ use std::sync::Arc;
 use pve_sdk::generated::pools::{CreatePool, DeletePool, ListPools, ListPoolsError, UpdatePool};
 use pve_sdk::Client;
 
-use crate::config::{ConfigError, ConfigObject};
+use crate::config::{inexpressible, ConfigObject};
 use crate::resource::{BoxError, BoxFuture, Change, ObjectRef, Resource, Scope};
 use crate::state::ResourceState;
 
@@ -99,13 +99,7 @@ impl ConfigObject for Pool {
             for c in changes {
                 match c.key.as_str() {
                     "comment" => req.comment = Some(c.new.clone()),
-                    other => {
-                        return Err(ConfigError::Inexpressible {
-                            object: ConfigObject::object(self),
-                            key: other.to_owned(),
-                        }
-                        .into())
-                    }
+                    other => return Err(inexpressible(self, other)),
                 }
             }
             client.send(&req).await?;

@@ -1,52 +1,13 @@
 //! The `Group` and `Role` families (the generic config object) against the simulator's access
 //! collections, asserting the exact requests made.
 
-use std::time::Duration;
+mod common;
+
+use common::{requests, sim, stack};
 
 use pve_resources::access::{Group, Role, User};
-use pve_resources::resource::Clients;
-use pve_resources::stack::{Action, Stack, StackOptions};
-use pve_resources::state::FileStore;
-use pve_sdk::{Client, RetryPolicy, Secret};
-use pve_sim::{SimConfig, Simulator};
-
-async fn sim() -> Simulator {
-    Simulator::start(SimConfig::default())
-        .await
-        .expect("starts")
-}
-
-fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
-    let client = Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret".to_owned())
-        .retry(RetryPolicy {
-            attempts: 1,
-            base_delay: Duration::ZERO,
-            max_delay: Duration::ZERO,
-        })
-        .build()
-        .expect("client");
-    let mut s = Stack::new(
-        Clients::single(client),
-        FileStore::open(dir.join("state.json")).expect("state"),
-        StackOptions::default(),
-    )
-    .expect("stack");
-    s.register(pve_resources::families::builtin());
-    s
-}
-
-fn requests(sim: &Simulator) -> Vec<String> {
-    sim.requests()
-        .iter()
-        .map(|r| {
-            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{} {} {}", r.method, r.path, params.join("&"))
-                .trim_end()
-                .to_owned()
-        })
-        .collect()
-}
+use pve_resources::stack::Action;
+use pve_sdk::Secret;
 
 #[tokio::test]
 async fn s04_s06_s11_a_group_is_created_read_back_matched_then_updated_by_its_changed_key() {

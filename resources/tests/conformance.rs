@@ -4,20 +4,19 @@
 //! live object without state is unowned and left alone), S20 (dropped: the family's removal
 //! policy; a retained object is not written to) and S26 (no secret in state).
 
-use std::time::Duration;
+mod common;
+
+use common::{stack, TOKEN};
 
 use pve_resources::access::{Group, Role, User};
 use pve_resources::config::ConfigObject;
 use pve_resources::node_network::Iface;
 use pve_resources::pool::Pool;
-use pve_resources::resource::{Clients, Removal};
-use pve_resources::stack::{Action, Stack, StackOptions};
-use pve_resources::state::FileStore;
+use pve_resources::resource::Removal;
+use pve_resources::stack::Action;
 use pve_sdk::generated::nodes::node::network::Type;
-use pve_sdk::{Client, RetryPolicy, Secret};
+use pve_sdk::Secret;
 use pve_sim::{SimConfig, Simulator};
-
-const TOKEN: &str = "root@pam!sim";
 
 /// One family under test: a declaration, the same object with one managed key changed, the
 /// key, and the path its read uses (to refuse it).
@@ -26,26 +25,6 @@ struct Case<T> {
     changed: T,
     key: &'static str,
     read_path: &'static str,
-}
-
-fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
-    let client = Client::builder(sim.url())
-        .token(TOKEN, "sim-secret")
-        .retry(RetryPolicy {
-            attempts: 1,
-            base_delay: Duration::ZERO,
-            max_delay: Duration::ZERO,
-        })
-        .build()
-        .expect("client");
-    let mut s = Stack::new(
-        Clients::single(client),
-        FileStore::open(dir.join("state.json")).expect("state"),
-        StackOptions::default(),
-    )
-    .expect("stack");
-    s.register(pve_resources::families::builtin());
-    s
 }
 
 async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {

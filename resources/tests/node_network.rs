@@ -1,41 +1,14 @@
 //! The `NodeNetwork` family against the simulator, asserting the exact requests made.
 
-use std::time::Duration;
+mod common;
+
+use common::{sim, stack};
 
 use pve_resources::node_network::Iface;
-use pve_resources::resource::Clients;
-use pve_resources::stack::{Action, Stack, StackOptions};
-use pve_resources::state::FileStore;
+use pve_resources::stack::Action;
 use pve_sdk::generated::nodes::node::network::Type;
-use pve_sdk::{Client, RetryPolicy};
-use pve_sim::{Action as SimAction, Rule, SimConfig, Simulator};
+use pve_sim::{Action as SimAction, Rule, Simulator};
 use serde_json::json;
-
-async fn sim() -> Simulator {
-    Simulator::start(SimConfig::default())
-        .await
-        .expect("starts")
-}
-
-fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
-    let client = Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret")
-        .retry(RetryPolicy {
-            attempts: 1,
-            base_delay: Duration::ZERO,
-            max_delay: Duration::ZERO,
-        })
-        .build()
-        .expect("client");
-    let mut s = Stack::new(
-        Clients::single(client),
-        FileStore::open(dir.join("state.json")).expect("state"),
-        StackOptions::default(),
-    )
-    .expect("stack");
-    s.register(pve_resources::families::builtin());
-    s
-}
 
 fn vmbr9() -> Iface {
     let mut i = Iface::new("pve1", "vmbr9", Type::Bridge);

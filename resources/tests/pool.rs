@@ -1,56 +1,13 @@
 //! The `Pool` family (the generic config object) against the simulator's pool collection,
 //! asserting the exact requests made.
 
-use std::time::Duration;
+mod common;
+
+use common::{requests, sim, stack};
 
 use pve_resources::pool::Pool;
-use pve_resources::resource::Clients;
-use pve_resources::stack::{Action, Outcome, Stack, StackOptions};
-use pve_resources::state::FileStore;
-use pve_sdk::{Client, RetryPolicy};
-use pve_sim::{SimConfig, Simulator};
-
-async fn sim() -> Simulator {
-    Simulator::start(SimConfig::default())
-        .await
-        .expect("starts")
-}
-
-fn client(sim: &Simulator) -> Client {
-    Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret".to_owned())
-        .retry(RetryPolicy {
-            attempts: 1,
-            base_delay: Duration::ZERO,
-            max_delay: Duration::ZERO,
-        })
-        .build()
-        .expect("client")
-}
-
-fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
-    let mut s = Stack::new(
-        Clients::single(client(sim)),
-        FileStore::open(dir.join("state.json")).expect("state"),
-        StackOptions::default(),
-    )
-    .expect("stack");
-    s.register(pve_resources::families::builtin());
-    s
-}
-
-/// `METHOD /path` and the parameters of each request, in order.
-fn requests(sim: &Simulator) -> Vec<String> {
-    sim.requests()
-        .iter()
-        .map(|r| {
-            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{} {} {}", r.method, r.path, params.join("&"))
-                .trim_end()
-                .to_owned()
-        })
-        .collect()
-}
+use pve_resources::stack::{Action, Outcome};
+use pve_sim::Simulator;
 
 fn stored_comment(sim: &Simulator, pool: &str) -> Option<String> {
     let mut out = None;
