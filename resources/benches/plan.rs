@@ -7,10 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use pve_resources::resource::Clients;
-use pve_resources::stack::{Stack, StackOptions};
+use pve_resources::contract::Clients;
+use pve_resources::engine::{Stack, StackOptions};
+use pve_resources::families::qemu::Vm;
 use pve_resources::state::FileStore;
-use pve_resources::vm::Vm;
 use pve_sdk::Client;
 use pve_sim::{GuestKind, SimConfig, Simulator};
 

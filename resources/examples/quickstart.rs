@@ -6,8 +6,8 @@
 #[path = "shared/lab.rs"]
 mod lab;
 
-use pve_resources::resource::Clients;
-use pve_resources::stack::{Stack, StackOptions};
+use pve_resources::contract::Clients;
+use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::state::FileStore;
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::Client;

@@ -5,8 +5,8 @@ mod common;
 
 use common::{requests, sim, stack};
 
-use pve_resources::access::{Group, Role, User};
-use pve_resources::stack::Action;
+use pve_resources::engine::Action;
+use pve_resources::families::access::{Group, Role, User};
 use pve_sdk::Secret;
 
 #[tokio::test]

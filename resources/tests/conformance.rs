@@ -8,12 +8,12 @@ mod common;
 
 use common::{stack, TOKEN};
 
-use pve_resources::access::{Group, Role, User};
-use pve_resources::config::ConfigObject;
-use pve_resources::node_network::Iface;
-use pve_resources::pool::Pool;
-use pve_resources::resource::Removal;
-use pve_resources::stack::Action;
+use pve_resources::contract::Removal;
+use pve_resources::engine::Action;
+use pve_resources::families::access::{Group, Role, User};
+use pve_resources::families::config::ConfigObject;
+use pve_resources::families::network::Iface;
+use pve_resources::families::pool::Pool;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::Secret;
 use pve_sim::{SimConfig, Simulator};
@@ -97,7 +97,7 @@ async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
     drop(s);
     let s = stack(&sim, dir.path());
     let plan = s.plan().await.expect("plans");
-    let removal = pve_resources::resource::Resource::removal(&case.decl);
+    let removal = pve_resources::contract::Resource::removal(&case.decl);
     match (&plan.entries[0].action, removal) {
         (Action::Retain, Removal::Retain) | (Action::Delete, Removal::Destroy) => {}
         (other, r) => panic!("{name}: {other:?} for {r:?}"),

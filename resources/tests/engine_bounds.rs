@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pve_resources::resource::{
-    BoxError, BoxFuture, Change, Clients, Contact, Cx, Guard, ObjectRef, OnStarted, Probe,
-    Resource, Scope,
+use pve_resources::contract::{
+    Ask, BoxFuture, Change, Clients, Cx, Failure, Guard, ObjectRef, OnStarted, Probe, Resource,
+    Scope,
 };
-use pve_resources::stack::{Stack, StackOptions};
+use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::state::FileStore;
 use pve_sdk::Client;
 
@@ -85,12 +85,7 @@ impl Resource for Slow {
     fn disruptive(&self) -> bool {
         self.disruptive
     }
-    fn probe<'a>(
-        &'a self,
-        _cx: &'a Cx,
-        _contact: Contact,
-        _upstream: bool,
-    ) -> BoxFuture<'a, Result<Probe, BoxError>> {
+    fn probe<'a>(&'a self, _cx: &'a Cx, _ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
             self.meter.work(&self.node, &self.name, false).await;
             Ok(Probe::Absent)
@@ -100,7 +95,7 @@ impl Resource for Slow {
         &'a self,
         _cx: &'a Cx,
         _on_started: OnStarted<'a>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             self.meter
                 .work(&self.node, &self.name, self.disruptive)
@@ -114,7 +109,7 @@ impl Resource for Slow {
         _changes: &'a [Change],
         _guard: &'a Guard,
         _on_started: OnStarted<'a>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async { Ok(()) })
     }
     fn destroy<'a>(
@@ -122,7 +117,7 @@ impl Resource for Slow {
         _cx: &'a Cx,
         _last: &'a BTreeMap<String, String>,
         _on_started: OnStarted<'a>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async { Ok(()) })
     }
 }

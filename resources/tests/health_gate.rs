@@ -1,6 +1,6 @@
 //! The cluster-health gate (S22) against the simulator.
 
-use pve_resources::health::{check, Health};
+use pve_resources::kit::health::{check, Health};
 use pve_sdk::Client;
 use pve_sim::{Action, CephHealth, Rule, SimConfig, Simulator};
 use serde_json::json;

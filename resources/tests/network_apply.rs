@@ -1,21 +1,16 @@
-//! The network apply against the simulator, asserting the exact requests made.
+//! The network apply through a stack against the simulator, asserting the exact requests its
+//! deploy makes.
 
 use std::time::Duration;
 
-use pve_resources::network_apply::{apply, Applied, ApplyError};
-use pve_sdk::task::{AwaitOptions, TaskError};
+use pve_resources::contract::{Clients, ErrorKind};
+use pve_resources::engine::{Event, Outcome, Plan, Report, Stack, StackOptions};
+use pve_resources::families::network::NetworkApply;
+use pve_resources::FileStore;
+use pve_sdk::task::AwaitOptions;
 use pve_sdk::{Client, RetryPolicy};
 use pve_sim::{Action, CephHealth, Rule, SimConfig, Simulator};
 use serde_json::json;
-
-fn fast() -> AwaitOptions {
-    AwaitOptions {
-        deadline: Duration::from_secs(5),
-        interval: Duration::from_millis(5),
-        max_interval: Duration::from_millis(20),
-        log_tail: 5,
-    }
-}
 
 async fn sim() -> Simulator {
     Simulator::start(SimConfig {
@@ -26,8 +21,10 @@ async fn sim() -> Simulator {
     .expect("starts")
 }
 
-fn client(sim: &Simulator) -> Client {
-    Client::builder(sim.url())
+/// A stack over `sim` with an apply of pve1 only (one attempt per request: a retry would
+/// hide what was sent), tasks polled quickly.
+fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
+    let client = Client::builder(sim.url())
         .token("root@pam!sim", "sim-secret")
         .retry(RetryPolicy {
             attempts: 1,
@@ -35,7 +32,21 @@ fn client(sim: &Simulator) -> Client {
             max_delay: Duration::ZERO,
         })
         .build()
-        .expect("client")
+        .expect("client");
+    let options = StackOptions {
+        await_options: AwaitOptions {
+            deadline: Duration::from_secs(5),
+            interval: Duration::from_millis(5),
+            max_interval: Duration::from_millis(20),
+            log_tail: 5,
+        },
+        ..StackOptions::default()
+    };
+    let store = FileStore::open(dir.join("state.json")).expect("state");
+    let mut s = Stack::new(Clients::single(client), store, options).expect("stack");
+    s.register(pve_resources::families::builtin());
+    s.add("apply", NetworkApply::new("pve1")).expect("adds");
+    s
 }
 
 fn stage(sim: &Simulator) {
@@ -52,15 +63,42 @@ fn lines(sim: &Simulator) -> Vec<String> {
     sim.requests().iter().map(|r| r.line()).collect()
 }
 
+/// Plans, then deploys with the request log cleared in between; the plan, the report and
+/// the UPIDs the deploy recorded.
+async fn plan_and_deploy(sim: &Simulator, s: &mut Stack) -> (Plan, Report, Vec<String>) {
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = tasks.clone();
+    let report = s
+        .deploy(&plan, move |e| {
+            if let Event::Task { upid, .. } = e {
+                seen.lock().expect("lock").push(upid.clone());
+            }
+        })
+        .await
+        .expect("deploys");
+    let tasks = tasks.lock().expect("lock").clone();
+    (plan, report, tasks)
+}
+
+/// The outcome's error kind and reason.
+fn failure(report: &Report) -> (ErrorKind, String) {
+    match report.get("apply") {
+        Some(Outcome::Failed(e)) => (e.kind(), e.reason().to_owned()),
+        other => panic!("not a failure: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn s21_nothing_staged_means_no_apply_request() {
     let sim = sim().await;
-    let got = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
-        .await
-        .expect("nothing to do");
-    assert_eq!(got, Applied::NothingStaged);
-    assert_eq!(lines(&sim), ["GET /nodes/pve1/network"]);
-    assert!(sim.writes().is_empty());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let (plan, report, _) = plan_and_deploy(&sim, &mut s).await;
+    assert!(plan.is_noop(), "{plan}");
+    assert_eq!(report.get("apply"), Some(&Outcome::Unchanged));
+    assert!(lines(&sim).is_empty(), "{:?}", lines(&sim));
 }
 
 #[tokio::test]
@@ -71,12 +109,15 @@ async fn s22_a_degraded_cluster_refuses_before_any_write() {
         cl.members[1].1 = false;
         cl.ceph = Some(CephHealth::Err);
     });
-    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
-        .await
-        .expect_err("refused");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let (_, report, _) = plan_and_deploy(&sim, &mut s).await;
     assert_eq!(
-        e.to_string(),
-        "node pve1: refusing to apply network changes on a degraded cluster: member(s) offline: pve2; Ceph reports HEALTH_ERR"
+        failure(&report),
+        (
+            ErrorKind::Degraded,
+            "node pve1: refusing to apply network changes on a degraded cluster: member(s) offline: pve2; Ceph reports HEALTH_ERR".to_owned()
+        )
     );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
 }
@@ -85,39 +126,47 @@ async fn s22_a_degraded_cluster_refuses_before_any_write() {
 async fn s13_s14_s29_applies_records_the_upid_and_confirms_by_the_exit_status() {
     let sim = sim().await;
     stage(&sim);
-    let mut recorded = None;
-    let got = apply(&client(&sim), "pve1", fast(), |u| {
-        recorded = Some(u.clone());
-        Ok(())
-    })
-    .await
-    .expect("applies");
-    match &got {
-        Applied::Reloaded { upid, success } => {
-            assert_eq!(upid.task_type(), "srvreload");
-            assert_eq!(upid.id(), "networking");
-            assert_eq!(success.exit_status, "OK");
-            assert_eq!(
-                recorded.as_ref(),
-                Some(upid),
-                "the UPID was handed over before awaiting"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let (plan, report, tasks) = plan_and_deploy(&sim, &mut s).await;
+    assert_eq!(plan.entries[0].action.name(), "update", "{plan}");
+    assert_eq!(report.get("apply"), Some(&Outcome::Updated), "{report}");
+    let [upid] = tasks.as_slice() else {
+        panic!("one task: {tasks:?}")
+    };
+    let upid: pve_sdk::Upid = upid.parse().expect("a UPID");
+    assert_eq!(upid.task_type(), "srvreload");
+    assert_eq!(upid.id(), "networking");
     assert_eq!(
         sim.writes().iter().map(|r| r.line()).collect::<Vec<_>>(),
         ["PUT /nodes/pve1/network"],
         "exactly one apply"
     );
     let l = lines(&sim);
-    assert_eq!(l[0], "GET /nodes/pve1/network");
     assert_eq!(
-        &l[1..3],
-        ["GET /cluster/status", "GET /cluster/ceph/status"]
+        &l[..4],
+        [
+            "GET /nodes/pve1/network",
+            "GET /cluster/status",
+            "GET /cluster/ceph/status",
+            "PUT /nodes/pve1/network"
+        ]
     );
-    assert_eq!(l[3], "PUT /nodes/pve1/network");
-    assert!(l[4].starts_with("GET /nodes/pve1/tasks/UPID"), "{l:?}");
+    let encoded = upid.to_string().replace('!', "%21");
+    assert_eq!(l[4], format!("GET /nodes/pve1/tasks/{encoded}/status"));
+    assert_eq!(
+        &l[l.len() - 3..],
+        [
+            "GET /nodes/pve1/network",
+            "GET /cluster/status",
+            "GET /cluster/ceph/status"
+        ],
+        "read back and health after"
+    );
+    assert!(
+        s.state().resources["apply"].in_flight.is_none(),
+        "the task was recorded, then settled"
+    );
 }
 
 #[tokio::test]
@@ -127,16 +176,12 @@ async fn s16_a_failed_reload_is_a_failure_although_nothing_is_pending() {
     sim.with_cluster(|cl| {
         cl.networks.get_mut("pve1").expect("node").reload_fails = Some("ifreload -a failed".into())
     });
-    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
-        .await
-        .expect_err("reload failed");
-    match &e {
-        ApplyError::Task {
-            source: TaskError::Failed { exit_status, .. },
-            ..
-        } => assert_eq!(exit_status, "ifreload -a failed"),
-        other => panic!("{other:?}"),
-    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let (_, report, _) = plan_and_deploy(&sim, &mut s).await;
+    let (kind, reason) = failure(&report);
+    assert_eq!(kind, ErrorKind::TaskFailed);
+    assert!(reason.contains("failed: ifreload -a failed"), "{reason}");
     // The staged file was promoted first: no pending changes, yet not a success.
     sim.with_cluster(|cl| assert!(cl.networks["pve1"].changes().is_none()));
     assert_eq!(sim.writes().len(), 1);
@@ -154,27 +199,27 @@ async fn s15_an_unreadable_poll_is_unknown_and_nothing_is_resent() {
             body: json!({"data": null, "message": "got timeout\n"}),
         },
     ));
-    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
-        .await
-        .expect_err("unknown");
-    assert!(
-        matches!(
-            e,
-            ApplyError::Task {
-                source: TaskError::OutcomeUnknown { .. },
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let (_, report, _) = plan_and_deploy(&sim, &mut s).await;
+    let (kind, reason) = failure(&report);
+    assert_eq!(kind, ErrorKind::OutcomeUnknown, "{reason}");
+    assert!(reason.contains("outcome unknown"), "{reason}");
     assert_eq!(sim.writes().len(), 1, "never resent");
+    assert!(
+        s.state().resources["apply"].in_flight.is_some(),
+        "an unknown task stays recorded for the next deploy to await"
+    );
 }
 
 #[tokio::test]
 async fn s24_left_over_staged_lines_after_an_ok_reload_are_a_refusal() {
     let sim = sim().await;
     stage(&sim);
-    // The node still reports staged lines after the OK reload.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let plan = s.plan().await.expect("plans");
+    // The node still reports staged lines after the OK reload (the deploy's second read).
     sim.script(
         Rule::new(
             "GET",
@@ -186,18 +231,20 @@ async fn s24_left_over_staged_lines_after_an_ok_reload_are_a_refusal() {
         )
         .nth(2),
     );
-    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
-        .await
-        .expect_err("left-over");
-    assert!(matches!(e, ApplyError::LeftOver { .. }), "{e:?}");
-    assert!(e.to_string().contains("changes are still staged"), "{e}");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report);
+    assert_eq!(kind, ErrorKind::NotConverged);
+    assert!(reason.contains("changes are still staged"), "{reason}");
 }
 
 #[tokio::test]
 async fn s22_worse_health_after_the_apply_stops_the_chain() {
     let sim = sim().await;
     stage(&sim);
-    // The second /cluster/status read (after the apply) shows a member gone.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let plan = s.plan().await.expect("plans");
+    // The second /cluster/status read of the deploy (after the apply) shows a member gone.
     sim.script(
         Rule::new(
             "GET",
@@ -213,11 +260,12 @@ async fn s22_worse_health_after_the_apply_stops_the_chain() {
         )
         .nth(2),
     );
-    let e = apply(&client(&sim), "pve1", fast(), |_| Ok(()))
-        .await
-        .expect_err("worse");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     assert_eq!(
-        e.to_string(),
-        "node pve1: the cluster got worse after the network apply (member(s) offline: pve2); look at node pve1 before going on"
+        failure(&report),
+        (
+            ErrorKind::Degraded,
+            "node pve1: the cluster got worse after the network apply (member(s) offline: pve2); look at node pve1 before going on".to_owned()
+        )
     );
 }

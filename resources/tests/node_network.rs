@@ -4,8 +4,8 @@ mod common;
 
 use common::{sim, stack};
 
-use pve_resources::node_network::Iface;
-use pve_resources::stack::Action;
+use pve_resources::engine::Action;
+use pve_resources::families::network::Iface;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sim::{Action as SimAction, Rule, Simulator};
 use serde_json::json;
@@ -182,10 +182,15 @@ async fn s18_a_live_interface_of_another_type_is_refused_never_converted() {
         .adopt();
     let plan = s.plan().await.expect("plans");
     match &plan.entries[0].action {
-        Action::Refuse { reason } => assert!(
-            reason.contains("node_network pve1/eno1 is a eth live but declared a bridge"),
-            "{reason}"
-        ),
+        Action::Refuse { error } => {
+            assert_eq!(error.kind(), pve_resources::contract::ErrorKind::Refused);
+            assert!(
+                error
+                    .reason()
+                    .contains("node_network pve1/eno1 is a eth live but declared a bridge"),
+                "{error}"
+            )
+        }
         other => panic!("{other:?}"),
     }
     assert!(s.deploy(&plan, |_| {}).await.is_ok());

@@ -5,8 +5,9 @@ mod common;
 
 use common::{requests, sim, stack};
 
-use pve_resources::pool::Pool;
-use pve_resources::stack::{Action, Outcome};
+use pve_resources::contract::ErrorKind;
+use pve_resources::engine::{Action, Outcome};
+use pve_resources::families::pool::Pool;
 use pve_sim::Simulator;
 
 fn stored_comment(sim: &Simulator, pool: &str) -> Option<String> {
@@ -154,8 +155,10 @@ async fn s20_a_dropped_pool_is_retained_and_s19_an_explicit_destroy_refuses_a_ch
     let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
     match report.get("lab") {
         Some(Outcome::Failed(why)) => {
+            assert_eq!(why.kind(), ErrorKind::Changed);
             assert!(
-                why.contains("pool lab: changed since it was last deployed"),
+                why.reason()
+                    .contains("pool lab: changed since it was last deployed"),
                 "{why}"
             );
         }

@@ -1,6 +1,9 @@
-//! The reading rules against the simulator, asserting the exact requests made.
+//! The kit's reading rules against the simulator, asserting the exact requests made.
 
-use pve_resources::read::{is_refused, read_vm_config, vmid_owner, Owner, Read};
+use pve_resources::contract::{Contact, ErrorKind, Failure};
+use pve_resources::kit::guest::{self, GuestType, Owner};
+use pve_resources::kit::read::{fold, get};
+use pve_sdk::generated::nodes::node::qemu::vmid::config::{VmConfig, VmConfigResponse};
 use pve_sdk::Client;
 use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
 use serde_json::json;
@@ -18,6 +21,27 @@ async fn sim() -> Simulator {
     .expect("starts")
 }
 
+async fn read_vm_config(
+    c: &Client,
+    node: &str,
+    vmid: i64,
+) -> Result<Option<VmConfigResponse>, Failure> {
+    get(c, &VmConfig::new(node, vmid)).await
+}
+
+/// The owner of `vmid` for a VM declared on pve1, from one index read.
+async fn vmid_owner(
+    c: &Client,
+    vmid: i64,
+) -> Result<Owner, pve_sdk::generated::cluster::resources::ResourcesError> {
+    Ok(guest::owner(
+        &guest::index(c).await?,
+        GuestType::Qemu,
+        "pve1",
+        vmid,
+    ))
+}
+
 fn client(sim: &Simulator) -> Client {
     Client::builder(sim.url())
         .token("root@pam!sim", "sim-secret")
@@ -29,10 +53,7 @@ fn client(sim: &Simulator) -> Client {
 async fn s01_only_typed_absence_means_absent() {
     let sim = sim().await;
     let c = client(&sim);
-    assert!(matches!(
-        read_vm_config(&c, "pve1", 100).await,
-        Read::Absent
-    ));
+    assert!(matches!(read_vm_config(&c, "pve1", 100).await, Ok(None)));
     // A 500 that is not the config-not-found message is not absence.
     sim.script(Rule::new(
         "GET",
@@ -42,10 +63,10 @@ async fn s01_only_typed_absence_means_absent() {
             body: json!({"data": null, "message": "got timeout\n"}),
         },
     ));
-    assert!(matches!(
-        read_vm_config(&c, "pve1", 101).await,
-        Read::Unreadable(_)
-    ));
+    let e = read_vm_config(&c, "pve1", 101)
+        .await
+        .expect_err("unreadable");
+    assert_eq!(e.kind(), ErrorKind::Unreadable, "{e}");
     // Nor is a malformed 200.
     sim.script(Rule::new(
         "GET",
@@ -55,16 +76,17 @@ async fn s01_only_typed_absence_means_absent() {
             body: json!({"oops": 1}),
         },
     ));
-    assert!(matches!(
-        read_vm_config(&c, "pve1", 102).await,
-        Read::Unreadable(_)
-    ));
+    let e = read_vm_config(&c, "pve1", 102)
+        .await
+        .expect_err("unreadable");
+    assert_eq!(e.kind(), ErrorKind::Unreadable, "{e}");
     sim.add_guest("pve1", 103, GuestKind::Qemu, &[("name", "web")]);
-    assert!(read_vm_config(&c, "pve1", 103).await.is_present());
+    let cfg = read_vm_config(&c, "pve1", 103).await.expect("reads");
+    assert_eq!(cfg.and_then(|c| c.name).as_deref(), Some("web"));
 }
 
 #[tokio::test]
-async fn s02_a_refused_credential_is_unreadable_not_absent() {
+async fn s02_s03_a_refused_credential_is_unreadable_not_absent_even_at_first_contact() {
     let sim = sim().await;
     sim.deny(
         "audit@pve!ro",
@@ -77,10 +99,27 @@ async fn s02_a_refused_credential_is_unreadable_not_absent() {
         .token("audit@pve!ro", "ro-secret")
         .build()
         .expect("client");
-    match read_vm_config(&ro, "pve1", 100).await {
-        Read::Unreadable(e) => assert!(is_refused(&e), "{e}"),
-        other => panic!("expected unreadable, got {other:?}"),
-    }
+    let e = read_vm_config(&ro, "pve1", 100).await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Denied, "{e}");
+    // S3's first-contact fold never hides a refused credential...
+    let folded = fold(read_vm_config(&ro, "pve1", 100).await, Contact::First);
+    assert_eq!(folded.expect_err("not folded").kind(), ErrorKind::Denied);
+    // ... while another failure at first contact may count as absent, and never once known.
+    sim.script(Rule::new(
+        "GET",
+        "/nodes/pve1/qemu/101/config",
+        Action::Respond {
+            status: 500,
+            body: json!({"data": null, "message": "got timeout\n"}),
+        },
+    ));
+    let c = client(&sim);
+    assert!(matches!(
+        fold(read_vm_config(&c, "pve1", 101).await, Contact::First),
+        Ok(None)
+    ));
+    let known = fold(read_vm_config(&c, "pve1", 101).await, Contact::Known);
+    assert_eq!(known.expect_err("strict").kind(), ErrorKind::Unreadable);
 }
 
 #[tokio::test]
@@ -99,28 +138,25 @@ async fn s05_reads_send_only_their_path_parameters() {
 async fn s17_vmid_ownership_is_decided_cluster_wide() {
     let sim = sim().await;
     let c = client(&sim);
-    assert_eq!(
-        vmid_owner(&c, "pve1", 100).await.expect("reads"),
-        Owner::Free
-    );
+    assert_eq!(vmid_owner(&c, 100).await.expect("reads"), Owner::Free);
     sim.add_guest("pve1", 100, GuestKind::Qemu, &[]);
     sim.add_guest("pve2", 101, GuestKind::Qemu, &[]);
     sim.add_guest("pve1", 102, GuestKind::Lxc, &[]);
     sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = Some("backup".into()));
     assert_eq!(
-        vmid_owner(&c, "pve1", 100).await.expect("reads"),
-        Owner::ThisVm {
+        vmid_owner(&c, 100).await.expect("reads"),
+        Owner::This {
             lock: Some("backup".into())
         }
     );
     assert_eq!(
-        vmid_owner(&c, "pve1", 101).await.expect("reads"),
+        vmid_owner(&c, 101).await.expect("reads"),
         Owner::Elsewhere(
             "vmid 101 is a VM on node pve2, not on pve1: a migration is not an update".into()
         )
     );
     assert_eq!(
-        vmid_owner(&c, "pve1", 102).await.expect("reads"),
+        vmid_owner(&c, 102).await.expect("reads"),
         Owner::Elsewhere("vmid 102 is held by an LXC container on node pve1".into())
     );
     // An unreadable index is an error, never "free".
@@ -132,11 +168,8 @@ async fn s17_vmid_ownership_is_decided_cluster_wide() {
             body: json!({"data": null, "message": "cluster not ready - no quorum?\n"}),
         },
     ));
-    let e = vmid_owner(&c, "pve1", 200).await.expect_err("unreadable");
-    assert_eq!(
-        e.to_string(),
-        "cannot tell who holds vmid 200: /cluster/resources could not be read"
-    );
+    let e = vmid_owner(&c, 200).await.expect_err("unreadable");
+    assert!(e.to_string().contains("no quorum"), "{e}");
     let lines: Vec<String> = sim.requests().iter().map(|r| r.line()).collect();
     assert!(
         lines.iter().all(|l| l == "GET /cluster/resources"),

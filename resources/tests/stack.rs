@@ -5,12 +5,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pve_resources::network_apply::NetworkApply;
-use pve_resources::node_network::Iface;
-use pve_resources::resource::{Change, Clients};
-use pve_resources::stack::{Action, Event, Outcome, Stack, StackError, StackOptions};
+use pve_resources::contract::ErrorKind;
+use pve_resources::contract::{Change, Clients};
+use pve_resources::engine::{Action, Event, Outcome, Stack, StackError, StackOptions};
+use pve_resources::families::network::Iface;
+use pve_resources::families::network::NetworkApply;
+use pve_resources::families::qemu::Vm;
 use pve_resources::state::FileStore;
-use pve_resources::vm::Vm;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::{Client, RetryPolicy};
@@ -114,7 +115,7 @@ fn lines(reqs: &[pve_sim::LoggedRequest]) -> Vec<String> {
     reqs.iter().map(|r| r.line()).collect()
 }
 
-fn actions(plan: &pve_resources::stack::Plan) -> Vec<(String, &'static str)> {
+fn actions(plan: &pve_resources::engine::Plan) -> Vec<(String, &'static str)> {
     plan.entries
         .iter()
         .map(|e| (e.id.clone(), e.action.name()))
@@ -122,6 +123,14 @@ fn actions(plan: &pve_resources::stack::Plan) -> Vec<(String, &'static str)> {
 }
 
 fn ignore(_: &Event) {}
+
+/// The kind and reason of a refusal.
+fn refusal(action: &Action) -> (ErrorKind, String) {
+    match action {
+        Action::Refuse { error } => (error.kind(), error.reason().to_owned()),
+        other => panic!("not a refusal: {other:?}"),
+    }
+}
 
 /// Changes one key of a guest's live config, as someone editing it by hand would.
 fn set_live(sim: &Simulator, vmid: u32, key: &str, value: &str) {
@@ -354,7 +363,7 @@ async fn s03_verify_never_folds_a_failed_read_into_absence() {
     sim.clear_log();
     let v = s.verify().await.expect("verifies");
     assert!(
-        matches!(&v.entries[0].action, Action::Unreadable { reason } if reason.contains("could not be read")),
+        matches!(&v.entries[0].action, Action::Unreadable { error } if error.kind() == ErrorKind::Unreadable && error.reason().contains("could not be read")),
         "{v}"
     );
     let p = s.plan().await.expect("plans");
@@ -460,7 +469,10 @@ async fn s14_s15_a_failed_create_is_not_resent_and_its_record_is_settled_by_the_
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     match report.get("web") {
-        Some(Outcome::Failed(m)) => assert!(m.contains("out of space"), "{m}"),
+        Some(Outcome::Failed(e)) => {
+            assert_eq!(e.kind(), ErrorKind::TaskFailed, "{e}");
+            assert!(e.reason().contains("out of space"), "{e}");
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(lines(&sim.writes()), ["POST /nodes/pve1/qemu"]);
@@ -469,7 +481,9 @@ async fn s14_s15_a_failed_create_is_not_resent_and_its_record_is_settled_by_the_
     let plan = s.plan().await.expect("plans");
     assert_eq!(actions(&plan), [("web".to_owned(), "resume")]);
     let report = s.deploy(&plan, ignore).await.expect("deploys");
-    assert!(matches!(report.get("web"), Some(Outcome::Failed(m)) if m.contains("starts over")));
+    assert!(
+        matches!(report.get("web"), Some(Outcome::Failed(e)) if e.kind() == ErrorKind::TaskFailed && e.reason().contains("starts over"))
+    );
     assert_eq!(
         lines(&sim.writes()),
         ["POST /nodes/pve1/qemu"],
@@ -490,7 +504,11 @@ async fn s12_a_connection_dropped_after_the_create_is_never_resent_and_the_guest
     s.add("web", vm(100, "web")).expect("adds");
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
-    assert!(matches!(report.get("web"), Some(Outcome::Failed(_))));
+    assert_eq!(
+        report.get("web").and_then(Outcome::kind),
+        Some(ErrorKind::OutcomeUnknown),
+        "a lost answer is an unknown outcome, never a refusal: {report}"
+    );
     assert_eq!(lines(&sim.writes()), ["POST /nodes/pve1/qemu"]);
     // No UPID came back, so nothing can be awaited or claimed: the guest PVE made is
     // unowned until someone adopts it.
@@ -580,11 +598,11 @@ async fn s19_s25_destroy_of_everything_goes_in_reverse_order_and_the_apply_undoe
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     assert_eq!(report.get("web"), Some(&Outcome::Deleted));
     assert!(
-        matches!(report.get("db"), Some(Outcome::Failed(m)) if m.contains("no longer matches"))
+        matches!(report.get("db"), Some(Outcome::Failed(e)) if e.kind() == ErrorKind::Changed && e.reason().contains("no longer matches"))
     );
     // db still uses the bridge: what comes before it in a destroy is left in place.
     assert!(
-        matches!(report.get("apply-pve1"), Some(Outcome::Skipped(m)) if m == "db did not complete")
+        matches!(report.get("apply-pve1"), Some(Outcome::Skipped(e)) if e.kind() == ErrorKind::DependencyFailed && e.reason() == "db did not complete")
     );
     assert!(matches!(report.get("bridge"), Some(Outcome::Skipped(_))));
     assert_eq!(lines(&sim.writes()), ["DELETE /nodes/pve1/qemu/100"]);
@@ -737,7 +755,7 @@ async fn s23_a_failed_apply_stops_the_writes_after_it_and_s22_a_degraded_cluster
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     assert!(
-        matches!(report.get("apply-pve2"), Some(Outcome::Failed(m)) if m.contains("not quorate"))
+        matches!(report.get("apply-pve2"), Some(Outcome::Failed(e)) if e.kind() == ErrorKind::Degraded && e.reason().contains("not quorate"))
     );
     assert!(matches!(report.get("web"), Some(Outcome::Skipped(_))));
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
@@ -764,14 +782,15 @@ async fn s02_s17_unreadable_and_refused_resources_write_nothing_and_block_what_c
     let plan = s.plan().await.expect("plans");
     let get = |id: &str| plan.entries.iter().find(|e| e.id == id).expect("entry");
     assert!(
-        matches!(&get("web").action, Action::Unreadable { reason } if reason.contains("Permission check failed")),
+        matches!(&get("web").action, Action::Unreadable { error } if error.kind() == ErrorKind::Denied && error.reason().contains("Permission check failed")),
         "{plan}"
     );
     assert_eq!(
-        get("clash").action,
-        Action::Refuse {
-            reason: "vmid 102 is held by an LXC container on node pve2".into()
-        }
+        refusal(&get("clash").action),
+        (
+            ErrorKind::Refused,
+            "vmid 102 is held by an LXC container on node pve2".to_owned()
+        )
     );
     let text = plan.to_string();
     assert!(text.contains("x web"), "{text}");
@@ -780,7 +799,7 @@ async fn s02_s17_unreadable_and_refused_resources_write_nothing_and_block_what_c
     assert!(matches!(report.get("web"), Some(Outcome::NotTouched(_))));
     assert!(matches!(report.get("clash"), Some(Outcome::NotTouched(_))));
     assert!(
-        matches!(report.get("after-web"), Some(Outcome::Skipped(m)) if m == "web did not complete")
+        matches!(report.get("after-web"), Some(Outcome::Skipped(e)) if e.reason() == "web did not complete")
     );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
 }
@@ -798,7 +817,7 @@ async fn s10_a_held_lock_is_waited_for_bounded_and_never_removed() {
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     assert!(
-        matches!(report.get("web"), Some(Outcome::Failed(m)) if m.contains("still locked (backup)")),
+        matches!(report.get("web"), Some(Outcome::Failed(e)) if e.kind() == ErrorKind::Locked && e.reason().contains("still locked (backup)")),
         "{report:?}"
     );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
@@ -959,10 +978,11 @@ async fn s08_both_sides_are_normalised_report_only_fields_ignored_and_unknown_ke
         "{plan}"
     );
     assert_eq!(
-        plan.entries[1].action,
-        Action::Refuse {
-            reason: "VM 101 on pve1 declares keys PVE's schema does not know (net0: bogus); nothing is sent".into()
-        }
+        refusal(&plan.entries[1].action),
+        (
+            ErrorKind::Refused,
+            "VM 101 on pve1 declares keys PVE's schema does not know (net0: bogus); nothing is sent".to_owned()
+        )
     );
     s.deploy(&plan, ignore).await.expect("deploys");
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
@@ -1024,8 +1044,12 @@ async fn s18_a_guest_is_never_replaced_or_moved_by_a_plan() {
         let plan = s.plan().await.expect("plans");
         assert_eq!(plan.entries.len(), 1);
         match &plan.entries[0].action {
-            Action::Refuse { reason } => {
-                assert!(reason.contains("is never replaced or moved"), "{reason}")
+            Action::Refuse { error } => {
+                assert_eq!(error.kind(), ErrorKind::Conflict);
+                assert!(
+                    error.reason().contains("is never replaced or moved"),
+                    "{error}"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -1040,11 +1064,11 @@ async fn s18_a_guest_is_never_replaced_or_moved_by_a_plan() {
     s.add("web-on-pve2", other).expect("adds");
     let plan = s.plan().await.expect("plans");
     assert_eq!(
-        plan.entries[1].action,
-        Action::Refuse {
-            reason: "vmid 100 is a VM on node pve1, not on pve2: a migration is not an update"
-                .into()
-        }
+        refusal(&plan.entries[1].action),
+        (
+            ErrorKind::Refused,
+            "vmid 100 is a VM on node pve1, not on pve2: a migration is not an update".to_owned()
+        )
     );
 }
 
@@ -1314,7 +1338,7 @@ async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_sta
         assert_eq!(plan.entries.len(), 1);
         assert_eq!(plan.entries[0].kind, "lxc");
         assert!(
-            matches!(&plan.entries[0].action, Action::Refuse { reason } if reason.contains("family \"lxc\" cannot rebuild it")),
+            matches!(&plan.entries[0].action, Action::Refuse { error } if error.kind() == ErrorKind::UnknownFamily && error.reason().contains("family \"lxc\" cannot rebuild it")),
             "{plan}"
         );
         let report = s.deploy(&plan, ignore).await.expect("deploys");
@@ -1342,7 +1366,10 @@ async fn s15_s29_an_unknown_poll_keeps_the_task_recorded_and_the_next_deploy_awa
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     // Neither success nor failure: unknown, and still recorded.
     match report.get("web") {
-        Some(Outcome::Failed(m)) => assert!(m.contains("outcome"), "{m}"),
+        Some(Outcome::Failed(e)) => {
+            assert_eq!(e.kind(), ErrorKind::OutcomeUnknown, "{e}");
+            assert!(e.reason().contains("outcome unknown"), "{e}");
+        }
         other => panic!("{other:?}"),
     }
     let recorded = s.state().resources["web"]
@@ -1386,7 +1413,7 @@ async fn s22_a_degraded_ceph_refuses_the_apply_and_what_comes_after_it() {
         "staging is not disruptive"
     );
     assert!(
-        matches!(report.get("apply-pve1"), Some(Outcome::Failed(m)) if m.contains("Ceph reports HEALTH_WARN")),
+        matches!(report.get("apply-pve1"), Some(Outcome::Failed(e)) if e.kind() == ErrorKind::Degraded && e.reason().contains("Ceph reports HEALTH_WARN")),
         "{report:?}"
     );
     assert!(matches!(report.get("web"), Some(Outcome::Skipped(_))));
@@ -1448,11 +1475,11 @@ async fn s18_disks_are_allocated_then_never_moved_shrunk_or_replaced() {
     let mut web = vm(100, "web");
     web.disks.insert(
         "scsi0".into(),
-        pve_resources::disk::Disk::new("local-lvm", 32).option("iothread", "1"),
+        pve_resources::families::qemu::disk::Disk::new("local-lvm", 32).option("iothread", "1"),
     );
     web.disks.insert(
         "virtio1".into(),
-        pve_resources::disk::Disk::new("local-lvm", 8),
+        pve_resources::families::qemu::disk::Disk::new("local-lvm", 8),
     );
     s.add("web", web).expect("adds");
     let plan = s.plan().await.expect("plans");
@@ -1494,7 +1521,7 @@ async fn s18_disks_are_allocated_then_never_moved_shrunk_or_replaced() {
         set(live);
         let plan = s.plan().await.expect("plans");
         match &plan.entries[0].action {
-            Action::Refuse { reason } => assert!(reason.contains(says), "{reason}"),
+            Action::Refuse { error } => assert!(error.reason().contains(says), "{error}"),
             other => panic!("{live}: {other:?}"),
         }
         s.deploy(&plan, ignore).await.expect("deploys");
@@ -1588,13 +1615,20 @@ async fn reports_render_the_failures_and_the_counts() {
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     assert_eq!(
         report.to_string(),
-        "  clash: not_touched: refused: vmid 102 is held by an LXC container on node pve2\n\
+        "  clash: not_touched (refused): vmid 102 is held by an LXC container on node pve2\n\
          Deploy: 1 created, 1 not_touched; the declared state is not reached.\n"
     );
     let json = serde_json::to_value(&report).expect("json");
     assert_eq!(
-        json["outcomes"][0],
-        serde_json::json!(["web", {"outcome": "created"}])
+        json["outcomes"],
+        serde_json::json!([
+            ["web", {"outcome": "created"}],
+            ["clash", {"outcome": "not_touched", "error": {
+                "object": "vm pve1/102",
+                "kind": "refused",
+                "reason": "vmid 102 is held by an LXC container on node pve2"
+            }}]
+        ])
     );
 }
 
@@ -1617,11 +1651,11 @@ async fn s19_a_guest_is_not_destroyed_without_a_declaration_to_recognise_it_by()
     let plan = s.plan_destroy().expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     assert!(
-        matches!(report.get("bare"), Some(Outcome::Failed(m)) if m.contains("nothing") || m.contains("recognise")),
+        matches!(report.get("bare"), Some(Outcome::Failed(e)) if e.reason().contains("recognise")),
         "{report:?}"
     );
     assert!(
-        matches!(report.get("odd"), Some(Outcome::Failed(m)) if m.contains("cannot be read")),
+        matches!(report.get("odd"), Some(Outcome::Failed(e)) if e.kind() == ErrorKind::State && e.reason().contains("cannot be read")),
         "{report:?}"
     );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());

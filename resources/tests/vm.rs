@@ -1,25 +1,15 @@
-//! The `Vm` family's plan and update against the simulator, asserting the exact requests made.
+//! The `Vm` family through a stack against the simulator, asserting the exact requests made.
 
-use pve_resources::vm::{plan, update, Change, Vm, VmPlan, VmUpdateError};
-use pve_sdk::Client;
-use pve_sim::{Action, GuestKind, Rule, SimConfig, Simulator};
+mod common;
+
+use std::time::Duration;
+
+use common::{failure, fast, sim2, stack_with};
+use pve_resources::contract::{Change, ErrorKind};
+use pve_resources::engine::{Action, Outcome, Stack};
+use pve_resources::families::qemu::Vm;
+use pve_sim::{Action as SimAction, GuestKind, Rule, Simulator};
 use serde_json::json;
-
-async fn sim() -> Simulator {
-    Simulator::start(SimConfig {
-        nodes: vec!["pve1".into(), "pve2".into()],
-        ..SimConfig::default()
-    })
-    .await
-    .expect("starts")
-}
-
-fn client(sim: &Simulator) -> Client {
-    Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret")
-        .build()
-        .expect("client")
-}
 
 fn web() -> Vm {
     let mut vm = Vm {
@@ -36,9 +26,35 @@ fn web() -> Vm {
     vm
 }
 
+fn cores(n: i64) -> Vm {
+    Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        cores: Some(n),
+        ..Vm::default()
+    }
+}
+
+/// A stack declaring `vm` as "web" (adopting it), its state in `dir`.
+fn stack(sim: &Simulator, dir: &std::path::Path, vm: Vm) -> Stack {
+    let mut s = stack_with(sim, dir, fast(Duration::from_millis(60)));
+    s.add("web", vm).expect("adds").adopt();
+    s
+}
+
+fn set(sim: &Simulator, key: &str, value: &str) {
+    sim.with_cluster(|cl| {
+        cl.guests
+            .get_mut(&100)
+            .expect("guest")
+            .config
+            .insert(key.into(), value.into());
+    });
+}
+
 #[tokio::test]
 async fn s06_adoption_of_a_matching_guest_makes_no_write() {
-    let sim = sim().await;
+    let sim = sim2().await;
     // PVE prints the keys in its own order and booleans as 1: still a match.
     sim.add_guest(
         "pve1",
@@ -63,16 +79,18 @@ async fn s06_adoption_of_a_matching_guest_makes_no_write() {
                 .expect("net0"),
         )
         .expect("in range");
-    assert_eq!(
-        plan(&client(&sim), &declared).await.expect("plans"),
-        VmPlan::Noop
-    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), declared);
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(plan.entries[0].action, Action::Noop { adopt: true });
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Adopted));
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
 }
 
 #[tokio::test]
 async fn s07_undeclared_fields_are_neither_compared_nor_sent() {
-    let sim = sim().await;
+    let sim = sim2().await;
     sim.add_guest(
         "pve1",
         100,
@@ -84,26 +102,22 @@ async fn s07_undeclared_fields_are_neither_compared_nor_sent() {
             ("description", "kept"),
         ],
     );
-    let vm = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        cores: Some(4),
-        ..Vm::default()
-    };
-    let c = client(&sim);
-    let p = plan(&c, &vm).await.expect("plans");
-    let VmPlan::Update { changes, digest } = p else {
-        panic!("{p:?}")
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), cores(4));
+    let plan = s.plan().await.expect("plans");
+    let Action::Update { changes, .. } = &plan.entries[0].action else {
+        panic!("{plan}")
     };
     assert_eq!(
         changes,
-        vec![Change {
+        &vec![Change {
             key: "cores".into(),
             old: Some("1".into()),
             new: "4".into()
         }]
     );
-    update(&c, &vm, &changes, &digest).await.expect("converges");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report}");
     let writes = sim.writes();
     assert_eq!(writes.len(), 1);
     assert_eq!(writes[0].line(), "PUT /nodes/pve1/qemu/100/config");
@@ -123,84 +137,74 @@ async fn s07_undeclared_fields_are_neither_compared_nor_sent() {
     });
     // S6: a second run makes no write.
     sim.clear_log();
-    assert_eq!(plan(&c, &vm).await.expect("plans"), VmPlan::Noop);
+    let again = s.plan().await.expect("plans");
+    assert!(again.is_noop(), "{again}");
     assert!(sim.writes().is_empty());
 }
 
 #[tokio::test]
 async fn s09_a_concurrent_change_is_a_refusal_not_a_retry() {
-    let sim = sim().await;
+    let sim = sim2().await;
     sim.add_guest("pve1", 100, GuestKind::Qemu, &[("cores", "1")]);
-    let vm = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        cores: Some(4),
-        ..Vm::default()
-    };
-    let c = client(&sim);
-    let VmPlan::Update { changes, digest } = plan(&c, &vm).await.expect("plans") else {
-        panic!("update expected")
-    };
-    sim.with_cluster(|cl| {
-        cl.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("memory".into(), "2048".into());
-    });
-    let e = update(&c, &vm, &changes, &digest)
-        .await
-        .expect_err("changed since read");
-    assert!(matches!(e, VmUpdateError::Changed { .. }), "{e:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), cores(4));
+    let plan = s.plan().await.expect("plans");
+    set(&sim, "memory", "2048");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     assert_eq!(
-        e.to_string(),
-        "VM 100 on pve1: its config changed since it was read; re-plan, nothing was written"
+        failure(&report, "web"),
+        (
+            ErrorKind::Changed,
+            "vm pve1/100: its config changed since it was read; plan again, nothing was written"
+                .to_owned()
+        )
     );
     assert_eq!(sim.writes().len(), 1, "not retried");
 }
 
 #[tokio::test]
 async fn s04_a_200_is_not_evidence_the_read_back_decides() {
-    let sim = sim().await;
+    let sim = sim2().await;
     sim.add_guest("pve1", 100, GuestKind::Qemu, &[("cores", "1")]);
-    let vm = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        cores: Some(4),
-        ..Vm::default()
-    };
-    let c = client(&sim);
-    let VmPlan::Update { changes, digest } = plan(&c, &vm).await.expect("plans") else {
-        panic!("update expected")
-    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), cores(4));
+    let plan = s.plan().await.expect("plans");
     // PVE answers 200 but the write did not land.
     sim.script(Rule::new(
         "PUT",
         "/nodes/pve1/qemu/100/config",
-        Action::Respond {
+        SimAction::Respond {
             status: 200,
             body: json!({"data": null}),
         },
     ));
-    let e = update(&c, &vm, &changes, &digest)
-        .await
-        .expect_err("not converged");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     assert_eq!(
-        e.to_string(),
-        "VM 100 on pve1: after the update the config still differs in [\"cores\"]"
+        failure(&report, "web"),
+        (
+            ErrorKind::NotConverged,
+            "vm pve1/100: after the update the guest is different in [\"cores\"]".to_owned()
+        )
     );
 }
 
 #[tokio::test]
 async fn s17_a_vmid_on_another_node_or_an_lxc_is_refused_and_a_free_one_is_created() {
-    let sim = sim().await;
-    let c = client(&sim);
-    assert_eq!(plan(&c, &web()).await.expect("plans"), VmPlan::Create);
-    sim.add_guest("pve2", 100, GuestKind::Qemu, &[]);
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = stack(&sim, dir.path(), web());
     assert_eq!(
-        plan(&c, &web()).await.expect("plans"),
-        VmPlan::Refuse(
-            "vmid 100 is a VM on node pve2, not on pve1: a migration is not an update".into()
+        s.plan().await.expect("plans").entries[0].action,
+        Action::Create
+    );
+    sim.add_guest("pve2", 100, GuestKind::Qemu, &[]);
+    let plan = s.plan().await.expect("plans");
+    let error = plan.entries[0].action.error().expect("refused");
+    assert_eq!(
+        (error.kind(), error.reason()),
+        (
+            ErrorKind::Refused,
+            "vmid 100 is a VM on node pve2, not on pve1: a migration is not an update"
         )
     );
     assert!(sim.writes().is_empty());
@@ -208,81 +212,99 @@ async fn s17_a_vmid_on_another_node_or_an_lxc_is_refused_and_a_free_one_is_creat
 
 #[tokio::test]
 async fn s10_waits_for_a_lock_to_clear_bounded_and_never_removes_it() {
-    use std::time::Duration;
-    let sim = sim().await;
+    let sim = sim2().await;
     sim.add_guest("pve1", 100, GuestKind::Qemu, &[("cores", "1")]);
     sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = Some("backup".into()));
-    let c = client(&sim);
-    let e = pve_resources::vm::wait_unlocked(
-        &c,
-        "pve1",
-        100,
-        Duration::from_millis(60),
-        Duration::from_millis(10),
-    )
-    .await
-    .expect_err("still locked");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), cores(4));
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report, "web");
+    assert_eq!(kind, ErrorKind::Locked);
     assert!(
-        e.to_string()
-            .starts_with("VM 100 on pve1 is still locked (backup) after"),
-        "{e}"
+        reason.starts_with("vm pve1/100 is still locked (backup) after"),
+        "{reason}"
     );
+    assert!(sim.writes().is_empty(), "never removes the lock");
     // Cleared by someone else while waiting: it proceeds.
-    let waiting = pve_resources::vm::wait_unlocked(
-        &c,
-        "pve1",
-        100,
-        Duration::from_secs(2),
-        Duration::from_millis(10),
-    );
+    let mut s = {
+        drop(s);
+        let mut s = stack_with(&sim, dir.path(), fast(Duration::from_secs(2)));
+        s.add("web", cores(4)).expect("adds").adopt();
+        s
+    };
+    let plan = s.plan().await.expect("plans");
     let release = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = None);
     };
-    let (waited, ()) = tokio::join!(waiting, release);
-    waited.expect("the lock cleared");
-    assert!(
-        sim.writes().is_empty(),
-        "waiting never writes, never removes the lock"
-    );
-}
+    let (report, ()) = tokio::join!(s.deploy(&plan, |_| {}), release);
+    assert_eq!(report.expect("deploys").get("web"), Some(&Outcome::Updated));
+    let writes: Vec<String> = sim.writes().iter().map(|r| r.line()).collect();
+    assert_eq!(writes, ["PUT /nodes/pve1/qemu/100/config"]);
 
-fn fast() -> pve_sdk::task::AwaitOptions {
-    pve_sdk::task::AwaitOptions {
-        deadline: std::time::Duration::from_secs(5),
-        interval: std::time::Duration::from_millis(5),
-        max_interval: std::time::Duration::from_millis(20),
-        log_tail: 5,
-    }
+    // S9 after the wait: what differs is read again; a change made under the lock is a
+    // refusal, not a write of what the plan no longer shows.
+    let mut s = {
+        drop(s);
+        let mut s = stack_with(&sim, dir.path(), fast(Duration::from_secs(2)));
+        s.add("web", cores(8)).expect("adds");
+        s
+    };
+    sim.with_cluster(|cl| cl.guests.get_mut(&100).expect("guest").lock = Some("backup".into()));
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sim.with_cluster(|cl| {
+            let g = cl.guests.get_mut(&100).expect("guest");
+            g.lock = None;
+            g.config.insert("cores".into(), "6".into());
+        });
+    };
+    let (report, ()) = tokio::join!(s.deploy(&plan, |_| {}), release);
+    assert_eq!(
+        failure(&report.expect("deploys"), "web").0,
+        ErrorKind::Changed
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
 }
 
 #[tokio::test]
 async fn s13_s14_s29_create_hands_over_the_upid_awaits_and_reads_back() {
-    let sim = sim().await;
-    let c = client(&sim);
-    let mut recorded = None;
-    pve_resources::vm::create(&c, &web(), fast(), |u| {
-        recorded = Some(u.to_string());
-        Ok(())
-    })
-    .await
-    .expect("created and read back");
-    let upid = recorded.expect("UPID handed over before awaiting");
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), web());
+    let plan = s.plan().await.expect("plans");
+    let recorded = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = recorded.clone();
+    let path = dir.path().join("state.json");
+    let report = s
+        .deploy(&plan, move |e| {
+            if let pve_resources::engine::Event::Task { upid, .. } = e {
+                // The UPID is in the state file when the progress callback hears of it.
+                let state = std::fs::read_to_string(&path).expect("state");
+                assert!(state.contains(upid.as_str()), "{state}");
+                *seen.lock().expect("lock") = Some(upid.clone());
+            }
+        })
+        .await
+        .expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Created));
+    let upid = recorded.lock().expect("lock").clone().expect("a task");
     assert!(upid.contains(":qmcreate:100:"), "{upid}");
     let writes: Vec<String> = sim.writes().iter().map(|r| r.line()).collect();
     assert_eq!(writes, ["POST /nodes/pve1/qemu"]);
     sim.clear_log();
-    assert_eq!(
-        plan(&c, &web()).await.expect("plans"),
-        VmPlan::Noop,
+    assert!(
+        s.plan().await.expect("plans").is_noop(),
         "S6: the next plan is a no-op"
     );
 }
 
 #[tokio::test]
 async fn s14_a_create_that_fails_inside_its_task_is_a_failure_and_is_not_resent() {
-    let sim = sim().await;
-    let c = client(&sim);
+    let sim = sim2().await;
     sim.with_cluster(|cl| {
         cl.next_task_outcomes.insert(
             "qmcreate".into(),
@@ -291,53 +313,49 @@ async fn s14_a_create_that_fails_inside_its_task_is_a_failure_and_is_not_resent(
             )],
         )
     });
-    let e = pve_resources::vm::create(&c, &web(), fast(), |_| Ok(()))
-        .await
-        .expect_err("task failed");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), web());
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report, "web");
+    assert_eq!(kind, ErrorKind::TaskFailed);
     assert!(
-        e.to_string()
-            .contains("the create task did not confirm success"),
-        "{e}"
+        reason.starts_with("vm pve1/100: the create did not confirm success: task UPID:"),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("failed: storage 'local-lvm' does not exist"),
+        "{reason}"
     );
     assert_eq!(sim.writes().len(), 1);
 }
 
 #[tokio::test]
 async fn s19_destroy_only_what_still_matches_and_without_force() {
-    let sim = sim().await;
-    let c = client(&sim);
-    pve_resources::vm::create(&c, &web(), fast(), |_| Ok(()))
-        .await
-        .expect("created");
-    let last = web().declared();
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), web());
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
     // The vmid was reused by something else: refuse.
-    sim.with_cluster(|cl| {
-        cl.guests
-            .get_mut(&100)
-            .expect("guest")
-            .config
-            .insert("name".into(), "someone-else".into());
-    });
+    set(&sim, "name", "someone-else");
     sim.clear_log();
-    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| Ok(()))
-        .await
-        .expect_err("mismatch");
+    let teardown = s.plan_destroy().expect("plans");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report, "web");
+    assert_eq!(kind, ErrorKind::Changed);
     assert!(
-        e.to_string()
-            .contains("no longer matches its last declaration"),
-        "{e}"
+        reason.contains("no longer matches its last declaration"),
+        "{reason}"
     );
     assert!(sim.writes().is_empty());
     // Back to what was declared, but protected: PVE's refusal is surfaced.
-    sim.with_cluster(|cl| {
-        let g = cl.guests.get_mut(&100).expect("guest");
-        g.config.insert("name".into(), "web".into());
-        g.config.insert("protection".into(), "1".into());
-    });
-    let e = pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| Ok(()))
-        .await
-        .expect_err("protected");
-    assert!(e.to_string().contains("VM 100 is protected"), "{e}");
+    set(&sim, "name", "web");
+    set(&sim, "protection", "1");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report, "web");
+    assert_eq!(kind, ErrorKind::WriteRefused);
+    assert!(reason.contains("VM 100 is protected"), "{reason}");
     sim.with_cluster(|cl| {
         cl.guests
             .get_mut(&100)
@@ -346,9 +364,8 @@ async fn s19_destroy_only_what_still_matches_and_without_force() {
             .remove("protection");
     });
     sim.clear_log();
-    pve_resources::vm::destroy(&c, "pve1", 100, &last, fast(), |_| Ok(()))
-        .await
-        .expect("destroyed");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Deleted));
     let w = sim.writes();
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].line(), "DELETE /nodes/pve1/qemu/100");

@@ -1,11 +1,11 @@
 //! The lab both examples declare: a bridge, the apply of its node's staged network changes, and
 //! two guests on the bridge (an 8 GiB disk each) that come after the apply.
 
-use pve_resources::disk::Disk;
-use pve_resources::network_apply::NetworkApply;
-use pve_resources::node_network::Iface;
-use pve_resources::stack::{Event, Outcome, Stack, StackError};
-use pve_resources::vm::Vm;
+use pve_resources::engine::{Event, Outcome, Stack, StackError};
+use pve_resources::families::network::Iface;
+use pve_resources::families::network::NetworkApply;
+use pve_resources::families::qemu::disk::Disk;
+use pve_resources::families::qemu::Vm;
 use pve_sdk::generated::nodes::node::network::Type;
 
 /// Declares the lab on `node`, with guests `first_vmid` and `first_vmid + 1` whose disks are on

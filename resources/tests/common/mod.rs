@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use pve_resources::resource::Clients;
-use pve_resources::stack::{Stack, StackOptions};
+use pve_resources::contract::{Clients, ErrorKind};
+use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::state::FileStore;
 use pve_sdk::{Client, RetryPolicy};
 use pve_sim::{SimConfig, Simulator};
@@ -24,23 +24,7 @@ pub async fn sim() -> Simulator {
 /// A stack over `sim` (one attempt per request: a retry would hide what was sent), its state
 /// in `dir`, the built-in families registered.
 pub fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
-    let client = Client::builder(sim.url())
-        .token(TOKEN, "sim-secret")
-        .retry(RetryPolicy {
-            attempts: 1,
-            base_delay: Duration::ZERO,
-            max_delay: Duration::ZERO,
-        })
-        .build()
-        .expect("client");
-    let mut s = Stack::new(
-        Clients::single(client),
-        FileStore::open(dir.join("state.json")).expect("state"),
-        StackOptions::default(),
-    )
-    .expect("stack");
-    s.register(pve_resources::families::builtin());
-    s
+    stack_with(sim, dir, StackOptions::default())
 }
 
 /// `METHOD /path params` of each request, in order.
@@ -54,4 +38,57 @@ pub fn requests(sim: &Simulator) -> Vec<String> {
                 .to_owned()
         })
         .collect()
+}
+
+/// Stack options that poll tasks quickly and wait at most `lock_wait` for a lock.
+pub fn fast(lock_wait: Duration) -> StackOptions {
+    StackOptions {
+        await_options: pve_sdk::task::AwaitOptions {
+            deadline: Duration::from_secs(5),
+            interval: Duration::from_millis(5),
+            max_interval: Duration::from_millis(20),
+            log_tail: 5,
+        },
+        lock_wait,
+        ..StackOptions::default()
+    }
+}
+
+/// A simulator with two nodes, pve1 and pve2.
+pub async fn sim2() -> Simulator {
+    Simulator::start(SimConfig {
+        nodes: vec!["pve1".into(), "pve2".into()],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("starts")
+}
+
+/// A stack over `sim` as [`stack`] makes it, with `options`.
+pub fn stack_with(sim: &Simulator, dir: &std::path::Path, options: StackOptions) -> Stack {
+    let client = Client::builder(sim.url())
+        .token(TOKEN, "sim-secret")
+        .retry(RetryPolicy {
+            attempts: 1,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        })
+        .build()
+        .expect("client");
+    let mut s = Stack::new(
+        Clients::single(client),
+        FileStore::open(dir.join("state.json")).expect("state"),
+        options,
+    )
+    .expect("stack");
+    s.register(pve_resources::families::builtin());
+    s
+}
+
+/// The outcome of `id` as (kind, reason) when it is an error.
+pub fn failure(report: &pve_resources::engine::Report, id: &str) -> (ErrorKind, String) {
+    match report.get(id).and_then(|o| o.error()) {
+        Some(e) => (e.kind(), e.reason().to_owned()),
+        None => panic!("{id} did not fail: {report:?}"),
+    }
 }

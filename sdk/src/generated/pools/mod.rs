@@ -101,6 +101,7 @@ impl crate::Operation for ListPools {
 pub type ListPoolsResponse = Vec<ListPoolsResponseItem>;
 crate::operation_error!(
     ListPoolsError for ListPools; PoolNotFound => is_pool_not_found; absent :
+    PoolNotFound
 );
 /// `POST /pools` (handler `create_pool`).
 ///

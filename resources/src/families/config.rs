@@ -6,7 +6,7 @@
 //!
 //! - **S1** Absent only when the family's read answers `Ok(None)`, which it does only on its
 //!   operation's typed absence.
-//! - **S3** With [`Contact::Known`] every other read failure is an error; only the first
+//! - **S3** With [`Contact::Known`](crate::contract::Contact::Known) every other read failure is an error; only the first
 //!   contact of a declaration not yet in state folds it into absent (the worst case is a create
 //!   that PVE refuses loudly).
 //! - **S4** Every create and update is read back; what still differs is an error naming the
@@ -25,8 +25,9 @@ use std::fmt;
 
 use pve_sdk::Client;
 
-use crate::resource::{
-    BoxError, BoxFuture, Change, Contact, Cx, Guard, ObjectRef, OnStarted, Probe, Removal, Resource,
+use crate::contract::{
+    Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Removal,
+    Resource,
 };
 
 /// A declared PVE config object. See the module documentation for what the blanket
@@ -48,10 +49,10 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     fn read<'a>(
         &'a self,
         client: &'a Client,
-    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, BoxError>>;
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>>;
 
     /// Creates it with its declared fields.
-    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>>;
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Sends these changed keys (their new values are declared ones) and the `carry` values
     /// ([`ConfigObject::carried`]). A key it cannot express is [`ConfigError::Inexpressible`].
@@ -60,7 +61,7 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         client: &'a Client,
         changes: &'a [Change],
         carry: &'a BTreeMap<String, String>,
-    ) -> BoxFuture<'a, Result<(), BoxError>>;
+    ) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Keys every update sends although they did not change (the declared value, else the
     /// live one), because PVE recomputes state from the request alone. None by default.
@@ -76,7 +77,7 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Removes it.
-    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>>;
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Puts a wire map in the one form both sides are compared in (S8): trimmed text, sorted
     /// sets, lists as PVE prints them. The identity by default.
@@ -104,9 +105,9 @@ pub enum ConfigError {
     Unreadable {
         /// The object.
         object: ObjectRef,
-        /// The read's error.
+        /// The read's failure.
         #[source]
-        source: BoxError,
+        source: Failure,
     },
     /// After the write it is absent or still differs (S4).
     #[error("{object}: after the write it still differs in {keys:?}")]
@@ -134,8 +135,20 @@ pub enum ConfigError {
     },
 }
 
-/// The error an update returns for a changed key its request cannot carry (S11).
-pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> BoxError {
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        let kind = match &e {
+            ConfigError::Unreadable { source, .. } => source.kind(),
+            ConfigError::NotConverged { .. } => ErrorKind::NotConverged,
+            ConfigError::Changed { .. } => ErrorKind::Changed,
+            ConfigError::Inexpressible { .. } => ErrorKind::Inexpressible,
+        };
+        Failure::new(kind, e)
+    }
+}
+
+/// The failure an update returns for a changed key its request cannot carry (S11).
+pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> Failure {
     ConfigError::Inexpressible {
         object: ConfigObject::object(obj),
         key: key.to_owned(),
@@ -148,7 +161,7 @@ fn changes_of<T: ConfigObject>(
     declared: &BTreeMap<String, String>,
     live: BTreeMap<String, String>,
 ) -> Vec<Change> {
-    crate::wire::differences(&obj.normalise(declared.clone()), &obj.normalise(live))
+    crate::kit::wire::differences(&obj.normalise(declared.clone()), &obj.normalise(live))
         .into_iter()
         .map(|(key, old, new)| Change { key, old, new })
         .collect()
@@ -167,7 +180,7 @@ async fn read_strict<T: ConfigObject>(
 }
 
 /// S4: the object is there and its managed fields hold the declaration.
-async fn read_back<T: ConfigObject>(obj: &T, client: &Client) -> Result<(), BoxError> {
+async fn read_back<T: ConfigObject>(obj: &T, client: &Client) -> Result<(), Failure> {
     let keys = match read_strict(obj, client).await? {
         None => vec!["<absent>".to_owned()],
         Some(live) => changes_of(obj, &obj.declared(), live)
@@ -207,12 +220,7 @@ impl<T: ConfigObject> Resource for T {
         ConfigObject::removal(self)
     }
 
-    fn probe<'a>(
-        &'a self,
-        cx: &'a Cx,
-        contact: Contact,
-        _upstream_changes: bool,
-    ) -> BoxFuture<'a, Result<Probe, BoxError>> {
+    fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
             match read_strict(self, cx.client()).await {
                 Ok(None) => Ok(Probe::Absent),
@@ -237,8 +245,10 @@ impl<T: ConfigObject> Resource for T {
                         },
                     })
                 }
-                Err(_) if contact == Contact::First => Ok(Probe::Absent),
-                Err(e) => Err(e.into()),
+                Err(e) => match crate::kit::read::fold::<()>(Err(Failure::from(e)), ask.contact) {
+                    Ok(_) => Ok(Probe::Absent),
+                    Err(f) => Err(f),
+                },
             }
         })
     }
@@ -247,7 +257,7 @@ impl<T: ConfigObject> Resource for T {
         &'a self,
         cx: &'a Cx,
         _on_started: OnStarted<'a>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             ConfigObject::create(self, cx.client()).await?;
             read_back(self, cx.client()).await
@@ -260,7 +270,7 @@ impl<T: ConfigObject> Resource for T {
         changes: &'a [Change],
         guard: &'a Guard,
         _on_started: OnStarted<'a>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             ConfigObject::update(self, cx.client(), changes, &guard.carry).await?;
             read_back(self, cx.client()).await
@@ -272,7 +282,7 @@ impl<T: ConfigObject> Resource for T {
         cx: &'a Cx,
         last: &'a BTreeMap<String, String>,
         _on_started: OnStarted<'a>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let client = cx.client();
             let Some(live) = read_strict(self, client).await? else {

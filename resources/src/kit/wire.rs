@@ -40,6 +40,24 @@ pub fn differences(
         .collect()
 }
 
+/// A set in the one form both sides are compared in (S8): items trimmed, empty ones dropped,
+/// sorted, once each, joined by `,` (what PVE's list parameters take).
+pub fn set_text<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let mut v: Vec<&str> = items
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v.join(",")
+}
+
+/// A set PVE prints with any of its list separators (`,`, `;`, space) as [`set_text`].
+pub fn set_of(text: &str) -> String {
+    set_text(text.split([',', ';', ' ']))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -68,5 +86,6 @@ mod tests {
         );
         let empty = BTreeMap::from([("d".to_owned(), String::new())]);
         assert!(differences(&empty, &m).is_empty(), "empty is absent");
+        assert_eq!(set_of("b; a,,b c"), "a,b,c");
     }
 }

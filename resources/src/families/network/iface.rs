@@ -15,14 +15,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pve_sdk::generated::nodes::node::network::iface::{
-    DeleteNetwork, NetworkConfig, NetworkConfigError, UpdateNetwork,
+    DeleteNetwork, NetworkConfig, UpdateNetwork,
 };
 use pve_sdk::generated::nodes::node::network::{BondMode, BondXmitHashPolicy, CreateNetwork, Type};
 use pve_sdk::Client;
 use serde::Serialize;
 
-use crate::config::ConfigObject;
-use crate::resource::{BoxError, BoxFuture, Change, ObjectRef, Removal, Resource, Scope};
+use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Removal, Resource, Scope};
+use crate::families::config::ConfigObject;
 use crate::state::ResourceState;
 
 /// A declared interface; each field is its wire key, and `None` is not managed (S7).
@@ -113,7 +113,7 @@ macro_rules! fill {
                 other => unknown = unknown.or(Some(other.to_owned())),
             }
         }
-        unknown.map(|key: String| crate::config::inexpressible(d, &key))
+        unknown.map(|key: String| crate::families::config::inexpressible(d, &key))
     }};
 }
 
@@ -142,26 +142,21 @@ impl ConfigObject for Iface {
     }
 
     fn declared(&self) -> BTreeMap<String, String> {
-        crate::wire::wire_map(self)
+        crate::kit::wire::wire_map(self)
     }
 
     fn read<'a>(
         &'a self,
         client: &'a Client,
-    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>> {
         Box::pin(async move {
-            match client
-                .send(&NetworkConfig::new(self.node.clone(), self.iface.clone()))
-                .await
-            {
-                Ok(r) => Ok(Some(crate::wire::wire_map(&r.data))),
-                Err(NetworkConfigError::NetworkInterfaceNotFound(_)) => Ok(None),
-                Err(e) => Err(e.into()),
-            }
+            let req = NetworkConfig::new(self.node.clone(), self.iface.clone());
+            let live = crate::kit::read::get(client, &req).await?;
+            Ok(live.map(|l| crate::kit::wire::wire_map(&l)))
         })
     }
 
-    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let mut req =
                 CreateNetwork::new(self.node.clone(), self.iface.clone(), self.type_.clone());
@@ -169,7 +164,7 @@ impl ConfigObject for Iface {
             if let Some(e) = fill!(req, self, declared.keys().map(String::as_str)) {
                 return Err(e);
             }
-            client.send(&req).await?;
+            client.send(&req).await.map_err(Failure::write)?;
             Ok(())
         })
     }
@@ -179,7 +174,7 @@ impl ConfigObject for Iface {
         client: &'a Client,
         changes: &'a [Change],
         carry: &'a BTreeMap<String, String>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let mut req =
                 UpdateNetwork::new(self.node.clone(), self.iface.clone(), self.type_.clone());
@@ -188,16 +183,17 @@ impl ConfigObject for Iface {
             }
             req.cidr = req.cidr.or_else(|| carry.get("cidr").cloned());
             req.cidr6 = req.cidr6.or_else(|| carry.get("cidr6").cloned());
-            client.send(&req).await?;
+            client.send(&req).await.map_err(Failure::write)?;
             Ok(())
         })
     }
 
-    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             client
                 .send(&DeleteNetwork::new(self.node.clone(), self.iface.clone()))
-                .await?;
+                .await
+                .map_err(Failure::write)?;
             Ok(())
         })
     }
@@ -229,7 +225,7 @@ impl ConfigObject for Iface {
 }
 
 /// Rebuilds a managed interface from its state entry (for removal and explicit destroy).
-pub fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+pub(crate) fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
     let type_ = rs.declared.get("type")?.as_str()?.parse().ok()?;
     let (node, iface) = (
         rs.address.get("node")?.clone(),

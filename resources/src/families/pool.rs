@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use pve_sdk::generated::pools::{CreatePool, DeletePool, ListPools, ListPoolsError, UpdatePool};
+use pve_sdk::generated::pools::{CreatePool, DeletePool, ListPools, UpdatePool};
 use pve_sdk::Client;
 
-use crate::config::{inexpressible, ConfigObject};
-use crate::resource::{BoxError, BoxFuture, Change, ObjectRef, Resource, Scope};
+use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{inexpressible, ConfigObject};
 use crate::state::ResourceState;
 
 /// A declared pool. `None` fields are not managed (S7).
@@ -63,27 +63,25 @@ impl ConfigObject for Pool {
     fn read<'a>(
         &'a self,
         client: &'a Client,
-    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>> {
         Box::pin(async move {
             let mut req = ListPools::default();
             req.poolid = Some(self.poolid.clone());
-            match client.send(&req).await {
-                Ok(r) => Ok(r
-                    .into_data()
-                    .into_iter()
-                    .find(|p| p.poolid.as_deref() == Some(self.poolid.as_str()))
-                    .map(|p| crate::wire::wire_map(&serde_json::json!({ "comment": p.comment })))),
-                Err(ListPoolsError::PoolNotFound(_)) => Ok(None),
-                Err(e) => Err(e.into()),
-            }
+            let pools = crate::kit::read::get(client, &req)
+                .await?
+                .unwrap_or_default();
+            Ok(pools
+                .into_iter()
+                .find(|p| p.poolid.as_deref() == Some(self.poolid.as_str()))
+                .map(|p| crate::kit::wire::wire_map(&serde_json::json!({ "comment": p.comment }))))
         })
     }
 
-    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let mut req = CreatePool::new(self.poolid.clone());
             req.comment.clone_from(&self.comment);
-            client.send(&req).await?;
+            client.send(&req).await.map_err(Failure::write)?;
             Ok(())
         })
     }
@@ -93,7 +91,7 @@ impl ConfigObject for Pool {
         client: &'a Client,
         changes: &'a [Change],
         _carry: &'a BTreeMap<String, String>,
-    ) -> BoxFuture<'a, Result<(), BoxError>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let mut req = UpdatePool::new(self.poolid.clone());
             for c in changes {
@@ -102,21 +100,24 @@ impl ConfigObject for Pool {
                     other => return Err(inexpressible(self, other)),
                 }
             }
-            client.send(&req).await?;
+            client.send(&req).await.map_err(Failure::write)?;
             Ok(())
         })
     }
 
-    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            client.send(&DeletePool::new(self.poolid.clone())).await?;
+            client
+                .send(&DeletePool::new(self.poolid.clone()))
+                .await
+                .map_err(Failure::write)?;
             Ok(())
         })
     }
 }
 
 /// Rebuilds a managed pool from its state entry (for its removal policy).
-pub fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+pub(crate) fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
     let mut pool = Pool::new(rs.address.get("poolid")?.clone());
     if let Some(c) = rs.declared.get("comment") {
         pool.comment = Some(c.as_str()?.to_owned());

@@ -1,0 +1,208 @@
+//! The contract between the engine and a family: what a family implements ([`Resource`]) so
+//! that a [`Stack`](crate::engine::Stack) can plan, deploy, verify and destroy it, how objects
+//! are named ([`ObjectRef`], [`Scope`]), what the engine hands a family ([`Cx`], [`Ask`]), what a
+//! family answers ([`Probe`], [`Failure`]), and how a family is registered ([`Family`]).
+//!
+//! A family answers four questions, each under the rules its module documents:
+//!
+//! 1. [`Resource::probe`]: what is live, compared with the declaration? Absent (only on the
+//!    operation's typed absence, S1), present with the declared fields that differ (S7, S8), or
+//!    a refusal with the sentence why. A read it cannot make is a [`Failure`] (S2), which the
+//!    engine reports as unreadable and never as absent.
+//! 2. [`Resource::create`] / [`Resource::update`]: make it so, then read back (S4). A task's UPID
+//!    goes to `on_started` before it is awaited (S29); if that record fails, do not await.
+//! 3. [`Resource::destroy`]: remove it, only if it still matches what was last declared (S19).
+//! 4. Its place: the object it declares ([`ObjectRef`]: kind, [`Scope`], key; concurrency is
+//!    bounded per scope), whether its writes disrupt the node (S23: one at a time, a failure
+//!    stops the rest), the objects it requires, and what happens when it is dropped from the
+//!    declaration (S20).
+
+mod cx;
+mod error;
+mod object;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use pve_sdk::Upid;
+use serde::Serialize;
+
+pub use cx::{Clients, Cx};
+pub use error::{error_chain, BoxError, ErrorKind, Failure};
+pub use object::{ObjectRef, Scope};
+
+use crate::state::{ResourceState, StateError};
+
+/// A boxed, sendable future (what trait methods return, so that families stay object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Records a started task's UPID in state (S29); an `Err` says the record failed and the task
+/// must not be awaited as if it were recorded.
+pub type OnStarted<'a> = &'a (dyn Fn(&Upid) -> Result<(), StateError> + Send + Sync);
+
+/// One differing field: wire key, live value (if any), declared value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// Wire key, e.g. `cores`, `net0`.
+    pub key: String,
+    /// What is live (`None`: not set).
+    pub old: Option<String>,
+    /// What is declared (empty: the field is to be unset).
+    pub new: String,
+}
+
+/// What the live object looks like next to its declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// The typed absence said it does not exist.
+    Absent,
+    /// It exists; these declared fields differ (none: it matches).
+    Present {
+        /// The differing fields.
+        changes: Vec<Change>,
+        /// What the write must carry or respect.
+        guard: Guard,
+    },
+    /// Nothing may be done; the sentence says why.
+    Refuse(String),
+}
+
+/// What a probe saw that the write depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guard {
+    /// The config digest of the probe's read (S9).
+    pub digest: Option<String>,
+    /// A lock the object held when probed (S10).
+    pub lock: Option<String>,
+    /// Values an update must carry although they did not change, because PVE recomputes
+    /// something from the request alone (an interface's address fields: `method` and the
+    /// `inet6` stanza follow what the update sends). The declared value, else the live one.
+    pub carry: BTreeMap<String, String>,
+}
+
+/// What happens to a managed object dropped from the declaration (S20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Removal {
+    /// Keep it on the cluster; the stack stops managing it. The default for what cannot be
+    /// recreated (guests): destroying one takes an explicit word.
+    Retain,
+    /// Destroy it.
+    Destroy,
+    /// There is nothing to undo (an apply); the stack just forgets it.
+    Forget,
+}
+
+/// Whether this is the first contact with a declaration (S3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contact {
+    /// A declaration the stack has never managed: a read failure that says nothing about the
+    /// object may count as absent (the worst case is a create that PVE refuses loudly); a
+    /// refused credential never does (S2).
+    First,
+    /// `verify`, or an object already in state: every read failure is an error.
+    Known,
+}
+
+/// What the engine tells a probe besides the context.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    /// First contact or known (S3).
+    pub contact: Contact,
+    /// Whether a resource this one comes after will write in the same deploy.
+    pub upstream_changes: bool,
+    /// The declaration state recorded at the last deploy (wire form), if any: what a
+    /// write-only field's rotation marker is compared with.
+    pub recorded: Option<&'a BTreeMap<String, String>>,
+}
+
+/// A declared object of some family. See the module documentation for the contract.
+pub trait Resource: Send + Sync + fmt::Debug + 'static {
+    /// Where it is in the form state records (`{"node": "pve1", "vmid": "100"}`): what a
+    /// changed address is compared with (S18). [`Resource::object`] is derived from the same
+    /// facts; two declarations of one object are refused.
+    fn address(&self) -> BTreeMap<String, String>;
+
+    /// The declared fields in wire form, recorded in state after a write (no secrets: S26).
+    fn declared(&self) -> BTreeMap<String, String>;
+
+    /// Whether its writes disrupt the node (network applies): one at a time across the stack,
+    /// and a failure stops the disruptive writes after it (S23).
+    fn disruptive(&self) -> bool {
+        false
+    }
+
+    /// Whether a live object without a state entry needs adopting (S27). `false` for actions
+    /// such as an apply, which own nothing.
+    fn ownable(&self) -> bool {
+        true
+    }
+
+    /// The object it declares, as plans and errors name it.
+    fn object(&self) -> ObjectRef;
+
+    /// The objects it must come after (besides the ids the user names): a guest its bridges,
+    /// an apply every interface of its node. The engine resolves each ref against the
+    /// declaration; a ref to an object nobody declared adds no edge.
+    fn requires(&self) -> Vec<ObjectRef> {
+        Vec::new()
+    }
+
+    /// What happens when it is dropped from the declaration (S20).
+    fn removal(&self) -> Removal {
+        Removal::Retain
+    }
+
+    /// Reads the live object and compares (no write).
+    fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>>;
+
+    /// Creates it and reads it back.
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>>;
+
+    /// Writes the planned changes and reads back.
+    fn update<'a>(
+        &'a self,
+        cx: &'a Cx,
+        changes: &'a [Change],
+        guard: &'a Guard,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>>;
+
+    /// Destroys it, only if it still matches `last` (its recorded declaration).
+    fn destroy<'a>(
+        &'a self,
+        cx: &'a Cx,
+        last: &'a BTreeMap<String, String>,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>>;
+}
+
+/// Rebuilds a family's resource from its state entry, for objects dropped from the declaration
+/// (`None`: the entry is incomplete).
+pub type Rebuild = fn(&ResourceState) -> Option<Arc<dyn Resource>>;
+
+/// A family as a stack knows it: its kind (the name state records) and how to rebuild one of
+/// its resources from a state entry, so that dropping it from the declaration follows its
+/// removal policy (S20). The built-ins are [`crate::families::builtin`]; a user's own family
+/// is registered the same way.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// The kind, as [`Resource::object`] names it (`vm`).
+    pub kind: &'static str,
+    /// Rebuilds a resource from its state entry.
+    pub rebuild: Rebuild,
+}
+
+impl Family {
+    /// A family of `kind`, rebuilt from state by `rebuild`.
+    pub const fn new(kind: &'static str, rebuild: Rebuild) -> Self {
+        Family { kind, rebuild }
+    }
+}

@@ -1,0 +1,168 @@
+//! Deploying a plan: check that it still belongs to the stack, then hand its entries to
+//! workers from the ready queue, in dependency order, under the per-scope bounds; an entry
+//! whose dependency did not complete is skipped, naming it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::task::JoinSet;
+
+use crate::contract::{Cx, ErrorKind, Resource};
+use crate::engine::execute::Worker;
+use crate::engine::graph::Ready;
+use crate::engine::{lock, Event, Outcome, Plan, Report, ResourceError, Stack, StackError};
+
+impl Stack {
+    /// The resource behind each plan entry; refuses a plan made for other declarations.
+    fn resources_of(&self, plan: &Plan) -> Result<Vec<Arc<dyn Resource>>, StackError> {
+        let state = lock(&self.ledger).state.clone();
+        let items = self.items(&state)?;
+        let by_id: BTreeMap<&str, usize> = items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (it.id.as_str(), i))
+            .collect();
+        let mut found = Vec::with_capacity(plan.entries.len());
+        for e in &plan.entries {
+            let it = by_id
+                .get(e.id.as_str())
+                .map(|&i| &items[i])
+                .ok_or_else(|| {
+                    StackError::StalePlan(format!("{:?} is neither declared nor managed", e.id))
+                })?;
+            if it.kind != e.kind {
+                return Err(StackError::StalePlan(format!(
+                    "{:?} is planned as a {} but is a {}",
+                    e.id, e.kind, it.kind
+                )));
+            }
+            if it.res.declared() != e.declared {
+                return Err(StackError::StalePlan(format!(
+                    "the declaration of {:?} changed since the plan",
+                    e.id
+                )));
+            }
+            found.push(it.res.clone());
+        }
+        if !plan.destroy {
+            let planned: BTreeMap<&str, ()> =
+                plan.entries.iter().map(|e| (e.id.as_str(), ())).collect();
+            if let Some(it) = items
+                .iter()
+                .find(|it| !planned.contains_key(it.id.as_str()))
+            {
+                return Err(StackError::StalePlan(format!(
+                    "{:?} is not in the plan",
+                    it.id
+                )));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Carries `plan` out (see [`Stack::deploy`]).
+    pub(crate) async fn deploy_(
+        &mut self,
+        plan: &Plan,
+        progress: impl Fn(&Event) + Send + Sync + 'static,
+    ) -> Result<Report, StackError> {
+        let found = self.resources_of(plan)?;
+        let state = lock(&self.ledger).state.clone();
+        let worker = Arc::new(Worker {
+            cx: Cx::new(
+                self.clients.writer().clone(),
+                self.options.await_options,
+                self.options.lock_wait,
+            ),
+            clients: self.clients.clone(),
+            ledger: self.ledger.clone(),
+            progress: Box::new(progress),
+            halted: Mutex::new(None),
+            disruptive: tokio::sync::Mutex::new(()),
+            bounds: self.bounds(found.iter()),
+        });
+        let index: BTreeMap<&str, usize> = plan
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id.as_str(), i))
+            .collect();
+        let deps: Vec<Vec<usize>> = plan
+            .entries
+            .iter()
+            .map(|e| {
+                e.after
+                    .iter()
+                    .filter_map(|a| index.get(a.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        let mut ready = Ready::new(&deps);
+        let mut outcome: Vec<Option<Outcome>> = vec![None; plan.entries.len()];
+        let mut set = JoinSet::new();
+        let mut task_of = BTreeMap::new();
+        loop {
+            while let Some(i) = ready.next() {
+                let entry = plan.entries[i].clone();
+                let res = found[i].clone();
+                let recorded = state.resources.get(&entry.id).cloned();
+                let worker = worker.clone();
+                let handle = set.spawn(async move { (i, worker.run(&entry, res, recorded).await) });
+                task_of.insert(handle.id(), i);
+            }
+            let Some(joined) = set.join_next_with_id().await else {
+                break;
+            };
+            let i = match joined {
+                Ok((_, (i, o))) => {
+                    outcome[i] = Some(o);
+                    i
+                }
+                Err(e) => {
+                    // A family panicked mid-write: what it did is unknown, so nothing else
+                    // starts.
+                    *lock(&worker.halted) =
+                        Some("an earlier resource's deploy panicked".to_owned());
+                    let Some(&i) = task_of.get(&e.id()) else {
+                        continue;
+                    };
+                    outcome[i] = Some(Outcome::Failed(ResourceError::new(
+                        plan.entries[i].object.clone(),
+                        ErrorKind::Panicked,
+                        format!("its deploy panicked: {e}"),
+                    )));
+                    i
+                }
+            };
+            let ok = outcome[i].as_ref().is_some_and(Outcome::is_ok);
+            for (j, because) in ready.finish(i, ok) {
+                let o = Outcome::Skipped(ResourceError::new(
+                    plan.entries[j].object.clone(),
+                    ErrorKind::DependencyFailed,
+                    format!("{} did not complete", plan.entries[because].id),
+                ));
+                (worker.progress)(&Event::Finished {
+                    id: plan.entries[j].id.clone(),
+                    outcome: o.clone(),
+                });
+                outcome[j] = Some(o);
+            }
+        }
+        let outcomes = plan
+            .entries
+            .iter()
+            .zip(outcome)
+            .map(|(e, o)| {
+                let o = o.unwrap_or_else(|| {
+                    Outcome::Failed(ResourceError::new(
+                        e.object.clone(),
+                        ErrorKind::Panicked,
+                        "its deploy panicked",
+                    ))
+                });
+                (e.id.clone(), o)
+            })
+            .collect();
+        Ok(Report { outcomes })
+    }
+}

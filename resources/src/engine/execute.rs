@@ -1,0 +1,304 @@
+//! Carrying out one plan entry: the write (create, update, destroy), the resume of a recorded
+//! task (S29), and the state records around them, under the scope's bound and, for a
+//! disruptive write, the stack-wide one-at-a-time lock (S23).
+
+use std::sync::{Arc, Mutex};
+
+use pve_sdk::Upid;
+
+use crate::contract::{Ask, Clients, Contact, Cx, ErrorKind, Failure, Probe, Resource};
+use crate::engine::ledger::Ledger;
+use crate::engine::plan::recorded_map;
+use crate::engine::{lock, Action, Bounds, Event, Outcome, PlanEntry, ResourceError};
+use crate::state::{InFlight, ResourceState, StateError};
+
+/// What a deploy's workers share.
+pub(crate) struct Worker {
+    pub(crate) cx: Cx,
+    pub(crate) clients: Clients,
+    pub(crate) ledger: Arc<Mutex<Ledger>>,
+    pub(crate) progress: Box<dyn Fn(&Event) + Send + Sync>,
+    /// Why nothing more starts, once a disruptive write failed or a deploy panicked (S23).
+    pub(crate) halted: Mutex<Option<String>>,
+    pub(crate) disruptive: tokio::sync::Mutex<()>,
+    pub(crate) bounds: Bounds,
+}
+
+impl Worker {
+    /// Carries out `entry` and reports its start and end to the progress callback.
+    pub(crate) async fn run(
+        &self,
+        entry: &PlanEntry,
+        res: Arc<dyn Resource>,
+        recorded: Option<ResourceState>,
+    ) -> Outcome {
+        let object = entry.object.clone();
+        let state_failed = |what: &str, e: StateError| {
+            let f = Failure::new(ErrorKind::State, e);
+            Outcome::Failed(
+                ResourceError::failed(object.clone(), f).context(ErrorKind::State, what),
+            )
+        };
+        let outcome = match &entry.action {
+            Action::Refuse { error } | Action::Unreadable { error } => {
+                Outcome::NotTouched(error.clone())
+            }
+            Action::Unowned { .. } => Outcome::NotTouched(ResourceError::new(
+                object.clone(),
+                ErrorKind::Unowned,
+                "unowned: not adopted, left alone",
+            )),
+            Action::Noop { adopt } => {
+                match lock(&self.ledger).record(&entry.id, res.as_ref(), true) {
+                    Ok(()) if *adopt => Outcome::Adopted,
+                    Ok(()) => Outcome::Unchanged,
+                    Err(e) => state_failed("matches, but state", e),
+                }
+            }
+            Action::Retain | Action::Forget => match lock(&self.ledger).forget(&entry.id) {
+                Ok(()) => Outcome::Forgotten,
+                Err(e) => state_failed("state", e),
+            },
+            _ => self.bounded(entry, res, recorded).await,
+        };
+        (self.progress)(&Event::Finished {
+            id: entry.id.clone(),
+            outcome: outcome.clone(),
+        });
+        outcome
+    }
+
+    /// A write under the scope's bound, the total bound and, if disruptive, the one-at-a-time
+    /// lock; skipped when the deploy was halted.
+    async fn bounded(
+        &self,
+        entry: &PlanEntry,
+        res: Arc<dyn Resource>,
+        recorded: Option<ResourceState>,
+    ) -> Outcome {
+        let _scope = match self.bounds.get(&entry.object.scope) {
+            Some(s) => s.clone().acquire_owned().await.ok(),
+            None => None,
+        };
+        let _total = match &self.bounds.total {
+            Some(t) => t.clone().acquire_owned().await.ok(),
+            None => None,
+        };
+        let _one = if res.disruptive() {
+            Some(self.disruptive.lock().await)
+        } else {
+            None
+        };
+        if let Some(why) = lock(&self.halted).clone() {
+            return Outcome::Skipped(ResourceError::new(
+                entry.object.clone(),
+                ErrorKind::Halted,
+                why,
+            ));
+        }
+        (self.progress)(&Event::Started {
+            id: entry.id.clone(),
+            action: entry.action.name(),
+        });
+        let o = self.write(entry, res.as_ref(), recorded).await;
+        if res.disruptive() && !o.is_ok() {
+            *lock(&self.halted) = Some(format!(
+                "stopped: the disruptive write of {} ({}) did not confirm success",
+                entry.id, entry.object
+            ));
+        }
+        o
+    }
+
+    /// Creates, updates, deletes or resumes one resource.
+    async fn write(
+        &self,
+        entry: &PlanEntry,
+        res: &dyn Resource,
+        recorded: Option<ResourceState>,
+    ) -> Outcome {
+        let id = entry.id.as_str();
+        let on_started = |task: &'static str| {
+            move |upid: &Upid| -> Result<(), StateError> {
+                let credential = self.cx.client().credential_id().to_owned();
+                let in_flight = InFlight {
+                    upid: upid.to_string(),
+                    action: task.to_owned(),
+                    credential,
+                };
+                lock(&self.ledger).record_task(id, res, in_flight)?;
+                (self.progress)(&Event::Task {
+                    id: id.to_owned(),
+                    upid: upid.to_string(),
+                });
+                Ok(())
+            }
+        };
+        let failed = |f: Failure| Outcome::Failed(ResourceError::failed(entry.object.clone(), f));
+        match &entry.action {
+            Action::Create => match res.create(&self.cx, &on_started("create")).await {
+                Ok(()) => self.recorded(entry, res, Outcome::Created),
+                Err(f) => failed(f),
+            },
+            Action::Update { changes, .. } => {
+                let on = on_started("update");
+                match res.update(&self.cx, changes, &entry.guard, &on).await {
+                    Ok(()) => self.recorded(entry, res, Outcome::Updated),
+                    Err(f) => failed(f),
+                }
+            }
+            Action::Delete => {
+                // S19 needs the last declaration to compare with: without it, nothing is
+                // destroyed.
+                let last = match recorded.as_ref().map(recorded_map) {
+                    Some(Some(last)) => last,
+                    Some(None) => {
+                        return self.refused(
+                            entry,
+                            "its recorded declaration cannot be read; not destroying it",
+                        )
+                    }
+                    None => {
+                        return self.refused(
+                            entry,
+                            "it has no state entry to compare with; not destroying it",
+                        )
+                    }
+                };
+                match res.destroy(&self.cx, &last, &on_started("destroy")).await {
+                    Ok(()) => self.forgotten(entry, Outcome::Deleted, "destroyed, but state"),
+                    Err(f) => failed(f),
+                }
+            }
+            Action::Resume { upid, task } => self.resume(entry, res, recorded, upid, task).await,
+            _ => Outcome::Unchanged,
+        }
+    }
+
+    fn refused(&self, entry: &PlanEntry, why: &str) -> Outcome {
+        Outcome::Failed(ResourceError::new(
+            entry.object.clone(),
+            ErrorKind::State,
+            why,
+        ))
+    }
+
+    /// S29 / S14: awaits a recorded task with the credential that started it, then settles.
+    async fn resume(
+        &self,
+        entry: &PlanEntry,
+        res: &dyn Resource,
+        recorded: Option<ResourceState>,
+        upid: &str,
+        task: &str,
+    ) -> Outcome {
+        let id = entry.id.as_str();
+        let err = |kind, why: String| {
+            Outcome::Failed(ResourceError::new(entry.object.clone(), kind, why))
+        };
+        let Some(credential) = recorded
+            .as_ref()
+            .and_then(|r| r.in_flight.as_ref())
+            .map(|f| f.credential.clone())
+        else {
+            return err(
+                ErrorKind::State,
+                "the recorded task is gone from state; plan again".to_owned(),
+            );
+        };
+        let Some(client) = self.clients.for_credential(&credential) else {
+            return err(ErrorKind::OutcomeUnknown, format!(
+                "task {upid} was started by {credential}, and this stack has no client with that credential to poll it (S14)"
+            ));
+        };
+        let parsed: Upid = match upid.parse() {
+            Ok(u) => u,
+            Err(e) => return err(ErrorKind::State, format!("recorded task id {upid:?}: {e}")),
+        };
+        let waited = pve_sdk::task::Task::attach(client, parsed)
+            .wait(self.cx.await_options())
+            .await;
+        if let Err(e) = waited {
+            let f = Failure::task(e);
+            if f.kind() == ErrorKind::TaskFailed {
+                let cleared = lock(&self.ledger).clear_task(id);
+                let what = match cleared {
+                    Ok(()) => format!("the {task} task an earlier deploy started failed; the next plan starts over"),
+                    Err(s) => format!("the {task} task an earlier deploy started failed; state: {s}"),
+                };
+                return Outcome::Failed(
+                    ResourceError::failed(entry.object.clone(), f)
+                        .context(ErrorKind::TaskFailed, &what),
+                );
+            }
+            let what = format!("the {task} task {upid} is still not confirmed; it stays recorded and the next deploy awaits it again");
+            return Outcome::Failed(
+                ResourceError::failed(entry.object.clone(), f)
+                    .context(ErrorKind::OutcomeUnknown, &what),
+            );
+        }
+        if let Err(e) = lock(&self.ledger).clear_task(id) {
+            return err(ErrorKind::State, format!("task ended OK, but state: {e}"));
+        }
+        // The write the task made is read back like any other (S4). A resume writes nothing
+        // itself: what still differs is for the next plan to show.
+        let last = recorded.as_ref().and_then(recorded_map);
+        let ask = Ask {
+            contact: Contact::Known,
+            upstream_changes: false,
+            recorded: last.as_ref(),
+        };
+        let probe = res.probe(&self.cx, ask).await;
+        let not = |why: String| err(ErrorKind::NotConverged, why);
+        match (task, probe) {
+            ("destroy", Ok(Probe::Absent)) => {
+                self.forgotten(entry, Outcome::Deleted, "destroyed, but state")
+            }
+            ("destroy", Ok(_)) => {
+                not("the destroy task ended OK but the object is still there".to_owned())
+            }
+            (_, Ok(Probe::Present { changes, .. })) if changes.is_empty() => {
+                self.recorded(entry, res, Outcome::Resumed)
+            }
+            (_, Ok(Probe::Present { changes, .. })) => not(format!(
+                "the {task} task ended OK but {} still differ; plan again",
+                changes
+                    .iter()
+                    .map(|c| c.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            (_, Ok(Probe::Absent)) => {
+                not(format!("the {task} task ended OK but the object is absent"))
+            }
+            (_, Ok(Probe::Refuse(r))) => not(format!("after the {task} task: {r}")),
+            (_, Err(f)) => Outcome::Failed(ResourceError::failed(entry.object.clone(), f).context(
+                ErrorKind::NotConverged,
+                &format!("the {task} task ended OK; the read-back failed"),
+            )),
+        }
+    }
+
+    /// Records the resource after a confirmed write, then answers `ok`.
+    fn recorded(&self, entry: &PlanEntry, res: &dyn Resource, ok: Outcome) -> Outcome {
+        match lock(&self.ledger).record(&entry.id, res, false) {
+            Ok(()) => ok,
+            Err(e) => self.state_error(entry, "done, but state", e),
+        }
+    }
+
+    /// Removes the resource from state after a confirmed destroy, then answers `ok`.
+    fn forgotten(&self, entry: &PlanEntry, ok: Outcome, what: &str) -> Outcome {
+        match lock(&self.ledger).forget(&entry.id) {
+            Ok(()) => ok,
+            Err(e) => self.state_error(entry, what, e),
+        }
+    }
+
+    fn state_error(&self, entry: &PlanEntry, what: &str, e: StateError) -> Outcome {
+        let f = Failure::new(ErrorKind::State, e);
+        Outcome::Failed(
+            ResourceError::failed(entry.object.clone(), f).context(ErrorKind::State, what),
+        )
+    }
+}

@@ -1,0 +1,427 @@
+//! Planning: what a plan says per resource ([`Action`], [`PlanEntry`], [`Plan`]), and how the
+//! stack makes one (reads only, layer by layer, bounded per scope) or plans a destroy (reads
+//! nothing).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use crate::contract::{
+    Ask, Change, Contact, Cx, ErrorKind, Failure, Guard, ObjectRef, Probe, Removal,
+};
+use crate::engine::graph::{edges, layers, reversed, Item};
+use crate::engine::render::{address_text, as_text};
+use crate::engine::{lock, ResourceError, Stack, StackError};
+use crate::state::ResourceState;
+
+/// What a plan says about one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Matches; no write. `adopt`: it has no state entry yet and is adopted (S27).
+    Noop {
+        /// Whether deploy records it in state as adopted.
+        adopt: bool,
+    },
+    /// Absent: create it.
+    Create,
+    /// Differs: write these fields.
+    Update {
+        /// The differing fields.
+        changes: Vec<Change>,
+        /// Whether it is adopted by this deploy (S27).
+        adopt: bool,
+    },
+    /// Managed, dropped from the declaration, removal policy `destroy` (or an explicit destroy).
+    Delete,
+    /// Managed, dropped, removal policy `retain` (S20): left on the cluster, no longer managed.
+    Retain,
+    /// Managed, dropped, nothing to undo (an apply: S25).
+    Forget,
+    /// A task an earlier deploy started was not seen to end: deploy awaits it (S29).
+    Resume {
+        /// The task.
+        upid: String,
+        /// What it does (`create`, `update`, `destroy`, `apply`).
+        task: String,
+    },
+    /// Nothing may be done; the error says why (its kind: `refused`, `conflict`,
+    /// `unknown_family`).
+    Refuse {
+        /// Why.
+        error: ResourceError,
+    },
+    /// Live, not in state and not adopted (S27): left alone.
+    Unowned {
+        /// How it differs from the declaration.
+        changes: Vec<Change>,
+    },
+    /// Could not be read (S2): nothing is concluded or written.
+    Unreadable {
+        /// Why (its kind: `unreadable` or `denied`), with the causes.
+        error: ResourceError,
+    },
+}
+
+impl Action {
+    /// The action's name, as in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Noop { .. } => "noop",
+            Action::Create => "create",
+            Action::Update { .. } => "update",
+            Action::Delete => "delete",
+            Action::Retain => "retain",
+            Action::Forget => "forget",
+            Action::Resume { .. } => "resume",
+            Action::Refuse { .. } => "refuse",
+            Action::Unowned { .. } => "unowned",
+            Action::Unreadable { .. } => "unreadable",
+        }
+    }
+
+    /// Whether deploy writes to the cluster for it.
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Action::Create | Action::Update { .. } | Action::Delete | Action::Resume { .. }
+        )
+    }
+
+    /// Whether the declared state is reached without doing anything.
+    pub fn is_noop(&self) -> bool {
+        matches!(self, Action::Noop { adopt: false })
+    }
+
+    /// The error behind a refusal or an unreadable entry.
+    pub fn error(&self) -> Option<&ResourceError> {
+        match self {
+            Action::Refuse { error } | Action::Unreadable { error } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// One resource's line in a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanEntry {
+    /// Its id.
+    pub id: String,
+    /// Its family.
+    pub kind: String,
+    /// Where it is.
+    pub address: BTreeMap<String, String>,
+    /// The object, as the text plan prints it (`vm pve1/100`; a string in the JSON).
+    #[serde(serialize_with = "as_text")]
+    pub object: ObjectRef,
+    /// What deploy does.
+    #[serde(flatten)]
+    pub action: Action,
+    /// The ids it comes after in a deploy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    #[serde(skip)]
+    pub(crate) guard: Guard,
+    /// The declaration the plan was made for (deploy refuses a plan whose declaration changed).
+    #[serde(skip)]
+    pub(crate) declared: BTreeMap<String, String>,
+}
+
+/// A plan: one entry per declared or managed resource, in deploy order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// The entries.
+    pub entries: Vec<PlanEntry>,
+    /// Made by [`Stack::plan_destroy`]: declared resources not in state are not in it.
+    #[serde(skip)]
+    pub(crate) destroy: bool,
+}
+
+impl Plan {
+    /// The entries that are not a plain noop: the drift, for `verify`.
+    pub fn drift(&self) -> Vec<&PlanEntry> {
+        self.entries
+            .iter()
+            .filter(|e| !e.action.is_noop())
+            .collect()
+    }
+
+    /// How many entries have each action name.
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        for e in &self.entries {
+            *out.entry(e.action.name()).or_default() += 1;
+        }
+        out
+    }
+
+    /// Whether every entry is a plain noop.
+    pub fn is_noop(&self) -> bool {
+        self.drift().is_empty()
+    }
+
+    /// The entry of `id`.
+    pub fn get(&self, id: &str) -> Option<&PlanEntry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+}
+
+/// The recorded declaration of a state entry in wire form (`None` when it is not a map of
+/// texts, which no family of this crate records).
+pub(crate) fn recorded_map(rs: &ResourceState) -> Option<BTreeMap<String, String>> {
+    serde_json::from_value(rs.declared.clone()).ok()
+}
+
+impl Stack {
+    /// Plans every item against live state, layer by layer (an item's probe knows whether
+    /// something it comes after writes), each probe under its scope's bound.
+    pub(crate) async fn plan_with(&self, strict: bool) -> Result<Plan, StackError> {
+        let state = lock(&self.ledger).state.clone();
+        let items = self.items(&state)?;
+        let deps = edges(&items);
+        let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
+        let layers = layers(&ids, &deps)?;
+        let cx = Arc::new(Cx::new(
+            self.clients.reader().clone(),
+            self.options.await_options,
+            self.options.lock_wait,
+        ));
+        let bounds = self.bounds(items.iter().map(|it| &it.res));
+        let mut actions: Vec<Option<(Action, Guard)>> = vec![None; items.len()];
+        for layer in &layers {
+            let mut set = JoinSet::new();
+            let mut task_of = BTreeMap::new();
+            for &i in layer {
+                let it = &items[i];
+                let recorded = state.resources.get(&it.id);
+                if let Some(action) = self.without_probe(it, recorded) {
+                    actions[i] = Some((action, Guard::default()));
+                    continue;
+                }
+                let upstream = deps[i].iter().any(|&j| {
+                    actions[j].as_ref().is_some_and(|(a, _)| {
+                        a.writes() || matches!(a, Action::Noop { adopt: true })
+                    })
+                });
+                let contact = if strict || recorded.is_some() {
+                    Contact::Known
+                } else {
+                    Contact::First
+                };
+                let owned = recorded.is_some() || !it.res.ownable();
+                let adopt = it.decl.is_some_and(|d| self.decls[d].adopt) || self.options.adopt;
+                let last = recorded.and_then(recorded_map);
+                let res = it.res.clone();
+                let cx = cx.clone();
+                let bound = bounds.get(&res.object().scope).cloned();
+                let total = bounds.total.clone();
+                let handle = set.spawn(async move {
+                    let _scope = match &bound {
+                        Some(s) => s.acquire().await.ok(),
+                        None => None,
+                    };
+                    let _total = match &total {
+                        Some(t) => t.acquire().await.ok(),
+                        None => None,
+                    };
+                    let ask = Ask {
+                        contact,
+                        upstream_changes: upstream,
+                        recorded: last.as_ref(),
+                    };
+                    let probe = res.probe(&cx, ask).await;
+                    (i, map_probe(res.object(), probe, owned, adopt))
+                });
+                task_of.insert(handle.id(), i);
+            }
+            while let Some(joined) = set.join_next_with_id().await {
+                match joined {
+                    Ok((_, (i, a))) => actions[i] = Some(a),
+                    Err(e) => {
+                        if let Some(&i) = task_of.get(&e.id()) {
+                            let error = ResourceError::new(
+                                items[i].res.object(),
+                                ErrorKind::Panicked,
+                                format!("its family's probe panicked: {e}"),
+                            );
+                            actions[i] = Some((Action::Unreadable { error }, Guard::default()));
+                        }
+                    }
+                }
+            }
+        }
+        let entries = layers
+            .concat()
+            .into_iter()
+            .map(|i| {
+                let it = &items[i];
+                let (action, guard) = actions[i].take().unwrap_or_else(|| {
+                    let error = ResourceError::new(
+                        it.res.object(),
+                        ErrorKind::Panicked,
+                        "its family's probe did not finish",
+                    );
+                    (Action::Unreadable { error }, Guard::default())
+                });
+                PlanEntry {
+                    id: it.id.clone(),
+                    kind: it.kind.clone(),
+                    address: it.res.address(),
+                    object: it.res.object(),
+                    action,
+                    after: deps[i].iter().map(|&j| items[j].id.clone()).collect(),
+                    guard,
+                    declared: it.res.declared(),
+                }
+            })
+            .collect();
+        Ok(Plan {
+            entries,
+            destroy: false,
+        })
+    }
+
+    /// What an item's plan is without reading: a kind or address that differs from state's
+    /// (S18), a task to resume (S29), or the removal of a dropped item (S20).
+    fn without_probe(&self, it: &Item, recorded: Option<&ResourceState>) -> Option<Action> {
+        let refuse = |kind, reason: String| Action::Refuse {
+            error: ResourceError::new(it.res.object(), kind, reason),
+        };
+        if let Some(r) = recorded.filter(|r| it.decl.is_some() && r.kind != it.kind) {
+            return Some(refuse(
+                ErrorKind::Conflict,
+                format!(
+                    "state records {:?} as a {} but it is declared as a {}; remove one of them",
+                    it.id, r.kind, it.kind
+                ),
+            ));
+        }
+        if let Some(r) = recorded.filter(|r| it.decl.is_some() && r.address != it.res.address()) {
+            return Some(refuse(
+                ErrorKind::Conflict,
+                format!(
+                    "{:?} manages {} {} but is now declared at {}: an object is never replaced or moved by a plan (S18); drop the old one explicitly and declare the new one under a new id",
+                    it.id,
+                    r.kind,
+                    address_text(&r.address),
+                    address_text(&it.res.address())
+                ),
+            ));
+        }
+        if let Some(f) = recorded.and_then(|r| r.in_flight.clone()) {
+            return Some(Action::Resume {
+                upid: f.upid,
+                task: f.action,
+            });
+        }
+        if it.decl.is_some() {
+            return None;
+        }
+        Some(if let Some(why) = &it.unknown {
+            refuse(ErrorKind::UnknownFamily, why.clone())
+        } else if self.destroy_dropped.contains(&it.id) {
+            Action::Delete
+        } else {
+            match it.res.removal() {
+                Removal::Retain => Action::Retain,
+                Removal::Destroy => Action::Delete,
+                Removal::Forget => Action::Forget,
+            }
+        })
+    }
+
+    /// Plans the destruction of everything in state, in reverse dependency order.
+    pub(crate) fn plan_destroy_(&self) -> Result<Plan, StackError> {
+        let state = lock(&self.ledger).state.clone();
+        let items = self.items(&state)?;
+        let rev = reversed(&edges(&items));
+        let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
+        let layers = layers(&ids, &rev)?;
+        let entries = layers
+            .concat()
+            .into_iter()
+            .filter_map(|i| {
+                let it = &items[i];
+                let recorded = state.resources.get(&it.id)?;
+                let object = ObjectRef::from_address(recorded.kind.clone(), &recorded.address);
+                let action = match &recorded.in_flight {
+                    Some(f) => Action::Resume {
+                        upid: f.upid.clone(),
+                        task: f.action.clone(),
+                    },
+                    None => match &it.unknown {
+                        Some(why) => Action::Refuse {
+                            error: ResourceError::new(
+                                object.clone(),
+                                ErrorKind::UnknownFamily,
+                                why.clone(),
+                            ),
+                        },
+                        None if it.res.removal() == Removal::Forget => Action::Forget,
+                        None => Action::Delete,
+                    },
+                };
+                Some(PlanEntry {
+                    id: it.id.clone(),
+                    kind: recorded.kind.clone(),
+                    address: recorded.address.clone(),
+                    object,
+                    action,
+                    after: rev[i]
+                        .iter()
+                        .filter(|&&j| state.resources.contains_key(&items[j].id))
+                        .map(|&j| items[j].id.clone())
+                        .collect(),
+                    guard: Guard::default(),
+                    declared: it.res.declared(),
+                })
+            })
+            .collect();
+        Ok(Plan {
+            entries,
+            destroy: true,
+        })
+    }
+}
+
+/// A probe's answer as a plan action: a failure is unreadable (S2), a live object without
+/// state is unowned unless adopted (S27).
+fn map_probe(
+    object: ObjectRef,
+    probe: Result<Probe, Failure>,
+    owned: bool,
+    adopt: bool,
+) -> (Action, Guard) {
+    match probe {
+        Err(f) => {
+            let mut error = ResourceError::failed(object, f);
+            if !matches!(error.kind(), ErrorKind::Denied | ErrorKind::Unreadable) {
+                let kind = error.kind();
+                error = error.context(ErrorKind::Unreadable, &format!("its probe failed ({kind})"));
+            }
+            (Action::Unreadable { error }, Guard::default())
+        }
+        Ok(Probe::Refuse(reason)) => (
+            Action::Refuse {
+                error: ResourceError::new(object, ErrorKind::Refused, reason),
+            },
+            Guard::default(),
+        ),
+        Ok(Probe::Absent) => (Action::Create, Guard::default()),
+        Ok(Probe::Present { changes, guard }) => {
+            let action = if !owned && !adopt {
+                Action::Unowned { changes }
+            } else if changes.is_empty() {
+                Action::Noop { adopt: !owned }
+            } else {
+                Action::Update {
+                    changes,
+                    adopt: !owned,
+                }
+            };
+            (action, guard)
+        }
+    }
+}

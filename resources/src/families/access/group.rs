@@ -1,0 +1,123 @@
+//! The `Group` family: a user group (cluster-wide), on the generic [`ConfigObject`]: its
+//! `comment` (membership is the users' `groups`). Read with `GET /access/groups/{groupid}`,
+//! absent only on the SDK's typed `GroupNotFound`. Dropped from the declaration, a group is
+//! kept (S20): deleting it breaks the ACLs that name it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use pve_sdk::generated::access::groups::groupid::{DeleteGroup, ReadGroup, UpdateGroup};
+use pve_sdk::generated::access::groups::CreateGroup;
+use pve_sdk::Client;
+
+use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{inexpressible, ConfigObject};
+use crate::state::ResourceState;
+
+/// A declared user group. `None` fields are not managed (S7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Its id.
+    pub groupid: String,
+    /// `comment`.
+    pub comment: Option<String>,
+}
+
+impl Group {
+    /// A group with nothing but its id managed.
+    pub fn new(groupid: impl Into<String>) -> Self {
+        Group {
+            groupid: groupid.into(),
+            comment: None,
+        }
+    }
+
+    /// Manages its comment.
+    #[must_use]
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
+    }
+}
+
+impl ConfigObject for Group {
+    const KIND: &'static str = "group";
+
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new(Self::KIND, Scope::Cluster, self.groupid.clone())
+    }
+
+    fn address(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("groupid".to_owned(), self.groupid.clone())])
+    }
+
+    fn declared(&self) -> BTreeMap<String, String> {
+        self.comment
+            .iter()
+            .map(|c| ("comment".to_owned(), c.clone()))
+            .collect()
+    }
+
+    fn read<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>> {
+        Box::pin(async move {
+            let group =
+                crate::kit::read::get(client, &ReadGroup::new(self.groupid.clone())).await?;
+            Ok(group.map(|g| {
+                g.comment
+                    .map(|c| ("comment".to_owned(), c))
+                    .into_iter()
+                    .collect()
+            }))
+        })
+    }
+
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let mut req = CreateGroup::new(self.groupid.clone());
+            req.comment.clone_from(&self.comment);
+            client.send(&req).await.map_err(Failure::write)?;
+            Ok(())
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        client: &'a Client,
+        changes: &'a [Change],
+        _carry: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let mut req = UpdateGroup::new(self.groupid.clone());
+            for c in changes {
+                match c.key.as_str() {
+                    "comment" => req.comment = Some(c.new.clone()),
+                    other => return Err(inexpressible(self, other)),
+                }
+            }
+            client.send(&req).await.map_err(Failure::write)?;
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            client
+                .send(&DeleteGroup::new(self.groupid.clone()))
+                .await
+                .map_err(Failure::write)?;
+            Ok(())
+        })
+    }
+}
+
+/// Rebuilds a managed group from its state entry (for its removal policy).
+pub(crate) fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    let mut g = Group::new(rs.address.get("groupid")?.clone());
+    if let Some(c) = rs.declared.get("comment") {
+        g.comment = Some(c.as_str()?.to_owned());
+    }
+    Some(Arc::new(g))
+}

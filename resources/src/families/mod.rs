@@ -1,0 +1,59 @@
+//! The families this crate provides, and the registry a stack is handed ([`builtin`]).
+//!
+//! - [`config`]: the generic config object ([`config::ConfigObject`]); a family that is one PVE
+//!   config object implements it and gets the lifecycle and its rules.
+//! - On it: [`pool`] (resource pools), [`access`] (users, groups, roles), and
+//!   [`network`]'s interfaces ([`network::Iface`]).
+//! - Hand-written on the [`kit`](crate::kit): [`qemu`] (QEMU guests, their disks) and
+//!   [`network`]'s apply ([`network::NetworkApply`], an action).
+//!
+//! The engine names no family: a stack knows the families it was given, and a user's own
+//! family is registered the same way ([`Family::new`]).
+
+pub mod access;
+pub mod config;
+pub mod network;
+pub mod pool;
+pub mod qemu;
+
+use crate::contract::Family;
+
+/// Every family of this crate: QEMU guests, node interfaces, network applies, pools, users,
+/// groups, roles.
+pub fn builtin() -> Vec<Family> {
+    vec![
+        Family::new("vm", qemu::rebuild),
+        Family::new("node_network", network::rebuild_iface),
+        Family::new("network_apply", network::rebuild_apply),
+        Family::new("pool", pool::rebuild),
+        Family::new("user", access::rebuild_user),
+        Family::new("group", access::rebuild_group),
+        Family::new("role", access::rebuild_role),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_builtin_kind_is_listed_once() {
+        let kinds: Vec<&str> = builtin().iter().map(|f| f.kind).collect();
+        let mut unique = kinds.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(kinds.len(), unique.len(), "{kinds:?}");
+        assert_eq!(
+            kinds,
+            [
+                "vm",
+                "node_network",
+                "network_apply",
+                "pool",
+                "user",
+                "group",
+                "role"
+            ]
+        );
+    }
+}

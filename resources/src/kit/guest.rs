@@ -1,0 +1,143 @@
+//! Guests, whichever their type: who holds a vmid cluster-wide (S17), read once per phase from
+//! `/cluster/resources`, and waiting for a guest's lock to clear (S10).
+//!
+//! # Guarantees
+//!
+//! - **S17 Guest absence is decided cluster-wide.** [`owner`] says who holds a vmid among the
+//!   index rows: nobody, this guest (of the expected type, on the expected node), or someone
+//!   else: another node, the other guest type, or a row it cannot identify, which a family
+//!   refuses with the sentence it gives. An index that cannot be read is an error, never "free".
+//! - **S10 Locks.** [`wait_unlocked`] waits, bounded, until the guest holds no lock; it never
+//!   skips or removes one, and a read that fails while waiting ends the wait as an error.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use pve_sdk::generated::cluster::resources::{
+    Resources, ResourcesError, ResourcesResponseItem, ResourcesResponseItemType, ResourcesType,
+};
+use pve_sdk::Client;
+
+use crate::contract::{ErrorKind, Failure, ObjectRef};
+
+/// The guest types PVE has; a vmid is unique across both, cluster-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestType {
+    /// A QEMU virtual machine.
+    Qemu,
+    /// An LXC container.
+    Lxc,
+}
+
+impl GuestType {
+    fn row_type(self) -> ResourcesResponseItemType {
+        match self {
+            GuestType::Qemu => ResourcesResponseItemType::Qemu,
+            GuestType::Lxc => ResourcesResponseItemType::Lxc,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            GuestType::Qemu => "a VM",
+            GuestType::Lxc => "an LXC container",
+        }
+    }
+}
+
+/// Who holds a vmid, per `/cluster/resources`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// No guest anywhere has it: a create may use it.
+    Free,
+    /// A guest of the expected type on the expected node.
+    This {
+        /// Its lock, if it holds one (S10).
+        lock: Option<String>,
+    },
+    /// Someone else: a refusal, with the sentence why.
+    Elsewhere(String),
+}
+
+/// Reads the guest rows of `/cluster/resources` (`type=vm`, which lists both guest types).
+///
+/// # Errors
+///
+/// The read's error: never treated as "no guests".
+pub async fn index(client: &Client) -> Result<Vec<ResourcesResponseItem>, ResourcesError> {
+    let req = Resources::new().type_(ResourcesType::Vm);
+    Ok(client.send(&req).await?.into_data())
+}
+
+/// Decides who holds `vmid` among `rows`, for a guest of type `want` declared on `node` (S17).
+pub fn owner(rows: &[ResourcesResponseItem], want: GuestType, node: &str, vmid: i64) -> Owner {
+    let mut holders = rows.iter().filter(|r| {
+        r.vmid == Some(vmid) || r.id.rsplit('/').next() == Some(vmid.to_string().as_str())
+    });
+    let Some(row) = holders.next() else {
+        return Owner::Free;
+    };
+    if holders.next().is_some() {
+        return Owner::Elsewhere(format!(
+            "vmid {vmid} appears more than once in /cluster/resources; refusing to guess which guest it is"
+        ));
+    }
+    let held_by = row.node.clone().unwrap_or_default();
+    let other = match want {
+        GuestType::Qemu => GuestType::Lxc,
+        GuestType::Lxc => GuestType::Qemu,
+    };
+    match row.node.as_deref() {
+        Some(n) if row.type_ == want.row_type() && n == node => Owner::This {
+            lock: row.lock.clone(),
+        },
+        Some(n) if row.type_ == want.row_type() => Owner::Elsewhere(format!(
+            "vmid {vmid} is {} on node {n}, not on {node}: a migration is not an update",
+            want.noun()
+        )),
+        _ if row.type_ == other.row_type() => Owner::Elsewhere(format!(
+            "vmid {vmid} is held by {} on node {held_by}",
+            other.noun()
+        )),
+        _ => Owner::Elsewhere(format!(
+            "vmid {vmid} is listed as {:?} ({}) on node {held_by:?}, which cannot be identified as this guest",
+            row.type_.to_string(),
+            row.id
+        )),
+    }
+}
+
+/// **S10** Waits until `read_lock` answers no lock, polling every `interval`, at most
+/// `deadline`; never skips or removes a lock. `object` names the guest in errors.
+///
+/// # Errors
+///
+/// [`ErrorKind::Locked`] when the deadline passes with the lock held; the read's failure when
+/// the guest cannot be read while waiting.
+pub async fn wait_unlocked<F, Fut>(
+    object: &ObjectRef,
+    deadline: Duration,
+    interval: Duration,
+    mut read_lock: F,
+) -> Result<(), Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<String>, Failure>>,
+{
+    let started = Instant::now();
+    loop {
+        let Some(lock) = read_lock().await? else {
+            return Ok(());
+        };
+        if started.elapsed() + interval > deadline {
+            return Err(Failure::new(
+                ErrorKind::Locked,
+                format!(
+                    "{object} is still locked ({lock}) after {:?}; not touching it",
+                    started.elapsed()
+                ),
+            ));
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
