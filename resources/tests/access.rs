@@ -144,7 +144,7 @@ async fn s20_dropped_groups_and_roles_are_retained() {
 }
 
 #[tokio::test]
-async fn s26_a_user_s_initial_password_is_sent_once_never_recorded_and_groups_are_a_set() {
+async fn s26_a_user_s_password_is_sent_once_never_recorded_and_groups_are_a_set() {
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
@@ -153,7 +153,7 @@ async fn s26_a_user_s_initial_password_is_sent_once_never_recorded_and_groups_ar
     let mut alice = User::new("alice@pve");
     alice.email = Some("alice@example.com".into());
     alice.groups = Some(vec!["web".into(), "ops".into()]);
-    alice.initial_password = Some(Secret::new("first-secret"));
+    alice.password = Some(Secret::new("first-secret"));
     s.add("alice", alice.clone())
         .expect("adds")
         .after("ops")
@@ -212,4 +212,200 @@ async fn s26_a_user_s_initial_password_is_sent_once_never_recorded_and_groups_ar
             "GET /access/users/alice@pve",
         ]
     );
+}
+
+/// A stack over `sim` whose writer logs in as `root@pam` for a ticket (PVE lets no API token
+/// change a password), its state in `dir`.
+fn ticket_stack(sim: &pve_sim::Simulator, dir: &std::path::Path) -> pve_resources::Stack {
+    let client = pve_sdk::Client::builder(sim.url())
+        .password("root@pam", "root-secret")
+        .build()
+        .expect("client");
+    let store = pve_resources::FileStore::open(dir.join("state.json")).expect("state");
+    let clients = pve_resources::Clients::single(client);
+    let mut s = pve_resources::Stack::new(clients, store, Default::default()).expect("stack");
+    s.register(pve_resources::families::builtin());
+    s
+}
+
+#[tokio::test]
+async fn s26_a_password_is_sent_again_only_when_its_rotation_marker_moves() {
+    let sim = pve_sim::Simulator::start(pve_sim::SimConfig {
+        users: vec![("root@pam".into(), "root-secret".into())],
+        ..pve_sim::SimConfig::default()
+    })
+    .await
+    .expect("starts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bob = User::new("bob@pve");
+    bob.comment = Some("ci".into());
+    bob.password = Some(Secret::new("first-secret"));
+    bob.password_rotation = Some("2026-01".into());
+    let mut s = ticket_stack(&sim, dir.path());
+    s.add("bob", bob.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    assert!(
+        state.contains("\"rotate:password\": \"2026-01\""),
+        "{state}"
+    );
+    assert!(!state.contains("first-secret"), "{state}");
+
+    // The same marker: nothing is sent, whatever the password now says.
+    bob.password = Some(Secret::new("another-secret"));
+    let s = {
+        drop(s);
+        let mut s = ticket_stack(&sim, dir.path());
+        s.add("bob", bob.clone()).expect("adds");
+        s
+    };
+    let plan = s.plan().await.expect("plans");
+    assert!(plan.is_noop(), "{plan}");
+
+    // A new marker: the plan shows the rotation, never the value, and the deploy sends the
+    // password alone to PUT /access/password (no empty user update).
+    bob.password_rotation = Some("2026-02".into());
+    let mut s = {
+        drop(s);
+        let mut s = ticket_stack(&sim, dir.path());
+        s.add("bob", bob.clone()).expect("adds");
+        s
+    };
+    let plan = s.plan().await.expect("plans");
+    let text = plan.to_string();
+    assert!(
+        text.contains("~ password: \"rotation 2026-01\" -> \"rotation 2026-02 (write-only: the value is sent, never shown)\""),
+        "{text}"
+    );
+    assert!(!text.contains("secret"), "{text}");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let writes: Vec<String> = sim
+        .writes()
+        .iter()
+        .map(|w| {
+            let keys: Vec<&str> = w.params.iter().map(|(k, _)| k.as_str()).collect();
+            format!("{} {} {}", w.method, w.path, keys.join(","))
+        })
+        .collect();
+    assert_eq!(writes, ["PUT /access/password password,userid"]);
+    let sent = &sim.writes()[0].params;
+    assert!(sent.contains(&("password".to_owned(), "another-secret".to_owned())));
+    assert!(sent.contains(&("userid".to_owned(), "bob@pve".to_owned())));
+    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    assert!(
+        state.contains("\"rotate:password\": \"2026-02\""),
+        "{state}"
+    );
+    assert!(!state.contains("another-secret"), "{state}");
+    sim.clear_log();
+    assert!(s.plan().await.expect("plans").is_noop());
+
+    // A marker without a password to send is refused before any write.
+    let mut bare = User::new("bob@pve");
+    bare.comment = Some("ci".into());
+    bare.password_rotation = Some("2026-03".into());
+    let s = {
+        drop(s);
+        let mut s = ticket_stack(&sim, dir.path());
+        s.add("bob", bare).expect("adds");
+        s
+    };
+    let plan = s.plan().await.expect("plans");
+    let error = plan.entries[0].action.error().expect("refused");
+    assert_eq!(
+        error.reason(),
+        "rotation \"2026-03\" of password is declared without a value to send"
+    );
+    let writes: Vec<String> = sim.writes().iter().map(|w| w.line()).collect();
+    assert_eq!(writes, ["POST /access/ticket"], "the login alone");
+}
+
+#[tokio::test]
+async fn s12_a_password_rotation_by_an_api_token_is_refused_by_pve_and_stays_pending() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut carol = User::new("carol@pve");
+    carol.password = Some(Secret::new("first-secret"));
+    carol.password_rotation = Some("1".into());
+    let mut s = stack(&sim, dir.path());
+    s.add("carol", carol.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    carol.password_rotation = Some("2".into());
+    let mut s = {
+        drop(s);
+        let mut s = stack(&sim, dir.path());
+        s.add("carol", carol).expect("adds");
+        s
+    };
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let (kind, reason) = common::failure(&report, "carol");
+    assert_eq!(
+        kind,
+        pve_resources::contract::ErrorKind::WriteRefused,
+        "{reason}"
+    );
+    assert!(reason.contains("HTTP 403"), "{reason}");
+    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    assert!(
+        state.contains("\"rotate:password\": \"1\""),
+        "the old marker stays, so the next plan shows the rotation again: {state}"
+    );
+    assert_eq!(
+        s.plan().await.expect("plans").entries[0].action.name(),
+        "update"
+    );
+}
+
+#[tokio::test]
+async fn s18_a_built_in_role_is_refused_before_any_write() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("admin", Role::new("PVEVMAdmin", ["VM.Audit"]))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let error = plan.entries[0].action.error().expect("refused");
+    assert_eq!(error.kind(), pve_resources::contract::ErrorKind::Refused);
+    assert_eq!(
+        error.reason(),
+        "PVEVMAdmin is one of PVE's built-in roles, which PVE generates and refuses to change; declare a role of your own"
+    );
+    assert!(s.deploy(&plan, |_| {}).await.is_ok());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s11_a_comment_declared_empty_is_removed_by_sending_it_empty() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let mut dave = User::new("dave@pve");
+    dave.comment = Some("temp".into());
+    dave.email = Some("dave@example.com".into());
+    s.add("dave", dave.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    dave.comment = Some(String::new());
+    let mut s = {
+        drop(s);
+        let mut s = stack(&sim, dir.path());
+        s.add("dave", dave).expect("adds");
+        s
+    };
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        requests(&sim),
+        [
+            "PUT /access/users/dave@pve comment=",
+            "GET /access/users/dave@pve",
+        ]
+    );
+    assert!(s.plan().await.expect("plans").is_noop());
 }

@@ -78,8 +78,8 @@ fn stack(sim: &Simulator, state: &Path) -> Stack {
 
 fn bridge() -> Iface {
     let mut b = Iface::new("pve1", "vmbr9", Type::Bridge);
-    b.autostart = Some(true);
-    b.comments = Some("lab".into());
+    b.spec.autostart = Some(true);
+    b.spec.comments = Some("lab".into());
     b
 }
 
@@ -1167,7 +1167,9 @@ fn s30_every_applicable_rule_has_a_named_test() {
         missing.is_empty(),
         "rules without a named test: {missing:?}"
     );
-    let conformance = ["s01", "s03", "s04", "s06", "s11", "s20", "s26", "s27"];
+    let conformance = [
+        "s01", "s03", "s04", "s06", "s07", "s08", "s11", "s20", "s26", "s27",
+    ];
     let mut uncovered = Vec::new();
     for family in ["pool", "group", "role", "user", "node_network"] {
         for id in conformance {
@@ -1431,19 +1433,19 @@ async fn s04_s06_a_bond_a_vlan_and_a_vlan_aware_bridge_are_created_read_back_the
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, &dir.path().join("state.json"));
     let mut bond = Iface::new("pve2", "bond0", Type::Bond);
-    bond.slaves = Some("eno1".into());
-    bond.bond_mode = Some("active-backup".parse().expect("mode"));
-    bond.bond_primary = Some("eno1".into());
-    bond.mtu = Some(9000);
+    bond.spec.slaves = Some("eno1".into());
+    bond.spec.bond_mode = Some("active-backup".parse().expect("mode"));
+    bond.spec.bond_primary = Some("eno1".into());
+    bond.spec.mtu = Some(9000);
     let mut bridge = Iface::new("pve2", "vmbr1", Type::Bridge);
-    bridge.bridge_ports = Some("bond0".into());
-    bridge.bridge_vlan_aware = Some(true);
-    bridge.bridge_vids = Some("2-4094".into());
-    bridge.cidr6 = Some("2001:db8::10/64".into());
+    bridge.spec.bridge_ports = Some("bond0".into());
+    bridge.spec.bridge_vlan_aware = Some(true);
+    bridge.spec.bridge_vids = Some("2-4094".into());
+    bridge.spec.cidr6 = Some("2001:db8::10/64".into());
     let mut vlan = Iface::new("pve2", "vlan20", Type::Vlan);
-    vlan.vlan_id = Some(20);
-    vlan.vlan_raw_device = Some("bond0".into());
-    vlan.cidr = Some("198.51.100.2/24".into());
+    vlan.spec.vlan_id = Some(20);
+    vlan.spec.vlan_raw_device = Some("bond0".into());
+    vlan.spec.cidr = Some("198.51.100.2/24".into());
     s.add("bond", bond).expect("adds");
     s.add("bridge", bridge).expect("adds").after("bond");
     s.add("vlan", vlan).expect("adds").after("bond");

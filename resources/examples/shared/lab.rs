@@ -6,7 +6,7 @@ use pve_resources::families::network::Iface;
 use pve_resources::families::network::NetworkApply;
 use pve_resources::families::qemu::disk::Disk;
 use pve_resources::families::qemu::Vm;
-use pve_sdk::generated::nodes::node::network::Type;
+use pve_sdk::generated::nodes::node::network::{CreateNetwork, Type};
 
 /// Declares the lab on `node`, with guests `first_vmid` and `first_vmid + 1` whose disks are on
 /// `storage`.
@@ -16,11 +16,11 @@ pub fn declare(
     first_vmid: i64,
     storage: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let mut bridge = Iface::new(node, "vmbr9", Type::Bridge);
-    bridge.autostart = Some(true);
-    bridge.bridge_vlan_aware = Some(true);
-    bridge.comments = Some("pve-resources quickstart".into());
-    stack.add("lab-bridge", bridge)?;
+    let bridge = CreateNetwork::new(node, "vmbr9", Type::Bridge)
+        .autostart(true)
+        .bridge_vlan_aware(true)
+        .comments("pve-resources quickstart");
+    stack.add("lab-bridge", Iface::from(bridge))?;
     stack.add(format!("apply-{node}"), NetworkApply::new(node))?;
     for (i, name) in ["web", "db"].into_iter().enumerate() {
         let mut vm = Vm {

@@ -1,24 +1,35 @@
 //! The generic config object: a family that is one PVE config object (one read, one create,
 //! one update, one delete, one typed absence) implements [`ConfigObject`] and gets
 //! [`Resource`] from the blanket implementation here, which keeps the rules for all of them.
+//! A family is its declaration, its four operations and the hooks it needs, each with the
+//! reason it exists.
 //!
 //! # Guarantees
 //!
 //! - **S1** Absent only when the family's read answers `Ok(None)`, which it does only on its
-//!   operation's typed absence.
-//! - **S3** With [`Contact::Known`](crate::contract::Contact::Known) every other read failure is an error; only the first
-//!   contact of a declaration not yet in state folds it into absent (the worst case is a create
-//!   that PVE refuses loudly).
+//!   operation's typed absence ([`crate::kit::read::get`]).
+//! - **S2 / S3** With [`Contact::Known`](crate::contract::Contact::Known) every read failure is
+//!   an error; only the first contact of a declaration not yet in state folds one into absent,
+//!   and never a refused credential.
 //! - **S4** Every create and update is read back; what still differs is an error naming the
 //!   keys.
-//! - **S6 / S7 / S8** Only the declared (managed) fields are compared and sent, both sides
-//!   normalised by the family's [`ConfigObject::normalise`]; a match writes nothing.
-//! - **S11** An update sends only the changed keys; a key the family cannot express as its
-//!   generated request is an error, never dropped ([`ConfigError::Inexpressible`]).
-//! - **S18** A live object the family refuses ([`ConfigObject::refusal`], e.g. an interface of
-//!   another type) is a refusal, never converted in place.
+//! - **S6 / S7 / S8** Only the declared (managed) fields are compared and sent, both sides put
+//!   in one form by [`ConfigObject::normalise`]; a match writes nothing, and an update never
+//!   sends an empty form.
+//! - **S9** Where the update takes a `digest` ([`ConfigObject::DIGEST`]), the read's digest
+//!   goes with it; a stale one is the family's typed refusal, [`ErrorKind::Changed`].
+//! - **S11** An update sets the changed keys and removes the ones declared empty in the way
+//!   PVE has for the family ([`ConfigObject::unset`]); never the same key both ways. A key the
+//!   family cannot express as its generated request is an error, never dropped
+//!   ([`ConfigError::Inexpressible`]).
+//! - **S18** A field PVE takes only at create ([`ConfigObject::create_only`]) that differs live
+//!   is a refusal, never a replace; so is a live object the family refuses
+//!   ([`ConfigObject::refusal`]).
 //! - **S19** Destroy removes the object only if its managed fields still hold what was last
 //!   recorded, and reads back that it is gone.
+//! - **S26** Write-only secrets ([`ConfigObject::write_only`]) are sent at create, never
+//!   recorded or compared, and sent again only when the declaration's rotation marker differs
+//!   from the recorded one (the marker, not the secret, is recorded).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,11 +41,110 @@ use crate::contract::{
     Resource,
 };
 
+/// How PVE removes a field from this kind of object (PVE has no single way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unset {
+    /// Sending the field empty removes it (`comment=` on a user, group or pool: their updates
+    /// store what they are given, pve-access-control `src/PVE/API2/User.pm` update_user).
+    Empty,
+    /// The update's `delete` parameter lists it (`delete=comments` on an interface).
+    Delete,
+    /// There is no way: a field declared empty is refused before any write.
+    Never,
+}
+
+/// A write-only secret field: sent at create, never read, recorded or compared (S26), and sent
+/// again only when `rotation` differs from the marker recorded at the last deploy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOnly {
+    /// The field's wire key (`password`).
+    pub key: &'static str,
+    /// Whether the declaration holds a value for it.
+    pub has_value: bool,
+    /// The rotation marker the user bumps to send the value again (`None`: never re-sent).
+    pub rotation: Option<String>,
+}
+
+/// The fields an update always carries ([`ConfigObject::carried`]): per value, its forms.
+pub type Carried = &'static [&'static [&'static [&'static str]]];
+
+/// The values of [`ConfigObject::carried`] for a declaration and a live object (normalised).
+fn carry(
+    carried: Carried,
+    declared: &BTreeMap<String, String>,
+    live: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for forms in carried {
+        let used = forms
+            .iter()
+            .find(|keys| keys.iter().any(|k| declared.contains_key(*k)));
+        for k in used.or(forms.last()).copied().unwrap_or_default() {
+            if let Some(v) = declared.get(*k).or(live.get(*k)).filter(|v| !v.is_empty()) {
+                out.insert((*k).to_owned(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// What an update must do, as the blanket implementation worked it out from the plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Edit<'a> {
+    /// Keys to set, with their wire value: the declared one (empty for [`Unset::Empty`]), or
+    /// for a carried key the family does not declare, the live one.
+    pub set: BTreeMap<String, String>,
+    /// Keys to remove through the update's `delete` parameter ([`Unset::Delete`]).
+    pub delete: Vec<String>,
+    /// The digest of the probe's read, for an update that takes one ([`ConfigObject::DIGEST`]).
+    pub digest: Option<&'a str>,
+    /// Write-only fields whose rotation marker changed: send their value again.
+    pub rotate: Vec<String>,
+}
+
+impl Edit<'_> {
+    /// Whether the update sets `key`.
+    pub fn sets(&self, key: &str) -> bool {
+        self.set.contains_key(key)
+    }
+
+    /// Whether the update's own request carries anything (a rotation alone may not).
+    pub fn has_fields(&self) -> bool {
+        !self.set.is_empty() || !self.delete.is_empty()
+    }
+
+    /// S11: refuses the edit when it sets a key outside `sets`, removes a key through `delete`
+    /// while the family has no such parameter (`deletes` false), or rotates a key outside
+    /// `rotates`: a family answers with this before it builds its request, so no key is ever
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Inexpressible`] naming the first such key.
+    pub fn expect<T: ConfigObject>(
+        &self,
+        obj: &T,
+        sets: &[&str],
+        deletes: bool,
+        rotates: &[&str],
+    ) -> Result<(), Failure> {
+        let stray = self.set.keys().find(|k| !sets.contains(&k.as_str()));
+        let stray = stray.or(self.delete.first().filter(|_| !deletes));
+        let stray = stray.or(self.rotate.iter().find(|k| !rotates.contains(&k.as_str())));
+        stray.map_or(Ok(()), |k| Err(inexpressible(obj, k)))
+    }
+}
+
 /// A declared PVE config object. See the module documentation for what the blanket
 /// [`Resource`] implementation does with it.
 pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// The family's name in state and plans (`pool`).
     const KIND: &'static str;
+
+    /// Whether the update operation takes the `digest` of a read (S9): the read's map then
+    /// holds it under `digest`, and the family's update sends [`Edit::digest`] and turns PVE's
+    /// stale-digest refusal into [`ErrorKind::Changed`].
+    const DIGEST: bool = false;
 
     /// The object it declares.
     fn object(&self) -> ObjectRef;
@@ -51,30 +161,15 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         client: &'a Client,
     ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>>;
 
-    /// Creates it with its declared fields.
+    /// Creates it with its declared fields and write-only values.
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
 
-    /// Sends these changed keys (their new values are declared ones) and the `carry` values
-    /// ([`ConfigObject::carried`]). A key it cannot express is [`ConfigError::Inexpressible`].
+    /// Carries out `edit`. A key it cannot express is [`ConfigError::Inexpressible`] (S11).
     fn update<'a>(
         &'a self,
         client: &'a Client,
-        changes: &'a [Change],
-        carry: &'a BTreeMap<String, String>,
+        edit: &'a Edit<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>>;
-
-    /// Keys every update sends although they did not change (the declared value, else the
-    /// live one), because PVE recomputes state from the request alone. None by default.
-    fn carried(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    /// A live object this declaration must not write to, with the sentence why (S18: an
-    /// object of another type is never converted in place). None by default.
-    fn refusal(&self, live: &BTreeMap<String, String>) -> Option<String> {
-        let _ = live;
-        None
-    }
 
     /// Removes it.
     fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
@@ -83,6 +178,38 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// sets, lists as PVE prints them. The identity by default.
     fn normalise(&self, map: BTreeMap<String, String>) -> BTreeMap<String, String> {
         map
+    }
+
+    /// Fields every update sends although they did not change, because PVE recomputes state
+    /// from the request alone: per entry, the forms a value may take (`address` and `netmask`,
+    /// or `cidr`); the first form the declaration uses is carried, else the last, each value
+    /// the declared one, else the live one. None by default.
+    fn carried(&self) -> Carried {
+        &[]
+    }
+
+    /// Fields PVE sets only at create, or that this family never changes in place (S18): a
+    /// live value that differs is a refusal. None by default.
+    fn create_only(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// How a field declared empty is removed. [`Unset::Never`] by default: a family says how.
+    fn unset(&self) -> Unset {
+        Unset::Never
+    }
+
+    /// The family's own refusal of a write, with the sentence why: `live` is the object as
+    /// read, `None` when it is to be created. Asked only when the plan would write. None by
+    /// default.
+    fn refusal(&self, live: Option<&BTreeMap<String, String>>) -> Option<String> {
+        let _ = live;
+        None
+    }
+
+    /// Its write-only secret fields. None by default.
+    fn write_only(&self) -> Vec<WriteOnly> {
+        Vec::new()
     }
 
     /// What happens when it is dropped from the declaration (S20); kept by default.
@@ -147,7 +274,7 @@ impl From<ConfigError> for Failure {
     }
 }
 
-/// The failure an update returns for a changed key its request cannot carry (S11).
+/// The failure an update returns for a key its request cannot carry (S11).
 pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> Failure {
     ConfigError::Inexpressible {
         object: ConfigObject::object(obj),
@@ -156,46 +283,130 @@ pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> Failure {
     .into()
 }
 
+/// Where state records a write-only field's rotation marker (never its value).
+fn marker_key(key: &str) -> String {
+    format!("rotate:{key}")
+}
+
+/// The declared keys that differ from `live` (both normalised).
 fn changes_of<T: ConfigObject>(
     obj: &T,
     declared: &BTreeMap<String, String>,
-    live: BTreeMap<String, String>,
+    live: &BTreeMap<String, String>,
 ) -> Vec<Change> {
-    crate::kit::wire::differences(&obj.normalise(declared.clone()), &obj.normalise(live))
-        .into_iter()
-        .map(|(key, old, new)| Change { key, old, new })
-        .collect()
+    crate::kit::wire::differences(
+        &obj.normalise(declared.clone()),
+        &obj.normalise(live.clone()),
+    )
+    .into_iter()
+    .map(|(key, old, new)| Change { key, old, new })
+    .collect()
 }
 
 async fn read_strict<T: ConfigObject>(
     obj: &T,
     client: &Client,
 ) -> Result<Option<BTreeMap<String, String>>, ConfigError> {
-    obj.read(client)
+    let mut live = obj
+        .read(client)
         .await
         .map_err(|source| ConfigError::Unreadable {
             object: obj.object(),
             source,
-        })
+        })?;
+    if !T::DIGEST {
+        // A digest is a fact of the read, never a compared attribute (S9).
+        if let Some(l) = live.as_mut() {
+            l.remove("digest");
+        }
+    }
+    Ok(live)
 }
 
 /// S4: the object is there and its managed fields hold the declaration.
 async fn read_back<T: ConfigObject>(obj: &T, client: &Client) -> Result<(), Failure> {
     let keys = match read_strict(obj, client).await? {
         None => vec!["<absent>".to_owned()],
-        Some(live) => changes_of(obj, &obj.declared(), live)
+        Some(live) => changes_of(obj, &obj.declared(), &live)
             .into_iter()
             .map(|c| c.key)
             .collect(),
     };
     if keys.is_empty() {
-        Ok(())
-    } else {
-        Err(ConfigError::NotConverged {
-            object: obj.object(),
-            keys,
+        return Ok(());
+    }
+    let object = obj.object();
+    Err(ConfigError::NotConverged { object, keys }.into())
+}
+
+/// What the plan shows for a present object, or the refusal (S8, S11, S18, S26).
+fn plan_present<T: ConfigObject>(
+    obj: &T,
+    mut live: BTreeMap<String, String>,
+    recorded: Option<&BTreeMap<String, String>>,
+) -> Probe {
+    let digest = live.remove("digest");
+    let declared = ConfigObject::declared(obj);
+    let mut changes = changes_of(obj, &declared, &live);
+    if let Some(c) = changes
+        .iter()
+        .find(|c| obj.create_only().contains(&c.key.as_str()))
+    {
+        return Probe::Refuse(format!(
+            "{} is {:?} live and {:?} declared; it is set only at create, and an object is never replaced or converted in place (S18)",
+            c.key,
+            c.old.as_deref().unwrap_or(""),
+            c.new
+        ));
+    }
+    if obj.unset() == Unset::Never {
+        if let Some(c) = changes.iter().find(|c| c.new.is_empty()) {
+            return Probe::Refuse(format!(
+                "{} is declared empty, and PVE has no way to remove it from a {}; declare a value or leave it undeclared",
+                c.key,
+                T::KIND
+            ));
         }
-        .into())
+    }
+    // A write-only field is sent again only when its marker moved since the last deploy; an
+    // object not in state (adopted) records the marker without sending.
+    for w in obj.write_only() {
+        let (Some(now), Some(last)) = (&w.rotation, recorded) else {
+            continue;
+        };
+        let was = last.get(&marker_key(w.key));
+        if was == Some(now) {
+            continue;
+        }
+        if !w.has_value {
+            return Probe::Refuse(format!(
+                "rotation {now:?} of {} is declared without a value to send",
+                w.key
+            ));
+        }
+        changes.push(Change {
+            key: w.key.to_owned(),
+            old: was.map(|m| format!("rotation {m}")),
+            new: format!("rotation {now} (write-only: the value is sent, never shown)"),
+        });
+    }
+    if !changes.is_empty() {
+        if let Some(why) = obj.refusal(Some(&live)) {
+            return Probe::Refuse(why);
+        }
+    }
+    let carry = carry(
+        obj.carried(),
+        &obj.normalise(declared),
+        &obj.normalise(live),
+    );
+    Probe::Present {
+        changes,
+        guard: Guard {
+            digest: digest.filter(|_| T::DIGEST),
+            carry,
+            ..Guard::default()
+        },
     }
 }
 
@@ -204,8 +415,15 @@ impl<T: ConfigObject> Resource for T {
         ConfigObject::address(self)
     }
 
+    /// The managed fields and the rotation markers of the write-only ones (never their values).
     fn declared(&self) -> BTreeMap<String, String> {
-        ConfigObject::declared(self)
+        let mut out = ConfigObject::declared(self);
+        for w in self.write_only() {
+            if let Some(m) = w.rotation {
+                out.insert(marker_key(w.key), m);
+            }
+        }
+        out
     }
 
     fn object(&self) -> ObjectRef {
@@ -222,33 +440,13 @@ impl<T: ConfigObject> Resource for T {
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
-            match read_strict(self, cx.client()).await {
-                Ok(None) => Ok(Probe::Absent),
-                Ok(Some(live)) => {
-                    if let Some(why) = self.refusal(&live) {
-                        return Ok(Probe::Refuse(why));
-                    }
-                    let declared = ConfigObject::declared(self);
-                    let carry = self
-                        .carried()
-                        .iter()
-                        .filter_map(|k| {
-                            let v = declared.get(*k).or(live.get(*k))?;
-                            (!v.is_empty()).then(|| ((*k).to_owned(), v.clone()))
-                        })
-                        .collect();
-                    Ok(Probe::Present {
-                        changes: changes_of(self, &declared, live),
-                        guard: Guard {
-                            carry,
-                            ..Guard::default()
-                        },
-                    })
-                }
-                Err(e) => match crate::kit::read::fold::<()>(Err(Failure::from(e)), ask.contact) {
-                    Ok(_) => Ok(Probe::Absent),
-                    Err(f) => Err(f),
-                },
+            let read = read_strict(self, cx.client()).await.map_err(Failure::from);
+            match crate::kit::read::fold(read, ask.contact)? {
+                None => Ok(match self.refusal(None) {
+                    Some(why) => Probe::Refuse(why),
+                    None => Probe::Absent,
+                }),
+                Some(live) => Ok(plan_present(self, live, ask.recorded)),
             }
         })
     }
@@ -272,7 +470,27 @@ impl<T: ConfigObject> Resource for T {
         _on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            ConfigObject::update(self, cx.client(), changes, &guard.carry).await?;
+            let rotating: Vec<&'static str> = self.write_only().iter().map(|w| w.key).collect();
+            let mut edit = Edit {
+                digest: guard.digest.as_deref(),
+                ..Edit::default()
+            };
+            for c in changes {
+                if rotating.contains(&c.key.as_str()) {
+                    edit.rotate.push(c.key.clone());
+                } else if c.new.is_empty() && self.unset() == Unset::Delete {
+                    edit.delete.push(c.key.clone());
+                } else {
+                    edit.set.insert(c.key.clone(), c.new.clone());
+                }
+            }
+            // S11: a carried key that is being removed is not sent too.
+            for (k, v) in &guard.carry {
+                if !v.is_empty() && !edit.delete.contains(k) {
+                    edit.set.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            ConfigObject::update(self, cx.client(), &edit).await?;
             read_back(self, cx.client()).await
         })
     }
@@ -288,26 +506,269 @@ impl<T: ConfigObject> Resource for T {
             let Some(live) = read_strict(self, client).await? else {
                 return Ok(());
             };
-            let keys: Vec<String> = changes_of(self, last, live)
+            let last: BTreeMap<String, String> = last
+                .iter()
+                .filter(|(k, _)| !k.starts_with("rotate:"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let keys: Vec<String> = changes_of(self, &last, &live)
                 .into_iter()
                 .map(|c| c.key)
                 .collect();
+            let object = ConfigObject::object(self);
             if !keys.is_empty() {
-                return Err(ConfigError::Changed {
-                    object: ConfigObject::object(self),
-                    keys,
-                }
-                .into());
+                return Err(ConfigError::Changed { object, keys }.into());
             }
             ConfigObject::delete(self, client).await?;
             match read_strict(self, client).await? {
                 None => Ok(()),
                 Some(_) => Err(ConfigError::NotConverged {
-                    object: ConfigObject::object(self),
+                    object,
                     keys: vec!["<still present>".to_owned()],
                 }
                 .into()),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Scope;
+
+    /// A family with every hook set, to plan against maps without a cluster.
+    #[derive(Debug, Default)]
+    struct Fake<const D: bool = false> {
+        fields: BTreeMap<String, String>,
+        unset: Option<Unset>,
+        rotation: Option<String>,
+        has_value: bool,
+        refuse_writes: bool,
+    }
+
+    impl<const D: bool> ConfigObject for Fake<D> {
+        const KIND: &'static str = "fake";
+        const DIGEST: bool = D;
+        fn object(&self) -> ObjectRef {
+            ObjectRef::new(Self::KIND, Scope::Cluster, "x")
+        }
+        fn address(&self) -> BTreeMap<String, String> {
+            BTreeMap::new()
+        }
+        fn declared(&self) -> BTreeMap<String, String> {
+            self.fields.clone()
+        }
+        fn read<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<Option<Map>, Failure>> {
+            unreachable!("planned from maps")
+        }
+        fn create<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+            unreachable!("planned from maps")
+        }
+        fn update<'a>(
+            &'a self,
+            _: &'a Client,
+            _: &'a Edit<'a>,
+        ) -> BoxFuture<'a, Result<(), Failure>> {
+            unreachable!("planned from maps")
+        }
+        fn delete<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+            unreachable!("planned from maps")
+        }
+        fn carried(&self) -> Carried {
+            &[&[&["address", "netmask"], &["cidr"]]]
+        }
+        fn create_only(&self) -> &'static [&'static str] {
+            &["type"]
+        }
+        fn unset(&self) -> Unset {
+            self.unset.unwrap_or(Unset::Never)
+        }
+        fn refusal(&self, live: Option<&Map>) -> Option<String> {
+            (self.refuse_writes && live.is_some()).then(|| "no writes here".to_owned())
+        }
+        fn write_only(&self) -> Vec<WriteOnly> {
+            vec![WriteOnly {
+                key: "password",
+                has_value: self.has_value,
+                rotation: self.rotation.clone(),
+            }]
+        }
+    }
+
+    type Map = BTreeMap<String, String>;
+
+    fn map(pairs: &[(&str, &str)]) -> Map {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn fake(pairs: &[(&str, &str)]) -> Fake<false> {
+        Fake {
+            fields: map(pairs),
+            ..Fake::default()
+        }
+    }
+
+    fn refusal(p: Probe) -> String {
+        match p {
+            Probe::Refuse(why) => why,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn s18_a_create_only_field_that_differs_is_a_refusal() {
+        let live = map(&[("type", "eth"), ("comment", "a")]);
+        let why = refusal(plan_present(&fake(&[("type", "bridge")]), live, None));
+        assert!(
+            why.starts_with("type is \"eth\" live and \"bridge\" declared"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn s11_a_field_declared_empty_is_refused_where_pve_cannot_remove_it() {
+        let live = map(&[("comment", "a")]);
+        let why = refusal(plan_present(&fake(&[("comment", "")]), live.clone(), None));
+        assert_eq!(
+            why,
+            "comment is declared empty, and PVE has no way to remove it from a fake; declare a value or leave it undeclared"
+        );
+        let mut f = fake(&[("comment", "")]);
+        f.unset = Some(Unset::Delete);
+        assert!(matches!(
+            plan_present(&f, live, None),
+            Probe::Present { .. }
+        ));
+    }
+
+    #[test]
+    fn s26_a_rotation_is_planned_only_against_a_recorded_marker_and_needs_a_value() {
+        let live = map(&[("comment", "a")]);
+        let mut f = fake(&[("comment", "a")]);
+        f.rotation = Some("2".into());
+        // Adopted (nothing recorded): the marker is recorded, nothing is sent.
+        assert!(matches!(
+            plan_present(&f, live.clone(), None),
+            Probe::Present { changes, .. } if changes.is_empty()
+        ));
+        // The same marker recorded: nothing.
+        let same = map(&[("rotate:password", "2")]);
+        assert!(matches!(
+            plan_present(&f, live.clone(), Some(&same)),
+            Probe::Present { changes, .. } if changes.is_empty()
+        ));
+        // Another marker recorded, but no value declared: refused.
+        let older = map(&[("rotate:password", "1")]);
+        let why = refusal(plan_present(&f, live.clone(), Some(&older)));
+        assert_eq!(
+            why,
+            "rotation \"2\" of password is declared without a value to send"
+        );
+        // With a value: one change that shows the markers, never the value.
+        f.has_value = true;
+        let Probe::Present { changes, .. } = plan_present(&f, live, Some(&older)) else {
+            panic!("present")
+        };
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].key, "password");
+        assert_eq!(changes[0].old.as_deref(), Some("rotation 1"));
+        assert!(
+            changes[0].new.starts_with("rotation 2 "),
+            "{:?}",
+            changes[0]
+        );
+        let recorded = Resource::declared(&f);
+        assert_eq!(
+            recorded.get("rotate:password").map(String::as_str),
+            Some("2")
+        );
+        assert!(!recorded.contains_key("password"));
+    }
+
+    #[test]
+    fn s18_the_family_refusal_is_asked_only_when_the_plan_would_write() {
+        let live = map(&[("comment", "a")]);
+        let mut f = fake(&[("comment", "a")]);
+        f.refuse_writes = true;
+        assert!(matches!(
+            plan_present(&f, live.clone(), None),
+            Probe::Present { changes, .. } if changes.is_empty()
+        ));
+        let mut g = fake(&[("comment", "b")]);
+        g.refuse_writes = true;
+        assert_eq!(refusal(plan_present(&g, live, None)), "no writes here");
+    }
+
+    #[test]
+    fn s09_a_digest_goes_to_the_update_only_where_it_takes_one_and_is_never_compared() {
+        let live = map(&[("comment", "a"), ("digest", "d1")]);
+        let with: Fake<true> = Fake {
+            fields: map(&[("comment", "b")]),
+            ..Fake::default()
+        };
+        let Probe::Present { changes, guard } = plan_present(&with, live.clone(), None) else {
+            panic!("present")
+        };
+        assert_eq!(guard.digest.as_deref(), Some("d1"));
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let Probe::Present { guard, .. } = plan_present(&fake(&[("comment", "b")]), live, None)
+        else {
+            panic!("present")
+        };
+        assert_eq!(guard.digest, None);
+    }
+
+    #[test]
+    fn s11_an_edit_with_a_key_the_family_cannot_carry_is_refused_naming_it() {
+        let f = fake(&[]);
+        let mut edit = Edit {
+            set: map(&[("comment", "a"), ("bogus", "b")]),
+            ..Edit::default()
+        };
+        let e = edit
+            .expect(&f, &["comment"], false, &[])
+            .expect_err("stray");
+        assert_eq!(e.kind(), ErrorKind::Inexpressible);
+        assert_eq!(
+            e.to_string(),
+            "fake x: \"bogus\" cannot be expressed as an update"
+        );
+        edit.set.remove("bogus");
+        assert!(edit.expect(&f, &["comment"], false, &[]).is_ok());
+        edit.delete = vec!["comment".into()];
+        assert!(edit.expect(&f, &["comment"], false, &[]).is_err());
+        assert!(edit.expect(&f, &["comment"], true, &[]).is_ok());
+        edit.rotate = vec!["password".into()];
+        assert!(edit.expect(&f, &["comment"], true, &[]).is_err());
+        assert!(edit.expect(&f, &["comment"], true, &["password"]).is_ok());
+    }
+
+    #[test]
+    fn carried_values_take_the_declared_form_else_the_last_and_skip_empty_ones() {
+        let live = map(&[
+            ("cidr", "10.0.0.2/24"),
+            ("address", "10.0.0.2"),
+            ("netmask", "24"),
+        ]);
+        let carried: Carried = &[&[&["address", "netmask"], &["cidr"]]];
+        assert_eq!(
+            carry(carried, &Map::new(), &live),
+            map(&[("cidr", "10.0.0.2/24")])
+        );
+        assert_eq!(
+            carry(carried, &map(&[("netmask", "16")]), &live),
+            map(&[("address", "10.0.0.2"), ("netmask", "16")])
+        );
+        assert_eq!(carry(carried, &map(&[("cidr", "")]), &live), Map::new());
+        let mut f = fake(&[("comment", "x")]);
+        f.unset = Some(Unset::Empty);
+        let Probe::Present { guard, .. } = plan_present(&f, live, None) else {
+            panic!("present")
+        };
+        assert_eq!(guard.carry, map(&[("cidr", "10.0.0.2/24")]));
     }
 }

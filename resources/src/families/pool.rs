@@ -12,8 +12,9 @@ use std::sync::Arc;
 use pve_sdk::generated::pools::{CreatePool, DeletePool, ListPools, UpdatePool};
 use pve_sdk::Client;
 
-use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{inexpressible, ConfigObject};
+use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::kit::write;
 use crate::state::ResourceState;
 
 /// A declared pool. `None` fields are not managed (S7).
@@ -78,41 +79,33 @@ impl ConfigObject for Pool {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let mut req = CreatePool::new(self.poolid.clone());
-            req.comment.clone_from(&self.comment);
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
-        })
+        let mut req = CreatePool::new(self.poolid.clone());
+        req.comment.clone_from(&self.comment);
+        Box::pin(async move { write::send(client, &req).await })
     }
 
     fn update<'a>(
         &'a self,
-        client: &'a Client,
-        changes: &'a [Change],
-        _carry: &'a BTreeMap<String, String>,
+        c: &'a Client,
+        edit: &'a Edit<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
+            edit.expect(self, &["comment"], false, &[])?;
             let mut req = UpdatePool::new(self.poolid.clone());
-            for c in changes {
-                match c.key.as_str() {
-                    "comment" => req.comment = Some(c.new.clone()),
-                    other => return Err(inexpressible(self, other)),
-                }
-            }
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
+            req.comment = edit.set.get("comment").cloned();
+            write::send(c, &req).await
         })
     }
 
     fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            client
-                .send(&DeletePool::new(self.poolid.clone()))
-                .await
-                .map_err(Failure::write)?;
-            Ok(())
-        })
+        let req = DeletePool::new(self.poolid.clone());
+        Box::pin(async move { write::send(client, &req).await })
+    }
+
+    /// An empty `comment` removes it: pve-manager `PVE/API2/Pool.pm` update_pool
+    /// stores the comment it is given whenever one is given.
+    fn unset(&self) -> Unset {
+        Unset::Empty
     }
 }
 

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+/// A wire map: key to the text PVE sends or prints.
+pub type Map = BTreeMap<String, String>;
+
 /// `value`'s top-level keys in wire form.
 pub fn wire_map<T: Serialize>(value: &T) -> BTreeMap<String, String> {
     let Ok(Value::Object(map)) = serde_json::to_value(value) else {
@@ -57,6 +60,32 @@ pub fn set_text<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
 pub fn set_of(text: &str) -> String {
     set_text(text.split([',', ';', ' ']))
 }
+
+/// `map` with the trailing whitespace of `keys` cut (S8: PVE reads some texts back with a
+/// final newline).
+pub fn trim_end(mut map: BTreeMap<String, String>, keys: &[&str]) -> BTreeMap<String, String> {
+    for k in keys {
+        if let Some(v) = map.get_mut(*k) {
+            v.truncate(v.trim_end().len());
+        }
+    }
+    map
+}
+
+/// Sets on the request `$r` the field whose wire key is `$key` (S11: answers whether the key
+/// is one of them, so that an unknown key is an error, never dropped). The fields before the
+/// `;` take the wire text `$t` (values an update carries from the live read are text); the
+/// others are copied, typed, from the declaration `$s`.
+macro_rules! set_fields {
+    ($key:expr, $r:ident, $s:ident, $t:ident, { $($tk:literal => $tf:ident),*; $($k:literal => $f:ident),* }) => {
+        match $key {
+            $($tk => { $r.$tf = Some($t.clone()); true })*
+            $($k => { $r.$f.clone_from(&$s.$f); true })*
+            _ => false,
+        }
+    };
+}
+pub(crate) use set_fields;
 
 #[cfg(test)]
 mod tests {

@@ -948,6 +948,41 @@ fn recompute_methods(keys: &mut crate::state::Iface, request: &[(String, String)
     }
 }
 
+/// pve-manager `PVE/API2/Network.pm` `$map_cidr_to_address_netmask`: a request may give an
+/// address as `cidr` or as `address` (and `netmask`), not both.
+fn address_conflict(call: &Call<'_>) -> Option<Answer> {
+    for (cidr, addr, mask) in [
+        ("cidr", "address", "netmask"),
+        ("cidr6", "address6", "netmask6"),
+    ] {
+        if call.get(cidr).is_some_and(|c| !c.is_empty()) {
+            for k in [addr, mask] {
+                if call.get(k).is_some_and(|v| !v.is_empty()) {
+                    return Some(param_error(k, format!("{k} conflicts with {cidr}")));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The file holds one address per family: what a request gives, as `cidr` or as
+/// `address`/`netmask`, replaces the other form.
+fn replace_address_forms(keys: &mut crate::state::Iface, request: &[(String, String)]) {
+    let sent = |k: &str| request.iter().any(|(n, _)| n == k);
+    for (cidr, addr, mask) in [
+        ("cidr", "address", "netmask"),
+        ("cidr6", "address6", "netmask6"),
+    ] {
+        if sent(cidr) {
+            keys.remove(addr);
+            keys.remove(mask);
+        } else if sent(addr) || sent(mask) {
+            keys.remove(cidr);
+        }
+    }
+}
+
 fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let iface = call.get("iface").unwrap_or_default().to_owned();
     // A node without an interfaces file reads as an empty one (INotify's reader), never an
@@ -955,6 +990,9 @@ fn network_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let net = cluster.networks.entry(call.node().to_owned()).or_default();
     if net.view().contains_key(&iface) {
         return param_error("iface", "interface already exists");
+    }
+    if let Some(conflict) = address_conflict(call) {
+        return conflict;
     }
     let mut keys = iface_keys(call).into_iter().collect();
     recompute_methods(&mut keys, call.params, false);
@@ -972,13 +1010,26 @@ fn network_update(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if !net.view().contains_key(&iface) {
         return param_error("iface", NO_IFACE);
     }
+    if let Some(conflict) = address_conflict(call) {
+        return conflict;
+    }
     let set = iface_keys(call);
     let deletes = call.delete_list();
     let staged = net.staged_mut();
     if let Some(keys) = staged.get_mut(&iface) {
         for k in deletes {
+            // update_network: deleting `cidr` deletes the address and netmask it stands for.
+            let also: &[&str] = match k.as_str() {
+                "cidr" => &["address", "netmask"],
+                "cidr6" => &["address6", "netmask6"],
+                _ => &[],
+            };
+            for a in also {
+                keys.remove(*a);
+            }
             keys.remove(&k);
         }
+        replace_address_forms(keys, call.params);
         for (k, v) in set {
             keys.insert(k, v);
         }

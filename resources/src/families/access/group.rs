@@ -10,8 +10,9 @@ use pve_sdk::generated::access::groups::groupid::{DeleteGroup, ReadGroup, Update
 use pve_sdk::generated::access::groups::CreateGroup;
 use pve_sdk::Client;
 
-use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{inexpressible, ConfigObject};
+use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::kit::write;
 use crate::state::ResourceState;
 
 /// A declared user group. `None` fields are not managed (S7).
@@ -75,41 +76,33 @@ impl ConfigObject for Group {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let mut req = CreateGroup::new(self.groupid.clone());
-            req.comment.clone_from(&self.comment);
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
-        })
+        let mut req = CreateGroup::new(self.groupid.clone());
+        req.comment.clone_from(&self.comment);
+        Box::pin(async move { write::send(client, &req).await })
     }
 
     fn update<'a>(
         &'a self,
-        client: &'a Client,
-        changes: &'a [Change],
-        _carry: &'a BTreeMap<String, String>,
+        c: &'a Client,
+        edit: &'a Edit<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
+            edit.expect(self, &["comment"], false, &[])?;
             let mut req = UpdateGroup::new(self.groupid.clone());
-            for c in changes {
-                match c.key.as_str() {
-                    "comment" => req.comment = Some(c.new.clone()),
-                    other => return Err(inexpressible(self, other)),
-                }
-            }
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
+            req.comment = edit.set.get("comment").cloned();
+            write::send(c, &req).await
         })
     }
 
     fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            client
-                .send(&DeleteGroup::new(self.groupid.clone()))
-                .await
-                .map_err(Failure::write)?;
-            Ok(())
-        })
+        let req = DeleteGroup::new(self.groupid.clone());
+        Box::pin(async move { write::send(client, &req).await })
+    }
+
+    /// An empty `comment` removes it: pve-access-control `src/PVE/API2/Group.pm` update_group
+    /// stores the comment it is given whenever one is given.
+    fn unset(&self) -> Unset {
+        Unset::Empty
     }
 }
 

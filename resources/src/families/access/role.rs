@@ -12,10 +12,35 @@ use pve_sdk::generated::access::roles::roleid::{DeleteRole, ReadRole, UpdateRole
 use pve_sdk::generated::access::roles::CreateRole;
 use pve_sdk::Client;
 
-use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{inexpressible, ConfigObject};
+use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{ConfigObject, Edit, Unset};
 use crate::kit::wire::{set_of, set_text};
+use crate::kit::write;
 use crate::state::ResourceState;
+
+/// PVE's built-in roles (pve-access-control `src/PVE/AccessControl.pm` `$special_roles` and
+/// create_roles: `NoAccess`, `Administrator`, `PVETemplateUser`, and per privilege group the
+/// `PVE<group>Admin` roles, the `PVE<group>User` roles of the groups that have user
+/// privileges, `PVEAdmin` and `PVEAuditor`), the same from 8.4 to 9.2.
+const BUILT_IN: &[&str] = &[
+    "Administrator",
+    "NoAccess",
+    "PVEAdmin",
+    "PVEAuditor",
+    "PVEDatastoreAdmin",
+    "PVEDatastoreUser",
+    "PVEMappingAdmin",
+    "PVEMappingUser",
+    "PVEPoolAdmin",
+    "PVEPoolUser",
+    "PVESDNAdmin",
+    "PVESDNUser",
+    "PVESysAdmin",
+    "PVETemplateUser",
+    "PVEUserAdmin",
+    "PVEVMAdmin",
+    "PVEVMUser",
+];
 
 /// A declared role: its privileges, as a set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,41 +103,45 @@ impl ConfigObject for Role {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let mut req = CreateRole::new(self.roleid.clone());
-            req.privs = Some(self.privs_text());
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
-        })
+        let mut req = CreateRole::new(self.roleid.clone());
+        req.privs = Some(self.privs_text());
+        Box::pin(async move { write::send(client, &req).await })
     }
 
     /// Without `append`, PVE replaces the whole set: the declared set is sent as it is.
     fn update<'a>(
         &'a self,
-        client: &'a Client,
-        changes: &'a [Change],
-        _carry: &'a BTreeMap<String, String>,
+        c: &'a Client,
+        edit: &'a Edit<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
+            edit.expect(self, &["privs"], false, &[])?;
             let mut req = UpdateRole::new(self.roleid.clone());
-            for c in changes {
-                match c.key.as_str() {
-                    "privs" => req.privs = Some(self.privs_text()),
-                    other => return Err(inexpressible(self, other)),
-                }
-            }
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
+            req.privs = Some(self.privs_text());
+            write::send(c, &req).await
         })
     }
 
     fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            client
-                .send(&DeleteRole::new(self.roleid.clone()))
-                .await
-                .map_err(Failure::write)?;
-            Ok(())
+        let req = DeleteRole::new(self.roleid.clone());
+        Box::pin(async move { write::send(client, &req).await })
+    }
+
+    /// An empty set is a role without privileges: update_role empties the role before adding
+    /// the privileges it is given (pve-access-control `src/PVE/API2/Role.pm`).
+    fn unset(&self) -> Unset {
+        Unset::Empty
+    }
+
+    /// PVE's built-in roles are generated, not stored: update_role and delete_role die
+    /// "auto-generated role '...' cannot be modified" (pve-access-control
+    /// `src/PVE/API2/Role.pm`, `role_is_special` in `src/PVE/AccessControl.pm`).
+    fn refusal(&self, _live: Option<&BTreeMap<String, String>>) -> Option<String> {
+        BUILT_IN.contains(&self.roleid.as_str()).then(|| {
+            format!(
+                "{} is one of PVE's built-in roles, which PVE generates and refuses to change; declare a role of your own",
+                self.roleid
+            )
         })
     }
 

@@ -1,25 +1,32 @@
 //! The `User` family (cluster-wide), on the generic [`ConfigObject`]: `comment`, `email`,
 //! `enable`, `expire`, `firstname`, `lastname`, `groups` as a set (an update sends it whole,
-//! without `append`, so PVE replaces the memberships), and a write-only initial password.
-//! Absent only on the typed `UserNotFound`. Dropped from the declaration, a user is kept (S20):
-//! deleting one takes its API tokens with it.
+//! without `append`, so PVE replaces the memberships), and a write-only password. Absent only on
+//! the typed `UserNotFound`. Dropped from the declaration, a user is kept (S20): deleting one
+//! takes its API tokens with it.
+//!
+//! The password is write-only (S26): sent with the create, never recorded, read back or
+//! compared. It is sent again (`PUT /access/password`) only when `password_rotation` differs
+//! from the marker the last deploy recorded. PVE lets no API token change a password
+//! (`allowtoken => 0`), and a ticket of another user than `root@pam` must confirm its own
+//! password (pve-access-control `src/PVE/API2/AccessControl.pm` change_password,
+//! `reauth_user_for_user_modification`): rotate with a `root@pam` ticket session.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use pve_sdk::generated::access::password::ChangePassword;
 use pve_sdk::generated::access::users::userid::{DeleteUser, ReadUser, UpdateUser};
 use pve_sdk::generated::access::users::CreateUser;
 use pve_sdk::Client;
 
-use crate::contract::{BoxFuture, Change, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{inexpressible, ConfigObject};
+use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{ConfigObject, Edit, Unset, WriteOnly};
 use crate::kit::wire::{set_of, set_text};
+use crate::kit::write;
 use crate::state::ResourceState;
 
-/// A declared user. `None` fields are not managed (S7).
-///
-/// The initial password is write-only (S26): sent with the create, never recorded in state,
-/// never read back or compared; a user that exists is not given it again.
+/// A declared user. `None` fields are not managed (S7); the password is write-only (see the
+/// module documentation).
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct User {
     /// Its id (`alice@pve`).
@@ -38,8 +45,12 @@ pub struct User {
     pub lastname: Option<String>,
     /// The groups it belongs to, as a set (`Some(vec![])`: none).
     pub groups: Option<Vec<String>>,
-    /// The initial password (realms that store passwords, such as `pve`).
-    pub initial_password: Option<pve_sdk::Secret>,
+    /// The password (realms that store passwords, such as `pve`): sent at create, and again
+    /// when `password_rotation` changes.
+    pub password: Option<pve_sdk::Secret>,
+    /// The rotation marker of the password (any text: a date, a counter). Recorded in state;
+    /// a deploy that finds it changed sends the password again.
+    pub password_rotation: Option<String>,
 }
 
 impl std::fmt::Debug for User {
@@ -47,10 +58,8 @@ impl std::fmt::Debug for User {
         f.debug_struct("User")
             .field("userid", &self.userid)
             .field("declared", &ConfigObject::declared(self))
-            .field(
-                "initial_password",
-                &self.initial_password.as_ref().map(|_| "<hidden>"),
-            )
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("password_rotation", &self.password_rotation)
             .finish()
     }
 }
@@ -114,59 +123,73 @@ impl ConfigObject for User {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let mut req = CreateUser::new(self.userid.clone());
-            req.comment.clone_from(&self.comment);
-            req.email.clone_from(&self.email);
-            req.enable = self.enable;
-            req.expire = self.expire;
-            req.firstname.clone_from(&self.firstname);
-            req.lastname.clone_from(&self.lastname);
-            req.groups = self
-                .groups
-                .as_ref()
-                .map(|g| set_text(g.iter().map(String::as_str)));
-            req.password.clone_from(&self.initial_password);
-            client.send(&req).await.map_err(Failure::write)?;
-            Ok(())
-        })
+        let mut req = CreateUser::new(self.userid.clone());
+        req.comment.clone_from(&self.comment);
+        req.email.clone_from(&self.email);
+        req.enable = self.enable;
+        req.expire = self.expire;
+        req.firstname.clone_from(&self.firstname);
+        req.lastname.clone_from(&self.lastname);
+        req.groups = self
+            .groups
+            .as_ref()
+            .map(|g| set_text(g.iter().map(String::as_str)));
+        req.password.clone_from(&self.password);
+        Box::pin(async move { write::send(client, &req).await })
     }
 
-    /// `groups` is sent whole, without `append`: PVE then replaces the memberships.
+    /// `groups` is sent whole, without `append`: PVE then replaces the memberships. A rotated
+    /// password goes to `PUT /access/password` after the other fields.
     fn update<'a>(
         &'a self,
-        client: &'a Client,
-        changes: &'a [Change],
-        _carry: &'a BTreeMap<String, String>,
+        c: &'a Client,
+        edit: &'a Edit<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
+            let fields = [
+                "comment",
+                "email",
+                "enable",
+                "expire",
+                "firstname",
+                "lastname",
+                "groups",
+            ];
+            edit.expect(self, &fields, false, &["password"])?;
             let mut req = UpdateUser::new(self.userid.clone());
-            for c in changes {
-                let v = Some(c.new.clone());
-                match c.key.as_str() {
-                    "comment" => req.comment = v,
-                    "email" => req.email = v,
-                    "firstname" => req.firstname = v,
-                    "lastname" => req.lastname = v,
-                    "enable" => req.enable = self.enable,
-                    "expire" => req.expire = self.expire,
-                    "groups" => req.groups = v,
-                    other => return Err(inexpressible(self, other)),
-                }
+            let text = |k: &str| edit.set.get(k).cloned();
+            (req.comment, req.email) = (text("comment"), text("email"));
+            (req.firstname, req.lastname) = (text("firstname"), text("lastname"));
+            req.groups = text("groups");
+            req.enable = self.enable.filter(|_| edit.sets("enable"));
+            req.expire = self.expire.filter(|_| edit.sets("expire"));
+            if edit.has_fields() {
+                write::send(c, &req).await?;
             }
-            client.send(&req).await.map_err(Failure::write)?;
+            if let (true, Some(p)) = (edit.rotate.iter().any(|k| k == "password"), &self.password) {
+                write::send(c, &ChangePassword::new(p.clone(), self.userid.clone())).await?;
+            }
             Ok(())
         })
     }
 
     fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            client
-                .send(&DeleteUser::new(self.userid.clone()))
-                .await
-                .map_err(Failure::write)?;
-            Ok(())
-        })
+        let req = DeleteUser::new(self.userid.clone());
+        Box::pin(async move { write::send(client, &req).await })
+    }
+
+    /// Text fields sent empty are removed: update_user stores what it is given when it is
+    /// given at all (pve-access-control `src/PVE/API2/User.pm`, `if defined(...)`).
+    fn unset(&self) -> Unset {
+        Unset::Empty
+    }
+
+    fn write_only(&self) -> Vec<WriteOnly> {
+        vec![WriteOnly {
+            key: "password",
+            has_value: self.password.is_some(),
+            rotation: self.password_rotation.clone(),
+        }]
     }
 
     /// A set compares as a set (S8).
@@ -183,6 +206,7 @@ impl ConfigObject for User {
 pub(crate) fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
     let text = |k: &str| -> Option<String> { rs.declared.get(k)?.as_str().map(str::to_owned) };
     let mut u = User::new(rs.address.get("userid")?.clone());
+    u.password_rotation = text("rotate:password");
     u.comment = text("comment");
     u.email = text("email");
     u.firstname = text("firstname");
