@@ -153,13 +153,13 @@ impl Worker {
                 let last = match recorded.as_ref().map(recorded_map) {
                     Some(Some(last)) => last,
                     Some(None) => {
-                        return self.refused(
+                        return self.not_destroyed(
                             entry,
                             "its recorded declaration cannot be read; not destroying it",
                         )
                     }
                     None => {
-                        return self.refused(
+                        return self.not_destroyed(
                             entry,
                             "it has no state entry to compare with; not destroying it",
                         )
@@ -175,7 +175,8 @@ impl Worker {
         }
     }
 
-    fn refused(&self, entry: &PlanEntry, why: &str) -> Outcome {
+    /// A destroy refused for want of a recorded declaration to compare with (S19).
+    fn not_destroyed(&self, entry: &PlanEntry, why: &str) -> Outcome {
         Outcome::Failed(ResourceError::new(
             entry.object.clone(),
             ErrorKind::State,

@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 
 /// The buses whose `<bus><n>` keys are disks here.
-pub const BUSES: &[&str] = &["scsi", "virtio", "sata"];
+pub(crate) const BUSES: &[&str] = &["scsi", "virtio", "sata"];
 
 /// Whether `key` is a disk key (`scsi0`, `virtio1`, `sata2`...).
-pub fn is_disk_key(key: &str) -> bool {
+pub(crate) fn is_disk_key(key: &str) -> bool {
     BUSES.iter().any(|bus| {
         key.strip_prefix(bus)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
@@ -123,7 +123,7 @@ fn parse_live(text: &str) -> Option<Live> {
 
 /// What a declared disk needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DiskDiff {
+pub(crate) enum DiskDiff {
     /// The live disk matches.
     Same,
     /// Write this value (a new disk, or the live volume with the declared options and its
@@ -134,7 +134,7 @@ pub enum DiskDiff {
 }
 
 /// Compares a declared disk with the live value of its key (if any).
-pub fn compare(key: &str, declared: &Disk, live: Option<&str>) -> DiskDiff {
+pub(crate) fn compare(key: &str, declared: &Disk, live: Option<&str>) -> DiskDiff {
     let Some(text) = live else {
         return DiskDiff::Write(declared.create_value());
     };
