@@ -1,50 +1,69 @@
-//! Benchmark: one state save (serialize, write, fsync, rename, fsync the folder) with 10, 100
-//! and 1,000 managed VMs. A deploy saves once when a task starts and once when a resource is
-//! done, so this is its per-resource bookkeeping cost.
+//! Benchmark: what one state record costs with 10, 100, 1,000 and 10,000 managed guests: a
+//! journal append (one line, synced), which a deploy makes for every intent, task and result,
+//! against a rewrite of the whole state file (serialize, write, sync, rename, sync the folder),
+//! which it makes once at its end to compact. The append should not grow with the stack.
 //!
 //! `cargo bench -p pve-resources --bench state`
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use pve_resources::state::{FileStore, ResourceState, State, StateStore};
+use pve_resources::state::{FileStore, Record, ResourceState, State, StateStore};
 use serde_json::json;
+
+fn guest(i: usize) -> ResourceState {
+    ResourceState {
+        kind: "vm".into(),
+        address: BTreeMap::from([
+            ("node".to_owned(), "pve1".to_owned()),
+            ("vmid".to_owned(), (1000 + i).to_string()),
+        ]),
+        declared: json!({"name": format!("vm{i}"), "cores": "2", "memory": "2048",
+            "net0": "virtio,bridge=vmbr0,firewall=1", "onboot": "1"}),
+        ..ResourceState::default()
+    }
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
 
 fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
-    for n in [10usize, 100, 1_000] {
+    for n in [10usize, 100, 1_000, 10_000] {
         let mut state = State::new();
         for i in 0..n {
-            state.resources.insert(
-                format!("vm{i}"),
-                ResourceState {
-                    kind: "vm".into(),
-                    address: BTreeMap::from([
-                        ("node".to_owned(), "pve1".to_owned()),
-                        ("vmid".to_owned(), (1000 + i).to_string()),
-                    ]),
-                    declared: json!({"name": format!("vm{i}"), "cores": "2", "memory": "2048",
-                        "net0": "virtio,bridge=vmbr0,firewall=1", "onboot": "1"}),
-                    in_flight: None,
-                },
-            );
+            state.resources.insert(format!("vm{i}"), guest(i));
         }
-        let mut store = FileStore::open(dir.path().join(format!("s{n}.json"))).expect("opens");
-        let rounds = 50;
-        let mut times = Vec::with_capacity(rounds);
-        for _ in 0..rounds {
-            let t = Instant::now();
-            store.save(&state).expect("saves");
-            times.push(t.elapsed());
-        }
-        times.sort();
-        let size = std::fs::metadata(dir.path().join(format!("s{n}.json")))
-            .expect("written")
-            .len();
+        let path = dir.path().join(format!("s{n}.json"));
+        let mut store = FileStore::open(&path).expect("opens");
+        let rounds = 20;
+        let saves: Vec<Duration> = (0..rounds)
+            .map(|_| {
+                let t = Instant::now();
+                store.save(&state).expect("saves");
+                t.elapsed()
+            })
+            .collect();
+        let appends: Vec<Duration> = (0..200)
+            .map(|k| {
+                state.revision += 1;
+                let record = Record {
+                    revision: state.revision,
+                    id: format!("vm{}", k % n),
+                    entry: Some(guest(k % n)),
+                };
+                let t = Instant::now();
+                store.append(&[record]).expect("appends");
+                t.elapsed()
+            })
+            .collect();
+        let size = std::fs::metadata(&path).expect("written").len();
         println!(
-            "{n:>5} resources ({size} bytes): median save {:?}, max {:?} over {rounds}",
-            times[rounds / 2],
-            times[rounds - 1]
+            "{n:>6} guests ({size:>8} bytes): median record (journal append) {:?}, median rewrite {:?}",
+            median(appends),
+            median(saves)
         );
     }
 }

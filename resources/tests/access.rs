@@ -174,7 +174,7 @@ async fn s26_a_user_s_password_is_sent_once_never_recorded_and_groups_are_a_set(
             ("userid".to_owned(), "alice@pve".to_owned()),
         ]
     );
-    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    let state = common::state_text(dir.path());
     assert!(!state.contains("first-secret"), "{state}");
     assert!(!format!("{alice:?}").contains("first-secret"));
     assert!(!plan.to_string().contains("first-secret"));
@@ -245,7 +245,7 @@ async fn s26_a_password_is_sent_again_only_when_its_rotation_marker_moves() {
     s.add("bob", bob.clone()).expect("adds");
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
-    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    let state = common::state_text(dir.path());
     assert!(
         state.contains("\"rotate:password\": \"2026-01\""),
         "{state}"
@@ -293,7 +293,7 @@ async fn s26_a_password_is_sent_again_only_when_its_rotation_marker_moves() {
     let sent = &sim.writes()[0].params;
     assert!(sent.contains(&("password".to_owned(), "another-secret".to_owned())));
     assert!(sent.contains(&("userid".to_owned(), "bob@pve".to_owned())));
-    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    let state = common::state_text(dir.path());
     assert!(
         state.contains("\"rotate:password\": \"2026-02\""),
         "{state}"
@@ -350,7 +350,7 @@ async fn s12_a_password_rotation_by_an_api_token_is_refused_by_pve_and_stays_pen
         "{reason}"
     );
     assert!(reason.contains("HTTP 403"), "{reason}");
-    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    let state = common::state_text(dir.path());
     assert!(
         state.contains("\"rotate:password\": \"1\""),
         "the old marker stays, so the next plan shows the rotation again: {state}"

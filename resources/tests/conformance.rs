@@ -95,7 +95,7 @@ async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
     }
 
     // S26: no secret in state.
-    let state = std::fs::read_to_string(dir.path().join("state.json")).expect("state");
+    let state = common::state_text(dir.path());
     assert!(!state.contains("conformance-secret"), "{name}: {state}");
 
     // S11: one changed key, one write carrying it.

@@ -393,19 +393,17 @@ async fn s29_s14_a_deploy_killed_mid_task_resumes_with_the_starting_credential_a
     });
     // Wait until the UPID is in the state file, then kill the deploy.
     let recorded = loop {
-        if let Ok(text) = std::fs::read_to_string(&state) {
-            if text.contains("in_flight") {
-                break text;
+        // Read as another process would, while the deploy holds the lock.
+        if let Ok(st) = FileStore::read(&state) {
+            if let Some(f) = st.resources.get("web").and_then(|r| r.in_flight.clone()) {
+                break f.credential;
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     deploy.abort();
     let _ = deploy.await;
-    assert!(
-        recorded.contains(WRITER),
-        "the starting credential is recorded: {recorded}"
-    );
+    assert_eq!(recorded, WRITER, "the starting credential is recorded");
     // The task finishes on its own after the deploy died.
     sim.with_cluster(|c| {
         let upid = c.tasks.keys().next().expect("task").clone();
@@ -496,7 +494,8 @@ async fn s14_s15_a_failed_create_is_not_resent_and_its_record_is_settled_by_the_
 }
 
 #[tokio::test]
-async fn s12_a_connection_dropped_after_the_create_is_never_resent_and_the_guest_is_then_unowned() {
+async fn s12_s29_a_connection_dropped_after_the_create_is_never_resent_and_the_guest_is_recognised_as_its_own(
+) {
     let sim = sim().await;
     sim.script(Rule::new("POST", "/nodes/pve1/qemu", SimAction::DropAfter));
     let dir = tempfile::tempdir().expect("tempdir");
@@ -510,13 +509,26 @@ async fn s12_a_connection_dropped_after_the_create_is_never_resent_and_the_guest
         "a lost answer is an unknown outcome, never a refusal: {report}"
     );
     assert_eq!(lines(&sim.writes()), ["POST /nodes/pve1/qemu"]);
-    // No UPID came back, so nothing can be awaited or claimed: the guest PVE made is
-    // unowned until someone adopts it.
+    // No UPID came back, but the intent was recorded before the request left: the next plan
+    // finds the task the create started in the node's task list and resumes it; the guest is
+    // the stack's own, never unowned, and nothing is sent again.
+    let recorded = s.state().resources["web"].clone();
     assert_eq!(
-        actions(&s.plan().await.expect("plans")),
-        [("web".to_owned(), "unowned")]
+        recorded.intent.as_ref().map(|i| i.action.as_str()),
+        Some("create")
     );
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(actions(&plan), [("web".to_owned(), "resume")]);
+    let report = s.deploy(&plan, ignore).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Resumed), "{report}");
     assert_eq!(sim.writes().len(), 1);
+    let settled = s.state().resources["web"].clone();
+    assert!(
+        settled.intent.is_none() && settled.in_flight.is_none(),
+        "{settled:?}"
+    );
+    assert_eq!(settled.origin, pve_resources::state::Origin::Created);
+    assert!(s.plan().await.expect("plans").is_noop());
 }
 
 #[tokio::test]
@@ -1113,8 +1125,9 @@ async fn s26_no_secret_in_state_plans_reports_or_debug() {
     declare(&mut s);
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
+    let journal = std::fs::read_to_string(format!("{}.journal", state.display()));
     let texts = [
-        std::fs::read_to_string(&state).expect("state"),
+        std::fs::read_to_string(&state).expect("state") + &journal.unwrap_or_default(),
         plan.to_string(),
         plan.to_json(),
         format!("{report:?} {s:?} {:?}", clients(&sim)),
@@ -1318,7 +1331,10 @@ async fn s13_a_write_answered_without_a_upid_is_not_claimed() {
             !sim.requests().iter().any(|r| r.path.contains("/tasks/")),
             "nothing to await"
         );
-        assert!(s.state().resources.is_empty(), "nothing claimed");
+        // Nothing is claimed: the entry holds only the intent, for the next plan to judge.
+        let entry = &s.state().resources[id];
+        assert!(entry.in_flight.is_none(), "{entry:?}");
+        assert!(entry.intent.is_some(), "{entry:?}");
     }
 }
 
@@ -1650,6 +1666,14 @@ async fn s19_a_guest_is_not_destroyed_without_a_declaration_to_recognise_it_by()
     )
     .expect("writes");
     let mut s = stack(&sim, &path);
+    // Entries of an older state file count as adopted: a destroy plan retains them (S20)...
+    let plan = s.plan_destroy().expect("plans");
+    assert_eq!(
+        actions(&plan),
+        [("bare".to_owned(), "retain"), ("odd".to_owned(), "retain")]
+    );
+    // ... unless the explicit word names them; then S19 still refuses.
+    s.destroy_when_dropped("bare").destroy_when_dropped("odd");
     let plan = s.plan_destroy().expect("plans");
     let report = s.deploy(&plan, ignore).await.expect("deploys");
     assert!(

@@ -282,9 +282,10 @@ async fn s13_s14_s29_create_hands_over_the_upid_awaits_and_reads_back() {
     let report = s
         .deploy(&plan, move |e| {
             if let pve_resources::engine::Event::Task { upid, .. } = e {
-                // The UPID is in the state file when the progress callback hears of it.
-                let state = std::fs::read_to_string(&path).expect("state");
-                assert!(state.contains(upid.as_str()), "{state}");
+                // The UPID is in state when the progress callback hears of it.
+                let state = pve_resources::FileStore::read(&path).expect("state");
+                let recorded = state.resources["web"].in_flight.as_ref().expect("recorded");
+                assert_eq!(&recorded.upid, upid);
                 *seen.lock().expect("lock") = Some(upid.clone());
             }
         })
@@ -352,6 +353,8 @@ async fn s19_destroy_only_what_still_matches_and_without_force() {
     // Back to what was declared, but protected: PVE's refusal is surfaced.
     set(&sim, "name", "web");
     set(&sim, "protection", "1");
+    // A plan is carried out once (S29): a new one for each attempt.
+    let teardown = s.plan_destroy().expect("plans");
     let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
     let (kind, reason) = failure(&report, "web");
     assert_eq!(kind, ErrorKind::WriteRefused);
@@ -364,6 +367,7 @@ async fn s19_destroy_only_what_still_matches_and_without_force() {
             .remove("protection");
     });
     sim.clear_log();
+    let teardown = s.plan_destroy().expect("plans");
     let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
     assert_eq!(report.get("web"), Some(&Outcome::Deleted));
     let w = sim.writes();

@@ -12,6 +12,7 @@ use pve_sdk::Client;
 #[derive(Debug)]
 pub struct Cx {
     client: Client,
+    clients: Option<Clients>,
     await_options: AwaitOptions,
     lock_wait: Duration,
     guests: tokio::sync::OnceCell<Vec<ResourcesResponseItem>>,
@@ -22,15 +23,32 @@ impl Cx {
     pub fn new(client: Client, await_options: AwaitOptions, lock_wait: Duration) -> Self {
         Cx {
             client,
+            clients: None,
             await_options,
             lock_wait,
             guests: tokio::sync::OnceCell::new(),
         }
     }
 
+    /// This context with every client of the stack known, for [`Cx::client_for`].
+    #[must_use]
+    pub fn with_clients(mut self, clients: Clients) -> Self {
+        self.clients = Some(clients);
+        self
+    }
+
     /// The client of this phase (read-only role while planning, the writer while deploying).
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The stack's client whose credential is `id` (a task is read by who started it: PVE
+    /// shows a token only its own tasks), else this phase's.
+    pub fn client_for(&self, id: &str) -> &Client {
+        self.clients
+            .as_ref()
+            .and_then(|c| c.for_credential(id))
+            .unwrap_or(&self.client)
     }
 
     /// How tasks are awaited.

@@ -119,6 +119,19 @@ pub struct Ask<'a> {
     pub recorded: Option<&'a BTreeMap<String, String>>,
 }
 
+/// Where to look for the task a write runs as, when its UPID was never recorded (a deploy
+/// killed after the request left): the node's task list, by type, id, credential and start
+/// time after the write's recorded intent (S29).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRef {
+    /// The node whose task list holds it.
+    pub node: String,
+    /// The task type (`qmcreate`, `srvreload`).
+    pub kind: &'static str,
+    /// The task's id (`100`, `networking`).
+    pub id: String,
+}
+
 /// A declared object of some family. See the module documentation for the contract.
 pub trait Resource: Send + Sync + fmt::Debug + 'static {
     /// Where it is in the form state records (`{"node": "pve1", "vmid": "100"}`): what a
@@ -154,6 +167,22 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
     /// What happens when it is dropped from the declaration (S20).
     fn removal(&self) -> Removal {
         Removal::Retain
+    }
+
+    /// The task a write of `action` (`create`, `update`, `destroy`) runs as, if it is a task:
+    /// where the next plan looks for it when the deploy that sent it was killed before its UPID
+    /// was recorded. None by default (the write answers at once).
+    fn task(&self, action: &str) -> Option<TaskRef> {
+        let _ = action;
+        None
+    }
+
+    /// Judges a task an earlier deploy started and this one awaited to its OK end, as a fresh
+    /// write would be judged after its task (an apply's S22 and S24 after-checks); the read
+    /// back that follows is the engine's. Nothing by default.
+    fn resumed<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<(), Failure>> {
+        let _ = cx;
+        Box::pin(async { Ok(()) })
     }
 
     /// Reads the live object and compares (no write).

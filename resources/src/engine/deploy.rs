@@ -15,7 +15,7 @@ use crate::engine::{lock, Event, Outcome, Plan, Report, ResourceError, Stack, St
 impl Stack {
     /// The resource behind each plan entry; refuses a plan made for other declarations.
     fn resources_of(&self, plan: &Plan) -> Result<Vec<Arc<dyn Resource>>, StackError> {
-        let state = lock(&self.ledger).state.clone();
+        let state = self.ledger.state();
         let items = self.items(&state)?;
         let by_id: BTreeMap<&str, usize> = items
             .iter()
@@ -66,8 +66,18 @@ impl Stack {
         plan: &Plan,
         progress: impl Fn(&Event) + Send + Sync + 'static,
     ) -> Result<Report, StackError> {
+        let state = self.ledger.state();
+        // S29: a plan is carried out once; what it was made from must still be so.
+        if state.revision != plan.revision {
+            return Err(StackError::StalePlan(format!(
+                "the state changed since the plan was made (revision {} then, {} now)",
+                plan.revision, state.revision
+            )));
+        }
+        if let Some(why) = self.ledger.stopped() {
+            return Err(StackError::State(crate::state::StateError::Stopped(why)));
+        }
         let found = self.resources_of(plan)?;
-        let state = lock(&self.ledger).state.clone();
         let worker = Arc::new(Worker {
             cx: Cx::new(
                 self.clients.writer().clone(),
@@ -148,6 +158,9 @@ impl Stack {
                 outcome[j] = Some(o);
             }
         }
+        // The journal's records go into the state file once the deploy is done. Should that
+        // fail, nothing is lost: every load replays the journal, and the next deploy compacts.
+        let _ = self.ledger.compact();
         let outcomes = plan
             .entries
             .iter()

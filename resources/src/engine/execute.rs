@@ -1,6 +1,10 @@
 //! Carrying out one plan entry: the write (create, update, destroy), the resume of a recorded
 //! task (S29), and the state records around them, under the scope's bound and, for a
 //! disruptive write, the stack-wide one-at-a-time lock (S23).
+//!
+//! Every write is recorded as an intent before its request leaves (S29); a write known to have
+//! changed nothing clears it, any other ending leaves it for the next plan to judge. A state
+//! record that fails stops the deploy: nothing more is started.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,18 +14,37 @@ use crate::contract::{Ask, Clients, Contact, Cx, ErrorKind, Failure, Probe, Reso
 use crate::engine::ledger::Ledger;
 use crate::engine::plan::recorded_map;
 use crate::engine::{lock, Action, Bounds, Event, Outcome, PlanEntry, ResourceError};
-use crate::state::{InFlight, ResourceState, StateError};
+use crate::state::{InFlight, Origin, ResourceState, StateError};
 
 /// What a deploy's workers share.
 pub(crate) struct Worker {
     pub(crate) cx: Cx,
     pub(crate) clients: Clients,
-    pub(crate) ledger: Arc<Mutex<Ledger>>,
+    pub(crate) ledger: Arc<Ledger>,
     pub(crate) progress: Box<dyn Fn(&Event) + Send + Sync>,
-    /// Why nothing more starts, once a disruptive write failed or a deploy panicked (S23).
+    /// Why nothing more starts, once a disruptive write failed, state could not be recorded or
+    /// a deploy panicked (S23).
     pub(crate) halted: Mutex<Option<String>>,
     pub(crate) disruptive: tokio::sync::Mutex<()>,
     pub(crate) bounds: Bounds,
+}
+
+/// Whether a failure of this kind is known to have changed nothing on the cluster (the
+/// request was refused, or never sent): its intent is cleared.
+fn wrote_nothing(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::WriteRefused
+            | ErrorKind::Refused
+            | ErrorKind::Conflict
+            | ErrorKind::UnknownFamily
+            | ErrorKind::Unreadable
+            | ErrorKind::Denied
+            | ErrorKind::Changed
+            | ErrorKind::Locked
+            | ErrorKind::Inexpressible
+            | ErrorKind::Degraded
+    )
 }
 
 impl Worker {
@@ -32,32 +55,40 @@ impl Worker {
         res: Arc<dyn Resource>,
         recorded: Option<ResourceState>,
     ) -> Outcome {
-        let object = entry.object.clone();
-        let state_failed = |what: &str, e: StateError| {
-            let f = Failure::new(ErrorKind::State, e);
-            Outcome::Failed(
-                ResourceError::failed(object.clone(), f).context(ErrorKind::State, what),
-            )
-        };
         let outcome = match &entry.action {
             Action::Refuse { error } | Action::Unreadable { error } => {
                 Outcome::NotTouched(error.clone())
             }
+            Action::Unknown { error } => {
+                // An unconfirmed disruptive write stops the ones after it (S23).
+                if res.disruptive() {
+                    self.halt(format!(
+                        "stopped: the outcome of an earlier disruptive write of {} ({}) is unknown",
+                        entry.id, entry.object
+                    ));
+                }
+                Outcome::NotTouched(error.clone())
+            }
             Action::Unowned { .. } => Outcome::NotTouched(ResourceError::new(
-                object.clone(),
+                entry.object.clone(),
                 ErrorKind::Unowned,
                 "unowned: not adopted, left alone",
             )),
             Action::Noop { adopt } => {
-                match lock(&self.ledger).record(&entry.id, res.as_ref(), true) {
+                let origin = if *adopt {
+                    Origin::Adopted
+                } else {
+                    Origin::Created
+                };
+                match self.ledger.record(&entry.id, res.as_ref(), origin, true) {
                     Ok(()) if *adopt => Outcome::Adopted,
                     Ok(()) => Outcome::Unchanged,
-                    Err(e) => state_failed("matches, but state", e),
+                    Err(e) => self.state_error(entry, "matches, but state", e),
                 }
             }
-            Action::Retain | Action::Forget => match lock(&self.ledger).forget(&entry.id) {
+            Action::Retain | Action::Forget => match self.ledger.forget(&entry.id) {
                 Ok(()) => Outcome::Forgotten,
-                Err(e) => state_failed("state", e),
+                Err(e) => self.state_error(entry, "state", e),
             },
             _ => self.bounded(entry, res, recorded).await,
         };
@@ -66,6 +97,10 @@ impl Worker {
             outcome: outcome.clone(),
         });
         outcome
+    }
+
+    fn halt(&self, why: String) {
+        lock(&self.halted).get_or_insert(why);
     }
 
     /// A write under the scope's bound, the total bound and, if disruptive, the one-at-a-time
@@ -102,8 +137,14 @@ impl Worker {
         });
         let o = self.write(entry, res.as_ref(), recorded).await;
         if res.disruptive() && !o.is_ok() {
-            *lock(&self.halted) = Some(format!(
+            self.halt(format!(
                 "stopped: the disruptive write of {} ({}) did not confirm success",
+                entry.id, entry.object
+            ));
+        }
+        if o.kind() == Some(ErrorKind::State) {
+            self.halt(format!(
+                "stopped: state could not be recorded for {} ({})",
                 entry.id, entry.object
             ));
         }
@@ -118,15 +159,16 @@ impl Worker {
         recorded: Option<ResourceState>,
     ) -> Outcome {
         let id = entry.id.as_str();
+        let credential = self.cx.client().credential_id().to_owned();
         let on_started = |task: &'static str| {
+            let credential = credential.clone();
             move |upid: &Upid| -> Result<(), StateError> {
-                let credential = self.cx.client().credential_id().to_owned();
                 let in_flight = InFlight {
                     upid: upid.to_string(),
                     action: task.to_owned(),
-                    credential,
+                    credential: credential.clone(),
                 };
-                lock(&self.ledger).record_task(id, res, in_flight)?;
+                self.ledger.record_task(id, res, in_flight)?;
                 (self.progress)(&Event::Task {
                     id: id.to_owned(),
                     upid: upid.to_string(),
@@ -134,17 +176,40 @@ impl Worker {
                 Ok(())
             }
         };
-        let failed = |f: Failure| Outcome::Failed(ResourceError::failed(entry.object.clone(), f));
         match &entry.action {
-            Action::Create => match res.create(&self.cx, &on_started("create")).await {
-                Ok(()) => self.recorded(entry, res, Outcome::Created),
-                Err(f) => failed(f),
-            },
-            Action::Update { changes, .. } => {
-                let on = on_started("update");
-                match res.update(&self.cx, changes, &entry.guard, &on).await {
-                    Ok(()) => self.recorded(entry, res, Outcome::Updated),
-                    Err(f) => failed(f),
+            Action::Create | Action::Update { .. } => {
+                let (task, origin) = match &entry.action {
+                    Action::Create => ("create", Origin::Created),
+                    _ => ("update", Origin::Adopted),
+                };
+                let declared = res.declared();
+                if let Err(e) = self
+                    .ledger
+                    .intend(id, res, (task, origin), &declared, &credential)
+                {
+                    return self.state_error(
+                        entry,
+                        "its intent could not be recorded, so nothing was sent",
+                        e,
+                    );
+                }
+                let done = match &entry.action {
+                    Action::Update { changes, .. } => {
+                        let on = on_started("update");
+                        res.update(&self.cx, changes, &entry.guard, &on).await
+                    }
+                    _ => res.create(&self.cx, &on_started("create")).await,
+                };
+                match done {
+                    Ok(()) => {
+                        let ok = if task == "create" {
+                            Outcome::Created
+                        } else {
+                            Outcome::Updated
+                        };
+                        self.recorded(entry, res, origin, ok)
+                    }
+                    Err(f) => self.failed(entry, f, recorded.is_none()),
                 }
             }
             Action::Delete => {
@@ -165,14 +230,43 @@ impl Worker {
                         )
                     }
                 };
+                let destroy = ("destroy", Origin::Adopted);
+                if let Err(e) = self.ledger.intend(id, res, destroy, &last, &credential) {
+                    return self.state_error(
+                        entry,
+                        "its intent could not be recorded, so nothing was sent",
+                        e,
+                    );
+                }
                 match res.destroy(&self.cx, &last, &on_started("destroy")).await {
                     Ok(()) => self.forgotten(entry, Outcome::Deleted, "destroyed, but state"),
-                    Err(f) => failed(f),
+                    Err(f) => self.failed(entry, f, false),
                 }
             }
             Action::Resume { upid, task } => self.resume(entry, res, recorded, upid, task).await,
             _ => Outcome::Unchanged,
         }
+    }
+
+    /// A write that failed: its intent is cleared when the failure shows nothing was written
+    /// (and the entry it alone made is removed), else kept for the next plan to judge.
+    fn failed(&self, entry: &PlanEntry, f: Failure, new: bool) -> Outcome {
+        let kind = f.kind();
+        let error = ResourceError::failed(entry.object.clone(), f);
+        if wrote_nothing(kind) {
+            let cleared = if new {
+                self.ledger.forget(&entry.id)
+            } else {
+                self.ledger.settle(&entry.id)
+            };
+            if let Err(e) = cleared {
+                return Outcome::Failed(error.context(
+                    ErrorKind::State,
+                    &format!("nothing was written, but its intent could not be cleared ({e})"),
+                ));
+            }
+        }
+        Outcome::Failed(error)
     }
 
     /// A destroy refused for want of a recorded declaration to compare with (S19).
@@ -184,7 +278,8 @@ impl Worker {
         ))
     }
 
-    /// S29 / S14: awaits a recorded task with the credential that started it, then settles.
+    /// S29 / S14: awaits a task an earlier deploy started, with the credential that started it,
+    /// judges it as a fresh write is judged, then settles.
     async fn resume(
         &self,
         entry: &PlanEntry,
@@ -197,11 +292,16 @@ impl Worker {
         let err = |kind, why: String| {
             Outcome::Failed(ResourceError::new(entry.object.clone(), kind, why))
         };
-        let Some(credential) = recorded
+        // The credential of the recorded task, or of the intent whose task the plan found.
+        let in_flight = recorded.as_ref().and_then(|r| r.in_flight.clone());
+        let credential = in_flight
             .as_ref()
-            .and_then(|r| r.in_flight.as_ref())
             .map(|f| f.credential.clone())
-        else {
+            .or_else(|| {
+                let intent = recorded.as_ref()?.intent.as_ref()?;
+                Some(intent.credential.clone())
+            });
+        let Some(credential) = credential else {
             return err(
                 ErrorKind::State,
                 "the recorded task is gone from state; plan again".to_owned(),
@@ -216,13 +316,24 @@ impl Worker {
             Ok(u) => u,
             Err(e) => return err(ErrorKind::State, format!("recorded task id {upid:?}: {e}")),
         };
+        if in_flight.is_none() {
+            // Found in the node's task list: recorded before it is awaited, as any task is.
+            let found = InFlight {
+                upid: upid.to_owned(),
+                action: task.to_owned(),
+                credential: credential.clone(),
+            };
+            if let Err(e) = self.ledger.record_task(id, res, found) {
+                return self.state_error(entry, "the task found could not be recorded", e);
+            }
+        }
         let waited = pve_sdk::task::Task::attach(client, parsed)
             .wait(self.cx.await_options())
             .await;
         if let Err(e) = waited {
             let f = Failure::task(e);
             if f.kind() == ErrorKind::TaskFailed {
-                let cleared = lock(&self.ledger).clear_task(id);
+                let cleared = self.ledger.settle(id);
                 let what = match cleared {
                     Ok(()) => format!("the {task} task an earlier deploy started failed; the next plan starts over"),
                     Err(s) => format!("the {task} task an earlier deploy started failed; state: {s}"),
@@ -238,8 +349,12 @@ impl Worker {
                     .context(ErrorKind::OutcomeUnknown, &what),
             );
         }
-        if let Err(e) = lock(&self.ledger).clear_task(id) {
-            return err(ErrorKind::State, format!("task ended OK, but state: {e}"));
+        // Judged as a fresh write is, before anything after it runs (an apply's S22, S24).
+        if let Err(f) = res.resumed(&self.cx).await {
+            return Outcome::Failed(ResourceError::failed(entry.object.clone(), f));
+        }
+        if let Err(e) = self.ledger.settle(id) {
+            return self.state_error(entry, "task ended OK, but state", e);
         }
         // The write the task made is read back like any other (S4). A resume writes nothing
         // itself: what still differs is for the next plan to show.
@@ -251,6 +366,10 @@ impl Worker {
         };
         let probe = res.probe(&self.cx, ask).await;
         let not = |why: String| err(ErrorKind::NotConverged, why);
+        let origin = match recorded.as_ref().map(|r| r.origin) {
+            Some(o) => o,
+            None => Origin::Created,
+        };
         match (task, probe) {
             ("destroy", Ok(Probe::Absent)) => {
                 self.forgotten(entry, Outcome::Deleted, "destroyed, but state")
@@ -259,7 +378,7 @@ impl Worker {
                 not("the destroy task ended OK but the object is still there".to_owned())
             }
             (_, Ok(Probe::Present { changes, .. })) if changes.is_empty() => {
-                self.recorded(entry, res, Outcome::Resumed)
+                self.recorded(entry, res, origin, Outcome::Resumed)
             }
             (_, Ok(Probe::Present { changes, .. })) => not(format!(
                 "the {task} task ended OK but {} still differ; plan again",
@@ -280,9 +399,16 @@ impl Worker {
         }
     }
 
-    /// Records the resource after a confirmed write, then answers `ok`.
-    fn recorded(&self, entry: &PlanEntry, res: &dyn Resource, ok: Outcome) -> Outcome {
-        match lock(&self.ledger).record(&entry.id, res, false) {
+    /// Records the resource after a confirmed write (its origin kept, else `origin`), then
+    /// answers `ok`.
+    fn recorded(
+        &self,
+        entry: &PlanEntry,
+        res: &dyn Resource,
+        origin: Origin,
+        ok: Outcome,
+    ) -> Outcome {
+        match self.ledger.record(&entry.id, res, origin, false) {
             Ok(()) => ok,
             Err(e) => self.state_error(entry, "done, but state", e),
         }
@@ -290,7 +416,7 @@ impl Worker {
 
     /// Removes the resource from state after a confirmed destroy, then answers `ok`.
     fn forgotten(&self, entry: &PlanEntry, ok: Outcome, what: &str) -> Outcome {
-        match lock(&self.ledger).forget(&entry.id) {
+        match self.ledger.forget(&entry.id) {
             Ok(()) => ok,
             Err(e) => self.state_error(entry, what, e),
         }

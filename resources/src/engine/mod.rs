@@ -173,7 +173,7 @@ impl Bounds {
 pub struct Stack {
     clients: Clients,
     options: StackOptions,
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: Arc<Ledger>,
     decls: Vec<Decl>,
     destroy_dropped: BTreeSet<String>,
     rebuild: BTreeMap<&'static str, Rebuild>,
@@ -216,7 +216,7 @@ impl Stack {
         Ok(Stack {
             clients,
             options,
-            ledger: Arc::new(Mutex::new(Ledger::open(Box::new(store))?)),
+            ledger: Arc::new(Ledger::open(Box::new(store))?),
             decls: Vec::new(),
             destroy_dropped: BTreeSet::new(),
             rebuild: BTreeMap::new(),
@@ -264,8 +264,10 @@ impl Stack {
         })
     }
 
-    /// Says that the managed resource `id`, if dropped from the declaration, is destroyed
-    /// rather than following its family's removal policy (S20: destroy is explicit).
+    /// The explicit word that the managed resource `id` may be destroyed (S20): dropped from the
+    /// declaration it is destroyed rather than following its family's removal policy, and a
+    /// destroy plan destroys it even when the stack adopted it rather than created it. Every
+    /// destroy still requires that it matches its last declaration (S19).
     pub fn destroy_when_dropped(&mut self, id: impl Into<String>) -> &mut Self {
         self.destroy_dropped.insert(id.into());
         self
@@ -273,7 +275,25 @@ impl Stack {
 
     /// The state as it is now.
     pub fn state(&self) -> State {
-        lock(&self.ledger).state.clone()
+        self.ledger.state()
+    }
+
+    /// How long this stack's state records have spent writing to the store so far (the
+    /// bookkeeping a deploy pays; the benchmark compares it with the wall time).
+    pub fn state_time(&self) -> Duration {
+        self.ledger.busy()
+    }
+
+    /// The explicit word after looking at the cluster: forgets the write an earlier deploy of
+    /// `id` sent and did not see end (its intent and its recorded task), so that the next plan
+    /// judges the object as it is. For an entry the next plan reports `unknown` and that only
+    /// the operator can settle (S15, S29); nothing is read or written on the cluster.
+    ///
+    /// # Errors
+    ///
+    /// The state cannot be written.
+    pub fn clear_pending(&mut self, id: &str) -> Result<(), StackError> {
+        Ok(self.ledger.settle(id)?)
     }
 
     /// One bound per scope of `resources`, and the total.

@@ -9,12 +9,12 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::contract::{
-    Ask, Change, Contact, Cx, ErrorKind, Failure, Guard, ObjectRef, Probe, Removal,
+    Ask, Change, Contact, Cx, ErrorKind, Failure, Guard, ObjectRef, Probe, Removal, Resource,
 };
 use crate::engine::graph::{edges, layers, reversed, Item};
 use crate::engine::render::{address_text, as_text};
-use crate::engine::{lock, ResourceError, Stack, StackError};
-use crate::state::ResourceState;
+use crate::engine::{ResourceError, Stack, StackError};
+use crate::state::{Intent, Origin, ResourceState};
 
 /// What a plan says about one resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,6 +63,12 @@ pub enum Action {
         /// Why (its kind: `unreadable` or `denied`), with the causes.
         error: ResourceError,
     },
+    /// A write an earlier deploy sent cannot be judged yet (its task cannot be found, or the
+    /// object does not show it): nothing is written, and what comes after it waits (S15, S29).
+    Unknown {
+        /// Why (its kind: `outcome_unknown`).
+        error: ResourceError,
+    },
 }
 
 impl Action {
@@ -79,6 +85,7 @@ impl Action {
             Action::Refuse { .. } => "refuse",
             Action::Unowned { .. } => "unowned",
             Action::Unreadable { .. } => "unreadable",
+            Action::Unknown { .. } => "unknown",
         }
     }
 
@@ -98,7 +105,9 @@ impl Action {
     /// The error behind a refusal or an unreadable entry.
     pub fn error(&self) -> Option<&ResourceError> {
         match self {
-            Action::Refuse { error } | Action::Unreadable { error } => Some(error),
+            Action::Refuse { error } | Action::Unreadable { error } | Action::Unknown { error } => {
+                Some(error)
+            }
             _ => None,
         }
     }
@@ -134,6 +143,9 @@ pub struct PlanEntry {
 pub struct Plan {
     /// The entries.
     pub entries: Vec<PlanEntry>,
+    /// The state revision it was made from: a deploy refuses it once the state moved on (S29:
+    /// a plan is carried out once).
+    pub revision: u64,
     /// Made by [`Stack::plan_destroy`]: declared resources not in state are not in it.
     #[serde(skip)]
     pub(crate) destroy: bool,
@@ -178,16 +190,17 @@ impl Stack {
     /// Plans every item against live state, layer by layer (an item's probe knows whether
     /// something it comes after writes), each probe under its scope's bound.
     pub(crate) async fn plan_with(&self, strict: bool) -> Result<Plan, StackError> {
-        let state = lock(&self.ledger).state.clone();
+        let state = self.ledger.state();
         let items = self.items(&state)?;
         let deps = edges(&items);
         let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
         let layers = layers(&ids, &deps)?;
-        let cx = Arc::new(Cx::new(
+        let cx = Cx::new(
             self.clients.reader().clone(),
             self.options.await_options,
             self.options.lock_wait,
-        ));
+        );
+        let cx = Arc::new(cx.with_clients(self.clients.clone()));
         let bounds = self.bounds(items.iter().map(|it| &it.res));
         let mut actions: Vec<Option<(Action, Guard)>> = vec![None; items.len()];
         for layer in &layers {
@@ -213,6 +226,7 @@ impl Stack {
                 let owned = recorded.is_some() || !it.res.ownable();
                 let adopt = it.decl.is_some_and(|d| self.decls[d].adopt) || self.options.adopt;
                 let last = recorded.and_then(recorded_map);
+                let pending = recorded.and_then(|r| r.intent.clone());
                 let res = it.res.clone();
                 let cx = cx.clone();
                 let bound = bounds.get(&res.object().scope).cloned();
@@ -231,8 +245,11 @@ impl Stack {
                         upstream_changes: upstream,
                         recorded: last.as_ref(),
                     };
-                    let probe = res.probe(&cx, ask).await;
-                    (i, map_probe(res.object(), probe, owned, adopt))
+                    let seen = Seen { owned, adopt };
+                    (
+                        i,
+                        judge(res.as_ref(), &cx, ask, seen, pending.as_ref()).await,
+                    )
                 });
                 task_of.insert(handle.id(), i);
             }
@@ -279,6 +296,7 @@ impl Stack {
             .collect();
         Ok(Plan {
             entries,
+            revision: state.revision,
             destroy: false,
         })
     }
@@ -319,22 +337,25 @@ impl Stack {
         if it.decl.is_some() {
             return None;
         }
+        let adopted = recorded.is_some_and(|r| r.origin == Origin::Adopted);
         Some(if let Some(why) = &it.unknown {
             refuse(ErrorKind::UnknownFamily, why.clone())
         } else if self.destroy_dropped.contains(&it.id) {
             Action::Delete
         } else {
             match it.res.removal() {
+                Removal::Forget => Action::Forget,
+                // S20: what the stack did not create is never destroyed by a default.
+                _ if adopted => Action::Retain,
                 Removal::Retain => Action::Retain,
                 Removal::Destroy => Action::Delete,
-                Removal::Forget => Action::Forget,
             }
         })
     }
 
     /// Plans the destruction of everything in state, in reverse dependency order.
     pub(crate) fn plan_destroy_(&self) -> Result<Plan, StackError> {
-        let state = lock(&self.ledger).state.clone();
+        let state = self.ledger.state();
         let items = self.items(&state)?;
         let rev = reversed(&edges(&items));
         let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
@@ -360,6 +381,12 @@ impl Stack {
                             ),
                         },
                         None if it.res.removal() == Removal::Forget => Action::Forget,
+                        // S20: an adopted object takes an explicit word to destroy.
+                        None if recorded.origin == Origin::Adopted
+                            && !self.destroy_dropped.contains(&it.id) =>
+                        {
+                            Action::Retain
+                        }
                         None => Action::Delete,
                     },
                 };
@@ -381,8 +408,64 @@ impl Stack {
             .collect();
         Ok(Plan {
             entries,
+            revision: state.revision,
             destroy: true,
         })
+    }
+}
+
+/// What the stack knows of an object before it reads it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// It has a state entry (or owns nothing: an action).
+    owned: bool,
+    /// The declaration or the run says adopt (S27).
+    adopt: bool,
+}
+
+/// Plans one item: reads it, and for a write an earlier deploy recorded but did not see end
+/// (S29), first looks for the task it started when its UPID was never recorded: a task found
+/// is resumed; none found means the request started none, and the object is judged as it is.
+async fn judge(
+    res: &dyn Resource,
+    cx: &Cx,
+    ask: Ask<'_>,
+    seen: Seen,
+    pending: Option<&Intent>,
+) -> (Action, Guard) {
+    let object = res.object();
+    let task = pending.and_then(|i| Some((i, res.task(&i.action)?)));
+    if let Some((intent, task)) = &task {
+        let client = cx.client_for(&intent.credential);
+        match crate::kit::task::find(client, task, &intent.credential, intent.since).await {
+            Ok(Some(upid)) => {
+                let (upid, task) = (upid.to_string(), intent.action.clone());
+                return (Action::Resume { upid, task }, Guard::default());
+            }
+            Ok(None) => {}
+            Err(f) => {
+                let error = ResourceError::failed(object, f);
+                return (Action::Unreadable { error }, Guard::default());
+            }
+        }
+    }
+    let probe = res.probe(cx, ask).await;
+    let (action, guard) = map_probe(object.clone(), probe, seen, pending);
+    // An action that owns nothing leaves no object to show whether it ran: with no task found
+    // and nothing to do now, it may have run (S16: what is pending now is no evidence).
+    match (&task, &action) {
+        (Some((intent, t)), Action::Noop { .. }) if !res.ownable() => {
+            let error = ResourceError::new(
+                object,
+                ErrorKind::OutcomeUnknown,
+                format!(
+                    "the {} an earlier deploy sent left no {} task in the task list of {} and nothing to do now: it may have run; look at the node, then clear it with Stack::clear_pending",
+                    intent.action, t.kind, t.node
+                ),
+            );
+            (Action::Unknown { error }, Guard::default())
+        }
+        _ => (action, guard),
     }
 }
 
@@ -391,9 +474,10 @@ impl Stack {
 fn map_probe(
     object: ObjectRef,
     probe: Result<Probe, Failure>,
-    owned: bool,
-    adopt: bool,
+    seen: Seen,
+    pending: Option<&Intent>,
 ) -> (Action, Guard) {
+    let Seen { owned, adopt } = seen;
     match probe {
         Err(f) => {
             let mut error = ResourceError::failed(object, f);
@@ -410,6 +494,22 @@ fn map_probe(
             Guard::default(),
         ),
         Ok(Probe::Absent) => (Action::Create, Guard::default()),
+        // A create an earlier deploy sent and did not see end found something that is not what
+        // it declared: a half-done create, or someone else took the object (S29).
+        Ok(Probe::Present { changes, .. })
+            if !changes.is_empty() && pending.is_some_and(|i| i.action == "create") =>
+        {
+            let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
+            let error = ResourceError::new(
+                object,
+                ErrorKind::Conflict,
+                format!(
+                    "a create of it was sent by an earlier deploy that did not see it end, and it exists but differs from the declaration in {}: a half-done create, or someone else took it; fix or remove it by hand, then plan again",
+                    keys.join(", ")
+                ),
+            );
+            (Action::Refuse { error }, Guard::default())
+        }
         Ok(Probe::Present { changes, guard }) => {
             let action = if !owned && !adopt {
                 Action::Unowned { changes }

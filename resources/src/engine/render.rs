@@ -43,6 +43,7 @@ impl fmt::Display for Plan {
                 Action::Refuse { .. } => "!",
                 Action::Unowned { .. } => "?",
                 Action::Unreadable { .. } => "x",
+                Action::Unknown { .. } => "*",
             };
             let what = match &e.action {
                 Action::Noop { adopt: true } => "adopt (matches)".to_owned(),
@@ -53,6 +54,7 @@ impl fmt::Display for Plan {
                 Action::Refuse { error } => format!("refuse: {}", error.reason()),
                 Action::Unowned { .. } => "unowned: exists but is not managed by this stack; adopt it to manage it".to_owned(),
                 Action::Unreadable { error } => format!("unreadable: {}", error.reason()),
+                Action::Unknown { error } => format!("unknown: {}", error.reason()),
                 other => other.name().to_owned(),
             };
             writeln!(f, "  {sigil} {:<width$}  {}: {what}", e.id, e.object)?;
@@ -82,6 +84,7 @@ impl fmt::Display for Plan {
             "refuse",
             "unowned",
             "unreadable",
+            "unknown",
         ] {
             if n(k) > 0 {
                 write!(f, ", {} {k}", n(k))?;

@@ -323,9 +323,12 @@ async fn read_strict<T: ConfigObject>(
     Ok(live)
 }
 
-/// S4: the object is there and its managed fields hold the declaration.
+/// S4: the object is there and its managed fields hold the declaration. A read-back that
+/// fails leaves the write unconfirmed, never "unread".
 async fn read_back<T: ConfigObject>(obj: &T, client: &Client) -> Result<(), Failure> {
-    let keys = match read_strict(obj, client).await? {
+    let read = read_strict(obj, client).await;
+    let read = read.map_err(|e| Failure::from(e).with_kind(ErrorKind::NotConverged))?;
+    let keys = match read {
         None => vec!["<absent>".to_owned()],
         Some(live) => changes_of(obj, &obj.declared(), &live)
             .into_iter()

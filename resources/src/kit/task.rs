@@ -45,3 +45,53 @@ where
     }
     task.wait(options).await.map_err(Failure::task)
 }
+
+/// How far a task's start may lie before the intent that sent it: the node's clock and this
+/// host's may differ a little.
+const CLOCK_SLACK: u64 = 60;
+
+/// Looks in `task.node`'s task list (active and archived) for the task of `task.kind` and
+/// `task.id` that `credential` started at or after `since` (seconds since the epoch, less a
+/// minute of clock slack): the newest such, when a deploy was killed before recording its UPID
+/// (S29).
+///
+/// # Errors
+///
+/// [`Failure::read`] of the list's error, or an UPID in it that does not parse.
+pub async fn find(
+    client: &Client,
+    task: &crate::contract::TaskRef,
+    credential: &str,
+    since: u64,
+) -> Result<Option<Upid>, Failure> {
+    use pve_sdk::generated::nodes::node::tasks::{NodeTasks, NodeTasksSource};
+    let since = since.saturating_sub(CLOCK_SLACK);
+    let mut req = NodeTasks::new(task.node.clone());
+    req.source = Some(NodeTasksSource::All);
+    req.typefilter = Some(task.kind.to_owned());
+    req.since = i64::try_from(since).ok();
+    req.limit = Some(500);
+    req.vmid = task.id.parse().ok();
+    let rows = client.send(&req).await.map_err(Failure::read)?.into_data();
+    // An archived token task lists its user and token apart (pve-manager PVE/API2/Tasks.pm
+    // `$convert_token_task`); an active one as the UPID writes it.
+    let by = |row: &pve_sdk::generated::nodes::node::tasks::NodeTasksResponseItem| {
+        let user = row.user.as_deref().unwrap_or_default();
+        match row.other_keys.get("tokenid").and_then(|t| t.as_str()) {
+            Some(token) => format!("{user}!{token}") == credential,
+            None => user == credential,
+        }
+    };
+    let newest = rows
+        .iter()
+        .filter(|r| r.type_.as_deref() == Some(task.kind) && r.id.as_deref() == Some(&task.id))
+        .filter(|r| by(r) && r.starttime.is_some_and(|s| s >= 0 && s as u64 >= since))
+        .max_by_key(|r| r.starttime);
+    match newest.and_then(|r| r.upid.as_deref()) {
+        Some(u) => u
+            .parse()
+            .map(Some)
+            .map_err(|e| Failure::new(ErrorKind::Unreadable, e)),
+        None => Ok(None),
+    }
+}

@@ -1,20 +1,27 @@
-//! Where a stack remembers what it manages: behind [`StateStore`], by default a JSON file
-//! ([`FileStore`]).
+//! Where a stack remembers what it manages: behind [`StateStore`], by default a JSON file and
+//! its journal ([`FileStore`]).
 //!
 //! # Guarantees
 //!
-//! - **S28 One writer.** [`FileStore::open`] takes an exclusive lock on `<state>.lock` for as
-//!   long as the store lives; a second store on the same file is refused with the holder named
-//!   (process id, host, start time). The operating system releases the lock when the holder
+//! - **S28 One writer.** [`FileStore::open`] takes an exclusive lock on a lock file beside the
+//!   state file as resolved (symlinks followed), for as long as the store lives; a second store
+//!   on the same file, by any path, is refused with the holder named. A state file with more
+//!   than one hard link is refused. The operating system releases the lock when the holder
 //!   dies, so a crashed deploy never leaves a stale lock behind.
-//! - **Atomic writes.** [`StateStore::save`] writes a temporary file beside the state, syncs it,
-//!   renames it over the state and syncs the folder: a reader sees the old state or the new one,
-//!   never a torn file.
-//! - **S29 Resume, don't repeat.** [`ResourceState::in_flight`] records a started task's UPID so
-//!   that a deploy killed mid-task can await it instead of starting the write again.
-//! - **S26 No secrets.** [`State::check_no_secrets`] refuses a state whose recorded declarations
-//!   carry a field named like a secret (password, ticket, token secret, private key), and
-//!   [`FileStore::save`] runs it before anything is written.
+//! - **Records cost the same whatever the stack's size.** A change is one line appended to the
+//!   journal beside the state file and synced ([`StateStore::append`]); concurrent records
+//!   share one sync. The state file is rewritten whole only to compact the journal
+//!   ([`StateStore::save`]: write beside the target, sync, rename over it, sync the folder: a
+//!   symlink stays a symlink). A reader sees the old state or a newer one, whole: a torn last
+//!   journal line (a kill while appending) was never acknowledged and is ignored. No temporary
+//!   file survives a kill: the next open removes them.
+//! - **S29 Resume, don't repeat.** [`ResourceState::intent`] records a write before it is sent
+//!   and [`ResourceState::in_flight`] a started task's UPID before it is awaited, so that a
+//!   deploy killed at any moment is understood by the next plan.
+//! - **S20** [`ResourceState::origin`] records whether the stack created or adopted an object;
+//!   entries from older state files count as adopted.
+//! - **S26 No secrets.** A record whose declaration carries a field named like a secret
+//!   (password, ticket, token secret, private key) is refused before anything is written.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,8 +33,9 @@ mod file;
 
 pub use file::FileStore;
 
-/// The state format's version.
-pub const STATE_VERSION: u32 = 1;
+/// The state format's version. Version 1 files (no revision, no origin, no intents) are read
+/// and written back as version 2.
+pub const STATE_VERSION: u32 = 2;
 
 /// Everything a stack manages.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -35,8 +43,24 @@ pub const STATE_VERSION: u32 = 1;
 pub struct State {
     /// [`STATE_VERSION`].
     pub version: u32,
+    /// How many changes the state has seen: every record adds one. A plan is made from one
+    /// revision and refused by a deploy if the state moved on (S29).
+    #[serde(default)]
+    pub revision: u64,
     /// Managed resources by their stable id.
     pub resources: BTreeMap<String, ResourceState>,
+}
+
+/// Whether the stack made an object or took over one that existed (S20).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// It existed and was adopted (entries of older state files count as adopted): dropping it
+    /// retains it, and destroying it takes an explicit word.
+    #[default]
+    Adopted,
+    /// This stack created it.
+    Created,
 }
 
 /// One managed resource.
@@ -52,6 +76,12 @@ pub struct ResourceState {
     /// A task started for this resource and not yet seen to end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight: Option<InFlight>,
+    /// Whether the stack created or adopted it.
+    #[serde(default)]
+    pub origin: Origin,
+    /// A write about to be sent, or sent and not seen to end (S29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Intent>,
 }
 
 /// A started task (S29).
@@ -64,6 +94,32 @@ pub struct InFlight {
     pub action: String,
     /// The credential that started it, which must also poll it (S14).
     pub credential: String,
+}
+
+/// A write recorded before its request leaves (S29).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    /// What is written: `create`, `update`, `destroy`, `apply`.
+    pub action: String,
+    /// The declaration being written, in wire form (for a destroy, the last one).
+    pub declared: Value,
+    /// When it was recorded (seconds since the epoch): a task it started began at or after.
+    pub since: u64,
+    /// The credential that writes it.
+    pub credential: String,
+}
+
+/// One change of state: `id`'s entry as it now is (`None`: removed), the revision it makes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// The state's revision after this change.
+    pub revision: u64,
+    /// The resource id.
+    pub id: String,
+    /// Its entry, or `None` when it is removed.
+    pub entry: Option<ResourceState>,
 }
 
 /// Field names that never go into state (S26).
@@ -99,11 +155,33 @@ fn find_secret(v: &Value, path: &str) -> Option<String> {
     }
 }
 
+impl ResourceState {
+    /// Refuses an entry whose declarations carry a secret-named field (S26).
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Secret`] naming the resource and the field.
+    pub fn check_no_secrets(&self, id: &str) -> Result<(), StateError> {
+        let found = find_secret(&self.declared, "declared").or_else(|| {
+            let i = self.intent.as_ref()?;
+            find_secret(&i.declared, "intent.declared")
+        });
+        match found {
+            Some(field) => Err(StateError::Secret {
+                resource: id.to_owned(),
+                field,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 impl State {
     /// An empty state of the current version.
     pub fn new() -> Self {
         State {
             version: STATE_VERSION,
+            revision: 0,
             resources: BTreeMap::new(),
         }
     }
@@ -114,15 +192,18 @@ impl State {
     ///
     /// [`StateError::Secret`] naming the resource and the field.
     pub fn check_no_secrets(&self) -> Result<(), StateError> {
-        for (id, r) in &self.resources {
-            if let Some(field) = find_secret(&r.declared, "declared") {
-                return Err(StateError::Secret {
-                    resource: id.clone(),
-                    field,
-                });
-            }
-        }
-        Ok(())
+        self.resources
+            .iter()
+            .try_for_each(|(id, r)| r.check_no_secrets(id))
+    }
+
+    /// Applies `record` (the journal's replay).
+    pub fn apply(&mut self, record: Record) {
+        match record.entry {
+            Some(e) => self.resources.insert(record.id, e),
+            None => self.resources.remove(&record.id),
+        };
+        self.revision = record.revision;
     }
 }
 
@@ -137,6 +218,14 @@ pub enum StateError {
         path: PathBuf,
         /// Who holds it, as it recorded itself.
         holder: String,
+    },
+    /// The file has another name too: two paths would be two writers (S28).
+    #[error("state {path} has {links} hard links; a state file must have one name, so that one lock guards it")]
+    HardLinked {
+        /// The state file.
+        path: PathBuf,
+        /// How many links it has.
+        links: u64,
     },
     /// The file is not a state of this version.
     #[error("state {path} is not readable state: {reason}")]
@@ -165,6 +254,9 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
+    /// An earlier record could not be written: nothing more is recorded in this deploy.
+    #[error("state is not being recorded any more: {0}")]
+    Stopped(String),
 }
 
 /// A place to keep state. Implementations must write atomically and hold an exclusive lock for
@@ -177,7 +269,15 @@ pub trait StateStore {
     /// The state cannot be read or is not valid state.
     fn load(&self) -> Result<State, StateError>;
 
-    /// Replaces the state, atomically.
+    /// Makes `records` durable, all of them or none, in order; their revisions follow the
+    /// state's.
+    ///
+    /// # Errors
+    ///
+    /// A record holds a secret, or they cannot be written.
+    fn append(&mut self, records: &[Record]) -> Result<(), StateError>;
+
+    /// Replaces the whole state, atomically (and drops what the journal held).
     ///
     /// # Errors
     ///

@@ -92,3 +92,12 @@ pub fn failure(report: &pve_resources::engine::Report, id: &str) -> (ErrorKind, 
         None => panic!("{id} did not fail: {report:?}"),
     }
 }
+
+/// The state file and its journal in `dir`, as text (what S26 must find no secret in).
+pub fn state_text(dir: &std::path::Path) -> String {
+    ["state.json", "state.json.journal"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -205,6 +205,7 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         ("GET", "/nodes/{node}/network/{iface}") => network_read(cluster, call),
         ("PUT", "/nodes/{node}/network/{iface}") => network_update(cluster, call),
         ("DELETE", "/nodes/{node}/network/{iface}") => network_delete(cluster, call),
+        ("GET", "/nodes/{node}/tasks") => task_list(cluster, call),
         ("GET", "/nodes/{node}/tasks/{upid}/status") => task_status(cluster, call),
         ("GET", "/nodes/{node}/tasks/{upid}/log") => task_log(cluster, call),
         _ => return None,
@@ -759,6 +760,124 @@ fn task_status(cluster: &Cluster, call: &Call<'_>) -> Answer {
         v["exitstatus"] = Value::from(e.clone());
     }
     ok(v)
+}
+
+/// pve-manager `PVE/API2/Tasks.pm` node_tasks: the node's tasks the caller may see (its own:
+/// `$check_task_user`, or all with `Sys.Audit`), filtered by `userfilter` (a case-insensitive
+/// part of the user), `typefilter`, `vmid` (the task's id), `since`/`until` (its start time),
+/// `statusfilter` or `errors` (pve-common `PVE::UPID::normalize_status_type`), then `start` and
+/// `limit` (default 50), counted in `total`. `source` is `archive` by default: the index of
+/// finished tasks, newest first, where a token's task has `user` and `tokenid` apart
+/// (`$convert_token_task`); `active` lists the tasks not yet archived (here: the running
+/// ones, `RUNNING`, user as written in the UPID); `all` both, active first.
+fn task_list(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let num = |k: &str| call.get(k).and_then(|v| v.parse::<u64>().ok());
+    let (start, mut limit) = (num("start").unwrap_or(0), num("limit").unwrap_or(50));
+    let source = call.get("source").unwrap_or("archive");
+    let errors = call.get("errors").is_some_and(|e| e == "1");
+    let wanted: Option<Vec<String>> = match (call.get("statusfilter"), errors) {
+        (_, true) => Some(vec!["warning".into(), "error".into(), "unknown".into()]),
+        (Some(f), false) => Some(
+            f.split([',', ';', ' '])
+                .filter(|x| !x.is_empty())
+                .map(str::to_lowercase)
+                .collect(),
+        ),
+        (None, false) => None,
+    };
+    let normalize = |status: Option<&str>| match status {
+        None | Some("") | Some("unexpected status") => "unknown",
+        Some("OK") => "ok",
+        Some(s) if s.starts_with("WARNINGS: ") && s[10..].bytes().all(|b| b.is_ascii_digit()) => {
+            "warning"
+        }
+        Some(_) => "error",
+    };
+    let mut rows: Vec<(Value, &str, bool)> = Vec::new();
+    let ours: Vec<(&String, &crate::state::Task, [&str; 7])> = cluster
+        .tasks
+        .iter()
+        .filter(|(_, t)| t.node == call.node())
+        .filter_map(|(u, t)| Some((u, t, parse_upid(u)?)))
+        .collect();
+    let mut by_start = ours;
+    by_start.sort_by_key(|(_, _, p)| (u32::from_str_radix(p[3], 16).unwrap_or_default(), p[1]));
+    if source == "active" || source == "all" {
+        for (upid, _, p) in by_start.iter().filter(|(_, t, _)| t.exit.is_none()) {
+            rows.push((task_row(upid, p, None, false), p[6], true));
+        }
+    }
+    if source != "active" {
+        for (upid, t, p) in by_start.iter().rev().filter(|(_, t, _)| t.exit.is_some()) {
+            rows.push((task_row(upid, p, t.exit.as_deref(), true), p[6], false));
+        }
+    }
+    let mut count = 0u64;
+    let mut out = Vec::new();
+    for (row, owner, active) in rows {
+        let user = row["user"].as_str().unwrap_or_default().to_owned();
+        if call
+            .get("userfilter")
+            .is_some_and(|f| !user.to_lowercase().contains(&f.to_lowercase()))
+        {
+            continue;
+        }
+        let visible = match owner.split_once('!') {
+            Some((u, _)) => call.credential == owner || call.credential == u,
+            None => call.credential == owner,
+        };
+        if !(visible || call.auditor) {
+            continue;
+        }
+        if call.get("typefilter").is_some_and(|f| row["type"] != f) {
+            continue;
+        }
+        if call.get("vmid").is_some_and(|v| row["id"] != v) {
+            continue;
+        }
+        let started = row["starttime"].as_u64().unwrap_or_default();
+        if num("since").is_some_and(|s| started < s) || num("until").is_some_and(|u| started > u) {
+            continue;
+        }
+        // Filtered before an active task's status is set (it has none yet: `unknown`).
+        let status = if active { None } else { row["status"].as_str() };
+        if wanted
+            .as_ref()
+            .is_some_and(|w| !w.iter().any(|x| x == normalize(status)))
+        {
+            continue;
+        }
+        count += 1;
+        if count <= start || limit == 0 {
+            continue;
+        }
+        limit -= 1;
+        out.push(row);
+    }
+    Answer::Data(Value::Array(out), vec![("total", Value::from(count))])
+}
+
+/// One row of the task list: the UPID's parts, then `endtime` and `status` for a finished
+/// task (`RUNNING` for an active one); an archived token task has `user` and `tokenid` apart.
+fn task_row(upid: &str, p: &[&str; 7], exit: Option<&str>, archived: bool) -> Value {
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap_or_default();
+    let mut row = json!({
+        "upid": upid, "node": p[0], "pid": hex(p[1]), "pstart": hex(p[2]),
+        "starttime": hex(p[3]), "type": p[4], "id": p[5], "user": p[6],
+    });
+    match exit {
+        Some(status) => {
+            // The worker here ends as it starts: its end time is its start time.
+            row["endtime"] = json!(hex(p[3]));
+            row["status"] = json!(status);
+        }
+        None => row["status"] = json!("RUNNING"),
+    }
+    if let (true, Some((user, token))) = (archived, p[6].split_once('!')) {
+        row["user"] = json!(user);
+        row["tokenid"] = json!(token);
+    }
+    row
 }
 
 fn task_log(cluster: &Cluster, call: &Call<'_>) -> Answer {

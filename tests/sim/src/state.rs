@@ -239,7 +239,10 @@ impl Cluster {
     ) -> String {
         self.counter += 1;
         let pid = 0x1000 + self.counter;
-        let start = 0x6700_0000u32 + self.counter;
+        // The start time is the wall clock's, as PVE's (a task list filters on it).
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let upid = format!(
             "UPID:{node}:{pid:08X}:{:08X}:{start:08X}:{kind}:{id}:{owner}:",
             pid * 7

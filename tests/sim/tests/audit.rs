@@ -219,6 +219,22 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                     c.file_lock_timeouts.insert(vmid);
                 });
             }
+            // `task:EXIT:UPID`: a task of that id on its node (`running`: not stopped yet).
+            Some(("task", rest)) => {
+                let (exit, upid) = rest.split_once(':').expect("task:EXIT:UPID");
+                let parts = pve_sim::api::parse_upid(upid).expect("a UPID");
+                sim.with_cluster(|c| {
+                    c.tasks.insert(
+                        upid.to_owned(),
+                        pve_sim::state::Task {
+                            node: parts[0].to_owned(),
+                            owner: parts[6].to_owned(),
+                            exit: (exit != "running").then(|| exit.to_owned()),
+                            log: Vec::new(),
+                        },
+                    );
+                });
+            }
             None if step == "noquorum" => sim.with_cluster(|c| c.quorate = false),
             None if step == "standalone" => {}
             _ => panic!("{}: unknown setup step {step:?}", row.id),

@@ -26,7 +26,7 @@ use pve_sdk::Client;
 
 use crate::contract::{
     Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Removal,
-    Resource, Scope,
+    Resource, Scope, TaskRef,
 };
 use crate::kit::health::{self, Health, HealthError};
 use crate::state::ResourceState;
@@ -108,6 +108,17 @@ impl From<ApplyError> for Failure {
     }
 }
 
+/// A read after the reload that fails leaves its result unconfirmed, not unread.
+fn after(e: ApplyError) -> ApplyError {
+    match e {
+        ApplyError::ReadStaged { node, source } => ApplyError::ReadStaged {
+            node,
+            source: source.with_kind(ErrorKind::OutcomeUnknown),
+        },
+        other => other,
+    }
+}
+
 /// The staged diff, `None` when nothing is staged.
 async fn staged(client: &Client, node: &str) -> Result<Option<String>, ApplyError> {
     client
@@ -161,7 +172,7 @@ impl NetworkApply {
                 node: node.clone(),
                 source,
             })?;
-        if let Some(changes) = staged(client, &node).await? {
+        if let Some(changes) = staged(client, &node).await.map_err(after)? {
             return Err(ApplyError::LeftOver { node, changes });
         }
         let after = health::check(client).await.map_err(health_err(true))?;
@@ -203,6 +214,42 @@ impl Resource for NetworkApply {
 
     fn removal(&self) -> Removal {
         Removal::Forget
+    }
+
+    /// The reload is pve-manager's `srvreload` task of id `networking`.
+    fn task(&self, _action: &str) -> Option<TaskRef> {
+        Some(TaskRef {
+            node: self.node.clone(),
+            kind: "srvreload",
+            id: "networking".to_owned(),
+        })
+    }
+
+    /// A reload an earlier deploy started is judged like a fresh one (S22, S24): nothing may be
+    /// left staged, and the cluster must be healthy (the apply only starts on a healthy one),
+    /// before anything after it runs.
+    fn resumed<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let node = self.node.clone();
+            if let Some(changes) = staged(cx.client(), &node).await.map_err(after)? {
+                return Err(ApplyError::LeftOver { node, changes }.into());
+            }
+            let health = health::check(cx.client())
+                .await
+                .map_err(|source| ApplyError::Health {
+                    node: node.clone(),
+                    after: true,
+                    source,
+                })?;
+            if !health.is_healthy() {
+                return Err(ApplyError::WorseAfter {
+                    node,
+                    after: health,
+                }
+                .into());
+            }
+            Ok(())
+        })
     }
 
     /// S21: what is staged now, or what this deploy's interfaces will stage.

@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use crate::contract::{
     Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Resource,
-    Scope,
+    Scope, TaskRef,
 };
 use crate::kit::guest::{self, GuestType, Owner};
 use crate::state::ResourceState;
@@ -701,6 +701,17 @@ impl Resource for Vm {
             .into_iter()
             .map(|b| ObjectRef::new("node_network", Scope::Node(self.node.clone()), b))
             .collect()
+    }
+
+    /// qemu-server's create and destroy are the `qmcreate` and `qmdestroy` tasks of the vmid.
+    fn task(&self, action: &str) -> Option<TaskRef> {
+        let kind = match action {
+            "create" => "qmcreate",
+            "destroy" => "qmdestroy",
+            _ => return None,
+        };
+        let (node, id) = (self.node.clone(), self.vmid.to_string());
+        Some(TaskRef { node, kind, id })
     }
 
     fn probe<'a>(&'a self, cx: &'a Cx, _ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {

@@ -1,0 +1,426 @@
+//! The engine under kills and faults, against the simulator: every write recorded as an intent
+//! before it leaves (S29), what the next plan makes of one a killed deploy left, what the stack
+//! did not create is never destroyed by a default (S20), and a plan is carried out once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fast, requests, sim2, stack_with};
+use pve_resources::contract::ErrorKind;
+use pve_resources::engine::{Action, Outcome, Stack, StackError};
+use pve_resources::families::network::{Iface, NetworkApply};
+use pve_resources::families::pool::Pool;
+use pve_resources::families::qemu::Vm;
+use pve_resources::state::{FileStore, InFlight, Intent, Origin, ResourceState, State};
+use pve_sdk::generated::nodes::node::network::Type;
+use pve_sim::{Action as SimAction, Rule, Simulator};
+
+fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
+    stack_with(sim, dir, fast(Duration::from_millis(200)))
+}
+
+/// Deploys `s`'s plan and kills the deploy once `sent` is in the request log (the write has
+/// left; its answer is late), as a SIGKILL would: nothing after that point runs.
+async fn kill_after(sim: &Simulator, mut s: Stack, sent: &str) {
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, |_| {}).await;
+    });
+    while !requests(sim).iter().any(|l| l.starts_with(sent)) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    deploy.abort();
+    let _ = deploy.await;
+}
+
+fn stage(sim: &Simulator) {
+    sim.with_cluster(|cl| {
+        let net = cl.networks.get_mut("pve1").expect("node");
+        net.staged_mut().insert(
+            "vmbr9".into(),
+            [("type".to_owned(), "bridge".to_owned())].into(),
+        );
+    });
+}
+
+/// A state whose `apply-pve1` entry holds an apply intent sent by the simulator's token.
+fn apply_intent(dir: &std::path::Path, since: u64) {
+    let mut state = State::new();
+    state.resources.insert(
+        "apply-pve1".into(),
+        ResourceState {
+            kind: "network_apply".into(),
+            address: [("node".to_owned(), "pve1".to_owned())].into(),
+            declared: serde_json::json!({}),
+            origin: Origin::Created,
+            intent: Some(Intent {
+                action: "update".into(),
+                declared: serde_json::json!({}),
+                since,
+                credential: common::TOKEN.into(),
+            }),
+            ..ResourceState::default()
+        },
+    );
+    let mut store = FileStore::open(dir.join("state.json")).expect("opens");
+    pve_resources::state::StateStore::save(&mut store, &state).expect("saves");
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[tokio::test]
+async fn s29_s27_a_create_killed_before_its_record_is_recognised_as_the_stacks_own() {
+    let sim = sim2().await;
+    sim.script(Rule::new(
+        "POST",
+        "/pools",
+        SimAction::AnswerLate(Duration::from_secs(5)),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("x")).expect("adds");
+    kill_after(&sim, s, "POST /pools").await;
+    // The intent went to state before the request left.
+    let left = FileStore::read(dir.path().join("state.json")).expect("reads");
+    let entry = &left.resources["lab"];
+    assert_eq!(
+        entry.intent.as_ref().map(|i| i.action.as_str()),
+        Some("create")
+    );
+    assert_eq!(entry.origin, Origin::Created);
+    sim.clear_script();
+
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("x")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.entries[0].action,
+        Action::Noop { adopt: false },
+        "its own, never unowned: {plan}"
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("lab"), Some(&Outcome::Unchanged));
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    let settled = &s.state().resources["lab"];
+    assert!(settled.intent.is_none());
+    assert_eq!(settled.origin, Origin::Created);
+}
+
+#[tokio::test]
+async fn s29_a_pending_create_that_finds_something_else_is_refused_with_a_sentence() {
+    let sim = sim2().await;
+    sim.script(Rule::new(
+        "POST",
+        "/pools",
+        SimAction::AnswerLate(Duration::from_secs(5)),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("ours"))
+        .expect("adds");
+    kill_after(&sim, s, "POST /pools").await;
+    sim.clear_script();
+    // Someone changed it before the next plan.
+    sim.with_cluster(|c| {
+        let pool = c.collections.get_mut("pool").and_then(|p| p.get_mut("lab"));
+        pool.expect("created")
+            .insert("comment".into(), "theirs".into());
+    });
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("ours"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let error = plan.entries[0].action.error().expect("refused");
+    assert_eq!(error.kind(), ErrorKind::Conflict, "{plan}");
+    assert!(
+        error.reason().starts_with(
+            "a create of it was sent by an earlier deploy that did not see it end, and it exists but differs from the declaration in comment"
+        ),
+        "{error}"
+    );
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.is_ok());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s29_an_apply_whose_upid_was_never_recorded_is_found_in_the_task_list_and_resumed() {
+    let sim = sim2().await;
+    stage(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let since = now();
+    apply_intent(dir.path(), since);
+    // The apply left and ran; its UPID never reached state.
+    let client = pve_sdk::Client::builder(sim.url())
+        .token(common::TOKEN, "sim-secret")
+        .build()
+        .expect("client");
+    let upid = client
+        .raw(
+            pve_sdk::Method::Put,
+            "/nodes/pve1/network",
+            &[] as &[(&str, &str)],
+        )
+        .await
+        .expect("applies")
+        .data;
+    let upid = upid.as_str().expect("a UPID").to_owned();
+    let mut s = stack(&sim, dir.path());
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.entries[0].action,
+        Action::Resume {
+            upid: upid.clone(),
+            task: "update".into()
+        }
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(
+        report.get("apply-pve1"),
+        Some(&Outcome::Resumed),
+        "{report}"
+    );
+    assert!(
+        sim.writes().is_empty(),
+        "not applied again: {:?}",
+        sim.writes()
+    );
+    let entry = &s.state().resources["apply-pve1"];
+    assert!(
+        entry.intent.is_none() && entry.in_flight.is_none(),
+        "{entry:?}"
+    );
+}
+
+#[tokio::test]
+async fn s16_s29_an_apply_with_no_task_and_nothing_staged_is_unknown_and_stops_the_chain() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    apply_intent(dir.path(), now());
+    let mut s = stack(&sim, dir.path());
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    let web = Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        name: Some("web".into()),
+        ..Vm::default()
+    };
+    s.add("web", web.clone()).expect("adds").after("apply-pve1");
+    let plan = s.plan().await.expect("plans");
+    let error = plan.entries[0].action.error().expect("unknown");
+    assert_eq!(plan.entries[0].action.name(), "unknown", "{plan}");
+    assert_eq!(error.kind(), ErrorKind::OutcomeUnknown);
+    assert!(error.reason().contains("no srvreload task"), "{error}");
+    assert!(plan.to_string().contains("* apply-pve1"), "{plan}");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(matches!(
+        report.get("apply-pve1"),
+        Some(Outcome::NotTouched(_))
+    ));
+    assert_eq!(
+        report.get("web").and_then(Outcome::kind),
+        Some(ErrorKind::DependencyFailed),
+        "the chain stops: {report}"
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    // The operator looked: the explicit word settles it, and the stack goes on.
+    s.clear_pending("apply-pve1").expect("clears");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(plan.entries[0].action.name(), "noop", "{plan}");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+}
+
+#[tokio::test]
+async fn s29_an_apply_with_no_task_but_changes_staged_is_applied_afresh() {
+    let sim = sim2().await;
+    stage(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    apply_intent(dir.path(), now());
+    let mut s = stack(&sim, dir.path());
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(plan.entries[0].action.name(), "update", "{plan}");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report}");
+    let writes: Vec<String> = sim.writes().iter().map(|w| w.line()).collect();
+    assert_eq!(writes, ["PUT /nodes/pve1/network"]);
+}
+
+#[tokio::test]
+async fn s22_s29_a_resumed_apply_is_judged_like_a_fresh_one_before_what_comes_after() {
+    let sim = sim2().await;
+    stage(&sim);
+    let client = pve_sdk::Client::builder(sim.url())
+        .token(common::TOKEN, "sim-secret")
+        .build()
+        .expect("client");
+    let upid = client
+        .raw(
+            pve_sdk::Method::Put,
+            "/nodes/pve1/network",
+            &[] as &[(&str, &str)],
+        )
+        .await
+        .expect("applies")
+        .data;
+    let upid = upid.as_str().expect("a UPID").to_owned();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = State::new();
+    state.resources.insert(
+        "apply-pve1".into(),
+        ResourceState {
+            kind: "network_apply".into(),
+            address: [("node".to_owned(), "pve1".to_owned())].into(),
+            declared: serde_json::json!({}),
+            in_flight: Some(InFlight {
+                upid,
+                action: "update".into(),
+                credential: common::TOKEN.into(),
+            }),
+            origin: Origin::Created,
+            ..ResourceState::default()
+        },
+    );
+    let mut store = FileStore::open(dir.path().join("state.json")).expect("opens");
+    pve_resources::state::StateStore::save(&mut store, &state).expect("saves");
+    drop(store);
+    // The reload took a member down.
+    sim.with_cluster(|c| c.members[1].1 = false);
+    let mut s = stack(&sim, dir.path());
+    s.add("apply-pve1", NetworkApply::new("pve1"))
+        .expect("adds");
+    let web = Vm {
+        node: "pve1".into(),
+        vmid: 100,
+        name: Some("web".into()),
+        ..Vm::default()
+    };
+    s.add("web", web).expect("adds").after("apply-pve1");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(plan.entries[0].action.name(), "resume");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let failed = report
+        .get("apply-pve1")
+        .and_then(Outcome::error)
+        .expect("failed");
+    assert_eq!(failed.kind(), ErrorKind::Degraded, "{report}");
+    assert!(
+        failed.reason().contains("member(s) offline: pve2"),
+        "{failed}"
+    );
+    assert_eq!(
+        report.get("web").and_then(Outcome::kind),
+        Some(ErrorKind::DependencyFailed)
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}
+
+#[tokio::test]
+async fn s20_what_the_stack_adopted_is_retained_when_dropped_whatever_its_family_says() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // vmbr0 exists: adopted. vmbr9 does not: created.
+    let mut s = stack(&sim, dir.path());
+    let mut uplink = Iface::new("pve1", "vmbr0", Type::Bridge);
+    uplink.spec.comments = Some("uplink".into());
+    s.add("uplink", uplink).expect("adds").adopt();
+    s.add("lab", Iface::new("pve1", "vmbr9", Type::Bridge))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let st = s.state();
+    assert_eq!(st.resources["uplink"].origin, Origin::Adopted);
+    assert_eq!(st.resources["lab"].origin, Origin::Created);
+
+    // Both dropped: the adopted uplink is retained, the created bridge deleted.
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    let plan = s.plan().await.expect("plans");
+    let actions: Vec<(&str, &str)> = plan
+        .entries
+        .iter()
+        .map(|e| (e.id.as_str(), e.action.name()))
+        .collect();
+    assert_eq!(actions, [("lab", "delete"), ("uplink", "retain")]);
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(requests(&sim)[1], "DELETE /nodes/pve1/network/vmbr9");
+    assert!(
+        !sim.writes().iter().any(|w| w.path.contains("vmbr0")),
+        "{:?}",
+        sim.writes()
+    );
+    sim.with_cluster(|c| assert!(c.networks["pve1"].view().contains_key("vmbr0")));
+}
+
+#[tokio::test]
+async fn s20_a_destroy_plan_retains_what_was_adopted_unless_told_by_name() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("uplink", Iface::new("pve1", "vmbr0", Type::Bridge))
+        .expect("adds")
+        .adopt();
+    s.add("lab", Pool::new("lab")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let teardown = s.plan_destroy().expect("plans");
+    let actions: Vec<(&str, &str)> = teardown
+        .entries
+        .iter()
+        .map(|e| (e.id.as_str(), e.action.name()))
+        .collect();
+    assert!(actions.contains(&("uplink", "retain")), "{actions:?}");
+    assert!(actions.contains(&("lab", "delete")), "{actions:?}");
+    s.destroy_when_dropped("uplink");
+    let teardown = s.plan_destroy().expect("plans");
+    assert!(
+        teardown
+            .entries
+            .iter()
+            .any(|e| e.id == "uplink" && e.action.name() == "delete"),
+        "{teardown}"
+    );
+}
+
+#[tokio::test]
+async fn s29_a_plan_is_carried_out_once() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", Pool::new("lab").comment("x")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    // Someone removes the pool; the old plan would create it again.
+    sim.with_cluster(|c| {
+        c.collections.get_mut("pool").map(|p| p.remove("lab"));
+    });
+    sim.clear_log();
+    let err = s.deploy(&plan, |_| {}).await.expect_err("refused");
+    match &err {
+        StackError::StalePlan(why) => {
+            assert!(
+                why.contains("the state changed since the plan was made"),
+                "{why}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(sim.requests().is_empty(), "{:?}", requests(&sim));
+    // The JSON plan says which revision it was made from.
+    let json: serde_json::Value = serde_json::from_str(&plan.to_json()).expect("json");
+    assert_eq!(json["revision"], 0);
+}
