@@ -506,6 +506,7 @@ fn module_tokens(
             pub mod errors;
             pub mod formats;
             pub mod index;
+            pub mod params;
             #[cfg(test)]
             pub(crate) mod samples;
         });

@@ -238,6 +238,40 @@ fn rebuild(lines: &[Value]) -> Value {
     Value::Array(roots)
 }
 
+/// The SDK's parameter table (`generated::params`): per operation, one line
+/// `{"op":"METHOD /path","params":SCHEMA}` with the parameters' facts as the table above writes
+/// them, in a raw string constant (the SDK reads it on first use, so it costs no compile time).
+pub fn params_rust(spec: &Spec, header: &str) -> String {
+    fn walk(n: &Node, out: &mut Vec<String>) {
+        for (verb, m) in &n.info {
+            let line = serde_json::json!({
+                "op": format!("{verb} {}", n.path),
+                "params": schema(&m.parameters),
+            });
+            out.push(line.to_string());
+        }
+        for c in &n.children {
+            walk(c, out);
+        }
+    }
+    let mut lines = Vec::new();
+    for r in &spec.roots {
+        walk(r, &mut lines);
+    }
+    let body = lines.join("\n");
+    let mut hashes = "#".to_owned();
+    while body.contains(&format!("\"{hashes}")) {
+        hashes.push('#');
+    }
+    format!(
+        "{header}//! The parameters of every operation, as PVE's schema states them (types, ranges, lengths,\n\
+         //! enums, formats, property-string keys; no prose): one line per operation. Read by\n\
+         //! `crate::params::check` on first use.\n\n\
+         /// One JSON line per operation: `{{\"op\":\"METHOD /path\",\"params\":SCHEMA}}`.\n\
+         pub const TABLE: &str = r{hashes}\"\n{body}\n\"{hashes};\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,7 +148,11 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
     let api = lower::lower(&spec, &patches, &opts)?;
     check::check(&api)?;
     let tokens = emit::emit(&api);
-    let files = format::pretty(&emit::file_header(&api), tokens)?;
+    let mut files = format::pretty(&emit::file_header(&api), tokens)?;
+    files.insert(
+        "params.rs".to_owned(),
+        facts::params_rust(&spec, &emit::file_header(&api)),
+    );
     let facts = facts::facts_text(&spec, &api);
     Ok(Output {
         api,

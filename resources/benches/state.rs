@@ -55,7 +55,7 @@ fn main() {
                     entry: Some(guest(k % n)),
                 };
                 let t = Instant::now();
-                store.append(&[record]).expect("appends");
+                store.append(&[record], true).expect("appends");
                 t.elapsed()
             })
             .collect();

@@ -234,7 +234,7 @@ async fn s16_s29_an_apply_with_no_task_and_nothing_staged_is_unknown_and_stops_t
     );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
     // The operator looked: the explicit word settles it, and the stack goes on.
-    s.clear_pending("apply-pve1").expect("clears");
+    s.clear_pending("apply-pve1").await.expect("clears");
     let plan = s.plan().await.expect("plans");
     assert_eq!(plan.entries[0].action.name(), "noop", "{plan}");
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());

@@ -1068,15 +1068,22 @@ async fn s18_a_guest_is_never_replaced_or_moved_by_a_plan() {
         s.deploy(&plan, ignore).await.expect("deploys");
     }
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
-    // Declared on another node under a new id, the vmid is still refused cluster-wide (S17).
+    // Declared twice, on two nodes, the vmid is refused before anything is read.
     let mut s = stack(&sim, &state);
     s.add("web", vm(100, "web")).expect("adds");
     let mut other = vm(100, "web2");
     other.node = "pve2".into();
+    s.add("web-on-pve2", other.clone()).expect("adds");
+    assert!(matches!(s.plan().await, Err(StackError::SameObject { .. })));
+    // Declared on another node under a new id (the old one dropped: retained), the vmid is
+    // still refused cluster-wide (S17).
+    drop(s);
+    let mut s = stack(&sim, &state);
     s.add("web-on-pve2", other).expect("adds");
     let plan = s.plan().await.expect("plans");
+    let entry = plan.get("web-on-pve2").expect("planned");
     assert_eq!(
-        refusal(&plan.entries[1].action),
+        refusal(&entry.action),
         (
             ErrorKind::Refused,
             "vmid 100 is a VM on node pve1, not on pve2: a migration is not an update".to_owned()

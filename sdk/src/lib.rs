@@ -40,6 +40,7 @@ pub mod lenient;
 pub mod open_enum;
 pub mod operation;
 pub mod pager;
+pub mod params;
 pub mod propstr;
 mod re;
 mod secret;

@@ -39,9 +39,9 @@ use crate::state::{ResourceState, StateError};
 /// A boxed, sendable future (what trait methods return, so that families stay object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Records a started task's UPID in state (S29); an `Err` says the record failed and the task
-/// must not be awaited as if it were recorded.
-pub type OnStarted<'a> = &'a (dyn Fn(&Upid) -> Result<(), StateError> + Send + Sync);
+/// Records a started task's UPID in state (S29) and answers once it is durable; an `Err` says
+/// the record failed and the task must not be awaited as if it were recorded.
+pub type OnStarted<'a> = &'a (dyn Fn(&Upid) -> BoxFuture<'a, Result<(), StateError>> + Send + Sync);
 
 /// One differing field: wire key, live value (if any), declared value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -156,6 +156,13 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
 
     /// The object it declares, as plans and errors name it.
     fn object(&self) -> ObjectRef;
+
+    /// What it holds that must be unique in the whole declaration besides its object: a guest
+    /// its vmid, which PVE keeps unique across nodes and guest types (`vmid 100`). Two
+    /// declarations that claim the same are refused before anything is read. None by default.
+    fn claims(&self) -> Vec<ObjectRef> {
+        Vec::new()
+    }
 
     /// The objects it must come after (besides the ids the user names): a guest its bridges,
     /// an apply every interface of its node. The engine resolves each ref against the

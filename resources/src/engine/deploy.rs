@@ -10,7 +10,11 @@ use tokio::task::JoinSet;
 use crate::contract::{Cx, ErrorKind, Resource};
 use crate::engine::execute::Worker;
 use crate::engine::graph::Ready;
+use crate::engine::ledger::Wait;
+use crate::engine::plan::recorded_map;
+use crate::engine::Action;
 use crate::engine::{lock, Event, Outcome, Plan, Report, ResourceError, Stack, StackError};
+use crate::state::{Origin, State, StateError};
 
 impl Stack {
     /// The resource behind each plan entry; refuses a plan made for other declarations.
@@ -58,6 +62,50 @@ impl Stack {
             }
         }
         Ok(found)
+    }
+
+    /// Records the intents of the writes among `wave` (their requests leave after this): each
+    /// written at once, the last awaited durable, so one sync covers the wave. Answers the
+    /// entries it recorded an intent for.
+    async fn intend(
+        &self,
+        plan: &Plan,
+        found: &[Arc<dyn Resource>],
+        state: &State,
+        wave: &[usize],
+    ) -> Result<Vec<usize>, StateError> {
+        let credential = self.clients.writer().credential_id().to_owned();
+        let mut intents = Vec::new();
+        for &i in wave {
+            let e = &plan.entries[i];
+            let (action, origin, declared) = match &e.action {
+                Action::Create => ("create", Origin::Created, found[i].declared()),
+                Action::Update { .. } => ("update", Origin::Adopted, found[i].declared()),
+                Action::Delete => {
+                    // Without a readable last declaration the worker refuses (S19): no intent.
+                    let Some(last) = state.resources.get(&e.id).and_then(recorded_map) else {
+                        continue;
+                    };
+                    ("destroy", Origin::Adopted, last)
+                }
+                _ => continue,
+            };
+            intents.push((i, action, origin, declared));
+        }
+        let last = intents.len().saturating_sub(1);
+        for (n, (i, action, origin, declared)) in intents.iter().enumerate() {
+            let wait = if n == last {
+                Wait::Durable
+            } else {
+                Wait::Written
+            };
+            let res = found[*i].as_ref();
+            let id = &plan.entries[*i].id;
+            self.ledger
+                .intend(id, res, (action, *origin, wait), declared, &credential)
+                .await?;
+        }
+        Ok(intents.into_iter().map(|(i, ..)| i).collect())
     }
 
     /// Carries `plan` out (see [`Stack::deploy`]).
@@ -109,10 +157,24 @@ impl Stack {
             .collect();
         let mut ready = Ready::new(&deps);
         let mut outcome: Vec<Option<Outcome>> = vec![None; plan.entries.len()];
+        let mut intended = vec![false; plan.entries.len()];
         let mut set = JoinSet::new();
         let mut task_of = BTreeMap::new();
         loop {
-            while let Some(i) = ready.next() {
+            let wave: Vec<usize> = std::iter::from_fn(|| ready.next()).collect();
+            // S29: the intent of every write of the wave, durable before any request leaves.
+            match self.intend(plan, &found, &state, &wave).await {
+                Ok(done) => {
+                    for i in done {
+                        intended[i] = true;
+                    }
+                }
+                Err(e) => {
+                    let why = format!("stopped: the intents of the next writes could not be recorded ({e}); nothing more is sent");
+                    lock(&worker.halted).get_or_insert(why);
+                }
+            }
+            for i in wave {
                 let entry = plan.entries[i].clone();
                 let res = found[i].clone();
                 let recorded = state.resources.get(&entry.id).cloned();
@@ -158,9 +220,15 @@ impl Stack {
                 outcome[j] = Some(o);
             }
         }
+        // An intent whose write never started (skipped, halted) is cleared: nothing was sent.
+        for (i, o) in outcome.iter().enumerate() {
+            if intended[i] && matches!(o, Some(Outcome::Skipped(_))) {
+                let _ = self.ledger.settle(&plan.entries[i].id, Wait::Written).await;
+            }
+        }
         // The journal's records go into the state file once the deploy is done. Should that
         // fail, nothing is lost: every load replays the journal, and the next deploy compacts.
-        let _ = self.ledger.compact();
+        let _ = self.ledger.compact().await;
         let outcomes = plan
             .entries
             .iter()

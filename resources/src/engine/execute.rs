@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use pve_sdk::Upid;
 
-use crate::contract::{Ask, Clients, Contact, Cx, ErrorKind, Failure, Probe, Resource};
-use crate::engine::ledger::Ledger;
+use crate::contract::{Ask, BoxFuture, Clients, Contact, Cx, ErrorKind, Failure, Probe, Resource};
+use crate::engine::ledger::{Ledger, Wait};
 use crate::engine::plan::recorded_map;
 use crate::engine::{lock, Action, Bounds, Event, Outcome, PlanEntry, ResourceError};
 use crate::state::{InFlight, Origin, ResourceState, StateError};
@@ -80,16 +80,22 @@ impl Worker {
                 } else {
                     Origin::Created
                 };
-                match self.ledger.record(&entry.id, res.as_ref(), origin, true) {
+                match self
+                    .ledger
+                    .record(&entry.id, res.as_ref(), (origin, Wait::Durable), true)
+                    .await
+                {
                     Ok(()) if *adopt => Outcome::Adopted,
                     Ok(()) => Outcome::Unchanged,
                     Err(e) => self.state_error(entry, "matches, but state", e),
                 }
             }
-            Action::Retain | Action::Forget => match self.ledger.forget(&entry.id) {
-                Ok(()) => Outcome::Forgotten,
-                Err(e) => self.state_error(entry, "state", e),
-            },
+            Action::Retain | Action::Forget => {
+                match self.ledger.forget(&entry.id, Wait::Durable).await {
+                    Ok(()) => Outcome::Forgotten,
+                    Err(e) => self.state_error(entry, "state", e),
+                }
+            }
             _ => self.bounded(entry, res, recorded).await,
         };
         (self.progress)(&Event::Finished {
@@ -162,37 +168,30 @@ impl Worker {
         let credential = self.cx.client().credential_id().to_owned();
         let on_started = |task: &'static str| {
             let credential = credential.clone();
-            move |upid: &Upid| -> Result<(), StateError> {
+            move |upid: &Upid| -> BoxFuture<'_, Result<(), StateError>> {
                 let in_flight = InFlight {
                     upid: upid.to_string(),
                     action: task.to_owned(),
                     credential: credential.clone(),
                 };
-                self.ledger.record_task(id, res, in_flight)?;
-                (self.progress)(&Event::Task {
-                    id: id.to_owned(),
-                    upid: upid.to_string(),
-                });
-                Ok(())
+                let upid = upid.to_string();
+                Box::pin(async move {
+                    self.ledger.record_task(id, res, in_flight).await?;
+                    (self.progress)(&Event::Task {
+                        id: id.to_owned(),
+                        upid,
+                    });
+                    Ok(())
+                })
             }
         };
         match &entry.action {
             Action::Create | Action::Update { .. } => {
+                // Its intent was recorded with its wave's (the deploy's scheduler, S29).
                 let (task, origin) = match &entry.action {
                     Action::Create => ("create", Origin::Created),
                     _ => ("update", Origin::Adopted),
                 };
-                let declared = res.declared();
-                if let Err(e) = self
-                    .ledger
-                    .intend(id, res, (task, origin), &declared, &credential)
-                {
-                    return self.state_error(
-                        entry,
-                        "its intent could not be recorded, so nothing was sent",
-                        e,
-                    );
-                }
                 let done = match &entry.action {
                     Action::Update { changes, .. } => {
                         let on = on_started("update");
@@ -207,9 +206,9 @@ impl Worker {
                         } else {
                             Outcome::Updated
                         };
-                        self.recorded(entry, res, origin, ok)
+                        self.recorded(entry, res, origin, ok).await
                     }
-                    Err(f) => self.failed(entry, f, recorded.is_none()),
+                    Err(f) => self.failed(entry, f, recorded.is_none()).await,
                 }
             }
             Action::Delete => {
@@ -230,17 +229,12 @@ impl Worker {
                         )
                     }
                 };
-                let destroy = ("destroy", Origin::Adopted);
-                if let Err(e) = self.ledger.intend(id, res, destroy, &last, &credential) {
-                    return self.state_error(
-                        entry,
-                        "its intent could not be recorded, so nothing was sent",
-                        e,
-                    );
-                }
                 match res.destroy(&self.cx, &last, &on_started("destroy")).await {
-                    Ok(()) => self.forgotten(entry, Outcome::Deleted, "destroyed, but state"),
-                    Err(f) => self.failed(entry, f, false),
+                    Ok(()) => {
+                        self.forgotten(entry, Outcome::Deleted, "destroyed, but state")
+                            .await
+                    }
+                    Err(f) => self.failed(entry, f, false).await,
                 }
             }
             Action::Resume { upid, task } => self.resume(entry, res, recorded, upid, task).await,
@@ -250,14 +244,14 @@ impl Worker {
 
     /// A write that failed: its intent is cleared when the failure shows nothing was written
     /// (and the entry it alone made is removed), else kept for the next plan to judge.
-    fn failed(&self, entry: &PlanEntry, f: Failure, new: bool) -> Outcome {
+    async fn failed(&self, entry: &PlanEntry, f: Failure, new: bool) -> Outcome {
         let kind = f.kind();
         let error = ResourceError::failed(entry.object.clone(), f);
         if wrote_nothing(kind) {
             let cleared = if new {
-                self.ledger.forget(&entry.id)
+                self.ledger.forget(&entry.id, Wait::Written).await
             } else {
-                self.ledger.settle(&entry.id)
+                self.ledger.settle(&entry.id, Wait::Written).await
             };
             if let Err(e) = cleared {
                 return Outcome::Failed(error.context(
@@ -323,7 +317,7 @@ impl Worker {
                 action: task.to_owned(),
                 credential: credential.clone(),
             };
-            if let Err(e) = self.ledger.record_task(id, res, found) {
+            if let Err(e) = self.ledger.record_task(id, res, found).await {
                 return self.state_error(entry, "the task found could not be recorded", e);
             }
         }
@@ -333,7 +327,7 @@ impl Worker {
         if let Err(e) = waited {
             let f = Failure::task(e);
             if f.kind() == ErrorKind::TaskFailed {
-                let cleared = self.ledger.settle(id);
+                let cleared = self.ledger.settle(id, Wait::Written).await;
                 let what = match cleared {
                     Ok(()) => format!("the {task} task an earlier deploy started failed; the next plan starts over"),
                     Err(s) => format!("the {task} task an earlier deploy started failed; state: {s}"),
@@ -353,7 +347,7 @@ impl Worker {
         if let Err(f) = res.resumed(&self.cx).await {
             return Outcome::Failed(ResourceError::failed(entry.object.clone(), f));
         }
-        if let Err(e) = self.ledger.settle(id) {
+        if let Err(e) = self.ledger.settle(id, Wait::Written).await {
             return self.state_error(entry, "task ended OK, but state", e);
         }
         // The write the task made is read back like any other (S4). A resume writes nothing
@@ -373,12 +367,13 @@ impl Worker {
         match (task, probe) {
             ("destroy", Ok(Probe::Absent)) => {
                 self.forgotten(entry, Outcome::Deleted, "destroyed, but state")
+                    .await
             }
             ("destroy", Ok(_)) => {
                 not("the destroy task ended OK but the object is still there".to_owned())
             }
             (_, Ok(Probe::Present { changes, .. })) if changes.is_empty() => {
-                self.recorded(entry, res, origin, Outcome::Resumed)
+                self.recorded(entry, res, origin, Outcome::Resumed).await
             }
             (_, Ok(Probe::Present { changes, .. })) => not(format!(
                 "the {task} task ended OK but {} still differ; plan again",
@@ -401,22 +396,26 @@ impl Worker {
 
     /// Records the resource after a confirmed write (its origin kept, else `origin`), then
     /// answers `ok`.
-    fn recorded(
+    async fn recorded(
         &self,
         entry: &PlanEntry,
         res: &dyn Resource,
         origin: Origin,
         ok: Outcome,
     ) -> Outcome {
-        match self.ledger.record(&entry.id, res, origin, false) {
+        match self
+            .ledger
+            .record(&entry.id, res, (origin, Wait::Written), false)
+            .await
+        {
             Ok(()) => ok,
             Err(e) => self.state_error(entry, "done, but state", e),
         }
     }
 
     /// Removes the resource from state after a confirmed destroy, then answers `ok`.
-    fn forgotten(&self, entry: &PlanEntry, ok: Outcome, what: &str) -> Outcome {
-        match self.ledger.forget(&entry.id) {
+    async fn forgotten(&self, entry: &PlanEntry, ok: Outcome, what: &str) -> Outcome {
+        match self.ledger.forget(&entry.id, Wait::Written).await {
             Ok(()) => ok,
             Err(e) => self.state_error(entry, what, e),
         }

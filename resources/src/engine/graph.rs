@@ -73,13 +73,16 @@ impl Stack {
         let ids: BTreeMap<&str, ()> = items.iter().map(|it| (it.id.as_str(), ())).collect();
         let mut seen: BTreeMap<ObjectRef, String> = BTreeMap::new();
         for it in &items {
-            let object = it.res.object();
-            if let Some(first) = seen.insert(object.clone(), it.id.clone()) {
-                return Err(StackError::SameObject {
-                    first,
-                    second: it.id.clone(),
-                    object,
-                });
+            // What a declaration claims (a vmid) is unique among the declarations.
+            let claims = it.decl.map(|_| it.res.claims()).unwrap_or_default();
+            for object in std::iter::once(it.res.object()).chain(claims) {
+                if let Some(first) = seen.insert(object.clone(), it.id.clone()) {
+                    return Err(StackError::SameObject {
+                        first,
+                        second: it.id.clone(),
+                        object,
+                    });
+                }
             }
             if let Some(dep) = it.after.iter().find(|d| !ids.contains_key(d.as_str())) {
                 return Err(StackError::UnknownDependency {

@@ -1,38 +1,59 @@
 //! The ledger: the stack's state and its store, the only place state changes.
 //!
-//! Every change is one [`Record`]: applied in memory under a lock, then made durable before the
-//! call returns. Records of concurrent workers share one durable write (group commit): the
-//! first caller to find no write under way writes everything pending and syncs once; the
-//! others wait for it. So a record costs the same whatever the stack's size. Should a write
-//! fail, the ledger stops: that record and every later one fail, and the engine starts no
-//! other write to the cluster (it could not record its intent).
+//! Every change is one [`Record`]: applied in memory under a lock, then handed to the ledger's
+//! writer thread, and awaited until it is durable. The writer takes every record waiting when
+//! it is free and makes them durable with one write and one sync (group commit), so a record
+//! costs the same whatever the stack's size, and the workers of a deploy never block the async
+//! runtime while the disk syncs. Should a write fail, the ledger stops: that record and every
+//! later one fail, and the engine starts no other write to the cluster (it could not record its
+//! intent).
 
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
 
 use crate::contract::Resource;
 use crate::state::{
     InFlight, Intent, Origin, Record, ResourceState, State, StateError, StateStore,
 };
 
-/// The state, the records not yet durable, and how far the store is.
+/// What the writer thread is asked to do, in the order the state changed.
+enum Job {
+    /// Write this record; with a sender, make it durable first and answer (without, it becomes
+    /// durable with the next durable batch or save).
+    Append(Box<Record>, Option<oneshot::Sender<Result<(), String>>>),
+    /// Write the whole state (compaction), then answer.
+    Save(Box<State>, oneshot::Sender<Result<(), String>>),
+}
+
+/// Whether a change waits until it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Until it is synced: an intent, a task, an adoption.
+    Durable,
+    /// Only until it is queued: the record that settles a write.
+    Written,
+}
+
+/// The state and the way to the writer.
 struct Inner {
     state: State,
-    pending: Vec<Record>,
-    flushing: bool,
-    durable: u64,
-    stopped: Option<String>,
+    jobs: Option<mpsc::Sender<Job>>,
     /// The revision the state file was last written at.
     compacted: u64,
-    /// Time spent writing to the store, for the benchmark's accounting.
-    busy: Duration,
 }
 
 /// The state and its store, shared by a deploy's workers.
 pub(crate) struct Ledger {
     inner: Mutex<Inner>,
-    written: Condvar,
-    store: Mutex<Box<dyn StateStore + Send>>,
+    /// Why nothing can be recorded any more, once a write failed.
+    stopped: Arc<Mutex<Option<String>>>,
+    /// Nanoseconds the writer has spent in the store.
+    busy: Arc<AtomicU64>,
+    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,23 +79,93 @@ pub(crate) fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The writer thread: every record waiting, one append, and one sync when any of them is
+/// awaited durable; a save in its turn.
+fn write_loop(
+    mut store: Box<dyn StateStore + Send>,
+    jobs: &mpsc::Receiver<Job>,
+    stopped: &Mutex<Option<String>>,
+    busy: &AtomicU64,
+) {
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(j) => j,
+            None => match jobs.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        let started = Instant::now();
+        let failed = lock(stopped).clone();
+        match job {
+            Job::Save(state, done) => {
+                let r = match &failed {
+                    Some(why) => Err(why.clone()),
+                    None => store.save(&state).map_err(|e| e.to_string()),
+                };
+                let _ = done.send(r);
+            }
+            Job::Append(first, done) => {
+                let (mut records, mut waiting) = (vec![*first], Vec::from_iter(done));
+                while let Ok(j) = jobs.try_recv() {
+                    match j {
+                        Job::Append(r, d) => {
+                            records.push(*r);
+                            waiting.extend(d);
+                        }
+                        save @ Job::Save(..) => {
+                            next = Some(save);
+                            break;
+                        }
+                    }
+                }
+                let durable = !waiting.is_empty();
+                let r = match &failed {
+                    Some(why) => Err(why.clone()),
+                    None => store.append(&records, durable).map_err(|e| e.to_string()),
+                };
+                if let Err(why) = &r {
+                    lock(stopped).get_or_insert_with(|| why.clone());
+                }
+                for d in waiting {
+                    let _ = d.send(r.clone());
+                }
+            }
+        }
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        busy.fetch_add(spent, Ordering::Relaxed);
+    }
+}
+
 impl Ledger {
     /// The ledger over `store`, with the state it holds; a journal left by an earlier run is
     /// replayed (and compacted by the next deploy's end).
     pub(crate) fn open(store: Box<dyn StateStore + Send>) -> Result<Self, StateError> {
         let state = store.load()?;
+        let (tx, rx) = mpsc::channel();
+        let stopped = Arc::new(Mutex::new(None));
+        let busy = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (stopped, busy) = (stopped.clone(), busy.clone());
+            std::thread::Builder::new()
+                .name("pve-resources-state".to_owned())
+                .spawn(move || write_loop(store, &rx, &stopped, &busy))
+                .map_err(|source| StateError::Io {
+                    path: "state writer".into(),
+                    op: "starting",
+                    source,
+                })?
+        };
         Ok(Ledger {
             inner: Mutex::new(Inner {
-                durable: state.revision,
                 compacted: state.revision,
                 state,
-                pending: Vec::new(),
-                flushing: false,
-                stopped: None,
-                busy: Duration::ZERO,
+                jobs: Some(tx),
             }),
-            written: Condvar::new(),
-            store: Mutex::new(store),
+            stopped,
+            busy,
+            writer: Some(writer),
         })
     }
 
@@ -85,108 +176,124 @@ impl Ledger {
 
     /// Why nothing can be recorded any more, if so.
     pub(crate) fn stopped(&self) -> Option<String> {
-        lock(&self.inner).stopped.clone()
+        lock(&self.stopped).clone()
     }
 
     /// How long records have spent in the store so far.
     pub(crate) fn busy(&self) -> Duration {
-        lock(&self.inner).busy
+        Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
 
     /// Changes `id`'s entry to what `f` makes of it (`None`: leave it as it is; `Some(None)`:
-    /// remove it) and returns once that is durable.
-    pub(crate) fn change(
+    /// remove it). With [`Wait::Durable`] it returns once the change is durable; with
+    /// [`Wait::Written`] at once, the change becoming durable with the next durable record (for
+    /// the record that settles a write: should it be lost to a kill, the intent or task it
+    /// settles is still there for the next plan to judge, S29).
+    pub(crate) async fn change(
         &self,
         id: &str,
+        wait: Wait,
         f: impl FnOnce(Option<&ResourceState>) -> Option<Option<ResourceState>>,
     ) -> Result<(), StateError> {
-        let mut g = lock(&self.inner);
-        if let Some(why) = &g.stopped {
-            return Err(StateError::Stopped(why.clone()));
-        }
-        let Some(entry) = f(g.state.resources.get(id)) else {
+        let done = {
+            let mut g = lock(&self.inner);
+            if let Some(why) = self.stopped() {
+                return Err(StateError::Stopped(why));
+            }
+            let Some(entry) = f(g.state.resources.get(id)) else {
+                return Ok(());
+            };
+            if let Some(e) = &entry {
+                e.check_no_secrets(id)?;
+            }
+            let record = Record {
+                revision: g.state.revision + 1,
+                id: id.to_owned(),
+                entry,
+            };
+            let (tx, rx) = match wait {
+                Wait::Durable => {
+                    let (tx, rx) = oneshot::channel();
+                    (Some(tx), Some(rx))
+                }
+                Wait::Written => (None, None),
+            };
+            let Some(jobs) = &g.jobs else {
+                return Err(StateError::Stopped("the ledger is closed".to_owned()));
+            };
+            // Sent under the lock, so the writer sees records in revision order.
+            if jobs
+                .send(Job::Append(Box::new(record.clone()), tx))
+                .is_err()
+            {
+                return Err(StateError::Stopped("the state writer is gone".to_owned()));
+            }
+            g.state.apply(record);
+            rx
+        };
+        let Some(done) = done else {
             return Ok(());
         };
-        if let Some(e) = &entry {
-            e.check_no_secrets(id)?;
-        }
-        let record = Record {
-            revision: g.state.revision + 1,
-            id: id.to_owned(),
-            entry,
-        };
-        let mine = record.revision;
-        g.state.apply(record.clone());
-        g.pending.push(record);
-        loop {
-            if let Some(why) = &g.stopped {
-                return Err(StateError::Stopped(why.clone()));
-            }
-            if g.durable >= mine {
-                return Ok(());
-            }
-            if g.flushing {
-                g = self.written.wait(g).unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            // Nobody is writing: write everything pending, ours included, in one go.
-            g.flushing = true;
-            let batch = std::mem::take(&mut g.pending);
-            drop(g);
-            let started = Instant::now();
-            let written = lock(&self.store).append(&batch);
-            g = lock(&self.inner);
-            g.busy += started.elapsed();
-            g.flushing = false;
-            match written {
-                Ok(()) => g.durable = batch.last().map_or(g.durable, |r| r.revision),
-                Err(e) => g.stopped = Some(e.to_string()),
-            }
-            self.written.notify_all();
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(StateError::Stopped(why)),
+            Err(_) => Err(StateError::Stopped("the state writer is gone".to_owned())),
         }
     }
 
     /// Writes the whole state to the store and empties its journal, when anything was
     /// recorded since the state file was last written.
-    pub(crate) fn compact(&self) -> Result<(), StateError> {
-        let g = lock(&self.inner);
-        if let Some(why) = &g.stopped {
-            return Err(StateError::Stopped(why.clone()));
+    pub(crate) async fn compact(&self) -> Result<(), StateError> {
+        let (done, revision) = {
+            let g = lock(&self.inner);
+            if g.compacted == g.state.revision {
+                return Ok(());
+            }
+            let (tx, rx) = oneshot::channel();
+            let Some(jobs) = &g.jobs else {
+                return Err(StateError::Stopped("the ledger is closed".to_owned()));
+            };
+            let job = Job::Save(Box::new(g.state.clone()), tx);
+            if jobs.send(job).is_err() {
+                return Err(StateError::Stopped("the state writer is gone".to_owned()));
+            }
+            (rx, g.state.revision)
+        };
+        match done.await {
+            Ok(Ok(())) => {
+                lock(&self.inner).compacted = revision;
+                Ok(())
+            }
+            Ok(Err(why)) => Err(StateError::Stopped(why)),
+            Err(_) => Err(StateError::Stopped("the state writer is gone".to_owned())),
         }
-        if g.compacted == g.state.revision {
-            return Ok(());
-        }
-        let state = g.state.clone();
-        drop(g);
-        lock(&self.store).save(&state)?;
-        lock(&self.inner).compacted = state.revision;
-        Ok(())
     }
 
     /// Records `res` as managed under `id` with no task or intent pending: its origin is kept
     /// when it has an entry, else `origin`. With `only_if_changed`, an entry already as it
     /// would be written is not written again.
-    pub(crate) fn record(
+    pub(crate) async fn record(
         &self,
         id: &str,
         res: &dyn Resource,
-        origin: Origin,
+        (origin, wait): (Origin, Wait),
         only_if_changed: bool,
     ) -> Result<(), StateError> {
-        self.change(id, |before| {
+        self.change(id, wait, |before| {
             let origin = before.map_or(origin, |b| b.origin);
             let entry = entry_of(res, origin);
             (!(only_if_changed && before == Some(&entry))).then_some(Some(entry))
         })
+        .await
     }
 
     /// Records the intent of a write before it is sent (S29): on the entry, or on a new entry
     /// of `origin` (a create's object is `Created`, an adoption's `Adopted`).
-    pub(crate) fn intend(
+    pub(crate) async fn intend(
         &self,
         id: &str,
         res: &dyn Resource,
-        (action, origin): (&str, Origin),
+        (action, origin, wait): (&str, Origin, Wait),
         declared: &std::collections::BTreeMap<String, String>,
         credential: &str,
     ) -> Result<(), StateError> {
@@ -196,7 +303,7 @@ impl Ledger {
             since: now(),
             credential: credential.to_owned(),
         };
-        self.change(id, |before| {
+        self.change(id, wait, |before| {
             let mut entry = match before {
                 Some(b) => b.clone(),
                 None => entry_of(res, origin),
@@ -204,27 +311,29 @@ impl Ledger {
             entry.intent = Some(intent);
             Some(Some(entry))
         })
+        .await
     }
 
     /// Records a started task on `id`'s entry (S29).
-    pub(crate) fn record_task(
+    pub(crate) async fn record_task(
         &self,
         id: &str,
         res: &dyn Resource,
         task: InFlight,
     ) -> Result<(), StateError> {
-        self.change(id, |before| {
+        self.change(id, Wait::Written, |before| {
             let mut entry = before
                 .cloned()
                 .unwrap_or_else(|| entry_of(res, Origin::Created));
             entry.in_flight = Some(task);
             Some(Some(entry))
         })
+        .await
     }
 
     /// Clears `id`'s task in flight and intent, if it has them.
-    pub(crate) fn settle(&self, id: &str) -> Result<(), StateError> {
-        self.change(id, |before| {
+    pub(crate) async fn settle(&self, id: &str, wait: Wait) -> Result<(), StateError> {
+        self.change(id, wait, |before| {
             let b = before?;
             if b.in_flight.is_none() && b.intent.is_none() {
                 return None;
@@ -234,11 +343,23 @@ impl Ledger {
             entry.intent = None;
             Some(Some(entry))
         })
+        .await
     }
 
     /// Removes `id` from state.
-    pub(crate) fn forget(&self, id: &str) -> Result<(), StateError> {
-        self.change(id, |before| before.map(|_| None))
+    pub(crate) async fn forget(&self, id: &str, wait: Wait) -> Result<(), StateError> {
+        self.change(id, wait, |before| before.map(|_| None)).await
+    }
+}
+
+impl Drop for Ledger {
+    /// Closes the writer's queue and waits for it to finish what it was given, so that the
+    /// store (and its lock) is released when the stack is dropped.
+    fn drop(&mut self) {
+        lock(&self.inner).jobs = None;
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
     }
 }
 
@@ -259,40 +380,43 @@ mod tests {
         }
     }
 
-    #[test]
-    fn s29_concurrent_records_are_all_durable_in_revision_order() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn s29_concurrent_records_are_all_durable_in_revision_order_and_share_syncs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("state.json");
         let ledger = Arc::new(
             Ledger::open(Box::new(FileStore::open(&path).expect("opens"))).expect("ledger"),
         );
-        let threads: Vec<_> = (0..8)
-            .map(|t| {
-                let ledger = ledger.clone();
-                std::thread::spawn(move || {
-                    for i in 0..50 {
-                        let n = t * 100 + i;
-                        ledger
-                            .change(&format!("vm{n}"), |_| Some(Some(entry(n))))
-                            .expect("records");
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("joins");
+        let mut set = tokio::task::JoinSet::new();
+        for t in 0..80 {
+            let ledger = ledger.clone();
+            set.spawn(async move {
+                for i in 0..5 {
+                    let n = t * 100 + i;
+                    ledger
+                        .change(&format!("vm{n}"), Wait::Durable, |_| Some(Some(entry(n))))
+                        .await
+                        .expect("records");
+                }
+            });
         }
+        while let Some(r) = set.join_next().await {
+            r.expect("joins");
+        }
+        let journal =
+            std::fs::read_to_string(dir.path().join("state.json.journal")).expect("journal");
+        assert_eq!(journal.lines().count(), 400);
         let expected = ledger.state();
         assert_eq!(expected.revision, 400);
         assert_eq!(expected.resources.len(), 400);
-        drop(ledger);
+        drop(Arc::try_unwrap(ledger).ok().expect("the only owner"));
         // What another process reads: the state file plus the journal, the same state.
         let store = FileStore::open(&path).expect("reopens");
         assert_eq!(store.load().expect("loads"), expected);
     }
 
-    #[test]
-    fn s26_a_secret_is_refused_before_anything_is_written() {
+    #[tokio::test]
+    async fn s26_a_secret_is_refused_before_anything_is_written() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("state.json");
         let ledger =
@@ -300,7 +424,8 @@ mod tests {
         let mut e = entry(1);
         e.declared = serde_json::json!({"password": "hunter2"});
         let err = ledger
-            .change("vm1", |_| Some(Some(e)))
+            .change("vm1", Wait::Durable, |_| Some(Some(e)))
+            .await
             .expect_err("refused");
         assert!(matches!(err, StateError::Secret { .. }), "{err}");
         assert!(ledger.state().resources.is_empty());

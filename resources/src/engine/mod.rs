@@ -292,8 +292,8 @@ impl Stack {
     /// # Errors
     ///
     /// The state cannot be written.
-    pub fn clear_pending(&mut self, id: &str) -> Result<(), StackError> {
-        Ok(self.ledger.settle(id)?)
+    pub async fn clear_pending(&mut self, id: &str) -> Result<(), StackError> {
+        Ok(self.ledger.settle(id, ledger::Wait::Durable).await?)
     }
 
     /// One bound per scope of `resources`, and the total.

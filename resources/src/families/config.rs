@@ -164,6 +164,15 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// Creates it with its declared fields and write-only values.
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
 
+    /// S8: what PVE's parameter verification would refuse in the declaration: the family's
+    /// create request checked against the SDK's table ([`pve_sdk::params::check`]), so that a
+    /// bad value is refused, its field named, before anything is sent.
+    ///
+    /// # Errors
+    ///
+    /// The fields PVE would refuse and why.
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid>;
+
     /// Carries out `edit`. A key it cannot express is [`ConfigError::Inexpressible`] (S11).
     fn update<'a>(
         &'a self,
@@ -443,6 +452,15 @@ impl<T: ConfigObject> Resource for T {
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
+            if let Err(e) = ConfigObject::check(self) {
+                let fields: Vec<String> = e
+                    .problems
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {}", v.trim_end()))
+                    .collect();
+                let why = format!("PVE would refuse {}; nothing is sent", fields.join("; "));
+                return Ok(Probe::Refuse(why));
+            }
             let read = read_strict(self, cx.client()).await.map_err(Failure::from);
             match crate::kit::read::fold(read, ask.contact)? {
                 None => Ok(match self.refusal(None) {
@@ -567,6 +585,9 @@ mod tests {
         }
         fn create<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
             unreachable!("planned from maps")
+        }
+        fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+            Ok(())
         }
         fn update<'a>(
             &'a self,

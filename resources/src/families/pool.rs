@@ -43,6 +43,14 @@ impl Pool {
     }
 }
 
+impl Pool {
+    fn create_request(&self) -> CreatePool {
+        let mut req = CreatePool::new(self.poolid.clone());
+        req.comment.clone_from(&self.comment);
+        req
+    }
+}
+
 impl ConfigObject for Pool {
     const KIND: &'static str = "pool";
 
@@ -79,9 +87,12 @@ impl ConfigObject for Pool {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        let mut req = CreatePool::new(self.poolid.clone());
-        req.comment.clone_from(&self.comment);
+        let req = self.create_request();
         Box::pin(async move { write::send(client, &req).await })
+    }
+
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        pve_sdk::params::check(&self.create_request())
     }
 
     fn update<'a>(

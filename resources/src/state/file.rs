@@ -272,7 +272,7 @@ impl StateStore for FileStore {
         load(&self.path)
     }
 
-    fn append(&mut self, records: &[Record]) -> Result<(), StateError> {
+    fn append(&mut self, records: &[Record], durable: bool) -> Result<(), StateError> {
         let mut text = String::new();
         for r in records {
             if let Some(e) = &r.entry {
@@ -285,7 +285,7 @@ impl StateStore for FileStore {
         let path = beside(&self.path, ".journal");
         let f = self.journal()?;
         f.write_all(text.as_bytes())
-            .and_then(|()| f.sync_data())
+            .and_then(|()| if durable { f.sync_data() } else { Ok(()) })
             .map_err(io(&path, "appending"))
     }
 
@@ -506,13 +506,16 @@ mod tests {
             let mut store = FileStore::open(&path).expect("opens");
             store.save(&State::new()).expect("saves");
             store
-                .append(&[record(1, "a", Some(vm(json!({"name": "a"}))))])
+                .append(&[record(1, "a", Some(vm(json!({"name": "a"}))))], true)
                 .expect("appends");
             store
-                .append(&[
-                    record(2, "b", Some(vm(json!({"name": "b"})))),
-                    record(3, "a", None),
-                ])
+                .append(
+                    &[
+                        record(2, "b", Some(vm(json!({"name": "b"})))),
+                        record(3, "a", None),
+                    ],
+                    false,
+                )
                 .expect("appends");
         }
         // A kill mid-append, and one mid-rewrite.
@@ -544,7 +547,7 @@ mod tests {
         let path = dir.path().join("state.json");
         let mut store = FileStore::open(&path).expect("opens");
         store
-            .append(&[record(1, "a", Some(vm(json!({}))))])
+            .append(&[record(1, "a", Some(vm(json!({}))))], true)
             .expect("appends");
         let state = store.load().expect("loads");
         store.save(&state).expect("compacts");
@@ -554,10 +557,12 @@ mod tests {
         );
         // A kill between the rewrite and the journal's cut leaves lines already in the file.
         store
-            .append(&[record(1, "a", Some(vm(json!({}))))])
+            .append(&[record(1, "a", Some(vm(json!({}))))], true)
             .expect("appends");
         assert_eq!(store.load().expect("loads"), state);
-        store.append(&[record(3, "b", None)]).expect("appends");
+        store
+            .append(&[record(3, "b", None)], true)
+            .expect("appends");
         let err = store.load().expect_err("a gap");
         assert!(err.to_string().contains("revision 3 follows 1"), "{err}");
     }

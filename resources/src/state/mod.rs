@@ -269,13 +269,13 @@ pub trait StateStore {
     /// The state cannot be read or is not valid state.
     fn load(&self) -> Result<State, StateError>;
 
-    /// Makes `records` durable, all of them or none, in order; their revisions follow the
-    /// state's.
+    /// Writes `records` in order (their revisions follow the state's) and, when `durable`,
+    /// makes them and every record written before durable (all or none) before it returns.
     ///
     /// # Errors
     ///
     /// A record holds a secret, or they cannot be written.
-    fn append(&mut self, records: &[Record]) -> Result<(), StateError>;
+    fn append(&mut self, records: &[Record], durable: bool) -> Result<(), StateError>;
 
     /// Replaces the whole state, atomically (and drops what the journal held).
     ///

@@ -101,6 +101,7 @@ pub mod index;
     feature = "nodes-wakeonlan"
 ))]
 pub mod nodes;
+pub mod params;
 #[cfg(feature = "pools")]
 pub mod pools;
 #[cfg(test)]

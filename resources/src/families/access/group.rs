@@ -41,6 +41,14 @@ impl Group {
     }
 }
 
+impl Group {
+    fn create_request(&self) -> CreateGroup {
+        let mut req = CreateGroup::new(self.groupid.clone());
+        req.comment.clone_from(&self.comment);
+        req
+    }
+}
+
 impl ConfigObject for Group {
     const KIND: &'static str = "group";
 
@@ -76,9 +84,12 @@ impl ConfigObject for Group {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        let mut req = CreateGroup::new(self.groupid.clone());
-        req.comment.clone_from(&self.comment);
+        let req = self.create_request();
         Box::pin(async move { write::send(client, &req).await })
+    }
+
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        pve_sdk::params::check(&self.create_request())
     }
 
     fn update<'a>(

@@ -63,6 +63,12 @@ impl Role {
         }
     }
 
+    fn create_request(&self) -> CreateRole {
+        let mut req = CreateRole::new(self.roleid.clone());
+        req.privs = Some(self.privs_text());
+        req
+    }
+
     /// The set as PVE's `privs` parameter takes it: sorted, once each, comma-separated.
     fn privs_text(&self) -> String {
         set_text(self.privs.iter().map(String::as_str))
@@ -103,9 +109,12 @@ impl ConfigObject for Role {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        let mut req = CreateRole::new(self.roleid.clone());
-        req.privs = Some(self.privs_text());
+        let req = self.create_request();
         Box::pin(async move { write::send(client, &req).await })
+    }
+
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        pve_sdk::params::check(&self.create_request())
     }
 
     /// Without `append`, PVE replaces the whole set: the declared set is sent as it is.

@@ -74,6 +74,24 @@ impl User {
     }
 }
 
+impl User {
+    fn create_request(&self) -> CreateUser {
+        let mut req = CreateUser::new(self.userid.clone());
+        req.comment.clone_from(&self.comment);
+        req.email.clone_from(&self.email);
+        req.enable = self.enable;
+        req.expire = self.expire;
+        req.firstname.clone_from(&self.firstname);
+        req.lastname.clone_from(&self.lastname);
+        req.groups = self
+            .groups
+            .as_ref()
+            .map(|g| set_text(g.iter().map(String::as_str)));
+        req.password.clone_from(&self.password);
+        req
+    }
+}
+
 impl ConfigObject for User {
     const KIND: &'static str = "user";
 
@@ -123,19 +141,12 @@ impl ConfigObject for User {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        let mut req = CreateUser::new(self.userid.clone());
-        req.comment.clone_from(&self.comment);
-        req.email.clone_from(&self.email);
-        req.enable = self.enable;
-        req.expire = self.expire;
-        req.firstname.clone_from(&self.firstname);
-        req.lastname.clone_from(&self.lastname);
-        req.groups = self
-            .groups
-            .as_ref()
-            .map(|g| set_text(g.iter().map(String::as_str)));
-        req.password.clone_from(&self.password);
+        let req = self.create_request();
         Box::pin(async move { write::send(client, &req).await })
+    }
+
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        pve_sdk::params::check(&self.create_request())
     }
 
     /// `groups` is sent whole, without `append`: PVE then replaces the memberships. A rotated

@@ -1,8 +1,7 @@
 //! The `NodeNetwork` family: one interface in a node's staged network configuration, on the
-//! generic [`ConfigObject`]. The declaration is the SDK's create request, so every field PVE's
-//! create takes is typed and managed when set (S7). Absent only on the typed
-//! `NetworkInterfaceNotFound`. Staged changes take effect only through a `NetworkApply`.
-//! Dropped from a declaration, an interface is deleted from the staged config.
+//! generic [`ConfigObject`]. The declaration is the SDK's create request: every field PVE's
+//! create takes is typed, and managed when set (S7). Absent only on the typed
+//! `NetworkInterfaceNotFound`; staged changes take effect through a `NetworkApply`.
 
 use std::sync::Arc;
 
@@ -12,7 +11,6 @@ use pve_sdk::Client;
 use crate::contract::{BoxFuture, Failure, ObjectRef, Removal, Resource, Scope};
 use crate::families::config::{inexpressible, Carried, ConfigObject, Edit, Unset};
 use crate::kit::{wire::Map, write};
-use crate::state::ResourceState;
 
 /// A declared interface: `spec` is the create request (`node`, `iface`, `type` and the
 /// fields to manage), e.g. `Iface::from(CreateNetwork::new("pve1", "vmbr9", Type::Bridge)
@@ -65,6 +63,10 @@ impl ConfigObject for Iface {
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move { write::send(client, &self.spec).await.map(drop) })
+    }
+
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        pve_sdk::params::check(&self.spec)
     }
 
     fn update<'a>(&'a self, c: &'a Client, e: &'a Edit<'a>) -> BoxFuture<'a, Result<(), Failure>> {
@@ -134,13 +136,14 @@ impl ConfigObject for Iface {
         Unset::Delete
     }
 
+    /// Dropped, an interface this stack created is deleted from the staged config (S20).
     fn removal(&self) -> Removal {
         Removal::Destroy
     }
 }
 
 /// Rebuilds a managed interface from its state entry (for removal and explicit destroy).
-pub(crate) fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+pub(crate) fn rebuild(rs: &crate::state::ResourceState) -> Option<Arc<dyn Resource>> {
     let type_ = rs.declared.get("type")?.as_str()?.parse().ok()?;
     let (node, iface) = (rs.address.get("node")?, rs.address.get("iface")?);
     Some(Arc::new(Iface::new(node.clone(), iface.clone(), type_)))

@@ -25,6 +25,9 @@ pub(crate) fn is_disk_key(key: &str) -> bool {
     })
 }
 
+/// Bytes in a GiB.
+const GIB: u64 = 1024 * 1024 * 1024;
+
 /// A declared disk: its storage, its size in GiB, and the options that are managed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Disk {
@@ -60,6 +63,26 @@ impl Disk {
             out.push_str(&format!(",{k}={v}"));
         }
         out
+    }
+
+    /// What is wrong with this declaration before anything is sent, if anything: no size, a
+    /// size this side cannot count in bytes, or a storage or option that would break PVE's
+    /// `STORAGE:SIZE,key=value` string.
+    pub fn problem(&self) -> Option<String> {
+        let breaks = |t: &str| t.is_empty() || t.contains([',', '=', ':', '\n']);
+        if self.size_gib == 0 {
+            return Some("a disk of 0 GiB".to_owned());
+        }
+        if self.size_gib.checked_mul(GIB).is_none() {
+            return Some(format!("{} GiB is more than a disk can be", self.size_gib));
+        }
+        if breaks(&self.storage) {
+            return Some(format!("storage {:?} is not a storage id", self.storage));
+        }
+        self.options
+            .iter()
+            .find(|(k, v)| breaks(k) || v.is_empty() || v.contains([',', '\n']))
+            .map(|(k, v)| format!("option {k:?}={v:?} cannot be written in a disk's string"))
     }
 
     /// Reads back a [`Disk::create_value`] (from state).
@@ -148,7 +171,12 @@ pub(crate) fn compare(key: &str, declared: &Disk, live: Option<&str>) -> DiskDif
             declared.storage
         ));
     }
-    let want = declared.size_gib * 1024 * 1024 * 1024;
+    let Some(want) = declared.size_gib.checked_mul(GIB) else {
+        return DiskDiff::Refuse(format!(
+            "{key}: {} GiB is more than a disk can be",
+            declared.size_gib
+        ));
+    };
     match l.size_bytes {
         None => {
             return DiskDiff::Refuse(format!(
@@ -233,5 +261,21 @@ mod tests {
             }
         }
         assert!(is_disk_key("virtio12") && !is_disk_key("scsihw") && !is_disk_key("net0"));
+        let huge = Disk::new("local-lvm", 1 << 40);
+        assert_eq!(
+            huge.problem().as_deref(),
+            Some("1099511627776 GiB is more than a disk can be")
+        );
+        assert!(matches!(
+            compare("scsi0", &huge, Some(live)),
+            DiskDiff::Refuse(_)
+        ));
+        assert!(Disk::new("local-lvm", 0).problem().is_some());
+        assert!(Disk::new("local:lvm", 8).problem().is_some());
+        assert!(Disk::new("local-lvm", 8)
+            .option("cache", "a,b")
+            .problem()
+            .is_some());
+        assert_eq!(d.problem(), None);
     }
 }

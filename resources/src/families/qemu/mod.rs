@@ -247,6 +247,11 @@ impl Vm {
                 .filter(|k| !disk::is_disk_key(k))
                 .map(|k| format!("{k} is not a disk key ({})", disk::BUSES.join(", "))),
         );
+        bad.extend(
+            self.disks
+                .iter()
+                .filter_map(|(k, d)| Some(format!("{k}: {}", d.problem()?))),
+        );
         (!bad.is_empty()).then(|| {
             format!(
                 "VM {} on {} declares keys PVE's schema does not know ({}); nothing is sent",
@@ -438,7 +443,7 @@ impl Vm {
 
     /// One config read; the owner was decided from the stack's one index read (S17).
     async fn plan(&self, client: &Client, owner: Owner) -> Result<Plan, VmError> {
-        if let Some(why) = self.unknown_keys() {
+        if let Some(why) = self.unknown_keys().or_else(|| self.refused_values()) {
             return Ok(Plan::Refuse(why));
         }
         if let Owner::Elsewhere(why) = owner {
@@ -481,9 +486,8 @@ impl Vm {
         })
     }
 
-    /// S13, S14, S29, S4: the create task recorded and awaited, then read back.
-    async fn create_(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), VmError> {
-        let object = self.object_ref();
+    /// The create request of this declaration (disks allocated from `STORAGE:SIZE`).
+    fn create_request(&self) -> Result<CreateVm, VmError> {
         let mut req = CreateVm::new(self.node.clone(), self.vmid);
         req.name.clone_from(&self.name);
         req.memory.clone_from(&self.memory);
@@ -511,10 +515,35 @@ impl Vm {
                 &mut req.sata,
             )
             .map_err(|why| VmError::Inexpressible {
-                object: object.clone(),
+                object: self.object_ref(),
                 why,
             })?;
         }
+        Ok(req)
+    }
+
+    /// S8: what PVE's parameter verification would refuse in this declaration, checked
+    /// against the SDK's table before anything is sent (ranges, enums, formats, the keys and
+    /// values of every property string), each field named.
+    fn refused_values(&self) -> Option<String> {
+        let req = match self.create_request() {
+            Ok(req) => req,
+            Err(e) => return Some(e.to_string()),
+        };
+        pve_sdk::params::check(&req).err().map(|e| {
+            let fields: Vec<String> = e
+                .problems
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", v.trim_end()))
+                .collect();
+            format!("PVE would refuse {}; nothing is sent", fields.join("; "))
+        })
+    }
+
+    /// S13, S14, S29, S4: the create task recorded and awaited, then read back.
+    async fn create_(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), VmError> {
+        let object = self.object_ref();
+        let req = self.create_request()?;
         crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
             .await
             .map_err(|source| VmError::Write {
@@ -685,6 +714,15 @@ impl Resource for Vm {
 
     fn object(&self) -> ObjectRef {
         self.object_ref()
+    }
+
+    /// A vmid is unique cluster-wide (S17): one declared on two nodes is refused.
+    fn claims(&self) -> Vec<ObjectRef> {
+        vec![ObjectRef::new(
+            "vmid",
+            Scope::Cluster,
+            self.vmid.to_string(),
+        )]
     }
 
     /// A guest comes after the interfaces of its node that its network devices use as their

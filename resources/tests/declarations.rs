@@ -1,0 +1,111 @@
+//! Bad declarations are refused before any write, with the field named (S8): values PVE's
+//! parameter verification would refuse (checked against the SDK's table), unknown keys in
+//! property strings, sizes that overflow, the same vmid on two nodes.
+
+mod common;
+
+use common::{requests, sim2, stack};
+use pve_resources::contract::ErrorKind;
+use pve_resources::engine::StackError;
+use pve_resources::families::access::User;
+use pve_resources::families::network::Iface;
+use pve_resources::families::qemu::{disk::Disk, Vm};
+use pve_sdk::generated::nodes::node::network::Type;
+use pve_sdk::Secret;
+
+fn vm(vmid: i64) -> Vm {
+    Vm {
+        node: "pve1".into(),
+        vmid,
+        name: Some(format!("vm{vmid}")),
+        ..Vm::default()
+    }
+}
+
+#[tokio::test]
+async fn s08_values_pve_would_refuse_are_refused_before_any_write_with_the_field_named() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let mut cores = vm(100);
+    cores.cores = Some(0);
+    s.add("cores", cores).expect("adds");
+    let mut memory = vm(101);
+    memory.memory = Some("2048,colour=red".parse().expect("kept"));
+    s.add("memory", memory).expect("adds");
+    let mut disk = vm(102);
+    disk.disks.insert(
+        "scsi0".into(),
+        Disk::new("local-lvm", 8).option("bogus", "1"),
+    );
+    s.add("disk", disk).expect("adds");
+    let mut huge = vm(103);
+    huge.disks
+        .insert("scsi0".into(), Disk::new("local-lvm", 1 << 40));
+    s.add("huge", huge).expect("adds");
+    let mut mtu = Iface::new("pve1", "vmbr9", Type::Bridge);
+    mtu.spec.mtu = Some(70_000);
+    s.add("mtu", mtu).expect("adds");
+    let mut short = User::new("eve@pve");
+    short.password = Some(Secret::new("abc"));
+    s.add("short", short).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let reason = |id: &str| {
+        let e = plan
+            .entries
+            .iter()
+            .find(|e| e.id == id)
+            .and_then(|e| e.action.error())
+            .unwrap_or_else(|| panic!("{id} is not refused: {plan}"));
+        assert_eq!(e.kind(), ErrorKind::Refused, "{id}");
+        e.reason().to_owned()
+    };
+    assert_eq!(
+        reason("cores"),
+        "PVE would refuse cores: value must have a minimum value of 1; nothing is sent"
+    );
+    assert_eq!(
+        reason("memory"),
+        "PVE would refuse memory: invalid format - invalid key in comma-separated list property: colour; nothing is sent"
+    );
+    assert_eq!(
+        reason("disk"),
+        "PVE would refuse scsi0: invalid format - invalid key in comma-separated list property: bogus; nothing is sent"
+    );
+    assert_eq!(
+        reason("huge"),
+        "VM 103 on pve1 declares keys PVE's schema does not know (scsi0: 1099511627776 GiB is more than a disk can be); nothing is sent"
+    );
+    assert!(reason("mtu").starts_with("PVE would refuse mtu: value must have a maximum value of"));
+    let short = reason("short");
+    assert!(
+        short.starts_with("PVE would refuse password: value must be at least"),
+        "{short}"
+    );
+    assert!(
+        !short.contains("abc"),
+        "a secret never reaches a message: {short}"
+    );
+    assert!(!plan.to_string().contains("abc\""), "{plan}");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged());
+    assert!(sim.writes().is_empty(), "{:?}", requests(&sim));
+}
+
+#[tokio::test]
+async fn s17_the_same_vmid_declared_on_two_nodes_is_refused_before_any_request() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("a", vm(100)).expect("adds");
+    let mut other = vm(100);
+    other.node = "pve2".into();
+    s.add("b", other).expect("adds");
+    let err = s.plan().await.expect_err("refused");
+    assert!(matches!(err, StackError::SameObject { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "resources \"a\" and \"b\" both declare vmid 100"
+    );
+    assert!(sim.requests().is_empty(), "{:?}", requests(&sim));
+}

@@ -1,0 +1,332 @@
+//! Checking a request's parameters before it is sent, as PVE's parameter verification would
+//! (pve-common `src/PVE/JSONSchema.pm` check_prop, parse_property_string): types, named formats
+//! the SDK knows ([`crate::generated::formats`]), property-string keys and their values,
+//! lengths, ranges, enums and patterns, from the schema's facts
+//! ([`crate::generated::params`]). What the table cannot tell is left to PVE: never stricter
+//! than PVE.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::Operation;
+
+/// A request PVE would refuse: per parameter, what is wrong, in PVE's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct Invalid {
+    /// `METHOD /path` of the operation.
+    pub operation: String,
+    /// Parameter (or `parameter[i]` for a list's item) -> the problem.
+    pub problems: BTreeMap<String, String>,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.operation)?;
+        let mut sep = "";
+        for (k, v) in &self.problems {
+            write!(f, "{sep}{k}: {}", v.trim_end())?;
+            sep = "; ";
+        }
+        Ok(())
+    }
+}
+
+/// One parameter's (or property-string key's) facts, in the table's key names.
+#[derive(Debug, Default, Deserialize)]
+struct Param {
+    #[serde(rename = "type")]
+    ty: Option<String>,
+    #[serde(rename = "enum")]
+    enum_values: Option<Vec<Value>>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    #[serde(rename = "minLength")]
+    min_length: Option<usize>,
+    #[serde(rename = "maxLength")]
+    max_length: Option<usize>,
+    pattern: Option<String>,
+    format: Option<FormatFacts>,
+    items: Option<Box<Param>>,
+    alias: Option<String>,
+    #[serde(default)]
+    default_key: Option<Value>,
+    properties: Option<BTreeMap<String, Param>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum FormatFacts {
+    Named(String),
+    Inline(BTreeMap<String, Param>),
+}
+
+#[derive(Deserialize)]
+struct Line {
+    op: String,
+    params: Param,
+}
+
+/// The table, read once.
+fn table() -> &'static HashMap<String, Param> {
+    static TABLE: OnceLock<HashMap<String, Param>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        crate::generated::params::TABLE
+            .lines()
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+            .map(|l| (l.op, l.params))
+            .collect()
+    })
+}
+
+/// Checks every parameter `request` would send against the schema's facts for its operation.
+///
+/// # Errors
+///
+/// [`Invalid`] naming each parameter PVE would refuse and why; a request that cannot be encoded
+/// at all is [`Invalid`] too, under the name `request`.
+pub fn check<O: Operation>(request: &O) -> Result<(), Invalid> {
+    let operation = format!("{} {}", O::METHOD, O::PATH);
+    let mut problems = BTreeMap::new();
+    match crate::form::to_pairs(request) {
+        Err(e) => {
+            problems.insert("request".to_owned(), e.to_string());
+        }
+        Ok(pairs) => {
+            if let Some(facts) = table().get(&operation).and_then(|p| p.properties.as_ref()) {
+                let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+                for (k, v) in &pairs {
+                    let Some(p) = facts.get(k.as_str()).or_else(|| indexed(facts, k)) else {
+                        continue;
+                    };
+                    let (p, name) = match (p.ty.as_deref(), &p.items) {
+                        (Some("array"), Some(items)) => {
+                            let i = index.entry(k).or_default();
+                            *i += 1;
+                            (items.as_ref(), format!("{k}[{}]", *i - 1))
+                        }
+                        _ => (p, k.clone()),
+                    };
+                    if let Some(e) = check_value(p, v) {
+                        problems.insert(name, e);
+                    }
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Invalid {
+            operation,
+            problems,
+        })
+    }
+}
+
+/// The facts of an indexed parameter (`net0` -> `net[n]`).
+fn indexed<'a>(facts: &'a BTreeMap<String, Param>, key: &str) -> Option<&'a Param> {
+    let base = key.trim_end_matches(|c: char| c.is_ascii_digit());
+    (base.len() < key.len())
+        .then(|| facts.get(&format!("{base}[n]")))
+        .flatten()
+}
+
+fn is_integer(v: &str) -> bool {
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_number(v: &str) -> bool {
+    is_integer(v) || v.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+fn is_bool(v: &str) -> bool {
+    matches!(
+        v.to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on" | "0" | "false" | "no" | "off"
+    )
+}
+
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        v.to_string()
+    }
+}
+
+/// One value against its facts, in PVE's order: type, format, length, range, enum, pattern.
+fn check_value(p: &'static Param, v: &str) -> Option<String> {
+    let ty = p.ty.as_deref().unwrap_or("string");
+    let bad_type = match ty {
+        "integer" => !is_integer(v),
+        "number" => !is_number(v),
+        "boolean" => !is_bool(v),
+        _ => false,
+    };
+    if bad_type {
+        return Some(format!("type check ('{ty}') failed - got '{v}'"));
+    }
+    match &p.format {
+        Some(FormatFacts::Named(name)) => {
+            if let Some(f) = crate::generated::formats::by_name(name) {
+                if !f.check(v) {
+                    return Some(format!("invalid format - value is not a valid {name}"));
+                }
+            }
+        }
+        Some(FormatFacts::Inline(keys)) => {
+            if let Some(e) = check_property_string(keys, v) {
+                return Some(format!("invalid format - {e}"));
+            }
+        }
+        None => {}
+    }
+    let len = v.chars().count();
+    if let Some(max) = p.max_length.filter(|m| len > *m) {
+        return Some(format!("value may only be {max} characters long"));
+    }
+    if let Some(min) = p.min_length.filter(|m| len < *m) {
+        return Some(format!("value must be at least {min} characters long"));
+    }
+    if matches!(ty, "integer" | "number") {
+        if let Ok(n) = v.parse::<f64>() {
+            if let Some(max) = p.maximum.filter(|m| n > *m) {
+                return Some(format!("value must have a maximum value of {}", num(max)));
+            }
+            if let Some(min) = p.minimum.filter(|m| n < *m) {
+                return Some(format!("value must have a minimum value of {}", num(min)));
+            }
+        }
+    }
+    if let Some(values) = &p.enum_values {
+        let text = |e: &Value| e.as_str().map_or_else(|| e.to_string(), str::to_owned);
+        if !values.iter().any(|e| text(e) == v) {
+            let all: Vec<String> = values.iter().map(text).collect();
+            return Some(format!(
+                "value '{v}' does not have a value in the enumeration '{}'",
+                all.join(", ")
+            ));
+        }
+    }
+    if let Some(pattern) = &p.pattern {
+        // PVE anchors the pattern (`m/^$pattern$/`); one this side cannot compile is left to PVE.
+        let anchored: &'static str = Box::leak(format!("^(?:{pattern})$").into_boxed_str());
+        if crate::re::cached(anchored).is_some_and(|re| !re.is_match(v)) {
+            return Some("value does not match the regex pattern".to_owned());
+        }
+    }
+    None
+}
+
+/// An inline property string as parse_property_string reads it: `key=value` parts (an alias
+/// names its target), at most one value without a key (the default key's), no key twice, no
+/// key the format does not have; then each value against its key's facts.
+fn check_property_string(keys: &'static BTreeMap<String, Param>, text: &str) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut checks: Vec<(&str, &'static Param, &str)> = Vec::new();
+    for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let (name, facts, value) = match part.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => {
+                let Some(p) = keys.get(k) else {
+                    return Some(format!("invalid key in comma-separated list property: {k}"));
+                };
+                match &p.alias {
+                    Some(target) => match keys.get_key_value(target.as_str()) {
+                        Some((t, facts)) => (t.as_str(), facts, v),
+                        None => {
+                            return Some(format!(
+                                "invalid key in comma-separated list property: {k}"
+                            ))
+                        }
+                    },
+                    None => (keys.get_key_value(k).map_or(k, |(t, _)| t.as_str()), p, v),
+                }
+            }
+            Some(_) => return Some("missing key in comma-separated list property".to_owned()),
+            None => {
+                let default = keys.iter().find(|(_, p)| {
+                    p.default_key
+                        .as_ref()
+                        .is_some_and(|d| d == 1 || d == true || d == "1")
+                });
+                let Some((name, facts)) = default else {
+                    return Some(
+                        "value without key, but schema does not define a default key".to_owned(),
+                    );
+                };
+                (name.as_str(), facts, part)
+            }
+        };
+        if seen.contains(&name) {
+            return Some(format!(
+                "duplicate key in comma-separated list property: {name}"
+            ));
+        }
+        seen.push(name);
+        checks.push((name, facts, value));
+    }
+    checks
+        .into_iter()
+        .find_map(|(k, p, v)| check_value(p, v).map(|e| format!("{k}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generated::nodes::node::qemu::CreateVm;
+
+    #[test]
+    fn pve_would_refuse_what_is_refused_here_with_the_field_named() {
+        let good = CreateVm::new("pve1", 100)
+            .cores(2)
+            .net(0, "virtio,bridge=vmbr0".parse().expect("net0"));
+        assert_eq!(check(&good), Ok(()));
+        let mut bad = CreateVm::new("pve1", 100).cores(0);
+        bad.memory = Some("4096,colour=red".parse().expect("kept as other keys"));
+        bad.scsi
+            .insert(0, "local-lvm:8,bogus=1".parse().expect("kept"))
+            .expect("in range");
+        let e = check(&bad).expect_err("refused");
+        assert_eq!(e.operation, "POST /nodes/{node}/qemu");
+        assert_eq!(e.problems["cores"], "value must have a minimum value of 1");
+        assert_eq!(
+            e.problems["memory"],
+            "invalid format - invalid key in comma-separated list property: colour"
+        );
+        assert_eq!(
+            e.problems["scsi0"],
+            "invalid format - invalid key in comma-separated list property: bogus"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("POST /nodes/{node}/qemu: cores: value must"),
+            "{e}"
+        );
+        let tag = CreateVm::new("pve1", 100).net(0, "virtio,tag=5000".parse().expect("net0"));
+        assert_eq!(
+            check(&tag).expect_err("refused").problems["net0"],
+            "invalid format - tag: value must have a maximum value of 4094"
+        );
+        let vmid = CreateVm::new("pve1", 99);
+        assert!(check(&vmid)
+            .expect_err("refused")
+            .problems
+            .contains_key("vmid"));
+    }
+
+    #[test]
+    fn every_operation_of_the_table_is_read() {
+        let lines = crate::generated::params::TABLE
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(table().len(), lines, "a line of the table did not parse");
+        assert!(lines >= 600, "{lines}");
+    }
+}
