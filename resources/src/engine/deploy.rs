@@ -65,7 +65,7 @@ impl Stack {
     }
 
     /// Records the intents of the writes among `wave` (their requests leave after this): each
-    /// written at once, the last awaited durable, so one sync covers the wave. Answers the
+    /// queued at once, the last awaited durable, so one sync covers the wave. Answers the
     /// entries it recorded an intent for.
     async fn intend(
         &self,
@@ -97,7 +97,7 @@ impl Stack {
             let wait = if n == last {
                 Wait::Durable
             } else {
-                Wait::Written
+                Wait::Queued
             };
             let res = found[*i].as_ref();
             let id = &plan.entries[*i].id;
@@ -223,7 +223,7 @@ impl Stack {
         // An intent whose write never started (skipped, halted) is cleared: nothing was sent.
         for (i, o) in outcome.iter().enumerate() {
             if intended[i] && matches!(o, Some(Outcome::Skipped(_))) {
-                let _ = self.ledger.settle(&plan.entries[i].id, Wait::Written).await;
+                let _ = self.ledger.settle(&plan.entries[i].id, Wait::Queued).await;
             }
         }
         // The journal's records go into the state file once the deploy is done. Should that

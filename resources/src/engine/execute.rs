@@ -249,9 +249,9 @@ impl Worker {
         let error = ResourceError::failed(entry.object.clone(), f);
         if wrote_nothing(kind) {
             let cleared = if new {
-                self.ledger.forget(&entry.id, Wait::Written).await
+                self.ledger.forget(&entry.id, Wait::Queued).await
             } else {
-                self.ledger.settle(&entry.id, Wait::Written).await
+                self.ledger.settle(&entry.id, Wait::Queued).await
             };
             if let Err(e) = cleared {
                 return Outcome::Failed(error.context(
@@ -327,7 +327,7 @@ impl Worker {
         if let Err(e) = waited {
             let f = Failure::task(e);
             if f.kind() == ErrorKind::TaskFailed {
-                let cleared = self.ledger.settle(id, Wait::Written).await;
+                let cleared = self.ledger.settle(id, Wait::Queued).await;
                 let what = match cleared {
                     Ok(()) => format!("the {task} task an earlier deploy started failed; the next plan starts over"),
                     Err(s) => format!("the {task} task an earlier deploy started failed; state: {s}"),
@@ -347,7 +347,7 @@ impl Worker {
         if let Err(f) = res.resumed(&self.cx).await {
             return Outcome::Failed(ResourceError::failed(entry.object.clone(), f));
         }
-        if let Err(e) = self.ledger.settle(id, Wait::Written).await {
+        if let Err(e) = self.ledger.settle(id, Wait::Queued).await {
             return self.state_error(entry, "task ended OK, but state", e);
         }
         // The write the task made is read back like any other (S4). A resume writes nothing
@@ -405,7 +405,7 @@ impl Worker {
     ) -> Outcome {
         match self
             .ledger
-            .record(&entry.id, res, (origin, Wait::Written), false)
+            .record(&entry.id, res, (origin, Wait::Queued), false)
             .await
         {
             Ok(()) => ok,
@@ -415,7 +415,7 @@ impl Worker {
 
     /// Removes the resource from state after a confirmed destroy, then answers `ok`.
     async fn forgotten(&self, entry: &PlanEntry, ok: Outcome, what: &str) -> Outcome {
-        match self.ledger.forget(&entry.id, Wait::Written).await {
+        match self.ledger.forget(&entry.id, Wait::Queued).await {
             Ok(()) => ok,
             Err(e) => self.state_error(entry, what, e),
         }

@@ -22,20 +22,25 @@ use crate::state::{
 
 /// What the writer thread is asked to do, in the order the state changed.
 enum Job {
-    /// Write this record; with a sender, make it durable first and answer (without, it becomes
-    /// durable with the next durable batch or save).
-    Append(Box<Record>, Option<oneshot::Sender<Result<(), String>>>),
+    /// Write this record, then answer the waiter if there is one ([`Wait`]).
+    Append(
+        Box<Record>,
+        Option<(Wait, oneshot::Sender<Result<(), String>>)>,
+    ),
     /// Write the whole state (compaction), then answer.
     Save(Box<State>, oneshot::Sender<Result<(), String>>),
 }
 
-/// Whether a change waits until it is durable.
+/// How long a change waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
-    /// Until it is synced: an intent, a task, an adoption.
+    /// Until it is synced (it survives the machine's crash): an intent, an adoption.
     Durable,
-    /// Only until it is queued: the record that settles a write.
+    /// Until it is written to the journal (it survives the process's kill): a task's UPID.
     Written,
+    /// Only until it is queued: the record that settles a write (should a kill lose it, the
+    /// intent or task it settles is still there for the next plan to judge, S29).
+    Queued,
 }
 
 /// The state and the way to the writer.
@@ -79,8 +84,14 @@ pub(crate) fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The writer thread: every record waiting, one append, and one sync when any of them is
-/// awaited durable; a save in its turn.
+/// How long the writer waits for more records once it has one (but a save), so that records
+/// arriving together share one write and one sync: a tenth of a millisecond, against the
+/// milliseconds of the requests around them.
+const LINGER: Duration = Duration::from_micros(100);
+
+/// The writer thread: every record arriving within [`LINGER`], one append, and one sync when
+/// any of them is awaited durable; a save in its turn. `busy` adds up the time spent in the
+/// store's own calls.
 fn write_loop(
     mut store: Box<dyn StateStore + Send>,
     jobs: &mpsc::Receiver<Job>,
@@ -96,45 +107,48 @@ fn write_loop(
                 Err(_) => return,
             },
         };
-        let started = Instant::now();
         let failed = lock(stopped).clone();
+        let timed = |f: &mut dyn FnMut() -> Result<(), String>| {
+            let started = Instant::now();
+            let r = match &failed {
+                Some(why) => Err(why.clone()),
+                None => f(),
+            };
+            let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            busy.fetch_add(spent, Ordering::Relaxed);
+            r
+        };
         match job {
             Job::Save(state, done) => {
-                let r = match &failed {
-                    Some(why) => Err(why.clone()),
-                    None => store.save(&state).map_err(|e| e.to_string()),
-                };
+                let r = timed(&mut || store.save(&state).map_err(|e| e.to_string()));
                 let _ = done.send(r);
             }
             Job::Append(first, done) => {
                 let (mut records, mut waiting) = (vec![*first], Vec::from_iter(done));
-                while let Ok(j) = jobs.try_recv() {
-                    match j {
-                        Job::Append(r, d) => {
+                let until = Instant::now() + LINGER;
+                while let Some(left) = until.checked_duration_since(Instant::now()) {
+                    match jobs.recv_timeout(left) {
+                        Ok(Job::Append(r, d)) => {
                             records.push(*r);
                             waiting.extend(d);
                         }
-                        save @ Job::Save(..) => {
+                        Ok(save) => {
                             next = Some(save);
                             break;
                         }
+                        Err(_) => break,
                     }
                 }
-                let durable = !waiting.is_empty();
-                let r = match &failed {
-                    Some(why) => Err(why.clone()),
-                    None => store.append(&records, durable).map_err(|e| e.to_string()),
-                };
+                let durable = waiting.iter().any(|(w, _)| *w == Wait::Durable);
+                let r = timed(&mut || store.append(&records, durable).map_err(|e| e.to_string()));
                 if let Err(why) = &r {
                     lock(stopped).get_or_insert_with(|| why.clone());
                 }
-                for d in waiting {
+                for (_, d) in waiting {
                     let _ = d.send(r.clone());
                 }
             }
         }
-        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        busy.fetch_add(spent, Ordering::Relaxed);
     }
 }
 
@@ -185,10 +199,8 @@ impl Ledger {
     }
 
     /// Changes `id`'s entry to what `f` makes of it (`None`: leave it as it is; `Some(None)`:
-    /// remove it). With [`Wait::Durable`] it returns once the change is durable; with
-    /// [`Wait::Written`] at once, the change becoming durable with the next durable record (for
-    /// the record that settles a write: should it be lost to a kill, the intent or task it
-    /// settles is still there for the next plan to judge, S29).
+    /// remove it), and returns once it is as far as `wait` says; a change not synced becomes
+    /// durable with the next durable record or the compaction.
     pub(crate) async fn change(
         &self,
         id: &str,
@@ -212,11 +224,11 @@ impl Ledger {
                 entry,
             };
             let (tx, rx) = match wait {
-                Wait::Durable => {
+                Wait::Queued => (None, None),
+                w => {
                     let (tx, rx) = oneshot::channel();
-                    (Some(tx), Some(rx))
+                    (Some((w, tx)), Some(rx))
                 }
-                Wait::Written => (None, None),
             };
             let Some(jobs) = &g.jobs else {
                 return Err(StateError::Stopped("the ledger is closed".to_owned()));

@@ -5,8 +5,9 @@
 //!
 //! - [`Stack::plan`] reads (with the reading client) and says, per resource: noop, create,
 //!   update (the fields that differ, old -> new), delete, retain, forget, resume, refuse (with
-//!   the sentence why), unowned or unreadable. Nothing is written, not even state. The plan
-//!   renders as text ([`Plan`]'s `Display`) and as JSON (`serde`).
+//!   the sentence why), unowned, unreadable or unknown. Nothing is written, not even state. The
+//!   plan renders as text ([`Plan`]'s `Display`) and as JSON (`serde`), and records the state
+//!   revision it was made from.
 //! - [`Stack::deploy`] carries a plan out with the writing client, in dependency order, at most
 //!   [`StackOptions::per_node`] resources of a node and [`StackOptions::cluster`] cluster-wide
 //!   resources at a time (concurrency is bounded per [`Scope`]), and one disruptive write (network
@@ -14,8 +15,9 @@
 //!   write not yet started (S23). A resource whose dependency did not complete is skipped.
 //! - [`Stack::verify`] plans strictly (S3: no read failure folds into absence) and reports the
 //!   drift; it writes nothing.
-//! - [`Stack::plan_destroy`] plans the deletion of everything in state, in reverse dependency
-//!   order; deploy it to destroy (this is the explicit word that S20 asks for guests).
+//! - [`Stack::plan_destroy`] plans the deletion of everything the stack created, in reverse
+//!   dependency order; deploy it to destroy (this is the explicit word that S20 asks for
+//!   guests). What it adopted is retained unless [`Stack::destroy_when_dropped`] names it.
 //!
 //! ```no_run
 //! # async fn run(client: pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -49,14 +51,19 @@
 //!   cluster and a second deploy make zero writes.
 //! - **S20** A resource dropped from the declaration follows its family's removal policy: guests
 //!   are retained (forgotten by the stack, left on the cluster) unless
-//!   [`Stack::destroy_when_dropped`] says otherwise.
+//!   [`Stack::destroy_when_dropped`] says otherwise; an object the stack adopted rather than
+//!   created is retained whatever its family, unless named so.
 //! - **S27** A live object without a state entry is *unowned* and left alone unless its
 //!   declaration ([`Entry::adopt`]) or the run ([`StackOptions::adopt`]) says adopt.
 //! - **S28** The stack holds its state store, which holds an exclusive lock.
-//! - **S29** A task's UPID is written to state before the task is awaited. A later plan shows
-//!   `resume` for it and deploy awaits it, polling with the credential that started it (S14),
-//!   instead of repeating the write. A task that failed, or whose outcome is unknown, stays
-//!   recorded until a deploy sees it end.
+//! - **S29** The intent of every write is recorded before its request leaves (the writes a
+//!   deploy starts together share one sync), and a task's UPID before the task is awaited. A
+//!   later plan resumes a recorded task (or one the node's task list shows the intent started),
+//!   polling with the credential that started it (S14), instead of repeating the write; it
+//!   recognises an object a create left as declared as the stack's own, and refuses one that
+//!   differs. A task that failed, or whose outcome is unknown, stays recorded until a deploy
+//!   sees it end. A deploy refuses a plan made from another state revision: a plan is carried
+//!   out once.
 //! - **S2 / S3** A read failure is `unreadable` (and blocks its dependents); only the first
 //!   contact of a declaration not yet in state may fold it, where the family allows.
 
