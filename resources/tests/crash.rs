@@ -424,3 +424,85 @@ async fn s29_a_plan_is_carried_out_once() {
     let json: serde_json::Value = serde_json::from_str(&plan.to_json()).expect("json");
     assert_eq!(json["revision"], 0);
 }
+
+/// A store that fails every append after the first `ok` ones, as a full disk would.
+struct Failing {
+    inner: FileStore,
+    ok: usize,
+}
+
+impl pve_resources::state::StateStore for Failing {
+    fn load(&self) -> Result<State, pve_resources::state::StateError> {
+        self.inner.load()
+    }
+    fn append(
+        &mut self,
+        records: &[pve_resources::state::Record],
+        durable: bool,
+    ) -> Result<(), pve_resources::state::StateError> {
+        if self.ok == 0 {
+            return Err(pve_resources::state::StateError::Io {
+                path: "state.json.journal".into(),
+                op: "appending",
+                source: std::io::Error::other("No space left on device"),
+            });
+        }
+        self.ok -= 1;
+        self.inner.append(records, durable)
+    }
+    fn save(&mut self, state: &State) -> Result<(), pve_resources::state::StateError> {
+        self.inner.save(state)
+    }
+}
+
+#[tokio::test]
+async fn s29_when_state_cannot_be_recorded_nothing_more_is_sent() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = pve_sdk::Client::builder(sim.url())
+        .token(common::TOKEN, "sim-secret")
+        .build()
+        .expect("client");
+    let store = Failing {
+        inner: FileStore::open(dir.path().join("state.json")).expect("opens"),
+        ok: 0,
+    };
+    let mut s = Stack::new(
+        pve_resources::Clients::single(client),
+        store,
+        fast(Duration::ZERO),
+    )
+    .expect("stack");
+    s.register(pve_resources::families::builtin());
+    s.add("a", Pool::new("a")).expect("adds");
+    s.add("b", Pool::new("b")).expect("adds").after("a");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    // The first intent could not be made durable: no request leaves, for it or after it.
+    assert!(sim.writes().is_empty(), "{:?}", requests(&sim));
+    assert_eq!(
+        report.get("a").and_then(Outcome::kind),
+        Some(ErrorKind::Halted),
+        "{report}"
+    );
+    assert_eq!(
+        report.get("b").and_then(Outcome::kind),
+        Some(ErrorKind::DependencyFailed),
+        "{report}"
+    );
+    let why = report
+        .get("a")
+        .and_then(Outcome::error)
+        .expect("error")
+        .reason()
+        .to_owned();
+    assert!(why.contains("No space left on device"), "{why}");
+    // The stack says so at the next deploy too, before anything is read or written.
+    let plan = s.plan().await.expect("plans");
+    assert!(matches!(
+        s.deploy(&plan, |_| {}).await,
+        Err(StackError::State(_))
+    ));
+    assert!(sim.writes().is_empty());
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::contract::Resource;
+use crate::contract::{error_chain, Resource};
 use crate::state::{
     InFlight, Intent, Origin, Record, ResourceState, State, StateError, StateStore,
 };
@@ -120,7 +120,7 @@ fn write_loop(
         };
         match job {
             Job::Save(state, done) => {
-                let r = timed(&mut || store.save(&state).map_err(|e| e.to_string()));
+                let r = timed(&mut || store.save(&state).map_err(|e| error_chain(&e)));
                 let _ = done.send(r);
             }
             Job::Append(first, done) => {
@@ -140,7 +140,7 @@ fn write_loop(
                     }
                 }
                 let durable = waiting.iter().any(|(w, _)| *w == Wait::Durable);
-                let r = timed(&mut || store.append(&records, durable).map_err(|e| e.to_string()));
+                let r = timed(&mut || store.append(&records, durable).map_err(|e| error_chain(&e)));
                 if let Err(why) = &r {
                     lock(stopped).get_or_insert_with(|| why.clone());
                 }
