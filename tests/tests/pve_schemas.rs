@@ -198,7 +198,7 @@ fn full_generation_is_deterministic() {
     pve_codegen::generate(&config(spec), &b.path().join("g")).expect("second run");
     let ta = pve_codegen::format::read_tree(&a.path().join("g")).expect("reads");
     let tb = pve_codegen::format::read_tree(&b.path().join("g")).expect("reads");
-    assert_eq!(ta.len(), 454);
+    assert_eq!(ta.len(), 455);
     for (name, text) in &ta {
         assert_eq!(Some(text), tb.get(name), "{name} differs between runs");
     }
