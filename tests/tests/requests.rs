@@ -221,7 +221,7 @@ async fn raw_requests_follow_the_same_segment_rule() {
         .raw::<&str, &str>(Method::Get, "/nodes/pve1/qemu/100/config", &[])
         .await
         .expect("reads");
-    assert_eq!(r.data["cores"], "2");
+    assert_eq!(r.data["cores"], 2);
     let with_query = c
         .raw(Method::Get, "/cluster/resources", &[("type", "vm")])
         .await

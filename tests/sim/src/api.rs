@@ -23,12 +23,12 @@ pub enum Answer {
     },
 }
 
-fn ok(v: Value) -> Answer {
+pub(crate) fn ok(v: Value) -> Answer {
     Answer::Data(v, Vec::new())
 }
 
 /// A handler's `die "...\n"`: the message with its newline.
-fn fail(status: u16, message: impl Into<String>) -> Answer {
+pub(crate) fn fail(status: u16, message: impl Into<String>) -> Answer {
     let mut message = message.into();
     message.push('\n');
     Answer::Error {
@@ -38,7 +38,7 @@ fn fail(status: u16, message: impl Into<String>) -> Answer {
     }
 }
 
-fn param_error(field: &str, text: impl Into<String>) -> Answer {
+pub(crate) fn param_error(field: &str, text: impl Into<String>) -> Answer {
     Answer::Error {
         status: 400,
         message: "Parameter verification failed.\n".into(),
@@ -64,19 +64,19 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
-    fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
 
-    fn node(&self) -> &str {
+    pub(crate) fn node(&self) -> &str {
         self.get("node").unwrap_or_default()
     }
 
     /// The keys of `delete` (PVE splits on commas, semicolons and spaces).
-    fn delete_list(&self) -> Vec<String> {
+    pub(crate) fn delete_list(&self) -> Vec<String> {
         self.get("delete")
             .map(|d| {
                 d.split([',', ';', ' '])
@@ -87,14 +87,14 @@ impl Call<'_> {
             .unwrap_or_default()
     }
 
-    fn vmid(&self) -> u32 {
+    pub(crate) fn vmid(&self) -> u32 {
         self.get("vmid")
             .and_then(|v| v.parse().ok())
             .unwrap_or_default()
     }
 }
 
-const NO_QUORUM: &str = "cluster not ready - no quorum?";
+pub(crate) const NO_QUORUM: &str = "cluster not ready - no quorum?";
 
 /// Parameters that steer an operation and are not config keys.
 const CONTROL: &[&str] = &[
@@ -123,6 +123,9 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
             crate::collections::Outcome::Data(v) => ok(v),
             crate::collections::Outcome::Fail(message) => fail(500, message),
         });
+    }
+    if let Some(answer) = crate::guests::dispatch(cluster, call) {
+        return Some(answer);
     }
     Some(match (op.method.as_str(), op.path.as_str()) {
         // pve-manager PVE/API2.pm `version`: version, release and repoid from
@@ -275,20 +278,22 @@ fn lxc_status(g: &Guest, vmid: u32) -> Answer {
     ok(Value::Object(v))
 }
 
+/// The config keys of a create or update: control parameters taken out, a network device
+/// given its generated MAC address, tags made unique. Drives are allocated where the write
+/// happens ([`allocate_drives`]).
 fn config_keys(call: &Call<'_>) -> Vec<(String, String)> {
     let vmid = call.vmid();
     call.params
         .iter()
         .filter(|(k, _)| !CONTROL.contains(&k.as_str()))
         .map(|(k, v)| {
-            let indexed = |prefix: &str| {
-                k.strip_prefix(prefix)
-                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            };
-            if indexed("net") {
+            let net = k
+                .strip_prefix("net")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if net {
                 (k.clone(), with_mac(v, vmid, k))
-            } else if ["scsi", "virtio", "sata", "ide"].into_iter().any(indexed) {
-                (k.clone(), allocated(v, vmid, k))
+            } else if k == "tags" {
+                (k.clone(), crate::guests::unique_tags(v))
             } else {
                 (k.clone(), v.clone())
             }
@@ -296,26 +301,53 @@ fn config_keys(call: &Call<'_>) -> Vec<(String, String)> {
         .collect()
 }
 
-/// PVE allocates a disk given as `STORAGE:SIZE_GIB` and prints the new volume with its size
-/// last: `local-lvm:32,iothread=1` becomes `local-lvm:vm-100-disk-0,iothread=1,size=32G`. The
-/// simulator numbers the volume after the key's index. Anything else is kept as written.
-fn allocated(value: &str, vmid: u32, key: &str) -> String {
-    let (first, rest) = value.split_once(',').unwrap_or((value, ""));
-    let first = first.strip_prefix("file=").unwrap_or(first);
-    let Some((storage, size)) = first.split_once(':') else {
-        return value.to_owned();
-    };
-    if size.is_empty() || !size.bytes().all(|b| b.is_ascii_digit()) {
-        return value.to_owned();
+/// qemu-server `src/PVE/API2/Qemu.pm` create_disks over the drives of `set`, in key order
+/// (`$foreach_volume_with_alloc` sorts them): each new volume allocated beside those of
+/// `config`, each drive printed as PVE prints it. Returns the log line of each volume made
+/// ("KEY: successfully created disk '...'").
+fn allocate_drives(
+    set: &mut [(String, String)],
+    vmid: u32,
+    config: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut taken = Vec::new();
+    let mut log = Vec::new();
+    set.sort_by(|a, b| a.0.cmp(&b.0));
+    for (k, v) in set.iter_mut() {
+        if !crate::guests::is_qemu_drive(k) {
+            continue;
+        }
+        let (printed, allocated) = crate::guests::qemu_drive(k, v, vmid, config, &mut taken);
+        if allocated {
+            log.push(format!("{k}: successfully created disk '{printed}'"));
+        }
+        *v = printed;
     }
-    let n: String = key.chars().filter(char::is_ascii_digit).collect();
-    let mut out = format!("{storage}:vm-{vmid}-disk-{n}");
-    for part in rest.split(',').filter(|p| !p.is_empty()) {
-        out.push(',');
-        out.push_str(part);
+    log
+}
+
+/// qemu-server `src/PVE/API2/Qemu.pm` create_vm and update_vm_api: `sshkeys` is URL-encoded
+/// and each of its keys must be one `ssh-keygen` reads ("SSH public key validation error").
+fn bad_ssh_keys(call: &Call<'_>) -> Option<Answer> {
+    let keys = call.get("sshkeys")?;
+    match crate::guests::uri_unescape(keys) {
+        Some(text) if crate::guests::valid_ssh_keys(&text) => None,
+        _ => Some(fail(500, "SSH public key validation error")),
     }
-    out.push_str(&format!(",size={size}G"));
-    out
+}
+
+/// A clone's network device: qemu-server clone_vm "always change MAC! address" (here a MAC
+/// derived from the new vmid and the key, so it is stable).
+pub(crate) fn new_mac(value: &str, vmid: u32, key: &str) -> String {
+    let kept: Vec<&str> = value
+        .split(',')
+        .filter(|p| !p.starts_with("macaddr="))
+        .map(|p| match p.split_once('=') {
+            Some((model, _)) if NET_MODELS.contains(&model) => model,
+            _ => p,
+        })
+        .collect();
+    with_mac(&kept.join(","), vmid, key)
 }
 
 /// PVE gives a network device without a MAC address a generated one (`BC:24:11:..`) and prints
@@ -374,6 +406,9 @@ const NET_MODELS: &[&str] = &[
 ];
 
 fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    if let Some(bad) = bad_ssh_keys(call) {
+        return bad;
+    }
     if !cluster.quorate {
         return fail(500, NO_QUORUM);
     }
@@ -388,9 +423,11 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         );
     }
     let node = call.node().to_owned();
-    let config = config_keys(call).into_iter().collect();
+    let mut set = config_keys(call);
     let start = call.get("start").is_some_and(|s| s == "1");
     let upid = cluster.start_task(&node, "qmcreate", &vmid.to_string(), call.credential, |c| {
+        let mut log = allocate_drives(&mut set, vmid, &Default::default());
+        let config = set.into_iter().collect();
         c.guests.insert(
             vmid,
             Guest {
@@ -401,14 +438,13 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                 lock: None,
             },
         );
-        // qemu-server src/PVE/API2/Qemu.pm create_vm: the worker prints only what it runs
-        // after the create ("Execute autostart" with `start`; allocating disks prints what the
-        // storage tools print, which is not modelled).
-        Ok(if start {
-            vec!["Execute autostart".to_owned()]
-        } else {
-            Vec::new()
-        })
+        // qemu-server src/PVE/API2/Qemu.pm create_vm: the worker prints a line per volume it
+        // made (create_disks), then what it runs after the create ("Execute autostart" with
+        // `start`); what the storage tools print is not modelled.
+        if start {
+            log.push("Execute autostart".to_owned());
+        }
+        Ok(log)
     });
     ok(Value::from(upid))
 }
@@ -417,7 +453,7 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
 /// quorate and no lock is held (PVE's order of checks and messages).
 /// The pid of the API daemon's worker that runs a synchronous call (it names the temporary
 /// file of a config write).
-const DAEMON_PID: u32 = 2048;
+pub(crate) const DAEMON_PID: u32 = 2048;
 
 /// pve-common `src/PVE/Tools.pm` lock_file_full's text when the config's file lock is held
 /// past the 10 s of guest-common `src/PVE/AbstractConfig.pm` lock_config.
@@ -459,8 +495,11 @@ fn qemu_guest<'c>(cluster: &'c Cluster, call: &Call<'_>) -> Result<&'c Guest, An
 fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    let set = config_keys(call);
+    let mut set = config_keys(call);
     let deletes = call.delete_list();
+    if let Some(bad) = bad_ssh_keys(call) {
+        return bad;
+    }
     if set.is_empty() && deletes.is_empty() && call.get("revert").is_none() {
         return fail(500, "no options specified");
     }
@@ -489,6 +528,7 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
             for k in &deletes {
                 g.config.remove(k);
             }
+            allocate_drives(&mut set, vmid, &g.config);
             for (k, v) in set {
                 g.config.insert(k, v);
             }

@@ -12,6 +12,7 @@ pub mod apidoc;
 pub mod collections;
 pub mod facts;
 pub mod faults;
+pub mod guests;
 pub mod layout;
 mod listen;
 mod server;

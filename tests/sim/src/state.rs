@@ -109,7 +109,7 @@ impl Guest {
         let mut m: Map<String, Value> = self
             .config
             .iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .map(|(k, v)| (k.clone(), typed(self.kind, k, v)))
             .collect();
         if let Some(l) = &self.lock {
             m.insert("lock".into(), Value::from(l.clone()));
@@ -127,6 +127,41 @@ impl Guest {
             "Configuration file 'nodes/{node}/{}/{vmid}.conf' does not exist",
             kind.conf_dir()
         )
+    }
+}
+
+/// A config value as the config parser returns it (qemu-server `src/PVE/QemuServer.pm` and
+/// pve-container `src/PVE/LXC/Config.pm` check_type): a boolean as `1`/`0` and an integer as a
+/// number, everything else as its text. The types are those of the config update's
+/// parameters.
+fn typed(kind: GuestKind, key: &str, value: &str) -> Value {
+    use std::sync::OnceLock;
+    static UPDATES: OnceLock<[Option<&'static crate::facts::Op>; 2]> = OnceLock::new();
+    let ops = UPDATES.get_or_init(|| {
+        let find = |path: &str| {
+            crate::facts::operations()
+                .iter()
+                .find(|o| o.method == "PUT" && o.path == path)
+        };
+        [
+            find("/nodes/{node}/qemu/{vmid}/config"),
+            find("/nodes/{node}/lxc/{vmid}/config"),
+        ]
+    });
+    let op = match kind {
+        GuestKind::Qemu => ops[0],
+        GuestKind::Lxc => ops[1],
+    };
+    match op.and_then(|o| o.param(key)).map(|p| p.ty.as_str()) {
+        Some("integer") if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => value
+            .parse::<u64>()
+            .map_or_else(|_| Value::from(value), Value::from),
+        Some("boolean") => match value {
+            "1" | "on" | "yes" | "true" => Value::from(1),
+            "0" | "off" | "no" | "false" => Value::from(0),
+            other => Value::from(other),
+        },
+        _ => Value::from(value),
     }
 }
 

@@ -235,6 +235,33 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                     );
                 });
             }
+            // `do:METHOD PATH FORM`: a request made first with the simulator's token (a create
+            // whose result the row reads); it must answer 200 and a task it starts must end OK.
+            Some(("do", rest)) => {
+                let mut parts = rest.splitn(3, ' ');
+                let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                let form = parts.next().unwrap_or("");
+                let mut head = vec![
+                    format!("{method} /api2/json{path} HTTP/1.1"),
+                    "Authorization: PVEAPIToken=root@pam!sim=sim-secret".to_owned(),
+                ];
+                if !form.is_empty() {
+                    head.push("Content-Type: application/x-www-form-urlencoded".to_owned());
+                }
+                let got = exchange(sim.addr(), &head, form.as_bytes())
+                    .await
+                    .expect("answers");
+                assert_eq!(got.status, 200, "{}: setup {step:?} failed", row.id);
+                if let Some(upid) = upid_of(&got) {
+                    let (status, log) = task_outcome(&sim, &upid).await;
+                    assert_eq!(
+                        status.as_deref(),
+                        Some("OK"),
+                        "{}: setup {step:?}: {log:?}",
+                        row.id
+                    );
+                }
+            }
             None if step == "noquorum" => sim.with_cluster(|c| c.quorate = false),
             None if step == "standalone" => {}
             _ => panic!("{}: unknown setup step {step:?}", row.id),

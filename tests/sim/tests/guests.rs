@@ -85,7 +85,8 @@ async fn create_read_update_with_digest_and_destroy_a_vm() {
     let (status, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/config", &[]).await;
     assert_eq!(status, 200);
     assert_eq!(body["data"]["name"], "web1");
-    assert_eq!(body["data"]["cores"], "2");
+    // An integer key reads back as a number (qemu-server check_type: `int($1)`).
+    assert_eq!(body["data"]["cores"], 2);
     let digest = body["data"]["digest"].as_str().expect("digest").to_owned();
     assert_eq!(digest.len(), 40);
 
@@ -110,7 +111,7 @@ async fn create_read_update_with_digest_and_destroy_a_vm() {
         json!({"data": null, "message": "checksum mismatch (file change by other user?)\n"})
     );
     let (_, body) = call(&sim, "GET", "/nodes/pve1/qemu/100/config", &[]).await;
-    assert_eq!(body["data"]["cores"], "4");
+    assert_eq!(body["data"]["cores"], 4);
     assert!(body["data"].get("name").is_none());
 
     let (_, body) = call(&sim, "GET", "/cluster/resources", &[("type", "vm")]).await;
