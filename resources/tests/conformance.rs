@@ -44,7 +44,7 @@ async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
     s.add("x", case.decl.clone()).expect("adds");
     let plan = s.plan().await.expect("plans");
     assert!(
-        matches!(plan.entries[0].action, Action::Create),
+        matches!(plan.entries[0].action, Action::Create { .. }),
         "{name}: {plan}"
     );
     assert!(

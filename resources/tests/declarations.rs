@@ -9,7 +9,8 @@ use pve_resources::contract::ErrorKind;
 use pve_resources::engine::StackError;
 use pve_resources::families::access::User;
 use pve_resources::families::network::Iface;
-use pve_resources::families::qemu::{disk::Disk, Vm};
+use pve_resources::families::qemu::Vm;
+use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::Secret;
 

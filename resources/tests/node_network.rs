@@ -28,7 +28,10 @@ async fn s01_absent_only_on_the_typed_not_found_and_created_then_adopted_for_fre
     let mut s = stack(&sim, dir.path());
     s.add("br", vmbr9()).expect("adds");
     let plan = s.plan().await.expect("plans");
-    assert!(matches!(plan.entries[0].action, Action::Create), "{plan}");
+    assert!(
+        matches!(plan.entries[0].action, Action::Create { .. }),
+        "{plan}"
+    );
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
     assert_eq!(
         lines(&sim),
@@ -73,7 +76,10 @@ async fn s03_strict_when_known_fold_only_on_first_contact() {
     };
     // First contact folds the unrelated failure into a create (PVE would refuse it loudly).
     let plan = s.plan().await.expect("plans");
-    assert!(matches!(plan.entries[0].action, Action::Create), "{plan}");
+    assert!(
+        matches!(plan.entries[0].action, Action::Create { .. }),
+        "{plan}"
+    );
     // verify is strict.
     let verified = s.verify().await.expect("verifies");
     assert!(

@@ -9,7 +9,8 @@ use pve_resources::engine::Stack;
 use pve_resources::families::access::{Group, Role, User};
 use pve_resources::families::network::{Iface, NetworkApply};
 use pve_resources::families::pool::Pool;
-use pve_resources::families::qemu::{disk::Disk, Vm};
+use pve_resources::families::qemu::Vm;
+use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::{CreateNetwork, Type};
 use pve_sdk::Secret;
 

@@ -195,7 +195,7 @@ async fn s17_a_vmid_on_another_node_or_an_lxc_is_refused_and_a_free_one_is_creat
     let s = stack(&sim, dir.path(), web());
     assert_eq!(
         s.plan().await.expect("plans").entries[0].action,
-        Action::Create
+        Action::Create { steps: vec![] }
     );
     sim.add_guest("pve2", 100, GuestKind::Qemu, &[]);
     let plan = s.plan().await.expect("plans");

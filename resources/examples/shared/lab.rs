@@ -4,8 +4,8 @@
 use pve_resources::engine::{Event, Outcome, Stack, StackError};
 use pve_resources::families::network::Iface;
 use pve_resources::families::network::NetworkApply;
-use pve_resources::families::qemu::disk::Disk;
 use pve_resources::families::qemu::Vm;
+use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::{CreateNetwork, Type};
 
 /// Declares the lab on `node`, with guests `first_vmid` and `first_vmid + 1` whose disks are on

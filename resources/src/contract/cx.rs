@@ -1,12 +1,20 @@
 //! What the engine hands a family: the clients by role ([`Clients`]) and, per phase, a [`Cx`]
 //! with the phase's client and the reads families share.
 
-use std::sync::Arc;
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pve_sdk::generated::cluster::resources::{ResourcesError, ResourcesResponseItem};
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::Client;
+
+use crate::contract::{ErrorKind, Failure};
+
+/// One shared read's cell: filled once, by the first asker whose read succeeds.
+type SharedCell = Arc<tokio::sync::OnceCell<Arc<dyn Any + Send + Sync>>>;
 
 /// What the engine hands a family: the client for this phase and the shared reads.
 #[derive(Debug)]
@@ -16,6 +24,7 @@ pub struct Cx {
     await_options: AwaitOptions,
     lock_wait: Duration,
     guests: tokio::sync::OnceCell<Vec<ResourcesResponseItem>>,
+    shared: Mutex<BTreeMap<String, SharedCell>>,
 }
 
 impl Cx {
@@ -27,6 +36,7 @@ impl Cx {
             await_options,
             lock_wait,
             guests: tokio::sync::OnceCell::new(),
+            shared: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -49,6 +59,50 @@ impl Cx {
             .as_ref()
             .and_then(|c| c.for_credential(id))
             .unwrap_or(&self.client)
+    }
+
+    /// The credential the stack deploys with (`root@pam`, `ops@pve!deploy`): what PVE's
+    /// permission checks for a write will see, which a probe may need to say a write would be
+    /// refused before anything is sent (a container's feature flags).
+    pub fn writer_id(&self) -> &str {
+        self.clients
+            .as_ref()
+            .map_or(self.client.credential_id(), |c| c.writer().credential_id())
+    }
+
+    /// A read shared by every family that asks under the same `key` in this phase (a template's
+    /// config that many clones read, a list many entries are found in): made once, by the
+    /// first asker; concurrent askers wait for it. A failed read is not kept, so each asker
+    /// sees a failure of its own.
+    ///
+    /// # Errors
+    ///
+    /// The read's failure; [`ErrorKind::Panicked`] when `key` was filled with another type (two
+    /// families using one key for different reads: a bug).
+    pub async fn shared<T, F, Fut>(&self, key: &str, read: F) -> Result<Arc<T>, Failure>
+    where
+        T: Send + Sync + 'static,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let cell = {
+            let mut map = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(key.to_owned()).or_default().clone()
+        };
+        let value = cell
+            .get_or_try_init(|| async {
+                read()
+                    .await
+                    .map(|v| Arc::new(v) as Arc<dyn Any + Send + Sync>)
+            })
+            .await?
+            .clone();
+        value.downcast::<T>().map_err(|_| {
+            Failure::new(
+                ErrorKind::Panicked,
+                format!("the shared read {key:?} holds another type"),
+            )
+        })
     }
 
     /// How tasks are awaited.

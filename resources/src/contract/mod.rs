@@ -59,6 +59,12 @@ pub struct Change {
 pub enum Probe {
     /// The typed absence said it does not exist.
     Absent,
+    /// Absent, and its create takes these steps, which the plan shows under its line (a clone:
+    /// what the clone sets, what the update after it sets, which disks grow).
+    AbsentVia {
+        /// The steps, one sentence each.
+        steps: Vec<String>,
+    },
     /// It exists; these declared fields differ (none: it matches).
     Present {
         /// The differing fields.
@@ -130,6 +136,10 @@ pub struct TaskRef {
     pub kind: &'static str,
     /// The task's id (`100`, `networking`).
     pub id: String,
+    /// Whether other objects' writes run tasks of the same type and id (a clone's task has
+    /// its template's vmid): then more than one candidate in the list is no answer, and the
+    /// outcome stays unknown.
+    pub shared_id: bool,
 }
 
 /// A declared object of some family. See the module documentation for the contract.

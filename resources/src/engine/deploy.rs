@@ -79,7 +79,7 @@ impl Stack {
         for &i in wave {
             let e = &plan.entries[i];
             let (action, origin, declared) = match &e.action {
-                Action::Create => ("create", Origin::Created, found[i].declared()),
+                Action::Create { .. } => ("create", Origin::Created, found[i].declared()),
                 Action::Update { .. } => ("update", Origin::Adopted, found[i].declared()),
                 Action::Delete => {
                     // Without a readable last declaration the worker refuses (S19): no intent.

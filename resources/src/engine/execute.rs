@@ -186,10 +186,10 @@ impl Worker {
             }
         };
         match &entry.action {
-            Action::Create | Action::Update { .. } => {
+            Action::Create { .. } | Action::Update { .. } => {
                 // Its intent was recorded with its wave's (the deploy's scheduler, S29).
                 let (task, origin) = match &entry.action {
-                    Action::Create => ("create", Origin::Created),
+                    Action::Create { .. } => ("create", Origin::Created),
                     _ => ("update", Origin::Adopted),
                 };
                 let done = match &entry.action {
@@ -365,7 +365,7 @@ impl Worker {
             None => Origin::Created,
         };
         match (task, probe) {
-            ("destroy", Ok(Probe::Absent)) => {
+            ("destroy", Ok(Probe::Absent | Probe::AbsentVia { .. })) => {
                 self.forgotten(entry, Outcome::Deleted, "destroyed, but state")
                     .await
             }
@@ -383,7 +383,7 @@ impl Worker {
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
-            (_, Ok(Probe::Absent)) => {
+            (_, Ok(Probe::Absent | Probe::AbsentVia { .. })) => {
                 not(format!("the {task} task ended OK but the object is absent"))
             }
             (_, Ok(Probe::Refuse(r))) => not(format!("after the {task} task: {r}")),

@@ -25,8 +25,13 @@ pub enum Action {
         /// Whether deploy records it in state as adopted.
         adopt: bool,
     },
-    /// Absent: create it.
-    Create,
+    /// Absent: create it, in the steps listed (a clone and the update after it; none for a
+    /// plain create).
+    Create {
+        /// The create's steps, one sentence each, as the family described them.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        steps: Vec<String>,
+    },
     /// Differs: write these fields.
     Update {
         /// The differing fields.
@@ -76,7 +81,7 @@ impl Action {
     pub fn name(&self) -> &'static str {
         match self {
             Action::Noop { .. } => "noop",
-            Action::Create => "create",
+            Action::Create { .. } => "create",
             Action::Update { .. } => "update",
             Action::Delete => "delete",
             Action::Retain => "retain",
@@ -93,7 +98,7 @@ impl Action {
     pub fn writes(&self) -> bool {
         matches!(
             self,
-            Action::Create | Action::Update { .. } | Action::Delete | Action::Resume { .. }
+            Action::Create { .. } | Action::Update { .. } | Action::Delete | Action::Resume { .. }
         )
     }
 
@@ -443,6 +448,11 @@ async fn judge(
                 return (Action::Resume { upid, task }, Guard::default());
             }
             Ok(None) => {}
+            // More than one task that could be its own: nothing tells which (S16).
+            Err(f) if f.kind() == ErrorKind::OutcomeUnknown => {
+                let error = ResourceError::failed(object, f);
+                return (Action::Unknown { error }, Guard::default());
+            }
             Err(f) => {
                 let error = ResourceError::failed(object, f);
                 return (Action::Unreadable { error }, Guard::default());
@@ -493,7 +503,8 @@ fn map_probe(
             },
             Guard::default(),
         ),
-        Ok(Probe::Absent) => (Action::Create, Guard::default()),
+        Ok(Probe::Absent) => (Action::Create { steps: Vec::new() }, Guard::default()),
+        Ok(Probe::AbsentVia { steps }) => (Action::Create { steps }, Guard::default()),
         // A create an earlier deploy sent and did not see end found something that is not what
         // it declared: a half-done create, or someone else took the object (S29).
         Ok(Probe::Present { changes, .. })

@@ -35,7 +35,7 @@ impl fmt::Display for Plan {
             let sigil = match &e.action {
                 Action::Noop { adopt: false } => " ",
                 Action::Noop { adopt: true } => "&",
-                Action::Create => "+",
+                Action::Create { .. } => "+",
                 Action::Update { .. } => "~",
                 Action::Delete => "-",
                 Action::Retain | Action::Forget => ".",
@@ -58,6 +58,11 @@ impl fmt::Display for Plan {
                 other => other.name().to_owned(),
             };
             writeln!(f, "  {sigil} {:<width$}  {}: {what}", e.id, e.object)?;
+            if let Action::Create { steps } = &e.action {
+                for step in steps {
+                    writeln!(f, "      > {step}")?;
+                }
+            }
             if let Action::Update { changes, .. } | Action::Unowned { changes } = &e.action {
                 for c in changes {
                     match &c.old {

@@ -53,17 +53,8 @@ pub enum Unset {
     Never,
 }
 
-/// A write-only secret field: sent at create, never read, recorded or compared (S26), and sent
-/// again only when `rotation` differs from the marker recorded at the last deploy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteOnly {
-    /// The field's wire key (`password`).
-    pub key: &'static str,
-    /// Whether the declaration holds a value for it.
-    pub has_value: bool,
-    /// The rotation marker the user bumps to send the value again (`None`: never re-sent).
-    pub rotation: Option<String>,
-}
+use crate::kit::secret::marker_key;
+pub use crate::kit::secret::WriteOnly;
 
 /// The fields an update always carries ([`ConfigObject::carried`]): per value, its forms.
 pub type Carried = &'static [&'static [&'static [&'static str]]];
@@ -292,11 +283,6 @@ pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> Failure {
     .into()
 }
 
-/// Where state records a write-only field's rotation marker (never its value).
-fn marker_key(key: &str) -> String {
-    format!("rotate:{key}")
-}
-
 /// The declared keys that differ from `live` (both normalised).
 fn changes_of<T: ConfigObject>(
     obj: &T,
@@ -382,25 +368,9 @@ fn plan_present<T: ConfigObject>(
     }
     // A write-only field is sent again only when its marker moved since the last deploy; an
     // object not in state (adopted) records the marker without sending.
-    for w in obj.write_only() {
-        let (Some(now), Some(last)) = (&w.rotation, recorded) else {
-            continue;
-        };
-        let was = last.get(&marker_key(w.key));
-        if was == Some(now) {
-            continue;
-        }
-        if !w.has_value {
-            return Probe::Refuse(format!(
-                "rotation {now:?} of {} is declared without a value to send",
-                w.key
-            ));
-        }
-        changes.push(Change {
-            key: w.key.to_owned(),
-            old: was.map(|m| format!("rotation {m}")),
-            new: format!("rotation {now} (write-only: the value is sent, never shown)"),
-        });
+    match crate::kit::secret::rotations(&obj.write_only(), recorded) {
+        Ok(rotated) => changes.extend(rotated),
+        Err(why) => return Probe::Refuse(why),
     }
     if !changes.is_empty() {
         if let Some(why) = obj.refusal(Some(&live)) {

@@ -53,7 +53,8 @@ const CLOCK_SLACK: u64 = 60;
 /// Looks in `task.node`'s task list (active and archived) for the task of `task.kind` and
 /// `task.id` that `credential` started at or after `since` (seconds since the epoch, less a
 /// minute of clock slack): the newest such, when a deploy was killed before recording its UPID
-/// (S29).
+/// (S29). When the task's id is shared with other objects' writes, more than one candidate is
+/// an unknown outcome, never a guess.
 ///
 /// # Errors
 ///
@@ -82,12 +83,25 @@ pub async fn find(
             None => user == credential,
         }
     };
-    let newest = rows
+    let mut found: Vec<_> = rows
         .iter()
         .filter(|r| r.type_.as_deref() == Some(task.kind) && r.id.as_deref() == Some(&task.id))
         .filter(|r| by(r) && r.starttime.is_some_and(|s| s >= 0 && s as u64 >= since))
-        .max_by_key(|r| r.starttime);
-    match newest.and_then(|r| r.upid.as_deref()) {
+        .collect();
+    if task.shared_id && found.len() > 1 {
+        return Err(Failure::new(
+            ErrorKind::OutcomeUnknown,
+            format!(
+                "{} {} tasks of {} started on {} since the write was sent, and other writes run the same task: which one is this object's cannot be told",
+                found.len(),
+                task.kind,
+                task.id,
+                task.node
+            ),
+        ));
+    }
+    found.sort_by_key(|r| r.starttime);
+    match found.last().and_then(|r| r.upid.as_deref()) {
         Some(u) => u
             .parse()
             .map(Some)

@@ -222,6 +222,8 @@ impl Resource for NetworkApply {
             node: self.node.clone(),
             kind: "srvreload",
             id: "networking".to_owned(),
+            // One apply per node in a stack.
+            shared_id: false,
         })
     }
 

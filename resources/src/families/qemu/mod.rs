@@ -1,42 +1,56 @@
 //! The `Vm` family (QEMU guests), hand-written on the kit.
 //!
+//! A VM is created plainly or by cloning another ([`clone`]), with its disks, EFI vars and TPM
+//! state volumes, and cloud-init ([`cloudinit`]); afterwards its declared fields are kept and
+//! its disks grow to their declared sizes.
+//!
 //! # Guarantees
 //!
 //! - **S7 Undeclared means unmanaged.** Only declared fields are compared or sent; nothing is
 //!   defaulted; a network device's undeclared sub-keys (its generated MAC) keep their live value.
 //! - **S8** Both sides are compared in PVE's wire form (booleans `0`/`1`, property strings in
-//!   their canonical print, `tags` as a set); property-string keys the schema does not know are
-//!   refused before any write.
+//!   their canonical print, `tags` as a lower-case set as PVE stores them, `sshkeys` decoded,
+//!   `ipconfigN` as pairs); property-string keys the schema does not know are refused before any
+//!   write.
 //! - **S6 Adoption costs nothing.** A matching guest is a noop; an update sends only the
 //!   differing keys, never an empty form.
-//! - **S9 Optimistic concurrency.** An update sends the `digest` of the plan's own read; a
-//!   `ChecksumMismatch` is [`ErrorKind::Changed`], never retried.
-//! - **S10** A locked guest is waited for, bounded, before an update or destroy.
+//! - **S9 Optimistic concurrency.** The first write of an update carries the `digest` of the
+//!   plan's own read; a `ChecksumMismatch` (or a resize's changed digest) is
+//!   [`ErrorKind::Changed`], never retried.
+//! - **S10** A locked guest is waited for, bounded, before an update, a resize or a destroy.
 //! - **S11** An update never deletes a key, so it never sets and deletes the same key.
 //! - **S4 A 200 is not evidence.** Every create and update is read back.
-//! - **S13 / S14 / S29** Create and destroy are tasks: recorded, then awaited (the kit).
+//! - **S13 / S14 / S29** Create, clone, resize and destroy are tasks: recorded, then awaited
+//!   (the kit); a deploy killed before recording one finds it in the node's task list.
 //! - **S17** A vmid held by another node or an LXC container is refused with a sentence, from
 //!   the stack's one read of `/cluster/resources`.
-//! - **S18** Disks are never moved, shrunk or replaced ([`disk`]).
+//! - **S18** Disks are never moved, shrunk or replaced; a disk smaller than declared grows by
+//!   PVE's resize task to the declared absolute size ([`crate::kit::volume`]). EFI and TPM state
+//!   volumes are made at create and never remade.
 //! - **S19** Destroy only what still matches the last declaration, without force, purge or
 //!   skiplock. **S20** Dropped from a declaration, a guest is retained.
+//! - **S26** `cipassword` is write-only: sent at create (or with the update after a clone),
+//!   never recorded or compared, and sent again only when `cipassword_rotation` moves.
 
-pub mod disk;
+pub mod clone;
+pub mod cloudinit;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pve_sdk::generated::index::{
-    Net as NetIndex, Sata as SataIndex, Scsi as ScsiIndex, Virtio as VirtioIndex,
+    Ide as IdeIndex, Ipconfig as IpconfigIndex, Net as NetIndex, Sata as SataIndex,
+    Scsi as ScsiIndex, Virtio as VirtioIndex,
 };
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{
     UpdateVm, UpdateVmError, VmConfig, VmConfigResponse,
 };
+use pve_sdk::generated::nodes::node::qemu::vmid::resize::ResizeVm;
 use pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm;
 use pve_sdk::generated::nodes::node::qemu::{
-    Agent, Bios, CreateVm, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
+    Agent, Bios, CreateVm, Ide, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
 };
-use pve_sdk::{Client, Indexed};
+use pve_sdk::{Client, Indexed, Secret};
 use serde::Serialize;
 
 use crate::contract::{
@@ -44,10 +58,13 @@ use crate::contract::{
     Scope, TaskRef,
 };
 use crate::kit::guest::{self, GuestType, Owner};
+use crate::kit::secret::WriteOnly;
+use crate::kit::volume::{self, Disk, StateDisk};
 use crate::state::ResourceState;
-use disk::{Disk, DiskDiff};
+use clone::CloneOf;
+use cloudinit::CloudInitDrive;
 
-/// A declared QEMU guest. `None` fields (and absent `net` indices) are not managed.
+/// A declared QEMU guest. `None` fields (and absent `net`, `ipconfig` indices) are not managed.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Vm {
     /// Its node.
@@ -86,15 +103,48 @@ pub struct Vm {
     pub protection: Option<bool>,
     /// `scsihw`.
     pub scsihw: Option<Scsihw>,
-    /// `tags`, compared as a set (PVE sorts them).
+    /// `tags`, compared as a set, lower-cased (PVE's default tag style stores them so).
     pub tags: Option<String>,
     /// `net0`, `net1`, ...
     #[serde(flatten)]
     pub net: Indexed<Net, NetIndex>,
-    /// Disks by key (`scsi0`, `virtio0`, `sata0`...): allocated at create, then compared on
-    /// storage, size and declared options ([`disk`]).
+    /// Disks by key (`scsi0`, `virtio0`, `sata0`, `ide0`...): allocated at create, then
+    /// compared on storage, size and declared options, and grown by PVE's resize
+    /// ([`crate::kit::volume`]).
     #[serde(skip)]
     pub disks: BTreeMap<String, Disk>,
+    /// The EFI vars volume `efidisk0` (with `bios` `ovmf`), made at create.
+    #[serde(skip)]
+    pub efidisk: Option<StateDisk>,
+    /// The TPM state volume `tpmstate0`, made at create.
+    #[serde(skip)]
+    pub tpmstate: Option<StateDisk>,
+    /// The cloud-init drive the cloud-init fields need.
+    #[serde(skip)]
+    pub cloudinit_drive: Option<CloudInitDrive>,
+    /// Cloud-init `ciuser`.
+    pub ciuser: Option<String>,
+    /// Cloud-init `ipconfig0`, `ipconfig1`... (`ip=dhcp`, `ip=10.0.0.5/24,gw=10.0.0.1`).
+    #[serde(flatten)]
+    pub ipconfig: Indexed<String, IpconfigIndex>,
+    /// Cloud-init `nameserver` (addresses in order).
+    pub nameserver: Option<String>,
+    /// Cloud-init `searchdomain`.
+    pub searchdomain: Option<String>,
+    /// Cloud-init `sshkeys`, one public key per line, as plain text: sent URL-encoded,
+    /// compared decoded.
+    #[serde(skip)]
+    pub sshkeys: Option<String>,
+    /// Cloud-init `cipassword`, write-only (S26): sent at create, and again when
+    /// `cipassword_rotation` changes.
+    #[serde(skip)]
+    pub cipassword: Option<Secret>,
+    /// The rotation marker of `cipassword` (any text); recorded in state.
+    #[serde(skip)]
+    pub cipassword_rotation: Option<String>,
+    /// Create by cloning this source instead of a plain create.
+    #[serde(skip)]
+    pub clone: Option<CloneOf>,
 }
 
 /// Why a guest could not be brought to its declaration; [`Failure`]'s kind says which rule.
@@ -136,8 +186,18 @@ pub enum VmError {
     Write {
         /// The guest.
         object: ObjectRef,
-        /// `create`, `update` or `destroy`.
+        /// `create`, `clone`, `update`, `resize` or `destroy`.
         action: &'static str,
+        /// What happened.
+        #[source]
+        source: Failure,
+    },
+    /// The clone was made, and what follows it on the clone did not confirm success: the
+    /// clone is this stack's, and the next plan shows what is left.
+    #[error("{object}: cloned, but the update after the clone did not confirm success")]
+    AfterClone {
+        /// The guest.
+        object: ObjectRef,
         /// What happened.
         #[source]
         source: Failure,
@@ -188,70 +248,166 @@ impl From<VmError> for Failure {
             }
             VmError::Unrecognisable { .. } => ErrorKind::Refused,
             VmError::Inexpressible { .. } => ErrorKind::Inexpressible,
-            VmError::NotConverged { .. } => ErrorKind::NotConverged,
+            // Written: never "nothing was written", so the intent stays for the next plan.
+            VmError::NotConverged { .. } | VmError::AfterClone { .. } => ErrorKind::NotConverged,
         };
         Failure::new(kind, e)
     }
 }
 
+/// A guest's live config as it is compared: the wire map, the typed parts declared sub-keys
+/// are overlaid on, the digest and the lock.
+#[derive(Debug, Clone)]
+struct Live {
+    map: BTreeMap<String, String>,
+    net: Indexed<Net, NetIndex>,
+    agent: Option<Agent>,
+    digest: String,
+    lock: Option<String>,
+}
+
+impl Live {
+    fn of(cfg: &VmConfigResponse) -> Live {
+        let mut map = crate::kit::wire::wire_map(cfg);
+        for k in ["digest", "lock"] {
+            map.remove(k);
+        }
+        Live {
+            map,
+            net: cfg.net.clone(),
+            agent: cfg.agent.clone(),
+            digest: cfg.digest.clone(),
+            lock: cfg.lock.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
 /// Reads the guest's config: `None` only on the typed `QemuConfigNotFound` (S1).
-async fn read(client: &Client, vm: &Vm) -> Result<Option<VmConfigResponse>, VmError> {
-    crate::kit::read::get(client, &VmConfig::new(vm.node.clone(), vm.vmid))
-        .await
-        .map_err(|source| VmError::Unreadable {
-            object: vm.object_ref(),
-            source,
-        })
+async fn read_at(client: &Client, node: &str, vmid: i64) -> Result<Option<Live>, Failure> {
+    Ok(
+        crate::kit::read::get(client, &VmConfig::new(node.to_owned(), vmid))
+            .await?
+            .map(|c| Live::of(&c)),
+    )
 }
 
 impl Vm {
-    /// The declared fields in wire form (disks apart).
-    fn fields(&self) -> BTreeMap<String, String> {
-        crate::kit::wire::wire_map(self)
+    fn object_ref(&self) -> ObjectRef {
+        ObjectRef::new("vm", Scope::Node(self.node.clone()), self.vmid.to_string())
     }
 
-    /// What state records: the declared fields in wire form, disks as they are created.
+    async fn read(&self, client: &Client) -> Result<Option<Live>, VmError> {
+        read_at(client, &self.node, self.vmid)
+            .await
+            .map_err(|source| VmError::Unreadable {
+                object: self.object_ref(),
+                source,
+            })
+    }
+
+    /// The declared fields in wire form (volumes apart), `sshkeys` as sent.
+    fn fields(&self) -> BTreeMap<String, String> {
+        let mut out = crate::kit::wire::wire_map(self);
+        if let Some(k) = &self.sshkeys {
+            out.insert("sshkeys".into(), cloudinit::encode_keys(k));
+        }
+        out
+    }
+
+    /// The declared volumes as a create sends them (and state records them).
+    fn volumes(&self) -> BTreeMap<String, String> {
+        let mut out: BTreeMap<String, String> = self
+            .disks
+            .iter()
+            .map(|(k, d)| (k.clone(), d.create_value()))
+            .collect();
+        if let Some(d) = &self.efidisk {
+            out.insert("efidisk0".into(), d.create_value());
+        }
+        if let Some(d) = &self.tpmstate {
+            out.insert("tpmstate0".into(), d.create_value());
+        }
+        if let Some(d) = &self.cloudinit_drive {
+            out.insert(d.key.clone(), d.create_value());
+        }
+        out
+    }
+
+    /// What state records: the declared fields in wire form, the volumes as created, and the
+    /// rotation marker of `cipassword` (never its value).
     fn recorded(&self) -> BTreeMap<String, String> {
         let mut out = self.fields();
-        for (k, d) in &self.disks {
-            out.insert(k.clone(), d.create_value());
+        out.extend(self.volumes());
+        out.extend(crate::kit::secret::markers(&self.write_only()));
+        out
+    }
+
+    fn write_only(&self) -> Vec<WriteOnly> {
+        vec![WriteOnly {
+            key: "cipassword",
+            has_value: self.cipassword.is_some(),
+            rotation: self.cipassword_rotation.clone(),
+        }]
+    }
+
+    /// The cloud-init settings declared (which need a cloud-init drive).
+    fn cloudinit_settings(&self) -> Vec<String> {
+        let mut out: Vec<String> = cloudinit::SETTINGS
+            .iter()
+            .filter(|k| self.fields().contains_key(**k))
+            .map(|k| (*k).to_owned())
+            .collect();
+        out.extend(self.ipconfig.iter().map(|(n, _)| format!("ipconfig{n}")));
+        if self.cipassword.is_some() {
+            out.push("cipassword".into());
         }
         out
     }
 
     /// **S8** A sentence naming the property-string keys this declaration carries that the
-    /// schema does not know (kept in `other_keys` when parsed), which is refused before any
-    /// write; `None` when there are none.
+    /// schema does not know, and the volumes that cannot be written, refused before any write;
+    /// `None` when there are none.
     fn unknown_keys(&self) -> Option<String> {
-        let bad: Vec<String> = self
+        let names = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>().join(", ");
+        let mut bad: Vec<String> = self
             .net
             .iter()
             .filter(|(_, n)| !n.other_keys.is_empty())
-            .map(|(i, n)| {
-                format!(
-                    "net{i}: {}",
-                    n.other_keys.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            })
+            .map(|(i, n)| format!("net{i}: {}", names(&n.other_keys)))
             .collect();
-        let mut bad = bad;
         if let Some(a) = self.agent.as_ref().filter(|a| !a.other_keys.is_empty()) {
-            bad.push(format!(
-                "agent: {}",
-                a.other_keys.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
+            bad.push(format!("agent: {}", names(&a.other_keys)));
         }
         bad.extend(
             self.disks
                 .keys()
-                .filter(|k| !disk::is_disk_key(k))
-                .map(|k| format!("{k} is not a disk key ({})", disk::BUSES.join(", "))),
+                .filter(|k| !is_disk_key(k))
+                .map(|k| format!("{k} is not a disk key ({})", BUSES.join(", "))),
         );
         bad.extend(
             self.disks
                 .iter()
                 .filter_map(|(k, d)| Some(format!("{k}: {}", d.problem()?))),
         );
+        for (key, d) in [("efidisk0", &self.efidisk), ("tpmstate0", &self.tpmstate)] {
+            if let Some(p) = d.as_ref().and_then(StateDisk::problem) {
+                bad.push(format!("{key}: {p}"));
+            }
+        }
+        if let Some(d) = &self.cloudinit_drive {
+            if self.disks.contains_key(&d.key) {
+                bad.push(format!(
+                    "{} is declared as a disk and as the cloud-init drive",
+                    d.key
+                ));
+            }
+        }
+        for (n, v) in self.ipconfig.iter() {
+            bad.extend(cloudinit::unknown_ipconfig_keys(&format!("ipconfig{n}"), v));
+        }
+        if let Some(p) = self.clone.as_ref().and_then(CloneOf::problem) {
+            bad.push(p);
+        }
         (!bad.is_empty()).then(|| {
             format!(
                 "VM {} on {} declares keys PVE's schema does not know ({}); nothing is sent",
@@ -262,10 +418,10 @@ impl Vm {
         })
     }
 
-    /// This declaration with every undeclared sub-key of its network devices taken from the live
-    /// config (S7 inside property strings): a `net0` declared without `macaddr` keeps the MAC
-    /// address PVE generated, and an update never makes PVE generate a new one.
-    fn over_live(&self, live: &VmConfigResponse) -> Vm {
+    /// This declaration with every undeclared sub-key of its network devices and agent taken
+    /// from the live config (S7 inside property strings): a `net0` declared without `macaddr`
+    /// keeps the MAC address PVE generated, and an update never makes PVE generate a new one.
+    fn over_live(&self, live: &Live) -> Vm {
         let mut out = self.clone();
         if let (Some(declared), Some(l)) = (&self.agent, &live.agent) {
             out.agent = Some(overlay_agent(declared, l));
@@ -278,6 +434,676 @@ impl Vm {
             }
         }
         out
+    }
+
+    /// Everything this declaration has that `live` does not, volumes included (a resize as
+    /// `resize:KEY`); `Err` with the sentence when a difference cannot be made in place (S18).
+    fn all_changes(&self, live: &Live) -> Result<Vec<Change>, String> {
+        let mut out = diff(&self.over_live(live).fields(), &live.map);
+        let mut refusals = Vec::new();
+        for (key, disk) in &self.disks {
+            match volume::compare(key, disk, live.map.get(key).map(String::as_str)) {
+                Ok(d) => {
+                    if let Some(new) = d.write {
+                        out.push(Change {
+                            key: key.clone(),
+                            old: live.map.get(key).cloned(),
+                            new,
+                        });
+                    }
+                    if let Some((from, gib)) = d.grow {
+                        out.push(Change {
+                            key: format!("resize:{key}"),
+                            old: Some(from),
+                            new: format!("{gib}G"),
+                        });
+                    }
+                }
+                Err(why) => refusals.push(why),
+            }
+        }
+        for (key, d) in [("efidisk0", &self.efidisk), ("tpmstate0", &self.tpmstate)] {
+            let Some(d) = d else { continue };
+            match volume::compare_state(key, d, live.map.get(key).map(String::as_str)) {
+                Ok(Some(new)) => out.push(Change {
+                    key: key.to_owned(),
+                    old: None,
+                    new,
+                }),
+                Ok(None) => {}
+                Err(why) => refusals.push(why),
+            }
+        }
+        match &self.cloudinit_drive {
+            Some(d) => match cloudinit::compare_drive(d, &live.map) {
+                Ok(Some(new)) => out.push(Change {
+                    key: d.key.clone(),
+                    old: None,
+                    new,
+                }),
+                Ok(None) => {}
+                Err(why) => refusals.push(why),
+            },
+            None => {
+                let settings = self.cloudinit_settings();
+                if !settings.is_empty() && cloudinit::live_drive(&live.map).is_none() {
+                    refusals.push(format!(
+                        "cloud-init settings ({}) are declared, and the VM has no cloud-init drive: declare one (Vm::cloudinit_drive, e.g. ide2 on a storage of the node)",
+                        settings.join(", ")
+                    ));
+                }
+            }
+        }
+        if refusals.is_empty() {
+            Ok(out)
+        } else {
+            Err(format!(
+                "VM {} on {}: {}",
+                self.vmid,
+                self.node,
+                refusals.join("; ")
+            ))
+        }
+    }
+
+    /// One config read; the owner was decided from the stack's one index read (S17).
+    async fn plan(&self, cx: &Cx, owner: Owner, ask: Ask<'_>) -> Result<Plan, VmError> {
+        if let Some(why) = self.unknown_keys().or_else(|| self.refused_values()) {
+            return Ok(Plan::Refuse(why));
+        }
+        if let Owner::Elsewhere(why) = owner {
+            return Ok(Plan::Refuse(why));
+        }
+        let rotated = match crate::kit::secret::rotations(&self.write_only(), ask.recorded) {
+            Ok(r) => r,
+            Err(why) => return Ok(Plan::Refuse(why)),
+        };
+        Ok(match self.read(cx.client()).await? {
+            None if owner == Owner::Free => match &self.clone {
+                Some(c) => self.plan_clone(cx, c, ask.upstream_changes).await?,
+                None => Plan::Create(Vec::new()),
+            },
+            None => Plan::Refuse(format!(
+                "VM {} is listed on {} but its config is missing; refusing to guess",
+                self.vmid, self.node
+            )),
+            Some(live) => match self.all_changes(&live) {
+                Err(why) => Plan::Refuse(why),
+                Ok(mut changes) => {
+                    changes.extend(rotated);
+                    Plan::Present {
+                        changes,
+                        digest: live.digest,
+                    }
+                }
+            },
+        })
+    }
+
+    /// A clone's plan: the source found in the stack's index (on the declared node; a
+    /// template for a linked clone), its config read once for every clone of it, the clone's
+    /// result predicted from it, and the steps named.
+    async fn plan_clone(&self, cx: &Cx, c: &CloneOf, upstream: bool) -> Result<Plan, VmError> {
+        let source = c.source_node(&self.node).to_owned();
+        let rows = cx
+            .guest_index()
+            .await
+            .map_err(|source| VmError::IndexUnreadable {
+                object: self.object_ref(),
+                source,
+            })?;
+        let row = rows.iter().find(|r| r.vmid == Some(c.template));
+        let refuse = |why: String| Ok(Plan::Refuse(format!("VM {}: {why}", self.vmid)));
+        let Some(row) = row else {
+            if upstream {
+                return Ok(Plan::Create(vec![format!(
+                    "clone VM {} on {source}, which this deploy writes first; what the clone sets is known once it exists",
+                    c.template
+                )]));
+            }
+            return refuse(format!("VM {} to clone from does not exist", c.template));
+        };
+        let kind = row.type_.to_string();
+        if kind != "qemu" {
+            return refuse(format!(
+                "{} is a {kind} guest; a VM is cloned from a VM",
+                c.template
+            ));
+        }
+        let at = row.node.as_deref().unwrap_or_default();
+        if at != source {
+            return refuse(format!(
+                "VM {} to clone from is on {at}, not on {source}; declare CloneOf::on({at:?})",
+                c.template
+            ));
+        }
+        if !c.full && row.template != Some(true) {
+            return refuse(format!(
+                "a linked clone needs a template, and VM {} is not one; declare a full clone",
+                c.template
+            ));
+        }
+        let key = format!("qemu config {source}/{}", c.template);
+        let (node, vmid) = (source.clone(), c.template);
+        let template = cx
+            .shared(
+                &key,
+                || async move { read_at(cx.client(), &node, vmid).await },
+            )
+            .await
+            .map_err(|source| VmError::Unreadable {
+                object: self.object_ref(),
+                source,
+            })?;
+        let Some(template) = template.as_ref() else {
+            return refuse(format!("VM {} to clone from has no config", c.template));
+        };
+        let predicted = self.predicted_clone(c, template);
+        let mut changes = match self.all_changes(&predicted) {
+            Ok(changes) => changes,
+            Err(why) => return refuse(format!("after a clone of VM {}: {why}", c.template)),
+        };
+        if self.cipassword.is_some() {
+            changes.push(Change {
+                key: "cipassword".into(),
+                old: None,
+                new: "(write-only: the value is sent, never shown)".into(),
+            });
+        }
+        let declared: Vec<String> = self
+            .fields()
+            .into_keys()
+            .chain(self.volumes().into_keys())
+            .collect();
+        Ok(Plan::Create(c.steps(&self.node, &declared, &changes)))
+    }
+
+    /// What a clone of `template` will look like (qemu-server `src/PVE/API2/Qemu.pm`
+    /// clone_vm): its config without `template` and snapshot state, `name` and `description`
+    /// from the request (else `Copy-of-VM-NAME`), new MAC addresses, a full clone's disks on
+    /// its target storage.
+    fn predicted_clone(&self, c: &CloneOf, template: &Live) -> Live {
+        let mut out = template.clone();
+        for k in [
+            "template",
+            "parent",
+            "snaptime",
+            "vmstate",
+            "runningcpu",
+            "runningmachine",
+        ] {
+            out.map.remove(k);
+        }
+        out.map.retain(|k, _| !k.starts_with("unused"));
+        let old_name = out
+            .map
+            .get("name")
+            .cloned()
+            .unwrap_or_else(|| c.template.to_string());
+        out.map.insert(
+            "name".into(),
+            self.name
+                .clone()
+                .unwrap_or_else(|| format!("Copy-of-VM-{old_name}")),
+        );
+        if let Some(d) = &self.description {
+            out.map.insert("description".into(), d.clone());
+        }
+        let nets: Vec<(u32, Net)> = out.net.iter().map(|(n, v)| (n, v.clone())).collect();
+        for (n, mut net) in nets {
+            net.macaddr = None;
+            out.map.insert(format!("net{n}"), net.to_string());
+            let _ = out.net.insert(n, net);
+        }
+        for (k, v) in out.map.iter_mut() {
+            if !(is_disk_key(k) || k == "efidisk0" || k == "tpmstate0") {
+                continue;
+            }
+            // A CD-ROM's config is copied as it is; every other volume is cloned.
+            let cdrom = v.split(',').any(|p| p == "media=cdrom");
+            if cdrom && !cloudinit::is_cloudinit_value(v) {
+                continue;
+            }
+            if let Some(storage) = volume::storage_of(v) {
+                let target = c.storage_for(&storage);
+                if target != storage {
+                    *v = format!("{target}{}", &v[storage.len()..]);
+                }
+            }
+        }
+        out
+    }
+
+    /// S4: the config read back holds the declaration.
+    async fn read_back(&self, client: &Client, action: &'static str) -> Result<(), VmError> {
+        let state = match self.read(client).await {
+            Ok(Some(live)) => match self.all_changes(&live) {
+                Ok(left) if left.is_empty() => return Ok(()),
+                Ok(left) => format!(
+                    "different in {:?}",
+                    left.into_iter().map(|c| c.key).collect::<Vec<_>>()
+                ),
+                Err(why) => why,
+            },
+            Ok(None) => "absent".to_owned(),
+            Err(e) => format!("unreadable ({})", crate::contract::error_chain(&e)),
+        };
+        Err(VmError::NotConverged {
+            object: self.object_ref(),
+            action,
+            state,
+        })
+    }
+
+    /// The create request of this declaration (volumes allocated from `STORAGE:SIZE`).
+    fn create_request(&self) -> Result<CreateVm, VmError> {
+        let mut req = CreateVm::new(self.node.clone(), self.vmid);
+        req.name.clone_from(&self.name);
+        req.memory.clone_from(&self.memory);
+        req.cores = self.cores;
+        req.sockets = self.sockets;
+        req.onboot = self.onboot;
+        req.description.clone_from(&self.description);
+        req.agent.clone_from(&self.agent);
+        req.balloon = self.balloon;
+        req.bios.clone_from(&self.bios);
+        req.boot.clone_from(&self.boot);
+        req.cpu.clone_from(&self.cpu);
+        req.numa = self.numa;
+        req.ostype.clone_from(&self.ostype);
+        req.protection = self.protection;
+        req.scsihw.clone_from(&self.scsihw);
+        req.tags.clone_from(&self.tags);
+        req.net = self.net.clone();
+        req.ciuser.clone_from(&self.ciuser);
+        req.ipconfig = self.ipconfig.clone();
+        req.nameserver.clone_from(&self.nameserver);
+        req.searchdomain.clone_from(&self.searchdomain);
+        req.sshkeys = self.sshkeys.as_deref().map(cloudinit::encode_keys);
+        req.cipassword.clone_from(&self.cipassword);
+        let bad = |why: String| VmError::Inexpressible {
+            object: self.object_ref(),
+            why,
+        };
+        for (key, value) in self.volumes() {
+            let mut d = Drives {
+                scsi: &mut req.scsi,
+                virtio: &mut req.virtio,
+                sata: &mut req.sata,
+                ide: &mut req.ide,
+                efidisk0: &mut req.efidisk0,
+                tpmstate0: &mut req.tpmstate0,
+            };
+            d.set(&key, &value).map_err(bad)?;
+        }
+        Ok(req)
+    }
+
+    /// S8: what PVE's parameter verification would refuse in this declaration, checked
+    /// against the SDK's table before anything is sent (ranges, enums, formats, the keys and
+    /// values of every property string), each field named; a clone's request too.
+    fn refused_values(&self) -> Option<String> {
+        let req = match self.create_request() {
+            Ok(req) => req,
+            Err(e) => return Some(e.to_string()),
+        };
+        let mut problems = pve_sdk::params::check(&req)
+            .err()
+            .map(|e| e.problems)
+            .unwrap_or_default();
+        if let Some(c) = &self.clone {
+            let clone = c.request(
+                &self.node,
+                self.vmid,
+                self.name.as_deref(),
+                self.description.as_deref(),
+            );
+            if let Err(e) = pve_sdk::params::check(&clone) {
+                problems.extend(e.problems);
+            }
+        }
+        (!problems.is_empty()).then(|| {
+            let fields: Vec<String> = problems
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", v.trim_end()))
+                .collect();
+            format!("PVE would refuse {}; nothing is sent", fields.join("; "))
+        })
+    }
+
+    /// S13, S14, S29, S4: the create (or clone) task recorded and awaited, then read back.
+    async fn create_(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), VmError> {
+        let object = self.object_ref();
+        if let Some(c) = &self.clone {
+            return self.clone_(cx, c, on_started).await;
+        }
+        let req = self.create_request()?;
+        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
+            .await
+            .map_err(|source| VmError::Write {
+                object,
+                action: "create",
+                source,
+            })?;
+        self.read_back(cx.client(), "create").await
+    }
+
+    /// The clone task, then the declared config on the clone as an update (with the
+    /// `cipassword` a create would send), its disks grown, read back. Anything after the clone
+    /// that fails leaves the clone this stack's own.
+    async fn clone_(&self, cx: &Cx, c: &CloneOf, on_started: OnStarted<'_>) -> Result<(), VmError> {
+        let object = self.object_ref();
+        let req = c.request(
+            &self.node,
+            self.vmid,
+            self.name.as_deref(),
+            self.description.as_deref(),
+        );
+        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
+            .await
+            .map_err(|source| VmError::Write {
+                object: object.clone(),
+                action: "clone",
+                source,
+            })?;
+        let after = |e: VmError| VmError::AfterClone {
+            object: object.clone(),
+            source: e.into(),
+        };
+        let live = self
+            .read(cx.client())
+            .await
+            .map_err(after)?
+            .ok_or_else(|| VmError::NotConverged {
+                object: object.clone(),
+                action: "clone",
+                state: "absent".to_owned(),
+            })?;
+        let mut changes = self.all_changes(&live).map_err(|why| {
+            after(VmError::NotConverged {
+                object: object.clone(),
+                action: "clone",
+                state: why,
+            })
+        })?;
+        if self.cipassword.is_some() {
+            changes.push(Change {
+                key: "cipassword".into(),
+                old: None,
+                new: String::new(),
+            });
+        }
+        self.apply(cx, &changes, &live.digest, on_started)
+            .await
+            .map_err(after)
+    }
+
+    /// S9, S11, S4: the planned config keys in one write with the plan's digest, then each
+    /// planned growth as a resize task, then the read-back.
+    async fn apply(
+        &self,
+        cx: &Cx,
+        changes: &[Change],
+        digest: &str,
+        on_started: OnStarted<'_>,
+    ) -> Result<(), VmError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let object = self.object_ref();
+        let (resizes, config): (Vec<&Change>, Vec<&Change>) =
+            changes.iter().partition(|c| c.key.starts_with("resize:"));
+        let mut planned = Some(digest);
+        if !config.is_empty() {
+            let req = self.update_request(&config, digest)?;
+            match cx.client().send(&req).await {
+                Ok(_) => {}
+                Err(UpdateVmError::ChecksumMismatch(_)) => return Err(VmError::Changed { object }),
+                Err(e) => {
+                    return Err(VmError::Write {
+                        object,
+                        action: "update",
+                        source: Failure::write(e),
+                    })
+                }
+            }
+            planned = None;
+        }
+        for c in resizes {
+            let key = &c.key["resize:".len()..];
+            let Some(disk) = self.disks.get(key) else {
+                return Err(VmError::Inexpressible {
+                    object,
+                    why: format!("{} names no declared disk", c.key),
+                });
+            };
+            let growth = volume::Growth {
+                object: &object,
+                key,
+                storage: &disk.storage,
+                to_gib: disk.size_gib,
+            };
+            let read = || async {
+                let live = read_at(cx.client(), &self.node, self.vmid)
+                    .await?
+                    .ok_or_else(|| Failure::new(ErrorKind::Changed, format!("{object} is gone")))?;
+                Ok(volume::VolumeRead {
+                    value: live.map.get(key).cloned(),
+                    digest: live.digest,
+                    lock: live.lock,
+                })
+            };
+            let make = |size: String, digest: String| {
+                let disk = key
+                    .parse()
+                    .unwrap_or_else(|never: std::convert::Infallible| match never {});
+                let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
+                r.digest = Some(digest);
+                r
+            };
+            volume::grow(cx, growth, planned, read, make, on_started)
+                .await
+                .map_err(|source| VmError::Write {
+                    object: object.clone(),
+                    action: "resize",
+                    source,
+                })?;
+            planned = None;
+        }
+        self.read_back(cx.client(), "update").await
+    }
+
+    /// The config write of `changes`, with `digest`. Every key is one the request has, or the
+    /// update is an error, never a dropped key (S11).
+    fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, VmError> {
+        let object = self.object_ref();
+        let bad = |why: String| VmError::Inexpressible {
+            object: object.clone(),
+            why,
+        };
+        let mut req = UpdateVm::new(self.node.clone(), self.vmid);
+        req.digest = Some(digest.to_owned());
+        for c in changes {
+            match c.key.as_str() {
+                "name" => req.name.clone_from(&self.name),
+                "memory" => req.memory.clone_from(&self.memory),
+                "cores" => req.cores = self.cores,
+                "sockets" => req.sockets = self.sockets,
+                "onboot" => req.onboot = self.onboot,
+                "description" => req.description.clone_from(&self.description),
+                "agent" => {
+                    req.agent = Some(c.new.parse().map_err(|e| {
+                        bad(format!("agent: {:?} is not a valid agent: {e}", c.new))
+                    })?)
+                }
+                "balloon" => req.balloon = self.balloon,
+                "bios" => req.bios.clone_from(&self.bios),
+                "boot" => req.boot.clone_from(&self.boot),
+                "cpu" => req.cpu.clone_from(&self.cpu),
+                "numa" => req.numa = self.numa,
+                "ostype" => req.ostype.clone_from(&self.ostype),
+                "protection" => req.protection = self.protection,
+                "scsihw" => req.scsihw.clone_from(&self.scsihw),
+                "tags" => req.tags.clone_from(&self.tags),
+                "ciuser" => req.ciuser.clone_from(&self.ciuser),
+                "nameserver" => req.nameserver.clone_from(&self.nameserver),
+                "searchdomain" => req.searchdomain.clone_from(&self.searchdomain),
+                "sshkeys" => req.sshkeys = self.sshkeys.as_deref().map(cloudinit::encode_keys),
+                "cipassword" => {
+                    req.cipassword =
+                        Some(self.cipassword.clone().ok_or_else(|| {
+                            bad("a cipassword rotation without a value".to_owned())
+                        })?)
+                }
+                key => {
+                    if let Some(n) = Indexed::<Net, NetIndex>::index_of(key) {
+                        // The planned value: the declared device with its undeclared sub-keys
+                        // (the MAC address) as read, so PVE keeps them.
+                        let net = c
+                            .new
+                            .parse::<Net>()
+                            .map_err(|e| bad(format!("{key}: {e}")))?;
+                        req.net
+                            .insert(n, net)
+                            .map_err(|e| bad(format!("{key}: {e}")))?;
+                    } else if let Some(n) = Indexed::<String, IpconfigIndex>::index_of(key) {
+                        let value = self.ipconfig.get(n).cloned().unwrap_or_default();
+                        req.ipconfig
+                            .insert(n, value)
+                            .map_err(|e| bad(format!("{key}: {e}")))?;
+                    } else {
+                        let mut d = Drives {
+                            scsi: &mut req.scsi,
+                            virtio: &mut req.virtio,
+                            sata: &mut req.sata,
+                            ide: &mut req.ide,
+                            efidisk0: &mut req.efidisk0,
+                            tpmstate0: &mut req.tpmstate0,
+                        };
+                        d.set(key, &c.new).map_err(bad)?;
+                    }
+                }
+            }
+        }
+        Ok(req)
+    }
+
+    /// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
+    /// `planned` (write-only rotations apart: they never show); anything else changed since
+    /// the plan.
+    async fn replan(&self, client: &Client, planned: &[Change]) -> Result<String, VmError> {
+        let changed = || VmError::Changed {
+            object: self.object_ref(),
+        };
+        let live = self.read(client).await?.ok_or_else(changed)?;
+        let visible: Vec<&Change> = planned.iter().filter(|c| c.key != "cipassword").collect();
+        match self.all_changes(&live) {
+            Ok(now) if now.iter().collect::<Vec<_>>() == visible => Ok(live.digest),
+            _ => Err(changed()),
+        }
+    }
+
+    /// **S19** Destroys the guest only if it still matches `last` (the wire form recorded at
+    /// the last deploy); no force, purge or skiplock; PVE's refusals are reported as they are.
+    async fn destroy_(
+        &self,
+        cx: &Cx,
+        last: &BTreeMap<String, String>,
+        on_started: OnStarted<'_>,
+    ) -> Result<(), VmError> {
+        let object = self.object_ref();
+        if last.keys().all(|k| k.starts_with("rotate:")) {
+            return Err(VmError::Unrecognisable { object });
+        }
+        let Some(live) = self.read(cx.client()).await? else {
+            return Ok(());
+        };
+        let keys = still_differs(last, &live);
+        if !keys.is_empty() {
+            return Err(VmError::Mismatch { object, keys });
+        }
+        let req = DestroyVm::new(self.node.clone(), self.vmid);
+        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
+            .await
+            .map_err(|source| VmError::Write {
+                object: object.clone(),
+                action: "destroy",
+                source,
+            })?;
+        match self.read(cx.client()).await {
+            Ok(None) => Ok(()),
+            other => Err(VmError::NotConverged {
+                object,
+                action: "destroy",
+                state: if matches!(other, Ok(Some(_))) {
+                    "still present".to_owned()
+                } else {
+                    "unreadable".to_owned()
+                },
+            }),
+        }
+    }
+
+    /// S10: waits for the guest's lock to clear, bounded by the stack's lock wait, polling
+    /// every tenth of it (50 ms to 2 s).
+    async fn wait_unlocked(&self, cx: &Cx) -> Result<(), Failure> {
+        let poll = (cx.lock_wait() / 10).clamp(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_secs(2),
+        );
+        guest::wait_unlocked(&self.object_ref(), cx.lock_wait(), poll, || async {
+            Ok(self.read(cx.client()).await?.and_then(|l| l.lock))
+        })
+        .await
+    }
+}
+
+/// The buses whose `<bus><n>` keys are disks here.
+const BUSES: &[&str] = &["scsi", "virtio", "sata", "ide"];
+
+/// Whether `key` is a disk key (`scsi0`, `virtio1`, `sata2`, `ide0`...).
+fn is_disk_key(key: &str) -> bool {
+    BUSES.iter().any(|bus| {
+        key.strip_prefix(bus)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// A create or update request's drive fields, by bus.
+struct Drives<'a> {
+    scsi: &'a mut Indexed<Scsi, ScsiIndex>,
+    virtio: &'a mut Indexed<Virtio, VirtioIndex>,
+    sata: &'a mut Indexed<Sata, SataIndex>,
+    ide: &'a mut Indexed<Ide, IdeIndex>,
+    efidisk0: &'a mut Option<pve_sdk::generated::nodes::node::qemu::Efidisk0>,
+    tpmstate0: &'a mut Option<pve_sdk::generated::nodes::node::qemu::Tpmstate0>,
+}
+
+impl Drives<'_> {
+    /// Puts a volume value (`STORAGE:SIZE...`, `STORAGE:cloudinit`, or a volume with options)
+    /// in the typed field of its key.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let bad = |e: &dyn std::fmt::Display| format!("{key}: {value:?} is not a valid disk: {e}");
+        if key == "efidisk0" {
+            *self.efidisk0 = Some(value.parse().map_err(|e| bad(&e))?);
+        } else if key == "tpmstate0" {
+            *self.tpmstate0 = Some(value.parse().map_err(|e| bad(&e))?);
+        } else if let Some(n) = Indexed::<Scsi, ScsiIndex>::index_of(key) {
+            let d = value.parse::<Scsi>().map_err(|e| bad(&e))?;
+            self.scsi.insert(n, d).map_err(|e| bad(&e))?;
+        } else if let Some(n) = Indexed::<Virtio, VirtioIndex>::index_of(key) {
+            let d = value.parse::<Virtio>().map_err(|e| bad(&e))?;
+            self.virtio.insert(n, d).map_err(|e| bad(&e))?;
+        } else if let Some(n) = Indexed::<Sata, SataIndex>::index_of(key) {
+            let d = value.parse::<Sata>().map_err(|e| bad(&e))?;
+            self.sata.insert(n, d).map_err(|e| bad(&e))?;
+        } else if let Some(n) = Indexed::<Ide, IdeIndex>::index_of(key) {
+            let d = value.parse::<Ide>().map_err(|e| bad(&e))?;
+            self.ide.insert(n, d).map_err(|e| bad(&e))?;
+        } else {
+            return Err(format!("{key} cannot be expressed as a config update"));
+        }
+        Ok(())
     }
 }
 
@@ -311,80 +1137,25 @@ fn overlay_net(declared: &Net, live: &Net) -> Net {
     n
 }
 
-/// The live config's fields in wire form.
-fn live(cfg: &VmConfigResponse) -> BTreeMap<String, String> {
-    crate::kit::wire::wire_map(cfg)
-}
-
-/// Both sides in one form (S8): `tags` as a set (split on PVE's separators, sorted, without
-/// duplicates), and `description` without trailing whitespace (older PVE releases read a
-/// description back with a final newline; newer ones trim it).
+/// Both sides in one form (S8): `tags` as a lower-case set (split on PVE's separators,
+/// sorted, once each: pve-guest-common `src/PVE/GuestHelpers.pm` get_unique_tags under the
+/// default tag style), `description` without trailing whitespace (older PVE releases read a
+/// description back with a final newline; newer ones trim it), cloud-init settings in their
+/// compared forms ([`cloudinit::normalise`]).
 fn normalised(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut out = map.clone();
-    if let Some(d) = out.get_mut("description") {
-        d.truncate(d.trim_end().len());
-    }
+    let mut out = crate::kit::wire::trim_end(map.clone(), &["description"]);
     if let Some(t) = out.get_mut("tags") {
-        let mut tags: Vec<&str> = t.split([';', ',', ' ']).filter(|s| !s.is_empty()).collect();
+        let mut tags: Vec<String> = t
+            .split([';', ',', ' '])
+            .filter(|s| !s.is_empty())
+            .map(str::to_lowercase)
+            .collect();
         tags.sort_unstable();
         tags.dedup();
         *t = tags.join(";");
     }
+    cloudinit::normalise(&mut out);
     out
-}
-
-/// Everything `vm` declares that `cfg` does not have, disks included; `Err` with the sentence
-/// when a difference cannot be made in place (S18).
-fn all_changes(vm: &Vm, cfg: &VmConfigResponse) -> Result<Vec<Change>, String> {
-    let live_map = live(cfg);
-    let mut out = diff(&vm.over_live(cfg).fields(), &live_map);
-    let mut refusals = Vec::new();
-    for (key, disk) in &vm.disks {
-        match disk::compare(key, disk, live_map.get(key).map(String::as_str)) {
-            DiskDiff::Same => {}
-            DiskDiff::Write(new) => out.push(Change {
-                key: key.clone(),
-                old: live_map.get(key).cloned(),
-                new,
-            }),
-            DiskDiff::Refuse(why) => refusals.push(why),
-        }
-    }
-    if refusals.is_empty() {
-        Ok(out)
-    } else {
-        Err(format!(
-            "VM {} on {}: {}",
-            vm.vmid,
-            vm.node,
-            refusals.join("; ")
-        ))
-    }
-}
-
-/// Puts a disk value (`STORAGE:SIZE...` or a volume with options) into a create or update
-/// request's typed map for its bus.
-fn set_disk(
-    key: &str,
-    value: &str,
-    scsi: &mut Indexed<Scsi, ScsiIndex>,
-    virtio: &mut Indexed<Virtio, VirtioIndex>,
-    sata: &mut Indexed<Sata, SataIndex>,
-) -> Result<(), String> {
-    let bad = |e: &dyn std::fmt::Display| format!("{key}: {value:?} is not a valid disk: {e}");
-    if let Some(n) = Indexed::<Scsi, ScsiIndex>::index_of(key) {
-        let d = value.parse::<Scsi>().map_err(|e| bad(&e))?;
-        scsi.insert(n, d).map_err(|e| bad(&e))?;
-    } else if let Some(n) = Indexed::<Virtio, VirtioIndex>::index_of(key) {
-        let d = value.parse::<Virtio>().map_err(|e| bad(&e))?;
-        virtio.insert(n, d).map_err(|e| bad(&e))?;
-    } else if let Some(n) = Indexed::<Sata, SataIndex>::index_of(key) {
-        let d = value.parse::<Sata>().map_err(|e| bad(&e))?;
-        sata.insert(n, d).map_err(|e| bad(&e))?;
-    } else {
-        return Err(format!("{key} is not a disk key"));
-    }
-    Ok(())
 }
 
 fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) -> Vec<Change> {
@@ -394,32 +1165,46 @@ fn diff(declared: &BTreeMap<String, String>, live: &BTreeMap<String, String>) ->
         .collect()
 }
 
-/// The keys of a recorded declaration (wire form) that the live config no longer matches; a
-/// network device is compared on its recorded sub-keys only.
-fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec<String> {
-    let live = normalised(&live(cfg));
-    let last = normalised(last);
-    last.iter()
+/// The keys of a recorded declaration (wire form) that the live config no longer matches: a
+/// network device on its recorded sub-keys, a volume on its meaning, rotation markers never.
+fn still_differs(last: &BTreeMap<String, String>, live: &Live) -> Vec<String> {
+    let map = normalised(&live.map);
+    let last_n = normalised(last);
+    last_n
+        .iter()
         .filter(|(k, v)| {
-            if disk::is_disk_key(k) {
-                return Disk::from_create_value(v).is_none_or(|d| {
-                    disk::compare(k, &d, live.get(*k).map(String::as_str)) != DiskDiff::Same
+            let here = live.map.get(*k).map(String::as_str);
+            if k.starts_with("rotate:") {
+                return false;
+            }
+            if let Some(storage) = v.strip_suffix(":cloudinit") {
+                return !here.is_some_and(|h| {
+                    cloudinit::is_cloudinit_value(h)
+                        && volume::storage_of(h).as_deref() == Some(storage)
                 });
             }
+            if k.as_str() == "efidisk0" || k.as_str() == "tpmstate0" {
+                return StateDisk::from_create_value(v)
+                    .is_none_or(|d| volume::compare_state(k, &d, here) != Ok(None));
+            }
+            if is_disk_key(k) {
+                return Disk::from_create_value(v)
+                    .is_none_or(|d| !volume::compare(k, &d, here).is_ok_and(|d| d.is_empty()));
+            }
             if k.as_str() == "agent" {
-                let Some((recorded, l)) = v.parse::<Agent>().ok().zip(cfg.agent.as_ref()) else {
+                let Some((recorded, l)) = v.parse::<Agent>().ok().zip(live.agent.as_ref()) else {
                     return true;
                 };
                 return overlay_agent(&recorded, l).to_string() != l.to_string();
             }
             let net = Indexed::<Net, NetIndex>::index_of(k).and_then(|n| {
                 let recorded = v.parse::<Net>().ok()?;
-                let l = cfg.net.get(n)?;
+                let l = live.net.get(n)?;
                 Some(overlay_net(&recorded, l).to_string() == l.to_string())
             });
             match net {
                 Some(same) => !same,
-                None => live.get(*k) != Some(*v),
+                None => map.get(*k) != Some(*v),
             }
         })
         .map(|(k, _)| k.clone())
@@ -428,7 +1213,7 @@ fn still_differs(last: &BTreeMap<String, String>, cfg: &VmConfigResponse) -> Vec
 
 /// What a probe decided.
 enum Plan {
-    Create,
+    Create(Vec<String>),
     Present {
         changes: Vec<Change>,
         digest: String,
@@ -436,270 +1221,11 @@ enum Plan {
     Refuse(String),
 }
 
-impl Vm {
-    fn object_ref(&self) -> ObjectRef {
-        ObjectRef::new("vm", Scope::Node(self.node.clone()), self.vmid.to_string())
-    }
-
-    /// One config read; the owner was decided from the stack's one index read (S17).
-    async fn plan(&self, client: &Client, owner: Owner) -> Result<Plan, VmError> {
-        if let Some(why) = self.unknown_keys().or_else(|| self.refused_values()) {
-            return Ok(Plan::Refuse(why));
-        }
-        if let Owner::Elsewhere(why) = owner {
-            return Ok(Plan::Refuse(why));
-        }
-        Ok(match read(client, self).await? {
-            None if owner == Owner::Free => Plan::Create,
-            None => Plan::Refuse(format!(
-                "VM {} is listed on {} but its config is missing; refusing to guess",
-                self.vmid, self.node
-            )),
-            Some(cfg) => match all_changes(self, &cfg) {
-                Err(why) => Plan::Refuse(why),
-                Ok(changes) => Plan::Present {
-                    changes,
-                    digest: cfg.digest,
-                },
-            },
-        })
-    }
-
-    /// S4: the config read back holds the declaration.
-    async fn read_back(&self, client: &Client, action: &'static str) -> Result<(), VmError> {
-        let state = match read(client, self).await {
-            Ok(Some(cfg)) => match all_changes(self, &cfg) {
-                Ok(left) if left.is_empty() => return Ok(()),
-                Ok(left) => format!(
-                    "different in {:?}",
-                    left.into_iter().map(|c| c.key).collect::<Vec<_>>()
-                ),
-                Err(why) => why,
-            },
-            Ok(None) => "absent".to_owned(),
-            Err(e) => format!("unreadable ({})", crate::contract::error_chain(&e)),
-        };
-        Err(VmError::NotConverged {
-            object: self.object_ref(),
-            action,
-            state,
-        })
-    }
-
-    /// The create request of this declaration (disks allocated from `STORAGE:SIZE`).
-    fn create_request(&self) -> Result<CreateVm, VmError> {
-        let mut req = CreateVm::new(self.node.clone(), self.vmid);
-        req.name.clone_from(&self.name);
-        req.memory.clone_from(&self.memory);
-        req.cores = self.cores;
-        req.sockets = self.sockets;
-        req.onboot = self.onboot;
-        req.description.clone_from(&self.description);
-        req.agent.clone_from(&self.agent);
-        req.balloon = self.balloon;
-        req.bios.clone_from(&self.bios);
-        req.boot.clone_from(&self.boot);
-        req.cpu.clone_from(&self.cpu);
-        req.numa = self.numa;
-        req.ostype.clone_from(&self.ostype);
-        req.protection = self.protection;
-        req.scsihw.clone_from(&self.scsihw);
-        req.tags.clone_from(&self.tags);
-        req.net = self.net.clone();
-        for (key, disk) in &self.disks {
-            set_disk(
-                key,
-                &disk.create_value(),
-                &mut req.scsi,
-                &mut req.virtio,
-                &mut req.sata,
-            )
-            .map_err(|why| VmError::Inexpressible {
-                object: self.object_ref(),
-                why,
-            })?;
-        }
-        Ok(req)
-    }
-
-    /// S8: what PVE's parameter verification would refuse in this declaration, checked
-    /// against the SDK's table before anything is sent (ranges, enums, formats, the keys and
-    /// values of every property string), each field named.
-    fn refused_values(&self) -> Option<String> {
-        let req = match self.create_request() {
-            Ok(req) => req,
-            Err(e) => return Some(e.to_string()),
-        };
-        pve_sdk::params::check(&req).err().map(|e| {
-            let fields: Vec<String> = e
-                .problems
-                .iter()
-                .map(|(k, v)| format!("{k}: {}", v.trim_end()))
-                .collect();
-            format!("PVE would refuse {}; nothing is sent", fields.join("; "))
-        })
-    }
-
-    /// S13, S14, S29, S4: the create task recorded and awaited, then read back.
-    async fn create_(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), VmError> {
-        let object = self.object_ref();
-        let req = self.create_request()?;
-        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
-            .await
-            .map_err(|source| VmError::Write {
-                object,
-                action: "create",
-                source,
-            })?;
-        self.read_back(cx.client(), "create").await
-    }
-
-    /// S9, S11, S4: only the planned keys, with the plan's digest, then read back.
-    async fn update_(
-        &self,
-        client: &Client,
-        changes: &[Change],
-        digest: &str,
-    ) -> Result<(), VmError> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let object = self.object_ref();
-        let bad = |why: String| VmError::Inexpressible {
-            object: object.clone(),
-            why,
-        };
-        let mut req = UpdateVm::new(self.node.clone(), self.vmid);
-        req.digest = Some(digest.to_owned());
-        for c in changes {
-            match c.key.as_str() {
-                "name" => req.name.clone_from(&self.name),
-                "memory" => req.memory.clone_from(&self.memory),
-                "cores" => req.cores = self.cores,
-                "sockets" => req.sockets = self.sockets,
-                "onboot" => req.onboot = self.onboot,
-                "description" => req.description.clone_from(&self.description),
-                "agent" => {
-                    req.agent = Some(c.new.parse().map_err(|e| {
-                        bad(format!("agent: {:?} is not a valid agent: {e}", c.new))
-                    })?)
-                }
-                "balloon" => req.balloon = self.balloon,
-                "bios" => req.bios.clone_from(&self.bios),
-                "boot" => req.boot.clone_from(&self.boot),
-                "cpu" => req.cpu.clone_from(&self.cpu),
-                "numa" => req.numa = self.numa,
-                "ostype" => req.ostype.clone_from(&self.ostype),
-                "protection" => req.protection = self.protection,
-                "scsihw" => req.scsihw.clone_from(&self.scsihw),
-                "tags" => req.tags.clone_from(&self.tags),
-                key => {
-                    // The planned value: the declared device with its undeclared sub-keys (the
-                    // MAC address) as read, so PVE keeps them.
-                    if let Some(n) = Indexed::<Net, NetIndex>::index_of(key) {
-                        let net = c
-                            .new
-                            .parse::<Net>()
-                            .map_err(|e| bad(format!("{key}: {e}")))?;
-                        req.net
-                            .insert(n, net)
-                            .map_err(|e| bad(format!("{key}: {e}")))?;
-                    } else if disk::is_disk_key(key) {
-                        set_disk(key, &c.new, &mut req.scsi, &mut req.virtio, &mut req.sata)
-                            .map_err(bad)?;
-                    } else {
-                        return Err(bad(format!("{key} cannot be expressed as a config update")));
-                    }
-                }
-            }
-        }
-        match client.send(&req).await {
-            Ok(_) => {}
-            Err(UpdateVmError::ChecksumMismatch(_)) => return Err(VmError::Changed { object }),
-            Err(e) => {
-                return Err(VmError::Write {
-                    object,
-                    action: "update",
-                    source: Failure::write(e),
-                })
-            }
-        }
-        self.read_back(client, "update").await
-    }
-
-    /// **S19** Destroys the guest only if it still matches `last` (the wire form recorded at
-    /// the last deploy); no force, purge or skiplock; PVE's refusals are reported as they are.
-    async fn destroy_(
-        &self,
-        cx: &Cx,
-        last: &BTreeMap<String, String>,
-        on_started: OnStarted<'_>,
-    ) -> Result<(), VmError> {
-        let object = self.object_ref();
-        if last.is_empty() {
-            return Err(VmError::Unrecognisable { object });
-        }
-        let Some(cfg) = read(cx.client(), self).await? else {
-            return Ok(());
-        };
-        let keys = still_differs(last, &cfg);
-        if !keys.is_empty() {
-            return Err(VmError::Mismatch { object, keys });
-        }
-        let req = DestroyVm::new(self.node.clone(), self.vmid);
-        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
-            .await
-            .map_err(|source| VmError::Write {
-                object: object.clone(),
-                action: "destroy",
-                source,
-            })?;
-        match read(cx.client(), self).await {
-            Ok(None) => Ok(()),
-            other => Err(VmError::NotConverged {
-                object,
-                action: "destroy",
-                state: if matches!(other, Ok(Some(_))) {
-                    "still present".to_owned()
-                } else {
-                    "unreadable".to_owned()
-                },
-            }),
-        }
-    }
-
-    /// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
-    /// `planned`; anything else changed since the plan.
-    async fn replan(&self, client: &Client, planned: &[Change]) -> Result<String, VmError> {
-        let changed = || VmError::Changed {
-            object: self.object_ref(),
-        };
-        let cfg = read(client, self).await?.ok_or_else(changed)?;
-        match all_changes(self, &cfg) {
-            Ok(now) if now == planned => Ok(cfg.digest),
-            _ => Err(changed()),
-        }
-    }
-
-    /// S10: waits for the guest's lock to clear, bounded by the stack's lock wait, polling
-    /// every tenth of it (50 ms to 2 s).
-    async fn wait_unlocked(&self, cx: &Cx) -> Result<(), Failure> {
-        let poll = (cx.lock_wait() / 10).clamp(
-            std::time::Duration::from_millis(50),
-            std::time::Duration::from_secs(2),
-        );
-        guest::wait_unlocked(&self.object_ref(), cx.lock_wait(), poll, || async {
-            let cfg = read(cx.client(), self).await?;
-            Ok(cfg.and_then(|c| c.lock).map(|l| l.to_string()))
-        })
-        .await
-    }
-}
-
 /// The `Vm` family in a [`Stack`](crate::engine::Stack): probe with the stack's one read of the
-/// cluster index (S17) and one config read; update after the lock clears (S10) with the probe's
-/// digest (S9); destroy after the lock clears, only what still matches (S19). Dropped from a
-/// declaration, a guest is retained (S20).
+/// cluster index (S17) and one config read (and, for a clone, one read of its source shared by
+/// every clone of it); update after the lock clears (S10) with the probe's digest (S9); destroy
+/// after the lock clears, only what still matches (S19). Dropped from a declaration, a guest is
+/// retained (S20).
 impl Resource for Vm {
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -726,7 +1252,7 @@ impl Resource for Vm {
     }
 
     /// A guest comes after the interfaces of its node that its network devices use as their
-    /// bridge (when they are declared).
+    /// bridge, and a clone after its source (when they are declared).
     fn requires(&self) -> Vec<ObjectRef> {
         let mut bridges: Vec<&str> = self
             .net
@@ -735,24 +1261,44 @@ impl Resource for Vm {
             .collect();
         bridges.sort_unstable();
         bridges.dedup();
-        bridges
+        let mut out: Vec<ObjectRef> = bridges
             .into_iter()
             .map(|b| ObjectRef::new("node_network", Scope::Node(self.node.clone()), b))
-            .collect()
+            .collect();
+        if let Some(c) = &self.clone {
+            out.push(ObjectRef::new(
+                "vm",
+                Scope::Node(c.source_node(&self.node).to_owned()),
+                c.template.to_string(),
+            ));
+        }
+        out
     }
 
-    /// qemu-server's create and destroy are the `qmcreate` and `qmdestroy` tasks of the vmid.
+    /// qemu-server's create, clone, resize and destroy are the `qmcreate`, `qmclone` (its id
+    /// the source's vmid, shared by every clone of it), `resize` and `qmdestroy` tasks.
     fn task(&self, action: &str) -> Option<TaskRef> {
-        let kind = match action {
-            "create" => "qmcreate",
-            "destroy" => "qmdestroy",
+        let (node, kind, id, shared_id) = match (action, &self.clone) {
+            ("create", Some(c)) => (
+                c.source_node(&self.node).to_owned(),
+                "qmclone",
+                c.template.to_string(),
+                true,
+            ),
+            ("create", None) => (self.node.clone(), "qmcreate", self.vmid.to_string(), false),
+            ("update", _) => (self.node.clone(), "resize", self.vmid.to_string(), false),
+            ("destroy", _) => (self.node.clone(), "qmdestroy", self.vmid.to_string(), false),
             _ => return None,
         };
-        let (node, id) = (self.node.clone(), self.vmid.to_string());
-        Some(TaskRef { node, kind, id })
+        Some(TaskRef {
+            node,
+            kind,
+            id,
+            shared_id,
+        })
     }
 
-    fn probe<'a>(&'a self, cx: &'a Cx, _ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
+    fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
             let rows = cx
                 .guest_index()
@@ -766,8 +1312,9 @@ impl Resource for Vm {
                 Owner::This { lock } => lock.clone(),
                 _ => None,
             };
-            Ok(match self.plan(cx.client(), owner).await? {
-                Plan::Create => Probe::Absent,
+            Ok(match self.plan(cx, owner, ask).await? {
+                Plan::Create(steps) if steps.is_empty() => Probe::Absent,
+                Plan::Create(steps) => Probe::AbsentVia { steps },
                 Plan::Refuse(why) => Probe::Refuse(why),
                 Plan::Present { changes, digest } => Probe::Present {
                     guard: Guard {
@@ -794,7 +1341,7 @@ impl Resource for Vm {
         cx: &'a Cx,
         changes: &'a [Change],
         guard: &'a Guard,
-        _on_started: OnStarted<'a>,
+        on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let Some(mut digest) = guard.digest.clone() else {
@@ -810,7 +1357,7 @@ impl Resource for Vm {
                 // exactly what the plan showed (S9).
                 digest = self.replan(cx.client(), changes).await?;
             }
-            Ok(self.update_(cx.client(), changes, &digest).await?)
+            Ok(self.apply(cx, changes, &digest, on_started).await?)
         })
     }
 
