@@ -349,7 +349,7 @@ pub(crate) fn compare_state(
         return Ok(None);
     }
     Err(format!(
-        "{key} differs in {differs:?}: a {key} is made with its options at create; changing them means a new volume, which is never made in place (S18)"
+        "{key} differs in {differs:?}: it is made with its options at create; other options mean a new volume, which is never made in place (S18)"
     ))
 }
 

@@ -364,6 +364,18 @@ impl Vm {
         out
     }
 
+    /// The refusal of cloud-init settings declared without a cloud-init drive, when the guest
+    /// (or what it is made from) has none either.
+    fn missing_drive(&self, has_drive: bool) -> Option<String> {
+        let settings = self.cloudinit_settings();
+        (self.cloudinit_drive.is_none() && !has_drive && !settings.is_empty()).then(|| {
+            format!(
+                "cloud-init settings ({}) are declared, and the VM has no cloud-init drive: declare one (Vm::cloudinit_drive, e.g. ide2 on a storage of the node)",
+                settings.join(", ")
+            )
+        })
+    }
+
     /// **S8** A sentence naming the property-string keys this declaration carries that the
     /// schema does not know, and the volumes that cannot be written, refused before any write;
     /// `None` when there are none.
@@ -484,15 +496,7 @@ impl Vm {
                 Ok(None) => {}
                 Err(why) => refusals.push(why),
             },
-            None => {
-                let settings = self.cloudinit_settings();
-                if !settings.is_empty() && cloudinit::live_drive(&live.map).is_none() {
-                    refusals.push(format!(
-                        "cloud-init settings ({}) are declared, and the VM has no cloud-init drive: declare one (Vm::cloudinit_drive, e.g. ide2 on a storage of the node)",
-                        settings.join(", ")
-                    ));
-                }
-            }
+            None => refusals.extend(self.missing_drive(cloudinit::live_drive(&live.map).is_some())),
         }
         if refusals.is_empty() {
             Ok(out)
@@ -521,7 +525,10 @@ impl Vm {
         Ok(match self.read(cx.client()).await? {
             None if owner == Owner::Free => match &self.clone {
                 Some(c) => self.plan_clone(cx, c, ask.upstream_changes).await?,
-                None => Plan::Create(Vec::new()),
+                None => match self.missing_drive(false) {
+                    Some(why) => Plan::Refuse(format!("VM {} on {}: {why}", self.vmid, self.node)),
+                    None => Plan::Create(Vec::new()),
+                },
             },
             None => Plan::Refuse(format!(
                 "VM {} is listed on {} but its config is missing; refusing to guess",
