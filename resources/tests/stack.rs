@@ -1205,6 +1205,24 @@ fn s30_every_applicable_rule_has_a_named_test() {
         uncovered.is_empty(),
         "config families without a conformance test for: {uncovered:?}"
     );
+    // A hand-written guest family shows the rules a guest keeps under tests that name it.
+    let guest = [
+        "s01", "s02", "s04", "s06", "s07", "s08", "s09", "s10", "s13", "s14", "s17", "s18", "s19",
+        "s20", "s26", "s27", "s29",
+    ];
+    let uncovered: Vec<String> = guest
+        .iter()
+        .filter(|id| {
+            !names
+                .iter()
+                .any(|n| n.contains("_lxc_") && names_rule(n, id))
+        })
+        .map(|id| format!("lxc: {id}"))
+        .collect();
+    assert!(
+        uncovered.is_empty(),
+        "guest families without a test for: {uncovered:?}"
+    );
 }
 
 #[tokio::test]
@@ -1352,7 +1370,7 @@ async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_sta
     let path = dir.path().join("state.json");
     std::fs::write(
         &path,
-        r#"{"version": 1, "resources": {"ct": {"kind": "lxc", "address": {"node": "pve1", "vmid": "200"}, "declared": {"hostname": "ct"}}}}"#,
+        r#"{"version": 1, "resources": {"ct": {"kind": "sdn_zone", "address": {"zone": "evpn1"}, "declared": {"type": "evpn"}}}}"#,
     )
     .expect("writes");
     let mut s = stack(&sim, &path);
@@ -1361,9 +1379,9 @@ async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_sta
         s.plan_destroy().expect("plans"),
     ] {
         assert_eq!(plan.entries.len(), 1);
-        assert_eq!(plan.entries[0].kind, "lxc");
+        assert_eq!(plan.entries[0].kind, "sdn_zone");
         assert!(
-            matches!(&plan.entries[0].action, Action::Refuse { error } if error.kind() == ErrorKind::UnknownFamily && error.reason().contains("family \"lxc\" cannot rebuild it")),
+            matches!(&plan.entries[0].action, Action::Refuse { error } if error.kind() == ErrorKind::UnknownFamily && error.reason().contains("family \"sdn_zone\" cannot rebuild it")),
             "{plan}"
         );
         let report = s.deploy(&plan, ignore).await.expect("deploys");

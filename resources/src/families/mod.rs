@@ -4,25 +4,28 @@
 //!   config object implements it and gets the lifecycle and its rules.
 //! - On it: [`pool`] (resource pools), [`access`] (users, groups, roles), and
 //!   [`network`]'s interfaces ([`network::Iface`]).
-//! - Hand-written on the [`kit`](crate::kit): [`qemu`] (QEMU guests, their disks) and
-//!   [`network`]'s apply ([`network::NetworkApply`], an action).
+//! - Hand-written on the [`kit`](crate::kit): [`qemu`] (QEMU guests: disks, cloud-init,
+//!   clones), [`lxc`] (containers) and [`network`]'s apply ([`network::NetworkApply`], an
+//!   action).
 //!
 //! The engine names no family: a stack knows the families it was given, and a user's own
 //! family is registered the same way ([`Family::new`]).
 
 pub mod access;
 pub mod config;
+pub mod lxc;
 pub mod network;
 pub mod pool;
 pub mod qemu;
 
 use crate::contract::Family;
 
-/// Every family of this crate: QEMU guests, node interfaces, network applies, pools, users,
-/// groups, roles.
+/// Every family of this crate: QEMU guests, containers, node interfaces, network applies,
+/// pools, users, groups, roles.
 pub fn builtin() -> Vec<Family> {
     vec![
         Family::new("vm", qemu::rebuild),
+        Family::new("lxc", lxc::rebuild),
         Family::new("node_network", network::rebuild_iface),
         Family::new("network_apply", network::rebuild_apply),
         Family::new("pool", pool::rebuild),
@@ -47,6 +50,7 @@ mod tests {
             kinds,
             [
                 "vm",
+                "lxc",
                 "node_network",
                 "network_apply",
                 "pool",

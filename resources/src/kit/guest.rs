@@ -11,6 +11,7 @@
 //!   skips or removes one, and a read that fails while waiting ends the wait as an error.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pve_sdk::generated::cluster::resources::{
@@ -19,6 +20,140 @@ use pve_sdk::generated::cluster::resources::{
 use pve_sdk::Client;
 
 use crate::contract::{ErrorKind, Failure, ObjectRef};
+
+/// Tags in the form PVE stores them (pve-guest-common `src/PVE/GuestHelpers.pm`
+/// get_unique_tags under the default tag style): split on PVE's separators, lower-cased,
+/// sorted, once each, joined by `;`. Both sides of a comparison are put in it (S8).
+pub fn tags_form(text: &str) -> String {
+    let mut tags: Vec<String> = text
+        .split([';', ',', ' '])
+        .filter(|s| !s.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    tags.sort_unstable();
+    tags.dedup();
+    tags.join(";")
+}
+
+/// How often a lock wait bounded by `deadline` looks again: a tenth of it, from 50 ms to 2 s.
+pub fn poll_interval(deadline: Duration) -> Duration {
+    (deadline / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))
+}
+
+/// Why a guest (a VM or a container) could not be brought to its declaration; [`Failure`]'s
+/// kind says which rule.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuestError {
+    /// Its config could not be read (S2).
+    #[error("{object}: its config could not be read")]
+    Unreadable {
+        /// The guest.
+        object: ObjectRef,
+        /// The read's failure.
+        #[source]
+        source: Failure,
+    },
+    /// `/cluster/resources` could not be read, so nobody can tell who holds the vmid (S17).
+    #[error("{object}: cannot tell who holds the vmid: /cluster/resources could not be read")]
+    IndexUnreadable {
+        /// The guest.
+        object: ObjectRef,
+        /// The read's error.
+        #[source]
+        source: Arc<pve_sdk::generated::cluster::resources::ResourcesError>,
+    },
+    /// Its config changed since the plan read it (S9): nothing was written, nothing retried.
+    #[error("{object}: its config changed since it was read; plan again, nothing was written")]
+    Changed {
+        /// The guest.
+        object: ObjectRef,
+    },
+    /// No digest was read for an update (S9).
+    #[error("{object}: no digest was read for this update; plan again")]
+    NoDigest {
+        /// The guest.
+        object: ObjectRef,
+    },
+    /// A write was refused, failed in its task, or has an unknown outcome.
+    #[error("{object}: the {action} did not confirm success")]
+    Write {
+        /// The guest.
+        object: ObjectRef,
+        /// `create`, `clone`, `update`, `resize` or `destroy`.
+        action: &'static str,
+        /// What happened.
+        #[source]
+        source: Failure,
+    },
+    /// The clone was made, and what follows it on the clone did not confirm success: the
+    /// clone is this stack's, and the next plan shows what is left.
+    #[error("{object}: cloned, but the update after the clone did not confirm success")]
+    AfterClone {
+        /// The guest.
+        object: ObjectRef,
+        /// What happened.
+        #[source]
+        source: Failure,
+    },
+    /// A value cannot be written as PVE's request (S8, S11): nothing was sent.
+    #[error("{object}: {why}; nothing was sent")]
+    Inexpressible {
+        /// The guest.
+        object: ObjectRef,
+        /// The sentence why.
+        why: String,
+    },
+    /// The read-back does not show the declared state (S4).
+    #[error("{object}: after the {action} the guest is {state}")]
+    NotConverged {
+        /// The guest.
+        object: ObjectRef,
+        /// `create`, `update` or `destroy`.
+        action: &'static str,
+        /// What the read-back saw.
+        state: String,
+    },
+    /// The live guest no longer matches its last declaration: the vmid may have been reused.
+    #[error(
+        "{object} no longer matches its last declaration ({keys:?} differ); not destroying it"
+    )]
+    Mismatch {
+        /// The guest.
+        object: ObjectRef,
+        /// The differing keys.
+        keys: Vec<String>,
+    },
+    /// Its last declaration has no field to recognise the guest by (S19).
+    #[error("{object}: its last declaration has no field to recognise the guest by (vmids are reused); declare at least its {field}")]
+    Unrecognisable {
+        /// The guest.
+        object: ObjectRef,
+        /// The field to declare (`name`, `hostname`).
+        field: &'static str,
+    },
+}
+
+impl From<GuestError> for Failure {
+    fn from(e: GuestError) -> Self {
+        let kind = match &e {
+            GuestError::Unreadable { source, .. } | GuestError::Write { source, .. } => {
+                source.kind()
+            }
+            GuestError::IndexUnreadable { .. } => ErrorKind::Unreadable,
+            GuestError::Changed { .. }
+            | GuestError::Mismatch { .. }
+            | GuestError::NoDigest { .. } => ErrorKind::Changed,
+            GuestError::Unrecognisable { .. } => ErrorKind::Refused,
+            GuestError::Inexpressible { .. } => ErrorKind::Inexpressible,
+            // Written: never "nothing was written", so the intent stays for the next plan.
+            GuestError::NotConverged { .. } | GuestError::AfterClone { .. } => {
+                ErrorKind::NotConverged
+            }
+        };
+        Failure::new(kind, e)
+    }
+}
 
 /// The guest types PVE has; a vmid is unique across both, cluster-wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

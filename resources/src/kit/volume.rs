@@ -3,12 +3,12 @@
 //!
 //! A volume is declared by where it is and how big it is ([`Disk`]): PVE allocates it from
 //! `STORAGE:SIZE_GIB` and prints it back as a volume with its size (`local-lvm:vm-100-disk-0,
-//! size=32G`). So the two sides are compared on meaning, not text ([`compare`]):
+//! size=32G`). So the two sides are compared on meaning, not text:
 //!
 //! - **S18 Never plan a replace.** A volume on another storage than declared is a refusal with
 //!   a sentence (moving is not a config change), and so is one larger than declared (a volume
 //!   never shrinks). Nothing is deleted or recreated.
-//! - A volume smaller than declared grows to the declared size by PVE's resize task ([`grow`]),
+//! - A volume smaller than declared grows to the declared size by PVE's resize task,
 //!   never by a config write.
 //! - **S7** Only the declared options are compared; a config write sends the live volume with
 //!   the declared options set and every other live option and its size kept.
@@ -19,7 +19,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::Duration;
 
 use pve_sdk::{Operation, Upid};
 
@@ -410,7 +409,7 @@ where
     };
     let mut now = read().await?;
     if now.lock.is_some() {
-        let poll = (cx.lock_wait() / 10).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        let poll = crate::kit::guest::poll_interval(cx.lock_wait());
         crate::kit::guest::wait_unlocked(g.object, cx.lock_wait(), poll, || async {
             Ok(read().await?.lock)
         })

@@ -57,7 +57,7 @@ use crate::contract::{
     Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Resource,
     Scope, TaskRef,
 };
-use crate::kit::guest::{self, GuestType, Owner};
+use crate::kit::guest::{self, GuestError, GuestType, Owner};
 use crate::kit::secret::WriteOnly;
 use crate::kit::volume::{self, Disk, StateDisk};
 use crate::state::ResourceState;
@@ -147,114 +147,6 @@ pub struct Vm {
     pub clone: Option<CloneOf>,
 }
 
-/// Why a guest could not be brought to its declaration; [`Failure`]'s kind says which rule.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum VmError {
-    /// Its config could not be read (S2).
-    #[error("{object}: its config could not be read")]
-    Unreadable {
-        /// The guest.
-        object: ObjectRef,
-        /// The read's failure.
-        #[source]
-        source: Failure,
-    },
-    /// `/cluster/resources` could not be read, so nobody can tell who holds the vmid (S17).
-    #[error("{object}: cannot tell who holds the vmid: /cluster/resources could not be read")]
-    IndexUnreadable {
-        /// The guest.
-        object: ObjectRef,
-        /// The read's error.
-        #[source]
-        source: Arc<pve_sdk::generated::cluster::resources::ResourcesError>,
-    },
-    /// Its config changed since the plan read it (S9): nothing was written, nothing retried.
-    #[error("{object}: its config changed since it was read; plan again, nothing was written")]
-    Changed {
-        /// The guest.
-        object: ObjectRef,
-    },
-    /// No digest was read for an update (S9).
-    #[error("{object}: no digest was read for this update; plan again")]
-    NoDigest {
-        /// The guest.
-        object: ObjectRef,
-    },
-    /// A write was refused, failed in its task, or has an unknown outcome.
-    #[error("{object}: the {action} did not confirm success")]
-    Write {
-        /// The guest.
-        object: ObjectRef,
-        /// `create`, `clone`, `update`, `resize` or `destroy`.
-        action: &'static str,
-        /// What happened.
-        #[source]
-        source: Failure,
-    },
-    /// The clone was made, and what follows it on the clone did not confirm success: the
-    /// clone is this stack's, and the next plan shows what is left.
-    #[error("{object}: cloned, but the update after the clone did not confirm success")]
-    AfterClone {
-        /// The guest.
-        object: ObjectRef,
-        /// What happened.
-        #[source]
-        source: Failure,
-    },
-    /// A value cannot be written as PVE's request (S8, S11): nothing was sent.
-    #[error("{object}: {why}; nothing was sent")]
-    Inexpressible {
-        /// The guest.
-        object: ObjectRef,
-        /// The sentence why.
-        why: String,
-    },
-    /// The read-back does not show the declared state (S4).
-    #[error("{object}: after the {action} the guest is {state}")]
-    NotConverged {
-        /// The guest.
-        object: ObjectRef,
-        /// `create`, `update` or `destroy`.
-        action: &'static str,
-        /// What the read-back saw.
-        state: String,
-    },
-    /// The live guest no longer matches its last declaration: the vmid may have been reused.
-    #[error(
-        "{object} no longer matches its last declaration ({keys:?} differ); not destroying it"
-    )]
-    Mismatch {
-        /// The guest.
-        object: ObjectRef,
-        /// The differing keys.
-        keys: Vec<String>,
-    },
-    /// Its last declaration has no field to recognise the guest by (S19).
-    #[error("{object}: its last declaration has no field to recognise the guest by (vmids are reused); declare at least its name")]
-    Unrecognisable {
-        /// The guest.
-        object: ObjectRef,
-    },
-}
-
-impl From<VmError> for Failure {
-    fn from(e: VmError) -> Self {
-        let kind = match &e {
-            VmError::Unreadable { source, .. } | VmError::Write { source, .. } => source.kind(),
-            VmError::IndexUnreadable { .. } => ErrorKind::Unreadable,
-            VmError::Changed { .. } | VmError::Mismatch { .. } | VmError::NoDigest { .. } => {
-                ErrorKind::Changed
-            }
-            VmError::Unrecognisable { .. } => ErrorKind::Refused,
-            VmError::Inexpressible { .. } => ErrorKind::Inexpressible,
-            // Written: never "nothing was written", so the intent stays for the next plan.
-            VmError::NotConverged { .. } | VmError::AfterClone { .. } => ErrorKind::NotConverged,
-        };
-        Failure::new(kind, e)
-    }
-}
-
 /// A guest's live config as it is compared: the wire map, the typed parts declared sub-keys
 /// are overlaid on, the digest and the lock.
 #[derive(Debug, Clone)]
@@ -296,10 +188,10 @@ impl Vm {
         ObjectRef::new("vm", Scope::Node(self.node.clone()), self.vmid.to_string())
     }
 
-    async fn read(&self, client: &Client) -> Result<Option<Live>, VmError> {
+    async fn read(&self, client: &Client) -> Result<Option<Live>, GuestError> {
         read_at(client, &self.node, self.vmid)
             .await
-            .map_err(|source| VmError::Unreadable {
+            .map_err(|source| GuestError::Unreadable {
                 object: self.object_ref(),
                 source,
             })
@@ -511,7 +403,7 @@ impl Vm {
     }
 
     /// One config read; the owner was decided from the stack's one index read (S17).
-    async fn plan(&self, cx: &Cx, owner: Owner, ask: Ask<'_>) -> Result<Plan, VmError> {
+    async fn plan(&self, cx: &Cx, owner: Owner, ask: Ask<'_>) -> Result<Plan, GuestError> {
         if let Some(why) = self.unknown_keys().or_else(|| self.refused_values()) {
             return Ok(Plan::Refuse(why));
         }
@@ -550,12 +442,12 @@ impl Vm {
     /// A clone's plan: the source found in the stack's index (on the declared node; a
     /// template for a linked clone), its config read once for every clone of it, the clone's
     /// result predicted from it, and the steps named.
-    async fn plan_clone(&self, cx: &Cx, c: &CloneOf, upstream: bool) -> Result<Plan, VmError> {
+    async fn plan_clone(&self, cx: &Cx, c: &CloneOf, upstream: bool) -> Result<Plan, GuestError> {
         let source = c.source_node(&self.node).to_owned();
         let rows = cx
             .guest_index()
             .await
-            .map_err(|source| VmError::IndexUnreadable {
+            .map_err(|source| GuestError::IndexUnreadable {
                 object: self.object_ref(),
                 source,
             })?;
@@ -598,7 +490,7 @@ impl Vm {
                 || async move { read_at(cx.client(), &node, vmid).await },
             )
             .await
-            .map_err(|source| VmError::Unreadable {
+            .map_err(|source| GuestError::Unreadable {
                 object: self.object_ref(),
                 source,
             })?;
@@ -682,7 +574,7 @@ impl Vm {
     }
 
     /// S4: the config read back holds the declaration.
-    async fn read_back(&self, client: &Client, action: &'static str) -> Result<(), VmError> {
+    async fn read_back(&self, client: &Client, action: &'static str) -> Result<(), GuestError> {
         let state = match self.read(client).await {
             Ok(Some(live)) => match self.all_changes(&live) {
                 Ok(left) if left.is_empty() => return Ok(()),
@@ -695,7 +587,7 @@ impl Vm {
             Ok(None) => "absent".to_owned(),
             Err(e) => format!("unreadable ({})", crate::contract::error_chain(&e)),
         };
-        Err(VmError::NotConverged {
+        Err(GuestError::NotConverged {
             object: self.object_ref(),
             action,
             state,
@@ -703,7 +595,7 @@ impl Vm {
     }
 
     /// The create request of this declaration (volumes allocated from `STORAGE:SIZE`).
-    fn create_request(&self) -> Result<CreateVm, VmError> {
+    fn create_request(&self) -> Result<CreateVm, GuestError> {
         let mut req = CreateVm::new(self.node.clone(), self.vmid);
         req.name.clone_from(&self.name);
         req.memory.clone_from(&self.memory);
@@ -728,7 +620,7 @@ impl Vm {
         req.searchdomain.clone_from(&self.searchdomain);
         req.sshkeys = self.sshkeys.as_deref().map(cloudinit::encode_keys);
         req.cipassword.clone_from(&self.cipassword);
-        let bad = |why: String| VmError::Inexpressible {
+        let bad = |why: String| GuestError::Inexpressible {
             object: self.object_ref(),
             why,
         };
@@ -779,7 +671,7 @@ impl Vm {
     }
 
     /// S13, S14, S29, S4: the create (or clone) task recorded and awaited, then read back.
-    async fn create_(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), VmError> {
+    async fn create_(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), GuestError> {
         let object = self.object_ref();
         if let Some(c) = &self.clone {
             return self.clone_(cx, c, on_started).await;
@@ -787,7 +679,7 @@ impl Vm {
         let req = self.create_request()?;
         crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
             .await
-            .map_err(|source| VmError::Write {
+            .map_err(|source| GuestError::Write {
                 object,
                 action: "create",
                 source,
@@ -798,7 +690,12 @@ impl Vm {
     /// The clone task, then the declared config on the clone as an update (with the
     /// `cipassword` a create would send), its disks grown, read back. Anything after the clone
     /// that fails leaves the clone this stack's own.
-    async fn clone_(&self, cx: &Cx, c: &CloneOf, on_started: OnStarted<'_>) -> Result<(), VmError> {
+    async fn clone_(
+        &self,
+        cx: &Cx,
+        c: &CloneOf,
+        on_started: OnStarted<'_>,
+    ) -> Result<(), GuestError> {
         let object = self.object_ref();
         let req = c.request(
             &self.node,
@@ -808,12 +705,12 @@ impl Vm {
         );
         crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
             .await
-            .map_err(|source| VmError::Write {
+            .map_err(|source| GuestError::Write {
                 object: object.clone(),
                 action: "clone",
                 source,
             })?;
-        let after = |e: VmError| VmError::AfterClone {
+        let after = |e: GuestError| GuestError::AfterClone {
             object: object.clone(),
             source: e.into(),
         };
@@ -821,13 +718,13 @@ impl Vm {
             .read(cx.client())
             .await
             .map_err(after)?
-            .ok_or_else(|| VmError::NotConverged {
+            .ok_or_else(|| GuestError::NotConverged {
                 object: object.clone(),
                 action: "clone",
                 state: "absent".to_owned(),
             })?;
         let mut changes = self.all_changes(&live).map_err(|why| {
-            after(VmError::NotConverged {
+            after(GuestError::NotConverged {
                 object: object.clone(),
                 action: "clone",
                 state: why,
@@ -853,7 +750,7 @@ impl Vm {
         changes: &[Change],
         digest: &str,
         on_started: OnStarted<'_>,
-    ) -> Result<(), VmError> {
+    ) -> Result<(), GuestError> {
         if changes.is_empty() {
             return Ok(());
         }
@@ -865,9 +762,11 @@ impl Vm {
             let req = self.update_request(&config, digest)?;
             match cx.client().send(&req).await {
                 Ok(_) => {}
-                Err(UpdateVmError::ChecksumMismatch(_)) => return Err(VmError::Changed { object }),
+                Err(UpdateVmError::ChecksumMismatch(_)) => {
+                    return Err(GuestError::Changed { object })
+                }
                 Err(e) => {
-                    return Err(VmError::Write {
+                    return Err(GuestError::Write {
                         object,
                         action: "update",
                         source: Failure::write(e),
@@ -879,7 +778,7 @@ impl Vm {
         for c in resizes {
             let key = &c.key["resize:".len()..];
             let Some(disk) = self.disks.get(key) else {
-                return Err(VmError::Inexpressible {
+                return Err(GuestError::Inexpressible {
                     object,
                     why: format!("{} names no declared disk", c.key),
                 });
@@ -910,7 +809,7 @@ impl Vm {
             };
             volume::grow(cx, growth, planned, read, make, on_started)
                 .await
-                .map_err(|source| VmError::Write {
+                .map_err(|source| GuestError::Write {
                     object: object.clone(),
                     action: "resize",
                     source,
@@ -922,9 +821,9 @@ impl Vm {
 
     /// The config write of `changes`, with `digest`. Every key is one the request has, or the
     /// update is an error, never a dropped key (S11).
-    fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, VmError> {
+    fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, GuestError> {
         let object = self.object_ref();
-        let bad = |why: String| VmError::Inexpressible {
+        let bad = |why: String| GuestError::Inexpressible {
             object: object.clone(),
             why,
         };
@@ -998,8 +897,8 @@ impl Vm {
     /// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
     /// `planned` (write-only rotations apart: they never show); anything else changed since
     /// the plan.
-    async fn replan(&self, client: &Client, planned: &[Change]) -> Result<String, VmError> {
-        let changed = || VmError::Changed {
+    async fn replan(&self, client: &Client, planned: &[Change]) -> Result<String, GuestError> {
+        let changed = || GuestError::Changed {
             object: self.object_ref(),
         };
         let live = self.read(client).await?.ok_or_else(changed)?;
@@ -1017,29 +916,32 @@ impl Vm {
         cx: &Cx,
         last: &BTreeMap<String, String>,
         on_started: OnStarted<'_>,
-    ) -> Result<(), VmError> {
+    ) -> Result<(), GuestError> {
         let object = self.object_ref();
         if last.keys().all(|k| k.starts_with("rotate:")) {
-            return Err(VmError::Unrecognisable { object });
+            return Err(GuestError::Unrecognisable {
+                object,
+                field: "name",
+            });
         }
         let Some(live) = self.read(cx.client()).await? else {
             return Ok(());
         };
         let keys = still_differs(last, &live);
         if !keys.is_empty() {
-            return Err(VmError::Mismatch { object, keys });
+            return Err(GuestError::Mismatch { object, keys });
         }
         let req = DestroyVm::new(self.node.clone(), self.vmid);
         crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
             .await
-            .map_err(|source| VmError::Write {
+            .map_err(|source| GuestError::Write {
                 object: object.clone(),
                 action: "destroy",
                 source,
             })?;
         match self.read(cx.client()).await {
             Ok(None) => Ok(()),
-            other => Err(VmError::NotConverged {
+            other => Err(GuestError::NotConverged {
                 object,
                 action: "destroy",
                 state: if matches!(other, Ok(Some(_))) {
@@ -1054,10 +956,7 @@ impl Vm {
     /// S10: waits for the guest's lock to clear, bounded by the stack's lock wait, polling
     /// every tenth of it (50 ms to 2 s).
     async fn wait_unlocked(&self, cx: &Cx) -> Result<(), Failure> {
-        let poll = (cx.lock_wait() / 10).clamp(
-            std::time::Duration::from_millis(50),
-            std::time::Duration::from_secs(2),
-        );
+        let poll = guest::poll_interval(cx.lock_wait());
         guest::wait_unlocked(&self.object_ref(), cx.lock_wait(), poll, || async {
             Ok(self.read(cx.client()).await?.and_then(|l| l.lock))
         })
@@ -1152,14 +1051,7 @@ fn overlay_net(declared: &Net, live: &Net) -> Net {
 fn normalised(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut out = crate::kit::wire::trim_end(map.clone(), &["description"]);
     if let Some(t) = out.get_mut("tags") {
-        let mut tags: Vec<String> = t
-            .split([';', ',', ' '])
-            .filter(|s| !s.is_empty())
-            .map(str::to_lowercase)
-            .collect();
-        tags.sort_unstable();
-        tags.dedup();
-        *t = tags.join(";");
+        *t = guest::tags_form(t);
     }
     cloudinit::normalise(&mut out);
     out
@@ -1310,7 +1202,7 @@ impl Resource for Vm {
             let rows = cx
                 .guest_index()
                 .await
-                .map_err(|source| VmError::IndexUnreadable {
+                .map_err(|source| GuestError::IndexUnreadable {
                     object: self.object_ref(),
                     source,
                 })?;
@@ -1352,7 +1244,7 @@ impl Resource for Vm {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let Some(mut digest) = guard.digest.clone() else {
-                return Err(VmError::NoDigest {
+                return Err(GuestError::NoDigest {
                     object: self.object_ref(),
                 }
                 .into());
