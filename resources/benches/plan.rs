@@ -1,7 +1,8 @@
-//! Benchmark: the plan of 1,000 declared VMs across 3 nodes, against the simulator with 5 ms of
-//! latency per request. Counts the requests of one plan (the aim: one cluster index read plus one
-//! read per VM) and compares the wall time of the default concurrency with a sequential stack
-//! (`per_node: 1, total: 1`). The simulator runs on its own runtime.
+//! Benchmark: the plan of 1,000 declared guests (500 VMs and 500 containers) across 3 nodes,
+//! against the simulator with 5 ms of latency per request. Counts the requests of one plan (the
+//! aim: one cluster index read plus one config read per guest) and compares the wall time of the
+//! default concurrency with a sequential stack (`per_node: 1, total: 1`). The simulator runs on
+//! its own runtime.
 //!
 //! `cargo bench -p pve-resources --bench plan`
 
@@ -9,23 +10,44 @@ use std::time::{Duration, Instant};
 
 use pve_resources::contract::Clients;
 use pve_resources::engine::{Stack, StackOptions};
+use pve_resources::families::lxc::Lxc;
 use pve_resources::families::qemu::Vm;
+use pve_resources::kit::volume::Disk;
 use pve_resources::state::FileStore;
 use pve_sdk::Client;
 use pve_sim::{GuestKind, SimConfig, Simulator};
 
-const VMS: i64 = 1_000;
+/// VMs are vmids 1000-1499, containers 1500-1999.
+const VMS: i64 = 500;
+const CTS: i64 = 500;
 const NODES: [&str; 3] = ["pve1", "pve2", "pve3"];
 const ROUNDS: usize = 3;
 
-fn declared(vmid: i64) -> Vm {
+fn node(vmid: i64) -> &'static str {
+    NODES[(vmid % 3) as usize]
+}
+
+fn vm(vmid: i64) -> Vm {
     Vm {
-        node: NODES[(vmid % 3) as usize].into(),
+        node: node(vmid).into(),
         vmid,
         name: Some(format!("vm{vmid}")),
         cores: Some(2),
         memory: "2048".parse().ok(),
         ..Vm::default()
+    }
+}
+
+fn ct(vmid: i64) -> Lxc {
+    Lxc {
+        node: node(vmid).into(),
+        vmid,
+        ostemplate: Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into()),
+        hostname: Some(format!("ct{vmid}")),
+        cores: Some(2),
+        memory: Some(2048),
+        rootfs: Some(Disk::new("local-lvm", 8)),
+        ..Lxc::default()
     }
 }
 
@@ -46,15 +68,21 @@ async fn plan_once(
     .expect("stack");
     stack.register(pve_resources::families::builtin());
     for vmid in 1000..1000 + VMS {
-        stack
-            .add(format!("vm{vmid}"), declared(vmid))
-            .expect("adds");
+        stack.add(format!("vm{vmid}"), vm(vmid)).expect("adds");
+    }
+    for vmid in 1000 + VMS..1000 + VMS + CTS {
+        stack.add(format!("ct{vmid}"), ct(vmid)).expect("adds");
     }
     let t = Instant::now();
     let plan = stack.plan().await.expect("plans");
     let took = t.elapsed();
     let adopt = plan.counts().get("noop").copied().unwrap_or(0);
-    assert_eq!(adopt, VMS as usize, "every VM matches: {:?}", plan.counts());
+    assert_eq!(
+        adopt,
+        (VMS + CTS) as usize,
+        "every guest matches: {:?}",
+        plan.counts()
+    );
     (took, plan.entries.len())
 }
 
@@ -72,13 +100,28 @@ fn main() {
         }))
         .expect("starts");
     for vmid in 1000..1000 + VMS {
-        let d = declared(vmid);
         let name = format!("vm{vmid}");
         sim.add_guest(
-            &d.node,
+            node(vmid),
             vmid as u32,
             GuestKind::Qemu,
             &[("name", name.as_str()), ("cores", "2"), ("memory", "2048")],
+        );
+    }
+    for vmid in 1000 + VMS..1000 + VMS + CTS {
+        let name = format!("ct{vmid}");
+        let rootfs = format!("local-lvm:vm-{vmid}-disk-0,size=8G");
+        sim.add_guest(
+            node(vmid),
+            vmid as u32,
+            GuestKind::Lxc,
+            &[
+                ("hostname", name.as_str()),
+                ("cores", "2"),
+                ("memory", "2048"),
+                ("rootfs", rootfs.as_str()),
+                ("unprivileged", "1"),
+            ],
         );
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -105,7 +148,7 @@ fn main() {
         .count();
     let configs = reqs.iter().filter(|r| r.path.ends_with("/config")).count();
     println!(
-        "one plan of {n} VMs on {} nodes: {} requests ({index} cluster index, {configs} config reads, {} writes)",
+        "one plan of {n} guests ({VMS} VMs, {CTS} containers) on {} nodes: {} requests ({index} cluster index, {configs} config reads, {} writes)",
         NODES.len(),
         reqs.len(),
         sim.writes().len()
