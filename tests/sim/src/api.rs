@@ -127,6 +127,9 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     if let Some(answer) = crate::guests::dispatch(cluster, call) {
         return Some(answer);
     }
+    if let Some(answer) = crate::acl::dispatch(cluster, call) {
+        return Some(answer);
+    }
     Some(match (op.method.as_str(), op.path.as_str()) {
         // pve-manager PVE/API2.pm `version`: version, release and repoid from
         // PVE::pvecfg::version_info, always set.

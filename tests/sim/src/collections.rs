@@ -223,7 +223,7 @@ pub enum Outcome {
 }
 
 /// A value typed by its shape: integers and booleans as numbers, the rest as strings.
-fn typed(shape: Option<&Shape>, v: &str) -> Value {
+pub(crate) fn typed(shape: Option<&Shape>, v: &str) -> Value {
     match shape.map(|s| s.ty.as_str()) {
         Some("integer" | "boolean") => v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n)),
         Some("number") => v.parse::<f64>().map_or_else(|_| json!(v), |n| json!(n)),
@@ -254,6 +254,9 @@ fn object(shape: &Shape, id_key: Option<(&str, &str)>, fields: &BTreeMap<String,
 
 /// Runs `op` if it is a collection call: `None` for every other operation.
 pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Option<Outcome> {
+    if let Some(outcome) = crate::storage::dispatch(store, op, params) {
+        return Some(outcome);
+    }
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let kind = KINDS
         .iter()

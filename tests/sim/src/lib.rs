@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod acl;
 pub mod api;
 pub mod apidoc;
 pub mod collections;
@@ -18,6 +19,7 @@ mod listen;
 mod server;
 pub mod state;
 pub mod status;
+pub mod storage;
 pub mod validate;
 pub mod version;
 pub mod wire;

@@ -653,7 +653,16 @@ fn verify_token(shared: &Shared, token: &str) -> Result<String, String> {
             "'{id}' is not a valid token ID - not able to split into user and token parts\n"
         ));
     };
-    let tokens = &shared.config.tokens;
+    // Tokens made through the API (`crate::acl`) authenticate too, their users being the
+    // user collection's.
+    let made: Vec<(String, String)> = {
+        let c = lock(&shared.cluster);
+        c.api_tokens
+            .iter()
+            .map(|(i, t)| (i.clone(), t.secret.clone()))
+            .collect()
+    };
+    let tokens: Vec<&(String, String)> = shared.config.tokens.iter().chain(made.iter()).collect();
     let user_exists = shared.config.users.iter().any(|(u, _)| u == user)
         || tokens
             .iter()

@@ -223,6 +223,13 @@ pub struct Cluster {
     /// Config collections (pools, users, groups, roles, storage): kind -> id -> fields
     /// ([`crate::collections`]).
     pub collections: crate::collections::Store,
+    /// ACL entries ([`crate::acl`]): (path, type, id, role) -> propagate.
+    pub acl: BTreeMap<crate::acl::AclKey, bool>,
+    /// Credentials that see only some paths' ACL entries (PVE filters the list by the
+    /// caller's `Permissions.Modify`): credential -> the paths it may see.
+    pub acl_visible: crate::acl::Visible,
+    /// API tokens made through the API, by full id (`USER@REALM!NAME`).
+    pub api_tokens: BTreeMap<String, crate::acl::ApiToken>,
     counter: u32,
 }
 
@@ -242,6 +249,9 @@ impl Cluster {
                 .collect(),
             file_lock_timeouts: std::collections::BTreeSet::new(),
             collections: crate::collections::Store::new(),
+            acl: BTreeMap::new(),
+            acl_visible: BTreeMap::new(),
+            api_tokens: BTreeMap::new(),
             counter: 0,
         }
     }

@@ -1,0 +1,377 @@
+//! ACL entries and API tokens, as pve-access-control answers for them: `GET /access/acl`
+//! (`src/PVE/API2/ACL.pm` read_acl: the entries of the paths the caller may modify
+//! permissions on), `PUT /access/acl` (update_acl: adds, or with `delete=1` removes, each role
+//! for each user, group and token named), and a user's tokens (`src/PVE/API2/User.pm`
+//! generate_token, read_token, update_token_info, remove_token). A token made here
+//! authenticates like a configured one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+
+use crate::api::{fail, ok, param_error, Answer, Call};
+use crate::state::Cluster;
+
+/// PVE's built-in roles (pve-access-control `src/PVE/AccessControl.pm` `$special_roles` and
+/// create_roles), which exist without a line in `user.cfg`.
+pub const BUILT_IN_ROLES: &[&str] = &[
+    "Administrator",
+    "NoAccess",
+    "PVEAdmin",
+    "PVEAuditor",
+    "PVEDatastoreAdmin",
+    "PVEDatastoreUser",
+    "PVEMappingAdmin",
+    "PVEMappingUser",
+    "PVEPoolAdmin",
+    "PVEPoolUser",
+    "PVESDNAdmin",
+    "PVESDNUser",
+    "PVESysAdmin",
+    "PVETemplateUser",
+    "PVEUserAdmin",
+    "PVEVMAdmin",
+    "PVEVMUser",
+];
+
+/// One ACL entry's key: path, `user`/`group`/`token`, the user, group or token id, the role.
+pub type AclKey = (String, String, String, String);
+
+/// An API token made through the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiToken {
+    /// `comment`, `expire`, `privsep` as stored.
+    pub info: BTreeMap<String, String>,
+    /// Its secret.
+    pub secret: String,
+}
+
+/// pve-access-control `src/PVE/AccessControl.pm` normalize_path: slashes collapsed, no
+/// trailing one, a leading one, and only `[[:alnum:].-_/]`.
+pub fn normalize_path(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    let mut p = String::new();
+    for c in path.chars() {
+        if c == '/' && p.ends_with('/') {
+            continue;
+        }
+        p.push(c);
+    }
+    if p.len() > 1 && p.ends_with('/') {
+        p.pop();
+    }
+    if p.is_empty() || p == "/" {
+        p = "/".into();
+    }
+    if !p.starts_with('/') {
+        p.insert(0, '/');
+    }
+    p.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/'))
+        .then_some(p)
+}
+
+/// pve-access-control `src/PVE/AccessControl.pm` check_path: the paths an ACL may name.
+pub fn valid_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').skip(1).filter(|p| !p.is_empty()).collect();
+    let id = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    match parts.as_slice() {
+        [] => true,
+        ["access"] | ["nodes"] | ["pool"] | ["sdn"] | ["storage"] | ["vms"] | ["mapping"] => true,
+        ["access", "groups" | "realm"] => true,
+        ["access", "groups" | "realm", x] => id(x),
+        ["nodes", x] | ["storage", x] | ["mapping", x] => id(x),
+        ["mapping", x, y] => id(x) && id(y),
+        ["pool", rest @ ..] => rest.len() <= 3 && rest.iter().all(|x| id(x)),
+        ["vms", x] => x.len() >= 3 && !x.starts_with('0') && x.bytes().all(|b| b.is_ascii_digit()),
+        ["sdn", "controllers" | "dns" | "fabrics" | "ipams" | "prefix-lists" | "route-maps" | "zones"] => {
+            true
+        }
+        ["sdn", _, x] => id(x),
+        ["sdn", "zones", x, y] => id(x) && id(y),
+        ["sdn", "zones", x, y, n] => {
+            id(x)
+                && id(y)
+                && !n.starts_with('0')
+                && n.len() <= 4
+                && n.bytes().all(|b| b.is_ascii_digit())
+        }
+        _ => false,
+    }
+}
+
+/// Runs an ACL or token call: `None` for other operations.
+pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    Some(match (call.op.method.as_str(), call.op.path.as_str()) {
+        ("GET", "/access/acl") => read_acl(cluster, call),
+        ("PUT", "/access/acl") => update_acl(cluster, call),
+        ("GET", "/access/users/{userid}/token/{tokenid}") => read_token(cluster, call),
+        ("POST", "/access/users/{userid}/token/{tokenid}") => generate_token(cluster, call),
+        ("PUT", "/access/users/{userid}/token/{tokenid}") => update_token(cluster, call),
+        ("DELETE", "/access/users/{userid}/token/{tokenid}") => remove_token(cluster, call),
+        _ => return None,
+    })
+}
+
+/// read_acl: every entry, `propagate` as 0/1, of the paths the caller may see (all of them,
+/// unless [`Cluster::acl_visible`] limits the credential: PVE filters by
+/// `check_perm_modify` rather than refusing).
+fn read_acl(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let visible = cluster.acl_visible.get(call.credential);
+    let rows: Vec<Value> = cluster
+        .acl
+        .iter()
+        .filter(|((path, ..), _)| visible.is_none_or(|v| v.contains(path)))
+        .map(|((path, ty, ugid, role), propagate)| {
+            json!({"path": path, "type": ty, "ugid": ugid, "roleid": role, "propagate": u8::from(*propagate)})
+        })
+        .collect();
+    ok(Value::Array(rows))
+}
+
+fn user_exists(cluster: &Cluster, user: &str) -> bool {
+    user == "root@pam"
+        || cluster
+            .collections
+            .get("user")
+            .is_some_and(|u| u.contains_key(user))
+}
+
+fn split_list(text: Option<&str>) -> Vec<&str> {
+    text.map(|t| t.split([',', ';', ' ']).filter(|p| !p.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// update_acl, in its order: one of `users`, `groups`, `tokens` (a parameter error on each),
+/// the path normalised and checked ("invalid ACL path"), then under lock_user_config ("ACL
+/// update failed"): each role exists, then per role each group, user and token exists, and
+/// the entry is set (with `propagate`, default 1) or removed.
+fn update_acl(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let (users, groups, tokens) = (
+        split_list(call.get("users")),
+        split_list(call.get("groups")),
+        split_list(call.get("tokens")),
+    );
+    if users.is_empty() && groups.is_empty() && tokens.is_empty() {
+        return Answer::Error {
+            status: 400,
+            message: "Parameter verification failed.\n".into(),
+            errors: Some(
+                ["groups", "tokens", "users"]
+                    .iter()
+                    .map(|k| {
+                        (
+                            (*k).to_owned(),
+                            "either 'users', 'groups' or 'tokens' is required.".to_owned(),
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+    }
+    let given = call.get("path").unwrap_or_default();
+    let delete = call.get("delete").is_some_and(|d| d == "1");
+    let Some(path) = normalize_path(given).filter(|p| delete || valid_path(p)) else {
+        return param_error("path", format!("invalid ACL path '{given}'"));
+    };
+    let propagate = call.get("propagate").is_none_or(|p| p == "1");
+    let failed = |text: String| fail(500, format!("ACL update failed: {text}"));
+    let mut changes = Vec::new();
+    for role in split_list(call.get("roles")) {
+        let custom = cluster
+            .collections
+            .get("role")
+            .is_some_and(|r| r.contains_key(role));
+        if !custom && !BUILT_IN_ROLES.contains(&role) {
+            return failed(format!("role '{role}' does not exist"));
+        }
+        for g in &groups {
+            if !cluster
+                .collections
+                .get("group")
+                .is_some_and(|c| c.contains_key(*g))
+            {
+                return failed(format!("group '{g}' does not exist"));
+            }
+            changes.push((path.clone(), "group", (*g).to_owned(), role.to_owned()));
+        }
+        for u in &users {
+            if !user_exists(cluster, u) {
+                return failed(format!("user '{u}' does not exist"));
+            }
+            changes.push((path.clone(), "user", (*u).to_owned(), role.to_owned()));
+        }
+        for t in &tokens {
+            let (user, name) = t.rsplit_once('!').unwrap_or((t, ""));
+            if !user_exists(cluster, user) {
+                return failed(format!("no such user ('{user}')"));
+            }
+            if !cluster.api_tokens.contains_key(*t) {
+                return failed(format!("no such token '{name}' for user '{user}'"));
+            }
+            changes.push((path.clone(), "token", (*t).to_owned(), role.to_owned()));
+        }
+    }
+    for (p, ty, id, role) in changes {
+        let key = (p, ty.to_owned(), id, role);
+        if delete {
+            cluster.acl.remove(&key);
+        } else {
+            cluster.acl.insert(key, propagate);
+        }
+    }
+    ok(Value::Null)
+}
+
+fn token_id(call: &Call<'_>) -> (String, String) {
+    (
+        call.get("userid").unwrap_or_default().to_owned(),
+        call.get("tokenid").unwrap_or_default().to_owned(),
+    )
+}
+
+/// check_user_exist, then check_token_exist, with their texts (the write's prefix first).
+fn existing<'c>(
+    cluster: &'c Cluster,
+    call: &Call<'_>,
+    prefix: Option<&str>,
+) -> Result<&'c ApiToken, Answer> {
+    let (user, name) = token_id(call);
+    let text = |t: String| match prefix {
+        Some(p) => fail(500, format!("{p}: {t}")),
+        None => fail(500, t),
+    };
+    if !user_exists(cluster, &user) {
+        return Err(text(format!("no such user ('{user}')")));
+    }
+    cluster
+        .api_tokens
+        .get(&format!("{user}!{name}"))
+        .ok_or_else(|| text(format!("no such token '{name}' for user '{user}'")))
+}
+
+/// The token's stored fields as read_token answers them (`privsep` and `expire` numbers).
+fn info_json(t: &ApiToken) -> Value {
+    let mut v = json!({});
+    for (k, val) in &t.info {
+        v[k.as_str()] = match k.as_str() {
+            "privsep" | "expire" => val.parse::<i64>().map_or_else(|_| json!(val), |n| json!(n)),
+            _ => json!(val),
+        };
+    }
+    v
+}
+
+fn read_token(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    match existing(cluster, call, None) {
+        Ok(t) => ok(info_json(t)),
+        Err(a) => a,
+    }
+}
+
+/// generate_token: the user must exist, the token must not ("Token already exists." as a
+/// parameter error); `privsep` defaults to 1, an empty comment is not kept; the answer holds
+/// the secret (`value`, a UUID), `full-tokenid` and `info`.
+fn generate_token(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    let (user, name) = token_id(call);
+    let full = format!("{user}!{name}");
+    if !user_exists(cluster, &user) {
+        return fail(500, format!("no such user ('{user}')"));
+    }
+    if cluster.api_tokens.contains_key(&full) {
+        return param_error("tokenid", "Token already exists.");
+    }
+    let mut info = BTreeMap::new();
+    info.insert(
+        "privsep".to_owned(),
+        call.get("privsep").unwrap_or("1").to_owned(),
+    );
+    if let Some(e) = call.get("expire") {
+        info.insert("expire".to_owned(), e.to_owned());
+    }
+    if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
+        info.insert("comment".to_owned(), c.to_owned());
+    }
+    let n = cluster.api_tokens.len() + 1;
+    let secret = format!("5e0c0000-0000-4000-8000-{n:012x}");
+    let token = ApiToken { info, secret };
+    let answer = json!({"full-tokenid": full, "info": info_json(&token), "value": token.secret});
+    cluster.api_tokens.insert(full, token);
+    ok(answer)
+}
+
+/// update_token_info: `privsep`, `expire`, `comment` set (an empty comment removed), `delete`
+/// only of `comment`; `regenerate` answers a new secret.
+fn update_token(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    if let Err(a) = existing(cluster, call, Some("updating token info failed")) {
+        return a;
+    }
+    let (user, name) = token_id(call);
+    let full = format!("{user}!{name}");
+    let deletes = split_list(call.get("delete"));
+    if let Some(bad) = deletes.iter().find(|k| **k != "comment") {
+        return param_error("delete", format!("unknown option '{bad}'"));
+    }
+    let n = cluster.api_tokens.len() + 100;
+    let Some(t) = cluster.api_tokens.get_mut(&full) else {
+        return fail(500, format!("no such token '{name}' for user '{user}'"));
+    };
+    for k in ["privsep", "expire", "comment"] {
+        if let Some(v) = call.get(k) {
+            t.info.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    if t.info.get("comment").is_some_and(String::is_empty) {
+        t.info.remove("comment");
+    }
+    for k in deletes {
+        t.info.remove(k);
+    }
+    let mut answer = info_json(t);
+    if call.get("regenerate").is_some_and(|r| r == "1") {
+        t.secret = format!("5e0c0000-0000-4000-9000-{n:012x}");
+        answer["value"] = json!(t.secret);
+        answer["full-tokenid"] = json!(full);
+    }
+    ok(answer)
+}
+
+fn remove_token(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
+    if let Err(a) = existing(cluster, call, None) {
+        return a;
+    }
+    let (user, name) = token_id(call);
+    cluster.api_tokens.remove(&format!("{user}!{name}"));
+    // Its ACL entries go with it: pve-access-control src/PVE/AccessControl.pm
+    // parse_user_config drops an entry whose token does not exist ("ignore invalid acl token").
+    let full = format!("{user}!{name}");
+    cluster
+        .acl
+        .retain(|(_, ty, id, _), _| !(ty == "token" && *id == full));
+    ok(Value::Null)
+}
+
+/// The paths a credential may see in `GET /access/acl`, when limited.
+pub type Visible = BTreeMap<String, BTreeSet<String>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_normalised_and_checked_as_pve_does() {
+        assert_eq!(normalize_path("//vms//100/").as_deref(), Some("/vms/100"));
+        assert_eq!(normalize_path("storage").as_deref(), Some("/storage"));
+        assert_eq!(normalize_path("/").as_deref(), Some("/"));
+        assert_eq!(normalize_path("/vms/1 00"), None);
+        assert!(valid_path("/vms/100") && valid_path("/pool/lab") && valid_path("/"));
+        assert!(!valid_path("/vms/99") && !valid_path("/bogus") && !valid_path("/vms/0100"));
+        assert!(valid_path("/sdn/zones/z1/v1/10"));
+    }
+}
