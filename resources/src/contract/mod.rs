@@ -123,6 +123,10 @@ pub struct Ask<'a> {
     /// The declaration state recorded at the last deploy (wire form), if any: what a
     /// write-only field's rotation marker is compared with.
     pub recorded: Option<&'a BTreeMap<String, String>>,
+    /// A write an earlier deploy recorded and did not see end (S29), if any: what a family
+    /// whose create hands a secret over judges the object by (a token whose create never
+    /// finished never delivered its secret).
+    pub pending: Option<&'a crate::state::Intent>,
 }
 
 /// Where to look for the task a write runs as, when its UPID was never recorded (a deploy

@@ -357,6 +357,7 @@ impl Worker {
             contact: Contact::Known,
             upstream_changes: false,
             recorded: last.as_ref(),
+            pending: None,
         };
         let probe = res.probe(&self.cx, ask).await;
         let not = |why: String| err(ErrorKind::NotConverged, why);

@@ -249,6 +249,7 @@ impl Stack {
                         contact,
                         upstream_changes: upstream,
                         recorded: last.as_ref(),
+                        pending: pending.as_ref(),
                     };
                     let seen = Seen { owned, adopt };
                     (

@@ -110,6 +110,7 @@ pub fn valid_path(path: &str) -> bool {
 pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     Some(match (call.op.method.as_str(), call.op.path.as_str()) {
         ("GET", "/access/acl") => read_acl(cluster, call),
+        ("GET", "/access/permissions") => permissions(cluster, call),
         ("PUT", "/access/acl") => update_acl(cluster, call),
         ("GET", "/access/users/{userid}/token/{tokenid}") => read_token(cluster, call),
         ("POST", "/access/users/{userid}/token/{tokenid}") => generate_token(cluster, call),
@@ -133,6 +134,47 @@ fn read_acl(cluster: &Cluster, call: &Call<'_>) -> Answer {
         })
         .collect();
     ok(Value::Array(rows))
+}
+
+/// pve-access-control `src/PVE/API2/AccessControl.pm` permissions: the caller's effective
+/// privileges, path -> privilege -> propagate, for the default top-level paths and every path
+/// with an ACL entry (`get_effective_permissions`), or for `path` alone. The simulator's
+/// credentials hold every privilege everywhere, propagated, unless [`Cluster::acl_visible`]
+/// limits one: it then holds `Permissions.Modify` on its visible paths only, not propagated.
+fn permissions(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let all: serde_json::Map<String, Value> = crate::access::PRIVILEGES
+        .iter()
+        .map(|p| ((*p).to_owned(), json!(1)))
+        .collect();
+    let limited = cluster.acl_visible.get(call.credential);
+    let privs = |path: &str| -> Option<Value> {
+        match limited {
+            None => Some(Value::Object(all.clone())),
+            Some(v) if v.contains(path) => Some(json!({"Permissions.Modify": 0})),
+            Some(_) => None,
+        }
+    };
+    let mut out = serde_json::Map::new();
+    if let Some(path) = call.get("path") {
+        out.insert(path.to_owned(), privs(path).unwrap_or_else(|| json!({})));
+        return ok(Value::Object(out));
+    }
+    let mut paths: BTreeSet<String> = [
+        "/", "/access", "/access/groups", "/nodes", "/pool", "/sdn", "/storage", "/vms",
+    ]
+    .iter()
+    .map(|p| (*p).to_owned())
+    .collect();
+    paths.extend(cluster.acl.keys().map(|(p, ..)| p.clone()));
+    if let Some(v) = limited {
+        paths.extend(v.iter().cloned());
+    }
+    for p in paths {
+        if let Some(v) = privs(&p) {
+            out.insert(p, v);
+        }
+    }
+    ok(Value::Object(out))
 }
 
 fn user_exists(cluster: &Cluster, user: &str) -> bool {
