@@ -87,6 +87,10 @@ pub struct Guard {
     /// something from the request alone (an interface's address fields: `method` and the
     /// `inet6` stanza follow what the update sends). The declared value, else the live one.
     pub carry: BTreeMap<String, String>,
+    /// The changes recover a write an earlier deploy left pending, as the family judged it
+    /// with [`Ask::pending`] (a token whose secret was not delivered, recreated by the user's
+    /// word): the engine then does not take them for a half-done create.
+    pub recovers: bool,
 }
 
 /// What happens to a managed object dropped from the declaration (S20).

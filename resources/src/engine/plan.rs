@@ -508,8 +508,10 @@ fn map_probe(
         Ok(Probe::AbsentVia { steps }) => (Action::Create { steps }, Guard::default()),
         // A create an earlier deploy sent and did not see end found something that is not what
         // it declared: a half-done create, or someone else took the object (S29).
-        Ok(Probe::Present { changes, .. })
-            if !changes.is_empty() && pending.is_some_and(|i| i.action == "create") =>
+        Ok(Probe::Present { changes, guard })
+            if !changes.is_empty()
+                && !guard.recovers
+                && pending.is_some_and(|i| i.action == "create") =>
         {
             let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
             let error = ResourceError::new(

@@ -32,6 +32,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new("user", access::rebuild_user),
         Family::new("group", access::rebuild_group),
         Family::new("role", access::rebuild_role),
+        Family::new("api_token", access::rebuild_token),
     ]
 }
 
@@ -56,7 +57,8 @@ mod tests {
                 "pool",
                 "user",
                 "group",
-                "role"
+                "role",
+                "api_token"
             ]
         );
     }

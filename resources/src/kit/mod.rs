@@ -1,10 +1,11 @@
 //! What families are built from, so that each rule is written once: the strict [`read`] (S1-S3,
 //! S5), [`wire`] maps and normalisers (S7, S8), a [`write`](mod@write) without a task (S12), a [`task`]'s
 //! send-record-await (S12-S15, S29), the [`health`] gate (S22), [`guest`] ownership and lock
-//! waits (S10, S17), write-only [`secret`]s (S26) and [`volume`]s compared on meaning (S18).
+//! waits (S10, S17), write-only [`secret`]s and secrets PVE answers once ([`handover`]) (S26) and [`volume`]s compared on meaning (S18).
 //! Nothing here names a family.
 
 pub mod guest;
+pub mod handover;
 pub mod health;
 pub mod read;
 pub mod secret;

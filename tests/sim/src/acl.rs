@@ -160,7 +160,14 @@ fn permissions(cluster: &Cluster, call: &Call<'_>) -> Answer {
         return ok(Value::Object(out));
     }
     let mut paths: BTreeSet<String> = [
-        "/", "/access", "/access/groups", "/nodes", "/pool", "/sdn", "/storage", "/vms",
+        "/",
+        "/access",
+        "/access/groups",
+        "/nodes",
+        "/pool",
+        "/sdn",
+        "/storage",
+        "/vms",
     ]
     .iter()
     .map(|p| (*p).to_owned())
@@ -340,7 +347,8 @@ fn generate_token(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
         info.insert("comment".to_owned(), c.to_owned());
     }
-    let n = cluster.api_tokens.len() + 1;
+    cluster.tokens_made += 1;
+    let n = cluster.tokens_made;
     let secret = format!("5e0c0000-0000-4000-8000-{n:012x}");
     let token = ApiToken { info, secret };
     let answer = json!({"full-tokenid": full, "info": info_json(&token), "value": token.secret});
@@ -360,7 +368,8 @@ fn update_token(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if let Some(bad) = deletes.iter().find(|k| **k != "comment") {
         return param_error("delete", format!("unknown option '{bad}'"));
     }
-    let n = cluster.api_tokens.len() + 100;
+    cluster.tokens_made += 1;
+    let n = cluster.tokens_made;
     let Some(t) = cluster.api_tokens.get_mut(&full) else {
         return fail(500, format!("no such token '{name}' for user '{user}'"));
     };

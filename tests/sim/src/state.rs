@@ -230,6 +230,8 @@ pub struct Cluster {
     pub acl_visible: crate::acl::Visible,
     /// API tokens made through the API, by full id (`USER@REALM!NAME`).
     pub api_tokens: BTreeMap<String, crate::acl::ApiToken>,
+    /// Tokens generated so far (each secret is new, even for a token made again).
+    pub tokens_made: u64,
     counter: u32,
 }
 
@@ -252,6 +254,7 @@ impl Cluster {
             acl: BTreeMap::new(),
             acl_visible: BTreeMap::new(),
             api_tokens: BTreeMap::new(),
+            tokens_made: 0,
             counter: 0,
         }
     }

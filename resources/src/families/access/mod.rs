@@ -1,16 +1,21 @@
 //! Access families, all cluster-wide and on the generic
-//! [`ConfigObject`](crate::families::config::ConfigObject): [`User`], [`Group`], [`Role`].
+//! [`ConfigObject`](crate::families::config::ConfigObject): [`User`], [`Group`], [`Role`]; and
+//! hand-written: [`ApiToken`] (its secret handed over once) and [`Acl`] (entries of PVE's one
+//! list).
 //! Dropped from the declaration, all are kept (S20): a deleted group or role breaks the ACLs
 //! that name it, and a deleted user takes its API tokens with it.
 
 mod group;
 mod role;
+mod token;
 mod user;
 
 pub use group::Group;
 pub use role::Role;
+pub use token::ApiToken;
 pub use user::User;
 
 pub(crate) use group::rebuild as rebuild_group;
 pub(crate) use role::rebuild as rebuild_role;
+pub(crate) use token::rebuild as rebuild_token;
 pub(crate) use user::rebuild as rebuild_user;

@@ -1,0 +1,318 @@
+//! The `ApiToken` family against the simulator (pve-access-control `src/PVE/API2/User.pm`
+//! generate_token, read_token, update_token_info, remove_token), asserting the exact requests:
+//! the secret handed over once and never stored (S26), a hand-over that did not happen reported
+//! as "created, secret not delivered" until the user's word recreates the token, its ACL
+//! entries put back.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{failure, requests, sim, stack, state_text};
+use pve_resources::contract::ErrorKind;
+use pve_resources::engine::{Action, Stack};
+use pve_resources::families::access::{ApiToken, User};
+use pve_resources::kit::handover::SecretSink;
+use pve_sim::{Action as SimAction, Rule, Simulator};
+
+/// What a sink was handed: (full token id, secret).
+type Handed = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A sink that keeps what it is handed, or fails.
+fn sink(fail: bool) -> (SecretSink, Handed) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let s = SecretSink::new(move |h| {
+        if fail {
+            return Err("the vault is sealed".into());
+        }
+        let pair = (h.id.to_owned(), h.secret.expose().to_owned());
+        g.lock().expect("lock").push(pair);
+        Ok(())
+    });
+    (s, got)
+}
+
+fn with_user(s: &mut Stack, token: ApiToken) {
+    s.add("ops", User::new("ops@pve")).expect("adds");
+    s.add("deploy", token).expect("adds");
+}
+
+const FIRST: &str = "5e0c0000-0000-4000-8000-000000000001";
+
+#[tokio::test]
+async fn s26_a_token_is_created_its_secret_handed_over_once_and_never_stored() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sink_, got) = sink(false);
+    let token = ApiToken::new("ops@pve", "deploy")
+        .comment("ci")
+        .privsep(true)
+        .on_secret(sink_);
+    assert!(!format!("{token:?}").contains("5e0c"));
+    let mut s = stack(&sim, dir.path());
+    with_user(&mut s, token.clone());
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.to_string().lines().collect::<Vec<_>>(),
+        [
+            "  + ops     user ops@pve: create",
+            "  + deploy  api_token ops@pve!deploy: create",
+            "Plan: 2 to create, 0 to update, 0 to delete, 0 unchanged."
+        ]
+    );
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    assert_eq!(
+        requests(&sim),
+        [
+            "GET /access/users/ops@pve",
+            "GET /access/users/ops@pve/token/deploy",
+            "POST /access/users userid=ops@pve",
+            "GET /access/users/ops@pve",
+            "POST /access/users/ops@pve/token/deploy comment=ci&privsep=1",
+            "GET /access/users/ops@pve/token/deploy",
+        ]
+    );
+    assert_eq!(
+        *got.lock().expect("lock"),
+        [("ops@pve!deploy".to_owned(), FIRST.to_owned())]
+    );
+    // S26: the secret is nowhere in state, and the token it names authenticates.
+    assert!(!state_text(dir.path()).contains(FIRST));
+    let client = pve_sdk::Client::builder(sim.url())
+        .token("ops@pve!deploy", FIRST)
+        .build()
+        .expect("client");
+    assert!(client.version().await.is_ok());
+    sim.clear_log();
+    let again = s.plan().await.expect("plans");
+    assert!(again.is_noop(), "{again}");
+    assert!(s.deploy(&again, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty());
+    assert_eq!(got.lock().expect("lock").len(), 1, "handed over once");
+
+    // S11: a changed comment is one update; an empty one removes it (update_token_info).
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    let (sink_, _) = sink(false);
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .comment("")
+            .on_secret(sink_),
+    );
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        requests(&sim),
+        [
+            "PUT /access/users/ops@pve/token/deploy comment=",
+            "GET /access/users/ops@pve/token/deploy",
+        ]
+    );
+    assert_eq!(got.lock().expect("lock").len(), 1, "never regenerated");
+}
+
+#[tokio::test]
+async fn s26_a_token_without_a_sink_is_refused_before_any_write() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    with_user(&mut s, ApiToken::new("ops@pve", "deploy"));
+    let plan = s.plan().await.expect("plans");
+    match &plan.entries[1].action {
+        Action::Refuse { error } => {
+            assert_eq!(error.kind(), ErrorKind::Refused);
+            assert!(error.reason().contains("without a callback"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged());
+    assert!(
+        !requests(&sim)
+            .iter()
+            .any(|r| r.contains("/token/") && !r.starts_with("GET")),
+        "{:?}",
+        requests(&sim)
+    );
+}
+
+#[tokio::test]
+async fn s26_s29_a_failed_hand_over_is_not_delivered_until_the_reissue_word_recreates_it() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (bad, _) = sink(true);
+    let mut s = stack(&sim, dir.path());
+    with_user(&mut s, ApiToken::new("ops@pve", "deploy").on_secret(bad));
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report, "deploy");
+    assert_eq!(kind, ErrorKind::NotConverged);
+    assert_eq!(
+        reason,
+        "api_token ops@pve!deploy: created, API token secret not delivered: the callback failed: the vault is sealed"
+    );
+    assert!(!state_text(dir.path()).contains(FIRST));
+
+    // The token exists, but its create is never taken for converged.
+    let (good, got) = sink(false);
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy").on_secret(good.clone()),
+    );
+    let plan = s.plan().await.expect("plans");
+    match &plan.entries[1].action {
+        Action::Refuse { error } => {
+            assert_eq!(error.kind(), ErrorKind::Refused);
+            assert!(
+                error.reason().starts_with("created, secret not delivered"),
+                "{error}"
+            );
+            assert!(error.reason().contains("set reissue to a new word"));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // An ACL entry made for it meanwhile survives the recreate.
+    sim.with_cluster(|c| {
+        c.acl.insert(
+            (
+                "/vms".into(),
+                "token".into(),
+                "ops@pve!deploy".into(),
+                "PVEVMUser".into(),
+            ),
+            false,
+        );
+    });
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .on_secret(good)
+            .reissue("1"),
+    );
+    let plan = s.plan().await.expect("plans");
+    let text = plan.to_string();
+    assert!(
+        text.contains("~ deploy  api_token ops@pve!deploy: update")
+            && text.contains("reissue")
+            && text.contains("delete and create the token again"),
+        "{text}"
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    assert_eq!(
+        requests(&sim),
+        [
+            "GET /access/acl",
+            "DELETE /access/users/ops@pve/token/deploy",
+            "POST /access/users/ops@pve/token/deploy privsep=1",
+            "GET /access/users/ops@pve/token/deploy",
+            "PUT /access/acl path=/vms&propagate=0&roles=PVEVMUser&tokens=ops@pve!deploy",
+        ]
+    );
+    let handed = got.lock().expect("lock").clone();
+    assert_eq!(handed.len(), 1);
+    assert_ne!(handed[0].1, FIRST, "a new secret");
+    assert!(sim.with_cluster(|c| c.acl.len()) == 1);
+    assert!(s.plan().await.expect("plans").is_noop());
+}
+
+#[tokio::test]
+async fn s26_s29_a_kill_before_the_hand_over_is_not_delivered() {
+    let sim: Simulator = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The token is made, then its answer is late: the deploy is killed before the hand-over.
+    sim.script(Rule::new(
+        "POST",
+        "/access/users/ops@pve/token/deploy",
+        SimAction::AnswerLate(Duration::from_secs(30)),
+    ));
+    let (good, got) = sink(false);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy").on_secret(good.clone()),
+    );
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, |_| {}).await;
+    });
+    while !sim.with_cluster(|c| c.api_tokens.contains_key("ops@pve!deploy")) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    deploy.abort();
+    let _ = deploy.await;
+    sim.clear_script();
+    assert!(got.lock().expect("lock").is_empty());
+    let mut s = stack(&sim, dir.path());
+    with_user(&mut s, ApiToken::new("ops@pve", "deploy").on_secret(good));
+    let plan = s.plan().await.expect("plans");
+    match &plan.entries[1].action {
+        Action::Refuse { error } => assert!(
+            error.reason().starts_with("created, secret not delivered"),
+            "{error}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // The user says it arrived after all: the explicit word clears it.
+    s.clear_pending("deploy").await.expect("clears");
+    assert!(s.plan().await.expect("plans").is_noop());
+}
+
+#[tokio::test]
+async fn s19_s20_a_dropped_token_is_kept_and_destroy_refuses_a_changed_one() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (good, _) = sink(false);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .comment("a")
+            .on_secret(good),
+    );
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    s.add("ops", User::new("ops@pve")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(matches!(plan.entries[1].action, Action::Retain), "{plan}");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty());
+    assert!(sim.with_cluster(|c| c.api_tokens.contains_key("ops@pve!deploy")));
+
+    // Another stack destroys it only while it holds what it recorded.
+    let other = tempfile::tempdir().expect("tempdir");
+    let (good, _) = sink(false);
+    let mut s = stack(&sim, other.path());
+    s.add(
+        "t",
+        ApiToken::new("root@pam", "gone")
+            .comment("a")
+            .on_secret(good),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    sim.with_cluster(|c| {
+        let t = c.api_tokens.get_mut("root@pam!gone").expect("token");
+        t.info.insert("comment".into(), "someone else's".into());
+    });
+    let plan = s.plan_destroy().expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(failure(&report, "t").0, ErrorKind::Changed);
+    assert_eq!(requests(&sim), ["GET /access/users/root@pam/token/gone"]);
+}
