@@ -207,6 +207,19 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// S26: the sentence for a live object whose pending write (`pending`, an earlier deploy's
+    /// that did not see it end) owed the user a secret PVE answers once and may not have
+    /// handed it over: the plan refuses it, never calls it converged. `recorded` is the last
+    /// recorded declaration. None by default.
+    fn undelivered(
+        &self,
+        pending: &crate::state::Intent,
+        recorded: Option<&BTreeMap<String, String>>,
+    ) -> Option<String> {
+        let _ = (pending, recorded);
+        None
+    }
+
     /// Its write-only secret fields. None by default.
     fn write_only(&self) -> Vec<WriteOnly> {
         Vec::new()
@@ -437,7 +450,13 @@ impl<T: ConfigObject> Resource for T {
                     Some(why) => Probe::Refuse(why),
                     None => Probe::Absent,
                 }),
-                Some(live) => Ok(plan_present(self, live, ask.recorded)),
+                Some(live) => {
+                    let owed = ask.pending.and_then(|i| self.undelivered(i, ask.recorded));
+                    Ok(match owed {
+                        Some(why) => Probe::Refuse(why),
+                        None => plan_present(self, live, ask.recorded),
+                    })
+                }
             }
         })
     }

@@ -2,10 +2,11 @@
 //!
 //! - [`config`]: the generic config object ([`config::ConfigObject`]); a family that is one PVE
 //!   config object implements it and gets the lifecycle and its rules.
-//! - On it: [`pool`] (resource pools), [`access`] (users, groups, roles), and
+//! - On it: [`pool`] (resource pools), [`access`] (users, groups, roles), [`storage`]
+//!   (storage definitions of every plugin type), and
 //!   [`network`]'s interfaces ([`network::Iface`]).
 //! - Hand-written on the [`kit`](crate::kit): [`qemu`] (QEMU guests: disks, cloud-init,
-//!   clones), [`lxc`] (containers) and [`network`]'s apply ([`network::NetworkApply`], an
+//!   clones), [`lxc`] (containers), [`access`]'s API tokens and ACL entries, and [`network`]'s apply ([`network::NetworkApply`], an
 //!   action).
 //!
 //! The engine names no family: a stack knows the families it was given, and a user's own
@@ -17,6 +18,7 @@ pub mod lxc;
 pub mod network;
 pub mod pool;
 pub mod qemu;
+pub mod storage;
 
 use crate::contract::Family;
 
@@ -33,6 +35,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new("group", access::rebuild_group),
         Family::new("role", access::rebuild_role),
         Family::new("api_token", access::rebuild_token),
+        Family::new("storage", storage::rebuild),
     ]
 }
 
@@ -58,7 +61,8 @@ mod tests {
                 "user",
                 "group",
                 "role",
-                "api_token"
+                "api_token",
+                "storage"
             ]
         );
     }

@@ -63,6 +63,33 @@ fn generated_key(storage: &str, n: usize) -> (String, String) {
     (key.to_string(), fingerprint)
 }
 
+/// pve-storage `src/PVE/Storage/PBSPlugin.pm` on_add_hook / on_update_hook: an
+/// `encryption-key` of `autogen` is generated, another is taken as given; the answer's
+/// `config` holds the key, once, and storage.cfg its fingerprint (`|| 1`).
+fn pbs_key(
+    id: &str,
+    ty: &str,
+    key: Option<&str>,
+    n: usize,
+    fields: &mut Fields,
+    answer: &mut Value,
+) {
+    let (Some(key), "pbs") = (key, ty) else {
+        return;
+    };
+    let (text, fingerprint) = if key == "autogen" {
+        generated_key(id, n)
+    } else {
+        let fp = serde_json::from_str::<Value>(key)
+            .ok()
+            .and_then(|v| v["fingerprint"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "1".to_owned());
+        (key.to_owned(), fp)
+    };
+    fields.insert("encryption-key".into(), fingerprint);
+    answer["config"] = json!({"encryption-key": text});
+}
+
 /// Runs a storage call: `None` for other operations.
 pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Option<Outcome> {
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -94,19 +121,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
                 fields.remove("nodes");
             }
             let mut answer = json!({"storage": id, "type": ty});
-            if let (Some(key), "pbs") = (get("encryption-key"), ty.as_str()) {
-                let (text, fingerprint) = if key == "autogen" {
-                    generated_key(&id, n)
-                } else {
-                    let fp = serde_json::from_str::<Value>(key)
-                        .ok()
-                        .and_then(|v| v["fingerprint"].as_str().map(str::to_owned))
-                        .unwrap_or_else(|| "1".to_owned());
-                    (key.to_owned(), fp)
-                };
-                fields.insert("encryption-key".into(), fingerprint);
-                answer["config"] = json!({"encryption-key": text});
-            }
+            pbs_key(&id, &ty, get("encryption-key"), n, &mut fields, &mut answer);
             all.insert(id, fields);
             Some(Outcome::Data(answer))
         }
@@ -160,7 +175,12 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
                 fields.remove(k);
             }
             fields.extend(set);
-            Some(Outcome::Data(json!({"storage": id, "type": ty})))
+            let mut answer = json!({"storage": id, "type": ty});
+            // src/PVE/API2/Storage/Config.pm update: `$res->{config} = $returned_config` of the
+            // plugin's on_update_hook, which for PBS answers a key it generated.
+            let n = usize::from_str_radix(&now[..8], 16).unwrap_or_default();
+            pbs_key(&id, &ty, get("encryption-key"), n, fields, &mut answer);
+            Some(Outcome::Data(answer))
         }
         ("DELETE", "/storage/{storage}") => {
             let id = get("storage")?;

@@ -1,0 +1,383 @@
+//! The `Storage` family: a storage definition in `storage.cfg` (cluster-wide), of any plugin
+//! type the 9.2 schema lists, on the generic [`ConfigObject`]. The declaration is the SDK's
+//! create request, so every field PVE's create takes is typed, and managed when set (S7).
+//!
+//! - **Read** `GET /storage/{storage}`, absent only on the typed `StorageNotFound` (S1). It
+//!   needs `Datastore.Allocate` on `/storage/{storage}` (pve-storage
+//!   `src/PVE/API2/Storage/Config.pm` read): a reader without it is refused, and the storage
+//!   is reported unreadable, never absent, even at first contact (S2). Plan with a role that
+//!   holds it, such as `PVEDatastoreAdmin` on `/storage`.
+//! - **Create only (S18)** `type`, the locator fields the update has no parameter for
+//!   (`path`, `export`, `vgname`, ...), and the options each plugin marks `fixed` (pve-storage
+//!   `src/PVE/Storage/*Plugin.pm` options: an NFS `server`, a ZFS-over-iSCSI `pool`, ...): a
+//!   live value that differs is a refusal, never a replace.
+//! - **Sets (S8)** `content`, `nodes` and `content-dirs` are compared as sets.
+//! - **S9** Every update carries the digest of the plan's read; PVE's stale-digest refusal
+//!   (`ConfigModified`) is [`ErrorKind::Changed`] and nothing is written.
+//! - **S11** A field declared empty is removed through the update's `delete`.
+//! - **S26** `password`, `keyring`, `encryption-key` and `master-pubkey` are write-only (PVE
+//!   keeps them apart and never reads them back): sent at create, sent again when
+//!   `secret_rotation` moves. A PBS `encryption-key=autogen` makes PVE generate the key and
+//!   answer it once: it goes to `on_key`, once, and never to state. A create (or rotation)
+//!   whose key was not handed over is refused by the next plan, saying where PVE keeps it.
+//! - **S20** Dropped, a storage is kept: removing the definition orphans the volumes on it.
+
+use std::sync::Arc;
+
+use pve_sdk::generated::storage::storage::{Delete, Read, Update};
+use pve_sdk::generated::storage::{Create, CreateType};
+use pve_sdk::open_enum::OpenEnum;
+use pve_sdk::{Client, OperationError, Secret};
+
+use crate::contract::{BoxFuture, ErrorKind, Failure, ObjectRef, Resource, Scope};
+use crate::families::config::{inexpressible, ConfigObject, Edit, Unset, WriteOnly};
+use crate::kit::handover::{hand_over, SecretSink};
+use crate::kit::wire::{set_of, wire_map, Map};
+use crate::kit::write;
+use crate::state::{Intent, ResourceState};
+
+/// The write-only fields (pve-storage `src/PVE/Storage/Plugin.pm` sensitive_properties).
+const SECRETS: [&str; 4] = ["password", "keyring", "encryption-key", "master-pubkey"];
+
+/// Fields the update has no parameter for: set at create only, whatever the type.
+const LOCATORS: [&str; 11] = [
+    "authsupported",
+    "base",
+    "datastore",
+    "export",
+    "iscsiprovider",
+    "path",
+    "portal",
+    "share",
+    "target",
+    "thinpool",
+    "vgname",
+];
+
+/// Per plugin type, its options marked `fixed => 1` (pve-storage `src/PVE/Storage/*Plugin.pm`
+/// options; SectionConfig's check_config refuses to change them), with `type` and the
+/// locators: everything a live difference in makes the declaration a refusal (S18).
+fn create_only(type_: &str) -> Option<&'static [&'static str]> {
+    const L: [&str; 12] = [
+        "type",
+        "authsupported",
+        "base",
+        "datastore",
+        "export",
+        "iscsiprovider",
+        "path",
+        "portal",
+        "share",
+        "target",
+        "thinpool",
+        "vgname",
+    ];
+    const SERVER: [&str; 14] = concat(L, ["server", "snapshot-as-volume-chain"]);
+    const CHAIN: [&str; 13] = concat(L, ["snapshot-as-volume-chain"]);
+    const PBS: [&str; 13] = concat(L, ["server"]);
+    const ZFS: [&str; 14] = concat(L, ["pool", "blocksize"]);
+    const POOL: [&str; 13] = concat(L, ["pool"]);
+    Some(match type_ {
+        "btrfs" | "cephfs" | "esxi" | "iscsi" | "iscsidirect" | "lvm" | "lvmthin" | "rbd" => &L,
+        "cifs" | "nfs" => &SERVER,
+        "dir" => &CHAIN,
+        "pbs" => &PBS,
+        "zfs" => &ZFS,
+        "zfspool" => &POOL,
+        _ => return None,
+    })
+}
+
+const fn concat<const A: usize, const B: usize, const C: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; C] {
+    let mut out = [""; C];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < C {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+/// A declared storage: `spec` is the create request (`storage`, `type` and the fields to
+/// manage), e.g. `Storage::from(Create::new("backup", CreateType::Dir).path("/mnt/backup")
+/// .content("backup"))`.
+#[derive(Debug, Clone)]
+pub struct Storage {
+    /// The storage as PVE's create takes it; `None` fields are not managed.
+    pub spec: Create,
+    /// The rotation marker of its write-only fields: when it differs from the recorded one,
+    /// the declared secrets are sent again (and an `autogen` key generated again).
+    pub secret_rotation: Option<String>,
+    /// Where a generated PBS encryption key goes (required with `encryption-key=autogen`).
+    pub on_key: Option<SecretSink>,
+}
+
+impl From<Create> for Storage {
+    fn from(spec: Create) -> Self {
+        Storage {
+            spec,
+            secret_rotation: None,
+            on_key: None,
+        }
+    }
+}
+
+impl Storage {
+    /// A storage of `type_` with nothing else managed.
+    pub fn new(storage: impl Into<String>, type_: CreateType) -> Self {
+        Create::new(storage, type_).into()
+    }
+
+    /// Hands a generated encryption key to `sink`.
+    #[must_use]
+    pub fn on_key(mut self, sink: SecretSink) -> Self {
+        self.on_key = Some(sink);
+        self
+    }
+
+    fn autogen(&self) -> bool {
+        self.spec
+            .encryption_key
+            .as_ref()
+            .is_some_and(|k| k.expose() == "autogen")
+    }
+
+    /// Hands over the key PVE generated, when one was asked for.
+    fn deliver(&self, key: Option<&Secret>) -> Result<(), Failure> {
+        if !self.autogen() {
+            return Ok(());
+        }
+        let Some(sink) = &self.on_key else {
+            return Err(Failure::new(ErrorKind::Refused, NO_SINK));
+        };
+        let id = self.spec.storage.as_str();
+        hand_over(sink, &ConfigObject::object(self), "encryption key", id, key)
+    }
+}
+
+const NO_SINK: &str = "encryption-key=autogen makes PVE generate a key and answer it once, and no callback is declared to take it (Storage::on_key); nothing is sent";
+
+/// A write refused because the digest was stale is [`ErrorKind::Changed`] (S9).
+fn sent<E: OperationError + Send + Sync + 'static>(e: E, stale: bool) -> Failure {
+    if stale {
+        Failure::new(ErrorKind::Changed, e)
+    } else {
+        Failure::write(e)
+    }
+}
+
+impl ConfigObject for Storage {
+    const KIND: &'static str = "storage";
+    const DIGEST: bool = true;
+
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new(Self::KIND, Scope::Cluster, self.spec.storage.clone())
+    }
+
+    fn address(&self) -> Map {
+        Map::from([("storage".into(), self.spec.storage.clone())])
+    }
+
+    /// The managed fields, never the secrets (S26).
+    fn declared(&self) -> Map {
+        let mut m = wire_map(&self.spec);
+        m.retain(|k, _| k != "storage" && !SECRETS.contains(&k.as_str()));
+        m
+    }
+
+    fn read<'a>(&'a self, c: &'a Client) -> BoxFuture<'a, Result<Option<Map>, Failure>> {
+        let req = Read::new(self.spec.storage.clone());
+        Box::pin(async move {
+            let live = crate::kit::read::get(c, &req).await?;
+            Ok(live.map(|l| {
+                let mut m = wire_map(&l);
+                m.remove("storage");
+                m
+            }))
+        })
+    }
+
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            if self.autogen() && self.on_key.is_none() {
+                return Err(Failure::new(ErrorKind::Refused, NO_SINK));
+            }
+            let answer = write::send(client, &self.spec).await?;
+            let key = answer.config.and_then(|c| c.encryption_key);
+            self.deliver(key.as_ref())
+        })
+    }
+
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        pve_sdk::params::check(&self.spec)
+    }
+
+    fn update<'a>(&'a self, c: &'a Client, e: &'a Edit<'a>) -> BoxFuture<'a, Result<(), Failure>> {
+        let s = &self.spec;
+        let mut r = Update::new(s.storage.clone());
+        r.delete = (!e.delete.is_empty()).then(|| e.delete.join(","));
+        r.digest = e.digest.map(str::to_owned);
+        let keys = e.set.keys().chain(e.rotate.iter());
+        for key in keys {
+            let known = crate::kit::wire::set_fields!(key.as_str(), r, s, key, {;
+                "blocksize" => blocksize, "bwlimit" => bwlimit, "comstar_hg" => comstar_hg,
+                "comstar_tg" => comstar_tg, "content" => content, "content-dirs" => content_dirs,
+                "create-base-path" => create_base_path, "create-subdirs" => create_subdirs,
+                "data-pool" => data_pool, "disable" => disable, "domain" => domain,
+                "encryption-key" => encryption_key, "fingerprint" => fingerprint,
+                "format" => format, "fs-name" => fs_name, "fuse" => fuse,
+                "is_mountpoint" => is_mountpoint, "keyring" => keyring, "krbd" => krbd,
+                "lio_tpg" => lio_tpg, "master-pubkey" => master_pubkey,
+                "max-protected-backups" => max_protected_backups, "mkdir" => mkdir,
+                "monhost" => monhost, "mountpoint" => mountpoint, "namespace" => namespace,
+                "nocow" => nocow, "nodes" => nodes, "nowritecache" => nowritecache,
+                "options" => options, "password" => password, "pool" => pool, "port" => port,
+                "preallocation" => preallocation, "prune-backups" => prune_backups,
+                "saferemove" => saferemove, "saferemove-stepsize" => saferemove_stepsize,
+                "saferemove_throughput" => saferemove_throughput, "server" => server,
+                "shared" => shared, "skip-cert-verification" => skip_cert_verification,
+                "smbversion" => smbversion, "snapshot-as-volume-chain" => snapshot_as_volume_chain,
+                "sparse" => sparse, "subdir" => subdir, "tagged_only" => tagged_only,
+                "username" => username, "zfs-base-path" => zfs_base_path
+            });
+            if !known {
+                return Box::pin(std::future::ready(Err(inexpressible(self, key))));
+            }
+        }
+        let rotates_key = e.rotate.iter().any(|k| k == "encryption-key");
+        Box::pin(async move {
+            if rotates_key && self.autogen() && self.on_key.is_none() {
+                return Err(Failure::new(ErrorKind::Refused, NO_SINK));
+            }
+            let answer = c.send(&r).await.map_err(|e| {
+                let stale = e.is_config_modified();
+                sent(e, stale)
+            })?;
+            if rotates_key {
+                let key = answer.into_data().config.and_then(|c| c.encryption_key);
+                self.deliver(key.as_ref())?;
+            }
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        let req = Delete::new(self.spec.storage.clone());
+        Box::pin(async move { write::send(client, &req).await })
+    }
+
+    /// `content`, `nodes` and `content-dirs` are sets: PVE prints them sorted (pve-storage
+    /// `src/PVE/API2/Storage/Config.pm` read encodes them with encode_value).
+    fn normalise(&self, mut map: Map) -> Map {
+        for k in ["content", "nodes", "content-dirs"] {
+            if let Some(v) = map.get_mut(k) {
+                *v = set_of(v);
+            }
+        }
+        map
+    }
+
+    fn create_only(&self) -> &'static [&'static str] {
+        create_only(self.spec.type_.as_str()).unwrap_or(&LOCATORS)
+    }
+
+    /// A type this release does not know has no list of fixed options: refused.
+    fn refusal(&self, _live: Option<&Map>) -> Option<String> {
+        let t = self.spec.type_.as_str();
+        create_only(t).is_none().then(|| {
+            format!("storage type {t:?} is not one this release knows the fixed options of; nothing is sent")
+        })
+    }
+
+    /// update_storage removes what `delete` lists.
+    fn unset(&self) -> Unset {
+        Unset::Delete
+    }
+
+    fn write_only(&self) -> Vec<WriteOnly> {
+        let s = &self.spec;
+        let has = [
+            s.password.is_some(),
+            s.keyring.is_some(),
+            s.encryption_key.is_some(),
+            s.master_pubkey.is_some(),
+        ];
+        SECRETS
+            .iter()
+            .zip(has)
+            .filter(|(_, has)| *has)
+            .map(|(key, _)| WriteOnly {
+                key,
+                has_value: true,
+                rotation: self.secret_rotation.clone(),
+            })
+            .collect()
+    }
+
+    /// S26: a generated key is owed when a create, or a rotation of `encryption-key`, was
+    /// pending: PVE answered it once, and the deploy may have ended before handing it over.
+    fn undelivered(&self, pending: &Intent, recorded: Option<&Map>) -> Option<String> {
+        if !self.autogen() {
+            return None;
+        }
+        let marker = pending.declared.get("rotate:encryption-key");
+        let marker = marker.and_then(serde_json::Value::as_str);
+        let was = recorded.and_then(|r| r.get("rotate:encryption-key"));
+        let owed = pending.action == "create" || marker != was.map(String::as_str);
+        owed.then(|| format!(
+            "created, encryption key not delivered: an earlier deploy asked PVE to generate it and did not see it handed over; PVE keeps it in /etc/pve/priv/storage/{}.enc on the cluster. Copy it from there, then clear this with Stack::clear_pending",
+            self.spec.storage
+        ))
+    }
+}
+
+/// Rebuilds a managed storage from its state entry (to keep or remove it).
+pub(crate) fn rebuild(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    let type_: CreateType = rs.declared.get("type")?.as_str()?.parse().ok()?;
+    let s = Storage::new(rs.address.get("storage")?.clone(), type_);
+    Some(Arc::new(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s18_every_storage_type_of_the_schema_has_its_create_only_fields() {
+        for t in CreateType::VALUES {
+            let fields = create_only(t).unwrap_or_else(|| panic!("{t} has no entry"));
+            assert_eq!(fields[0], "type");
+            assert!(LOCATORS.iter().all(|l| fields.contains(l)), "{t}");
+        }
+        assert_eq!(
+            create_only("nfs").map(|f| &f[12..]),
+            Some(&["server", "snapshot-as-volume-chain"][..])
+        );
+        assert_eq!(
+            create_only("zfs").map(|f| &f[12..]),
+            Some(&["pool", "blocksize"][..])
+        );
+        assert_eq!(create_only("future"), None);
+    }
+
+    #[test]
+    fn s26_secrets_are_never_declared() {
+        let mut s = Storage::new("b", CreateType::Pbs);
+        s.spec.password = Some(Secret::new("pw"));
+        s.spec.encryption_key = Some(Secret::new("autogen"));
+        s.spec.server = Some("pbs.example".into());
+        s.secret_rotation = Some("1".into());
+        let d = Resource::declared(&s);
+        assert_eq!(d.get("server").map(String::as_str), Some("pbs.example"));
+        assert!(d.keys().all(|k| !SECRETS.contains(&k.as_str())), "{d:?}");
+        assert_eq!(d.get("rotate:password").map(String::as_str), Some("1"));
+        assert!(!format!("{d:?}").contains("pw\""));
+    }
+}
