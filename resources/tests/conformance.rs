@@ -12,11 +12,14 @@ use common::{stack, TOKEN};
 
 use pve_resources::contract::{Removal, Resource};
 use pve_resources::engine::Action;
-use pve_resources::families::access::{Group, Role, User};
+use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
 use pve_resources::families::config::ConfigObject;
 use pve_resources::families::network::Iface;
 use pve_resources::families::pool::Pool;
+use pve_resources::families::storage::Storage;
+use pve_resources::kit::handover::SecretSink;
 use pve_sdk::generated::nodes::node::network::Type;
+use pve_sdk::generated::storage::{Create, CreateType};
 use pve_sdk::Secret;
 use pve_sim::{SimConfig, Simulator};
 
@@ -30,13 +33,37 @@ struct Case<T> {
     read_path: &'static str,
     same: Option<T>,
     touch: Option<fn(&Simulator)>,
+    /// The create's method, and the keys it sends besides the declared and address ones
+    /// (write-only values, the identity of an entry PVE has no id for).
+    create: (&'static str, &'static [&'static str]),
+    /// What must exist before (the user of a token).
+    setup: Option<fn(&Simulator)>,
 }
 
-async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
-    let name = ConfigObject::object(&case.decl).to_string();
+/// A config family's case, its write-only fields sent at create.
+fn config<T: ConfigObject>(decl: T, changed: T, key: &'static str) -> Case<T> {
+    let write_only: Vec<&'static str> = decl.write_only().iter().map(|w| w.key).collect();
+    Case {
+        decl,
+        changed,
+        key,
+        read_path: "",
+        same: None,
+        touch: None,
+        create: ("POST", write_only.leak()),
+        setup: None,
+    }
+}
+
+async fn conforms<T: Resource + Clone>(case: Case<T>) {
+    let name = Resource::object(&case.decl).to_string();
     let sim = Simulator::start(SimConfig::default())
         .await
         .expect("starts");
+    if let Some(setup) = case.setup {
+        setup(&sim);
+        sim.clear_log();
+    }
     let dir = tempfile::tempdir().expect("tempdir");
 
     // S1, S4, S6: absent, created with one write, read back; then a match and no write.
@@ -53,15 +80,16 @@ async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
     );
     let writes = sim.writes();
     assert_eq!(writes.len(), 1, "{name}: one create: {writes:?}");
-    assert_eq!(writes[0].method, "POST", "{name}");
+    assert_eq!(writes[0].method, case.create.0, "{name}");
     // S7: the create sends the declared fields, the object's address and its write-only
     // values; nothing else, no default.
     let recorded = Resource::declared(&case.decl);
     let address = Resource::address(&case.decl);
-    let write_only: Vec<&str> = case.decl.write_only().iter().map(|w| w.key).collect();
     for (k, _) in &writes[0].params {
         assert!(
-            recorded.contains_key(k) || address.contains_key(k) || write_only.contains(&k.as_str()),
+            recorded.contains_key(k)
+                || address.contains_key(k)
+                || case.create.1.contains(&k.as_str()),
             "{name}: the create sent {k}, which is not declared: {:?}",
             writes[0].params
         );
@@ -183,13 +211,13 @@ async fn conforms<T: ConfigObject + Clone>(case: Case<T>) {
 #[tokio::test]
 async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pool_conforms() {
     let case = Case {
-        decl: Pool::new("lab").comment("a"),
-        changed: Pool::new("lab").comment("b"),
-        key: "comment",
         read_path: "/pools",
         // A comment has one form.
-        same: None,
-        touch: None,
+        ..config(
+            Pool::new("lab").comment("a"),
+            Pool::new("lab").comment("b"),
+            "comment",
+        )
     };
     conforms(case).await;
 }
@@ -197,11 +225,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pool_conforms() {
 #[tokio::test]
 async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_group_conforms() {
     let case = Case {
-        decl: Group::new("ops").comment("a"),
-        changed: Group::new("ops").comment("b"),
-        key: "comment",
         read_path: "/access/groups/ops",
-        same: None,
         // A member joins: the group reads back with `members`, which it does not manage.
         touch: Some(|sim| {
             sim.with_cluster(|c| {
@@ -212,6 +236,11 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_group_conforms() {
                 );
             })
         }),
+        ..config(
+            Group::new("ops").comment("a"),
+            Group::new("ops").comment("b"),
+            "comment",
+        )
     };
     conforms(case).await;
 }
@@ -219,16 +248,17 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_group_conforms() {
 #[tokio::test]
 async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_role_conforms() {
     let case = Case {
-        decl: Role::new("auditor", ["VM.Audit", "Sys.Audit"]),
-        changed: Role::new("auditor", ["VM.Audit"]),
-        key: "privs",
         read_path: "/access/roles/auditor",
         // A set: order, repeats and blanks do not matter.
         same: Some(Role::new(
             "auditor",
             ["Sys.Audit", " VM.Audit", "Sys.Audit", ""],
         )),
-        touch: None,
+        ..config(
+            Role::new("auditor", ["VM.Audit", "Sys.Audit"]),
+            Role::new("auditor", ["VM.Audit"]),
+            "privs",
+        )
     };
     conforms(case).await;
 }
@@ -246,9 +276,6 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_user_conforms() {
     // No groups declared as an empty set reads back as PVE's empty list.
     same.groups = Some(vec![String::new()]);
     let case = Case {
-        decl,
-        changed,
-        key: "email",
         read_path: "/access/users/bob@pve",
         same: Some(same),
         touch: Some(|sim| {
@@ -258,6 +285,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_user_conforms() {
                 bob.insert("firstname".into(), "Bob".into());
             })
         }),
+        ..config(decl, changed, "email")
     };
     conforms(case).await;
 }
@@ -272,9 +300,6 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_node_network_conforms() {
     // PVE reads comments back with a final newline: trailing whitespace does not count.
     same.spec.comments = Some("a \n".into());
     let case = Case {
-        decl,
-        changed,
-        key: "comments",
         read_path: "/nodes/pve1/network/vmbr9",
         same: Some(same),
         touch: Some(|sim| {
@@ -284,6 +309,94 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_node_network_conforms() {
                 keys.insert("mtu".into(), "9000".into());
             })
         }),
+        ..config(decl, changed, "comments")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_storage_conforms() {
+    let lab = |content: &str| -> Storage {
+        Create::new("lab", CreateType::Dir)
+            .path("/mnt/lab")
+            .content(content)
+            .into()
+    };
+    let case = Case {
+        read_path: "/storage/lab",
+        // A set: PVE prints content sorted.
+        same: Some(lab("iso,backup")),
+        touch: Some(|sim| {
+            sim.with_cluster(|c| {
+                let all = c.collections.get_mut("storage").expect("storage");
+                let lab = all.get_mut("lab").expect("lab");
+                lab.insert("shared".into(), "1".into());
+            })
+        }),
+        ..config(lab("backup,iso"), lab("iso"), "content")
+    };
+    conforms(case).await;
+}
+
+fn bob(sim: &Simulator) {
+    sim.with_cluster(|c| {
+        let users = c.collections.entry("user").or_default();
+        users.insert("bob@pve".into(), Default::default());
+    });
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_api_token_conforms() {
+    let sink = SecretSink::new(|h| {
+        // The secret reaches the callback, and only it.
+        assert!(h.secret.expose().starts_with("5e0c"));
+        Ok(())
+    });
+    let decl = ApiToken::new("bob@pve", "ci").comment("a").on_secret(sink);
+    let case = Case {
+        decl: decl.clone(),
+        changed: decl.clone().comment("b"),
+        key: "comment",
+        read_path: "/access/users/bob@pve/token/ci",
+        same: None,
+        // Its expiry is not declared: a change to it is not compared.
+        touch: Some(|sim| {
+            sim.with_cluster(|c| {
+                let t = c.api_tokens.get_mut("bob@pve!ci").expect("token");
+                t.info.insert("expire".into(), "4102444800".into());
+            })
+        }),
+        create: ("POST", &[]),
+        setup: Some(bob),
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_acl_conforms() {
+    let alice = || Subject::User("bob@pve".into());
+    let decl = Acl::new("/vms", alice(), "PVEVMUser").propagate(true);
+    let case = Case {
+        decl: decl.clone(),
+        changed: decl.clone().propagate(false),
+        key: "propagate",
+        read_path: "/access/acl",
+        // The same path in another form.
+        same: Some(Acl::new("vms//", alice(), "PVEVMUser").propagate(true)),
+        // Another role on the same path is another entry.
+        touch: Some(|sim| {
+            sim.with_cluster(|c| {
+                let key = (
+                    "/vms".into(),
+                    "user".into(),
+                    "bob@pve".into(),
+                    "PVEAuditor".into(),
+                );
+                c.acl.insert(key, true);
+            })
+        }),
+        create: ("PUT", &["path", "roles", "users"]),
+        setup: Some(bob),
     };
     conforms(case).await;
 }

@@ -1191,7 +1191,16 @@ fn s30_every_applicable_rule_has_a_named_test() {
         "s01", "s03", "s04", "s06", "s07", "s08", "s11", "s20", "s26", "s27",
     ];
     let mut uncovered = Vec::new();
-    for family in ["pool", "group", "role", "user", "node_network"] {
+    for family in [
+        "pool",
+        "group",
+        "role",
+        "user",
+        "node_network",
+        "storage",
+        "api_token",
+        "acl",
+    ] {
         for id in conformance {
             let covered = names
                 .iter()

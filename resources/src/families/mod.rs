@@ -23,7 +23,7 @@ pub mod storage;
 use crate::contract::Family;
 
 /// Every family of this crate: QEMU guests, containers, node interfaces, network applies,
-/// pools, users, groups, roles.
+/// pools, users, groups, roles, API tokens, storage definitions, ACL entries.
 pub fn builtin() -> Vec<Family> {
     vec![
         Family::new("vm", qemu::rebuild),
@@ -36,6 +36,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new("role", access::rebuild_role),
         Family::new("api_token", access::rebuild_token),
         Family::new("storage", storage::rebuild),
+        Family::new("acl", access::rebuild_acl),
     ]
 }
 
@@ -62,7 +63,8 @@ mod tests {
                 "group",
                 "role",
                 "api_token",
-                "storage"
+                "storage",
+                "acl"
             ]
         );
     }

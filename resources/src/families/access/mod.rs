@@ -5,16 +5,19 @@
 //! Dropped from the declaration, all are kept (S20): a deleted group or role breaks the ACLs
 //! that name it, and a deleted user takes its API tokens with it.
 
+mod acl;
 mod group;
 mod role;
 mod token;
 mod user;
 
+pub use acl::{normalize_path, Acl, Subject};
 pub use group::Group;
 pub use role::Role;
 pub use token::ApiToken;
 pub use user::User;
 
+pub(crate) use acl::rebuild as rebuild_acl;
 pub(crate) use group::rebuild as rebuild_group;
 pub(crate) use role::rebuild as rebuild_role;
 pub(crate) use token::rebuild as rebuild_token;
