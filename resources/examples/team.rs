@@ -1,0 +1,195 @@
+//! A team's corner of a cluster, as an operator would declare it: a pool, a group with a role
+//! and its ACL on the pool, a user in the group, an API token for the team's CI (its secret
+//! printed once, as PVE shows it once), a backup storage, a container, and a VM cloned from a
+//! template with cloud-init. Planned, deployed with progress, and planned again: all noop.
+//!
+//! `cargo run --example team` (against the bundled simulator; add `-- --json` for the plan as
+//! JSON). Against a real cluster, build the client as `real_node` does; plan with a credential
+//! that may read what is declared (the storage read needs `Datastore.Allocate`, the ACL list
+//! `Permissions.Modify` on the paths or `Sys.Audit` on `/access`).
+
+#[path = "shared/lab.rs"]
+#[allow(
+    dead_code,
+    reason = "this example uses the lab's runner, not its declarations"
+)]
+mod lab;
+
+use pve_resources::contract::Clients;
+use pve_resources::engine::{Stack, StackOptions};
+use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
+use pve_resources::families::lxc::Lxc;
+use pve_resources::families::pool::Pool;
+use pve_resources::families::qemu::clone::CloneOf;
+use pve_resources::families::qemu::cloudinit::CloudInitDrive;
+use pve_resources::families::qemu::Vm;
+use pve_resources::families::storage::Storage;
+use pve_resources::kit::handover::SecretSink;
+use pve_resources::kit::volume::Disk;
+use pve_resources::state::FileStore;
+use pve_sdk::generated::storage::{Create, CreateType};
+use pve_sdk::task::AwaitOptions;
+use pve_sdk::{Client, Secret};
+use pve_sim::{GuestKind, SimConfig, Simulator};
+
+/// Declares the team's objects.
+fn declare(stack: &mut Stack) -> Result<(), Box<dyn std::error::Error>> {
+    stack.add("pool", Pool::new("team").comment("the team's guests"))?;
+    stack.add(
+        "operator-role",
+        Role::new("TeamOperator", ["VM.Audit", "VM.Console", "VM.PowerMgmt"]),
+    )?;
+    stack.add("ops-group", Group::new("team-ops").comment("on call"))?;
+    let mut alice = User::new("alice@pve");
+    alice.email = Some("alice@example.com".into());
+    alice.groups = Some(vec!["team-ops".into()]);
+    stack.add("alice", alice)?;
+    stack.add(
+        "ops-on-pool",
+        Acl::new(
+            "/pool/team",
+            Subject::Group("team-ops".into()),
+            "TeamOperator",
+        )
+        .propagate(true),
+    )?;
+
+    // The CI token: PVE answers its secret once, at create; the sink is the only place it
+    // goes (a real one would write it to a vault and return its error if that fails, which
+    // leaves the token "created, secret not delivered" for the next plan to report).
+    let print_once = SecretSink::new(|h| {
+        println!(
+            "  >> {} for {}: {} (shown once; store it now)",
+            h.what,
+            h.id,
+            h.secret.expose()
+        );
+        Ok(())
+    });
+    stack.add(
+        "ci-token",
+        ApiToken::new("alice@pve", "ci")
+            .comment("team CI")
+            .privsep(true)
+            .on_secret(print_once),
+    )?;
+    stack.add(
+        "ci-on-pool",
+        Acl::new(
+            "/pool/team",
+            Subject::Token("alice@pve!ci".into()),
+            "PVEVMUser",
+        ),
+    )?;
+
+    let backup = Create::new("team-backup", CreateType::Dir)
+        .path("/mnt/team-backup")
+        .content("backup")
+        .nodes("pve1");
+    stack.add("backup-storage", Storage::from(backup))?;
+
+    let mut cache = Lxc {
+        node: "pve1".into(),
+        vmid: 200,
+        ostemplate: Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into()),
+        hostname: Some("team-cache".into()),
+        memory: Some(512),
+        cores: Some(1),
+        unprivileged: Some(true),
+        rootfs: Some(Disk::new("local-lvm", 8)),
+        password: Some(Secret::new("example-root-password")),
+        ..Lxc::default()
+    };
+    cache
+        .net
+        .insert(0, "name=eth0,bridge=vmbr0,ip=dhcp".parse()?)?;
+    stack.add("cache", cache)?;
+
+    let mut web = Vm {
+        node: "pve1".into(),
+        vmid: 101,
+        name: Some("team-web".into()),
+        memory: Some("2048".parse()?),
+        clone: Some(CloneOf::linked(9000)),
+        cloudinit_drive: Some(CloudInitDrive::new("ide2", "local-lvm")),
+        ciuser: Some("team".into()),
+        sshkeys: Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 alice@laptop".into()),
+        cipassword: Some(Secret::new("example-cloud-password")),
+        cipassword_rotation: Some("2026-12".into()),
+        ..Vm::default()
+    };
+    web.net.insert(0, "virtio,bridge=vmbr0".parse()?)?;
+    web.ipconfig
+        .insert(0, "ip=10.0.0.21/24,gw=10.0.0.1".into())?;
+    web.disks.insert("scsi0".into(), Disk::new("local-lvm", 16));
+    stack.add("web", web)?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A one-node PVE 9.2 on 127.0.0.1, on a port the OS picks, with a Debian template (VM
+    // 9000: an 8 GiB disk, a cloud-init drive); it stops with the process.
+    let sim = Simulator::start(SimConfig::default()).await?;
+    sim.add_guest(
+        "pve1",
+        9000,
+        GuestKind::Qemu,
+        &[
+            ("name", "debian-12"),
+            ("template", "1"),
+            ("cores", "1"),
+            ("memory", "2048"),
+            ("ostype", "l26"),
+            ("scsi0", "local-lvm:base-9000-disk-0,size=8G"),
+            ("ide2", "local-lvm:vm-9000-cloudinit,media=cdrom"),
+            ("net0", "virtio=BC:24:11:AA:00:00,bridge=vmbr0"),
+        ],
+    );
+    println!("Simulated PVE at {}\n", sim.url());
+    let client = Client::builder(sim.url())
+        .token("root@pam!sim", "sim-secret".to_owned())
+        .build()?;
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("team.state.json");
+    let mut stack = Stack::new(
+        Clients::single(client),
+        FileStore::open(&state)?,
+        StackOptions {
+            await_options: AwaitOptions {
+                interval: std::time::Duration::from_millis(20),
+                ..AwaitOptions::default()
+            },
+            ..StackOptions::default()
+        },
+    )?;
+    stack.register(pve_resources::families::builtin());
+    declare(&mut stack)?;
+    lab::run(&mut stack, true).await?;
+
+    let writes = sim.writes();
+    println!(
+        "\nThe simulator saw {} requests, {} of them writes:",
+        sim.requests().len(),
+        writes.len()
+    );
+    for w in &writes {
+        println!("  {}", w.line());
+    }
+    // The state file holds what was declared and the rotation markers: no secret.
+    let text = std::fs::read_to_string(&state)?;
+    for secret in [
+        "example-root-password",
+        "example-cloud-password",
+        "5e0c0000",
+    ] {
+        if text.contains(secret) {
+            return Err(format!("a secret reached the state file: {secret}").into());
+        }
+    }
+    println!(
+        "\nState file ({} bytes, no secret in it):\n{text}",
+        text.len()
+    );
+    Ok(())
+}
