@@ -1,8 +1,9 @@
 //! Benchmark: the plan of 1,000 declared guests (500 VMs and 500 containers) across 3 nodes,
-//! against the simulator with 5 ms of latency per request. Counts the requests of one plan (the
-//! aim: one cluster index read plus one config read per guest) and compares the wall time of the
-//! default concurrency with a sequential stack (`per_node: 1, total: 1`). The simulator runs on
-//! its own runtime.
+//! 100 ACL entries and 20 storage definitions, against the simulator with 5 ms of latency per
+//! request. Counts the requests of one plan (the aim: one cluster index read, one config read
+//! per guest, one ACL list read for all entries, one read per storage) and compares the wall
+//! time of the default concurrency with a sequential stack (`per_node: 1, total: 1`). The
+//! simulator runs on its own runtime.
 //!
 //! `cargo bench -p pve-resources --bench plan`
 
@@ -10,16 +11,22 @@ use std::time::{Duration, Instant};
 
 use pve_resources::contract::Clients;
 use pve_resources::engine::{Stack, StackOptions};
+use pve_resources::families::access::{Acl, Subject};
 use pve_resources::families::lxc::Lxc;
+use pve_resources::families::storage::Storage;
 use pve_resources::families::qemu::Vm;
 use pve_resources::kit::volume::Disk;
 use pve_resources::state::FileStore;
+use pve_sdk::generated::storage::{Create, CreateType};
 use pve_sdk::Client;
 use pve_sim::{GuestKind, SimConfig, Simulator};
 
 /// VMs are vmids 1000-1499, containers 1500-1999.
 const VMS: i64 = 500;
 const CTS: i64 = 500;
+/// ACL entries on `/vms/1000` .. `/vms/1099`; storages `store0` .. `store19`.
+const ACLS: i64 = 100;
+const STORAGES: usize = 20;
 const NODES: [&str; 3] = ["pve1", "pve2", "pve3"];
 const ROUNDS: usize = 3;
 
@@ -73,14 +80,25 @@ async fn plan_once(
     for vmid in 1000 + VMS..1000 + VMS + CTS {
         stack.add(format!("ct{vmid}"), ct(vmid)).expect("adds");
     }
+    for vmid in 1000..1000 + ACLS {
+        let user = Subject::User("alice@pve".into());
+        let acl = Acl::new(format!("/vms/{vmid}"), user, "PVEVMUser");
+        stack.add(format!("acl{vmid}"), acl).expect("adds");
+    }
+    for i in 0..STORAGES {
+        let st = Create::new(format!("store{i}"), CreateType::Dir)
+            .path(format!("/mnt/store{i}"))
+            .content("backup");
+        stack.add(format!("store{i}"), Storage::from(st)).expect("adds");
+    }
     let t = Instant::now();
     let plan = stack.plan().await.expect("plans");
     let took = t.elapsed();
     let adopt = plan.counts().get("noop").copied().unwrap_or(0);
     assert_eq!(
         adopt,
-        (VMS + CTS) as usize,
-        "every guest matches: {:?}",
+        (VMS + CTS + ACLS) as usize + STORAGES,
+        "every object matches: {:?}",
         plan.counts()
     );
     (took, plan.entries.len())
@@ -124,6 +142,26 @@ fn main() {
             ],
         );
     }
+    sim.with_cluster(|c| {
+        for vmid in 1000..1000 + ACLS {
+            let key = (
+                format!("/vms/{vmid}"),
+                "user".to_owned(),
+                "alice@pve".to_owned(),
+                "PVEVMUser".to_owned(),
+            );
+            c.acl.insert(key, true);
+        }
+        let all = c.collections.entry("storage").or_default();
+        for i in 0..STORAGES {
+            let fields = [
+                ("type".to_owned(), "dir".to_owned()),
+                ("path".to_owned(), format!("/mnt/store{i}")),
+                ("content".to_owned(), "backup".to_owned()),
+            ];
+            all.insert(format!("store{i}"), fields.into());
+        }
+    });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -147,12 +185,27 @@ fn main() {
         .filter(|r| r.path.starts_with("/cluster/resources"))
         .count();
     let configs = reqs.iter().filter(|r| r.path.ends_with("/config")).count();
+    let acl = reqs.iter().filter(|r| r.path == "/access/acl").count();
+    let perms = reqs
+        .iter()
+        .filter(|r| r.path.starts_with("/access/permissions"))
+        .count();
+    let storage = reqs
+        .iter()
+        .filter(|r| r.path.starts_with("/storage/"))
+        .count();
     println!(
-        "one plan of {n} guests ({VMS} VMs, {CTS} containers) on {} nodes: {} requests ({index} cluster index, {configs} config reads, {} writes)",
+        "one plan of {n} objects ({VMS} VMs, {CTS} containers on {} nodes, {ACLS} ACL entries, {STORAGES} storages): {} requests ({index} cluster index, {configs} config reads, {acl} ACL list, {perms} permission reads, {storage} storage reads, {} writes)",
         NODES.len(),
         reqs.len(),
         sim.writes().len()
     );
+    assert_eq!(
+        (index, acl, perms, storage),
+        (1, 1, 0, STORAGES),
+        "one index read, one ACL list read, one read per storage"
+    );
+    assert_eq!(reqs.len(), 1 + (VMS + CTS) as usize + 1 + STORAGES);
 
     let mut concurrent = Vec::new();
     let mut sequential = Vec::new();
