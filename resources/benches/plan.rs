@@ -13,8 +13,8 @@ use pve_resources::contract::Clients;
 use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::families::access::{Acl, Subject};
 use pve_resources::families::lxc::Lxc;
-use pve_resources::families::storage::Storage;
 use pve_resources::families::qemu::Vm;
+use pve_resources::families::storage::Storage;
 use pve_resources::kit::volume::Disk;
 use pve_resources::state::FileStore;
 use pve_sdk::generated::storage::{Create, CreateType};
@@ -89,7 +89,9 @@ async fn plan_once(
         let st = Create::new(format!("store{i}"), CreateType::Dir)
             .path(format!("/mnt/store{i}"))
             .content("backup");
-        stack.add(format!("store{i}"), Storage::from(st)).expect("adds");
+        stack
+            .add(format!("store{i}"), Storage::from(st))
+            .expect("adds");
     }
     let t = Instant::now();
     let plan = stack.plan().await.expect("plans");
