@@ -30,7 +30,7 @@ use pve_resources::state::FileStore;
 use pve_sdk::generated::storage::{Create, CreateType};
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::{Client, Secret};
-use pve_sim::{GuestKind, SimConfig, Simulator};
+use pve_sim::{SimConfig, Simulator};
 
 /// Declares the team's objects.
 fn declare(stack: &mut Stack) -> Result<(), Box<dyn std::error::Error>> {
@@ -131,21 +131,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A one-node PVE 9.2 on 127.0.0.1, on a port the OS picks, with a Debian template (VM
     // 9000: an 8 GiB disk, a cloud-init drive); it stops with the process.
     let sim = Simulator::start(SimConfig::default()).await?;
-    sim.add_guest(
-        "pve1",
-        9000,
-        GuestKind::Qemu,
-        &[
-            ("name", "debian-12"),
-            ("template", "1"),
-            ("cores", "1"),
-            ("memory", "2048"),
-            ("ostype", "l26"),
-            ("scsi0", "local-lvm:base-9000-disk-0,size=8G"),
-            ("ide2", "local-lvm:vm-9000-cloudinit,media=cdrom"),
-            ("net0", "virtio=BC:24:11:AA:00:00,bridge=vmbr0"),
-        ],
-    );
+    sim.add_template("pve1", 9000);
     println!("Simulated PVE at {}\n", sim.url());
     let client = Client::builder(sim.url())
         .token("root@pam!sim", "sim-secret".to_owned())

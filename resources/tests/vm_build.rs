@@ -356,21 +356,7 @@ async fn cloud_init_settings_need_their_drive_and_sshkeys_compare_decoded() {
 
 /// A template on pve1 with an 8 GiB disk on local-lvm, a cloud-init drive and one NIC.
 fn template(sim: &Simulator) {
-    sim.add_guest(
-        "pve1",
-        9000,
-        GuestKind::Qemu,
-        &[
-            ("name", "debian-12"),
-            ("template", "1"),
-            ("cores", "1"),
-            ("memory", "2048"),
-            ("ostype", "l26"),
-            ("scsi0", "local-lvm:base-9000-disk-0,size=8G"),
-            ("ide2", "local-lvm:vm-9000-cloudinit,media=cdrom"),
-            ("net0", "virtio=BC:24:11:AA:00:00,bridge=vmbr0"),
-        ],
-    );
+    sim.add_template("pve1", 9000);
 }
 
 fn cloned(vmid: i64, how: CloneOf) -> Vm {

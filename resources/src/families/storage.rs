@@ -58,20 +58,7 @@ const LOCATORS: [&str; 11] = [
 /// options; SectionConfig's check_config refuses to change them), with `type` and the
 /// locators: everything a live difference in makes the declaration a refusal (S18).
 fn create_only(type_: &str) -> Option<&'static [&'static str]> {
-    const L: [&str; 12] = [
-        "type",
-        "authsupported",
-        "base",
-        "datastore",
-        "export",
-        "iscsiprovider",
-        "path",
-        "portal",
-        "share",
-        "target",
-        "thinpool",
-        "vgname",
-    ];
+    const L: [&str; 12] = concat(["type"], LOCATORS);
     const SERVER: [&str; 14] = concat(L, ["server", "snapshot-as-volume-chain"]);
     const CHAIN: [&str; 13] = concat(L, ["snapshot-as-volume-chain"]);
     const PBS: [&str; 13] = concat(L, ["server"]);

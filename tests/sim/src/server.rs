@@ -329,6 +329,25 @@ impl Simulator {
         f(&mut lock(&self.shared.cluster))
     }
 
+    /// Adds a VM template (`debian-12`: 1 core, 2 GiB, an 8 GiB base disk on `local-lvm`, a
+    /// cloud-init drive on `ide2`, one NIC on `vmbr0`) as `vmid` on `node`: what clones are
+    /// made from in tests and examples.
+    pub fn add_template(&self, node: &str, vmid: u32) {
+        let disk = format!("local-lvm:base-{vmid}-disk-0,size=8G");
+        let drive = format!("local-lvm:vm-{vmid}-cloudinit,media=cdrom");
+        let config = [
+            ("name", "debian-12"),
+            ("template", "1"),
+            ("cores", "1"),
+            ("memory", "2048"),
+            ("ostype", "l26"),
+            ("scsi0", disk.as_str()),
+            ("ide2", drive.as_str()),
+            ("net0", "virtio=BC:24:11:AA:00:00,bridge=vmbr0"),
+        ];
+        self.add_guest(node, vmid, GuestKind::Qemu, &config);
+    }
+
     /// Adds a guest (stopped, unlocked) with the given config keys.
     pub fn add_guest(&self, node: &str, vmid: u32, kind: GuestKind, config: &[(&str, &str)]) {
         self.with_cluster(|c| {
