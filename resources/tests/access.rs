@@ -409,3 +409,29 @@ async fn s11_a_comment_declared_empty_is_removed_by_sending_it_empty() {
     );
     assert!(s.plan().await.expect("plans").is_noop());
 }
+
+#[tokio::test]
+async fn a_user_comes_after_the_groups_it_is_declared_in() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let mut alice = User::new("alice@pve");
+    alice.groups = Some(vec!["ops".into(), "dev".into()]);
+    // Declared first: the order of declaration does not matter.
+    s.add("alice", alice).expect("adds");
+    s.add("ops", Group::new("ops")).expect("adds");
+    s.add("dev", Group::new("dev")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let user = plan
+        .entries
+        .iter()
+        .find(|e| e.id == "alice")
+        .expect("alice");
+    assert_eq!(user.after, ["ops", "dev"]);
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let writes: Vec<String> = sim.writes().iter().map(|w| w.line()).collect();
+    assert_eq!(
+        writes.last().map(String::as_str),
+        Some("POST /access/users")
+    );
+}

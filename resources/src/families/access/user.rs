@@ -203,6 +203,15 @@ impl ConfigObject for User {
         }]
     }
 
+    /// The groups it is declared in: PVE refuses a user in a group that does not exist
+    /// (pve-access-control `src/PVE/API2/User.pm` create_user, "no such group").
+    fn requires(&self) -> Vec<ObjectRef> {
+        let groups = self.groups.iter().flatten().filter(|g| !g.is_empty());
+        groups
+            .map(|g| ObjectRef::new("group", Scope::Cluster, g.clone()))
+            .collect()
+    }
+
     /// A set compares as a set (S8).
     fn normalise(&self, mut map: BTreeMap<String, String>) -> BTreeMap<String, String> {
         if let Some(g) = map.get_mut("groups") {
