@@ -316,3 +316,19 @@ async fn s19_s20_a_dropped_token_is_kept_and_destroy_refuses_a_changed_one() {
     assert_eq!(failure(&report, "t").0, ErrorKind::Changed);
     assert_eq!(requests(&sim), ["GET /access/users/root@pam/token/gone"]);
 }
+
+#[tokio::test]
+async fn s08_a_token_name_pve_would_refuse_is_refused_before_any_request() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (good, _) = sink(false);
+    let mut s = stack(&sim, dir.path());
+    s.add("bad", ApiToken::new("ops@pve", "../x").on_secret(good))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    match &plan.entries[0].action {
+        Action::Refuse { error } => assert!(error.reason().contains("tokenid"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(requests(&sim).is_empty(), "{:?}", requests(&sim));
+}
