@@ -187,14 +187,30 @@ async fn s02_an_entry_on_a_path_the_planner_may_not_see_is_denied_never_absent()
 }
 
 #[tokio::test]
-async fn s08_a_path_pve_would_refuse_is_refused_before_any_read() {
+async fn s08_a_path_or_subject_pve_would_refuse_is_refused_before_any_read() {
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     s.add("bad", Acl::new("/vms/1 00", alice(), "PVEVMUser"))
         .expect("adds");
+    // A user without a realm, a token id PVE's format refuses.
+    s.add(
+        "no-realm",
+        Acl::new("/vms", Subject::User("alice".into()), "PVEVMUser"),
+    )
+    .expect("adds");
+    s.add(
+        "bad-token",
+        Acl::new("/vms", Subject::Token("a@pve!../x".into()), "PVEVMUser"),
+    )
+    .expect("adds");
     let plan = s.plan().await.expect("plans");
-    assert!(matches!(plan.entries[0].action, Action::Refuse { .. }));
+    for (i, field) in [(0, "normalize_path"), (1, "users"), (2, "tokens")] {
+        match &plan.entries[i].action {
+            Action::Refuse { error } => assert!(error.reason().contains(field), "{error}"),
+            other => panic!("{other:?}"),
+        }
+    }
     assert!(requests(&sim).is_empty());
 }
 

@@ -174,9 +174,21 @@ fn check_value(p: &'static Param, v: &str) -> Option<String> {
     }
     match &p.format {
         Some(FormatFacts::Named(name)) => {
-            if let Some(f) = crate::generated::formats::by_name(name) {
-                if !f.check(v) {
-                    return Some(format!("invalid format - value is not a valid {name}"));
+            // pve-common `src/PVE/JSONSchema.pm` check_format: `NAME-list` checks each item of
+            // split_list (an empty list is allowed), `NAME-opt` a value that is not empty.
+            let (base, items): (&str, Vec<&str>) = match name.rsplit_once('-') {
+                Some((base, "list")) => (base, split_list(v)),
+                Some((base, "opt")) => (
+                    base,
+                    Some(v).filter(|v| !v.is_empty()).into_iter().collect(),
+                ),
+                _ => (name.as_str(), vec![v]),
+            };
+            if let Some(f) = crate::generated::formats::by_name(base) {
+                if let Some(bad) = items.iter().find(|i| !f.check(i)) {
+                    return Some(format!(
+                        "invalid format - value '{bad}' is not a valid {base}"
+                    ));
                 }
             }
         }
@@ -223,6 +235,18 @@ fn check_value(p: &'static Param, v: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// pve-common `src/PVE/ParseUtils.pm` split_list: on NUL bytes if there are any, else on runs
+/// of `;`, `,` and whitespace; empty items dropped.
+fn split_list(text: &str) -> Vec<&str> {
+    let parts: Vec<&str> = if text.contains('\0') {
+        text.split('\0').collect()
+    } else {
+        text.split(|c: char| c == ';' || c == ',' || c.is_whitespace())
+            .collect()
+    };
+    parts.into_iter().filter(|p| !p.is_empty()).collect()
 }
 
 /// A pattern as Perl stringifies a `qr//` (`(?^:...)`, `(?^i:...)`, `(?^u:...)`: the caret
@@ -306,6 +330,25 @@ fn check_property_string(keys: &'static BTreeMap<String, Param>, text: &str) -> 
 mod tests {
     use super::*;
     use crate::generated::nodes::node::qemu::CreateVm;
+
+    #[test]
+    fn list_formats_check_each_item_as_pve_does() {
+        use crate::generated::access::acl::UpdateAcl;
+        let ok = UpdateAcl::new("/vms", "PVEVMUser,PVEAuditor")
+            .users("alice@pve; bob@pam")
+            .tokens("alice@pve!ci");
+        assert_eq!(check(&ok), Ok(()));
+        let e = check(&UpdateAcl::new("/vms", "PVEVMUser").users("alice@pve,bob"))
+            .expect_err("a user without a realm");
+        assert_eq!(
+            e.problems["users"],
+            "invalid format - value 'bob' is not a valid pve-userid"
+        );
+        let e = check(&UpdateAcl::new("/vms", "R").tokens("a@pve!../x")).expect_err("refused");
+        assert!(e.problems["tokens"].contains("pve-tokenid"), "{e}");
+        assert_eq!(split_list(" a,,b;c d "), ["a", "b", "c", "d"]);
+        assert_eq!(split_list("a b\0c"), ["a b", "c"]);
+    }
 
     #[test]
     fn perl_stringified_patterns_are_checked_as_pve_checks_them() {

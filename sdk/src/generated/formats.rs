@@ -102,6 +102,16 @@ pub const PVE_STORAGE_ID: crate::validate::Format = crate::validate::Format {
     max_length: None,
     source: "pve-common src/PVE/JSONSchema.pm: parse_storage_id -> parse_id (at least 2 characters, m/^[a-z][a-z0-9\\-\\_\\.]*[a-z0-9]$/i)",
 };
+/// `pve-tokenid`: `^[^\t\n\x0B\x0C\r :/]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$`.
+///
+/// Upstream: `pve-access-control src/PVE/AccessControl.pm: pve_verify_tokenid with $token_full_regex (user@realm!name, the name as $token_subid_regex = $realm_regex)`. Defined in `patches/formats-pve-access-control.toml`.
+pub const PVE_TOKENID: crate::validate::Format = crate::validate::Format {
+    name: "pve-tokenid",
+    pattern: "^[^\\t\\n\\x0B\\x0C\\r :/]+@[A-Za-z][A-Za-z0-9.\\-_]+![A-Za-z][A-Za-z0-9.\\-_]+$",
+    min_length: None,
+    max_length: None,
+    source: "pve-access-control src/PVE/AccessControl.pm: pve_verify_tokenid with $token_full_regex (user@realm!name, the name as $token_subid_regex = $realm_regex)",
+};
 /// `pve-userid`: `^[^\t\n\x0B\x0C\r :/]+@[A-Za-z][A-Za-z0-9.\-_]+$`, at most 64 characters.
 ///
 /// Upstream: `pve-access-control src/PVE/Auth/Plugin.pm: verify_username (3 to 64 long, m!^(${user_regex})\@(${realm_regex})$! with $user_regex = qr![^\s:/]+!)`. Defined in `patches/formats-pve-access-control.toml`.
@@ -134,6 +144,7 @@ pub const FORMATS: &[crate::validate::Format] = &[
     PVE_REPLICATION_JOB_ID,
     PVE_ROLEID,
     PVE_STORAGE_ID,
+    PVE_TOKENID,
     PVE_USERID,
     PVE_VMID,
 ];

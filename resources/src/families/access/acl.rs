@@ -251,6 +251,11 @@ impl Resource for Acl {
                 );
                 return Ok(Probe::Refuse(why));
             }
+            if let Err(e) = pve_sdk::params::check(&self.put(self.propagate, false)) {
+                return Ok(Probe::Refuse(format!(
+                    "PVE would refuse {e}; nothing is sent"
+                )));
+            }
             let read = cx
                 .shared("acl: the list", || list(cx.client()))
                 .await
