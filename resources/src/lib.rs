@@ -9,10 +9,12 @@
 //!   answers ([`contract::Failure`], [`contract::ErrorKind`]).
 //! - [`families`]: the families, and the registry a stack is handed
 //!   ([`families::builtin`]): the generic config object ([`families::config`]) with pools,
-//!   users, groups, roles and node interfaces on it; QEMU guests ([`families::qemu`]) and
-//!   network applies ([`families::network`]) on the kit.
+//!   users, groups, roles, storage definitions ([`families::storage`]) and node interfaces on
+//!   it; QEMU guests ([`families::qemu`]), containers ([`families::lxc`]), API tokens and ACL
+//!   entries ([`families::access`]) and network applies ([`families::network`]) on the kit.
 //! - [`kit`]: what families are built from: the strict read, wire maps, task
-//!   send-record-await, the health gate, guest ownership and lock waits.
+//!   send-record-await, the health gate, guest ownership and lock waits, volumes, write-only
+//!   secrets, and secrets PVE answers once handed to the user ([`kit::handover`]).
 //! - [`state`]: where a stack remembers what it manages ([`FileStore`]).
 //!
 //! Each module's documentation names the safety rules (S1-S30) it holds; every rule has a test
