@@ -22,7 +22,8 @@ use std::future::Future;
 
 use pve_sdk::{Operation, Upid};
 
-use crate::contract::{Cx, ErrorKind, Failure, ObjectRef, OnStarted};
+use crate::contract::{Change, Cx, ErrorKind, Failure, ObjectRef, OnStarted};
+use crate::kit::guest::GuestError;
 
 /// Bytes in a GiB.
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -444,6 +445,88 @@ where
     }
     let req = make(format!("{}G", g.to_gib), now.digest);
     crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started).await?;
+    Ok(())
+}
+
+/// A guest's config as a fresh read gives it: what [`grow_planned`] needs of it.
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigRead {
+    /// The config in wire form.
+    pub map: BTreeMap<String, String>,
+    /// Its digest.
+    pub digest: String,
+    /// The guest's lock, if it holds one.
+    pub lock: Option<String>,
+}
+
+/// A guest's planned growths: its `resize:KEY` changes, and the plan's digest when nothing was
+/// written before the first of them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Planned<'a> {
+    /// The guest.
+    pub object: &'a ObjectRef,
+    /// The `resize:KEY` changes, in order.
+    pub resizes: &'a [&'a Change],
+    /// The plan's digest, if nothing was written since the plan.
+    pub digest: Option<&'a str>,
+}
+
+/// S9, S10, S13: each planned growth in turn, by [`grow`]: the first with the plan's digest
+/// when nothing was written before it, the others from a fresh read. `volume` gives a key's declared volume, `read` the guest's config (`None`: the
+/// guest is gone), `make` the family's resize request for a key, a size and a digest.
+///
+/// # Errors
+///
+/// [`GuestError::Inexpressible`] for a key no declared volume has; [`GuestError::Write`] with
+/// [`grow`]'s failure.
+pub(crate) async fn grow_planned<'d, O, R, RF, M>(
+    cx: &Cx,
+    p: Planned<'_>,
+    volume: impl Fn(&str) -> Option<&'d Disk>,
+    read: R,
+    make: M,
+    on_started: OnStarted<'_>,
+) -> Result<(), GuestError>
+where
+    R: Fn() -> RF,
+    RF: Future<Output = Result<Option<ConfigRead>, Failure>>,
+    M: Fn(&str, String, String) -> O,
+    O: Operation<Response = Upid> + Sync,
+{
+    let (object, mut planned) = (p.object, p.digest);
+    for c in p.resizes {
+        let key = &c.key["resize:".len()..];
+        let Some(disk) = volume(key) else {
+            return Err(GuestError::Inexpressible {
+                object: object.clone(),
+                why: format!("{} names no declared volume", c.key),
+            });
+        };
+        let growth = Growth {
+            object,
+            key,
+            storage: &disk.storage,
+            to_gib: disk.size_gib,
+        };
+        let read_volume = || async {
+            let gone = || Failure::new(ErrorKind::Changed, format!("{object} is gone"));
+            let live = read().await?.ok_or_else(gone)?;
+            Ok(VolumeRead {
+                value: live.map.get(key).cloned(),
+                digest: live.digest,
+                lock: live.lock,
+            })
+        };
+        let make = |size: String, digest: String| make(key, size, digest);
+        grow(cx, growth, planned, read_volume, make, on_started)
+            .await
+            .map_err(|source| GuestError::Write {
+                object: object.clone(),
+                action: "resize",
+                source,
+            })?;
+        planned = None;
+    }
     Ok(())
 }
 

@@ -54,8 +54,8 @@ use pve_sdk::{Client, Indexed, Secret};
 use serde::Serialize;
 
 use crate::contract::{
-    Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Resource,
-    Scope, TaskRef,
+    Ask, BoxFuture, Change, Cx, Failure, Guard, ObjectRef, OnStarted, Probe, Resource, Scope,
+    TaskRef,
 };
 use crate::kit::guest::{self, GuestError, GuestType, Owner};
 use crate::kit::secret::WriteOnly;
@@ -775,47 +775,29 @@ impl Vm {
             }
             planned = None;
         }
-        for c in resizes {
-            let key = &c.key["resize:".len()..];
-            let Some(disk) = self.disks.get(key) else {
-                return Err(GuestError::Inexpressible {
-                    object,
-                    why: format!("{} names no declared disk", c.key),
-                });
-            };
-            let growth = volume::Growth {
-                object: &object,
-                key,
-                storage: &disk.storage,
-                to_gib: disk.size_gib,
-            };
-            let read = || async {
-                let live = read_at(cx.client(), &self.node, self.vmid)
-                    .await?
-                    .ok_or_else(|| Failure::new(ErrorKind::Changed, format!("{object} is gone")))?;
-                Ok(volume::VolumeRead {
-                    value: live.map.get(key).cloned(),
-                    digest: live.digest,
-                    lock: live.lock,
-                })
-            };
-            let make = |size: String, digest: String| {
-                let disk = key
-                    .parse()
-                    .unwrap_or_else(|never: std::convert::Infallible| match never {});
-                let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
-                r.digest = Some(digest);
-                r
-            };
-            volume::grow(cx, growth, planned, read, make, on_started)
-                .await
-                .map_err(|source| GuestError::Write {
-                    object: object.clone(),
-                    action: "resize",
-                    source,
-                })?;
-            planned = None;
-        }
+        let read = || async {
+            let live = read_at(cx.client(), &self.node, self.vmid).await?;
+            Ok(live.map(|l| volume::ConfigRead {
+                map: l.map,
+                digest: l.digest,
+                lock: l.lock,
+            }))
+        };
+        let make = |key: &str, size: String, digest: String| {
+            let disk = key
+                .parse()
+                .unwrap_or_else(|never: std::convert::Infallible| match never {});
+            let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
+            r.digest = Some(digest);
+            r
+        };
+        let volume = |key: &str| self.disks.get(key);
+        let p = volume::Planned {
+            object: &object,
+            resizes: &resizes,
+            digest: planned,
+        };
+        volume::grow_planned(cx, p, volume, read, make, on_started).await?;
         self.read_back(cx.client(), "update").await
     }
 
