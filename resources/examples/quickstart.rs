@@ -3,14 +3,12 @@
 //!
 //! `cargo run --example quickstart` (add `-- --json` to see the plan as JSON too)
 
+#[path = "shared/sim.rs"]
+mod sim_stack;
+
 #[path = "shared/lab.rs"]
 mod lab;
 
-use pve_resources::contract::Clients;
-use pve_resources::engine::{Stack, StackOptions};
-use pve_resources::state::FileStore;
-use pve_sdk::task::AwaitOptions;
-use pve_sdk::Client;
 use pve_sim::{SimConfig, Simulator};
 
 #[tokio::main]
@@ -23,37 +21,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     })
     .await?;
     println!("Simulated PVE at {}\n", sim.url());
-    let client = Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret".to_owned())
-        .build()?;
-
     // State lives in a file; the lock on it is held for as long as the stack lives.
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("lab.state.json");
-    let mut stack = Stack::new(
-        Clients::single(client),
-        FileStore::open(&state)?,
-        StackOptions {
-            await_options: AwaitOptions {
-                interval: std::time::Duration::from_millis(20),
-                ..AwaitOptions::default()
-            },
-            ..StackOptions::default()
-        },
-    )?;
-    stack.register(pve_resources::families::builtin());
+    let mut stack = sim_stack::stack(&sim, &state)?;
     lab::declare(&mut stack, "pve1", 100, "local-lvm")?;
     lab::run(&mut stack, true).await?;
 
-    let writes = sim.writes();
-    println!(
-        "The simulator saw {} requests, {} of them writes:",
-        sim.requests().len(),
-        writes.len()
-    );
-    for w in &writes {
-        println!("  {}", w.line());
-    }
+    sim_stack::print_writes(&sim);
     println!("\nState file:\n{}", std::fs::read_to_string(&state)?);
     Ok(())
 }

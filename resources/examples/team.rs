@@ -8,6 +8,9 @@
 //! that may read what is declared (the storage read needs `Datastore.Allocate`, the ACL list
 //! `Permissions.Modify` on the paths or `Sys.Audit` on `/access`).
 
+#[path = "shared/sim.rs"]
+mod sim_stack;
+
 #[path = "shared/lab.rs"]
 #[allow(
     dead_code,
@@ -15,8 +18,7 @@
 )]
 mod lab;
 
-use pve_resources::contract::Clients;
-use pve_resources::engine::{Stack, StackOptions};
+use pve_resources::engine::Stack;
 use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
 use pve_resources::families::lxc::Lxc;
 use pve_resources::families::pool::Pool;
@@ -26,10 +28,8 @@ use pve_resources::families::qemu::Vm;
 use pve_resources::families::storage::Storage;
 use pve_resources::kit::handover::SecretSink;
 use pve_resources::kit::volume::Disk;
-use pve_resources::state::FileStore;
 use pve_sdk::generated::storage::{Create, CreateType};
-use pve_sdk::task::AwaitOptions;
-use pve_sdk::{Client, Secret};
+use pve_sdk::Secret;
 use pve_sim::{SimConfig, Simulator};
 
 /// Declares the team's objects.
@@ -133,35 +133,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim = Simulator::start(SimConfig::default()).await?;
     sim.add_template("pve1", 9000);
     println!("Simulated PVE at {}\n", sim.url());
-    let client = Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret".to_owned())
-        .build()?;
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("team.state.json");
-    let mut stack = Stack::new(
-        Clients::single(client),
-        FileStore::open(&state)?,
-        StackOptions {
-            await_options: AwaitOptions {
-                interval: std::time::Duration::from_millis(20),
-                ..AwaitOptions::default()
-            },
-            ..StackOptions::default()
-        },
-    )?;
-    stack.register(pve_resources::families::builtin());
+    let mut stack = sim_stack::stack(&sim, &state)?;
     declare(&mut stack)?;
     lab::run(&mut stack, true).await?;
 
-    let writes = sim.writes();
-    println!(
-        "\nThe simulator saw {} requests, {} of them writes:",
-        sim.requests().len(),
-        writes.len()
-    );
-    for w in &writes {
-        println!("  {}", w.line());
-    }
+    sim_stack::print_writes(&sim);
     // The state file holds what was declared and the rotation markers: no secret.
     let text = std::fs::read_to_string(&state)?;
     for secret in [
