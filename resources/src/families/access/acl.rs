@@ -168,17 +168,24 @@ impl Acl {
         if list.iter().any(|e| e.path.as_deref() == Some(&path)) {
             return Ok(true);
         }
-        let extra = ["storage", "vms", "pool"]
-            .iter()
-            .zip(["Datastore.Allocate", "VM.Allocate", "Pool.Allocate"])
-            .find(|(top, _)| path.starts_with(&format!("/{top}/")))
-            .map(|(_, p)| p);
+        let extra = match split_top(&path) {
+            Some(("storage", _)) => Some("Datastore.Allocate"),
+            Some(("vms", _)) => Some("VM.Allocate"),
+            Some(("pool", _)) => Some("Pool.Allocate"),
+            _ => None,
+        };
         let here = privileges(cx, &path).await?;
         if here.contains_key("Permissions.Modify") || extra.is_some_and(|p| here.contains_key(p)) {
             return Ok(true);
         }
         Ok(privileges(cx, "/access").await?.contains_key("Sys.Audit"))
     }
+}
+
+/// A normalised path's first segment and the rest (`/storage/backup`: `storage`, `backup`),
+/// when it has both.
+fn split_top(path: &str) -> Option<(&str, &str)> {
+    path.strip_prefix('/')?.split_once('/')
 }
 
 /// The reader's privileges on `path` (read once per plan and path).
@@ -234,9 +241,12 @@ impl Resource for Acl {
             ObjectRef::new("role", Scope::Cluster, self.role.clone()),
         ];
         let path = self.path_n();
-        let mut parts = path.trim_start_matches('/').splitn(2, '/');
-        if let (Some(top @ ("pool" | "storage")), Some(id)) = (parts.next(), parts.next()) {
-            let kind = if top == "pool" { "pool" } else { "storage" };
+        let named = match split_top(&path) {
+            Some(("pool", id)) => Some(("pool", id)),
+            Some(("storage", id)) => Some(("storage", id)),
+            _ => None,
+        };
+        if let Some((kind, id)) = named {
             out.push(ObjectRef::new(kind, Scope::Cluster, id.to_owned()));
         }
         out

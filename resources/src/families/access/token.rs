@@ -208,10 +208,8 @@ impl ApiToken {
         let (moved, recovers) = match self.undelivered(ask) {
             Some(i) if word.is_some() && word != word_of(i) => (word_of(i), true),
             Some(_) => return Probe::Refuse(UNDELIVERED.to_owned()),
-            None => match ask.recorded {
-                Some(r) if word.is_some() && r.get("reissue").map(String::as_str) != word => {
-                    (r.get("reissue").map(String::as_str), false)
-                }
+            None => match ask.recorded.map(|r| r.get("reissue").map(String::as_str)) {
+                Some(was) if word.is_some() && was != word => (was, false),
                 _ => return present(changes, live, false),
             },
         };
@@ -241,10 +239,9 @@ impl ApiToken {
         let acl = acl.into_data();
         let mut grants: BTreeMap<(String, bool), Vec<String>> = BTreeMap::new();
         for e in acl {
-            let token = e.type_ == Some(ReadAclResponseItemType::Token);
-            if let (true, Some(true), Some(path), Some(role)) =
-                (token, e.ugid.as_ref().map(|u| *u == full), e.path, e.roleid)
-            {
+            let mine = e.type_ == Some(ReadAclResponseItemType::Token)
+                && e.ugid.as_deref() == Some(full.as_str());
+            if let (true, Some(path), Some(role)) = (mine, e.path, e.roleid) {
                 let propagate = e.propagate.unwrap_or(true);
                 grants.entry((path, propagate)).or_default().push(role);
             }
