@@ -16,7 +16,7 @@
 //!   differing keys, never an empty form.
 //! - **S9 Optimistic concurrency.** The first write of an update carries the `digest` of the
 //!   plan's own read; a `ChecksumMismatch` (or a resize's changed digest) is
-//!   [`ErrorKind::Changed`], never retried.
+//!   [`ErrorKind::Changed`](crate::contract::ErrorKind::Changed), never retried.
 //! - **S10** A locked guest is waited for, bounded, before an update, a resize or a destroy.
 //! - **S11** An update never deletes a key, so it never sets and deletes the same key.
 //! - **S4 A 200 is not evidence.** Every create and update is read back.
