@@ -19,6 +19,7 @@
 //! - No secret reaches an error, a log line, `Debug` or `Display`.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,7 @@ struct Inner {
     check_versions: bool,
     renew_after: Duration,
     server_version: Mutex<Option<PveVersion>>,
+    max_answer: u64,
 }
 
 /// A PVE API client. Cheap to clone; clones share the connection pool and the ticket.
@@ -155,8 +157,13 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+/// The longest answer a client reads by default: 64 MiB. PVE's largest answers are lists:
+/// `/cluster/resources` of 10,000 guests is 2.9 MB on the simulator, which answers every field
+/// PVE sends for a row (`tests/tests/hostile_client.rs` measures it), so this is over 20 times
+/// anything PVE sends, and far below what would exhaust a machine's memory.
+pub const DEFAULT_MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Builds a [`Client`].
-#[derive(Debug)]
 pub struct ClientBuilder {
     base: String,
     credentials: Option<Credentials>,
@@ -167,6 +174,37 @@ pub struct ClientBuilder {
     renew_after: Duration,
     http: HttpSettings,
     transport: Option<Arc<dyn Transport>>,
+    max_answer: u64,
+}
+
+impl fmt::Debug for ClientBuilder {
+    /// The base URL without any user-info (S26: a password typed into it never shows).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("base", &without_userinfo(&self.base))
+            .field("credentials", &self.credentials)
+            .field("timeout", &self.timeout)
+            .field("tls", &self.tls)
+            .field("retry", &self.retry)
+            .field("check_versions", &self.check_versions)
+            .field("renew_after", &self.renew_after)
+            .field("http", &self.http)
+            .field("transport", &self.transport)
+            .field("max_answer", &self.max_answer)
+            .finish()
+    }
+}
+
+/// `url` with the user-info of its authority (`user:password@`) replaced by `[redacted]@`.
+fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://[redacted]@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
 }
 
 /// Why a client could not be built.
@@ -176,9 +214,15 @@ pub enum BuildError {
     /// No credentials were given.
     #[error("no credentials: call .token(..) or .password(..)")]
     NoCredentials,
-    /// The base URL is not `https://host[:port]` or `http://host[:port]`.
+    /// The base URL is not `https://host[:port]` or `http://host[:port]` (shown without any
+    /// user-info).
     #[error("base URL {0:?} must start with https:// or http://")]
     BadUrl(String),
+    /// The base URL holds user-info (`https://user:password@host`): credentials have their
+    /// own calls ([`ClientBuilder::token`], [`ClientBuilder::password`]), and a password in a
+    /// URL ends up in logs. Shown redacted.
+    #[error("base URL {0:?} holds user-info; give credentials with .token(..) or .password(..)")]
+    UserInfoInUrl(String),
     /// The pinned fingerprint is not 32 hex bytes.
     #[error("{0:?} is not a SHA-256 fingerprint (32 hex bytes, e.g. AB:CD:...)")]
     BadFingerprint(String),
@@ -265,6 +309,15 @@ impl ClientBuilder {
         self
     }
 
+    /// The longest answer read, in bytes (default [`DEFAULT_MAX_ANSWER_BYTES`]): a longer one
+    /// fails with [`ClientErrorKind::TooLarge`] naming the limit, without being read past it
+    /// (a declared `Content-Length` over it is refused before any of the body is read). With
+    /// [`ClientBuilder::transport`], the answer the transport hands over is measured instead.
+    pub fn max_answer_bytes(mut self, limit: u64) -> Self {
+        self.max_answer = limit;
+        self
+    }
+
     /// Builds the client.
     ///
     /// # Errors
@@ -273,6 +326,10 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client, BuildError> {
         let credentials = self.credentials.ok_or(BuildError::NoCredentials)?;
         let base = self.base.trim_end_matches('/').to_owned();
+        let shown = without_userinfo(&base);
+        if shown != base {
+            return Err(BuildError::UserInfoInUrl(shown));
+        }
         if !(base.starts_with("https://") || base.starts_with("http://")) {
             return Err(BuildError::BadUrl(base));
         }
@@ -310,7 +367,10 @@ impl ClientBuilder {
                     .unwrap_or(Duration::from_secs(10))
                     .min(self.timeout);
                 Arc::new(crate::transport::https::Https::new(
-                    tls, &self.http, connect,
+                    tls,
+                    &self.http,
+                    connect,
+                    self.max_answer,
                 )?)
             }
         };
@@ -340,6 +400,7 @@ impl ClientBuilder {
                 check_versions: self.check_versions,
                 renew_after: self.renew_after,
                 server_version: Mutex::new(None),
+                max_answer: self.max_answer,
             }),
         })
     }
@@ -547,6 +608,7 @@ impl Client {
             renew_after: TICKET_RENEW_AFTER,
             http: HttpSettings::default(),
             transport: None,
+            max_answer: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 
@@ -873,11 +935,20 @@ impl Client {
 
     async fn send_http(&self, request: HttpRequest) -> Result<Exchange, ClientErrorKind> {
         let timeout = self.inner.timeout;
+        let limit = self.inner.max_answer;
         match tokio::time::timeout(timeout, self.inner.http.send(request)).await {
+            // A transport of the user's hands over what it read: measured here.
+            Ok(Ok(answer)) if answer.body.len() as u64 > limit => Err(ClientErrorKind::TooLarge {
+                status: answer.status,
+                limit,
+            }),
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(SendError::NotSent(e))) => Err(ClientErrorKind::Connect(e)),
             Ok(Err(SendError::CertificateRefused(e))) => Err(ClientErrorKind::Certificate(e)),
             Ok(Err(SendError::MaybeSent(e))) => Err(ClientErrorKind::Transport(e)),
+            Ok(Err(SendError::TooLarge { status, limit })) => {
+                Err(ClientErrorKind::TooLarge { status, limit })
+            }
             Err(_) => Err(ClientErrorKind::Transport(Box::new(TimedOut(timeout)))),
         }
     }

@@ -159,6 +159,16 @@ pub enum ClientErrorKind {
         /// The answer as received; `None` when the operation's answers hold secrets.
         body: Option<Body>,
     },
+    /// The answer is longer than the client reads ([`crate::ClientBuilder::max_answer_bytes`]);
+    /// it was not read past the limit. After a 2xx the request took effect and its answer is
+    /// unreadable; after any other status, what PVE said is unknown.
+    #[error("the answer (HTTP {status}) is longer than the client's limit of {limit} bytes (ClientBuilder::max_answer_bytes)")]
+    TooLarge {
+        /// The answer's status.
+        status: u16,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// The operation is newer than the server (with version checks on): nothing was sent.
     #[error("{operation} needs PVE {needs} or newer; the server runs PVE {server}")]
     Unsupported {
@@ -278,6 +288,10 @@ impl ClientErrorKind {
             ClientErrorKind::Decode { .. } | ClientErrorKind::NotEnvelope { .. } => {
                 Outcome::AppliedUnreadable
             }
+            ClientErrorKind::TooLarge { status, .. } if (200..300).contains(status) => {
+                Outcome::AppliedUnreadable
+            }
+            ClientErrorKind::TooLarge { .. } => Outcome::Unknown,
         }
     }
 }

@@ -58,7 +58,9 @@ mod answer_fields_test;
 #[allow(missing_docs)]
 pub mod generated;
 
-pub use client::{Client, ClientBuilder, Credentials, Response, RetryPolicy};
+pub use client::{
+    Client, ClientBuilder, Credentials, Response, RetryPolicy, DEFAULT_MAX_ANSWER_BYTES,
+};
 pub use error::{ApiError, ClientError, OperationError, Outcome, RequestError};
 pub use generated::errors::ErrorPredicates;
 pub use indexed::{IndexSpec, Indexed};

@@ -137,6 +137,15 @@ pub enum SendError {
     /// no answer came). Only a read is sent again.
     #[error("the exchange failed after the request may have reached the server")]
     MaybeSent(#[source] TransportError),
+    /// The server answered, and the answer is longer than the client takes
+    /// ([`crate::ClientBuilder::max_answer_bytes`]): it was not read past the limit.
+    #[error("the answer (HTTP {status}) is longer than the limit of {limit} bytes")]
+    TooLarge {
+        /// The answer's status.
+        status: u16,
+        /// The limit, in bytes.
+        limit: u64,
+    },
 }
 
 /// The future [`Transport::send`] returns.

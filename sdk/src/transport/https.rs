@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
@@ -254,6 +254,8 @@ impl tower_service::Service<hyper::Uri> for Connector {
 #[derive(Debug, Clone)]
 pub(crate) struct Https {
     client: hyper_util::client::legacy::Client<Connector, Full<Bytes>>,
+    /// The longest answer read, in bytes.
+    max_answer: u64,
 }
 
 /// How `http://` proxy URLs are shown: scheme, host and port, never credentials.
@@ -319,6 +321,7 @@ impl Https {
         tls: rustls::ClientConfig,
         settings: &HttpSettings,
         connect_timeout: Duration,
+        max_answer: u64,
     ) -> Result<Https, BuildError> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -339,7 +342,7 @@ impl Https {
             .pool_idle_timeout(settings.pool_idle_timeout)
             .pool_max_idle_per_host(settings.pool_max_idle_per_host)
             .build(Connector(https));
-        Ok(Https { client })
+        Ok(Https { client, max_answer })
     }
 
     async fn exchange(&self, request: HttpRequest) -> Result<HttpAnswer, SendError> {
@@ -376,12 +379,23 @@ impl Https {
             .headers()
             .get(hyper::header::LOCATION)
             .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| SendError::MaybeSent(Box::new(e)))?
-            .to_bytes();
+        // An answer longer than the limit is not read past it: a declared length over it is
+        // refused before any of the body is read, a longer body once the limit is reached.
+        let limit = self.max_answer;
+        let too_large = SendError::TooLarge { status, limit };
+        let declared = resp
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|l| l.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|l| l > limit) {
+            return Err(too_large);
+        }
+        let cap = usize::try_from(limit).unwrap_or(usize::MAX);
+        let body = match Limited::new(resp.into_body(), cap).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) if e.is::<LengthLimitError>() => return Err(too_large),
+            Err(e) => return Err(SendError::MaybeSent(e)),
+        };
         let mut answer = HttpAnswer::new(status, body);
         answer.reason = reason;
         answer.location = location;
