@@ -54,7 +54,17 @@ fn formats_tokens(api: &Api) -> TokenStream {
         };
         let min = opt(f.min_length);
         let max = opt(f.max_length);
-        let mut text = format!("`{name}`: `{}`", pattern.replace('`', "'"));
+        let keys = match &f.keys {
+            Some(k) => quote!(Some(#k)),
+            None => quote!(None),
+        };
+        let mut text = match &f.keys {
+            Some(k) => format!(
+                "`{name}`: a property string, its keys `{}`",
+                k.replace('`', "'")
+            ),
+            None => format!("`{name}`: `{}`", pattern.replace('`', "'")),
+        };
         match (f.min_length, f.max_length) {
             (Some(a), Some(b)) => text.push_str(&format!(", {a} to {b} characters")),
             (Some(a), None) => text.push_str(&format!(", at least {a} characters")),
@@ -74,6 +84,7 @@ fn formats_tokens(api: &Api) -> TokenStream {
                 pattern: #pattern,
                 min_length: #min,
                 max_length: #max,
+                keys: #keys,
                 source: #source,
             };
         }
@@ -83,9 +94,11 @@ fn formats_tokens(api: &Api) -> TokenStream {
         .iter()
         .map(|f| format_ident!("{}", format_const(&f.name)));
     quote! {
-        //! The formats PVE verifies that the SDK checks too, with PVE's own regexes (from
-        //! `patches/`, `kind = "formats"`): path parameters of these formats are checked before a
-        //! request is sent. Formats not listed here are not checked.
+        //! The formats PVE verifies that the SDK checks too, with PVE's own regexes or, for a
+        //! format PVE registers as a property string, its keys (from `patches/`, `kind =
+        //! "formats"`): path parameters of these formats are checked before a request is sent,
+        //! and `params::check` checks every parameter of these formats. Formats not listed here
+        //! are not checked.
         #(#defs)*
         /// Every format above, sorted by name.
         pub const FORMATS: &[crate::validate::Format] = &[#(#all),*];

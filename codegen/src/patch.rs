@@ -163,7 +163,10 @@ impl Scope<'_> {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct FormatEntry {
     name: String,
-    pattern: String,
+    #[serde(default)]
+    pattern: Option<String>,
+    #[serde(default)]
+    keys: Option<toml::Table>,
     #[serde(default)]
     min_length: Option<usize>,
     #[serde(default)]
@@ -171,13 +174,34 @@ struct FormatEntry {
     evidence: String,
 }
 
+/// The facts a key of a property-string format may state, in the schema's names (those the
+/// SDK's parameter check reads).
+const KEY_FACTS: &[&str] = &[
+    "type",
+    "format",
+    "optional",
+    "requires",
+    "default_key",
+    "alias",
+    "enum",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+];
+
 /// A named format PVE verifies, from `kind = "formats"` patches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormatDef {
     /// The format's name in the schema (`pve-node`).
     pub name: String,
-    /// The anchored regex PVE checks it with.
+    /// The anchored regex PVE checks it with (empty for a property-string format).
     pub pattern: String,
+    /// A property-string format's keys and their facts, as JSON in the schema's key names
+    /// (`{"ip":{"format":"pve-ipv4-config","optional":1},...}`): a format PVE registers as a
+    /// hash, which the schema only names.
+    pub keys: Option<String>,
     /// Length bounds PVE checks besides the regex.
     pub min_length: Option<usize>,
     /// Length bounds PVE checks besides the regex.
@@ -705,18 +729,28 @@ fn formats_patch(name: &str, file: PatchFile, out: &mut Patches, diags: &mut Dia
             }
         };
         let loc = format!("{name} format \"{}\"", f.name);
-        if !f.pattern.starts_with('^') || !f.pattern.ends_with('$') {
-            diags.push(
-                &loc,
-                format!("pattern {:?} must be anchored with ^ and $", f.pattern),
-            );
-        }
-        if let Err(e) = regex::Regex::new(&f.pattern) {
-            diags.push(
-                &loc,
-                format!("pattern {:?} does not compile: {e}", f.pattern),
-            );
-        }
+        let keys = match (&f.pattern, &f.keys) {
+            (Some(pattern), None) => {
+                if !pattern.starts_with('^') || !pattern.ends_with('$') {
+                    diags.push(
+                        &loc,
+                        format!("pattern {pattern:?} must be anchored with ^ and $"),
+                    );
+                }
+                if let Err(e) = regex::Regex::new(pattern) {
+                    diags.push(&loc, format!("pattern {pattern:?} does not compile: {e}"));
+                }
+                None
+            }
+            (None, Some(keys)) => format_keys(&loc, keys, diags),
+            _ => {
+                diags.push(
+                    &loc,
+                    "a format has either a pattern or the keys of its property string",
+                );
+                None
+            }
+        };
         if f.evidence.trim().is_empty() {
             diags.push(&loc, "a format needs evidence (the upstream function)");
         }
@@ -733,13 +767,55 @@ fn formats_patch(name: &str, file: PatchFile, out: &mut Patches, diags: &mut Dia
             f.name.clone(),
             FormatDef {
                 name: f.name,
-                pattern: f.pattern,
+                pattern: f.pattern.unwrap_or_default(),
+                keys,
                 min_length: f.min_length,
                 max_length: f.max_length,
                 evidence: f.evidence,
                 file: name.to_owned(),
             },
         );
+    }
+}
+
+/// A property-string format's keys as JSON, each a table of [`KEY_FACTS`]; `None` (with the
+/// problems pushed) when one is malformed.
+fn format_keys(loc: &str, keys: &toml::Table, diags: &mut Diagnostics) -> Option<String> {
+    if keys.is_empty() {
+        diags.push(loc, "a property-string format needs at least one key");
+        return None;
+    }
+    let mut bad = false;
+    for (key, facts) in keys {
+        let Some(facts) = facts.as_table() else {
+            diags.push(loc, format!("key {key:?} must be a table of facts"));
+            bad = true;
+            continue;
+        };
+        for fact in facts.keys().filter(|f| !KEY_FACTS.contains(&f.as_str())) {
+            diags.push(loc, format!("key {key:?}: unknown fact {fact:?}"));
+            bad = true;
+        }
+        if let Some(r) = facts.get("requires").and_then(toml::Value::as_str) {
+            if !keys.contains_key(r) {
+                diags.push(
+                    loc,
+                    format!("key {key:?} requires {r:?}, which is not a key"),
+                );
+                bad = true;
+            }
+        }
+    }
+    if bad {
+        return None;
+    }
+    let json = serde_json::to_value(keys).map_err(|e| e.to_string());
+    match json.and_then(|v| serde_json::to_string(&v).map_err(|e| e.to_string())) {
+        Ok(text) => Some(text),
+        Err(e) => {
+            diags.push(loc, format!("keys cannot be written as JSON: {e}"));
+            None
+        }
     }
 }
 

@@ -67,6 +67,8 @@ async fn s08_a_role_is_a_set_of_privileges_read_back_from_pve_s_keys() {
         requests(&sim),
         [
             "GET /access/roles/auditor",
+            // The release's privileges, to refuse one it does not have.
+            "GET /access/roles/Administrator",
             "POST /access/roles privs=Sys.Audit,VM.Audit&roleid=auditor",
             "GET /access/roles/auditor",
         ]

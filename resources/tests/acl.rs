@@ -50,6 +50,8 @@ async fn s04_s06_s11_an_entry_is_added_read_back_then_its_propagate_changed_by_o
             "GET /access/users/alice@pve",
             "GET /access/acl",
             "GET /access/permissions path=/vms",
+            // The role it names exists (update_acl refuses one that does not).
+            "GET /access/roles/PVEVMUser",
             "POST /access/users userid=alice@pve",
             "GET /access/users/alice@pve",
             "PUT /access/acl path=/vms&propagate=0&roles=PVEVMUser&users=alice@pve",
@@ -172,6 +174,9 @@ async fn s02_an_entry_on_a_path_the_planner_may_not_see_is_denied_never_absent()
             "GET /access/permissions path=/access",
             "GET /access/permissions path=/pool/lab",
             "GET /access/permissions path=/storage/backup",
+            // What the entry to create names exists.
+            "GET /access/roles/PVEPoolUser",
+            "GET /access/users/alice@pve",
         ]
     );
     sim.clear_log();

@@ -110,3 +110,83 @@ async fn s17_the_same_vmid_declared_on_two_nodes_is_refused_before_any_request()
     );
     assert!(sim.requests().is_empty(), "{:?}", requests(&sim));
 }
+
+/// Every family, declared under ids the SDK cannot address as a path segment (`..`, `.`, empty,
+/// a `/`): PVE's id formats take some of them (a group or role named `..`), so a create would
+/// succeed and every later read, update and destroy be refused by the SDK's path rule, leaving
+/// an object the stack can never manage again. Each is refused by the plan, and nothing is
+/// written.
+#[tokio::test]
+async fn s01_s08_an_id_the_sdk_cannot_address_is_refused_before_any_write_in_every_family() {
+    use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject};
+    use pve_resources::families::lxc::Lxc;
+    use pve_resources::families::network::NetworkApply;
+    use pve_resources::families::pool::Pool;
+    use pve_resources::families::storage::Storage;
+    use pve_resources::kit::handover::SecretSink;
+    use pve_sdk::generated::storage::CreateType;
+
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let sink = || SecretSink::new(|_| Ok(()));
+    s.add("group-dots", Group::new("..")).expect("adds");
+    s.add("group-dot", Group::new(".")).expect("adds");
+    s.add("role-dots", Role::new("..", ["VM.Audit"]))
+        .expect("adds");
+    // A pool is read and written by query (`GET /pools?poolid=`), so `..` is addressable
+    // there; an empty one is not.
+    s.add("pool-empty", Pool::new("")).expect("adds");
+    s.add("user-slash", User::new("a/b@pve")).expect("adds");
+    s.add(
+        "token-dots",
+        ApiToken::new("ops@pve", "..").on_secret(sink()),
+    )
+    .expect("adds");
+    s.add("storage-dots", Storage::new("..", CreateType::Dir))
+        .expect("adds");
+    s.add("iface-dots", Iface::new("pve1", "..", Type::Bridge))
+        .expect("adds");
+    s.add("iface-node", Iface::new("..", "vmbr9", Type::Bridge))
+        .expect("adds");
+    s.add("apply-node", NetworkApply::new("..")).expect("adds");
+    let mut vm_node = vm(120);
+    vm_node.node = "..".into();
+    s.add("vm-node", vm_node).expect("adds");
+    let ct = Lxc {
+        node: "a/b".into(),
+        vmid: 121,
+        hostname: Some("ct".into()),
+        ..Lxc::default()
+    };
+    s.add("ct-node", ct).expect("adds");
+    s.add(
+        "acl-dots",
+        Acl::new(
+            "/vms/../access",
+            Subject::User("root@pam".into()),
+            "PVEAuditor",
+        ),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    for e in &plan.entries {
+        let err = e
+            .action
+            .error()
+            .unwrap_or_else(|| panic!("{} is not refused: {plan}", e.id));
+        assert_eq!(err.kind(), ErrorKind::Refused, "{}: {}", e.id, err.reason());
+    }
+    assert_eq!(plan.entries.len(), 13);
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged());
+    assert!(sim.writes().is_empty(), "{:?}", requests(&sim));
+    // Nothing reached another endpoint: every request was a read of an index the families
+    // share (the guest index, the ACL list) or of an addressable object.
+    for r in requests(&sim) {
+        assert!(
+            r.starts_with("GET /cluster/resources") || r.starts_with("GET /access/acl"),
+            "{r}"
+        );
+    }
+}

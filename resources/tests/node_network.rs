@@ -220,7 +220,8 @@ async fn s11_a_field_declared_empty_is_removed_through_delete_and_never_also_set
     s.add("br0", decl).expect("adds").adopt();
     let plan = s.plan().await.expect("plans");
     sim.clear_log();
-    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let r = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(r.converged(), "{r:?} {:?}", sim.requests());
     let w = sim.writes();
     assert_eq!(w.len(), 1, "{w:?}");
     assert_eq!(

@@ -54,6 +54,7 @@ struct Param {
     alias: Option<String>,
     #[serde(default)]
     default_key: Option<Value>,
+    requires: Option<String>,
     properties: Option<BTreeMap<String, Param>>,
 }
 
@@ -113,6 +114,15 @@ pub fn check<O: Operation>(request: &O) -> Result<(), Invalid> {
                     };
                     if let Some(e) = check_value(p, v) {
                         problems.insert(name, e);
+                    }
+                }
+                // check_object: a parameter that `requires` another is refused without it.
+                for (k, _) in &pairs {
+                    let required = facts.get(k.as_str()).and_then(|p| p.requires.as_deref());
+                    if let Some(r) = required.filter(|r| !pairs.iter().any(|(n, _)| n == r)) {
+                        problems
+                            .entry(r.to_owned())
+                            .or_insert_with(|| format!("missing property required by '{k}'"));
                     }
                 }
             }
@@ -185,7 +195,11 @@ fn check_value(p: &'static Param, v: &str) -> Option<String> {
                 _ => (name.as_str(), vec![v]),
             };
             if let Some(f) = crate::generated::formats::by_name(base) {
-                if let Some(bad) = items.iter().find(|i| !f.check(i)) {
+                if f.keys.is_some() {
+                    if let Some(e) = items.iter().find_map(|i| property_string_problem(f, i)) {
+                        return Some(format!("invalid format - {e}"));
+                    }
+                } else if let Some(bad) = items.iter().find(|i| !f.check(i)) {
                     return Some(format!(
                         "invalid format - value '{bad}' is not a valid {base}"
                     ));
@@ -274,6 +288,28 @@ fn perl_groups(pattern: &str) -> String {
     out
 }
 
+/// The keys of the property-string formats of the format table, parsed once each.
+fn format_keys(format: &crate::validate::Format) -> Option<&'static BTreeMap<String, Param>> {
+    static KEYS: OnceLock<HashMap<&'static str, BTreeMap<String, Param>>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        crate::generated::formats::FORMATS
+            .iter()
+            .filter_map(|f| Some((f.name, serde_json::from_str(f.keys?).ok()?)))
+            .collect()
+    })
+    .get(format.name)
+}
+
+/// What PVE would refuse in `value`, a property string of the named property-string format
+/// `format` (one with [`keys`](crate::validate::Format::keys)); `None` when it is valid, or
+/// when `format` is not a property-string format.
+pub(crate) fn property_string_problem(
+    format: &crate::validate::Format,
+    value: &str,
+) -> Option<String> {
+    check_property_string(format_keys(format)?, value)
+}
+
 /// An inline property string as parse_property_string reads it: `key=value` parts (an alias
 /// names its target), at most one value without a key (the default key's), no key twice, no
 /// key the format does not have; then each value against its key's facts.
@@ -321,9 +357,16 @@ fn check_property_string(keys: &'static BTreeMap<String, Param>, text: &str) -> 
         seen.push(name);
         checks.push((name, facts, value));
     }
-    checks
-        .into_iter()
-        .find_map(|(k, p, v)| check_value(p, v).map(|e| format!("{k}: {e}")))
+    let value_problem = checks
+        .iter()
+        .find_map(|(k, p, v)| check_value(p, v).map(|e| format!("{k}: {e}")));
+    // check_object, after the values: a key that `requires` another is refused without it.
+    value_problem.or_else(|| {
+        checks.iter().find_map(|(k, p, _)| {
+            let r = p.requires.as_deref()?;
+            (!seen.contains(&r)).then(|| format!("{r}: missing property required by '{k}'"))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -436,6 +479,80 @@ mod tests {
             .expect_err("refused")
             .problems
             .contains_key("vmid"));
+    }
+
+    #[test]
+    fn cloud_init_interfaces_and_names_are_checked_as_qemu_server_checks_them() {
+        // qemu-server src/PVE/QemuServer/Network.pm $ipconfig_fmt, pve-common
+        // src/PVE/JSONSchema.pm pve_verify_ipv4_config / pve_verify_dns_name.
+        let with = |v: &str| CreateVm::new("pve1", 100).ipconfig(0, v);
+        for ok in [
+            "ip=dhcp",
+            "ip=10.0.0.5/24,gw=10.0.0.1",
+            "ip6=auto",
+            "ip6=fd00::5/64,gw6=fd00::1",
+            "ip=10.0.0.5/8,ip6=dhcp",
+        ] {
+            assert_eq!(check(&with(ok)), Ok(()), "{ok}");
+        }
+        for (bad, problem) in [
+            (
+                "ip=300.1.1.1/24",
+                "ip: invalid format - value '300.1.1.1/24' is not a valid pve-ipv4-config",
+            ),
+            (
+                "ip=10.0.0.1/99",
+                "ip: invalid format - value '10.0.0.1/99' is not a valid pve-ipv4-config",
+            ),
+            (
+                "ip=10.0.0.1/7",
+                "ip: invalid format - value '10.0.0.1/7' is not a valid pve-ipv4-config",
+            ),
+            ("gw=10.0.0.1", "ip: missing property required by 'gw'"),
+            (
+                "ip=dhcp,gw=300.0.0.1",
+                "gw: invalid format - value '300.0.0.1' is not a valid ipv4",
+            ),
+            (
+                "ip6=fd00::1/129",
+                "ip6: invalid format - value 'fd00::1/129' is not a valid pve-ipv6-config",
+            ),
+            ("gw6=fd00::1", "ip6: missing property required by 'gw6'"),
+            (
+                "mask=24",
+                "invalid key in comma-separated list property: mask",
+            ),
+        ] {
+            let e = check(&with(bad)).expect_err(bad);
+            assert_eq!(
+                e.problems["ipconfig0"],
+                format!("invalid format - {problem}"),
+                "{bad}"
+            );
+        }
+        for (name, ok) in [
+            ("web1", true),
+            ("a.b-c", true),
+            ("web_1", false),
+            ("bad name!", false),
+        ] {
+            let r = check(&CreateVm::new("pve1", 100).name(name));
+            assert_eq!(r.is_ok(), ok, "{name}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn a_parameter_that_requires_another_is_refused_without_it() {
+        // pve-common src/PVE/JSONSchema.pm check_object: "missing property required by".
+        let mut req = CreateVm::new("pve1", 100);
+        req.force = Some(true);
+        let e = check(&req).expect_err("force requires archive");
+        assert_eq!(
+            e.problems["archive"],
+            "missing property required by 'force'"
+        );
+        req.archive = Some("local:backup/vzdump-qemu-100.vma.zst".into());
+        assert_eq!(check(&req), Ok(()));
     }
 
     #[test]

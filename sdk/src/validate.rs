@@ -31,6 +31,10 @@ pub struct Format {
     pub min_length: Option<usize>,
     /// The most characters a valid value has, when PVE checks a length besides the regex.
     pub max_length: Option<usize>,
+    /// For a format PVE registers as a property string (a hash of keys, which the schema only
+    /// names, such as qemu-server's `pve-qm-ipconfig`): its keys and their facts, as JSON in the
+    /// schema's key names; the pattern is then empty.
+    pub keys: Option<&'static str>,
     /// The upstream function that verifies it (repository, file, function).
     pub source: &'static str,
 }
@@ -41,6 +45,9 @@ impl Format {
         let len = value.chars().count();
         if self.min_length.is_some_and(|m| len < m) || self.max_length.is_some_and(|m| len > m) {
             return false;
+        }
+        if self.keys.is_some() {
+            return crate::params::property_string_problem(self, value).is_none();
         }
         // A pattern that does not compile is a generator bug the tests catch; never refuse for it.
         crate::re::cached(self.pattern).is_none_or(|re| re.is_match(value))
@@ -159,6 +166,7 @@ mod tests {
         pattern: "^[a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?$",
         min_length: None,
         max_length: None,
+        keys: None,
         source: "test",
     };
 

@@ -228,6 +228,15 @@ fn broken_format_path_rest_and_predicate_patches_are_reported_together() {
             head("formats")
         ),
     );
+    // A property-string format: an unknown fact, a `requires` naming no key, a key that is not
+    // a table, both a pattern and keys, neither.
+    write(
+        "b2-formats.toml",
+        &format!(
+            "{}[[formats]]\nname = \"ps\"\nevidence = \"e\"\n[formats.keys.ip]\ncolour = \"red\"\n[formats.keys.gw]\nrequires = \"nope\"\n\n[[formats]]\nname = \"ps2\"\nevidence = \"e\"\npattern = \"^a$\"\n[formats.keys]\nip = 1\n\n[[formats]]\nname = \"ps3\"\nevidence = \"e\"\n",
+            head("formats")
+        ),
+    );
     write(
         "c-rest.toml",
         &format!(

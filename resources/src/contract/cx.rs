@@ -2,7 +2,7 @@
 //! with the phase's client and the reads families share.
 
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,7 +11,7 @@ use pve_sdk::generated::cluster::resources::{ResourcesError, ResourcesResponseIt
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::Client;
 
-use crate::contract::{ErrorKind, Failure};
+use crate::contract::{ErrorKind, Failure, ObjectRef};
 
 /// One shared read's cell: filled once, by the first asker whose read succeeds.
 type SharedCell = Arc<tokio::sync::OnceCell<Arc<dyn Any + Send + Sync>>>;
@@ -25,6 +25,7 @@ pub struct Cx {
     lock_wait: Duration,
     guests: tokio::sync::OnceCell<Vec<ResourcesResponseItem>>,
     shared: Mutex<BTreeMap<String, SharedCell>>,
+    declared: BTreeSet<ObjectRef>,
 }
 
 impl Cx {
@@ -37,7 +38,22 @@ impl Cx {
             lock_wait,
             guests: tokio::sync::OnceCell::new(),
             shared: Mutex::new(BTreeMap::new()),
+            declared: BTreeSet::new(),
         }
+    }
+
+    /// This context knowing the objects the stack declares, for [`Cx::declares`].
+    #[must_use]
+    pub fn with_declared(mut self, declared: impl IntoIterator<Item = ObjectRef>) -> Self {
+        self.declared = declared.into_iter().collect();
+        self
+    }
+
+    /// Whether the stack declares `object` (so it is there by the time what requires it is
+    /// written): what a family asks before it looks for an object on the cluster that its write
+    /// names (an ACL's role, a user's groups).
+    pub fn declares(&self, object: &ObjectRef) -> bool {
+        self.declared.contains(object)
     }
 
     /// This context with every client of the stack known, for [`Cx::client_for`].

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use pve_sdk::error::Outcome as SendOutcome;
+use pve_sdk::error::{ClientErrorKind, Outcome as SendOutcome};
 use pve_sdk::task::TaskError;
 use pve_sdk::OperationError;
 use serde::Serialize;
@@ -84,10 +84,12 @@ impl ErrorKind {
         }
     }
 
-    /// Whether a read that failed this way says nothing about the object (everything but a
-    /// refused credential, which S3's first-contact fold must not hide).
+    /// Whether a read that failed this way says nothing about the object: everything but a
+    /// refused credential, which S3's first-contact fold must not hide (S2), and a read the
+    /// declaration makes impossible to send (S1, S8: an object created under an id the SDK
+    /// cannot address could never be managed again).
     pub fn foldable(self) -> bool {
-        self != ErrorKind::Denied
+        !matches!(self, ErrorKind::Denied | ErrorKind::Refused)
     }
 }
 
@@ -115,10 +117,19 @@ impl Failure {
     }
 
     /// A read through a generated operation failed: [`ErrorKind::Denied`] for a refused
-    /// credential, else [`ErrorKind::Unreadable`].
+    /// credential; [`ErrorKind::Refused`] when the SDK could not encode the request at all (a
+    /// declared id that is not a path segment the SDK can address, `..` say: nothing was sent,
+    /// and the object could never be read, updated or removed); else
+    /// [`ErrorKind::Unreadable`].
     pub fn read<E: OperationError + Send + Sync + 'static>(e: E) -> Self {
+        let unaddressable = matches!(
+            e.client_error().map(|c| &c.kind),
+            Some(ClientErrorKind::Encode(_))
+        );
         let kind = if e.is_permission_denied() || e.is_authentication_failure() {
             ErrorKind::Denied
+        } else if unaddressable {
+            ErrorKind::Refused
         } else {
             ErrorKind::Unreadable
         };

@@ -131,7 +131,8 @@ impl Stack {
                 self.clients.writer().clone(),
                 self.options.await_options,
                 self.options.lock_wait,
-            ),
+            )
+            .with_declared(self.decls.iter().map(|d| d.res.object())),
             clients: self.clients.clone(),
             ledger: self.ledger.clone(),
             progress: Box::new(progress),

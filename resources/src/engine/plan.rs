@@ -205,7 +205,14 @@ impl Stack {
             self.options.await_options,
             self.options.lock_wait,
         );
-        let cx = Arc::new(cx.with_clients(self.clients.clone()));
+        let declared = items
+            .iter()
+            .filter(|it| it.decl.is_some())
+            .map(|it| it.res.object());
+        let cx = Arc::new(
+            cx.with_clients(self.clients.clone())
+                .with_declared(declared),
+        );
         let bounds = self.bounds(items.iter().map(|it| &it.res));
         let mut actions: Vec<Option<(Action, Guard)>> = vec![None; items.len()];
         for layer in &layers {
@@ -490,6 +497,13 @@ fn map_probe(
 ) -> (Action, Guard) {
     let Seen { owned, adopt } = seen;
     match probe {
+        // A read the declaration makes impossible (an id the SDK cannot address): refused.
+        Err(f) if f.kind() == ErrorKind::Refused => (
+            Action::Refuse {
+                error: ResourceError::failed(object, f),
+            },
+            Guard::default(),
+        ),
         Err(f) => {
             let mut error = ResourceError::failed(object, f);
             if !matches!(error.kind(), ErrorKind::Denied | ErrorKind::Unreadable) {

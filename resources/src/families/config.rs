@@ -207,6 +207,16 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// S8: the family's refusal that needs to read other objects, because PVE's write checks
+    /// the declaration against them (a user's groups must exist, a role's privileges must be
+    /// the release's): asked, with the plan's context, only when the plan would write. `None`
+    /// (the default) when nothing is refused, or when what it reads cannot be read (PVE
+    /// judges).
+    fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        let _ = cx;
+        Box::pin(async { None })
+    }
+
     /// S26: the sentence for a live object whose pending write (`pending`, an earlier deploy's
     /// that did not see it end) owed the user a secret PVE answers once and may not have
     /// handed it over: the plan refuses it, never calls it converged. `recorded` is the last
@@ -405,6 +415,15 @@ fn plan_present<T: ConfigObject>(
     }
 }
 
+/// The sentence for fields PVE's parameter verification would refuse.
+fn would_refuse(problems: &[(String, String)]) -> String {
+    let fields: Vec<String> = problems
+        .iter()
+        .map(|(k, v)| format!("{k}: {}", v.trim_end()))
+        .collect();
+    format!("PVE would refuse {}; nothing is sent", fields.join("; "))
+}
+
 impl<T: ConfigObject> Resource for T {
     fn address(&self) -> BTreeMap<String, String> {
         ConfigObject::address(self)
@@ -435,29 +454,48 @@ impl<T: ConfigObject> Resource for T {
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
-            if let Err(e) = ConfigObject::check(self) {
-                let fields: Vec<String> = e
-                    .problems
-                    .iter()
-                    .map(|(k, v)| format!("{k}: {}", v.trim_end()))
-                    .collect();
-                let why = format!("PVE would refuse {}; nothing is sent", fields.join("; "));
-                return Ok(Probe::Refuse(why));
+            // A field declared empty is removed from an existing object (never sent as a
+            // value), so what PVE would say of its empty value matters only to a create.
+            let declared = ConfigObject::declared(self);
+            let removal = |k: &str| {
+                self.unset() != Unset::Never && declared.get(k).is_some_and(String::is_empty)
+            };
+            let (at_create, now): (Vec<_>, Vec<_>) = ConfigObject::check(self)
+                .err()
+                .map(|e| e.problems)
+                .unwrap_or_default()
+                .into_iter()
+                .partition(|(k, _)| removal(k));
+            if !now.is_empty() {
+                return Ok(Probe::Refuse(would_refuse(&now)));
             }
             let read = read_strict(self, cx.client()).await.map_err(Failure::from);
-            match crate::kit::read::fold(read, ask.contact)? {
-                None => Ok(match self.refusal(None) {
+            let probe = match crate::kit::read::fold(read, ask.contact)? {
+                None if !at_create.is_empty() => Probe::Refuse(would_refuse(&at_create)),
+                None => match self.refusal(None) {
                     Some(why) => Probe::Refuse(why),
                     None => Probe::Absent,
-                }),
+                },
                 Some(live) => {
                     let owed = ask.pending.and_then(|i| self.undelivered(i, ask.recorded));
-                    Ok(match owed {
+                    match owed {
                         Some(why) => Probe::Refuse(why),
                         None => plan_present(self, live, ask.recorded),
-                    })
+                    }
+                }
+            };
+            // What PVE checks against other objects matters only to a write.
+            let writes = match &probe {
+                Probe::Absent | Probe::AbsentVia { .. } => true,
+                Probe::Present { changes, .. } => !changes.is_empty(),
+                Probe::Refuse(_) => false,
+            };
+            if writes {
+                if let Some(why) = self.cluster_refusal(cx).await {
+                    return Ok(Probe::Refuse(why));
                 }
             }
+            Ok(probe)
         })
     }
 

@@ -8,6 +8,7 @@ pub mod guest;
 pub mod handover;
 pub mod health;
 pub mod read;
+pub mod refs;
 pub mod secret;
 pub mod task;
 pub mod volume;

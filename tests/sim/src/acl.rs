@@ -73,13 +73,24 @@ pub fn normalize_path(path: &str) -> Option<String> {
         .then_some(p)
 }
 
-/// pve-access-control `src/PVE/AccessControl.pm` check_path: the paths an ACL may name.
+/// pve-access-control `src/PVE/AccessControl.pm` check_path (9.1.1): the paths an ACL may
+/// name, matched on a normalised path as its pattern does: `[[:alnum:]\.\-\_]+` for most ids,
+/// `[[:alnum:]\_\-]+` for an SDN controller, `[[:alnum:]]+` for the other SDN objects below
+/// their kind, `[1-9][0-9]{2,}` for a vmid, `[1-9][0-9]{0,3}` for a zone's VLAN, one to three
+/// levels below `/pool`.
 pub fn valid_path(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').skip(1).filter(|p| !p.is_empty()).collect();
-    let id = |s: &str| {
+    let chars = |s: &str, extra: &str| {
         !s.is_empty()
             && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+    };
+    let id = |s: &str| chars(s, ".-_");
+    let digits = |s: &str, max: usize| {
+        s.len() <= max
+            && !s.starts_with('0')
+            && chars(s, "")
+            && s.bytes().all(|b| b.is_ascii_digit())
     };
     match parts.as_slice() {
         [] => true,
@@ -89,19 +100,15 @@ pub fn valid_path(path: &str) -> bool {
         ["nodes", x] | ["storage", x] | ["mapping", x] => id(x),
         ["mapping", x, y] => id(x) && id(y),
         ["pool", rest @ ..] => rest.len() <= 3 && rest.iter().all(|x| id(x)),
-        ["vms", x] => x.len() >= 3 && !x.starts_with('0') && x.bytes().all(|b| b.is_ascii_digit()),
+        ["vms", x] => x.len() >= 3 && digits(x, usize::MAX),
         ["sdn", "controllers" | "dns" | "fabrics" | "ipams" | "prefix-lists" | "route-maps" | "zones"] => {
             true
         }
-        ["sdn", _, x] => id(x),
+        ["sdn", "controllers", x] => chars(x, "_-"),
+        ["sdn", "dns" | "fabrics" | "ipams" | "prefix-lists" | "route-maps", x] => chars(x, ""),
+        ["sdn", "zones", x] => id(x),
         ["sdn", "zones", x, y] => id(x) && id(y),
-        ["sdn", "zones", x, y, n] => {
-            id(x)
-                && id(y)
-                && !n.starts_with('0')
-                && n.len() <= 4
-                && n.bytes().all(|b| b.is_ascii_digit())
-        }
+        ["sdn", "zones", x, y, n] => id(x) && id(y) && digits(n, 4),
         _ => false,
     }
 }

@@ -122,6 +122,7 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         return Some(match outcome {
             crate::collections::Outcome::Data(v) => ok(v),
             crate::collections::Outcome::Fail(message) => fail(500, message),
+            crate::collections::Outcome::Param(field, message) => param_error(field, message),
         });
     }
     if let Some(answer) = crate::guests::dispatch(cluster, call) {

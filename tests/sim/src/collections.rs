@@ -119,6 +119,65 @@ fn role_privileges(_store: &Store, _id: &str, fields: &Fields) -> Fields {
         .unwrap_or_default()
 }
 
+/// What pve-access-control `src/PVE/API2/Role.pm` answers about the built-in roles, which
+/// parse_user_config puts into every `user.cfg` (`userconfig_force_defaults`): read_role
+/// answers one's privileges, the index lists them with `special: 1` beside the stored ones
+/// (`privs` sorted and joined), update_role and delete_role refuse them before the config
+/// lock ("auto-generated role '...' cannot be modified" / "deleted"), create_role refuses an id
+/// starting with `PVE` in any case as a parameter error, before it looks for an id in use.
+/// `None`: the generic model answers.
+fn built_in_role(store: &Store, op: &Op, on_item: bool, id: Option<&str>) -> Option<Outcome> {
+    use crate::access::special_role;
+    let special = id.and_then(special_role);
+    match (op.method.as_str(), on_item, id) {
+        ("GET", true, Some(_)) => special.map(|privs| {
+            let map = privs
+                .into_iter()
+                .map(|p| (p.to_owned(), json!(1)))
+                .collect();
+            Outcome::Data(Value::Object(map))
+        }),
+        ("GET", false, _) => {
+            let stored = store.get("role").into_iter().flatten().map(|(id, f)| {
+                let privs: std::collections::BTreeSet<&str> = f
+                    .get("privs")
+                    .map(|p| split_list(p).collect())
+                    .unwrap_or_default();
+                (id.as_str(), privs.into_iter().collect::<Vec<_>>(), 0)
+            });
+            let built = crate::acl::BUILT_IN_ROLES
+                .iter()
+                .filter_map(|r| Some((*r, special_role(r)?.into_iter().collect::<Vec<_>>(), 1)));
+            let mut rows: Vec<_> = stored.chain(built).collect();
+            rows.sort_by(|a, b| a.0.cmp(b.0));
+            let rows = rows
+                .into_iter()
+                .map(|(id, privs, special)| {
+                    json!({"roleid": id, "privs": privs.join(","), "special": special})
+                })
+                .collect();
+            Some(Outcome::Data(Value::Array(rows)))
+        }
+        ("PUT", true, Some(id)) if special.is_some() => Some(Outcome::Fail(format!(
+            "auto-generated role '{id}' cannot be modified"
+        ))),
+        ("DELETE", true, Some(id)) if special.is_some() => Some(Outcome::Fail(format!(
+            "auto-generated role '{id}' cannot be deleted"
+        ))),
+        ("POST", false, Some(id)) if id.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("PVE")) => {
+            Some(Outcome::Param(
+                "roleid",
+                "cannot use role ID starting with the (case-insensitive) 'PVE' namespace"
+                    .to_owned(),
+            ))
+        }
+        ("POST", false, Some(id)) if special.is_some() => Some(Outcome::Fail(format!(
+            "create role failed: role '{id}' already exists"
+        ))),
+        _ => None,
+    }
+}
+
 /// The kinds modelled, with their upstream sources:
 /// - pools: pve-manager `PVE/API2/Pool.pm` (create_pool, update_pool, read_pool, delete_pool;
 ///   `lock_user_config` prefixes "create pool failed", "update pools failed", "delete pool failed");
@@ -220,6 +279,8 @@ pub enum Outcome {
     Data(Value),
     /// A 500 with this message (without its newline).
     Fail(String),
+    /// A 400 parameter error: the parameter and PVE's text (`raise_param_exc`).
+    Param(&'static str, String),
 }
 
 /// A value typed by its shape: integers and booleans as numbers, the rest as strings.
@@ -263,6 +324,11 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
         .find(|k| op.path == k.list || op.path == k.item)?;
     let on_item = op.path == kind.item;
     let id = get(kind.id).map(str::to_owned);
+    if kind.name == "role" {
+        if let Some(outcome) = built_in_role(store, op, on_item, id.as_deref()) {
+            return Some(outcome);
+        }
+    }
     if let (Some(read_back), "GET", true, Some(id)) =
         (kind.read_back, op.method.as_str(), on_item, &id)
     {

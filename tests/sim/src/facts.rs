@@ -36,6 +36,8 @@ pub struct Param {
     pub alias: Option<String>,
     /// For a key of a property string: the key a value without `key=` belongs to.
     pub default_key: bool,
+    /// Another parameter (or key) that must be given with this one.
+    pub requires: Option<String>,
 }
 
 /// The shape of an answer: enough to build a valid empty one.
@@ -85,6 +87,7 @@ struct Schema {
     alias: Option<String>,
     #[serde(default, deserialize_with = "flag")]
     default_key: bool,
+    requires: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -129,6 +132,7 @@ impl Schema {
             items: self.items.as_ref().map(|i| Box::new(i.param())),
             alias: self.alias.clone(),
             default_key: self.default_key,
+            requires: self.requires.clone(),
         }
     }
 

@@ -250,7 +250,15 @@ impl Cluster {
                 .map(|n| (n.clone(), NodeNetwork::typical()))
                 .collect(),
             file_lock_timeouts: std::collections::BTreeSet::new(),
-            collections: crate::collections::Store::new(),
+            // pve-access-control `src/PVE/AccessControl.pm` userconfig_force_defaults: every
+            // user.cfg has `root@pam`, enabled.
+            collections: crate::collections::Store::from([(
+                "user",
+                BTreeMap::from([(
+                    "root@pam".to_owned(),
+                    BTreeMap::from([("enable".to_owned(), "1".to_owned())]),
+                )]),
+            )]),
             acl: BTreeMap::new(),
             acl_visible: BTreeMap::new(),
             api_tokens: BTreeMap::new(),

@@ -25,7 +25,7 @@ pub fn validate(op: &Op, params: &[(String, String)]) -> BTreeMap<String, String
         if p.ty == "array" {
             if let Some(items) = &p.items {
                 for (i, v) in values.iter().enumerate() {
-                    if let Some(e) = check_value(items, v) {
+                    if let Some(e) = check_value(items, v, name) {
                         errors.insert(format!("{name}[{i}]"), e);
                     }
                 }
@@ -39,8 +39,18 @@ pub fn validate(op: &Op, params: &[(String, String)]) -> BTreeMap<String, String
             );
             continue;
         }
-        if let Some(e) = check_value(p, values[0]) {
+        if let Some(e) = check_value(p, values[0], name) {
             errors.insert((*name).to_owned(), e);
+        }
+    }
+    // check_object: a parameter that `requires` another is refused without it, under the
+    // other's name.
+    for name in seen.keys() {
+        let required = op.param(name).and_then(|p| p.requires.as_deref());
+        if let Some(r) = required.filter(|r| !seen.contains_key(r)) {
+            errors
+                .entry(r.to_owned())
+                .or_insert_with(|| format!("missing property required by '{name}'"));
         }
     }
     for (name, p) in &op.params {
@@ -76,8 +86,10 @@ fn is_number(v: &str) -> bool {
         || (v.parse::<f64>().is_ok_and(f64::is_finite) && !v.contains(['i', 'n', 'I', 'N']))
 }
 
-/// One value against its facts, in PVE's order: type, format, length, range, enum.
-fn check_value(p: &Param, v: &str) -> Option<String> {
+/// One value against its facts, in PVE's order: type, format, length, range, enum. `path` is
+/// where it is (`net0`, or `net0.tag` for a key of a property string), as PVE names a key's
+/// problem.
+fn check_value(p: &Param, v: &str, path: &str) -> Option<String> {
     match p.ty.as_str() {
         "integer" if !is_integer(v) => {
             return Some(format!("type check ('integer') failed - got '{v}'"))
@@ -90,14 +102,18 @@ fn check_value(p: &Param, v: &str) -> Option<String> {
         }
         _ => {}
     }
-    if let Some(f) = &p.format {
+    if let Some(keys) = p.format.as_deref().and_then(registered_keys) {
+        if let Some(e) = check_property_string(&keys, v, path) {
+            return Some(format!("invalid format - {e}"));
+        }
+    } else if let Some(f) = &p.format {
         if let Some(e) = check_format(f, v) {
             return Some(format!("invalid format - {e}\n"));
         }
     }
     if let Some(keys) = &p.property_string {
-        if let Some(e) = check_property_string(keys, v) {
-            return Some(format!("invalid format - {e}\n"));
+        if let Some(e) = check_property_string(keys, v, path) {
+            return Some(format!("invalid format - {e}"));
         }
     }
     if let Some(max) = p.max_length {
@@ -194,6 +210,15 @@ fn check_format(format: &str, v: &str) -> Option<String> {
         "ipv4" => v.parse::<std::net::Ipv4Addr>().is_ok(),
         "ipv6" => v.parse::<std::net::Ipv6Addr>().is_ok(),
         "ip" => v.parse::<std::net::IpAddr>().is_ok(),
+        // pve_verify_cidrv4 / pve_verify_cidrv6: the address, then a prefix over 7 and at
+        // most 32 (128); pve_verify_ipv4_config / pve_verify_ipv6_config: one of the words,
+        // or such a CIDR.
+        "CIDRv4" => cidr::<std::net::Ipv4Addr>(v, 32),
+        "CIDRv6" => cidr::<std::net::Ipv6Addr>(v, 128),
+        "pve-ipv4-config" => matches!(v, "dhcp" | "manual") || cidr::<std::net::Ipv4Addr>(v, 32),
+        "pve-ipv6-config" => {
+            matches!(v, "auto" | "dhcp" | "manual") || cidr::<std::net::Ipv6Addr>(v, 128)
+        }
         _ => true,
     };
     if ok {
@@ -208,14 +233,73 @@ fn check_format(format: &str, v: &str) -> Option<String> {
         "pve-iface" => format!("invalid network interface name '{v}'"),
         "ipv4" => "value does not look like a valid IPv4 address".to_owned(),
         "ipv6" => "value does not look like a valid IPv6 address".to_owned(),
+        "CIDRv4" => "value does not look like a valid IPv4 CIDR network".to_owned(),
+        "CIDRv6" => "value does not look like a valid IPv6 CIDR network".to_owned(),
+        "pve-ipv4-config" => {
+            "value does not look like a valid ipv4 network configuration".to_owned()
+        }
+        "pve-ipv6-config" => {
+            "value does not look like a valid ipv6 network configuration".to_owned()
+        }
         _ => "value does not look like a valid IP address".to_owned(),
     })
 }
 
-/// An inline property string as pve-common `src/PVE/JSONSchema.pm` parse_property_string reads
-/// it: `key=value` parts (an alias names its target), at most one value without a key (the
-/// default key's), no key twice, no key the format does not have; then each value's type.
-fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<String> {
+/// `ADDRESS/BITS` with a prefix over 7 and at most `max` (`\d+`: leading zeros allowed).
+fn cidr<A: std::str::FromStr>(v: &str, max: u32) -> bool {
+    let Some((addr, bits)) = v.split_once('/') else {
+        return false;
+    };
+    addr.parse::<A>().is_ok()
+        && !bits.is_empty()
+        && bits.bytes().all(|b| b.is_ascii_digit())
+        && bits
+            .trim_start_matches('0')
+            .parse::<u32>()
+            .unwrap_or(0)
+            .checked_sub(8)
+            .is_some_and(|over| over <= max - 8)
+}
+
+/// The keys of a format a package registers as a hash (a property string) that the schema only
+/// names: qemu-server `src/PVE/QemuServer/Network.pm` `$ipconfig_fmt`, registered as
+/// `pve-qm-ipconfig` (`ip` a `pve-ipv4-config`, `gw` an `ipv4` that requires `ip`, `ip6` a
+/// `pve-ipv6-config`, `gw6` an `ipv6` that requires `ip6`).
+fn registered_keys(format: &str) -> Option<BTreeMap<String, Param>> {
+    if format != "pve-qm-ipconfig" {
+        return None;
+    }
+    let key = |format: &str, requires: Option<&str>| Param {
+        ty: "string".into(),
+        optional: true,
+        enum_values: None,
+        minimum: None,
+        maximum: None,
+        min_length: None,
+        max_length: None,
+        format: Some(format.into()),
+        property_string: None,
+        items: None,
+        alias: None,
+        default_key: false,
+        requires: requires.map(Into::into),
+    };
+    Some(BTreeMap::from([
+        ("ip".to_owned(), key("pve-ipv4-config", None)),
+        ("gw".to_owned(), key("ipv4", Some("ip"))),
+        ("ip6".to_owned(), key("pve-ipv6-config", None)),
+        ("gw6".to_owned(), key("ipv6", Some("ip6"))),
+    ]))
+}
+
+/// A property string as pve-common `src/PVE/JSONSchema.pm` parse_property_string reads it:
+/// `key=value` parts (an alias names its target), at most one value without a key (the
+/// default key's), no key twice, no key the format does not have (each a `die`, answered as
+/// its text and a newline); then check_object: each value against its key's facts, and each
+/// key's `requires`, every problem under `PATH.KEY` in one `format error` exception, which
+/// stringifies as `format error\n` and a `PATH.KEY: problem\n` line per problem. What comes
+/// back is the text after `invalid format - `.
+fn check_property_string(keys: &BTreeMap<String, Param>, text: &str, path: &str) -> Option<String> {
     let mut seen: Vec<String> = Vec::new();
     let mut default_used = false;
     let mut checks: Vec<(&str, &Param, &str)> = Vec::new();
@@ -227,7 +311,7 @@ fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<S
             Some((k, v)) if !k.is_empty() && !v.is_empty() => {
                 if seen.iter().any(|s| s == k) {
                     return Some(format!(
-                        "duplicate key in comma-separated list property: {k}"
+                        "duplicate key in comma-separated list property: {k}\n"
                     ));
                 }
                 let (name, facts) = match keys.get(k) {
@@ -235,7 +319,7 @@ fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<S
                         Some(target) => {
                             if seen.iter().any(|s| s == target) {
                                 return Some(format!(
-                                    "key '{target}' is already defined (via alias)"
+                                    "key '{target}' is already defined (via alias)\n"
                                 ));
                             }
                             (target.as_str(), keys.get(target))
@@ -246,22 +330,22 @@ fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<S
                 };
                 let Some(facts) = facts else {
                     return Some(format!(
-                        "invalid key in comma-separated list property: {name}"
+                        "invalid key in comma-separated list property: {name}\n"
                     ));
                 };
                 seen.push(name.to_owned());
                 checks.push((name, facts, v));
             }
-            Some(_) => return Some("missing key in comma-separated list property".to_owned()),
+            Some(_) => return Some("missing key in comma-separated list property\n".to_owned()),
             None => {
                 let Some((name, facts)) = keys.iter().find(|(_, p)| p.default_key) else {
                     return Some(
-                        "value without key, but schema does not define a default key".to_owned(),
+                        "value without key, but schema does not define a default key\n".to_owned(),
                     );
                 };
                 if default_used || seen.iter().any(|s| s == name) {
                     return Some(format!(
-                        "duplicate key in comma-separated list property: {name}"
+                        "duplicate key in comma-separated list property: {name}\n"
                     ));
                 }
                 default_used = true;
@@ -270,12 +354,32 @@ fn check_property_string(keys: &BTreeMap<String, Param>, text: &str) -> Option<S
             }
         }
     }
-    for (k, p, v) in checks {
-        if let Some(e) = check_value(p, v) {
-            return Some(format!("{k}: {}", e.trim_end()));
+    let mut problems: BTreeMap<String, String> = BTreeMap::new();
+    for (k, p, v) in &checks {
+        let at = format!("{path}.{k}");
+        if let Some(e) = check_value(p, v, &at) {
+            problems.insert(at, e);
         }
     }
-    None
+    for (k, p, _) in &checks {
+        if let Some(r) = p
+            .requires
+            .as_deref()
+            .filter(|r| !seen.iter().any(|s| s == r))
+        {
+            problems
+                .entry(format!("{path}.{r}"))
+                .or_insert_with(|| format!("missing property required by '{path}.{k}'"));
+        }
+    }
+    if problems.is_empty() {
+        return None;
+    }
+    let mut out = "format error\n".to_owned();
+    for (at, e) in problems {
+        out.push_str(&format!("{at}: {e}\n"));
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -359,6 +463,44 @@ mod tests {
     }
 
     #[test]
+    fn cloud_init_interfaces_are_refused_as_qemu_server_s_format_refuses_them() {
+        // qemu-server src/PVE/QemuServer/Network.pm $ipconfig_fmt, checked by pve-common
+        // parse_property_string / check_object.
+        let update = op("PUT", "/nodes/{node}/qemu/{vmid}/config");
+        let ip = |v: &str| {
+            validate(
+                update,
+                &kv(&[("node", "pve1"), ("vmid", "100"), ("ipconfig0", v)]),
+            )
+            .remove("ipconfig0")
+        };
+        for ok in [
+            "ip=dhcp",
+            "ip=10.0.0.5/24,gw=10.0.0.1",
+            "ip6=auto",
+            "ip6=fd00::5/64,gw6=fd00::1",
+        ] {
+            assert_eq!(ip(ok), None, "{ok}");
+        }
+        let bad_ip = "invalid format - format error\nipconfig0.ip: invalid format - value does not look like a valid ipv4 network configuration\n\n";
+        assert_eq!(ip("ip=300.1.1.1/24").as_deref(), Some(bad_ip));
+        assert_eq!(ip("ip=10.0.0.1/99").as_deref(), Some(bad_ip));
+        assert_eq!(ip("ip=10.0.0.1/7").as_deref(), Some(bad_ip));
+        assert_eq!(
+            ip("gw=10.0.0.1").as_deref(),
+            Some("invalid format - format error\nipconfig0.ip: missing property required by 'ipconfig0.gw'\n")
+        );
+        assert_eq!(
+            ip("ip6=fd00::1/129").as_deref(),
+            Some("invalid format - format error\nipconfig0.ip6: invalid format - value does not look like a valid ipv6 network configuration\n\n")
+        );
+        assert_eq!(
+            ip("mask=24").as_deref(),
+            Some("invalid format - invalid key in comma-separated list property: mask\n")
+        );
+    }
+
+    #[test]
     fn pve_wording_for_each_kind_of_failure() {
         let create = op("POST", "/nodes/{node}/qemu");
         let errs = validate(
@@ -400,9 +542,10 @@ mod tests {
                 ("net0", "virtio,tag=5000"),
             ]),
         );
+        // check_object's exception, stringified (pve-common src/PVE/Exception.pm stringify).
         assert_eq!(
             errs["net0"],
-            "invalid format - tag: value must have a maximum value of 4094\n"
+            "invalid format - format error\nnet0.tag: value must have a maximum value of 4094\n"
         );
         assert!(validate(
             create,

@@ -99,6 +99,51 @@ pub fn normalize_path(path: &str) -> Option<String> {
     ok.then_some(out)
 }
 
+/// pve-access-control `src/PVE/AccessControl.pm` check_path (9.1.1): whether a normalised path
+/// is one an ACL entry may name (update_acl answers `invalid ACL path '...'` for any other).
+/// Segments are matched as its pattern's classes match them: `[[:alnum:].-_]` for most ids,
+/// `[[:alnum:]_-]` for SDN controllers, `[[:alnum:]]` for the other SDN objects, a vmid of at
+/// least three digits, a VLAN of one to four, at most three levels below a pool. A path older
+/// releases do not know yet (the SDN fabrics, prefix lists and route maps of 9.x) passes here
+/// and is refused by such a node itself.
+pub fn check_path(path: &str) -> bool {
+    fn all(s: &str, extra: &[u8]) -> bool {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+    }
+    let id = |s: &str| all(s, b".-_");
+    let number = |s: &str, min: usize, max: usize| {
+        (min..=max).contains(&s.len())
+            && !s.starts_with('0')
+            && s.bytes().all(|b| b.is_ascii_digit())
+    };
+    if path == "/" {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        ["access" | "nodes" | "pool" | "sdn" | "storage" | "vms" | "mapping"]
+        | ["access", "groups" | "realm"]
+        | ["sdn", "controllers" | "dns" | "fabrics" | "ipams" | "prefix-lists" | "route-maps" | "zones"] => {
+            true
+        }
+        ["access", "groups" | "realm", x]
+        | ["nodes" | "storage" | "mapping", x]
+        | ["sdn", "zones", x] => id(x),
+        ["mapping", x, y] | ["sdn", "zones", x, y] => id(x) && id(y),
+        ["sdn", "zones", x, y, vlan] => id(x) && id(y) && number(vlan, 1, 4),
+        ["sdn", "controllers", x] => all(x, b"_-"),
+        ["sdn", "dns" | "fabrics" | "ipams" | "prefix-lists" | "route-maps", x] => all(x, b""),
+        ["pool", below @ ..] => below.len() <= 3 && below.iter().all(|x| id(x)),
+        ["vms", vmid] => number(vmid, 3, usize::MAX),
+        _ => false,
+    }
+}
+
 /// A declared ACL entry. `propagate: None` is not managed (PVE's default is to propagate).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acl {
@@ -160,6 +205,32 @@ impl Acl {
         req.propagate = propagate;
         req.delete = delete.then_some(true);
         req
+    }
+
+    /// The subject and the role: what PVE requires to exist.
+    fn named(&self) -> [ObjectRef; 2] {
+        use crate::kit::refs;
+        let subject = match &self.subject {
+            Subject::User(u) => refs::user(u),
+            Subject::Group(g) => refs::group(g),
+            Subject::Token(t) => refs::token(t),
+        };
+        [subject, refs::role(&self.role)]
+    }
+
+    /// `probe`, unless it writes and a role, user, group or token it names is neither declared
+    /// nor on the cluster: update_acl dies "role '...' does not exist", "user '...' does not
+    /// exist", ... for it (pve-access-control `src/PVE/API2/ACL.pm`).
+    async fn unless_missing(&self, cx: &Cx, probe: Probe) -> Probe {
+        if matches!(&probe, Probe::Present { changes, .. } if changes.is_empty()) {
+            return probe;
+        }
+        let missing = crate::kit::refs::missing(cx, &self.named()).await;
+        if missing.is_empty() {
+            probe
+        } else {
+            Probe::Refuse(crate::kit::refs::sentence(&missing, "an ACL entry"))
+        }
     }
 
     /// S2: whether the reader may see the entries of the path (read_acl's filter).
@@ -231,15 +302,7 @@ impl Resource for Acl {
 
     /// Its subject, its role, and the pool or storage its path names, when declared.
     fn requires(&self) -> Vec<ObjectRef> {
-        let (kind, id) = match &self.subject {
-            Subject::User(u) => ("user", u),
-            Subject::Group(g) => ("group", g),
-            Subject::Token(t) => ("api_token", t),
-        };
-        let mut out = vec![
-            ObjectRef::new(kind, Scope::Cluster, id.clone()),
-            ObjectRef::new("role", Scope::Cluster, self.role.clone()),
-        ];
+        let mut out = self.named().to_vec();
         let path = self.path_n();
         let named = match split_top(&path) {
             Some(("pool", id)) => Some(("pool", id)),
@@ -261,6 +324,13 @@ impl Resource for Acl {
                 );
                 return Ok(Probe::Refuse(why));
             }
+            if !check_path(&self.path_n()) {
+                let why = format!(
+                    "PVE would refuse the path: invalid ACL path '{}' (check_path takes /, /access, /nodes, /pool, /sdn, /storage, /vms, /mapping and the objects below them, a vmid of three digits or more); nothing is sent",
+                    self.path
+                );
+                return Ok(Probe::Refuse(why));
+            }
             if let Err(e) = pve_sdk::params::check(&self.put(self.propagate, false)) {
                 return Ok(Probe::Refuse(format!(
                     "PVE would refuse {e}; nothing is sent"
@@ -275,7 +345,7 @@ impl Resource for Acl {
             };
             let Some(live) = self.find(&all) else {
                 if self.visible(cx, &all).await? {
-                    return Ok(Probe::Absent);
+                    return Ok(self.unless_missing(cx, Probe::Absent).await);
                 }
                 let why = format!(
                     "the planning credential may not see the ACL entries of {} (PVE lists only the paths where it holds Permissions.Modify, or Sys.Audit on /access), so whether this entry exists cannot be told; plan with a credential that may (PVEAuditor on /access gives Sys.Audit there, which shows every path's entries). Nothing is written for it",
@@ -292,7 +362,8 @@ impl Resource for Acl {
                 _ => Vec::new(),
             };
             let guard = Guard::default();
-            Ok(Probe::Present { changes, guard })
+            let probe = Probe::Present { changes, guard };
+            Ok(self.unless_missing(cx, probe).await)
         })
     }
 

@@ -11,7 +11,7 @@ mod role;
 mod token;
 mod user;
 
-pub use acl::{normalize_path, Acl, Subject};
+pub use acl::{check_path, normalize_path, Acl, Subject};
 pub use group::Group;
 pub use role::Role;
 pub use token::ApiToken;

@@ -5,14 +5,14 @@
 //! typed `RoleNotFound`. Dropped from the declaration, a role is kept (S20): deleting it breaks
 //! the ACLs that name it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use pve_sdk::generated::access::roles::roleid::{DeleteRole, ReadRole, UpdateRole};
 use pve_sdk::generated::access::roles::CreateRole;
 use pve_sdk::Client;
 
-use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
+use crate::contract::{BoxFuture, Cx, Failure, ObjectRef, Resource, Scope};
 use crate::families::config::{ConfigObject, Edit, Unset};
 use crate::kit::wire::{set_of, set_text};
 use crate::kit::write;
@@ -144,13 +144,62 @@ impl ConfigObject for Role {
 
     /// PVE's built-in roles are generated, not stored: update_role and delete_role die
     /// "auto-generated role '...' cannot be modified" (pve-access-control
-    /// `src/PVE/API2/Role.pm`, `role_is_special` in `src/PVE/AccessControl.pm`).
-    fn refusal(&self, _live: Option<&BTreeMap<String, String>>) -> Option<String> {
-        BUILT_IN.contains(&self.roleid.as_str()).then(|| {
-            format!(
+    /// `src/PVE/API2/Role.pm`, `role_is_special` in `src/PVE/AccessControl.pm`). And
+    /// create_role refuses any new id matching `/^PVE/i` ("cannot use role ID starting with
+    /// the (case-insensitive) 'PVE' namespace", since pve-access-control 8.0); a role of such
+    /// a name made before that rule may still be updated.
+    fn refusal(&self, live: Option<&BTreeMap<String, String>>) -> Option<String> {
+        if BUILT_IN.contains(&self.roleid.as_str()) {
+            return Some(format!(
                 "{} is one of PVE's built-in roles, which PVE generates and refuses to change; declare a role of your own",
                 self.roleid
+            ));
+        }
+        let reserved = self
+            .roleid
+            .get(..3)
+            .is_some_and(|p| p.eq_ignore_ascii_case("PVE"));
+        (live.is_none() && reserved).then(|| {
+            format!(
+                "PVE would refuse roleid: cannot use role ID starting with the (case-insensitive) 'PVE' namespace ({} is reserved for PVE's own roles); nothing is sent",
+                self.roleid
             )
+        })
+    }
+
+    /// add_role_privs dies "invalid privilege '...'" for a privilege the node's release does
+    /// not have (pve-access-control `src/PVE/AccessControl.pm`). The release's privileges are
+    /// those of its `Administrator` role (`$special_roles`: every valid privilege), read once
+    /// per plan, so a privilege an older or newer release lacks is refused on it.
+    fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let all = cx
+                .shared("role: the release's privileges", || async {
+                    let admin = ReadRole::new("Administrator");
+                    let read = crate::kit::read::get(cx.client(), &admin).await;
+                    Ok(read.ok().flatten().map(|r| {
+                        crate::kit::wire::wire_map(&r)
+                            .into_iter()
+                            .filter(|(_, v)| v == "1")
+                            .map(|(k, _)| k)
+                            .collect::<BTreeSet<String>>()
+                    }))
+                })
+                .await
+                .ok()?;
+            let all = all.as_ref().as_ref().filter(|a| !a.is_empty())?;
+            let bad: Vec<&str> = self
+                .privs
+                .iter()
+                .filter(|p| !all.contains(p.as_str()))
+                .map(String::as_str)
+                .collect();
+            (!bad.is_empty()).then(|| {
+                format!(
+                    "PVE would refuse privs: invalid privilege '{}' (this node's release has no such privilege; its Administrator role holds every one it has); nothing is sent",
+                    bad.join("', '")
+                )
+            })
         })
     }
 

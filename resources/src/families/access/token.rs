@@ -308,7 +308,7 @@ impl Resource for ApiToken {
     }
 
     fn requires(&self) -> Vec<ObjectRef> {
-        vec![ObjectRef::new("user", Scope::Cluster, self.userid.clone())]
+        vec![crate::kit::refs::user(&self.userid)]
     }
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
@@ -319,7 +319,17 @@ impl Resource for ApiToken {
             }
             match read::fold(self.live(cx.client()).await, ask.contact)? {
                 None if self.on_secret.is_none() => Ok(Probe::Refuse(NO_SINK.to_owned())),
-                None => Ok(Probe::Absent),
+                None => {
+                    // generate_token dies "no such user ('...')" for a user nobody has.
+                    let missing = crate::kit::refs::missing(cx, &self.requires()).await;
+                    if missing.is_empty() {
+                        Ok(Probe::Absent)
+                    } else {
+                        Ok(Probe::Refuse(crate::kit::refs::sentence(
+                            &missing, "a token",
+                        )))
+                    }
+                }
                 Some(live) => Ok(self.plan_present(live, &ask)),
             }
         })

@@ -19,7 +19,7 @@ use pve_sdk::generated::access::users::userid::{DeleteUser, ReadUser, UpdateUser
 use pve_sdk::generated::access::users::CreateUser;
 use pve_sdk::Client;
 
-use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
+use crate::contract::{BoxFuture, Cx, Failure, ObjectRef, Resource, Scope};
 use crate::families::config::{ConfigObject, Edit, Unset, WriteOnly};
 use crate::kit::wire::{set_of, set_text};
 use crate::kit::write;
@@ -207,9 +207,16 @@ impl ConfigObject for User {
     /// (pve-access-control `src/PVE/API2/User.pm` create_user, "no such group").
     fn requires(&self) -> Vec<ObjectRef> {
         let groups = self.groups.iter().flatten().filter(|g| !g.is_empty());
-        groups
-            .map(|g| ObjectRef::new("group", Scope::Cluster, g.clone()))
-            .collect()
+        groups.map(|g| crate::kit::refs::group(g)).collect()
+    }
+
+    /// S8: a group named that neither the stack declares nor the cluster has is refused here,
+    /// not by the deploy: create_user and update_user die "no such group '...'" for it.
+    fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let missing = crate::kit::refs::missing(cx, &ConfigObject::requires(self)).await;
+            (!missing.is_empty()).then(|| crate::kit::refs::sentence(&missing, "a user"))
+        })
     }
 
     /// A set compares as a set (S8).
