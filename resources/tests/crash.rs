@@ -506,3 +506,202 @@ async fn s29_when_state_cannot_be_recorded_nothing_more_is_sent() {
     ));
     assert!(sim.writes().is_empty());
 }
+
+fn web(vmid: i64) -> Vm {
+    Vm {
+        node: "pve1".into(),
+        vmid,
+        name: Some("web".into()),
+        cores: Some(2),
+        ..Vm::default()
+    }
+}
+
+/// Lines of the request log that write.
+fn writes(sim: &Simulator) -> Vec<String> {
+    sim.writes()
+        .iter()
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect()
+}
+
+/// A deploy killed while its create's request was on the way (the handler ran late, after
+/// the next plan looked: no task, no guest). The next deploy's create is refused because the
+/// vmid is now taken: that is the earlier request's create, whose task is found and awaited,
+/// and the guest judged: resumed, never reported failed, one guest.
+#[tokio::test]
+async fn s29_a_create_whose_earlier_request_arrived_late_is_resumed_never_failed() {
+    let sim = sim2().await;
+    sim.script(
+        Rule::new(
+            "POST",
+            "/nodes/pve1/qemu",
+            SimAction::Delay(Duration::from_millis(300)),
+        )
+        .nth(1),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web(100)).expect("adds");
+    // Killed once the intent is durable: the create's request has left, and its handler
+    // runs 300 ms later.
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, |_| {}).await;
+    });
+    let state = dir.path().join("state.json");
+    while FileStore::read(&state)
+        .ok()
+        .and_then(|st| st.resources.get("web").and_then(|r| r.intent.clone()))
+        .is_none()
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    deploy.abort();
+    let _ = deploy.await;
+    let left = FileStore::read(dir.path().join("state.json")).expect("reads");
+    assert_eq!(
+        left.resources["web"]
+            .intent
+            .as_ref()
+            .map(|i| i.action.as_str()),
+        Some("create")
+    );
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web(100)).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Create { .. }),
+        "nothing shows the earlier create yet: {plan}"
+    );
+    // The earlier request reaches its handler now.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Resumed), "{report:?}");
+    let seen = requests(&sim);
+    let posts = seen.iter().filter(|r| r.starts_with("POST")).count();
+    assert_eq!(posts, 1, "the deploy's own create, refused: {seen:?}");
+    assert!(
+        seen.iter()
+            .any(|r| r.starts_with("GET /nodes/pve1/tasks") && r.contains("typefilter=qmcreate")),
+        "{seen:?}"
+    );
+    assert_eq!(sim.with_cluster(|c| c.guests.len()), 1);
+    let settled = &s.state().resources["web"];
+    assert!(settled.intent.is_none() && settled.in_flight.is_none());
+    assert_eq!(settled.origin, Origin::Created);
+    sim.clear_log();
+    assert!(s.plan().await.expect("plans").is_noop());
+    assert!(sim.writes().is_empty());
+}
+
+/// A create's config holds `lock: create` from the call on (pve-guest-common
+/// create_and_lock_config) until its worker writes the rest. A pending create that finds its
+/// guest so, with no task of its own in the list, is waited for, then judged: the guest as
+/// declared is the stack's own, with no write; still being made at the deadline, it is unknown
+/// and nothing is written.
+#[tokio::test]
+async fn s29_s10_a_guest_being_made_is_waited_for_then_judged_never_written_over() {
+    let sim = sim2().await;
+    // The create's answer is lost: its intent stays, and nothing was applied.
+    sim.script(Rule::new("POST", "/nodes/pve1/qemu", SimAction::DropBefore));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web(100)).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(
+        report.get("web").and_then(Outcome::error).map(|e| e.kind()),
+        Some(ErrorKind::OutcomeUnknown)
+    );
+    sim.clear_script();
+    // Another writer's create holds it: made by hand, as create_and_lock_config leaves it.
+    sim.with_cluster(|c| {
+        pve_sim::guests::create_and_lock(c, "pve1", 100, pve_sim::GuestKind::Qemu);
+    });
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web(100)).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let unknown = plan.entries[0].action.error().expect("unknown");
+    assert_eq!(unknown.kind(), ErrorKind::OutcomeUnknown, "{plan}");
+    assert!(
+        unknown.reason().starts_with(
+            "VM 100 on pve1 is being made (its config holds lock: create), and still so after"
+        ),
+        "{unknown}"
+    );
+    sim.clear_log();
+    s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(sim.writes().is_empty(), "{:?}", writes(&sim));
+
+    // Its worker finishes while the next plan waits: the guest as declared is the stack's own.
+    let finish = async {
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        sim.with_cluster(|c| {
+            let g = c.guests.get_mut(&100).expect("there");
+            g.lock = None;
+            g.config.insert("name".into(), "web".into());
+            g.config.insert("cores".into(), "2".into());
+        });
+    };
+    let (plan, ()) = tokio::join!(s.plan(), finish);
+    let plan = plan.expect("plans");
+    assert_eq!(
+        plan.entries[0].action,
+        Action::Noop { adopt: false },
+        "{plan}"
+    );
+    let reads = requests(&sim)
+        .iter()
+        .filter(|r| *r == "GET /nodes/pve1/qemu/100/config")
+        .count();
+    assert!(reads >= 2, "read again while waiting: {reads}");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Unchanged));
+    assert!(sim.writes().is_empty(), "{:?}", writes(&sim));
+    assert!(s.state().resources["web"].intent.is_none());
+}
+
+/// A deploy killed after its create's request was carried out and before its answer (the
+/// UPID) came back, while the create task still runs on the node (its guest holds
+/// `lock: create`): the next plan finds the task and resumes it; the deploy awaits it to its
+/// end and judges the guest. One create is ever sent.
+#[tokio::test]
+async fn s29_a_create_still_running_on_the_node_is_awaited_never_sent_again() {
+    let sim = sim2().await;
+    sim.with_cluster(|c| {
+        c.next_task_outcomes.insert(
+            "qmcreate".into(),
+            vec![pve_sim::TaskOutcome::Runs(Duration::from_millis(300))],
+        );
+    });
+    sim.script(Rule::new(
+        "POST",
+        "/nodes/pve1/qemu",
+        SimAction::AnswerLate(Duration::from_secs(5)),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web(100)).expect("adds");
+    kill_after(&sim, s, "POST /nodes/pve1/qemu").await;
+    sim.clear_script();
+    let making = sim.with_cluster(|c| c.guests[&100].lock.clone());
+    assert_eq!(making.as_deref(), Some("create"), "the worker still runs");
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web(100)).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(plan.entries[0].action.name(), "resume", "{plan}");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("web"), Some(&Outcome::Resumed), "{report:?}");
+    assert_eq!(writes(&sim), ["POST /nodes/pve1/qemu"], "one create ever");
+    let done = sim.with_cluster(|c| c.guests[&100].clone());
+    assert_eq!(
+        (done.lock, done.config.get("name").cloned()),
+        (None, Some("web".into()))
+    );
+    assert!(s.plan().await.expect("plans").is_noop());
+}

@@ -533,3 +533,55 @@ async fn s01_s02_an_lxc_config_that_cannot_be_read_is_unreadable_never_absent() 
     s.deploy(&plan, |_| {}).await.expect("deploys");
     assert!(sim.writes().is_empty());
 }
+
+/// A deploy killed while its container create was on the way (the handler ran after the next
+/// plan looked): the next create is refused because the vmid is taken, and that is the
+/// earlier request's create: its `vzcreate` task is found, awaited and judged, never reported
+/// failed.
+#[tokio::test]
+async fn s29_an_lxc_create_whose_earlier_request_arrived_late_is_resumed_never_failed() {
+    let sim = sim2().await;
+    sim.script(
+        Rule::new(
+            "POST",
+            "/nodes/pve1/lxc",
+            SimAction::Delay(Duration::from_millis(300)),
+        )
+        .nth(1),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path(), ct());
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, |_| {}).await;
+    });
+    let state = dir.path().join("state.json");
+    while pve_resources::state::FileStore::read(&state)
+        .ok()
+        .and_then(|st| st.resources.get("cache").and_then(|r| r.intent.clone()))
+        .is_none()
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    deploy.abort();
+    let _ = deploy.await;
+    let mut s = stack(&sim, dir.path(), ct());
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Create { .. }),
+        "{plan}"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(report.get("cache"), Some(&Outcome::Resumed), "{report:?}");
+    let seen = requests(&sim);
+    assert_eq!(
+        seen.iter().filter(|r| r.starts_with("POST")).count(),
+        1,
+        "the deploy's own create, refused: {seen:?}"
+    );
+    assert_eq!(sim.with_cluster(|c| c.guests.len()), 1);
+    assert!(s.plan().await.expect("plans").is_noop());
+}

@@ -34,6 +34,9 @@ pub enum ErrorKind {
     Unowned,
     /// PVE answered a write with an error: it did not carry the write out.
     WriteRefused,
+    /// PVE refused a create because the object's id is in use (a vmid taken): nothing was
+    /// written by this request, and the object may be an earlier request's (S29).
+    Taken,
     /// A task ended with an error exit status.
     TaskFailed,
     /// A write or task may or may not have taken effect (the answer was lost, a poll could
@@ -70,6 +73,7 @@ impl ErrorKind {
             ErrorKind::Denied => "denied",
             ErrorKind::Unowned => "unowned",
             ErrorKind::WriteRefused => "write_refused",
+            ErrorKind::Taken => "taken",
             ErrorKind::TaskFailed => "task_failed",
             ErrorKind::OutcomeUnknown => "outcome_unknown",
             ErrorKind::NotConverged => "not_converged",

@@ -74,6 +74,10 @@ pub enum Probe {
     },
     /// Nothing may be done; the sentence says why.
     Refuse(String),
+    /// A write PVE is still carrying out holds the object (a create's worker has not written
+    /// its config yet: `lock: create`; its id is listed but it cannot be read yet): the
+    /// engine waits, bounded, and judges it again, never writes over it (S29).
+    InProgress(String),
 }
 
 /// What a probe saw that the write depends on.

@@ -35,6 +35,7 @@ fn wrote_nothing(kind: ErrorKind) -> bool {
     matches!(
         kind,
         ErrorKind::WriteRefused
+            | ErrorKind::Taken
             | ErrorKind::Refused
             | ErrorKind::Conflict
             | ErrorKind::UnknownFamily
@@ -208,6 +209,14 @@ impl Worker {
                         };
                         self.recorded(entry, res, origin, ok).await
                     }
+                    // S29: an id taken by the create an earlier deploy sent (its request
+                    // arrived after the plan looked) is that create's, never a failure.
+                    Err(f) if f.kind() == ErrorKind::Taken => {
+                        match self.earlier_create(entry, res, recorded.as_ref()).await {
+                            Some(outcome) => outcome,
+                            None => self.failed(entry, f, recorded.is_none()).await,
+                        }
+                    }
                     Err(f) => self.failed(entry, f, recorded.is_none()).await,
                 }
             }
@@ -261,6 +270,57 @@ impl Worker {
             }
         }
         Outcome::Failed(error)
+    }
+
+    /// S29: a create refused because its id is taken, when an earlier deploy sent a create of
+    /// the same object and did not see it end: that create's task is looked for in the node's
+    /// task list (it may appear late: its request was on the way when the plan looked), waited
+    /// for within the stack's lock wait, then resumed and judged like any resumed task. If it
+    /// does not appear, the outcome is unknown: nothing more is sent, and the intent stays for
+    /// the next plan. `None` when there was no such earlier create.
+    async fn earlier_create(
+        &self,
+        entry: &PlanEntry,
+        res: &dyn Resource,
+        recorded: Option<&ResourceState>,
+    ) -> Option<Outcome> {
+        let intent = recorded?.intent.as_ref().filter(|i| i.action == "create")?;
+        let task = res.task("create")?;
+        let client = self.cx.client_for(&intent.credential);
+        let started = std::time::Instant::now();
+        let wait = self.cx.lock_wait();
+        let interval = crate::kit::guest::poll_interval(wait);
+        loop {
+            match crate::kit::task::find(client, &task, &intent.credential, intent.since).await {
+                Ok(Some(upid)) => {
+                    let upid = upid.to_string();
+                    return Some(self.resume(entry, res, recorded.cloned(), &upid, "create").await);
+                }
+                Ok(None) if started.elapsed() + interval <= wait => {
+                    tokio::time::sleep(interval).await;
+                }
+                Ok(None) => {
+                    return Some(Outcome::Failed(ResourceError::new(
+                        entry.object.clone(),
+                        ErrorKind::OutcomeUnknown,
+                        format!(
+                            "PVE says its id is taken, and the create an earlier deploy sent for it shows no {} task on {} after {:.1}s: that request may still be on its way. Nothing more is sent; plan again",
+                            task.kind,
+                            task.node,
+                            started.elapsed().as_secs_f64()
+                        ),
+                    )))
+                }
+                Err(f) => {
+                    return Some(Outcome::Failed(
+                        ResourceError::failed(entry.object.clone(), f).context(
+                            ErrorKind::OutcomeUnknown,
+                            "PVE says its id is taken, and the task list that would show an earlier deploy's create of it could not be read",
+                        ),
+                    ))
+                }
+            }
+        }
     }
 
     /// A destroy refused for want of a recorded declaration to compare with (S19).
@@ -387,7 +447,9 @@ impl Worker {
             (_, Ok(Probe::Absent | Probe::AbsentVia { .. })) => {
                 not(format!("the {task} task ended OK but the object is absent"))
             }
-            (_, Ok(Probe::Refuse(r))) => not(format!("after the {task} task: {r}")),
+            (_, Ok(Probe::Refuse(r) | Probe::InProgress(r))) => {
+                not(format!("after the {task} task: {r}"))
+            }
             (_, Err(f)) => Outcome::Failed(ResourceError::failed(entry.object.clone(), f).context(
                 ErrorKind::NotConverged,
                 &format!("the {task} task ended OK; the read-back failed"),

@@ -448,26 +448,49 @@ async fn judge(
 ) -> (Action, Guard) {
     let object = res.object();
     let task = pending.and_then(|i| Some((i, res.task(&i.action)?)));
-    if let Some((intent, task)) = &task {
-        let client = cx.client_for(&intent.credential);
-        match crate::kit::task::find(client, task, &intent.credential, intent.since).await {
-            Ok(Some(upid)) => {
-                let (upid, task) = (upid.to_string(), intent.action.clone());
-                return (Action::Resume { upid, task }, Guard::default());
-            }
-            Ok(None) => {}
-            // More than one task that could be its own: nothing tells which (S16).
-            Err(f) if f.kind() == ErrorKind::OutcomeUnknown => {
-                let error = ResourceError::failed(object, f);
-                return (Action::Unknown { error }, Guard::default());
-            }
-            Err(f) => {
-                let error = ResourceError::failed(object, f);
-                return (Action::Unreadable { error }, Guard::default());
+    // A write PVE is still carrying out is waited for, bounded, and judged again; its task
+    // may appear in the list meanwhile (S29).
+    let started = std::time::Instant::now();
+    let wait = cx.lock_wait();
+    let interval = crate::kit::guest::poll_interval(wait);
+    let probe = loop {
+        if let Some((intent, task)) = &task {
+            let client = cx.client_for(&intent.credential);
+            match crate::kit::task::find(client, task, &intent.credential, intent.since).await {
+                Ok(Some(upid)) => {
+                    let (upid, task) = (upid.to_string(), intent.action.clone());
+                    return (Action::Resume { upid, task }, Guard::default());
+                }
+                Ok(None) => {}
+                // More than one task that could be its own: nothing tells which (S16).
+                Err(f) if f.kind() == ErrorKind::OutcomeUnknown => {
+                    let error = ResourceError::failed(object, f);
+                    return (Action::Unknown { error }, Guard::default());
+                }
+                Err(f) => {
+                    let error = ResourceError::failed(object, f);
+                    return (Action::Unreadable { error }, Guard::default());
+                }
             }
         }
-    }
-    let probe = res.probe(cx, ask).await;
+        match res.probe(cx, ask).await {
+            Ok(Probe::InProgress(_)) if started.elapsed() + interval <= wait => {
+                tokio::time::sleep(interval).await;
+            }
+            Ok(Probe::InProgress(why)) => {
+                let error = ResourceError::new(
+                    object,
+                    ErrorKind::OutcomeUnknown,
+                    format!(
+                        "{why}, and still so after {:.1}s: nothing is sent for it, and what comes after it waits; plan again once it is done",
+                        started.elapsed().as_secs_f64()
+                    ),
+                );
+                return (Action::Unknown { error }, Guard::default());
+            }
+            other => break other,
+        }
+    };
     let (action, guard) = map_probe(object.clone(), probe, seen, pending);
     // An action that owns nothing leaves no object to show whether it ran: with no task found
     // and nothing to do now, it may have run (S16: what is pending now is no evidence).
@@ -515,6 +538,13 @@ fn map_probe(
         Ok(Probe::Refuse(reason)) => (
             Action::Refuse {
                 error: ResourceError::new(object, ErrorKind::Refused, reason),
+            },
+            Guard::default(),
+        ),
+        // `judge` waits these out; one that reaches here is not judged.
+        Ok(Probe::InProgress(why)) => (
+            Action::Unknown {
+                error: ResourceError::new(object, ErrorKind::OutcomeUnknown, why),
             },
             Guard::default(),
         ),

@@ -488,7 +488,7 @@ impl<T: ConfigObject> Resource for T {
             let writes = match &probe {
                 Probe::Absent | Probe::AbsentVia { .. } => true,
                 Probe::Present { changes, .. } => !changes.is_empty(),
-                Probe::Refuse(_) => false,
+                Probe::Refuse(_) | Probe::InProgress(_) => false,
             };
             if writes {
                 if let Some(why) = self.cluster_refusal(cx).await {

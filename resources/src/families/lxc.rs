@@ -193,6 +193,7 @@ enum Plan {
         digest: String,
     },
     Refuse(String),
+    InProgress(String),
 }
 
 impl Lxc {
@@ -417,7 +418,7 @@ impl Lxc {
         }
     }
 
-    async fn plan(&self, cx: &Cx, owner: Owner) -> Result<Plan, GuestError> {
+    async fn plan(&self, cx: &Cx, owner: Owner, ask: Ask<'_>) -> Result<Plan, GuestError> {
         if let Some(why) = self.refused() {
             return Ok(Plan::Refuse(why));
         }
@@ -426,9 +427,20 @@ impl Lxc {
         }
         Ok(match self.read(cx.client()).await? {
             None if owner == Owner::Free => self.plan_create(cx.writer_id()),
+            // A create an earlier deploy sent, not written yet: waited for (S29).
+            None if ask.pending.is_some_and(|i| i.action == "create") => Plan::InProgress(format!(
+                "container {} is listed on {} and its config is not there yet, after a create an earlier deploy sent",
+                self.vmid, self.node
+            )),
             None => Plan::Refuse(format!(
                 "container {} is listed on {} but its config is missing; refusing to guess",
                 self.vmid, self.node
+            )),
+            Some(live) if guest::making(live.lock.as_deref()) => Plan::InProgress(format!(
+                "container {} on {} is being made (its config holds lock: {})",
+                self.vmid,
+                self.node,
+                live.lock.as_deref().unwrap_or_default()
             )),
             Some(live) => match self.all_changes(&live, cx.writer_id()) {
                 Err(why) => Plan::Refuse(why),
@@ -792,7 +804,7 @@ impl Resource for Lxc {
         })
     }
 
-    fn probe<'a>(&'a self, cx: &'a Cx, _ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
+    fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
             let rows = cx
                 .guest_index()
@@ -806,9 +818,10 @@ impl Resource for Lxc {
                 Owner::This { lock } => lock.clone(),
                 _ => None,
             };
-            Ok(match self.plan(cx, owner).await? {
+            Ok(match self.plan(cx, owner, ask).await? {
                 Plan::Create => Probe::Absent,
                 Plan::Refuse(why) => Probe::Refuse(why),
+                Plan::InProgress(why) => Probe::InProgress(why),
                 Plan::Present { changes, digest } => Probe::Present {
                     guard: Guard {
                         digest: (!changes.is_empty()).then_some(digest),
@@ -833,7 +846,10 @@ impl Resource for Lxc {
                 .map_err(|source| GuestError::Write {
                     object: self.object_ref(),
                     action: "create",
-                    source,
+                    source: guest::taken::<pve_sdk::generated::nodes::node::lxc::CreateVmError>(
+                        source,
+                        |e| e.is_vmid_exists(),
+                    ),
                 })?;
             Ok(self.read_back(cx, "create").await?)
         })

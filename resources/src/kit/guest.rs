@@ -35,6 +35,28 @@ pub fn tags_form(text: &str) -> String {
     tags.join(";")
 }
 
+/// Whether a guest's lock says a write is still making it: pve-guest-common
+/// `src/PVE/AbstractConfig.pm` create_and_lock_config writes a config holding only
+/// `lock: create` before the create's worker starts, and qemu-server's clone a temporary
+/// `lock: clone` config (`src/PVE/API2/Qemu.pm` clone_vm). Until its worker ends, the guest
+/// is not what it will be: it is waited for, never compared or written (S29).
+pub fn making(lock: Option<&str>) -> bool {
+    matches!(lock, Some("create" | "clone"))
+}
+
+/// A create's failure, as [`ErrorKind::Taken`] when PVE refused it because the vmid is in
+/// use (`is_taken` on the operation's typed error): the engine then looks for an earlier
+/// deploy's create of it before calling anything failed (S29).
+pub fn taken<E: std::error::Error + 'static>(f: Failure, is_taken: impl Fn(&E) -> bool) -> Failure {
+    let cause: &(dyn std::error::Error + 'static) = f.cause();
+    match cause.downcast_ref::<E>() {
+        Some(e) if f.kind() == ErrorKind::WriteRefused && is_taken(e) => {
+            f.with_kind(ErrorKind::Taken)
+        }
+        _ => f,
+    }
+}
+
 /// How often a lock wait bounded by `deadline` looks again: a tenth of it, from 50 ms to 2 s.
 pub fn poll_interval(deadline: Duration) -> Duration {
     (deadline / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))

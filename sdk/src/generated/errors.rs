@@ -947,7 +947,7 @@ impl crate::error::TypedError for UserNotFound {
 crate::typed_error_traits!(UserNotFound);
 /// The vmid is taken, on this node or another one.
 ///
-/// Recognised by: HTTP 500 with a message matching `^unable to create VM (?P<vmid>\d+) - VM \d+ already exists on node '(?P<holder>[^']+)'$`; HTTP 400 with `errors.vmid` matching `^VM (?P<vmid>\d+) already exists$`. Defined in `patches/error-vmid-exists-create.toml`, `patches/error-vmid-exists-nextid.toml`. Raised by 2 operations.
+/// Recognised by: HTTP 500 with a message matching `^(?:VM|CT) (?P<vmid>\d+) already exists on node '(?P<holder>[^']+)'$`; HTTP 500 with a message matching `^unable to create VM (?P<vmid>\d+) - VM \d+ already exists on node '(?P<holder>[^']+)'$`; HTTP 400 with `errors.vmid` matching `^VM (?P<vmid>\d+) already exists$`. Defined in `patches/error-vmid-exists-create-lxc.toml`, `patches/error-vmid-exists-create.toml`, `patches/error-vmid-exists-nextid.toml`. Raised by 3 operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmidExists {
     /// `vmid` from the answer or the path.
@@ -957,6 +957,11 @@ pub struct VmidExists {
 }
 impl crate::error::TypedError for VmidExists {
     const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^(?:VM|CT) (?P<vmid>\\d+) already exists on node '(?P<holder>[^']+)'$",
+        },
         crate::error::Matcher {
             status: 500,
             field: None,

@@ -429,27 +429,35 @@ fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let node = call.node().to_owned();
     let mut set = config_keys(call);
     let start = call.get("start").is_some_and(|s| s == "1");
-    let upid = cluster.start_task(&node, "qmcreate", &vmid.to_string(), call.credential, |c| {
-        let mut log = allocate_drives(&mut set, vmid, &Default::default());
-        let config = set.into_iter().collect();
-        c.guests.insert(
-            vmid,
-            Guest {
-                node: node.clone(),
-                kind: GuestKind::Qemu,
-                config,
-                running: start,
-                lock: None,
-            },
-        );
-        // qemu-server src/PVE/API2/Qemu.pm create_vm: the worker prints a line per volume it
-        // made (create_disks), then what it runs after the create ("Execute autostart" with
-        // `start`); what the storage tools print is not modelled.
-        if start {
-            log.push("Execute autostart".to_owned());
-        }
-        Ok(log)
-    });
+    crate::guests::create_and_lock(cluster, &node, vmid, GuestKind::Qemu);
+    let upid = cluster.start_task(
+        &node.clone(),
+        "qmcreate",
+        &vmid.to_string(),
+        call.credential,
+        move |c| {
+            let mut log = allocate_drives(&mut set, vmid, &Default::default());
+            let config = set.into_iter().collect();
+            c.guests.insert(
+                vmid,
+                Guest {
+                    node: node.clone(),
+                    kind: GuestKind::Qemu,
+                    config,
+                    running: start,
+                    lock: None,
+                },
+            );
+            // qemu-server src/PVE/API2/Qemu.pm create_vm: the worker prints a line per volume it
+            // made (create_disks), then what it runs after the create ("Execute autostart" with
+            // `start`); what the storage tools print is not modelled.
+            if start {
+                log.push("Execute autostart".to_owned());
+            }
+            Ok(log)
+        },
+    );
+    crate::guests::unless_created(cluster, &upid, vmid);
     ok(Value::from(upid))
 }
 
@@ -571,11 +579,11 @@ fn update_config(cluster: &mut Cluster, call: &Call<'_>, as_task: bool) -> Answe
             line.push_str(&format!(" -{k} {v}"));
         }
         let upid = cluster.start_task_logged(
-            &node,
+            &node.clone(),
             "qmconfig",
             &vmid.to_string(),
             call.credential,
-            |c, pid| {
+            move |c, pid| {
                 if file_locked {
                     return file_lock_timeout_in_task(vmid);
                 }
@@ -623,10 +631,11 @@ enum Power {
 fn power(cluster: &mut Cluster, call: &Call<'_>, action: Power) -> Answer {
     let vmid = call.vmid();
     let node = call.node().to_owned();
-    let here = |c: &Cluster| {
+    let on = node.clone();
+    let here = move |c: &Cluster| {
         c.guests
             .get(&vmid)
-            .filter(|g| g.node == node && g.kind == GuestKind::Qemu)
+            .filter(|g| g.node == on && g.kind == GuestKind::Qemu)
             .cloned()
     };
     // qemu-server src/PVE/QemuConfig.pm assert_config_exists_on_node.
@@ -647,45 +656,51 @@ fn power(cluster: &mut Cluster, call: &Call<'_>, action: Power) -> Answer {
         Power::Reset => "qmreset",
     };
     let missing = Guest::missing(&node, GuestKind::Qemu, vmid);
-    let upid = cluster.start_task(&node, kind, &vmid.to_string(), call.credential, |c| {
-        let Some(g) = here(c) else {
-            return Err(match action {
-                Power::Start | Power::Reset => missing,
-                Power::Stop | Power::Shutdown => not_on_node,
-            });
-        };
-        let locked = g.lock.as_ref().map(|l| format!("VM is locked ({l})"));
-        match action {
-            Power::Start => {
-                if g.config.get("template").is_some_and(|t| t == "1") {
-                    return Err("you can't start a vm if it's a template".to_owned());
+    let upid = cluster.start_task(
+        &node.clone(),
+        kind,
+        &vmid.to_string(),
+        call.credential,
+        move |c| {
+            let Some(g) = here(c) else {
+                return Err(match action {
+                    Power::Start | Power::Reset => missing,
+                    Power::Stop | Power::Shutdown => not_on_node,
+                });
+            };
+            let locked = g.lock.as_ref().map(|l| format!("VM is locked ({l})"));
+            match action {
+                Power::Start => {
+                    if g.config.get("template").is_some_and(|t| t == "1") {
+                        return Err("you can't start a vm if it's a template".to_owned());
+                    }
+                    if let Some(l) = locked {
+                        return Err(l);
+                    }
+                    if g.running {
+                        return Err(format!("VM {vmid} already running"));
+                    }
                 }
-                if let Some(l) = locked {
-                    return Err(l);
+                Power::Stop | Power::Shutdown => {
+                    if !g.running {
+                        return Ok(Vec::new());
+                    }
+                    if let Some(l) = locked {
+                        return Err(l);
+                    }
                 }
-                if g.running {
-                    return Err(format!("VM {vmid} already running"));
+                Power::Reset => {
+                    if let Some(l) = locked {
+                        return Err(l);
+                    }
                 }
             }
-            Power::Stop | Power::Shutdown => {
-                if !g.running {
-                    return Ok(Vec::new());
-                }
-                if let Some(l) = locked {
-                    return Err(l);
-                }
+            if let Some(g) = c.guests.get_mut(&vmid) {
+                g.running = matches!(action, Power::Start | Power::Reset);
             }
-            Power::Reset => {
-                if let Some(l) = locked {
-                    return Err(l);
-                }
-            }
-        }
-        if let Some(g) = c.guests.get_mut(&vmid) {
-            g.running = matches!(action, Power::Start | Power::Reset);
-        }
-        Ok(Vec::new())
-    });
+            Ok(Vec::new())
+        },
+    );
     ok(Value::from(upid))
 }
 
@@ -707,11 +722,11 @@ fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     }
     let file_locked = cluster.file_lock_timeouts.contains(&vmid);
     let upid = cluster.start_task_logged(
-        &node,
+        &node.clone(),
         "qmdestroy",
         &vmid.to_string(),
         call.credential,
-        |c, pid| {
+        move |c, pid| {
             // The worker: lock_config, the early checks again, then
             // `PVE::QemuServer::destroy_vm`: check_lock, and the first write (the config
             // replaced by `lock: destroyed`), which needs quorum.
@@ -1223,17 +1238,23 @@ fn network_delete(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
 /// N").
 fn network_apply(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let node = call.node().to_owned();
-    let upid = cluster.start_task(&node, "srvreload", "networking", call.credential, |c| {
-        let net = c.networks.entry(node.clone()).or_default();
-        if let Some(staged) = net.staged.take() {
-            net.running = staged;
-        }
-        match net.reload_fails.take() {
-            Some(e) => Err(e),
-            // `run_command(['ifreload', '-a'], errfunc => ...)`: ifreload prints nothing when
-            // it succeeds, and run_command does not log the command.
-            None => Ok(Vec::new()),
-        }
-    });
+    let upid = cluster.start_task(
+        &node.clone(),
+        "srvreload",
+        "networking",
+        call.credential,
+        move |c| {
+            let net = c.networks.entry(node.clone()).or_default();
+            if let Some(staged) = net.staged.take() {
+                net.running = staged;
+            }
+            match net.reload_fails.take() {
+                Some(e) => Err(e),
+                // `run_command(['ifreload', '-a'], errfunc => ...)`: ifreload prints nothing when
+                // it succeeds, and run_command does not log the command.
+                None => Ok(Vec::new()),
+            }
+        },
+    );
     ok(Value::from(upid))
 }

@@ -339,6 +339,38 @@ fn detected_ostype(volid: &str) -> &'static str {
         .unwrap_or("unmanaged")
 }
 
+/// pve-guest-common `src/PVE/AbstractConfig.pm` create_and_lock_config, which qemu-server's
+/// and pve-container's create_vm call before they fork the create's worker: the guest's config
+/// exists from then on, holding only `lock: create`, until the worker writes the rest (and
+/// the vmid is taken cluster-wide).
+pub fn create_and_lock(cluster: &mut Cluster, node: &str, vmid: u32, kind: GuestKind) {
+    cluster.guests.insert(
+        vmid,
+        Guest {
+            node: node.to_owned(),
+            kind,
+            config: BTreeMap::new(),
+            running: false,
+            lock: Some("create".to_owned()),
+        },
+    );
+}
+
+/// What a create's worker does when it fails: qemu-server `src/PVE/API2/Qemu.pm` create_vm
+/// unlinks the config file, pve-container `src/PVE/API2/LXC.pm` create_vm destroys it. A
+/// create task that ended with an error (a forced outcome) leaves no config behind.
+pub fn unless_created(cluster: &mut Cluster, upid: &str, vmid: u32) {
+    let failed = cluster
+        .tasks
+        .get(upid)
+        .and_then(|t| t.exit.as_deref())
+        .is_some_and(|e| e != "OK" && !e.starts_with("WARNINGS"));
+    let locked = cluster.guests.get(&vmid).and_then(|g| g.lock.as_deref()) == Some("create");
+    if failed && locked {
+        cluster.guests.remove(&vmid);
+    }
+}
+
 /// pve-container `src/PVE/API2/LXC.pm` create_vm, in its order: `check_cfs_quorum`, the vmid
 /// unused cluster-wide (pve-cluster `src/PVE/Cluster.pm` check_vmid_unused), the template's
 /// volume id, mount points without `rootfs`; then the `vzcreate` task: the volumes allocated
@@ -403,12 +435,13 @@ fn lxc_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         .entry("rootfs".into())
         .or_insert_with(|| format!("{storage}:4"));
     let node = call.node().to_owned();
+    create_and_lock(cluster, &node, vmid, GuestKind::Lxc);
     let upid = cluster.start_task_logged(
-        &node,
+        &node.clone(),
         "vzcreate",
         &vmid.to_string(),
         call.credential,
-        |c, _| {
+        move |c, _| {
             let mut config = BTreeMap::new();
             let mut taken = Vec::new();
             // pve-container src/PVE/LXC/Config.pm mountpoint_names: `rootfs`, then `mpN`.
@@ -459,6 +492,7 @@ fn lxc_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
             (log, Ok(()))
         },
     );
+    unless_created(cluster, &upid, vmid);
     ok(Value::from(upid))
 }
 
@@ -571,11 +605,11 @@ fn lxc_destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let node = call.node().to_owned();
     let file_locked = cluster.file_lock_timeouts.contains(&vmid);
     let upid = cluster.start_task_logged(
-        &node,
+        &node.clone(),
         "vzdestroy",
         &vmid.to_string(),
         call.credential,
-        |c, _| {
+        move |c, _| {
             if file_locked {
                 let waited = vec!["trying to acquire lock...".to_owned()];
                 return (waited, Err(ct_file_lock_timeout(vmid)));
@@ -609,7 +643,8 @@ fn lxc_resize(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let disk = call.get("disk").unwrap_or_default().to_owned();
     let size = call.get("size").unwrap_or_default().to_owned();
     let digest = call.get("digest").map(str::to_owned);
-    let check = |g: &Guest| -> Result<u64, String> {
+    let key = disk.clone();
+    let check = move |g: &Guest| -> Result<u64, String> {
         if let Some(l) = &g.lock {
             return Err(format!("CT is locked ({l})"));
         }
@@ -620,7 +655,7 @@ fn lxc_resize(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
             );
         }
         // With no such key, parse_volume gives no volume and parse_volume_id refuses it.
-        let Some(value) = g.config.get(&disk) else {
+        let Some(value) = g.config.get(&key) else {
             return Err("unable to parse volume ID ''".to_owned());
         };
         let keys = parse_prop(value, Some("volume"));
@@ -650,19 +685,25 @@ fn lxc_resize(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         return fail(500, e);
     }
     let node = call.node().to_owned();
-    let upid = cluster.start_task(&node, "resize", &vmid.to_string(), call.credential, |c| {
-        let Some(g) = c.guests.get_mut(&vmid) else {
-            return Err(Guest::missing(&node, GuestKind::Lxc, vmid));
-        };
-        let new = check(g)?;
-        let value = g.config.get(&disk).cloned().unwrap_or_default();
-        let mut keys = parse_prop(&value, Some("volume"));
-        keys.insert("size".into(), format_size(new));
-        let required: &[&str] = if disk == "rootfs" { &[] } else { &["mp"] };
-        g.config
-            .insert(disk.clone(), print_prop(&keys, Some("volume"), required));
-        Ok(Vec::new())
-    });
+    let upid = cluster.start_task(
+        &node.clone(),
+        "resize",
+        &vmid.to_string(),
+        call.credential,
+        move |c| {
+            let Some(g) = c.guests.get_mut(&vmid) else {
+                return Err(Guest::missing(&node, GuestKind::Lxc, vmid));
+            };
+            let new = check(g)?;
+            let value = g.config.get(&disk).cloned().unwrap_or_default();
+            let mut keys = parse_prop(&value, Some("volume"));
+            keys.insert("size".into(), format_size(new));
+            let required: &[&str] = if disk == "rootfs" { &[] } else { &["mp"] };
+            g.config
+                .insert(disk.clone(), print_prop(&keys, Some("volume"), required));
+            Ok(Vec::new())
+        },
+    );
     ok(Value::from(upid))
 }
 
@@ -679,11 +720,11 @@ fn qemu_resize(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let digest = call.get("digest").map(str::to_owned);
     let file_locked = cluster.file_lock_timeouts.contains(&vmid);
     let upid = cluster.start_task_logged(
-        &node,
+        &node.clone(),
         "resize",
         &vmid.to_string(),
         call.credential,
-        |c, _| {
+        move |c, _| {
             if file_locked {
                 let waited = vec!["trying to acquire lock...".to_owned()];
                 let why = format!(
@@ -876,11 +917,11 @@ fn qemu_clone(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let name = call.get("name").map(str::to_owned);
     let description = call.get("description").map(str::to_owned);
     let upid = cluster.start_task_logged(
-        &node,
+        &node.clone(),
         "qmclone",
         &vmid.to_string(),
         call.credential,
-        |c, _| {
+        move |c, _| {
             let mut log = vec![format!("creating a clone of VM {vmid} with ID {newid}")];
             if let Some(other) = c.guests.get(&newid) {
                 // pmxcfs refuses a config file of a vmid another node holds.

@@ -1015,7 +1015,11 @@ fn run(
         version: shared.version,
         auditor: shared.config.auditors.iter().any(|a| a == who.id()),
     };
-    let answer = api::dispatch(&mut lock(&shared.cluster), &call);
+    let answer = {
+        let mut cluster = lock(&shared.cluster);
+        cluster.tick();
+        api::dispatch(&mut cluster, &call)
+    };
     let reply = match answer {
         Some(Answer::Data(v, extra)) => Reply::data(v, extra),
         Some(Answer::Error {

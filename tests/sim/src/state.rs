@@ -186,6 +186,31 @@ pub enum TaskOutcome {
     Exit(String),
     /// Stays `running`.
     Never,
+    /// Runs for this long: it is `running` (and what its call did before forking the worker
+    /// is there, such as a create's `lock: create` config), then does its work and ends as the
+    /// work says, as the first request after the time sees it.
+    Runs(std::time::Duration),
+}
+
+/// A task's work, deferred until its time ([`TaskOutcome::Runs`]).
+type Work = Box<dyn FnOnce(&mut Cluster, u32) -> (Vec<String>, Result<(), String>) + Send>;
+
+/// A running task's work and when it is done.
+#[derive(Clone)]
+pub struct Deferred {
+    upid: String,
+    pid: u32,
+    due: std::time::Instant,
+    work: std::sync::Arc<std::sync::Mutex<Option<Work>>>,
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deferred")
+            .field("upid", &self.upid)
+            .field("due", &self.due)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A worker task.
@@ -216,6 +241,8 @@ pub struct Cluster {
     pub tasks: BTreeMap<String, Task>,
     /// Outcomes for the next tasks of a type (`qmcreate`, `qmstart`, `srvreload`, ...).
     pub next_task_outcomes: BTreeMap<String, Vec<TaskOutcome>>,
+    /// Tasks that are running and will do their work when their time comes.
+    pub deferred: Vec<Deferred>,
     /// Network config per node.
     pub networks: BTreeMap<String, NodeNetwork>,
     /// Guests whose config file lock another process holds: writes time out.
@@ -235,6 +262,20 @@ pub struct Cluster {
     counter: u32,
 }
 
+/// A task's exit status and log lines from what its work answered.
+fn ended((mut log, result): (Vec<String>, Result<(), String>)) -> (Option<String>, Vec<String>) {
+    match result {
+        Ok(()) => {
+            log.push("TASK OK".to_owned());
+            (Some("OK".to_owned()), log)
+        }
+        Err(e) => {
+            log.push(format!("TASK ERROR: {e}"));
+            (Some(e), log)
+        }
+    }
+}
+
 impl Cluster {
     /// A healthy cluster of `nodes` without guests.
     pub fn new(nodes: &[String]) -> Self {
@@ -245,6 +286,7 @@ impl Cluster {
             guests: BTreeMap::new(),
             tasks: BTreeMap::new(),
             next_task_outcomes: BTreeMap::new(),
+            deferred: Vec::new(),
             networks: nodes
                 .iter()
                 .map(|n| (n.clone(), NodeNetwork::typical()))
@@ -275,9 +317,9 @@ impl Cluster {
         kind: &str,
         id: &str,
         owner: &str,
-        work: impl FnOnce(&mut Cluster) -> Result<Vec<String>, String>,
+        work: impl FnOnce(&mut Cluster) -> Result<Vec<String>, String> + Send + 'static,
     ) -> String {
-        self.start_task_logged(node, kind, id, owner, |c, _| match work(c) {
+        self.start_task_logged(node, kind, id, owner, move |c, _| match work(c) {
             Ok(log) => (log, Ok(())),
             Err(e) => (Vec::new(), Err(e)),
         })
@@ -291,7 +333,7 @@ impl Cluster {
         kind: &str,
         id: &str,
         owner: &str,
-        work: impl FnOnce(&mut Cluster, u32) -> (Vec<String>, Result<(), String>),
+        work: impl FnOnce(&mut Cluster, u32) -> (Vec<String>, Result<(), String>) + Send + 'static,
     ) -> String {
         self.counter += 1;
         let pid = 0x1000 + self.counter;
@@ -313,16 +355,16 @@ impl Cluster {
         let (exit, log) = match forced {
             Some(TaskOutcome::Never) => (None, vec![format!("{kind} {id} started")]),
             Some(TaskOutcome::Exit(status)) => (Some(status.clone()), vec![status]),
-            None => match work(self, pid) {
-                (mut log, Ok(())) => {
-                    log.push("TASK OK".to_owned());
-                    (Some("OK".to_owned()), log)
-                }
-                (mut log, Err(e)) => {
-                    log.push(format!("TASK ERROR: {e}"));
-                    (Some(e), log)
-                }
-            },
+            Some(TaskOutcome::Runs(time)) => {
+                self.deferred.push(Deferred {
+                    upid: upid.clone(),
+                    pid,
+                    due: std::time::Instant::now() + time,
+                    work: std::sync::Arc::new(std::sync::Mutex::new(Some(Box::new(work)))),
+                });
+                (None, Vec::new())
+            }
+            None => ended(work(self, pid)),
         };
         self.tasks.insert(
             upid.clone(),
@@ -334,6 +376,25 @@ impl Cluster {
             },
         );
         upid
+    }
+
+    /// Does the work of the running tasks whose time has come, and ends them (what every
+    /// request sees first).
+    pub fn tick(&mut self) {
+        let now = std::time::Instant::now();
+        let (due, later): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|d| d.due <= now);
+        self.deferred = later;
+        for d in due {
+            let work = d.work.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let Some(work) = work else { continue };
+            let (exit, log) = ended(work(self, d.pid));
+            if let Some(t) = self.tasks.get_mut(&d.upid) {
+                t.exit = exit;
+                t.log.extend(log);
+            }
+        }
     }
 
     /// `GET /cluster/status`.

@@ -48,7 +48,7 @@ use pve_sdk::generated::nodes::node::qemu::vmid::config::{
 use pve_sdk::generated::nodes::node::qemu::vmid::resize::ResizeVm;
 use pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm;
 use pve_sdk::generated::nodes::node::qemu::{
-    Agent, Bios, CreateVm, Ide, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
+    Agent, Bios, CreateVm, CreateVmError, Ide, Memory, Net, Ostype, Sata, Scsi, Scsihw, Virtio,
 };
 use pve_sdk::{Client, Indexed, Secret};
 use serde::Serialize;
@@ -422,9 +422,20 @@ impl Vm {
                     None => Plan::Create(Vec::new()),
                 },
             },
+            // A create an earlier deploy sent, not written yet: waited for (S29).
+            None if ask.pending.is_some_and(|i| i.action == "create") => Plan::InProgress(format!(
+                "VM {} is listed on {} and its config is not there yet, after a create an earlier deploy sent",
+                self.vmid, self.node
+            )),
             None => Plan::Refuse(format!(
                 "VM {} is listed on {} but its config is missing; refusing to guess",
                 self.vmid, self.node
+            )),
+            Some(live) if guest::making(live.lock.as_deref()) => Plan::InProgress(format!(
+                "VM {} on {} is being made (its config holds lock: {})",
+                self.vmid,
+                self.node,
+                live.lock.as_deref().unwrap_or_default()
             )),
             Some(live) => match self.all_changes(&live) {
                 Err(why) => Plan::Refuse(why),
@@ -682,7 +693,7 @@ impl Vm {
             .map_err(|source| GuestError::Write {
                 object,
                 action: "create",
-                source,
+                source: guest::taken::<CreateVmError>(source, CreateVmError::is_vmid_exists),
             })?;
         self.read_back(cx.client(), "create").await
     }
@@ -1100,6 +1111,7 @@ enum Plan {
         digest: String,
     },
     Refuse(String),
+    InProgress(String),
 }
 
 /// The `Vm` family in a [`Stack`](crate::engine::Stack): probe with the stack's one read of the
@@ -1197,6 +1209,7 @@ impl Resource for Vm {
                 Plan::Create(steps) if steps.is_empty() => Probe::Absent,
                 Plan::Create(steps) => Probe::AbsentVia { steps },
                 Plan::Refuse(why) => Probe::Refuse(why),
+                Plan::InProgress(why) => Probe::InProgress(why),
                 Plan::Present { changes, digest } => Probe::Present {
                     guard: Guard {
                         digest: (!changes.is_empty()).then_some(digest),

@@ -533,7 +533,10 @@ impl crate::Operation for CreateVm {
 }
 /// What [`CreateVm`] answers.
 pub type CreateVmResponse = crate::Upid;
-crate::operation_error!(CreateVmError for CreateVm; NoQuorum => is_no_quorum; absent :);
+crate::operation_error!(
+    CreateVmError for CreateVm; NoQuorum => is_no_quorum, VmidExists => is_vmid_exists;
+    absent :
+);
 /// Property string `dev`.
 ///
 /// Used by: `GET /nodes/{node}/lxc/{vmid}/config returns "dev[n]"`, `POST /nodes/{node}/lxc param "dev[n]"`, `PUT /nodes/{node}/lxc/{vmid}/config param "dev[n]"`.
