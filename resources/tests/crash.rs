@@ -59,6 +59,7 @@ fn apply_intent(dir: &std::path::Path, since: u64) {
                 declared: serde_json::json!({}),
                 since,
                 credential: common::TOKEN.into(),
+                notes: Default::default(),
             }),
             ..ResourceState::default()
         },

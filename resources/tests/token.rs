@@ -332,3 +332,195 @@ async fn s08_a_token_name_pve_would_refuse_is_refused_before_any_request() {
     }
     assert!(requests(&sim).is_empty(), "{:?}", requests(&sim));
 }
+
+/// A token made and delivered, with an ACL entry of its own, then declared with reissue word
+/// `1`: the stack that reissues it (not yet deployed).
+async fn reissuing(sim: &Simulator, dir: &std::path::Path) -> (Stack, Handed) {
+    let (good, got) = sink(false);
+    let mut s = stack(sim, dir);
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy").on_secret(good.clone()),
+    );
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    sim.with_cluster(|c| {
+        let key = (
+            "/vms".into(),
+            "token".into(),
+            "ops@pve!deploy".into(),
+            "PVEVMUser".into(),
+        );
+        c.acl.insert(key, false);
+    });
+    got.lock().expect("lock").clear();
+    drop(s);
+    let mut s = stack(sim, dir);
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .on_secret(good)
+            .reissue("1"),
+    );
+    (s, got)
+}
+
+/// Deploys `s`'s plan, and kills the deploy once the token's intent holds `step` (or, for
+/// `None`, any intent), as a SIGKILL would.
+async fn kill_at(s: Stack, dir: &std::path::Path, step: Option<&str>) {
+    let mut s = s;
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, |_| {}).await;
+    });
+    let state = dir.join("state.json");
+    loop {
+        let intent = pve_resources::state::FileStore::read(&state)
+            .ok()
+            .and_then(|st| st.resources.get("deploy").and_then(|r| r.intent.clone()));
+        let at = intent.map(|i| i.notes.get("step").cloned());
+        if at.as_ref().is_some_and(|s| s.as_deref() == step) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    deploy.abort();
+    let _ = deploy.await;
+}
+
+fn token_acl(sim: &Simulator) -> usize {
+    sim.with_cluster(|c| c.acl.keys().filter(|k| k.2 == "ops@pve!deploy").count())
+}
+
+/// A reissue killed after its intent and before any write (its first request, the ACL read,
+/// held up): it provably made no token, so it is planned again, never "not delivered".
+#[tokio::test]
+async fn s26_s29_a_reissue_killed_before_any_write_is_planned_again_not_undelivered() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s, _) = reissuing(&sim, dir.path()).await;
+    sim.script(Rule::new(
+        "GET",
+        "/access/acl",
+        SimAction::Delay(Duration::from_millis(300)),
+    ));
+    kill_at(s, dir.path(), None).await;
+    sim.clear_script();
+    // The held-up read reaches its handler (a read: it changes nothing) before what follows.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (good, got) = sink(false);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .on_secret(good)
+            .reissue("1"),
+    );
+    let plan = s.plan().await.expect("plans");
+    let entry = plan.get("deploy").expect("planned");
+    match &entry.action {
+        Action::Update { changes, .. } => assert_eq!(changes[0].key, "reissue", "{plan}"),
+        other => panic!("planned again, not refused: {other:?}"),
+    }
+    assert!(got.lock().expect("lock").is_empty(), "nothing was made");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    assert_eq!(
+        requests(&sim),
+        [
+            "GET /access/acl",
+            "DELETE /access/users/ops@pve/token/deploy",
+            "POST /access/users/ops@pve/token/deploy privsep=1",
+            "GET /access/users/ops@pve/token/deploy",
+            "PUT /access/acl path=/vms&propagate=0&roles=PVEVMUser&tokens=ops@pve!deploy",
+        ]
+    );
+    assert_eq!(token_acl(&sim), 1);
+}
+
+/// A reissue killed between its delete and its create: the token is gone and no new one was
+/// made; the next plan goes on from the create, with the ACL entries the delete step recorded,
+/// and hands the new secret over once.
+#[tokio::test]
+async fn s26_s29_a_reissue_killed_after_its_delete_goes_on_from_its_create() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s, _) = reissuing(&sim, dir.path()).await;
+    // The create is held up long enough for the kill; it never reaches its handler.
+    sim.script(Rule::new(
+        "POST",
+        "/access/users/ops@pve/token/deploy",
+        SimAction::DropBefore,
+    ));
+    kill_at(s, dir.path(), Some("create")).await;
+    sim.clear_script();
+    assert!(!sim.with_cluster(|c| c.api_tokens.contains_key("ops@pve!deploy")));
+    assert_eq!(token_acl(&sim), 0, "the delete took its entries");
+    let (good, got) = sink(false);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .on_secret(good)
+            .reissue("1"),
+    );
+    let plan = s.plan().await.expect("plans");
+    let text = plan.to_string();
+    assert!(
+        text.contains("reissue:create") && text.contains("interrupted at its create"),
+        "{text}"
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    assert_eq!(
+        requests(&sim),
+        [
+            "POST /access/users/ops@pve/token/deploy privsep=1",
+            "GET /access/users/ops@pve/token/deploy",
+            "PUT /access/acl path=/vms&propagate=0&roles=PVEVMUser&tokens=ops@pve!deploy",
+        ]
+    );
+    assert_eq!(got.lock().expect("lock").len(), 1, "the new secret, once");
+    assert_eq!(token_acl(&sim), 1);
+    assert!(s.plan().await.expect("plans").is_noop());
+}
+
+/// A reissue killed after its secret was handed over and before its ACL entries were put
+/// back: the next plan puts back the entries the intent recorded, and hands nothing over.
+#[tokio::test]
+async fn s26_s29_a_reissue_killed_before_its_acl_entries_are_put_back_puts_them_back() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (s, got) = reissuing(&sim, dir.path()).await;
+    sim.script(Rule::new("PUT", "/access/acl", SimAction::DropBefore));
+    kill_at(s, dir.path(), Some("handed")).await;
+    sim.clear_script();
+    assert_eq!(got.lock().expect("lock").len(), 1, "handed over once");
+    assert_eq!(token_acl(&sim), 0, "the delete took its entries");
+    got.lock().expect("lock").clear();
+    let (good, again) = sink(false);
+    let mut s = stack(&sim, dir.path());
+    with_user(
+        &mut s,
+        ApiToken::new("ops@pve", "deploy")
+            .on_secret(good)
+            .reissue("1"),
+    );
+    let plan = s.plan().await.expect("plans");
+    assert!(plan.to_string().contains("reissue:acl"), "{plan}");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    assert_eq!(
+        requests(&sim),
+        [
+            "PUT /access/acl path=/vms&propagate=0&roles=PVEVMUser&tokens=ops@pve!deploy",
+            "GET /access/users/ops@pve/token/deploy",
+        ]
+    );
+    assert!(again.lock().expect("lock").is_empty(), "no new secret");
+    assert_eq!(token_acl(&sim), 1);
+    assert!(s.plan().await.expect("plans").is_noop());
+}

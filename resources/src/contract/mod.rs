@@ -39,9 +39,25 @@ use crate::state::{ResourceState, StateError};
 /// A boxed, sendable future (what trait methods return, so that families stay object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Records a started task's UPID in state (S29) and answers once it is durable; an `Err` says
-/// the record failed and the task must not be awaited as if it were recorded.
-pub type OnStarted<'a> = &'a (dyn Fn(&Upid) -> BoxFuture<'a, Result<(), StateError>> + Send + Sync);
+/// What a write records in state while it runs (S29). The engine hands one to every write.
+pub trait Record: Send + Sync {
+    /// Records a started task's UPID, and answers once it is written; an `Err` says the
+    /// record failed and the task must not be awaited as if it were recorded.
+    fn started<'a>(&'a self, upid: &'a Upid) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// Records that a write of several requests is about to make its step `step`, with
+    /// `notes` (what the next plan needs to judge a write killed there: never a secret,
+    /// S26), on the write's intent, and answers once it is durable; an `Err` says the record
+    /// failed and the step must not be made.
+    fn step<'a>(
+        &'a self,
+        step: &'a str,
+        notes: BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+}
+
+/// The [`Record`] a write is handed.
+pub type OnStarted<'a> = &'a dyn Record;
 
 /// One differing field: wire key, live value (if any), declared value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -29,6 +29,45 @@ pub(crate) struct Worker {
     pub(crate) bounds: Bounds,
 }
 
+/// What a write of one entry records while it runs: a started task's UPID (S29), the steps of
+/// a write of several requests.
+struct Recorder<'a> {
+    worker: &'a Worker,
+    id: &'a str,
+    res: &'a dyn Resource,
+    task: &'static str,
+    credential: String,
+}
+
+impl crate::contract::Record for Recorder<'_> {
+    fn started<'a>(&'a self, upid: &'a Upid) -> BoxFuture<'a, Result<(), StateError>> {
+        let in_flight = InFlight {
+            upid: upid.to_string(),
+            action: self.task.to_owned(),
+            credential: self.credential.clone(),
+        };
+        Box::pin(async move {
+            self.worker
+                .ledger
+                .record_task(self.id, self.res, in_flight)
+                .await?;
+            (self.worker.progress)(&Event::Task {
+                id: self.id.to_owned(),
+                upid: upid.to_string(),
+            });
+            Ok(())
+        })
+    }
+
+    fn step<'a>(
+        &'a self,
+        step: &'a str,
+        notes: std::collections::BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move { self.worker.ledger.step(self.id, step, notes).await })
+    }
+}
+
 /// Whether a failure of this kind is known to have changed nothing on the cluster (the
 /// request was refused, or never sent): its intent is cleared.
 fn wrote_nothing(kind: ErrorKind) -> bool {
@@ -167,24 +206,12 @@ impl Worker {
     ) -> Outcome {
         let id = entry.id.as_str();
         let credential = self.cx.client().credential_id().to_owned();
-        let on_started = |task: &'static str| {
-            let credential = credential.clone();
-            move |upid: &Upid| -> BoxFuture<'_, Result<(), StateError>> {
-                let in_flight = InFlight {
-                    upid: upid.to_string(),
-                    action: task.to_owned(),
-                    credential: credential.clone(),
-                };
-                let upid = upid.to_string();
-                Box::pin(async move {
-                    self.ledger.record_task(id, res, in_flight).await?;
-                    (self.progress)(&Event::Task {
-                        id: id.to_owned(),
-                        upid,
-                    });
-                    Ok(())
-                })
-            }
+        let on_started = |task: &'static str| Recorder {
+            worker: self,
+            id,
+            res,
+            task,
+            credential: credential.clone(),
         };
         match &entry.action {
             Action::Create { .. } | Action::Update { .. } => {

@@ -314,6 +314,7 @@ impl Ledger {
             declared: serde_json::to_value(declared).unwrap_or_default(),
             since: now(),
             credential: credential.to_owned(),
+            notes: std::collections::BTreeMap::new(),
         };
         self.change(id, wait, |before| {
             let mut entry = match before {
@@ -321,6 +322,24 @@ impl Ledger {
                 None => entry_of(res, origin),
             };
             entry.intent = Some(intent);
+            Some(Some(entry))
+        })
+        .await
+    }
+
+    /// Records on `id`'s intent the step its write is about to make, with its notes (they
+    /// replace the earlier ones, `step` under the key `step`), durably (S29). An entry without
+    /// an intent is left as it is: there is no write to note.
+    pub(crate) async fn step(
+        &self,
+        id: &str,
+        step: &str,
+        mut notes: std::collections::BTreeMap<String, String>,
+    ) -> Result<(), StateError> {
+        notes.insert("step".to_owned(), step.to_owned());
+        self.change(id, Wait::Durable, |before| {
+            let mut entry = before?.clone();
+            entry.intent.as_mut()?.notes = notes;
             Some(Some(entry))
         })
         .await

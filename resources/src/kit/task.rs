@@ -34,7 +34,7 @@ where
     O: Operation<Response = Upid> + Sync,
 {
     let task = client.start(req).await.map_err(Failure::write)?;
-    if let Err(e) = on_started(task.upid()).await {
+    if let Err(e) = on_started.started(task.upid()).await {
         return Err(Failure::new(
             ErrorKind::State,
             format!(

@@ -108,6 +108,10 @@ pub struct Intent {
     pub since: u64,
     /// The credential that writes it.
     pub credential: String,
+    /// For a write of several requests, the step it was about to make when last recorded
+    /// (`Record::step`), and what the next plan needs to judge it there.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<String, String>,
 }
 
 /// One change of state: `id`'s entry as it now is (`None`: removed), the revision it makes.
@@ -164,7 +168,9 @@ impl ResourceState {
     pub fn check_no_secrets(&self, id: &str) -> Result<(), StateError> {
         let found = find_secret(&self.declared, "declared").or_else(|| {
             let i = self.intent.as_ref()?;
+            let notes = serde_json::to_value(&i.notes).unwrap_or_default();
             find_secret(&i.declared, "intent.declared")
+                .or_else(|| find_secret(&notes, "intent.notes"))
         });
         match found {
             Some(field) => Err(StateError::Secret {

@@ -164,12 +164,15 @@ impl ApiToken {
         Err(Failure::new(ErrorKind::NotConverged, why))
     }
 
-    /// Creates it and hands the secret over; a failed hand-over leaves it created and not
-    /// delivered (the intent stays for the next plan).
+    /// Creates it and hands the secret over, then records that the secret was handed over
+    /// (with `notes`, what the rest of a reissue needs); a failed hand-over leaves it created
+    /// and not delivered (the intent stays for the next plan).
     async fn create_with(
         &self,
         client: &Client,
         carry: &BTreeMap<String, String>,
+        rec: OnStarted<'_>,
+        notes: BTreeMap<String, String>,
     ) -> Result<(), Failure> {
         let Some(sink) = &self.on_secret else {
             return Err(Failure::new(ErrorKind::Refused, NO_SINK));
@@ -184,18 +187,33 @@ impl ApiToken {
             &full,
             answer.value.as_ref(),
         )?;
+        rec.step(HANDED, notes).await.map_err(recording)?;
         self.read_back(client).await
     }
 
-    /// The pending write that owed a secret: the create, or a recreate by a new word.
-    fn undelivered<'a>(&self, ask: &Ask<'a>) -> Option<&'a Intent> {
-        let i = ask.pending?;
-        let word = word_of(i);
+    /// The pending reissue (an update whose word is not the recorded one), if any.
+    fn pending_reissue<'a>(&self, ask: &Ask<'a>) -> Option<&'a Intent> {
+        let i = ask.pending.filter(|i| i.action == "update")?;
         let recorded = ask
             .recorded
             .and_then(|r| r.get("reissue"))
             .map(String::as_str);
-        (i.action == "create" || (i.action == "update" && word != recorded)).then_some(i)
+        (word_of(i) != recorded).then_some(i)
+    }
+
+    /// Whether the pending write may have created a token whose secret did not reach the
+    /// sink: a create, or a reissue that got as far as its create, that never recorded the
+    /// hand-over. A reissue killed before its create (no step, or its delete) wrote no token
+    /// (S26, S29).
+    fn undelivered<'a>(&self, ask: &Ask<'a>) -> Option<&'a Intent> {
+        let i = ask.pending?;
+        let step = i.notes.get("step").map(String::as_str);
+        let made = match i.action.as_str() {
+            "create" => true,
+            "update" => self.pending_reissue(ask).is_some() && step == Some(CREATE),
+            _ => false,
+        };
+        (made && step != Some(HANDED)).then_some(i)
     }
 
     /// The plan for a live token: its field changes, and a recreate when its word moved.
@@ -205,6 +223,25 @@ impl ApiToken {
             .map(|(key, old, new)| Change { key, old, new })
             .collect();
         let word = self.reissue.as_deref();
+        // A reissue killed after its hand-over: only its ACL entries are left to put back.
+        if let Some(i) = self.pending_reissue(ask) {
+            if i.notes.get("step").map(String::as_str) == Some(HANDED) {
+                let grants = i.notes.get("acl").cloned().unwrap_or_default();
+                changes.push(Change {
+                    key: PUT_BACK.to_owned(),
+                    old: None,
+                    new: format!(
+                        "put back the ACL entries of the reissue word {}: {grants}",
+                        word_of(i).unwrap_or_default()
+                    ),
+                });
+                let mut p = present(changes, live, true);
+                if let Probe::Present { guard, .. } = &mut p {
+                    guard.carry.insert("acl".to_owned(), grants);
+                }
+                return p;
+            }
+        }
         let (moved, recovers) = match self.undelivered(ask) {
             Some(i) if word.is_some() && word != word_of(i) => (word_of(i), true),
             Some(_) => return Probe::Refuse(UNDELIVERED.to_owned()),
@@ -227,18 +264,45 @@ impl ApiToken {
         present(changes, live, recovers)
     }
 
-    /// Deletes it and creates it again with the declared (else the live) fields, its ACL
-    /// entries put back, the new secret handed over.
-    async fn recreate(
-        &self,
-        client: &Client,
-        carry: &BTreeMap<String, String>,
-    ) -> Result<(), Failure> {
+    /// The plan for a token that is not there while a reissue of it is pending past its
+    /// delete: the reissue goes on from its create, with the fields and ACL entries its
+    /// delete step recorded (S29). `None` when no such reissue is pending.
+    fn plan_resumed_reissue(&self, ask: &Ask<'_>) -> Option<Probe> {
+        let i = self.pending_reissue(ask)?;
+        let step = i.notes.get("step").map(String::as_str)?;
+        let word = word_of(i).unwrap_or_default();
+        let mut carry: BTreeMap<String, String> = i
+            .notes
+            .get("fields")
+            .and_then(|f| serde_json::from_str(f).ok())
+            .unwrap_or_default();
+        let grants = i.notes.get("acl").cloned().unwrap_or_default();
+        carry.insert("acl".to_owned(), grants.clone());
+        let change = Change {
+            key: RESUME_CREATE.to_owned(),
+            old: Some(format!(
+                "word {word}, interrupted at its {step}: the token is not there"
+            )),
+            new: format!(
+                "create the token, put back its ACL entries {grants}, hand the new secret over"
+            ),
+        };
+        Some(Probe::Present {
+            changes: vec![change],
+            guard: Guard {
+                carry,
+                recovers: true,
+                ..Guard::default()
+            },
+        })
+    }
+
+    /// The token's ACL entries (path and propagate, with their roles), as read now.
+    async fn read_grants(&self, client: &Client) -> Result<Grants, Failure> {
         let full = self.full_id();
         let acl = client.send(&ReadAcl::new()).await.map_err(Failure::read)?;
-        let acl = acl.into_data();
-        let mut grants: BTreeMap<(String, bool), Vec<String>> = BTreeMap::new();
-        for e in acl {
+        let mut grants = Grants::new();
+        for e in acl.into_data() {
             let mine = e.type_ == Some(ReadAclResponseItemType::Token)
                 && e.ugid.as_deref() == Some(full.as_str());
             if let (true, Some(path), Some(role)) = (mine, e.path, e.roleid) {
@@ -246,29 +310,126 @@ impl ApiToken {
                 grants.entry((path, propagate)).or_default().push(role);
             }
         }
-        let remove = RemoveToken::new(self.userid.clone(), self.tokenid.clone());
-        write::send(client, &remove).await?;
-        let made = self.create_with(client, carry).await;
+        Ok(grants)
+    }
+
+    /// Puts `grants` back on the token; what could not be put back is named.
+    async fn put_back(&self, client: &Client, grants: &Grants) -> Result<(), Failure> {
+        let full = self.full_id();
         let mut lost = Vec::new();
         for ((path, propagate), roles) in grants {
             let put = UpdateAcl::new(path.clone(), roles.join(","))
                 .tokens(full.clone())
-                .propagate(propagate);
+                .propagate(*propagate);
             if let Err(f) = write::send(client, &put).await {
                 lost.push(format!("{path} {} ({f})", roles.join(",")));
             }
         }
-        made?;
         if lost.is_empty() {
             return Ok(());
         }
         let why = format!(
-            "recreated and its secret handed over, but its ACL entries were not all put back: {}",
+            "its secret was handed over, but its ACL entries were not all put back: {}",
             lost.join("; ")
         );
         Err(Failure::new(ErrorKind::NotConverged, why))
     }
+
+    /// Deletes it and creates it again with the declared (else the live) fields, its ACL
+    /// entries put back, the new secret handed over. Each step is recorded, durably, before
+    /// its request leaves (S29): the delete with the token's fields and ACL entries, the
+    /// create, the hand-over; so the next plan knows how far a killed reissue got.
+    async fn recreate(
+        &self,
+        client: &Client,
+        carry: &BTreeMap<String, String>,
+        rec: OnStarted<'_>,
+    ) -> Result<(), Failure> {
+        let grants = self.read_grants(client).await?;
+        let notes = BTreeMap::from([
+            ("acl".to_owned(), grants_text(&grants)),
+            (
+                "fields".to_owned(),
+                serde_json::to_string(carry).unwrap_or_default(),
+            ),
+        ]);
+        rec.step(DELETE, notes.clone()).await.map_err(recording)?;
+        let remove = RemoveToken::new(self.userid.clone(), self.tokenid.clone());
+        write::send(client, &remove).await?;
+        self.create_and_put_back(client, carry, &grants, rec, notes)
+            .await
+    }
+
+    /// The rest of a reissue from its create: the create (recorded first), the hand-over, the
+    /// ACL entries put back.
+    async fn create_and_put_back(
+        &self,
+        client: &Client,
+        carry: &BTreeMap<String, String>,
+        grants: &Grants,
+        rec: OnStarted<'_>,
+        notes: BTreeMap<String, String>,
+    ) -> Result<(), Failure> {
+        rec.step(CREATE, notes.clone()).await.map_err(recording)?;
+        let made = self.create_with(client, carry, rec, notes).await;
+        if let Err(f) = made {
+            // The token was deleted and no new one made: the write is not "nothing", so its
+            // intent (with the recorded entries) stays for the next plan to go on from.
+            if matches!(f.kind(), ErrorKind::WriteRefused | ErrorKind::Refused) {
+                return Err(f.with_kind(ErrorKind::NotConverged));
+            }
+            // It may exist: its entries go back on it; the create's failure is the answer.
+            let _ = self.put_back(client, grants).await;
+            return Err(f);
+        }
+        self.put_back(client, grants).await
+    }
 }
+
+/// A token's ACL entries: (path, propagate) to its roles.
+type Grants = BTreeMap<(String, bool), Vec<String>>;
+
+/// `grants` as a note: `[[path, propagate, "role,role"], ...]`.
+fn grants_text(grants: &Grants) -> String {
+    let rows: Vec<serde_json::Value> = grants
+        .iter()
+        .map(|((path, propagate), roles)| json!([path, propagate, roles.join(",")]))
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}
+
+/// A note's grants; `None` when it is not one.
+fn grants_of(text: &str) -> Option<Grants> {
+    let rows: Vec<(String, bool, String)> = serde_json::from_str(text).ok()?;
+    Some(
+        rows.into_iter()
+            .map(|(path, propagate, roles)| {
+                let roles = roles
+                    .split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned);
+                ((path, propagate), roles.collect())
+            })
+            .collect(),
+    )
+}
+
+/// A step that could not be recorded: its request is not sent.
+fn recording(e: crate::state::StateError) -> Failure {
+    Failure::new(
+        ErrorKind::State,
+        format!("the next step could not be recorded ({e}); it is not sent"),
+    )
+}
+
+/// The steps a reissue records (S29).
+const DELETE: &str = "delete";
+const CREATE: &str = "create";
+const HANDED: &str = "handed";
+
+/// The change keys of a reissue resumed from its create, and of entries put back.
+const RESUME_CREATE: &str = "reissue:create";
+const PUT_BACK: &str = "reissue:acl";
 
 const NO_SINK: &str = "creating a token hands its secret over once, and it is declared without a callback to take it (ApiToken::on_secret); nothing is sent";
 
@@ -319,6 +480,9 @@ impl Resource for ApiToken {
             }
             match read::fold(self.live(cx.client()).await, ask.contact)? {
                 None if self.on_secret.is_none() => Ok(Probe::Refuse(NO_SINK.to_owned())),
+                None if self.plan_resumed_reissue(&ask).is_some() => {
+                    Ok(self.plan_resumed_reissue(&ask).unwrap_or(Probe::Absent))
+                }
                 None => {
                     // generate_token dies "no such user ('...')" for a user nobody has.
                     let missing = crate::kit::refs::missing(cx, &self.requires()).await;
@@ -335,8 +499,12 @@ impl Resource for ApiToken {
         })
     }
 
-    fn create<'a>(&'a self, cx: &'a Cx, _: OnStarted<'a>) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { self.create_with(cx.client(), &BTreeMap::new()).await })
+    fn create<'a>(&'a self, cx: &'a Cx, rec: OnStarted<'a>) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let none = BTreeMap::new();
+            self.create_with(cx.client(), &none, rec, BTreeMap::new())
+                .await
+        })
     }
 
     fn update<'a>(
@@ -344,15 +512,40 @@ impl Resource for ApiToken {
         cx: &'a Cx,
         changes: &'a [Change],
         guard: &'a Guard,
-        _: OnStarted<'a>,
+        rec: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let client = cx.client();
+            let noted = || {
+                let text = guard.carry.get("acl").map(String::as_str).unwrap_or("[]");
+                grants_of(text).ok_or_else(|| {
+                    Failure::new(ErrorKind::State, "the recorded ACL entries do not read")
+                })
+            };
+            if changes.iter().any(|c| c.key == RESUME_CREATE) {
+                let grants = noted()?;
+                let mut carry = guard.carry.clone();
+                carry.remove("acl");
+                let fields = serde_json::to_string(&carry).unwrap_or_default();
+                let notes = BTreeMap::from([
+                    ("acl".to_owned(), grants_text(&grants)),
+                    ("fields".to_owned(), fields),
+                ]);
+                return self
+                    .create_and_put_back(client, &carry, &grants, rec, notes)
+                    .await;
+            }
             if changes.iter().any(|c| c.key == "reissue") {
-                return self.recreate(client, &guard.carry).await;
+                return self.recreate(client, &guard.carry, rec).await;
+            }
+            if changes.iter().any(|c| c.key == PUT_BACK) {
+                self.put_back(client, &noted()?).await?;
+                if changes.len() == 1 {
+                    return self.read_back(client).await;
+                }
             }
             let mut req = UpdateTokenInfo::new(self.userid.clone(), self.tokenid.clone());
-            for c in changes {
+            for c in changes.iter().filter(|c| c.key != PUT_BACK) {
                 match c.key.as_str() {
                     // An empty comment is removed (update_token_info).
                     "comment" => req.comment = Some(c.new.clone()),
