@@ -544,23 +544,10 @@ async fn s29_a_create_whose_earlier_request_arrived_late_is_resumed_never_failed
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     s.add("web", web(100)).expect("adds");
-    // Killed once the intent is durable: the create's request has left, and its handler
-    // runs 300 ms later.
-    let plan = s.plan().await.expect("plans");
-    let deploy = tokio::spawn(async move {
-        let _ = s.deploy(&plan, |_| {}).await;
-    });
-    let state = dir.path().join("state.json");
-    while FileStore::read(&state)
-        .ok()
-        .and_then(|st| st.resources.get("web").and_then(|r| r.intent.clone()))
-        .is_none()
-    {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    deploy.abort();
-    let _ = deploy.await;
+    // Killed 20 ms after the intent is durable: the create's request has left, and its
+    // handler runs 300 ms later.
+    let linger = Duration::from_millis(20);
+    common::kill_when(s, dir.path(), ("web", linger), |_| true).await;
     let left = FileStore::read(dir.path().join("state.json")).expect("reads");
     assert_eq!(
         left.resources["web"]

@@ -550,22 +550,16 @@ async fn s29_an_lxc_create_whose_earlier_request_arrived_late_is_resumed_never_f
         .nth(1),
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut s = stack(&sim, dir.path(), ct());
-    let plan = s.plan().await.expect("plans");
-    let deploy = tokio::spawn(async move {
-        let _ = s.deploy(&plan, |_| {}).await;
-    });
-    let state = dir.path().join("state.json");
-    while pve_resources::state::FileStore::read(&state)
-        .ok()
-        .and_then(|st| st.resources.get("cache").and_then(|r| r.intent.clone()))
-        .is_none()
-    {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    deploy.abort();
-    let _ = deploy.await;
+    // Killed 20 ms after the intent is durable: the create's request has left, and its
+    // handler runs 300 ms later.
+    let linger = Duration::from_millis(20);
+    common::kill_when(
+        stack(&sim, dir.path(), ct()),
+        dir.path(),
+        ("cache", linger),
+        |_| true,
+    )
+    .await;
     let mut s = stack(&sim, dir.path(), ct());
     let plan = s.plan().await.expect("plans");
     assert!(

@@ -365,27 +365,10 @@ async fn reissuing(sim: &Simulator, dir: &std::path::Path) -> (Stack, Handed) {
     (s, got)
 }
 
-/// Deploys `s`'s plan, and kills the deploy once the token's intent holds `step` (or, for
-/// `None`, any intent), as a SIGKILL would.
+/// Kills the deploy of `s` once the token's intent holds `step` (or, for `None`, any intent).
 async fn kill_at(s: Stack, dir: &std::path::Path, step: Option<&str>) {
-    let mut s = s;
-    let plan = s.plan().await.expect("plans");
-    let deploy = tokio::spawn(async move {
-        let _ = s.deploy(&plan, |_| {}).await;
-    });
-    let state = dir.join("state.json");
-    loop {
-        let intent = pve_resources::state::FileStore::read(&state)
-            .ok()
-            .and_then(|st| st.resources.get("deploy").and_then(|r| r.intent.clone()));
-        let at = intent.map(|i| i.notes.get("step").cloned());
-        if at.as_ref().is_some_and(|s| s.as_deref() == step) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    deploy.abort();
-    let _ = deploy.await;
+    let at = |i: &pve_resources::state::Intent| i.notes.get("step").map(String::as_str) == step;
+    common::kill_when(s, dir, ("deploy", Duration::ZERO), at).await;
 }
 
 fn token_acl(sim: &Simulator) -> usize {

@@ -101,3 +101,30 @@ pub fn state_text(dir: &std::path::Path) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Deploys `s`'s plan and kills the deploy, as a SIGKILL would (nothing after that point
+/// runs), `after` the state file in `dir` shows `id`'s intent answering `at` (read as another
+/// process would, while the deploy holds the lock).
+pub async fn kill_when(
+    mut s: Stack,
+    dir: &std::path::Path,
+    (id, after): (&str, Duration),
+    at: impl Fn(&pve_resources::state::Intent) -> bool,
+) {
+    let plan = s.plan().await.expect("plans");
+    let deploy = tokio::spawn(async move {
+        let _ = s.deploy(&plan, |_| {}).await;
+    });
+    let state = dir.join("state.json");
+    loop {
+        let read = FileStore::read(&state).ok();
+        let intent = read.and_then(|st| st.resources.get(id).and_then(|r| r.intent.clone()));
+        if intent.as_ref().is_some_and(&at) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(after).await;
+    deploy.abort();
+    let _ = deploy.await;
+}

@@ -113,7 +113,7 @@ pub fn special_role(name: &str) -> Option<BTreeSet<&'static str>> {
     };
     match name {
         "NoAccess" => {}
-        "Administrator" => out.extend(PRIVILEGES.iter().copied()),
+        "Administrator" => out.extend(privileges().iter().copied()),
         "PVETemplateUser" => out.extend(["VM.Clone", "VM.Audit"]),
         "PVEAdmin" => {
             out.extend(PRIV_GROUPS.iter().flat_map(|c| tiers(c, 1)));
@@ -138,58 +138,26 @@ pub fn special_role(name: &str) -> Option<BTreeSet<&'static str>> {
 }
 
 /// Every privilege of pve-access-control `src/PVE/AccessControl.pm` (`$privgroups` plus
-/// `Permissions.Modify`, which is in no group), as PVE 9.2 has them. Older releases had a few
-/// others (`VM.Monitor` until 9.0) and lacked some (`VM.GuestAgent.*`, `VM.Replicate`); the
-/// simulator answers 9.2's list under every release.
-pub const PRIVILEGES: &[&str] = &[
-    "VM.Config.Disk",
-    "VM.Config.CPU",
-    "VM.Config.Memory",
-    "VM.Config.Network",
-    "VM.Config.HWType",
-    "VM.Config.Options",
-    "VM.Allocate",
-    "VM.Clone",
-    "VM.GuestAgent.Unrestricted",
-    "VM.Migrate",
-    "VM.Replicate",
-    "VM.Snapshot",
-    "VM.Snapshot.Rollback",
-    "VM.Config.CDROM",
-    "VM.Config.Cloudinit",
-    "VM.Console",
-    "VM.Backup",
-    "VM.GuestAgent.FileRead",
-    "VM.GuestAgent.FileSystemMgmt",
-    "VM.GuestAgent.FileWrite",
-    "VM.PowerMgmt",
-    "VM.Audit",
-    "VM.GuestAgent.Audit",
-    "Sys.PowerMgmt",
-    "Sys.Modify",
-    "Sys.Incoming",
-    "Sys.AccessNetwork",
-    "Sys.Console",
-    "Sys.Syslog",
-    "Sys.Audit",
-    "Datastore.Allocate",
-    "Datastore.AllocateTemplate",
-    "Datastore.AllocateSpace",
-    "Datastore.Audit",
-    "SDN.Allocate",
-    "SDN.Audit",
-    "SDN.Use",
-    "Realm.Allocate",
-    "User.Modify",
-    "Group.Allocate",
-    "Realm.AllocateUser",
-    "Pool.Allocate",
-    "Pool.Audit",
-    "Mapping.Modify",
-    "Mapping.Use",
-    "Mapping.Audit",
-    "Permissions.Modify",
-];
+/// `Permissions.Modify`, which is in no group: `$valid_privs`), as PVE 9.2 has them, in
+/// `$privgroups`' order, each once. Older releases had a few others (`VM.Monitor` until 9.0)
+/// and lacked some (`VM.GuestAgent.*`, `VM.Replicate`); the simulator answers 9.2's list under
+/// every release.
+pub fn privileges() -> &'static [&'static str] {
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<&'static str> = Vec::new();
+        let tiers = PRIV_GROUPS.iter().flat_map(|g| g.1.iter());
+        for p in tiers
+            .flat_map(|t| t.iter().copied())
+            .chain(["Permissions.Modify"])
+        {
+            if !all.contains(&p) {
+                all.push(p);
+            }
+        }
+        all
+    })
+}
 
 /// compute_api_permission's `$priv_re_map`: each top-level key with the privilege prefixes it
 /// collects (the regexes are anchored at the start).
@@ -207,7 +175,7 @@ const CAP_GROUPS: &[(&str, &[&str])] = &[
 /// RPCEnvironment.pm `permissions`: "root can do anything"), less `Sys.Audit` when
 /// `sys_audit` is false (the simulator's model of a user who is not an auditor).
 pub fn cap(sys_audit: bool) -> Value {
-    let held = PRIVILEGES
+    let held = privileges()
         .iter()
         .filter(|p| sys_audit || **p != "Sys.Audit");
     let mut out = Map::new();
@@ -228,12 +196,8 @@ mod tests {
 
     #[test]
     fn the_built_in_roles_are_made_from_the_groups_as_create_roles_makes_them() {
-        let groups: BTreeSet<&str> = PRIV_GROUPS
-            .iter()
-            .flat_map(|g| g.1.iter().flat_map(|t| t.iter().copied()))
-            .chain(["Permissions.Modify"])
-            .collect();
-        assert_eq!(groups, PRIVILEGES.iter().copied().collect());
+        assert_eq!(privileges().len(), 47, "9.2's privileges");
+        assert_eq!(privileges().last(), Some(&"Permissions.Modify"));
         let named: Vec<&str> = crate::acl::BUILT_IN_ROLES
             .iter()
             .copied()
@@ -251,7 +215,7 @@ mod tests {
         assert_eq!(set("PVEPoolUser"), ["Pool.Audit"]);
         assert!(!set("PVEAdmin").contains(&"Mapping.Modify"));
         assert!(!set("PVEAdmin").contains(&"Sys.Modify"), "root only");
-        assert_eq!(set("Administrator").len(), PRIVILEGES.len());
+        assert_eq!(set("Administrator").len(), privileges().len());
         assert!(set("NoAccess").is_empty());
     }
 

@@ -149,7 +149,7 @@ fn read_acl(cluster: &Cluster, call: &Call<'_>) -> Answer {
 /// credentials hold every privilege everywhere, propagated, unless [`Cluster::acl_visible`]
 /// limits one: it then holds `Permissions.Modify` on its visible paths only, not propagated.
 fn permissions(cluster: &Cluster, call: &Call<'_>) -> Answer {
-    let all: serde_json::Map<String, Value> = crate::access::PRIVILEGES
+    let all: serde_json::Map<String, Value> = crate::access::privileges()
         .iter()
         .map(|p| ((*p).to_owned(), json!(1)))
         .collect();

@@ -102,7 +102,7 @@ fn invalid_privilege(kind: &Kind, privs: Option<&str>) -> Option<String> {
         return None;
     }
     split_list(privs?)
-        .find(|p| !crate::access::PRIVILEGES.contains(p))
+        .find(|p| !crate::access::privileges().contains(p))
         .map(|p| format!("invalid privilege '{p}'"))
 }
 
