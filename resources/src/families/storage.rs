@@ -489,7 +489,7 @@ impl ConfigObject for Storage {
     }
 
     /// The schema's facts (the create is the union of every plugin's options), then what the
-    /// storage's own plugin refuses ([`plugin_problems`]).
+    /// storage's own plugin refuses (its options, required options and content types).
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
         let (operation, mut problems) = match pve_sdk::params::check(&self.spec) {
             Ok(()) => ("POST /storage".to_owned(), BTreeMap::new()),
