@@ -80,6 +80,8 @@ async fn s04_s06_s08_s09_s11_a_storage_is_created_compared_as_sets_and_updated_w
     assert_eq!(
         requests(&sim),
         [
+            // S31: read fresh before the write, which carries that read's digest.
+            "GET /storage/backup".to_owned(),
             format!("PUT /storage/backup content=backup&delete=nodes&digest={digest}"),
             "GET /storage/backup".to_owned(),
         ]
@@ -88,7 +90,7 @@ async fn s04_s06_s08_s09_s11_a_storage_is_created_compared_as_sets_and_updated_w
 }
 
 #[tokio::test]
-async fn s09_a_storage_cfg_changed_since_the_plan_is_changed_and_nothing_is_written() {
+async fn s09_s31_a_storage_changed_since_the_plan_is_changed_and_nothing_is_written() {
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
@@ -99,7 +101,8 @@ async fn s09_a_storage_cfg_changed_since_the_plan_is_changed_and_nothing_is_writ
     let mut s = stack(&sim, dir.path());
     s.add("backup", backup("backup,iso")).expect("adds");
     let plan = s.plan().await.expect("plans");
-    // Someone edits another storage of the same file after the plan.
+    // Another storage of the same file is edited after the plan: the file's digest moved, and
+    // the write, judged against a fresh read of its own storage, goes through with it (S31).
     sim.with_cluster(|c| {
         let st = c.collections.get_mut("storage").expect("storage");
         st.insert(
@@ -109,14 +112,125 @@ async fn s09_a_storage_cfg_changed_since_the_plan_is_changed_and_nothing_is_writ
     });
     sim.clear_log();
     let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report:?}");
+    let digest = sim.with_cluster(|c| {
+        // The digest the write carried: the file before the write.
+        let mut before = c.collections.clone();
+        let st = before.get_mut("storage").expect("storage");
+        st.get_mut("backup")
+            .expect("backup")
+            .insert("content".into(), "backup".into());
+        pve_sim::storage::digest(&before)
+    });
+    assert_eq!(
+        requests(&sim),
+        [
+            "GET /storage/backup".to_owned(),
+            format!("PUT /storage/backup content=backup,iso&digest={digest}"),
+            "GET /storage/backup".to_owned(),
+        ]
+    );
+
+    // This storage is edited after the plan: the fresh read no longer shows the planned
+    // difference, and nothing is written.
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    s.add("backup", backup("backup")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.with_cluster(|c| {
+        let st = c.collections.get_mut("storage").expect("storage");
+        let b = st.get_mut("backup").expect("backup");
+        b.insert("content".into(), "iso".into());
+    });
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     let (kind, reason) = failure(&report, "backup");
     assert_eq!(kind, ErrorKind::Changed, "{reason}");
-    assert!(
-        reason.contains("changed since it was read (digest mismatch)"),
-        "{reason}"
+    assert!(reason.contains("changed since the plan"), "{reason}");
+    assert_eq!(
+        requests(&sim),
+        ["GET /storage/backup"],
+        "read, nothing written"
     );
-    assert_eq!(requests(&sim).len(), 1, "{:?}", requests(&sim));
-    assert_eq!(live(&sim, "backup", "content").as_deref(), Some("backup"));
+    assert_eq!(live(&sim, "backup", "content").as_deref(), Some("iso"));
+
+    // The file moves between the fresh read and the write: PVE's digest check refuses it
+    // ("update storage failed: detected modified configuration"), and it is `changed`.
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    s.add("backup", backup("backup")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.script(pve_sim::Rule::new(
+        "PUT",
+        "/storage/backup",
+        pve_sim::Action::Respond {
+            status: 500,
+            body: serde_json::json!({"data": null, "message": "update storage failed: detected modified configuration - file changed by other user? Try again.\n"}),
+        },
+    ));
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    let (kind, reason) = failure(&report, "backup");
+    assert_eq!(kind, ErrorKind::Changed, "{reason}");
+    assert_eq!(live(&sim, "backup", "content").as_deref(), Some("iso"));
+}
+
+/// S31: storages are sections of one file whose digest every update carries. Updated in one
+/// deploy, each is written after a fresh read whose digest it sends, one at a time: all
+/// converge in one deploy (with the plan's digest, the second was refused every time).
+#[tokio::test]
+async fn s31_storages_updated_in_one_deploy_are_written_one_at_a_time_each_with_a_fresh_digest() {
+    for n in [2_usize, 10] {
+        let sim = sim().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ids: Vec<String> = (0..n).map(|i| format!("back{i}")).collect();
+        let declare = |content: &str| -> Vec<Storage> {
+            ids.iter()
+                .map(|id| {
+                    Create::new(id.clone(), CreateType::Dir)
+                        .path(format!("/mnt/{id}"))
+                        .content(content)
+                        .into()
+                })
+                .collect()
+        };
+        let mut s = stack(&sim, dir.path());
+        for (id, st) in ids.iter().zip(declare("backup")) {
+            s.add(id.clone(), st).expect("adds");
+        }
+        let plan = s.plan().await.expect("plans");
+        assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+        drop(s);
+        let mut s = stack(&sim, dir.path());
+        for (id, st) in ids.iter().zip(declare("backup,iso")) {
+            s.add(id.clone(), st).expect("adds");
+        }
+        let plan = s.plan().await.expect("plans");
+        sim.clear_log();
+        let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+        assert!(report.converged(), "{n} storages: {report:?}");
+        // Each write: a fresh read, the PUT with that read's digest, the read-back; never two
+        // writes of the file at once.
+        let seen = requests(&sim);
+        assert_eq!(seen.len(), 3 * n, "{seen:?}");
+        for chunk in seen.chunks(3) {
+            let id = chunk[0]
+                .strip_prefix("GET /storage/")
+                .expect("a fresh read");
+            assert!(
+                chunk[1].starts_with(&format!("PUT /storage/{id} content=backup,iso&digest=")),
+                "{chunk:?}"
+            );
+            assert_eq!(chunk[2], format!("GET /storage/{id}"));
+        }
+        let writes = sim.writes();
+        let digests: std::collections::BTreeSet<&str> = writes
+            .iter()
+            .filter_map(|w| w.params.iter().find(|(k, _)| k == "digest"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(digests.len(), n, "each write carried a digest of its own");
+        assert!(s.plan().await.expect("plans").is_noop());
+    }
 }
 
 #[tokio::test]
@@ -245,6 +359,7 @@ async fn s26_a_generated_pbs_key_is_handed_over_once_and_secrets_never_reach_sta
     assert_eq!(
         requests(&sim),
         [
+            "GET /storage/pbs1".to_owned(),
             format!(
                 "PUT /storage/pbs1 digest={digest}&encryption-key=autogen&password=pbs-password"
             ),

@@ -186,6 +186,13 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// The file whose digest covers this object and its siblings (`storage.cfg`), if any:
+    /// writes of one digest domain run one at a time across the stack, each after a fresh
+    /// read (S31). None by default.
+    fn domain(&self) -> Option<String> {
+        None
+    }
+
     /// Whether a live object without a state entry needs adopting (S27). `false` for actions
     /// such as an apply, which own nothing.
     fn ownable(&self) -> bool {

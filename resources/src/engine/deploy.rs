@@ -138,6 +138,7 @@ impl Stack {
             progress: Box::new(progress),
             halted: Mutex::new(None),
             disruptive: tokio::sync::Mutex::new(()),
+            domains: Mutex::new(BTreeMap::new()),
             bounds: self.bounds(found.iter()),
         });
         let index: BTreeMap<&str, usize> = plan

@@ -26,6 +26,8 @@ pub(crate) struct Worker {
     /// a deploy panicked (S23).
     pub(crate) halted: Mutex<Option<String>>,
     pub(crate) disruptive: tokio::sync::Mutex<()>,
+    /// One lock per digest domain (S31): writes of one file run one at a time.
+    pub(crate) domains: Mutex<std::collections::BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pub(crate) bounds: Bounds,
 }
 
@@ -169,6 +171,15 @@ impl Worker {
             Some(self.disruptive.lock().await)
         } else {
             None
+        };
+        // S31: one write at a time per file a digest covers; the write reads it fresh.
+        let domain = res.domain().map(|d| {
+            let mut all = lock(&self.domains);
+            all.entry(d).or_default().clone()
+        });
+        let _file = match &domain {
+            Some(d) => Some(d.lock().await),
+            None => None,
         };
         if let Some(why) = lock(&self.halted).clone() {
             return Outcome::Skipped(ResourceError::new(

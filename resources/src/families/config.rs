@@ -132,6 +132,14 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// The family's name in state and plans (`pool`).
     const KIND: &'static str;
 
+    /// The file whose digest covers this object and its siblings (S31), if any: the engine
+    /// runs writes of one file one at a time, and each update reads the object fresh first and
+    /// writes only if it still differs exactly as planned (with the fresh read's digest when
+    /// [`ConfigObject::DIGEST`]). None by default.
+    fn domain(&self) -> Option<String> {
+        None
+    }
+
     /// Whether the update operation takes the `digest` of a read (S9): the read's map then
     /// holds it under `digest`, and the family's update sends [`Edit::digest`] and turns PVE's
     /// stale-digest refusal into [`ErrorKind::Changed`].
@@ -275,6 +283,15 @@ pub enum ConfigError {
         /// The keys whose live value differs from the recorded one.
         keys: Vec<String>,
     },
+    /// A fresh read before the write no longer shows the planned difference (S31): someone
+    /// wrote it since the plan; nothing was written.
+    #[error("{object}: changed since the plan ({keys:?} differ otherwise now); plan again, nothing was written")]
+    Moved {
+        /// The object.
+        object: ObjectRef,
+        /// The keys whose difference is not the planned one.
+        keys: Vec<String>,
+    },
     /// A changed key the family's update request cannot carry (S11: never dropped).
     #[error("{object}: {key:?} cannot be expressed as an update")]
     Inexpressible {
@@ -290,7 +307,7 @@ impl From<ConfigError> for Failure {
         let kind = match &e {
             ConfigError::Unreadable { source, .. } => source.kind(),
             ConfigError::NotConverged { .. } => ErrorKind::NotConverged,
-            ConfigError::Changed { .. } => ErrorKind::Changed,
+            ConfigError::Changed { .. } | ConfigError::Moved { .. } => ErrorKind::Changed,
             ConfigError::Inexpressible { .. } => ErrorKind::Inexpressible,
         };
         Failure::new(kind, e)
@@ -415,6 +432,40 @@ fn plan_present<T: ConfigObject>(
     }
 }
 
+/// S31: reads the object fresh and answers its digest, when it still differs from the
+/// declaration exactly as `changes` planned (write-only rotations aside); else
+/// [`ConfigError::Moved`], and nothing is to be written.
+async fn still_planned<T: ConfigObject>(
+    obj: &T,
+    client: &Client,
+    changes: &[Change],
+    rotating: &[&str],
+) -> Result<Option<String>, Failure> {
+    let object = obj.object();
+    let Some(mut live) = read_strict(obj, client).await? else {
+        let keys = vec!["<absent>".to_owned()];
+        return Err(ConfigError::Moved { object, keys }.into());
+    };
+    let digest = live.remove("digest");
+    let now = changes_of(obj, &ConfigObject::declared(obj), &live);
+    let planned: Vec<&Change> = changes
+        .iter()
+        .filter(|c| !rotating.contains(&c.key.as_str()))
+        .collect();
+    let mut keys: Vec<String> = now
+        .iter()
+        .filter(|c| !planned.contains(c))
+        .chain(planned.iter().copied().filter(|c| !now.contains(c)))
+        .map(|c| c.key.clone())
+        .collect();
+    keys.dedup();
+    if keys.is_empty() {
+        Ok(digest)
+    } else {
+        Err(ConfigError::Moved { object, keys }.into())
+    }
+}
+
 /// The sentence for fields PVE's parameter verification would refuse.
 fn would_refuse(problems: &[(String, String)]) -> String {
     let fields: Vec<String> = problems
@@ -450,6 +501,10 @@ impl<T: ConfigObject> Resource for T {
 
     fn removal(&self) -> Removal {
         ConfigObject::removal(self)
+    }
+
+    fn domain(&self) -> Option<String> {
+        ConfigObject::domain(self)
     }
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
@@ -519,8 +574,13 @@ impl<T: ConfigObject> Resource for T {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let rotating: Vec<&'static str> = self.write_only().iter().map(|w| w.key).collect();
+            // S31: in a digest domain, what is written is judged against a fresh read.
+            let fresh = match ConfigObject::domain(self) {
+                Some(_) => still_planned(self, cx.client(), changes, &rotating).await?,
+                None => None,
+            };
             let mut edit = Edit {
-                digest: guard.digest.as_deref(),
+                digest: fresh.as_deref().or(guard.digest.as_deref()),
                 ..Edit::default()
             };
             for c in changes {

@@ -572,6 +572,13 @@ impl ConfigObject for Storage {
         map
     }
 
+    /// Every storage definition is a section of `storage.cfg`, whose digest every update
+    /// carries (pve-storage `src/PVE/API2/Storage/Config.pm` update: `assert_if_modified` on
+    /// the file's digest): two updates in one deploy each need a fresh one (S31).
+    fn domain(&self) -> Option<String> {
+        Some("storage.cfg".to_owned())
+    }
+
     fn create_only(&self) -> &'static [&'static str] {
         create_only(self.spec.type_.as_str()).unwrap_or(&LOCATORS)
     }
