@@ -566,6 +566,64 @@ async fn guests_agents_ceph_stale_configs_and_access_objects() {
     insta::assert_snapshot!("storage_exists", shown(&e, &e));
 }
 
+/// The conflicts of the access objects and pools, and a container's vmid in use: each answered
+/// by the simulator's own model (a second create of the same id).
+#[tokio::test]
+async fn objects_that_exist_already() {
+    use pve_sdk::generated::access::groups::{CreateGroup, CreateGroupError};
+    use pve_sdk::generated::access::roles::{CreateRole, CreateRoleError};
+    use pve_sdk::generated::nodes::node::lxc::{
+        CreateVm as CreateCt, CreateVmError as CreateCtError,
+    };
+    use pve_sdk::generated::pools::{CreatePool, CreatePoolError};
+    let sim = sim().await;
+    let c = client(&sim);
+    c.send(&CreateGroup::new("ops")).await.expect("made");
+    let e = c.send(&CreateGroup::new("ops")).await.expect_err("exists");
+    assert!(
+        matches!(e, CreateGroupError::GroupExists(ref v) if v.groupid == "ops"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("group_exists", shown(&e, &e));
+
+    c.send(&CreatePool::new("lab")).await.expect("made");
+    let e = c.send(&CreatePool::new("lab")).await.expect_err("exists");
+    assert!(
+        matches!(e, CreatePoolError::PoolExists(ref v) if v.poolid == "lab"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("pool_exists", shown(&e, &e));
+
+    c.send(&CreateRole::new("Ops")).await.expect("made");
+    let e = c.send(&CreateRole::new("Ops")).await.expect_err("exists");
+    assert!(
+        matches!(e, CreateRoleError::RoleExists(ref v) if v.roleid == "Ops"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("role_exists", shown(&e, &e));
+    // A built-in role exists too (pve-access-control userconfig_force_defaults).
+    let e = c
+        .send(&CreateRole::new("Administrator"))
+        .await
+        .expect_err("built in");
+    assert!(matches!(e, CreateRoleError::RoleExists(_)), "{e:?}");
+
+    sim.add_guest("pve1", 200, GuestKind::Lxc, &[("hostname", "ct")]);
+    let e = c
+        .send(&CreateCt::new(
+            "pve1",
+            "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            200,
+        ))
+        .await
+        .expect_err("taken");
+    assert!(
+        matches!(e, CreateCtError::VmidExists(ref v) if v.vmid == "200"),
+        "{e:?}"
+    );
+    insta::assert_snapshot!("vmid_exists_create_lxc", shown(&e, &e));
+}
+
 /// Answers any operation can get are predicates on every error, not variants.
 #[tokio::test]
 async fn not_implemented_and_node_unreachable_are_predicates() {

@@ -109,6 +109,10 @@ async fn an_answer_over_the_limit_is_a_typed_error_naming_the_limit() {
     );
     let err = c.send(&Version::new()).await.expect_err("too large");
     assert_eq!(err.outcome(), Outcome::Unknown);
+    insta::assert_snapshot!(
+        "client_too_large",
+        format!("Display: {err}\n\nChain: {}", pve_tests::error_chain(&err))
+    );
     // Not retried: a long answer does not get shorter.
     assert_eq!(lines(&server), vec!["GET /api2/json/version"; 4]);
 }
