@@ -118,7 +118,8 @@ async fn groups_roles_users_and_storage_have_their_own_texts() {
         .into_iter()
         .filter_map(|s| s.storage)
         .collect();
-    assert_eq!(names, ["backup"]);
+    // An installation's `local` and `local-lvm` (pve-installer StorageConfig.pm), and this one.
+    assert_eq!(names, ["backup", "local", "local-lvm"]);
     let e = c
         .send(&DeleteStorage::new("nope"))
         .await

@@ -245,13 +245,7 @@ async fn node_task_network_ceph_and_storage_errors() {
     );
     insta::assert_snapshot!("ceph_not_installed", shown(&e, &e));
 
-    script(
-        &sim,
-        "GET",
-        "/nodes/pve1/storage/nope/status",
-        500,
-        "storage 'nope' does not exist",
-    );
+    // The simulator's own answer (pve-storage read_status: "No such storage.").
     let e = c
         .send(&ReadStatus::new("pve1", "nope"))
         .await

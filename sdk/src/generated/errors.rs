@@ -785,7 +785,7 @@ impl crate::error::TypedError for StorageExists {
 crate::typed_error_traits!(StorageExists);
 /// No storage of that id is configured.
 ///
-/// Recognised by: HTTP 500 with a message matching `^(?:update|delete) storage failed: storage '(?P<storage>[^']+)' does not exist$`; HTTP 500 with a message matching `^storage '(?P<storage>[^']+)' does not exist$`. Defined in `patches/error-storage-not-found-locked.toml`, `patches/error-storage-not-found.toml`. Raised by 22 operations.
+/// Recognised by: HTTP 500 with a message matching `^(?:update|delete) storage failed: storage '(?P<storage>[^']+)' does not exist$`; HTTP 400 with `errors.storage` matching `^No such storage\.$`; HTTP 500 with a message matching `^storage '(?P<storage>[^']+)' does not exist$`. Defined in `patches/error-storage-not-found-locked.toml`, `patches/error-storage-not-found-status.toml`, `patches/error-storage-not-found.toml`. Raised by 22 operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageNotFound {
     /// `storage` from the answer or the path.
@@ -800,6 +800,11 @@ impl crate::error::TypedError for StorageNotFound {
             field: None,
             pattern:
                 "^(?:update|delete) storage failed: storage '(?P<storage>[^']+)' does not exist$",
+        },
+        crate::error::Matcher {
+            status: 400,
+            field: Some("storage"),
+            pattern: "^No such storage\\.$",
         },
         crate::error::Matcher {
             status: 500,

@@ -131,6 +131,9 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     if let Some(answer) = crate::acl::dispatch(cluster, call) {
         return Some(answer);
     }
+    if let Some(answer) = crate::node_storage::dispatch(cluster, call) {
+        return Some(answer);
+    }
     Some(match (op.method.as_str(), op.path.as_str()) {
         // pve-manager PVE/API2.pm `version`: version, release and repoid from
         // PVE::pvecfg::version_info, always set.
@@ -815,6 +818,12 @@ fn task_status(cluster: &Cluster, call: &Call<'_>) -> Answer {
         "user": p[6],
         "status": if task.exit.is_some() { "stopped" } else { "running" },
     });
+    // pve-manager `PVE/API2/Tasks.pm` read_task_status: `$convert_token_task`, the user and
+    // the token apart.
+    if let Some((user, token)) = p[6].split_once('!') {
+        v["user"] = json!(user);
+        v["tokenid"] = json!(token);
+    }
     if let Some(e) = &task.exit {
         v["exitstatus"] = Value::from(e.clone());
     }

@@ -43,7 +43,7 @@ pub struct Kind {
 }
 
 /// A comma, semicolon or space separated list (pve-common `PVE::Tools::split_list`).
-fn split_list(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn split_list(text: &str) -> impl Iterator<Item = &str> {
     text.split([',', ';', ' ']).filter(|p| !p.is_empty())
 }
 

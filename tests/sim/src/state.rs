@@ -294,13 +294,20 @@ impl Cluster {
             file_lock_timeouts: std::collections::BTreeSet::new(),
             // pve-access-control `src/PVE/AccessControl.pm` userconfig_force_defaults: every
             // user.cfg has `root@pam`, enabled.
-            collections: crate::collections::Store::from([(
-                "user",
-                BTreeMap::from([(
-                    "root@pam".to_owned(),
-                    BTreeMap::from([("enable".to_owned(), "1".to_owned())]),
-                )]),
-            )]),
+            // The storages an installation writes (pve-installer StorageConfig.pm).
+            collections: crate::collections::Store::from([
+                (
+                    "user",
+                    BTreeMap::from([(
+                        "root@pam".to_owned(),
+                        BTreeMap::from([("enable".to_owned(), "1".to_owned())]),
+                    )]),
+                ),
+                (
+                    "storage",
+                    crate::node_storage::installed().into_iter().collect(),
+                ),
+            ]),
             acl: BTreeMap::new(),
             acl_visible: BTreeMap::new(),
             api_tokens: BTreeMap::new(),

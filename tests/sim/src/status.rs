@@ -378,18 +378,6 @@ fn storage_row(
     row
 }
 
-/// pve-storage `src/PVE/Storage.pm` storage_check_enabled: not disabled, and on `node` when the
-/// storage names its nodes.
-fn storage_enabled(fields: &std::collections::BTreeMap<String, String>, node: &str) -> bool {
-    if fields.get("disable").is_some_and(|d| d == "1") {
-        return false;
-    }
-    match fields.get("nodes") {
-        Some(list) => list.split([',', ';', ' ']).any(|n| n == node),
-        None => true,
-    }
-}
-
 /// `GET /cluster/resources` for a caller who may see everything (root): pve-manager
 /// `PVE/API2/Cluster.pm` resources, in its order: pools, guests, nodes, storage per node, then
 /// (from 9.0.12) each node's `localnetwork` zone. No HA (no `hastate`), no SDN zones; pool
@@ -424,7 +412,7 @@ pub fn resources(cluster: &Cluster, filter: Option<&str>, version: PveVersion) -
     if wants("storage") {
         for (id, fields) in objects("storage") {
             for (n, online) in &cluster.members {
-                if storage_enabled(fields, n) {
+                if crate::node_storage::enabled_on(fields, n) {
                     rows.push(storage_row(id, fields, n, *online));
                 }
             }

@@ -74,6 +74,8 @@ const REPOS: &[&str] = &[
     "pve-network",
     "pve-firewall",
     "pve-ha-manager",
+    // The storage.cfg an installation writes (the simulator's `local` and `local-lvm`).
+    "pve-installer",
 ];
 
 #[test]
