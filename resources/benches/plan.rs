@@ -1,9 +1,11 @@
 //! Benchmark: the plan of 1,000 declared guests (500 VMs and 500 containers) across 3 nodes,
-//! 100 ACL entries and 20 storage definitions, against the simulator with 5 ms of latency per
-//! request. Counts the requests of one plan (the aim: one cluster index read, one config read
-//! per guest, one ACL list read for all entries, one read per storage) and compares the wall
-//! time of the default concurrency with a sequential stack (`per_node: 1, total: 1`). The
-//! simulator runs on its own runtime.
+//! 100 ACL entries, 200 storage definitions and 300 users, groups, roles and pools, against the
+//! simulator with 5 ms of latency per request. Counts the requests of one plan (the aim: one
+//! cluster index read, one config read per guest, one ACL list read for all entries, and one
+//! list per collection where a list serves: storage, users, groups, roles, pools; every object
+//! is in its list, so no read of the reader's permissions is needed) and compares the wall time of the
+//! default concurrency with a sequential stack (`per_node: 1, total: 1`). The simulator runs on
+//! its own runtime.
 //!
 //! `cargo bench -p pve-resources --bench plan`
 
@@ -11,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use pve_resources::contract::Clients;
 use pve_resources::engine::{Stack, StackOptions};
-use pve_resources::families::access::{Acl, Subject};
+use pve_resources::families::access::{Acl, Group, Role, Subject, User};
 use pve_resources::families::lxc::Lxc;
+use pve_resources::families::pool::Pool;
 use pve_resources::families::qemu::Vm;
 use pve_resources::families::storage::Storage;
 use pve_resources::kit::volume::Disk;
@@ -26,7 +29,9 @@ const VMS: i64 = 500;
 const CTS: i64 = 500;
 /// ACL entries on `/vms/1000` .. `/vms/1099`; storages `store0` .. `store19`.
 const ACLS: i64 = 100;
-const STORAGES: usize = 20;
+const STORAGES: usize = 200;
+/// Of each of users, groups, roles and pools (`u0@pve`, `g0`, `R0`, `p0`...).
+const EACH: usize = 75;
 const NODES: [&str; 3] = ["pve1", "pve2", "pve3"];
 const ROUNDS: usize = 3;
 
@@ -93,13 +98,25 @@ async fn plan_once(
             .add(format!("store{i}"), Storage::from(st))
             .expect("adds");
     }
+    for i in 0..EACH {
+        let mut user = User::new(format!("u{i}@pve"));
+        user.comment = Some(format!("user {i}"));
+        stack.add(format!("u{i}"), user).expect("adds");
+        let group = Group::new(format!("g{i}")).comment(format!("group {i}"));
+        stack.add(format!("g{i}"), group).expect("adds");
+        stack
+            .add(format!("r{i}"), Role::new(format!("R{i}"), ["VM.Audit"]))
+            .expect("adds");
+        let pool = Pool::new(format!("p{i}")).comment(format!("pool {i}"));
+        stack.add(format!("p{i}"), pool).expect("adds");
+    }
     let t = Instant::now();
     let plan = stack.plan().await.expect("plans");
     let took = t.elapsed();
     let adopt = plan.counts().get("noop").copied().unwrap_or(0);
     assert_eq!(
         adopt,
-        (VMS + CTS + ACLS) as usize + STORAGES,
+        (VMS + CTS + ACLS) as usize + STORAGES + 4 * EACH,
         "every object matches: {:?}",
         plan.counts()
     );
@@ -163,6 +180,27 @@ fn main() {
             ];
             all.insert(format!("store{i}"), fields.into());
         }
+        for i in 0..EACH {
+            let mut put = |kind: &'static str, id: String, fields: &[(&str, String)]| {
+                let f = fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                    .collect();
+                c.collections.entry(kind).or_default().insert(id, f);
+            };
+            put(
+                "user",
+                format!("u{i}@pve"),
+                &[("comment", format!("user {i}"))],
+            );
+            put(
+                "group",
+                format!("g{i}"),
+                &[("comment", format!("group {i}"))],
+            );
+            put("role", format!("R{i}"), &[("privs", "VM.Audit".into())]);
+            put("pool", format!("p{i}"), &[("comment", format!("pool {i}"))]);
+        }
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -192,22 +230,46 @@ fn main() {
         .iter()
         .filter(|r| r.path.starts_with("/access/permissions"))
         .count();
-    let storage = reqs
+    let single = reqs
         .iter()
-        .filter(|r| r.path.starts_with("/storage/"))
+        .filter(|r| {
+            [
+                "/storage/",
+                "/access/users/",
+                "/access/groups/",
+                "/access/roles/",
+            ]
+            .iter()
+            .any(|p| r.path.starts_with(p))
+                || (r.path == "/pools" && r.params.iter().any(|(k, _)| k == "poolid"))
+        })
+        .count();
+    let lists = reqs
+        .iter()
+        .filter(|r| {
+            [
+                "/storage",
+                "/access/users",
+                "/access/groups",
+                "/access/roles",
+                "/pools",
+            ]
+            .contains(&r.path.as_str())
+                && !r.params.iter().any(|(k, _)| k == "poolid")
+        })
         .count();
     println!(
-        "one plan of {n} objects ({VMS} VMs, {CTS} containers on {} nodes, {ACLS} ACL entries, {STORAGES} storages): {} requests ({index} cluster index, {configs} config reads, {acl} ACL list, {perms} permission reads, {storage} storage reads, {} writes)",
+        "one plan of {n} objects ({VMS} VMs, {CTS} containers on {} nodes, {ACLS} ACL entries, {STORAGES} storages, {EACH} each of users, groups, roles and pools): {} requests ({index} cluster index, {configs} config reads, {acl} ACL list, {perms} permission reads, {lists} collection lists, {single} single reads of config objects, {} writes)",
         NODES.len(),
         reqs.len(),
         sim.writes().len()
     );
     assert_eq!(
-        (index, acl, perms, storage),
-        (1, 1, 0, STORAGES),
-        "one index read, one ACL list read, one read per storage"
+        (index, acl, perms, lists, single),
+        (1, 1, 0, 5, 0),
+        "one index read, one ACL list read, one list per collection (every object is in it, so nothing needs the reader's permissions), no single reads"
     );
-    assert_eq!(reqs.len(), 1 + (VMS + CTS) as usize + 1 + STORAGES);
+    assert_eq!(reqs.len(), 1 + (VMS + CTS) as usize + 1 + 5);
 
     let mut concurrent = Vec::new();
     let mut sequential = Vec::new();

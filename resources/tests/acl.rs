@@ -47,7 +47,9 @@ async fn s04_s06_s11_an_entry_is_added_read_back_then_its_propagate_changed_by_o
     assert_eq!(
         requests(&sim),
         [
-            "GET /access/users/alice@pve",
+            // The users' one list, and what the reader sees of it (all).
+            "GET /access/users full=1",
+            "GET /access/permissions",
             "GET /access/acl",
             "GET /access/permissions path=/vms",
             // The role it names exists (update_acl refuses one that does not).
@@ -62,7 +64,7 @@ async fn s04_s06_s11_an_entry_is_added_read_back_then_its_propagate_changed_by_o
     assert!(s.plan().await.expect("plans").is_noop());
     assert_eq!(
         requests(&sim),
-        ["GET /access/users/alice@pve", "GET /access/acl"]
+        ["GET /access/users full=1", "GET /access/acl"]
     );
 
     drop(s);

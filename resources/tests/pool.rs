@@ -38,7 +38,9 @@ async fn s04_s06_a_pool_is_created_with_its_comment_read_back_then_matches() {
     assert_eq!(
         requests(&sim),
         [
-            "GET /pools poolid=lab",
+            // The pools' one list, and what the reader sees of it (every pool).
+            "GET /pools",
+            "GET /access/permissions",
             "POST /pools comment=lab guests&poolid=lab",
             "GET /pools poolid=lab",
         ]

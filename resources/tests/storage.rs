@@ -45,7 +45,9 @@ async fn s04_s06_s08_s09_s11_a_storage_is_created_compared_as_sets_and_updated_w
     assert_eq!(
         requests(&sim),
         [
-            "GET /storage/backup",
+            // The storages' one list, and what the reader sees of it (every storage).
+            "GET /storage",
+            "GET /access/permissions",
             "POST /storage content=iso,backup&path=/mnt/backup&storage=backup&type=dir",
             "GET /storage/backup",
         ]
@@ -276,6 +278,12 @@ async fn s18_a_fixed_option_that_differs_live_is_refused_never_replaced() {
 #[tokio::test]
 async fn s02_s03_a_reader_without_datastore_allocate_sees_the_storage_unreadable_never_absent() {
     let sim = sim().await;
+    // A reader whose privileges are limited: its effective permissions show no storage
+    // privilege, so what the storage list leaves out is not absent, and the storage is read
+    // alone, which PVE refuses it.
+    sim.with_cluster(|c| {
+        c.acl_visible.insert(TOKEN.into(), Default::default());
+    });
     sim.deny(
         TOKEN,
         "GET",
@@ -332,7 +340,7 @@ async fn s26_a_generated_pbs_key_is_handed_over_once_and_secrets_never_reach_sta
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
     assert_eq!(
-        requests(&sim)[1],
+        requests(&sim)[2],
         "POST /storage datastore=store1&encryption-key=autogen&password=pbs-password&server=pbs.example&storage=pbs1&type=pbs&username=backup@pbs"
     );
     let keys = got.lock().expect("lock").clone();

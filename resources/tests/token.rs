@@ -67,7 +67,8 @@ async fn s26_a_token_is_created_its_secret_handed_over_once_and_never_stored() {
     assert_eq!(
         requests(&sim),
         [
-            "GET /access/users/ops@pve",
+            "GET /access/users full=1",
+            "GET /access/permissions",
             "GET /access/users/ops@pve/token/deploy",
             "POST /access/users userid=ops@pve",
             "GET /access/users/ops@pve",

@@ -98,6 +98,14 @@ pub fn check<O: Operation>(request: &O) -> Result<(), Invalid> {
             problems.insert("request".to_owned(), e.to_string());
         }
         Ok(pairs) => {
+            // The path rule (crate::validate::check_path_value): a path parameter that would
+            // make the request reach another endpoint, or that is not in its checked format.
+            let mut rest = pairs.clone();
+            if let Err(crate::form::FormError::PathParam { name, problem, .. }) =
+                crate::form::render_path(O::PATH, O::PATH_PARAMS, &mut rest)
+            {
+                problems.insert(name, format!("the path parameter {problem}"));
+            }
             if let Some(facts) = table().get(&operation).and_then(|p| p.properties.as_ref()) {
                 let mut index: BTreeMap<&str, usize> = BTreeMap::new();
                 for (k, v) in &pairs {
@@ -553,6 +561,18 @@ mod tests {
         );
         req.archive = Some("local:backup/vzdump-qemu-100.vma.zst".into());
         assert_eq!(check(&req), Ok(()));
+    }
+
+    #[test]
+    fn a_path_parameter_that_would_reach_another_endpoint_is_refused() {
+        use crate::generated::access::groups::groupid::ReadGroup;
+        let e = check(&ReadGroup::new("..")).expect_err("refused");
+        assert!(
+            e.problems["groupid"].starts_with("the path parameter is a `.` or `..`"),
+            "{e}"
+        );
+        assert!(check(&ReadGroup::new("a/b")).is_err());
+        assert_eq!(check(&ReadGroup::new("ops")), Ok(()));
     }
 
     #[test]

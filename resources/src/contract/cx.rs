@@ -26,6 +26,7 @@ pub struct Cx {
     guests: tokio::sync::OnceCell<Vec<ResourcesResponseItem>>,
     shared: Mutex<BTreeMap<String, SharedCell>>,
     declared: BTreeSet<ObjectRef>,
+    planning: bool,
 }
 
 impl Cx {
@@ -39,7 +40,21 @@ impl Cx {
             guests: tokio::sync::OnceCell::new(),
             shared: Mutex::new(BTreeMap::new()),
             declared: BTreeSet::new(),
+            planning: false,
         }
+    }
+
+    /// This context for a plan: reads it shares are taken as they were when the plan began
+    /// (a collection's list), which a deploy, whose writes move them, never does.
+    #[must_use]
+    pub fn for_plan(mut self) -> Self {
+        self.planning = true;
+        self
+    }
+
+    /// Whether this is a plan's context ([`Cx::for_plan`]).
+    pub fn planning(&self) -> bool {
+        self.planning
     }
 
     /// This context knowing the objects the stack declares, for [`Cx::declares`].

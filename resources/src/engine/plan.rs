@@ -211,7 +211,8 @@ impl Stack {
             .map(|it| it.res.object());
         let cx = Arc::new(
             cx.with_clients(self.clients.clone())
-                .with_declared(declared),
+                .with_declared(declared)
+                .for_plan(),
         );
         let bounds = self.bounds(items.iter().map(|it| &it.res));
         let mut actions: Vec<Option<(Action, Guard)>> = vec![None; items.len()];

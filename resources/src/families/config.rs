@@ -56,6 +56,20 @@ pub enum Unset {
 use crate::kit::secret::marker_key;
 pub use crate::kit::secret::WriteOnly;
 
+/// What a collection's list read answers: each object's id to its wire map.
+pub type Listed<'c> = BoxFuture<'c, Result<BTreeMap<String, BTreeMap<String, String>>, Failure>>;
+
+/// A list that answers a whole collection ([`ConfigObject::collection`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Collection {
+    /// The name its one read per plan is shared under (the family's kind).
+    pub key: &'static str,
+    /// Reads the list: each object's id to its wire map, as [`ConfigObject::read`] gives it.
+    pub read: for<'c> fn(&'c Client) -> Listed<'c>,
+    /// Who sees all of it (PVE filters the list by the caller's privileges).
+    pub sight: crate::kit::sight::Sight,
+}
+
 /// The fields an update always carries ([`ConfigObject::carried`]): per value, its forms.
 pub type Carried = &'static [&'static [&'static [&'static str]]];
 
@@ -215,6 +229,14 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// One read per collection: a list that answers every managed field of every object of the
+    /// family. A plan reads it once and finds the object in it; an object the list does not
+    /// show is absent only when the reader provably sees the whole collection (S2), else it
+    /// is read alone. None by default (one read per object).
+    fn collection(&self) -> Option<Collection> {
+        None
+    }
+
     /// S8: the family's refusal that needs to read other objects, because PVE's write checks
     /// the declaration against them (a user's groups must exist, a role's privileges must be
     /// the release's): asked, with the plan's context, only when the plan would write. `None`
@@ -314,6 +336,31 @@ impl From<ConfigError> for Failure {
     }
 }
 
+/// The problems of several requests' checks as one (the first request's operation names it):
+/// a family checks its create and the read that addresses the object, so that an id the SDK
+/// cannot address is refused even when a collection's list would plan it without that read
+/// (S1, S8).
+///
+/// # Errors
+///
+/// Every request's problems.
+pub fn all_of(
+    checks: impl IntoIterator<Item = Result<(), pve_sdk::params::Invalid>>,
+) -> Result<(), pve_sdk::params::Invalid> {
+    let mut out: Option<pve_sdk::params::Invalid> = None;
+    for e in checks.into_iter().filter_map(Result::err) {
+        match &mut out {
+            None => out = Some(e),
+            Some(o) => {
+                for (k, v) in e.problems {
+                    o.problems.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+    out.map_or(Ok(()), Err)
+}
+
 /// The failure an update returns for a key its request cannot carry (S11).
 pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> Failure {
     ConfigError::Inexpressible {
@@ -356,6 +403,34 @@ async fn read_strict<T: ConfigObject>(
         }
     }
     Ok(live)
+}
+
+/// The object as a plan reads it: from its collection's one list when the family has one
+/// ([`ConfigObject::collection`]) and the object is in it, absent when the list does not show
+/// it and the reader provably sees the whole collection (S2); else its own read.
+async fn read_in_plan<T: ConfigObject>(
+    obj: &T,
+    cx: &Cx,
+) -> Result<Option<BTreeMap<String, String>>, ConfigError> {
+    if let (true, Some(c)) = (cx.planning(), obj.collection()) {
+        let id = obj.object().key.unwrap_or_default();
+        let list = cx
+            .shared(&format!("list: {}", c.key), || (c.read)(cx.client()))
+            .await;
+        if let Ok(list) = list {
+            if let Some(found) = list.get(&id) {
+                let mut live = found.clone();
+                if !T::DIGEST {
+                    live.remove("digest");
+                }
+                return Ok(Some(live));
+            }
+            if crate::kit::sight::sees_all(cx, c.sight).await {
+                return Ok(None);
+            }
+        }
+    }
+    read_strict(obj, cx.client()).await
 }
 
 /// S4: the object is there and its managed fields hold the declaration. A read-back that
@@ -524,7 +599,7 @@ impl<T: ConfigObject> Resource for T {
             if !now.is_empty() {
                 return Ok(Probe::Refuse(would_refuse(&now)));
             }
-            let read = read_strict(self, cx.client()).await.map_err(Failure::from);
+            let read = read_in_plan(self, cx).await.map_err(Failure::from);
             let probe = match crate::kit::read::fold(read, ask.contact)? {
                 None if !at_create.is_empty() => Probe::Refuse(would_refuse(&at_create)),
                 None => match self.refusal(None) {

@@ -13,7 +13,7 @@ use pve_sdk::generated::pools::{CreatePool, DeletePool, ListPools, UpdatePool};
 use pve_sdk::Client;
 
 use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::families::config::{Collection, ConfigObject, Edit, Unset};
 use crate::kit::write;
 use crate::state::ResourceState;
 
@@ -86,6 +86,19 @@ impl ConfigObject for Pool {
         })
     }
 
+    /// Every pool in one read of `GET /pools`, which lists those the caller holds `Pool.Audit`
+    /// on (pve-manager `PVE/API2/Pool.pm` index).
+    fn collection(&self) -> Option<Collection> {
+        Some(Collection {
+            key: Self::KIND,
+            read: list,
+            sight: crate::kit::sight::Sight::Below {
+                path: "/pool",
+                privs: &["Pool.Audit"],
+            },
+        })
+    }
+
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         let req = self.create_request();
         Box::pin(async move { write::send(client, &req).await })
@@ -118,6 +131,24 @@ impl ConfigObject for Pool {
     fn unset(&self) -> Unset {
         Unset::Empty
     }
+}
+
+/// `GET /pools`: each pool's comment, as [`Pool`]'s read gives it.
+fn list(client: &Client) -> crate::families::config::Listed<'_> {
+    Box::pin(async move {
+        let rows = client
+            .send(&ListPools::default())
+            .await
+            .map_err(Failure::read)?
+            .into_data();
+        Ok(rows
+            .into_iter()
+            .filter_map(|p| {
+                let map = crate::kit::wire::wire_map(&serde_json::json!({ "comment": p.comment }));
+                Some((p.poolid?, map))
+            })
+            .collect())
+    })
 }
 
 /// Rebuilds a managed pool from its state entry (for its removal policy).

@@ -31,7 +31,9 @@ use pve_sdk::open_enum::OpenEnum;
 use pve_sdk::{Client, OperationError, Secret};
 
 use crate::contract::{BoxFuture, ErrorKind, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{inexpressible, ConfigObject, Edit, Unset, WriteOnly};
+use crate::families::config::{
+    all_of, inexpressible, Collection, ConfigObject, Edit, Unset, WriteOnly,
+};
 use crate::kit::handover::{hand_over, SecretSink};
 use crate::kit::wire::{set_of, wire_map, Map};
 use crate::kit::write;
@@ -491,7 +493,12 @@ impl ConfigObject for Storage {
     /// The schema's facts (the create is the union of every plugin's options), then what the
     /// storage's own plugin refuses (its options, required options and content types).
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
-        let (operation, mut problems) = match pve_sdk::params::check(&self.spec) {
+        let read = Read::new(self.spec.storage.clone());
+        let checked = all_of([
+            pve_sdk::params::check(&self.spec),
+            pve_sdk::params::check(&read),
+        ]);
+        let (operation, mut problems) = match checked {
             Ok(()) => ("POST /storage".to_owned(), BTreeMap::new()),
             Err(e) => (e.operation, e.problems),
         };
@@ -570,6 +577,21 @@ impl ConfigObject for Storage {
             }
         }
         map
+    }
+
+    /// Every storage definition in one read of `GET /storage`, which lists those the caller
+    /// holds `Datastore.Audit` or `Datastore.AllocateSpace` on, each as the read answers it,
+    /// with the file's digest (pve-storage `src/PVE/API2/Storage/Config.pm` index,
+    /// `$api_storage_config`).
+    fn collection(&self) -> Option<Collection> {
+        Some(Collection {
+            key: Self::KIND,
+            read: list,
+            sight: crate::kit::sight::Sight::Below {
+                path: "/storage",
+                privs: &["Datastore.Audit", "Datastore.AllocateSpace"],
+            },
+        })
     }
 
     /// Every storage definition is a section of `storage.cfg`, whose digest every update
@@ -652,6 +674,22 @@ impl ConfigObject for Storage {
             self.spec.storage
         ))
     }
+}
+
+/// `GET /storage`: each storage as [`Storage`]'s read gives it.
+fn list(client: &Client) -> crate::families::config::Listed<'_> {
+    Box::pin(async move {
+        let req = pve_sdk::generated::storage::ListStorage::new();
+        let rows = client.send(&req).await.map_err(Failure::read)?.into_data();
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let mut m = wire_map(&row);
+                let id = m.remove("storage")?;
+                Some((id, m))
+            })
+            .collect())
+    })
 }
 
 /// Rebuilds a managed storage from its state entry (to keep or remove it).

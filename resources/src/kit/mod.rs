@@ -10,6 +10,7 @@ pub mod health;
 pub mod read;
 pub mod refs;
 pub mod secret;
+pub mod sight;
 pub mod task;
 pub mod volume;
 pub mod wire;

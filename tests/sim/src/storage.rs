@@ -125,6 +125,27 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             all.insert(id, fields);
             Some(Outcome::Data(answer))
         }
+        // index: every definition (the caller here sees them all), each as the read answers it
+        // (`$api_storage_config`: the id and the file's digest), of the asked `type`.
+        ("GET", "/storage") => {
+            let file = digest(store);
+            let item = op.returns.items.as_deref();
+            let rows = store
+                .get("storage")
+                .into_iter()
+                .flatten()
+                .filter(|(_, f)| get("type").is_none_or(|t| f.get("type").is_some_and(|x| x == t)))
+                .map(|(id, fields)| {
+                    let mut v = json!({"storage": id, "digest": file});
+                    for (k, val) in fields {
+                        let shape = item.and_then(|i| i.properties.get(k));
+                        v[k.as_str()] = crate::collections::typed(shape, val);
+                    }
+                    v
+                })
+                .collect();
+            Some(Outcome::Data(Value::Array(rows)))
+        }
         // read: storage_config's "storage 'ID' does not exist", else the definition with its id
         // and the file's digest.
         ("GET", "/storage/{storage}") => {

@@ -11,7 +11,7 @@ use pve_sdk::generated::access::groups::CreateGroup;
 use pve_sdk::Client;
 
 use crate::contract::{BoxFuture, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::families::config::{all_of, Collection, ConfigObject, Edit, Unset};
 use crate::kit::write;
 use crate::state::ResourceState;
 
@@ -83,13 +83,30 @@ impl ConfigObject for Group {
         })
     }
 
+    /// Every group in one read of `GET /access/groups`, which lists those the caller holds
+    /// `Sys.Audit` or `Group.Allocate` on (pve-access-control `src/PVE/API2/Group.pm` index).
+    fn collection(&self) -> Option<Collection> {
+        Some(Collection {
+            key: Self::KIND,
+            read: list,
+            sight: crate::kit::sight::Sight::Below {
+                path: "/access/groups",
+                privs: &["Sys.Audit", "Group.Allocate"],
+            },
+        })
+    }
+
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         let req = self.create_request();
         Box::pin(async move { write::send(client, &req).await })
     }
 
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
-        pve_sdk::params::check(&self.create_request())
+        let read = ReadGroup::new(self.groupid.clone());
+        all_of([
+            pve_sdk::params::check(&self.create_request()),
+            pve_sdk::params::check(&read),
+        ])
     }
 
     fn update<'a>(
@@ -115,6 +132,25 @@ impl ConfigObject for Group {
     fn unset(&self) -> Unset {
         Unset::Empty
     }
+}
+
+/// `GET /access/groups`: each group's comment, as [`Group`]'s read gives it.
+fn list(client: &Client) -> crate::families::config::Listed<'_> {
+    Box::pin(async move {
+        let req = pve_sdk::generated::access::groups::ListGroups::new();
+        let rows = client.send(&req).await.map_err(Failure::read)?.into_data();
+        Ok(rows
+            .into_iter()
+            .filter_map(|g| {
+                let map = g
+                    .comment
+                    .map(|c| ("comment".to_owned(), c))
+                    .into_iter()
+                    .collect();
+                Some((g.groupid?, map))
+            })
+            .collect())
+    })
 }
 
 /// Rebuilds a managed group from its state entry (for its removal policy).

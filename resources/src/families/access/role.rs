@@ -13,7 +13,7 @@ use pve_sdk::generated::access::roles::CreateRole;
 use pve_sdk::Client;
 
 use crate::contract::{BoxFuture, Cx, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::families::config::{all_of, Collection, ConfigObject, Edit, Unset};
 use crate::kit::wire::{set_of, set_text};
 use crate::kit::write;
 use crate::state::ResourceState;
@@ -114,7 +114,11 @@ impl ConfigObject for Role {
     }
 
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
-        pve_sdk::params::check(&self.create_request())
+        let read = ReadRole::new(self.roleid.clone());
+        all_of([
+            pve_sdk::params::check(&self.create_request()),
+            pve_sdk::params::check(&read),
+        ])
     }
 
     /// Without `append`, PVE replaces the whole set: the declared set is sent as it is.
@@ -203,6 +207,17 @@ impl ConfigObject for Role {
         })
     }
 
+    /// Every role in one read of `GET /access/roles`, which lists them all to anyone
+    /// (pve-access-control `src/PVE/API2/Role.pm` index: `user => 'all'`), each with its
+    /// privileges joined.
+    fn collection(&self) -> Option<Collection> {
+        Some(Collection {
+            key: Self::KIND,
+            read: list,
+            sight: crate::kit::sight::Sight::Everyone,
+        })
+    }
+
     /// A set compares as a set (S8).
     fn normalise(&self, mut map: BTreeMap<String, String>) -> BTreeMap<String, String> {
         if let Some(p) = map.get_mut("privs") {
@@ -210,6 +225,21 @@ impl ConfigObject for Role {
         }
         map
     }
+}
+
+/// `GET /access/roles`: each role's privileges, as [`Role`]'s read gives them.
+fn list(client: &Client) -> crate::families::config::Listed<'_> {
+    Box::pin(async move {
+        let req = pve_sdk::generated::access::roles::ListRoles::new();
+        let rows = client.send(&req).await.map_err(Failure::read)?.into_data();
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                let privs = set_of(r.privs.as_deref().unwrap_or_default());
+                Some((r.roleid?, BTreeMap::from([("privs".to_owned(), privs)])))
+            })
+            .collect())
+    })
 }
 
 /// Rebuilds a managed role from its state entry (for its removal policy).

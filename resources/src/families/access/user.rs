@@ -20,7 +20,7 @@ use pve_sdk::generated::access::users::CreateUser;
 use pve_sdk::Client;
 
 use crate::contract::{BoxFuture, Cx, Failure, ObjectRef, Resource, Scope};
-use crate::families::config::{ConfigObject, Edit, Unset, WriteOnly};
+use crate::families::config::{all_of, Collection, ConfigObject, Edit, Unset, WriteOnly};
 use crate::kit::wire::{set_of, set_text};
 use crate::kit::write;
 use crate::state::ResourceState;
@@ -125,18 +125,24 @@ impl ConfigObject for User {
         Box::pin(async move {
             let user = crate::kit::read::get(client, &ReadUser::new(self.userid.clone())).await?;
             Ok(user.map(|u| {
-                let mut m = crate::kit::wire::wire_map(&serde_json::json!({
-                    "comment": u.comment,
-                    "email": u.email,
-                    "enable": u.enable,
-                    "expire": u.expire,
-                    "firstname": u.firstname,
-                    "lastname": u.lastname,
-                }));
-                let groups = u.groups.unwrap_or_default();
-                m.insert("groups".into(), set_text(groups.iter().map(String::as_str)));
-                m
+                let groups = u.groups.as_deref().unwrap_or_default();
+                let groups = set_text(groups.iter().map(String::as_str));
+                fields(&u, groups)
             }))
+        })
+    }
+
+    /// Every user in one read of `GET /access/users?full=1`, which lists them all to a caller
+    /// holding `User.Modify` or `Sys.Audit` on `/access/groups` (pve-access-control
+    /// `src/PVE/API2/User.pm` index: `$canUserMod`), their groups with `full`.
+    fn collection(&self) -> Option<Collection> {
+        Some(Collection {
+            key: Self::KIND,
+            read: list,
+            sight: crate::kit::sight::Sight::At {
+                path: "/access/groups",
+                privs: &["User.Modify", "Sys.Audit"],
+            },
         })
     }
 
@@ -146,7 +152,11 @@ impl ConfigObject for User {
     }
 
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
-        pve_sdk::params::check(&self.create_request())
+        let read = ReadUser::new(self.userid.clone());
+        all_of([
+            pve_sdk::params::check(&self.create_request()),
+            pve_sdk::params::check(&read),
+        ])
     }
 
     /// `groups` is sent whole, without `append`: PVE then replaces the memberships. A rotated
@@ -226,6 +236,44 @@ impl ConfigObject for User {
         }
         map
     }
+}
+
+/// A user's managed fields in wire form, from a read or a list's row (both give these keys).
+fn fields<T: serde::Serialize>(u: &T, groups: String) -> BTreeMap<String, String> {
+    let all = crate::kit::wire::wire_map(u);
+    let mut m: BTreeMap<String, String> = all
+        .into_iter()
+        .filter(|(k, _)| {
+            [
+                "comment",
+                "email",
+                "enable",
+                "expire",
+                "firstname",
+                "lastname",
+            ]
+            .contains(&k.as_str())
+        })
+        .collect();
+    m.insert("groups".into(), groups);
+    m
+}
+
+/// `GET /access/users?full=1`: each user's managed fields, as [`User`]'s read gives them.
+fn list(client: &Client) -> crate::families::config::Listed<'_> {
+    Box::pin(async move {
+        let mut req = pve_sdk::generated::access::users::ListUsers::new();
+        req.full = Some(true);
+        let rows = client.send(&req).await.map_err(Failure::read)?.into_data();
+        Ok(rows
+            .into_iter()
+            .filter_map(|u| {
+                let groups = set_of(u.groups.as_deref().unwrap_or_default());
+                let map = fields(&u, groups);
+                Some((u.userid?, map))
+            })
+            .collect())
+    })
 }
 
 /// Rebuilds a managed user from its state entry (for its removal policy); the password is
