@@ -80,7 +80,11 @@ impl Resource for Slow {
         } else {
             Scope::Node(self.node.clone())
         };
-        ObjectRef::new("slow", scope, self.name.clone())
+        ObjectRef::new(
+            pve_resources::contract::Kind::new("slow"),
+            scope,
+            self.name.clone(),
+        )
     }
     fn disruptive(&self) -> bool {
         self.disruptive

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 pub use cx::{Clients, Cx};
 pub use error::{error_chain, BoxError, ErrorKind, Failure};
-pub use object::{ObjectRef, Scope};
+pub use object::{Kind, ObjectRef, Scope};
 
 use crate::state::{ResourceState, StateError};
 
@@ -276,14 +276,14 @@ pub type Rebuild = fn(&ResourceState) -> Option<Arc<dyn Resource>>;
 #[derive(Debug, Clone, Copy)]
 pub struct Family {
     /// The kind, as [`Resource::object`] names it (`vm`).
-    pub kind: &'static str,
+    pub kind: Kind,
     /// Rebuilds a resource from its state entry.
     pub rebuild: Rebuild,
 }
 
 impl Family {
     /// A family of `kind`, rebuilt from state by `rebuild`.
-    pub const fn new(kind: &'static str, rebuild: Rebuild) -> Self {
+    pub const fn new(kind: Kind, rebuild: Rebuild) -> Self {
         Family { kind, rebuild }
     }
 }

@@ -7,6 +7,42 @@ use std::fmt;
 
 use serde::Serialize;
 
+/// A family's name, as state records it and plans print it (`vm`): a constant of its family
+/// (this crate's are in [`crate::families::kinds`]), so that a misspelt kind in a ref is a
+/// compile error, never a silently missing ordering edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Kind(&'static str);
+
+impl Kind {
+    /// The kind named `name`, as state records it.
+    pub const fn new(name: &'static str) -> Kind {
+        Kind(name)
+    }
+
+    /// Its name.
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl From<Kind> for Cow<'static, str> {
+    fn from(k: Kind) -> Self {
+        Cow::Borrowed(k.0)
+    }
+}
+
+impl PartialEq<Kind> for Cow<'static, str> {
+    fn eq(&self, other: &Kind) -> bool {
+        self.as_ref() == other.0
+    }
+}
+
 /// Where an object lives: the whole cluster (a user, a pool, a storage definition) or one node
 /// (a guest, a node's interface). Concurrency is bounded per scope.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -34,7 +70,7 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     /// The object `key` of `kind` in `scope`.
-    pub fn new(kind: impl Into<Cow<'static, str>>, scope: Scope, key: impl Into<String>) -> Self {
+    pub fn new(kind: Kind, scope: Scope, key: impl Into<String>) -> Self {
         ObjectRef {
             kind: kind.into(),
             scope,
@@ -43,7 +79,7 @@ impl ObjectRef {
     }
 
     /// Every declared object of `kind` in `scope`.
-    pub fn all(kind: impl Into<Cow<'static, str>>, scope: Scope) -> Self {
+    pub fn all(kind: Kind, scope: Scope) -> Self {
         ObjectRef {
             kind: kind.into(),
             scope,
@@ -66,7 +102,11 @@ impl ObjectRef {
             .filter(|(k, _)| k.as_str() != "node")
             .map(|(_, v)| v.as_str())
             .collect();
-        ObjectRef::new(kind, scope, key.join("/"))
+        ObjectRef {
+            kind: kind.into(),
+            scope,
+            key: Some(key.join("/")),
+        }
     }
 
     /// Whether this ref names or selects `object` (a ref with a key names one object).
@@ -94,24 +134,28 @@ mod tests {
 
     #[test]
     fn refs_print_as_plans_name_objects_and_select_by_kind_and_scope() {
-        let vm = ObjectRef::new("vm", Scope::Node("pve1".into()), "100");
+        let vm = ObjectRef::new(Kind::new("vm"), Scope::Node("pve1".into()), "100");
         assert_eq!(vm.to_string(), "vm pve1/100");
-        let user = ObjectRef::new("user", Scope::Cluster, "alice@pve");
+        let user = ObjectRef::new(Kind::new("user"), Scope::Cluster, "alice@pve");
         assert_eq!(user.to_string(), "user alice@pve");
-        let apply = ObjectRef::new("network_apply", Scope::Node("pve1".into()), "");
+        let apply = ObjectRef::new(Kind::new("network_apply"), Scope::Node("pve1".into()), "");
         assert_eq!(apply.to_string(), "network_apply pve1");
-        let every = ObjectRef::all("node_network", Scope::Node("pve1".into()));
+        let every = ObjectRef::all(Kind::new("node_network"), Scope::Node("pve1".into()));
         assert_eq!(every.to_string(), "node_network pve1/*");
-        let bridge = ObjectRef::new("node_network", Scope::Node("pve1".into()), "vmbr0");
+        let bridge = ObjectRef::new(
+            Kind::new("node_network"),
+            Scope::Node("pve1".into()),
+            "vmbr0",
+        );
         assert!(every.selects(&bridge));
         assert!(bridge.selects(&bridge));
         assert!(!bridge.selects(&ObjectRef::new(
-            "node_network",
+            Kind::new("node_network"),
             Scope::Node("pve1".into()),
             "vmbr1"
         )));
         assert!(!every.selects(&ObjectRef::new(
-            "node_network",
+            Kind::new("node_network"),
             Scope::Node("pve2".into()),
             "vmbr0"
         )));

@@ -154,7 +154,11 @@ mod tests {
 
     #[test]
     fn an_error_names_its_object_keeps_its_chain_and_serialises_its_kind() {
-        let object = ObjectRef::new("vm", Scope::Node("pve1".into()), "100");
+        let object = ObjectRef::new(
+            crate::families::kinds::VM,
+            Scope::Node("pve1".into()),
+            "100",
+        );
         let cause = std::io::Error::other("connection reset");
         #[derive(Debug, thiserror::Error)]
         #[error("the create did not confirm success")]

@@ -237,7 +237,7 @@ impl Stack {
     /// given.
     pub fn register(&mut self, families: impl IntoIterator<Item = Family>) -> &mut Self {
         for f in families {
-            self.rebuild.insert(f.kind, f.rebuild);
+            self.rebuild.insert(f.kind.as_str(), f.rebuild);
         }
         self
     }

@@ -144,7 +144,7 @@ impl Edit<'_> {
 /// [`Resource`] implementation does with it.
 pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// The family's name in state and plans (`pool`).
-    const KIND: &'static str;
+    const KIND: crate::contract::Kind;
 
     /// The file whose digest covers this object and its siblings (S31), if any: the engine
     /// runs writes of one file one at a time, and each update reads the object fresh first and
@@ -731,7 +731,7 @@ mod tests {
     }
 
     impl<const D: bool> ConfigObject for Fake<D> {
-        const KIND: &'static str = "fake";
+        const KIND: crate::contract::Kind = crate::contract::Kind::new("fake");
         const DIGEST: bool = D;
         fn object(&self) -> ObjectRef {
             ObjectRef::new(Self::KIND, Scope::Cluster, "x")

@@ -198,7 +198,11 @@ enum Plan {
 
 impl Lxc {
     fn object_ref(&self) -> ObjectRef {
-        ObjectRef::new("lxc", Scope::Node(self.node.clone()), self.vmid.to_string())
+        ObjectRef::new(
+            crate::families::kinds::LXC,
+            Scope::Node(self.node.clone()),
+            self.vmid.to_string(),
+        )
     }
 
     async fn read(&self, client: &Client) -> Result<Option<Live>, GuestError> {
@@ -766,7 +770,7 @@ impl Resource for Lxc {
     /// A vmid is unique cluster-wide across VMs and containers (S17).
     fn claims(&self) -> Vec<ObjectRef> {
         vec![ObjectRef::new(
-            "vmid",
+            crate::families::kinds::VMID,
             Scope::Cluster,
             self.vmid.to_string(),
         )]
@@ -783,7 +787,13 @@ impl Resource for Lxc {
         bridges.dedup();
         bridges
             .into_iter()
-            .map(|b| ObjectRef::new("node_network", Scope::Node(self.node.clone()), b))
+            .map(|b| {
+                ObjectRef::new(
+                    crate::families::kinds::NODE_NETWORK,
+                    Scope::Node(self.node.clone()),
+                    b,
+                )
+            })
             .collect()
     }
 

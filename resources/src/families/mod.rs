@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod config;
+pub mod kinds;
 pub mod lxc;
 pub mod network;
 pub mod pool;
@@ -26,17 +27,17 @@ use crate::contract::Family;
 /// pools, users, groups, roles, API tokens, storage definitions, ACL entries.
 pub fn builtin() -> Vec<Family> {
     vec![
-        Family::new("vm", qemu::rebuild),
-        Family::new("lxc", lxc::rebuild),
-        Family::new("node_network", network::rebuild_iface),
-        Family::new("network_apply", network::rebuild_apply),
-        Family::new("pool", pool::rebuild),
-        Family::new("user", access::rebuild_user),
-        Family::new("group", access::rebuild_group),
-        Family::new("role", access::rebuild_role),
-        Family::new("api_token", access::rebuild_token),
-        Family::new("storage", storage::rebuild),
-        Family::new("acl", access::rebuild_acl),
+        Family::new(kinds::VM, qemu::rebuild),
+        Family::new(kinds::LXC, lxc::rebuild),
+        Family::new(kinds::NODE_NETWORK, network::rebuild_iface),
+        Family::new(kinds::NETWORK_APPLY, network::rebuild_apply),
+        Family::new(kinds::POOL, pool::rebuild),
+        Family::new(kinds::USER, access::rebuild_user),
+        Family::new(kinds::GROUP, access::rebuild_group),
+        Family::new(kinds::ROLE, access::rebuild_role),
+        Family::new(kinds::API_TOKEN, access::rebuild_token),
+        Family::new(kinds::STORAGE, storage::rebuild),
+        Family::new(kinds::ACL, access::rebuild_acl),
     ]
 }
 
@@ -46,7 +47,7 @@ mod tests {
 
     #[test]
     fn each_builtin_kind_is_listed_once() {
-        let kinds: Vec<&str> = builtin().iter().map(|f| f.kind).collect();
+        let kinds: Vec<&str> = builtin().iter().map(|f| f.kind.as_str()).collect();
         let mut unique = kinds.clone();
         unique.sort_unstable();
         unique.dedup();

@@ -52,7 +52,7 @@ impl Pool {
 }
 
 impl ConfigObject for Pool {
-    const KIND: &'static str = "pool";
+    const KIND: crate::contract::Kind = crate::families::kinds::POOL;
 
     fn object(&self) -> ObjectRef {
         ObjectRef::new(Self::KIND, Scope::Cluster, self.poolid.clone())
@@ -90,7 +90,7 @@ impl ConfigObject for Pool {
     /// on (pve-manager `PVE/API2/Pool.pm` index).
     fn collection(&self) -> Option<Collection> {
         Some(Collection {
-            key: Self::KIND,
+            key: Self::KIND.as_str(),
             read: list,
             sight: crate::kit::sight::Sight::Below {
                 path: "/pool",

@@ -449,7 +449,7 @@ fn sent<E: OperationError + Send + Sync + 'static>(e: E, stale: bool) -> Failure
 }
 
 impl ConfigObject for Storage {
-    const KIND: &'static str = "storage";
+    const KIND: crate::contract::Kind = crate::families::kinds::STORAGE;
     const DIGEST: bool = true;
 
     fn object(&self) -> ObjectRef {
@@ -585,7 +585,7 @@ impl ConfigObject for Storage {
     /// `$api_storage_config`).
     fn collection(&self) -> Option<Collection> {
         Some(Collection {
-            key: Self::KIND,
+            key: Self::KIND.as_str(),
             read: list,
             sight: crate::kit::sight::Sight::Below {
                 path: "/storage",

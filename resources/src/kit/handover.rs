@@ -134,7 +134,7 @@ mod tests {
                 .push((h.id.to_owned(), h.secret.expose().to_owned()));
             Ok(())
         });
-        let obj = ObjectRef::new("api_token", Scope::Cluster, "a@pve!t");
+        let obj = ObjectRef::new(crate::families::kinds::API_TOKEN, Scope::Cluster, "a@pve!t");
         let s = Secret::new("5e0c-s3cr3t");
         hand_over(&sink, &obj, "API token secret", "a@pve!t", Some(&s)).expect("handed");
         assert_eq!(
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn s26_a_failed_callback_or_missing_secret_is_not_converged() {
         let sink = SecretSink::new(|_| Err("vault sealed".into()));
-        let obj = ObjectRef::new("api_token", Scope::Cluster, "a@pve!t");
+        let obj = ObjectRef::new(crate::families::kinds::API_TOKEN, Scope::Cluster, "a@pve!t");
         let s = Secret::new("v");
         let e = hand_over(&sink, &obj, "API token secret", "a@pve!t", Some(&s)).expect_err("fails");
         assert_eq!(e.kind(), ErrorKind::NotConverged);

@@ -25,22 +25,22 @@ use crate::contract::{Cx, ObjectRef, Scope};
 
 /// A user (`alice@pve`).
 pub fn user(id: &str) -> ObjectRef {
-    ObjectRef::new("user", Scope::Cluster, id)
+    ObjectRef::new(crate::families::kinds::USER, Scope::Cluster, id)
 }
 
 /// A group.
 pub fn group(id: &str) -> ObjectRef {
-    ObjectRef::new("group", Scope::Cluster, id)
+    ObjectRef::new(crate::families::kinds::GROUP, Scope::Cluster, id)
 }
 
 /// A role.
 pub fn role(id: &str) -> ObjectRef {
-    ObjectRef::new("role", Scope::Cluster, id)
+    ObjectRef::new(crate::families::kinds::ROLE, Scope::Cluster, id)
 }
 
 /// An API token (`alice@pve!ci`).
 pub fn token(id: &str) -> ObjectRef {
-    ObjectRef::new("api_token", Scope::Cluster, id)
+    ObjectRef::new(crate::families::kinds::API_TOKEN, Scope::Cluster, id)
 }
 
 /// Whether `req` reads something: `Some(false)` only on its typed absence, `None` when the

@@ -297,7 +297,7 @@ impl Resource for Acl {
     }
 
     fn object(&self) -> ObjectRef {
-        ObjectRef::from_address("acl", &self.address())
+        ObjectRef::from_address(crate::families::kinds::ACL, &self.address())
     }
 
     /// Its subject, its role, and the pool or storage its path names, when declared.
@@ -305,8 +305,8 @@ impl Resource for Acl {
         let mut out = self.named().to_vec();
         let path = self.path_n();
         let named = match split_top(&path) {
-            Some(("pool", id)) => Some(("pool", id)),
-            Some(("storage", id)) => Some(("storage", id)),
+            Some(("pool", id)) => Some((crate::families::kinds::POOL, id)),
+            Some(("storage", id)) => Some((crate::families::kinds::STORAGE, id)),
             _ => None,
         };
         if let Some((kind, id)) = named {

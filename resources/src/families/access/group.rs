@@ -50,7 +50,7 @@ impl Group {
 }
 
 impl ConfigObject for Group {
-    const KIND: &'static str = "group";
+    const KIND: crate::contract::Kind = crate::families::kinds::GROUP;
 
     fn object(&self) -> ObjectRef {
         ObjectRef::new(Self::KIND, Scope::Cluster, self.groupid.clone())
@@ -87,7 +87,7 @@ impl ConfigObject for Group {
     /// `Sys.Audit` or `Group.Allocate` on (pve-access-control `src/PVE/API2/Group.pm` index).
     fn collection(&self) -> Option<Collection> {
         Some(Collection {
-            key: Self::KIND,
+            key: Self::KIND.as_str(),
             read: list,
             sight: crate::kit::sight::Sight::Below {
                 path: "/access/groups",

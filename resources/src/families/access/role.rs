@@ -76,7 +76,7 @@ impl Role {
 }
 
 impl ConfigObject for Role {
-    const KIND: &'static str = "role";
+    const KIND: crate::contract::Kind = crate::families::kinds::ROLE;
 
     fn object(&self) -> ObjectRef {
         ObjectRef::new(Self::KIND, Scope::Cluster, self.roleid.clone())
@@ -212,7 +212,7 @@ impl ConfigObject for Role {
     /// privileges joined.
     fn collection(&self) -> Option<Collection> {
         Some(Collection {
-            key: Self::KIND,
+            key: Self::KIND.as_str(),
             read: list,
             sight: crate::kit::sight::Sight::Everyone,
         })

@@ -40,7 +40,7 @@ use crate::kit::wire::{differences, wire_map};
 use crate::kit::{read, write};
 use crate::state::{Intent, ResourceState};
 
-const KIND: &str = "api_token";
+const KIND: crate::contract::Kind = crate::families::kinds::API_TOKEN;
 const FIELDS: [&str; 3] = ["comment", "expire", "privsep"];
 
 /// A declared API token. `None` fields are not managed (S7).

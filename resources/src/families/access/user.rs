@@ -93,7 +93,7 @@ impl User {
 }
 
 impl ConfigObject for User {
-    const KIND: &'static str = "user";
+    const KIND: crate::contract::Kind = crate::families::kinds::USER;
 
     fn object(&self) -> ObjectRef {
         ObjectRef::new(Self::KIND, Scope::Cluster, self.userid.clone())
@@ -137,7 +137,7 @@ impl ConfigObject for User {
     /// `src/PVE/API2/User.pm` index: `$canUserMod`), their groups with `full`.
     fn collection(&self) -> Option<Collection> {
         Some(Collection {
-            key: Self::KIND,
+            key: Self::KIND.as_str(),
             read: list,
             sight: crate::kit::sight::Sight::At {
                 path: "/access/groups",

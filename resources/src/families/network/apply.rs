@@ -201,13 +201,17 @@ impl Resource for NetworkApply {
     }
 
     fn object(&self) -> ObjectRef {
-        ObjectRef::new("network_apply", Scope::Node(self.node.clone()), "")
+        ObjectRef::new(
+            crate::families::kinds::NETWORK_APPLY,
+            Scope::Node(self.node.clone()),
+            "",
+        )
     }
 
     /// An apply comes after every declared interface of its node.
     fn requires(&self) -> Vec<ObjectRef> {
         vec![ObjectRef::all(
-            "node_network",
+            crate::families::kinds::NODE_NETWORK,
             Scope::Node(self.node.clone()),
         )]
     }

@@ -35,7 +35,7 @@ impl From<CreateNetwork> for Iface {
 }
 
 impl ConfigObject for Iface {
-    const KIND: &'static str = "node_network";
+    const KIND: crate::contract::Kind = crate::families::kinds::NODE_NETWORK;
 
     fn object(&self) -> ObjectRef {
         let (node, iface) = (self.spec.node.clone(), self.spec.iface.clone());

@@ -185,7 +185,11 @@ async fn read_at(client: &Client, node: &str, vmid: i64) -> Result<Option<Live>,
 
 impl Vm {
     fn object_ref(&self) -> ObjectRef {
-        ObjectRef::new("vm", Scope::Node(self.node.clone()), self.vmid.to_string())
+        ObjectRef::new(
+            crate::families::kinds::VM,
+            Scope::Node(self.node.clone()),
+            self.vmid.to_string(),
+        )
     }
 
     async fn read(&self, client: &Client) -> Result<Option<Live>, GuestError> {
@@ -1138,7 +1142,7 @@ impl Resource for Vm {
     /// A vmid is unique cluster-wide (S17): one declared on two nodes is refused.
     fn claims(&self) -> Vec<ObjectRef> {
         vec![ObjectRef::new(
-            "vmid",
+            crate::families::kinds::VMID,
             Scope::Cluster,
             self.vmid.to_string(),
         )]
@@ -1156,11 +1160,17 @@ impl Resource for Vm {
         bridges.dedup();
         let mut out: Vec<ObjectRef> = bridges
             .into_iter()
-            .map(|b| ObjectRef::new("node_network", Scope::Node(self.node.clone()), b))
+            .map(|b| {
+                ObjectRef::new(
+                    crate::families::kinds::NODE_NETWORK,
+                    Scope::Node(self.node.clone()),
+                    b,
+                )
+            })
             .collect();
         if let Some(c) = &self.clone {
             out.push(ObjectRef::new(
-                "vm",
+                crate::families::kinds::VM,
                 Scope::Node(c.source_node(&self.node).to_owned()),
                 c.template.to_string(),
             ));

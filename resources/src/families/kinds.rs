@@ -1,0 +1,30 @@
+//! The kinds of this crate's families, as state records them: one constant each, used by the
+//! family itself, by the registry ([`super::builtin`]) and by whatever requires one of its
+//! objects, so that a misspelt kind does not compile.
+
+use crate::contract::Kind;
+
+/// QEMU guests ([`super::qemu::Vm`]).
+pub const VM: Kind = Kind::new("vm");
+/// Containers ([`super::lxc::Lxc`]).
+pub const LXC: Kind = Kind::new("lxc");
+/// A node's interfaces ([`super::network::Iface`]).
+pub const NODE_NETWORK: Kind = Kind::new("node_network");
+/// A node's network apply ([`super::network::NetworkApply`]).
+pub const NETWORK_APPLY: Kind = Kind::new("network_apply");
+/// Pools ([`super::pool::Pool`]).
+pub const POOL: Kind = Kind::new("pool");
+/// Users ([`super::access::User`]).
+pub const USER: Kind = Kind::new("user");
+/// Groups ([`super::access::Group`]).
+pub const GROUP: Kind = Kind::new("group");
+/// Roles ([`super::access::Role`]).
+pub const ROLE: Kind = Kind::new("role");
+/// API tokens ([`super::access::ApiToken`]).
+pub const API_TOKEN: Kind = Kind::new("api_token");
+/// Storage definitions ([`super::storage::Storage`]).
+pub const STORAGE: Kind = Kind::new("storage");
+/// ACL entries ([`super::access::Acl`]).
+pub const ACL: Kind = Kind::new("acl");
+/// What a guest claims besides its object: its vmid, unique across nodes and guest types.
+pub const VMID: Kind = Kind::new("vmid");
