@@ -34,12 +34,12 @@ async fn vmid_owner(
     c: &Client,
     vmid: i64,
 ) -> Result<Owner, pve_sdk::generated::cluster::resources::ResourcesError> {
-    Ok(guest::owner(
-        &guest::index(c).await?,
-        GuestType::Qemu,
-        "pve1",
-        vmid,
-    ))
+    use pve_sdk::generated::cluster::resources::{Resources, ResourcesType};
+    let rows = c
+        .send(&Resources::new().type_(ResourcesType::Vm))
+        .await?
+        .into_data();
+    Ok(guest::owner(&rows, GuestType::Qemu, "pve1", vmid))
 }
 
 fn client(sim: &Simulator) -> Client {

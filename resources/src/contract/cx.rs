@@ -7,7 +7,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pve_sdk::generated::cluster::resources::{ResourcesError, ResourcesResponseItem};
+use pve_sdk::generated::cluster::resources::{
+    Resources, ResourcesError, ResourcesResponseItem, ResourcesType,
+};
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::Client;
 
@@ -155,9 +157,12 @@ impl Cx {
     pub async fn guest_index(&self) -> Result<&[ResourcesResponseItem], Arc<ResourcesError>> {
         self.guests
             .get_or_try_init(|| async {
-                crate::kit::guest::index(&self.client)
-                    .await
-                    .map_err(Arc::new)
+                // `type=vm` lists both guest types.
+                let req = Resources::new().type_(ResourcesType::Vm);
+                match self.client.send(&req).await {
+                    Ok(r) => Ok(r.into_data()),
+                    Err(e) => Err(Arc::new(e)),
+                }
             })
             .await
             .map(Vec::as_slice)

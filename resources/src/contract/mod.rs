@@ -287,3 +287,35 @@ impl Family {
         Family { kind, rebuild }
     }
 }
+
+#[cfg(test)]
+mod layering {
+    /// The contract depends on nothing above it: no code of `contract/` names the engine, the
+    /// kit or a family (documentation may point at them).
+    #[test]
+    fn the_contract_names_nothing_above_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/contract");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).expect("reads the folder") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("reads a file");
+            read += 1;
+            for (n, line) in text.lines().enumerate() {
+                let code = line.trim_start();
+                if code.starts_with("//") {
+                    continue;
+                }
+                for above in ["engine", "kit", "families"] {
+                    let named = format!("crate::{above}");
+                    assert!(
+                        !code.contains(&named),
+                        "{}:{}: {above}",
+                        path.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
+        assert!(read >= 4, "{read} files");
+    }
+}

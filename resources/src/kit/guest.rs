@@ -14,10 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pve_sdk::generated::cluster::resources::{
-    Resources, ResourcesError, ResourcesResponseItem, ResourcesResponseItemType, ResourcesType,
-};
-use pve_sdk::Client;
+use pve_sdk::generated::cluster::resources::{ResourcesResponseItem, ResourcesResponseItemType};
 
 use crate::contract::{ErrorKind, Failure, ObjectRef};
 
@@ -214,16 +211,6 @@ pub enum Owner {
     },
     /// Someone else: a refusal, with the sentence why.
     Elsewhere(String),
-}
-
-/// Reads the guest rows of `/cluster/resources` (`type=vm`, which lists both guest types).
-///
-/// # Errors
-///
-/// The read's error: never treated as "no guests".
-pub async fn index(client: &Client) -> Result<Vec<ResourcesResponseItem>, ResourcesError> {
-    let req = Resources::new().type_(ResourcesType::Vm);
-    Ok(client.send(&req).await?.into_data())
 }
 
 /// Decides who holds `vmid` among `rows`, for a guest of type `want` declared on `node` (S17).
