@@ -36,6 +36,7 @@ pub(crate) mod de;
 pub mod error;
 pub mod form;
 pub mod indexed;
+pub mod keyed;
 pub mod lenient;
 pub mod open_enum;
 pub mod operation;
@@ -64,6 +65,7 @@ pub use client::{
 pub use error::{ApiError, ClientError, OperationError, Outcome, RequestError};
 pub use generated::errors::ErrorPredicates;
 pub use indexed::{IndexSpec, Indexed};
+pub use keyed::Keyed;
 pub use open_enum::OpenEnum;
 pub use operation::{Method, Operation, PveVersion};
 pub use propstr::PropertyString;

@@ -377,6 +377,38 @@ fn check_property_string(keys: &'static BTreeMap<String, Param>, text: &str) -> 
     })
 }
 
+/// The parameter names `O` takes, as the schema states them (path parameters included; an
+/// indexed parameter as `net[n]`); `None` for an operation the table does not hold.
+pub fn names<O: Operation>() -> Option<Vec<&'static str>> {
+    let operation = format!("{} {}", O::METHOD, O::PATH);
+    let facts = table().get(&operation)?;
+    Some(
+        facts
+            .properties
+            .as_ref()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default(),
+    )
+}
+
+/// Whether `O` has a parameter of exactly the name `key` (not as an indexed `key[n]`).
+pub fn takes_exactly<O: Operation>(key: &str) -> bool {
+    let operation = format!("{} {}", O::METHOD, O::PATH);
+    table()
+        .get(&operation)
+        .and_then(|p| p.properties.as_ref())
+        .is_some_and(|facts| facts.contains_key(key))
+}
+
+/// Whether `O` takes the parameter `key` (`net3` is taken where `net[n]` is).
+pub fn takes<O: Operation>(key: &str) -> bool {
+    let operation = format!("{} {}", O::METHOD, O::PATH);
+    table()
+        .get(&operation)
+        .and_then(|p| p.properties.as_ref())
+        .is_some_and(|facts| facts.contains_key(key) || indexed(facts, key).is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

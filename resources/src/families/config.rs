@@ -212,8 +212,8 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
 
     /// Fields PVE sets only at create, or that this family never changes in place (S18): a
     /// live value that differs is a refusal. None by default.
-    fn create_only(&self) -> &'static [&'static str] {
-        &[]
+    fn create_only(&self) -> Vec<&'static str> {
+        Vec::new()
     }
 
     /// How a field declared empty is removed. [`Unset::Never`] by default: a family says how.
@@ -764,8 +764,8 @@ mod tests {
         fn carried(&self) -> Carried {
             &[&[&["address", "netmask"], &["cidr"]]]
         }
-        fn create_only(&self) -> &'static [&'static str] {
-            &["type"]
+        fn create_only(&self) -> Vec<&'static str> {
+            vec!["type"]
         }
         fn unset(&self) -> Unset {
             self.unset.unwrap_or(Unset::Never)

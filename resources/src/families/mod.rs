@@ -19,6 +19,7 @@ pub mod lxc;
 pub mod network;
 pub mod pool;
 pub mod qemu;
+pub mod schema;
 pub mod storage;
 
 use crate::contract::Family;
@@ -31,10 +32,10 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::LXC, lxc::rebuild),
         Family::new(kinds::NODE_NETWORK, network::rebuild_iface),
         Family::new(kinds::NETWORK_APPLY, network::rebuild_apply),
-        Family::new(kinds::POOL, pool::rebuild),
+        Family::new(kinds::POOL, schema::rebuild::<pool::PoolObject>),
         Family::new(kinds::USER, access::rebuild_user),
-        Family::new(kinds::GROUP, access::rebuild_group),
-        Family::new(kinds::ROLE, access::rebuild_role),
+        Family::new(kinds::GROUP, schema::rebuild::<access::GroupObject>),
+        Family::new(kinds::ROLE, schema::rebuild::<access::RoleObject>),
         Family::new(kinds::API_TOKEN, access::rebuild_token),
         Family::new(kinds::STORAGE, storage::rebuild),
         Family::new(kinds::ACL, access::rebuild_acl),

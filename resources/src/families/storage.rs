@@ -601,8 +601,10 @@ impl ConfigObject for Storage {
         Some("storage.cfg".to_owned())
     }
 
-    fn create_only(&self) -> &'static [&'static str] {
-        create_only(self.spec.type_.as_str()).unwrap_or(&LOCATORS)
+    fn create_only(&self) -> Vec<&'static str> {
+        create_only(self.spec.type_.as_str())
+            .unwrap_or(&LOCATORS)
+            .to_vec()
     }
 
     /// A type this release does not know has no list of fixed options: refused. A create

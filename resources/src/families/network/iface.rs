@@ -127,8 +127,8 @@ impl ConfigObject for Iface {
     }
 
     /// S18: an interface of another type is never converted in place.
-    fn create_only(&self) -> &'static [&'static str] {
-        &["type"]
+    fn create_only(&self) -> Vec<&'static str> {
+        vec!["type"]
     }
 
     /// A field is removed by listing it in the update's `delete` (update_network).

@@ -1,0 +1,571 @@
+//! Config families from the schema: a family names its object once ([`Object`]: its kind, its
+//! id parameters and its create, read, update and delete operations), and [`Declared<F>`] does
+//! the field work from what the SDK's schema table says of those operations, so no field is
+//! mapped by hand:
+//!
+//! - **The declaration is the create request.** `Declared::from(CreateX::new(..).field(..))`
+//!   takes every field the generated request has, typed; a field left `None` is not managed
+//!   (S7). The id parameters ([`Object::ID`]) are its address, the rest its declared map.
+//! - **The read's map** is the read's answer in wire form, limited to the fields the create
+//!   takes (what a declaration can manage) and the `digest`; [`Object::live`] says where the
+//!   object is in an answer that holds more than it.
+//! - **The update is built key by key** ([`pve_sdk::Keyed`]): each changed key is set on the
+//!   update request only if the update takes it, a removed one goes to its `delete` parameter
+//!   where it has one; any other key is [`ConfigError::Inexpressible`](super::config::ConfigError)
+//!   (S11), never dropped.
+//! - **Create-only by construction** (S18): a field the create takes and the update does not
+//!   is refused when it differs live.
+//! - **A new PVE release** adds its fields to the generated create request; a family gains them
+//!   without a code change (`pve-codegen diff` reports them per family, from
+//!   `patches/families.toml`).
+//!
+//! What a family writes is what is a rule, each with its reason: normalisers, refusals, how a
+//! field is removed, its collection's list and who sees it whole, its removal policy.
+//!
+//! # A new config family: the checklist
+//!
+//! 1. **Patch**: the typed absence of its read (`patches/error-*.toml`, the upstream line that
+//!    dies), its exists error on create, any format its ids use (`patches/formats-*.toml`),
+//!    its secrets (`patches/secrets.toml`); an entry in `patches/families.toml` naming its four
+//!    operations, so `pve-codegen diff` reports its field changes.
+//! 2. **Kind**: a constant in [`kinds`](super::kinds), its name as state records it.
+//! 3. **Family**: a unit type implementing [`Object`] (kind, id, four operations, the rules it
+//!    needs with the upstream function each comes from), `pub type X = Declared<XObject>`, and
+//!    the builders a user needs beyond `From<CreateX>`.
+//! 4. **Registry**: one line in [`builtin`](super::builtin) with [`rebuild::<XObject>`].
+//! 5. **Simulator model**: its collection in `tests/sim` with PVE's exact answers (absence,
+//!    exists, parameter errors), and **audit rows** citing the upstream lines that give each.
+//! 6. **Tests**: `resources/tests/<kind>.rs` with the exact requests of create, no-op, update
+//!    and destroy, rule-named; the S30 conformance run picks the family up from the registry.
+//! 7. **README**: its row in the families table.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use pve_sdk::{Client, Keyed, Operation, OperationError};
+use serde_json::Value;
+
+use crate::contract::{BoxFuture, Cx, Failure, Kind, ObjectRef, Removal, Resource, Scope};
+use crate::families::config::{all_of, inexpressible, Collection, ConfigObject, Edit, Unset};
+use crate::kit::wire::Map;
+use crate::state::ResourceState;
+
+/// What the schema names of a family's object, and the rules the family keeps. Every hook has
+/// the default of [`ConfigObject`]'s.
+pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
+    /// The family's name in state and plans.
+    const KIND: Kind;
+    /// The id parameters, as the create request names them (`["poolid"]`): the object's
+    /// address, sent to every operation.
+    const ID: &'static [&'static str];
+    /// Whether the update takes the read's `digest` (S9).
+    const DIGEST: bool = false;
+    /// The create operation: its request is the declaration.
+    type Create: Operation + Send + Sync;
+    /// The read that answers the object, its typed absence the only "absent" (S1).
+    type Read: Operation + Send + Sync;
+    /// The update.
+    type Update: Operation + Send + Sync;
+    /// The delete.
+    type Delete: Operation + Send + Sync;
+
+    /// Where the object is in the read's answer (`data`, as JSON): the answer itself by
+    /// default; `None` when the answer does not hold it.
+    fn live(d: &Declared<Self>, data: Value) -> Option<Value> {
+        let _ = d;
+        Some(data)
+    }
+
+    /// Its scope: cluster-wide by default.
+    fn scope(d: &Declared<Self>) -> Scope {
+        let _ = d;
+        Scope::Cluster
+    }
+
+    /// See [`ConfigObject::normalise`].
+    fn normalise(map: Map) -> Map {
+        map
+    }
+
+    /// See [`ConfigObject::unset`].
+    fn unset() -> Unset {
+        Unset::Never
+    }
+
+    /// See [`ConfigObject::refusal`].
+    fn refusal(d: &Declared<Self>, live: Option<&Map>) -> Option<String> {
+        let _ = (d, live);
+        None
+    }
+
+    /// See [`ConfigObject::cluster_refusal`].
+    fn cluster_refusal<'a>(d: &'a Declared<Self>, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        let _ = (d, cx);
+        Box::pin(async { None })
+    }
+
+    /// See [`ConfigObject::collection`]; [`list`] reads one from a list operation.
+    fn collection() -> Option<Collection> {
+        None
+    }
+
+    /// See [`ConfigObject::domain`].
+    fn domain(d: &Declared<Self>) -> Option<String> {
+        let _ = d;
+        None
+    }
+
+    /// See [`ConfigObject::removal`].
+    fn removal(d: &Declared<Self>) -> Removal {
+        let _ = d;
+        Removal::Retain
+    }
+
+    /// See [`ConfigObject::requires`].
+    fn requires(d: &Declared<Self>) -> Vec<ObjectRef> {
+        let _ = d;
+        Vec::new()
+    }
+}
+
+/// A declared object of family `F`: its ids and its managed fields in wire form.
+pub struct Declared<F> {
+    ids: Vec<(String, String)>,
+    fields: Map,
+    /// Why the create request could not be taken as a declaration (refused by the plan).
+    invalid: Option<String>,
+    family: PhantomData<fn() -> F>,
+}
+
+impl<F> Clone for Declared<F> {
+    fn clone(&self) -> Self {
+        Declared {
+            ids: self.ids.clone(),
+            fields: self.fields.clone(),
+            invalid: self.invalid.clone(),
+            family: PhantomData,
+        }
+    }
+}
+
+impl<F> PartialEq for Declared<F> {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.ids, &self.fields, &self.invalid) == (&other.ids, &other.fields, &other.invalid)
+    }
+}
+
+impl<F: Object> fmt::Debug for Declared<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(F::KIND.as_str())
+            .field("ids", &self.ids)
+            .field("fields", &self.fields)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Object> Declared<F> {
+    /// The create request's fields: its ids the address, the rest managed (S7).
+    pub fn of(request: &F::Create) -> Self {
+        let mut d = Declared {
+            ids: Vec::new(),
+            fields: Map::new(),
+            invalid: None,
+            family: PhantomData,
+        };
+        let pairs = match pve_sdk::form::to_pairs(request) {
+            Ok(p) => p,
+            Err(e) => {
+                d.invalid = Some(e.to_string());
+                return d;
+            }
+        };
+        for (k, v) in pairs {
+            if F::ID.contains(&k.as_str()) {
+                d.ids.push((k, v));
+            } else if d.fields.insert(k.clone(), v).is_some() {
+                d.invalid = Some(format!("{k} is a list, which {} does not manage", F::KIND));
+            }
+        }
+        d
+    }
+}
+
+impl<F: Object> Declared<F> {
+    /// The `n`th id (in [`Object::ID`]'s order).
+    pub fn id(&self, n: usize) -> &str {
+        let name = F::ID.get(n).copied().unwrap_or_default();
+        self.ids
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    /// The managed field `key` in wire form, if declared.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields.get(key).map(String::as_str)
+    }
+
+    /// Manages `key` with `value` (wire form): for a family's own builders, whose keys are
+    /// the create request's.
+    #[must_use]
+    pub fn with_field(mut self, key: &str, value: impl Into<String>) -> Self {
+        debug_assert!(pve_sdk::params::takes::<F::Create>(key), "{key}");
+        self.fields.insert(key.to_owned(), value.into());
+        self
+    }
+
+    #[cfg(test)]
+    fn with_field_unchecked(mut self, key: &str, value: &str) -> Self {
+        self.fields.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// The request of `O` addressed to this object (its ids set).
+    fn addressed<O: Operation>(&self) -> Result<Keyed<O>, Failure> {
+        let ids = self.ids.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        Keyed::new()
+            .extend(ids)
+            .map_err(|e| inexpressible(self, &e.key))
+    }
+
+    fn create_request(&self) -> Result<Keyed<F::Create>, Failure> {
+        let fields = self.fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        self.addressed()?
+            .extend(fields)
+            .map_err(|e| inexpressible(self, &e.key))
+    }
+
+    /// The fields a declaration can manage: the create's parameters but the ids.
+    fn manageable(key: &str) -> bool {
+        !F::ID.contains(&key) && pve_sdk::params::takes::<F::Create>(key)
+    }
+
+    /// An answer's object in wire form, limited to what a declaration can manage and the
+    /// digest.
+    fn wire(data: &Value) -> Map {
+        crate::kit::wire::wire_map(data)
+            .into_iter()
+            .filter(|(k, _)| k == "digest" || Self::manageable(k))
+            .collect()
+    }
+}
+
+/// A collection's list read from list operation `L`: each row's id ([`Object::ID`]'s first)
+/// to its wire map as [`Declared`]'s read gives it.
+pub fn list<F: Object, L: Operation + Default + Send + Sync>(
+    client: &Client,
+) -> crate::families::config::Listed<'_> {
+    Box::pin(async move {
+        let req = L::default();
+        let rows = client
+            .send_raw(&req)
+            .await
+            .map_err(Failure::read)?
+            .into_data();
+        let id = F::ID.first().copied().unwrap_or_default();
+        let rows = match rows {
+            Value::Array(rows) => rows,
+            _ => Vec::new(),
+        };
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let key = row.get(id)?.as_str()?.to_owned();
+                Some((key, Declared::<F>::wire(row)))
+            })
+            .collect())
+    })
+}
+
+/// Rebuilds a managed object of family `F` from its state entry (for its removal policy).
+pub fn rebuild<F: Object>(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+    let ids = F::ID
+        .iter()
+        .map(|k| Some(((*k).to_owned(), rs.address.get(*k)?.clone())))
+        .collect::<Option<Vec<_>>>()?;
+    let fields = rs
+        .declared
+        .as_object()?
+        .iter()
+        .map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect::<Option<Map>>()?;
+    Some(Arc::new(Declared::<F> {
+        ids,
+        fields,
+        invalid: None,
+        family: PhantomData,
+    }))
+}
+
+impl<F: Object> ConfigObject for Declared<F> {
+    const KIND: Kind = F::KIND;
+    const DIGEST: bool = F::DIGEST;
+
+    fn object(&self) -> ObjectRef {
+        let key: Vec<&str> = self.ids.iter().map(|(_, v)| v.as_str()).collect();
+        ObjectRef::new(F::KIND, F::scope(self), key.join("/"))
+    }
+
+    fn address(&self) -> Map {
+        self.ids.iter().cloned().collect()
+    }
+
+    fn declared(&self) -> Map {
+        self.fields.clone()
+    }
+
+    fn read<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<Map>, Failure>> {
+        Box::pin(async move {
+            let req = self.addressed::<F::Read>()?;
+            // S1: absent only on the read's typed absence.
+            let data = match client.send_raw(&req).await {
+                Ok(r) => r.into_data(),
+                Err(e) if e.is_absent() => return Ok(None),
+                Err(e) => return Err(Failure::read(e)),
+            };
+            Ok(F::live(self, data).map(|v| Self::wire(&v)))
+        })
+    }
+
+    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let req = self.create_request()?;
+            crate::kit::write::send(client, &req).await.map(drop)
+        })
+    }
+
+    /// The create request and the read that addresses the object, against the SDK's table
+    /// (S1, S8): an id the SDK cannot address is refused before any write.
+    fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        let invalid = |operation: &str, key: &str, why: String| pve_sdk::params::Invalid {
+            operation: operation.to_owned(),
+            problems: BTreeMap::from([(key.to_owned(), why)]),
+        };
+        let create = format!("{} {}", <F::Create as Operation>::METHOD, F::Create::PATH);
+        if let Some(why) = &self.invalid {
+            return Err(invalid(&create, "request", why.clone()));
+        }
+        let keyed = |r: Result<(), Failure>, key: &str| {
+            r.map_err(|_| invalid(&create, key, "is not a parameter of the create".to_owned()))
+        };
+        let stray = self.fields.keys().find(|k| !Self::manageable(k));
+        if let Some(k) = stray {
+            keyed(Err(inexpressible(self, k)), k)?;
+        }
+        let create_req = self
+            .create_request()
+            .map_err(|_| invalid(&create, "request", "cannot be addressed".to_owned()))?;
+        let read_req = self.addressed::<F::Read>().map_err(|_| {
+            invalid(
+                &create,
+                "request",
+                "its read cannot be addressed".to_owned(),
+            )
+        })?;
+        all_of([
+            pve_sdk::params::check(&create_req),
+            pve_sdk::params::check(&read_req),
+        ])
+    }
+
+    /// Built key by key on the update request: a key it does not take is
+    /// [`ConfigError::Inexpressible`](super::config::ConfigError) (S11).
+    fn update<'a>(
+        &'a self,
+        c: &'a Client,
+        edit: &'a Edit<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let stray = |e: pve_sdk::keyed::NotTaken| inexpressible(self, &e.key);
+            if let Some(k) = edit.rotate.first() {
+                return Err(inexpressible(self, k));
+            }
+            let set = edit.set.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let mut req = self.addressed::<F::Update>()?.extend(set).map_err(stray)?;
+            if let Some(first) = edit.delete.first() {
+                if !pve_sdk::params::takes::<F::Update>("delete") {
+                    return Err(inexpressible(self, first));
+                }
+                req = req.set("delete", edit.delete.join(",")).map_err(stray)?;
+            }
+            if let Some(d) = edit.digest.filter(|_| F::DIGEST) {
+                req = req.set("digest", d).map_err(stray)?;
+            }
+            crate::kit::write::send(c, &req).await.map(drop)
+        })
+    }
+
+    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let req = self.addressed::<F::Delete>()?;
+            crate::kit::write::send(client, &req).await.map(drop)
+        })
+    }
+
+    fn normalise(&self, map: Map) -> Map {
+        F::normalise(map)
+    }
+
+    /// S18 by construction: the fields the create takes and the update does not.
+    fn create_only(&self) -> Vec<&'static str> {
+        let update = pve_sdk::params::names::<F::Update>().unwrap_or_default();
+        pve_sdk::params::names::<F::Create>()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|k| !F::ID.contains(k) && !update.contains(k))
+            .collect()
+    }
+
+    fn unset(&self) -> Unset {
+        F::unset()
+    }
+
+    fn refusal(&self, live: Option<&Map>) -> Option<String> {
+        F::refusal(self, live)
+    }
+
+    fn collection(&self) -> Option<Collection> {
+        F::collection()
+    }
+
+    fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        F::cluster_refusal(self, cx)
+    }
+
+    fn domain(&self) -> Option<String> {
+        F::domain(self)
+    }
+
+    fn removal(&self) -> Removal {
+        F::removal(self)
+    }
+
+    fn requires(&self) -> Vec<ObjectRef> {
+        F::requires(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::families::access::{Group, Role};
+    use crate::families::pool::Pool;
+    use pve_sdk::generated::access::users::userid::{DeleteUser, ReadUser, UpdateUser};
+    use pve_sdk::generated::access::users::CreateUser;
+    use pve_sdk::generated::pools::CreatePool;
+
+    /// A user as the schema alone makes it: no rule of its own.
+    #[derive(Debug)]
+    struct PlainUser;
+
+    impl Object for PlainUser {
+        const KIND: Kind = Kind::new("plain_user");
+        const ID: &'static [&'static str] = &["userid"];
+        type Create = CreateUser;
+        type Read = ReadUser;
+        type Update = UpdateUser;
+        type Delete = DeleteUser;
+    }
+
+    fn nowhere() -> Client {
+        Client::builder("http://127.0.0.1:9")
+            .token("root@pam!t", "00000000-0000-0000-0000-000000000000")
+            .build()
+            .expect("builds")
+    }
+
+    #[test]
+    fn s07_the_typed_create_request_is_the_declaration_its_ids_the_address() {
+        let p = Pool::of(&CreatePool::new("lab").comment("guests"));
+        assert_eq!(p, Pool::new("lab").comment("guests"));
+        assert_eq!(
+            ConfigObject::address(&p),
+            Map::from([("poolid".into(), "lab".into())])
+        );
+        assert_eq!(
+            ConfigObject::declared(&p),
+            Map::from([("comment".into(), "guests".into())])
+        );
+        assert_eq!(ConfigObject::declared(&Pool::new("lab")), Map::new());
+        let obj = ConfigObject::object(&p);
+        assert_eq!(
+            (obj.kind.as_ref(), obj.key.as_deref()),
+            ("pool", Some("lab"))
+        );
+    }
+
+    #[test]
+    fn s18_a_field_the_update_does_not_take_is_create_only_by_construction() {
+        let u = Declared::<PlainUser>::of(&CreateUser::new("a@pve"));
+        // pve-access-control `src/PVE/API2/User.pm`: update_user has no `password`.
+        assert_eq!(u.create_only(), ["password"]);
+        assert!(Pool::new("lab").create_only().is_empty());
+        assert!(Group::new("ops").create_only().is_empty());
+    }
+
+    #[tokio::test]
+    async fn s11_an_edit_key_the_update_does_not_take_is_refused_naming_it_before_any_request() {
+        let u = Declared::<PlainUser>::of(&CreateUser::new("a@pve").email("a@b.c"));
+        let c = nowhere();
+        for edit in [
+            Edit {
+                set: Map::from([("password".into(), "x".into())]),
+                ..Edit::default()
+            },
+            Edit {
+                delete: vec!["email".into()],
+                ..Edit::default()
+            },
+            Edit {
+                rotate: vec!["password".into()],
+                ..Edit::default()
+            },
+        ] {
+            let err = ConfigObject::update(&u, &c, &edit)
+                .await
+                .expect_err("refused");
+            assert_eq!(
+                err.kind(),
+                crate::contract::ErrorKind::Inexpressible,
+                "{edit:?}"
+            );
+            let shown = err.to_string();
+            assert!(
+                shown.contains("password") || shown.contains("email"),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn s08_a_declaration_the_create_cannot_carry_is_refused_by_its_check() {
+        let bad = Pool::new("lab").with_field_unchecked("allow-move", "1");
+        let e = ConfigObject::check(&bad).expect_err("create_pool has no allow-move");
+        assert!(e.problems.contains_key("allow-move"), "{e}");
+        let e = ConfigObject::check(&Group::new("..")).expect_err("not addressable");
+        assert!(e.problems.contains_key("groupid"), "{e}");
+        assert!(ConfigObject::check(&Role::new("ops", ["VM.Audit"])).is_ok());
+    }
+
+    #[test]
+    fn a_rebuilt_object_is_the_one_recorded() {
+        let r = Role::new("ops", ["VM.Audit", "Sys.Audit", "VM.Audit"]);
+        let rs = ResourceState {
+            kind: "role".into(),
+            address: ConfigObject::address(&r),
+            declared: serde_json::to_value(ConfigObject::declared(&r)).expect("a map"),
+            in_flight: None,
+            origin: crate::state::Origin::default(),
+            intent: None,
+        };
+        let back = rebuild::<crate::families::access::RoleObject>(&rs).expect("rebuilt");
+        assert_eq!(back.address(), ConfigObject::address(&r));
+        assert_eq!(back.declared(), ConfigObject::declared(&r));
+        assert_eq!(r.privs().collect::<Vec<_>>(), ["Sys.Audit", "VM.Audit"]);
+        let mut broken = rs.clone();
+        broken.address.clear();
+        assert!(rebuild::<crate::families::access::RoleObject>(&broken).is_none());
+    }
+}
