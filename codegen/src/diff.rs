@@ -45,6 +45,10 @@ pub struct Report {
     pub removed: Vec<String>,
     /// Changes per operation present in both.
     pub changed: BTreeMap<String, Vec<Change>>,
+    /// Per family of `pve-resources` (`patches/families.toml`, when given): what a declaration
+    /// gains or loses.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub families: BTreeMap<String, Vec<Change>>,
 }
 
 impl Report {
@@ -175,7 +179,103 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
         added,
         removed,
         changed,
+        families: BTreeMap::new(),
     }
+}
+
+/// What each family's declaration gains or loses from `old` to `new`: a field its create
+/// takes now (managed, or create-only when the update does not take it: a live difference is
+/// then refused, S18), a field it no longer takes (a declaration that sets it stops building),
+/// a field that becomes create-only or updatable, an operation that is gone. The ids are the
+/// parameters all four operations take.
+pub fn families(
+    old: &Spec,
+    new: &Spec,
+    families: &[crate::patch::FamilyOps],
+) -> BTreeMap<String, Vec<Change>> {
+    let (a, b) = (ops(old), ops(new));
+    let names =
+        |ops: &BTreeMap<String, (&Schema, &Schema)>, op: &str| -> Option<BTreeSet<String>> {
+            let (params, _) = ops.get(op)?;
+            Some(
+                params
+                    .properties
+                    .iter()
+                    .flatten()
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            )
+        };
+    let mut out = BTreeMap::new();
+    for f in families {
+        let mut changes = Vec::new();
+        let mut push = |class, what: String, change: &str| {
+            changes.push(Change {
+                class,
+                what,
+                change: change.to_owned(),
+            });
+        };
+        let four = [&f.create, &f.read, &f.update, &f.delete];
+        let gone: Vec<&&String> = four
+            .iter()
+            .filter(|op| !b.contains_key(op.as_str()))
+            .collect();
+        for op in &gone {
+            push(
+                Class::Breaking,
+                format!("operation \"{op}\""),
+                "removed: the family cannot work",
+            );
+        }
+        let sides = |ops| -> Option<(BTreeSet<String>, BTreeSet<String>, BTreeSet<String>)> {
+            let create = names(ops, &f.create)?;
+            let update = names(ops, &f.update)?;
+            let mut ids = create.clone();
+            for op in [&f.read, &f.update, &f.delete] {
+                let n = names(ops, op)?;
+                ids.retain(|k| n.contains(k));
+            }
+            Some((create, update, ids))
+        };
+        if let (Some((ca, ua, ids)), Some((cb, ub, _))) = (sides(&a), sides(&b)) {
+            for k in cb.difference(&ca).filter(|k| !ids.contains(*k)) {
+                let what = format!("field \"{k}\"");
+                match ub.contains(k) {
+                    true => push(Class::Compatible, what, "added: managed when declared"),
+                    false => push(
+                        Class::Compatible,
+                        what,
+                        "added, create-only (the update does not take it: a live difference is refused)",
+                    ),
+                }
+            }
+            for k in ca.difference(&cb).filter(|k| !ids.contains(*k)) {
+                push(
+                    Class::Breaking,
+                    format!("field \"{k}\""),
+                    "removed: a declaration that sets it no longer builds",
+                );
+            }
+            for k in ca.intersection(&cb).filter(|k| !ids.contains(*k)) {
+                let what = format!("field \"{k}\"");
+                match (ua.contains(k), ub.contains(k)) {
+                    (true, false) => push(
+                        Class::Breaking,
+                        what,
+                        "became create-only: a declared change is now refused, never written",
+                    ),
+                    (false, true) => push(Class::Compatible, what, "became updatable"),
+                    _ => {}
+                }
+            }
+        }
+        if !changes.is_empty() {
+            changes.sort();
+            out.insert(f.kind.clone(), changes);
+        }
+    }
+    out
 }
 
 fn type_name(s: &Schema) -> String {
@@ -341,6 +441,19 @@ impl std::fmt::Display for Report {
                 writeln!(f, "  {k}")?;
             }
         }
+        if !self.families.is_empty() {
+            writeln!(f, "\nfamilies (what a declaration gains or loses):")?;
+            for (k, changes) in &self.families {
+                writeln!(f, "  {k}")?;
+                for c in changes {
+                    let class = match c.class {
+                        Class::Breaking => "breaking  ",
+                        Class::Compatible => "compatible",
+                    };
+                    writeln!(f, "    {class} {}: {}", c.what, c.change)?;
+                }
+            }
+        }
         if !self.changed.is_empty() {
             writeln!(f, "\nchanged operations:")?;
             for (k, changes) in &self.changed {
@@ -385,5 +498,88 @@ mod rename_tests {
             }]
         );
         assert_eq!(r.breaking(), 1);
+    }
+}
+
+#[cfg(test)]
+mod family_tests {
+    use super::*;
+    use crate::patch::FamilyOps;
+
+    /// `/things` (create, list) and `/things/{id}` (read, update, delete), the create taking
+    /// `create` and the update `update` besides the id.
+    fn spec(create: &[&str], update: &[&str]) -> Spec {
+        let props = |names: &[&str]| {
+            let mut m = serde_json::Map::new();
+            m.insert("id".into(), serde_json::json!({"type": "string"}));
+            for n in names {
+                m.insert(
+                    (*n).into(),
+                    serde_json::json!({"type": "string", "optional": 1}),
+                );
+            }
+            serde_json::json!({"type": "object", "properties": m})
+        };
+        let method = |verb: &str, name: &str, params: serde_json::Value| serde_json::json!({"name": name, "method": verb, "parameters": params, "returns": {"type": "null"}});
+        let id_only = props(&[]);
+        let tree = serde_json::json!([{
+            "path": "/things", "text": "things",
+            "info": {"POST": method("POST", "create_thing", props(create))},
+            "children": [{
+                "path": "/things/{id}", "text": "{id}", "leaf": 1,
+                "info": {
+                    "GET": method("GET", "read_thing", id_only.clone()),
+                    "PUT": method("PUT", "update_thing", props(update)),
+                    "DELETE": method("DELETE", "delete_thing", id_only),
+                }
+            }]
+        }]);
+        crate::raw::parse("t.json", tree.to_string().as_bytes()).expect("parses")
+    }
+
+    fn thing() -> FamilyOps {
+        FamilyOps {
+            kind: "thing".into(),
+            create: "POST /things".into(),
+            read: "GET /things/{id}".into(),
+            update: "PUT /things/{id}".into(),
+            delete: "DELETE /things/{id}".into(),
+        }
+    }
+
+    fn shown(r: &BTreeMap<String, Vec<Change>>) -> Vec<String> {
+        r.values()
+            .flatten()
+            .map(|c| format!("{:?} {}: {}", c.class, c.what, c.change))
+            .collect()
+    }
+
+    #[test]
+    fn a_release_s_field_changes_are_reported_per_family() {
+        let old = spec(&["comment", "size", "gone"], &["comment", "size"]);
+        let new = spec(&["comment", "size", "tag", "kind"], &["comment", "tag"]);
+        let r = families(&old, &new, &[thing()]);
+        assert_eq!(
+            shown(&r),
+            [
+                "Breaking field \"gone\": removed: a declaration that sets it no longer builds",
+                "Breaking field \"size\": became create-only: a declared change is now refused, never written",
+                "Compatible field \"kind\": added, create-only (the update does not take it: a live difference is refused)",
+                "Compatible field \"tag\": added: managed when declared",
+            ]
+        );
+        assert!(families(&new, &new, &[thing()]).is_empty());
+    }
+
+    #[test]
+    fn a_family_whose_operation_is_gone_is_breaking() {
+        let old = spec(&["comment"], &["comment"]);
+        let mut f = thing();
+        f.update = "PUT /things/{id}/config".into();
+        let r = families(&old, &old, &[f]);
+        assert_eq!(
+            shown(&r),
+            ["Breaking operation \"PUT /things/{id}/config\": removed: the family cannot work"]
+        );
     }
 }

@@ -644,7 +644,23 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         quote!(#[derive(Debug, Clone, Default)])
     };
     let ser = serialize_impl_with(&name, &op.fields, None, true);
+    let de = if op.declarable {
+        deserialize_impl(&name, &op.fields, None)
+    } else {
+        quote!()
+    };
     let ctor = builder_tokens(&name, &op.fields, None, here, true);
+    let secret_params: Vec<&str> = op
+        .fields
+        .iter()
+        .filter(|f| matches!(f.ty, Ty::Secret))
+        .map(|f| f.wire.as_str())
+        .collect();
+    let secret_params = if secret_params.is_empty() {
+        quote!()
+    } else {
+        quote!(const SECRET_PARAMS: &'static [&'static str] = &[#(#secret_params),*];)
+    };
     let id = &op.handler;
     let method = ident(match op.verb.as_str() {
         "GET" => "Get",
@@ -738,6 +754,7 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         #[non_exhaustive]
         pub struct #name { #(#fields)* }
         #ser
+        #de
         #ctor
         impl crate::Operation for #name {
             const ID: &'static str = #id;
@@ -747,6 +764,7 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
             #task
             #path_specs
             #secrets
+            #secret_params
             type Response = #resp;
             type Error = #err;
         }

@@ -113,6 +113,9 @@ pub struct Op {
     pub since: (u16, u16),
     /// Whether the answer is a task id.
     pub returns_task: bool,
+    /// Whether the request is a family's declaration (`patches/families.toml` names it as a
+    /// create): it also decodes, so a declaration can be rebuilt from what state recorded.
+    pub declarable: bool,
     /// Typed error variants of this operation, in patch order.
     pub error_variants: Vec<String>,
     /// Those of them that mean the object read does not exist.

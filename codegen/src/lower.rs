@@ -884,6 +884,7 @@ impl<'a> Lowerer<'a> {
             allowtoken: method.allowtoken,
             since,
             returns_task,
+            declarable: self.patches.families.values().any(|f| f.create == key),
             error_variants: self
                 .patches
                 .errors

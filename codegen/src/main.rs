@@ -90,6 +90,10 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also report, per family of pve-resources, what a declaration gains or loses (a
+        /// `kind = "families"` patch, e.g. patches/families.toml).
+        #[arg(long)]
+        families: Option<PathBuf>,
     },
     /// Extract the schema from the API viewer's apidoc.js into apispec/ and update the lock.
     Import {
@@ -274,7 +278,13 @@ fn main() -> ExitCode {
             old,
             new,
             json: as_json,
+            families,
         } => {
+            let families = match families.as_deref().map(pve_codegen::patch::read_families) {
+                None => Vec::new(),
+                Some(Ok(f)) => f,
+                Some(Err(e)) => return usage(e),
+            };
             let a = match raw::load(&old) {
                 Ok(s) => s,
                 Err(e) => return fail(e.into()),
@@ -283,7 +293,8 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(e.into()),
             };
-            let report = diff::diff(&a, &b);
+            let mut report = diff::diff(&a, &b);
+            report.families = diff::families(&a, &b, &families);
             if as_json {
                 json(&report)
             } else {

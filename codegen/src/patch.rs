@@ -55,6 +55,8 @@ struct PatchFile {
     #[serde(default)]
     formats: Vec<toml::Value>,
     #[serde(default)]
+    families: Vec<toml::Value>,
+    #[serde(default)]
     paths: Vec<String>,
     #[serde(default)]
     name: Option<String>,
@@ -190,6 +192,47 @@ const KEY_FACTS: &[&str] = &[
     "maxLength",
     "pattern",
 ];
+
+/// A family's object, from `kind = "families"` patches: its four operations (`METHOD /path`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyOps {
+    /// The family's kind, as `pve-resources` names it in state (`pool`).
+    pub kind: String,
+    /// The create: its request is the declaration.
+    pub create: String,
+    /// The read that answers one object.
+    pub read: String,
+    /// The update.
+    pub update: String,
+    /// The delete.
+    pub delete: String,
+}
+
+/// The families of a `kind = "families"` patch file, for `pve-codegen diff --families` (which
+/// reads no schema's patches: the operations are checked against each schema by the diff).
+///
+/// # Errors
+///
+/// The file cannot be read, is not such a patch, or an entry is malformed.
+pub fn read_families(path: &Path) -> Result<Vec<FamilyOps>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file: PatchFile = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if file.kind != "families" {
+        return Err(format!(
+            "{}: kind is \"{}\", not \"families\"",
+            path.display(),
+            file.kind
+        ));
+    }
+    file.families
+        .into_iter()
+        .map(|v| {
+            v.try_into()
+                .map_err(|e| format!("{}: bad entry: {e}", path.display()))
+        })
+        .collect()
+}
 
 /// A named format PVE verifies, from `kind = "formats"` patches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,6 +377,9 @@ pub struct Patches {
     pub files: Vec<String>,
     /// Notes on targets skipped because their patch applies only from a later PVE version.
     pub skipped: Vec<String>,
+    /// The families of `pve-resources` that come from the schema, by kind: their four
+    /// operations (`patches/families.toml`).
+    pub families: BTreeMap<String, FamilyOps>,
     /// Answer fields by operation (`METHOD /path`) and field path (`[].vmid`, `members[].ip`,
     /// `{}.state`: `[]` an array's items, `{}` a map's values).
     pub response_fields: BTreeMap<String, BTreeMap<String, ResponseField>>,
@@ -500,6 +546,32 @@ pub fn parse(
                     scope.check_op(&op, &mut diags);
                     if !out.tasks.insert(op.clone()) {
                         diags.push(name, format!("operation \"{op}\" is listed twice"));
+                    }
+                }
+            }
+            "families" => {
+                if file.families.is_empty() {
+                    diags.push(name, "a families patch needs [[families]]");
+                }
+                for f in file.families {
+                    let f: FamilyOps = match f.try_into() {
+                        Ok(f) => f,
+                        Err(e) => {
+                            diags.push(name, format!("bad [[families]] entry: {e}"));
+                            continue;
+                        }
+                    };
+                    for op in [&f.create, &f.read, &f.update, &f.delete] {
+                        scope.check_op(op, &mut diags);
+                    }
+                    if !f.create.starts_with("POST ") {
+                        diags.push(
+                            name,
+                            format!("family \"{}\": the create is not a POST", f.kind),
+                        );
+                    }
+                    if let Some(old) = out.families.insert(f.kind.clone(), f) {
+                        diags.push(name, format!("family \"{}\" is listed twice", old.kind));
                     }
                 }
             }

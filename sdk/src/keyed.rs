@@ -159,6 +159,7 @@ impl<O: Operation> Operation for Keyed<O> {
     const RETURNS_TASK: bool = O::RETURNS_TASK;
     const PATH_PARAMS: &'static [crate::validate::PathParam] = O::PATH_PARAMS;
     const RESPONSE_SECRETS: bool = O::RESPONSE_SECRETS;
+    const SECRET_PARAMS: &'static [&'static str] = O::SECRET_PARAMS;
     type Response = O::Response;
     type Error = O::Error;
 }

@@ -93,6 +93,9 @@ pub trait Operation: Serialize {
     /// Whether successful answers hold secrets (tickets, token values, keys): their bodies never
     /// appear in decode errors.
     const RESPONSE_SECRETS: bool = false;
+    /// The request's parameters that are secrets (typed [`crate::Secret`], from
+    /// `patches/secrets.toml`): what records a request's values leaves them out.
+    const SECRET_PARAMS: &'static [&'static str] = &[];
     /// The decoded `data` of a successful answer.
     type Response: DeserializeOwned;
     /// Every way this operation can fail.

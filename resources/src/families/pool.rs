@@ -13,7 +13,7 @@ use crate::families::config::{Collection, Unset};
 use crate::families::schema::{list, Declared, Object};
 
 /// A declared pool: `Pool::new("lab").comment("...")`, or any field of its create request,
-/// typed: `Pool::of(&CreatePool::new("lab").comment("..."))`.
+/// typed: `Pool::of(CreatePool::new("lab").comment("..."))`.
 pub type Pool = Declared<PoolObject>;
 
 /// What the schema names of a pool.
@@ -58,12 +58,13 @@ impl Object for PoolObject {
 impl Pool {
     /// A pool with nothing but its id managed.
     pub fn new(poolid: impl Into<String>) -> Self {
-        Pool::of(&CreatePool::new(poolid))
+        Pool::of(CreatePool::new(poolid))
     }
 
     /// Manages its comment.
     #[must_use]
-    pub fn comment(self, comment: impl Into<String>) -> Self {
-        self.with_field("comment", comment)
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
     }
 }

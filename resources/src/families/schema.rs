@@ -41,7 +41,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use pve_sdk::{Client, Keyed, Operation, OperationError};
@@ -62,8 +62,9 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
     const ID: &'static [&'static str];
     /// Whether the update takes the read's `digest` (S9).
     const DIGEST: bool = false;
-    /// The create operation: its request is the declaration.
-    type Create: Operation + Send + Sync;
+    /// The create operation: its request is the declaration (decodable: `patches/families.toml`
+    /// names it).
+    type Create: Operation + serde::de::DeserializeOwned + Clone + fmt::Debug + Send + Sync;
     /// The read that answers the object, its typed absence the only "absent" (S1).
     type Read: Operation + Send + Sync;
     /// The update.
@@ -130,116 +131,99 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
     }
 }
 
-/// A declared object of family `F`: its ids and its managed fields in wire form.
-pub struct Declared<F> {
-    ids: Vec<(String, String)>,
-    fields: Map,
-    /// Why the create request could not be taken as a declaration (refused by the plan).
-    invalid: Option<String>,
-    family: PhantomData<fn() -> F>,
+/// A declared object of family `F`: its create request, every field typed, `None` unmanaged
+/// (S7). It reads and writes as that request (`pool.comment = Some(..)`).
+pub struct Declared<F: Object> {
+    request: F::Create,
 }
 
-impl<F> Clone for Declared<F> {
+impl<F: Object> Clone for Declared<F> {
     fn clone(&self) -> Self {
         Declared {
-            ids: self.ids.clone(),
-            fields: self.fields.clone(),
-            invalid: self.invalid.clone(),
-            family: PhantomData,
+            request: self.request.clone(),
         }
     }
 }
 
-impl<F> PartialEq for Declared<F> {
+/// The same address and managed fields.
+impl<F: Object> PartialEq for Declared<F> {
     fn eq(&self, other: &Self) -> bool {
-        (&self.ids, &self.fields, &self.invalid) == (&other.ids, &other.fields, &other.invalid)
+        self.pairs() == other.pairs()
     }
 }
 
+/// The create request's `Debug`, whose secrets print `[redacted]`.
 impl<F: Object> fmt::Debug for Declared<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(F::KIND.as_str())
-            .field("ids", &self.ids)
-            .field("fields", &self.fields)
-            .finish_non_exhaustive()
+        fmt::Debug::fmt(&self.request, f)
+    }
+}
+
+impl<F: Object> Deref for Declared<F> {
+    type Target = F::Create;
+    fn deref(&self) -> &F::Create {
+        &self.request
+    }
+}
+
+impl<F: Object> DerefMut for Declared<F> {
+    fn deref_mut(&mut self) -> &mut F::Create {
+        &mut self.request
     }
 }
 
 impl<F: Object> Declared<F> {
-    /// The create request's fields: its ids the address, the rest managed (S7).
-    pub fn of(request: &F::Create) -> Self {
-        let mut d = Declared {
-            ids: Vec::new(),
-            fields: Map::new(),
-            invalid: None,
-            family: PhantomData,
-        };
-        let pairs = match pve_sdk::form::to_pairs(request) {
-            Ok(p) => p,
-            Err(e) => {
-                d.invalid = Some(e.to_string());
-                return d;
-            }
-        };
-        for (k, v) in pairs {
-            if F::ID.contains(&k.as_str()) {
-                d.ids.push((k, v));
-            } else if d.fields.insert(k.clone(), v).is_some() {
-                d.invalid = Some(format!("{k} is a list, which {} does not manage", F::KIND));
-            }
-        }
-        d
+    /// Declares `request`: its ids the address, its other set fields managed (S7).
+    pub fn of(request: F::Create) -> Self {
+        Declared { request }
     }
-}
 
-impl<F: Object> Declared<F> {
-    /// The `n`th id (in [`Object::ID`]'s order).
-    pub fn id(&self, n: usize) -> &str {
+    /// The create request.
+    pub fn request(&self) -> &F::Create {
+        &self.request
+    }
+
+    /// The request's pairs, or why it has no form.
+    fn pairs(&self) -> Result<Vec<(String, String)>, String> {
+        pve_sdk::form::to_pairs(&self.request).map_err(|e| e.to_string())
+    }
+
+    /// The `n`th id (in [`Object::ID`]'s order), as sent.
+    pub fn id(&self, n: usize) -> String {
         let name = F::ID.get(n).copied().unwrap_or_default();
-        self.ids
-            .iter()
+        let pairs = self.pairs().unwrap_or_default();
+        pairs
+            .into_iter()
             .find(|(k, _)| k == name)
-            .map_or("", |(_, v)| v.as_str())
+            .map(|(_, v)| v)
+            .unwrap_or_default()
     }
 
-    /// The managed field `key` in wire form, if declared.
-    pub fn field(&self, key: &str) -> Option<&str> {
-        self.fields.get(key).map(String::as_str)
-    }
-
-    /// Manages `key` with `value` (wire form): for a family's own builders, whose keys are
-    /// the create request's.
-    #[must_use]
-    pub fn with_field(mut self, key: &str, value: impl Into<String>) -> Self {
-        debug_assert!(pve_sdk::params::takes::<F::Create>(key), "{key}");
-        self.fields.insert(key.to_owned(), value.into());
-        self
-    }
-
-    #[cfg(test)]
-    fn with_field_unchecked(mut self, key: &str, value: &str) -> Self {
-        self.fields.insert(key.to_owned(), value.to_owned());
-        self
+    /// The managed fields in wire form: no id, no secret (S26); a list field (a key twice) is
+    /// refused by [`ConfigObject::check`].
+    fn fields(&self) -> Map {
+        let pairs = self.pairs().unwrap_or_default();
+        pairs
+            .into_iter()
+            .filter(|(k, _)| !F::ID.contains(&k.as_str()))
+            .filter(|(k, _)| !F::Create::SECRET_PARAMS.contains(&k.as_str()))
+            .collect()
     }
 
     /// The request of `O` addressed to this object (its ids set).
     fn addressed<O: Operation>(&self) -> Result<Keyed<O>, Failure> {
-        let ids = self.ids.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let pairs = self.pairs().unwrap_or_default();
+        let ids = pairs.iter().filter(|(k, _)| F::ID.contains(&k.as_str()));
         Keyed::new()
-            .extend(ids)
+            .extend(ids.map(|(k, v)| (k.as_str(), v.as_str())))
             .map_err(|e| inexpressible(self, &e.key))
     }
 
-    fn create_request(&self) -> Result<Keyed<F::Create>, Failure> {
-        let fields = self.fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-        self.addressed()?
-            .extend(fields)
-            .map_err(|e| inexpressible(self, &e.key))
-    }
-
-    /// The fields a declaration can manage: the create's parameters but the ids.
+    /// The fields a declaration can manage: the create's parameters but the ids and secrets.
     fn manageable(key: &str) -> bool {
-        !F::ID.contains(&key) && pve_sdk::params::takes::<F::Create>(key)
+        !F::ID.contains(&key)
+            && !F::Create::SECRET_PARAMS.contains(&key)
+            && pve_sdk::params::takes::<F::Create>(key)
     }
 
     /// An answer's object in wire form, limited to what a declaration can manage and the
@@ -279,24 +263,16 @@ pub fn list<F: Object, L: Operation + Default + Send + Sync>(
     })
 }
 
-/// Rebuilds a managed object of family `F` from its state entry (for its removal policy).
+/// Rebuilds a managed object of family `F` from its state entry (for its removal policy): its
+/// address and recorded fields decoded as its create request (no secret is recorded).
 pub fn rebuild<F: Object>(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
-    let ids = F::ID
-        .iter()
-        .map(|k| Some(((*k).to_owned(), rs.address.get(*k)?.clone())))
-        .collect::<Option<Vec<_>>>()?;
-    let fields = rs
-        .declared
-        .as_object()?
-        .iter()
-        .map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-        .collect::<Option<Map>>()?;
-    Some(Arc::new(Declared::<F> {
-        ids,
-        fields,
-        invalid: None,
-        family: PhantomData,
-    }))
+    let mut all = rs.declared.as_object()?.clone();
+    all.retain(|k, _| !k.starts_with("rotate:"));
+    for k in F::ID {
+        all.insert((*k).to_owned(), Value::from(rs.address.get(*k)?.clone()));
+    }
+    let request = pve_sdk::lenient::from_value::<F::Create>(Value::Object(all)).ok()?;
+    Some(Arc::new(Declared::<F>::of(request)))
 }
 
 impl<F: Object> ConfigObject for Declared<F> {
@@ -304,16 +280,20 @@ impl<F: Object> ConfigObject for Declared<F> {
     const DIGEST: bool = F::DIGEST;
 
     fn object(&self) -> ObjectRef {
-        let key: Vec<&str> = self.ids.iter().map(|(_, v)| v.as_str()).collect();
+        let key: Vec<String> = (0..F::ID.len()).map(|n| self.id(n)).collect();
         ObjectRef::new(F::KIND, F::scope(self), key.join("/"))
     }
 
     fn address(&self) -> Map {
-        self.ids.iter().cloned().collect()
+        let pairs = self.pairs().unwrap_or_default();
+        pairs
+            .into_iter()
+            .filter(|(k, _)| F::ID.contains(&k.as_str()))
+            .collect()
     }
 
     fn declared(&self) -> Map {
-        self.fields.clone()
+        self.fields()
     }
 
     fn read<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<Map>, Failure>> {
@@ -331,42 +311,31 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let req = self.create_request()?;
-            crate::kit::write::send(client, &req).await.map(drop)
+            crate::kit::write::send(client, &self.request)
+                .await
+                .map(drop)
         })
     }
 
     /// The create request and the read that addresses the object, against the SDK's table
     /// (S1, S8): an id the SDK cannot address is refused before any write.
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
-        let invalid = |operation: &str, key: &str, why: String| pve_sdk::params::Invalid {
-            operation: operation.to_owned(),
+        let problem = |key: &str, why: String| pve_sdk::params::Invalid {
+            operation: format!("{} {}", <F::Create as Operation>::METHOD, F::Create::PATH),
             problems: BTreeMap::from([(key.to_owned(), why)]),
         };
-        let create = format!("{} {}", <F::Create as Operation>::METHOD, F::Create::PATH);
-        if let Some(why) = &self.invalid {
-            return Err(invalid(&create, "request", why.clone()));
+        let pairs = self.pairs().map_err(|why| problem("request", why))?;
+        for (i, (k, _)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(seen, _)| seen == k) {
+                let why = format!("is a list, which the {} family does not manage", F::KIND);
+                return Err(problem(k, why));
+            }
         }
-        let keyed = |r: Result<(), Failure>, key: &str| {
-            r.map_err(|_| invalid(&create, key, "is not a parameter of the create".to_owned()))
-        };
-        let stray = self.fields.keys().find(|k| !Self::manageable(k));
-        if let Some(k) = stray {
-            keyed(Err(inexpressible(self, k)), k)?;
-        }
-        let create_req = self
-            .create_request()
-            .map_err(|_| invalid(&create, "request", "cannot be addressed".to_owned()))?;
-        let read_req = self.addressed::<F::Read>().map_err(|_| {
-            invalid(
-                &create,
-                "request",
-                "its read cannot be addressed".to_owned(),
-            )
-        })?;
+        let read = self.addressed::<F::Read>();
+        let read = read.map_err(|_| problem("request", "its read cannot be addressed".into()))?;
         all_of([
-            pve_sdk::params::check(&create_req),
-            pve_sdk::params::check(&read_req),
+            pve_sdk::params::check(&self.request),
+            pve_sdk::params::check(&read),
         ])
     }
 
@@ -478,7 +447,7 @@ mod tests {
 
     #[test]
     fn s07_the_typed_create_request_is_the_declaration_its_ids_the_address() {
-        let p = Pool::of(&CreatePool::new("lab").comment("guests"));
+        let p = Pool::of(CreatePool::new("lab").comment("guests"));
         assert_eq!(p, Pool::new("lab").comment("guests"));
         assert_eq!(
             ConfigObject::address(&p),
@@ -498,7 +467,7 @@ mod tests {
 
     #[test]
     fn s18_a_field_the_update_does_not_take_is_create_only_by_construction() {
-        let u = Declared::<PlainUser>::of(&CreateUser::new("a@pve"));
+        let u = Declared::<PlainUser>::of(CreateUser::new("a@pve"));
         // pve-access-control `src/PVE/API2/User.pm`: update_user has no `password`.
         assert_eq!(u.create_only(), ["password"]);
         assert!(Pool::new("lab").create_only().is_empty());
@@ -507,7 +476,7 @@ mod tests {
 
     #[tokio::test]
     async fn s11_an_edit_key_the_update_does_not_take_is_refused_naming_it_before_any_request() {
-        let u = Declared::<PlainUser>::of(&CreateUser::new("a@pve").email("a@b.c"));
+        let u = Declared::<PlainUser>::of(CreateUser::new("a@pve").email("a@b.c"));
         let c = nowhere();
         for edit in [
             Edit {
@@ -540,13 +509,40 @@ mod tests {
     }
 
     #[test]
-    fn s08_a_declaration_the_create_cannot_carry_is_refused_by_its_check() {
-        let bad = Pool::new("lab").with_field_unchecked("allow-move", "1");
-        let e = ConfigObject::check(&bad).expect_err("create_pool has no allow-move");
-        assert!(e.problems.contains_key("allow-move"), "{e}");
+    fn s01_s08_an_id_the_sdk_cannot_address_is_refused_by_the_check() {
         let e = ConfigObject::check(&Group::new("..")).expect_err("not addressable");
         assert!(e.problems.contains_key("groupid"), "{e}");
         assert!(ConfigObject::check(&Role::new("ops", ["VM.Audit"])).is_ok());
+    }
+
+    fn op<O: Operation>() -> String {
+        format!("{} {}", O::METHOD, O::PATH)
+    }
+
+    fn entry<F: Object>() -> String {
+        format!(
+            "{{ kind = \"{}\", create = \"{}\", read = \"{}\", update = \"{}\", delete = \"{}\" }}",
+            F::KIND,
+            op::<F::Create>(),
+            op::<F::Read>(),
+            op::<F::Update>(),
+            op::<F::Delete>()
+        )
+    }
+
+    /// The generator's list of families (for decodable creates and `pve-codegen diff`) names
+    /// the operations each family here uses.
+    #[test]
+    fn patches_families_toml_names_each_schema_family_s_operations() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../patches/families.toml");
+        let text = std::fs::read_to_string(path).expect("reads patches/families.toml");
+        for line in [
+            entry::<crate::families::pool::PoolObject>(),
+            entry::<crate::families::access::GroupObject>(),
+            entry::<crate::families::access::RoleObject>(),
+        ] {
+            assert!(text.contains(&line), "patches/families.toml lacks {line}");
+        }
     }
 
     #[test]
@@ -563,7 +559,10 @@ mod tests {
         let back = rebuild::<crate::families::access::RoleObject>(&rs).expect("rebuilt");
         assert_eq!(back.address(), ConfigObject::address(&r));
         assert_eq!(back.declared(), ConfigObject::declared(&r));
-        assert_eq!(r.privs().collect::<Vec<_>>(), ["Sys.Audit", "VM.Audit"]);
+        assert_eq!(
+            r.privileges().collect::<Vec<_>>(),
+            ["Sys.Audit", "VM.Audit"]
+        );
         let mut broken = rs.clone();
         broken.address.clear();
         assert!(rebuild::<crate::families::access::RoleObject>(&broken).is_none());

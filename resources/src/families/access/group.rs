@@ -10,7 +10,7 @@ use crate::families::config::{Collection, Unset};
 use crate::families::schema::{list, Declared, Object};
 
 /// A declared user group: `Group::new("ops").comment("...")`, or any field of its create
-/// request, typed: `Group::of(&CreateGroup::new("ops"))`.
+/// request, typed: `Group::of(CreateGroup::new("ops"))`.
 pub type Group = Declared<GroupObject>;
 
 /// What the schema names of a group.
@@ -48,12 +48,13 @@ impl Object for GroupObject {
 impl Group {
     /// A group with nothing but its id managed.
     pub fn new(groupid: impl Into<String>) -> Self {
-        Group::of(&CreateGroup::new(groupid))
+        Group::of(CreateGroup::new(groupid))
     }
 
     /// Manages its comment.
     #[must_use]
-    pub fn comment(self, comment: impl Into<String>) -> Self {
-        self.with_field("comment", comment)
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
     }
 }

@@ -55,12 +55,13 @@ impl Role {
     ) -> Self {
         let privs: Vec<String> = privs.into_iter().map(Into::into).collect();
         let privs = set_text(privs.iter().map(String::as_str));
-        Role::of(&CreateRole::new(roleid).privs(privs))
+        Role::of(CreateRole::new(roleid).privs(privs))
     }
 
     /// The declared privileges.
-    pub fn privs(&self) -> impl Iterator<Item = &str> {
-        self.field("privs")
+    pub fn privileges(&self) -> impl Iterator<Item = &str> {
+        self.privs
+            .as_deref()
             .unwrap_or_default()
             .split(',')
             .filter(|p| !p.is_empty())
@@ -100,7 +101,7 @@ impl Object for RoleObject {
     /// a name made before that rule may still be updated.
     fn refusal(d: &Role, live: Option<&Map>) -> Option<String> {
         let roleid = d.id(0);
-        if BUILT_IN.contains(&roleid) {
+        if BUILT_IN.contains(&roleid.as_str()) {
             return Some(format!(
                 "{roleid} is one of PVE's built-in roles, which PVE generates and refuses to change; declare a role of your own"
             ));
@@ -136,7 +137,7 @@ impl Object for RoleObject {
                 .await
                 .ok()?;
             let all = all.as_ref().as_ref().filter(|a| !a.is_empty())?;
-            let bad: Vec<&str> = d.privs().filter(|p| !all.contains(*p)).collect();
+            let bad: Vec<&str> = d.privileges().filter(|p| !all.contains(*p)).collect();
             (!bad.is_empty()).then(|| {
                 format!(
                     "PVE would refuse privs: invalid privilege '{}' (this node's release has no such privilege; its Administrator role holds every one it has); nothing is sent",

@@ -50,6 +50,7 @@ impl crate::Operation for ChangePassword {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/password";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["confirmation-password", "password"];
     type Response = ChangePasswordResponse;
     type Error = ChangePasswordError;
 }

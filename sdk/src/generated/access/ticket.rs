@@ -136,6 +136,7 @@ impl crate::Operation for CreateTicket {
     const PATH: &'static str = "/access/ticket";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RESPONSE_SECRETS: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["otp", "password", "tfa-challenge"];
     type Response = CreateTicketResponse;
     type Error = CreateTicketError;
 }

@@ -62,6 +62,7 @@ impl crate::Operation for VerifyVncTicket {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/vncticket";
     const SINCE: crate::PveVersion = crate::PveVersion::new(9, 1);
+    const SECRET_PARAMS: &'static [&'static str] = &["vncticket"];
     type Response = VerifyVncTicketResponse;
     type Error = VerifyVncTicketError;
 }

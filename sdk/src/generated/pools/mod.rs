@@ -124,6 +124,15 @@ impl serde::Serialize for CreatePool {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreatePool {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            poolid: f.req("poolid")?,
+        })
+    }
+}
 impl CreatePool {
     /// A value with every required field; optional ones start unset.
     #[allow(

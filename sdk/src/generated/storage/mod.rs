@@ -244,6 +244,74 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for Create {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            authsupported: f.opt("authsupported")?,
+            base: f.opt("base")?,
+            blocksize: f.opt("blocksize")?,
+            bwlimit: f.opt("bwlimit")?,
+            comstar_hg: f.opt("comstar_hg")?,
+            comstar_tg: f.opt("comstar_tg")?,
+            content: f.opt("content")?,
+            content_dirs: f.opt("content-dirs")?,
+            create_base_path: f.opt("create-base-path")?,
+            create_subdirs: f.opt("create-subdirs")?,
+            data_pool: f.opt("data-pool")?,
+            datastore: f.opt("datastore")?,
+            disable: f.opt("disable")?,
+            domain: f.opt("domain")?,
+            encryption_key: f.opt("encryption-key")?,
+            export: f.opt("export")?,
+            fingerprint: f.opt("fingerprint")?,
+            format: f.opt("format")?,
+            fs_name: f.opt("fs-name")?,
+            fuse: f.opt("fuse")?,
+            is_mountpoint: f.opt("is_mountpoint")?,
+            iscsiprovider: f.opt("iscsiprovider")?,
+            keyring: f.opt("keyring")?,
+            krbd: f.opt("krbd")?,
+            lio_tpg: f.opt("lio_tpg")?,
+            master_pubkey: f.opt("master-pubkey")?,
+            max_protected_backups: f.opt("max-protected-backups")?,
+            mkdir: f.opt("mkdir")?,
+            monhost: f.opt("monhost")?,
+            mountpoint: f.opt("mountpoint")?,
+            namespace: f.opt("namespace")?,
+            nocow: f.opt("nocow")?,
+            nodes: f.opt("nodes")?,
+            nowritecache: f.opt("nowritecache")?,
+            options: f.opt("options")?,
+            password: f.opt("password")?,
+            path: f.opt("path")?,
+            pool: f.opt("pool")?,
+            port: f.opt("port")?,
+            portal: f.opt("portal")?,
+            preallocation: f.opt("preallocation")?,
+            prune_backups: f.opt("prune-backups")?,
+            saferemove: f.opt("saferemove")?,
+            saferemove_stepsize: f.opt("saferemove-stepsize")?,
+            saferemove_throughput: f.opt("saferemove_throughput")?,
+            server: f.opt("server")?,
+            share: f.opt("share")?,
+            shared: f.opt("shared")?,
+            skip_cert_verification: f.opt("skip-cert-verification")?,
+            smbversion: f.opt("smbversion")?,
+            snapshot_as_volume_chain: f.opt("snapshot-as-volume-chain")?,
+            sparse: f.opt("sparse")?,
+            storage: f.req("storage")?,
+            subdir: f.opt("subdir")?,
+            tagged_only: f.opt("tagged_only")?,
+            target: f.opt("target")?,
+            thinpool: f.opt("thinpool")?,
+            type_: f.req("type")?,
+            username: f.opt("username")?,
+            vgname: f.opt("vgname")?,
+            zfs_base_path: f.opt("zfs-base-path")?,
+        })
+    }
+}
 impl Create {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -676,6 +744,7 @@ impl crate::Operation for Create {
     const PATH: &'static str = "/storage";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RESPONSE_SECRETS: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["encryption-key", "keyring", "password"];
     type Response = CreateResponse;
     type Error = CreateError;
 }

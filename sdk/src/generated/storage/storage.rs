@@ -636,6 +636,7 @@ impl crate::Operation for Update {
         format: Some(&crate::generated::formats::PVE_STORAGE_ID),
     }];
     const RESPONSE_SECRETS: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["encryption-key", "keyring", "password"];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

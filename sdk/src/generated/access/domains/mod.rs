@@ -485,6 +485,7 @@ impl crate::Operation for Create {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/domains";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["client-key", "password"];
     type Response = CreateResponse;
     type Error = CreateError;
 }

@@ -57,6 +57,15 @@ impl serde::Serialize for CreateGroup {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateGroup {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            groupid: f.req("groupid")?,
+        })
+    }
+}
 impl CreateGroup {
     /// A value with every required field; optional ones start unset.
     #[allow(

@@ -57,6 +57,15 @@ impl serde::Serialize for CreateRole {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateRole {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            privs: f.opt("privs")?,
+            roleid: f.req("roleid")?,
+        })
+    }
+}
 impl CreateRole {
     /// A value with every required field; optional ones start unset.
     #[allow(

@@ -104,6 +104,23 @@ impl serde::Serialize for CreateUser {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateUser {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            email: f.opt("email")?,
+            enable: f.opt("enable")?,
+            expire: f.opt("expire")?,
+            firstname: f.opt("firstname")?,
+            groups: f.opt("groups")?,
+            keys: f.opt("keys")?,
+            lastname: f.opt("lastname")?,
+            password: f.opt("password")?,
+            userid: f.req("userid")?,
+        })
+    }
+}
 impl CreateUser {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -184,6 +201,7 @@ impl crate::Operation for CreateUser {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateUserResponse;
     type Error = CreateUserError;
 }

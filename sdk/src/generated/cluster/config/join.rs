@@ -133,6 +133,7 @@ impl crate::Operation for Join {
     const PATH: &'static str = "/cluster/config/join";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = JoinResponse;
     type Error = JoinError;
 }

@@ -193,6 +193,7 @@ impl crate::Operation for Set {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["key"];
     type Response = SetResponse;
     type Error = SetError;
 }

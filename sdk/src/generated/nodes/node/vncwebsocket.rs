@@ -47,6 +47,7 @@ impl crate::Operation for Vncwebsocket {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["vncticket"];
     type Response = VncwebsocketResponse;
     type Error = VncwebsocketError;
 }

@@ -554,6 +554,7 @@ impl crate::Operation for Update {
         rest: false,
         format: Some(&crate::generated::formats::PVE_REALM),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["client-key", "password"];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -55,6 +55,7 @@ impl crate::Operation for DeleteTfa {
         rest: false,
         format: Some(&crate::generated::formats::PVE_USERID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = DeleteTfaResponse;
     type Error = DeleteTfaError;
 }
@@ -186,6 +187,7 @@ impl crate::Operation for UpdateTfaEntry {
         rest: false,
         format: Some(&crate::generated::formats::PVE_USERID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateTfaEntryResponse;
     type Error = UpdateTfaEntryError;
 }

@@ -144,6 +144,7 @@ impl crate::Operation for AddTfaEntry {
         format: Some(&crate::generated::formats::PVE_USERID),
     }];
     const RESPONSE_SECRETS: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["challenge", "password", "totp", "value"];
     type Response = AddTfaEntryResponse;
     type Error = AddTfaEntryError;
 }

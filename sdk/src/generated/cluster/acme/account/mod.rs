@@ -124,6 +124,7 @@ impl crate::Operation for RegisterAccount {
     const PATH: &'static str = "/cluster/acme/account";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
     const RETURNS_TASK: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["eab-hmac-key"];
     type Response = RegisterAccountResponse;
     type Error = RegisterAccountError;
 }

@@ -199,6 +199,7 @@ impl crate::Operation for UpdatePlugin {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["data"];
     type Response = UpdatePluginResponse;
     type Error = UpdatePluginError;
 }

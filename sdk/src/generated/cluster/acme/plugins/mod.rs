@@ -137,6 +137,7 @@ impl crate::Operation for AddPlugin {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/acme/plugins";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["data"];
     type Response = AddPluginResponse;
     type Error = AddPluginError;
 }

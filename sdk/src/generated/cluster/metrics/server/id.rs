@@ -346,6 +346,7 @@ impl crate::Operation for Create {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = CreateResponse;
     type Error = CreateError;
 }
@@ -621,6 +622,7 @@ impl crate::Operation for Update {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

@@ -135,6 +135,7 @@ impl crate::Operation for Create {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/ipams";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = CreateResponse;
     type Error = CreateError;
 }

@@ -133,6 +133,7 @@ impl crate::Operation for UploadCustomCert {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["key"];
     type Response = UploadCustomCertResponse;
     type Error = UploadCustomCertError;
 }

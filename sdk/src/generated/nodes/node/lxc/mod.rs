@@ -528,6 +528,7 @@ impl crate::Operation for CreateVm {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateVmResponse;
     type Error = CreateVmError;
 }

@@ -207,6 +207,42 @@ impl serde::Serialize for CreateNetwork {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateNetwork {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            node: f.req("node")?,
+            address: f.opt("address")?,
+            address6: f.opt("address6")?,
+            autostart: f.opt("autostart")?,
+            bond_primary: f.opt("bond-primary")?,
+            bond_mode: f.opt("bond_mode")?,
+            bond_xmit_hash_policy: f.opt("bond_xmit_hash_policy")?,
+            bridge_ports: f.opt("bridge_ports")?,
+            bridge_vids: f.opt("bridge_vids")?,
+            bridge_vlan_aware: f.opt("bridge_vlan_aware")?,
+            cidr: f.opt("cidr")?,
+            cidr6: f.opt("cidr6")?,
+            comments: f.opt("comments")?,
+            comments6: f.opt("comments6")?,
+            gateway: f.opt("gateway")?,
+            gateway6: f.opt("gateway6")?,
+            iface: f.req("iface")?,
+            mtu: f.opt("mtu")?,
+            netmask: f.opt("netmask")?,
+            netmask6: f.opt("netmask6")?,
+            ovs_bonds: f.opt("ovs_bonds")?,
+            ovs_bridge: f.opt("ovs_bridge")?,
+            ovs_options: f.opt("ovs_options")?,
+            ovs_ports: f.opt("ovs_ports")?,
+            ovs_tag: f.opt("ovs_tag")?,
+            slaves: f.opt("slaves")?,
+            type_: f.req("type")?,
+            vlan_id: f.opt("vlan-id")?,
+            vlan_raw_device: f.opt("vlan-raw-device")?,
+        })
+    }
+}
 impl CreateNetwork {
     /// A value with every required field; optional ones start unset.
     #[allow(

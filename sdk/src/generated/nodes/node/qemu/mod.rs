@@ -1016,6 +1016,7 @@ impl crate::Operation for CreateVm {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["cipassword"];
     type Response = CreateVmResponse;
     type Error = CreateVmError;
 }

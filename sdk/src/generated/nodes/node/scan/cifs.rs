@@ -75,6 +75,7 @@ impl crate::Operation for Cifsscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CifsscanResponse;
     type Error = CifsscanError;
 }

@@ -78,6 +78,7 @@ impl crate::Operation for Pbsscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = PbsscanResponse;
     type Error = PbsscanError;
 }

@@ -104,6 +104,7 @@ impl crate::Operation for CreateGotifyEndpoint {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = CreateGotifyEndpointResponse;
     type Error = CreateGotifyEndpointError;
 }

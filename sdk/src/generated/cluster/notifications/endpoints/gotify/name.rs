@@ -188,6 +188,7 @@ impl crate::Operation for UpdateGotifyEndpoint {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = UpdateGotifyEndpointResponse;
     type Error = UpdateGotifyEndpointError;
 }

@@ -174,6 +174,7 @@ impl crate::Operation for CreateSmtpEndpoint {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateSmtpEndpointResponse;
     type Error = CreateSmtpEndpointError;
 }

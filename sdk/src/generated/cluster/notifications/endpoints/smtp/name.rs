@@ -261,6 +261,7 @@ impl crate::Operation for UpdateSmtpEndpoint {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateSmtpEndpointResponse;
     type Error = UpdateSmtpEndpointError;
 }

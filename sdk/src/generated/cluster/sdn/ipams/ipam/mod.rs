@@ -197,6 +197,7 @@ impl crate::Operation for Update {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/ipams/{ipam}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = UpdateResponse;
     type Error = UpdateError;
 }

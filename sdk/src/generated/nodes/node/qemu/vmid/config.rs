@@ -1040,6 +1040,7 @@ impl crate::Operation for UpdateVmAsync {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
+    const SECRET_PARAMS: &'static [&'static str] = &["cipassword"];
     type Response = UpdateVmAsyncResponse;
     type Error = UpdateVmAsyncError;
 }
@@ -1989,6 +1990,7 @@ impl crate::Operation for UpdateVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
+    const SECRET_PARAMS: &'static [&'static str] = &["cipassword"];
     type Response = UpdateVmResponse;
     type Error = UpdateVmError;
 }

@@ -63,6 +63,7 @@ impl crate::Operation for Mtunnelwebsocket {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
+    const SECRET_PARAMS: &'static [&'static str] = &["ticket"];
     type Response = MtunnelwebsocketResponse;
     type Error = MtunnelwebsocketError;
 }

@@ -63,6 +63,7 @@ impl crate::Operation for Vncwebsocket {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
+    const SECRET_PARAMS: &'static [&'static str] = &["vncticket"];
     type Response = VncwebsocketResponse;
     type Error = VncwebsocketError;
 }

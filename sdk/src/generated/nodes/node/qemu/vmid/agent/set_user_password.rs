@@ -75,6 +75,7 @@ impl crate::Operation for SetUserPassword {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = SetUserPasswordResponse;
     type Error = SetUserPasswordError;
 }
