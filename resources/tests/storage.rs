@@ -422,7 +422,7 @@ async fn s26_autogen_without_a_callback_is_refused_before_any_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     let mut decl = pbs("1", key_sink(false).0);
-    decl.on_key = None;
+    decl.on_secret = None;
     s.add("pbs1", decl).expect("adds");
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, |_| {}).await.expect("deploys");

@@ -37,7 +37,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::GROUP, schema::rebuild::<access::GroupObject>),
         Family::new(kinds::ROLE, schema::rebuild::<access::RoleObject>),
         Family::new(kinds::API_TOKEN, access::rebuild_token),
-        Family::new(kinds::STORAGE, storage::rebuild),
+        Family::new(kinds::STORAGE, schema::rebuild::<storage::StorageObject>),
         Family::new(kinds::ACL, access::rebuild_acl),
     ]
 }

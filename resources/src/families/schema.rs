@@ -48,9 +48,12 @@ use pve_sdk::{Client, Keyed, Operation, OperationError};
 use serde_json::Value;
 
 use crate::contract::{BoxFuture, Cx, Failure, Kind, ObjectRef, Removal, Resource, Scope};
-use crate::families::config::{all_of, inexpressible, Collection, ConfigObject, Edit, Unset};
+use crate::families::config::{
+    all_of, inexpressible, Collection, ConfigObject, Edit, Unset, WriteOnly,
+};
+use crate::kit::handover::SecretSink;
 use crate::kit::wire::Map;
-use crate::state::ResourceState;
+use crate::state::{Intent, ResourceState};
 
 /// What the schema names of a family's object, and the rules the family keeps. Every hook has
 /// the default of [`ConfigObject`]'s.
@@ -129,63 +132,144 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         let _ = d;
         Vec::new()
     }
+
+    /// Fields set only at create beyond those the update has no parameter for (S18): options
+    /// PVE's code refuses to change although the update takes them (a plugin's `fixed`).
+    fn fixed(d: &Declared<Self>) -> &'static [&'static str] {
+        let _ = d;
+        &[]
+    }
+
+    /// The write-only fields (S26): sent, never recorded or compared, sent again when
+    /// [`Declared::secret_rotation`] moves. The create's secrets (`patches/secrets.toml`) by
+    /// default.
+    fn write_only() -> &'static [&'static str] {
+        Self::Create::SECRET_PARAMS
+    }
+
+    /// What PVE's own checks of the declaration would refuse beyond the schema's (a storage
+    /// plugin's options): field to sentence. None by default.
+    fn problems(d: &Declared<Self>) -> BTreeMap<String, String> {
+        let _ = d;
+        BTreeMap::new()
+    }
+
+    /// See [`ConfigObject::undelivered`].
+    fn undelivered(d: &Declared<Self>, pending: &Intent, recorded: Option<&Map>) -> Option<String> {
+        let _ = (d, pending, recorded);
+        None
+    }
+
+    /// Sends the create: the request as it is by default. A family whose create answers a
+    /// secret once (a generated key) hands it over here.
+    fn create<'a>(d: &'a Declared<Self>, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move { crate::kit::write::send(client, &d.spec).await.map(drop) })
+    }
+
+    /// Sends the update `req`, which rotates `rotated`: a stale digest is
+    /// [`ErrorKind::Changed`](crate::contract::ErrorKind::Changed) where [`Object::stale`]
+    /// says so (S9).
+    fn send_update<'a>(
+        d: &'a Declared<Self>,
+        client: &'a Client,
+        req: Keyed<Self::Update>,
+        rotated: &'a [String],
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        let _ = (d, rotated);
+        Box::pin(async move { sent::<Self>(client.send(&req).await).map(drop) })
+    }
+
+    /// Whether the update's error is PVE's stale-digest refusal (S9). None by default.
+    fn stale(e: &<Self::Update as Operation>::Error) -> bool {
+        let _ = e;
+        false
+    }
+}
+
+/// An update's answer: a stale digest is [`ErrorKind::Changed`](crate::contract::ErrorKind),
+/// any other error [`Failure::write`].
+///
+/// # Errors
+///
+/// As said.
+pub fn sent<F: Object>(
+    answer: Result<
+        pve_sdk::Response<<F::Update as Operation>::Response>,
+        <F::Update as Operation>::Error,
+    >,
+) -> Result<<F::Update as Operation>::Response, Failure> {
+    match answer {
+        Ok(r) => Ok(r.into_data()),
+        Err(e) if F::stale(&e) => Err(Failure::new(crate::contract::ErrorKind::Changed, e)),
+        Err(e) => Err(Failure::write(e)),
+    }
 }
 
 /// A declared object of family `F`: its create request, every field typed, `None` unmanaged
 /// (S7). It reads and writes as that request (`pool.comment = Some(..)`).
 pub struct Declared<F: Object> {
-    request: F::Create,
+    /// The create request: the ids and every managed field.
+    pub spec: F::Create,
+    /// The rotation marker of its write-only fields ([`Object::write_only`]): when it differs
+    /// from the recorded one, the declared values are sent again (S26).
+    pub secret_rotation: Option<String>,
+    /// Where a secret PVE answers once goes (a generated key), for a family that asks for one.
+    pub on_secret: Option<SecretSink>,
 }
 
 impl<F: Object> Clone for Declared<F> {
     fn clone(&self) -> Self {
         Declared {
-            request: self.request.clone(),
+            spec: self.spec.clone(),
+            secret_rotation: self.secret_rotation.clone(),
+            on_secret: self.on_secret.clone(),
         }
     }
 }
 
-/// The same address and managed fields.
+/// The same address, managed fields and rotation marker.
 impl<F: Object> PartialEq for Declared<F> {
     fn eq(&self, other: &Self) -> bool {
-        self.pairs() == other.pairs()
+        (self.pairs(), &self.secret_rotation) == (other.pairs(), &other.secret_rotation)
     }
 }
 
 /// The create request's `Debug`, whose secrets print `[redacted]`.
 impl<F: Object> fmt::Debug for Declared<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.request, f)
+        f.debug_struct(F::KIND.as_str())
+            .field("spec", &self.spec)
+            .field("secret_rotation", &self.secret_rotation)
+            .finish_non_exhaustive()
     }
 }
 
 impl<F: Object> Deref for Declared<F> {
     type Target = F::Create;
     fn deref(&self) -> &F::Create {
-        &self.request
+        &self.spec
     }
 }
 
 impl<F: Object> DerefMut for Declared<F> {
     fn deref_mut(&mut self) -> &mut F::Create {
-        &mut self.request
+        &mut self.spec
     }
 }
 
 impl<F: Object> Declared<F> {
     /// Declares `request`: its ids the address, its other set fields managed (S7).
-    pub fn of(request: F::Create) -> Self {
-        Declared { request }
-    }
-
-    /// The create request.
-    pub fn request(&self) -> &F::Create {
-        &self.request
+    pub fn of(spec: F::Create) -> Self {
+        Declared {
+            spec,
+            secret_rotation: None,
+            on_secret: None,
+        }
     }
 
     /// The request's pairs, or why it has no form.
     fn pairs(&self) -> Result<Vec<(String, String)>, String> {
-        pve_sdk::form::to_pairs(&self.request).map_err(|e| e.to_string())
+        pve_sdk::form::to_pairs(&self.spec).map_err(|e| e.to_string())
     }
 
     /// The `n`th id (in [`Object::ID`]'s order), as sent.
@@ -206,7 +290,7 @@ impl<F: Object> Declared<F> {
         pairs
             .into_iter()
             .filter(|(k, _)| !F::ID.contains(&k.as_str()))
-            .filter(|(k, _)| !F::Create::SECRET_PARAMS.contains(&k.as_str()))
+            .filter(|(k, _)| !F::write_only().contains(&k.as_str()))
             .collect()
     }
 
@@ -222,7 +306,7 @@ impl<F: Object> Declared<F> {
     /// The fields a declaration can manage: the create's parameters but the ids and secrets.
     fn manageable(key: &str) -> bool {
         !F::ID.contains(&key)
-            && !F::Create::SECRET_PARAMS.contains(&key)
+            && !F::write_only().contains(&key)
             && pve_sdk::params::takes::<F::Create>(key)
     }
 
@@ -267,12 +351,16 @@ pub fn list<F: Object, L: Operation + Default + Send + Sync>(
 /// address and recorded fields decoded as its create request (no secret is recorded).
 pub fn rebuild<F: Object>(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
     let mut all = rs.declared.as_object()?.clone();
+    let marker = all.iter().find(|(k, _)| k.starts_with("rotate:"));
+    let marker = marker.and_then(|(_, v)| v.as_str()).map(str::to_owned);
     all.retain(|k, _| !k.starts_with("rotate:"));
     for k in F::ID {
         all.insert((*k).to_owned(), Value::from(rs.address.get(*k)?.clone()));
     }
-    let request = pve_sdk::lenient::from_value::<F::Create>(Value::Object(all)).ok()?;
-    Some(Arc::new(Declared::<F>::of(request)))
+    let spec = pve_sdk::lenient::from_value::<F::Create>(Value::Object(all)).ok()?;
+    let mut d = Declared::<F>::of(spec);
+    d.secret_rotation = marker;
+    Some(Arc::new(d))
 }
 
 impl<F: Object> ConfigObject for Declared<F> {
@@ -310,18 +398,16 @@ impl<F: Object> ConfigObject for Declared<F> {
     }
 
     fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            crate::kit::write::send(client, &self.request)
-                .await
-                .map(drop)
-        })
+        F::create(self, client)
     }
 
     /// The create request and the read that addresses the object, against the SDK's table
-    /// (S1, S8): an id the SDK cannot address is refused before any write.
+    /// (S1, S8): an id the SDK cannot address is refused before any write; then what the
+    /// family's own rules refuse ([`Object::problems`]).
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
+        let create = format!("{} {}", <F::Create as Operation>::METHOD, F::Create::PATH);
         let problem = |key: &str, why: String| pve_sdk::params::Invalid {
-            operation: format!("{} {}", <F::Create as Operation>::METHOD, F::Create::PATH),
+            operation: create.clone(),
             problems: BTreeMap::from([(key.to_owned(), why)]),
         };
         let pairs = self.pairs().map_err(|why| problem("request", why))?;
@@ -333,14 +419,29 @@ impl<F: Object> ConfigObject for Declared<F> {
         }
         let read = self.addressed::<F::Read>();
         let read = read.map_err(|_| problem("request", "its read cannot be addressed".into()))?;
-        all_of([
-            pve_sdk::params::check(&self.request),
+        let checked = all_of([
+            pve_sdk::params::check(&self.spec),
             pve_sdk::params::check(&read),
-        ])
+        ]);
+        let (operation, mut problems) = match checked {
+            Ok(()) => (create.clone(), BTreeMap::new()),
+            Err(e) => (e.operation, e.problems),
+        };
+        for (k, v) in F::problems(self) {
+            problems.entry(k).or_insert(v);
+        }
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(pve_sdk::params::Invalid {
+                operation,
+                problems,
+            }),
+        }
     }
 
     /// Built key by key on the update request: a key it does not take is
-    /// [`ConfigError::Inexpressible`](super::config::ConfigError) (S11).
+    /// [`ConfigError::Inexpressible`](super::config::ConfigError) (S11); a rotated write-only
+    /// field is sent with its declared value.
     fn update<'a>(
         &'a self,
         c: &'a Client,
@@ -348,11 +449,14 @@ impl<F: Object> ConfigObject for Declared<F> {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let stray = |e: pve_sdk::keyed::NotTaken| inexpressible(self, &e.key);
-            if let Some(k) = edit.rotate.first() {
-                return Err(inexpressible(self, k));
-            }
             let set = edit.set.iter().map(|(k, v)| (k.as_str(), v.as_str()));
             let mut req = self.addressed::<F::Update>()?.extend(set).map_err(stray)?;
+            let pairs = self.pairs().unwrap_or_default();
+            for k in &edit.rotate {
+                let value = pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+                let value = value.ok_or_else(|| inexpressible(self, k))?;
+                req = req.set(k, value).map_err(stray)?;
+            }
             if let Some(first) = edit.delete.first() {
                 if !pve_sdk::params::takes::<F::Update>("delete") {
                     return Err(inexpressible(self, first));
@@ -362,7 +466,7 @@ impl<F: Object> ConfigObject for Declared<F> {
             if let Some(d) = edit.digest.filter(|_| F::DIGEST) {
                 req = req.set("digest", d).map_err(stray)?;
             }
-            crate::kit::write::send(c, &req).await.map(drop)
+            F::send_update(self, c, req, &edit.rotate).await
         })
     }
 
@@ -377,14 +481,40 @@ impl<F: Object> ConfigObject for Declared<F> {
         F::normalise(map)
     }
 
-    /// S18 by construction: the fields the create takes and the update does not.
+    /// S18 by construction: the fields the create takes and the update does not, and the
+    /// family's [`Object::fixed`] ones.
     fn create_only(&self) -> Vec<&'static str> {
         let update = pve_sdk::params::names::<F::Update>().unwrap_or_default();
-        pve_sdk::params::names::<F::Create>()
+        let mut out: Vec<&'static str> = pve_sdk::params::names::<F::Create>()
             .unwrap_or_default()
             .into_iter()
             .filter(|k| !F::ID.contains(k) && !update.contains(k))
+            .collect();
+        out.extend(
+            F::fixed(self)
+                .iter()
+                .filter(|k| !out.contains(k))
+                .collect::<Vec<_>>(),
+        );
+        out
+    }
+
+    /// The write-only fields the declaration sets, on its rotation marker.
+    fn write_only(&self) -> Vec<WriteOnly> {
+        let pairs = self.pairs().unwrap_or_default();
+        F::write_only()
+            .iter()
+            .filter(|k| pairs.iter().any(|(n, _)| n == *k))
+            .map(|key| WriteOnly {
+                key,
+                has_value: true,
+                rotation: self.secret_rotation.clone(),
+            })
             .collect()
+    }
+
+    fn undelivered(&self, pending: &Intent, recorded: Option<&Map>) -> Option<String> {
+        F::undelivered(self, pending, recorded)
     }
 
     fn unset(&self) -> Unset {
