@@ -30,7 +30,7 @@ pub fn builtin() -> Vec<Family> {
     vec![
         Family::new(kinds::VM, qemu::rebuild),
         Family::new(kinds::LXC, lxc::rebuild),
-        Family::new(kinds::NODE_NETWORK, network::rebuild_iface),
+        Family::new(kinds::NODE_NETWORK, schema::rebuild::<network::IfaceObject>),
         Family::new(kinds::NETWORK_APPLY, network::rebuild_apply),
         Family::new(kinds::POOL, schema::rebuild::<pool::PoolObject>),
         Family::new(kinds::USER, access::rebuild_user),

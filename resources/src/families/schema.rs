@@ -49,7 +49,7 @@ use serde_json::Value;
 
 use crate::contract::{BoxFuture, Cx, Failure, Kind, ObjectRef, Removal, Resource, Scope};
 use crate::families::config::{
-    all_of, inexpressible, Collection, ConfigObject, Edit, Unset, WriteOnly,
+    all_of, inexpressible, Carried, Collection, ConfigObject, Edit, Unset, WriteOnly,
 };
 use crate::kit::handover::SecretSink;
 use crate::kit::wire::Map;
@@ -86,6 +86,21 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
     fn scope(d: &Declared<Self>) -> Scope {
         let _ = d;
         Scope::Cluster
+    }
+
+    /// Its key within the scope: the ids joined by `/` by default.
+    fn key(d: &Declared<Self>) -> String {
+        let ids: Vec<String> = (0..Self::ID.len()).map(|n| d.id(n)).collect();
+        ids.join("/")
+    }
+
+    /// Keys of the read's answer that no declaration manages but a rule reads (an
+    /// interface's `method`): kept in the live map, never compared.
+    const FACTS: &'static [&'static str] = &[];
+
+    /// See [`ConfigObject::carried`].
+    fn carried() -> Carried {
+        &[]
     }
 
     /// See [`ConfigObject::normalise`].
@@ -315,7 +330,7 @@ impl<F: Object> Declared<F> {
     fn wire(data: &Value) -> Map {
         crate::kit::wire::wire_map(data)
             .into_iter()
-            .filter(|(k, _)| k == "digest" || Self::manageable(k))
+            .filter(|(k, _)| k == "digest" || F::FACTS.contains(&k.as_str()) || Self::manageable(k))
             .collect()
     }
 }
@@ -368,8 +383,7 @@ impl<F: Object> ConfigObject for Declared<F> {
     const DIGEST: bool = F::DIGEST;
 
     fn object(&self) -> ObjectRef {
-        let key: Vec<String> = (0..F::ID.len()).map(|n| self.id(n)).collect();
-        ObjectRef::new(F::KIND, F::scope(self), key.join("/"))
+        ObjectRef::new(F::KIND, F::scope(self), F::key(self))
     }
 
     fn address(&self) -> Map {
@@ -521,6 +535,10 @@ impl<F: Object> ConfigObject for Declared<F> {
         F::unset()
     }
 
+    fn carried(&self) -> Carried {
+        F::carried()
+    }
+
     fn refusal(&self, live: Option<&Map>) -> Option<String> {
         F::refusal(self, live)
     }
@@ -670,6 +688,8 @@ mod tests {
             entry::<crate::families::pool::PoolObject>(),
             entry::<crate::families::access::GroupObject>(),
             entry::<crate::families::access::RoleObject>(),
+            entry::<crate::families::storage::StorageObject>(),
+            entry::<crate::families::network::IfaceObject>(),
         ] {
             assert!(text.contains(&line), "patches/families.toml lacks {line}");
         }

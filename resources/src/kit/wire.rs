@@ -72,21 +72,6 @@ pub fn trim_end(mut map: BTreeMap<String, String>, keys: &[&str]) -> BTreeMap<St
     map
 }
 
-/// Sets on the request `$r` the field whose wire key is `$key` (S11: answers whether the key
-/// is one of them, so that an unknown key is an error, never dropped). The fields before the
-/// `;` take the wire text `$t` (values an update carries from the live read are text); the
-/// others are copied, typed, from the declaration `$s`.
-macro_rules! set_fields {
-    ($key:expr, $r:ident, $s:ident, $t:ident, { $($tk:literal => $tf:ident),*; $($k:literal => $f:ident),* }) => {
-        match $key {
-            $($tk => { $r.$tf = Some($t.clone()); true })*
-            $($k => { $r.$f.clone_from(&$s.$f); true })*
-            _ => false,
-        }
-    };
-}
-pub(crate) use set_fields;
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -5,7 +5,6 @@ mod apply;
 mod iface;
 
 pub use apply::{ApplyError, NetworkApply};
-pub use iface::Iface;
+pub use iface::{Iface, IfaceObject};
 
 pub(crate) use apply::rebuild as rebuild_apply;
-pub(crate) use iface::rebuild as rebuild_iface;
