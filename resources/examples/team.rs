@@ -42,7 +42,7 @@ fn declare(stack: &mut Stack) -> Result<(), Box<dyn std::error::Error>> {
     stack.add("ops-group", Group::new("team-ops").comment("on call"))?;
     let mut alice = User::new("alice@pve");
     alice.email = Some("alice@example.com".into());
-    alice.groups = Some(vec!["team-ops".into()]);
+    alice.groups = Some("team-ops".into());
     stack.add("alice", alice)?;
     stack.add(
         "ops-on-pool",

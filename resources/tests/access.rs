@@ -158,7 +158,7 @@ async fn s26_a_user_s_password_is_sent_once_never_recorded_and_groups_are_a_set(
     s.add("web", Group::new("web")).expect("adds");
     let mut alice = User::new("alice@pve");
     alice.email = Some("alice@example.com".into());
-    alice.groups = Some(vec!["web".into(), "ops".into()]);
+    alice.groups = Some("web,ops".into());
     alice.password = Some(Secret::new("first-secret"));
     s.add("alice", alice.clone())
         .expect("adds")
@@ -175,7 +175,7 @@ async fn s26_a_user_s_password_is_sent_once_never_recorded_and_groups_are_a_set(
         create.params,
         [
             ("email".to_owned(), "alice@example.com".to_owned()),
-            ("groups".to_owned(), "ops,web".to_owned()),
+            ("groups".to_owned(), "web,ops".to_owned()),
             ("password".to_owned(), "first-secret".to_owned()),
             ("userid".to_owned(), "alice@pve".to_owned()),
         ]
@@ -206,7 +206,7 @@ async fn s26_a_user_s_password_is_sent_once_never_recorded_and_groups_are_a_set(
     };
     s.add("ops", Group::new("ops")).expect("adds");
     s.add("web", Group::new("web")).expect("adds");
-    alice.groups = Some(vec!["ops".into()]);
+    alice.groups = Some("ops".into());
     s.add("alice", alice).expect("adds");
     let plan = s.plan().await.expect("plans");
     sim.clear_log();
@@ -246,7 +246,7 @@ async fn s26_a_password_is_sent_again_only_when_its_rotation_marker_moves() {
     let mut bob = User::new("bob@pve");
     bob.comment = Some("ci".into());
     bob.password = Some(Secret::new("first-secret"));
-    bob.password_rotation = Some("2026-01".into());
+    bob.secret_rotation = Some("2026-01".into());
     let mut s = ticket_stack(&sim, dir.path());
     s.add("bob", bob.clone()).expect("adds");
     let plan = s.plan().await.expect("plans");
@@ -271,7 +271,7 @@ async fn s26_a_password_is_sent_again_only_when_its_rotation_marker_moves() {
 
     // A new marker: the plan shows the rotation, never the value, and the deploy sends the
     // password alone to PUT /access/password (no empty user update).
-    bob.password_rotation = Some("2026-02".into());
+    bob.secret_rotation = Some("2026-02".into());
     let mut s = {
         drop(s);
         let mut s = ticket_stack(&sim, dir.path());
@@ -311,7 +311,7 @@ async fn s26_a_password_is_sent_again_only_when_its_rotation_marker_moves() {
     // A marker without a password to send is refused before any write.
     let mut bare = User::new("bob@pve");
     bare.comment = Some("ci".into());
-    bare.password_rotation = Some("2026-03".into());
+    bare.secret_rotation = Some("2026-03".into());
     let s = {
         drop(s);
         let mut s = ticket_stack(&sim, dir.path());
@@ -334,12 +334,12 @@ async fn s12_a_password_rotation_by_an_api_token_is_refused_by_pve_and_stays_pen
     let dir = tempfile::tempdir().expect("tempdir");
     let mut carol = User::new("carol@pve");
     carol.password = Some(Secret::new("first-secret"));
-    carol.password_rotation = Some("1".into());
+    carol.secret_rotation = Some("1".into());
     let mut s = stack(&sim, dir.path());
     s.add("carol", carol.clone()).expect("adds");
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
-    carol.password_rotation = Some("2".into());
+    carol.secret_rotation = Some("2".into());
     let mut s = {
         drop(s);
         let mut s = stack(&sim, dir.path());
@@ -422,7 +422,7 @@ async fn a_user_comes_after_the_groups_it_is_declared_in() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     let mut alice = User::new("alice@pve");
-    alice.groups = Some(vec!["ops".into(), "dev".into()]);
+    alice.groups = Some("ops,dev".into());
     // Declared first: the order of declaration does not matter.
     s.add("alice", alice).expect("adds");
     s.add("ops", Group::new("ops")).expect("adds");

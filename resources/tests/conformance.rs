@@ -278,11 +278,11 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_user_conforms() {
     decl.password = Some(Secret::new("conformance-secret"));
     let mut changed = decl.clone();
     changed.email = Some("b@example.com".into());
-    decl.groups = Some(vec![]);
-    changed.groups = Some(vec![]);
+    decl.groups = Some("".into());
+    changed.groups = Some("".into());
     let mut same = decl.clone();
     // No groups declared as an empty set reads back as PVE's empty list.
-    same.groups = Some(vec![String::new()]);
+    same.groups = Some(String::new());
     let case = Case {
         read_path: "/access/users/bob@pve",
         same: Some(same),

@@ -219,7 +219,7 @@ async fn s08_a_user_in_a_group_nobody_has_and_a_token_of_a_user_nobody_has_are_r
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     let mut lost = User::new("lost@pve");
-    lost.groups = Some(vec!["ghosts".into()]);
+    lost.groups = Some("ghosts".into());
     s.add("lost", lost).expect("adds");
     s.add(
         "orphan",

@@ -44,7 +44,7 @@ fn declare(s: &mut Stack) {
         .expect("adds");
     let mut u = User::new("alice@pve");
     u.email = Some("alice@example.com".into());
-    u.groups = Some(vec!["ops".into()]);
+    u.groups = Some("ops".into());
     u.password = Some(Secret::new("pw-secret"));
     s.add("alice", u).expect("adds").after("ops");
 }

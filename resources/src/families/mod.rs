@@ -33,7 +33,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::NODE_NETWORK, schema::rebuild::<network::IfaceObject>),
         Family::new(kinds::NETWORK_APPLY, network::rebuild_apply),
         Family::new(kinds::POOL, schema::rebuild::<pool::PoolObject>),
-        Family::new(kinds::USER, access::rebuild_user),
+        Family::new(kinds::USER, schema::rebuild::<access::UserObject>),
         Family::new(kinds::GROUP, schema::rebuild::<access::GroupObject>),
         Family::new(kinds::ROLE, schema::rebuild::<access::RoleObject>),
         Family::new(kinds::API_TOKEN, access::rebuild_token),

@@ -181,17 +181,22 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Box::pin(async move { crate::kit::write::send(client, &d.spec).await.map(drop) })
     }
 
-    /// Sends the update `req`, which rotates `rotated`: a stale digest is
+    /// Sends the update: a stale digest is
     /// [`ErrorKind::Changed`](crate::contract::ErrorKind::Changed) where [`Object::stale`]
-    /// says so (S9).
+    /// says so (S9). A rotated field the update does not take ([`UpdateWrite::elsewhere`]) is
+    /// [`ConfigError::Inexpressible`](super::config::ConfigError) by default, before anything
+    /// is sent: a family that rotates it another way says how.
     fn send_update<'a>(
         d: &'a Declared<Self>,
         client: &'a Client,
-        req: Keyed<Self::Update>,
-        rotated: &'a [String],
+        w: UpdateWrite<Self>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        let _ = (d, rotated);
-        Box::pin(async move { sent::<Self>(client.send(&req).await).map(drop) })
+        Box::pin(async move {
+            if let Some(k) = w.elsewhere.first() {
+                return Err(inexpressible(d, k));
+            }
+            sent::<Self>(client.send(&w.request).await).map(drop)
+        })
     }
 
     /// Whether the update's error is PVE's stale-digest refusal (S9). None by default.
@@ -199,6 +204,20 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         let _ = e;
         false
     }
+}
+
+/// An update worked out from the plan's edit.
+#[derive(Debug)]
+pub struct UpdateWrite<F: Object> {
+    /// The update request: the ids, the changed and carried fields, `delete`, the digest and
+    /// the rotated fields it takes.
+    pub request: Keyed<F::Update>,
+    /// Whether the request carries anything but the object's address and digest.
+    pub fields: bool,
+    /// Rotated write-only fields the request carries.
+    pub rotated: Vec<String>,
+    /// Rotated write-only fields the update does not take (a password changed elsewhere).
+    pub elsewhere: Vec<String>,
 }
 
 /// An update's answer: a stale digest is [`ErrorKind::Changed`](crate::contract::ErrorKind),
@@ -335,6 +354,17 @@ impl<F: Object> Declared<F> {
     }
 }
 
+/// An answer's object in wire form, limited to what a declaration of `F` can manage, the
+/// digest and [`Object::FACTS`].
+pub fn wire_of<F: Object>(data: &Value) -> Map {
+    crate::kit::wire::wire_map(data)
+        .into_iter()
+        .filter(|(k, _)| {
+            k == "digest" || F::FACTS.contains(&k.as_str()) || Declared::<F>::manageable(k)
+        })
+        .collect()
+}
+
 /// A collection's list read from list operation `L`: each row's id ([`Object::ID`]'s first)
 /// to its wire map as [`Declared`]'s read gives it.
 pub fn list<F: Object, L: Operation + Default + Send + Sync>(
@@ -466,10 +496,16 @@ impl<F: Object> ConfigObject for Declared<F> {
             let set = edit.set.iter().map(|(k, v)| (k.as_str(), v.as_str()));
             let mut req = self.addressed::<F::Update>()?.extend(set).map_err(stray)?;
             let pairs = self.pairs().unwrap_or_default();
+            let (mut rotated, mut elsewhere) = (Vec::new(), Vec::new());
             for k in &edit.rotate {
+                if !pve_sdk::params::takes::<F::Update>(k) {
+                    elsewhere.push(k.clone());
+                    continue;
+                }
                 let value = pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
                 let value = value.ok_or_else(|| inexpressible(self, k))?;
                 req = req.set(k, value).map_err(stray)?;
+                rotated.push(k.clone());
             }
             if let Some(first) = edit.delete.first() {
                 if !pve_sdk::params::takes::<F::Update>("delete") {
@@ -480,7 +516,14 @@ impl<F: Object> ConfigObject for Declared<F> {
             if let Some(d) = edit.digest.filter(|_| F::DIGEST) {
                 req = req.set("digest", d).map_err(stray)?;
             }
-            F::send_update(self, c, req, &edit.rotate).await
+            let fields = edit.has_fields() || !rotated.is_empty();
+            let w = UpdateWrite {
+                request: req,
+                fields,
+                rotated,
+                elsewhere,
+            };
+            F::send_update(self, c, w).await
         })
     }
 
@@ -513,15 +556,19 @@ impl<F: Object> ConfigObject for Declared<F> {
         out
     }
 
-    /// The write-only fields the declaration sets, on its rotation marker.
+    /// The write-only fields the declaration sets, on its rotation marker; a marker with none
+    /// of them set names them all without a value (refused: nothing to send).
     fn write_only(&self) -> Vec<WriteOnly> {
         let pairs = self.pairs().unwrap_or_default();
+        let set = |k: &&str| pairs.iter().any(|(n, _)| n == *k);
+        let any = F::write_only().iter().any(set);
         F::write_only()
             .iter()
-            .filter(|k| pairs.iter().any(|(n, _)| n == *k))
+            .filter(|k| !any || set(k))
+            .filter(|_| any || self.secret_rotation.is_some())
             .map(|key| WriteOnly {
                 key,
-                has_value: true,
+                has_value: any,
                 rotation: self.secret_rotation.clone(),
             })
             .collect()

@@ -24,11 +24,11 @@ use std::collections::BTreeMap;
 use pve_sdk::generated::storage::storage::{Delete, Read, Update};
 use pve_sdk::generated::storage::{Create, CreateType, ListStorage};
 use pve_sdk::open_enum::OpenEnum;
-use pve_sdk::{Client, Keyed, Secret};
+use pve_sdk::{Client, Secret};
 
 use crate::contract::{BoxFuture, ErrorKind, Failure};
 use crate::families::config::{Collection, ConfigObject, Unset};
-use crate::families::schema::{list, sent, Declared, Object};
+use crate::families::schema::{list, sent, Declared, Object, UpdateWrite};
 use crate::kit::handover::{hand_over, SecretSink};
 use crate::kit::wire::{set_of, Map};
 use crate::state::Intent;
@@ -168,11 +168,11 @@ impl Object for StorageObject {
     fn send_update<'a>(
         d: &'a Storage,
         client: &'a Client,
-        req: Keyed<Update>,
-        rotated: &'a [String],
+        w: UpdateWrite<Self>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let rotates_key = rotated.iter().any(|k| k == "encryption-key");
+            let req = w.request;
+            let rotates_key = w.rotated.iter().any(|k| k == "encryption-key");
             if rotates_key {
                 d.deliver(None)?;
             }
