@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use pve_resources::engine::{Stack, StackOptions};
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::vm::Vm;
 use pve_resources::{Clients, FileStore};
 use pve_sdk::Client;
 use pve_sim::{SimConfig, Simulator};

@@ -8,10 +8,11 @@
 //!   ([`ObjectRef`], [`Scope`]), what the engine hands a family and the typed failures it
 //!   answers ([`contract::Failure`], [`contract::ErrorKind`]).
 //! - [`families`]: the families, and the registry a stack is handed
-//!   ([`families::builtin`]): the generic config object ([`families::config`]) with pools,
-//!   users, groups, roles, storage definitions ([`families::storage`]) and node interfaces on
-//!   it; QEMU guests ([`families::qemu`]), containers ([`families::lxc`]), API tokens and ACL
-//!   entries ([`families::access`]) and network applies ([`families::network`]) on the kit.
+//!   ([`families::builtin`]): the generic config object ([`families::config`]) and the
+//!   families from the schema ([`families::schema`]: pools, users, groups, roles, storage
+//!   definitions, node interfaces); QEMU guests ([`families::vm`]), containers
+//!   ([`families::lxc`]), API tokens and ACL entries ([`families::access`]) and network
+//!   applies ([`families::network_apply`]) on the kit.
 //! - [`kit`]: what families are built from: the strict read, wire maps, task
 //!   send-record-await, the health gate, guest ownership and lock waits, volumes, write-only
 //!   secrets, and secrets PVE answers once handed to the user ([`kit::handover`]).

@@ -14,7 +14,7 @@ use pve_resources::contract::{Removal, Resource};
 use pve_resources::engine::Action;
 use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
 use pve_resources::families::config::ConfigObject;
-use pve_resources::families::network::Iface;
+use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::pool::Pool;
 use pve_resources::families::storage::Storage;
 use pve_resources::kit::handover::SecretSink;
@@ -300,7 +300,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_user_conforms() {
 
 #[tokio::test]
 async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_node_network_conforms() {
-    let mut decl = Iface::new("pve1", "vmbr9", Type::Bridge);
+    let mut decl = NodeNetwork::new("pve1", "vmbr9", Type::Bridge);
     decl.spec.comments = Some("a".into());
     let mut changed = decl.clone();
     changed.spec.comments = Some("b".into());

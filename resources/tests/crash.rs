@@ -9,9 +9,10 @@ use std::time::Duration;
 use common::{fast, requests, sim2, stack_with};
 use pve_resources::contract::ErrorKind;
 use pve_resources::engine::{Action, Outcome, Stack, StackError};
-use pve_resources::families::network::{Iface, NetworkApply};
+use pve_resources::families::network_apply::NetworkApply;
+use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::pool::Pool;
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::vm::Vm;
 use pve_resources::state::{FileStore, InFlight, Intent, Origin, ResourceState, State};
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sim::{Action as SimAction, Rule, Simulator};
@@ -335,10 +336,10 @@ async fn s20_what_the_stack_adopted_is_retained_when_dropped_whatever_its_family
     let dir = tempfile::tempdir().expect("tempdir");
     // vmbr0 exists: adopted. vmbr9 does not: created.
     let mut s = stack(&sim, dir.path());
-    let mut uplink = Iface::new("pve1", "vmbr0", Type::Bridge);
+    let mut uplink = NodeNetwork::new("pve1", "vmbr0", Type::Bridge);
     uplink.spec.comments = Some("uplink".into());
     s.add("uplink", uplink).expect("adds").adopt();
-    s.add("lab", Iface::new("pve1", "vmbr9", Type::Bridge))
+    s.add("lab", NodeNetwork::new("pve1", "vmbr9", Type::Bridge))
         .expect("adds");
     let plan = s.plan().await.expect("plans");
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
@@ -372,7 +373,7 @@ async fn s20_a_destroy_plan_retains_what_was_adopted_unless_told_by_name() {
     let sim = sim2().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
-    s.add("uplink", Iface::new("pve1", "vmbr0", Type::Bridge))
+    s.add("uplink", NodeNetwork::new("pve1", "vmbr0", Type::Bridge))
         .expect("adds")
         .adopt();
     s.add("lab", Pool::new("lab")).expect("adds");

@@ -8,8 +8,8 @@ use common::{requests, sim2, stack};
 use pve_resources::contract::ErrorKind;
 use pve_resources::engine::StackError;
 use pve_resources::families::access::User;
-use pve_resources::families::network::Iface;
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::node_network::NodeNetwork;
+use pve_resources::families::vm::Vm;
 use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::Secret;
@@ -44,7 +44,7 @@ async fn s08_values_pve_would_refuse_are_refused_before_any_write_with_the_field
     huge.disks
         .insert("scsi0".into(), Disk::new("local-lvm", 1 << 40));
     s.add("huge", huge).expect("adds");
-    let mut mtu = Iface::new("pve1", "vmbr9", Type::Bridge);
+    let mut mtu = NodeNetwork::new("pve1", "vmbr9", Type::Bridge);
     mtu.spec.mtu = Some(70_000);
     s.add("mtu", mtu).expect("adds");
     let mut short = User::new("eve@pve");
@@ -120,7 +120,7 @@ async fn s17_the_same_vmid_declared_on_two_nodes_is_refused_before_any_request()
 async fn s01_s08_an_id_the_sdk_cannot_address_is_refused_before_any_write_in_every_family() {
     use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject};
     use pve_resources::families::lxc::Lxc;
-    use pve_resources::families::network::NetworkApply;
+    use pve_resources::families::network_apply::NetworkApply;
     use pve_resources::families::pool::Pool;
     use pve_resources::families::storage::Storage;
     use pve_resources::kit::handover::SecretSink;
@@ -145,9 +145,9 @@ async fn s01_s08_an_id_the_sdk_cannot_address_is_refused_before_any_write_in_eve
     .expect("adds");
     s.add("storage-dots", Storage::new("..", CreateType::Dir))
         .expect("adds");
-    s.add("iface-dots", Iface::new("pve1", "..", Type::Bridge))
+    s.add("iface-dots", NodeNetwork::new("pve1", "..", Type::Bridge))
         .expect("adds");
-    s.add("iface-node", Iface::new("..", "vmbr9", Type::Bridge))
+    s.add("iface-node", NodeNetwork::new("..", "vmbr9", Type::Bridge))
         .expect("adds");
     s.add("apply-node", NetworkApply::new("..")).expect("adds");
     let mut vm_node = vm(120);

@@ -15,8 +15,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pve_resources::engine::{Action, Stack, StackOptions};
-use pve_resources::families::network::{Iface, NetworkApply};
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::network_apply::NetworkApply;
+use pve_resources::families::node_network::NodeNetwork;
+use pve_resources::families::vm::Vm;
 use pve_resources::{Clients, FileStore};
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::{Client, RetryPolicy};
@@ -30,7 +31,7 @@ const GUESTS_PER_NODE: i64 = 3;
 /// apply.
 fn declare(s: &mut Stack) {
     for (n, node) in NODES.iter().enumerate() {
-        let mut bridge = Iface::new(*node, "vmbr9", Type::Bridge);
+        let mut bridge = NodeNetwork::new(*node, "vmbr9", Type::Bridge);
         bridge.spec.comments = Some(format!("lab {node}"));
         s.add(format!("bridge-{node}"), bridge).expect("adds");
         s.add(format!("apply-{node}"), NetworkApply::new(*node))

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use pve_resources::contract::{Clients, ErrorKind};
 use pve_resources::engine::{Event, Outcome, Plan, Report, Stack, StackOptions};
-use pve_resources::families::network::NetworkApply;
+use pve_resources::families::network_apply::NetworkApply;
 use pve_resources::FileStore;
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::{Client, RetryPolicy};

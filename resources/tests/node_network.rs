@@ -5,13 +5,13 @@ mod common;
 use common::{sim, stack};
 
 use pve_resources::engine::Action;
-use pve_resources::families::network::Iface;
+use pve_resources::families::node_network::NodeNetwork;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sim::{Action as SimAction, Rule, Simulator};
 use serde_json::json;
 
-fn vmbr9() -> Iface {
-    let mut i = Iface::new("pve1", "vmbr9", Type::Bridge);
+fn vmbr9() -> NodeNetwork {
+    let mut i = NodeNetwork::new("pve1", "vmbr9", Type::Bridge);
     i.spec.autostart = Some(true);
     i.spec.comments = Some("lab".into());
     i
@@ -95,7 +95,7 @@ async fn s07_only_declared_fields_are_compared_and_sent_with_the_type_and_addres
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     // vmbr0 exists with cidr and bridge ports; declare only a comment.
-    let mut decl = Iface::new("pve1", "vmbr0", Type::Bridge);
+    let mut decl = NodeNetwork::new("pve1", "vmbr0", Type::Bridge);
     decl.spec.comments = Some("uplink".into());
     s.add("br0", decl).expect("adds").adopt();
     let plan = s.plan().await.expect("plans");
@@ -142,7 +142,7 @@ async fn a_comment_change_on_a_static_dual_stack_bridge_keeps_both_addresses() {
     });
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
-    let mut decl = Iface::new("pve1", "vmbr0", Type::Bridge);
+    let mut decl = NodeNetwork::new("pve1", "vmbr0", Type::Bridge);
     decl.spec.comments = Some("dual".into());
     s.add("br0", decl).expect("adds").adopt();
     let plan = s.plan().await.expect("plans");
@@ -183,7 +183,7 @@ async fn s18_a_live_interface_of_another_type_is_refused_never_converted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     // eno1 is a NIC; declaring it as a bridge must not turn it into one.
-    s.add("nic", Iface::new("pve1", "eno1", Type::Bridge))
+    s.add("nic", NodeNetwork::new("pve1", "eno1", Type::Bridge))
         .expect("adds")
         .adopt();
     let plan = s.plan().await.expect("plans");
@@ -214,7 +214,7 @@ async fn s11_a_field_declared_empty_is_removed_through_delete_and_never_also_set
     });
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
-    let mut decl = Iface::new("pve1", "vmbr0", Type::Bridge);
+    let mut decl = NodeNetwork::new("pve1", "vmbr0", Type::Bridge);
     decl.spec.comments = Some(String::new());
     decl.spec.cidr6 = Some(String::new());
     s.add("br0", decl).expect("adds").adopt();
@@ -247,7 +247,7 @@ async fn s07_an_address_declared_as_address_and_netmask_is_carried_in_that_form(
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
-    let mut decl = Iface::new("pve1", "vmbr0", Type::Bridge);
+    let mut decl = NodeNetwork::new("pve1", "vmbr0", Type::Bridge);
     decl.spec.address = Some("192.0.2.10".into());
     decl.spec.netmask = Some("24".into());
     decl.spec.comments = Some("split".into());
@@ -288,7 +288,7 @@ async fn s18_an_interface_configured_by_dhcp_is_refused_when_it_would_be_written
     let dir = tempfile::tempdir().expect("tempdir");
     // Declared as it is: a match, nothing written, nothing refused.
     let mut s = stack(&sim, dir.path());
-    s.add("br0", Iface::new("pve1", "vmbr0", Type::Bridge))
+    s.add("br0", NodeNetwork::new("pve1", "vmbr0", Type::Bridge))
         .expect("adds")
         .adopt();
     assert_eq!(
@@ -300,7 +300,7 @@ async fn s18_an_interface_configured_by_dhcp_is_refused_when_it_would_be_written
         drop(s);
         stack(&sim, dir.path())
     };
-    let mut decl = Iface::new("pve1", "vmbr0", Type::Bridge);
+    let mut decl = NodeNetwork::new("pve1", "vmbr0", Type::Bridge);
     decl.spec.comments = Some("x".into());
     s.add("br0", decl).expect("adds").adopt();
     let plan = s.plan().await.expect("plans");

@@ -8,9 +8,9 @@ use std::time::Duration;
 use pve_resources::contract::ErrorKind;
 use pve_resources::contract::{Change, Clients};
 use pve_resources::engine::{Action, Event, Outcome, Stack, StackError, StackOptions};
-use pve_resources::families::network::Iface;
-use pve_resources::families::network::NetworkApply;
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::network_apply::NetworkApply;
+use pve_resources::families::node_network::NodeNetwork;
+use pve_resources::families::vm::Vm;
 use pve_resources::state::FileStore;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::task::AwaitOptions;
@@ -76,8 +76,8 @@ fn stack(sim: &Simulator, state: &Path) -> Stack {
     s
 }
 
-fn bridge() -> Iface {
-    let mut b = Iface::new("pve1", "vmbr9", Type::Bridge);
+fn bridge() -> NodeNetwork {
+    let mut b = NodeNetwork::new("pve1", "vmbr9", Type::Bridge);
     b.spec.autostart = Some(true);
     b.spec.comments = Some("lab".into());
     b
@@ -1485,17 +1485,17 @@ async fn s04_s06_a_bond_a_vlan_and_a_vlan_aware_bridge_are_created_read_back_the
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, &dir.path().join("state.json"));
-    let mut bond = Iface::new("pve2", "bond0", Type::Bond);
+    let mut bond = NodeNetwork::new("pve2", "bond0", Type::Bond);
     bond.spec.slaves = Some("eno1".into());
     bond.spec.bond_mode = Some("active-backup".parse().expect("mode"));
     bond.spec.bond_primary = Some("eno1".into());
     bond.spec.mtu = Some(9000);
-    let mut bridge = Iface::new("pve2", "vmbr1", Type::Bridge);
+    let mut bridge = NodeNetwork::new("pve2", "vmbr1", Type::Bridge);
     bridge.spec.bridge_ports = Some("bond0".into());
     bridge.spec.bridge_vlan_aware = Some(true);
     bridge.spec.bridge_vids = Some("2-4094".into());
     bridge.spec.cidr6 = Some("2001:db8::10/64".into());
-    let mut vlan = Iface::new("pve2", "vlan20", Type::Vlan);
+    let mut vlan = NodeNetwork::new("pve2", "vlan20", Type::Vlan);
     vlan.spec.vlan_id = Some(20);
     vlan.spec.vlan_raw_device = Some("bond0".into());
     vlan.spec.cidr = Some("198.51.100.2/24".into());

@@ -7,9 +7,10 @@ mod common;
 use common::{sim, stack};
 use pve_resources::engine::Stack;
 use pve_resources::families::access::{Group, Role, User};
-use pve_resources::families::network::{Iface, NetworkApply};
+use pve_resources::families::network_apply::NetworkApply;
+use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::pool::Pool;
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::vm::Vm;
 use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::{CreateNetwork, Type};
 use pve_sdk::Secret;
@@ -22,7 +23,7 @@ fn declare(s: &mut Stack) {
         .autostart(true)
         .comments("lab")
         .cidr("10.9.0.1/24");
-    s.add("bridge", Iface::from(br)).expect("adds");
+    s.add("bridge", NodeNetwork::from(br)).expect("adds");
     s.add("apply", NetworkApply::new("pve1")).expect("adds");
     let mut vm = Vm {
         node: "pve1".into(),

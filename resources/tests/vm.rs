@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::{failure, fast, sim2, stack_with};
 use pve_resources::contract::{Change, ErrorKind};
 use pve_resources::engine::{Action, Outcome, Stack};
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::vm::Vm;
 use pve_sim::{Action as SimAction, GuestKind, Rule, Simulator};
 use serde_json::json;
 

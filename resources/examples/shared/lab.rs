@@ -2,9 +2,9 @@
 //! two guests on the bridge (an 8 GiB disk each) that come after the apply.
 
 use pve_resources::engine::{Event, Outcome, Stack, StackError};
-use pve_resources::families::network::Iface;
-use pve_resources::families::network::NetworkApply;
-use pve_resources::families::qemu::Vm;
+use pve_resources::families::network_apply::NetworkApply;
+use pve_resources::families::node_network::NodeNetwork;
+use pve_resources::families::vm::Vm;
 use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::{CreateNetwork, Type};
 
@@ -20,7 +20,7 @@ pub fn declare(
         .autostart(true)
         .bridge_vlan_aware(true)
         .comments("pve-resources quickstart");
-    stack.add("lab-bridge", Iface::from(bridge))?;
+    stack.add("lab-bridge", NodeNetwork::from(bridge))?;
     stack.add(format!("apply-{node}"), NetworkApply::new(node))?;
     for (i, name) in ["web", "db"].into_iter().enumerate() {
         let mut vm = Vm {

@@ -21,8 +21,9 @@
 //!
 //! ```no_run
 //! # async fn run(client: pve_sdk::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use pve_resources::families::network::{Iface, NetworkApply};
-//! use pve_resources::families::qemu::Vm;
+//! use pve_resources::families::network_apply::NetworkApply;
+//! use pve_resources::families::node_network::NodeNetwork;
+//! use pve_resources::families::vm::Vm;
 //! use pve_resources::{Clients, FileStore, Stack, StackOptions};
 //! use pve_sdk::generated::nodes::node::network::Type;
 //!
@@ -32,7 +33,7 @@
 //!     StackOptions::default(),
 //! )?;
 //! stack.register(pve_resources::families::builtin());
-//! stack.add("bridge", Iface::new("pve1", "vmbr9", Type::Bridge))?;
+//! stack.add("bridge", NodeNetwork::new("pve1", "vmbr9", Type::Bridge))?;
 //! stack.add("apply-pve1", NetworkApply::new("pve1"))?;
 //! let web = Vm { node: "pve1".into(), vmid: 100, cores: Some(2), ..Vm::default() };
 //! stack.add("web", web)?.after("apply-pve1");

@@ -4,13 +4,13 @@
 
 use crate::contract::Kind;
 
-/// QEMU guests ([`super::qemu::Vm`]).
+/// QEMU guests ([`super::vm::Vm`]).
 pub const VM: Kind = Kind::new("vm");
 /// Containers ([`super::lxc::Lxc`]).
 pub const LXC: Kind = Kind::new("lxc");
-/// A node's interfaces ([`super::network::Iface`]).
+/// A node's interfaces ([`super::node_network::NodeNetwork`]).
 pub const NODE_NETWORK: Kind = Kind::new("node_network");
-/// A node's network apply ([`super::network::NetworkApply`]).
+/// A node's network apply ([`super::network_apply::NetworkApply`]).
 pub const NETWORK_APPLY: Kind = Kind::new("network_apply");
 /// Pools ([`super::pool::Pool`]).
 pub const POOL: Kind = Kind::new("pool");

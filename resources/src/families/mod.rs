@@ -2,12 +2,16 @@
 //!
 //! - [`config`]: the generic config object ([`config::ConfigObject`]); a family that is one PVE
 //!   config object implements it and gets the lifecycle and its rules.
-//! - On it: [`pool`] (resource pools), [`access`] (users, groups, roles), [`storage`]
-//!   (storage definitions of every plugin type), and
-//!   [`network`]'s interfaces ([`network::Iface`]).
-//! - Hand-written on the [`kit`](crate::kit): [`qemu`] (QEMU guests: disks, cloud-init,
-//!   clones), [`lxc`] (containers), [`access`]'s API tokens and ACL entries, and [`network`]'s apply ([`network::NetworkApply`], an
-//!   action).
+//! - [`schema`]: config families from the schema ([`schema::Declared`]): [`pool`] (resource
+//!   pools), [`access`]'s users, groups and roles, [`storage`] (storage definitions of every
+//!   plugin type) and [`node_network`] (a node's interfaces).
+//! - Hand-written on the [`kit`](crate::kit): [`vm`] (QEMU guests: disks, cloud-init,
+//!   clones), [`lxc`] (containers), [`access`]'s API tokens and ACL entries, and
+//!   [`network_apply`] (an action).
+//!
+//! A family's kind (as state records it), module and type agree: `vm`, [`vm::Vm`];
+//! `node_network`, [`node_network::NodeNetwork`]; `network_apply`,
+//! [`network_apply::NetworkApply`]; `api_token`, [`access::ApiToken`].
 //!
 //! The engine names no family: a stack knows the families it was given, and a user's own
 //! family is registered the same way ([`Family::new`]).
@@ -16,11 +20,12 @@ pub mod access;
 pub mod config;
 pub mod kinds;
 pub mod lxc;
-pub mod network;
+pub mod network_apply;
+pub mod node_network;
 pub mod pool;
-pub mod qemu;
 pub mod schema;
 pub mod storage;
+pub mod vm;
 
 use crate::contract::Family;
 
@@ -28,10 +33,13 @@ use crate::contract::Family;
 /// pools, users, groups, roles, API tokens, storage definitions, ACL entries.
 pub fn builtin() -> Vec<Family> {
     vec![
-        Family::new(kinds::VM, qemu::rebuild),
+        Family::new(kinds::VM, vm::rebuild),
         Family::new(kinds::LXC, lxc::rebuild),
-        Family::new(kinds::NODE_NETWORK, schema::rebuild::<network::IfaceObject>),
-        Family::new(kinds::NETWORK_APPLY, network::rebuild_apply),
+        Family::new(
+            kinds::NODE_NETWORK,
+            schema::rebuild::<node_network::NodeNetworkObject>,
+        ),
+        Family::new(kinds::NETWORK_APPLY, network_apply::rebuild),
         Family::new(kinds::POOL, schema::rebuild::<pool::PoolObject>),
         Family::new(kinds::USER, schema::rebuild::<access::UserObject>),
         Family::new(kinds::GROUP, schema::rebuild::<access::GroupObject>),

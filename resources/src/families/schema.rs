@@ -736,7 +736,7 @@ mod tests {
             entry::<crate::families::access::GroupObject>(),
             entry::<crate::families::access::RoleObject>(),
             entry::<crate::families::storage::StorageObject>(),
-            entry::<crate::families::network::IfaceObject>(),
+            entry::<crate::families::node_network::NodeNetworkObject>(),
         ] {
             assert!(text.contains(&line), "patches/families.toml lacks {line}");
         }

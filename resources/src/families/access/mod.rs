@@ -6,16 +6,16 @@
 //! that name it, and a deleted user takes its API tokens with it.
 
 mod acl;
+mod api_token;
 mod group;
 mod role;
-mod token;
 mod user;
 
 pub use acl::{check_path, normalize_path, Acl, Subject};
+pub use api_token::ApiToken;
 pub use group::{Group, GroupObject};
 pub use role::{Role, RoleObject};
-pub use token::ApiToken;
 pub use user::{User, UserObject};
 
 pub(crate) use acl::rebuild as rebuild_acl;
-pub(crate) use token::rebuild as rebuild_token;
+pub(crate) use api_token::rebuild as rebuild_token;

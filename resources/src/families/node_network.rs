@@ -13,42 +13,42 @@ use crate::families::config::{Carried, Unset};
 use crate::families::schema::{Declared, Object};
 use crate::kit::wire::Map;
 
-/// A declared interface, e.g. `Iface::from(CreateNetwork::new("pve1", "vmbr9", Type::Bridge)
+/// A declared interface, e.g. `NodeNetwork::from(CreateNetwork::new("pve1", "vmbr9", Type::Bridge)
 /// .bridge_ports("eno1").cidr("10.0.0.2/24"))`.
-pub type Iface = Declared<IfaceObject>;
+pub type NodeNetwork = Declared<NodeNetworkObject>;
 
 /// What the schema names of a node's interface.
 #[derive(Debug)]
-pub struct IfaceObject;
+pub struct NodeNetworkObject;
 
-impl Iface {
+impl NodeNetwork {
     /// An interface of `type_` with nothing else managed.
     pub fn new(node: impl Into<String>, iface: impl Into<String>, type_: Type) -> Self {
         CreateNetwork::new(node, iface, type_).into()
     }
 }
 
-impl From<CreateNetwork> for Iface {
+impl From<CreateNetwork> for NodeNetwork {
     fn from(spec: CreateNetwork) -> Self {
-        Iface::of(spec)
+        NodeNetwork::of(spec)
     }
 }
 
-impl Object for IfaceObject {
+impl Object for NodeNetworkObject {
     const KIND: crate::contract::Kind = crate::families::kinds::NODE_NETWORK;
     const ID: &'static [&'static str] = &["node", "iface"];
-    /// What [`IfaceObject::refusal`] reads.
+    /// What [`NodeNetworkObject::refusal`] reads.
     const FACTS: &'static [&'static str] = &["method", "method6"];
     type Create = CreateNetwork;
     type Read = NetworkConfig;
     type Update = UpdateNetwork;
     type Delete = DeleteNetwork;
 
-    fn scope(d: &Iface) -> Scope {
+    fn scope(d: &NodeNetwork) -> Scope {
         Scope::Node(d.spec.node.clone())
     }
 
-    fn key(d: &Iface) -> String {
+    fn key(d: &NodeNetwork) -> String {
         d.spec.iface.clone()
     }
 
@@ -73,7 +73,7 @@ impl Object for IfaceObject {
 
     /// S18: update_network writes `method`/`method6` as static or manual from the request, so
     /// an interface configured another way live (dhcp, auto) would be converted by any update.
-    fn refusal(_: &Iface, live: Option<&Map>) -> Option<String> {
+    fn refusal(_: &NodeNetwork, live: Option<&Map>) -> Option<String> {
         let (k, m) = ["method", "method6"].iter().find_map(|k| {
             let m = live?.get(*k)?;
             (m != "static" && m != "manual").then_some((k, m))
@@ -83,7 +83,7 @@ impl Object for IfaceObject {
 
     /// S18: an interface of another type is never converted in place (the update takes
     /// `type`, and would).
-    fn fixed(_: &Iface) -> &'static [&'static str] {
+    fn fixed(_: &NodeNetwork) -> &'static [&'static str] {
         &["type"]
     }
 
@@ -93,7 +93,7 @@ impl Object for IfaceObject {
     }
 
     /// Dropped, an interface this stack created is deleted from the staged config (S20).
-    fn removal(_: &Iface) -> Removal {
+    fn removal(_: &NodeNetwork) -> Removal {
         Removal::Destroy
     }
 }
