@@ -50,7 +50,7 @@ fn client(sim: &Simulator) -> Client {
 }
 
 #[tokio::test]
-async fn s01_only_typed_absence_means_absent() {
+async fn s01_a_vm_is_absent_only_on_its_typed_absence() {
     let sim = sim().await;
     let c = client(&sim);
     assert!(matches!(read_vm_config(&c, "pve1", 100).await, Ok(None)));

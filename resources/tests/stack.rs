@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pve_resources::contract::ErrorKind;
-use pve_resources::contract::{Change, Clients};
+use pve_resources::contract::{Change, Clients, Shape};
 use pve_resources::engine::{Action, Event, Outcome, Stack, StackError, StackOptions};
 use pve_resources::families::network_apply::NetworkApply;
 use pve_resources::families::node_network::NodeNetwork;
@@ -236,8 +236,7 @@ async fn s06_s21_first_deploy_writes_each_object_once_and_a_second_deploy_writes
 }
 
 #[tokio::test]
-async fn s27_a_live_object_without_state_is_unowned_unless_adopted_and_s06_adoption_writes_nothing()
-{
+async fn s27_a_live_vm_without_state_is_unowned_unless_adopted_and_s06_adoption_writes_nothing() {
     let sim = sim().await;
     sim.add_guest(
         "pve1",
@@ -532,7 +531,7 @@ async fn s12_s29_a_connection_dropped_after_the_create_is_never_resent_and_the_g
 }
 
 #[tokio::test]
-async fn s20_a_dropped_guest_is_retained_and_destroy_is_explicit() {
+async fn s20_a_dropped_vm_is_retained_and_destroy_is_explicit() {
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state.json");
@@ -585,7 +584,8 @@ async fn s20_a_dropped_guest_is_retained_and_destroy_is_explicit() {
 }
 
 #[tokio::test]
-async fn s19_s25_destroy_of_everything_goes_in_reverse_order_and_the_apply_undoes_nothing() {
+async fn s19_s25_destroy_of_everything_goes_in_reverse_order_and_the_network_apply_undoes_nothing()
+{
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, &dir.path().join("state.json"));
@@ -661,7 +661,7 @@ fn stage_on(sim: &Simulator, node: &str) {
 }
 
 #[tokio::test]
-async fn s23_disruptive_applies_run_one_at_a_time() {
+async fn s23_each_network_apply_runs_alone() {
     let sim = sim().await;
     stage_on(&sim, "pve1");
     stage_on(&sim, "pve2");
@@ -774,7 +774,7 @@ async fn s23_a_failed_apply_stops_the_writes_after_it_and_s22_a_degraded_cluster
 }
 
 #[tokio::test]
-async fn s02_s17_unreadable_and_refused_resources_write_nothing_and_block_what_comes_after() {
+async fn s02_s17_an_unreadable_vm_and_refused_resources_write_nothing_and_block_what_comes_after() {
     let sim = sim().await;
     sim.add_guest("pve2", 102, GuestKind::Lxc, &[("hostname", "ct")]);
     sim.deny(
@@ -941,7 +941,8 @@ async fn plans_render_as_text_and_json() {
 }
 
 #[tokio::test]
-async fn s08_both_sides_are_normalised_report_only_fields_ignored_and_unknown_keys_refused() {
+async fn s08_both_sides_of_a_vm_are_normalised_report_only_fields_ignored_and_unknown_keys_refused()
+{
     let sim = sim().await;
     // PVE's print: booleans as 1, its own key order in net0, a generated MAC, report-only
     // fields (digest, vmgenid, meta, smbios1) and no `description` at all.
@@ -1124,7 +1125,7 @@ async fn s03_first_contact_may_fold_an_unrelated_read_failure_into_a_create() {
 }
 
 #[tokio::test]
-async fn s26_no_secret_in_state_plans_reports_or_debug() {
+async fn s26_no_vm_or_other_secret_in_state_plans_reports_or_debug() {
     let sim = sim().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state.json");
@@ -1146,17 +1147,20 @@ async fn s26_no_secret_in_state_plans_reports_or_debug() {
 }
 
 /// Every test function name in this crate's `tests` and `src`, subfolders included.
-fn test_names() -> Vec<String> {
-    fn walk(dir: &Path, out: &mut Vec<String>) {
+fn test_names() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
         for f in std::fs::read_dir(dir).expect("lists") {
             let f = f.expect("entry").path();
             if f.is_dir() {
                 walk(&f, out);
             } else if f.extension().is_some_and(|e| e == "rs") {
+                let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
+                let stem = stem.unwrap_or_default();
                 let text = std::fs::read_to_string(&f).expect("reads");
                 out.extend(text.split("fn ").skip(1).filter_map(|rest| {
                     let name = rest.split(['(', '<']).next()?;
-                    name.starts_with('s').then(|| name.to_owned())
+                    name.starts_with('s')
+                        .then(|| (stem.clone(), name.to_owned()))
                 }));
             }
         }
@@ -1173,9 +1177,17 @@ fn names_rule(name: &str, id: &str) -> bool {
     name.starts_with(id) || name.split('_').any(|p| p == id)
 }
 
+/// Whether a test is about family `kind`: in its file (`tests/<kind>.rs`, `tests/<kind>_*.rs`,
+/// as tests mirror `src/`), or named after it (`..._<kind>_...`, as the conformance run's).
+fn about(file: &str, name: &str, kind: &str) -> bool {
+    file == kind
+        || file.strip_prefix(kind).is_some_and(|r| r.starts_with('_'))
+        || name.contains(&format!("_{kind}_"))
+}
+
 /// S30: every rule that applies to these families has a test named after it, against the
 /// simulator (the rule ids are read from the names of this crate's tests, subfolders included),
-/// and every config family has the conformance rules under a test that names it.
+/// and every family the registry holds has the rules of its shape under tests about it.
 #[test]
 fn s30_every_applicable_rule_has_a_named_test() {
     let names = test_names();
@@ -1184,56 +1196,43 @@ fn s30_every_applicable_rule_has_a_named_test() {
     let missing: Vec<String> = (1..=29)
         .chain([31])
         .map(|n| format!("s{n:02}"))
-        .filter(|id| !names.iter().any(|n| names_rule(n, id)))
+        .filter(|id| !names.iter().any(|(_, n)| names_rule(n, id)))
         .collect();
     assert!(
         missing.is_empty(),
         "rules without a named test: {missing:?}"
     );
-    let conformance = [
+    let config: &[&str] = &[
         "s01", "s03", "s04", "s06", "s07", "s08", "s11", "s20", "s26", "s27",
     ];
+    let guest: &[&str] = &[
+        "s01", "s02", "s04", "s06", "s07", "s08", "s09", "s10", "s13", "s14", "s17", "s18", "s19",
+        "s20", "s26", "s27", "s29",
+    ];
+    let action: &[&str] = &["s16", "s21", "s22", "s23", "s25", "s29"];
+    let families = pve_resources::families::builtin();
+    assert_eq!(families.len(), 11, "the registry's families");
     let mut uncovered = Vec::new();
-    for family in [
-        "pool",
-        "group",
-        "role",
-        "user",
-        "node_network",
-        "storage",
-        "api_token",
-        "acl",
-    ] {
-        for id in conformance {
+    for f in &families {
+        let kind = f.kind.as_str();
+        let rules = match f.shape {
+            Shape::Config => config,
+            Shape::Guest => guest,
+            Shape::Action => action,
+            _ => panic!("{kind}: a family of this crate has a shape"),
+        };
+        for id in rules {
             let covered = names
                 .iter()
-                .any(|n| n.contains(&format!("_{family}_")) && names_rule(n, id));
+                .any(|(file, n)| about(file, n, kind) && names_rule(n, id));
             if !covered {
-                uncovered.push(format!("{family}: {id}"));
+                uncovered.push(format!("{kind} ({:?}): {id}", f.shape));
             }
         }
     }
     assert!(
         uncovered.is_empty(),
-        "config families without a conformance test for: {uncovered:?}"
-    );
-    // A hand-written guest family shows the rules a guest keeps under tests that name it.
-    let guest = [
-        "s01", "s02", "s04", "s06", "s07", "s08", "s09", "s10", "s13", "s14", "s17", "s18", "s19",
-        "s20", "s26", "s27", "s29",
-    ];
-    let uncovered: Vec<String> = guest
-        .iter()
-        .filter(|id| {
-            !names
-                .iter()
-                .any(|n| n.contains("_lxc_") && names_rule(n, id))
-        })
-        .map(|id| format!("lxc: {id}"))
-        .collect();
-    assert!(
-        uncovered.is_empty(),
-        "guest families without a test for: {uncovered:?}"
+        "families without a test about them for: {uncovered:?}"
     );
 }
 

@@ -279,13 +279,44 @@ pub struct Family {
     pub kind: Kind,
     /// Rebuilds a resource from its state entry.
     pub rebuild: Rebuild,
+    /// Its shape: which rules its lifecycle keeps (and which tests S30 asks of it).
+    pub shape: Shape,
 }
 
 impl Family {
-    /// A family of `kind`, rebuilt from state by `rebuild`.
+    /// A family of `kind`, rebuilt from state by `rebuild`, of no particular shape.
     pub const fn new(kind: Kind, rebuild: Rebuild) -> Self {
-        Family { kind, rebuild }
+        Family {
+            kind,
+            rebuild,
+            shape: Shape::Other,
+        }
     }
+
+    /// The same family, of `shape`.
+    #[must_use]
+    pub const fn shape(mut self, shape: Shape) -> Self {
+        self.shape = shape;
+        self
+    }
+}
+
+/// The shape of a family's lifecycle: each keeps its own set of rules, which S30 asks a test
+/// of for every registered family of that shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Shape {
+    /// A config object (one read, create, update, delete): S1, S3, S4, S6, S7, S8, S11, S20,
+    /// S26, S27, the conformance run.
+    Config,
+    /// A guest, made and changed by tasks on a node: besides the config rules, S2, S9, S10,
+    /// S13, S14, S17, S18, S19, S29.
+    Guest,
+    /// An action (an apply): nothing staged means no call (S21), the health gate (S22), one at
+    /// a time (S23), confirmed by what it changed (S16), its destroy applies nothing (S25).
+    Action,
+    /// None of these (its rules are its own).
+    Other,
 }
 
 #[cfg(test)]

@@ -27,26 +27,28 @@ pub mod schema;
 pub mod storage;
 pub mod vm;
 
-use crate::contract::Family;
+use crate::contract::{Family, Shape};
 
 /// Every family of this crate: QEMU guests, containers, node interfaces, network applies,
 /// pools, users, groups, roles, API tokens, storage definitions, ACL entries.
 pub fn builtin() -> Vec<Family> {
+    use Shape::{Action, Config, Guest};
     vec![
-        Family::new(kinds::VM, vm::rebuild),
-        Family::new(kinds::LXC, lxc::rebuild),
+        Family::new(kinds::VM, vm::rebuild).shape(Guest),
+        Family::new(kinds::LXC, lxc::rebuild).shape(Guest),
         Family::new(
             kinds::NODE_NETWORK,
             schema::rebuild::<node_network::NodeNetworkObject>,
-        ),
-        Family::new(kinds::NETWORK_APPLY, network_apply::rebuild),
-        Family::new(kinds::POOL, schema::rebuild::<pool::PoolObject>),
-        Family::new(kinds::USER, schema::rebuild::<access::UserObject>),
-        Family::new(kinds::GROUP, schema::rebuild::<access::GroupObject>),
-        Family::new(kinds::ROLE, schema::rebuild::<access::RoleObject>),
-        Family::new(kinds::API_TOKEN, access::rebuild_token),
-        Family::new(kinds::STORAGE, schema::rebuild::<storage::StorageObject>),
-        Family::new(kinds::ACL, access::rebuild_acl),
+        )
+        .shape(Config),
+        Family::new(kinds::NETWORK_APPLY, network_apply::rebuild).shape(Action),
+        Family::new(kinds::POOL, schema::rebuild::<pool::PoolObject>).shape(Config),
+        Family::new(kinds::USER, schema::rebuild::<access::UserObject>).shape(Config),
+        Family::new(kinds::GROUP, schema::rebuild::<access::GroupObject>).shape(Config),
+        Family::new(kinds::ROLE, schema::rebuild::<access::RoleObject>).shape(Config),
+        Family::new(kinds::API_TOKEN, access::rebuild_token).shape(Config),
+        Family::new(kinds::STORAGE, schema::rebuild::<storage::StorageObject>).shape(Config),
+        Family::new(kinds::ACL, access::rebuild_acl).shape(Config),
     ]
 }
 
