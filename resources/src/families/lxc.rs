@@ -39,8 +39,9 @@ use crate::contract::{
     Ask, BoxFuture, Change, Cx, Failure, Guard, ObjectRef, OnStarted, Probe, Resource, Scope,
     TaskRef,
 };
+use crate::kit::guest::flow::{self, Guest};
 use crate::kit::guest::{self, GuestError, GuestType, Owner};
-use crate::kit::volume::{self, Disk};
+use crate::kit::volume::{self, ConfigRead, Disk};
 use crate::state::ResourceState;
 
 /// A declared container. `None` fields (and absent `net`, mount point keys) are not managed.
@@ -96,7 +97,7 @@ pub struct Lxc {
 
 /// A container's live config as it is compared.
 #[derive(Debug, Clone)]
-struct Live {
+pub(crate) struct Live {
     map: BTreeMap<String, String>,
     net: Indexed<Net, NetIndex>,
     features: Option<Features>,
@@ -523,26 +524,6 @@ impl Lxc {
         Ok(req)
     }
 
-    async fn read_back(&self, cx: &Cx, action: &'static str) -> Result<(), GuestError> {
-        let state = match self.read(cx.client()).await {
-            Ok(Some(live)) => match self.all_changes(&live, cx.writer_id()) {
-                Ok(left) if left.is_empty() => return Ok(()),
-                Ok(left) => format!(
-                    "different in {:?}",
-                    left.into_iter().map(|c| c.key).collect::<Vec<_>>()
-                ),
-                Err(why) => why,
-            },
-            Ok(None) => "absent".to_owned(),
-            Err(e) => format!("unreadable ({})", crate::contract::error_chain(&e)),
-        };
-        Err(GuestError::NotConverged {
-            object: self.object_ref(),
-            action,
-            state,
-        })
-    }
-
     /// The config write of `changes` with `digest`; every key is one the request has (S11).
     fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, GuestError> {
         let object = self.object_ref();
@@ -587,131 +568,6 @@ impl Lxc {
         }
         Ok(req)
     }
-
-    /// S9, S11, S4: the planned config keys in one write with the plan's digest, then each
-    /// planned growth as a resize task, then the read-back.
-    async fn apply(
-        &self,
-        cx: &Cx,
-        changes: &[Change],
-        digest: &str,
-        on_started: OnStarted<'_>,
-    ) -> Result<(), GuestError> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let object = self.object_ref();
-        let (resizes, config): (Vec<&Change>, Vec<&Change>) =
-            changes.iter().partition(|c| c.key.starts_with("resize:"));
-        let mut planned = Some(digest);
-        if !config.is_empty() {
-            let req = self.update_request(&config, digest)?;
-            match cx.client().send(&req).await {
-                Ok(_) => {}
-                Err(UpdateVmError::ChecksumMismatch(_) | UpdateVmError::ConfigModified(_)) => {
-                    return Err(GuestError::Changed { object })
-                }
-                Err(e) => {
-                    return Err(GuestError::Write {
-                        object,
-                        action: "update",
-                        source: Failure::write(e),
-                    })
-                }
-            }
-            planned = None;
-        }
-        let read = || async {
-            let live = read_at(cx.client(), &self.node, self.vmid).await?;
-            Ok(live.map(|l| volume::ConfigRead {
-                map: l.map,
-                digest: l.digest,
-                lock: l.lock,
-            }))
-        };
-        let make = |key: &str, size: String, digest: String| {
-            let disk = key
-                .parse()
-                .unwrap_or_else(|never: std::convert::Infallible| match never {});
-            let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
-            r.digest = Some(digest);
-            r
-        };
-        let volumes = self.volumes();
-        let volume = |key: &str| volumes.get(key).copied();
-        let p = volume::Planned {
-            object: &object,
-            resizes: &resizes,
-            digest: planned,
-        };
-        volume::grow_planned(cx, p, volume, read, make, on_started).await?;
-        self.read_back(cx, "update").await
-    }
-
-    /// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
-    /// `planned`.
-    async fn replan(&self, cx: &Cx, planned: &[Change]) -> Result<String, GuestError> {
-        let changed = || GuestError::Changed {
-            object: self.object_ref(),
-        };
-        let live = self.read(cx.client()).await?.ok_or_else(changed)?;
-        match self.all_changes(&live, cx.writer_id()) {
-            Ok(now) if now == planned => Ok(live.digest),
-            _ => Err(changed()),
-        }
-    }
-
-    /// S10: waits, bounded, for the container's lock to clear.
-    async fn wait_unlocked(&self, cx: &Cx) -> Result<(), Failure> {
-        let poll = guest::poll_interval(cx.lock_wait());
-        guest::wait_unlocked(&self.object_ref(), cx.lock_wait(), poll, || async {
-            Ok(self.read(cx.client()).await?.and_then(|l| l.lock))
-        })
-        .await
-    }
-
-    /// **S19** Destroys the container only if it still matches `last`; no force or purge.
-    async fn destroy_(
-        &self,
-        cx: &Cx,
-        last: &BTreeMap<String, String>,
-        on_started: OnStarted<'_>,
-    ) -> Result<(), GuestError> {
-        let object = self.object_ref();
-        if last.is_empty() {
-            return Err(GuestError::Unrecognisable {
-                object,
-                field: "hostname",
-            });
-        }
-        let Some(live) = self.read(cx.client()).await? else {
-            return Ok(());
-        };
-        let keys = still_differs(last, &live);
-        if !keys.is_empty() {
-            return Err(GuestError::Mismatch { object, keys });
-        }
-        let req = DestroyVm::new(self.node.clone(), self.vmid);
-        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
-            .await
-            .map_err(|source| GuestError::Write {
-                object: object.clone(),
-                action: "destroy",
-                source,
-            })?;
-        match self.read(cx.client()).await {
-            Ok(None) => Ok(()),
-            other => Err(GuestError::NotConverged {
-                object,
-                action: "destroy",
-                state: if matches!(other, Ok(Some(_))) {
-                    "still present".to_owned()
-                } else {
-                    "unreadable".to_owned()
-                },
-            }),
-        }
-    }
 }
 
 /// The keys of a recorded declaration that the live config no longer matches: a network
@@ -751,6 +607,70 @@ fn still_differs(last: &BTreeMap<String, String>, live: &Live) -> Vec<String> {
 /// The `Lxc` family in a [`Stack`](crate::engine::Stack), as `Vm` is: the stack's one index
 /// read (S17) and one config read per container; update after the lock clears (S10) with the
 /// probe's digest (S9); destroy only what still matches (S19); retained when dropped (S20).
+/// What a container says of itself for the shared guest flow ([`flow`]).
+impl Guest for Lxc {
+    const NAME: &'static str = "hostname";
+    type Live = Live;
+    type Update = UpdateVm;
+    type Resize = ResizeVm;
+    type Destroy = DestroyVm;
+
+    fn object_ref(&self) -> ObjectRef {
+        Lxc::object_ref(self)
+    }
+
+    fn read<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<Live>, GuestError>> {
+        Box::pin(Lxc::read(self, client))
+    }
+
+    fn config(live: &Live) -> ConfigRead {
+        ConfigRead {
+            map: live.map.clone(),
+            digest: live.digest.clone(),
+            lock: live.lock.clone(),
+        }
+    }
+
+    /// The features a container's writer may set depend on who writes (root@pam or not).
+    fn changes(&self, live: &Live, cx: &Cx) -> Result<Vec<Change>, String> {
+        self.all_changes(live, cx.writer_id())
+    }
+
+    fn still_differs(&self, last: &BTreeMap<String, String>, live: &Live) -> Vec<String> {
+        still_differs(last, live)
+    }
+
+    fn volume(&self, key: &str) -> Option<&Disk> {
+        self.volumes().get(key).copied()
+    }
+
+    fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, GuestError> {
+        Lxc::update_request(self, changes, digest)
+    }
+
+    /// pve-container's update answers a stale digest with "checksum mismatch" or, through
+    /// the config's lock helper, "detected modified configuration".
+    fn stale(e: &UpdateVmError) -> bool {
+        matches!(
+            e,
+            UpdateVmError::ChecksumMismatch(_) | UpdateVmError::ConfigModified(_)
+        )
+    }
+
+    fn resize_request(&self, key: &str, size: String, digest: String) -> ResizeVm {
+        let disk = key
+            .parse()
+            .unwrap_or_else(|never: std::convert::Infallible| match never {});
+        let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
+        r.digest = Some(digest);
+        r
+    }
+
+    fn destroy_request(&self) -> DestroyVm {
+        DestroyVm::new(self.node.clone(), self.vmid)
+    }
+}
+
 impl Resource for Lxc {
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -861,7 +781,7 @@ impl Resource for Lxc {
                         |e| e.is_vmid_exists(),
                     ),
                 })?;
-            Ok(self.read_back(cx, "create").await?)
+            Ok(flow::read_back(self, cx, "create").await?)
         })
     }
 
@@ -880,12 +800,12 @@ impl Resource for Lxc {
                 .into());
             };
             if guard.lock.is_some() {
-                self.wait_unlocked(cx).await?;
+                flow::wait_unlocked(self, cx).await?;
                 // The lock line was in the digest's file (S9): read again, and write only if
                 // what differs is still exactly what the plan showed.
-                digest = self.replan(cx, changes).await?;
+                digest = flow::replan(self, cx, changes).await?;
             }
-            Ok(self.apply(cx, changes, &digest, on_started).await?)
+            Ok(flow::apply(self, cx, changes, &digest, on_started).await?)
         })
     }
 
@@ -896,8 +816,8 @@ impl Resource for Lxc {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            self.wait_unlocked(cx).await?;
-            Ok(self.destroy_(cx, last, on_started).await?)
+            flow::wait_unlocked(self, cx).await?;
+            Ok(flow::destroy(self, cx, last, on_started).await?)
         })
     }
 }

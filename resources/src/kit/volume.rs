@@ -23,6 +23,7 @@ use std::future::Future;
 use pve_sdk::{Operation, Upid};
 
 use crate::contract::{Change, Cx, ErrorKind, Failure, ObjectRef, OnStarted};
+use crate::kit::guest::flow::Guest;
 use crate::kit::guest::GuestError;
 
 /// Bytes in a GiB.
@@ -471,32 +472,23 @@ pub(crate) struct Planned<'a> {
     pub digest: Option<&'a str>,
 }
 
-/// S9, S10, S13: each planned growth in turn, by [`grow`]: the first with the plan's digest
-/// when nothing was written before it, the others from a fresh read. `volume` gives a key's declared volume, `read` the guest's config (`None`: the
-/// guest is gone), `make` the family's resize request for a key, a size and a digest.
+/// S9, S10, S13: each planned growth of guest `g` in turn, by [`grow`]: the first with the
+/// plan's digest when nothing was written before it, the others from a fresh read.
 ///
 /// # Errors
 ///
 /// [`GuestError::Inexpressible`] for a key no declared volume has; [`GuestError::Write`] with
 /// [`grow`]'s failure.
-pub(crate) async fn grow_planned<'d, O, R, RF, M>(
+pub(crate) async fn grow_planned<G: Guest>(
     cx: &Cx,
+    g: &G,
     p: Planned<'_>,
-    volume: impl Fn(&str) -> Option<&'d Disk>,
-    read: R,
-    make: M,
     on_started: OnStarted<'_>,
-) -> Result<(), GuestError>
-where
-    R: Fn() -> RF,
-    RF: Future<Output = Result<Option<ConfigRead>, Failure>>,
-    M: Fn(&str, String, String) -> O,
-    O: Operation<Response = Upid> + Sync,
-{
+) -> Result<(), GuestError> {
     let (object, mut planned) = (p.object, p.digest);
     for c in p.resizes {
         let key = &c.key["resize:".len()..];
-        let Some(disk) = volume(key) else {
+        let Some(disk) = g.volume(key) else {
             return Err(GuestError::Inexpressible {
                 object: object.clone(),
                 why: format!("{} names no declared volume", c.key),
@@ -510,14 +502,15 @@ where
         };
         let read_volume = || async {
             let gone = || Failure::new(ErrorKind::Changed, format!("{object} is gone"));
-            let live = read().await?.ok_or_else(gone)?;
+            let live = g.read(cx.client()).await?.ok_or_else(gone)?;
+            let live = G::config(&live);
             Ok(VolumeRead {
                 value: live.map.get(key).cloned(),
                 digest: live.digest,
                 lock: live.lock,
             })
         };
-        let make = |size: String, digest: String| make(key, size, digest);
+        let make = |size: String, digest: String| g.resize_request(key, size, digest);
         grow(cx, growth, planned, read_volume, make, on_started)
             .await
             .map_err(|source| GuestError::Write {

@@ -57,9 +57,10 @@ use crate::contract::{
     Ask, BoxFuture, Change, Cx, Failure, Guard, ObjectRef, OnStarted, Probe, Resource, Scope,
     TaskRef,
 };
+use crate::kit::guest::flow::{self, Guest};
 use crate::kit::guest::{self, GuestError, GuestType, Owner};
 use crate::kit::secret::WriteOnly;
-use crate::kit::volume::{self, Disk, StateDisk};
+use crate::kit::volume::{self, ConfigRead, Disk, StateDisk};
 use crate::state::ResourceState;
 use clone::CloneOf;
 use cloudinit::CloudInitDrive;
@@ -150,7 +151,7 @@ pub struct Vm {
 /// A guest's live config as it is compared: the wire map, the typed parts declared sub-keys
 /// are overlaid on, the digest and the lock.
 #[derive(Debug, Clone)]
-struct Live {
+pub(crate) struct Live {
     map: BTreeMap<String, String>,
     net: Indexed<Net, NetIndex>,
     agent: Option<Agent>,
@@ -588,27 +589,6 @@ impl Vm {
         out
     }
 
-    /// S4: the config read back holds the declaration.
-    async fn read_back(&self, client: &Client, action: &'static str) -> Result<(), GuestError> {
-        let state = match self.read(client).await {
-            Ok(Some(live)) => match self.all_changes(&live) {
-                Ok(left) if left.is_empty() => return Ok(()),
-                Ok(left) => format!(
-                    "different in {:?}",
-                    left.into_iter().map(|c| c.key).collect::<Vec<_>>()
-                ),
-                Err(why) => why,
-            },
-            Ok(None) => "absent".to_owned(),
-            Err(e) => format!("unreadable ({})", crate::contract::error_chain(&e)),
-        };
-        Err(GuestError::NotConverged {
-            object: self.object_ref(),
-            action,
-            state,
-        })
-    }
-
     /// The create request of this declaration (volumes allocated from `STORAGE:SIZE`).
     fn create_request(&self) -> Result<CreateVm, GuestError> {
         let mut req = CreateVm::new(self.node.clone(), self.vmid);
@@ -699,7 +679,7 @@ impl Vm {
                 action: "create",
                 source: guest::taken::<CreateVmError>(source, CreateVmError::is_vmid_exists),
             })?;
-        self.read_back(cx.client(), "create").await
+        flow::read_back(self, cx, "create").await
     }
 
     /// The clone task, then the declared config on the clone as an update (with the
@@ -752,68 +732,9 @@ impl Vm {
                 new: String::new(),
             });
         }
-        self.apply(cx, &changes, &live.digest, on_started)
+        flow::apply(self, cx, &changes, &live.digest, on_started)
             .await
             .map_err(after)
-    }
-
-    /// S9, S11, S4: the planned config keys in one write with the plan's digest, then each
-    /// planned growth as a resize task, then the read-back.
-    async fn apply(
-        &self,
-        cx: &Cx,
-        changes: &[Change],
-        digest: &str,
-        on_started: OnStarted<'_>,
-    ) -> Result<(), GuestError> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let object = self.object_ref();
-        let (resizes, config): (Vec<&Change>, Vec<&Change>) =
-            changes.iter().partition(|c| c.key.starts_with("resize:"));
-        let mut planned = Some(digest);
-        if !config.is_empty() {
-            let req = self.update_request(&config, digest)?;
-            match cx.client().send(&req).await {
-                Ok(_) => {}
-                Err(UpdateVmError::ChecksumMismatch(_)) => {
-                    return Err(GuestError::Changed { object })
-                }
-                Err(e) => {
-                    return Err(GuestError::Write {
-                        object,
-                        action: "update",
-                        source: Failure::write(e),
-                    })
-                }
-            }
-            planned = None;
-        }
-        let read = || async {
-            let live = read_at(cx.client(), &self.node, self.vmid).await?;
-            Ok(live.map(|l| volume::ConfigRead {
-                map: l.map,
-                digest: l.digest,
-                lock: l.lock,
-            }))
-        };
-        let make = |key: &str, size: String, digest: String| {
-            let disk = key
-                .parse()
-                .unwrap_or_else(|never: std::convert::Infallible| match never {});
-            let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
-            r.digest = Some(digest);
-            r
-        };
-        let volume = |key: &str| self.disks.get(key);
-        let p = volume::Planned {
-            object: &object,
-            resizes: &resizes,
-            digest: planned,
-        };
-        volume::grow_planned(cx, p, volume, read, make, on_started).await?;
-        self.read_back(cx.client(), "update").await
     }
 
     /// The config write of `changes`, with `digest`. Every key is one the request has, or the
@@ -889,75 +810,6 @@ impl Vm {
             }
         }
         Ok(req)
-    }
-
-    /// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
-    /// `planned` (write-only rotations apart: they never show); anything else changed since
-    /// the plan.
-    async fn replan(&self, client: &Client, planned: &[Change]) -> Result<String, GuestError> {
-        let changed = || GuestError::Changed {
-            object: self.object_ref(),
-        };
-        let live = self.read(client).await?.ok_or_else(changed)?;
-        let visible: Vec<&Change> = planned.iter().filter(|c| c.key != "cipassword").collect();
-        match self.all_changes(&live) {
-            Ok(now) if now.iter().collect::<Vec<_>>() == visible => Ok(live.digest),
-            _ => Err(changed()),
-        }
-    }
-
-    /// **S19** Destroys the guest only if it still matches `last` (the wire form recorded at
-    /// the last deploy); no force, purge or skiplock; PVE's refusals are reported as they are.
-    async fn destroy_(
-        &self,
-        cx: &Cx,
-        last: &BTreeMap<String, String>,
-        on_started: OnStarted<'_>,
-    ) -> Result<(), GuestError> {
-        let object = self.object_ref();
-        if last.keys().all(|k| k.starts_with("rotate:")) {
-            return Err(GuestError::Unrecognisable {
-                object,
-                field: "name",
-            });
-        }
-        let Some(live) = self.read(cx.client()).await? else {
-            return Ok(());
-        };
-        let keys = still_differs(last, &live);
-        if !keys.is_empty() {
-            return Err(GuestError::Mismatch { object, keys });
-        }
-        let req = DestroyVm::new(self.node.clone(), self.vmid);
-        crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
-            .await
-            .map_err(|source| GuestError::Write {
-                object: object.clone(),
-                action: "destroy",
-                source,
-            })?;
-        match self.read(cx.client()).await {
-            Ok(None) => Ok(()),
-            other => Err(GuestError::NotConverged {
-                object,
-                action: "destroy",
-                state: if matches!(other, Ok(Some(_))) {
-                    "still present".to_owned()
-                } else {
-                    "unreadable".to_owned()
-                },
-            }),
-        }
-    }
-
-    /// S10: waits for the guest's lock to clear, bounded by the stack's lock wait, polling
-    /// every tenth of it (50 ms to 2 s).
-    async fn wait_unlocked(&self, cx: &Cx) -> Result<(), Failure> {
-        let poll = guest::poll_interval(cx.lock_wait());
-        guest::wait_unlocked(&self.object_ref(), cx.lock_wait(), poll, || async {
-            Ok(self.read(cx.client()).await?.and_then(|l| l.lock))
-        })
-        .await
     }
 }
 
@@ -1123,6 +975,66 @@ enum Plan {
 /// every clone of it); update after the lock clears (S10) with the probe's digest (S9); destroy
 /// after the lock clears, only what still matches (S19). Dropped from a declaration, a guest is
 /// retained (S20).
+/// What a VM says of itself for the shared guest flow ([`flow`]).
+impl Guest for Vm {
+    const NAME: &'static str = "name";
+    const HIDDEN: &'static [&'static str] = &["cipassword"];
+    type Live = Live;
+    type Update = UpdateVm;
+    type Resize = ResizeVm;
+    type Destroy = DestroyVm;
+
+    fn object_ref(&self) -> ObjectRef {
+        Vm::object_ref(self)
+    }
+
+    fn read<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<Live>, GuestError>> {
+        Box::pin(Vm::read(self, client))
+    }
+
+    fn config(live: &Live) -> ConfigRead {
+        ConfigRead {
+            map: live.map.clone(),
+            digest: live.digest.clone(),
+            lock: live.lock.clone(),
+        }
+    }
+
+    fn changes(&self, live: &Live, _: &Cx) -> Result<Vec<Change>, String> {
+        self.all_changes(live)
+    }
+
+    fn still_differs(&self, last: &BTreeMap<String, String>, live: &Live) -> Vec<String> {
+        still_differs(last, live)
+    }
+
+    fn volume(&self, key: &str) -> Option<&Disk> {
+        self.disks.get(key)
+    }
+
+    fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, GuestError> {
+        Vm::update_request(self, changes, digest)
+    }
+
+    /// qemu-server's update answers a stale digest with "checksum mismatch".
+    fn stale(e: &UpdateVmError) -> bool {
+        matches!(e, UpdateVmError::ChecksumMismatch(_))
+    }
+
+    fn resize_request(&self, key: &str, size: String, digest: String) -> ResizeVm {
+        let disk = key
+            .parse()
+            .unwrap_or_else(|never: std::convert::Infallible| match never {});
+        let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
+        r.digest = Some(digest);
+        r
+    }
+
+    fn destroy_request(&self) -> DestroyVm {
+        DestroyVm::new(self.node.clone(), self.vmid)
+    }
+}
+
 impl Resource for Vm {
     fn address(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -1255,13 +1167,13 @@ impl Resource for Vm {
                 .into());
             };
             if guard.lock.is_some() {
-                self.wait_unlocked(cx).await?;
+                flow::wait_unlocked(self, cx).await?;
                 // The lock line was part of the file the plan's digest covers, so its removal
                 // changed the digest: read again, and write only if what differs is still
                 // exactly what the plan showed (S9).
-                digest = self.replan(cx.client(), changes).await?;
+                digest = flow::replan(self, cx, changes).await?;
             }
-            Ok(self.apply(cx, changes, &digest, on_started).await?)
+            Ok(flow::apply(self, cx, changes, &digest, on_started).await?)
         })
     }
 
@@ -1272,8 +1184,8 @@ impl Resource for Vm {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            self.wait_unlocked(cx).await?;
-            Ok(self.destroy_(cx, last, on_started).await?)
+            flow::wait_unlocked(self, cx).await?;
+            Ok(flow::destroy(self, cx, last, on_started).await?)
         })
     }
 }

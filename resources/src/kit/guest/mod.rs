@@ -18,6 +18,8 @@ use pve_sdk::generated::cluster::resources::{ResourcesResponseItem, ResourcesRes
 
 use crate::contract::{ErrorKind, Failure, ObjectRef};
 
+pub(crate) mod flow;
+
 /// Tags in the form PVE stores them (pve-guest-common `src/PVE/GuestHelpers.pm`
 /// get_unique_tags under the default tag style): split on PVE's separators, lower-cased,
 /// sorted, once each, joined by `;`. Both sides of a comparison are put in it (S8).

@@ -1,0 +1,229 @@
+//! The guest shape: what a VM and a container do alike (the config write and the growths
+//! after it, the read-back, the re-plan after a lock wait, the lock wait itself, the guarded
+//! destroy), written once over [`Guest`], which says only what differs between them: their
+//! read, their requests, how they compare.
+//!
+//! # Guarantees
+//!
+//! - **S4** Every write is read back ([`read_back`]): what still differs is `not_converged`.
+//! - **S9** The config write carries the plan's digest; PVE's stale-digest refusal is
+//!   `changed`, nothing written. A write after a lock wait re-plans first ([`replan`]).
+//! - **S10** [`wait_unlocked`] waits, bounded, for the guest's lock to clear.
+//! - **S13** Growths run after the config write, each from a fresh read ([`apply`]).
+//! - **S19** [`destroy`] removes the guest only if it still holds what was recorded, reads
+//!   back that it is gone, and sends no force, purge or skiplock.
+
+use std::collections::BTreeMap;
+
+use pve_sdk::{Client, Operation, Upid};
+
+use crate::contract::{BoxFuture, Change, Cx, Failure, ObjectRef, OnStarted};
+use crate::kit::guest::GuestError;
+use crate::kit::volume::{self, ConfigRead, Disk};
+
+/// What a guest family says of itself for the shared flow.
+pub(crate) trait Guest: Send + Sync {
+    /// The field every recorded declaration holds (`name`, `hostname`): a state entry
+    /// without it cannot be recognised on the cluster (S19).
+    const NAME: &'static str;
+    /// Write-only keys a plan shows as rotations and a read never does (`cipassword`).
+    const HIDDEN: &'static [&'static str] = &[];
+    /// The live config as the family compares it.
+    type Live: Send + Sync;
+    /// The config write.
+    type Update: Operation + Send + Sync;
+    /// A volume's growth.
+    type Resize: Operation<Response = Upid> + Send + Sync;
+    /// The destroy.
+    type Destroy: Operation<Response = Upid> + Send + Sync;
+
+    /// The guest's object.
+    fn object_ref(&self) -> ObjectRef;
+    /// Its config, `None` only on the typed absence (S1).
+    fn read<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> BoxFuture<'a, Result<Option<Self::Live>, GuestError>>;
+    /// The wire map, digest and lock of a live config.
+    fn config(live: &Self::Live) -> ConfigRead;
+    /// What differs between the declaration and `live`, or why it cannot be compared.
+    fn changes(&self, live: &Self::Live, cx: &Cx) -> Result<Vec<Change>, String>;
+    /// The keys of `last` (the recorded declaration) that `live` no longer holds.
+    fn still_differs(&self, last: &BTreeMap<String, String>, live: &Self::Live) -> Vec<String>;
+    /// The declared volume of `key`.
+    fn volume(&self, key: &str) -> Option<&Disk>;
+    /// The config write of `changes` with `digest`; every key one the request has (S11).
+    ///
+    /// # Errors
+    ///
+    /// [`GuestError::Inexpressible`] for a key it has not.
+    fn update_request(&self, changes: &[&Change], digest: &str)
+        -> Result<Self::Update, GuestError>;
+    /// Whether the config write's error is PVE's stale-digest refusal (S9).
+    fn stale(e: &<Self::Update as Operation>::Error) -> bool;
+    /// The growth of `key` to `size`, with `digest`.
+    fn resize_request(&self, key: &str, size: String, digest: String) -> Self::Resize;
+    /// The destroy.
+    fn destroy_request(&self) -> Self::Destroy;
+}
+
+/// S4: the config read back holds the declaration.
+///
+/// # Errors
+///
+/// [`GuestError::NotConverged`] saying what differs, or that it is absent or unreadable.
+pub(crate) async fn read_back<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    action: &'static str,
+) -> Result<(), GuestError> {
+    let state = match g.read(cx.client()).await {
+        Ok(Some(live)) => match g.changes(&live, cx) {
+            Ok(left) if left.is_empty() => return Ok(()),
+            Ok(left) => format!(
+                "different in {:?}",
+                left.into_iter().map(|c| c.key).collect::<Vec<_>>()
+            ),
+            Err(why) => why,
+        },
+        Ok(None) => "absent".to_owned(),
+        Err(e) => format!("unreadable ({})", crate::contract::error_chain(&e)),
+    };
+    Err(GuestError::NotConverged {
+        object: g.object_ref(),
+        action,
+        state,
+    })
+}
+
+/// S9, S13: the config write of the planned changes with the plan's `digest`, then each
+/// planned growth, then the read-back.
+///
+/// # Errors
+///
+/// `changed` for a stale digest, the write's failure, or the read-back's.
+pub(crate) async fn apply<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    changes: &[Change],
+    digest: &str,
+    on_started: OnStarted<'_>,
+) -> Result<(), GuestError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let object = g.object_ref();
+    let (resizes, config): (Vec<&Change>, Vec<&Change>) =
+        changes.iter().partition(|c| c.key.starts_with("resize:"));
+    let mut planned = Some(digest);
+    if !config.is_empty() {
+        let req = g.update_request(&config, digest)?;
+        match cx.client().send(&req).await {
+            Ok(_) => {}
+            Err(e) if G::stale(&e) => return Err(GuestError::Changed { object }),
+            Err(e) => {
+                return Err(GuestError::Write {
+                    object,
+                    action: "update",
+                    source: Failure::write(e),
+                })
+            }
+        }
+        planned = None;
+    }
+    let p = volume::Planned {
+        object: &object,
+        resizes: &resizes,
+        digest: planned,
+    };
+    volume::grow_planned(cx, g, p, on_started).await?;
+    read_back(g, cx, "update").await
+}
+
+/// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
+/// `planned` (write-only rotations apart: a read never shows them).
+///
+/// # Errors
+///
+/// [`GuestError::Changed`] when anything else changed since the plan, or the guest is gone.
+pub(crate) async fn replan<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    planned: &[Change],
+) -> Result<String, GuestError> {
+    let changed = || GuestError::Changed {
+        object: g.object_ref(),
+    };
+    let live = g.read(cx.client()).await?.ok_or_else(changed)?;
+    let visible: Vec<&Change> = planned
+        .iter()
+        .filter(|c| !G::HIDDEN.contains(&c.key.as_str()))
+        .collect();
+    match g.changes(&live, cx) {
+        Ok(now) if now.iter().collect::<Vec<_>>() == visible => Ok(G::config(&live).digest),
+        _ => Err(changed()),
+    }
+}
+
+/// S10: waits for the guest's lock to clear, bounded by the stack's lock wait, polling every
+/// tenth of it (50 ms to 2 s).
+///
+/// # Errors
+///
+/// The lock outlasted the wait, or a read failed.
+pub(crate) async fn wait_unlocked<G: Guest>(g: &G, cx: &Cx) -> Result<(), Failure> {
+    let poll = super::poll_interval(cx.lock_wait());
+    super::wait_unlocked(&g.object_ref(), cx.lock_wait(), poll, || async {
+        Ok(g.read(cx.client()).await?.and_then(|l| G::config(&l).lock))
+    })
+    .await
+}
+
+/// **S19** Destroys the guest only if it still matches `last` (the wire form recorded at the
+/// last deploy); no force, purge or skiplock; PVE's refusals are reported as they are.
+///
+/// # Errors
+///
+/// An entry that cannot be recognised, a guest that changed, the task's failure, or a guest
+/// still there after it.
+pub(crate) async fn destroy<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    last: &BTreeMap<String, String>,
+    on_started: OnStarted<'_>,
+) -> Result<(), GuestError> {
+    let object = g.object_ref();
+    if last.keys().all(|k| k.starts_with("rotate:")) {
+        return Err(GuestError::Unrecognisable {
+            object,
+            field: G::NAME,
+        });
+    }
+    let Some(live) = g.read(cx.client()).await? else {
+        return Ok(());
+    };
+    let keys = g.still_differs(last, &live);
+    if !keys.is_empty() {
+        return Err(GuestError::Mismatch { object, keys });
+    }
+    let req = g.destroy_request();
+    crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
+        .await
+        .map_err(|source| GuestError::Write {
+            object: object.clone(),
+            action: "destroy",
+            source,
+        })?;
+    match g.read(cx.client()).await {
+        Ok(None) => Ok(()),
+        other => Err(GuestError::NotConverged {
+            object,
+            action: "destroy",
+            state: if matches!(other, Ok(Some(_))) {
+                "still present".to_owned()
+            } else {
+                "unreadable".to_owned()
+            },
+        }),
+    }
+}
