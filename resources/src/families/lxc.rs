@@ -609,11 +609,20 @@ fn still_differs(last: &BTreeMap<String, String>, live: &Live) -> Vec<String> {
 /// probe's digest (S9); destroy only what still matches (S19); retained when dropped (S20).
 /// What a container says of itself for the shared guest flow ([`flow`]).
 impl Guest for Lxc {
+    const TYPE: GuestType = GuestType::Lxc;
     const NAME: &'static str = "hostname";
     type Live = Live;
     type Update = UpdateVm;
     type Resize = ResizeVm;
     type Destroy = DestroyVm;
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn vmid(&self) -> i64 {
+        self.vmid
+    }
 
     fn object_ref(&self) -> ObjectRef {
         Lxc::object_ref(self)
@@ -673,10 +682,7 @@ impl Guest for Lxc {
 
 impl Resource for Lxc {
     fn address(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("node".to_owned(), self.node.clone()),
-            ("vmid".to_owned(), self.vmid.to_string()),
-        ])
+        flow::address(self)
     }
 
     fn declared(&self) -> BTreeMap<String, String> {
@@ -689,32 +695,15 @@ impl Resource for Lxc {
 
     /// A vmid is unique cluster-wide across VMs and containers (S17).
     fn claims(&self) -> Vec<ObjectRef> {
-        vec![ObjectRef::new(
-            crate::families::kinds::VMID,
-            Scope::Cluster,
-            self.vmid.to_string(),
-        )]
+        flow::claims(self)
     }
 
     /// A container comes after the interfaces of its node its network devices bridge to.
     fn requires(&self) -> Vec<ObjectRef> {
-        let mut bridges: Vec<&str> = self
-            .net
-            .iter()
-            .filter_map(|(_, n)| n.bridge.as_deref())
-            .collect();
-        bridges.sort_unstable();
-        bridges.dedup();
-        bridges
-            .into_iter()
-            .map(|b| {
-                ObjectRef::new(
-                    crate::families::kinds::NODE_NETWORK,
-                    Scope::Node(self.node.clone()),
-                    b,
-                )
-            })
-            .collect()
+        flow::bridges(
+            self,
+            self.net.iter().filter_map(|(_, n)| n.bridge.as_deref()),
+        )
     }
 
     /// pve-container's create, resize and destroy are the `vzcreate`, `resize` and
@@ -736,18 +725,7 @@ impl Resource for Lxc {
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
-            let rows = cx
-                .guest_index()
-                .await
-                .map_err(|source| GuestError::IndexUnreadable {
-                    object: self.object_ref(),
-                    source,
-                })?;
-            let owner = guest::owner(rows, GuestType::Lxc, &self.node, self.vmid);
-            let lock = match &owner {
-                Owner::This { lock } => lock.clone(),
-                _ => None,
-            };
+            let (owner, lock) = flow::owner(self, cx).await?;
             Ok(match self.plan(cx, owner, ask).await? {
                 Plan::Create => Probe::Absent,
                 Plan::Refuse(why) => Probe::Refuse(why),
@@ -792,21 +770,7 @@ impl Resource for Lxc {
         guard: &'a Guard,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let Some(mut digest) = guard.digest.clone() else {
-                return Err(GuestError::NoDigest {
-                    object: self.object_ref(),
-                }
-                .into());
-            };
-            if guard.lock.is_some() {
-                flow::wait_unlocked(self, cx).await?;
-                // The lock line was in the digest's file (S9): read again, and write only if
-                // what differs is still exactly what the plan showed.
-                digest = flow::replan(self, cx, changes).await?;
-            }
-            Ok(flow::apply(self, cx, changes, &digest, on_started).await?)
-        })
+        Box::pin(flow::update(self, cx, changes, guard, on_started))
     }
 
     fn destroy<'a>(
@@ -815,10 +779,7 @@ impl Resource for Lxc {
         last: &'a BTreeMap<String, String>,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            flow::wait_unlocked(self, cx).await?;
-            Ok(flow::destroy(self, cx, last, on_started).await?)
-        })
+        Box::pin(flow::destroy(self, cx, last, on_started))
     }
 }
 

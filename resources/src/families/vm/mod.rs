@@ -977,12 +977,21 @@ enum Plan {
 /// retained (S20).
 /// What a VM says of itself for the shared guest flow ([`flow`]).
 impl Guest for Vm {
+    const TYPE: GuestType = GuestType::Qemu;
     const NAME: &'static str = "name";
     const HIDDEN: &'static [&'static str] = &["cipassword"];
     type Live = Live;
     type Update = UpdateVm;
     type Resize = ResizeVm;
     type Destroy = DestroyVm;
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn vmid(&self) -> i64 {
+        self.vmid
+    }
 
     fn object_ref(&self) -> ObjectRef {
         Vm::object_ref(self)
@@ -1037,10 +1046,7 @@ impl Guest for Vm {
 
 impl Resource for Vm {
     fn address(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("node".to_owned(), self.node.clone()),
-            ("vmid".to_owned(), self.vmid.to_string()),
-        ])
+        flow::address(self)
     }
 
     fn declared(&self) -> BTreeMap<String, String> {
@@ -1053,33 +1059,14 @@ impl Resource for Vm {
 
     /// A vmid is unique cluster-wide (S17): one declared on two nodes is refused.
     fn claims(&self) -> Vec<ObjectRef> {
-        vec![ObjectRef::new(
-            crate::families::kinds::VMID,
-            Scope::Cluster,
-            self.vmid.to_string(),
-        )]
+        flow::claims(self)
     }
 
     /// A guest comes after the interfaces of its node that its network devices use as their
     /// bridge, and a clone after its source (when they are declared).
     fn requires(&self) -> Vec<ObjectRef> {
-        let mut bridges: Vec<&str> = self
-            .net
-            .iter()
-            .filter_map(|(_, n)| n.bridge.as_deref())
-            .collect();
-        bridges.sort_unstable();
-        bridges.dedup();
-        let mut out: Vec<ObjectRef> = bridges
-            .into_iter()
-            .map(|b| {
-                ObjectRef::new(
-                    crate::families::kinds::NODE_NETWORK,
-                    Scope::Node(self.node.clone()),
-                    b,
-                )
-            })
-            .collect();
+        let bridges = self.net.iter().filter_map(|(_, n)| n.bridge.as_deref());
+        let mut out = flow::bridges(self, bridges);
         if let Some(c) = &self.clone {
             out.push(ObjectRef::new(
                 crate::families::kinds::VM,
@@ -1115,18 +1102,7 @@ impl Resource for Vm {
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
-            let rows = cx
-                .guest_index()
-                .await
-                .map_err(|source| GuestError::IndexUnreadable {
-                    object: self.object_ref(),
-                    source,
-                })?;
-            let owner = guest::owner(rows, GuestType::Qemu, &self.node, self.vmid);
-            let lock = match &owner {
-                Owner::This { lock } => lock.clone(),
-                _ => None,
-            };
+            let (owner, lock) = flow::owner(self, cx).await?;
             Ok(match self.plan(cx, owner, ask).await? {
                 Plan::Create(steps) if steps.is_empty() => Probe::Absent,
                 Plan::Create(steps) => Probe::AbsentVia { steps },
@@ -1159,22 +1135,7 @@ impl Resource for Vm {
         guard: &'a Guard,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let Some(mut digest) = guard.digest.clone() else {
-                return Err(GuestError::NoDigest {
-                    object: self.object_ref(),
-                }
-                .into());
-            };
-            if guard.lock.is_some() {
-                flow::wait_unlocked(self, cx).await?;
-                // The lock line was part of the file the plan's digest covers, so its removal
-                // changed the digest: read again, and write only if what differs is still
-                // exactly what the plan showed (S9).
-                digest = flow::replan(self, cx, changes).await?;
-            }
-            Ok(flow::apply(self, cx, changes, &digest, on_started).await?)
-        })
+        Box::pin(flow::update(self, cx, changes, guard, on_started))
     }
 
     fn destroy<'a>(
@@ -1183,10 +1144,7 @@ impl Resource for Vm {
         last: &'a BTreeMap<String, String>,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            flow::wait_unlocked(self, cx).await?;
-            Ok(flow::destroy(self, cx, last, on_started).await?)
-        })
+        Box::pin(flow::destroy(self, cx, last, on_started))
     }
 }
 

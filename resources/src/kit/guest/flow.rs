@@ -17,12 +17,14 @@ use std::collections::BTreeMap;
 
 use pve_sdk::{Client, Operation, Upid};
 
-use crate::contract::{BoxFuture, Change, Cx, Failure, ObjectRef, OnStarted};
-use crate::kit::guest::GuestError;
+use crate::contract::{BoxFuture, Change, Cx, Failure, Guard, ObjectRef, OnStarted, Scope};
+use crate::kit::guest::{GuestError, GuestType, Owner};
 use crate::kit::volume::{self, ConfigRead, Disk};
 
 /// What a guest family says of itself for the shared flow.
 pub(crate) trait Guest: Send + Sync {
+    /// Which guests it is among the cluster's (S17).
+    const TYPE: GuestType;
     /// The field every recorded declaration holds (`name`, `hostname`): a state entry
     /// without it cannot be recognised on the cluster (S19).
     const NAME: &'static str;
@@ -37,6 +39,10 @@ pub(crate) trait Guest: Send + Sync {
     /// The destroy.
     type Destroy: Operation<Response = Upid> + Send + Sync;
 
+    /// The guest's node.
+    fn node(&self) -> &str;
+    /// The guest's vmid.
+    fn vmid(&self) -> i64;
     /// The guest's object.
     fn object_ref(&self) -> ObjectRef;
     /// Its config, `None` only on the typed absence (S1).
@@ -140,6 +146,93 @@ pub(crate) async fn apply<G: Guest>(
     read_back(g, cx, "update").await
 }
 
+/// Where a guest is: its address in state.
+pub(crate) fn address<G: Guest>(g: &G) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("node".to_owned(), g.node().to_owned()),
+        ("vmid".to_owned(), g.vmid().to_string()),
+    ])
+}
+
+/// S17: a vmid is unique cluster-wide, across VMs and containers: one declared twice is
+/// refused.
+pub(crate) fn claims<G: Guest>(g: &G) -> Vec<ObjectRef> {
+    let vmid = g.vmid().to_string();
+    vec![ObjectRef::new(
+        crate::families::kinds::VMID,
+        Scope::Cluster,
+        vmid,
+    )]
+}
+
+/// The interfaces of the guest's node that its network devices use as their bridge: it comes
+/// after them (when they are declared).
+pub(crate) fn bridges<'a, G: Guest>(
+    g: &G,
+    bridges: impl IntoIterator<Item = &'a str>,
+) -> Vec<ObjectRef> {
+    let mut names: Vec<&str> = bridges.into_iter().collect();
+    names.sort_unstable();
+    names.dedup();
+    let node = Scope::Node(g.node().to_owned());
+    let kind = crate::families::kinds::NODE_NETWORK;
+    names
+        .into_iter()
+        .map(|b| ObjectRef::new(kind, node.clone(), b))
+        .collect()
+}
+
+/// Who holds the guest's vmid in the cluster index (S17), and its lock when it is this guest.
+///
+/// # Errors
+///
+/// [`GuestError::IndexUnreadable`]: the index could not be read (never "no guest").
+pub(crate) async fn owner<G: Guest>(g: &G, cx: &Cx) -> Result<(Owner, Option<String>), GuestError> {
+    let rows = cx
+        .guest_index()
+        .await
+        .map_err(|source| GuestError::IndexUnreadable {
+            object: g.object_ref(),
+            source,
+        })?;
+    let owner = super::owner(rows, G::TYPE, g.node(), g.vmid());
+    let lock = match &owner {
+        Owner::This { lock } => lock.clone(),
+        _ => None,
+    };
+    Ok((owner, lock))
+}
+
+/// S9, S10: the planned changes, with the plan's digest, after the guest's lock (if the plan
+/// saw one) clears and a fresh read shows the same differences.
+///
+/// # Errors
+///
+/// A plan without a digest, a lock that outlasts the wait, a guest changed since the plan, or
+/// the write's failure.
+pub(crate) async fn update<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    changes: &[Change],
+    guard: &Guard,
+    on_started: OnStarted<'_>,
+) -> Result<(), Failure> {
+    let Some(mut digest) = guard.digest.clone() else {
+        return Err(GuestError::NoDigest {
+            object: g.object_ref(),
+        }
+        .into());
+    };
+    if guard.lock.is_some() {
+        wait_unlocked(g, cx).await?;
+        // The lock line was part of the file the plan's digest covers, so its removal changed
+        // the digest: read again, and write only if what differs is still exactly what the
+        // plan showed (S9).
+        digest = replan(g, cx, changes).await?;
+    }
+    Ok(apply(g, cx, changes, &digest, on_started).await?)
+}
+
 /// S9 after a lock wait: the digest of a fresh read whose differences are still exactly
 /// `planned` (write-only rotations apart: a read never shows them).
 ///
@@ -179,7 +272,7 @@ pub(crate) async fn wait_unlocked<G: Guest>(g: &G, cx: &Cx) -> Result<(), Failur
     .await
 }
 
-/// **S19** Destroys the guest only if it still matches `last` (the wire form recorded at the
+/// **S10, S19** Destroys the guest, once its lock clears, only if it still matches `last` (the wire form recorded at the
 /// last deploy); no force, purge or skiplock; PVE's refusals are reported as they are.
 ///
 /// # Errors
@@ -187,6 +280,16 @@ pub(crate) async fn wait_unlocked<G: Guest>(g: &G, cx: &Cx) -> Result<(), Failur
 /// An entry that cannot be recognised, a guest that changed, the task's failure, or a guest
 /// still there after it.
 pub(crate) async fn destroy<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    last: &BTreeMap<String, String>,
+    on_started: OnStarted<'_>,
+) -> Result<(), Failure> {
+    wait_unlocked(g, cx).await?;
+    Ok(destroy_unlocked(g, cx, last, on_started).await?)
+}
+
+async fn destroy_unlocked<G: Guest>(
     g: &G,
     cx: &Cx,
     last: &BTreeMap<String, String>,
