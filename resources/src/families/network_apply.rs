@@ -1,5 +1,5 @@
-//! The `NetworkApply` family: applying a node's staged network changes, the careful way. An
-//! action, not an object: it owns nothing (no adoption), comes after every declared interface
+//! The `NetworkApply` family: applying a node's staged network changes, the careful way, on
+//! the action shape ([`crate::kit::action`]). An action, not an object: it owns nothing (no adoption), comes after every declared interface
 //! of its node, and its removal does nothing.
 //!
 //! # Guarantees
@@ -25,111 +25,13 @@ use pve_sdk::generated::nodes::node::network::{ListNetwork, ReloadNetworkConfig}
 use pve_sdk::Client;
 
 use crate::contract::{
-    Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Removal,
-    Resource, Scope, TaskRef,
+    Ask, BoxFuture, Change, Cx, Failure, Guard, ObjectRef, OnStarted, Probe, Removal, Resource,
+    Scope, TaskRef,
 };
-use crate::kit::health::{self, Health, HealthError};
+use crate::kit::action::{self, Action};
 use crate::state::ResourceState;
 
-/// Why an apply did not happen or did not end well; each variant says whether anything was
-/// applied.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ApplyError {
-    /// The staged changes could not be read: nothing was applied (or, after the reload, its
-    /// result is not confirmed).
-    #[error("node {node}: cannot read the staged network changes")]
-    ReadStaged {
-        /// The node.
-        node: String,
-        /// The read's failure.
-        #[source]
-        source: Failure,
-    },
-    /// Cluster health could not be read: before the apply, nothing was applied; after it, the
-    /// outcome is not confirmed.
-    #[error("node {node}: {source}")]
-    Health {
-        /// The node.
-        node: String,
-        /// Whether this was the check after the reload.
-        after: bool,
-        /// The read's error.
-        source: HealthError,
-    },
-    /// The cluster is degraded: nothing was applied.
-    #[error("node {node}: refusing to apply network changes on a degraded cluster: {}", .health.problems.join("; "))]
-    Degraded {
-        /// The node.
-        node: String,
-        /// What is wrong.
-        health: Health,
-    },
-    /// The apply request was refused, its reload task failed, its outcome is unknown, or it
-    /// could not be recorded; it is never resent.
-    #[error("node {node}: the network reload did not confirm success")]
-    Reload {
-        /// The node.
-        node: String,
-        /// What happened.
-        #[source]
-        source: Failure,
-    },
-    /// The reload ended OK but staged lines remain: the running config is not the declared one.
-    #[error("node {node}: the reload ended OK but changes are still staged; look at the node's network config")]
-    LeftOver {
-        /// The node.
-        node: String,
-        /// The remaining diff.
-        changes: String,
-    },
-    /// Health got worse after the apply: stop here and look at the node.
-    #[error("node {node}: the cluster got worse after the network apply ({}); look at node {node} before going on", .after.problems.join("; "))]
-    WorseAfter {
-        /// The node.
-        node: String,
-        /// Health after the apply.
-        after: Health,
-    },
-}
-
-impl From<ApplyError> for Failure {
-    fn from(e: ApplyError) -> Self {
-        let kind = match &e {
-            ApplyError::ReadStaged { source, .. } | ApplyError::Reload { source, .. } => {
-                source.kind()
-            }
-            ApplyError::Health { after: false, .. } => ErrorKind::Unreadable,
-            ApplyError::Health { after: true, .. } => ErrorKind::OutcomeUnknown,
-            ApplyError::Degraded { .. } | ApplyError::WorseAfter { .. } => ErrorKind::Degraded,
-            ApplyError::LeftOver { .. } => ErrorKind::NotConverged,
-        };
-        Failure::new(kind, e)
-    }
-}
-
-/// A read after the reload that fails leaves its result unconfirmed, not unread.
-fn after(e: ApplyError) -> ApplyError {
-    match e {
-        ApplyError::ReadStaged { node, source } => ApplyError::ReadStaged {
-            node,
-            source: source.with_kind(ErrorKind::OutcomeUnknown),
-        },
-        other => other,
-    }
-}
-
-/// The staged diff, `None` when nothing is staged.
-async fn staged(client: &Client, node: &str) -> Result<Option<String>, ApplyError> {
-    client
-        .send(&ListNetwork::new(node))
-        .await
-        .map(|r| r.changes.filter(|c| !c.trim().is_empty()))
-        .map_err(|e| ApplyError::ReadStaged {
-            node: node.to_owned(),
-            source: Failure::read(e),
-        })
-}
+pub use crate::kit::action::ApplyError;
 
 /// Applies a node's staged network changes as a resource of a
 /// [`Stack`](crate::engine::Stack). See the module documentation for its guarantees.
@@ -144,42 +46,37 @@ impl NetworkApply {
     pub fn new(node: impl Into<String>) -> Self {
         NetworkApply { node: node.into() }
     }
+}
 
-    /// S21, S22, S13-S16, S24, S29: nothing staged, nothing sent; otherwise the gate, the
-    /// reload task recorded then awaited, no staged line left, no worse health after.
-    async fn apply(&self, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), ApplyError> {
-        let (client, node) = (cx.client(), self.node.clone());
-        let health_err = |after| {
-            let node = node.clone();
-            move |source| ApplyError::Health {
-                node,
-                after,
-                source,
-            }
-        };
-        if staged(client, &node).await?.is_none() {
-            return Ok(());
-        }
-        let before = health::check(client).await.map_err(health_err(false))?;
-        if !before.is_healthy() {
-            let health = before;
-            return Err(ApplyError::Degraded { node, health });
-        }
-        let req = ReloadNetworkConfig::new(node.clone());
-        crate::kit::task::run(client, &req, cx.await_options(), on_started)
-            .await
-            .map_err(|source| ApplyError::Reload {
-                node: node.clone(),
-                source,
-            })?;
-        if let Some(changes) = staged(client, &node).await.map_err(after)? {
-            return Err(ApplyError::LeftOver { node, changes });
-        }
-        let after = health::check(client).await.map_err(health_err(true))?;
-        if after.worse_than(&before) {
-            return Err(ApplyError::WorseAfter { node, after });
-        }
-        Ok(())
+/// What the network apply reads and starts: the node's staged changes (pve-manager
+/// `PVE/API2/Network.pm` index: `changes`, the diff of `interfaces.new`), and `PUT
+/// /nodes/{node}/network`, whose `srvreload` worker promotes the staged file and reloads.
+impl Action for NetworkApply {
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn staged<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        Box::pin(async move {
+            client
+                .send(&ListNetwork::new(self.node.clone()))
+                .await
+                .map(|r| r.changes.filter(|c| !c.trim().is_empty()))
+                .map_err(Failure::read)
+        })
+    }
+
+    fn run<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let req = ReloadNetworkConfig::new(self.node.clone());
+            crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
+                .await
+                .map(drop)
+        })
     }
 }
 
@@ -235,52 +132,12 @@ impl Resource for NetworkApply {
     /// left staged, and the cluster must be healthy (the apply only starts on a healthy one),
     /// before anything after it runs.
     fn resumed<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let node = self.node.clone();
-            if let Some(changes) = staged(cx.client(), &node).await.map_err(after)? {
-                return Err(ApplyError::LeftOver { node, changes }.into());
-            }
-            let health = health::check(cx.client())
-                .await
-                .map_err(|source| ApplyError::Health {
-                    node: node.clone(),
-                    after: true,
-                    source,
-                })?;
-            if !health.is_healthy() {
-                return Err(ApplyError::WorseAfter {
-                    node,
-                    after: health,
-                }
-                .into());
-            }
-            Ok(())
-        })
+        Box::pin(action::resumed(self, cx))
     }
 
     /// S21: what is staged now, or what this deploy's interfaces will stage.
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
-        Box::pin(async move {
-            let new = match (staged(cx.client(), &self.node).await?, ask.upstream_changes) {
-                (Some(diff), _) => format!("{} staged line(s)", diff.lines().count()),
-                (None, true) => "what this deploy stages".to_owned(),
-                (None, false) => Default::default(),
-            };
-            let changes = if new.is_empty() {
-                Vec::new()
-            } else {
-                let key = "reload".to_owned();
-                vec![Change {
-                    key,
-                    old: None,
-                    new,
-                }]
-            };
-            Ok(Probe::Present {
-                changes,
-                guard: Guard::default(),
-            })
-        })
+        Box::pin(action::probe(self, cx, ask))
     }
 
     fn create<'a>(
@@ -288,7 +145,7 @@ impl Resource for NetworkApply {
         cx: &'a Cx,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { Ok(self.apply(cx, on_started).await?) })
+        Box::pin(async move { Ok(action::apply(self, cx, on_started).await?) })
     }
 
     fn update<'a>(
@@ -298,7 +155,7 @@ impl Resource for NetworkApply {
         _guard: &'a Guard,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { Ok(self.apply(cx, on_started).await?) })
+        Box::pin(async move { Ok(action::apply(self, cx, on_started).await?) })
     }
 
     /// S25: nothing to apply and nothing to revert.

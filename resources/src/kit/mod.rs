@@ -4,6 +4,7 @@
 //! waits (S10, S17), write-only [`secret`]s and secrets PVE answers once ([`handover`]) (S26) and [`volume`]s compared on meaning (S18).
 //! Nothing here names a family.
 
+pub mod action;
 pub mod guest;
 pub mod handover;
 pub mod health;
