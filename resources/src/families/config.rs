@@ -175,7 +175,13 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>>;
 
     /// Creates it with its declared fields and write-only values.
-    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
+    /// A create that PVE answers with a task hands its UPID to `on_started` before awaiting
+    /// it (S29), as [`crate::kit::task::run`] does.
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// S8: what PVE's parameter verification would refuse in the declaration: the family's
     /// create request checked against the SDK's table ([`pve_sdk::params::check`]), so that a
@@ -194,7 +200,12 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Removes it.
-    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>>;
+    /// Removes it; a delete that is a task hands its UPID over first (S29).
+    fn delete<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Puts a wire map in the one form both sides are compared in (S8): trimmed text, sorted
     /// sets, lists as PVE prints them. The identity by default.
@@ -632,10 +643,10 @@ impl<T: ConfigObject> Resource for T {
     fn create<'a>(
         &'a self,
         cx: &'a Cx,
-        _on_started: OnStarted<'a>,
+        on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            ConfigObject::create(self, cx.client()).await?;
+            ConfigObject::create(self, cx, on_started).await?;
             read_back(self, cx.client()).await
         })
     }
@@ -682,7 +693,7 @@ impl<T: ConfigObject> Resource for T {
         &'a self,
         cx: &'a Cx,
         last: &'a BTreeMap<String, String>,
-        _on_started: OnStarted<'a>,
+        on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let client = cx.client();
@@ -702,7 +713,7 @@ impl<T: ConfigObject> Resource for T {
             if !keys.is_empty() {
                 return Err(ConfigError::Changed { object, keys }.into());
             }
-            ConfigObject::delete(self, client).await?;
+            ConfigObject::delete(self, cx, on_started).await?;
             match read_strict(self, client).await? {
                 None => Ok(()),
                 Some(_) => Err(ConfigError::NotConverged {
@@ -745,7 +756,7 @@ mod tests {
         fn read<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<Option<Map>, Failure>> {
             unreachable!("planned from maps")
         }
-        fn create<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        fn create<'a>(&'a self, _: &'a Cx, _: OnStarted<'a>) -> BoxFuture<'a, Result<(), Failure>> {
             unreachable!("planned from maps")
         }
         fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
@@ -758,7 +769,7 @@ mod tests {
         ) -> BoxFuture<'a, Result<(), Failure>> {
             unreachable!("planned from maps")
         }
-        fn delete<'a>(&'a self, _: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+        fn delete<'a>(&'a self, _: &'a Cx, _: OnStarted<'a>) -> BoxFuture<'a, Result<(), Failure>> {
             unreachable!("planned from maps")
         }
         fn carried(&self) -> Carried {

@@ -47,7 +47,9 @@ use std::sync::Arc;
 use pve_sdk::{Client, Keyed, Operation, OperationError};
 use serde_json::Value;
 
-use crate::contract::{BoxFuture, Cx, Failure, Kind, ObjectRef, Removal, Resource, Scope};
+use crate::contract::{
+    BoxFuture, Cx, Failure, Kind, ObjectRef, OnStarted, Removal, Resource, Scope,
+};
 use crate::families::config::{
     all_of, inexpressible, Carried, Collection, ConfigObject, Edit, Unset, WriteOnly,
 };
@@ -67,7 +69,7 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
     const DIGEST: bool = false;
     /// The create operation: its request is the declaration (decodable: `patches/families.toml`
     /// names it).
-    type Create: Operation + serde::de::DeserializeOwned + Clone + fmt::Debug + Send + Sync;
+    type Create: Operation + Clone + fmt::Debug + Send + Sync;
     /// The read that answers the object, its typed absence the only "absent" (S1).
     type Read: Operation + Send + Sync;
     /// The update.
@@ -175,10 +177,16 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         None
     }
 
-    /// Sends the create: the request as it is by default. A family whose create answers a
-    /// secret once (a generated key) hands it over here.
-    fn create<'a>(d: &'a Declared<Self>, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move { crate::kit::write::send(client, &d.spec).await.map(drop) })
+    /// Sends the create: the request as it is by default, and, when PVE answers it with a
+    /// task (the write-by-task shape: a Ceph or ZFS pool, a PBS datastore), its UPID recorded
+    /// before the task is awaited (S13, S14, S29). A family whose create answers a secret once
+    /// (a generated key) hands it over here.
+    fn create<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(crate::kit::task::write(cx, &d.spec, on_started))
     }
 
     /// Sends the update: a stale digest is
@@ -394,7 +402,10 @@ pub fn list<F: Object, L: Operation + Default + Send + Sync>(
 
 /// Rebuilds a managed object of family `F` from its state entry (for its removal policy): its
 /// address and recorded fields decoded as its create request (no secret is recorded).
-pub fn rebuild<F: Object>(rs: &ResourceState) -> Option<Arc<dyn Resource>> {
+pub fn rebuild<F: Object>(rs: &ResourceState) -> Option<Arc<dyn Resource>>
+where
+    F::Create: serde::de::DeserializeOwned,
+{
     let mut all = rs.declared.as_object()?.clone();
     let marker = all.iter().find(|(k, _)| k.starts_with("rotate:"));
     let marker = marker.and_then(|(_, v)| v.as_str()).map(str::to_owned);
@@ -441,8 +452,12 @@ impl<F: Object> ConfigObject for Declared<F> {
         })
     }
 
-    fn create<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
-        F::create(self, client)
+    fn create<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        F::create(self, cx, on_started)
     }
 
     /// The create request and the read that addresses the object, against the SDK's table
@@ -527,10 +542,15 @@ impl<F: Object> ConfigObject for Declared<F> {
         })
     }
 
-    fn delete<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+    /// The delete; one PVE answers with a task has its UPID recorded first (S29).
+    fn delete<'a>(
+        &'a self,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let req = self.addressed::<F::Delete>()?;
-            crate::kit::write::send(client, &req).await.map(drop)
+            crate::kit::task::write(cx, &req, on_started).await
         })
     }
 

@@ -46,6 +46,52 @@ where
     task.wait(options).await.map_err(Failure::task)
 }
 
+/// Sends the write `req`: one its schema says answers with a task ([`Operation::RETURNS_TASK`])
+/// as [`run`] does (its answer read as an UPID, which goes to `on_started` before the task is
+/// awaited), any other as [`crate::kit::write::send`].
+///
+/// # Errors
+///
+/// As [`run`]; an answer that is not an UPID is [`ErrorKind::OutcomeUnknown`] (S13).
+pub async fn write<O: Operation + Sync>(
+    cx: &crate::contract::Cx,
+    req: &O,
+    on_started: OnStarted<'_>,
+) -> Result<(), Failure> {
+    let client = cx.client();
+    if !O::RETURNS_TASK {
+        return crate::kit::write::send(client, req).await.map(drop);
+    }
+    let answer = client
+        .send_raw(req)
+        .await
+        .map_err(Failure::write)?
+        .into_data();
+    let upid: Upid = answer
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| {
+            Failure::new(
+                ErrorKind::OutcomeUnknown,
+                format!(
+                    "{} answered {answer} where a task id was due; its outcome is unknown",
+                    O::ID
+                ),
+            )
+        })?;
+    if let Err(e) = on_started.started(&upid).await {
+        return Err(Failure::new(
+            ErrorKind::State,
+            format!("task {upid} started but could not be recorded ({e}); it is not awaited: look at it before deploying again"),
+        ));
+    }
+    let task = pve_sdk::task::Task::attach(client, upid);
+    task.wait(cx.await_options())
+        .await
+        .map(drop)
+        .map_err(Failure::task)
+}
+
 /// How far a task's start may lie before the intent that sent it: the node's clock and this
 /// host's may differ a little.
 const CLOCK_SLACK: u64 = 60;

@@ -157,10 +157,15 @@ impl Object for StorageObject {
         ))
     }
 
-    fn create<'a>(d: &'a Storage, client: &'a Client) -> BoxFuture<'a, Result<(), Failure>> {
+    /// The create answers the key PVE generated, once.
+    fn create<'a>(
+        d: &'a Storage,
+        cx: &'a crate::contract::Cx,
+        _: crate::contract::OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             d.deliver(None)?;
-            let answer = crate::kit::write::send(client, &d.spec).await?;
+            let answer = crate::kit::write::send(cx.client(), &d.spec).await?;
             d.deliver(Some(answer.config.and_then(|c| c.encryption_key).as_ref()))
         })
     }
