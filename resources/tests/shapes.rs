@@ -1,13 +1,21 @@
 //! The shapes a family is built on, each proved with one family of its shape written here:
-//! the write-by-task config object (a create and a delete PVE answers with a task).
+//! the write-by-task config object (a create and a delete PVE answers with a task) and the
+//! assertion (compared and reported, never written). The ordered list's edits are proved in
+//! `kit::list`'s own tests (no list family exists yet).
 
 mod common;
 
 use common::{requests, sim, stack};
 
-use pve_resources::contract::{Kind, Scope};
+use std::collections::BTreeMap;
+
+use pve_resources::contract::{
+    Ask, BoxFuture, Change, Cx, Failure, Guard, Kind, ObjectRef, OnStarted, Probe, Removal,
+    Resource, Scope,
+};
 use pve_resources::engine::Event;
 use pve_resources::families::schema::{Declared, Object};
+use pve_resources::kit::assertion::{self, Assertion};
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, VmConfig};
 use pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm;
 use pve_sdk::generated::nodes::node::qemu::CreateVm;
@@ -115,4 +123,121 @@ async fn s29_s14_a_config_object_made_and_removed_by_a_task_records_its_upid_fir
         sent.last().map(String::as_str),
         Some("GET /nodes/pve1/qemu/150/config")
     );
+}
+
+/// The node's PVE release, asserted: an assertion family in miniature.
+#[derive(Debug)]
+struct Release(&'static str);
+
+impl Assertion for Release {
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new(Kind::new("release"), Scope::Cluster, "version")
+    }
+
+    fn expected(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("release".to_owned(), self.0.to_owned())])
+    }
+
+    fn observe<'a>(
+        &'a self,
+        cx: &'a Cx,
+    ) -> BoxFuture<'a, Result<Option<BTreeMap<String, String>>, Failure>> {
+        Box::pin(async move {
+            let v = cx
+                .client()
+                .send(&pve_sdk::generated::version::Version::new())
+                .await
+                .map_err(Failure::read)?
+                .into_data();
+            Ok(Some(BTreeMap::from([("release".to_owned(), v.release)])))
+        })
+    }
+}
+
+impl Resource for Release {
+    fn address(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+    fn declared(&self) -> BTreeMap<String, String> {
+        self.expected()
+    }
+    fn object(&self) -> ObjectRef {
+        Assertion::object(self)
+    }
+    fn ownable(&self) -> bool {
+        false
+    }
+    fn removal(&self) -> Removal {
+        Removal::Forget
+    }
+    fn probe<'a>(&'a self, cx: &'a Cx, _: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
+        Box::pin(assertion::probe(self, cx))
+    }
+    fn create<'a>(&'a self, _: &'a Cx, _: OnStarted<'a>) -> BoxFuture<'a, Result<(), Failure>> {
+        let e = assertion::never_writes(&Assertion::object(self));
+        Box::pin(async move { Err(e) })
+    }
+    fn update<'a>(
+        &'a self,
+        _: &'a Cx,
+        _: &'a [Change],
+        _: &'a Guard,
+        _: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        let e = assertion::never_writes(&Assertion::object(self));
+        Box::pin(async move { Err(e) })
+    }
+    fn destroy<'a>(
+        &'a self,
+        _: &'a Cx,
+        _: &'a BTreeMap<String, String>,
+        _: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// S6, S8: an assertion that holds plans nothing and writes nothing; one that drifted is a
+/// refusal naming the field, its live and declared values, and a deploy sends no write.
+#[tokio::test]
+async fn s06_an_assertion_is_compared_and_reported_never_written() {
+    let sim = sim().await;
+    let client = pve_sdk::Client::builder(sim.url())
+        .token(common::TOKEN, "sim-secret")
+        .build()
+        .expect("builds");
+    let version = pve_sdk::generated::version::Version::new();
+    let release = client
+        .send(&version)
+        .await
+        .expect("reads")
+        .into_data()
+        .release;
+    assert!(!release.is_empty());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add(
+        "release",
+        Release(Box::leak(release.clone().into_boxed_str())),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(plan.is_noop(), "{plan}");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("release", Release("7.4")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let why = plan.entries[0].action.error().expect("refused").reason();
+    assert_eq!(
+        why,
+        format!("release version drifted: release is {release:?}, declared \"7.4\"; it is asserted, never written: change it on the cluster or the declaration")
+    );
+    sim.clear_log();
+    let _ = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    assert_eq!(requests(&sim), Vec::<String>::new());
 }
