@@ -14,6 +14,13 @@ use crate::facts::{Op, Shape};
 /// One object's stored fields.
 pub type Fields = BTreeMap<String, String>;
 
+/// A kind's refusal of a write, from the store and the call's parameters.
+pub type Refuse = fn(&Store, &[(String, String)]) -> Option<String>;
+
+/// A kind's own answer to a call (the store, the operation, whether it is on one object, the
+/// id), `None` to let the generic model answer.
+pub type Answers = fn(&Store, &Op, bool, Option<&str>) -> Option<Outcome>;
+
 /// One kind of config collection.
 #[derive(Debug)]
 pub struct Kind {
@@ -40,6 +47,16 @@ pub struct Kind {
     /// How a stored object reads back, when not as its stored fields (a role: one key per
     /// privilege).
     pub read_back: Option<fn(&Store, &str, &Fields) -> Fields>,
+    /// What a create or update refuses, given the call's parameters, that needs other objects
+    /// or PVE's own tables (a user's groups must exist, a role's privileges must be PVE's).
+    pub refuse: Option<Refuse>,
+    /// The kind's own answers before the generic model's (the built-in roles): `None` lets the
+    /// generic model answer. Arguments: the store, the operation, whether it is on one object,
+    /// the id.
+    pub answers: Option<Answers>,
+    /// The set an update replaces unless `append=1` adds to it (a role's `privs`, a user's
+    /// `groups`).
+    pub appendable: Option<&'static str>,
 }
 
 /// A comma, semicolon or space separated list (pve-common `PVE::Tools::split_list`).
@@ -47,226 +64,13 @@ pub(crate) fn split_list(text: &str) -> impl Iterator<Item = &str> {
     text.split([',', ';', ' ']).filter(|p| !p.is_empty())
 }
 
-/// pve-access-control `src/PVE/API2/User.pm` read_user (`$extract_user_data` with `$full`):
-/// `enable` and `expire` always (the user.cfg parser defaults them to 1 and 0), `groups` always
-/// (sorted, empty when none), `tokens` (null: none modelled).
-fn user_read(_store: &Store, _id: &str, fields: &Fields) -> Fields {
-    let mut out = fields.clone();
-    out.entry("enable".into()).or_insert_with(|| "1".into());
-    out.entry("expire".into()).or_insert_with(|| "0".into());
-    let mut groups: Vec<&str> = fields
-        .get("groups")
-        .map(|g| split_list(g).collect())
-        .unwrap_or_default();
-    groups.sort_unstable();
-    groups.dedup();
-    out.insert("groups".into(), groups.join(","));
-    out.insert("tokens".into(), String::new());
-    out
-}
-
-/// pve-access-control `src/PVE/API2/Group.pm` read_group: `members` always, the users whose
-/// groups name it.
-fn group_read(store: &Store, id: &str, fields: &Fields) -> Fields {
-    let members: Vec<&str> = store
-        .get("user")
-        .into_iter()
-        .flatten()
-        .filter(|(_, u)| {
-            u.get("groups")
-                .is_some_and(|g| split_list(g).any(|x| x == id))
-        })
-        .map(|(name, _)| name.as_str())
-        .collect();
-    let mut out = fields.clone();
-    out.insert("members".into(), members.join(","));
-    out
-}
-
-/// pve-access-control `src/PVE/API2/User.pm` create_user / update_user: every group named must
-/// exist.
-fn missing_group(store: &Store, kind: &Kind, groups: Option<&str>) -> Option<String> {
-    if kind.name != "user" {
-        return None;
-    }
-    let known = store.get("group");
-    split_list(groups?)
-        .find(|g| !known.is_some_and(|k| k.contains_key(*g)))
-        .map(|g| format!("no such group '{g}'"))
-}
-
-/// pve-access-control `src/PVE/AccessControl.pm` add_role_privs: a role's privilege that is
-/// not one of PVE's is refused.
-fn invalid_privilege(kind: &Kind, privs: Option<&str>) -> Option<String> {
-    if kind.name != "role" {
-        return None;
-    }
-    split_list(privs?)
-        .find(|p| !crate::access::privileges().contains(p))
-        .map(|p| format!("invalid privilege '{p}'"))
-}
-
-/// pve-access-control `src/PVE/API2/Role.pm` read_role: the role's hash, one key per
-/// privilege with the value 1.
-fn role_privileges(_store: &Store, _id: &str, fields: &Fields) -> Fields {
-    fields
-        .get("privs")
-        .map(|p| {
-            split_list(p)
-                .map(|k| (k.to_owned(), "1".to_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// What pve-access-control `src/PVE/API2/Role.pm` answers about the built-in roles, which
-/// parse_user_config puts into every `user.cfg` (`userconfig_force_defaults`): read_role
-/// answers one's privileges, the index lists them with `special: 1` beside the stored ones
-/// (`privs` sorted and joined), update_role and delete_role refuse them before the config
-/// lock ("auto-generated role '...' cannot be modified" / "deleted"), create_role refuses an id
-/// starting with `PVE` in any case as a parameter error, before it looks for an id in use.
-/// `None`: the generic model answers.
-fn built_in_role(store: &Store, op: &Op, on_item: bool, id: Option<&str>) -> Option<Outcome> {
-    use crate::access::special_role;
-    let special = id.and_then(special_role);
-    match (op.method.as_str(), on_item, id) {
-        ("GET", true, Some(_)) => special.map(|privs| {
-            let map = privs
-                .into_iter()
-                .map(|p| (p.to_owned(), json!(1)))
-                .collect();
-            Outcome::Data(Value::Object(map))
-        }),
-        ("GET", false, _) => {
-            let stored = store.get("role").into_iter().flatten().map(|(id, f)| {
-                let privs: std::collections::BTreeSet<&str> = f
-                    .get("privs")
-                    .map(|p| split_list(p).collect())
-                    .unwrap_or_default();
-                (id.as_str(), privs.into_iter().collect::<Vec<_>>(), 0)
-            });
-            let built = crate::acl::BUILT_IN_ROLES
-                .iter()
-                .filter_map(|r| Some((*r, special_role(r)?.into_iter().collect::<Vec<_>>(), 1)));
-            let mut rows: Vec<_> = stored.chain(built).collect();
-            rows.sort_by(|a, b| a.0.cmp(b.0));
-            let rows = rows
-                .into_iter()
-                .map(|(id, privs, special)| {
-                    json!({"roleid": id, "privs": privs.join(","), "special": special})
-                })
-                .collect();
-            Some(Outcome::Data(Value::Array(rows)))
-        }
-        ("PUT", true, Some(id)) if special.is_some() => Some(Outcome::Fail(format!(
-            "auto-generated role '{id}' cannot be modified"
-        ))),
-        ("DELETE", true, Some(id)) if special.is_some() => Some(Outcome::Fail(format!(
-            "auto-generated role '{id}' cannot be deleted"
-        ))),
-        ("POST", false, Some(id)) if id.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("PVE")) => {
-            Some(Outcome::Param(
-                "roleid",
-                "cannot use role ID starting with the (case-insensitive) 'PVE' namespace"
-                    .to_owned(),
-            ))
-        }
-        ("POST", false, Some(id)) if special.is_some() => Some(Outcome::Fail(format!(
-            "create role failed: role '{id}' already exists"
-        ))),
-        _ => None,
-    }
-}
-
-/// The kinds modelled, with their upstream sources:
-/// - pools: pve-manager `PVE/API2/Pool.pm` (create_pool, update_pool, read_pool, delete_pool;
-///   `lock_user_config` prefixes "create pool failed", "update pools failed", "delete pool failed");
-/// - users: pve-access-control `src/PVE/API2/User.pm` (absence from `check_user_exist` in
-///   `src/PVE/AccessControl.pm`; delete_user removes without checking);
-/// - groups: `src/PVE/API2/Group.pm`; roles: `src/PVE/API2/Role.pm`;
-/// - storage: pve-storage `src/PVE/API2/Storage/Config.pm` (absence from `storage_config` in
-///   `src/PVE/Storage.pm`; `lock_storage_config` prefixes).
+/// The kinds modelled, one model each ([`crate::model`]), with their upstream sources there.
 pub const KINDS: &[Kind] = &[
-    Kind {
-        name: "pool",
-        list: "/pools",
-        item: "/pools/{poolid}",
-        id: "poolid",
-        exists: |id| format!("pool '{id}' already exists"),
-        missing: |id| format!("pool '{id}' does not exist"),
-        prefixes: [
-            "create pool failed",
-            "update pools failed",
-            "delete pool failed",
-        ],
-        delete_missing_succeeds: false,
-        control: &["delete", "allow-move", "type"],
-        read_back: None,
-    },
-    Kind {
-        name: "user",
-        list: "/access/users",
-        item: "/access/users/{userid}",
-        id: "userid",
-        exists: |id| format!("user '{id}' already exists"),
-        missing: |id| format!("no such user ('{id}')"),
-        prefixes: [
-            "create user failed",
-            "update user failed",
-            "delete user failed",
-        ],
-        delete_missing_succeeds: true,
-        control: &["delete", "append", "password"],
-        read_back: Some(user_read),
-    },
-    Kind {
-        name: "group",
-        list: "/access/groups",
-        item: "/access/groups/{groupid}",
-        id: "groupid",
-        exists: |id| format!("group '{id}' already exists"),
-        missing: |id| format!("group '{id}' does not exist"),
-        prefixes: [
-            "create group failed",
-            "update group failed",
-            "delete group failed",
-        ],
-        delete_missing_succeeds: false,
-        control: &["delete"],
-        read_back: Some(group_read),
-    },
-    Kind {
-        name: "role",
-        list: "/access/roles",
-        item: "/access/roles/{roleid}",
-        id: "roleid",
-        exists: |id| format!("role '{id}' already exists"),
-        missing: |id| format!("role '{id}' does not exist"),
-        prefixes: [
-            "create role failed",
-            "update role failed",
-            "delete role failed",
-        ],
-        delete_missing_succeeds: false,
-        control: &["delete", "append"],
-        read_back: Some(role_privileges),
-    },
-    Kind {
-        name: "storage",
-        list: "/storage",
-        item: "/storage/{storage}",
-        id: "storage",
-        exists: |id| format!("storage ID '{id}' already defined"),
-        missing: |id| format!("storage '{id}' does not exist"),
-        prefixes: [
-            "create storage failed",
-            "update storage failed",
-            "delete storage failed",
-        ],
-        delete_missing_succeeds: false,
-        control: &["delete", "digest"],
-        read_back: None,
-    },
+    crate::model::pool::KIND,
+    crate::model::user::KIND,
+    crate::model::group::KIND,
+    crate::model::role::KIND,
+    crate::model::storage::KIND,
 ];
 
 /// The objects of every kind: kind -> id -> stored fields.
@@ -324,10 +128,11 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
         .find(|k| op.path == k.list || op.path == k.item)?;
     let on_item = op.path == kind.item;
     let id = get(kind.id).map(str::to_owned);
-    if kind.name == "role" {
-        if let Some(outcome) = built_in_role(store, op, on_item, id.as_deref()) {
-            return Some(outcome);
-        }
+    if let Some(outcome) = kind
+        .answers
+        .and_then(|f| f(store, op, on_item, id.as_deref()))
+    {
+        return Some(outcome);
     }
     if let (Some(read_back), "GET", true, Some(id)) =
         (kind.read_back, op.method.as_str(), on_item, &id)
@@ -338,7 +143,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             Some(fields) => Outcome::Data(object(&op.returns, None, &read_back(store, id, fields))),
         });
     }
-    let group_error = missing_group(store, kind, get("groups"));
+    let refused = kind.refuse.and_then(|f| f(store, params));
     let objects = store.entry(kind.name).or_default();
     let stored = || -> BTreeMap<String, String> {
         params
@@ -358,7 +163,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             if objects.contains_key(&id) {
                 return Some(fail(Some(kind.prefixes[0]), (kind.exists)(&id)));
             }
-            if let Some(bad) = invalid_privilege(kind, get("privs")).or(group_error) {
+            if let Some(bad) = refused {
                 return Some(fail(Some(kind.prefixes[0]), bad));
             }
             objects.insert(id, stored());
@@ -393,7 +198,7 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
             let Some(fields) = objects.get_mut(&id) else {
                 return Some(fail(Some(kind.prefixes[1]), (kind.missing)(&id)));
             };
-            if let Some(bad) = invalid_privilege(kind, get("privs")).or(group_error) {
+            if let Some(bad) = refused {
                 return Some(fail(Some(kind.prefixes[1]), bad));
             }
             if let Some(delete) = get("delete") {
@@ -401,16 +206,10 @@ pub fn dispatch(store: &mut Store, op: &Op, params: &[(String, String)]) -> Opti
                     fields.remove(k);
                 }
             }
-            // update_role (pve-access-control `src/PVE/API2/Role.pm`): the set is replaced unless
-            // `append`, which adds to it.
-            // update_user likewise for a user's `groups`.
+            // The kind's set is replaced unless `append`, which adds to it.
             let mut new = stored();
-            let set = match kind.name {
-                "role" => Some("privs"),
-                "user" => Some("groups"),
-                _ => None,
-            };
-            if let Some(key) = set.filter(|_| get("append").is_some_and(|a| a == "1")) {
+            let append = get("append").is_some_and(|a| a == "1");
+            if let Some(key) = kind.appendable.filter(|_| append) {
                 if let (Some(old), Some(add)) = (fields.get(key), new.get(key)) {
                     let all: Vec<&str> = split_list(old).chain(split_list(add)).collect();
                     new.insert(key.into(), all.join(","));

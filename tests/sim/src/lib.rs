@@ -16,6 +16,7 @@ pub mod faults;
 pub mod guests;
 pub mod layout;
 mod listen;
+pub mod model;
 pub mod node_storage;
 mod server;
 pub mod state;
