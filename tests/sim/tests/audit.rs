@@ -1,4 +1,4 @@
-//! The audit table (`tests/sim/audit/answers.toml`): every row served under each PVE release
+//! The audit table (`tests/sim/audit/*.toml`, one file per model): every row served under each PVE release
 //! it names and compared with what PVE sends (status, reason phrase, content type, body). With
 //! `PVE_MIRRORS` set to a folder of upstream mirrors (`proxmox+REPO/repo` git directories), each
 //! cited line is also read at its commit and must say the row's `text`.
@@ -52,13 +52,28 @@ struct Source {
     text: String,
 }
 
-fn table_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("audit/answers.toml")
+fn table_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("audit")
 }
 
+/// Every model's rows (`audit/*.toml`), in file order.
 fn table() -> Table {
-    let text = std::fs::read_to_string(table_path()).expect("the audit table exists");
-    toml::from_str(&text).expect("the audit table parses")
+    let mut files: Vec<PathBuf> = std::fs::read_dir(table_dir())
+        .expect("the audit folder exists")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{} audit files", files.len());
+    let mut all = Table { answer: Vec::new() };
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("reads");
+        let t: Table =
+            toml::from_str(&text).unwrap_or_else(|e| panic!("{} does not parse: {e}", f.display()));
+        assert!(!t.answer.is_empty(), "{}: no rows", f.display());
+        all.answer.extend(t.answer);
+    }
+    all
 }
 
 const REPOS: &[&str] = &[
