@@ -33,10 +33,13 @@
 //!    needs with the upstream function each comes from), `pub type X = Declared<XObject>`, and
 //!    the builders a user needs beyond `From<CreateX>`.
 //! 4. **Registry**: one line in [`builtin`](super::builtin) with [`rebuild::<XObject>`].
-//! 5. **Simulator model**: its collection in `tests/sim` with PVE's exact answers (absence,
-//!    exists, parameter errors), and **audit rows** citing the upstream lines that give each.
-//! 6. **Tests**: `resources/tests/<kind>.rs` with the exact requests of create, no-op, update
-//!    and destroy, rule-named; the S30 conformance run picks the family up from the registry.
+//! 5. **Simulator model**: `tests/sim/src/model/<kind>.rs`, its collection's `Kind` with PVE's
+//!    exact answers (absence, exists, parameter errors) and the hooks its upstream code needs,
+//!    and **audit rows** in `tests/sim/audit/<model>.toml` citing the upstream lines.
+//! 6. **Tests**: `resources/tests/it/<kind>.rs` (a module of the one test binary) with the
+//!    exact requests of create, no-op, update and destroy, rule-named; a **conformance line**
+//!    in `resources/tests/it/conformance.rs`; S30 asks the rules of its shape of every family
+//!    the registry holds.
 //! 7. **README**: its row in the families table.
 
 use std::collections::BTreeMap;

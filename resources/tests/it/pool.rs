@@ -1,7 +1,7 @@
 //! The `Pool` family (the generic config object) against the simulator's pool collection,
 //! asserting the exact requests made.
 
-mod common;
+use crate::common;
 
 use common::{requests, sim, stack};
 

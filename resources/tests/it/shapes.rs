@@ -3,7 +3,7 @@
 //! assertion (compared and reported, never written). The ordered list's edits are proved in
 //! `kit::list`'s own tests (no list family exists yet).
 
-mod common;
+use crate::common;
 
 use common::{requests, sim, stack};
 

@@ -4,7 +4,7 @@
 //! as "created, secret not delivered" until the user's word recreates the token, its ACL
 //! entries put back.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! is unowned and left alone), S20 (dropped: the family's removal policy; a retained object is
 //! not written to) and S26 (no secret in state).
 
-mod common;
+use crate::common;
 
 use common::{stack, TOKEN};
 

@@ -2,7 +2,7 @@
 //! before it leaves (S29), what the next plan makes of one a killed deploy left, what the stack
 //! did not create is never destroyed by a default (S20), and a plan is carried out once.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

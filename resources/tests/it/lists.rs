@@ -4,7 +4,7 @@
 //! (its effective permissions, read once); else that object is read alone (S2). A deploy never
 //! plans from a list: its read-backs are single reads.
 
-mod common;
+use crate::common;
 
 use common::{requests, sim, stack, TOKEN};
 use pve_resources::engine::Action;

@@ -2,7 +2,7 @@
 //! parameter verification would refuse (checked against the SDK's table), unknown keys in
 //! property strings, sizes that overflow, the same vmid on two nodes.
 
-mod common;
+use crate::common;
 
 use common::{requests, sim2, stack};
 use pve_resources::contract::ErrorKind;

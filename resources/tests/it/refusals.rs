@@ -5,7 +5,7 @@
 //! storage definitions their plugin refuses, and cloud-init interfaces qemu-server's format
 //! refuses (on a clone, where a refusal after the clone would leave a half-made VM).
 
-mod common;
+use crate::common;
 
 use common::{requests, sim, sim2, stack};
 use pve_resources::contract::ErrorKind;

@@ -1,7 +1,7 @@
 //! The `Group` and `Role` families (the generic config object) against the simulator's access
 //! collections, asserting the exact requests made.
 
-mod common;
+use crate::common;
 
 use common::{requests, sim, stack};
 

@@ -4,7 +4,7 @@
 //! changed in place (S18), secrets write-only and a generated PBS key handed over once (S26),
 //! and a reader without `Datastore.Allocate` told apart from an absent storage (S2).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -2,7 +2,7 @@
 //! understood: `fixtures/state-before-issue-13.json` was written by the previous release's
 //! stack for a bridge, its apply, a guest, a pool, a group, a role and a user.
 
-mod common;
+use crate::common;
 
 use common::{sim, stack};
 use pve_resources::engine::Stack;
@@ -15,7 +15,7 @@ use pve_resources::kit::volume::Disk;
 use pve_sdk::generated::nodes::node::network::{CreateNetwork, Type};
 use pve_sdk::Secret;
 
-const BEFORE: &str = include_str!("fixtures/state-before-issue-13.json");
+const BEFORE: &str = include_str!("../fixtures/state-before-issue-13.json");
 
 /// The declarations the fixture was written for, in today's API.
 fn declare(s: &mut Stack) {

@@ -1,6 +1,6 @@
 //! The `NodeNetwork` family against the simulator, asserting the exact requests made.
 
-mod common;
+use crate::common;
 
 use common::{sim, stack};
 

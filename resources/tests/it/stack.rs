@@ -1177,7 +1177,7 @@ fn names_rule(name: &str, id: &str) -> bool {
     name.starts_with(id) || name.split('_').any(|p| p == id)
 }
 
-/// Whether a test is about family `kind`: in its file (`tests/<kind>.rs`, `tests/<kind>_*.rs`,
+/// Whether a test is about family `kind`: in its file (`tests/it/<kind>.rs`, `<kind>_*.rs`,
 /// as tests mirror `src/`), or named after it (`..._<kind>_...`, as the conformance run's).
 fn about(file: &str, name: &str, kind: &str) -> bool {
     file == kind

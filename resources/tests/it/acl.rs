@@ -3,7 +3,7 @@
 //! and changed by PUT, removed with `delete=1`, paths normalised, and a path the planning
 //! credential may not see reported as such, never as absent (S2).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -1,7 +1,7 @@
 //! The `Lxc` family through a stack against the simulator, asserting the exact requests made.
 //! Each test names the rule it shows and the family (`_lxc_`), for S30's coverage per family.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The `Vm` family through a stack against the simulator, asserting the exact requests made.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! requests made: disks grown by PVE's resize, EFI and TPM state volumes, cloud-init, and
 //! creation by cloning a template.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,0 +1,29 @@
+//! The tests of `pve-resources` against the simulator, one module per family or subject
+//! (`pool`, `storage`, `vm`, ... as `src/families/` names them; `stack`, `crash`, ... for the
+//! engine), in one test binary: one link instead of one per file. The kill test stays a binary
+//! of its own (`tests/kill.rs`): it runs itself as the process it kills.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access;
+mod acl;
+mod api_token;
+mod conformance;
+mod crash;
+mod declarations;
+mod engine_bounds;
+mod health_gate;
+mod lists;
+mod lxc;
+mod network_apply;
+mod node_network;
+mod pool;
+mod read_rules;
+mod refusals;
+mod shapes;
+mod stack;
+mod state_compat;
+mod storage;
+mod vm;
+mod vm_build;
