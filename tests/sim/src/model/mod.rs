@@ -1,11 +1,14 @@
-//! One model per family the simulator serves as a config collection: each a [`Kind`] of the
+//! One model per family the simulator serves: the node's network and tasks on their own, and
+//! each config collection each a [`Kind`] of the
 //! generic model ([`crate::collections`]) with the hooks its upstream code needs (how it reads
 //! back, what it refuses, its own answers, the set `append` adds to), and its sources.
 //!
 //! [`Kind`]: crate::collections::Kind
 
 pub mod group;
+pub mod node_network;
 pub mod pool;
 pub mod role;
 pub mod storage;
+pub mod tasks;
 pub mod user;
