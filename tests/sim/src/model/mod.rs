@@ -6,6 +6,7 @@
 //! [`Kind`]: crate::collections::Kind
 
 pub mod group;
+pub mod guest;
 pub mod node_network;
 pub mod pool;
 pub mod role;
