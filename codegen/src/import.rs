@@ -219,6 +219,21 @@ pub fn import(
     let path = apispec_dir.join(&file);
     std::fs::create_dir_all(apispec_dir).map_err(|e| io(e.to_string()))?;
     std::fs::write(&path, &text).map_err(|e| io(format!("{}: {e}", path.display())))?;
+    // The first-version table, where the apispec folder has one: the operations it lacks are
+    // first seen in this release.
+    let since_path = apispec_dir.join("since.txt");
+    if since_path.exists() {
+        let mut table = crate::since::read(&since_path).map_err(io)?;
+        let v = crate::version_from_name(Path::new(&file))
+            .ok_or_else(|| io(format!("{version}: not a PVE version (X.Y)")))?;
+        let ops = spec
+            .operations()
+            .into_iter()
+            .map(|(n, m)| format!("{} {}", m.verb, n.path));
+        crate::since::add(&mut table, ops, v);
+        std::fs::write(&since_path, crate::since::render(&table))
+            .map_err(|e| io(format!("{}: {e}", since_path.display())))?;
+    }
     let entry = LockEntry {
         version: version.clone(),
         path: format!("apispec/{file}"),

@@ -24,6 +24,7 @@ pub mod names;
 pub mod patch;
 pub mod raw;
 pub mod samples;
+pub mod since;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,6 +66,9 @@ pub struct Config {
     /// `apispec/lock.toml`: when it records the schema's version, the schema's sha256 must
     /// match it. It must exist; `None` skips the check.
     pub lock: Option<PathBuf>,
+    /// `apispec/since.txt`: the committed first-version facts ([`since`]). It must exist; the
+    /// older schemas found must agree with it. `None`: the history schemas alone decide.
+    pub since: Option<PathBuf>,
 }
 
 /// Reads `pve-9.2.json` as `(9, 2)`.
@@ -230,11 +234,70 @@ fn since_table(cfg: &Config, version: (u16, u16)) -> Result<BTreeMap<String, (u1
     }
     diags.finish(())?;
     versions.sort();
-    let mut since = BTreeMap::new();
+    let mut from_history = BTreeMap::new();
     for (v, p) in versions {
         for key in operation_keys(&p).map_err(Error::Io)? {
-            since.entry(key).or_insert(v);
+            from_history.entry(key).or_insert(v);
         }
+    }
+    let Some(table_path) = &cfg.since else {
+        return Ok(from_history);
+    };
+    let table = since::read(table_path).map_err(Error::Io)?;
+    let mut d = Diagnostics::new("since");
+    let name = table_path.display().to_string();
+    let disagree: Vec<String> = from_history
+        .iter()
+        .filter_map(|(op, v)| {
+            let t = table.get(op)?;
+            (t != v && *v < version).then(|| {
+                format!(
+                    "{op}: the table says {}.{}, the schemas {}.{}",
+                    t.0, t.1, v.0, v.1
+                )
+            })
+        })
+        .collect();
+    if let Some(first) = disagree.first() {
+        d.push(
+            name.clone(),
+            format!(
+                "{} operations disagree with the older schemas beside the spec, e.g. {first}; fix the table (`pve-codegen since`)",
+                disagree.len()
+            ),
+        );
+    }
+    d.finish(())?;
+    let mut since = from_history;
+    for (op, v) in table {
+        since.insert(op, v);
+    }
+    // What neither knows is new in this release: said loudly, never silently.
+    let spec_ops = operation_keys(&cfg.spec).map_err(Error::Io)?;
+    let unknown: Vec<&String> = spec_ops
+        .iter()
+        .filter(|op| !since.contains_key(*op))
+        .collect();
+    if !unknown.is_empty() {
+        let newest = since::newest(&since).unwrap_or((0, 0));
+        if version <= newest {
+            let mut d = Diagnostics::new("since");
+            d.push(
+                name,
+                format!(
+                    "{} operations of PVE {}.{} are not in the table (e.g. {}), which already covers PVE {}.{}: add them with `pve-codegen since`",
+                    unknown.len(), version.0, version.1, unknown[0], newest.0, newest.1
+                ),
+            );
+            return Err(d.into());
+        }
+        eprintln!(
+            "pve-codegen: warning: {} operations are not in {name} and are marked new in PVE {}.{} (e.g. {}); `pve-codegen import` records them",
+            unknown.len(),
+            version.0,
+            version.1,
+            unknown[0]
+        );
     }
     Ok(since)
 }

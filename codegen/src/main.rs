@@ -43,6 +43,13 @@ struct SpecArgs {
     /// Skip the lock's hash check (for schemas that are not PVE's, e.g. test fixtures).
     #[arg(long)]
     no_lock: bool,
+    /// The committed first-version facts (`Operation::SINCE`), which older schemas beside the
+    /// spec must agree with (it must exist).
+    #[arg(long, default_value = "apispec/since.txt")]
+    since: PathBuf,
+    /// Take first versions from the older schemas beside the spec alone (for test fixtures).
+    #[arg(long)]
+    no_since: bool,
 }
 
 #[derive(Subcommand)]
@@ -95,6 +102,16 @@ enum Command {
         #[arg(long)]
         families: Option<PathBuf>,
     },
+    /// Write the first-version table (`apispec/since.txt`) from schemas (`pve-X.Y.json`, any
+    /// order): each operation's first release among them.
+    Since {
+        /// The schemas.
+        #[arg(required = true)]
+        schemas: Vec<PathBuf>,
+        /// Where to write it.
+        #[arg(long, default_value = "apispec/since.txt")]
+        out: PathBuf,
+    },
     /// Extract the schema from the API viewer's apidoc.js into apispec/ and update the lock.
     Import {
         /// apidoc.js as served by a node or found in /usr/share/pve-docs/api-viewer/.
@@ -132,6 +149,7 @@ fn config(args: &SpecArgs, upstream_docs: bool) -> Result<Config, String> {
         history: None,
         upstream_docs,
         lock: (!args.no_lock).then(|| args.lock.clone()),
+        since: (!args.no_since).then(|| args.since.clone()),
     })
 }
 
@@ -299,6 +317,32 @@ fn main() -> ExitCode {
                 json(&report)
             } else {
                 out(&report.to_string())
+            }
+        }
+        Command::Since { schemas, out } => {
+            let mut table = pve_codegen::since::Since::new();
+            let mut found = Vec::new();
+            for p in &schemas {
+                match pve_codegen::version_from_name(p) {
+                    Some(v) => found.push((v, p.clone())),
+                    None => return usage(format!("{}: must be named pve-X.Y.json", p.display())),
+                }
+            }
+            found.sort();
+            for (v, p) in &found {
+                match pve_codegen::operation_keys(p) {
+                    Ok(ops) => {
+                        pve_codegen::since::add(&mut table, ops, *v);
+                    }
+                    Err(e) => return usage(e),
+                }
+            }
+            match std::fs::write(&out, pve_codegen::since::render(&table)) {
+                Ok(()) => {
+                    println!("wrote {} ({} operations)", out.display(), table.len());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage(format!("{}: {e}", out.display())),
             }
         }
         Command::Import {

@@ -51,6 +51,7 @@ fn generate_with(spec: &Path, out: &Path, facts: &Path) -> Output {
         path(out),
         "--facts",
         path(facts),
+        "--no-since",
         "--lock",
         path(&lock),
     ])
@@ -163,6 +164,7 @@ fn a_failed_run_leaves_the_old_output_and_check_reports_differences() {
             path(out),
             "--facts",
             path(&out.parent().expect("folder").join("facts.json")),
+            "--no-since",
             "--lock",
             path(&lock_beside(out)),
         ])
@@ -202,6 +204,7 @@ fn a_patch_naming_a_missing_operation_fails() {
         path(&patches),
         "--pve-version",
         "9.2",
+        "--no-since",
         "--lock",
         path(&lock_beside(&patches)),
     ]);
@@ -227,6 +230,7 @@ fn stats_json_is_machine_readable() {
         path(&fixtures().join("patches")),
         "--pve-version",
         "9.2",
+        "--no-since",
         "--lock",
         path(&lock_beside(&dir.path().join("x"))),
     ]);
@@ -389,6 +393,7 @@ fn a_run_killed_between_the_two_renames_gets_its_old_output_back() {
         path(&out),
         "--facts",
         path(&dir.path().join("facts.json")),
+        "--no-since",
         "--lock",
         path(&lock_beside(&out)),
     ]);
@@ -470,7 +475,7 @@ fn a_lock_that_does_not_exist_is_an_error_not_a_skipped_check() {
     assert_eq!(o.status.code(), Some(2));
     // Skipping it is explicit.
     let o = Command::new(env!("CARGO_BIN_EXE_pve-codegen"))
-        .args(args(&["--no-lock"]))
+        .args(args(&["--no-lock", "--no-since"]))
         .current_dir(dir.path())
         .output()
         .expect("runs");
@@ -537,6 +542,7 @@ fn the_crate_manifest_gets_its_feature_block_and_check_compares_it() {
             path(&out),
             "--facts",
             path(&krate.join("src/facts.json")),
+            "--no-since",
             "--lock",
             path(&lock_beside(&out)),
         ])

@@ -17,6 +17,7 @@ fn config(case: &str) -> Config {
         history: Some(Vec::new()),
         upstream_docs: false,
         lock: None,
+        since: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn config(spec: PathBuf) -> Config {
         history: None,
         upstream_docs: false,
         lock: Some(root().join("apispec/lock.toml")),
+        since: None,
     }
 }
 
@@ -265,4 +266,77 @@ async fn import_fetches_apidoc_js_from_a_node_with_a_pinned_fingerprint() {
     assert!(e.contains("cannot fetch"), "{e}");
     let e = wrong.expect_err("wrong pin");
     assert!(e.contains("does not match the pinned one"), "{e}");
+}
+
+/// Every operation's first release, as `Operation::SINCE` gets it, counted by release.
+fn since_counts(out: &pve_codegen::Output) -> std::collections::BTreeMap<(u16, u16), usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for m in out.api.modules.values() {
+        for op in &m.ops {
+            *counts.entry(op.since).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Regenerating from one schema newer than the committed ones (here 9.2's text under the name
+/// of a 9.3, alone in a folder, as a user's import leaves it) keeps every older operation's
+/// first release from the committed table, instead of calling all 675 new; without the table
+/// (the old behaviour) they all would be.
+#[test]
+fn one_new_schema_alone_keeps_every_older_operations_first_release() {
+    let Some(spec92) = schema("9.2") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("pve-9.3.json");
+    std::fs::copy(&spec92, &spec).expect("copies");
+    let mut cfg = config(spec);
+    cfg.lock = None;
+    cfg.since = Some(root().join("apispec/since.txt"));
+    let out = pve_codegen::run(&cfg).expect("generates");
+    let counts = since_counts(&out);
+    let committed = pve_codegen::run(&config(spec92)).expect("generates 9.2");
+    assert_eq!(counts, since_counts(&committed), "the same first releases");
+    assert_eq!(counts.get(&(8, 4)), Some(&604), "{counts:?}");
+    assert_eq!(counts.get(&(9, 3)), None, "nothing is new in the copy");
+    cfg.since = None;
+    let alone = since_counts(&pve_codegen::run(&cfg).expect("generates"));
+    assert_eq!(
+        alone.get(&(9, 3)),
+        Some(&675),
+        "without the table: {alone:?}"
+    );
+}
+
+/// A table that lacks operations of a release it already covers, or disagrees with the older
+/// schemas beside the spec, is an error naming the operation, never a silent rewrite.
+#[test]
+fn a_table_that_misses_or_contradicts_the_schemas_is_an_error() {
+    let (Some(spec84), Some(spec92)) = (schema("8.4"), schema("9.2")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = std::fs::read_to_string(root().join("apispec/since.txt")).expect("table");
+    let spec = dir.path().join("pve-9.2.json");
+    std::fs::copy(&spec92, &spec).expect("copies");
+    let mut cfg = config(spec);
+    // One 8.4 operation missing from the table.
+    let missing = table.replacen("GET /version 8.4\n", "", 1);
+    assert_ne!(missing, table);
+    let path = dir.path().join("since.txt");
+    std::fs::write(&path, &missing).expect("writes");
+    cfg.since = Some(path.clone());
+    let e = pve_codegen::run(&cfg).expect_err("refused").to_string();
+    assert!(
+        e.contains("not in the table") && e.contains("GET /version"),
+        "{e}"
+    );
+    // The table says 9.0 for an operation the 8.4 schema beside the spec has.
+    std::fs::copy(&spec84, dir.path().join("pve-8.4.json")).expect("copies 8.4");
+    let wrong = table.replacen("GET /version 8.4\n", "GET /version 9.0\n", 1);
+    std::fs::write(&path, &wrong).expect("writes");
+    let e = pve_codegen::run(&cfg).expect_err("refused").to_string();
+    assert!(
+        e.contains("GET /version: the table says 9.0, the schemas 8.4"),
+        "{e}"
+    );
 }

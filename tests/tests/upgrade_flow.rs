@@ -106,6 +106,7 @@ async fn import_from_the_simulator_then_diff_and_generate_reproduce_the_committe
         history: None,
         upstream_docs: false,
         lock: Some(apispec.join("lock.toml")),
+        since: None,
     };
     let out = pve_codegen::run(&cfg).expect("generates from the imported schema");
     let (from, to) = (imported.entry.sha256.as_str(), real.sha256.as_str());
