@@ -272,4 +272,28 @@ mod tests {
         assert!(extract("var pveapi = [ {\"path\": ];").is_err());
         assert!(extract("nothing here").is_err());
     }
+
+    /// `import` of a newer release adds the operations the committed first-version table
+    /// lacks as first seen in it, and keeps every older entry.
+    #[test]
+    fn an_import_records_the_operations_a_release_adds_in_the_since_table() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("lock.toml"), "").expect("lock");
+        std::fs::write(dir.path().join("since.txt"), "GET /things 9.2\n").expect("table");
+        let method = |verb: &str, name: &str| {
+            format!(
+                r#"{{"name":"{name}","method":"{verb}","parameters":{{"type":"object","properties":{{}}}},"returns":{{"type":"null"}}}}"#
+            )
+        };
+        let js = format!(
+            r#"const apiSchema = [{{"path":"/things","text":"things","leaf":1,"info":{{"GET":{},"POST":{}}}}}];"#,
+            method("GET", "index"),
+            method("POST", "create")
+        );
+        import(&js, dir.path(), Some("9.3")).expect("imports");
+        let table = crate::since::read(&dir.path().join("since.txt")).expect("reads");
+        assert_eq!(table.get("GET /things"), Some(&(9, 2)), "kept");
+        assert_eq!(table.get("POST /things"), Some(&(9, 3)), "added");
+        assert_eq!(table.len(), 2);
+    }
 }
