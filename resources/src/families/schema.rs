@@ -583,18 +583,20 @@ impl<F: Object> ConfigObject for Declared<F> {
     /// of them set names them all without a value (refused: nothing to send).
     fn write_only(&self) -> Vec<WriteOnly> {
         let pairs = self.pairs().unwrap_or_default();
-        let set = |k: &&str| pairs.iter().any(|(n, _)| n == *k);
-        let any = F::write_only().iter().any(set);
-        F::write_only()
+        let entry = |key, has_value| WriteOnly {
+            key,
+            has_value,
+            rotation: self.secret_rotation.clone(),
+        };
+        let set: Vec<WriteOnly> = F::write_only()
             .iter()
-            .filter(|k| !any || set(k))
-            .filter(|_| any || self.secret_rotation.is_some())
-            .map(|key| WriteOnly {
-                key,
-                has_value: any,
-                rotation: self.secret_rotation.clone(),
-            })
-            .collect()
+            .filter(|k| pairs.iter().any(|(n, _)| n == *k))
+            .map(|k| entry(k, true))
+            .collect();
+        match (set.is_empty(), &self.secret_rotation) {
+            (false, _) | (true, None) => set,
+            (true, Some(_)) => F::write_only().iter().map(|k| entry(k, false)).collect(),
+        }
     }
 
     fn undelivered(&self, pending: &Intent, recorded: Option<&Map>) -> Option<String> {

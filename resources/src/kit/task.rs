@@ -34,16 +34,18 @@ where
     O: Operation<Response = Upid> + Sync,
 {
     let task = client.start(req).await.map_err(Failure::write)?;
-    if let Err(e) = on_started.started(task.upid()).await {
-        return Err(Failure::new(
-            ErrorKind::State,
-            format!(
-                "task {} started but could not be recorded ({e}); it is not awaited: look at it before deploying again",
-                task.upid()
-            ),
-        ));
-    }
+    record(on_started, task.upid()).await?;
     task.wait(options).await.map_err(Failure::task)
+}
+
+/// S29: hands `upid` to `on_started`; a task whose record failed is not awaited.
+async fn record(on_started: OnStarted<'_>, upid: &Upid) -> Result<(), Failure> {
+    on_started.started(upid).await.map_err(|e| {
+        Failure::new(
+            ErrorKind::State,
+            format!("task {upid} started but could not be recorded ({e}); it is not awaited: look at it before deploying again"),
+        )
+    })
 }
 
 /// Sends the write `req`: one its schema says answers with a task ([`Operation::RETURNS_TASK`])
@@ -79,12 +81,7 @@ pub async fn write<O: Operation + Sync>(
                 ),
             )
         })?;
-    if let Err(e) = on_started.started(&upid).await {
-        return Err(Failure::new(
-            ErrorKind::State,
-            format!("task {upid} started but could not be recorded ({e}); it is not awaited: look at it before deploying again"),
-        ));
-    }
+    record(on_started, &upid).await?;
     let task = pve_sdk::task::Task::attach(client, upid);
     task.wait(cx.await_options())
         .await

@@ -241,3 +241,37 @@ async fn s06_an_assertion_is_compared_and_reported_never_written() {
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
     assert_eq!(requests(&sim), Vec::<String>::new());
 }
+
+/// S13: a create the schema says answers with a task, answered with something that is not a
+/// task id, is an unknown outcome: nothing is recorded as a task, nothing is awaited, nothing
+/// is sent again.
+#[tokio::test]
+async fn s13_a_task_create_answered_without_a_upid_is_an_unknown_outcome_never_awaited() {
+    use pve_resources::contract::ErrorKind;
+    use pve_sim::{Action, Rule};
+    let sim = sim().await;
+    sim.script(Rule::new(
+        "POST",
+        "/nodes/pve1/qemu",
+        Action::Respond {
+            status: 200,
+            body: serde_json::json!({"data": "not-a-task"}),
+        },
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let decl = Declared::<TaskMade>::of(CreateVm::new("pve1", 151).name("odd"));
+    s.add("odd", decl).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let (report, tasks) = deploy(&mut s, &plan, "odd").await;
+    let (kind, reason) = common::failure(&report, "odd");
+    assert_eq!(kind, ErrorKind::OutcomeUnknown, "{reason}");
+    assert!(reason.contains("where a task id was due"), "{reason}");
+    assert!(tasks.is_empty(), "{tasks:?}");
+    assert_eq!(
+        requests(&sim),
+        ["POST /nodes/pve1/qemu name=odd&vmid=151"],
+        "one create, no poll"
+    );
+}
