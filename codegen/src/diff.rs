@@ -1,9 +1,18 @@
-//! `diff`: the upgrade report between two schemas, each change classed for a caller of the SDK.
+//! `diff`: the upgrade report between two schemas, each change classed twice: for Rust callers
+//! of the SDK (`class`) and for PVE's wire (`wire`).
 //!
-//! Breaking: an operation, parameter, response field, enum value or property-string key that a
-//! caller may use disappears; a parameter becomes required (or stops being required: the
-//! generated field's type changes); a type changes; a range or length narrows. Compatible:
-//! additions of optional things, widened ranges, new enum values (enums are open).
+//! Rust: breaking when code that compiled against the old SDK may not compile or read the same:
+//! an operation, parameter, response field, enum value or property-string key disappears; a
+//! parameter becomes required or stops being required (the field's type changes); a type
+//! changes (an answer that was untyped becomes a struct); a request type is renamed (a new PVE
+//! handler name, or a `names` patch). Compatible: additions of optional things, new enum values
+//! (enums are open), ranges (the compiler does not see them).
+//!
+//! Wire: breaking when a request PVE accepted before may be refused now, or an answer field a
+//! client read is gone: a removed or newly required parameter, a removed enum value or key of a
+//! request, a narrowed range or length, a changed type, a removed answer field. A rename, a
+//! parameter that became optional, or an answer that gained or lost its schema's description
+//! of its properties leaves the bytes as they were.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,8 +33,11 @@ pub enum Class {
 /// One change inside an operation.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Change {
-    /// Breaking or compatible.
+    /// Breaking or compatible for Rust callers of the SDK.
     pub class: Class,
+    /// Breaking or compatible on PVE's wire: whether a request or answer that worked before
+    /// still does.
+    pub wire: Class,
     /// `param "maxfiles"`, `returns "status"`, `returns`.
     pub what: String,
     /// What happened, e.g. `removed`, `made required`, `enum: added "x"`.
@@ -63,6 +75,27 @@ impl Report {
                 .count()
     }
 
+    /// Number of changes that break PVE's wire (removed operations included).
+    pub fn wire_breaking(&self) -> usize {
+        self.removed.len()
+            + self
+                .changed
+                .values()
+                .flatten()
+                .filter(|c| c.wire == Class::Breaking)
+                .count()
+    }
+
+    /// Number of changes that break Rust callers but leave the wire as it was (renames, a
+    /// parameter made optional, an answer now typed).
+    pub fn rust_only(&self) -> usize {
+        self.changed
+            .values()
+            .flatten()
+            .filter(|c| c.class == Class::Breaking && c.wire == Class::Compatible)
+            .count()
+    }
+
     /// Number of compatible changes, added operations included.
     pub fn compatible(&self) -> usize {
         self.added.len()
@@ -87,27 +120,73 @@ fn ops(spec: &Spec) -> BTreeMap<String, (&Schema, &Schema)> {
         .collect()
 }
 
-/// The request type name of every operation, as the generator names it.
-fn type_names(spec: &Spec) -> BTreeMap<String, String> {
+/// The request type name of every operation, as the generator names it: the handler's name, or
+/// the one a `names` patch gives (`renames`, by operation).
+pub fn type_names(
+    spec: &Spec,
+    renames: &BTreeMap<String, (String, String)>,
+) -> BTreeMap<String, String> {
     spec.operations()
         .into_iter()
         .map(|(n, m)| {
-            (
-                format!("{} {}", m.verb, n.path),
-                crate::names::op_type_name(&m.name, &n.path),
-            )
+            let key = format!("{} {}", m.verb, n.path);
+            let name = match renames.get(&key) {
+                Some((name, _)) => name.clone(),
+                None => crate::names::op_type_name(&m.name, &n.path),
+            };
+            (key, name)
         })
         .collect()
 }
 
-/// Compares two schemas.
+/// The request type of every operation of a generated SDK, from its index page (the table
+/// at the top of `generated/mod.rs`): the names a user's code holds today.
+///
+/// # Errors
+///
+/// The file cannot be read or holds no index.
+pub fn sdk_type_names(generated: &std::path::Path) -> Result<BTreeMap<String, String>, String> {
+    let file = generated.join("mod.rs");
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    let names: BTreeMap<String, String> = text
+        .lines()
+        .filter_map(|l| {
+            // `//! | GET | `/nodes/{node}/qemu` | [`ListVms`](...) |`
+            let cells: Vec<&str> = l.strip_prefix("//! |")?.split('|').map(str::trim).collect();
+            let [verb, path, ty, ..] = cells.as_slice() else {
+                return None;
+            };
+            let path = path.strip_prefix('`')?.strip_suffix('`')?;
+            let ty = ty.strip_prefix("[`")?.split('`').next()?;
+            Some((format!("{verb} {path}"), ty.to_owned()))
+        })
+        .collect();
+    if names.is_empty() {
+        return Err(format!("{}: no operation index in it", file.display()));
+    }
+    Ok(names)
+}
+
+/// Compares two schemas, naming request types by their handlers.
 pub fn diff(old: &Spec, new: &Spec) -> Report {
+    let none = BTreeMap::new();
+    diff_named(old, new, &type_names(old, &none), &type_names(new, &none))
+}
+
+/// Compares two schemas; a request type whose name differs between `old_names` and
+/// `new_names` (by operation) is reported renamed.
+pub fn diff_named(
+    old: &Spec,
+    new: &Spec,
+    names_a: &BTreeMap<String, String>,
+    names_b: &BTreeMap<String, String>,
+) -> Report {
     let a = ops(old);
     let b = ops(new);
     let added = b.keys().filter(|k| !a.contains_key(*k)).cloned().collect();
     let removed = a.keys().filter(|k| !b.contains_key(*k)).cloned().collect();
     let mut changed = BTreeMap::new();
-    let (names_a, names_b) = (type_names(old), type_names(new));
     for (key, (pa, ra)) in &a {
         let Some((pb, rb)) = b.get(key) else { continue };
         let mut out = Vec::new();
@@ -116,6 +195,7 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
                 // The handler was renamed: so are the request, response and error types.
                 out.push(Change {
                     class: Class::Breaking,
+                    wire: Class::Compatible,
                     what: "type".to_owned(),
                     change: format!("renamed {na} -> {nb} (and its Response and Error types)"),
                 });
@@ -129,6 +209,7 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
             match props_b.get(name) {
                 None => out.push(Change {
                     class: Class::Breaking,
+                    wire: Class::Breaking,
                     what,
                     change: "removed".into(),
                 }),
@@ -136,12 +217,14 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
                     if sa.optional && !sb.optional {
                         out.push(Change {
                             class: Class::Breaking,
+                            wire: Class::Breaking,
                             what: what.clone(),
                             change: "made required".into(),
                         });
                     } else if !sa.optional && sb.optional {
                         out.push(Change {
                             class: Class::Breaking,
+                            wire: Class::Compatible,
                             what: what.clone(),
                             change: "made optional (the field becomes an Option)".into(),
                         });
@@ -152,12 +235,14 @@ pub fn diff(old: &Spec, new: &Spec) -> Report {
         }
         for (name, sb) in props_b {
             if !props_a.contains_key(name) {
+                let class = if sb.optional {
+                    Class::Compatible
+                } else {
+                    Class::Breaking
+                };
                 out.push(Change {
-                    class: if sb.optional {
-                        Class::Compatible
-                    } else {
-                        Class::Breaking
-                    },
+                    class,
+                    wire: class,
                     what: format!("param \"{name}\""),
                     change: if sb.optional {
                         "added (optional)".into()
@@ -209,9 +294,11 @@ pub fn families(
     let mut out = BTreeMap::new();
     for f in families {
         let mut changes = Vec::new();
+        // A declaration's field is not a wire fact: the two classes agree.
         let mut push = |class, what: String, change: &str| {
             changes.push(Change {
                 class,
+                wire: class,
                 what,
                 change: change.to_owned(),
             });
@@ -297,26 +384,43 @@ fn type_name(s: &Schema) -> String {
 
 /// Compares two schemas at `what`; `input` says whether callers send it (params) or read it.
 fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change>) {
-    let push = |out: &mut Vec<Change>, class, change: String| {
+    use Class::{Breaking, Compatible};
+    let push = |out: &mut Vec<Change>, (class, wire): (Class, Class), change: String| {
         out.push(Change {
             class,
+            wire,
             what: what.to_owned(),
             change,
         })
     };
+    // What a client sends breaks the wire when PVE may refuse it now; what it reads, when it
+    // is gone.
+    let sent = if input { Breaking } else { Compatible };
     let (ta, tb) = (type_name(a), type_name(b));
     if ta != tb {
-        push(out, Class::Breaking, format!("type {ta} -> {tb}"));
+        let rust = (Breaking, Breaking);
+        let answer_now_typed = !input && ta == "untyped";
+        let answer_untyped = !input && tb == "untyped";
+        let classes = if answer_now_typed || answer_untyped {
+            (Breaking, Compatible)
+        } else {
+            rust
+        };
+        push(out, classes, format!("type {ta} -> {tb}"));
         return;
     }
     if let (Some(ea), Some(eb)) = (&a.enum_values, &b.enum_values) {
         let sa: BTreeSet<&String> = ea.iter().collect();
         let sb: BTreeSet<&String> = eb.iter().collect();
         for v in sa.difference(&sb) {
-            push(out, Class::Breaking, format!("enum value \"{v}\" removed"));
+            push(out, (Breaking, sent), format!("enum value \"{v}\" removed"));
         }
         for v in sb.difference(&sa) {
-            push(out, Class::Compatible, format!("enum value \"{v}\" added"));
+            push(
+                out,
+                (Compatible, Compatible),
+                format!("enum value \"{v}\" added"),
+            );
         }
     }
     // Ranges and lengths: narrowing refuses values that worked before.
@@ -337,10 +441,12 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
                 }
                 (None, None) => false,
             };
+            // The compiler does not see a range: Rust callers build as before, and PVE
+            // refuses the values a narrowed range leaves out.
             let class = if narrowed && input {
-                Class::Breaking
+                (Compatible, Breaking)
             } else {
-                Class::Compatible
+                (Compatible, Compatible)
             };
             let show = |v: Option<f64>| v.map_or("none".to_owned(), |v| v.to_string());
             push(out, class, format!("{name} {} -> {}", show(old), show(new)));
@@ -366,7 +472,7 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
             if !kb.contains_key(k) {
                 push(
                     out,
-                    Class::Breaking,
+                    (Breaking, Breaking),
                     format!("property-string key \"{k}\" removed"),
                 );
             }
@@ -374,11 +480,15 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
         for (k, s) in kb {
             if !ka.contains_key(k) {
                 let class = if s.optional || !input {
-                    Class::Compatible
+                    Compatible
                 } else {
-                    Class::Breaking
+                    Breaking
                 };
-                push(out, class, format!("property-string key \"{k}\" added"));
+                push(
+                    out,
+                    (class, class),
+                    format!("property-string key \"{k}\" added"),
+                );
             }
         }
     }
@@ -388,7 +498,8 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
                 let w = format!("{what} \"{k}\"");
                 match pb.get(k) {
                     None => out.push(Change {
-                        class: Class::Breaking,
+                        class: Breaking,
+                        wire: Breaking,
                         what: w,
                         change: "removed".into(),
                     }),
@@ -398,21 +509,36 @@ fn compare(what: &str, a: &Schema, b: &Schema, input: bool, out: &mut Vec<Change
             for k in pb.keys() {
                 if !pa.contains_key(k) {
                     out.push(Change {
-                        class: Class::Compatible,
+                        class: Compatible,
+                        wire: Compatible,
                         what: format!("{what} \"{k}\""),
                         change: "added".into(),
                     });
                 }
             }
         }
-        (None, Some(_)) if !input => {
-            push(out, Class::Compatible, "now has typed properties".into())
+        // The answer's bytes are as they were; its Rust type is not.
+        (None, Some(_)) if !input => push(
+            out,
+            (Breaking, Compatible),
+            "now has typed properties (a struct where there was a map)".into(),
+        ),
+        (Some(_), None) if !input => {
+            push(out, (Breaking, Compatible), "lost its properties".into())
         }
-        (Some(_), None) if !input => push(out, Class::Breaking, "lost its properties".into()),
         _ => {}
     }
     if let (Some(ia), Some(ib)) = (&a.items, &b.items) {
         compare(&format!("{what} items"), ia, ib, input, out);
+    }
+}
+
+fn label(c: &Change) -> &'static str {
+    match (c.class, c.wire) {
+        (Class::Breaking, Class::Breaking) => "breaks Rust and wire",
+        (Class::Breaking, Class::Compatible) => "breaks Rust only   ",
+        (Class::Compatible, Class::Breaking) => "breaks wire only   ",
+        (Class::Compatible, Class::Compatible) => "compatible         ",
     }
 }
 
@@ -429,8 +555,15 @@ impl std::fmt::Display for Report {
             self.breaking(),
             self.compatible()
         )?;
+        writeln!(
+            f,
+            "Rust callers: {} changes break them ({} of them leave PVE's wire as it was); wire: {} changes break requests or answers that worked",
+            self.breaking(),
+            self.rust_only(),
+            self.wire_breaking()
+        )?;
         if !self.removed.is_empty() {
-            writeln!(f, "\nremoved operations (breaking):")?;
+            writeln!(f, "\nremoved operations (break Rust and wire):")?;
             for k in &self.removed {
                 writeln!(f, "  {k}")?;
             }
@@ -459,11 +592,7 @@ impl std::fmt::Display for Report {
             for (k, changes) in &self.changed {
                 writeln!(f, "  {k}")?;
                 for c in changes {
-                    let class = match c.class {
-                        Class::Breaking => "breaking  ",
-                        Class::Compatible => "compatible",
-                    };
-                    writeln!(f, "    {class} {}: {}", c.what, c.change)?;
+                    writeln!(f, "    {} {}: {}", label(c), c.what, c.change)?;
                 }
             }
         }
@@ -492,12 +621,107 @@ mod rename_tests {
             r.changed["GET /things"],
             [Change {
                 class: Class::Breaking,
+                wire: Class::Compatible,
                 what: "type".to_owned(),
                 change: "renamed ReadThings -> ListThings (and its Response and Error types)"
                     .to_owned(),
             }]
         );
         assert_eq!(r.breaking(), 1);
+        assert_eq!((r.rust_only(), r.wire_breaking()), (1, 0));
+        assert!(
+            r.to_string()
+                .contains("breaks Rust only    type: renamed ReadThings -> ListThings"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn a_names_patch_is_a_rename_for_rust_callers_and_nothing_on_the_wire() {
+        let s = spec("vmlist");
+        let mut renames = BTreeMap::new();
+        renames.insert(
+            "GET /things".to_owned(),
+            ("ListThings".to_owned(), "names.toml".to_owned()),
+        );
+        let r = diff_named(
+            &s,
+            &s,
+            &type_names(&s, &BTreeMap::new()),
+            &type_names(&s, &renames),
+        );
+        assert_eq!(
+            r.changed["GET /things"][0].change,
+            "renamed Vmlist -> ListThings (and its Response and Error types)"
+        );
+        assert_eq!((r.breaking(), r.rust_only(), r.wire_breaking()), (1, 1, 0));
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+
+    fn spec(params: serde_json::Value, returns: serde_json::Value) -> Spec {
+        let tree = serde_json::json!([{"path": "/things", "text": "things", "leaf": 1, "info": {
+            "POST": {"name": "create_thing", "method": "POST",
+                     "parameters": {"type": "object", "properties": params},
+                     "returns": returns}}}]);
+        crate::raw::parse("t.json", tree.to_string().as_bytes()).expect("parses")
+    }
+
+    fn classes(old: &Spec, new: &Spec) -> Vec<String> {
+        diff(old, new)
+            .changed
+            .into_values()
+            .flatten()
+            .map(|c| format!("{} | {}: {}", label(&c).trim(), c.what, c.change))
+            .collect()
+    }
+
+    #[test]
+    fn each_change_is_classed_for_rust_callers_and_for_the_wire() {
+        use serde_json::json;
+        let old = spec(
+            json!({
+                "size": {"type": "integer", "minimum": 1, "maximum": 100},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "name": {"type": "string"},
+                "gone": {"type": "string", "optional": 1},
+            }),
+            json!({"type": "object", "properties": {"id": {"type": "string"}, "old": {"type": "string"}}}),
+        );
+        let new = spec(
+            json!({
+                "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                "mode": {"type": "string", "enum": ["a", "c"]},
+                "name": {"type": "string", "optional": 1},
+                "must": {"type": "string"},
+            }),
+            json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+        );
+        assert_eq!(
+            classes(&old, &new),
+            [
+                "breaks Rust and wire | param \"gone\": removed",
+                "breaks Rust and wire | param \"mode\": enum value \"b\" removed",
+                "breaks Rust and wire | param \"must\": added (required)",
+                "breaks Rust and wire | returns \"old\": removed",
+                "breaks Rust only | param \"name\": made optional (the field becomes an Option)",
+                "breaks wire only | param \"size\": maximum 100 -> 10",
+                "compatible | param \"mode\": enum value \"c\" added",
+            ]
+        );
+        // An answer that the schema now describes: a struct for Rust, the same bytes.
+        let untyped = spec(json!({}), json!({"type": "object"}));
+        let typed = spec(
+            json!({}),
+            json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+        );
+        assert_eq!(
+            classes(&untyped, &typed),
+            ["breaks Rust only | returns: now has typed properties (a struct where there was a map)"]
+        );
     }
 }
 

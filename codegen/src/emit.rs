@@ -485,6 +485,36 @@ fn header(api: &Api) -> String {
     )
 }
 
+/// The index page at the top of `generated`: every operation by PVE method and path, with its
+/// request type (and so its `Response` and `Error` types) and PVE's handler name. rustdoc search
+/// finds the same types by handler name and path (`#[doc(alias)]`); `pve-codegen diff --sdk`
+/// reads this table for the names a user's code holds.
+fn index_page(api: &Api) -> String {
+    let mut rows: Vec<(String, String, String, String, String)> = Vec::new();
+    for (path, module) in &api.modules {
+        for op in &module.ops {
+            let module_path = path.iter().map(|s| format!("{s}::")).collect::<String>();
+            rows.push((
+                op.path.clone(),
+                op.verb.clone(),
+                op.type_name.clone(),
+                format!("crate::generated::{module_path}{}", op.type_name),
+                op.handler.clone(),
+            ));
+        }
+    }
+    rows.sort();
+    let mut out = String::from(
+        "# Operations by path\n\n| Method | Path | Request type | PVE handler |\n|---|---|---|---|\n",
+    );
+    for (path, verb, ty, link, handler) in rows {
+        out.push_str(&format!(
+            "| {verb} | `{path}` | [`{ty}`]({link}) | `{handler}` |\n"
+        ));
+    }
+    out
+}
+
 /// The header line every generated file starts with.
 pub fn file_header(api: &Api) -> String {
     header(api)
@@ -499,8 +529,10 @@ fn module_tokens(
     let mut items = Vec::new();
     if path.is_empty() {
         let d = inner_doc(&format!(
-            "Every operation of the PVE {} API schema (`{}`), one module per API path.\n\nWritten by `pve-codegen`; nothing here is edited by hand.",
-            api.version, api.spec_file
+            "Every operation of the PVE {} API schema (`{}`), one module per API path.\n\nWritten by `pve-codegen`; nothing here is edited by hand.\n\n{}",
+            api.version,
+            api.spec_file,
+            index_page(api)
         ));
         items.push(quote! {
             #d
@@ -747,9 +779,12 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         }
         None => quote!(),
     };
+    // rustdoc search finds the type by PVE's handler name and by its path.
+    let handler_alias = &op.handler;
     quote! {
         #paged
         #d
+        #[doc(alias = #handler_alias, alias = #path)]
         #derive
         #[non_exhaustive]
         pub struct #name { #(#fields)* }

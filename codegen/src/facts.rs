@@ -212,21 +212,22 @@ pub fn facts_text(spec: &Spec, api: &crate::ir::Api) -> String {
 }
 
 /// The schema array rebuilt from the table's lines, as `apidoc.js` holds it: the nodes nested
-/// by `depth`, without our keys. Used by the tests here; the simulator has its own copy of
-/// this walk because it does not depend on the generator.
-#[cfg(test)]
-fn rebuild(lines: &[Value]) -> Value {
+/// by `depth`, without our keys. `diff` reads a committed table this way (the schema the SDK
+/// was generated from, without its prose); the simulator has its own copy of this walk because
+/// it does not depend on the generator. `None` when the lines do not nest.
+pub fn rebuild(lines: &[Value]) -> Option<Value> {
     fn take(lines: &[Value], i: &mut usize, depth: u64) -> Vec<Value> {
         let mut out = Vec::new();
         while *i < lines.len() && lines[*i]["depth"].as_u64() == Some(depth) {
             let mut n = lines[*i].clone();
             *i += 1;
-            let obj = n.as_object_mut().expect("object");
-            obj.remove("depth");
-            obj.remove("since");
-            let children = take(lines, i, depth + 1);
-            if !children.is_empty() {
-                obj.insert("children".into(), Value::Array(children));
+            if let Some(obj) = n.as_object_mut() {
+                obj.remove("depth");
+                obj.remove("since");
+                let children = take(lines, i, depth + 1);
+                if !children.is_empty() {
+                    obj.insert("children".into(), Value::Array(children));
+                }
             }
             out.push(n);
         }
@@ -234,8 +235,46 @@ fn rebuild(lines: &[Value]) -> Value {
     }
     let mut i = 0;
     let roots = take(lines, &mut i, 0);
-    assert_eq!(i, lines.len(), "every line nests");
-    Value::Array(roots)
+    (i == lines.len()).then_some(Value::Array(roots))
+}
+
+/// Reads a schema file or a facts table (`tests/sim/src/facts.json`, what `generate` writes
+/// beside the SDK: the schema it was generated from, without prose), for `diff`.
+///
+/// # Errors
+///
+/// As [`crate::raw::load`]; a facts table whose lines do not nest.
+pub fn load_schema_or_table(path: &std::path::Path) -> Result<Spec, crate::diag::Diagnostics> {
+    let table = std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .filter(|v| v.get("nodes").is_some_and(Value::is_array));
+    let Some(table) = table else {
+        return crate::raw::load(path);
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    let lines = table["nodes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    match rebuild(lines) {
+        Some(tree) => crate::raw::parse(&name, tree.to_string().as_bytes()),
+        None => {
+            let mut d = crate::diag::Diagnostics::new("load");
+            d.push(
+                name.clone(),
+                "a facts table whose lines do not nest by depth",
+            );
+            d.finish(Spec {
+                file_name: name,
+                sha256: String::new(),
+                roots: Vec::new(),
+            })
+        }
+    }
 }
 
 /// The SDK's parameter table (`generated::params`): per operation, one line
@@ -332,7 +371,7 @@ mod tests {
         ] {
             assert!(!table.contains(prose), "{prose} leaked into the table");
         }
-        let rebuilt = rebuild(&lines).to_string();
+        let rebuilt = rebuild(&lines).expect("every line nests").to_string();
         let back = crate::raw::parse("pve-9.2.json", rebuilt.as_bytes()).expect("reparses");
         let (mut want, got) = (spec.roots.clone(), back.roots);
         fn strip_node(n: &mut Node) {

@@ -771,8 +771,13 @@ impl<'a> Lowerer<'a> {
     fn op(&mut self, node: &Node, method: &Method) {
         let module = module_of(&node.path);
         let key = format!("{} {}", method.verb, node.path);
-        let base = crate::names::op_base(&method.name, &node.path);
-        let type_name = crate::names::op_type_name(&method.name, &node.path);
+        let (base, type_name) = match self.patches.renames.get(&key) {
+            Some((name, _)) => (name.clone(), name.clone()),
+            None => (
+                crate::names::op_base(&method.name, &node.path),
+                crate::names::op_type_name(&method.name, &node.path),
+            ),
+        };
         let loc = key.clone();
 
         let props = method.parameters.properties.clone().unwrap_or_default();

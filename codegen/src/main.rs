@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use pve_codegen::{diff, import, raw, stats, Config, Error};
+use pve_codegen::{diff, import, stats, Config, Error};
 
 #[derive(Parser)]
 #[command(
@@ -88,12 +88,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The upgrade report from OLD to NEW, each change breaking or compatible.
+    /// The upgrade report from OLD to NEW, each change classed for Rust callers and for PVE's
+    /// wire.
     Diff {
-        /// The old schema.
+        /// The old schema, or a facts table (`tests/sim/src/facts.json`: the schema the
+        /// committed SDK was generated from, without prose).
         old: PathBuf,
-        /// The new schema.
+        /// The new schema (or a facts table).
         new: PathBuf,
+        /// Name NEW's request types with these patches (their `names` renames), as `generate`
+        /// will.
+        #[arg(long)]
+        patches: Option<PathBuf>,
+        /// Take OLD's request type names from this generated SDK's index (e.g.
+        /// sdk/src/generated): the names a user's code holds, so renames are reported.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -295,6 +305,8 @@ fn main() -> ExitCode {
         Command::Diff {
             old,
             new,
+            patches,
+            sdk,
             json: as_json,
             families,
         } => {
@@ -303,15 +315,34 @@ fn main() -> ExitCode {
                 Some(Ok(f)) => f,
                 Some(Err(e)) => return usage(e),
             };
-            let a = match raw::load(&old) {
+            let a = match pve_codegen::facts::load_schema_or_table(&old) {
                 Ok(s) => s,
                 Err(e) => return fail(e.into()),
             };
-            let b = match raw::load(&new) {
+            let b = match pve_codegen::facts::load_schema_or_table(&new) {
                 Ok(s) => s,
                 Err(e) => return fail(e.into()),
             };
-            let mut report = diff::diff(&a, &b);
+            let none = std::collections::BTreeMap::new();
+            let renames = match &patches {
+                None => none.clone(),
+                Some(dir) => {
+                    let version = pve_codegen::version_from_name(&new).unwrap_or((u16::MAX, 0));
+                    match pve_codegen::patch::load(dir, &b, version) {
+                        Ok(p) => p.renames,
+                        Err(e) => return fail(e.into()),
+                    }
+                }
+            };
+            let old_names = match &sdk {
+                None => diff::type_names(&a, &none),
+                Some(dir) => match diff::sdk_type_names(dir) {
+                    Ok(n) => n,
+                    Err(e) => return usage(e),
+                },
+            };
+            let new_names = diff::type_names(&b, &renames);
+            let mut report = diff::diff_named(&a, &b, &old_names, &new_names);
             report.families = diff::families(&a, &b, &families);
             if as_json {
                 json(&report)

@@ -60,6 +60,8 @@ struct PatchFile {
     paths: Vec<String>,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    renames: BTreeMap<String, String>,
 }
 
 /// An operation a patch targets: `"METHOD /path"`, or `{ op = "METHOD /path", since = "9.2" }`
@@ -383,6 +385,9 @@ pub struct Patches {
     /// Answer fields by operation (`METHOD /path`) and field path (`[].vmid`, `members[].ip`,
     /// `{}.state`: `[]` an array's items, `{}` a map's values).
     pub response_fields: BTreeMap<String, BTreeMap<String, ResponseField>>,
+    /// Request type names chosen over the handler's (`GET /nodes/{node}/qemu` -> `ListVms`),
+    /// by operation, with the file.
+    pub renames: BTreeMap<String, (String, String)>,
 }
 
 /// Whether `path` is a field path: names joined by `.`, each optionally followed by `[]` or `{}`
@@ -602,6 +607,30 @@ pub fn parse(
                     if let Some(other) = out.path_rest.insert(path.clone(), name.clone()) {
                         diags.push(name, format!("path \"{path}\" is listed in {other} too"));
                     }
+                }
+            }
+            "names" => {
+                if file.renames.is_empty() {
+                    diags.push(name, "a names patch needs [renames]");
+                }
+                for (op, new) in file.renames {
+                    scope.check_op(&op, &mut diags);
+                    let pascal = new.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                        && new.chars().all(|c| c.is_ascii_alphanumeric());
+                    if !pascal {
+                        diags.push(
+                            name,
+                            format!("rename of \"{op}\": \"{new}\" is not a PascalCase name"),
+                        );
+                        continue;
+                    }
+                    if let Some((_, other)) = out.renames.get(&op) {
+                        diags.push(
+                            name,
+                            format!("operation \"{op}\" is renamed in {other} too"),
+                        );
+                    }
+                    out.renames.insert(op, (new, name.clone()));
                 }
             }
             other => diags.push(name, format!("unknown patch kind \"{other}\"")),

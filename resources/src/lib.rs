@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Layout
+//!
 //! `pve-resources`: declare Proxmox VE objects and bring a cluster to them safely.
 //!
 //! - [`engine`]: a [`Stack`] holds declared resources under stable ids and a [`state`] store; it
@@ -20,8 +24,9 @@
 //!
 //! Each module's documentation names the safety rules (S1-S30) it holds; every rule has a test
 //! named after it, against the bundled simulator.
-
 #![warn(missing_docs)]
+// docs.rs: every feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod contract;
 pub mod engine;

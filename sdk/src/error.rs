@@ -906,3 +906,92 @@ mod tests {
         assert!(op.api_error().is_some());
     }
 }
+
+/// An error and every cause under it on one line, `outer: cause: root cause`
+/// ([`ErrorChain::chain`]).
+///
+/// `{}` on an error prints its own message only; the cause of a transport failure (the refused
+/// certificate, the reset connection) is in its [`std::error::Error::source`] chain. A cause
+/// whose text the message before it already holds is not repeated. `{:#}` prints one cause per
+/// line instead.
+#[derive(Clone, Copy)]
+pub struct Chain<'a>(&'a (dyn std::error::Error + 'a));
+
+impl fmt::Debug for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut shown = self.0.to_string();
+        write!(f, "{shown}")?;
+        let mut next = self.0.source();
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            if !text.is_empty() && !shown.contains(&text) {
+                if f.alternate() {
+                    write!(f, "\n  caused by: {text}")?;
+                } else {
+                    write!(f, ": {text}")?;
+                }
+                shown = text;
+            }
+            next = cause.source();
+        }
+        Ok(())
+    }
+}
+
+/// [`Chain`] for every error: `eprintln!("{}", err.chain())`.
+pub trait ErrorChain: std::error::Error {
+    /// The error with its causes.
+    fn chain(&self) -> Chain<'_>
+    where
+        Self: Sized,
+    {
+        Chain(self)
+    }
+}
+
+impl<E: std::error::Error> ErrorChain for E {}
+
+impl<'a> Chain<'a> {
+    /// The chain of any error, a `dyn Error` included.
+    pub fn of(error: &'a (dyn std::error::Error + 'a)) -> Chain<'a> {
+        Chain(error)
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Leaf(&'static str);
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("transport")]
+        Plain(#[source] Leaf),
+        #[error("transport: {0}")]
+        Repeats(#[source] Leaf),
+    }
+
+    #[test]
+    fn every_cause_is_shown_once() {
+        let e = Outer::Plain(Leaf("certificate refused"));
+        assert_eq!(e.to_string(), "transport");
+        assert_eq!(e.chain().to_string(), "transport: certificate refused");
+        assert_eq!(
+            format!("{:#}", e.chain()),
+            "transport\n  caused by: certificate refused"
+        );
+        let e = Outer::Repeats(Leaf("reset"));
+        assert_eq!(e.chain().to_string(), "transport: reset");
+        let boxed: Box<dyn std::error::Error> = Box::new(Outer::Plain(Leaf("x")));
+        assert_eq!(Chain::of(boxed.as_ref()).to_string(), "transport: x");
+    }
+}

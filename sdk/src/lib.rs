@@ -1,4 +1,6 @@
-//! Typed Proxmox VE API.
+#![doc = include_str!("../README.md")]
+//!
+//! # Layout
 //!
 //! The crate has two halves:
 //!
@@ -13,8 +15,9 @@
 //!
 //! Cargo features select top-level API paths (`access`, `cluster`, `nodes`, `pools`,
 //! `storage`, `version`); all are on by default.
-
 #![warn(missing_docs)]
+// docs.rs: every feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // The runtime's helpers for generated code (tagged unions, indexed keys, ...) go unused when
 // only some operations are compiled; the full build (every top-level feature) still checks them.
 #![cfg_attr(
@@ -59,10 +62,27 @@ mod answer_fields_test;
 #[allow(missing_docs)]
 pub mod generated;
 
+/// What most programs use: `use pve_sdk::prelude::*;`.
+///
+/// The client and its builder, the TLS mode, task handles and how to wait for them, the
+/// request-level traits (`Operation`, `PropertyString`) and the error traits whose methods
+/// every per-operation error has (`outcome()`, `is_absent()`, the typed `is_*()` predicates,
+/// `chain()`).
+pub mod prelude {
+    pub use crate::client::{Client, ClientBuilder, Response};
+    pub use crate::error::{ErrorChain, OperationError, Outcome};
+    pub use crate::generated::errors::ErrorPredicates;
+    pub use crate::operation::Operation;
+    pub use crate::propstr::PropertyString;
+    pub use crate::task::{AwaitOptions, Task, TaskError, TaskProgress};
+    pub use crate::tls::TlsMode;
+    pub use crate::upid::Upid;
+}
+
 pub use client::{
     Client, ClientBuilder, Credentials, Response, RetryPolicy, DEFAULT_MAX_ANSWER_BYTES,
 };
-pub use error::{ApiError, ClientError, OperationError, Outcome, RequestError};
+pub use error::{ApiError, Chain, ClientError, ErrorChain, OperationError, Outcome, RequestError};
 pub use generated::errors::ErrorPredicates;
 pub use indexed::{IndexSpec, Indexed};
 pub use keyed::Keyed;

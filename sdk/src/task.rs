@@ -124,6 +124,11 @@ pub struct Task {
 }
 
 /// What an operation that starts a task answers, and what [`Client::start`] makes of it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a task id: this operation does not start a PVE task",
+    label = "`Client::start` needs an operation whose answer is a UPID",
+    note = "send it with `client.send(&request)` instead; operations that start a task answer `Upid` (their `Response` type says so)"
+)]
 pub trait TaskAnswer {
     /// [`Task`], or `Option<Task>` for operations that answer `null` when there is nothing to
     /// do (`update_vm_async`).

@@ -9,7 +9,7 @@ use pve_sdk::generated::cluster::ceph::status::{
 };
 use pve_sdk::generated::cluster::nextid::{Nextid, NextidError};
 use pve_sdk::generated::nodes::node::lxc::vmid::config::{
-    VmConfig as CtConfig, VmConfigError as CtConfigError,
+    ContainerConfig as CtConfig, ContainerConfigError as CtConfigError,
 };
 use pve_sdk::generated::nodes::node::network::iface::{NetworkConfig, NetworkConfigError};
 use pve_sdk::generated::nodes::node::network::{
@@ -567,7 +567,7 @@ async fn objects_that_exist_already() {
     use pve_sdk::generated::access::groups::{CreateGroup, CreateGroupError};
     use pve_sdk::generated::access::roles::{CreateRole, CreateRoleError};
     use pve_sdk::generated::nodes::node::lxc::{
-        CreateVm as CreateCt, CreateVmError as CreateCtError,
+        CreateContainer as CreateCt, CreateContainerError as CreateCtError,
     };
     use pve_sdk::generated::pools::{CreatePool, CreatePoolError};
     let sim = sim().await;

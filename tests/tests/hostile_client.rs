@@ -5,7 +5,7 @@
 use pve_sdk::client::BuildError;
 use pve_sdk::error::ClientErrorKind;
 use pve_sdk::generated::cluster::resources::Resources;
-use pve_sdk::generated::nodes::node::qemu::Vmlist;
+use pve_sdk::generated::nodes::node::qemu::ListVms;
 use pve_sdk::generated::version::Version;
 use pve_sdk::transport::{from_fn, HttpAnswer};
 use pve_sdk::{Client, OperationError, Outcome, DEFAULT_MAX_ANSWER_BYTES};
@@ -163,7 +163,7 @@ async fn the_default_limit_is_far_above_pves_largest_lists() {
         .build()
         .expect("client");
     let resources = c.send_raw(&Resources::new()).await.expect("reads");
-    let qemu = c.send_raw(&Vmlist::new("pve1")).await.expect("reads");
+    let qemu = c.send_raw(&ListVms::new("pve1")).await.expect("reads");
     let sizes = [
         ("/cluster/resources", resources.data.to_string().len()),
         ("/nodes/pve1/qemu", qemu.data.to_string().len()),

@@ -23,23 +23,15 @@ pub fn declare(
     stack.add("lab-bridge", NodeNetwork::from(bridge))?;
     stack.add(format!("apply-{node}"), NetworkApply::new(node))?;
     for (i, name) in ["web", "db"].into_iter().enumerate() {
-        let mut vm = Vm {
-            node: node.into(),
-            vmid: first_vmid + i as i64,
-            name: Some(format!("lab-{name}")),
-            memory: Some("1024".parse()?),
-            cores: Some(1),
-            sockets: Some(1),
-            onboot: Some(false),
-            scsihw: Some("virtio-scsi-single".parse()?),
-            ..Vm::default()
-        };
-        vm.net
-            .insert(0, "virtio,bridge=vmbr9,firewall=1".parse()?)?;
-        vm.disks.insert(
-            "scsi0".into(),
-            Disk::new(storage, 8).option("iothread", "1"),
-        );
+        let vm = Vm::new(node, first_vmid + i as i64)
+            .name(format!("lab-{name}"))
+            .memory_mib(1024)
+            .cores(1)
+            .sockets(1)
+            .onboot(false)
+            .net(0, "virtio,bridge=vmbr9,firewall=1".parse()?)?
+            .scsihw("virtio-scsi-single".parse()?)
+            .disk("scsi0", Disk::new(storage, 8).option("iothread", "1"));
         stack
             .add(format!("lab-{name}"), vm)?
             .after(format!("apply-{node}"));

@@ -171,6 +171,11 @@ pub struct TaskRef {
 }
 
 /// A declared object of some family. See the module documentation for the contract.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a declared resource: it does not implement `pve_resources::contract::Resource`",
+    label = "a stack holds declarations of a family",
+    note = "declare an object of a family (`families::vm::Vm::new(node, vmid)`, `families::schema::Pool`, ...), or implement `Resource` for a family of your own (README: \"Writing a family\")"
+)]
 pub trait Resource: Send + Sync + fmt::Debug + 'static {
     /// Where it is in the form state records (`{"node": "pve1", "vmid": "100"}`): what a
     /// changed address is compared with (S18). [`Resource::object`] is derived from the same

@@ -1012,7 +1012,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}",
-        decode::<crate::generated::nodes::node::lxc::vmid::DestroyVmResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::DestroyContainerResponse> as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2352,7 +2352,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc",
-        decode::<crate::generated::nodes::node::lxc::VmlistResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::ListContainersResponse> as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2362,7 +2362,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/config",
-        decode::<crate::generated::nodes::node::lxc::vmid::config::VmConfigResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::config::ContainerConfigResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2495,7 +2496,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/status/current",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::current::VmStatusResponse>
+        decode::<crate::generated::nodes::node::lxc::vmid::status::current::ContainerStatusResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
@@ -2522,7 +2523,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu",
-        decode::<crate::generated::nodes::node::qemu::VmlistResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::ListVmsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-qemu")]
     out.push((
@@ -3566,7 +3567,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc",
-        decode::<crate::generated::nodes::node::lxc::CreateVmResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::CreateContainerResponse> as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -3640,37 +3641,40 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/reboot",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::reboot::VmRebootResponse>
+        decode::<crate::generated::nodes::node::lxc::vmid::status::reboot::RebootContainerResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/resume",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::resume::VmResumeResponse>
+        decode::<crate::generated::nodes::node::lxc::vmid::status::resume::ResumeContainerResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::shutdown::VmShutdownResponse>
-            as Decode,
+        decode::<
+            crate::generated::nodes::node::lxc::vmid::status::shutdown::ShutdownContainerResponse,
+        > as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/start",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::start::VmStartResponse>
+        decode::<crate::generated::nodes::node::lxc::vmid::status::start::StartContainerResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/stop",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::stop::VmStopResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::status::stop::StopContainerResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/status/suspend",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::suspend::VmSuspendResponse>
-            as Decode,
+        decode::<
+            crate::generated::nodes::node::lxc::vmid::status::suspend::SuspendContainerResponse,
+        > as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -4365,7 +4369,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/config",
-        decode::<crate::generated::nodes::node::lxc::vmid::config::UpdateVmResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::config::UpdateContainerResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((

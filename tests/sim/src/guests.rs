@@ -72,7 +72,7 @@ pub fn print_prop(
 pub fn format_size(bytes: u64) -> String {
     let mut n = bytes;
     for unit in ["", "K", "M", "G"] {
-        if n % 1024 != 0 {
+        if !n.is_multiple_of(1024) {
             return format!("{n}{unit}");
         }
         n /= 1024;

@@ -53,6 +53,10 @@ pub struct SimConfig {
     pub auth_failure_delay: Duration,
     /// Guests, interfaces and collection objects to start with ([`SimConfig::from_file`]).
     pub layout: Option<crate::layout::Layout>,
+    /// How long every task runs (`running` until then, its work done as the first request
+    /// after it sees), unless a test scripted its outcome (`Cluster::next_task_outcomes`).
+    /// Zero by default: tasks end in their call. Set it to see a progress callback run.
+    pub task_time: Duration,
 }
 
 impl SimConfig {
@@ -77,23 +81,40 @@ impl SimConfig {
         self.version = version.into();
         self
     }
+
+    /// Every task runs this long ([`SimConfig::task_time`]).
+    #[must_use]
+    pub fn task_time(mut self, time: Duration) -> SimConfig {
+        self.task_time = time;
+        self
+    }
 }
+
+/// The API token every default simulator accepts: `root@pam!sim` ([`DEFAULT_TOKEN_SECRET`]).
+pub const DEFAULT_TOKEN_ID: &str = "root@pam!sim";
+/// The secret of [`DEFAULT_TOKEN_ID`].
+pub const DEFAULT_TOKEN_SECRET: &str = "sim-secret";
+/// The user every default simulator lets log in for a ticket ([`DEFAULT_PASSWORD`]).
+pub const DEFAULT_USER: &str = "root@pam";
+/// The password of [`DEFAULT_USER`].
+pub const DEFAULT_PASSWORD: &str = "sim-password";
 
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             nodes: vec!["pve1".to_owned()],
-            tokens: vec![("root@pam!sim".to_owned(), "sim-secret".to_owned())],
+            tokens: vec![(DEFAULT_TOKEN_ID.to_owned(), DEFAULT_TOKEN_SECRET.to_owned())],
             latency: Duration::ZERO,
             version: "9.2.0".to_owned(),
             standalone: false,
-            users: vec![("root@pam".to_owned(), "sim-password".to_owned())],
+            users: vec![(DEFAULT_USER.to_owned(), DEFAULT_PASSWORD.to_owned())],
             tls: false,
             auditors: Vec::new(),
             ticket_lifetime: Duration::from_secs(2 * 3600),
             auth_failure_delay: Duration::ZERO,
             layout: None,
+            task_time: Duration::ZERO,
         }
     }
 }
@@ -174,6 +195,7 @@ impl Simulator {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
         let mut cluster = Cluster::new(&config.nodes);
+        cluster.task_time = config.task_time;
         if let Some(layout) = &config.layout {
             layout.seed(&mut cluster);
         }
@@ -225,6 +247,48 @@ impl Simulator {
     /// The socket address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The first API token the simulator accepts (`USER@REALM!TOKENID`, secret): by default
+    /// [`DEFAULT_TOKEN_ID`] and [`DEFAULT_TOKEN_SECRET`].
+    pub fn token(&self) -> Option<(&str, &str)> {
+        self.shared
+            .config
+            .tokens
+            .first()
+            .map(|(id, secret)| (id.as_str(), secret.as_str()))
+    }
+
+    /// A client builder already pointed at this simulator: its URL, its first token (see
+    /// [`Simulator::token`]) and, with TLS, its certificate pinned. Add what a test needs
+    /// (`.retry(..)`, `.check_versions(true)`) and `build()` it.
+    ///
+    /// # Panics
+    ///
+    /// When the simulator was started with no token (`SimConfig::tokens` empty): log in with
+    /// `.password(..)` on a builder of your own instead.
+    #[cfg(feature = "client")]
+    pub fn client_builder(&self) -> pve_sdk::client::ClientBuilder {
+        let (id, secret) = self
+            .token()
+            .expect("the simulator was started without an API token (SimConfig::tokens)");
+        let builder = pve_sdk::Client::builder(self.url()).token(id, secret);
+        match &self.fingerprint {
+            Some(fp) => builder.tls(pve_sdk::TlsMode::Pinned(fp.clone())),
+            None => builder,
+        }
+    }
+
+    /// A client for this simulator ([`Simulator::client_builder`], built).
+    ///
+    /// # Panics
+    ///
+    /// As [`Simulator::client_builder`]; building a client for a loopback URL does not fail.
+    #[cfg(feature = "client")]
+    pub fn client(&self) -> pve_sdk::Client {
+        self.client_builder()
+            .build()
+            .expect("a client for the simulator's own URL builds")
     }
 
     /// Every request so far, in order.

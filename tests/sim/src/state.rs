@@ -241,6 +241,9 @@ pub struct Cluster {
     pub tasks: BTreeMap<String, Task>,
     /// Outcomes for the next tasks of a type (`qmcreate`, `qmstart`, `srvreload`, ...).
     pub next_task_outcomes: BTreeMap<String, Vec<TaskOutcome>>,
+    /// How long a task without a scripted outcome runs (`SimConfig::task_time`); zero: it ends
+    /// in its call.
+    pub task_time: std::time::Duration,
     /// Tasks that are running and will do their work when their time comes.
     pub deferred: Vec<Deferred>,
     /// Network config per node.
@@ -286,6 +289,7 @@ impl Cluster {
             guests: BTreeMap::new(),
             tasks: BTreeMap::new(),
             next_task_outcomes: BTreeMap::new(),
+            task_time: std::time::Duration::ZERO,
             deferred: Vec::new(),
             networks: nodes
                 .iter()
@@ -352,13 +356,17 @@ impl Cluster {
             "UPID:{node}:{pid:08X}:{:08X}:{start:08X}:{kind}:{id}:{owner}:",
             pid * 7
         );
-        let forced = self.next_task_outcomes.get_mut(kind).and_then(|q| {
-            if q.is_empty() {
-                None
-            } else {
-                Some(q.remove(0))
-            }
-        });
+        let forced = self
+            .next_task_outcomes
+            .get_mut(kind)
+            .and_then(|q| {
+                if q.is_empty() {
+                    None
+                } else {
+                    Some(q.remove(0))
+                }
+            })
+            .or_else(|| (!self.task_time.is_zero()).then_some(TaskOutcome::Runs(self.task_time)));
         let (exit, log) = match forced {
             Some(TaskOutcome::Never) => (None, vec![format!("{kind} {id} started")]),
             Some(TaskOutcome::Exit(status)) => (Some(status.clone()), vec![status]),

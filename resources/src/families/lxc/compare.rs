@@ -16,7 +16,7 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    pub(super) fn of(cfg: &VmConfigResponse) -> Live {
+    pub(super) fn of(cfg: &ContainerConfigResponse) -> Live {
         let mut map = crate::kit::wire::wire_map(cfg);
         for k in ["digest", "lock"] {
             map.remove(k);
@@ -93,7 +93,7 @@ pub(super) async fn read_at(
     vmid: i64,
 ) -> Result<Option<Live>, Failure> {
     Ok(
-        crate::kit::read::get(client, &VmConfig::new(node.to_owned(), vmid))
+        crate::kit::read::get(client, &ContainerConfig::new(node.to_owned(), vmid))
             .await?
             .map(|c| Live::of(&c)),
     )

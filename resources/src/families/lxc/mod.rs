@@ -27,11 +27,11 @@ use std::sync::Arc;
 
 use pve_sdk::generated::index::{Mp as MpIndex, Net as NetIndex};
 use pve_sdk::generated::nodes::node::lxc::vmid::config::{
-    UpdateVm, UpdateVmError, VmConfig, VmConfigResponse,
+    ContainerConfig, ContainerConfigResponse, UpdateContainer, UpdateContainerError,
 };
 use pve_sdk::generated::nodes::node::lxc::vmid::resize::ResizeVm;
-use pve_sdk::generated::nodes::node::lxc::vmid::DestroyVm;
-use pve_sdk::generated::nodes::node::lxc::{CreateVm, Features, Mp, Net};
+use pve_sdk::generated::nodes::node::lxc::vmid::DestroyContainer;
+use pve_sdk::generated::nodes::node::lxc::{CreateContainer, Features, Mp, Net};
 use pve_sdk::{Client, Indexed, Secret};
 use serde::Serialize;
 
@@ -222,9 +222,9 @@ impl Guest for Lxc {
     const TYPE: GuestType = GuestType::Lxc;
     const NAME: &'static str = "hostname";
     type Live = Live;
-    type Update = UpdateVm;
+    type Update = UpdateContainer;
     type Resize = ResizeVm;
-    type Destroy = DestroyVm;
+    type Destroy = DestroyContainer;
 
     fn node(&self) -> &str {
         &self.node
@@ -263,16 +263,20 @@ impl Guest for Lxc {
         self.volumes().get(key).copied()
     }
 
-    fn update_request(&self, changes: &[&Change], digest: &str) -> Result<UpdateVm, GuestError> {
+    fn update_request(
+        &self,
+        changes: &[&Change],
+        digest: &str,
+    ) -> Result<UpdateContainer, GuestError> {
         Lxc::update_request(self, changes, digest)
     }
 
     /// pve-container's update answers a stale digest with "checksum mismatch" or, through
     /// the config's lock helper, "detected modified configuration".
-    fn stale(e: &UpdateVmError) -> bool {
+    fn stale(e: &UpdateContainerError) -> bool {
         matches!(
             e,
-            UpdateVmError::ChecksumMismatch(_) | UpdateVmError::ConfigModified(_)
+            UpdateContainerError::ChecksumMismatch(_) | UpdateContainerError::ConfigModified(_)
         )
     }
 
@@ -285,8 +289,8 @@ impl Guest for Lxc {
         r
     }
 
-    fn destroy_request(&self) -> DestroyVm {
-        DestroyVm::new(self.node.clone(), self.vmid)
+    fn destroy_request(&self) -> DestroyContainer {
+        DestroyContainer::new(self.node.clone(), self.vmid)
     }
 }
 
@@ -367,10 +371,9 @@ impl Resource for Lxc {
                 .map_err(|source| GuestError::Write {
                     object: self.object_ref(),
                     action: "create",
-                    source: guest::taken::<pve_sdk::generated::nodes::node::lxc::CreateVmError>(
-                        source,
-                        |e| e.is_vmid_exists(),
-                    ),
+                    source: guest::taken::<
+                        pve_sdk::generated::nodes::node::lxc::CreateContainerError,
+                    >(source, |e| e.is_vmid_exists()),
                 })?;
             Ok(flow::read_back(self, cx, "create").await?)
         })

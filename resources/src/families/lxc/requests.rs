@@ -4,9 +4,9 @@
 use super::*;
 
 impl Lxc {
-    pub(super) fn create_request(&self) -> Result<CreateVm, GuestError> {
+    pub(super) fn create_request(&self) -> Result<CreateContainer, GuestError> {
         let template = self.ostemplate.clone().unwrap_or_default();
-        let mut req = CreateVm::new(self.node.clone(), template, self.vmid);
+        let mut req = CreateContainer::new(self.node.clone(), template, self.vmid);
         req.hostname.clone_from(&self.hostname);
         req.memory = self.memory;
         req.swap = self.swap;
@@ -47,13 +47,13 @@ impl Lxc {
         &self,
         changes: &[&Change],
         digest: &str,
-    ) -> Result<UpdateVm, GuestError> {
+    ) -> Result<UpdateContainer, GuestError> {
         let object = self.object_ref();
         let bad = |why: String| GuestError::Inexpressible {
             object: object.clone(),
             why,
         };
-        let mut req = UpdateVm::new(self.node.clone(), self.vmid);
+        let mut req = UpdateContainer::new(self.node.clone(), self.vmid);
         req.digest = Some(digest.to_owned());
         for c in changes {
             match c.key.as_str() {

@@ -154,6 +154,90 @@ pub struct Vm {
 }
 
 impl Vm {
+    /// A guest `vmid` on `node` with nothing else managed; add what to manage with the setters
+    /// (`Vm::new("pve1", 100).name("web").memory_mib(2048).cores(2)`), or set the public fields.
+    pub fn new(node: impl Into<String>, vmid: i64) -> Vm {
+        Vm {
+            node: node.into(),
+            vmid,
+            ..Vm::default()
+        }
+    }
+
+    /// Manages `name`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Vm {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Manages `memory`, in MiB (PVE's `memory`, its `current` key; the minimum is 16).
+    #[must_use]
+    pub fn memory_mib(mut self, mib: u32) -> Vm {
+        self.memory = Some(Memory::new(i64::from(mib)));
+        self
+    }
+
+    /// Manages `cores` (per socket).
+    #[must_use]
+    pub fn cores(mut self, cores: u16) -> Vm {
+        self.cores = Some(i64::from(cores));
+        self
+    }
+
+    /// Manages `sockets`.
+    #[must_use]
+    pub fn sockets(mut self, sockets: u16) -> Vm {
+        self.sockets = Some(i64::from(sockets));
+        self
+    }
+
+    /// Manages `onboot`.
+    #[must_use]
+    pub fn onboot(mut self, onboot: bool) -> Vm {
+        self.onboot = Some(onboot);
+        self
+    }
+
+    /// Manages `scsihw` (`"virtio-scsi-single".parse()?`).
+    #[must_use]
+    pub fn scsihw(mut self, controller: Scsihw) -> Vm {
+        self.scsihw = Some(controller);
+        self
+    }
+
+    /// Manages `description`.
+    #[must_use]
+    pub fn description(mut self, text: impl Into<String>) -> Vm {
+        self.description = Some(text.into());
+        self
+    }
+
+    /// Manages `tags` (compared as a set, lower-cased).
+    #[must_use]
+    pub fn tags(mut self, tags: impl Into<String>) -> Vm {
+        self.tags = Some(tags.into());
+        self
+    }
+
+    /// Manages `net<index>` (`"virtio,bridge=vmbr0".parse()?`).
+    ///
+    /// # Errors
+    ///
+    /// `index` is over PVE's bound for `net[n]` (31).
+    pub fn net(mut self, index: u32, net: Net) -> Result<Vm, pve_sdk::indexed::IndexOutOfRange> {
+        self.net.insert(index, net)?;
+        Ok(self)
+    }
+
+    /// Manages a disk (`scsi0`, `virtio0`, ...): allocated at create on its storage, then
+    /// compared and grown ([`Disk`]).
+    #[must_use]
+    pub fn disk(mut self, key: impl Into<String>, disk: Disk) -> Vm {
+        self.disks.insert(key.into(), disk);
+        self
+    }
+
     fn object_ref(&self) -> ObjectRef {
         ObjectRef::new(
             crate::families::kinds::VM,

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "read_acl", alias = "/access/acl")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ReadAcl {}
@@ -40,6 +41,7 @@ pub type ReadAclError = crate::error::Untyped<ReadAcl>;
 /// - Permission check: `["perm-modify","{path}"]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_acl", alias = "/access/acl")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateAcl {

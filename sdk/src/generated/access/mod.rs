@@ -26,6 +26,7 @@ pub mod vncticket;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/access")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListAccess {}

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
+#[doc(alias = "change_password", alias = "/access/password")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ChangePassword {

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "permissions", alias = "/access/permissions")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Permissions {

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
+#[doc(alias = "get_ticket", alias = "/access/ticket")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetTicket {}
@@ -41,6 +42,7 @@ pub type GetTicketError = crate::error::Untyped<GetTicket>;
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
+#[doc(alias = "create_ticket", alias = "/access/ticket")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateTicket {

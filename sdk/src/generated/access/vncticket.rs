@@ -5,6 +5,7 @@
 /// - Permitted users: `world`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(alias = "verify_vnc_ticket", alias = "/access/vncticket")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct VerifyVncTicket {

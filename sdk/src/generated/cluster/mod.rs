@@ -46,6 +46,7 @@ pub mod tasks;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListCluster {}

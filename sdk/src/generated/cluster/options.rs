@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "get_options", alias = "/cluster/options")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetOptions {}
@@ -41,6 +42,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "set_options", alias = "/cluster/options")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct SetOptions {

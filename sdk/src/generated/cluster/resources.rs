@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "resources", alias = "/cluster/resources")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Resources {

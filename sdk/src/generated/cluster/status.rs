@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_status", alias = "/cluster/status")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetStatus {}

@@ -5,6 +5,7 @@ pub mod node;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListNodes {}

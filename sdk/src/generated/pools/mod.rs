@@ -6,6 +6,7 @@ pub mod poolid;
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_pool", alias = "/pools")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeletePool {
@@ -48,6 +49,7 @@ crate::operation_error!(
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/pools")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListPools {
@@ -108,6 +110,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_pool", alias = "/pools")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreatePool {
@@ -170,6 +173,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_pool", alias = "/pools")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdatePool {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_pool_deprecated", alias = "/pools/{poolid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeletePoolDeprecated {
@@ -53,6 +54,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_pool", alias = "/pools/{poolid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadPool {
@@ -109,6 +111,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/pool/{poolid}",["Pool.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_pool_deprecated", alias = "/pools/{poolid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdatePoolDeprecated {

@@ -5,6 +5,7 @@ pub mod storage;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/storage")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListStorage {
@@ -51,6 +52,7 @@ pub type ListStorageError = crate::error::Untyped<ListStorage>;
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/storage")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/storage/{storage}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -52,6 +53,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Allocate"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/storage/{storage}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -100,6 +102,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/storage",["Datastore.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/storage/{storage}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

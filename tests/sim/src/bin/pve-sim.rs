@@ -34,6 +34,9 @@ struct Cli {
     /// Latency added to every answer, in milliseconds.
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
+    /// How long every task runs before it ends, in milliseconds (default 0: at once).
+    #[arg(long, default_value_t = 0)]
+    task_time_ms: u64,
     /// Serve HTTPS with a self-signed certificate; its fingerprint is printed.
     #[arg(long)]
     tls: bool,
@@ -64,6 +67,7 @@ async fn main() -> ExitCode {
     };
     config.listen = cli.listen;
     config.latency = Duration::from_millis(cli.latency_ms);
+    config.task_time = Duration::from_millis(cli.task_time_ms);
     config.tls = cli.tls;
     config.standalone |= cli.standalone;
     if let Some(n) = cli.nodes {

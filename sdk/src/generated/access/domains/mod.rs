@@ -5,6 +5,7 @@ pub mod realm;
 ///
 /// - Permitted users: `world`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/access/domains")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListDomains {}
@@ -41,6 +42,7 @@ pub type ListDomainsError = crate::error::Untyped<ListDomains>;
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/access/domains")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

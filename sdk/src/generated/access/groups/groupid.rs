@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_group", alias = "/access/groups/{groupid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteGroup {
@@ -52,6 +53,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/access/groups",["Sys.Audit","Group.Allocate"],"any",1]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_group", alias = "/access/groups/{groupid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadGroup {
@@ -99,6 +101,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_group", alias = "/access/groups/{groupid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateGroup {

@@ -5,6 +5,7 @@ pub mod groupid;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/access/groups")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListGroups {}
@@ -41,6 +42,7 @@ pub type ListGroupsError = crate::error::Untyped<ListGroups>;
 /// - Permission check: `["perm","/access/groups",["Group.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_group", alias = "/access/groups")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateGroup {

@@ -5,6 +5,7 @@
 /// - Permitted users: `world`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "auth_url", alias = "/access/openid/auth-url")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AuthUrl {

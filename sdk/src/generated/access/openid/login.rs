@@ -5,6 +5,7 @@
 /// - Permitted users: `world`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "login", alias = "/access/openid/login")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Login {

@@ -6,6 +6,7 @@ pub mod login;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/access/openid")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListOpenid {}

@@ -5,6 +5,7 @@ pub mod roleid;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/access/roles")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListRoles {}
@@ -41,6 +42,7 @@ pub type ListRolesError = crate::error::Untyped<ListRoles>;
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_role", alias = "/access/roles")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRole {

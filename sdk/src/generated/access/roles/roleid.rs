@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_role", alias = "/access/roles/{roleid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRole {
@@ -52,6 +53,7 @@ crate::operation_error!(
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "read_role", alias = "/access/roles/{roleid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadRole {
@@ -98,6 +100,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/access",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_role", alias = "/access/roles/{roleid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRole {

@@ -6,6 +6,7 @@ pub mod userid;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "list_tfa", alias = "/access/tfa")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListTfa {}

@@ -6,6 +6,7 @@ pub mod userid;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/access/users")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListUsers {
@@ -64,6 +65,7 @@ pub type ListUsersError = crate::error::Untyped<ListUsers>;
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"],"groups_param","create"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_user", alias = "/access/users")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateUser {

@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_meta", alias = "/cluster/acme/meta")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetMeta {

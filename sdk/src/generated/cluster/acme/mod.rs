@@ -10,6 +10,7 @@ pub mod tos;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/acme")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListAcme {}

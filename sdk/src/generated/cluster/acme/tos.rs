@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "get_tos", alias = "/cluster/acme/tos")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetTos {

@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/backup")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListBackup {}
@@ -41,6 +42,7 @@ pub type ListBackupError = crate::error::Untyped<ListBackup>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_job", alias = "/cluster/backup")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct CreateJob {

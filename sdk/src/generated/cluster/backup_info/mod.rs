@@ -5,6 +5,7 @@ pub mod not_backed_up;
 ///
 /// - Permissions: none stated
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/backup-info")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListBackupInfo {}

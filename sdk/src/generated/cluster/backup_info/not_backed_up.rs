@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_guests_not_in_backup",
+    alias = "/cluster/backup-info/not-backed-up"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetGuestsNotInBackup {}

@@ -5,6 +5,7 @@ pub mod guest;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
+#[doc(alias = "index", alias = "/cluster/bulk-action")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListBulkAction {}

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "metadata", alias = "/cluster/ceph/metadata")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Metadata {

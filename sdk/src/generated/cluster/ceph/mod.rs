@@ -7,6 +7,7 @@ pub mod status;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "cephindex", alias = "/cluster/ceph")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Cephindex {}

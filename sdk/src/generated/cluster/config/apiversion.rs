@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "join_api_version", alias = "/cluster/config/apiversion")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct JoinApiVersion {}

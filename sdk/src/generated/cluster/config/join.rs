@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "join_info", alias = "/cluster/config/join")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct JoinInfo {
@@ -49,6 +50,7 @@ pub type JoinInfoError = crate::error::Untyped<JoinInfo>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "join", alias = "/cluster/config/join")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Join {

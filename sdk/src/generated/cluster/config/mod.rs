@@ -9,6 +9,7 @@ pub mod totem;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/config")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListConfig {}
@@ -46,6 +47,7 @@ pub type ListConfigError = crate::error::Untyped<ListConfig>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "totem", alias = "/cluster/config/totem")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Totem {}

@@ -11,6 +11,7 @@ pub mod rules;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/firewall")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListFirewall {}

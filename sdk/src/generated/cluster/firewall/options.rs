@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_options", alias = "/cluster/firewall/options")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetOptions {}
@@ -38,6 +39,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "set_options", alias = "/cluster/firewall/options")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct SetOptions {

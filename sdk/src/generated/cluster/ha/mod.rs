@@ -8,6 +8,7 @@ pub mod status;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/ha")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListHa {}

@@ -6,6 +6,7 @@ pub mod schedule_analyze;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/jobs")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListJobs {}

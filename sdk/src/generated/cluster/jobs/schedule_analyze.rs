@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "schedule-analyze", alias = "/cluster/jobs/schedule-analyze")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ScheduleAnalyze {

@@ -7,6 +7,7 @@ pub mod usb;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/mapping")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListMapping {}

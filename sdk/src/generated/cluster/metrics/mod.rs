@@ -6,6 +6,7 @@ pub mod server;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/metrics")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListMetrics {}

@@ -5,6 +5,10 @@
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_matcher_field_values",
+    alias = "/cluster/notifications/matcher-field-values"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetMatcherFieldValues {}

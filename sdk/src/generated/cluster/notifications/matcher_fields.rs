@@ -4,6 +4,10 @@
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_matcher_fields",
+    alias = "/cluster/notifications/matcher-fields"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetMatcherFields {}

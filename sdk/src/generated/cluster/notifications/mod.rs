@@ -9,6 +9,7 @@ pub mod targets;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/notifications")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListNotifications {}

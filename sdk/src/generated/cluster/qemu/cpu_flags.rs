@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["or",["perm","/nodes",["Sys.Audit"]],["perm","/mapping/cpu",["Mapping.Audit","Mapping.Use","Mapping.Modify"],"any",1]]`
 /// - Since: PVE 9.2
+#[doc(alias = "index", alias = "/cluster/qemu/cpu-flags")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListCpuFlags {

@@ -6,6 +6,7 @@ pub mod custom_cpu_models;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
+#[doc(alias = "index", alias = "/cluster/qemu")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListQemu {}

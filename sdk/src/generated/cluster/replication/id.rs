@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -71,6 +72,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -114,6 +116,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/replication")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListReplication {}
@@ -41,6 +42,7 @@ pub type ListReplicationError = crate::error::Untyped<ListReplication>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/replication")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

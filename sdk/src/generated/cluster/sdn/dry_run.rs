@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "dry-run", alias = "/cluster/sdn/dry-run")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DryRun {

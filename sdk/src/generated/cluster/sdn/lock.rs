@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "release_lock", alias = "/cluster/sdn/lock")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ReleaseLock {
@@ -63,6 +64,7 @@ pub type ReleaseLockError = crate::error::Untyped<ReleaseLock>;
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "lock", alias = "/cluster/sdn/lock")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Lock {

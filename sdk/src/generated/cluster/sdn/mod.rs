@@ -15,6 +15,7 @@ pub mod zones;
 ///
 /// - Permission check: `["perm","/sdn",["SDN.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListSdn {}
@@ -52,6 +53,7 @@ pub type ListSdnError = crate::error::Untyped<ListSdn>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "reload", alias = "/cluster/sdn")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Reload {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/sdn",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "rollback", alias = "/cluster/sdn/rollback")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Rollback {

@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "aplinfo", alias = "/nodes/{node}/aplinfo")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Aplinfo {
@@ -52,6 +53,7 @@ pub type AplinfoError = crate::error::Untyped<Aplinfo>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "apl_download", alias = "/nodes/{node}/aplinfo")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AplDownload {

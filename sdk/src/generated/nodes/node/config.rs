@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "get_config", alias = "/nodes/{node}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetConfig {
@@ -61,6 +62,7 @@ pub type GetConfigError = crate::error::Untyped<GetConfig>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "set_options", alias = "/nodes/{node}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SetOptions {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "dns", alias = "/nodes/{node}/dns")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Dns {
@@ -49,6 +50,7 @@ pub type DnsError = crate::error::Untyped<Dns>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_dns", alias = "/nodes/{node}/dns")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateDns {

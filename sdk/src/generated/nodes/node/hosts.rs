@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_etc_hosts", alias = "/nodes/{node}/hosts")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetEtcHosts {
@@ -50,6 +51,7 @@ pub type GetEtcHostsError = crate::error::Untyped<GetEtcHosts>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "write_etc_hosts", alias = "/nodes/{node}/hosts")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WriteEtcHosts {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "journal", alias = "/nodes/{node}/journal")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Journal {

@@ -90,6 +90,7 @@ pub mod wakeonlan;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListNodes {

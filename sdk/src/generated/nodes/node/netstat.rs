@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "netstat", alias = "/nodes/{node}/netstat")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Netstat {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.AccessNetwork"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.1
+#[doc(
+    alias = "query_oci_repo_tags",
+    alias = "/nodes/{node}/query-oci-repo-tags"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QueryOciRepoTags {

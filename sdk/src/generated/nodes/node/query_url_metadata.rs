@@ -5,6 +5,10 @@
 /// - Permission check: `["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/nodes/{node}",["Sys.AccessNetwork"]]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "query_url_metadata",
+    alias = "/nodes/{node}/query-url-metadata"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QueryUrlMetadata {

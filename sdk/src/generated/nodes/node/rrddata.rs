@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "rrddata", alias = "/nodes/{node}/rrddata")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Rrddata {

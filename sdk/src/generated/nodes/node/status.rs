@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "status", alias = "/nodes/{node}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Status {
@@ -49,6 +50,7 @@ pub type StatusError = crate::error::Untyped<Status>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "node_cmd", alias = "/nodes/{node}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NodeCmd {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "stopall", alias = "/nodes/{node}/stopall")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Stopall {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/nodes/{node}/subscription")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -51,6 +52,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "get", alias = "/nodes/{node}/subscription")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Get {
@@ -96,6 +98,7 @@ pub type GetError = crate::error::Untyped<Get>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/nodes/{node}/subscription")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {
@@ -154,6 +157,7 @@ pub type UpdateError = crate::error::Untyped<Update>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "set", alias = "/nodes/{node}/subscription")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Set {

@@ -18,6 +18,7 @@ impl crate::pager::Paged for Syslog {
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "syslog", alias = "/nodes/{node}/syslog")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Syslog {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "termproxy", alias = "/nodes/{node}/termproxy")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Termproxy {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "time", alias = "/nodes/{node}/time")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Time {
@@ -49,6 +50,7 @@ pub type TimeError = crate::error::Untyped<Time>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "set_timezone", alias = "/nodes/{node}/time")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SetTimezone {

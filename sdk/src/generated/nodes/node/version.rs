@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "version", alias = "/nodes/{node}/version")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Version {

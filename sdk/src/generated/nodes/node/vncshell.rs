@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "vncshell", alias = "/nodes/{node}/vncshell")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vncshell {

@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Console"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "vncwebsocket", alias = "/nodes/{node}/vncwebsocket")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vncwebsocket {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.PowerMgmt"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "wakeonlan", alias = "/nodes/{node}/wakeonlan")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Wakeonlan {

@@ -6,6 +6,7 @@ pub mod sync;
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/access/domains/{realm}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -52,6 +53,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate","Sys.Audit"],"any",1]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/access/domains/{realm}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -99,6 +101,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/access/realm",["Realm.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/access/domains/{realm}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "sync", alias = "/access/domains/{realm}/sync")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Sync_ {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
+#[doc(alias = "delete_tfa", alias = "/access/tfa/{userid}/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteTfa {
@@ -68,6 +69,7 @@ pub type DeleteTfaError = crate::error::Untyped<DeleteTfa>;
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_tfa_entry", alias = "/access/tfa/{userid}/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetTfaEntry {
@@ -118,6 +120,7 @@ pub type GetTfaEntryError = crate::error::Untyped<GetTfaEntry>;
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
+#[doc(alias = "update_tfa_entry", alias = "/access/tfa/{userid}/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateTfaEntry {

@@ -6,6 +6,7 @@ pub mod id;
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "list_user_tfa", alias = "/access/tfa/{userid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListUserTfa {
@@ -54,6 +55,7 @@ pub type ListUserTfaError = crate::error::Untyped<ListUserTfa>;
 /// - Runs in the privileged daemon
 /// - API tokens may not call it
 /// - Since: PVE 8.4
+#[doc(alias = "add_tfa_entry", alias = "/access/tfa/{userid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AddTfaEntry {

@@ -8,6 +8,7 @@ pub mod unlock_tfa;
 /// - Permission check: `["and",["userid-param","Realm.AllocateUser"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_user", alias = "/access/users/{userid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteUser {
@@ -54,6 +55,7 @@ pub type DeleteUserError = crate::error::Untyped<DeleteUser>;
 ///
 /// - Permission check: `["userid-group",["User.Modify","Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_user", alias = "/access/users/{userid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadUser {
@@ -100,6 +102,7 @@ crate::operation_error!(
 /// - Permission check: `["userid-group",["User.Modify"],"groups_param","update"]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_user", alias = "/access/users/{userid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateUser {

@@ -5,6 +5,7 @@
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify","Sys.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "read_user_tfa_type", alias = "/access/users/{userid}/tfa")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadUserTfaType {

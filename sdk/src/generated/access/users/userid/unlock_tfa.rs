@@ -5,6 +5,7 @@
 /// - Permission check: `["userid-group",["User.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "unlock_tfa", alias = "/access/users/{userid}/unlock-tfa")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UnlockTfa {

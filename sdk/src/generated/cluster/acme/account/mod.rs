@@ -6,6 +6,7 @@ pub mod name;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "account_index", alias = "/cluster/acme/account")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct AccountIndex {}
@@ -43,6 +44,7 @@ pub type AccountIndexError = crate::error::Untyped<AccountIndex>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "register_account", alias = "/cluster/acme/account")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RegisterAccount {

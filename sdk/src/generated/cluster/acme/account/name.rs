@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "deactivate_account", alias = "/cluster/acme/account/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeactivateAccount {
@@ -52,6 +53,7 @@ pub type DeactivateAccountError = crate::error::Untyped<DeactivateAccount>;
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_account", alias = "/cluster/acme/account/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetAccount {
@@ -96,6 +98,7 @@ pub type GetAccountError = crate::error::Untyped<GetAccount>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "update_account", alias = "/cluster/acme/account/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateAccount {

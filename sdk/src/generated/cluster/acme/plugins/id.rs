@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_plugin", alias = "/cluster/acme/plugins/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeletePlugin {
@@ -50,6 +51,7 @@ pub type DeletePluginError = crate::error::Untyped<DeletePlugin>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_plugin_config", alias = "/cluster/acme/plugins/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetPluginConfig {
@@ -94,6 +96,7 @@ pub type GetPluginConfigError = crate::error::Untyped<GetPluginConfig>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_plugin", alias = "/cluster/acme/plugins/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdatePlugin {

@@ -6,6 +6,7 @@ pub mod id;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/acme/plugins")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListPlugins {
@@ -53,6 +54,7 @@ pub type ListPluginsError = crate::error::Untyped<ListPlugins>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "add_plugin", alias = "/cluster/acme/plugins")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AddPlugin {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_volume_backup_included",
+    alias = "/cluster/backup/{id}/included_volumes"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetVolumeBackupIncluded {

@@ -6,6 +6,7 @@ pub mod included_volumes;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_job", alias = "/cluster/backup/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteJob {
@@ -45,6 +46,7 @@ pub type DeleteJobError = crate::error::Untyped<DeleteJob>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_job", alias = "/cluster/backup/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadJob {
@@ -83,6 +85,7 @@ pub type ReadJobError = crate::error::Untyped<ReadJob>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_job", alias = "/cluster/backup/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateJob {

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
+#[doc(alias = "migrate", alias = "/cluster/bulk-action/guest/migrate")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Migrate {

@@ -8,6 +8,7 @@ pub mod suspend;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
+#[doc(alias = "index", alias = "/cluster/bulk-action/guest")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListGuest {}

@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
+#[doc(alias = "shutdown", alias = "/cluster/bulk-action/guest/shutdown")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Shutdown {

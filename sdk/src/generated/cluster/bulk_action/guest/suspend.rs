@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
+#[doc(alias = "suspend", alias = "/cluster/bulk-action/guest/suspend")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Suspend {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_flag", alias = "/cluster/ceph/flags/{flag}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetFlag {
@@ -45,6 +46,7 @@ pub type GetFlagError = crate::error::Untyped<GetFlag>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_flag", alias = "/cluster/ceph/flags/{flag}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateFlag {

@@ -6,6 +6,7 @@ pub mod flag;
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_all_flags", alias = "/cluster/ceph/flags")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetAllFlags {}
@@ -43,6 +44,7 @@ pub type GetAllFlagsError = crate::error::Untyped<GetAllFlags>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "set_flags", alias = "/cluster/ceph/flags")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct SetFlags {

@@ -5,6 +5,7 @@ pub mod node;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "nodes", alias = "/cluster/config/nodes")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Nodes {}

@@ -5,6 +5,7 @@
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delnode", alias = "/cluster/config/nodes/{node}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delnode {
@@ -50,6 +51,7 @@ pub type DelnodeError = crate::error::Untyped<Delnode>;
 /// - Permissions: none stated
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "addnode", alias = "/cluster/config/nodes/{node}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Addnode {

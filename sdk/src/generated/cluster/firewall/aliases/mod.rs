@@ -5,6 +5,7 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_aliases", alias = "/cluster/firewall/aliases")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetAliases {}
@@ -41,6 +42,7 @@ pub type GetAliasesError = crate::error::Untyped<GetAliases>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_alias", alias = "/cluster/firewall/aliases")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateAlias {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "remove_alias", alias = "/cluster/firewall/aliases/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoveAlias {
@@ -57,6 +58,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_alias", alias = "/cluster/firewall/aliases/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadAlias {
@@ -97,6 +99,7 @@ pub type ReadAliasError = crate::error::Untyped<ReadAlias>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_alias", alias = "/cluster/firewall/aliases/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateAlias {

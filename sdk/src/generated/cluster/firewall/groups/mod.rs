@@ -5,6 +5,7 @@ pub mod group;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "list_security_groups", alias = "/cluster/firewall/groups")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListSecurityGroups {}
@@ -41,6 +42,7 @@ pub type ListSecurityGroupsError = crate::error::Untyped<ListSecurityGroups>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_security_group", alias = "/cluster/firewall/groups")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateSecurityGroup {

@@ -5,6 +5,7 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "ipset_index", alias = "/cluster/firewall/ipset")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct IpsetIndex {}
@@ -41,6 +42,7 @@ pub type IpsetIndexError = crate::error::Untyped<IpsetIndex>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_ipset", alias = "/cluster/firewall/ipset")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateIpset {

@@ -5,6 +5,7 @@ pub mod pos;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_rules", alias = "/cluster/firewall/rules")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetRules {}
@@ -41,6 +42,7 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_rule", alias = "/cluster/firewall/rules")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRule {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/ha/groups/{group}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -51,6 +52,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/ha/groups/{group}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -98,6 +100,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/ha/groups/{group}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

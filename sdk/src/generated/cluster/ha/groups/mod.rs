@@ -5,6 +5,7 @@ pub mod group;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/ha/groups")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListGroups {}
@@ -41,6 +42,7 @@ pub type ListGroupsError = crate::error::Untyped<ListGroups>;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/ha/groups")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

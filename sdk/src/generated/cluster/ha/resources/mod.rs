@@ -5,6 +5,7 @@ pub mod sid;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/ha/resources")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListResources {
@@ -51,6 +52,7 @@ pub type ListResourcesError = crate::error::Untyped<ListResources>;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/ha/resources")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

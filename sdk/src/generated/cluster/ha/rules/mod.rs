@@ -5,6 +5,7 @@ pub mod rule;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
+#[doc(alias = "index", alias = "/cluster/ha/rules")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListRules {
@@ -63,6 +64,7 @@ pub type ListRulesError = crate::error::Untyped<ListRules>;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "create_rule", alias = "/cluster/ha/rules")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRule {

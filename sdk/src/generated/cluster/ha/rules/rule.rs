@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "delete_rule", alias = "/cluster/ha/rules/{rule}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRule {
@@ -49,6 +50,7 @@ pub type DeleteRuleError = crate::error::Untyped<DeleteRule>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 9.0
+#[doc(alias = "read_rule", alias = "/cluster/ha/rules/{rule}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadRule {
@@ -92,6 +94,7 @@ pub type ReadRuleError = crate::error::Untyped<ReadRule>;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "update_rule", alias = "/cluster/ha/rules/{rule}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRule {

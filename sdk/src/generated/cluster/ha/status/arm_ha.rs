@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "arm-ha", alias = "/cluster/ha/status/arm-ha")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ArmHa {}

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "disarm-ha", alias = "/cluster/ha/status/disarm-ha")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DisarmHa {

@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "manager_status", alias = "/cluster/ha/status/manager_status")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ManagerStatus {}

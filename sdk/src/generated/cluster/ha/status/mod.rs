@@ -8,6 +8,7 @@ pub mod manager_status;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/ha/status")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListStatus {}

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_job", alias = "/cluster/jobs/realm-sync/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteJob {
@@ -49,6 +50,7 @@ pub type DeleteJobError = crate::error::Untyped<DeleteJob>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_job", alias = "/cluster/jobs/realm-sync/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadJob {
@@ -94,6 +96,7 @@ pub type ReadJobError = crate::error::Untyped<ReadJob>;
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_job", alias = "/cluster/jobs/realm-sync/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateJob {
@@ -205,6 +208,7 @@ pub type CreateJobError = crate::error::Untyped<CreateJob>;
 /// - Permission check: `["and",["perm","/access/realm/{realm}",["Realm.AllocateUser"]],["perm","/access/groups",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_job", alias = "/cluster/jobs/realm-sync/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateJob {

@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "syncjob_index", alias = "/cluster/jobs/realm-sync")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct SyncjobIndex {}

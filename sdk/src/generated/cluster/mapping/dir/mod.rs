@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/mapping/dir")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListDir {
@@ -51,6 +52,7 @@ pub type ListDirError = crate::error::Untyped<ListDir>;
 /// - Permission check: `["perm","/mapping/dir",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/mapping/dir")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/mapping/pci")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListPci {
@@ -51,6 +52,7 @@ pub type ListPciError = crate::error::Untyped<ListPci>;
 /// - Permission check: `["perm","/mapping/pci",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/mapping/pci")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

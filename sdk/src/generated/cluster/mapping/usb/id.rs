@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/mapping/usb",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/mapping/usb/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -50,6 +51,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Permission check: `["or",["perm","/mapping/usb/{id}",["Mapping.Audit"]],["perm","/mapping/usb/{id}",["Mapping.Use"]],["perm","/mapping/usb/{id}",["Mapping.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get", alias = "/cluster/mapping/usb/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Get {
@@ -95,6 +97,7 @@ pub type GetError = crate::error::Untyped<Get>;
 /// - Permission check: `["perm","/mapping/usb/{id}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/mapping/usb/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

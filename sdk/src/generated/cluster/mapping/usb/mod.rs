@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/mapping/usb")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListUsb {
@@ -51,6 +52,7 @@ pub type ListUsbError = crate::error::Untyped<ListUsb>;
 /// - Permission check: `["perm","/mapping/usb",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/mapping/usb")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -49,6 +50,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -94,6 +96,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {
@@ -359,6 +362,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

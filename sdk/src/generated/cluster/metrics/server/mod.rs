@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "server_index", alias = "/cluster/metrics/server")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ServerIndex {}

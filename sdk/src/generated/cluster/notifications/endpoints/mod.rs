@@ -8,6 +8,7 @@ pub mod webhook;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "endpoints_index", alias = "/cluster/notifications/endpoints")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct EndpointsIndex {}

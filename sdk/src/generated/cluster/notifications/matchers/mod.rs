@@ -6,6 +6,7 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_matchers", alias = "/cluster/notifications/matchers")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetMatchers {}
@@ -42,6 +43,7 @@ pub type GetMatchersError = crate::error::Untyped<GetMatchers>;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_matcher", alias = "/cluster/notifications/matchers")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateMatcher {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_matcher",
+    alias = "/cluster/notifications/matchers/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteMatcher {
@@ -50,6 +54,10 @@ pub type DeleteMatcherError = crate::error::Untyped<DeleteMatcher>;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_matcher",
+    alias = "/cluster/notifications/matchers/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetMatcher {
@@ -93,6 +101,10 @@ pub type GetMatcherError = crate::error::Untyped<GetMatcher>;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_matcher",
+    alias = "/cluster/notifications/matchers/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateMatcher {

@@ -6,6 +6,7 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "get_all_targets", alias = "/cluster/notifications/targets")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetAllTargets {}

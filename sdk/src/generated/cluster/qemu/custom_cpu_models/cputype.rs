@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "delete", alias = "/cluster/qemu/custom-cpu-models/{cputype}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -46,6 +47,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["or",["perm","/mapping/cpu/{cputype}",["Mapping.Audit"]],["perm","/mapping/cpu/{cputype}",["Mapping.Use"]],["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]]`
 /// - Since: PVE 9.2
+#[doc(alias = "info", alias = "/cluster/qemu/custom-cpu-models/{cputype}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Info {
@@ -86,6 +88,7 @@ pub type InfoError = crate::error::Untyped<Info>;
 /// - Permission check: `["perm","/mapping/cpu/{cputype}",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "update", alias = "/cluster/qemu/custom-cpu-models/{cputype}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

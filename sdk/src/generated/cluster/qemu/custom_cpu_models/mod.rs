@@ -5,6 +5,7 @@ pub mod cputype;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
+#[doc(alias = "config", alias = "/cluster/qemu/custom-cpu-models")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Config {}
@@ -41,6 +42,7 @@ pub type ConfigError = crate::error::Untyped<Config>;
 /// - Permission check: `["perm","/mapping/cpu",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "create", alias = "/cluster/qemu/custom-cpu-models")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

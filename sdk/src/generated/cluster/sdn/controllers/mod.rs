@@ -5,6 +5,7 @@ pub mod controller;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/controllers")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListControllers {
@@ -73,6 +74,7 @@ pub type ListControllersError = crate::error::Untyped<ListControllers>;
 /// - Permission check: `["perm","/sdn/controllers",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/sdn/controllers")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

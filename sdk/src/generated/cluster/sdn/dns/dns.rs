@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/sdn/dns/{dns}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -56,6 +57,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/sdn/dns/{dns}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/sdn/dns/{dns}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -96,6 +98,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/sdn/dns/{dns}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

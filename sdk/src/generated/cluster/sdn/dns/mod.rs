@@ -5,6 +5,7 @@ pub mod dns;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/dns")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListDns {
@@ -51,6 +52,7 @@ pub type ListDnsError = crate::error::Untyped<ListDns>;
 /// - Permission check: `["perm","/sdn/dns",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/sdn/dns")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
+#[doc(alias = "list_all", alias = "/cluster/sdn/fabrics/all")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListAll {

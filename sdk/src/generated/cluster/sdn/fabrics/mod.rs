@@ -7,6 +7,7 @@ pub mod node;
 ///
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Audit"]]`
 /// - Since: PVE 9.0
+#[doc(alias = "index", alias = "/cluster/sdn/fabrics")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListFabrics {}

@@ -5,6 +5,7 @@ pub mod ipam;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/ipams")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListIpams {
@@ -51,6 +52,7 @@ pub type ListIpamsError = crate::error::Untyped<ListIpams>;
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/sdn/ipams")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

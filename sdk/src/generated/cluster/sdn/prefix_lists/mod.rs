@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
+#[doc(alias = "list_prefix_lists", alias = "/cluster/sdn/prefix-lists")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListPrefixLists {
@@ -73,6 +74,10 @@ pub type ListPrefixListsError = crate::error::Untyped<ListPrefixLists>;
 /// - Permission check: `["perm","/sdn/prefix-lists",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "create_prefix_list_entry",
+    alias = "/cluster/sdn/prefix-lists"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreatePrefixListEntry {

@@ -5,6 +5,7 @@ pub mod entries;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
+#[doc(alias = "list_route_maps", alias = "/cluster/sdn/route-maps")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListRouteMaps {

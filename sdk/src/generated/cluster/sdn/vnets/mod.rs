@@ -5,6 +5,7 @@ pub mod vnet;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/vnets")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListVnets {
@@ -63,6 +64,7 @@ pub type ListVnetsError = crate::error::Untyped<ListVnets>;
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/sdn/vnets")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

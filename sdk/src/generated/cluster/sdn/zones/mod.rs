@@ -5,6 +5,7 @@ pub mod zone;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/zones")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListZones {
@@ -73,6 +74,7 @@ pub type ListZonesError = crate::error::Untyped<ListZones>;
 /// - Permission check: `["perm","/sdn/zones",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/sdn/zones")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -56,6 +57,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -116,6 +118,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Modify"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "changelog", alias = "/nodes/{node}/apt/changelog")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Changelog {

@@ -8,6 +8,7 @@ pub mod versions;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/apt")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListApt {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "repositories", alias = "/nodes/{node}/apt/repositories")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Repositories {
@@ -49,6 +50,7 @@ pub type RepositoriesError = crate::error::Untyped<Repositories>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "change_repository", alias = "/nodes/{node}/apt/repositories")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ChangeRepository {
@@ -125,6 +127,7 @@ pub type ChangeRepositoryError = crate::error::Untyped<ChangeRepository>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "add_repository", alias = "/nodes/{node}/apt/repositories")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AddRepository {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "list_updates", alias = "/nodes/{node}/apt/update")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListUpdates {
@@ -53,6 +54,7 @@ pub type ListUpdatesError = crate::error::Untyped<ListUpdates>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "update_database", alias = "/nodes/{node}/apt/update")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateDatabase {

@@ -6,6 +6,7 @@ pub mod qemu;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/capabilities")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListCapabilities {

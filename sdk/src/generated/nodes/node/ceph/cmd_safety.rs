@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "cmd_safety", alias = "/nodes/{node}/ceph/cmd-safety")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CmdSafety {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "crush", alias = "/nodes/{node}/ceph/crush")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Crush {

@@ -20,6 +20,7 @@ pub mod stop;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/ceph")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListCeph {

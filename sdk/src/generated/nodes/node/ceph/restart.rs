@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "restart", alias = "/nodes/{node}/ceph/restart")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Restart {

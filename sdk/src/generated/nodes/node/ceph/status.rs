@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "status", alias = "/nodes/{node}/ceph/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Status {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "remove_custom_cert",
+    alias = "/nodes/{node}/certificates/custom"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoveCustomCert {
@@ -64,6 +68,10 @@ pub type RemoveCustomCertError = crate::error::Untyped<RemoveCustomCert>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "upload_custom_cert",
+    alias = "/nodes/{node}/certificates/custom"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UploadCustomCert {

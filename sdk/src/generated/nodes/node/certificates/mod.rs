@@ -7,6 +7,7 @@ pub mod info;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/certificates")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListCertificates {

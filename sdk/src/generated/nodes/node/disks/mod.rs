@@ -13,6 +13,7 @@ pub mod zfs;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/disks")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListDisks {

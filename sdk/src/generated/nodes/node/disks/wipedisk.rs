@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "wipe_disk", alias = "/nodes/{node}/disks/wipedisk")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WipeDisk {

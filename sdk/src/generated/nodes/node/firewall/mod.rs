@@ -7,6 +7,7 @@ pub mod rules;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/firewall")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListFirewall {

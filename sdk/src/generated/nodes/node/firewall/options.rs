@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "get_options", alias = "/nodes/{node}/firewall/options")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetOptions {
@@ -49,6 +50,7 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "set_options", alias = "/nodes/{node}/firewall/options")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SetOptions {

@@ -6,6 +6,7 @@ pub mod usb;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/hardware")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListHardware {

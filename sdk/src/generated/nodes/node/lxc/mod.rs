@@ -7,20 +7,21 @@ pub mod vmid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "vmlist", alias = "/nodes/{node}/lxc")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Vmlist {
+pub struct ListContainers {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Vmlist {
+impl serde::Serialize for ListContainers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Vmlist {
+impl ListContainers {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +31,7 @@ impl Vmlist {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Vmlist {
+impl crate::Operation for ListContainers {
     const ID: &'static str = "vmlist";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc";
@@ -40,13 +41,13 @@ impl crate::Operation for Vmlist {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = VmlistResponse;
-    type Error = VmlistError;
+    type Response = ListContainersResponse;
+    type Error = ListContainersError;
 }
-/// What [`Vmlist`] answers.
-pub type VmlistResponse = Vec<VmlistResponseItem>;
-/// Errors of [`Vmlist`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmlistError = crate::error::Untyped<Vmlist>;
+/// What [`ListContainers`] answers.
+pub type ListContainersResponse = Vec<ListContainersResponseItem>;
+/// Errors of [`ListContainers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListContainersError = crate::error::Untyped<ListContainers>;
 /// `POST /nodes/{node}/lxc` (handler `create_vm`).
 ///
 /// - Permitted users: `all`
@@ -54,9 +55,10 @@ pub type VmlistError = crate::error::Untyped<Vmlist>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "create_vm", alias = "/nodes/{node}/lxc")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct CreateVm {
+pub struct CreateContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `amd64`
@@ -150,7 +152,7 @@ pub struct CreateVm {
     /// Format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for CreateVm {
+impl serde::Serialize for CreateContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -202,7 +204,7 @@ impl serde::Serialize for CreateVm {
         o.end()
     }
 }
-impl CreateVm {
+impl CreateContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -517,7 +519,7 @@ impl CreateVm {
         self
     }
 }
-impl crate::Operation for CreateVm {
+impl crate::Operation for CreateContainer {
     const ID: &'static str = "create_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc";
@@ -529,14 +531,14 @@ impl crate::Operation for CreateVm {
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
     const SECRET_PARAMS: &'static [&'static str] = &["password"];
-    type Response = CreateVmResponse;
-    type Error = CreateVmError;
+    type Response = CreateContainerResponse;
+    type Error = CreateContainerError;
 }
-/// What [`CreateVm`] answers.
-pub type CreateVmResponse = crate::Upid;
+/// What [`CreateContainer`] answers.
+pub type CreateContainerResponse = crate::Upid;
 crate::operation_error!(
-    CreateVmError for CreateVm; NoQuorum => is_no_quorum, VmidExists => is_vmid_exists;
-    absent :
+    CreateContainerError for CreateContainer; NoQuorum => is_no_quorum, VmidExists =>
+    is_vmid_exists; absent :
 );
 /// Property string `dev`.
 ///
@@ -1560,7 +1562,7 @@ crate::open_enum_traits!(Ostype);
 /// From `GET /nodes/{node}/lxc returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmlistResponseItem {
+pub struct ListContainersResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
     /// `cpus`
@@ -1610,7 +1612,7 @@ pub struct VmlistResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
+impl<'de> serde::Deserialize<'de> for ListContainersResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -1641,7 +1643,7 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
         })
     }
 }
-impl serde::Serialize for VmlistResponseItem {
+impl serde::Serialize for ListContainersResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("cpu", &self.cpu)?;

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_network", alias = "/nodes/{node}/network/{iface}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteNetwork {
@@ -66,6 +67,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "network_config", alias = "/nodes/{node}/network/{iface}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NetworkConfig {
@@ -125,6 +127,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_network", alias = "/nodes/{node}/network/{iface}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateNetwork {

@@ -7,6 +7,7 @@ pub mod iface;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "revert_network_changes", alias = "/nodes/{node}/network")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RevertNetworkChanges {
@@ -52,6 +53,7 @@ pub type RevertNetworkChangesError = crate::error::Untyped<RevertNetworkChanges>
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/network")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListNetwork {
@@ -110,6 +112,7 @@ pub type ListNetworkError = crate::error::Untyped<ListNetwork>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_network", alias = "/nodes/{node}/network")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateNetwork {
@@ -465,6 +468,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "reload_network_config", alias = "/nodes/{node}/network")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReloadNetworkConfig {

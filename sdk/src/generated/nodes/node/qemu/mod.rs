@@ -7,15 +7,16 @@ pub mod vmid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "vmlist", alias = "/nodes/{node}/qemu")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Vmlist {
+pub struct ListVms {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `full`
     pub full: Option<bool>,
 }
-impl serde::Serialize for Vmlist {
+impl serde::Serialize for ListVms {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +24,7 @@ impl serde::Serialize for Vmlist {
         o.end()
     }
 }
-impl Vmlist {
+impl ListVms {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -42,7 +43,7 @@ impl Vmlist {
         self
     }
 }
-impl crate::Operation for Vmlist {
+impl crate::Operation for ListVms {
     const ID: &'static str = "vmlist";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu";
@@ -52,13 +53,13 @@ impl crate::Operation for Vmlist {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = VmlistResponse;
-    type Error = VmlistError;
+    type Response = ListVmsResponse;
+    type Error = ListVmsError;
 }
-/// What [`Vmlist`] answers.
-pub type VmlistResponse = Vec<VmlistResponseItem>;
-/// Errors of [`Vmlist`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmlistError = crate::error::Untyped<Vmlist>;
+/// What [`ListVms`] answers.
+pub type ListVmsResponse = Vec<ListVmsResponseItem>;
+/// Errors of [`ListVms`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListVmsError = crate::error::Untyped<ListVms>;
 /// `POST /nodes/{node}/qemu` (handler `create_vm`).
 ///
 /// - Permitted users: `all`
@@ -66,6 +67,7 @@ pub type VmlistError = crate::error::Untyped<Vmlist>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "create_vm", alias = "/nodes/{node}/qemu")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateVm {
@@ -6269,7 +6271,7 @@ crate::open_enum_traits!(Scsihw);
 /// From `GET /nodes/{node}/qemu returns items`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct VmlistResponseItem {
+pub struct ListVmsResponseItem {
     /// `cpu`
     pub cpu: Option<f64>,
     /// `cpus`
@@ -6329,7 +6331,7 @@ pub struct VmlistResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl VmlistResponseItem {
+impl ListVmsResponseItem {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -6369,7 +6371,7 @@ impl VmlistResponseItem {
         }
     }
 }
-impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
+impl<'de> serde::Deserialize<'de> for ListVmsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -6405,7 +6407,7 @@ impl<'de> serde::Deserialize<'de> for VmlistResponseItem {
         })
     }
 }
-impl serde::Serialize for VmlistResponseItem {
+impl serde::Serialize for ListVmsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("cpu", &self.cpu)?;

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "cifsscan", alias = "/nodes/{node}/scan/cifs")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Cifsscan {

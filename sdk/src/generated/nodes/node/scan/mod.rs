@@ -11,6 +11,7 @@ pub mod zfs;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/scan")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListScan {

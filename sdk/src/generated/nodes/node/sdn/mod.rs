@@ -8,6 +8,7 @@ pub mod zones;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "sdnindex", alias = "/nodes/{node}/sdn")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Sdnindex {

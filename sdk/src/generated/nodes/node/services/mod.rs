@@ -7,6 +7,7 @@ pub mod service;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/services")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListServices {

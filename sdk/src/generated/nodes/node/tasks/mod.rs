@@ -18,6 +18,7 @@ impl crate::pager::Paged for NodeTasks {
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "node_tasks", alias = "/nodes/{node}/tasks")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NodeTasks {

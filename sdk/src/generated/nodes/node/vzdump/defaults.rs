@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "defaults", alias = "/nodes/{node}/vzdump/defaults")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Defaults {

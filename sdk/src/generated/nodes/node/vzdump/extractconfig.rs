@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "extractconfig", alias = "/nodes/{node}/vzdump/extractconfig")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Extractconfig {

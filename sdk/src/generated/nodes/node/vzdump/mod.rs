@@ -9,6 +9,7 @@ pub mod extractconfig;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "vzdump", alias = "/nodes/{node}/vzdump")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vzdump {

@@ -5,6 +5,7 @@ pub mod tokenid;
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
+#[doc(alias = "token_index", alias = "/access/users/{userid}/token")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TokenIndex {

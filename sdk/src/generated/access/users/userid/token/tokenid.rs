@@ -5,6 +5,10 @@
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "remove_token",
+    alias = "/access/users/{userid}/token/{tokenid}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoveToken {
@@ -57,6 +61,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read_token", alias = "/access/users/{userid}/token/{tokenid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadToken {
@@ -108,6 +113,10 @@ crate::operation_error!(
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "generate_token",
+    alias = "/access/users/{userid}/token/{tokenid}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GenerateToken {
@@ -189,6 +198,10 @@ crate::operation_error!(
 /// - Permission check: `["or",["userid-param","self"],["userid-group",["User.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_token_info",
+    alias = "/access/users/{userid}/token/{tokenid}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateTokenInfo {

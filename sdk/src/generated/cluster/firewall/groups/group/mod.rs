@@ -6,6 +6,10 @@ pub mod pos;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_security_group",
+    alias = "/cluster/firewall/groups/{group}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteSecurityGroup {
@@ -47,6 +51,7 @@ pub type DeleteSecurityGroupError = crate::error::Untyped<DeleteSecurityGroup>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_rules", alias = "/cluster/firewall/groups/{group}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRules {
@@ -89,6 +94,7 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_rule", alias = "/cluster/firewall/groups/{group}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRule {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_rule",
+    alias = "/cluster/firewall/groups/{group}/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRule {
@@ -61,6 +65,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_rule", alias = "/cluster/firewall/groups/{group}/{pos}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRule {
@@ -105,6 +110,10 @@ pub type GetRuleError = crate::error::Untyped<GetRule>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_rule",
+    alias = "/cluster/firewall/groups/{group}/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRule {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "remove_ip", alias = "/cluster/firewall/ipset/{name}/{cidr}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoveIp {
@@ -67,6 +68,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "read_ip", alias = "/cluster/firewall/ipset/{name}/{cidr}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadIp {
@@ -118,6 +120,7 @@ pub type ReadIpError = crate::error::Untyped<ReadIp>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_ip", alias = "/cluster/firewall/ipset/{name}/{cidr}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateIp {

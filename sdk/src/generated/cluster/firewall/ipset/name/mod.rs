@@ -6,6 +6,7 @@ pub mod cidr;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_ipset", alias = "/cluster/firewall/ipset/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteIpset {
@@ -57,6 +58,7 @@ pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_ipset", alias = "/cluster/firewall/ipset/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetIpset {
@@ -97,6 +99,7 @@ pub type GetIpsetError = crate::error::Untyped<GetIpset>;
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_ip", alias = "/cluster/firewall/ipset/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateIp {

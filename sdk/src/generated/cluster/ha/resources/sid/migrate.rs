@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "migrate", alias = "/cluster/ha/resources/{sid}/migrate")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Migrate {

@@ -7,6 +7,7 @@ pub mod relocate;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/ha/resources/{sid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -63,6 +64,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/ha/resources/{sid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -106,6 +108,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/ha/resources/{sid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

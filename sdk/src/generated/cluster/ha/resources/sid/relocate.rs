@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "relocate", alias = "/cluster/ha/resources/{sid}/relocate")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Relocate {

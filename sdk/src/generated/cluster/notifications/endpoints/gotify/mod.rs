@@ -6,6 +6,10 @@ pub mod name;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_gotify_endpoints",
+    alias = "/cluster/notifications/endpoints/gotify"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetGotifyEndpoints {}
@@ -42,6 +46,10 @@ pub type GetGotifyEndpointsError = crate::error::Untyped<GetGotifyEndpoints>;
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_gotify_endpoint",
+    alias = "/cluster/notifications/endpoints/gotify"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateGotifyEndpoint {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_gotify_endpoint",
+    alias = "/cluster/notifications/endpoints/gotify/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteGotifyEndpoint {
@@ -50,6 +54,10 @@ pub type DeleteGotifyEndpointError = crate::error::Untyped<DeleteGotifyEndpoint>
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_gotify_endpoint",
+    alias = "/cluster/notifications/endpoints/gotify/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetGotifyEndpoint {
@@ -93,6 +101,10 @@ pub type GetGotifyEndpointError = crate::error::Untyped<GetGotifyEndpoint>;
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_gotify_endpoint",
+    alias = "/cluster/notifications/endpoints/gotify/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateGotifyEndpoint {

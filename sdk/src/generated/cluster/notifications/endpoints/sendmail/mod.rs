@@ -6,6 +6,10 @@ pub mod name;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_sendmail_endpoints",
+    alias = "/cluster/notifications/endpoints/sendmail"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetSendmailEndpoints {}
@@ -42,6 +46,10 @@ pub type GetSendmailEndpointsError = crate::error::Untyped<GetSendmailEndpoints>
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_sendmail_endpoint",
+    alias = "/cluster/notifications/endpoints/sendmail"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateSendmailEndpoint {

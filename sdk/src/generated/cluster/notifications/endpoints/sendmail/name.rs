@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_sendmail_endpoint",
+    alias = "/cluster/notifications/endpoints/sendmail/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteSendmailEndpoint {
@@ -50,6 +54,10 @@ pub type DeleteSendmailEndpointError = crate::error::Untyped<DeleteSendmailEndpo
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_sendmail_endpoint",
+    alias = "/cluster/notifications/endpoints/sendmail/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetSendmailEndpoint {
@@ -93,6 +101,10 @@ pub type GetSendmailEndpointError = crate::error::Untyped<GetSendmailEndpoint>;
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_sendmail_endpoint",
+    alias = "/cluster/notifications/endpoints/sendmail/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateSendmailEndpoint {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_smtp_endpoint",
+    alias = "/cluster/notifications/endpoints/smtp/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteSmtpEndpoint {
@@ -50,6 +54,10 @@ pub type DeleteSmtpEndpointError = crate::error::Untyped<DeleteSmtpEndpoint>;
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_smtp_endpoint",
+    alias = "/cluster/notifications/endpoints/smtp/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetSmtpEndpoint {
@@ -93,6 +101,10 @@ pub type GetSmtpEndpointError = crate::error::Untyped<GetSmtpEndpoint>;
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_smtp_endpoint",
+    alias = "/cluster/notifications/endpoints/smtp/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateSmtpEndpoint {

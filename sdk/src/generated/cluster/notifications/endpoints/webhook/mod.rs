@@ -6,6 +6,10 @@ pub mod name;
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_webhook_endpoints",
+    alias = "/cluster/notifications/endpoints/webhook"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GetWebhookEndpoints {}
@@ -43,6 +47,10 @@ pub type GetWebhookEndpointsError = crate::error::Untyped<GetWebhookEndpoints>;
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_webhook_endpoint",
+    alias = "/cluster/notifications/endpoints/webhook"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateWebhookEndpoint {

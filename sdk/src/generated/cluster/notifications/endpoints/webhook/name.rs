@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_webhook_endpoint",
+    alias = "/cluster/notifications/endpoints/webhook/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteWebhookEndpoint {
@@ -50,6 +54,10 @@ pub type DeleteWebhookEndpointError = crate::error::Untyped<DeleteWebhookEndpoin
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_webhook_endpoint",
+    alias = "/cluster/notifications/endpoints/webhook/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetWebhookEndpoint {
@@ -94,6 +102,10 @@ pub type GetWebhookEndpointError = crate::error::Untyped<GetWebhookEndpoint>;
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_webhook_endpoint",
+    alias = "/cluster/notifications/endpoints/webhook/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateWebhookEndpoint {

@@ -5,6 +5,10 @@
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]],["perm","/mapping/notifications",["Mapping.Use"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "test_target",
+    alias = "/cluster/notifications/targets/{name}/test"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TestTarget {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "delete_fabric", alias = "/cluster/sdn/fabrics/fabric/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteFabric {
@@ -44,6 +45,7 @@ pub type DeleteFabricError = crate::error::Untyped<DeleteFabric>;
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.0
+#[doc(alias = "get_fabric", alias = "/cluster/sdn/fabrics/fabric/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetFabric {
@@ -82,6 +84,7 @@ pub type GetFabricError = crate::error::Untyped<GetFabric>;
 /// - Permission check: `["perm","/sdn/fabrics/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "update_fabric", alias = "/cluster/sdn/fabrics/fabric/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateFabric {

@@ -5,6 +5,7 @@ pub mod id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
+#[doc(alias = "index", alias = "/cluster/sdn/fabrics/fabric")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListFabric {
@@ -63,6 +64,7 @@ pub type ListFabricError = crate::error::Untyped<ListFabric>;
 /// - Permission check: `["perm","/sdn/fabrics",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "add_fabric", alias = "/cluster/sdn/fabrics/fabric")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AddFabric {

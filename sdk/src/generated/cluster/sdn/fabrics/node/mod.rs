@@ -5,6 +5,7 @@ pub mod fabric_id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.0
+#[doc(alias = "list_nodes", alias = "/cluster/sdn/fabrics/node")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListNodes {

@@ -6,6 +6,7 @@ pub mod status;
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/sdn/ipams/{ipam}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -57,6 +58,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permission check: `["perm","/sdn/ipams/{ipam}",["SDN.Allocate"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/sdn/ipams/{ipam}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -97,6 +99,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permission check: `["perm","/sdn/ipams",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/sdn/ipams/{ipam}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

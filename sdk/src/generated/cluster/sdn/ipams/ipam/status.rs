@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "ipamindex", alias = "/cluster/sdn/ipams/{ipam}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ipamindex {

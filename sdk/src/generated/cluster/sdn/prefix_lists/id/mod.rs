@@ -6,6 +6,7 @@ pub mod entries;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "delete_prefix_list", alias = "/cluster/sdn/prefix-lists/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeletePrefixList {
@@ -57,6 +58,7 @@ pub type DeletePrefixListError = crate::error::Untyped<DeletePrefixList>;
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
+#[doc(alias = "get_prefix_list", alias = "/cluster/sdn/prefix-lists/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetPrefixList {
@@ -97,6 +99,7 @@ pub type GetPrefixListError = crate::error::Untyped<GetPrefixList>;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "update_prefix_list", alias = "/cluster/sdn/prefix-lists/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdatePrefixList {

@@ -5,6 +5,10 @@ pub mod route_map_id;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.2
+#[doc(
+    alias = "list_route_map_entries",
+    alias = "/cluster/sdn/route-maps/entries"
+)]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ListRouteMapEntries {
@@ -63,6 +67,10 @@ pub type ListRouteMapEntriesError = crate::error::Untyped<ListRouteMapEntries>;
 /// - Permission check: `["perm","/sdn/route-maps",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "create_route_map_entry",
+    alias = "/cluster/sdn/route-maps/entries"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRouteMapEntry {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "ipdelete", alias = "/cluster/sdn/vnets/{vnet}/ips")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ipdelete {
@@ -65,6 +66,7 @@ pub type IpdeleteError = crate::error::Untyped<Ipdelete>;
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "ipcreate", alias = "/cluster/sdn/vnets/{vnet}/ips")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ipcreate {
@@ -125,6 +127,7 @@ pub type IpcreateError = crate::error::Untyped<Ipcreate>;
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "ipupdate", alias = "/cluster/sdn/vnets/{vnet}/ips")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ipupdate {

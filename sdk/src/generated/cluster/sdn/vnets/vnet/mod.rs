@@ -8,6 +8,7 @@ pub mod subnets;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/cluster/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -59,6 +60,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "read", alias = "/cluster/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Read {
@@ -119,6 +121,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update", alias = "/cluster/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Update {

@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/capabilities/qemu/cpu")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListCpu {

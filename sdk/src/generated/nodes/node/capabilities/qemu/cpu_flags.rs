@@ -4,6 +4,7 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
+#[doc(alias = "index", alias = "/nodes/{node}/capabilities/qemu/cpu-flags")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListCpuFlags {

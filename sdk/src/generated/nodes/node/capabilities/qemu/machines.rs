@@ -5,6 +5,7 @@
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "types", alias = "/nodes/{node}/capabilities/qemu/machines")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Types {

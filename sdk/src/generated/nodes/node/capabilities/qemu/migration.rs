@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.0
+#[doc(
+    alias = "capabilities",
+    alias = "/nodes/{node}/capabilities/qemu/migration"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Capabilities {

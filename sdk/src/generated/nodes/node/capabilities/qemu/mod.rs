@@ -9,6 +9,7 @@ pub mod migration;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "qemu_caps_index", alias = "/nodes/{node}/capabilities/qemu")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QemuCapsIndex {

@@ -7,6 +7,7 @@ pub mod value;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/ceph/cfg")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListCfg {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "raw", alias = "/nodes/{node}/ceph/cfg/raw")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Raw {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.2
+#[doc(alias = "destroyfs", alias = "/nodes/{node}/ceph/fs/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Destroyfs {
@@ -83,6 +84,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "createfs", alias = "/nodes/{node}/ceph/fs/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Createfs {

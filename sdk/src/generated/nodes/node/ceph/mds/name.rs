@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroymds", alias = "/nodes/{node}/ceph/mds/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Destroymds {
@@ -63,6 +64,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "createmds", alias = "/nodes/{node}/ceph/mds/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Createmds {

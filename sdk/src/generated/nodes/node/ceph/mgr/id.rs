@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroymgr", alias = "/nodes/{node}/ceph/mgr/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Destroymgr {
@@ -63,6 +64,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "createmgr", alias = "/nodes/{node}/ceph/mgr/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Createmgr {

@@ -7,6 +7,7 @@ pub mod monid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "listmon", alias = "/nodes/{node}/ceph/mon")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Listmon {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroymon", alias = "/nodes/{node}/ceph/mon/{monid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Destroymon {
@@ -63,6 +64,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "createmon", alias = "/nodes/{node}/ceph/mon/{monid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Createmon {

@@ -7,6 +7,7 @@ pub mod osdid;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/ceph/osd")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListOsd {
@@ -52,6 +53,7 @@ pub type ListOsdError = crate::error::Untyped<ListOsd>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "createosd", alias = "/nodes/{node}/ceph/osd")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Createosd {

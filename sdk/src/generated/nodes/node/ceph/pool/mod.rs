@@ -7,6 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "lspools", alias = "/nodes/{node}/ceph/pool")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Lspools {
@@ -56,6 +57,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "createpool", alias = "/nodes/{node}/ceph/pool")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Createpool {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "revoke_certificate",
+    alias = "/nodes/{node}/certificates/acme/certificate"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RevokeCertificate {
@@ -55,6 +59,10 @@ pub type RevokeCertificateError = crate::error::Untyped<RevokeCertificate>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "new_certificate",
+    alias = "/nodes/{node}/certificates/acme/certificate"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NewCertificate {
@@ -115,6 +123,10 @@ pub type NewCertificateError = crate::error::Untyped<NewCertificate>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "renew_certificate",
+    alias = "/nodes/{node}/certificates/acme/certificate"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RenewCertificate {

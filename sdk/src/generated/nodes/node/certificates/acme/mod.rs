@@ -5,6 +5,7 @@ pub mod certificate;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/certificates/acme")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListAcme {

@@ -7,6 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/disks/lvm")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListLvm {
@@ -52,6 +53,7 @@ pub type ListLvmError = crate::error::Untyped<ListLvm>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/nodes/{node}/disks/lvm")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -7,6 +7,7 @@ pub mod name;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/disks/lvmthin")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListLvmthin {
@@ -54,6 +55,7 @@ pub type ListLvmthinError = crate::error::Untyped<ListLvmthin>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/nodes/{node}/disks/lvmthin")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

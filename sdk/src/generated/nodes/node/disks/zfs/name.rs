@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "delete", alias = "/nodes/{node}/disks/zfs/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -87,6 +88,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "detail", alias = "/nodes/{node}/disks/zfs/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Detail {

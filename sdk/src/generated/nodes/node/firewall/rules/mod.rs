@@ -6,6 +6,7 @@ pub mod pos;
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "get_rules", alias = "/nodes/{node}/firewall/rules")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRules {
@@ -52,6 +53,7 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create_rule", alias = "/nodes/{node}/firewall/rules")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRule {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "delete_rule", alias = "/nodes/{node}/firewall/rules/{pos}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRule {
@@ -68,6 +69,7 @@ crate::operation_error!(
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "get_rule", alias = "/nodes/{node}/firewall/rules/{pos}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRule {
@@ -118,6 +120,7 @@ pub type GetRuleError = crate::error::Untyped<GetRule>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_rule", alias = "/nodes/{node}/firewall/rules/{pos}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRule {

@@ -7,6 +7,7 @@ pub mod pci_id_or_mapping;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "pci_scan", alias = "/nodes/{node}/hardware/pci")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PciScan {

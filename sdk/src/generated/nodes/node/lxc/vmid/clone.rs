@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "clone_vm", alias = "/nodes/{node}/lxc/{vmid}/clone")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CloneVm {

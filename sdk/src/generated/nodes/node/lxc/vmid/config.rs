@@ -5,9 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "vm_config", alias = "/nodes/{node}/lxc/{vmid}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmConfig {
+pub struct ContainerConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -17,7 +18,7 @@ pub struct VmConfig {
     /// Format `pve-configid`; maximum length 40
     pub snapshot: Option<String>,
 }
-impl serde::Serialize for VmConfig {
+impl serde::Serialize for ContainerConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -27,7 +28,7 @@ impl serde::Serialize for VmConfig {
         o.end()
     }
 }
-impl VmConfig {
+impl ContainerConfig {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -54,7 +55,7 @@ impl VmConfig {
         self
     }
 }
-impl crate::Operation for VmConfig {
+impl crate::Operation for ContainerConfig {
     const ID: &'static str = "vm_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/config";
@@ -71,12 +72,12 @@ impl crate::Operation for VmConfig {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmConfigResponse;
-    type Error = VmConfigError;
+    type Response = ContainerConfigResponse;
+    type Error = ContainerConfigError;
 }
 crate::operation_error!(
-    VmConfigError for VmConfig; LxcConfigNotFound => is_lxc_config_not_found; absent :
-    LxcConfigNotFound
+    ContainerConfigError for ContainerConfig; LxcConfigNotFound =>
+    is_lxc_config_not_found; absent : LxcConfigNotFound
 );
 /// `PUT /nodes/{node}/lxc/{vmid}/config` (handler `update_vm`).
 ///
@@ -84,9 +85,10 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_vm", alias = "/nodes/{node}/lxc/{vmid}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct UpdateVm {
+pub struct UpdateContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -163,7 +165,7 @@ pub struct UpdateVm {
     pub unused:
         crate::Indexed<crate::generated::nodes::node::lxc::Unused, crate::generated::index::Unused>,
 }
-impl serde::Serialize for UpdateVm {
+impl serde::Serialize for UpdateContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -206,7 +208,7 @@ impl serde::Serialize for UpdateVm {
         o.end()
     }
 }
-impl UpdateVm {
+impl UpdateContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -464,7 +466,7 @@ impl UpdateVm {
         self
     }
 }
-impl crate::Operation for UpdateVm {
+impl crate::Operation for UpdateContainer {
     const ID: &'static str = "update_vm";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/config";
@@ -481,20 +483,20 @@ impl crate::Operation for UpdateVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = UpdateVmResponse;
-    type Error = UpdateVmError;
+    type Response = UpdateContainerResponse;
+    type Error = UpdateContainerError;
 }
-/// What [`UpdateVm`] answers.
-pub type UpdateVmResponse = ();
+/// What [`UpdateContainer`] answers.
+pub type UpdateContainerResponse = ();
 crate::operation_error!(
-    UpdateVmError for UpdateVm; ChecksumMismatch => is_checksum_mismatch, ConfigModified
-    => is_config_modified, GuestLocked => is_guest_locked, LxcConfigNotFound =>
-    is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
+    UpdateContainerError for UpdateContainer; ChecksumMismatch => is_checksum_mismatch,
+    ConfigModified => is_config_modified, GuestLocked => is_guest_locked,
+    LxcConfigNotFound => is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
 );
 /// From `GET /nodes/{node}/lxc/{vmid}/config returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmConfigResponse {
+pub struct ContainerConfigResponse {
     /// Default `amd64`
     pub arch: Option<crate::generated::nodes::node::lxc::Arch>,
     /// Default `tty`
@@ -567,7 +569,7 @@ pub struct VmConfigResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmConfigResponse {
+impl<'de> serde::Deserialize<'de> for ContainerConfigResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -609,7 +611,7 @@ impl<'de> serde::Deserialize<'de> for VmConfigResponse {
         })
     }
 }
-impl serde::Serialize for VmConfigResponse {
+impl serde::Serialize for ContainerConfigResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("arch", &self.arch)?;

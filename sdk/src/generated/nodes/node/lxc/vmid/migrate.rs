@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(
+    alias = "migrate_vm_precondition",
+    alias = "/nodes/{node}/lxc/{vmid}/migrate"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MigrateVmPrecondition {
@@ -74,6 +78,7 @@ pub type MigrateVmPreconditionError = crate::error::Untyped<MigrateVmPreconditio
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "migrate_vm", alias = "/nodes/{node}/lxc/{vmid}/migrate")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MigrateVm {

@@ -28,9 +28,10 @@ pub mod vncwebsocket;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroy_vm", alias = "/nodes/{node}/lxc/{vmid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct DestroyVm {
+pub struct DestroyContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -42,7 +43,7 @@ pub struct DestroyVm {
     /// Default `0`
     pub purge: Option<bool>,
 }
-impl serde::Serialize for DestroyVm {
+impl serde::Serialize for DestroyContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -56,7 +57,7 @@ impl serde::Serialize for DestroyVm {
         o.end()
     }
 }
-impl DestroyVm {
+impl DestroyContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -90,7 +91,7 @@ impl DestroyVm {
         self
     }
 }
-impl crate::Operation for DestroyVm {
+impl crate::Operation for DestroyContainer {
     const ID: &'static str = "destroy_vm";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}";
@@ -108,20 +109,21 @@ impl crate::Operation for DestroyVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = DestroyVmResponse;
-    type Error = DestroyVmError;
+    type Response = DestroyContainerResponse;
+    type Error = DestroyContainerError;
 }
-/// What [`DestroyVm`] answers.
-pub type DestroyVmResponse = crate::Upid;
+/// What [`DestroyContainer`] answers.
+pub type DestroyContainerResponse = crate::Upid;
 crate::operation_error!(
-    DestroyVmError for DestroyVm; GuestLocked => is_guest_locked, LxcConfigNotFound =>
-    is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
+    DestroyContainerError for DestroyContainer; GuestLocked => is_guest_locked,
+    LxcConfigNotFound => is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
 );
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "vmdiridx", alias = "/nodes/{node}/lxc/{vmid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vmdiridx {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "move_volume", alias = "/nodes/{node}/lxc/{vmid}/move_volume")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MoveVolume {

@@ -5,6 +5,7 @@
 /// - Permission check: `["and",["perm","/vms/{vmid}",["VM.Allocate"]],["perm","/",["Sys.Incoming"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "mtunnel", alias = "/nodes/{node}/lxc/{vmid}/mtunnel")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Mtunnel {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "vm_pending", alias = "/nodes/{node}/lxc/{vmid}/pending")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct VmPending {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "vm_config", alias = "/nodes/{node}/qemu/{vmid}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct VmConfig {
@@ -86,6 +87,7 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "update_vm_async", alias = "/nodes/{node}/qemu/{vmid}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateVmAsync {
@@ -1057,6 +1059,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "update_vm", alias = "/nodes/{node}/qemu/{vmid}/config")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateVm {

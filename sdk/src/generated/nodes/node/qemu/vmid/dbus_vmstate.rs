@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Migrate"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 9.0
+#[doc(
+    alias = "dbus_vmstate",
+    alias = "/nodes/{node}/qemu/{vmid}/dbus-vmstate"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DbusVmstate {

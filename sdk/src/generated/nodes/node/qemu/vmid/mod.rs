@@ -33,6 +33,7 @@ pub mod vncwebsocket;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroy_vm", alias = "/nodes/{node}/qemu/{vmid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DestroyVm {
@@ -129,6 +130,7 @@ crate::operation_error!(
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "vmdiridx", alias = "/nodes/{node}/qemu/{vmid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vmdiridx {

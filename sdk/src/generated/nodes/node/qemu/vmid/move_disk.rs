@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "move_vm_disk", alias = "/nodes/{node}/qemu/{vmid}/move_disk")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MoveVmDisk {

@@ -4,6 +4,10 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "mtunnelwebsocket",
+    alias = "/nodes/{node}/qemu/{vmid}/mtunnelwebsocket"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Mtunnelwebsocket {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "remote_migrate_vm",
+    alias = "/nodes/{node}/qemu/{vmid}/remote_migrate"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoteMigrateVm {

@@ -7,6 +7,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "template", alias = "/nodes/{node}/qemu/{vmid}/template")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Template {

@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "termproxy", alias = "/nodes/{node}/qemu/{vmid}/termproxy")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Termproxy {

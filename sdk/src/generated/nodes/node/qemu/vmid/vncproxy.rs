@@ -5,6 +5,7 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "vncproxy", alias = "/nodes/{node}/qemu/{vmid}/vncproxy")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vncproxy {

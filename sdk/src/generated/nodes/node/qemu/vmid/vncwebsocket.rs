@@ -4,6 +4,10 @@
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Console"]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "vncwebsocket",
+    alias = "/nodes/{node}/qemu/{vmid}/vncwebsocket"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vncwebsocket {

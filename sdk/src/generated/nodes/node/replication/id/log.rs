@@ -18,6 +18,7 @@ impl crate::pager::Paged for ReadJobLog {
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "read_job_log", alias = "/nodes/{node}/replication/{id}/log")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadJobLog {

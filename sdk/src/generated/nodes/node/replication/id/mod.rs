@@ -7,6 +7,7 @@ pub mod status;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListReplication {

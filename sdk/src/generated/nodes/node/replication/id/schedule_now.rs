@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "schedule_now",
+    alias = "/nodes/{node}/replication/{id}/schedule_now"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ScheduleNow {

@@ -9,6 +9,7 @@ pub mod stop;
 ///
 /// - Permission check: `["perm","/nodes/{node}",["Sys.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "srvcmdidx", alias = "/nodes/{node}/services/{service}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Srvcmdidx {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "service_reload",
+    alias = "/nodes/{node}/services/{service}/reload"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServiceReload {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "service_stop",
+    alias = "/nodes/{node}/services/{service}/stop"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServiceStop {

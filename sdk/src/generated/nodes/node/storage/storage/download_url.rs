@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "download_url",
+    alias = "/nodes/{node}/storage/{storage}/download-url"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DownloadUrl {

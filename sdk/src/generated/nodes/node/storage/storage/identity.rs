@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(alias = "identity", alias = "/nodes/{node}/storage/{storage}/identity")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Identity {

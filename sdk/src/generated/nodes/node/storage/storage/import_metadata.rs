@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_import_metadata",
+    alias = "/nodes/{node}/storage/{storage}/import-metadata"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetImportMetadata {

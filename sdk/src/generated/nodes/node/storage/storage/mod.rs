@@ -15,6 +15,7 @@ pub mod upload;
 ///
 /// - Permission check: `["perm","/storage/{storage}",["Datastore.Audit","Datastore.AllocateSpace"],"any",1]`
 /// - Since: PVE 8.4
+#[doc(alias = "diridx", alias = "/nodes/{node}/storage/{storage}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Diridx {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 9.1
+#[doc(
+    alias = "oci_registry_pull",
+    alias = "/nodes/{node}/storage/{storage}/oci-registry-pull"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct OciRegistryPull {

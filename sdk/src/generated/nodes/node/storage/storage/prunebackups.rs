@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete",
+    alias = "/nodes/{node}/storage/{storage}/prunebackups"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -98,6 +102,10 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "dryrun",
+    alias = "/nodes/{node}/storage/{storage}/prunebackups"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Dryrun {

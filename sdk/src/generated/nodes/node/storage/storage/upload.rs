@@ -6,6 +6,7 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "upload", alias = "/nodes/{node}/storage/{storage}/upload")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Upload {

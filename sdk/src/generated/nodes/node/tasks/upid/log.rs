@@ -18,6 +18,7 @@ impl crate::pager::Paged for ReadTaskLog {
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "read_task_log", alias = "/nodes/{node}/tasks/{upid}/log")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadTaskLog {

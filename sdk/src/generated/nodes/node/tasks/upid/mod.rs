@@ -8,6 +8,7 @@ pub mod status;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "stop_task", alias = "/nodes/{node}/tasks/{upid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct StopTask {
@@ -60,6 +61,7 @@ crate::operation_error!(
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "upid_index", alias = "/nodes/{node}/tasks/{upid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpidIndex {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "read_task_status",
+    alias = "/nodes/{node}/tasks/{upid}/status"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadTaskStatus {

@@ -5,6 +5,10 @@ pub mod node_id;
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit"]]`
 /// - Since: PVE 9.0
+#[doc(
+    alias = "list_nodes_fabric",
+    alias = "/cluster/sdn/fabrics/node/{fabric_id}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListNodesFabric {
@@ -67,6 +71,7 @@ pub type ListNodesFabricError = crate::error::Untyped<ListNodesFabric>;
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(alias = "add_node", alias = "/cluster/sdn/fabrics/node/{fabric_id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AddNode {

@@ -5,6 +5,10 @@
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(
+    alias = "delete_node",
+    alias = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteNode {
@@ -55,6 +59,10 @@ pub type DeleteNodeError = crate::error::Untyped<DeleteNode>;
 ///
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Audit","SDN.Allocate"],"any",1],["perm","/nodes/{node_id}",["Sys.Audit","Sys.Modify"],"any",1]]`
 /// - Since: PVE 9.0
+#[doc(
+    alias = "get_node",
+    alias = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetNode {
@@ -104,6 +112,10 @@ pub type GetNodeError = crate::error::Untyped<GetNode>;
 /// - Permission check: `["and",["perm","/sdn/fabrics/{fabric_id}",["SDN.Allocate"]],["perm","/nodes/{node_id}",["Sys.Modify"]]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.0
+#[doc(
+    alias = "update_node",
+    alias = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateNode {

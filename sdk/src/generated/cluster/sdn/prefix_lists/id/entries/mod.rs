@@ -5,6 +5,10 @@ pub mod url_seq;
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
+#[doc(
+    alias = "get_prefix_list_entries",
+    alias = "/cluster/sdn/prefix-lists/{id}/entries"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetPrefixListEntries {
@@ -45,6 +49,10 @@ pub type GetPrefixListEntriesError = crate::error::Untyped<GetPrefixListEntries>
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "create_prefix_list_entry",
+    alias = "/cluster/sdn/prefix-lists/{id}/entries"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreatePrefixListEntry {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "delete_prefix_list_entry",
+    alias = "/cluster/sdn/prefix-lists/{id}/entries/{url_seq}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeletePrefixListEntry {
@@ -60,6 +64,10 @@ pub type DeletePrefixListEntryError = crate::error::Untyped<DeletePrefixListEntr
 ///
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Audit"]]`
 /// - Since: PVE 9.2
+#[doc(
+    alias = "get_prefix_list_entry",
+    alias = "/cluster/sdn/prefix-lists/{id}/entries/{url_seq}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetPrefixListEntry {
@@ -106,6 +114,10 @@ pub type GetPrefixListEntryError = crate::error::Untyped<GetPrefixListEntry>;
 /// - Permission check: `["perm","/sdn/prefix-lists/{id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "update_prefix_list_entry",
+    alias = "/cluster/sdn/prefix-lists/{id}/entries/{url_seq}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdatePrefixListEntry {

@@ -5,6 +5,10 @@ pub mod entry;
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
+#[doc(
+    alias = "list_route_map_entries_for_route_map",
+    alias = "/cluster/sdn/route-maps/entries/{route-map-id}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListRouteMapEntriesForRouteMap {

@@ -6,6 +6,7 @@ pub mod rules;
 ///
 /// - Permissions: none stated
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/vnets/{vnet}/firewall")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListFirewall {

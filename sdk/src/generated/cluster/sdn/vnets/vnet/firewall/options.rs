@@ -4,6 +4,10 @@
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_options",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/options"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetOptions {
@@ -42,6 +46,10 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "set_options",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/options"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SetOptions {

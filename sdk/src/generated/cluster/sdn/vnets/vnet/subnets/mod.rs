@@ -5,6 +5,7 @@ pub mod subnet;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/cluster/sdn/vnets/{vnet}/subnets")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListSubnets {
@@ -67,6 +68,7 @@ pub type ListSubnetsError = crate::error::Untyped<ListSubnets>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/cluster/sdn/vnets/{vnet}/subnets")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "in", alias = "/nodes/{node}/ceph/osd/{osdid}/in")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct In {

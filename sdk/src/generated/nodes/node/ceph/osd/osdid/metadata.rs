@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "osddetails",
+    alias = "/nodes/{node}/ceph/osd/{osdid}/metadata"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Osddetails {

@@ -12,6 +12,7 @@ pub mod scrub;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroyosd", alias = "/nodes/{node}/ceph/osd/{osdid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Destroyosd {
@@ -75,6 +76,7 @@ crate::operation_error!(
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "osdindex", alias = "/nodes/{node}/ceph/osd/{osdid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Osdindex {

@@ -8,6 +8,7 @@ pub mod status;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "destroypool", alias = "/nodes/{node}/ceph/pool/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Destroypool {
@@ -91,6 +92,7 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/",["Sys.Audit","Datastore.Audit"],"any",1]`
 /// - Since: PVE 8.4
+#[doc(alias = "poolindex", alias = "/nodes/{node}/ceph/pool/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Poolindex {
@@ -144,6 +146,7 @@ pub type PoolindexError = crate::error::Untyped<Poolindex>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "setpool", alias = "/nodes/{node}/ceph/pool/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Setpool {

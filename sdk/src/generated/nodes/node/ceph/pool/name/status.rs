@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "getpool", alias = "/nodes/{node}/ceph/pool/{name}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Getpool {

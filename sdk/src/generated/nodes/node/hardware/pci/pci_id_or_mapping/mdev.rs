@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "mdevscan",
+    alias = "/nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Mdevscan {

@@ -5,6 +5,10 @@ pub mod mdev;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "pci_index",
+    alias = "/nodes/{node}/hardware/pci/{pci-id-or-mapping}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PciIndex {

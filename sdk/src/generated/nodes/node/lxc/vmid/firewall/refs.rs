@@ -4,6 +4,7 @@
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "refs", alias = "/nodes/{node}/lxc/{vmid}/firewall/refs")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Refs {

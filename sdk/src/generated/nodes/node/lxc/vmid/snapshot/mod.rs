@@ -7,6 +7,7 @@ pub mod snapname;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "list", alias = "/nodes/{node}/lxc/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct List {
@@ -67,6 +68,7 @@ pub type ListError = crate::error::Untyped<List>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "snapshot", alias = "/nodes/{node}/lxc/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Snapshot {

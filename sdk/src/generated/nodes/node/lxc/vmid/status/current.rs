@@ -6,15 +6,16 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "vm_status", alias = "/nodes/{node}/lxc/{vmid}/status/current")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmStatus {
+pub struct ContainerStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for VmStatus {
+impl serde::Serialize for ContainerStatus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -22,7 +23,7 @@ impl serde::Serialize for VmStatus {
         o.end()
     }
 }
-impl VmStatus {
+impl ContainerStatus {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -35,7 +36,7 @@ impl VmStatus {
         }
     }
 }
-impl crate::Operation for VmStatus {
+impl crate::Operation for ContainerStatus {
     const ID: &'static str = "vm_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/current";
@@ -52,16 +53,17 @@ impl crate::Operation for VmStatus {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmStatusResponse;
-    type Error = VmStatusError;
+    type Response = ContainerStatusResponse;
+    type Error = ContainerStatusError;
 }
 crate::operation_error!(
-    VmStatusError for VmStatus; LxcConfigNotFound => is_lxc_config_not_found; absent :
+    ContainerStatusError for ContainerStatus; LxcConfigNotFound =>
+    is_lxc_config_not_found; absent :
 );
 /// From `GET /nodes/{node}/lxc/{vmid}/status/current returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmStatusResponse {
+pub struct ContainerStatusResponse {
     /// `cpu`
     pub cpu: Option<f64>,
     /// `cpus`
@@ -113,7 +115,7 @@ pub struct VmStatusResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmStatusResponse {
+impl<'de> serde::Deserialize<'de> for ContainerStatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -145,7 +147,7 @@ impl<'de> serde::Deserialize<'de> for VmStatusResponse {
         })
     }
 }
-impl serde::Serialize for VmStatusResponse {
+impl serde::Serialize for ContainerStatusResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("cpu", &self.cpu)?;

@@ -12,6 +12,7 @@ pub mod suspend;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "vmcmdidx", alias = "/nodes/{node}/lxc/{vmid}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Vmcmdidx {

@@ -7,9 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "vm_reboot", alias = "/nodes/{node}/lxc/{vmid}/status/reboot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmReboot {
+pub struct RebootContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -17,7 +18,7 @@ pub struct VmReboot {
     /// Minimum 0
     pub timeout: Option<i64>,
 }
-impl serde::Serialize for VmReboot {
+impl serde::Serialize for RebootContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +27,7 @@ impl serde::Serialize for VmReboot {
         o.end()
     }
 }
-impl VmReboot {
+impl RebootContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -46,7 +47,7 @@ impl VmReboot {
         self
     }
 }
-impl crate::Operation for VmReboot {
+impl crate::Operation for RebootContainer {
     const ID: &'static str = "vm_reboot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/reboot";
@@ -64,11 +65,12 @@ impl crate::Operation for VmReboot {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmRebootResponse;
-    type Error = VmRebootError;
+    type Response = RebootContainerResponse;
+    type Error = RebootContainerError;
 }
-/// What [`VmReboot`] answers.
-pub type VmRebootResponse = crate::Upid;
+/// What [`RebootContainer`] answers.
+pub type RebootContainerResponse = crate::Upid;
 crate::operation_error!(
-    VmRebootError for VmReboot; GuestNotRunning => is_guest_not_running; absent :
+    RebootContainerError for RebootContainer; GuestNotRunning => is_guest_not_running;
+    absent :
 );

@@ -7,15 +7,16 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "vm_resume", alias = "/nodes/{node}/lxc/{vmid}/status/resume")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmResume {
+pub struct ResumeContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for VmResume {
+impl serde::Serialize for ResumeContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +24,7 @@ impl serde::Serialize for VmResume {
         o.end()
     }
 }
-impl VmResume {
+impl ResumeContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +37,7 @@ impl VmResume {
         }
     }
 }
-impl crate::Operation for VmResume {
+impl crate::Operation for ResumeContainer {
     const ID: &'static str = "vm_resume";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/resume";
@@ -54,10 +55,10 @@ impl crate::Operation for VmResume {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmResumeResponse;
-    type Error = VmResumeError;
+    type Response = ResumeContainerResponse;
+    type Error = ResumeContainerError;
 }
-/// What [`VmResume`] answers.
-pub type VmResumeResponse = crate::Upid;
-/// Errors of [`VmResume`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmResumeError = crate::error::Untyped<VmResume>;
+/// What [`ResumeContainer`] answers.
+pub type ResumeContainerResponse = crate::Upid;
+/// Errors of [`ResumeContainer`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ResumeContainerError = crate::error::Untyped<ResumeContainer>;

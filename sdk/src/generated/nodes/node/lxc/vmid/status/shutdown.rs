@@ -7,9 +7,13 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "vm_shutdown",
+    alias = "/nodes/{node}/lxc/{vmid}/status/shutdown"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmShutdown {
+pub struct ShutdownContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -19,7 +23,7 @@ pub struct VmShutdown {
     /// Minimum 0; default `60`
     pub timeout: Option<i64>,
 }
-impl serde::Serialize for VmShutdown {
+impl serde::Serialize for ShutdownContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -29,7 +33,7 @@ impl serde::Serialize for VmShutdown {
         o.end()
     }
 }
-impl VmShutdown {
+impl ShutdownContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -56,7 +60,7 @@ impl VmShutdown {
         self
     }
 }
-impl crate::Operation for VmShutdown {
+impl crate::Operation for ShutdownContainer {
     const ID: &'static str = "vm_shutdown";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/shutdown";
@@ -74,12 +78,12 @@ impl crate::Operation for VmShutdown {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmShutdownResponse;
-    type Error = VmShutdownError;
+    type Response = ShutdownContainerResponse;
+    type Error = ShutdownContainerError;
 }
-/// What [`VmShutdown`] answers.
-pub type VmShutdownResponse = crate::Upid;
+/// What [`ShutdownContainer`] answers.
+pub type ShutdownContainerResponse = crate::Upid;
 crate::operation_error!(
-    VmShutdownError for VmShutdown; GuestNotRunning => is_guest_not_running, NoQuorum =>
-    is_no_quorum; absent :
+    ShutdownContainerError for ShutdownContainer; GuestNotRunning =>
+    is_guest_not_running, NoQuorum => is_no_quorum; absent :
 );

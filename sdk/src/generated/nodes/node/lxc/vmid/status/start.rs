@@ -7,9 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "vm_start", alias = "/nodes/{node}/lxc/{vmid}/status/start")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmStart {
+pub struct StartContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -19,7 +20,7 @@ pub struct VmStart {
     /// `skiplock`
     pub skiplock: Option<bool>,
 }
-impl serde::Serialize for VmStart {
+impl serde::Serialize for StartContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -29,7 +30,7 @@ impl serde::Serialize for VmStart {
         o.end()
     }
 }
-impl VmStart {
+impl StartContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -56,7 +57,7 @@ impl VmStart {
         self
     }
 }
-impl crate::Operation for VmStart {
+impl crate::Operation for StartContainer {
     const ID: &'static str = "vm_start";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/start";
@@ -74,9 +75,11 @@ impl crate::Operation for VmStart {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmStartResponse;
-    type Error = VmStartError;
+    type Response = StartContainerResponse;
+    type Error = StartContainerError;
 }
-/// What [`VmStart`] answers.
-pub type VmStartResponse = crate::Upid;
-crate::operation_error!(VmStartError for VmStart; NoQuorum => is_no_quorum; absent :);
+/// What [`StartContainer`] answers.
+pub type StartContainerResponse = crate::Upid;
+crate::operation_error!(
+    StartContainerError for StartContainer; NoQuorum => is_no_quorum; absent :
+);

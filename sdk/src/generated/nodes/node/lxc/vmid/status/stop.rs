@@ -7,9 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "vm_stop", alias = "/nodes/{node}/lxc/{vmid}/status/stop")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmStop {
+pub struct StopContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -19,7 +20,7 @@ pub struct VmStop {
     /// `skiplock`
     pub skiplock: Option<bool>,
 }
-impl serde::Serialize for VmStop {
+impl serde::Serialize for StopContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -29,7 +30,7 @@ impl serde::Serialize for VmStop {
         o.end()
     }
 }
-impl VmStop {
+impl StopContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -56,7 +57,7 @@ impl VmStop {
         self
     }
 }
-impl crate::Operation for VmStop {
+impl crate::Operation for StopContainer {
     const ID: &'static str = "vm_stop";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/stop";
@@ -74,12 +75,12 @@ impl crate::Operation for VmStop {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmStopResponse;
-    type Error = VmStopError;
+    type Response = StopContainerResponse;
+    type Error = StopContainerError;
 }
-/// What [`VmStop`] answers.
-pub type VmStopResponse = crate::Upid;
+/// What [`StopContainer`] answers.
+pub type StopContainerResponse = crate::Upid;
 crate::operation_error!(
-    VmStopError for VmStop; GuestNotRunning => is_guest_not_running, NoQuorum =>
-    is_no_quorum; absent :
+    StopContainerError for StopContainer; GuestNotRunning => is_guest_not_running,
+    NoQuorum => is_no_quorum; absent :
 );

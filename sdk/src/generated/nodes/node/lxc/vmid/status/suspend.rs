@@ -7,15 +7,19 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "vm_suspend",
+    alias = "/nodes/{node}/lxc/{vmid}/status/suspend"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmSuspend {
+pub struct SuspendContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for VmSuspend {
+impl serde::Serialize for SuspendContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +27,7 @@ impl serde::Serialize for VmSuspend {
         o.end()
     }
 }
-impl VmSuspend {
+impl SuspendContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +40,7 @@ impl VmSuspend {
         }
     }
 }
-impl crate::Operation for VmSuspend {
+impl crate::Operation for SuspendContainer {
     const ID: &'static str = "vm_suspend";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/suspend";
@@ -54,11 +58,12 @@ impl crate::Operation for VmSuspend {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmSuspendResponse;
-    type Error = VmSuspendError;
+    type Response = SuspendContainerResponse;
+    type Error = SuspendContainerError;
 }
-/// What [`VmSuspend`] answers.
-pub type VmSuspendResponse = crate::Upid;
+/// What [`SuspendContainer`] answers.
+pub type SuspendContainerResponse = crate::Upid;
 crate::operation_error!(
-    VmSuspendError for VmSuspend; GuestNotRunning => is_guest_not_running; absent :
+    SuspendContainerError for SuspendContainer; GuestNotRunning => is_guest_not_running;
+    absent :
 );

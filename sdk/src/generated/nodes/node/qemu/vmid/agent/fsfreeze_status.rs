@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "fsfreeze-status",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/fsfreeze-status"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct FsfreezeStatus {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get-host-name",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/get-host-name"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetHostName {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get-memory-block-info",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/get-memory-block-info"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetMemoryBlockInfo {

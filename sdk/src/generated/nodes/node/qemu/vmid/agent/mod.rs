@@ -30,6 +30,7 @@ pub mod suspend_ram;
 /// - Permitted users: `all`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/qemu/{vmid}/agent")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListAgent {
@@ -92,6 +93,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "agent", alias = "/nodes/{node}/qemu/{vmid}/agent")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Agent {

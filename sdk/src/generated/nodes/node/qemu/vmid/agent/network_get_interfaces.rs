@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "network-get-interfaces",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NetworkGetInterfaces {

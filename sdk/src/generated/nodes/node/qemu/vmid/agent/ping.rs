@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "ping", alias = "/nodes/{node}/qemu/{vmid}/agent/ping")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Ping {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "set-user-password",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/set-user-password"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SetUserPassword {

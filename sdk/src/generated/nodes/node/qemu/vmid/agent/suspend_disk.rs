@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "suspend-disk",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/suspend-disk"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SuspendDisk {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "suspend-hybrid",
+    alias = "/nodes/{node}/qemu/{vmid}/agent/suspend-hybrid"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SuspendHybrid {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "cloudinit_generated_config_dump",
+    alias = "/nodes/{node}/qemu/{vmid}/cloudinit/dump"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CloudinitGeneratedConfigDump {

@@ -6,6 +6,10 @@ pub mod dump;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "cloudinit_pending",
+    alias = "/nodes/{node}/qemu/{vmid}/cloudinit"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CloudinitPending {
@@ -65,6 +69,10 @@ pub type CloudinitPendingError = crate::error::Untyped<CloudinitPending>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "cloudinit_update",
+    alias = "/nodes/{node}/qemu/{vmid}/cloudinit"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CloudinitUpdate {

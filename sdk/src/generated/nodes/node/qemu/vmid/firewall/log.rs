@@ -18,6 +18,7 @@ impl crate::pager::Paged for Log {
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "log", alias = "/nodes/{node}/qemu/{vmid}/firewall/log")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Log {

@@ -10,6 +10,7 @@ pub mod rules;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/qemu/{vmid}/firewall")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListFirewall {

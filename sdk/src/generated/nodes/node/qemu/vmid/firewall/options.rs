@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_options",
+    alias = "/nodes/{node}/qemu/{vmid}/firewall/options"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetOptions {
@@ -62,6 +66,10 @@ pub type GetOptionsError = crate::error::Untyped<GetOptions>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "set_options",
+    alias = "/nodes/{node}/qemu/{vmid}/firewall/options"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SetOptions {

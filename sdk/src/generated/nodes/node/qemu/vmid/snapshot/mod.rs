@@ -7,6 +7,7 @@ pub mod snapname;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "snapshot_list", alias = "/nodes/{node}/qemu/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SnapshotList {
@@ -67,6 +68,7 @@ pub type SnapshotListError = crate::error::Untyped<SnapshotList>;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(alias = "snapshot", alias = "/nodes/{node}/qemu/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Snapshot {

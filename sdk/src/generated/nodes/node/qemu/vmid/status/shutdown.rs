@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "vm_shutdown",
+    alias = "/nodes/{node}/qemu/{vmid}/status/shutdown"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct VmShutdown {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "vm_suspend",
+    alias = "/nodes/{node}/qemu/{vmid}/status/suspend"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct VmSuspend {

@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(
+    alias = "interfaces",
+    alias = "/nodes/{node}/sdn/fabrics/{fabric}/interfaces"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Interfaces {

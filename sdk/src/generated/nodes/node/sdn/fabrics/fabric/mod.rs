@@ -7,6 +7,7 @@ pub mod routes;
 ///
 /// - Permission check: `["perm","/sdn/fabrics/{fabric}",["SDN.Audit"]]`
 /// - Since: PVE 9.1
+#[doc(alias = "diridx", alias = "/nodes/{node}/sdn/fabrics/{fabric}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Diridx {

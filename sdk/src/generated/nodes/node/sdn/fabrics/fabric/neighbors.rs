@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(
+    alias = "neighbors",
+    alias = "/nodes/{node}/sdn/fabrics/{fabric}/neighbors"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Neighbors {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(alias = "routes", alias = "/nodes/{node}/sdn/fabrics/{fabric}/routes")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Routes {

@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(alias = "mac-vrf", alias = "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MacVrf {

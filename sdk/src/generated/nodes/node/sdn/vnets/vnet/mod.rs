@@ -5,6 +5,7 @@ pub mod mac_vrf;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 9.1
+#[doc(alias = "diridx", alias = "/nodes/{node}/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Diridx {

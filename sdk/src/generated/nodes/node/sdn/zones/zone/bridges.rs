@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(alias = "bridges", alias = "/nodes/{node}/sdn/zones/{zone}/bridges")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Bridges {

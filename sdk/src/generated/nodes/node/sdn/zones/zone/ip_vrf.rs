@@ -6,6 +6,7 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.1
+#[doc(alias = "ip-vrf", alias = "/nodes/{node}/sdn/zones/{zone}/ip-vrf")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct IpVrf {

@@ -7,6 +7,7 @@ pub mod ip_vrf;
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "diridx", alias = "/nodes/{node}/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Diridx {

@@ -7,6 +7,7 @@ pub mod volume;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "index", alias = "/nodes/{node}/storage/{storage}/content")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ListContent {
@@ -87,6 +88,7 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(alias = "create", alias = "/nodes/{node}/storage/{storage}/content")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Create {

@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete",
+    alias = "/nodes/{node}/storage/{storage}/content/{volume}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delete {
@@ -91,6 +95,10 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "info",
+    alias = "/nodes/{node}/storage/{storage}/content/{volume}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Info {
@@ -163,6 +171,10 @@ crate::operation_error!(
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "copy",
+    alias = "/nodes/{node}/storage/{storage}/content/{volume}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Copy_ {
@@ -252,6 +264,10 @@ crate::operation_error!(
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "updateattributes",
+    alias = "/nodes/{node}/storage/{storage}/content/{volume}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Updateattributes {

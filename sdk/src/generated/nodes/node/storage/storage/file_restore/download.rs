@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "download",
+    alias = "/nodes/{node}/storage/{storage}/file-restore/download"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Download {

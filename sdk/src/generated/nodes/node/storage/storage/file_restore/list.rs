@@ -6,6 +6,10 @@
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "list",
+    alias = "/nodes/{node}/storage/{storage}/file-restore/list"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct List {

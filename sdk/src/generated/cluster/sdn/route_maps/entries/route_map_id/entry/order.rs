@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "delete_route_map_entry",
+    alias = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRouteMapEntry {
@@ -60,6 +64,10 @@ pub type DeleteRouteMapEntryError = crate::error::Untyped<DeleteRouteMapEntry>;
 ///
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Audit","SDN.Allocate"],"any",1]`
 /// - Since: PVE 9.2
+#[doc(
+    alias = "get_route_map_entry",
+    alias = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRouteMapEntry {
@@ -104,6 +112,10 @@ pub type GetRouteMapEntryError = crate::error::Untyped<GetRouteMapEntry>;
 /// - Permission check: `["perm","/sdn/route-maps/{route-map-id}",["SDN.Allocate"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 9.2
+#[doc(
+    alias = "update_route_map_entry",
+    alias = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRouteMapEntry {

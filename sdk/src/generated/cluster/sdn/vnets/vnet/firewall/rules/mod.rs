@@ -5,6 +5,10 @@ pub mod pos;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_rules",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/rules"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRules {
@@ -45,6 +49,10 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_rule",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/rules"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRule {

@@ -5,6 +5,10 @@
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_rule",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRule {
@@ -61,6 +65,10 @@ crate::operation_error!(
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_rule",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRule {
@@ -105,6 +113,10 @@ pub type GetRuleError = crate::error::Untyped<GetRule>;
 /// - Permitted users: `all`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_rule",
+    alias = "/cluster/sdn/vnets/{vnet}/firewall/rules/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRule {

@@ -5,6 +5,10 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_aliases",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/aliases"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetAliases {
@@ -63,6 +67,10 @@ pub type GetAliasesError = crate::error::Untyped<GetAliases>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_alias",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/aliases"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateAlias {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "remove_alias",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/aliases/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoveAlias {
@@ -77,6 +81,10 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "read_alias",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/aliases/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadAlias {
@@ -139,6 +147,10 @@ pub type ReadAliasError = crate::error::Untyped<ReadAlias>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_alias",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/aliases/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateAlias {

@@ -5,6 +5,10 @@ pub mod name;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "ipset_index",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct IpsetIndex {
@@ -63,6 +67,10 @@ pub type IpsetIndexError = crate::error::Untyped<IpsetIndex>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_ipset",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateIpset {

@@ -5,6 +5,7 @@ pub mod pos;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(alias = "get_rules", alias = "/nodes/{node}/lxc/{vmid}/firewall/rules")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRules {
@@ -63,6 +64,10 @@ pub type GetRulesError = crate::error::Untyped<GetRules>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_rule",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/rules"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateRule {

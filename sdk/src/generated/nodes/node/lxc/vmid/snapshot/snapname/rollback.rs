@@ -7,6 +7,10 @@
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "rollback",
+    alias = "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Rollback {

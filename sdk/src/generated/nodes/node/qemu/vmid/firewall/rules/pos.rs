@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_rule",
+    alias = "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteRule {
@@ -77,6 +81,10 @@ crate::operation_error!(
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_rule",
+    alias = "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetRule {
@@ -137,6 +145,10 @@ pub type GetRuleError = crate::error::Untyped<GetRule>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_rule",
+    alias = "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateRule {

@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot","VM.Snapshot.Rollback","VM.Audit"],"any",1]`
 /// - Proxied to the node named by `node`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_snapshot_config",
+    alias = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetSnapshotConfig {
@@ -73,6 +77,10 @@ pub type GetSnapshotConfigError = crate::error::Untyped<GetSnapshotConfig>;
 /// - Proxied to the node named by `node`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_snapshot_config",
+    alias = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateSnapshotConfig {

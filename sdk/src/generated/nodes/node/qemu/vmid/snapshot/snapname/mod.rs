@@ -9,6 +9,10 @@ pub mod rollback;
 /// - Runs in the privileged daemon
 /// - Returns a task (UPID)
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delsnapshot",
+    alias = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delsnapshot {
@@ -86,6 +90,10 @@ pub type DelsnapshotError = crate::error::Untyped<Delsnapshot>;
 ///
 /// - Permitted users: `all`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "snapshot_cmd_idx",
+    alias = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SnapshotCmdIdx {

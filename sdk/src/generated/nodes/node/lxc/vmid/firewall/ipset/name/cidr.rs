@@ -5,6 +5,10 @@
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "remove_ip",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RemoveIp {
@@ -92,6 +96,10 @@ crate::operation_error!(
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "read_ip",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReadIp {
@@ -168,6 +176,10 @@ pub type ReadIpError = crate::error::Untyped<ReadIp>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "update_ip",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset/{name}/{cidr}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdateIp {

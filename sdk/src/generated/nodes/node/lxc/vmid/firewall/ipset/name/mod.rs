@@ -6,6 +6,10 @@ pub mod cidr;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "delete_ipset",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DeleteIpset {
@@ -77,6 +81,10 @@ pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Audit"]]`
 /// - Since: PVE 8.4
+#[doc(
+    alias = "get_ipset",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct GetIpset {
@@ -139,6 +147,10 @@ pub type GetIpsetError = crate::error::Untyped<GetIpset>;
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
 /// - Runs in the privileged daemon
 /// - Since: PVE 8.4
+#[doc(
+    alias = "create_ip",
+    alias = "/nodes/{node}/lxc/{vmid}/firewall/ipset/{name}"
+)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CreateIp {
