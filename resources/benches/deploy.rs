@@ -15,13 +15,12 @@ use pve_sdk::Client;
 use pve_sim::{SimConfig, Simulator};
 
 fn guest(nodes: usize, vmid: i64) -> Vm {
-    Vm {
-        node: format!("pve{}", (vmid as usize) % nodes + 1),
-        vmid,
-        name: Some(format!("vm{vmid}")),
-        cores: Some(2),
-        memory: "2048".parse().ok(),
-        ..Vm::default()
+    {
+        let mut d = Vm::new(format!("pve{}", (vmid as usize) % nodes + 1), vmid);
+        d.name = Some(format!("vm{vmid}"));
+        d.cores = Some(2);
+        d.memory = "2048".parse().ok();
+        d
     }
 }
 
@@ -38,12 +37,13 @@ fn stack(sim: &Simulator, dir: &std::path::Path, nodes: usize, guests: i64) -> S
         .token("root@pam!sim", "sim-secret")
         .build()
         .expect("client");
-    let options = StackOptions {
-        await_options: pve_sdk::task::AwaitOptions {
+    let options = {
+        let mut d = StackOptions::default();
+        d.await_options = pve_sdk::task::AwaitOptions {
             interval: Duration::from_millis(5),
             ..pve_sdk::task::AwaitOptions::default()
-        },
-        ..StackOptions::default()
+        };
+        d
     };
     let store = FileStore::open(dir.join("state.json")).expect("state");
     let mut s = Stack::new(Clients::single(client), store, options).expect("stack");

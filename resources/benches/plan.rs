@@ -40,26 +40,24 @@ fn node(vmid: i64) -> &'static str {
 }
 
 fn vm(vmid: i64) -> Vm {
-    Vm {
-        node: node(vmid).into(),
-        vmid,
-        name: Some(format!("vm{vmid}")),
-        cores: Some(2),
-        memory: "2048".parse().ok(),
-        ..Vm::default()
+    {
+        let mut d = Vm::new(node(vmid), vmid);
+        d.name = Some(format!("vm{vmid}"));
+        d.cores = Some(2);
+        d.memory = "2048".parse().ok();
+        d
     }
 }
 
 fn ct(vmid: i64) -> Lxc {
-    Lxc {
-        node: node(vmid).into(),
-        vmid,
-        ostemplate: Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into()),
-        hostname: Some(format!("ct{vmid}")),
-        cores: Some(2),
-        memory: Some(2048),
-        rootfs: Some(Disk::new("local-lvm", 8)),
-        ..Lxc::default()
+    {
+        let mut d = Lxc::new(node(vmid), vmid);
+        d.ostemplate = Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into());
+        d.hostname = Some(format!("ct{vmid}"));
+        d.cores = Some(2);
+        d.memory = Some(2048);
+        d.rootfs = Some(Disk::new("local-lvm", 8));
+        d
     }
 }
 
@@ -72,9 +70,10 @@ async fn plan_once(
     let mut stack = Stack::new(
         Clients::single(client.clone()),
         FileStore::open(dir.join(name)).expect("state"),
-        StackOptions {
-            adopt: true,
-            ..options
+        {
+            let mut d = options;
+            d.adopt = true;
+            d
         },
     )
     .expect("stack");
@@ -286,10 +285,11 @@ fn main() {
         let s = || {
             rt.block_on(plan_once(
                 &client,
-                StackOptions {
-                    per_node: 1,
-                    total: 1,
-                    ..StackOptions::default()
+                {
+                    let mut d = StackOptions::default();
+                    d.per_node = 1;
+                    d.total = 1;
+                    d
                 },
                 dir.path(),
                 &format!("s{round}.json"),

@@ -88,35 +88,31 @@ fn declare(stack: &mut Stack) -> Result<(), Box<dyn std::error::Error>> {
         .nodes("pve1");
     stack.add("backup-storage", Storage::from(backup))?;
 
-    let mut cache = Lxc {
-        node: "pve1".into(),
-        vmid: 200,
-        ostemplate: Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into()),
-        hostname: Some("team-cache".into()),
-        memory: Some(512),
-        cores: Some(1),
-        unprivileged: Some(true),
-        rootfs: Some(Disk::new("local-lvm", 8)),
-        password: Some(Secret::new("example-root-password")),
-        ..Lxc::default()
+    let mut cache = {
+        let mut d = Lxc::new("pve1", 200);
+        d.ostemplate = Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into());
+        d.hostname = Some("team-cache".into());
+        d.memory = Some(512);
+        d.cores = Some(1);
+        d.unprivileged = Some(true);
+        d.rootfs = Some(Disk::new("local-lvm", 8));
+        d.password = Some(Secret::new("example-root-password"));
+        d
     };
     cache
         .net
         .insert(0, "name=eth0,bridge=vmbr0,ip=dhcp".parse()?)?;
     stack.add("cache", cache)?;
 
-    let mut web = Vm {
-        node: "pve1".into(),
-        vmid: 101,
-        name: Some("team-web".into()),
-        memory: Some("2048".parse()?),
-        clone: Some(CloneOf::linked(9000)),
-        cloudinit_drive: Some(CloudInitDrive::new("ide2", "local-lvm")),
-        ciuser: Some("team".into()),
-        sshkeys: Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 alice@laptop".into()),
-        cipassword: Some(Secret::new("example-cloud-password")),
-        cipassword_rotation: Some("2026-12".into()),
-        ..Vm::default()
+    let mut web = {
+        let mut d = Vm::new("pve1", 101).name("team-web").memory_mib(2048);
+        d.clone = Some(CloneOf::linked(9000));
+        d.cloudinit_drive = Some(CloudInitDrive::new("ide2", "local-lvm"));
+        d.ciuser = Some("team".into());
+        d.sshkeys = Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 alice@laptop".into());
+        d.cipassword = Some(Secret::new("example-cloud-password"));
+        d.cipassword_rotation = Some("2026-12".into());
+        d
     };
     web.net.insert(0, "virtio,bridge=vmbr0".parse()?)?;
     web.ipconfig

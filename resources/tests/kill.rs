@@ -38,12 +38,11 @@ fn declare(s: &mut Stack) {
             .expect("adds");
         for g in 0..GUESTS_PER_NODE {
             let vmid = 100 * (n as i64 + 1) + g;
-            let mut vm = Vm {
-                node: (*node).into(),
-                vmid,
-                name: Some(format!("guest{vmid}")),
-                cores: Some(1),
-                ..Vm::default()
+            let mut vm = {
+                let mut d = Vm::new(*node, vmid);
+                d.name = Some(format!("guest{vmid}"));
+                d.cores = Some(1);
+                d
             };
             vm.net
                 .insert(0, "virtio,bridge=vmbr9".parse().expect("net0"))
@@ -66,14 +65,15 @@ fn stack(url: &str, state: &Path) -> Stack {
         .timeout(Duration::from_secs(10))
         .build()
         .expect("client");
-    let options = StackOptions {
-        await_options: pve_sdk::task::AwaitOptions {
+    let options = {
+        let mut d = StackOptions::default();
+        d.await_options = pve_sdk::task::AwaitOptions {
             deadline: Duration::from_secs(10),
             interval: Duration::from_millis(2),
             max_interval: Duration::from_millis(10),
             log_tail: 5,
-        },
-        ..StackOptions::default()
+        };
+        d
     };
     let store = FileStore::open(state).expect("state");
     let mut s = Stack::new(Clients::single(client), store, options).expect("stack");

@@ -50,6 +50,7 @@ pub fn progress(e: &Event) {
             }
             other => println!("  {id}: {}", other.name()),
         },
+        other => println!("  {other:?}"),
     }
 }
 

@@ -6,26 +6,16 @@ use std::path::Path;
 use pve_resources::contract::Clients;
 use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::state::FileStore;
-use pve_sdk::task::AwaitOptions;
-use pve_sdk::Client;
 use pve_sim::Simulator;
 
-/// A stack over `sim` with the simulator's token, its state in `state` (locked while the stack
+/// A stack over `sim` with its client (the simulator's default token), its state in `state` (locked while the stack
 /// lives), tasks polled every 20 ms, the built-in families registered.
 pub fn stack(sim: &Simulator, state: &Path) -> Result<Stack, Box<dyn std::error::Error>> {
-    let client = Client::builder(sim.url())
-        .token("root@pam!sim", "sim-secret".to_owned())
-        .build()?;
+    let client = sim.client();
     let mut stack = Stack::new(
         Clients::single(client),
         FileStore::open(state)?,
-        StackOptions {
-            await_options: AwaitOptions {
-                interval: std::time::Duration::from_millis(20),
-                ..AwaitOptions::default()
-            },
-            ..StackOptions::default()
-        },
+        StackOptions::default().poll_every(std::time::Duration::from_millis(20)),
     )?;
     stack.register(pve_resources::families::builtin());
     Ok(stack)

@@ -114,6 +114,19 @@ impl Stack {
         plan: &Plan,
         progress: impl Fn(&Event) + Send + Sync + 'static,
     ) -> Result<Report, StackError> {
+        let span = tracing::info_span!(
+            "pve_deploy",
+            entries = plan.entries.len(),
+            revision = plan.revision
+        );
+        tracing::Instrument::instrument(self.deploy_spanned(plan, progress), span).await
+    }
+
+    async fn deploy_spanned(
+        &mut self,
+        plan: &Plan,
+        progress: impl Fn(&Event) + Send + Sync + 'static,
+    ) -> Result<Report, StackError> {
         let state = self.ledger.state();
         // S29: a plan is carried out once; what it was made from must still be so.
         if state.revision != plan.revision {
@@ -181,7 +194,16 @@ impl Stack {
                 let res = found[i].clone();
                 let recorded = state.resources.get(&entry.id).cloned();
                 let worker = worker.clone();
-                let handle = set.spawn(async move { (i, worker.run(&entry, res, recorded).await) });
+                let span = tracing::info_span!(
+                    "pve_object",
+                    id = %entry.id,
+                    action = %entry.action.name(),
+                    phase = "deploy"
+                );
+                let handle = set.spawn(tracing::Instrument::instrument(
+                    async move { (i, worker.run(&entry, res, recorded).await) },
+                    span,
+                ));
                 task_of.insert(handle.id(), i);
             }
             let Some(joined) = set.join_next_with_id().await else {

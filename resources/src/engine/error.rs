@@ -54,6 +54,7 @@ pub enum StackError {
 /// matches on, and the cause's chain (`source()`). Display prints the object and the cause's
 /// own sentence; [`ResourceError::reason`] is the whole chain, as plans and reports print it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ResourceError {
     object: ObjectRef,
     kind: ErrorKind,

@@ -35,7 +35,7 @@
 //! stack.register(pve_resources::families::builtin());
 //! stack.add("bridge", NodeNetwork::new("pve1", "vmbr9", Type::Bridge))?;
 //! stack.add("apply-pve1", NetworkApply::new("pve1"))?;
-//! let web = Vm { node: "pve1".into(), vmid: 100, cores: Some(2), ..Vm::default() };
+//! let web = Vm::new("pve1", 100).cores(2);
 //! stack.add("web", web)?.after("apply-pve1");
 //! let plan = stack.plan().await?;
 //! println!("{plan}");
@@ -96,6 +96,7 @@ use ledger::Ledger;
 
 /// How a stack works.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StackOptions {
     /// Resources of one node worked on at once, in plans and deploys (default 8).
     pub per_node: usize,
@@ -123,6 +124,57 @@ impl Default for StackOptions {
             lock_wait: Duration::from_secs(120),
             adopt: false,
         }
+    }
+}
+
+impl StackOptions {
+    /// Sets [`StackOptions::per_node`].
+    #[must_use]
+    pub fn per_node(mut self, n: usize) -> StackOptions {
+        self.per_node = n;
+        self
+    }
+
+    /// Sets [`StackOptions::cluster`].
+    #[must_use]
+    pub fn cluster(mut self, n: usize) -> StackOptions {
+        self.cluster = n;
+        self
+    }
+
+    /// Sets [`StackOptions::total`].
+    #[must_use]
+    pub fn total(mut self, n: usize) -> StackOptions {
+        self.total = n;
+        self
+    }
+
+    /// Sets [`StackOptions::await_options`].
+    #[must_use]
+    pub fn await_options(mut self, options: AwaitOptions) -> StackOptions {
+        self.await_options = options;
+        self
+    }
+
+    /// Polls tasks every `interval` (the rest of [`StackOptions::await_options`] as it is).
+    #[must_use]
+    pub fn poll_every(mut self, interval: Duration) -> StackOptions {
+        self.await_options.interval = interval;
+        self
+    }
+
+    /// Sets [`StackOptions::lock_wait`].
+    #[must_use]
+    pub fn lock_wait(mut self, wait: Duration) -> StackOptions {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// Sets [`StackOptions::adopt`].
+    #[must_use]
+    pub fn adopt(mut self, adopt: bool) -> StackOptions {
+        self.adopt = adopt;
+        self
     }
 }
 

@@ -19,6 +19,7 @@ use crate::state::{Intent, Origin, ResourceState};
 /// What a plan says about one resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Action {
     /// Matches; no write. `adopt`: it has no state entry yet and is adopted (S27).
     Noop {
@@ -120,6 +121,7 @@ impl Action {
 
 /// One resource's line in a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct PlanEntry {
     /// Its id.
     pub id: String,
@@ -145,6 +147,7 @@ pub struct PlanEntry {
 
 /// A plan: one entry per declared or managed resource, in deploy order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Plan {
     /// The entries.
     pub entries: Vec<PlanEntry>,
@@ -195,8 +198,19 @@ impl Stack {
     /// Plans every item against live state, layer by layer (an item's probe knows whether
     /// something it comes after writes), each probe under its scope's bound.
     pub(crate) async fn plan_with(&self, strict: bool) -> Result<Plan, StackError> {
+        let span = tracing::info_span!(
+            "pve_plan",
+            strict,
+            declared = self.decls.len(),
+            objects = tracing::field::Empty
+        );
+        tracing::Instrument::instrument(self.plan_spanned(strict), span).await
+    }
+
+    async fn plan_spanned(&self, strict: bool) -> Result<Plan, StackError> {
         let state = self.ledger.state();
         let items = self.items(&state)?;
+        tracing::Span::current().record("objects", items.len());
         let deps = edges(&items);
         let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
         let layers = layers(&ids, &deps)?;
@@ -244,27 +258,36 @@ impl Stack {
                 let cx = cx.clone();
                 let bound = bounds.get(&res.object().scope).cloned();
                 let total = bounds.total.clone();
-                let handle = set.spawn(async move {
-                    let _scope = match &bound {
-                        Some(s) => s.acquire().await.ok(),
-                        None => None,
-                    };
-                    let _total = match &total {
-                        Some(t) => t.acquire().await.ok(),
-                        None => None,
-                    };
-                    let ask = Ask {
-                        contact,
-                        upstream_changes: upstream,
-                        recorded: last.as_ref(),
-                        pending: pending.as_ref(),
-                    };
-                    let seen = Seen { owned, adopt };
-                    (
-                        i,
-                        judge(res.as_ref(), &cx, ask, seen, pending.as_ref()).await,
-                    )
-                });
+                let span = tracing::info_span!(
+                    "pve_object",
+                    id = %it.id,
+                    object = %res.object(),
+                    phase = "plan"
+                );
+                let handle = set.spawn(tracing::Instrument::instrument(
+                    async move {
+                        let _scope = match &bound {
+                            Some(s) => s.acquire().await.ok(),
+                            None => None,
+                        };
+                        let _total = match &total {
+                            Some(t) => t.acquire().await.ok(),
+                            None => None,
+                        };
+                        let ask = Ask {
+                            contact,
+                            upstream_changes: upstream,
+                            recorded: last.as_ref(),
+                            pending: pending.as_ref(),
+                        };
+                        let seen = Seen { owned, adopt };
+                        (
+                            i,
+                            judge(res.as_ref(), &cx, ask, seen, pending.as_ref()).await,
+                        )
+                    },
+                    span,
+                ));
                 task_of.insert(handle.id(), i);
             }
             while let Some(joined) = set.join_next_with_id().await {

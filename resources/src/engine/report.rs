@@ -9,6 +9,7 @@ use crate::engine::ResourceError;
 /// How deploy ended for one resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", content = "error", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Outcome {
     /// Nothing to do.
     Unchanged,
@@ -70,6 +71,7 @@ impl Outcome {
 
 /// What a deploy did, per resource id, in plan order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// The outcomes.
     pub outcomes: Vec<(String, Outcome)>,
@@ -89,6 +91,7 @@ impl Report {
 
 /// What deploy tells its progress callback.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// Work on a resource begins.
     Started {

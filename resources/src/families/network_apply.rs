@@ -36,6 +36,7 @@ pub use crate::kit::action::ApplyError;
 /// Applies a node's staged network changes as a resource of a
 /// [`Stack`](crate::engine::Stack). See the module documentation for its guarantees.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NetworkApply {
     /// The node.
     pub node: String,

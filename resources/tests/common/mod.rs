@@ -42,15 +42,16 @@ pub fn requests(sim: &Simulator) -> Vec<String> {
 
 /// Stack options that poll tasks quickly and wait at most `lock_wait` for a lock.
 pub fn fast(lock_wait: Duration) -> StackOptions {
-    StackOptions {
-        await_options: pve_sdk::task::AwaitOptions {
+    {
+        let mut d = StackOptions::default();
+        d.await_options = pve_sdk::task::AwaitOptions {
             deadline: Duration::from_secs(5),
             interval: Duration::from_millis(5),
             max_interval: Duration::from_millis(20),
             log_tail: 5,
-        },
-        lock_wait,
-        ..StackOptions::default()
+        };
+        d.lock_wait = lock_wait;
+        d
     }
 }
 

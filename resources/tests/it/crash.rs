@@ -211,11 +211,10 @@ async fn s16_s29_an_apply_with_no_task_and_nothing_staged_is_unknown_and_stops_t
     let mut s = stack(&sim, dir.path());
     s.add("apply-pve1", NetworkApply::new("pve1"))
         .expect("adds");
-    let web = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        name: Some("web".into()),
-        ..Vm::default()
+    let web = {
+        let mut d = Vm::new("pve1", 100);
+        d.name = Some("web".into());
+        d
     };
     s.add("web", web.clone()).expect("adds").after("apply-pve1");
     let plan = s.plan().await.expect("plans");
@@ -303,11 +302,10 @@ async fn s22_s29_a_resumed_apply_is_judged_like_a_fresh_one_before_what_comes_af
     let mut s = stack(&sim, dir.path());
     s.add("apply-pve1", NetworkApply::new("pve1"))
         .expect("adds");
-    let web = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        name: Some("web".into()),
-        ..Vm::default()
+    let web = {
+        let mut d = Vm::new("pve1", 100);
+        d.name = Some("web".into());
+        d
     };
     s.add("web", web).expect("adds").after("apply-pve1");
     let plan = s.plan().await.expect("plans");
@@ -510,12 +508,11 @@ async fn s29_when_state_cannot_be_recorded_nothing_more_is_sent() {
 }
 
 fn web(vmid: i64) -> Vm {
-    Vm {
-        node: "pve1".into(),
-        vmid,
-        name: Some("web".into()),
-        cores: Some(2),
-        ..Vm::default()
+    {
+        let mut d = Vm::new("pve1", vmid);
+        d.name = Some("web".into());
+        d.cores = Some(2);
+        d
     }
 }
 

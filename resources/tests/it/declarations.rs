@@ -15,11 +15,10 @@ use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::Secret;
 
 fn vm(vmid: i64) -> Vm {
-    Vm {
-        node: "pve1".into(),
-        vmid,
-        name: Some(format!("vm{vmid}")),
-        ..Vm::default()
+    {
+        let mut d = Vm::new("pve1", vmid);
+        d.name = Some(format!("vm{vmid}"));
+        d
     }
 }
 
@@ -153,11 +152,10 @@ async fn s01_s08_an_id_the_sdk_cannot_address_is_refused_before_any_write_in_eve
     let mut vm_node = vm(120);
     vm_node.node = "..".into();
     s.add("vm-node", vm_node).expect("adds");
-    let ct = Lxc {
-        node: "a/b".into(),
-        vmid: 121,
-        hostname: Some("ct".into()),
-        ..Lxc::default()
+    let ct = {
+        let mut d = Lxc::new("a/b", 121);
+        d.hostname = Some("ct".into());
+        d
     };
     s.add("ct-node", ct).expect("adds");
     s.add(

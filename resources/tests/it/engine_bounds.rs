@@ -148,14 +148,12 @@ async fn plans_and_deploys_stay_within_the_per_node_and_stack_wide_bounds() {
     for (per_node, total, want_node, want_all) in [(2, 0, 2, 4), (3, 4, 3, 4), (1, 1, 1, 1)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let meter = Arc::new(Meter::default());
-        let mut s = stack(
-            dir.path(),
-            StackOptions {
-                per_node,
-                total,
-                ..StackOptions::default()
-            },
-        );
+        let mut s = stack(dir.path(), {
+            let mut d = StackOptions::default();
+            d.per_node = per_node;
+            d.total = total;
+            d
+        });
         for i in 0..12 {
             let node = if i % 2 == 0 { "pve1" } else { "pve2" };
             s.add(
@@ -235,14 +233,12 @@ async fn cluster_wide_objects_have_their_own_bound_beside_the_nodes() {
     for (cluster, want) in [(4, 4), (1, 1)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let meter = Arc::new(Meter::default());
-        let mut s = stack(
-            dir.path(),
-            StackOptions {
-                per_node: 2,
-                cluster,
-                ..StackOptions::default()
-            },
-        );
+        let mut s = stack(dir.path(), {
+            let mut d = StackOptions::default();
+            d.per_node = 2;
+            d.cluster = cluster;
+            d
+        });
         for i in 0..10 {
             let node = if i < 8 { "cluster" } else { "pve1" };
             s.add(

@@ -16,18 +16,17 @@ use pve_sim::{Action as SimAction, GuestKind, Rule, Simulator};
 const TEMPLATE: &str = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst";
 
 fn ct() -> Lxc {
-    let mut ct = Lxc {
-        node: "pve1".into(),
-        vmid: 200,
-        ostemplate: Some(TEMPLATE.into()),
-        hostname: Some("cache".into()),
-        memory: Some(1024),
-        cores: Some(2),
-        onboot: Some(true),
-        tags: Some("Cache;prod".into()),
-        rootfs: Some(Disk::new("local-lvm", 8)),
-        password: Some(Secret::new("ct-root-pw")),
-        ..Lxc::default()
+    let mut ct = {
+        let mut d = Lxc::new("pve1", 200);
+        d.ostemplate = Some(TEMPLATE.into());
+        d.hostname = Some("cache".into());
+        d.memory = Some(1024);
+        d.cores = Some(2);
+        d.onboot = Some(true);
+        d.tags = Some("Cache;prod".into());
+        d.rootfs = Some(Disk::new("local-lvm", 8));
+        d.password = Some(Secret::new("ct-root-pw"));
+        d
     };
     ct.mounts
         .insert("mp0".into(), Disk::mount("local-lvm", 2, "/srv"));

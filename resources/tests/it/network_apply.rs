@@ -33,14 +33,15 @@ fn stack(sim: &Simulator, dir: &std::path::Path) -> Stack {
         })
         .build()
         .expect("client");
-    let options = StackOptions {
-        await_options: AwaitOptions {
+    let options = {
+        let mut d = StackOptions::default();
+        d.await_options = AwaitOptions {
             deadline: Duration::from_secs(5),
             interval: Duration::from_millis(5),
             max_interval: Duration::from_millis(20),
             log_tail: 5,
-        },
-        ..StackOptions::default()
+        };
+        d
     };
     let store = FileStore::open(dir.join("state.json")).expect("state");
     let mut s = Stack::new(Clients::single(client), store, options).expect("stack");

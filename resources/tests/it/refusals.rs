@@ -290,20 +290,18 @@ async fn s08_guest_names_that_are_not_dns_names_are_refused_by_the_plan() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = stack(&sim, dir.path());
     for (i, name) in ["web_1", "bad name!", "-web"].iter().enumerate() {
-        let vm = Vm {
-            node: "pve1".into(),
-            vmid: 100 + i as i64,
-            name: Some((*name).into()),
-            ..Vm::default()
+        let vm = {
+            let mut d = Vm::new("pve1", 100 + i as i64);
+            d.name = Some((*name).into());
+            d
         };
         s.add(format!("vm{i}"), vm).expect("adds");
     }
-    let ct = Lxc {
-        node: "pve1".into(),
-        vmid: 200,
-        hostname: Some("db_1".into()),
-        ostemplate: Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into()),
-        ..Lxc::default()
+    let ct = {
+        let mut d = Lxc::new("pve1", 200);
+        d.hostname = Some("db_1".into());
+        d.ostemplate = Some("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into());
+        d
     };
     s.add("ct", ct).expect("adds");
     let plan = s.plan().await.expect("plans");
@@ -381,13 +379,12 @@ async fn s08_cloud_init_interfaces_pve_refuses_are_refused_before_any_clone() {
     let mut s = stack(&sim, dir.path());
     let bad = ["ip=300.1.1.1/24", "ip=10.0.0.1/99", "gw=10.0.0.1"];
     for (i, ip) in bad.iter().enumerate() {
-        let mut vm = Vm {
-            node: "pve1".into(),
-            vmid: 101 + i as i64,
-            name: Some(format!("web{i}")),
-            clone: Some(CloneOf::linked(9000)),
-            cloudinit_drive: Some(CloudInitDrive::new("ide2", "local-lvm")),
-            ..Vm::default()
+        let mut vm = {
+            let mut d = Vm::new("pve1", 101 + i as i64);
+            d.name = Some(format!("web{i}"));
+            d.clone = Some(CloneOf::linked(9000));
+            d.cloudinit_drive = Some(CloudInitDrive::new("ide2", "local-lvm"));
+            d
         };
         vm.ipconfig.insert(0, (*ip).into()).expect("in range");
         s.add(format!("web{i}"), vm).expect("adds");

@@ -53,15 +53,16 @@ fn clients(sim: &Simulator) -> Clients {
 }
 
 fn options() -> StackOptions {
-    StackOptions {
-        await_options: AwaitOptions {
+    {
+        let mut d = StackOptions::default();
+        d.await_options = AwaitOptions {
             deadline: Duration::from_secs(5),
             interval: Duration::from_millis(5),
             max_interval: Duration::from_millis(20),
             log_tail: 5,
-        },
-        lock_wait: Duration::from_millis(300),
-        ..StackOptions::default()
+        };
+        d.lock_wait = Duration::from_millis(300);
+        d
     }
 }
 
@@ -84,13 +85,12 @@ fn bridge() -> NodeNetwork {
 }
 
 fn vm(vmid: i64, name: &str) -> Vm {
-    let mut v = Vm {
-        node: "pve1".into(),
-        vmid,
-        name: Some(name.into()),
-        cores: Some(2),
-        memory: Some("2048".parse().expect("memory")),
-        ..Vm::default()
+    let mut v = {
+        let mut d = Vm::new("pve1", vmid);
+        d.name = Some(name.into());
+        d.cores = Some(2);
+        d.memory = Some("2048".parse().expect("memory"));
+        d
     };
     v.net
         .insert(0, "virtio,bridge=vmbr9".parse().expect("net0"))
@@ -713,9 +713,10 @@ async fn s23_a_failed_apply_stops_the_writes_after_it_and_s22_a_degraded_cluster
     let mut s = Stack::new(
         clients(&sim),
         FileStore::open(dir.path().join("state.json")).expect("state"),
-        StackOptions {
-            per_node: 1,
-            ..options()
+        {
+            let mut d = options();
+            d.per_node = 1;
+            d
         },
     )
     .expect("stack");

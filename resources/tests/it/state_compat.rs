@@ -25,12 +25,11 @@ fn declare(s: &mut Stack) {
         .cidr("10.9.0.1/24");
     s.add("bridge", NodeNetwork::from(br)).expect("adds");
     s.add("apply", NetworkApply::new("pve1")).expect("adds");
-    let mut vm = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        name: Some("web".into()),
-        cores: Some(2),
-        ..Vm::default()
+    let mut vm = {
+        let mut d = Vm::new("pve1", 100);
+        d.name = Some("web".into());
+        d.cores = Some(2);
+        d
     };
     vm.net
         .insert(0, "virtio,bridge=vmbr9".parse().expect("net0"))

@@ -12,13 +12,12 @@ use pve_sim::{Action as SimAction, GuestKind, Rule, Simulator};
 use serde_json::json;
 
 fn web() -> Vm {
-    let mut vm = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        name: Some("web".into()),
-        cores: Some(2),
-        onboot: Some(true),
-        ..Vm::default()
+    let mut vm = {
+        let mut d = Vm::new("pve1", 100);
+        d.name = Some("web".into());
+        d.cores = Some(2);
+        d.onboot = Some(true);
+        d
     };
     vm.net
         .insert(0, "virtio,bridge=vmbr0,firewall=1".parse().expect("net0"))
@@ -27,11 +26,10 @@ fn web() -> Vm {
 }
 
 fn cores(n: i64) -> Vm {
-    Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        cores: Some(n),
-        ..Vm::default()
+    {
+        let mut d = Vm::new("pve1", 100);
+        d.cores = Some(n);
+        d
     }
 }
 

@@ -23,11 +23,10 @@ fn stack(sim: &Simulator, dir: &std::path::Path, id: &str, vm: Vm) -> Stack {
 }
 
 fn web(disk_gib: u64) -> Vm {
-    let mut vm = Vm {
-        node: "pve1".into(),
-        vmid: 100,
-        name: Some("web".into()),
-        ..Vm::default()
+    let mut vm = {
+        let mut d = Vm::new("pve1", 100);
+        d.name = Some("web".into());
+        d
     };
     vm.disks.insert(
         "scsi0".into(),
@@ -250,18 +249,16 @@ async fn s18_efi_and_tpm_state_volumes_are_made_at_create_and_never_remade() {
 }
 
 fn cloud(vmid: i64) -> Vm {
-    let mut vm = Vm {
-        node: "pve1".into(),
-        vmid,
-        name: Some("web".into()),
-        ciuser: Some("ops".into()),
-        nameserver: Some("10.0.0.53 10.0.0.54".into()),
-        sshkeys: Some(
-            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 ops@laptop\nssh-rsa AAAAB3NzaC1yc2E ci".into(),
-        ),
-        cipassword: Some(Secret::new("hunter2-cloud")),
-        cipassword_rotation: Some("1".into()),
-        ..Vm::default()
+    let mut vm = {
+        let mut d = Vm::new("pve1", vmid);
+        d.name = Some("web".into());
+        d.ciuser = Some("ops".into());
+        d.nameserver = Some("10.0.0.53 10.0.0.54".into());
+        d.sshkeys =
+            Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 ops@laptop\nssh-rsa AAAAB3NzaC1yc2E ci".into());
+        d.cipassword = Some(Secret::new("hunter2-cloud"));
+        d.cipassword_rotation = Some("1".into());
+        d
     };
     vm.ipconfig
         .insert(0, "ip=10.0.0.11/24,gw=10.0.0.1".into())

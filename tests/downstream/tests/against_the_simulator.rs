@@ -6,7 +6,6 @@ use std::time::Duration;
 use pve_downstream::{vmids, web_vm};
 use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::{Clients, FileStore};
-use pve_sdk::task::AwaitOptions;
 use pve_sim::{SimConfig, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,13 +21,7 @@ async fn a_stack_deploys_the_web_vm_and_the_list_shows_it() {
     let mut stack = Stack::new(
         Clients::single(client.clone()),
         FileStore::open(dir.join("state.json")).expect("state"),
-        StackOptions {
-            await_options: AwaitOptions {
-                interval: Duration::from_millis(50),
-                ..AwaitOptions::default()
-            },
-            ..StackOptions::default()
-        },
+        StackOptions::default().poll_every(Duration::from_millis(50)),
     )
     .expect("stack");
     stack.register(pve_resources::families::builtin());

@@ -146,6 +146,7 @@ pub fn check_path(path: &str) -> bool {
 
 /// A declared ACL entry. `propagate: None` is not managed (PVE's default is to propagate).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Acl {
     /// The path (`/vms/100`, `/storage/backup`, `/pool/lab`).
     pub path: String,

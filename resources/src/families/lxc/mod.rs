@@ -52,6 +52,7 @@ mod requests;
 
 /// A declared container. `None` fields (and absent `net`, mount point keys) are not managed.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct Lxc {
     /// Its node.
     #[serde(skip)]
@@ -102,6 +103,16 @@ pub struct Lxc {
 }
 
 impl Lxc {
+    /// A container `vmid` on `node` with nothing else managed; set what to manage on its
+    /// public fields (`template` is needed for a create).
+    pub fn new(node: impl Into<String>, vmid: i64) -> Lxc {
+        Lxc {
+            node: node.into(),
+            vmid,
+            ..Lxc::default()
+        }
+    }
+
     fn object_ref(&self) -> ObjectRef {
         ObjectRef::new(
             crate::families::kinds::LXC,

@@ -22,6 +22,7 @@ use crate::contract::Change;
 
 /// Where a cloned VM comes from, and how it is cloned.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CloneOf {
     /// The vmid cloned.
     pub template: i64,

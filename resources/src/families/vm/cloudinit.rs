@@ -19,6 +19,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 /// The cloud-init drive: its key (`ide2`, `scsi1`, `sata0`) and the storage PVE makes its
 /// volume on (`STORAGE:cloudinit` at create, read back as `STORAGE:vm-VMID-cloudinit`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CloudInitDrive {
     /// The drive key.
     pub key: String,

@@ -72,6 +72,7 @@ use plan::Plan;
 
 /// A declared QEMU guest. `None` fields (and absent `net`, `ipconfig` indices) are not managed.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct Vm {
     /// Its node.
     #[serde(skip)]
