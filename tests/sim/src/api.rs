@@ -125,6 +125,9 @@ pub(crate) const CONTROL: &[&str] = &[
 /// Runs a stateful operation, or `None` for operations not modelled.
 pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     let op = call.op;
+    if let Some(answer) = crate::model::pool::membership(cluster, call) {
+        return Some(answer);
+    }
     if let Some(outcome) = crate::collections::dispatch(&mut cluster.collections, op, call.params) {
         return Some(match outcome {
             crate::collections::Outcome::Data(v) => ok(v),

@@ -397,6 +397,11 @@ fn lxc_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
             return fail(500, "SSH public key validation error");
         }
     }
+    // pve-container create_vm: check_pool_exist after the SSH keys' check.
+    if let Some(refused) = crate::model::pool::check_pool_exist(cluster, call) {
+        return refused;
+    }
+    let pool = call.get("pool").map(str::to_owned);
     let ostemplate = call.get("ostemplate").unwrap_or_default().to_owned();
     // pve-storage src/PVE/Storage.pm parse_volume_id.
     if !ostemplate.contains(':') {
@@ -485,6 +490,8 @@ fn lxc_create(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                     lock: None,
                 },
             );
+            // Then `add_vm_to_pool`, after the config is written.
+            crate::model::pool::add_vm_to_pool(c, vmid, pool.as_deref());
             let log = vec![
                 format!("extracting archive '{}'", template_path(&ostemplate)),
                 "Detected container architecture: amd64".to_owned(),
@@ -618,6 +625,8 @@ fn lxc_destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                 return (Vec::new(), Err(format!("CT is locked ({l})")));
             }
             c.guests.remove(&vmid);
+            // pve-container destroy_vm: then `remove_vm_access` (ACLs and pool membership).
+            crate::model::pool::remove_vm_access(c, vmid);
             (Vec::new(), Ok(()))
         },
     );
@@ -840,6 +849,11 @@ fn qemu_clone(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let Some(newid) = call.get("newid").and_then(|n| n.parse::<u32>().ok()) else {
         return param_error("newid", "property is missing and it is not optional");
     };
+    // check_pool_exist comes first in `$load_and_check`'s caller, before the target node.
+    if let Some(refused) = crate::model::pool::check_pool_exist(cluster, call) {
+        return refused;
+    }
+    let pool = call.get("pool").map(str::to_owned);
     let target = call
         .get("target")
         .filter(|t| *t != node && *t != "localhost")
@@ -1004,6 +1018,7 @@ fn qemu_clone(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                     lock: None,
                 },
             );
+            crate::model::pool::add_vm_to_pool(c, newid, pool.as_deref());
             (log, Ok(()))
         },
     );

@@ -244,6 +244,8 @@ pub struct Cluster {
     /// How long a task without a scripted outcome runs (`SimConfig::task_time`); zero: it ends
     /// in its call.
     pub task_time: std::time::Duration,
+    /// Pool membership of guests (pve-access-control `user.cfg`'s `vms`): vmid -> pool.
+    pub pool_members: BTreeMap<u32, String>,
     /// Tasks that are running and will do their work when their time comes.
     pub deferred: Vec<Deferred>,
     /// Network config per node.
@@ -290,6 +292,7 @@ impl Cluster {
             tasks: BTreeMap::new(),
             next_task_outcomes: BTreeMap::new(),
             task_time: std::time::Duration::ZERO,
+            pool_members: BTreeMap::new(),
             deferred: Vec::new(),
             networks: nodes
                 .iter()

@@ -346,6 +346,16 @@ fn vm_row(g: &Guest, vmid: u32, version: PveVersion) -> Value {
     row
 }
 
+/// A guest's row with its pool, as `resources` adds it from `user.cfg` (`$entry->{pool} =
+/// $pool`).
+fn vm_row_in(cluster: &Cluster, g: &Guest, vmid: u32, version: PveVersion) -> Value {
+    let mut row = vm_row(g, vmid, version);
+    if let Some(pool) = cluster.pool_members.get(&vmid) {
+        row["pool"] = json!(pool);
+    }
+    row
+}
+
 /// A storage's row on a node: pve-manager `PVE/API2Tools.pm` extract_storage_stats, with RRD
 /// data (`available`, its size) on an online node and none on an offline one.
 fn storage_row(
@@ -381,7 +391,7 @@ fn storage_row(
 /// `GET /cluster/resources` for a caller who may see everything (root): pve-manager
 /// `PVE/API2/Cluster.pm` resources, in its order: pools, guests, nodes, storage per node, then
 /// (from 9.0.12) each node's `localnetwork` zone. No HA (no `hastate`), no SDN zones; pool
-/// membership of guests is not modelled (no `pool` key on guest rows).
+/// guest rows carry their pool (`model::pool`).
 pub fn resources(cluster: &Cluster, filter: Option<&str>, version: PveVersion) -> Value {
     let wants = |t: &str| filter.is_none_or(|f| f == t);
     let mut rows = Vec::new();
@@ -398,7 +408,7 @@ pub fn resources(cluster: &Cluster, filter: Option<&str>, version: PveVersion) -
         ids.sort_by_key(|id| id.to_string());
         rows.extend(
             ids.into_iter()
-                .map(|id| vm_row(&cluster.guests[id], *id, version)),
+                .map(|id| vm_row_in(cluster, &cluster.guests[id], *id, version)),
         );
     }
     if wants("node") {

@@ -83,3 +83,101 @@ async fn without_task_time_a_task_has_ended_by_its_first_poll() {
         .expect("ends well");
     assert_eq!(seen, ["stopped"]);
 }
+
+/// Pool membership as pve-manager's Pool.pm and the guests' create and destroy keep it: a
+/// create with `pool` joins, `/cluster/resources` and the pool's read show it, `update_pool`
+/// moves a guest only with `allow-move`, a destroy leaves the pool.
+#[tokio::test]
+async fn guests_join_move_between_and_leave_pools() {
+    use pve_sdk::Method;
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    let c = sim.client();
+    let empty: &[(&str, &str)] = &[];
+    for pool in ["web", "db"] {
+        c.raw(Method::Post, "/pools", &[("poolid", pool)])
+            .await
+            .expect("pool made");
+    }
+    let task = c
+        .raw(
+            Method::Post,
+            "/nodes/pve1/qemu",
+            &[("vmid", "100"), ("pool", "web")],
+        )
+        .await
+        .expect("create accepted");
+    let upid = task.data.as_str().expect("a UPID").to_owned();
+    let pool_of = |rows: &serde_json::Value| {
+        rows.as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["vmid"] == 100)
+            .map(|r| r["pool"].clone())
+    };
+    let rows = c
+        .raw(Method::Get, "/cluster/resources", &[("type", "vm")])
+        .await
+        .expect("index");
+    assert_eq!(
+        pool_of(&rows.data),
+        Some(serde_json::json!("web")),
+        "{upid}"
+    );
+    let web = c.raw(Method::Get, "/pools/web", empty).await.expect("read");
+    assert_eq!(web.data["members"][0]["vmid"], 100);
+
+    let refused = c
+        .raw(Method::Put, "/pools", &[("poolid", "db"), ("vms", "100")])
+        .await
+        .expect_err("a member of another pool moves only with allow-move");
+    assert!(
+        refused
+            .to_string()
+            .contains("VM 100 belongs already to pool 'web' and 'allow-move' is not set"),
+        "{refused}"
+    );
+    c.raw(
+        Method::Put,
+        "/pools",
+        &[("poolid", "db"), ("vms", "100"), ("allow-move", "1")],
+    )
+    .await
+    .expect("moved");
+    let rows = c
+        .raw(Method::Get, "/cluster/resources", &[("type", "vm")])
+        .await
+        .expect("index");
+    assert_eq!(pool_of(&rows.data), Some(serde_json::json!("db")));
+    let refused = c
+        .raw(Method::Delete, "/pools/db", empty)
+        .await
+        .expect_err("a pool holding a guest is not removed");
+    assert!(refused.to_string().contains("contains VM 100"), "{refused}");
+
+    let destroy = c
+        .raw(Method::Delete, "/nodes/pve1/qemu/100", empty)
+        .await
+        .expect("destroy accepted");
+    assert!(destroy.data.is_string());
+    let db = c.raw(Method::Get, "/pools/db", empty).await.expect("read");
+    assert_eq!(db.data["members"], serde_json::json!([]));
+    c.raw(Method::Delete, "/pools/db", empty)
+        .await
+        .expect("an empty pool is removed");
+    let missing = c
+        .raw(
+            Method::Post,
+            "/nodes/pve1/qemu",
+            &[("vmid", "101"), ("pool", "db")],
+        )
+        .await
+        .expect_err("a create in a missing pool");
+    assert!(
+        missing
+            .to_string()
+            .contains("Permission check failed (pool 'db' does not exist)"),
+        "{missing}"
+    );
+}

@@ -206,6 +206,10 @@ pub(crate) fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if !cluster.quorate {
         return fail(500, NO_QUORUM);
     }
+    // qemu-server create_vm: check_pool_exist after the quorum check, before the vmid's.
+    if let Some(refused) = crate::model::pool::check_pool_exist(cluster, call) {
+        return refused;
+    }
     let vmid = call.vmid();
     if let Some(g) = cluster.guests.get(&vmid) {
         return fail(
@@ -219,6 +223,7 @@ pub(crate) fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     let node = call.node().to_owned();
     let mut set = config_keys(call);
     let start = call.get("start").is_some_and(|s| s == "1");
+    let pool = call.get("pool").map(str::to_owned);
     crate::guests::create_and_lock(cluster, &node, vmid, GuestKind::Qemu);
     let upid = cluster.start_task(
         &node.clone(),
@@ -238,6 +243,8 @@ pub(crate) fn create_vm(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                     lock: None,
                 },
             );
+            // Then `add_vm_to_pool` after the config is written.
+            crate::model::pool::add_vm_to_pool(c, vmid, pool.as_deref());
             // qemu-server src/PVE/API2/Qemu.pm create_vm: the worker prints a line per volume it
             // made (create_disks), then what it runs after the create ("Execute autostart" with
             // `start`); what the storage tools print is not modelled.
@@ -530,6 +537,8 @@ pub(crate) fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
                 return (Vec::new(), Err(unwritable_config(&node, vmid, pid)));
             }
             c.guests.remove(&vmid);
+            // qemu-server destroy_vm: then `remove_vm_access` (ACLs and pool membership).
+            crate::model::pool::remove_vm_access(c, vmid);
             // qemu-server destroy_vm's worker prints only when purging or removing disks.
             (Vec::new(), Ok(()))
         },
