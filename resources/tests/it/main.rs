@@ -13,6 +13,7 @@ mod conformance;
 mod crash;
 mod declarations;
 mod engine_bounds;
+mod guest_pool;
 mod health_gate;
 mod lists;
 mod lxc;

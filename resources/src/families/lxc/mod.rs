@@ -100,6 +100,10 @@ pub struct Lxc {
     /// its config).
     #[serde(skip)]
     pub ssh_public_keys: Option<String>,
+    /// The pool the container is in (`None`: its membership is not managed), as for
+    /// [`crate::families::vm::Vm::pool`].
+    #[serde(skip)]
+    pub pool: Option<String>,
 }
 
 impl Lxc {
@@ -303,6 +307,10 @@ impl Guest for Lxc {
     fn destroy_request(&self) -> DestroyContainer {
         DestroyContainer::new(self.node.clone(), self.vmid)
     }
+
+    fn pool(&self) -> Option<&str> {
+        self.pool.as_deref()
+    }
 }
 
 /// The `Lxc` family in a [`Stack`](crate::engine::Stack), as `Vm` is: the stack's one index
@@ -328,10 +336,12 @@ impl Resource for Lxc {
 
     /// A container comes after the interfaces of its node its network devices bridge to.
     fn requires(&self) -> Vec<ObjectRef> {
-        flow::bridges(
+        let mut out = flow::bridges(
             self,
             self.net.iter().filter_map(|(_, n)| n.bridge.as_deref()),
-        )
+        );
+        out.extend(flow::pool_ref(self));
+        out
     }
 
     /// pve-container's create, resize and destroy are the `vzcreate`, `resize` and
@@ -358,14 +368,20 @@ impl Resource for Lxc {
                 Plan::Create => Probe::Absent,
                 Plan::Refuse(why) => Probe::Refuse(why),
                 Plan::InProgress(why) => Probe::InProgress(why),
-                Plan::Present { changes, digest } => Probe::Present {
-                    guard: Guard {
-                        digest: (!changes.is_empty()).then_some(digest),
-                        lock,
-                        ..Guard::default()
-                    },
-                    changes,
-                },
+                Plan::Present {
+                    mut changes,
+                    digest,
+                } => {
+                    changes.extend(flow::pool_change(self, cx).await?);
+                    Probe::Present {
+                        guard: Guard {
+                            digest: (!changes.is_empty()).then_some(digest),
+                            lock,
+                            ..Guard::default()
+                        },
+                        changes,
+                    }
+                }
             })
         })
     }

@@ -8,6 +8,7 @@ impl Lxc {
         let template = self.ostemplate.clone().unwrap_or_default();
         let mut req = CreateContainer::new(self.node.clone(), template, self.vmid);
         req.hostname.clone_from(&self.hostname);
+        req.pool.clone_from(&self.pool);
         req.memory = self.memory;
         req.swap = self.swap;
         req.cores = self.cores;

@@ -152,6 +152,12 @@ pub struct Vm {
     /// Create by cloning this source instead of a plain create.
     #[serde(skip)]
     pub clone: Option<CloneOf>,
+    /// The pool the guest is in (`None`: its membership is not managed). Sent with the create
+    /// or clone; otherwise compared with the cluster index and written by pve-manager's
+    /// `update_pool` (moving it from another pool, which the plan names). A declared pool of
+    /// the stack is created first.
+    #[serde(skip)]
+    pub pool: Option<String>,
 }
 
 impl Vm {
@@ -197,6 +203,13 @@ impl Vm {
     #[must_use]
     pub fn onboot(mut self, onboot: bool) -> Vm {
         self.onboot = Some(onboot);
+        self
+    }
+
+    /// Manages the guest's pool membership ([`Vm::pool`]).
+    #[must_use]
+    pub fn pool(mut self, pool: impl Into<String>) -> Vm {
+        self.pool = Some(pool.into());
         self
     }
 
@@ -529,6 +542,10 @@ impl Guest for Vm {
     fn destroy_request(&self) -> DestroyVm {
         DestroyVm::new(self.node.clone(), self.vmid)
     }
+
+    fn pool(&self) -> Option<&str> {
+        self.pool.as_deref()
+    }
 }
 
 /// The `Vm` family in a [`Stack`](crate::engine::Stack): probe with the stack's one read of the
@@ -559,6 +576,7 @@ impl Resource for Vm {
     fn requires(&self) -> Vec<ObjectRef> {
         let bridges = self.net.iter().filter_map(|(_, n)| n.bridge.as_deref());
         let mut out = flow::bridges(self, bridges);
+        out.extend(flow::pool_ref(self));
         if let Some(c) = &self.clone {
             out.push(ObjectRef::new(
                 crate::families::kinds::VM,
@@ -600,14 +618,20 @@ impl Resource for Vm {
                 Plan::Create(steps) => Probe::AbsentVia { steps },
                 Plan::Refuse(why) => Probe::Refuse(why),
                 Plan::InProgress(why) => Probe::InProgress(why),
-                Plan::Present { changes, digest } => Probe::Present {
-                    guard: Guard {
-                        digest: (!changes.is_empty()).then_some(digest),
-                        lock,
-                        ..Guard::default()
-                    },
-                    changes,
-                },
+                Plan::Present {
+                    mut changes,
+                    digest,
+                } => {
+                    changes.extend(flow::pool_change(self, cx).await?);
+                    Probe::Present {
+                        guard: Guard {
+                            digest: (!changes.is_empty()).then_some(digest),
+                            lock,
+                            ..Guard::default()
+                        },
+                        changes,
+                    }
+                }
             })
         })
     }

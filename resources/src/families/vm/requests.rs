@@ -46,6 +46,7 @@ impl Vm {
     pub(super) fn create_request(&self) -> Result<CreateVm, GuestError> {
         let mut req = CreateVm::new(self.node.clone(), self.vmid);
         req.name.clone_from(&self.name);
+        req.pool.clone_from(&self.pool);
         req.memory.clone_from(&self.memory);
         req.cores = self.cores;
         req.sockets = self.sockets;
@@ -149,12 +150,14 @@ impl Vm {
         on_started: OnStarted<'_>,
     ) -> Result<(), GuestError> {
         let object = self.object_ref();
-        let req = c.request(
+        let mut req = c.request(
             &self.node,
             self.vmid,
             self.name.as_deref(),
             self.description.as_deref(),
         );
+        // qemu-server clone_vm joins the clone to `pool` in its task.
+        req.pool.clone_from(&self.pool);
         crate::kit::task::run(cx.client(), &req, cx.await_options(), on_started)
             .await
             .map_err(|source| GuestError::Write {

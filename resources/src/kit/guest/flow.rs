@@ -12,6 +12,10 @@
 //! - **S13** Growths run after the config write, each from a fresh read ([`apply`]).
 //! - **S19** [`destroy`] removes the guest only if it still holds what was recorded, reads
 //!   back that it is gone, and sends no force, purge or skiplock.
+//! - Pool membership ([`Guest::pool`]) is not in the config: the plan compares the guest's
+//!   pool in the cluster index ([`pool_change`]), the change is written after the config by
+//!   pve-manager's `update_pool` (`allow-move` only when the guest is in another pool, which the
+//!   plan names: pool ACLs stop applying to it there), and read back from a fresh index.
 
 use std::collections::BTreeMap;
 
@@ -71,6 +75,83 @@ pub(crate) trait Guest: Send + Sync {
     fn resize_request(&self, key: &str, size: String, digest: String) -> Self::Resize;
     /// The destroy.
     fn destroy_request(&self) -> Self::Destroy;
+    /// The pool the guest is declared in (`None`: its membership is not managed).
+    fn pool(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// The declared pool, which a guest comes after when the stack declares it.
+pub(crate) fn pool_ref<G: Guest>(g: &G) -> Option<ObjectRef> {
+    g.pool()
+        .map(|p| ObjectRef::new(crate::families::kinds::POOL, Scope::Cluster, p))
+}
+
+/// The key of a pool membership change.
+pub(crate) const POOL: &str = "pool";
+
+/// The guest's pool in `rows` of the cluster index (`None`: in none, or not listed).
+fn pool_in(
+    rows: &[pve_sdk::generated::cluster::resources::ResourcesResponseItem],
+    vmid: i64,
+) -> Option<String> {
+    rows.iter()
+        .find(|r| r.vmid == Some(vmid))
+        .and_then(|r| r.pool.clone())
+}
+
+/// The pool change a plan shows when the declared pool is not the guest's pool in the
+/// phase's cluster index; `None` when membership is not managed or already holds.
+///
+/// # Errors
+///
+/// [`GuestError::IndexUnreadable`].
+pub(crate) async fn pool_change<G: Guest>(g: &G, cx: &Cx) -> Result<Option<Change>, GuestError> {
+    let Some(want) = g.pool() else {
+        return Ok(None);
+    };
+    let rows = cx
+        .guest_index()
+        .await
+        .map_err(|source| GuestError::IndexUnreadable {
+            object: g.object_ref(),
+            source,
+        })?;
+    let live = pool_in(rows, g.vmid());
+    Ok((live.as_deref() != Some(want)).then(|| Change {
+        key: POOL.to_owned(),
+        old: live,
+        new: want.to_owned(),
+    }))
+}
+
+/// The pool membership write: pve-manager `PVE/API2/Pool.pm` update_pool with the guest's vmid,
+/// `allow-move` only when the plan saw it in another pool (without it PVE refuses the move).
+async fn write_pool<G: Guest>(g: &G, cx: &Cx, change: &Change) -> Result<(), GuestError> {
+    let mut req =
+        pve_sdk::generated::pools::UpdatePool::new(change.new.clone()).vms(g.vmid().to_string());
+    if change.old.is_some() {
+        req = req.allow_move(true);
+    }
+    match cx.client().send(&req).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(GuestError::Write {
+            object: g.object_ref(),
+            action: "update",
+            source: Failure::write(e),
+        }),
+    }
+}
+
+/// The guest's pool in a fresh read of the cluster index (the phase's is from before the
+/// writes).
+async fn fresh_pool<G: Guest>(g: &G, cx: &Cx) -> Result<Option<String>, String> {
+    let req = pve_sdk::generated::cluster::resources::Resources::new()
+        .type_(pve_sdk::generated::cluster::resources::ResourcesType::Vm);
+    match cx.client().send(&req).await {
+        Ok(r) => Ok(pool_in(&r.into_data(), g.vmid())),
+        Err(e) => Err(format!("unreadable ({})", crate::contract::error_chain(&e))),
+    }
 }
 
 /// S4: the config read back holds the declaration.
@@ -85,7 +166,17 @@ pub(crate) async fn read_back<G: Guest>(
 ) -> Result<(), GuestError> {
     let state = match g.read(cx.client()).await {
         Ok(Some(live)) => match g.changes(&live, cx) {
-            Ok(left) if left.is_empty() => return Ok(()),
+            Ok(left) if left.is_empty() => match g.pool() {
+                None => return Ok(()),
+                Some(want) => match fresh_pool(g, cx).await {
+                    Ok(Some(p)) if p == want => return Ok(()),
+                    Ok(p) => format!(
+                        "different in [\"pool\"] (in {})",
+                        p.map_or("no pool".to_owned(), |p| format!("pool {p:?}"))
+                    ),
+                    Err(why) => why,
+                },
+            },
             Ok(left) => format!(
                 "different in {:?}",
                 left.into_iter().map(|c| c.key).collect::<Vec<_>>()
@@ -119,8 +210,10 @@ pub(crate) async fn apply<G: Guest>(
         return Ok(());
     }
     let object = g.object_ref();
-    let (resizes, config): (Vec<&Change>, Vec<&Change>) =
-        changes.iter().partition(|c| c.key.starts_with("resize:"));
+    let (pool, changes): (Vec<&Change>, Vec<&Change>) = changes.iter().partition(|c| c.key == POOL);
+    let (resizes, config): (Vec<&Change>, Vec<&Change>) = changes
+        .into_iter()
+        .partition(|c| c.key.starts_with("resize:"));
     let mut planned = Some(digest);
     if !config.is_empty() {
         let req = g.update_request(&config, digest)?;
@@ -136,6 +229,9 @@ pub(crate) async fn apply<G: Guest>(
             }
         }
         planned = None;
+    }
+    for change in pool {
+        write_pool(g, cx, change).await?;
     }
     let p = volume::Planned {
         object: &object,
@@ -248,9 +344,11 @@ pub(crate) async fn replan<G: Guest>(
         object: g.object_ref(),
     };
     let live = g.read(cx.client()).await?.ok_or_else(changed)?;
+    // Pool membership is not in the config: the write after the config's says whether it
+    // still differs.
     let visible: Vec<&Change> = planned
         .iter()
-        .filter(|c| !G::HIDDEN.contains(&c.key.as_str()))
+        .filter(|c| !G::HIDDEN.contains(&c.key.as_str()) && c.key != POOL)
         .collect();
     match g.changes(&live, cx) {
         Ok(now) if now.iter().collect::<Vec<_>>() == visible => Ok(G::config(&live).digest),
