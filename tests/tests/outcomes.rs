@@ -7,7 +7,7 @@ use std::time::Duration;
 use pve_sdk::error::ClientErrorKind;
 use pve_sdk::generated::cluster::ha::rules::ListRules as HaRules;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::{UpdateVm, VmConfig};
-use pve_sdk::generated::nodes::node::qemu::vmid::snapshot::snapname::Delsnapshot;
+use pve_sdk::generated::nodes::node::qemu::vmid::snapshot::snapname::DeleteSnapshot;
 use pve_sdk::generated::nodes::node::qemu::CreateVm;
 use pve_sdk::{Client, OperationError, Outcome, RetryPolicy, TlsMode};
 use pve_sim::wire::{Reply, WireServer};
@@ -43,7 +43,7 @@ async fn not_sent_refused_unknown_and_applied_unreadable() {
 
     // Not sent: refused before encoding finished.
     let e = c
-        .send(&Delsnapshot::new("pve1", 100, ".."))
+        .send(&DeleteSnapshot::new("pve1", 100, ".."))
         .await
         .expect_err("refused path");
     assert_eq!(e.outcome(), Outcome::NotSent);

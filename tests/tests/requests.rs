@@ -11,7 +11,7 @@ use pve_sdk::generated::cluster::firewall::ipset::name::cidr::ReadIp;
 use pve_sdk::generated::nodes::node::network::iface::{NetworkConfig, UpdateNetwork};
 use pve_sdk::generated::nodes::node::network::Type as IfaceType;
 use pve_sdk::generated::nodes::node::qemu::vmid::config::VmConfig;
-use pve_sdk::generated::nodes::node::qemu::vmid::snapshot::snapname::Delsnapshot;
+use pve_sdk::generated::nodes::node::qemu::vmid::snapshot::snapname::DeleteSnapshot;
 use pve_sdk::generated::nodes::node::qemu::vmid::status::current::VmStatus;
 use pve_sdk::generated::nodes::node::qemu::CreateVm;
 use pve_sdk::generated::nodes::node::storage::storage::content::volume::Info as VolumeInfo;
@@ -57,7 +57,7 @@ async fn a_dot_dot_snapshot_name_never_reaches_the_vm_it_would_destroy() {
     let c = client(&sim.url());
     for name in ["..", "."] {
         let e = c
-            .send(&Delsnapshot::new("pve1", 100, name))
+            .send(&DeleteSnapshot::new("pve1", 100, name))
             .await
             .expect_err("refused");
         assert_eq!(
@@ -77,7 +77,7 @@ async fn a_dot_dot_snapshot_name_never_reaches_the_vm_it_would_destroy() {
         );
     }
     let e = c
-        .send(&Delsnapshot::new("pve1", 100, "a/../.."))
+        .send(&DeleteSnapshot::new("pve1", 100, "a/../.."))
         .await
         .expect_err("refused");
     assert_eq!(refusal(&e), ("snapname".to_owned(), PathProblem::Slash));
@@ -129,7 +129,7 @@ async fn slashes_empty_values_and_bad_formats_in_path_parameters_are_refused() {
         .expect_err("iface");
     assert!(matches!(refusal(&e).1, PathProblem::Format(f) if f.name == "pve-iface"));
     let e = c
-        .send(&Delsnapshot::new("pve1", 100, "1snap"))
+        .send(&DeleteSnapshot::new("pve1", 100, "1snap"))
         .await
         .expect_err("configid");
     assert!(matches!(refusal(&e).1, PathProblem::Format(f) if f.name == "pve-configid"));

@@ -740,7 +740,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-config")]
     out.push((
         "DELETE /cluster/config/nodes/{node}",
-        decode::<crate::generated::cluster::config::nodes::node::DelnodeResponse> as Decode,
+        decode::<crate::generated::cluster::config::nodes::node::DeleteClusterNodeResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-firewall")]
     out.push((
@@ -928,7 +929,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}/ips",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::ips::IpdeleteResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::ips::DeleteVnetIpResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -949,27 +950,28 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/mds/{name}",
-        decode::<crate::generated::nodes::node::ceph::mds::name::DestroymdsResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mds::name::DestroyCephMdsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/mgr/{id}",
-        decode::<crate::generated::nodes::node::ceph::mgr::id::DestroymgrResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mgr::id::DestroyCephMgrResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/mon/{monid}",
-        decode::<crate::generated::nodes::node::ceph::mon::monid::DestroymonResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mon::monid::DestroyCephMonResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/osd/{osdid}",
-        decode::<crate::generated::nodes::node::ceph::osd::osdid::DestroyosdResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::osd::osdid::DestroyCephOsdResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "DELETE /nodes/{node}/ceph/pool/{name}",
-        decode::<crate::generated::nodes::node::ceph::pool::name::DestroypoolResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::pool::name::DestroyCephPoolResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-certificates")]
     out.push((
@@ -1044,8 +1046,9 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "DELETE /nodes/{node}/lxc/{vmid}/snapshot/{snapname}",
-        decode::<crate::generated::nodes::node::lxc::vmid::snapshot::snapname::DelsnapshotResponse>
-            as Decode,
+        decode::<
+            crate::generated::nodes::node::lxc::vmid::snapshot::snapname::DeleteSnapshotResponse,
+        > as Decode,
     ));
     #[cfg(feature = "nodes-network")]
     out.push((
@@ -1093,8 +1096,9 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-qemu")]
     out.push((
         "DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}",
-        decode::<crate::generated::nodes::node::qemu::vmid::snapshot::snapname::DelsnapshotResponse>
-            as Decode,
+        decode::<
+            crate::generated::nodes::node::qemu::vmid::snapshot::snapname::DeleteSnapshotResponse,
+        > as Decode,
     ));
     #[cfg(feature = "nodes-storage")]
     out.push((
@@ -1356,7 +1360,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-ceph")]
     out.push((
         "GET /cluster/ceph",
-        decode::<crate::generated::cluster::ceph::CephindexResponse> as Decode,
+        decode::<crate::generated::cluster::ceph::CephIndexResponse> as Decode,
     ));
     #[cfg(feature = "cluster-ceph")]
     out.push((
@@ -1834,7 +1838,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/ipams/{ipam}/status",
-        decode::<crate::generated::cluster::sdn::ipams::ipam::status::IpamindexResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::ipams::ipam::status::IpamStatusResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -2171,7 +2175,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/mon",
-        decode::<crate::generated::nodes::node::ceph::mon::ListmonResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mon::ListCephMonsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
@@ -2181,34 +2185,34 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd/{osdid}",
-        decode::<crate::generated::nodes::node::ceph::osd::osdid::OsdindexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::osd::osdid::CephOsdIndexResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd/{osdid}/lv-info",
-        decode::<crate::generated::nodes::node::ceph::osd::osdid::lv_info::OsdvolumeResponse>
+        decode::<crate::generated::nodes::node::ceph::osd::osdid::lv_info::CephOsdVolumeResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/osd/{osdid}/metadata",
-        decode::<crate::generated::nodes::node::ceph::osd::osdid::metadata::OsddetailsResponse>
+        decode::<crate::generated::nodes::node::ceph::osd::osdid::metadata::CephOsdMetadataResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/pool",
-        decode::<crate::generated::nodes::node::ceph::pool::LspoolsResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::pool::ListCephPoolsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/pool/{name}",
-        decode::<crate::generated::nodes::node::ceph::pool::name::PoolindexResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::pool::name::CephPoolIndexResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "GET /nodes/{node}/ceph/pool/{name}/status",
-        decode::<crate::generated::nodes::node::ceph::pool::name::status::GetpoolResponse>
+        decode::<crate::generated::nodes::node::ceph::pool::name::status::CephPoolStatusResponse>
             as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
@@ -2331,13 +2335,13 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     out.push((
         "GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev",
         decode::<
-            crate::generated::nodes::node::hardware::pci::pci_id_or_mapping::mdev::MdevscanResponse,
+            crate::generated::nodes::node::hardware::pci::pci_id_or_mapping::mdev::ListMdevTypesResponse,
         > as Decode,
     ));
     #[cfg(feature = "nodes-hardware")]
     out.push((
         "GET /nodes/{node}/hardware/usb",
-        decode::<crate::generated::nodes::node::hardware::usb::UsbscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::hardware::usb::ScanUsbResponse> as Decode,
     ));
     #[cfg(feature = "nodes-hosts")]
     out.push((
@@ -2357,7 +2361,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}",
-        decode::<crate::generated::nodes::node::lxc::vmid::VmdiridxResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::ContainerIndexResponse> as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2368,7 +2372,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/feature",
-        decode::<crate::generated::nodes::node::lxc::vmid::feature::VmFeatureResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::feature::ContainerFeatureResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2457,7 +2462,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/pending",
-        decode::<crate::generated::nodes::node::lxc::vmid::pending::VmPendingResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::pending::ContainerPendingResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2472,7 +2478,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/snapshot",
-        decode::<crate::generated::nodes::node::lxc::vmid::snapshot::ListResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::snapshot::ListSnapshotsResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2491,7 +2498,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "GET /nodes/{node}/lxc/{vmid}/status",
-        decode::<crate::generated::nodes::node::lxc::vmid::status::VmcmdidxResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::status::ContainerStatusIndexResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -2528,7 +2536,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}",
-        decode::<crate::generated::nodes::node::qemu::vmid::VmdiridxResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::vmid::VmIndexResponse> as Decode,
     ));
     #[cfg(feature = "nodes-qemu")]
     out.push((
@@ -2757,7 +2765,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-qemu")]
     out.push((
         "GET /nodes/{node}/qemu/{vmid}/status",
-        decode::<crate::generated::nodes::node::qemu::vmid::status::VmcmdidxResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::vmid::status::VmStatusIndexResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-qemu")]
     out.push((
@@ -2827,42 +2836,42 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/cifs",
-        decode::<crate::generated::nodes::node::scan::cifs::CifsscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::cifs::ScanCifsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/iscsi",
-        decode::<crate::generated::nodes::node::scan::iscsi::IscsiscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::iscsi::ScanIscsiResponse> as Decode,
     ));
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/lvm",
-        decode::<crate::generated::nodes::node::scan::lvm::LvmscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::lvm::ScanLvmResponse> as Decode,
     ));
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/lvmthin",
-        decode::<crate::generated::nodes::node::scan::lvmthin::LvmthinscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::lvmthin::ScanLvmThinResponse> as Decode,
     ));
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/nfs",
-        decode::<crate::generated::nodes::node::scan::nfs::NfsscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::nfs::ScanNfsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/pbs",
-        decode::<crate::generated::nodes::node::scan::pbs::PbsscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::pbs::ScanPbsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-scan")]
     out.push((
         "GET /nodes/{node}/scan/zfs",
-        decode::<crate::generated::nodes::node::scan::zfs::ZfsscanResponse> as Decode,
+        decode::<crate::generated::nodes::node::scan::zfs::ScanZfsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-sdn")]
     out.push((
         "GET /nodes/{node}/sdn",
-        decode::<crate::generated::nodes::node::sdn::SdnindexResponse> as Decode,
+        decode::<crate::generated::nodes::node::sdn::SdnIndexResponse> as Decode,
     ));
     #[cfg(feature = "nodes-sdn")]
     out.push((
@@ -2934,7 +2943,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-services")]
     out.push((
         "GET /nodes/{node}/services/{service}",
-        decode::<crate::generated::nodes::node::services::service::SrvcmdidxResponse> as Decode,
+        decode::<crate::generated::nodes::node::services::service::ServiceCommandIndexResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-services")]
     out.push((
@@ -3072,7 +3082,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-vzdump")]
     out.push((
         "GET /nodes/{node}/vzdump/extractconfig",
-        decode::<crate::generated::nodes::node::vzdump::extractconfig::ExtractconfigResponse>
+        decode::<crate::generated::nodes::node::vzdump::extractconfig::ExtractBackupConfigResponse>
             as Decode,
     ));
     #[cfg(feature = "pools")]
@@ -3205,7 +3215,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-config")]
     out.push((
         "POST /cluster/config/nodes/{node}",
-        decode::<crate::generated::cluster::config::nodes::node::AddnodeResponse> as Decode,
+        decode::<crate::generated::cluster::config::nodes::node::AddClusterNodeResponse> as Decode,
     ));
     #[cfg(feature = "cluster-firewall")]
     out.push((
@@ -3418,7 +3428,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets/{vnet}/ips",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::ips::IpcreateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::ips::CreateVnetIpResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -3449,7 +3459,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/fs/{name}",
-        decode::<crate::generated::nodes::node::ceph::fs::name::CreatefsResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::fs::name::CreateCephFsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
@@ -3459,22 +3469,22 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/mds/{name}",
-        decode::<crate::generated::nodes::node::ceph::mds::name::CreatemdsResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mds::name::CreateCephMdsResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/mgr/{id}",
-        decode::<crate::generated::nodes::node::ceph::mgr::id::CreatemgrResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mgr::id::CreateCephMgrResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/mon/{monid}",
-        decode::<crate::generated::nodes::node::ceph::mon::monid::CreatemonResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::mon::monid::CreateCephMonResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/osd",
-        decode::<crate::generated::nodes::node::ceph::osd::CreateosdResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::osd::CreateCephOsdResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
@@ -3494,7 +3504,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "POST /nodes/{node}/ceph/pool",
-        decode::<crate::generated::nodes::node::ceph::pool::CreatepoolResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::pool::CreateCephPoolResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
@@ -3572,7 +3582,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/clone",
-        decode::<crate::generated::nodes::node::lxc::vmid::clone::CloneVmResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::clone::CloneContainerResponse> as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -3601,7 +3611,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/migrate",
-        decode::<crate::generated::nodes::node::lxc::vmid::migrate::MigrateVmResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::migrate::MigrateContainerResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -3617,13 +3628,15 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/remote_migrate",
-        decode::<crate::generated::nodes::node::lxc::vmid::remote_migrate::RemoteMigrateVmResponse>
-            as Decode,
+        decode::<
+            crate::generated::nodes::node::lxc::vmid::remote_migrate::RemoteMigrateContainerResponse,
+        > as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/snapshot",
-        decode::<crate::generated::nodes::node::lxc::vmid::snapshot::SnapshotResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::snapshot::CreateSnapshotResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -3679,7 +3692,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "POST /nodes/{node}/lxc/{vmid}/template",
-        decode::<crate::generated::nodes::node::lxc::vmid::template::TemplateResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::template::ConvertToTemplateResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -3858,7 +3872,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/snapshot",
-        decode::<crate::generated::nodes::node::qemu::vmid::snapshot::SnapshotResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::vmid::snapshot::CreateSnapshotResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-qemu")]
     out.push((
@@ -3917,7 +3932,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-qemu")]
     out.push((
         "POST /nodes/{node}/qemu/{vmid}/template",
-        decode::<crate::generated::nodes::node::qemu::vmid::template::TemplateResponse> as Decode,
+        decode::<crate::generated::nodes::node::qemu::vmid::template::ConvertToTemplateResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-qemu")]
     out.push((
@@ -4311,7 +4327,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}/ips",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::ips::IpupdateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::ips::UpdateVnetIpResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -4332,7 +4348,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-ceph")]
     out.push((
         "PUT /nodes/{node}/ceph/pool/{name}",
-        decode::<crate::generated::nodes::node::ceph::pool::name::SetpoolResponse> as Decode,
+        decode::<crate::generated::nodes::node::ceph::pool::name::UpdateCephPoolResponse> as Decode,
     ));
     #[cfg(feature = "nodes-certificates")]
     out.push((
@@ -4401,7 +4417,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "nodes-lxc")]
     out.push((
         "PUT /nodes/{node}/lxc/{vmid}/resize",
-        decode::<crate::generated::nodes::node::lxc::vmid::resize::ResizeVmResponse> as Decode,
+        decode::<crate::generated::nodes::node::lxc::vmid::resize::ResizeContainerResponse>
+            as Decode,
     ));
     #[cfg(feature = "nodes-lxc")]
     out.push((
@@ -4484,7 +4501,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     out.push((
         "PUT /nodes/{node}/storage/{storage}/content/{volume}",
         decode::<
-            crate::generated::nodes::node::storage::storage::content::volume::UpdateattributesResponse,
+            crate::generated::nodes::node::storage::storage::content::volume::UpdateVolumeAttributesResponse,
         > as Decode,
     ));
     #[cfg(feature = "nodes-subscription")]

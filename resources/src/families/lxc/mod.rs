@@ -29,7 +29,7 @@ use pve_sdk::generated::index::{Mp as MpIndex, Net as NetIndex};
 use pve_sdk::generated::nodes::node::lxc::vmid::config::{
     ContainerConfig, ContainerConfigResponse, UpdateContainer, UpdateContainerError,
 };
-use pve_sdk::generated::nodes::node::lxc::vmid::resize::ResizeVm;
+use pve_sdk::generated::nodes::node::lxc::vmid::resize::ResizeContainer;
 use pve_sdk::generated::nodes::node::lxc::vmid::DestroyContainer;
 use pve_sdk::generated::nodes::node::lxc::{CreateContainer, Features, Mp, Net};
 use pve_sdk::{Client, Indexed, Secret};
@@ -238,7 +238,7 @@ impl Guest for Lxc {
     const NAME: &'static str = "hostname";
     type Live = Live;
     type Update = UpdateContainer;
-    type Resize = ResizeVm;
+    type Resize = ResizeContainer;
     type Destroy = DestroyContainer;
 
     fn node(&self) -> &str {
@@ -295,11 +295,11 @@ impl Guest for Lxc {
         )
     }
 
-    fn resize_request(&self, key: &str, size: String, digest: String) -> ResizeVm {
+    fn resize_request(&self, key: &str, size: String, digest: String) -> ResizeContainer {
         let disk = key
             .parse()
             .unwrap_or_else(|never: std::convert::Infallible| match never {});
-        let mut r = ResizeVm::new(self.node.clone(), self.vmid, disk, size);
+        let mut r = ResizeContainer::new(self.node.clone(), self.vmid, disk, size);
         r.digest = Some(digest);
         r
     }

@@ -10,14 +10,14 @@ pub mod status;
 #[doc(alias = "cephindex", alias = "/cluster/ceph")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct Cephindex {}
-impl serde::Serialize for Cephindex {
+pub struct CephIndex {}
+impl serde::Serialize for CephIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl Cephindex {
+impl CephIndex {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -27,15 +27,15 @@ impl Cephindex {
         Self {}
     }
 }
-impl crate::Operation for Cephindex {
+impl crate::Operation for CephIndex {
     const ID: &'static str = "cephindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ceph";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = CephindexResponse;
-    type Error = CephindexError;
+    type Response = CephIndexResponse;
+    type Error = CephIndexError;
 }
-/// What [`Cephindex`] answers.
-pub type CephindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Cephindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CephindexError = crate::error::Untyped<Cephindex>;
+/// What [`CephIndex`] answers.
+pub type CephIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`CephIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CephIndexError = crate::error::Untyped<CephIndex>;

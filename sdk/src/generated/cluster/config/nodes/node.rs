@@ -8,18 +8,18 @@
 #[doc(alias = "delnode", alias = "/cluster/config/nodes/{node}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delnode {
+pub struct DeleteClusterNode {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Delnode {
+impl serde::Serialize for DeleteClusterNode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Delnode {
+impl DeleteClusterNode {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -29,7 +29,7 @@ impl Delnode {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Delnode {
+impl crate::Operation for DeleteClusterNode {
     const ID: &'static str = "delnode";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/config/nodes/{node}";
@@ -39,13 +39,13 @@ impl crate::Operation for Delnode {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = DelnodeResponse;
-    type Error = DelnodeError;
+    type Response = DeleteClusterNodeResponse;
+    type Error = DeleteClusterNodeError;
 }
-/// What [`Delnode`] answers.
-pub type DelnodeResponse = ();
-/// Errors of [`Delnode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DelnodeError = crate::error::Untyped<Delnode>;
+/// What [`DeleteClusterNode`] answers.
+pub type DeleteClusterNodeResponse = ();
+/// Errors of [`DeleteClusterNode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteClusterNodeError = crate::error::Untyped<DeleteClusterNode>;
 /// `POST /cluster/config/nodes/{node}` (handler `addnode`).
 ///
 /// - Permissions: none stated
@@ -54,7 +54,7 @@ pub type DelnodeError = crate::error::Untyped<Delnode>;
 #[doc(alias = "addnode", alias = "/cluster/config/nodes/{node}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Addnode {
+pub struct AddClusterNode {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `apiversion`
@@ -71,7 +71,7 @@ pub struct Addnode {
     /// Minimum 0
     pub votes: Option<i64>,
 }
-impl serde::Serialize for Addnode {
+impl serde::Serialize for AddClusterNode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -84,7 +84,7 @@ impl serde::Serialize for Addnode {
         o.end()
     }
 }
-impl Addnode {
+impl AddClusterNode {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -138,7 +138,7 @@ impl Addnode {
         self
     }
 }
-impl crate::Operation for Addnode {
+impl crate::Operation for AddClusterNode {
     const ID: &'static str = "addnode";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/config/nodes/{node}";
@@ -149,15 +149,15 @@ impl crate::Operation for Addnode {
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
     const RESPONSE_SECRETS: bool = true;
-    type Response = AddnodeResponse;
-    type Error = AddnodeError;
+    type Response = AddClusterNodeResponse;
+    type Error = AddClusterNodeError;
 }
-/// Errors of [`Addnode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type AddnodeError = crate::error::Untyped<Addnode>;
+/// Errors of [`AddClusterNode`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type AddClusterNodeError = crate::error::Untyped<AddClusterNode>;
 /// From `POST /cluster/config/nodes/{node} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct AddnodeResponse {
+pub struct AddClusterNodeResponse {
     /// Secret: Debug and Display print `[redacted]`
     pub corosync_authkey: Option<crate::Secret>,
     /// `corosync_conf`
@@ -167,7 +167,7 @@ pub struct AddnodeResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for AddnodeResponse {
+impl<'de> serde::Deserialize<'de> for AddClusterNodeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -178,7 +178,7 @@ impl<'de> serde::Deserialize<'de> for AddnodeResponse {
         })
     }
 }
-impl serde::Serialize for AddnodeResponse {
+impl serde::Serialize for AddClusterNodeResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("corosync_authkey", &self.corosync_authkey)?;

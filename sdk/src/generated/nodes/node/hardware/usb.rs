@@ -9,18 +9,18 @@
 #[doc(alias = "usbscan", alias = "/nodes/{node}/hardware/usb")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Usbscan {
+pub struct ScanUsb {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Usbscan {
+impl serde::Serialize for ScanUsb {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Usbscan {
+impl ScanUsb {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Usbscan {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Usbscan {
+impl crate::Operation for ScanUsb {
     const ID: &'static str = "usbscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware/usb";
@@ -40,17 +40,17 @@ impl crate::Operation for Usbscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = UsbscanResponse;
-    type Error = UsbscanError;
+    type Response = ScanUsbResponse;
+    type Error = ScanUsbError;
 }
-/// What [`Usbscan`] answers.
-pub type UsbscanResponse = Vec<UsbscanResponseItem>;
-/// Errors of [`Usbscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UsbscanError = crate::error::Untyped<Usbscan>;
+/// What [`ScanUsb`] answers.
+pub type ScanUsbResponse = Vec<ScanUsbResponseItem>;
+/// Errors of [`ScanUsb`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanUsbError = crate::error::Untyped<ScanUsb>;
 /// From `GET /nodes/{node}/hardware/usb returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct UsbscanResponseItem {
+pub struct ScanUsbResponseItem {
     /// `busnum`
     pub busnum: Option<i64>,
     /// `class`
@@ -78,7 +78,7 @@ pub struct UsbscanResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanUsbResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -98,7 +98,7 @@ impl<'de> serde::Deserialize<'de> for UsbscanResponseItem {
         })
     }
 }
-impl serde::Serialize for UsbscanResponseItem {
+impl serde::Serialize for ScanUsbResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("busnum", &self.busnum)?;

@@ -9,7 +9,7 @@
 #[doc(alias = "cifsscan", alias = "/nodes/{node}/scan/cifs")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Cifsscan {
+pub struct ScanCifs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `domain`
@@ -21,7 +21,7 @@ pub struct Cifsscan {
     /// `username`
     pub username: Option<String>,
 }
-impl serde::Serialize for Cifsscan {
+impl serde::Serialize for ScanCifs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -32,7 +32,7 @@ impl serde::Serialize for Cifsscan {
         o.end()
     }
 }
-impl Cifsscan {
+impl ScanCifs {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -66,7 +66,7 @@ impl Cifsscan {
         self
     }
 }
-impl crate::Operation for Cifsscan {
+impl crate::Operation for ScanCifs {
     const ID: &'static str = "cifsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/cifs";
@@ -77,17 +77,17 @@ impl crate::Operation for Cifsscan {
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
     const SECRET_PARAMS: &'static [&'static str] = &["password"];
-    type Response = CifsscanResponse;
-    type Error = CifsscanError;
+    type Response = ScanCifsResponse;
+    type Error = ScanCifsError;
 }
-/// What [`Cifsscan`] answers.
-pub type CifsscanResponse = Vec<CifsscanResponseItem>;
-/// Errors of [`Cifsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CifsscanError = crate::error::Untyped<Cifsscan>;
+/// What [`ScanCifs`] answers.
+pub type ScanCifsResponse = Vec<ScanCifsResponseItem>;
+/// Errors of [`ScanCifs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanCifsError = crate::error::Untyped<ScanCifs>;
 /// From `GET /nodes/{node}/scan/cifs returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct CifsscanResponseItem {
+pub struct ScanCifsResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `share`
@@ -95,7 +95,7 @@ pub struct CifsscanResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanCifsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -105,7 +105,7 @@ impl<'de> serde::Deserialize<'de> for CifsscanResponseItem {
         })
     }
 }
-impl serde::Serialize for CifsscanResponseItem {
+impl serde::Serialize for ScanCifsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("description", &self.description)?;

@@ -9,13 +9,13 @@
 #[doc(alias = "iscsiscan", alias = "/nodes/{node}/scan/iscsi")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Iscsiscan {
+pub struct ScanIscsi {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-storage-portal-dns`
     pub portal: String,
 }
-impl serde::Serialize for Iscsiscan {
+impl serde::Serialize for ScanIscsi {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Iscsiscan {
         o.end()
     }
 }
-impl Iscsiscan {
+impl ScanIscsi {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +36,7 @@ impl Iscsiscan {
         }
     }
 }
-impl crate::Operation for Iscsiscan {
+impl crate::Operation for ScanIscsi {
     const ID: &'static str = "iscsiscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/iscsi";
@@ -46,17 +46,17 @@ impl crate::Operation for Iscsiscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = IscsiscanResponse;
-    type Error = IscsiscanError;
+    type Response = ScanIscsiResponse;
+    type Error = ScanIscsiError;
 }
-/// What [`Iscsiscan`] answers.
-pub type IscsiscanResponse = Vec<IscsiscanResponseItem>;
-/// Errors of [`Iscsiscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IscsiscanError = crate::error::Untyped<Iscsiscan>;
+/// What [`ScanIscsi`] answers.
+pub type ScanIscsiResponse = Vec<ScanIscsiResponseItem>;
+/// Errors of [`ScanIscsi`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanIscsiError = crate::error::Untyped<ScanIscsi>;
 /// From `GET /nodes/{node}/scan/iscsi returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct IscsiscanResponseItem {
+pub struct ScanIscsiResponseItem {
     /// `portal`
     pub portal: Option<String>,
     /// `target`
@@ -64,7 +64,7 @@ pub struct IscsiscanResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanIscsiResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -74,7 +74,7 @@ impl<'de> serde::Deserialize<'de> for IscsiscanResponseItem {
         })
     }
 }
-impl serde::Serialize for IscsiscanResponseItem {
+impl serde::Serialize for ScanIscsiResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("portal", &self.portal)?;

@@ -9,18 +9,18 @@
 #[doc(alias = "lvmscan", alias = "/nodes/{node}/scan/lvm")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Lvmscan {
+pub struct ScanLvm {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Lvmscan {
+impl serde::Serialize for ScanLvm {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Lvmscan {
+impl ScanLvm {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Lvmscan {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Lvmscan {
+impl crate::Operation for ScanLvm {
     const ID: &'static str = "lvmscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/lvm";
@@ -40,23 +40,23 @@ impl crate::Operation for Lvmscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = LvmscanResponse;
-    type Error = LvmscanError;
+    type Response = ScanLvmResponse;
+    type Error = ScanLvmError;
 }
-/// What [`Lvmscan`] answers.
-pub type LvmscanResponse = Vec<LvmscanResponseItem>;
-/// Errors of [`Lvmscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type LvmscanError = crate::error::Untyped<Lvmscan>;
+/// What [`ScanLvm`] answers.
+pub type ScanLvmResponse = Vec<ScanLvmResponseItem>;
+/// Errors of [`ScanLvm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanLvmError = crate::error::Untyped<ScanLvm>;
 /// From `GET /nodes/{node}/scan/lvm returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct LvmscanResponseItem {
+pub struct ScanLvmResponseItem {
     /// `vg`
     pub vg: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanLvmResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -65,7 +65,7 @@ impl<'de> serde::Deserialize<'de> for LvmscanResponseItem {
         })
     }
 }
-impl serde::Serialize for LvmscanResponseItem {
+impl serde::Serialize for ScanLvmResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("vg", &self.vg)?;

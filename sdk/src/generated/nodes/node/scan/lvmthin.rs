@@ -9,13 +9,13 @@
 #[doc(alias = "lvmthinscan", alias = "/nodes/{node}/scan/lvmthin")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Lvmthinscan {
+pub struct ScanLvmThin {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Maximum length 100; pattern `[a-zA-Z0-9\.\+\_][a-zA-Z0-9\.\+\_\-]+`
     pub vg: String,
 }
-impl serde::Serialize for Lvmthinscan {
+impl serde::Serialize for ScanLvmThin {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Lvmthinscan {
         o.end()
     }
 }
-impl Lvmthinscan {
+impl ScanLvmThin {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +36,7 @@ impl Lvmthinscan {
         }
     }
 }
-impl crate::Operation for Lvmthinscan {
+impl crate::Operation for ScanLvmThin {
     const ID: &'static str = "lvmthinscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/lvmthin";
@@ -46,23 +46,23 @@ impl crate::Operation for Lvmthinscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = LvmthinscanResponse;
-    type Error = LvmthinscanError;
+    type Response = ScanLvmThinResponse;
+    type Error = ScanLvmThinError;
 }
-/// What [`Lvmthinscan`] answers.
-pub type LvmthinscanResponse = Vec<LvmthinscanResponseItem>;
-/// Errors of [`Lvmthinscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type LvmthinscanError = crate::error::Untyped<Lvmthinscan>;
+/// What [`ScanLvmThin`] answers.
+pub type ScanLvmThinResponse = Vec<ScanLvmThinResponseItem>;
+/// Errors of [`ScanLvmThin`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanLvmThinError = crate::error::Untyped<ScanLvmThin>;
 /// From `GET /nodes/{node}/scan/lvmthin returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct LvmthinscanResponseItem {
+pub struct ScanLvmThinResponseItem {
     /// `lv`
     pub lv: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanLvmThinResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -71,7 +71,7 @@ impl<'de> serde::Deserialize<'de> for LvmthinscanResponseItem {
         })
     }
 }
-impl serde::Serialize for LvmthinscanResponseItem {
+impl serde::Serialize for ScanLvmThinResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("lv", &self.lv)?;

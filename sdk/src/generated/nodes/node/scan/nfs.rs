@@ -9,13 +9,13 @@
 #[doc(alias = "nfsscan", alias = "/nodes/{node}/scan/nfs")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Nfsscan {
+pub struct ScanNfs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Format `pve-storage-server`
     pub server: String,
 }
-impl serde::Serialize for Nfsscan {
+impl serde::Serialize for ScanNfs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Nfsscan {
         o.end()
     }
 }
-impl Nfsscan {
+impl ScanNfs {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +36,7 @@ impl Nfsscan {
         }
     }
 }
-impl crate::Operation for Nfsscan {
+impl crate::Operation for ScanNfs {
     const ID: &'static str = "nfsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/nfs";
@@ -46,17 +46,17 @@ impl crate::Operation for Nfsscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = NfsscanResponse;
-    type Error = NfsscanError;
+    type Response = ScanNfsResponse;
+    type Error = ScanNfsError;
 }
-/// What [`Nfsscan`] answers.
-pub type NfsscanResponse = Vec<NfsscanResponseItem>;
-/// Errors of [`Nfsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type NfsscanError = crate::error::Untyped<Nfsscan>;
+/// What [`ScanNfs`] answers.
+pub type ScanNfsResponse = Vec<ScanNfsResponseItem>;
+/// Errors of [`ScanNfs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanNfsError = crate::error::Untyped<ScanNfs>;
 /// From `GET /nodes/{node}/scan/nfs returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct NfsscanResponseItem {
+pub struct ScanNfsResponseItem {
     /// `options`
     pub options: Option<String>,
     /// `path`
@@ -64,7 +64,7 @@ pub struct NfsscanResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanNfsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -74,7 +74,7 @@ impl<'de> serde::Deserialize<'de> for NfsscanResponseItem {
         })
     }
 }
-impl serde::Serialize for NfsscanResponseItem {
+impl serde::Serialize for ScanNfsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("options", &self.options)?;

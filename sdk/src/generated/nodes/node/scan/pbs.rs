@@ -9,7 +9,7 @@
 #[doc(alias = "pbsscan", alias = "/nodes/{node}/scan/pbs")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Pbsscan {
+pub struct ScanPbs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Pattern `([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}`
@@ -23,7 +23,7 @@ pub struct Pbsscan {
     /// `username`
     pub username: String,
 }
-impl serde::Serialize for Pbsscan {
+impl serde::Serialize for ScanPbs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -35,7 +35,7 @@ impl serde::Serialize for Pbsscan {
         o.end()
     }
 }
-impl Pbsscan {
+impl ScanPbs {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -69,7 +69,7 @@ impl Pbsscan {
         self
     }
 }
-impl crate::Operation for Pbsscan {
+impl crate::Operation for ScanPbs {
     const ID: &'static str = "pbsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/pbs";
@@ -80,17 +80,17 @@ impl crate::Operation for Pbsscan {
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
     const SECRET_PARAMS: &'static [&'static str] = &["password"];
-    type Response = PbsscanResponse;
-    type Error = PbsscanError;
+    type Response = ScanPbsResponse;
+    type Error = ScanPbsError;
 }
-/// What [`Pbsscan`] answers.
-pub type PbsscanResponse = Vec<PbsscanResponseItem>;
-/// Errors of [`Pbsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type PbsscanError = crate::error::Untyped<Pbsscan>;
+/// What [`ScanPbs`] answers.
+pub type ScanPbsResponse = Vec<ScanPbsResponseItem>;
+/// Errors of [`ScanPbs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanPbsError = crate::error::Untyped<ScanPbs>;
 /// From `GET /nodes/{node}/scan/pbs returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct PbsscanResponseItem {
+pub struct ScanPbsResponseItem {
     /// `comment`
     pub comment: Option<String>,
     /// `store`
@@ -98,7 +98,7 @@ pub struct PbsscanResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanPbsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -108,7 +108,7 @@ impl<'de> serde::Deserialize<'de> for PbsscanResponseItem {
         })
     }
 }
-impl serde::Serialize for PbsscanResponseItem {
+impl serde::Serialize for ScanPbsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -9,18 +9,18 @@
 #[doc(alias = "zfsscan", alias = "/nodes/{node}/scan/zfs")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Zfsscan {
+pub struct ScanZfs {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Zfsscan {
+impl serde::Serialize for ScanZfs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Zfsscan {
+impl ScanZfs {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -30,7 +30,7 @@ impl Zfsscan {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Zfsscan {
+impl crate::Operation for ScanZfs {
     const ID: &'static str = "zfsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/zfs";
@@ -40,23 +40,23 @@ impl crate::Operation for Zfsscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = ZfsscanResponse;
-    type Error = ZfsscanError;
+    type Response = ScanZfsResponse;
+    type Error = ScanZfsError;
 }
-/// What [`Zfsscan`] answers.
-pub type ZfsscanResponse = Vec<ZfsscanResponseItem>;
-/// Errors of [`Zfsscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ZfsscanError = crate::error::Untyped<Zfsscan>;
+/// What [`ScanZfs`] answers.
+pub type ScanZfsResponse = Vec<ScanZfsResponseItem>;
+/// Errors of [`ScanZfs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ScanZfsError = crate::error::Untyped<ScanZfs>;
 /// From `GET /nodes/{node}/scan/zfs returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ZfsscanResponseItem {
+pub struct ScanZfsResponseItem {
     /// `pool`
     pub pool: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ScanZfsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -65,7 +65,7 @@ impl<'de> serde::Deserialize<'de> for ZfsscanResponseItem {
         })
     }
 }
-impl serde::Serialize for ZfsscanResponseItem {
+impl serde::Serialize for ScanZfsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("pool", &self.pool)?;

@@ -11,18 +11,18 @@ pub mod zones;
 #[doc(alias = "sdnindex", alias = "/nodes/{node}/sdn")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Sdnindex {
+pub struct SdnIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Sdnindex {
+impl serde::Serialize for SdnIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Sdnindex {
+impl SdnIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -32,7 +32,7 @@ impl Sdnindex {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Sdnindex {
+impl crate::Operation for SdnIndex {
     const ID: &'static str = "sdnindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn";
@@ -42,10 +42,10 @@ impl crate::Operation for Sdnindex {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = SdnindexResponse;
-    type Error = SdnindexError;
+    type Response = SdnIndexResponse;
+    type Error = SdnIndexError;
 }
-/// What [`Sdnindex`] answers.
-pub type SdnindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Sdnindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type SdnindexError = crate::error::Untyped<Sdnindex>;
+/// What [`SdnIndex`] answers.
+pub type SdnIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`SdnIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type SdnIndexError = crate::error::Untyped<SdnIndex>;

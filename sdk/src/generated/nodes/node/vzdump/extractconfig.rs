@@ -9,13 +9,13 @@
 #[doc(alias = "extractconfig", alias = "/nodes/{node}/vzdump/extractconfig")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Extractconfig {
+pub struct ExtractBackupConfig {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// `volume`
     pub volume: String,
 }
-impl serde::Serialize for Extractconfig {
+impl serde::Serialize for ExtractBackupConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Extractconfig {
         o.end()
     }
 }
-impl Extractconfig {
+impl ExtractBackupConfig {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +36,7 @@ impl Extractconfig {
         }
     }
 }
-impl crate::Operation for Extractconfig {
+impl crate::Operation for ExtractBackupConfig {
     const ID: &'static str = "extractconfig";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/vzdump/extractconfig";
@@ -46,10 +46,10 @@ impl crate::Operation for Extractconfig {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = ExtractconfigResponse;
-    type Error = ExtractconfigError;
+    type Response = ExtractBackupConfigResponse;
+    type Error = ExtractBackupConfigError;
 }
-/// What [`Extractconfig`] answers.
-pub type ExtractconfigResponse = String;
-/// Errors of [`Extractconfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ExtractconfigError = crate::error::Untyped<Extractconfig>;
+/// What [`ExtractBackupConfig`] answers.
+pub type ExtractBackupConfigResponse = String;
+/// Errors of [`ExtractBackupConfig`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ExtractBackupConfigError = crate::error::Untyped<ExtractBackupConfig>;

@@ -8,18 +8,18 @@
 #[doc(alias = "ipamindex", alias = "/cluster/sdn/ipams/{ipam}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Ipamindex {
+pub struct IpamStatus {
     /// Path parameter; minimum length 2; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub ipam: String,
 }
-impl serde::Serialize for Ipamindex {
+impl serde::Serialize for IpamStatus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("ipam", &self.ipam)?;
         o.end()
     }
 }
-impl Ipamindex {
+impl IpamStatus {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -29,15 +29,15 @@ impl Ipamindex {
         Self { ipam: ipam.into() }
     }
 }
-impl crate::Operation for Ipamindex {
+impl crate::Operation for IpamStatus {
     const ID: &'static str = "ipamindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/ipams/{ipam}/status";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IpamindexResponse;
-    type Error = IpamindexError;
+    type Response = IpamStatusResponse;
+    type Error = IpamStatusError;
 }
-/// What [`Ipamindex`] answers.
-pub type IpamindexResponse = Vec<serde_json::Value>;
-/// Errors of [`Ipamindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IpamindexError = crate::error::Untyped<Ipamindex>;
+/// What [`IpamStatus`] answers.
+pub type IpamStatusResponse = Vec<serde_json::Value>;
+/// Errors of [`IpamStatus`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type IpamStatusError = crate::error::Untyped<IpamStatus>;

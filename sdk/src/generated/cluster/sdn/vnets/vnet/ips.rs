@@ -8,7 +8,7 @@
 #[doc(alias = "ipdelete", alias = "/cluster/sdn/vnets/{vnet}/ips")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Ipdelete {
+pub struct DeleteVnetIp {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Format `ip`
@@ -18,7 +18,7 @@ pub struct Ipdelete {
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
 }
-impl serde::Serialize for Ipdelete {
+impl serde::Serialize for DeleteVnetIp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -28,7 +28,7 @@ impl serde::Serialize for Ipdelete {
         o.end()
     }
 }
-impl Ipdelete {
+impl DeleteVnetIp {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -49,18 +49,18 @@ impl Ipdelete {
         self
     }
 }
-impl crate::Operation for Ipdelete {
+impl crate::Operation for DeleteVnetIp {
     const ID: &'static str = "ipdelete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/ips";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IpdeleteResponse;
-    type Error = IpdeleteError;
+    type Response = DeleteVnetIpResponse;
+    type Error = DeleteVnetIpError;
 }
-/// What [`Ipdelete`] answers.
-pub type IpdeleteResponse = ();
-/// Errors of [`Ipdelete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IpdeleteError = crate::error::Untyped<Ipdelete>;
+/// What [`DeleteVnetIp`] answers.
+pub type DeleteVnetIpResponse = ();
+/// Errors of [`DeleteVnetIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteVnetIpError = crate::error::Untyped<DeleteVnetIp>;
 /// `POST /cluster/sdn/vnets/{vnet}/ips` (handler `ipcreate`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
@@ -69,7 +69,7 @@ pub type IpdeleteError = crate::error::Untyped<Ipdelete>;
 #[doc(alias = "ipcreate", alias = "/cluster/sdn/vnets/{vnet}/ips")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Ipcreate {
+pub struct CreateVnetIp {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Format `ip`
@@ -79,7 +79,7 @@ pub struct Ipcreate {
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
 }
-impl serde::Serialize for Ipcreate {
+impl serde::Serialize for CreateVnetIp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -89,7 +89,7 @@ impl serde::Serialize for Ipcreate {
         o.end()
     }
 }
-impl Ipcreate {
+impl CreateVnetIp {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -110,18 +110,18 @@ impl Ipcreate {
         self
     }
 }
-impl crate::Operation for Ipcreate {
+impl crate::Operation for CreateVnetIp {
     const ID: &'static str = "ipcreate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/ips";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IpcreateResponse;
-    type Error = IpcreateError;
+    type Response = CreateVnetIpResponse;
+    type Error = CreateVnetIpError;
 }
-/// What [`Ipcreate`] answers.
-pub type IpcreateResponse = ();
-/// Errors of [`Ipcreate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IpcreateError = crate::error::Untyped<Ipcreate>;
+/// What [`CreateVnetIp`] answers.
+pub type CreateVnetIpResponse = ();
+/// Errors of [`CreateVnetIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateVnetIpError = crate::error::Untyped<CreateVnetIp>;
 /// `PUT /cluster/sdn/vnets/{vnet}/ips` (handler `ipupdate`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}/{vnet}",["SDN.Allocate"]]`
@@ -130,7 +130,7 @@ pub type IpcreateError = crate::error::Untyped<Ipcreate>;
 #[doc(alias = "ipupdate", alias = "/cluster/sdn/vnets/{vnet}/ips")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Ipupdate {
+pub struct UpdateVnetIp {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Format `ip`
@@ -142,7 +142,7 @@ pub struct Ipupdate {
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
 }
-impl serde::Serialize for Ipupdate {
+impl serde::Serialize for UpdateVnetIp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -153,7 +153,7 @@ impl serde::Serialize for Ipupdate {
         o.end()
     }
 }
-impl Ipupdate {
+impl UpdateVnetIp {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -181,15 +181,15 @@ impl Ipupdate {
         self
     }
 }
-impl crate::Operation for Ipupdate {
+impl crate::Operation for UpdateVnetIp {
     const ID: &'static str = "ipupdate";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/ips";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = IpupdateResponse;
-    type Error = IpupdateError;
+    type Response = UpdateVnetIpResponse;
+    type Error = UpdateVnetIpError;
 }
-/// What [`Ipupdate`] answers.
-pub type IpupdateResponse = ();
-/// Errors of [`Ipupdate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type IpupdateError = crate::error::Untyped<Ipupdate>;
+/// What [`UpdateVnetIp`] answers.
+pub type UpdateVnetIpResponse = ();
+/// Errors of [`UpdateVnetIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateVnetIpError = crate::error::Untyped<UpdateVnetIp>;

@@ -87,7 +87,7 @@ crate::operation_error!(
 #[doc(alias = "createfs", alias = "/nodes/{node}/ceph/fs/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Createfs {
+pub struct CreateCephFs {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `(?^:^[^:/\s]+$)`; default `cephfs`
@@ -97,7 +97,7 @@ pub struct Createfs {
     /// Range 8 - 32768; default `128`
     pub pg_num: Option<i64>,
 }
-impl serde::Serialize for Createfs {
+impl serde::Serialize for CreateCephFs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -107,7 +107,7 @@ impl serde::Serialize for Createfs {
         o.end()
     }
 }
-impl Createfs {
+impl CreateCephFs {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -134,7 +134,7 @@ impl Createfs {
         self
     }
 }
-impl crate::Operation for Createfs {
+impl crate::Operation for CreateCephFs {
     const ID: &'static str = "createfs";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";
@@ -145,10 +145,10 @@ impl crate::Operation for Createfs {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = CreatefsResponse;
-    type Error = CreatefsError;
+    type Response = CreateCephFsResponse;
+    type Error = CreateCephFsError;
 }
-/// What [`Createfs`] answers.
-pub type CreatefsResponse = crate::Upid;
-/// Errors of [`Createfs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreatefsError = crate::error::Untyped<Createfs>;
+/// What [`CreateCephFs`] answers.
+pub type CreateCephFsResponse = crate::Upid;
+/// Errors of [`CreateCephFs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateCephFsError = crate::error::Untyped<CreateCephFs>;

@@ -10,13 +10,13 @@
 #[doc(alias = "destroymds", alias = "/nodes/{node}/ceph/mds/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Destroymds {
+pub struct DestroyCephMds {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
     pub name: String,
 }
-impl serde::Serialize for Destroymds {
+impl serde::Serialize for DestroyCephMds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for Destroymds {
         o.end()
     }
 }
-impl Destroymds {
+impl DestroyCephMds {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -37,7 +37,7 @@ impl Destroymds {
         }
     }
 }
-impl crate::Operation for Destroymds {
+impl crate::Operation for DestroyCephMds {
     const ID: &'static str = "destroymds";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
@@ -48,14 +48,14 @@ impl crate::Operation for Destroymds {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = DestroymdsResponse;
-    type Error = DestroymdsError;
+    type Response = DestroyCephMdsResponse;
+    type Error = DestroyCephMdsError;
 }
-/// What [`Destroymds`] answers.
-pub type DestroymdsResponse = crate::Upid;
+/// What [`DestroyCephMds`] answers.
+pub type DestroyCephMdsResponse = crate::Upid;
 crate::operation_error!(
-    DestroymdsError for Destroymds; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    DestroyCephMdsError for DestroyCephMds; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/mds/{name}` (handler `createmds`).
 ///
@@ -67,7 +67,7 @@ crate::operation_error!(
 #[doc(alias = "createmds", alias = "/nodes/{node}/ceph/mds/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Createmds {
+pub struct CreateCephMds {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; maximum length 200; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`; default `nodename`
@@ -75,7 +75,7 @@ pub struct Createmds {
     /// Default `0`
     pub hotstandby: Option<bool>,
 }
-impl serde::Serialize for Createmds {
+impl serde::Serialize for CreateCephMds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -84,7 +84,7 @@ impl serde::Serialize for Createmds {
         o.end()
     }
 }
-impl Createmds {
+impl CreateCephMds {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -104,7 +104,7 @@ impl Createmds {
         self
     }
 }
-impl crate::Operation for Createmds {
+impl crate::Operation for CreateCephMds {
     const ID: &'static str = "createmds";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
@@ -115,12 +115,12 @@ impl crate::Operation for Createmds {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = CreatemdsResponse;
-    type Error = CreatemdsError;
+    type Response = CreateCephMdsResponse;
+    type Error = CreateCephMdsError;
 }
-/// What [`Createmds`] answers.
-pub type CreatemdsResponse = crate::Upid;
+/// What [`CreateCephMds`] answers.
+pub type CreateCephMdsResponse = crate::Upid;
 crate::operation_error!(
-    CreatemdsError for Createmds; CephNotInitialized => is_ceph_not_initialized,
+    CreateCephMdsError for CreateCephMds; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );

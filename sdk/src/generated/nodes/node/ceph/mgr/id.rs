@@ -10,13 +10,13 @@
 #[doc(alias = "destroymgr", alias = "/nodes/{node}/ceph/mgr/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Destroymgr {
+pub struct DestroyCephMgr {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
     pub id: String,
 }
-impl serde::Serialize for Destroymgr {
+impl serde::Serialize for DestroyCephMgr {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for Destroymgr {
         o.end()
     }
 }
-impl Destroymgr {
+impl DestroyCephMgr {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -37,7 +37,7 @@ impl Destroymgr {
         }
     }
 }
-impl crate::Operation for Destroymgr {
+impl crate::Operation for DestroyCephMgr {
     const ID: &'static str = "destroymgr";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
@@ -48,14 +48,14 @@ impl crate::Operation for Destroymgr {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = DestroymgrResponse;
-    type Error = DestroymgrError;
+    type Response = DestroyCephMgrResponse;
+    type Error = DestroyCephMgrError;
 }
-/// What [`Destroymgr`] answers.
-pub type DestroymgrResponse = crate::Upid;
+/// What [`DestroyCephMgr`] answers.
+pub type DestroyCephMgrResponse = crate::Upid;
 crate::operation_error!(
-    DestroymgrError for Destroymgr; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    DestroyCephMgrError for DestroyCephMgr; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/mgr/{id}` (handler `createmgr`).
 ///
@@ -67,13 +67,13 @@ crate::operation_error!(
 #[doc(alias = "createmgr", alias = "/nodes/{node}/ceph/mgr/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Createmgr {
+pub struct CreateCephMgr {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; maximum length 200; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`; default `nodename`
     pub id: String,
 }
-impl serde::Serialize for Createmgr {
+impl serde::Serialize for CreateCephMgr {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -81,7 +81,7 @@ impl serde::Serialize for Createmgr {
         o.end()
     }
 }
-impl Createmgr {
+impl CreateCephMgr {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -94,7 +94,7 @@ impl Createmgr {
         }
     }
 }
-impl crate::Operation for Createmgr {
+impl crate::Operation for CreateCephMgr {
     const ID: &'static str = "createmgr";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
@@ -105,12 +105,12 @@ impl crate::Operation for Createmgr {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = CreatemgrResponse;
-    type Error = CreatemgrError;
+    type Response = CreateCephMgrResponse;
+    type Error = CreateCephMgrError;
 }
-/// What [`Createmgr`] answers.
-pub type CreatemgrResponse = crate::Upid;
+/// What [`CreateCephMgr`] answers.
+pub type CreateCephMgrResponse = crate::Upid;
 crate::operation_error!(
-    CreatemgrError for Createmgr; CephNotInitialized => is_ceph_not_initialized,
+    CreateCephMgrError for CreateCephMgr; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );

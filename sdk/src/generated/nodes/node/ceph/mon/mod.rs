@@ -10,18 +10,18 @@ pub mod monid;
 #[doc(alias = "listmon", alias = "/nodes/{node}/ceph/mon")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Listmon {
+pub struct ListCephMons {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Listmon {
+impl serde::Serialize for ListCephMons {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Listmon {
+impl ListCephMons {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -31,7 +31,7 @@ impl Listmon {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Listmon {
+impl crate::Operation for ListCephMons {
     const ID: &'static str = "listmon";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/mon";
@@ -41,19 +41,19 @@ impl crate::Operation for Listmon {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = ListmonResponse;
-    type Error = ListmonError;
+    type Response = ListCephMonsResponse;
+    type Error = ListCephMonsError;
 }
-/// What [`Listmon`] answers.
-pub type ListmonResponse = Vec<ListmonResponseItem>;
+/// What [`ListCephMons`] answers.
+pub type ListCephMonsResponse = Vec<ListCephMonsResponseItem>;
 crate::operation_error!(
-    ListmonError for Listmon; CephNotInitialized => is_ceph_not_initialized,
+    ListCephMonsError for ListCephMons; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// From `GET /nodes/{node}/ceph/mon returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ListmonResponseItem {
+pub struct ListCephMonsResponseItem {
     /// `addr`
     pub addr: Option<String>,
     /// `ceph_version`
@@ -77,7 +77,7 @@ pub struct ListmonResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
+impl<'de> serde::Deserialize<'de> for ListCephMonsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -95,7 +95,7 @@ impl<'de> serde::Deserialize<'de> for ListmonResponseItem {
         })
     }
 }
-impl serde::Serialize for ListmonResponseItem {
+impl serde::Serialize for ListCephMonsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("addr", &self.addr)?;

@@ -10,13 +10,13 @@
 #[doc(alias = "destroymon", alias = "/nodes/{node}/ceph/mon/{monid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Destroymon {
+pub struct DestroyCephMon {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
     pub monid: String,
 }
-impl serde::Serialize for Destroymon {
+impl serde::Serialize for DestroyCephMon {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for Destroymon {
         o.end()
     }
 }
-impl Destroymon {
+impl DestroyCephMon {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -37,7 +37,7 @@ impl Destroymon {
         }
     }
 }
-impl crate::Operation for Destroymon {
+impl crate::Operation for DestroyCephMon {
     const ID: &'static str = "destroymon";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
@@ -48,14 +48,14 @@ impl crate::Operation for Destroymon {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = DestroymonResponse;
-    type Error = DestroymonError;
+    type Response = DestroyCephMonResponse;
+    type Error = DestroyCephMonError;
 }
-/// What [`Destroymon`] answers.
-pub type DestroymonResponse = crate::Upid;
+/// What [`DestroyCephMon`] answers.
+pub type DestroyCephMonResponse = crate::Upid;
 crate::operation_error!(
-    DestroymonError for Destroymon; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    DestroyCephMonError for DestroyCephMon; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/mon/{monid}` (handler `createmon`).
 ///
@@ -67,7 +67,7 @@ crate::operation_error!(
 #[doc(alias = "createmon", alias = "/nodes/{node}/ceph/mon/{monid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Createmon {
+pub struct CreateCephMon {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; maximum length 200; pattern `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`; default `nodename`
@@ -75,7 +75,7 @@ pub struct Createmon {
     /// Wire name `mon-address`; format `ip-list`
     pub mon_address: Option<String>,
 }
-impl serde::Serialize for Createmon {
+impl serde::Serialize for CreateCephMon {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -84,7 +84,7 @@ impl serde::Serialize for Createmon {
         o.end()
     }
 }
-impl Createmon {
+impl CreateCephMon {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -104,7 +104,7 @@ impl Createmon {
         self
     }
 }
-impl crate::Operation for Createmon {
+impl crate::Operation for CreateCephMon {
     const ID: &'static str = "createmon";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
@@ -115,12 +115,12 @@ impl crate::Operation for Createmon {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = CreatemonResponse;
-    type Error = CreatemonError;
+    type Response = CreateCephMonResponse;
+    type Error = CreateCephMonError;
 }
-/// What [`Createmon`] answers.
-pub type CreatemonResponse = crate::Upid;
+/// What [`CreateCephMon`] answers.
+pub type CreateCephMonResponse = crate::Upid;
 crate::operation_error!(
-    CreatemonError for Createmon; CephNotInitialized => is_ceph_not_initialized,
+    CreateCephMonError for CreateCephMon; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );

@@ -56,7 +56,7 @@ pub type ListOsdError = crate::error::Untyped<ListOsd>;
 #[doc(alias = "createosd", alias = "/nodes/{node}/ceph/osd")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Createosd {
+pub struct CreateCephOsd {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `crush-device-class`
@@ -76,7 +76,7 @@ pub struct Createosd {
     /// Minimum 0.5; requires `wal_dev`
     pub wal_dev_size: Option<f64>,
 }
-impl serde::Serialize for Createosd {
+impl serde::Serialize for CreateCephOsd {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -91,7 +91,7 @@ impl serde::Serialize for Createosd {
         o.end()
     }
 }
-impl Createosd {
+impl CreateCephOsd {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -153,7 +153,7 @@ impl Createosd {
         self
     }
 }
-impl crate::Operation for Createosd {
+impl crate::Operation for CreateCephOsd {
     const ID: &'static str = "createosd";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/osd";
@@ -164,13 +164,13 @@ impl crate::Operation for Createosd {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = CreateosdResponse;
-    type Error = CreateosdError;
+    type Response = CreateCephOsdResponse;
+    type Error = CreateCephOsdError;
 }
-/// What [`Createosd`] answers.
-pub type CreateosdResponse = crate::Upid;
+/// What [`CreateCephOsd`] answers.
+pub type CreateCephOsdResponse = crate::Upid;
 crate::operation_error!(
-    CreateosdError for Createosd; CephNotInitialized => is_ceph_not_initialized,
+    CreateCephOsdError for CreateCephOsd; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// From `GET /nodes/{node}/ceph/osd returns`.

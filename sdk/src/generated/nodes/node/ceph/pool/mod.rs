@@ -10,18 +10,18 @@ pub mod name;
 #[doc(alias = "lspools", alias = "/nodes/{node}/ceph/pool")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Lspools {
+pub struct ListCephPools {
     /// Path parameter; format `pve-node`
     pub node: String,
 }
-impl serde::Serialize for Lspools {
+impl serde::Serialize for ListCephPools {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
         o.end()
     }
 }
-impl Lspools {
+impl ListCephPools {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -31,7 +31,7 @@ impl Lspools {
         Self { node: node.into() }
     }
 }
-impl crate::Operation for Lspools {
+impl crate::Operation for ListCephPools {
     const ID: &'static str = "lspools";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool";
@@ -41,13 +41,13 @@ impl crate::Operation for Lspools {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = LspoolsResponse;
-    type Error = LspoolsError;
+    type Response = ListCephPoolsResponse;
+    type Error = ListCephPoolsError;
 }
-/// What [`Lspools`] answers.
-pub type LspoolsResponse = Vec<LspoolsResponseItem>;
+/// What [`ListCephPools`] answers.
+pub type ListCephPoolsResponse = Vec<ListCephPoolsResponseItem>;
 crate::operation_error!(
-    LspoolsError for Lspools; CephNotInitialized => is_ceph_not_initialized,
+    ListCephPoolsError for ListCephPools; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `POST /nodes/{node}/ceph/pool` (handler `createpool`).
@@ -60,7 +60,7 @@ crate::operation_error!(
 #[doc(alias = "createpool", alias = "/nodes/{node}/ceph/pool")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Createpool {
+pub struct CreateCephPool {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Default `0`
@@ -88,7 +88,7 @@ pub struct Createpool {
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
 }
-impl serde::Serialize for Createpool {
+impl serde::Serialize for CreateCephPool {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -107,7 +107,7 @@ impl serde::Serialize for Createpool {
         o.end()
     }
 }
-impl Createpool {
+impl CreateCephPool {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -197,7 +197,7 @@ impl Createpool {
         self
     }
 }
-impl crate::Operation for Createpool {
+impl crate::Operation for CreateCephPool {
     const ID: &'static str = "createpool";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/pool";
@@ -208,13 +208,13 @@ impl crate::Operation for Createpool {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = CreatepoolResponse;
-    type Error = CreatepoolError;
+    type Response = CreateCephPoolResponse;
+    type Error = CreateCephPoolError;
 }
-/// What [`Createpool`] answers.
-pub type CreatepoolResponse = crate::Upid;
-/// Errors of [`Createpool`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreatepoolError = crate::error::Untyped<Createpool>;
+/// What [`CreateCephPool`] answers.
+pub type CreateCephPoolResponse = crate::Upid;
+/// Errors of [`CreateCephPool`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateCephPoolError = crate::error::Untyped<CreateCephPool>;
 /// Property string `erasure-coding`.
 ///
 /// Used by: `POST /nodes/{node}/ceph/pool param "erasure-coding"`.
@@ -364,7 +364,7 @@ crate::open_enum_traits!(PgAutoscaleMode);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum LspoolsResponseItemType {
+pub enum ListCephPoolsResponseItemType {
     /// `replicated`
     Replicated,
     /// `erasure`
@@ -374,7 +374,7 @@ pub enum LspoolsResponseItemType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for LspoolsResponseItemType {
+impl crate::open_enum::OpenEnum for ListCephPoolsResponseItemType {
     const VALUES: &'static [&'static str] = &["replicated", "erasure", "unknown"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -393,11 +393,11 @@ impl crate::open_enum::OpenEnum for LspoolsResponseItemType {
         }
     }
 }
-crate::open_enum_traits!(LspoolsResponseItemType);
+crate::open_enum_traits!(ListCephPoolsResponseItemType);
 /// From `GET /nodes/{node}/ceph/pool returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct LspoolsResponseItem {
+pub struct ListCephPoolsResponseItem {
     /// `application_metadata`
     pub application_metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// `autoscale_status`
@@ -431,11 +431,11 @@ pub struct LspoolsResponseItem {
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
     /// Wire name `type`
-    pub type_: Option<LspoolsResponseItemType>,
+    pub type_: Option<ListCephPoolsResponseItemType>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
+impl<'de> serde::Deserialize<'de> for ListCephPoolsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -460,7 +460,7 @@ impl<'de> serde::Deserialize<'de> for LspoolsResponseItem {
         })
     }
 }
-impl serde::Serialize for LspoolsResponseItem {
+impl serde::Serialize for ListCephPoolsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("application_metadata", &self.application_metadata)?;

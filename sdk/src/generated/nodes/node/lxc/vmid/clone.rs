@@ -10,7 +10,7 @@
 #[doc(alias = "clone_vm", alias = "/nodes/{node}/lxc/{vmid}/clone")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct CloneVm {
+pub struct CloneContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -34,7 +34,7 @@ pub struct CloneVm {
     /// Format `pve-node`
     pub target: Option<String>,
 }
-impl serde::Serialize for CloneVm {
+impl serde::Serialize for CloneContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -51,7 +51,7 @@ impl serde::Serialize for CloneVm {
         o.end()
     }
 }
-impl CloneVm {
+impl CloneContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -121,7 +121,7 @@ impl CloneVm {
         self
     }
 }
-impl crate::Operation for CloneVm {
+impl crate::Operation for CloneContainer {
     const ID: &'static str = "clone_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/clone";
@@ -139,10 +139,10 @@ impl crate::Operation for CloneVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = CloneVmResponse;
-    type Error = CloneVmError;
+    type Response = CloneContainerResponse;
+    type Error = CloneContainerError;
 }
-/// What [`CloneVm`] answers.
-pub type CloneVmResponse = crate::Upid;
-/// Errors of [`CloneVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CloneVmError = crate::error::Untyped<CloneVm>;
+/// What [`CloneContainer`] answers.
+pub type CloneContainerResponse = crate::Upid;
+/// Errors of [`CloneContainer`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CloneContainerError = crate::error::Untyped<CloneContainer>;

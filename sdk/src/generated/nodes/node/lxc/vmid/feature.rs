@@ -9,7 +9,7 @@
 #[doc(alias = "vm_feature", alias = "/nodes/{node}/lxc/{vmid}/feature")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmFeature {
+pub struct ContainerFeature {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -19,7 +19,7 @@ pub struct VmFeature {
     /// Format `pve-configid`; maximum length 40
     pub snapname: Option<String>,
 }
-impl serde::Serialize for VmFeature {
+impl serde::Serialize for ContainerFeature {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -29,7 +29,7 @@ impl serde::Serialize for VmFeature {
         o.end()
     }
 }
-impl VmFeature {
+impl ContainerFeature {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -54,7 +54,7 @@ impl VmFeature {
         self
     }
 }
-impl crate::Operation for VmFeature {
+impl crate::Operation for ContainerFeature {
     const ID: &'static str = "vm_feature";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/feature";
@@ -71,21 +71,21 @@ impl crate::Operation for VmFeature {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmFeatureResponse;
-    type Error = VmFeatureError;
+    type Response = ContainerFeatureResponse;
+    type Error = ContainerFeatureError;
 }
-/// Errors of [`VmFeature`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmFeatureError = crate::error::Untyped<VmFeature>;
+/// Errors of [`ContainerFeature`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ContainerFeatureError = crate::error::Untyped<ContainerFeature>;
 /// From `GET /nodes/{node}/lxc/{vmid}/feature returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmFeatureResponse {
+pub struct ContainerFeatureResponse {
     /// Wire name `hasFeature`
     pub has_feature: Option<bool>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
+impl<'de> serde::Deserialize<'de> for ContainerFeatureResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -94,7 +94,7 @@ impl<'de> serde::Deserialize<'de> for VmFeatureResponse {
         })
     }
 }
-impl serde::Serialize for VmFeatureResponse {
+impl serde::Serialize for ContainerFeatureResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("hasFeature", &self.has_feature)?;

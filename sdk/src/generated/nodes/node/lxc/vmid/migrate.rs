@@ -81,7 +81,7 @@ pub type MigrateVmPreconditionError = crate::error::Untyped<MigrateVmPreconditio
 #[doc(alias = "migrate_vm", alias = "/nodes/{node}/lxc/{vmid}/migrate")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct MigrateVm {
+pub struct MigrateContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -99,7 +99,7 @@ pub struct MigrateVm {
     /// Default `180`
     pub timeout: Option<i64>,
 }
-impl serde::Serialize for MigrateVm {
+impl serde::Serialize for MigrateContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -113,7 +113,7 @@ impl serde::Serialize for MigrateVm {
         o.end()
     }
 }
-impl MigrateVm {
+impl MigrateContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -162,7 +162,7 @@ impl MigrateVm {
         self
     }
 }
-impl crate::Operation for MigrateVm {
+impl crate::Operation for MigrateContainer {
     const ID: &'static str = "migrate_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/migrate";
@@ -180,13 +180,13 @@ impl crate::Operation for MigrateVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = MigrateVmResponse;
-    type Error = MigrateVmError;
+    type Response = MigrateContainerResponse;
+    type Error = MigrateContainerError;
 }
-/// What [`MigrateVm`] answers.
-pub type MigrateVmResponse = crate::Upid;
-/// Errors of [`MigrateVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type MigrateVmError = crate::error::Untyped<MigrateVm>;
+/// What [`MigrateContainer`] answers.
+pub type MigrateContainerResponse = crate::Upid;
+/// Errors of [`MigrateContainer`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type MigrateContainerError = crate::error::Untyped<MigrateContainer>;
 /// From `GET /nodes/{node}/lxc/{vmid}/migrate returns "not-allowed-nodes" "blocking-ha-resources" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -126,13 +126,13 @@ crate::operation_error!(
 #[doc(alias = "vmdiridx", alias = "/nodes/{node}/lxc/{vmid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Vmdiridx {
+pub struct ContainerIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Vmdiridx {
+impl serde::Serialize for ContainerIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -140,7 +140,7 @@ impl serde::Serialize for Vmdiridx {
         o.end()
     }
 }
-impl Vmdiridx {
+impl ContainerIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -153,7 +153,7 @@ impl Vmdiridx {
         }
     }
 }
-impl crate::Operation for Vmdiridx {
+impl crate::Operation for ContainerIndex {
     const ID: &'static str = "vmdiridx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}";
@@ -170,23 +170,23 @@ impl crate::Operation for Vmdiridx {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmdiridxResponse;
-    type Error = VmdiridxError;
+    type Response = ContainerIndexResponse;
+    type Error = ContainerIndexError;
 }
-/// What [`Vmdiridx`] answers.
-pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-/// Errors of [`Vmdiridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmdiridxError = crate::error::Untyped<Vmdiridx>;
+/// What [`ContainerIndex`] answers.
+pub type ContainerIndexResponse = Vec<ContainerIndexResponseItem>;
+/// Errors of [`ContainerIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ContainerIndexError = crate::error::Untyped<ContainerIndex>;
 /// From `GET /nodes/{node}/lxc/{vmid} returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmdiridxResponseItem {
+pub struct ContainerIndexResponseItem {
     /// `subdir`
     pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
+impl<'de> serde::Deserialize<'de> for ContainerIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -195,7 +195,7 @@ impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
         })
     }
 }
-impl serde::Serialize for VmdiridxResponseItem {
+impl serde::Serialize for ContainerIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("subdir", &self.subdir)?;

@@ -8,13 +8,13 @@
 #[doc(alias = "vm_pending", alias = "/nodes/{node}/lxc/{vmid}/pending")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct VmPending {
+pub struct ContainerPending {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for VmPending {
+impl serde::Serialize for ContainerPending {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -22,7 +22,7 @@ impl serde::Serialize for VmPending {
         o.end()
     }
 }
-impl VmPending {
+impl ContainerPending {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -35,7 +35,7 @@ impl VmPending {
         }
     }
 }
-impl crate::Operation for VmPending {
+impl crate::Operation for ContainerPending {
     const ID: &'static str = "vm_pending";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/pending";
@@ -52,17 +52,17 @@ impl crate::Operation for VmPending {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmPendingResponse;
-    type Error = VmPendingError;
+    type Response = ContainerPendingResponse;
+    type Error = ContainerPendingError;
 }
-/// What [`VmPending`] answers.
-pub type VmPendingResponse = Vec<VmPendingResponseItem>;
-/// Errors of [`VmPending`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmPendingError = crate::error::Untyped<VmPending>;
+/// What [`ContainerPending`] answers.
+pub type ContainerPendingResponse = Vec<ContainerPendingResponseItem>;
+/// Errors of [`ContainerPending`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ContainerPendingError = crate::error::Untyped<ContainerPending>;
 /// From `GET /nodes/{node}/lxc/{vmid}/pending returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmPendingResponseItem {
+pub struct ContainerPendingResponseItem {
     /// Range 0 - 2
     pub delete: Option<i64>,
     /// `key`
@@ -74,7 +74,7 @@ pub struct VmPendingResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
+impl<'de> serde::Deserialize<'de> for ContainerPendingResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -86,7 +86,7 @@ impl<'de> serde::Deserialize<'de> for VmPendingResponseItem {
         })
     }
 }
-impl serde::Serialize for VmPendingResponseItem {
+impl serde::Serialize for ContainerPendingResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("delete", &self.delete)?;

@@ -13,7 +13,7 @@
 )]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct RemoteMigrateVm {
+pub struct RemoteMigrateContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -37,7 +37,7 @@ pub struct RemoteMigrateVm {
     /// Default `180`
     pub timeout: Option<i64>,
 }
-impl serde::Serialize for RemoteMigrateVm {
+impl serde::Serialize for RemoteMigrateContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -54,7 +54,7 @@ impl serde::Serialize for RemoteMigrateVm {
         o.end()
     }
 }
-impl RemoteMigrateVm {
+impl RemoteMigrateContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -118,7 +118,7 @@ impl RemoteMigrateVm {
         self
     }
 }
-impl crate::Operation for RemoteMigrateVm {
+impl crate::Operation for RemoteMigrateContainer {
     const ID: &'static str = "remote_migrate_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/remote_migrate";
@@ -136,10 +136,10 @@ impl crate::Operation for RemoteMigrateVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = RemoteMigrateVmResponse;
-    type Error = RemoteMigrateVmError;
+    type Response = RemoteMigrateContainerResponse;
+    type Error = RemoteMigrateContainerError;
 }
-/// What [`RemoteMigrateVm`] answers.
-pub type RemoteMigrateVmResponse = crate::Upid;
-/// Errors of [`RemoteMigrateVm`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type RemoteMigrateVmError = crate::error::Untyped<RemoteMigrateVm>;
+/// What [`RemoteMigrateContainer`] answers.
+pub type RemoteMigrateContainerResponse = crate::Upid;
+/// Errors of [`RemoteMigrateContainer`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type RemoteMigrateContainerError = crate::error::Untyped<RemoteMigrateContainer>;

@@ -10,7 +10,7 @@
 #[doc(alias = "resize_vm", alias = "/nodes/{node}/lxc/{vmid}/resize")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct ResizeVm {
+pub struct ResizeContainer {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -18,11 +18,11 @@ pub struct ResizeVm {
     /// Maximum length 40
     pub digest: Option<String>,
     /// `disk`
-    pub disk: ResizeVmDisk,
+    pub disk: ResizeContainerDisk,
     /// Pattern `\+?\d+(\.\d+)?[KMGT]?`
     pub size: String,
 }
-impl serde::Serialize for ResizeVm {
+impl serde::Serialize for ResizeContainer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -33,7 +33,7 @@ impl serde::Serialize for ResizeVm {
         o.end()
     }
 }
-impl ResizeVm {
+impl ResizeContainer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -42,7 +42,7 @@ impl ResizeVm {
     pub fn new(
         node: impl Into<String>,
         vmid: i64,
-        disk: ResizeVmDisk,
+        disk: ResizeContainerDisk,
         size: impl Into<String>,
     ) -> Self {
         Self {
@@ -60,7 +60,7 @@ impl ResizeVm {
         self
     }
 }
-impl crate::Operation for ResizeVm {
+impl crate::Operation for ResizeContainer {
     const ID: &'static str = "resize_vm";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/resize";
@@ -78,18 +78,19 @@ impl crate::Operation for ResizeVm {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = ResizeVmResponse;
-    type Error = ResizeVmError;
+    type Response = ResizeContainerResponse;
+    type Error = ResizeContainerError;
 }
-/// What [`ResizeVm`] answers.
-pub type ResizeVmResponse = crate::Upid;
+/// What [`ResizeContainer`] answers.
+pub type ResizeContainerResponse = crate::Upid;
 crate::operation_error!(
-    ResizeVmError for ResizeVm; ConfigModified => is_config_modified; absent :
+    ResizeContainerError for ResizeContainer; ConfigModified => is_config_modified;
+    absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ResizeVmDisk {
+pub enum ResizeContainerDisk {
     /// `rootfs`
     Rootfs,
     /// `mp0`
@@ -607,7 +608,7 @@ pub enum ResizeVmDisk {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for ResizeVmDisk {
+impl crate::open_enum::OpenEnum for ResizeContainerDisk {
     const VALUES: &'static [&'static str] = &[
         "rootfs", "mp0", "mp1", "mp2", "mp3", "mp4", "mp5", "mp6", "mp7", "mp8", "mp9", "mp10",
         "mp11", "mp12", "mp13", "mp14", "mp15", "mp16", "mp17", "mp18", "mp19", "mp20", "mp21",
@@ -1160,4 +1161,4 @@ impl crate::open_enum::OpenEnum for ResizeVmDisk {
         }
     }
 }
-crate::open_enum_traits!(ResizeVmDisk);
+crate::open_enum_traits!(ResizeContainerDisk);

@@ -9,13 +9,13 @@
 #[doc(alias = "template", alias = "/nodes/{node}/lxc/{vmid}/template")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Template {
+pub struct ConvertToTemplate {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Template {
+impl serde::Serialize for ConvertToTemplate {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -23,7 +23,7 @@ impl serde::Serialize for Template {
         o.end()
     }
 }
-impl Template {
+impl ConvertToTemplate {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -36,7 +36,7 @@ impl Template {
         }
     }
 }
-impl crate::Operation for Template {
+impl crate::Operation for ConvertToTemplate {
     const ID: &'static str = "template";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/template";
@@ -53,10 +53,10 @@ impl crate::Operation for Template {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = TemplateResponse;
-    type Error = TemplateError;
+    type Response = ConvertToTemplateResponse;
+    type Error = ConvertToTemplateError;
 }
-/// What [`Template`] answers.
-pub type TemplateResponse = ();
-/// Errors of [`Template`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type TemplateError = crate::error::Untyped<Template>;
+/// What [`ConvertToTemplate`] answers.
+pub type ConvertToTemplateResponse = ();
+/// Errors of [`ConvertToTemplate`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ConvertToTemplateError = crate::error::Untyped<ConvertToTemplate>;

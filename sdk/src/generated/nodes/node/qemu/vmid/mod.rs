@@ -133,13 +133,13 @@ crate::operation_error!(
 #[doc(alias = "vmdiridx", alias = "/nodes/{node}/qemu/{vmid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Vmdiridx {
+pub struct VmIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Vmdiridx {
+impl serde::Serialize for VmIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -147,7 +147,7 @@ impl serde::Serialize for Vmdiridx {
         o.end()
     }
 }
-impl Vmdiridx {
+impl VmIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -160,7 +160,7 @@ impl Vmdiridx {
         }
     }
 }
-impl crate::Operation for Vmdiridx {
+impl crate::Operation for VmIndex {
     const ID: &'static str = "vmdiridx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}";
@@ -177,13 +177,13 @@ impl crate::Operation for Vmdiridx {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmdiridxResponse;
-    type Error = VmdiridxError;
+    type Response = VmIndexResponse;
+    type Error = VmIndexError;
 }
-/// What [`Vmdiridx`] answers.
-pub type VmdiridxResponse = Vec<VmdiridxResponseItem>;
-/// Errors of [`Vmdiridx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmdiridxError = crate::error::Untyped<Vmdiridx>;
+/// What [`VmIndex`] answers.
+pub type VmIndexResponse = Vec<VmIndexResponseItem>;
+/// Errors of [`VmIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmIndexError = crate::error::Untyped<VmIndex>;
 /// Values of `disk`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -566,13 +566,13 @@ crate::open_enum_traits!(MigrationType);
 /// From `GET /nodes/{node}/qemu/{vmid} returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmdiridxResponseItem {
+pub struct VmIndexResponseItem {
     /// `subdir`
     pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
+impl<'de> serde::Deserialize<'de> for VmIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -581,7 +581,7 @@ impl<'de> serde::Deserialize<'de> for VmdiridxResponseItem {
         })
     }
 }
-impl serde::Serialize for VmdiridxResponseItem {
+impl serde::Serialize for VmIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("subdir", &self.subdir)?;

@@ -12,13 +12,13 @@ pub mod stop;
 #[doc(alias = "srvcmdidx", alias = "/nodes/{node}/services/{service}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Srvcmdidx {
+pub struct ServiceCommandIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub service: Service,
 }
-impl serde::Serialize for Srvcmdidx {
+impl serde::Serialize for ServiceCommandIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +26,7 @@ impl serde::Serialize for Srvcmdidx {
         o.end()
     }
 }
-impl Srvcmdidx {
+impl ServiceCommandIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -39,7 +39,7 @@ impl Srvcmdidx {
         }
     }
 }
-impl crate::Operation for Srvcmdidx {
+impl crate::Operation for ServiceCommandIndex {
     const ID: &'static str = "srvcmdidx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services/{service}";
@@ -49,13 +49,13 @@ impl crate::Operation for Srvcmdidx {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = SrvcmdidxResponse;
-    type Error = SrvcmdidxError;
+    type Response = ServiceCommandIndexResponse;
+    type Error = ServiceCommandIndexError;
 }
-/// What [`Srvcmdidx`] answers.
-pub type SrvcmdidxResponse = Vec<SrvcmdidxResponseItem>;
-/// Errors of [`Srvcmdidx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type SrvcmdidxError = crate::error::Untyped<Srvcmdidx>;
+/// What [`ServiceCommandIndex`] answers.
+pub type ServiceCommandIndexResponse = Vec<ServiceCommandIndexResponseItem>;
+/// Errors of [`ServiceCommandIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ServiceCommandIndexError = crate::error::Untyped<ServiceCommandIndex>;
 /// Values of `service`, shared by 6 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -196,13 +196,13 @@ crate::open_enum_traits!(Service);
 /// From `GET /nodes/{node}/services/{service} returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct SrvcmdidxResponseItem {
+pub struct ServiceCommandIndexResponseItem {
     /// `subdir`
     pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for SrvcmdidxResponseItem {
+impl<'de> serde::Deserialize<'de> for ServiceCommandIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -211,7 +211,7 @@ impl<'de> serde::Deserialize<'de> for SrvcmdidxResponseItem {
         })
     }
 }
-impl serde::Serialize for SrvcmdidxResponseItem {
+impl serde::Serialize for ServiceCommandIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("subdir", &self.subdir)?;

@@ -9,15 +9,15 @@
 #[doc(alias = "osdvolume", alias = "/nodes/{node}/ceph/osd/{osdid}/lv-info")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Osdvolume {
+pub struct CephOsdVolume {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
     /// Wire name `type`; default `block`
-    pub type_: Option<OsdvolumeType>,
+    pub type_: Option<CephOsdVolumeType>,
 }
-impl serde::Serialize for Osdvolume {
+impl serde::Serialize for CephOsdVolume {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +26,7 @@ impl serde::Serialize for Osdvolume {
         o.end()
     }
 }
-impl Osdvolume {
+impl CephOsdVolume {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -41,12 +41,12 @@ impl Osdvolume {
     }
     /// Sets `type`.
     #[must_use]
-    pub fn type_(mut self, value: OsdvolumeType) -> Self {
+    pub fn type_(mut self, value: CephOsdVolumeType) -> Self {
         self.type_ = Some(value);
         self
     }
 }
-impl crate::Operation for Osdvolume {
+impl crate::Operation for CephOsdVolume {
     const ID: &'static str = "osdvolume";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/lv-info";
@@ -56,17 +56,17 @@ impl crate::Operation for Osdvolume {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = OsdvolumeResponse;
-    type Error = OsdvolumeError;
+    type Response = CephOsdVolumeResponse;
+    type Error = CephOsdVolumeError;
 }
 crate::operation_error!(
-    OsdvolumeError for Osdvolume; CephNotInitialized => is_ceph_not_initialized,
+    CephOsdVolumeError for CephOsdVolume; CephNotInitialized => is_ceph_not_initialized,
     CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum OsdvolumeType {
+pub enum CephOsdVolumeType {
     /// `block`
     Block,
     /// `db`
@@ -76,7 +76,7 @@ pub enum OsdvolumeType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for OsdvolumeType {
+impl crate::open_enum::OpenEnum for CephOsdVolumeType {
     const VALUES: &'static [&'static str] = &["block", "db", "wal"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -95,11 +95,11 @@ impl crate::open_enum::OpenEnum for OsdvolumeType {
         }
     }
 }
-crate::open_enum_traits!(OsdvolumeType);
+crate::open_enum_traits!(CephOsdVolumeType);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/lv-info returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct OsdvolumeResponse {
+pub struct CephOsdVolumeResponse {
     /// `creation_time`
     pub creation_time: Option<String>,
     /// `lv_name`
@@ -115,7 +115,7 @@ pub struct OsdvolumeResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
+impl<'de> serde::Deserialize<'de> for CephOsdVolumeResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -129,7 +129,7 @@ impl<'de> serde::Deserialize<'de> for OsdvolumeResponse {
         })
     }
 }
-impl serde::Serialize for OsdvolumeResponse {
+impl serde::Serialize for CephOsdVolumeResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("creation_time", &self.creation_time)?;

@@ -12,13 +12,13 @@
 )]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Osddetails {
+pub struct CephOsdMetadata {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
 }
-impl serde::Serialize for Osddetails {
+impl serde::Serialize for CephOsdMetadata {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +26,7 @@ impl serde::Serialize for Osddetails {
         o.end()
     }
 }
-impl Osddetails {
+impl CephOsdMetadata {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -39,7 +39,7 @@ impl Osddetails {
         }
     }
 }
-impl crate::Operation for Osddetails {
+impl crate::Operation for CephOsdMetadata {
     const ID: &'static str = "osddetails";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/metadata";
@@ -49,17 +49,17 @@ impl crate::Operation for Osddetails {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = OsddetailsResponse;
-    type Error = OsddetailsError;
+    type Response = CephOsdMetadataResponse;
+    type Error = CephOsdMetadataError;
 }
 crate::operation_error!(
-    OsddetailsError for Osddetails; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    CephOsdMetadataError for CephOsdMetadata; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum OsddetailsResponseDevicesItemDevice {
+pub enum CephOsdMetadataResponseDevicesItemDevice {
     /// `block`
     Block,
     /// `db`
@@ -69,7 +69,7 @@ pub enum OsddetailsResponseDevicesItemDevice {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for OsddetailsResponseDevicesItemDevice {
+impl crate::open_enum::OpenEnum for CephOsdMetadataResponseDevicesItemDevice {
     const VALUES: &'static [&'static str] = &["block", "db", "wal"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -88,15 +88,15 @@ impl crate::open_enum::OpenEnum for OsddetailsResponseDevicesItemDevice {
         }
     }
 }
-crate::open_enum_traits!(OsddetailsResponseDevicesItemDevice);
+crate::open_enum_traits!(CephOsdMetadataResponseDevicesItemDevice);
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "devices" items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct OsddetailsResponseDevicesItem {
+pub struct CephOsdMetadataResponseDevicesItem {
     /// `dev_node`
     pub dev_node: Option<String>,
     /// `device`
-    pub device: Option<OsddetailsResponseDevicesItemDevice>,
+    pub device: Option<CephOsdMetadataResponseDevicesItemDevice>,
     /// `physical_device`
     pub physical_device: Option<String>,
     /// `size`
@@ -108,7 +108,7 @@ pub struct OsddetailsResponseDevicesItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
+impl<'de> serde::Deserialize<'de> for CephOsdMetadataResponseDevicesItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -122,7 +122,7 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseDevicesItem {
         })
     }
 }
-impl serde::Serialize for OsddetailsResponseDevicesItem {
+impl serde::Serialize for CephOsdMetadataResponseDevicesItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("dev_node", &self.dev_node)?;
@@ -138,7 +138,7 @@ impl serde::Serialize for OsddetailsResponseDevicesItem {
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns "osd"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct OsddetailsResponseOsd {
+pub struct CephOsdMetadataResponseOsd {
     /// `back_addr`
     pub back_addr: Option<String>,
     /// `encrypted`
@@ -166,7 +166,7 @@ pub struct OsddetailsResponseOsd {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
+impl<'de> serde::Deserialize<'de> for CephOsdMetadataResponseOsd {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -186,7 +186,7 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponseOsd {
         })
     }
 }
-impl serde::Serialize for OsddetailsResponseOsd {
+impl serde::Serialize for CephOsdMetadataResponseOsd {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("back_addr", &self.back_addr)?;
@@ -208,15 +208,15 @@ impl serde::Serialize for OsddetailsResponseOsd {
 /// From `GET /nodes/{node}/ceph/osd/{osdid}/metadata returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct OsddetailsResponse {
+pub struct CephOsdMetadataResponse {
     /// `devices`
-    pub devices: Option<Vec<OsddetailsResponseDevicesItem>>,
+    pub devices: Option<Vec<CephOsdMetadataResponseDevicesItem>>,
     /// `osd`
-    pub osd: Option<OsddetailsResponseOsd>,
+    pub osd: Option<CephOsdMetadataResponseOsd>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
+impl<'de> serde::Deserialize<'de> for CephOsdMetadataResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -226,7 +226,7 @@ impl<'de> serde::Deserialize<'de> for OsddetailsResponse {
         })
     }
 }
-impl serde::Serialize for OsddetailsResponse {
+impl serde::Serialize for CephOsdMetadataResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("devices", &self.devices)?;

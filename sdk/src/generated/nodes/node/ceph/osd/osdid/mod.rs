@@ -15,7 +15,7 @@ pub mod scrub;
 #[doc(alias = "destroyosd", alias = "/nodes/{node}/ceph/osd/{osdid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Destroyosd {
+pub struct DestroyCephOsd {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
@@ -23,7 +23,7 @@ pub struct Destroyosd {
     /// Default `0`
     pub cleanup: Option<bool>,
 }
-impl serde::Serialize for Destroyosd {
+impl serde::Serialize for DestroyCephOsd {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -32,7 +32,7 @@ impl serde::Serialize for Destroyosd {
         o.end()
     }
 }
-impl Destroyosd {
+impl DestroyCephOsd {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -52,7 +52,7 @@ impl Destroyosd {
         self
     }
 }
-impl crate::Operation for Destroyosd {
+impl crate::Operation for DestroyCephOsd {
     const ID: &'static str = "destroyosd";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";
@@ -63,14 +63,14 @@ impl crate::Operation for Destroyosd {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = DestroyosdResponse;
-    type Error = DestroyosdError;
+    type Response = DestroyCephOsdResponse;
+    type Error = DestroyCephOsdError;
 }
-/// What [`Destroyosd`] answers.
-pub type DestroyosdResponse = crate::Upid;
+/// What [`DestroyCephOsd`] answers.
+pub type DestroyCephOsdResponse = crate::Upid;
 crate::operation_error!(
-    DestroyosdError for Destroyosd; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    DestroyCephOsdError for DestroyCephOsd; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `GET /nodes/{node}/ceph/osd/{osdid}` (handler `osdindex`).
 ///
@@ -79,13 +79,13 @@ crate::operation_error!(
 #[doc(alias = "osdindex", alias = "/nodes/{node}/ceph/osd/{osdid}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Osdindex {
+pub struct CephOsdIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub osdid: i64,
 }
-impl serde::Serialize for Osdindex {
+impl serde::Serialize for CephOsdIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -93,7 +93,7 @@ impl serde::Serialize for Osdindex {
         o.end()
     }
 }
-impl Osdindex {
+impl CephOsdIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -106,7 +106,7 @@ impl Osdindex {
         }
     }
 }
-impl crate::Operation for Osdindex {
+impl crate::Operation for CephOsdIndex {
     const ID: &'static str = "osdindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";
@@ -116,10 +116,10 @@ impl crate::Operation for Osdindex {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = OsdindexResponse;
-    type Error = OsdindexError;
+    type Response = CephOsdIndexResponse;
+    type Error = CephOsdIndexError;
 }
-/// What [`Osdindex`] answers.
-pub type OsdindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Osdindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type OsdindexError = crate::error::Untyped<Osdindex>;
+/// What [`CephOsdIndex`] answers.
+pub type CephOsdIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`CephOsdIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CephOsdIndexError = crate::error::Untyped<CephOsdIndex>;

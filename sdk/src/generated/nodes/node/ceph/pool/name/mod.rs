@@ -11,7 +11,7 @@ pub mod status;
 #[doc(alias = "destroypool", alias = "/nodes/{node}/ceph/pool/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Destroypool {
+pub struct DestroyCephPool {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
@@ -23,7 +23,7 @@ pub struct Destroypool {
     /// Default `0`
     pub remove_storages: Option<bool>,
 }
-impl serde::Serialize for Destroypool {
+impl serde::Serialize for DestroyCephPool {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -34,7 +34,7 @@ impl serde::Serialize for Destroypool {
         o.end()
     }
 }
-impl Destroypool {
+impl DestroyCephPool {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -68,7 +68,7 @@ impl Destroypool {
         self
     }
 }
-impl crate::Operation for Destroypool {
+impl crate::Operation for DestroyCephPool {
     const ID: &'static str = "destroypool";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
@@ -79,14 +79,14 @@ impl crate::Operation for Destroypool {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = DestroypoolResponse;
-    type Error = DestroypoolError;
+    type Response = DestroyCephPoolResponse;
+    type Error = DestroyCephPoolError;
 }
-/// What [`Destroypool`] answers.
-pub type DestroypoolResponse = crate::Upid;
+/// What [`DestroyCephPool`] answers.
+pub type DestroyCephPoolResponse = crate::Upid;
 crate::operation_error!(
-    DestroypoolError for Destroypool; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    DestroyCephPoolError for DestroyCephPool; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// `GET /nodes/{node}/ceph/pool/{name}` (handler `poolindex`).
 ///
@@ -95,13 +95,13 @@ crate::operation_error!(
 #[doc(alias = "poolindex", alias = "/nodes/{node}/ceph/pool/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Poolindex {
+pub struct CephPoolIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
     pub name: String,
 }
-impl serde::Serialize for Poolindex {
+impl serde::Serialize for CephPoolIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -109,7 +109,7 @@ impl serde::Serialize for Poolindex {
         o.end()
     }
 }
-impl Poolindex {
+impl CephPoolIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -122,7 +122,7 @@ impl Poolindex {
         }
     }
 }
-impl crate::Operation for Poolindex {
+impl crate::Operation for CephPoolIndex {
     const ID: &'static str = "poolindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
@@ -132,13 +132,13 @@ impl crate::Operation for Poolindex {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = PoolindexResponse;
-    type Error = PoolindexError;
+    type Response = CephPoolIndexResponse;
+    type Error = CephPoolIndexError;
 }
-/// What [`Poolindex`] answers.
-pub type PoolindexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`Poolindex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type PoolindexError = crate::error::Untyped<Poolindex>;
+/// What [`CephPoolIndex`] answers.
+pub type CephPoolIndexResponse = Vec<serde_json::Map<String, serde_json::Value>>;
+/// Errors of [`CephPoolIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CephPoolIndexError = crate::error::Untyped<CephPoolIndex>;
 /// `PUT /nodes/{node}/ceph/pool/{name}` (handler `setpool`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -149,7 +149,7 @@ pub type PoolindexError = crate::error::Untyped<Poolindex>;
 #[doc(alias = "setpool", alias = "/nodes/{node}/ceph/pool/{name}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Setpool {
+pub struct UpdateCephPool {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; pattern `(?^:^[^:/\s]+$)`
@@ -173,7 +173,7 @@ pub struct Setpool {
     /// `target_size_ratio`
     pub target_size_ratio: Option<f64>,
 }
-impl serde::Serialize for Setpool {
+impl serde::Serialize for UpdateCephPool {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -190,7 +190,7 @@ impl serde::Serialize for Setpool {
         o.end()
     }
 }
-impl Setpool {
+impl UpdateCephPool {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -272,7 +272,7 @@ impl Setpool {
         self
     }
 }
-impl crate::Operation for Setpool {
+impl crate::Operation for UpdateCephPool {
     const ID: &'static str = "setpool";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
@@ -283,10 +283,10 @@ impl crate::Operation for Setpool {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = SetpoolResponse;
-    type Error = SetpoolError;
+    type Response = UpdateCephPoolResponse;
+    type Error = UpdateCephPoolError;
 }
-/// What [`Setpool`] answers.
-pub type SetpoolResponse = crate::Upid;
-/// Errors of [`Setpool`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type SetpoolError = crate::error::Untyped<Setpool>;
+/// What [`UpdateCephPool`] answers.
+pub type UpdateCephPoolResponse = crate::Upid;
+/// Errors of [`UpdateCephPool`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type UpdateCephPoolError = crate::error::Untyped<UpdateCephPool>;

@@ -9,7 +9,7 @@
 #[doc(alias = "getpool", alias = "/nodes/{node}/ceph/pool/{name}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Getpool {
+pub struct CephPoolStatus {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter
@@ -17,7 +17,7 @@ pub struct Getpool {
     /// Default `0`
     pub verbose: Option<bool>,
 }
-impl serde::Serialize for Getpool {
+impl serde::Serialize for CephPoolStatus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +26,7 @@ impl serde::Serialize for Getpool {
         o.end()
     }
 }
-impl Getpool {
+impl CephPoolStatus {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -46,7 +46,7 @@ impl Getpool {
         self
     }
 }
-impl crate::Operation for Getpool {
+impl crate::Operation for CephPoolStatus {
     const ID: &'static str = "getpool";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}/status";
@@ -56,17 +56,17 @@ impl crate::Operation for Getpool {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = GetpoolResponse;
-    type Error = GetpoolError;
+    type Response = CephPoolStatusResponse;
+    type Error = CephPoolStatusError;
 }
 crate::operation_error!(
-    GetpoolError for Getpool; CephNotInitialized => is_ceph_not_initialized,
-    CephNotInstalled => is_ceph_not_installed; absent :
+    CephPoolStatusError for CephPoolStatus; CephNotInitialized =>
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
 );
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct GetpoolResponse {
+pub struct CephPoolStatusResponse {
     /// Default `rbd`
     pub application: Option<crate::generated::nodes::node::ceph::pool::Application>,
     /// `application_list`
@@ -118,7 +118,7 @@ pub struct GetpoolResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for GetpoolResponse {
+impl<'de> serde::Deserialize<'de> for CephPoolStatusResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -150,7 +150,7 @@ impl<'de> serde::Deserialize<'de> for GetpoolResponse {
         })
     }
 }
-impl serde::Serialize for GetpoolResponse {
+impl serde::Serialize for CephPoolStatusResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("application", &self.application)?;

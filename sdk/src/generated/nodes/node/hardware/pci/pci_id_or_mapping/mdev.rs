@@ -12,13 +12,13 @@
 )]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Mdevscan {
+pub struct ListMdevTypes {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Wire name `pci-id-or-mapping`; path parameter; pattern `(?:(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])|([a-zA-Z][a-zA-Z0-9_-]+)`
     pub pci_id_or_mapping: String,
 }
-impl serde::Serialize for Mdevscan {
+impl serde::Serialize for ListMdevTypes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -26,7 +26,7 @@ impl serde::Serialize for Mdevscan {
         o.end()
     }
 }
-impl Mdevscan {
+impl ListMdevTypes {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -39,7 +39,7 @@ impl Mdevscan {
         }
     }
 }
-impl crate::Operation for Mdevscan {
+impl crate::Operation for ListMdevTypes {
     const ID: &'static str = "mdevscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev";
@@ -49,17 +49,17 @@ impl crate::Operation for Mdevscan {
         rest: false,
         format: Some(&crate::generated::formats::PVE_NODE),
     }];
-    type Response = MdevscanResponse;
-    type Error = MdevscanError;
+    type Response = ListMdevTypesResponse;
+    type Error = ListMdevTypesError;
 }
-/// What [`Mdevscan`] answers.
-pub type MdevscanResponse = Vec<MdevscanResponseItem>;
-/// Errors of [`Mdevscan`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type MdevscanError = crate::error::Untyped<Mdevscan>;
+/// What [`ListMdevTypes`] answers.
+pub type ListMdevTypesResponse = Vec<ListMdevTypesResponseItem>;
+/// Errors of [`ListMdevTypes`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListMdevTypesError = crate::error::Untyped<ListMdevTypes>;
 /// From `GET /nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct MdevscanResponseItem {
+pub struct ListMdevTypesResponseItem {
     /// `available`
     pub available: Option<i64>,
     /// `description`
@@ -71,7 +71,7 @@ pub struct MdevscanResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
+impl<'de> serde::Deserialize<'de> for ListMdevTypesResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -83,7 +83,7 @@ impl<'de> serde::Deserialize<'de> for MdevscanResponseItem {
         })
     }
 }
-impl serde::Serialize for MdevscanResponseItem {
+impl serde::Serialize for ListMdevTypesResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("available", &self.available)?;

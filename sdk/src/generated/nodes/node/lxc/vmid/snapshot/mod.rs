@@ -10,13 +10,13 @@ pub mod snapname;
 #[doc(alias = "list", alias = "/nodes/{node}/lxc/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct List {
+pub struct ListSnapshots {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for List {
+impl serde::Serialize for ListSnapshots {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -24,7 +24,7 @@ impl serde::Serialize for List {
         o.end()
     }
 }
-impl List {
+impl ListSnapshots {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -37,7 +37,7 @@ impl List {
         }
     }
 }
-impl crate::Operation for List {
+impl crate::Operation for ListSnapshots {
     const ID: &'static str = "list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot";
@@ -54,13 +54,13 @@ impl crate::Operation for List {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = ListResponse;
-    type Error = ListError;
+    type Response = ListSnapshotsResponse;
+    type Error = ListSnapshotsError;
 }
-/// What [`List`] answers.
-pub type ListResponse = Vec<ListResponseItem>;
-/// Errors of [`List`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ListError = crate::error::Untyped<List>;
+/// What [`ListSnapshots`] answers.
+pub type ListSnapshotsResponse = Vec<ListSnapshotsResponseItem>;
+/// Errors of [`ListSnapshots`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListSnapshotsError = crate::error::Untyped<ListSnapshots>;
 /// `POST /nodes/{node}/lxc/{vmid}/snapshot` (handler `snapshot`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Snapshot"]]`
@@ -71,7 +71,7 @@ pub type ListError = crate::error::Untyped<List>;
 #[doc(alias = "snapshot", alias = "/nodes/{node}/lxc/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Snapshot {
+pub struct CreateSnapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -81,7 +81,7 @@ pub struct Snapshot {
     /// Format `pve-configid`; maximum length 40
     pub snapname: String,
 }
-impl serde::Serialize for Snapshot {
+impl serde::Serialize for CreateSnapshot {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -91,7 +91,7 @@ impl serde::Serialize for Snapshot {
         o.end()
     }
 }
-impl Snapshot {
+impl CreateSnapshot {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -112,7 +112,7 @@ impl Snapshot {
         self
     }
 }
-impl crate::Operation for Snapshot {
+impl crate::Operation for CreateSnapshot {
     const ID: &'static str = "snapshot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot";
@@ -130,17 +130,17 @@ impl crate::Operation for Snapshot {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = SnapshotResponse;
-    type Error = SnapshotError;
+    type Response = CreateSnapshotResponse;
+    type Error = CreateSnapshotError;
 }
-/// What [`Snapshot`] answers.
-pub type SnapshotResponse = crate::Upid;
-/// Errors of [`Snapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type SnapshotError = crate::error::Untyped<Snapshot>;
+/// What [`CreateSnapshot`] answers.
+pub type CreateSnapshotResponse = crate::Upid;
+/// Errors of [`CreateSnapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateSnapshotError = crate::error::Untyped<CreateSnapshot>;
 /// From `GET /nodes/{node}/lxc/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ListResponseItem {
+pub struct ListSnapshotsResponseItem {
     /// `description`
     pub description: Option<String>,
     /// `name`
@@ -152,7 +152,7 @@ pub struct ListResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ListResponseItem {
+impl<'de> serde::Deserialize<'de> for ListSnapshotsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -164,7 +164,7 @@ impl<'de> serde::Deserialize<'de> for ListResponseItem {
         })
     }
 }
-impl serde::Serialize for ListResponseItem {
+impl serde::Serialize for ListSnapshotsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("description", &self.description)?;

@@ -15,13 +15,13 @@ pub mod suspend;
 #[doc(alias = "vmcmdidx", alias = "/nodes/{node}/lxc/{vmid}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Vmcmdidx {
+pub struct ContainerStatusIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Vmcmdidx {
+impl serde::Serialize for ContainerStatusIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -29,7 +29,7 @@ impl serde::Serialize for Vmcmdidx {
         o.end()
     }
 }
-impl Vmcmdidx {
+impl ContainerStatusIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -42,7 +42,7 @@ impl Vmcmdidx {
         }
     }
 }
-impl crate::Operation for Vmcmdidx {
+impl crate::Operation for ContainerStatusIndex {
     const ID: &'static str = "vmcmdidx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status";
@@ -59,23 +59,23 @@ impl crate::Operation for Vmcmdidx {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmcmdidxResponse;
-    type Error = VmcmdidxError;
+    type Response = ContainerStatusIndexResponse;
+    type Error = ContainerStatusIndexError;
 }
-/// What [`Vmcmdidx`] answers.
-pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
-/// Errors of [`Vmcmdidx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmcmdidxError = crate::error::Untyped<Vmcmdidx>;
+/// What [`ContainerStatusIndex`] answers.
+pub type ContainerStatusIndexResponse = Vec<ContainerStatusIndexResponseItem>;
+/// Errors of [`ContainerStatusIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ContainerStatusIndexError = crate::error::Untyped<ContainerStatusIndex>;
 /// From `GET /nodes/{node}/lxc/{vmid}/status returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmcmdidxResponseItem {
+pub struct ContainerStatusIndexResponseItem {
     /// `subdir`
     pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
+impl<'de> serde::Deserialize<'de> for ContainerStatusIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -84,7 +84,7 @@ impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
         })
     }
 }
-impl serde::Serialize for VmcmdidxResponseItem {
+impl serde::Serialize for ContainerStatusIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("subdir", &self.subdir)?;

@@ -71,7 +71,7 @@ pub type SnapshotListError = crate::error::Untyped<SnapshotList>;
 #[doc(alias = "snapshot", alias = "/nodes/{node}/qemu/{vmid}/snapshot")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Snapshot {
+pub struct CreateSnapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -83,7 +83,7 @@ pub struct Snapshot {
     /// `vmstate`
     pub vmstate: Option<bool>,
 }
-impl serde::Serialize for Snapshot {
+impl serde::Serialize for CreateSnapshot {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -94,7 +94,7 @@ impl serde::Serialize for Snapshot {
         o.end()
     }
 }
-impl Snapshot {
+impl CreateSnapshot {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -122,7 +122,7 @@ impl Snapshot {
         self
     }
 }
-impl crate::Operation for Snapshot {
+impl crate::Operation for CreateSnapshot {
     const ID: &'static str = "snapshot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot";
@@ -140,13 +140,13 @@ impl crate::Operation for Snapshot {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = SnapshotResponse;
-    type Error = SnapshotError;
+    type Response = CreateSnapshotResponse;
+    type Error = CreateSnapshotError;
 }
-/// What [`Snapshot`] answers.
-pub type SnapshotResponse = crate::Upid;
-/// Errors of [`Snapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type SnapshotError = crate::error::Untyped<Snapshot>;
+/// What [`CreateSnapshot`] answers.
+pub type CreateSnapshotResponse = crate::Upid;
+/// Errors of [`CreateSnapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type CreateSnapshotError = crate::error::Untyped<CreateSnapshot>;
 /// From `GET /nodes/{node}/qemu/{vmid}/snapshot returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -16,13 +16,13 @@ pub mod suspend;
 #[doc(alias = "vmcmdidx", alias = "/nodes/{node}/qemu/{vmid}/status")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Vmcmdidx {
+pub struct VmStatusIndex {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
     pub vmid: i64,
 }
-impl serde::Serialize for Vmcmdidx {
+impl serde::Serialize for VmStatusIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -30,7 +30,7 @@ impl serde::Serialize for Vmcmdidx {
         o.end()
     }
 }
-impl Vmcmdidx {
+impl VmStatusIndex {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -43,7 +43,7 @@ impl Vmcmdidx {
         }
     }
 }
-impl crate::Operation for Vmcmdidx {
+impl crate::Operation for VmStatusIndex {
     const ID: &'static str = "vmcmdidx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status";
@@ -60,23 +60,23 @@ impl crate::Operation for Vmcmdidx {
             format: Some(&crate::generated::formats::PVE_VMID),
         },
     ];
-    type Response = VmcmdidxResponse;
-    type Error = VmcmdidxError;
+    type Response = VmStatusIndexResponse;
+    type Error = VmStatusIndexError;
 }
-/// What [`Vmcmdidx`] answers.
-pub type VmcmdidxResponse = Vec<VmcmdidxResponseItem>;
-/// Errors of [`Vmcmdidx`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type VmcmdidxError = crate::error::Untyped<Vmcmdidx>;
+/// What [`VmStatusIndex`] answers.
+pub type VmStatusIndexResponse = Vec<VmStatusIndexResponseItem>;
+/// Errors of [`VmStatusIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type VmStatusIndexError = crate::error::Untyped<VmStatusIndex>;
 /// From `GET /nodes/{node}/qemu/{vmid}/status returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct VmcmdidxResponseItem {
+pub struct VmStatusIndexResponseItem {
     /// `subdir`
     pub subdir: Option<String>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
+impl<'de> serde::Deserialize<'de> for VmStatusIndexResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -85,7 +85,7 @@ impl<'de> serde::Deserialize<'de> for VmcmdidxResponseItem {
         })
     }
 }
-impl serde::Serialize for VmcmdidxResponseItem {
+impl serde::Serialize for VmStatusIndexResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("subdir", &self.subdir)?;

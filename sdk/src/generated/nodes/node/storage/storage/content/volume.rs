@@ -270,7 +270,7 @@ crate::operation_error!(
 )]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Updateattributes {
+pub struct UpdateVolumeAttributes {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-storage-id`
@@ -282,7 +282,7 @@ pub struct Updateattributes {
     /// `protected`
     pub protected: Option<bool>,
 }
-impl serde::Serialize for Updateattributes {
+impl serde::Serialize for UpdateVolumeAttributes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -293,7 +293,7 @@ impl serde::Serialize for Updateattributes {
         o.end()
     }
 }
-impl Updateattributes {
+impl UpdateVolumeAttributes {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -325,7 +325,7 @@ impl Updateattributes {
         self
     }
 }
-impl crate::Operation for Updateattributes {
+impl crate::Operation for UpdateVolumeAttributes {
     const ID: &'static str = "updateattributes";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
@@ -347,14 +347,14 @@ impl crate::Operation for Updateattributes {
             format: None,
         },
     ];
-    type Response = UpdateattributesResponse;
-    type Error = UpdateattributesError;
+    type Response = UpdateVolumeAttributesResponse;
+    type Error = UpdateVolumeAttributesError;
 }
-/// What [`Updateattributes`] answers.
-pub type UpdateattributesResponse = ();
+/// What [`UpdateVolumeAttributes`] answers.
+pub type UpdateVolumeAttributesResponse = ();
 crate::operation_error!(
-    UpdateattributesError for Updateattributes; StorageNotFound => is_storage_not_found;
-    absent :
+    UpdateVolumeAttributesError for UpdateVolumeAttributes; StorageNotFound =>
+    is_storage_not_found; absent :
 );
 /// From `GET /nodes/{node}/storage/{storage}/content/{volume} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

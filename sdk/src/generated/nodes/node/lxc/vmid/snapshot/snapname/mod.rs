@@ -15,7 +15,7 @@ pub mod rollback;
 )]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delsnapshot {
+pub struct DeleteSnapshot {
     /// Path parameter; format `pve-node`
     pub node: String,
     /// Path parameter; format `pve-vmid`; range 100 - 999999999
@@ -25,7 +25,7 @@ pub struct Delsnapshot {
     /// `force`
     pub force: Option<bool>,
 }
-impl serde::Serialize for Delsnapshot {
+impl serde::Serialize for DeleteSnapshot {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("node", &self.node)?;
@@ -35,7 +35,7 @@ impl serde::Serialize for Delsnapshot {
         o.end()
     }
 }
-impl Delsnapshot {
+impl DeleteSnapshot {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -56,7 +56,7 @@ impl Delsnapshot {
         self
     }
 }
-impl crate::Operation for Delsnapshot {
+impl crate::Operation for DeleteSnapshot {
     const ID: &'static str = "delsnapshot";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}";
@@ -79,13 +79,13 @@ impl crate::Operation for Delsnapshot {
             format: Some(&crate::generated::formats::PVE_CONFIGID),
         },
     ];
-    type Response = DelsnapshotResponse;
-    type Error = DelsnapshotError;
+    type Response = DeleteSnapshotResponse;
+    type Error = DeleteSnapshotError;
 }
-/// What [`Delsnapshot`] answers.
-pub type DelsnapshotResponse = crate::Upid;
-/// Errors of [`Delsnapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DelsnapshotError = crate::error::Untyped<Delsnapshot>;
+/// What [`DeleteSnapshot`] answers.
+pub type DeleteSnapshotResponse = crate::Upid;
+/// Errors of [`DeleteSnapshot`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteSnapshotError = crate::error::Untyped<DeleteSnapshot>;
 /// `GET /nodes/{node}/lxc/{vmid}/snapshot/{snapname}` (handler `snapshot_cmd_idx`).
 ///
 /// - Permitted users: `all`
