@@ -100,10 +100,21 @@ impl Stack {
 /// selects nothing adds no edge. An item that names or requires itself keeps that edge, so that
 /// [`layers`] refuses it as a cycle of one, naming it.
 pub(crate) fn edges(items: &[Item]) -> Vec<Vec<usize>> {
-    let objects: Vec<ObjectRef> = items.iter().map(|it| it.res.object()).collect();
+    // An item is found by its object and by what its declaration claims (a guest's vmid, which
+    // a backup job names without knowing the guest's node or type).
+    let mut objects: Vec<(ObjectRef, usize)> = items
+        .iter()
+        .enumerate()
+        .map(|(j, it)| (it.res.object(), j))
+        .collect();
+    for (j, it) in items.iter().enumerate() {
+        if it.decl.is_some() {
+            objects.extend(it.res.claims().into_iter().map(|c| (c, j)));
+        }
+    }
     let mut by_scope: BTreeMap<(&str, &Scope), Vec<usize>> = BTreeMap::new();
-    for (j, o) in objects.iter().enumerate() {
-        by_scope.entry((&o.kind, &o.scope)).or_default().push(j);
+    for (n, (o, _)) in objects.iter().enumerate() {
+        by_scope.entry((&o.kind, &o.scope)).or_default().push(n);
     }
     let by_id: BTreeMap<&str, usize> = items
         .iter()
@@ -120,7 +131,11 @@ pub(crate) fn edges(items: &[Item]) -> Vec<Vec<usize>> {
                 .collect();
             for r in it.res.requires() {
                 let candidates = by_scope.get(&(&*r.kind, &r.scope)).into_iter().flatten();
-                deps.extend(candidates.copied().filter(|&j| r.selects(&objects[j])));
+                deps.extend(
+                    candidates
+                        .filter(|&&n| r.selects(&objects[n].0))
+                        .map(|&n| objects[n].1),
+                );
             }
             deps.sort_unstable();
             deps.dedup();

@@ -285,6 +285,12 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     fn requires(&self) -> Vec<ObjectRef> {
         Vec::new()
     }
+
+    /// What the object will do once made, one sentence each, which the plan shows under its
+    /// create line (a backup job: its schedule, mode and guests). None by default.
+    fn summary(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Why a config object could not be brought to its declaration.
@@ -615,7 +621,14 @@ impl<T: ConfigObject> Resource for T {
                 None if !at_create.is_empty() => Probe::Refuse(would_refuse(&at_create)),
                 None => match self.refusal(None) {
                     Some(why) => Probe::Refuse(why),
-                    None => Probe::Absent,
+                    None => {
+                        let steps = self.summary();
+                        if steps.is_empty() {
+                            Probe::Absent
+                        } else {
+                            Probe::AbsentVia { steps }
+                        }
+                    }
                 },
                 Some(live) => {
                     let owed = ask.pending.and_then(|i| self.undelivered(i, ask.recorded));

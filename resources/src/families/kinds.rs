@@ -28,3 +28,5 @@ pub const STORAGE: Kind = Kind::new("storage");
 pub const ACL: Kind = Kind::new("acl");
 /// What a guest claims besides its object: its vmid, unique across nodes and guest types.
 pub const VMID: Kind = Kind::new("vmid");
+/// Backup jobs ([`super::backup_job::BackupJob`]).
+pub const BACKUP_JOB: Kind = Kind::new("backup_job");

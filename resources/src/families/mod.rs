@@ -17,6 +17,7 @@
 //! family is registered the same way ([`Family::new`]).
 
 pub mod access;
+pub mod backup_job;
 pub mod config;
 pub mod kinds;
 pub mod lxc;
@@ -30,7 +31,7 @@ pub mod vm;
 use crate::contract::{Family, Shape};
 
 /// Every family of this crate: QEMU guests, containers, node interfaces, network applies,
-/// pools, users, groups, roles, API tokens, storage definitions, ACL entries.
+/// pools, users, groups, roles, API tokens, storage definitions, ACL entries, backup jobs.
 pub fn builtin() -> Vec<Family> {
     use Shape::{Action, Config, Guest};
     vec![
@@ -49,6 +50,11 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::API_TOKEN, access::rebuild_token).shape(Config),
         Family::new(kinds::STORAGE, schema::rebuild::<storage::StorageObject>).shape(Config),
         Family::new(kinds::ACL, access::rebuild_acl).shape(Config),
+        Family::new(
+            kinds::BACKUP_JOB,
+            schema::rebuild::<backup_job::BackupJobObject>,
+        )
+        .shape(Config),
     ]
 }
 
@@ -76,7 +82,8 @@ mod tests {
                 "role",
                 "api_token",
                 "storage",
-                "acl"
+                "acl",
+                "backup_job"
             ]
         );
     }

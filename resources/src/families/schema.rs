@@ -153,6 +153,12 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Vec::new()
     }
 
+    /// See [`ConfigObject::summary`].
+    fn summary(d: &Declared<Self>) -> Vec<String> {
+        let _ = d;
+        Vec::new()
+    }
+
     /// Fields set only at create beyond those the update has no parameter for (S18): options
     /// PVE's code refuses to change although the update takes them (a plugin's `fixed`).
     fn fixed(d: &Declared<Self>) -> &'static [&'static str] {
@@ -633,6 +639,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn requires(&self) -> Vec<ObjectRef> {
         F::requires(self)
+    }
+
+    fn summary(&self) -> Vec<String> {
+        F::summary(self)
     }
 }
 

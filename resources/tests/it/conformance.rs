@@ -13,6 +13,7 @@ use common::{stack, TOKEN};
 use pve_resources::contract::{Removal, Resource};
 use pve_resources::engine::Action;
 use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
+use pve_resources::families::backup_job::BackupJob;
 use pve_resources::families::config::ConfigObject;
 use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::pool::Pool;
@@ -226,6 +227,28 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pool_conforms() {
             Pool::new("lab").comment("b"),
             "comment",
         )
+    };
+    conforms(case).await;
+}
+
+fn daily(schedule: &str) -> BackupJob {
+    let mut job = BackupJob::new("daily");
+    job.vmid = Some("100,101".into());
+    job.schedule = Some(schedule.into());
+    job
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_backup_job_conforms() {
+    let case = Case {
+        read_path: "/cluster/backup/daily",
+        // A vmid list is a set: order and repeats do not matter.
+        same: Some({
+            let mut job = daily("02:30");
+            job.vmid = Some("101,100,101".into());
+            job
+        }),
+        ..config(daily("02:30"), daily("03:30"), "schedule")
     };
     conforms(case).await;
 }

@@ -9,6 +9,7 @@ mod common;
 mod access;
 mod acl;
 mod api_token;
+mod backup_job;
 mod conformance;
 mod crash;
 mod declarations;

@@ -3,6 +3,66 @@
 //! answer exactly and is a variant of the error enum of every operation it is assigned to.
 //! And the predicates every operation's error offers (`kind = "predicate"`), for answers
 //! any operation can get.
+/// A backup job of that id exists already.
+///
+/// Recognised by: HTTP 500 with a message matching `^Job '(?P<id>[^']+)' already exists$`. Defined in `patches/error-backup-job-exists.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupJobExists {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for BackupJobExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^Job '(?P<id>[^']+)' already exists$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "backup job {} exists already", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(BackupJobExists);
+/// No backup job of that id exists.
+///
+/// Recognised by: HTTP 400 with `errors.id` matching `^No such job '(?P<id>[^']+)'$`. Defined in `patches/error-backup-job-not-found.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupJobNotFound {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for BackupJobNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: Some("id"),
+        pattern: "^No such job '(?P<id>[^']+)'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "backup job {} does not exist", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(BackupJobNotFound);
 /// Ceph is installed on the node but not initialised for PVE (no `pveceph init` yet).
 ///
 /// Recognised by: HTTP 500 with a message matching `^pveceph configuration not initialized( - (?P<missing>.+))?$`. Defined in `patches/error-ceph-not-initialized.toml`. Raised by 31 operations.

@@ -101,7 +101,11 @@ pub(crate) fn typed(shape: Option<&Shape>, v: &str) -> Value {
 }
 
 /// One object as a read answers it: the shape's required fields (empty), then the stored ones.
-fn object(shape: &Shape, id_key: Option<(&str, &str)>, fields: &BTreeMap<String, String>) -> Value {
+pub(crate) fn object(
+    shape: &Shape,
+    id_key: Option<(&str, &str)>,
+    fields: &BTreeMap<String, String>,
+) -> Value {
     let mut v = shape.empty();
     if !v.is_object() {
         v = json!({});

@@ -5,6 +5,7 @@
 //!
 //! [`Kind`]: crate::collections::Kind
 
+pub mod backup;
 pub mod group;
 pub mod guest;
 pub mod node_network;

@@ -167,6 +167,51 @@ impl serde::Serialize for CreateJob {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateJob {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            all: f.opt("all")?,
+            bwlimit: f.opt("bwlimit")?,
+            comment: f.opt("comment")?,
+            compress: f.opt("compress")?,
+            dow: f.opt("dow")?,
+            dumpdir: f.opt("dumpdir")?,
+            enabled: f.opt("enabled")?,
+            exclude: f.opt("exclude")?,
+            exclude_path: f.opt("exclude-path")?,
+            fleecing: f.opt("fleecing")?,
+            id: f.opt("id")?,
+            ionice: f.opt("ionice")?,
+            lockwait: f.opt("lockwait")?,
+            mailnotification: f.opt("mailnotification")?,
+            mailto: f.opt("mailto")?,
+            mode: f.opt("mode")?,
+            node: f.opt("node")?,
+            notes_template: f.opt("notes-template")?,
+            notification_mode: f.opt("notification-mode")?,
+            pbs_change_detection_mode: f.opt("pbs-change-detection-mode")?,
+            performance: f.opt("performance")?,
+            pigz: f.opt("pigz")?,
+            pool: f.opt("pool")?,
+            protected: f.opt("protected")?,
+            prune_backups: f.opt("prune-backups")?,
+            quiet: f.opt("quiet")?,
+            remove: f.opt("remove")?,
+            repeat_missed: f.opt("repeat-missed")?,
+            schedule: f.opt("schedule")?,
+            script: f.opt("script")?,
+            starttime: f.opt("starttime")?,
+            stdexcludes: f.opt("stdexcludes")?,
+            stop: f.opt("stop")?,
+            stopwait: f.opt("stopwait")?,
+            storage: f.opt("storage")?,
+            tmpdir: f.opt("tmpdir")?,
+            vmid: f.opt("vmid")?,
+            zstd: f.opt("zstd")?,
+        })
+    }
+}
 impl CreateJob {
     /// A value with every field unset.
     #[allow(
@@ -457,8 +502,9 @@ impl crate::Operation for CreateJob {
 }
 /// What [`CreateJob`] answers.
 pub type CreateJobResponse = ();
-/// Errors of [`CreateJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateJobError = crate::error::Untyped<CreateJob>;
+crate::operation_error!(
+    CreateJobError for CreateJob; BackupJobExists => is_backup_job_exists; absent :
+);
 /// From `GET /cluster/backup returns items "fleecing"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -78,8 +78,10 @@ impl crate::Operation for ReadJob {
     type Response = ReadJobResponse;
     type Error = ReadJobError;
 }
-/// Errors of [`ReadJob`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadJobError = crate::error::Untyped<ReadJob>;
+crate::operation_error!(
+    ReadJobError for ReadJob; BackupJobNotFound => is_backup_job_not_found; absent :
+    BackupJobNotFound
+);
 /// `PUT /cluster/backup/{id}` (handler `update_job`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
