@@ -111,6 +111,9 @@ pub struct Guard {
     /// with [`Ask::pending`] (a token whose secret was not delivered, recreated by the user's
     /// word): the engine then does not take them for a half-done create.
     pub recovers: bool,
+    /// What the object will do once changed, one sentence each, which the plan shows under
+    /// the update (a backup job's guests, schedule and mode).
+    pub notes: Vec<String>,
 }
 
 /// What happens to a managed object dropped from the declaration (S20).

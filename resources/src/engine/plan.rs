@@ -39,6 +39,10 @@ pub enum Action {
         changes: Vec<Change>,
         /// Whether it is adopted by this deploy (S27).
         adopt: bool,
+        /// What the object will do once changed, as the family describes it (a backup job's
+        /// guests, schedule and mode), one sentence each.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<String>,
     },
     /// Managed, dropped from the declaration, removal policy `destroy` (or an explicit destroy).
     Delete,
@@ -601,6 +605,7 @@ fn map_probe(
                 Action::Update {
                     changes,
                     adopt: !owned,
+                    notes: guard.notes.clone(),
                 }
             };
             (action, guard)

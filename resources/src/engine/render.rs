@@ -71,6 +71,11 @@ impl fmt::Display for Plan {
                     }
                 }
             }
+            if let Action::Update { notes, .. } = &e.action {
+                for note in notes {
+                    writeln!(f, "      > {note}")?;
+                }
+            }
         }
         let counts = self.counts();
         let n = |k: &str| counts.get(k).copied().unwrap_or(0);

@@ -17,8 +17,8 @@
 //! - **Root-only fields**: `tmpdir`, `dumpdir` and `script` ("Only root may set this option.",
 //!   `assert_param_permission_common`) are refused for any other deploying credential, with
 //!   the command to run as root.
-//! - The plan's create line says what the job will do: its schedule, mode and selection (a job
-//!   in `stop` mode stops its guests when it runs).
+//! - The plan says under a create or a change what the job will do: its schedule, mode and
+//!   selection (a job in `stop` mode stops its guests when it runs).
 //! - Requires the guests of its `vmid` list (declared VMs or containers), its storage and its
 //!   pool. Dropped from the declaration, a job is kept (S20): removing it stops backups.
 
@@ -176,13 +176,14 @@ impl Object for BackupJobObject {
             ToString::to_string,
         );
         let schedule = d.spec.schedule.as_deref().unwrap_or("(none)");
+        let enabled = match d.spec.enabled {
+            Some(true) => ", enabled",
+            Some(false) => ", disabled",
+            // A create without `enabled` makes a live job (create_job sets enabled=1).
+            None => "",
+        };
         vec![format!(
-            "backs up {selection} on schedule {schedule}, mode {mode}{}",
-            if d.spec.enabled == Some(false) {
-                ", disabled"
-            } else {
-                ", enabled once created"
-            }
+            "backs up {selection} on schedule {schedule}, mode {mode}{enabled}"
         )]
     }
 }

@@ -286,8 +286,9 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         Vec::new()
     }
 
-    /// What the object will do once made, one sentence each, which the plan shows under its
-    /// create line (a backup job: its schedule, mode and guests). None by default.
+    /// What the object will do once made or changed, one sentence each, which the plan shows
+    /// under its create or update line (a backup job: its schedule, mode and guests). None by
+    /// default.
     fn summary(&self) -> Vec<String> {
         Vec::new()
     }
@@ -514,11 +515,18 @@ fn plan_present<T: ConfigObject>(
         &obj.normalise(declared),
         &obj.normalise(live),
     );
+    // What the object will do, shown under a change as under a create.
+    let notes = if changes.is_empty() {
+        Vec::new()
+    } else {
+        obj.summary()
+    };
     Probe::Present {
         changes,
         guard: Guard {
             digest: digest.filter(|_| T::DIGEST),
             carry,
+            notes,
             ..Guard::default()
         },
     }

@@ -37,7 +37,7 @@ async fn s06_a_job_is_created_with_its_id_after_its_guest_and_the_plan_says_what
     let plan = s.plan().await.expect("plans");
     let text = plan.to_string();
     assert!(
-        text.contains("  + nightly  backup_job nightly: create\n      > backs up guests 100 on schedule 02:30, mode stop, enabled once created\n"),
+        text.contains("  + nightly  backup_job nightly: create\n      > backs up guests 100 on schedule 02:30, mode stop\n"),
         "{text}"
     );
     assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
@@ -117,6 +117,11 @@ async fn s31_a_job_changed_since_the_plan_is_not_written() {
     later.schedule = Some("04:00".into());
     s.add("nightly", later).expect("adds");
     let plan = s.plan().await.expect("plans");
+    // A changed job says what it will do, as a created one does.
+    assert!(
+        plan.to_string().contains("  ~ nightly  backup_job nightly: update\n      ~ schedule: \"02:30\" -> \"04:00\"\n      > backs up guests 100 on schedule 04:00, mode stop\n"),
+        "{plan}"
+    );
     // Someone edits the job between the plan and the deploy; jobs.cfg has no digest.
     sim.with_cluster(|c| {
         let job = c

@@ -324,7 +324,8 @@ async fn s03_s09_drift_is_reported_by_verify_without_writes_and_fixed_by_deploy(
                 old: Some("8".into()),
                 new: "2".into()
             }],
-            adopt: false
+            adopt: false,
+            notes: Vec::new(),
         }
     );
     assert!(sim.writes().is_empty(), "verify writes nothing");
