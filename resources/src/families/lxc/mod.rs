@@ -368,19 +368,8 @@ impl Resource for Lxc {
                 Plan::Create => Probe::Absent,
                 Plan::Refuse(why) => Probe::Refuse(why),
                 Plan::InProgress(why) => Probe::InProgress(why),
-                Plan::Present {
-                    mut changes,
-                    digest,
-                } => {
-                    changes.extend(flow::pool_change(self, cx).await?);
-                    Probe::Present {
-                        guard: Guard {
-                            digest: (!changes.is_empty()).then_some(digest),
-                            lock,
-                            ..Guard::default()
-                        },
-                        changes,
-                    }
+                Plan::Present { changes, digest } => {
+                    flow::present(self, cx, changes, digest, lock).await?
                 }
             })
         })

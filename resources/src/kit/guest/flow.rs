@@ -125,6 +125,30 @@ pub(crate) async fn pool_change<G: Guest>(g: &G, cx: &Cx) -> Result<Option<Chang
     }))
 }
 
+/// What a plan found of a guest that exists: its config changes and its pool change, guarded
+/// by the read's digest (when anything is to be written) and the lock it saw (S9, S10).
+///
+/// # Errors
+///
+/// [`GuestError::IndexUnreadable`], from the pool's comparison.
+pub(crate) async fn present<G: Guest>(
+    g: &G,
+    cx: &Cx,
+    mut changes: Vec<Change>,
+    digest: String,
+    lock: Option<String>,
+) -> Result<crate::contract::Probe, GuestError> {
+    changes.extend(pool_change(g, cx).await?);
+    Ok(crate::contract::Probe::Present {
+        guard: Guard {
+            digest: (!changes.is_empty()).then_some(digest),
+            lock,
+            ..Guard::default()
+        },
+        changes,
+    })
+}
+
 /// The pool membership write: pve-manager `PVE/API2/Pool.pm` update_pool with the guest's vmid,
 /// `allow-move` only when the plan saw it in another pool (without it PVE refuses the move).
 async fn write_pool<G: Guest>(g: &G, cx: &Cx, change: &Change) -> Result<(), GuestError> {
