@@ -28,7 +28,7 @@ use pve_sdk::generated::cluster::backup::CreateJob;
 use crate::contract::{BoxFuture, Cx, ObjectRef, Scope};
 use crate::families::config::Unset;
 use crate::families::schema::{Declared, Object};
-use crate::kit::wire::Map;
+use crate::kit::wire::{set_of, Map};
 
 /// A declared backup job: `BackupJob::new("daily").vmid("100,101").storage("backup")
 /// .schedule("02:30")`, or any field of its create request.
@@ -37,18 +37,6 @@ pub type BackupJob = Declared<BackupJobObject>;
 /// What the schema names of a backup job.
 #[derive(Debug)]
 pub struct BackupJobObject;
-
-/// A comma, semicolon or space separated vmid list as a sorted set (pve-common
-/// `PVE::Tools::split_list`, as PVE::VZDump reads it).
-fn vmid_set(list: &str) -> String {
-    let mut ids: Vec<u64> = list
-        .split([',', ';', ' '])
-        .filter_map(|v| v.trim().parse().ok())
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-}
 
 impl Object for BackupJobObject {
     const KIND: crate::contract::Kind = crate::families::kinds::BACKUP_JOB;
@@ -67,7 +55,7 @@ impl Object for BackupJobObject {
     fn normalise(mut map: Map) -> Map {
         for key in ["vmid", "exclude"] {
             if let Some(v) = map.get_mut(key) {
-                *v = vmid_set(v);
+                *v = set_of(v);
             }
         }
         map
@@ -135,7 +123,7 @@ impl Object for BackupJobObject {
     fn requires(d: &BackupJob) -> Vec<ObjectRef> {
         let mut out = Vec::new();
         if let Some(list) = &d.spec.vmid {
-            for vmid in vmid_set(list).split(',').filter(|v| !v.is_empty()) {
+            for vmid in set_of(list).split(',').filter(|v| !v.is_empty()) {
                 out.push(ObjectRef::new(
                     crate::families::kinds::VMID,
                     Scope::Cluster,
@@ -163,9 +151,9 @@ impl Object for BackupJobObject {
     /// What the job will do when it runs, under its create line.
     fn summary(d: &BackupJob) -> Vec<String> {
         let selection = match (&d.spec.vmid, d.spec.all, &d.spec.pool) {
-            (Some(v), _, _) => format!("guests {}", vmid_set(v)),
+            (Some(v), _, _) => format!("guests {}", set_of(v)),
             (_, Some(true), _) => match &d.spec.exclude {
-                Some(x) => format!("every guest but {}", vmid_set(x)),
+                Some(x) => format!("every guest but {}", set_of(x)),
                 None => "every guest".to_owned(),
             },
             (_, _, Some(p)) => format!("the guests of pool {p}"),

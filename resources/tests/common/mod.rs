@@ -40,6 +40,14 @@ pub fn requests(sim: &Simulator) -> Vec<String> {
         .collect()
 }
 
+/// The writes of [`requests`] (everything but GET), in order.
+pub fn writes(sim: &Simulator) -> Vec<String> {
+    requests(sim)
+        .into_iter()
+        .filter(|r| !r.starts_with("GET "))
+        .collect()
+}
+
 /// Stack options that poll tasks quickly and wait at most `lock_wait` for a lock.
 pub fn fast(lock_wait: Duration) -> StackOptions {
     {

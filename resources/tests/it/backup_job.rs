@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{requests, sim, stack};
+use common::{requests, sim, stack, writes};
 
 use pve_resources::engine::Action;
 use pve_resources::families::backup_job::BackupJob;
@@ -17,13 +17,6 @@ fn nightly() -> BackupJob {
     job.schedule = Some("02:30".into());
     job.mode = Some("stop".parse().expect("mode"));
     job
-}
-
-fn writes(sim: &pve_sim::Simulator) -> Vec<String> {
-    requests(sim)
-        .into_iter()
-        .filter(|r| !r.starts_with("GET "))
-        .collect()
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{requests, sim, stack};
+use common::{requests, sim, stack, writes};
 
 use pve_resources::engine::Action;
 use pve_resources::families::lxc::Lxc;
@@ -13,13 +13,6 @@ use pve_resources::families::vm::Vm;
 
 fn web(pool: &str) -> Vm {
     Vm::new("pve1", 100).name("web").cores(1).pool(pool)
-}
-
-fn writes(sim: &pve_sim::Simulator) -> Vec<String> {
-    requests(sim)
-        .into_iter()
-        .filter(|r| !r.starts_with("GET "))
-        .collect()
 }
 
 #[tokio::test]

@@ -20,13 +20,15 @@ pub const KIND: &str = "backup";
 /// Parameters that steer a call and are not stored.
 const CONTROL: &[&str] = &["id", "delete", "digest"];
 
+/// Whether the job sets `k` (Perl truth: not empty, not 0).
+fn on(job: &BTreeMap<String, String>, k: &str) -> bool {
+    job.get(k).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// PVE/VZDump.pm `verify_vzdump_parameters`, as create and update run it on the job
 /// (`$check_missing` set): the field and PVE's text of the first problem, and `all` set when
 /// `exclude` comes without a pool.
 fn verify(job: &mut BTreeMap<String, String>) -> Option<(&'static str, String)> {
-    fn on(job: &BTreeMap<String, String>, k: &str) -> bool {
-        job.get(k).is_some_and(|v| !v.is_empty() && v != "0")
-    }
     if on(job, "all") && on(job, "vmid") {
         return Some(("all", "option conflicts with option 'vmid'".into()));
     }
@@ -138,9 +140,6 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
             for (k, v) in &set {
                 job.insert(k.clone(), v.clone());
             }
-            let on = |job: &BTreeMap<String, String>, k: &str| {
-                job.get(k).is_some_and(|v| !v.is_empty() && v != "0")
-            };
             if job.contains_key("exclude") && !job.contains_key("pool") {
                 job.insert("all".into(), "1".into());
             }
