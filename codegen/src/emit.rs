@@ -685,7 +685,12 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
     let secret_params: Vec<&str> = op
         .fields
         .iter()
-        .filter(|f| matches!(f.ty, Ty::Secret))
+        .filter(|f| match &f.ty {
+            Ty::Secret => true,
+            // A list of secrets (a webhook's `secret` and `header` entries).
+            Ty::Vec(item) => matches!(**item, Ty::Secret),
+            _ => false,
+        })
         .map(|f| f.wire.as_str())
         .collect();
     let secret_params = if secret_params.is_empty() {

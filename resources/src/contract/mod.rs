@@ -125,7 +125,8 @@ pub enum Removal {
     Retain,
     /// Destroy it.
     Destroy,
-    /// There is nothing to undo (an apply); the stack just forgets it.
+    /// There is nothing to undo (an apply) or it is never destroyed (a built-in PVE would only
+    /// revert); the stack just forgets it.
     Forget,
 }
 

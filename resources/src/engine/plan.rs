@@ -48,7 +48,7 @@ pub enum Action {
     Delete,
     /// Managed, dropped, removal policy `retain` (S20): left on the cluster, no longer managed.
     Retain,
-    /// Managed, dropped, nothing to undo (an apply: S25).
+    /// Managed, dropped, nothing undone or destroyed (an apply: S25; a built-in).
     Forget,
     /// A task an earlier deploy started was not seen to end: deploy awaits it (S29).
     Resume {
@@ -381,6 +381,10 @@ impl Stack {
         let adopted = recorded.is_some_and(|r| r.origin == Origin::Adopted);
         Some(if let Some(why) = &it.unknown {
             refuse(ErrorKind::UnknownFamily, why.clone())
+        } else if it.res.removal() == Removal::Forget {
+            // What is never destroyed (an apply, a built-in) is forgotten, even when the
+            // stack was told to destroy it.
+            Action::Forget
         } else if self.destroy_dropped.contains(&it.id) {
             Action::Delete
         } else {

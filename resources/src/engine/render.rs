@@ -49,7 +49,7 @@ impl fmt::Display for Plan {
                 Action::Noop { adopt: true } => "adopt (matches)".to_owned(),
                 Action::Update { adopt: true, .. } => "adopt and update".to_owned(),
                 Action::Retain => "retain: dropped from the declaration, left on the cluster and no longer managed".to_owned(),
-                Action::Forget => "forget: dropped from the declaration, nothing to undo".to_owned(),
+                Action::Forget => "forget: no longer managed; nothing is undone or destroyed (an apply, a built-in)".to_owned(),
                 Action::Resume { upid, task } => format!("resume: await the {task} task {upid}"),
                 Action::Refuse { error } => format!("refuse: {}", error.reason()),
                 Action::Unowned { .. } => "unowned: exists but is not managed by this stack; adopt it to manage it".to_owned(),

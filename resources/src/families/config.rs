@@ -286,6 +286,22 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         Vec::new()
     }
 
+    /// What it holds that must be unique across the declaration besides its object (a
+    /// notification endpoint its name, unique across every endpoint type and matcher). None by
+    /// default.
+    fn claims(&self) -> Vec<ObjectRef> {
+        Vec::new()
+    }
+
+    /// Whether the live object is already on its way out (a replication job PVE marked for
+    /// removal, which its runner deletes later): a destroy then does not judge it against the
+    /// recorded declaration (S19 asks that of an object a destroy would remove, and this one
+    /// is being removed) and only sees it gone. False by default.
+    fn departing(&self, live: &BTreeMap<String, String>) -> bool {
+        let _ = live;
+        false
+    }
+
     /// What the object will do once made or changed, one sentence each, which the plan shows
     /// under its create or update line (a backup job: its schedule, mode and guests). None by
     /// default.
@@ -599,6 +615,10 @@ impl<T: ConfigObject> Resource for T {
         ConfigObject::requires(self)
     }
 
+    fn claims(&self) -> Vec<ObjectRef> {
+        ConfigObject::claims(self)
+    }
+
     fn removal(&self) -> Removal {
         ConfigObject::removal(self)
     }
@@ -726,10 +746,13 @@ impl<T: ConfigObject> Resource for T {
                 .filter(|(k, _)| !k.starts_with("rotate:"))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let keys: Vec<String> = changes_of(self, &last, &live)
-                .into_iter()
-                .map(|c| c.key)
-                .collect();
+            let keys: Vec<String> = match self.departing(&live) {
+                true => Vec::new(),
+                false => changes_of(self, &last, &live)
+                    .into_iter()
+                    .map(|c| c.key)
+                    .collect(),
+            };
             let object = ConfigObject::object(self);
             if !keys.is_empty() {
                 return Err(ConfigError::Changed { object, keys }.into());

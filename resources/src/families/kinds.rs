@@ -30,3 +30,16 @@ pub const ACL: Kind = Kind::new("acl");
 pub const VMID: Kind = Kind::new("vmid");
 /// Backup jobs ([`super::backup_job::BackupJob`]).
 pub const BACKUP_JOB: Kind = Kind::new("backup_job");
+/// Replication jobs ([`super::replication_job::ReplicationJob`]).
+pub const REPLICATION_JOB: Kind = Kind::new("replication_job");
+/// Metric servers ([`super::metric_server::MetricServer`]).
+pub const METRIC_SERVER: Kind = Kind::new("metric_server");
+/// Notification endpoints of every type ([`super::notification`]).
+pub const NOTIFICATION_ENDPOINT: Kind = Kind::new("notification_endpoint");
+/// Notification matchers ([`super::notification::NotificationMatcher`]).
+pub const NOTIFICATION_MATCHER: Kind = Kind::new("notification_matcher");
+/// Files downloaded into a storage ([`super::storage_download::StorageDownload`]).
+pub const STORAGE_DOWNLOAD: Kind = Kind::new("storage_download");
+/// What a notification endpoint or matcher claims: its name, unique across every endpoint type
+/// and matcher (proxmox-notify `ensure_unique`).
+pub const NOTIFICATION_NAME: Kind = Kind::new("notification_name");

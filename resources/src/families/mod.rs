@@ -21,9 +21,12 @@ pub mod backup_job;
 pub mod config;
 pub mod kinds;
 pub mod lxc;
+pub mod metric_server;
 pub mod network_apply;
 pub mod node_network;
+pub mod notification;
 pub mod pool;
+pub mod replication_job;
 pub mod schema;
 pub mod storage;
 pub mod vm;
@@ -55,6 +58,22 @@ pub fn builtin() -> Vec<Family> {
             schema::rebuild::<backup_job::BackupJobObject>,
         )
         .shape(Config),
+        Family::new(
+            kinds::REPLICATION_JOB,
+            schema::rebuild::<replication_job::ReplicationJobObject>,
+        )
+        .shape(Config),
+        Family::new(
+            kinds::METRIC_SERVER,
+            schema::rebuild::<metric_server::MetricServerObject>,
+        )
+        .shape(Config),
+        Family::new(kinds::NOTIFICATION_ENDPOINT, notification::rebuild_endpoint).shape(Config),
+        Family::new(
+            kinds::NOTIFICATION_MATCHER,
+            schema::rebuild::<notification::MatcherObject>,
+        )
+        .shape(Config),
     ]
 }
 
@@ -83,7 +102,11 @@ mod tests {
                 "api_token",
                 "storage",
                 "acl",
-                "backup_job"
+                "backup_job",
+                "replication_job",
+                "metric_server",
+                "notification_endpoint",
+                "notification_matcher"
             ]
         );
     }

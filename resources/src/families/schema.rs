@@ -93,15 +93,37 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Scope::Cluster
     }
 
-    /// Its key within the scope: the ids joined by `/` by default.
+    /// Its key within the scope: the [`Object::TAG`] values and the ids, joined by `/`, by
+    /// default (`smtp/alerts`).
     fn key(d: &Declared<Self>) -> String {
-        let ids: Vec<String> = (0..Self::ID.len()).map(|n| d.id(n)).collect();
-        ids.join("/")
+        let tag = Self::TAG.iter().map(|(_, v)| (*v).to_owned());
+        let ids = (0..Self::ID.len()).map(|n| d.id(n));
+        tag.chain(ids).collect::<Vec<_>>().join("/")
     }
 
     /// Keys of the read's answer that no declaration manages but a rule reads (an
     /// interface's `method`): kept in the live map, never compared.
     const FACTS: &'static [&'static str] = &[];
+
+    /// List fields the family manages (a matcher's `target`): the create sends the key once
+    /// per item, the read answers an array. In the maps the items are one value, a line each,
+    /// compared as a set; an update sends each item again. Any other list field is refused by
+    /// [`ConfigObject::check`].
+    const LISTS: &'static [&'static str] = &[];
+
+    /// Parts of the address that no request takes as a parameter because the operations' paths
+    /// hold them (a notification endpoint's type): recorded with the ids, so that state says
+    /// which object it is and a rebuild finds its family.
+    const TAG: &'static [(&'static str, &'static str)] = &[];
+
+    /// The id `value` of id parameter `name` in PVE's own spelling (S36): PVE stores some ids
+    /// in another form than it is given (replication `100-007` as `100-7`), and every request
+    /// and the address use this one, so a created object never reads back as absent. The
+    /// value as given by default.
+    fn canonical_id(name: &str, value: String) -> String {
+        let _ = name;
+        value
+    }
 
     /// See [`ConfigObject::carried`].
     fn carried() -> Carried {
@@ -159,6 +181,12 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Vec::new()
     }
 
+    /// See [`ConfigObject::claims`].
+    fn claims(d: &Declared<Self>) -> Vec<ObjectRef> {
+        let _ = d;
+        Vec::new()
+    }
+
     /// Fields set only at create beyond those the update has no parameter for (S18): options
     /// PVE's code refuses to change although the update takes them (a plugin's `fixed`).
     fn fixed(d: &Declared<Self>) -> &'static [&'static str] {
@@ -195,7 +223,34 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         cx: &'a Cx,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(crate::kit::task::write(cx, &d.spec, on_started))
+        Box::pin(async move {
+            // The request as the declaration's pairs: its ids in PVE's spelling (S36).
+            let pairs = d.pairs().map_err(|_| inexpressible(d, "request"))?;
+            let req = Keyed::<Self::Create>::new()
+                .extend(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| inexpressible(d, &e.key))?;
+            crate::kit::task::write(cx, &req, on_started).await
+        })
+    }
+
+    /// Sends the delete (its UPID recorded first when PVE answers with a task, S29) and
+    /// returns once the object is gone as PVE's delete leaves it: at once by default; a family
+    /// whose delete only marks the object waits for it to go here.
+    fn delete<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let req = d.addressed::<Self::Delete>()?;
+            crate::kit::task::write(cx, &req, on_started).await
+        })
+    }
+
+    /// See [`ConfigObject::departing`].
+    fn departing(live: &Map) -> bool {
+        let _ = live;
+        false
     }
 
     /// Sends the update: a stale digest is
@@ -318,9 +373,20 @@ impl<F: Object> Declared<F> {
         }
     }
 
-    /// The request's pairs, or why it has no form.
+    /// The request's pairs, the ids in PVE's spelling ([`Object::canonical_id`]), or why it
+    /// has no form.
     fn pairs(&self) -> Result<Vec<(String, String)>, String> {
-        pve_sdk::form::to_pairs(&self.spec).map_err(|e| e.to_string())
+        let pairs = pve_sdk::form::to_pairs(&self.spec).map_err(|e| e.to_string())?;
+        Ok(pairs
+            .into_iter()
+            .map(|(k, v)| match F::ID.contains(&k.as_str()) {
+                true => {
+                    let v = F::canonical_id(&k, v);
+                    (k, v)
+                }
+                false => (k, v),
+            })
+            .collect())
     }
 
     /// The `n`th id (in [`Object::ID`]'s order), as sent.
@@ -338,15 +404,27 @@ impl<F: Object> Declared<F> {
     /// refused by [`ConfigObject::check`].
     fn fields(&self) -> Map {
         let pairs = self.pairs().unwrap_or_default();
-        pairs
+        let mut out = Map::new();
+        let kept = pairs
             .into_iter()
             .filter(|(k, _)| !F::ID.contains(&k.as_str()))
-            .filter(|(k, _)| !F::write_only().contains(&k.as_str()))
-            .collect()
+            .filter(|(k, _)| !F::write_only().contains(&k.as_str()));
+        for (k, v) in kept {
+            match out.get_mut(&k) {
+                Some(items) if F::LISTS.contains(&k.as_str()) => {
+                    items.push('\n');
+                    items.push_str(&v);
+                }
+                _ => {
+                    out.insert(k, v);
+                }
+            }
+        }
+        out
     }
 
     /// The request of `O` addressed to this object (its ids set).
-    fn addressed<O: Operation>(&self) -> Result<Keyed<O>, Failure> {
+    pub fn addressed<O: Operation>(&self) -> Result<Keyed<O>, Failure> {
         let pairs = self.pairs().unwrap_or_default();
         let ids = pairs.iter().filter(|(k, _)| F::ID.contains(&k.as_str()));
         Keyed::new()
@@ -364,26 +442,47 @@ impl<F: Object> Declared<F> {
     /// An answer's object in wire form, limited to what a declaration can manage and the
     /// digest.
     fn wire(data: &Value) -> Map {
-        crate::kit::wire::wire_map(data)
-            .into_iter()
-            .filter(|(k, _)| k == "digest" || F::FACTS.contains(&k.as_str()) || Self::manageable(k))
-            .collect()
+        wire_of::<F>(data)
     }
 }
 
 /// An answer's object in wire form, limited to what a declaration of `F` can manage, the
 /// digest and [`Object::FACTS`].
 pub fn wire_of<F: Object>(data: &Value) -> Map {
-    crate::kit::wire::wire_map(data)
+    let mut out: Map = crate::kit::wire::wire_map(data)
         .into_iter()
         .filter(|(k, _)| {
             k == "digest" || F::FACTS.contains(&k.as_str()) || Declared::<F>::manageable(k)
         })
-        .collect()
+        .collect();
+    for k in F::LISTS {
+        if let Some(Value::Array(items)) = data.get(*k) {
+            let items: Vec<String> = items
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect();
+            out.insert((*k).to_owned(), items.join("\n"));
+        }
+    }
+    out
 }
 
-/// A collection's list read from list operation `L`: each row's id ([`Object::ID`]'s first)
-/// to its wire map as [`Declared`]'s read gives it.
+/// A list field's items in the one form both sides are compared in: trimmed, empty ones
+/// dropped, sorted, once each, a line each.
+fn list_form(text: &str) -> String {
+    let mut items: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    items.join("\n")
+}
+
+/// A collection's list read from list operation `L`: each row's key (the [`Object::TAG`]
+/// values and [`Object::ID`]'s first, as [`Object::key`] gives it by default) to its wire map
+/// as [`Declared`]'s read gives it.
 pub fn list<F: Object, L: Operation + Default + Send + Sync>(
     client: &Client,
 ) -> crate::families::config::Listed<'_> {
@@ -402,7 +501,9 @@ pub fn list<F: Object, L: Operation + Default + Send + Sync>(
         Ok(rows
             .iter()
             .filter_map(|row| {
-                let key = row.get(id)?.as_str()?.to_owned();
+                let id = row.get(id)?.as_str()?;
+                let tag = F::TAG.iter().map(|(_, v)| *v);
+                let key = tag.chain([id]).collect::<Vec<_>>().join("/");
                 Some((key, Declared::<F>::wire(row)))
             })
             .collect())
@@ -419,10 +520,35 @@ where
     let marker = all.iter().find(|(k, _)| k.starts_with("rotate:"));
     let marker = marker.and_then(|(_, v)| v.as_str()).map(str::to_owned);
     all.retain(|k, _| !k.starts_with("rotate:"));
+    for k in F::LISTS {
+        if let Some(Value::String(items)) = all.get(*k) {
+            let items: Vec<Value> = items.lines().map(Value::from).collect();
+            all.insert((*k).to_owned(), Value::Array(items));
+        }
+    }
     for k in F::ID {
         all.insert((*k).to_owned(), Value::from(rs.address.get(*k)?.clone()));
     }
-    let spec = pve_sdk::lenient::from_value::<F::Create>(Value::Object(all)).ok()?;
+    // A secret the create requires (a gotify token) is never recorded: the rebuilt object
+    // holds an empty one, which nothing sends (a rebuilt object is only removed or kept).
+    let mut tries = F::write_only().len();
+    let spec = loop {
+        match pve_sdk::lenient::from_value::<F::Create>(Value::Object(all.clone())) {
+            Ok(spec) => break spec,
+            Err(e) if tries > 0 => {
+                tries -= 1;
+                let text = e.to_string();
+                // The decode names the field it misses (`.token: required field is missing`).
+                let missing = F::write_only().iter().find(|k| {
+                    text.contains("required field is missing")
+                        && text.contains(&format!(".{k}"))
+                        && !all.contains_key(**k)
+                })?;
+                all.insert((*missing).to_owned(), Value::from(""));
+            }
+            Err(_) => return None,
+        }
+    };
     let mut d = Declared::<F>::of(spec);
     d.secret_rotation = marker;
     Some(Arc::new(d))
@@ -438,9 +564,13 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn address(&self) -> Map {
         let pairs = self.pairs().unwrap_or_default();
+        let tag = F::TAG
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
         pairs
             .into_iter()
             .filter(|(k, _)| F::ID.contains(&k.as_str()))
+            .chain(tag)
             .collect()
     }
 
@@ -480,7 +610,8 @@ impl<F: Object> ConfigObject for Declared<F> {
         };
         let pairs = self.pairs().map_err(|why| problem("request", why))?;
         for (i, (k, _)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(seen, _)| seen == k) {
+            let listed = F::LISTS.contains(&k.as_str()) || F::write_only().contains(&k.as_str());
+            if !listed && pairs[..i].iter().any(|(seen, _)| seen == k) {
                 let why = format!("is a list, which the {} family does not manage", F::KIND);
                 return Err(problem(k, why));
             }
@@ -517,7 +648,13 @@ impl<F: Object> ConfigObject for Declared<F> {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let stray = |e: pve_sdk::keyed::NotTaken| inexpressible(self, &e.key);
-            let set = edit.set.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let set = edit.set.iter().flat_map(|(k, v)| {
+                let items: Vec<&str> = match F::LISTS.contains(&k.as_str()) {
+                    true => v.lines().collect(),
+                    false => vec![v.as_str()],
+                };
+                items.into_iter().map(move |v| (k.as_str(), v))
+            });
             let mut req = self.addressed::<F::Update>()?.extend(set).map_err(stray)?;
             let pairs = self.pairs().unwrap_or_default();
             let (mut rotated, mut elsewhere) = (Vec::new(), Vec::new());
@@ -526,9 +663,17 @@ impl<F: Object> ConfigObject for Declared<F> {
                     elsewhere.push(k.clone());
                     continue;
                 }
-                let value = pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-                let value = value.ok_or_else(|| inexpressible(self, k))?;
-                req = req.set(k, value).map_err(stray)?;
+                let values: Vec<&str> = pairs
+                    .iter()
+                    .filter(|(n, _)| n == k)
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                if values.is_empty() {
+                    return Err(inexpressible(self, k));
+                }
+                for value in values {
+                    req = req.set(k, value).map_err(stray)?;
+                }
                 rotated.push(k.clone());
             }
             if let Some(first) = edit.delete.first() {
@@ -551,19 +696,25 @@ impl<F: Object> ConfigObject for Declared<F> {
         })
     }
 
-    /// The delete; one PVE answers with a task has its UPID recorded first (S29).
+    /// The delete ([`Object::delete`]).
     fn delete<'a>(
         &'a self,
         cx: &'a Cx,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(async move {
-            let req = self.addressed::<F::Delete>()?;
-            crate::kit::task::write(cx, &req, on_started).await
-        })
+        F::delete(self, cx, on_started)
     }
 
-    fn normalise(&self, map: Map) -> Map {
+    fn departing(&self, live: &Map) -> bool {
+        F::departing(live)
+    }
+
+    fn normalise(&self, mut map: Map) -> Map {
+        for k in F::LISTS {
+            if let Some(v) = map.get_mut(*k) {
+                *v = list_form(v);
+            }
+        }
         F::normalise(map)
     }
 
@@ -643,6 +794,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn summary(&self) -> Vec<String> {
         F::summary(self)
+    }
+
+    fn claims(&self) -> Vec<ObjectRef> {
+        F::claims(self)
     }
 }
 
@@ -772,6 +927,15 @@ mod tests {
             entry::<crate::families::access::RoleObject>(),
             entry::<crate::families::storage::StorageObject>(),
             entry::<crate::families::node_network::NodeNetworkObject>(),
+            entry::<crate::families::backup_job::BackupJobObject>(),
+            entry::<crate::families::replication_job::ReplicationJobObject>(),
+            entry::<crate::families::metric_server::MetricServerObject>(),
+            entry::<crate::families::notification::MatcherObject>(),
+            // One kind, four types: each type's entry is named after it.
+            entry::<crate::families::notification::GotifyObject>()
+                .replace("\"notification_endpoint\"", "\"notification_endpoint:gotify\""),
+            entry::<crate::families::notification::WebhookObject>()
+                .replace("\"notification_endpoint\"", "\"notification_endpoint:webhook\""),
         ] {
             assert!(text.contains(&line), "patches/families.toml lacks {line}");
         }

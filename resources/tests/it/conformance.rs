@@ -15,8 +15,11 @@ use pve_resources::engine::Action;
 use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
 use pve_resources::families::backup_job::BackupJob;
 use pve_resources::families::config::ConfigObject;
+use pve_resources::families::metric_server::MetricServer;
 use pve_resources::families::node_network::NodeNetwork;
+use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
 use pve_resources::families::pool::Pool;
+use pve_resources::families::replication_job::ReplicationJob;
 use pve_resources::families::storage::Storage;
 use pve_resources::kit::handover::SecretSink;
 use pve_sdk::generated::nodes::node::network::Type;
@@ -249,6 +252,83 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_backup_job_conforms() {
             job
         }),
         ..config(daily("02:30"), daily("03:30"), "schedule")
+    };
+    conforms(case).await;
+}
+
+fn replicated(schedule: &str) -> ReplicationJob {
+    ReplicationJob::new(100, 0, "pve2").schedule(schedule)
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_replication_job_conforms() {
+    let case = Case {
+        read_path: "/cluster/replication/100-0",
+        // S36: PVE reads `100-000` back as `100-0`; the declaration is spelt as PVE stores it.
+        same: Some(ReplicationJob::of(
+            pve_sdk::generated::cluster::replication::CreateReplicationJob::new(
+                "100-000",
+                "pve2",
+                pve_sdk::generated::cluster::replication::Type::Local,
+            )
+            .schedule("*/30"),
+        )),
+        setup: Some(|sim| {
+            sim.with_cluster(|c| c.members.push(("pve2".into(), true)));
+            sim.add_guest("pve1", 100, pve_sim::GuestKind::Qemu, &[]);
+        }),
+        ..config(replicated("*/30"), replicated("*/45"), "schedule")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_metric_server_conforms() {
+    let influx = |mtu: i64| {
+        let mut m =
+            MetricServer::influxdb("influx", "10.0.0.5", 8089).token("conformance-secret", "r1");
+        m.mtu = Some(mtu);
+        m
+    };
+    let case = Case {
+        read_path: "/cluster/metrics/server/influx",
+        ..config(influx(1500), influx(1400), "mtu")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_notification_endpoint_conforms() {
+    let gotify = |comment: &str| {
+        let mut g =
+            GotifyEndpoint::new("ops", "https://gotify.example", "conformance-secret", "r1");
+        g.comment = Some(comment.into());
+        g
+    };
+    let case = Case {
+        read_path: "/cluster/notifications/endpoints/gotify/ops",
+        ..config(gotify("a"), gotify("b"), "comment")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_notification_matcher_conforms() {
+    let matcher = |severities: [&str; 2], comment: &str| {
+        let mut m = NotificationMatcher::new("failures");
+        m.match_severity = Some(severities.iter().map(|s| (*s).to_owned()).collect());
+        m.comment = Some(comment.into());
+        m
+    };
+    let case = Case {
+        read_path: "/cluster/notifications/matchers/failures",
+        // A list is a set: order does not matter.
+        same: Some(matcher(["warning", "error"], "a")),
+        ..config(
+            matcher(["error", "warning"], "a"),
+            matcher(["error", "warning"], "b"),
+            "comment",
+        )
     };
     conforms(case).await;
 }

@@ -180,7 +180,7 @@ impl crate::error::TypedError for ConfigLockTimeout {
 crate::typed_error_traits!(ConfigLockTimeout);
 /// The configuration file changed since it was read: the `digest` sent no longer matches. Read it again before writing.
 ///
-/// Recognised by: HTTP 500 with a message matching `^(?:(?P<context>.+): )?detected modified configuration - file changed by other user\? Try again\.$`. Defined in `patches/error-config-modified.toml`. Raised by 68 operations.
+/// Recognised by: HTTP 400 with a message matching `^detected modified configuration - file changed by other user\? Try again\.$`; HTTP 500 with a message matching `^(?:(?P<context>.+): )?detected modified configuration - file changed by other user\? Try again\.$`. Defined in `patches/error-config-modified-notify.toml`, `patches/error-config-modified.toml`. Raised by 73 operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigModified {
     /// The answer as PVE gave it.
@@ -188,6 +188,11 @@ pub struct ConfigModified {
 }
 impl crate::error::TypedError for ConfigModified {
     const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^detected modified configuration - file changed by other user\\? Try again\\.$",
+        },
         crate::error::Matcher {
             status: 500,
             field: None,
@@ -328,6 +333,45 @@ impl crate::error::TypedError for GuestAgentNotRunning {
     }
 }
 crate::typed_error_traits!(GuestAgentNotRunning);
+/// The guest has replication jobs (a job marked for removal counts until it is gone): remove them first, or destroy with purge.
+///
+/// Recognised by: HTTP 500 with a message matching `^There is a replication job '(?P<job>[^']+)' for guest '(?P<guest>\d+)' - Please remove that first\.$`. Defined in `patches/error-guest-has-replication-jobs.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestHasReplicationJobs {
+    /// `job` from the answer or the path.
+    pub job: String,
+    /// `guest` from the answer or the path.
+    pub guest: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for GuestHasReplicationJobs {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^There is a replication job '(?P<job>[^']+)' for guest '(?P<guest>\\d+)' - Please remove that first\\.$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            job: captures.take("job"),
+            guest: captures.take("guest"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "guest {} still has replication job {}",
+            self.guest, self.job
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(GuestHasReplicationJobs);
 /// The guest holds a lock (backup, migrate, snapshot, ...): config writes wait for it to clear.
 ///
 /// Recognised by: HTTP 500 with a message matching `^VM is locked \((?P<lock>[^)]+)\)$`. Defined in `patches/error-guest-locked.toml`. Raised by 5 operations.
@@ -559,6 +603,66 @@ impl crate::error::TypedError for MalformedUpid {
     }
 }
 crate::typed_error_traits!(MalformedUpid);
+/// A metric server of that id is configured already.
+///
+/// Recognised by: HTTP 500 with a message matching `^Metric server '[^']+' already exists$`. Defined in `patches/error-metric-server-exists.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricServerExists {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for MetricServerExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^Metric server '[^']+' already exists$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "metric server {} exists already", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(MetricServerExists);
+/// No metric server of that id is configured.
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:status server entry|no such server) '[^']+'(?: does not exist)?$`. Defined in `patches/error-metric-server-not-found.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricServerNotFound {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for MetricServerNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^(?:status server entry|no such server) '[^']+'(?: does not exist)?$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "metric server {} does not exist", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(MetricServerNotFound);
 /// An interface of that name is already in the node's network configuration.
 ///
 /// Recognised by: HTTP 400 with `errors.iface` matching `^interface already exists$`. Defined in `patches/error-network-interface-exists.toml`. Raised by 1 operations.
@@ -653,6 +757,167 @@ impl crate::error::TypedError for NoQuorum {
     }
 }
 crate::typed_error_traits!(NoQuorum);
+/// The endpoint is a target of matchers: change or remove those first.
+///
+/// Recognised by: HTTP 400 with a message matching `^cannot delete '[^']+', referenced by: (?P<used_by>.+)$`. Defined in `patches/error-notification-endpoint-in-use.toml`. Raised by 4 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationEndpointInUse {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// `used_by` from the answer or the path.
+    pub used_by: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationEndpointInUse {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern: "^cannot delete '[^']+', referenced by: (?P<used_by>.+)$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            used_by: captures.take("used_by"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "notification endpoint {} is a target of {}",
+            self.name, self.used_by
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationEndpointInUse);
+/// No notification endpoint of that type and name exists.
+///
+/// Recognised by: HTTP 404 with a message matching `^endpoint '[^']+' not found$`. Defined in `patches/error-notification-endpoint-not-found.toml`. Raised by 12 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationEndpointNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationEndpointNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 404,
+        field: None,
+        pattern: "^endpoint '[^']+' not found$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notification endpoint {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationEndpointNotFound);
+/// No notification matcher of that name exists.
+///
+/// Recognised by: HTTP 404 with a message matching `^matcher '[^']+' not found$`. Defined in `patches/error-notification-matcher-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationMatcherNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationMatcherNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 404,
+        field: None,
+        pattern: "^matcher '[^']+' not found$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notification matcher {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationMatcherNotFound);
+/// An endpoint or matcher of that name exists already: names are unique across every endpoint type and matcher.
+///
+/// Recognised by: HTTP 400 with a message matching `^Cannot create '(?P<name>[^']+)', an entity with the same name already exists$`. Defined in `patches/error-notification-name-taken.toml`. Raised by 5 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationNameTaken {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationNameTaken {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern: "^Cannot create '(?P<name>[^']+)', an entity with the same name already exists$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a notification endpoint or matcher named {} exists already",
+            self.name
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationNameTaken);
+/// The matcher names an endpoint that does not exist. Not the matcher's absence: create the endpoint first.
+///
+/// Recognised by: HTTP 404 with a message matching `^endpoint '(?P<target>[^']+)' does not exist$`. Defined in `patches/error-notification-target-missing.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationTargetMissing {
+    /// `target` from the answer or the path.
+    pub target: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationTargetMissing {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 404,
+        field: None,
+        pattern: "^endpoint '(?P<target>[^']+)' does not exist$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            target: captures.take("target"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notification endpoint {} does not exist", self.target)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationTargetMissing);
 /// A pool of that id exists already.
 ///
 /// Recognised by: HTTP 500 with a message matching `^(?:[a-z ]+ failed: )?pool '(?P<poolid>[^']+)' already exists$`. Defined in `patches/error-pool-exists.toml`. Raised by 1 operations.
@@ -753,6 +1018,64 @@ impl crate::error::TypedError for QemuConfigNotFound {
     }
 }
 crate::typed_error_traits!(QemuConfigNotFound);
+/// A replication job of that id exists already, or the guest already replicates to that target (one job per guest and target).
+///
+/// Recognised by: HTTP 500 with a message matching `^replication job (?:'[^']+'|for guest '\d+' to target '[^']+') already exists$`. Defined in `patches/error-replication-job-exists.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationJobExists {
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for ReplicationJobExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^replication job (?:'[^']+'|for guest '\\d+' to target '[^']+') already exists$",
+    }];
+    fn build(_captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self { api }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a replication job for that guest and target exists already",
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(ReplicationJobExists);
+/// No replication job of that id exists.
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:no such replication job|no such job) '[^']+'$`. Defined in `patches/error-replication-job-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationJobNotFound {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for ReplicationJobNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^(?:no such replication job|no such job) '[^']+'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "replication job {} does not exist", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(ReplicationJobNotFound);
 /// A role of that id exists already.
 ///
 /// Recognised by: HTTP 500 with a message matching `^(?:[a-z ]+ failed: )?role '(?P<roleid>[^']+)' already exists$`. Defined in `patches/error-role-exists.toml`. Raised by 1 operations.

@@ -814,7 +814,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-metrics")]
     out.push((
         "DELETE /cluster/metrics/server/{id}",
-        decode::<crate::generated::cluster::metrics::server::id::DeleteResponse> as Decode,
+        decode::<crate::generated::cluster::metrics::server::id::DeleteMetricServerResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-notifications")]
     out.push((
@@ -859,7 +860,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-replication")]
     out.push((
         "DELETE /cluster/replication/{id}",
-        decode::<crate::generated::cluster::replication::id::DeleteResponse> as Decode,
+        decode::<crate::generated::cluster::replication::id::DeleteReplicationJobResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -1608,12 +1610,13 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-metrics")]
     out.push((
         "GET /cluster/metrics/server",
-        decode::<crate::generated::cluster::metrics::server::ServerIndexResponse> as Decode,
+        decode::<crate::generated::cluster::metrics::server::ListMetricServersResponse> as Decode,
     ));
     #[cfg(feature = "cluster-metrics")]
     out.push((
         "GET /cluster/metrics/server/{id}",
-        decode::<crate::generated::cluster::metrics::server::id::ReadResponse> as Decode,
+        decode::<crate::generated::cluster::metrics::server::id::ReadMetricServerResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-nextid")]
     out.push((
@@ -1746,12 +1749,12 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-replication")]
     out.push((
         "GET /cluster/replication",
-        decode::<crate::generated::cluster::replication::ListReplicationResponse> as Decode,
+        decode::<crate::generated::cluster::replication::ListReplicationJobsResponse> as Decode,
     ));
     #[cfg(feature = "cluster-replication")]
     out.push((
         "GET /cluster/replication/{id}",
-        decode::<crate::generated::cluster::replication::id::ReadResponse> as Decode,
+        decode::<crate::generated::cluster::replication::id::ReadReplicationJobResponse> as Decode,
     ));
     #[cfg(feature = "cluster-resources")]
     out.push((
@@ -3307,7 +3310,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-metrics")]
     out.push((
         "POST /cluster/metrics/server/{id}",
-        decode::<crate::generated::cluster::metrics::server::id::CreateResponse> as Decode,
+        decode::<crate::generated::cluster::metrics::server::id::CreateMetricServerResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-notifications")]
     out.push((
@@ -3357,7 +3361,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-replication")]
     out.push((
         "POST /cluster/replication",
-        decode::<crate::generated::cluster::replication::CreateResponse> as Decode,
+        decode::<crate::generated::cluster::replication::CreateReplicationJobResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -4201,7 +4205,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-metrics")]
     out.push((
         "PUT /cluster/metrics/server/{id}",
-        decode::<crate::generated::cluster::metrics::server::id::UpdateResponse> as Decode,
+        decode::<crate::generated::cluster::metrics::server::id::UpdateMetricServerResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-notifications")]
     out.push((
@@ -4251,7 +4256,8 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-replication")]
     out.push((
         "PUT /cluster/replication/{id}",
-        decode::<crate::generated::cluster::replication::id::UpdateResponse> as Decode,
+        decode::<crate::generated::cluster::replication::id::UpdateReplicationJobResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((

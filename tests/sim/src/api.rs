@@ -131,6 +131,15 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     if let Some(answer) = crate::model::backup::dispatch(cluster, call) {
         return Some(answer);
     }
+    if let Some(answer) = crate::model::replication::dispatch(cluster, call) {
+        return Some(answer);
+    }
+    if let Some(answer) = crate::model::metric_server::dispatch(cluster, call) {
+        return Some(answer);
+    }
+    if let Some(answer) = crate::model::notification::dispatch(cluster, call) {
+        return Some(answer);
+    }
     if let Some(outcome) = crate::collections::dispatch(&mut cluster.collections, op, call.params) {
         return Some(match outcome {
             crate::collections::Outcome::Data(v) => ok(v),

@@ -603,6 +603,10 @@ fn lxc_destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if let Some(l) = &g.lock {
         return fail(500, format!("CT is locked ({l})"));
     }
+    // pve-container destroy_vm's $early_checks: without purge, no replication job may name it.
+    if let Some(refused) = crate::model::replication::destroy_refusal(cluster, call, vmid) {
+        return refused;
+    }
     if g.running {
         return fail(
             500,

@@ -24,14 +24,20 @@ pub const SENSITIVE: &[&str] = &["encryption-key", "keyring", "master-pubkey", "
 /// The digest of `storage.cfg` (pve-common `src/PVE/SectionConfig.pm` parse_config: the SHA-1
 /// of the file), here of the stored definitions in the order the writer prints them.
 pub fn digest(store: &Store) -> String {
+    section_digest(store, "storage", "type")
+}
+
+/// The SHA-1 of a section config file as its writer prints the objects of `kind`: each
+/// object's `type_key` in its header, the other keys below it.
+pub fn section_digest(store: &Store, kind: &str, type_key: &str) -> String {
     let mut text = String::new();
-    if let Some(all) = store.get("storage") {
+    if let Some(all) = store.get(kind) {
         for (id, f) in all {
             text.push_str(&format!(
                 "{}: {id}\n",
-                f.get("type").map_or("", String::as_str)
+                f.get(type_key).map_or("", String::as_str)
             ));
-            for (k, v) in f.iter().filter(|(k, _)| k.as_str() != "type") {
+            for (k, v) in f.iter().filter(|(k, _)| k.as_str() != type_key) {
                 text.push_str(&format!("\t{k} {v}\n"));
             }
             text.push('\n');

@@ -181,11 +181,14 @@ fn check_format(format: &str, v: &str) -> Option<String> {
                 && b.iter()
                     .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
         }
+        // pve-common src/PVE/JSONSchema.pm pve_verify_configid: $CONFIGID_RE,
+        // `[a-z][a-z0-9_-]+` case-insensitive (hyphens allowed since 2020, a8f9333).
         "pve-configid" => {
             let b = v.as_bytes();
             b.len() >= 2
                 && b[0].is_ascii_alphabetic()
-                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || b"_-".contains(c))
         }
         // pve-common src/PVE/JSONSchema.pm pve_verify_dns_name.
         "dns-name" => v.split('.').all(|label| {

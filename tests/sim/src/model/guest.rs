@@ -514,6 +514,10 @@ pub(crate) fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
             format!("can't remove VM {vmid} - protection mode enabled"),
         );
     }
+    // qemu-server destroy_vm's $early_checks: without purge, no replication job may name it.
+    if let Some(refused) = crate::model::replication::destroy_refusal(cluster, call, vmid) {
+        return refused;
+    }
     if g.running {
         return fail(500, format!("VM {vmid} is running - destroy failed"));
     }

@@ -8,8 +8,11 @@
 pub mod backup;
 pub mod group;
 pub mod guest;
+pub mod metric_server;
 pub mod node_network;
+pub mod notification;
 pub mod pool;
+pub mod replication;
 pub mod role;
 pub mod storage;
 pub mod tasks;

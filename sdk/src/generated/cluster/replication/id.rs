@@ -8,7 +8,7 @@
 #[doc(alias = "delete", alias = "/cluster/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delete {
+pub struct DeleteReplicationJob {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
     /// Default `0`
@@ -16,7 +16,7 @@ pub struct Delete {
     /// Default `0`
     pub keep: Option<bool>,
 }
-impl serde::Serialize for Delete {
+impl serde::Serialize for DeleteReplicationJob {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
@@ -25,7 +25,7 @@ impl serde::Serialize for Delete {
         o.end()
     }
 }
-impl Delete {
+impl DeleteReplicationJob {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -51,7 +51,7 @@ impl Delete {
         self
     }
 }
-impl crate::Operation for Delete {
+impl crate::Operation for DeleteReplicationJob {
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/replication/{id}";
@@ -61,13 +61,15 @@ impl crate::Operation for Delete {
         rest: false,
         format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
     }];
-    type Response = DeleteResponse;
-    type Error = DeleteError;
+    type Response = DeleteReplicationJobResponse;
+    type Error = DeleteReplicationJobError;
 }
-/// What [`Delete`] answers.
-pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+/// What [`DeleteReplicationJob`] answers.
+pub type DeleteReplicationJobResponse = ();
+crate::operation_error!(
+    DeleteReplicationJobError for DeleteReplicationJob; ReplicationJobNotFound =>
+    is_replication_job_not_found; absent :
+);
 /// `GET /cluster/replication/{id}` (handler `read`).
 ///
 /// - Permitted users: `all`
@@ -75,18 +77,18 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 #[doc(alias = "read", alias = "/cluster/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Read {
+pub struct ReadReplicationJob {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
 }
-impl serde::Serialize for Read {
+impl serde::Serialize for ReadReplicationJob {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
         o.end()
     }
 }
-impl Read {
+impl ReadReplicationJob {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -96,7 +98,7 @@ impl Read {
         Self { id: id.into() }
     }
 }
-impl crate::Operation for Read {
+impl crate::Operation for ReadReplicationJob {
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/replication/{id}";
@@ -106,11 +108,13 @@ impl crate::Operation for Read {
         rest: false,
         format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
     }];
-    type Response = ReadResponse;
-    type Error = ReadError;
+    type Response = ReadReplicationJobResponse;
+    type Error = ReadReplicationJobError;
 }
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+crate::operation_error!(
+    ReadReplicationJobError for ReadReplicationJob; ReplicationJobNotFound =>
+    is_replication_job_not_found; absent : ReplicationJobNotFound
+);
 /// `PUT /cluster/replication/{id}` (handler `update`).
 ///
 /// - Permitted users: `all`
@@ -119,7 +123,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 #[doc(alias = "update", alias = "/cluster/replication/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Update {
+pub struct UpdateReplicationJob {
     /// Path parameter; format `pve-replication-job-id`; pattern `[1-9][0-9]{2,8}-\d{1,9}`
     pub id: String,
     /// Maximum length 4096
@@ -139,7 +143,7 @@ pub struct Update {
     /// Format `pve-node`
     pub source: Option<String>,
 }
-impl serde::Serialize for Update {
+impl serde::Serialize for UpdateReplicationJob {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
@@ -154,7 +158,7 @@ impl serde::Serialize for Update {
         o.end()
     }
 }
-impl Update {
+impl UpdateReplicationJob {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -222,7 +226,7 @@ impl Update {
         self
     }
 }
-impl crate::Operation for Update {
+impl crate::Operation for UpdateReplicationJob {
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/replication/{id}";
@@ -232,18 +236,19 @@ impl crate::Operation for Update {
         rest: false,
         format: Some(&crate::generated::formats::PVE_REPLICATION_JOB_ID),
     }];
-    type Response = UpdateResponse;
-    type Error = UpdateError;
+    type Response = UpdateReplicationJobResponse;
+    type Error = UpdateReplicationJobError;
 }
-/// What [`Update`] answers.
-pub type UpdateResponse = ();
+/// What [`UpdateReplicationJob`] answers.
+pub type UpdateReplicationJobResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateReplicationJobError for UpdateReplicationJob; ConfigModified =>
+    is_config_modified, ReplicationJobNotFound => is_replication_job_not_found; absent :
 );
 /// From `GET /cluster/replication/{id} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ReadResponse {
+pub struct ReadReplicationJobResponse {
     /// Maximum length 4096
     pub comment: Option<String>,
     /// Maximum length 64
@@ -271,7 +276,7 @@ pub struct ReadResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ReadResponse {
+impl<'de> serde::Deserialize<'de> for ReadReplicationJobResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -291,7 +296,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
         })
     }
 }
-impl serde::Serialize for ReadResponse {
+impl serde::Serialize for ReadReplicationJobResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -8,14 +8,14 @@ pub mod id;
 #[doc(alias = "index", alias = "/cluster/replication")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct ListReplication {}
-impl serde::Serialize for ListReplication {
+pub struct ListReplicationJobs {}
+impl serde::Serialize for ListReplicationJobs {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl ListReplication {
+impl ListReplicationJobs {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -25,18 +25,18 @@ impl ListReplication {
         Self {}
     }
 }
-impl crate::Operation for ListReplication {
+impl crate::Operation for ListReplicationJobs {
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/replication";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = ListReplicationResponse;
-    type Error = ListReplicationError;
+    type Response = ListReplicationJobsResponse;
+    type Error = ListReplicationJobsError;
 }
-/// What [`ListReplication`] answers.
-pub type ListReplicationResponse = Vec<ListReplicationResponseItem>;
-/// Errors of [`ListReplication`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ListReplicationError = crate::error::Untyped<ListReplication>;
+/// What [`ListReplicationJobs`] answers.
+pub type ListReplicationJobsResponse = Vec<ListReplicationJobsResponseItem>;
+/// Errors of [`ListReplicationJobs`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListReplicationJobsError = crate::error::Untyped<ListReplicationJobs>;
 /// `POST /cluster/replication` (handler `create`).
 ///
 /// - Permitted users: `all`
@@ -45,7 +45,7 @@ pub type ListReplicationError = crate::error::Untyped<ListReplication>;
 #[doc(alias = "create", alias = "/cluster/replication")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Create {
+pub struct CreateReplicationJob {
     /// Maximum length 4096
     pub comment: Option<String>,
     /// `disable`
@@ -65,7 +65,7 @@ pub struct Create {
     /// Wire name `type`
     pub type_: Type,
 }
-impl serde::Serialize for Create {
+impl serde::Serialize for CreateReplicationJob {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;
@@ -80,7 +80,23 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
-impl Create {
+impl<'de> serde::Deserialize<'de> for CreateReplicationJob {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            id: f.req("id")?,
+            rate: f.opt("rate")?,
+            remove_job: f.opt("remove_job")?,
+            schedule: f.opt("schedule")?,
+            source: f.opt("source")?,
+            target: f.req("target")?,
+            type_: f.req("type")?,
+        })
+    }
+}
+impl CreateReplicationJob {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -136,18 +152,20 @@ impl Create {
         self
     }
 }
-impl crate::Operation for Create {
+impl crate::Operation for CreateReplicationJob {
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/replication";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = CreateResponse;
-    type Error = CreateError;
+    type Response = CreateReplicationJobResponse;
+    type Error = CreateReplicationJobError;
 }
-/// What [`Create`] answers.
-pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+/// What [`CreateReplicationJob`] answers.
+pub type CreateReplicationJobResponse = ();
+crate::operation_error!(
+    CreateReplicationJobError for CreateReplicationJob; ReplicationJobExists =>
+    is_replication_job_exists; absent :
+);
 /// Values of `remove_job`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -205,7 +223,7 @@ crate::open_enum_traits!(Type);
 /// From `GET /cluster/replication returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ListReplicationResponseItem {
+pub struct ListReplicationJobsResponseItem {
     /// Maximum length 4096
     pub comment: Option<String>,
     /// `disable`
@@ -231,7 +249,7 @@ pub struct ListReplicationResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ListReplicationResponseItem {
+impl<'de> serde::Deserialize<'de> for ListReplicationJobsResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -250,7 +268,7 @@ impl<'de> serde::Deserialize<'de> for ListReplicationResponseItem {
         })
     }
 }
-impl serde::Serialize for ListReplicationResponseItem {
+impl serde::Serialize for ListReplicationJobsResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("comment", &self.comment)?;

@@ -8,18 +8,18 @@
 #[doc(alias = "delete", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delete {
+pub struct DeleteMetricServer {
     /// Path parameter; format `pve-configid`
     pub id: String,
 }
-impl serde::Serialize for Delete {
+impl serde::Serialize for DeleteMetricServer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
         o.end()
     }
 }
-impl Delete {
+impl DeleteMetricServer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -29,7 +29,7 @@ impl Delete {
         Self { id: id.into() }
     }
 }
-impl crate::Operation for Delete {
+impl crate::Operation for DeleteMetricServer {
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -39,13 +39,13 @@ impl crate::Operation for Delete {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
-    type Response = DeleteResponse;
-    type Error = DeleteError;
+    type Response = DeleteMetricServerResponse;
+    type Error = DeleteMetricServerError;
 }
-/// What [`Delete`] answers.
-pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+/// What [`DeleteMetricServer`] answers.
+pub type DeleteMetricServerResponse = ();
+/// Errors of [`DeleteMetricServer`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type DeleteMetricServerError = crate::error::Untyped<DeleteMetricServer>;
 /// `GET /cluster/metrics/server/{id}` (handler `read`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -53,18 +53,18 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 #[doc(alias = "read", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Read {
+pub struct ReadMetricServer {
     /// Path parameter; format `pve-configid`
     pub id: String,
 }
-impl serde::Serialize for Read {
+impl serde::Serialize for ReadMetricServer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
         o.end()
     }
 }
-impl Read {
+impl ReadMetricServer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -74,7 +74,7 @@ impl Read {
         Self { id: id.into() }
     }
 }
-impl crate::Operation for Read {
+impl crate::Operation for ReadMetricServer {
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -84,13 +84,15 @@ impl crate::Operation for Read {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
-    type Response = ReadResponse;
-    type Error = ReadError;
+    type Response = ReadMetricServerResponse;
+    type Error = ReadMetricServerError;
 }
-/// What [`Read`] answers.
-pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+/// What [`ReadMetricServer`] answers.
+pub type ReadMetricServerResponse = serde_json::Map<String, serde_json::Value>;
+crate::operation_error!(
+    ReadMetricServerError for ReadMetricServer; MetricServerNotFound =>
+    is_metric_server_not_found; absent : MetricServerNotFound
+);
 /// `POST /cluster/metrics/server/{id}` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -99,7 +101,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 #[doc(alias = "create", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Create {
+pub struct CreateMetricServer {
     /// Path parameter; format `pve-configid`
     pub id: String,
     /// Wire name `api-path-prefix`
@@ -118,8 +120,8 @@ pub struct Create {
     pub organization: Option<String>,
     /// Wire name `otel-compression`; default `gzip`
     pub otel_compression: Option<OtelCompression>,
-    /// Wire name `otel-headers`; maximum length 1024
-    pub otel_headers: Option<String>,
+    /// Wire name `otel-headers`; secret: Debug and Display print `[redacted]`; maximum length 1024
+    pub otel_headers: Option<crate::Secret>,
     /// Wire name `otel-max-body-size`; minimum 1024; default `10000000`
     pub otel_max_body_size: Option<i64>,
     /// Wire name `otel-path`; default `/v1/metrics`
@@ -145,11 +147,11 @@ pub struct Create {
     /// Secret: Debug and Display print `[redacted]`
     pub token: Option<crate::Secret>,
     /// Wire name `type`; format `pve-configid`
-    pub type_: CreateType,
+    pub type_: CreateMetricServerType,
     /// Wire name `verify-certificate`; default `1`
     pub verify_certificate: Option<bool>,
 }
-impl serde::Serialize for Create {
+impl serde::Serialize for CreateMetricServer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
@@ -179,7 +181,38 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
-impl Create {
+impl<'de> serde::Deserialize<'de> for CreateMetricServer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            id: f.req("id")?,
+            api_path_prefix: f.opt("api-path-prefix")?,
+            bucket: f.opt("bucket")?,
+            disable: f.opt("disable")?,
+            influxdbproto: f.opt("influxdbproto")?,
+            max_body_size: f.opt("max-body-size")?,
+            mtu: f.opt("mtu")?,
+            organization: f.opt("organization")?,
+            otel_compression: f.opt("otel-compression")?,
+            otel_headers: f.opt("otel-headers")?,
+            otel_max_body_size: f.opt("otel-max-body-size")?,
+            otel_path: f.opt("otel-path")?,
+            otel_protocol: f.opt("otel-protocol")?,
+            otel_resource_attributes: f.opt("otel-resource-attributes")?,
+            otel_timeout: f.opt("otel-timeout")?,
+            otel_verify_ssl: f.opt("otel-verify-ssl")?,
+            path: f.opt("path")?,
+            port: f.req("port")?,
+            proto: f.opt("proto")?,
+            server: f.req("server")?,
+            timeout: f.opt("timeout")?,
+            token: f.opt("token")?,
+            type_: f.req("type")?,
+            verify_certificate: f.opt("verify-certificate")?,
+        })
+    }
+}
+impl CreateMetricServer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -189,7 +222,7 @@ impl Create {
         id: impl Into<String>,
         port: i64,
         server: impl Into<String>,
-        type_: CreateType,
+        type_: CreateMetricServerType,
     ) -> Self {
         Self {
             id: id.into(),
@@ -268,7 +301,7 @@ impl Create {
     }
     /// Sets `otel-headers`.
     #[must_use]
-    pub fn otel_headers(mut self, value: impl Into<String>) -> Self {
+    pub fn otel_headers(mut self, value: impl Into<crate::Secret>) -> Self {
         self.otel_headers = Some(value.into());
         self
     }
@@ -339,7 +372,7 @@ impl Create {
         self
     }
 }
-impl crate::Operation for Create {
+impl crate::Operation for CreateMetricServer {
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -349,14 +382,16 @@ impl crate::Operation for Create {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
-    const SECRET_PARAMS: &'static [&'static str] = &["token"];
-    type Response = CreateResponse;
-    type Error = CreateError;
+    const SECRET_PARAMS: &'static [&'static str] = &["otel-headers", "token"];
+    type Response = CreateMetricServerResponse;
+    type Error = CreateMetricServerError;
 }
-/// What [`Create`] answers.
-pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+/// What [`CreateMetricServer`] answers.
+pub type CreateMetricServerResponse = ();
+crate::operation_error!(
+    CreateMetricServerError for CreateMetricServer; MetricServerExists =>
+    is_metric_server_exists; absent :
+);
 /// `PUT /cluster/metrics/server/{id}` (handler `update`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -365,7 +400,7 @@ pub type CreateError = crate::error::Untyped<Create>;
 #[doc(alias = "update", alias = "/cluster/metrics/server/{id}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Update {
+pub struct UpdateMetricServer {
     /// Path parameter; format `pve-configid`
     pub id: String,
     /// Wire name `api-path-prefix`
@@ -388,8 +423,8 @@ pub struct Update {
     pub organization: Option<String>,
     /// Wire name `otel-compression`; default `gzip`
     pub otel_compression: Option<OtelCompression>,
-    /// Wire name `otel-headers`; maximum length 1024
-    pub otel_headers: Option<String>,
+    /// Wire name `otel-headers`; secret: Debug and Display print `[redacted]`; maximum length 1024
+    pub otel_headers: Option<crate::Secret>,
     /// Wire name `otel-max-body-size`; minimum 1024; default `10000000`
     pub otel_max_body_size: Option<i64>,
     /// Wire name `otel-path`; default `/v1/metrics`
@@ -417,7 +452,7 @@ pub struct Update {
     /// Wire name `verify-certificate`; default `1`
     pub verify_certificate: Option<bool>,
 }
-impl serde::Serialize for Update {
+impl serde::Serialize for UpdateMetricServer {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("id", &self.id)?;
@@ -448,7 +483,7 @@ impl serde::Serialize for Update {
         o.end()
     }
 }
-impl Update {
+impl UpdateMetricServer {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -545,7 +580,7 @@ impl Update {
     }
     /// Sets `otel-headers`.
     #[must_use]
-    pub fn otel_headers(mut self, value: impl Into<String>) -> Self {
+    pub fn otel_headers(mut self, value: impl Into<crate::Secret>) -> Self {
         self.otel_headers = Some(value.into());
         self
     }
@@ -616,7 +651,7 @@ impl Update {
         self
     }
 }
-impl crate::Operation for Update {
+impl crate::Operation for UpdateMetricServer {
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -626,14 +661,15 @@ impl crate::Operation for Update {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
-    const SECRET_PARAMS: &'static [&'static str] = &["token"];
-    type Response = UpdateResponse;
-    type Error = UpdateError;
+    const SECRET_PARAMS: &'static [&'static str] = &["otel-headers", "token"];
+    type Response = UpdateMetricServerResponse;
+    type Error = UpdateMetricServerError;
 }
-/// What [`Update`] answers.
-pub type UpdateResponse = ();
+/// What [`UpdateMetricServer`] answers.
+pub type UpdateMetricServerResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateMetricServerError for UpdateMetricServer; ConfigModified => is_config_modified,
+    MetricServerNotFound => is_metric_server_not_found; absent :
 );
 /// Values of `influxdbproto`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -758,7 +794,7 @@ crate::open_enum_traits!(Proto);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum CreateType {
+pub enum CreateMetricServerType {
     /// `graphite`
     Graphite,
     /// `influxdb`
@@ -768,7 +804,7 @@ pub enum CreateType {
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for CreateType {
+impl crate::open_enum::OpenEnum for CreateMetricServerType {
     const VALUES: &'static [&'static str] = &["graphite", "influxdb", "opentelemetry"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -787,4 +823,4 @@ impl crate::open_enum::OpenEnum for CreateType {
         }
     }
 }
-crate::open_enum_traits!(CreateType);
+crate::open_enum_traits!(CreateMetricServerType);

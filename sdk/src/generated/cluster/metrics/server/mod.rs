@@ -8,14 +8,14 @@ pub mod id;
 #[doc(alias = "server_index", alias = "/cluster/metrics/server")]
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct ServerIndex {}
-impl serde::Serialize for ServerIndex {
+pub struct ListMetricServers {}
+impl serde::Serialize for ListMetricServers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let o = crate::ser::Out::start(s)?;
         o.end()
     }
 }
-impl ServerIndex {
+impl ListMetricServers {
     /// A value with every field unset.
     #[allow(
         clippy::new_without_default,
@@ -25,22 +25,22 @@ impl ServerIndex {
         Self {}
     }
 }
-impl crate::Operation for ServerIndex {
+impl crate::Operation for ListMetricServers {
     const ID: &'static str = "server_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics/server";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = ServerIndexResponse;
-    type Error = ServerIndexError;
+    type Response = ListMetricServersResponse;
+    type Error = ListMetricServersError;
 }
-/// What [`ServerIndex`] answers.
-pub type ServerIndexResponse = Vec<ServerIndexResponseItem>;
-/// Errors of [`ServerIndex`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ServerIndexError = crate::error::Untyped<ServerIndex>;
+/// What [`ListMetricServers`] answers.
+pub type ListMetricServersResponse = Vec<ListMetricServersResponseItem>;
+/// Errors of [`ListMetricServers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
+pub type ListMetricServersError = crate::error::Untyped<ListMetricServers>;
 /// From `GET /cluster/metrics/server returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ServerIndexResponseItem {
+pub struct ListMetricServersResponseItem {
     /// `disable`
     pub disable: Option<bool>,
     /// `id`
@@ -54,7 +54,7 @@ pub struct ServerIndexResponseItem {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
+impl<'de> serde::Deserialize<'de> for ListMetricServersResponseItem {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -67,7 +67,7 @@ impl<'de> serde::Deserialize<'de> for ServerIndexResponseItem {
         })
     }
 }
-impl serde::Serialize for ServerIndexResponseItem {
+impl serde::Serialize for ListMetricServersResponseItem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("disable", &self.disable)?;

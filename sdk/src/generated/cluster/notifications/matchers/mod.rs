@@ -81,6 +81,22 @@ impl serde::Serialize for CreateMatcher {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateMatcher {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            invert_match: f.opt("invert-match")?,
+            match_calendar: f.opt("match-calendar")?,
+            match_field: f.opt("match-field")?,
+            match_severity: f.opt("match-severity")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            target: f.opt("target")?,
+        })
+    }
+}
 impl CreateMatcher {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -159,8 +175,11 @@ impl crate::Operation for CreateMatcher {
 }
 /// What [`CreateMatcher`] answers.
 pub type CreateMatcherResponse = ();
-/// Errors of [`CreateMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateMatcherError = crate::error::Untyped<CreateMatcher>;
+crate::operation_error!(
+    CreateMatcherError for CreateMatcher; NotificationNameTaken =>
+    is_notification_name_taken, NotificationTargetMissing =>
+    is_notification_target_missing; absent :
+);
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

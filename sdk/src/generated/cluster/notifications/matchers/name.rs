@@ -47,8 +47,10 @@ impl crate::Operation for DeleteMatcher {
 }
 /// What [`DeleteMatcher`] answers.
 pub type DeleteMatcherResponse = ();
-/// Errors of [`DeleteMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteMatcherError = crate::error::Untyped<DeleteMatcher>;
+crate::operation_error!(
+    DeleteMatcherError for DeleteMatcher; NotificationMatcherNotFound =>
+    is_notification_matcher_not_found; absent :
+);
 /// `GET /cluster/notifications/matchers/{name}` (handler `get_matcher`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -94,8 +96,10 @@ impl crate::Operation for GetMatcher {
     type Response = GetMatcherResponse;
     type Error = GetMatcherError;
 }
-/// Errors of [`GetMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetMatcherError = crate::error::Untyped<GetMatcher>;
+crate::operation_error!(
+    GetMatcherError for GetMatcher; NotificationMatcherNotFound =>
+    is_notification_matcher_not_found; absent : NotificationMatcherNotFound
+);
 /// `PUT /cluster/notifications/matchers/{name}` (handler `update_matcher`).
 ///
 /// - Permission check: `["perm","/mapping/notifications",["Mapping.Modify"]]`
@@ -245,8 +249,11 @@ impl crate::Operation for UpdateMatcher {
 }
 /// What [`UpdateMatcher`] answers.
 pub type UpdateMatcherResponse = ();
-/// Errors of [`UpdateMatcher`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateMatcherError = crate::error::Untyped<UpdateMatcher>;
+crate::operation_error!(
+    UpdateMatcherError for UpdateMatcher; ConfigModified => is_config_modified,
+    NotificationMatcherNotFound => is_notification_matcher_not_found,
+    NotificationTargetMissing => is_notification_target_missing; absent :
+);
 /// From `GET /cluster/notifications/matchers/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

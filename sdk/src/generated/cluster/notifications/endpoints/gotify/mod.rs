@@ -75,6 +75,18 @@ impl serde::Serialize for CreateGotifyEndpoint {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateGotifyEndpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            name: f.req("name")?,
+            server: f.req("server")?,
+            token: f.req("token")?,
+        })
+    }
+}
 impl CreateGotifyEndpoint {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -118,8 +130,10 @@ impl crate::Operation for CreateGotifyEndpoint {
 }
 /// What [`CreateGotifyEndpoint`] answers.
 pub type CreateGotifyEndpointResponse = ();
-/// Errors of [`CreateGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateGotifyEndpointError = crate::error::Untyped<CreateGotifyEndpoint>;
+crate::operation_error!(
+    CreateGotifyEndpointError for CreateGotifyEndpoint; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// From `GET /cluster/notifications/endpoints/gotify returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -47,8 +47,11 @@ impl crate::Operation for DeleteGotifyEndpoint {
 }
 /// What [`DeleteGotifyEndpoint`] answers.
 pub type DeleteGotifyEndpointResponse = ();
-/// Errors of [`DeleteGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteGotifyEndpointError = crate::error::Untyped<DeleteGotifyEndpoint>;
+crate::operation_error!(
+    DeleteGotifyEndpointError for DeleteGotifyEndpoint; NotificationEndpointInUse =>
+    is_notification_endpoint_in_use, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /cluster/notifications/endpoints/gotify/{name}` (handler `get_gotify_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -94,8 +97,10 @@ impl crate::Operation for GetGotifyEndpoint {
     type Response = GetGotifyEndpointResponse;
     type Error = GetGotifyEndpointError;
 }
-/// Errors of [`GetGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetGotifyEndpointError = crate::error::Untyped<GetGotifyEndpoint>;
+crate::operation_error!(
+    GetGotifyEndpointError for GetGotifyEndpoint; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /cluster/notifications/endpoints/gotify/{name}` (handler `update_gotify_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -206,8 +211,11 @@ impl crate::Operation for UpdateGotifyEndpoint {
 }
 /// What [`UpdateGotifyEndpoint`] answers.
 pub type UpdateGotifyEndpointResponse = ();
-/// Errors of [`UpdateGotifyEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateGotifyEndpointError = crate::error::Untyped<UpdateGotifyEndpoint>;
+crate::operation_error!(
+    UpdateGotifyEndpointError for UpdateGotifyEndpoint; ConfigModified =>
+    is_config_modified, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// From `GET /cluster/notifications/endpoints/gotify/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -81,6 +81,20 @@ impl serde::Serialize for CreateSendmailEndpoint {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateSendmailEndpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            from_address: f.opt("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            name: f.req("name")?,
+        })
+    }
+}
 impl CreateSendmailEndpoint {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -145,8 +159,10 @@ impl crate::Operation for CreateSendmailEndpoint {
 }
 /// What [`CreateSendmailEndpoint`] answers.
 pub type CreateSendmailEndpointResponse = ();
-/// Errors of [`CreateSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateSendmailEndpointError = crate::error::Untyped<CreateSendmailEndpoint>;
+crate::operation_error!(
+    CreateSendmailEndpointError for CreateSendmailEndpoint; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// From `GET /cluster/notifications/endpoints/sendmail returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -47,8 +47,11 @@ impl crate::Operation for DeleteSendmailEndpoint {
 }
 /// What [`DeleteSendmailEndpoint`] answers.
 pub type DeleteSendmailEndpointResponse = ();
-/// Errors of [`DeleteSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteSendmailEndpointError = crate::error::Untyped<DeleteSendmailEndpoint>;
+crate::operation_error!(
+    DeleteSendmailEndpointError for DeleteSendmailEndpoint; NotificationEndpointInUse =>
+    is_notification_endpoint_in_use, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /cluster/notifications/endpoints/sendmail/{name}` (handler `get_sendmail_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -94,8 +97,10 @@ impl crate::Operation for GetSendmailEndpoint {
     type Response = GetSendmailEndpointResponse;
     type Error = GetSendmailEndpointError;
 }
-/// Errors of [`GetSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetSendmailEndpointError = crate::error::Untyped<GetSendmailEndpoint>;
+crate::operation_error!(
+    GetSendmailEndpointError for GetSendmailEndpoint; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /cluster/notifications/endpoints/sendmail/{name}` (handler `update_sendmail_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -225,8 +230,11 @@ impl crate::Operation for UpdateSendmailEndpoint {
 }
 /// What [`UpdateSendmailEndpoint`] answers.
 pub type UpdateSendmailEndpointResponse = ();
-/// Errors of [`UpdateSendmailEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateSendmailEndpointError = crate::error::Untyped<UpdateSendmailEndpoint>;
+crate::operation_error!(
+    UpdateSendmailEndpointError for UpdateSendmailEndpoint; ConfigModified =>
+    is_config_modified, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// From `GET /cluster/notifications/endpoints/sendmail/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

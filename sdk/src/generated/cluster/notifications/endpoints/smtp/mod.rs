@@ -96,6 +96,25 @@ impl serde::Serialize for CreateSmtpEndpoint {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateSmtpEndpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            from_address: f.req("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            password: f.opt("password")?,
+            port: f.opt("port")?,
+            server: f.req("server")?,
+            username: f.opt("username")?,
+        })
+    }
+}
 impl CreateSmtpEndpoint {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -188,8 +207,10 @@ impl crate::Operation for CreateSmtpEndpoint {
 }
 /// What [`CreateSmtpEndpoint`] answers.
 pub type CreateSmtpEndpointResponse = ();
-/// Errors of [`CreateSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateSmtpEndpointError = crate::error::Untyped<CreateSmtpEndpoint>;
+crate::operation_error!(
+    CreateSmtpEndpointError for CreateSmtpEndpoint; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

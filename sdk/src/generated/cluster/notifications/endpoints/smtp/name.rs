@@ -47,8 +47,11 @@ impl crate::Operation for DeleteSmtpEndpoint {
 }
 /// What [`DeleteSmtpEndpoint`] answers.
 pub type DeleteSmtpEndpointResponse = ();
-/// Errors of [`DeleteSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteSmtpEndpointError = crate::error::Untyped<DeleteSmtpEndpoint>;
+crate::operation_error!(
+    DeleteSmtpEndpointError for DeleteSmtpEndpoint; NotificationEndpointInUse =>
+    is_notification_endpoint_in_use, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /cluster/notifications/endpoints/smtp/{name}` (handler `get_smtp_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -94,8 +97,10 @@ impl crate::Operation for GetSmtpEndpoint {
     type Response = GetSmtpEndpointResponse;
     type Error = GetSmtpEndpointError;
 }
-/// Errors of [`GetSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetSmtpEndpointError = crate::error::Untyped<GetSmtpEndpoint>;
+crate::operation_error!(
+    GetSmtpEndpointError for GetSmtpEndpoint; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /cluster/notifications/endpoints/smtp/{name}` (handler `update_smtp_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -279,8 +284,10 @@ impl crate::Operation for UpdateSmtpEndpoint {
 }
 /// What [`UpdateSmtpEndpoint`] answers.
 pub type UpdateSmtpEndpointResponse = ();
-/// Errors of [`UpdateSmtpEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateSmtpEndpointError = crate::error::Untyped<UpdateSmtpEndpoint>;
+crate::operation_error!(
+    UpdateSmtpEndpointError for UpdateSmtpEndpoint; ConfigModified => is_config_modified,
+    NotificationEndpointNotFound => is_notification_endpoint_not_found; absent :
+);
 /// From `GET /cluster/notifications/endpoints/smtp/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

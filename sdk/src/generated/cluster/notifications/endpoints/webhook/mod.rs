@@ -61,15 +61,15 @@ pub struct CreateWebhookEndpoint {
     /// Default `0`
     pub disable: Option<bool>,
     /// `header`
-    pub header: Option<Vec<String>>,
+    pub header: Option<Vec<crate::Secret>>,
     /// `method`
     pub method: Method,
     /// Format `pve-configid`
     pub name: String,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
-    /// `url`
-    pub url: String,
+    /// Secret: Debug and Display print `[redacted]`
+    pub url: crate::Secret,
 }
 impl serde::Serialize for CreateWebhookEndpoint {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -85,13 +85,28 @@ impl serde::Serialize for CreateWebhookEndpoint {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateWebhookEndpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            body: f.opt("body")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            header: f.opt("header")?,
+            method: f.req("method")?,
+            name: f.req("name")?,
+            secret: f.opt("secret")?,
+            url: f.req("url")?,
+        })
+    }
+}
 impl CreateWebhookEndpoint {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
         reason = "Default is derived where it applies"
     )]
-    pub fn new(method: Method, name: impl Into<String>, url: impl Into<String>) -> Self {
+    pub fn new(method: Method, name: impl Into<String>, url: impl Into<crate::Secret>) -> Self {
         Self {
             body: None,
             comment: None,
@@ -123,7 +138,7 @@ impl CreateWebhookEndpoint {
     }
     /// Sets `header`.
     #[must_use]
-    pub fn header(mut self, value: impl Into<Vec<String>>) -> Self {
+    pub fn header(mut self, value: impl Into<Vec<crate::Secret>>) -> Self {
         self.header = Some(value.into());
         self
     }
@@ -139,13 +154,16 @@ impl crate::Operation for CreateWebhookEndpoint {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
+    const SECRET_PARAMS: &'static [&'static str] = &["header", "secret", "url"];
     type Response = CreateWebhookEndpointResponse;
     type Error = CreateWebhookEndpointError;
 }
 /// What [`CreateWebhookEndpoint`] answers.
 pub type CreateWebhookEndpointResponse = ();
-/// Errors of [`CreateWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateWebhookEndpointError = crate::error::Untyped<CreateWebhookEndpoint>;
+crate::operation_error!(
+    CreateWebhookEndpointError for CreateWebhookEndpoint; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// Values of `method`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -190,7 +208,7 @@ pub struct GetWebhookEndpointsResponseItem {
     /// Default `0`
     pub disable: Option<bool>,
     /// `header`
-    pub header: Option<Vec<String>>,
+    pub header: Option<Vec<crate::Secret>>,
     /// `method`
     pub method: Option<Method>,
     /// Format `pve-configid`
@@ -199,8 +217,8 @@ pub struct GetWebhookEndpointsResponseItem {
     pub origin: Option<crate::generated::cluster::notifications::Origin>,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
-    /// `url`
-    pub url: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub url: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }

@@ -47,8 +47,11 @@ impl crate::Operation for DeleteWebhookEndpoint {
 }
 /// What [`DeleteWebhookEndpoint`] answers.
 pub type DeleteWebhookEndpointResponse = ();
-/// Errors of [`DeleteWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteWebhookEndpointError = crate::error::Untyped<DeleteWebhookEndpoint>;
+crate::operation_error!(
+    DeleteWebhookEndpointError for DeleteWebhookEndpoint; NotificationEndpointInUse =>
+    is_notification_endpoint_in_use, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /cluster/notifications/endpoints/webhook/{name}` (handler `get_webhook_endpoint`).
 ///
 /// - Permission check: `["or",["perm","/mapping/notifications",["Mapping.Modify"]],["perm","/mapping/notifications",["Mapping.Audit"]]]`
@@ -95,8 +98,10 @@ impl crate::Operation for GetWebhookEndpoint {
     type Response = GetWebhookEndpointResponse;
     type Error = GetWebhookEndpointError;
 }
-/// Errors of [`GetWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetWebhookEndpointError = crate::error::Untyped<GetWebhookEndpoint>;
+crate::operation_error!(
+    GetWebhookEndpointError for GetWebhookEndpoint; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /cluster/notifications/endpoints/webhook/{name}` (handler `update_webhook_endpoint`).
 ///
 /// - Permission check: `["and",["perm","/mapping/notifications",["Mapping.Modify"]],["or",["perm","/",["Sys.Audit","Sys.Modify"]],["perm","/",["Sys.AccessNetwork"]]]]`
@@ -122,13 +127,13 @@ pub struct UpdateWebhookEndpoint {
     /// Default `0`
     pub disable: Option<bool>,
     /// `header`
-    pub header: Option<Vec<String>>,
+    pub header: Option<Vec<crate::Secret>>,
     /// `method`
     pub method: Option<crate::generated::cluster::notifications::endpoints::webhook::Method>,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
-    /// `url`
-    pub url: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub url: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateWebhookEndpoint {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -198,7 +203,7 @@ impl UpdateWebhookEndpoint {
     }
     /// Sets `header`.
     #[must_use]
-    pub fn header(mut self, value: impl Into<Vec<String>>) -> Self {
+    pub fn header(mut self, value: impl Into<Vec<crate::Secret>>) -> Self {
         self.header = Some(value.into());
         self
     }
@@ -219,7 +224,7 @@ impl UpdateWebhookEndpoint {
     }
     /// Sets `url`.
     #[must_use]
-    pub fn url(mut self, value: impl Into<String>) -> Self {
+    pub fn url(mut self, value: impl Into<crate::Secret>) -> Self {
         self.url = Some(value.into());
         self
     }
@@ -234,13 +239,17 @@ impl crate::Operation for UpdateWebhookEndpoint {
         rest: false,
         format: Some(&crate::generated::formats::PVE_CONFIGID),
     }];
+    const SECRET_PARAMS: &'static [&'static str] = &["header", "secret", "url"];
     type Response = UpdateWebhookEndpointResponse;
     type Error = UpdateWebhookEndpointError;
 }
 /// What [`UpdateWebhookEndpoint`] answers.
 pub type UpdateWebhookEndpointResponse = ();
-/// Errors of [`UpdateWebhookEndpoint`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateWebhookEndpointError = crate::error::Untyped<UpdateWebhookEndpoint>;
+crate::operation_error!(
+    UpdateWebhookEndpointError for UpdateWebhookEndpoint; ConfigModified =>
+    is_config_modified, NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// From `GET /cluster/notifications/endpoints/webhook/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
@@ -254,15 +263,15 @@ pub struct GetWebhookEndpointResponse {
     /// Default `0`
     pub disable: Option<bool>,
     /// `header`
-    pub header: Option<Vec<String>>,
+    pub header: Option<Vec<crate::Secret>>,
     /// `method`
     pub method: Option<crate::generated::cluster::notifications::endpoints::webhook::Method>,
     /// Format `pve-configid`
     pub name: Option<String>,
     /// `secret`
     pub secret: Option<Vec<crate::Secret>>,
-    /// `url`
-    pub url: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub url: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }

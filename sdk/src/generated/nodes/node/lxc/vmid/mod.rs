@@ -115,8 +115,9 @@ impl crate::Operation for DestroyContainer {
 /// What [`DestroyContainer`] answers.
 pub type DestroyContainerResponse = crate::Upid;
 crate::operation_error!(
-    DestroyContainerError for DestroyContainer; GuestLocked => is_guest_locked,
-    LxcConfigNotFound => is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
+    DestroyContainerError for DestroyContainer; GuestHasReplicationJobs =>
+    is_guest_has_replication_jobs, GuestLocked => is_guest_locked, LxcConfigNotFound =>
+    is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
 );
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///

@@ -121,7 +121,8 @@ impl crate::Operation for DestroyVm {
 pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(
     DestroyVmError for DestroyVm; ConfigLockTimeout => is_config_lock_timeout,
-    GuestLocked => is_guest_locked, GuestProtected => is_guest_protected, GuestRunning =>
+    GuestHasReplicationJobs => is_guest_has_replication_jobs, GuestLocked =>
+    is_guest_locked, GuestProtected => is_guest_protected, GuestRunning =>
     is_guest_running, NoQuorum => is_no_quorum, QemuConfigNotFound =>
     is_qemu_config_not_found; absent :
 );
