@@ -4,7 +4,10 @@
 //!   config object implements it and gets the lifecycle and its rules.
 //! - [`schema`]: config families from the schema ([`schema::Declared`]): [`pool`] (resource
 //!   pools), [`access`]'s users, groups and roles, [`storage`] (storage definitions of every
-//!   plugin type) and [`node_network`] (a node's interfaces).
+//!   plugin type), [`node_network`] (a node's interfaces), [`backup_job`], [`replication_job`],
+//!   [`metric_server`] and [`notification`] (endpoints of four types, and matchers).
+//! - Hand-written on [`config::ConfigObject`]: [`storage_download`] (a file fetched into a
+//!   storage by a task).
 //! - Hand-written on the [`kit`](crate::kit): [`vm`] (QEMU guests: disks, cloud-init,
 //!   clones), [`lxc`] (containers), [`access`]'s API tokens and ACL entries, and
 //!   [`network_apply`] (an action).
@@ -29,12 +32,15 @@ pub mod pool;
 pub mod replication_job;
 pub mod schema;
 pub mod storage;
+pub mod storage_download;
 pub mod vm;
 
 use crate::contract::{Family, Shape};
 
 /// Every family of this crate: QEMU guests, containers, node interfaces, network applies,
-/// pools, users, groups, roles, API tokens, storage definitions, ACL entries, backup jobs.
+/// pools, users, groups, roles, API tokens, storage definitions, ACL entries, backup and
+/// replication jobs, metric servers, notification endpoints and matchers, downloads into
+/// storage.
 pub fn builtin() -> Vec<Family> {
     use Shape::{Action, Config, Guest};
     vec![
@@ -74,6 +80,7 @@ pub fn builtin() -> Vec<Family> {
             schema::rebuild::<notification::MatcherObject>,
         )
         .shape(Config),
+        Family::new(kinds::STORAGE_DOWNLOAD, storage_download::rebuild).shape(Config),
     ]
 }
 
@@ -106,7 +113,8 @@ mod tests {
                 "replication_job",
                 "metric_server",
                 "notification_endpoint",
-                "notification_matcher"
+                "notification_matcher",
+                "storage_download"
             ]
         );
     }

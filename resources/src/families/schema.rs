@@ -932,10 +932,14 @@ mod tests {
             entry::<crate::families::metric_server::MetricServerObject>(),
             entry::<crate::families::notification::MatcherObject>(),
             // One kind, four types: each type's entry is named after it.
-            entry::<crate::families::notification::GotifyObject>()
-                .replace("\"notification_endpoint\"", "\"notification_endpoint:gotify\""),
-            entry::<crate::families::notification::WebhookObject>()
-                .replace("\"notification_endpoint\"", "\"notification_endpoint:webhook\""),
+            entry::<crate::families::notification::GotifyObject>().replace(
+                "\"notification_endpoint\"",
+                "\"notification_endpoint:gotify\"",
+            ),
+            entry::<crate::families::notification::WebhookObject>().replace(
+                "\"notification_endpoint\"",
+                "\"notification_endpoint:webhook\"",
+            ),
         ] {
             assert!(text.contains(&line), "patches/families.toml lacks {line}");
         }

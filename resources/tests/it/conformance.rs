@@ -21,6 +21,7 @@ use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher}
 use pve_resources::families::pool::Pool;
 use pve_resources::families::replication_job::ReplicationJob;
 use pve_resources::families::storage::Storage;
+use pve_resources::families::storage_download::StorageDownload;
 use pve_resources::kit::handover::SecretSink;
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::generated::storage::{Create, CreateType};
@@ -130,12 +131,14 @@ async fn conforms<T: Resource + Clone>(case: Case<T>) {
     let state = common::state_text(dir.path());
     assert!(!state.contains("conformance-secret"), "{name}: {state}");
 
-    // S11: one changed key, one write carrying it.
+    // S11: one changed key, one write carrying it. A family with nothing to change in place
+    // (`key` empty) refuses the changed declaration instead (S18), writing nothing.
     drop(s);
     let mut s = stack(&sim, dir.path());
     s.add("x", case.changed.clone()).expect("adds");
     let plan = s.plan().await.expect("plans");
     match &plan.entries[0].action {
+        Action::Refuse { .. } if case.key.is_empty() => {}
         Action::Update { changes, .. } => {
             let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
             assert_eq!(keys, [case.key], "{name}");
@@ -143,16 +146,22 @@ async fn conforms<T: Resource + Clone>(case: Case<T>) {
         other => panic!("{name}: {other:?}"),
     }
     sim.clear_log();
-    assert!(
-        s.deploy(&plan, |_| {}).await.expect("deploys").converged(),
-        "{name}"
-    );
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     let writes = sim.writes();
-    assert_eq!(writes.len(), 1, "{name}: {writes:?}");
-    assert!(
-        writes[0].params.iter().any(|(k, _)| k == case.key),
-        "{name}: {writes:?}"
-    );
+    if case.key.is_empty() {
+        assert!(writes.is_empty(), "{name}: {writes:?}");
+        // The rest of the run goes on with the declaration as created.
+        drop(s);
+        s = stack(&sim, dir.path());
+        s.add("x", case.decl.clone()).expect("adds");
+    } else {
+        assert!(report.converged(), "{name}");
+        assert_eq!(writes.len(), 1, "{name}: {writes:?}");
+        assert!(
+            writes[0].params.iter().any(|(k, _)| k == case.key),
+            "{name}: {writes:?}"
+        );
+    }
 
     // S3: once managed, a refused read is unreadable and writes nothing.
     sim.deny(TOKEN, "GET", case.read_path, "/", "Sys.Audit");
@@ -329,6 +338,39 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_notification_matcher_conforms()
             matcher(["error", "warning"], "b"),
             "comment",
         )
+    };
+    conforms(case).await;
+}
+
+/// What the simulator serves for the download case, and its SHA-256.
+const ISO: &[u8] = b"an installer image";
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s18_s20_s26_s27_s36_storage_download_conforms() {
+    let url = "https://images.example/installer.iso";
+    let iso = |sum: String| StorageDownload::iso("pve1", "local", "installer.iso", url, sum);
+    let case = Case {
+        read_path: "/nodes/pve1/storage/local/content",
+        // S36: PVE stores the name as normalize_content_filename spells it.
+        same: Some(StorageDownload::iso(
+            "pve1",
+            "local",
+            "images/installer.iso",
+            url,
+            sha256(ISO).to_uppercase(),
+        )),
+        setup: Some(|sim| sim.serve_file("https://images.example/installer.iso", ISO)),
+        // Nothing to change in place: another checksum is another file (S18).
+        create: ("POST", &["url", "checksum-algorithm"]),
+        ..config(iso(sha256(ISO)), iso(sha256(b"another image")), "")
     };
     conforms(case).await;
 }

@@ -30,5 +30,6 @@ mod shapes;
 mod stack;
 mod state_compat;
 mod storage;
+mod storage_download;
 mod vm;
 mod vm_build;

@@ -6,7 +6,8 @@
 //! Every storage enabled on the node reports the node's disk ([`crate::status::NODE`]) as its
 //! size, none of it used (what pvestatd would measure is not modelled), and is active. The
 //! content lists the guests' volumes on the storage (a node-local storage: those of the
-//! node's guests); templates, ISOs and backups are not modelled.
+//! node's guests) and the files downloaded into it ([`crate::model::download`]); backups are
+//! not modelled.
 
 use serde_json::{json, Value};
 
@@ -58,7 +59,7 @@ pub fn enabled_on(fields: &Fields, node: &str) -> bool {
 }
 
 /// A storage's content types, sorted (content_hash_to_string joins the hash's keys).
-fn content_text(fields: &Fields) -> String {
+pub(crate) fn content_text(fields: &Fields) -> String {
     let mut c: Vec<&str> = fields
         .get("content")
         .map(|c| split_list(c).collect())
@@ -202,6 +203,13 @@ fn content(cluster: &Cluster, call: &Call<'_>, id: &str, f: &Fields) -> Value {
             }));
         }
     }
+    // Files downloaded into the storage (ISOs, templates, import images).
+    out.extend(crate::model::download::listed(
+        cluster,
+        call.node(),
+        id,
+        call.get("content"),
+    ));
     out.sort_by_key(|v| v["volid"].as_str().unwrap_or_default().to_lowercase());
     Value::Array(out)
 }

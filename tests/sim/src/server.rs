@@ -412,6 +412,14 @@ impl Simulator {
         self.add_guest(node, vmid, GuestKind::Qemu, &config);
     }
 
+    /// Serves `bytes` at `url` for downloads into storage (`download-url`): a download of it
+    /// is checked against the checksum it is given as PVE checks it.
+    pub fn serve_file(&self, url: &str, bytes: &[u8]) {
+        self.with_cluster(|c| {
+            c.remote_files.insert(url.to_owned(), bytes.to_vec());
+        });
+    }
+
     /// Adds a guest (stopped, unlocked) with the given config keys.
     pub fn add_guest(&self, node: &str, vmid: u32, kind: GuestKind, config: &[(&str, &str)]) {
         self.with_cluster(|c| {

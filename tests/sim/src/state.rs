@@ -264,6 +264,9 @@ pub struct Cluster {
     pub api_tokens: BTreeMap<String, crate::acl::ApiToken>,
     /// Tokens generated so far (each secret is new, even for a token made again).
     pub tokens_made: u64,
+    /// What the simulated internet serves, by URL (`Simulator::serve_file`), for downloads
+    /// into storage; any other URL fails as wget does for a missing page.
+    pub remote_files: BTreeMap<String, Vec<u8>>,
     counter: u32,
 }
 
@@ -299,6 +302,7 @@ impl Cluster {
                 .map(|n| (n.clone(), NodeNetwork::typical()))
                 .collect(),
             file_lock_timeouts: std::collections::BTreeSet::new(),
+            remote_files: BTreeMap::new(),
             // pve-access-control `src/PVE/AccessControl.pm` userconfig_force_defaults: every
             // user.cfg has `root@pam`, enabled.
             // The storages an installation writes (pve-installer StorageConfig.pm).

@@ -341,6 +341,14 @@ impl Resource for Lxc {
             self.net.iter().filter_map(|(_, n)| n.bridge.as_deref()),
         );
         out.extend(flow::pool_ref(self));
+        // Its template, where this stack downloads it into a storage on the node.
+        if let Some(t) = &self.ostemplate {
+            out.push(ObjectRef::new(
+                crate::families::kinds::STORAGE_DOWNLOAD,
+                Scope::Node(self.node.clone()),
+                t.clone(),
+            ));
+        }
         out
     }
 

@@ -6,6 +6,7 @@
 //! [`Kind`]: crate::collections::Kind
 
 pub mod backup;
+pub mod download;
 pub mod group;
 pub mod guest;
 pub mod metric_server;
