@@ -23,11 +23,11 @@
 //!   pool. Dropped from the declaration, a job is kept (S20): removing it stops backups.
 
 use pve_sdk::generated::cluster::backup::id::{DeleteJob, ReadJob, UpdateJob};
-use pve_sdk::generated::cluster::backup::CreateJob;
+use pve_sdk::generated::cluster::backup::{CreateJob, ListBackup};
 
 use crate::contract::{BoxFuture, Cx, ObjectRef, Scope};
-use crate::families::config::Unset;
-use crate::families::schema::{Declared, Object};
+use crate::families::config::{Collection, Unset};
+use crate::families::schema::{list, Declared, Object};
 use crate::kit::wire::{set_of, Map};
 
 /// A declared backup job: `BackupJob::new("daily").vmid("100,101").storage("backup")
@@ -59,6 +59,16 @@ impl Object for BackupJobObject {
             }
         }
         map
+    }
+
+    /// Every job in one read of `GET /cluster/backup`, which answers every field of every job
+    /// or refuses (`Sys.Audit` on `/`, not filtered: pve-manager `PVE/API2/Backup.pm` index).
+    fn collection() -> Option<Collection> {
+        Some(Collection {
+            key: Self::KIND.as_str(),
+            read: list::<Self, ListBackup>,
+            sight: crate::kit::sight::Sight::Everyone,
+        })
     }
 
     /// S31: `jobs.cfg` returns no digest; one writer at a time, each after a fresh read.

@@ -616,6 +616,15 @@ impl<F: Object> ConfigObject for Declared<F> {
                 return Err(problem(k, why));
             }
         }
+        // Every id is the object's address: without one the read cannot name the object and a
+        // create may let PVE invent one (a backup job's UUID), so nothing is sent.
+        if let Some(k) = F::ID
+            .iter()
+            .find(|k| !pairs.iter().any(|(n, v)| n == *k && !v.is_empty()))
+        {
+            let why = "has no value: it is the object's address, and nothing is sent without it";
+            return Err(problem(k, why.into()));
+        }
         let read = self.addressed::<F::Read>();
         let read = read.map_err(|_| problem("request", "its read cannot be addressed".into()))?;
         let checked = all_of([

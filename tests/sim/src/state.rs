@@ -308,6 +308,10 @@ impl Cluster {
             // The storages an installation writes (pve-installer StorageConfig.pm).
             collections: crate::collections::Store::from([
                 (
+                    crate::model::notification::KIND,
+                    crate::model::notification::builtins().into_iter().collect(),
+                ),
+                (
                     "user",
                     BTreeMap::from([(
                         "root@pam".to_owned(),

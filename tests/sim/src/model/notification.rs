@@ -50,9 +50,10 @@ const LISTS: &[&str] = &[
 /// Keys the schema types as numbers or booleans in answers.
 const NUMBERS: &[&str] = &["port", "disable", "invert-match"];
 
-/// The built-in sections as proxmox-notify's default config has them
+/// The built-in sections as proxmox-notify's default config has them: a new cluster's
+/// `notifications.cfg` (`Cluster::new` starts with them)
 /// (`src/context/*.rs` `DEFAULT_CONFIG`).
-fn builtins() -> Vec<(String, BTreeMap<String, String>)> {
+pub fn builtins() -> Vec<(String, BTreeMap<String, String>)> {
     let f = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
         pairs
             .iter()
