@@ -261,3 +261,31 @@ async fn s26_a_webhook_s_url_headers_and_secret_never_reach_state_or_the_plan() 
         requests(&sim)
     );
 }
+
+#[tokio::test]
+async fn s09_a_stale_digest_is_pve_s_400_typed_config_modified_and_read_as_changed() {
+    use pve_sdk::generated::cluster::notifications::matchers::name::{
+        UpdateMatcher, UpdateMatcherError,
+    };
+    let sim = sim().await;
+    let client = sim.client();
+    let stale = UpdateMatcher::new("default-matcher")
+        .comment("x")
+        .digest("0000000000000000000000000000000000000000000000000000000000000000");
+    let err = client.send(&stale).await.expect_err("stale");
+    assert!(
+        matches!(err, UpdateMatcherError::ConfigModified(_)),
+        "{err:?}"
+    );
+    assert!(err.is_config_modified() && !err.is_absent());
+    // The family reads it as "changed since read" (S9), never as another failure.
+    use pve_resources::families::notification::MatcherObject;
+    use pve_resources::families::schema::Object;
+    assert!(<MatcherObject as Object>::stale(&err));
+    assert!(sim.writes().len() == 1, "one refused write");
+    assert!(
+        sim.with_cluster(|c| c.collections["notification"]["default-matcher"]
+            .get("comment")
+            .is_some_and(|v| v != "x"))
+    );
+}
