@@ -25,6 +25,9 @@ use pve_resources::state::FileStore;
 use pve_sdk::Client;
 use pve_sim::{SimConfig, Simulator};
 
+#[path = "shared/rounds.rs"]
+mod rounds;
+
 const BACKUPS: usize = 500;
 /// Guests 1000.. each have one replication job to pve2.
 const REPLICATIONS: u32 = 500;
@@ -210,47 +213,21 @@ fn main() {
     assert_eq!(reqs.len(), 1 + 1 + METRICS + 2);
     assert!(sim.writes().is_empty());
 
-    let mut concurrent = Vec::new();
-    let mut sequential = Vec::new();
-    for round in 0..ROUNDS {
-        let c = || {
+    rounds::compare(
+        ROUNDS,
+        |round| {
             rt.block_on(plan_once(
                 &client,
                 StackOptions::default(),
                 dir.path(),
                 &format!("c{round}.json"),
             ))
-        };
-        let s = || {
-            rt.block_on(plan_once(
-                &client,
-                {
-                    let mut d = StackOptions::default();
-                    d.per_node = 1;
-                    d.total = 1;
-                    d
-                },
-                dir.path(),
-                &format!("s{round}.json"),
-            ))
-        };
-        if round % 2 == 0 {
-            concurrent.push(c());
-            sequential.push(s());
-        } else {
-            sequential.push(s());
-            concurrent.push(c());
-        }
-        println!(
-            "round {round}: default {:?}, sequential {:?}",
-            concurrent[round], sequential[round]
-        );
-    }
-    concurrent.sort();
-    sequential.sort();
-    let (c, s) = (concurrent[ROUNDS / 2], sequential[ROUNDS / 2]);
-    println!(
-        "median of {ROUNDS}: default {c:?}, sequential {s:?}: {:.1}x faster",
-        s.as_secs_f64() / c.as_secs_f64()
+        },
+        |round| {
+            let mut d = StackOptions::default();
+            d.per_node = 1;
+            d.total = 1;
+            rt.block_on(plan_once(&client, d, dir.path(), &format!("s{round}.json")))
+        },
     );
 }

@@ -24,6 +24,9 @@ use pve_sdk::generated::storage::{Create, CreateType};
 use pve_sdk::Client;
 use pve_sim::{GuestKind, SimConfig, Simulator};
 
+#[path = "shared/rounds.rs"]
+mod rounds;
+
 /// VMs are vmids 1000-1499, containers 1500-1999.
 const VMS: i64 = 500;
 const CTS: i64 = 500;
@@ -270,10 +273,9 @@ fn main() {
     );
     assert_eq!(reqs.len(), 1 + (VMS + CTS) as usize + 1 + 5);
 
-    let mut concurrent = Vec::new();
-    let mut sequential = Vec::new();
-    for round in 0..ROUNDS {
-        let c = || {
+    rounds::compare(
+        ROUNDS,
+        |round| {
             rt.block_on(plan_once(
                 &client,
                 StackOptions::default(),
@@ -281,38 +283,13 @@ fn main() {
                 &format!("c{round}.json"),
             ))
             .0
-        };
-        let s = || {
-            rt.block_on(plan_once(
-                &client,
-                {
-                    let mut d = StackOptions::default();
-                    d.per_node = 1;
-                    d.total = 1;
-                    d
-                },
-                dir.path(),
-                &format!("s{round}.json"),
-            ))
-            .0
-        };
-        if round % 2 == 0 {
-            concurrent.push(c());
-            sequential.push(s());
-        } else {
-            sequential.push(s());
-            concurrent.push(c());
-        }
-        println!(
-            "round {round}: default (8 per node) {:?}, sequential {:?}",
-            concurrent[round], sequential[round]
-        );
-    }
-    concurrent.sort();
-    sequential.sort();
-    let (c, s) = (concurrent[ROUNDS / 2], sequential[ROUNDS / 2]);
-    println!(
-        "median of {ROUNDS}: default {c:?}, sequential {s:?}: {:.1}x faster",
-        s.as_secs_f64() / c.as_secs_f64()
+        },
+        |round| {
+            let mut d = StackOptions::default();
+            d.per_node = 1;
+            d.total = 1;
+            rt.block_on(plan_once(&client, d, dir.path(), &format!("s{round}.json")))
+                .0
+        },
     );
 }

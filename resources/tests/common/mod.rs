@@ -137,3 +137,14 @@ pub async fn kill_when(
     deploy.abort();
     let _ = deploy.await;
 }
+
+/// The sentences of a plan's refusals, in plan order.
+pub fn refusals(plan: &pve_resources::engine::Plan) -> Vec<String> {
+    plan.entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            pve_resources::engine::Action::Refuse { error } => Some(error.to_string()),
+            _ => None,
+        })
+        .collect()
+}

@@ -6,7 +6,6 @@ use crate::common;
 
 use common::{requests, sim, stack, writes};
 
-use pve_resources::engine::Action;
 use pve_resources::families::backup_job::BackupJob;
 use pve_resources::families::vm::Vm;
 
@@ -68,14 +67,7 @@ async fn s01_s08_a_job_without_an_id_or_with_two_selections_is_refused_before_an
     s.add("two", two).expect("adds");
     s.add("ex", exclude).expect("adds");
     let plan = s.plan().await.expect("plans");
-    let refusals: Vec<String> = plan
-        .entries
-        .iter()
-        .filter_map(|e| match &e.action {
-            Action::Refuse { error } => Some(error.to_string()),
-            _ => None,
-        })
-        .collect();
+    let refusals = common::refusals(&plan);
     assert_eq!(
         refusals,
         [

@@ -117,14 +117,7 @@ async fn s08_a_download_without_a_checksum_or_with_a_foreign_extension_is_refuse
     )
     .expect("adds");
     let plan = s.plan().await.expect("plans");
-    let refusals: Vec<String> = plan
-        .entries
-        .iter()
-        .filter_map(|e| match &e.action {
-            Action::Refuse { error } => Some(error.to_string()),
-            _ => None,
-        })
-        .collect();
+    let refusals = common::refusals(&plan);
     assert_eq!(refusals.len(), 2, "{plan}");
     assert!(
         refusals.iter().any(|r| r.contains("checksum: is required")),
