@@ -293,6 +293,15 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         Vec::new()
     }
 
+    /// The family's refusal of a destroy that needs to read other objects (a vnet still a
+    /// guest's bridge, which PVE does not check): asked before the delete, with the deploy's
+    /// context; `Some` fails the destroy with the sentence and nothing is written. None by
+    /// default.
+    fn destroy_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        let _ = cx;
+        Box::pin(async { Ok(None) })
+    }
+
     /// Whether the live object is already on its way out (a replication job PVE marked for
     /// removal, which its runner deletes later): a destroy then does not judge it against the
     /// recorded declaration (S19 asks that of an object a destroy would remove, and this one
@@ -756,6 +765,9 @@ impl<T: ConfigObject> Resource for T {
             let object = ConfigObject::object(self);
             if !keys.is_empty() {
                 return Err(ConfigError::Changed { object, keys }.into());
+            }
+            if let Some(why) = self.destroy_refusal(cx).await? {
+                return Err(Failure::new(ErrorKind::Refused, why));
             }
             ConfigObject::delete(self, cx, on_started).await?;
             match read_strict(self, client).await? {

@@ -43,3 +43,7 @@ pub const STORAGE_DOWNLOAD: Kind = Kind::new("storage_download");
 /// What a notification endpoint or matcher claims: its name, unique across every endpoint type
 /// and matcher (proxmox-notify `ensure_unique`).
 pub const NOTIFICATION_NAME: Kind = Kind::new("notification_name");
+/// SDN zones ([`super::sdn::SdnZone`]).
+pub const SDN_ZONE: Kind = Kind::new("sdn_zone");
+/// SDN vnets ([`super::sdn::SdnVnet`]).
+pub const SDN_VNET: Kind = Kind::new("sdn_vnet");

@@ -5,7 +5,8 @@
 //! - [`schema`]: config families from the schema ([`schema::Declared`]): [`pool`] (resource
 //!   pools), [`access`]'s users, groups and roles, [`storage`] (storage definitions of every
 //!   plugin type), [`node_network`] (a node's interfaces), [`backup_job`], [`replication_job`],
-//!   [`metric_server`] and [`notification`] (endpoints of four types, and matchers).
+//!   [`metric_server`], [`notification`] (endpoints of four types, and matchers) and [`sdn`]
+//!   (zones and vnets).
 //! - Hand-written on [`config::ConfigObject`]: [`storage_download`] (a file fetched into a
 //!   storage by a task).
 //! - Hand-written on the [`kit`](crate::kit): [`vm`] (QEMU guests: disks, cloud-init,
@@ -31,6 +32,7 @@ pub mod notification;
 pub mod pool;
 pub mod replication_job;
 pub mod schema;
+pub mod sdn;
 pub mod storage;
 pub mod storage_download;
 pub mod vm;
@@ -81,6 +83,8 @@ pub fn builtin() -> Vec<Family> {
         )
         .shape(Config),
         Family::new(kinds::STORAGE_DOWNLOAD, storage_download::rebuild).shape(Config),
+        Family::new(kinds::SDN_ZONE, schema::rebuild::<sdn::SdnZoneObject>).shape(Config),
+        Family::new(kinds::SDN_VNET, schema::rebuild::<sdn::SdnVnetObject>).shape(Config),
     ]
 }
 
@@ -114,7 +118,9 @@ mod tests {
                 "metric_server",
                 "notification_endpoint",
                 "notification_matcher",
-                "storage_download"
+                "storage_download",
+                "sdn_zone",
+                "sdn_vnet"
             ]
         );
     }

@@ -253,6 +253,15 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         false
     }
 
+    /// See [`ConfigObject::destroy_refusal`].
+    fn destroy_refusal<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        let _ = (d, cx);
+        Box::pin(async { Ok(None) })
+    }
+
     /// Sends the update: a stale digest is
     /// [`ErrorKind::Changed`](crate::contract::ErrorKind::Changed) where [`Object::stale`]
     /// says so (S9). A rotated field the update does not take ([`UpdateWrite::elsewhere`]) is
@@ -716,6 +725,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn departing(&self, live: &Map) -> bool {
         F::departing(live)
+    }
+
+    fn destroy_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        F::destroy_refusal(self, cx)
     }
 
     fn normalise(&self, mut map: Map) -> Map {

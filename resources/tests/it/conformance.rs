@@ -20,6 +20,7 @@ use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
 use pve_resources::families::pool::Pool;
 use pve_resources::families::replication_job::ReplicationJob;
+use pve_resources::families::sdn::{SdnVnet, SdnZone};
 use pve_resources::families::storage::Storage;
 use pve_resources::families::storage_download::StorageDownload;
 use pve_resources::kit::handover::SecretSink;
@@ -371,6 +372,46 @@ async fn s01_s03_s04_s06_s07_s08_s18_s20_s26_s27_s36_storage_download_conforms()
         // Nothing to change in place: another checksum is another file (S18).
         create: ("POST", &["url", "checksum-algorithm"]),
         ..config(iso(sha256(ISO)), iso(sha256(b"another image")), "")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_sdn_zone_conforms() {
+    let zone = |mtu: i64, nodes: &str| {
+        let mut z = SdnZone::simple("lab");
+        z.mtu = Some(mtu);
+        z.nodes = Some(nodes.into());
+        z
+    };
+    let case = Case {
+        read_path: "/cluster/sdn/zones/lab",
+        // PVE reads `nodes` back sorted (encode_value): a set.
+        same: Some(zone(1450, "pve2,pve1")),
+        ..config(zone(1450, "pve1,pve2"), zone(1400, "pve1,pve2"), "mtu")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_sdn_vnet_conforms() {
+    let vnet = |alias: &str| {
+        let mut v = SdnVnet::new("web", "lab");
+        v.alias = Some(alias.into());
+        v
+    };
+    let case = Case {
+        read_path: "/cluster/sdn/vnets/web",
+        setup: Some(|sim| {
+            sim.with_cluster(|c| {
+                let zones = c.collections.entry("sdn_zone").or_default();
+                zones.insert(
+                    "lab".into(),
+                    [("type".to_owned(), "simple".to_owned())].into(),
+                );
+            })
+        }),
+        ..config(vnet("front"), vnet("front end"), "alias")
     };
     conforms(case).await;
 }

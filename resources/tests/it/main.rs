@@ -26,6 +26,7 @@ mod pool;
 mod read_rules;
 mod refusals;
 mod replication_job;
+mod sdn;
 mod shapes;
 mod stack;
 mod state_compat;

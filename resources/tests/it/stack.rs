@@ -1214,7 +1214,7 @@ fn s30_every_applicable_rule_has_a_named_test() {
     ];
     let action: &[&str] = &["s16", "s21", "s22", "s23", "s25", "s29"];
     let families = pve_resources::families::builtin();
-    assert_eq!(families.len(), 17, "the registry's families");
+    assert_eq!(families.len(), 19, "the registry's families");
     let mut uncovered = Vec::new();
     for f in &families {
         let kind = f.kind.as_str();
@@ -1384,7 +1384,7 @@ async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_sta
     let path = dir.path().join("state.json");
     std::fs::write(
         &path,
-        r#"{"version": 1, "resources": {"ct": {"kind": "sdn_zone", "address": {"zone": "evpn1"}, "declared": {"type": "evpn"}}}}"#,
+        r#"{"version": 1, "resources": {"ct": {"kind": "not_a_family", "address": {"zone": "evpn1"}, "declared": {"type": "evpn"}}}}"#,
     )
     .expect("writes");
     let mut s = stack(&sim, &path);
@@ -1393,9 +1393,9 @@ async fn s20_a_dropped_resource_of_an_unknown_family_is_refused_and_stays_in_sta
         s.plan_destroy().expect("plans"),
     ] {
         assert_eq!(plan.entries.len(), 1);
-        assert_eq!(plan.entries[0].kind, "sdn_zone");
+        assert_eq!(plan.entries[0].kind, "not_a_family");
         assert!(
-            matches!(&plan.entries[0].action, Action::Refuse { error } if error.kind() == ErrorKind::UnknownFamily && error.reason().contains("family \"sdn_zone\" cannot rebuild it")),
+            matches!(&plan.entries[0].action, Action::Refuse { error } if error.kind() == ErrorKind::UnknownFamily && error.reason().contains("family \"not_a_family\" cannot rebuild it")),
             "{plan}"
         );
         let report = s.deploy(&plan, ignore).await.expect("deploys");

@@ -1136,6 +1136,98 @@ impl crate::error::TypedError for RoleNotFound {
     }
 }
 crate::typed_error_traits!(RoleNotFound);
+/// An SDN zone or vnet of that id is already defined.
+///
+/// Recognised by: HTTP 500 with a message matching `^create sdn (?:zone|vnet) object failed: sdn (?P<kind>zone|vnet) object ID '[^']+' already defined$`. Defined in `patches/error-sdn-object-exists.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdnObjectExists {
+    /// `kind` from the answer or the path.
+    pub kind: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for SdnObjectExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^create sdn (?:zone|vnet) object failed: sdn (?P<kind>zone|vnet) object ID '[^']+' already defined$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            kind: captures.take("kind"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an SDN {} of that id is already defined", self.kind)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(SdnObjectExists);
+/// No SDN vnet of that id exists in the staged configuration.
+///
+/// Recognised by: HTTP 500 with a message matching `^sdn vnet '[^']+' does not exist$`. Defined in `patches/error-sdn-vnet-not-found.toml`. Raised by 8 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdnVnetNotFound {
+    /// `vnet` from the answer or the path.
+    pub vnet: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for SdnVnetNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^sdn vnet '[^']+' does not exist$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            vnet: captures.take("vnet"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sdn vnet {} does not exist", self.vnet)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(SdnVnetNotFound);
+/// No SDN zone of that id exists in the staged configuration.
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:(?:update|delete) sdn zone object failed: )?sdn '[^']+' does not exist$`. Defined in `patches/error-sdn-zone-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdnZoneNotFound {
+    /// `zone` from the answer or the path.
+    pub zone: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for SdnZoneNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^(?:(?:update|delete) sdn zone object failed: )?sdn '[^']+' does not exist$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            zone: captures.take("zone"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sdn zone {} does not exist", self.zone)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(SdnZoneNotFound);
 /// A storage of that id is configured already.
 ///
 /// Recognised by: HTTP 500 with a message matching `^(?:[a-z ]+ failed: )?storage ID '(?P<storage>[^']+)' already defined$`. Defined in `patches/error-storage-exists.toml`. Raised by 1 operations.

@@ -919,7 +919,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::DeleteResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::DeleteVnetResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -936,13 +936,13 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/vnets/{vnet}/subnets/{subnet}",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::DeleteResponse>
+        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::DeleteSubnetResponse>
             as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "DELETE /cluster/sdn/zones/{zone}",
-        decode::<crate::generated::cluster::sdn::zones::zone::DeleteResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::zones::zone::DeleteSdnZoneResponse> as Decode,
     ));
     #[cfg(feature = "nodes-ceph")]
     out.push((
@@ -1900,7 +1900,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::ReadResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::ReadVnetResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -1935,7 +1935,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/vnets/{vnet}/subnets/{subnet}",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::ReadResponse>
+        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::ReadSubnetResponse>
             as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
@@ -1946,7 +1946,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "GET /cluster/sdn/zones/{zone}",
-        decode::<crate::generated::cluster::sdn::zones::zone::ReadResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::zones::zone::ReadSdnZoneResponse> as Decode,
     ));
     #[cfg(feature = "cluster-status")]
     out.push((
@@ -3421,7 +3421,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets",
-        decode::<crate::generated::cluster::sdn::vnets::CreateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::CreateVnetResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -3437,12 +3437,13 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/vnets/{vnet}/subnets",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::CreateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::CreateSubnetResponse>
+            as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "POST /cluster/sdn/zones",
-        decode::<crate::generated::cluster::sdn::zones::CreateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::zones::CreateSdnZoneResponse> as Decode,
     ));
     #[cfg(feature = "nodes-aplinfo")]
     out.push((
@@ -4315,7 +4316,7 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::UpdateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::vnets::vnet::UpdateVnetResponse> as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
@@ -4338,13 +4339,13 @@ pub(crate) fn decoders() -> Vec<(&'static str, Decode)> {
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/vnets/{vnet}/subnets/{subnet}",
-        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::UpdateResponse>
+        decode::<crate::generated::cluster::sdn::vnets::vnet::subnets::subnet::UpdateSubnetResponse>
             as Decode,
     ));
     #[cfg(feature = "cluster-sdn")]
     out.push((
         "PUT /cluster/sdn/zones/{zone}",
-        decode::<crate::generated::cluster::sdn::zones::zone::UpdateResponse> as Decode,
+        decode::<crate::generated::cluster::sdn::zones::zone::UpdateSdnZoneResponse> as Decode,
     ));
     #[cfg(feature = "nodes-apt")]
     out.push((

@@ -285,8 +285,9 @@ pub(crate) fn claims<G: Guest>(g: &G) -> Vec<ObjectRef> {
     )]
 }
 
-/// The interfaces of the guest's node that its network devices use as their bridge: it comes
-/// after them (when they are declared).
+/// What its network devices use as their bridge: the interfaces of the guest's node, or an SDN
+/// vnet of that name (a vnet is a bridge on every node of its zone): it comes after them (when
+/// they are declared), and a vnet's destroy comes after the guest's.
 pub(crate) fn bridges<'a, G: Guest>(
     g: &G,
     bridges: impl IntoIterator<Item = &'a str>,
@@ -296,9 +297,15 @@ pub(crate) fn bridges<'a, G: Guest>(
     names.dedup();
     let node = Scope::Node(g.node().to_owned());
     let kind = crate::families::kinds::NODE_NETWORK;
+    let vnet = crate::families::kinds::SDN_VNET;
     names
         .into_iter()
-        .map(|b| ObjectRef::new(kind, node.clone(), b))
+        .flat_map(|b| {
+            [
+                ObjectRef::new(kind, node.clone(), b),
+                ObjectRef::new(vnet, Scope::Cluster, b),
+            ]
+        })
         .collect()
 }
 

@@ -15,6 +15,7 @@ pub mod notification;
 pub mod pool;
 pub mod replication;
 pub mod role;
+pub mod sdn;
 pub mod storage;
 pub mod tasks;
 pub mod user;

@@ -67,7 +67,7 @@ pub type ListVnetsError = crate::error::Untyped<ListVnets>;
 #[doc(alias = "create", alias = "/cluster/sdn/vnets")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Create {
+pub struct CreateVnet {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// Wire name `isolate-ports`
@@ -85,7 +85,7 @@ pub struct Create {
     /// `zone`
     pub zone: String,
 }
-impl serde::Serialize for Create {
+impl serde::Serialize for CreateVnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("alias", &self.alias)?;
@@ -99,7 +99,22 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
-impl Create {
+impl<'de> serde::Deserialize<'de> for CreateVnet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            alias: f.opt("alias")?,
+            isolate_ports: f.opt("isolate-ports")?,
+            lock_token: f.opt("lock-token")?,
+            tag: f.opt("tag")?,
+            type_: f.opt("type")?,
+            vlanaware: f.opt("vlanaware")?,
+            vnet: f.req("vnet")?,
+            zone: f.req("zone")?,
+        })
+    }
+}
+impl CreateVnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -154,18 +169,19 @@ impl Create {
         self
     }
 }
-impl crate::Operation for Create {
+impl crate::Operation for CreateVnet {
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/vnets";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = CreateResponse;
-    type Error = CreateError;
+    type Response = CreateVnetResponse;
+    type Error = CreateVnetError;
 }
-/// What [`Create`] answers.
-pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+/// What [`CreateVnet`] answers.
+pub type CreateVnetResponse = ();
+crate::operation_error!(
+    CreateVnetError for CreateVnet; SdnObjectExists => is_sdn_object_exists; absent :
+);
 /// Values of `type`, shared by 3 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -77,7 +77,7 @@ pub type ListZonesError = crate::error::Untyped<ListZones>;
 #[doc(alias = "create", alias = "/cluster/sdn/zones")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Create {
+pub struct CreateSdnZone {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
     /// `bridge`
@@ -135,7 +135,7 @@ pub struct Create {
     /// Length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
 }
-impl serde::Serialize for Create {
+impl serde::Serialize for CreateSdnZone {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("advertise-subnets", &self.advertise_subnets)?;
@@ -175,7 +175,42 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
-impl Create {
+impl<'de> serde::Deserialize<'de> for CreateSdnZone {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            advertise_subnets: f.opt("advertise-subnets")?,
+            bridge: f.opt("bridge")?,
+            bridge_disable_mac_learning: f.opt("bridge-disable-mac-learning")?,
+            controller: f.opt("controller")?,
+            dhcp: f.opt("dhcp")?,
+            disable_arp_nd_suppression: f.opt("disable-arp-nd-suppression")?,
+            dns: f.opt("dns")?,
+            dnszone: f.opt("dnszone")?,
+            dp_id: f.opt("dp-id")?,
+            exitnodes: f.opt("exitnodes")?,
+            exitnodes_local_routing: f.opt("exitnodes-local-routing")?,
+            exitnodes_primary: f.opt("exitnodes-primary")?,
+            fabric: f.opt("fabric")?,
+            ipam: f.opt("ipam")?,
+            lock_token: f.opt("lock-token")?,
+            mac: f.opt("mac")?,
+            mtu: f.opt("mtu")?,
+            nodes: f.opt("nodes")?,
+            peers: f.opt("peers")?,
+            reversedns: f.opt("reversedns")?,
+            rt_import: f.opt("rt-import")?,
+            secondary_controllers: f.opt("secondary-controllers")?,
+            tag: f.opt("tag")?,
+            type_: f.req("type")?,
+            vlan_protocol: f.opt("vlan-protocol")?,
+            vrf_vxlan: f.opt("vrf-vxlan")?,
+            vxlan_port: f.opt("vxlan-port")?,
+            zone: f.req("zone")?,
+        })
+    }
+}
+impl CreateSdnZone {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -370,18 +405,20 @@ impl Create {
         self
     }
 }
-impl crate::Operation for Create {
+impl crate::Operation for CreateSdnZone {
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/zones";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = CreateResponse;
-    type Error = CreateError;
+    type Response = CreateSdnZoneResponse;
+    type Error = CreateSdnZoneError;
 }
-/// What [`Create`] answers.
-pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+/// What [`CreateSdnZone`] answers.
+pub type CreateSdnZoneResponse = ();
+crate::operation_error!(
+    CreateSdnZoneError for CreateSdnZone; SdnObjectExists => is_sdn_object_exists; absent
+    :
+);
 /// Values of `dhcp`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -8,13 +8,13 @@
 #[doc(alias = "delete", alias = "/cluster/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delete {
+pub struct DeleteSdnZone {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
 }
-impl serde::Serialize for Delete {
+impl serde::Serialize for DeleteSdnZone {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("zone", &self.zone)?;
@@ -22,7 +22,7 @@ impl serde::Serialize for Delete {
         o.end()
     }
 }
-impl Delete {
+impl DeleteSdnZone {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -41,18 +41,20 @@ impl Delete {
         self
     }
 }
-impl crate::Operation for Delete {
+impl crate::Operation for DeleteSdnZone {
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/zones/{zone}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = DeleteResponse;
-    type Error = DeleteError;
+    type Response = DeleteSdnZoneResponse;
+    type Error = DeleteSdnZoneError;
 }
-/// What [`Delete`] answers.
-pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+/// What [`DeleteSdnZone`] answers.
+pub type DeleteSdnZoneResponse = ();
+crate::operation_error!(
+    DeleteSdnZoneError for DeleteSdnZone; SdnZoneNotFound => is_sdn_zone_not_found;
+    absent :
+);
 /// `GET /cluster/sdn/zones/{zone}` (handler `read`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
@@ -60,7 +62,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 #[doc(alias = "read", alias = "/cluster/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Read {
+pub struct ReadSdnZone {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
     /// `pending`
@@ -68,7 +70,7 @@ pub struct Read {
     /// `running`
     pub running: Option<bool>,
 }
-impl serde::Serialize for Read {
+impl serde::Serialize for ReadSdnZone {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("zone", &self.zone)?;
@@ -77,7 +79,7 @@ impl serde::Serialize for Read {
         o.end()
     }
 }
-impl Read {
+impl ReadSdnZone {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -103,16 +105,18 @@ impl Read {
         self
     }
 }
-impl crate::Operation for Read {
+impl crate::Operation for ReadSdnZone {
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/zones/{zone}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = ReadResponse;
-    type Error = ReadError;
+    type Response = ReadSdnZoneResponse;
+    type Error = ReadSdnZoneError;
 }
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+crate::operation_error!(
+    ReadSdnZoneError for ReadSdnZone; SdnZoneNotFound => is_sdn_zone_not_found; absent :
+    SdnZoneNotFound
+);
 /// `PUT /cluster/sdn/zones/{zone}` (handler `update`).
 ///
 /// - Permission check: `["perm","/sdn/zones/{zone}",["SDN.Allocate"]]`
@@ -121,7 +125,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 #[doc(alias = "update", alias = "/cluster/sdn/zones/{zone}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Update {
+pub struct UpdateSdnZone {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub zone: String,
     /// Wire name `advertise-subnets`
@@ -181,7 +185,7 @@ pub struct Update {
     /// Wire name `vxlan-port`; range 1 - 65536; default `4789`
     pub vxlan_port: Option<i64>,
 }
-impl serde::Serialize for Update {
+impl serde::Serialize for UpdateSdnZone {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("zone", &self.zone)?;
@@ -222,7 +226,7 @@ impl serde::Serialize for Update {
         o.end()
     }
 }
-impl Update {
+impl UpdateSdnZone {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -433,23 +437,24 @@ impl Update {
         self
     }
 }
-impl crate::Operation for Update {
+impl crate::Operation for UpdateSdnZone {
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/zones/{zone}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = UpdateResponse;
-    type Error = UpdateError;
+    type Response = UpdateSdnZoneResponse;
+    type Error = UpdateSdnZoneError;
 }
-/// What [`Update`] answers.
-pub type UpdateResponse = ();
+/// What [`UpdateSdnZone`] answers.
+pub type UpdateSdnZoneResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateSdnZoneError for UpdateSdnZone; ConfigModified => is_config_modified,
+    SdnZoneNotFound => is_sdn_zone_not_found; absent :
 );
 /// From `GET /cluster/sdn/zones/{zone} returns "pending"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ReadResponsePending {
+pub struct ReadSdnZoneResponsePending {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
     /// `bridge`
@@ -499,7 +504,7 @@ pub struct ReadResponsePending {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ReadResponsePending {
+impl<'de> serde::Deserialize<'de> for ReadSdnZoneResponsePending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -530,7 +535,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
         })
     }
 }
-impl serde::Serialize for ReadResponsePending {
+impl serde::Serialize for ReadSdnZoneResponsePending {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("advertise-subnets", &self.advertise_subnets)?;
@@ -569,7 +574,7 @@ impl serde::Serialize for ReadResponsePending {
 /// From `GET /cluster/sdn/zones/{zone} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ReadResponse {
+pub struct ReadSdnZoneResponse {
     /// Wire name `advertise-subnets`
     pub advertise_subnets: Option<bool>,
     /// `bridge`
@@ -605,7 +610,7 @@ pub struct ReadResponse {
     /// Format `ip-list`
     pub peers: Option<String>,
     /// `pending`
-    pub pending: Option<ReadResponsePending>,
+    pub pending: Option<ReadSdnZoneResponsePending>,
     /// `reversedns`
     pub reversedns: Option<String>,
     /// Wire name `rt-import`; format `pve-sdn-bgp-rt-list`
@@ -629,7 +634,7 @@ pub struct ReadResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ReadResponse {
+impl<'de> serde::Deserialize<'de> for ReadSdnZoneResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -665,7 +670,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
         })
     }
 }
-impl serde::Serialize for ReadResponse {
+impl serde::Serialize for ReadSdnZoneResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("advertise-subnets", &self.advertise_subnets)?;

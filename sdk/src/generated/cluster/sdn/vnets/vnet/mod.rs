@@ -11,13 +11,13 @@ pub mod subnets;
 #[doc(alias = "delete", alias = "/cluster/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delete {
+pub struct DeleteVnet {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
 }
-impl serde::Serialize for Delete {
+impl serde::Serialize for DeleteVnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -25,7 +25,7 @@ impl serde::Serialize for Delete {
         o.end()
     }
 }
-impl Delete {
+impl DeleteVnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -44,18 +44,19 @@ impl Delete {
         self
     }
 }
-impl crate::Operation for Delete {
+impl crate::Operation for DeleteVnet {
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = DeleteResponse;
-    type Error = DeleteError;
+    type Response = DeleteVnetResponse;
+    type Error = DeleteVnetError;
 }
-/// What [`Delete`] answers.
-pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+/// What [`DeleteVnet`] answers.
+pub type DeleteVnetResponse = ();
+crate::operation_error!(
+    DeleteVnetError for DeleteVnet; SdnVnetNotFound => is_sdn_vnet_not_found; absent :
+);
 /// `GET /cluster/sdn/vnets/{vnet}` (handler `read`).
 ///
 /// - Permitted users: `all`
@@ -63,7 +64,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 #[doc(alias = "read", alias = "/cluster/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Read {
+pub struct ReadVnet {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// `pending`
@@ -71,7 +72,7 @@ pub struct Read {
     /// `running`
     pub running: Option<bool>,
 }
-impl serde::Serialize for Read {
+impl serde::Serialize for ReadVnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -80,7 +81,7 @@ impl serde::Serialize for Read {
         o.end()
     }
 }
-impl Read {
+impl ReadVnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -106,16 +107,18 @@ impl Read {
         self
     }
 }
-impl crate::Operation for Read {
+impl crate::Operation for ReadVnet {
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = ReadResponse;
-    type Error = ReadError;
+    type Response = ReadVnetResponse;
+    type Error = ReadVnetError;
 }
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+crate::operation_error!(
+    ReadVnetError for ReadVnet; SdnVnetNotFound => is_sdn_vnet_not_found; absent :
+    SdnVnetNotFound
+);
 /// `PUT /cluster/sdn/vnets/{vnet}` (handler `update`).
 ///
 /// - Permitted users: `all`
@@ -124,7 +127,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 #[doc(alias = "update", alias = "/cluster/sdn/vnets/{vnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Update {
+pub struct UpdateVnet {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
@@ -144,7 +147,7 @@ pub struct Update {
     /// `zone`
     pub zone: Option<String>,
 }
-impl serde::Serialize for Update {
+impl serde::Serialize for UpdateVnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -159,7 +162,7 @@ impl serde::Serialize for Update {
         o.end()
     }
 }
-impl Update {
+impl UpdateVnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -227,23 +230,24 @@ impl Update {
         self
     }
 }
-impl crate::Operation for Update {
+impl crate::Operation for UpdateVnet {
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = UpdateResponse;
-    type Error = UpdateError;
+    type Response = UpdateVnetResponse;
+    type Error = UpdateVnetError;
 }
-/// What [`Update`] answers.
-pub type UpdateResponse = ();
+/// What [`UpdateVnet`] answers.
+pub type UpdateVnetResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateVnetError for UpdateVnet; ConfigModified => is_config_modified, SdnVnetNotFound
+    => is_sdn_vnet_not_found; absent :
 );
 /// From `GET /cluster/sdn/vnets/{vnet} returns "pending"`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ReadResponsePending {
+pub struct ReadVnetResponsePending {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// Wire name `isolate-ports`
@@ -257,7 +261,7 @@ pub struct ReadResponsePending {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ReadResponsePending {
+impl<'de> serde::Deserialize<'de> for ReadVnetResponsePending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -270,7 +274,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponsePending {
         })
     }
 }
-impl serde::Serialize for ReadResponsePending {
+impl serde::Serialize for ReadVnetResponsePending {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("alias", &self.alias)?;
@@ -285,7 +289,7 @@ impl serde::Serialize for ReadResponsePending {
 /// From `GET /cluster/sdn/vnets/{vnet} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct ReadResponse {
+pub struct ReadVnetResponse {
     /// Maximum length 256; pattern `(?^i:[\(\)-_.\w\d\s]{0,256})`
     pub alias: Option<String>,
     /// `digest`
@@ -293,7 +297,7 @@ pub struct ReadResponse {
     /// Wire name `isolate-ports`
     pub isolate_ports: Option<bool>,
     /// `pending`
-    pub pending: Option<ReadResponsePending>,
+    pub pending: Option<ReadVnetResponsePending>,
     /// `state`
     pub state: Option<crate::generated::cluster::sdn::State>,
     /// Range 1 - 16777215
@@ -309,7 +313,7 @@ pub struct ReadResponse {
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
-impl<'de> serde::Deserialize<'de> for ReadResponse {
+impl<'de> serde::Deserialize<'de> for ReadVnetResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut f = crate::de::Fields::new(d)?;
         Ok(Self {
@@ -327,7 +331,7 @@ impl<'de> serde::Deserialize<'de> for ReadResponse {
         })
     }
 }
-impl serde::Serialize for ReadResponse {
+impl serde::Serialize for ReadVnetResponse {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.opt("alias", &self.alias)?;

@@ -61,8 +61,9 @@ impl crate::Operation for ListSubnets {
 }
 /// What [`ListSubnets`] answers.
 pub type ListSubnetsResponse = Vec<serde_json::Map<String, serde_json::Value>>;
-/// Errors of [`ListSubnets`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ListSubnetsError = crate::error::Untyped<ListSubnets>;
+crate::operation_error!(
+    ListSubnetsError for ListSubnets; SdnVnetNotFound => is_sdn_vnet_not_found; absent :
+);
 /// `POST /cluster/sdn/vnets/{vnet}/subnets` (handler `create`).
 ///
 /// - Permitted users: `all`
@@ -71,7 +72,7 @@ pub type ListSubnetsError = crate::error::Untyped<ListSubnets>;
 #[doc(alias = "create", alias = "/cluster/sdn/vnets/{vnet}/subnets")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Create {
+pub struct CreateSubnet {
     /// Path parameter
     pub vnet: String,
     /// Wire name `dhcp-dns-server`; format `ip`
@@ -89,9 +90,9 @@ pub struct Create {
     /// Format `pve-sdn-subnet-id`
     pub subnet: String,
     /// Wire name `type`
-    pub type_: CreateType,
+    pub type_: CreateSubnetType,
 }
-impl serde::Serialize for Create {
+impl serde::Serialize for CreateSubnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -106,13 +107,17 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
-impl Create {
+impl CreateSubnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
         reason = "Default is derived where it applies"
     )]
-    pub fn new(vnet: impl Into<String>, subnet: impl Into<String>, type_: CreateType) -> Self {
+    pub fn new(
+        vnet: impl Into<String>,
+        subnet: impl Into<String>,
+        type_: CreateSubnetType,
+    ) -> Self {
         Self {
             vnet: vnet.into(),
             dhcp_dns_server: None,
@@ -162,28 +167,30 @@ impl Create {
         self
     }
 }
-impl crate::Operation for Create {
+impl crate::Operation for CreateSubnet {
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = CreateResponse;
-    type Error = CreateError;
+    type Response = CreateSubnetResponse;
+    type Error = CreateSubnetError;
 }
-/// What [`Create`] answers.
-pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+/// What [`CreateSubnet`] answers.
+pub type CreateSubnetResponse = ();
+crate::operation_error!(
+    CreateSubnetError for CreateSubnet; SdnVnetNotFound => is_sdn_vnet_not_found; absent
+    :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum CreateType {
+pub enum CreateSubnetType {
     /// `subnet`
     Subnet,
     /// A value this version of the schema does not list.
     Other(String),
 }
-impl crate::open_enum::OpenEnum for CreateType {
+impl crate::open_enum::OpenEnum for CreateSubnetType {
     const VALUES: &'static [&'static str] = &["subnet"];
     fn from_wire(text: &str) -> Self {
         match text {
@@ -198,4 +205,4 @@ impl crate::open_enum::OpenEnum for CreateType {
         }
     }
 }
-crate::open_enum_traits!(CreateType);
+crate::open_enum_traits!(CreateSubnetType);

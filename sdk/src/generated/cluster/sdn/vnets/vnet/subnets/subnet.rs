@@ -8,7 +8,7 @@
 #[doc(alias = "delete", alias = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Delete {
+pub struct DeleteSubnet {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Path parameter; format `pve-sdn-subnet-id`
@@ -16,7 +16,7 @@ pub struct Delete {
     /// Wire name `lock-token`
     pub lock_token: Option<String>,
 }
-impl serde::Serialize for Delete {
+impl serde::Serialize for DeleteSubnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -25,7 +25,7 @@ impl serde::Serialize for Delete {
         o.end()
     }
 }
-impl Delete {
+impl DeleteSubnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -45,18 +45,20 @@ impl Delete {
         self
     }
 }
-impl crate::Operation for Delete {
+impl crate::Operation for DeleteSubnet {
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = DeleteResponse;
-    type Error = DeleteError;
+    type Response = DeleteSubnetResponse;
+    type Error = DeleteSubnetError;
 }
-/// What [`Delete`] answers.
-pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+/// What [`DeleteSubnet`] answers.
+pub type DeleteSubnetResponse = ();
+crate::operation_error!(
+    DeleteSubnetError for DeleteSubnet; SdnVnetNotFound => is_sdn_vnet_not_found; absent
+    :
+);
 /// `GET /cluster/sdn/vnets/{vnet}/subnets/{subnet}` (handler `read`).
 ///
 /// - Permitted users: `all`
@@ -64,7 +66,7 @@ pub type DeleteError = crate::error::Untyped<Delete>;
 #[doc(alias = "read", alias = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Read {
+pub struct ReadSubnet {
     /// Path parameter; length 2 - 8; pattern `[a-zA-Z][a-zA-Z0-9]*[a-zA-Z0-9]`
     pub vnet: String,
     /// Path parameter; format `pve-sdn-subnet-id`
@@ -74,7 +76,7 @@ pub struct Read {
     /// `running`
     pub running: Option<bool>,
 }
-impl serde::Serialize for Read {
+impl serde::Serialize for ReadSubnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -84,7 +86,7 @@ impl serde::Serialize for Read {
         o.end()
     }
 }
-impl Read {
+impl ReadSubnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -111,18 +113,19 @@ impl Read {
         self
     }
 }
-impl crate::Operation for Read {
+impl crate::Operation for ReadSubnet {
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = ReadResponse;
-    type Error = ReadError;
+    type Response = ReadSubnetResponse;
+    type Error = ReadSubnetError;
 }
-/// What [`Read`] answers.
-pub type ReadResponse = serde_json::Map<String, serde_json::Value>;
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+/// What [`ReadSubnet`] answers.
+pub type ReadSubnetResponse = serde_json::Map<String, serde_json::Value>;
+crate::operation_error!(
+    ReadSubnetError for ReadSubnet; SdnVnetNotFound => is_sdn_vnet_not_found; absent :
+);
 /// `PUT /cluster/sdn/vnets/{vnet}/subnets/{subnet}` (handler `update`).
 ///
 /// - Permitted users: `all`
@@ -131,7 +134,7 @@ pub type ReadError = crate::error::Untyped<Read>;
 #[doc(alias = "update", alias = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}")]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Update {
+pub struct UpdateSubnet {
     /// Path parameter
     pub vnet: String,
     /// Path parameter; format `pve-sdn-subnet-id`
@@ -153,7 +156,7 @@ pub struct Update {
     /// `snat`
     pub snat: Option<bool>,
 }
-impl serde::Serialize for Update {
+impl serde::Serialize for UpdateSubnet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = crate::ser::Out::start(s)?;
         o.req("vnet", &self.vnet)?;
@@ -169,7 +172,7 @@ impl serde::Serialize for Update {
         o.end()
     }
 }
-impl Update {
+impl UpdateSubnet {
     /// A value with every required field; optional ones start unset.
     #[allow(
         clippy::new_without_default,
@@ -238,16 +241,17 @@ impl Update {
         self
     }
 }
-impl crate::Operation for Update {
+impl crate::Operation for UpdateSubnet {
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(8, 4);
-    type Response = UpdateResponse;
-    type Error = UpdateError;
+    type Response = UpdateSubnetResponse;
+    type Error = UpdateSubnetError;
 }
-/// What [`Update`] answers.
-pub type UpdateResponse = ();
+/// What [`UpdateSubnet`] answers.
+pub type UpdateSubnetResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateSubnetError for UpdateSubnet; ConfigModified => is_config_modified,
+    SdnVnetNotFound => is_sdn_vnet_not_found; absent :
 );

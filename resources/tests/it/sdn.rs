@@ -1,0 +1,93 @@
+//! SDN zones and vnets beyond CRUD (the conformance lines have that): what the plan says of a
+//! staged write, the order of zone, vnet and the guests on it, and a vnet's destroy refused
+//! while a guest uses it as a bridge.
+
+use crate::common;
+
+use common::{sim, stack, writes};
+
+use pve_resources::contract::ErrorKind;
+use pve_resources::families::sdn::{SdnVnet, SdnZone};
+use pve_resources::families::vm::Vm;
+
+fn web() -> Vm {
+    let mut vm = Vm::new("pve1", 100).name("web");
+    vm.net
+        .insert(0, "virtio,bridge=webnet".parse().expect("a net"))
+        .expect("index");
+    vm
+}
+
+#[tokio::test]
+async fn s19_zone_then_vnet_then_guest_and_the_reverse_on_destroy() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("web", web()).expect("adds");
+    s.add("webnet", SdnVnet::new("webnet", "lab"))
+        .expect("adds");
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        plan.to_string().contains("  + lab     sdn_zone lab: create\n      > simple zone: staged in the SDN configuration: no node changes until the SDN apply\n"),
+        "{plan}"
+    );
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    assert_eq!(
+        writes(&sim),
+        [
+            "POST /cluster/sdn/zones type=simple&zone=lab",
+            "POST /cluster/sdn/vnets vnet=webnet&zone=lab",
+            "POST /nodes/pve1/qemu name=web&net0=virtio,bridge=webnet&vmid=100",
+        ]
+    );
+    sim.clear_log();
+    assert!(s.plan().await.expect("plans").is_noop());
+    let teardown = s.plan_destroy().expect("plans");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{teardown}\n{report}");
+    assert_eq!(
+        writes(&sim),
+        [
+            "DELETE /nodes/pve1/qemu/100",
+            "DELETE /cluster/sdn/vnets/webnet",
+            "DELETE /cluster/sdn/zones/lab",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn s19_a_vnet_still_a_guest_s_bridge_is_not_destroyed() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("webnet", SdnVnet::new("webnet", "lab"))
+        .expect("adds");
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    // A guest this stack does not manage bridges onto the vnet.
+    sim.add_guest(
+        "pve1",
+        300,
+        pve_sim::GuestKind::Lxc,
+        &[("net0", "name=eth0,bridge=webnet,ip=dhcp")],
+    );
+    sim.clear_log();
+    let teardown = s.plan_destroy().expect("plans");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    let (kind, reason) = common::failure(&report, "webnet");
+    assert_eq!(kind, ErrorKind::Refused);
+    assert!(
+        reason.contains("vnet webnet is the bridge of container 300's net0 on pve1"),
+        "{reason}"
+    );
+    assert!(writes(&sim).is_empty(), "{:?}", writes(&sim));
+    // PVE would refuse the zone's delete while the vnet names it: the zone is not touched.
+    assert!(
+        report.get("lab").and_then(|o| o.error()).is_some(),
+        "{report}"
+    );
+}
