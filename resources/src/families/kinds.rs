@@ -47,3 +47,5 @@ pub const NOTIFICATION_NAME: Kind = Kind::new("notification_name");
 pub const SDN_ZONE: Kind = Kind::new("sdn_zone");
 /// SDN vnets ([`super::sdn::SdnVnet`]).
 pub const SDN_VNET: Kind = Kind::new("sdn_vnet");
+/// SDN subnets ([`super::sdn_subnet::SdnSubnet`]).
+pub const SDN_SUBNET: Kind = Kind::new("sdn_subnet");

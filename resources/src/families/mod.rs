@@ -8,7 +8,7 @@
 //!   [`metric_server`], [`notification`] (endpoints of four types, and matchers) and [`sdn`]
 //!   (zones and vnets).
 //! - Hand-written on [`config::ConfigObject`]: [`storage_download`] (a file fetched into a
-//!   storage by a task).
+//!   storage by a task) and [`sdn_subnet`] (addressed by an id PVE derives).
 //! - Hand-written on the [`kit`](crate::kit): [`vm`] (QEMU guests: disks, cloud-init,
 //!   clones), [`lxc`] (containers), [`access`]'s API tokens and ACL entries, and
 //!   [`network_apply`] (an action).
@@ -33,6 +33,7 @@ pub mod pool;
 pub mod replication_job;
 pub mod schema;
 pub mod sdn;
+pub mod sdn_subnet;
 pub mod storage;
 pub mod storage_download;
 pub mod vm;
@@ -85,6 +86,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::STORAGE_DOWNLOAD, storage_download::rebuild).shape(Config),
         Family::new(kinds::SDN_ZONE, schema::rebuild::<sdn::SdnZoneObject>).shape(Config),
         Family::new(kinds::SDN_VNET, schema::rebuild::<sdn::SdnVnetObject>).shape(Config),
+        Family::new(kinds::SDN_SUBNET, sdn_subnet::rebuild).shape(Config),
     ]
 }
 
@@ -120,7 +122,8 @@ mod tests {
                 "notification_matcher",
                 "storage_download",
                 "sdn_zone",
-                "sdn_vnet"
+                "sdn_vnet",
+                "sdn_subnet"
             ]
         );
     }

@@ -20,6 +20,7 @@
 //!   The destroy reads the guests of the cluster index and their network devices first.
 //! - Dropped from the declaration, both are kept (S20).
 
+use pve_sdk::generated::cluster::sdn::vnets::vnet::subnets::ListSubnets;
 use pve_sdk::generated::cluster::sdn::vnets::vnet::{
     DeleteVnet, ReadVnet, UpdateVnet, UpdateVnetError,
 };
@@ -168,6 +169,47 @@ impl Object for SdnVnetObject {
             key: Self::KIND.as_str(),
             read: list::<Self, ListVnets>,
             sight: sight(),
+        })
+    }
+
+    /// What PVE refuses of a vnet with subnets, before any write: another zone ("can't change
+    /// zone if subnets exist", Vnets.pm update) and `vlanaware` (SubnetPlugin takes no subnet on
+    /// a vlan-aware vnet). Nothing to refuse when the vnet or its subnets cannot be read.
+    fn cluster_refusal<'a>(d: &'a SdnVnet, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let vnet = d.id(0);
+            let live = cx
+                .client()
+                .send_raw(&ReadVnet::new(&vnet))
+                .await
+                .ok()?
+                .into_data();
+            let subnets = cx
+                .client()
+                .send(&ListSubnets::new(&vnet))
+                .await
+                .ok()?
+                .into_data();
+            let first = subnets
+                .first()?
+                .get("cidr")
+                .and_then(|c| c.as_str())
+                .unwrap_or("?");
+            let live_zone = live
+                .get("zone")
+                .and_then(|z| z.as_str())
+                .unwrap_or_default();
+            if live_zone != d.spec.zone {
+                return Some(format!(
+                    "vnet {vnet} has subnets ({first}, ...): PVE does not move it from zone {live_zone} to {} while it has any (Vnets.pm update); remove its subnets first",
+                    d.spec.zone
+                ));
+            }
+            let aware = |v: &Value| v == 1 || v == "1" || v == true;
+            let now = live.get("vlanaware").is_some_and(aware);
+            (d.spec.vlanaware == Some(true) && !now).then(|| {
+                format!("vnet {vnet} has subnets ({first}, ...), and PVE takes no subnet on a vlan-aware vnet")
+            })
         })
     }
 

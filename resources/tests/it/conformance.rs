@@ -21,6 +21,7 @@ use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher}
 use pve_resources::families::pool::Pool;
 use pve_resources::families::replication_job::ReplicationJob;
 use pve_resources::families::sdn::{SdnVnet, SdnZone};
+use pve_resources::families::sdn_subnet::SdnSubnet;
 use pve_resources::families::storage::Storage;
 use pve_resources::families::storage_download::StorageDownload;
 use pve_resources::kit::handover::SecretSink;
@@ -412,6 +413,46 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_sdn_vnet_conforms() {
             })
         }),
         ..config(vnet("front"), vnet("front end"), "alias")
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_sdn_subnet_conforms() {
+    let subnet = |gateway: &str, ranges: [&str; 2]| {
+        let mut s = SdnSubnet::new("lab", "web", "10.0.0.0/24").gateway(gateway);
+        s.request.dhcp_range = Some(ranges.iter().map(|r| (*r).to_owned()).collect());
+        s
+    };
+    let a = "start-address=10.0.0.100,end-address=10.0.0.149";
+    let b = "start-address=10.0.0.150,end-address=10.0.0.199";
+    let case = Case {
+        // S36: read, updated and deleted by PVE's id, ZONE-NETWORK-MASK.
+        read_path: "/cluster/sdn/vnets/web/subnets/lab-10.0.0.0-24",
+        // DHCP ranges are a set.
+        same: Some(subnet("10.0.0.1", [b, a])),
+        // `type` has one value (`subnet`), which the create must carry.
+        create: ("POST", &["type"]),
+        setup: Some(|sim| {
+            sim.with_cluster(|c| {
+                let zones = c.collections.entry("sdn_zone").or_default();
+                zones.insert(
+                    "lab".into(),
+                    [("type".to_owned(), "simple".to_owned())].into(),
+                );
+                let vnets = c.collections.entry("sdn_vnet").or_default();
+                let vnet = [
+                    ("type".to_owned(), "vnet".to_owned()),
+                    ("zone".to_owned(), "lab".to_owned()),
+                ];
+                vnets.insert("web".into(), vnet.into());
+            })
+        }),
+        ..config(
+            subnet("10.0.0.1", [a, b]),
+            subnet("10.0.0.254", [a, b]),
+            "gateway",
+        )
     };
     conforms(case).await;
 }

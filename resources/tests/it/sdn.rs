@@ -8,6 +8,7 @@ use common::{sim, stack, writes};
 
 use pve_resources::contract::ErrorKind;
 use pve_resources::families::sdn::{SdnVnet, SdnZone};
+use pve_resources::families::sdn_subnet::SdnSubnet;
 use pve_resources::families::vm::Vm;
 
 fn web() -> Vm {
@@ -90,4 +91,92 @@ async fn s19_a_vnet_still_a_guest_s_bridge_is_not_destroyed() {
         report.get("lab").and_then(|o| o.error()).is_some(),
         "{report}"
     );
+}
+
+#[tokio::test]
+async fn s36_a_subnet_is_created_by_cidr_and_addressed_by_the_id_pve_makes_of_its_zone() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add(
+        "net",
+        SdnSubnet::new("lab", "webnet", "10.0.0.0/24").gateway("10.0.0.1"),
+    )
+    .expect("adds");
+    s.add("webnet", SdnVnet::new("webnet", "lab"))
+        .expect("adds");
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let w = writes(&sim);
+    assert_eq!(
+        w[2],
+        "POST /cluster/sdn/vnets/webnet/subnets gateway=10.0.0.1&subnet=10.0.0.0/24&type=subnet"
+    );
+    sim.clear_log();
+    assert!(s.plan().await.expect("plans").is_noop());
+    let reads = common::requests(&sim);
+    assert!(
+        reads.contains(&"GET /cluster/sdn/vnets/webnet/subnets/lab-10.0.0.0-24".to_owned()),
+        "{reads:?}"
+    );
+    // Destroyed by its id, before its vnet (PVE refuses a vnet's delete while it has subnets).
+    sim.clear_log();
+    let teardown = s.plan_destroy().expect("plans");
+    let report = s.deploy(&teardown, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{teardown}\n{report}");
+    assert_eq!(
+        writes(&sim),
+        [
+            "DELETE /cluster/sdn/vnets/webnet/subnets/lab-10.0.0.0-24",
+            "DELETE /cluster/sdn/vnets/webnet",
+            "DELETE /cluster/sdn/zones/lab",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn s08_what_pve_refuses_of_subnets_and_their_vnet_is_refused_before_any_write() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("net", SdnSubnet::new("lab", "webnet", "10.0.0.0/24"))
+        .expect("adds");
+    s.add("webnet", SdnVnet::new("webnet", "lab"))
+        .expect("adds");
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    s.add("other", SdnZone::simple("other")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    let mut s = {
+        drop(s);
+        stack(&sim, dir.path())
+    };
+    // The vnet moved to another zone and made vlan-aware while it has a subnet; a subnet
+    // declared in a zone that is not its vnet's.
+    let mut moved = SdnVnet::new("webnet", "other");
+    moved.vlanaware = Some(true);
+    s.add("webnet", moved).expect("adds");
+    s.add("net", SdnSubnet::new("lab", "webnet", "10.0.0.0/24"))
+        .expect("adds");
+    s.add("net2", SdnSubnet::new("other", "webnet", "10.0.1.0/24"))
+        .expect("adds");
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    s.add("other", SdnZone::simple("other")).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let refusals = common::refusals(&plan);
+    assert!(
+        refusals.iter().any(|r| r.contains("vnet webnet has subnets (10.0.0.0/24, ...): PVE does not move it from zone lab to other")),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r.contains("vnet webnet is in zone lab, not other")),
+        "{refusals:?}"
+    );
+    sim.clear_log();
+    s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(writes(&sim).is_empty(), "{:?}", writes(&sim));
 }

@@ -1168,6 +1168,36 @@ impl crate::error::TypedError for SdnObjectExists {
     }
 }
 crate::typed_error_traits!(SdnObjectExists);
+/// No SDN subnet of that id exists in the staged configuration (its vnet does).
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:update sdn subnet object failed: )?sdn subnet '[^']+' does not exist$`. Defined in `patches/error-sdn-subnet-not-found.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdnSubnetNotFound {
+    /// `subnet` from the answer or the path.
+    pub subnet: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for SdnSubnetNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^(?:update sdn subnet object failed: )?sdn subnet '[^']+' does not exist$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            subnet: captures.take("subnet"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sdn subnet {} does not exist", self.subnet)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(SdnSubnetNotFound);
 /// No SDN vnet of that id exists in the staged configuration.
 ///
 /// Recognised by: HTTP 500 with a message matching `^sdn vnet '[^']+' does not exist$`. Defined in `patches/error-sdn-vnet-not-found.toml`. Raised by 8 operations.

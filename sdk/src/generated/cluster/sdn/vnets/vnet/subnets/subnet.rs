@@ -124,7 +124,8 @@ impl crate::Operation for ReadSubnet {
 /// What [`ReadSubnet`] answers.
 pub type ReadSubnetResponse = serde_json::Map<String, serde_json::Value>;
 crate::operation_error!(
-    ReadSubnetError for ReadSubnet; SdnVnetNotFound => is_sdn_vnet_not_found; absent :
+    ReadSubnetError for ReadSubnet; SdnSubnetNotFound => is_sdn_subnet_not_found,
+    SdnVnetNotFound => is_sdn_vnet_not_found; absent : SdnSubnetNotFound
 );
 /// `PUT /cluster/sdn/vnets/{vnet}/subnets/{subnet}` (handler `update`).
 ///
@@ -253,5 +254,6 @@ impl crate::Operation for UpdateSubnet {
 pub type UpdateSubnetResponse = ();
 crate::operation_error!(
     UpdateSubnetError for UpdateSubnet; ConfigModified => is_config_modified,
-    SdnVnetNotFound => is_sdn_vnet_not_found; absent :
+    SdnSubnetNotFound => is_sdn_subnet_not_found, SdnVnetNotFound =>
+    is_sdn_vnet_not_found; absent :
 );
