@@ -49,3 +49,5 @@ pub const SDN_ZONE: Kind = Kind::new("sdn_zone");
 pub const SDN_VNET: Kind = Kind::new("sdn_vnet");
 /// SDN subnets ([`super::sdn_subnet::SdnSubnet`]).
 pub const SDN_SUBNET: Kind = Kind::new("sdn_subnet");
+/// Cluster firewall aliases ([`super::firewall_alias::FirewallAlias`]).
+pub const FIREWALL_ALIAS: Kind = Kind::new("firewall_alias");

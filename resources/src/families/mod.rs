@@ -5,8 +5,8 @@
 //! - [`schema`]: config families from the schema ([`schema::Declared`]): [`pool`] (resource
 //!   pools), [`access`]'s users, groups and roles, [`storage`] (storage definitions of every
 //!   plugin type), [`node_network`] (a node's interfaces), [`backup_job`], [`replication_job`],
-//!   [`metric_server`], [`notification`] (endpoints of four types, and matchers) and [`sdn`]
-//!   (zones and vnets).
+//!   [`metric_server`], [`notification`] (endpoints of four types, and matchers), [`sdn`]
+//!   (zones and vnets) and [`firewall_alias`].
 //! - Hand-written on [`config::ConfigObject`]: [`storage_download`] (a file fetched into a
 //!   storage by a task) and [`sdn_subnet`] (addressed by an id PVE derives).
 //! - Hand-written on the [`kit`](crate::kit): [`vm`] (QEMU guests: disks, cloud-init,
@@ -23,6 +23,7 @@
 pub mod access;
 pub mod backup_job;
 pub mod config;
+pub mod firewall_alias;
 pub mod kinds;
 pub mod lxc;
 pub mod metric_server;
@@ -87,6 +88,11 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::SDN_ZONE, schema::rebuild::<sdn::SdnZoneObject>).shape(Config),
         Family::new(kinds::SDN_VNET, schema::rebuild::<sdn::SdnVnetObject>).shape(Config),
         Family::new(kinds::SDN_SUBNET, sdn_subnet::rebuild).shape(Config),
+        Family::new(
+            kinds::FIREWALL_ALIAS,
+            schema::rebuild::<firewall_alias::FirewallAliasObject>,
+        )
+        .shape(Config),
     ]
 }
 
@@ -123,7 +129,8 @@ mod tests {
                 "storage_download",
                 "sdn_zone",
                 "sdn_vnet",
-                "sdn_subnet"
+                "sdn_subnet",
+                "firewall_alias"
             ]
         );
     }

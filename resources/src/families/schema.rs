@@ -510,8 +510,11 @@ pub fn list<F: Object, L: Operation + Default + Send + Sync>(
         Ok(rows
             .iter()
             .filter_map(|row| {
+                let name = id;
                 let id = row.get(id)?.as_str()?;
-                let tag = F::TAG.iter().map(|(_, v)| *v);
+                // The row's id in PVE's spelling, as the declaration's is (S36).
+                let id = F::canonical_id(name, id.to_owned());
+                let tag = F::TAG.iter().map(|(_, v)| (*v).to_owned());
                 let key = tag.chain([id]).collect::<Vec<_>>().join("/");
                 Some((key, Declared::<F>::wire(row)))
             })

@@ -15,6 +15,7 @@ use pve_resources::engine::Action;
 use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
 use pve_resources::families::backup_job::BackupJob;
 use pve_resources::families::config::ConfigObject;
+use pve_resources::families::firewall_alias::FirewallAlias;
 use pve_resources::families::metric_server::MetricServer;
 use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
@@ -452,6 +453,21 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_sdn_subnet_conforms() {
             subnet("10.0.0.1", [a, b]),
             subnet("10.0.0.254", [a, b]),
             "gateway",
+        )
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_firewall_alias_conforms() {
+    let case = Case {
+        read_path: "/cluster/firewall/aliases/gateway",
+        // S36: a name in any case and an address with `/32` are PVE's same alias.
+        same: Some(FirewallAlias::new("Gateway", "192.0.2.1/32")),
+        ..config(
+            FirewallAlias::new("gateway", "192.0.2.1"),
+            FirewallAlias::new("gateway", "192.0.2.254"),
+            "cidr",
         )
     };
     conforms(case).await;

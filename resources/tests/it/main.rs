@@ -14,6 +14,7 @@ mod conformance;
 mod crash;
 mod declarations;
 mod engine_bounds;
+mod firewall_alias;
 mod guest_pool;
 mod health_gate;
 mod lists;

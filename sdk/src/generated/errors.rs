@@ -213,6 +213,66 @@ impl crate::error::TypedError for ConfigModified {
     }
 }
 crate::typed_error_traits!(ConfigModified);
+/// An alias of that name (case-insensitive) exists in the scope already.
+///
+/// Recognised by: HTTP 400 with `errors.name` matching `^alias '(?P<alias>[^']+)' already exists$`. Defined in `patches/error-firewall-alias-exists.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirewallAliasExists {
+    /// `alias` from the answer or the path.
+    pub alias: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for FirewallAliasExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: Some("name"),
+        pattern: "^alias '(?P<alias>[^']+)' already exists$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            alias: captures.take("alias"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "firewall alias {} exists already", self.alias)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(FirewallAliasExists);
+/// No firewall alias of that name (case-insensitive) exists in the scope.
+///
+/// Recognised by: HTTP 400 with `errors.name` matching `^no such alias$`. Defined in `patches/error-firewall-alias-not-found.toml`. Raised by 6 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirewallAliasNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for FirewallAliasNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: Some("name"),
+        pattern: "^no such alias$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "firewall alias {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(FirewallAliasNotFound);
 /// A group of that id exists already.
 ///
 /// Recognised by: HTTP 500 with a message matching `^(?:[a-z ]+ failed: )?group '(?P<groupid>[^']+)' already exists$`. Defined in `patches/error-group-exists.toml`. Raised by 1 operations.

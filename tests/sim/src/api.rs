@@ -146,6 +146,9 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     if let Some(answer) = crate::model::sdn::dispatch(cluster, call) {
         return Some(answer);
     }
+    if let Some(answer) = crate::model::firewall::dispatch(cluster, call) {
+        return Some(answer);
+    }
     if let Some(outcome) = crate::collections::dispatch(&mut cluster.collections, op, call.params) {
         return Some(match outcome {
             crate::collections::Outcome::Data(v) => ok(v),

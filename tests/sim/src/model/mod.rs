@@ -7,6 +7,7 @@
 
 pub mod backup;
 pub mod download;
+pub mod firewall;
 pub mod group;
 pub mod guest;
 pub mod metric_server;

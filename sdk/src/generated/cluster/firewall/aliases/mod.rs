@@ -62,6 +62,16 @@ impl serde::Serialize for CreateAlias {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateAlias {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            cidr: f.req("cidr")?,
+            comment: f.opt("comment")?,
+            name: f.req("name")?,
+        })
+    }
+}
 impl CreateAlias {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -92,8 +102,10 @@ impl crate::Operation for CreateAlias {
 }
 /// What [`CreateAlias`] answers.
 pub type CreateAliasResponse = ();
-/// Errors of [`CreateAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateAliasError = crate::error::Untyped<CreateAlias>;
+crate::operation_error!(
+    CreateAliasError for CreateAlias; FirewallAliasExists => is_firewall_alias_exists;
+    absent :
+);
 /// From `GET /cluster/firewall/aliases returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -140,8 +140,10 @@ impl crate::Operation for ReadAlias {
 }
 /// What [`ReadAlias`] answers.
 pub type ReadAliasResponse = serde_json::Map<String, serde_json::Value>;
-/// Errors of [`ReadAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadAliasError = crate::error::Untyped<ReadAlias>;
+crate::operation_error!(
+    ReadAliasError for ReadAlias; FirewallAliasNotFound => is_firewall_alias_not_found;
+    absent : FirewallAliasNotFound
+);
 /// `PUT /nodes/{node}/lxc/{vmid}/firewall/aliases/{name}` (handler `update_alias`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
@@ -246,5 +248,6 @@ impl crate::Operation for UpdateAlias {
 /// What [`UpdateAlias`] answers.
 pub type UpdateAliasResponse = ();
 crate::operation_error!(
-    UpdateAliasError for UpdateAlias; ConfigModified => is_config_modified; absent :
+    UpdateAliasError for UpdateAlias; ConfigModified => is_config_modified,
+    FirewallAliasNotFound => is_firewall_alias_not_found; absent :
 );

@@ -145,8 +145,10 @@ impl crate::Operation for CreateAlias {
 }
 /// What [`CreateAlias`] answers.
 pub type CreateAliasResponse = ();
-/// Errors of [`CreateAlias`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateAliasError = crate::error::Untyped<CreateAlias>;
+crate::operation_error!(
+    CreateAliasError for CreateAlias; FirewallAliasExists => is_firewall_alias_exists;
+    absent :
+);
 /// From `GET /nodes/{node}/qemu/{vmid}/firewall/aliases returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
