@@ -378,6 +378,25 @@ async fn s01_s03_s04_s06_s07_s08_s18_s20_s26_s27_s36_storage_download_conforms()
     conforms(case).await;
 }
 
+/// A simple zone `lab` in the simulator, and with `vnet` its vnet `web`.
+fn sdn_lab(sim: &Simulator, vnet: bool) {
+    sim.with_cluster(|c| {
+        let zones = c.collections.entry("sdn_zone").or_default();
+        zones.insert(
+            "lab".into(),
+            [("type".to_owned(), "simple".to_owned())].into(),
+        );
+        if vnet {
+            let vnets = c.collections.entry("sdn_vnet").or_default();
+            let fields = [
+                ("type".to_owned(), "vnet".to_owned()),
+                ("zone".to_owned(), "lab".to_owned()),
+            ];
+            vnets.insert("web".into(), fields.into());
+        }
+    });
+}
+
 #[tokio::test]
 async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_sdn_zone_conforms() {
     let zone = |mtu: i64, nodes: &str| {
@@ -404,15 +423,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_sdn_vnet_conforms() {
     };
     let case = Case {
         read_path: "/cluster/sdn/vnets/web",
-        setup: Some(|sim| {
-            sim.with_cluster(|c| {
-                let zones = c.collections.entry("sdn_zone").or_default();
-                zones.insert(
-                    "lab".into(),
-                    [("type".to_owned(), "simple".to_owned())].into(),
-                );
-            })
-        }),
+        setup: Some(|sim| sdn_lab(sim, false)),
         ..config(vnet("front"), vnet("front end"), "alias")
     };
     conforms(case).await;
@@ -434,21 +445,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_sdn_subnet_conforms() {
         same: Some(subnet("10.0.0.1", [b, a])),
         // `type` has one value (`subnet`), which the create must carry.
         create: ("POST", &["type"]),
-        setup: Some(|sim| {
-            sim.with_cluster(|c| {
-                let zones = c.collections.entry("sdn_zone").or_default();
-                zones.insert(
-                    "lab".into(),
-                    [("type".to_owned(), "simple".to_owned())].into(),
-                );
-                let vnets = c.collections.entry("sdn_vnet").or_default();
-                let vnet = [
-                    ("type".to_owned(), "vnet".to_owned()),
-                    ("zone".to_owned(), "lab".to_owned()),
-                ];
-                vnets.insert("web".into(), vnet.into());
-            })
-        }),
+        setup: Some(|sim| sdn_lab(sim, true)),
         ..config(
             subnet("10.0.0.1", [a, b]),
             subnet("10.0.0.254", [a, b]),

@@ -41,6 +41,17 @@ fn shown(f: &BTreeMap<String, String>) -> Value {
     v
 }
 
+/// The alias a create or update writes: the name as given, the address, the comment only
+/// when one is given (`$data->{comment} = $param->{comment} if $param->{comment}`).
+fn record(call: &Call<'_>, name: String) -> BTreeMap<String, String> {
+    let cidr = call.get("cidr").unwrap_or_default().to_owned();
+    let mut f = BTreeMap::from([("name".to_owned(), name), ("cidr".to_owned(), cidr)]);
+    if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
+        f.insert("comment".into(), c.to_owned());
+    }
+    f
+}
+
 /// The list's digest (`copy_list_with_digest`: a SHA-1 over the list's entries).
 fn digest(all: &BTreeMap<String, BTreeMap<String, String>>) -> String {
     let text: String = all.values().map(|f| shown(f).to_string()).collect();
@@ -82,17 +93,7 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
                     format!("alias '{given}' already exists"),
                 ));
             }
-            let mut f = BTreeMap::from([
-                ("name".to_owned(), given),
-                (
-                    "cidr".to_owned(),
-                    call.get("cidr").unwrap_or_default().to_owned(),
-                ),
-            ]);
-            if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
-                f.insert("comment".into(), c.to_owned());
-            }
-            all.insert(key, f);
+            all.insert(key, record(call, given));
             ok(Value::Null)
         }
         ("PUT", true) => {
@@ -105,18 +106,8 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
             if !all.contains_key(&key) {
                 return Some(param_error("name", "no such alias"));
             }
-            // The alias is replaced: name as given, cidr, comment only when given.
-            let mut f = BTreeMap::from([
-                ("name".to_owned(), given),
-                (
-                    "cidr".to_owned(),
-                    call.get("cidr").unwrap_or_default().to_owned(),
-                ),
-            ]);
-            if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
-                f.insert("comment".into(), c.to_owned());
-            }
-            all.insert(key, f);
+            // The alias is replaced.
+            all.insert(key, record(call, given));
             ok(Value::Null)
         }
         ("DELETE", true) => {
