@@ -99,6 +99,44 @@ impl Object for SdnZoneObject {
         })
     }
 
+    /// PVE refuses another `ipam` while the zone has subnets ("can't change ipam if a subnet is
+    /// already defined in this zone", Zones.pm update): refused before any write. Nothing to
+    /// refuse when the zone, its vnets or their subnets cannot be read.
+    fn cluster_refusal<'a>(d: &'a SdnZone, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let declared = d.spec.ipam.as_deref()?;
+            let zone = d.id(0);
+            let live = cx
+                .client()
+                .send_raw(&ReadSdnZone::new(&zone))
+                .await
+                .ok()?
+                .into_data();
+            let now = live
+                .get("ipam")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            if now == declared {
+                return None;
+            }
+            let vnets = cx.client().send(&ListVnets::new()).await.ok()?.into_data();
+            let names = vnets
+                .iter()
+                .filter(|v| v.zone.as_deref() == Some(zone.as_str()))
+                .filter_map(|v| v.vnet.clone());
+            for vnet in names {
+                let subnets = cx.client().send(&ListSubnets::new(&vnet)).await.ok()?;
+                if let Some(first) = subnets.into_data().first() {
+                    let cidr = first.get("cidr").and_then(|c| c.as_str()).unwrap_or("?");
+                    return Some(format!(
+                        "zone {zone} has subnets ({cidr} of vnet {vnet}, ...): PVE does not change its ipam from {now:?} to {declared:?} while it has any (Zones.pm update); remove them first"
+                    ));
+                }
+            }
+            None
+        })
+    }
+
     fn summary(d: &SdnZone) -> Vec<String> {
         vec![format!("{} zone: {STAGED}", d.spec.type_)]
     }

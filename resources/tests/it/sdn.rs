@@ -153,8 +153,8 @@ async fn s08_what_pve_refuses_of_subnets_and_their_vnet_is_refused_before_any_wr
         drop(s);
         stack(&sim, dir.path())
     };
-    // The vnet moved to another zone and made vlan-aware while it has a subnet; a subnet
-    // declared in a zone that is not its vnet's.
+    // The zone's ipam changed, the vnet moved to another zone and made vlan-aware while they
+    // have a subnet; a subnet declared in a zone that is not its vnet's.
     let mut moved = SdnVnet::new("webnet", "other");
     moved.vlanaware = Some(true);
     s.add("webnet", moved).expect("adds");
@@ -162,7 +162,9 @@ async fn s08_what_pve_refuses_of_subnets_and_their_vnet_is_refused_before_any_wr
         .expect("adds");
     s.add("net2", SdnSubnet::new("other", "webnet", "10.0.1.0/24"))
         .expect("adds");
-    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    let mut ipam = SdnZone::simple("lab");
+    ipam.ipam = Some("netbox".into());
+    s.add("lab", ipam).expect("adds");
     s.add("other", SdnZone::simple("other")).expect("adds");
     let plan = s.plan().await.expect("plans");
     let refusals = common::refusals(&plan);
@@ -174,6 +176,12 @@ async fn s08_what_pve_refuses_of_subnets_and_their_vnet_is_refused_before_any_wr
         refusals
             .iter()
             .any(|r| r.contains("vnet webnet is in zone lab, not other")),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals.iter().any(|r| r.contains(
+            "zone lab has subnets (10.0.0.0/24 of vnet webnet, ...): PVE does not change its ipam from \"\" to \"netbox\""
+        )),
         "{refusals:?}"
     );
     sim.clear_log();

@@ -294,6 +294,26 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
                     format!("{prefix}400 Parameter verification failed.\nzone: cannot delete zone"),
                 ));
             }
+            // Zones.pm update: no other ipam while a subnet of the zone exists.
+            if zone {
+                let old = cluster
+                    .collections
+                    .get(ZONES)
+                    .and_then(|z| z.get(&id))
+                    .and_then(|f| f.get("ipam"))
+                    .cloned();
+                let new = given(call, id_key).get("ipam").cloned();
+                let has_subnets = cluster.collections.get(SUBNETS).is_some_and(|all| {
+                    all.keys()
+                        .any(|sid| sid.split('-').next() == Some(id.as_str()))
+                });
+                if new.is_some() && new != old && has_subnets {
+                    return Some(fail(
+                        500,
+                        format!("{prefix}400 Parameter verification failed.\nipam: can't change ipam if a subnet is already defined in this zone"),
+                    ));
+                }
+            }
             let zone_change = given(call, id_key).get("zone").cloned();
             if !zone && !subnets_of(cluster, &id).is_empty() {
                 let old = cluster
