@@ -13,7 +13,22 @@ use pve_sdk::generated::cluster::resources::{
 use pve_sdk::task::AwaitOptions;
 use pve_sdk::Client;
 
-use crate::contract::{ErrorKind, Failure, ObjectRef};
+use crate::contract::{BoxFuture, ErrorKind, Failure, ObjectRef};
+use crate::state::StateError;
+
+/// What a deploy keeps in state beside its entries: a capability PVE handed out for longer
+/// than one write (the SDN lock's token), kept so that a deploy killed while holding it can be
+/// finished by the next one. Never a secret (S26): the ledger refuses one.
+pub trait Holds: Send + Sync + std::fmt::Debug {
+    /// The value held under `key`, as state has it now.
+    fn held(&self, key: &str) -> Option<String>;
+    /// Records `value` under `key` (`None`: drops it), and answers once that is durable.
+    fn hold<'a>(
+        &'a self,
+        key: &'a str,
+        value: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+}
 
 /// One shared read's cell: filled once, by the first asker whose read succeeds.
 type SharedCell = Arc<tokio::sync::OnceCell<Arc<dyn Any + Send + Sync>>>;
@@ -29,6 +44,7 @@ pub struct Cx {
     shared: Mutex<BTreeMap<String, SharedCell>>,
     declared: BTreeSet<ObjectRef>,
     planning: bool,
+    holds: Option<Arc<dyn Holds>>,
 }
 
 impl Cx {
@@ -43,6 +59,7 @@ impl Cx {
             shared: Mutex::new(BTreeMap::new()),
             declared: BTreeSet::new(),
             planning: false,
+            holds: None,
         }
     }
 
@@ -52,6 +69,42 @@ impl Cx {
     pub fn for_plan(mut self) -> Self {
         self.planning = true;
         self
+    }
+
+    /// The declared objects of `kind`.
+    pub fn declared_of<'a>(
+        &'a self,
+        kind: crate::contract::Kind,
+    ) -> impl Iterator<Item = &'a ObjectRef> + 'a {
+        self.declared.iter().filter(move |o| o.kind == kind)
+    }
+
+    /// This context with `holds`: where [`Cx::held`] reads and [`Cx::hold`] writes.
+    #[must_use]
+    pub fn with_holds(mut self, holds: Arc<dyn Holds>) -> Self {
+        self.holds = Some(holds);
+        self
+    }
+
+    /// The value state holds under `key` ([`Holds`]).
+    pub fn held(&self, key: &str) -> Option<String> {
+        self.holds.as_ref()?.held(key)
+    }
+
+    /// Records `value` under `key` durably (`None`: drops it); refused in a plan, which writes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// A plan's context, one without holds, or the state write failed.
+    pub async fn hold(&self, key: &str, value: Option<&str>) -> Result<(), Failure> {
+        let refused =
+            |why: String| Failure::new(ErrorKind::State, format!("cannot hold {key:?}: {why}"));
+        match &self.holds {
+            _ if self.planning => Err(refused("a plan writes nothing".into())),
+            None => Err(refused("this context keeps no state".into())),
+            Some(h) => h.hold(key, value).await.map_err(|e| refused(e.to_string())),
+        }
     }
 
     /// Whether this is a plan's context ([`Cx::for_plan`]).

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use pve_sdk::Upid;
 use serde::Serialize;
 
-pub use cx::{Clients, Cx};
+pub use cx::{Clients, Cx, Holds};
 pub use error::{error_chain, BoxError, ErrorKind, Failure};
 pub use object::{Kind, ObjectRef, Scope};
 

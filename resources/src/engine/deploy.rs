@@ -145,7 +145,8 @@ impl Stack {
                 self.options.await_options,
                 self.options.lock_wait,
             )
-            .with_declared(self.decls.iter().map(|d| d.res.object())),
+            .with_declared(self.decls.iter().map(|d| d.res.object()))
+            .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone()))),
             clients: self.clients.clone(),
             ledger: self.ledger.clone(),
             progress: Box::new(progress),

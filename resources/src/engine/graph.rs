@@ -44,7 +44,8 @@ impl Stack {
             .collect();
         let declared: BTreeMap<&str, ()> = self.decls.iter().map(|d| (d.id.as_str(), ())).collect();
         for (id, rs) in &state.resources {
-            if declared.contains_key(id.as_str()) {
+            // What a deploy holds (the SDN lock's token) is no resource.
+            if declared.contains_key(id.as_str()) || id.starts_with(super::ledger::HOLD_PREFIX) {
                 continue;
             }
             let family = self.rebuild.get(rs.kind.as_str());

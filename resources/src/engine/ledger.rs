@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::contract::{error_chain, Resource};
+use crate::contract::{error_chain, BoxFuture, Holds, Resource};
 use crate::state::{
     InFlight, Intent, Origin, Record, ResourceState, State, StateError, StateStore,
 };
@@ -380,6 +380,49 @@ impl Ledger {
     /// Removes `id` from state.
     pub(crate) async fn forget(&self, id: &str, wait: Wait) -> Result<(), StateError> {
         self.change(id, wait, |before| before.map(|_| None)).await
+    }
+}
+
+/// The prefix of the state ids [`Holds`] keeps its values under: a character a declared id
+/// cannot hold, so no resource's entry is ever taken for one, and the plan never sees them.
+pub(crate) const HOLD_PREFIX: char = '~';
+
+/// The ledger as a deploy's [`Holds`]: each value an entry `~KEY` of kind `hold`.
+pub(crate) struct LedgerHolds(pub(crate) Arc<Ledger>);
+
+impl std::fmt::Debug for LedgerHolds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LedgerHolds")
+    }
+}
+
+impl Holds for LedgerHolds {
+    fn held(&self, key: &str) -> Option<String> {
+        let state = self.0.state();
+        let entry = state.resources.get(&format!("{HOLD_PREFIX}{key}"))?;
+        entry.declared.get("held")?.as_str().map(str::to_owned)
+    }
+
+    fn hold<'a>(
+        &'a self,
+        key: &'a str,
+        value: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let id = format!("{HOLD_PREFIX}{key}");
+            let entry = value.map(|v| ResourceState {
+                kind: "hold".to_owned(),
+                address: std::collections::BTreeMap::from([("key".to_owned(), key.to_owned())]),
+                declared: serde_json::json!({ "held": v }),
+                origin: Origin::Created,
+                ..ResourceState::default()
+            });
+            self.0
+                .change(&id, Wait::Durable, |before| {
+                    (before != entry.as_ref()).then_some(entry)
+                })
+                .await
+        })
     }
 }
 

@@ -230,6 +230,7 @@ impl Stack {
         let cx = Arc::new(
             cx.with_clients(self.clients.clone())
                 .with_declared(declared)
+                .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone())))
                 .for_plan(),
         );
         let bounds = self.bounds(items.iter().map(|it| &it.res));

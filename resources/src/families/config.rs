@@ -105,6 +105,9 @@ pub struct Edit<'a> {
     pub digest: Option<&'a str>,
     /// Write-only fields whose rotation marker changed: send their value again.
     pub rotate: Vec<String>,
+    /// Parameters the write carries besides the edit ([`ConfigObject::extra`]: the SDN lock's
+    /// token).
+    pub extra: Vec<(String, String)>,
 }
 
 impl Edit<'_> {
@@ -199,7 +202,13 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         edit: &'a Edit<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>>;
 
-    /// Removes it.
+    /// Parameters every write of it carries besides its fields, worked out at the write (the
+    /// SDN lock's `lock-token`, taken by the first SDN write of a deploy). None by default.
+    fn extra<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        let _ = cx;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// Removes it; a delete that is a task hands its UPID over first (S29).
     fn delete<'a>(
         &'a self,
@@ -734,6 +743,7 @@ impl<T: ConfigObject> Resource for T {
                     edit.set.entry(k.clone()).or_insert_with(|| v.clone());
                 }
             }
+            edit.extra = self.extra(cx).await?;
             ConfigObject::update(self, cx.client(), &edit).await?;
             read_back(self, cx.client()).await
         })

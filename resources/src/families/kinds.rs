@@ -47,6 +47,8 @@ pub const NOTIFICATION_NAME: Kind = Kind::new("notification_name");
 pub const SDN_ZONE: Kind = Kind::new("sdn_zone");
 /// SDN vnets ([`super::sdn::SdnVnet`]).
 pub const SDN_VNET: Kind = Kind::new("sdn_vnet");
+/// The SDN apply ([`super::sdn_apply::SdnApply`]).
+pub const SDN_APPLY: Kind = Kind::new("sdn_apply");
 /// SDN subnets ([`super::sdn_subnet::SdnSubnet`]).
 pub const SDN_SUBNET: Kind = Kind::new("sdn_subnet");
 /// Cluster firewall aliases ([`super::firewall_alias::FirewallAlias`]).

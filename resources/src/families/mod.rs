@@ -34,6 +34,7 @@ pub mod pool;
 pub mod replication_job;
 pub mod schema;
 pub mod sdn;
+pub mod sdn_apply;
 pub mod sdn_subnet;
 pub mod storage;
 pub mod storage_download;
@@ -88,6 +89,7 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::SDN_ZONE, schema::rebuild::<sdn::SdnZoneObject>).shape(Config),
         Family::new(kinds::SDN_VNET, schema::rebuild::<sdn::SdnVnetObject>).shape(Config),
         Family::new(kinds::SDN_SUBNET, sdn_subnet::rebuild).shape(Config),
+        Family::new(kinds::SDN_APPLY, sdn_apply::rebuild).shape(Action),
         Family::new(
             kinds::FIREWALL_ALIAS,
             schema::rebuild::<firewall_alias::FirewallAliasObject>,
@@ -130,6 +132,7 @@ mod tests {
                 "sdn_zone",
                 "sdn_vnet",
                 "sdn_subnet",
+                "sdn_apply",
                 "firewall_alias"
             ]
         );

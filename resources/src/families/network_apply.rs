@@ -53,8 +53,8 @@ impl NetworkApply {
 /// `PVE/API2/Network.pm` index: `changes`, the diff of `interfaces.new`), and `PUT
 /// /nodes/{node}/network`, whose `srvreload` worker promotes the staged file and reloads.
 impl Action for NetworkApply {
-    fn node(&self) -> &str {
-        &self.node
+    fn target(&self) -> String {
+        format!("node {}", self.node)
     }
 
     fn staged<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<String>, Failure>> {
@@ -104,6 +104,16 @@ impl Resource for NetworkApply {
             Scope::Node(self.node.clone()),
             "",
         )
+    }
+
+    /// What the SDN apply finds it by: every node's apply comes before it (the SDN apply
+    /// reloads every node's staged interfaces).
+    fn claims(&self) -> Vec<ObjectRef> {
+        vec![ObjectRef::new(
+            crate::families::kinds::NETWORK_APPLY,
+            Scope::Cluster,
+            self.node.clone(),
+        )]
     }
 
     /// An apply comes after every declared interface of its node.

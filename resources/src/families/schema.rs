@@ -226,8 +226,14 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Box::pin(async move {
             // The request as the declaration's pairs: its ids in PVE's spelling (S36).
             let pairs = d.pairs().map_err(|_| inexpressible(d, "request"))?;
+            let extra = Self::extra(d, cx).await?;
             let req = Keyed::<Self::Create>::new()
-                .extend(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .extend(
+                    pairs
+                        .iter()
+                        .chain(&extra)
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                )
                 .map_err(|e| inexpressible(d, &e.key))?;
             crate::kit::task::write(cx, &req, on_started).await
         })
@@ -242,7 +248,11 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let req = d.addressed::<Self::Delete>()?;
+            let extra = Self::extra(d, cx).await?;
+            let req = d
+                .addressed::<Self::Delete>()?
+                .extend(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| inexpressible(d, &e.key))?;
             crate::kit::task::write(cx, &req, on_started).await
         })
     }
@@ -260,6 +270,15 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
     ) -> BoxFuture<'a, Result<Option<String>, Failure>> {
         let _ = (d, cx);
         Box::pin(async { Ok(None) })
+    }
+
+    /// See [`ConfigObject::extra`]: parameters every write carries besides the fields.
+    fn extra<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        let _ = (d, cx);
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     /// Sends the update: a stale digest is
@@ -706,6 +725,9 @@ impl<F: Object> ConfigObject for Declared<F> {
             if let Some(d) = edit.digest.filter(|_| F::DIGEST) {
                 req = req.set("digest", d).map_err(stray)?;
             }
+            for (k, v) in &edit.extra {
+                req = req.set(k, v).map_err(stray)?;
+            }
             let fields = edit.has_fields() || !rotated.is_empty();
             let w = UpdateWrite {
                 request: req,
@@ -803,6 +825,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
         F::cluster_refusal(self, cx)
+    }
+
+    fn extra<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        F::extra(self, cx)
     }
 
     fn domain(&self) -> Option<String> {

@@ -87,6 +87,14 @@ impl Object for SdnZoneObject {
         Some("sdn/zones.cfg".to_owned())
     }
 
+    /// The SDN lock's token, when this deploy holds it ([`super::sdn_apply`]).
+    fn extra<'a>(
+        _d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        Box::pin(super::sdn_apply::lock_params(cx))
+    }
+
     fn stale(e: &UpdateSdnZoneError) -> bool {
         e.is_config_modified()
     }
@@ -196,6 +204,14 @@ impl Object for SdnVnetObject {
     fn domain(d: &SdnVnet) -> Option<String> {
         let _ = d;
         Some("sdn/vnets.cfg".to_owned())
+    }
+
+    /// The SDN lock's token, when this deploy holds it ([`super::sdn_apply`]).
+    fn extra<'a>(
+        _d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        Box::pin(super::sdn_apply::lock_params(cx))
     }
 
     fn stale(e: &UpdateVnetError) -> bool {

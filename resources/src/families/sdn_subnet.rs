@@ -154,7 +154,11 @@ impl ConfigObject for SdnSubnet {
         cx: &'a Cx,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(crate::kit::task::write(cx, &self.request, on_started))
+        Box::pin(async move {
+            let mut req = self.request.clone();
+            req.lock_token = super::sdn_apply::lock_token(cx, false).await?;
+            crate::kit::task::write(cx, &req, on_started).await
+        })
     }
 
     fn check(&self) -> Result<(), pve_sdk::params::Invalid> {
@@ -201,6 +205,9 @@ impl ConfigObject for SdnSubnet {
             if let Some(d) = edit.digest {
                 req = req.set("digest", d).map_err(stray)?;
             }
+            for (k, v) in &edit.extra {
+                req = req.set(k, v).map_err(stray)?;
+            }
             match c.send(&req).await {
                 Ok(_) => Ok(()),
                 // S9: someone wrote subnets.cfg since the read.
@@ -218,7 +225,8 @@ impl ConfigObject for SdnSubnet {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let req = DeleteSubnet::new(&self.request.vnet, self.id());
+            let mut req = DeleteSubnet::new(&self.request.vnet, self.id());
+            req.lock_token = super::sdn_apply::lock_token(cx, false).await?;
             crate::kit::task::write(cx, &req, on_started).await
         })
     }
@@ -232,6 +240,11 @@ impl ConfigObject for SdnSubnet {
 
     fn unset(&self) -> Unset {
         Unset::Delete
+    }
+
+    /// The SDN lock's token, when this deploy holds it ([`super::sdn_apply`]).
+    fn extra<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        Box::pin(super::sdn_apply::lock_params(cx))
     }
 
     fn domain(&self) -> Option<String> {

@@ -21,8 +21,8 @@ use crate::kit::health::{self, Health, HealthError};
 
 /// What an action says of itself.
 pub trait Action: Send + Sync {
-    /// The node it applies on.
-    fn node(&self) -> &str;
+    /// Where it applies, as its errors name it (`node pve1`).
+    fn target(&self) -> String;
     /// What is staged for it (a diff), `None` when nothing is.
     fn staged<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<String>, Failure>>;
     /// Starts the apply and awaits its task, the UPID recorded first (S13, S14, S16, S29).
@@ -40,56 +40,58 @@ pub trait Action: Send + Sync {
 pub enum ApplyError {
     /// The staged changes could not be read: nothing was applied (or, after the reload, its
     /// result is not confirmed).
-    #[error("node {node}: cannot read the staged network changes")]
+    #[error("{target}: cannot read the staged changes")]
     ReadStaged {
-        /// The node.
-        node: String,
+        /// Where it applies (`node pve1`).
+        target: String,
         /// The read's failure.
         #[source]
         source: Failure,
     },
     /// Cluster health could not be read: before the apply, nothing was applied; after it, the
     /// outcome is not confirmed.
-    #[error("node {node}: {source}")]
+    #[error("{target}: {source}")]
     Health {
-        /// The node.
-        node: String,
+        /// Where it applies (`node pve1`).
+        target: String,
         /// Whether this was the check after the reload.
         after: bool,
         /// The read's error.
         source: HealthError,
     },
     /// The cluster is degraded: nothing was applied.
-    #[error("node {node}: refusing to apply network changes on a degraded cluster: {}", .health.problems.join("; "))]
+    #[error("{target}: refusing to apply network changes on a degraded cluster: {}", .health.problems.join("; "))]
     Degraded {
-        /// The node.
-        node: String,
+        /// Where it applies (`node pve1`).
+        target: String,
         /// What is wrong.
         health: Health,
     },
     /// The apply request was refused, its reload task failed, its outcome is unknown, or it
     /// could not be recorded; it is never resent.
-    #[error("node {node}: the network reload did not confirm success")]
+    #[error("{target}: the network reload did not confirm success")]
     Reload {
-        /// The node.
-        node: String,
+        /// Where it applies (`node pve1`).
+        target: String,
         /// What happened.
         #[source]
         source: Failure,
     },
     /// The reload ended OK but staged lines remain: the running config is not the declared one.
-    #[error("node {node}: the reload ended OK but changes are still staged; look at the node's network config")]
+    #[error(
+        "{target}: the reload ended OK but changes are still staged; look at its network config"
+    )]
     LeftOver {
-        /// The node.
-        node: String,
+        /// Where it applies (`node pve1`).
+        target: String,
         /// The remaining diff.
         changes: String,
     },
     /// Health got worse after the apply: stop here and look at the node.
-    #[error("node {node}: the cluster got worse after the network apply ({}); look at node {node} before going on", .after.problems.join("; "))]
+    #[error("{target}: the cluster got worse after the network apply ({}); look at {target} before going on", .after.problems.join("; "))]
     WorseAfter {
-        /// The node.
-        node: String,
+        /// Where it applies (`node pve1`).
+        target: String,
         /// Health after the apply.
         after: Health,
     },
@@ -113,8 +115,8 @@ impl From<ApplyError> for Failure {
 /// A read after the reload that fails leaves its result unconfirmed, not unread.
 fn after(e: ApplyError) -> ApplyError {
     match e {
-        ApplyError::ReadStaged { node, source } => ApplyError::ReadStaged {
-            node,
+        ApplyError::ReadStaged { target, source } => ApplyError::ReadStaged {
+            target,
             source: source.with_kind(ErrorKind::OutcomeUnknown),
         },
         other => other,
@@ -125,7 +127,7 @@ async fn staged<A: Action>(a: &A, client: &Client) -> Result<Option<String>, App
     a.staged(client)
         .await
         .map_err(|source| ApplyError::ReadStaged {
-            node: a.node().to_owned(),
+            target: a.target(),
             source,
         })
 }
@@ -165,11 +167,11 @@ pub async fn probe<A: Action>(a: &A, cx: &Cx, ask: Ask<'_>) -> Result<Probe, Fai
 ///
 /// [`ApplyError`], each variant saying whether anything was applied.
 pub async fn apply<A: Action>(a: &A, cx: &Cx, on_started: OnStarted<'_>) -> Result<(), ApplyError> {
-    let (client, node) = (cx.client(), a.node().to_owned());
+    let (client, target) = (cx.client(), a.target());
     let health_err = |after| {
-        let node = node.clone();
+        let target = target.clone();
         move |source| ApplyError::Health {
-            node,
+            target,
             after,
             source,
         }
@@ -180,20 +182,20 @@ pub async fn apply<A: Action>(a: &A, cx: &Cx, on_started: OnStarted<'_>) -> Resu
     let before = health::check(client).await.map_err(health_err(false))?;
     if !before.is_healthy() {
         let health = before;
-        return Err(ApplyError::Degraded { node, health });
+        return Err(ApplyError::Degraded { target, health });
     }
     a.run(cx, on_started)
         .await
         .map_err(|source| ApplyError::Reload {
-            node: node.clone(),
+            target: target.clone(),
             source,
         })?;
     if let Some(changes) = staged(a, client).await.map_err(after)? {
-        return Err(ApplyError::LeftOver { node, changes });
+        return Err(ApplyError::LeftOver { target, changes });
     }
     let after = health::check(client).await.map_err(health_err(true))?;
     if after.worse_than(&before) {
-        return Err(ApplyError::WorseAfter { node, after });
+        return Err(ApplyError::WorseAfter { target, after });
     }
     Ok(())
 }
@@ -206,20 +208,20 @@ pub async fn apply<A: Action>(a: &A, cx: &Cx, on_started: OnStarted<'_>) -> Resu
 ///
 /// Staged lines left, an unreadable or unhealthy cluster.
 pub async fn resumed<A: Action>(a: &A, cx: &Cx) -> Result<(), Failure> {
-    let node = a.node().to_owned();
+    let target = a.target();
     if let Some(changes) = staged(a, cx.client()).await.map_err(after)? {
-        return Err(ApplyError::LeftOver { node, changes }.into());
+        return Err(ApplyError::LeftOver { target, changes }.into());
     }
     let health = health::check(cx.client())
         .await
         .map_err(|source| ApplyError::Health {
-            node: node.clone(),
+            target: target.clone(),
             after: true,
             source,
         })?;
     if !health.is_healthy() {
         return Err(ApplyError::WorseAfter {
-            node,
+            target,
             after: health,
         }
         .into());

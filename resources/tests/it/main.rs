@@ -28,6 +28,7 @@ mod read_rules;
 mod refusals;
 mod replication_job;
 mod sdn;
+mod sdn_apply;
 mod shapes;
 mod stack;
 mod state_compat;

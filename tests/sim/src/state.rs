@@ -267,6 +267,8 @@ pub struct Cluster {
     /// What the simulated internet serves, by URL (`Simulator::serve_file`), for downloads
     /// into storage; any other URL fails as wget does for a missing page.
     pub remote_files: BTreeMap<String, Vec<u8>>,
+    /// SDN beyond the staged files: the running config, each node's applied version, the lock.
+    pub sdn: crate::model::sdn::SdnRuntime,
     counter: u32,
 }
 
@@ -303,6 +305,7 @@ impl Cluster {
                 .collect(),
             file_lock_timeouts: std::collections::BTreeSet::new(),
             remote_files: BTreeMap::new(),
+            sdn: crate::model::sdn::SdnRuntime::default(),
             // pve-access-control `src/PVE/AccessControl.pm` userconfig_force_defaults: every
             // user.cfg has `root@pam`, enabled.
             // The storages an installation writes (pve-installer StorageConfig.pm).

@@ -428,6 +428,11 @@ pub fn resources(cluster: &Cluster, filter: Option<&str>, version: PveVersion) -
             }
         }
     }
+    // pvestatd sends `sdn` rows before 9.0.12 and `network` rows from then; the `sdn` filter
+    // skips a node that sends `network` rows (pve-manager PVE/API2/Cluster.pm `resources`).
+    if wants("sdn") && version < NETWORK_RESOURCES {
+        rows.extend(crate::model::sdn::zone_rows(cluster, false));
+    }
     if wants("network") && version >= NETWORK_RESOURCES {
         for (n, _) in &cluster.members {
             rows.push(json!({
@@ -439,6 +444,9 @@ pub fn resources(cluster: &Cluster, filter: Option<&str>, version: PveVersion) -
                 "status": "ok",
             }));
         }
+    }
+    if filter.is_none() && version >= NETWORK_RESOURCES {
+        rows.extend(crate::model::sdn::zone_rows(cluster, true));
     }
     Value::Array(rows)
 }

@@ -8,8 +8,12 @@
 //! refused while a vnet names it; subnets (`Subnets.pm`): the id PVE makes of the vnet's zone
 //! and the CIDR, the vnet checked first, `wrong vnet`, a delete of a missing subnet answered
 //! OK (`noerr`), no subnet on a vlan-aware vnet, a vnet's delete and zone change refused while
-//! it has subnets. Not modelled yet: the running and pending views and the apply, the lock
-//! token (9.0+), per-type option checks, controllers, IPAMs, DHCP ranges' checks.
+//! it has subnets. The running (`running=1`) and pending (`pending=1`, `pending_config`) views
+//! of the lists, the lock (9.0+: `POST`/`DELETE /cluster/sdn/lock`, every write's token
+//! checked in `lock_sdn_config`), the apply (`PUT /cluster/sdn`: commit, then
+//! `reloadnetworkall` starting each node's `srvreload`) and the zones' status rows of the
+//! cluster index ([`zone_rows`]). Not modelled yet: item reads' pending views, per-type option
+//! checks, controllers (an empty list), IPAMs, DHCP ranges' checks, the 9.2 dry run.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +21,265 @@ use serde_json::{json, Map, Value};
 
 use crate::api::{fail, ok, Answer, Call};
 use crate::state::Cluster;
+
+/// Objects by kind, then id.
+type Objects = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
+
+/// SDN beyond the staged files (pve-network `src/PVE/Network/SDN.pm`): the running config
+/// (`sdn/.running-config`, written by `commit_config` with its version bumped), the version of
+/// the config each node last generated (`Zones.pm` `status` compares them), and the lock
+/// token file (`/etc/pve/sdn/.lock`, 9.0+).
+#[derive(Debug, Clone, Default)]
+pub struct SdnRuntime {
+    /// The running objects, by store key (`sdn_zone`, ...).
+    pub running: Objects,
+    /// The running config's version (0: never applied).
+    pub version: u64,
+    /// Each node's generated version.
+    pub node_version: BTreeMap<String, u64>,
+    /// The lock token, while the lock is held.
+    pub lock: Option<String>,
+    /// Tokens made so far (each one new).
+    pub locks_made: u64,
+}
+
+/// `lock_sdn_config`: while the lock file exists, a write must carry its token; the die has no
+/// newline, so Perl names the line (`src/PVE/Network/SDN.pm` line 291).
+fn lock_refusal(cluster: &Cluster, call: &Call<'_>, prefix: &str) -> Option<Answer> {
+    let held = cluster.sdn.lock.as_deref()?;
+    if call.get("lock-token") == Some(held) {
+        return None;
+    }
+    Some(fail(
+        500,
+        format!(
+            "{prefix}invalid lock token provided! at /usr/share/perl5/PVE/Network/SDN.pm line 291."
+        ),
+    ))
+}
+
+/// `pending_config($running_cfg, $cfg, $type)`: every id of either side, with the running
+/// keys, `state` (`new`, `changed`, `deleted`) and the staged values that differ under
+/// `pending` (a key gone from the staged side reads `deleted` there).
+fn pending_view(
+    running: &BTreeMap<String, BTreeMap<String, String>>,
+    staged: &BTreeMap<String, BTreeMap<String, String>>,
+) -> BTreeMap<String, Map<String, Value>> {
+    let mut out: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    let empty = BTreeMap::new();
+    for (id, run) in running {
+        let cfg = staged.get(id).unwrap_or(&empty);
+        let row = out.entry(id.clone()).or_default();
+        let mut pending = Map::new();
+        for (k, v) in run {
+            row.insert(k.clone(), json!(v));
+            if cfg.is_empty() {
+                row.insert("state".into(), json!("deleted"));
+            } else if !cfg.contains_key(k) {
+                pending.insert(k.clone(), json!("deleted"));
+                row.insert("state".into(), json!("changed"));
+            } else if cfg.get(k) != Some(v) {
+                row.insert("state".into(), json!("changed"));
+            }
+        }
+        if row.contains_key("state") || !pending.is_empty() {
+            row.insert("pending".into(), Value::Object(pending));
+        }
+    }
+    for (id, cfg) in staged {
+        let run = running.get(id).unwrap_or(&empty);
+        let row = out.entry(id.clone()).or_default();
+        let mut pending = match row.remove("pending") {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        for (k, v) in cfg {
+            if k == "type" || k == "vnet" {
+                row.insert(k.clone(), json!(v));
+            } else if run.get(k) != Some(v) {
+                pending.insert(k.clone(), json!(v));
+            }
+            if run.is_empty() {
+                row.insert("state".into(), json!("new"));
+            } else if !run.contains_key(k) {
+                row.insert("state".into(), json!("changed"));
+            }
+        }
+        if row.contains_key("state") {
+            row.insert("pending".into(), Value::Object(pending));
+        }
+    }
+    out
+}
+
+/// The objects of `kind` as the call's view asks: staged, `running=1` or `pending=1`, each
+/// with its id under `id_key` (a pending row is answered as `pending_config` builds it).
+fn view(cluster: &Cluster, call: &Call<'_>, kind: &str, id_key: &str) -> Vec<(String, Value)> {
+    let empty = BTreeMap::new();
+    let staged = cluster.collections.get(kind).unwrap_or(&empty);
+    let running = cluster.sdn.running.get(kind).unwrap_or(&empty);
+    if call.get("pending") == Some("1") {
+        return pending_view(running, staged)
+            .into_iter()
+            .map(|(id, mut row)| {
+                row.insert(id_key.to_owned(), json!(id));
+                (id, Value::Object(row))
+            })
+            .collect();
+    }
+    let (objects, digest) = match call.get("running") == Some("1") {
+        true => (running, None),
+        false => (staged, Some(digest(cluster, kind))),
+    };
+    objects
+        .iter()
+        .map(|(id, f)| {
+            let mut v = shown(id_key, id, f, digest.as_deref().unwrap_or_default());
+            if digest.is_none() {
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("digest");
+                }
+            }
+            (id.clone(), v)
+        })
+        .collect()
+}
+
+/// Whether anything is staged (`has_pending_changes`: zones, vnets, subnets, controllers).
+fn has_pending_changes(cluster: &Cluster) -> bool {
+    let empty = BTreeMap::new();
+    [ZONES, VNETS, SUBNETS].iter().any(|kind| {
+        let staged = cluster.collections.get(*kind).unwrap_or(&empty);
+        let running = cluster.sdn.running.get(*kind).unwrap_or(&empty);
+        pending_view(running, staged)
+            .values()
+            .any(|row| row.contains_key("pending"))
+    })
+}
+
+/// The lock, the apply and the controllers' (unmodelled, always empty) list.
+fn cluster_sdn(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    Some(match (call.op.method.as_str(), call.op.path.as_str()) {
+        ("GET", "/cluster/sdn/controllers") => ok(json!([])),
+        // SDN.pm `lock`: `configuration has pending changes` dies without a newline.
+        ("POST", "/cluster/sdn/lock") => {
+            let prefix = "could not acquire lock for SDN config: ";
+            if let Some(refused) = lock_refusal(cluster, call, prefix) {
+                return Some(refused);
+            }
+            if call.get("allow-pending") != Some("1") && has_pending_changes(cluster) {
+                return Some(fail(
+                    500,
+                    format!("{prefix}configuration has pending changes at /usr/share/perl5/PVE/API2/Network/SDN.pm line 149."),
+                ));
+            }
+            cluster.sdn.locks_made += 1;
+            let token = format!("01900000-0000-7000-8000-{:012x}", cluster.sdn.locks_made);
+            cluster.sdn.lock = Some(token.clone());
+            ok(json!(token))
+        }
+        ("DELETE", "/cluster/sdn/lock") => {
+            if call.get("force") != Some("1") {
+                if let Some(refused) = lock_refusal(cluster, call, "could not release lock: ") {
+                    return Some(refused);
+                }
+            }
+            cluster.sdn.lock = None;
+            ok(Value::Null)
+        }
+        // SDN.pm `reload`: the commit (and the lock's release, only when both the token and
+        // `release-lock` are sent) under the lock, then the `reloadnetworkall` worker that runs
+        // each node's network apply (`pvesh set /nodes/NODE/network`); a node it cannot reach
+        // is only warned about.
+        ("PUT", "/cluster/sdn") => {
+            if let Some(refused) = lock_refusal(cluster, call, "could not commit SDN config: ") {
+                return Some(refused);
+            }
+            for kind in [ZONES, VNETS, SUBNETS] {
+                let staged = cluster.collections.get(kind).cloned().unwrap_or_default();
+                cluster.sdn.running.insert(kind.to_owned(), staged);
+            }
+            cluster.sdn.version += 1;
+            if call.get("lock-token").is_some() && call.get("release-lock") == Some("1") {
+                cluster.sdn.lock = None;
+            }
+            let local = cluster
+                .members
+                .first()
+                .map(|m| m.0.clone())
+                .unwrap_or_default();
+            let upid = cluster.start_task(&local, "reloadnetworkall", "", call.credential, |c| {
+                let mut log = Vec::new();
+                let members = c.members.clone();
+                for (node, online) in members {
+                    log.push(format!("{node}: reloading network config"));
+                    if !online {
+                        log.push(format!("command 'pvesh set /nodes/{node}/network --regenerate-frr 0' failed: node is offline"));
+                        continue;
+                    }
+                    let version = c.sdn.version;
+                    let n = node.clone();
+                    c.start_task(&node, "srvreload", "networking", "root@pam", move |c| {
+                        let net = c.networks.entry(n.clone()).or_default();
+                        if let Some(staged) = net.staged.take() {
+                            net.running = staged;
+                        }
+                        match net.reload_fails.take() {
+                            Some(e) => Err(e),
+                            None => {
+                                c.sdn.node_version.insert(n, version);
+                                Ok(Vec::new())
+                            }
+                        }
+                    });
+                }
+                Ok(log)
+            });
+            ok(Value::from(upid))
+        }
+        _ => return None,
+    })
+}
+
+/// The zones' rows of `/cluster/resources` (pvestatd broadcasts each node's `Zones.pm`
+/// `status`): none before the first apply; per node, each running zone whose `nodes` is unset
+/// or names it, `available` when the node generated the running version, else `pending`.
+/// Before 9.0.12 as `sdn` rows, from then as `network` rows of `network-type` `zone`.
+pub(crate) fn zone_rows(cluster: &Cluster, network_rows: bool) -> Vec<Value> {
+    let mut rows = Vec::new();
+    if cluster.sdn.version == 0 {
+        return rows;
+    }
+    let empty = BTreeMap::new();
+    let zones = cluster.sdn.running.get(ZONES).unwrap_or(&empty);
+    for (node, online) in &cluster.members {
+        if !online {
+            continue;
+        }
+        let current = cluster.sdn.node_version.get(node) == Some(&cluster.sdn.version);
+        let status = if current { "available" } else { "pending" };
+        for (id, f) in zones {
+            if f.get("nodes")
+                .is_some_and(|n| !n.split(',').any(|x| x == node))
+            {
+                continue;
+            }
+            let zone_type = f.get("type").cloned().unwrap_or_default();
+            rows.push(match network_rows {
+                false => json!({
+                    "id": format!("sdn/{node}/{id}"), "sdn": id, "node": node,
+                    "type": "sdn", "status": status, "zone-type": zone_type,
+                }),
+                true => json!({
+                    "id": format!("network/{node}/zone/{id}"), "network": id,
+                    "network-type": "zone", "node": node, "type": "network",
+                    "status": status, "zone-type": zone_type,
+                }),
+            });
+        }
+    }
+    rows
+}
 
 /// The store key of zones.
 pub const ZONES: &str = "sdn_zone";
@@ -148,8 +411,27 @@ fn subnets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     let digest = digest(cluster, SUBNETS);
     let id = call.get("subnet").unwrap_or_default().to_owned();
     Some(match (call.op.method.as_str(), on_item) {
+        ("GET", false) if call.get("pending") == Some("1") => {
+            let rows = view(cluster, call, SUBNETS, "subnet")
+                .into_iter()
+                .filter(|(_, row)| row.get("vnet").and_then(Value::as_str) == Some(&vnet))
+                .map(|(id, mut row)| {
+                    let (network, mask) = id
+                        .split_once('-')
+                        .map_or(("", ""), |(_, c)| c.split_once('-').unwrap_or((c, "")));
+                    row["cidr"] = json!(format!("{network}/{mask}"));
+                    row["id"] = json!(id);
+                    row
+                })
+                .collect();
+            ok(Value::Array(rows))
+        }
         ("GET", false) => {
-            let all = cluster.collections.entry(SUBNETS).or_default();
+            let empty = BTreeMap::new();
+            let all = match call.get("running") == Some("1") {
+                true => cluster.sdn.running.get(SUBNETS).unwrap_or(&empty),
+                false => cluster.collections.get(SUBNETS).unwrap_or(&empty),
+            };
             let rows = all
                 .iter()
                 .filter(|(_, f)| f.get("vnet").is_some_and(|v| *v == vnet))
@@ -169,6 +451,9 @@ fn subnets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
             // create: `$id = "$zoneid-" . ($cidr =~ s/\//-/r)`.
             let id = format!("{zone}-{}", id.replace('/', "-"));
             let prefix = "create sdn subnet object failed: ";
+            if let Some(refused) = lock_refusal(cluster, call, prefix) {
+                return Some(refused);
+            }
             let all = cluster.collections.entry(SUBNETS).or_default();
             if all.contains_key(&id) {
                 return Some(fail(
@@ -189,6 +474,9 @@ fn subnets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         }
         ("PUT", true) => {
             let prefix = "update sdn subnet object failed: ";
+            if let Some(refused) = lock_refusal(cluster, call, prefix) {
+                return Some(refused);
+            }
             if call.get("digest").is_some_and(|d| d != digest) {
                 return Some(fail(500, format!("{prefix}{MODIFIED}")));
             }
@@ -211,6 +499,10 @@ fn subnets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         }
         // delete: looked up with `noerr`: a missing subnet is no error.
         ("DELETE", true) => {
+            if let Some(refused) = lock_refusal(cluster, call, "delete sdn subnet object failed: ")
+            {
+                return Some(refused);
+            }
             cluster.collections.entry(SUBNETS).or_default().remove(&id);
             ok(Value::Null)
         }
@@ -220,6 +512,9 @@ fn subnets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
 
 /// Answers a zone, vnet or subnet call, or `None` for every other operation.
 pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    if let Some(answer) = cluster_sdn(cluster, call) {
+        return Some(answer);
+    }
     if let Some(answer) = subnets(cluster, call) {
         return Some(answer);
     }
@@ -242,12 +537,13 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
     let noun = if zone { "zone" } else { "vnet" };
     Some(match (call.op.method.as_str(), on_item) {
         ("GET", false) => {
-            let all = cluster.collections.entry(kind).or_default();
             let want = call.get("type");
-            let rows = all
-                .iter()
-                .filter(|(_, f)| want.is_none_or(|t| f.get("type").is_some_and(|k| k == t)))
-                .map(|(id, f)| shown(id_key, id, f, &digest))
+            let rows = view(cluster, call, kind, id_key)
+                .into_iter()
+                .map(|(_, row)| row)
+                .filter(|row| {
+                    want.is_none_or(|t| row.get("type").and_then(Value::as_str) == Some(t))
+                })
                 .collect();
             ok(Value::Array(rows))
         }
@@ -256,6 +552,10 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
             None => fail(500, missing()),
         },
         ("POST", false) => {
+            let prefix = format!("create sdn {noun} object failed: ");
+            if let Some(refused) = lock_refusal(cluster, call, &prefix) {
+                return Some(refused);
+            }
             let all = cluster.collections.entry(kind).or_default();
             if all.contains_key(&id) {
                 return Some(fail(
@@ -280,6 +580,9 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
             // A vnet's access check reads it before the lock: no prefix.
             if !zone && !exists {
                 return Some(fail(500, missing()));
+            }
+            if let Some(refused) = lock_refusal(cluster, call, &prefix) {
+                return Some(refused);
             }
             if call.get("digest").is_some_and(|d| d != digest) {
                 return Some(fail(500, format!("{prefix}{MODIFIED}")));
@@ -345,6 +648,13 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
                 .entry(kind)
                 .or_default()
                 .contains_key(&id);
+            if !zone && !exists {
+                return Some(fail(500, missing()));
+            }
+            let prefix = format!("delete sdn {noun} object failed: ");
+            if let Some(refused) = lock_refusal(cluster, call, &prefix) {
+                return Some(refused);
+            }
             if !exists {
                 return Some(fail(
                     500,
