@@ -12,7 +12,7 @@
 //! of the lists, the lock (9.0+: `POST`/`DELETE /cluster/sdn/lock`, every write's token
 //! checked in `lock_sdn_config`), the apply (`PUT /cluster/sdn`: commit, then
 //! `reloadnetworkall` starting each node's `srvreload`) and the zones' status rows of the
-//! cluster index ([`zone_rows`]). Not modelled yet: item reads' pending views, per-type option
+//! cluster index (`zone_rows`). Not modelled yet: item reads' pending views, per-type option
 //! checks, controllers (an empty list), IPAMs, DHCP ranges' checks, the 9.2 dry run.
 
 use std::collections::BTreeMap;
