@@ -51,5 +51,7 @@ pub const SDN_VNET: Kind = Kind::new("sdn_vnet");
 pub const SDN_APPLY: Kind = Kind::new("sdn_apply");
 /// SDN subnets ([`super::sdn_subnet::SdnSubnet`]).
 pub const SDN_SUBNET: Kind = Kind::new("sdn_subnet");
+/// Cluster firewall IP sets ([`super::firewall_ipset::FirewallIpset`]).
+pub const FIREWALL_IPSET: Kind = Kind::new("firewall_ipset");
 /// Cluster firewall aliases ([`super::firewall_alias::FirewallAlias`]).
 pub const FIREWALL_ALIAS: Kind = Kind::new("firewall_alias");

@@ -24,6 +24,7 @@ pub mod access;
 pub mod backup_job;
 pub mod config;
 pub mod firewall_alias;
+pub mod firewall_ipset;
 pub mod kinds;
 pub mod lxc;
 pub mod metric_server;
@@ -95,6 +96,7 @@ pub fn builtin() -> Vec<Family> {
             schema::rebuild::<firewall_alias::FirewallAliasObject>,
         )
         .shape(Config),
+        Family::new(kinds::FIREWALL_IPSET, firewall_ipset::rebuild).shape(Config),
     ]
 }
 
@@ -133,7 +135,8 @@ mod tests {
                 "sdn_vnet",
                 "sdn_subnet",
                 "sdn_apply",
-                "firewall_alias"
+                "firewall_alias",
+                "firewall_ipset"
             ]
         );
     }

@@ -324,7 +324,9 @@ impl Object for SdnVnetObject {
 
 /// The cluster index's shared error as a failure's source.
 #[derive(Debug)]
-struct ArcErr(std::sync::Arc<pve_sdk::generated::cluster::resources::ResourcesError>);
+pub(crate) struct ArcErr(
+    pub(crate) std::sync::Arc<pve_sdk::generated::cluster::resources::ResourcesError>,
+);
 
 impl std::fmt::Display for ArcErr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -16,6 +16,7 @@ use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User}
 use pve_resources::families::backup_job::BackupJob;
 use pve_resources::families::config::ConfigObject;
 use pve_resources::families::firewall_alias::FirewallAlias;
+use pve_resources::families::firewall_ipset::FirewallIpset;
 use pve_resources::families::metric_server::MetricServer;
 use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
@@ -465,6 +466,21 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_firewall_alias_conforms() {
             FirewallAlias::new("gateway", "192.0.2.1"),
             FirewallAlias::new("gateway", "192.0.2.254"),
             "cidr",
+        )
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_firewall_ipset_conforms() {
+    let case = Case {
+        read_path: "/cluster/firewall/ipset/office",
+        // S36: PVE reads a set's name back lower-cased.
+        same: Some(FirewallIpset::new("Office").comment("HQ")),
+        ..config(
+            FirewallIpset::new("office").comment("HQ"),
+            FirewallIpset::new("office").comment("head office"),
+            "comment",
         )
     };
     conforms(case).await;

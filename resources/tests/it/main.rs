@@ -15,6 +15,7 @@ mod crash;
 mod declarations;
 mod engine_bounds;
 mod firewall_alias;
+mod firewall_ipset;
 mod guest_pool;
 mod health_gate;
 mod lists;

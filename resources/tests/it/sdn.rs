@@ -188,3 +188,42 @@ async fn s08_what_pve_refuses_of_subnets_and_their_vnet_is_refused_before_any_wr
     s.deploy(&plan, |_| {}).await.expect("deploys");
     assert!(writes(&sim).is_empty(), "{:?}", writes(&sim));
 }
+
+#[tokio::test]
+async fn s31_two_zones_changed_in_one_deploy_both_converge_each_with_a_fresh_digest() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mut s = stack(&sim, dir.path());
+        s.add("a", SdnZone::simple("za")).expect("adds");
+        s.add("b", SdnZone::simple("zb")).expect("adds");
+        let plan = s.plan().await.expect("plans");
+        let r = s.deploy(&plan, |_| {}).await.expect("deploys");
+        assert!(r.converged(), "{plan}\n{r}");
+    }
+    let mut s = stack(&sim, dir.path());
+    let mut a = SdnZone::simple("za");
+    a.mtu = Some(1450);
+    let mut b = SdnZone::simple("zb");
+    b.mtu = Some(1400);
+    s.add("a", a).expect("adds");
+    s.add("b", b).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    // Both are sections of zones.cfg: the second write's digest is the one the first left.
+    assert!(report.converged(), "{plan}\n{report}");
+    let w = writes(&sim);
+    assert_eq!(w.len(), 2, "{w:#?}");
+    let digest = |line: &str| {
+        line.split('&')
+            .find_map(|p| {
+                p.strip_prefix("digest=")
+                    .or_else(|| p.split(' ').last()?.strip_prefix("digest="))
+            })
+            .map(str::to_owned)
+    };
+    let (d1, d2) = (digest(&w[0]), digest(&w[1]));
+    assert!(d1.is_some() && d2.is_some() && d1 != d2, "{w:#?}");
+    assert!(s.plan().await.expect("plans").is_noop());
+}

@@ -273,6 +273,36 @@ impl crate::error::TypedError for FirewallAliasNotFound {
     }
 }
 crate::typed_error_traits!(FirewallAliasNotFound);
+/// No IP set of that name exists in the scope's firewall file.
+///
+/// Recognised by: HTTP 500 with a message matching `^no such IPSet '[^']+'$`. Defined in `patches/error-firewall-ipset-not-found.toml`. Raised by 8 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirewallIpsetNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for FirewallIpsetNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^no such IPSet '[^']+'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IP set {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(FirewallIpsetNotFound);
 /// A group of that id exists already.
 ///
 /// Recognised by: HTTP 500 with a message matching `^(?:[a-z ]+ failed: )?group '(?P<groupid>[^']+)' already exists$`. Defined in `patches/error-group-exists.toml`. Raised by 1 operations.

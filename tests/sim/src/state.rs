@@ -269,6 +269,8 @@ pub struct Cluster {
     pub remote_files: BTreeMap<String, Vec<u8>>,
     /// SDN beyond the staged files: the running config, each node's applied version, the lock.
     pub sdn: crate::model::sdn::SdnRuntime,
+    /// The firewall's IP sets and rule lists (aliases are in `collections`).
+    pub firewall: crate::model::firewall::FirewallRuntime,
     counter: u32,
 }
 
@@ -306,6 +308,7 @@ impl Cluster {
             file_lock_timeouts: std::collections::BTreeSet::new(),
             remote_files: BTreeMap::new(),
             sdn: crate::model::sdn::SdnRuntime::default(),
+            firewall: crate::model::firewall::FirewallRuntime::default(),
             // pve-access-control `src/PVE/AccessControl.pm` userconfig_force_defaults: every
             // user.cfg has `root@pam`, enabled.
             // The storages an installation writes (pve-installer StorageConfig.pm).

@@ -4,7 +4,12 @@
 //! existing name in any case refused, the address re-spelled by `parse_ip_or_cidr` (no `/32`
 //! or `/128`) with its `ipversion`, the list's digest (`copy_list_with_digest`) checked by the
 //! update and the delete, the update's full replace (an omitted comment is removed), a delete
-//! of a missing alias answered OK. Not modelled: guest-scope aliases, rules, IP sets, groups,
+//! of a missing alias answered OK. IP sets ([`ipsets`]): names lower-cased as the parser
+//! reads them back, `no such IPSet` before anything else, entries re-spelled by `clean_cidr`
+//! and `parse_ip_or_cidr`, newest first, the list's digest on update and delete, a non-empty
+//! set's delete refused unless forced. Rule lists ([`rules`]): read with positions and digest,
+//! a create always at position 0 and disabled unless `enable` is given. Not modelled yet:
+//! guest-scope aliases and IP sets, rule updates, moves and deletes, groups' create and delete,
 //! options.
 
 use std::collections::BTreeMap;
@@ -63,6 +68,12 @@ fn digest(all: &BTreeMap<String, BTreeMap<String, String>>) -> String {
 
 /// Answers a cluster alias call, or `None` for every other operation.
 pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    if let Some(answer) = ipsets(cluster, call) {
+        return Some(answer);
+    }
+    if let Some(answer) = rules(cluster, call) {
+        return Some(answer);
+    }
     let on_item = match call.op.path.as_str() {
         "/cluster/firewall/aliases" => false,
         "/cluster/firewall/aliases/{name}" => true,
@@ -118,6 +129,302 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
                 ));
             }
             all.remove(&key);
+            ok(Value::Null)
+        }
+        _ => return None,
+    })
+}
+
+/// The cluster firewall beyond aliases: IP sets with their entries and the rule lists (of the
+/// cluster, of security groups, of guests), as `cluster.fw` and `VMID.fw` hold them, in file
+/// order.
+#[derive(Debug, Clone, Default)]
+pub struct FirewallRuntime {
+    /// IP sets by lower-cased name (the parser's `lc($1)`): comment and entries, newest first.
+    pub ipsets: BTreeMap<String, IpSet>,
+    /// Rule lists by scope (`cluster`, `group/NAME`, `guest/VMID`), position 0 first.
+    pub rules: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+}
+
+/// One IP set.
+#[derive(Debug, Clone, Default)]
+pub struct IpSet {
+    /// Its comment.
+    pub comment: Option<String>,
+    /// Its entries (`cidr`, `nomatch`, `comment`), as `unshift` leaves them.
+    pub entries: Vec<BTreeMap<String, String>>,
+}
+
+/// `copy_list_with_digest`: one SHA-1 over every entry's sorted `key:value` lines.
+fn list_digest(list: &[BTreeMap<String, String>]) -> String {
+    let mut sha = Sha1::new();
+    for e in list {
+        for (k, v) in e {
+            sha.update(format!("{k}:{v}\n").as_bytes());
+        }
+    }
+    sha.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `clean_cidr` then `parse_ip_or_cidr`: the network of a CIDR (host bits cleared, IPv6
+/// compressed), then without `/32` or `/128`; `None` when it is no address.
+pub fn clean_cidr(cidr: &str) -> Option<String> {
+    let (ip, len) = match cidr.split_once('/') {
+        Some((ip, len)) => (ip, Some(len.parse::<u32>().ok()?)),
+        None => (cidr, None),
+    };
+    let ip: std::net::IpAddr = ip.parse().ok()?;
+    let cleaned = match (ip, len) {
+        (_, None) => ip.to_string(),
+        (std::net::IpAddr::V4(a), Some(l)) if l <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - l).unwrap_or(0);
+            format!("{}/{l}", std::net::Ipv4Addr::from(u32::from(a) & mask))
+        }
+        (std::net::IpAddr::V6(a), Some(l)) if l <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - l).unwrap_or(0);
+            format!("{}/{l}", std::net::Ipv6Addr::from(u128::from(a) & mask))
+        }
+        _ => return None,
+    };
+    Some(parse_ip_or_cidr(&cleaned).0)
+}
+
+const MODIFIED: &str = "detected modified configuration - file changed by other user? Try again.";
+
+/// An entry as the list answers it (`nomatch` a number, as the parser stores it).
+fn entry_shown(e: &BTreeMap<String, String>, digest: &str) -> Value {
+    let mut v = json!({ "cidr": e.get("cidr").cloned().unwrap_or_default(), "digest": digest });
+    if e.get("nomatch").is_some_and(|n| n == "1") {
+        v["nomatch"] = json!(1);
+    }
+    if let Some(c) = e.get("comment") {
+        v["comment"] = json!(c);
+    }
+    v
+}
+
+/// Answers a cluster IP set call (pve-firewall `src/PVE/API2/Firewall/IPSet.pm`), or `None`.
+pub(crate) fn ipsets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    let path = call.op.path.as_str();
+    let level = match path {
+        "/cluster/firewall/ipset" => 0,
+        "/cluster/firewall/ipset/{name}" => 1,
+        "/cluster/firewall/ipset/{name}/{cidr}" => 2,
+        _ => return None,
+    };
+    let sets = &mut cluster.firewall.ipsets;
+    let name = call.get("name").unwrap_or_default().to_owned();
+    let key = name.to_lowercase();
+    if level == 0 {
+        return Some(match call.op.method.as_str() {
+            // `$get_ipset_list`: name, comment and the digest of that list.
+            "GET" => {
+                let rows: Vec<BTreeMap<String, String>> = sets
+                    .iter()
+                    .map(|(n, s)| {
+                        let mut r = BTreeMap::from([("name".to_owned(), n.clone())]);
+                        if let Some(c) = &s.comment {
+                            r.insert("comment".into(), c.clone());
+                        }
+                        r
+                    })
+                    .collect();
+                let digest = list_digest(&rows);
+                ok(Value::Array(
+                    rows.iter()
+                        .map(|r| {
+                            let mut v = json!(r);
+                            v["digest"] = json!(digest);
+                            v
+                        })
+                        .collect(),
+                ))
+            }
+            // register_create: a new set, or with `rename` a rename or comment change.
+            "POST" => match call.get("rename") {
+                Some(from) => {
+                    let from = from.to_lowercase();
+                    let Some(mut set) = sets.remove(&from) else {
+                        return Some(param_error(
+                            "name",
+                            format!("IPSet '{from}' does not exist"),
+                        ));
+                    };
+                    if let Some(c) = call.get("comment") {
+                        set.comment = Some(c.to_owned()).filter(|c| !c.is_empty());
+                    }
+                    sets.insert(key, set);
+                    ok(Value::Null)
+                }
+                None if sets.contains_key(&key) => {
+                    param_error("name", format!("IPSet '{name}' already exists"))
+                }
+                None => {
+                    let comment = call
+                        .get("comment")
+                        .map(str::to_owned)
+                        .filter(|c| !c.is_empty());
+                    sets.insert(
+                        key,
+                        IpSet {
+                            comment,
+                            entries: Vec::new(),
+                        },
+                    );
+                    ok(Value::Null)
+                }
+            },
+            _ => return None,
+        });
+    }
+    // load_config: the set first, for every handler below it.
+    let Some(set) = sets.get_mut(&key) else {
+        return Some(fail(500, format!("no such IPSet '{name}'")));
+    };
+    let digest = list_digest(&set.entries);
+    let cidr = call.get("cidr").unwrap_or_default().to_owned();
+    let stale = call.get("digest").is_some_and(|d| d != digest);
+    Some(match (call.op.method.as_str(), level) {
+        ("GET", 1) => ok(Value::Array(
+            set.entries
+                .iter()
+                .map(|e| entry_shown(e, &digest))
+                .collect(),
+        )),
+        ("POST", 1) => {
+            let Some(clean) = clean_cidr(&cidr) else {
+                return Some(param_error(
+                    "cidr",
+                    "value does not look like a valid IP address or CIDR network",
+                ));
+            };
+            if set.entries.iter().any(|e| e.get("cidr") == Some(&clean)) {
+                return Some(param_error(
+                    "cidr",
+                    format!("address '{clean}' already exists"),
+                ));
+            }
+            if clean.ends_with("/0") {
+                return Some(param_error(
+                    "cidr",
+                    "a zero prefix is not allowed in ipset entries",
+                ));
+            }
+            let mut e = BTreeMap::from([("cidr".to_owned(), clean)]);
+            if call.get("nomatch") == Some("1") {
+                e.insert("nomatch".into(), "1".into());
+            }
+            if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
+                e.insert("comment".into(), c.to_owned());
+            }
+            set.entries.insert(0, e);
+            ok(Value::Null)
+        }
+        // register_delete_ipset: refused while it has entries unless forced.
+        ("DELETE", 1) => {
+            if !set.entries.is_empty() && call.get("force") != Some("1") {
+                return Some(fail(500, format!("IPSet '{name}' is not empty")));
+            }
+            sets.remove(&key);
+            ok(Value::Null)
+        }
+        // The entry handlers compare the path's cidr with the stored string as it is.
+        ("GET", 2) => match set.entries.iter().find(|e| e.get("cidr") == Some(&cidr)) {
+            Some(e) => ok(entry_shown(e, &digest)),
+            None => param_error("cidr", "no such IP/Network"),
+        },
+        ("PUT", 2) => {
+            if stale {
+                return Some(fail(500, MODIFIED));
+            }
+            let Some(e) = set
+                .entries
+                .iter_mut()
+                .find(|e| e.get("cidr") == Some(&cidr))
+            else {
+                return Some(param_error("cidr", "no such IP/Network"));
+            };
+            // register_update_ip: `nomatch` and `comment` replaced.
+            e.retain(|k, _| k == "cidr");
+            if call.get("nomatch") == Some("1") {
+                e.insert("nomatch".into(), "1".into());
+            }
+            if let Some(c) = call.get("comment").filter(|c| !c.is_empty()) {
+                e.insert("comment".into(), c.to_owned());
+            }
+            ok(Value::Null)
+        }
+        ("DELETE", 2) => {
+            if stale {
+                return Some(fail(500, MODIFIED));
+            }
+            set.entries.retain(|e| e.get("cidr") != Some(&cidr));
+            ok(Value::Null)
+        }
+        _ => return None,
+    })
+}
+
+/// The rule lists the IP set guard reads: a scope's list with each rule's `pos` and the list's
+/// digest, and a rule's create, which always lands at position 0 with `enable` 0 unless given
+/// (pve-firewall `src/PVE/API2/Firewall/Rules.pm` `register_create_rule`). Security groups'
+/// index is their names and comments.
+pub(crate) fn rules(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    let path = call.op.path.as_str();
+    let scope = match path {
+        "/cluster/firewall/rules" => "cluster".to_owned(),
+        "/cluster/firewall/groups/{group}" => {
+            format!("group/{}", call.get("group").unwrap_or_default())
+        }
+        "/nodes/{node}/qemu/{vmid}/firewall/rules" | "/nodes/{node}/lxc/{vmid}/firewall/rules" => {
+            format!("guest/{}", call.get("vmid").unwrap_or_default())
+        }
+        "/cluster/firewall/groups" if call.op.method == "GET" => {
+            let names: Vec<Value> = cluster
+                .firewall
+                .rules
+                .keys()
+                .filter_map(|k| k.strip_prefix("group/"))
+                .map(|g| json!({ "group": g }))
+                .collect();
+            return Some(ok(Value::Array(names)));
+        }
+        _ => return None,
+    };
+    if scope.starts_with("group/") && !cluster.firewall.rules.contains_key(&scope) {
+        let group = call.get("group").unwrap_or_default();
+        return Some(fail(500, format!("no such security group '{group}'")));
+    }
+    let list = cluster.firewall.rules.entry(scope).or_default();
+    Some(match call.op.method.as_str() {
+        "GET" => {
+            let digest = list_digest(list);
+            ok(Value::Array(
+                list.iter()
+                    .enumerate()
+                    .map(|(pos, r)| {
+                        let mut v = json!(r);
+                        v["pos"] = json!(pos);
+                        v["digest"] = json!(digest);
+                        if let Some(e) = r.get("enable") {
+                            v["enable"] = json!(e.parse::<i64>().unwrap_or(0));
+                        }
+                        v
+                    })
+                    .collect(),
+            ))
+        }
+        "POST" => {
+            let mut r: BTreeMap<String, String> = call
+                .params
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "pos" | "digest" | "node" | "vmid" | "group")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            r.entry("enable".into()).or_insert_with(|| "0".into());
+            list.insert(0, r);
             ok(Value::Null)
         }
         _ => return None,

@@ -61,7 +61,8 @@ impl crate::Operation for RemoveIp {
 /// What [`RemoveIp`] answers.
 pub type RemoveIpResponse = ();
 crate::operation_error!(
-    RemoveIpError for RemoveIp; ConfigModified => is_config_modified; absent :
+    RemoveIpError for RemoveIp; ConfigModified => is_config_modified,
+    FirewallIpsetNotFound => is_firewall_ipset_not_found; absent :
 );
 /// `GET /cluster/firewall/ipset/{name}/{cidr}` (handler `read_ip`).
 ///
@@ -113,8 +114,10 @@ impl crate::Operation for ReadIp {
 }
 /// What [`ReadIp`] answers.
 pub type ReadIpResponse = serde_json::Map<String, serde_json::Value>;
-/// Errors of [`ReadIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadIpError = crate::error::Untyped<ReadIp>;
+crate::operation_error!(
+    ReadIpError for ReadIp; FirewallIpsetNotFound => is_firewall_ipset_not_found; absent
+    :
+);
 /// `PUT /cluster/firewall/ipset/{name}/{cidr}` (handler `update_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -196,5 +199,6 @@ impl crate::Operation for UpdateIp {
 /// What [`UpdateIp`] answers.
 pub type UpdateIpResponse = ();
 crate::operation_error!(
-    UpdateIpError for UpdateIp; ConfigModified => is_config_modified; absent :
+    UpdateIpError for UpdateIp; ConfigModified => is_config_modified,
+    FirewallIpsetNotFound => is_firewall_ipset_not_found; absent :
 );

@@ -52,8 +52,10 @@ impl crate::Operation for DeleteIpset {
 }
 /// What [`DeleteIpset`] answers.
 pub type DeleteIpsetResponse = ();
-/// Errors of [`DeleteIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteIpsetError = crate::error::Untyped<DeleteIpset>;
+crate::operation_error!(
+    DeleteIpsetError for DeleteIpset; FirewallIpsetNotFound =>
+    is_firewall_ipset_not_found; absent :
+);
 /// `GET /cluster/firewall/ipset/{name}` (handler `get_ipset`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -92,8 +94,10 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-/// Errors of [`GetIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetIpsetError = crate::error::Untyped<GetIpset>;
+crate::operation_error!(
+    GetIpsetError for GetIpset; FirewallIpsetNotFound => is_firewall_ipset_not_found;
+    absent : FirewallIpsetNotFound
+);
 /// `POST /cluster/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -159,8 +163,10 @@ impl crate::Operation for CreateIp {
 }
 /// What [`CreateIp`] answers.
 pub type CreateIpResponse = ();
-/// Errors of [`CreateIp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateIpError = crate::error::Untyped<CreateIp>;
+crate::operation_error!(
+    CreateIpError for CreateIp; FirewallIpsetNotFound => is_firewall_ipset_not_found;
+    absent :
+);
 /// From `GET /cluster/firewall/ipset/{name} returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

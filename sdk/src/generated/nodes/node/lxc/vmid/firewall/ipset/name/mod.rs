@@ -140,8 +140,10 @@ impl crate::Operation for GetIpset {
 }
 /// What [`GetIpset`] answers.
 pub type GetIpsetResponse = Vec<GetIpsetResponseItem>;
-/// Errors of [`GetIpset`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetIpsetError = crate::error::Untyped<GetIpset>;
+crate::operation_error!(
+    GetIpsetError for GetIpset; FirewallIpsetNotFound => is_firewall_ipset_not_found;
+    absent : FirewallIpsetNotFound
+);
 /// `POST /nodes/{node}/lxc/{vmid}/firewall/ipset/{name}` (handler `create_ip`).
 ///
 /// - Permission check: `["perm","/vms/{vmid}",["VM.Config.Network"]]`
