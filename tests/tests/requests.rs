@@ -178,6 +178,21 @@ async fn rest_of_path_parameters_hold_slashes_but_no_empty_or_dot_components() {
     c.send(&VolumeInfo::new("pve1", "local", "local:iso/debian.iso"))
         .await
         .expect("sent");
+    // The set and its entry exist (the simulator models IP sets), so the read answers.
+    c.raw(
+        pve_sdk::Method::Post,
+        "/cluster/firewall/ipset",
+        &[("name", "office")],
+    )
+    .await
+    .expect("made");
+    c.raw(
+        pve_sdk::Method::Post,
+        "/cluster/firewall/ipset/office",
+        &[("cidr", "10.0.0.0/8")],
+    )
+    .await
+    .expect("made");
     c.send(&ReadIp::new("office", "10.0.0.0/8"))
         .await
         .expect("sent");
@@ -202,6 +217,8 @@ async fn rest_of_path_parameters_hold_slashes_but_no_empty_or_dot_components() {
         lines,
         [
             "GET /nodes/pve1/storage/local/content/local:iso%2Fdebian.iso",
+            "POST /cluster/firewall/ipset",
+            "POST /cluster/firewall/ipset/office",
             "GET /cluster/firewall/ipset/office/10.0.0.0%2F8",
         ]
     );

@@ -218,6 +218,15 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
         Vec::new()
     }
 
+    /// What it stands for among the `declared` objects, for others to come after: the SDN
+    /// apply stands for each declared vnet being published (`sdn_apply VNET`), which a guest
+    /// bridging onto the vnet requires. Unlike claims these need not be unique. None by
+    /// default.
+    fn covers(&self, declared: &[ObjectRef]) -> Vec<ObjectRef> {
+        let _ = declared;
+        Vec::new()
+    }
+
     /// The objects it must come after (besides the ids the user names): a guest its bridges,
     /// an apply every interface of its node. The engine resolves each ref against the
     /// declaration; a ref to an object nobody declared adds no edge.

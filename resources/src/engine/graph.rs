@@ -108,9 +108,15 @@ pub(crate) fn edges(items: &[Item]) -> Vec<Vec<usize>> {
         .enumerate()
         .map(|(j, it)| (it.res.object(), j))
         .collect();
+    let declared: Vec<ObjectRef> = items
+        .iter()
+        .filter(|it| it.decl.is_some())
+        .map(|it| it.res.object())
+        .collect();
     for (j, it) in items.iter().enumerate() {
         if it.decl.is_some() {
             objects.extend(it.res.claims().into_iter().map(|c| (c, j)));
+            objects.extend(it.res.covers(&declared).into_iter().map(|c| (c, j)));
         }
     }
     let mut by_scope: BTreeMap<(&str, &Scope), Vec<usize>> = BTreeMap::new();

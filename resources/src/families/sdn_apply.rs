@@ -444,6 +444,16 @@ impl Resource for SdnApply {
         apply_ref()
     }
 
+    /// It publishes each declared vnet: a guest bridging onto one comes after it.
+    fn covers(&self, declared: &[ObjectRef]) -> Vec<ObjectRef> {
+        declared
+            .iter()
+            .filter(|o| o.kind == kinds::SDN_VNET)
+            .filter_map(|o| o.key.clone())
+            .map(|vnet| ObjectRef::new(kinds::SDN_APPLY, Scope::Cluster, vnet))
+            .collect()
+    }
+
     /// After every SDN object and every node's network apply of the stack.
     fn requires(&self) -> Vec<ObjectRef> {
         vec![

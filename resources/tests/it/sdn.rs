@@ -219,7 +219,7 @@ async fn s31_two_zones_changed_in_one_deploy_both_converge_each_with_a_fresh_dig
         line.split('&')
             .find_map(|p| {
                 p.strip_prefix("digest=")
-                    .or_else(|| p.split(' ').last()?.strip_prefix("digest="))
+                    .or_else(|| p.split(' ').next_back()?.strip_prefix("digest="))
             })
             .map(str::to_owned)
     };

@@ -393,3 +393,28 @@ async fn s25_an_apply_dropped_from_the_declaration_sends_nothing() {
     assert!(writes(&sim).is_empty(), "{:#?}", writes(&sim));
     assert!(!s.state().resources.contains_key("sdn"), "forgotten");
 }
+
+#[tokio::test]
+async fn a_guest_on_a_vnet_comes_after_the_apply_that_publishes_it() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let mut vm = pve_resources::families::vm::Vm::new("pve1", 100).name("web");
+    vm.net
+        .insert(0, "virtio,bridge=webnet".parse().expect("a net"))
+        .expect("index");
+    s.add("web", vm).expect("adds");
+    lab(&mut s);
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let w = writes(&sim);
+    let apply = w.iter().position(|r| r.starts_with("PUT /cluster/sdn "));
+    let guest = w
+        .iter()
+        .position(|r| r.starts_with("POST /nodes/pve1/qemu "));
+    assert!(
+        apply.is_some() && guest.is_some() && apply < guest,
+        "{w:#?}"
+    );
+}

@@ -286,8 +286,9 @@ pub(crate) fn claims<G: Guest>(g: &G) -> Vec<ObjectRef> {
 }
 
 /// What its network devices use as their bridge: the interfaces of the guest's node, or an SDN
-/// vnet of that name (a vnet is a bridge on every node of its zone): it comes after them (when
-/// they are declared), and a vnet's destroy comes after the guest's.
+/// vnet of that name (a vnet is a bridge on every node of its zone) and the SDN apply that
+/// publishes it: it comes after them (when they are declared), and a vnet's destroy comes
+/// after the guest's.
 pub(crate) fn bridges<'a, G: Guest>(
     g: &G,
     bridges: impl IntoIterator<Item = &'a str>,
@@ -304,6 +305,7 @@ pub(crate) fn bridges<'a, G: Guest>(
             [
                 ObjectRef::new(kind, node.clone(), b),
                 ObjectRef::new(vnet, Scope::Cluster, b),
+                ObjectRef::new(crate::families::kinds::SDN_APPLY, Scope::Cluster, b),
             ]
         })
         .collect()

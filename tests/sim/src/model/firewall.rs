@@ -4,10 +4,10 @@
 //! existing name in any case refused, the address re-spelled by `parse_ip_or_cidr` (no `/32`
 //! or `/128`) with its `ipversion`, the list's digest (`copy_list_with_digest`) checked by the
 //! update and the delete, the update's full replace (an omitted comment is removed), a delete
-//! of a missing alias answered OK. IP sets ([`ipsets`]): names lower-cased as the parser
+//! of a missing alias answered OK. IP sets (`ipsets`): names lower-cased as the parser
 //! reads them back, `no such IPSet` before anything else, entries re-spelled by `clean_cidr`
 //! and `parse_ip_or_cidr`, newest first, the list's digest on update and delete, a non-empty
-//! set's delete refused unless forced. Rule lists ([`rules`]): read with positions and digest,
+//! set's delete refused unless forced. Rule lists (`rules`): read with positions and digest,
 //! a create always at position 0 and disabled unless `enable` is given. Not modelled yet:
 //! guest-scope aliases and IP sets, rule updates, moves and deletes, groups' create and delete,
 //! options.
