@@ -137,9 +137,13 @@ enum Auth {
     },
 }
 
-#[derive(Debug)]
+/// Makes a transport with a pool of its own, as the first was made ([`Client::fresh`]).
+type Remake = Arc<dyn Fn() -> Result<Arc<dyn Transport>, BuildError> + Send + Sync>;
+
 struct Inner {
     http: Arc<dyn Transport>,
+    /// `None` for a transport the user supplied, which is shared as it is.
+    remake: Option<Remake>,
     /// Bounds every exchange, whatever transport carries it.
     timeout: Duration,
     auth: Auth,
@@ -149,6 +153,17 @@ struct Inner {
     renew_after: Duration,
     server_version: Mutex<Option<PveVersion>>,
     max_answer: u64,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inner")
+            .field("http", &self.http)
+            .field("timeout", &self.timeout)
+            .field("auth", &self.auth)
+            .field("api", &self.api)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A PVE API client. Cheap to clone; clones share the connection pool and the ticket.
@@ -358,20 +373,25 @@ impl ClientBuilder {
         }?;
         // Redirects are never followed (neither hyper's client nor the client here does): a
         // 3xx is an error.
-        let http: Arc<dyn Transport> = match self.transport {
-            Some(t) => t,
+        let (http, remake): (Arc<dyn Transport>, Option<Remake>) = match self.transport {
+            Some(t) => (t, None),
             None => {
                 let connect = self
                     .http
                     .connect_timeout
                     .unwrap_or(Duration::from_secs(10))
                     .min(self.timeout);
-                Arc::new(crate::transport::https::Https::new(
-                    tls,
-                    &self.http,
-                    connect,
-                    self.max_answer,
-                )?)
+                let (settings, max_answer) = (self.http.clone(), self.max_answer);
+                let remake: Remake = Arc::new(move || {
+                    let t = crate::transport::https::Https::new(
+                        tls.clone(),
+                        &settings,
+                        connect,
+                        max_answer,
+                    )?;
+                    Ok(Arc::new(t) as Arc<dyn Transport>)
+                });
+                (remake()?, Some(remake))
             }
         };
         let auth = match credentials {
@@ -393,6 +413,7 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
+                remake,
                 timeout: self.timeout,
                 auth,
                 api,
@@ -610,6 +631,49 @@ impl Client {
             transport: None,
             max_answer: DEFAULT_MAX_ANSWER_BYTES,
         }
+    }
+
+    /// This client over connections of its own: a new pool (so every request dials anew, as
+    /// a newcomer would: what a firewall that keeps established connections open may refuse)
+    /// and, for a password, a new login. Same address, credential and settings. A client
+    /// built over a user's [`Transport`] shares it.
+    ///
+    /// # Errors
+    ///
+    /// The transport cannot be made again.
+    pub fn fresh(&self) -> Result<Client, BuildError> {
+        let i = &self.inner;
+        let http = match &i.remake {
+            Some(remake) => remake()?,
+            None => i.http.clone(),
+        };
+        let auth = match &i.auth {
+            Auth::Token { id, header } => Auth::Token {
+                id: id.clone(),
+                header: header.clone(),
+            },
+            Auth::Password {
+                username, password, ..
+            } => Auth::Password {
+                username: username.clone(),
+                password: password.clone(),
+                session: Mutex::new(Session::default()),
+            },
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http,
+                remake: i.remake.clone(),
+                timeout: i.timeout,
+                auth,
+                api: i.api.clone(),
+                retry: i.retry,
+                check_versions: i.check_versions,
+                renew_after: i.renew_after,
+                server_version: Mutex::new(None),
+                max_answer: i.max_answer,
+            }),
+        })
     }
 
     /// The credential's id as PVE sees it (`root@pam!deploy` or `root@pam`).

@@ -285,6 +285,13 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         Vec::new()
     }
 
+    /// Whether it is an object someone creates, which the stack adopts only on the explicit
+    /// word (S27). An object that always exists and is never destroyed (a scope's firewall
+    /// options) is not: declaring it is the word. True by default.
+    fn ownable(&self) -> bool {
+        true
+    }
+
     /// What happens when it is dropped from the declaration (S20); kept by default.
     fn removal(&self) -> Removal {
         Removal::Retain
@@ -635,6 +642,10 @@ impl<T: ConfigObject> Resource for T {
 
     fn claims(&self) -> Vec<ObjectRef> {
         ConfigObject::claims(self)
+    }
+
+    fn ownable(&self) -> bool {
+        ConfigObject::ownable(self)
     }
 
     fn removal(&self) -> Removal {

@@ -51,6 +51,8 @@ pub const SDN_VNET: Kind = Kind::new("sdn_vnet");
 pub const SDN_APPLY: Kind = Kind::new("sdn_apply");
 /// SDN subnets ([`super::sdn_subnet::SdnSubnet`]).
 pub const SDN_SUBNET: Kind = Kind::new("sdn_subnet");
+/// The cluster firewall's options ([`super::firewall_options::FirewallOptions`]).
+pub const FIREWALL_OPTIONS: Kind = Kind::new("firewall_options");
 /// Cluster firewall IP sets ([`super::firewall_ipset::FirewallIpset`]).
 pub const FIREWALL_IPSET: Kind = Kind::new("firewall_ipset");
 /// Cluster firewall aliases ([`super::firewall_alias::FirewallAlias`]).

@@ -25,6 +25,7 @@ pub mod backup_job;
 pub mod config;
 pub mod firewall_alias;
 pub mod firewall_ipset;
+pub mod firewall_options;
 pub mod kinds;
 pub mod lxc;
 pub mod metric_server;
@@ -97,6 +98,7 @@ pub fn builtin() -> Vec<Family> {
         )
         .shape(Config),
         Family::new(kinds::FIREWALL_IPSET, firewall_ipset::rebuild).shape(Config),
+        Family::new(kinds::FIREWALL_OPTIONS, firewall_options::rebuild).shape(Config),
     ]
 }
 
@@ -136,7 +138,8 @@ mod tests {
                 "sdn_subnet",
                 "sdn_apply",
                 "firewall_alias",
-                "firewall_ipset"
+                "firewall_ipset",
+                "firewall_options"
             ]
         );
     }

@@ -16,6 +16,7 @@ mod declarations;
 mod engine_bounds;
 mod firewall_alias;
 mod firewall_ipset;
+mod firewall_options;
 mod guest_pool;
 mod health_gate;
 mod lists;

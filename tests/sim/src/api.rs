@@ -168,7 +168,8 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     Some(match (op.method.as_str(), op.path.as_str()) {
         // pve-manager PVE/API2.pm `version`: version, release and repoid from
         // PVE::pvecfg::version_info, always set.
-        ("GET", "/version") => ok(json!({
+        // pve-manager PVE/API2/Nodes.pm `version`: the same `version_info` of that node.
+        ("GET", "/version") | ("GET", "/nodes/{node}/version") => ok(json!({
             "version": call.version.to_string(),
             "release": call.version.release(),
             "repoid": "0000000000000000"

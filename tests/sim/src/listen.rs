@@ -57,6 +57,7 @@ pub async fn accept_loop(
     listener: TcpListener,
     app: Router,
     tls: Option<TlsAcceptor>,
+    admit: Arc<dyn Fn() -> bool + Send + Sync>,
     mut stop: oneshot::Receiver<()>,
 ) {
     // Open connections belong to the simulator: they end with it, so a stopped simulator
@@ -67,6 +68,12 @@ pub async fn accept_loop(
             _ = &mut stop => break,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // A firewall that shuts the client out drops its new connections; the ones
+                // it already has stay open (conntrack's `ESTABLISHED`).
+                if !admit() {
+                    drop(stream);
+                    continue;
+                }
                 connections.spawn(connection(stream, app.clone(), tls.clone()));
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}

@@ -215,7 +215,13 @@ impl Simulator {
             (None, None)
         };
         let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(crate::listen::accept_loop(listener, app, tls, rx));
+        let gate = shared.clone();
+        let admit = Arc::new(move || {
+            let c = lock(&gate.cluster);
+            !(c.firewall.shuts_out_newcomers
+                && crate::model::firewall::cluster_enabled(&c.firewall))
+        });
+        tokio::spawn(crate::listen::accept_loop(listener, app, tls, admit, rx));
         Ok(Simulator {
             addr,
             shared,

@@ -71,6 +71,9 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
     if let Some(answer) = ipsets(cluster, call) {
         return Some(answer);
     }
+    if let Some(answer) = options(cluster, call) {
+        return Some(answer);
+    }
     if let Some(answer) = rules(cluster, call) {
         return Some(answer);
     }
@@ -144,6 +147,86 @@ pub struct FirewallRuntime {
     pub ipsets: BTreeMap<String, IpSet>,
     /// Rule lists by scope (`cluster`, `group/NAME`, `guest/VMID`), position 0 first.
     pub rules: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    /// The cluster firewall's options as `cluster.fw` stores them (`enable` a timestamp after
+    /// a timed enable).
+    pub options: BTreeMap<String, String>,
+    /// A test's word that the rules do not admit the client's address: while the cluster
+    /// firewall is on, the simulator drops the client's new connections (it stands for what
+    /// the ruleset compiler makes of the client's source; not computed from the rules).
+    pub shuts_out_newcomers: bool,
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `enable` as `parse_clusterfw_option` reads it back: a timestamp older than 60 seconds is 0
+/// (pve-firewall `src/PVE/Firewall.pm`, the anti-lockout "autodisable").
+fn enable_read(stored: &str) -> u64 {
+    let v: u64 = stored.parse().unwrap_or(0);
+    match v > 1 && now().saturating_sub(v) > 60 {
+        true => 0,
+        false => v,
+    }
+}
+
+/// Whether the cluster firewall is on.
+pub fn cluster_enabled(fw: &FirewallRuntime) -> bool {
+    fw.options.get("enable").is_some_and(|e| enable_read(e) > 0)
+}
+
+/// Keys the options answer as numbers.
+const OPTION_NUMBERS: &[&str] = &["enable", "ebtables"];
+
+/// The cluster options (`src/PVE/API2/Firewall/Cluster.pm` `get_options`, `set_options`): the
+/// object with its digest (`copy_opject_with_digest`); a PUT checks it, applies `delete`, and
+/// stores `enable` above 1 as the time of the request.
+pub(crate) fn options(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    if call.op.path != "/cluster/firewall/options" {
+        return None;
+    }
+    let fw = &mut cluster.firewall;
+    let mut read = fw.options.clone();
+    if let Some(e) = read.get_mut("enable") {
+        *e = enable_read(e).to_string();
+    }
+    let digest = list_digest(std::slice::from_ref(&read));
+    Some(match call.op.method.as_str() {
+        "GET" => {
+            let mut v = serde_json::Map::new();
+            for (k, val) in &read {
+                let value = match OPTION_NUMBERS.contains(&k.as_str()) {
+                    true => json!(val.parse::<u64>().unwrap_or(0)),
+                    false => json!(val),
+                };
+                v.insert(k.clone(), value);
+            }
+            v.insert("digest".into(), json!(digest));
+            ok(Value::Object(v))
+        }
+        "PUT" => {
+            if call.get("digest").is_some_and(|d| d != digest) {
+                return Some(fail(500, MODIFIED));
+            }
+            for k in call.delete_list() {
+                fw.options.remove(&k);
+            }
+            for (k, v) in call.params {
+                if matches!(k.as_str(), "digest" | "delete") {
+                    continue;
+                }
+                let v = match (k.as_str(), v.parse::<u64>()) {
+                    ("enable", Ok(n)) if n > 1 => now().to_string(),
+                    _ => v.clone(),
+                };
+                fw.options.insert(k.clone(), v);
+            }
+            ok(Value::Null)
+        }
+        _ => return None,
+    })
 }
 
 /// One IP set.
