@@ -39,6 +39,7 @@ use pve_sdk::generated::cluster::resources::{
     Resources, ResourcesResponseItemNetworkType, ResourcesResponseItemType,
 };
 use pve_sdk::generated::cluster::sdn::controllers::ListControllers;
+use pve_sdk::generated::cluster::sdn::dry_run::DryRun;
 use pve_sdk::generated::cluster::sdn::lock::{Lock, ReleaseLock};
 use pve_sdk::generated::cluster::sdn::vnets::vnet::subnets::ListSubnets;
 use pve_sdk::generated::cluster::sdn::vnets::ListVnets;
@@ -366,6 +367,53 @@ async fn confirm(cx: &Cx, since: u64) -> Result<(), Failure> {
     }
 }
 
+/// The first release with the SDN dry run (`GET /cluster/sdn/dry-run`).
+const DRY_RUN: PveVersion = PveVersion::new(9, 2);
+
+/// At most this many changed lines of a node's dry run are shown in the plan.
+const DRY_RUN_LINES: usize = 20;
+
+/// 9.2+: each online node's interfaces and FRR diff from PVE's dry run, as plan notes (of
+/// what is staged when the plan is made: this deploy's own writes are not in it).
+async fn dry_run_notes(cx: &Cx) -> Result<Vec<String>, Failure> {
+    let client = cx.client();
+    if client.version().await.map_err(unreadable)? < DRY_RUN {
+        return Ok(Vec::new());
+    }
+    let mut notes = Vec::new();
+    for node in online_members(client).await? {
+        let r = client
+            .send(&DryRun::new(node.clone()))
+            .await
+            .map_err(Failure::read)?;
+        let r = r.into_data();
+        for (what, diff) in [("interfaces", r.interfaces_diff), ("FRR", r.frr_diff)] {
+            let Some(diff) = diff else { continue };
+            let changed: Vec<&str> = diff
+                .lines()
+                .filter(|l| {
+                    (l.starts_with('+') || l.starts_with('-'))
+                        && !l.starts_with("+++")
+                        && !l.starts_with("---")
+                })
+                .collect();
+            if changed.is_empty() {
+                continue;
+            }
+            let shown: Vec<&str> = changed.iter().take(DRY_RUN_LINES).copied().collect();
+            let more = match changed.len().saturating_sub(DRY_RUN_LINES) {
+                0 => String::new(),
+                n => format!(" (and {n} more)"),
+            };
+            notes.push(format!(
+                "node {node} {what} (PVE's dry run of what is staged now): {}{more}",
+                shown.join(" | ").replace('\t', " ")
+            ));
+        }
+    }
+    Ok(notes)
+}
+
 /// Releases a lock this deploy holds when there is nothing to apply, and forgets its token.
 async fn release_unused(cx: &Cx) -> Result<(), Failure> {
     let Some(token) = cx.held(LOCK_HOLD) else {
@@ -490,6 +538,7 @@ impl Resource for SdnApply {
                         "goes on with the SDN lock an earlier deploy took (its token is in state)";
                     guard.notes.push(note.to_owned());
                 }
+                guard.notes.extend(dry_run_notes(cx).await?);
                 if changes.is_empty() {
                     changes.push(Change {
                         key: "lock".to_owned(),

@@ -418,3 +418,45 @@ async fn a_guest_on_a_vnet_comes_after_the_apply_that_publishes_it() {
         "{w:#?}"
     );
 }
+
+#[tokio::test]
+async fn on_9_2_the_plan_shows_each_node_s_dry_run_of_what_is_staged() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A vnet staged by an earlier deploy whose apply did not run; the stack declares it.
+    call(
+        &sim,
+        Method::Post,
+        "/cluster/sdn/zones",
+        &[("zone", "lab"), ("type", "simple")],
+    )
+    .await;
+    call(
+        &sim,
+        Method::Post,
+        "/cluster/sdn/vnets",
+        &[("vnet", "webnet"), ("zone", "lab")],
+    )
+    .await;
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", SdnZone::simple("lab")).expect("adds").adopt();
+    s.add("webnet", SdnVnet::new("webnet", "lab"))
+        .expect("adds")
+        .adopt();
+    s.add("sdn", SdnApply::new()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let text = plan.to_string();
+    for node in ["pve1", "pve2"] {
+        assert!(
+            text.contains(&format!("node {node} interfaces (PVE's dry run of what is staged now): +#version:1 | + | +auto webnet | +iface webnet | + bridge_ports none | + bridge_stp off | + bridge_fd 0")),
+            "{text}"
+        );
+    }
+    let reads = requests(&sim);
+    assert!(
+        reads
+            .iter()
+            .any(|r| r == "GET /cluster/sdn/dry-run node=pve2"),
+        "{reads:#?}"
+    );
+}

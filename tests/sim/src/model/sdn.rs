@@ -157,10 +157,92 @@ fn has_pending_changes(cluster: &Cluster) -> bool {
     })
 }
 
+/// The interfaces file a node generates from `objects` (`Zones.pm`
+/// `generate_raw_etc_network_config` with `SimplePlugin` `generate_sdn_config`: a bridge per
+/// vnet, its gateways' addresses, `alias`; the zone's `mtu`), as lines after `#version:N`.
+/// Other zone types are generated as simple ones (not modelled).
+fn interfaces_file(objects: &Objects, version: u64) -> Vec<String> {
+    let empty = BTreeMap::new();
+    let vnets = objects.get(VNETS).unwrap_or(&empty);
+    let zones = objects.get(ZONES).unwrap_or(&empty);
+    let subnets = objects.get(SUBNETS).unwrap_or(&empty);
+    let mut out = vec![format!("#version:{version}")];
+    for (id, v) in vnets {
+        out.push(String::new());
+        out.push(format!("auto {id}"));
+        out.push(format!("iface {id}"));
+        for (sid, sub) in subnets.iter().filter(|(_, f)| f.get("vnet") == Some(id)) {
+            if let Some(gw) = sub.get("gateway") {
+                let mask = sid.rsplit('-').next().unwrap_or_default();
+                out.push(format!("\taddress {gw}/{mask}"));
+            }
+        }
+        out.push("\tbridge_ports none".into());
+        out.push("\tbridge_stp off".into());
+        out.push("\tbridge_fd 0".into());
+        let zone = v.get("zone").and_then(|z| zones.get(z));
+        if let Some(mtu) = zone.and_then(|z| z.get("mtu")) {
+            out.push(format!("\tmtu {mtu}"));
+        }
+        if let Some(alias) = v.get("alias") {
+            out.push(format!("\talias {alias}"));
+        }
+    }
+    out
+}
+
+/// A line diff in `diff -u`'s body form (`-` removed, `+` added, both files' lines in order);
+/// `None` when they are the same (`get_diff` answers undef).
+fn line_diff(old: &[String], new: &[String]) -> Option<String> {
+    if old == new {
+        return None;
+    }
+    let mut out = vec![
+        "--- /etc/network/interfaces.d/sdn".to_owned(),
+        "+++ /tmp/sdn-dry-run".to_owned(),
+    ];
+    out.extend(
+        old.iter()
+            .filter(|l| !new.contains(l))
+            .map(|l| format!("-{l}")),
+    );
+    out.extend(
+        new.iter()
+            .filter(|l| !old.contains(l))
+            .map(|l| format!("+{l}")),
+    );
+    Some(out.join("\n") + "\n")
+}
+
 /// The lock, the apply and the controllers' (unmodelled, always empty) list.
 fn cluster_sdn(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     Some(match (call.op.method.as_str(), call.op.path.as_str()) {
         ("GET", "/cluster/sdn/controllers") => ok(json!([])),
+        // SDN.pm `dry-run` (9.2): the node's file as the staged config would generate it,
+        // against the file it has; no FRR without controllers or fabrics.
+        ("GET", "/cluster/sdn/dry-run") => {
+            let node = call.get("node").unwrap_or_default();
+            let applied = cluster.sdn.node_version.get(node).copied().unwrap_or(0);
+            let old = match applied {
+                0 => Vec::new(),
+                v => interfaces_file(&cluster.sdn.running, v),
+            };
+            let staged: Objects = [ZONES, VNETS, SUBNETS]
+                .iter()
+                .map(|k| {
+                    (
+                        (*k).to_owned(),
+                        cluster.collections.get(*k).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let new = interfaces_file(&staged, cluster.sdn.version.max(1));
+            let mut answer = serde_json::Map::new();
+            if let Some(d) = line_diff(&old, &new) {
+                answer.insert("interfaces-diff".into(), json!(d));
+            }
+            ok(Value::Object(answer))
+        }
         // SDN.pm `lock`: `configuration has pending changes` dies without a newline.
         ("POST", "/cluster/sdn/lock") => {
             let prefix = "could not acquire lock for SDN config: ";
