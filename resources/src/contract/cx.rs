@@ -43,6 +43,7 @@ pub struct Cx {
     guests: tokio::sync::OnceCell<Vec<ResourcesResponseItem>>,
     shared: Mutex<BTreeMap<String, SharedCell>>,
     declared: BTreeSet<ObjectRef>,
+    managed: BTreeSet<ObjectRef>,
     planning: bool,
     holds: Option<Arc<dyn Holds>>,
 }
@@ -58,6 +59,7 @@ impl Cx {
             guests: tokio::sync::OnceCell::new(),
             shared: Mutex::new(BTreeMap::new()),
             declared: BTreeSet::new(),
+            managed: BTreeSet::new(),
             planning: false,
             holds: None,
         }
@@ -69,6 +71,20 @@ impl Cx {
     pub fn for_plan(mut self) -> Self {
         self.planning = true;
         self
+    }
+
+    /// This context with the objects the plan covers besides the declared ones: those state
+    /// manages that were dropped (being destroyed, retained or forgotten).
+    #[must_use]
+    pub fn with_managed(mut self, managed: impl IntoIterator<Item = ObjectRef>) -> Self {
+        self.managed = managed.into_iter().collect();
+        self
+    }
+
+    /// Whether the stack owns `object`: it declares it, or its plan covers it (a dropped object
+    /// it is destroying: its staged deletion is the stack's).
+    pub fn owns(&self, object: &ObjectRef) -> bool {
+        self.declared.contains(object) || self.managed.contains(object)
     }
 
     /// The declared objects of `kind`.

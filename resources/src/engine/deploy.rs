@@ -146,6 +146,7 @@ impl Stack {
                 self.options.lock_wait,
             )
             .with_declared(self.decls.iter().map(|d| d.res.object()))
+            .with_managed(plan.entries.iter().map(|e| e.object.clone()))
             .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone()))),
             clients: self.clients.clone(),
             ledger: self.ledger.clone(),

@@ -227,9 +227,14 @@ impl Stack {
             .iter()
             .filter(|it| it.decl.is_some())
             .map(|it| it.res.object());
+        let managed = items
+            .iter()
+            .filter(|it| it.decl.is_none())
+            .map(|it| it.res.object());
         let cx = Arc::new(
             cx.with_clients(self.clients.clone())
                 .with_declared(declared)
+                .with_managed(managed)
                 .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone())))
                 .for_plan(),
         );

@@ -250,7 +250,7 @@ async fn foreign(cx: &Cx) -> Result<Option<String>, Failure> {
     let mut problems: Vec<String> = staged_objects(client)
         .await?
         .iter()
-        .filter(|s| !cx.declares(&ObjectRef::new(s.kind, Scope::Cluster, s.key.clone())))
+        .filter(|s| !cx.owns(&ObjectRef::new(s.kind, Scope::Cluster, s.key.clone())))
         .map(Staged::line)
         .collect();
     // In a plan, a node whose network apply the stack declares is applied before this one.

@@ -460,3 +460,33 @@ async fn on_9_2_the_plan_shows_each_node_s_dry_run_of_what_is_staged() {
         "{reads:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_dropped_vnet_destroyed_by_word_is_deleted_then_applied_in_one_deploy() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mut s = stack(&sim, dir.path());
+        lab(&mut s);
+        let plan = s.plan().await.expect("plans");
+        assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    }
+    sim.clear_log();
+    let mut s = stack(&sim, dir.path());
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    s.add("sdn", SdnApply::new()).expect("adds");
+    s.destroy_when_dropped("webnet");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let t = token(2);
+    assert_eq!(
+        writes(&sim),
+        [
+            "POST /cluster/sdn/lock allow-pending=0".to_owned(),
+            format!("DELETE /cluster/sdn/vnets/webnet lock-token={t}"),
+            format!("PUT /cluster/sdn lock-token={t}&release-lock=1"),
+        ]
+    );
+    assert!(sim.with_cluster(|c| c.sdn.lock.is_none()));
+}
