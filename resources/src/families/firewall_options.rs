@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pve_sdk::generated::cluster::firewall::options::{GetOptions, SetOptions};
-use pve_sdk::generated::cluster::status::{GetStatus, GetStatusResponseItemType};
 use pve_sdk::generated::nodes::node::version::Version;
 use pve_sdk::{Client, Keyed};
 use serde_json::Value;
@@ -133,16 +132,10 @@ async fn read_options(client: &Client) -> Result<Map, Failure> {
 
 /// Every online member, asked over `client`.
 async fn every_node_answers(client: &Client) -> Result<(), String> {
-    let rows = client
-        .send(&GetStatus::new())
+    let nodes = crate::kit::health::online_members(client)
         .await
-        .map_err(|e| format!("the cluster status: {e}"))?
-        .into_data();
-    for node in rows
-        .into_iter()
-        .filter(|r| r.type_ == GetStatusResponseItemType::Node && r.online == Some(true))
-        .filter_map(|r| r.name)
-    {
+        .map_err(|e| format!("the cluster status: {e}"))?;
+    for node in nodes {
         client
             .send(&Version::new(node.clone()))
             .await

@@ -45,7 +45,6 @@ use pve_sdk::generated::cluster::sdn::vnets::vnet::subnets::ListSubnets;
 use pve_sdk::generated::cluster::sdn::vnets::ListVnets;
 use pve_sdk::generated::cluster::sdn::zones::ListZones;
 use pve_sdk::generated::cluster::sdn::Reload;
-use pve_sdk::generated::cluster::status::{GetStatus, GetStatusResponseItemType};
 use pve_sdk::generated::nodes::node::network::ListNetwork;
 use pve_sdk::generated::nodes::node::tasks::{NodeTasks, NodeTasksSource};
 use pve_sdk::{Client, OpenEnum, PveVersion, Upid};
@@ -232,16 +231,9 @@ async fn staged_interfaces(client: &Client) -> Result<Vec<(String, String)>, Fai
 }
 
 async fn online_members(client: &Client) -> Result<Vec<String>, Failure> {
-    let rows = client
-        .send(&GetStatus::new())
+    crate::kit::health::online_members(client)
         .await
-        .map_err(Failure::read)?
-        .into_data();
-    Ok(rows
-        .into_iter()
-        .filter(|r| r.type_ == GetStatusResponseItemType::Node && r.online == Some(true))
-        .filter_map(|r| r.name)
-        .collect())
+        .map_err(Failure::read)
 }
 
 /// S32: what the apply would publish that the stack does not own, as one sentence, or `None`.

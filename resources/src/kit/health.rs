@@ -44,6 +44,21 @@ pub enum HealthError {
     Ceph(#[source] CephError),
 }
 
+/// The members `/cluster/status` shows online, by name (one read): the nodes an apply or a
+/// firewall check has to hear from.
+///
+/// # Errors
+///
+/// The status read failed.
+pub async fn online_members(client: &Client) -> Result<Vec<String>, GetStatusError> {
+    let rows = client.send(&GetStatus::new()).await?.into_data();
+    Ok(rows
+        .into_iter()
+        .filter(|r| r.type_ == GetStatusResponseItemType::Node && r.online == Some(true))
+        .filter_map(|r| r.name)
+        .collect())
+}
+
 /// Reads the cluster's health (S22).
 ///
 /// # Errors
