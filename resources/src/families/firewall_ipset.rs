@@ -22,20 +22,17 @@
 
 use std::collections::BTreeMap;
 
-use pve_sdk::generated::cluster::firewall::groups::group::GetRules as GroupRules;
-use pve_sdk::generated::cluster::firewall::groups::ListSecurityGroups;
 use pve_sdk::generated::cluster::firewall::ipset::name::cidr::{RemoveIp, UpdateIp};
 use pve_sdk::generated::cluster::firewall::ipset::name::{
     CreateIp, DeleteIpset, GetIpset, GetIpsetError,
 };
 use pve_sdk::generated::cluster::firewall::ipset::{CreateIpset, IpsetIndex};
-use pve_sdk::generated::cluster::firewall::rules::GetRules as ClusterRules;
-use pve_sdk::generated::cluster::resources::ResourcesResponseItemType;
 use pve_sdk::{Client, OperationError};
 use serde_json::Value;
 
 use crate::contract::{BoxFuture, Cx, ErrorKind, Failure, ObjectRef, OnStarted, Scope};
 use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::families::firewall_rules::{lists_with, names_set};
 use crate::families::kinds;
 use crate::kit::wire::Map;
 
@@ -226,20 +223,6 @@ async fn entries(
     Ok(Some((entries, digest)))
 }
 
-/// Whether a rule names the set (`+name` as source or destination; PVE keeps the case of a
-/// rule's reference, and looks sets up lower-cased).
-fn names_set(rule: &serde_json::Map<String, Value>, name: &str) -> bool {
-    ["source", "dest"].iter().any(|k| {
-        rule.get(*k)
-            .and_then(Value::as_str)
-            .and_then(|v| v.strip_prefix('+'))
-            .is_some_and(|v| {
-                let v = v.strip_prefix("dc/").unwrap_or(v);
-                v.eq_ignore_ascii_case(name)
-            })
-    })
-}
-
 impl ConfigObject for FirewallIpset {
     const KIND: crate::contract::Kind = kinds::FIREWALL_IPSET;
 
@@ -426,65 +409,21 @@ impl ConfigObject for FirewallIpset {
             .collect()
     }
 
-    /// Refused while a rule of the cluster, a security group or a guest of the cluster index
-    /// names the set.
+    /// Refused while a rule of the cluster, a security group, a node, a guest of the cluster
+    /// index or a vnet names the set.
     fn destroy_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
         Box::pin(async move {
-            let client = cx.client();
-            let mut users = Vec::new();
-            let rules = client
-                .send_raw(&ClusterRules::new())
-                .await
-                .map_err(Failure::read)?;
-            if rules_of(&rules.data).any(|r| names_set(r, &self.name)) {
-                users.push("the cluster's rules".to_owned());
-            }
-            let groups = client
-                .send(&ListSecurityGroups::new())
-                .await
-                .map_err(Failure::read)?;
-            for group in groups.into_data().into_iter().filter_map(|g| g.group) {
-                let rules = client.send_raw(&GroupRules::new(group.clone())).await;
-                let rules = rules.map_err(Failure::read)?;
-                if rules_of(&rules.data).any(|r| names_set(r, &self.name)) {
-                    users.push(format!("security group {group}"));
-                }
-            }
-            let guests = cx.guest_index().await.map_err(|e| {
-                Failure::new(ErrorKind::Unreadable, crate::families::sdn::ArcErr(e))
-            })?;
-            for g in guests {
-                let (Some(node), Some(vmid)) = (g.node.as_deref(), g.vmid) else {
-                    continue;
-                };
-                let kind = match g.type_ {
-                    ResourcesResponseItemType::Lxc => "lxc",
-                    _ => "qemu",
-                };
-                let path = format!("/nodes/{node}/{kind}/{vmid}/firewall/rules");
-                let no: [(&str, &str); 0] = [];
-                let rules = client.raw(pve_sdk::Method::Get, &path, &no).await;
-                let rules = rules.map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-                if rules_of(&rules.data).any(|r| names_set(r, &self.name)) {
-                    users.push(format!("guest {vmid}"));
-                }
-            }
+            let name = self.name.as_str();
+            let users = lists_with(cx, true, |r| names_set(r, name)).await?;
             Ok((!users.is_empty()).then(|| {
                 format!(
-                    "IP set {} is named by rules of {}: PVE would delete it and the rules would silently match nothing; change the rules first",
+                    "IP set {} is named by {}: PVE would delete it and the rules would silently match nothing; change the rules first",
                     self.name,
                     users.join(", ")
                 )
             }))
         })
     }
-}
-
-fn rules_of(data: &Value) -> impl Iterator<Item = &serde_json::Map<String, Value>> {
-    data.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object)
 }
 
 async fn add(c: &Client, name: &str, cidr: &str, e: &Entry) -> Result<(), Failure> {

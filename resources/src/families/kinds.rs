@@ -57,3 +57,7 @@ pub const FIREWALL_OPTIONS: Kind = Kind::new("firewall_options");
 pub const FIREWALL_IPSET: Kind = Kind::new("firewall_ipset");
 /// Cluster firewall aliases ([`super::firewall_alias::FirewallAlias`]).
 pub const FIREWALL_ALIAS: Kind = Kind::new("firewall_alias");
+/// Firewall rule lists ([`super::firewall_rules::FirewallRules`]).
+pub const FIREWALL_RULES: Kind = Kind::new("firewall_rules");
+/// Firewall security groups ([`super::firewall_rules::FirewallGroup`]).
+pub const FIREWALL_GROUP: Kind = Kind::new("firewall_group");

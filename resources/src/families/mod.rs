@@ -26,6 +26,7 @@ pub mod config;
 pub mod firewall_alias;
 pub mod firewall_ipset;
 pub mod firewall_options;
+pub mod firewall_rules;
 pub mod kinds;
 pub mod lxc;
 pub mod metric_server;
@@ -99,6 +100,8 @@ pub fn builtin() -> Vec<Family> {
         .shape(Config),
         Family::new(kinds::FIREWALL_IPSET, firewall_ipset::rebuild).shape(Config),
         Family::new(kinds::FIREWALL_OPTIONS, firewall_options::rebuild).shape(Config),
+        Family::new(kinds::FIREWALL_RULES, firewall_rules::rebuild).shape(Config),
+        Family::new(kinds::FIREWALL_GROUP, firewall_rules::rebuild_group).shape(Config),
     ]
 }
 
@@ -139,7 +142,9 @@ mod tests {
                 "sdn_apply",
                 "firewall_alias",
                 "firewall_ipset",
-                "firewall_options"
+                "firewall_options",
+                "firewall_rules",
+                "firewall_group"
             ]
         );
     }

@@ -17,6 +17,7 @@ use pve_resources::families::backup_job::BackupJob;
 use pve_resources::families::config::ConfigObject;
 use pve_resources::families::firewall_alias::FirewallAlias;
 use pve_resources::families::firewall_ipset::FirewallIpset;
+use pve_resources::families::firewall_rules::{FirewallGroup, FirewallRules, Rule};
 use pve_resources::families::metric_server::MetricServer;
 use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
@@ -47,6 +48,9 @@ struct Case<T> {
     create: (&'static str, &'static [&'static str]),
     /// What must exist before (the user of a token).
     setup: Option<fn(&Simulator)>,
+    /// The parameter the change's write carries, where it is not `key` (a rule list's
+    /// `rules` is written rule by rule).
+    wire_key: Option<&'static str>,
 }
 
 /// A config family's case, its write-only fields sent at create.
@@ -61,6 +65,7 @@ fn config<T: ConfigObject>(decl: T, changed: T, key: &'static str) -> Case<T> {
         touch: None,
         create: ("POST", write_only.leak()),
         setup: None,
+        wire_key: None,
     }
 }
 
@@ -161,8 +166,9 @@ async fn conforms<T: Resource + Clone>(case: Case<T>) {
     } else {
         assert!(report.converged(), "{name}");
         assert_eq!(writes.len(), 1, "{name}: {writes:?}");
+        let wire = case.wire_key.unwrap_or(case.key);
         assert!(
-            writes[0].params.iter().any(|(k, _)| k == case.key),
+            writes[0].params.iter().any(|(k, _)| k == wire),
             "{name}: {writes:?}"
         );
     }
@@ -486,6 +492,51 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_firewall_ipset_conforms() {
     conforms(case).await;
 }
 
+fn ssh_rule() -> Rule {
+    Rule::inbound("ACCEPT").proto("tcp").dport("22").disabled()
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_firewall_rules_conforms() {
+    let case = Case {
+        read_path: "/cluster/firewall/rules",
+        // S36: PVE reads the type back lower-cased and drops a blank comment.
+        same: Some(
+            FirewallRules::cluster().rule(
+                Rule::new("IN", "ACCEPT")
+                    .proto("tcp")
+                    .dport("22")
+                    .disabled()
+                    .comment("  "),
+            ),
+        ),
+        // A disabled rule is one create; its comment changes in place.
+        create: ("POST", &["type", "action", "proto", "dport", "enable"]),
+        wire_key: Some("comment"),
+        ..config(
+            FirewallRules::cluster().rule(ssh_rule()),
+            FirewallRules::cluster().rule(ssh_rule().comment("ssh")),
+            "rules",
+        )
+    };
+    conforms(case).await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_firewall_group_conforms() {
+    let case = Case {
+        read_path: "/cluster/firewall/groups/web",
+        // S36: PVE's parser reads a group's name back lower-cased.
+        same: Some(FirewallGroup::new("Web").comment("web servers")),
+        ..config(
+            FirewallGroup::new("web").comment("web servers"),
+            FirewallGroup::new("web").comment("web tier"),
+            "comment",
+        )
+    };
+    conforms(case).await;
+}
+
 #[tokio::test]
 async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_group_conforms() {
     let case = Case {
@@ -632,6 +683,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_api_token_conforms() {
         }),
         create: ("POST", &[]),
         setup: Some(bob),
+        wire_key: None,
     };
     conforms(case).await;
 }
@@ -661,6 +713,7 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_acl_conforms() {
         }),
         create: ("PUT", &["path", "roles", "users"]),
         setup: Some(bob),
+        wire_key: None,
     };
     conforms(case).await;
 }

@@ -152,7 +152,7 @@ async fn s19_a_set_a_rule_names_is_not_destroyed() {
     assert!(
         report
             .to_string()
-            .contains("IP set office is named by rules of the cluster's rules"),
+            .contains("IP set office is named by the cluster's firewall rules"),
         "{report}"
     );
     assert!(writes(&sim).is_empty(), "{:#?}", writes(&sim));

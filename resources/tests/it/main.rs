@@ -17,6 +17,7 @@ mod engine_bounds;
 mod firewall_alias;
 mod firewall_ipset;
 mod firewall_options;
+mod firewall_rules;
 mod guest_pool;
 mod health_gate;
 mod lists;

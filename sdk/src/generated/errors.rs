@@ -273,6 +273,36 @@ impl crate::error::TypedError for FirewallAliasNotFound {
     }
 }
 crate::typed_error_traits!(FirewallAliasNotFound);
+/// No security group of that name exists in the cluster firewall.
+///
+/// Recognised by: HTTP 500 with a message matching `^no such security group '(?P<group>[^']+)'$`. Defined in `patches/error-firewall-group-not-found.toml`. Raised by 6 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirewallGroupNotFound {
+    /// `group` from the answer or the path.
+    pub group: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for FirewallGroupNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^no such security group '(?P<group>[^']+)'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            group: captures.take("group"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "security group {} does not exist", self.group)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(FirewallGroupNotFound);
 /// No IP set of that name exists in the scope's firewall file.
 ///
 /// Recognised by: HTTP 500 with a message matching `^no such IPSet '[^']+'$`. Defined in `patches/error-firewall-ipset-not-found.toml`. Raised by 8 operations.
@@ -303,6 +333,40 @@ impl crate::error::TypedError for FirewallIpsetNotFound {
     }
 }
 crate::typed_error_traits!(FirewallIpsetNotFound);
+/// The rule list has no rule at that position: it changed since it was read. Read the list again; never create a rule in its place blindly.
+///
+/// Recognised by: HTTP 500 with a message matching `^no rule at position (?P<pos>[0-9]+)$`. Defined in `patches/error-firewall-rule-moved.toml`. Raised by 18 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirewallRuleMoved {
+    /// `pos` from the answer or the path.
+    pub pos: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for FirewallRuleMoved {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^no rule at position (?P<pos>[0-9]+)$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            pos: captures.take("pos"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no rule at position {}: the rule list changed since it was read",
+            self.pos
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(FirewallRuleMoved);
 /// A group of that id exists already.
 ///
 /// Recognised by: HTTP 500 with a message matching `^(?:[a-z ]+ failed: )?group '(?P<groupid>[^']+)' already exists$`. Defined in `patches/error-group-exists.toml`. Raised by 1 operations.

@@ -7,10 +7,8 @@
 //! of a missing alias answered OK. IP sets (`ipsets`): names lower-cased as the parser
 //! reads them back, `no such IPSet` before anything else, entries re-spelled by `clean_cidr`
 //! and `parse_ip_or_cidr`, newest first, the list's digest on update and delete, a non-empty
-//! set's delete refused unless forced. Rule lists (`rules`): read with positions and digest,
-//! a create always at position 0 and disabled unless `enable` is given. Not modelled yet:
-//! guest-scope aliases and IP sets, rule updates, moves and deletes, groups' create and delete,
-//! options.
+//! set's delete refused unless forced. Rule lists of every scope and security groups
+//! (`rules`). Not modelled yet: guest-scope aliases and IP sets, node and guest options.
 
 use std::collections::BTreeMap;
 
@@ -145,8 +143,14 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
 pub struct FirewallRuntime {
     /// IP sets by lower-cased name (the parser's `lc($1)`): comment and entries, newest first.
     pub ipsets: BTreeMap<String, IpSet>,
-    /// Rule lists by scope (`cluster`, `group/NAME`, `guest/VMID`), position 0 first.
+    /// Rule lists by scope (`cluster`, `group/NAME`, `node/NODE`, `guest/VMID`,
+    /// `vnet/VNET`), position 0 first.
     pub rules: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    /// Security groups' comments.
+    pub group_comments: BTreeMap<String, String>,
+    /// Every rule list as each write left it (scope, list), for tests that judge each
+    /// intermediate list.
+    pub rule_history: Vec<(String, Vec<BTreeMap<String, String>>)>,
     /// The cluster firewall's options as `cluster.fw` stores them (`enable` a timestamp after
     /// a timed enable).
     pub options: BTreeMap<String, String>,
@@ -448,67 +452,305 @@ pub(crate) fn ipsets(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     })
 }
 
-/// The rule lists the IP set guard reads: a scope's list with each rule's `pos` and the list's
-/// digest, and a rule's create, which always lands at position 0 with `enable` 0 unless given
-/// (pve-firewall `src/PVE/API2/Firewall/Rules.pm` `register_create_rule`). Security groups'
-/// index is their names and comments.
+/// The keys a rule keeps (pve-firewall `src/PVE/Firewall.pm` `$rule_properties`, less `pos`
+/// and `digest`, which `copy_rule_data` copies but the file never holds).
+const RULE_KEYS: &[&str] = &[
+    "type",
+    "action",
+    "macro",
+    "iface",
+    "source",
+    "dest",
+    "proto",
+    "enable",
+    "log",
+    "sport",
+    "dport",
+    "comment",
+    "icmp-type",
+];
+
+/// A few of PVE's macros in their preferred spelling (`$pve_fw_preferred_macro_names`: a
+/// macro is looked up lower-cased and stored as PVE spells it); enough for the tests.
+const MACROS: &[&str] = &["SSH", "HTTP", "HTTPS", "DNS", "Ping", "SMTP", "Ceph", "NTP"];
+
+/// `copy_rule_data` (a value of `''` or `-` removes the key), then what the file round trip
+/// does to the rule (`format_rules`, `parse_fw_rule`): the type lower-cased, the macro in its
+/// preferred spelling, the comment trimmed, a group rule without addresses or ports, and the
+/// `ipversion` `verify_rule` computes from literal addresses.
+fn copy_rule_data(rule: &mut BTreeMap<String, String>, call: &Call<'_>) -> Result<(), Answer> {
+    for (k, v) in call.params {
+        if !RULE_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        if v.is_empty() || v == "-" {
+            rule.remove(k);
+        } else {
+            rule.insert(k.clone(), v.clone());
+        }
+    }
+    for k in call.delete_list() {
+        if k == "type" || k == "action" {
+            return Err(param_error(
+                "delete",
+                format!("unable to delete required property '{k}'"),
+            ));
+        }
+        rule.remove(&k);
+    }
+    if let Some(t) = rule.get_mut("type") {
+        *t = t.to_lowercase();
+    }
+    if let Some(m) = rule.get("macro").cloned() {
+        match MACROS.iter().find(|p| p.eq_ignore_ascii_case(&m)) {
+            Some(p) => {
+                rule.insert("macro".into(), (*p).to_owned());
+            }
+            None => return Err(param_error("macro", format!("unknown macro '{m}'"))),
+        }
+    }
+    if let Some(c) = rule.get("comment").map(|c| c.trim().to_owned()) {
+        match c.is_empty() {
+            true => rule.remove("comment"),
+            false => rule.insert("comment".into(), c),
+        };
+    }
+    if rule.get("type").map(String::as_str) == Some("group") {
+        rule.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "type" | "action" | "iface" | "enable" | "comment"
+            )
+        });
+    }
+    rule.remove("ipversion");
+    let literal = |k: &str| rule.get(k).filter(|v| !v.starts_with('+')).cloned();
+    for v in [literal("source"), literal("dest")].into_iter().flatten() {
+        if v.parse::<std::net::IpAddr>().is_ok()
+            || v.split('/')
+                .next()
+                .is_some_and(|a| a.parse::<std::net::IpAddr>().is_ok())
+        {
+            let version = if v.contains(':') { "6" } else { "4" };
+            rule.insert("ipversion".into(), version.into());
+        }
+    }
+    Ok(())
+}
+
+/// The rule environments' types (`$rule_env_direction_lookup`).
+fn allowed_types(scope: &str) -> &'static [&'static str] {
+    match scope.split('/').next().unwrap_or_default() {
+        "guest" => &["in", "out", "group"],
+        "group" => &["in", "out", "forward"],
+        "vnet" => &["forward", "group"],
+        _ => &["in", "out", "forward", "group"],
+    }
+}
+
+/// The rule lists (pve-firewall `src/PVE/API2/Firewall/Rules.pm`, every scope's handlers):
+/// a list read with each rule's `pos` and the list's digest (`copy_list_with_digest`); a
+/// create always at position 0 and disabled unless `enable` is given, whatever `pos` or
+/// `digest` say (`register_create_rule`); an update, move (`moveto`: before the rule that was
+/// there) or delete checks the digest first, then answers `no rule at position N` for a
+/// position past the end. Security groups (`Groups.pm`): the index with comments and digest,
+/// a create (or with `rename` the same name, a comment change), a delete refused while the
+/// group has rules; `no such security group` from every group rule handler. Every write is
+/// kept in [`FirewallRuntime::rule_history`].
 pub(crate) fn rules(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     let path = call.op.path.as_str();
-    let scope = match path {
+    if path == "/cluster/firewall/groups"
+        || (path == "/cluster/firewall/groups/{group}" && call.op.method == "DELETE")
+    {
+        return groups(cluster, call);
+    }
+    let (base, on_item) = match path.strip_suffix("/{pos}") {
+        Some(b) => (b, true),
+        None => (path, false),
+    };
+    let scope = match base {
         "/cluster/firewall/rules" => "cluster".to_owned(),
         "/cluster/firewall/groups/{group}" => {
             format!("group/{}", call.get("group").unwrap_or_default())
         }
+        "/nodes/{node}/firewall/rules" => format!("node/{}", call.node()),
         "/nodes/{node}/qemu/{vmid}/firewall/rules" | "/nodes/{node}/lxc/{vmid}/firewall/rules" => {
             format!("guest/{}", call.get("vmid").unwrap_or_default())
         }
-        "/cluster/firewall/groups" if call.op.method == "GET" => {
-            let names: Vec<Value> = cluster
-                .firewall
-                .rules
-                .keys()
-                .filter_map(|k| k.strip_prefix("group/"))
-                .map(|g| json!({ "group": g }))
-                .collect();
-            return Some(ok(Value::Array(names)));
+        "/cluster/sdn/vnets/{vnet}/firewall/rules" => {
+            format!("vnet/{}", call.get("vnet").unwrap_or_default())
         }
         _ => return None,
     };
-    if scope.starts_with("group/") && !cluster.firewall.rules.contains_key(&scope) {
+    let fw = &mut cluster.firewall;
+    if scope.starts_with("group/") && !fw.rules.contains_key(&scope) {
         let group = call.get("group").unwrap_or_default();
         return Some(fail(500, format!("no such security group '{group}'")));
     }
-    let list = cluster.firewall.rules.entry(scope).or_default();
-    Some(match call.op.method.as_str() {
-        "GET" => {
-            let digest = list_digest(list);
-            ok(Value::Array(
-                list.iter()
-                    .enumerate()
-                    .map(|(pos, r)| {
-                        let mut v = json!(r);
-                        v["pos"] = json!(pos);
-                        v["digest"] = json!(digest);
-                        if let Some(e) = r.get("enable") {
-                            v["enable"] = json!(e.parse::<i64>().unwrap_or(0));
-                        }
-                        v
-                    })
-                    .collect(),
-            ))
+    let list = fw.rules.entry(scope.clone()).or_default();
+    let digest = list_digest(list);
+    let pos: usize = call.get("pos").and_then(|p| p.parse().ok()).unwrap_or(0);
+    let shown = |pos: usize, r: &BTreeMap<String, String>| {
+        let mut v = json!(r);
+        v["pos"] = json!(pos);
+        v["digest"] = json!(digest);
+        for k in ["enable", "ipversion"] {
+            if let Some(e) = r.get(k) {
+                v[k] = json!(e.parse::<i64>().unwrap_or(0));
+            }
         }
-        "POST" => {
-            let mut r: BTreeMap<String, String> = call
-                .params
-                .iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "pos" | "digest" | "node" | "vmid" | "group")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+        v
+    };
+    let answer = match (call.op.method.as_str(), on_item) {
+        ("GET", false) => {
+            return Some(ok(Value::Array(
+                list.iter().enumerate().map(|(i, r)| shown(i, r)).collect(),
+            )))
+        }
+        ("GET", true) => {
+            return Some(match list.get(pos) {
+                Some(r) => ok(shown(pos, r)),
+                None => fail(500, format!("no rule at position {pos}")),
+            })
+        }
+        ("POST", false) => {
+            let mut r = BTreeMap::new();
+            if let Err(e) = copy_rule_data(&mut r, call) {
+                return Some(e);
+            }
+            let kind = r.get("type").cloned().unwrap_or_default();
+            if !allowed_types(&scope).contains(&kind.as_str()) {
+                return Some(param_error(
+                    "type",
+                    format!("invalid rule type '{kind}' for this rule_env"),
+                ));
+            }
             r.entry("enable".into()).or_insert_with(|| "0".into());
             list.insert(0, r);
             ok(Value::Null)
+        }
+        ("PUT", true) | ("DELETE", true) => {
+            if call.get("digest").is_some_and(|d| d != digest) {
+                return Some(fail(500, MODIFIED));
+            }
+            if pos >= list.len() {
+                return Some(fail(500, format!("no rule at position {pos}")));
+            }
+            if call.op.method == "DELETE" {
+                list.remove(pos);
+            } else if let Some(moveto) = call
+                .get("moveto")
+                .and_then(|m| m.parse::<usize>().ok())
+                .filter(|m| *m != pos)
+            {
+                let rule = list[pos].clone();
+                let mut moved = Vec::with_capacity(list.len());
+                for (i, r) in list.iter().enumerate() {
+                    if i == pos {
+                        continue;
+                    }
+                    if i == moveto {
+                        moved.push(rule.clone());
+                    }
+                    moved.push(r.clone());
+                }
+                if moveto >= list.len() {
+                    moved.push(rule);
+                }
+                *list = moved;
+            } else {
+                let mut r = list[pos].clone();
+                if let Err(e) = copy_rule_data(&mut r, call) {
+                    return Some(e);
+                }
+                list[pos] = r;
+            }
+            ok(Value::Null)
+        }
+        _ => return None,
+    };
+    let now = list.clone();
+    fw.rule_history.push((scope, now));
+    Some(answer)
+}
+
+/// The security groups' index and their create and delete (`Groups.pm`).
+fn groups(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
+    let fw = &mut cluster.firewall;
+    let rows: Vec<BTreeMap<String, String>> = fw
+        .rules
+        .keys()
+        .filter_map(|k| k.strip_prefix("group/"))
+        .map(|g| {
+            let mut r = BTreeMap::from([("group".to_owned(), g.to_owned())]);
+            if let Some(c) = fw.group_comments.get(g) {
+                r.insert("comment".into(), c.clone());
+            }
+            r
+        })
+        .collect();
+    let digest = list_digest(&rows);
+    let group = call.get("group").unwrap_or_default().to_owned();
+    Some(match (call.op.method.as_str(), call.op.path.as_str()) {
+        ("GET", "/cluster/firewall/groups") => ok(Value::Array(
+            rows.iter()
+                .map(|r| {
+                    let mut v = json!(r);
+                    v["digest"] = json!(digest);
+                    v
+                })
+                .collect(),
+        )),
+        ("POST", "/cluster/firewall/groups") => {
+            // The parser reads `[group NAME]` back lower-cased.
+            let key = group.to_lowercase();
+            match call.get("rename") {
+                Some(from) => {
+                    if call.get("digest").is_some_and(|d| d != digest) {
+                        return Some(fail(500, MODIFIED));
+                    }
+                    if !fw.rules.contains_key(&format!("group/{from}")) {
+                        return Some(param_error(
+                            "group",
+                            format!("Security group '{from}' does not exist"),
+                        ));
+                    }
+                    if from != group {
+                        return Some(fail(501, "the simulator renames no security group"));
+                    }
+                    if let Some(c) = call.get("comment") {
+                        fw.group_comments.insert(key, c.to_owned());
+                    }
+                }
+                None => {
+                    if fw.rules.contains_key(&format!("group/{key}")) {
+                        return Some(param_error(
+                            "group",
+                            format!("Security group '{group}' already exists"),
+                        ));
+                    }
+                    fw.rules.insert(format!("group/{key}"), Vec::new());
+                    match call.get("comment").filter(|c| !c.is_empty()) {
+                        Some(c) => fw.group_comments.insert(key, c.to_owned()),
+                        None => fw.group_comments.remove(&key),
+                    };
+                }
+            }
+            ok(Value::Null)
+        }
+        ("DELETE", "/cluster/firewall/groups/{group}") => {
+            let key = format!("group/{group}");
+            match fw.rules.get(&key) {
+                None => fail(500, format!("no such security group '{group}'")),
+                Some(r) if !r.is_empty() => {
+                    fail(500, format!("Security group '{group}' is not empty"))
+                }
+                Some(_) => {
+                    fw.rules.remove(&key);
+                    fw.group_comments.remove(&group);
+                    ok(Value::Null)
+                }
+            }
         }
         _ => return None,
     })

@@ -49,7 +49,8 @@ impl crate::Operation for DeleteRule {
 /// What [`DeleteRule`] answers.
 pub type DeleteRuleResponse = ();
 crate::operation_error!(
-    DeleteRuleError for DeleteRule; ConfigModified => is_config_modified; absent :
+    DeleteRuleError for DeleteRule; ConfigModified => is_config_modified,
+    FirewallRuleMoved => is_firewall_rule_moved; absent :
 );
 /// `GET /cluster/firewall/rules/{pos}` (handler `get_rule`).
 ///
@@ -87,8 +88,9 @@ impl crate::Operation for GetRule {
     type Response = GetRuleResponse;
     type Error = GetRuleError;
 }
-/// Errors of [`GetRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetRuleError = crate::error::Untyped<GetRule>;
+crate::operation_error!(
+    GetRuleError for GetRule; FirewallRuleMoved => is_firewall_rule_moved; absent :
+);
 /// `PUT /cluster/firewall/rules/{pos}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -291,7 +293,8 @@ impl crate::Operation for UpdateRule {
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
 crate::operation_error!(
-    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified; absent :
+    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified,
+    FirewallRuleMoved => is_firewall_rule_moved; absent :
 );
 /// From `GET /cluster/firewall/rules/{pos} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -45,8 +45,10 @@ impl crate::Operation for DeleteSecurityGroup {
 }
 /// What [`DeleteSecurityGroup`] answers.
 pub type DeleteSecurityGroupResponse = ();
-/// Errors of [`DeleteSecurityGroup`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteSecurityGroupError = crate::error::Untyped<DeleteSecurityGroup>;
+crate::operation_error!(
+    DeleteSecurityGroupError for DeleteSecurityGroup; FirewallGroupNotFound =>
+    is_firewall_group_not_found; absent :
+);
 /// `GET /cluster/firewall/groups/{group}` (handler `get_rules`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -87,8 +89,10 @@ impl crate::Operation for GetRules {
 }
 /// What [`GetRules`] answers.
 pub type GetRulesResponse = Vec<GetRulesResponseItem>;
-/// Errors of [`GetRules`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type GetRulesError = crate::error::Untyped<GetRules>;
+crate::operation_error!(
+    GetRulesError for GetRules; FirewallGroupNotFound => is_firewall_group_not_found;
+    absent : FirewallGroupNotFound
+);
 /// `POST /cluster/firewall/groups/{group}` (handler `create_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Modify"]]`
@@ -269,7 +273,8 @@ impl crate::Operation for CreateRule {
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
 crate::operation_error!(
-    CreateRuleError for CreateRule; ConfigModified => is_config_modified; absent :
+    CreateRuleError for CreateRule; ConfigModified => is_config_modified,
+    FirewallGroupNotFound => is_firewall_group_not_found; absent :
 );
 /// From `GET /cluster/firewall/groups/{group} returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
