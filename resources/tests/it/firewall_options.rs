@@ -1,6 +1,7 @@
-//! The cluster firewall's options: always there (no adoption, no create, never destroyed), and
-//! S33: turning the firewall on goes through PVE's dead-man switch and is made permanent only
-//! once every node answers over a new connection.
+//! Firewall options of each scope: always there (no adoption, no create, never destroyed), and
+//! S33: turning the cluster's firewall on, or a node's while the cluster's is on, goes through
+//! PVE's dead-man switch and is made permanent only once every node answers over a new
+//! connection.
 
 use std::time::Duration;
 
@@ -247,4 +248,148 @@ async fn s08_a_key_or_value_pve_refuses_is_refused_before_any_write() {
     );
     assert!(!s.deploy(&plan, |_| {}).await.expect("deploys").converged());
     assert!(writes(&sim).is_empty(), "{:#?}", writes(&sim));
+}
+
+fn cluster_on(sim: &pve_sim::Simulator) {
+    sim.with_cluster(|c| {
+        c.firewall.options.insert("enable".into(), "1".into());
+        c.firewall.scoped_options.insert(
+            "node/pve1".into(),
+            std::collections::BTreeMap::from([("enable".to_owned(), "0".to_owned())]),
+        );
+    });
+}
+
+#[tokio::test]
+async fn s33_a_node_s_firewall_turned_on_while_the_cluster_s_is_on_runs_inside_the_cluster_s_switch(
+) {
+    let sim = sim2().await;
+    cluster_on(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add(
+        "pve1-fw",
+        FirewallOptions::node("pve1")
+            .enable(true)
+            .confirm_after(Duration::from_millis(50)),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        plan.to_string().contains("node pve1's host firewall on"),
+        "{plan}"
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let w: Vec<String> = writes(&sim)
+        .into_iter()
+        .map(|w| match w.split_once("digest=") {
+            Some((head, rest)) => format!("{head}digest=D{}", &rest[40..]),
+            None => w,
+        })
+        .collect();
+    // pve-firewall parse_hostfw_option takes enable 0 or 1 only: the cluster's switch holds
+    // the window (Cluster.pm set_options stores enable above 1 as the time).
+    assert_eq!(
+        w,
+        [
+            "PUT /cluster/firewall/options digest=D&enable=2",
+            "PUT /nodes/pve1/firewall/options digest=D&enable=1",
+            "PUT /cluster/firewall/options digest=D&enable=1",
+        ]
+    );
+    sim.clear_log();
+    assert!(s.plan().await.expect("plans").is_noop());
+}
+
+#[tokio::test]
+async fn s33_a_node_s_firewall_that_shuts_the_deployer_out_lapses_with_the_cluster_s() {
+    let sim = sim2().await;
+    cluster_on(&sim);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add(
+        "pve1-fw",
+        FirewallOptions::node("pve1")
+            .enable(true)
+            .confirm_after(Duration::from_millis(50)),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.with_cluster(|c| c.firewall.shuts_out_newcomers = true);
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged(), "{report}");
+    let w = writes(&sim);
+    assert_eq!(w.len(), 2, "no permanent enable: {w:#?}");
+    assert!(w[0].ends_with("&enable=2"), "{w:#?}");
+    let stored: u64 = sim
+        .with_cluster(|c| c.firewall.options.get("enable").cloned())
+        .expect("stored")
+        .parse()
+        .expect("a timestamp");
+    assert!(stored > 1, "the cluster's switch is running");
+}
+
+#[tokio::test]
+async fn a_node_s_firewall_while_the_cluster_s_is_off_is_one_write() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("pve1-fw", FirewallOptions::node("pve1").enable(true))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let w = writes(&sim);
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert!(
+        w[0].starts_with("PUT /nodes/pve1/firewall/options "),
+        "{w:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_guest_s_firewall_comes_after_the_guest_and_the_plan_says_what_it_blocks() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("web-fw", FirewallOptions::vm("pve1", 100).enable(true))
+        .expect("adds");
+    s.add(
+        "web",
+        pve_resources::families::vm::Vm::new("pve1", 100).name("web"),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let text = plan.to_string();
+    assert!(
+        text.contains("guest 100's firewall on") && text.contains("loses its lease"),
+        "{text}"
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let w = writes(&sim);
+    let create = w
+        .iter()
+        .position(|r| r.starts_with("POST /nodes/pve1/qemu "))
+        .expect("the guest");
+    let options = w
+        .iter()
+        .position(|r| r.starts_with("PUT /nodes/pve1/qemu/100/firewall/options "))
+        .expect("its options");
+    assert!(create < options, "{w:#?}");
+    // A key only another scope takes is refused before any write.
+    let mut s = stack(&sim, tempfile::tempdir().expect("tempdir").path());
+    s.add("v-fw", FirewallOptions::vnet("v1").set("policy_in", "DROP"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        plan.to_string()
+            .contains("policy_in: is not an option of this scope"),
+        "{plan}"
+    );
 }

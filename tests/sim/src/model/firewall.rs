@@ -154,6 +154,8 @@ pub struct FirewallRuntime {
     /// The cluster firewall's options as `cluster.fw` stores them (`enable` a timestamp after
     /// a timed enable).
     pub options: BTreeMap<String, String>,
+    /// The options of the other scopes (`node/NODE`, `guest/VMID`, `vnet/VNET`).
+    pub scoped_options: BTreeMap<String, BTreeMap<String, String>>,
     /// A test's word that the rules do not admit the client's address: while the cluster
     /// firewall is on, the simulator drops the client's new connections (it stands for what
     /// the ruleset compiler makes of the client's source; not computed from the rules).
@@ -182,18 +184,43 @@ pub fn cluster_enabled(fw: &FirewallRuntime) -> bool {
 }
 
 /// Keys the options answer as numbers.
-const OPTION_NUMBERS: &[&str] = &["enable", "ebtables"];
+const OPTION_NUMBERS: &[&str] = &[
+    "enable",
+    "ebtables",
+    "dhcp",
+    "ipfilter",
+    "macfilter",
+    "ndp",
+    "radv",
+    "nosmurfs",
+    "tcpflags",
+    "nftables",
+];
 
-/// The cluster options (`src/PVE/API2/Firewall/Cluster.pm` `get_options`, `set_options`): the
-/// object with its digest (`copy_opject_with_digest`); a PUT checks it, applies `delete`, and
-/// stores `enable` above 1 as the time of the request.
+/// The options of each scope (`src/PVE/API2/Firewall/{Cluster,Host,VM,Vnet}.pm` `get_options`,
+/// `set_options`): the object with its digest (`copy_opject_with_digest`); a PUT checks it,
+/// applies `delete`, and sets the rest. The cluster's `enable` above 1 is stored as the time of
+/// the request (`set_options`; only the cluster's parser reads it as a timestamp); a guest
+/// without a file reads empty options.
 pub(crate) fn options(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
-    if call.op.path != "/cluster/firewall/options" {
-        return None;
-    }
+    let scope = match call.op.path.as_str() {
+        "/cluster/firewall/options" => None,
+        "/nodes/{node}/firewall/options" => Some(format!("node/{}", call.node())),
+        "/nodes/{node}/qemu/{vmid}/firewall/options"
+        | "/nodes/{node}/lxc/{vmid}/firewall/options" => Some(format!("guest/{}", call.vmid())),
+        "/cluster/sdn/vnets/{vnet}/firewall/options" => {
+            Some(format!("vnet/{}", call.get("vnet").unwrap_or_default()))
+        }
+        _ => return None,
+    };
     let fw = &mut cluster.firewall;
-    let mut read = fw.options.clone();
-    if let Some(e) = read.get_mut("enable") {
+    let timed = scope.is_none();
+    let stored = match &scope {
+        None => &mut fw.options,
+        Some(s) => fw.scoped_options.entry(s.clone()).or_default(),
+    };
+    let mut read = stored.clone();
+    if let Some(e) = read.get_mut("enable").filter(|_| timed) {
         *e = enable_read(e).to_string();
     }
     let digest = list_digest(std::slice::from_ref(&read));
@@ -215,17 +242,17 @@ pub(crate) fn options(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> 
                 return Some(fail(500, MODIFIED));
             }
             for k in call.delete_list() {
-                fw.options.remove(&k);
+                stored.remove(&k);
             }
             for (k, v) in call.params {
-                if matches!(k.as_str(), "digest" | "delete") {
+                if matches!(k.as_str(), "digest" | "delete" | "node" | "vmid" | "vnet") {
                     continue;
                 }
                 let v = match (k.as_str(), v.parse::<u64>()) {
-                    ("enable", Ok(n)) if n > 1 => now().to_string(),
+                    ("enable", Ok(n)) if n > 1 && timed => now().to_string(),
                     _ => v.clone(),
                 };
-                fw.options.insert(k.clone(), v);
+                stored.insert(k.clone(), v);
             }
             ok(Value::Null)
         }
