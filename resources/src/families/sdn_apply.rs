@@ -8,8 +8,8 @@
 //!
 //! # Guarantees
 //!
-//! - **S21** Nothing staged (no zone, vnet, subnet or controller in `state` new, changed or
-//!   deleted in the pending views) means no apply request.
+//! - **S21** Nothing staged (no zone, vnet, subnet, controller or, on 9.0+, fabric or fabric
+//!   node in `state` new, changed or deleted in the pending views) means no apply request.
 //! - **S22** The cluster-health gate before, and no worse health after.
 //! - **S23** Disruptive: one at a time with every other disruptive write, and after every
 //!   [`NetworkApply`](super::network_apply::NetworkApply) of the stack.
@@ -40,6 +40,7 @@ use pve_sdk::generated::cluster::resources::{
 };
 use pve_sdk::generated::cluster::sdn::controllers::ListControllers;
 use pve_sdk::generated::cluster::sdn::dry_run::DryRun;
+use pve_sdk::generated::cluster::sdn::fabrics::all::ListAll;
 use pve_sdk::generated::cluster::sdn::lock::{Lock, ReleaseLock};
 use pve_sdk::generated::cluster::sdn::vnets::vnet::subnets::ListSubnets;
 use pve_sdk::generated::cluster::sdn::vnets::ListVnets;
@@ -48,6 +49,7 @@ use pve_sdk::generated::cluster::sdn::Reload;
 use pve_sdk::generated::nodes::node::network::ListNetwork;
 use pve_sdk::generated::nodes::node::tasks::{NodeTasks, NodeTasksSource};
 use pve_sdk::{Client, OpenEnum, PveVersion, Upid};
+use serde_json::Value;
 
 use crate::contract::{
     Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, ObjectRef, OnStarted, Probe, Removal,
@@ -153,7 +155,7 @@ fn state_of(row: &serde_json::Map<String, serde_json::Value>) -> Option<String> 
 }
 
 /// Everything staged, from the pending views of zones, vnets, their subnets and controllers
-/// (the files `has_pending_changes` reads).
+/// (the files `has_pending_changes` reads), and on 9.0+ fabrics and their nodes.
 async fn staged_objects(client: &Client) -> Result<Vec<Staged>, Failure> {
     let mut out = Vec::new();
     let zones = client.send(&ListZones::new().pending(true)).await;
@@ -210,6 +212,50 @@ async fn staged_objects(client: &Client) -> Result<Vec<Staged>, Failure> {
                 key: id,
                 state: s.as_str().to_owned(),
             });
+        }
+    }
+    // Fabrics (9.0+): not in `has_pending_changes`, so the lock does not see them, but the
+    // apply commits and reloads them (pve-network `SDN.pm` `commit_config` writes `fabrics`
+    // into the running config); their pending view is `fabrics/all` (`Fabrics.pm` `list_all`).
+    if client.version().await.map_err(unreadable)? >= LOCKING {
+        let all = client
+            .send_raw(&ListAll::new().pending(true))
+            .await
+            .map_err(Failure::read)?
+            .into_data();
+        let rows = |list: &str| {
+            all.get(list)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        for f in rows("fabrics") {
+            if let (Some(s), Some(id)) = (
+                f.get("state").and_then(Value::as_str),
+                f.get("id").and_then(Value::as_str),
+            ) {
+                out.push(Staged {
+                    kind: crate::contract::Kind::new("sdn_fabric"),
+                    key: id.to_owned(),
+                    state: s.to_owned(),
+                });
+            }
+        }
+        for n in rows("nodes") {
+            let text = |k: &str| {
+                n.get(k)
+                    .or_else(|| n.get("pending").and_then(|p| p.get(k)))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            if let Some(s) = n.get("state").and_then(Value::as_str) {
+                out.push(Staged {
+                    kind: crate::contract::Kind::new("sdn_fabric_node"),
+                    key: format!("{}/{}", text("fabric_id"), text("node_id")),
+                    state: s.to_owned(),
+                });
+            }
         }
     }
     Ok(out)

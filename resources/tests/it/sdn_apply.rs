@@ -175,6 +175,40 @@ async fn s32_a_foreign_staged_zone_refuses_the_apply_with_zero_writes() {
 }
 
 #[tokio::test]
+async fn s21_s32_a_staged_fabric_counts_and_a_foreign_one_refuses_the_apply_with_zero_writes() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    lab(&mut s);
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    // Another operator stages a fabric (9.0+): has_pending_changes does not read fabrics, but
+    // the apply publishes them (pve-network SDN.pm commit_config), so the apply counts it.
+    sim.with_cluster(|c| {
+        c.sdn.staged_fabrics.push(serde_json::json!({
+            "id": "underlay", "protocol": "openfabric", "state": "new"
+        }))
+    });
+    sim.clear_log();
+    let plan = s.plan().await.expect("plans");
+    let text = plan.to_string();
+    assert!(
+        text.contains("does not own (S32): sdn_fabric underlay: new"),
+        "{text}"
+    );
+    assert!(
+        requests(&sim)
+            .iter()
+            .any(|r| r == "GET /cluster/sdn/fabrics/all pending=1"),
+        "{:#?}",
+        requests(&sim)
+    );
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged(), "{report}");
+    assert!(writes(&sim).is_empty(), "{:#?}", writes(&sim));
+}
+
+#[tokio::test]
 async fn s32_a_foreign_staged_interface_refuses_the_apply_with_zero_writes() {
     let sim = sim2().await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -41,6 +41,9 @@ pub struct SdnRuntime {
     pub lock: Option<String>,
     /// Tokens made so far (each one new).
     pub locks_made: u64,
+    /// Staged fabrics (9.0+) as `fabrics/all?pending=1` lists them, each with its `state`
+    /// (unmodelled beyond that list: a test seeds them; the apply publishes them).
+    pub staged_fabrics: Vec<serde_json::Value>,
 }
 
 /// `lock_sdn_config`: while the lock file exists, a write must carry its token; the die has no
@@ -218,6 +221,18 @@ fn line_diff(old: &[String], new: &[String]) -> Option<String> {
 fn cluster_sdn(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     Some(match (call.op.method.as_str(), call.op.path.as_str()) {
         ("GET", "/cluster/sdn/controllers") => ok(json!([])),
+        // Fabrics.pm list_all: the pending view carries each staged fabric's `state`.
+        ("GET", "/cluster/sdn/fabrics/all") => {
+            let pending = call.get("pending") == Some("1");
+            let fabrics: Vec<serde_json::Value> = cluster
+                .sdn
+                .staged_fabrics
+                .iter()
+                .filter(|_| pending)
+                .cloned()
+                .collect();
+            ok(json!({ "fabrics": fabrics, "nodes": [] }))
+        }
         // SDN.pm `dry-run` (9.2): the node's file as the staged config would generate it,
         // against the file it has; no FRR without controllers or fabrics.
         ("GET", "/cluster/sdn/dry-run") => {
@@ -282,6 +297,7 @@ fn cluster_sdn(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
                 cluster.sdn.running.insert(kind.to_owned(), staged);
             }
             cluster.sdn.version += 1;
+            cluster.sdn.staged_fabrics.clear();
             if call.get("lock-token").is_some() && call.get("release-lock") == Some("1") {
                 cluster.sdn.lock = None;
             }
