@@ -247,6 +247,10 @@ impl Stack {
                 let it = &items[i];
                 let recorded = state.resources.get(&it.id);
                 if let Some(action) = self.without_probe(it, recorded) {
+                    let action = match action {
+                        Action::Delete => still_needed(&items, i).unwrap_or(Action::Delete),
+                        other => other,
+                    };
                     actions[i] = Some((action, Guard::default()));
                     continue;
                 }
@@ -463,6 +467,33 @@ impl Stack {
             destroy: true,
         })
     }
+}
+
+/// A dropped item a declared one names among what it requires (by key, not a whole kind:
+/// an apply's ordering after every SDN object is no need of any one of them) is not destroyed:
+/// the declared object would lose what it needs (an IP set its rules name, a group its rule
+/// applies). The refusal, or `None`.
+fn still_needed(items: &[Item], i: usize) -> Option<Action> {
+    let object = items[i].res.object();
+    let needer = items.iter().find(|other| {
+        other.decl.is_some()
+            && other
+                .res
+                .requires()
+                .iter()
+                .any(|r| r.key.is_some() && r.selects(&object))
+    })?;
+    Some(Action::Refuse {
+        error: ResourceError::new(
+            object.clone(),
+            ErrorKind::Refused,
+            format!(
+                "{object} is dropped but {:?} ({}) still names it: it is not destroyed while a declaration needs it; change that declaration first",
+                needer.id,
+                needer.res.object()
+            ),
+        ),
+    })
 }
 
 /// What the stack knows of an object before it reads it.

@@ -398,9 +398,21 @@ async fn a_security_group_is_made_with_its_rules_then_applied_by_a_guest_list_an
             "PUT /nodes/pve1/qemu/100/firewall/rules/0 enable=1&digest=D",
         ]
     );
-    // Destroying the group while the guest's rule applies it is refused; nothing is sent.
+    // Destroying the group while the declared guest list applies it is refused by the plan.
     let mut s = stack(&sim, dir.path());
     s.add("guest-rules", guest).expect("adds");
+    s.destroy_when_dropped("web");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        plan.to_string().contains(
+            "firewall_group web is dropped but \"guest-rules\" (firewall_rules qemu/pve1/100) still names it"
+        ),
+        "{plan}"
+    );
+    drop(s);
+    // Dropped from the declaration too, the guest's list stays live (retained), and the
+    // group's destroy reads it and is refused; nothing is sent.
+    let mut s = stack(&sim, dir.path());
     s.destroy_when_dropped("web");
     let plan = s.plan().await.expect("plans");
     sim.clear_log();
@@ -426,5 +438,42 @@ async fn a_security_group_is_made_with_its_rules_then_applied_by_a_guest_list_an
             "DELETE /cluster/firewall/groups/web/0 digest=D",
             "DELETE /cluster/firewall/groups/web",
         ]
+    );
+}
+
+#[tokio::test]
+async fn s19_an_ip_set_a_declared_list_names_is_not_destroyed_even_before_the_list_is_written() {
+    use pve_resources::families::firewall_ipset::FirewallIpset;
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mut s = stack(&sim, dir.path());
+        s.add("office", FirewallIpset::new("office").entry("192.0.2.0/24"))
+            .expect("adds");
+        let plan = s.plan().await.expect("plans");
+        assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    }
+    // The set is dropped and destroyed by word, while a newly declared list names it.
+    let mut s = stack(&sim, dir.path());
+    s.add(
+        "rules",
+        FirewallRules::cluster().rule(Rule::inbound("ACCEPT").source("+office")),
+    )
+    .expect("adds");
+    s.destroy_when_dropped("office");
+    let plan = s.plan().await.expect("plans");
+    sim.clear_log();
+    assert!(
+        plan.to_string()
+            .contains("firewall_ipset office is dropped but \"rules\" (firewall_rules cluster) still names it"),
+        "{plan}"
+    );
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(
+        !writes(&sim)
+            .iter()
+            .any(|w| w.starts_with("DELETE /cluster/firewall/ipset/office")),
+        "{plan}\n{report}\n{:#?}",
+        writes(&sim)
     );
 }

@@ -565,6 +565,47 @@ fn copy_rule_data(rule: &mut BTreeMap<String, String>, call: &Call<'_>) -> Resul
     Ok(())
 }
 
+/// The cluster's IP sets and aliases, for `verify_rule`'s `check_ipset_or_alias_property`.
+struct Known {
+    sets: std::collections::BTreeSet<String>,
+    aliases: std::collections::BTreeSet<String>,
+}
+
+impl Known {
+    /// A rule's source or destination that names an IP set (`+name`, `+dc/name`) must name one
+    /// of the cluster's as written (the file's set names are lower-cased, the reference is
+    /// not), and one that names an alias one of the cluster's, looked up lower-cased; guest and
+    /// SDN sets are not modelled (taken as they are).
+    fn verify(&self, rule: &BTreeMap<String, String>) -> Result<(), Answer> {
+        for key in ["source", "dest"] {
+            let Some(v) = rule.get(key) else { continue };
+            if let Some(set) = v.strip_prefix('+') {
+                let (scope, name) = match set.split_once('/') {
+                    Some((s, n)) => (s, n),
+                    None => ("", set),
+                };
+                if matches!(scope, "" | "dc") && !self.sets.contains(name) {
+                    return Err(param_error(key, format!("no such ipset '{name}'")));
+                }
+            } else {
+                let (scope, name) = match v.split_once('/') {
+                    Some((s, n)) if matches!(s, "dc" | "guest") => (s, n),
+                    _ => ("", v.as_str()),
+                };
+                let alias = name.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && name.len() >= 2
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                if alias && scope != "guest" && !self.aliases.contains(&name.to_lowercase()) {
+                    return Err(param_error(key, format!("no such alias '{v}'")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The rule environments' types (`$rule_env_direction_lookup`).
 fn allowed_types(scope: &str) -> &'static [&'static str] {
     match scope.split('/').next().unwrap_or_default() {
@@ -609,6 +650,14 @@ pub(crate) fn rules(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         }
         _ => return None,
     };
+    let known = Known {
+        sets: cluster.firewall.ipsets.keys().cloned().collect(),
+        aliases: cluster
+            .collections
+            .get(ALIASES)
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default(),
+    };
     let fw = &mut cluster.firewall;
     if scope.starts_with("group/") && !fw.rules.contains_key(&scope) {
         let group = call.get("group").unwrap_or_default();
@@ -642,7 +691,7 @@ pub(crate) fn rules(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         }
         ("POST", false) => {
             let mut r = BTreeMap::new();
-            if let Err(e) = copy_rule_data(&mut r, call) {
+            if let Err(e) = copy_rule_data(&mut r, call).and_then(|()| known.verify(&r)) {
                 return Some(e);
             }
             let kind = r.get("type").cloned().unwrap_or_default();
@@ -687,7 +736,7 @@ pub(crate) fn rules(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
                 *list = moved;
             } else {
                 let mut r = list[pos].clone();
-                if let Err(e) = copy_rule_data(&mut r, call) {
+                if let Err(e) = copy_rule_data(&mut r, call).and_then(|()| known.verify(&r)) {
                     return Some(e);
                 }
                 list[pos] = r;
