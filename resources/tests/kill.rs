@@ -2,7 +2,9 @@
 //! `kill_child_deploys_the_lab`) against a simulator that stays up in this process, killed
 //! with SIGKILL at a random moment, then deploys run here until the plan is all noop. Seeded
 //! and repeatable: `PVE_KILL_SEED` (default 14) and `PVE_KILL_TRIALS` (default 30); a failure
-//! prints the seed and the kill offset of the trial.
+//! prints the seed and the kill offset of the trial. Two labs: guests on node bridges, and an
+//! SDN zone with vnets and the SDN apply under PVE's SDN lock (`PVE_KILL_LAB=sdn` in the
+//! child).
 //!
 //! Each trial must end with 0 objects left unowned, 0 duplicate creates (more than one create
 //! PVE carried out for one address in the simulator's log), every state file read as another
@@ -17,6 +19,8 @@ use std::time::{Duration, Instant};
 use pve_resources::engine::{Action, Stack, StackOptions};
 use pve_resources::families::network_apply::NetworkApply;
 use pve_resources::families::node_network::NodeNetwork;
+use pve_resources::families::sdn::{SdnVnet, SdnZone};
+use pve_resources::families::sdn_apply::SdnApply;
 use pve_resources::families::vm::Vm;
 use pve_resources::{Clients, FileStore};
 use pve_sdk::generated::nodes::node::network::Type;
@@ -54,7 +58,42 @@ fn declare(s: &mut Stack) {
     }
 }
 
-fn stack(url: &str, state: &Path) -> Stack {
+/// The SDN lab: a zone, its vnets and the apply.
+const VNETS: usize = 4;
+
+fn declare_sdn(s: &mut Stack) {
+    s.add("lab", SdnZone::simple("lab")).expect("adds");
+    for v in 0..VNETS {
+        s.add(format!("v{v}"), SdnVnet::new(format!("v{v}"), "lab"))
+            .expect("adds");
+    }
+    s.add("apply", SdnApply::new()).expect("adds");
+}
+
+/// Which lab: the guests' (`guests`) or SDN's (`sdn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lab {
+    Guests,
+    Sdn,
+}
+
+impl Lab {
+    fn name(self) -> &'static str {
+        match self {
+            Lab::Guests => "guests",
+            Lab::Sdn => "sdn",
+        }
+    }
+
+    fn objects(self) -> usize {
+        match self {
+            Lab::Guests => NODES.len() * (2 + GUESTS_PER_NODE as usize),
+            Lab::Sdn => 2 + VNETS,
+        }
+    }
+}
+
+fn stack_of(url: &str, state: &Path, lab: Lab) -> Stack {
     let client = Client::builder(url)
         .token(TOKEN, "sim-secret")
         .retry(RetryPolicy {
@@ -78,7 +117,10 @@ fn stack(url: &str, state: &Path) -> Stack {
     let store = FileStore::open(state).expect("state");
     let mut s = Stack::new(Clients::single(client), store, options).expect("stack");
     s.register(pve_resources::families::builtin());
-    declare(&mut s);
+    match lab {
+        Lab::Guests => declare(&mut s),
+        Lab::Sdn => declare_sdn(&mut s),
+    }
     s
 }
 
@@ -88,7 +130,11 @@ fn stack(url: &str, state: &Path) -> Stack {
 async fn kill_child_deploys_the_lab() {
     let url = std::env::var("PVE_KILL_URL").expect("PVE_KILL_URL: run by the kill test");
     let state = std::env::var("PVE_KILL_STATE").expect("PVE_KILL_STATE");
-    let mut s = stack(&url, Path::new(&state));
+    let lab = match std::env::var("PVE_KILL_LAB").as_deref() {
+        Ok("sdn") => Lab::Sdn,
+        _ => Lab::Guests,
+    };
+    let mut s = stack_of(&url, Path::new(&state), lab);
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     // Reached only when the kill came late: the deploy then converged.
@@ -113,6 +159,10 @@ fn creates(sim: &Simulator) -> BTreeMap<String, usize> {
             format!("{} vm {}", r.path, get("vmid"))
         } else if r.path.ends_with("/network") {
             format!("{} iface {}", r.path, get("iface"))
+        } else if r.path.ends_with("/cluster/sdn/zones") {
+            format!("zone {}", get("zone"))
+        } else if r.path.ends_with("/cluster/sdn/vnets") {
+            format!("vnet {}", get("vnet"))
         } else {
             continue;
         };
@@ -131,7 +181,7 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// One trial: the child killed `offset` after it starts; then deploys here until all noop.
-async fn trial(sim: &Simulator, offset: Duration) -> Result<Trial, String> {
+async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state.json");
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
@@ -143,6 +193,7 @@ async fn trial(sim: &Simulator, offset: Duration) -> Result<Trial, String> {
         ])
         .env("PVE_KILL_URL", sim.url())
         .env("PVE_KILL_STATE", &state)
+        .env("PVE_KILL_LAB", lab.name())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -168,9 +219,10 @@ async fn trial(sim: &Simulator, offset: Duration) -> Result<Trial, String> {
 
     let url = sim.url();
     let mut rounds = 0;
+    let mut released = false;
     loop {
         rounds += 1;
-        let mut s = stack(&url, &state);
+        let mut s = stack_of(&url, &state, lab);
         let plan = s.plan().await.map_err(|e| format!("plan: {e}"))?;
         if let Some(e) = plan.entries.iter().find(|e| {
             matches!(
@@ -186,9 +238,22 @@ async fn trial(sim: &Simulator, offset: Duration) -> Result<Trial, String> {
         if rounds > 4 {
             return Err(format!("not converged after {rounds} rounds:\n{plan}"));
         }
-        s.deploy(&plan, |_| {})
+        let report = s
+            .deploy(&plan, |_| {})
             .await
             .map_err(|e| format!("deploy: {e}"))?;
+        // Killed between taking PVE's SDN lock and recording its token: the deploy cannot
+        // tell whose lock it is and says so; the operator releases it (once per trial).
+        if report
+            .to_string()
+            .contains("was stopped while taking the SDN lock")
+        {
+            if released {
+                return Err(format!("round {rounds}: the lock window again:\n{report}"));
+            }
+            sim.with_cluster(|c| c.sdn.lock = None);
+            released = true;
+        }
         FileStore::read(&state).map_err(|e| format!("state after a deploy: {e}"))?;
     }
     let dup: Vec<(String, usize)> = creates(sim).into_iter().filter(|(_, n)| *n > 1).collect();
@@ -200,7 +265,22 @@ async fn trial(sim: &Simulator, offset: Duration) -> Result<Trial, String> {
         return Err(format!("temporary files left: {left:?}"));
     }
     let st = FileStore::read(&state).map_err(|e| format!("final state: {e}"))?;
-    let declared = NODES.len() * (2 + GUESTS_PER_NODE as usize);
+    let declared = lab.objects();
+    if lab == Lab::Sdn {
+        let (lock, published) = sim.with_cluster(|c| {
+            let staged = c.collections.get("sdn_vnet").cloned().unwrap_or_default();
+            let running = c.sdn.running.get("sdn_vnet").cloned().unwrap_or_default();
+            (
+                c.sdn.lock.clone(),
+                staged == running && staged.len() == VNETS,
+            )
+        });
+        if lock.is_some() || !published {
+            return Err(format!(
+                "SDN left with the lock {lock:?}, every vnet published: {published}"
+            ));
+        }
+    }
     if st.resources.len() != declared {
         return Err(format!(
             "{} of {declared} objects in state: {:?}",
@@ -210,8 +290,9 @@ async fn trial(sim: &Simulator, offset: Duration) -> Result<Trial, String> {
     }
     Ok(Trial {
         text: format!(
-            "killed after {killed_after:?}{}: {intents} intent(s) and {tasks} task(s) pending; converged in {rounds} round(s)",
-            if ended_first { " (the child had ended)" } else { "" }
+            "killed after {killed_after:?}{}: {intents} intent(s) and {tasks} task(s) pending; converged in {rounds} round(s){}",
+            if ended_first { " (the child had ended)" } else { "" },
+            if released { ", the SDN lock released by the operator" } else { "" }
         ),
         mid_flight: !ended_first,
         pending: intents + tasks > 0,
@@ -257,7 +338,7 @@ async fn s28_s29_kill_test_no_object_lost_no_duplicate_create_no_torn_state() {
             sim.script(pve_sim::Rule::new(method, path, late));
         }
         let offset = Duration::from_millis(rng.u64(10..400));
-        match trial(&sim, offset).await {
+        match trial(&sim, offset, Lab::Guests).await {
             Ok(how) => {
                 mid_flight += usize::from(how.mid_flight);
                 pending += usize::from(how.pending);
@@ -272,5 +353,55 @@ async fn s28_s29_kill_test_no_object_lost_no_duplicate_create_no_torn_state() {
     assert!(
         mid_flight * 2 >= trials && pending * 4 >= trials,
         "most kills must land while the child runs, and some between a write and its record ({mid_flight} and {pending} of {trials})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s29_kill_test_an_sdn_deploy_killed_anywhere_finishes_with_the_recorded_lock_token() {
+    let seed: u64 = std::env::var("PVE_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(14);
+    let trials: usize = std::env::var("PVE_KILL_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let (mut mid_flight, mut pending) = (0, 0);
+    for t in 0..trials {
+        // PVE 9.2 (the SDN lock), the token able to read the nodes' reload tasks.
+        let sim = Simulator::start(SimConfig {
+            nodes: NODES.iter().map(|n| (*n).to_owned()).collect(),
+            latency: Duration::from_millis(5),
+            auditors: vec![TOKEN.to_owned()],
+            ..SimConfig::default()
+        })
+        .await
+        .expect("starts");
+        for (method, path) in [
+            ("POST", "/cluster/sdn/lock"),
+            ("POST", "/cluster/sdn/zones"),
+            ("POST", "/cluster/sdn/vnets"),
+            ("PUT", "/cluster/sdn"),
+        ] {
+            let late = pve_sim::Action::AnswerLate(Duration::from_millis(30));
+            sim.script(pve_sim::Rule::new(method, path, late));
+        }
+        let offset = Duration::from_millis(rng.u64(10..300));
+        match trial(&sim, offset, Lab::Sdn).await {
+            Ok(how) => {
+                mid_flight += usize::from(how.mid_flight);
+                pending += usize::from(how.pending);
+                eprintln!("trial {t}: {}", how.text);
+            }
+            Err(why) => panic!("trial {t} (seed {seed}, kill at {offset:?}): {why}"),
+        }
+    }
+    eprintln!(
+        "{trials} trials (seed {seed}): {mid_flight} killed mid-deploy, {pending} with a write pending at the kill"
+    );
+    assert!(
+        mid_flight * 2 >= trials,
+        "most kills must land while the child runs ({mid_flight} of {trials})"
     );
 }

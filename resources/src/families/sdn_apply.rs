@@ -61,6 +61,8 @@ use crate::state::ResourceState;
 
 /// Where state keeps the SDN lock's token while a deploy holds it.
 const LOCK_HOLD: &str = "sdn-lock";
+/// The hold's value between the intent to take the lock and its token (no token looks so).
+const TAKING: &str = "?taking";
 
 /// The first release with the SDN lock (`POST /cluster/sdn/lock`).
 const LOCKING: PveVersion = PveVersion::new(9, 0);
@@ -101,20 +103,41 @@ pub(crate) async fn lock_token(cx: &Cx, allow_pending: bool) -> Result<Option<St
     }
     let token = cx
         .shared("sdn-lock", || async {
-            if let Some(t) = cx.held(LOCK_HOLD) {
-                return Ok(Some(t));
-            }
+            let interrupted = match cx.held(LOCK_HOLD) {
+                Some(t) if t != TAKING => return Ok(Some(t)),
+                Some(_) => true,
+                None => false,
+            };
             if cx.client().version().await.map_err(unreadable)? < LOCKING {
                 return Ok(None);
             }
+            // S29: the intent first, so that a deploy killed before it could record the token
+            // knows it may hold PVE's lock.
+            if !interrupted {
+                cx.hold(LOCK_HOLD, Some(TAKING)).await?;
+            }
             let req = Lock::new().allow_pending(allow_pending);
-            let token = cx.client().send(&req).await.map_err(|e| {
-                let why = format!(
-                    "cannot take the SDN lock ({e}): another deploy or operator holds it, or the SDN configuration has staged changes this deploy did not make (S32); apply or roll them back, or release a lost lock with `pvesh delete /cluster/sdn/lock --force 1` once nobody is using it"
-                );
-                Failure::new(ErrorKind::WriteRefused, why)
-            })?;
-            let token = token.into_data();
+            let token = match cx.client().send(&req).await {
+                Ok(t) => t.into_data(),
+                Err(e) => {
+                    let refused = pve_sdk::OperationError::outcome(&e) == pve_sdk::Outcome::Refused;
+                    let why = if interrupted {
+                        format!(
+                            "an earlier deploy was stopped while taking the SDN lock, and PVE's lock is held ({e}): its token was never recorded, so this deploy cannot tell whether it is that deploy's; if no other deploy or operator is changing SDN, release it with `pvesh delete /cluster/sdn/lock --force 1` and deploy again"
+                        )
+                    } else {
+                        format!(
+                            "cannot take the SDN lock ({e}): another deploy or operator holds it, or the SDN configuration has staged changes this deploy did not make (S32); apply or roll them back, or release a lost lock with `pvesh delete /cluster/sdn/lock --force 1` once nobody is using it"
+                        )
+                    };
+                    // A refused lock was not taken: the intent goes (else a lost answer may
+                    // have taken it, and the intent stays for the next deploy).
+                    if refused && !interrupted {
+                        cx.hold(LOCK_HOLD, None).await?;
+                    }
+                    return Err(Failure::new(ErrorKind::WriteRefused, why));
+                }
+            };
             if let Err(e) = cx.hold(LOCK_HOLD, Some(&token)).await {
                 return Err(Failure::new(
                     ErrorKind::State,
@@ -125,6 +148,11 @@ pub(crate) async fn lock_token(cx: &Cx, allow_pending: bool) -> Result<Option<St
         })
         .await?;
     Ok((*token).clone())
+}
+
+/// The token a deploy recorded, not the intent of one that was stopped while taking the lock.
+fn held_token(cx: &Cx) -> Option<String> {
+    cx.held(LOCK_HOLD).filter(|t| t != TAKING)
 }
 
 /// The parameters an SDN write carries: the lock's token when this deploy holds it.
@@ -454,7 +482,7 @@ async fn dry_run_notes(cx: &Cx) -> Result<Vec<String>, Failure> {
 
 /// Releases a lock this deploy holds when there is nothing to apply, and forgets its token.
 async fn release_unused(cx: &Cx) -> Result<(), Failure> {
-    let Some(token) = cx.held(LOCK_HOLD) else {
+    let Some(token) = held_token(cx) else {
         return Ok(());
     };
     cx.client()
@@ -563,7 +591,7 @@ impl Resource for SdnApply {
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
             let mut probe = action::probe(self, cx, ask).await?;
-            let held = cx.held(LOCK_HOLD).is_some();
+            let held = held_token(cx).is_some();
             if let Probe::Present { guard, changes } = &mut probe {
                 if changes.is_empty() && !held {
                     return Ok(probe);

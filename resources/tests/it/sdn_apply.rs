@@ -282,6 +282,60 @@ async fn s29_a_deploy_stopped_while_holding_the_lock_is_finished_with_the_record
 }
 
 #[tokio::test]
+async fn s29_a_deploy_stopped_while_taking_the_lock_is_told_apart_and_never_guessed() {
+    let sim = sim2().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // PVE takes the lock, and the answer with its token is lost (the connection drops after
+    // the handler ran): the deploy recorded only its intent to take it.
+    sim.script(Rule::new("POST", "/cluster/sdn/lock", SimAction::DropAfter).nth(1));
+    {
+        let mut s = stack(&sim, dir.path());
+        lab(&mut s);
+        let plan = s.plan().await.expect("plans");
+        let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+        assert!(!report.converged(), "{report}");
+    }
+    assert!(sim.with_cluster(|c| c.sdn.lock.is_some()));
+    assert!(common::state_text(dir.path()).contains("?taking"));
+    // The next deploy cannot tell whose lock it is: it says so and writes nothing to SDN.
+    sim.clear_log();
+    {
+        let mut s = stack(&sim, dir.path());
+        lab(&mut s);
+        let plan = s.plan().await.expect("plans");
+        let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+        assert!(!report.converged(), "{report}");
+        let text = report.to_string();
+        assert!(
+            text.contains("was stopped while taking the SDN lock")
+                && text.contains("pvesh delete /cluster/sdn/lock --force 1"),
+            "{text}"
+        );
+        assert_eq!(writes(&sim), ["POST /cluster/sdn/lock allow-pending=0"]);
+    }
+    // The operator releases it; the next deploy takes a new lock and converges.
+    call(&sim, Method::Delete, "/cluster/sdn/lock", &[("force", "1")]).await;
+    sim.clear_log();
+    let mut s = stack(&sim, dir.path());
+    lab(&mut s);
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    let t = token(2);
+    assert_eq!(
+        writes(&sim),
+        [
+            "POST /cluster/sdn/lock allow-pending=0".to_owned(),
+            format!("POST /cluster/sdn/zones lock-token={t}&type=simple&zone=lab"),
+            format!("POST /cluster/sdn/vnets lock-token={t}&vnet=webnet&zone=lab"),
+            format!("PUT /cluster/sdn lock-token={t}&release-lock=1"),
+        ]
+    );
+    assert!(sim.with_cluster(|c| c.sdn.lock.is_none()));
+    assert!(!common::state_text(dir.path()).contains("?taking"));
+}
+
+#[tokio::test]
 async fn s32_a_write_without_the_token_is_refused_while_someone_holds_the_lock() {
     let sim = sim2().await;
     let dir = tempfile::tempdir().expect("tempdir");
