@@ -42,6 +42,7 @@ use serde_json::Value;
 
 use crate::contract::{BoxFuture, Cx, ErrorKind, Failure, ObjectRef, OnStarted, Removal, Scope};
 use crate::families::config::{ConfigObject, Edit, Unset};
+use crate::families::firewall_rules::missing_guest;
 use crate::families::kinds;
 use crate::kit::wire::Map;
 
@@ -495,6 +496,17 @@ impl ConfigObject for FirewallOptions {
             OptionsScope::Cluster | OptionsScope::Node(_) => "firewall:cluster.fw".to_owned(),
             OptionsScope::Vm(_, v) | OptionsScope::Container(_, v) => format!("firewall:{v}.fw"),
             OptionsScope::Vnet(v) => format!("firewall:sdn/{v}.fw"),
+        })
+    }
+
+    /// A guest's guest must be there or declared.
+    fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            match &self.scope {
+                OptionsScope::Vm(n, v) => missing_guest(cx, n, *v, false).await,
+                OptionsScope::Container(n, v) => missing_guest(cx, n, *v, true).await,
+                _ => None,
+            }
         })
     }
 

@@ -562,6 +562,39 @@ pub(crate) fn names_set(rule: &Rule, set: &str) -> bool {
     })
 }
 
+/// Why a guest scope's write must not be sent: the guest is neither declared nor in the
+/// cluster index on that node as that type (PVE writes `VMID.fw` for any vmid, and a guest made
+/// later with it inherits the firewall). `None` when it is there, or when the index cannot be
+/// read (PVE's to judge).
+pub(crate) async fn missing_guest(cx: &Cx, node: &str, vmid: u32, lxc: bool) -> Option<String> {
+    let (kind, what) = match lxc {
+        true => (kinds::LXC, "container"),
+        false => (kinds::VM, "VM"),
+    };
+    if cx.declares(&ObjectRef::new(
+        kind,
+        Scope::Node(node.to_owned()),
+        vmid.to_string(),
+    )) {
+        return None;
+    }
+    let index = cx.guest_index().await.ok()?;
+    let found = index.iter().find(|g| g.vmid == Some(i64::from(vmid)));
+    let Some(g) = found else {
+        return Some(format!(
+            "guest {vmid} neither exists nor is declared: PVE would write {vmid}.fw all the same, and a guest made later with that vmid would inherit its firewall; declare the guest or name the right one"
+        ));
+    };
+    let is_lxc = matches!(g.type_, ResourcesResponseItemType::Lxc);
+    let on = g.node.as_deref().unwrap_or_default();
+    (on != node || is_lxc != lxc).then(|| {
+        format!(
+            "guest {vmid} is a {} on {on}, not a {what} on {node}: the write would make a firewall file for a guest that is not there",
+            if is_lxc { "container" } else { "VM" }
+        )
+    })
+}
+
 /// The writer of one scope's list.
 struct Writer<'s>(&'s RuleScope);
 
@@ -826,6 +859,17 @@ impl ConfigObject for FirewallRules {
 
     fn domain(&self) -> Option<String> {
         Some(self.scope.domain())
+    }
+
+    /// A guest scope's guest must be there or declared.
+    fn cluster_refusal<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            match &self.scope {
+                RuleScope::Vm(n, v) => missing_guest(cx, n, *v, false).await,
+                RuleScope::Container(n, v) => missing_guest(cx, n, *v, true).await,
+                _ => None,
+            }
+        })
     }
 
     fn requires(&self) -> Vec<ObjectRef> {

@@ -477,3 +477,41 @@ async fn s19_an_ip_set_a_declared_list_names_is_not_destroyed_even_before_the_li
         writes(&sim)
     );
 }
+
+#[tokio::test]
+async fn a_guest_list_for_a_guest_that_is_not_there_is_refused_before_any_write() {
+    let sim = sim().await;
+    sim.add_guest("pve1", 200, pve_sim::GuestKind::Lxc, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    // No guest 555 anywhere: PVE would still write 555.fw (pve-firewall VM.pm load_vmfw_conf
+    // reads a missing file as empty), and a later guest 555 would inherit it.
+    s.add("ghost", FirewallRules::vm("pve1", 555).rule(web()))
+        .expect("adds");
+    // 200 is a container: a VM's path would make a file for a guest that is not there.
+    s.add("wrong-type", FirewallRules::vm("pve1", 200).rule(web()))
+        .expect("adds");
+    s.add(
+        "ghost-fw",
+        pve_resources::families::firewall_options::FirewallOptions::vm("pve1", 555).enable(true),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let r = refusals(&plan);
+    assert_eq!(r.len(), 3, "{plan}");
+    assert!(
+        r.iter()
+            .filter(|r| r.contains("guest 555 neither exists nor is declared"))
+            .count()
+            == 2,
+        "{r:#?}"
+    );
+    assert!(
+        r.iter()
+            .any(|r| r.contains("guest 200 is a container on pve1, not a VM on pve1")),
+        "{r:#?}"
+    );
+    sim.clear_log();
+    let _ = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(writes(&sim).is_empty(), "{:#?}", writes(&sim));
+}
