@@ -50,58 +50,27 @@ use crate::kit::wire::Map;
 /// `pve-firewall` compile cycle (`$updatetime = 10`) and a margin.
 pub const CONFIRM_AFTER: Duration = Duration::from_secs(12);
 
-/// Where the options live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OptionsScope {
-    /// The cluster firewall.
-    Cluster,
-    /// A node's host firewall.
-    Node(String),
-    /// A VM's firewall.
-    Vm(String, u32),
-    /// A container's firewall.
-    Container(String, u32),
-    /// A vnet's firewall (forward traffic).
-    Vnet(String),
+/// Where the options live: a rule list's scope but a security group's (a group has none).
+pub use crate::families::firewall_rules::RuleScope as OptionsScope;
+
+/// The path parameters of the scope's operations.
+fn address(scope: &OptionsScope) -> Vec<(&'static str, String)> {
+    match scope {
+        OptionsScope::Node(n) => vec![("node", n.clone())],
+        OptionsScope::Vm(n, v) | OptionsScope::Container(n, v) => {
+            vec![("node", n.clone()), ("vmid", v.to_string())]
+        }
+        OptionsScope::Vnet(v) => vec![("vnet", v.clone())],
+        _ => Vec::new(),
+    }
 }
 
-impl OptionsScope {
-    /// The id in state and plans (`cluster`, `node/pve1`, `qemu/pve1/100`, `lxc/pve1/100`,
-    /// `vnet/v1`).
-    fn id(&self) -> String {
-        match self {
-            OptionsScope::Cluster => "cluster".into(),
-            OptionsScope::Node(n) => format!("node/{n}"),
-            OptionsScope::Vm(n, v) => format!("qemu/{n}/{v}"),
-            OptionsScope::Container(n, v) => format!("lxc/{n}/{v}"),
-            OptionsScope::Vnet(v) => format!("vnet/{v}"),
-        }
-    }
-
-    fn from_id(id: &str) -> Option<OptionsScope> {
-        let parts: Vec<&str> = id.split('/').collect();
-        Some(match parts.as_slice() {
-            ["cluster"] => OptionsScope::Cluster,
-            ["node", n] => OptionsScope::Node((*n).to_owned()),
-            ["qemu", n, v] => OptionsScope::Vm((*n).to_owned(), v.parse().ok()?),
-            ["lxc", n, v] => OptionsScope::Container((*n).to_owned(), v.parse().ok()?),
-            ["vnet", v] => OptionsScope::Vnet((*v).to_owned()),
-            _ => return None,
-        })
-    }
-
-    /// The path parameters of the scope's operations.
-    fn address(&self) -> Vec<(&'static str, String)> {
-        match self {
-            OptionsScope::Cluster => Vec::new(),
-            OptionsScope::Node(n) => vec![("node", n.clone())],
-            OptionsScope::Vm(n, v) | OptionsScope::Container(n, v) => {
-                vec![("node", n.clone()), ("vmid", v.to_string())]
-            }
-            OptionsScope::Vnet(v) => vec![("vnet", v.clone())],
-        }
-    }
+/// A security group has no options.
+fn no_options() -> Failure {
+    Failure::new(
+        ErrorKind::Refused,
+        "a security group has no firewall options",
+    )
 }
 
 /// The scope's options as read (`GetOptions` of the scope), their wire value.
@@ -113,7 +82,7 @@ where
     O::Error: Send + Sync + 'static,
 {
     let mut req = Keyed::<O>::new();
-    for (k, v) in scope.address() {
+    for (k, v) in address(scope) {
         req = req
             .set(k, v)
             .map_err(|e| Failure::new(ErrorKind::Refused, e))?;
@@ -131,7 +100,7 @@ fn update_with<O: Operation>(
     pairs: &[(String, String)],
 ) -> Result<Keyed<O>, pve_sdk::keyed::NotTaken> {
     let mut req = Keyed::<O>::new();
-    for (k, v) in scope.address() {
+    for (k, v) in address(scope) {
         req = req.set(k, v)?;
     }
     for (k, v) in pairs {
@@ -205,6 +174,13 @@ macro_rules! per_scope {
             OptionsScope::Vm(..) => $f::<vm_options::$op>($($arg),*),
             OptionsScope::Container(..) => $f::<ct_options::$op>($($arg),*),
             OptionsScope::Vnet(_) => $f::<vnet_options::$op>($($arg),*),
+            _ => Err(pve_sdk::params::Invalid {
+                operation: "PUT firewall options".into(),
+                problems: BTreeMap::from([(
+                    "scope".to_owned(),
+                    "a security group has no firewall options".to_owned(),
+                )]),
+            }),
         }
     };
     (await $scope:expr, $f:ident, $op:ident, $($arg:expr),*) => {
@@ -214,6 +190,7 @@ macro_rules! per_scope {
             OptionsScope::Vm(..) => $f::<vm_options::$op>($($arg),*).await,
             OptionsScope::Container(..) => $f::<ct_options::$op>($($arg),*).await,
             OptionsScope::Vnet(_) => $f::<vnet_options::$op>($($arg),*).await,
+            _ => Err(no_options()),
         }
     };
 }
@@ -496,6 +473,7 @@ impl ConfigObject for FirewallOptions {
             OptionsScope::Cluster | OptionsScope::Node(_) => "firewall:cluster.fw".to_owned(),
             OptionsScope::Vm(_, v) | OptionsScope::Container(_, v) => format!("firewall:{v}.fw"),
             OptionsScope::Vnet(v) => format!("firewall:sdn/{v}.fw"),
+            _ => "firewall:cluster.fw".to_owned(),
         })
     }
 
@@ -563,4 +541,29 @@ pub fn rebuild(
         o = o.set(k.clone(), v.as_str()?.to_owned());
     }
     Some(std::sync::Arc::new(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_security_group_has_no_options_and_says_so_before_any_write() {
+        let o = FirewallOptions::new(OptionsScope::Group("web".into())).enable(true);
+        let e = o.check().expect_err("refused");
+        assert_eq!(
+            e.problems.get("scope").map(String::as_str),
+            Some("a security group has no firewall options")
+        );
+        // The other scopes take their own keys only.
+        assert!(FirewallOptions::vm("pve1", 100)
+            .set("dhcp", "1")
+            .check()
+            .is_ok());
+        let e = FirewallOptions::cluster()
+            .set("dhcp", "1")
+            .check()
+            .expect_err("refused");
+        assert!(e.problems.contains_key("dhcp"), "{e:?}");
+    }
 }

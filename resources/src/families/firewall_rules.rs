@@ -344,7 +344,7 @@ enum Env {
     Vnet,
 }
 
-/// Where a rule list lives.
+/// Where a rule list (or, but a security group, a scope's options) lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RuleScope {
@@ -374,8 +374,9 @@ impl RuleScope {
         }
     }
 
-    /// The id in state and plans: `cluster`, `node/pve1`, `guest/100`, `vnet/v1`, `group/web`.
-    fn id(&self) -> String {
+    /// The id in state and plans: `cluster`, `node/pve1`, `qemu/pve1/100`, `lxc/pve1/200`,
+    /// `vnet/v1`, `group/web`.
+    pub(crate) fn id(&self) -> String {
         match self {
             RuleScope::Cluster => "cluster".into(),
             RuleScope::Node(n) => format!("node/{n}"),
@@ -386,7 +387,7 @@ impl RuleScope {
         }
     }
 
-    fn from_id(id: &str) -> Option<RuleScope> {
+    pub(crate) fn from_id(id: &str) -> Option<RuleScope> {
         let parts: Vec<&str> = id.split('/').collect();
         Some(match parts.as_slice() {
             ["cluster"] => RuleScope::Cluster,
