@@ -22,7 +22,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pve_sdk::generated::nodes::node::network::{ListNetwork, ReloadNetworkConfig};
-use pve_sdk::Client;
 
 use crate::contract::{
     Ask, BoxFuture, Change, Cx, Failure, Guard, ObjectRef, OnStarted, Probe, Removal, Resource,
@@ -57,9 +56,9 @@ impl Action for NetworkApply {
         format!("node {}", self.node)
     }
 
-    fn staged<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+    fn staged<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
         Box::pin(async move {
-            client
+            cx.client()
                 .send(&ListNetwork::new(self.node.clone()))
                 .await
                 .map(|r| r.changes.filter(|c| !c.trim().is_empty()))

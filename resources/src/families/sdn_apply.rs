@@ -289,6 +289,18 @@ async fn staged_objects(client: &Client) -> Result<Vec<Staged>, Failure> {
     Ok(out)
 }
 
+/// What is staged: in a plan, one read shared by the S21 probe and the S32 check; in a
+/// deploy, a fresh read each time (the deploy's own writes stage objects).
+async fn staged_now(cx: &Cx) -> Result<std::sync::Arc<Vec<Staged>>, Failure> {
+    match cx.planning() {
+        true => {
+            cx.shared("sdn-staged", || async { staged_objects(cx.client()).await })
+                .await
+        }
+        false => staged_objects(cx.client()).await.map(std::sync::Arc::new),
+    }
+}
+
 /// The online members and the interface changes staged on each (`changes` of the node's
 /// network list).
 async fn staged_interfaces(client: &Client) -> Result<Vec<(String, String)>, Failure> {
@@ -313,7 +325,7 @@ async fn online_members(client: &Client) -> Result<Vec<String>, Failure> {
 /// S32: what the apply would publish that the stack does not own, as one sentence, or `None`.
 async fn foreign(cx: &Cx) -> Result<Option<String>, Failure> {
     let client = cx.client();
-    let mut problems: Vec<String> = staged_objects(client)
+    let mut problems: Vec<String> = staged_now(cx)
         .await?
         .iter()
         .filter(|s| !cx.owns(&ObjectRef::new(s.kind, Scope::Cluster, s.key.clone())))
@@ -497,13 +509,9 @@ impl Action for SdnApply {
         "SDN on every node".to_owned()
     }
 
-    fn staged<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+    fn staged<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
         Box::pin(async move {
-            let lines: Vec<String> = staged_objects(client)
-                .await?
-                .iter()
-                .map(Staged::line)
-                .collect();
+            let lines: Vec<String> = staged_now(cx).await?.iter().map(Staged::line).collect();
             Ok((!lines.is_empty()).then(|| lines.join("\n")))
         })
     }

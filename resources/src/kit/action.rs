@@ -14,8 +14,6 @@
 //! - **S23, S25** are the engine's (disruptive: one at a time) and the family's (its destroy
 //!   applies nothing).
 
-use pve_sdk::Client;
-
 use crate::contract::{Ask, BoxFuture, Change, Cx, ErrorKind, Failure, Guard, OnStarted, Probe};
 use crate::kit::health::{self, Health, HealthError};
 
@@ -23,8 +21,9 @@ use crate::kit::health::{self, Health, HealthError};
 pub trait Action: Send + Sync {
     /// Where it applies, as its errors name it (`node pve1`).
     fn target(&self) -> String;
-    /// What is staged for it (a diff), `None` when nothing is.
-    fn staged<'a>(&'a self, client: &'a Client) -> BoxFuture<'a, Result<Option<String>, Failure>>;
+    /// What is staged for it (a diff), `None` when nothing is. A plan may answer from a read
+    /// it shares with its other checks ([`Cx::planning`]); a deploy reads afresh.
+    fn staged<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>>;
     /// Starts the apply and awaits its task, the UPID recorded first (S13, S14, S16, S29).
     fn run<'a>(
         &'a self,
@@ -123,13 +122,11 @@ fn after(e: ApplyError) -> ApplyError {
     }
 }
 
-async fn staged<A: Action>(a: &A, client: &Client) -> Result<Option<String>, ApplyError> {
-    a.staged(client)
-        .await
-        .map_err(|source| ApplyError::ReadStaged {
-            target: a.target(),
-            source,
-        })
+async fn staged<A: Action>(a: &A, cx: &Cx) -> Result<Option<String>, ApplyError> {
+    a.staged(cx).await.map_err(|source| ApplyError::ReadStaged {
+        target: a.target(),
+        source,
+    })
 }
 
 /// S21: what is staged now, or what this deploy's resources will stage (`upstream_changes`):
@@ -139,7 +136,7 @@ async fn staged<A: Action>(a: &A, client: &Client) -> Result<Option<String>, App
 ///
 /// The staged changes could not be read.
 pub async fn probe<A: Action>(a: &A, cx: &Cx, ask: Ask<'_>) -> Result<Probe, Failure> {
-    let new = match (staged(a, cx.client()).await?, ask.upstream_changes) {
+    let new = match (staged(a, cx).await?, ask.upstream_changes) {
         (Some(diff), _) => format!("{} staged line(s)", diff.lines().count()),
         (None, true) => "what this deploy stages".to_owned(),
         (None, false) => String::new(),
@@ -176,7 +173,7 @@ pub async fn apply<A: Action>(a: &A, cx: &Cx, on_started: OnStarted<'_>) -> Resu
             source,
         }
     };
-    if staged(a, client).await?.is_none() {
+    if staged(a, cx).await?.is_none() {
         return Ok(());
     }
     let before = health::check(client).await.map_err(health_err(false))?;
@@ -190,7 +187,7 @@ pub async fn apply<A: Action>(a: &A, cx: &Cx, on_started: OnStarted<'_>) -> Resu
             target: target.clone(),
             source,
         })?;
-    if let Some(changes) = staged(a, client).await.map_err(after)? {
+    if let Some(changes) = staged(a, cx).await.map_err(after)? {
         return Err(ApplyError::LeftOver { target, changes });
     }
     let after = health::check(client).await.map_err(health_err(true))?;
@@ -209,7 +206,7 @@ pub async fn apply<A: Action>(a: &A, cx: &Cx, on_started: OnStarted<'_>) -> Resu
 /// Staged lines left, an unreadable or unhealthy cluster.
 pub async fn resumed<A: Action>(a: &A, cx: &Cx) -> Result<(), Failure> {
     let target = a.target();
-    if let Some(changes) = staged(a, cx.client()).await.map_err(after)? {
+    if let Some(changes) = staged(a, cx).await.map_err(after)? {
         return Err(ApplyError::LeftOver { target, changes }.into());
     }
     let health = health::check(cx.client())

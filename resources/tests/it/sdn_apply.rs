@@ -196,13 +196,19 @@ async fn s21_s32_a_staged_fabric_counts_and_a_foreign_one_refuses_the_apply_with
         text.contains("does not own (S32): sdn_fabric underlay: new"),
         "{text}"
     );
-    assert!(
-        requests(&sim)
-            .iter()
-            .any(|r| r == "GET /cluster/sdn/fabrics/all pending=1"),
-        "{:#?}",
-        requests(&sim)
-    );
+    // One read of the pending views serves the S21 probe and the S32 check.
+    let reads = requests(&sim);
+    for view in [
+        "GET /cluster/sdn/fabrics/all pending=1",
+        "GET /cluster/sdn/zones pending=1",
+        "GET /cluster/sdn/vnets pending=1",
+    ] {
+        assert_eq!(
+            reads.iter().filter(|r| *r == view).count(),
+            1,
+            "{view}: {reads:#?}"
+        );
+    }
     let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     assert!(!report.converged(), "{report}");
     assert!(writes(&sim).is_empty(), "{:#?}", writes(&sim));
