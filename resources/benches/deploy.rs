@@ -4,12 +4,20 @@
 //! concurrent records share one sync). The aim: the store at most 10% of the wall time. Then
 //! the plan of 10,000 guests across 30 nodes: its requests and wall time.
 //!
+//! The deploy runs twice: state in a file, and in PostgreSQL (a server the bench starts as
+//! the tests do, or `PVE_TEST_POSTGRES_URL`).
+//!
 //! `cargo bench -p pve-resources --bench deploy`
+
+#[path = "../tests/common/pg.rs"]
+#[allow(dead_code, reason = "the bench uses the server only")]
+mod pg;
 
 use std::time::{Duration, Instant};
 
 use pve_resources::engine::{Stack, StackOptions};
 use pve_resources::families::vm::Vm;
+use pve_resources::state::{PgStore, StateStore};
 use pve_resources::{Clients, FileStore};
 use pve_sdk::Client;
 use pve_sim::{SimConfig, Simulator};
@@ -33,6 +41,16 @@ fn cluster(nodes: usize) -> SimConfig {
 }
 
 fn stack(sim: &Simulator, dir: &std::path::Path, nodes: usize, guests: i64) -> Stack {
+    let store = FileStore::open(dir.join("state.json")).expect("state");
+    stack_over(sim, Box::new(store), nodes, guests)
+}
+
+fn stack_over(
+    sim: &Simulator,
+    store: Box<dyn StateStore + Send>,
+    nodes: usize,
+    guests: i64,
+) -> Stack {
     let client = Client::builder(sim.url())
         .token("root@pam!sim", "sim-secret")
         .build()
@@ -45,7 +63,6 @@ fn stack(sim: &Simulator, dir: &std::path::Path, nodes: usize, guests: i64) -> S
         };
         d
     };
-    let store = FileStore::open(dir.join("state.json")).expect("state");
     let mut s = Stack::new(Clients::single(client), store, options).expect("stack");
     s.register(pve_resources::families::builtin());
     for vmid in 1000..1000 + guests {
@@ -55,10 +72,15 @@ fn stack(sim: &Simulator, dir: &std::path::Path, nodes: usize, guests: i64) -> S
     s
 }
 
-async fn deploy_1000() {
+async fn deploy_1000(backend: &str) {
     let sim = Simulator::start(cluster(10)).await.expect("starts");
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut s = stack(&sim, dir.path(), 10, 1_000);
+    let mut s = if backend == "file" {
+        stack(&sim, dir.path(), 10, 1_000)
+    } else {
+        let store = PgStore::open(pg::server().url(), &pg::stack_name("deploy")).expect("opens");
+        stack_over(&sim, Box::new(store), 10, 1_000)
+    };
     let plan = s.plan().await.expect("plans");
     let t = Instant::now();
     let report = s.deploy(&plan, |_| {}).await.expect("deploys");
@@ -67,7 +89,7 @@ async fn deploy_1000() {
     let store = s.state_time();
     let writes = sim.writes().len();
     println!(
-        "deploy of 1000 guests on 10 nodes: {wall:?} wall, {store:?} inside the state store ({:.1}%), {writes} writes, {} state records",
+        "{backend}: deploy of 1000 guests on 10 nodes: {wall:?} wall, {store:?} inside the state store ({:.1}%), {writes} writes, {} state records",
         100.0 * store.as_secs_f64() / wall.as_secs_f64(),
         s.state().revision
     );
@@ -100,7 +122,8 @@ fn main() {
         .expect("runtime");
     rt.block_on(async {
         for _ in 0..3 {
-            deploy_1000().await;
+            deploy_1000("file").await;
+            deploy_1000("postgres").await;
         }
         plan_10000().await;
     });

@@ -48,7 +48,7 @@ impl Stack {
             }
             found.push(it.res.clone());
         }
-        if !plan.destroy {
+        if !plan.destroy && plan.targets.is_empty() {
             let planned: BTreeMap<&str, ()> =
                 plan.entries.iter().map(|e| (e.id.as_str(), ())).collect();
             if let Some(it) = items

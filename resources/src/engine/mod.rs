@@ -356,6 +356,53 @@ impl Stack {
         Ok(self.ledger.settle(id, ledger::Wait::Durable).await?)
     }
 
+    /// Drops `id`'s state entry without reading or writing anything on the cluster (the
+    /// runner's `state forget`): the object stays as it is, and the next plan sees it as
+    /// unowned if it is still declared (S27), or not at all. Returns the entry dropped, or
+    /// `None` when state has none.
+    ///
+    /// # Errors
+    ///
+    /// [`StackError::Pending`] when the entry records a write or task not seen to end (S29:
+    /// forgetting it would lose what the next plan needs to judge it; settle it with a deploy or
+    /// [`Stack::clear_pending`] first), or the state cannot be written.
+    pub async fn forget(&mut self, id: &str) -> Result<Option<State>, StackError> {
+        let state = self.ledger.state();
+        let Some(entry) = state.resources.get(id) else {
+            return Ok(None);
+        };
+        if entry.intent.is_some() || entry.in_flight.is_some() {
+            return Err(StackError::Pending(id.to_owned()));
+        }
+        let mut dropped = State::new();
+        dropped.resources.insert(id.to_owned(), entry.clone());
+        self.ledger
+            .change(id, ledger::Wait::Durable, |_| Some(None))
+            .await?;
+        Ok(Some(dropped))
+    }
+
+    /// Marks the declared resource `id` for adoption (S27), as [`Entry::adopt`] does at
+    /// declaration (the runner's `adopt ID`).
+    ///
+    /// # Errors
+    ///
+    /// [`StackError::UnknownTarget`] when `id` is not declared.
+    pub fn mark_adopt(&mut self, id: &str) -> Result<(), StackError> {
+        let decl = self
+            .decls
+            .iter_mut()
+            .find(|d| d.id == id)
+            .ok_or_else(|| StackError::UnknownTarget(id.to_owned()))?;
+        decl.adopt = true;
+        Ok(())
+    }
+
+    /// The declared ids, in declaration order.
+    pub fn declared(&self) -> Vec<&str> {
+        self.decls.iter().map(|d| d.id.as_str()).collect()
+    }
+
     /// One bound per scope of `resources`, and the total.
     fn bounds<'r>(&self, resources: impl Iterator<Item = &'r Arc<dyn Resource>>) -> Bounds {
         let scopes = resources
@@ -379,7 +426,19 @@ impl Stack {
     /// [`StackError`] for an invalid stack (duplicate object, unknown dependency, cycle).
     /// Resources that cannot be read are `unreadable` entries, not errors.
     pub async fn plan(&self) -> Result<Plan, StackError> {
-        self.plan_with(false).await
+        self.plan_with(false, &[]).await
+    }
+
+    /// Plans only `targets` and what they come after, transitively (Terraform's `-target`):
+    /// nothing else is read, and a deploy of it leaves every other resource as it is, dropped
+    /// ones included. For the exceptional case (a repair, an adoption); the next whole plan
+    /// shows everything else.
+    ///
+    /// # Errors
+    ///
+    /// As [`Stack::plan`], and [`StackError::UnknownTarget`].
+    pub async fn plan_targets(&self, targets: &[String]) -> Result<Plan, StackError> {
+        self.plan_with(false, targets).await
     }
 
     /// Plans strictly (S3) and returns the plan; its [`Plan::drift`] is what differs. Writes
@@ -389,7 +448,7 @@ impl Stack {
     ///
     /// As [`Stack::plan`].
     pub async fn verify(&self) -> Result<Plan, StackError> {
-        self.plan_with(true).await
+        self.plan_with(true, &[]).await
     }
 
     /// Plans the destruction of everything in state (declared or not), in reverse dependency
@@ -399,7 +458,17 @@ impl Stack {
     ///
     /// As [`Stack::plan`].
     pub fn plan_destroy(&self) -> Result<Plan, StackError> {
-        self.plan_destroy_()
+        self.plan_destroy_(&[])
+    }
+
+    /// Plans the destruction of `targets` and of everything that comes after them (which
+    /// would lose what it needs), in reverse dependency order.
+    ///
+    /// # Errors
+    ///
+    /// As [`Stack::plan_destroy`], and [`StackError::UnknownTarget`].
+    pub fn plan_destroy_targets(&self, targets: &[String]) -> Result<Plan, StackError> {
+        self.plan_destroy_(targets)
     }
 
     /// Carries out `plan` (see the module documentation), reporting progress to `progress`.

@@ -158,6 +158,10 @@ pub struct Plan {
     /// The state revision it was made from: a deploy refuses it once the state moved on (S29:
     /// a plan is carried out once).
     pub revision: u64,
+    /// The resources it was narrowed to ([`Stack::plan_targets`]): they and what they come
+    /// after (for a destroy: what comes after them); empty for a whole plan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
     /// Made by [`Stack::plan_destroy`]: declared resources not in state are not in it.
     #[serde(skip)]
     pub(crate) destroy: bool,
@@ -201,23 +205,27 @@ pub(crate) fn recorded_map(rs: &ResourceState) -> Option<BTreeMap<String, String
 impl Stack {
     /// Plans every item against live state, layer by layer (an item's probe knows whether
     /// something it comes after writes), each probe under its scope's bound.
-    pub(crate) async fn plan_with(&self, strict: bool) -> Result<Plan, StackError> {
+    pub(crate) async fn plan_with(
+        &self,
+        strict: bool,
+        targets: &[String],
+    ) -> Result<Plan, StackError> {
         let span = tracing::info_span!(
             "pve_plan",
             strict,
             declared = self.decls.len(),
             objects = tracing::field::Empty
         );
-        tracing::Instrument::instrument(self.plan_spanned(strict), span).await
+        tracing::Instrument::instrument(self.plan_spanned(strict, targets), span).await
     }
 
-    async fn plan_spanned(&self, strict: bool) -> Result<Plan, StackError> {
+    async fn plan_spanned(&self, strict: bool, targets: &[String]) -> Result<Plan, StackError> {
         let state = self.ledger.state();
         let items = self.items(&state)?;
         tracing::Span::current().record("objects", items.len());
         let deps = edges(&items);
         let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
-        let layers = layers(&ids, &deps)?;
+        let layers = narrowed(layers(&ids, &deps)?, &ids, &deps, targets)?;
         let cx = Cx::new(
             self.clients.reader().clone(),
             self.options.await_options,
@@ -348,6 +356,7 @@ impl Stack {
         Ok(Plan {
             entries,
             revision: state.revision,
+            targets: targets.to_vec(),
             destroy: false,
         })
     }
@@ -409,12 +418,12 @@ impl Stack {
     }
 
     /// Plans the destruction of everything in state, in reverse dependency order.
-    pub(crate) fn plan_destroy_(&self) -> Result<Plan, StackError> {
+    pub(crate) fn plan_destroy_(&self, targets: &[String]) -> Result<Plan, StackError> {
         let state = self.ledger.state();
         let items = self.items(&state)?;
         let rev = reversed(&edges(&items));
         let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
-        let layers = layers(&ids, &rev)?;
+        let layers = narrowed(layers(&ids, &rev)?, &ids, &rev, targets)?;
         let entries = layers
             .concat()
             .into_iter()
@@ -464,9 +473,42 @@ impl Stack {
         Ok(Plan {
             entries,
             revision: state.revision,
+            targets: targets.to_vec(),
             destroy: true,
         })
     }
+}
+
+/// `layers` narrowed to `targets` and everything they come after in `deps`, transitively (all
+/// of them when `targets` is empty).
+fn narrowed(
+    layers: Vec<Vec<usize>>,
+    ids: &[&str],
+    deps: &[Vec<usize>],
+    targets: &[String],
+) -> Result<Vec<Vec<usize>>, StackError> {
+    if targets.is_empty() {
+        return Ok(layers);
+    }
+    let mut keep = vec![false; ids.len()];
+    let mut todo = Vec::new();
+    for t in targets {
+        let i = ids
+            .iter()
+            .position(|id| id == t)
+            .ok_or_else(|| StackError::UnknownTarget(t.clone()))?;
+        todo.push(i);
+    }
+    while let Some(i) = todo.pop() {
+        if !std::mem::replace(&mut keep[i], true) {
+            todo.extend(deps[i].iter().copied());
+        }
+    }
+    Ok(layers
+        .into_iter()
+        .map(|l| l.into_iter().filter(|&i| keep[i]).collect::<Vec<_>>())
+        .filter(|l| !l.is_empty())
+        .collect())
 }
 
 /// A dropped item a declared one names among what it requires (by key, not a whole kind:

@@ -77,7 +77,7 @@ fn resolve(path: &Path) -> Result<PathBuf, StateError> {
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> StateError {
     StateError::Corrupt {
-        path: path.to_path_buf(),
+        place: path.display().to_string(),
         reason: reason.into(),
     }
 }
@@ -107,7 +107,7 @@ impl FileStore {
                 let _ = lock.read_to_string(&mut holder);
                 let holder = holder.trim();
                 return Err(StateError::Locked {
-                    path,
+                    place: path.display().to_string(),
                     holder: if holder.is_empty() {
                         "holder unknown".to_owned()
                     } else {
@@ -287,6 +287,10 @@ impl StateStore for FileStore {
         f.write_all(text.as_bytes())
             .and_then(|()| if durable { f.sync_data() } else { Ok(()) })
             .map_err(io(&path, "appending"))
+    }
+
+    fn place(&self) -> String {
+        self.path.display().to_string()
     }
 
     fn save(&mut self, state: &State) -> Result<(), StateError> {

@@ -30,8 +30,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod file;
+#[cfg(feature = "postgres")]
+mod pg;
 
 pub use file::FileStore;
+#[cfg(feature = "postgres")]
+pub use pg::PgStore;
 
 /// The state format's version. Version 1 files (no revision, no origin, no intents) are read
 /// and written back as version 2.
@@ -126,6 +130,13 @@ pub struct Record {
     pub entry: Option<ResourceState>,
 }
 
+/// Seconds since the epoch (a lock holder's start).
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Field names that never go into state (S26).
 const SECRET_NAMES: &[&str] = &[
     "password",
@@ -218,10 +229,10 @@ impl State {
 #[non_exhaustive]
 pub enum StateError {
     /// Another process holds the state (S28).
-    #[error("state {path} is locked by another deploy ({holder})")]
+    #[error("state {place} is locked by another deploy ({holder})")]
     Locked {
-        /// The state file.
-        path: PathBuf,
+        /// The state: a file's path, or a database and stack (never a password).
+        place: String,
         /// Who holds it, as it recorded itself.
         holder: String,
     },
@@ -234,10 +245,10 @@ pub enum StateError {
         links: u64,
     },
     /// The file is not a state of this version.
-    #[error("state {path} is not readable state: {reason}")]
+    #[error("state {place} is not readable state: {reason}")]
     Corrupt {
-        /// The state file.
-        path: PathBuf,
+        /// The state: a file's path, or a database and stack (never a password).
+        place: String,
         /// What is wrong.
         reason: String,
     },
@@ -259,6 +270,27 @@ pub enum StateError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// A database operation failed (the PostgreSQL store, feature `postgres`).
+    #[error("state {place}: {op} failed")]
+    Database {
+        /// The database and stack (never a password).
+        place: String,
+        /// What was done.
+        op: &'static str,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A copy's target holds state already ([`copy`]).
+    #[error("state {place} already holds {entries} entries at revision {revision}: a copy goes into an empty state only (forget or move that one first)")]
+    Occupied {
+        /// The target.
+        place: String,
+        /// Its entries.
+        entries: usize,
+        /// Its revision.
+        revision: u64,
     },
     /// An earlier record could not be written: nothing more is recorded in this deploy.
     #[error("state is not being recorded any more: {0}")]
@@ -289,4 +321,58 @@ pub trait StateStore {
     ///
     /// The state holds a secret, or cannot be written.
     fn save(&mut self, state: &State) -> Result<(), StateError>;
+
+    /// Where the state is, as messages name it (a path, a database and stack; never a
+    /// password).
+    fn place(&self) -> String {
+        "state".to_owned()
+    }
+}
+
+/// A boxed store is a store (a store chosen at run time, as the runner's state URL does).
+impl<S: StateStore + ?Sized> StateStore for Box<S> {
+    fn load(&self) -> Result<State, StateError> {
+        (**self).load()
+    }
+
+    fn append(&mut self, records: &[Record], durable: bool) -> Result<(), StateError> {
+        (**self).append(records, durable)
+    }
+
+    fn save(&mut self, state: &State) -> Result<(), StateError> {
+        (**self).save(state)
+    }
+
+    fn place(&self) -> String {
+        (**self).place()
+    }
+}
+
+/// Copies the state held by `from` into `to` (`state migrate`: a file into PostgreSQL, or
+/// back), revision and entries as they are, and returns it. Both stores hold their locks, so
+/// no deploy writes either meanwhile.
+///
+/// # Errors
+///
+/// [`StateError::Occupied`] when `to` holds state already (nothing is merged or overwritten),
+/// or either store fails.
+pub fn copy(from: &dyn StateStore, to: &mut dyn StateStore) -> Result<State, StateError> {
+    let state = from.load()?;
+    let there = to.load()?;
+    if there.revision > 0 || !there.resources.is_empty() {
+        return Err(StateError::Occupied {
+            place: to.place(),
+            entries: there.resources.len(),
+            revision: there.revision,
+        });
+    }
+    to.save(&state)?;
+    let copied = to.load()?;
+    if copied != state {
+        return Err(StateError::Corrupt {
+            place: to.place(),
+            reason: "the copy reads back different from the original".to_owned(),
+        });
+    }
+    Ok(state)
 }
