@@ -28,6 +28,8 @@
 // docs.rs: every feature-gated item says which feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod contract;
 pub mod engine;
 pub mod families;

@@ -48,9 +48,6 @@ pub enum StackError {
     /// A target names neither a declared nor a managed resource.
     #[error("target {0:?} is neither declared nor in state")]
     UnknownTarget(String),
-    /// The entry records a write or task not seen to end (S29).
-    #[error("{0:?} records a write not seen to end: deploy to settle it, or clear-pending it after looking at the cluster, before forgetting it")]
-    Pending(String),
     /// The plan was not made by this stack, or the declarations changed since.
     #[error("the plan does not belong to this stack as declared now ({0}); plan again")]
     StalePlan(String),

@@ -356,32 +356,6 @@ impl Stack {
         Ok(self.ledger.settle(id, ledger::Wait::Durable).await?)
     }
 
-    /// Drops `id`'s state entry without reading or writing anything on the cluster (the
-    /// runner's `state forget`): the object stays as it is, and the next plan sees it as
-    /// unowned if it is still declared (S27), or not at all. Returns the entry dropped, or
-    /// `None` when state has none.
-    ///
-    /// # Errors
-    ///
-    /// [`StackError::Pending`] when the entry records a write or task not seen to end (S29:
-    /// forgetting it would lose what the next plan needs to judge it; settle it with a deploy or
-    /// [`Stack::clear_pending`] first), or the state cannot be written.
-    pub async fn forget(&mut self, id: &str) -> Result<Option<State>, StackError> {
-        let state = self.ledger.state();
-        let Some(entry) = state.resources.get(id) else {
-            return Ok(None);
-        };
-        if entry.intent.is_some() || entry.in_flight.is_some() {
-            return Err(StackError::Pending(id.to_owned()));
-        }
-        let mut dropped = State::new();
-        dropped.resources.insert(id.to_owned(), entry.clone());
-        self.ledger
-            .change(id, ledger::Wait::Durable, |_| Some(None))
-            .await?;
-        Ok(Some(dropped))
-    }
-
     /// Marks the declared resource `id` for adoption (S27), as [`Entry::adopt`] does at
     /// declaration (the runner's `adopt ID`).
     ///

@@ -282,6 +282,9 @@ pub enum StateError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The entry records a write or task not seen to end (S29), so it is not forgotten.
+    #[error("{0:?} records a write not seen to end: deploy to settle it, or clear-pending it after looking at the cluster, before forgetting it")]
+    Pending(String),
     /// A copy's target holds state already ([`copy`]).
     #[error("state {place} already holds {entries} entries at revision {revision}: a copy goes into an empty state only (forget or move that one first)")]
     Occupied {
@@ -346,6 +349,34 @@ impl<S: StateStore + ?Sized> StateStore for Box<S> {
     fn place(&self) -> String {
         (**self).place()
     }
+}
+
+/// Drops `id`'s entry from the state in `store` without reading or writing anything on the
+/// cluster (the runner's `state forget`): the object stays as it is, and the next plan sees it
+/// as unowned if it is still declared (S27), or not at all. Returns the entry dropped, or
+/// `None` when state has none.
+///
+/// # Errors
+///
+/// [`StateError::Pending`] when the entry records a write or task not seen to end (forgetting
+/// it would lose what the next plan needs to judge it, S29), or the store fails.
+pub fn forget(store: &mut dyn StateStore, id: &str) -> Result<Option<ResourceState>, StateError> {
+    let state = store.load()?;
+    let Some(entry) = state.resources.get(id) else {
+        return Ok(None);
+    };
+    if entry.intent.is_some() || entry.in_flight.is_some() {
+        return Err(StateError::Pending(id.to_owned()));
+    }
+    store.append(
+        &[Record {
+            revision: state.revision + 1,
+            id: id.to_owned(),
+            entry: None,
+        }],
+        true,
+    )?;
+    Ok(Some(entry.clone()))
 }
 
 /// Copies the state held by `from` into `to` (`state migrate`: a file into PostgreSQL, or
