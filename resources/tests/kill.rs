@@ -6,6 +6,10 @@
 //! SDN zone with vnets and the SDN apply under PVE's SDN lock (`PVE_KILL_LAB=sdn` in the
 //! child).
 //!
+//! The guests' lab runs again with its state in PostgreSQL (a server this binary starts, as
+//! `tests/stores.rs` does; `PVE_KILL_PG` in the child names the database and stack), so that
+//! both stores are killed mid-deploy (`s28_s29_kill_test_with_state_in_postgres`).
+//!
 //! Each trial must end with 0 objects left unowned, 0 duplicate creates (more than one create
 //! PVE carried out for one address in the simulator's log), every state file read as another
 //! process would read it (also right after the kill) parsing, 0 temporary files left, and the
@@ -22,12 +26,54 @@ use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::sdn::{SdnVnet, SdnZone};
 use pve_resources::families::sdn_apply::SdnApply;
 use pve_resources::families::vm::Vm;
+use pve_resources::state::{PgStore, State, StateError, StateStore};
 use pve_resources::{Clients, FileStore};
 use pve_sdk::generated::nodes::node::network::Type;
 use pve_sdk::{Client, RetryPolicy};
 use pve_sim::{SimConfig, Simulator};
 
+#[path = "common/pg.rs"]
+mod pg;
+
 const TOKEN: &str = "root@pam!sim";
+
+/// Where a trial's state is: a file, or a stack in PostgreSQL (`URL STACK`).
+#[derive(Debug, Clone)]
+enum Place {
+    File(PathBuf),
+    Pg(String, String),
+}
+
+impl Place {
+    fn open(&self) -> Box<dyn StateStore + Send> {
+        match self {
+            Place::File(p) => Box::new(FileStore::open(p).expect("state")),
+            // PostgreSQL ends a killed holder's session (and its lock) once it notices the
+            // connection closed, a moment after the kill: a second writer is refused meanwhile,
+            // with the holder named.
+            Place::Pg(url, stack) => {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    match PgStore::open(url, stack) {
+                        Ok(s) => return Box::new(s),
+                        Err(StateError::Locked { .. }) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        Err(e) => panic!("state: {e}"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The state as another process reads it.
+    fn read(&self) -> Result<State, StateError> {
+        match self {
+            Place::File(p) => FileStore::read(p),
+            Place::Pg(url, stack) => PgStore::read(url, stack),
+        }
+    }
+}
 const NODES: [&str; 2] = ["pve1", "pve2"];
 const GUESTS_PER_NODE: i64 = 3;
 
@@ -93,7 +139,7 @@ impl Lab {
     }
 }
 
-fn stack_of(url: &str, state: &Path, lab: Lab) -> Stack {
+fn stack_of(url: &str, state: &Place, lab: Lab) -> Stack {
     let client = Client::builder(url)
         .token(TOKEN, "sim-secret")
         .retry(RetryPolicy {
@@ -114,7 +160,7 @@ fn stack_of(url: &str, state: &Path, lab: Lab) -> Stack {
         };
         d
     };
-    let store = FileStore::open(state).expect("state");
+    let store = state.open();
     let mut s = Stack::new(Clients::single(client), store, options).expect("stack");
     s.register(pve_resources::families::builtin());
     match lab {
@@ -134,7 +180,14 @@ async fn kill_child_deploys_the_lab() {
         Ok("sdn") => Lab::Sdn,
         _ => Lab::Guests,
     };
-    let mut s = stack_of(&url, Path::new(&state), lab);
+    let place = match std::env::var("PVE_KILL_PG")
+        .ok()
+        .and_then(|v| v.split_once(' ').map(|(u, s)| (u.to_owned(), s.to_owned())))
+    {
+        Some((url, stack)) => Place::Pg(url, stack),
+        None => Place::File(PathBuf::from(&state)),
+    };
+    let mut s = stack_of(&url, &place, lab);
     let plan = s.plan().await.expect("plans");
     let report = s.deploy(&plan, |_| {}).await.expect("deploys");
     // Reached only when the kill came late: the deploy then converged.
@@ -181,10 +234,19 @@ fn leftovers(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// One trial: the child killed `offset` after it starts; then deploys here until all noop.
-async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, String> {
+async fn trial(sim: &Simulator, offset: Duration, lab: Lab, pg: bool) -> Result<Trial, String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let state = dir.path().join("state.json");
-    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+    let file = dir.path().join("state.json");
+    let place = if pg {
+        Place::Pg(pg::server().url().to_owned(), pg::stack_name("kill"))
+    } else {
+        Place::File(file.clone())
+    };
+    let mut child = Command::new(std::env::current_exe().expect("this test binary"));
+    if let Place::Pg(url, stack) = &place {
+        child.env("PVE_KILL_PG", format!("{url} {stack}"));
+    }
+    let mut child = child
         .args([
             "kill_child_deploys_the_lab",
             "--exact",
@@ -192,7 +254,7 @@ async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, Str
             "--test-threads=1",
         ])
         .env("PVE_KILL_URL", sim.url())
-        .env("PVE_KILL_STATE", &state)
+        .env("PVE_KILL_STATE", &file)
         .env("PVE_KILL_LAB", lab.name())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -205,7 +267,9 @@ async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, Str
     child.wait().expect("reaped");
     let killed_after = started.elapsed();
     // What another process reads right after the kill parses.
-    let at_kill = FileStore::read(&state).map_err(|e| format!("state after the kill: {e}"))?;
+    let at_kill = place
+        .read()
+        .map_err(|e| format!("state after the kill: {e}"))?;
     let intents = at_kill
         .resources
         .values()
@@ -222,7 +286,7 @@ async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, Str
     let mut released = false;
     loop {
         rounds += 1;
-        let mut s = stack_of(&url, &state, lab);
+        let mut s = stack_of(&url, &place, lab);
         let plan = s.plan().await.map_err(|e| format!("plan: {e}"))?;
         if let Some(e) = plan.entries.iter().find(|e| {
             matches!(
@@ -254,7 +318,9 @@ async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, Str
             sim.with_cluster(|c| c.sdn.lock = None);
             released = true;
         }
-        FileStore::read(&state).map_err(|e| format!("state after a deploy: {e}"))?;
+        place
+            .read()
+            .map_err(|e| format!("state after a deploy: {e}"))?;
     }
     let dup: Vec<(String, usize)> = creates(sim).into_iter().filter(|(_, n)| *n > 1).collect();
     if !dup.is_empty() {
@@ -264,7 +330,7 @@ async fn trial(sim: &Simulator, offset: Duration, lab: Lab) -> Result<Trial, Str
     if !left.is_empty() {
         return Err(format!("temporary files left: {left:?}"));
     }
-    let st = FileStore::read(&state).map_err(|e| format!("final state: {e}"))?;
+    let st = place.read().map_err(|e| format!("final state: {e}"))?;
     let declared = lab.objects();
     if lab == Lab::Sdn {
         let (lock, published) = sim.with_cluster(|c| {
@@ -308,6 +374,17 @@ struct Trial {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s28_s29_kill_test_no_object_lost_no_duplicate_create_no_torn_state() {
+    guests_killed(30, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s28_s29_kill_test_with_state_in_postgres() {
+    guests_killed(12, true).await;
+}
+
+/// The guests' lab killed `trials` times (`PVE_KILL_TRIALS` overrides), its state in a file or
+/// in PostgreSQL.
+async fn guests_killed(default_trials: usize, pg: bool) {
     let seed: u64 = std::env::var("PVE_KILL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -315,7 +392,7 @@ async fn s28_s29_kill_test_no_object_lost_no_duplicate_create_no_torn_state() {
     let trials: usize = std::env::var("PVE_KILL_TRIALS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+        .unwrap_or(default_trials);
     let mut rng = fastrand::Rng::with_seed(seed);
     let (mut mid_flight, mut pending) = (0, 0);
     for t in 0..trials {
@@ -338,7 +415,7 @@ async fn s28_s29_kill_test_no_object_lost_no_duplicate_create_no_torn_state() {
             sim.script(pve_sim::Rule::new(method, path, late));
         }
         let offset = Duration::from_millis(rng.u64(10..400));
-        match trial(&sim, offset, Lab::Guests).await {
+        match trial(&sim, offset, Lab::Guests, pg).await {
             Ok(how) => {
                 mid_flight += usize::from(how.mid_flight);
                 pending += usize::from(how.pending);
@@ -388,7 +465,7 @@ async fn s29_kill_test_an_sdn_deploy_killed_anywhere_finishes_with_the_recorded_
             sim.script(pve_sim::Rule::new(method, path, late));
         }
         let offset = Duration::from_millis(rng.u64(10..300));
-        match trial(&sim, offset, Lab::Sdn).await {
+        match trial(&sim, offset, Lab::Sdn, false).await {
             Ok(how) => {
                 mid_flight += usize::from(how.mid_flight);
                 pending += usize::from(how.pending);
