@@ -140,14 +140,32 @@ enum Auth {
 /// Makes a transport with a pool of its own, as the first was made ([`Client::fresh`]).
 type Remake = Arc<dyn Fn() -> Result<Arc<dyn Transport>, BuildError> + Send + Sync>;
 
-struct Inner {
+/// One member of the cluster the client may send to: its API root and its connections.
+struct Conn {
+    /// `https://host:port/api2/json`.
+    api: String,
     http: Arc<dyn Transport>,
     /// `None` for a transport the user supplied, which is shared as it is.
     remake: Option<Remake>,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("api", &self.api)
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// The members, in the order given; requests go to `current` first.
+    members: Vec<Conn>,
+    /// The member that answered last (a client stays with the last good one).
+    current: std::sync::atomic::AtomicUsize,
     /// Bounds every exchange, whatever transport carries it.
     timeout: Duration,
     auth: Auth,
-    api: String,
     retry: RetryPolicy,
     check_versions: bool,
     renew_after: Duration,
@@ -158,10 +176,9 @@ struct Inner {
 impl fmt::Debug for Inner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inner")
-            .field("http", &self.http)
+            .field("members", &self.members)
             .field("timeout", &self.timeout)
             .field("auth", &self.auth)
-            .field("api", &self.api)
             .finish_non_exhaustive()
     }
 }
@@ -181,6 +198,7 @@ pub const DEFAULT_MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
 /// Builds a [`Client`].
 pub struct ClientBuilder {
     base: String,
+    members: Vec<Member>,
     credentials: Option<Credentials>,
     timeout: Duration,
     tls: TlsMode,
@@ -197,6 +215,7 @@ impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
             .field("base", &without_userinfo(&self.base))
+            .field("members", &self.members)
             .field("credentials", &self.credentials)
             .field("timeout", &self.timeout)
             .field("tls", &self.tls)
@@ -333,6 +352,19 @@ impl ClientBuilder {
         self
     }
 
+    /// Further members of the same cluster, after the builder's URL, in order of preference.
+    /// A request goes to the member that answered last (the first at the start); when a member
+    /// cannot be reached the request moves on to the next. A read moves on after any transport
+    /// failure; a write only when it provably was not sent (no connection was made, the
+    /// certificate was refused: [`crate::Outcome::NotSent`]), never after it may have arrived,
+    /// so a write is never carried out twice. Each member keeps the builder's TLS mode unless
+    /// it has its own ([`Member::pinned`]). A ticket is valid on every member of a cluster.
+    #[must_use]
+    pub fn members<M: Into<Member>>(mut self, members: impl IntoIterator<Item = M>) -> Self {
+        self.members.extend(members.into_iter().map(Into::into));
+        self
+    }
+
     /// Builds the client.
     ///
     /// # Errors
@@ -340,70 +372,24 @@ impl ClientBuilder {
     /// [`BuildError`] for missing credentials, a bad URL, fingerprint or CA bundle.
     pub fn build(self) -> Result<Client, BuildError> {
         let credentials = self.credentials.ok_or(BuildError::NoCredentials)?;
-        let base = self.base.trim_end_matches('/').to_owned();
-        let shown = without_userinfo(&base);
-        if shown != base {
-            return Err(BuildError::UserInfoInUrl(shown));
-        }
-        if !(base.starts_with("https://") || base.starts_with("http://")) {
-            return Err(BuildError::BadUrl(base));
-        }
-        let api = format!("{base}/api2/json");
-        if hyper::Uri::try_from(api.as_str()).is_err() {
-            return Err(BuildError::BadUrl(base));
-        }
-        let public = self.http.public_roots;
-        let tls = match &self.tls {
-            TlsMode::Verify if !public => Err(BuildError::NoRoots),
-            TlsMode::Verify => crate::tls::verified_config(None, public),
-            TlsMode::ExtraCa(pem) => crate::tls::verified_config(Some(pem), public),
-            TlsMode::Pinned(fp) => {
-                let want = crate::tls::parse_fingerprint(fp)
-                    .ok_or_else(|| BuildError::BadFingerprint(fp.clone()))?;
-                crate::tls::pinned_config(want).map_err(BuildError::Tls)
-            }
-            TlsMode::Insecure if self.transport.is_none() => {
-                tracing::warn!(
-                    base = %base,
-                    "TLS certificate verification is OFF: any server can pose as this node"
-                );
-                crate::tls::insecure_config().map_err(BuildError::Tls)
-            }
-            TlsMode::Insecure => crate::tls::insecure_config().map_err(BuildError::Tls),
-        }?;
-        // Redirects are never followed (neither hyper's client nor the client here does): a
-        // 3xx is an error.
-        let (http, remake): (Arc<dyn Transport>, Option<Remake>) = match self.transport {
-            Some(t) => (t, None),
-            None => {
-                let connect = self
-                    .http
-                    .connect_timeout
-                    .unwrap_or(Duration::from_secs(10))
-                    .min(self.timeout);
-                let (settings, max_answer) = (self.http.clone(), self.max_answer);
-                let remake: Remake = Arc::new(move || {
-                    let t = crate::transport::https::Https::new(
-                        tls.clone(),
-                        &settings,
-                        connect,
-                        max_answer,
-                    )?;
-                    Ok(Arc::new(t) as Arc<dyn Transport>)
-                });
-                (remake()?, Some(remake))
-            }
+        let first = Member {
+            url: self.base.clone(),
+            tls: None,
         };
+        let mut members = Vec::new();
+        for m in std::iter::once(&first).chain(&self.members) {
+            let tls = m.tls.as_ref().unwrap_or(&self.tls);
+            members.push(conn(
+                &m.url,
+                tls,
+                &self.http,
+                self.transport.as_ref(),
+                self.timeout,
+                self.max_answer,
+            )?);
+        }
         let auth = match credentials {
-            Credentials::Token { id, secret } => {
-                let mut header = hyper::header::HeaderValue::from_str(&format!(
-                    "PVEAPIToken={id}={}",
-                    secret.expose()
-                ))
-                .map_err(|_| BuildError::BadToken)?;
-                header.set_sensitive(true);
-                Auth::Token { id, header }
-            }
+            Credentials::Token { id, secret } => token_auth(id, &secret)?,
             Credentials::Password { username, password } => Auth::Password {
                 username,
                 password,
@@ -412,11 +398,10 @@ impl ClientBuilder {
         };
         Ok(Client {
             inner: Arc::new(Inner {
-                http,
-                remake,
+                members,
+                current: std::sync::atomic::AtomicUsize::new(0),
                 timeout: self.timeout,
                 auth,
-                api,
                 retry: self.retry,
                 check_versions: self.check_versions,
                 renew_after: self.renew_after,
@@ -425,6 +410,133 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// One more member of a cluster for [`ClientBuilder::members`]: its URL, and the TLS mode for
+/// its certificate when it is not the builder's (each node of a cluster has a self-signed
+/// certificate of its own, so a pinned fingerprint is per member).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Member {
+    url: String,
+    tls: Option<TlsMode>,
+}
+
+impl Member {
+    /// The member at `url` (`https://pve2.example.com:8006`), with the builder's TLS mode.
+    pub fn new(url: impl Into<String>) -> Member {
+        Member {
+            url: url.into(),
+            tls: None,
+        }
+    }
+
+    /// Verifies this member's certificate with `mode` instead of the builder's.
+    #[must_use]
+    pub fn tls(mut self, mode: TlsMode) -> Member {
+        self.tls = Some(mode);
+        self
+    }
+
+    /// Accepts only the certificate with this SHA-256 fingerprint from this member.
+    #[must_use]
+    pub fn pinned(self, fingerprint: impl Into<String>) -> Member {
+        self.tls(TlsMode::Pinned(fingerprint.into()))
+    }
+}
+
+impl fmt::Debug for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Member")
+            .field("url", &without_userinfo(&self.url))
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+impl From<&str> for Member {
+    fn from(url: &str) -> Member {
+        Member::new(url)
+    }
+}
+
+impl From<String> for Member {
+    fn from(url: String) -> Member {
+        Member::new(url)
+    }
+}
+
+/// The token header, built once and marked sensitive.
+fn token_auth(id: String, secret: &Secret) -> Result<Auth, BuildError> {
+    let mut header =
+        hyper::header::HeaderValue::from_str(&format!("PVEAPIToken={id}={}", secret.expose()))
+            .map_err(|_| BuildError::BadToken)?;
+    header.set_sensitive(true);
+    Ok(Auth::Token { id, header })
+}
+
+/// The connections to one member at `url`, checked as a base URL.
+fn conn(
+    url: &str,
+    mode: &TlsMode,
+    settings: &HttpSettings,
+    transport: Option<&Arc<dyn Transport>>,
+    timeout: Duration,
+    max_answer: u64,
+) -> Result<Conn, BuildError> {
+    let base = url.trim_end_matches('/').to_owned();
+    let shown = without_userinfo(&base);
+    if shown != base {
+        return Err(BuildError::UserInfoInUrl(shown));
+    }
+    if !(base.starts_with("https://") || base.starts_with("http://")) {
+        return Err(BuildError::BadUrl(base));
+    }
+    let api = format!("{base}/api2/json");
+    if hyper::Uri::try_from(api.as_str()).is_err() {
+        return Err(BuildError::BadUrl(base));
+    }
+    let public = settings.public_roots;
+    let tls = match mode {
+        TlsMode::Verify if !public => Err(BuildError::NoRoots),
+        TlsMode::Verify => crate::tls::verified_config(None, public),
+        TlsMode::ExtraCa(pem) => crate::tls::verified_config(Some(pem), public),
+        TlsMode::Pinned(fp) => {
+            let want = crate::tls::parse_fingerprint(fp)
+                .ok_or_else(|| BuildError::BadFingerprint(fp.clone()))?;
+            crate::tls::pinned_config(want).map_err(BuildError::Tls)
+        }
+        TlsMode::Insecure if transport.is_none() => {
+            tracing::warn!(
+                base = %base,
+                "TLS certificate verification is OFF: any server can pose as this node"
+            );
+            crate::tls::insecure_config().map_err(BuildError::Tls)
+        }
+        TlsMode::Insecure => crate::tls::insecure_config().map_err(BuildError::Tls),
+    }?;
+    // Redirects are never followed (neither hyper's client nor the client here does): a
+    // 3xx is an error.
+    let (http, remake): (Arc<dyn Transport>, Option<Remake>) = match transport {
+        Some(t) => (t.clone(), None),
+        None => {
+            let connect = settings
+                .connect_timeout
+                .unwrap_or(Duration::from_secs(10))
+                .min(timeout);
+            let settings = settings.clone();
+            let remake: Remake = Arc::new(move || {
+                let t = crate::transport::https::Https::new(
+                    tls.clone(),
+                    &settings,
+                    connect,
+                    max_answer,
+                )?;
+                Ok(Arc::new(t) as Arc<dyn Transport>)
+            });
+            (remake()?, Some(remake))
+        }
+    };
+    Ok(Conn { api, http, remake })
 }
 
 /// How a request failed inside the client: PVE refused something (this request or one made
@@ -621,6 +733,7 @@ impl Client {
     pub fn builder(base_url: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
             base: base_url.into(),
+            members: Vec::new(),
             credentials: None,
             timeout: Duration::from_secs(30),
             tls: TlsMode::Verify,
@@ -643,10 +756,18 @@ impl Client {
     /// The transport cannot be made again.
     pub fn fresh(&self) -> Result<Client, BuildError> {
         let i = &self.inner;
-        let http = match &i.remake {
-            Some(remake) => remake()?,
-            None => i.http.clone(),
-        };
+        let mut members = Vec::new();
+        for m in &i.members {
+            let http = match &m.remake {
+                Some(remake) => remake()?,
+                None => m.http.clone(),
+            };
+            members.push(Conn {
+                api: m.api.clone(),
+                http,
+                remake: m.remake.clone(),
+            });
+        }
         let auth = match &i.auth {
             Auth::Token { id, header } => Auth::Token {
                 id: id.clone(),
@@ -660,20 +781,53 @@ impl Client {
                 session: Mutex::new(Session::default()),
             },
         };
-        Ok(Client {
+        Ok(self.with(members, auth))
+    }
+
+    /// This client with another API token (`USER@REALM!TOKENID` and its secret): the same
+    /// members, connections and settings, as a credential provider that mints tokens needs.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::BadToken`]: the id or secret cannot be sent in a header.
+    pub fn with_token(&self, id: impl Into<String>, secret: &Secret) -> Result<Client, BuildError> {
+        let members = self
+            .inner
+            .members
+            .iter()
+            .map(|m| Conn {
+                api: m.api.clone(),
+                http: m.http.clone(),
+                remake: m.remake.clone(),
+            })
+            .collect();
+        Ok(self.with(members, token_auth(id.into(), secret)?))
+    }
+
+    fn with(&self, members: Vec<Conn>, auth: Auth) -> Client {
+        let i = &self.inner;
+        Client {
             inner: Arc::new(Inner {
-                http,
-                remake: i.remake.clone(),
+                members,
+                current: std::sync::atomic::AtomicUsize::new(
+                    i.current.load(std::sync::atomic::Ordering::Relaxed),
+                ),
                 timeout: i.timeout,
                 auth,
-                api: i.api.clone(),
                 retry: i.retry,
                 check_versions: i.check_versions,
                 renew_after: i.renew_after,
                 server_version: Mutex::new(None),
                 max_answer: i.max_answer,
             }),
-        })
+        }
+    }
+
+    /// The API root of the member requests go to now (`https://pve2:8006/api2/json`): the
+    /// one that answered last.
+    pub fn member(&self) -> &str {
+        let i = &self.inner;
+        &i.members[i.current.load(std::sync::atomic::Ordering::Relaxed) % i.members.len()].api
     }
 
     /// The credential's id as PVE sees it (`root@pam!deploy` or `root@pam`).
@@ -993,14 +1147,47 @@ impl Client {
         enc: &EncodedRequest,
     ) -> Result<(Result<Exchange, ClientErrorKind>, Option<u64>), Failure> {
         let (auth, generation) = self.authenticate(enc.method).await?;
-        let request = build_request(&self.inner.api, enc, auth)?;
-        Ok((self.send_http(request).await, generation))
+        Ok((self.send_http(enc, &auth).await?, generation))
     }
 
-    async fn send_http(&self, request: HttpRequest) -> Result<Exchange, ClientErrorKind> {
+    /// Sends `enc` to the member that answered last, moving on to the next member while it
+    /// may: a read after any transport failure, a write only when it was provably not sent.
+    /// A member that answers becomes the one to use.
+    async fn send_http(
+        &self,
+        enc: &EncodedRequest,
+        auth: &AuthHeaders,
+    ) -> Result<Result<Exchange, ClientErrorKind>, Failure> {
+        use std::sync::atomic::Ordering;
+        let members = &self.inner.members;
+        let start = self.inner.current.load(Ordering::Relaxed) % members.len();
+        let mut k = 0;
+        loop {
+            let i = (start + k) % members.len();
+            let m = &members[i];
+            let request = build_request(&m.api, enc, auth.clone())?;
+            let result = self.send_to(m, request).await;
+            let next = k + 1 < members.len()
+                && match &result {
+                    Err(ClientErrorKind::Connect(_) | ClientErrorKind::Certificate(_)) => true,
+                    Err(ClientErrorKind::Transport(_)) => !enc.method.is_write(),
+                    _ => false,
+                };
+            if !next {
+                if result.is_ok() {
+                    self.inner.current.store(i, Ordering::Relaxed);
+                }
+                return Ok(result);
+            }
+            tracing::debug!(member = %m.api, "member unreachable: trying the next");
+            k += 1;
+        }
+    }
+
+    async fn send_to(&self, m: &Conn, request: HttpRequest) -> Result<Exchange, ClientErrorKind> {
         let timeout = self.inner.timeout;
         let limit = self.inner.max_answer;
-        match tokio::time::timeout(timeout, self.inner.http.send(request)).await {
+        match tokio::time::timeout(timeout, m.http.send(request)).await {
             // A transport of the user's hands over what it read: measured here.
             Ok(Ok(answer)) if answer.body.len() as u64 > limit => Err(ClientErrorKind::TooLarge {
                 status: answer.status,
@@ -1100,8 +1287,7 @@ impl Client {
                 ("password".to_owned(), secret.expose().to_owned()),
             ],
         };
-        let request = build_request(&self.inner.api, &enc, Vec::new())?;
-        let ex = self.send_http(request).await.map_err(before)?;
+        let ex = self.send_http(&enc, &Vec::new()).await?.map_err(before)?;
         let r: Response<Value> = match self.answer("create_ticket", &enc, &ex, true) {
             Ok(r) => r,
             Err(Failure::Client(k)) => return Err(Failure::Client(before(k))),

@@ -69,7 +69,7 @@ pub mod generated;
 /// every per-operation error has (`outcome()`, `is_absent()`, the typed `is_*()` predicates,
 /// `chain()`).
 pub mod prelude {
-    pub use crate::client::{Client, ClientBuilder, Response};
+    pub use crate::client::{Client, ClientBuilder, Member, Response};
     pub use crate::error::{ErrorChain, OperationError, Outcome};
     pub use crate::generated::errors::ErrorPredicates;
     pub use crate::operation::Operation;
@@ -80,7 +80,7 @@ pub mod prelude {
 }
 
 pub use client::{
-    Client, ClientBuilder, Credentials, Response, RetryPolicy, DEFAULT_MAX_ANSWER_BYTES,
+    Client, ClientBuilder, Credentials, Member, Response, RetryPolicy, DEFAULT_MAX_ANSWER_BYTES,
 };
 pub use error::{ApiError, Chain, ClientError, ErrorChain, OperationError, Outcome, RequestError};
 pub use generated::errors::ErrorPredicates;

@@ -58,7 +58,7 @@ pub(crate) struct Ledger {
     stopped: Arc<Mutex<Option<String>>>,
     /// Nanoseconds the writer has spent in the store.
     busy: Arc<AtomicU64>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -179,7 +179,7 @@ impl Ledger {
             }),
             stopped,
             busy,
-            writer: Some(writer),
+            writer: Mutex::new(Some(writer)),
         })
     }
 
@@ -426,14 +426,23 @@ impl Holds for LedgerHolds {
     }
 }
 
-impl Drop for Ledger {
-    /// Closes the writer's queue and waits for it to finish what it was given, so that the
-    /// store (and its lock) is released when the stack is dropped.
-    fn drop(&mut self) {
+impl Ledger {
+    /// Closes the writer's queue and waits for it to finish what it was given, which drops
+    /// the store (and releases its lock). Called when the stack is dropped, whoever else
+    /// still holds the ledger (a deploy's task being aborted): a record asked of a closed
+    /// ledger fails as after a stop, and the next stack over the store opens at once.
+    pub(crate) fn close(&self) {
         lock(&self.inner).jobs = None;
-        if let Some(w) = self.writer.take() {
+        let writer = lock(&self.writer).take();
+        if let Some(w) = writer {
             let _ = w.join();
         }
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -487,6 +496,30 @@ mod tests {
         // What another process reads: the state file plus the journal, the same state.
         let store = FileStore::open(&path).expect("reopens");
         assert_eq!(store.load().expect("loads"), expected);
+    }
+
+    #[tokio::test]
+    async fn s28_a_closed_ledger_releases_its_store_while_another_holder_remains() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let ledger = Arc::new(
+            Ledger::open(Box::new(FileStore::open(&path).expect("opens"))).expect("ledger"),
+        );
+        ledger
+            .change("vm1", Wait::Durable, |_| Some(Some(entry(1))))
+            .await
+            .expect("records");
+        // A deploy task being aborted still holds the ledger when the stack is dropped.
+        let lingering = ledger.clone();
+        ledger.close();
+        let again = FileStore::open(&path).expect("the lock was released by close");
+        assert_eq!(again.load().expect("loads").revision, 1);
+        let refused = lingering
+            .change("vm2", Wait::Durable, |_| Some(Some(entry(2))))
+            .await
+            .expect_err("closed");
+        assert!(refused.to_string().contains("closed"), "{refused}");
+        drop(again);
     }
 
     #[tokio::test]

@@ -251,6 +251,15 @@ impl fmt::Debug for Stack {
     }
 }
 
+impl Drop for Stack {
+    /// Releases the state store (and its lock) now, even while an aborted deploy task still
+    /// holds the ledger for a moment: the next stack over the same state must not find it
+    /// locked by this process.
+    fn drop(&mut self) {
+        self.ledger.close();
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
