@@ -31,6 +31,7 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod contract;
+pub mod credentials;
 pub mod engine;
 pub mod families;
 pub mod kit;

@@ -163,13 +163,23 @@ impl Cx {
             .unwrap_or(&self.client)
     }
 
+    /// A client that can see the tasks credential `id` started ([`Clients::for_credential`]);
+    /// this phase's when the context has no client set. `None`: no client of the stack can,
+    /// so a task list read here would not show them.
+    pub fn poller_for(&self, id: &str) -> Option<&Client> {
+        match &self.clients {
+            Some(c) => c.for_credential(id),
+            None => Some(&self.client),
+        }
+    }
+
     /// The credential the stack deploys with (`root@pam`, `ops@pve!deploy`): what PVE's
     /// permission checks for a write will see, which a probe may need to say a write would be
     /// refused before anything is sent (a container's feature flags).
     pub fn writer_id(&self) -> &str {
         self.clients
             .as_ref()
-            .map_or(self.client.credential_id(), |c| c.writer().credential_id())
+            .map_or(self.client.credential_id(), Clients::writer_id)
     }
 
     /// A read shared by every family that asks under the same `key` in this phase (a template's
@@ -242,21 +252,60 @@ impl Cx {
 #[derive(Debug, Clone)]
 pub struct Clients {
     read: Client,
-    write: Client,
+    write: Option<Client>,
+    /// Who writes (the writer's id; for a read-only set, who would).
+    writer_id: String,
+    /// Clients that may read tasks they did not start: a user's ticket reads its tokens'
+    /// tasks, a credential with `Sys.Audit` on the nodes reads every task.
+    pollers: Vec<Client>,
+    auditors: Vec<Client>,
 }
 
 impl Clients {
     /// One client for everything.
     pub fn single(client: Client) -> Self {
-        Clients {
-            read: client.clone(),
-            write: client,
-        }
+        Clients::roles(client.clone(), client)
     }
 
     /// A read-only credential for plans and verify, a provisioning one for deploys.
     pub fn roles(read: Client, write: Client) -> Self {
-        Clients { read, write }
+        Clients {
+            read,
+            writer_id: write.credential_id().to_owned(),
+            write: Some(write),
+            pollers: Vec::new(),
+            auditors: Vec::new(),
+        }
+    }
+
+    /// Only a reading credential: plans and verify work, a deploy that would write is refused
+    /// before anything is sent ([`crate::engine::StackError::ReadOnly`]). `writer_id` is who
+    /// would write (what a plan's permission checks assume); the reader's id when unknown.
+    pub fn read_only(read: Client, writer_id: Option<&str>) -> Self {
+        Clients {
+            writer_id: writer_id.unwrap_or(read.credential_id()).to_owned(),
+            read,
+            write: None,
+            pollers: Vec::new(),
+            auditors: Vec::new(),
+        }
+    }
+
+    /// Adds a client that reads the tasks of the tokens of its own user (a ticket of
+    /// `ops@pve` reads the tasks of `ops@pve!x`: pve-manager `PVE/API2/Tasks.pm`
+    /// `$check_task_user`), used for a task left by a credential this set does not hold.
+    #[must_use]
+    pub fn with_poller(mut self, client: Client) -> Self {
+        self.pollers.push(client);
+        self
+    }
+
+    /// Adds a client holding `Sys.Audit` on `/nodes`, which reads every task (the same check's
+    /// alternative): the last resort for a task left by a credential this set does not hold.
+    #[must_use]
+    pub fn with_auditor(mut self, client: Client) -> Self {
+        self.auditors.push(client);
+        self
     }
 
     /// The planning client.
@@ -264,15 +313,36 @@ impl Clients {
         &self.read
     }
 
-    /// The deploying client.
-    pub fn writer(&self) -> &Client {
-        &self.write
+    /// The deploying client, `None` for a read-only set.
+    pub fn writer(&self) -> Option<&Client> {
+        self.write.as_ref()
     }
 
-    /// The client whose credential id is `id` (S14: a task is polled by who started it).
+    /// Who writes: the writer's credential id (for a read-only set, who would).
+    pub fn writer_id(&self) -> &str {
+        &self.writer_id
+    }
+
+    /// A client that may read the tasks credential `id` started (S14: a task is polled by who
+    /// started it; PVE shows a token's tasks to the token, its user, and holders of
+    /// `Sys.Audit` on the node): the credential itself, else its user's ticket, else an
+    /// auditor. `None`: no client of this set can see them.
     pub fn for_credential(&self, id: &str) -> Option<&Client> {
-        [&self.write, &self.read]
-            .into_iter()
-            .find(|c| c.credential_id() == id)
+        let all = || {
+            self.write
+                .iter()
+                .chain(std::iter::once(&self.read))
+                .chain(&self.pollers)
+                .chain(&self.auditors)
+        };
+        if let Some(c) = all().find(|c| c.credential_id() == id) {
+            return Some(c);
+        }
+        if let Some((user, _)) = id.split_once('!') {
+            if let Some(c) = all().find(|c| c.credential_id() == user) {
+                return Some(c);
+            }
+        }
+        self.auditors.first()
     }
 }

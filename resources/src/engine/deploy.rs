@@ -69,12 +69,12 @@ impl Stack {
     /// entries it recorded an intent for.
     async fn intend(
         &self,
+        credential: &str,
         plan: &Plan,
         found: &[Arc<dyn Resource>],
         state: &State,
         wave: &[usize],
     ) -> Result<Vec<usize>, StateError> {
-        let credential = self.clients.writer().credential_id().to_owned();
         let mut intents = Vec::new();
         for &i in wave {
             let e = &plan.entries[i];
@@ -102,7 +102,7 @@ impl Stack {
             let res = found[*i].as_ref();
             let id = &plan.entries[*i].id;
             self.ledger
-                .intend(id, res, (action, *origin, wait), declared, &credential)
+                .intend(id, res, (action, *origin, wait), declared, credential)
                 .await?;
         }
         Ok(intents.into_iter().map(|(i, ..)| i).collect())
@@ -139,16 +139,29 @@ impl Stack {
             return Err(StackError::State(crate::state::StateError::Stopped(why)));
         }
         let found = self.resources_of(plan)?;
+        let clients = self.clients(crate::credentials::Purpose::Deploy).await?;
+        let changes = plan.entries.iter().filter(|e| !e.action.is_noop()).count();
+        let writer = match clients.writer() {
+            Some(w) => w.clone(),
+            // Nothing to write: the deploy only confirms, with the reader.
+            None if changes == 0 => clients.reader().clone(),
+            None => {
+                return Err(StackError::ReadOnly {
+                    writer: clients.writer_id().to_owned(),
+                    changes,
+                })
+            }
+        };
         let worker = Arc::new(Worker {
             cx: Cx::new(
-                self.clients.writer().clone(),
+                writer.clone(),
                 self.options.await_options,
                 self.options.lock_wait,
             )
             .with_declared(self.decls.iter().map(|d| d.res.object()))
             .with_managed(plan.entries.iter().map(|e| e.object.clone()))
             .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone()))),
-            clients: self.clients.clone(),
+            clients: clients.clone(),
             ledger: self.ledger.clone(),
             progress: Box::new(progress),
             halted: Mutex::new(None),
@@ -173,6 +186,7 @@ impl Stack {
             })
             .collect();
         let mut ready = Ready::new(&deps);
+        let writer_id = writer.credential_id();
         let mut outcome: Vec<Option<Outcome>> = vec![None; plan.entries.len()];
         let mut intended = vec![false; plan.entries.len()];
         let mut set = JoinSet::new();
@@ -180,7 +194,7 @@ impl Stack {
         loop {
             let wave: Vec<usize> = std::iter::from_fn(|| ready.next()).collect();
             // S29: the intent of every write of the wave, durable before any request leaves.
-            match self.intend(plan, &found, &state, &wave).await {
+            match self.intend(writer_id, plan, &found, &state, &wave).await {
                 Ok(done) => {
                     for i in done {
                         intended[i] = true;

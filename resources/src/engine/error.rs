@@ -48,6 +48,18 @@ pub enum StackError {
     /// A target names neither a declared nor a managed resource.
     #[error("target {0:?} is neither declared nor in state")]
     UnknownTarget(String),
+    /// The credentials provider could not give or end the stack's clients.
+    #[error("credentials: {0}")]
+    Credentials(#[from] crate::credentials::CredentialsError),
+    /// A deploy that would write, with credentials that hold no `provision` role: nothing was
+    /// sent.
+    #[error("the stack's credentials hold no provision role ({writer} would write): {changes} change(s) planned, nothing was sent")]
+    ReadOnly {
+        /// Who would write.
+        writer: String,
+        /// How many entries would write.
+        changes: usize,
+    },
     /// The plan was not made by this stack, or the declarations changed since.
     #[error("the plan does not belong to this stack as declared now ({0}); plan again")]
     StalePlan(String),

@@ -91,6 +91,7 @@ pub use plan::{Action, Plan, PlanEntry};
 pub use report::{Event, Outcome, Report};
 
 use crate::contract::{Clients, Family, Rebuild, Resource, Scope};
+use crate::credentials::{Credentials, Purpose};
 use crate::state::{State, StateStore};
 use ledger::Ledger;
 
@@ -231,7 +232,9 @@ impl Bounds {
 
 /// A set of declared resources and the state of what it manages.
 pub struct Stack {
-    clients: Clients,
+    credentials: Arc<dyn Credentials>,
+    /// The clients of the plan or deploy in hand (a deploy's serve the plans after it).
+    session: Mutex<Option<Clients>>,
     options: StackOptions,
     ledger: Arc<Ledger>,
     decls: Vec<Decl>,
@@ -278,12 +281,13 @@ impl Stack {
     ///
     /// The state cannot be read.
     pub fn new(
-        clients: Clients,
+        credentials: impl Credentials + 'static,
         store: impl StateStore + Send + 'static,
         options: StackOptions,
     ) -> Result<Self, StackError> {
         Ok(Stack {
-            clients,
+            credentials: Arc::new(credentials),
+            session: Mutex::new(None),
             options,
             ledger: Arc::new(Ledger::open(Box::new(store))?),
             decls: Vec::new(),
@@ -400,6 +404,31 @@ impl Stack {
             .collect();
         let total = (self.options.total > 0).then(|| Arc::new(Semaphore::new(self.options.total)));
         Bounds { scopes, total }
+    }
+
+    /// The clients for `purpose`, from the credentials provider: a plan's once per stack, a
+    /// deploy's (with the `provision` role) when the first deploy asks.
+    pub(crate) async fn clients(&self, purpose: Purpose) -> Result<Clients, StackError> {
+        if let Some(c) = lock(&self.session).clone() {
+            if purpose == Purpose::Plan || c.writer().is_some() {
+                return Ok(c);
+            }
+        }
+        let c = self.credentials.open(purpose).await?;
+        *lock(&self.session) = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Ends what the credentials provider made for this stack (minted tokens are deleted) and
+    /// answers how many credentials it ended. A stack dropped without it leaves them to expire
+    /// by themselves; [`crate::credentials::MintedTokens`] removes them on its next run.
+    ///
+    /// # Errors
+    ///
+    /// [`StackError::Credentials`]: one could not be ended (it expires by itself).
+    pub async fn close(&mut self) -> Result<usize, StackError> {
+        *lock(&self.session) = None;
+        Ok(self.credentials.close().await?)
     }
 
     /// Plans every resource against live state (reads only, with the reading client).

@@ -226,8 +226,9 @@ impl Stack {
         let deps = edges(&items);
         let ids: Vec<&str> = items.iter().map(|it| it.id.as_str()).collect();
         let layers = narrowed(layers(&ids, &deps)?, &ids, &deps, targets)?;
+        let clients = self.clients(crate::credentials::Purpose::Plan).await?;
         let cx = Cx::new(
-            self.clients.reader().clone(),
+            clients.reader().clone(),
             self.options.await_options,
             self.options.lock_wait,
         );
@@ -240,7 +241,7 @@ impl Stack {
             .filter(|it| it.decl.is_none())
             .map(|it| it.res.object());
         let cx = Arc::new(
-            cx.with_clients(self.clients.clone())
+            cx.with_clients(clients.clone())
                 .with_declared(declared)
                 .with_managed(managed)
                 .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone())))
@@ -566,7 +567,17 @@ async fn judge(
     let interval = crate::kit::guest::poll_interval(wait);
     let probe = loop {
         if let Some((intent, task)) = &task {
-            let client = cx.client_for(&intent.credential);
+            let Some(client) = cx.poller_for(&intent.credential) else {
+                let error = ResourceError::new(
+                    object,
+                    ErrorKind::OutcomeUnknown,
+                    format!(
+                        "the {} an earlier deploy sent was made by {}, whose tasks no credential of this stack can see (PVE shows a token's tasks to the token, its user, and holders of Sys.Audit on /nodes/{}): nothing is sent for it until one can look",
+                        intent.action, intent.credential, task.node
+                    ),
+                );
+                return (Action::Unknown { error }, Guard::default());
+            };
             match crate::kit::task::find(client, task, &intent.credential, intent.since).await {
                 Ok(Some(upid)) => {
                     let (upid, task) = (upid.to_string(), intent.action.clone());

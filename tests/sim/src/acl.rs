@@ -119,6 +119,7 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
         ("GET", "/access/acl") => read_acl(cluster, call),
         ("GET", "/access/permissions") => permissions(cluster, call),
         ("PUT", "/access/acl") => update_acl(cluster, call),
+        ("GET", "/access/users/{userid}/token") => token_index(cluster, call),
         ("GET", "/access/users/{userid}/token/{tokenid}") => read_token(cluster, call),
         ("POST", "/access/users/{userid}/token/{tokenid}") => generate_token(cluster, call),
         ("PUT", "/access/users/{userid}/token/{tokenid}") => update_token(cluster, call),
@@ -413,6 +414,118 @@ fn remove_token(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
         .acl
         .retain(|(_, ty, id, _), _| !(ty == "token" && *id == full));
     ok(Value::Null)
+}
+
+/// token_index: the user must exist (check_user_exist); each of its tokens made through the
+/// API, its stored fields and `tokenid`, in PVE's hash order (here: by name).
+fn token_index(cluster: &Cluster, call: &Call<'_>) -> Answer {
+    let user = call.get("userid").unwrap_or_default();
+    if !user_exists(cluster, user) {
+        return fail(500, format!("no such user ('{user}')"));
+    }
+    let prefix = format!("{user}!");
+    let rows: Vec<Value> = cluster
+        .api_tokens
+        .iter()
+        .filter_map(|(id, t)| {
+            let name = id.strip_prefix(&prefix)?;
+            let mut v = info_json(t);
+            v["tokenid"] = json!(name);
+            Some(v)
+        })
+        .collect();
+    ok(Value::Array(rows))
+}
+
+/// Whether `credential`, a user or token made through the API, holds `privilege` on `path`
+/// by the ACL tree, as pve-access-control `src/PVE/AccessControl.pm` `roles` and
+/// `permissions` compute it: walking from `/` to the path, a node's entries for the
+/// principal replace what came before (on a parent only when propagated), a user's own
+/// entries over its groups'; a privilege-separated token holds its own entries' privileges
+/// that its user holds too. `root@pam`, the simulator's configured users and the users of
+/// its configured tokens hold everything (as everywhere in the simulator); `None` for them,
+/// so the caller keeps its own answer. Used for what PVE shows by privilege without refusing
+/// (the tasks of others, pve-manager `PVE/API2/Tasks.pm` with `Sys.Audit`).
+pub fn acl_holds(cluster: &Cluster, credential: &str, path: &str, privilege: &str) -> Option<bool> {
+    let (user, token) = match credential.split_once('!') {
+        Some((u, t)) => (u, Some(t)),
+        None => (credential, None),
+    };
+    let made_user = cluster.collections.get("user").and_then(|u| u.get(user));
+    let made_token = token.and_then(|_| cluster.api_tokens.get(credential));
+    if token.is_some() && made_token.is_none() || user == "root@pam" {
+        return None;
+    }
+    let user_holds = match made_user {
+        None => return None,
+        Some(fields) => {
+            let groups: Vec<String> = fields
+                .get("groups")
+                .map(|g| split_list(Some(g)).into_iter().map(str::to_owned).collect())
+                .unwrap_or_default();
+            let mut principals = vec![("user", user.to_owned())];
+            principals.extend(groups.into_iter().map(|g| ("group", g)));
+            privileges_at(cluster, &principals, path).contains(privilege)
+        }
+    };
+    Some(match made_token {
+        None => user_holds,
+        Some(t) if t.info.get("privsep").is_some_and(|p| p == "0") => user_holds,
+        Some(_) => {
+            user_holds
+                && privileges_at(cluster, &[("token", credential.to_owned())], path)
+                    .contains(privilege)
+        }
+    })
+}
+
+/// The privileges the entries for `principals` give on `path` (the first principal, the user
+/// or token, over the rest, its groups, at the same node).
+fn privileges_at(cluster: &Cluster, principals: &[(&str, String)], path: &str) -> BTreeSet<String> {
+    let mut nodes = vec!["/".to_owned()];
+    let mut at = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        at.push('/');
+        at.push_str(part);
+        nodes.push(at.clone());
+    }
+    let mut roles: Vec<String> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let exact = i + 1 == nodes.len();
+        let of = |ty: &str, id: &str| -> Vec<String> {
+            cluster
+                .acl
+                .iter()
+                .filter(|((p, t, u, _), propagate)| {
+                    p == node && t == ty && u == id && (exact || **propagate)
+                })
+                .map(|((.., r), _)| r.clone())
+                .collect()
+        };
+        let (first, rest) = principals.split_first().expect("a principal");
+        let own = of(first.0, &first.1);
+        if !own.is_empty() {
+            roles = own;
+            continue;
+        }
+        let grouped: Vec<String> = rest.iter().flat_map(|(t, id)| of(t, id)).collect();
+        if !grouped.is_empty() {
+            roles = grouped;
+        }
+    }
+    let mut out = BTreeSet::new();
+    for role in roles {
+        if let Some(p) = crate::access::special_role(&role) {
+            out.extend(p.into_iter().map(str::to_owned));
+        } else if let Some(r) = cluster.collections.get("role").and_then(|c| c.get(&role)) {
+            out.extend(
+                split_list(r.get("privs").map(String::as_str))
+                    .into_iter()
+                    .map(str::to_owned),
+            );
+        }
+    }
+    out
 }
 
 /// The paths a credential may see in `GET /access/acl`, when limited.

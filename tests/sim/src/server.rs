@@ -767,8 +767,21 @@ fn verify_token(shared: &Shared, token: &str) -> Result<String, String> {
     if !user_exists {
         return Err(format!("no such user ('{user}')\n"));
     }
+    // check_token_exist, then the expiry, then the value (verify_token's order).
+    let expire = {
+        let c = lock(&shared.cluster);
+        c.api_tokens
+            .get(id)
+            .and_then(|t| t.info.get("expire"))
+            .and_then(|e| e.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     match tokens.iter().find(|(i, _)| i == id) {
         None => Err(format!("no such token '{name}' for user '{user}'\n")),
+        Some(_) if expire != 0 && expire < now => Err(format!("token '{name}' access expired\n")),
         Some((_, secret)) if secret != value => Err("invalid token value!\n".to_owned()),
         Some(_) => Ok(id.to_owned()),
     }

@@ -27,6 +27,20 @@ pub fn parse_upid(upid: &str) -> Option<[&str; 7]> {
 /// such task"), read_task_log does not look; a caller the task is not visible to needs
 /// `Sys.Audit` on the node (`check_task_user`: a token sees its own tasks, a user its own and its
 /// tokens'). `None`: no such task.
+/// Whether the caller holds `Sys.Audit` on `/nodes/{node}`: configured as an auditor, or
+/// given it by the ACL tree ([`crate::acl::acl_holds`], for users and tokens made through the
+/// API).
+fn audits(cluster: &Cluster, call: &Call<'_>, node: &str) -> bool {
+    call.auditor
+        || crate::acl::acl_holds(
+            cluster,
+            call.credential,
+            &format!("/nodes/{node}"),
+            "Sys.Audit",
+        )
+        .unwrap_or(false)
+}
+
 pub(crate) fn find_task<'a>(
     cluster: &'a Cluster,
     call: &Call<'_>,
@@ -45,7 +59,7 @@ pub(crate) fn find_task<'a>(
         Some((user, _)) => call.credential == owner || call.credential == user,
         None => call.credential == owner,
     };
-    if !visible && !call.auditor {
+    if !visible && !audits(cluster, call, call.node()) {
         return Err(fail(
             403,
             format!(
@@ -150,7 +164,7 @@ pub(crate) fn task_list(cluster: &Cluster, call: &Call<'_>) -> Answer {
             Some((u, _)) => call.credential == owner || call.credential == u,
             None => call.credential == owner,
         };
-        if !(visible || call.auditor) {
+        if !(visible || audits(cluster, call, call.node())) {
             continue;
         }
         if call.get("typefilter").is_some_and(|f| row["type"] != f) {
