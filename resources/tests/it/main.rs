@@ -12,6 +12,7 @@ mod api_token;
 mod backup_job;
 mod conformance;
 mod crash;
+mod credentials;
 mod declarations;
 mod engine_bounds;
 mod firewall_alias;
