@@ -38,6 +38,18 @@
 //! printed), `--fingerprint`/`PVE_FINGERPRINT` to pin the certificate. State: `--state`/
 //! `PVE_STATE`, `file:PATH` (default `file:NAME.state.json`) or `postgres://...` (feature
 //! `postgres`), the stack named by `--stack`/`PVE_STACK` (default the runner's name).
+//!
+//! A cluster: `--member URL[#FINGERPRINT]` (repeatable, or `PVE_MEMBERS` separated by commas)
+//! names further members after `--url`, each with its own pinned certificate when it has a
+//! `#FINGERPRINT`; requests go to the member that answered last (see
+//! [`pve_sdk::ClientBuilder::members`]).
+//!
+//! Credentials: by default the one token above does everything. `--token-command CMD`
+//! (`PVE_TOKEN_COMMAND`) instead runs CMD once per role and run and uses the token it prints
+//! ([`crate::credentials::Exec`]: OpenBao, Vault); no token id or secret is read then. A
+//! program can instead mint a token per role and run from the token above as its bootstrap
+//! ([`Runner::credentials`] with [`crate::credentials::MintedTokens`]). Whatever a run made is
+//! ended when the command ends ([`Stack::close`]).
 
 use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal, Write};
@@ -51,6 +63,7 @@ use pve_sdk::Client;
 use serde_json::json;
 
 use crate::contract::{error_chain, Family};
+use crate::credentials::{Credentials, CredentialsError, Exec};
 use crate::engine::{Action, Event, Plan, Report, Stack, StackError, StackOptions};
 use crate::state::{self, FileStore, StateStore};
 use crate::Clients;
@@ -58,12 +71,18 @@ use crate::Clients;
 /// What a runner's program declares: resources added to the stack it is handed.
 pub type Declare = dyn Fn(&mut Stack) -> Result<(), StackError> + Send + Sync;
 
+/// How a runner's program turns the credential of the command line (the bootstrap) into the
+/// stack's provider: given that client and the stack's name.
+pub type Provide =
+    dyn Fn(Client, &str) -> Result<Box<dyn Credentials>, CredentialsError> + Send + Sync;
+
 /// A command line for a stack: its name, its declarations, the families it knows.
 pub struct Runner {
     name: String,
     declare: Arc<Declare>,
     families: Vec<Family>,
     options: StackOptions,
+    provide: Option<Arc<Provide>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -99,6 +118,20 @@ struct Args {
     /// The stack's name in a shared state database (default: the runner's name).
     #[arg(long, env = "PVE_STACK", global = true)]
     stack: Option<String>,
+    /// A further member of the cluster, `URL` or `URL#FINGERPRINT` with its own pinned
+    /// certificate (repeatable; tried in order after `--url`).
+    #[arg(
+        long = "member",
+        value_name = "URL[#FINGERPRINT]",
+        env = "PVE_MEMBERS",
+        value_delimiter = ',',
+        global = true
+    )]
+    members: Vec<String>,
+    /// A command printing a token per role (`PVE_ROLE` is `read` or `provision`), used instead
+    /// of `--token-id` and its secret.
+    #[arg(long, env = "PVE_TOKEN_COMMAND", value_name = "CMD", global = true)]
+    token_command: Option<String>,
     /// JSON output (a plan or state as one document, a deploy as one event per line).
     #[arg(long, global = true)]
     json: bool,
@@ -210,7 +243,25 @@ impl Runner {
             declare: Arc::new(declare),
             families: crate::families::builtin(),
             options: StackOptions::default(),
+            provide: None,
         }
+    }
+
+    /// Makes the stack's credentials from the command line's one (the bootstrap: `--token-id`
+    /// and its secret): `provide` is given that client and the stack's name and answers the
+    /// provider, typically [`crate::credentials::MintedTokens`] minting a token per role and
+    /// run. Without it the bootstrap's client does everything. `--token-command` is refused
+    /// with it: the bootstrap must be a credential this program can mint from.
+    #[must_use]
+    pub fn credentials(
+        mut self,
+        provide: impl Fn(Client, &str) -> Result<Box<dyn Credentials>, CredentialsError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Runner {
+        self.provide = Some(Arc::new(provide));
+        self
     }
 
     /// Sets the stack's options.
@@ -316,18 +367,39 @@ impl Runner {
                 ));
                 Ok(0)
             }
+            _ => {
+                let mut stack = self.stack(&args)?;
+                let done = self.with_stack(&mut stack, &args, &out).await;
+                match stack.close().await {
+                    Ok(0) => {}
+                    Ok(n) => out.note(&format!(
+                        "Ended the {n} credential(s) made for this run."
+                    )),
+                    Err(e) => eprintln!(
+                        "warning: {}; what was made for this run expires by itself and the next run removes it",
+                        error_chain(&e)
+                    ),
+                }
+                done
+            }
+        }
+    }
+
+    /// The commands that plan or deploy: with the stack, which the caller closes after.
+    async fn with_stack(&self, stack: &mut Stack, args: &Args, out: &Out) -> Result<u8, Fail> {
+        match &args.command {
+            Command::State(_) => Err(Fail("a state command runs without a stack".into())),
             Command::Plan {
                 out: file,
                 target,
                 detailed_exitcode,
             } => {
-                let stack = self.stack(&args)?;
                 let plan = stack.plan_targets(target).await?;
                 out.plan(&plan);
                 if let Some(file) = file {
                     let doc = json!({
                         "format": PLAN_FORMAT,
-                        "stack": self.stack_name(&args),
+                        "stack": self.stack_name(args),
                         "plan": serde_json::from_str::<serde_json::Value>(&plan.to_json())?,
                     });
                     write_new(file, &serde_json::to_string_pretty(&doc)?)?;
@@ -344,33 +416,28 @@ impl Runner {
                 })
             }
             Command::Deploy { file, yes, target } => {
-                let mut stack = self.stack(&args)?;
                 let plan = match file {
                     None => stack.plan_targets(target).await?,
                     Some(file) => {
                         if !target.is_empty() {
                             return Err(Fail("a plan file carries its own targets: deploy FILE takes no --target".into()));
                         }
-                        self.plan_of_file(&stack, &args, file).await?
+                        self.plan_of_file(stack, args, file).await?
                     }
                 };
-                self.carry_out(&mut stack, &plan, *yes || file.is_some(), &out, "Deploy")
+                self.carry_out(stack, &plan, *yes || file.is_some(), out, "Deploy")
                     .await
             }
             Command::Verify => {
-                let stack = self.stack(&args)?;
                 let plan = stack.verify().await?;
                 out.plan(&plan);
                 Ok(if plan.is_noop() { 0 } else { 2 })
             }
             Command::Destroy { target, yes } => {
-                let mut stack = self.stack(&args)?;
                 let plan = stack.plan_destroy_targets(target)?;
-                self.carry_out(&mut stack, &plan, *yes, &out, "Destroy")
-                    .await
+                self.carry_out(stack, &plan, *yes, out, "Destroy").await
             }
             Command::Adopt { id, yes } => {
-                let mut stack = self.stack(&args)?;
                 stack.mark_adopt(id)?;
                 let plan = stack.plan_targets(std::slice::from_ref(id)).await?;
                 let entry = plan.get(id).map(|e| e.action.name()).unwrap_or_default();
@@ -386,10 +453,9 @@ impl Runner {
                         "{id} is not an unowned object matching its declaration (the plan says {entry}); nothing was adopted"
                     )));
                 }
-                self.carry_out(&mut stack, &plan, *yes, &out, "Adopt").await
+                self.carry_out(stack, &plan, *yes, out, "Adopt").await
             }
             Command::ClearPending { id, yes } => {
-                let mut stack = self.stack(&args)?;
                 let recorded = stack.state();
                 let Some(entry) = recorded.resources.get(id) else {
                     return Err(Fail(format!("state has no resource {id:?}")));
@@ -442,15 +508,34 @@ impl Runner {
         }
     }
 
-    fn client(&self, args: &Args) -> Result<Client, Fail> {
+    /// The connection's builder: `--url`, the further members, the pinned certificate.
+    fn builder(&self, args: &Args) -> Result<pve_sdk::ClientBuilder, Fail> {
         let url = args
             .url
             .clone()
             .ok_or_else(|| Fail("no PVE API: pass --url or set PVE_URL".into()))?;
-        let id = args
-            .token_id
-            .clone()
-            .ok_or_else(|| Fail("no API token: pass --token-id or set PVE_TOKEN_ID".into()))?;
+        let mut b = Client::builder(url);
+        if let Some(fp) = &args.fingerprint {
+            b = b.tls(TlsMode::Pinned(pinned(fp, "--fingerprint")?));
+        }
+        let mut members = Vec::new();
+        for m in args.members.iter().filter(|m| !m.trim().is_empty()) {
+            members.push(match m.trim().split_once('#') {
+                Some((url, fp)) => pve_sdk::Member::new(url).pinned(pinned(fp, url)?),
+                None => pve_sdk::Member::new(m.trim()),
+            });
+        }
+        Ok(b.members(members))
+    }
+
+    /// The command line's credential: `--token-id` with its secret.
+    fn client(&self, args: &Args) -> Result<Client, Fail> {
+        let id = args.token_id.clone().ok_or_else(|| {
+            Fail(
+                "no API token: pass --token-id or set PVE_TOKEN_ID (or name a --token-command)"
+                    .into(),
+            )
+        })?;
         let secret = match (&args.token_secret_file, std::env::var("PVE_TOKEN_SECRET")) {
             (Some(file), _) => std::fs::read_to_string(file)
                 .map_err(|e| Fail(format!("reading the token secret file {}: {e}", file.display())))?
@@ -463,22 +548,47 @@ impl Runner {
                 ))
             }
         };
-        let mut b = Client::builder(url).token(id, secret);
-        if let Some(fp) = &args.fingerprint {
-            if pve_sdk::tls::parse_fingerprint(fp).is_none() {
-                return Err(Fail(format!(
-                    "--fingerprint {fp:?} is not a SHA-256 fingerprint (AB:CD:... 32 bytes)"
-                )));
+        Ok(self.builder(args)?.token(id, secret).build()?)
+    }
+
+    /// The stack's credentials: the token command's, the program's provider over the command
+    /// line's token, or that token alone.
+    fn provider(&self, args: &Args) -> Result<Box<dyn Credentials>, Fail> {
+        if let Some(command) = &args.token_command {
+            if self.provide.is_some() {
+                return Err(Fail(
+                    "this program mints its own tokens from --token-id: --token-command is not used by it".into(),
+                ));
             }
-            b = b.tls(TlsMode::Pinned(fp.clone()));
+            if args.token_id.is_some() {
+                return Err(Fail(
+                    "--token-command and --token-id both name a credential: give one".into(),
+                ));
+            }
+            // The template carries the members and TLS settings only: Exec gives every
+            // client it hands out the token the command printed (Client::with_token), so the
+            // template's own token is never sent.
+            let template = self
+                .builder(args)?
+                .token("pve-resources@pve!token-command", "unused")
+                .build()?;
+            return Ok(Box::new(Exec::new(
+                template,
+                command,
+                self.stack_name(args),
+            )));
         }
-        Ok(b.build()?)
+        let client = self.client(args)?;
+        match &self.provide {
+            Some(provide) => Ok(provide(client, &self.stack_name(args))?),
+            None => Ok(Box::new(Clients::single(client))),
+        }
     }
 
     fn stack(&self, args: &Args) -> Result<Stack, Fail> {
-        let client = self.client(args)?;
+        let credentials = self.provider(args)?;
         let store = self.store(args)?;
-        let mut stack = Stack::new(Clients::single(client), store, self.options.clone())?;
+        let mut stack = Stack::new(credentials, store, self.options.clone())?;
         stack.register(self.families.iter().cloned());
         (self.declare)(&mut stack)?;
         Ok(stack)
@@ -571,6 +681,17 @@ impl Runner {
         out.report(&report);
         Ok(if report.converged() { 0 } else { 1 })
     }
+}
+
+/// A fingerprint given for `what`, checked.
+fn pinned(fp: &str, what: &str) -> Result<String, Fail> {
+    let fp = fp.trim();
+    if pve_sdk::tls::parse_fingerprint(fp).is_none() {
+        return Err(Fail(format!(
+            "the fingerprint {fp:?} of {what} is not a SHA-256 fingerprint (AB:CD:... 32 bytes)"
+        )));
+    }
+    Ok(fp.to_owned())
 }
 
 /// Where state is.

@@ -103,6 +103,26 @@ pub trait Credentials: Send + Sync + fmt::Debug {
     }
 }
 
+impl<C: Credentials + ?Sized> Credentials for Box<C> {
+    fn open(&self, purpose: Purpose) -> BoxFuture<'_, Result<Clients, CredentialsError>> {
+        (**self).open(purpose)
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<usize, CredentialsError>> {
+        (**self).close()
+    }
+}
+
+impl<C: Credentials + ?Sized> Credentials for std::sync::Arc<C> {
+    fn open(&self, purpose: Purpose) -> BoxFuture<'_, Result<Clients, CredentialsError>> {
+        (**self).open(purpose)
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<usize, CredentialsError>> {
+        (**self).close()
+    }
+}
+
 /// Fixed clients: the stack uses them as they are (today's behaviour).
 pub type Static = Clients;
 

@@ -401,3 +401,231 @@ async fn connection_errors_say_what_to_set_and_never_print_the_secret() {
         state.stderr
     );
 }
+
+/// `text` with each minted token's name (`pvr-lab-<hash>-<role>-<time>-<n>`) as
+/// `pvr-lab-<role>`.
+fn minted(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("pvr-lab-") {
+        out.push_str(&rest[..i]);
+        let name = &rest[i..];
+        let end = name
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(name.len());
+        let parts: Vec<&str> = name[..end].split('-').collect();
+        // pvr, lab, hash, role, time, n
+        assert_eq!(parts.len(), 6, "a minted token's name: {}", &name[..end]);
+        out.push_str(&format!("pvr-lab-{}", parts[3]));
+        rest = &name[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Writes since the last call as `METHOD /path [credential]`, minted names tidied.
+fn writes_by(lab: &Lab) -> Vec<String> {
+    let w = lab
+        .sim
+        .writes()
+        .iter()
+        .map(|r| {
+            minted(&format!(
+                "{} [{}]",
+                r.line(),
+                r.credential.as_deref().unwrap_or("-")
+            ))
+        })
+        .collect();
+    lab.sim.clear_log();
+    w
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minted_tokens_per_run_write_as_provision_and_are_ended_when_the_command_ends() {
+    let lab = Lab::new().await;
+    let mint = [("LAB_MINT", "root@pam")];
+    let plan = lab.run_env(&["plan"], &mint).await;
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    assert!(
+        plan.stdout
+            .contains("Ended the 1 credential(s) made for this run."),
+        "{}",
+        plan.stdout
+    );
+    assert_eq!(
+        writes_by(&lab),
+        [
+            "POST /access/users/root@pam/token/pvr-lab-read [root@pam!sim]",
+            "PUT /access/acl [root@pam!sim]",
+            "DELETE /access/users/root@pam/token/pvr-lab-read [root@pam!sim]",
+        ]
+    );
+    let deploy = lab.run_env(&["deploy", "--yes"], &mint).await;
+    assert_eq!(deploy.code, 0, "{}", deploy.stderr);
+    assert!(
+        deploy.stdout.contains("Deploy: 2 created."),
+        "{}",
+        deploy.stdout
+    );
+    assert!(
+        deploy
+            .stdout
+            .contains("Ended the 2 credential(s) made for this run."),
+        "{}",
+        deploy.stdout
+    );
+    let writes = writes_by(&lab);
+    assert_eq!(
+        writes,
+        [
+            "POST /access/users/root@pam/token/pvr-lab-read [root@pam!sim]",
+            "PUT /access/acl [root@pam!sim]",
+            "POST /access/users/root@pam/token/pvr-lab-provision [root@pam!sim]",
+            "PUT /access/acl [root@pam!sim]",
+            "PUT /access/acl [root@pam!sim]",
+            "PUT /access/acl [root@pam!sim]",
+            "POST /pools [root@pam!pvr-lab-provision]",
+            "POST /nodes/pve1/qemu [root@pam!pvr-lab-provision]",
+            "DELETE /access/users/root@pam/token/pvr-lab-read [root@pam!sim]",
+            "DELETE /access/users/root@pam/token/pvr-lab-provision [root@pam!sim]",
+        ]
+    );
+    let left: Vec<String> = lab
+        .sim
+        .with_cluster(|c| c.api_tokens.keys().cloned().collect());
+    assert_eq!(left, Vec::<String>::new(), "no minted token is left");
+    // The operator's token command is no way around the program's own minting.
+    let both = lab
+        .run_env(&["plan", "--token-command", "true"], &mint)
+        .await;
+    assert_eq!(both.code, 1);
+    assert!(
+        both.stderr
+            .contains("this program mints its own tokens from --token-id"),
+        "{}",
+        both.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_command_supplies_a_token_per_role_and_no_token_id_is_read() {
+    let lab = Lab::new().await;
+    // A token of its own, as OpenBao's PVE secrets engine would mint one.
+    let boot = pve_sdk::Client::builder(lab.sim.url())
+        .token("root@pam!sim", SECRET)
+        .build()
+        .expect("client");
+    let made = boot
+        .raw(
+            pve_sdk::Method::Post,
+            "/access/users/root@pam/token/ci",
+            &[("privsep", "0")],
+        )
+        .await
+        .expect("a token");
+    let value = made.data["value"].as_str().expect("its secret").to_owned();
+    lab.sim.clear_log();
+    let script = lab.dir.path().join("mint.sh");
+    let roles = lab.dir.path().join("roles");
+    std::fs::write(
+        &script,
+        format!(
+            "echo \"$PVE_ROLE $PVE_STACK\" >> '{}'\nprintf '{{\"data\":{{\"full-tokenid\":\"root@pam!ci\",\"value\":\"%s\"}}}}' '{value}'\n",
+            roles.display()
+        ),
+    )
+    .expect("writes");
+    let command = format!("sh '{}'", script.display());
+    let token = [
+        ("PVE_TOKEN_COMMAND", command.as_str()),
+        ("PVE_TOKEN_ID", ""),
+        ("PVE_TOKEN_SECRET", ""),
+    ];
+    // Both a command and a token id: refused, nothing run.
+    let both = lab
+        .run_env(&["plan", "--token-id", "root@pam!sim"], &token)
+        .await;
+    assert_eq!(both.code, 1);
+    assert!(both.stderr.contains("give one"), "{}", both.stderr);
+    assert!(!roles.exists(), "the command ran");
+
+    let mut c = lab.command(&["deploy", "--yes"]);
+    c.env_remove("PVE_TOKEN_ID")
+        .env_remove("PVE_TOKEN_SECRET")
+        .env("PVE_TOKEN_COMMAND", &command)
+        .stdin(Stdio::null());
+    let out = c.output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(&value) && !String::from_utf8_lossy(&out.stdout).contains(&value));
+    assert_eq!(
+        std::fs::read_to_string(&roles).expect("the command ran"),
+        "read lab\nprovision lab\n"
+    );
+    assert_eq!(
+        writes_by(&lab),
+        [
+            "POST /pools [root@pam!ci]",
+            "POST /nodes/pve1/qemu [root@pam!ci]"
+        ]
+    );
+    assert!(lab
+        .sim
+        .requests()
+        .iter()
+        .all(|r| r.credential.as_deref() == Some("root@pam!ci")));
+
+    // A command that fails: its output is not shown, the run stops before any request.
+    let mut c = lab.command(&["plan"]);
+    c.env_remove("PVE_TOKEN_ID")
+        .env_remove("PVE_TOKEN_SECRET")
+        .env("PVE_TOKEN_COMMAND", "echo leaked-secret; exit 3")
+        .stdin(Stdio::null());
+    let out = c.output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the token command for read failed") && !stderr.contains("leaked-secret"),
+        "{stderr}"
+    );
+    assert!(lab.sim.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_after_the_url_take_over_when_it_cannot_be_reached() {
+    let lab = Lab::new().await;
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+        format!("http://{}", l.local_addr().expect("addr"))
+    };
+    let plan = lab
+        .run_env(
+            &["plan", "--detailed-exitcode", "--member", &lab.sim.url()],
+            &[("PVE_URL", &dead)],
+        )
+        .await;
+    assert_eq!(plan.code, 2, "{}", plan.stderr);
+    assert!(plan.stdout.contains("+ pool"), "{}", plan.stdout);
+    assert!(!lab.sim.requests().is_empty());
+    // The same from the environment, comma-separated.
+    let members = format!("{dead},{}", lab.sim.url());
+    let env = lab
+        .run_env(
+            &["plan", "--detailed-exitcode"],
+            &[("PVE_URL", &dead), ("PVE_MEMBERS", &members)],
+        )
+        .await;
+    assert_eq!(env.code, 2, "{}", env.stderr);
+    // A member's own pin is checked as --fingerprint is, and names the member.
+    let bad = lab
+        .run(&["plan", "--member", "https://pve2:8006#00:11"])
+        .await;
+    assert_eq!(bad.code, 1);
+    assert!(
+        bad.stderr
+            .contains("of https://pve2:8006 is not a SHA-256 fingerprint"),
+        "{}",
+        bad.stderr
+    );
+}
