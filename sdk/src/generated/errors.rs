@@ -658,6 +658,185 @@ impl crate::error::TypedError for GuestRunning {
     }
 }
 crate::typed_error_traits!(GuestRunning);
+/// No HA group of that id exists (groups exist until a 9.x cluster migrates them to rules).
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:update ha group failed: )?no such ha group '[^']+'$`. Defined in `patches/error-ha-group-not-found.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaGroupNotFound {
+    /// `group` from the answer or the path.
+    pub group: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for HaGroupNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^(?:update ha group failed: )?no such ha group '[^']+'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            group: captures.take("group"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HA group {} does not exist", self.group)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(HaGroupNotFound);
+/// The cluster's HA groups have been migrated to HA rules (PVE 9.x, or a 9.x cluster that never had groups): declare rules instead of groups and of a resource's group.
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:cannot (?:index groups|read group|create group|update group|delete group)|invalid parameter 'group'): ha groups have been migrated to rules$`. Defined in `patches/error-ha-groups-migrated.toml`. Raised by 7 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaGroupsMigrated {
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for HaGroupsMigrated {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^(?:cannot (?:index groups|read group|create group|update group|delete group)|invalid parameter 'group'): ha groups have been migrated to rules$",
+        },
+    ];
+    fn build(_captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self { api }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HA groups have been migrated to rules",)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(HaGroupsMigrated);
+/// HA rules cannot be written while the cluster still has HA groups (the HA manager migrates them once every node runs 9.x): declare groups until then.
+///
+/// Recognised by: HTTP 500 with a message matching `^cannot (?:create|update) ha rule: ha groups have not been migrated yet$`. Defined in `patches/error-ha-groups-not-migrated.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaGroupsNotMigrated {
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for HaGroupsNotMigrated {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^cannot (?:create|update) ha rule: ha groups have not been migrated yet$",
+    }];
+    fn build(_captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self { api }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HA groups have not been migrated to rules yet",)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(HaGroupsNotMigrated);
+/// The HA resource is in the error state: only `state=disabled` is accepted until it is fixed (disable it, fix the guest, then enable it again).
+///
+/// Recognised by: HTTP 500 with a message matching `^service '[^']+' in error state, must be disabled and fixed first$`. Defined in `patches/error-ha-resource-in-error.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaResourceInError {
+    /// `sid` from the answer or the path.
+    pub sid: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for HaResourceInError {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^service '[^']+' in error state, must be disabled and fixed first$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            sid: captures.take("sid"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "HA resource {} is in the error state; disable it and fix it first",
+            self.sid
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(HaResourceInError);
+/// No HA resource of that service id is configured.
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:(?:update resources config failed: )?no such resource '[^']+'|cannot delete service '[^']+', not HA managed!)$`. Defined in `patches/error-ha-resource-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaResourceNotFound {
+    /// `sid` from the answer or the path.
+    pub sid: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for HaResourceNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^(?:(?:update resources config failed: )?no such resource '[^']+'|cannot delete service '[^']+', not HA managed!)$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            sid: captures.take("sid"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HA resource {} does not exist", self.sid)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(HaResourceNotFound);
+/// No HA rule of that id exists.
+///
+/// Recognised by: HTTP 500 with a message matching `^(?:no such ha rule '[^']+'|update HA rules failed: HA rule '[^']+' does not exist)$`. Defined in `patches/error-ha-rule-not-found.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaRuleNotFound {
+    /// `rule` from the answer or the path.
+    pub rule: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for HaRuleNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern:
+            "^(?:no such ha rule '[^']+'|update HA rules failed: HA rule '[^']+' does not exist)$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            rule: captures.take("rule"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HA rule {} does not exist", self.rule)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(HaRuleNotFound);
 /// The node lacks ifupdown2, so staged network changes cannot be applied live.
 ///
 /// Recognised by: HTTP 500 with a message matching `^you need ifupdown2 to reload network configuration$`. Defined in `patches/error-ifupdown2-missing.toml`. Raised by 1 operations.

@@ -201,7 +201,11 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
             // with its fields.
             Some(("object", rest)) => {
                 let (kind, id) = rest.split_once(':').expect("object:KIND:ID");
-                let (id, fields) = id.split_once(':').unwrap_or((id, ""));
+                // The fields follow the last colon (an HA sid holds one: `vm:100`).
+                let (id, fields) = id
+                    .rsplit_once(':')
+                    .filter(|(_, f)| f.contains('='))
+                    .unwrap_or((id, ""));
                 let fields: std::collections::BTreeMap<String, String> = fields
                     .split('&')
                     .filter(|f| !f.is_empty())
@@ -210,13 +214,15 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                         (k.to_owned(), v.to_owned())
                     })
                     .collect();
-                let kind = pve_sim::collections::KINDS
+                let kind: &'static str = pve_sim::collections::KINDS
                     .iter()
-                    .find(|k| k.name == kind)
+                    .map(|k| k.name)
+                    .chain(pve_sim::model::ha::KEYS.iter().copied())
+                    .find(|k| *k == kind)
                     .unwrap_or_else(|| panic!("{}: no collection kind {kind:?}", row.id));
                 sim.with_cluster(|c| {
                     c.collections
-                        .entry(kind.name)
+                        .entry(kind)
                         .or_default()
                         .insert(id.to_owned(), fields);
                 });

@@ -10,6 +10,7 @@ pub mod download;
 pub mod firewall;
 pub mod group;
 pub mod guest;
+pub mod ha;
 pub mod metric_server;
 pub mod node_network;
 pub mod notification;

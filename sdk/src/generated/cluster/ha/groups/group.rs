@@ -46,8 +46,9 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+crate::operation_error!(
+    DeleteError for Delete; HaGroupsMigrated => is_ha_groups_migrated; absent :
+);
 /// `GET /cluster/ha/groups/{group}` (handler `read`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -93,8 +94,10 @@ impl crate::Operation for Read {
 }
 /// What [`Read`] answers.
 pub type ReadResponse = serde_json::Value;
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+crate::operation_error!(
+    ReadError for Read; HaGroupNotFound => is_ha_group_not_found, HaGroupsMigrated =>
+    is_ha_groups_migrated; absent : HaGroupNotFound
+);
 /// `PUT /cluster/ha/groups/{group}` (handler `update`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -202,5 +205,6 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateError for Update; ConfigModified => is_config_modified, HaGroupNotFound =>
+    is_ha_group_not_found, HaGroupsMigrated => is_ha_groups_migrated; absent :
 );

@@ -35,8 +35,9 @@ impl crate::Operation for ListGroups {
 }
 /// What [`ListGroups`] answers.
 pub type ListGroupsResponse = Vec<ListGroupsResponseItem>;
-/// Errors of [`ListGroups`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ListGroupsError = crate::error::Untyped<ListGroups>;
+crate::operation_error!(
+    ListGroupsError for ListGroups; HaGroupsMigrated => is_ha_groups_migrated; absent :
+);
 /// `POST /cluster/ha/groups` (handler `create`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -122,8 +123,9 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+crate::operation_error!(
+    CreateError for Create; HaGroupsMigrated => is_ha_groups_migrated; absent :
+);
 /// From `GET /cluster/ha/groups returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

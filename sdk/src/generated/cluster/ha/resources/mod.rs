@@ -168,8 +168,9 @@ impl crate::Operation for Create {
 }
 /// What [`Create`] answers.
 pub type CreateResponse = ();
-/// Errors of [`Create`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateError = crate::error::Untyped<Create>;
+crate::operation_error!(
+    CreateError for Create; HaGroupsMigrated => is_ha_groups_migrated; absent :
+);
 /// Values of `state`, shared by 3 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -132,8 +132,10 @@ impl crate::Operation for CreateRule {
 }
 /// What [`CreateRule`] answers.
 pub type CreateRuleResponse = ();
-/// Errors of [`CreateRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateRuleError = crate::error::Untyped<CreateRule>;
+crate::operation_error!(
+    CreateRuleError for CreateRule; HaGroupsNotMigrated => is_ha_groups_not_migrated;
+    absent :
+);
 /// Values of `affinity`, shared by 2 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

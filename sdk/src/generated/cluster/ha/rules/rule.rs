@@ -87,8 +87,10 @@ impl crate::Operation for ReadRule {
     type Response = ReadRuleResponse;
     type Error = ReadRuleError;
 }
-/// Errors of [`ReadRule`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadRuleError = crate::error::Untyped<ReadRule>;
+crate::operation_error!(
+    ReadRuleError for ReadRule; HaRuleNotFound => is_ha_rule_not_found; absent :
+    HaRuleNotFound
+);
 /// `PUT /cluster/ha/rules/{rule}` (handler `update_rule`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -190,7 +192,9 @@ impl crate::Operation for UpdateRule {
 /// What [`UpdateRule`] answers.
 pub type UpdateRuleResponse = ();
 crate::operation_error!(
-    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified; absent :
+    UpdateRuleError for UpdateRule; ConfigModified => is_config_modified,
+    HaGroupsNotMigrated => is_ha_groups_not_migrated, HaRuleNotFound =>
+    is_ha_rule_not_found; absent :
 );
 /// From `GET /cluster/ha/rules/{rule} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -58,8 +58,9 @@ impl crate::Operation for Delete {
 }
 /// What [`Delete`] answers.
 pub type DeleteResponse = ();
-/// Errors of [`Delete`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteError = crate::error::Untyped<Delete>;
+crate::operation_error!(
+    DeleteError for Delete; HaResourceNotFound => is_ha_resource_not_found; absent :
+);
 /// `GET /cluster/ha/resources/{sid}` (handler `read`).
 ///
 /// - Permission check: `["perm","/",["Sys.Audit"]]`
@@ -101,8 +102,10 @@ impl crate::Operation for Read {
     type Response = ReadResponse;
     type Error = ReadError;
 }
-/// Errors of [`Read`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadError = crate::error::Untyped<Read>;
+crate::operation_error!(
+    ReadError for Read; HaResourceNotFound => is_ha_resource_not_found; absent :
+    HaResourceNotFound
+);
 /// `PUT /cluster/ha/resources/{sid}` (handler `update`).
 ///
 /// - Permission check: `["perm","/",["Sys.Console"]]`
@@ -240,7 +243,9 @@ impl crate::Operation for Update {
 /// What [`Update`] answers.
 pub type UpdateResponse = ();
 crate::operation_error!(
-    UpdateError for Update; ConfigModified => is_config_modified; absent :
+    UpdateError for Update; ConfigModified => is_config_modified, HaGroupsMigrated =>
+    is_ha_groups_migrated, HaResourceInError => is_ha_resource_in_error,
+    HaResourceNotFound => is_ha_resource_not_found; absent :
 );
 /// From `GET /cluster/ha/resources/{sid} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
