@@ -195,6 +195,17 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Whether one write of it disrupts guests (S35): the sentence the plan shows under it
+    /// (`starts vm:100 (state stopped -> started)`), or None. Unlike [`Resource::disruptive`]
+    /// it is per write: `action` is `create`, `update` or `destroy`, `changes` the update's.
+    /// A disruptive write runs one at a time across the stack, and an unconfirmed one stops the
+    /// disruptive writes after it (S23); its family gates it on cluster health (S22). None by
+    /// default.
+    fn disruption(&self, action: &str, changes: &[Change]) -> Option<String> {
+        let _ = (action, changes);
+        None
+    }
+
     /// The file whose digest covers this object and its siblings (`storage.cfg`), if any:
     /// writes of one digest domain run one at a time across the stack, each after a fresh
     /// read (S31). None by default.

@@ -103,7 +103,7 @@ impl Worker {
             }
             Action::Unknown { error } => {
                 // An unconfirmed disruptive write stops the ones after it (S23).
-                if res.disruptive() {
+                if res.disruptive() || entry.disruptive.is_some() {
                     self.halt(format!(
                         "stopped: the outcome of an earlier disruptive write of {} ({}) is unknown",
                         entry.id, entry.object
@@ -167,7 +167,8 @@ impl Worker {
             Some(t) => t.clone().acquire_owned().await.ok(),
             None => None,
         };
-        let _one = if res.disruptive() {
+        let disruptive = res.disruptive() || entry.disruptive.is_some();
+        let _one = if disruptive {
             Some(self.disruptive.lock().await)
         } else {
             None
@@ -193,7 +194,7 @@ impl Worker {
             action: entry.action.name(),
         });
         let o = self.write(entry, res.as_ref(), recorded).await;
-        if res.disruptive() && !o.is_ok() {
+        if disruptive && !o.is_ok() {
             self.halt(format!(
                 "stopped: the disruptive write of {} ({}) did not confirm success",
                 entry.id, entry.object

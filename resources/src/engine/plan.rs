@@ -142,6 +142,11 @@ pub struct PlanEntry {
     /// The ids it comes after in a deploy.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// What this write disrupts, as its family says (S35: an HA resource's `state` starts or
+    /// stops a guest): it then runs one at a time, and an unconfirmed one stops the
+    /// disruptive writes after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruptive: Option<String>,
     #[serde(skip)]
     pub(crate) guard: Guard,
     /// The declaration the plan was made for (deploy refuses a plan whose declaration changed).
@@ -347,6 +352,7 @@ impl Stack {
                     kind: it.kind.clone(),
                     address: it.res.address(),
                     object: it.res.object(),
+                    disruptive: disruption(it.res.as_ref(), &action),
                     action,
                     after: deps[i].iter().map(|&j| items[j].id.clone()).collect(),
                     guard,
@@ -460,6 +466,7 @@ impl Stack {
                     kind: recorded.kind.clone(),
                     address: recorded.address.clone(),
                     object,
+                    disruptive: disruption(it.res.as_ref(), &action),
                     action,
                     after: rev[i]
                         .iter()
@@ -704,5 +711,15 @@ fn map_probe(
             };
             (action, guard)
         }
+    }
+}
+
+/// What the write `action` of `res` disrupts, as its family says (S35).
+fn disruption(res: &dyn Resource, action: &Action) -> Option<String> {
+    match action {
+        Action::Create { .. } => res.disruption("create", &[]),
+        Action::Update { changes, .. } => res.disruption("update", changes),
+        Action::Delete => res.disruption("destroy", &[]),
+        _ => None,
     }
 }

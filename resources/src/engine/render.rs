@@ -76,6 +76,12 @@ impl fmt::Display for Plan {
                     writeln!(f, "      > {note}")?;
                 }
             }
+            if let Some(what) = &e.disruptive {
+                writeln!(
+                    f,
+                    "      ! disruptive: {what}; runs alone, after the cluster-health gate"
+                )?;
+            }
         }
         let counts = self.counts();
         let n = |k: &str| counts.get(k).copied().unwrap_or(0);

@@ -157,6 +157,12 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// See [`Resource::disruption`]: what one write of it disrupts (S35). None by default.
+    fn disruption(&self, action: &str, changes: &[Change]) -> Option<String> {
+        let _ = (action, changes);
+        None
+    }
+
     /// Whether the update operation takes the `digest` of a read (S9): the read's map then
     /// holds it under `digest`, and the family's update sends [`Edit::digest`] and turns PVE's
     /// stale-digest refusal into [`ErrorKind::Changed`].
@@ -654,6 +660,10 @@ impl<T: ConfigObject> Resource for T {
 
     fn domain(&self) -> Option<String> {
         ConfigObject::domain(self)
+    }
+
+    fn disruption(&self, action: &str, changes: &[Change]) -> Option<String> {
+        ConfigObject::disruption(self, action, changes)
     }
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {

@@ -61,3 +61,5 @@ pub const FIREWALL_ALIAS: Kind = Kind::new("firewall_alias");
 pub const FIREWALL_RULES: Kind = Kind::new("firewall_rules");
 /// Firewall security groups ([`super::firewall_rules::FirewallGroup`]).
 pub const FIREWALL_GROUP: Kind = Kind::new("firewall_group");
+/// [`super::ha_resource::HaResource`].
+pub const HA_RESOURCE: Kind = Kind::new("ha_resource");

@@ -27,6 +27,7 @@ pub mod firewall_alias;
 pub mod firewall_ipset;
 pub mod firewall_options;
 pub mod firewall_rules;
+pub mod ha_resource;
 pub mod kinds;
 pub mod lxc;
 pub mod metric_server;
@@ -102,6 +103,11 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::FIREWALL_OPTIONS, firewall_options::rebuild).shape(Config),
         Family::new(kinds::FIREWALL_RULES, firewall_rules::rebuild).shape(Config),
         Family::new(kinds::FIREWALL_GROUP, firewall_rules::rebuild_group).shape(Config),
+        Family::new(
+            kinds::HA_RESOURCE,
+            schema::rebuild::<ha_resource::HaResourceObject>,
+        )
+        .shape(Config),
     ]
 }
 

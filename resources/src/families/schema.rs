@@ -163,6 +163,16 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         None
     }
 
+    /// See [`ConfigObject::disruption`].
+    fn disruption(
+        d: &Declared<Self>,
+        action: &str,
+        changes: &[crate::contract::Change],
+    ) -> Option<String> {
+        let _ = (d, action, changes);
+        None
+    }
+
     /// See [`ConfigObject::removal`].
     fn removal(d: &Declared<Self>) -> Removal {
         let _ = d;
@@ -833,6 +843,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn domain(&self) -> Option<String> {
         F::domain(self)
+    }
+
+    fn disruption(&self, action: &str, changes: &[crate::contract::Change]) -> Option<String> {
+        F::disruption(self, action, changes)
     }
 
     fn removal(&self) -> Removal {

@@ -18,6 +18,7 @@ use pve_resources::families::config::ConfigObject;
 use pve_resources::families::firewall_alias::FirewallAlias;
 use pve_resources::families::firewall_ipset::FirewallIpset;
 use pve_resources::families::firewall_rules::{FirewallGroup, FirewallRules, Rule};
+use pve_resources::families::ha_resource::HaResource;
 use pve_resources::families::metric_server::MetricServer;
 use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
@@ -271,6 +272,26 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_backup_job_conforms() {
             job
         }),
         ..config(daily("02:30"), daily("03:30"), "schedule")
+    };
+    conforms(case).await;
+}
+
+fn ha(comment: &str) -> HaResource {
+    HaResource::vm(
+        100,
+        pve_sdk::generated::cluster::ha::resources::State::Stopped,
+    )
+    .comment(comment)
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_ha_resource_conforms() {
+    let case = Case {
+        read_path: "/cluster/ha/resources/vm:100",
+        setup: Some(|sim| {
+            sim.add_guest("pve1", 100, pve_sim::GuestKind::Qemu, &[]);
+        }),
+        ..config(ha("web"), ha("web server"), "comment")
     };
     conforms(case).await;
 }

@@ -20,6 +20,7 @@ mod firewall_ipset;
 mod firewall_options;
 mod firewall_rules;
 mod guest_pool;
+mod ha_resource;
 mod health_gate;
 mod lists;
 mod lxc;

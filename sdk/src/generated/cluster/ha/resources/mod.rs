@@ -90,6 +90,22 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for Create {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            auto_rebalance: f.opt("auto-rebalance")?,
+            comment: f.opt("comment")?,
+            failback: f.opt("failback")?,
+            group: f.opt("group")?,
+            max_relocate: f.opt("max_relocate")?,
+            max_restart: f.opt("max_restart")?,
+            sid: f.req("sid")?,
+            state: f.opt("state")?,
+            type_: f.opt("type")?,
+        })
+    }
+}
 impl Create {
     /// A value with every required field; optional ones start unset.
     #[allow(

@@ -1,0 +1,379 @@
+//! The `HaResource` family: a guest under the HA manager (`/cluster/ha/resources`), from the
+//! schema ([`Declared`]). pve-ha-manager `src/PVE/API2/HA/Resources.pm` over
+//! `src/PVE/HA/Config.pm` (`resources.cfg`):
+//!
+//! - **Keyed by PVE's sid** (`vm:100`, `ct:100`; S36). [`HaResource::vm`], [`HaResource::ct`]
+//!   and [`HaResource::guest`] (from a declared guest) spell it so; a bare `100` is what PVE
+//!   resolves by the guest list at request time (`parse_sid`), which an object's identity
+//!   (its state address, its duplicate check) cannot wait for: it is refused before any
+//!   read, naming both spellings.
+//! - **`state` moves power** (S35): PVE's CRM starts a guest whose resource is `started`
+//!   (the default when `state` is missing: `read_and_check_resources_config`) and stops one
+//!   that is `stopped` or `disabled` within seconds. So `state` must be declared, a create or
+//!   a change of `state` is disruptive (named in the plan, one at a time across the stack,
+//!   after the cluster-health gate, S22), and no other field's write sends it. `enabled` is
+//!   PVE's old spelling of `started` (`read_and_check_resources_config`): both sides compare
+//!   as `started`.
+//! - **A resource in `error`** takes only `state=disabled` (`check_service_state`): the write
+//!   is refused with PVE's sentence and what to do.
+//! - **Groups after the 9.x migration**: a declared `group` on a cluster whose groups were
+//!   migrated to rules is refused in the plan (`HaGroupsMigrated`), naming the rule to declare.
+//! - **Destroy** sends `purge=0` on 9.1+ (`delete_service_from_config` would otherwise strip
+//!   the sid from every rule and delete rules left empty; a rule's own declaration says what
+//!   it holds); 9.0 and older have no `purge` and never touch rules. Dropped from the declaration, a
+//!   resource is kept (S20).
+//! - **Digest domain** `ha/resources.cfg` (S31).
+
+use std::collections::BTreeMap;
+
+use pve_sdk::generated::cluster::ha::resources::sid::{
+    Delete as DeleteHaResource, Read as ReadHaResource, Update as UpdateHaResource,
+    UpdateError as UpdateHaResourceError,
+};
+use pve_sdk::generated::cluster::ha::resources::{Create as CreateHaResource, State};
+use pve_sdk::OpenEnum;
+
+use crate::contract::{BoxFuture, Change, Cx, ErrorKind, Failure, ObjectRef, OnStarted, Scope};
+use crate::families::config::Unset;
+use crate::families::schema::{Declared, Object, UpdateWrite};
+use crate::kit::wire::Map;
+
+/// A declared HA resource: `HaResource::vm(100, State::Started)`, or any field of its create
+/// request.
+pub type HaResource = Declared<HaResourceObject>;
+
+/// What the schema names of an HA resource.
+#[derive(Debug)]
+pub struct HaResourceObject;
+
+/// The release (pve-ha-manager 5.0.x, PVE 9.1) whose resource delete takes `purge`.
+const PURGE_SINCE: (u16, u16) = (9, 1);
+
+/// The release from which groups may have been migrated to rules.
+const RULES_SINCE: (u16, u16) = (9, 0);
+
+/// The vmid of a sid `vm:100` / `ct:100` / `100`.
+fn vmid_of(sid: &str) -> Option<u32> {
+    let n = sid.split_once(':').map_or(sid, |(_, n)| n);
+    n.parse()
+        .ok()
+        .filter(|_| n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `started`, for `enabled` and for no state (PVE's default).
+fn power(state: Option<&str>) -> &str {
+    match state {
+        None | Some("enabled") => "started",
+        Some(s) => s,
+    }
+}
+
+/// What a requested state does to the guest.
+fn effect(sid: &str, from: Option<&str>, to: &str) -> String {
+    let verb = match to {
+        "started" | "enabled" => "starts",
+        "stopped" => "stops",
+        "disabled" => "stops and unmanages",
+        _ => "leaves alone (HA ignores)",
+    };
+    match from {
+        Some(from) => format!("{verb} {sid} (HA state {from} -> {to})"),
+        None => format!("{verb} {sid} (HA state {to})"),
+    }
+}
+
+/// Gates a disruptive write on the cluster's health (S22).
+async fn gate(cx: &Cx, sid: &str) -> Result<crate::kit::health::Health, Failure> {
+    let health = crate::kit::health::check(cx.client())
+        .await
+        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
+    if !health.is_healthy() {
+        return Err(Failure::new(
+            ErrorKind::Degraded,
+            format!(
+                "HA state of {sid} not written: the cluster is not healthy ({}); the HA manager would start or stop guests on it",
+                health.problems.join("; ")
+            ),
+        ));
+    }
+    Ok(health)
+}
+
+/// After a disruptive write: refuses to go on if health got worse (S22).
+async fn after(cx: &Cx, sid: &str, before: &crate::kit::health::Health) -> Result<(), Failure> {
+    let now = crate::kit::health::check(cx.client())
+        .await
+        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
+    if now.worse_than(before) {
+        return Err(Failure::new(
+            ErrorKind::Degraded,
+            format!(
+                "the cluster got worse after the HA state of {sid} was written ({}); look at the nodes named before anything else moves",
+                now.problems.join("; ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// PVE's refusal of a write to a resource in `error`, as the plan says it.
+fn in_error(sid: &str, e: &UpdateHaResourceError) -> Failure {
+    Failure::new(
+        ErrorKind::Refused,
+        format!(
+            "{e}: PVE takes only state \"disabled\" for {sid} now; declare state = disabled and deploy, fix the guest, then declare the state you want"
+        ),
+    )
+}
+
+impl Object for HaResourceObject {
+    const KIND: crate::contract::Kind = crate::families::kinds::HA_RESOURCE;
+    const ID: &'static [&'static str] = &["sid"];
+    const DIGEST: bool = true;
+    type Create = CreateHaResource;
+    type Read = ReadHaResource;
+    type Update = UpdateHaResource;
+    type Delete = DeleteHaResource;
+
+    /// `update` removes what `delete` names.
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    /// `enabled` is `started` (PVE's backward compatibility); `type` follows the sid.
+    fn normalise(mut map: Map) -> Map {
+        if map.get("state").is_some_and(|s| s == "enabled") {
+            map.insert("state".into(), "started".into());
+        }
+        map.remove("type");
+        map
+    }
+
+    fn domain(d: &HaResource) -> Option<String> {
+        let _ = d;
+        Some("ha/resources.cfg".to_owned())
+    }
+
+    fn stale(e: &UpdateHaResourceError) -> bool {
+        e.is_config_modified()
+    }
+
+    /// What PVE's `parse_sid` would resolve at request time, and the state left to PVE's
+    /// default: both refused before anything is read.
+    fn problems(d: &HaResource) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let sid = d.spec.sid.as_str();
+        match sid.split_once(':') {
+            Some(("vm" | "ct", n)) if vmid_of(sid).is_some() && !n.is_empty() => {}
+            Some((ty, _)) if ty != "vm" && ty != "ct" => {
+                out.insert(
+                    "sid".into(),
+                    format!("{sid:?}: only guests (vm:, ct:) are HA resources here"),
+                );
+            }
+            _ if vmid_of(sid).is_some() => {
+                out.insert(
+                    "sid".into(),
+                    format!("{sid:?} is a bare vmid, which PVE resolves by the guest list at request time (parse_sid): declare vm:{sid} or ct:{sid} (HaResource::vm, ::ct, or ::of the declared guest)"),
+                );
+            }
+            _ => {
+                out.insert(
+                    "sid".into(),
+                    format!("{sid:?} is not vm:<vmid> or ct:<vmid>"),
+                );
+            }
+        }
+        if d.spec.state.is_none() {
+            out.insert(
+                "state".into(),
+                "must be declared: without it PVE's HA manager starts the guest (its default is started)".into(),
+            );
+        }
+        out
+    }
+
+    /// A `group` on a cluster whose groups were migrated to rules (9.x).
+    fn cluster_refusal<'a>(d: &'a HaResource, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let group = d.spec.group.as_deref()?;
+            let v = cx.client().version().await.ok()?;
+            if (v.major, v.minor) < RULES_SINCE {
+                return None;
+            }
+            let list = pve_sdk::generated::cluster::ha::groups::ListGroups::new();
+            match cx.client().send(&list).await {
+                Err(e) if e.is_ha_groups_migrated() => Some(format!(
+                    "group {group:?} cannot be declared: this cluster's HA groups have been migrated to rules (HaGroupsMigrated); declare a HaRule of type node-affinity instead (the migration named it ha-group-{group})"
+                )),
+                _ => None,
+            }
+        })
+    }
+
+    /// Its guest, whichever family declares it (a destroy takes the resource first).
+    fn requires(d: &HaResource) -> Vec<ObjectRef> {
+        vmid_of(&d.spec.sid).map_or_else(Vec::new, |vmid| {
+            vec![ObjectRef::new(
+                crate::families::kinds::VMID,
+                Scope::Cluster,
+                vmid.to_string(),
+            )]
+        })
+    }
+
+    /// S35: a create always moves power (its state is applied by the CRM), an update only
+    /// when it changes `state`.
+    fn disruption(d: &HaResource, action: &str, changes: &[Change]) -> Option<String> {
+        let sid = d.spec.sid.as_str();
+        let declared = d.spec.state.as_ref().map(|s| s.as_str().to_owned());
+        match action {
+            "create" => Some(effect(sid, None, power(declared.as_deref()))),
+            "update" => changes
+                .iter()
+                .find(|c| c.key == "state")
+                .map(|c| effect(sid, Some(power(c.old.as_deref())), power(Some(&c.new)))),
+            _ => None,
+        }
+    }
+
+    fn summary(d: &HaResource) -> Vec<String> {
+        let state = d
+            .spec
+            .state
+            .as_ref()
+            .map_or("started (PVE's default)", |s| s.as_str());
+        vec![format!(
+            "the HA manager keeps {} {state} and recovers it on another node when its node fails",
+            d.spec.sid
+        )]
+    }
+
+    /// Behind the health gate (S22), and checked after.
+    fn create<'a>(
+        d: &'a HaResource,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let before = gate(cx, &d.spec.sid).await?;
+            crate::kit::task::write(cx, &d.spec, on_started).await?;
+            after(cx, &d.spec.sid, &before).await
+        })
+    }
+
+    /// A `state` change behind the health gate; PVE's error-state refusal said with what to do.
+    fn send_update<'a>(
+        d: &'a HaResource,
+        client: &'a pve_sdk::Client,
+        w: UpdateWrite<Self>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            if let Some(k) = w.elsewhere.first() {
+                return Err(crate::families::config::inexpressible(d, k));
+            }
+            let sid = d.spec.sid.as_str();
+            let moves = w.request.pairs().iter().any(|(k, _)| k == "state");
+            let cx_health = if moves {
+                let h = crate::kit::health::check(client)
+                    .await
+                    .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
+                if !h.is_healthy() {
+                    return Err(Failure::new(
+                        ErrorKind::Degraded,
+                        format!(
+                            "HA state of {sid} not written: the cluster is not healthy ({}); the HA manager would start or stop guests on it",
+                            h.problems.join("; ")
+                        ),
+                    ));
+                }
+                Some(h)
+            } else {
+                None
+            };
+            match client.send(&w.request).await {
+                Ok(_) => {}
+                Err(e) if e.is_ha_resource_in_error() => return Err(in_error(sid, &e)),
+                Err(e) if e.is_config_modified() => {
+                    return Err(Failure::new(ErrorKind::Changed, e))
+                }
+                Err(e) => return Err(Failure::write(e)),
+            }
+            if let Some(before) = cx_health {
+                let now = crate::kit::health::check(client)
+                    .await
+                    .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
+                if now.worse_than(&before) {
+                    return Err(Failure::new(
+                        ErrorKind::Degraded,
+                        format!(
+                            "the cluster got worse after the HA state of {sid} was written ({}); look at the nodes named before anything else moves",
+                            now.problems.join("; ")
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// `purge=0` where the delete takes it (9.1+), so no rule loses the sid.
+    fn delete<'a>(
+        d: &'a HaResource,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let v = cx.client().version().await.map_err(Failure::read)?;
+            let mut req = DeleteHaResource::new(d.spec.sid.clone());
+            if (v.major, v.minor) >= PURGE_SINCE {
+                req.purge = Some(false);
+            }
+            crate::kit::task::write(cx, &req, on_started).await
+        })
+    }
+}
+
+impl HaResource {
+    /// The HA resource of QEMU guest `vmid` (`vm:VMID`), kept in `state`.
+    pub fn vm(vmid: u32, state: State) -> Self {
+        HaResource::of_sid(format!("vm:{vmid}"), state)
+    }
+
+    /// The HA resource of a declared guest: `vm:VMID` for a [`crate::families::vm::Vm`],
+    /// `ct:VMID` for a [`crate::families::lxc::Lxc`].
+    pub fn guest(guest: &dyn crate::contract::Resource, state: State) -> Option<Self> {
+        let o = guest.object();
+        let vmid: u32 = o.key.as_deref()?.rsplit('/').next()?.parse().ok()?;
+        match o.kind {
+            k if k == crate::families::kinds::VM => Some(HaResource::vm(vmid, state)),
+            k if k == crate::families::kinds::LXC => Some(HaResource::ct(vmid, state)),
+            _ => None,
+        }
+    }
+
+    /// The HA resource of container `vmid` (`ct:VMID`), kept in `state`.
+    pub fn ct(vmid: u32, state: State) -> Self {
+        HaResource::of_sid(format!("ct:{vmid}"), state)
+    }
+
+    fn of_sid(sid: String, state: State) -> Self {
+        let mut spec = CreateHaResource::new(sid);
+        spec.state = Some(state);
+        HaResource::of(spec)
+    }
+
+    /// Manages its comment.
+    #[must_use]
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.spec.comment = Some(comment.into());
+        self
+    }
+
+    /// Manages how often the HA manager restarts it on its node (PVE's default 1).
+    #[must_use]
+    pub fn max_restart(mut self, n: i64) -> Self {
+        self.spec.max_restart = Some(n);
+        self
+    }
+}
