@@ -227,6 +227,21 @@ impl Cx {
         self.lock_wait
     }
 
+    /// The server's PVE version (`GET /version`), read once per phase and shared: the fact a
+    /// version-gated family plans by (HA rules from 9.0, groups before them).
+    ///
+    /// # Errors
+    ///
+    /// The read failed (S2: never a guess).
+    pub async fn version(&self) -> Result<pve_sdk::PveVersion, Failure> {
+        let v = self
+            .shared("pve_version", || async {
+                self.client.version().await.map_err(Failure::read)
+            })
+            .await?;
+        Ok(*v)
+    }
+
     /// The guest rows of `/cluster/resources`, read once per phase however many families ask
     /// (concurrent askers wait for the one read). A failed read is not cached.
     ///

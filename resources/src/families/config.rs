@@ -263,6 +263,15 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// Whether the cluster's release (and state: migrated HA groups) has this kind of object:
+    /// the sentence saying what to declare instead when it does not. Asked before the
+    /// object's read. `Ok(None)` by default; a failing read of the facts it needs is an error
+    /// (S2), never "it exists".
+    fn era<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        let _ = cx;
+        Box::pin(async { Ok(None) })
+    }
+
     /// S8: the family's refusal that needs to read other objects, because PVE's write checks
     /// the declaration against them (a user's groups must exist, a role's privileges must be
     /// the release's): asked, with the plan's context, only when the plan would write. `None`
@@ -682,6 +691,11 @@ impl<T: ConfigObject> Resource for T {
                 .partition(|(k, _)| removal(k));
             if !now.is_empty() {
                 return Ok(Probe::Refuse(would_refuse(&now)));
+            }
+            // A family of another release (HA rules on 8.4) is refused before its read, which
+            // that release cannot answer.
+            if let Some(why) = self.era(cx).await? {
+                return Ok(Probe::Refuse(why));
             }
             let read = read_in_plan(self, cx).await.map_err(Failure::from);
             let probe = match crate::kit::read::fold(read, ask.contact)? {

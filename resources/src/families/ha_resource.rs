@@ -49,9 +49,6 @@ pub struct HaResourceObject;
 /// The release (pve-ha-manager 5.0.x, PVE 9.1) whose resource delete takes `purge`.
 const PURGE_SINCE: (u16, u16) = (9, 1);
 
-/// The release from which groups may have been migrated to rules.
-const RULES_SINCE: (u16, u16) = (9, 0);
-
 /// The vmid of a sid `vm:100` / `ct:100` / `100`.
 fn vmid_of(sid: &str) -> Option<u32> {
     let n = sid.split_once(':').map_or(sid, |(_, n)| n);
@@ -197,17 +194,9 @@ impl Object for HaResourceObject {
     fn cluster_refusal<'a>(d: &'a HaResource, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
             let group = d.spec.group.as_deref()?;
-            let v = cx.client().version().await.ok()?;
-            if (v.major, v.minor) < RULES_SINCE {
-                return None;
-            }
-            let list = pve_sdk::generated::cluster::ha::groups::ListGroups::new();
-            match cx.client().send(&list).await {
-                Err(e) if e.is_ha_groups_migrated() => Some(format!(
-                    "group {group:?} cannot be declared: this cluster's HA groups have been migrated to rules (HaGroupsMigrated); declare a HaRule of type node-affinity instead (the migration named it ha-group-{group})"
-                )),
-                _ => None,
-            }
+            crate::families::ha_rule::migrated(cx).await.ok()?.then(|| format!(
+                "group {group:?} cannot be declared: this cluster's HA groups have been migrated to rules (HaGroupsMigrated); declare a HaRule of type node-affinity instead (the migration named it ha-group-{group})"
+            ))
         })
     }
 
@@ -229,10 +218,18 @@ impl Object for HaResourceObject {
         let declared = d.spec.state.as_ref().map(|s| s.as_str().to_owned());
         match action {
             "create" => Some(effect(sid, None, power(declared.as_deref()))),
-            "update" => changes
-                .iter()
-                .find(|c| c.key == "state")
-                .map(|c| effect(sid, Some(power(c.old.as_deref())), power(Some(&c.new)))),
+            "update" => match changes.iter().find(|c| c.key == "state") {
+                Some(c) => Some(effect(
+                    sid,
+                    Some(power(c.old.as_deref())),
+                    power(Some(&c.new)),
+                )),
+                // Where it may run (its group, whether it fails back) moves it too.
+                None => changes
+                    .iter()
+                    .find(|c| c.key == "group" || c.key == "failback")
+                    .map(|c| format!("may move {sid} ({} changes)", c.key)),
+            },
             _ => None,
         }
     }
@@ -324,7 +321,7 @@ impl Object for HaResourceObject {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let v = cx.client().version().await.map_err(Failure::read)?;
+            let v = cx.version().await?;
             let mut req = DeleteHaResource::new(d.spec.sid.clone());
             if (v.major, v.minor) >= PURGE_SINCE {
                 req.purge = Some(false);

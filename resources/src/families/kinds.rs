@@ -63,3 +63,7 @@ pub const FIREWALL_RULES: Kind = Kind::new("firewall_rules");
 pub const FIREWALL_GROUP: Kind = Kind::new("firewall_group");
 /// [`super::ha_resource::HaResource`].
 pub const HA_RESOURCE: Kind = Kind::new("ha_resource");
+/// [`super::ha_rule::HaRule`].
+pub const HA_RULE: Kind = Kind::new("ha_rule");
+/// [`super::ha_rule::HaGroup`].
+pub const HA_GROUP: Kind = Kind::new("ha_group");

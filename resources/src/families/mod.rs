@@ -28,6 +28,7 @@ pub mod firewall_ipset;
 pub mod firewall_options;
 pub mod firewall_rules;
 pub mod ha_resource;
+pub mod ha_rule;
 pub mod kinds;
 pub mod lxc;
 pub mod metric_server;
@@ -108,6 +109,8 @@ pub fn builtin() -> Vec<Family> {
             schema::rebuild::<ha_resource::HaResourceObject>,
         )
         .shape(Config),
+        Family::new(kinds::HA_RULE, schema::rebuild::<ha_rule::HaRuleObject>).shape(Config),
+        Family::new(kinds::HA_GROUP, schema::rebuild::<ha_rule::HaGroupObject>).shape(Config),
     ]
 }
 
@@ -150,7 +153,10 @@ mod tests {
                 "firewall_ipset",
                 "firewall_options",
                 "firewall_rules",
-                "firewall_group"
+                "firewall_group",
+                "ha_resource",
+                "ha_rule",
+                "ha_group"
             ]
         );
     }

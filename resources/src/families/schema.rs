@@ -152,6 +152,15 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Box::pin(async { None })
     }
 
+    /// See [`ConfigObject::era`].
+    fn era<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        let _ = (d, cx);
+        Box::pin(async { Ok(None) })
+    }
+
     /// See [`ConfigObject::collection`]; [`list`] reads one from a list operation.
     fn collection() -> Option<Collection> {
         None
@@ -839,6 +848,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn extra<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
         F::extra(self, cx)
+    }
+
+    fn era<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
+        F::era(self, cx)
     }
 
     fn domain(&self) -> Option<String> {

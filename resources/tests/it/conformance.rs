@@ -19,6 +19,7 @@ use pve_resources::families::firewall_alias::FirewallAlias;
 use pve_resources::families::firewall_ipset::FirewallIpset;
 use pve_resources::families::firewall_rules::{FirewallGroup, FirewallRules, Rule};
 use pve_resources::families::ha_resource::HaResource;
+use pve_resources::families::ha_rule::{HaGroup, HaRule};
 use pve_resources::families::metric_server::MetricServer;
 use pve_resources::families::node_network::NodeNetwork;
 use pve_resources::families::notification::{GotifyEndpoint, NotificationMatcher};
@@ -292,6 +293,60 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s36_ha_resource_conforms() {
             sim.add_guest("pve1", 100, pve_sim::GuestKind::Qemu, &[]);
         }),
         ..config(ha("web"), ha("web server"), "comment")
+    };
+    conforms(case).await;
+}
+
+fn rule(comment: &str) -> HaRule {
+    HaRule::node_affinity("web-on-pve1", ["vm:100"], "pve1").comment(comment)
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_ha_rule_conforms() {
+    let case = Case {
+        read_path: "/cluster/ha/rules/web-on-pve1",
+        setup: Some(|sim| {
+            sim.add_guest("pve1", 100, pve_sim::GuestKind::Qemu, &[]);
+            sim.with_cluster(|c| {
+                c.collections.entry("ha_resource").or_default().insert(
+                    "vm:100".into(),
+                    [
+                        ("type".into(), "vm".into()),
+                        ("state".into(), "stopped".into()),
+                    ]
+                    .into(),
+                );
+            });
+        }),
+        ..config(rule("web"), rule("web server"), "comment")
+    };
+    conforms(case).await;
+}
+
+fn group(comment: &str) -> HaGroup {
+    let mut g = HaGroup::new("prefer-pve1", "pve1:2");
+    g.spec.comment = Some(comment.into());
+    g
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_ha_group_conforms() {
+    let case = Case {
+        read_path: "/cluster/ha/groups/prefer-pve1",
+        // A 9.x cluster whose groups are not migrated yet (it has one).
+        setup: Some(|sim| {
+            sim.with_cluster(|c| {
+                c.collections.entry("ha_group").or_default().insert(
+                    "old".into(),
+                    [
+                        ("type".into(), "group".into()),
+                        ("nodes".into(), "pve1".into()),
+                    ]
+                    .into(),
+                );
+            });
+        }),
+        ..config(group("web"), group("web servers"), "comment")
     };
     conforms(case).await;
 }

@@ -21,6 +21,7 @@ mod firewall_options;
 mod firewall_rules;
 mod guest_pool;
 mod ha_resource;
+mod ha_rule;
 mod health_gate;
 mod lists;
 mod lxc;

@@ -72,6 +72,19 @@ impl serde::Serialize for Create {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for Create {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            group: f.req("group")?,
+            nodes: f.req("nodes")?,
+            nofailback: f.opt("nofailback")?,
+            restricted: f.opt("restricted")?,
+            type_: f.opt("type")?,
+        })
+    }
+}
 impl Create {
     /// A value with every required field; optional ones start unset.
     #[allow(

@@ -90,6 +90,18 @@ impl serde::Serialize for CreateRule {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            resources: f.req("resources")?,
+            rule: f.req("rule")?,
+            type_: f.tagged()?,
+        })
+    }
+}
 impl CreateRule {
     /// A value with every required field; optional ones start unset.
     #[allow(
