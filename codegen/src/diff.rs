@@ -768,6 +768,7 @@ mod family_tests {
             read: "GET /things/{id}".into(),
             update: "PUT /things/{id}".into(),
             delete: "DELETE /things/{id}".into(),
+            since: None,
         }
     }
 

@@ -209,6 +209,10 @@ pub struct FamilyOps {
     pub update: String,
     /// The delete.
     pub delete: String,
+    /// The first PVE release that has the family (`9.0` for HA rules): generating for an
+    /// older schema skips it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// The families of a `kind = "families"` patch file, for `pve-codegen diff --families` (which
@@ -566,6 +570,10 @@ pub fn parse(
                             continue;
                         }
                     };
+                    let what = format!("family \"{}\"", f.kind);
+                    if !scope.applies(&what, f.since.as_deref(), &mut out, &mut diags) {
+                        continue;
+                    }
                     for op in [&f.create, &f.read, &f.update, &f.delete] {
                         scope.check_op(op, &mut diags);
                     }

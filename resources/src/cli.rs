@@ -25,7 +25,9 @@
 //!   on a terminal, or (`--json`) one JSON event per line; the report; exit 0 when converged, 1
 //!   when not.
 //! - `verify`: the drift, read only (exit 0 none, 2 drift, 1 an error).
-//! - `destroy [--target ID]... [--yes]`: the destroy plan, confirmed as a deploy is.
+//! - `destroy [--target ID]... [--destroy-data ID]... [--yes]`: the destroy plan, confirmed as a
+//!   deploy is; `--destroy-data ID` is the explicit word for what holds data (a Ceph or ZFS
+//!   pool) or was adopted.
 //! - `state list`, `state show ID`, `state forget ID` (drops an entry, never touching PVE),
 //!   `state migrate --to URL` (copies the state into an empty one, a file into PostgreSQL or
 //!   back).
@@ -171,6 +173,10 @@ enum Command {
         /// Destroys only this resource and what comes after it (repeatable).
         #[arg(long, value_name = "ID")]
         target: Vec<String>,
+        /// The explicit word that this resource may be destroyed although it holds data (a
+        /// Ceph pool, a ZFS pool) or was adopted (repeatable).
+        #[arg(long = "destroy-data", value_name = "ID")]
+        destroy_data: Vec<String>,
         /// Destroys without asking.
         #[arg(long)]
         yes: bool,
@@ -433,7 +439,14 @@ impl Runner {
                 out.plan(&plan);
                 Ok(if plan.is_noop() { 0 } else { 2 })
             }
-            Command::Destroy { target, yes } => {
+            Command::Destroy {
+                target,
+                destroy_data,
+                yes,
+            } => {
+                for id in destroy_data {
+                    stack.destroy_when_dropped(id.clone());
+                }
                 let plan = stack.plan_destroy_targets(target)?;
                 self.carry_out(stack, &plan, *yes, out, "Destroy").await
             }

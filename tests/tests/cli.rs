@@ -300,6 +300,14 @@ async fn s27_state_forget_then_adopt_and_destroy() {
         !writes.iter().any(|w| w.starts_with("DELETE /pools")),
         "{writes:?}"
     );
+    // An adopted pool goes only on the explicit word.
+    assert_eq!(lab.run(&["adopt", "pool", "--yes"]).await.code, 0);
+    assert!(lab.writes().is_empty());
+    let destroy = lab
+        .run(&["destroy", "--yes", "--destroy-data", "pool"])
+        .await;
+    assert_eq!(destroy.code, 0, "{}{}", destroy.stdout, destroy.stderr);
+    assert_eq!(lab.writes(), ["DELETE /pools"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

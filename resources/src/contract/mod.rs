@@ -195,6 +195,14 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// What destroying it deletes besides the object itself (a Ceph pool's objects, a ZFS
+    /// pool's data): such an object is destroyed only on the explicit word for its id
+    /// (`Stack::destroy_when_dropped`), in a destroy plan too; without it the plan refuses,
+    /// saying this. None by default.
+    fn holds_data(&self) -> Option<String> {
+        None
+    }
+
     /// Whether one write of it disrupts guests (S35): the sentence the plan shows under it
     /// (`starts vm:100 (state stopped -> started)`), or None. Unlike [`Resource::disruptive`]
     /// it is per write: `action` is `create`, `update` or `destroy`, `changes` the update's.
@@ -344,6 +352,9 @@ pub enum Shape {
     /// An action (an apply): nothing staged means no call (S21), the health gate (S22), one at
     /// a time (S23), confirmed by what it changed (S16), its destroy applies nothing (S25).
     Action,
+    /// An assertion (Ceph daemons): compared and reported, never written: S1, S2 (absent or
+    /// drifted only from a successful read), S6 and S8 (only the declared fields, in one form).
+    Assertion,
     /// None of these (its rules are its own).
     Other,
 }

@@ -419,7 +419,10 @@ impl Stack {
                 // S20: what the stack did not create is never destroyed by a default.
                 _ if adopted => Action::Retain,
                 Removal::Retain => Action::Retain,
-                Removal::Destroy => Action::Delete,
+                Removal::Destroy => match it.res.holds_data() {
+                    Some(what) => refuse(ErrorKind::Refused, data_word(&it.id, &what)),
+                    None => Action::Delete,
+                },
             }
         })
     }
@@ -458,7 +461,21 @@ impl Stack {
                         {
                             Action::Retain
                         }
-                        None => Action::Delete,
+                        None => match it
+                            .res
+                            .holds_data()
+                            .filter(|_| !self.destroy_dropped.contains(&it.id))
+                        {
+                            // What holds data goes only on the explicit word.
+                            Some(what) => Action::Refuse {
+                                error: ResourceError::new(
+                                    object.clone(),
+                                    ErrorKind::Refused,
+                                    data_word(&it.id, &what),
+                                ),
+                            },
+                            None => Action::Delete,
+                        },
                     },
                 };
                 Some(PlanEntry {
@@ -722,4 +739,11 @@ fn disruption(res: &dyn Resource, action: &Action) -> Option<String> {
         Action::Delete => res.disruption("destroy", &[]),
         _ => None,
     }
+}
+
+/// The refusal of a destroy of what holds data without the explicit word.
+fn data_word(id: &str, what: &str) -> String {
+    format!(
+        "not destroyed: destroying it deletes {what}; say so for this id with Stack::destroy_when_dropped({id:?}) (the runner: destroy --destroy-data {id})"
+    )
 }

@@ -56,6 +56,18 @@ pub enum Unset {
 use crate::kit::secret::marker_key;
 pub use crate::kit::secret::WriteOnly;
 
+/// What a list read says of one object (S34).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// The list names it.
+    Listed,
+    /// The whole list was read and does not name it: absence proven.
+    Unlisted,
+    /// The list was read but cannot prove absence (the reader is not proven to see all of it);
+    /// the sentence says why.
+    Unproven(String),
+}
+
 /// What a collection's list read answers: each object's id to its wire map.
 pub type Listed<'c> = BoxFuture<'c, Result<BTreeMap<String, BTreeMap<String, String>>, Failure>>;
 
@@ -154,6 +166,11 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// writes only if it still differs exactly as planned (with the fresh read's digest when
     /// [`ConfigObject::DIGEST`]). None by default.
     fn domain(&self) -> Option<String> {
+        None
+    }
+
+    /// See [`Resource::holds_data`]: what its destroy deletes. None by default.
+    fn holds_data(&self) -> Option<String> {
         None
     }
 
@@ -260,6 +277,16 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// show is absent only when the reader provably sees the whole collection (S2), else it
     /// is read alone. None by default (one read per object).
     fn collection(&self) -> Option<Collection> {
+        None
+    }
+
+    /// S34: for a family whose create destroys or rewrites what it collides with (a Ceph pool:
+    /// PVE's create re-applies its parameters to an existing pool), the list read that proves
+    /// the object absent: `Some` makes the plan create only on [`Listing::Unlisted`] (never on
+    /// the read's absence alone, and never folding a failed read into absence at first contact,
+    /// S3), and the create list again right before it writes. None by default.
+    fn listed<'a>(&'a self, cx: &'a Cx) -> Option<BoxFuture<'a, Result<Listing, Failure>>> {
+        let _ = cx;
         None
     }
 
@@ -442,6 +469,22 @@ pub fn inexpressible<T: ConfigObject>(obj: &T, key: &str) -> Failure {
         key: key.to_owned(),
     }
     .into()
+}
+
+/// S34: why a create may not go ahead on this listing (`None`: absence proven).
+fn unproven(object: &ObjectRef, listing: Result<Listing, Failure>) -> Option<String> {
+    let doubt = match listing {
+        Ok(Listing::Unlisted) => return None,
+        Ok(Listing::Listed) => "its list names it although its read answers it absent".to_owned(),
+        Ok(Listing::Unproven(why)) => why,
+        Err(e) => format!(
+            "its list could not be read: {}",
+            crate::contract::error_chain(&e)
+        ),
+    };
+    Some(format!(
+        "{object} is not created: its create rewrites an existing one, so it runs only after a whole list read proved it absent (S34), and {doubt}"
+    ))
 }
 
 /// The declared keys that differ from `live` (both normalised).
@@ -675,6 +718,10 @@ impl<T: ConfigObject> Resource for T {
         ConfigObject::disruption(self, action, changes)
     }
 
+    fn holds_data(&self) -> Option<String> {
+        ConfigObject::holds_data(self)
+    }
+
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {
         Box::pin(async move {
             // A field declared empty is removed from an existing object (never sent as a
@@ -698,7 +745,19 @@ impl<T: ConfigObject> Resource for T {
                 return Ok(Probe::Refuse(why));
             }
             let read = read_in_plan(self, cx).await.map_err(Failure::from);
-            let probe = match crate::kit::read::fold(read, ask.contact)? {
+            // S34: no first-contact fold; absence only from the list.
+            let proven = self.listed(cx);
+            let contact = match proven {
+                Some(_) => crate::contract::Contact::Known,
+                None => ask.contact,
+            };
+            let read = crate::kit::read::fold(read, contact)?;
+            if let (None, Some(listing)) = (&read, proven) {
+                if let Some(why) = unproven(&self.object(), listing.await) {
+                    return Ok(Probe::Refuse(why));
+                }
+            }
+            let probe = match read {
                 None if !at_create.is_empty() => Probe::Refuse(would_refuse(&at_create)),
                 None => match self.refusal(None) {
                     Some(why) => Probe::Refuse(why),
@@ -740,6 +799,12 @@ impl<T: ConfigObject> Resource for T {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
+            // S34: proven absent again right before the write.
+            if let Some(listing) = self.listed(cx) {
+                if let Some(why) = unproven(&self.object(), listing.await) {
+                    return Err(Failure::new(ErrorKind::Refused, why));
+                }
+            }
             ConfigObject::create(self, cx, on_started).await?;
             read_back(self, cx.client()).await
         })

@@ -67,3 +67,19 @@ pub const HA_RESOURCE: Kind = Kind::new("ha_resource");
 pub const HA_RULE: Kind = Kind::new("ha_rule");
 /// [`super::ha_rule::HaGroup`].
 pub const HA_GROUP: Kind = Kind::new("ha_group");
+/// [`super::ceph::CephPool`].
+pub const CEPH_POOL: Kind = Kind::new("ceph_pool");
+/// [`super::ceph::CephFlag`].
+pub const CEPH_FLAG: Kind = Kind::new("ceph_flag");
+/// [`super::ceph::CephAsserted::osd`].
+pub const CEPH_OSD: Kind = Kind::new("ceph_osd");
+/// [`super::ceph::CephAsserted::mon`].
+pub const CEPH_MON: Kind = Kind::new("ceph_mon");
+/// [`super::ceph::CephAsserted::mgr`].
+pub const CEPH_MGR: Kind = Kind::new("ceph_mgr");
+/// [`super::ceph::CephAsserted::mds`].
+pub const CEPH_MDS: Kind = Kind::new("ceph_mds");
+/// [`super::ceph::CephAsserted::fs`].
+pub const CEPH_FS: Kind = Kind::new("ceph_fs");
+/// [`super::zfs_pool::ZfsPool`].
+pub const ZFS_POOL: Kind = Kind::new("zfs_pool");

@@ -22,6 +22,7 @@
 
 pub mod access;
 pub mod backup_job;
+pub mod ceph;
 pub mod config;
 pub mod firewall_alias;
 pub mod firewall_ipset;
@@ -44,6 +45,7 @@ pub mod sdn_subnet;
 pub mod storage;
 pub mod storage_download;
 pub mod vm;
+pub mod zfs_pool;
 
 use crate::contract::{Family, Shape};
 
@@ -52,7 +54,7 @@ use crate::contract::{Family, Shape};
 /// replication jobs, metric servers, notification endpoints and matchers, downloads into
 /// storage.
 pub fn builtin() -> Vec<Family> {
-    use Shape::{Action, Config, Guest};
+    use Shape::{Action, Assertion, Config, Guest};
     vec![
         Family::new(kinds::VM, vm::rebuild).shape(Guest),
         Family::new(kinds::LXC, lxc::rebuild).shape(Guest),
@@ -111,6 +113,14 @@ pub fn builtin() -> Vec<Family> {
         .shape(Config),
         Family::new(kinds::HA_RULE, schema::rebuild::<ha_rule::HaRuleObject>).shape(Config),
         Family::new(kinds::HA_GROUP, schema::rebuild::<ha_rule::HaGroupObject>).shape(Config),
+        Family::new(kinds::CEPH_POOL, schema::rebuild::<ceph::CephPoolObject>).shape(Config),
+        Family::new(kinds::CEPH_FLAG, ceph::rebuild_flag),
+        Family::new(kinds::CEPH_OSD, ceph::rebuild_asserted).shape(Assertion),
+        Family::new(kinds::CEPH_MON, ceph::rebuild_asserted).shape(Assertion),
+        Family::new(kinds::CEPH_MGR, ceph::rebuild_asserted).shape(Assertion),
+        Family::new(kinds::CEPH_MDS, ceph::rebuild_asserted).shape(Assertion),
+        Family::new(kinds::CEPH_FS, ceph::rebuild_asserted).shape(Assertion),
+        Family::new(kinds::ZFS_POOL, zfs_pool::rebuild),
     ]
 }
 
@@ -156,7 +166,15 @@ mod tests {
                 "firewall_group",
                 "ha_resource",
                 "ha_rule",
-                "ha_group"
+                "ha_group",
+                "ceph_pool",
+                "ceph_flag",
+                "ceph_osd",
+                "ceph_mon",
+                "ceph_mgr",
+                "ceph_mds",
+                "ceph_fs",
+                "zfs_pool"
             ]
         );
     }

@@ -152,6 +152,15 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         Box::pin(async { None })
     }
 
+    /// See [`ConfigObject::listed`].
+    fn listed<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> Option<BoxFuture<'a, Result<crate::families::config::Listing, Failure>>> {
+        let _ = (d, cx);
+        None
+    }
+
     /// See [`ConfigObject::era`].
     fn era<'a>(
         d: &'a Declared<Self>,
@@ -168,6 +177,12 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
 
     /// See [`ConfigObject::domain`].
     fn domain(d: &Declared<Self>) -> Option<String> {
+        let _ = d;
+        None
+    }
+
+    /// See [`ConfigObject::holds_data`].
+    fn holds_data(d: &Declared<Self>) -> Option<String> {
         let _ = d;
         None
     }
@@ -850,6 +865,13 @@ impl<F: Object> ConfigObject for Declared<F> {
         F::extra(self, cx)
     }
 
+    fn listed<'a>(
+        &'a self,
+        cx: &'a Cx,
+    ) -> Option<BoxFuture<'a, Result<crate::families::config::Listing, Failure>>> {
+        F::listed(self, cx)
+    }
+
     fn era<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
         F::era(self, cx)
     }
@@ -860,6 +882,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn disruption(&self, action: &str, changes: &[crate::contract::Change]) -> Option<String> {
         F::disruption(self, action, changes)
+    }
+
+    fn holds_data(&self) -> Option<String> {
+        F::holds_data(self)
     }
 
     fn removal(&self) -> Removal {

@@ -14,6 +14,7 @@ use pve_resources::contract::{Removal, Resource};
 use pve_resources::engine::Action;
 use pve_resources::families::access::{Acl, ApiToken, Group, Role, Subject, User};
 use pve_resources::families::backup_job::BackupJob;
+use pve_resources::families::ceph::{CephAsserted, CephPool};
 use pve_resources::families::config::ConfigObject;
 use pve_resources::families::firewall_alias::FirewallAlias;
 use pve_resources::families::firewall_ipset::FirewallIpset;
@@ -349,6 +350,128 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_ha_group_conforms() {
         ..config(group("web"), group("web servers"), "comment")
     };
     conforms(case).await;
+}
+
+fn ceph_pool(size: i64) -> CephPool {
+    CephPool::new("pve1", "vms").size(size)
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_s34_ceph_pool_conforms() {
+    let case = Case {
+        read_path: "/nodes/pve1/ceph/pool/vms/status",
+        setup: Some(|sim| sim.with_cluster(|c| c.ceph = Some(pve_sim::CephHealth::Ok))),
+        ..config(ceph_pool(3), ceph_pool(2), "size")
+    };
+    conforms(case).await;
+}
+
+/// An assertion family's rules: matching, it plans nothing and writes nothing; drifted or
+/// absent, it is refused naming why; a failed list read is unreadable, never absence (S1, S2,
+/// S6, S8).
+async fn asserts(kind: &str, row: (&str, &str), declared: CephAsserted, drifted: CephAsserted) {
+    let sim = Simulator::start(SimConfig::default())
+        .await
+        .expect("starts");
+    sim.with_cluster(|c| {
+        c.ceph = Some(pve_sim::CephHealth::Ok);
+        c.collections.entry(kind_key(kind)).or_default().insert(
+            row.0.to_owned(),
+            [
+                ("id".to_owned(), row.0.to_owned()),
+                ("host".to_owned(), row.1.to_owned()),
+            ]
+            .into(),
+        );
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("x", declared.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Noop { .. }),
+        "{kind}: {plan}"
+    );
+    let _ = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(sim.writes().is_empty(), "{kind}");
+    drop(s);
+    let mut s = stack(&sim, dir.path());
+    s.add("x", drifted).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let Action::Refuse { error } = &plan.entries[0].action else {
+        panic!("{kind}: {plan}");
+    };
+    assert!(
+        error.reason().contains("drifted: host is"),
+        "{kind}: {plan}"
+    );
+    drop(s);
+    sim.with_cluster(|c| c.collections.entry(kind_key(kind)).or_default().clear());
+    let mut s = stack(&sim, dir.path());
+    s.add("x", declared.clone()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let Action::Refuse { error } = &plan.entries[0].action else {
+        panic!("{kind}: {plan}");
+    };
+    assert!(error.reason().contains("is not there"), "{kind}: {plan}");
+    drop(s);
+    sim.script(pve_sim::Rule::new(
+        "GET",
+        "/nodes/pve1/ceph/*",
+        pve_sim::Action::Respond {
+            status: 500,
+            body: serde_json::json!({"data": null, "message": "got timeout\n"}),
+        },
+    ));
+    let mut s = stack(&sim, dir.path());
+    s.add("x", declared).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        matches!(plan.entries[0].action, Action::Unreadable { .. }),
+        "{kind}: {plan}"
+    );
+    let _ = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(sim.writes().is_empty(), "{kind}");
+}
+
+fn kind_key(kind: &str) -> &'static str {
+    match kind {
+        "ceph_osd" => "ceph_osd",
+        "ceph_mon" => "ceph_mon",
+        "ceph_mgr" => "ceph_mgr",
+        "ceph_mds" => "ceph_mds",
+        _ => "ceph_fs",
+    }
+}
+
+#[tokio::test]
+async fn s01_s02_s06_s08_ceph_osd_conforms() {
+    let a = |host: &str| CephAsserted::osd("pve1", 3).field("host", host);
+    asserts("ceph_osd", ("3", "pve1"), a("pve1"), a("pve2")).await;
+}
+
+#[tokio::test]
+async fn s01_s02_s06_s08_ceph_mon_conforms() {
+    let a = |host: &str| CephAsserted::mon("pve1", "pve1").field("host", host);
+    asserts("ceph_mon", ("pve1", "pve1"), a("pve1"), a("pve2")).await;
+}
+
+#[tokio::test]
+async fn s01_s02_s06_s08_ceph_mgr_conforms() {
+    let a = |host: &str| CephAsserted::mgr("pve1", "pve1").field("host", host);
+    asserts("ceph_mgr", ("pve1", "pve1"), a("pve1"), a("pve2")).await;
+}
+
+#[tokio::test]
+async fn s01_s02_s06_s08_ceph_mds_conforms() {
+    let a = |host: &str| CephAsserted::mds("pve1", "pve1").field("host", host);
+    asserts("ceph_mds", ("pve1", "pve1"), a("pve1"), a("pve2")).await;
+}
+
+#[tokio::test]
+async fn s01_s02_s06_s08_ceph_fs_conforms() {
+    let a = |host: &str| CephAsserted::fs("pve1", "cephfs").field("host", host);
+    asserts("ceph_fs", ("cephfs", "pve1"), a("pve1"), a("pve2")).await;
 }
 
 fn replicated(schedule: &str) -> ReplicationJob {

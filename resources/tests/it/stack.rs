@@ -1195,10 +1195,10 @@ fn s30_every_applicable_rule_has_a_named_test() {
     let names = test_names();
     // S31 (one writer per digest domain) applies since the first family of a shared file
     // (storage), S36 (ids in PVE's spelling) since replication jobs, S32 since the SDN apply,
-    // S33 since the firewall's options and rule lists, S35 since HA resources; S34 comes with
-    // the families it governs.
+    // S33 since the firewall's options and rule lists, S35 since HA resources, S34 since Ceph
+    // and ZFS pools.
     let missing: Vec<String> = (1..=29)
-        .chain([31, 32, 33, 35, 36])
+        .chain([31, 32, 33, 34, 35, 36])
         .map(|n| format!("s{n:02}"))
         .filter(|id| !names.iter().any(|(_, n)| names_rule(n, id)))
         .collect();
@@ -1214,8 +1214,17 @@ fn s30_every_applicable_rule_has_a_named_test() {
         "s20", "s26", "s27", "s29",
     ];
     let action: &[&str] = &["s16", "s21", "s22", "s23", "s25", "s29"];
+    let assertion: &[&str] = &["s01", "s02", "s06", "s08"];
+    // The families of no shape, each with the rules of its own lifecycle.
+    let own = |kind: &str| -> &[&str] {
+        match kind {
+            "ceph_flag" => &["s04", "s20"],
+            "zfs_pool" => &["s19", "s34"],
+            _ => panic!("{kind}: a family of this crate has a shape or its own rules here"),
+        }
+    };
     let families = pve_resources::families::builtin();
-    assert_eq!(families.len(), 29, "the registry's families");
+    assert_eq!(families.len(), 37, "the registry's families");
     let mut uncovered = Vec::new();
     for f in &families {
         let kind = f.kind.as_str();
@@ -1223,7 +1232,8 @@ fn s30_every_applicable_rule_has_a_named_test() {
             Shape::Config => config,
             Shape::Guest => guest,
             Shape::Action => action,
-            _ => panic!("{kind}: a family of this crate has a shape"),
+            Shape::Assertion => assertion,
+            _ => own(kind),
         };
         for id in rules {
             let covered = names

@@ -113,6 +113,36 @@ impl crate::error::TypedError for CephNotInstalled {
     }
 }
 crate::typed_error_traits!(CephNotInstalled);
+/// No Ceph pool of that name exists (Ceph's own answer to `osd pool get`).
+///
+/// Recognised by: HTTP 500 with a message matching `^error with 'osd pool get': mon_cmd failed - unrecognized pool '[^']+'$`. Defined in `patches/error-ceph-pool-not-found.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CephPoolNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for CephPoolNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 500,
+        field: None,
+        pattern: "^error with 'osd pool get': mon_cmd failed - unrecognized pool '[^']+'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ceph pool {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(CephPoolNotFound);
 /// The config changed since it was read: the `digest` sent no longer matches.
 ///
 /// Recognised by: HTTP 500 with a message matching `^checksum mismatch \(file change by other user\?\)$`. Defined in `patches/error-checksum-mismatch.toml`. Raised by 3 operations.

@@ -131,6 +131,12 @@ pub fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer> {
     if let Some(answer) = crate::model::backup::dispatch(cluster, call) {
         return Some(answer);
     }
+    if let Some(answer) = crate::model::ceph::dispatch(cluster, call) {
+        return Some(answer);
+    }
+    if let Some(answer) = crate::model::zfs::dispatch(cluster, call) {
+        return Some(answer);
+    }
     if let Some(answer) = crate::model::ha::dispatch(cluster, call) {
         return Some(answer);
     }

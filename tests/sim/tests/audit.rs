@@ -218,6 +218,8 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                     .iter()
                     .map(|k| k.name)
                     .chain(pve_sim::model::ha::KEYS.iter().copied())
+                    .chain(pve_sim::model::ceph::KEYS.iter().copied())
+                    .chain(pve_sim::model::zfs::KEYS.iter().copied())
                     .find(|k| *k == kind)
                     .unwrap_or_else(|| panic!("{}: no collection kind {kind:?}", row.id));
                 sim.with_cluster(|c| {
@@ -226,6 +228,10 @@ async fn simulator(row: &Row, version: &str) -> Simulator {
                         .or_default()
                         .insert(id.to_owned(), fields);
                 });
+            }
+            // `ceph:ok`: Ceph installed and healthy.
+            Some(("ceph", "ok")) => {
+                sim.with_cluster(|c| c.ceph = Some(pve_sim::CephHealth::Ok));
             }
             // `lock:VMID:LOCK`.
             Some(("lock", rest)) => {

@@ -6,6 +6,7 @@
 //! [`Kind`]: crate::collections::Kind
 
 pub mod backup;
+pub mod ceph;
 pub mod download;
 pub mod firewall;
 pub mod group;
@@ -21,3 +22,4 @@ pub mod sdn;
 pub mod storage;
 pub mod tasks;
 pub mod user;
+pub mod zfs;

@@ -107,6 +107,26 @@ impl serde::Serialize for CreateCephPool {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateCephPool {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            node: f.req("node")?,
+            add_storages: f.opt("add_storages")?,
+            application: f.opt("application")?,
+            crush_rule: f.opt("crush_rule")?,
+            erasure_coding: f.opt("erasure-coding")?,
+            min_size: f.opt("min_size")?,
+            name: f.req("name")?,
+            pg_autoscale_mode: f.opt("pg_autoscale_mode")?,
+            pg_num: f.opt("pg_num")?,
+            pg_num_min: f.opt("pg_num_min")?,
+            size: f.opt("size")?,
+            target_size: f.opt("target_size")?,
+            target_size_ratio: f.opt("target_size_ratio")?,
+        })
+    }
+}
 impl CreateCephPool {
     /// A value with every required field; optional ones start unset.
     #[allow(

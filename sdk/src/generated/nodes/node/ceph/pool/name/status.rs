@@ -61,7 +61,8 @@ impl crate::Operation for CephPoolStatus {
 }
 crate::operation_error!(
     CephPoolStatusError for CephPoolStatus; CephNotInitialized =>
-    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed; absent :
+    is_ceph_not_initialized, CephNotInstalled => is_ceph_not_installed, CephPoolNotFound
+    => is_ceph_pool_not_found; absent : CephPoolNotFound
 );
 /// From `GET /nodes/{node}/ceph/pool/{name}/status returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
