@@ -195,6 +195,16 @@ pub trait Resource: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Itself in PVE's spelling where that spelling needs the rest of the declaration (S36):
+    /// an HA resource declared by a bare vmid is `vm:100` when the stack declares QEMU guest
+    /// 100, `ct:100` when it declares container 100. The engine asks it with the declared
+    /// objects before it plans, and uses the answer everywhere (state, requests, duplicate
+    /// checks). None (the default): it is spelt as declared.
+    fn canonical(&self, declared: &[ObjectRef]) -> Option<Arc<dyn Resource>> {
+        let _ = declared;
+        None
+    }
+
     /// What destroying it deletes besides the object itself (a Ceph pool's objects, a ZFS
     /// pool's data): such an object is destroyed only on the explicit word for its id
     /// (`Stack::destroy_when_dropped`), in a destroy plan too; without it the plan refuses,

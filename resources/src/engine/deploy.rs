@@ -158,7 +158,12 @@ impl Stack {
                 self.options.await_options,
                 self.options.lock_wait,
             )
-            .with_declared(self.decls.iter().map(|d| d.res.object()))
+            .with_declared(
+                self.items(&self.ledger.state())?
+                    .iter()
+                    .filter(|it| it.decl.is_some())
+                    .map(|it| it.res.object()),
+            )
             .with_managed(plan.entries.iter().map(|e| e.object.clone()))
             .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone()))),
             clients: clients.clone(),

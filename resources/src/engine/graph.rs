@@ -29,17 +29,22 @@ impl Stack {
     /// by their registered family, or a stand-in that refuses); refuses two items of one
     /// object and a dependency on an undeclared id.
     pub(crate) fn items(&self, state: &State) -> Result<Vec<Item>, StackError> {
+        // S36: each declaration in PVE's spelling, where that needs the others.
+        let objects: Vec<ObjectRef> = self.decls.iter().map(|d| d.res.object()).collect();
         let mut items: Vec<Item> = self
             .decls
             .iter()
             .enumerate()
-            .map(|(i, d)| Item {
-                id: d.id.clone(),
-                kind: d.res.object().kind.into_owned(),
-                unknown: None,
-                res: d.res.clone(),
-                after: d.after.clone(),
-                decl: Some(i),
+            .map(|(i, d)| {
+                let res = d.res.canonical(&objects).unwrap_or_else(|| d.res.clone());
+                Item {
+                    id: d.id.clone(),
+                    kind: res.object().kind.into_owned(),
+                    unknown: None,
+                    res,
+                    after: d.after.clone(),
+                    decl: Some(i),
+                }
             })
             .collect();
         let declared: BTreeMap<&str, ()> = self.decls.iter().map(|d| (d.id.as_str(), ())).collect();

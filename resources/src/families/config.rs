@@ -169,6 +169,12 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// See [`Resource::canonical`]. None by default.
+    fn canonical(&self, declared: &[ObjectRef]) -> Option<std::sync::Arc<dyn Resource>> {
+        let _ = declared;
+        None
+    }
+
     /// See [`Resource::holds_data`]: what its destroy deletes. None by default.
     fn holds_data(&self) -> Option<String> {
         None
@@ -720,6 +726,10 @@ impl<T: ConfigObject> Resource for T {
 
     fn holds_data(&self) -> Option<String> {
         ConfigObject::holds_data(self)
+    }
+
+    fn canonical(&self, declared: &[ObjectRef]) -> Option<std::sync::Arc<dyn Resource>> {
+        ConfigObject::canonical(self, declared)
     }
 
     fn probe<'a>(&'a self, cx: &'a Cx, ask: Ask<'a>) -> BoxFuture<'a, Result<Probe, Failure>> {

@@ -3,10 +3,11 @@
 //! `src/PVE/HA/Config.pm` (`resources.cfg`):
 //!
 //! - **Keyed by PVE's sid** (`vm:100`, `ct:100`; S36). [`HaResource::vm`], [`HaResource::ct`]
-//!   and [`HaResource::guest`] (from a declared guest) spell it so; a bare `100` is what PVE
-//!   resolves by the guest list at request time (`parse_sid`), which an object's identity
-//!   (its state address, its duplicate check) cannot wait for: it is refused before any
-//!   read, naming both spellings.
+//!   and [`HaResource::guest`] (from a declared guest) spell it so; a bare `100` (what PVE
+//!   resolves by the guest list at request time, `parse_sid`) is canonicalised before the
+//!   plan from the guest the stack declares with that vmid, and used so in every request and
+//!   in state; with no such guest declared it is refused before any read, naming both
+//!   spellings.
 //! - **`state` moves power** (S35): PVE's CRM starts a guest whose resource is `started`
 //!   (the default when `state` is missing: `read_and_check_resources_config`) and stops one
 //!   that is `stopped` or `disabled` within seconds. So `state` must be declared, a create or
@@ -155,6 +156,36 @@ impl Object for HaResourceObject {
         e.is_config_modified()
     }
 
+    /// S36: a bare vmid in PVE's spelling, from the guest the stack declares with it (PVE's
+    /// `parse_sid` resolves it by the guest list the same way).
+    fn canonical(d: &HaResource, declared: &[ObjectRef]) -> Option<HaResource> {
+        let sid = d.spec.sid.as_str();
+        if sid.contains(':') {
+            return None;
+        }
+        let vmid = vmid_of(sid)?;
+        let of = |kind| {
+            declared.iter().any(|o| {
+                o.kind == kind
+                    && o.key
+                        .as_deref()
+                        .and_then(|k| k.rsplit('/').next())
+                        .is_some_and(|k| k == vmid.to_string())
+            })
+        };
+        let ty = match (
+            of(crate::families::kinds::VM),
+            of(crate::families::kinds::LXC),
+        ) {
+            (true, false) => "vm",
+            (false, true) => "ct",
+            _ => return None,
+        };
+        let mut c = d.clone();
+        c.spec.sid = format!("{ty}:{vmid}");
+        Some(c)
+    }
+
     /// What PVE's `parse_sid` would resolve at request time, and the state left to PVE's
     /// default: both refused before anything is read.
     fn problems(d: &HaResource) -> BTreeMap<String, String> {
@@ -171,7 +202,7 @@ impl Object for HaResourceObject {
             _ if vmid_of(sid).is_some() => {
                 out.insert(
                     "sid".into(),
-                    format!("{sid:?} is a bare vmid, which PVE resolves by the guest list at request time (parse_sid): declare vm:{sid} or ct:{sid} (HaResource::vm, ::ct, or ::of the declared guest)"),
+                    format!("{sid:?} is a bare vmid and this stack declares no guest {sid} to spell it by (PVE resolves it by the guest list at request time, parse_sid): declare vm:{sid} or ct:{sid}, or declare the guest"),
                 );
             }
             _ => {

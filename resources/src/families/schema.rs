@@ -181,6 +181,13 @@ pub trait Object: Send + Sync + fmt::Debug + Sized + 'static {
         None
     }
 
+    /// See [`ConfigObject::canonical`]: the declaration in PVE's spelling, where that needs
+    /// the other declared objects.
+    fn canonical(d: &Declared<Self>, declared: &[ObjectRef]) -> Option<Declared<Self>> {
+        let _ = (d, declared);
+        None
+    }
+
     /// See [`ConfigObject::holds_data`].
     fn holds_data(d: &Declared<Self>) -> Option<String> {
         let _ = d;
@@ -886,6 +893,10 @@ impl<F: Object> ConfigObject for Declared<F> {
 
     fn holds_data(&self) -> Option<String> {
         F::holds_data(self)
+    }
+
+    fn canonical(&self, declared: &[ObjectRef]) -> Option<Arc<dyn Resource>> {
+        F::canonical(self, declared).map(|d| Arc::new(d) as Arc<dyn Resource>)
     }
 
     fn removal(&self) -> Removal {

@@ -161,19 +161,24 @@ async fn s22_a_state_change_on_a_degraded_cluster_is_refused_and_writes_nothing(
 }
 
 #[tokio::test]
-async fn s36_a_bare_vmid_or_an_undeclared_state_is_refused_before_any_read() {
+async fn s36_a_bare_vmid_is_spelt_by_its_declared_guest_or_refused_before_any_read() {
     let sim = with_guests(sim().await, &[100]).await;
     let dir = tempfile::tempdir().expect("tempdir");
+    let bare = || {
+        let mut c = pve_sdk::generated::cluster::ha::resources::Create::new("100");
+        c.state = Some(State::Stopped);
+        HaResource::of(c)
+    };
+
+    // No guest 100 declared: refused before any HA request, naming both spellings.
     let mut s = stack(&sim, dir.path());
-    let bare = pve_sdk::generated::cluster::ha::resources::Create::new("100");
-    s.add("ha", HaResource::of(bare)).expect("adds");
+    s.add("ha", bare()).expect("adds");
     let plan = s.plan().await.expect("plans");
     let Action::Refuse { error } = &plan.entries[0].action else {
         panic!("{plan}");
     };
     assert!(
-        error.reason().contains("declare vm:100 or ct:100")
-            && error.reason().contains("its default is started"),
+        error.reason().contains("declare vm:100 or ct:100"),
         "{plan}"
     );
     assert!(
@@ -181,6 +186,51 @@ async fn s36_a_bare_vmid_or_an_undeclared_state_is_refused_before_any_read() {
         "{:?}",
         requests(&sim)
     );
+    drop(s);
+
+    // The stack declares QEMU guest 100: `100` is `vm:100` in the plan, every request and
+    // state, so the create reads back as present.
+    let mut s = stack(&sim, dir.path());
+    s.add("web", Vm::new("pve1", 100)).expect("adds").adopt();
+    s.add("ha", bare()).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(
+        plan.get("ha").expect("ha").object.to_string(),
+        "ha_resource vm:100"
+    );
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report}");
+    assert!(
+        writes(&sim).contains(&"POST /cluster/ha/resources sid=vm:100&state=stopped".to_owned()),
+        "{:?}",
+        writes(&sim)
+    );
+    assert!(
+        !requests(&sim)
+            .iter()
+            .any(|r| r.contains("/cluster/ha/resources/100")),
+        "{:?}",
+        requests(&sim)
+    );
+    assert_eq!(s.state().resources["ha"].address["sid"], "vm:100");
+    drop(s);
+
+    // An undeclared state is refused too (PVE's default starts the guest).
+    let mut s = stack(&sim, dir.path());
+    s.add(
+        "other",
+        HaResource::of(pve_sdk::generated::cluster::ha::resources::Create::new(
+            "vm:101",
+        )),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(
+        plan.to_string().contains("its default is started"),
+        "{plan}"
+    );
+
     // The guest's own declaration spells it.
     let vm = Vm::new("pve1", 100);
     let ha = HaResource::guest(&vm, State::Stopped).expect("a guest");
