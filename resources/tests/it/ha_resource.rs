@@ -292,3 +292,33 @@ async fn destroy_sends_purge_0_on_9_2_and_no_purge_on_8_4() {
         assert_eq!(writes(&sim), [want], "{version}");
     }
 }
+
+#[tokio::test]
+async fn s19_a_destroy_takes_the_ha_resource_before_its_guest_which_pve_refuses_while_managed() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    let mut vm = Vm::new("pve1", 100);
+    vm.name = Some("web".into());
+    s.add("web", vm).expect("adds");
+    s.add("ha", HaResource::vm(100, State::Stopped))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+
+    // PVE's own guard (qemu-server destroy_vm's early checks), typed.
+    let refused = sim
+        .client()
+        .send(&pve_sdk::generated::nodes::node::qemu::vmid::DestroyVm::new("pve1", 100))
+        .await
+        .expect_err("refused while HA-managed");
+    assert!(refused.is_guest_in_ha_resources(), "{refused}");
+
+    let plan = s.plan_destroy().expect("plans");
+    sim.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report}");
+    let w = writes(&sim);
+    assert_eq!(w[0], "DELETE /cluster/ha/resources/vm:100 purge=0", "{w:?}");
+    assert!(w[1].starts_with("DELETE /nodes/pve1/qemu/100"), "{w:?}");
+}

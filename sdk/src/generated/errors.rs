@@ -556,6 +556,42 @@ impl crate::error::TypedError for GuestHasReplicationJobs {
     }
 }
 crate::typed_error_traits!(GuestHasReplicationJobs);
+/// The guest is an HA resource: remove the HA resource first, or destroy with purge.
+///
+/// Recognised by: HTTP 500 with a message matching `^unable to remove (?:VM|CT) \d+ - used in HA resources and purge parameter not set\.$`. Defined in `patches/error-guest-in-ha-resources.toml`. Raised by 2 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestInHaResources {
+    /// `vmid` from the answer or the path.
+    pub vmid: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for GuestInHaResources {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 500,
+            field: None,
+            pattern: "^unable to remove (?:VM|CT) \\d+ - used in HA resources and purge parameter not set\\.$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            vmid: captures.take("vmid"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "guest {} is an HA resource; remove it from HA first",
+            self.vmid
+        )
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(GuestInHaResources);
 /// The guest holds a lock (backup, migrate, snapshot, ...): config writes wait for it to clear.
 ///
 /// Recognised by: HTTP 500 with a message matching `^VM is locked \((?P<lock>[^)]+)\)$`. Defined in `patches/error-guest-locked.toml`. Raised by 5 operations.

@@ -603,7 +603,11 @@ fn lxc_destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
     if let Some(l) = &g.lock {
         return fail(500, format!("CT is locked ({l})"));
     }
-    // pve-container destroy_vm's $early_checks: without purge, no replication job may name it.
+    // pve-container destroy_vm's $early_checks: without purge, no HA resource and no
+    // replication job may name it.
+    if let Some(refused) = crate::model::ha::destroy_refusal(cluster, call, "ct", vmid) {
+        return refused;
+    }
     if let Some(refused) = crate::model::replication::destroy_refusal(cluster, call, vmid) {
         return refused;
     }

@@ -514,7 +514,11 @@ pub(crate) fn destroy(cluster: &mut Cluster, call: &Call<'_>) -> Answer {
             format!("can't remove VM {vmid} - protection mode enabled"),
         );
     }
-    // qemu-server destroy_vm's $early_checks: without purge, no replication job may name it.
+    // qemu-server destroy_vm's $early_checks: without purge, no HA resource and no
+    // replication job may name it.
+    if let Some(refused) = crate::model::ha::destroy_refusal(cluster, call, "vm", vmid) {
+        return refused;
+    }
     if let Some(refused) = crate::model::replication::destroy_refusal(cluster, call, vmid) {
         return refused;
     }

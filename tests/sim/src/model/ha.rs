@@ -11,7 +11,8 @@
 //!   with `lock_ha_domain`'s prefix), the file's digest (`assert_if_modified`), `delete=`
 //!   (`no such option`), `check_service_state` (a resource in `error` takes only
 //!   `state=disabled`), the delete's `not HA managed!` and its `purge` (default 1: the sid
-//!   leaves every rule, a rule left empty goes). The CRM's effect on power is immediate here
+//!   leaves every rule, a rule left empty goes), a guest's destroy refused while it is an HA
+//!   resource ([`destroy_refusal`]). The CRM's effect on power is immediate here
 //!   (it acts within seconds on a node): `started` starts the guest, `stopped` and `disabled`
 //!   stop it.
 //! - **Rules** (9.0+; the router answers 501 on 8.4): the create's and update's refusal while
@@ -680,6 +681,23 @@ pub fn migrate_groups(cluster: &mut Cluster) {
         }
         rules.insert(format!("ha-group-{name}"), f);
     }
+}
+
+/// A guest's destroy refusal while it is an HA resource, unless `purge` (qemu-server and
+/// pve-container `destroy_vm`'s `$early_checks`: `service_is_configured`).
+pub fn destroy_refusal(cluster: &Cluster, call: &Call<'_>, ty: &str, vmid: u32) -> Option<Answer> {
+    if call.get("purge").is_some_and(|p| p == "1") {
+        return None;
+    }
+    let sid = format!("{ty}:{vmid}");
+    cluster.collections.get(RESOURCES)?.get(&sid)?;
+    let what = if ty == "vm" { "VM" } else { "CT" };
+    Some(fail(
+        500,
+        format!(
+            "unable to remove {what} {vmid} - used in HA resources and purge parameter not set."
+        ),
+    ))
 }
 
 /// Marks resource `sid` as the CRM's `error` state (a guest that failed to start and

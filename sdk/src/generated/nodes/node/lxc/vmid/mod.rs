@@ -116,8 +116,9 @@ impl crate::Operation for DestroyContainer {
 pub type DestroyContainerResponse = crate::Upid;
 crate::operation_error!(
     DestroyContainerError for DestroyContainer; GuestHasReplicationJobs =>
-    is_guest_has_replication_jobs, GuestLocked => is_guest_locked, LxcConfigNotFound =>
-    is_lxc_config_not_found, NoQuorum => is_no_quorum; absent :
+    is_guest_has_replication_jobs, GuestInHaResources => is_guest_in_ha_resources,
+    GuestLocked => is_guest_locked, LxcConfigNotFound => is_lxc_config_not_found,
+    NoQuorum => is_no_quorum; absent :
 );
 /// `GET /nodes/{node}/lxc/{vmid}` (handler `vmdiridx`).
 ///

@@ -121,10 +121,10 @@ impl crate::Operation for DestroyVm {
 pub type DestroyVmResponse = crate::Upid;
 crate::operation_error!(
     DestroyVmError for DestroyVm; ConfigLockTimeout => is_config_lock_timeout,
-    GuestHasReplicationJobs => is_guest_has_replication_jobs, GuestLocked =>
-    is_guest_locked, GuestProtected => is_guest_protected, GuestRunning =>
-    is_guest_running, NoQuorum => is_no_quorum, QemuConfigNotFound =>
-    is_qemu_config_not_found; absent :
+    GuestHasReplicationJobs => is_guest_has_replication_jobs, GuestInHaResources =>
+    is_guest_in_ha_resources, GuestLocked => is_guest_locked, GuestProtected =>
+    is_guest_protected, GuestRunning => is_guest_running, NoQuorum => is_no_quorum,
+    QemuConfigNotFound => is_qemu_config_not_found; absent :
 );
 /// `GET /nodes/{node}/qemu/{vmid}` (handler `vmdiridx`).
 ///
