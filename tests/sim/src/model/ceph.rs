@@ -296,7 +296,8 @@ pub(crate) fn dispatch(cluster: &mut Cluster, call: &Call<'_>) -> Option<Answer>
             let on = flags
                 .get(flag)
                 .is_some_and(|v| v.get("value").is_some_and(|v| v == "1"));
-            ok(Value::from(on))
+            // get_flag returns Perl's 1 or 0, which the JSON answer carries as a number.
+            ok(Value::from(u8::from(on)))
         }
         ("PUT", "/cluster/ceph/flags/{flag}") => {
             let flag = call.get("flag").unwrap_or_default().to_owned();
