@@ -20,8 +20,9 @@
 //! - **Groups after the 9.x migration**: a declared `group` on a cluster whose groups were
 //!   migrated to rules is refused in the plan (`HaGroupsMigrated`), naming the rule to declare.
 //! - **Destroy** sends `purge=0` on 9.1+ (`delete_service_from_config` would otherwise strip
-//!   the sid from every rule and delete rules left empty; a rule's own declaration says what
-//!   it holds); 9.0 and older have no `purge` and never touch rules. Dropped from the declaration, a
+//!   the sid from every rule and delete rules left empty), unless declared with
+//!   [`HaResource::purge_rules`]; 9.0 and older have no `purge` and never touch rules. A
+//!   purging resource dropped from the declaration is rebuilt from state without the word. Dropped from the declaration, a
 //!   resource is kept (S20).
 //! - **Digest domain** `ha/resources.cfg` (S31).
 
@@ -43,9 +44,14 @@ use crate::kit::wire::Map;
 /// request.
 pub type HaResource = Declared<HaResourceObject>;
 
-/// What the schema names of an HA resource.
+/// What the schema names of an HA resource; `PURGE`: its destroy also removes it from the
+/// rules that name it ([`HaResource::purge_rules`]).
 #[derive(Debug)]
-pub struct HaResourceObject;
+pub struct HaResourceObject<const PURGE: bool = false>;
+
+/// A declared HA resource whose destroy also removes it from every rule that names it, and
+/// deletes a rule it leaves empty (PVE's `purge=1`, 9.1+).
+pub type HaResourcePurging = Declared<HaResourceObject<true>>;
 
 /// The release (pve-ha-manager 5.0.x, PVE 9.1) whose resource delete takes `purge`.
 const PURGE_SINCE: (u16, u16) = (9, 1);
@@ -124,7 +130,7 @@ fn in_error(sid: &str, e: &UpdateHaResourceError) -> Failure {
     )
 }
 
-impl Object for HaResourceObject {
+impl<const PURGE: bool> Object for HaResourceObject<PURGE> {
     const KIND: crate::contract::Kind = crate::families::kinds::HA_RESOURCE;
     const ID: &'static [&'static str] = &["sid"];
     const DIGEST: bool = true;
@@ -147,7 +153,7 @@ impl Object for HaResourceObject {
         map
     }
 
-    fn domain(d: &HaResource) -> Option<String> {
+    fn domain(d: &Declared<Self>) -> Option<String> {
         let _ = d;
         Some("ha/resources.cfg".to_owned())
     }
@@ -158,7 +164,7 @@ impl Object for HaResourceObject {
 
     /// S36: a bare vmid in PVE's spelling, from the guest the stack declares with it (PVE's
     /// `parse_sid` resolves it by the guest list the same way).
-    fn canonical(d: &HaResource, declared: &[ObjectRef]) -> Option<HaResource> {
+    fn canonical(d: &Declared<Self>, declared: &[ObjectRef]) -> Option<Declared<Self>> {
         let sid = d.spec.sid.as_str();
         if sid.contains(':') {
             return None;
@@ -188,7 +194,7 @@ impl Object for HaResourceObject {
 
     /// What PVE's `parse_sid` would resolve at request time, and the state left to PVE's
     /// default: both refused before anything is read.
-    fn problems(d: &HaResource) -> BTreeMap<String, String> {
+    fn problems(d: &Declared<Self>) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         let sid = d.spec.sid.as_str();
         match sid.split_once(':') {
@@ -222,7 +228,7 @@ impl Object for HaResourceObject {
     }
 
     /// A `group` on a cluster whose groups were migrated to rules (9.x).
-    fn cluster_refusal<'a>(d: &'a HaResource, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
+    fn cluster_refusal<'a>(d: &'a Declared<Self>, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
             let group = d.spec.group.as_deref()?;
             crate::families::ha_rule::migrated(cx).await.ok()?.then(|| format!(
@@ -232,7 +238,7 @@ impl Object for HaResourceObject {
     }
 
     /// Its guest, whichever family declares it (a destroy takes the resource first).
-    fn requires(d: &HaResource) -> Vec<ObjectRef> {
+    fn requires(d: &Declared<Self>) -> Vec<ObjectRef> {
         vmid_of(&d.spec.sid).map_or_else(Vec::new, |vmid| {
             vec![ObjectRef::new(
                 crate::families::kinds::VMID,
@@ -244,7 +250,7 @@ impl Object for HaResourceObject {
 
     /// S35: a create always moves power (its state is applied by the CRM), an update only
     /// when it changes `state`.
-    fn disruption(d: &HaResource, action: &str, changes: &[Change]) -> Option<String> {
+    fn disruption(d: &Declared<Self>, action: &str, changes: &[Change]) -> Option<String> {
         let sid = d.spec.sid.as_str();
         let declared = d.spec.state.as_ref().map(|s| s.as_str().to_owned());
         match action {
@@ -265,7 +271,7 @@ impl Object for HaResourceObject {
         }
     }
 
-    fn summary(d: &HaResource) -> Vec<String> {
+    fn summary(d: &Declared<Self>) -> Vec<String> {
         let state = d
             .spec
             .state
@@ -279,7 +285,7 @@ impl Object for HaResourceObject {
 
     /// Behind the health gate (S22), and checked after.
     fn create<'a>(
-        d: &'a HaResource,
+        d: &'a Declared<Self>,
         cx: &'a Cx,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
@@ -292,7 +298,7 @@ impl Object for HaResourceObject {
 
     /// A `state` change behind the health gate; PVE's error-state refusal said with what to do.
     fn send_update<'a>(
-        d: &'a HaResource,
+        d: &'a Declared<Self>,
         client: &'a pve_sdk::Client,
         w: UpdateWrite<Self>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
@@ -345,9 +351,10 @@ impl Object for HaResourceObject {
         })
     }
 
-    /// `purge=0` where the delete takes it (9.1+), so no rule loses the sid.
+    /// `purge=0` where the delete takes it (9.1+), so no rule loses the sid, unless declared
+    /// with [`HaResource::purge_rules`].
     fn delete<'a>(
-        d: &'a HaResource,
+        d: &'a Declared<Self>,
         cx: &'a Cx,
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
@@ -355,7 +362,15 @@ impl Object for HaResourceObject {
             let v = cx.version().await?;
             let mut req = DeleteHaResource::new(d.spec.sid.clone());
             if (v.major, v.minor) >= PURGE_SINCE {
-                req.purge = Some(false);
+                req.purge = Some(PURGE);
+            } else if PURGE {
+                return Err(Failure::new(
+                    ErrorKind::Refused,
+                    format!(
+                        "{} is declared to purge its rules, and PVE {v} has no purge (it never touches rules): remove it from its rules by declaring them",
+                        d.spec.sid
+                    ),
+                ));
             }
             crate::kit::task::write(cx, &req, on_started).await
         })
@@ -389,6 +404,13 @@ impl HaResource {
         let mut spec = CreateHaResource::new(sid);
         spec.state = Some(state);
         HaResource::of(spec)
+    }
+
+    /// The explicit word that its destroy also removes it from every rule that names it and
+    /// deletes a rule it leaves empty (PVE's `purge=1`). Without it a destroy sends `purge=0`.
+    #[must_use]
+    pub fn purge_rules(self) -> HaResourcePurging {
+        Declared::of(self.spec)
     }
 
     /// Manages its comment.

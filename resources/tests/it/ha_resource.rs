@@ -322,3 +322,37 @@ async fn s19_a_destroy_takes_the_ha_resource_before_its_guest_which_pve_refuses_
     assert_eq!(w[0], "DELETE /cluster/ha/resources/vm:100 purge=0", "{w:?}");
     assert!(w[1].starts_with("DELETE /nodes/pve1/qemu/100"), "{w:?}");
 }
+
+#[tokio::test]
+async fn destroy_purges_the_rules_only_on_the_declared_word() {
+    let sim = with_guests(sim().await, &[100]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&sim, dir.path());
+    s.add("ha", HaResource::vm(100, State::Stopped).purge_rules())
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    // A rule over it only (made outside the stack).
+    sim.client()
+        .raw(
+            pve_sdk::Method::Post,
+            "/cluster/ha/rules",
+            &[
+                ("rule", "keep-on-pve1"),
+                ("type", "node-affinity"),
+                ("resources", "vm:100"),
+                ("nodes", "pve1"),
+            ],
+        )
+        .await
+        .expect("a rule");
+    let plan = s.plan_destroy().expect("plans");
+    sim.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        writes(&sim),
+        ["DELETE /cluster/ha/resources/vm:100 purge=1"]
+    );
+    let rules = sim.with_cluster(|c| c.collections.get("ha_rule").map_or(0, |r| r.len()));
+    assert_eq!(rules, 0, "PVE deleted the rule it left empty");
+}
