@@ -131,6 +131,7 @@ pub struct Record {
 }
 
 /// Seconds since the epoch (a lock holder's start).
+#[cfg(feature = "postgres")]
 pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
