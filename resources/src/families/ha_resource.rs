@@ -38,6 +38,7 @@ use pve_sdk::OpenEnum;
 use crate::contract::{BoxFuture, Change, Cx, ErrorKind, Failure, ObjectRef, OnStarted, Scope};
 use crate::families::config::Unset;
 use crate::families::schema::{Declared, Object, UpdateWrite};
+use crate::kit::health;
 use crate::kit::wire::Map;
 
 /// A declared HA resource: `HaResource::vm(100, State::Started)`, or any field of its create
@@ -86,39 +87,8 @@ fn effect(sid: &str, from: Option<&str>, to: &str) -> String {
     }
 }
 
-/// Gates a disruptive write on the cluster's health (S22).
-async fn gate(cx: &Cx, sid: &str) -> Result<crate::kit::health::Health, Failure> {
-    let health = crate::kit::health::check(cx.client())
-        .await
-        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-    if !health.is_healthy() {
-        return Err(Failure::new(
-            ErrorKind::Degraded,
-            format!(
-                "HA state of {sid} not written: the cluster is not healthy ({}); the HA manager would start or stop guests on it",
-                health.problems.join("; ")
-            ),
-        ));
-    }
-    Ok(health)
-}
-
-/// After a disruptive write: refuses to go on if health got worse (S22).
-async fn after(cx: &Cx, sid: &str, before: &crate::kit::health::Health) -> Result<(), Failure> {
-    let now = crate::kit::health::check(cx.client())
-        .await
-        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-    if now.worse_than(before) {
-        return Err(Failure::new(
-            ErrorKind::Degraded,
-            format!(
-                "the cluster got worse after the HA state of {sid} was written ({}); look at the nodes named before anything else moves",
-                now.problems.join("; ")
-            ),
-        ));
-    }
-    Ok(())
-}
+/// What the HA manager does on an unhealthy cluster when a state is written.
+const MOVES: &str = "start or stop guests";
 
 /// PVE's refusal of a write to a resource in `error`, as the plan says it.
 fn in_error(sid: &str, e: &UpdateHaResourceError) -> Failure {
@@ -290,9 +260,11 @@ impl<const PURGE: bool> Object for HaResourceObject<PURGE> {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let before = gate(cx, &d.spec.sid).await?;
+            let sid = &d.spec.sid;
+            let what = format!("HA state of {sid}");
+            let before = health::gate(cx.client(), &what, MOVES).await?;
             crate::kit::task::write(cx, &d.spec, on_started).await?;
-            after(cx, &d.spec.sid, &before).await
+            health::after(cx.client(), &format!("the {what}"), &before).await
         })
     }
 
@@ -308,22 +280,10 @@ impl<const PURGE: bool> Object for HaResourceObject<PURGE> {
             }
             let sid = d.spec.sid.as_str();
             let moves = w.request.pairs().iter().any(|(k, _)| k == "state");
-            let cx_health = if moves {
-                let h = crate::kit::health::check(client)
-                    .await
-                    .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-                if !h.is_healthy() {
-                    return Err(Failure::new(
-                        ErrorKind::Degraded,
-                        format!(
-                            "HA state of {sid} not written: the cluster is not healthy ({}); the HA manager would start or stop guests on it",
-                            h.problems.join("; ")
-                        ),
-                    ));
-                }
-                Some(h)
-            } else {
-                None
+            let what = format!("HA state of {sid}");
+            let before = match moves {
+                true => Some(health::gate(client, &what, MOVES).await?),
+                false => None,
             };
             match client.send(&w.request).await {
                 Ok(_) => {}
@@ -333,19 +293,8 @@ impl<const PURGE: bool> Object for HaResourceObject<PURGE> {
                 }
                 Err(e) => return Err(Failure::write(e)),
             }
-            if let Some(before) = cx_health {
-                let now = crate::kit::health::check(client)
-                    .await
-                    .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-                if now.worse_than(&before) {
-                    return Err(Failure::new(
-                        ErrorKind::Degraded,
-                        format!(
-                            "the cluster got worse after the HA state of {sid} was written ({}); look at the nodes named before anything else moves",
-                            now.problems.join("; ")
-                        ),
-                    ));
-                }
+            if let Some(before) = before {
+                health::after(client, &format!("the {what}"), &before).await?;
             }
             Ok(())
         })

@@ -34,9 +34,10 @@ use pve_sdk::generated::cluster::ha::rules::{
 };
 use pve_sdk::{Keyed, PveVersion};
 
-use crate::contract::{BoxFuture, Change, Cx, ErrorKind, Failure, ObjectRef, OnStarted, Scope};
+use crate::contract::{BoxFuture, Change, Cx, Failure, ObjectRef, OnStarted, Scope};
 use crate::families::config::{inexpressible, Carried, Unset};
 use crate::families::schema::{sent, Declared, Object, UpdateWrite};
+use crate::kit::health;
 use crate::kit::wire::{set_of, Map};
 
 /// A declared HA rule: `HaRule::node_affinity("web-on-pve1", ["vm:100"], "pve1:2,pve2")`, or
@@ -76,43 +77,8 @@ pub(crate) async fn migrated(cx: &Cx) -> Result<bool, Failure> {
     Ok(*answer)
 }
 
-/// Gates a write that moves guests on the cluster's health (S22); answers the health before.
-async fn gate(client: &pve_sdk::Client, what: &str) -> Result<crate::kit::health::Health, Failure> {
-    let health = crate::kit::health::check(client)
-        .await
-        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-    if !health.is_healthy() {
-        return Err(Failure::new(
-            ErrorKind::Degraded,
-            format!(
-                "{what} not written: the cluster is not healthy ({}); the HA manager would move guests on it",
-                health.problems.join("; ")
-            ),
-        ));
-    }
-    Ok(health)
-}
-
-/// After such a write: refuses to go on if health got worse (S22).
-async fn after(
-    client: &pve_sdk::Client,
-    what: &str,
-    before: &crate::kit::health::Health,
-) -> Result<(), Failure> {
-    let now = crate::kit::health::check(client)
-        .await
-        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
-    if now.worse_than(before) {
-        return Err(Failure::new(
-            ErrorKind::Degraded,
-            format!(
-                "the cluster got worse after {what} was written ({}); look at the nodes named before anything else moves",
-                now.problems.join("; ")
-            ),
-        ));
-    }
-    Ok(())
-}
+/// What the HA manager does on an unhealthy cluster when a rule or group is written.
+const MOVES: &str = "move guests";
 
 impl Object for HaRuleObject {
     const KIND: crate::contract::Kind = crate::families::kinds::HA_RULE;
@@ -219,9 +185,9 @@ impl Object for HaRuleObject {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let what = format!("HA rule {}", d.spec.rule);
-            let before = gate(cx.client(), &what).await?;
+            let before = health::gate(cx.client(), &what, MOVES).await?;
             crate::kit::task::write(cx, &d.spec, on_started).await?;
-            after(cx.client(), &what, &before).await
+            health::after(cx.client(), &what, &before).await
         })
     }
 
@@ -257,12 +223,12 @@ impl Object for HaRuleObject {
                 || !delete.iter().all(|k| k == "comment");
             let what = format!("HA rule {}", d.spec.rule);
             let before = match moves {
-                true => Some(gate(client, &what).await?),
+                true => Some(health::gate(client, &what, MOVES).await?),
                 false => None,
             };
             sent::<Self>(client.send(&req).await)?;
             match before {
-                Some(before) => after(client, &what, &before).await,
+                Some(before) => health::after(client, &what, &before).await,
                 None => Ok(()),
             }
         })
@@ -276,10 +242,10 @@ impl Object for HaRuleObject {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let what = format!("the removal of HA rule {}", d.spec.rule);
-            let before = gate(cx.client(), &what).await?;
+            let before = health::gate(cx.client(), &what, MOVES).await?;
             let req = DeleteRule::new(d.spec.rule.clone());
             crate::kit::task::write(cx, &req, on_started).await?;
-            after(cx.client(), &what, &before).await
+            health::after(cx.client(), &what, &before).await
         })
     }
 }
@@ -411,12 +377,12 @@ impl Object for HaGroupObject {
             });
             let what = format!("HA group {}", d.spec.group);
             let before = match moves {
-                true => Some(gate(client, &what).await?),
+                true => Some(health::gate(client, &what, MOVES).await?),
                 false => None,
             };
             sent::<Self>(client.send(&w.request).await)?;
             match before {
-                Some(before) => after(client, &what, &before).await,
+                Some(before) => health::after(client, &what, &before).await,
                 None => Ok(()),
             }
         })

@@ -113,3 +113,59 @@ pub async fn check(client: &Client) -> Result<Health, HealthError> {
     }
     Ok(Health { problems })
 }
+
+/// S22 in front of one write that moves guests (an HA state, a rule): the health before, or
+/// the refusal `"{what} not written: the cluster is not healthy (...); the HA manager would
+/// {moves} on it"`. A health read that fails is unreadable, never healthy.
+///
+/// # Errors
+///
+/// [`ErrorKind::Degraded`](crate::contract::ErrorKind::Degraded) with the problems named, or
+/// the failed read.
+pub async fn gate(
+    client: &Client,
+    what: &str,
+    moves: &str,
+) -> Result<Health, crate::contract::Failure> {
+    use crate::contract::{ErrorKind, Failure};
+    let health = check(client)
+        .await
+        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
+    if !health.is_healthy() {
+        return Err(Failure::new(
+            ErrorKind::Degraded,
+            format!(
+                "{what} not written: the cluster is not healthy ({}); the HA manager would {moves} on it",
+                health.problems.join("; ")
+            ),
+        ));
+    }
+    Ok(health)
+}
+
+/// S22 after such a write: refuses to go on when health got worse than `before`.
+///
+/// # Errors
+///
+/// [`ErrorKind::Degraded`](crate::contract::ErrorKind::Degraded) naming what got worse, or the
+/// failed read.
+pub async fn after(
+    client: &Client,
+    what: &str,
+    before: &Health,
+) -> Result<(), crate::contract::Failure> {
+    use crate::contract::{ErrorKind, Failure};
+    let now = check(client)
+        .await
+        .map_err(|e| Failure::new(ErrorKind::Unreadable, e))?;
+    if now.worse_than(before) {
+        return Err(Failure::new(
+            ErrorKind::Degraded,
+            format!(
+                "the cluster got worse after {what} was written ({}); look at the nodes named before anything else moves",
+                now.problems.join("; ")
+            ),
+        ));
+    }
+    Ok(())
+}
