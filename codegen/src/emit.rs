@@ -507,6 +507,10 @@ fn index_page(api: &Api) -> String {
     let mut out = String::from(
         "# Operations by path\n\n| Method | Path | Request type | PVE handler |\n|---|---|---|---|\n",
     );
+    if api.dialect == crate::raw::Dialect::Pbs {
+        // PBS's schema names no handlers: the column holds the names made from verb and path.
+        out = out.replace("| PVE handler |", "| Name |");
+    }
     for (path, verb, ty, link, handler) in rows {
         out.push_str(&format!(
             "| {verb} | `{path}` | [`{ty}`]({link}) | `{handler}` |\n"
@@ -528,9 +532,18 @@ fn module_tokens(
 ) -> TokenStream {
     let mut items = Vec::new();
     if path.is_empty() {
+        let params = match api.dialect {
+            crate::raw::Dialect::Pve => quote!(
+                pub mod params;
+            ),
+            crate::raw::Dialect::Pbs => quote!(),
+        };
         let d = inner_doc(&format!(
-            "Every operation of the PVE {} API schema (`{}`), one module per API path.\n\nWritten by `pve-codegen`; nothing here is edited by hand.\n\n{}",
-            api.version,
+            "Every operation of the {} API schema (`{}`), one module per API path.\n\nWritten by `pve-codegen`; nothing here is edited by hand.\n\n{}",
+            match api.dialect {
+                crate::raw::Dialect::Pve => format!("PVE {}", api.version),
+                crate::raw::Dialect::Pbs => "PBS".to_owned(),
+            },
             api.spec_file,
             index_page(api)
         ));
@@ -551,7 +564,7 @@ fn module_tokens(
             pub mod errors;
             pub mod formats;
             pub mod index;
-            pub mod params;
+            #params
             #[cfg(test)]
             pub(crate) mod samples;
         });
@@ -607,7 +620,9 @@ fn op_doc(op: &Op) -> String {
     if op.returns_task {
         lines.push("- Returns a task (UPID)".to_owned());
     }
-    lines.push(format!("- Since: PVE {}.{}", op.since.0, op.since.1));
+    if op.since != (0, 0) {
+        lines.push(format!("- Since: PVE {}.{}", op.since.0, op.since.1));
+    }
     lines.join("\n")
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::raw::{AdditionalProperties, Format, Method, Node, Permissions, Schema, Spec};
+use crate::raw::{AdditionalProperties, Dialect, Format, Method, Node, Permissions, Schema, Spec};
 
 /// A number as PVE writes it: integral values without a fraction.
 fn number(v: f64) -> Value {
@@ -37,23 +37,46 @@ fn text(m: &mut Map<String, Value>, key: &str, v: &Option<String>) {
     }
 }
 
-fn schemas(props: &BTreeMap<String, Schema>) -> Value {
-    Value::Object(props.iter().map(|(k, s)| (k.clone(), schema(s))).collect())
+fn schemas(props: &BTreeMap<String, Schema>, d: Dialect) -> Value {
+    Value::Object(
+        props
+            .iter()
+            .map(|(k, s)| (k.clone(), schema_in(s, d)))
+            .collect(),
+    )
 }
 
 /// A schema's facts in PVE's key names.
 pub fn schema(s: &Schema) -> Value {
+    schema_in(s, Dialect::Pve)
+}
+
+/// A schema's facts in the key names of `d`'s schema: PBS writes inline formats as whole
+/// schemas.
+pub fn schema_in(s: &Schema, d: Dialect) -> Value {
     let mut m = Map::new();
     text(&mut m, "type", &s.ty);
     flag(&mut m, "optional", s.optional);
-    match &s.format {
-        Some(Format::Named(n)) => {
+    match (&s.format, d) {
+        (Some(Format::Named(n)), _) => {
             m.insert("format".into(), Value::from(n.clone()));
         }
-        Some(Format::Inline(keys)) => {
-            m.insert("format".into(), schemas(keys));
+        (Some(Format::Inline(keys)), Dialect::Pve) => {
+            m.insert("format".into(), schemas(keys, d));
         }
-        None => {}
+        (Some(Format::Inline(keys)), Dialect::Pbs) => {
+            m.insert(
+                "format".into(),
+                serde_json::json!({"type": "object", "properties": schemas(keys, d)}),
+            );
+        }
+        (Some(Format::List(items)), _) => {
+            m.insert(
+                "format".into(),
+                serde_json::json!({"type": "array", "items": schema_in(items, d)}),
+            );
+        }
+        (None, _) => {}
     }
     if let Some(d) = &s.default {
         m.insert("default".into(), d.clone());
@@ -78,19 +101,19 @@ pub fn schema(s: &Schema) -> Value {
     }
     text(&mut m, "pattern", &s.pattern);
     if let Some(p) = &s.properties {
-        m.insert("properties".into(), schemas(p));
+        m.insert("properties".into(), schemas(p, d));
     }
     match &s.additional_properties {
         Some(AdditionalProperties::Allowed(a)) => {
             m.insert("additionalProperties".into(), Value::from(u8::from(*a)));
         }
         Some(AdditionalProperties::Schema(a)) => {
-            m.insert("additionalProperties".into(), schema(a));
+            m.insert("additionalProperties".into(), schema_in(a, d));
         }
         None => {}
     }
     if let Some(i) = &s.items {
-        m.insert("items".into(), schema(i));
+        m.insert("items".into(), schema_in(i, d));
     }
     text(&mut m, "alias", &s.alias);
     text(&mut m, "keyAlias", &s.key_alias);
@@ -103,7 +126,7 @@ pub fn schema(s: &Schema) -> Value {
     if let Some(alts) = &s.one_of {
         m.insert(
             "oneOf".into(),
-            Value::Array(alts.iter().map(schema).collect()),
+            Value::Array(alts.iter().map(|a| schema_in(a, d)).collect()),
         );
     }
     text(&mut m, "renderer", &s.renderer);
@@ -121,8 +144,14 @@ fn permissions(p: &Permissions) -> Value {
 
 /// A method's facts in PVE's key names (`allowtoken` always written, as PVE does).
 pub fn method(v: &Method) -> Value {
+    method_in(v, Dialect::Pve)
+}
+
+/// A method's facts in the key names of `d`'s schema (PBS: `DOWNLOAD`/`UPLOAD` kept).
+pub fn method_in(v: &Method, d: Dialect) -> Value {
     let mut m = Map::new();
-    m.insert("method".into(), Value::from(v.verb.clone()));
+    let verb = v.transfer.clone().unwrap_or_else(|| v.verb.clone());
+    m.insert("method".into(), Value::from(verb));
     m.insert("name".into(), Value::from(v.name.clone()));
     m.insert("allowtoken".into(), Value::from(u8::from(v.allowtoken)));
     flag(&mut m, "protected", v.protected);
@@ -132,14 +161,14 @@ pub fn method(v: &Method) -> Value {
     if let Some(p) = &v.permissions {
         m.insert("permissions".into(), permissions(p));
     }
-    m.insert("parameters".into(), schema(&v.parameters));
-    m.insert("returns".into(), schema(&v.returns));
+    m.insert("parameters".into(), schema_in(&v.parameters, d));
+    m.insert("returns".into(), schema_in(&v.returns, d));
     Value::Object(m)
 }
 
 /// One line of the table: a node without its children, with its depth and each method's
 /// `since` (from the lowered API: `METHOD /path` -> the first version that has it).
-fn node_line(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>) -> Value {
+fn node_line(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>, d: Dialect) -> Value {
     let mut m = Map::new();
     m.insert("path".into(), Value::from(n.path.clone()));
     m.insert("text".into(), Value::from(n.text.clone()));
@@ -149,7 +178,7 @@ fn node_line(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>) -> Va
         let info: Map<String, Value> = n
             .info
             .iter()
-            .map(|(verb, v)| (verb.clone(), method(v)))
+            .map(|(verb, v)| (verb.clone(), method_in(v, d)))
             .collect();
         m.insert("info".into(), Value::Object(info));
         let s: Map<String, Value> = n
@@ -170,15 +199,21 @@ fn node_line(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>) -> Va
 
 /// The table's lines: every node of the tree in order (a node, then its children).
 pub fn lines(spec: &Spec, since: &BTreeMap<String, (u16, u16)>) -> Vec<Value> {
-    fn walk(n: &Node, depth: usize, since: &BTreeMap<String, (u16, u16)>, out: &mut Vec<Value>) {
-        out.push(node_line(n, depth, since));
+    fn walk(
+        n: &Node,
+        depth: usize,
+        since: &BTreeMap<String, (u16, u16)>,
+        d: Dialect,
+        out: &mut Vec<Value>,
+    ) {
+        out.push(node_line(n, depth, since, d));
         for c in &n.children {
-            walk(c, depth + 1, since, out);
+            walk(c, depth + 1, since, d, out);
         }
     }
     let mut out = Vec::new();
     for r in &spec.roots {
-        walk(r, 0, since, &mut out);
+        walk(r, 0, since, spec.dialect, &mut out);
     }
     out
 }
@@ -271,7 +306,10 @@ pub fn load_schema_or_table(path: &std::path::Path) -> Result<Spec, crate::diag:
             d.finish(Spec {
                 file_name: name,
                 sha256: String::new(),
+                dialect: Dialect::Pve,
                 roots: Vec::new(),
+                protocol_roots: Vec::new(),
+                streamed: Vec::new(),
             })
         }
     }

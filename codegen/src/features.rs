@@ -46,11 +46,20 @@ pub struct Features {
     pub tops: BTreeMap<String, BTreeSet<String>>,
     /// Module path -> the features of the operations in it and below it.
     pub subtree: BTreeMap<ModPath, BTreeSet<String>>,
+    /// No per-path features (PBS: its whole module is the one feature `pbs`, and its paths
+    /// must not take PVE's feature names).
+    pub off: bool,
 }
 
 impl Features {
     /// The features of `api`'s operations.
     pub fn of(api: &Api) -> Features {
+        if api.dialect == crate::raw::Dialect::Pbs {
+            return Features {
+                off: true,
+                ..Features::default()
+            };
+        }
         let mut f = Features::default();
         for top in TOPS {
             f.tops.insert((*top).to_owned(), BTreeSet::new());
@@ -99,6 +108,9 @@ impl Features {
 
     /// `#[cfg(...)]` for code needed by any of `set`, or nothing for an empty set.
     pub fn cfg(&self, set: &BTreeSet<String>) -> TokenStream {
+        if self.off {
+            return quote!();
+        }
         let feats = self.reduce(set);
         match feats.as_slice() {
             [] => quote!(),

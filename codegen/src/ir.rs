@@ -13,8 +13,13 @@ pub struct Api {
     pub spec_file: String,
     /// SHA-256 of the schema file.
     pub sha256: String,
-    /// The PVE version of the schema.
+    /// The PVE version of the schema (`0.0` for a PBS schema whose release is not pinned).
     pub version: String,
+    /// Whose schema it is.
+    pub dialect: crate::raw::Dialect,
+    /// Methods of the schema that are not operations (PBS: the backup and reader protocols,
+    /// streamed answers), as `METHOD /path` with why.
+    pub not_generated: Vec<(String, String)>,
     /// Modules by path; the root module is the empty path.
     pub modules: BTreeMap<ModPath, Module>,
     /// Index specs (`generated::index::Net`) by type name.
@@ -278,4 +283,19 @@ pub struct PropField {
     pub required: bool,
     /// Doc facts.
     pub facts: Vec<String>,
+}
+
+impl Api {
+    /// The SDK module the generated code lives in: `generated` (PVE) or `pbs`.
+    pub fn root(&self) -> &'static str {
+        match self.dialect {
+            crate::raw::Dialect::Pve => "generated",
+            crate::raw::Dialect::Pbs => "pbs",
+        }
+    }
+
+    /// The product's name in docs: `PVE` or `PBS`.
+    pub fn product(&self) -> &'static str {
+        self.dialect.product()
+    }
 }

@@ -132,6 +132,9 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
     let spec = raw::load(&cfg.spec)?;
     let version = match cfg.version.or_else(|| version_from_name(&cfg.spec)) {
         Some(v) => v,
+        // PBS's schema records no release: `0.0` stands for "not pinned" (no `SINCE` is
+        // claimed, and the client's version check never refuses its operations).
+        None if spec.dialect == raw::Dialect::Pbs => (0, 0),
         None => {
             let mut d = Diagnostics::new("load");
             d.push(
@@ -143,7 +146,11 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
     };
     check_lock(cfg, &spec, version)?;
     let patches = patch::load(&cfg.patches, &spec, version)?;
-    let since = since_table(cfg, version)?;
+    let since = match spec.dialect {
+        raw::Dialect::Pve => since_table(cfg, version)?,
+        // One PBS schema: no history to take first releases from.
+        raw::Dialect::Pbs => BTreeMap::new(),
+    };
     let opts = lower::Options {
         version,
         since,
@@ -153,10 +160,23 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
     check::check(&api)?;
     let tokens = emit::emit(&api);
     let mut files = format::pretty(&emit::file_header(&api), tokens)?;
-    files.insert(
-        "params.rs".to_owned(),
-        facts::params_rust(&spec, &emit::file_header(&api)),
-    );
+    match spec.dialect {
+        raw::Dialect::Pve => {
+            files.insert(
+                "params.rs".to_owned(),
+                facts::params_rust(&spec, &emit::file_header(&api)),
+            );
+        }
+        raw::Dialect::Pbs => {
+            // The emitter names the module it writes `crate::generated`; PBS's is `crate::pbs`.
+            // Every such path in PBS's output names PBS's own items (its errors, formats and
+            // index live in its module too). No parameter table: `params::check` speaks PVE's
+            // JSONSchema sentences.
+            for text in files.values_mut() {
+                *text = text.replace("crate::generated::", "crate::pbs::");
+            }
+        }
+    }
     let facts = facts::facts_text(&spec, &api);
     Ok(Output {
         api,
@@ -180,16 +200,25 @@ fn check_lock(cfg: &Config, spec: &raw::Spec, version: (u16, u16)) -> Result<(),
         return Err(d.into());
     }
     let lock = import::Lock::load(path).map_err(Error::Io)?;
-    let v = format!("{}.{}", version.0, version.1);
+    // PVE schemas are locked by release; PBS's (release not recorded) by its file's stem.
+    let v = match spec.dialect {
+        raw::Dialect::Pve => format!("{}.{}", version.0, version.1),
+        raw::Dialect::Pbs => cfg
+            .spec
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
     if let Some(entry) = lock.get(&v) {
         if entry.sha256 != spec.sha256 {
             let mut d = Diagnostics::new("load");
             d.push(
                 cfg.spec.display().to_string(),
                 format!(
-                    "sha256 {} differs from {} recorded for PVE {v} in {}: import the new schema (pve-codegen import) or pass --pve-version",
+                    "sha256 {} differs from {} recorded for {} {v} in {}: import the new schema (pve-codegen import) or pass --pve-version",
                     spec.sha256,
                     entry.sha256,
+                    spec.dialect.product(),
                     path.display()
                 ),
             );
@@ -629,6 +658,10 @@ pub fn manifest_text(
     let Some(path) = manifest_of(out).filter(|p| p.is_file()) else {
         return Ok(None);
     };
+    if output.api.dialect == raw::Dialect::Pbs {
+        // One feature, `pbs`, written by hand: no block to write.
+        return Ok(None);
+    }
     let old = std::fs::read_to_string(&path)
         .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
     let block = features::Features::of(&output.api).cargo_block();

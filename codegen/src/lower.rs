@@ -68,6 +68,10 @@ fn facts_key(s: &Schema, with_optional: bool) -> String {
                     .join(";"),
             ),
         ),
+        Some(Format::List(items)) => put(
+            "format",
+            Value::from(format!("list:{}", facts_key(items, true))),
+        ),
         None => {}
     }
     if let Some(d) = &s.default {
@@ -301,6 +305,7 @@ fn common_prefix(paths: &[ModPath]) -> ModPath {
 }
 
 struct Lowerer<'a> {
+    dialect: crate::raw::Dialect,
     patches: &'a Patches,
     opts: &'a Options,
     diags: Diagnostics,
@@ -353,6 +358,7 @@ impl AnswerPath {
 /// Every problem: name collisions, indexed parameters without a bound, conflicting unions.
 pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diagnostics> {
     let mut l = Lowerer {
+        dialect: spec.dialect,
         patches,
         opts,
         diags: Diagnostics::new("lower"),
@@ -403,6 +409,8 @@ pub fn lower(spec: &Spec, patches: &Patches, opts: &Options) -> Result<Api, Diag
         spec_file: spec.file_name.clone(),
         sha256: spec.sha256.clone(),
         version: format!("{}.{}", opts.version.0, opts.version.1),
+        dialect: spec.dialect,
+        not_generated: not_generated(spec),
         modules: l.modules,
         index_specs: l.index_specs,
         fallbacks,
@@ -421,6 +429,10 @@ impl<'a> Lowerer<'a> {
         let mut urls: BTreeMap<ModPath, String> = BTreeMap::new();
         for node in spec.nodes() {
             let m = module_of(&node.path);
+            if m.is_empty() && node.path == "/" && spec.dialect == crate::raw::Dialect::Pbs {
+                // PBS's root `/`: its operation lives in the root module.
+                continue;
+            }
             if m.is_empty() {
                 self.diags.push(
                     format!("path {}", node.path),
@@ -842,7 +854,10 @@ impl<'a> Lowerer<'a> {
         let response_name = format!("{base}Response");
         let returns_task = self.patches.tasks.contains(&key);
         let response = if returns_task {
-            if method.returns.ty.as_deref() != Some("string") {
+            // PBS: an `#[api]` without `returns` is dumped as `null` whatever the handler answers.
+            let pbs_untyped = self.dialect == crate::raw::Dialect::Pbs
+                && method.returns.ty.as_deref() == Some("null");
+            if method.returns.ty.as_deref() != Some("string") && !pbs_untyped {
                 self.diags.push(
                     format!("{loc} returns"),
                     "the tasks patch names this operation, but its answer is not a string",
@@ -1346,6 +1361,32 @@ impl<'a> Lowerer<'a> {
             }
         }
     }
+}
+
+/// The schema's methods that are not REST operations, with why.
+fn not_generated(spec: &Spec) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for root in &spec.protocol_roots {
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            for verb in n.info.keys() {
+                out.push((
+                    format!("{verb} {}", n.path),
+                    "answered only inside the upgraded backup/reader protocol connection"
+                        .to_owned(),
+                ));
+            }
+            stack.extend(n.children.iter());
+        }
+    }
+    for key in &spec.streamed {
+        out.push((
+            key.clone(),
+            "its handler writes its own HTTP body (a file or a connection upgrade), not a JSON envelope".to_owned(),
+        ));
+    }
+    out.sort();
+    out
 }
 
 fn display_mod(m: &ModPath) -> String {

@@ -11,6 +11,38 @@ use sha2::{Digest, Sha256};
 
 use crate::diag::Diagnostics;
 
+/// Which product's schema, told apart by its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// Proxmox VE: written by Perl (`PVE::RESTHandler`), one root per top-level path, every
+    /// method named, booleans `0`/`1`.
+    #[default]
+    Pve,
+    /// Proxmox Backup Server: written by Rust (`proxmox-schema`'s API dump), one root `/`
+    /// (plus the backup and reader protocols' `_upgrade_` roots), methods without handler
+    /// names and with `unstable`, inline formats written as whole schemas, patterns as
+    /// `/^...$/`, permissions as `check` objects, `or` and `and`.
+    Pbs,
+}
+
+impl Dialect {
+    /// `pve` or `pbs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Pve => "pve",
+            Dialect::Pbs => "pbs",
+        }
+    }
+
+    /// The product's name in prose.
+    pub fn product(self) -> &'static str {
+        match self {
+            Dialect::Pve => "PVE",
+            Dialect::Pbs => "PBS",
+        }
+    }
+}
+
 /// A loaded schema file.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -18,9 +50,25 @@ pub struct Spec {
     pub file_name: String,
     /// SHA-256 of the file's bytes, lower-case hex.
     pub sha256: String,
-    /// The top-level tree nodes (`/cluster`, `/nodes`, ...).
+    /// Whose schema it is.
+    pub dialect: Dialect,
+    /// The top-level tree nodes (`/cluster`, `/nodes`, ...; PBS: `/`).
     pub roots: Vec<Node>,
+    /// PBS: the roots of protocols a connection upgrades to (`/backup/_upgrade_`,
+    /// `/reader/_upgrade_`). Their methods are answered only inside an upgraded HTTP/2
+    /// connection, never as REST calls, so no operation is generated for them; they are kept
+    /// to be counted.
+    pub protocol_roots: Vec<Node>,
+    /// PBS: REST methods whose handler writes its own HTTP body (`DOWNLOAD`/`UPLOAD`): a file,
+    /// a protocol or websocket upgrade. No operation is generated for them (the runtime reads
+    /// JSON envelopes); kept as `METHOD /path` to be counted.
+    pub streamed: Vec<String>,
 }
+
+/// PBS `DOWNLOAD` methods that answer a JSON envelope all the same, so they are operations:
+/// the task log answers `{"data": [{n, t}], "total": N}` unless `download` is set
+/// (proxmox-backup `src/api2/node/tasks.rs`, `read_task_log`).
+pub const PBS_JSON_TRANSFERS: &[&str] = &["GET /nodes/{node}/tasks/{upid}/log"];
 
 /// One node of the API tree: a path and the methods it serves.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +110,11 @@ pub struct Method {
     pub expose_credentials: bool,
     /// Whether the answer may be a file download.
     pub download_allowed: bool,
+    /// PBS: whether upstream marks the method unstable.
+    pub unstable: bool,
+    /// PBS: `DOWNLOAD` or `UPLOAD` when the method streams a file instead of answering JSON
+    /// (listed under `GET` or `POST`).
+    pub transfer: Option<String>,
 }
 
 /// Permission facts of an operation.
@@ -82,6 +135,8 @@ pub enum Format {
     Named(String),
     /// An inline property-string format: its keys.
     Inline(BTreeMap<String, Schema>),
+    /// PBS: a string holding a list (`[a|b, ...]`), whose items follow this schema.
+    List(Box<Schema>),
 }
 
 /// `additionalProperties`.
@@ -138,6 +193,9 @@ pub struct Schema {
     pub key_alias: Option<String>,
     /// `default_key`.
     pub default_key: bool,
+    /// PBS: an object schema's `default_key`, naming the property that is the default key
+    /// (moved onto that property as `default_key` when the object is an inline format).
+    pub default_key_name: Option<String>,
     /// `requires`: another key that must be set with this one.
     pub requires: Option<String>,
     /// `type-property`: the sibling whose value selects a variant.
@@ -162,6 +220,8 @@ const TYPES: &[&str] = &[
 
 struct Walker {
     diags: Diagnostics,
+    dialect: Dialect,
+    streamed: Vec<String>,
 }
 
 impl Walker {
@@ -307,6 +367,9 @@ impl Walker {
                 "format" => {
                     s.format = match val {
                         Value::String(name) => Some(Format::Named(name.clone())),
+                        Value::Object(_) if self.dialect == Dialect::Pbs => {
+                            self.pbs_format(&format!("{loc} format"), val)
+                        }
                         Value::Object(keys) => {
                             let mut out = BTreeMap::new();
                             for (k, kv) in keys {
@@ -335,7 +398,17 @@ impl Walker {
                 "max" => s.max = self.number(loc, key, val),
                 "minLength" => s.min_length = self.count(loc, key, val),
                 "maxLength" => s.max_length = self.count(loc, key, val),
-                "pattern" => s.pattern = self.string(loc, key, val),
+                "pattern" => {
+                    s.pattern = self.string(loc, key, val).map(|p| match self.dialect {
+                        // proxmox-schema writes a regex as `/^...$/`: the delimiters go.
+                        Dialect::Pbs => p
+                            .strip_prefix('/')
+                            .and_then(|p| p.strip_suffix('/'))
+                            .map(str::to_owned)
+                            .unwrap_or(p),
+                        Dialect::Pve => p,
+                    })
+                }
                 "properties" => {
                     if let Some(props) = self.object(loc, "key \"properties\"", val) {
                         let mut out = BTreeMap::new();
@@ -359,6 +432,9 @@ impl Walker {
                 }
                 "alias" => s.alias = self.string(loc, key, val),
                 "keyAlias" => s.key_alias = self.string(loc, key, val),
+                "default_key" if self.dialect == Dialect::Pbs && val.is_string() => {
+                    s.default_key_name = self.string(loc, key, val);
+                }
                 "default_key" => s.default_key = self.flag(loc, key, val),
                 "requires" => s.requires = self.string(loc, key, val),
                 "type-property" => s.type_property = self.string(loc, key, val),
@@ -388,7 +464,50 @@ impl Walker {
         s
     }
 
-    fn method(&mut self, path: &str, verb: &str, v: &Value) -> Option<Method> {
+    /// PBS's inline format, written as a whole schema: an object's properties are a property
+    /// string's keys; an array's items are a list string's items.
+    fn pbs_format(&mut self, loc: &str, v: &Value) -> Option<Format> {
+        let inner = self.schema(loc, v);
+        match inner.ty.as_deref() {
+            Some("object") => {
+                let mut keys = inner.properties.unwrap_or_default();
+                if let Some(name) = &inner.default_key_name {
+                    match keys.get_mut(name) {
+                        Some(k) => k.default_key = true,
+                        None => self.diags.push(
+                            loc,
+                            format!("default_key \"{name}\" names no property of the format"),
+                        ),
+                    }
+                }
+                Some(Format::Inline(keys))
+            }
+            Some("array") => match inner.items {
+                Some(items) => Some(Format::List(items)),
+                None => {
+                    self.diags.push(loc, "a list format without \"items\"");
+                    None
+                }
+            },
+            other => {
+                self.diags.push(
+                    loc,
+                    format!(
+                        "an inline format must be an object or array schema, found type {other:?}"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn method(
+        &mut self,
+        path: &str,
+        verb: &str,
+        v: &Value,
+        has_param_child: bool,
+    ) -> Option<Method> {
         let loc = format!("{verb} {path}");
         let m = self.object(&loc, "a method", v)?;
         let mut out = Method {
@@ -403,6 +522,8 @@ impl Walker {
             returns: Schema::default(),
             expose_credentials: false,
             download_allowed: false,
+            unstable: false,
+            transfer: None,
         };
         let mut seen_name = false;
         for (key, val) in m {
@@ -414,6 +535,18 @@ impl Walker {
                 "name" => {
                     seen_name = true;
                     out.name = self.string(&loc, key, val).unwrap_or_default();
+                }
+                "method"
+                    if self.dialect == Dialect::Pbs
+                        && matches!(
+                            (verb, val.as_str()),
+                            ("GET", Some("DOWNLOAD")) | ("POST", Some("UPLOAD"))
+                        ) =>
+                {
+                    out.transfer = val.as_str().map(str::to_owned);
+                }
+                "unstable" if self.dialect == Dialect::Pbs => {
+                    out.unstable = self.flag(&loc, key, val);
                 }
                 "method" => {
                     if val.as_str() != Some(verb) {
@@ -444,6 +577,12 @@ impl Walker {
                         for (pk, pv) in pm {
                             match pk.as_str() {
                                 "check" => p.check = Some(pv.clone()),
+                                // PBS: `{"or": [...]}` / `{"and": [...]}` of checks, kept whole.
+                                "or" | "and" if self.dialect == Dialect::Pbs => {
+                                    let mut whole = Map::new();
+                                    whole.insert(pk.clone(), pv.clone());
+                                    p.check = Some(Value::Object(whole));
+                                }
                                 "user" => p.user = self.string(&ploc, pk, pv),
                                 "description" => p.description = self.string(&ploc, pk, pv),
                                 other => self
@@ -459,7 +598,10 @@ impl Walker {
                     .push(&loc, format!("unknown method key \"{other}\"")),
             }
         }
-        if !seen_name || out.name.is_empty() {
+        if self.dialect == Dialect::Pbs && !seen_name {
+            // proxmox-schema's dump has no handler names: one is made from verb and path.
+            out.name = pbs_handler_name(verb, path, has_param_child);
+        } else if !seen_name || out.name.is_empty() {
             self.diags
                 .push(&loc, "method has no handler name (key \"name\")");
         }
@@ -492,6 +634,8 @@ impl Walker {
                 "path" => {}
                 "text" => node.text = self.string(&loc, key, val).unwrap_or_default(),
                 "leaf" => node.leaf = self.flag(&loc, key, val),
+                // PBS: the viewer's tree state.
+                "expanded" if self.dialect == Dialect::Pbs => {}
                 "info" => {
                     if let Some(info) = self.object(&loc, "key \"info\"", val) {
                         for (verb, mv) in info {
@@ -500,7 +644,24 @@ impl Walker {
                                     .push(&loc, format!("unknown HTTP method \"{verb}\" in info"));
                                 continue;
                             }
-                            if let Some(method) = self.method(&path, verb, mv) {
+                            let has_param_child = m
+                                .get("children")
+                                .and_then(Value::as_array)
+                                .is_some_and(|cs| {
+                                    cs.iter().any(|c| {
+                                        c.get("path").and_then(Value::as_str).is_some_and(|p| {
+                                            p.rsplit('/').next().is_some_and(|l| l.starts_with('{'))
+                                        })
+                                    })
+                                });
+                            if let Some(method) = self.method(&path, verb, mv, has_param_child) {
+                                let key = format!("{verb} {path}");
+                                if method.transfer.is_some()
+                                    && !PBS_JSON_TRANSFERS.contains(&key.as_str())
+                                {
+                                    self.streamed.push(key);
+                                    continue;
+                                }
                                 node.info.insert(verb.clone(), method);
                             }
                         }
@@ -525,7 +686,43 @@ impl Walker {
                     .push(&loc, format!("unknown tree node key \"{other}\"")),
             }
         }
+        if self.dialect == Dialect::Pbs
+            && node.info.is_empty()
+            && node.children.is_empty()
+            && m.get("info")
+                .and_then(Value::as_object)
+                .is_some_and(|i| !i.is_empty())
+        {
+            // Every method of this leaf was streamed: no module for it.
+            return None;
+        }
         Some(node)
+    }
+}
+
+/// A handler name for a PBS method, which the schema does not carry: from the verb and the
+/// path's last plain segment (`GET /config/datastore` -> `list_datastore`, `GET
+/// /config/datastore/{name}` -> `read_datastore`, `POST /admin/datastore/{store}/prune` ->
+/// `prune`). `has_param_child`: the node has a `{param}` child, so it is a collection.
+pub fn pbs_handler_name(verb: &str, path: &str, has_param_child: bool) -> String {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let on_item = segs.last().is_some_and(|s| s.starts_with('{'));
+    let last = segs
+        .iter()
+        .rev()
+        .find(|s| !s.starts_with('{'))
+        .map_or("root", |s| s);
+    let last = last.replace(['-', '.'], "_");
+    match (verb, on_item) {
+        ("GET", true) => format!("read_{last}"),
+        ("GET", false) if has_param_child || segs.is_empty() => format!("list_{last}"),
+        ("GET", false) => format!("get_{last}"),
+        ("POST", true) => format!("create_{last}"),
+        ("POST", false) if has_param_child => format!("create_{last}"),
+        ("POST", false) => last,
+        ("PUT", _) => format!("update_{last}"),
+        ("DELETE", _) => format!("delete_{last}"),
+        (other, _) => format!("{}_{last}", other.to_ascii_lowercase()),
     }
 }
 
@@ -564,17 +761,40 @@ pub fn parse(file_name: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
             return diags.finish(Spec {
                 file_name: file_name.to_owned(),
                 sha256: String::new(),
+                dialect: Dialect::Pve,
                 roots: Vec::new(),
+                protocol_roots: Vec::new(),
+                streamed: Vec::new(),
             });
         }
     };
-    let mut w = Walker { diags };
+    // proxmox-schema's dump has the root `/`; PVE's Perl one never does.
+    let dialect = match &value {
+        Value::Array(nodes)
+            if nodes
+                .iter()
+                .any(|n| n.get("path").and_then(Value::as_str) == Some("/")) =>
+        {
+            Dialect::Pbs
+        }
+        _ => Dialect::Pve,
+    };
+    let mut w = Walker {
+        diags,
+        dialect,
+        streamed: Vec::new(),
+    };
     let mut roots = Vec::new();
+    let mut protocol_roots = Vec::new();
     match &value {
         Value::Array(nodes) => {
             for (i, n) in nodes.iter().enumerate() {
                 if let Some(node) = w.node(&format!("{file_name} root {i}"), n) {
-                    roots.push(node);
+                    if dialect == Dialect::Pbs && node.path.ends_with("/_upgrade_") {
+                        protocol_roots.push(node);
+                    } else {
+                        roots.push(node);
+                    }
                 }
             }
         }
@@ -589,7 +809,10 @@ pub fn parse(file_name: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
     w.diags.finish(Spec {
         file_name: file_name.to_owned(),
         sha256: sha256_hex(bytes),
+        dialect,
         roots,
+        protocol_roots,
+        streamed: w.streamed,
     })
 }
 
@@ -601,6 +824,8 @@ pub fn parse(file_name: &str, bytes: &[u8]) -> Result<Spec, Diagnostics> {
 pub fn parse_schema(loc: &str, value: &Value) -> Result<Schema, Diagnostics> {
     let mut w = Walker {
         diags: Diagnostics::new("patch"),
+        dialect: Dialect::Pve,
+        streamed: Vec::new(),
     };
     let s = w.schema(loc, value);
     w.diags.finish(s)
@@ -627,7 +852,10 @@ pub fn load(path: &std::path::Path) -> Result<Spec, Diagnostics> {
             d.finish(Spec {
                 file_name: name,
                 sha256: String::new(),
+                dialect: Dialect::Pve,
                 roots: Vec::new(),
+                protocol_roots: Vec::new(),
+                streamed: Vec::new(),
             })
         }
     }
@@ -686,6 +914,87 @@ mod tests {
                 "GET /a parameters property \"x\": unknown schema key \"bogus\"",
                 "GET /a parameters property \"y\": key \"optional\" must be 0/1 or a boolean, found a string",
                 "path /a: unknown tree node key \"colour\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pbs_schema_is_read_in_its_own_dialect() {
+        // The shapes proxmox-schema's dump has: root `/`, no names, `unstable`, inline formats
+        // as whole schemas with a named default key, `or` permissions, DOWNLOAD, `expanded`.
+        let json = br#"[
+          {"path":"/","text":"","leaf":0,"expanded":true,"info":{"GET":{"method":"GET","unstable":false,
+            "description":"d","parameters":{"type":"object","additionalProperties":false},"returns":{"type":"null"}}},
+           "children":[
+            {"path":"/config/datastore","text":"datastore","leaf":0,"info":{
+              "GET":{"method":"GET","unstable":false,"parameters":{"type":"object"},"returns":{"type":"array","items":{"type":"object"}}},
+              "POST":{"method":"POST","unstable":false,"permissions":{"or":[{"check":{"partial":false,"path":["datastore"],"privs":["Datastore.Allocate"]}},{"userParam":"owner"}]},
+                "parameters":{"type":"object","properties":{
+                  "name":{"type":"string","pattern":"/^[a-z]+$/"},
+                  "tuning":{"type":"string","optional":true,"format":{"type":"object","default_key":"mode","properties":{"mode":{"type":"string"},"level":{"type":"integer","optional":true}}}},
+                  "vanished":{"type":"string","optional":true,"format":{"type":"array","items":{"type":"string","enum":["acl","entry"]}}}}},
+                "returns":{"type":"null"}}},
+             "children":[{"path":"/config/datastore/{name}","text":"{name}","leaf":1,"info":{
+               "GET":{"method":"GET","unstable":false,"parameters":{"type":"object"},"returns":{"type":"object"}},
+               "DELETE":{"method":"DELETE","unstable":false,"parameters":{"type":"object"},"returns":{"type":"null"}}}}]},
+            {"path":"/admin/datastore/{store}/download","text":"download","leaf":1,"info":{
+              "GET":{"method":"DOWNLOAD","unstable":false,"parameters":{"type":"object"},"returns":{"type":"null"}}}},
+            {"path":"/admin/datastore/{store}/prune","text":"prune","leaf":1,"info":{
+              "POST":{"method":"POST","unstable":true,"parameters":{"type":"object"},"returns":{"type":"null"}}}}
+          ]},
+          {"path":"/reader/_upgrade_","text":"_upgrade_","leaf":0,"info":{},"children":[
+            {"path":"/reader/_upgrade_/chunk","text":"chunk","leaf":1,"info":{"GET":{"method":"DOWNLOAD","unstable":false,"parameters":{"type":"object"},"returns":{"type":"null"}}}}]}
+        ]"#;
+        let spec = parse("pbs-test.json", json).expect("a PBS schema loads");
+        assert_eq!(spec.dialect, Dialect::Pbs);
+        assert_eq!(spec.protocol_roots.len(), 1);
+        assert_eq!(
+            spec.streamed,
+            [
+                "GET /admin/datastore/{store}/download",
+                "GET /reader/_upgrade_/chunk"
+            ]
+        );
+        let names: Vec<String> = spec
+            .operations()
+            .iter()
+            .map(|(n, m)| format!("{} {} {}", m.verb, n.path, m.name))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "GET / list_root",
+                "GET /config/datastore list_datastore",
+                "POST /config/datastore create_datastore",
+                "DELETE /config/datastore/{name} delete_datastore",
+                "GET /config/datastore/{name} read_datastore",
+                "POST /admin/datastore/{store}/prune prune",
+            ]
+        );
+        let (_, post) = spec.operations()[2];
+        let props = post.parameters.properties.as_ref().expect("properties");
+        assert_eq!(props["name"].pattern.as_deref(), Some("^[a-z]+$"));
+        let Some(Format::Inline(keys)) = &props["tuning"].format else {
+            panic!("an object format is a property string's keys");
+        };
+        assert!(keys["mode"].default_key && !keys["level"].default_key);
+        assert!(
+            matches!(&props["vanished"].format, Some(Format::List(i)) if i.enum_values.is_some())
+        );
+        let check = post.permissions.as_ref().and_then(|p| p.check.as_ref());
+        assert!(check.is_some_and(|c| c.get("or").is_some()), "{check:?}");
+        assert!(spec.operations()[5].1.unstable);
+        // The same keys in a PVE schema (no root `/`) are still refused.
+        let pve = br#"[{"path":"/a","text":"a","leaf":1,"expanded":true,"info":{"GET":{"method":"GET","unstable":false,
+          "parameters":{"type":"object"},"returns":{"type":"null"}}}}]"#;
+        let err = parse("pve-test.json", pve).expect_err("not PVE's keys");
+        let text: Vec<String> = err.items.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "GET /a: method has no handler name (key \"name\")",
+                "GET /a: unknown method key \"unstable\"",
+                "path /a: unknown tree node key \"expanded\"",
             ]
         );
     }

@@ -16,6 +16,8 @@ pub struct Stats {
     pub sha256: String,
     /// Operations generated.
     pub operations: usize,
+    /// Methods of the schema that are not operations, with why.
+    pub not_generated: Vec<(String, String)>,
     /// Operations by HTTP verb.
     pub by_verb: BTreeMap<String, usize>,
     /// Fields (parameters, response fields, property-string keys) with a type.
@@ -71,6 +73,7 @@ pub fn stats(api: &Api, patches: &Patches) -> Stats {
         spec: api.spec_file.clone(),
         sha256: api.sha256.clone(),
         operations: 0,
+        not_generated: api.not_generated.clone(),
         by_verb: BTreeMap::new(),
         typed_fields: 0,
         value_fields: 0,
@@ -153,6 +156,12 @@ impl std::fmt::Display for Stats {
             self.operations,
             verbs.join(", ")
         )?;
+        if !self.not_generated.is_empty() {
+            writeln!(f, "methods not generated: {}", self.not_generated.len())?;
+            for (op, why) in &self.not_generated {
+                writeln!(f, "  {op}: {why}")?;
+            }
+        }
         writeln!(
             f,
             "fields: {} typed, {} serde_json::Value fallbacks",

@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use crate::generated::samples;
 
+/// Decodes an answer as an operation's response type.
+type Decode = fn(Value) -> Result<(), serde_json::Error>;
+
 /// One step of a jq path from the samples: `.name`, `[0]` or `["key"]`.
 enum Step {
     Name(String),
@@ -59,7 +62,7 @@ type FieldList = Vec<(String, bool)>;
 
 struct Sample<'a> {
     op: &'a str,
-    decode: samples::Decode,
+    decode: Decode,
     fields: &'a [(String, bool)],
 }
 
@@ -68,13 +71,17 @@ fn failure_path(e: &serde_json::Error) -> String {
     crate::lenient::jq_path(crate::lenient::split_path(&text).0)
 }
 
-#[test]
-fn every_answer_decodes_without_each_optional_field_and_names_each_required_one() {
-    let decoders: std::collections::BTreeMap<&str, samples::Decode> =
-        samples::decoders().into_iter().collect();
+/// Every sample, whole and with each field left out or null: (mutations, required-field
+/// failures seen, operations tested).
+fn exercise(
+    decoders: Vec<(&'static str, Decode)>,
+    samples_json: &str,
+    count: usize,
+) -> (usize, usize, usize) {
+    let decoders: std::collections::BTreeMap<&str, Decode> = decoders.into_iter().collect();
     let all: Vec<(String, Value, FieldList)> =
-        serde_json::from_str(samples::SAMPLES).expect("samples are JSON");
-    assert_eq!(all.len(), samples::COUNT);
+        serde_json::from_str(samples_json).expect("samples are JSON");
+    assert_eq!(all.len(), count);
     let (mut removed, mut required, mut tested) = (0, 0, 0);
     for (op, sample, fields) in &all {
         let Some(decode) = decoders.get(op.as_str()) else {
@@ -141,6 +148,16 @@ fn every_answer_decodes_without_each_optional_field_and_names_each_required_one(
             }
         }
     }
+    (removed, required, tested)
+}
+
+#[test]
+fn every_answer_decodes_without_each_optional_field_and_names_each_required_one() {
+    let decoders = samples::decoders()
+        .into_iter()
+        .map(|(k, d)| (k, d as Decode))
+        .collect();
+    let (removed, required, tested) = exercise(decoders, samples::SAMPLES, samples::COUNT);
     // Every operation has a sample, and the patches' required fields were all exercised.
     if cfg!(all(
         feature = "access",
@@ -154,4 +171,18 @@ fn every_answer_decodes_without_each_optional_field_and_names_each_required_one(
     }
     assert!(removed > 1000, "{removed} mutations");
     assert!(required > 0, "no required field was exercised");
+}
+
+/// The same for PBS's operations: every one has a sample and a decoder (one feature, `pbs`).
+#[cfg(feature = "pbs")]
+#[test]
+fn every_pbs_answer_decodes_without_each_optional_field() {
+    use crate::pbs::samples as pbs;
+    let decoders = pbs::decoders()
+        .into_iter()
+        .map(|(k, d)| (k, d as Decode))
+        .collect();
+    let (removed, _required, tested) = exercise(decoders, pbs::SAMPLES, pbs::COUNT);
+    assert_eq!(tested, pbs::COUNT, "every PBS operation has a decoder");
+    assert!(removed > 1000, "{removed} mutations");
 }

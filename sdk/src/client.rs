@@ -97,6 +97,48 @@ impl<T> Response<T> {
     }
 }
 
+/// Which Proxmox product a client talks to: the wire differs in the token header, the ticket
+/// cookie, the default port and how an error's message travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Product {
+    /// Proxmox VE (`pveproxy`, port 8006).
+    #[default]
+    Pve,
+    /// Proxmox Backup Server (`proxmox-backup-proxy`, port 8007).
+    Pbs,
+}
+
+impl Product {
+    /// The port the product's API listens on.
+    pub const fn port(self) -> u16 {
+        match self {
+            Product::Pve => 8006,
+            Product::Pbs => 8007,
+        }
+    }
+
+    /// The `Authorization` value of an API token. PVE: `PVEAPIToken=USER@REALM!NAME=SECRET`
+    /// (pve-access-control `PVE/API2/AccessControl.pm`, `PVE::AccessControl::parse_token`);
+    /// PBS: `PBSAPIToken=USER@REALM!NAME:SECRET`, a colon before the secret (proxmox-backup
+    /// `src/auth.rs`, the `PBSAPIToken` prefix; proxmox-rs `proxmox-auth-api/src/api/mod.rs`,
+    /// `extract_auth_data`, takes what follows `PREFIX=`).
+    fn token_header(self, id: &str, secret: &str) -> String {
+        match self {
+            Product::Pve => format!("PVEAPIToken={id}={secret}"),
+            Product::Pbs => format!("PBSAPIToken={id}:{secret}"),
+        }
+    }
+
+    /// The ticket cookie's name: `PVEAuthCookie` or `PBSAuthCookie`.
+    pub const fn cookie_name(self) -> &'static str {
+        match self {
+            Product::Pve => "PVEAuthCookie",
+            Product::Pbs => "PBSAuthCookie",
+        }
+    }
+}
+
 /// Renew a ticket once it is this old by default (PVE tickets live 2 hours).
 const TICKET_RENEW_AFTER: Duration = Duration::from_secs(90 * 60);
 
@@ -104,7 +146,7 @@ const TICKET_RENEW_AFTER: Duration = Duration::from_secs(90 * 60);
 struct Ticket {
     /// The ticket, sent as the password to renew it.
     ticket: Secret,
-    /// `PVEAuthCookie=<ticket>`, marked sensitive.
+    /// `PVEAuthCookie=<ticket>` (PBS: `PBSAuthCookie`), marked sensitive.
     cookie: hyper::header::HeaderValue,
     /// The CSRF token, marked sensitive.
     csrf: hyper::header::HeaderValue,
@@ -171,6 +213,7 @@ struct Inner {
     renew_after: Duration,
     server_version: Mutex<Option<PveVersion>>,
     max_answer: u64,
+    product: Product,
 }
 
 impl fmt::Debug for Inner {
@@ -208,6 +251,7 @@ pub struct ClientBuilder {
     http: HttpSettings,
     transport: Option<Arc<dyn Transport>>,
     max_answer: u64,
+    product: Product,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -225,8 +269,30 @@ impl fmt::Debug for ClientBuilder {
             .field("http", &self.http)
             .field("transport", &self.transport)
             .field("max_answer", &self.max_answer)
+            .field("product", &self.product)
             .finish()
     }
+}
+
+/// `url` with `:port` after its host when its authority names no port (`https://pbs` ->
+/// `https://pbs:8007`); anything that is not `scheme://authority...` is left for the builder
+/// to refuse.
+fn with_default_port(url: String, port: u16) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url;
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    // `[v6]` or `[v6]:port`; else `host` or `host:port`.
+    let has_port = match host.rfind(']') {
+        Some(close) => host[close..].contains(':'),
+        None => host.contains(':'),
+    };
+    if has_port || host.is_empty() {
+        return url;
+    }
+    format!("{scheme}://{authority}:{port}{}", &rest[end..])
 }
 
 /// `url` with the user-info of its authority (`user:password@`) replaced by `[redacted]@`.
@@ -389,7 +455,7 @@ impl ClientBuilder {
             )?);
         }
         let auth = match credentials {
-            Credentials::Token { id, secret } => token_auth(id, &secret)?,
+            Credentials::Token { id, secret } => token_auth(self.product, id, &secret)?,
             Credentials::Password { username, password } => Auth::Password {
                 username,
                 password,
@@ -407,6 +473,7 @@ impl ClientBuilder {
                 renew_after: self.renew_after,
                 server_version: Mutex::new(None),
                 max_answer: self.max_answer,
+                product: self.product,
             }),
         })
     }
@@ -466,9 +533,9 @@ impl From<String> for Member {
 }
 
 /// The token header, built once and marked sensitive.
-fn token_auth(id: String, secret: &Secret) -> Result<Auth, BuildError> {
+fn token_auth(product: Product, id: String, secret: &Secret) -> Result<Auth, BuildError> {
     let mut header =
-        hyper::header::HeaderValue::from_str(&format!("PVEAPIToken={id}={}", secret.expose()))
+        hyper::header::HeaderValue::from_str(&product.token_header(&id, secret.expose()))
             .map_err(|_| BuildError::BadToken)?;
     header.set_sensitive(true);
     Ok(Auth::Token { id, header })
@@ -569,15 +636,28 @@ fn errors_of(body: Option<&Value>) -> BTreeMap<String, String> {
 
 /// PVE's error answer: the message from the body (read lossily: an invalid UTF-8 byte does not
 /// lose it) or, when the body has none, the reason phrase.
-fn api_error(op: &'static str, method: Method, path: &str, ex: &Exchange) -> ApiError {
+///
+/// PBS writes the message itself as the body (proxmox-rest-server `src/formatter.rs`,
+/// `error_to_response`: `Response::new(err.to_string().into())`), under a JSON content type.
+fn api_error(
+    product: Product,
+    op: &'static str,
+    method: Method,
+    path: &str,
+    ex: &Exchange,
+) -> ApiError {
     let text = String::from_utf8_lossy(&ex.body);
     let body: Option<Value> = serde_json::from_str(&text).ok();
+    let plain = (product == Product::Pbs && !body.as_ref().is_some_and(Value::is_object))
+        .then(|| text.trim().to_owned())
+        .filter(|t| !t.is_empty());
     let message = body
         .as_ref()
         .and_then(|b| b.get("message"))
         .and_then(Value::as_str)
         .filter(|m| !m.trim().is_empty())
         .map(str::to_owned)
+        .or(plain)
         .or_else(|| ex.reason.clone().filter(|r| !r.trim().is_empty()))
         .or_else(|| {
             hyper::StatusCode::from_u16(ex.status)
@@ -743,7 +823,23 @@ impl Client {
             http: HttpSettings::default(),
             transport: None,
             max_answer: DEFAULT_MAX_ANSWER_BYTES,
+            product: Product::Pve,
         }
+    }
+
+    /// A builder for a Proxmox Backup Server's API, e.g. `https://pbs.example.com:8007`; a URL
+    /// that names no port gets PBS's only API port, 8007 (give `:443` for a reverse proxy).
+    /// Tokens are sent as `PBSAPIToken=USER@REALM!NAME:SECRET`, tickets as `PBSAuthCookie`,
+    /// and PBS's operations are [`crate::pbs`] (feature `pbs`).
+    pub fn pbs_builder(base_url: impl Into<String>) -> ClientBuilder {
+        let mut b = Client::builder(with_default_port(base_url.into(), Product::Pbs.port()));
+        b.product = Product::Pbs;
+        b
+    }
+
+    /// The product this client talks to.
+    pub fn product(&self) -> Product {
+        self.inner.product
     }
 
     /// This client over connections of its own: a new pool (so every request dials anew, as
@@ -801,7 +897,7 @@ impl Client {
                 remake: m.remake.clone(),
             })
             .collect();
-        Ok(self.with(members, token_auth(id.into(), secret)?))
+        Ok(self.with(members, token_auth(self.inner.product, id.into(), secret)?))
     }
 
     fn with(&self, members: Vec<Conn>, auth: Auth) -> Client {
@@ -819,6 +915,7 @@ impl Client {
                 renew_after: i.renew_after,
                 server_version: Mutex::new(None),
                 max_answer: i.max_answer,
+                product: i.product,
             }),
         }
     }
@@ -974,7 +1071,13 @@ impl Client {
                 status: ex.status,
                 location: ex.location.clone(),
             })),
-            _ => Err(Failure::Api(api_error(op, enc.method, &enc.path, ex))),
+            _ => Err(Failure::Api(api_error(
+                self.inner.product,
+                op,
+                enc.method,
+                &enc.path,
+                ex,
+            ))),
         }
     }
 
@@ -1309,7 +1412,7 @@ impl Client {
         };
         Ok(Ticket {
             ticket: Secret::new(ticket),
-            cookie: header(&format!("PVEAuthCookie={ticket}"))?,
+            cookie: header(&format!("{}={ticket}", self.inner.product.cookie_name()))?,
             csrf: header(csrf)?,
             issued: Instant::now(),
         })

@@ -62,6 +62,12 @@ mod answer_fields_test;
 #[allow(missing_docs)]
 pub mod generated;
 
+/// Proxmox Backup Server's operations (feature `pbs`), generated from PBS's schema by the same
+/// generator, over the same runtime: build the client with [`Client::pbs_builder`].
+#[cfg(feature = "pbs")]
+#[allow(missing_docs)]
+pub mod pbs;
+
 /// What most programs use: `use pve_sdk::prelude::*;`.
 ///
 /// The client and its builder, the TLS mode, task handles and how to wait for them, the
@@ -80,7 +86,8 @@ pub mod prelude {
 }
 
 pub use client::{
-    Client, ClientBuilder, Credentials, Member, Response, RetryPolicy, DEFAULT_MAX_ANSWER_BYTES,
+    Client, ClientBuilder, Credentials, Member, Product, Response, RetryPolicy,
+    DEFAULT_MAX_ANSWER_BYTES,
 };
 pub use error::{ApiError, Chain, ClientError, ErrorChain, OperationError, Outcome, RequestError};
 pub use generated::errors::ErrorPredicates;

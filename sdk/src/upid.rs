@@ -1,4 +1,6 @@
-//! Task ids (UPIDs): `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:`.
+//! Task ids (UPIDs): `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:`, and PBS's,
+//! which has a task id after `pstart`:
+//! `UPID:<node>:<pid>:<pstart>:<task_id>:<starttime>:<type>:<id>:<authid>:`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +12,7 @@ pub struct Upid {
     node: String,
     pid: u32,
     pstart: u64,
+    task_id: Option<u64>,
     starttime: u64,
     task_type: String,
     id: String,
@@ -35,6 +38,11 @@ impl Upid {
     /// The process start time (jiffies).
     pub fn pstart(&self) -> u64 {
         self.pstart
+    }
+
+    /// PBS: the task's serial number within its process (`None` for a PVE UPID).
+    pub fn task_id(&self) -> Option<u64> {
+        self.task_id
     }
 
     /// When the task started (Unix seconds).
@@ -102,8 +110,24 @@ impl FromStr for Upid {
         let bad = || UpidError(s.to_owned());
         let rest = s.strip_prefix("UPID:").ok_or_else(bad)?;
         let parts: Vec<&str> = rest.split(':').collect();
-        let [node, pid, pstart, starttime, task_type, id, user, end] = parts[..] else {
-            return Err(bad());
+        // PBS (proxmox-rest-server `src/worker_task.rs`, `PROXMOX_UPID_REGEX`): a task id of
+        // 8-16 hex digits after pstart.
+        let (node, pid, pstart, task_id, starttime, task_type, id, user, end) = match parts[..] {
+            [node, pid, pstart, starttime, task_type, id, user, end] => {
+                (node, pid, pstart, None, starttime, task_type, id, user, end)
+            }
+            [node, pid, pstart, task_id, starttime, task_type, id, user, end] => (
+                node,
+                pid,
+                pstart,
+                Some(hex(task_id, 8..=16).ok_or_else(bad)?),
+                starttime,
+                task_type,
+                id,
+                user,
+                end,
+            ),
+            _ => return Err(bad()),
         };
         if !end.is_empty()
             || !node_ok(node)
@@ -121,6 +145,7 @@ impl FromStr for Upid {
             node: node.to_owned(),
             pid,
             pstart: hex(pstart, 8..=9).ok_or_else(bad)?,
+            task_id,
             starttime: hex(starttime, 8..=8).ok_or_else(bad)?,
             task_type: task_type.to_owned(),
             id: id.to_owned(),
@@ -169,6 +194,39 @@ mod tests {
             .parse()
             .expect("parses");
         assert_eq!(plain.token_id(), None);
+    }
+
+    #[test]
+    fn parses_a_pbs_upid_with_its_task_id() {
+        // The shape proxmox-rest-server writes: a task id between pstart and starttime, the
+        // worker id systemd-escaped (so never a `/`).
+        let text =
+            "UPID:pbs1:000004D2:0000162E:00000003:6752A1B0:create-datastore:store1:root@pam!ci:";
+        let u: Upid = text.parse().expect("parses");
+        assert_eq!(u.node(), "pbs1");
+        assert_eq!(u.pid(), 0x04D2);
+        assert_eq!(u.pstart(), 0x162E);
+        assert_eq!(u.task_id(), Some(3));
+        assert_eq!(u.starttime(), 0x6752_A1B0);
+        assert_eq!(u.task_type(), "create-datastore");
+        assert_eq!(u.id(), "store1");
+        assert_eq!(u.user(), "root@pam");
+        assert_eq!(u.token_id(), Some("ci"));
+        assert_eq!(u.to_string(), text);
+        let pve: Upid = "UPID:pve1:00001234:00005678:6700AAAA:srvreload:networking:root@pam:"
+            .parse()
+            .expect("parses");
+        assert_eq!(pve.task_id(), None);
+        for bad in [
+            // task id too short, too long, not hex; a `/` in the worker id; ten fields.
+            "UPID:pbs1:000004D2:0000162E:0003:6752A1B0:t:i:root@pam:",
+            "UPID:pbs1:000004D2:0000162E:00000000000000003:6752A1B0:t:i:root@pam:",
+            "UPID:pbs1:000004D2:0000162E:0000000Z:6752A1B0:t:i:root@pam:",
+            "UPID:pbs1:000004D2:0000162E:00000003:6752A1B0:t:../x:root@pam:",
+            "UPID:pbs1:000004D2:0000162E:00000003:6752A1B0:t:i:x:root@pam:",
+        ] {
+            assert!(bad.parse::<Upid>().is_err(), "{bad} parsed");
+        }
     }
 
     #[test]

@@ -1,0 +1,163 @@
+//! The runtime against a Proxmox Backup Server's wire: the port, the token header, the ticket
+//! cookie, the error body and the UPID PBS writes, each against a fake transport that logs the
+//! exact requests.
+
+use std::sync::{Arc, Mutex};
+
+use pve_sdk::pbs::config::datastore::name::ReadDatastore;
+use pve_sdk::pbs::config::datastore::{CreateDatastore, ListDatastore};
+use pve_sdk::transport::{from_fn, HttpAnswer, HttpRequest};
+use pve_sdk::{Client, OperationError, Product};
+use serde_json::json;
+
+/// `METHOD path?query`, the body, the Authorization header and the cookie of each request.
+type Log = Arc<Mutex<Vec<(String, String, Option<String>, Option<String>)>>>;
+
+fn fake(
+    builder: pve_sdk::ClientBuilder,
+    answer: impl Fn(usize, &str) -> HttpAnswer + Send + Sync + 'static,
+) -> (Client, Log) {
+    let log: Log = Arc::new(Mutex::new(Vec::new()));
+    let kept = log.clone();
+    let answer = Arc::new(answer);
+    let transport = from_fn(move |r: HttpRequest| {
+        let header = |name: &str| {
+            r.headers()
+                .get(name)
+                .map(|v| v.to_str().expect("ASCII").to_owned())
+        };
+        let line = format!(
+            "{} {}",
+            r.method(),
+            r.uri().path_and_query().expect("a path").as_str()
+        );
+        let n = {
+            let mut log = kept.lock().expect("lock");
+            log.push((
+                line.clone(),
+                String::from_utf8_lossy(r.body()).into_owned(),
+                header("authorization"),
+                header("cookie"),
+            ));
+            log.len() - 1
+        };
+        let a = answer(n, &line);
+        async move { Ok(a) }
+    });
+    (builder.transport(transport).build().expect("client"), log)
+}
+
+#[test]
+fn a_pbs_url_without_a_port_gets_8007_and_one_with_a_port_keeps_it() {
+    let cases = [
+        (
+            "https://pbs1.example",
+            "https://pbs1.example:8007/api2/json",
+        ),
+        (
+            "https://pbs1.example/",
+            "https://pbs1.example:8007/api2/json",
+        ),
+        (
+            "https://pbs1.example:443",
+            "https://pbs1.example:443/api2/json",
+        ),
+        ("https://[fd00::5]", "https://[fd00::5]:8007/api2/json"),
+        ("https://[fd00::5]:8007", "https://[fd00::5]:8007/api2/json"),
+    ];
+    for (given, api) in cases {
+        let c = Client::pbs_builder(given)
+            .token("root@pam!ci", "s")
+            .build()
+            .expect("client");
+        assert_eq!(c.member(), api, "{given}");
+        assert_eq!(c.product(), Product::Pbs);
+    }
+    // PVE's builder leaves the URL as given, as before (a reverse proxy on 443 keeps working).
+    let pve = Client::builder("https://pve1.example")
+        .token("root@pam!ci", "s")
+        .build()
+        .expect("client");
+    assert_eq!(pve.member(), "https://pve1.example/api2/json");
+    // A password in the URL is still refused, redacted.
+    let err = Client::pbs_builder("https://root:hunter2@pbs1.example")
+        .token("root@pam!ci", "s")
+        .build()
+        .expect_err("user-info");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+}
+
+#[tokio::test]
+async fn a_pbs_token_is_sent_with_a_colon_and_a_pbs_operation_reaches_its_path() {
+    let (client, log) = fake(
+        Client::pbs_builder("https://pbs1.example").token("root@pam!ci", "tok-secret"),
+        |_, _| {
+            HttpAnswer::json(
+                200,
+                &json!({"data": [{"name": "store1", "path": "/mnt/store1"}]}),
+            )
+        },
+    );
+    let stores = client.send(&ListDatastore::new()).await.expect("list").data;
+    assert_eq!(stores.len(), 1);
+    assert_eq!(stores[0].name.as_deref(), Some("store1"));
+    let log = log.lock().expect("lock").clone();
+    assert_eq!(
+        log,
+        vec![(
+            "GET /api2/json/config/datastore".to_owned(),
+            String::new(),
+            Some("PBSAPIToken=root@pam!ci:tok-secret".to_owned()),
+            None
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_pbs_error_is_read_from_its_plain_text_body() {
+    // proxmox-rest-server `src/formatter.rs` error_to_response: the message is the body.
+    let (client, _log) = fake(
+        Client::pbs_builder("https://pbs1.example").token("root@pam!ci", "s"),
+        |_, _| HttpAnswer::new(400, "no such datastore 'nope'\n").with_reason("Bad Request"),
+    );
+    let err = client
+        .send(&ReadDatastore::new("nope"))
+        .await
+        .expect_err("absent");
+    let api = err.api_error().expect("an answer of the server");
+    assert_eq!(api.status, 400);
+    assert_eq!(api.message, "no such datastore 'nope'");
+}
+
+#[tokio::test]
+async fn a_pbs_ticket_goes_in_pbs_auth_cookie_and_a_created_datastore_answers_its_upid() {
+    let upid = "UPID:pbs1:000004D2:0000162E:00000003:6752A1B0:create-datastore:store1:root@pam:";
+    let (client, log) = fake(
+        Client::pbs_builder("https://pbs1.example:8007").password("root@pam", "pw"),
+        move |n, _| match n {
+            0 => HttpAnswer::json(
+                200,
+                &json!({"data": {"ticket": "PBS:root@pam:6752A1B0::sig", "CSRFPreventionToken": "6752A1B0:csrf", "username": "root@pam"}}),
+            ),
+            _ => HttpAnswer::json(200, &json!({"data": upid})),
+        },
+    );
+    let answer = client
+        .send(&CreateDatastore::new("store1", "/mnt/store1"))
+        .await
+        .expect("create")
+        .data;
+    assert_eq!(answer.to_string(), upid);
+    assert_eq!(answer.task_id(), Some(3));
+    assert_eq!(answer.task_type(), "create-datastore");
+    let log = log.lock().expect("lock").clone();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].0, "POST /api2/json/access/ticket");
+    assert_eq!(log[1].0, "POST /api2/json/config/datastore");
+    assert_eq!(log[1].1, "name=store1&path=%2Fmnt%2Fstore1");
+    assert_eq!(log[1].2, None);
+    assert_eq!(
+        log[1].3.as_deref(),
+        Some("PBSAuthCookie=PBS:root@pam:6752A1B0::sig")
+    );
+}
