@@ -173,7 +173,7 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
             // index live in its module too). No parameter table: `params::check` speaks PVE's
             // JSONSchema sentences.
             for text in files.values_mut() {
-                *text = text.replace("crate::generated::", "crate::pbs::");
+                *text = in_pbs_module(&text.replace("crate::generated::", "crate::pbs::"));
             }
         }
     }
@@ -185,6 +185,29 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
         facts,
         manifest: None,
     })
+}
+
+/// `crate::operation_error!(E for Op; ...)` -> `crate::operation_error!(E for Op in pbs; ...)`:
+/// the macro then takes the typed variants from `crate::pbs::errors`.
+fn in_pbs_module(text: &str) -> String {
+    const CALL: &str = "crate::operation_error!(";
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut rest = text;
+    while let Some(at) = rest.find(CALL) {
+        let after = at + CALL.len();
+        out.push_str(&rest[..after]);
+        rest = &rest[after..];
+        match rest.find(';') {
+            Some(semi) => {
+                out.push_str(rest[..semi].trim_end());
+                out.push_str(" in pbs");
+                rest = &rest[semi..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn check_lock(cfg: &Config, spec: &raw::Spec, version: (u16, u16)) -> Result<(), Error> {

@@ -804,16 +804,20 @@ macro_rules! typed_error_traits {
 #[doc(hidden)]
 macro_rules! operation_error {
     ($name:ident for $op:ident; $($variant:ident => $is:ident),* $(,)?) => {
-        $crate::operation_error!($name for $op; $($variant => $is),*; absent:);
+        $crate::operation_error!($name for $op in generated; $($variant => $is),*; absent:);
     };
     ($name:ident for $op:ident; $($variant:ident => $is:ident),* $(,)?; absent: $($absent:ident),* $(,)?) => {
+        $crate::operation_error!($name for $op in generated; $($variant => $is),*; absent: $($absent),*);
+    };
+    // `in MODULE`: the typed variants are `crate::MODULE::errors::*` (`pbs` for PBS's).
+    ($name:ident for $op:ident in $module:ident; $($variant:ident => $is:ident),* $(,)?; absent: $($absent:ident),* $(,)?) => {
         #[doc = concat!("Errors of [`", stringify!($op), "`].")]
         #[derive(Debug)]
         #[non_exhaustive]
         pub enum $name {
             $(
-                #[doc = concat!("See [`", stringify!($variant), "`](crate::generated::errors::", stringify!($variant), ").")]
-                $variant($crate::generated::errors::$variant),
+                #[doc = concat!("See [`", stringify!($variant), "`](crate::", stringify!($module), "::errors::", stringify!($variant), ").")]
+                $variant($crate::$module::errors::$variant),
             )*
             /// PVE answered with an error that has no typed variant here.
             Api($crate::ApiError),
@@ -845,7 +849,7 @@ macro_rules! operation_error {
         impl From<$crate::ApiError> for $name {
             fn from(e: $crate::ApiError) -> Self {
                 $(
-                    let e = match <$crate::generated::errors::$variant as $crate::error::TypedError>::classify(
+                    let e = match <$crate::$module::errors::$variant as $crate::error::TypedError>::classify(
                         e,
                         <$op as $crate::Operation>::PATH,
                     ) {

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use pve_sdk::pbs::config::datastore::name::ReadDatastore;
+use pve_sdk::pbs::config::datastore::name::{DeleteDatastore, ReadDatastore};
 use pve_sdk::pbs::config::datastore::{CreateDatastore, ListDatastore};
 use pve_sdk::transport::{from_fn, HttpAnswer, HttpRequest};
 use pve_sdk::{Client, OperationError, Product};
@@ -127,6 +127,27 @@ async fn a_pbs_error_is_read_from_its_plain_text_body() {
     let api = err.api_error().expect("an answer of the server");
     assert_eq!(api.status, 400);
     assert_eq!(api.message, "no such datastore 'nope'");
+    // patches/pbs/error-datastore-not-found.toml: the typed variant, and absence for get_opt.
+    assert!(err.is_datastore_not_found(), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "read_datastore GET /config/datastore/nope: datastore nope does not exist"
+    );
+    assert!(client
+        .get_opt(&ReadDatastore::new("nope"))
+        .await
+        .expect("absence is no error")
+        .is_none());
+    // The delete's own 404 is the same variant.
+    let (client, _log) = fake(
+        Client::pbs_builder("https://pbs1.example").token("root@pam!ci", "s"),
+        |_, _| HttpAnswer::new(404, "datastore 'nope' does not exist.").with_reason("Not Found"),
+    );
+    let err = client
+        .send(&DeleteDatastore::new("nope"))
+        .await
+        .expect_err("absent");
+    assert!(err.is_datastore_not_found(), "{err}");
 }
 
 #[tokio::test]

@@ -3,6 +3,307 @@
 //! answer exactly and is a variant of the error enum of every operation it is assigned to.
 //! And the predicates every operation's error offers (`kind = "predicate"`), for answers
 //! any operation can get.
+/// A datastore of that name is already configured.
+///
+/// Recognised by: HTTP 400 with a message matching `^parameter verification failed - 'name': datastore '(?P<name>[^']+)' already exists\.$`. Defined in `patches/error-datastore-exists.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatastoreExists {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for DatastoreExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^parameter verification failed - 'name': datastore '(?P<name>[^']+)' already exists\\.$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "datastore {} already exists", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(DatastoreExists);
+/// No datastore of that name is configured.
+///
+/// Recognised by: HTTP 404 with a message matching `^datastore '(?P<name>[^']+)' does not exist\.$`; HTTP 400 with a message matching `^no such datastore '(?P<name>[^']+)'$`. Defined in `patches/error-datastore-not-found-delete.toml`, `patches/error-datastore-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatastoreNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for DatastoreNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 404,
+            field: None,
+            pattern: "^datastore '(?P<name>[^']+)' does not exist\\.$",
+        },
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^no such datastore '(?P<name>[^']+)'$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "datastore {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(DatastoreNotFound);
+/// A job of that id is already configured.
+///
+/// Recognised by: HTTP 400 with a message matching `^parameter verification failed - 'id': job '(?P<id>[^']+)' already exists\.$`. Defined in `patches/error-job-exists.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobExists {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for JobExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern: "^parameter verification failed - 'id': job '(?P<id>[^']+)' already exists\\.$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "job {} already exists", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(JobExists);
+/// No prune job of that id is configured.
+///
+/// Recognised by: HTTP 400 with a message matching `^no such prune '(?P<id>[^']+)'$`. Defined in `patches/error-prune-job-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PruneJobNotFound {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for PruneJobNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern: "^no such prune '(?P<id>[^']+)'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "prune job {} does not exist", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(PruneJobNotFound);
+/// A remote of that name is already configured.
+///
+/// Recognised by: HTTP 400 with a message matching `^parameter verification failed - 'name': remote '(?P<name>[^']+)' already exists\.$`. Defined in `patches/error-remote-exists.toml`. Raised by 1 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteExists {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for RemoteExists {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern:
+            "^parameter verification failed - 'name': remote '(?P<name>[^']+)' already exists\\.$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "remote {} already exists", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(RemoteExists);
+/// No remote of that name is configured.
+///
+/// Recognised by: HTTP 404 with a message matching `^remote '(?P<name>[^']+)' does not exist\.$`; HTTP 400 with a message matching `^no such remote '(?P<name>[^']+)'$`. Defined in `patches/error-remote-not-found-delete.toml`, `patches/error-remote-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for RemoteNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 404,
+            field: None,
+            pattern: "^remote '(?P<name>[^']+)' does not exist\\.$",
+        },
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^no such remote '(?P<name>[^']+)'$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "remote {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(RemoteNotFound);
+/// No sync job of that id is configured.
+///
+/// Recognised by: HTTP 404 with a message matching `^job '(?P<id>[^']+)' does not exist\.$`; HTTP 400 with a message matching `^no such sync '(?P<id>[^']+)'$`. Defined in `patches/error-sync-job-not-found-delete.toml`, `patches/error-sync-job-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncJobNotFound {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for SyncJobNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 404,
+            field: None,
+            pattern: "^job '(?P<id>[^']+)' does not exist\\.$",
+        },
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^no such sync '(?P<id>[^']+)'$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sync job {} does not exist", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(SyncJobNotFound);
+/// No user of that id exists.
+///
+/// Recognised by: HTTP 400 with a message matching `^user '(?P<userid>[^']+)' does not exist\.$`; HTTP 400 with a message matching `^no such user '(?P<userid>[^']+)'$`. Defined in `patches/error-user-not-found-delete.toml`, `patches/error-user-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserNotFound {
+    /// `userid` from the answer or the path.
+    pub userid: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for UserNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^user '(?P<userid>[^']+)' does not exist\\.$",
+        },
+        crate::error::Matcher {
+            status: 400,
+            field: None,
+            pattern: "^no such user '(?P<userid>[^']+)'$",
+        },
+    ];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            userid: captures.take("userid"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "user {} does not exist", self.userid)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(UserNotFound);
+/// No verify job of that id is configured.
+///
+/// Recognised by: HTTP 400 with a message matching `^no such verification '(?P<id>[^']+)'$`. Defined in `patches/error-verify-job-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyJobNotFound {
+    /// `id` from the answer or the path.
+    pub id: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for VerifyJobNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern: "^no such verification '(?P<id>[^']+)'$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            id: captures.take("id"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "verify job {} does not exist", self.id)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(VerifyJobNotFound);
 /// Predicates on every operation's error, from `patches/` (`kind = "predicate"`): answers
 /// any operation can get, told apart without a variant in every error enum. In scope with
 /// `use pve_sdk::ErrorPredicates;`.

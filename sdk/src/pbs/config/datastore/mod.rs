@@ -303,8 +303,10 @@ impl crate::Operation for CreateDatastore {
 }
 /// What [`CreateDatastore`] answers.
 pub type CreateDatastoreResponse = crate::Upid;
-/// Errors of [`CreateDatastore`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateDatastoreError = crate::error::Untyped<CreateDatastore>;
+crate::operation_error!(
+    CreateDatastoreError for CreateDatastore in pbs; DatastoreExists => is_datastore_exists;
+    absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -72,8 +72,10 @@ impl crate::Operation for DeleteDatastore {
 }
 /// What [`DeleteDatastore`] answers.
 pub type DeleteDatastoreResponse = crate::Upid;
-/// Errors of [`DeleteDatastore`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteDatastoreError = crate::error::Untyped<DeleteDatastore>;
+crate::operation_error!(
+    DeleteDatastoreError for DeleteDatastore in pbs; DatastoreNotFound =>
+    is_datastore_not_found; absent :
+);
 /// `GET /config/datastore/{name}` (handler `read_datastore`).
 ///
 /// - Permission check: `{"partial":false,"path":["datastore","{name}"],"privs":["Datastore.Audit"]}`
@@ -110,8 +112,10 @@ impl crate::Operation for ReadDatastore {
     type Response = ReadDatastoreResponse;
     type Error = ReadDatastoreError;
 }
-/// Errors of [`ReadDatastore`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadDatastoreError = crate::error::Untyped<ReadDatastore>;
+crate::operation_error!(
+    ReadDatastoreError for ReadDatastore in pbs; DatastoreNotFound => is_datastore_not_found;
+    absent : DatastoreNotFound
+);
 /// `PUT /config/datastore/{name}` (handler `update_datastore`).
 ///
 /// - Permission check: `{"partial":false,"path":["datastore","{name}"],"privs":["Datastore.Modify"]}`
@@ -358,8 +362,10 @@ impl crate::Operation for UpdateDatastore {
 }
 /// What [`UpdateDatastore`] answers.
 pub type UpdateDatastoreResponse = ();
-/// Errors of [`UpdateDatastore`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateDatastoreError = crate::error::Untyped<UpdateDatastore>;
+crate::operation_error!(
+    UpdateDatastoreError for UpdateDatastore in pbs; DatastoreNotFound =>
+    is_datastore_not_found; absent :
+);
 /// From `GET /config/datastore/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -50,8 +50,10 @@ impl crate::Operation for DeletePrune {
 }
 /// What [`DeletePrune`] answers.
 pub type DeletePruneResponse = ();
-/// Errors of [`DeletePrune`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeletePruneError = crate::error::Untyped<DeletePrune>;
+crate::operation_error!(
+    DeletePruneError for DeletePrune in pbs; PruneJobNotFound => is_prune_job_not_found; absent
+    :
+);
 /// `GET /config/prune/{id}` (handler `read_prune`).
 ///
 /// - Permitted users: `all`
@@ -88,8 +90,10 @@ impl crate::Operation for ReadPrune {
     type Response = ReadPruneResponse;
     type Error = ReadPruneError;
 }
-/// Errors of [`ReadPrune`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadPruneError = crate::error::Untyped<ReadPrune>;
+crate::operation_error!(
+    ReadPruneError for ReadPrune in pbs; PruneJobNotFound => is_prune_job_not_found; absent :
+    PruneJobNotFound
+);
 /// `PUT /config/prune/{id}` (handler `update_prune`).
 ///
 /// - Permitted users: `all`
@@ -270,8 +274,10 @@ impl crate::Operation for UpdatePrune {
 }
 /// What [`UpdatePrune`] answers.
 pub type UpdatePruneResponse = ();
-/// Errors of [`UpdatePrune`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdatePruneError = crate::error::Untyped<UpdatePrune>;
+crate::operation_error!(
+    UpdatePruneError for UpdatePrune in pbs; PruneJobNotFound => is_prune_job_not_found; absent
+    :
+);
 /// From `GET /config/prune/{id} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

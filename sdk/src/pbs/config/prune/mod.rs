@@ -189,8 +189,9 @@ impl crate::Operation for CreatePrune {
 }
 /// What [`CreatePrune`] answers.
 pub type CreatePruneResponse = ();
-/// Errors of [`CreatePrune`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreatePruneError = crate::error::Untyped<CreatePrune>;
+crate::operation_error!(
+    CreatePruneError for CreatePrune in pbs; JobExists => is_job_exists; absent :
+);
 /// From `GET /config/prune returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -134,8 +134,9 @@ impl crate::Operation for CreateRemote {
 }
 /// What [`CreateRemote`] answers.
 pub type CreateRemoteResponse = ();
-/// Errors of [`CreateRemote`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateRemoteError = crate::error::Untyped<CreateRemote>;
+crate::operation_error!(
+    CreateRemoteError for CreateRemote in pbs; RemoteExists => is_remote_exists; absent :
+);
 /// From `GET /config/remote returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -50,8 +50,9 @@ impl crate::Operation for DeleteSync {
 }
 /// What [`DeleteSync`] answers.
 pub type DeleteSyncResponse = ();
-/// Errors of [`DeleteSync`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteSyncError = crate::error::Untyped<DeleteSync>;
+crate::operation_error!(
+    DeleteSyncError for DeleteSync in pbs; SyncJobNotFound => is_sync_job_not_found; absent :
+);
 /// `GET /config/sync/{id}` (handler `read_sync`).
 ///
 /// - Permitted users: `all`
@@ -88,8 +89,10 @@ impl crate::Operation for ReadSync {
     type Response = ReadSyncResponse;
     type Error = ReadSyncError;
 }
-/// Errors of [`ReadSync`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadSyncError = crate::error::Untyped<ReadSync>;
+crate::operation_error!(
+    ReadSyncError for ReadSync in pbs; SyncJobNotFound => is_sync_job_not_found; absent :
+    SyncJobNotFound
+);
 /// `PUT /config/sync/{id}` (handler `update_sync`).
 ///
 /// - Permitted users: `all`
@@ -400,8 +403,9 @@ impl crate::Operation for UpdateSync {
 }
 /// What [`UpdateSync`] answers.
 pub type UpdateSyncResponse = ();
-/// Errors of [`UpdateSync`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateSyncError = crate::error::Untyped<UpdateSync>;
+crate::operation_error!(
+    UpdateSyncError for UpdateSync in pbs; SyncJobNotFound => is_sync_job_not_found; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -331,8 +331,9 @@ impl crate::Operation for CreateSync {
 }
 /// What [`CreateSync`] answers.
 pub type CreateSyncResponse = ();
-/// Errors of [`CreateSync`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateSyncError = crate::error::Untyped<CreateSync>;
+crate::operation_error!(
+    CreateSyncError for CreateSync in pbs; JobExists => is_job_exists; absent :
+);
 /// Values of this field in the schema; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

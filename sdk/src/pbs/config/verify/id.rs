@@ -50,8 +50,10 @@ impl crate::Operation for DeleteVerify {
 }
 /// What [`DeleteVerify`] answers.
 pub type DeleteVerifyResponse = ();
-/// Errors of [`DeleteVerify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteVerifyError = crate::error::Untyped<DeleteVerify>;
+crate::operation_error!(
+    DeleteVerifyError for DeleteVerify in pbs; VerifyJobNotFound => is_verify_job_not_found;
+    absent :
+);
 /// `GET /config/verify/{id}` (handler `read_verify`).
 ///
 /// - Permitted users: `all`
@@ -88,8 +90,10 @@ impl crate::Operation for ReadVerify {
     type Response = ReadVerifyResponse;
     type Error = ReadVerifyError;
 }
-/// Errors of [`ReadVerify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadVerifyError = crate::error::Untyped<ReadVerify>;
+crate::operation_error!(
+    ReadVerifyError for ReadVerify in pbs; VerifyJobNotFound => is_verify_job_not_found; absent
+    : VerifyJobNotFound
+);
 /// `PUT /config/verify/{id}` (handler `update_verify`).
 ///
 /// - Permitted users: `all`
@@ -240,8 +244,10 @@ impl crate::Operation for UpdateVerify {
 }
 /// What [`UpdateVerify`] answers.
 pub type UpdateVerifyResponse = ();
-/// Errors of [`UpdateVerify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateVerifyError = crate::error::Untyped<UpdateVerify>;
+crate::operation_error!(
+    UpdateVerifyError for UpdateVerify in pbs; VerifyJobNotFound => is_verify_job_not_found;
+    absent :
+);
 /// From `GET /config/verify/{id} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -161,8 +161,9 @@ impl crate::Operation for CreateVerify {
 }
 /// What [`CreateVerify`] answers.
 pub type CreateVerifyResponse = ();
-/// Errors of [`CreateVerify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateVerifyError = crate::error::Untyped<CreateVerify>;
+crate::operation_error!(
+    CreateVerifyError for CreateVerify in pbs; JobExists => is_job_exists; absent :
+);
 /// From `GET /config/verify returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

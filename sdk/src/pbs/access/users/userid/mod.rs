@@ -52,8 +52,9 @@ impl crate::Operation for DeleteUsers {
 }
 /// What [`DeleteUsers`] answers.
 pub type DeleteUsersResponse = ();
-/// Errors of [`DeleteUsers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteUsersError = crate::error::Untyped<DeleteUsers>;
+crate::operation_error!(
+    DeleteUsersError for DeleteUsers in pbs; UserNotFound => is_user_not_found; absent :
+);
 /// `GET /access/users/{userid}` (handler `read_users`).
 ///
 /// - Permission check: `{"or":[{"check":{"partial":false,"path":["access","users"],"privs":["Sys.Audit"]}},{"userParam":"userid"}]}`
@@ -92,8 +93,10 @@ impl crate::Operation for ReadUsers {
     type Response = ReadUsersResponse;
     type Error = ReadUsersError;
 }
-/// Errors of [`ReadUsers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadUsersError = crate::error::Untyped<ReadUsers>;
+crate::operation_error!(
+    ReadUsersError for ReadUsers in pbs; UserNotFound => is_user_not_found; absent :
+    UserNotFound
+);
 /// `PUT /access/users/{userid}` (handler `update_users`).
 ///
 /// - Permission check: `{"or":[{"check":{"partial":false,"path":["access","users"],"privs":["Permissions.Modify"]}},{"userParam":"userid"}]}`
@@ -224,8 +227,9 @@ impl crate::Operation for UpdateUsers {
 }
 /// What [`UpdateUsers`] answers.
 pub type UpdateUsersResponse = ();
-/// Errors of [`UpdateUsers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateUsersError = crate::error::Untyped<UpdateUsers>;
+crate::operation_error!(
+    UpdateUsersError for UpdateUsers in pbs; UserNotFound => is_user_not_found; absent :
+);
 /// From `GET /access/users/{userid} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -51,8 +51,9 @@ impl crate::Operation for DeleteRemote {
 }
 /// What [`DeleteRemote`] answers.
 pub type DeleteRemoteResponse = ();
-/// Errors of [`DeleteRemote`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteRemoteError = crate::error::Untyped<DeleteRemote>;
+crate::operation_error!(
+    DeleteRemoteError for DeleteRemote in pbs; RemoteNotFound => is_remote_not_found; absent :
+);
 /// `GET /config/remote/{name}` (handler `read_remote`).
 ///
 /// - Permission check: `{"partial":false,"path":["remote","{name}"],"privs":["Remote.Audit"]}`
@@ -89,8 +90,10 @@ impl crate::Operation for ReadRemote {
     type Response = ReadRemoteResponse;
     type Error = ReadRemoteError;
 }
-/// Errors of [`ReadRemote`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadRemoteError = crate::error::Untyped<ReadRemote>;
+crate::operation_error!(
+    ReadRemoteError for ReadRemote in pbs; RemoteNotFound => is_remote_not_found; absent :
+    RemoteNotFound
+);
 /// `PUT /config/remote/{name}` (handler `update_remote`).
 ///
 /// - Permission check: `{"partial":false,"path":["remote","{name}"],"privs":["Remote.Modify"]}`
@@ -221,8 +224,9 @@ impl crate::Operation for UpdateRemote {
 }
 /// What [`UpdateRemote`] answers.
 pub type UpdateRemoteResponse = ();
-/// Errors of [`UpdateRemote`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateRemoteError = crate::error::Untyped<UpdateRemote>;
+crate::operation_error!(
+    UpdateRemoteError for UpdateRemote in pbs; RemoteNotFound => is_remote_not_found; absent :
+);
 /// From `GET /config/remote/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
