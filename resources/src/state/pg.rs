@@ -165,8 +165,20 @@ impl Conn {
 }
 
 impl Drop for Conn {
-    /// Closes the connection (which releases a session lock) before returning.
+    /// Releases the session's locks, then closes the connection, before returning. Closing
+    /// alone frees a lock only when the server has ended the backend, which may be after this
+    /// returns: an open right after could then be refused as if the holder were alive.
     fn drop(&mut self) {
+        if let Some(jobs) = &self.jobs {
+            let (tx, rx) = mpsc::sync_channel(1);
+            let job: Job = Box::new(move |c| {
+                let _ = c.batch_execute("SELECT pg_advisory_unlock_all()");
+                let _ = tx.send(());
+            });
+            if jobs.send(job).is_ok() {
+                let _ = rx.recv();
+            }
+        }
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();

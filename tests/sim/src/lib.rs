@@ -23,6 +23,7 @@ pub mod layout;
 mod listen;
 pub mod model;
 pub mod node_storage;
+pub mod pbs;
 mod server;
 pub mod state;
 pub mod status;
