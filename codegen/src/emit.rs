@@ -532,12 +532,9 @@ fn module_tokens(
 ) -> TokenStream {
     let mut items = Vec::new();
     if path.is_empty() {
-        let params = match api.dialect {
-            crate::raw::Dialect::Pve => quote!(
-                pub mod params;
-            ),
-            crate::raw::Dialect::Pbs => quote!(),
-        };
+        let params = quote!(
+            pub mod params;
+        );
         let d = inner_doc(&format!(
             "Every operation of the {} API schema (`{}`), one module per API path.\n\nWritten by `pve-codegen`; nothing here is edited by hand.\n\n{}",
             match api.dialect {

@@ -70,7 +70,10 @@ pub fn schema_in(s: &Schema, d: Dialect) -> Value {
                 serde_json::json!({"type": "object", "properties": schemas(keys, d)}),
             );
         }
-        (Some(Format::List(items)), _) => {
+        // PVE's form has no list format: the SDK's parameter table (PVE's form) checks such a
+        // string as a string.
+        (Some(Format::List(_)), Dialect::Pve) => {}
+        (Some(Format::List(items)), Dialect::Pbs) => {
             m.insert(
                 "format".into(),
                 serde_json::json!({"type": "array", "items": schema_in(items, d)}),

@@ -160,21 +160,19 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
     check::check(&api)?;
     let tokens = emit::emit(&api);
     let mut files = format::pretty(&emit::file_header(&api), tokens)?;
-    match spec.dialect {
-        raw::Dialect::Pve => {
-            files.insert(
-                "params.rs".to_owned(),
-                facts::params_rust(&spec, &emit::file_header(&api)),
+    files.insert(
+        "params.rs".to_owned(),
+        facts::params_rust(&spec, &emit::file_header(&api)),
+    );
+    if spec.dialect == raw::Dialect::Pbs {
+        // The emitter names the module it writes `crate::generated`; PBS's is `crate::pbs`.
+        // Every such path in PBS's output names PBS's own items (its errors, formats, index
+        // and parameter table live in its module too). Each operation says it is PBS's.
+        for text in files.values_mut() {
+            *text = in_pbs_module(&text.replace("crate::generated::", "crate::pbs::")).replace(
+                "    const ID: &'static str = ",
+                "    const PRODUCT: crate::Product = crate::Product::Pbs;\n    const ID: &'static str = ",
             );
-        }
-        raw::Dialect::Pbs => {
-            // The emitter names the module it writes `crate::generated`; PBS's is `crate::pbs`.
-            // Every such path in PBS's output names PBS's own items (its errors, formats and
-            // index live in its module too). No parameter table: `params::check` speaks PVE's
-            // JSONSchema sentences.
-            for text in files.values_mut() {
-                *text = in_pbs_module(&text.replace("crate::generated::", "crate::pbs::"));
-            }
         }
     }
     let facts = facts::facts_text(&spec, &api);

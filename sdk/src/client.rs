@@ -1023,6 +1023,13 @@ impl Client {
                     Failure::Client(kind) => client_error(kind).into(),
                 }
             };
+            if O::PRODUCT != self.inner.product {
+                return Err(fail(Failure::Client(ClientErrorKind::WrongProduct {
+                    operation: O::ID,
+                    wanted: O::PRODUCT,
+                    client: self.inner.product,
+                })));
+            }
             if self.inner.check_versions {
                 self.require_version(O::ID, O::SINCE).await.map_err(fail)?;
             }

@@ -179,6 +179,17 @@ pub enum ClientErrorKind {
         /// The server's version.
         server: PveVersion,
     },
+    /// The operation is another product's (a PBS operation on a PVE client, or the reverse):
+    /// nothing was sent.
+    #[error("{operation} is a {wanted:?} operation, and this client talks to {client:?}")]
+    WrongProduct {
+        /// The operation.
+        operation: &'static str,
+        /// The product the operation is for.
+        wanted: crate::Product,
+        /// The product the client was built for.
+        client: crate::Product,
+    },
     /// The server's `/version` does not say `MAJOR.MINOR` (with version checks on): nothing
     /// was sent.
     #[error("the server's version {0:?} is not MAJOR.MINOR")]
@@ -282,6 +293,7 @@ impl ClientErrorKind {
             | ClientErrorKind::Connect(_)
             | ClientErrorKind::Certificate(_)
             | ClientErrorKind::Unsupported { .. }
+            | ClientErrorKind::WrongProduct { .. }
             | ClientErrorKind::BadVersion(_)
             | ClientErrorKind::Before { .. } => Outcome::NotSent,
             ClientErrorKind::Transport(_) | ClientErrorKind::Redirect { .. } => Outcome::Unknown,

@@ -77,6 +77,10 @@ impl fmt::Display for PveVersion {
 /// decoding are done once, generically, by the runtime ([`crate::form::encode`],
 /// [`crate::lenient::from_value`]).
 pub trait Operation: Serialize {
+    /// Whose API the operation is (PBS's operations are `crate::pbs`): a client of the other
+    /// product refuses it before anything is sent, since the same path names another endpoint
+    /// there (`GET /access/users/{userid}` is on both).
+    const PRODUCT: crate::Product = crate::Product::Pve;
     /// The handler name in PVE's schema, e.g. `update_network`.
     const ID: &'static str;
     /// HTTP method.

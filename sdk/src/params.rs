@@ -71,17 +71,26 @@ struct Line {
     params: Param,
 }
 
-/// The table, read once.
-fn table() -> &'static HashMap<String, Param> {
-    static TABLE: OnceLock<HashMap<String, Param>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        crate::generated::params::TABLE
-            .lines()
-            .filter(|l| !l.is_empty())
-            .filter_map(|l| serde_json::from_str::<Line>(l).ok())
-            .map(|l| (l.op, l.params))
-            .collect()
-    })
+fn parse_table(text: &str) -> HashMap<String, Param> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+        .map(|l| (l.op, l.params))
+        .collect()
+}
+
+/// The table of `O`'s product, read once: PVE's, or PBS's (feature `pbs`; without it, no PBS
+/// operation exists to ask about).
+fn table_of<O: Operation>() -> &'static HashMap<String, Param> {
+    static PVE: OnceLock<HashMap<String, Param>> = OnceLock::new();
+    match O::PRODUCT {
+        #[cfg(feature = "pbs")]
+        crate::Product::Pbs => {
+            static PBS: OnceLock<HashMap<String, Param>> = OnceLock::new();
+            PBS.get_or_init(|| parse_table(crate::pbs::params::TABLE))
+        }
+        _ => PVE.get_or_init(|| parse_table(crate::generated::params::TABLE)),
+    }
 }
 
 /// Checks every parameter `request` would send against the schema's facts for its operation.
@@ -106,7 +115,10 @@ pub fn check<O: Operation>(request: &O) -> Result<(), Invalid> {
             {
                 problems.insert(name, format!("the path parameter {problem}"));
             }
-            if let Some(facts) = table().get(&operation).and_then(|p| p.properties.as_ref()) {
+            if let Some(facts) = table_of::<O>()
+                .get(&operation)
+                .and_then(|p| p.properties.as_ref())
+            {
                 let mut index: BTreeMap<&str, usize> = BTreeMap::new();
                 for (k, v) in &pairs {
                     let Some(p) = facts.get(k.as_str()).or_else(|| indexed(facts, k)) else {
@@ -381,7 +393,7 @@ fn check_property_string(keys: &'static BTreeMap<String, Param>, text: &str) -> 
 /// indexed parameter as `net[n]`); `None` for an operation the table does not hold.
 pub fn names<O: Operation>() -> Option<Vec<&'static str>> {
     let operation = format!("{} {}", O::METHOD, O::PATH);
-    let facts = table().get(&operation)?;
+    let facts = table_of::<O>().get(&operation)?;
     Some(
         facts
             .properties
@@ -394,7 +406,7 @@ pub fn names<O: Operation>() -> Option<Vec<&'static str>> {
 /// Whether `O` has a parameter of exactly the name `key` (not as an indexed `key[n]`).
 pub fn takes_exactly<O: Operation>(key: &str) -> bool {
     let operation = format!("{} {}", O::METHOD, O::PATH);
-    table()
+    table_of::<O>()
         .get(&operation)
         .and_then(|p| p.properties.as_ref())
         .is_some_and(|facts| facts.contains_key(key))
@@ -403,7 +415,7 @@ pub fn takes_exactly<O: Operation>(key: &str) -> bool {
 /// Whether `O` takes the parameter `key` (`net3` is taken where `net[n]` is).
 pub fn takes<O: Operation>(key: &str) -> bool {
     let operation = format!("{} {}", O::METHOD, O::PATH);
-    table()
+    table_of::<O>()
         .get(&operation)
         .and_then(|p| p.properties.as_ref())
         .is_some_and(|facts| facts.contains_key(key) || indexed(facts, key).is_some())
@@ -613,7 +625,33 @@ mod tests {
             .lines()
             .filter(|l| !l.is_empty())
             .count();
-        assert_eq!(table().len(), lines, "a line of the table did not parse");
+        let table = parse_table(crate::generated::params::TABLE);
+        assert_eq!(table.len(), lines, "a line of the table did not parse");
         assert!(lines >= 600, "{lines}");
+    }
+
+    /// PBS's table too, and its operations are checked against it, not against PVE's (the
+    /// same `METHOD /path` is on both with other parameters).
+    #[cfg(feature = "pbs")]
+    #[test]
+    fn pbs_operations_are_checked_against_pbs_facts() {
+        use crate::pbs::config::datastore::CreateDatastore;
+        let lines = crate::pbs::params::TABLE
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(parse_table(crate::pbs::params::TABLE).len(), lines);
+        assert!(lines >= 340, "{lines}");
+        assert!(takes::<CreateDatastore>("gc-schedule"));
+        assert!(!takes::<CreateDatastore>("storage"));
+        // PVE's `GET /access/users/{userid}` takes no `include-tokens`; PBS's read does not
+        // either, but PBS's list does: each table answers for its own product.
+        assert!(
+            takes::<crate::pbs::access::users::ListUsers>("include_tokens")
+                || takes::<crate::pbs::access::users::ListUsers>("include-tokens")
+        );
+        assert!(!takes::<crate::generated::access::users::ListUsers>(
+            "include-tokens"
+        ));
     }
 }

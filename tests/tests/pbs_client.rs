@@ -182,3 +182,32 @@ async fn a_pbs_ticket_goes_in_pbs_auth_cookie_and_a_created_datastore_answers_it
         Some("PBSAuthCookie=PBS:root@pam:6752A1B0::sig")
     );
 }
+
+#[tokio::test]
+async fn an_operation_of_the_other_product_is_refused_before_anything_is_sent() {
+    // `GET /access/users` is on both APIs: a PBS request on a PVE client would reach PVE's.
+    let (pve, pve_log) = fake(
+        Client::builder("https://pve1.example:8006").token("root@pam!ci", "s"),
+        |_, _| HttpAnswer::json(200, &json!({"data": []})),
+    );
+    let err = pve
+        .send(&pve_sdk::pbs::access::users::ListUsers::new())
+        .await
+        .expect_err("another product's operation");
+    assert_eq!(
+        err.to_string(),
+        "list_users GET /access/users: list_users is a Pbs operation, and this client talks to Pve"
+    );
+    assert_eq!(err.outcome(), pve_sdk::Outcome::NotSent);
+    let (pbs, pbs_log) = fake(
+        Client::pbs_builder("https://pbs1.example").token("root@pam!ci", "s"),
+        |_, _| HttpAnswer::json(200, &json!({"data": []})),
+    );
+    let err = pbs
+        .send(&pve_sdk::generated::access::users::ListUsers::new())
+        .await
+        .expect_err("another product's operation");
+    assert_eq!(err.outcome(), pve_sdk::Outcome::NotSent);
+    assert!(pve_log.lock().expect("lock").is_empty());
+    assert!(pbs_log.lock().expect("lock").is_empty());
+}

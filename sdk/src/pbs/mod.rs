@@ -368,6 +368,7 @@ pub mod errors;
 pub mod formats;
 pub mod index;
 pub mod nodes;
+pub mod params;
 pub mod ping;
 pub mod pull;
 pub mod push;
@@ -401,6 +402,7 @@ impl ListRoot {
     }
 }
 impl crate::Operation for ListRoot {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_root";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/";

@@ -25,6 +25,7 @@ impl GetPing {
     }
 }
 impl crate::Operation for GetPing {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_ping";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/ping";

@@ -196,6 +196,7 @@ impl Pull {
     }
 }
 impl crate::Operation for Pull {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "pull";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/pull";

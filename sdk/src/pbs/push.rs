@@ -183,6 +183,7 @@ impl Push {
     }
 }
 impl crate::Operation for Push {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "push";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/push";

@@ -25,6 +25,7 @@ impl GetVersion {
     }
 }
 impl crate::Operation for GetVersion {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_version";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/version";

@@ -47,6 +47,7 @@ impl GetAcl {
     }
 }
 impl crate::Operation for GetAcl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_acl";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/acl";
@@ -143,6 +144,7 @@ impl UpdateAcl {
     }
 }
 impl crate::Operation for UpdateAcl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_acl";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/acl";

@@ -45,6 +45,7 @@ impl UpdatePassword {
     }
 }
 impl crate::Operation for UpdatePassword {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_password";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/password";

@@ -47,6 +47,7 @@ impl GetPermissions {
     }
 }
 impl crate::Operation for GetPermissions {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_permissions";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/permissions";

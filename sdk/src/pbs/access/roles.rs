@@ -25,6 +25,7 @@ impl GetRoles {
     }
 }
 impl crate::Operation for GetRoles {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_roles";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/roles";

@@ -25,6 +25,7 @@ impl DeleteTicket {
     }
 }
 impl crate::Operation for DeleteTicket {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_ticket";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/ticket";
@@ -127,6 +128,7 @@ impl Ticket {
     }
 }
 impl crate::Operation for Ticket {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "ticket";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/ticket";

@@ -58,6 +58,7 @@ impl Vncticket {
     }
 }
 impl crate::Operation for Vncticket {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "vncticket";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/vncticket";

@@ -33,6 +33,7 @@ impl GetAdmin {
     }
 }
 impl crate::Operation for GetAdmin {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_admin";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin";

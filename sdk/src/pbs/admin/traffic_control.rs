@@ -25,6 +25,7 @@ impl GetTrafficControl {
     }
 }
 impl crate::Operation for GetTrafficControl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_traffic_control";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/traffic-control";

@@ -42,6 +42,7 @@ impl GetConfig {
     }
 }
 impl crate::Operation for GetConfig {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config";

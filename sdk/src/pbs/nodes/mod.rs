@@ -26,6 +26,7 @@ impl ListNodes {
     }
 }
 impl crate::Operation for ListNodes {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_nodes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes";

@@ -25,6 +25,7 @@ impl GetDatastoreUsage {
     }
 }
 impl crate::Operation for GetDatastoreUsage {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_datastore_usage";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/status/datastore-usage";

@@ -47,6 +47,7 @@ impl GetMetrics {
     }
 }
 impl crate::Operation for GetMetrics {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_metrics";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/status/metrics";

@@ -32,6 +32,7 @@ impl GetTape {
     }
 }
 impl crate::Operation for GetTape {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_tape";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape";

@@ -94,6 +94,7 @@ impl Restore {
     }
 }
 impl crate::Operation for Restore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "restore";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/restore";

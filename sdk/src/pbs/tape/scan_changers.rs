@@ -25,6 +25,7 @@ impl GetScanChangers {
     }
 }
 impl crate::Operation for GetScanChangers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_scan_changers";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/scan-changers";

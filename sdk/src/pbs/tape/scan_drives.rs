@@ -25,6 +25,7 @@ impl GetScanDrives {
     }
 }
 impl crate::Operation for GetScanDrives {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_scan_drives";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/scan-drives";

@@ -26,6 +26,7 @@ impl ListDomains {
     }
 }
 impl crate::Operation for ListDomains {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_domains";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/domains";

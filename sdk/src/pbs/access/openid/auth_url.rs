@@ -35,6 +35,7 @@ impl AuthUrl {
     }
 }
 impl crate::Operation for AuthUrl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "auth_url";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/openid/auth-url";

@@ -27,6 +27,7 @@ impl GetOpenid {
     }
 }
 impl crate::Operation for GetOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_openid";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/openid";

@@ -38,6 +38,7 @@ impl ListUsers {
     }
 }
 impl crate::Operation for ListUsers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_users";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users";
@@ -150,6 +151,7 @@ impl CreateUsers {
     }
 }
 impl crate::Operation for CreateUsers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_users";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users";

@@ -26,6 +26,7 @@ impl ListDatastore {
     }
 }
 impl crate::Operation for ListDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_datastore";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore";

@@ -36,6 +36,7 @@ impl ListGc {
     }
 }
 impl crate::Operation for ListGc {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_gc";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/gc";

@@ -31,6 +31,7 @@ impl ReadGc {
     }
 }
 impl crate::Operation for ReadGc {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_gc";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/gc/{store}";

@@ -36,6 +36,7 @@ impl ListPrune {
     }
 }
 impl crate::Operation for ListPrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_prune";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/prune";

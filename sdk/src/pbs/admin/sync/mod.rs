@@ -48,6 +48,7 @@ impl ListSync {
     }
 }
 impl crate::Operation for ListSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_sync";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/sync";

@@ -36,6 +36,7 @@ impl ListVerify {
     }
 }
 impl crate::Operation for ListVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_verify";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/verify";

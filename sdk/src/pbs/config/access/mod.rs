@@ -31,6 +31,7 @@ impl GetAccess {
     }
 }
 impl crate::Operation for GetAccess {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_access";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access";

@@ -25,6 +25,7 @@ impl GetPam {
     }
 }
 impl crate::Operation for GetPam {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_pam";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/pam";
@@ -101,6 +102,7 @@ impl UpdatePam {
     }
 }
 impl crate::Operation for UpdatePam {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_pam";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/pam";

@@ -25,6 +25,7 @@ impl GetPbs {
     }
 }
 impl crate::Operation for GetPbs {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_pbs";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/pbs";
@@ -101,6 +102,7 @@ impl UpdatePbs {
     }
 }
 impl crate::Operation for UpdatePbs {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_pbs";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/pbs";

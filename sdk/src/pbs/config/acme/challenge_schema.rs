@@ -28,6 +28,7 @@ impl GetChallengeSchema {
     }
 }
 impl crate::Operation for GetChallengeSchema {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_challenge_schema";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/acme/challenge-schema";

@@ -26,6 +26,7 @@ impl ListChanger {
     }
 }
 impl crate::Operation for ListChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_changer";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/changer";
@@ -92,6 +93,7 @@ impl CreateChanger {
     }
 }
 impl crate::Operation for CreateChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_changer";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/changer";

@@ -29,6 +29,7 @@ impl DeleteChanger {
     }
 }
 impl crate::Operation for DeleteChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_changer";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/changer/{name}";
@@ -69,6 +70,7 @@ impl ReadChanger {
     }
 }
 impl crate::Operation for ReadChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_changer";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/changer/{name}";
@@ -159,6 +161,7 @@ impl UpdateChanger {
     }
 }
 impl crate::Operation for UpdateChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_changer";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/changer/{name}";

@@ -26,6 +26,7 @@ impl ListDatastore {
     }
 }
 impl crate::Operation for ListDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_datastore";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/datastore";
@@ -293,6 +294,7 @@ impl CreateDatastore {
     }
 }
 impl crate::Operation for CreateDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_datastore";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/datastore";

@@ -62,6 +62,7 @@ impl DeleteDatastore {
     }
 }
 impl crate::Operation for DeleteDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_datastore";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/datastore/{name}";
@@ -105,6 +106,7 @@ impl ReadDatastore {
     }
 }
 impl crate::Operation for ReadDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_datastore";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/datastore/{name}";
@@ -353,6 +355,7 @@ impl UpdateDatastore {
     }
 }
 impl crate::Operation for UpdateDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_datastore";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/datastore/{name}";

@@ -26,6 +26,7 @@ impl ListDrive {
     }
 }
 impl crate::Operation for ListDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_drive";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/drive";
@@ -92,6 +93,7 @@ impl CreateDrive {
     }
 }
 impl crate::Operation for CreateDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_drive";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/drive";

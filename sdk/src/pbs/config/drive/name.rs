@@ -29,6 +29,7 @@ impl DeleteDrive {
     }
 }
 impl crate::Operation for DeleteDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_drive";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/drive/{name}";
@@ -69,6 +70,7 @@ impl ReadDrive {
     }
 }
 impl crate::Operation for ReadDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_drive";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/drive/{name}";
@@ -159,6 +161,7 @@ impl UpdateDrive {
     }
 }
 impl crate::Operation for UpdateDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_drive";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/drive/{name}";

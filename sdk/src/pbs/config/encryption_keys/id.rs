@@ -44,6 +44,7 @@ impl DeleteEncryptionKeys {
     }
 }
 impl crate::Operation for DeleteEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_encryption_keys";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/encryption-keys/{id}";
@@ -99,6 +100,7 @@ impl CreateEncryptionKeys {
     }
 }
 impl crate::Operation for CreateEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_encryption_keys";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/encryption-keys/{id}";

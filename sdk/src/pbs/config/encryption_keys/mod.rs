@@ -38,6 +38,7 @@ impl ListEncryptionKeys {
     }
 }
 impl crate::Operation for ListEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_encryption_keys";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/encryption-keys";
@@ -90,6 +91,7 @@ impl CreateEncryptionKeys {
     }
 }
 impl crate::Operation for CreateEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_encryption_keys";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/encryption-keys";

@@ -26,6 +26,7 @@ impl ListMediaPool {
     }
 }
 impl crate::Operation for ListMediaPool {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_media_pool";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/media-pool";
@@ -118,6 +119,7 @@ impl CreateMediaPool {
     }
 }
 impl crate::Operation for CreateMediaPool {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_media_pool";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/media-pool";

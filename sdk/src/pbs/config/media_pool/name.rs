@@ -29,6 +29,7 @@ impl DeleteMediaPool {
     }
 }
 impl crate::Operation for DeleteMediaPool {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_media_pool";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/media-pool/{name}";
@@ -69,6 +70,7 @@ impl ReadMediaPool {
     }
 }
 impl crate::Operation for ReadMediaPool {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_media_pool";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/media-pool/{name}";
@@ -169,6 +171,7 @@ impl UpdateMediaPool {
     }
 }
 impl crate::Operation for UpdateMediaPool {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_media_pool";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/media-pool/{name}";

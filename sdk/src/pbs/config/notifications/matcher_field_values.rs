@@ -28,6 +28,7 @@ impl GetMatcherFieldValues {
     }
 }
 impl crate::Operation for GetMatcherFieldValues {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_matcher_field_values";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/matcher-field-values";

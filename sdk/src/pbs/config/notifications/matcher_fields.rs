@@ -28,6 +28,7 @@ impl GetMatcherFields {
     }
 }
 impl crate::Operation for GetMatcherFields {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_matcher_fields";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/matcher-fields";

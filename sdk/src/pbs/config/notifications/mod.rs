@@ -30,6 +30,7 @@ impl GetNotifications {
     }
 }
 impl crate::Operation for GetNotifications {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_notifications";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications";

@@ -41,6 +41,7 @@ impl DeletePrune {
     }
 }
 impl crate::Operation for DeletePrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_prune";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/prune/{id}";
@@ -83,6 +84,7 @@ impl ReadPrune {
     }
 }
 impl crate::Operation for ReadPrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_prune";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/prune/{id}";
@@ -265,6 +267,7 @@ impl UpdatePrune {
     }
 }
 impl crate::Operation for UpdatePrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_prune";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/prune/{id}";

@@ -26,6 +26,7 @@ impl ListPrune {
     }
 }
 impl crate::Operation for ListPrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_prune";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/prune";
@@ -180,6 +181,7 @@ impl CreatePrune {
     }
 }
 impl crate::Operation for CreatePrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_prune";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/prune";

@@ -26,6 +26,7 @@ impl ListRemote {
     }
 }
 impl crate::Operation for ListRemote {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_remote";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/remote";
@@ -125,6 +126,7 @@ impl CreateRemote {
     }
 }
 impl crate::Operation for CreateRemote {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_remote";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/remote";

@@ -26,6 +26,7 @@ impl ListS3 {
     }
 }
 impl crate::Operation for ListS3 {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_s3";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/s3";
@@ -185,6 +186,7 @@ impl CreateS3 {
     }
 }
 impl crate::Operation for CreateS3 {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_s3";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/s3";

@@ -41,6 +41,7 @@ impl DeleteSync {
     }
 }
 impl crate::Operation for DeleteSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_sync";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/sync/{id}";
@@ -82,6 +83,7 @@ impl ReadSync {
     }
 }
 impl crate::Operation for ReadSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_sync";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/sync/{id}";
@@ -394,6 +396,7 @@ impl UpdateSync {
     }
 }
 impl crate::Operation for UpdateSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_sync";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/sync/{id}";

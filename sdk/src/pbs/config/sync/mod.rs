@@ -38,6 +38,7 @@ impl ListSync {
     }
 }
 impl crate::Operation for ListSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_sync";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/sync";
@@ -322,6 +323,7 @@ impl CreateSync {
     }
 }
 impl crate::Operation for CreateSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_sync";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/sync";

@@ -44,6 +44,7 @@ impl DeleteTapeBackupJob {
     }
 }
 impl crate::Operation for DeleteTapeBackupJob {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_tape_backup_job";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/tape-backup-job/{id}";
@@ -84,6 +85,7 @@ impl ReadTapeBackupJob {
     }
 }
 impl crate::Operation for ReadTapeBackupJob {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_tape_backup_job";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/tape-backup-job/{id}";
@@ -287,6 +289,7 @@ impl UpdateTapeBackupJob {
     }
 }
 impl crate::Operation for UpdateTapeBackupJob {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_tape_backup_job";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/tape-backup-job/{id}";

@@ -26,6 +26,7 @@ impl ListTapeBackupJob {
     }
 }
 impl crate::Operation for ListTapeBackupJob {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_tape_backup_job";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/tape-backup-job";
@@ -195,6 +196,7 @@ impl CreateTapeBackupJob {
     }
 }
 impl crate::Operation for CreateTapeBackupJob {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_tape_backup_job";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/tape-backup-job";

@@ -44,6 +44,7 @@ impl DeleteTapeEncryptionKeys {
     }
 }
 impl crate::Operation for DeleteTapeEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_tape_encryption_keys";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/tape-encryption-keys/{fingerprint}";
@@ -89,6 +90,7 @@ impl ReadTapeEncryptionKeys {
     }
 }
 impl crate::Operation for ReadTapeEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_tape_encryption_keys";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/tape-encryption-keys/{fingerprint}";
@@ -184,6 +186,7 @@ impl UpdateTapeEncryptionKeys {
     }
 }
 impl crate::Operation for UpdateTapeEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_tape_encryption_keys";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/tape-encryption-keys/{fingerprint}";

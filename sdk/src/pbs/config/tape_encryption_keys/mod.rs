@@ -29,6 +29,7 @@ impl ListTapeEncryptionKeys {
     }
 }
 impl crate::Operation for ListTapeEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_tape_encryption_keys";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/tape-encryption-keys";
@@ -104,6 +105,7 @@ impl CreateTapeEncryptionKeys {
     }
 }
 impl crate::Operation for CreateTapeEncryptionKeys {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_tape_encryption_keys";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/tape-encryption-keys";

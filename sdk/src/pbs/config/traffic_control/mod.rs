@@ -26,6 +26,7 @@ impl ListTrafficControl {
     }
 }
 impl crate::Operation for ListTrafficControl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_traffic_control";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/traffic-control";
@@ -142,6 +143,7 @@ impl CreateTrafficControl {
     }
 }
 impl crate::Operation for CreateTrafficControl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_traffic_control";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/traffic-control";

@@ -44,6 +44,7 @@ impl DeleteTrafficControl {
     }
 }
 impl crate::Operation for DeleteTrafficControl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_traffic_control";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/traffic-control/{name}";
@@ -87,6 +88,7 @@ impl ReadTrafficControl {
     }
 }
 impl crate::Operation for ReadTrafficControl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_traffic_control";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/traffic-control/{name}";
@@ -230,6 +232,7 @@ impl UpdateTrafficControl {
     }
 }
 impl crate::Operation for UpdateTrafficControl {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_traffic_control";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/traffic-control/{name}";

@@ -41,6 +41,7 @@ impl DeleteVerify {
     }
 }
 impl crate::Operation for DeleteVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_verify";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/verify/{id}";
@@ -83,6 +84,7 @@ impl ReadVerify {
     }
 }
 impl crate::Operation for ReadVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_verify";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/verify/{id}";
@@ -235,6 +237,7 @@ impl UpdateVerify {
     }
 }
 impl crate::Operation for UpdateVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_verify";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/verify/{id}";

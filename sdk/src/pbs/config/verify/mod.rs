@@ -26,6 +26,7 @@ impl ListVerify {
     }
 }
 impl crate::Operation for ListVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_verify";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/verify";
@@ -152,6 +153,7 @@ impl CreateVerify {
     }
 }
 impl crate::Operation for CreateVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_verify";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/verify";

@@ -29,6 +29,7 @@ impl GetConfig {
     }
 }
 impl crate::Operation for GetConfig {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/config";
@@ -239,6 +240,7 @@ impl UpdateConfig {
     }
 }
 impl crate::Operation for UpdateConfig {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_config";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/config";

@@ -29,6 +29,7 @@ impl GetDns {
     }
 }
 impl crate::Operation for GetDns {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_dns";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/dns";
@@ -129,6 +130,7 @@ impl UpdateDns {
     }
 }
 impl crate::Operation for UpdateDns {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_dns";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/dns";

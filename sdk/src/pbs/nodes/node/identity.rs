@@ -29,6 +29,7 @@ impl GetIdentity {
     }
 }
 impl crate::Operation for GetIdentity {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_identity";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/identity";

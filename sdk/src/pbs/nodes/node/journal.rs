@@ -81,6 +81,7 @@ impl GetJournal {
     }
 }
 impl crate::Operation for GetJournal {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_journal";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/journal";

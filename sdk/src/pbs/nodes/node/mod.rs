@@ -46,6 +46,7 @@ impl ReadNodes {
     }
 }
 impl crate::Operation for ReadNodes {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_nodes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}";

@@ -29,6 +29,7 @@ impl GetReport {
     }
 }
 impl crate::Operation for GetReport {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_report";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/report";

@@ -29,6 +29,7 @@ impl GetStatus {
     }
 }
 impl crate::Operation for GetStatus {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/status";
@@ -73,6 +74,7 @@ impl Status {
     }
 }
 impl crate::Operation for Status {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "status";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/status";

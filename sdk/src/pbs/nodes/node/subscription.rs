@@ -29,6 +29,7 @@ impl DeleteSubscription {
     }
 }
 impl crate::Operation for DeleteSubscription {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_subscription";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/subscription";
@@ -69,6 +70,7 @@ impl GetSubscription {
     }
 }
 impl crate::Operation for GetSubscription {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_subscription";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/subscription";
@@ -119,6 +121,7 @@ impl Subscription {
     }
 }
 impl crate::Operation for Subscription {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "subscription";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/subscription";
@@ -165,6 +168,7 @@ impl UpdateSubscription {
     }
 }
 impl crate::Operation for UpdateSubscription {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_subscription";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/subscription";

@@ -93,6 +93,7 @@ impl GetSyslog {
     }
 }
 impl crate::Operation for GetSyslog {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_syslog";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/syslog";

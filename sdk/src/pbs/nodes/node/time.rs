@@ -29,6 +29,7 @@ impl GetTime {
     }
 }
 impl crate::Operation for GetTime {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_time";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/time";
@@ -73,6 +74,7 @@ impl UpdateTime {
     }
 }
 impl crate::Operation for UpdateTime {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_time";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/time";

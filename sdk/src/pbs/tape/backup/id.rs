@@ -30,6 +30,7 @@ impl CreateBackup {
     }
 }
 impl crate::Operation for CreateBackup {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_backup";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/backup/{id}";

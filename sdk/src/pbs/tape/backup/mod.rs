@@ -26,6 +26,7 @@ impl ListBackup {
     }
 }
 impl crate::Operation for ListBackup {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_backup";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/backup";
@@ -181,6 +182,7 @@ impl CreateBackup {
     }
 }
 impl crate::Operation for CreateBackup {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_backup";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/backup";

@@ -26,6 +26,7 @@ impl ListChanger {
     }
 }
 impl crate::Operation for ListChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_changer";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/changer";

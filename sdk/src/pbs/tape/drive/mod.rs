@@ -48,6 +48,7 @@ impl ListDrive {
     }
 }
 impl crate::Operation for ListDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_drive";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/drive";

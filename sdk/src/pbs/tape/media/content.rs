@@ -87,6 +87,7 @@ impl GetContent {
     }
 }
 impl crate::Operation for GetContent {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_content";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/media/content";

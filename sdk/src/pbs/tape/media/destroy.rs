@@ -57,6 +57,7 @@ impl GetDestroy {
     }
 }
 impl crate::Operation for GetDestroy {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_destroy";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/media/destroy";

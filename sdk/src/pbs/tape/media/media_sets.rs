@@ -25,6 +25,7 @@ impl GetMediaSets {
     }
 }
 impl crate::Operation for GetMediaSets {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_media_sets";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/media/media-sets";

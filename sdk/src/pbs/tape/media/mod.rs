@@ -30,6 +30,7 @@ impl GetMedia {
     }
 }
 impl crate::Operation for GetMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_media";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/media";

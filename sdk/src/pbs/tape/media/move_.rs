@@ -57,6 +57,7 @@ impl Move {
     }
 }
 impl crate::Operation for Move {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "move";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/media/move";

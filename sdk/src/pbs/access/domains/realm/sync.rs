@@ -62,6 +62,7 @@ impl Sync_ {
     }
 }
 impl crate::Operation for Sync_ {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "sync";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/domains/{realm}/sync";

@@ -45,6 +45,7 @@ impl DeleteTfa {
     }
 }
 impl crate::Operation for DeleteTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_tfa";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
@@ -91,6 +92,7 @@ impl ReadTfa {
     }
 }
 impl crate::Operation for ReadTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_tfa";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
@@ -167,6 +169,7 @@ impl UpdateTfa {
     }
 }
 impl crate::Operation for UpdateTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_tfa";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";

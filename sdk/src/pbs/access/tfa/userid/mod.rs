@@ -32,6 +32,7 @@ impl ReadTfa {
     }
 }
 impl crate::Operation for ReadTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_tfa";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa/{userid}";
@@ -128,6 +129,7 @@ impl CreateTfa {
     }
 }
 impl crate::Operation for CreateTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_tfa";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/tfa/{userid}";

@@ -43,6 +43,7 @@ impl DeleteUsers {
     }
 }
 impl crate::Operation for DeleteUsers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_users";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/users/{userid}";
@@ -86,6 +87,7 @@ impl ReadUsers {
     }
 }
 impl crate::Operation for ReadUsers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_users";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}";
@@ -218,6 +220,7 @@ impl UpdateUsers {
     }
 }
 impl crate::Operation for UpdateUsers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_users";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}";

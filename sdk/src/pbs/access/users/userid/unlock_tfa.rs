@@ -34,6 +34,7 @@ impl UpdateUnlockTfa {
     }
 }
 impl crate::Operation for UpdateUnlockTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_unlock_tfa";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/unlock-tfa";

@@ -34,6 +34,7 @@ impl GetActiveOperations {
     }
 }
 impl crate::Operation for GetActiveOperations {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_active_operations";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/active-operations";

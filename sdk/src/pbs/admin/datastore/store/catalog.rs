@@ -73,6 +73,7 @@ impl GetCatalog {
     }
 }
 impl crate::Operation for GetCatalog {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_catalog";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/catalog";

@@ -61,6 +61,7 @@ impl ChangeOwner {
     }
 }
 impl crate::Operation for ChangeOwner {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "change_owner";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/change-owner";

@@ -58,6 +58,7 @@ impl GetFiles {
     }
 }
 impl crate::Operation for GetFiles {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_files";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/files";

@@ -31,6 +31,7 @@ impl GetGc {
     }
 }
 impl crate::Operation for GetGc {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_gc";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/gc";
@@ -72,6 +73,7 @@ impl Gc {
     }
 }
 impl crate::Operation for Gc {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "gc";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/gc";

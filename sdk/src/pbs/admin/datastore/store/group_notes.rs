@@ -56,6 +56,7 @@ impl GetGroupNotes {
     }
 }
 impl crate::Operation for GetGroupNotes {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_group_notes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/group-notes";
@@ -128,6 +129,7 @@ impl UpdateGroupNotes {
     }
 }
 impl crate::Operation for UpdateGroupNotes {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_group_notes";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/admin/datastore/{store}/group-notes";

@@ -63,6 +63,7 @@ impl DeleteGroups {
     }
 }
 impl crate::Operation for DeleteGroups {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_groups";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/admin/datastore/{store}/groups";
@@ -113,6 +114,7 @@ impl GetGroups {
     }
 }
 impl crate::Operation for GetGroups {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_groups";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/groups";

@@ -52,6 +52,7 @@ impl ReadDatastore {
     }
 }
 impl crate::Operation for ReadDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_datastore";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}";

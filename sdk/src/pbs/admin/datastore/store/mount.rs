@@ -32,6 +32,7 @@ impl Mount {
     }
 }
 impl crate::Operation for Mount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "mount";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/mount";

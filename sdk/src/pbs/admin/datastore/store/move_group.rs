@@ -74,6 +74,7 @@ impl MoveGroup {
     }
 }
 impl crate::Operation for MoveGroup {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "move_group";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/move-group";

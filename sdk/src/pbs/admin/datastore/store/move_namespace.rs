@@ -77,6 +77,7 @@ impl MoveNamespace {
     }
 }
 impl crate::Operation for MoveNamespace {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "move_namespace";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/move-namespace";

@@ -58,6 +58,7 @@ impl DeleteNamespace {
     }
 }
 impl crate::Operation for DeleteNamespace {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_namespace";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/admin/datastore/{store}/namespace";
@@ -120,6 +121,7 @@ impl GetNamespace {
     }
 }
 impl crate::Operation for GetNamespace {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_namespace";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/namespace";
@@ -176,6 +178,7 @@ impl Namespace {
     }
 }
 impl crate::Operation for Namespace {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "namespace";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/namespace";

@@ -58,6 +58,7 @@ impl GetNotes {
     }
 }
 impl crate::Operation for GetNotes {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_notes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/notes";
@@ -132,6 +133,7 @@ impl UpdateNotes {
     }
 }
 impl crate::Operation for UpdateNotes {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_notes";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/admin/datastore/{store}/notes";

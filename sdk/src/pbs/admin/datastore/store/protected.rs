@@ -58,6 +58,7 @@ impl GetProtected {
     }
 }
 impl crate::Operation for GetProtected {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_protected";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/protected";
@@ -135,6 +136,7 @@ impl UpdateProtected {
     }
 }
 impl crate::Operation for UpdateProtected {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_protected";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/admin/datastore/{store}/protected";

@@ -133,6 +133,7 @@ impl Prune {
     }
 }
 impl crate::Operation for Prune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "prune";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/prune";

@@ -125,6 +125,7 @@ impl PruneDatastore {
     }
 }
 impl crate::Operation for PruneDatastore {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "prune_datastore";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/prune-datastore";

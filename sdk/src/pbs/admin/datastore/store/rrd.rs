@@ -43,6 +43,7 @@ impl GetRrd {
     }
 }
 impl crate::Operation for GetRrd {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_rrd";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/rrd";

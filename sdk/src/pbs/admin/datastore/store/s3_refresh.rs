@@ -35,6 +35,7 @@ impl UpdateS3Refresh {
     }
 }
 impl crate::Operation for UpdateS3Refresh {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_s3_refresh";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/admin/datastore/{store}/s3-refresh";

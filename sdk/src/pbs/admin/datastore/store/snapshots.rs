@@ -61,6 +61,7 @@ impl DeleteSnapshots {
     }
 }
 impl crate::Operation for DeleteSnapshots {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_snapshots";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/admin/datastore/{store}/snapshots";
@@ -133,6 +134,7 @@ impl GetSnapshots {
     }
 }
 impl crate::Operation for GetSnapshots {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_snapshots";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/snapshots";

@@ -41,6 +41,7 @@ impl GetStatus {
     }
 }
 impl crate::Operation for GetStatus {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/datastore/{store}/status";

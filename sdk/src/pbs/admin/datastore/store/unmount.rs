@@ -32,6 +32,7 @@ impl Unmount {
     }
 }
 impl crate::Operation for Unmount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "unmount";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/unmount";

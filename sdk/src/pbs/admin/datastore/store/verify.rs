@@ -122,6 +122,7 @@ impl Verify {
     }
 }
 impl crate::Operation for Verify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "verify";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/datastore/{store}/verify";

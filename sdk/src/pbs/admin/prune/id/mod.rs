@@ -30,6 +30,7 @@ impl ReadPrune {
     }
 }
 impl crate::Operation for ReadPrune {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_prune";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/prune/{id}";

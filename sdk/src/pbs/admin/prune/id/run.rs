@@ -30,6 +30,7 @@ impl Run {
     }
 }
 impl crate::Operation for Run {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "run";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/admin/prune/{id}/run";

@@ -45,6 +45,7 @@ impl UpdateCheck {
     }
 }
 impl crate::Operation for UpdateCheck {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_check";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/admin/s3/{s3-endpoint-id}/check";

@@ -33,6 +33,7 @@ impl ReadS3 {
     }
 }
 impl crate::Operation for ReadS3 {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_s3";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/s3/{s3-endpoint-id}";

@@ -48,6 +48,7 @@ impl UpdateResetCounters {
     }
 }
 impl crate::Operation for UpdateResetCounters {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_reset_counters";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/admin/s3/{s3-endpoint-id}/reset-counters";

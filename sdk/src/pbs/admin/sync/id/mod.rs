@@ -30,6 +30,7 @@ impl ReadSync {
     }
 }
 impl crate::Operation for ReadSync {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_sync";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/sync/{id}";

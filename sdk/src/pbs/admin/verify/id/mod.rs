@@ -30,6 +30,7 @@ impl ReadVerify {
     }
 }
 impl crate::Operation for ReadVerify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_verify";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/admin/verify/{id}";

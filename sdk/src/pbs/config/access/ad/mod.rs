@@ -26,6 +26,7 @@ impl ListAd {
     }
 }
 impl crate::Operation for ListAd {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_ad";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/ad";
@@ -215,6 +216,7 @@ impl CreateAd {
     }
 }
 impl crate::Operation for CreateAd {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_ad";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/access/ad";

@@ -41,6 +41,7 @@ impl DeleteAd {
     }
 }
 impl crate::Operation for DeleteAd {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_ad";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/access/ad/{realm}";
@@ -83,6 +84,7 @@ impl ReadAd {
     }
 }
 impl crate::Operation for ReadAd {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_ad";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/ad/{realm}";
@@ -296,6 +298,7 @@ impl UpdateAd {
     }
 }
 impl crate::Operation for UpdateAd {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_ad";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/ad/{realm}";

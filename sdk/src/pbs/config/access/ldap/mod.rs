@@ -26,6 +26,7 @@ impl ListLdap {
     }
 }
 impl crate::Operation for ListLdap {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_ldap";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/ldap";
@@ -218,6 +219,7 @@ impl CreateLdap {
     }
 }
 impl crate::Operation for CreateLdap {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_ldap";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/access/ldap";

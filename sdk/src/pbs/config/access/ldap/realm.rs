@@ -41,6 +41,7 @@ impl DeleteLdap {
     }
 }
 impl crate::Operation for DeleteLdap {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_ldap";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/access/ldap/{realm}";
@@ -83,6 +84,7 @@ impl ReadLdap {
     }
 }
 impl crate::Operation for ReadLdap {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_ldap";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/ldap/{realm}";
@@ -306,6 +308,7 @@ impl UpdateLdap {
     }
 }
 impl crate::Operation for UpdateLdap {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_ldap";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/ldap/{realm}";

@@ -26,6 +26,7 @@ impl ListOpenid {
     }
 }
 impl crate::Operation for ListOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_openid";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/openid";
@@ -170,6 +171,7 @@ impl CreateOpenid {
     }
 }
 impl crate::Operation for CreateOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_openid";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/access/openid";

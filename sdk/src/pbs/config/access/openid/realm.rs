@@ -41,6 +41,7 @@ impl DeleteOpenid {
     }
 }
 impl crate::Operation for DeleteOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_openid";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/access/openid/{realm}";
@@ -83,6 +84,7 @@ impl ReadOpenid {
     }
 }
 impl crate::Operation for ReadOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_openid";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/openid/{realm}";
@@ -243,6 +245,7 @@ impl UpdateOpenid {
     }
 }
 impl crate::Operation for UpdateOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_openid";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/openid/{realm}";

@@ -26,6 +26,7 @@ impl GetTfa {
     }
 }
 impl crate::Operation for GetTfa {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_tfa";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/tfa";

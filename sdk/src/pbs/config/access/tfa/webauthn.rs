@@ -25,6 +25,7 @@ impl GetWebauthn {
     }
 }
 impl crate::Operation for GetWebauthn {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_webauthn";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/tfa/webauthn";
@@ -121,6 +122,7 @@ impl UpdateWebauthn {
     }
 }
 impl crate::Operation for UpdateWebauthn {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_webauthn";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/tfa/webauthn";

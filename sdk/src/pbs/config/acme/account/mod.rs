@@ -26,6 +26,7 @@ impl ListAccount {
     }
 }
 impl crate::Operation for ListAccount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_account";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/acme/account";
@@ -118,6 +119,7 @@ impl CreateAccount {
     }
 }
 impl crate::Operation for CreateAccount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_account";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/acme/account";

@@ -41,6 +41,7 @@ impl DeleteAccount {
     }
 }
 impl crate::Operation for DeleteAccount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_account";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/acme/account/{name}";
@@ -81,6 +82,7 @@ impl ReadAccount {
     }
 }
 impl crate::Operation for ReadAccount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_account";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/acme/account/{name}";
@@ -131,6 +133,7 @@ impl UpdateAccount {
     }
 }
 impl crate::Operation for UpdateAccount {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_account";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/acme/account/{name}";

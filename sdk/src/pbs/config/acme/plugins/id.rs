@@ -29,6 +29,7 @@ impl DeletePlugins {
     }
 }
 impl crate::Operation for DeletePlugins {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_plugins";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/acme/plugins/{id}";
@@ -69,6 +70,7 @@ impl ReadPlugins {
     }
 }
 impl crate::Operation for ReadPlugins {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_plugins";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/acme/plugins/{id}";
@@ -169,6 +171,7 @@ impl UpdatePlugins {
     }
 }
 impl crate::Operation for UpdatePlugins {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_plugins";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/acme/plugins/{id}";

@@ -26,6 +26,7 @@ impl ListPlugins {
     }
 }
 impl crate::Operation for ListPlugins {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_plugins";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/acme/plugins";
@@ -105,6 +106,7 @@ impl CreatePlugins {
     }
 }
 impl crate::Operation for CreatePlugins {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_plugins";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/acme/plugins";

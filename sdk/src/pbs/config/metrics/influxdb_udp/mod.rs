@@ -26,6 +26,7 @@ impl ListInfluxdbUdp {
     }
 }
 impl crate::Operation for ListInfluxdbUdp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_influxdb_udp";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/metrics/influxdb-udp";
@@ -102,6 +103,7 @@ impl CreateInfluxdbUdp {
     }
 }
 impl crate::Operation for CreateInfluxdbUdp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_influxdb_udp";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/metrics/influxdb-udp";

@@ -44,6 +44,7 @@ impl DeleteInfluxdbUdp {
     }
 }
 impl crate::Operation for DeleteInfluxdbUdp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_influxdb_udp";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/metrics/influxdb-udp/{name}";
@@ -87,6 +88,7 @@ impl ReadInfluxdbUdp {
     }
 }
 impl crate::Operation for ReadInfluxdbUdp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_influxdb_udp";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/metrics/influxdb-udp/{name}";
@@ -190,6 +192,7 @@ impl UpdateInfluxdbUdp {
     }
 }
 impl crate::Operation for UpdateInfluxdbUdp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_influxdb_udp";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/metrics/influxdb-udp/{name}";

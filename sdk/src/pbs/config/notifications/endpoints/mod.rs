@@ -29,6 +29,7 @@ impl GetEndpoints {
     }
 }
 impl crate::Operation for GetEndpoints {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints";

@@ -26,6 +26,7 @@ impl ListMatchers {
     }
 }
 impl crate::Operation for ListMatchers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_matchers";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/matchers";
@@ -158,6 +159,7 @@ impl CreateMatchers {
     }
 }
 impl crate::Operation for CreateMatchers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_matchers";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/matchers";

@@ -32,6 +32,7 @@ impl DeleteMatchers {
     }
 }
 impl crate::Operation for DeleteMatchers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_matchers";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/notifications/matchers/{name}";
@@ -75,6 +76,7 @@ impl ReadMatchers {
     }
 }
 impl crate::Operation for ReadMatchers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_matchers";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/matchers/{name}";
@@ -218,6 +220,7 @@ impl UpdateMatchers {
     }
 }
 impl crate::Operation for UpdateMatchers {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_matchers";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/notifications/matchers/{name}";

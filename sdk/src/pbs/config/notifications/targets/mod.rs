@@ -26,6 +26,7 @@ impl ListTargets {
     }
 }
 impl crate::Operation for ListTargets {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_targets";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/targets";

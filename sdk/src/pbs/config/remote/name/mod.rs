@@ -42,6 +42,7 @@ impl DeleteRemote {
     }
 }
 impl crate::Operation for DeleteRemote {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_remote";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/remote/{name}";
@@ -83,6 +84,7 @@ impl ReadRemote {
     }
 }
 impl crate::Operation for ReadRemote {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_remote";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/remote/{name}";
@@ -215,6 +217,7 @@ impl UpdateRemote {
     }
 }
 impl crate::Operation for UpdateRemote {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_remote";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/remote/{name}";

@@ -29,6 +29,7 @@ impl GetListBuckets {
     }
 }
 impl crate::Operation for GetListBuckets {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_list_buckets";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/s3/{id}/list-buckets";

@@ -42,6 +42,7 @@ impl DeleteS3 {
     }
 }
 impl crate::Operation for DeleteS3 {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_s3";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/s3/{id}";
@@ -82,6 +83,7 @@ impl ReadS3 {
     }
 }
 impl crate::Operation for ReadS3 {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_s3";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/s3/{id}";
@@ -275,6 +277,7 @@ impl UpdateS3 {
     }
 }
 impl crate::Operation for UpdateS3 {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_s3";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/s3/{id}";

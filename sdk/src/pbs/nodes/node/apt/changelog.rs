@@ -45,6 +45,7 @@ impl GetChangelog {
     }
 }
 impl crate::Operation for GetChangelog {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_changelog";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/changelog";

@@ -33,6 +33,7 @@ impl GetApt {
     }
 }
 impl crate::Operation for GetApt {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_apt";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt";

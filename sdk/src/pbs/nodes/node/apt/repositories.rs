@@ -29,6 +29,7 @@ impl GetRepositories {
     }
 }
 impl crate::Operation for GetRepositories {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_repositories";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/repositories";
@@ -97,6 +98,7 @@ impl Repositories {
     }
 }
 impl crate::Operation for Repositories {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "repositories";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/apt/repositories";
@@ -156,6 +158,7 @@ impl UpdateRepositories {
     }
 }
 impl crate::Operation for UpdateRepositories {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_repositories";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/apt/repositories";

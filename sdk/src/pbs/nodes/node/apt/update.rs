@@ -29,6 +29,7 @@ impl GetUpdate {
     }
 }
 impl crate::Operation for GetUpdate {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_update";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/update";
@@ -92,6 +93,7 @@ impl Update {
     }
 }
 impl crate::Operation for Update {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/apt/update";

@@ -29,6 +29,7 @@ impl GetVersions {
     }
 }
 impl crate::Operation for GetVersions {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_versions";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/versions";

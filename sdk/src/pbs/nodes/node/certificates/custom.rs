@@ -41,6 +41,7 @@ impl DeleteCustom {
     }
 }
 impl crate::Operation for DeleteCustom {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_custom";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/certificates/custom";
@@ -117,6 +118,7 @@ impl Custom {
     }
 }
 impl crate::Operation for Custom {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "custom";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/certificates/custom";

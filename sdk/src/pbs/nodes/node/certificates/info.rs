@@ -29,6 +29,7 @@ impl GetInfo {
     }
 }
 impl crate::Operation for GetInfo {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_info";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/certificates/info";

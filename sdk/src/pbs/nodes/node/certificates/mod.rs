@@ -32,6 +32,7 @@ impl GetCertificates {
     }
 }
 impl crate::Operation for GetCertificates {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_certificates";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/certificates";

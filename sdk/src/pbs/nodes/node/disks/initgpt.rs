@@ -46,6 +46,7 @@ impl Initgpt {
     }
 }
 impl crate::Operation for Initgpt {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "initgpt";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/disks/initgpt";

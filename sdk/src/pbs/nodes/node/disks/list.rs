@@ -61,6 +61,7 @@ impl GetList {
     }
 }
 impl crate::Operation for GetList {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/list";

@@ -35,6 +35,7 @@ impl GetDisks {
     }
 }
 impl crate::Operation for GetDisks {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_disks";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks";

@@ -45,6 +45,7 @@ impl GetSmart {
     }
 }
 impl crate::Operation for GetSmart {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_smart";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/smart";

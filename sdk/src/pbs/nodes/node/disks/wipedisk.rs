@@ -36,6 +36,7 @@ impl UpdateWipedisk {
     }
 }
 impl crate::Operation for UpdateWipedisk {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_wipedisk";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/disks/wipedisk";

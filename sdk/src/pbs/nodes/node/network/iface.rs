@@ -45,6 +45,7 @@ impl DeleteNetwork {
     }
 }
 impl crate::Operation for DeleteNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_network";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
@@ -91,6 +92,7 @@ impl ReadNetwork {
     }
 }
 impl crate::Operation for ReadNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_network";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
@@ -348,6 +350,7 @@ impl UpdateNetwork {
     }
 }
 impl crate::Operation for UpdateNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_network";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";

@@ -30,6 +30,7 @@ impl DeleteNetwork {
     }
 }
 impl crate::Operation for DeleteNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_network";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -70,6 +71,7 @@ impl ListNetwork {
     }
 }
 impl crate::Operation for ListNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_network";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -306,6 +308,7 @@ impl CreateNetwork {
     }
 }
 impl crate::Operation for CreateNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_network";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -346,6 +349,7 @@ impl UpdateNetwork {
     }
 }
 impl crate::Operation for UpdateNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_network";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/network";

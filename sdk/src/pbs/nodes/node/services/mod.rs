@@ -30,6 +30,7 @@ impl ListServices {
     }
 }
 impl crate::Operation for ListServices {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_services";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services";

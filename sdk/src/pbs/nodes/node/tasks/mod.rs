@@ -144,6 +144,7 @@ impl ListTasks {
     }
 }
 impl crate::Operation for ListTasks {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_tasks";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks";

@@ -31,6 +31,7 @@ impl ReadChanger {
     }
 }
 impl crate::Operation for ReadChanger {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_changer";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/changer/{name}";

@@ -39,6 +39,7 @@ impl Transfer {
     }
 }
 impl crate::Operation for Transfer {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "transfer";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/changer/{name}/transfer";

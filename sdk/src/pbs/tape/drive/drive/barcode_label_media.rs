@@ -45,6 +45,7 @@ impl BarcodeLabelMedia {
     }
 }
 impl crate::Operation for BarcodeLabelMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "barcode_label_media";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/barcode-label-media";

@@ -34,6 +34,7 @@ impl GetCartridgeMemory {
     }
 }
 impl crate::Operation for GetCartridgeMemory {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_cartridge_memory";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/drive/{drive}/cartridge-memory";

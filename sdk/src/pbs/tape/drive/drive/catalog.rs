@@ -62,6 +62,7 @@ impl Catalog {
     }
 }
 impl crate::Operation for Catalog {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "catalog";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/catalog";

@@ -32,6 +32,7 @@ impl UpdateClean {
     }
 }
 impl crate::Operation for UpdateClean {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_clean";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/tape/drive/{drive}/clean";

@@ -32,6 +32,7 @@ impl EjectMedia {
     }
 }
 impl crate::Operation for EjectMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "eject_media";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/eject-media";

@@ -38,6 +38,7 @@ impl UpdateExportMedia {
     }
 }
 impl crate::Operation for UpdateExportMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_export_media";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/tape/drive/{drive}/export-media";

@@ -62,6 +62,7 @@ impl FormatMedia {
     }
 }
 impl crate::Operation for FormatMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "format_media";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/format-media";

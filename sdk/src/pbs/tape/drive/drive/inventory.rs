@@ -31,6 +31,7 @@ impl GetInventory {
     }
 }
 impl crate::Operation for GetInventory {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_inventory";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/drive/{drive}/inventory";
@@ -94,6 +95,7 @@ impl UpdateInventory {
     }
 }
 impl crate::Operation for UpdateInventory {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_inventory";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/tape/drive/{drive}/inventory";

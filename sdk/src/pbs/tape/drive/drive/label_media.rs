@@ -46,6 +46,7 @@ impl LabelMedia {
     }
 }
 impl crate::Operation for LabelMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "label_media";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/label-media";

@@ -36,6 +36,7 @@ impl LoadMedia {
     }
 }
 impl crate::Operation for LoadMedia {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "load_media";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/load-media";

@@ -35,6 +35,7 @@ impl LoadSlot {
     }
 }
 impl crate::Operation for LoadSlot {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "load_slot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/load-slot";

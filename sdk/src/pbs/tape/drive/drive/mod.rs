@@ -48,6 +48,7 @@ impl ReadDrive {
     }
 }
 impl crate::Operation for ReadDrive {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_drive";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/drive/{drive}";

@@ -41,6 +41,7 @@ impl GetReadLabel {
     }
 }
 impl crate::Operation for GetReadLabel {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_read_label";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/drive/{drive}/read-label";

@@ -35,6 +35,7 @@ impl RestoreKey {
     }
 }
 impl crate::Operation for RestoreKey {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "restore_key";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/restore-key";

@@ -32,6 +32,7 @@ impl Rewind {
     }
 }
 impl crate::Operation for Rewind {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "rewind";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/rewind";

@@ -42,6 +42,7 @@ impl Unload {
     }
 }
 impl crate::Operation for Unload {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "unload";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/unload";

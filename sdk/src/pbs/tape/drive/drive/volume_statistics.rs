@@ -34,6 +34,7 @@ impl GetVolumeStatistics {
     }
 }
 impl crate::Operation for GetVolumeStatistics {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_volume_statistics";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/drive/{drive}/volume-statistics";

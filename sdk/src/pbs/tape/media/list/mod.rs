@@ -58,6 +58,7 @@ impl ListList {
     }
 }
 impl crate::Operation for ListList {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/media/list";

@@ -32,6 +32,7 @@ impl ListToken {
     }
 }
 impl crate::Operation for ListToken {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_token";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/token";

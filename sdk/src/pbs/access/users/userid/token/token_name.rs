@@ -48,6 +48,7 @@ impl DeleteToken {
     }
 }
 impl crate::Operation for DeleteToken {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_token";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/users/{userid}/token/{token-name}";
@@ -97,6 +98,7 @@ impl ReadToken {
     }
 }
 impl crate::Operation for ReadToken {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_token";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/token/{token-name}";
@@ -184,6 +186,7 @@ impl CreateToken {
     }
 }
 impl crate::Operation for CreateToken {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_token";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users/{userid}/token/{token-name}";
@@ -291,6 +294,7 @@ impl UpdateToken {
     }
 }
 impl crate::Operation for UpdateToken {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_token";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/token/{token-name}";

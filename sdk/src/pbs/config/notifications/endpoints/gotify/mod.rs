@@ -29,6 +29,7 @@ impl ListGotify {
     }
 }
 impl crate::Operation for ListGotify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_gotify";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints/gotify";
@@ -126,6 +127,7 @@ impl CreateGotify {
     }
 }
 impl crate::Operation for CreateGotify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_gotify";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/endpoints/gotify";

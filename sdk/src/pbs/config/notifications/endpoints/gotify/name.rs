@@ -32,6 +32,7 @@ impl DeleteGotify {
     }
 }
 impl crate::Operation for DeleteGotify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_gotify";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/notifications/endpoints/gotify/{name}";
@@ -75,6 +76,7 @@ impl ReadGotify {
     }
 }
 impl crate::Operation for ReadGotify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_gotify";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints/gotify/{name}";
@@ -178,6 +180,7 @@ impl UpdateGotify {
     }
 }
 impl crate::Operation for UpdateGotify {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_gotify";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/notifications/endpoints/gotify/{name}";

@@ -29,6 +29,7 @@ impl ListSendmail {
     }
 }
 impl crate::Operation for ListSendmail {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_sendmail";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints/sendmail";
@@ -154,6 +155,7 @@ impl CreateSendmail {
     }
 }
 impl crate::Operation for CreateSendmail {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_sendmail";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/endpoints/sendmail";

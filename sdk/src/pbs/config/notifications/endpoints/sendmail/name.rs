@@ -32,6 +32,7 @@ impl DeleteSendmail {
     }
 }
 impl crate::Operation for DeleteSendmail {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_sendmail";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/notifications/endpoints/sendmail/{name}";
@@ -75,6 +76,7 @@ impl ReadSendmail {
     }
 }
 impl crate::Operation for ReadSendmail {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_sendmail";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints/sendmail/{name}";
@@ -198,6 +200,7 @@ impl UpdateSendmail {
     }
 }
 impl crate::Operation for UpdateSendmail {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_sendmail";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/notifications/endpoints/sendmail/{name}";

@@ -26,6 +26,7 @@ impl ListSmtp {
     }
 }
 impl crate::Operation for ListSmtp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_smtp";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints/smtp";
@@ -180,6 +181,7 @@ impl CreateSmtp {
     }
 }
 impl crate::Operation for CreateSmtp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_smtp";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/endpoints/smtp";

@@ -32,6 +32,7 @@ impl DeleteSmtp {
     }
 }
 impl crate::Operation for DeleteSmtp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_smtp";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/config/notifications/endpoints/smtp/{name}";
@@ -75,6 +76,7 @@ impl ReadSmtp {
     }
 }
 impl crate::Operation for ReadSmtp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_smtp";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/endpoints/smtp/{name}";
@@ -248,6 +250,7 @@ impl UpdateSmtp {
     }
 }
 impl crate::Operation for UpdateSmtp {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_smtp";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/notifications/endpoints/smtp/{name}";

@@ -30,6 +30,7 @@ impl ReadTargets {
     }
 }
 impl crate::Operation for ReadTargets {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_targets";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/notifications/targets/{name}";

@@ -29,6 +29,7 @@ impl Test {
     }
 }
 impl crate::Operation for Test {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "test";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/targets/{name}/test";

@@ -30,6 +30,7 @@ impl ListScan {
     }
 }
 impl crate::Operation for ListScan {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_scan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/remote/{name}/scan";

@@ -45,6 +45,7 @@ impl Certificate {
     }
 }
 impl crate::Operation for Certificate {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "certificate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
@@ -102,6 +103,7 @@ impl UpdateCertificate {
     }
 }
 impl crate::Operation for UpdateCertificate {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "update_certificate";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";

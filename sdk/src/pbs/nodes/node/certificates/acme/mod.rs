@@ -30,6 +30,7 @@ impl GetAcme {
     }
 }
 impl crate::Operation for GetAcme {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_acme";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/certificates/acme";

@@ -30,6 +30,7 @@ impl ListDirectory {
     }
 }
 impl crate::Operation for ListDirectory {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_directory";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/directory";
@@ -111,6 +112,7 @@ impl CreateDirectory {
     }
 }
 impl crate::Operation for CreateDirectory {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_directory";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/disks/directory";

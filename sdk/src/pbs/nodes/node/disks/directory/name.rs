@@ -38,6 +38,7 @@ impl DeleteDirectory {
     }
 }
 impl crate::Operation for DeleteDirectory {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_directory";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/disks/directory/{name}";

@@ -30,6 +30,7 @@ impl ListZfs {
     }
 }
 impl crate::Operation for ListZfs {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "list_zfs";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/zfs";
@@ -120,6 +121,7 @@ impl CreateZfs {
     }
 }
 impl crate::Operation for CreateZfs {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "create_zfs";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/disks/zfs";

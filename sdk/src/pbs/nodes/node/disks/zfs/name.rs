@@ -35,6 +35,7 @@ impl ReadZfs {
     }
 }
 impl crate::Operation for ReadZfs {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_zfs";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/zfs/{name}";

@@ -40,6 +40,7 @@ impl ReadServices {
     }
 }
 impl crate::Operation for ReadServices {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_services";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services/{service}";

@@ -36,6 +36,7 @@ impl Reload {
     }
 }
 impl crate::Operation for Reload {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "reload";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/reload";

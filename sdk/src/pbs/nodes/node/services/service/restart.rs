@@ -36,6 +36,7 @@ impl Restart {
     }
 }
 impl crate::Operation for Restart {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "restart";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/restart";

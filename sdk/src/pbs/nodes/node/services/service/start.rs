@@ -36,6 +36,7 @@ impl Start {
     }
 }
 impl crate::Operation for Start {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "start";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/start";

@@ -35,6 +35,7 @@ impl GetState {
     }
 }
 impl crate::Operation for GetState {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_state";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services/{service}/state";

@@ -36,6 +36,7 @@ impl Stop {
     }
 }
 impl crate::Operation for Stop {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "stop";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/stop";

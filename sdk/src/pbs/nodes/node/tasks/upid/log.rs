@@ -75,6 +75,7 @@ impl GetLog {
     }
 }
 impl crate::Operation for GetLog {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_log";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}/log";

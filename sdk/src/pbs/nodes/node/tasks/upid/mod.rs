@@ -37,6 +37,7 @@ impl DeleteTasks {
     }
 }
 impl crate::Operation for DeleteTasks {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "delete_tasks";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}";
@@ -83,6 +84,7 @@ impl ReadTasks {
     }
 }
 impl crate::Operation for ReadTasks {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_tasks";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}";

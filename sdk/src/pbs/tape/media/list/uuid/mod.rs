@@ -30,6 +30,7 @@ impl ReadList {
     }
 }
 impl crate::Operation for ReadList {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/tape/media/list/{uuid}";

@@ -48,6 +48,7 @@ impl GetGroups {
     }
 }
 impl crate::Operation for GetGroups {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_groups";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/remote/{name}/scan/{store}/groups";

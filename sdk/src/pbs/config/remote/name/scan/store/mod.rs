@@ -37,6 +37,7 @@ impl ReadScan {
     }
 }
 impl crate::Operation for ReadScan {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "read_scan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/remote/{name}/scan/{store}";

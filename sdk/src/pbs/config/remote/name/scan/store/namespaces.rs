@@ -38,6 +38,7 @@ impl GetNamespaces {
     }
 }
 impl crate::Operation for GetNamespaces {
+    const PRODUCT: crate::Product = crate::Product::Pbs;
     const ID: &'static str = "get_namespaces";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/remote/{name}/scan/{store}/namespaces";
