@@ -830,7 +830,7 @@ impl Client {
     /// A builder for a Proxmox Backup Server's API, e.g. `https://pbs.example.com:8007`; a URL
     /// that names no port gets PBS's only API port, 8007 (give `:443` for a reverse proxy).
     /// Tokens are sent as `PBSAPIToken=USER@REALM!NAME:SECRET`, tickets as `PBSAuthCookie`,
-    /// and PBS's operations are [`crate::pbs`] (feature `pbs`).
+    /// and PBS's operations are `pve_sdk::pbs` (feature `pbs`).
     pub fn pbs_builder(base_url: impl Into<String>) -> ClientBuilder {
         let mut b = Client::builder(with_default_port(base_url.into(), Product::Pbs.port()));
         b.product = Product::Pbs;

@@ -46,6 +46,7 @@ pub struct Cx {
     managed: BTreeSet<ObjectRef>,
     planning: bool,
     holds: Option<Arc<dyn Holds>>,
+    pbs: Option<Client>,
 }
 
 impl Cx {
@@ -62,6 +63,7 @@ impl Cx {
             managed: BTreeSet::new(),
             planning: false,
             holds: None,
+            pbs: None,
         }
     }
 
@@ -149,9 +151,35 @@ impl Cx {
         self
     }
 
+    /// This context with the stack's PBS client, if it has one ([`Clients::with_pbs`]).
+    #[must_use]
+    pub fn with_pbs(mut self, client: Option<Client>) -> Self {
+        self.pbs = client;
+        self
+    }
+
     /// The client of this phase (read-only role while planning, the writer while deploying).
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The client an operation of `product` goes to: this phase's for PVE, the stack's PBS
+    /// client ([`Clients::with_pbs`]) for PBS.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Refused`] for PBS when the stack has no PBS client: nothing is sent (a PBS
+    /// request on the PVE client would reach another endpoint).
+    pub fn client_of(&self, product: pve_sdk::Product) -> Result<&Client, Failure> {
+        match product {
+            pve_sdk::Product::Pbs => self.pbs.as_ref().ok_or_else(|| {
+                Failure::new(
+                    ErrorKind::Refused,
+                    "the stack declares PBS objects but has no PBS client: give one with Clients::with_pbs",
+                )
+            }),
+            _ => Ok(&self.client),
+        }
     }
 
     /// The stack's client whose credential is `id` (a task is read by who started it: PVE
@@ -274,9 +302,24 @@ pub struct Clients {
     /// tasks, a credential with `Sys.Audit` on the nodes reads every task.
     pollers: Vec<Client>,
     auditors: Vec<Client>,
+    /// The Proxmox Backup Server the stack's PBS objects live on, if it has any.
+    pbs: Option<Client>,
 }
 
 impl Clients {
+    /// This set with the client of the Proxmox Backup Server the stack's PBS objects
+    /// (`PbsDatastore`, `PbsPruneJob`, ...) are read and written with ([`Client::pbs_builder`]).
+    #[must_use]
+    pub fn with_pbs(mut self, client: Client) -> Self {
+        self.pbs = Some(client);
+        self
+    }
+
+    /// The PBS client ([`Clients::with_pbs`]).
+    pub fn pbs(&self) -> Option<&Client> {
+        self.pbs.as_ref()
+    }
+
     /// One client for everything.
     pub fn single(client: Client) -> Self {
         Clients::roles(client.clone(), client)
@@ -290,6 +333,7 @@ impl Clients {
             write: Some(write),
             pollers: Vec::new(),
             auditors: Vec::new(),
+            pbs: None,
         }
     }
 
@@ -303,6 +347,7 @@ impl Clients {
             write: None,
             pollers: Vec::new(),
             auditors: Vec::new(),
+            pbs: None,
         }
     }
 
@@ -359,5 +404,43 @@ impl Clients {
             }
         }
         self.auditors.first()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(builder: pve_sdk::ClientBuilder) -> Client {
+        builder.token("root@pam!t", "s").build().expect("client")
+    }
+
+    /// A PBS object's client is the stack's PBS client, never the PVE one (the same path names
+    /// another endpoint there); without one, nothing is sent.
+    #[test]
+    fn a_pbs_operation_goes_to_the_pbs_client_or_is_refused() {
+        let pve = client(Client::builder("https://pve1.example:8006"));
+        let pbs = client(Client::pbs_builder("https://pbs1.example"));
+        let opts = AwaitOptions::default();
+        let bare = Cx::new(pve.clone(), opts, Duration::from_secs(1));
+        let err = bare
+            .client_of(pve_sdk::Product::Pbs)
+            .expect_err("no PBS client");
+        assert_eq!(err.kind(), ErrorKind::Refused);
+        assert!(err.to_string().contains("Clients::with_pbs"), "{err}");
+        assert_eq!(
+            bare.client_of(pve_sdk::Product::Pve).expect("PVE").member(),
+            "https://pve1.example:8006/api2/json"
+        );
+        let clients = Clients::single(pve.clone()).with_pbs(pbs);
+        let cx = Cx::new(pve, opts, Duration::from_secs(1)).with_pbs(clients.pbs().cloned());
+        assert_eq!(
+            cx.client_of(pve_sdk::Product::Pbs).expect("PBS").member(),
+            "https://pbs1.example:8007/api2/json"
+        );
+        assert_eq!(
+            cx.client_of(pve_sdk::Product::Pve).expect("PVE").member(),
+            "https://pve1.example:8006/api2/json"
+        );
     }
 }

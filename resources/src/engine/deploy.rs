@@ -165,6 +165,7 @@ impl Stack {
                     .map(|it| it.res.object()),
             )
             .with_managed(plan.entries.iter().map(|e| e.object.clone()))
+            .with_pbs(clients.pbs().cloned())
             .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone()))),
             clients: clients.clone(),
             ledger: self.ledger.clone(),

@@ -246,7 +246,8 @@ impl Stack {
             .filter(|it| it.decl.is_none())
             .map(|it| it.res.object());
         let cx = Arc::new(
-            cx.with_clients(clients.clone())
+            cx.with_pbs(clients.pbs().cloned())
+                .with_clients(clients.clone())
                 .with_declared(declared)
                 .with_managed(managed)
                 .with_holds(Arc::new(super::ledger::LedgerHolds(self.ledger.clone())))

@@ -194,6 +194,12 @@ pub trait ConfigObject: Send + Sync + fmt::Debug + 'static {
     /// The object it declares.
     fn object(&self) -> ObjectRef;
 
+    /// Whose object it is: PVE's by default; a PBS object is read and written with the
+    /// stack's PBS client ([`Cx::client_of`]).
+    fn product(&self) -> pve_sdk::Product {
+        pve_sdk::Product::Pve
+    }
+
     /// Where it is, as state records it (`{"poolid": "lab"}`).
     fn address(&self) -> BTreeMap<String, String>;
 
@@ -538,7 +544,9 @@ async fn read_in_plan<T: ConfigObject>(
     if let (true, Some(c)) = (cx.planning(), obj.collection()) {
         let id = obj.object().key.unwrap_or_default();
         let list = cx
-            .shared(&format!("list: {}", c.key), || (c.read)(cx.client()))
+            .shared(&format!("list: {}", c.key), || async {
+                (c.read)(cx.client_of(obj.product())?).await
+            })
             .await;
         if let Ok(list) = list {
             if let Some(found) = list.get(&id) {
@@ -553,7 +561,13 @@ async fn read_in_plan<T: ConfigObject>(
             }
         }
     }
-    read_strict(obj, cx.client()).await
+    let client = cx
+        .client_of(obj.product())
+        .map_err(|source| ConfigError::Unreadable {
+            object: obj.object(),
+            source,
+        })?;
+    read_strict(obj, client).await
 }
 
 /// S4: the object is there and its managed fields hold the declaration. A read-back that
@@ -816,7 +830,7 @@ impl<T: ConfigObject> Resource for T {
                 }
             }
             ConfigObject::create(self, cx, on_started).await?;
-            read_back(self, cx.client()).await
+            read_back(self, cx.client_of(self.product())?).await
         })
     }
 
@@ -831,7 +845,10 @@ impl<T: ConfigObject> Resource for T {
             let rotating: Vec<&'static str> = self.write_only().iter().map(|w| w.key).collect();
             // S31: in a digest domain, what is written is judged against a fresh read.
             let fresh = match ConfigObject::domain(self) {
-                Some(_) => still_planned(self, cx.client(), changes, &rotating).await?,
+                Some(_) => {
+                    let client = cx.client_of(self.product())?;
+                    still_planned(self, client, changes, &rotating).await?
+                }
                 None => None,
             };
             let mut edit = Edit {
@@ -854,8 +871,8 @@ impl<T: ConfigObject> Resource for T {
                 }
             }
             edit.extra = self.extra(cx).await?;
-            ConfigObject::update(self, cx.client(), &edit).await?;
-            read_back(self, cx.client()).await
+            ConfigObject::update(self, cx.client_of(self.product())?, &edit).await?;
+            read_back(self, cx.client_of(self.product())?).await
         })
     }
 
@@ -866,7 +883,7 @@ impl<T: ConfigObject> Resource for T {
         on_started: OnStarted<'a>,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
-            let client = cx.client();
+            let client = cx.client_of(self.product())?;
             let Some(live) = read_strict(self, client).await? else {
                 return Ok(());
             };

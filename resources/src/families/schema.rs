@@ -879,6 +879,10 @@ impl<F: Object> ConfigObject for Declared<F> {
         F::listed(self, cx)
     }
 
+    fn product(&self) -> pve_sdk::Product {
+        <F::Create as Operation>::PRODUCT
+    }
+
     fn era<'a>(&'a self, cx: &'a Cx) -> BoxFuture<'a, Result<Option<String>, Failure>> {
         F::era(self, cx)
     }

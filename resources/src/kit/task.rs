@@ -60,7 +60,7 @@ pub async fn write<O: Operation + Sync>(
     req: &O,
     on_started: OnStarted<'_>,
 ) -> Result<(), Failure> {
-    let client = cx.client();
+    let client = cx.client_of(O::PRODUCT)?;
     if !O::RETURNS_TASK {
         return crate::kit::write::send(client, req).await.map(drop);
     }
