@@ -809,6 +809,7 @@ fn op_tokens(op: &Op, here: &ModPath, response_secrets: bool) -> TokenStream {
         #de
         #ctor
         impl crate::Operation for #name {
+            const PRODUCT: crate::Product = crate::Product::Pve;
             const ID: &'static str = #id;
             const METHOD: crate::Method = crate::Method::#method;
             const PATH: &'static str = #path;

@@ -170,8 +170,8 @@ pub fn run(cfg: &Config) -> Result<Output, Error> {
         // and parameter table live in its module too). Each operation says it is PBS's.
         for text in files.values_mut() {
             *text = in_pbs_module(&text.replace("crate::generated::", "crate::pbs::")).replace(
-                "    const ID: &'static str = ",
-                "    const PRODUCT: crate::Product = crate::Product::Pbs;\n    const ID: &'static str = ",
+                "const PRODUCT: crate::Product = crate::Product::Pve;",
+                "const PRODUCT: crate::Product = crate::Product::Pbs;",
             );
         }
     }

@@ -152,6 +152,7 @@ fn sort_key<O: Operation>(key: &str) -> SortKey {
 }
 
 impl<O: Operation> Operation for Keyed<O> {
+    const PRODUCT: crate::Product = O::PRODUCT;
     const ID: &'static str = O::ID;
     const METHOD: crate::Method = O::METHOD;
     const PATH: &'static str = O::PATH;

@@ -79,8 +79,9 @@ impl fmt::Display for PveVersion {
 pub trait Operation: Serialize {
     /// Whose API the operation is (PBS's operations are `crate::pbs`): a client of the other
     /// product refuses it before anything is sent, since the same path names another endpoint
-    /// there (`GET /access/users/{userid}` is on both).
-    const PRODUCT: crate::Product = crate::Product::Pve;
+    /// there (`GET /access/users/{userid}` is on both). No default: a wrapper that forgot to
+    /// forward it would send a PBS request to PVE.
+    const PRODUCT: crate::Product;
     /// The handler name in PVE's schema, e.g. `update_network`.
     const ID: &'static str;
     /// HTTP method.

@@ -685,13 +685,17 @@ async fn still_planned<T: ConfigObject>(
     }
 }
 
-/// The sentence for fields PVE's parameter verification would refuse.
-fn would_refuse(problems: &[(String, String)]) -> String {
+/// The sentence for fields the product's parameter verification would refuse.
+fn would_refuse(product: pve_sdk::Product, problems: &[(String, String)]) -> String {
     let fields: Vec<String> = problems
         .iter()
         .map(|(k, v)| format!("{k}: {}", v.trim_end()))
         .collect();
-    format!("PVE would refuse {}; nothing is sent", fields.join("; "))
+    let who = match product {
+        pve_sdk::Product::Pbs => "PBS",
+        _ => "PVE",
+    };
+    format!("{who} would refuse {}; nothing is sent", fields.join("; "))
 }
 
 impl<T: ConfigObject> Resource for T {
@@ -761,7 +765,7 @@ impl<T: ConfigObject> Resource for T {
                 .into_iter()
                 .partition(|(k, _)| removal(k));
             if !now.is_empty() {
-                return Ok(Probe::Refuse(would_refuse(&now)));
+                return Ok(Probe::Refuse(would_refuse(self.product(), &now)));
             }
             // A family of another release (HA rules on 8.4) is refused before its read, which
             // that release cannot answer.
@@ -782,7 +786,9 @@ impl<T: ConfigObject> Resource for T {
                 }
             }
             let probe = match read {
-                None if !at_create.is_empty() => Probe::Refuse(would_refuse(&at_create)),
+                None if !at_create.is_empty() => {
+                    Probe::Refuse(would_refuse(self.product(), &at_create))
+                }
                 None => match self.refusal(None) {
                     Some(why) => Probe::Refuse(why),
                     None => {

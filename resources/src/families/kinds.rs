@@ -83,3 +83,13 @@ pub const CEPH_MDS: Kind = Kind::new("ceph_mds");
 pub const CEPH_FS: Kind = Kind::new("ceph_fs");
 /// [`super::zfs_pool::ZfsPool`].
 pub const ZFS_POOL: Kind = Kind::new("zfs_pool");
+/// PBS datastores (`pbs::PbsDatastore`, feature `pbs`).
+pub const PBS_DATASTORE: Kind = Kind::new("pbs_datastore");
+/// PBS prune jobs (`pbs::PbsPruneJob`, feature `pbs`).
+pub const PBS_PRUNE_JOB: Kind = Kind::new("pbs_prune_job");
+/// PBS sync jobs (`pbs::PbsSyncJob`, feature `pbs`).
+pub const PBS_SYNC_JOB: Kind = Kind::new("pbs_sync_job");
+/// PBS verify jobs (`pbs::PbsVerifyJob`, feature `pbs`).
+pub const PBS_VERIFY_JOB: Kind = Kind::new("pbs_verify_job");
+/// PBS remotes (`pbs::PbsRemote`, feature `pbs`).
+pub const PBS_REMOTE: Kind = Kind::new("pbs_remote");

@@ -36,6 +36,8 @@ pub mod metric_server;
 pub mod network_apply;
 pub mod node_network;
 pub mod notification;
+#[cfg(feature = "pbs")]
+pub mod pbs;
 pub mod pool;
 pub mod replication_job;
 pub mod schema;
@@ -121,6 +123,32 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::CEPH_MDS, ceph::rebuild_asserted).shape(Assertion),
         Family::new(kinds::CEPH_FS, ceph::rebuild_asserted).shape(Assertion),
         Family::new(kinds::ZFS_POOL, zfs_pool::rebuild),
+        #[cfg(feature = "pbs")]
+        Family::new(
+            kinds::PBS_DATASTORE,
+            schema::rebuild::<pbs::PbsDatastoreObject>,
+        )
+        .shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(
+            kinds::PBS_PRUNE_JOB,
+            schema::rebuild::<pbs::PbsPruneJobObject>,
+        )
+        .shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(
+            kinds::PBS_SYNC_JOB,
+            schema::rebuild::<pbs::PbsSyncJobObject>,
+        )
+        .shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(
+            kinds::PBS_VERIFY_JOB,
+            schema::rebuild::<pbs::PbsVerifyJobObject>,
+        )
+        .shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(kinds::PBS_REMOTE, schema::rebuild::<pbs::PbsRemoteObject>).shape(Config),
     ]
 }
 
@@ -174,7 +202,17 @@ mod tests {
                 "ceph_mgr",
                 "ceph_mds",
                 "ceph_fs",
-                "zfs_pool"
+                "zfs_pool",
+                #[cfg(feature = "pbs")]
+                "pbs_datastore",
+                #[cfg(feature = "pbs")]
+                "pbs_prune_job",
+                #[cfg(feature = "pbs")]
+                "pbs_sync_job",
+                #[cfg(feature = "pbs")]
+                "pbs_verify_job",
+                #[cfg(feature = "pbs")]
+                "pbs_remote",
             ]
         );
     }

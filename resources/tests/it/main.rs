@@ -30,6 +30,8 @@ mod metric_server;
 mod network_apply;
 mod node_network;
 mod notification;
+#[cfg(feature = "pbs")]
+mod pbs;
 mod pool;
 mod read_rules;
 mod refusals;

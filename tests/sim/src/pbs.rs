@@ -86,6 +86,13 @@ pub struct PbsState {
     pub remotes: BTreeMap<String, Section>,
     /// ACL entries (path, auth id, role).
     pub acl: Vec<(String, String, String)>,
+    /// `METHOD /path` answered 403 `permission check failed`, as PBS answers a call the
+    /// credential lacks the privilege for (proxmox-rest-server `src/rest.rs`,
+    /// `check_api_permission`).
+    pub refused: Vec<String>,
+    /// Credentials that hold no privilege (their permission read answers nothing, as PBS's
+    /// does for an API token with privilege separation and no ACL entry).
+    pub unprivileged: Vec<String>,
     /// Tasks by UPID: (type, id, exit status).
     pub tasks: BTreeMap<String, (String, String, String)>,
     next_task: u64,
@@ -513,6 +520,9 @@ fn route(
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let mut st = lock(&shared.state);
+    if st.refused.iter().any(|r| r == &format!("{method} {rel}")) {
+        return error(403, "permission check failed");
+    }
     let not_found = || error(404, format!("Path '/api2/json{rel}' not found."));
     match (method, segs.as_slice()) {
         ("GET", ["version"]) => Reply::Data(json!({
@@ -702,6 +712,33 @@ fn route(
                 st.acl.push(entry);
             }
             Reply::Data(Value::Null)
+        }
+        ("GET", ["access", "permissions"]) => {
+            // proxmox-backup src/api2/access/mod.rs list_permissions: path -> privilege ->
+            // propagate, for the caller (or `auth-id`).
+            let path = get(params, "path").unwrap_or("/");
+            let whom = get(params, "auth-id").unwrap_or(who);
+            if st.unprivileged.iter().any(|u| u == whom) {
+                return Reply::Data(json!({}));
+            }
+            let privs: Map<String, Value> = [
+                "Datastore.Audit",
+                "Datastore.Allocate",
+                "Datastore.Modify",
+                "Datastore.Read",
+                "Datastore.Verify",
+                "Datastore.Prune",
+                "Datastore.Backup",
+                "Remote.Audit",
+                "Remote.Modify",
+                "Remote.Read",
+                "Sys.Audit",
+                "Sys.Modify",
+            ]
+            .into_iter()
+            .map(|p| (p.to_owned(), Value::Bool(true)))
+            .collect();
+            Reply::Data(json!({ path: privs }))
         }
         ("GET", ["nodes", _node, "tasks", upid, "status"]) => match st.tasks.get(*upid) {
             Some((kind, id, exit)) => Reply::Data(json!({

@@ -25,6 +25,7 @@ impl ReadAcl {
     }
 }
 impl crate::Operation for ReadAcl {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_acl";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/acl";
@@ -122,6 +123,7 @@ impl UpdateAcl {
     }
 }
 impl crate::Operation for UpdateAcl {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_acl";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/acl";

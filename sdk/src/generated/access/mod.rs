@@ -47,6 +47,7 @@ impl ListAccess {
     }
 }
 impl crate::Operation for ListAccess {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access";

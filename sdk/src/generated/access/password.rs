@@ -47,6 +47,7 @@ impl ChangePassword {
     }
 }
 impl crate::Operation for ChangePassword {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "change_password";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/password";

@@ -47,6 +47,7 @@ impl Permissions {
     }
 }
 impl crate::Operation for Permissions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "permissions";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/permissions";

@@ -25,6 +25,7 @@ impl GetTicket {
     }
 }
 impl crate::Operation for GetTicket {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_ticket";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/ticket";
@@ -133,6 +134,7 @@ impl CreateTicket {
     }
 }
 impl crate::Operation for CreateTicket {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_ticket";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/ticket";

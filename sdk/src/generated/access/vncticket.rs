@@ -59,6 +59,7 @@ impl VerifyVncTicket {
     }
 }
 impl crate::Operation for VerifyVncTicket {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "verify_vnc_ticket";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/vncticket";

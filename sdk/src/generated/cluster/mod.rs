@@ -67,6 +67,7 @@ impl ListCluster {
     }
 }
 impl crate::Operation for ListCluster {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster";

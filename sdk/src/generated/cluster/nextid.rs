@@ -35,6 +35,7 @@ impl Nextid {
     }
 }
 impl crate::Operation for Nextid {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "nextid";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/nextid";

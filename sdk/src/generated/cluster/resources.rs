@@ -35,6 +35,7 @@ impl Resources {
     }
 }
 impl crate::Operation for Resources {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "resources";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/resources";

@@ -26,6 +26,7 @@ impl GetStatus {
     }
 }
 impl crate::Operation for GetStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/status";

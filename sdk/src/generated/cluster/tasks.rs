@@ -25,6 +25,7 @@ impl Tasks {
     }
 }
 impl crate::Operation for Tasks {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "tasks";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/tasks";

@@ -26,6 +26,7 @@ impl ListNodes {
     }
 }
 impl crate::Operation for ListNodes {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes";

@@ -33,6 +33,7 @@ impl DeletePool {
     }
 }
 impl crate::Operation for DeletePool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_pool";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/pools";
@@ -92,6 +93,7 @@ impl ListPools {
     }
 }
 impl crate::Operation for ListPools {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/pools";
@@ -156,6 +158,7 @@ impl CreatePool {
     }
 }
 impl crate::Operation for CreatePool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_pool";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/pools";
@@ -250,6 +253,7 @@ impl UpdatePool {
     }
 }
 impl crate::Operation for UpdatePool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_pool";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/pools";

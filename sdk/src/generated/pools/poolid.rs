@@ -32,6 +32,7 @@ impl DeletePoolDeprecated {
     }
 }
 impl crate::Operation for DeletePoolDeprecated {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_pool_deprecated";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/pools/{poolid}";
@@ -91,6 +92,7 @@ impl ReadPool {
     }
 }
 impl crate::Operation for ReadPool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_pool";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/pools/{poolid}";
@@ -188,6 +190,7 @@ impl UpdatePoolDeprecated {
     }
 }
 impl crate::Operation for UpdatePoolDeprecated {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_pool_deprecated";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/pools/{poolid}";

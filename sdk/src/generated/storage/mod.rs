@@ -36,6 +36,7 @@ impl ListStorage {
     }
 }
 impl crate::Operation for ListStorage {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/storage";
@@ -741,6 +742,7 @@ impl Create {
     }
 }
 impl crate::Operation for Create {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/storage";

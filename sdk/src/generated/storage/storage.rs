@@ -32,6 +32,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/storage/{storage}";
@@ -80,6 +81,7 @@ impl Read {
     }
 }
 impl crate::Operation for Read {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/storage/{storage}";
@@ -629,6 +631,7 @@ impl Update {
     }
 }
 impl crate::Operation for Update {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/storage/{storage}";

@@ -8,10 +8,10 @@
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpdatePassword {
-    /// Wire name `confirmation-password`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
-    pub confirmation_password: Option<String>,
-    /// Length 8 - 64; pattern `^[[:^cntrl:]]*$`
-    pub password: String,
+    /// Wire name `confirmation-password`; secret: Debug and Display print `[redacted]`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
+    pub confirmation_password: Option<crate::Secret>,
+    /// Secret: Debug and Display print `[redacted]`; length 8 - 64; pattern `^[[:^cntrl:]]*$`
+    pub password: crate::Secret,
     /// Length 3 - 64; pattern `^(?:[^\s:/[:cntrl:]]+)@(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
     pub userid: String,
 }
@@ -30,7 +30,7 @@ impl UpdatePassword {
         clippy::new_without_default,
         reason = "Default is derived where it applies"
     )]
-    pub fn new(password: impl Into<String>, userid: impl Into<String>) -> Self {
+    pub fn new(password: impl Into<crate::Secret>, userid: impl Into<String>) -> Self {
         Self {
             confirmation_password: None,
             password: password.into(),
@@ -39,7 +39,7 @@ impl UpdatePassword {
     }
     /// Sets `confirmation-password`.
     #[must_use]
-    pub fn confirmation_password(mut self, value: impl Into<String>) -> Self {
+    pub fn confirmation_password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.confirmation_password = Some(value.into());
         self
     }
@@ -50,6 +50,7 @@ impl crate::Operation for UpdatePassword {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/password";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["confirmation-password", "password"];
     type Response = UpdatePasswordResponse;
     type Error = UpdatePasswordError;
 }

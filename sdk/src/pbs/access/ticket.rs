@@ -47,8 +47,8 @@ pub type DeleteTicketError = crate::error::Untyped<DeleteTicket>;
 pub struct Ticket {
     /// Wire name `http-only`; default `false`
     pub http_only: Option<bool>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// `path`
     pub path: Option<String>,
     /// Range 0 - 65535
@@ -98,7 +98,7 @@ impl Ticket {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -133,6 +133,8 @@ impl crate::Operation for Ticket {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/ticket";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = TicketResponse;
     type Error = TicketError;
 }
@@ -144,8 +146,8 @@ pub type TicketError = crate::error::Untyped<Ticket>;
 pub struct TicketResponse {
     /// Wire name `CSRFPreventionToken`
     pub csrf_prevention_token: Option<String>,
-    /// `ticket`
-    pub ticket: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub ticket: Option<crate::Secret>,
     /// Wire name `ticket-info`
     pub ticket_info: Option<String>,
     /// Length 3 - 64; pattern `^(?:[^\s:/[:cntrl:]]+)@(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`

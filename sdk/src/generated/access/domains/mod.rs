@@ -26,6 +26,7 @@ impl ListDomains {
     }
 }
 impl crate::Operation for ListDomains {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/domains";
@@ -483,6 +484,7 @@ impl Create {
     }
 }
 impl crate::Operation for Create {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/domains";

@@ -32,6 +32,7 @@ impl DeleteGroup {
     }
 }
 impl crate::Operation for DeleteGroup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_group";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/groups/{groupid}";
@@ -80,6 +81,7 @@ impl ReadGroup {
     }
 }
 impl crate::Operation for ReadGroup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_group";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/groups/{groupid}";
@@ -138,6 +140,7 @@ impl UpdateGroup {
     }
 }
 impl crate::Operation for UpdateGroup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_group";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/groups/{groupid}";

@@ -26,6 +26,7 @@ impl ListGroups {
     }
 }
 impl crate::Operation for ListGroups {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/groups";
@@ -88,6 +89,7 @@ impl CreateGroup {
     }
 }
 impl crate::Operation for CreateGroup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_group";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/groups";

@@ -36,6 +36,7 @@ impl AuthUrl {
     }
 }
 impl crate::Operation for AuthUrl {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "auth_url";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/openid/auth-url";

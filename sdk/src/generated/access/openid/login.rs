@@ -44,6 +44,7 @@ impl Login {
     }
 }
 impl crate::Operation for Login {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "login";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/openid/login";

@@ -27,6 +27,7 @@ impl ListOpenid {
     }
 }
 impl crate::Operation for ListOpenid {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/openid";

@@ -26,6 +26,7 @@ impl ListRoles {
     }
 }
 impl crate::Operation for ListRoles {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/roles";
@@ -88,6 +89,7 @@ impl CreateRole {
     }
 }
 impl crate::Operation for CreateRole {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_role";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/roles";

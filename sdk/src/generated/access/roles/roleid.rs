@@ -32,6 +32,7 @@ impl DeleteRole {
     }
 }
 impl crate::Operation for DeleteRole {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_role";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/roles/{roleid}";
@@ -80,6 +81,7 @@ impl ReadRole {
     }
 }
 impl crate::Operation for ReadRole {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_role";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/roles/{roleid}";
@@ -147,6 +149,7 @@ impl UpdateRole {
     }
 }
 impl crate::Operation for UpdateRole {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_role";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/roles/{roleid}";

@@ -27,6 +27,7 @@ impl ListTfa {
     }
 }
 impl crate::Operation for ListTfa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_tfa";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa";

@@ -49,6 +49,7 @@ impl ListUsers {
     }
 }
 impl crate::Operation for ListUsers {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users";
@@ -199,6 +200,7 @@ impl CreateUser {
     }
 }
 impl crate::Operation for CreateUser {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_user";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users";

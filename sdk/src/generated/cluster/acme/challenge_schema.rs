@@ -25,6 +25,7 @@ impl Challengeschema {
     }
 }
 impl crate::Operation for Challengeschema {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "challengeschema";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/challenge-schema";

@@ -25,6 +25,7 @@ impl GetDirectories {
     }
 }
 impl crate::Operation for GetDirectories {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_directories";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/directories";

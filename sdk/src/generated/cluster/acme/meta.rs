@@ -35,6 +35,7 @@ impl GetMeta {
     }
 }
 impl crate::Operation for GetMeta {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_meta";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/meta";

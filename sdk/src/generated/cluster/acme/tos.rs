@@ -35,6 +35,7 @@ impl GetTos {
     }
 }
 impl crate::Operation for GetTos {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_tos";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/tos";

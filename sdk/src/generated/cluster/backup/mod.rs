@@ -26,6 +26,7 @@ impl ListBackup {
     }
 }
 impl crate::Operation for ListBackup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/backup";
@@ -493,6 +494,7 @@ impl CreateJob {
     }
 }
 impl crate::Operation for CreateJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_job";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/backup";

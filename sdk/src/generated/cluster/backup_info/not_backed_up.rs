@@ -29,6 +29,7 @@ impl GetGuestsNotInBackup {
     }
 }
 impl crate::Operation for GetGuestsNotInBackup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_guests_not_in_backup";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/backup-info/not-backed-up";

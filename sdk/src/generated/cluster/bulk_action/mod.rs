@@ -26,6 +26,7 @@ impl ListBulkAction {
     }
 }
 impl crate::Operation for ListBulkAction {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/bulk-action";

@@ -36,6 +36,7 @@ impl Metadata {
     }
 }
 impl crate::Operation for Metadata {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "metadata";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ceph/metadata";

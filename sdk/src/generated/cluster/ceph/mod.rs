@@ -28,6 +28,7 @@ impl CephIndex {
     }
 }
 impl crate::Operation for CephIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "cephindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ceph";

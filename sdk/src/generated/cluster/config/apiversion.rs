@@ -25,6 +25,7 @@ impl JoinApiVersion {
     }
 }
 impl crate::Operation for JoinApiVersion {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "join_api_version";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/config/apiversion";

@@ -35,6 +35,7 @@ impl JoinInfo {
     }
 }
 impl crate::Operation for JoinInfo {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "join_info";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/config/join";
@@ -130,6 +131,7 @@ impl Join {
     }
 }
 impl crate::Operation for Join {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "join";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/config/join";

@@ -25,6 +25,7 @@ impl Totem {
     }
 }
 impl crate::Operation for Totem {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "totem";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/config/totem";

@@ -25,6 +25,7 @@ impl GetMacros {
     }
 }
 impl crate::Operation for GetMacros {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_macros";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/macros";

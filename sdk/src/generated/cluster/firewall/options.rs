@@ -25,6 +25,7 @@ impl GetOptions {
     }
 }
 impl crate::Operation for GetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_options";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/options";
@@ -142,6 +143,7 @@ impl SetOptions {
     }
 }
 impl crate::Operation for SetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/firewall/options";

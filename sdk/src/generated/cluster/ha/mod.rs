@@ -29,6 +29,7 @@ impl ListHa {
     }
 }
 impl crate::Operation for ListHa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha";

@@ -27,6 +27,7 @@ impl ListJobs {
     }
 }
 impl crate::Operation for ListJobs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/jobs";

@@ -51,6 +51,7 @@ impl ScheduleAnalyze {
     }
 }
 impl crate::Operation for ScheduleAnalyze {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "schedule-analyze";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/jobs/schedule-analyze";

@@ -67,6 +67,7 @@ impl Export {
     }
 }
 impl crate::Operation for Export {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "export";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics/export";

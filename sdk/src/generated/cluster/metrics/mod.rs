@@ -27,6 +27,7 @@ impl ListMetrics {
     }
 }
 impl crate::Operation for ListMetrics {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics";

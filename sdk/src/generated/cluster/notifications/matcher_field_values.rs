@@ -29,6 +29,7 @@ impl GetMatcherFieldValues {
     }
 }
 impl crate::Operation for GetMatcherFieldValues {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_matcher_field_values";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/matcher-field-values";

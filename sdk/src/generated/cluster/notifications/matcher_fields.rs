@@ -28,6 +28,7 @@ impl GetMatcherFields {
     }
 }
 impl crate::Operation for GetMatcherFields {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_matcher_fields";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/matcher-fields";

@@ -30,6 +30,7 @@ impl ListNotifications {
     }
 }
 impl crate::Operation for ListNotifications {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications";

@@ -47,6 +47,7 @@ impl ListCpuFlags {
     }
 }
 impl crate::Operation for ListCpuFlags {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/qemu/cpu-flags";

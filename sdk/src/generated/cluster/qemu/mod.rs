@@ -27,6 +27,7 @@ impl ListQemu {
     }
 }
 impl crate::Operation for ListQemu {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/qemu";

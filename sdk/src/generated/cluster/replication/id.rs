@@ -52,6 +52,7 @@ impl DeleteReplicationJob {
     }
 }
 impl crate::Operation for DeleteReplicationJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/replication/{id}";
@@ -99,6 +100,7 @@ impl ReadReplicationJob {
     }
 }
 impl crate::Operation for ReadReplicationJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/replication/{id}";
@@ -227,6 +229,7 @@ impl UpdateReplicationJob {
     }
 }
 impl crate::Operation for UpdateReplicationJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/replication/{id}";

@@ -26,6 +26,7 @@ impl ListReplicationJobs {
     }
 }
 impl crate::Operation for ListReplicationJobs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/replication";
@@ -153,6 +154,7 @@ impl CreateReplicationJob {
     }
 }
 impl crate::Operation for CreateReplicationJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/replication";

@@ -31,6 +31,7 @@ impl DryRun {
     }
 }
 impl crate::Operation for DryRun {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "dry-run";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/dry-run";

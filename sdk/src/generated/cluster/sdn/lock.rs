@@ -48,6 +48,7 @@ impl ReleaseLock {
     }
 }
 impl crate::Operation for ReleaseLock {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "release_lock";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/lock";
@@ -97,6 +98,7 @@ impl Lock {
     }
 }
 impl crate::Operation for Lock {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "lock";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/lock";

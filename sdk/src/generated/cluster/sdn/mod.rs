@@ -36,6 +36,7 @@ impl ListSdn {
     }
 }
 impl crate::Operation for ListSdn {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn";
@@ -96,6 +97,7 @@ impl Reload {
     }
 }
 impl crate::Operation for Reload {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "reload";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn";

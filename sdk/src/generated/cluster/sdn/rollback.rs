@@ -48,6 +48,7 @@ impl Rollback {
     }
 }
 impl crate::Operation for Rollback {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "rollback";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/rollback";

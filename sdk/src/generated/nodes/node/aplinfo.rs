@@ -30,6 +30,7 @@ impl Aplinfo {
     }
 }
 impl crate::Operation for Aplinfo {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "aplinfo";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/aplinfo";
@@ -92,6 +93,7 @@ impl AplDownload {
     }
 }
 impl crate::Operation for AplDownload {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "apl_download";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/aplinfo";

@@ -42,6 +42,7 @@ impl GetConfig {
     }
 }
 impl crate::Operation for GetConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/config";
@@ -179,6 +180,7 @@ impl SetOptions {
     }
 }
 impl crate::Operation for SetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/config";

@@ -30,6 +30,7 @@ impl Dns {
     }
 }
 impl crate::Operation for Dns {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "dns";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/dns";
@@ -111,6 +112,7 @@ impl UpdateDns {
     }
 }
 impl crate::Operation for UpdateDns {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_dns";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/dns";

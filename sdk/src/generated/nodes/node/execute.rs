@@ -37,6 +37,7 @@ impl Execute {
     }
 }
 impl crate::Operation for Execute {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "execute";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/execute";

@@ -31,6 +31,7 @@ impl GetEtcHosts {
     }
 }
 impl crate::Operation for GetEtcHosts {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_etc_hosts";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hosts";
@@ -92,6 +93,7 @@ impl WriteEtcHosts {
     }
 }
 impl crate::Operation for WriteEtcHosts {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "write_etc_hosts";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/hosts";

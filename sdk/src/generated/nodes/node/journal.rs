@@ -83,6 +83,7 @@ impl Journal {
     }
 }
 impl crate::Operation for Journal {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "journal";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/journal";

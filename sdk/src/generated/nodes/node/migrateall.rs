@@ -78,6 +78,7 @@ impl Migrateall {
     }
 }
 impl crate::Operation for Migrateall {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrateall";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/migrateall";

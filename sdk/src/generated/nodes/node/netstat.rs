@@ -30,6 +30,7 @@ impl Netstat {
     }
 }
 impl crate::Operation for Netstat {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "netstat";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/netstat";

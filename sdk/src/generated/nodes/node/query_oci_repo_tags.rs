@@ -39,6 +39,7 @@ impl QueryOciRepoTags {
     }
 }
 impl crate::Operation for QueryOciRepoTags {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "query_oci_repo_tags";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/query-oci-repo-tags";

@@ -49,6 +49,7 @@ impl QueryUrlMetadata {
     }
 }
 impl crate::Operation for QueryUrlMetadata {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "query_url_metadata";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/query-url-metadata";

@@ -31,6 +31,7 @@ impl Report {
     }
 }
 impl crate::Operation for Report {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "report";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/report";

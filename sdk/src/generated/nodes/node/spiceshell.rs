@@ -63,6 +63,7 @@ impl Spiceshell {
     }
 }
 impl crate::Operation for Spiceshell {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "spiceshell";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/spiceshell";

@@ -64,6 +64,7 @@ impl Startall {
     }
 }
 impl crate::Operation for Startall {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "startall";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/startall";

@@ -30,6 +30,7 @@ impl Status {
     }
 }
 impl crate::Operation for Status {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/status";
@@ -81,6 +82,7 @@ impl NodeCmd {
     }
 }
 impl crate::Operation for NodeCmd {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "node_cmd";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/status";

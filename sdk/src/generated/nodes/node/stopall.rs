@@ -74,6 +74,7 @@ impl Stopall {
     }
 }
 impl crate::Operation for Stopall {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "stopall";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/stopall";

@@ -31,6 +31,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/subscription";
@@ -77,6 +78,7 @@ impl Get {
     }
 }
 impl crate::Operation for Get {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/subscription";
@@ -135,6 +137,7 @@ impl Update {
     }
 }
 impl crate::Operation for Update {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/subscription";
@@ -188,6 +191,7 @@ impl Set {
     }
 }
 impl crate::Operation for Set {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/subscription";

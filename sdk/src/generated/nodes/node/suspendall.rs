@@ -54,6 +54,7 @@ impl Suspendall {
     }
 }
 impl crate::Operation for Suspendall {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "suspendall";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/suspendall";

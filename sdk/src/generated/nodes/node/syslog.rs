@@ -95,6 +95,7 @@ impl Syslog {
     }
 }
 impl crate::Operation for Syslog {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "syslog";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/syslog";

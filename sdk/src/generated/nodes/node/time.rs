@@ -30,6 +30,7 @@ impl Time {
     }
 }
 impl crate::Operation for Time {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "time";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/time";
@@ -81,6 +82,7 @@ impl SetTimezone {
     }
 }
 impl crate::Operation for SetTimezone {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set_timezone";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/time";

@@ -30,6 +30,7 @@ impl Version {
     }
 }
 impl crate::Operation for Version {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "version";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/version";

@@ -82,6 +82,7 @@ impl Vncshell {
     }
 }
 impl crate::Operation for Vncshell {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vncshell";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/vncshell";

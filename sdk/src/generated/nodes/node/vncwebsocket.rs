@@ -39,6 +39,7 @@ impl Vncwebsocket {
     }
 }
 impl crate::Operation for Vncwebsocket {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vncwebsocket";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/vncwebsocket";

@@ -30,6 +30,7 @@ impl Wakeonlan {
     }
 }
 impl crate::Operation for Wakeonlan {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "wakeonlan";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/wakeonlan";

@@ -58,6 +58,7 @@ impl crate::Operation for Login {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/openid/login";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
     type Response = LoginResponse;
     type Error = LoginError;
 }
@@ -69,8 +70,8 @@ pub type LoginError = crate::error::Untyped<Login>;
 pub struct LoginResponse {
     /// Wire name `CSRFPreventionToken`
     pub csrf_prevention_token: Option<String>,
-    /// `ticket`
-    pub ticket: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub ticket: Option<crate::Secret>,
     /// Wire name `ticket-info`
     pub ticket_info: Option<String>,
     /// `username`

@@ -70,8 +70,8 @@ pub struct CreateUsers {
     pub firstname: Option<String>,
     /// Length 2 - 64; pattern `^[[:^cntrl:]]*$`
     pub lastname: Option<String>,
-    /// Length 8 - 64; pattern `^[[:^cntrl:]]*$`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`; length 8 - 64; pattern `^[[:^cntrl:]]*$`
+    pub password: Option<crate::Secret>,
     /// Length 3 - 64; pattern `^(?:[^\s:/[:cntrl:]]+)@(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
     pub userid: String,
 }
@@ -145,7 +145,7 @@ impl CreateUsers {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -156,6 +156,7 @@ impl crate::Operation for CreateUsers {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateUsersResponse;
     type Error = CreateUsersError;
 }

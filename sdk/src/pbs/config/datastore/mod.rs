@@ -126,6 +126,37 @@ impl serde::Serialize for CreateDatastore {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateDatastore {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            backend: f.opt("backend")?,
+            backing_device: f.opt("backing-device")?,
+            comment: f.opt("comment")?,
+            counter_reset_schedule: f.opt("counter-reset-schedule")?,
+            gc_on_unmount: f.opt("gc-on-unmount")?,
+            gc_schedule: f.opt("gc-schedule")?,
+            keep_daily: f.opt("keep-daily")?,
+            keep_hourly: f.opt("keep-hourly")?,
+            keep_last: f.opt("keep-last")?,
+            keep_monthly: f.opt("keep-monthly")?,
+            keep_weekly: f.opt("keep-weekly")?,
+            keep_yearly: f.opt("keep-yearly")?,
+            maintenance_mode: f.opt("maintenance-mode")?,
+            name: f.req("name")?,
+            notification_mode: f.opt("notification-mode")?,
+            notification_thresholds: f.opt("notification-thresholds")?,
+            notify: f.opt("notify")?,
+            notify_user: f.opt("notify-user")?,
+            overwrite_in_use: f.opt("overwrite-in-use")?,
+            path: f.req("path")?,
+            prune_schedule: f.opt("prune-schedule")?,
+            reuse_datastore: f.opt("reuse-datastore")?,
+            tuning: f.opt("tuning")?,
+            verify_new: f.opt("verify-new")?,
+        })
+    }
+}
 impl CreateDatastore {
     /// A value with every required field; optional ones start unset.
     #[allow(

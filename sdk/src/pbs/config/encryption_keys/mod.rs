@@ -60,8 +60,8 @@ pub type ListEncryptionKeysError = crate::error::Untyped<ListEncryptionKeys>;
 pub struct CreateEncryptionKeys {
     /// Length 3 - 32; pattern `^(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
     pub id: String,
-    /// `key`
-    pub key: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub key: Option<crate::Secret>,
 }
 impl serde::Serialize for CreateEncryptionKeys {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -85,7 +85,7 @@ impl CreateEncryptionKeys {
     }
     /// Sets `key`.
     #[must_use]
-    pub fn key(mut self, value: impl Into<String>) -> Self {
+    pub fn key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.key = Some(value.into());
         self
     }
@@ -96,6 +96,7 @@ impl crate::Operation for CreateEncryptionKeys {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/encryption-keys";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["key"];
     type Response = CreateEncryptionKeysResponse;
     type Error = CreateEncryptionKeysError;
 }

@@ -92,6 +92,26 @@ impl serde::Serialize for CreatePrune {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreatePrune {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            id: f.req("id")?,
+            keep_daily: f.opt("keep-daily")?,
+            keep_hourly: f.opt("keep-hourly")?,
+            keep_last: f.opt("keep-last")?,
+            keep_monthly: f.opt("keep-monthly")?,
+            keep_weekly: f.opt("keep-weekly")?,
+            keep_yearly: f.opt("keep-yearly")?,
+            max_depth: f.opt("max-depth")?,
+            ns: f.opt("ns")?,
+            schedule: f.req("schedule")?,
+            store: f.req("store")?,
+        })
+    }
+}
 impl CreatePrune {
     /// A value with every required field; optional ones start unset.
     #[allow(

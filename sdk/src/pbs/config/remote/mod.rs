@@ -56,8 +56,8 @@ pub struct CreateRemote {
     pub host: String,
     /// Length 3 - 32; pattern `^(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
     pub name: String,
-    /// Length 1 - 1024; pattern `^[[:^cntrl:]]*$`
-    pub password: String,
+    /// Secret: Debug and Display print `[redacted]`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
+    pub password: crate::Secret,
     /// `port`
     pub port: Option<i64>,
     /// Wire name `use-node-proxy`; default `false`
@@ -77,6 +77,21 @@ impl serde::Serialize for CreateRemote {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateRemote {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            auth_id: f.req("auth-id")?,
+            comment: f.opt("comment")?,
+            fingerprint: f.opt("fingerprint")?,
+            host: f.req("host")?,
+            name: f.req("name")?,
+            password: f.req("password")?,
+            port: f.opt("port")?,
+            use_node_proxy: f.opt("use-node-proxy")?,
+        })
+    }
+}
 impl CreateRemote {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -87,7 +102,7 @@ impl CreateRemote {
         auth_id: impl Into<String>,
         host: impl Into<String>,
         name: impl Into<String>,
-        password: impl Into<String>,
+        password: impl Into<crate::Secret>,
     ) -> Self {
         Self {
             auth_id: auth_id.into(),
@@ -131,6 +146,7 @@ impl crate::Operation for CreateRemote {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/remote";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateRemoteResponse;
     type Error = CreateRemoteError;
 }

@@ -72,8 +72,8 @@ pub struct CreateS3 {
     pub rate_out: Option<String>,
     /// Maximum length 32; pattern `^[_a-z\d][-_a-z\d]+$`
     pub region: Option<String>,
-    /// Wire name `secret-key`
-    pub secret_key: String,
+    /// Wire name `secret-key`; secret: Debug and Display print `[redacted]`
+    pub secret_key: crate::Secret,
 }
 impl serde::Serialize for CreateS3 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -105,7 +105,7 @@ impl CreateS3 {
         access_key: impl Into<String>,
         endpoint: impl Into<String>,
         id: impl Into<String>,
-        secret_key: impl Into<String>,
+        secret_key: impl Into<crate::Secret>,
     ) -> Self {
         Self {
             access_key: access_key.into(),
@@ -191,6 +191,7 @@ impl crate::Operation for CreateS3 {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/s3";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["secret-key"];
     type Response = CreateS3Response;
     type Error = CreateS3Error;
 }

@@ -143,6 +143,39 @@ impl serde::Serialize for CreateSync {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateSync {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            active_encryption_key: f.opt("active-encryption-key")?,
+            associated_key: f.opt("associated-key")?,
+            burst_in: f.opt("burst-in")?,
+            burst_out: f.opt("burst-out")?,
+            comment: f.opt("comment")?,
+            encrypted_only: f.opt("encrypted-only")?,
+            group_filter: f.opt("group-filter")?,
+            id: f.req("id")?,
+            max_depth: f.opt("max-depth")?,
+            ns: f.opt("ns")?,
+            owner: f.opt("owner")?,
+            rate_in: f.opt("rate-in")?,
+            rate_out: f.opt("rate-out")?,
+            remote: f.opt("remote")?,
+            remote_ns: f.opt("remote-ns")?,
+            remote_store: f.req("remote-store")?,
+            remove_vanished: f.opt("remove-vanished")?,
+            resync_corrupt: f.opt("resync-corrupt")?,
+            run_on_mount: f.opt("run-on-mount")?,
+            schedule: f.opt("schedule")?,
+            store: f.req("store")?,
+            sync_direction: f.opt("sync-direction")?,
+            transfer_last: f.opt("transfer-last")?,
+            unmount_on_done: f.opt("unmount-on-done")?,
+            verified_only: f.opt("verified-only")?,
+            worker_threads: f.opt("worker-threads")?,
+        })
+    }
+}
 impl CreateSync {
     /// A value with every required field; optional ones start unset.
     #[allow(

@@ -121,10 +121,10 @@ pub struct UpdateTapeEncryptionKeys {
     pub hint: String,
     /// Default `scrypt`
     pub kdf: Option<crate::pbs::config::Kdf>,
-    /// Wire name `new-password`; minimum length 5
-    pub new_password: String,
-    /// Minimum length 5
-    pub password: Option<String>,
+    /// Wire name `new-password`; secret: Debug and Display print `[redacted]`; minimum length 5
+    pub new_password: crate::Secret,
+    /// Secret: Debug and Display print `[redacted]`; minimum length 5
+    pub password: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateTapeEncryptionKeys {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -148,7 +148,7 @@ impl UpdateTapeEncryptionKeys {
     pub fn new(
         fingerprint: impl Into<String>,
         hint: impl Into<String>,
-        new_password: impl Into<String>,
+        new_password: impl Into<crate::Secret>,
     ) -> Self {
         Self {
             fingerprint: fingerprint.into(),
@@ -180,7 +180,7 @@ impl UpdateTapeEncryptionKeys {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -191,6 +191,7 @@ impl crate::Operation for UpdateTapeEncryptionKeys {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/tape-encryption-keys/{fingerprint}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["new-password", "password"];
     type Response = UpdateTapeEncryptionKeysResponse;
     type Error = UpdateTapeEncryptionKeysError;
 }

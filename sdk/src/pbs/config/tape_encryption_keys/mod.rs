@@ -56,10 +56,10 @@ pub struct CreateTapeEncryptionKeys {
     pub hint: Option<String>,
     /// Default `scrypt`
     pub kdf: Option<crate::pbs::config::Kdf>,
-    /// Length 300 - 600
-    pub key: Option<String>,
-    /// Minimum length 5
-    pub password: String,
+    /// Secret: Debug and Display print `[redacted]`; length 300 - 600
+    pub key: Option<crate::Secret>,
+    /// Secret: Debug and Display print `[redacted]`; minimum length 5
+    pub password: crate::Secret,
 }
 impl serde::Serialize for CreateTapeEncryptionKeys {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -77,7 +77,7 @@ impl CreateTapeEncryptionKeys {
         clippy::new_without_default,
         reason = "Default is derived where it applies"
     )]
-    pub fn new(password: impl Into<String>) -> Self {
+    pub fn new(password: impl Into<crate::Secret>) -> Self {
         Self {
             hint: None,
             kdf: None,
@@ -99,7 +99,7 @@ impl CreateTapeEncryptionKeys {
     }
     /// Sets `key`.
     #[must_use]
-    pub fn key(mut self, value: impl Into<String>) -> Self {
+    pub fn key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.key = Some(value.into());
         self
     }
@@ -110,6 +110,7 @@ impl crate::Operation for CreateTapeEncryptionKeys {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/tape-encryption-keys";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["key", "password"];
     type Response = CreateTapeEncryptionKeysResponse;
     type Error = CreateTapeEncryptionKeysError;
 }

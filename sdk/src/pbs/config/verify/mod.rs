@@ -83,6 +83,23 @@ impl serde::Serialize for CreateVerify {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateVerify {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            id: f.req("id")?,
+            ignore_verified: f.opt("ignore-verified")?,
+            max_depth: f.opt("max-depth")?,
+            ns: f.opt("ns")?,
+            outdated_after: f.opt("outdated-after")?,
+            read_threads: f.opt("read-threads")?,
+            schedule: f.opt("schedule")?,
+            store: f.req("store")?,
+            verify_threads: f.opt("verify-threads")?,
+        })
+    }
+}
 impl CreateVerify {
     /// A value with every required field; optional ones start unset.
     #[allow(

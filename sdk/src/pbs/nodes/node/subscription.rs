@@ -143,8 +143,8 @@ pub type SubscriptionError = crate::error::Untyped<Subscription>;
 pub struct UpdateSubscription {
     /// Path parameter; pattern `^(?:[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?)$`
     pub node: String,
-    /// `key`
-    pub key: String,
+    /// Secret: Debug and Display print `[redacted]`
+    pub key: crate::Secret,
 }
 impl serde::Serialize for UpdateSubscription {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -160,7 +160,7 @@ impl UpdateSubscription {
         clippy::new_without_default,
         reason = "Default is derived where it applies"
     )]
-    pub fn new(node: impl Into<String>, key: impl Into<String>) -> Self {
+    pub fn new(node: impl Into<String>, key: impl Into<crate::Secret>) -> Self {
         Self {
             node: node.into(),
             key: key.into(),
@@ -173,6 +173,7 @@ impl crate::Operation for UpdateSubscription {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/subscription";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["key"];
     type Response = UpdateSubscriptionResponse;
     type Error = UpdateSubscriptionError;
 }

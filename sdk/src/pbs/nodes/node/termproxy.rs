@@ -46,6 +46,7 @@ impl crate::Operation for Termproxy {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/termproxy";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
     type Response = TermproxyResponse;
     type Error = TermproxyError;
 }
@@ -86,8 +87,8 @@ crate::open_enum_traits!(TermproxyCmd);
 pub struct TermproxyResponse {
     /// `port`
     pub port: Option<i64>,
-    /// `ticket`
-    pub ticket: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub ticket: Option<crate::Secret>,
     /// `upid`
     pub upid: Option<String>,
     /// `user`

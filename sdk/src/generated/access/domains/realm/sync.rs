@@ -93,6 +93,7 @@ impl Sync_ {
     }
 }
 impl crate::Operation for Sync_ {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "sync";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/domains/{realm}/sync";

@@ -47,6 +47,7 @@ impl DeleteTfa {
     }
 }
 impl crate::Operation for DeleteTfa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_tfa";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
@@ -100,6 +101,7 @@ impl GetTfaEntry {
     }
 }
 impl crate::Operation for GetTfaEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_tfa_entry";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
@@ -181,6 +183,7 @@ impl UpdateTfaEntry {
     }
 }
 impl crate::Operation for UpdateTfaEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_tfa_entry";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";

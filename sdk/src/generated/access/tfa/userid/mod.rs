@@ -33,6 +33,7 @@ impl ListUserTfa {
     }
 }
 impl crate::Operation for ListUserTfa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_user_tfa";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/tfa/{userid}";
@@ -136,6 +137,7 @@ impl AddTfaEntry {
     }
 }
 impl crate::Operation for AddTfaEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "add_tfa_entry";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/tfa/{userid}";

@@ -35,6 +35,7 @@ impl DeleteUser {
     }
 }
 impl crate::Operation for DeleteUser {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_user";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/users/{userid}";
@@ -82,6 +83,7 @@ impl ReadUser {
     }
 }
 impl crate::Operation for ReadUser {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_user";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}";
@@ -219,6 +221,7 @@ impl UpdateUser {
     }
 }
 impl crate::Operation for UpdateUser {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_user";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}";

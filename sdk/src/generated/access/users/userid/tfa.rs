@@ -42,6 +42,7 @@ impl ReadUserTfaType {
     }
 }
 impl crate::Operation for ReadUserTfaType {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_user_tfa_type";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/tfa";

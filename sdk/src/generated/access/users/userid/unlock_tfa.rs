@@ -32,6 +32,7 @@ impl UnlockTfa {
     }
 }
 impl crate::Operation for UnlockTfa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "unlock_tfa";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/unlock-tfa";

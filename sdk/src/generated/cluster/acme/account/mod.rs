@@ -27,6 +27,7 @@ impl AccountIndex {
     }
 }
 impl crate::Operation for AccountIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "account_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/account";
@@ -121,6 +122,7 @@ impl RegisterAccount {
     }
 }
 impl crate::Operation for RegisterAccount {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "register_account";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/acme/account";

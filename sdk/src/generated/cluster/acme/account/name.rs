@@ -31,6 +31,7 @@ impl DeactivateAccount {
     }
 }
 impl crate::Operation for DeactivateAccount {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "deactivate_account";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/acme/account/{name}";
@@ -78,6 +79,7 @@ impl GetAccount {
     }
 }
 impl crate::Operation for GetAccount {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_account";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/account/{name}";
@@ -135,6 +137,7 @@ impl UpdateAccount {
     }
 }
 impl crate::Operation for UpdateAccount {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_account";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/acme/account/{name}";

@@ -30,6 +30,7 @@ impl DeletePlugin {
     }
 }
 impl crate::Operation for DeletePlugin {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_plugin";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/acme/plugins/{id}";
@@ -76,6 +77,7 @@ impl GetPluginConfig {
     }
 }
 impl crate::Operation for GetPluginConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_plugin_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/plugins/{id}";
@@ -193,6 +195,7 @@ impl UpdatePlugin {
     }
 }
 impl crate::Operation for UpdatePlugin {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_plugin";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/acme/plugins/{id}";

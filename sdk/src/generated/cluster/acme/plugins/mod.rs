@@ -37,6 +37,7 @@ impl ListPlugins {
     }
 }
 impl crate::Operation for ListPlugins {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/acme/plugins";
@@ -135,6 +136,7 @@ impl AddPlugin {
     }
 }
 impl crate::Operation for AddPlugin {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "add_plugin";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/acme/plugins";

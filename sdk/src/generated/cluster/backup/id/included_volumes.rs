@@ -33,6 +33,7 @@ impl GetVolumeBackupIncluded {
     }
 }
 impl crate::Operation for GetVolumeBackupIncluded {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_volume_backup_included";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/backup/{id}/included_volumes";

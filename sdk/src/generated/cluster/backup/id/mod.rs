@@ -31,6 +31,7 @@ impl DeleteJob {
     }
 }
 impl crate::Operation for DeleteJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_job";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/backup/{id}";
@@ -71,6 +72,7 @@ impl ReadJob {
     }
 }
 impl crate::Operation for ReadJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_job";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/backup/{id}";
@@ -497,6 +499,7 @@ impl UpdateJob {
     }
 }
 impl crate::Operation for UpdateJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_job";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/backup/{id}";

@@ -83,6 +83,7 @@ impl Migrate {
     }
 }
 impl crate::Operation for Migrate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/migrate";

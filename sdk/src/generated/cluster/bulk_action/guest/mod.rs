@@ -29,6 +29,7 @@ impl ListGuest {
     }
 }
 impl crate::Operation for ListGuest {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/bulk-action/guest";

@@ -79,6 +79,7 @@ impl Shutdown {
     }
 }
 impl crate::Operation for Shutdown {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "shutdown";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/shutdown";

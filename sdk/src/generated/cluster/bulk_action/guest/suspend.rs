@@ -79,6 +79,7 @@ impl Suspend {
     }
 }
 impl crate::Operation for Suspend {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "suspend";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/bulk-action/guest/suspend";

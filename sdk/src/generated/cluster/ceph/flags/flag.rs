@@ -30,6 +30,7 @@ impl GetFlag {
     }
 }
 impl crate::Operation for GetFlag {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_flag";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ceph/flags/{flag}";
@@ -74,6 +75,7 @@ impl UpdateFlag {
     }
 }
 impl crate::Operation for UpdateFlag {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_flag";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ceph/flags/{flag}";

@@ -27,6 +27,7 @@ impl GetAllFlags {
     }
 }
 impl crate::Operation for GetAllFlags {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_all_flags";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ceph/flags";
@@ -177,6 +178,7 @@ impl SetFlags {
     }
 }
 impl crate::Operation for SetFlags {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set_flags";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ceph/flags";

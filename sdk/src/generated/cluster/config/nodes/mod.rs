@@ -26,6 +26,7 @@ impl Nodes {
     }
 }
 impl crate::Operation for Nodes {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "nodes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/config/nodes";

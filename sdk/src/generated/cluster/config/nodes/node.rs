@@ -30,6 +30,7 @@ impl DeleteClusterNode {
     }
 }
 impl crate::Operation for DeleteClusterNode {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delnode";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/config/nodes/{node}";
@@ -139,6 +140,7 @@ impl AddClusterNode {
     }
 }
 impl crate::Operation for AddClusterNode {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "addnode";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/config/nodes/{node}";

@@ -42,6 +42,7 @@ impl RemoveAlias {
     }
 }
 impl crate::Operation for RemoveAlias {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "remove_alias";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/firewall/aliases/{name}";
@@ -83,6 +84,7 @@ impl ReadAlias {
     }
 }
 impl crate::Operation for ReadAlias {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_alias";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/aliases/{name}";
@@ -162,6 +164,7 @@ impl UpdateAlias {
     }
 }
 impl crate::Operation for UpdateAlias {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_alias";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/firewall/aliases/{name}";

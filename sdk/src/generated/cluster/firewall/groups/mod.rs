@@ -26,6 +26,7 @@ impl ListSecurityGroups {
     }
 }
 impl crate::Operation for ListSecurityGroups {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_security_groups";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/groups";
@@ -99,6 +100,7 @@ impl CreateSecurityGroup {
     }
 }
 impl crate::Operation for CreateSecurityGroup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_security_group";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/firewall/groups";

@@ -26,6 +26,7 @@ impl IpsetIndex {
     }
 }
 impl crate::Operation for IpsetIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ipset_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/ipset";
@@ -99,6 +100,7 @@ impl CreateIpset {
     }
 }
 impl crate::Operation for CreateIpset {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_ipset";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/firewall/ipset";

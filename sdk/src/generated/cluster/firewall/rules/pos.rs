@@ -39,6 +39,7 @@ impl DeleteRule {
     }
 }
 impl crate::Operation for DeleteRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_rule";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/firewall/rules/{pos}";
@@ -81,6 +82,7 @@ impl GetRule {
     }
 }
 impl crate::Operation for GetRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_rule";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/rules/{pos}";
@@ -283,6 +285,7 @@ impl UpdateRule {
     }
 }
 impl crate::Operation for UpdateRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_rule";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/firewall/rules/{pos}";

@@ -48,6 +48,7 @@ impl ListRules {
     }
 }
 impl crate::Operation for ListRules {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/rules";
@@ -135,6 +136,7 @@ impl CreateRule {
     }
 }
 impl crate::Operation for CreateRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_rule";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/ha/rules";

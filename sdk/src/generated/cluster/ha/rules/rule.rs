@@ -30,6 +30,7 @@ impl DeleteRule {
     }
 }
 impl crate::Operation for DeleteRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_rule";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/ha/rules/{rule}";
@@ -75,6 +76,7 @@ impl ReadRule {
     }
 }
 impl crate::Operation for ReadRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_rule";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/rules/{rule}";
@@ -177,6 +179,7 @@ impl UpdateRule {
     }
 }
 impl crate::Operation for UpdateRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_rule";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/ha/rules/{rule}";

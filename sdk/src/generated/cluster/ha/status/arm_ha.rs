@@ -26,6 +26,7 @@ impl ArmHa {
     }
 }
 impl crate::Operation for ArmHa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "arm-ha";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/ha/status/arm-ha";

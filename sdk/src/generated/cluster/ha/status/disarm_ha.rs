@@ -30,6 +30,7 @@ impl DisarmHa {
     }
 }
 impl crate::Operation for DisarmHa {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "disarm-ha";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/ha/status/disarm-ha";

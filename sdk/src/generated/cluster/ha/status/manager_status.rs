@@ -25,6 +25,7 @@ impl ManagerStatus {
     }
 }
 impl crate::Operation for ManagerStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "manager_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/ha/status/manager_status";

@@ -30,6 +30,7 @@ impl DeleteJob {
     }
 }
 impl crate::Operation for DeleteJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_job";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
@@ -75,6 +76,7 @@ impl ReadJob {
     }
 }
 impl crate::Operation for ReadJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_job";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
@@ -187,6 +189,7 @@ impl CreateJob {
     }
 }
 impl crate::Operation for CreateJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_job";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";
@@ -299,6 +302,7 @@ impl UpdateJob {
     }
 }
 impl crate::Operation for UpdateJob {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_job";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/jobs/realm-sync/{id}";

@@ -26,6 +26,7 @@ impl SyncjobIndex {
     }
 }
 impl crate::Operation for SyncjobIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "syncjob_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/jobs/realm-sync";

@@ -30,6 +30,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/mapping/pci/{id}";
@@ -76,6 +77,7 @@ impl Get {
     }
 }
 impl crate::Operation for Get {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/mapping/pci/{id}";
@@ -187,6 +189,7 @@ impl Update {
     }
 }
 impl crate::Operation for Update {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/mapping/pci/{id}";

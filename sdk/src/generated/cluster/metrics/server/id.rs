@@ -30,6 +30,7 @@ impl DeleteMetricServer {
     }
 }
 impl crate::Operation for DeleteMetricServer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -75,6 +76,7 @@ impl ReadMetricServer {
     }
 }
 impl crate::Operation for ReadMetricServer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -373,6 +375,7 @@ impl CreateMetricServer {
     }
 }
 impl crate::Operation for CreateMetricServer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/metrics/server/{id}";
@@ -652,6 +655,7 @@ impl UpdateMetricServer {
     }
 }
 impl crate::Operation for UpdateMetricServer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/metrics/server/{id}";

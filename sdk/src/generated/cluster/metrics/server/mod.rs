@@ -26,6 +26,7 @@ impl ListMetricServers {
     }
 }
 impl crate::Operation for ListMetricServers {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "server_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/metrics/server";

@@ -29,6 +29,7 @@ impl EndpointsIndex {
     }
 }
 impl crate::Operation for EndpointsIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "endpoints_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints";

@@ -27,6 +27,7 @@ impl GetMatchers {
     }
 }
 impl crate::Operation for GetMatchers {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_matchers";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/matchers";
@@ -166,6 +167,7 @@ impl CreateMatcher {
     }
 }
 impl crate::Operation for CreateMatcher {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_matcher";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/matchers";

@@ -33,6 +33,7 @@ impl DeleteMatcher {
     }
 }
 impl crate::Operation for DeleteMatcher {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_matcher";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/matchers/{name}";
@@ -84,6 +85,7 @@ impl GetMatcher {
     }
 }
 impl crate::Operation for GetMatcher {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_matcher";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/matchers/{name}";
@@ -235,6 +237,7 @@ impl UpdateMatcher {
     }
 }
 impl crate::Operation for UpdateMatcher {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_matcher";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/matchers/{name}";

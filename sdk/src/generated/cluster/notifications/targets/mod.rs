@@ -27,6 +27,7 @@ impl GetAllTargets {
     }
 }
 impl crate::Operation for GetAllTargets {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_all_targets";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/targets";

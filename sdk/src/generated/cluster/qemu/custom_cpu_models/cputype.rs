@@ -32,6 +32,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/qemu/custom-cpu-models/{cputype}";
@@ -74,6 +75,7 @@ impl Info {
     }
 }
 impl crate::Operation for Info {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "info";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/qemu/custom-cpu-models/{cputype}";
@@ -208,6 +210,7 @@ impl Update {
     }
 }
 impl crate::Operation for Update {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/qemu/custom-cpu-models/{cputype}";

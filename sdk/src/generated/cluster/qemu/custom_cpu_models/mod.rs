@@ -26,6 +26,7 @@ impl Config {
     }
 }
 impl crate::Operation for Config {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/qemu/custom-cpu-models";
@@ -133,6 +134,7 @@ impl Create {
     }
 }
 impl crate::Operation for Create {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/qemu/custom-cpu-models";

@@ -58,6 +58,7 @@ impl ListControllers {
     }
 }
 impl crate::Operation for ListControllers {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/controllers";
@@ -278,6 +279,7 @@ impl Create {
     }
 }
 impl crate::Operation for Create {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/controllers";

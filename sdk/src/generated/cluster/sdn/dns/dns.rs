@@ -42,6 +42,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/dns/{dns}";
@@ -82,6 +83,7 @@ impl Read {
     }
 }
 impl crate::Operation for Read {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/dns/{dns}";
@@ -205,6 +207,7 @@ impl Update {
     }
 }
 impl crate::Operation for Update {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/dns/{dns}";

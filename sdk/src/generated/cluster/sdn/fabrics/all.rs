@@ -47,6 +47,7 @@ impl ListAll {
     }
 }
 impl crate::Operation for ListAll {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_all";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/all";

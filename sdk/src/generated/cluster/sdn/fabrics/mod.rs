@@ -28,6 +28,7 @@ impl ListFabrics {
     }
 }
 impl crate::Operation for ListFabrics {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics";

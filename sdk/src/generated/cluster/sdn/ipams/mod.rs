@@ -36,6 +36,7 @@ impl ListIpams {
     }
 }
 impl crate::Operation for ListIpams {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/ipams";
@@ -133,6 +134,7 @@ impl Create {
     }
 }
 impl crate::Operation for Create {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/ipams";

@@ -58,6 +58,7 @@ impl ListPrefixLists {
     }
 }
 impl crate::Operation for ListPrefixLists {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_prefix_lists";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/prefix-lists";
@@ -134,6 +135,7 @@ impl CreatePrefixListEntry {
     }
 }
 impl crate::Operation for CreatePrefixListEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_prefix_list_entry";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/prefix-lists";

@@ -36,6 +36,7 @@ impl ListRouteMaps {
     }
 }
 impl crate::Operation for ListRouteMaps {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_route_maps";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/route-maps";

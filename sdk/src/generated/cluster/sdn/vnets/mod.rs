@@ -48,6 +48,7 @@ impl ListVnets {
     }
 }
 impl crate::Operation for ListVnets {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets";
@@ -170,6 +171,7 @@ impl CreateVnet {
     }
 }
 impl crate::Operation for CreateVnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/vnets";

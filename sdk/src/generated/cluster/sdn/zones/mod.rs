@@ -58,6 +58,7 @@ impl ListZones {
     }
 }
 impl crate::Operation for ListZones {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/zones";
@@ -406,6 +407,7 @@ impl CreateSdnZone {
     }
 }
 impl crate::Operation for CreateSdnZone {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/zones";

@@ -42,6 +42,7 @@ impl DeleteSdnZone {
     }
 }
 impl crate::Operation for DeleteSdnZone {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/zones/{zone}";
@@ -106,6 +107,7 @@ impl ReadSdnZone {
     }
 }
 impl crate::Operation for ReadSdnZone {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/zones/{zone}";
@@ -438,6 +440,7 @@ impl UpdateSdnZone {
     }
 }
 impl crate::Operation for UpdateSdnZone {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/zones/{zone}";

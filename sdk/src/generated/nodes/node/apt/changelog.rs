@@ -46,6 +46,7 @@ impl Changelog {
     }
 }
 impl crate::Operation for Changelog {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "changelog";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/changelog";

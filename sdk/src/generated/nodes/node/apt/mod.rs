@@ -33,6 +33,7 @@ impl ListApt {
     }
 }
 impl crate::Operation for ListApt {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt";

@@ -30,6 +30,7 @@ impl Repositories {
     }
 }
 impl crate::Operation for Repositories {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "repositories";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/repositories";
@@ -105,6 +106,7 @@ impl ChangeRepository {
     }
 }
 impl crate::Operation for ChangeRepository {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "change_repository";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/apt/repositories";
@@ -168,6 +170,7 @@ impl AddRepository {
     }
 }
 impl crate::Operation for AddRepository {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "add_repository";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/apt/repositories";

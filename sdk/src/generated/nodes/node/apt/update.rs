@@ -31,6 +31,7 @@ impl ListUpdates {
     }
 }
 impl crate::Operation for ListUpdates {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_updates";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/update";
@@ -101,6 +102,7 @@ impl UpdateDatabase {
     }
 }
 impl crate::Operation for UpdateDatabase {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_database";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/apt/update";

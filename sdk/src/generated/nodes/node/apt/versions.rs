@@ -30,6 +30,7 @@ impl Versions {
     }
 }
 impl crate::Operation for Versions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "versions";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/apt/versions";

@@ -31,6 +31,7 @@ impl ListCapabilities {
     }
 }
 impl crate::Operation for ListCapabilities {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities";

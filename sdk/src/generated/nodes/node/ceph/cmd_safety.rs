@@ -50,6 +50,7 @@ impl CmdSafety {
     }
 }
 impl crate::Operation for CmdSafety {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "cmd_safety";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/cmd-safety";

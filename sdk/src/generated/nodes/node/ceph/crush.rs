@@ -31,6 +31,7 @@ impl Crush {
     }
 }
 impl crate::Operation for Crush {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "crush";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/crush";

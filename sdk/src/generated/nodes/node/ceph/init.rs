@@ -93,6 +93,7 @@ impl Init {
     }
 }
 impl crate::Operation for Init {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "init";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/init";

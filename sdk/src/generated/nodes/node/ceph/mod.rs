@@ -45,6 +45,7 @@ impl ListCeph {
     }
 }
 impl crate::Operation for ListCeph {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph";

@@ -44,6 +44,7 @@ impl Restart {
     }
 }
 impl crate::Operation for Restart {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "restart";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/restart";

@@ -31,6 +31,7 @@ impl Rules {
     }
 }
 impl crate::Operation for Rules {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "rules";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/rules";

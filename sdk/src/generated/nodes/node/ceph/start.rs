@@ -44,6 +44,7 @@ impl Start {
     }
 }
 impl crate::Operation for Start {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "start";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/start";

@@ -44,6 +44,7 @@ impl Stop {
     }
 }
 impl crate::Operation for Stop {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "stop";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/stop";

@@ -46,6 +46,7 @@ impl RemoveCustomCert {
     }
 }
 impl crate::Operation for RemoveCustomCert {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "remove_custom_cert";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/certificates/custom";
@@ -132,6 +133,7 @@ impl UploadCustomCert {
     }
 }
 impl crate::Operation for UploadCustomCert {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "upload_custom_cert";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/certificates/custom";

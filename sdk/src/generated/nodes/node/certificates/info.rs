@@ -30,6 +30,7 @@ impl Info {
     }
 }
 impl crate::Operation for Info {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "info";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/certificates/info";

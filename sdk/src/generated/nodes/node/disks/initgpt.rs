@@ -48,6 +48,7 @@ impl Initgpt {
     }
 }
 impl crate::Operation for Initgpt {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "initgpt";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/disks/initgpt";

@@ -38,6 +38,7 @@ impl ListDisks {
     }
 }
 impl crate::Operation for ListDisks {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks";

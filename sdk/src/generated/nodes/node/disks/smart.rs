@@ -47,6 +47,7 @@ impl Smart {
     }
 }
 impl crate::Operation for Smart {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "smart";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/smart";

@@ -38,6 +38,7 @@ impl WipeDisk {
     }
 }
 impl crate::Operation for WipeDisk {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "wipe_disk";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/disks/wipedisk";

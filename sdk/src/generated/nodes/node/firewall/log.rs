@@ -85,6 +85,7 @@ impl Log {
     }
 }
 impl crate::Operation for Log {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "log";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/firewall/log";

@@ -31,6 +31,7 @@ impl ListHardware {
     }
 }
 impl crate::Operation for ListHardware {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware";

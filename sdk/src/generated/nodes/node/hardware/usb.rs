@@ -31,6 +31,7 @@ impl ScanUsb {
     }
 }
 impl crate::Operation for ScanUsb {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "usbscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware/usb";

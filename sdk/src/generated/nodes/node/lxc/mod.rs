@@ -32,6 +32,7 @@ impl ListContainers {
     }
 }
 impl crate::Operation for ListContainers {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vmlist";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc";
@@ -520,6 +521,7 @@ impl CreateContainer {
     }
 }
 impl crate::Operation for CreateContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc";

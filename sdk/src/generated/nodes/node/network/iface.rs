@@ -37,6 +37,7 @@ impl DeleteNetwork {
     }
 }
 impl crate::Operation for DeleteNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_network";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
@@ -98,6 +99,7 @@ impl NetworkConfig {
     }
 }
 impl crate::Operation for NetworkConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "network_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";
@@ -439,6 +441,7 @@ impl UpdateNetwork {
     }
 }
 impl crate::Operation for UpdateNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_network";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/network/{iface}";

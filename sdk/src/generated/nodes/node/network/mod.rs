@@ -32,6 +32,7 @@ impl RevertNetworkChanges {
     }
 }
 impl crate::Operation for RevertNetworkChanges {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "revert_network_changes";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -90,6 +91,7 @@ impl ListNetwork {
     }
 }
 impl crate::Operation for ListNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -443,6 +445,7 @@ impl CreateNetwork {
     }
 }
 impl crate::Operation for CreateNetwork {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_network";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/network";
@@ -505,6 +508,7 @@ impl ReloadNetworkConfig {
     }
 }
 impl crate::Operation for ReloadNetworkConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "reload_network_config";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/network";

@@ -44,6 +44,7 @@ impl ListVms {
     }
 }
 impl crate::Operation for ListVms {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vmlist";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu";
@@ -1008,6 +1009,7 @@ impl CreateVm {
     }
 }
 impl crate::Operation for CreateVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu";

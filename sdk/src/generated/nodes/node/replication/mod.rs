@@ -44,6 +44,7 @@ impl Status {
     }
 }
 impl crate::Operation for Status {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication";

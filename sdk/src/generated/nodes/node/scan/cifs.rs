@@ -67,6 +67,7 @@ impl ScanCifs {
     }
 }
 impl crate::Operation for ScanCifs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "cifsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/cifs";

@@ -37,6 +37,7 @@ impl ScanIscsi {
     }
 }
 impl crate::Operation for ScanIscsi {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "iscsiscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/iscsi";

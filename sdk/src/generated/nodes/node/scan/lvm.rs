@@ -31,6 +31,7 @@ impl ScanLvm {
     }
 }
 impl crate::Operation for ScanLvm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "lvmscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/lvm";

@@ -37,6 +37,7 @@ impl ScanLvmThin {
     }
 }
 impl crate::Operation for ScanLvmThin {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "lvmthinscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/lvmthin";

@@ -36,6 +36,7 @@ impl ListScan {
     }
 }
 impl crate::Operation for ListScan {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan";

@@ -37,6 +37,7 @@ impl ScanNfs {
     }
 }
 impl crate::Operation for ScanNfs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "nfsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/nfs";

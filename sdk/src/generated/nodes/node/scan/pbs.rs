@@ -70,6 +70,7 @@ impl ScanPbs {
     }
 }
 impl crate::Operation for ScanPbs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "pbsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/pbs";

@@ -31,6 +31,7 @@ impl ScanZfs {
     }
 }
 impl crate::Operation for ScanZfs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "zfsscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/scan/zfs";

@@ -33,6 +33,7 @@ impl SdnIndex {
     }
 }
 impl crate::Operation for SdnIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "sdnindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn";

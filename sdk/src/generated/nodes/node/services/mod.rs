@@ -32,6 +32,7 @@ impl ListServices {
     }
 }
 impl crate::Operation for ListServices {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services";

@@ -84,6 +84,7 @@ impl ListStorage {
     }
 }
 impl crate::Operation for ListStorage {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage";

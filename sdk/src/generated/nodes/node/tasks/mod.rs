@@ -145,6 +145,7 @@ impl NodeTasks {
     }
 }
 impl crate::Operation for NodeTasks {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "node_tasks";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks";

@@ -42,6 +42,7 @@ impl Defaults {
     }
 }
 impl crate::Operation for Defaults {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "defaults";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/vzdump/defaults";

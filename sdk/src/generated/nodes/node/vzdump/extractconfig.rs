@@ -37,6 +37,7 @@ impl ExtractBackupConfig {
     }
 }
 impl crate::Operation for ExtractBackupConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "extractconfig";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/vzdump/extractconfig";

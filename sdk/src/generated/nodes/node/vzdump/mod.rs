@@ -359,6 +359,7 @@ impl Vzdump {
     }
 }
 impl crate::Operation for Vzdump {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vzdump";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/vzdump";

@@ -12,8 +12,8 @@ pub struct DeleteTfa {
     pub userid: String,
     /// Path parameter
     pub id: String,
-    /// Length 1 - 1024; pattern `^[[:^cntrl:]]*$`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
+    pub password: Option<crate::Secret>,
 }
 impl serde::Serialize for DeleteTfa {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -39,7 +39,7 @@ impl DeleteTfa {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -50,6 +50,7 @@ impl crate::Operation for DeleteTfa {
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = DeleteTfaResponse;
     type Error = DeleteTfaError;
 }
@@ -120,8 +121,8 @@ pub struct UpdateTfa {
     pub description: Option<String>,
     /// `enable`
     pub enable: Option<bool>,
-    /// Length 1 - 1024; pattern `^[[:^cntrl:]]*$`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
+    pub password: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateTfa {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -163,7 +164,7 @@ impl UpdateTfa {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -174,6 +175,7 @@ impl crate::Operation for UpdateTfa {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/tfa/{userid}/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateTfaResponse;
     type Error = UpdateTfaError;
 }

@@ -58,8 +58,8 @@ pub struct CreateTfa {
     pub challenge: Option<String>,
     /// Maximum length 255
     pub description: Option<String>,
-    /// Length 1 - 1024; pattern `^[[:^cntrl:]]*$`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
+    pub password: Option<crate::Secret>,
     /// `totp`
     pub totp: Option<String>,
     /// Wire name `type`
@@ -111,7 +111,7 @@ impl CreateTfa {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -134,6 +134,7 @@ impl crate::Operation for CreateTfa {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/tfa/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateTfaResponse;
     type Error = CreateTfaError;
 }

@@ -125,8 +125,8 @@ pub struct UpdateUsers {
     pub firstname: Option<String>,
     /// Length 2 - 64; pattern `^[[:^cntrl:]]*$`
     pub lastname: Option<String>,
-    /// Length 1 - 1024; pattern `^[[:^cntrl:]]*$`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`; length 1 - 1024; pattern `^[[:^cntrl:]]*$`
+    pub password: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateUsers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -214,7 +214,7 @@ impl UpdateUsers {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -225,6 +225,7 @@ impl crate::Operation for UpdateUsers {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateUsersResponse;
     type Error = UpdateUsersError;
 }

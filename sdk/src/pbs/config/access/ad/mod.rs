@@ -60,8 +60,8 @@ pub struct CreateAd {
     pub filter: Option<String>,
     /// Default `ldap`
     pub mode: Option<crate::pbs::config::access::Mode>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// Range 0 - 65535
     pub port: Option<i64>,
     /// Length 2 - 32; pattern `^(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
@@ -171,7 +171,7 @@ impl CreateAd {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -221,6 +221,7 @@ impl crate::Operation for CreateAd {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/access/ad";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateAdResponse;
     type Error = CreateAdError;
 }

@@ -122,8 +122,8 @@ pub struct UpdateAd {
     pub filter: Option<String>,
     /// Default `ldap`
     pub mode: Option<crate::pbs::config::access::Mode>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// Range 0 - 65535
     pub port: Option<i64>,
     /// `server1`
@@ -247,7 +247,7 @@ impl UpdateAd {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -303,6 +303,7 @@ impl crate::Operation for UpdateAd {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/ad/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateAdResponse;
     type Error = UpdateAdError;
 }

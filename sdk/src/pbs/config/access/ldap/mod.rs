@@ -60,8 +60,8 @@ pub struct CreateLdap {
     pub filter: Option<String>,
     /// Default `ldap`
     pub mode: Option<crate::pbs::config::access::Mode>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// Range 0 - 65535
     pub port: Option<i64>,
     /// Length 2 - 32; pattern `^(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
@@ -174,7 +174,7 @@ impl CreateLdap {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -224,6 +224,7 @@ impl crate::Operation for CreateLdap {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/access/ldap";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateLdapResponse;
     type Error = CreateLdapError;
 }

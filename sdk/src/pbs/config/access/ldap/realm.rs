@@ -122,8 +122,8 @@ pub struct UpdateLdap {
     pub filter: Option<String>,
     /// Default `ldap`
     pub mode: Option<crate::pbs::config::access::Mode>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// Range 0 - 65535
     pub port: Option<i64>,
     /// `server1`
@@ -251,7 +251,7 @@ impl UpdateLdap {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -313,6 +313,7 @@ impl crate::Operation for UpdateLdap {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/ldap/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateLdapResponse;
     type Error = UpdateLdapError;
 }

@@ -31,6 +31,7 @@ impl crate::Operation for ListOpenid {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/openid";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
     type Response = ListOpenidResponse;
     type Error = ListOpenidError;
 }
@@ -54,8 +55,8 @@ pub struct CreateOpenid {
     pub autocreate: Option<bool>,
     /// Wire name `client-id`
     pub client_id: String,
-    /// Wire name `client-key`
-    pub client_key: Option<String>,
+    /// Wire name `client-key`; secret: Debug and Display print `[redacted]`
+    pub client_key: Option<crate::Secret>,
     /// Maximum length 128; pattern `^[[:^cntrl:]]*$`
     pub comment: Option<String>,
     /// Default `false`
@@ -135,7 +136,7 @@ impl CreateOpenid {
     }
     /// Sets `client-key`.
     #[must_use]
-    pub fn client_key(mut self, value: impl Into<String>) -> Self {
+    pub fn client_key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.client_key = Some(value.into());
         self
     }
@@ -176,6 +177,7 @@ impl crate::Operation for CreateOpenid {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/access/openid";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["client-key"];
     type Response = CreateOpenidResponse;
     type Error = CreateOpenidError;
 }
@@ -195,8 +197,8 @@ pub struct ListOpenidResponseItem {
     pub autocreate: Option<bool>,
     /// Wire name `client-id`
     pub client_id: Option<String>,
-    /// Wire name `client-key`
-    pub client_key: Option<String>,
+    /// Wire name `client-key`; secret: Debug and Display print `[redacted]`
+    pub client_key: Option<crate::Secret>,
     /// Maximum length 128; pattern `^[[:^cntrl:]]*$`
     pub comment: Option<String>,
     /// Default `false`

@@ -89,6 +89,7 @@ impl crate::Operation for ReadOpenid {
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/config/access/openid/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
     type Response = ReadOpenidResponse;
     type Error = ReadOpenidError;
 }
@@ -112,8 +113,8 @@ pub struct UpdateOpenid {
     pub autocreate: Option<bool>,
     /// Wire name `client-id`
     pub client_id: Option<String>,
-    /// Wire name `client-key`
-    pub client_key: Option<String>,
+    /// Wire name `client-key`; secret: Debug and Display print `[redacted]`
+    pub client_key: Option<crate::Secret>,
     /// Maximum length 128; pattern `^[[:^cntrl:]]*$`
     pub comment: Option<String>,
     /// Default `false`
@@ -197,7 +198,7 @@ impl UpdateOpenid {
     }
     /// Sets `client-key`.
     #[must_use]
-    pub fn client_key(mut self, value: impl Into<String>) -> Self {
+    pub fn client_key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.client_key = Some(value.into());
         self
     }
@@ -250,6 +251,8 @@ impl crate::Operation for UpdateOpenid {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/access/openid/{realm}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
+    const SECRET_PARAMS: &'static [&'static str] = &["client-key"];
     type Response = UpdateOpenidResponse;
     type Error = UpdateOpenidError;
 }
@@ -267,8 +270,8 @@ pub struct ReadOpenidResponse {
     pub autocreate: Option<bool>,
     /// Wire name `client-id`
     pub client_id: Option<String>,
-    /// Wire name `client-key`
-    pub client_key: Option<String>,
+    /// Wire name `client-key`; secret: Debug and Display print `[redacted]`
+    pub client_key: Option<crate::Secret>,
     /// Maximum length 128; pattern `^[[:^cntrl:]]*$`
     pub comment: Option<String>,
     /// Default `false`
@@ -399,8 +402,8 @@ pub struct UpdateOpenidResponse {
     pub autocreate: Option<bool>,
     /// Wire name `client-id`
     pub client_id: Option<String>,
-    /// Wire name `client-key`
-    pub client_key: Option<String>,
+    /// Wire name `client-key`; secret: Debug and Display print `[redacted]`
+    pub client_key: Option<crate::Secret>,
     /// Maximum length 128; pattern `^[[:^cntrl:]]*$`
     pub comment: Option<String>,
     /// Default `false`

@@ -50,8 +50,8 @@ pub struct CreateAccount {
     pub contact: String,
     /// `directory`
     pub directory: Option<String>,
-    /// `eab_hmac_key`
-    pub eab_hmac_key: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub eab_hmac_key: Option<crate::Secret>,
     /// `eab_kid`
     pub eab_kid: Option<String>,
     /// Pattern `^(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
@@ -95,7 +95,7 @@ impl CreateAccount {
     }
     /// Sets `eab_hmac_key`.
     #[must_use]
-    pub fn eab_hmac_key(mut self, value: impl Into<String>) -> Self {
+    pub fn eab_hmac_key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.eab_hmac_key = Some(value.into());
         self
     }
@@ -124,6 +124,7 @@ impl crate::Operation for CreateAccount {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/acme/account";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["eab_hmac_key"];
     type Response = CreateAccountResponse;
     type Error = CreateAccountError;
 }

@@ -131,8 +131,8 @@ pub struct UpdateS3 {
     pub rate_out: Option<String>,
     /// Maximum length 32; pattern `^[_a-z\d][-_a-z\d]+$`
     pub region: Option<String>,
-    /// Wire name `secret-key`
-    pub secret_key: Option<String>,
+    /// Wire name `secret-key`; secret: Debug and Display print `[redacted]`
+    pub secret_key: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateS3 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -271,7 +271,7 @@ impl UpdateS3 {
     }
     /// Sets `secret-key`.
     #[must_use]
-    pub fn secret_key(mut self, value: impl Into<String>) -> Self {
+    pub fn secret_key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.secret_key = Some(value.into());
         self
     }
@@ -282,6 +282,7 @@ impl crate::Operation for UpdateS3 {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/s3/{id}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["secret-key"];
     type Response = UpdateS3Response;
     type Error = UpdateS3Error;
 }

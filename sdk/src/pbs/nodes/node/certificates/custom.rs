@@ -67,8 +67,8 @@ pub struct Custom {
     pub certificates: String,
     /// Default `false`
     pub force: Option<bool>,
-    /// `key`
-    pub key: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub key: Option<crate::Secret>,
     /// Default `false`
     pub restart: Option<bool>,
 }
@@ -106,7 +106,7 @@ impl Custom {
     }
     /// Sets `key`.
     #[must_use]
-    pub fn key(mut self, value: impl Into<String>) -> Self {
+    pub fn key(mut self, value: impl Into<crate::Secret>) -> Self {
         self.key = Some(value.into());
         self
     }
@@ -123,6 +123,7 @@ impl crate::Operation for Custom {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/certificates/custom";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["key"];
     type Response = CustomResponse;
     type Error = CustomError;
 }

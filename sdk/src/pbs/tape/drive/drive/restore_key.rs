@@ -10,8 +10,8 @@
 pub struct RestoreKey {
     /// Path parameter; length 3 - 32; pattern `^(?:[A-Za-z0-9_][A-Za-z0-9._\-]*)$`
     pub drive: String,
-    /// `password`
-    pub password: String,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: crate::Secret,
 }
 impl serde::Serialize for RestoreKey {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -27,7 +27,7 @@ impl RestoreKey {
         clippy::new_without_default,
         reason = "Default is derived where it applies"
     )]
-    pub fn new(drive: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn new(drive: impl Into<String>, password: impl Into<crate::Secret>) -> Self {
         Self {
             drive: drive.into(),
             password: password.into(),
@@ -40,6 +40,7 @@ impl crate::Operation for RestoreKey {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/tape/drive/{drive}/restore-key";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = RestoreKeyResponse;
     type Error = RestoreKeyError;
 }

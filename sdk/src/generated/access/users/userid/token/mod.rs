@@ -32,6 +32,7 @@ impl TokenIndex {
     }
 }
 impl crate::Operation for TokenIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "token_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/token";

@@ -39,6 +39,7 @@ impl RemoveToken {
     }
 }
 impl crate::Operation for RemoveToken {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "remove_token";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
@@ -92,6 +93,7 @@ impl ReadToken {
     }
 }
 impl crate::Operation for ReadToken {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_token";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
@@ -177,6 +179,7 @@ impl GenerateToken {
     }
 }
 impl crate::Operation for GenerateToken {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "generate_token";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";
@@ -282,6 +285,7 @@ impl UpdateTokenInfo {
     }
 }
 impl crate::Operation for UpdateTokenInfo {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_token_info";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/token/{tokenid}";

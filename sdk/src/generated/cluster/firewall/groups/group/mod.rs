@@ -36,6 +36,7 @@ impl DeleteSecurityGroup {
     }
 }
 impl crate::Operation for DeleteSecurityGroup {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_security_group";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/firewall/groups/{group}";
@@ -80,6 +81,7 @@ impl GetRules {
     }
 }
 impl crate::Operation for GetRules {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_rules";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/groups/{group}";
@@ -263,6 +265,7 @@ impl CreateRule {
     }
 }
 impl crate::Operation for CreateRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_rule";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/firewall/groups/{group}";

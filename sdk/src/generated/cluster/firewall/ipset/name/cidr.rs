@@ -46,6 +46,7 @@ impl RemoveIp {
     }
 }
 impl crate::Operation for RemoveIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "remove_ip";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}/{cidr}";
@@ -100,6 +101,7 @@ impl ReadIp {
     }
 }
 impl crate::Operation for ReadIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_ip";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}/{cidr}";
@@ -184,6 +186,7 @@ impl UpdateIp {
     }
 }
 impl crate::Operation for UpdateIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_ip";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}/{cidr}";

@@ -43,6 +43,7 @@ impl DeleteIpset {
     }
 }
 impl crate::Operation for DeleteIpset {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_ipset";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}";
@@ -85,6 +86,7 @@ impl GetIpset {
     }
 }
 impl crate::Operation for GetIpset {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_ipset";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}";
@@ -154,6 +156,7 @@ impl CreateIp {
     }
 }
 impl crate::Operation for CreateIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_ip";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/firewall/ipset/{name}";

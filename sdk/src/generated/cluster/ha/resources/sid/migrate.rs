@@ -36,6 +36,7 @@ impl Migrate {
     }
 }
 impl crate::Operation for Migrate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/ha/resources/{sid}/migrate";

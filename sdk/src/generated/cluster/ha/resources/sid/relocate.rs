@@ -36,6 +36,7 @@ impl Relocate {
     }
 }
 impl crate::Operation for Relocate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "relocate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/ha/resources/{sid}/relocate";

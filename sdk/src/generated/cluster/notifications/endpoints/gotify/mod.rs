@@ -30,6 +30,7 @@ impl GetGotifyEndpoints {
     }
 }
 impl crate::Operation for GetGotifyEndpoints {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_gotify_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify";
@@ -120,6 +121,7 @@ impl CreateGotifyEndpoint {
     }
 }
 impl crate::Operation for CreateGotifyEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_gotify_endpoint";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify";

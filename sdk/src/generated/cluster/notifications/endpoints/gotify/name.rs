@@ -33,6 +33,7 @@ impl DeleteGotifyEndpoint {
     }
 }
 impl crate::Operation for DeleteGotifyEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_gotify_endpoint";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify/{name}";
@@ -85,6 +86,7 @@ impl GetGotifyEndpoint {
     }
 }
 impl crate::Operation for GetGotifyEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_gotify_endpoint";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify/{name}";
@@ -196,6 +198,7 @@ impl UpdateGotifyEndpoint {
     }
 }
 impl crate::Operation for UpdateGotifyEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_gotify_endpoint";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/gotify/{name}";

@@ -30,6 +30,7 @@ impl GetSendmailEndpoints {
     }
 }
 impl crate::Operation for GetSendmailEndpoints {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_sendmail_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/sendmail";
@@ -150,6 +151,7 @@ impl CreateSendmailEndpoint {
     }
 }
 impl crate::Operation for CreateSendmailEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_sendmail_endpoint";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/sendmail";

@@ -33,6 +33,7 @@ impl DeleteSendmailEndpoint {
     }
 }
 impl crate::Operation for DeleteSendmailEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_sendmail_endpoint";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/sendmail/{name}";
@@ -85,6 +86,7 @@ impl GetSendmailEndpoint {
     }
 }
 impl crate::Operation for GetSendmailEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_sendmail_endpoint";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/sendmail/{name}";
@@ -216,6 +218,7 @@ impl UpdateSendmailEndpoint {
     }
 }
 impl crate::Operation for UpdateSendmailEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_sendmail_endpoint";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/sendmail/{name}";

@@ -30,6 +30,7 @@ impl GetSmtpEndpoints {
     }
 }
 impl crate::Operation for GetSmtpEndpoints {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_smtp_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp";
@@ -197,6 +198,7 @@ impl CreateSmtpEndpoint {
     }
 }
 impl crate::Operation for CreateSmtpEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_smtp_endpoint";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp";

@@ -33,6 +33,7 @@ impl DeleteSmtpEndpoint {
     }
 }
 impl crate::Operation for DeleteSmtpEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_smtp_endpoint";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp/{name}";
@@ -85,6 +86,7 @@ impl GetSmtpEndpoint {
     }
 }
 impl crate::Operation for GetSmtpEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_smtp_endpoint";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp/{name}";
@@ -269,6 +271,7 @@ impl UpdateSmtpEndpoint {
     }
 }
 impl crate::Operation for UpdateSmtpEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_smtp_endpoint";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/smtp/{name}";

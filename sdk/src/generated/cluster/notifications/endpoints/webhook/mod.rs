@@ -30,6 +30,7 @@ impl GetWebhookEndpoints {
     }
 }
 impl crate::Operation for GetWebhookEndpoints {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_webhook_endpoints";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook";
@@ -150,6 +151,7 @@ impl CreateWebhookEndpoint {
     }
 }
 impl crate::Operation for CreateWebhookEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_webhook_endpoint";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook";

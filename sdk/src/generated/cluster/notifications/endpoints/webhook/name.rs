@@ -33,6 +33,7 @@ impl DeleteWebhookEndpoint {
     }
 }
 impl crate::Operation for DeleteWebhookEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_webhook_endpoint";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook/{name}";
@@ -85,6 +86,7 @@ impl GetWebhookEndpoint {
     }
 }
 impl crate::Operation for GetWebhookEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_webhook_endpoint";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook/{name}";
@@ -230,6 +232,7 @@ impl UpdateWebhookEndpoint {
     }
 }
 impl crate::Operation for UpdateWebhookEndpoint {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_webhook_endpoint";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/notifications/endpoints/webhook/{name}";

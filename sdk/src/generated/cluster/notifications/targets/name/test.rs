@@ -33,6 +33,7 @@ impl TestTarget {
     }
 }
 impl crate::Operation for TestTarget {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "test_target";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/notifications/targets/{name}/test";

@@ -30,6 +30,7 @@ impl DeleteFabric {
     }
 }
 impl crate::Operation for DeleteFabric {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_fabric";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/fabrics/fabric/{id}";
@@ -70,6 +71,7 @@ impl GetFabric {
     }
 }
 impl crate::Operation for GetFabric {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_fabric";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/fabric/{id}";
@@ -155,6 +157,7 @@ impl UpdateFabric {
     }
 }
 impl crate::Operation for UpdateFabric {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_fabric";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/fabrics/fabric/{id}";

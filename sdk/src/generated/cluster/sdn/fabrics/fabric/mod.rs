@@ -48,6 +48,7 @@ impl ListFabric {
     }
 }
 impl crate::Operation for ListFabric {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/fabric";
@@ -135,6 +136,7 @@ impl AddFabric {
     }
 }
 impl crate::Operation for AddFabric {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "add_fabric";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/fabrics/fabric";

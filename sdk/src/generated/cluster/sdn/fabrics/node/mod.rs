@@ -48,6 +48,7 @@ impl ListNodes {
     }
 }
 impl crate::Operation for ListNodes {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_nodes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/node";

@@ -30,6 +30,7 @@ impl IpamStatus {
     }
 }
 impl crate::Operation for IpamStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ipamindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/ipams/{ipam}/status";

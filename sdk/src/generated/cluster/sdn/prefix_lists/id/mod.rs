@@ -43,6 +43,7 @@ impl DeletePrefixList {
     }
 }
 impl crate::Operation for DeletePrefixList {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_prefix_list";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}";
@@ -83,6 +84,7 @@ impl GetPrefixList {
     }
 }
 impl crate::Operation for GetPrefixList {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_prefix_list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}";
@@ -169,6 +171,7 @@ impl UpdatePrefixList {
     }
 }
 impl crate::Operation for UpdatePrefixList {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_prefix_list";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}";

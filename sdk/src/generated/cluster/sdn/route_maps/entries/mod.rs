@@ -51,6 +51,7 @@ impl ListRouteMapEntries {
     }
 }
 impl crate::Operation for ListRouteMapEntries {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_route_map_entries";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/route-maps/entries";
@@ -169,6 +170,7 @@ impl CreateRouteMapEntry {
     }
 }
 impl crate::Operation for CreateRouteMapEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_route_map_entry";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/route-maps/entries";

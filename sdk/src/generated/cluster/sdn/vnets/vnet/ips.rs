@@ -50,6 +50,7 @@ impl DeleteVnetIp {
     }
 }
 impl crate::Operation for DeleteVnetIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ipdelete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/ips";
@@ -111,6 +112,7 @@ impl CreateVnetIp {
     }
 }
 impl crate::Operation for CreateVnetIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ipcreate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/ips";
@@ -182,6 +184,7 @@ impl UpdateVnetIp {
     }
 }
 impl crate::Operation for UpdateVnetIp {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ipupdate";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/ips";

@@ -45,6 +45,7 @@ impl DeleteVnet {
     }
 }
 impl crate::Operation for DeleteVnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}";
@@ -108,6 +109,7 @@ impl ReadVnet {
     }
 }
 impl crate::Operation for ReadVnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}";
@@ -231,6 +233,7 @@ impl UpdateVnet {
     }
 }
 impl crate::Operation for UpdateVnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}";

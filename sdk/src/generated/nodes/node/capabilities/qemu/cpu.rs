@@ -41,6 +41,7 @@ impl ListCpu {
     }
 }
 impl crate::Operation for ListCpu {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/cpu";

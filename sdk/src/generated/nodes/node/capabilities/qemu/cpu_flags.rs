@@ -51,6 +51,7 @@ impl ListCpuFlags {
     }
 }
 impl crate::Operation for ListCpuFlags {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/cpu-flags";

@@ -42,6 +42,7 @@ impl Types {
     }
 }
 impl crate::Operation for Types {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "types";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/machines";

@@ -33,6 +33,7 @@ impl Capabilities {
     }
 }
 impl crate::Operation for Capabilities {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "capabilities";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu/migration";

@@ -34,6 +34,7 @@ impl QemuCapsIndex {
     }
 }
 impl crate::Operation for QemuCapsIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "qemu_caps_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/capabilities/qemu";

@@ -31,6 +31,7 @@ impl Db {
     }
 }
 impl crate::Operation for Db {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "db";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/cfg/db";

@@ -30,6 +30,7 @@ impl Raw {
     }
 }
 impl crate::Operation for Raw {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "raw";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/cfg/raw";

@@ -37,6 +37,7 @@ impl Value {
     }
 }
 impl crate::Operation for Value {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "value";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/cfg/value";

@@ -58,6 +58,7 @@ impl Destroyfs {
     }
 }
 impl crate::Operation for Destroyfs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroyfs";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";
@@ -135,6 +136,7 @@ impl CreateCephFs {
     }
 }
 impl crate::Operation for CreateCephFs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "createfs";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/fs/{name}";

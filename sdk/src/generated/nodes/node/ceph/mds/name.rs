@@ -38,6 +38,7 @@ impl DestroyCephMds {
     }
 }
 impl crate::Operation for DestroyCephMds {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroymds";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";
@@ -105,6 +106,7 @@ impl CreateCephMds {
     }
 }
 impl crate::Operation for CreateCephMds {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "createmds";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mds/{name}";

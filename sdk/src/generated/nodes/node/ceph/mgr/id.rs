@@ -38,6 +38,7 @@ impl DestroyCephMgr {
     }
 }
 impl crate::Operation for DestroyCephMgr {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroymgr";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";
@@ -95,6 +96,7 @@ impl CreateCephMgr {
     }
 }
 impl crate::Operation for CreateCephMgr {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "createmgr";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr/{id}";

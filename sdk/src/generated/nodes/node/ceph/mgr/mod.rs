@@ -32,6 +32,7 @@ impl ListMgr {
     }
 }
 impl crate::Operation for ListMgr {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/mgr";

@@ -32,6 +32,7 @@ impl ListCephMons {
     }
 }
 impl crate::Operation for ListCephMons {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "listmon";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/mon";

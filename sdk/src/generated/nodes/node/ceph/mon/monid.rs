@@ -38,6 +38,7 @@ impl DestroyCephMon {
     }
 }
 impl crate::Operation for DestroyCephMon {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroymon";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";
@@ -105,6 +106,7 @@ impl CreateCephMon {
     }
 }
 impl crate::Operation for CreateCephMon {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "createmon";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/mon/{monid}";

@@ -32,6 +32,7 @@ impl ListOsd {
     }
 }
 impl crate::Operation for ListOsd {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd";
@@ -154,6 +155,7 @@ impl CreateCephOsd {
     }
 }
 impl crate::Operation for CreateCephOsd {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "createosd";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/osd";

@@ -32,6 +32,7 @@ impl ListCephPools {
     }
 }
 impl crate::Operation for ListCephPools {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "lspools";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool";
@@ -218,6 +219,7 @@ impl CreateCephPool {
     }
 }
 impl crate::Operation for CreateCephPool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "createpool";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/pool";

@@ -35,6 +35,7 @@ impl RevokeCertificate {
     }
 }
 impl crate::Operation for RevokeCertificate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "revoke_certificate";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
@@ -99,6 +100,7 @@ impl NewCertificate {
     }
 }
 impl crate::Operation for NewCertificate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "new_certificate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";
@@ -163,6 +165,7 @@ impl RenewCertificate {
     }
 }
 impl crate::Operation for RenewCertificate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "renew_certificate";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/certificates/acme/certificate";

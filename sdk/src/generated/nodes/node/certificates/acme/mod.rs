@@ -30,6 +30,7 @@ impl ListAcme {
     }
 }
 impl crate::Operation for ListAcme {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/certificates/acme";

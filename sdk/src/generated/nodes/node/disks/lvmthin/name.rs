@@ -66,6 +66,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/disks/lvmthin/{name}";

@@ -58,6 +58,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/disks/zfs/{name}";
@@ -119,6 +120,7 @@ impl Detail {
     }
 }
 impl crate::Operation for Detail {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "detail";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/disks/zfs/{name}";

@@ -54,6 +54,7 @@ impl PciScan {
     }
 }
 impl crate::Operation for PciScan {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "pci_scan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware/pci";

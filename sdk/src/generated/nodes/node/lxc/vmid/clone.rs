@@ -122,6 +122,7 @@ impl CloneContainer {
     }
 }
 impl crate::Operation for CloneContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "clone_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/clone";

@@ -56,6 +56,7 @@ impl ContainerConfig {
     }
 }
 impl crate::Operation for ContainerConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/config";
@@ -467,6 +468,7 @@ impl UpdateContainer {
     }
 }
 impl crate::Operation for UpdateContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_vm";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/config";

@@ -55,6 +55,7 @@ impl ContainerFeature {
     }
 }
 impl crate::Operation for ContainerFeature {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_feature";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/feature";

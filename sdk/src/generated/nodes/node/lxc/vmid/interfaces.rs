@@ -37,6 +37,7 @@ impl Ip {
     }
 }
 impl crate::Operation for Ip {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ip";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/interfaces";

@@ -50,6 +50,7 @@ impl MigrateVmPrecondition {
     }
 }
 impl crate::Operation for MigrateVmPrecondition {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrate_vm_precondition";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/migrate";
@@ -163,6 +164,7 @@ impl MigrateContainer {
     }
 }
 impl crate::Operation for MigrateContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrate_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/migrate";

@@ -92,6 +92,7 @@ impl DestroyContainer {
     }
 }
 impl crate::Operation for DestroyContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroy_vm";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}";
@@ -156,6 +157,7 @@ impl ContainerIndex {
     }
 }
 impl crate::Operation for ContainerIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vmdiridx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}";

@@ -112,6 +112,7 @@ impl MoveVolume {
     }
 }
 impl crate::Operation for MoveVolume {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "move_volume";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/move_volume";

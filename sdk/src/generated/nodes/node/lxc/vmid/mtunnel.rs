@@ -56,6 +56,7 @@ impl Mtunnel {
     }
 }
 impl crate::Operation for Mtunnel {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "mtunnel";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/mtunnel";

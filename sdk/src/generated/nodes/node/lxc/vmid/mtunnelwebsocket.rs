@@ -51,6 +51,7 @@ impl Mtunnelwebsocket {
     }
 }
 impl crate::Operation for Mtunnelwebsocket {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "mtunnelwebsocket";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/mtunnelwebsocket";

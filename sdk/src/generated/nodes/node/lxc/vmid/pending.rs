@@ -36,6 +36,7 @@ impl ContainerPending {
     }
 }
 impl crate::Operation for ContainerPending {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_pending";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/pending";

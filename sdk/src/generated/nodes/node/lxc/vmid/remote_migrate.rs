@@ -119,6 +119,7 @@ impl RemoteMigrateContainer {
     }
 }
 impl crate::Operation for RemoteMigrateContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "remote_migrate_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/remote_migrate";

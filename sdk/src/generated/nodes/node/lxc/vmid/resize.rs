@@ -61,6 +61,7 @@ impl ResizeContainer {
     }
 }
 impl crate::Operation for ResizeContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "resize_vm";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/resize";

@@ -36,6 +36,7 @@ impl Termproxy {
     }
 }
 impl crate::Operation for Termproxy {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "termproxy";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/termproxy";

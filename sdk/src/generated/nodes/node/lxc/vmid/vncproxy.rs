@@ -66,6 +66,7 @@ impl Vncproxy {
     }
 }
 impl crate::Operation for Vncproxy {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vncproxy";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/vncproxy";

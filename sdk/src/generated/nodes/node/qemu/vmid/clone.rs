@@ -132,6 +132,7 @@ impl CloneVm {
     }
 }
 impl crate::Operation for CloneVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "clone_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/clone";

@@ -56,6 +56,7 @@ impl VmConfig {
     }
 }
 impl crate::Operation for VmConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";
@@ -1025,6 +1026,7 @@ impl UpdateVmAsync {
     }
 }
 impl crate::Operation for UpdateVmAsync {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_vm_async";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";
@@ -1977,6 +1979,7 @@ impl UpdateVm {
     }
 }
 impl crate::Operation for UpdateVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_vm";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/config";

@@ -43,6 +43,7 @@ impl DbusVmstate {
     }
 }
 impl crate::Operation for DbusVmstate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "dbus_vmstate";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/dbus-vmstate";

@@ -50,6 +50,7 @@ impl MigrateVmPrecondition {
     }
 }
 impl crate::Operation for MigrateVmPrecondition {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrate_vm_precondition";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/migrate";
@@ -196,6 +197,7 @@ impl MigrateVm {
     }
 }
 impl crate::Operation for MigrateVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "migrate_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/migrate";

@@ -97,6 +97,7 @@ impl DestroyVm {
     }
 }
 impl crate::Operation for DestroyVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroy_vm";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}";
@@ -162,6 +163,7 @@ impl VmIndex {
     }
 }
 impl crate::Operation for VmIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vmdiridx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}";

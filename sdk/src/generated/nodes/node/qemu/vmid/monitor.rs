@@ -41,6 +41,7 @@ impl Monitor {
     }
 }
 impl crate::Operation for Monitor {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "monitor";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/monitor";

@@ -122,6 +122,7 @@ impl MoveVmDisk {
     }
 }
 impl crate::Operation for MoveVmDisk {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "move_vm_disk";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/move_disk";

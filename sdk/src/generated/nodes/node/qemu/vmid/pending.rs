@@ -36,6 +36,7 @@ impl VmPending {
     }
 }
 impl crate::Operation for VmPending {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_pending";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/pending";

@@ -99,6 +99,7 @@ impl RemoteMigrateVm {
     }
 }
 impl crate::Operation for RemoteMigrateVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "remote_migrate_vm";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/remote_migrate";

@@ -71,6 +71,7 @@ impl ResizeVm {
     }
 }
 impl crate::Operation for ResizeVm {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "resize_vm";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/resize";

@@ -50,6 +50,7 @@ impl Rrddata {
     }
 }
 impl crate::Operation for Rrddata {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "rrddata";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/rrddata";

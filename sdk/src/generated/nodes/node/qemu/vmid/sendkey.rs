@@ -51,6 +51,7 @@ impl VmSendkey {
     }
 }
 impl crate::Operation for VmSendkey {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_sendkey";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/sendkey";

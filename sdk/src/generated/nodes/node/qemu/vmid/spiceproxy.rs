@@ -47,6 +47,7 @@ impl Spiceproxy {
     }
 }
 impl crate::Operation for Spiceproxy {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "spiceproxy";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/spiceproxy";

@@ -48,6 +48,7 @@ impl ConvertToTemplate {
     }
 }
 impl crate::Operation for ConvertToTemplate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "template";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/template";

@@ -51,6 +51,7 @@ impl Unlink {
     }
 }
 impl crate::Operation for Unlink {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "unlink";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/unlink";

@@ -51,6 +51,7 @@ impl Vncwebsocket {
     }
 }
 impl crate::Operation for Vncwebsocket {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vncwebsocket";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/vncwebsocket";

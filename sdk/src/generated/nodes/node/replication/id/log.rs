@@ -69,6 +69,7 @@ impl ReadJobLog {
     }
 }
 impl crate::Operation for ReadJobLog {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_job_log";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication/{id}/log";

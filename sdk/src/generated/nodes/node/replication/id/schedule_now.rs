@@ -40,6 +40,7 @@ impl ScheduleNow {
     }
 }
 impl crate::Operation for ScheduleNow {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "schedule_now";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/replication/{id}/schedule_now";

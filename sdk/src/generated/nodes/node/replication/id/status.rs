@@ -37,6 +37,7 @@ impl JobStatus {
     }
 }
 impl crate::Operation for JobStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "job_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/replication/{id}/status";

@@ -40,6 +40,7 @@ impl ServiceCommandIndex {
     }
 }
 impl crate::Operation for ServiceCommandIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "srvcmdidx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services/{service}";

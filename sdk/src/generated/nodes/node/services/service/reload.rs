@@ -44,6 +44,7 @@ impl ServiceReload {
     }
 }
 impl crate::Operation for ServiceReload {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "service_reload";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/reload";

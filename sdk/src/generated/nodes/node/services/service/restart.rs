@@ -44,6 +44,7 @@ impl ServiceRestart {
     }
 }
 impl crate::Operation for ServiceRestart {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "service_restart";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/restart";

@@ -44,6 +44,7 @@ impl ServiceStart {
     }
 }
 impl crate::Operation for ServiceStart {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "service_start";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/start";

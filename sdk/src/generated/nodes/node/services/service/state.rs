@@ -43,6 +43,7 @@ impl ServiceState {
     }
 }
 impl crate::Operation for ServiceState {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "service_state";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/services/{service}/state";

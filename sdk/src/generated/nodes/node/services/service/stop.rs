@@ -44,6 +44,7 @@ impl ServiceStop {
     }
 }
 impl crate::Operation for ServiceStop {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "service_stop";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/services/{service}/stop";

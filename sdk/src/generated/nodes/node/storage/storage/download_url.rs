@@ -103,6 +103,7 @@ impl DownloadUrl {
     }
 }
 impl crate::Operation for DownloadUrl {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "download_url";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/download-url";

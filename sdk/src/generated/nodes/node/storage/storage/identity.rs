@@ -37,6 +37,7 @@ impl Identity {
     }
 }
 impl crate::Operation for Identity {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "identity";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/identity";

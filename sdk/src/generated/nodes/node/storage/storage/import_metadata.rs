@@ -48,6 +48,7 @@ impl GetImportMetadata {
     }
 }
 impl crate::Operation for GetImportMetadata {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_import_metadata";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/import-metadata";

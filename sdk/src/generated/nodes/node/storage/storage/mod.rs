@@ -46,6 +46,7 @@ impl Diridx {
     }
 }
 impl crate::Operation for Diridx {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "diridx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}";

@@ -59,6 +59,7 @@ impl OciRegistryPull {
     }
 }
 impl crate::Operation for OciRegistryPull {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "oci_registry_pull";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/oci-registry-pull";

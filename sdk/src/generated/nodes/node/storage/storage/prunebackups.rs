@@ -71,6 +71,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/prunebackups";
@@ -166,6 +167,7 @@ impl Dryrun {
     }
 }
 impl crate::Operation for Dryrun {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "dryrun";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/prunebackups";

@@ -60,6 +60,7 @@ impl Rrd {
     }
 }
 impl crate::Operation for Rrd {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "rrd";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/rrd";

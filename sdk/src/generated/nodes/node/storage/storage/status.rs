@@ -40,6 +40,7 @@ impl ReadStatus {
     }
 }
 impl crate::Operation for ReadStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/status";

@@ -84,6 +84,7 @@ impl Upload {
     }
 }
 impl crate::Operation for Upload {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "upload";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/upload";

@@ -79,6 +79,7 @@ impl ReadTaskLog {
     }
 }
 impl crate::Operation for ReadTaskLog {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_task_log";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}/log";

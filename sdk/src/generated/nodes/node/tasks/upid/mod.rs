@@ -39,6 +39,7 @@ impl StopTask {
     }
 }
 impl crate::Operation for StopTask {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "stop_task";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}";
@@ -92,6 +93,7 @@ impl UpidIndex {
     }
 }
 impl crate::Operation for UpidIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "upid_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}";

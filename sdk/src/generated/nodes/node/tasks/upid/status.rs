@@ -40,6 +40,7 @@ impl ReadTaskStatus {
     }
 }
 impl crate::Operation for ReadTaskStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read_task_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/tasks/{upid}/status";

@@ -191,6 +191,7 @@ impl crate::Operation for CreateToken {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/access/users/{userid}/token/{token-name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
     type Response = CreateTokenResponse;
     type Error = CreateTokenError;
 }
@@ -299,6 +300,7 @@ impl crate::Operation for UpdateToken {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/access/users/{userid}/token/{token-name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const RESPONSE_SECRETS: bool = true;
     type Response = UpdateTokenResponse;
     type Error = UpdateTokenError;
 }
@@ -348,8 +350,8 @@ impl serde::Serialize for ReadTokenResponse {
 pub struct CreateTokenResponse {
     /// `tokenid`
     pub tokenid: Option<String>,
-    /// `value`
-    pub value: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub value: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }
@@ -401,8 +403,8 @@ crate::open_enum_traits!(UpdateTokenDeleteItem);
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct UpdateTokenResponse {
-    /// `secret`
-    pub secret: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub secret: Option<crate::Secret>,
     /// Keys PVE sent that this version of the schema does not list, kept as sent.
     pub other_keys: serde_json::Map<String, serde_json::Value>,
 }

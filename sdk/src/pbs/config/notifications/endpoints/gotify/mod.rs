@@ -64,8 +64,8 @@ pub struct CreateGotify {
     pub origin: Option<crate::pbs::config::notifications::Origin>,
     /// `server`
     pub server: String,
-    /// `token`
-    pub token: String,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: crate::Secret,
 }
 impl serde::Serialize for CreateGotify {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -89,7 +89,7 @@ impl CreateGotify {
     pub fn new(
         name: impl Into<String>,
         server: impl Into<String>,
-        token: impl Into<String>,
+        token: impl Into<crate::Secret>,
     ) -> Self {
         Self {
             comment: None,
@@ -132,6 +132,7 @@ impl crate::Operation for CreateGotify {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/endpoints/gotify";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = CreateGotifyResponse;
     type Error = CreateGotifyError;
 }

@@ -109,8 +109,8 @@ pub struct UpdateGotify {
     pub disable: Option<bool>,
     /// `server`
     pub server: Option<String>,
-    /// `token`
-    pub token: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub token: Option<crate::Secret>,
 }
 impl serde::Serialize for UpdateGotify {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -174,7 +174,7 @@ impl UpdateGotify {
     }
     /// Sets `token`.
     #[must_use]
-    pub fn token(mut self, value: impl Into<String>) -> Self {
+    pub fn token(mut self, value: impl Into<crate::Secret>) -> Self {
         self.token = Some(value.into());
         self
     }
@@ -185,6 +185,7 @@ impl crate::Operation for UpdateGotify {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/notifications/endpoints/gotify/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["token"];
     type Response = UpdateGotifyResponse;
     type Error = UpdateGotifyError;
 }

@@ -64,8 +64,8 @@ pub struct CreateSmtp {
     pub name: String,
     /// `origin`
     pub origin: Option<crate::pbs::config::notifications::Origin>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// Range 0 - 65535
     pub port: Option<i64>,
     /// `server`
@@ -163,7 +163,7 @@ impl CreateSmtp {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -186,6 +186,7 @@ impl crate::Operation for CreateSmtp {
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/config/notifications/endpoints/smtp";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = CreateSmtpResponse;
     type Error = CreateSmtpError;
 }

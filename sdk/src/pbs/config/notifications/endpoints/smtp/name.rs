@@ -117,8 +117,8 @@ pub struct UpdateSmtp {
     pub mailto_user: Option<Vec<String>>,
     /// Default `tls`
     pub mode: Option<crate::pbs::config::notifications::endpoints::smtp::Mode>,
-    /// `password`
-    pub password: Option<String>,
+    /// Secret: Debug and Display print `[redacted]`
+    pub password: Option<crate::Secret>,
     /// Range 0 - 65535
     pub port: Option<i64>,
     /// `server`
@@ -226,7 +226,7 @@ impl UpdateSmtp {
     }
     /// Sets `password`.
     #[must_use]
-    pub fn password(mut self, value: impl Into<String>) -> Self {
+    pub fn password(mut self, value: impl Into<crate::Secret>) -> Self {
         self.password = Some(value.into());
         self
     }
@@ -255,6 +255,7 @@ impl crate::Operation for UpdateSmtp {
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/config/notifications/endpoints/smtp/{name}";
     const SINCE: crate::PveVersion = crate::PveVersion::new(0, 0);
+    const SECRET_PARAMS: &'static [&'static str] = &["password"];
     type Response = UpdateSmtpResponse;
     type Error = UpdateSmtpError;
 }

@@ -55,6 +55,7 @@ impl ListNodesFabric {
     }
 }
 impl crate::Operation for ListNodesFabric {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_nodes_fabric";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}";
@@ -150,6 +151,7 @@ impl AddNode {
     }
 }
 impl crate::Operation for AddNode {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "add_node";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}";

@@ -39,6 +39,7 @@ impl DeleteNode {
     }
 }
 impl crate::Operation for DeleteNode {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_node";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}";
@@ -93,6 +94,7 @@ impl GetNode {
     }
 }
 impl crate::Operation for GetNode {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_node";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}";
@@ -194,6 +196,7 @@ impl UpdateNode {
     }
 }
 impl crate::Operation for UpdateNode {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_node";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/fabrics/node/{fabric_id}/{node_id}";

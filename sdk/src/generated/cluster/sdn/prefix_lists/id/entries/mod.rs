@@ -33,6 +33,7 @@ impl GetPrefixListEntries {
     }
 }
 impl crate::Operation for GetPrefixListEntries {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_prefix_list_entries";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}/entries";
@@ -131,6 +132,7 @@ impl CreatePrefixListEntry {
     }
 }
 impl crate::Operation for CreatePrefixListEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_prefix_list_entry";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}/entries";

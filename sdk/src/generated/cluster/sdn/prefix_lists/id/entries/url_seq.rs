@@ -49,6 +49,7 @@ impl DeletePrefixListEntry {
     }
 }
 impl crate::Operation for DeletePrefixListEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_prefix_list_entry";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}/entries/{url_seq}";
@@ -98,6 +99,7 @@ impl GetPrefixListEntry {
     }
 }
 impl crate::Operation for GetPrefixListEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_prefix_list_entry";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}/entries/{url_seq}";
@@ -228,6 +230,7 @@ impl UpdatePrefixListEntry {
     }
 }
 impl crate::Operation for UpdatePrefixListEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_prefix_list_entry";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/prefix-lists/{id}/entries/{url_seq}";

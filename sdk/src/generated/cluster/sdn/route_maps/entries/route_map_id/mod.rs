@@ -55,6 +55,7 @@ impl ListRouteMapEntriesForRouteMap {
     }
 }
 impl crate::Operation for ListRouteMapEntriesForRouteMap {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list_route_map_entries_for_route_map";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/route-maps/entries/{route-map-id}";

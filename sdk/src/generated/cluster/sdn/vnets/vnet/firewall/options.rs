@@ -32,6 +32,7 @@ impl GetOptions {
     }
 }
 impl crate::Operation for GetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_options";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/firewall/options";
@@ -126,6 +127,7 @@ impl SetOptions {
     }
 }
 impl crate::Operation for SetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/firewall/options";

@@ -52,6 +52,7 @@ impl ListSubnets {
     }
 }
 impl crate::Operation for ListSubnets {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets";
@@ -168,6 +169,7 @@ impl CreateSubnet {
     }
 }
 impl crate::Operation for CreateSubnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets";

@@ -46,6 +46,7 @@ impl DeleteSubnet {
     }
 }
 impl crate::Operation for DeleteSubnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}";
@@ -114,6 +115,7 @@ impl ReadSubnet {
     }
 }
 impl crate::Operation for ReadSubnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}";
@@ -243,6 +245,7 @@ impl UpdateSubnet {
     }
 }
 impl crate::Operation for UpdateSubnet {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/vnets/{vnet}/subnets/{subnet}";

@@ -37,6 +37,7 @@ impl In {
     }
 }
 impl crate::Operation for In {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "in";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/in";

@@ -47,6 +47,7 @@ impl CephOsdVolume {
     }
 }
 impl crate::Operation for CephOsdVolume {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "osdvolume";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/lv-info";

@@ -40,6 +40,7 @@ impl CephOsdMetadata {
     }
 }
 impl crate::Operation for CephOsdMetadata {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "osddetails";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/metadata";

@@ -53,6 +53,7 @@ impl DestroyCephOsd {
     }
 }
 impl crate::Operation for DestroyCephOsd {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroyosd";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";
@@ -107,6 +108,7 @@ impl CephOsdIndex {
     }
 }
 impl crate::Operation for CephOsdIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "osdindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}";

@@ -37,6 +37,7 @@ impl Out {
     }
 }
 impl crate::Operation for Out {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "out";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/out";

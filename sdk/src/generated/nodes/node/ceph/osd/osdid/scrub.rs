@@ -47,6 +47,7 @@ impl Scrub {
     }
 }
 impl crate::Operation for Scrub {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "scrub";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/ceph/osd/{osdid}/scrub";

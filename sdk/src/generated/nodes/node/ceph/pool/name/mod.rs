@@ -69,6 +69,7 @@ impl DestroyCephPool {
     }
 }
 impl crate::Operation for DestroyCephPool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "destroypool";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
@@ -123,6 +124,7 @@ impl CephPoolIndex {
     }
 }
 impl crate::Operation for CephPoolIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "poolindex";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";
@@ -273,6 +275,7 @@ impl UpdateCephPool {
     }
 }
 impl crate::Operation for UpdateCephPool {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "setpool";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}";

@@ -47,6 +47,7 @@ impl CephPoolStatus {
     }
 }
 impl crate::Operation for CephPoolStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "getpool";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/ceph/pool/{name}/status";

@@ -40,6 +40,7 @@ impl ListMdevTypes {
     }
 }
 impl crate::Operation for ListMdevTypes {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "mdevscan";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware/pci/{pci-id-or-mapping}/mdev";

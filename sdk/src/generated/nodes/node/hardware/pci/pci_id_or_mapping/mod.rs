@@ -39,6 +39,7 @@ impl PciIndex {
     }
 }
 impl crate::Operation for PciIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "pci_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/hardware/pci/{pci-id-or-mapping}";

@@ -41,6 +41,7 @@ impl ListFirewall {
     }
 }
 impl crate::Operation for ListFirewall {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall";

@@ -45,6 +45,7 @@ impl Refs {
     }
 }
 impl crate::Operation for Refs {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "refs";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/refs";

@@ -38,6 +38,7 @@ impl ListSnapshots {
     }
 }
 impl crate::Operation for ListSnapshots {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot";
@@ -113,6 +114,7 @@ impl CreateSnapshot {
     }
 }
 impl crate::Operation for CreateSnapshot {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "snapshot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot";

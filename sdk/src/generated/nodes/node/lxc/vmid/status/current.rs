@@ -37,6 +37,7 @@ impl ContainerStatus {
     }
 }
 impl crate::Operation for ContainerStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/current";

@@ -43,6 +43,7 @@ impl ContainerStatusIndex {
     }
 }
 impl crate::Operation for ContainerStatusIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vmcmdidx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status";

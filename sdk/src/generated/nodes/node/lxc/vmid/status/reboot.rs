@@ -48,6 +48,7 @@ impl RebootContainer {
     }
 }
 impl crate::Operation for RebootContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_reboot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/reboot";

@@ -38,6 +38,7 @@ impl ResumeContainer {
     }
 }
 impl crate::Operation for ResumeContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_resume";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/resume";

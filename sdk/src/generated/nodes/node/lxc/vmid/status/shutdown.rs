@@ -61,6 +61,7 @@ impl ShutdownContainer {
     }
 }
 impl crate::Operation for ShutdownContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_shutdown";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/shutdown";

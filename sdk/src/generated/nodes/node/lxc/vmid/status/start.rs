@@ -58,6 +58,7 @@ impl StartContainer {
     }
 }
 impl crate::Operation for StartContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_start";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/start";

@@ -58,6 +58,7 @@ impl StopContainer {
     }
 }
 impl crate::Operation for StopContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_stop";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/stop";

@@ -41,6 +41,7 @@ impl SuspendContainer {
     }
 }
 impl crate::Operation for SuspendContainer {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_suspend";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/status/suspend";

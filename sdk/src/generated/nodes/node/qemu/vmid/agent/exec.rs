@@ -51,6 +51,7 @@ impl Exec {
     }
 }
 impl crate::Operation for Exec {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "exec";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/exec";

@@ -44,6 +44,7 @@ impl ExecStatus {
     }
 }
 impl crate::Operation for ExecStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "exec-status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/exec-status";

@@ -74,6 +74,7 @@ impl FileRead {
     }
 }
 impl crate::Operation for FileRead {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "file-read";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/file-read";

@@ -63,6 +63,7 @@ impl FileWrite {
     }
 }
 impl crate::Operation for FileWrite {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "file-write";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/file-write";

@@ -40,6 +40,7 @@ impl FsfreezeFreeze {
     }
 }
 impl crate::Operation for FsfreezeFreeze {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "fsfreeze-freeze";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/fsfreeze-freeze";

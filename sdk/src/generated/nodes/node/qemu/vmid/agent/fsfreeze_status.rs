@@ -40,6 +40,7 @@ impl FsfreezeStatus {
     }
 }
 impl crate::Operation for FsfreezeStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "fsfreeze-status";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/fsfreeze-status";

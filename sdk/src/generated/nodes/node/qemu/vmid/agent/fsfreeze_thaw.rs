@@ -40,6 +40,7 @@ impl FsfreezeThaw {
     }
 }
 impl crate::Operation for FsfreezeThaw {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "fsfreeze-thaw";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/fsfreeze-thaw";

@@ -37,6 +37,7 @@ impl Fstrim {
     }
 }
 impl crate::Operation for Fstrim {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "fstrim";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/fstrim";

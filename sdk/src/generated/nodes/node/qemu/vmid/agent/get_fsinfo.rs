@@ -40,6 +40,7 @@ impl GetFsinfo {
     }
 }
 impl crate::Operation for GetFsinfo {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-fsinfo";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-fsinfo";

@@ -40,6 +40,7 @@ impl GetHostName {
     }
 }
 impl crate::Operation for GetHostName {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-host-name";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-host-name";

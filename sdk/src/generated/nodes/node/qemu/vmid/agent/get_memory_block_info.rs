@@ -40,6 +40,7 @@ impl GetMemoryBlockInfo {
     }
 }
 impl crate::Operation for GetMemoryBlockInfo {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-memory-block-info";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-memory-block-info";

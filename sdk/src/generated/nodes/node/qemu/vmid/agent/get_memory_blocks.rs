@@ -40,6 +40,7 @@ impl GetMemoryBlocks {
     }
 }
 impl crate::Operation for GetMemoryBlocks {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-memory-blocks";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-memory-blocks";

@@ -40,6 +40,7 @@ impl GetOsinfo {
     }
 }
 impl crate::Operation for GetOsinfo {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-osinfo";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-osinfo";

@@ -37,6 +37,7 @@ impl GetTime {
     }
 }
 impl crate::Operation for GetTime {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-time";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-time";

@@ -40,6 +40,7 @@ impl GetTimezone {
     }
 }
 impl crate::Operation for GetTimezone {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-timezone";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-timezone";

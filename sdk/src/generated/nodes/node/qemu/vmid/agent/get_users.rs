@@ -40,6 +40,7 @@ impl GetUsers {
     }
 }
 impl crate::Operation for GetUsers {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-users";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-users";

@@ -40,6 +40,7 @@ impl GetVcpus {
     }
 }
 impl crate::Operation for GetVcpus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get-vcpus";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/get-vcpus";

@@ -61,6 +61,7 @@ impl ListAgent {
     }
 }
 impl crate::Operation for ListAgent {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent";
@@ -128,6 +129,7 @@ impl Agent {
     }
 }
 impl crate::Operation for Agent {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "agent";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent";

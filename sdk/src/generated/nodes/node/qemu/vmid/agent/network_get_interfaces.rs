@@ -40,6 +40,7 @@ impl NetworkGetInterfaces {
     }
 }
 impl crate::Operation for NetworkGetInterfaces {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "network-get-interfaces";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces";

@@ -37,6 +37,7 @@ impl Ping {
     }
 }
 impl crate::Operation for Ping {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ping";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/ping";

@@ -63,6 +63,7 @@ impl SetUserPassword {
     }
 }
 impl crate::Operation for SetUserPassword {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set-user-password";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/set-user-password";

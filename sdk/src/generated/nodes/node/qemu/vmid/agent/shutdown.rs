@@ -37,6 +37,7 @@ impl Shutdown {
     }
 }
 impl crate::Operation for Shutdown {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "shutdown";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/shutdown";

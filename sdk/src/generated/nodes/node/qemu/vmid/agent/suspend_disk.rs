@@ -40,6 +40,7 @@ impl SuspendDisk {
     }
 }
 impl crate::Operation for SuspendDisk {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "suspend-disk";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/suspend-disk";

@@ -40,6 +40,7 @@ impl SuspendHybrid {
     }
 }
 impl crate::Operation for SuspendHybrid {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "suspend-hybrid";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/suspend-hybrid";

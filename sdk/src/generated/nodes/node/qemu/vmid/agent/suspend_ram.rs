@@ -40,6 +40,7 @@ impl SuspendRam {
     }
 }
 impl crate::Operation for SuspendRam {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "suspend-ram";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/agent/suspend-ram";

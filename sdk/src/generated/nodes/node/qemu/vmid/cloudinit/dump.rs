@@ -47,6 +47,7 @@ impl CloudinitGeneratedConfigDump {
     }
 }
 impl crate::Operation for CloudinitGeneratedConfigDump {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "cloudinit_generated_config_dump";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/cloudinit/dump";

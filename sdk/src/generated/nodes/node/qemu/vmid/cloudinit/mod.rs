@@ -40,6 +40,7 @@ impl CloudinitPending {
     }
 }
 impl crate::Operation for CloudinitPending {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "cloudinit_pending";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/cloudinit";
@@ -103,6 +104,7 @@ impl CloudinitUpdate {
     }
 }
 impl crate::Operation for CloudinitUpdate {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "cloudinit_update";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/cloudinit";

@@ -39,6 +39,7 @@ impl GetOptions {
     }
 }
 impl crate::Operation for GetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_options";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/options";
@@ -220,6 +221,7 @@ impl SetOptions {
     }
 }
 impl crate::Operation for SetOptions {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "set_options";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/options";

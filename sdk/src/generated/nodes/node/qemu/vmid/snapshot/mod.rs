@@ -38,6 +38,7 @@ impl SnapshotList {
     }
 }
 impl crate::Operation for SnapshotList {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "snapshot_list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot";
@@ -123,6 +124,7 @@ impl CreateSnapshot {
     }
 }
 impl crate::Operation for CreateSnapshot {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "snapshot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot";

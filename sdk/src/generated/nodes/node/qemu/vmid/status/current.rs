@@ -40,6 +40,7 @@ impl VmStatus {
     }
 }
 impl crate::Operation for VmStatus {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_status";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/current";

@@ -44,6 +44,7 @@ impl VmStatusIndex {
     }
 }
 impl crate::Operation for VmStatusIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vmcmdidx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status";

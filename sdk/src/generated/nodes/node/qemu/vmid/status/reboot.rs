@@ -48,6 +48,7 @@ impl VmReboot {
     }
 }
 impl crate::Operation for VmReboot {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_reboot";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/reboot";

@@ -48,6 +48,7 @@ impl VmReset {
     }
 }
 impl crate::Operation for VmReset {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_reset";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/reset";

@@ -58,6 +58,7 @@ impl VmResume {
     }
 }
 impl crate::Operation for VmResume {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_resume";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/resume";

@@ -81,6 +81,7 @@ impl VmShutdown {
     }
 }
 impl crate::Operation for VmShutdown {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_shutdown";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/shutdown";

@@ -151,6 +151,7 @@ impl VmStart {
     }
 }
 impl crate::Operation for VmStart {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_start";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/start";

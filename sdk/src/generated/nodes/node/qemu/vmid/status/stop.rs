@@ -88,6 +88,7 @@ impl VmStop {
     }
 }
 impl crate::Operation for VmStop {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_stop";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/stop";

@@ -71,6 +71,7 @@ impl VmSuspend {
     }
 }
 impl crate::Operation for VmSuspend {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "vm_suspend";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/status/suspend";

@@ -40,6 +40,7 @@ impl Interfaces {
     }
 }
 impl crate::Operation for Interfaces {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "interfaces";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/fabrics/{fabric}/interfaces";

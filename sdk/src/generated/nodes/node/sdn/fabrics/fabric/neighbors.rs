@@ -40,6 +40,7 @@ impl Neighbors {
     }
 }
 impl crate::Operation for Neighbors {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "neighbors";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/fabrics/{fabric}/neighbors";

@@ -37,6 +37,7 @@ impl Routes {
     }
 }
 impl crate::Operation for Routes {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "routes";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/fabrics/{fabric}/routes";

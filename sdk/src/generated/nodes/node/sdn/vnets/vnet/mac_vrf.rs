@@ -37,6 +37,7 @@ impl MacVrf {
     }
 }
 impl crate::Operation for MacVrf {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "mac-vrf";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/vnets/{vnet}/mac-vrf";

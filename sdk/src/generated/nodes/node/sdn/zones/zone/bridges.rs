@@ -37,6 +37,7 @@ impl Bridges {
     }
 }
 impl crate::Operation for Bridges {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "bridges";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/zones/{zone}/bridges";

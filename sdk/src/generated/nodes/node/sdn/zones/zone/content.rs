@@ -37,6 +37,7 @@ impl ListContent {
     }
 }
 impl crate::Operation for ListContent {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/zones/{zone}/content";

@@ -37,6 +37,7 @@ impl IpVrf {
     }
 }
 impl crate::Operation for IpVrf {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ip-vrf";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/sdn/zones/{zone}/ip-vrf";

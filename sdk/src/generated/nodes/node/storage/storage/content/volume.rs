@@ -59,6 +59,7 @@ impl Delete {
     }
 }
 impl crate::Operation for Delete {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
@@ -137,6 +138,7 @@ impl Info {
     }
 }
 impl crate::Operation for Info {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "info";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
@@ -228,6 +230,7 @@ impl Copy_ {
     }
 }
 impl crate::Operation for Copy_ {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "copy";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";
@@ -326,6 +329,7 @@ impl UpdateVolumeAttributes {
     }
 }
 impl crate::Operation for UpdateVolumeAttributes {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "updateattributes";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/content/{volume}";

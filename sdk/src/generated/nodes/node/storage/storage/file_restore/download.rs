@@ -63,6 +63,7 @@ impl Download {
     }
 }
 impl crate::Operation for Download {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "download";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/file-restore/download";

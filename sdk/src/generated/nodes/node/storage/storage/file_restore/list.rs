@@ -53,6 +53,7 @@ impl List {
     }
 }
 impl crate::Operation for List {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "list";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/storage/{storage}/file-restore/list";

@@ -49,6 +49,7 @@ impl DeleteRouteMapEntry {
     }
 }
 impl crate::Operation for DeleteRouteMapEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_route_map_entry";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}";
@@ -98,6 +99,7 @@ impl GetRouteMapEntry {
     }
 }
 impl crate::Operation for GetRouteMapEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_route_map_entry";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}";
@@ -235,6 +237,7 @@ impl UpdateRouteMapEntry {
     }
 }
 impl crate::Operation for UpdateRouteMapEntry {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_route_map_entry";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/cluster/sdn/route-maps/entries/{route-map-id}/entry/{order}";

@@ -39,6 +39,7 @@ impl IpsetIndex {
     }
 }
 impl crate::Operation for IpsetIndex {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "ipset_index";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/ipset";
@@ -135,6 +136,7 @@ impl CreateIpset {
     }
 }
 impl crate::Operation for CreateIpset {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_ipset";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/ipset";

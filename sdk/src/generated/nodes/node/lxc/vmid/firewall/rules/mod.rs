@@ -36,6 +36,7 @@ impl GetRules {
     }
 }
 impl crate::Operation for GetRules {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_rules";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/rules";
@@ -241,6 +242,7 @@ impl CreateRule {
     }
 }
 impl crate::Operation for CreateRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_rule";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/firewall/rules";

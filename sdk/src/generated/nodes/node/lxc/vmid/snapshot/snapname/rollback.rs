@@ -55,6 +55,7 @@ impl Rollback {
     }
 }
 impl crate::Operation for Rollback {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "rollback";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/lxc/{vmid}/snapshot/{snapname}/rollback";

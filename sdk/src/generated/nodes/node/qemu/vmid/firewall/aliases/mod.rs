@@ -39,6 +39,7 @@ impl GetAliases {
     }
 }
 impl crate::Operation for GetAliases {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_aliases";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/aliases";
@@ -124,6 +125,7 @@ impl CreateAlias {
     }
 }
 impl crate::Operation for CreateAlias {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "create_alias";
     const METHOD: crate::Method = crate::Method::Post;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/aliases";

@@ -53,6 +53,7 @@ impl DeleteRule {
     }
 }
 impl crate::Operation for DeleteRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delete_rule";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}";
@@ -120,6 +121,7 @@ impl GetRule {
     }
 }
 impl crate::Operation for GetRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_rule";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}";
@@ -345,6 +347,7 @@ impl UpdateRule {
     }
 }
 impl crate::Operation for UpdateRule {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_rule";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/firewall/rules/{pos}";

@@ -43,6 +43,7 @@ impl GetSnapshotConfig {
     }
 }
 impl crate::Operation for GetSnapshotConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "get_snapshot_config";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config";
@@ -125,6 +126,7 @@ impl UpdateSnapshotConfig {
     }
 }
 impl crate::Operation for UpdateSnapshotConfig {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "update_snapshot_config";
     const METHOD: crate::Method = crate::Method::Put;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/config";

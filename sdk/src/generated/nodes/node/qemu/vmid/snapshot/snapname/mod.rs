@@ -57,6 +57,7 @@ impl DeleteSnapshot {
     }
 }
 impl crate::Operation for DeleteSnapshot {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "delsnapshot";
     const METHOD: crate::Method = crate::Method::Delete;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}";
@@ -128,6 +129,7 @@ impl SnapshotCmdIdx {
     }
 }
 impl crate::Operation for SnapshotCmdIdx {
+    const PRODUCT: crate::Product = crate::Product::Pve;
     const ID: &'static str = "snapshot_cmd_idx";
     const METHOD: crate::Method = crate::Method::Get;
     const PATH: &'static str = "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}";

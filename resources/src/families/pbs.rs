@@ -1,0 +1,405 @@
+//! The Proxmox Backup Server families (feature `pbs`), from PBS's schema ([`Declared`]) over
+//! the stack's PBS client ([`crate::Clients::with_pbs`]): every read and write of these objects
+//! goes there, never to PVE (the same path names another endpoint on PVE).
+//!
+//! - [`PbsDatastore`] (`/config/datastore`, proxmox-backup `src/api2/config/datastore.rs`):
+//!   the create is a task that makes a chunk store in `path` (`create-datastore`), so it is sent
+//!   only on proven absence (S34): the name is not in the whole datastore list, read by a
+//!   credential proven to hold `Datastore.Audit` on `/datastore` (`list_datastores` shows each
+//!   datastore only to who may audit it). Dropped from the declaration it is kept (S20). Its
+//!   delete always sends `keep-job-configs=1`: without it PBS deletes every verify, sync and
+//!   prune job of the store and its ACL node (`delete_datastore`), objects this stack may not
+//!   have made. It sends `destroy-data=1` only when declared ([`PbsDatastore::destroy_data`]),
+//!   and such a declaration holds data: its destroy takes the explicit word.
+//! - [`PbsPruneJob`], [`PbsVerifyJob`] (`/config/prune`, `/config/verify`): require their
+//!   datastore. [`PbsSyncJob`] (`/config/sync`) requires its datastore and, for a pull from
+//!   another PBS, its [`PbsRemote`].
+//! - [`PbsRemote`] (`/config/remote`): its `password` (the remote user's password or API token
+//!   secret) is write-only (S26): PBS never answers it (`RemoteWithoutPassword`), so it is
+//!   sent at create and again when [`Declared::secret_rotation`] moves, and never recorded.
+//!
+//! Absence is each read's typed absence (`patches/pbs`: `no such datastore 'X'`, `no such
+//! prune 'X'`, ...; S1). One PBS per stack.
+
+use std::sync::Arc;
+
+use pve_sdk::pbs::access::permissions::GetPermissions as ReadPermissions;
+use pve_sdk::pbs::config::datastore::name::{DeleteDatastore, ReadDatastore, UpdateDatastore};
+use pve_sdk::pbs::config::datastore::{CreateDatastore, ListDatastore};
+use pve_sdk::pbs::config::prune::id::{DeletePrune, ReadPrune, UpdatePrune};
+use pve_sdk::pbs::config::prune::CreatePrune;
+use pve_sdk::pbs::config::remote::name::{DeleteRemote, ReadRemote, UpdateRemote};
+use pve_sdk::pbs::config::remote::CreateRemote;
+use pve_sdk::pbs::config::sync::id::{DeleteSync, ReadSync, UpdateSync};
+use pve_sdk::pbs::config::sync::CreateSync;
+use pve_sdk::pbs::config::verify::id::{DeleteVerify, ReadVerify, UpdateVerify};
+use pve_sdk::pbs::config::verify::CreateVerify;
+use pve_sdk::Product;
+
+use crate::contract::{BoxFuture, Cx, Failure, ObjectRef, OnStarted, Scope};
+use crate::families::config::{inexpressible, Listing, Unset};
+use crate::families::schema::{Declared, Object};
+
+/// A declared PBS datastore: `PbsDatastore::new("store1", "/mnt/datastore/store1")`, or any
+/// field of its create request.
+pub type PbsDatastore = Declared<PbsDatastoreObject>;
+
+/// A declared PBS datastore whose destroy removes its chunk store too (`destroy-data=1`):
+/// it holds data, so its destroy takes the explicit word ([`PbsDatastore::destroy_data`]).
+pub type PbsDatastoreDestroyingData = Declared<PbsDatastoreObject<true>>;
+
+/// What the schema names of a PBS datastore; `DESTROY_DATA`: its destroy removes the chunks.
+#[derive(Debug)]
+pub struct PbsDatastoreObject<const DESTROY_DATA: bool = false>;
+
+fn datastore(name: &str) -> ObjectRef {
+    ObjectRef::new(crate::families::kinds::PBS_DATASTORE, Scope::Cluster, name)
+}
+
+impl<const DESTROY_DATA: bool> Object for PbsDatastoreObject<DESTROY_DATA> {
+    const KIND: crate::contract::Kind = crate::families::kinds::PBS_DATASTORE;
+    const ID: &'static [&'static str] = &["name"];
+    type Create = CreateDatastore;
+    type Read = ReadDatastore;
+    type Update = UpdateDatastore;
+    type Delete = DeleteDatastore;
+
+    /// The update removes what `delete` names.
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    /// S31 without a digest compared here: `datastore.cfg`, one write at a time.
+    fn domain(d: &Declared<Self>) -> Option<String> {
+        let _ = d;
+        Some("pbs:datastore.cfg".to_owned())
+    }
+
+    /// S34: the whole datastore list, and proof that the reader sees all of it.
+    fn listed<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+    ) -> Option<BoxFuture<'a, Result<Listing, Failure>>> {
+        Some(Box::pin(async move {
+            let pbs = cx.client_of(Product::Pbs)?;
+            let read = || async {
+                let rows = pbs
+                    .send(&ListDatastore::new())
+                    .await
+                    .map_err(Failure::read)?
+                    .into_data();
+                Ok(rows.into_iter().filter_map(|r| r.name).collect::<Vec<_>>())
+            };
+            let names: Arc<Vec<String>> = if cx.planning() {
+                cx.shared("pbs datastores", read).await?
+            } else {
+                Arc::new(read().await?)
+            };
+            if names.contains(&d.id(0)) {
+                return Ok(Listing::Listed);
+            }
+            // list_datastores shows a datastore only to who holds Datastore.Audit on
+            // /datastore/{name}: only a reader holding it on /datastore, propagated, is
+            // answered the whole list.
+            let perms = pbs
+                .send(&ReadPermissions::new().path("/datastore"))
+                .await
+                .map_err(Failure::read)?
+                .into_data();
+            let audit = perms
+                .get("/datastore")
+                .and_then(|p| p.get("Datastore.Audit"))
+                .and_then(serde_json::Value::as_bool);
+            if audit != Some(true) {
+                return Ok(Listing::Unproven(
+                    "the PBS reader is not proven to hold Datastore.Audit on /datastore (propagated), so the datastore list proves nothing".into(),
+                ));
+            }
+            Ok(Listing::Unlisted)
+        }))
+    }
+
+    /// Always `keep-job-configs=1` (the store's jobs and ACLs are not this object's), and
+    /// `destroy-data=1` only when declared.
+    fn delete<'a>(
+        d: &'a Declared<Self>,
+        cx: &'a Cx,
+        on_started: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let mut req = d
+                .addressed::<DeleteDatastore>()?
+                .set("keep-job-configs", "1")
+                .map_err(|e| inexpressible(d, &e.key))?;
+            if DESTROY_DATA {
+                req = req
+                    .set("destroy-data", "1")
+                    .map_err(|e| inexpressible(d, &e.key))?;
+            }
+            crate::kit::task::write(cx, &req, on_started).await
+        })
+    }
+
+    fn holds_data(d: &Declared<Self>) -> Option<String> {
+        DESTROY_DATA.then(|| {
+            format!(
+                "every backup in PBS datastore {} (its destroy sends destroy-data=1)",
+                d.id(0)
+            )
+        })
+    }
+
+    fn summary(d: &Declared<Self>) -> Vec<String> {
+        let data = match DESTROY_DATA {
+            true => "a destroy removes its chunks (destroy-data=1)",
+            false => "a destroy keeps its chunks, jobs and ACLs (keep-job-configs=1)",
+        };
+        vec![format!(
+            "PBS makes a chunk store in {} (a task); {data}",
+            d.spec.path
+        )]
+    }
+}
+
+impl PbsDatastore {
+    /// A datastore named `name` whose chunk store is made in `path`.
+    pub fn new(name: impl Into<String>, path: impl Into<String>) -> Self {
+        PbsDatastore::of(CreateDatastore::new(name, path))
+    }
+
+    /// The same datastore, whose destroy removes its chunk store too (`destroy-data=1`).
+    pub fn destroy_data(self) -> PbsDatastoreDestroyingData {
+        Declared::of(self.spec)
+    }
+
+    /// Manages its garbage collection schedule (a systemd calendar event).
+    #[must_use]
+    pub fn gc_schedule(mut self, schedule: impl Into<String>) -> Self {
+        self.spec.gc_schedule = Some(schedule.into());
+        self
+    }
+
+    /// Manages its comment.
+    #[must_use]
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.spec.comment = Some(comment.into());
+        self
+    }
+}
+
+macro_rules! job_family {
+    ($(#[$doc:meta])* $alias:ident, $object:ident, $kind:ident, $create:ty, $read:ty, $update:ty, $delete:ty, $what:literal) => {
+        $(#[$doc])*
+        pub type $alias = Declared<$object>;
+
+        #[doc = concat!("What the schema names of a PBS ", $what, ".")]
+        #[derive(Debug)]
+        pub struct $object;
+    };
+}
+
+job_family!(
+    /// A declared PBS prune job: `PbsPruneJob::new("daily", "store1", "daily").keep_last(7)`.
+    PbsPruneJob, PbsPruneJobObject, PBS_PRUNE_JOB, CreatePrune, ReadPrune, UpdatePrune, DeletePrune, "prune job"
+);
+job_family!(
+    /// A declared PBS verify job: `PbsVerifyJob::new("weekly", "store1")`.
+    PbsVerifyJob, PbsVerifyJobObject, PBS_VERIFY_JOB, CreateVerify, ReadVerify, UpdateVerify, DeleteVerify, "verify job"
+);
+job_family!(
+    /// A declared PBS sync job: `PbsSyncJob::new("pull-offsite", "store1", "store-src").remote("offsite")`.
+    PbsSyncJob, PbsSyncJobObject, PBS_SYNC_JOB, CreateSync, ReadSync, UpdateSync, DeleteSync, "sync job"
+);
+job_family!(
+    /// A declared PBS remote: `PbsRemote::new("offsite", "pbs2.example", "sync@pbs!puller", secret)`.
+    PbsRemote, PbsRemoteObject, PBS_REMOTE, CreateRemote, ReadRemote, UpdateRemote, DeleteRemote, "remote"
+);
+
+impl Object for PbsPruneJobObject {
+    const KIND: crate::contract::Kind = crate::families::kinds::PBS_PRUNE_JOB;
+    const ID: &'static [&'static str] = &["id"];
+    type Create = CreatePrune;
+    type Read = ReadPrune;
+    type Update = UpdatePrune;
+    type Delete = DeletePrune;
+
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    fn domain(d: &PbsPruneJob) -> Option<String> {
+        let _ = d;
+        Some("pbs:prune.cfg".to_owned())
+    }
+
+    fn requires(d: &PbsPruneJob) -> Vec<ObjectRef> {
+        vec![datastore(&d.spec.store)]
+    }
+
+    /// Dropped from the declaration, a job is removed: it holds no data (S20 keeps what holds
+    /// data or cannot be remade).
+    fn removal(d: &PbsPruneJob) -> crate::contract::Removal {
+        let _ = d;
+        crate::contract::Removal::Destroy
+    }
+
+    fn summary(d: &PbsPruneJob) -> Vec<String> {
+        vec![format!(
+            "prunes the backups of PBS datastore {} on schedule {}",
+            d.spec.store, d.spec.schedule
+        )]
+    }
+}
+
+impl PbsPruneJob {
+    /// A prune job `id` of datastore `store` on `schedule` (a systemd calendar event).
+    pub fn new(
+        id: impl Into<String>,
+        store: impl Into<String>,
+        schedule: impl Into<String>,
+    ) -> Self {
+        PbsPruneJob::of(CreatePrune::new(id, schedule, store))
+    }
+}
+
+impl Object for PbsVerifyJobObject {
+    const KIND: crate::contract::Kind = crate::families::kinds::PBS_VERIFY_JOB;
+    const ID: &'static [&'static str] = &["id"];
+    type Create = CreateVerify;
+    type Read = ReadVerify;
+    type Update = UpdateVerify;
+    type Delete = DeleteVerify;
+
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    fn domain(d: &PbsVerifyJob) -> Option<String> {
+        let _ = d;
+        Some("pbs:verification.cfg".to_owned())
+    }
+
+    fn requires(d: &PbsVerifyJob) -> Vec<ObjectRef> {
+        vec![datastore(&d.spec.store)]
+    }
+
+    fn removal(d: &PbsVerifyJob) -> crate::contract::Removal {
+        let _ = d;
+        crate::contract::Removal::Destroy
+    }
+}
+
+impl PbsVerifyJob {
+    /// A verify job `id` of datastore `store`.
+    pub fn new(id: impl Into<String>, store: impl Into<String>) -> Self {
+        PbsVerifyJob::of(CreateVerify::new(id, store))
+    }
+}
+
+impl Object for PbsSyncJobObject {
+    const KIND: crate::contract::Kind = crate::families::kinds::PBS_SYNC_JOB;
+    const ID: &'static [&'static str] = &["id"];
+    type Create = CreateSync;
+    type Read = ReadSync;
+    type Update = UpdateSync;
+    type Delete = DeleteSync;
+
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    fn domain(d: &PbsSyncJob) -> Option<String> {
+        let _ = d;
+        Some("pbs:sync.cfg".to_owned())
+    }
+
+    /// Its datastore, and its remote when it pulls from another PBS.
+    fn requires(d: &PbsSyncJob) -> Vec<ObjectRef> {
+        let mut out = vec![datastore(&d.spec.store)];
+        if let Some(r) = &d.spec.remote {
+            out.push(ObjectRef::new(
+                crate::families::kinds::PBS_REMOTE,
+                Scope::Cluster,
+                r,
+            ));
+        }
+        out
+    }
+
+    fn removal(d: &PbsSyncJob) -> crate::contract::Removal {
+        let _ = d;
+        crate::contract::Removal::Destroy
+    }
+
+    fn summary(d: &PbsSyncJob) -> Vec<String> {
+        let from = match &d.spec.remote {
+            Some(r) => format!("remote {r}'s datastore {}", d.spec.remote_store),
+            None => format!("local datastore {}", d.spec.remote_store),
+        };
+        vec![format!("syncs {from} into PBS datastore {}", d.spec.store)]
+    }
+}
+
+impl PbsSyncJob {
+    /// A sync job `id` into datastore `store` from datastore `remote_store` (local unless
+    /// [`PbsSyncJob::remote`] names a remote).
+    pub fn new(
+        id: impl Into<String>,
+        store: impl Into<String>,
+        remote_store: impl Into<String>,
+    ) -> Self {
+        PbsSyncJob::of(CreateSync::new(id, remote_store, store))
+    }
+
+    /// Pulls from this remote ([`PbsRemote`]).
+    #[must_use]
+    pub fn remote(mut self, remote: impl Into<String>) -> Self {
+        self.spec.remote = Some(remote.into());
+        self
+    }
+}
+
+impl Object for PbsRemoteObject {
+    const KIND: crate::contract::Kind = crate::families::kinds::PBS_REMOTE;
+    const ID: &'static [&'static str] = &["name"];
+    type Create = CreateRemote;
+    type Read = ReadRemote;
+    type Update = UpdateRemote;
+    type Delete = DeleteRemote;
+
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    fn domain(d: &PbsRemote) -> Option<String> {
+        let _ = d;
+        Some("pbs:remote.cfg".to_owned())
+    }
+
+    /// Dropped, a remote is removed once no job of the stack uses it (its dependants are
+    /// destroyed first); PBS itself refuses while any sync job names it.
+    fn removal(d: &PbsRemote) -> crate::contract::Removal {
+        let _ = d;
+        crate::contract::Removal::Destroy
+    }
+
+    fn summary(d: &PbsRemote) -> Vec<String> {
+        vec![format!(
+            "a PBS remote at {} as {}; its secret is sent, never read back",
+            d.spec.host, d.spec.auth_id
+        )]
+    }
+}
+
+impl PbsRemote {
+    /// A remote `name` at `host`, logging in as `auth_id` (a user or an API token) with
+    /// `password` (its password or the token's secret).
+    pub fn new(
+        name: impl Into<String>,
+        host: impl Into<String>,
+        auth_id: impl Into<String>,
+        password: impl Into<pve_sdk::Secret>,
+    ) -> Self {
+        PbsRemote::of(CreateRemote::new(auth_id, host, name, password))
+    }
+}
