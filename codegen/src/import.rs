@@ -107,10 +107,21 @@ pub fn extract(js: &str) -> Result<String, String> {
 ///
 /// A sentence naming what failed: the request, the status, or a fingerprint mismatch.
 pub fn fetch(base_url: &str, fingerprint: Option<&str>) -> Result<String, String> {
-    let url = format!(
-        "{}/pve-docs/api-viewer/apidoc.js",
-        base_url.trim_end_matches('/')
-    );
+    fetch_from(base_url, "/pve-docs/api-viewer/apidoc.js", fingerprint)
+}
+
+/// As [`fetch`], from a Proxmox Backup Server (`https://pbs:8007`), which serves its viewer at
+/// `/docs/api-viewer/apidoc.js`.
+///
+/// # Errors
+///
+/// As [`fetch`].
+pub fn fetch_pbs(base_url: &str, fingerprint: Option<&str>) -> Result<String, String> {
+    fetch_from(base_url, "/docs/api-viewer/apidoc.js", fingerprint)
+}
+
+fn fetch_from(base_url: &str, path: &str, fingerprint: Option<&str>) -> Result<String, String> {
+    let url = format!("{}{path}", base_url.trim_end_matches('/'));
     let want = match fingerprint {
         Some(f) => Some(normalize_fingerprint(f).ok_or_else(|| {
             format!("{f:?} is not a SHA-256 fingerprint (32 hex bytes, e.g. AB:CD:...)")
@@ -170,6 +181,32 @@ fn colon_hex(hex: &str) -> String {
         .join(":")
 }
 
+/// Tree nodes and `info` methods of a schema's JSON text, as they are in the file.
+fn raw_counts(text: &str) -> (usize, usize) {
+    fn walk(n: &serde_json::Value, out: &mut (usize, usize)) {
+        out.0 += 1;
+        out.1 += n
+            .get("info")
+            .and_then(serde_json::Value::as_object)
+            .map_or(0, serde_json::Map::len);
+        for c in n
+            .get("children")
+            .and_then(serde_json::Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            walk(c, out);
+        }
+    }
+    let mut out = (0, 0);
+    if let Ok(serde_json::Value::Array(roots)) = serde_json::from_str(text) {
+        for r in &roots {
+            walk(r, &mut out);
+        }
+    }
+    out
+}
+
 /// What an import wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Imported {
@@ -198,13 +235,14 @@ pub fn import(
         crate::Error::Input(d)
     })?;
     let spec = raw::parse("apidoc.js", text.as_bytes())?;
+    let pbs = spec.dialect == raw::Dialect::Pbs;
     let lock_path = apispec_dir.join("lock.toml");
     let mut lock = Lock::load(&lock_path).map_err(io)?;
     let sha = raw::sha256_hex(text.as_bytes());
     let version = match version {
         Some(v) => v.to_owned(),
         None => match lock.schema.iter().find(|e| e.sha256 == sha) {
-            Some(e) => e.version.clone(),
+            Some(e) => e.version.trim_start_matches("pbs-").to_owned(),
             None => {
                 let mut d = Diagnostics::new("import");
                 d.push(
@@ -215,14 +253,27 @@ pub fn import(
             }
         },
     };
-    let file = format!("pve-{version}.json");
+    // PBS's schema records no release: its label (`2026-07`, `4.1`) names the file, and its
+    // lock entry is `pbs-LABEL`, as `generate` looks it up by the file's stem.
+    let (file, version) = match pbs {
+        true if version.is_empty() || version.contains(['/', '\\']) || version.starts_with('.') => {
+            let mut d = Diagnostics::new("import");
+            d.push(
+                "apidoc.js",
+                format!("{version:?} cannot name a schema file"),
+            );
+            return Err(crate::Error::Input(d));
+        }
+        true => (format!("pbs-{version}.json"), format!("pbs-{version}")),
+        false => (format!("pve-{version}.json"), version),
+    };
     let path = apispec_dir.join(&file);
     std::fs::create_dir_all(apispec_dir).map_err(|e| io(e.to_string()))?;
     std::fs::write(&path, &text).map_err(|e| io(format!("{}: {e}", path.display())))?;
     // The first-version table, where the apispec folder has one: the operations it lacks are
     // first seen in this release.
     let since_path = apispec_dir.join("since.txt");
-    if since_path.exists() {
+    if since_path.exists() && !pbs {
         let mut table = crate::since::read(&since_path).map_err(io)?;
         let v = crate::version_from_name(Path::new(&file))
             .ok_or_else(|| io(format!("{version}: not a PVE version (X.Y)")))?;
@@ -239,15 +290,23 @@ pub fn import(
         path: format!("apispec/{file}"),
         sha256: sha,
         bytes: text.len() as u64,
-        paths: spec.nodes().len(),
-        methods: spec.operations().len(),
+        // Counted in the file as it is (PBS's protocol and streamed methods included, which
+        // generate no operation).
+        paths: raw_counts(&text).0,
+        methods: raw_counts(&text).1,
     };
     lock.schema.retain(|e| e.version != version);
     lock.schema.push(entry.clone());
+    // PVE's releases in order, then PBS's by label.
     lock.schema.sort_by(|a, b| {
-        crate::version_from_name(Path::new(&format!("pve-{}.json", a.version))).cmp(
-            &crate::version_from_name(Path::new(&format!("pve-{}.json", b.version))),
-        )
+        let key = |e: &LockEntry| {
+            (
+                e.version.starts_with("pbs-"),
+                crate::version_from_name(Path::new(&format!("pve-{}.json", e.version))),
+                e.version.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
     });
     std::fs::write(&lock_path, lock.to_text().map_err(io)?)
         .map_err(|e| io(format!("{}: {e}", lock_path.display())))?;

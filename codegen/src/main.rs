@@ -133,9 +133,13 @@ enum Command {
         /// Accept exactly the node's certificate with this SHA-256 fingerprint (AB:CD:...).
         #[arg(long, requires = "url")]
         fingerprint: Option<String>,
-        /// The PVE version (else found by sha256 in the lock).
+        /// The PVE version (else found by sha256 in the lock); for a PBS schema, its label
+        /// (`2026-07`, `4.1`), which names `pbs-LABEL.json`.
         #[arg(long, value_name = "X.Y")]
         pve_version: Option<String>,
+        /// `--url` is a Proxmox Backup Server (its viewer is at /docs/api-viewer/apidoc.js).
+        #[arg(long, requires = "url")]
+        pbs: bool,
         /// The apispec folder.
         #[arg(long, default_value = "apispec")]
         apispec: PathBuf,
@@ -383,12 +387,17 @@ fn main() -> ExitCode {
             url,
             fingerprint,
             pve_version,
+            pbs,
             apispec,
         } => {
             let js = match (&file, &url) {
                 (Some(file), _) => match std::fs::read_to_string(file) {
                     Ok(t) => t,
                     Err(e) => return usage(format!("{}: {e}", file.display())),
+                },
+                (None, Some(url)) if pbs => match import::fetch_pbs(url, fingerprint.as_deref()) {
+                    Ok(t) => t,
+                    Err(e) => return usage(e),
                 },
                 (None, Some(url)) => match import::fetch(url, fingerprint.as_deref()) {
                     Ok(t) => t,
@@ -399,9 +408,12 @@ fn main() -> ExitCode {
             match import::import(&js, &apispec, pve_version.as_deref()) {
                 Ok(i) => {
                     println!(
-                        "wrote {} (PVE {}, sha256 {}, {} paths, {} methods) and updated {}",
+                        "wrote {} ({}, sha256 {}, {} paths, {} methods) and updated {}",
                         i.path.display(),
-                        i.entry.version,
+                        match i.entry.version.strip_prefix("pbs-") {
+                            Some(label) => format!("PBS {label}"),
+                            None => format!("PVE {}", i.entry.version),
+                        },
                         i.entry.sha256,
                         i.entry.paths,
                         i.entry.methods,

@@ -16,6 +16,7 @@
 //!   `secret_rotation` moves. A PBS `encryption-key=autogen` key is answered once: it goes to
 //!   `on_key`, once, never to state; one not handed over is refused by the next plan.
 //! - **S20** Dropped, a storage is kept: removing the definition orphans the volumes on it.
+//! - A `pbs` storage requires its PBS datastore (written after it when the stack declares it).
 
 mod plugins;
 
@@ -124,6 +125,20 @@ impl Object for StorageObject {
 
     /// Every definition is a section of `storage.cfg`, whose digest every update carries
     /// (update: `assert_if_modified`): two updates in one deploy each need a fresh one (S31).
+    /// A `pbs` storage needs its datastore on the Proxmox Backup Server: when the stack
+    /// declares it (`PbsDatastore`, feature `pbs`), the storage is written after it.
+    fn requires(d: &Storage) -> Vec<crate::contract::ObjectRef> {
+        let pbs = d.spec.type_ == CreateType::Pbs;
+        match (&d.spec.datastore, pbs) {
+            (Some(store), true) => vec![crate::contract::ObjectRef::new(
+                crate::families::kinds::PBS_DATASTORE,
+                crate::contract::Scope::Cluster,
+                store,
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     fn domain(_: &Storage) -> Option<String> {
         Some("storage.cfg".to_owned())
     }
