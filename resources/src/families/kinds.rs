@@ -93,3 +93,10 @@ pub const PBS_SYNC_JOB: Kind = Kind::new("pbs_sync_job");
 pub const PBS_VERIFY_JOB: Kind = Kind::new("pbs_verify_job");
 /// PBS remotes (`pbs::PbsRemote`, feature `pbs`).
 pub const PBS_REMOTE: Kind = Kind::new("pbs_remote");
+/// PBS notification endpoints (`pbs::PbsGotifyEndpoint`, ..., feature `pbs`).
+pub const PBS_NOTIFICATION_ENDPOINT: Kind = Kind::new("pbs_notification_endpoint");
+/// PBS notification matchers (`pbs::PbsNotificationMatcher`, feature `pbs`).
+pub const PBS_NOTIFICATION_MATCHER: Kind = Kind::new("pbs_notification_matcher");
+/// What a PBS notification object claims besides itself: its name, unique across every
+/// endpoint type and matcher of the PBS's `notifications.cfg`.
+pub const PBS_NOTIFICATION_NAME: Kind = Kind::new("pbs_notification_name");

@@ -149,6 +149,18 @@ pub fn builtin() -> Vec<Family> {
         .shape(Config),
         #[cfg(feature = "pbs")]
         Family::new(kinds::PBS_REMOTE, schema::rebuild::<pbs::PbsRemoteObject>).shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(
+            kinds::PBS_NOTIFICATION_ENDPOINT,
+            pbs::notification::rebuild_endpoint,
+        )
+        .shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(
+            kinds::PBS_NOTIFICATION_MATCHER,
+            schema::rebuild::<pbs::notification::PbsMatcherObject>,
+        )
+        .shape(Config),
     ]
 }
 
@@ -213,6 +225,10 @@ mod tests {
                 "pbs_verify_job",
                 #[cfg(feature = "pbs")]
                 "pbs_remote",
+                #[cfg(feature = "pbs")]
+                "pbs_notification_endpoint",
+                #[cfg(feature = "pbs")]
+                "pbs_notification_matcher",
             ]
         );
     }

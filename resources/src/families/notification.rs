@@ -51,13 +51,48 @@ use crate::state::ResourceState;
 const BUILTIN: &[(&str, &str)] = &[("sendmail", "mail-to-root"), ("matcher", "default-matcher")];
 
 /// Whether `name` of `kind` (an endpoint type or `matcher`) is a built-in.
-fn builtin(kind: &str, name: &str) -> bool {
+pub(crate) fn builtin(kind: &str, name: &str) -> bool {
     BUILTIN.contains(&(kind, name))
+}
+
+/// Whose `notifications.cfg`: PVE's (`/cluster/notifications`) or, with the `pbs` feature,
+/// the stack's PBS's (`/config/notifications`); both are proxmox-notify's, so the families are
+/// the same code over each product's operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Pve,
+    #[cfg(feature = "pbs")]
+    Pbs,
 }
 
 /// Every name of `notifications.cfg` to what holds it (an endpoint type or `matcher`), read
 /// once per plan from the targets and matchers lists.
-async fn holders(cx: &Cx) -> Result<Arc<BTreeMap<String, String>>, Failure> {
+async fn holders(cx: &Cx, side: Side) -> Result<Arc<BTreeMap<String, String>>, Failure> {
+    #[cfg(feature = "pbs")]
+    if side == Side::Pbs {
+        return cx
+            .shared("pbs notification names", || async {
+                use pve_sdk::pbs::config::notifications::matchers::ListMatchers;
+                use pve_sdk::pbs::config::notifications::targets::ListTargets;
+                let client = cx.client_of(pve_sdk::Product::Pbs)?;
+                let targets = client.send(&ListTargets::new()).await;
+                let targets = targets.map_err(Failure::read)?.into_data();
+                let matchers = client.send(&ListMatchers::new()).await;
+                let matchers = matchers.map_err(Failure::read)?.into_data();
+                let mut out = BTreeMap::new();
+                for t in targets {
+                    if let (Some(name), Some(kind)) = (t.name, t.type_) {
+                        out.insert(name, kind.to_string());
+                    }
+                }
+                for name in matchers.into_iter().filter_map(|m| m.name) {
+                    out.insert(name, "matcher".to_owned());
+                }
+                Ok(out)
+            })
+            .await;
+    }
+    let _ = side;
     cx.shared("notification names", || async {
         let client = cx.client();
         let targets = client.send(&GetAllTargets::new()).await;
@@ -81,8 +116,8 @@ async fn holders(cx: &Cx) -> Result<Arc<BTreeMap<String, String>>, Failure> {
 /// The refusal of a write of `name` as a `kind` while another type holds the name (PVE's
 /// `ensure_unique` would refuse the create; an update of ours never meets it). None when the
 /// lists cannot be read: PVE judges.
-async fn name_taken(cx: &Cx, kind: &str, name: &str) -> Option<String> {
-    let holders = holders(cx).await.ok()?;
+pub(crate) async fn name_taken(cx: &Cx, side: Side, kind: &str, name: &str) -> Option<String> {
+    let holders = holders(cx, side).await.ok()?;
     let holder = holders.get(name).filter(|h| h.as_str() != kind)?;
     Some(format!(
         "the notification name {name} is held by a {holder} {}; names are unique across every endpoint type and matcher (proxmox-notify ensure_unique): rename the declaration or remove the {holder}",
@@ -90,17 +125,21 @@ async fn name_taken(cx: &Cx, kind: &str, name: &str) -> Option<String> {
     ))
 }
 
-/// What a notification object claims: its name.
-fn name_claim(name: String) -> Vec<ObjectRef> {
-    vec![ObjectRef::new(
-        kinds::NOTIFICATION_NAME,
-        Scope::Cluster,
-        name,
-    )]
+/// What a notification object claims: its name, in its product's namespace.
+pub(crate) fn name_claim(side: Side, name: String) -> Vec<ObjectRef> {
+    vec![ObjectRef::new(name_kind(side), Scope::Cluster, name)]
+}
+
+pub(crate) fn name_kind(side: Side) -> crate::contract::Kind {
+    match side {
+        Side::Pve => kinds::NOTIFICATION_NAME,
+        #[cfg(feature = "pbs")]
+        Side::Pbs => kinds::PBS_NOTIFICATION_NAME,
+    }
 }
 
 /// A built-in is forgotten, never deleted; anything else kept when dropped (S20).
-fn removal_of(kind: &str, name: &str) -> Removal {
+pub(crate) fn removal_of(kind: &str, name: &str) -> Removal {
     match builtin(kind, name) {
         true => Removal::Forget,
         false => Removal::Retain,
@@ -113,6 +152,23 @@ macro_rules! endpoint {
         $create:ident, $read:ident, $update:ident, $update_error:ident, $delete:ident, $list:ident,
         lists: $lists:expr
     ) => {
+        $crate::families::notification::endpoint!(
+            $(#[$doc])* $alias, $object, $ty, $module,
+            $create, $read, $update, $update_error, $delete, $list,
+            lists: $lists,
+            side: $crate::families::notification::Side::Pve,
+            kind: kinds::NOTIFICATION_ENDPOINT,
+            key: "notification_endpoint:",
+            domain: "notifications.cfg",
+            stale: |e: &$module::name::$update_error| e.is_config_modified()
+        );
+    };
+    (
+        $(#[$doc:meta])* $alias:ident, $object:ident, $ty:literal, $module:ident,
+        $create:ident, $read:ident, $update:ident, $update_error:ident, $delete:ident, $list:ident,
+        lists: $lists:expr, side: $side:expr, kind: $kind:expr, key: $key:literal,
+        domain: $domain:literal, stale: $stale:expr
+    ) => {
         $(#[$doc])*
         pub type $alias = Declared<$object>;
 
@@ -121,7 +177,7 @@ macro_rules! endpoint {
         pub struct $object;
 
         impl Object for $object {
-            const KIND: crate::contract::Kind = kinds::NOTIFICATION_ENDPOINT;
+            const KIND: crate::contract::Kind = $kind;
             const ID: &'static [&'static str] = &["name"];
             const DIGEST: bool = true;
             const LISTS: &'static [&'static str] = $lists;
@@ -137,16 +193,17 @@ macro_rules! endpoint {
 
             fn domain(d: &$alias) -> Option<String> {
                 let _ = d;
-                Some("notifications.cfg".to_owned())
+                Some($domain.to_owned())
             }
 
             fn stale(e: &$module::name::$update_error) -> bool {
-                e.is_config_modified()
+                let stale = $stale;
+                stale(e)
             }
 
             fn collection() -> Option<Collection> {
                 Some(Collection {
-                    key: concat!("notification_endpoint:", $ty),
+                    key: concat!($key, $ty),
                     read: list::<Self, $module::$list>,
                     // Unfiltered: Mapping.Audit or Mapping.Modify on /mapping/notifications
                     // shows every endpoint, else the list is refused.
@@ -155,19 +212,21 @@ macro_rules! endpoint {
             }
 
             fn claims(d: &$alias) -> Vec<ObjectRef> {
-                name_claim(d.id(0))
+                $crate::families::notification::name_claim($side, d.id(0))
             }
 
             fn removal(d: &$alias) -> Removal {
-                removal_of($ty, &d.id(0))
+                $crate::families::notification::removal_of($ty, &d.id(0))
             }
 
             fn cluster_refusal<'a>(d: &'a $alias, cx: &'a Cx) -> BoxFuture<'a, Option<String>> {
-                Box::pin(async move { name_taken(cx, $ty, &d.id(0)).await })
+                Box::pin(async move {
+                    $crate::families::notification::name_taken(cx, $side, $ty, &d.id(0)).await
+                })
             }
 
             fn summary(d: &$alias) -> Vec<String> {
-                match (builtin($ty, &d.id(0)), d.spec.disable) {
+                match ($crate::families::notification::builtin($ty, &d.id(0)), d.spec.disable) {
                     (true, Some(true)) => vec![format!(
                         "disables the built-in {}: mail to root that matchers route to it stops",
                         d.id(0)
@@ -178,6 +237,8 @@ macro_rules! endpoint {
         }
     };
 }
+
+pub(crate) use endpoint;
 
 endpoint!(
     /// A declared sendmail endpoint (`SendmailEndpoint::of(CreateSendmailEndpoint::new(..))`).
@@ -277,7 +338,7 @@ impl Object for MatcherObject {
     }
 
     fn claims(d: &NotificationMatcher) -> Vec<ObjectRef> {
-        name_claim(d.id(0))
+        name_claim(Side::Pve, d.id(0))
     }
 
     /// Its targets, whichever endpoint type declares them.
@@ -296,7 +357,7 @@ impl Object for MatcherObject {
         d: &'a NotificationMatcher,
         cx: &'a Cx,
     ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move { name_taken(cx, "matcher", &d.id(0)).await })
+        Box::pin(async move { name_taken(cx, Side::Pve, "matcher", &d.id(0)).await })
     }
 
     /// What routing changes when `default-matcher` is disabled or no longer sends to

@@ -403,3 +403,167 @@ impl PbsRemote {
         PbsRemote::of(CreateRemote::new(auth_id, host, name, password))
     }
 }
+
+/// The PBS's notification endpoints and matchers (`/config/notifications`): the same
+/// proxmox-notify objects as PVE's, declared with the same family code
+/// (`families::notification`) over PBS's operations and the PBS client. Names are unique
+/// across the PBS's `notifications.cfg` (their own namespace, apart from PVE's); the built-ins
+/// `mail-to-root` and `default-matcher` are adopted, never deleted.
+pub mod notification {
+    use pve_sdk::pbs::config::notifications::endpoints::{gotify, sendmail, smtp, webhook};
+    use pve_sdk::pbs::config::notifications::matchers::name::{
+        DeleteMatchers, ReadMatchers, UpdateMatchers,
+    };
+    use pve_sdk::pbs::config::notifications::matchers::{CreateMatchers, ListMatchers};
+
+    use crate::contract::{BoxFuture, Cx, ObjectRef, Removal, Scope};
+    use crate::families::config::{Collection, Unset};
+    use crate::families::kinds;
+    use crate::families::notification::{endpoint, name_claim, name_kind, removal_of, Side};
+    use crate::families::schema::{list, Declared, Object};
+
+    endpoint!(
+        /// A declared PBS sendmail endpoint.
+        PbsSendmailEndpoint, PbsSendmailObject, "sendmail", sendmail,
+        CreateSendmail, ReadSendmail, UpdateSendmail, UpdateSendmailError, DeleteSendmail,
+        ListSendmail,
+        lists: &["mailto", "mailto-user"],
+        side: Side::Pbs, kind: kinds::PBS_NOTIFICATION_ENDPOINT,
+        key: "pbs_notification_endpoint:", domain: "pbs:notifications.cfg",
+        stale: |_: &sendmail::name::UpdateSendmailError| false
+    );
+    endpoint!(
+        /// A declared PBS SMTP endpoint; its `password` is write-only.
+        PbsSmtpEndpoint, PbsSmtpObject, "smtp", smtp,
+        CreateSmtp, ReadSmtp, UpdateSmtp, UpdateSmtpError, DeleteSmtp, ListSmtp,
+        lists: &["mailto", "mailto-user"],
+        side: Side::Pbs, kind: kinds::PBS_NOTIFICATION_ENDPOINT,
+        key: "pbs_notification_endpoint:", domain: "pbs:notifications.cfg",
+        stale: |_: &smtp::name::UpdateSmtpError| false
+    );
+    endpoint!(
+        /// A declared PBS Gotify endpoint: `PbsGotifyEndpoint::new("ops", "https://gotify",
+        /// token, "r1")`; its `token` is write-only.
+        PbsGotifyEndpoint, PbsGotifyObject, "gotify", gotify,
+        CreateGotify, ReadGotify, UpdateGotify, UpdateGotifyError, DeleteGotify, ListGotify,
+        lists: &[],
+        side: Side::Pbs, kind: kinds::PBS_NOTIFICATION_ENDPOINT,
+        key: "pbs_notification_endpoint:", domain: "pbs:notifications.cfg",
+        stale: |_: &gotify::name::UpdateGotifyError| false
+    );
+    endpoint!(
+        /// A declared PBS webhook endpoint; its `secret` is write-only.
+        PbsWebhookEndpoint, PbsWebhookObject, "webhook", webhook,
+        CreateWebhook, ReadWebhook, UpdateWebhook, UpdateWebhookError, DeleteWebhook,
+        ListWebhook,
+        lists: &[],
+        side: Side::Pbs, kind: kinds::PBS_NOTIFICATION_ENDPOINT,
+        key: "pbs_notification_endpoint:", domain: "pbs:notifications.cfg",
+        stale: |_: &webhook::name::UpdateWebhookError| false
+    );
+
+    impl PbsGotifyEndpoint {
+        /// Endpoint `name` posting to the Gotify server at `server` with `token` (write-only:
+        /// sent at create and again when `rotation` differs from the recorded marker).
+        pub fn new(
+            name: impl Into<String>,
+            server: impl Into<String>,
+            token: impl Into<String>,
+            rotation: impl Into<String>,
+        ) -> Self {
+            let token = pve_sdk::Secret::new(token.into());
+            let mut d = PbsGotifyEndpoint::of(gotify::CreateGotify::new(name, server, token));
+            d.secret_rotation = Some(rotation.into());
+            d
+        }
+    }
+
+    /// Rebuilds a managed PBS endpoint from its state entry, by the type its address records.
+    pub fn rebuild_endpoint(
+        rs: &crate::state::ResourceState,
+    ) -> Option<std::sync::Arc<dyn crate::contract::Resource>> {
+        use crate::families::schema::rebuild;
+        match rs.address.get("endpoint_type")?.as_str() {
+            "sendmail" => rebuild::<PbsSendmailObject>(rs),
+            "smtp" => rebuild::<PbsSmtpObject>(rs),
+            "gotify" => rebuild::<PbsGotifyObject>(rs),
+            "webhook" => rebuild::<PbsWebhookObject>(rs),
+            _ => None,
+        }
+    }
+
+    /// A declared PBS matcher: `PbsNotificationMatcher::new("gc-failures").targets(["ops"])`.
+    pub type PbsNotificationMatcher = Declared<PbsMatcherObject>;
+
+    /// What the schema names of a PBS matcher.
+    #[derive(Debug)]
+    pub struct PbsMatcherObject;
+
+    impl Object for PbsMatcherObject {
+        const KIND: crate::contract::Kind = kinds::PBS_NOTIFICATION_MATCHER;
+        const ID: &'static [&'static str] = &["name"];
+        const DIGEST: bool = true;
+        const LISTS: &'static [&'static str] =
+            &["target", "match-field", "match-severity", "match-calendar"];
+        type Create = CreateMatchers;
+        type Read = ReadMatchers;
+        type Update = UpdateMatchers;
+        type Delete = DeleteMatchers;
+
+        fn unset() -> Unset {
+            Unset::Delete
+        }
+
+        fn domain(d: &PbsNotificationMatcher) -> Option<String> {
+            let _ = d;
+            Some("pbs:notifications.cfg".to_owned())
+        }
+
+        fn collection() -> Option<Collection> {
+            Some(Collection {
+                key: Self::KIND.as_str(),
+                read: list::<Self, ListMatchers>,
+                sight: crate::kit::sight::Sight::Everyone,
+            })
+        }
+
+        fn claims(d: &PbsNotificationMatcher) -> Vec<ObjectRef> {
+            name_claim(Side::Pbs, d.id(0))
+        }
+
+        /// Its targets, whichever PBS endpoint type declares them.
+        fn requires(d: &PbsNotificationMatcher) -> Vec<ObjectRef> {
+            let targets = d.spec.target.iter().flatten();
+            targets
+                .map(|t| ObjectRef::new(name_kind(Side::Pbs), Scope::Cluster, t))
+                .collect()
+        }
+
+        fn removal(d: &PbsNotificationMatcher) -> Removal {
+            removal_of("matcher", &d.id(0))
+        }
+
+        fn cluster_refusal<'a>(
+            d: &'a PbsNotificationMatcher,
+            cx: &'a Cx,
+        ) -> BoxFuture<'a, Option<String>> {
+            Box::pin(async move {
+                crate::families::notification::name_taken(cx, Side::Pbs, "matcher", &d.id(0)).await
+            })
+        }
+    }
+
+    impl PbsNotificationMatcher {
+        /// Matcher `name` with nothing else managed.
+        pub fn new(name: impl Into<String>) -> Self {
+            PbsNotificationMatcher::of(CreateMatchers::new(name))
+        }
+
+        /// Manages its targets (endpoint names), compared as a set.
+        #[must_use]
+        pub fn targets<I: IntoIterator<Item = S>, S: Into<String>>(mut self, targets: I) -> Self {
+            self.spec.target = Some(targets.into_iter().map(Into::into).collect());
+            self
+        }
+    }
+}

@@ -431,7 +431,14 @@ async fn pbs_conforms<
         "{name}: {writes:?}"
     );
 
-    pbs.with_state(|st| st.refused.push(format!("GET {read_path}")));
+    // The object's read, and its collection's list, which a plan reads first where the family
+    // has one.
+    pbs.with_state(|st| {
+        st.refused.push(format!("GET {read_path}"));
+        if let Some((list, _)) = read_path.rsplit_once('/') {
+            st.refused.push(format!("GET {list}"));
+        }
+    });
     pbs.clear_log();
     let verified = s.verify().await.expect("verifies");
     assert!(
@@ -548,4 +555,98 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pbs_remote_conforms() {
         no_setup,
     )
     .await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pbs_notification_endpoint_conforms() {
+    use pve_resources::families::pbs::notification::PbsGotifyEndpoint;
+    let gotify = |comment: &str| {
+        let mut g =
+            PbsGotifyEndpoint::new("ops", "https://gotify.example", "conformance-secret", "r1");
+        g.comment = Some(comment.into());
+        g
+    };
+    pbs_conforms(
+        gotify("a"),
+        gotify("b"),
+        "comment",
+        "/config/notifications/endpoints/gotify/ops",
+        no_setup,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pbs_notification_matcher_conforms() {
+    use pve_resources::families::pbs::notification::PbsNotificationMatcher;
+    let matcher = |comment: &str| {
+        let mut m = PbsNotificationMatcher::new("gc-failures").targets(["mail-to-root"]);
+        m.match_severity = Some(vec!["error".into(), "warning".into()]);
+        m.comment = Some(comment.into());
+        m
+    };
+    pbs_conforms(
+        matcher("a"),
+        matcher("b"),
+        "comment",
+        "/config/notifications/matchers/gc-failures",
+        no_setup,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn s27_pbs_notifications_share_the_family_code_in_a_namespace_of_their_own() {
+    use pve_resources::families::notification::GotifyEndpoint;
+    use pve_resources::families::pbs::notification::{PbsGotifyEndpoint, PbsNotificationMatcher};
+    let (pve, pbs) = (sim().await, pbs().await);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&pve, &pbs, dir.path());
+    // The same name on PVE and on the PBS: two objects, no clash.
+    s.add(
+        "pve-ops",
+        GotifyEndpoint::new("ops", "https://gotify.example", "pve-token", "r1"),
+    )
+    .expect("adds");
+    s.add(
+        "pbs-failures",
+        PbsNotificationMatcher::new("failures").targets(["ops"]),
+    )
+    .expect("adds");
+    s.add(
+        "pbs-ops",
+        PbsGotifyEndpoint::new("ops", "https://gotify.example", "pbs-token", "r1"),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{report}");
+    // The PBS matcher after the PBS endpoint it names; each on its own product.
+    assert_eq!(
+        pbs_writes(&pbs),
+        [
+            "POST /config/notifications/endpoints/gotify name=ops&server=https://gotify.example&token=pbs-token",
+            "POST /config/notifications/matchers name=failures&target=ops",
+        ]
+    );
+    let pve_writes: Vec<String> = requests(&pve)
+        .into_iter()
+        .filter(|r| !r.starts_with("GET "))
+        .collect();
+    assert_eq!(
+        pve_writes,
+        ["POST /cluster/notifications/endpoints/gotify name=ops&server=https://gotify.example&token=pve-token"]
+    );
+    // A PBS name another PBS object holds is refused before anything is sent, naming it.
+    drop(s);
+    let other = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&pve, &pbs, other.path());
+    s.add(
+        "clash",
+        PbsNotificationMatcher::new("ops").targets(["mail-to-root"]),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let why = refusal(&plan, "clash");
+    assert!(why.contains("held by a gotify endpoint"), "{why}");
 }

@@ -102,6 +102,96 @@ impl crate::error::TypedError for JobExists {
     }
 }
 crate::typed_error_traits!(JobExists);
+/// No notification endpoint of that type and name exists.
+///
+/// Recognised by: HTTP 404 with a message matching `^endpoint '[^']+' not found$`. Defined in `patches/error-notification-endpoint-not-found.toml`. Raised by 12 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationEndpointNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationEndpointNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 404,
+        field: None,
+        pattern: "^endpoint '[^']+' not found$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notification endpoint {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationEndpointNotFound);
+/// No notification matcher of that name exists.
+///
+/// Recognised by: HTTP 404 with a message matching `^matcher '[^']+' not found$`. Defined in `patches/error-notification-matcher-not-found.toml`. Raised by 3 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationMatcherNotFound {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationMatcherNotFound {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 404,
+        field: None,
+        pattern: "^matcher '[^']+' not found$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notification matcher {} does not exist", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationMatcherNotFound);
+/// The name is held by another endpoint or matcher of the PBS's notifications.cfg.
+///
+/// Recognised by: HTTP 400 with a message matching `^Cannot create '(?P<name>[^']+)', an entity with the same name already exists$`. Defined in `patches/error-notification-name-taken.toml`. Raised by 5 operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationNameTaken {
+    /// `name` from the answer or the path.
+    pub name: String,
+    /// The answer as PVE gave it.
+    pub api: crate::ApiError,
+}
+impl crate::error::TypedError for NotificationNameTaken {
+    const MATCHERS: &'static [crate::error::Matcher] = &[crate::error::Matcher {
+        status: 400,
+        field: None,
+        pattern: "^Cannot create '(?P<name>[^']+)', an entity with the same name already exists$",
+    }];
+    fn build(mut captures: crate::error::Captures, api: crate::ApiError) -> Self {
+        Self {
+            name: captures.take("name"),
+            api,
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notification name {} is taken", self.name)
+    }
+    fn api(&self) -> &crate::ApiError {
+        &self.api
+    }
+}
+crate::typed_error_traits!(NotificationNameTaken);
 /// No prune job of that id is configured.
 ///
 /// Recognised by: HTTP 400 with a message matching `^no such prune '(?P<id>[^']+)'$`. Defined in `patches/error-prune-job-not-found.toml`. Raised by 3 operations.

@@ -93,6 +93,12 @@ pub struct PbsState {
     /// Credentials that hold no privilege (their permission read answers nothing, as PBS's
     /// does for an API token with privilege separation and no ACL entry).
     pub unprivileged: Vec<String>,
+    /// notifications.cfg: endpoints by (type, name) and matchers by name; the built-ins
+    /// `mail-to-root` and `default-matcher` are there from the start (proxmox-notify
+    /// `src/context/pbs.rs` DEFAULT_CONFIG).
+    pub endpoints: BTreeMap<(String, String), Section>,
+    /// See `endpoints`.
+    pub matchers: BTreeMap<String, Section>,
     /// Tasks by UPID: (type, id, exit status).
     pub tasks: BTreeMap<String, (String, String, String)>,
     next_task: u64,
@@ -182,9 +188,21 @@ impl PbsSimulator {
         } else {
             (None, None)
         };
+        let mut state = PbsState::default();
+        let mut mail = Map::new();
+        mail.insert("mailto-user".into(), json!(["root@pam"]));
+        mail.insert("origin".into(), json!("builtin"));
+        state
+            .endpoints
+            .insert(("sendmail".into(), "mail-to-root".into()), mail);
+        let mut matcher = Map::new();
+        matcher.insert("target".into(), json!(["mail-to-root"]));
+        matcher.insert("mode".into(), json!("all"));
+        matcher.insert("origin".into(), json!("builtin"));
+        state.matchers.insert("default-matcher".into(), matcher);
         let shared = Arc::new(Shared {
             config,
-            state: Mutex::new(PbsState::default()),
+            state: Mutex::new(state),
             log: Mutex::new(Vec::new()),
             tickets: Mutex::new(BTreeMap::new()),
         });
@@ -441,17 +459,43 @@ fn flag(params: &[(String, String)], key: &str) -> bool {
     matches!(get(params, key), Some("1" | "true" | "yes" | "on"))
 }
 
+/// The notification keys that are lists (sent as one parameter per item).
+const LIST_KEYS: &[&str] = &[
+    "mailto",
+    "mailto-user",
+    "target",
+    "match-field",
+    "match-severity",
+    "match-calendar",
+    "header",
+];
+
 /// Properties of a section from a create or update: every parameter but `exclude`d ones and
-/// `delete`/`digest`; booleans and integers as PBS stores them.
+/// `delete`/`digest`; booleans and integers as PBS stores them; list keys as arrays.
 fn section_of(params: &[(String, String)], exclude: &[&str]) -> Section {
     let mut m = Map::new();
     for (k, v) in params {
         if exclude.contains(&k.as_str()) || k == "delete" || k == "digest" {
             continue;
         }
+        if LIST_KEYS.contains(&k.as_str()) {
+            let list = m.entry(k.clone()).or_insert_with(|| json!([]));
+            if let Value::Array(items) = list {
+                items.push(Value::from(v.clone()));
+            }
+            continue;
+        }
         let value = match v.as_str() {
-            "true" | "1" if k == "disable" || k == "remove-vanished" => Value::Bool(true),
-            "false" | "0" if k == "disable" || k == "remove-vanished" => Value::Bool(false),
+            "true" | "1"
+                if ["disable", "remove-vanished", "invert-match"].contains(&k.as_str()) =>
+            {
+                Value::Bool(true)
+            }
+            "false" | "0"
+                if ["disable", "remove-vanished", "invert-match"].contains(&k.as_str()) =>
+            {
+                Value::Bool(false)
+            }
             _ => v
                 .parse::<i64>()
                 .ok()
@@ -740,6 +784,100 @@ fn route(
             .collect();
             Reply::Data(json!({ path: privs }))
         }
+        ("GET", ["config", "notifications", "endpoints", ty @ ("sendmail" | "smtp" | "gotify" | "webhook")]) => {
+            Reply::Data(Value::Array(
+                st.endpoints
+                    .iter()
+                    .filter(|((t, _), _)| t == ty)
+                    .map(|((_, n), s)| without_secrets(n, s))
+                    .collect(),
+            ))
+        }
+        ("POST", ["config", "notifications", "endpoints", ty @ ("sendmail" | "smtp" | "gotify" | "webhook")]) => {
+            let name = match required(params, "name") {
+                Ok(n) => n.to_owned(),
+                Err(e) => return e,
+            };
+            if let Some(e) = name_taken(&st, &name) {
+                return e;
+            }
+            let sec = section_of(params, &["name"]);
+            st.endpoints.insert(((*ty).to_owned(), name), sec);
+            Reply::Data(Value::Null)
+        }
+        ("GET", ["config", "notifications", "endpoints", ty, name]) => {
+            match st.endpoints.get(&((*ty).to_owned(), (*name).to_owned())) {
+                Some(s) => Reply::Data(without_secrets(name, s)),
+                // proxmox-notify src/api/{type}.rs get_endpoint.
+                None => error(404, format!("endpoint '{name}' not found")),
+            }
+        }
+        ("PUT", ["config", "notifications", "endpoints", ty, name]) => {
+            match st.endpoints.get_mut(&((*ty).to_owned(), (*name).to_owned())) {
+                Some(s) => {
+                    for k in LIST_KEYS {
+                        if params.iter().any(|(p, _)| p == k) {
+                            s.remove(*k);
+                        }
+                    }
+                    apply_update(s, params, &["name"]);
+                    Reply::Data(Value::Null)
+                }
+                None => error(404, format!("endpoint '{name}' not found")),
+            }
+        }
+        ("DELETE", ["config", "notifications", "endpoints", ty, name]) => {
+            let key = ((*ty).to_owned(), (*name).to_owned());
+            if !st.endpoints.contains_key(&key) {
+                return error(404, format!("endpoint '{name}' not found"));
+            }
+            st.endpoints.remove(&key);
+            Reply::Data(Value::Null)
+        }
+        ("GET", ["config", "notifications", "targets"]) => Reply::Data(Value::Array(
+            st.endpoints
+                .iter()
+                .map(|((t, n), s)| {
+                    json!({"name": n, "type": t, "origin": s.get("origin").cloned().unwrap_or(json!("user-created")), "disable": s.get("disable").cloned().unwrap_or(json!(false))})
+                })
+                .collect(),
+        )),
+        ("GET", ["config", "notifications", "matchers"]) => Reply::Data(Value::Array(
+            st.matchers.iter().map(|(n, s)| with_id(n, s, "name")).collect(),
+        )),
+        ("POST", ["config", "notifications", "matchers"]) => {
+            let name = match required(params, "name") {
+                Ok(n) => n.to_owned(),
+                Err(e) => return e,
+            };
+            if let Some(e) = name_taken(&st, &name) {
+                return e;
+            }
+            let sec = section_of(params, &["name"]);
+            st.matchers.insert(name, sec);
+            Reply::Data(Value::Null)
+        }
+        ("GET", ["config", "notifications", "matchers", name]) => match st.matchers.get(*name) {
+            Some(s) => Reply::Data(with_id(name, s, "name")),
+            // proxmox-notify src/api/matcher.rs get_matcher.
+            None => error(404, format!("matcher '{name}' not found")),
+        },
+        ("PUT", ["config", "notifications", "matchers", name]) => match st.matchers.get_mut(*name) {
+            Some(s) => {
+                for k in LIST_KEYS {
+                    if params.iter().any(|(p, _)| p == k) {
+                        s.remove(*k);
+                    }
+                }
+                apply_update(s, params, &["name"]);
+                Reply::Data(Value::Null)
+            }
+            None => error(404, format!("matcher '{name}' not found")),
+        },
+        ("DELETE", ["config", "notifications", "matchers", name]) => match st.matchers.remove(*name) {
+            Some(_) => Reply::Data(Value::Null),
+            None => error(404, format!("matcher '{name}' not found")),
+        },
         ("GET", ["nodes", _node, "tasks", upid, "status"]) => match st.tasks.get(*upid) {
             Some((kind, id, exit)) => Reply::Data(json!({
                 "upid": upid, "node": PBS_NODE, "pid": 1234, "pstart": 5678,
@@ -750,6 +888,28 @@ fn route(
         },
         _ => not_found(),
     }
+}
+
+/// proxmox-notify `src/api/mod.rs` ensure_unique: a name of any endpoint type or matcher.
+fn name_taken(st: &PbsState, name: &str) -> Option<Reply> {
+    let taken = st.endpoints.keys().any(|(_, n)| n == name) || st.matchers.contains_key(name);
+    taken.then(|| {
+        error(
+            400,
+            format!("Cannot create '{name}', an entity with the same name already exists"),
+        )
+    })
+}
+
+/// An endpoint as its read answers it: its private values (`token`, `password`, `secret`)
+/// stay in PBS's private config.
+fn without_secrets(name: &str, s: &Section) -> Value {
+    let mut v = s.clone();
+    for k in ["token", "password", "secret"] {
+        v.remove(k);
+    }
+    v.insert("name".to_owned(), Value::from(name.to_owned()));
+    Value::Object(v)
 }
 
 fn jobs_of(kind: &str) -> Jobs {

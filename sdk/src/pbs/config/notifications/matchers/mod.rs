@@ -83,6 +83,23 @@ impl serde::Serialize for CreateMatchers {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateMatchers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            invert_match: f.opt("invert-match")?,
+            match_calendar: f.opt("match-calendar")?,
+            match_field: f.opt("match-field")?,
+            match_severity: f.opt("match-severity")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            origin: f.opt("origin")?,
+            target: f.opt("target")?,
+        })
+    }
+}
 impl CreateMatchers {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -169,8 +186,10 @@ impl crate::Operation for CreateMatchers {
 }
 /// What [`CreateMatchers`] answers.
 pub type CreateMatchersResponse = ();
-/// Errors of [`CreateMatchers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateMatchersError = crate::error::Untyped<CreateMatchers>;
+crate::operation_error!(
+    CreateMatchersError for CreateMatchers in pbs; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -42,8 +42,10 @@ impl crate::Operation for DeleteMatchers {
 }
 /// What [`DeleteMatchers`] answers.
 pub type DeleteMatchersResponse = ();
-/// Errors of [`DeleteMatchers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteMatchersError = crate::error::Untyped<DeleteMatchers>;
+crate::operation_error!(
+    DeleteMatchersError for DeleteMatchers in pbs; NotificationMatcherNotFound =>
+    is_notification_matcher_not_found; absent :
+);
 /// `GET /config/notifications/matchers/{name}` (handler `read_matchers`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Audit"]}`
@@ -84,8 +86,10 @@ impl crate::Operation for ReadMatchers {
     type Response = ReadMatchersResponse;
     type Error = ReadMatchersError;
 }
-/// Errors of [`ReadMatchers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadMatchersError = crate::error::Untyped<ReadMatchers>;
+crate::operation_error!(
+    ReadMatchersError for ReadMatchers in pbs; NotificationMatcherNotFound =>
+    is_notification_matcher_not_found; absent : NotificationMatcherNotFound
+);
 /// `PUT /config/notifications/matchers/{name}` (handler `update_matchers`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Modify"]}`
@@ -230,8 +234,10 @@ impl crate::Operation for UpdateMatchers {
 }
 /// What [`UpdateMatchers`] answers.
 pub type UpdateMatchersResponse = ();
-/// Errors of [`UpdateMatchers`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateMatchersError = crate::error::Untyped<UpdateMatchers>;
+crate::operation_error!(
+    UpdateMatchersError for UpdateMatchers in pbs; NotificationMatcherNotFound =>
+    is_notification_matcher_not_found; absent :
+);
 /// From `GET /config/notifications/matchers/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

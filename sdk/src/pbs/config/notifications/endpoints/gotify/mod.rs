@@ -80,6 +80,20 @@ impl serde::Serialize for CreateGotify {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateGotify {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            filter: f.opt("filter")?,
+            name: f.req("name")?,
+            origin: f.opt("origin")?,
+            server: f.req("server")?,
+            token: f.req("token")?,
+        })
+    }
+}
 impl CreateGotify {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -138,8 +152,10 @@ impl crate::Operation for CreateGotify {
 }
 /// What [`CreateGotify`] answers.
 pub type CreateGotifyResponse = ();
-/// Errors of [`CreateGotify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateGotifyError = crate::error::Untyped<CreateGotify>;
+crate::operation_error!(
+    CreateGotifyError for CreateGotify in pbs; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// From `GET /config/notifications/endpoints/gotify returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

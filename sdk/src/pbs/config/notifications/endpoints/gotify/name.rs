@@ -42,8 +42,10 @@ impl crate::Operation for DeleteGotify {
 }
 /// What [`DeleteGotify`] answers.
 pub type DeleteGotifyResponse = ();
-/// Errors of [`DeleteGotify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteGotifyError = crate::error::Untyped<DeleteGotify>;
+crate::operation_error!(
+    DeleteGotifyError for DeleteGotify in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /config/notifications/endpoints/gotify/{name}` (handler `read_gotify`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Audit"]}`
@@ -84,8 +86,10 @@ impl crate::Operation for ReadGotify {
     type Response = ReadGotifyResponse;
     type Error = ReadGotifyError;
 }
-/// Errors of [`ReadGotify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadGotifyError = crate::error::Untyped<ReadGotify>;
+crate::operation_error!(
+    ReadGotifyError for ReadGotify in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /config/notifications/endpoints/gotify/{name}` (handler `update_gotify`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Modify"]}`
@@ -191,8 +195,10 @@ impl crate::Operation for UpdateGotify {
 }
 /// What [`UpdateGotify`] answers.
 pub type UpdateGotifyResponse = ();
-/// Errors of [`UpdateGotify`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateGotifyError = crate::error::Untyped<UpdateGotify>;
+crate::operation_error!(
+    UpdateGotifyError for UpdateGotify in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// From `GET /config/notifications/endpoints/gotify/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

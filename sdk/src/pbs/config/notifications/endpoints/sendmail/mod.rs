@@ -86,6 +86,22 @@ impl serde::Serialize for CreateSendmail {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateSendmail {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            filter: f.opt("filter")?,
+            from_address: f.opt("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            name: f.req("name")?,
+            origin: f.opt("origin")?,
+        })
+    }
+}
 impl CreateSendmail {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -165,8 +181,10 @@ impl crate::Operation for CreateSendmail {
 }
 /// What [`CreateSendmail`] answers.
 pub type CreateSendmailResponse = ();
-/// Errors of [`CreateSendmail`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateSendmailError = crate::error::Untyped<CreateSendmail>;
+crate::operation_error!(
+    CreateSendmailError for CreateSendmail in pbs; NotificationNameTaken =>
+    is_notification_name_taken; absent :
+);
 /// From `GET /config/notifications/endpoints/sendmail returns items`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

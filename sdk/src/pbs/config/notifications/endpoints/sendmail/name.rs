@@ -42,8 +42,10 @@ impl crate::Operation for DeleteSendmail {
 }
 /// What [`DeleteSendmail`] answers.
 pub type DeleteSendmailResponse = ();
-/// Errors of [`DeleteSendmail`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteSendmailError = crate::error::Untyped<DeleteSendmail>;
+crate::operation_error!(
+    DeleteSendmailError for DeleteSendmail in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /config/notifications/endpoints/sendmail/{name}` (handler `read_sendmail`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Audit"]}`
@@ -84,8 +86,10 @@ impl crate::Operation for ReadSendmail {
     type Response = ReadSendmailResponse;
     type Error = ReadSendmailError;
 }
-/// Errors of [`ReadSendmail`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadSendmailError = crate::error::Untyped<ReadSendmail>;
+crate::operation_error!(
+    ReadSendmailError for ReadSendmail in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /config/notifications/endpoints/sendmail/{name}` (handler `update_sendmail`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Modify"]}`
@@ -210,8 +214,10 @@ impl crate::Operation for UpdateSendmail {
 }
 /// What [`UpdateSendmail`] answers.
 pub type UpdateSendmailResponse = ();
-/// Errors of [`UpdateSendmail`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateSendmailError = crate::error::Untyped<UpdateSendmail>;
+crate::operation_error!(
+    UpdateSendmailError for UpdateSendmail in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// From `GET /config/notifications/endpoints/sendmail/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

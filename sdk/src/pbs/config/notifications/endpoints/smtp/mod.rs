@@ -92,6 +92,26 @@ impl serde::Serialize for CreateSmtp {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateSmtp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            author: f.opt("author")?,
+            comment: f.opt("comment")?,
+            disable: f.opt("disable")?,
+            from_address: f.req("from-address")?,
+            mailto: f.opt("mailto")?,
+            mailto_user: f.opt("mailto-user")?,
+            mode: f.opt("mode")?,
+            name: f.req("name")?,
+            origin: f.opt("origin")?,
+            password: f.opt("password")?,
+            port: f.opt("port")?,
+            server: f.req("server")?,
+            username: f.opt("username")?,
+        })
+    }
+}
 impl CreateSmtp {
     /// A value with every required field; optional ones start unset.
     #[allow(
@@ -192,8 +212,10 @@ impl crate::Operation for CreateSmtp {
 }
 /// What [`CreateSmtp`] answers.
 pub type CreateSmtpResponse = ();
-/// Errors of [`CreateSmtp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type CreateSmtpError = crate::error::Untyped<CreateSmtp>;
+crate::operation_error!(
+    CreateSmtpError for CreateSmtp in pbs; NotificationNameTaken => is_notification_name_taken;
+    absent :
+);
 /// Values of `mode`, shared by 4 operations; `Other` holds any value a newer PVE adds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]

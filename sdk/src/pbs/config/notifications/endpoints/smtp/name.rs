@@ -42,8 +42,10 @@ impl crate::Operation for DeleteSmtp {
 }
 /// What [`DeleteSmtp`] answers.
 pub type DeleteSmtpResponse = ();
-/// Errors of [`DeleteSmtp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type DeleteSmtpError = crate::error::Untyped<DeleteSmtp>;
+crate::operation_error!(
+    DeleteSmtpError for DeleteSmtp in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// `GET /config/notifications/endpoints/smtp/{name}` (handler `read_smtp`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Audit"]}`
@@ -84,8 +86,10 @@ impl crate::Operation for ReadSmtp {
     type Response = ReadSmtpResponse;
     type Error = ReadSmtpError;
 }
-/// Errors of [`ReadSmtp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type ReadSmtpError = crate::error::Untyped<ReadSmtp>;
+crate::operation_error!(
+    ReadSmtpError for ReadSmtp in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent : NotificationEndpointNotFound
+);
 /// `PUT /config/notifications/endpoints/smtp/{name}` (handler `update_smtp`).
 ///
 /// - Permission check: `{"partial":false,"path":["system","notifications"],"privs":["Sys.Modify"]}`
@@ -261,8 +265,10 @@ impl crate::Operation for UpdateSmtp {
 }
 /// What [`UpdateSmtp`] answers.
 pub type UpdateSmtpResponse = ();
-/// Errors of [`UpdateSmtp`]: PVE's answer (`Api`) or a client-side failure (`Client`); no typed variant yet.
-pub type UpdateSmtpError = crate::error::Untyped<UpdateSmtp>;
+crate::operation_error!(
+    UpdateSmtpError for UpdateSmtp in pbs; NotificationEndpointNotFound =>
+    is_notification_endpoint_not_found; absent :
+);
 /// From `GET /config/notifications/endpoints/smtp/{name} returns`.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
