@@ -211,3 +211,74 @@ async fn an_operation_of_the_other_product_is_refused_before_anything_is_sent() 
     assert!(pve_log.lock().expect("lock").is_empty());
     assert!(pbs_log.lock().expect("lock").is_empty());
 }
+
+#[tokio::test]
+async fn a_token_made_on_the_pbs_simulator_authenticates_and_a_wrong_secret_is_refused() {
+    use pve_sdk::pbs::access::users::userid::token::token_name::CreateToken;
+    use pve_sdk::pbs::access::users::CreateUsers;
+    let pbs = pve_sim::pbs::PbsSimulator::start(pve_sim::pbs::PbsConfig::default())
+        .await
+        .expect("starts");
+    let root = pbs.client();
+    root.send(&CreateUsers::new("backup@pbs"))
+        .await
+        .expect("user");
+    let made = root
+        .send(&CreateToken::new("backup@pbs", "ci"))
+        .await
+        .expect("token")
+        .data;
+    assert_eq!(made.tokenid.as_deref(), Some("backup@pbs!ci"));
+    let secret = made.value.expect("the secret, answered once");
+    // Debug never shows it.
+    assert!(!format!("{secret:?}").contains(secret.expose()));
+    let ci = Client::pbs_builder(pbs.url())
+        .token("backup@pbs!ci", secret.expose())
+        .build()
+        .expect("client");
+    let stores = ci.send(&ListDatastore::new()).await.expect("lists").data;
+    assert!(stores.is_empty());
+    let wrong = Client::pbs_builder(pbs.url())
+        .token("backup@pbs!ci", "not-the-secret")
+        .build()
+        .expect("client");
+    let err = wrong
+        .send(&ListDatastore::new())
+        .await
+        .expect_err("refused");
+    let api = err.api_error().expect("an answer");
+    assert_eq!(
+        (api.status, api.message.as_str()),
+        (401, "authentication failed")
+    );
+    // What the simulator logged: the creations by root's token, then the reads by each token.
+    let lines: Vec<(String, String, Option<String>, u16)> = pbs
+        .requests()
+        .into_iter()
+        .map(|r| (r.method, r.path, r.credential, r.status))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (
+                "POST".into(),
+                "/access/users".into(),
+                Some("root@pam!sim".into()),
+                200
+            ),
+            (
+                "POST".into(),
+                "/access/users/backup@pbs/token/ci".into(),
+                Some("root@pam!sim".into()),
+                200
+            ),
+            (
+                "GET".into(),
+                "/config/datastore".into(),
+                Some("backup@pbs!ci".into()),
+                200
+            ),
+            ("GET".into(), "/config/datastore".into(), None, 401),
+        ]
+    );
+}

@@ -84,6 +84,11 @@ pub struct PbsState {
     pub verify_jobs: BTreeMap<String, Section>,
     /// remote.cfg: name -> properties, `password` included (never answered).
     pub remotes: BTreeMap<String, Section>,
+    /// user.cfg: users by id (`backup@pbs`), and API tokens by id (`backup@pbs!ci`) with the
+    /// secret each was answered with (which then authenticates).
+    pub users: BTreeMap<String, Section>,
+    /// See `users`.
+    pub tokens: BTreeMap<String, (Section, String)>,
     /// ACL entries (path, auth id, role).
     pub acl: Vec<(String, String, String)>,
     /// `METHOD /path` answered 403 `permission check failed`, as PBS answers a call the
@@ -373,12 +378,17 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Option<String> {
         .strip_prefix("PBSAPIToken=")
         .or_else(|| auth.strip_prefix("PBSAPIToken "))?;
     let (id, secret) = rest.rsplit_once(':')?;
-    shared
-        .config
+    let made = lock(&shared.state)
         .tokens
-        .iter()
-        .any(|(i, s)| i == id && s == secret)
-        .then(|| id.to_owned())
+        .get(id)
+        .is_some_and(|(_, s)| s == secret);
+    (made
+        || shared
+            .config
+            .tokens
+            .iter()
+            .any(|(i, s)| i == id && s == secret))
+    .then(|| id.to_owned())
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response {
@@ -736,6 +746,73 @@ fn route(
             match st.remotes.remove(*name) {
                 Some(_) => Reply::Data(Value::Null),
                 None => error(404, format!("remote '{name}' does not exist.")),
+            }
+        }
+        // proxmox-backup src/api2/access/user.rs.
+        ("GET", ["access", "users"]) => Reply::Data(Value::Array(
+            st.users.iter().map(|(n, s)| with_id(n, s, "userid")).collect(),
+        )),
+        ("POST", ["access", "users"]) => {
+            let userid = match required(params, "userid") {
+                Ok(u) => u.to_owned(),
+                Err(e) => return e,
+            };
+            if st.users.contains_key(&userid) {
+                return error(400, format!("user '{userid}' already exists."));
+            }
+            let sec = section_of(params, &["userid", "password"]);
+            st.users.insert(userid, sec);
+            Reply::Data(Value::Null)
+        }
+        ("GET", ["access", "users", userid]) => match st.users.get(*userid) {
+            Some(s) => Reply::Data(with_id(userid, s, "userid")),
+            None => error(400, format!("no such user '{userid}'")),
+        },
+        ("PUT", ["access", "users", userid]) => match st.users.get_mut(*userid) {
+            Some(s) => {
+                apply_update(s, params, &["userid", "password"]);
+                Reply::Data(Value::Null)
+            }
+            None => error(400, format!("no such user '{userid}'")),
+        },
+        ("DELETE", ["access", "users", userid]) => match st.users.remove(*userid) {
+            Some(_) => {
+                let prefix = format!("{userid}!");
+                st.tokens.retain(|t, _| !t.starts_with(&prefix));
+                Reply::Data(Value::Null)
+            }
+            None => error(400, format!("user '{userid}' does not exist.")),
+        },
+        ("POST", ["access", "users", userid, "token", name]) => {
+            if !st.users.contains_key(*userid) {
+                return error(400, format!("no such user '{userid}'"));
+            }
+            let tokenid = format!("{userid}!{name}");
+            if st.tokens.contains_key(&tokenid) {
+                return error(
+                    400,
+                    format!("token '{name}' for user '{userid}' already exists."),
+                );
+            }
+            let secret = format!("sim-token-{}", st.tokens.len() + 1);
+            let sec = section_of(params, &["userid", "token-name"]);
+            st.tokens.insert(tokenid.clone(), (sec, secret.clone()));
+            Reply::Data(json!({ "tokenid": tokenid, "value": secret }))
+        }
+        ("GET", ["access", "users", userid, "token", name]) => {
+            let tokenid = format!("{userid}!{name}");
+            match st.tokens.get(&tokenid) {
+                Some((s, _)) => Reply::Data(with_id(&tokenid, s, "tokenid")),
+                None => error(400, format!("no such token '{tokenid}'")),
+            }
+        }
+        ("DELETE", ["access", "users", userid, "token", name]) => {
+            match st.tokens.remove(&format!("{userid}!{name}")) {
+                Some(_) => Reply::Data(Value::Null),
+                None => error(
+                    400,
+                    format!("token '{name}' of user '{userid}' does not exist."),
+                ),
             }
         }
         ("GET", ["access", "acl"]) => Reply::Data(Value::Array(

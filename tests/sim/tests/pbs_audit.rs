@@ -60,7 +60,7 @@ fn rows() -> Vec<Row> {
 #[test]
 fn every_row_is_well_formed() {
     let rows = rows();
-    assert!(rows.len() >= 16, "{} rows", rows.len());
+    assert!(rows.len() >= 21, "{} rows", rows.len());
     let mut ids = std::collections::BTreeSet::new();
     for r in &rows {
         assert!(ids.insert(r.id.clone()), "{}: id twice", r.id);
