@@ -650,3 +650,43 @@ async fn s27_pbs_notifications_share_the_family_code_in_a_namespace_of_their_own
     let why = refusal(&plan, "clash");
     assert!(why.contains("held by a gotify endpoint"), "{why}");
 }
+
+#[tokio::test]
+async fn s08_hostile_pbs_ids_are_refused_before_anything_is_sent_to_either_product() {
+    let (pve, pbs) = (sim().await, pbs().await);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&pve, &pbs, dir.path());
+    // A dot-dot, a slash and an empty id: each would address another path (or none).
+    s.add("dots", PbsDatastore::new("..", "/mnt/x"))
+        .expect("adds");
+    s.add("dots3", PbsDatastore::new("...", "/mnt/x"))
+        .expect("adds");
+    s.add("slash", PbsPruneJob::new("a/../b", "store1", "daily"))
+        .expect("adds");
+    s.add("empty", PbsRemote::new("", "pbs2.example", "sync@pbs", "x"))
+        .expect("adds");
+    pve.clear_log();
+    pbs.clear_log();
+    let plan = s.plan().await.expect("plans");
+    // PBS's own facts (its name and id patterns and lengths, `patches`' address rule) refuse
+    // each, in PBS's name.
+    assert_eq!(
+        refusal(&plan, "dots"),
+        "PBS would refuse name: value must be at least 3 characters long; nothing is sent"
+    );
+    assert_eq!(
+        refusal(&plan, "dots3"),
+        "PBS would refuse name: value does not match the regex pattern; nothing is sent"
+    );
+    assert_eq!(
+        refusal(&plan, "slash"),
+        "PBS would refuse id: value does not match the regex pattern; nothing is sent"
+    );
+    assert_eq!(
+        refusal(&plan, "empty"),
+        "PBS would refuse name: has no value: it is the object's address, and nothing is sent without it; nothing is sent"
+    );
+    let _ = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(pbs_requests(&pbs), Vec::<String>::new());
+    assert_eq!(requests(&pve), Vec::<String>::new());
+}
