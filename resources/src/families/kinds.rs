@@ -100,3 +100,5 @@ pub const PBS_NOTIFICATION_MATCHER: Kind = Kind::new("pbs_notification_matcher")
 /// What a PBS notification object claims besides itself: its name, unique across every
 /// endpoint type and matcher of the PBS's `notifications.cfg`.
 pub const PBS_NOTIFICATION_NAME: Kind = Kind::new("pbs_notification_name");
+/// PBS API tokens (`pbs::PbsApiToken`, feature `pbs`).
+pub const PBS_API_TOKEN: Kind = Kind::new("pbs_api_token");

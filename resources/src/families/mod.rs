@@ -151,6 +151,12 @@ pub fn builtin() -> Vec<Family> {
         Family::new(kinds::PBS_REMOTE, schema::rebuild::<pbs::PbsRemoteObject>).shape(Config),
         #[cfg(feature = "pbs")]
         Family::new(
+            kinds::PBS_API_TOKEN,
+            schema::rebuild::<pbs::PbsApiTokenObject>,
+        )
+        .shape(Config),
+        #[cfg(feature = "pbs")]
+        Family::new(
             kinds::PBS_NOTIFICATION_ENDPOINT,
             pbs::notification::rebuild_endpoint,
         )
@@ -225,6 +231,8 @@ mod tests {
                 "pbs_verify_job",
                 #[cfg(feature = "pbs")]
                 "pbs_remote",
+                #[cfg(feature = "pbs")]
+                "pbs_api_token",
                 #[cfg(feature = "pbs")]
                 "pbs_notification_endpoint",
                 #[cfg(feature = "pbs")]

@@ -404,6 +404,114 @@ impl PbsRemote {
     }
 }
 
+/// A declared PBS API token: `PbsApiToken::new("pve@pbs", "pve1", sink)`, the credential a PVE
+/// `pbs` storage logs in with (its `username` is the token id, `pve@pbs!pve1`). proxmox-backup
+/// `src/api2/access/user.rs`:
+///
+/// - **S26 The secret is handed over once, never stored.** `generate_token` answers the secret
+///   (`value`) once: it goes to the declaration's sink and nowhere else. A token to be created
+///   without a sink is refused before any write. A callback error, or a kill between the
+///   create and the hand-over, leaves the create pending: the next plan refuses the token
+///   ("created, secret not delivered") with the way out.
+/// - Its user must exist on the PBS (users are not a family here): a missing one is PBS's
+///   `no such user`, with nothing made. Dropped from the declaration, a token is kept (S20: a
+///   deleted token's secret cannot be had again).
+pub type PbsApiToken = Declared<PbsApiTokenObject>;
+
+/// What the schema names of a PBS API token.
+#[derive(Debug)]
+pub struct PbsApiTokenObject;
+
+const NO_TOKEN_SINK: &str = "PBS answers a new token's secret once, and no callback is declared to take it (PbsApiToken::new takes one); nothing is sent";
+
+impl PbsApiToken {
+    /// Token `name` of PBS user `userid`, its secret handed to `sink` once, at create.
+    pub fn new(
+        userid: impl Into<String>,
+        name: impl Into<String>,
+        sink: crate::kit::handover::SecretSink,
+    ) -> Self {
+        use pve_sdk::pbs::access::users::userid::token::token_name::CreateToken;
+        let mut d = PbsApiToken::of(CreateToken::new(userid, name));
+        d.on_secret = Some(sink);
+        d
+    }
+
+    /// The token id a client logs in with: `USER@REALM!NAME`.
+    pub fn tokenid(&self) -> String {
+        format!("{}!{}", self.spec.userid, self.spec.token_name)
+    }
+}
+
+impl Object for PbsApiTokenObject {
+    const KIND: crate::contract::Kind = crate::families::kinds::PBS_API_TOKEN;
+    const ID: &'static [&'static str] = &["userid", "token-name"];
+    type Create = pve_sdk::pbs::access::users::userid::token::token_name::CreateToken;
+    type Read = pve_sdk::pbs::access::users::userid::token::token_name::ReadToken;
+    type Update = pve_sdk::pbs::access::users::userid::token::token_name::UpdateToken;
+    type Delete = pve_sdk::pbs::access::users::userid::token::token_name::DeleteToken;
+
+    /// `USER@REALM!NAME`, as a PVE `pbs` storage's `username` names it.
+    fn key(d: &PbsApiToken) -> String {
+        d.tokenid()
+    }
+
+    fn unset() -> Unset {
+        Unset::Delete
+    }
+
+    fn domain(d: &PbsApiToken) -> Option<String> {
+        let _ = d;
+        Some("pbs:user.cfg".to_owned())
+    }
+
+    /// S26: owed when a create was pending (the answer's secret may not have reached the sink).
+    fn undelivered(
+        d: &PbsApiToken,
+        pending: &crate::state::Intent,
+        recorded: Option<&crate::kit::wire::Map>,
+    ) -> Option<String> {
+        let _ = recorded;
+        (pending.action == "create").then(|| format!(
+            "created, secret not delivered: an earlier deploy made PBS token {} and did not see its secret handed over; PBS cannot show it again. If it did arrive, clear this with Stack::clear_pending; else delete the token on the PBS (or regenerate its secret there) and deploy again",
+            d.tokenid()
+        ))
+    }
+
+    /// The create answers the secret once: to the sink, before anything else.
+    fn create<'a>(
+        d: &'a PbsApiToken,
+        cx: &'a Cx,
+        _: OnStarted<'a>,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let Some(sink) = &d.on_secret else {
+                return Err(Failure::new(
+                    crate::contract::ErrorKind::Refused,
+                    NO_TOKEN_SINK,
+                ));
+            };
+            let pbs = cx.client_of(Product::Pbs)?;
+            let answer = crate::kit::write::send(pbs, &d.spec).await?;
+            let object = crate::families::config::ConfigObject::object(d);
+            crate::kit::handover::hand_over(
+                sink,
+                &object,
+                "PBS API token secret",
+                &d.tokenid(),
+                answer.value.as_ref(),
+            )
+        })
+    }
+
+    fn summary(d: &PbsApiToken) -> Vec<String> {
+        vec![format!(
+            "PBS answers the secret of {} once: it goes to the declared callback, never to state",
+            d.tokenid()
+        )]
+    }
+}
+
 /// The PBS's notification endpoints and matchers (`/config/notifications`): the same
 /// proxmox-notify objects as PVE's, declared with the same family code
 /// (`families::notification`) over PBS's operations and the PBS client. Names are unique

@@ -690,3 +690,143 @@ async fn s08_hostile_pbs_ids_are_refused_before_anything_is_sent_to_either_produ
     assert_eq!(pbs_requests(&pbs), Vec::<String>::new());
     assert_eq!(requests(&pve), Vec::<String>::new());
 }
+
+/// What a sink was handed: (token id, secret).
+type Handed = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// A sink keeping what it was handed (or failing), and what it kept.
+fn token_sink(fail: bool) -> (pve_resources::kit::handover::SecretSink, Handed) {
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    let sink = pve_resources::kit::handover::SecretSink::new(move |h| {
+        if fail {
+            return Err("the vault is sealed".into());
+        }
+        g.lock()
+            .expect("lock")
+            .push((h.id.to_owned(), h.secret.expose().to_owned()));
+        Ok(())
+    });
+    (sink, got)
+}
+
+#[tokio::test]
+async fn s26_a_pbs_token_secret_is_handed_over_once_and_never_reaches_state() {
+    use pve_resources::families::pbs::PbsApiToken;
+    let (pve, pbs) = (sim().await, pbs().await);
+    pbs.with_state(|st| {
+        st.users.insert("pve@pbs".into(), serde_json::Map::new());
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sink, got) = token_sink(false);
+    let mut s = stack(&pve, &pbs, dir.path());
+    let mut token = PbsApiToken::new("pve@pbs", "pve1", sink);
+    token.comment = Some("PVE's backups".into());
+    s.add("token", token).expect("adds");
+    let plan = s.plan().await.expect("plans");
+    pbs.clear_log();
+    assert!(s.deploy(&plan, |_| {}).await.expect("deploys").converged());
+    assert_eq!(
+        pbs_writes(&pbs),
+        ["POST /access/users/pve@pbs/token/pve1 comment=PVE's backups"]
+    );
+    let handed = got.lock().expect("lock").clone();
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed[0].0, "pve@pbs!pve1");
+    let secret = handed[0].1.clone();
+    let state = common::state_text(dir.path());
+    assert!(!state.contains(&secret), "{state}");
+    // The secret works on the PBS.
+    let c = Client::pbs_builder(pbs.url())
+        .token("pve@pbs!pve1", secret.as_str())
+        .build()
+        .expect("client");
+    c.send(&pve_sdk::pbs::config::datastore::ListDatastore::new())
+        .await
+        .expect("authenticates");
+    // A second plan matches and hands nothing over again.
+    assert!(s.plan().await.expect("plans").is_noop());
+    assert_eq!(got.lock().expect("lock").len(), 1);
+}
+
+#[tokio::test]
+async fn s26_a_pbs_token_whose_secret_was_not_delivered_is_refused_by_the_next_plan() {
+    use pve_resources::families::pbs::PbsApiToken;
+    let (pve, pbs) = (sim().await, pbs().await);
+    pbs.with_state(|st| {
+        st.users.insert("pve@pbs".into(), serde_json::Map::new());
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sink, _) = token_sink(true);
+    let mut s = stack(&pve, &pbs, dir.path());
+    s.add("token", PbsApiToken::new("pve@pbs", "pve1", sink))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged(), "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("PBS API token secret not delivered: the callback failed"),
+        "{report}"
+    );
+    let (sink, got) = token_sink(false);
+    drop(s);
+    let mut s = stack(&pve, &pbs, dir.path());
+    s.add("token", PbsApiToken::new("pve@pbs", "pve1", sink))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    let why = refusal(&plan, "token");
+    assert!(why.contains("created, secret not delivered"), "{why}");
+    pbs.clear_log();
+    let _ = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert_eq!(pbs_writes(&pbs), Vec::<String>::new());
+    assert!(got.lock().expect("lock").is_empty());
+
+    // Without a sink, nothing is sent.
+    let other = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&pve, &pbs, other.path());
+    s.add(
+        "bare",
+        PbsApiToken::of(
+            pve_sdk::pbs::access::users::userid::token::token_name::CreateToken::new(
+                "pve@pbs", "other",
+            ),
+        ),
+    )
+    .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    pbs.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(
+        report
+            .to_string()
+            .contains("no callback is declared to take it"),
+        "{report}"
+    );
+    assert_eq!(pbs_writes(&pbs), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pbs_api_token_conforms() {
+    use pve_resources::families::pbs::PbsApiToken;
+    let token = |comment: &str| {
+        let (sink, _) = token_sink(false);
+        let mut t = PbsApiToken::new("pve@pbs", "pve1", sink);
+        t.comment = Some(comment.into());
+        t
+    };
+    fn with_user(pbs: &PbsSimulator) {
+        pbs.with_state(|st| {
+            st.users.insert("pve@pbs".into(), serde_json::Map::new());
+        });
+    }
+    pbs_conforms(
+        token("a"),
+        token("b"),
+        "comment",
+        "/access/users/pve@pbs/token/pve1",
+        with_user,
+    )
+    .await;
+}

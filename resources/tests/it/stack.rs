@@ -1224,8 +1224,8 @@ fn s30_every_applicable_rule_has_a_named_test() {
         }
     };
     let families = pve_resources::families::builtin();
-    // 37, and the seven PBS families with the `pbs` feature.
-    let expected = if cfg!(feature = "pbs") { 44 } else { 37 };
+    // 37, and the eight PBS families with the `pbs` feature.
+    let expected = if cfg!(feature = "pbs") { 45 } else { 37 };
     assert_eq!(families.len(), expected, "the registry's families");
     let mut uncovered = Vec::new();
     for f in &families {

@@ -205,6 +205,10 @@ impl PbsSimulator {
         matcher.insert("mode".into(), json!("all"));
         matcher.insert("origin".into(), json!("builtin"));
         state.matchers.insert("default-matcher".into(), matcher);
+        // PBS always has its superuser.
+        let mut root = Map::new();
+        root.insert("enable".into(), json!(true));
+        state.users.insert("root@pam".into(), root);
         let shared = Arc::new(Shared {
             config,
             state: Mutex::new(state),
@@ -803,6 +807,16 @@ fn route(
             let tokenid = format!("{userid}!{name}");
             match st.tokens.get(&tokenid) {
                 Some((s, _)) => Reply::Data(with_id(&tokenid, s, "tokenid")),
+                None => error(400, format!("no such token '{tokenid}'")),
+            }
+        }
+        ("PUT", ["access", "users", userid, "token", name]) => {
+            let tokenid = format!("{userid}!{name}");
+            match st.tokens.get_mut(&tokenid) {
+                Some((s, _)) => {
+                    apply_update(s, params, &["userid", "token-name", "regenerate"]);
+                    Reply::Data(Value::Null)
+                }
                 None => error(400, format!("no such token '{tokenid}'")),
             }
         }

@@ -16,7 +16,8 @@
 //!   `secret_rotation` moves. A PBS `encryption-key=autogen` key is answered once: it goes to
 //!   `on_key`, once, never to state; one not handed over is refused by the next plan.
 //! - **S20** Dropped, a storage is kept: removing the definition orphans the volumes on it.
-//! - A `pbs` storage requires its PBS datastore (written after it when the stack declares it).
+//! - A `pbs` storage requires its PBS datastore and API token (written after them when the
+//!   stack declares them).
 
 mod plugins;
 
@@ -125,18 +126,24 @@ impl Object for StorageObject {
 
     /// Every definition is a section of `storage.cfg`, whose digest every update carries
     /// (update: `assert_if_modified`): two updates in one deploy each need a fresh one (S31).
-    /// A `pbs` storage needs its datastore on the Proxmox Backup Server: when the stack
-    /// declares it (`PbsDatastore`, feature `pbs`), the storage is written after it.
+    /// A `pbs` storage needs its datastore on the Proxmox Backup Server and, when it logs in
+    /// with an API token (`username` `USER@REALM!NAME`), that token: when the stack declares
+    /// them (`PbsDatastore`, `PbsApiToken`, feature `pbs`), the storage is written after them.
     fn requires(d: &Storage) -> Vec<crate::contract::ObjectRef> {
-        let pbs = d.spec.type_ == CreateType::Pbs;
-        match (&d.spec.datastore, pbs) {
-            (Some(store), true) => vec![crate::contract::ObjectRef::new(
-                crate::families::kinds::PBS_DATASTORE,
-                crate::contract::Scope::Cluster,
-                store,
-            )],
-            _ => Vec::new(),
+        if d.spec.type_ != CreateType::Pbs {
+            return Vec::new();
         }
+        let at = |kind, key: &String| {
+            crate::contract::ObjectRef::new(kind, crate::contract::Scope::Cluster, key)
+        };
+        let mut out = Vec::new();
+        if let Some(store) = &d.spec.datastore {
+            out.push(at(crate::families::kinds::PBS_DATASTORE, store));
+        }
+        if let Some(user) = d.spec.username.as_ref().filter(|u| u.contains('!')) {
+            out.push(at(crate::families::kinds::PBS_API_TOKEN, user));
+        }
+        out
     }
 
     fn domain(_: &Storage) -> Option<String> {

@@ -144,6 +144,19 @@ impl serde::Serialize for CreateToken {
         o.end()
     }
 }
+impl<'de> serde::Deserialize<'de> for CreateToken {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut f = crate::de::Fields::new(d)?;
+        Ok(Self {
+            userid: f.req("userid")?,
+            token_name: f.req("token-name")?,
+            comment: f.opt("comment")?,
+            digest: f.opt("digest")?,
+            enable: f.opt("enable")?,
+            expire: f.opt("expire")?,
+        })
+    }
+}
 impl CreateToken {
     /// A value with every required field; optional ones start unset.
     #[allow(
