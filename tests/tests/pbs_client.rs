@@ -282,3 +282,59 @@ async fn a_token_made_on_the_pbs_simulator_authenticates_and_a_wrong_secret_is_r
         ]
     );
 }
+
+/// The blocking facade over a PBS client: a create that answers a PBS task, waited for, and a
+/// read's typed absence as `None`, each against the PBS simulator (run on a runtime of its own).
+#[test]
+fn the_blocking_facade_works_on_pbs_too() {
+    use pve_sdk::pbs::config::datastore::name::ReadDatastore;
+    use pve_sdk::pbs::config::datastore::CreateDatastore;
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let pbs = rt
+        .block_on(pve_sim::pbs::PbsSimulator::start(
+            pve_sim::pbs::PbsConfig::default(),
+        ))
+        .expect("starts");
+    let (id, secret) = pbs.token().expect("a token");
+    let client = pve_sdk::blocking::Client::new(Client::pbs_builder(pbs.url()).token(id, secret))
+        .expect("client");
+    assert!(client
+        .get_opt(&ReadDatastore::new("store1"))
+        .expect("absence is no error")
+        .is_none());
+    let task = client
+        .start(&CreateDatastore::new("store1", "/mnt/store1"))
+        .expect("started");
+    assert_eq!(task.upid().task_type(), "create-datastore");
+    assert_eq!(task.upid().task_id(), Some(1));
+    task.wait(pve_sdk::task::AwaitOptions::default())
+        .expect("the task ends OK");
+    let store = client
+        .get_opt(&ReadDatastore::new("store1"))
+        .expect("reads")
+        .expect("there")
+        .data;
+    assert_eq!(store.path.as_deref(), Some("/mnt/store1"));
+    let lines: Vec<String> = pbs
+        .requests()
+        .iter()
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "GET /config/datastore/store1 400",
+            "POST /config/datastore 200"
+        ]
+    );
+    assert!(
+        lines[2].starts_with("GET /nodes/pbs1/tasks/UPID:pbs1:"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("GET /config/datastore/store1 200")
+    );
+    drop(pbs);
+    drop(rt);
+}
