@@ -400,14 +400,23 @@ impl Worker {
                 "the recorded task is gone from state; plan again".to_owned(),
             );
         };
-        let Some(client) = self.clients.for_credential(&credential) else {
-            return err(ErrorKind::OutcomeUnknown, format!(
-                "task {upid} was started by {credential}, and this stack has no client with that credential to poll it (S14)"
-            ));
-        };
         let parsed: Upid = match upid.parse() {
             Ok(u) => u,
             Err(e) => return err(ErrorKind::State, format!("recorded task id {upid:?}: {e}")),
+        };
+        // A PBS task (its UPID has PBS's task id field) is PBS's to answer: polled with the
+        // stack's PBS client, never on PVE, where the path names another node's task.
+        let client = match parsed.task_id() {
+            Some(_) => match self.cx.client_of(pve_sdk::Product::Pbs) {
+                Ok(c) => Some(c),
+                Err(f) => return Outcome::Failed(ResourceError::failed(entry.object.clone(), f)),
+            },
+            None => self.clients.for_credential(&credential),
+        };
+        let Some(client) = client else {
+            return err(ErrorKind::OutcomeUnknown, format!(
+                "task {upid} was started by {credential}, and this stack has no client with that credential to poll it (S14)"
+            ));
         };
         if in_flight.is_none() {
             // Found in the node's task list: recorded before it is awaited, as any task is.

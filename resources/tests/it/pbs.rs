@@ -830,3 +830,62 @@ async fn s01_s03_s04_s06_s07_s08_s11_s20_s26_s27_pbs_api_token_conforms() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn s14_s29_a_pbs_task_whose_end_was_not_seen_is_awaited_on_the_pbs_by_the_next_deploy() {
+    let (pve, pbs) = (sim().await, pbs().await);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&pve, &pbs, dir.path());
+    s.add("store1", PbsDatastore::new("store1", "/mnt/store1"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    // The create is sent and its UPID recorded; every answer about the task is lost.
+    pbs.with_state(|st| st.tasks_unreadable = true);
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(!report.converged(), "{report}");
+    assert!(
+        common::state_text(dir.path()).contains("UPID:pbs1:"),
+        "the task is recorded"
+    );
+    // The next deploy resumes it on the PBS (never on PVE) and sends no second create.
+    pbs.with_state(|st| st.tasks_unreadable = false);
+    drop(s);
+    let mut s = stack(&pve, &pbs, dir.path());
+    s.add("store1", PbsDatastore::new("store1", "/mnt/store1"))
+        .expect("adds");
+    let plan = s.plan().await.expect("plans");
+    pve.clear_log();
+    pbs.clear_log();
+    let report = s.deploy(&plan, |_| {}).await.expect("deploys");
+    assert!(report.converged(), "{plan}\n{report}");
+    assert_eq!(pbs_writes(&pbs), Vec::<String>::new());
+    assert!(
+        pbs_requests(&pbs)
+            .iter()
+            .any(|r| r.starts_with("GET /nodes/pbs1/tasks/UPID:pbs1:")),
+        "{:?}",
+        pbs_requests(&pbs)
+    );
+    assert_eq!(requests(&pve), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn s34_a_plan_reads_the_datastore_list_and_the_audit_proof_once_for_every_datastore() {
+    let (pve, pbs) = (sim().await, pbs().await);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = stack(&pve, &pbs, dir.path());
+    for n in ["store1", "store2", "store3"] {
+        s.add(n, PbsDatastore::new(n, format!("/mnt/{n}")))
+            .expect("adds");
+    }
+    let plan = s.plan().await.expect("plans");
+    assert_eq!(plan.entries.len(), 3);
+    let seen = pbs_requests(&pbs);
+    let count = |line: &str| seen.iter().filter(|r| r.as_str() == line).count();
+    assert_eq!(count("GET /config/datastore"), 1, "{seen:?}");
+    assert_eq!(
+        count("GET /access/permissions path=/datastore"),
+        1,
+        "{seen:?}"
+    );
+}

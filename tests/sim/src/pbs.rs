@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
@@ -31,7 +31,7 @@ use percent_encoding::percent_decode_str;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
-use crate::server::LoggedRequest;
+use crate::server::{form_pairs, lock, LoggedRequest};
 
 /// The node name PBS answers with (its host name), in UPIDs and `/nodes`.
 pub const PBS_NODE: &str = "pbs1";
@@ -104,6 +104,8 @@ pub struct PbsState {
     pub endpoints: BTreeMap<(String, String), Section>,
     /// See `endpoints`.
     pub matchers: BTreeMap<String, Section>,
+    /// Task status reads answer 500 while set: a lost answer about a task that ran.
+    pub tasks_unreadable: bool,
     /// Tasks by UPID: (type, id, exit status).
     pub tasks: BTreeMap<String, (String, String, String)>,
     next_task: u64,
@@ -147,10 +149,6 @@ struct Shared {
     state: Mutex<PbsState>,
     log: Mutex<Vec<LoggedRequest>>,
     tickets: Mutex<BTreeMap<String, String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A running PBS simulator on 127.0.0.1 and a port the OS picked. Dropping it stops it.
@@ -347,21 +345,6 @@ fn respond(reply: Reply) -> Response {
         body,
     )
         .into_response()
-}
-
-fn form_pairs(text: &str) -> Vec<(String, String)> {
-    text.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let d = |s: &str| {
-                percent_decode_str(&s.replace('+', " "))
-                    .decode_utf8_lossy()
-                    .into_owned()
-            };
-            (d(k), d(v))
-        })
-        .collect()
 }
 
 /// Who a request authenticated as, or why not.
@@ -969,6 +952,9 @@ fn route(
             Some(_) => Reply::Data(Value::Null),
             None => error(404, format!("matcher '{name}' not found")),
         },
+        ("GET", ["nodes", _node, "tasks", _, "status"]) if st.tasks_unreadable => {
+            error(500, "task status unavailable (simulated)")
+        }
         ("GET", ["nodes", _node, "tasks", upid, "status"]) => match st.tasks.get(*upid) {
             Some((kind, id, exit)) => Reply::Data(json!({
                 "upid": upid, "node": PBS_NODE, "pid": 1234, "pstart": 5678,

@@ -157,7 +157,7 @@ struct Shared {
     rules: Mutex<Vec<Rule>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves plain data behind; keep serving it.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -615,7 +615,7 @@ fn decode(s: &str) -> String {
         .into_owned()
 }
 
-fn form_pairs(text: &str) -> Vec<(String, String)> {
+pub(crate) fn form_pairs(text: &str) -> Vec<(String, String)> {
     text.split('&')
         .filter(|p| !p.is_empty())
         .map(|p| match p.split_once('=') {
